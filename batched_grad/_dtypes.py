@@ -1,0 +1,155 @@
+"""dtypes with torch's names and torch's type-promotion rules, mapped onto NumPy/JAX dtypes."""
+import builtins
+
+import jax
+import ml_dtypes  # bfloat16's NumPy dtype, shipped with JAX
+import numpy as np
+
+jax.config.update("jax_enable_x64", True)  # float64/int64 must really be 64-bit
+
+_CATEGORY = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
+
+
+class dtype:
+    """A tensor element type; `np` is the NumPy/JAX dtype behind it."""
+
+    __slots__ = ("name", "np")
+
+    def __init__(self, name, np_dtype):
+        self.name, self.np = name, np.dtype(np_dtype)
+
+    def __repr__(self):
+        return f"torch.{self.name}"
+
+    def __reduce__(self):
+        return (from_numpy_dtype, (self.np,))
+
+    @property
+    def is_floating_point(self):
+        return self.np.kind == "f"
+
+    @property
+    def is_complex(self):
+        return self.np.kind == "c"
+
+    @property
+    def is_signed(self):
+        return self.np.kind not in "bu"
+
+    @property
+    def itemsize(self):
+        return self.np.itemsize
+
+
+float16 = dtype("float16", np.float16)
+bfloat16 = dtype("bfloat16", ml_dtypes.bfloat16)
+float32 = dtype("float32", np.float32)
+float64 = dtype("float64", np.float64)
+uint8 = dtype("uint8", np.uint8)
+int8 = dtype("int8", np.int8)
+int16 = dtype("int16", np.int16)
+int32 = dtype("int32", np.int32)
+int64 = dtype("int64", np.int64)
+bool = dtype("bool", np.bool_)  # noqa: A001  (torch's name)
+complex64 = dtype("complex64", np.complex64)
+complex128 = dtype("complex128", np.complex128)
+half, double, long, cfloat, cdouble = float16, float64, int64, complex64, complex128
+
+ALL = (float16, bfloat16, float32, float64, uint8, int8, int16, int32, int64, bool, complex64, complex128)
+_BY_NP = {d.np: d for d in ALL}
+
+
+def from_numpy_dtype(np_dtype):
+    try:
+        return _BY_NP[np.dtype(np_dtype)]
+    except KeyError:
+        raise TypeError(f"unsupported element type {np.dtype(np_dtype)}") from None
+
+
+def to_dtype(d, argument="dtype"):
+    """Accept a bg dtype, a NumPy/JAX dtype or its name; raise naming `argument` otherwise."""
+    if isinstance(d, dtype):
+        return d
+    try:
+        return from_numpy_dtype(d)
+    except TypeError:
+        raise TypeError(f"{argument} must be a dtype such as batched_grad.float32, but got {d!r}") from None
+
+
+_default_float = [float32]
+
+
+def get_default_dtype():
+    return _default_float[0]
+
+
+def set_default_dtype(d):
+    d = to_dtype(d, "d")
+    if not d.is_floating_point:
+        raise TypeError(f"only floating-point types are supported as the default type, but got {d}")
+    _default_float[0] = d
+
+
+def category(d):
+    return _CATEGORY[d.np.kind]
+
+
+def promote_types(a, b):
+    if a is None or b is None:
+        return a or b
+    if a is bool and b is bool:
+        return bool
+    return from_numpy_dtype(jax.numpy.promote_types(a.np, b.np))
+
+
+def _to_complex(d):
+    return complex128 if d is float64 else complex64
+
+
+def _combine(higher, lower):
+    """torch's combine_categories: `higher` outranks `lower` by dimensionality class."""
+    if higher is None:
+        return lower
+    if lower is None:
+        return higher
+    if higher.is_complex:
+        return higher
+    if lower.is_complex:
+        return _to_complex(higher) if higher.is_floating_point else lower
+    if higher.is_floating_point:
+        return higher
+    if higher is bool or lower.is_floating_point:
+        return promote_types(higher, lower)
+    return higher
+
+
+def scalar_dtype(x):
+    """The dtype torch gives a Python number taking part in an op (a 'wrapped number')."""
+    if isinstance(x, (builtins.bool, np.bool_)):
+        return bool
+    if isinstance(x, (int, np.integer)):
+        return int64
+    if isinstance(x, (float, np.floating)):
+        return get_default_dtype()
+    if isinstance(x, (complex, np.complexfloating)):
+        return _to_complex(get_default_dtype())
+    raise TypeError(f"expected a Tensor or a Python number, but got {type(x).__name__}")
+
+
+def result_type(*operands):
+    """torch.result_type over Tensors and Python numbers (dimension-aware promotion)."""
+    dim = zero = wrapped = None
+    for x in operands:
+        d = getattr(x, "dtype", None)
+        if d is None:
+            wrapped = promote_types(wrapped, scalar_dtype(x))
+        elif x.ndim == 0:
+            zero = promote_types(zero, d)
+        else:
+            dim = promote_types(dim, d)
+    return _combine(dim, _combine(zero, wrapped))
+
+
+def float_result(d):
+    """The dtype of an op that always produces floats (sqrt, mean, true division, ...)."""
+    return d if d.is_floating_point or d.is_complex else get_default_dtype()

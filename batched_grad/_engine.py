@@ -1,0 +1,149 @@
+"""The backward walk shared by grad() and backward(): discover, order, run each node, accumulate."""
+import warnings
+
+import jax.numpy as jnp
+
+from . import _graph
+from ._grad_mode import set_grad_enabled
+from ._graph import AccumulateGrad
+from ._tensor import Tensor
+
+
+def _topological(root_nodes):
+    """Nodes reachable from the roots, each before every node its edges lead to."""
+    order, seen = [], set()
+    for root in root_nodes:
+        if root in seen:
+            continue
+        seen.add(root)
+        stack = [(root, iter(root.edges))]
+        while stack:
+            node, edges = stack[-1]
+            for e in edges:
+                if e is not None and e.node not in seen:
+                    seen.add(e.node)
+                    stack.append((e.node, iter(e.node.edges)))
+                    break
+            else:
+                stack.pop()
+                order.append(node)
+    order.reverse()
+    return order
+
+
+def _needed(order, targets):
+    """Nodes from which some target node is reachable (only these run when inputs are given)."""
+    needed = set(targets)
+    for node in reversed(order):
+        if any(e is not None and e.node in needed for e in node.edges):
+            needed.add(node)
+    return needed
+
+
+def _add(a, b):
+    return b if a is None else a + b
+
+
+def _run_hooks(hooks, grad):
+    for hook in list(hooks.values()):
+        result = hook(grad)
+        if result is not None:
+            if result.shape != grad.shape:
+                raise RuntimeError(f"hook '{getattr(hook, '__name__', hook)}' has changed the size of value")
+            grad = result
+    return grad
+
+
+def _accumulate(variable, grad, create_graph):
+    if not create_graph:
+        grad = grad.detach()
+    old = variable._grad
+    if old is None:
+        variable._grad = grad
+    elif create_graph:
+        variable._grad = old + grad
+    else:
+        old._value = old._value + grad._value
+        old._version.value += 1
+
+
+def _check_anomaly(node, grads):
+    for i, g in enumerate(grads):
+        if g is not None and bool(jnp.isnan(g._value).any()):
+            raise RuntimeError(f"Function '{node.name()}' returned nan values in its {i}th output.")
+
+
+def _call(node, cotangents, create_graph):
+    if not _graph._anomaly["enabled"]:
+        return node.backward(cotangents, create_graph)
+    try:
+        grads = node.backward(cotangents, create_graph)
+        if _graph._anomaly["check_nan"]:
+            _check_anomaly(node, grads)
+        return grads
+    except Exception:
+        if node.trace:
+            warnings.warn(f"Error detected in {node.name()}. Traceback of forward call that caused the error:\n"
+                          f"{node.trace}", UserWarning, stacklevel=3)
+        raise
+
+
+def run_backward(roots, root_grads, captures, *, retain_graph, create_graph, accumulate):
+    """Propagate `root_grads` (Tensors) from the `roots` (GradientEdges) through the graph.
+
+    `captures` lists GradientEdges whose incoming gradient is returned (None when unreached). When
+    `accumulate`, leaves' `.grad` is accumulated into (all leaves, or only the captured ones if any).
+    """
+    buffers = {}
+    for edge, g in zip(roots, root_grads):
+        slot = buffers.setdefault(edge.node, [None] * len(edge.node.out_meta))
+        slot[edge.output_nr] = _add(slot[edge.output_nr], g)
+    order = _topological(list(buffers))
+    wanted = {}
+    for i, edge in enumerate(captures):
+        wanted.setdefault(edge.node, []).append((edge.output_nr, i))
+    needed = _needed(order, wanted) if captures else None
+    results = [None] * len(captures)
+    with set_grad_enabled(create_graph):
+        for node in order:
+            cotangents = buffers.pop(node, None)
+            if cotangents is None or (needed is not None and node not in needed):
+                continue
+            if isinstance(node, AccumulateGrad):
+                leaf = node.variable
+                grad = cotangents[0]
+                if grad is None:
+                    continue
+                if leaf._hooks:
+                    grad = _run_hooks(leaf._hooks, grad)
+                for _, i in wanted.get(node, ()):
+                    results[i] = grad
+                if accumulate:
+                    _accumulate(leaf, grad, create_graph)
+                continue
+            if node.tensor_pre_hooks:
+                for nr, hooks in node.tensor_pre_hooks.items():
+                    if cotangents[nr] is not None and hooks:
+                        cotangents[nr] = _run_hooks(hooks, cotangents[nr])
+            if node.retained:
+                for nr, ref in node.retained.items():
+                    t = ref()
+                    if t is not None and cotangents[nr] is not None and t.grad_fn is node:
+                        g = cotangents[nr] if create_graph else cotangents[nr].detach()
+                        t._grad = g if t._grad is None else t._grad + g
+            for nr, i in wanted.get(node, ()):
+                results[i] = cotangents[nr]
+            if needed is not None and not any(e is not None and e.node in needed for e in node.edges):
+                continue
+            if all(c is None for c in cotangents):
+                continue
+            grads = _call(node, cotangents, create_graph)
+            for hook in list(node.post_hooks.values()):
+                hook(tuple(grads), tuple(cotangents))
+            if not retain_graph:
+                node.release()
+            for edge, g in zip(node.edges, grads):
+                if edge is not None and g is not None:
+                    slot = buffers.setdefault(edge.node, [None] * len(edge.node.out_meta))
+                    slot[edge.output_nr] = _add(slot[edge.output_nr], g)
+    return results

@@ -1,0 +1,189 @@
+"""The recorded graph: nodes, edges, saved values, hooks and anomaly bookkeeping."""
+import traceback
+import weakref
+from collections import OrderedDict, namedtuple
+
+_anomaly = {"enabled": False, "check_nan": True}
+
+BACKWARD_TWICE = (
+    "Trying to backward through the graph a second time (or directly access saved tensors after they "
+    "have already been freed). Saved intermediate values of the graph are freed when you call .backward() "
+    "or autograd.grad(). Specify retain_graph=True if you need to backward through the graph a second time "
+    "or if you need to access saved tensors after calling backward."
+)
+
+
+class GradientEdge(namedtuple("GradientEdge", ["node", "output_nr"])):
+    """Where a gradient enters the graph: output `output_nr` of `node`."""
+
+
+class RemovableHandle:
+    """Returned by register_hook; `.remove()` unregisters the hook."""
+
+    _next_id = 0
+
+    def __init__(self, hooks):
+        self._hooks = hooks
+        self.id = RemovableHandle._next_id
+        RemovableHandle._next_id += 1
+
+    def remove(self):
+        self._hooks.pop(self.id, None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+def add_hook(hooks, fn):
+    handle = RemovableHandle(hooks)
+    hooks[handle.id] = fn
+    return handle
+
+
+class VersionCounter:
+    """Shared by a tensor and its views; in-place ops bump it, saved values remember it."""
+
+    __slots__ = ("value",)
+
+    def __init__(self):
+        self.value = 0
+
+
+class Node:
+    """A recorded operation. Subclasses define `name()` and `backward(cotangents, create_graph)`, which maps
+    output cotangents (Tensors, None = zero) to one cotangent per edge (Tensors or None).
+
+    `edges[i]` is the GradientEdge that operand i's cotangent flows into (None when it needs none);
+    `out_meta[j]` is (shape, dtype) of output j.
+    """
+
+    __slots__ = ("edges", "out_meta", "tensor_pre_hooks", "retained", "post_hooks", "trace", "__weakref__")
+
+    def __init__(self, edges, out_meta):
+        self.edges = edges
+        self.out_meta = out_meta
+        self.tensor_pre_hooks = None  # {output_nr: OrderedDict(id -> fn)}
+        self.retained = None  # {output_nr: weakref to the tensor that retains its grad}
+        self.post_hooks = OrderedDict()
+        self.trace = "".join(traceback.format_stack()[:-3]) if _anomaly["enabled"] else None
+
+    def __repr__(self):
+        return f"<{self.name()} object at {hex(id(self))}>"
+
+    @property
+    def next_functions(self):
+        return tuple((e.node, e.output_nr) if e is not None else (None, 0) for e in self.edges)
+
+    @property
+    def metadata(self):
+        return {}
+
+    def register_hook(self, fn):
+        """fn(grad_inputs, grad_outputs) runs after this node's backward."""
+        return add_hook(self.post_hooks, fn)
+
+    def pre_hooks_for(self, output_nr):
+        if self.tensor_pre_hooks is None:
+            self.tensor_pre_hooks = {}
+        return self.tensor_pre_hooks.setdefault(output_nr, OrderedDict())
+
+    def saved_values(self):
+        return ()
+
+    def release(self):
+        """Free saved values after a backward that does not retain the graph."""
+        for s in self.saved_values():
+            s.free()
+
+    def keep_saved_versions(self, counter):
+        """This node's own in-place op saved the pre-update value (an immutable array): it stays valid."""
+        for s in self.saved_values():
+            if s.counter is counter:
+                s.version = counter.value
+
+
+class AccumulateGrad(Node):
+    """The sink of a leaf tensor that requires grad; backward() adds into `variable.grad`."""
+
+    __slots__ = ("variable",)
+
+    def __init__(self, variable):
+        super().__init__((), ((variable.shape, variable.dtype),))
+        self.variable = variable
+
+    def name(self):
+        return "torch::autograd::AccumulateGrad"
+
+    def backward(self, cotangents, create_graph):
+        return ()
+
+
+class SavedValue:
+    """A tensor value saved for backward: its array, how to rejoin the graph, and its version."""
+
+    __slots__ = ("value", "edge_node", "output_nr", "leaf", "counter", "version", "requires_grad", "freed")
+
+    def __init__(self, tensor):
+        self.value = tensor._value
+        self.edge_node, self.output_nr = tensor.grad_fn, tensor._output_nr
+        self.leaf = tensor if tensor.grad_fn is None and tensor.requires_grad else None
+        self.counter = tensor._version
+        self.version = tensor._version.value
+        self.requires_grad = tensor.requires_grad
+        self.freed = False
+
+    def check(self, owner):
+        if self.freed:
+            raise RuntimeError(BACKWARD_TWICE)
+        if self.counter.value != self.version:
+            from ._tensor import type_name
+
+            where = f"output {self.output_nr} of {self.edge_node.name()}" if self.edge_node else "a leaf Variable"
+            shape = list(self.value.shape)
+            raise RuntimeError(
+                "one of the variables needed for gradient computation has been modified by an inplace "
+                f"operation: [{type_name(self.value.dtype)} {shape}], which is {where}, is at version "
+                f"{self.counter.value}; expected version {self.version} instead. Hint: enable anomaly detection "
+                "to find the operation that failed to compute its gradient, with "
+                "torch.autograd.set_detect_anomaly(True)."
+            )
+
+    def unpack(self, owner, graph_mode):
+        """The saved value as a Tensor; with `graph_mode` it is still connected to the graph."""
+        from ._tensor import Tensor
+
+        self.check(owner)
+        if not graph_mode or not self.requires_grad:
+            return Tensor._wrap(self.value)
+        if self.leaf is not None:
+            return self.leaf
+        return Tensor._wrap(self.value, grad_fn=self.edge_node, output_nr=self.output_nr)
+
+    def free(self):
+        self.freed = True
+        self.value = None
+
+
+def edge_of(tensor):
+    """The GradientEdge a tensor's cotangent flows into, or None if it does not require grad."""
+    if tensor.grad_fn is not None:
+        return GradientEdge(tensor.grad_fn, tensor._output_nr)
+    if tensor._requires_grad:
+        acc = tensor._accumulator() if tensor._accumulator is not None else None
+        if acc is None:
+            acc = AccumulateGrad(tensor)
+            tensor._accumulator = weakref.ref(acc)
+        return GradientEdge(acc, 0)
+    return None
+
+
+def get_gradient_edge(tensor):
+    """The GradientEdge of `tensor`, usable as an output or input of grad()/backward()."""
+    if not tensor.requires_grad:
+        raise RuntimeError(
+            "It is not possible to get the gradient edge for a Tensor that does not require gradients"
+        )
+    return edge_of(tensor)

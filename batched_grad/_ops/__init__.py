@@ -1,0 +1,150 @@
+"""The op table's public face: module functions with torch's names, and the Tensor methods and operators
+generated from them."""
+import jax.numpy as jnp
+
+from .. import _dtypes
+from .._tensor import Tensor
+from ._core import Op, apply, compile_count
+from .elementwise import (COMPARISONS, PREDICATES, UNARY, add, atan2, clamp, clip, div, floor_divide, fmod,
+                          hypot, lerp, maximum, minimum, mul, pow, remainder, round, rsub, sub, true_divide, where)
+from .indexing import (argsort, gather, getitem, index_select, masked_fill, masked_select, nonzero, scatter,
+                       scatter_add, setitem, sort, take_along_dim, topk)
+from .linalg import bmm, diag, diagonal, dot, einsum, matmul, mm, mv, outer, tensordot, trace, tril, triu
+from .reduction import (all, amax, amin, any, argmax, argmin, cumprod, cumsum, logsumexp, max, mean, min, norm,
+                        prod, std, sum, var)
+from .shape import (broadcast_to, cat, chunk, concat, concatenate, expand, expand_as, flatten, flip, hstack,
+                    movedim, narrow, permute, repeat, reshape, roll, select, split, squeeze, stack, swapaxes, t,
+                    tile, transpose, unbind, unflatten, unsqueeze, view, view_as, vstack)
+
+globals().update(UNARY)
+globals().update(COMPARISONS)
+globals().update(PREDICATES)
+
+_TO = Op("to_copy", lambda a, *, dtype: a.astype(dtype), linear=True, backward_name="ToCopyBackward0")
+_CLONE = Op("clone", lambda a: a + jnp.zeros((), a.dtype), linear=True)
+_FILL = Op("fill", lambda a, v: jnp.broadcast_to(v.astype(a.dtype), a.shape), linear=True)
+_COPY = Op("copy", lambda a, src: jnp.broadcast_to(src.astype(a.dtype), a.shape), linear=True,
+           backward_name="CopyBackwards")
+
+
+def clone(input):
+    """A copy that stays in the graph."""
+    return apply(_CLONE, [input])
+
+
+def to(input, *args, dtype=None, **kwargs):
+    """Convert to `dtype` (given positionally, by keyword, or as another tensor's); devices are accepted as-is."""
+    for a in args:
+        if isinstance(a, Tensor):
+            dtype = a.dtype
+        elif not isinstance(a, str):
+            dtype = a
+    if dtype is None:
+        return input
+    d = _dtypes.to_dtype(dtype)
+    return input if d is input.dtype else apply(_TO, [input], dtype=d.np)
+
+
+def jax_function(fn):
+    """Wrap a JAX-traceable function of arrays into a differentiable op of Tensors.
+
+    `jax_function(jnp.sinc)(x)` records one node whose VJP JAX derives; keyword arguments are static
+    (hashable) parameters; a tuple result gives a tuple of Tensors.
+    """
+    name = getattr(fn, "__name__", "jax_function")
+    returns_tuple = [False]
+
+    def traced(*arrays, **static):
+        out = fn(*arrays, **static)
+        returns_tuple[0] = isinstance(out, (tuple, list))  # recorded while tracing, before apply returns
+        return tuple(out) if returns_tuple[0] else (out,)
+
+    op = Op(name, traced, multi=True, backward_name=f"JaxFunction_{name}Backward")
+
+    def wrapped(*args, **static):
+        outs = apply(op, list(args), **static)
+        return outs if returns_tuple[0] else outs[0]
+
+    wrapped.__name__ = name
+    wrapped.__doc__ = fn.__doc__
+    return wrapped
+
+
+def _inplace(fn):
+    def method(self, *args, **kwargs):
+        return self._assign(fn(self, *args, **kwargs))
+
+    method.__name__ = fn.__name__ + "_"
+    return method
+
+
+def _fill(self, value):
+    return apply(_FILL, [self, value])
+
+
+def _zero(self):
+    return apply(_FILL, [self, 0])
+
+
+def _copy(self, src):
+    return apply(_COPY, [self, src])
+
+
+def _reversed(fn):
+    return lambda self, other: fn(other, self)
+
+
+def _invert(self):
+    return logical_not(self) if self.dtype is _dtypes.bool else apply(_BITWISE_NOT, [self])
+
+
+_BITWISE_NOT = Op("bitwise_not", jnp.invert)
+
+_METHODS = dict(UNARY, **COMPARISONS, **PREDICATES)
+_METHODS.update({f.__name__ if not isinstance(f, str) else f: f for f in [
+    add, sub, mul, div, true_divide, floor_divide, remainder, fmod, pow, atan2, maximum, minimum, hypot, clamp, clip,
+    lerp, round, sum, mean, prod, amax, amin, max, min, argmax, argmin, var, std, norm, logsumexp, cumsum, cumprod,
+    all, any, matmul, mm, bmm, mv, dot, outer, trace, diag, diagonal, tril, triu, reshape, view, view_as, flatten,
+    unflatten, squeeze, unsqueeze, expand, expand_as, broadcast_to, permute, transpose, swapaxes, t, movedim, split,
+    chunk, unbind, flip, roll, repeat, tile, narrow, select, index_select, gather, scatter, scatter_add,
+    take_along_dim, masked_fill, masked_select, nonzero, sort, argsort, topk, clone, to, tensordot]})
+_METHODS.update(
+    clip=clamp, multiply=mul, divide=div, subtract=sub, absolute=UNARY["abs"], negative=UNARY["neg"], arctan2=atan2,
+    greater=COMPARISONS["gt"], less=COMPARISONS["lt"], fill_=_fill, zero_=_zero, copy_=_copy,
+    where=lambda self, condition, other: where(condition, self, other),
+    float=lambda self: to(self, _dtypes.float32), double=lambda self: to(self, _dtypes.float64),
+    half=lambda self: to(self, _dtypes.float16), long=lambda self: to(self, _dtypes.int64),
+    int=lambda self: to(self, _dtypes.int32), bool=lambda self: to(self, _dtypes.bool),
+    type_as=lambda self, other: to(self, other.dtype),
+    new_zeros=lambda self, *size, dtype=None, requires_grad=False: _new(self, "zeros", size, dtype, requires_grad),
+    new_ones=lambda self, *size, dtype=None, requires_grad=False: _new(self, "ones", size, dtype, requires_grad),
+    __getitem__=getitem, __setitem__=setitem,
+    __add__=add, __radd__=add, __sub__=sub, __rsub__=_reversed(sub), __mul__=mul, __rmul__=mul,
+    __truediv__=div, __rtruediv__=_reversed(div), __floordiv__=floor_divide, __rfloordiv__=_reversed(floor_divide),
+    __mod__=remainder, __rmod__=_reversed(remainder), __pow__=pow, __rpow__=_reversed(pow),
+    __matmul__=matmul, __rmatmul__=_reversed(matmul), __neg__=UNARY["neg"], __abs__=UNARY["abs"],
+    __pos__=lambda self: self, __invert__=_invert,
+    __eq__=COMPARISONS["eq"], __ne__=COMPARISONS["ne"], __lt__=COMPARISONS["lt"], __le__=COMPARISONS["le"],
+    __gt__=COMPARISONS["gt"], __ge__=COMPARISONS["ge"], __and__=COMPARISONS["logical_and"],
+    __or__=COMPARISONS["logical_or"], __xor__=COMPARISONS["logical_xor"],
+    T=property(lambda self: permute(self, *reversed(range(self.ndim)))),
+    mT=property(lambda self: transpose(self, -2, -1)),
+)
+_INPLACE = ["add", "sub", "mul", "div", "pow", "clamp", "clip", "neg", "abs", "exp", "log", "sqrt", "sigmoid",
+            "tanh", "floor", "ceil", "round", "trunc", "masked_fill", "scatter", "scatter_add", "lerp", "sin",
+            "cos", "relu", "square", "reciprocal", "fmod", "remainder"]
+_METHODS.update({f"{name}_": _inplace(_METHODS[name]) for name in _INPLACE})
+for _name in ("fill_", "zero_", "copy_"):
+    _METHODS[_name] = _inplace(_METHODS[_name])
+_METHODS.update({f"__i{op}__": _METHODS[f"{name}_"] for op, name in [
+    ("add", "add"), ("sub", "sub"), ("mul", "mul"), ("truediv", "div"), ("pow", "pow"), ("mod", "remainder")]})
+
+
+def _new(self, kind, size, dtype, requires_grad):
+    from .. import _factories
+
+    return getattr(_factories, kind)(*size, dtype=dtype or self.dtype, requires_grad=requires_grad)
+
+
+for _name, _fn in _METHODS.items():
+    setattr(Tensor, _name, _fn)

@@ -1,0 +1,172 @@
+"""The op table's machinery: an Op is a pure JAX function plus static parameters; `apply` runs it
+through a compiled-kernel cache and records a node whose VJP is JAX's, traced in a cached kernel."""
+import functools
+import weakref
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import _graph
+from .._grad_mode import is_grad_enabled
+from .._tensor import Tensor
+
+_compiles = [0]
+
+
+def compile_count():
+    """How many kernels have been traced for compilation so far (forward ops and backward programs)."""
+    return _compiles[0]
+
+
+class Op:
+    """A table entry: `fn(*arrays, **static)` returns an array (or a tuple when `multi`).
+
+    `linear`: the VJP needs no saved values (so the graph can be walked twice without retain_graph).
+    `multilinear`: linear in each operand separately (mul, matmul): an operand is saved only when another
+    operand requires grad, as torch does.
+    `view`: the outputs alias operand 0 (they share its version counter and see its in-place updates).
+    """
+
+    __slots__ = ("name", "fn", "backward_name", "linear", "multilinear", "view", "multi")
+
+    def __init__(self, name, fn, backward_name=None, linear=False, multilinear=False, view=False, multi=False):
+        self.name, self.fn, self.linear, self.view, self.multi = name, fn, linear, view, multi
+        self.multilinear = multilinear
+        self.backward_name = backward_name or "".join(p.capitalize() for p in name.split("_")) + "Backward0"
+
+    def __repr__(self):
+        return f"Op({self.name})"
+
+
+def _counted(fn):
+    @functools.wraps(fn)
+    def traced(*args):
+        _compiles[0] += 1
+        return fn(*args)
+
+    return traced
+
+
+@functools.lru_cache(maxsize=None)
+def kernel(op, static):
+    """The compiled forward of `op` with `static` (a tuple of (name, value) pairs); JAX caches by avals."""
+    return jax.jit(_counted(functools.partial(op.fn, **dict(static))))
+
+
+def _array(x):
+    if isinstance(x, Tensor):
+        return x._value
+    if isinstance(x, (bool, int, float, complex, np.generic)):
+        return np.asarray(x)
+    return x
+
+
+def _differentiable(dtype):
+    return dtype.kind in "fc" or dtype == jnp.bfloat16
+
+
+def apply(op, operands, **static):
+    """Run `op` on operands (Tensors or numbers) and record it when grad mode is on and any operand requires grad."""
+    static = tuple(sorted(static.items()))
+    arrays = tuple(_array(x) for x in operands)
+    out = kernel(op, static)(*arrays)
+    outs = out if op.multi else (out,)
+    record = is_grad_enabled() and any(isinstance(x, Tensor) and x.requires_grad for x in operands)
+    node = None
+    if record and any(_differentiable(o.dtype) for o in outs):
+        node = OpNode(op, static, operands, arrays, outs)
+    results = tuple(
+        Tensor._wrap(o, grad_fn=node if node is not None and _differentiable(o.dtype) else None, output_nr=i)
+        for i, o in enumerate(outs)
+    )
+    if op.view and isinstance(operands[0], Tensor):
+        for k, r in enumerate(results):
+            _make_view(operands[0], r, (op, static, k))
+    return results if op.multi else results[0]
+
+
+def _make_view(src, view, step):
+    root, chain = src._view if src._view is not None else (src, ())
+    view._view = (root, chain + (step,))
+    view._version = root._version
+    refs = root._views = [r for r in root._views if r() is not None] if root._views and len(root._views) > 16 else (root._views or [])
+    refs.append(weakref.ref(view))
+
+
+class VjpSpec(tuple):
+    """Static description of one node's VJP: (op, static, operand avals, saved mask, wanted operands, ct mask)."""
+
+
+def _vjp_fn(*args, spec):
+    op, static, avals, saved_mask, want, diff_outs, ct_mask = spec
+    args = iter(args)
+    primals = [next(args) if s else jnp.zeros(shape, dtype) for (shape, dtype), s in zip(avals, saved_mask)]
+    cts = [next(args) if m else None for m in ct_mask]
+    fn = functools.partial(op.fn, **dict(static))
+
+    def f(*diff):
+        full = list(primals)
+        for i, d in zip(want, diff):
+            full[i] = d
+        out = fn(*full)
+        outs = out if op.multi else (out,)
+        return tuple(outs[k] for k in diff_outs)
+
+    outs, pullback = jax.vjp(f, *[primals[i] for i in want])
+    cts = tuple(jnp.zeros_like(o) if c is None else jnp.conj(c) for o, c in zip(outs, cts))
+    return tuple(jnp.conj(g) for g in pullback(cts))
+
+
+VJP = Op("vjp", _vjp_fn, multi=True)
+
+
+class OpNode(_graph.Node):
+    """A node recorded by `apply`; its backward applies the op's VJP as another op (so it can be recorded)."""
+
+    __slots__ = ("op", "static", "saved", "avals", "diff_outs", "_specs")
+
+    def __init__(self, op, static, operands, arrays, outs):
+        edges = tuple(_graph.edge_of(x) if isinstance(x, Tensor) else None for x in operands)
+        super().__init__(edges, tuple((o.shape, o.dtype) for o in outs))
+        self.op, self.static = op, static
+        self.avals = tuple((a.shape, a.dtype) for a in arrays)
+        self.saved = tuple(self._save(i, x, a) for i, (x, a) in enumerate(zip(operands, arrays)))
+        self.diff_outs = tuple(k for k, o in enumerate(outs) if _differentiable(o.dtype))
+        self._specs = {}
+
+    def name(self):
+        if self.op is VJP:  # a recorded backward (create_graph=True): name it after the op it differentiates
+            return dict(self.static)["spec"][0].backward_name + "Backward"
+        return self.op.backward_name
+
+    def _save(self, i, operand, array):
+        # a linear op's VJP needs only its integer operands (indices, masks), never its float values
+        if _differentiable(array.dtype) and (self.op.linear or self.op.multilinear and not any(
+                e is not None for j, e in enumerate(self.edges) if j != i)):
+            return None
+        return _graph.SavedValue(operand) if isinstance(operand, Tensor) else array
+
+    def saved_values(self):
+        return [s for s in self.saved if isinstance(s, _graph.SavedValue)]
+
+    def spec(self, want, ct_mask):
+        key = (want, ct_mask)
+        spec = self._specs.get(key)
+        if spec is None:
+            saved_mask = tuple(s is not None for s in self.saved)
+            spec = self._specs[key] = VjpSpec(
+                (self.op, self.static, self.avals, saved_mask, want, self.diff_outs, ct_mask))
+        return spec
+
+    def backward(self, cotangents, create_graph):
+        want = tuple(i for i, e in enumerate(self.edges) if e is not None)
+        cts = [cotangents[k] for k in self.diff_outs]
+        ct_mask = tuple(c is not None for c in cts)
+        saved = [s.unpack(self, create_graph) if isinstance(s, _graph.SavedValue) else s
+                 for s in self.saved if s is not None]
+        grads = apply(VJP, saved + [c for c in cts if c is not None], spec=self.spec(want, ct_mask))
+        result = [None] * len(self.edges)
+        for i, g in zip(want, grads):
+            result[i] = g
+        return result

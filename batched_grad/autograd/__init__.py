@@ -1,0 +1,8 @@
+"""batched_grad.autograd: grad, backward, Function, graph edges, anomaly mode."""
+from . import graph
+from ._api import backward, grad
+from .anomaly_mode import detect_anomaly, set_detect_anomaly
+from .function import Function, FunctionCtx, once_differentiable
+
+__all__ = ["backward", "grad", "graph", "Function", "FunctionCtx", "once_differentiable", "detect_anomaly",
+           "set_detect_anomaly"]

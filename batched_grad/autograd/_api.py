@@ -1,0 +1,214 @@
+"""grad() and backward(): torch 2.13's argument handling, checks and messages, on top of the engine."""
+import warnings
+from collections.abc import Mapping
+
+from .. import _engine
+from .._graph import GradientEdge, edge_of
+from .._tensor import Tensor
+
+
+def _as_tuple(x):
+    return (x,) if isinstance(x, (Tensor, GradientEdge)) else tuple(x)
+
+
+def _inputs_tuple(inputs, fn_name):
+    """Normalize `inputs` like torch: a tensor/edge, an iterable, or a plain dict (whose values are used)."""
+    if type(inputs) is dict:
+        inputs = tuple(inputs.values())
+    elif isinstance(inputs, Mapping):
+        raise TypeError(f"`inputs` argument to `{fn_name}()` must be a dict, not {type(inputs).__name__}. "
+                        "Other Mapping types are not supported.")
+    else:
+        inputs = _as_tuple(inputs)
+    if not inputs:
+        raise RuntimeError(f"`inputs` argument to `{fn_name}()` cannot be empty.")
+    return inputs
+
+
+def _output_meta(out):
+    if isinstance(out, GradientEdge):
+        shape, dtype = out.node.out_meta[out.output_nr]
+        from .._dtypes import from_numpy_dtype
+        from .._tensor import Size
+
+        return Size(shape), from_numpy_dtype(dtype), True
+    if not isinstance(out, Tensor):
+        raise AssertionError("Expected output to be a torch.Tensor")
+    return out.shape, out.dtype, out.requires_grad
+
+
+def _make_grads(outputs, grads, is_grads_batched):
+    """torch's _make_grads: check shapes and dtypes, create implicit ones for scalar outputs."""
+    from .. import ones
+
+    result = []
+    for i, (out, grad) in enumerate(zip(outputs, grads)):
+        shape, dtype, requires_grad = _output_meta(out)
+        if isinstance(grad, Tensor):
+            grad_shape = grad.shape
+            if is_grads_batched:
+                if grad.ndim == 0:
+                    raise RuntimeError(
+                        f"If `is_grads_batched=True`, every grad_output needs a leading batch dimension, but "
+                        f"grad_output[{i}] is 0-dimensional. Pass a tensor of shape (B,) + output[{i}].shape, "
+                        f"here (B,) + {tuple(shape)}.")
+                grad_shape = grad.shape[1:]
+            if grad_shape != shape:
+                if is_grads_batched:
+                    raise RuntimeError(
+                        "If `is_grads_batched=True`, we interpret the first dimension of each grad_output as the "
+                        "batch dimension. The sizes of the remaining dimensions are expected to match the shape "
+                        f"of corresponding output, but a mismatch was detected: grad_output[{i}] has a shape of "
+                        f"{grad_shape!r} and output[{i}] has a shape of {shape!r}. If you only want some tensors "
+                        "in `grad_output` to be considered batched, consider using vmap.")
+                raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of {grad_shape!r} and "
+                                   f"output[{i}] has a shape of {shape!r}.")
+            if dtype.is_complex != grad.dtype.is_complex:
+                raise RuntimeError(
+                    "For complex Tensors, both grad_output and output are required to have the same dtype. "
+                    f"Mismatch in dtype: grad_output[{i}] has a dtype of {grad.dtype!r} and output[{i}] has a "
+                    f"dtype of {dtype!r}.")
+            result.append(grad if grad.dtype is dtype else grad.to(dtype))
+        elif grad is None:
+            if requires_grad:
+                if shape.numel() != 1:
+                    raise RuntimeError("grad can be implicitly created only for scalar outputs")
+                if not dtype.is_floating_point:
+                    raise RuntimeError(
+                        f"grad can be implicitly created only for real scalar outputs but got {dtype!r}")
+                if is_grads_batched:
+                    raise RuntimeError(
+                        f"If `is_grads_batched=True`, grad_outputs[{i}] cannot be None: pass a tensor of shape "
+                        f"(B,) + {tuple(shape)} holding the B cotangents of output[{i}].")
+                result.append(ones(shape, dtype=dtype))
+            else:
+                result.append(None)
+        else:
+            raise TypeError(f"gradients can be either Tensors or None, but got {type(grad).__name__}")
+    return tuple(result)
+
+
+def _tensor_or_tensors_to_tuple(tensors, length):
+    if tensors is None:
+        return (None,) * length
+    if isinstance(tensors, Tensor):
+        return (tensors,)
+    return tuple(tensors)
+
+
+def _root_edges(outputs, grads):
+    if len(outputs) != len(grads):
+        raise RuntimeError(f"got {len(outputs)} tensors and {len(grads)} gradients")
+    edges = []
+    for i, out in enumerate(outputs):
+        edge = out if isinstance(out, GradientEdge) else edge_of(out)
+        if edge is None:
+            raise RuntimeError(f"element {i} of tensors does not require grad and does not have a grad_fn")
+        if grads[i] is None:
+            raise RuntimeError(f"element {i} of gradients tuple is None, but the corresponding Tensor requires grad")
+        edges.append(edge)
+    return edges
+
+
+def _input_edges(inputs, *, retain):
+    edges = []
+    for x in inputs:
+        if isinstance(x, GradientEdge):
+            edges.append(x)
+            continue
+        if not isinstance(x, Tensor):
+            raise RuntimeError(f"all inputs have to be Tensors or GradientEdges, but got {type(x).__name__}")
+        if retain and not x.requires_grad:
+            raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        if not x.requires_grad:
+            raise RuntimeError("One of the differentiated Tensors does not require grad")
+        edges.append(edge_of(x))
+    return edges
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, only_inputs=True,
+         allow_unused=None, is_grads_batched=False, materialize_grads=False, *, chunk_size=None):
+    """Return the sum of gradients of `outputs` w.r.t. `inputs` (a tuple, or a dict for dict inputs).
+
+    With `is_grads_batched=True` the leading dimension of every grad_output is a batch of cotangents and
+    result i has shape (B,) + inputs[i].shape; `chunk_size` bounds how many rows run at a time.
+    """
+    if materialize_grads and allow_unused is False:
+        raise ValueError("Expected allow_unused to be True or not passed when materialize_grads=True, "
+                         "but got: allow_unused=False.")
+    if allow_unused is None:
+        allow_unused = materialize_grads
+    keys = list(inputs.keys()) if type(inputs) is dict else None
+    outputs = _as_tuple(outputs)
+    inputs = _inputs_tuple(inputs, "grad")
+    if not only_inputs:
+        warnings.warn("only_inputs argument is deprecated and is ignored now (defaults to True). To accumulate "
+                      "gradient for other parts of the graph, please use torch.autograd.backward.",
+                      FutureWarning, stacklevel=2)
+    grads = _make_grads(outputs, _tensor_or_tensors_to_tuple(grad_outputs, len(outputs)), is_grads_batched)
+    if retain_graph is None:
+        retain_graph = create_graph
+    roots = _root_edges(outputs, grads)
+    captures = _input_edges(inputs, retain=False)
+    if is_grads_batched:
+        from vmap._batching import batched_backward
+
+        result = batched_backward(roots, grads, captures, retain_graph=retain_graph, create_graph=create_graph,
+                                  chunk_size=chunk_size)
+    else:
+        result = _engine.run_backward(roots, grads, captures, retain_graph=retain_graph,
+                                      create_graph=create_graph, accumulate=False)
+    result = _finish(result, inputs, grads, allow_unused, materialize_grads, create_graph, is_grads_batched)
+    return dict(zip(keys, result)) if keys is not None else result
+
+
+def _finish(result, inputs, grads, allow_unused, materialize_grads, create_graph, is_grads_batched):
+    from .. import zeros
+
+    out = []
+    for i, (g, x) in enumerate(zip(result, inputs)):
+        if g is None:
+            if not allow_unused:
+                raise RuntimeError(f"The differentiated Tensor at index {i} appears to not have been used in the "
+                                   "graph. Set allow_unused=True if this is the desired behavior.")
+            if materialize_grads:
+                if isinstance(x, GradientEdge):
+                    raise RuntimeError("materialize_grads cannot be used when the given input is a GradientEdge")
+                batch = (next(gr for gr in grads if gr is not None).shape[0],) if is_grads_batched else ()
+                g = zeros(batch + tuple(x.shape), dtype=x.dtype, requires_grad=create_graph)
+        elif not create_graph and g.requires_grad:
+            g = g.detach()
+        out.append(g)
+    return tuple(out)
+
+
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, grad_variables=None, inputs=None):
+    """Accumulate the gradients of `tensors` into the `.grad` of the leaves (or of `inputs`)."""
+    if grad_variables is not None:
+        warnings.warn("`grad_variables` is deprecated. Use `grad_tensors` instead.", FutureWarning, stacklevel=2)
+        if grad_tensors is not None:
+            raise RuntimeError("`grad_tensors` and `grad_variables` (deprecated) arguments both passed to "
+                               "`backward()`. Please only use `grad_tensors`.")
+        grad_tensors = grad_variables
+    if inputs is not None:
+        inputs = _inputs_tuple(inputs, "backward")
+    tensors = _as_tuple(tensors)
+    grads = _make_grads(tensors, _tensor_or_tensors_to_tuple(grad_tensors, len(tensors)), False)
+    if retain_graph is None:
+        retain_graph = create_graph
+    if create_graph:
+        warnings.warn(
+            "Using backward() with create_graph=True will create a reference cycle between the parameter and "
+            "its gradient which can cause a memory leak. We recommend using autograd.grad when creating the "
+            "graph to avoid this. If you have to use this function, make sure to reset the .grad fields of your "
+            "parameters to None after use to break the cycle and avoid the leak.", UserWarning, stacklevel=2)
+    roots = _root_edges(tensors, grads)
+    captures = _input_edges(inputs, retain=True) if inputs is not None else []
+    result = _engine.run_backward(roots, grads, captures, retain_graph=retain_graph, create_graph=create_graph,
+                                  accumulate=inputs is None)
+    for x, g in zip(inputs or (), result):
+        if g is None:
+            continue
+        target = x.node.variable if isinstance(x, GradientEdge) and hasattr(x.node, "variable") else x
+        if isinstance(target, Tensor):
+            _engine._accumulate(target, g, create_graph)

@@ -1,0 +1,51 @@
+"""Anomaly detection: record forward tracebacks, check backward results for NaN."""
+from .._graph import _anomaly
+
+
+def is_anomaly_enabled():
+    return _anomaly["enabled"]
+
+
+def is_anomaly_check_nan_enabled():
+    return _anomaly["check_nan"]
+
+
+class set_detect_anomaly:
+    """Turn anomaly detection on or off: as a call, or as a context manager restoring the previous mode."""
+
+    def __init__(self, mode, check_nan=True):
+        if not isinstance(mode, bool):
+            raise TypeError(f"set_detect_anomaly(mode): mode must be a bool, but got {type(mode).__name__}")
+        self.prev = dict(_anomaly)
+        _anomaly.update(enabled=mode, check_nan=check_nan)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        _anomaly.update(self.prev)
+
+
+class detect_anomaly:
+    """Context manager and decorator enabling anomaly detection inside it."""
+
+    def __init__(self, check_nan=True):
+        self.check_nan = check_nan
+
+    def __enter__(self):
+        self.prev = dict(_anomaly)
+        _anomaly.update(enabled=True, check_nan=self.check_nan)
+        return self
+
+    def __exit__(self, *exc):
+        _anomaly.update(self.prev)
+
+    def __call__(self, func):
+        import functools
+
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            with detect_anomaly(self.check_nan):
+                return func(*args, **kwargs)
+
+        return wrapper
