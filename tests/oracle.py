@@ -1,0 +1,90 @@
+"""Helpers that check batched_grad against torch 2.13 as the oracle: values, gradients, double backward."""
+import numpy as np
+import torch
+
+import batched_grad as bg
+
+torch.set_default_dtype(torch.float32)
+
+
+def to_torch(x, requires_grad=None):
+    if isinstance(x, bg.Tensor):
+        t = torch.from_numpy(np.array(x.detach().numpy()))
+        return t.requires_grad_(x.requires_grad if requires_grad is None else requires_grad)
+    if isinstance(x, (list, tuple)):
+        return type(x)(to_torch(v, requires_grad) for v in x)
+    return x
+
+
+def to_numpy(x):
+    if isinstance(x, bg.Tensor):
+        return np.asarray(x.detach().numpy())
+    if isinstance(x, torch.Tensor):
+        return x.detach().numpy()
+    return np.asarray(x)
+
+
+def assert_same(actual, expected, rtol=1e-6, atol=1e-8, check_dtype=True):
+    """Compare a bg result (Tensor, tuple, number, None) with the torch result of the same structure."""
+    if isinstance(expected, (tuple, list)):
+        assert isinstance(actual, (tuple, list)) and len(actual) == len(expected), (actual, expected)
+        for a, e in zip(actual, expected):
+            assert_same(a, e, rtol, atol, check_dtype)
+        return
+    if expected is None:
+        assert actual is None, actual
+        return
+    if isinstance(expected, torch.Tensor):
+        assert isinstance(actual, bg.Tensor), f"expected a Tensor, got {type(actual)}"
+        assert tuple(actual.shape) == tuple(expected.shape), (actual.shape, expected.shape)
+        if check_dtype:
+            assert repr(actual.dtype) == repr(expected.dtype), (actual.dtype, expected.dtype)
+    np.testing.assert_allclose(to_numpy(actual), to_numpy(expected), rtol=rtol, atol=atol, equal_nan=True)
+
+
+def _flat_tensors(out):
+    if isinstance(out, (tuple, list)):
+        return [t for o in out for t in _flat_tensors(o)]
+    return [out]
+
+
+def check_op(fn, torch_fn, inputs, *, grad=True, gradgrad=True, rtol=1e-6, atol=1e-8, seed=0):
+    """Check fn(*inputs) against torch_fn(*inputs): forward values, then (for float inputs that require grad)
+    grad of a random projection of the outputs, then the double backward of that grad."""
+    t_inputs = to_torch(inputs)
+    out = fn(*inputs)
+    t_out = torch_fn(*t_inputs)
+    assert_same(out, t_out, rtol, atol)
+    outs = [o for o in _flat_tensors(out) if isinstance(o, bg.Tensor) and o.requires_grad]
+    t_outs = [o for o in _flat_tensors(t_out) if isinstance(o, torch.Tensor) and o.requires_grad]
+    diff = [x for x in inputs if isinstance(x, bg.Tensor) and x.requires_grad]
+    t_diff = [x for x in t_inputs if isinstance(x, torch.Tensor) and x.requires_grad]
+    assert len(outs) == len(t_outs)
+    if not grad or not outs:
+        return
+    rng = np.random.default_rng(seed)
+    cots = [rng.standard_normal(o.shape).astype(to_numpy(o).dtype) for o in outs]
+    g = bg.autograd.grad(outs, diff, [bg.tensor(c) for c in cots], create_graph=gradgrad, allow_unused=True)
+    tg = torch.autograd.grad(t_outs, t_diff, [torch.from_numpy(c) for c in cots], create_graph=gradgrad,
+                             allow_unused=True)
+    tg = tuple(torch.zeros_like(x) if t is None else t for t, x in zip(tg, t_diff))
+    g = tuple(bg.zeros_like(x) if t is None else t for t, x in zip(g, diff))
+    assert_same(g, tg, rtol, atol)
+    if not gradgrad:
+        return
+    pairs = [(a, b) for a, b in zip(g, tg) if a.requires_grad and b.requires_grad]
+    if not pairs:
+        return
+    vs = [rng.standard_normal(a.shape).astype(to_numpy(a).dtype) for a, _ in pairs]
+    gg = bg.autograd.grad([a for a, _ in pairs], diff, [bg.tensor(v) for v in vs], allow_unused=True)
+    tgg = torch.autograd.grad([b for _, b in pairs], t_diff, [torch.from_numpy(v) for v in vs], allow_unused=True)
+    tgg = tuple(torch.zeros_like(x) if t is None else t for t, x in zip(tgg, t_diff))
+    gg = tuple(bg.zeros_like(x) if t is None else t for t, x in zip(gg, diff))
+    assert_same(gg, tgg, rtol, atol)
+
+
+def rand(*shape, dtype=bg.float64, requires_grad=True, low=-1.0, high=1.0, seed=None):
+    """A random float64 leaf (requires grad) with values in [low, high)."""
+    rng = np.random.default_rng(seed if seed is not None else abs(hash(shape)) % 2**31)
+    a = rng.uniform(low, high, size=shape)
+    return bg.tensor(a, dtype=dtype, requires_grad=requires_grad)
