@@ -1,4 +1,5 @@
 """The recorded graph: nodes, edges, saved values, hooks and anomaly bookkeeping."""
+import re
 import traceback
 import weakref
 from collections import OrderedDict, namedtuple
@@ -46,10 +47,11 @@ def add_hook(hooks, fn):
 class VersionCounter:
     """Shared by a tensor and its views; in-place ops bump it, saved values remember it."""
 
-    __slots__ = ("value",)
+    __slots__ = ("value", "modified_by")
 
     def __init__(self):
         self.value = 0
+        self.modified_by = None  # the node of the last recorded in-place op, for the error message
 
 
 class Node:
@@ -100,6 +102,7 @@ class Node:
 
     def keep_saved_versions(self, counter):
         """This node's own in-place op saved the pre-update value (an immutable array): it stays valid."""
+        counter.modified_by = self
         for s in self.saved_values():
             if s.counter is counter:
                 s.version = counter.value
@@ -141,14 +144,14 @@ class SavedValue:
         if self.counter.value != self.version:
             from ._tensor import type_name
 
-            where = f"output {self.output_nr} of {self.edge_node.name()}" if self.edge_node else "a leaf Variable"
-            shape = list(self.value.shape)
+            node = self.counter.modified_by
+            where = f", which is output 0 of {_short_name(node)}" if node is not None else ""
             raise RuntimeError(
                 "one of the variables needed for gradient computation has been modified by an inplace "
-                f"operation: [{type_name(self.value.dtype)} {shape}], which is {where}, is at version "
+                f"operation: [{type_name(self.value.dtype)} {list(self.value.shape)}]{where}, is at version "
                 f"{self.counter.value}; expected version {self.version} instead. Hint: enable anomaly detection "
                 "to find the operation that failed to compute its gradient, with "
-                "torch.autograd.set_detect_anomaly(True)."
+                "torch.autograd.set_detect_anomaly(True, check_nan=False)."
             )
 
     def unpack(self, owner, graph_mode):
@@ -165,6 +168,12 @@ class SavedValue:
     def free(self):
         self.freed = True
         self.value = None
+
+
+def _short_name(node):
+    """torch's name for the node that last modified a tensor: AddBackward0 -> Add, CopySlices keeps its namespace."""
+    name = node.name()
+    return re.sub(r"Backward\d*$", "", name) if "Backward" in name else f"torch::autograd::{name}"
 
 
 def edge_of(tensor):

@@ -204,11 +204,12 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
             "parameters to None after use to break the cycle and avoid the leak.", UserWarning, stacklevel=2)
     roots = _root_edges(tensors, grads)
     captures = _input_edges(inputs, retain=True) if inputs is not None else []
+    for x in inputs or ():
+        if isinstance(x, Tensor) and x.grad_fn is not None:
+            x.retain_grad()  # as torch: non-leaf inputs get .grad through retain_grad
     result = _engine.run_backward(roots, grads, captures, retain_graph=retain_graph, create_graph=create_graph,
                                   accumulate=inputs is None)
     for x, g in zip(inputs or (), result):
-        if g is None:
-            continue
-        target = x.node.variable if isinstance(x, GradientEdge) and hasattr(x.node, "variable") else x
-        if isinstance(target, Tensor):
-            _engine._accumulate(target, g, create_graph)
+        leaf = x.node.variable if isinstance(x, GradientEdge) and hasattr(x.node, "variable") else x
+        if g is not None and isinstance(leaf, Tensor) and leaf.grad_fn is None:
+            _engine._accumulate(leaf, g, create_graph)

@@ -1,0 +1,224 @@
+"""grad()/backward() semantics against torch 2.13: retain_graph, create_graph, unused inputs, dict and
+GradientEdge inputs, .grad accumulation, hooks, retain_grad."""
+import numpy as np
+import pytest
+import torch
+
+import batched_grad as bg
+from oracle import assert_same, to_torch
+
+
+def pair(*shape, seed=0):
+    a = np.random.default_rng(seed).uniform(0.5, 1.5, size=shape)
+    return bg.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+
+
+def test_grad_returns_tuple_and_leaves_dot_grad_alone():
+    x, tx = pair(3)
+    g = bg.autograd.grad((x * x).sum(), x)
+    assert type(g) is tuple and len(g) == 1
+    assert_same(g, torch.autograd.grad((tx * tx).sum(), tx))
+    assert x.grad is None and bg.grad is bg.autograd.grad
+
+
+def test_retain_graph_allows_second_call():
+    x, _ = pair(3)
+    y = (x.exp()).sum()
+    g1 = bg.autograd.grad(y, x, retain_graph=True)
+    g2 = bg.autograd.grad(y, x)
+    assert_same(g1[0], torch.from_numpy(g2[0].numpy()))
+
+
+def test_graph_without_saved_values_can_be_walked_twice():
+    x, _ = pair(3)
+    y = (x + 1).sum()
+    bg.autograd.grad(y, x)
+    bg.autograd.grad(y, x)
+
+
+@pytest.mark.parametrize("order", [2, 3])
+def test_higher_order_derivatives(order):
+    x, tx = pair(4)
+    w, tw = pair(4, 4, seed=1)
+
+    def run(lib, x, w):
+        y = lib.tanh(w @ x).pow(3).sum()
+        g = y
+        outs = []
+        for _ in range(order):
+            (g,) = lib.autograd.grad(g.sum() if g.ndim else g, x, create_graph=True)
+            outs.append(g)
+        return outs
+
+    assert_same(run(bg, x, w), run(torch, tx, tw))
+
+
+def test_hessian_rows_by_grad_of_grad():
+    x, tx = pair(3)
+
+    def hess(lib, x):
+        (g,) = lib.autograd.grad((x.sin() * x.sum()).sum(), x, create_graph=True)
+        return [lib.autograd.grad(g[i], x, retain_graph=True)[0] for i in range(3)]
+
+    assert_same(hess(bg, x), hess(torch, tx))
+
+
+def test_allow_unused_and_materialize_grads():
+    x, tx = pair(3)
+    y, ty = pair(2)
+    assert_same(bg.autograd.grad((x * 2).sum(), [x, y], allow_unused=True),
+                torch.autograd.grad((tx * 2).sum(), [tx, ty], allow_unused=True))
+    for create_graph in (False, True):
+        g = bg.autograd.grad((x * 2).sum(), [x, y], materialize_grads=True, create_graph=create_graph)
+        tg = torch.autograd.grad((tx * 2).sum(), [tx, ty], materialize_grads=True, create_graph=create_graph)
+        assert_same(g, tg)
+        assert g[1].requires_grad == tg[1].requires_grad
+
+
+def test_dict_inputs_return_dict():
+    x, tx = pair(3)
+    y, ty = pair(3, seed=1)
+    g = bg.autograd.grad((x * y).sum(), {"a": x, "b": y})
+    tg = torch.autograd.grad((tx * ty).sum(), {"a": tx, "b": ty})
+    assert type(g) is dict and list(g) == ["a", "b"]
+    assert_same([g["a"], g["b"]], [tg["a"], tg["b"]])
+
+
+def test_gradient_edge_inputs_and_outputs():
+    x, tx = pair(3)
+
+    def run(lib, x):
+        m = x.exp()
+        out = (m * 3).sum()
+        edge = lib.autograd.graph.get_gradient_edge(m)
+        (gm,) = lib.autograd.grad(out, edge, retain_graph=True)
+        (gx,) = lib.autograd.grad(edge, x, gm)
+        return gm, gx
+
+    assert_same(run(bg, x), run(torch, tx))
+
+
+def test_non_leaf_inputs_and_retain_grad():
+    x, tx = pair(3)
+
+    def run(lib, x):
+        m = x * 2
+        m.retain_grad()
+        y = (m * m).sum()
+        (gm,) = lib.autograd.grad(y, m, retain_graph=True)
+        lib.autograd.backward(y, inputs=[m])
+        return gm, m.grad, x.grad
+
+    assert_same(run(bg, x), run(torch, tx))
+
+
+def test_backward_inputs_restricts_accumulation():
+    x, tx = pair(3)
+    y, ty = pair(3, seed=1)
+    (x * y).sum().backward(inputs=[x])
+    (tx * ty).sum().backward(inputs=[tx])
+    assert_same([x.grad, y.grad], [tx.grad, ty.grad])
+
+
+def test_grad_accumulates_in_place_then_out_of_place_with_create_graph():
+    x, tx = pair(3)
+    for lib, t in ((bg, x), (torch, tx)):
+        (t * 3).sum().backward()
+        first = t.grad
+        (t * 3).sum().backward()
+        assert t.grad is first
+        (t * t).sum().backward(create_graph=True)
+        assert t.grad is not first and t.grad.requires_grad
+    assert_same(x.grad, tx.grad)
+
+
+def test_hooks_on_leaf_and_non_leaf():
+    x, tx = pair(3)
+
+    def run(lib, x):
+        m = x * 2
+        handle = m.register_hook(lambda g: g * 10)
+        x.register_hook(lambda g: g + 1)
+        (g1,) = lib.autograd.grad((m * 3).sum(), x)
+        handle.remove()
+        (g2,) = lib.autograd.grad((x * 2 * 3).sum(), x)
+        (x * 4).sum().backward()
+        return g1, g2, x.grad
+
+    assert_same(run(bg, x), run(torch, tx))
+
+
+def test_hook_seeing_and_returning_none_keeps_grad():
+    x, _ = pair(3)
+    seen = []
+    x.register_hook(lambda g: seen.append(g.shape))
+    (x * 2).sum().backward()
+    assert seen == [(3,)] and x.grad.tolist() == [2.0, 2.0, 2.0]
+
+
+def test_grad_fn_names_and_next_functions():
+    x, tx = pair(3)
+    y = x * 2
+    ty = tx * 2
+    assert y.grad_fn.name() == ty.grad_fn.name() == "MulBackward0"
+    assert [type(n).__name__ if n else None for n, _ in y.grad_fn.next_functions] == ["AccumulateGrad", None]
+    assert y.grad_fn.next_functions[0][0].variable is x
+
+
+def test_create_graph_under_no_grad_still_builds_graph():
+    x, tx = pair(3)
+    with bg.no_grad():
+        y = x * 1
+    loss = (x * x).sum()
+    with bg.no_grad():
+        (g,) = bg.autograd.grad(loss, x, create_graph=True)
+    assert g.requires_grad and not y.requires_grad
+
+
+def test_float64_grad_output_for_float32_output():
+    x = bg.tensor([1.0, 2.0], requires_grad=True)
+    (g,) = bg.autograd.grad(x * 2, x, bg.ones(2, dtype=bg.float64))
+    assert g.dtype is bg.float32
+
+
+def test_unreached_branch_does_not_run():
+    x, _ = pair(3)
+    y, _ = pair(3, seed=1)
+    calls = []
+
+    class Spy(bg.autograd.Function):
+        @staticmethod
+        def forward(ctx, a):
+            return a * 1
+
+        @staticmethod
+        def backward(ctx, g):
+            calls.append(1)
+            return g
+
+    out = (x * 2).sum() + Spy.apply(y).sum()
+    bg.autograd.grad(out, x)
+    assert calls == []
+
+
+def test_grad_of_output_wrt_itself_and_multiple_outputs():
+    x, tx = pair(3)
+    outs = lambda lib, x: [x.sin(), x.cos().sum()]
+    v = np.arange(3.0)
+    g = bg.autograd.grad(outs(bg, x), x, [bg.tensor(v), None])
+    tg = torch.autograd.grad(outs(torch, tx), tx, [torch.tensor(v), None])
+    assert_same(g, tg)
+
+
+def test_compile_count_is_zero_for_a_second_graph_of_the_same_structure():
+    def step(seed):
+        w = bg.tensor(np.random.default_rng(seed).standard_normal((8, 4)), requires_grad=True)
+        x = bg.tensor(np.random.default_rng(seed + 1).standard_normal((16, 8)))
+        loss = bg.tanh(x @ w).pow(2).mean() + (w * w).sum() * 0.01
+        return bg.autograd.grad(loss, w)[0]
+
+    step(0)
+    before = bg.compile_count()
+    g = step(1)
+    assert bg.compile_count() == before
+    assert g.shape == (8, 4)

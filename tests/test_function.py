@@ -1,0 +1,186 @@
+"""autograd.Function (ctx API, setup_context style, once_differentiable, backwards that leave JAX) and
+anomaly mode, against torch 2.13."""
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import batched_grad as bg
+from oracle import assert_same
+
+
+def make_functions(lib):
+    class Cube(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, scale):
+            ctx.save_for_backward(x)
+            ctx.scale = scale
+            return x ** 3 * scale
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return g * 3 * x ** 2 * ctx.scale, None
+
+    class NumpySquare(lib.autograd.Function):  # backward leaves the array library entirely
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return lib.tensor(2 * np.asarray(x.detach().numpy()) * np.asarray(g.detach().numpy()))
+
+    class ItemBranch(lib.autograd.Function):  # .item() and a Python branch on values
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return g * 2 if x.sum().item() > 0 else g * -1
+
+    class SplitSetup(lib.autograd.Function):  # forward(*args) + setup_context
+        @staticmethod
+        def forward(x, y):
+            return x * y, (x + y).argmax()
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            ctx.save_for_backward(*inputs)
+            ctx.mark_non_differentiable(output[1])
+
+        @staticmethod
+        def backward(ctx, g, g_idx):
+            x, y = ctx.saved_tensors
+            return g * y, g * x
+
+    class NeedsGrad(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, y):
+            ctx.record = ctx.needs_input_grad
+            ctx.set_materialize_grads(False)
+            return x + y, x - y
+
+        @staticmethod
+        def backward(ctx, g1, g2):
+            ctx.seen_none = (g1 is None, g2 is None)
+            g1 = 0 if g1 is None else g1
+            g2 = 0 if g2 is None else g2
+            return g1 + g2, g1 - g2
+
+    return Cube, NumpySquare, ItemBranch, SplitSetup, NeedsGrad
+
+
+def leaves(lib, seed=0):
+    a = np.random.default_rng(seed).uniform(0.5, 1.5, size=(2, 3))
+    return lib.tensor(a, requires_grad=True), lib.tensor(a[::-1].copy(), requires_grad=True)
+
+
+@pytest.mark.parametrize("index", range(3))
+def test_single_input_functions_match_torch(index):
+    def run(lib):
+        fn = make_functions(lib)[index]
+        x, _ = leaves(lib)
+        out = fn.apply(x, 2.0) if index == 0 else fn.apply(x)
+        return out, lib.autograd.grad((out * out).sum(), x)
+
+    assert_same(run(bg), run(torch))
+
+
+def test_setup_context_and_non_differentiable_output():
+    def run(lib):
+        fn = make_functions(lib)[3]
+        x, y = leaves(lib)
+        out, idx = fn.apply(x, y)
+        assert not idx.requires_grad
+        return out, idx, lib.autograd.grad(out.sum(), [x, y])
+
+    assert_same(run(bg), run(torch))
+
+
+def test_needs_input_grad_and_unmaterialized_grads():
+    def run(lib):
+        fn = make_functions(lib)[4]
+        x, _ = leaves(lib)
+        y = lib.ones(2, 3, dtype=x.dtype)
+        a, b = fn.apply(x, y)
+        (g,) = lib.autograd.grad(a.sum(), x)
+        return a.grad_fn, g
+
+    (node, g), (t_node, tg) = run(bg), run(torch)
+    assert node.name() == t_node.name() == "NeedsGradBackward"
+    assert_same(g, tg)
+
+
+def test_double_backward_through_function():
+    def run(lib):
+        fn = make_functions(lib)[0]
+        x, _ = leaves(lib)
+        (g,) = lib.autograd.grad(fn.apply(x, 2.0).sum(), x, create_graph=True)
+        return g, lib.autograd.grad(g.sum(), x)
+
+    assert_same(run(bg), run(torch))
+
+
+def test_once_differentiable_refuses_double_backward():
+    for lib in (bg, torch):
+        class Square(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.save_for_backward(x)
+                return x * x
+
+            @staticmethod
+            @lib.autograd.function.once_differentiable
+            def backward(ctx, g):
+                (x,) = ctx.saved_tensors
+                return 2 * x * g
+
+        x, _ = leaves(lib)
+        v = lib.ones(2, 3, dtype=x.dtype, requires_grad=True)
+        (g,) = lib.autograd.grad(Square.apply(x), x, v, create_graph=True)
+        assert g.requires_grad
+        assert g.grad_fn.name() == "Error"
+        with pytest.raises(RuntimeError, match="marked with @once_differentiable"):
+            g.sum().backward()
+
+
+def test_wrong_number_of_gradients_is_a_clear_error():
+    for lib in (bg, torch):
+        class Bad(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, y):
+                return x * y
+
+            @staticmethod
+            def backward(ctx, g):
+                return g
+
+        x, y = leaves(lib)
+        with pytest.raises(RuntimeError, match=r"returned an incorrect number of gradients \(expected 2, got 1\)"):
+            Bad.apply(x, y).sum().backward()
+
+
+def test_anomaly_mode_names_the_node_and_shows_the_forward_trace():
+    for lib in (bg, torch):
+        x = lib.tensor([0.0, 1.0], requires_grad=True)
+        with lib.autograd.detect_anomaly():
+            y = (x.sqrt() * 0).sum()  # d/dx sqrt at 0 is inf; inf * 0 = nan
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                with pytest.raises(RuntimeError, match=r"Function 'SqrtBackward0' returned nan values in its 0th output."):
+                    y.backward()
+        assert any("Traceback of forward call that caused the error" in str(w.message) for w in caught)
+
+
+def test_set_detect_anomaly_toggles_and_restores():
+    assert not bg.autograd.anomaly_mode.is_anomaly_enabled()
+    with bg.autograd.set_detect_anomaly(True):
+        assert bg.autograd.anomaly_mode.is_anomaly_enabled()
+    assert not bg.autograd.anomaly_mode.is_anomaly_enabled()
