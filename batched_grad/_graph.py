@@ -73,7 +73,7 @@ class Node:
         self.trace = "".join(traceback.format_stack()[:-3]) if _anomaly["enabled"] else None
 
     def __repr__(self):
-        return f"<{self.name()} object at {hex(id(self))}>"
+        return f"<{self.name().split('::')[-1]} object at {hex(id(self))}>"
 
     @property
     def next_functions(self):

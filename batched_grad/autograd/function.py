@@ -144,7 +144,7 @@ class _OnceDifferentiableNode(_graph.Node):
         self.fn_name = fn_name
 
     def name(self):
-        return "Error"
+        return "torch::autograd::Error"
 
     def backward(self, cotangents, create_graph):
         raise RuntimeError("trying to differentiate twice a function that was marked with @once_differentiable")
