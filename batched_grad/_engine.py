@@ -3,7 +3,7 @@ import warnings
 
 import jax.numpy as jnp
 
-from . import _graph
+from . import _graph, _program
 from ._grad_mode import set_grad_enabled
 from ._graph import AccumulateGrad
 from ._tensor import Tensor
@@ -103,6 +103,16 @@ def run_backward(roots, root_grads, captures, *, retain_graph, create_graph, acc
     for i, edge in enumerate(captures):
         wanted.setdefault(edge.node, []).append((edge.output_nr, i))
     needed = _needed(order, wanted) if captures else None
+    plan = _program.plan(order, needed, roots, captures, accumulate)
+    if plan is not None and _program.should_fuse(plan.key):
+        with set_grad_enabled(create_graph):
+            results, leaf_grads = _program.run(plan, root_grads, create_graph)
+            for leaf, g in zip(plan.leaves, leaf_grads):
+                _accumulate(leaf.variable, g, create_graph)
+        if not retain_graph:
+            for node in plan.nodes:
+                node.release()
+        return results
     results = [None] * len(captures)
     with set_grad_enabled(create_graph):
         for node in order:

@@ -1,7 +1,6 @@
 """The recorded graph: nodes, edges, saved values, hooks and anomaly bookkeeping."""
 import re
 import traceback
-import weakref
 from collections import OrderedDict, namedtuple
 
 _anomaly = {"enabled": False, "check_nan": True}
@@ -181,11 +180,9 @@ def edge_of(tensor):
     if tensor.grad_fn is not None:
         return GradientEdge(tensor.grad_fn, tensor._output_nr)
     if tensor._requires_grad:
-        acc = tensor._accumulator() if tensor._accumulator is not None else None
-        if acc is None:
-            acc = AccumulateGrad(tensor)
-            tensor._accumulator = weakref.ref(acc)
-        return GradientEdge(acc, 0)
+        if tensor._accumulator is None:
+            tensor._accumulator = AccumulateGrad(tensor)
+        return GradientEdge(tensor._accumulator, 0)
     return None
 
 

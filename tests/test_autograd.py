@@ -5,6 +5,8 @@ import pytest
 import torch
 
 import batched_grad as bg
+
+pytestmark = pytest.mark.usefixtures("engine_tier")
 from oracle import assert_same, to_torch
 
 

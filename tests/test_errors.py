@@ -7,6 +7,8 @@ import torch
 
 import batched_grad as bg
 
+pytestmark = pytest.mark.usefixtures("engine_tier")
+
 
 def _x(lib):
     return lib.tensor([1.0, 2.0, 3.0], requires_grad=True)

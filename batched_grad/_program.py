@@ -1,0 +1,101 @@
+"""Whole-graph backward programs: the walk of a graph made only of table ops, compiled into one XLA
+program and cached by graph structure (ops, static params, avals, edges), not by object identity."""
+from . import _graph
+from ._graph import AccumulateGrad
+from ._ops._core import Op, OpNode, _vjp_fn, apply
+
+FUSE_AFTER = 2  # a structure's first calls run per-node kernels (shared across structures); then it is fused
+_seen = {}
+
+
+class Plan:
+    """One backward walk, symbolically: the structural key plus the nodes whose saved values it reads."""
+
+    __slots__ = ("key", "nodes", "leaves")
+
+    def __init__(self, key, nodes, leaves):
+        self.key, self.nodes, self.leaves = key, nodes, leaves
+
+
+def _fusable(node):
+    if isinstance(node, AccumulateGrad):
+        return not node.variable._hooks
+    return type(node) is OpNode and not node.tensor_pre_hooks and not node.retained and not node.post_hooks
+
+
+def plan(order, needed, roots, captures, accumulate):
+    """The plan of this walk if every node that runs is a plain table op, else None (per-node engine)."""
+    if _graph._anomaly["enabled"]:
+        return None
+    position = {node: i for i, node in enumerate(order)}
+    reached = {}
+    for edge in roots:
+        reached.setdefault(edge.node, set()).add(edge.output_nr)
+    steps, nodes, leaves = [], [], []
+    for node in order:
+        outs = reached.get(node)
+        if outs is None or (needed is not None and node not in needed):
+            continue
+        if not _fusable(node):
+            return None
+        if isinstance(node, AccumulateGrad):
+            if accumulate:
+                leaves.append(node)
+            continue
+        if needed is not None and not any(e is not None and e.node in needed for e in node.edges):
+            continue
+        want = tuple(i for i, e in enumerate(node.edges) if e is not None)
+        ct_mask = tuple(k in outs for k in node.diff_outs)
+        targets = tuple((position[node.edges[i].node], node.edges[i].output_nr) for i in want)
+        steps.append((position[node], node.spec(want, ct_mask), targets))
+        nodes.append(node)
+        for i in want:
+            reached.setdefault(node.edges[i].node, set()).add(node.edges[i].output_nr)
+    captured = tuple((position[e.node], e.output_nr) if e.output_nr in reached.get(e.node, ()) else None
+                     for e in captures)
+    key = (tuple(steps), tuple((position[e.node], e.output_nr) for e in roots), captured,
+           tuple(position[leaf] for leaf in leaves))
+    return Plan(key, nodes, leaves)
+
+
+def _program(*args, key):
+    """The traced backward: route cotangents through each step's VJP, return captured and leaf grads."""
+    steps, roots, captures, leaves = key
+    args = iter(args)
+    saved = [[next(args) for s in spec[3] if s] for _, spec, _ in steps]
+    buffers = {}
+
+    def add(slot, value):
+        buffers[slot] = value if slot not in buffers else buffers[slot] + value
+
+    for slot in roots:
+        add(slot, next(args))
+    for (pos, spec, targets), values in zip(steps, saved):
+        diff_outs, ct_mask = spec[5], spec[6]
+        cts = [buffers[(pos, k)] for k, m in zip(diff_outs, ct_mask) if m]
+        for slot, g in zip(targets, _vjp_fn(*values, *cts, spec=spec)):
+            add(slot, g)
+    return tuple(buffers[c] for c in captures if c is not None) + tuple(buffers[(pos, 0)] for pos in leaves)
+
+
+PROGRAM = Op("backward_program", _program, multi=True, backward_name="BackwardProgram")
+
+
+def should_fuse(key):
+    count = _seen.get(key, 0) + 1
+    _seen[key] = count
+    return count > FUSE_AFTER
+
+
+def run(p, root_grads, create_graph):
+    """Run a plan as one compiled program (recorded as one differentiable op when create_graph)."""
+    saved = []
+    for node in p.nodes:
+        for s in node.saved:
+            if isinstance(s, _graph.SavedValue):
+                saved.append(s.unpack(node, create_graph))
+            elif s is not None:
+                saved.append(s)
+    outs = iter(apply(PROGRAM, saved + list(root_grads), key=p.key))
+    captured = [None if c is None else next(outs) for c in p.key[2]]
+    return captured, list(outs)
