@@ -2,12 +2,53 @@
 import jax
 import jax.numpy as jnp
 import jax.scipy.special as jsp
+from jax.custom_derivatives import SymbolicZero
 
 from .. import _dtypes
-from .._tensor import Tensor
+from .._tensor import _TYPE_NAMES, Tensor
 from ._core import Op, apply
 
-_FLOAT_UNARY = {  # integer inputs promote to the default float dtype, like torch
+
+def _type_name(d):
+    return _TYPE_NAMES[d.name]
+
+
+def _c_name(d):
+    return {"float32": "float", "float64": "double", "int64": "long int", "int32": "int"}.get(d.name, d.name)
+
+
+def _dtype_of(x):
+    return x.dtype if isinstance(x, Tensor) else _dtypes.scalar_dtype(x)
+
+
+def _check_broadcast(operands):
+    """Raise torch's RuntimeError when the operands' shapes do not broadcast."""
+    shapes = [x.shape for x in operands if isinstance(x, Tensor)]
+    ndim = max((len(s) for s in shapes), default=0)
+    out = [1] * ndim
+    for s in shapes:
+        for i, n in enumerate(s, ndim - len(s)):
+            if n != 1 and out[i] != 1 and n != out[i]:
+                raise RuntimeError(f"The size of tensor a ({out[i]}) must match the size of tensor b ({n}) at "
+                                   f"non-singleton dimension {i}")
+            out[i] = n if n != 1 else out[i]
+
+
+def _apply(op, operands, **static):
+    try:
+        return apply(op, operands, **static)
+    except (TypeError, ValueError):
+        _check_broadcast(operands)
+        raise
+
+
+# ---- unary ------------------------------------------------------------------------------------------------
+def _abs(a):
+    # d|x|/dx = sign(x), 0 at 0 (torch's convention)
+    return jnp.abs(a) if jnp.iscomplexobj(a) or a.dtype == jnp.bool_ else jnp.sign(a) * a
+
+
+_FLOAT_UNARY = {  # integer and bool inputs promote to the default float dtype, like torch
     "exp": jnp.exp, "expm1": jnp.expm1, "log": jnp.log, "log1p": jnp.log1p, "log2": jnp.log2,
     "log10": jnp.log10, "sqrt": jnp.sqrt, "rsqrt": jax.lax.rsqrt, "reciprocal": jnp.reciprocal,
     "sin": jnp.sin, "cos": jnp.cos, "tan": jnp.tan, "asin": jnp.arcsin, "acos": jnp.arccos,
@@ -15,26 +56,36 @@ _FLOAT_UNARY = {  # integer inputs promote to the default float dtype, like torc
     "acosh": jnp.arccosh, "atanh": jnp.arctanh, "sigmoid": jax.nn.sigmoid, "erf": jsp.erf, "erfc": jsp.erfc,
 }
 _SAME_UNARY = {  # the result keeps the input dtype
-    "neg": jnp.negative, "sign": jnp.sign, "square": jnp.square, "floor": jnp.floor, "ceil": jnp.ceil,
-    "trunc": jnp.trunc, "frac": lambda a: a - jnp.trunc(a), "relu": jax.nn.relu,
+    "neg": jnp.negative, "abs": _abs, "sign": lambda a: a if a.dtype == jnp.bool_ else jnp.sign(a),
+    "square": jnp.square, "floor": jnp.floor, "ceil": jnp.ceil, "trunc": jnp.trunc,
+    "frac": lambda a: a - jnp.trunc(a), "relu": jax.nn.relu,
 }
-_LINEAR = {"neg"}
+_RESULT_DTYPE = {"square": lambda d: _dtypes.int64 if d is _dtypes.bool else d}  # torch computes bool**2 in int64
+_NO_KERNEL = {  # dtype kinds torch has no kernel for: NotImplementedError
+    "abs": "b", "floor": "b", "ceil": "b", "round": "b", "trunc": "b", "frac": "biu", "relu": "b",
+}
+_BOOL_ERRORS = {
+    "neg": "Negation, the `-` operator, on a bool tensor is not supported. If you are trying to invert a mask, "
+           "use the `~` or `logical_not()` operator instead.",
+    "sub": "Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to invert a "
+           "mask, use the `~` or `logical_not()` operator instead.",
+}
 
 
-def _abs(a):
-    # d|x|/dx = sign(x), 0 at 0 (torch's convention; JAX gives 1 at 0)
-    return jnp.abs(a) if jnp.iscomplexobj(a) else jnp.sign(a) * a
+def _check_dtype(name, d):
+    if d.np.kind in _NO_KERNEL.get(name, ""):
+        raise NotImplementedError(f'"{name}_cpu" not implemented for \'{_type_name(d)}\'')
+    if d is _dtypes.bool and name in _BOOL_ERRORS:
+        raise RuntimeError(_BOOL_ERRORS[name])
 
 
 def _unary_op(name, f, float_result):
-    def fn(a, *, dtype):
-        return f(a.astype(dtype))
-
-    op = Op(name, fn, linear=name in _LINEAR)
+    op = Op(name, lambda a, *, dtype: f(a.astype(dtype)), linear=name == "neg")
+    rule = _dtypes.float_result if float_result else _RESULT_DTYPE.get(name, lambda d: d)
 
     def public(input):
-        dtype = _dtypes.float_result(input.dtype) if float_result else input.dtype
-        return apply(op, [input], dtype=dtype.np)
+        _check_dtype(name, input.dtype)
+        return apply(op, [input], dtype=rule(input.dtype).np)
 
     public.__name__ = public.__qualname__ = name
     public.__doc__ = f"Elementwise {name} of `input` (torch.{name})."
@@ -43,59 +94,117 @@ def _unary_op(name, f, float_result):
 
 UNARY = {name: _unary_op(name, f, True) for name, f in _FLOAT_UNARY.items()}
 UNARY.update({name: _unary_op(name, f, False) for name, f in _SAME_UNARY.items()})
-UNARY["abs"] = _unary_op("abs", _abs, False)
 _ROUND = Op("round", lambda a, *, decimals: jnp.round(a, decimals))
 
 
 def round(input, *, decimals=0):  # noqa: A001  (torch's name)
     """Round half to even, to `decimals` decimal places."""
+    _check_dtype("round", input.dtype)
     return apply(_ROUND, [input], decimals=int(decimals))
 
 
-def _binary_op(name, f, *, float_result=False, linear=False, multilinear=False, backward_name=None):
+# ---- binary arithmetic ------------------------------------------------------------------------------------
+def _binary_op(name, f, *, float_result=False, linear=False, multilinear=False, two_numbers=False):
     op = Op(name, lambda a, b, *, dtype: f(a.astype(dtype), b.astype(dtype)), linear=linear,
-            multilinear=multilinear, backward_name=backward_name)
+            multilinear=multilinear)
 
     def public(input, other):
         if not isinstance(input, Tensor) and not isinstance(other, Tensor):
-            raise TypeError(f"{name}(): argument 'input' must be Tensor, not {type(input).__name__}")
+            if not two_numbers:
+                raise TypeError(f"{name}(): argument 'input' must be Tensor, not {type(input).__name__}")
+            input = Tensor._wrap(jnp.asarray(input, _dtypes.scalar_dtype(input).np))  # torch.add(1, 2) is tensor(3)
         dtype = _dtypes.result_type(input, other)
         if float_result:
             dtype = _dtypes.float_result(dtype)
-        return apply(op, [input, other], dtype=dtype.np)
+        return _apply(op, [input, other], dtype=dtype.np)
 
     public.__name__ = public.__qualname__ = name
     return public
 
 
-def _torch_remainder(a, b):
-    return a - jnp.floor_divide(a, b) * b if jnp.issubdtype(a.dtype, jnp.floating) else jnp.remainder(a, b)
+def _float_remainder(a, b):
+    # torch's formula (the sign of the divisor), so values agree bit for bit; d/db = -floor(a / b)
+    mod = jnp.fmod(a, b)
+    return jnp.where((mod != 0) & ((b < 0) != (mod < 0)), mod + b, mod)
 
 
-_mul = _binary_op("mul", jnp.multiply, multilinear=True)
-_add = _binary_op("add", jnp.add, linear=True)
-_sub = _binary_op("sub", jnp.subtract, linear=True)
-_true_div = _binary_op("div", jnp.true_divide, float_result=True)
-_trunc_div = _binary_op("div", lambda a, b: jnp.trunc(a / b) if jnp.issubdtype(a.dtype, jnp.floating)
-                        else jnp.sign(a) * jnp.sign(b) * (jnp.abs(a) // jnp.abs(b)))
-floor_divide = _binary_op("floor_divide", jnp.floor_divide, backward_name="FloorDivideBackward0")
-remainder = _binary_op("remainder", _torch_remainder)
+def _remainder(a, b):
+    return _float_remainder(a, b) if jnp.issubdtype(a.dtype, jnp.inexact) else jnp.remainder(a, b)
+
+
+def _trunc_divide(a, b):
+    if jnp.issubdtype(a.dtype, jnp.inexact):
+        return jnp.trunc(a / b)
+    return jnp.sign(a) * jnp.sign(b) * (jnp.abs(a) // jnp.abs(b))
+
+
+@jax.custom_jvp
+def _float_pow(x, y):
+    return jax.lax.pow(x, y)
+
+
+def _float_pow_jvp(primals, tangents):
+    # torch's conventions: d/dx is 0 where y == 0, d/dy is 0 where x == 0 and y >= 0 (JAX gives 0 * inf = nan).
+    # The inner `where`s keep the unselected branch finite so that higher derivatives stay nan-free too.
+    (x, y), (dx, dy) = primals, tangents
+    out = _float_pow(x, y)
+    tangent = jnp.zeros_like(out)
+    if not isinstance(dx, SymbolicZero):
+        y0 = y == 0
+        tangent = tangent + jnp.where(y0, 0, y * _float_pow(jnp.where(y0, 1, x), y - 1)) * dx
+    if not isinstance(dy, SymbolicZero):  # (only when the exponent is differentiated: log(x < 0) is nan)
+        x0 = (x == 0) & (y >= 0)
+        tangent = tangent + jnp.where(x0, 0, out * jnp.log(jnp.where(x0, 1, x))) * dy
+    return out, tangent
+
+
+_float_pow.defjvp(_float_pow_jvp, symbolic_zeros=True)
+
+
+def _pow_fn(a, b):
+    if jnp.issubdtype(a.dtype, jnp.inexact):
+        return _float_pow(*jnp.broadcast_arrays(a, b))
+    # integers to negative powers: 1 for 1, +-1 for -1, else 0 (torch's integer semantics)
+    neg = b < 0
+    odd = (b % 2) != 0
+    small = jnp.where(a == 1, 1, jnp.where(a == -1, jnp.where(odd, -1, 1), 0)).astype(a.dtype)
+    return jnp.where(neg, small, jnp.power(a, jnp.where(neg, 0, b)))
+
+
+_mul = _binary_op("mul", jnp.multiply, multilinear=True, two_numbers=True)
+_add = _binary_op("add", jnp.add, linear=True, two_numbers=True)
+_sub = _binary_op("sub", jnp.subtract, linear=True, two_numbers=True)
+_true_div = _binary_op("div", jnp.true_divide, float_result=True, two_numbers=True)
+_trunc_div = _binary_op("div", _trunc_divide)
+# torch raises "derivative for aten::floor_divide is not implemented"; we give its a.e. derivative, zero
+floor_divide = _binary_op("floor_divide", jnp.floor_divide, two_numbers=True)
+remainder = _binary_op("remainder", _remainder)
 fmod = _binary_op("fmod", jnp.fmod)
 atan2 = _binary_op("atan2", jnp.arctan2, float_result=True)
-maximum = _binary_op("maximum", jnp.maximum)
+maximum = _binary_op("maximum", jnp.maximum)  # ties: half the gradient to each side, as torch
 minimum = _binary_op("minimum", jnp.minimum)
 hypot = _binary_op("hypot", jnp.hypot, float_result=True)
-_pow = _binary_op("pow", jnp.power)
+_pow = _binary_op("pow", _pow_fn)
+
+
+def _scaled(other, alpha, input):
+    if alpha == 1:
+        return other
+    if isinstance(alpha, float) and not _dtypes.result_type(input, other).is_floating_point:
+        raise RuntimeError("For integral input tensors, argument alpha must not be a floating point number.")
+    return mul(other, alpha) if isinstance(other, Tensor) else other * alpha
 
 
 def add(input, other, *, alpha=1):
     """input + alpha * other, with torch's type promotion."""
-    return _add(input, other if alpha == 1 else mul(other, alpha))
+    return _add(input, _scaled(other, alpha, input))
 
 
 def sub(input, other, *, alpha=1):
     """input - alpha * other."""
-    return _sub(input, other if alpha == 1 else mul(other, alpha))
+    if _dtypes.bool in (_dtype_of(input), _dtype_of(other)):
+        raise RuntimeError(_BOOL_ERRORS["sub"])
+    return _sub(input, _scaled(other, alpha, input))
 
 
 def mul(input, other):
@@ -104,14 +213,14 @@ def mul(input, other):
 
 
 def div(input, other, *, rounding_mode=None):
-    """True division; rounding_mode "trunc" or "floor" rounds the quotient."""
+    """True division; rounding_mode "trunc" or "floor" rounds the quotient (zero gradient)."""
     if rounding_mode is None:
         return _true_div(input, other)
     if rounding_mode == "trunc":
         return _trunc_div(input, other)
     if rounding_mode == "floor":
         return floor_divide(input, other)
-    raise ValueError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '{rounding_mode}'")
+    raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '{rounding_mode}'")
 
 
 def true_divide(input, other):
@@ -120,6 +229,9 @@ def true_divide(input, other):
 
 def pow(input, exponent):  # noqa: A001
     """input ** exponent (either may be a number)."""
+    if (isinstance(exponent, int) and exponent < 0 and isinstance(input, Tensor)
+            and _dtypes.category(input.dtype) < 2):
+        raise RuntimeError("Integers to negative integer powers are not allowed.")
     return _pow(input, exponent)
 
 
@@ -127,11 +239,12 @@ def rsub(input, other, *, alpha=1):
     return sub(other, input, alpha=alpha)
 
 
+# ---- comparisons and logic ---------------------------------------------------------------------------------
 def _compare(name, f):
     op = Op(name, lambda a, b, *, dtype: f(a.astype(dtype), b.astype(dtype)))
 
     def public(input, other):
-        return apply(op, [input, other], dtype=_dtypes.result_type(input, other).np)
+        return _apply(op, [input, other], dtype=_dtypes.result_type(input, other).np)
 
     public.__name__ = public.__qualname__ = name
     return public
@@ -141,23 +254,31 @@ COMPARISONS = {name: _compare(name, f) for name, f in {
     "eq": jnp.equal, "ne": jnp.not_equal, "lt": jnp.less, "le": jnp.less_equal, "gt": jnp.greater,
     "ge": jnp.greater_equal, "logical_and": jnp.logical_and, "logical_or": jnp.logical_or,
     "logical_xor": jnp.logical_xor}.items()}
-_PREDICATES = {"isnan": jnp.isnan, "isfinite": jnp.isfinite, "isinf": jnp.isinf, "logical_not": jnp.logical_not}
-PREDICATES = {}
-for _name, _f in _PREDICATES.items():
-    _op = Op(_name, _f)
-    PREDICATES[_name] = (lambda op: lambda input: apply(op, [input]))(_op)
-    PREDICATES[_name].__name__ = _name
 
 
+def _predicate(name, f):
+    op = Op(name, f)
+
+    def public(input):
+        return apply(op, [input])
+
+    public.__name__ = public.__qualname__ = name
+    return public
+
+
+PREDICATES = {name: _predicate(name, f) for name, f in {
+    "isnan": jnp.isnan, "isfinite": jnp.isfinite, "isinf": jnp.isinf, "logical_not": jnp.logical_not}.items()}
+
+
+# ---- clamp, where, lerp ------------------------------------------------------------------------------------
 def _clamp_fn(x, lo, hi, *, dtype, has_lo, has_hi):
+    # min(max(x, lo), hi) as torch (hi wins when lo > hi); the gradient flows to x where lo <= x <= hi
+    # (inclusive) and to a tensor bound where it is active
     x = x.astype(dtype)
-    # gradient flows to x where lo <= x <= hi (inclusive), to the bound where it is active, as in torch
-    if has_hi:
-        hi = hi.astype(dtype)
-        x = jnp.where(x > hi, hi, x)
     if has_lo:
-        lo = lo.astype(dtype)
-        x = jnp.where(x < lo, lo, x)
+        x = jnp.where(x < lo.astype(dtype), lo.astype(dtype), x)
+    if has_hi:
+        x = jnp.where(x > hi.astype(dtype), hi.astype(dtype), x)
     return x
 
 
@@ -169,8 +290,8 @@ def clamp(input, min=None, max=None):  # noqa: A002
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
     dtype = _dtypes.result_type(input, *[b for b in (min, max) if b is not None])
-    return apply(_CLAMP, [input, 0 if min is None else min, 0 if max is None else max], dtype=dtype.np,
-                 has_lo=min is not None, has_hi=max is not None)
+    return _apply(_CLAMP, [input, 0 if min is None else min, 0 if max is None else max], dtype=dtype.np,
+                  has_lo=min is not None, has_hi=max is not None)
 
 
 clip = clamp
@@ -183,12 +304,28 @@ def where(condition, input=None, other=None):
         from .indexing import nonzero
 
         return nonzero(condition, as_tuple=True)
-    return apply(_WHERE, [condition, input, other], dtype=_dtypes.result_type(input, other).np)
+    if condition.dtype is not _dtypes.bool:
+        raise RuntimeError("where expected condition to be a boolean tensor, but got a tensor with dtype "
+                           f"{_type_name(condition.dtype)}")
+    return _apply(_WHERE, [condition, input, other], dtype=_dtypes.result_type(input, other).np)
 
 
-_LERP = Op("lerp", lambda a, b, w, *, dtype: a.astype(dtype) + w.astype(dtype) * (b.astype(dtype) - a.astype(dtype)))
+def _lerp_fn(a, b, w, *, dtype):
+    # torch's two-sided formula (exact at both ends); both branches have the same derivatives
+    a, b, w = a.astype(dtype), b.astype(dtype), w.astype(dtype)
+    return jnp.where(jnp.abs(w) < 0.5, a + w * (b - a), b - (b - a) * (1 - w))
+
+
+_LERP = Op("lerp", _lerp_fn)
 
 
 def lerp(input, end, weight):
-    """input + weight * (end - input)."""
-    return apply(_LERP, [input, end, weight], dtype=_dtypes.result_type(input, end).np)
+    """input + weight * (end - input); `end` (and a weight tensor that is not 0-dim) must match input's dtype."""
+    if not isinstance(end, Tensor):
+        raise TypeError(f"lerp(): argument 'end' (position 2) must be Tensor, not {type(end).__name__}")
+    for arg, x in (("end", end), ("weight", weight)):
+        if isinstance(x, Tensor) and x.dtype is not input.dtype and (arg == "end" or x.ndim > 0):
+            raise RuntimeError(f"expected dtype {_c_name(input.dtype)} for `{arg}` but got dtype {_c_name(x.dtype)}")
+    if not (input.dtype.is_floating_point or input.dtype.is_complex):
+        raise NotImplementedError(f'"lerp_kernel_scalar" not implemented for \'{_type_name(input.dtype)}\'')
+    return _apply(_LERP, [input, end, weight], dtype=input.dtype.np)
