@@ -1,0 +1,37 @@
+"""The backward runs as compiled programs cached by graph structure: count compiles, never time them."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import batched_grad as bg
+from batched_grad import _program
+
+
+def _training_step(seed):
+    w = bg.tensor(np.random.default_rng(seed).standard_normal((8, 4)), requires_grad=True)
+    x = bg.tensor(np.random.default_rng(seed + 1).standard_normal((16, 8)))
+    loss = bg.tanh(x @ w).pow(2).mean() + (w * w).sum() * 0.01
+    return bg.autograd.grad(loss, w)[0]
+
+
+def test_compile_count_is_zero_for_a_second_graph_of_the_same_structure():
+    _program._seen.clear()
+    _training_step(0)
+    before = bg.compile_count()
+    g = _training_step(1)
+    assert bg.compile_count() == before
+    assert g.shape == (8, 4)
+
+
+def test_steady_state_runs_one_fused_program_and_compiles_nothing():
+    _program._seen.clear()
+    for seed in range(_program.FUSE_AFTER + 1):  # per-node calls, then the fused program's one compile
+        _training_step(seed)
+    before = bg.compile_count()
+    for seed in range(10, 15):
+        g = _training_step(seed)
+    assert bg.compile_count() == before
+    w0 = np.random.default_rng(14).standard_normal((8, 4))
+    x = np.random.default_rng(15).standard_normal((16, 8))
+    expected = jax.grad(lambda w: (jnp.tanh(x @ w) ** 2).mean() + (w * w).sum() * 0.01)(w0)
+    np.testing.assert_allclose(g.numpy(), expected, rtol=1e-12)
