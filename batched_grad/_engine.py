@@ -6,7 +6,7 @@ import jax.numpy as jnp
 from . import _graph, _program
 from ._grad_mode import set_grad_enabled
 from ._graph import AccumulateGrad
-from ._tensor import Tensor
+from vmap._fallback import run_batched
 
 
 def _topological(root_nodes):
@@ -44,13 +44,23 @@ def _add(a, b):
     return b if a is None else a + b
 
 
-def _run_hooks(hooks, grad):
+def _call_hook(hook, grad):
+    result = hook(grad)
+    if result is None:
+        return grad
+    if result.shape != grad.shape:
+        raise RuntimeError(f"hook '{getattr(hook, '__name__', hook)}' has changed the size of value")
+    return result
+
+
+def _run_hooks(hooks, grad, batch):
+    """Apply tensor hooks in order; in batched mode each hook sees per-row gradients."""
     for hook in list(hooks.values()):
-        result = hook(grad)
-        if result is not None:
-            if result.shape != grad.shape:
-                raise RuntimeError(f"hook '{getattr(hook, '__name__', hook)}' has changed the size of value")
-            grad = result
+        if batch is None:
+            grad = _call_hook(hook, grad)
+        else:
+            name = f"hook '{getattr(hook, '__name__', hook)}'"
+            (grad,) = run_batched(name, lambda cts, hook=hook: [_call_hook(hook, cts[0])], [grad], batch)
     return grad
 
 
@@ -73,11 +83,11 @@ def _check_anomaly(node, grads):
             raise RuntimeError(f"Function '{node.name()}' returned nan values in its {i}th output.")
 
 
-def _call(node, cotangents, create_graph):
+def _call(node, cotangents, create_graph, batch):
     if not _graph._anomaly["enabled"]:
-        return node.backward(cotangents, create_graph)
+        return node.backward(cotangents, create_graph, batch)
     try:
-        grads = node.backward(cotangents, create_graph)
+        grads = node.backward(cotangents, create_graph, batch)
         if _graph._anomaly["check_nan"]:
             _check_anomaly(node, grads)
         return grads
@@ -88,11 +98,12 @@ def _call(node, cotangents, create_graph):
         raise
 
 
-def run_backward(roots, root_grads, captures, *, retain_graph, create_graph, accumulate):
+def run_backward(roots, root_grads, captures, *, retain_graph, create_graph, accumulate, batch=None):
     """Propagate `root_grads` (Tensors) from the `roots` (GradientEdges) through the graph.
 
     `captures` lists GradientEdges whose incoming gradient is returned (None when unreached). When
-    `accumulate`, leaves' `.grad` is accumulated into (all leaves, or only the captured ones if any).
+    `accumulate`, every reached leaf's `.grad` is accumulated into. With a `batch` (vmap._batching.Batch),
+    every gradient carries a leading batch axis and each node's backward runs over all rows at once.
     """
     buffers = {}
     for edge, g in zip(roots, root_grads):
@@ -103,7 +114,7 @@ def run_backward(roots, root_grads, captures, *, retain_graph, create_graph, acc
     for i, edge in enumerate(captures):
         wanted.setdefault(edge.node, []).append((edge.output_nr, i))
     needed = _needed(order, wanted) if captures else None
-    plan = _program.plan(order, needed, roots, captures, accumulate)
+    plan = _program.plan(order, needed, roots, captures, accumulate, None if batch is None else batch.key)
     if plan is not None and _program.should_fuse(plan.key):
         with set_grad_enabled(create_graph):
             results, leaf_grads = _program.run(plan, root_grads, create_graph)
@@ -125,7 +136,7 @@ def run_backward(roots, root_grads, captures, *, retain_graph, create_graph, acc
                 if grad is None:
                     continue
                 if leaf._hooks:
-                    grad = _run_hooks(leaf._hooks, grad)
+                    grad = _run_hooks(leaf._hooks, grad, batch)
                 for _, i in wanted.get(node, ()):
                     results[i] = grad
                 if accumulate:
@@ -134,8 +145,8 @@ def run_backward(roots, root_grads, captures, *, retain_graph, create_graph, acc
             if node.tensor_pre_hooks:
                 for nr, hooks in node.tensor_pre_hooks.items():
                     if cotangents[nr] is not None and hooks:
-                        cotangents[nr] = _run_hooks(hooks, cotangents[nr])
-            if node.retained:
+                        cotangents[nr] = _run_hooks(hooks, cotangents[nr], batch)
+            if node.retained and batch is None:
                 for nr, ref in node.retained.items():
                     t = ref()
                     if t is not None and cotangents[nr] is not None and t.grad_fn is node:
@@ -147,7 +158,7 @@ def run_backward(roots, root_grads, captures, *, retain_graph, create_graph, acc
                 continue
             if all(c is None for c in cotangents):
                 continue
-            grads = _call(node, cotangents, create_graph)
+            grads = _call(node, cotangents, create_graph, batch)
             for hook in list(node.post_hooks.values()):
                 hook(tuple(grads), tuple(cotangents))
             if not retain_graph:

@@ -119,7 +119,7 @@ class AccumulateGrad(Node):
     def name(self):
         return "torch::autograd::AccumulateGrad"
 
-    def backward(self, cotangents, create_graph):
+    def backward(self, cotangents, create_graph, batch=None):
         return ()
 
 

@@ -3,6 +3,7 @@ program and cached by graph structure (ops, static params, avals, edges), not by
 from . import _graph
 from ._graph import AccumulateGrad
 from ._ops._core import Op, OpNode, _vjp_fn, apply
+from vmap._rows import map_rows
 
 FUSE_AFTER = 2  # a structure's first calls run per-node kernels (shared across structures); then it is fused
 _seen = {}
@@ -23,7 +24,7 @@ def _fusable(node):
     return type(node) is OpNode and not node.tensor_pre_hooks and not node.retained and not node.post_hooks
 
 
-def plan(order, needed, roots, captures, accumulate):
+def plan(order, needed, roots, captures, accumulate, batch=None):
     """The plan of this walk if every node that runs is a plain table op, else None (per-node engine)."""
     if _graph._anomaly["enabled"]:
         return None
@@ -54,13 +55,17 @@ def plan(order, needed, roots, captures, accumulate):
     captured = tuple((position[e.node], e.output_nr) if e.output_nr in reached.get(e.node, ()) else None
                      for e in captures)
     key = (tuple(steps), tuple((position[e.node], e.output_nr) for e in roots), captured,
-           tuple(position[leaf] for leaf in leaves))
+           tuple(position[leaf] for leaf in leaves), batch)
     return Plan(key, nodes, leaves)
 
 
 def _program(*args, key):
     """The traced backward: route cotangents through each step's VJP, return captured and leaf grads."""
-    steps, roots, captures, leaves = key
+    steps, roots, captures, leaves, batch = key
+    if batch is not None:  # root cotangents carry a leading batch axis; saved values do not
+        n = sum(sum(spec[3]) for _, spec, _ in steps)
+        row_key = key[:4] + (None,)
+        return map_rows(lambda *cts: _program(*args[:n], *cts, key=row_key), args[n:], batch[0])
     args = iter(args)
     saved = [[next(args) for s in spec[3] if s] for _, spec, _ in steps]
     buffers = {}

@@ -10,6 +10,7 @@ import numpy as np
 from .. import _graph
 from .._grad_mode import is_grad_enabled
 from .._tensor import Tensor
+from vmap._rows import map_rows
 
 _compiles = [0]
 
@@ -95,11 +96,16 @@ def _make_view(src, view, step):
 
 
 class VjpSpec(tuple):
-    """Static description of one node's VJP: (op, static, operand avals, saved mask, wanted operands, ct mask)."""
+    """Static description of one node's VJP: (op, static, operand avals, saved mask, wanted operands,
+    differentiable outputs, ct mask, batch) where batch is None or (chunk_size,) for batched cotangents."""
 
 
 def _vjp_fn(*args, spec):
-    op, static, avals, saved_mask, want, diff_outs, ct_mask = spec
+    op, static, avals, saved_mask, want, diff_outs, ct_mask, batch = spec
+    if batch is not None:  # cotangents carry a leading batch axis; saved values do not
+        n = sum(saved_mask)
+        row_spec = VjpSpec(spec[:7] + (None,))
+        return map_rows(lambda *cts: _vjp_fn(*args[:n], *cts, spec=row_spec), args[n:], batch[0])
     args = iter(args)
     primals = [next(args) if s else jnp.zeros(shape, dtype) for (shape, dtype), s in zip(avals, saved_mask)]
     cts = [next(args) if m else None for m in ct_mask]
@@ -150,22 +156,23 @@ class OpNode(_graph.Node):
     def saved_values(self):
         return [s for s in self.saved if isinstance(s, _graph.SavedValue)]
 
-    def spec(self, want, ct_mask):
-        key = (want, ct_mask)
+    def spec(self, want, ct_mask, batch=None):
+        key = (want, ct_mask, batch)
         spec = self._specs.get(key)
         if spec is None:
             saved_mask = tuple(s is not None for s in self.saved)
             spec = self._specs[key] = VjpSpec(
-                (self.op, self.static, self.avals, saved_mask, want, self.diff_outs, ct_mask))
+                (self.op, self.static, self.avals, saved_mask, want, self.diff_outs, ct_mask, batch))
         return spec
 
-    def backward(self, cotangents, create_graph):
+    def backward(self, cotangents, create_graph, batch=None):
         want = tuple(i for i, e in enumerate(self.edges) if e is not None)
         cts = [cotangents[k] for k in self.diff_outs]
         ct_mask = tuple(c is not None for c in cts)
         saved = [s.unpack(self, create_graph) if isinstance(s, _graph.SavedValue) else s
                  for s in self.saved if s is not None]
-        grads = apply(VJP, saved + [c for c in cts if c is not None], spec=self.spec(want, ct_mask))
+        spec = self.spec(want, ct_mask, None if batch is None else batch.key)
+        grads = apply(VJP, saved + [c for c in cts if c is not None], spec=spec)
         result = [None] * len(self.edges)
         for i, g in zip(want, grads):
             result[i] = g

@@ -54,7 +54,16 @@ class FunctionNode(_graph.Node):
     def saved_values(self):
         return [s for s in self.ctx._saved or () if isinstance(s, _graph.SavedValue)]
 
-    def backward(self, cotangents, create_graph):
+    def backward(self, cotangents, create_graph, batch=None):
+        if batch is None:
+            return self._backward_rows(cotangents, create_graph)
+        from vmap._fallback import run_batched
+
+        return run_batched(self.name(), lambda cts: self._backward_rows(cts, create_graph), cotangents, batch,
+                           vectorize=not create_graph, key=self.function)
+
+    def _backward_rows(self, cotangents, create_graph):
+        """The user's backward on unbatched cotangents, with torch's checks on what it returns."""
         from .. import zeros
 
         if self.ctx.materialize_grads:
@@ -146,7 +155,7 @@ class _OnceDifferentiableNode(_graph.Node):
     def name(self):
         return "torch::autograd::Error"
 
-    def backward(self, cotangents, create_graph):
+    def backward(self, cotangents, create_graph, batch=None):
         raise RuntimeError("trying to differentiate twice a function that was marked with @once_differentiable")
 
 

@@ -1,0 +1,77 @@
+"""Run one node's Python-level backward (a Function.backward or a hook) over a batch of cotangents:
+vectorized with jax.vmap when it is traceable, else in an explicit per-row loop (with FallbackWarning)."""
+import warnings
+
+import jax
+
+from . import FallbackError, FallbackWarning, _state
+
+# what JAX raises when Python code cannot be traced under vmap (value-dependent control flow, NumPy,
+# .item(), dynamic shapes) or a primitive has no batching rule
+UNVECTORIZABLE = (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError,
+                  jax.errors.TracerIntegerConversionError, jax.errors.NonConcreteBooleanIndexError,
+                  jax.errors.TracerBoolConversionError, NotImplementedError)
+_known_unvectorizable = {}
+row_loops = [0]  # how many per-row loops ran (tests count them)
+
+
+def run_batched(name, fn, cotangents, batch, *, vectorize=True, key=None):
+    """fn(list of per-row cotangent Tensors or None) -> list of Tensors or None, applied to every row.
+
+    `cotangents` carry a leading axis of `batch.padded` rows, of which the first `batch.size` are real.
+    """
+    reason = _known_unvectorizable.get(key) if key is not None else None
+    if not vectorize:
+        reason = "create_graph=True"
+    elif reason is None:
+        try:
+            return _vectorized(fn, cotangents)
+        except UNVECTORIZABLE as error:
+            reason = type(error).__name__
+            if key is not None:
+                _known_unvectorizable[key] = reason
+    return _per_row(name, fn, cotangents, batch, reason)
+
+
+def _vectorized(fn, cotangents):
+    from batched_grad._tensor import Tensor
+
+    present = [i for i, c in enumerate(cotangents) if c is not None]
+    defined = []
+
+    def row(*arrays):
+        cts = [None] * len(cotangents)
+        for i, a in zip(present, arrays):
+            cts[i] = Tensor._wrap(a)
+        outs = fn(cts)
+        defined[:] = [o is not None for o in outs]
+        return tuple(o._value for o in outs if o is not None)
+
+    results = iter(jax.vmap(row)(*[cotangents[i]._value for i in present]))
+    return [Tensor._wrap(next(results)) if d else None for d in defined]
+
+
+def _per_row(name, fn, cotangents, batch, reason):
+    import batched_grad as bg
+
+    if not _state["enabled"]:
+        raise FallbackError(f"{name} could not be vectorized ({reason}) and the per-row fallback is disabled "
+                            "(vmap.set_fallback_enabled(False)).")
+    if _state["warnings"]:
+        warnings.warn(f"{name} could not be vectorized ({reason}); its backward ran once per row for "
+                      f"{batch.size} rows.", FallbackWarning, stacklevel=4)
+    row_loops[0] += 1
+    n_rows = max(batch.size, 1)  # a batch of 0 still runs one (padding) row to learn the result shapes
+    rows = [fn([None if c is None else c[b] for c in cotangents]) for b in range(n_rows)]
+    results = []
+    for parts in zip(*rows):
+        if all(p is None for p in parts):
+            results.append(None)
+            continue
+        like = next(p for p in parts if p is not None)
+        parts = [bg.zeros_like(like) if p is None else p for p in parts]
+        stacked = bg.stack(parts)
+        if batch.padded > n_rows:
+            stacked = bg.cat([stacked, bg.zeros((batch.padded - n_rows,) + tuple(like.shape), dtype=like.dtype)])
+        results.append(stacked)
+    return results

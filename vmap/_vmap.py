@@ -1,0 +1,79 @@
+"""vmap.vmap: vectorize a function of Tensors over a batch axis of its arguments (jax.vmap underneath),
+composing with batched_grad.autograd.grad inside it (the per-sample-gradient idiom)."""
+import functools
+
+import jax
+
+from ._rows import map_rows
+
+_RANDOMNESS = ("error", "same", "different")
+_active = []  # randomness modes of the vmap calls being traced (innermost last)
+
+
+def in_vmap_randomness():
+    """The randomness mode of the innermost vmap being traced, or None outside vmap."""
+    return _active[-1] if _active else None
+
+
+def _as_tuple(dims, n, name):
+    if isinstance(dims, (tuple, list)):
+        if len(dims) != n:
+            raise ValueError(f"vmap: {name} has {len(dims)} entries but the function was called with {n} "
+                             f"positional arguments; pass one entry per argument (None for unmapped ones).")
+        return tuple(dims)
+    return (dims,) * n
+
+
+def vmap(func, in_dims=0, out_dims=0, *, chunk_size=None, randomness="error"):
+    from batched_grad._tensor import Tensor
+
+    if randomness not in _RANDOMNESS:
+        raise ValueError(f"vmap: randomness must be one of {_RANDOMNESS}, but got {randomness!r}")
+    if randomness == "different":
+        raise ValueError("vmap: randomness='different' is not supported; draw the random values outside vmap "
+                         "and pass them in as a mapped argument.")
+    if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size < 1):
+        raise ValueError(f"vmap: chunk_size must be None or a positive int, but got {chunk_size!r}")
+
+    @functools.wraps(func)
+    def vectorized(*args):
+        dims = _as_tuple(in_dims, len(args), "in_dims")
+        sizes = set()
+        for i, (a, d) in enumerate(zip(args, dims)):
+            if d is None:
+                continue
+            if not isinstance(a, Tensor):
+                raise ValueError(f"vmap: in_dims[{i}]={d} maps argument {i}, but it is a {type(a).__name__}, not "
+                                 "a Tensor; use None as its in_dim.")
+            if not -a.ndim <= d < a.ndim:
+                raise ValueError(f"vmap: in_dims[{i}]={d} is out of range for argument {i} of shape "
+                                 f"{tuple(a.shape)}.")
+            sizes.add(a.shape[d])
+        if not sizes:
+            raise ValueError("vmap: at least one argument must be mapped (an in_dim that is not None).")
+        if len(sizes) > 1:
+            raise ValueError(f"vmap: Expected all tensors to have the same size in the mapped dimension, got "
+                             f"sizes {sorted(sizes)} for the mapped dimension")
+        mapped = [i for i, d in enumerate(dims) if d is not None]
+        structure = []
+
+        def row(*arrays):
+            call = list(args)
+            for i, a in zip(mapped, arrays):
+                call[i] = Tensor._wrap(a)
+            _active.append(randomness)
+            try:
+                out = func(*call)
+            finally:
+                _active.pop()
+            leaves, tree = jax.tree_util.tree_flatten(out, is_leaf=lambda x: isinstance(x, Tensor))
+            structure[:] = [tree]
+            return tuple(x._value if isinstance(x, Tensor) else x for x in leaves)
+
+        arrays = [jax.numpy.moveaxis(args[i]._value, dims[i], 0) for i in mapped]
+        outs = map_rows(row, tuple(arrays), chunk_size)
+        out_axes = _as_tuple(out_dims, len(outs), "out_dims") if isinstance(out_dims, (tuple, list)) else (out_dims,) * len(outs)
+        outs = [Tensor._wrap(jax.numpy.moveaxis(o, 0, d) if d else o) for o, d in zip(outs, out_axes)]
+        return jax.tree_util.tree_unflatten(structure[0], outs)
+
+    return vectorized
