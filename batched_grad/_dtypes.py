@@ -13,10 +13,11 @@ _CATEGORY = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
 class dtype:
     """A tensor element type; `np` is the NumPy/JAX dtype behind it."""
 
-    __slots__ = ("name", "np")
+    __slots__ = ("name", "np", "kind")
 
     def __init__(self, name, np_dtype):
         self.name, self.np = name, np.dtype(np_dtype)
+        self.kind = "f" if name == "bfloat16" else self.np.kind  # NumPy files bfloat16 under "V"
 
     def __repr__(self):
         return f"torch.{self.name}"
@@ -26,15 +27,15 @@ class dtype:
 
     @property
     def is_floating_point(self):
-        return self.np.kind == "f"
+        return self.kind == "f"
 
     @property
     def is_complex(self):
-        return self.np.kind == "c"
+        return self.kind == "c"
 
     @property
     def is_signed(self):
-        return self.np.kind not in "bu"
+        return self.kind not in "bu"
 
     @property
     def itemsize(self):
@@ -84,14 +85,16 @@ def get_default_dtype():
 
 
 def set_default_dtype(d):
-    d = to_dtype(d, "d")
+    """Set the dtype of Python floats (and of float factories); float16, bfloat16, float32 or float64."""
+    if not isinstance(d, dtype):
+        raise TypeError("invalid dtype object: only floating-point types are supported as the default type")
     if not d.is_floating_point:
-        raise TypeError(f"only floating-point types are supported as the default type, but got {d}")
+        raise TypeError("only floating-point types are supported as the default type")
     _default_float[0] = d
 
 
 def category(d):
-    return _CATEGORY[d.np.kind]
+    return _CATEGORY[d.kind]
 
 
 def promote_types(a, b):

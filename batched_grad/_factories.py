@@ -1,14 +1,23 @@
 """Tensor factories: tensor, as_tensor, from_numpy, zeros/ones/full/eye/arange/linspace, *_like, random."""
 import builtins
+import math
+import warnings
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from . import _dtypes
-from ._tensor import Tensor
+from ._tensor import _TYPE_NAMES, REQUIRES_GRAD_DTYPE, Tensor
 
 _rng = [np.random.default_rng(0)]
+_ARRAYS = (np.ndarray, np.generic, jax.Array)
+_SEQUENCES = (list, tuple, range)
+COPY_CONSTRUCT_WARNING = (
+    "To copy construct from a tensor, it is recommended to use sourceTensor.detach().clone() or "
+    "sourceTensor.detach().clone().requires_grad_(True), rather than torch.tensor(sourceTensor)."
+)
+_NEGATIVE_SIZE = {"zeros": "zeros: Dimension size must be non-negative."}  # torch's wording differs per factory
 
 
 def manual_seed(seed):
@@ -19,112 +28,209 @@ def manual_seed(seed):
 def _finish(value, requires_grad):
     t = Tensor._wrap(value)
     if requires_grad:
-        t.requires_grad = True
+        t._set_requires_grad(True, REQUIRES_GRAD_DTYPE)
     return t
 
 
-def _infer_dtype(a):
-    """torch's dtype for data given as Python numbers / nested lists (NumPy arrays keep their dtype)."""
-    return {"b": _dtypes.bool, "i": _dtypes.int64, "u": _dtypes.int64, "f": _dtypes.get_default_dtype(),
-            "c": _dtypes._to_complex(_dtypes.get_default_dtype())}[a.dtype.kind]
-
-
-def _to_array(data):
-    """(array, keeps_dtype): arrays and Tensors keep their dtype, Python numbers get torch's defaults."""
+# ---- tensor(data): torch's dtype inference and shape checks ---------------------------------------------
+def _infer_dtype(data):
+    """torch's infer_scalar_type: numbers get the defaults, arrays and Tensors keep theirs, lists promote."""
     if isinstance(data, Tensor):
-        return data._value, True
-    if isinstance(data, (np.ndarray, np.generic, jax.Array)):
-        return data, True
-    if isinstance(data, (list, tuple)):
-        items = [_to_array(x) for x in data]
-        arr = np.array([np.asarray(a) for a, _ in items]) if items else np.zeros((0,), np.float32)
-        return arr, builtins.any(keep for _, keep in items)
+        return data.dtype
+    if isinstance(data, _ARRAYS):
+        return _dtypes.from_numpy_dtype(data.dtype)
     if isinstance(data, (bool, int, float, complex)):
-        return np.asarray(data), False
-    raise TypeError(f"tensor(): data must be a number, a nested list, a NumPy array, a JAX array or a Tensor, "
-                    f"but got {type(data).__name__}")
+        return _dtypes.scalar_dtype(data)
+    if isinstance(data, _SEQUENCES):
+        result = None
+        for item in data:
+            result = _dtypes.promote_types(result, _infer_dtype(item))
+        return result or _dtypes.get_default_dtype()
+    if data is None:
+        raise RuntimeError("Could not infer dtype of NoneType")
+    raise TypeError(f"new(): invalid data type '{type(data).__name__}'")
+
+
+def _sizes(data):
+    """The shape torch reads from nested sequences: follow the first element down."""
+    sizes = []
+    while isinstance(data, _SEQUENCES):
+        sizes.append(len(data))
+        if not data:
+            break
+        data = data[0]
+    return sizes + list(np.shape(data))
+
+
+def _check_nested(data, sizes, dim=0):
+    if not isinstance(data, _SEQUENCES):
+        if dim < len(sizes) and not isinstance(data, (Tensor,) + _ARRAYS):
+            raise TypeError(f"not a sequence: tensor() expected a sequence at dim {dim}, but got "
+                            f"{type(data).__name__}")
+        return
+    if dim >= len(sizes):
+        raise TypeError(f"tensor() expected a number at dim {dim}, but got {type(data).__name__}")
+    if len(data) != sizes[dim]:
+        raise ValueError(f"expected sequence of length {sizes[dim]} at dim {dim} (got {len(data)})")
+    for item in data:
+        _check_nested(item, sizes, dim + 1)
+
+
+def _check_int_range(data):
+    if isinstance(data, _SEQUENCES):
+        for item in data:
+            _check_int_range(item)
+    elif isinstance(data, int) and not -2 ** 63 <= data < 2 ** 63:
+        raise ValueError("Overflow when unpacking long long")
 
 
 def tensor(data, dtype=None, requires_grad=False, device=None):
     """A new leaf tensor holding a copy of `data` (number, nested list, NumPy/JAX array or Tensor)."""
-    arr, keeps_dtype = _to_array(data)
-    if dtype is not None:
-        d = _dtypes.to_dtype(dtype)
+    if isinstance(data, Tensor):
+        warnings.warn(COPY_CONSTRUCT_WARNING, UserWarning, stacklevel=2)
+    d = _dtypes.to_dtype(dtype) if dtype is not None else _infer_dtype(data)
+    if isinstance(data, Tensor):
+        value = data._value
+    elif isinstance(data, _ARRAYS):
+        value = data
     else:
-        d = _dtypes.from_numpy_dtype(arr.dtype) if keeps_dtype else _infer_dtype(arr)
-    return _finish(jnp.asarray(arr, dtype=d.np), requires_grad)
+        _check_nested(data, _sizes(data))
+        if d.is_floating_point is False and d.is_complex is False:
+            _check_int_range(data)
+        value = np.array(data if not isinstance(data, range) else list(data), dtype=d.np)
+    return _finish(jnp.asarray(value, dtype=d.np), requires_grad)
 
 
 def as_tensor(data, dtype=None, device=None):
     """`data` as a tensor, sharing it when it already is a Tensor of the right dtype."""
     if isinstance(data, Tensor) and (dtype is None or _dtypes.to_dtype(dtype) is data.dtype):
         return data
+    if isinstance(data, Tensor):
+        return data.to(dtype)
     return tensor(data, dtype)
 
 
 def from_numpy(ndarray):
+    """A tensor with the array's values and dtype (a copy: JAX arrays are immutable)."""
     if not isinstance(ndarray, np.ndarray):
         raise TypeError(f"expected np.ndarray (got {type(ndarray).__name__})")
+    _dtypes.from_numpy_dtype(ndarray.dtype)
     return Tensor._wrap(jnp.asarray(ndarray))
 
 
 def from_jax(array):
     """Wrap a JAX array (no copy)."""
-    return Tensor._wrap(jnp.asarray(array))
+    if not isinstance(array, jax.Array):
+        raise TypeError(f"from_jax(): argument 'array' must be a jax.Array, but got {type(array).__name__}")
+    return Tensor._wrap(array)
 
 
-def _size(size):
+# ---- shapes and dtypes of the other factories -------------------------------------------------------------
+def _is_int(x):
+    return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
+
+
+def _size(size, fn="zeros"):
+    """Accept f(2, 3), f((2, 3)) and f([2, 3]) like torch."""
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = size[0]
     for s in size:
-        if not isinstance(s, (int, np.integer)) or isinstance(s, bool):
-            raise TypeError(f"size must be a sequence of ints, but got an element of type {type(s).__name__}")
-        if s < 0:
-            raise RuntimeError(f"Trying to create tensor with negative dimension {s}: {list(size)}")
+        if not _is_int(s):
+            raise TypeError(f"{fn}(): argument 'size' must be tuple of ints, but found element of type "
+                            f"{type(s).__name__}")
+    if builtins.any(s < 0 for s in size):
+        raise RuntimeError(_NEGATIVE_SIZE.get(fn, f"Trying to create tensor with negative dimension "
+                                                  f"{builtins.min(size)}: {list(size)}"))
     return tuple(int(s) for s in size)
+
+
+def _varargs_size(fn, size):
+    if not size:
+        raise TypeError(f'{fn}() missing 1 required positional arguments: "size"')
+    return _size(size, fn)
+
+
+def _tuple_size(fn, size):
+    if not isinstance(size, (tuple, list)):
+        raise TypeError(f"{fn}(): argument 'size' (position 1) must be tuple of ints, not {type(size).__name__}")
+    return _size((size,), fn)
 
 
 def _dtype_or_default(dtype):
     return _dtypes.to_dtype(dtype) if dtype is not None else _dtypes.get_default_dtype()
 
 
+def _number(x):
+    """A Python number from a number or a one-element Tensor (torch's Scalar arguments)."""
+    return x.item() if isinstance(x, Tensor) else x
+
+
 def zeros(*size, dtype=None, requires_grad=False, device=None):
-    return _finish(jnp.zeros(_size(size), _dtype_or_default(dtype).np), requires_grad)
+    return _finish(jnp.zeros(_varargs_size("zeros", size), _dtype_or_default(dtype).np), requires_grad)
 
 
 def ones(*size, dtype=None, requires_grad=False, device=None):
-    return _finish(jnp.ones(_size(size), _dtype_or_default(dtype).np), requires_grad)
+    return _finish(jnp.ones(_varargs_size("ones", size), _dtype_or_default(dtype).np), requires_grad)
 
 
-empty = zeros
+def empty(*size, dtype=None, requires_grad=False, device=None):
+    """Uninitialized in torch; zeros here."""
+    return _finish(jnp.zeros(_varargs_size("empty", size), _dtype_or_default(dtype).np), requires_grad)
 
 
 def full(size, fill_value, *, dtype=None, requires_grad=False, device=None):
+    """A tensor of `size` filled with `fill_value`; the dtype follows the value (bool, int64, default float)."""
+    fill_value = _number(fill_value)
     d = _dtypes.to_dtype(dtype) if dtype is not None else _dtypes.scalar_dtype(fill_value)
-    return _finish(jnp.full(_size((size,)), fill_value, d.np), requires_grad)
+    return _finish(jnp.full(_tuple_size("full", size), fill_value, d.np), requires_grad)
 
 
 def eye(n, m=None, *, dtype=None, requires_grad=False, device=None):
+    for name, v in (("n", n), ("m", m)):
+        if v is not None and not _is_int(v):
+            raise TypeError(f"eye(): argument '{name}' must be int, not {type(v).__name__}")
+        if v is not None and v < 0:
+            raise RuntimeError(f"{name} must be greater or equal to 0, got {v}")
     return _finish(jnp.eye(n, n if m is None else m, dtype=_dtype_or_default(dtype).np), requires_grad)
 
 
-def arange(start, end=None, step=1, *, dtype=None, requires_grad=False, device=None):
+def arange(start=0, end=None, step=1, *, dtype=None, requires_grad=False, device=None):
     """Values from `start` to `end` (exclusive) by `step`; int64 when all are integers."""
+    start, end, step = _number(start), _number(end), _number(step)
     if end is None:
         start, end = 0, start
+    if dtype is None:
+        dtype = _dtypes.int64 if builtins.all(_is_int(v) for v in (start, end, step)) else _dtypes.get_default_dtype()
+    d = _dtypes.to_dtype(dtype)
+    if d is _dtypes.bool or d.is_complex:
+        raise NotImplementedError(f"\"arange_cpu\" not implemented for '{_TYPE_NAMES[d.name]}'")
     if step == 0:
         raise RuntimeError("step must be nonzero")
-    values = (start, end, step)
-    if dtype is None:
-        dtype = _dtypes.int64 if builtins.all(isinstance(v, int) for v in values) else _dtypes.get_default_dtype()
-    d = _dtypes.to_dtype(dtype)
-    n = builtins.max(int(np.ceil((end - start) / step)), 0)
-    return _finish(jnp.asarray((start + step * np.arange(n)).astype(d.np)), requires_grad)
+    if (end - start) * step < 0:
+        raise RuntimeError("upper bound and lower bound inconsistent with step sign")
+    n = builtins.max(math.ceil((end - start) / step), 0)
+    if not d.is_floating_point:  # torch casts start and step to the integer type first
+        start, step = int(start), int(step)
+        if step == 0:
+            raise RuntimeError("step must be nonzero")
+    return _finish(jnp.asarray((start + step * np.arange(n, dtype=np.float64 if d.is_floating_point else np.int64))
+                               .astype(d.np)), requires_grad)
 
 
 def linspace(start, end, steps, *, dtype=None, requires_grad=False, device=None):
+    """`steps` evenly spaced values from `start` to `end` (both included)."""
+    if not _is_int(steps):
+        raise TypeError(f"linspace(): argument 'steps' must be int, not {type(steps).__name__}")
+    if steps < 0:
+        raise RuntimeError("number of steps must be non-negative")
     d = _dtype_or_default(dtype)
-    return _finish(jnp.asarray(np.linspace(start, end, steps).astype(d.np)), requires_grad)
+    start, end = _number(start), _number(end)
+    work = {4: np.float32, 8: np.float64}.get(d.itemsize, np.float32) if d.is_floating_point else np.float64
+    start, end, i = work(start), work(end), np.arange(steps)
+    step = (end - start) / work(builtins.max(steps - 1, 1))  # torch fills each half from its own end
+    values = np.where(i < steps // 2, start + step * i.astype(work), end - step * (steps - 1 - i).astype(work))
+    values = values if steps != 1 else np.full(1, start)
+    return _finish(jnp.asarray(values.astype(d.np)), requires_grad)
 
 
 def _like(input, dtype):
@@ -141,7 +247,9 @@ def ones_like(input, *, dtype=None, requires_grad=False, device=None):
     return ones(shape, dtype=d, requires_grad=requires_grad)
 
 
-empty_like = zeros_like
+def empty_like(input, *, dtype=None, requires_grad=False, device=None):
+    shape, d = _like(input, dtype)
+    return empty(shape, dtype=d, requires_grad=requires_grad)
 
 
 def full_like(input, fill_value, *, dtype=None, requires_grad=False, device=None):
@@ -149,23 +257,32 @@ def full_like(input, fill_value, *, dtype=None, requires_grad=False, device=None
     return full(shape, fill_value, dtype=d, requires_grad=requires_grad)
 
 
-def _float_dtype(dtype, fn):
+# ---- random ---------------------------------------------------------------------------------------------
+def _float_dtype(dtype, kernel):
     d = _dtype_or_default(dtype)
     if not (d.is_floating_point or d.is_complex):
-        raise RuntimeError(f'"{fn}" not implemented for \'{d.name}\'')
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{_TYPE_NAMES[d.name]}'")
     return d
+
+
+def _sample(draw, shape, d, complex_scale):
+    """Real samples, or complex ones from independent real and imaginary halves scaled like torch's."""
+    if not d.is_complex:
+        return draw(shape).astype(d.np)
+    return ((draw(shape) + 1j * draw(shape)) * complex_scale).astype(d.np)
 
 
 def rand(*size, dtype=None, requires_grad=False, generator=None, device=None):
     """Uniform samples in [0, 1)."""
     d = _float_dtype(dtype, "check_uniform_bounds")
-    return _finish(jnp.asarray(_rng[0].random(_size(size)).astype(d.np)), requires_grad)
+    return _finish(jnp.asarray(_sample(_rng[0].random, _varargs_size("rand", size), d, 1.0)), requires_grad)
 
 
 def randn(*size, dtype=None, requires_grad=False, generator=None, device=None):
     """Standard normal samples."""
     d = _float_dtype(dtype, "normal_kernel_cpu")
-    return _finish(jnp.asarray(_rng[0].standard_normal(_size(size)).astype(d.np)), requires_grad)
+    return _finish(jnp.asarray(_sample(_rng[0].standard_normal, _varargs_size("randn", size), d, math.sqrt(0.5))),
+                   requires_grad)
 
 
 def randint(low=0, high=None, size=None, *, dtype=None, requires_grad=False, generator=None, device=None):
@@ -173,7 +290,12 @@ def randint(low=0, high=None, size=None, *, dtype=None, requires_grad=False, gen
     if size is None:
         low, high, size = 0, low, high
     d = _dtypes.to_dtype(dtype) if dtype is not None else _dtypes.int64
-    return _finish(jnp.asarray(_rng[0].integers(low, high, _size((size,))).astype(d.np)), requires_grad)
+    if high is None or not (_is_int(low) and _is_int(high)):
+        raise TypeError(f"randint(): arguments 'low' and 'high' must be ints, but got {low!r} and {high!r}")
+    if low >= high:
+        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
+    shape = _tuple_size("randint", size)
+    return _finish(jnp.asarray(_rng[0].integers(low, high, shape).astype(d.np)), requires_grad)
 
 
 def rand_like(input, *, dtype=None, requires_grad=False, device=None):

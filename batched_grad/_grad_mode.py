@@ -1,5 +1,11 @@
-"""Grad-mode switches: no_grad, enable_grad, set_grad_enabled, inference_mode (thread-local)."""
+"""Grad-mode switches: no_grad, enable_grad, set_grad_enabled, inference_mode (thread-local).
+
+Each is a context manager and a decorator (of functions and of generator functions, like torch);
+`no_grad`, `enable_grad` and `inference_mode` also decorate without parentheses.
+"""
 import functools
+import inspect
+import sys
 import threading
 
 _state = threading.local()
@@ -9,32 +15,85 @@ def is_grad_enabled():
     return getattr(_state, "enabled", True)
 
 
-def _set(mode):
+def is_inference_mode_enabled():
+    return getattr(_state, "inference", False)
+
+
+def _set(mode, inference=None):
     _state.enabled = mode
+    if inference is not None:
+        _state.inference = inference
+
+
+def _check_bool(fn, name, value):
+    if not isinstance(value, bool):
+        raise TypeError(f"{fn}(): argument '{name}' (position 1) must be bool, not {type(value).__name__}")
+
+
+def _wrap_generator(make_ctx, gen_fn):
+    """Run every step of the generator (not the code between steps) inside a fresh context."""
+
+    @functools.wraps(gen_fn)
+    def wrapper(*args, **kwargs):
+        gen = gen_fn(*args, **kwargs)
+        try:
+            with make_ctx():
+                response = gen.send(None)
+            while True:
+                try:
+                    request = yield response
+                except GeneratorExit:
+                    with make_ctx():
+                        gen.close()
+                    raise
+                except BaseException:
+                    with make_ctx():
+                        response = gen.throw(*sys.exc_info())
+                else:
+                    with make_ctx():
+                        response = gen.send(request)
+        except StopIteration as e:
+            return e.value
+
+    return wrapper
 
 
 class _GradMode:
-    """Base of the grad-mode context managers; each one is also a decorator."""
+    """Base of the grad-mode context managers. Re-entrant: nested `with` of one instance restores correctly."""
 
     mode = True
+    inference = None  # None: leave the inference flag as it is
+
+    def __new__(cls, *args):
+        if args and callable(args[0]) and not isinstance(args[0], bool):  # used as @no_grad (no parentheses)
+            return cls()(args[0])
+        return super().__new__(cls)
 
     def __enter__(self):
-        self._prev = is_grad_enabled()
-        _set(self.mode)
+        self.__dict__.setdefault("_stack", []).append((is_grad_enabled(), is_inference_mode_enabled()))
+        _set(self.mode, self.inference)
 
     def __exit__(self, *exc):
-        _set(self._prev)
+        stack = self.__dict__.get("_stack")
+        if stack:
+            _set(*stack.pop())
 
-    def __call__(self, func):
-        @functools.wraps(func)
-        def wrapper(*args, **kwargs):
-            with self.__class__(*self._args()):
-                return func(*args, **kwargs)
-
-        return wrapper
+    def clone(self):
+        return self.__class__(*self._args())
 
     def _args(self):
         return ()
+
+    def __call__(self, func):
+        if inspect.isgeneratorfunction(func):
+            return _wrap_generator(self.clone, func)
+
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            with self.clone():
+                return func(*args, **kwargs)
+
+        return wrapper
 
 
 class no_grad(_GradMode):
@@ -52,33 +111,39 @@ class enable_grad(_GradMode):
 class set_grad_enabled(_GradMode):
     """Set grad mode: `set_grad_enabled(False)` as a call, a context manager or a decorator."""
 
+    def __new__(cls, mode):
+        return object.__new__(cls)
+
     def __init__(self, mode):
-        if not isinstance(mode, bool):
-            raise TypeError(f"set_grad_enabled(mode): mode must be a bool, but got {type(mode).__name__}")
+        _check_bool("set_grad_enabled", "enabled", mode)
         self.mode = mode
         self._prev = is_grad_enabled()
         _set(mode)
 
     def __enter__(self):
-        pass
+        _set(self.mode)
+
+    def __exit__(self, *exc):
+        _set(self._prev)
 
     def __call__(self, func):
         _set(self._prev)  # used as a decorator: the mode applies only inside calls
         return super().__call__(func)
 
-    def _args(self):
-        return (self.mode,)
+    def clone(self):
+        prev = is_grad_enabled()
+        c = set_grad_enabled(self.mode)
+        _set(prev)
+        c._prev = prev
+        return c
 
 
 class inference_mode(_GradMode):
-    """Like no_grad (the tensors made inside never record a graph); `inference_mode(False)` is a no-op."""
+    """No graph recording inside the block, like no_grad; `inference_mode(False)` enables grad mode."""
 
     def __init__(self, mode=True):
-        self._enabled = mode
-
-    def __enter__(self):
-        self._prev = is_grad_enabled()
-        _set(False if self._enabled else self._prev)
+        _check_bool("inference_mode", "mode", mode)
+        self.mode, self.inference = not mode, mode
 
     def _args(self):
-        return (self._enabled,)
+        return (self.inference,)

@@ -1,16 +1,23 @@
 """Tensor: a JAX array plus autograd metadata (requires_grad, grad, grad_fn, version, view base)."""
+import math
 import warnings
 import weakref
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from . import _dtypes, _graph
-from ._grad_mode import is_grad_enabled
+from ._grad_mode import is_grad_enabled, no_grad
 
 _TYPE_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16",
                "int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte",
                "bool": "Bool", "complex64": "ComplexFloat", "complex128": "ComplexDouble"}
+_CPP_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half", "bfloat16": "c10::BFloat16",
+              "int64": "long int", "int32": "int", "int16": "short int", "int8": "signed char",
+              "uint8": "unsigned char", "bool": "bool", "complex64": "c10::complex<float>",
+              "complex128": "c10::complex<double>"}
+_DEVICE_TYPES = {"cpu": "cpu", "gpu": "cuda", "cuda": "cuda", "rocm": "cuda", "tpu": "tpu"}
 
 NON_LEAF_GRAD_WARNING = (
     "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad attribute won't "
@@ -20,7 +27,26 @@ NON_LEAF_GRAD_WARNING = (
     "more information."
 )
 LEAF_INPLACE = "a leaf Variable that requires grad is being used in an in-place operation."
+VIEW_OF_LEAF_INPLACE = "a view of a leaf Variable that requires grad is being used in an in-place operation."
 REQUIRES_GRAD_DTYPE = "Only Tensors of floating point and complex dtype can require gradients"
+NON_LEAF_REQUIRES_GRAD = "you can only change requires_grad flags of leaf variables."
+NON_LEAF_NO_GRAD = (NON_LEAF_REQUIRES_GRAD + " If you want to use a computed variable in a subgraph that doesn't "
+                    "require differentiation use var_no_grad = var.detach().")
+DETACH_VIEW = (
+    "Can't detach views in-place. Use detach() instead. If you are using DistributedDataParallel (DDP) for "
+    "training, and gradient_as_bucket_view is set as True, gradients are views of DDP buckets, and hence "
+    "detach_() cannot be called on these gradients. To fix this error, please refer to the Optimizer.zero_grad() "
+    "function in torch/optim/optimizer.py as the solution."
+)
+GRAD_DTYPE = (
+    "attempting to assign a gradient with dtype '{}' to a tensor with grad_dtype '{}'. The gradient must match the "
+    "tensor's grad_dtype (defaults to the tensor's dtype). You can set the tensor's grad_dtype attribute with a "
+    "specific dtype, or None to allow any dtype. Set grad_dtype with caution. Diverging the dtypes of a tensor and "
+    "its gradient may break downstream systems that assume they match."
+)
+# A step in a view chain that shares values but not the graph (detach(), .data): writes through it are
+# value-only for the base, and the base's in-place updates reach it as values only.
+DETACH = (None, (), 0)
 
 
 def type_name(np_dtype):
@@ -35,6 +61,53 @@ class Size(tuple):
 
     def numel(self):
         return int(np.prod(self, dtype=np.int64))
+
+
+class device:
+    """Where a tensor lives, printed like torch: device(type='cpu'); equal to its string form."""
+
+    __slots__ = ("type", "index")
+
+    def __init__(self, type, index=None):
+        self.type, self.index = type, index
+
+    def __str__(self):
+        return self.type if self.index is None else f"{self.type}:{self.index}"
+
+    def __repr__(self):
+        return f"device(type='{self.type}')" if self.index is None else f"device(type='{self.type}', index={self.index})"
+
+    def __eq__(self, other):
+        return str(self) == str(other) if isinstance(other, (device, str)) else NotImplemented
+
+    def __hash__(self):
+        return hash(str(self))
+
+
+def _check_bool(fn, name, value):
+    if not isinstance(value, bool):
+        raise TypeError(f"{fn}(): argument '{name}' (position 1) must be bool, not {type(value).__name__}")
+
+
+def _ops_of(chain):
+    return tuple(step for step in chain if step is not DETACH)
+
+
+def _view_value(base, chain):
+    for op, static, k in chain:
+        out = op.fn(base, **dict(static))
+        base = out[k] if op.multi else out
+    return base
+
+
+def _scatter_value(base, src, chain):
+    """`base` with the elements that its view `chain` selects replaced by `src` (exact, any dtype)."""
+    idx = _view_value(jnp.arange(base.size).reshape(base.shape), chain)
+    return base.ravel().at[idx.ravel()].set(src.ravel().astype(base.dtype)).reshape(base.shape)
+
+
+_view_value_jit = jax.jit(_view_value, static_argnums=1)
+_scatter_value_jit = jax.jit(_scatter_value, static_argnums=2)
 
 
 class Tensor:
@@ -72,10 +145,18 @@ class Tensor:
 
     @property
     def device(self):
-        return "cpu" if isinstance(self._value, jax.core.Tracer) else str(next(iter(self._value.devices())))
+        if isinstance(self._value, jax.core.Tracer):
+            return device("cpu")
+        d = next(iter(self._value.devices()))
+        kind = _DEVICE_TYPES.get(d.platform, d.platform)
+        return device(kind, None if kind == "cpu" else d.id)
 
     def size(self, dim=None):
-        return self.shape if dim is None else self._value.shape[_wrap_dim(dim, self.ndim)]
+        if dim is None:
+            return self.shape
+        if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool):
+            raise TypeError(f"size(): argument 'dim' (position 1) must be int, not {type(dim).__name__}")
+        return self._value.shape[_wrap_dim(dim, self.ndim)]
 
     def dim(self):
         return self.ndim
@@ -104,20 +185,23 @@ class Tensor:
 
     @requires_grad.setter
     def requires_grad(self, flag):
-        if self.grad_fn is not None:
-            if not flag:
-                raise RuntimeError(
-                    "you can only change requires_grad flags of leaf variables. If you want to use a computed "
-                    "variable in a subgraph that doesn't require differentiation use var_no_grad = var.detach()."
-                )
-            return
-        if flag and not (self.dtype.is_floating_point or self.dtype.is_complex):
-            raise RuntimeError(REQUIRES_GRAD_DTYPE)
-        self._requires_grad = bool(flag)
+        if not isinstance(flag, bool):
+            raise RuntimeError("requires_grad must be a bool")
+        self._set_requires_grad(flag, REQUIRES_GRAD_DTYPE[0].lower() + REQUIRES_GRAD_DTYPE[1:])
 
     def requires_grad_(self, requires_grad=True):
-        self.requires_grad = requires_grad
+        _check_bool("requires_grad_", "requires_grad", requires_grad)
+        self._set_requires_grad(requires_grad, "only Tensors of floating point dtype can require gradients")
         return self
+
+    def _set_requires_grad(self, flag, dtype_message):
+        if self.grad_fn is not None:
+            if not flag:
+                raise RuntimeError(NON_LEAF_NO_GRAD)
+            raise RuntimeError(NON_LEAF_REQUIRES_GRAD)
+        if flag and not (self.dtype.is_floating_point or self.dtype.is_complex):
+            raise RuntimeError(dtype_message)
+        self._requires_grad = flag
 
     @property
     def is_leaf(self):
@@ -133,9 +217,14 @@ class Tensor:
     def grad(self, value):
         if value is not None:
             if not isinstance(value, Tensor):
-                raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of type {type(value).__name__}")
+                raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of type "
+                                f"{type(value).__name__}")
+            if value.dtype is not self.dtype:
+                raise RuntimeError(GRAD_DTYPE.format(_CPP_NAMES[value.dtype.name], _TYPE_NAMES[self.dtype.name]))
             if value.shape != self.shape:
-                raise RuntimeError(f"assigned grad has data of a different size: expected {list(self.shape)}, got {list(value.shape)}")
+                raise RuntimeError(f"attempting to assign a gradient of size '{list(value.shape)}' to a tensor of "
+                                   f"size '{list(self.shape)}'. Please ensure that the gradient and the tensor are "
+                                   "the same size")
         self._grad = value
 
     @property
@@ -176,29 +265,53 @@ class Tensor:
 
         backward(self, gradient, retain_graph, create_graph, inputs=inputs)
 
-    def detach(self):
+    def _alias(self):
+        """A new leaf sharing this tensor's values (in-place writes flow both ways) but not its graph."""
         t = Tensor._wrap(self._value)
+        root, chain = self._view if self._view is not None else (self, ())
+        t._view = (root, chain + (DETACH,))
+        if root._views is None or len(root._views) > 16:
+            root._views = [r for r in root._views or () if r() is not None]
+        root._views.append(weakref.ref(t))
+        return t
+
+    def detach(self):
+        """The same values (shared, with the version counter) as a new leaf outside the graph."""
+        t = self._alias()
         t._version = self._version
         return t
 
     def detach_(self):
-        if self._view is not None:
-            raise RuntimeError("Can't detach views in-place. Use detach() instead.")
+        if self._view is not None and DETACH not in self._view[1]:
+            raise RuntimeError(DETACH_VIEW)
         self.grad_fn, self._output_nr, self._requires_grad = None, 0, False
         return self
 
     @property
     def data(self):
-        return self.detach()
+        """Like detach(), but with its own version counter (in-place writes through it go unnoticed)."""
+        return self._alias()
 
     @data.setter
     def data(self, other):
+        if not isinstance(other, Tensor):
+            raise TypeError(f"Variable data has to be a tensor, but got {type(other).__name__}")
         self._value = other._value
+        for ref in self._views or ():  # old views keep the old values
+            if ref() is not None:
+                ref()._view = None
+        self._views = None
 
     # ---- in place ----------------------------------------------------------------------------------
     def _check_inplace(self):
-        if self.grad_fn is None and self._requires_grad and is_grad_enabled():
+        if not is_grad_enabled():
+            return
+        if self.grad_fn is None and self._requires_grad:
             raise RuntimeError(LEAF_INPLACE)
+        if self._view is not None:
+            base, chain = self._view
+            if base.grad_fn is None and base._requires_grad and DETACH not in chain:
+                raise RuntimeError(VIEW_OF_LEAF_INPLACE)
 
     def _assign(self, result):
         """Make `self` hold `result` (an out-of-place result of the in-place op); update views and version."""
@@ -214,19 +327,27 @@ class Tensor:
                     f"{_TYPE_NAMES[self.dtype.name]}"
                 )
             result = result.to(self.dtype)
-        if self._view is not None:
-            from ._ops.shape import scatter_into_view
-
-            base, chain = self._view
-            base._rebind(scatter_into_view(base, result, chain))
+        if self._view is None:
             self._rebind(result)
-            base._refresh_views(skip=self)
+            self._refresh_views(skip=None, graph=True)
         else:
+            base, chain = self._view
+            ops = _ops_of(chain)
+            graph = len(ops) == len(chain)
+            if graph:
+                from ._ops.shape import scatter_into_view
+
+                base._rebind(scatter_into_view(base, result, chain))
+            else:
+                base._value = _scatter_value_jit(base._value, result._value, ops) if ops else result._value
             self._rebind(result)
-            self._refresh_views(skip=None)
+            base._refresh_views(skip=self, graph=graph)
         self._version.value += 1
         if result.grad_fn is not None:
             result.grad_fn.keep_saved_versions(self._version)
+            for saved in result.grad_fn.saved_values():  # the pre-update value: a snapshot, like torch's clone
+                if saved.counter is self._version:
+                    saved.counter, saved.version = _graph.VersionCounter(), 0
         return self
 
     def _rebind(self, src):
@@ -237,13 +358,20 @@ class Tensor:
             if self._retains_grad and self.grad_fn is not None:
                 self._register_retain()
 
-    def _refresh_views(self, skip):
+    def _refresh_views(self, skip, graph):
+        """Bring this base's views up to date after it changed; graph views rejoin the graph if `graph`."""
         from ._ops.shape import replay_view
 
         for ref in self._views or ():
             view = ref()
-            if view is not None and view is not skip:
-                view._rebind(replay_view(self, view._view[1]))
+            if view is None or view is skip:
+                continue
+            chain = view._view[1]
+            ops = _ops_of(chain)
+            if graph and len(ops) == len(chain):
+                view._rebind(replay_view(self, chain))
+            else:
+                view._value = _view_value_jit(self._value, ops) if ops else self._value
 
     # ---- conversion ---------------------------------------------------------------------------------
     def jax(self):
@@ -267,24 +395,30 @@ class Tensor:
             raise RuntimeError(f"a Tensor with {self.numel()} elements cannot be converted to Scalar")
         return np.asarray(self._value).reshape(()).item()
 
+    def _scalar(self):
+        if self.numel() != 1:
+            raise ValueError("only one element tensors can be converted to Python scalars")
+        return self.item()
+
     def __bool__(self):
         if self.numel() != 1:
-            raise RuntimeError(f"Boolean value of Tensor with more than one value is ambiguous")
+            amount = "no values" if self.numel() == 0 else "more than one value"
+            raise RuntimeError(f"Boolean value of Tensor with {amount} is ambiguous")
         return bool(self.item())
 
     def __float__(self):
-        return float(self.item())
+        return float(self._scalar())
 
     def __int__(self):
-        return int(self.item())
+        return int(self._scalar())
+
+    def __complex__(self):
+        return complex(self._scalar())
 
     def __index__(self):
         if self.dtype.is_floating_point or self.dtype.is_complex or self.numel() != 1:
             raise TypeError("only integer tensors of a single element can be converted to an index")
         return int(self.item())
-
-    def __complex__(self):
-        return complex(self.item())
 
     def __iter__(self):
         if self.ndim == 0:
@@ -295,7 +429,7 @@ class Tensor:
         return id(self)
 
     def __format__(self, spec):
-        return format(self.item(), spec) if self.ndim == 0 else repr(self)
+        return format(self.item(), spec) if self.ndim == 0 else object.__format__(self, spec)
 
     def __repr__(self):
         return _format(self)
@@ -310,36 +444,117 @@ def _wrap_dim(dim, ndim):
     return dim % n
 
 
+# ---- repr: torch's _tensor_str algorithm on NumPy arrays ----------------------------------------------
+_PRECISION, _THRESHOLD, _EDGE, _LINEWIDTH = 4, 1000, 3, 80
+
+
+class _Formatter:
+    """Chooses one width and style (integer-valued, fixed or scientific) for all elements, like torch."""
+
+    def __init__(self, a):
+        self.floating = a.dtype.kind == "f"
+        self.int_mode, self.sci_mode, self.width = True, False, 1
+        if not self.floating:
+            self.width = max([len(str(v)) for v in a.ravel().tolist()] + [1])
+            return
+        vals = a[np.isfinite(a) & (a != 0)]
+        if vals.size == 0:
+            return
+        lo, hi = np.abs(vals).min(), np.abs(vals).max()
+        self.int_mode = bool(np.all(vals == np.ceil(vals)))
+        self.sci_mode = bool(hi / lo > 1000.0 or hi > 1.0e8 or lo < 1.0e-4)
+        extra = 1 if self.int_mode and not self.sci_mode else 0  # the "." after integer-valued floats
+        self.width = max(len(self._raw(v)) + extra for v in vals.tolist())
+
+    def _raw(self, v):
+        if self.sci_mode:
+            return f"{v:.{_PRECISION}e}"
+        return f"{v:.0f}" if self.int_mode else f"{v:.{_PRECISION}f}"
+
+    def format(self, v):
+        if not self.floating:
+            s = str(v)
+        elif self.sci_mode:
+            s = f"{v:{self.width}.{_PRECISION}e}"
+        else:
+            s = self._raw(v) + ("." if self.int_mode and math.isfinite(v) else "")
+        return s.rjust(self.width)
+
+
+def _element(v, fmts):
+    if len(fmts) == 1:
+        return fmts[0].format(v)
+    real, imag = fmts[0].format(v.real), (fmts[1].format(v.imag) + "j").lstrip()
+    return real + imag if imag[0] in "+-" else real + "+" + imag
+
+
+def _summarized(a):
+    """The elements a summarized print shows (torch's get_summarized_data)."""
+    if a.ndim == 0:
+        return a
+    if a.shape[0] > 2 * _EDGE:
+        a = np.concatenate([a[:_EDGE], a[-_EDGE:]])
+    return a if a.ndim == 1 else np.stack([_summarized(x) for x in a])
+
+
+def _body(a, indent, summarize, fmts):
+    if a.ndim == 0:
+        return _element(a.item(), fmts)
+    if a.ndim == 1:
+        width = fmts[0].width + 2 + (fmts[1].width + 1 if len(fmts) > 1 else 0)
+        per_line = max(1, (_LINEWIDTH - indent) // width)
+        if summarize and a.shape[0] > 2 * _EDGE:
+            data = [_element(v, fmts) for v in a[:_EDGE].tolist()] + [" ..."] + [
+                _element(v, fmts) for v in a[-_EDGE:].tolist()]
+        else:
+            data = [_element(v, fmts) for v in a.tolist()]
+        lines = [", ".join(data[i:i + per_line]) for i in range(0, len(data), per_line)]
+        return "[" + (",\n" + " " * (indent + 1)).join(lines) + "]"
+    rows = range(a.shape[0])
+    if summarize and a.shape[0] > 2 * _EDGE:
+        rows = list(range(_EDGE)) + [None] + list(range(a.shape[0] - _EDGE, a.shape[0]))
+    slices = ["..." if i is None else _body(a[i], indent + 1, summarize, fmts) for i in rows]
+    return "[" + ("," + "\n" * (a.ndim - 1) + " " * (indent + 1)).join(slices) + "]"
+
+
+def _values_str(a, indent):
+    if a.size == 0:
+        return "[]"
+    summarize = a.size > _THRESHOLD
+    if a.dtype.kind == "V" or a.dtype.kind == "f":  # bfloat16's NumPy kind is "V"
+        a = a.astype(np.float64)
+    shown = _summarized(a) if summarize else a
+    parts = (shown.real, shown.imag) if a.dtype.kind == "c" else (shown,)
+    return _body(a, indent, summarize, [_Formatter(p) for p in parts])
+
+
 def _format(t):
+    prefix = "tensor("
+    indent = len(prefix)
+    default = _dtypes.get_default_dtype()
+    suffixes = []
     if isinstance(t._value, jax.core.Tracer):
         body = f"<traced {t.dtype.name}{list(t.shape)}>"
     else:
-        body = _format_values(np.asarray(t._value))
-    extras = []
-    if t.dtype not in (_dtypes.get_default_dtype(), _dtypes.int64, _dtypes.bool) or (t.numel() == 0 and t.dtype is not _dtypes.get_default_dtype()):
-        extras.append(f"dtype={t.dtype!r}")
-    if t.numel() == 0 and t.ndim != 1:
-        extras.insert(0, f"size={tuple(t.shape)}")
+        body = _values_str(np.asarray(t._value), indent)
+    if t.numel() == 0:
+        if t.ndim != 1:
+            suffixes.append(f"size={tuple(t.shape)}")
+        if t.dtype is not default:
+            suffixes.append(f"dtype={t.dtype!r}")
+    elif t.dtype not in (default, _dtypes._to_complex(default), _dtypes.int64, _dtypes.bool):
+        suffixes.append(f"dtype={t.dtype!r}")
     if t.grad_fn is not None:
-        extras.append(f"grad_fn=<{t.grad_fn.name()}>")
+        suffixes.append(f"grad_fn=<{t.grad_fn.name().rsplit('::', 1)[-1]}>")
     elif t.requires_grad:
-        extras.append("requires_grad=True")
-    return "tensor(" + ", ".join([body] + extras) + ")"
-
-
-def _format_values(a):
-    if a.dtype.kind == "f" or a.dtype.kind == "c" or a.dtype == np.dtype("bfloat16"):
-        a = a.astype(np.complex128 if a.dtype.kind == "c" else np.float64)
-        finite = np.abs(a[np.isfinite(a)]) if a.size else np.zeros(0)
-        if a.dtype.kind == "f" and finite.size and np.all(finite == np.round(finite)) and finite.max() < 1e8:
-            fmt = lambda v: f"{v:.0f}." if np.isfinite(v) else str(v)
-        elif finite.size and (finite.max() >= 1e8 or (finite[finite > 0].size and finite.max() / max(finite[finite > 0].min(), 1e-300) > 1000)):
-            fmt = lambda v: f"{v:.4e}"
+        suffixes.append("requires_grad=True")
+    out = prefix + body
+    last_line = len(out) - out.rfind("\n") + 1
+    for s in suffixes:
+        if last_line + len(s) + 2 > _LINEWIDTH:
+            out += ",\n" + " " * indent + s
+            last_line = indent + len(s)
         else:
-            fmt = lambda v: f"{v:.4f}"
-        formatter = {"float_kind": fmt, "complex_kind": lambda v: f"{fmt(v.real)}{'+' if v.imag >= 0 else '-'}{fmt(abs(v.imag))}j"}
-    elif a.dtype.kind == "b":
-        formatter = {"bool": lambda v: "True" if v else "False"}
-    else:
-        formatter = None
-    return np.array2string(a, separator=", ", formatter=formatter, prefix="tensor(", threshold=1000)
+            out += ", " + s
+            last_line += len(s) + 2
+    return out + ")"

@@ -1,9 +1,12 @@
 """The op table's public face: module functions with torch's names, and the Tensor methods and operators
 generated from them."""
+import warnings
+
 import jax.numpy as jnp
 
 from .. import _dtypes
-from .._tensor import Tensor
+from .._grad_mode import is_grad_enabled
+from .._tensor import VIEW_OF_LEAF_INPLACE, Tensor
 from ._core import Op, apply, compile_count
 from .elementwise import (COMPARISONS, PREDICATES, UNARY, add, atan2, clamp, clip, div, floor_divide, fmod,
                           hypot, lerp, maximum, minimum, mul, pow, remainder, round, rsub, sub, true_divide, where)
@@ -22,9 +25,8 @@ globals().update(PREDICATES)
 
 _TO = Op("to_copy", lambda a, *, dtype: a.astype(dtype), linear=True, backward_name="ToCopyBackward0")
 _CLONE = Op("clone", lambda a: a + jnp.zeros((), a.dtype), linear=True)
-_FILL = Op("fill", lambda a, v: jnp.broadcast_to(v.astype(a.dtype), a.shape), linear=True)
 _COPY = Op("copy", lambda a, src: jnp.broadcast_to(src.astype(a.dtype), a.shape), linear=True,
-           backward_name="CopyBackwards")
+           backward_name="torch::autograd::CopyBackwards")
 
 
 def clone(input):
@@ -78,12 +80,23 @@ def _inplace(fn):
     return method
 
 
+_ZERO = Op("zero", lambda a: jnp.zeros_like(a), linear=True)
+_FILL_NUMBER = Op("fill", lambda a, *, value: jnp.full_like(a, value), linear=True, backward_name="FillBackward2")
+_FILL_TENSOR = Op("fill", lambda a, v: jnp.broadcast_to(v.astype(a.dtype), a.shape), linear=True,
+                  backward_name="FillBackward3")
+
+
 def _fill(self, value):
-    return apply(_FILL, [self, value])
+    if isinstance(value, Tensor):
+        if value.ndim:
+            raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with {value.ndim} "
+                               "dimensions.")
+        return apply(_FILL_TENSOR, [self, value])
+    return apply(_FILL_NUMBER, [self], value=value)
 
 
 def _zero(self):
-    return apply(_FILL, [self, 0])
+    return apply(_ZERO, [self])
 
 
 def _copy(self, src):
@@ -99,17 +112,63 @@ def _invert(self):
 
 
 _BITWISE_NOT = Op("bitwise_not", jnp.invert)
+_T_DEPRECATED = (
+    "The use of `x.T` on tensors of dimension other than 2 to reverse their shape is deprecated and it will throw "
+    "an error in a future release. Consider `x.mT` to transpose batches of matrices or "
+    "`x.permute(*torch.arange(x.ndim - 1, -1, -1))` to reverse the dimensions of a tensor."
+)
+_IDENTITY_0D = "Tensor.{} is deprecated on 0-D tensors. This function is the identity in these cases."
 
+
+def _T(self):
+    if self.ndim != 2:
+        warnings.warn(_IDENTITY_0D.format("T") if self.ndim == 0 else _T_DEPRECATED, UserWarning, stacklevel=2)
+    return permute(self, *reversed(range(self.ndim)))
+
+
+def _mT(self):
+    if self.ndim == 0:
+        warnings.warn(_IDENTITY_0D.format("mT"), UserWarning, stacklevel=2)
+        return view(self, ())
+    if self.ndim == 1:
+        raise RuntimeError("tensor.mT is only supported on matrices or batches of matrices. Got 1-D tensor.")
+    return transpose(self, -2, -1)
+
+
+def _setitem_is_view(shape, index):
+    """Whether torch writes `input[index] = v` through a view (its leaf error names "a view of a leaf")."""
+    index = index if isinstance(index, tuple) else (index,)
+    consumed = len([i for i in index if i is not None and i is not Ellipsis and not isinstance(i, bool)])
+    dim = 0
+    for i in index:
+        if i is Ellipsis:
+            dim = len(shape) - consumed
+            continue
+        if i is None or isinstance(i, int):
+            return True
+        if isinstance(i, slice) and dim < len(shape) and i.indices(shape[dim]) != (0, shape[dim], 1):
+            return True
+        consumed -= 1
+        dim += 1
+    return False
+
+
+def _setitem(self, index, value):
+    if is_grad_enabled() and self.is_leaf and self.requires_grad and _setitem_is_view(self.shape, index):
+        raise RuntimeError(VIEW_OF_LEAF_INPLACE)
+    setitem(self, index, value)
+
+
+_METHOD_NAMES = """add sub mul div true_divide floor_divide remainder fmod pow atan2 maximum minimum hypot clamp clip
+    lerp round sum mean prod amax amin max min argmax argmin var std norm logsumexp cumsum cumprod all any matmul mm
+    bmm mv dot outer trace diag diagonal tril triu reshape view view_as flatten unflatten squeeze unsqueeze expand
+    expand_as broadcast_to permute transpose swapaxes t movedim split chunk unbind flip roll repeat tile narrow select
+    index_select gather scatter scatter_add take_along_dim masked_fill masked_select nonzero sort argsort topk clone
+    to tensordot""".split()
 _METHODS = dict(UNARY, **COMPARISONS, **PREDICATES)
-_METHODS.update({f.__name__ if not isinstance(f, str) else f: f for f in [
-    add, sub, mul, div, true_divide, floor_divide, remainder, fmod, pow, atan2, maximum, minimum, hypot, clamp, clip,
-    lerp, round, sum, mean, prod, amax, amin, max, min, argmax, argmin, var, std, norm, logsumexp, cumsum, cumprod,
-    all, any, matmul, mm, bmm, mv, dot, outer, trace, diag, diagonal, tril, triu, reshape, view, view_as, flatten,
-    unflatten, squeeze, unsqueeze, expand, expand_as, broadcast_to, permute, transpose, swapaxes, t, movedim, split,
-    chunk, unbind, flip, roll, repeat, tile, narrow, select, index_select, gather, scatter, scatter_add,
-    take_along_dim, masked_fill, masked_select, nonzero, sort, argsort, topk, clone, to, tensordot]})
+_METHODS.update({name: globals()[name] for name in _METHOD_NAMES})
 _METHODS.update(
-    clip=clamp, multiply=mul, divide=div, subtract=sub, absolute=UNARY["abs"], negative=UNARY["neg"], arctan2=atan2,
+    multiply=mul, divide=div, subtract=sub, absolute=UNARY["abs"], negative=UNARY["neg"], arctan2=atan2,
     greater=COMPARISONS["gt"], less=COMPARISONS["lt"], fill_=_fill, zero_=_zero, copy_=_copy,
     where=lambda self, condition, other: where(condition, self, other),
     float=lambda self: to(self, _dtypes.float32), double=lambda self: to(self, _dtypes.float64),
@@ -118,7 +177,7 @@ _METHODS.update(
     type_as=lambda self, other: to(self, other.dtype),
     new_zeros=lambda self, *size, dtype=None, requires_grad=False: _new(self, "zeros", size, dtype, requires_grad),
     new_ones=lambda self, *size, dtype=None, requires_grad=False: _new(self, "ones", size, dtype, requires_grad),
-    __getitem__=getitem, __setitem__=setitem,
+    __getitem__=getitem, __setitem__=_setitem,
     __add__=add, __radd__=add, __sub__=sub, __rsub__=_reversed(sub), __mul__=mul, __rmul__=mul,
     __truediv__=div, __rtruediv__=_reversed(div), __floordiv__=floor_divide, __rfloordiv__=_reversed(floor_divide),
     __mod__=remainder, __rmod__=_reversed(remainder), __pow__=pow, __rpow__=_reversed(pow),
@@ -127,8 +186,7 @@ _METHODS.update(
     __eq__=COMPARISONS["eq"], __ne__=COMPARISONS["ne"], __lt__=COMPARISONS["lt"], __le__=COMPARISONS["le"],
     __gt__=COMPARISONS["gt"], __ge__=COMPARISONS["ge"], __and__=COMPARISONS["logical_and"],
     __or__=COMPARISONS["logical_or"], __xor__=COMPARISONS["logical_xor"],
-    T=property(lambda self: permute(self, *reversed(range(self.ndim)))),
-    mT=property(lambda self: transpose(self, -2, -1)),
+    T=property(_T), mT=property(_mT),
 )
 _INPLACE = ["add", "sub", "mul", "div", "pow", "clamp", "clip", "neg", "abs", "exp", "log", "sqrt", "sigmoid",
             "tanh", "floor", "ceil", "round", "trunc", "masked_fill", "scatter", "scatter_add", "lerp", "sin",
