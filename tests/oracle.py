@@ -1,8 +1,11 @@
 """Helpers that check batched_grad against torch 2.13 as the oracle: values, gradients, double backward."""
+import warnings
+
 import numpy as np
 import torch
 
 import batched_grad as bg
+import vmap
 
 torch.set_default_dtype(torch.float32)
 
@@ -48,9 +51,10 @@ def _flat_tensors(out):
     return [out]
 
 
-def check_op(fn, torch_fn, inputs, *, grad=True, gradgrad=True, rtol=1e-6, atol=1e-8, seed=0):
+def check_op(fn, torch_fn, inputs, *, grad=True, gradgrad=True, batched=True, rtol=1e-6, atol=1e-8, seed=0):
     """Check fn(*inputs) against torch_fn(*inputs): forward values, then (for float inputs that require grad)
-    grad of a random projection of the outputs, then the double backward of that grad."""
+    grad of a random projection of the outputs, then the double backward of that grad; with `batched`, also
+    that is_grads_batched=True equals the per-row loop at first and second order."""
     t_inputs = to_torch(inputs)
     out = fn(*inputs)
     t_out = torch_fn(*t_inputs)
@@ -64,23 +68,44 @@ def check_op(fn, torch_fn, inputs, *, grad=True, gradgrad=True, rtol=1e-6, atol=
         return
     rng = np.random.default_rng(seed)
     cots = [rng.standard_normal(o.shape).astype(to_numpy(o).dtype) for o in outs]
-    g = bg.autograd.grad(outs, diff, [bg.tensor(c) for c in cots], create_graph=gradgrad, allow_unused=True)
+    g = bg.autograd.grad(outs, diff, [bg.tensor(c) for c in cots], create_graph=gradgrad, retain_graph=True,
+                         allow_unused=True)
     tg = torch.autograd.grad(t_outs, t_diff, [torch.from_numpy(c) for c in cots], create_graph=gradgrad,
                              allow_unused=True)
     tg = tuple(torch.zeros_like(x) if t is None else t for t, x in zip(tg, t_diff))
     g = tuple(bg.zeros_like(x) if t is None else t for t, x in zip(g, diff))
     assert_same(g, tg, rtol, atol)
-    if not gradgrad:
-        return
-    pairs = [(a, b) for a, b in zip(g, tg) if a.requires_grad and b.requires_grad]
+    if batched:
+        check_batched(outs, diff, rng, rtol, atol)
+    pairs = [(a, b) for a, b in zip(g, tg) if a.requires_grad and b.requires_grad] if gradgrad else []
     if not pairs:
         return
     vs = [rng.standard_normal(a.shape).astype(to_numpy(a).dtype) for a, _ in pairs]
-    gg = bg.autograd.grad([a for a, _ in pairs], diff, [bg.tensor(v) for v in vs], allow_unused=True)
+    gg = bg.autograd.grad([a for a, _ in pairs], diff, [bg.tensor(v) for v in vs], allow_unused=True,
+                          retain_graph=batched)
     tgg = torch.autograd.grad([b for _, b in pairs], t_diff, [torch.from_numpy(v) for v in vs], allow_unused=True)
     tgg = tuple(torch.zeros_like(x) if t is None else t for t, x in zip(tgg, t_diff))
     gg = tuple(bg.zeros_like(x) if t is None else t for t, x in zip(gg, diff))
     assert_same(gg, tgg, rtol, atol)
+    if batched:
+        check_batched([a for a, _ in pairs], diff, rng, rtol, atol)
+
+
+def check_batched(outs, inputs, rng, rtol=1e-6, atol=1e-8, batch=3):
+    """grad(..., is_grads_batched=True) equals the stacked per-row grads, and no built-in op falls back."""
+    cots = [rng.standard_normal((batch,) + tuple(o.shape)).astype(to_numpy(o).dtype) for o in outs]
+    with vmap.fallback_warnings(), warnings.catch_warnings():
+        warnings.simplefilter("error", vmap.FallbackWarning)
+        got = bg.autograd.grad(outs, inputs, [bg.tensor(c) for c in cots], retain_graph=True, allow_unused=True,
+                               is_grads_batched=True)
+    rows = [bg.autograd.grad(outs, inputs, [bg.tensor(c[b]) for c in cots], retain_graph=True, allow_unused=True)
+            for b in range(batch)]
+    for i, x in enumerate(inputs):
+        if got[i] is None:
+            assert all(r[i] is None for r in rows)
+            continue
+        expected = np.stack([to_numpy(r[i]) if r[i] is not None else np.zeros(x.shape) for r in rows])
+        np.testing.assert_allclose(to_numpy(got[i]), expected, rtol=rtol, atol=atol)
 
 
 def rand(*shape, dtype=bg.float64, requires_grad=True, low=-1.0, high=1.0, seed=None):
