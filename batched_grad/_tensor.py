@@ -44,6 +44,18 @@ GRAD_DTYPE = (
     "specific dtype, or None to allow any dtype. Set grad_dtype with caution. Diverging the dtypes of a tensor and "
     "its gradient may break downstream systems that assume they match."
 )
+SCALAR_REQUIRES_GRAD = ("Converting a tensor with requires_grad=True to a scalar may lead to unexpected behavior.\n"
+                        "Consider using tensor.detach() first.")
+_warned = set()
+
+
+def warn_once(message):
+    """torch's TORCH_WARN_ONCE: each message at most once per process."""
+    if message not in _warned:
+        _warned.add(message)
+        warnings.warn(message, UserWarning, stacklevel=3)
+
+
 # A step in a view chain that shares values but not the graph (detach(), .data): writes through it are
 # value-only for the base, and the base's in-place updates reach it as values only.
 DETACH = (None, (), 0)
@@ -78,7 +90,7 @@ class device:
         return f"device(type='{self.type}')" if self.index is None else f"device(type='{self.type}', index={self.index})"
 
     def __eq__(self, other):
-        return str(self) == str(other) if isinstance(other, (device, str)) else NotImplemented
+        return isinstance(other, device) and str(self) == str(other)
 
     def __hash__(self):
         return hash(str(self))
@@ -191,7 +203,8 @@ class Tensor:
 
     def requires_grad_(self, requires_grad=True):
         _check_bool("requires_grad_", "requires_grad", requires_grad)
-        self._set_requires_grad(requires_grad, "only Tensors of floating point dtype can require gradients")
+        if not (requires_grad and self.grad_fn is not None):  # True on a non-leaf is a no-op
+            self._set_requires_grad(requires_grad, "only Tensors of floating point dtype can require gradients")
         return self
 
     def _set_requires_grad(self, flag, dtype_message):
@@ -209,7 +222,7 @@ class Tensor:
 
     @property
     def grad(self):
-        if self.grad_fn is not None and not self._retains_grad:
+        if self.grad_fn is not None and not self._retains_grad and self._grad is None:
             warnings.warn(NON_LEAF_GRAD_WARNING, UserWarning, stacklevel=2)
         return self._grad
 
@@ -407,6 +420,8 @@ class Tensor:
         return bool(self.item())
 
     def __float__(self):
+        if self.requires_grad:
+            warn_once(SCALAR_REQUIRES_GRAD)
         return float(self._scalar())
 
     def __int__(self):

@@ -1,12 +1,10 @@
 """The op table's public face: module functions with torch's names, and the Tensor methods and operators
 generated from them."""
-import warnings
-
 import jax.numpy as jnp
 
 from .. import _dtypes
 from .._grad_mode import is_grad_enabled
-from .._tensor import VIEW_OF_LEAF_INPLACE, Tensor
+from .._tensor import VIEW_OF_LEAF_INPLACE, Tensor, warn_once
 from ._core import Op, apply, compile_count
 from .elementwise import (COMPARISONS, PREDICATES, UNARY, add, atan2, clamp, clip, div, floor_divide, fmod,
                           hypot, lerp, maximum, minimum, mul, pow, remainder, round, rsub, sub, true_divide, where)
@@ -122,13 +120,13 @@ _IDENTITY_0D = "Tensor.{} is deprecated on 0-D tensors. This function is the ide
 
 def _T(self):
     if self.ndim != 2:
-        warnings.warn(_IDENTITY_0D.format("T") if self.ndim == 0 else _T_DEPRECATED, UserWarning, stacklevel=2)
+        warn_once(_IDENTITY_0D.format("T") if self.ndim == 0 else _T_DEPRECATED)
     return permute(self, *reversed(range(self.ndim)))
 
 
 def _mT(self):
     if self.ndim == 0:
-        warnings.warn(_IDENTITY_0D.format("mT"), UserWarning, stacklevel=2)
+        warn_once(_IDENTITY_0D.format("mT"))
         return view(self, ())
     if self.ndim == 1:
         raise RuntimeError("tensor.mT is only supported on matrices or batches of matrices. Got 1-D tensor.")
