@@ -1,181 +1,375 @@
 """Indexing: __getitem__/__setitem__ (basic and advanced), gather/scatter, masks, nonzero, sort and topk."""
+import jax
 import jax.numpy as jnp
 import numpy as np
 
 from .. import _dtypes
-from .._tensor import Tensor, _wrap_dim
+from .._tensor import _TYPE_NAMES, Tensor, _wrap_dim, type_name
 from ._core import Op, apply
 from .reduction import values_indices
-from .shape import _SLICE, decode_index, encode_index, reshape
+from .shape import _SELECT, _SLICE, C_TYPE_NAMES, broadcast_shapes, decode_index, encode_index, reshape
+
+_INDEX_TYPES = "only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables are valid indices"
 
 
-def _rebuild(structure, arrays):
-    return tuple(arrays[i[1]] if isinstance(i, tuple) and i[0] == "array" else i
-                 for i in decode_index(structure))
+def _concrete(x):
+    """x's values as a NumPy array, or None while tracing (value checks are skipped then)."""
+    v = x._value if isinstance(x, Tensor) else x
+    return None if isinstance(v, jax.core.Tracer) else np.asarray(v)
 
 
-def _check_int(i, size, dim):
-    if not -size <= i < size:
-        raise IndexError(f"index {i} is out of bounds for dimension {dim} with size {size}")
+def _first_out_of_range(values, size):
+    bad = values[(values < -size) | (values >= size)] if values.size else values
+    return int(bad.flat[0]) if bad.size else None
+
+
+# ---- __getitem__ / __setitem__ ------------------------------------------------------------------
+
+def _as_tuple(index):
+    """torch's treatSequenceAsTuple: a short list holding tensors, sequences, slices, None or ... is a tuple."""
+    if isinstance(index, tuple):
+        return index
+    if isinstance(index, list) and len(index) < 32 and any(
+            isinstance(i, (Tensor, list, tuple, np.ndarray, slice)) or i is None or i is Ellipsis for i in index):
+        return tuple(index)
+    return (index,)
+
+
+def _kind(i):
+    """Classify one index item: (kind, value) with kind in none/ellipsis/bool/int/slice/array/mask."""
+    if i is None or i is Ellipsis:
+        return ("none" if i is None else "ellipsis"), i
+    if isinstance(i, (bool, np.bool_)):
+        return "bool", bool(i)
+    if isinstance(i, (int, np.integer)):
+        return "int", int(i)
+    if isinstance(i, slice):
+        return "slice", slice(*(None if v is None else int(v) for v in (i.start, i.stop, i.step)))
+    if isinstance(i, (Tensor, list, np.ndarray)):
+        a = i._value if isinstance(i, Tensor) else np.asarray(i) if not isinstance(i, list) or i else \
+            np.zeros(0, np.int64)
+        if a.dtype == np.bool_ or a.dtype == np.uint8:
+            if isinstance(a, jax.core.Tracer):
+                return "array", a  # JAX raises NonConcreteBooleanIndexError: the trigger for the per-row fallback
+            return ("bool", bool(a)) if a.ndim == 0 else ("mask", np.asarray(a, bool))
+        if a.dtype.kind not in "iu":
+            raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+        if a.ndim == 0 and not isinstance(a, jax.core.Tracer):
+            return "int", int(a)
+        return "array", a
+    raise IndexError(f"{_INDEX_TYPES} (got {type(i).__name__})")
 
 
 def _parse(shape, index):
-    """Split an index into a hashable structure and the integer arrays of its advanced parts."""
-    if not isinstance(index, tuple):
-        index = (index,)
-    consumed = sum(1 if not (i is None or i is Ellipsis) else 0 for i in index)
-    consumed += sum(_ndim_of(i) - 1 for i in index if _is_bool(i))
-    items, arrays, dim = [], [], 0
-    for i in index:
-        if i is Ellipsis:
-            items.append(i)
-            dim = len(shape) - (consumed - dim)
+    """(structure, arrays, expand, name): a hashable index with ("array", k) placeholders for the advanced
+    parts, their integer arrays, the axes that Python bools insert first, and torch's name for a basic index."""
+    single_slice = isinstance(index, slice)
+    items = [_kind(i) for i in _as_tuple(index)]
+    ndim = len(shape)
+    consumed = sum(1 for k, _ in items if k in ("int", "slice", "array")) + sum(
+        v.ndim for k, v in items if k == "mask")
+    out, arrays, expand, names = [], [], [], []
+    dim = pos = n_adv = 0
+    seen_ellipsis = False
+    for kind, v in items:
+        if kind == "ellipsis":
+            if not seen_ellipsis:
+                skip = max(ndim - consumed, 0)
+                out.append(Ellipsis)
+                dim, pos, seen_ellipsis = dim + skip, pos + skip, True
             continue
-        if i is None:
-            items.append(i)
+        if kind == "none":
+            out.append(None)
+            names.append("UnsqueezeBackward0")
+            pos += 1
             continue
-        if isinstance(i, (list, np.ndarray)) or isinstance(i, Tensor):
-            a = np.asarray(i._value if isinstance(i, Tensor) else i) if not _is_traced(i) else i._value
-            if a.dtype == np.bool_:
-                for k, nz in enumerate(np.nonzero(a)):
-                    items.append(("array", len(arrays)))
-                    arrays.append(nz)
-                dim += a.ndim
-                continue
-            if isinstance(a, np.ndarray):
-                if a.dtype.kind not in "iu":
-                    raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
-                if a.size:
-                    _check_int(int(a.max()), shape[dim], dim)
-                    _check_int(int(a.min()), shape[dim], dim)
-            items.append(("array", len(arrays)))
-            arrays.append(a)
-        elif isinstance(i, slice):
-            items.append(i)
+        if kind == "bool":  # a new axis of length 1 (True) or 0 (False), indexed as an advanced index
+            expand.append(pos)
+            out.append(("array", len(arrays)))
+            arrays.append(np.zeros(int(v), np.int64))
+            pos += 1
+            continue
+        width = v.ndim if kind == "mask" else 1
+        if dim + width > ndim:
+            raise IndexError(f"too many indices for tensor of dimension {ndim}")
+        size = shape[dim]
+        if kind == "int":
+            if not -size <= v < size:
+                raise IndexError(f"index {v} is out of bounds for dimension {dim} with size {size}")
+            out.append(v)
+            names.append("SelectBackward0")
+        elif kind == "slice":
+            if v.step is not None and v.step <= 0:
+                raise ValueError("slice step cannot be zero" if v.step == 0 else "step must be greater than zero")
+            out.append(v)
+            if single_slice or v.indices(size) != (0, size, 1):
+                names.append("SliceBackward0")
+        elif kind == "mask":
+            for j, (m, s) in enumerate(zip(v.shape, shape[dim:])):
+                if m != s:
+                    raise IndexError(f"The shape of the mask {list(v.shape)} at index {j} does not match the shape of "
+                                     f"the indexed tensor {list(shape)} at index {dim + j}")
+            for nz in np.nonzero(v):
+                out.append(("array", len(arrays)))
+                arrays.append(nz.astype(np.int64))
+            n_adv += 1
         else:
-            i = int(i)
-            if dim >= len(shape):
-                raise IndexError(f"too many indices for tensor of dimension {len(shape)}")
-            _check_int(i, shape[dim], dim)
-            items.append(i)
-        dim += 1
-    if dim > len(shape):
-        raise IndexError(f"too many indices for tensor of dimension {len(shape)}")
-    return encode_index(items), arrays
+            values = _concrete(v)
+            bad = None if values is None else _first_out_of_range(values, size)
+            if bad is not None:
+                raise IndexError(f"index {bad} is out of bounds for dimension {n_adv} with size {size}")
+            out.append(("array", len(arrays)))
+            arrays.append(v)
+            n_adv += 1
+        dim, pos = dim + width, pos + width
+    name = "IndexBackward0" if arrays else names[-1] if names else "AliasBackward0"
+    return encode_index(out), arrays, tuple(expand), name
 
 
-def _is_traced(i):
-    import jax
-
-    return isinstance(i, Tensor) and isinstance(i._value, jax.core.Tracer)
+def _rebuild(structure, arrays):
+    return tuple(arrays[i[1]] if isinstance(i, tuple) and i[0] == "array" else i for i in decode_index(structure))
 
 
-def _is_bool(i):
-    return (isinstance(i, Tensor) and i.dtype is _dtypes.bool) or (isinstance(i, np.ndarray) and i.dtype == np.bool_)
+def _index_fn(a, *idx, structure, expand):
+    return (jnp.expand_dims(a, expand) if expand else a)[_rebuild(structure, idx)]
 
 
-def _ndim_of(i):
-    return i.ndim
+def _index_put_fn(a, v, *idx, structure, expand):
+    e = jnp.expand_dims(a, expand) if expand else a
+    return e.at[_rebuild(structure, idx)].set(v.astype(a.dtype)).reshape(a.shape)
 
 
-_INDEX = Op("index", lambda a, *idx, structure: a[_rebuild(structure, idx)])
-_INDEX_PUT = Op("index_put", lambda a, v, *idx, structure: a.at[_rebuild(structure, idx)].set(v.astype(a.dtype)),
-                backward_name="IndexPutBackward0")
+_BASIC = {"SliceBackward0": _SLICE, "SelectBackward0": _SELECT}
+_BASIC.update({name: Op("slice", _SLICE.fn, linear=True, view=True, backward_name=name)
+               for name in ("UnsqueezeBackward0", "AliasBackward0")})
+_INDEX = Op("index", _index_fn, linear=True)
+_INDEX_PUT = Op("index_put", _index_put_fn, linear=True, backward_name="IndexPutBackward0")
+_COPY_SLICES = Op("index_put", _index_put_fn, linear=True, backward_name="torch::autograd::CopySlices")
 
 
 def getitem(input, index):
-    """input[index] with ints, slices, None, Ellipsis, integer tensors/lists and boolean masks."""
-    structure, arrays = _parse(input.shape, index)
+    """input[index] with ints, slices, None, Ellipsis, bools, integer tensors/lists and boolean masks."""
+    structure, arrays, expand, name = _parse(input.shape, index)
     if not arrays:
-        return apply(_SLICE, [input], index=structure)
-    return apply(_INDEX, [input] + arrays, structure=structure)
+        return apply(_BASIC[name], [input], index=structure)
+    return apply(_INDEX, [input] + arrays, structure=structure, expand=expand)
+
+
+def _indexed_shape(shape, structure, arrays, expand):
+    if any(isinstance(a, jax.core.Tracer) for a in arrays):
+        return jax.eval_shape(lambda *idx: _index_fn(jnp.zeros(shape), *idx, structure=structure, expand=expand),
+                              *arrays).shape
+    dummy = np.broadcast_to(np.zeros((), np.int8), shape)
+    return np.expand_dims(dummy, expand)[_rebuild(structure, [np.asarray(a) for a in arrays])].shape
 
 
 def setitem(input, index, value):
-    """input[index] = value, recorded as an in-place op."""
-    structure, arrays = _parse(input.shape, index)
-    input._assign(apply(_INDEX_PUT, [input, value] + arrays, structure=structure))
+    """input[index] = value, recorded as an in-place op (CopySlices for basic indices, IndexPut otherwise)."""
+    if isinstance(value, (list, tuple, np.ndarray)):
+        kind = "numpy.ndarray" if isinstance(value, np.ndarray) else type(value).__name__
+        raise TypeError(f"can't assign a {kind} to a {type_name(input.dtype.np)}")
+    structure, arrays, expand, _ = _parse(input.shape, index)
+    target = tuple(_indexed_shape(tuple(input.shape), structure, arrays, expand))
+    vshape = tuple(value.shape) if isinstance(value, Tensor) else ()
+    if arrays and isinstance(value, Tensor) and value.dtype is not input.dtype:
+        raise RuntimeError(f"Index put requires the source and destination dtypes match, got "
+                           f"{_TYPE_NAMES[input.dtype.name]} for the destination and {_TYPE_NAMES[value.dtype.name]} "
+                           "for the source.")
+    lead = 0
+    while len(vshape) - lead > len(target) and vshape[lead] == 1:  # torch drops leading size-1 dims of the value
+        lead += 1
+    v = vshape[lead:]
+    bad = [i for i in range(1, len(v) + 1) if i > len(target) or v[-i] not in (1, target[-i])]
+    if bad and arrays:
+        raise RuntimeError(f"shape mismatch: value tensor of shape {list(vshape)} cannot be broadcast to indexing "
+                           f"result of shape {list(target)}")
+    if bad:
+        i = bad[0]
+        raise RuntimeError(f"The expanded size of the tensor ({target[-i]}) must match the existing size ({v[-i]}) at "
+                           f"non-singleton dimension {len(target) - i}.  Target sizes: {list(target)}.  Tensor sizes: "
+                           f"{list(v)}")
+    if lead:
+        value = reshape(value, vshape[lead:])
+    op = _INDEX_PUT if arrays else _COPY_SLICES
+    input._assign(apply(op, [input, value] + arrays, structure=structure, expand=expand))
 
+
+# ---- gather / scatter family --------------------------------------------------------------------
 
 def _gather_fn(a, idx, *, axis):
+    if a.ndim == 0:
+        return a
     a = a[tuple(slice(None) if d == axis else slice(0, n) for d, n in enumerate(idx.shape))]
     return jnp.take_along_axis(a, idx, axis=axis)
 
 
 def _scatter_fn(a, idx, src, *, axis, reduce):
+    if a.ndim == 0:
+        return src.astype(a.dtype) if reduce is None else (a + src if reduce == "add" else a * src).astype(a.dtype)
     grids = jnp.meshgrid(*[jnp.arange(n) for n in idx.shape], indexing="ij")
     grids[axis] = idx
     src = jnp.broadcast_to(src, idx.shape) if src.ndim == 0 else src[tuple(slice(0, n) for n in idx.shape)]
     at = a.at[tuple(grids)]
-    return at.add(src.astype(a.dtype)) if reduce == "add" else at.set(src.astype(a.dtype))
+    return {None: at.set, "add": at.add, "multiply": at.multiply}[reduce](src.astype(a.dtype))
 
 
-_INDEX_SELECT = Op("index_select", lambda a, idx, *, axis: jnp.take(a, idx, axis=axis))
-_GATHER = Op("gather", _gather_fn)
-_SCATTER = Op("scatter", _scatter_fn)
-_TAKE_ALONG = Op("take_along_dim", lambda a, idx, *, axis: jnp.take_along_axis(a, idx, axis=axis))
-_MASKED_FILL = Op("masked_fill", lambda a, m, v: jnp.where(m, v.astype(a.dtype), a))
+def _take_along_fn(a, idx, *, axis, shape):
+    in_shape = shape[:axis] + (a.shape[axis],) + shape[axis + 1:]
+    return jnp.take_along_axis(jnp.broadcast_to(a, in_shape), jnp.broadcast_to(idx, shape), axis=axis)
 
 
-def _check_index(index, name):
+def _index_select_fn(a, idx, *, axis):
+    if a.ndim == 0:
+        return jnp.take(a.reshape(1), idx.reshape(-1), axis=0).reshape(())
+    return jnp.take(a, idx.reshape(-1), axis=axis)
+
+
+_INDEX_SELECT = Op("index_select", _index_select_fn, linear=True)
+_GATHER = Op("gather", _gather_fn, linear=True)
+_SCATTER = {name: Op("scatter", _scatter_fn, linear=True, backward_name=name)
+            for name in ("ScatterBackward0", "ScatterBackward1", "ScatterAddBackward0")}
+_TAKE_ALONG = Op("take_along_dim", _take_along_fn, linear=True, backward_name="GatherBackward0")
+
+
+def _check_index(index, message):
     if not isinstance(index, Tensor) or index.dtype not in (_dtypes.int64, _dtypes.int32):
-        raise RuntimeError(f"{name}(): Expected dtype int64 for index")
+        raise RuntimeError(message)
+
+
+def _check_range(index, size, dim, error=RuntimeError):
+    values = _concrete(index)
+    bad = None if values is None else _first_out_of_range(values, size)
+    if bad is None and values is not None and values.size and values.min() < 0:
+        bad = int(values[values < 0].flat[0])
+    if bad is not None:
+        raise error(f"index {bad} is out of bounds for dimension {dim} with size {size}")
 
 
 def index_select(input, dim, index):
-    _check_index(index, "index_select")
-    return apply(_INDEX_SELECT, [input, index], axis=_wrap_dim(dim, input.ndim))
+    _check_index(index, "index_select(): Expected dtype int32 or int64 for index")
+    if index.ndim > 1:
+        raise IndexError("index_select(): Index is supposed to be a vector")
+    d = _wrap_dim(dim, input.ndim)
+    values = _concrete(index)
+    n = input.shape[d] if input.ndim else 1
+    if values is not None and values.size and (values.min() < 0 or values.max() >= n):
+        raise IndexError("index out of range in self")
+    return apply(_INDEX_SELECT, [input, index], axis=d)
 
 
-def gather(input, dim, index):
+def _same_ndim(index, other, what):
+    if max(index.ndim, 1) != max(other.ndim, 1):
+        raise RuntimeError(f"Index tensor must have the same number of dimensions as {what} tensor")
+
+
+def gather(input, dim, index, *, sparse_grad=False):
     """out[i][j] = input[index[i][j]][j] for dim=0 (and so on)."""
-    _check_index(index, "gather")
-    return apply(_GATHER, [input, index], axis=_wrap_dim(dim, input.ndim))
+    _check_index(index, "gather(): Expected dtype int32/int64 for index")
+    d = _wrap_dim(dim, input.ndim)
+    _same_ndim(index, input, "input")
+    for k, (i, s) in enumerate(zip(index.shape, input.shape)):
+        if k != d and i > s:
+            raise RuntimeError(f"Size does not match at dimension {k} expected index {list(index.shape)} to be no "
+                               f"larger than self {list(input.shape)} apart from dimension {d}")
+    _check_range(index, input.shape[d] if input.ndim else 1, d)
+    return apply(_GATHER, [input, index], axis=d)
+
+
+def _scatter(name, input, dim, index, source, reduce):
+    _check_index(index, f"{name}(): Expected dtype int32/int64 for index")
+    if reduce not in (None, "add", "multiply"):
+        raise RuntimeError("reduce argument must be either add or multiply.")
+    d = _wrap_dim(dim, input.ndim)
+    is_tensor = isinstance(source, Tensor)
+    if is_tensor and source.dtype is not input.dtype:
+        raise RuntimeError(f"{name}(): Expected self.dtype to be equal to src.dtype")
+    _same_ndim(index, input, "self")
+    if is_tensor:
+        _same_ndim(index, source, "src")
+    for k, i in enumerate(index.shape):
+        if (k != d and i > input.shape[k]) or (is_tensor and source.ndim and i > source.shape[k]):
+            src = f" and to be no larger size than src {list(source.shape)}" if is_tensor else ""
+            raise RuntimeError(f"Expected index {list(index.shape)} to be no larger than self {list(input.shape)} "
+                               f"apart from dimension {d}{src}")
+    _check_range(index, input.shape[d] if input.ndim else 1, d)
+    backward = "ScatterAddBackward0" if name == "scatter_add" else "ScatterBackward0" if is_tensor else \
+        "ScatterBackward1"
+    return apply(_SCATTER[backward], [input, index, source], axis=d, reduce=reduce)
 
 
 def scatter(input, dim, index, src=None, *, value=None, reduce=None):
-    """A copy of `input` with `src` (or `value`) written at `index` along `dim`."""
-    _check_index(index, "scatter")
-    source = src if src is not None else value
-    return apply(_SCATTER, [input, index, source], axis=_wrap_dim(dim, input.ndim), reduce=reduce)
+    """A copy of `input` with `src` (or the number `value`) written at `index` along `dim`."""
+    return _scatter("scatter", input, dim, index, value if src is None else src, reduce)
 
 
 def scatter_add(input, dim, index, src):
-    _check_index(index, "scatter_add")
-    return apply(_SCATTER, [input, index, src], axis=_wrap_dim(dim, input.ndim), reduce="add")
+    if not isinstance(src, Tensor):
+        raise TypeError(f"scatter_add(): argument 'src' (position 4) must be Tensor, not {type(src).__name__}")
+    return _scatter("scatter_add", input, dim, index, src, "add")
 
 
 def take_along_dim(input, indices, dim=None):
+    """input's values at `indices` along `dim` (input and indices broadcast against each other elsewhere)."""
+    if indices.dtype is not _dtypes.int64:
+        raise RuntimeError(f"torch.take_along_dim(): dtype of indices should be Long but got "
+                           f"{_TYPE_NAMES[indices.dtype.name]}")
     if dim is None:
-        return apply(_TAKE_ALONG, [reshape(input, -1), reshape(indices, -1)], axis=0)
-    return apply(_TAKE_ALONG, [input, indices], axis=_wrap_dim(dim, input.ndim))
+        input, indices, d = reshape(input, -1), reshape(indices, -1), 0
+    else:
+        if input.ndim != indices.ndim:
+            raise RuntimeError(f"torch.take_along_dim(): input and indices should have the same number of "
+                               f"dimensions, but got {input.ndim} dimensions for input, and {indices.ndim} "
+                               "dimensions for indices")
+        d = _wrap_dim(dim, input.ndim)
+    sizes = list(input.shape)
+    sizes[d] = indices.shape[d]
+    shape = broadcast_shapes(sizes, indices.shape)
+    return apply(_TAKE_ALONG, [input, indices], axis=d, shape=shape)
+
+
+# ---- masks --------------------------------------------------------------------------------------
+
+_MASKED_FILL = {name: Op("masked_fill", lambda a, m, v: jnp.where(m, v.astype(a.dtype), a), linear=True,
+                         backward_name=name) for name in ("MaskedFillBackward0", "MaskedFillBackward1")}
+_MASKED_SELECT = Op("masked_select", lambda a, *idx, shape: jnp.broadcast_to(a, shape)[idx], linear=True)
 
 
 def masked_fill(input, mask, value):
-    """`value` where `mask` is True (mask broadcasts against input)."""
+    """`value` where `mask` is True (mask and input broadcast against each other)."""
     if not isinstance(mask, Tensor) or mask.dtype is not _dtypes.bool:
         raise RuntimeError("masked_fill_ only supports boolean masks, but got mask with dtype "
-                           f"{getattr(mask, 'dtype', type(mask).__name__)}")
-    return apply(_MASKED_FILL, [input, mask, value])
+                           f"{C_TYPE_NAMES.get(getattr(mask, 'dtype', None) and mask.dtype.name, type(mask).__name__)}")
+    is_tensor = isinstance(value, Tensor)
+    if is_tensor and value.ndim:
+        raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
+                           f"{value.ndim} dimension(s).")
+    broadcast_shapes(input.shape, mask.shape)
+    return apply(_MASKED_FILL["MaskedFillBackward1" if is_tensor else "MaskedFillBackward0"], [input, mask, value])
 
 
 def masked_select(input, mask):
-    """The elements of `input` where `mask` is True, as a 1-D tensor."""
-    from .shape import expand
-
-    shape = tuple(np.broadcast_shapes(tuple(input.shape), tuple(mask.shape)))
-    return getitem(expand(input, shape), expand(mask, shape))
+    """The elements of `input` where `mask` is True, as a 1-D tensor (the two broadcast)."""
+    if not isinstance(mask, Tensor) or mask.dtype is not _dtypes.bool:
+        raise RuntimeError("masked_select: expected BoolTensor for mask")
+    shape = broadcast_shapes(input.shape, mask.shape) or (1,)
+    where = np.nonzero(np.broadcast_to(np.asarray(mask._value), shape))
+    return apply(_MASKED_SELECT, [input] + [w.astype(np.int64) for w in where], shape=shape)
 
 
 def nonzero(input, *, as_tuple=False):
     """Indices of the non-zero elements: an (n, ndim) int64 tensor, or a tuple of 1-D tensors."""
-    idx = np.nonzero(np.asarray(input._value).reshape(input.shape or (1,)))
+    a = np.asarray(input._value)
     if as_tuple:
-        return tuple(Tensor._wrap(jnp.asarray(i, dtype=jnp.int64)) for i in idx)
-    return Tensor._wrap(jnp.asarray(np.stack(idx, axis=1) if idx else np.zeros((0, 0)), dtype=jnp.int64))
+        return tuple(Tensor._wrap(jnp.asarray(i, dtype=jnp.int64)) for i in np.nonzero(a.reshape(a.shape or (1,))))
+    return Tensor._wrap(jnp.asarray(np.argwhere(a), dtype=jnp.int64))
 
+
+# ---- sorting ------------------------------------------------------------------------------------
 
 def _sort_fn(a, *, axis, descending, k):
+    if a.ndim == 0:
+        values, idx = _sort_fn(a[None], axis=0, descending=descending, k=k)
+        return values[0], idx[0]
     idx = jnp.argsort(a, axis=axis, stable=True, descending=descending)
     if k is not None:
         idx = jnp.moveaxis(jnp.moveaxis(idx, axis, 0)[:k], 0, axis)
@@ -183,13 +377,13 @@ def _sort_fn(a, *, axis, descending, k):
 
 
 _SORT = Op("sort", _sort_fn, multi=True)
+_TOPK = Op("topk", _sort_fn, multi=True)
 
 
 def sort(input, dim=-1, descending=False, stable=False):
     """(values, indices) sorted along `dim`; ties keep their order."""
-    if input.ndim == 0:
-        return values_indices["sort"](input, Tensor._wrap(jnp.zeros((), jnp.int64)))
-    return values_indices["sort"](*apply(_SORT, [input], axis=_wrap_dim(dim, input.ndim), descending=descending, k=None))
+    d = _wrap_dim(dim, input.ndim)
+    return values_indices["sort"](*apply(_SORT, [input], axis=d, descending=bool(descending), k=None))
 
 
 def argsort(input, dim=-1, descending=False, stable=False):
@@ -201,4 +395,4 @@ def topk(input, k, dim=-1, largest=True, sorted=True):  # noqa: A002
     d = _wrap_dim(dim, input.ndim)
     if not 0 <= k <= (input.shape[d] if input.ndim else 1):
         raise RuntimeError("selected index k out of range")
-    return values_indices["topk"](*apply(_SORT, [input], axis=d, descending=largest, k=k))
+    return values_indices["topk"](*apply(_TOPK, [input], axis=d, descending=bool(largest), k=int(k)))

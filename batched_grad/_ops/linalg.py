@@ -1,30 +1,72 @@
 """Linear algebra: products, einsum, diagonals, triangles and the torch.linalg decompositions."""
+import math
+import string
 from collections import namedtuple
 
+import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .. import _dtypes
+from .._tensor import _TYPE_NAMES, Tensor, _wrap_dim
 from ._core import Op, apply
+from .reduction import matrix_norm, vector_norm
+from .shape import C_TYPE_NAMES, broadcast_shapes
 
 
-def _promoted(*tensors):
-    return _dtypes.result_type(*tensors).np
+def _type(t):
+    return _TYPE_NAMES[t.dtype.name]
 
 
-def _check_dims(name, expected, *tensors):
-    for t, n in zip(tensors, expected):
-        if t.ndim != n:
-            raise RuntimeError(f"{name}: expected a {n}D tensor, but got a {t.ndim}D tensor")
+# ---- products -----------------------------------------------------------------------------------
+# torch checks shapes and dtypes per kernel; matmul folds its operands onto one of them first.
+_SHAPE_ERRORS = {
+    "dot": lambda a, b: a[0] != b[0] and (
+        f"inconsistent tensor size, expected tensor [{a[0]}] and src [{b[0]}] to have the same number of elements, "
+        f"but got {a[0]} and {b[0]} elements respectively"),
+    "mv": lambda a, b: a[1] != b[0] and f"size mismatch, got input ({a[0]}), mat ({a[0]}x{a[1]}), vec ({b[0]})",
+    "mm": lambda a, b: a[1] != b[0] and (
+        f"mat1 and mat2 shapes cannot be multiplied ({a[0]}x{a[1]} and {b[0]}x{b[1]})"),
+    "bmm": lambda a, b: (a[0], a[2]) != b[:2] and (
+        f"Expected size for first two dimensions of batch2 tensor to be: [{a[0]}, {a[2]}] but got: [{b[0]}, {b[1]}]."),
+}
+_DTYPE_ERRORS = {
+    "dot": lambda a, b: f"dot : expected both vectors to have same dtype, but found {_type(a)} and {_type(b)}",
+    "mv": lambda a, b: f"addmv input tensors must have the same dtype, but got {_type(b)}, {_type(a)}, and {_type(b)}",
+    "mm": lambda a, b: (f"expected m1 and m2 to have the same dtype, but got: {C_TYPE_NAMES[a.dtype.name]} != "
+                        f"{C_TYPE_NAMES[b.dtype.name]}"),
+    "bmm": lambda a, b: f"expected scalar type {_type(a)} but found {_type(b)}",
+}
+_NDIM_ERRORS = {
+    "dot": lambda a, b: (a.ndim, b.ndim) != (1, 1) and f"1D tensors expected, but got {a.ndim}D and {b.ndim}D tensors",
+    "mv": lambda a, b: (a.ndim, b.ndim) != (2, 1) and f"vector + matrix @ vector expected, got 1, {a.ndim}, {b.ndim}",
+    "mm": lambda a, b: (a.ndim != 2 and "self must be a matrix") or (b.ndim != 2 and "mat2 must be a matrix"),
+    "bmm": lambda a, b: (a.ndim != 3 and "batch1 must be a 3D tensor") or (b.ndim != 3 and "batch2 must be a 3D tensor"),
+}
+_MATMUL_NAMES = {(1, 1): "DotBackward0", (2, 1): "MvBackward0", (1, 2): "SqueezeBackward4", (2, 2): "MmBackward0"}
+_PRODUCTS = {name: Op("matmul", jnp.matmul, backward_name=name, multilinear=True) for name in (
+    "DotBackward0", "MvBackward0", "SqueezeBackward4", "MmBackward0", "BmmBackward0", "UnsafeViewBackward0")}
 
 
-def _product_op(name, f, backward_name=None):
-    return Op(name, lambda a, b, *, dtype: f(a.astype(dtype), b.astype(dtype)), backward_name=backward_name,
-              multilinear=True)
+def _check_product(kind, a, b, a_shape, b_shape):
+    error = _SHAPE_ERRORS[kind](a_shape, b_shape) or (a.dtype is not b.dtype and _DTYPE_ERRORS[kind](a, b))
+    if error:
+        raise RuntimeError(error)
 
 
-_MATMUL = _product_op("matmul", jnp.matmul, "MmBackward0")
-_OUTER = _product_op("outer", jnp.outer, "MulBackward0")
-_DOT = _product_op("dot", jnp.dot)
+def _folded(a, b):
+    """The kernel torch's matmul runs and the operand shapes it sees."""
+    sa, sb = tuple(a.shape), tuple(b.shape)
+    if len(sa) == 1 and len(sb) == 1:
+        return "dot", sa, sb
+    if len(sb) == 1:
+        return "mv", (math.prod(sa[:-1]), sa[-1]), sb
+    if len(sa) <= 2 and len(sb) == 2:
+        return "mm", sa if len(sa) == 2 else (1,) + sa, sb
+    if len(sb) == 2:
+        return "mm", (math.prod(sa[:-1]), sa[-1]), sb
+    batch = math.prod(broadcast_shapes(sa[:-2], sb[:-2]))
+    return "bmm", (batch,) + ((1,) + sa if len(sa) == 1 else sa[-2:]), (batch,) + sb[-2:]
 
 
 def matmul(input, other):
@@ -32,168 +74,426 @@ def matmul(input, other):
     if input.ndim == 0 or other.ndim == 0:
         raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are {input.ndim}D and "
                            f"{other.ndim}D")
-    return apply(_MATMUL, [input, other], dtype=_promoted(input, other))
+    _check_product(*_folded(input, other)[:1], input, other, *_folded(input, other)[1:])
+    name = _MATMUL_NAMES.get((input.ndim, other.ndim), "UnsafeViewBackward0")
+    return apply(_PRODUCTS[name], [input, other])
+
+
+def _product(kind, name, a, b):
+    error = _NDIM_ERRORS[kind](a, b)
+    if error:
+        raise RuntimeError(error)
+    _check_product(kind, a, b, tuple(a.shape), tuple(b.shape))
+    return apply(_PRODUCTS[name], [a, b])
 
 
 def mm(input, mat2):
     """(n, m) @ (m, p)."""
-    _check_dims("mm", (2, 2), input, mat2)
-    return matmul(input, mat2)
+    return _product("mm", "MmBackward0", input, mat2)
 
 
 def bmm(input, mat2):
     """(b, n, m) @ (b, m, p)."""
-    _check_dims("bmm", (3, 3), input, mat2)
-    return matmul(input, mat2)
+    return _product("bmm", "BmmBackward0", input, mat2)
 
 
 def mv(input, vec):
     """(n, m) @ (m,)."""
-    _check_dims("mv", (2, 1), input, vec)
-    return matmul(input, vec)
+    return _product("mv", "MvBackward0", input, vec)
 
 
 def dot(input, other):
     """Inner product of two 1-D tensors."""
-    _check_dims("dot", (1, 1), input, other)
-    return apply(_DOT, [input, other], dtype=_promoted(input, other))
+    return _product("dot", "DotBackward0", input, other)
+
+
+_OUTER = Op("outer", lambda a, b, *, dtype: jnp.outer(a.astype(dtype), b.astype(dtype)), multilinear=True,
+            backward_name="MulBackward0")
 
 
 def outer(input, vec2):
-    return apply(_OUTER, [input, vec2], dtype=_promoted(input, vec2))
+    for name, t in (("self", input), ("vec2", vec2)):
+        if t.ndim != 1:
+            raise RuntimeError(f"outer: Expected 1-D argument {name}, but got {t.ndim}-D")
+    return apply(_OUTER, [input, vec2], dtype=_dtypes.result_type(input, vec2).np)
 
 
-_EINSUM = Op("einsum", lambda *ops, equation, dtype: jnp.einsum(equation, *[o.astype(dtype) for o in ops]),
-             multilinear=True)
+# ---- einsum and tensordot -----------------------------------------------------------------------
+
+_LETTERS = string.ascii_lowercase + string.ascii_uppercase
 
 
-def einsum(equation, *operands):
-    """Einstein summation, e.g. einsum("ij,jk->ik", a, b)."""
-    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
-        operands = tuple(operands[0])
-    return apply(_EINSUM, list(operands), equation=equation.replace(" ", ""), dtype=_promoted(*operands))
+def _einsum_fn(*ops, equation, shapes):
+    return jnp.einsum(equation, *[jnp.broadcast_to(o, s) for o, s in zip(ops, shapes)])
 
 
-_TENSORDOT = Op("tensordot", lambda a, b, *, axes, dtype: jnp.tensordot(a.astype(dtype), b.astype(dtype), axes),
-                multilinear=True)
+_EINSUM = Op("einsum", _einsum_fn, multilinear=True)
 
 
-def tensordot(a, b, dims=2):
-    if not isinstance(dims, int):
-        dims = tuple(tuple(d) if not isinstance(d, int) else (d,) for d in dims)
-    return apply(_TENSORDOT, [a, b], axes=dims, dtype=_promoted(a, b))
+def _sublist_equation(args):
+    """einsum(op0, sublist0, op1, sublist1, ..., [out]): the equation string and the operands."""
+    def letters(sub):
+        for s in sub:
+            if s is not Ellipsis and not 0 <= s < 52:
+                raise RuntimeError("einsum(): subscript in subscript list is not within the valid range [0, 52)")
+        return "".join("..." if s is Ellipsis else _LETTERS[s] for s in sub)
+
+    out = "->" + letters(args[-1]) if len(args) % 2 else ""
+    pairs = args[:len(args) - len(args) % 2]
+    return ",".join(letters(s) for s in pairs[1::2]) + out, list(pairs[0::2])
 
 
-_TRACE = Op("trace", lambda a: jnp.trace(a), linear=True)
-_DIAG = Op("diag", lambda a, *, k: jnp.diag(a, k), linear=True)
-_DIAGONAL = Op("diagonal", lambda a, *, offset, dim1, dim2: jnp.diagonal(a, offset, dim1, dim2), linear=True, view=True)
-_TRIL = Op("tril", lambda a, *, k: jnp.tril(a, k), linear=True)
-_TRIU = Op("triu", lambda a, *, k: jnp.triu(a, k), linear=True)
+def einsum(*args):
+    """Einstein summation: einsum("ij,jk->ik", a, b), einsum(eq, [a, b]) or the sublist form."""
+    if isinstance(args[0], Tensor):
+        equation, operands = _sublist_equation(args)
+    else:
+        equation, operands = args[0], args[1:]
+        if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+            operands = tuple(operands[0])
+    for k, c in enumerate(equation):
+        if not (c in _LETTERS or c in " ,.->"):
+            raise RuntimeError(f"einsum(): invalid subscript given at index {k} in the equation string, subscripts "
+                               "must be in [a-zA-Z]")
+    equation = equation.replace(" ", "")
+    terms = equation.split("->")[0].split(",")
+    if len(terms) != len(operands):
+        raise RuntimeError(f"einsum(): {'fewer' if len(operands) < len(terms) else 'more'} operands were provided than "
+                           "specified in the equation")
+    sizes, labelled = {}, []
+    for k, (term, op) in enumerate(zip(terms, operands)):
+        if op.dtype is not operands[0].dtype:
+            raise RuntimeError(f"expected scalar type {_type(operands[0])} but found {_type(op)}")
+        head, ellipsis, tail = term.partition("...")
+        middle = op.ndim - len(head) - len(tail)
+        if middle < 0 or (middle and not ellipsis):
+            raise RuntimeError(f"einsum(): the number of subscripts in the equation ({len(head + tail)}) does not "
+                               f"match the number of dimensions ({op.ndim}) for operand {k}"
+                               f"{'' if ellipsis else ' and no ellipsis was given'}")
+        labels = list(head) + [None] * middle + list(tail)
+        labelled.append((labels, op.shape))
+        for label, n in zip(labels, op.shape):
+            seen = sizes.setdefault(label, n) if label else n
+            if n != seen and 1 not in (n, seen):
+                raise RuntimeError(f"einsum(): subscript {label} has size {n} for operand {k} which does not broadcast "
+                                   f"with previously seen size {seen}")
+            if label and seen == 1:
+                sizes[label] = n
+    # torch broadcasts size-1 dims of a subscript against the others; jnp.einsum does not
+    shapes = tuple(tuple(sizes[c] if c else n for c, n in zip(labels, shape)) for labels, shape in labelled)
+    return apply(_EINSUM, list(operands), equation=equation, shapes=shapes)
+
+
+_TENSORDOT = Op("tensordot", lambda a, b, *, axes: jnp.tensordot(a, b, axes), multilinear=True,
+                backward_name="TensordotBackward0")
+
+
+def tensordot(a, b, dims=2, out=None):
+    """Contract a's dims_a with b's dims_b (or a's last `dims` with b's first `dims`)."""
+    if isinstance(dims, Tensor):
+        dims = dims.tolist()
+    if isinstance(dims, int):
+        if dims < 0:
+            raise RuntimeError(f"tensordot expects dims >= 0, but got dims={dims}")
+        if dims > min(a.ndim, b.ndim):
+            raise RuntimeError(f"tensordot expects dims < ndim_a or ndim_b, but got dims={dims}")
+        dims_a, dims_b = list(range(-dims, 0)), list(range(dims))
+    else:
+        dims_a, dims_b = dims
+        if isinstance(dims_a, int) or isinstance(dims_b, int):
+            raise TypeError(f"tensordot(): argument 'dims_self' (position 3) must be tuple of ints, not "
+                            f"{type(dims_a).__name__}")
+        dims_a, dims_b = list(dims_a), list(dims_b)
+    if len(dims_a) != len(dims_b):
+        raise RuntimeError("both dimension lists should have same length")
+    if a.dtype is not b.dtype:
+        raise RuntimeError("both inputs should have same dtype")
+    for da, db in zip(dims_a, dims_b):
+        na, nb = a.shape[_wrap_dim(da, a.ndim)], b.shape[_wrap_dim(db, b.ndim)]
+        if na != nb:
+            raise RuntimeError(f"contracted dimensions need to match, but first has size {na} in dim {da} and second "
+                               f"has size {nb} in dim {db}")
+    axes = (tuple(_wrap_dim(d, a.ndim) for d in dims_a), tuple(_wrap_dim(d, b.ndim) for d in dims_b))
+    return apply(_TENSORDOT, [a, b], axes=axes)
+
+
+# ---- diagonals and triangles --------------------------------------------------------------------
+
+_TRACE = Op("trace", lambda a, *, dtype: jnp.trace(a).astype(dtype), linear=True)
+_DIAG = {name: Op("diag", lambda a, *, k: jnp.diag(a, k), linear=True, backward_name=name)
+         for name in ("DiagEmbedBackward0", "DiagonalBackward0_copy")}
+_DIAGONAL = Op("diagonal", lambda a, *, offset, dim1, dim2: jnp.diagonal(a, offset, dim1, dim2), linear=True,
+               view=True)
+_TRIANGLE = {name: Op(name, lambda a, *, k, upper: (jnp.triu if upper else jnp.tril)(a, k), linear=True,
+                      backward_name=name.capitalize() + "Backward0") for name in ("tril", "triu")}
 
 
 def trace(input):
-    _check_dims("trace", (2,), input)
-    return apply(_TRACE, [input])
+    if input.ndim != 2:
+        raise RuntimeError(f"trace: expected a matrix, but got tensor with dim {input.ndim}")
+    if input.dtype is _dtypes.bool:
+        raise NotImplementedError("\"trace\" not implemented for 'Bool'")
+    dtype = _dtypes.int64 if _dtypes.category(input.dtype) < 2 else input.dtype
+    return apply(_TRACE, [input], dtype=dtype.np)
 
 
 def diag(input, diagonal=0):
     """1-D -> a matrix with `input` on a diagonal; 2-D -> that diagonal."""
     if input.ndim not in (1, 2):
-        raise RuntimeError("diag(): Supports 1D or 2D tensors. Got " f"{input.ndim}D")
-    return apply(_DIAG, [input], k=int(diagonal))
+        raise RuntimeError(f"diag(): Supports 1D or 2D tensors. Got {input.ndim}D")
+    return apply(_DIAG["DiagEmbedBackward0" if input.ndim == 1 else "DiagonalBackward0_copy"], [input], k=int(diagonal))
 
 
 def diagonal(input, offset=0, dim1=0, dim2=1):
     """A view of the diagonal over (dim1, dim2), appended as the last dimension."""
-    from .._tensor import _wrap_dim
+    d1, d2 = _wrap_dim(dim1, input.ndim), _wrap_dim(dim2, input.ndim)
+    if d1 == d2:
+        raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+    return apply(_DIAGONAL, [input], offset=int(offset), dim1=d1, dim2=d2)
 
-    return apply(_DIAGONAL, [input], offset=int(offset), dim1=_wrap_dim(dim1, input.ndim), dim2=_wrap_dim(dim2, input.ndim))
+
+def _triangle(name, input, diagonal):
+    if input.ndim < 2:
+        raise RuntimeError(f"{name}: input tensor must have at least 2 dimensions")
+    return apply(_TRIANGLE[name], [input], k=int(diagonal), upper=name == "triu")
 
 
 def tril(input, diagonal=0):
-    return apply(_TRIL, [input], k=int(diagonal))
+    return _triangle("tril", input, diagonal)
 
 
 def triu(input, diagonal=0):
-    return apply(_TRIU, [input], k=int(diagonal))
+    return _triangle("triu", input, diagonal)
 
 
-def _sym(a, upper):
-    # torch's eigh/cholesky read one triangle only; symmetrising that triangle gives the same gradient rule
+# ---- torch.linalg -------------------------------------------------------------------------------
+
+class LinAlgError(RuntimeError):
+    """torch.linalg.LinAlgError: a matrix is singular or not positive-definite."""
+
+
+def _result(name, fields):
+    cls = namedtuple(name, fields)
+    cls.__repr__ = lambda self: f"torch.return_types.{name}(\n" + ",\n".join(
+        f"{f}={v!r}" for f, v in zip(fields, self)) + ")"
+    return cls
+
+
+slogdet_result = _result("linalg_slogdet", ["sign", "logabsdet"])
+eigh_result = _result("linalg_eigh", ["eigenvalues", "eigenvectors"])
+svd_result = _result("linalg_svd", ["U", "S", "Vh"])
+qr_result = _result("linalg_qr", ["Q", "R"])
+
+
+def _matrix(name, A, square=True):
+    if A.ndim < 2:
+        raise RuntimeError(f"linalg.{name}: The input tensor A must have at least 2 dimensions.")
+    if not (A.dtype.is_floating_point or A.dtype.is_complex):
+        if name == "eigh":
+            raise NotImplementedError(f"\"linalg_eigh_cpu\" not implemented for '{_type(A)}'")
+        raise RuntimeError(f"linalg.{name}: Expected a floating point or complex tensor as input. Got {_type(A)}")
+    if square and A.shape[-1] != A.shape[-2]:
+        raise RuntimeError(f"linalg.{name}: A must be batches of square matrices, but they are {A.shape[-2]} by "
+                           f"{A.shape[-1]} matrices")
+
+
+def _swap(a):
+    return jnp.swapaxes(a, -1, -2)
+
+
+def _hermitian(a, upper):
+    # torch reads one triangle of A but gives the gradient of the Hermitian part (A + A^H) / 2
     t = jnp.triu(a) if upper else jnp.tril(a)
-    d = jnp.diagonal(a, axis1=-2, axis2=-1)
-    return t + jnp.swapaxes(t, -1, -2).conj() - d[..., None] * jnp.eye(a.shape[-1], dtype=a.dtype)
+    read = t + _swap(jnp.triu(a, 1) if upper else jnp.tril(a, -1)).conj()
+    part = (a + _swap(a).conj()) / 2
+    return part + jax.lax.stop_gradient(read - part)
 
 
-_SOLVE = Op("linalg_solve", lambda a, b, *, left, vector: jnp.linalg.solve(a, b[..., None])[..., 0] if vector else (
-    jnp.linalg.solve(a, b) if left else jnp.swapaxes(jnp.linalg.solve(jnp.swapaxes(a, -1, -2), jnp.swapaxes(b, -1, -2)), -1, -2)),
-    backward_name="LinalgSolveExBackward0")
-_INV = Op("linalg_inv", lambda a: jnp.linalg.inv(a), backward_name="LinalgInvExBackward0")
-_DET = Op("linalg_det", lambda a: jnp.linalg.det(a))
+def _raise_in_backward(x, message):
+    """x, with a backward that raises RuntimeError(message) (where torch has no derivative)."""
+    @jax.custom_vjp
+    def f(y):
+        return y
+
+    def bwd(_, g):
+        raise RuntimeError(message)
+
+    f.defvjp(lambda y: (y, None), bwd)
+    return f(x)
+
+
+_QR_COMPLETE = "The QR decomposition is not differentiable when mode='complete' and nrows > ncols."
+_QR_R = ("The derivative of linalg.qr depends on Q, which is not computed when mode='r'. Please use "
+         "linalg.qr(A, mode='reduced') if you are going to differentiate through linalg.qr.")
+
+
+def _qr_fn(a, *, mode):
+    if mode == "r":
+        return _raise_in_backward(jnp.linalg.qr(a, mode="r"), _QR_R)
+    q, r = jnp.linalg.qr(a, mode=mode)
+    if mode == "complete" and a.shape[-2] > a.shape[-1]:
+        q, r = _raise_in_backward(q, _QR_COMPLETE), _raise_in_backward(r, _QR_COMPLETE)
+    return q, r
+
+
+def _svd_fn(a, *, full_matrices):
+    m, n = a.shape[-2:]
+    if not full_matrices or m == n:
+        return tuple(jnp.linalg.svd(a, full_matrices=full_matrices))
+    # JAX has no derivative for the extra columns of a full U (rows of Vh) and torch ignores their gradient:
+    # differentiate the reduced factors, phase-aligned to the full ones, and complete them with constants.
+    k = min(m, n)
+    U, _, Vh = jnp.linalg.svd(jax.lax.stop_gradient(a), full_matrices=True)
+    u, s, vh = jnp.linalg.svd(a, full_matrices=False)
+    phase = jax.lax.stop_gradient(jnp.sum(U[..., :k].conj() * u, axis=-2))
+    phase = phase / jnp.abs(phase)
+    u, vh = u * phase.conj()[..., None, :], vh * phase[..., :, None]
+    return jnp.concatenate([u, U[..., k:]], -1), s, jnp.concatenate([vh, Vh[..., k:, :]], -2)
+
+
+def _solve_fn(a, b, *, left, vector):
+    b = b[..., None] if vector else b
+    x = jnp.linalg.solve(a, b) if left else _swap(jnp.linalg.solve(_swap(a), _swap(b)))
+    return x[..., 0] if vector else x
+
+
+_SOLVE = Op("linalg_solve", _solve_fn, backward_name="LinalgSolveExBackward0")
+_INV = Op("linalg_inv", jnp.linalg.inv, backward_name="LinalgInvExBackward0")
+_DET = Op("linalg_det", jnp.linalg.det)
 _SLOGDET = Op("linalg_slogdet", lambda a: tuple(jnp.linalg.slogdet(a)), multi=True)
-_CHOLESKY = Op("linalg_cholesky", lambda a, *, upper: (
-    jnp.swapaxes(jnp.linalg.cholesky(_sym(a, False)), -1, -2).conj() if upper else jnp.linalg.cholesky(_sym(a, False))),
-    backward_name="LinalgCholeskyExBackward0")
-_EIGH = Op("linalg_eigh", lambda a, *, upper: tuple(jnp.linalg.eigh(_sym(a, upper), symmetrize_input=False)), multi=True)
-_SVD = Op("linalg_svd", lambda a, *, full_matrices: tuple(jnp.linalg.svd(a, full_matrices=full_matrices)), multi=True)
-_QR = Op("linalg_qr", lambda a, *, mode: tuple(jnp.linalg.qr(a, mode=mode)), multi=True)
-_QR_R = Op("linalg_qr", lambda a: jnp.linalg.qr(a, mode="r"))
-
-slogdet_result = namedtuple("slogdet", ["sign", "logabsdet"])
-eigh_result = namedtuple("eigh", ["eigenvalues", "eigenvectors"])
-svd_result = namedtuple("svd", ["U", "S", "Vh"])
-qr_result = namedtuple("qr", ["Q", "R"])
+_CHOLESKY = Op("linalg_cholesky", lambda a, *, upper: jnp.linalg.cholesky(_hermitian(a, upper), upper=upper,
+                                                                          symmetrize_input=False),
+               backward_name="LinalgCholeskyExBackward0")
+_EIGH = Op("linalg_eigh", lambda a, *, upper: tuple(jnp.linalg.eigh(_hermitian(a, upper), symmetrize_input=False)),
+           multi=True)
+_SVD = Op("linalg_svd", _svd_fn, multi=True)
+_QR = Op("linalg_qr", _qr_fn, multi=True)
+_QR_R_ONLY = Op("linalg_qr", _qr_fn, backward_name="LinalgQrBackward0")
 
 
-def _square(name, a):
-    if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
-        raise RuntimeError(f"linalg.{name}: A must be batches of square matrices, but they are "
-                           f"{a.shape[-2] if a.ndim >= 2 else a.ndim} by {a.shape[-1] if a.ndim else 0} matrices")
+def _first_failure(out, A, whole=False):
+    """Index of the first matrix whose result is not finite though its input is (None while tracing)."""
+    values, given = out._value, A._value
+    if isinstance(values, jax.core.Tracer) or isinstance(given, jax.core.Tracer):
+        return None
+    def finite(a):
+        a = np.isfinite(np.asarray(a))
+        return a.reshape(1, -1).all(-1) if whole else a.reshape((-1, a.shape[-2] * a.shape[-1])).all(-1)
+
+    bad = ~finite(values) & finite(given)
+    return int(np.argmax(bad)) if bad.any() else None
+
+
+def _batch_prefix(A, i):
+    return f"(Batch element {i}): " if A.ndim > 2 else ""
+
+
+def _zero_pivot(matrix):
+    lu, _ = jax.scipy.linalg.lu_factor(matrix)
+    zeros = np.flatnonzero(np.diagonal(np.asarray(lu)) == 0)
+    return int(zeros[0]) + 1 if zeros.size else matrix.shape[-1]
+
+
+def _failed_minor(matrix):
+    for k in range(1, matrix.shape[-1] + 1):
+        try:
+            np.linalg.cholesky(matrix[:k, :k])
+        except np.linalg.LinAlgError:
+            return k
+    return matrix.shape[-1]
 
 
 def solve(A, B, *, left=True):
-    """X with A @ X = B (or X @ A = B when left=False)."""
-    _square("solve", A)
+    """X with A @ X = B (or X @ A = B when left=False); B may be a (batch of) vector(s)."""
+    _matrix("solve", A)
+    if A.dtype is not B.dtype:
+        raise RuntimeError(f"linalg.solve: Expected A and B to have the same dtype, but found A of type {_type(A)} "
+                           f"and B of type {_type(B)} instead")
+    n = A.shape[-1]
     vector = B.ndim == 1 or (B.ndim == A.ndim - 1 and B.shape == A.shape[:-1])
-    dtype = _dtypes.result_type(A, B)
-    return apply(_SOLVE, [A.to(dtype), B.to(dtype)], left=left, vector=vector)
+    rows, cols = (B.shape[-1], 1) if vector else B.shape[-2:]
+    if (rows if left else cols) != n:
+        raise RuntimeError(f"linalg.solve: Incompatible shapes of A and B for the equation {'AX' if left else 'XA'} = B "
+                           f"({n}x{n} and {rows}x{cols})")
+    broadcast_shapes(A.shape[:-2], B.shape[:-1 if vector else -2])
+    out = apply(_SOLVE, [A, B], left=bool(left), vector=vector)
+    if _first_failure(out, A, whole=True) is not None:
+        raise LinAlgError("torch.linalg.solve: The solver failed because the input matrix is singular.")
+    return out
 
 
 def inv(A):
-    _square("inv", A)
-    return apply(_INV, [A])
+    _matrix("inv", A)
+    out = apply(_INV, [A])
+    i = _first_failure(out, A)
+    if i is not None:
+        k = _zero_pivot(np.asarray(A._value).reshape((-1,) + A.shape[-2:])[i])
+        raise LinAlgError(f"linalg.inv: {_batch_prefix(A, i)}The diagonal element {k} is zero, the inversion could "
+                          "not be completed because the input matrix is singular.")
+    return out
 
 
 def det(A):
-    _square("det", A)
+    _matrix("det", A)
     return apply(_DET, [A])
 
 
 def slogdet(A):
-    _square("slogdet", A)
+    _matrix("slogdet", A)
     return slogdet_result(*apply(_SLOGDET, [A]))
 
 
 def cholesky(A, *, upper=False):
-    _square("cholesky", A)
-    return apply(_CHOLESKY, [A], upper=upper)
+    _matrix("cholesky", A)
+    out = apply(_CHOLESKY, [A], upper=bool(upper))
+    i = _first_failure(out, A)
+    if i is not None:
+        matrix = np.asarray(_hermitian(np.asarray(A._value).reshape((-1,) + A.shape[-2:])[i], upper))
+        raise LinAlgError(f"linalg.cholesky: {_batch_prefix(A, i)}The factorization could not be completed because "
+                          f"the input is not positive-definite (the leading minor of order {_failed_minor(matrix)} is "
+                          "not positive-definite).")
+    return out
 
 
 def eigh(A, UPLO="L"):
-    _square("eigh", A)
+    """(eigenvalues ascending, eigenvectors) of the Hermitian matrix whose UPLO triangle A holds."""
+    _matrix("eigh", A)
     if UPLO not in ("L", "U"):
         raise RuntimeError(f"Expected UPLO argument to be 'L' or 'U', but got {UPLO}")
     return eigh_result(*apply(_EIGH, [A], upper=UPLO == "U"))
 
 
-def svd(A, full_matrices=True):
-    return svd_result(*apply(_SVD, [A], full_matrices=full_matrices))
+def svd(A, full_matrices=True, *, driver=None):
+    _matrix("svd", A, square=False)
+    return svd_result(*apply(_SVD, [A], full_matrices=bool(full_matrices)))
 
 
 def qr(A, mode="reduced"):
+    _matrix("qr", A, square=False)
     if mode not in ("reduced", "complete", "r"):
         raise RuntimeError(f"qr received unrecognized mode '{mode}' but expected one of 'reduced' (default), "
                            "'r', or 'complete'")
     if mode == "r":
-        return qr_result(None, apply(_QR_R, [A]))
+        return qr_result(Tensor._wrap(jnp.zeros((0,), A.dtype.np)), apply(_QR_R_ONLY, [A], mode="r"))
     return qr_result(*apply(_QR, [A], mode=mode))
+
+
+def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None):
+    """torch.linalg.norm: a matrix norm over 2 dims when ord is given for them (or is a string), else a vector norm."""
+    dim = (dim,) if isinstance(dim, int) else None if dim is None else tuple(dim)
+    if dim is not None and len(dim) not in (1, 2):
+        raise RuntimeError(f"linalg.norm: If dim is specified, it must be of length 1 or 2. Got {list(dim)}")
+    if dim is None and (ord is not None) and A.ndim not in (1, 2):
+        raise RuntimeError(f"linalg.norm: If dim is not specified but ord is, the input must be 1D or 2D. Got "
+                           f"{A.ndim}D.")
+    matrix = isinstance(ord, str) or (ord is not None and (len(dim) == 2 if dim is not None else A.ndim == 2))
+    kind = "matrix_norm" if matrix else "vector_norm"
+    if not (A.dtype.is_floating_point or A.dtype.is_complex):
+        raise RuntimeError(f"linalg.{kind}: Expected a floating point or complex tensor as input. Got {_type(A)}")
+    if not matrix:
+        return vector_norm(A, 2 if ord is None else ord, dim, keepdim, dtype=dtype)
+    if A.ndim < 2:
+        raise RuntimeError("linalg.matrix_norm: The input tensor A must have at least 2 dimensions.")
+    if dim is not None and len(dim) != 2:
+        raise RuntimeError(f"linalg.matrix_norm: dim must be a 2-tuple. Got {len(dim)}")
+    return matrix_norm(A if dtype is None else A.to(dtype), ord, dim or (-2, -1), keepdim)

@@ -5,7 +5,8 @@ import jax
 import jax.numpy as jnp
 
 from .. import _dtypes
-from .._tensor import Tensor, _wrap_dim
+from .._grad_mode import is_grad_enabled
+from .._tensor import Tensor, _wrap_dim, type_name
 from ._core import Op, apply
 
 
@@ -16,24 +17,65 @@ def _sizes(size):
     return tuple(int(s) for s in size)
 
 
+def _dims(dims):
+    return (dims,) if isinstance(dims, int) else tuple(dims)
+
+
+C_TYPE_NAMES = {"float64": "double", "float32": "float", "float16": "c10::Half", "bfloat16": "c10::BFloat16",
+                "int64": "long int", "int32": "int", "int16": "short int", "int8": "signed char",
+                "uint8": "unsigned char", "bool": "bool", "complex64": "c10::complex<float>",
+                "complex128": "c10::complex<double>"}
+
+
+def _check_unique(dims):
+    for d in dims:
+        if dims.count(d) > 1:
+            raise RuntimeError(f"dim {d} appears multiple times in the list of dims")
+
+
+def broadcast_shapes(a, b):
+    """torch's infer_size: the broadcast of two shapes, with torch's message when they do not broadcast."""
+    n = max(len(a), len(b))
+    a, b = (1,) * (n - len(a)) + tuple(a), (1,) * (n - len(b)) + tuple(b)
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y and x != 1 and y != 1:
+            raise RuntimeError(f"The size of tensor a ({x}) must match the size of tensor b ({y}) at non-singleton "
+                               f"dimension {i}")
+    return tuple(y if x == 1 else x for x, y in zip(a, b))
+
+
 def _infer(shape, numel):
+    """Resolve one -1 in `shape` so that it holds `numel` elements (torch's infer_size)."""
+    for i, s in enumerate(shape):
+        if s < -1:
+            raise RuntimeError(f"invalid shape dimension {s} at index {i} of shape {list(shape)}")
     if shape.count(-1) > 1:
         raise RuntimeError("only one dimension can be inferred")
     known = math.prod(s for s in shape if s != -1)
     if -1 in shape:
-        if known == 0 or numel % known:
-            raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
-        shape = tuple(numel // known if s == -1 else s for s in shape)
-    if math.prod(shape) != numel:
+        if known == 0:
+            raise RuntimeError(f"cannot reshape tensor of 0 elements into shape {list(shape)} because the "
+                               "unspecified dimension size -1 can be any value and is ambiguous")
+        if numel % known == 0:
+            shape = tuple(numel // known if s == -1 else s for s in shape)
+    if math.prod(shape) != numel or -1 in shape:
         raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
     return shape
 
 
-_RESHAPE = Op("reshape", lambda a, *, shape: jnp.reshape(a, shape), linear=True, view=True,
-              backward_name="ViewBackward0")
-_PERMUTE = Op("permute", lambda a, *, axes: jnp.transpose(a, axes), linear=True, view=True)
+def _view_op(backward_name):
+    return Op("reshape", lambda a, *, shape: jnp.reshape(a, shape), linear=True, view=True, backward_name=backward_name)
+
+
+# reshape-like views differ only in the name torch gives their backward
+_RESHAPE = {name: _view_op(name) for name in ("ViewBackward0", "SqueezeBackward0", "SqueezeBackward1",
+                                               "SqueezeBackward2", "UnsqueezeBackward0", "AliasBackward0")}
+_PERMUTE = {name: Op("permute", lambda a, *, axes: jnp.transpose(a, axes), linear=True, view=True,
+                     backward_name=name) for name in ("PermuteBackward0", "TransposeBackward0", "TBackward0")}
 _EXPAND = Op("expand", lambda a, *, shape: jnp.broadcast_to(a, shape), linear=True, view=True)
 _SLICE = Op("slice", lambda a, *, index: a[decode_index(index)], linear=True, view=True, backward_name="SliceBackward0")
+_SELECT = Op("select", lambda a, *, index: a[decode_index(index)], linear=True, view=True,
+             backward_name="SelectBackward0")
 
 
 def encode_index(index):
@@ -43,82 +85,117 @@ def encode_index(index):
 
 def decode_index(index):
     return tuple(slice(*i[1:]) if isinstance(i, tuple) and i[0] == "slice" else i for i in index)
+
+
 _UNBIND = Op("unbind", lambda a, *, axis: tuple(jnp.moveaxis(a, axis, 0)), linear=True, view=True, multi=True)
-_SPLIT = Op("split", lambda a, *, bounds, axis: tuple(
+_SPLIT = {name: Op("split", lambda a, *, bounds, axis: tuple(
     jax.lax.slice_in_dim(a, lo, hi, axis=axis) for lo, hi in bounds), linear=True, view=True, multi=True,
-    backward_name="SplitWithSizesBackward0")
+    backward_name=name) for name in ("SplitBackward0", "SplitWithSizesBackward0")}
+
+
+def _reshaped(input, shape, name="ViewBackward0"):
+    return apply(_RESHAPE[name], [input], shape=tuple(shape))
 
 
 def reshape(input, *shape):
     """A tensor with the same elements in `shape` (one entry may be -1)."""
-    return apply(_RESHAPE, [input], shape=_infer(_sizes(shape), input.numel()))
+    return _reshaped(input, _infer(_sizes(shape), input.numel()))
 
 
-view = reshape
+def view(input, *shape):
+    """Like reshape (arrays have no strides here, so every reshape is a view)."""
+    return _reshaped(input, _infer(_sizes(shape), input.numel()))
 
 
 def view_as(input, other):
-    return reshape(input, other.shape)
+    return view(input, other.shape)
 
 
 def flatten(input, start_dim=0, end_dim=-1):
     if input.ndim == 0:
-        return reshape(input, 1)
+        return _reshaped(input, (1,))
     s, e = _wrap_dim(start_dim, input.ndim), _wrap_dim(end_dim, input.ndim)
+    if s > e:
+        raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
     shape = input.shape
-    return reshape(input, shape[:s] + (math.prod(shape[s:e + 1]),) + shape[e + 1:])
+    return _reshaped(input, shape[:s] + (math.prod(shape[s:e + 1]),) + shape[e + 1:])
 
 
 def unflatten(input, dim, sizes):
     d = _wrap_dim(dim, input.ndim)
-    sizes = _infer(tuple(sizes), input.shape[d])
-    return reshape(input, input.shape[:d] + sizes + input.shape[d + 1:])
+    sizes = tuple(int(s) for s in sizes)
+    if not sizes:
+        raise RuntimeError("unflatten: sizes must be non-empty")
+    n = input.shape[d] if input.ndim else 1
+    try:
+        sizes = _infer(sizes, n)
+    except RuntimeError as e:
+        if "inferred" in str(e):
+            raise
+        raise RuntimeError(f"unflatten: Provided sizes {list(sizes)} don't multiply up to the size of dim {dim} "
+                           f"({n}) in the input tensor") from None
+    return _reshaped(input, input.shape[:d] + sizes + input.shape[d + 1:])
 
 
 def squeeze(input, dim=None):
     """Drop size-1 dimensions (all, or those in `dim`)."""
-    axes = range(input.ndim) if dim is None else [_wrap_dim(d, input.ndim) for d in ((dim,) if isinstance(dim, int) else dim)]
+    name = "SqueezeBackward0" if dim is None else "SqueezeBackward1" if isinstance(dim, int) else "SqueezeBackward2"
+    axes = range(input.ndim) if dim is None else [_wrap_dim(d, input.ndim) for d in _dims(dim)]
     drop = {a for a in axes if input.ndim and input.shape[a] == 1}
-    return reshape(input, tuple(s for i, s in enumerate(input.shape) if i not in drop))
+    return _reshaped(input, tuple(s for i, s in enumerate(input.shape) if i not in drop), name)
 
 
 def unsqueeze(input, dim):
     d = _wrap_dim(dim, input.ndim + 1)
-    return reshape(input, input.shape[:d] + (1,) + input.shape[d:])
+    return _reshaped(input, input.shape[:d] + (1,) + input.shape[d:], "UnsqueezeBackward0")
+
+
+def _permuted(input, axes, name="PermuteBackward0"):
+    return apply(_PERMUTE[name], [input], axes=tuple(axes))
 
 
 def permute(input, *dims):
-    dims = tuple(_wrap_dim(d, input.ndim) for d in _sizes(dims))
-    if sorted(dims) != list(range(input.ndim)):
+    dims = _sizes(dims)
+    if len(dims) != input.ndim:
         raise RuntimeError(f"permute(sparse_coo): number of dimensions in the tensor input does not match the length "
                            f"of the desired ordering of dimensions i.e. input.dim() = {input.ndim} is not equal to "
                            f"len(dims) = {len(dims)}")
-    return apply(_PERMUTE, [input], axes=dims)
+    dims = tuple(_wrap_dim(d, input.ndim) for d in dims)
+    if len(set(dims)) != len(dims):
+        raise RuntimeError("permute(): duplicate dims are not allowed.")
+    return _permuted(input, dims)
 
 
 def transpose(input, dim0, dim1):
     axes = list(range(input.ndim))
+    d0, d1 = _wrap_dim(dim0, input.ndim), _wrap_dim(dim1, input.ndim)
     if input.ndim:
-        d0, d1 = _wrap_dim(dim0, input.ndim), _wrap_dim(dim1, input.ndim)
         axes[d0], axes[d1] = axes[d1], axes[d0]
-    return apply(_PERMUTE, [input], axes=tuple(axes))
+    return _permuted(input, axes, "TransposeBackward0")
 
 
-swapaxes = transpose
+def swapaxes(input, axis0, axis1):
+    return transpose(input, axis0, axis1)
 
 
 def t(input):
     if input.ndim > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {input.ndim}D")
-    return transpose(input, 0, 1) if input.ndim == 2 else input.view_as(input)
+    return _permuted(input, tuple(reversed(range(input.ndim))), "TBackward0")
 
 
 def movedim(input, source, destination):
-    src = [source] if isinstance(source, int) else list(source)
-    dst = [destination] if isinstance(destination, int) else list(destination)
-    axes = tuple(jnp.moveaxis(jnp.arange(input.ndim), [_wrap_dim(s, input.ndim) for s in src],
-                              [_wrap_dim(d, input.ndim) for d in dst]).tolist()) if input.ndim else ()
-    return apply(_PERMUTE, [input], axes=axes)
+    n = input.ndim
+    src, dst = [_wrap_dim(d, n) for d in _dims(source)], [_wrap_dim(d, n) for d in _dims(destination)]
+    if len(src) != len(dst):
+        raise RuntimeError(f"movedim: Invalid source or destination dims: source ({list(_dims(source))} dims) should "
+                           f"contain the same number of dims as destination ({list(_dims(destination))} dims)")
+    for name, given, wrapped in (("source", source, src), ("destination", destination, dst)):
+        if len(set(wrapped)) != len(wrapped):
+            raise RuntimeError(f"movedim: repeated dim in `{name}` ({list(_dims(given))})")
+    rest = iter(d for d in range(n) if d not in src)
+    placed = dict(zip(dst, src))
+    return _permuted(input, [placed[i] if i in placed else next(rest) for i in range(n)])
 
 
 def expand(input, *sizes):
@@ -126,8 +203,13 @@ def expand(input, *sizes):
     sizes = _sizes(sizes)
     lead = len(sizes) - input.ndim
     if lead < 0:
-        raise RuntimeError(f"expand: the number of sizes provided ({len(sizes)}) must be greater or equal to the "
-                           f"number of dimensions in the tensor ({input.ndim})")
+        raise RuntimeError(f"expand({type_name(input.dtype.np)}{{{list(input.shape)}}}, size={list(sizes)}): the "
+                           f"number of sizes provided ({len(sizes)}) must be greater or equal to the number of "
+                           f"dimensions in the tensor ({input.ndim})")
+    for i, s in enumerate(sizes[:lead]):
+        if s < 0:
+            raise RuntimeError(f"The expanded size of the tensor ({s}) isn't allowed in a leading, non-existing "
+                               f"dimension {i}")
     shape = tuple(input.shape[i - lead] if s == -1 and i >= lead else s for i, s in enumerate(sizes))
     for i, s in enumerate(input.shape):
         if s != 1 and s != shape[i + lead]:
@@ -146,45 +228,74 @@ def broadcast_to(input, size):
 
 
 def narrow(input, dim, start, length):
+    if input.ndim == 0:
+        raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
     d = _wrap_dim(dim, input.ndim)
-    start = start + input.shape[d] if start < 0 else start
+    n, start, length = input.shape[d], int(start), int(length)
+    if length < 0:
+        raise RuntimeError("narrow(): length must be non-negative.")
+    if not -n <= start <= n:
+        raise IndexError(f"start out of range (expected to be in range of [{-n}, {n}], but got {start})")
+    start = start + n if start < 0 else start
+    if start + length > n:
+        raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size ({n}).")
     return apply(_SLICE, [input], index=encode_index((slice(None),) * d + (slice(start, start + length),)))
 
 
 def select(input, dim, index):
+    if input.ndim == 0:
+        raise IndexError("select() cannot be applied to a 0-dim tensor.")
     d = _wrap_dim(dim, input.ndim)
-    size = input.shape[d]
+    size, index = input.shape[d], int(index)
     if not -size <= index < size:
         raise IndexError(f"select(): index {index} out of range for tensor of size {list(input.shape)} at dimension {d}")
-    return apply(_SLICE, [input], index=encode_index((slice(None),) * d + (index % size,)))
+    return apply(_SELECT, [input], index=encode_index((slice(None),) * d + (index % size,)))
 
 
 def unbind(input, dim=0):
+    if input.ndim == 0:
+        raise IndexError("Dimension specified as 0 but tensor has no dimensions")
     return apply(_UNBIND, [input], axis=_wrap_dim(dim, input.ndim))
+
+
+def _split(tensor, sizes, d, name):
+    bounds, lo = [], 0
+    for s in sizes:
+        bounds.append((lo, lo + s))
+        lo += s
+    return apply(_SPLIT[name], [tensor], bounds=tuple(bounds), axis=d)
 
 
 def split(tensor, split_size_or_sections, dim=0):
     """Split into chunks of `split_size` (the last may be smaller) or of the listed sizes."""
     d = _wrap_dim(dim, tensor.ndim)
     n = tensor.shape[d]
-    if isinstance(split_size_or_sections, int):
-        step = split_size_or_sections
-        sizes = [min(step, n - lo) for lo in range(0, n, step)] if step else [n]
-    else:
-        sizes = list(split_size_or_sections)
+    if isinstance(split_size_or_sections, (list, tuple)):
+        sizes = [int(s) for s in split_size_or_sections]
+        if any(s < 0 for s in sizes):
+            raise RuntimeError(f"split_with_sizes expects split_sizes have only non-negative entries, but got "
+                               f"split_sizes={sizes}")
         if sum(sizes) != n:
             raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {n} (input tensor's size at "
                                f"dimension {d}), but got split_sizes={sizes}")
-    bounds, lo = [], 0
-    for s in sizes:
-        bounds.append((lo, lo + s))
-        lo += s
-    return apply(_SPLIT, [tensor], bounds=tuple(bounds), axis=d)
+        return _split(tensor, sizes, d, "SplitWithSizesBackward0")
+    step = int(split_size_or_sections)
+    if step < 0:
+        raise RuntimeError(f"split expects split_size be non-negative, but got split_size={step}")
+    if step == 0 and n:
+        raise RuntimeError(f"split_size can only be 0 if dimension size is 0, but got dimension size of {n}")
+    sizes = [min(step, n - lo) for lo in range(0, n, step)] if n else [0]
+    return _split(tensor, sizes, d, "SplitBackward0")
 
 
 def chunk(input, chunks, dim=0):
-    n = input.shape[_wrap_dim(dim, input.ndim)]
-    return split(input, max(-(-n // chunks), 1) if n else 1, dim)
+    if chunks <= 0:
+        raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
+    d = _wrap_dim(dim, input.ndim)
+    n = input.shape[d]
+    if n == 0:
+        return _split(input, [0] * chunks, d, "SplitWithSizesBackward0")
+    return split(input, -(-n // chunks), d)
 
 
 def _join_op(name, f):
@@ -195,38 +306,62 @@ _CAT = _join_op("cat", jnp.concatenate)
 _STACK = _join_op("stack", jnp.stack)
 
 
+def _tensor_list(name, tensors):
+    if isinstance(tensors, Tensor) or not isinstance(tensors, (list, tuple)):
+        raise TypeError(f"{name}(): argument 'tensors' (position 1) must be tuple of Tensors, not "
+                        f"{type(tensors).__name__}")
+    return list(tensors)
+
+
 def cat(tensors, dim=0):
     """Concatenate along an existing dimension (1-D empty tensors are skipped, as in torch)."""
-    tensors = [t for t in tensors if not (t.ndim == 1 and t.shape[0] == 0)] or list(tensors)[:1]
+    tensors = _tensor_list("cat", tensors)
     if not tensors:
-        raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
+        raise ValueError("torch.cat(): expected a non-empty list of Tensors")
+    for i, t in enumerate(tensors):
+        if t.ndim == 0:
+            raise RuntimeError(f"zero-dimensional tensor (at position {i}) cannot be concatenated")
+    kept = [(i, t) for i, t in enumerate(tensors) if t.shape != (0,)] or [(0, tensors[0])]
+    first = kept[0][1]
+    d = _wrap_dim(dim, first.ndim)
+    for i, t in kept[1:]:
+        if t.ndim != first.ndim:
+            raise RuntimeError(f"Tensors must have same number of dimensions: got {first.ndim} and {t.ndim}")
+        for k, (x, y) in enumerate(zip(first.shape, t.shape)):
+            if k != d and x != y:
+                raise RuntimeError(f"Sizes of tensors must match except in dimension {d}. Expected size {x} but got "
+                                   f"size {y} for tensor number {i} in the list.")
     dtype = _dtypes.result_type(*tensors)
-    return apply(_CAT, tensors, axis=_wrap_dim(dim, tensors[0].ndim), dtype=dtype.np)
+    return apply(_CAT, [t for _, t in kept], axis=d, dtype=dtype.np)
 
 
-concat = concatenate = cat
+def concat(tensors, dim=0):
+    return cat(tensors, dim)
+
+
+concatenate = concat
 
 
 def stack(tensors, dim=0):
     """Stack along a new dimension."""
-    tensors = list(tensors)
+    tensors = _tensor_list("stack", tensors)
     if not tensors:
         raise RuntimeError("stack expects a non-empty TensorList")
+    for i, t in enumerate(tensors[1:], 1):
+        if t.shape != tensors[0].shape:
+            raise RuntimeError(f"stack expects each tensor to be equal size, but got {list(tensors[0].shape)} at "
+                               f"entry 0 and {list(t.shape)} at entry {i}")
     dtype = _dtypes.result_type(*tensors)
     return apply(_STACK, tensors, axis=_wrap_dim(dim, tensors[0].ndim + 1), dtype=dtype.np)
 
 
 def hstack(tensors):
-    tensors = [atleast_1d(t) for t in tensors]
-    return cat(tensors, 0 if tensors[0].ndim == 1 else 1)
+    tensors = [_reshaped(t, (1,)) if t.ndim == 0 else t for t in _tensor_list("hstack", tensors)]
+    return cat(tensors, 0 if tensors and tensors[0].ndim == 1 else 1)
 
 
 def vstack(tensors):
-    return cat([t if t.ndim >= 2 else reshape(t, 1, -1) for t in tensors], 0)
-
-
-def atleast_1d(t):
-    return reshape(t, 1) if t.ndim == 0 else t
+    return cat([t if t.ndim >= 2 else _reshaped(t, (1, t.numel())) for t in _tensor_list("vstack", tensors)], 0)
 
 
 _FLIP = Op("flip", lambda a, *, axes: jnp.flip(a, axes), linear=True)
@@ -235,16 +370,17 @@ _TILE = Op("repeat", lambda a, *, reps: jnp.tile(a, reps), linear=True)
 
 
 def flip(input, dims):
-    dims = (dims,) if isinstance(dims, int) else tuple(dims)
-    return apply(_FLIP, [input], axes=tuple(_wrap_dim(d, input.ndim) for d in dims))
+    dims = tuple(_wrap_dim(d, input.ndim) for d in _dims(dims))
+    _check_unique(dims)
+    return apply(_FLIP, [input], axes=dims if input.ndim else ())
 
 
 def roll(input, shifts, dims=None):
-    if dims is None:
-        return reshape(roll(flatten(input), shifts, 0), input.shape)
-    shifts = (shifts,) if isinstance(shifts, int) else tuple(shifts)
-    dims = (dims,) if isinstance(dims, int) else tuple(dims)
-    return apply(_ROLL, [input], shifts=shifts, axes=tuple(_wrap_dim(d, input.ndim) for d in dims))
+    shifts, dims = _dims(shifts), () if dims is None else _dims(dims)
+    if len(shifts) != len(dims) and not (len(shifts) == 1 and not dims):
+        raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, dims:{len(dims)}")
+    axes = tuple(_wrap_dim(d, input.ndim) for d in dims) if dims else None  # None: roll the flattened tensor
+    return apply(_ROLL, [input], shifts=tuple(int(s) for s in shifts), axes=axes)
 
 
 def repeat(input, *sizes):
@@ -252,11 +388,16 @@ def repeat(input, *sizes):
     sizes = _sizes(sizes)
     if len(sizes) < input.ndim:
         raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number of dimensions of tensor")
+    shape = (1,) * (len(sizes) - input.ndim) + tuple(input.shape)
+    target = [s * r for s, r in zip(shape, sizes)]
+    for s in target:
+        if s < 0:
+            raise RuntimeError(f"Trying to create tensor with negative dimension {s}: {target}")
     return apply(_TILE, [input], reps=sizes)
 
 
 def tile(input, dims):
-    dims = tuple(dims)
+    dims = _dims(dims)
     return repeat(input, (1,) * (input.ndim - len(dims)) + dims)
 
 
@@ -273,19 +414,28 @@ def _view_fn(chain):
 
 
 def _scatter_fn(base, src, *, chain):
-    # the view is a selection of base's elements: replace that selection with src
-    view_of = _view_fn(chain)
-    view, pullback = jax.vjp(view_of, base)
-    (old,) = pullback(view)
-    (new,) = pullback(src.astype(base.dtype))
-    return base - old + new
+    # the view of an array of flat positions tells which element of base each view element is
+    positions = _view_fn(chain)(jnp.arange(base.size).reshape(base.shape))
+    flat = base.reshape(-1).at[positions.reshape(-1)].set(jnp.broadcast_to(src, positions.shape).reshape(-1)
+                                                         .astype(base.dtype))
+    return flat.reshape(base.shape)
 
 
-_SCATTER_INTO_VIEW = Op("copy_slices", _scatter_fn, linear=True, backward_name="CopySlices")
+_SCATTER_INTO_VIEW = Op("copy_slices", _scatter_fn, linear=True, backward_name="torch::autograd::CopySlices")
+
+
+_MULTI_VIEW = ("This view is the output of a function that returns multiple views. Such functions do not allow the "
+               "output views to be modified inplace. You should replace the inplace operation by an out-of-place one.")
 
 
 def scatter_into_view(base, src, chain):
     """The new value of `base` after its view `chain` was overwritten by `src` (recorded)."""
+    if any(op.multi for op, _, _ in chain) and src.requires_grad and is_grad_enabled():
+        op, _, k = chain[-1]  # torch names the view's own node
+        where = (f"Output {k} of {op.backward_name.replace('Backward0', '')} is a view and is being modified inplace."
+                 if base.requires_grad else "A view was created in no_grad mode and is being modified inplace with "
+                                            "grad mode enabled.")
+        raise RuntimeError(f"{where} {_MULTI_VIEW}")
     return apply(_SCATTER_INTO_VIEW, [base, src], chain=chain)
 
 
