@@ -1,5 +1,8 @@
 """grad(..., is_grads_batched=True): pad the batch of cotangents to a bucket, run the backward once over
 all rows (vectorized or chunked), slice the padding off."""
+import jax
+import numpy as np
+
 from ._rows import bucket
 
 
@@ -33,10 +36,30 @@ def batched_backward(roots, grads, captures, *, retain_graph, create_graph, chun
                          f"dimension), but got sizes {sizes}.")
     batch = Batch(sizes[0], bucket(sizes[0], chunk_size), chunk_size)
     if batch.padded > batch.size:
-        grads = [bg.cat([g, bg.zeros((batch.padded - batch.size,) + tuple(g.shape[1:]), dtype=g.dtype)])
-                 for g in grads]
+        grads = [_pad_rows(g, batch.padded) for g in grads]
     results = _engine.run_backward(roots, grads, captures, retain_graph=retain_graph, create_graph=create_graph,
                                    accumulate=False, batch=batch)
     if batch.padded > batch.size:
-        results = [None if r is None else r[:batch.size] for r in results]
+        results = [None if r is None else _take_rows(r, batch.size) for r in results]
     return results
+
+
+def _on_host(t):
+    # padding and slicing on the host compile nothing; a recorded (differentiable or traced) value cannot go there
+    return not t.requires_grad and not isinstance(t._value, jax.core.Tracer)
+
+
+def _pad_rows(g, padded):
+    import batched_grad as bg
+
+    if not _on_host(g):
+        return bg.cat([g, bg.zeros((padded - g.shape[0],) + tuple(g.shape[1:]), dtype=g.dtype)])
+    rows = np.zeros((padded,) + tuple(g.shape[1:]), g._value.dtype)
+    rows[:g.shape[0]] = np.asarray(g._value)
+    return bg.from_numpy(rows)
+
+
+def _take_rows(r, size):
+    import batched_grad as bg
+
+    return bg.from_numpy(np.asarray(r._value)[:size]) if _on_host(r) else r[:size]

@@ -4,7 +4,7 @@ from collections.abc import Mapping
 
 from .. import _engine
 from .._graph import GradientEdge, edge_of
-from .._tensor import Tensor
+from .._tensor import Size, Tensor
 
 
 def _as_tuple(x):
@@ -29,7 +29,6 @@ def _output_meta(out):
     if isinstance(out, GradientEdge):
         shape, dtype = out.node.out_meta[out.output_nr]
         from .._dtypes import from_numpy_dtype
-        from .._tensor import Size
 
         return Size(shape), from_numpy_dtype(dtype), True
     if not isinstance(out, Tensor):
@@ -52,7 +51,7 @@ def _make_grads(outputs, grads, is_grads_batched):
                         f"If `is_grads_batched=True`, every grad_output needs a leading batch dimension, but "
                         f"grad_output[{i}] is 0-dimensional. Pass a tensor of shape (B,) + output[{i}].shape, "
                         f"here (B,) + {tuple(shape)}.")
-                grad_shape = grad.shape[1:]
+                grad_shape = Size(grad.shape[1:])
             if grad_shape != shape:
                 if is_grads_batched:
                     raise RuntimeError(

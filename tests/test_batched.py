@@ -1,0 +1,297 @@
+"""is_grads_batched semantics (SPEC §3-§4), the per-row fallback and its switches, chunking, vmap.vmap."""
+import os
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import batched_grad as bg
+import vmap
+from batched_grad import _program
+from oracle import assert_same
+from vmap import _fallback
+
+pytestmark = pytest.mark.usefixtures("engine_tier")
+
+
+def pair(*shape, seed=0):
+    a = np.random.default_rng(seed).uniform(0.5, 1.5, size=shape)
+    return bg.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+
+
+def test_batched_grad_matches_torch_and_has_batch_leading_shape():
+    x, tx = pair(3)
+    w, tw = pair(4, 3, seed=1)
+    v = np.random.default_rng(2).standard_normal((5, 4))
+    g = bg.autograd.grad(bg.tanh(w @ x), [x, w], bg.tensor(v), is_grads_batched=True)
+    tg = torch.autograd.grad(torch.tanh(tw @ tx), [tx, tw], torch.tensor(v), is_grads_batched=True)
+    assert_same(g, tg)
+    assert g[1].shape == (5, 4, 3)
+
+
+def test_per_sample_gradients_with_identity_cotangents():
+    w, tw = pair(3, 4)
+    X = np.random.default_rng(1).standard_normal((5, 4))
+
+    def run(lib, w):
+        losses = (lib.tensor(X) @ w.T).pow(2).sum(1)
+        return lib.autograd.grad(losses, w, lib.eye(5, dtype=lib.float64), is_grads_batched=True)[0]
+
+    assert_same(run(bg, w), run(torch, tw))
+
+
+@pytest.mark.parametrize("grads, message", [
+    ([(5, 4)], r"grad_output\[0\] has a shape of torch.Size\(\[4\]\) and output\[0\] has a shape of torch.Size\(\[3\]\)"),
+    ([(2, 3), (2, 1)], r"grad_output\[1\] has a shape of torch.Size\(\[1\]\) and output\[1\] has a shape of torch.Size\(\[2\]\)"),
+])
+def test_shape_mismatch_reports_correct_index_and_shapes(grads, message):
+    x, _ = pair(3)
+    outputs = [x * 2, x[:2] * 3][:len(grads)]
+    with pytest.raises(RuntimeError, match=r"If `is_grads_batched=True`, we interpret the first dimension"):
+        bg.autograd.grad(outputs, x, [bg.ones(*s) for s in grads], is_grads_batched=True)
+    with pytest.raises(RuntimeError, match=message):
+        bg.autograd.grad(outputs, x, [bg.ones(*s) for s in grads], is_grads_batched=True)
+
+
+def test_unequal_batch_sizes_none_and_zero_dim_grad_outputs_are_clear_errors():
+    x, _ = pair(3)
+    with pytest.raises(ValueError, match=r"same batch size .* sizes \[3, 2\]"):
+        bg.autograd.grad([x * 2, x * 3], x, [bg.ones(3, 3), bg.ones(2, 3)], is_grads_batched=True)
+    with pytest.raises(RuntimeError, match=r"grad_outputs\[0\] cannot be None"):
+        bg.autograd.grad((x * 2).sum(), x, is_grads_batched=True)
+    with pytest.raises(RuntimeError, match=r"grad_output\[0\] is 0-dimensional"):
+        bg.autograd.grad((x * 2).sum(), x, bg.tensor(1.0), is_grads_batched=True)
+
+
+def test_batch_of_zero_rows_returns_empty_results():
+    x, _ = pair(3)
+    (g,) = bg.autograd.grad(x.sin(), x, bg.ones(0, 3, dtype=bg.float64), is_grads_batched=True)
+    assert g.shape == (0, 3) and g.dtype is bg.float64
+
+
+def test_create_graph_is_differentiable_wrt_inputs_and_grad_outputs():
+    x, tx = pair(3)
+    y, ty = pair(3, seed=1)
+
+    def run(lib, x, y):
+        v = lib.ones(4, 3, dtype=lib.float64, requires_grad=True)
+        (g,) = lib.autograd.grad(x * y, x, v, is_grads_batched=True, create_graph=True)
+        gv = lib.autograd.grad(g.sum(), v, retain_graph=True)[0]
+        gy = lib.autograd.grad((g * g).sum(), y)[0]
+        return g, gv, gy
+
+    assert_same(run(bg, x, y), run(torch, tx, ty))
+
+
+def test_hessian_and_third_derivative_by_batched_grad_of_grad():
+    x, tx = pair(3)
+
+    def run(lib, x):
+        (g,) = lib.autograd.grad((x.sin() * x.sum() ** 2).sum(), x, create_graph=True)
+        H = lib.autograd.grad(g, x, lib.eye(3, dtype=lib.float64), is_grads_batched=True, create_graph=True)[0]
+        T = lib.autograd.grad(H, x, lib.eye(9, dtype=lib.float64).view(9, 3, 3), is_grads_batched=True)[0]
+        return H, T
+
+    assert_same(run(bg, x), run(torch, tx))
+
+
+def test_allow_unused_and_materialize_grads_give_batched_zeros():
+    x, _ = pair(3)
+    y, _ = pair(2)
+    v = bg.ones(4, 3, dtype=bg.float64)
+    assert bg.autograd.grad(x * 2, [x, y], v, is_grads_batched=True, allow_unused=True)[1] is None
+    g = bg.autograd.grad(x * 2, [x, y], v, is_grads_batched=True, materialize_grads=True)
+    assert g[1].shape == (4, 2) and float(g[1].abs().sum()) == 0.0
+    with pytest.raises(RuntimeError, match="index 1 appears to not have been used"):
+        bg.autograd.grad(x * 2, [x, y], v, is_grads_batched=True)
+
+
+def test_second_batched_call_without_retain_graph_raises():
+    x, _ = pair(3)
+    y = x.exp()
+    v = bg.ones(2, 3, dtype=bg.float64)
+    bg.autograd.grad(y, x, v, is_grads_batched=True)
+    with pytest.raises(RuntimeError, match="Trying to backward through the graph a second time"):
+        bg.autograd.grad(y, x, v, is_grads_batched=True)
+
+
+def test_hooks_and_function_backward_see_per_row_shapes():
+    x, _ = pair(3)
+    seen = []
+
+    class Double(bg.autograd.Function):
+        @staticmethod
+        def forward(ctx, a):
+            return a * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            seen.append(("function", tuple(g.shape)))
+            return g * 2
+
+    m = x * 1
+    m.register_hook(lambda g: seen.append(("hook", tuple(g.shape))) or g * 10)
+    (g,) = bg.autograd.grad(Double.apply(m), x, bg.eye(3, dtype=bg.float64), is_grads_batched=True)
+    assert set(seen) == {("function", (3,)), ("hook", (3,))}
+    np.testing.assert_allclose(g.numpy(), 20 * np.eye(3))
+
+
+def test_anomaly_mode_works_with_batched_grads():
+    x, _ = pair(3)
+    with bg.autograd.detect_anomaly():
+        (g,) = bg.autograd.grad(x.exp(), x, bg.eye(3, dtype=bg.float64), is_grads_batched=True)
+    np.testing.assert_allclose(g.numpy(), np.diag(np.exp(x.detach().numpy())))
+
+
+@pytest.mark.parametrize("chunk_size", [1, 2, 3, 7])
+def test_chunk_size_gives_identical_results(chunk_size):
+    x, _ = pair(4)
+    w, _ = pair(6, 4, seed=1)
+    v = bg.tensor(np.random.default_rng(3).standard_normal((6, 6)))
+    expected = bg.autograd.grad(bg.tanh(w @ x), [x, w], v, is_grads_batched=True)
+    got = bg.autograd.grad(bg.tanh(w @ x), [x, w], v, is_grads_batched=True, chunk_size=chunk_size)
+    for a, b in zip(got, expected):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-12)
+
+
+def test_bad_chunk_size_is_a_clear_error():
+    x, _ = pair(3)
+    with pytest.raises(ValueError, match="chunk_size must be None or a positive int, but got 0"):
+        bg.autograd.grad(x * 2, x, bg.eye(3, dtype=bg.float64), is_grads_batched=True, chunk_size=0)
+
+
+# ---- per-row fallback ---------------------------------------------------------------------------
+
+class NumpyBackward(bg.autograd.Function):
+    @staticmethod
+    def forward(ctx, a):
+        ctx.save_for_backward(a)
+        return a * a
+
+    @staticmethod
+    def backward(ctx, g):
+        (a,) = ctx.saved_tensors
+        return bg.tensor(2 * np.asarray(a) * np.asarray(g))
+
+
+class ItemBackward(bg.autograd.Function):
+    @staticmethod
+    def forward(ctx, a):
+        return a * 3
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * (3.0 if g.sum().item() != 12345.0 else 0.0)
+
+
+class BranchBackward(bg.autograd.Function):
+    @staticmethod
+    def forward(ctx, a):
+        return a.clone()
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2 if g.sum() > 0 else g * -1
+
+
+def _graph_with(function, x):
+    return (function.apply(x.sin()) * x).tanh()
+
+
+@pytest.mark.parametrize("function", [NumpyBackward, ItemBackward, BranchBackward])
+def test_fallback_equals_loop_warns_only_when_on_and_other_nodes_stay_vectorized(function):
+    x, _ = pair(3)
+    v = bg.tensor(np.random.default_rng(4).standard_normal((5, 3)))
+    expected = np.stack([bg.autograd.grad(_graph_with(function, x), x, v[b])[0].numpy() for b in range(5)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", vmap.FallbackWarning)
+        (quiet,) = bg.autograd.grad(_graph_with(function, x), x, v, is_grads_batched=True)
+    np.testing.assert_allclose(quiet.numpy(), expected, rtol=1e-12)
+    loops = _fallback.row_loops[0]
+    with vmap.fallback_warnings(), pytest.warns(vmap.FallbackWarning) as record:
+        (g,) = bg.autograd.grad(_graph_with(function, x), x, v, is_grads_batched=True)
+    np.testing.assert_allclose(g.numpy(), expected, rtol=1e-12)
+    assert _fallback.row_loops[0] == loops + 1  # one node looped; sin, mul, tanh stayed vectorized
+    message = str(record[0].message)
+    assert f"{function.__name__}Backward" in message and "5 rows" in message and "Error" in message
+
+
+def test_fallback_disabled_raises_fallback_error():
+    x, _ = pair(3)
+    vmap.set_fallback_enabled(False)
+    try:
+        with pytest.raises(vmap.FallbackError, match="BranchBackwardBackward could not be vectorized"):
+            bg.autograd.grad(BranchBackward.apply(x), x, bg.eye(3, dtype=bg.float64), is_grads_batched=True)
+    finally:
+        vmap.set_fallback_enabled(True)
+    assert vmap.fallback_enabled()
+
+
+def test_fallback_with_create_graph_is_differentiable():
+    x, _ = pair(3)
+    (g,) = bg.autograd.grad(NumpyBackward.apply(x).sum() * x, x, bg.eye(3, dtype=bg.float64) * 0 + 1,
+                            is_grads_batched=True, create_graph=True)
+    assert g.shape == (3, 3)
+
+
+def test_fallback_switches_validate_and_restore():
+    with pytest.raises(TypeError, match="enabled must be a bool, but got int"):
+        vmap.set_fallback_warnings(1)
+    assert not vmap.fallback_warnings_enabled()
+    with vmap.fallback_warnings():
+        assert vmap.fallback_warnings_enabled()
+    assert not vmap.fallback_warnings_enabled()
+
+
+def test_environment_variable_turns_warnings_on_at_import():
+    env = dict(os.environ, VMAP_FALLBACK_WARNINGS="1")
+    out = subprocess.run([sys.executable, "-c", "import vmap; print(vmap.fallback_warnings_enabled())"],
+                         env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "True"
+
+
+# ---- compiles -----------------------------------------------------------------------------------
+
+def _batched_step(batch, seed=0):
+    rng = np.random.default_rng(seed)
+    w = bg.tensor(rng.standard_normal((8, 4)), requires_grad=True)
+    x = bg.tensor(rng.standard_normal(4))
+    return bg.autograd.grad(bg.tanh(w @ x), w, bg.tensor(rng.standard_normal((batch, 8))), is_grads_batched=True)[0]
+
+
+def test_repeated_batched_calls_and_batch_size_sweep_compile_nothing_new(engine_tier):
+    _program._seen.clear()
+    for seed in range(_program.FUSE_AFTER + 1 if engine_tier == "fused" else 1):
+        _batched_step(64, seed)
+    before = bg.compile_count()
+    for batch in range(33, 65):  # one bucket (64): no program per batch size
+        assert _batched_step(batch, batch).shape == (batch, 8, 4)
+    assert bg.compile_count() == before
+
+
+# ---- vmap.vmap ----------------------------------------------------------------------------------
+
+def test_vmap_per_sample_gradients_equal_the_loop():
+    w = bg.tensor(np.random.default_rng(0).standard_normal((3, 4)), requires_grad=True)
+    X = bg.tensor(np.random.default_rng(1).standard_normal((6, 4)))
+    Y = bg.tensor(np.random.default_rng(2).standard_normal((6, 3)))
+    loss = lambda x, y: ((w @ x - y) ** 2).sum()
+    per_sample = vmap.vmap(lambda x, y: bg.autograd.grad(loss(x, y), w)[0])(X, Y)
+    loop = np.stack([bg.autograd.grad(loss(X[i], Y[i]), w)[0].numpy() for i in range(6)])
+    np.testing.assert_allclose(per_sample.numpy(), loop, rtol=1e-12)
+    chunked = vmap.vmap(lambda x, y: bg.autograd.grad(loss(x, y), w)[0], chunk_size=4)(X, Y)
+    np.testing.assert_allclose(chunked.numpy(), loop, rtol=1e-12)
+
+
+def test_vmap_in_dims_out_dims_and_errors():
+    a = bg.tensor(np.arange(6.0).reshape(2, 3))
+    b = bg.tensor([1.0, 2.0])
+    out = vmap.vmap(lambda r, s: r * s, in_dims=(1, None), out_dims=1)(a, b)
+    np.testing.assert_allclose(out.numpy(), np.arange(6.0).reshape(2, 3) * np.array([1.0, 2.0])[:, None])
+    with pytest.raises(ValueError, match="same size in the mapped dimension"):
+        vmap.vmap(lambda r, s: r + s)(a, bg.ones(3))
+    with pytest.raises(ValueError, match="randomness must be one of"):
+        vmap.vmap(lambda r: r, randomness="sometimes")
