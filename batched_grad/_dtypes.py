@@ -143,10 +143,12 @@ def result_type(*operands):
     """torch.result_type over Tensors and Python numbers (dimension-aware promotion)."""
     dim = zero = wrapped = None
     for x in operands:
-        d = getattr(x, "dtype", None)
+        d = None if isinstance(x, np.generic) else getattr(x, "dtype", None)  # NumPy scalars act as numbers
         if d is None:
             wrapped = promote_types(wrapped, scalar_dtype(x))
-        elif x.ndim == 0:
+            continue
+        d = d if isinstance(d, dtype) else from_numpy_dtype(d)  # NumPy and JAX arrays act as tensors
+        if x.ndim == 0:
             zero = promote_types(zero, d)
         else:
             dim = promote_types(dim, d)

@@ -46,9 +46,9 @@ def _infer_dtype(data):
         for item in data:
             result = _dtypes.promote_types(result, _infer_dtype(item))
         return result or _dtypes.get_default_dtype()
-    if data is None:
-        raise RuntimeError("Could not infer dtype of NoneType")
-    raise TypeError(f"new(): invalid data type '{type(data).__name__}'")
+    if isinstance(data, str):
+        raise TypeError(f"new(): invalid data type '{type(data).__name__}'")
+    raise RuntimeError(f"Could not infer dtype of {type(data).__name__}")
 
 
 def _sizes(data):
@@ -97,7 +97,8 @@ def tensor(data, dtype=None, requires_grad=False, device=None):
         _check_nested(data, _sizes(data))
         if d.is_floating_point is False and d.is_complex is False:
             _check_int_range(data)
-        value = np.array(data if not isinstance(data, range) else list(data), dtype=d.np)
+        with np.errstate(over="ignore"):  # like torch, out-of-range floats become inf
+            value = np.array(data if not isinstance(data, range) else list(data), dtype=d.np)
     return _finish(jnp.asarray(value, dtype=d.np), requires_grad)
 
 
@@ -113,7 +114,9 @@ def as_tensor(data, dtype=None, device=None):
 def from_numpy(ndarray):
     """A tensor with the array's values and dtype (a copy: JAX arrays are immutable)."""
     if not isinstance(ndarray, np.ndarray):
-        raise TypeError(f"expected np.ndarray (got {type(ndarray).__name__})")
+        kind = type(ndarray)
+        name = kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__name__}"
+        raise TypeError(f"expected np.ndarray (got {name})")
     _dtypes.from_numpy_dtype(ndarray.dtype)
     return Tensor._wrap(jnp.asarray(ndarray))
 
@@ -132,12 +135,15 @@ def _is_int(x):
 
 def _size(size, fn="zeros"):
     """Accept f(2, 3), f((2, 3)) and f([2, 3]) like torch."""
-    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+    if len(size) == 1 and not _is_int(size[0]):
+        if not isinstance(size[0], (tuple, list)):
+            raise TypeError(f"{fn}(): argument 'size' (position 1) must be tuple of ints, not "
+                            f"{type(size[0]).__name__}")
         size = size[0]
-    for s in size:
+    for i, s in enumerate(size):
         if not _is_int(s):
-            raise TypeError(f"{fn}(): argument 'size' must be tuple of ints, but found element of type "
-                            f"{type(s).__name__}")
+            raise TypeError(f"{fn}(): argument 'size' failed to unpack the object at pos {i + 1} with error "
+                            f"\"type must be tuple of ints,but got {type(s).__name__}\"")
     if builtins.any(s < 0 for s in size):
         raise RuntimeError(_NEGATIVE_SIZE.get(fn, f"Trying to create tensor with negative dimension "
                                                   f"{builtins.min(size)}: {list(size)}"))
@@ -186,15 +192,15 @@ def full(size, fill_value, *, dtype=None, requires_grad=False, device=None):
 
 
 def eye(n, m=None, *, dtype=None, requires_grad=False, device=None):
-    for name, v in (("n", n), ("m", m)):
+    for position, name, v in ((1, "n", n), (2, "m", m)):
         if v is not None and not _is_int(v):
-            raise TypeError(f"eye(): argument '{name}' must be int, not {type(v).__name__}")
+            raise TypeError(f"eye(): argument '{name}' (position {position}) must be int, not {type(v).__name__}")
         if v is not None and v < 0:
             raise RuntimeError(f"{name} must be greater or equal to 0, got {v}")
     return _finish(jnp.eye(n, n if m is None else m, dtype=_dtype_or_default(dtype).np), requires_grad)
 
 
-def arange(start=0, end=None, step=1, *, dtype=None, requires_grad=False, device=None):
+def arange(start, end=None, step=1, *, dtype=None, requires_grad=False, device=None):
     """Values from `start` to `end` (exclusive) by `step`; int64 when all are integers."""
     start, end, step = _number(start), _number(end), _number(step)
     if end is None:
@@ -225,6 +231,8 @@ def linspace(start, end, steps, *, dtype=None, requires_grad=False, device=None)
         raise RuntimeError("number of steps must be non-negative")
     d = _dtype_or_default(dtype)
     start, end = _number(start), _number(end)
+    if not d.is_floating_point:  # torch casts the ends to the integer type first
+        start, end = int(start), int(end)
     work = {4: np.float32, 8: np.float64}.get(d.itemsize, np.float32) if d.is_floating_point else np.float64
     start, end, i = work(start), work(end), np.arange(steps)
     step = (end - start) / work(builtins.max(steps - 1, 1))  # torch fills each half from its own end
