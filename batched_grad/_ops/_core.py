@@ -63,6 +63,7 @@ def _array(x):
     return x
 
 
+@functools.lru_cache(maxsize=None)
 def _differentiable(dtype):
     return dtype.kind in "fc" or dtype == jnp.bfloat16
 

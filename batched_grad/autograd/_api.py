@@ -1,6 +1,9 @@
 """grad() and backward(): torch 2.13's argument handling, checks and messages, on top of the engine."""
+import functools
 import warnings
 from collections.abc import Mapping
+
+import jax.numpy as jnp
 
 from .. import _engine
 from .._graph import GradientEdge, edge_of
@@ -36,10 +39,13 @@ def _output_meta(out):
     return out.shape, out.dtype, out.requires_grad
 
 
+@functools.lru_cache(maxsize=64)
+def _ones(shape, dtype):
+    return jnp.ones(shape, dtype)  # an immutable array: every implicit grad_output can share it
+
+
 def _make_grads(outputs, grads, is_grads_batched):
     """torch's _make_grads: check shapes and dtypes, create implicit ones for scalar outputs."""
-    from .. import ones
-
     result = []
     for i, (out, grad) in enumerate(zip(outputs, grads)):
         shape, dtype, requires_grad = _output_meta(out)
@@ -79,7 +85,7 @@ def _make_grads(outputs, grads, is_grads_batched):
                     raise RuntimeError(
                         f"If `is_grads_batched=True`, grad_outputs[{i}] cannot be None: pass a tensor of shape "
                         f"(B,) + {tuple(shape)} holding the B cotangents of output[{i}].")
-                result.append(ones(shape, dtype=dtype))
+                result.append(Tensor._wrap(_ones(tuple(shape), dtype.np)))
             else:
                 result.append(None)
         else:
