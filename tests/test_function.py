@@ -184,3 +184,25 @@ def test_set_detect_anomaly_toggles_and_restores():
     with bg.autograd.set_detect_anomaly(True):
         assert bg.autograd.anomaly_mode.is_anomaly_enabled()
     assert not bg.autograd.anomaly_mode.is_anomaly_enabled()
+
+
+def test_jax_function_is_a_differentiable_batchable_op():
+    import jax.numpy as jnp
+    import jax.scipy.special as jsp
+
+    gammaln = bg.jax_function(jsp.gammaln)
+    x, _ = leaves(bg)
+    tx = torch.tensor(x.detach().numpy(), requires_grad=True)
+    out = gammaln(x * 2)
+    (g,) = bg.autograd.grad(out.sum(), x, create_graph=True)
+    (gg,) = bg.autograd.grad(g.sum(), x)
+    t_out = torch.lgamma(tx * 2)
+    (tg,) = torch.autograd.grad(t_out.sum(), tx, create_graph=True)
+    (tgg,) = torch.autograd.grad(tg.sum(), tx)
+    assert_same([out, g, gg], [t_out, tg, tgg])
+    (jac,) = bg.autograd.grad(gammaln(x * 2).reshape(6), x, bg.eye(6, dtype=bg.float64), is_grads_batched=True)
+    assert jac.shape == (6, 2, 3)
+
+    split = bg.jax_function(lambda a, *, k: (a[:k] * 2, jnp.sin(a[k:])))
+    a, b = split(bg.tensor([1.0, 2.0, 3.0], requires_grad=True), k=1)
+    assert a.shape == (1,) and b.shape == (2,) and a.requires_grad
