@@ -28,8 +28,10 @@ def leaves(*specs):
     return out
 
 
-def check(fn, inputs, **kw):
-    check_op(functools.partial(fn, bg), functools.partial(fn, torch), inputs, **kw)
+def check(fn, inputs, batched=False, **kw):
+    """check_op of fn(bg, ...) against fn(torch, ...); the is_grads_batched comparison is opt-in here (it costs
+    several compiles per op, and the batching layer has its own tests)."""
+    check_op(functools.partial(fn, bg), functools.partial(fn, torch), inputs, batched=batched, **kw)
 
 
 def raises_like(fn, inputs, match=None):
@@ -58,8 +60,11 @@ def test_unary(name):
     check(lambda m, x: getattr(x.mT, name)(), [x], gradgrad=False)
 
 
-@pytest.mark.parametrize("dtype", ["int64", "bool", "float32"])
-@pytest.mark.parametrize("name", list(UNARY) + ["isnan", "isfinite", "logical_not"])
+BOOL_SPECIAL = ["neg", "abs", "sign", "square", "floor", "ceil", "round", "trunc", "frac", "exp", "logical_not"]
+
+
+@pytest.mark.parametrize("name,dtype", [(n, "int64") for n in list(UNARY) + ["isnan", "isfinite", "logical_not"]]
+                         + [(n, "bool") for n in BOOL_SPECIAL])
 def test_unary_dtypes(name, dtype):
     x = bg.tensor([[1, 0, 3], [2, 1, 0]]).to(getattr(bg, dtype))
     try:
@@ -75,7 +80,7 @@ BINARY = {  # name: (domain of input, domain of other)
     "remainder": (WIDE, POS), "fmod": (WIDE, POS), "pow": (POS, WIDE), "atan2": (WIDE, WIDE),
     "maximum": (WIDE, WIDE), "minimum": (WIDE, WIDE), "hypot": (WIDE, WIDE),
 }
-SHAPES = {"same": [(3, 3), (3, 3)], "row": [(3, 3), (3,)], "outer": [(3, 1), (1, 3)], "0-dim": [(3, 3), ()]}
+SHAPES = {"row": [(3, 3), (3,)], "outer": [(3, 1), (1, 3)]}  # broadcasting one side, both sides
 
 
 @pytest.mark.parametrize("shapes", SHAPES)
@@ -83,15 +88,14 @@ SHAPES = {"same": [(3, 3), (3, 3)], "row": [(3, 3), (3,)], "outer": [(3, 1), (1,
 def test_binary(name, shapes):
     a, b = leaves(*zip(SHAPES[shapes], BINARY[name]))
     check(lambda m, a, b: getattr(m, name)(a, b), [a, b])
-    if shapes == "same":  # the method form, on a transposed view
+    if shapes == "row":  # the method form, on a transposed view
         check(lambda m, a, b: getattr(a.mT, name)(b), [a, b], gradgrad=False)
 
 
 @pytest.mark.parametrize("name", ["add", "sub", "mul", "div", "true_divide", "remainder", "fmod", "pow"])
 def test_binary_with_python_number(name):
     a, = leaves(((3, 3), BINARY[name][0]))
-    for number in (1.5, 2):
-        check(lambda m, a: getattr(m, name)(a, number), [a])
+    check(lambda m, a: getattr(m, name)(a, 1.5), [a])  # (int numbers: test_operators_with_numbers_both_orders)
 
 
 OPERATORS = {  # name: (operator, domain of the tensor when it is on the left, ... on the right)
@@ -113,7 +117,7 @@ def test_operators_with_numbers_both_orders(name, number):
 
 
 def test_unary_operators_and_in_place_free_forms():
-    x, y = leaves((2, 3), (3,))
+    x, y = leaves((3, 3), (3,))
     check(lambda m, x, y: -x + abs(y) * x - y / 2 + (x + y) ** 2, [x, y])
     check(lambda m, x: +x, [x])
 
@@ -143,6 +147,8 @@ CALLS = {  # id: (fn(m, *inputs), input specs)
     "sub_alpha_method": (lambda m, x, y: x.sub(y, alpha=3), [(3, 3), (3,)]),
     "mul_method_view": (lambda m, x, y: x[:, 1:].mul(y[::2]), [(3, 3), (3,)]),
     "div_number_left": (lambda m, x: 2.0 / x, [((3, 3), POS)]),
+    "div_0dim": (lambda m, x, s: x / s - s, [(3, 3), ((), POS)]),
+    "same_shape": (lambda m, x, y: m.atan2(x, y) * m.maximum(x, y), [(3, 3), (3, 3)]),
     "pow_tensor_base_number": (lambda m, x: m.pow(2.5, x), [(3, 3)]),
     "pow_zero_exponent": (lambda m, x: m.pow(x, 0), [(3, 3)]),
     "pow_broadcast_exponent": (lambda m, x, y: m.pow(x, y), [((3, 1), POS), ((2, 1, 3), WIDE)]),
@@ -235,8 +241,8 @@ COMPARE_OPERATORS = [operator.eq, operator.ne, operator.lt, operator.le, operato
 def test_comparison_operators(op):
     a = bg.tensor([[1.0, 2.0, 0.0], [3.0, 2.0, -1.0]], dtype=bg.float64, requires_grad=True)
     i = bg.tensor([1, 2, 0])
-    for fn in (lambda m, a, i: op(a, i), lambda m, a, i: op(i, a), lambda m, a, i: op(a, 2),
-               lambda m, a, i: op(2, a), lambda m, a, i: op(1.5, i), lambda m, a, i: op(a, m.tensor(2.0))):
+    for fn in (lambda m, a, i: op(a, i), lambda m, a, i: op(2, a), lambda m, a, i: op(1.5, i),
+               lambda m, a, i: op(a, m.tensor(2.0))):
         check(fn, [a, i])
 
 
@@ -325,3 +331,9 @@ ERRORS = {  # id: (fn(m, *inputs), inputs, message part)
 def test_errors(name):
     fn, inputs, match = ERRORS[name]
     raises_like(fn, inputs, match)
+
+
+def test_batched_backward_of_a_mix():
+    # is_grads_batched=True over a mix of custom-derivative ops (pow), kinks (clamp) and broadcasting
+    check(lambda m, x, y: m.pow(m.clamp(x, -1, 1) + 2, y) * m.maximum(x, y).exp() - m.where(x > y, x, 2.0),
+          leaves((3, 3), (3,)), batched=True)

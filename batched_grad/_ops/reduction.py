@@ -1,34 +1,45 @@
 """Reductions and scans: sum, mean, prod, amax/amin, max/min, arg*, var/std, norm, logsumexp, cum*, all/any."""
+import math
+import warnings
 from collections import namedtuple
 
 import jax
 import jax.numpy as jnp
 
 from .. import _dtypes
-from .._tensor import _wrap_dim
+from .._tensor import _TYPE_NAMES, _wrap_dim
 from ._core import Op, apply
 
 values_indices = {name: namedtuple(name, ["values", "indices"]) for name in ("max", "min", "sort", "topk")}
 
 
 def dims(dim, ndim):
-    """Normalize an int / sequence / None `dim` argument into a sorted tuple of non-negative axes."""
+    """Normalize an int / sequence / None `dim` into a sorted tuple of non-negative axes; None or an empty
+    sequence means every axis, as in torch."""
     if dim is None or ndim == 0:
         return tuple(range(ndim))
     if isinstance(dim, int):
         dim = (dim,)
-    return tuple(sorted({_wrap_dim(d, ndim) for d in dim}))
+    return tuple(sorted({_wrap_dim(d, ndim) for d in dim})) or tuple(range(ndim))
 
 
-def _reduce_op(name, f, linear=False):
-    return Op(name, lambda a, *, axis, keepdim, dtype: f(a.astype(dtype), axis=axis, keepdims=keepdim), linear=linear)
+def _reduce_op(name, f, linear=False, backward_name=None):
+    return Op(name, lambda a, *, axis, keepdim, dtype: f(a.astype(dtype), axis=axis, keepdims=keepdim).astype(dtype),
+              linear=linear, backward_name=backward_name)
+
+
+def _require_float(what, d):
+    if _dtypes.category(d) < 2:
+        raise RuntimeError(what.format(_TYPE_NAMES[d.name]))
 
 
 _SUM = _reduce_op("sum", jnp.sum, linear=True)
 _MEAN = _reduce_op("mean", jnp.mean, linear=True)
-_PROD = _reduce_op("prod", jnp.prod)
-_AMAX = _reduce_op("amax", jnp.max)
+_PROD = _reduce_op("prod", jnp.prod)  # JAX's product rule is exact with zeros (no division by the result)
+_AMAX = _reduce_op("amax", jnp.max)  # ties share the gradient evenly, as torch's amax and max()
 _AMIN = _reduce_op("amin", jnp.min)
+_MAX_ALL = _reduce_op("max", jnp.max, backward_name="MaxBackward1")
+_MIN_ALL = _reduce_op("min", jnp.min, backward_name="MinBackward1")
 _LOGSUMEXP = _reduce_op("logsumexp", jax.scipy.special.logsumexp)
 _ALL = _reduce_op("all", jnp.all)
 _ANY = _reduce_op("any", jnp.any)
@@ -41,32 +52,35 @@ def _accumulating_dtype(input, dtype):
 
 
 def sum(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A001
-    """Sum over `dim` (all dims by default); integer inputs sum in int64."""
+    """Sum over `dim` (all dims by default); integer and bool inputs sum in int64."""
     return apply(_SUM, [input], axis=dims(dim, input.ndim), keepdim=keepdim, dtype=_accumulating_dtype(input, dtype).np)
 
 
 def mean(input, dim=None, keepdim=False, *, dtype=None):
     """Mean over `dim`; the input (or `dtype`) must be floating point or complex."""
     d = _dtypes.to_dtype(dtype) if dtype is not None else input.dtype
-    if _dtypes.category(d) < 2:
-        raise RuntimeError("mean(): could not infer output dtype. Input dtype must be either a floating point or "
-                           f"complex dtype. Got: {d.name.capitalize().replace('Int64', 'Long')}")
+    _require_float("mean(): could not infer output dtype. Input dtype must be either a floating point or complex "
+                   "dtype. Got: {}", d)
     return apply(_MEAN, [input], axis=dims(dim, input.ndim), keepdim=keepdim, dtype=d.np)
 
 
 def prod(input, dim=None, keepdim=False, *, dtype=None):
     """Product over one `dim` (or all elements)."""
-    return apply(_PROD, [input], axis=dims(dim, input.ndim), keepdim=keepdim, dtype=_accumulating_dtype(input, dtype).np)
+    if dim is not None and not isinstance(dim, int):
+        raise TypeError(f"prod(): argument 'dim' must be int, not {type(dim).__name__}")
+    axis = dims(dim, input.ndim)
+    return apply(_PROD, [input], axis=axis, keepdim=keepdim and dim is not None,
+                 dtype=_accumulating_dtype(input, dtype).np)
 
 
 def amax(input, dim=(), keepdim=False):
-    """Maximum over `dim` (all dims for ()); gradient shared evenly among ties."""
-    return apply(_AMAX, [input], axis=dims(dim or None, input.ndim), keepdim=keepdim, dtype=input.dtype.np)
+    """Maximum over `dim` (all dims for ()); the gradient is shared evenly among ties."""
+    return apply(_AMAX, [input], axis=dims(dim, input.ndim), keepdim=keepdim, dtype=input.dtype.np)
 
 
 def amin(input, dim=(), keepdim=False):
     """Minimum over `dim` (all dims for ())."""
-    return apply(_AMIN, [input], axis=dims(dim or None, input.ndim), keepdim=keepdim, dtype=input.dtype.np)
+    return apply(_AMIN, [input], axis=dims(dim, input.ndim), keepdim=keepdim, dtype=input.dtype.np)
 
 
 def logsumexp(input, dim, keepdim=False):
@@ -75,16 +89,22 @@ def logsumexp(input, dim, keepdim=False):
     return apply(_LOGSUMEXP, [input], axis=dims(dim, input.ndim), keepdim=keepdim, dtype=dtype.np)
 
 
+def _logical_reduction(op, input, dim, keepdim):
+    out = _dtypes.uint8 if input.dtype is _dtypes.uint8 else _dtypes.bool  # torch keeps uint8
+    return apply(op, [input], axis=dims(dim, input.ndim), keepdim=keepdim, dtype=out.np)
+
+
 def all(input, dim=None, keepdim=False):  # noqa: A001
-    return apply(_ALL, [input], axis=dims(dim, input.ndim), keepdim=keepdim, dtype=_dtypes.bool.np)
+    return _logical_reduction(_ALL, input, dim, keepdim)
 
 
 def any(input, dim=None, keepdim=False):  # noqa: A001
-    return apply(_ANY, [input], axis=dims(dim, input.ndim), keepdim=keepdim, dtype=_dtypes.bool.np)
+    return _logical_reduction(_ANY, input, dim, keepdim)
 
 
+# ---- max/min with indices, argmax/argmin -------------------------------------------------------------------
 def _select_extreme(a, *, axis, keepdim, largest):
-    # gradient goes to the selected (first) index only, as torch's max(dim)/min(dim)
+    # the gradient goes to the selected (first) index only, as torch's max(dim)/min(dim)
     idx = jnp.argmax(a, axis=axis, keepdims=True) if largest else jnp.argmin(a, axis=axis, keepdims=True)
     values = jnp.take_along_axis(a, idx, axis=axis)
     if not keepdim:
@@ -92,7 +112,7 @@ def _select_extreme(a, *, axis, keepdim, largest):
     return values, idx.astype(jnp.int64)
 
 
-_SELECT_EXTREME = Op("max", _select_extreme, multi=True)
+_SELECT = {True: Op("max", _select_extreme, multi=True), False: Op("min", _select_extreme, multi=True)}
 _ARG = Op("argmax", lambda a, *, axis, keepdim, largest: (jnp.argmax if largest else jnp.argmin)(
     a, axis=axis, keepdims=keepdim).astype(jnp.int64))
 
@@ -102,13 +122,17 @@ def _extreme(input, dim_or_other, keepdim, largest):
 
     name = "max" if largest else "min"
     if dim_or_other is None:
-        return amax(input) if largest else amin(input)
+        if input.numel() == 0:
+            raise RuntimeError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0. Specify "
+                               "the reduction dim with the 'dim' argument.")
+        return apply(_MAX_ALL if largest else _MIN_ALL, [input], axis=None, keepdim=False, dtype=input.dtype.np)
     if not isinstance(dim_or_other, int):
         return (maximum if largest else minimum)(input, dim_or_other)
-    if input.ndim == 0:
-        return values_indices[name](input, apply(_ARG, [input], axis=None, keepdim=False, largest=largest))
     axis = _wrap_dim(dim_or_other, input.ndim)
-    return values_indices[name](*apply(_SELECT_EXTREME, [input], axis=axis, keepdim=keepdim, largest=largest))
+    if input.ndim == 0:  # torch allows dim 0 (or -1) on a 0-dim tensor
+        return values_indices[name](*apply(_SELECT[largest], [input.reshape(1)], axis=0, keepdim=False,
+                                           largest=largest))
+    return values_indices[name](*apply(_SELECT[largest], [input], axis=axis, keepdim=keepdim, largest=largest))
 
 
 def max(input, dim=None, keepdim=False):  # noqa: A001
@@ -121,27 +145,48 @@ def min(input, dim=None, keepdim=False):  # noqa: A001
     return _extreme(input, dim, keepdim, False)
 
 
+def _arg(name, input, dim, keepdim, largest):
+    if input.dtype is _dtypes.bool:
+        raise RuntimeError(f"{name}(): does not support bool input")
+    axis = None if dim is None else _wrap_dim(dim, input.ndim)
+    return apply(_ARG, [input], axis=axis if input.ndim else None, keepdim=keepdim, largest=largest)
+
+
 def argmax(input, dim=None, keepdim=False):
     """Index of the maximum (over the flattened input when dim is None)."""
-    axis = None if dim is None else _wrap_dim(dim, input.ndim)
-    return apply(_ARG, [input], axis=axis, keepdim=keepdim and dim is not None, largest=True)
+    return _arg("argmax", input, dim, keepdim, True)
 
 
 def argmin(input, dim=None, keepdim=False):
-    axis = None if dim is None else _wrap_dim(dim, input.ndim)
-    return apply(_ARG, [input], axis=axis, keepdim=keepdim and dim is not None, largest=False)
+    """Index of the minimum (over the flattened input when dim is None)."""
+    return _arg("argmin", input, dim, keepdim, False)
 
 
-_VAR = Op("var", lambda a, *, axis, keepdim, correction, sqrt: (jnp.std if sqrt else jnp.var)(
-    a, axis=axis, keepdims=keepdim, ddof=correction))
+# ---- var/std -----------------------------------------------------------------------------------------------
+def _var_fn(a, *, axis, keepdim, correction, sqrt):
+    n = math.prod(a.shape[i] for i in axis)
+    centered = a - jnp.mean(a, axis=axis, keepdims=True)
+    sq = jnp.real(centered * jnp.conj(centered)) if jnp.iscomplexobj(a) else centered * centered
+    # torch divides by max(n - correction, 0): inf (or nan) rather than a negative variance
+    v = jnp.sum(sq, axis=axis, keepdims=keepdim) / jnp.maximum(n - correction, 0)
+    return jnp.sqrt(v) if sqrt else v
+
+
+_VAR = {False: Op("var", _var_fn), True: Op("std", _var_fn)}
 
 
 def _var(input, dim, unbiased, keepdim, correction, sqrt):
+    _require_float("std and var only support floating point and complex dtypes", input.dtype)
+    if isinstance(dim, bool):  # the var(input, unbiased) positional form
+        dim, unbiased = None, dim
     if correction is None:
         correction = 1 if unbiased is None or unbiased else 0
-    if isinstance(dim, bool):  # var(input, unbiased) positional form
-        dim, correction = None, int(dim)
-    return apply(_VAR, [input], axis=dims(dim, input.ndim), keepdim=keepdim, correction=correction, sqrt=sqrt)
+    axis = dims(dim, input.ndim)
+    n = math.prod(input.shape[i] for i in axis)
+    if n - correction <= 0:
+        warnings.warn(f"{'std' if sqrt else 'var'}(): degrees of freedom is <= 0. Correction should be strictly "
+                      "less than the reduction factor (input numel divided by output numel).", UserWarning, stacklevel=3)
+    return apply(_VAR[sqrt], [input], axis=axis, keepdim=keepdim, correction=correction, sqrt=sqrt)
 
 
 def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
@@ -154,28 +199,51 @@ def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     return _var(input, dim, unbiased, keepdim, correction, True)
 
 
+# ---- norms -------------------------------------------------------------------------------------------------
 def _vector_norm(a, *, ord, axis, keepdim):
-    if ord == 2 and not jnp.iscomplexobj(a):
-        # the gradient of a 2-norm at 0 is 0 in torch (JAX's sqrt(sum(x^2)) gives nan)
-        sq = jnp.sum(a * a, axis=axis, keepdims=keepdim)
-        safe = jnp.where(sq == 0, 1.0, sq)
-        return jnp.where(sq == 0, 0.0, jnp.sqrt(safe)).astype(a.dtype)
-    return jnp.linalg.vector_norm(a, ord=ord, axis=axis, keepdims=keepdim)
+    if jnp.iscomplexobj(a):
+        return jnp.linalg.vector_norm(a, ord=ord, axis=axis, keepdims=keepdim)
+    # torch's conventions at 0: |x| has derivative sign(x) (0 at 0), and the gradient of sum(|x|^p)^(1/p) is 0
+    # where the norm is 0; the inner `where` keeps the unselected branch (and so higher derivatives) finite
+    absa = jnp.sign(a) * a
+    if ord == math.inf:
+        return jnp.max(absa, axis=axis, keepdims=keepdim)
+    if ord == -math.inf:
+        return jnp.min(absa, axis=axis, keepdims=keepdim)
+    if ord == 0:
+        return jnp.sum(absa != 0, axis=axis, keepdims=keepdim).astype(a.dtype)
+    if ord == 1:
+        return jnp.sum(absa, axis=axis, keepdims=keepdim)
+    s = jnp.sum(a * a if ord == 2 else absa ** ord, axis=axis, keepdims=keepdim)
+    zero = s == 0
+    return jnp.where(zero, 0, jnp.where(zero, 1, s) ** (1 / ord)).astype(a.dtype)
 
 
 _VECTOR_NORM = Op("linalg_vector_norm", _vector_norm)
-_MATRIX_NORM = Op("linalg_matrix_norm", lambda a, *, ord, axis, keepdim: jnp.linalg.matrix_norm(
-    a, ord=ord, keepdims=keepdim) if axis == (a.ndim - 2, a.ndim - 1) else jnp.linalg.norm(a, ord=ord, axis=axis, keepdims=keepdim))
+
+
+def _matrix_norm(a, *, ord, axis, keepdim):
+    out = jnp.linalg.matrix_norm(jnp.moveaxis(a, axis, (-2, -1)), ord=ord)
+    return jnp.expand_dims(out, axis) if keepdim else out
+
+
+_MATRIX_NORM = Op("linalg_matrix_norm", _matrix_norm)
 
 
 def vector_norm(input, ord=2, dim=None, keepdim=False, *, dtype=None):
+    """The vector `ord`-norm over `dim` (all elements by default)."""
+    _require_float("linalg.vector_norm: Expected a floating point or complex tensor as input. Got {}", input.dtype)
     x = input if dtype is None else input.to(dtype)
-    axis = None if dim is None else dims(dim, x.ndim)
-    return apply(_VECTOR_NORM, [x], ord=float(ord), axis=axis, keepdim=keepdim)
+    return apply(_VECTOR_NORM, [x], ord=float(ord), axis=dims(dim, x.ndim), keepdim=keepdim)
 
 
 def matrix_norm(input, ord="fro", dim=(-2, -1), keepdim=False):
-    return apply(_MATRIX_NORM, [input], ord=ord, axis=dims(dim, input.ndim), keepdim=keepdim)
+    """The matrix norm over the two dims `dim`; "fro" is the vector 2-norm over them."""
+    _require_float("linalg.matrix_norm: Expected a floating point or complex tensor as input. Got {}", input.dtype)
+    if ord == "fro":
+        return vector_norm(input, 2, dim, keepdim)
+    axis = tuple(_wrap_dim(d, input.ndim) for d in dim)
+    return apply(_MATRIX_NORM, [input], ord=ord, axis=axis, keepdim=keepdim)
 
 
 def linalg_norm(input, ord=None, dim=None, keepdim=False, *, dtype=None):
@@ -190,22 +258,32 @@ def linalg_norm(input, ord=None, dim=None, keepdim=False, *, dtype=None):
 
 def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
     """torch.norm: the Frobenius / p-norm over `dim` (all elements by default)."""
-    if p == "fro" or p is None:
-        p = 2
     if p == "nuc":
         return matrix_norm(input, "nuc", dim if dim is not None else (-2, -1), keepdim)
-    return vector_norm(input, p, dim, keepdim, dtype=dtype)
+    return vector_norm(input, 2 if p == "fro" or p is None else p, dim, keepdim, dtype=dtype)
 
 
-_CUMSUM = Op("cumsum", lambda a, *, axis, dtype: jnp.cumsum(a.astype(dtype), axis=axis), linear=True)
-_CUMPROD = Op("cumprod", lambda a, *, axis, dtype: jnp.cumprod(a.astype(dtype), axis=axis))
+# ---- scans -------------------------------------------------------------------------------------------------
+def _scan_op(name, f, linear=False):
+    # axis None: a 0-dim input, returned as is
+    return Op(name, lambda a, *, axis, dtype: a.astype(dtype) if axis is None else f(a.astype(dtype), axis=axis),
+              linear=linear)
+
+
+_CUMSUM = _scan_op("cumsum", jnp.cumsum, linear=True)
+_CUMPROD = _scan_op("cumprod", jnp.cumprod)  # JAX's scan derivative is exact with zeros
+
+
+def _scan(op, input, dim, dtype):
+    axis = _wrap_dim(dim, input.ndim)
+    return apply(op, [input], axis=axis if input.ndim else None, dtype=_accumulating_dtype(input, dtype).np)
 
 
 def cumsum(input, dim, *, dtype=None):
-    """Cumulative sum along `dim`."""
-    return apply(_CUMSUM, [input], axis=_wrap_dim(dim, input.ndim), dtype=_accumulating_dtype(input, dtype).np)
+    """Cumulative sum along `dim`; integer and bool inputs accumulate in int64."""
+    return _scan(_CUMSUM, input, dim, dtype)
 
 
 def cumprod(input, dim, *, dtype=None):
     """Cumulative product along `dim`."""
-    return apply(_CUMPROD, [input], axis=_wrap_dim(dim, input.ndim), dtype=_accumulating_dtype(input, dtype).np)
+    return _scan(_CUMPROD, input, dim, dtype)
