@@ -137,7 +137,7 @@ class SavedValue:
         self.requires_grad = tensor.requires_grad
         self.freed = False
 
-    def check(self, owner):
+    def check(self):
         if self.freed:
             raise RuntimeError(BACKWARD_TWICE)
         if self.counter.value != self.version:
@@ -153,11 +153,11 @@ class SavedValue:
                 "torch.autograd.set_detect_anomaly(True, check_nan=False)."
             )
 
-    def unpack(self, owner, graph_mode):
+    def unpack(self, graph_mode):
         """The saved value as a Tensor; with `graph_mode` it is still connected to the graph."""
         from ._tensor import Tensor
 
-        self.check(owner)
+        self.check()
         if not graph_mode or not self.requires_grad:
             return Tensor._wrap(self.value)
         if self.leaf is not None:

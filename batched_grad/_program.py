@@ -98,7 +98,7 @@ def run(p, root_grads, create_graph):
     for node in p.nodes:
         for s in node.saved:
             if isinstance(s, _graph.SavedValue):
-                saved.append(s.unpack(node, create_graph))
+                saved.append(s.unpack(create_graph))
             elif s is not None:
                 saved.append(s)
     outs = iter(apply(PROGRAM, saved + list(root_grads), key=p.key))

@@ -170,7 +170,7 @@ class OpNode(_graph.Node):
         want = tuple(i for i, e in enumerate(self.edges) if e is not None)
         cts = [cotangents[k] for k in self.diff_outs]
         ct_mask = tuple(c is not None for c in cts)
-        saved = [s.unpack(self, create_graph) if isinstance(s, _graph.SavedValue) else s
+        saved = [s.unpack(create_graph) if isinstance(s, _graph.SavedValue) else s
                  for s in self.saved if s is not None]
         spec = self.spec(want, ct_mask, None if batch is None else batch.key)
         grads = apply(VJP, saved + [c for c in cts if c is not None], spec=spec)

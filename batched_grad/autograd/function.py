@@ -11,7 +11,6 @@ class FunctionCtx:
 
     def __init__(self):
         self._saved = None
-        self._node = None
         self.needs_input_grad = ()
         self.non_differentiable = set()
         self.materialize_grads = True
@@ -26,7 +25,7 @@ class FunctionCtx:
     def saved_tensors(self):
         if self._saved is None:
             return ()
-        return tuple(s.unpack(self._node, is_grad_enabled()) if s is not None else None for s in self._saved)
+        return tuple(s.unpack(is_grad_enabled()) if s is not None else None for s in self._saved)
 
     def mark_non_differentiable(self, *tensors):
         self.non_differentiable.update(id(t) for t in tensors)
@@ -126,7 +125,6 @@ class Function:
             return output
         tensors = [o for o in outs if isinstance(o, Tensor)]
         node = FunctionNode(cls, ctx, args, tensors)
-        ctx._node = node
         wrapped, k = [], 0
         for o in outs:
             if not isinstance(o, Tensor):
