@@ -171,24 +171,27 @@ def _number(x):
     return x.item() if isinstance(x, Tensor) else x
 
 
+# Constant tensors are built in NumPy and transferred: jnp.zeros/eye compile a kernel for every new shape.
 def zeros(*size, dtype=None, requires_grad=False, device=None):
-    return _finish(jnp.zeros(_varargs_size("zeros", size), _dtype_or_default(dtype).np), requires_grad)
+    return _finish(jnp.asarray(np.zeros(_varargs_size("zeros", size), _dtype_or_default(dtype).np)), requires_grad)
 
 
 def ones(*size, dtype=None, requires_grad=False, device=None):
-    return _finish(jnp.ones(_varargs_size("ones", size), _dtype_or_default(dtype).np), requires_grad)
+    return _finish(jnp.asarray(np.ones(_varargs_size("ones", size), _dtype_or_default(dtype).np)), requires_grad)
 
 
 def empty(*size, dtype=None, requires_grad=False, device=None):
     """Uninitialized in torch; zeros here."""
-    return _finish(jnp.zeros(_varargs_size("empty", size), _dtype_or_default(dtype).np), requires_grad)
+    return _finish(jnp.asarray(np.zeros(_varargs_size("empty", size), _dtype_or_default(dtype).np)), requires_grad)
 
 
 def full(size, fill_value, *, dtype=None, requires_grad=False, device=None):
     """A tensor of `size` filled with `fill_value`; the dtype follows the value (bool, int64, default float)."""
     fill_value = _number(fill_value)
     d = _dtypes.to_dtype(dtype) if dtype is not None else _dtypes.scalar_dtype(fill_value)
-    return _finish(jnp.full(_tuple_size("full", size), fill_value, d.np), requires_grad)
+    with np.errstate(over="ignore", invalid="ignore"):
+        value = np.full(_tuple_size("full", size), fill_value, d.np)
+    return _finish(jnp.asarray(value), requires_grad)
 
 
 def eye(n, m=None, *, dtype=None, requires_grad=False, device=None):
@@ -197,7 +200,7 @@ def eye(n, m=None, *, dtype=None, requires_grad=False, device=None):
             raise TypeError(f"eye(): argument '{name}' (position {position}) must be int, not {type(v).__name__}")
         if v is not None and v < 0:
             raise RuntimeError(f"{name} must be greater or equal to 0, got {v}")
-    return _finish(jnp.eye(n, n if m is None else m, dtype=_dtype_or_default(dtype).np), requires_grad)
+    return _finish(jnp.asarray(np.eye(n, n if m is None else m, dtype=_dtype_or_default(dtype).np)), requires_grad)
 
 
 def arange(start, end=None, step=1, *, dtype=None, requires_grad=False, device=None):

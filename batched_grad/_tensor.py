@@ -317,14 +317,13 @@ class Tensor:
 
     # ---- in place ----------------------------------------------------------------------------------
     def _check_inplace(self):
-        if not is_grad_enabled():
+        """torch's check_inplace: a view (that requires grad) of a leaf, then a leaf that requires grad."""
+        if not is_grad_enabled() or not self.requires_grad:
             return
-        if self.grad_fn is None and self._requires_grad:
+        if self._view is not None and DETACH not in self._view[1] and self._view[0].grad_fn is None:
+            raise RuntimeError(VIEW_OF_LEAF_INPLACE)
+        if self.grad_fn is None:
             raise RuntimeError(LEAF_INPLACE)
-        if self._view is not None:
-            base, chain = self._view
-            if base.grad_fn is None and base._requires_grad and DETACH not in chain:
-                raise RuntimeError(VIEW_OF_LEAF_INPLACE)
 
     def _assign(self, result):
         """Make `self` hold `result` (an out-of-place result of the in-place op); update views and version."""
@@ -358,9 +357,11 @@ class Tensor:
         self._version.value += 1
         if result.grad_fn is not None:
             result.grad_fn.keep_saved_versions(self._version)
-            for saved in result.grad_fn.saved_values():  # the pre-update value: a snapshot, like torch's clone
-                if saved.counter is self._version:
-                    saved.counter, saved.version = _graph.VersionCounter(), 0
+            # like torch: the op's own saved `self` is an unshared snapshot (torch saves a clone); other operands
+            # sharing self's storage were saved before this update, so a backward through them must fail
+            for i, s in enumerate(getattr(result.grad_fn, "saved", ())):
+                if isinstance(s, _graph.SavedValue) and s.counter is self._version:
+                    s.counter, s.version = (_graph.VersionCounter(), 0) if i == 0 else (s.counter, s.version - 1)
         return self
 
     def _rebind(self, src):
