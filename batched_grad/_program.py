@@ -88,6 +88,8 @@ PROGRAM = Op("backward_program", _program, multi=True, backward_name="BackwardPr
 
 def should_fuse(key):
     count = _seen.get(key, 0) + 1
+    if len(_seen) > 4096:  # forget one-off structures rather than grow without bound
+        _seen.clear()
     _seen[key] = count
     return count > FUSE_AFTER
 

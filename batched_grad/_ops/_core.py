@@ -49,7 +49,7 @@ def _counted(fn):
     return traced
 
 
-@functools.lru_cache(maxsize=None)
+@functools.lru_cache(maxsize=4096)
 def kernel(op, static):
     """The compiled forward of `op` with `static` (a tuple of (name, value) pairs); JAX caches by avals."""
     return jax.jit(_counted(functools.partial(op.fn, **dict(static))))
