@@ -162,8 +162,10 @@ _float_pow.defjvp(_float_pow_jvp, symbolic_zeros=True)
 
 
 def _pow_fn(a, b):
-    if jnp.issubdtype(a.dtype, jnp.inexact):
+    if jnp.issubdtype(a.dtype, jnp.floating):
         return _float_pow(*jnp.broadcast_arrays(a, b))
+    if jnp.issubdtype(a.dtype, jnp.complexfloating):
+        return jnp.power(a, b)
     # integers to negative powers: 1 for 1, +-1 for -1, else 0 (torch's integer semantics)
     neg = b < 0
     odd = (b % 2) != 0
