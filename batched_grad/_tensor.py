@@ -1,4 +1,5 @@
 """Tensor: a JAX array plus autograd metadata (requires_grad, grad, grad_fn, version, view base)."""
+import copy
 import math
 import warnings
 import weakref
@@ -56,6 +57,11 @@ def warn_once(message):
         warnings.warn(message, UserWarning, stacklevel=3)
 
 
+DEEPCOPY_NON_LEAF = (
+    "Only Tensors created explicitly by the user (graph leaves) support the deepcopy protocol at the moment.  If you "
+    "were attempting to deepcopy a module, this may be because of a torch.nn.utils.weight_norm usage, see "
+    "https://github.com/pytorch/pytorch/pull/103001"
+)
 # A step in a view chain that shares values but not the graph (detach(), .data): writes through it are
 # value-only for the base, and the base's in-place updates reach it as values only.
 DETACH = (None, (), 0)
@@ -444,6 +450,19 @@ class Tensor:
     def __hash__(self):
         return id(self)
 
+    def __deepcopy__(self, memo):
+        """A new leaf with the same values, requires_grad and (copied) grad; views and aliases are not copied."""
+        if self.grad_fn is not None:
+            raise RuntimeError(DEEPCOPY_NON_LEAF)
+        t = type(self)._wrap(self._value, requires_grad=self._requires_grad)
+        memo[id(self)] = t
+        if self._grad is not None:
+            t._grad = copy.deepcopy(self._grad, memo)
+        return t
+
+    def __reduce_ex__(self, protocol):
+        return _rebuild, (type(self), np.asarray(self._value), self._requires_grad)
+
     def __format__(self, spec):
         return format(self.item(), spec) if self.ndim == 0 else object.__format__(self, spec)
 
@@ -451,6 +470,10 @@ class Tensor:
         return _format(self)
 
     __str__ = __repr__
+
+
+def _rebuild(cls, array, requires_grad):
+    return cls._wrap(jnp.asarray(array), requires_grad=requires_grad)
 
 
 def _wrap_dim(dim, ndim):

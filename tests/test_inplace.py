@@ -26,6 +26,12 @@ def test_inplace_on_a_non_leaf_is_recorded(call):
                       "(y * m.tensor([1., 10., 100.])).sum().backward()\ny.is_leaf, a.grad, V(y)")
 
 
+@pytest.mark.parametrize("call", [c for c in INPLACE_CALLS if not c.startswith(("pow_", "clamp_"))])
+def test_inplace_grad_fn_names_and_edges(call):
+    assert_like_torch(f"a = m.tensor([1., 2., 3.], requires_grad=True)\ny = a * a\ny.{call}\n"
+                      "y.grad_fn.name(), names(y.grad_fn), y.requires_grad")
+
+
 @pytest.mark.parametrize("call", INPLACE_CALLS)
 def test_inplace_on_a_leaf_that_requires_grad_raises(call):
     assert_like_torch(f"x = m.tensor([1., 2., 3.], requires_grad=True)\nx.{call}")

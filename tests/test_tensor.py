@@ -133,6 +133,7 @@ GRAD_FN = [
     "x = m.ones(2, requires_grad=True)\ny = x * 2\ny.grad_fn.next_functions[0][0] is (x + 1).grad_fn.next_functions[0][0]",
     "x = m.ones(3, requires_grad=True)\n[t.grad_fn.name() for t in x.unbind()], x.sum().grad_fn.name()",
     "x = m.ones(2, requires_grad=True)\nx.grad_fn, x.detach().grad_fn, x.clone().grad_fn.name()",
+    "y = m.ones(2, requires_grad=True) * 2\nnf = y.grad_fn.next_functions\ntype(nf).__name__, type(nf[0]).__name__, len(nf)",
 ]
 
 DATA = [
@@ -181,11 +182,22 @@ METHODS = [
     "x = m.tensor([1.5], requires_grad=True)\ny = x.double()\ny.sum().backward()\nx.grad",
 ]
 
+COPIES = [
+    "import copy\nx = m.ones(2, requires_grad=True)\nx.grad = m.tensor([1., 2.])\ny = copy.deepcopy(x)\n"
+    "y, y.is_leaf, y.grad, y.grad is x.grad, y is x",
+    "import copy\ncopy.deepcopy(m.ones(2, requires_grad=True) * 2)",
+    "import copy\nx = m.ones(2)\nd = x.detach()\ny = copy.deepcopy(x)\nwith m.no_grad():\n    y.add_(1)\nx, d, y",
+    "import pickle\nx = m.tensor([1., 2.], requires_grad=True)\nd = x.detach()\ny = pickle.loads(pickle.dumps(x))\n"
+    "y, y.dtype, y.is_leaf",
+    "import pickle\npickle.loads(pickle.dumps(m.tensor([1, 2], dtype=m.int16)))",
+]
+
 DTYPE_NAMES = ["float16", "bfloat16", "float32", "float64", "uint8", "int8", "int16", "int32", "int64", "bool",
                "complex64", "complex128"]
 
 
-@pytest.mark.parametrize("code", ATTRIBUTES + REQUIRES_GRAD + GRAD + HOOKS + GRAD_FN + DATA + CONVERSIONS + METHODS)
+@pytest.mark.parametrize("code", ATTRIBUTES + REQUIRES_GRAD + GRAD + HOOKS + GRAD_FN + DATA + CONVERSIONS + METHODS
+                         + COPIES)
 def test_tensor_behaves_like_torch(code):
     assert_like_torch(code)
 
