@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _dtypes, _graph
-from ._grad_mode import is_grad_enabled, no_grad
+from ._grad_mode import is_grad_enabled
 
 _TYPE_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16",
                "int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte",
@@ -82,7 +82,7 @@ class Size(tuple):
 
 
 class device:
-    """Where a tensor lives, printed like torch: device(type='cpu'); equal to its string form."""
+    """Where a tensor lives, printed like torch: device(type='cpu'), str() 'cpu'."""
 
     __slots__ = ("type", "index")
 

@@ -3,7 +3,6 @@ nested, against torch 2.13."""
 import threading
 
 import pytest
-import torch
 
 import batched_grad as bg
 from batched_grad import _grad_mode

@@ -176,6 +176,8 @@ METHODS = [
     "x = m.ones(2)\ny = x.clone()\ny.add_(1)\nx, y",
     "x = m.ones(2, requires_grad=True)\ny = x.to(m.float64)\ny.grad_fn.name(), y.dtype, x.to(m.float32) is x",
     "x = m.ones(2)\nx.to(dtype=m.int32), x.to('cpu') is x, x.to('cpu', m.float64).dtype, x.to(m.ones(1, dtype=m.int64))",
+    "x = m.ones(2, requires_grad=True)\nx.to(x.device) is x, x.to(x.device, m.float64).dtype, x.to(copy=True) is x, "
+    "x.to(m.float32, copy=True).grad_fn.name()",
     "x = m.tensor([1.7, -2.2])\nx.long(), x.int(), x.bool(), x.double(), x.float() is x, x.half()",
     "m.tensor([1, 0]).float(), m.tensor([1.5]).type_as(m.tensor([1])), m.tensor([1]).type_as(m.ones(1))",
     "x = m.tensor([1.5], requires_grad=True)\nx.double().grad_fn.name(), x.long().requires_grad, x.long().grad_fn",

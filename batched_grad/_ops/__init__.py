@@ -4,7 +4,7 @@ import jax.numpy as jnp
 
 from .. import _dtypes
 from .._grad_mode import is_grad_enabled
-from .._tensor import VIEW_OF_LEAF_INPLACE, Tensor, warn_once
+from .._tensor import VIEW_OF_LEAF_INPLACE, Tensor, device, warn_once
 from ._core import Op, apply, compile_count
 from .elementwise import (COMPARISONS, PREDICATES, UNARY, add, atan2, clamp, clip, div, floor_divide, fmod,
                           hypot, lerp, maximum, minimum, mul, pow, remainder, round, rsub, sub, true_divide, where)
@@ -32,17 +32,16 @@ def clone(input):
     return apply(_CLONE, [input])
 
 
-def to(input, *args, dtype=None, **kwargs):
-    """Convert to `dtype` (given positionally, by keyword, or as another tensor's); devices are accepted as-is."""
+def to(input, *args, dtype=None, copy=False, **kwargs):
+    """Convert to `dtype` (given positionally, by keyword, or as another tensor's); devices are accepted as-is.
+    Returns `input` itself when nothing changes, unless `copy=True`."""
     for a in args:
         if isinstance(a, Tensor):
             dtype = a.dtype
-        elif not isinstance(a, str):
+        elif not isinstance(a, (str, device)):
             dtype = a
-    if dtype is None:
-        return input
-    d = _dtypes.to_dtype(dtype)
-    return input if d is input.dtype else apply(_TO, [input], dtype=d.np)
+    d = input.dtype if dtype is None else _dtypes.to_dtype(dtype)
+    return input if d is input.dtype and not copy else apply(_TO, [input], dtype=d.np)
 
 
 def jax_function(fn):
