@@ -153,6 +153,11 @@ class SavedValue:
                 "torch.autograd.set_detect_anomaly(True, check_nan=False)."
             )
 
+    def array(self):
+        """The saved array, after the freed/version checks."""
+        self.check()
+        return self.value
+
     def unpack(self, graph_mode):
         """The saved value as a Tensor; with `graph_mode` it is still connected to the graph."""
         from ._tensor import Tensor

@@ -100,7 +100,7 @@ def run(p, root_grads, create_graph):
     for node in p.nodes:
         for s in node.saved:
             if isinstance(s, _graph.SavedValue):
-                saved.append(s.unpack(create_graph))
+                saved.append(s.unpack(True) if create_graph else s.array())
             elif s is not None:
                 saved.append(s)
     outs = iter(apply(PROGRAM, saved + list(root_grads), key=p.key))
