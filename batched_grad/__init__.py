@@ -5,10 +5,11 @@ from ._dtypes import (bfloat16, bool, cdouble, cfloat, complex64, complex128, do
 from ._factories import (arange, as_tensor, empty, empty_like, eye, from_jax, from_numpy, full, full_like, linspace,
                          manual_seed, ones, ones_like, rand, rand_like, randint, randn, randn_like, tensor, zeros,
                          zeros_like)
-from ._grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
+from ._grad_mode import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,
+                         set_grad_enabled)
 from ._ops import *  # noqa: F401,F403  (every op of the table, under torch's name)
 from ._ops import clone, compile_count, jax_function, to
-from ._tensor import Size, Tensor
+from ._tensor import Size, Tensor, device
 from . import autograd, linalg  # noqa: E402
 from .autograd import grad
 

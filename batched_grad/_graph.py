@@ -143,11 +143,12 @@ class SavedValue:
         if self.counter.value != self.version:
             from ._tensor import type_name
 
-            node = self.counter.modified_by
-            where = f", which is output 0 of {_short_name(node)}" if node is not None else ""
+            # torch names the saved variable's current grad_fn: the recorded in-place op, else its creator
+            node = self.counter.modified_by or self.edge_node
+            where = f", which is output 0 of {_short_name(node)}," if node is not None else ""
             raise RuntimeError(
                 "one of the variables needed for gradient computation has been modified by an inplace "
-                f"operation: [{type_name(self.value.dtype)} {list(self.value.shape)}]{where}, is at version "
+                f"operation: [{type_name(self.value.dtype)} {list(self.value.shape)}]{where} is at version "
                 f"{self.counter.value}; expected version {self.version} instead. Hint: enable anomaly detection "
                 "to find the operation that failed to compute its gradient, with "
                 "torch.autograd.set_detect_anomaly(True, check_nan=False)."
@@ -175,9 +176,9 @@ class SavedValue:
 
 
 def _short_name(node):
-    """torch's name for the node that last modified a tensor: AddBackward0 -> Add, CopySlices keeps its namespace."""
+    """torch's short name of a node in this message: AddBackward0 -> Add; namespaced names stay whole."""
     name = node.name()
-    return re.sub(r"Backward\d*$", "", name) if "Backward" in name else f"torch::autograd::{name}"
+    return re.sub(r"Backward\d*$", "", name) if "::" not in name else name
 
 
 def edge_of(tensor):
