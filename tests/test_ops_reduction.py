@@ -217,6 +217,8 @@ ERRORS = {  # id: (fn(m, *inputs), inputs, message part)
     "prod-tuple-dim": (lambda m, x: m.prod(x, (0, 1)), [leaf()], None),
     "argmax-bool": (lambda m, i: m.argmax(i > 0), [_ints()], "does not support bool"),
     "max-empty": (lambda m: m.max(m.zeros(0, 3)), [], "Expected reduction dim"),
+    "repeated-dim": (lambda m, x: m.sum(x, (1, -2)), [leaf()], "appears multiple times"),
+    "zero-dim-out-of-range": (lambda m, x: m.sum(x[0, 0, 0], 1), [leaf()], "Dimension out of range"),
 }
 
 

@@ -16,11 +16,15 @@ values_indices = {name: namedtuple(name, ["values", "indices"]) for name in ("ma
 def dims(dim, ndim):
     """Normalize an int / sequence / None `dim` into a sorted tuple of non-negative axes; None or an empty
     sequence means every axis, as in torch."""
-    if dim is None or ndim == 0:
+    if dim is None:
         return tuple(range(ndim))
     if isinstance(dim, int):
         dim = (dim,)
-    return tuple(sorted({_wrap_dim(d, ndim) for d in dim})) or tuple(range(ndim))
+    axes = [_wrap_dim(d, ndim) for d in dim]
+    for i, a in enumerate(axes):
+        if a in axes[:i]:
+            raise RuntimeError(f"dim {a} appears multiple times in the list of dims")
+    return tuple(sorted(axes)) if ndim and axes else tuple(range(ndim))
 
 
 def _reduce_op(name, f, linear=False, backward_name=None):
