@@ -1,6 +1,5 @@
 """Tensor: a JAX array plus autograd metadata (requires_grad, grad, grad_fn, version, view base)."""
 import copy
-import math
 import warnings
 import weakref
 
@@ -467,7 +466,9 @@ class Tensor:
         return format(self.item(), spec) if self.ndim == 0 else object.__format__(self, spec)
 
     def __repr__(self):
-        return _format(self)
+        from ._format import format_tensor
+
+        return format_tensor(self)
 
     __str__ = __repr__
 
@@ -481,119 +482,3 @@ def _wrap_dim(dim, ndim):
     if not -n <= dim < n:
         raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})")
     return dim % n
-
-
-# ---- repr: torch's _tensor_str algorithm on NumPy arrays ----------------------------------------------
-_PRECISION, _THRESHOLD, _EDGE, _LINEWIDTH = 4, 1000, 3, 80
-
-
-class _Formatter:
-    """Chooses one width and style (integer-valued, fixed or scientific) for all elements, like torch."""
-
-    def __init__(self, a):
-        self.floating = a.dtype.kind == "f"
-        self.int_mode, self.sci_mode, self.width = True, False, 1
-        if not self.floating:
-            self.width = max([len(str(v)) for v in a.ravel().tolist()] + [1])
-            return
-        vals = a[np.isfinite(a) & (a != 0)]
-        if vals.size == 0:
-            return
-        lo, hi = np.abs(vals).min(), np.abs(vals).max()
-        self.int_mode = bool(np.all(vals == np.ceil(vals)))
-        self.sci_mode = bool(hi / lo > 1000.0 or hi > 1.0e8 or lo < 1.0e-4)
-        extra = 1 if self.int_mode and not self.sci_mode else 0  # the "." after integer-valued floats
-        self.width = max(len(self._raw(v)) + extra for v in vals.tolist())
-
-    def _raw(self, v):
-        if self.sci_mode:
-            return f"{v:.{_PRECISION}e}"
-        return f"{v:.0f}" if self.int_mode else f"{v:.{_PRECISION}f}"
-
-    def format(self, v):
-        if not self.floating:
-            s = str(v)
-        elif self.sci_mode:
-            s = f"{v:{self.width}.{_PRECISION}e}"
-        else:
-            s = self._raw(v) + ("." if self.int_mode and math.isfinite(v) else "")
-        return s.rjust(self.width)
-
-
-def _element(v, fmts):
-    if len(fmts) == 1:
-        return fmts[0].format(v)
-    real, imag = fmts[0].format(v.real), (fmts[1].format(v.imag) + "j").lstrip()
-    return real + imag if imag[0] in "+-" else real + "+" + imag
-
-
-def _summarized(a):
-    """The elements a summarized print shows (torch's get_summarized_data)."""
-    if a.ndim == 0:
-        return a
-    if a.shape[0] > 2 * _EDGE:
-        a = np.concatenate([a[:_EDGE], a[-_EDGE:]])
-    return a if a.ndim == 1 else np.stack([_summarized(x) for x in a])
-
-
-def _body(a, indent, summarize, fmts):
-    if a.ndim == 0:
-        return _element(a.item(), fmts)
-    if a.ndim == 1:
-        width = fmts[0].width + 2 + (fmts[1].width + 1 if len(fmts) > 1 else 0)
-        per_line = max(1, (_LINEWIDTH - indent) // width)
-        if summarize and a.shape[0] > 2 * _EDGE:
-            data = [_element(v, fmts) for v in a[:_EDGE].tolist()] + [" ..."] + [
-                _element(v, fmts) for v in a[-_EDGE:].tolist()]
-        else:
-            data = [_element(v, fmts) for v in a.tolist()]
-        lines = [", ".join(data[i:i + per_line]) for i in range(0, len(data), per_line)]
-        return "[" + (",\n" + " " * (indent + 1)).join(lines) + "]"
-    rows = range(a.shape[0])
-    if summarize and a.shape[0] > 2 * _EDGE:
-        rows = list(range(_EDGE)) + [None] + list(range(a.shape[0] - _EDGE, a.shape[0]))
-    slices = ["..." if i is None else _body(a[i], indent + 1, summarize, fmts) for i in rows]
-    return "[" + ("," + "\n" * (a.ndim - 1) + " " * (indent + 1)).join(slices) + "]"
-
-
-def _values_str(a, indent):
-    if a.size == 0:
-        return "[]"
-    summarize = a.size > _THRESHOLD
-    if a.dtype.kind == "V" or a.dtype.kind == "f":  # bfloat16's NumPy kind is "V"
-        a = a.astype(np.float64)
-    shown = _summarized(a) if summarize else a
-    parts = (shown.real, shown.imag) if a.dtype.kind == "c" else (shown,)
-    return _body(a, indent, summarize, [_Formatter(p) for p in parts])
-
-
-def _format(t):
-    prefix = "tensor("
-    indent = len(prefix)
-    default = _dtypes.get_default_dtype()
-    suffixes = []
-    if isinstance(t._value, jax.core.Tracer):
-        body = f"<traced {t.dtype.name}{list(t.shape)}>"
-    else:
-        body = _values_str(np.asarray(t._value), indent)
-    if t.numel() == 0:
-        if t.ndim != 1:
-            suffixes.append(f"size={tuple(t.shape)}")
-        if t.dtype is not default:
-            suffixes.append(f"dtype={t.dtype!r}")
-    elif t.dtype not in (default, _dtypes._to_complex(default), _dtypes.int64, _dtypes.bool):
-        suffixes.append(f"dtype={t.dtype!r}")
-    if t.grad_fn is not None:
-        suffixes.append(f"grad_fn=<{t.grad_fn.name().rsplit('::', 1)[-1]}>")
-    elif t.requires_grad:
-        suffixes.append("requires_grad=True")
-    out = prefix + body
-    last_line = len(out) - out.rfind("\n") + 1
-    for s in suffixes:
-        if last_line + len(s) + 2 > _LINEWIDTH:
-            out += ",\n" + " " * indent + s
-            last_line = indent + len(s)
-        else:
-            out += ", " + s
-            last_line += len(s) + 2
-    return out + ")"
