@@ -26,7 +26,6 @@ def check_chunk_size(chunk_size):
 
 
 def batched_backward(roots, grads, captures, *, retain_graph, create_graph, chunk_size):
-    import batched_grad as bg
     from batched_grad import _engine
 
     check_chunk_size(chunk_size)
