@@ -23,7 +23,7 @@ def to_numpy(x):
     if isinstance(x, bg.Tensor):
         return np.asarray(x.detach().numpy())
     if isinstance(x, torch.Tensor):
-        return x.detach().numpy()
+        return x.detach().numpy(force=True)  # force: torch returns ZeroTensors for some double-backward results
     return np.asarray(x)
 
 

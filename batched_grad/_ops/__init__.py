@@ -181,8 +181,9 @@ _METHODS.update(
     __matmul__=matmul, __rmatmul__=_reversed(matmul), __neg__=UNARY["neg"], __abs__=UNARY["abs"],
     __pos__=lambda self: self, __invert__=_invert,
     __eq__=COMPARISONS["eq"], __ne__=COMPARISONS["ne"], __lt__=COMPARISONS["lt"], __le__=COMPARISONS["le"],
-    __gt__=COMPARISONS["gt"], __ge__=COMPARISONS["ge"], __and__=COMPARISONS["logical_and"],
-    __or__=COMPARISONS["logical_or"], __xor__=COMPARISONS["logical_xor"],
+    __gt__=COMPARISONS["gt"], __ge__=COMPARISONS["ge"], __and__=COMPARISONS["bitwise_and"],
+    __or__=COMPARISONS["bitwise_or"], __xor__=COMPARISONS["bitwise_xor"], __rand__=COMPARISONS["bitwise_and"],
+    __ror__=COMPARISONS["bitwise_or"], __rxor__=COMPARISONS["bitwise_xor"],
     T=property(_T), mT=property(_mT),
 )
 _INPLACE = ["add", "sub", "mul", "div", "pow", "clamp", "clip", "neg", "abs", "exp", "log", "sqrt", "sigmoid",

@@ -255,7 +255,8 @@ def _compare(name, f):
 COMPARISONS = {name: _compare(name, f) for name, f in {
     "eq": jnp.equal, "ne": jnp.not_equal, "lt": jnp.less, "le": jnp.less_equal, "gt": jnp.greater,
     "ge": jnp.greater_equal, "logical_and": jnp.logical_and, "logical_or": jnp.logical_or,
-    "logical_xor": jnp.logical_xor}.items()}
+    "logical_xor": jnp.logical_xor, "bitwise_and": jnp.bitwise_and, "bitwise_or": jnp.bitwise_or,
+    "bitwise_xor": jnp.bitwise_xor}.items()}
 
 
 def _predicate(name, f):
