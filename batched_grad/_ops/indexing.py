@@ -61,33 +61,31 @@ def _kind(i):
 
 
 def _parse(shape, index):
-    """(structure, arrays, expand, name): a hashable index with ("array", k) placeholders for the advanced
-    parts, their integer arrays, the axes that Python bools insert first, and torch's name for a basic index."""
+    """Split an index into torch's two passes: a basic index (ints select, slices, None/bools add axes), then an
+    advanced index of the result, with ("array", k) placeholders for the integer arrays, which are returned
+    separately. Also torch's name for the node of a basic index."""
     single_slice = isinstance(index, slice)
     items = [_kind(i) for i in _as_tuple(index)]
     ndim = len(shape)
     consumed = sum(1 for k, _ in items if k in ("int", "slice", "array")) + sum(
         v.ndim for k, v in items if k == "mask")
-    out, arrays, expand, names = [], [], [], []
-    dim = pos = n_adv = 0
+    basic, advanced, arrays, names = [], [], [], []
+    dim = n_adv = 0
     seen_ellipsis = False
     for kind, v in items:
         if kind == "ellipsis":
             if not seen_ellipsis:
                 skip = max(ndim - consumed, 0)
-                out.append(Ellipsis)
-                dim, pos, seen_ellipsis = dim + skip, pos + skip, True
+                basic.append(Ellipsis)
+                advanced.extend([slice(None)] * skip)
+                dim, seen_ellipsis = dim + skip, True
             continue
-        if kind == "none":
-            out.append(None)
+        if kind in ("none", "bool"):  # a bool adds an axis of length 1 (True) or 0 (False), as an advanced index
+            basic.append(None)
             names.append("UnsqueezeBackward0")
-            pos += 1
-            continue
-        if kind == "bool":  # a new axis of length 1 (True) or 0 (False), indexed as an advanced index
-            expand.append(pos)
-            out.append(("array", len(arrays)))
-            arrays.append(np.zeros(int(v), np.int64))
-            pos += 1
+            advanced.append(("array", len(arrays)) if kind == "bool" else slice(None))
+            if kind == "bool":
+                arrays.append(np.zeros(int(v), np.int64))
             continue
         width = v.ndim if kind == "mask" else 1
         if dim + width > ndim:
@@ -96,12 +94,13 @@ def _parse(shape, index):
         if kind == "int":
             if not -size <= v < size:
                 raise IndexError(f"index {v} is out of bounds for dimension {dim} with size {size}")
-            out.append(v)
+            basic.append(v)
             names.append("SelectBackward0")
         elif kind == "slice":
             if v.step is not None and v.step <= 0:
                 raise ValueError("slice step cannot be zero" if v.step == 0 else "step must be greater than zero")
-            out.append(v)
+            basic.append(v)
+            advanced.append(slice(None))
             if single_slice or v.indices(size) != (0, size, 1):
                 names.append("SliceBackward0")
         elif kind == "mask":
@@ -109,34 +108,40 @@ def _parse(shape, index):
                 if m != s:
                     raise IndexError(f"The shape of the mask {list(v.shape)} at index {j} does not match the shape of "
                                      f"the indexed tensor {list(shape)} at index {dim + j}")
+            basic.extend([slice(None)] * width)
             for nz in np.nonzero(v):
-                out.append(("array", len(arrays)))
+                advanced.append(("array", len(arrays)))
                 arrays.append(nz.astype(np.int64))
-            n_adv += 1
+            n_adv += width
         else:
             values = _concrete(v)
             bad = None if values is None else _first_out_of_range(values, size)
             if bad is not None:
                 raise IndexError(f"index {bad} is out of bounds for dimension {n_adv} with size {size}")
-            out.append(("array", len(arrays)))
+            basic.append(slice(None))
+            advanced.append(("array", len(arrays)))
             arrays.append(v)
             n_adv += 1
-        dim, pos = dim + width, pos + width
+        dim += width
     name = "IndexBackward0" if arrays else names[-1] if names else "AliasBackward0"
-    return encode_index(out), arrays, tuple(expand), name
+    return (encode_index(basic), encode_index(advanced) if arrays else None), arrays, name
 
 
 def _rebuild(structure, arrays):
     return tuple(arrays[i[1]] if isinstance(i, tuple) and i[0] == "array" else i for i in decode_index(structure))
 
 
-def _index_fn(a, *idx, structure, expand):
-    return (jnp.expand_dims(a, expand) if expand else a)[_rebuild(structure, idx)]
+def _index_fn(a, *idx, structure):
+    basic, advanced = structure
+    a = a[decode_index(basic)]
+    return a if advanced is None else a[_rebuild(advanced, idx)]
 
 
-def _index_put_fn(a, v, *idx, structure, expand):
-    e = jnp.expand_dims(a, expand) if expand else a
-    return e.at[_rebuild(structure, idx)].set(v.astype(a.dtype)).reshape(a.shape)
+def _index_put_fn(a, v, *idx, structure):
+    # index an array of flat positions to find the elements written
+    positions = _index_fn(jnp.arange(a.size).reshape(a.shape), *idx, structure=structure)
+    v = jnp.broadcast_to(v.astype(a.dtype), positions.shape)
+    return a.reshape(-1).at[positions.reshape(-1)].set(v.reshape(-1)).reshape(a.shape)
 
 
 _BASIC = {"SliceBackward0": _SLICE, "SelectBackward0": _SELECT}
@@ -149,18 +154,17 @@ _COPY_SLICES = Op("index_put", _index_put_fn, linear=True, backward_name="torch:
 
 def getitem(input, index):
     """input[index] with ints, slices, None, Ellipsis, bools, integer tensors/lists and boolean masks."""
-    structure, arrays, expand, name = _parse(input.shape, index)
+    structure, arrays, name = _parse(input.shape, index)
     if not arrays:
-        return apply(_BASIC[name], [input], index=structure)
-    return apply(_INDEX, [input] + arrays, structure=structure, expand=expand)
+        return apply(_BASIC[name], [input], index=structure[0])
+    return apply(_INDEX, [input] + arrays, structure=structure)
 
 
-def _indexed_shape(shape, structure, arrays, expand):
+def _indexed_shape(shape, structure, arrays):
     if any(isinstance(a, jax.core.Tracer) for a in arrays):
-        return jax.eval_shape(lambda *idx: _index_fn(jnp.zeros(shape), *idx, structure=structure, expand=expand),
-                              *arrays).shape
-    dummy = np.broadcast_to(np.zeros((), np.int8), shape)
-    return np.expand_dims(dummy, expand)[_rebuild(structure, [np.asarray(a) for a in arrays])].shape
+        return jax.eval_shape(lambda *idx: _index_fn(jnp.zeros(shape), *idx, structure=structure), *arrays).shape
+    return _index_fn(np.broadcast_to(np.zeros((), np.int8), shape), *[np.asarray(a) for a in arrays],
+                     structure=structure).shape
 
 
 def setitem(input, index, value):
@@ -168,8 +172,8 @@ def setitem(input, index, value):
     if isinstance(value, (list, tuple, np.ndarray)):
         kind = "numpy.ndarray" if isinstance(value, np.ndarray) else type(value).__name__
         raise TypeError(f"can't assign a {kind} to a {type_name(input.dtype.np)}")
-    structure, arrays, expand, _ = _parse(input.shape, index)
-    target = tuple(_indexed_shape(tuple(input.shape), structure, arrays, expand))
+    structure, arrays, _ = _parse(input.shape, index)
+    target = tuple(_indexed_shape(tuple(input.shape), structure, arrays))
     vshape = tuple(value.shape) if isinstance(value, Tensor) else ()
     if arrays and isinstance(value, Tensor) and value.dtype is not input.dtype:
         raise RuntimeError(f"Index put requires the source and destination dtypes match, got "
@@ -191,7 +195,7 @@ def setitem(input, index, value):
     if lead:
         value = reshape(value, vshape[lead:])
     op = _INDEX_PUT if arrays else _COPY_SLICES
-    input._assign(apply(op, [input, value] + arrays, structure=structure, expand=expand))
+    input._assign(apply(op, [input, value] + arrays, structure=structure))
 
 
 # ---- gather / scatter family --------------------------------------------------------------------
@@ -343,7 +347,7 @@ def masked_fill(input, mask, value):
     if is_tensor and value.ndim:
         raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
                            f"{value.ndim} dimension(s).")
-    broadcast_shapes(input.shape, mask.shape)
+    broadcast_shapes(mask.shape, input.shape)
     return apply(_MASKED_FILL["MaskedFillBackward1" if is_tensor else "MaskedFillBackward0"], [input, mask, value])
 
 
