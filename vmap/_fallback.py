@@ -62,7 +62,9 @@ def _per_row(name, fn, cotangents, batch, reason):
                       f"{batch.size} rows.", FallbackWarning, stacklevel=4)
     row_loops[0] += 1
     n_rows = max(batch.size, 1)  # a batch of 0 still runs one (padding) row to learn the result shapes
-    rows = [fn([None if c is None else c[b] for c in cotangents]) for b in range(n_rows)]
+    # one unbind per cotangent (one kernel per shape) rather than c[b] (one kernel per row index)
+    per_row = [[None] * n_rows if c is None else bg.unbind(c)[:n_rows] for c in cotangents]
+    rows = [fn([cts[b] for cts in per_row]) for b in range(n_rows)]
     results = []
     for parts in zip(*rows):
         if all(p is None for p in parts):
