@@ -71,21 +71,21 @@ def _differentiable(dtype):
 def apply(op, operands, **static):
     """Run `op` on operands (Tensors or numbers) and record it when grad mode is on and any operand requires grad."""
     static = tuple(sorted(static.items()))
-    arrays = tuple(_array(x) for x in operands)
+    arrays = [_array(x) for x in operands]
     out = kernel(op, static)(*arrays)
     outs = out if op.multi else (out,)
-    record = is_grad_enabled() and any(isinstance(x, Tensor) and x.requires_grad for x in operands)
+    differentiable = [_differentiable(o.dtype) for o in outs]
     node = None
-    if record and any(_differentiable(o.dtype) for o in outs):
-        node = OpNode(op, static, operands, arrays, outs)
-    results = tuple(
-        Tensor._wrap(o, grad_fn=node if node is not None and _differentiable(o.dtype) else None, output_nr=i)
-        for i, o in enumerate(outs)
-    )
+    if is_grad_enabled() and True in differentiable:
+        for x in operands:
+            if isinstance(x, Tensor) and (x.grad_fn is not None or x._requires_grad):
+                node = OpNode(op, static, operands, arrays, outs, differentiable)
+                break
+    results = [Tensor._wrap(o, node if d else None, i) for i, (o, d) in enumerate(zip(outs, differentiable))]
     if op.view and isinstance(operands[0], Tensor):
         for k, r in enumerate(results):
             _make_view(operands[0], r, (op, static, k))
-    return results if op.multi else results[0]
+    return tuple(results) if op.multi else results[0]
 
 
 def _make_view(src, view, step):
@@ -133,13 +133,13 @@ class OpNode(_graph.Node):
 
     __slots__ = ("op", "static", "saved", "avals", "diff_outs", "_specs")
 
-    def __init__(self, op, static, operands, arrays, outs):
-        edges = tuple(_graph.edge_of(x) if isinstance(x, Tensor) else None for x in operands)
-        super().__init__(edges, tuple((o.shape, o.dtype) for o in outs))
+    def __init__(self, op, static, operands, arrays, outs, differentiable):
+        edges = tuple([_graph.edge_of(x) if isinstance(x, Tensor) else None for x in operands])
+        super().__init__(edges, tuple([(o.shape, o.dtype) for o in outs]))
         self.op, self.static = op, static
-        self.avals = tuple((a.shape, a.dtype) for a in arrays)
-        self.saved = tuple(self._save(i, x, a) for i, (x, a) in enumerate(zip(operands, arrays)))
-        self.diff_outs = tuple(k for k, o in enumerate(outs) if _differentiable(o.dtype))
+        self.avals = tuple([(a.shape, a.dtype) for a in arrays])
+        self.saved = tuple([self._save(i, x, a) for i, (x, a) in enumerate(zip(operands, arrays))])
+        self.diff_outs = tuple([k for k, d in enumerate(differentiable) if d])
         self._specs = {}
 
     def name(self):
@@ -149,7 +149,8 @@ class OpNode(_graph.Node):
 
     def _save(self, i, operand, array):
         # a linear op's VJP needs only its integer operands (indices, masks), never its float values
-        if _differentiable(array.dtype) and (self.op.linear or self.op.multilinear and not any(
+        op = self.op
+        if (op.linear or op.multilinear) and _differentiable(array.dtype) and (op.linear or not any(
                 e is not None for j, e in enumerate(self.edges) if j != i)):
             return None
         return _graph.SavedValue(operand) if isinstance(operand, Tensor) else array
