@@ -1,5 +1,6 @@
 """dtypes with torch's names and torch's type-promotion rules, mapped onto NumPy/JAX dtypes."""
 import builtins
+import functools
 
 import jax
 import ml_dtypes  # bfloat16's NumPy dtype, shipped with JAX
@@ -98,10 +99,13 @@ def category(d):
 
 
 def promote_types(a, b):
-    if a is None or b is None:
+    if a is None or b is None or a is b:
         return a or b
-    if a is bool and b is bool:
-        return bool
+    return _promote_pair(a, b)
+
+
+@functools.lru_cache(maxsize=None)
+def _promote_pair(a, b):
     return from_numpy_dtype(jax.numpy.promote_types(a.np, b.np))
 
 
