@@ -60,7 +60,7 @@ def _run_hooks(hooks, grad, batch):
             grad = _call_hook(hook, grad)
         else:
             name = f"hook '{getattr(hook, '__name__', hook)}'"
-            (grad,) = run_batched(name, lambda cts, hook=hook: [_call_hook(hook, cts[0])], [grad], batch)
+            (grad,) = run_batched(name, lambda cts, hook=hook: [_call_hook(hook, cts[0])], [grad], batch, key=hook)
     return grad
 
 

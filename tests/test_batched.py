@@ -139,6 +139,19 @@ def test_hooks_and_function_backward_see_per_row_shapes():
     np.testing.assert_allclose(g.numpy(), 20 * np.eye(3))
 
 
+def test_hook_that_keeps_its_argument_sees_real_rows():
+    x, _ = pair(3)
+    kept = []
+    m = x * 1
+    m.register_hook(lambda g: kept.append(g))
+    with vmap.fallback_warnings(), pytest.warns(vmap.FallbackWarning, match="leaked tracer"):
+        bg.autograd.grad(m * 2, x, bg.eye(3, dtype=bg.float64), is_grads_batched=True)
+    assert [k.tolist() for k in kept[1:]] == (2 * np.eye(3)).tolist()  # kept[0]: the vectorization attempt
+    kept.clear()  # the hook is now known to need rows: no second attempt
+    bg.autograd.grad(m * 3, x, bg.eye(3, dtype=bg.float64), is_grads_batched=True)
+    assert [k.tolist() for k in kept] == (3 * np.eye(3)).tolist()
+
+
 def test_anomaly_mode_works_with_batched_grads():
     x, _ = pair(3)
     with bg.autograd.detect_anomaly():

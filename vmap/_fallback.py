@@ -1,6 +1,7 @@
 """Run one node's Python-level backward (a Function.backward or a hook) over a batch of cotangents:
 vectorized with jax.vmap when it is traceable, else in an explicit per-row loop (with FallbackWarning)."""
 import warnings
+import weakref
 
 import jax
 
@@ -11,7 +12,7 @@ from . import FallbackError, FallbackWarning, _state
 UNVECTORIZABLE = (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError,
                   jax.errors.TracerIntegerConversionError, jax.errors.NonConcreteBooleanIndexError,
                   jax.errors.TracerBoolConversionError, NotImplementedError)
-_known_unvectorizable = {}
+_known_unvectorizable = weakref.WeakKeyDictionary()  # Function classes and hooks that need rows
 row_loops = [0]  # how many per-row loops ran (tests count them)
 
 
@@ -25,11 +26,16 @@ def run_batched(name, fn, cotangents, batch, *, vectorize=True, key=None):
         reason = "create_graph=True"
     elif reason is None:
         try:
-            return _vectorized(fn, cotangents)
+            with jax.checking_leaks():  # a side effect that keeps a traced value must see real rows instead
+                return _vectorized(fn, cotangents)
         except UNVECTORIZABLE as error:
             reason = type(error).__name__
-            if key is not None:
-                _known_unvectorizable[key] = reason
+        except Exception as error:
+            if not str(error).startswith("Leaked trace"):
+                raise
+            reason = "a side effect kept a traced value (leaked tracer)"
+        if key is not None:
+            _known_unvectorizable[key] = reason
     return _per_row(name, fn, cotangents, batch, reason)
 
 
