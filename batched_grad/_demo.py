@@ -78,14 +78,20 @@ def _progress(i, n, label):
     sys.stderr.flush()
 
 
+def check(fn):
+    """(max |batched - loop|, whether they agree) for one workload."""
+    batched, loop = fn(True).numpy(), fn(False).numpy()
+    if batched.shape != loop.shape:
+        return float("inf"), False
+    return float(np.max(np.abs(batched - loop))), bool(np.allclose(batched, loop, rtol=1e-4, atol=1e-5))
+
+
 def run(repeats=5, out=print):
     """Run every workload; return True when every batched result equals the per-row loop."""
     rows, ok = [], True
     for i, (name, fn) in enumerate(WORKLOADS):
         _progress(i, len(WORKLOADS), name)
-        batched, loop = fn(True).numpy(), fn(False).numpy()
-        error = float(np.max(np.abs(batched - loop)))
-        good = batched.shape == loop.shape and np.allclose(batched, loop, rtol=1e-4, atol=1e-5)
+        error, good = check(fn)
         ok &= good
         rows.append((name, _time(lambda: fn(True), repeats), _time(lambda: fn(False), repeats), error, good))
     sys.stderr.write("\n")

@@ -3,6 +3,7 @@ import pathlib
 import re
 
 import numpy as np
+import pytest
 
 import batched_grad as bg
 
@@ -18,9 +19,18 @@ def test_readme_python_examples_run_and_give_the_shapes_they_promise():
     assert namespace["per_sample"].shape == (8, 4, 3)
 
 
-def test_demo_passes_its_checks():
+@pytest.mark.parametrize("index", range(3))
+def test_demo_workloads_agree_with_the_loop(index):
     from batched_grad import _demo
 
+    error, good = _demo.check(_demo.WORKLOADS[index][1])
+    assert good and error < 1e-4
+
+
+def test_demo_fails_loudly_when_a_batched_result_differs(monkeypatch):
+    from batched_grad import _demo
+
+    monkeypatch.setattr(_demo, "WORKLOADS", [("broken", lambda batched: bg.ones(2) * (2.0 if batched else 1.0))])
     lines = []
-    assert _demo.run(repeats=1, out=lines.append)
-    assert len(lines) == 1 + len(_demo.WORKLOADS) and all(line.endswith("ok") for line in lines[1:])
+    assert not _demo.run(repeats=1, out=lines.append)
+    assert lines[-1].endswith("MISMATCH")
