@@ -113,3 +113,9 @@ def rand(*shape, dtype=bg.float64, requires_grad=True, low=-1.0, high=1.0, seed=
     rng = np.random.default_rng(seed if seed is not None else abs(hash(shape)) % 2**31)
     a = rng.uniform(low, high, size=shape)
     return bg.tensor(a, dtype=dtype, requires_grad=requires_grad)
+
+
+def pair(*shape, seed=0):
+    """The same float64 leaf (values in [0.5, 1.5)) in batched_grad and in torch."""
+    a = np.random.default_rng(seed).uniform(0.5, 1.5, size=shape)
+    return bg.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)

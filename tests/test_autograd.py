@@ -7,12 +7,7 @@ import torch
 import batched_grad as bg
 
 pytestmark = pytest.mark.usefixtures("engine_tier")
-from oracle import assert_same, to_torch
-
-
-def pair(*shape, seed=0):
-    a = np.random.default_rng(seed).uniform(0.5, 1.5, size=shape)
-    return bg.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+from oracle import assert_same, pair
 
 
 def test_grad_returns_tuple_and_leaves_dot_grad_alone():

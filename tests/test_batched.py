@@ -11,15 +11,10 @@ import torch
 import batched_grad as bg
 import vmap
 from batched_grad import _program
-from oracle import assert_same
+from oracle import assert_same, pair
 from vmap import _fallback
 
 pytestmark = pytest.mark.usefixtures("engine_tier")
-
-
-def pair(*shape, seed=0):
-    a = np.random.default_rng(seed).uniform(0.5, 1.5, size=shape)
-    return bg.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
 
 
 def test_batched_grad_matches_torch_and_has_batch_leading_shape():
