@@ -15,7 +15,6 @@ three calls of each peer (compiles included), then the targets, each marked met 
                                             # loop at N=1024 skipped, fallback at B=32
 """
 import os
-import statistics
 import time
 import warnings
 
@@ -29,6 +28,7 @@ import batched_grad as bg
 import vmap
 from batched_grad import _program
 from vmap import _fallback
+from _timing import compare, fmt, ratio, ready, stat, table
 
 FLAGS = flags.FLAGS
 flags.DEFINE_bool("quick", False, "Fewer repeats; at N=1024 torch's is_grads_batched and per-row loop skipped; "
@@ -47,18 +47,7 @@ BG_IGB, T_IGB, T_LOOP, T_JACREV, JAX = ("bg is_grads_batched", "torch is_grads_b
 BG_GRAD_ONLY = "bg grad() only, graph pre-built"
 
 
-# ---------------------------------------------------------------- timing helpers
-
-def ready(out):
-    """Wait until `out` (a Tensor, JAX array, torch tensor or a sequence of them) is computed."""
-    if isinstance(out, (tuple, list)):
-        for o in out:
-            ready(o)
-    elif isinstance(out, bg.Tensor):
-        out.jax().block_until_ready()
-    elif isinstance(out, jax.Array):
-        out.block_until_ready()
-
+# ---------------------------------------------------------------- results
 
 def to_numpy(out):
     if isinstance(out, (tuple, list)):
@@ -68,33 +57,6 @@ def to_numpy(out):
     if isinstance(out, torch.Tensor):
         return out.detach().numpy()
     return np.asarray(out)
-
-
-def compare(peers, number, repeats):
-    """{name: fn} -> {name: [seconds per call, one per repeat]}; each repeat runs `number` calls, peers interleaved."""
-    times = {name: [] for name in peers}
-    for _ in range(repeats):
-        for name, fn in peers.items():
-            start = time.perf_counter()
-            for _ in range(number):
-                ready(fn())
-            times[name].append((time.perf_counter() - start) / number)
-    return times
-
-
-def stat(times):
-    return None if not times else (statistics.median(times), min(times))
-
-
-def fmt(s, scale=1e3):
-    return "n/a" if s is None else f"{s[0] * scale:.1f} ({s[1] * scale:.1f})"
-
-
-def table(title, header, rows):
-    widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header))]
-    print(f"\n{title}")
-    for r in [header] + rows:
-        print("  ".join(str(c).rjust(w) if i > 1 else str(c).ljust(w) for i, (c, w) in enumerate(zip(r, widths))))
 
 
 # ---------------------------------------------------------------- the workloads (same code for bg, torch, JAX)
@@ -302,12 +264,12 @@ def run_workload(name, bg_peer, peers, reference, number, repeats, slow=None, no
     timed[BG_GRAD_ONLY] = prebuilt(forward, backward, number * repeats + 2)
     ready(timed[BG_GRAD_ONLY]())  # its fused program is already compiled; one call to be sure
     c0 = bg.compile_count()
-    times = compare(timed, number, repeats)
+    times = compare(timed, number, repeats, block_each=True)
     steady_compiles = bg.compile_count() - c0
     for k, n in slow.items():
         if n > 0:
             times[k] = [t for t, _ in latency[k][1:]] or [latency[k][0][0]]
-            times[k] += compare({k: everyone[k]}, 1, max(n - 3, 0))[k]
+            times[k] += compare({k: everyone[k]}, 1, max(n - 3, 0), block_each=True)[k]
     stats = {k: stat(times.get(k)) for k in [BG_IGB] + list(peers) + [BG_GRAD_ONLY]}
     print(f"  {name}: {time.perf_counter() - t_start:.0f} s; results agree (max |diff| {diff:.1e} vs {reference})")
     for k, n in slow.items():
@@ -386,10 +348,6 @@ def workload_fallback(rng, number, repeats, m):
 
 # ---------------------------------------------------------------- report
 
-def ratio(a, b):
-    return "n/a" if a is None or b is None else f"{a[0] / b[0]:.2f}"
-
-
 def report(workloads):
     rows = []
     for w in workloads:
@@ -398,11 +356,12 @@ def report(workloads):
         jax_names = [k for k in s if k.startswith("jax")]
         ref_j = min((s[k] for k in jax_names), key=lambda v: v[0]) if jax_names else None
         for peer, v in s.items():
-            rows.append([w["name"].split(".")[0], peer, fmt(v), ratio(ref_t, v), ratio(ref_loop, v), ratio(v, ref_j)])
+            rows.append([w["name"].split(".")[0], peer, fmt(v), ratio(ref_t, v, "{:.2f}"), ratio(ref_loop, v, "{:.2f}"),
+                         ratio(v, ref_j, "{:.2f}")])
     table("a. Steady state, forward + backward per call, milliseconds: median (min); ratios of medians. "
           "torch igb / this, torch loop / this: > 1 means faster than torch's is_grads_batched, per-row loop; "
           "this / jax: < 1 means faster than the (fastest) jitted JAX peer",
-          ["#", "peer", "ms per call", "torch igb / this", "torch loop / this", "this / jax"], rows)
+          ["#", "peer", "ms per call", "torch igb / this", "torch loop / this", "this / jax"], rows, left=2)
     rows = []
     for w in workloads:
         for peer, calls in w["latency"].items():
@@ -416,7 +375,7 @@ def report(workloads):
           f"increase on calls 1/2/3 (calls 1-2 run per-node kernels, call 3 compiles the fused program), then on the "
           f"warm-up calls 4-{3 + FUSE_WARMUP}, then during all the timed calls (must be 0). The fallback graph is "
           "never fused (its Function node is not a table op): it runs per-node kernels on every call",
-          ["#", "peer", "call 1", "call 2", "call 3", "compiles"], rows)
+          ["#", "peer", "call 1", "call 2", "call 3", "compiles"], rows, left=2)
 
 
 def targets(workloads):

@@ -10,7 +10,6 @@ Three tables, every peer measured in the same process with its repeats interleav
 """
 import contextlib
 import os
-import statistics
 import time
 
 from absl import app, flags
@@ -21,6 +20,7 @@ import torch
 
 import batched_grad as bg
 from batched_grad import _program
+from _timing import compare, fmt, ratio, ready, stat, table
 
 FLAGS = flags.FLAGS
 flags.DEFINE_bool("quick", False, "Fewer iterations and repeats (under 30 s).")
@@ -31,47 +31,6 @@ flags.DEFINE_integer("torch_threads", 1,
 
 WIDTH, BATCH, DEPTH = 64, 32, 3
 FUSE_WARMUP = _program.FUSE_AFTER + 2  # calls of a structure after which it surely runs as one fused program
-
-
-# ---------------------------------------------------------------- timing helpers
-
-def ready(out):
-    """Wait until `out` (a Tensor, JAX array, torch tensor or a sequence of them) is computed."""
-    if isinstance(out, (tuple, list)):
-        for o in out:
-            ready(o)
-    elif isinstance(out, bg.Tensor):
-        out.jax().block_until_ready()
-    elif isinstance(out, jax.Array):
-        out.block_until_ready()
-
-
-def compare(peers, number, repeats):
-    """{name: fn} -> {name: (median, min)} seconds per call; each repeat runs `number` calls, peers interleaved."""
-    times = {name: [] for name in peers}
-    for _ in range(repeats):
-        for name, fn in peers.items():
-            start = time.perf_counter()
-            for _ in range(number):
-                out = fn()
-            ready(out)
-            times[name].append((time.perf_counter() - start) / number)
-    return {name: (statistics.median(t), min(t)) for name, t in times.items()}
-
-
-def fmt(stat, scale):
-    return "n/a" if stat is None else f"{stat[0] * scale:.1f} ({stat[1] * scale:.1f})"
-
-
-def ratio(a, b):
-    return "n/a" if a is None or b is None else f"{a[0] / b[0]:.1f}x"
-
-
-def table(title, header, rows):
-    widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header))]
-    print(f"\n{title}")
-    for r in [header] + rows:
-        print("  ".join(str(c).rjust(w) if i else str(c).ljust(w) for i, (c, w) in enumerate(zip(r, widths))))
 
 
 # ---------------------------------------------------------------- a. per-op recording cost
@@ -103,7 +62,7 @@ def bench_per_op(rng, number, repeats):
     for name, op in OPS:
         peers = {peer: (lambda d=d, tanh=tanh, op=op: op(d, tanh)) for peer, (d, tanh) in inputs.items()}
         compare(peers, 20, 1)  # warm-up: compiles each bg kernel and JAX's eager op once
-        r = compare(peers, number, repeats)
+        r = {k: stat(t) for k, t in compare(peers, number, repeats).items()}
         rows.append([name, fmt(r["bg"], 1e6), fmt(r["torch"], 1e6), ratio(r["bg"], r["torch"]),
                      fmt(r["bg_nograd"], 1e6), fmt(r["jax"], 1e6)])
     table("a. One op on small tensors, microseconds per op: median (min). "
@@ -196,16 +155,16 @@ def bench_mlp(rng, number, repeats):
     peers = {"bg": forward_and_grad(bg_fwd, bg_grad), "torch": forward_and_grad(t_fwd, t_grad),
              "jax": forward_and_grad(jax_step, lambda grads: grads)}
     compare(peers, 3, 1)
-    step = compare(peers, number, repeats)
-    fwd = compare({"bg": bg_fwd, "torch": t_fwd}, number, repeats)
+    step = {k: stat(t) for k, t in compare(peers, number, repeats).items()}
+    fwd = {k: stat(t) for k, t in compare({"bg": bg_fwd, "torch": t_fwd}, number, repeats).items()}
     count = number * repeats + 3
     prebuilt = {"bg": grad_of_prebuilt(bg_fwd, bg_grad, count), "torch": grad_of_prebuilt(t_fwd, t_grad, count)}
     compare(prebuilt, 3, 1)
-    only = compare(prebuilt, number, repeats)
+    only = {k: stat(t) for k, t in compare(prebuilt, number, repeats).items()}
     with per_node_tier():
         tier1 = grad_of_prebuilt(bg_fwd, bg_grad, count)
         tier1()
-        only_tier1 = compare({"bg": tier1}, number, repeats)["bg"]
+        only_tier1 = stat(compare({"bg": tier1}, number, repeats)["bg"])
     rows = [
         ["forward + grad", fmt(step["bg"], 1e3), fmt(step["torch"], 1e3), fmt(step["jax"], 1e3),
          ratio(step["bg"], step["torch"]), ratio(step["bg"], step["jax"])],
@@ -266,10 +225,10 @@ def latency_rows(label, trials, with_jax):
         b = [r[call][0] for r in bg_runs]
         t = [r[call] for r in torch_runs]
         counts = sorted({f"{r[call][1]}+{r[call][2]}" for r in bg_runs})
-        stat_b, stat_t = (statistics.median(b), min(b)), (statistics.median(t), min(t))
+        stat_b, stat_t = stat(b), stat(t)
         j = "n/a"
         if with_jax and call == 1:
-            j = fmt((statistics.median(jax_first), min(jax_first)), 1e3)
+            j = fmt(stat(jax_first), 1e3)
         rows.append([f"{label}, call {call}", fmt(stat_b, 1e3), fmt(stat_t, 1e3), ratio(stat_b, stat_t), j,
                      " | ".join(counts)])
     steady = sum(r[c][1] + r[c][2] for r in bg_runs for c in range(FUSE_WARMUP + 1, max(CALLS) + 1))

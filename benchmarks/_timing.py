@@ -1,0 +1,58 @@
+"""Timing and table helpers shared by the benchmark scripts."""
+import statistics
+import time
+
+import jax
+
+import batched_grad as bg
+
+
+def ready(out):
+    """Wait until `out` (a Tensor, JAX array, torch tensor or a sequence of them) is computed."""
+    if isinstance(out, (tuple, list)):
+        for o in out:
+            ready(o)
+    elif isinstance(out, bg.Tensor):
+        out.jax().block_until_ready()
+    elif isinstance(out, jax.Array):
+        out.block_until_ready()
+
+
+def compare(peers, number, repeats, block_each=False):
+    """{name: fn} -> {name: [seconds per call, one per repeat]}; each repeat runs `number` calls, peers interleaved.
+
+    Waits for the last call's result of each repeat, or for every call's with `block_each`."""
+    times = {name: [] for name in peers}
+    for _ in range(repeats):
+        for name, fn in peers.items():
+            start = time.perf_counter()
+            for _ in range(number):
+                out = fn()
+                if block_each:
+                    ready(out)
+            ready(out)
+            times[name].append((time.perf_counter() - start) / number)
+    return times
+
+
+def stat(times):
+    """(median, min) of `times`, None if empty."""
+    return None if not times else (statistics.median(times), min(times))
+
+
+def fmt(s, scale=1e3):
+    """'median (min)' of a stat, scaled (1e3: milliseconds)."""
+    return "n/a" if s is None else f"{s[0] * scale:.1f} ({s[1] * scale:.1f})"
+
+
+def ratio(a, b, spec="{:.1f}x"):
+    """Ratio of the medians of two stats."""
+    return "n/a" if a is None or b is None else spec.format(a[0] / b[0])
+
+
+def table(title, header, rows, left=1):
+    """Print rows under a title, the first `left` columns left-aligned, the rest right-aligned."""
+    widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header))]
+    print(f"\n{title}")
+    for r in [header] + rows:
+        print("  ".join(str(c).ljust(w) if i < left else str(c).rjust(w) for i, (c, w) in enumerate(zip(r, widths))))
