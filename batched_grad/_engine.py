@@ -98,73 +98,80 @@ def _call(node, cotangents, create_graph, batch):
         raise
 
 
+def _deliver(buffers, edge, grad):
+    slot = buffers.setdefault(edge.node, [None] * len(edge.node.out_meta))
+    slot[edge.output_nr] = _add(slot[edge.output_nr], grad)
+
+
 def run_backward(roots, root_grads, captures, *, retain_graph, create_graph, accumulate, batch=None):
     """Propagate `root_grads` (Tensors) from the `roots` (GradientEdges) through the graph.
 
     `captures` lists GradientEdges whose incoming gradient is returned (None when unreached). When
     `accumulate`, every reached leaf's `.grad` is accumulated into. With a `batch` (vmap._batching.Batch),
     every gradient carries a leading batch axis and each node's backward runs over all rows at once.
+    A structure seen often enough runs as one compiled program; otherwise each node runs in turn.
     """
     buffers = {}
     for edge, g in zip(roots, root_grads):
-        slot = buffers.setdefault(edge.node, [None] * len(edge.node.out_meta))
-        slot[edge.output_nr] = _add(slot[edge.output_nr], g)
+        _deliver(buffers, edge, g)
     order = _topological(list(buffers))
     wanted = {}
     for i, edge in enumerate(captures):
         wanted.setdefault(edge.node, []).append((edge.output_nr, i))
     needed = _needed(order, wanted) if captures else None
     plan = _program.plan(order, needed, roots, captures, accumulate, None if batch is None else batch.key)
-    if plan is not None and _program.should_fuse(plan.key):
-        with set_grad_enabled(create_graph):
+    with set_grad_enabled(create_graph):
+        if plan is not None and _program.should_fuse(plan.key):
             results, leaf_grads = _program.run(plan, root_grads, create_graph)
             for leaf, g in zip(plan.leaves, leaf_grads):
                 _accumulate(leaf.variable, g, create_graph)
-        if not retain_graph:
-            for node in plan.nodes:
-                node.release()
-        return results
-    results = [None] * len(captures)
-    with set_grad_enabled(create_graph):
-        for node in order:
-            cotangents = buffers.pop(node, None)
-            if cotangents is None or (needed is not None and node not in needed):
-                continue
-            if isinstance(node, AccumulateGrad):
-                leaf = node.variable
-                grad = cotangents[0]
-                if grad is None:
-                    continue
-                if leaf._hooks:
-                    grad = _run_hooks(leaf._hooks, grad, batch)
-                for _, i in wanted.get(node, ()):
-                    results[i] = grad
-                if accumulate:
-                    _accumulate(leaf, grad, create_graph)
-                continue
-            if node.tensor_pre_hooks:
-                for nr, hooks in node.tensor_pre_hooks.items():
-                    if cotangents[nr] is not None and hooks:
-                        cotangents[nr] = _run_hooks(hooks, cotangents[nr], batch)
-            if node.retained and batch is None:
-                for nr, ref in node.retained.items():
-                    t = ref()
-                    if t is not None and cotangents[nr] is not None and t.grad_fn is node:
-                        g = cotangents[nr] if create_graph else cotangents[nr].detach()
-                        t._grad = g if t._grad is None else t._grad + g
-            for nr, i in wanted.get(node, ()):
-                results[i] = cotangents[nr]
-            if needed is not None and not any(e is not None and e.node in needed for e in node.edges):
-                continue
-            if all(c is None for c in cotangents):
-                continue
-            grads = _call(node, cotangents, create_graph, batch)
-            for hook in list(node.post_hooks.values()):
-                hook(tuple(grads), tuple(cotangents))
             if not retain_graph:
-                node.release()
-            for edge, g in zip(node.edges, grads):
-                if edge is not None and g is not None:
-                    slot = buffers.setdefault(edge.node, [None] * len(edge.node.out_meta))
-                    slot[edge.output_nr] = _add(slot[edge.output_nr], g)
+                for node in plan.nodes:
+                    node.release()
+            return results
+        return _run_nodes(order, buffers, needed, wanted, len(captures), retain_graph=retain_graph,
+                          create_graph=create_graph, accumulate=accumulate, batch=batch)
+
+
+def _run_nodes(order, buffers, needed, wanted, n_captures, *, retain_graph, create_graph, accumulate, batch):
+    """The per-node walk: hooks, retain_grad, captures, then each node's backward in topological order."""
+    results = [None] * n_captures
+    for node in order:
+        cotangents = buffers.pop(node, None)
+        if cotangents is None or (needed is not None and node not in needed):
+            continue
+        if isinstance(node, AccumulateGrad):
+            leaf, grad = node.variable, cotangents[0]
+            if grad is None:
+                continue
+            if leaf._hooks:
+                grad = _run_hooks(leaf._hooks, grad, batch)
+            for _, i in wanted.get(node, ()):
+                results[i] = grad
+            if accumulate:
+                _accumulate(leaf, grad, create_graph)
+            continue
+        for nr, hooks in (node.tensor_pre_hooks or {}).items():
+            if cotangents[nr] is not None and hooks:
+                cotangents[nr] = _run_hooks(hooks, cotangents[nr], batch)
+        if node.retained and batch is None:
+            for nr, ref in node.retained.items():
+                t = ref()
+                if t is not None and cotangents[nr] is not None and t.grad_fn is node:
+                    g = cotangents[nr] if create_graph else cotangents[nr].detach()
+                    t._grad = g if t._grad is None else t._grad + g
+        for nr, i in wanted.get(node, ()):
+            results[i] = cotangents[nr]
+        if needed is not None and not any(e is not None and e.node in needed for e in node.edges):
+            continue
+        if all(c is None for c in cotangents):
+            continue
+        grads = _call(node, cotangents, create_graph, batch)
+        for hook in list(node.post_hooks.values()):
+            hook(tuple(grads), tuple(cotangents))
+        if not retain_graph:
+            node.release()
+        for edge, g in zip(node.edges, grads):
+            if edge is not None and g is not None:
+                _deliver(buffers, edge, g)
     return results
