@@ -1,5 +1,4 @@
 """Shape ops against torch: values, first and second derivatives, views written in place, error messages."""
-import numpy as np
 import pytest
 import torch
 
@@ -8,16 +7,17 @@ from oracle import assert_same, check_op, rand
 
 FAST = {"batched": False}  # is_grads_batched is checked on the BATCHED subset below (each vmapped kernel compiles)
 
-# (id, fn(m, x) where m is bg or torch; x is a random (3, 4) float64 leaf unless `shapes` says otherwise)
+# (id, fn(m, x) where m is bg or torch, x a random (3, 4) float64 leaf). Variants of one op reuse its output shape
+# where they can: they then share its compiled kernels and cost little more than the parsing they test.
 CASES = [
     ("reshape", lambda m, x: x.reshape(4, 3)),
-    ("reshape_infer_tuple", lambda m, x: m.reshape(x, (2, -1))),
+    ("reshape_infer_tuple", lambda m, x: m.reshape(x, (4, -1))),
     ("reshape_of_transpose", lambda m, x: x.t().reshape(-1)),
-    ("view", lambda m, x: x.view(2, 6)),
-    ("view_list", lambda m, x: x.view([12])),
-    ("view_as", lambda m, x: x.view_as(m.zeros(6, 2))),
+    ("view", lambda m, x: x.view(4, 3)),
+    ("view_list", lambda m, x: x.view([-1, 3])),
+    ("view_as", lambda m, x: x.view_as(m.zeros(4, 3))),
     ("flatten", lambda m, x: m.flatten(x)),
-    ("flatten_range", lambda m, x: x.reshape(2, 3, 2).flatten(1, 2)),
+    ("flatten_range", lambda m, x: x.reshape(3, 2, 2).flatten(1, 2)),
     ("flatten_0d", lambda m, x: x[0, 0].flatten()),
     ("unflatten", lambda m, x: x.unflatten(1, (2, 2))),
     ("unflatten_infer", lambda m, x: m.unflatten(x, -2, (-1, 1))),
@@ -26,7 +26,7 @@ CASES = [
     ("squeeze_dims_tuple", lambda m, x: x.reshape(1, 3, 1, 4).squeeze((0, 1, 2))),
     ("squeeze_non_singleton", lambda m, x: x.squeeze(0)),
     ("unsqueeze", lambda m, x: x.unsqueeze(1)),
-    ("unsqueeze_negative", lambda m, x: m.unsqueeze(x, -1)),
+    ("unsqueeze_negative", lambda m, x: m.unsqueeze(x, -2)),
     ("expand", lambda m, x: x[:, :1].expand(3, 5)),
     ("expand_new_dims", lambda m, x: x.expand(2, -1, 4)),
     ("expand_as", lambda m, x: x[0].expand_as(x)),
@@ -44,7 +44,7 @@ CASES = [
     ("cat", lambda m, x: m.cat([x, x[:1] * 2])),
     ("cat_dim_negative_skips_empty", lambda m, x: m.cat([x, m.zeros(0, dtype=m.float64), x[:, :2]], -1)),
     ("cat_promotes", lambda m, x: m.cat([x, m.ones(1, 4, dtype=m.float32)])),
-    ("concat", lambda m, x: m.concat((x[1:], x), dim=0)),
+    ("concat", lambda m, x: m.concat((x, x[:1] * 2), dim=0)),
     ("stack", lambda m, x: m.stack([x, x.flip(0)])),
     ("stack_last", lambda m, x: m.stack((x[0], x[1]), dim=-1)),
     ("hstack", lambda m, x: m.hstack([x, x[:, :1]])),
@@ -57,13 +57,13 @@ CASES = [
     ("unbind", lambda m, x: m.unbind(x)),
     ("unbind_dim", lambda m, x: x.unbind(-1)),
     ("flip", lambda m, x: m.flip(x, (0, 1))),
-    ("flip_int_dim", lambda m, x: x.flip(-1)),
+    ("flip_int_dim", lambda m, x: x.flip(-2)),
     ("roll", lambda m, x: m.roll(x, 1, 0)),
     ("roll_several", lambda m, x: x.roll((1, -2), (0, 1))),
     ("roll_flattened", lambda m, x: m.roll(x, 5)),
     ("repeat", lambda m, x: x.repeat(2, 1)),
-    ("repeat_new_dims", lambda m, x: x.repeat(2, 1, 2)),
-    ("tile", lambda m, x: m.tile(x, (2,))),
+    ("repeat_new_dims", lambda m, x: x.repeat(2, 1, 1)),
+    ("tile", lambda m, x: m.tile(x, (2, 1))),
     ("tile_more_dims", lambda m, x: x.tile((2, 1, 1))),
     ("narrow", lambda m, x: m.narrow(x, 1, 1, 2)),
     ("narrow_negative_start", lambda m, x: x.narrow(0, -2, 2)),
@@ -98,10 +98,8 @@ def test_grad_fn_names_like_torch():
 
 # in-place writes through views of a non-leaf: the base sees them and gradients flow through both
 VIEW_WRITES = [
-    ("select", lambda y: y[1]),
     ("slice_step", lambda y: y[:, ::2]),
     ("transpose", lambda y: y.t()),
-    ("diagonal", lambda y: y.diagonal()),
     ("chained", lambda y: y.t()[1:][0]),
 ]
 
@@ -131,24 +129,17 @@ def test_writes_to_multi_output_views_raise_like_torch(view_of):
                                                                                      requires_grad=True)))
 
 
-def test_multi_output_views_written_without_grad():
-    for m in (bg, torch):
-        y = m.arange(12.0).reshape(3, 4)
-        y.unbind(1)[2].mul_(2)
-        y.split(2)[1].add_(1)
-        if m is bg:
-            got = y
-    assert_same(got, y)
-
-
-def test_integer_view_writes():
+def test_view_writes_without_grad():
     for m in (bg, torch):
         y = m.arange(12).reshape(3, 4)
         y.t()[1].fill_(7)
         y[2][1:3] = m.tensor([8, 9])
+        z = m.arange(12.0).reshape(3, 4)
+        z.unbind(1)[2].mul_(2)
+        z.split(2)[1].add_(1)
         if m is bg:
-            got = y
-    assert_same(got, y)
+            got = (y, z)
+    assert_same(got, (y, z))
 
 
 def _raises_like_torch(fn):

@@ -45,9 +45,8 @@ def _kind(i):
         return "int", int(i)
     if isinstance(i, slice):
         return "slice", slice(*(None if v is None else int(v) for v in (i.start, i.stop, i.step)))
-    if isinstance(i, (Tensor, list, np.ndarray)):
-        a = i._value if isinstance(i, Tensor) else np.asarray(i) if not isinstance(i, list) or i else \
-            np.zeros(0, np.int64)
+    if isinstance(i, (Tensor, list, tuple, np.ndarray)):
+        a = i._value if isinstance(i, Tensor) else np.asarray(i) if len(i) else np.zeros(0, np.int64)
         if a.dtype == np.bool_ or a.dtype == np.uint8:
             if isinstance(a, jax.core.Tracer):
                 return "array", a  # JAX raises NonConcreteBooleanIndexError: the trigger for the per-row fallback

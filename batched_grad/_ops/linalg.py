@@ -43,7 +43,8 @@ _NDIM_ERRORS = {
     "dot": lambda a, b: (a.ndim, b.ndim) != (1, 1) and f"1D tensors expected, but got {a.ndim}D and {b.ndim}D tensors",
     "mv": lambda a, b: (a.ndim, b.ndim) != (2, 1) and f"vector + matrix @ vector expected, got 1, {a.ndim}, {b.ndim}",
     "mm": lambda a, b: (a.ndim != 2 and "self must be a matrix") or (b.ndim != 2 and "mat2 must be a matrix"),
-    "bmm": lambda a, b: (a.ndim != 3 and "batch1 must be a 3D tensor") or (b.ndim != 3 and "batch2 must be a 3D tensor"),
+    "bmm": lambda a, b: (a.ndim != 3 and "batch1 must be a 3D tensor") or (
+        b.ndim != 3 and "batch2 must be a 3D tensor"),
 }
 _MATMUL_NAMES = {(1, 1): "DotBackward0", (2, 1): "MvBackward0", (1, 2): "SqueezeBackward4", (2, 2): "MmBackward0"}
 _PRODUCTS = {name: Op("matmul", jnp.matmul, backward_name=name, multilinear=True) for name in (
@@ -76,7 +77,8 @@ def matmul(input, other):
     if input.ndim == 0 or other.ndim == 0:
         raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are {input.ndim}D and "
                            f"{other.ndim}D")
-    _check_product(*_folded(input, other)[:1], input, other, *_folded(input, other)[1:])
+    kind, a_shape, b_shape = _folded(input, other)
+    _check_product(kind, input, other, a_shape, b_shape)
     name = _MATMUL_NAMES.get((input.ndim, other.ndim), "UnsafeViewBackward0")
     return apply(_PRODUCTS[name], [input, other])
 
@@ -159,6 +161,12 @@ def einsum(*args):
                                "must be in [a-zA-Z]")
     equation = equation.replace(" ", "")
     terms = equation.split("->")[0].split(",")
+    output = equation.split("->")[1] if "->" in equation else ""
+    for c in output.replace("...", ""):
+        if c not in equation.split("->")[0]:
+            raise RuntimeError(f"einsum(): output subscript {c} does not appear in the equation for any input operand")
+        if output.count(c) > 1:
+            raise RuntimeError(f"einsum(): output subscript {c} appears more than once in the output")
     if len(terms) != len(operands):
         raise RuntimeError(f"einsum(): {'fewer' if len(operands) < len(terms) else 'more'} operands were provided than "
                            "specified in the equation")
@@ -190,7 +198,7 @@ _TENSORDOT = Op("tensordot", lambda a, b, *, axes: jnp.tensordot(a, b, axes), mu
                 backward_name="TensordotBackward0")
 
 
-def tensordot(a, b, dims=2, out=None):
+def tensordot(a, b, dims=2):
     """Contract a's dims_a with b's dims_b (or a's last `dims` with b's first `dims`)."""
     if isinstance(dims, Tensor):
         dims = dims.tolist()
@@ -417,8 +425,9 @@ def solve(A, B, *, left=True):
     vector = B.ndim == 1 or (B.ndim == A.ndim - 1 and B.shape == A.shape[:-1])
     rows, cols = (B.shape[-1], 1) if vector else B.shape[-2:]
     if (rows if left else cols) != n:
-        raise RuntimeError(f"linalg.solve: Incompatible shapes of A and B for the equation {'AX' if left else 'XA'} = B "
-                           f"({n}x{n} and {rows}x{cols})")
+        equation = "AX = B" if left else "XA = B"
+        raise RuntimeError(f"linalg.solve: Incompatible shapes of A and B for the equation {equation} ({n}x{n} and "
+                           f"{rows}x{cols})")
     broadcast_shapes(A.shape[:-2], B.shape[:-1 if vector else -2])
     out = apply(_SOLVE, [A, B], left=bool(left), vector=vector)
     if _first_failure(out, A, whole=True) is not None:

@@ -248,7 +248,8 @@ def select(input, dim, index):
     d = _wrap_dim(dim, input.ndim)
     size, index = input.shape[d], int(index)
     if not -size <= index < size:
-        raise IndexError(f"select(): index {index} out of range for tensor of size {list(input.shape)} at dimension {d}")
+        raise IndexError(f"select(): index {index} out of range for tensor of size {list(input.shape)} at "
+                         f"dimension {d}")
     return apply(_SELECT, [input], index=encode_index((slice(None),) * d + (index % size,)))
 
 
