@@ -276,6 +276,17 @@ def _float_dtype(dtype, kernel):
     return d
 
 
+def _generator():
+    """The random generator; inside vmap.vmap(randomness="error") drawing is refused, as in torch."""
+    from vmap._vmap import in_vmap_randomness
+
+    if in_vmap_randomness() == "error":
+        raise RuntimeError("vmap: called random operation while in randomness error mode. Please either use the "
+                           "'same' or 'different' randomness flags on vmap or perform the randomness operation out "
+                           "of vmap")
+    return _rng[0]
+
+
 def _sample(draw, shape, d, complex_scale):
     """Real samples, or complex ones from independent real and imaginary halves scaled like torch's."""
     if not d.is_complex:
@@ -286,13 +297,13 @@ def _sample(draw, shape, d, complex_scale):
 def rand(*size, dtype=None, requires_grad=False, generator=None, device=None):
     """Uniform samples in [0, 1)."""
     d = _float_dtype(dtype, "check_uniform_bounds")
-    return _finish(jnp.asarray(_sample(_rng[0].random, _varargs_size("rand", size), d, 1.0)), requires_grad)
+    return _finish(jnp.asarray(_sample(_generator().random, _varargs_size("rand", size), d, 1.0)), requires_grad)
 
 
 def randn(*size, dtype=None, requires_grad=False, generator=None, device=None):
     """Standard normal samples."""
     d = _float_dtype(dtype, "normal_kernel_cpu")
-    return _finish(jnp.asarray(_sample(_rng[0].standard_normal, _varargs_size("randn", size), d, math.sqrt(0.5))),
+    return _finish(jnp.asarray(_sample(_generator().standard_normal, _varargs_size("randn", size), d, math.sqrt(0.5))),
                    requires_grad)
 
 
@@ -306,7 +317,7 @@ def randint(low=0, high=None, size=None, *, dtype=None, requires_grad=False, gen
     if low >= high:
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
     shape = _tuple_size("randint", size)
-    return _finish(jnp.asarray(_rng[0].integers(low, high, shape).astype(d.np)), requires_grad)
+    return _finish(jnp.asarray(_generator().integers(low, high, shape).astype(d.np)), requires_grad)
 
 
 def rand_like(input, *, dtype=None, requires_grad=False, device=None):

@@ -303,3 +303,11 @@ def test_vmap_in_dims_out_dims_and_errors():
         vmap.vmap(lambda r, s: r + s)(a, bg.ones(3))
     with pytest.raises(ValueError, match="randomness must be one of"):
         vmap.vmap(lambda r: r, randomness="sometimes")
+
+
+def test_vmap_randomness_error_refuses_random_ops_and_same_shares_one_draw():
+    x = bg.ones(4, 3)
+    with pytest.raises(RuntimeError, match="randomness error mode"):
+        vmap.vmap(lambda r: r + bg.rand(3))(x)
+    out = vmap.vmap(lambda r: r + bg.rand(3), randomness="same")(x)
+    assert np.allclose(out.numpy(), out.numpy()[0])
