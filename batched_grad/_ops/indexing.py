@@ -46,7 +46,8 @@ def _kind(i):
     if isinstance(i, slice):
         return "slice", slice(*(None if v is None else int(v) for v in (i.start, i.stop, i.step)))
     if isinstance(i, (Tensor, list, tuple, np.ndarray)):
-        a = i._value if isinstance(i, Tensor) else np.asarray(i) if len(i) else np.zeros(0, np.int64)
+        a = i._value if isinstance(i, Tensor) else np.asarray(i)
+        a = a.astype(np.int64) if a.size == 0 and not isinstance(i, Tensor) else a  # [] indexes nothing
         if a.dtype == np.bool_ or a.dtype == np.uint8:
             if isinstance(a, jax.core.Tracer):
                 return "array", a  # JAX raises NonConcreteBooleanIndexError: the trigger for the per-row fallback

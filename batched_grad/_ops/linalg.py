@@ -381,21 +381,20 @@ _QR = Op("linalg_qr", _qr_fn, multi=True)
 _QR_R_ONLY = Op("linalg_qr", _qr_fn, backward_name="LinalgQrBackward0")
 
 
-def _first_failure(out, A, whole=False):
-    """Index of the first matrix whose result is not finite though its input is (None while tracing)."""
-    values, given = out._value, A._value
-    if isinstance(values, jax.core.Tracer) or isinstance(given, jax.core.Tracer):
+def _traced(*tensors):
+    return any(isinstance(t._value, jax.core.Tracer) for t in tensors)
+
+
+def _failure(out, A):
+    """(batch prefix, matrix) of the first matrix of A whose result is not finite though it is (torch's
+    LinAlgError cases: singular, not positive-definite), or None."""
+    given = np.asarray(A._value).reshape((-1,) + A.shape[-2:])
+    bad = ~np.isfinite(np.asarray(out._value)).reshape(len(given), -1).all(-1)
+    bad &= np.isfinite(given).reshape(len(given), -1).all(-1)
+    if not bad.any():
         return None
-    def finite(a):
-        a = np.isfinite(np.asarray(a))
-        return a.reshape(1, -1).all(-1) if whole else a.reshape((-1, a.shape[-2] * a.shape[-1])).all(-1)
-
-    bad = ~finite(values) & finite(given)
-    return int(np.argmax(bad)) if bad.any() else None
-
-
-def _batch_prefix(A, i):
-    return f"(Batch element {i}): " if A.ndim > 2 else ""
+    i = int(np.argmax(bad))
+    return f"(Batch element {i}): " if A.ndim > 2 else "", given[i]
 
 
 def _zero_pivot(matrix):
@@ -430,7 +429,8 @@ def solve(A, B, *, left=True):
                            f"{rows}x{cols})")
     broadcast_shapes(A.shape[:-2], B.shape[:-1 if vector else -2])
     out = apply(_SOLVE, [A, B], left=bool(left), vector=vector)
-    if _first_failure(out, A, whole=True) is not None:
+    singular = not _traced(out, A) and not np.isfinite(np.asarray(out._value)).all()
+    if singular and np.isfinite(np.asarray(A._value)).all():
         raise LinAlgError("torch.linalg.solve: The solver failed because the input matrix is singular.")
     return out
 
@@ -438,11 +438,10 @@ def solve(A, B, *, left=True):
 def inv(A):
     _matrix("inv", A)
     out = apply(_INV, [A])
-    i = _first_failure(out, A)
-    if i is not None:
-        k = _zero_pivot(np.asarray(A._value).reshape((-1,) + A.shape[-2:])[i])
-        raise LinAlgError(f"linalg.inv: {_batch_prefix(A, i)}The diagonal element {k} is zero, the inversion could "
-                          "not be completed because the input matrix is singular.")
+    failed = None if _traced(out, A) else _failure(out, A)
+    if failed:
+        raise LinAlgError(f"linalg.inv: {failed[0]}The diagonal element {_zero_pivot(failed[1])} is zero, the "
+                          "inversion could not be completed because the input matrix is singular.")
     return out
 
 
@@ -459,13 +458,13 @@ def slogdet(A):
 def cholesky(A, *, upper=False):
     _matrix("cholesky", A)
     out = apply(_CHOLESKY, [A], upper=bool(upper))
-    i = _first_failure(out, A)
-    if i is not None:
-        a = np.asarray(A._value).reshape((-1,) + A.shape[-2:])[i]
+    failed = None if _traced(out, A) else _failure(out, A)
+    if failed:
+        a = failed[1]
         matrix = np.triu(a) + np.triu(a, 1).T.conj() if upper else np.tril(a) + np.tril(a, -1).T.conj()
-        raise LinAlgError(f"linalg.cholesky: {_batch_prefix(A, i)}The factorization could not be completed because "
-                          f"the input is not positive-definite (the leading minor of order {_failed_minor(matrix)} is "
-                          "not positive-definite).")
+        raise LinAlgError(f"linalg.cholesky: {failed[0]}The factorization could not be completed because the input "
+                          f"is not positive-definite (the leading minor of order {_failed_minor(matrix)} is not "
+                          "positive-definite).")
     return out
 
 

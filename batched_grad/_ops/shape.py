@@ -131,8 +131,8 @@ def unflatten(input, dim, sizes):
         sizes = _infer(sizes, n)
     except RuntimeError as e:
         if "inferred" in str(e):
-            raise
-        raise RuntimeError(f"unflatten: Provided sizes {list(sizes)} don't multiply up to the size of dim {dim} "
+            raise RuntimeError(f"unflatten got an unexpected error:\n{e}") from None
+        raise RuntimeError(f"unflatten: Provided sizes {list(sizes)} don't multiply up to the size of dim {d} "
                            f"({n}) in the input tensor") from None
     return _reshaped(input, input.shape[:d] + sizes + input.shape[d + 1:])
 
