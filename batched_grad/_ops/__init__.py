@@ -188,7 +188,7 @@ _METHODS.update(
 )
 _INPLACE = ["add", "sub", "mul", "div", "pow", "clamp", "clip", "neg", "abs", "exp", "log", "sqrt", "sigmoid",
             "tanh", "floor", "ceil", "round", "trunc", "masked_fill", "scatter", "scatter_add", "lerp", "sin",
-            "cos", "relu", "square", "reciprocal", "fmod", "remainder"]
+            "cos", "relu", "square", "reciprocal", "fmod", "remainder", "tril", "triu"]
 _METHODS.update({f"{name}_": _inplace(_METHODS[name]) for name in _INPLACE})
 for _name in ("fill_", "zero_", "copy_"):
     _METHODS[_name] = _inplace(_METHODS[_name])
@@ -204,3 +204,15 @@ def _new(self, kind, size, dtype, requires_grad):
 
 for _name, _fn in _METHODS.items():
     setattr(Tensor, _name, _fn)
+
+# the public op functions, re-exported by batched_grad (modules such as .linalg stay out of the star-import)
+__all__ = sorted({*UNARY, *COMPARISONS, *PREDICATES, "add", "atan2", "clamp", "clip", "div", "floor_divide", "fmod",
+                  "hypot", "lerp", "maximum", "minimum", "mul", "pow", "remainder", "round", "rsub", "sub",
+                  "true_divide", "where", "argsort", "gather", "index_select", "masked_fill", "masked_select",
+                  "nonzero", "scatter", "scatter_add", "sort", "take_along_dim", "topk", "bmm", "diag", "diagonal",
+                  "dot", "einsum", "matmul", "mm", "mv", "outer", "tensordot", "trace", "tril", "triu", "all", "amax",
+                  "amin", "any", "argmax", "argmin", "cumprod", "cumsum", "logsumexp", "max", "mean", "min", "norm",
+                  "prod", "std", "sum", "var", "broadcast_to", "cat", "chunk", "concat", "concatenate", "expand",
+                  "expand_as", "flatten", "flip", "hstack", "movedim", "narrow", "permute", "repeat", "reshape",
+                  "roll", "select", "split", "squeeze", "stack", "swapaxes", "t", "tile", "transpose", "unbind",
+                  "unflatten", "unsqueeze", "view", "view_as", "vstack", "clone", "to", "jax_function"})
