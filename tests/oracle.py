@@ -2,6 +2,7 @@
 import warnings
 
 import numpy as np
+import pytest
 import torch
 
 import batched_grad as bg
@@ -119,3 +120,15 @@ def pair(*shape, seed=0):
     """The same float64 leaf (values in [0.5, 1.5)) in batched_grad and in torch."""
     a = np.random.default_rng(seed).uniform(0.5, 1.5, size=shape)
     return bg.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+
+
+def raises_like_torch(fn):
+    """fn(torch) and fn(batched_grad) raise the same builtin exception type with the same first line."""
+    with pytest.raises(Exception) as want:
+        fn(torch)
+    with pytest.raises(Exception) as got:
+        fn(bg)
+    base = next(c for c in type(want.value).__mro__ if c.__module__ == "builtins")
+    assert isinstance(got.value, base), (got.value, want.value)
+    assert str(got.value).split("\n")[0] == str(want.value).split("\n")[0]  # torch appends C++ frames
+    return got.value, want.value

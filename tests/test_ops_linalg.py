@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import batched_grad as bg
-from oracle import assert_same, check_op, rand
+from oracle import assert_same, check_op, raises_like_torch, rand
 
 
 def _matrix(n, batch=(), spd=False, seed=0):
@@ -137,15 +137,6 @@ def test_namedtuple_results(fn):
     assert repr(got).startswith(f"torch.return_types.{type(want).__name__}(\n{got._fields[0]}=tensor(")
 
 
-def _raises_like_torch(fn):
-    with pytest.raises(Exception) as want:
-        fn(torch)
-    with pytest.raises(Exception) as got:
-        fn(bg)
-    base = next(c for c in type(want.value).__mro__ if c.__module__ == "builtins")
-    assert isinstance(got.value, base), (got.value, want.value)
-    assert str(got.value).split("\n")[0] == str(want.value).split("\n")[0]  # torch appends C++ frames
-    return got.value, want.value
 
 
 def T(m, *shape, dtype=None):
@@ -223,7 +214,7 @@ ERRORS = [
 
 @pytest.mark.parametrize("fn", [e[1] for e in ERRORS], ids=[e[0] for e in ERRORS])
 def test_errors_like_torch(fn):
-    got, want = _raises_like_torch(fn)
+    got, want = raises_like_torch(fn)
     assert isinstance(got, bg.linalg.LinAlgError) == isinstance(want, torch.linalg.LinAlgError)
 
 
@@ -235,4 +226,4 @@ BACKWARD_ERRORS = [
 
 @pytest.mark.parametrize("fn", [e[1] for e in BACKWARD_ERRORS], ids=[e[0] for e in BACKWARD_ERRORS])
 def test_backward_errors_like_torch(fn):
-    _raises_like_torch(lambda m: fn(m, m.ones(4, 3, dtype=m.float64, requires_grad=True)).sum().backward())
+    raises_like_torch(lambda m: fn(m, m.ones(4, 3, dtype=m.float64, requires_grad=True)).sum().backward())
