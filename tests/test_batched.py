@@ -303,6 +303,10 @@ def test_vmap_in_dims_out_dims_and_errors():
         vmap.vmap(lambda r, s: r + s)(a, bg.ones(3))
     with pytest.raises(ValueError, match="randomness must be one of"):
         vmap.vmap(lambda r: r, randomness="sometimes")
+    with pytest.raises(ValueError, match="in_dims has 1 entries but there are 2 positional arguments"):
+        vmap.vmap(lambda r, s: r, in_dims=(0,))(a, b)
+    with pytest.raises(ValueError, match="maps argument 1, but it is a float, not a Tensor"):
+        vmap.vmap(lambda r, s: r)(a, 2.0)
 
 
 def test_vmap_randomness_error_refuses_random_ops_and_same_shares_one_draw():

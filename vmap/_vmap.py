@@ -15,11 +15,11 @@ def in_vmap_randomness():
     return _active[-1] if _active else None
 
 
-def _as_tuple(dims, n, name):
+def _as_tuple(dims, n, name, what):
     if isinstance(dims, (tuple, list)):
         if len(dims) != n:
-            raise ValueError(f"vmap: {name} has {len(dims)} entries but the function was called with {n} "
-                             f"positional arguments; pass one entry per argument (None for unmapped ones).")
+            raise ValueError(f"vmap: {name} has {len(dims)} entries but there are {n} {what}; pass one entry per "
+                             f"{what[:-1]} (None for an unmapped one).")
         return tuple(dims)
     return (dims,) * n
 
@@ -37,7 +37,7 @@ def vmap(func, in_dims=0, out_dims=0, *, chunk_size=None, randomness="error"):
 
     @functools.wraps(func)
     def vectorized(*args):
-        dims = _as_tuple(in_dims, len(args), "in_dims")
+        dims = _as_tuple(in_dims, len(args), "in_dims", "positional arguments")
         sizes = set()
         for i, (a, d) in enumerate(zip(args, dims)):
             if d is None:
@@ -72,7 +72,7 @@ def vmap(func, in_dims=0, out_dims=0, *, chunk_size=None, randomness="error"):
 
         arrays = [jax.numpy.moveaxis(args[i]._value, dims[i], 0) for i in mapped]
         outs = map_rows(row, tuple(arrays), chunk_size)
-        out_axes = _as_tuple(out_dims, len(outs), "out_dims") if isinstance(out_dims, (tuple, list)) else (out_dims,) * len(outs)
+        out_axes = _as_tuple(out_dims, len(outs), "out_dims", "outputs")
         outs = [Tensor._wrap(jax.numpy.moveaxis(o, 0, d) if d else o) for o, d in zip(outs, out_axes)]
         return jax.tree_util.tree_unflatten(structure[0], outs)
 
