@@ -167,7 +167,7 @@ def _run_nodes(order, buffers, needed, wanted, n_captures, *, retain_graph, crea
         if all(c is None for c in cotangents):
             continue
         grads = _call(node, cotangents, create_graph, batch)
-        for hook in list(node.post_hooks.values()):
+        for hook in list((node.post_hooks or {}).values()):
             hook(tuple(grads), tuple(cotangents))
         if not retain_graph:
             node.release()

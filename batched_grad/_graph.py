@@ -68,7 +68,7 @@ class Node:
         self.out_meta = out_meta
         self.tensor_pre_hooks = None  # {output_nr: OrderedDict(id -> fn)}
         self.retained = None  # {output_nr: weakref to the tensor that retains its grad}
-        self.post_hooks = OrderedDict()
+        self.post_hooks = None  # OrderedDict(id -> fn), made by register_hook
         self.trace = "".join(traceback.format_stack()[:-3]) if _anomaly["enabled"] else None
 
     def __repr__(self):
@@ -84,6 +84,8 @@ class Node:
 
     def register_hook(self, fn):
         """fn(grad_inputs, grad_outputs) runs after this node's backward."""
+        if self.post_hooks is None:
+            self.post_hooks = OrderedDict()
         return add_hook(self.post_hooks, fn)
 
     def pre_hooks_for(self, output_nr):

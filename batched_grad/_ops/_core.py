@@ -134,12 +134,14 @@ class OpNode(_graph.Node):
     __slots__ = ("op", "static", "saved", "avals", "diff_outs", "_specs")
 
     def __init__(self, op, static, operands, arrays, outs, differentiable):
-        edges = tuple([_graph.edge_of(x) if isinstance(x, Tensor) else None for x in operands])
-        super().__init__(edges, tuple([(o.shape, o.dtype) for o in outs]))
-        self.op, self.static = op, static
-        self.avals = tuple([(a.shape, a.dtype) for a in arrays])
+        edges, avals = [], []
+        for x, a in zip(operands, arrays):
+            edges.append(_graph.edge_of(x) if isinstance(x, Tensor) else None)
+            avals.append((a.shape, a.dtype))
+        super().__init__(tuple(edges), tuple([(o.shape, o.dtype) for o in outs]))
+        self.op, self.static, self.avals = op, static, tuple(avals)
         self.saved = tuple([self._save(i, x, a) for i, (x, a) in enumerate(zip(operands, arrays))])
-        self.diff_outs = tuple([k for k, d in enumerate(differentiable) if d])
+        self.diff_outs = (0,) if differentiable == [True] else tuple([k for k, d in enumerate(differentiable) if d])
         self._specs = {}
 
     def name(self):
@@ -150,7 +152,7 @@ class OpNode(_graph.Node):
     def _save(self, i, operand, array):
         # a linear op's VJP needs only its integer operands (indices, masks), never its float values
         op = self.op
-        if (op.linear or op.multilinear) and _differentiable(array.dtype) and (op.linear or not any(
+        if (op.linear or op.multilinear) and _differentiable(self.avals[i][1]) and (op.linear or not any(
                 e is not None for j, e in enumerate(self.edges) if j != i)):
             return None
         return _graph.SavedValue(operand) if isinstance(operand, Tensor) else array
