@@ -1,4 +1,5 @@
 """Helpers that check batched_grad against torch 2.13 as the oracle: values, gradients, double backward."""
+import functools
 import warnings
 
 import numpy as np
@@ -132,3 +133,17 @@ def raises_like_torch(fn):
     assert isinstance(got.value, base), (got.value, want.value)
     assert str(got.value).split("\n")[0] == str(want.value).split("\n")[0]  # torch appends C++ frames
     return got.value, want.value
+
+
+def check_both(fn, inputs, batched=False, **kw):
+    """check_op of fn(bg, ...) against fn(torch, ...) for a table entry written once against a module; the
+    is_grads_batched comparison is opt-in here (compile cost; test_batched_ops covers every op)."""
+    check_op(functools.partial(fn, bg), functools.partial(fn, torch), inputs, batched=batched, **kw)
+
+
+def raises_like(fn, inputs, match=None):
+    """fn(torch, ...) raises; fn(bg, ...) must raise the same exception class (and message part `match`)."""
+    with pytest.raises(Exception) as expected:
+        fn(torch, *to_torch(inputs))
+    with pytest.raises(type(expected.value), match=match):
+        fn(bg, *inputs)

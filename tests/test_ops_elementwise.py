@@ -1,7 +1,6 @@
 """Elementwise, comparison and logic ops against torch 2.13: values, dtypes, first and second derivatives.
 
 Most tables hold `fn(m, *inputs)` written once against a module `m`, run with m=batched_grad and m=torch."""
-import functools
 import operator
 
 import numpy as np
@@ -9,7 +8,7 @@ import pytest
 import torch
 
 import batched_grad as bg
-from oracle import assert_same, check_op, rand, to_torch
+from oracle import assert_same, check_both, raises_like, rand, to_torch
 
 
 WIDE, POS, UNIT, NEAR1 = (-3.0, 3.0), (0.5, 2.0), (-0.9, 0.9), (1.1, 3.0)
@@ -22,20 +21,6 @@ def leaves(*specs):
         shape, (lo, hi) = (s, WIDE) if not s or isinstance(s[0], int) else s
         out.append(rand(*shape, low=lo, high=hi, seed=i + 7 * len(shape)))
     return out
-
-
-def check(fn, inputs, batched=False, **kw):
-    """check_op of fn(bg, ...) against fn(torch, ...); the is_grads_batched comparison is opt-in here (it costs
-    several compiles per op, and the batching layer has its own tests)."""
-    check_op(functools.partial(fn, bg), functools.partial(fn, torch), inputs, batched=batched, **kw)
-
-
-def raises_like(fn, inputs, match=None):
-    """fn(torch, ...) raises; fn(bg, ...) must raise the same exception class (and message part `match`)."""
-    with pytest.raises(Exception) as expected:
-        fn(torch, *to_torch(inputs))
-    with pytest.raises(type(expected.value), match=match):
-        fn(bg, *inputs)
 
 
 # ---- unary ----------------------------------------------------------------------------------------------
@@ -51,9 +36,9 @@ UNARY = {
 @pytest.mark.parametrize("name", UNARY)
 def test_unary(name):
     x, = leaves(((3, 3), UNARY[name]))
-    check(lambda m, x: getattr(m, name)(x), [x])
+    check_both(lambda m, x: getattr(m, name)(x), [x])
     # the method form on a non-contiguous view (a transpose) of the leaf
-    check(lambda m, x: getattr(x.mT, name)(), [x], gradgrad=False)
+    check_both(lambda m, x: getattr(x.mT, name)(), [x], gradgrad=False)
 
 
 BOOL_SPECIAL = ["neg", "abs", "sign", "square", "floor", "ceil", "round", "trunc", "frac", "exp", "logical_not"]
@@ -83,15 +68,15 @@ SHAPES = {"row": [(3, 3), (3,)], "outer": [(3, 1), (1, 3)]}  # broadcasting one 
 @pytest.mark.parametrize("name", BINARY)
 def test_binary(name, shapes):
     a, b = leaves(*zip(SHAPES[shapes], BINARY[name]))
-    check(lambda m, a, b: getattr(m, name)(a, b), [a, b])
+    check_both(lambda m, a, b: getattr(m, name)(a, b), [a, b])
     if shapes == "row":  # the method form, on a transposed view
-        check(lambda m, a, b: getattr(a.mT, name)(b), [a, b], gradgrad=False)
+        check_both(lambda m, a, b: getattr(a.mT, name)(b), [a, b], gradgrad=False)
 
 
 @pytest.mark.parametrize("name", ["add", "sub", "mul", "div", "true_divide", "remainder", "fmod", "pow"])
 def test_binary_with_python_number(name):
     a, = leaves(((3, 3), BINARY[name][0]))
-    check(lambda m, a: getattr(m, name)(a, 1.5), [a])  # (int numbers: test_operators_with_numbers_both_orders)
+    check_both(lambda m, a: getattr(m, name)(a, 1.5), [a])  # (int numbers: test_operators_with_numbers_both_orders)
 
 
 OPERATORS = {  # name: (operator, domain of the tensor when it is on the left, ... on the right)
@@ -104,18 +89,18 @@ OPERATORS = {  # name: (operator, domain of the tensor when it is on the left, .
 @pytest.mark.parametrize("name", OPERATORS)
 def test_operators_with_numbers_both_orders(name, number):
     op, left, right = OPERATORS[name]
-    check(lambda m, x: op(x, number), leaves(((3, 3), left)))
+    check_both(lambda m, x: op(x, number), leaves(((3, 3), left)))
     if name != "mod":
-        check(lambda m, x: op(number, x), leaves(((3, 3), right)))
+        check_both(lambda m, x: op(number, x), leaves(((3, 3), right)))
     elif number > 0:  # torch has no derivative for number % tensor; compare with a 0-dim tensor on the left
-        check(lambda m, x: op(number, x), leaves(((3, 3), right)), grad=False)
-        check(lambda m, x: m.remainder(m.tensor(number, dtype=m.float64), x), leaves(((3, 3), right)))
+        check_both(lambda m, x: op(number, x), leaves(((3, 3), right)), grad=False)
+        check_both(lambda m, x: m.remainder(m.tensor(number, dtype=m.float64), x), leaves(((3, 3), right)))
 
 
 def test_python_unary_operators():
     x, y = leaves((3, 3), (3,))
-    check(lambda m, x, y: -x + abs(y) * x - y / 2 + (x + y) ** 2, [x, y])
-    check(lambda m, x: +x, [x])
+    check_both(lambda m, x, y: -x + abs(y) * x - y / 2 + (x + y) ** 2, [x, y])
+    check_both(lambda m, x: +x, [x])
 
 
 def test_floor_divide():
@@ -123,7 +108,7 @@ def test_floor_divide():
     b = bg.tensor([2.0, -2.0, 1.5], dtype=bg.float64)
     for f in (lambda m, a, b: m.floor_divide(a, b), lambda m, a, b: a // b, lambda m, a, b: a // 2,
               lambda m, a, b: 5 // a, lambda m, a, b: a.floor_divide(b), lambda m, a, b: m.floor_divide(7, 2)):
-        check(f, [a, b], grad=False)
+        check_both(f, [a, b], grad=False)
     # torch raises "derivative for aten::floor_divide is not implemented"; we give the a.e. derivative, zero,
     # which is what torch gives for div(rounding_mode="floor")
     g, = bg.autograd.grad((a // b * a).sum(), a)
@@ -132,8 +117,8 @@ def test_floor_divide():
     assert_same(g, tg)
     # div with a rounding mode is differentiable (zero gradient)
     for mode in ("floor", "trunc"):
-        check(lambda m, a, b: m.div(a, b, rounding_mode=mode) * a, [a, b])
-        check(lambda m, a, b: a.div(2, rounding_mode=mode) * a, [a, b])
+        check_both(lambda m, a, b: m.div(a, b, rounding_mode=mode) * a, [a, b])
+        check_both(lambda m, a, b: a.div(2, rounding_mode=mode) * a, [a, b])
 
 
 CALLS = {  # id: (fn(m, *inputs), input specs)
@@ -176,7 +161,7 @@ CALLS = {  # id: (fn(m, *inputs), input specs)
 @pytest.mark.parametrize("name", CALLS)
 def test_calls(name):
     fn, specs = CALLS[name]
-    check(fn, leaves(*specs))
+    check_both(fn, leaves(*specs))
 
 
 # ---- derivative conventions at kinks and ties -----------------------------------------------------------
@@ -210,13 +195,13 @@ KINKS = {  # id: (fn(m, *inputs), input values)
 def test_kinks(name):
     fn, inputs = KINKS[name]
     # torch's double backward of pow with a tensor exponent is nan at base 0; ours is finite
-    check(fn, [_t(v) for v in inputs], gradgrad=name != "pow_base_0_tensor_exponent")
+    check_both(fn, [_t(v) for v in inputs], gradgrad=name != "pow_base_0_tensor_exponent")
 
 
 def test_clamp_min_above_max_gives_max():
     x = _t([[-2.0, 0.0, 2.0]] * 3)
-    check(lambda m, x: m.clamp(x, 1.0, -1.0), [x], grad=False)
-    check(lambda m, x, lo, hi: m.clamp(x, lo, hi), [x, _t([1.0] * 3), _t([[-1.0]] * 3)], grad=False)
+    check_both(lambda m, x: m.clamp(x, 1.0, -1.0), [x], grad=False)
+    check_both(lambda m, x, lo, hi: m.clamp(x, lo, hi), [x, _t([1.0] * 3), _t([[-1.0]] * 3)], grad=False)
 
 
 # ---- comparisons and logic -------------------------------------------------------------------------------
@@ -231,7 +216,7 @@ def test_comparisons(name):
     # (Python numbers: test_comparison_operators; torch's logical ops take none)
     for fn in (lambda m, a, b, i: getattr(m, name)(a, b), lambda m, a, b, i: getattr(a.mT, name)(i[:2]),
                lambda m, a, b, i: getattr(m, name)(a > 0, i)):
-        check(fn, [a, b, i])
+        check_both(fn, [a, b, i])
 
 
 COMPARE_OPERATORS = [operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge]
@@ -243,14 +228,14 @@ def test_comparison_operators(op):
     i = bg.tensor([1, 2, 0])
     for fn in (lambda m, a, i: op(a, i), lambda m, a, i: op(2, a), lambda m, a, i: op(1.5, i),
                lambda m, a, i: op(a, m.tensor(2.0))):
-        check(fn, [a, i])
+        check_both(fn, [a, i])
 
 
 def test_predicates_and_logical_not():
     x = bg.tensor([1.0, float("nan"), float("inf"), -float("inf"), 0.0], dtype=bg.float64)
     for name in ("isnan", "isfinite", "logical_not"):
-        check(lambda m, x: getattr(m, name)(x), [x])
-        check(lambda m, x: getattr(x, name)(), [x])
+        check_both(lambda m, x: getattr(m, name)(x), [x])
+        check_both(lambda m, x: getattr(x, name)(), [x])
 
 
 # ---- dtype promotion -------------------------------------------------------------------------------------
@@ -293,7 +278,7 @@ def test_dtype_promotion(name, a, b):
     a = _typed(*a) if isinstance(a, tuple) else a
     b = _other(*b) if isinstance(b, tuple) else b
     fn = PROMOTION_FNS.get(name, lambda m, a, b: getattr(m, name)(a, b))
-    check(fn, [a, b])
+    check_both(fn, [a, b])
 
 
 def test_where_clamp_lerp_promotion():
@@ -303,7 +288,7 @@ def test_where_clamp_lerp_promotion():
                lambda m, i, f32, f64_0: m.clamp(i, 0.5), lambda m, i, f32, f64_0: m.clamp(i, min=f64_0),
                lambda m, i, f32, f64_0: m.clamp(i, -1, 3), lambda m, i, f32, f64_0: m.clamp(f32, max=f64_0),
                lambda m, i, f32, f64_0: m.lerp(f32, f32, 0.5), lambda m, i, f32, f64_0: m.lerp(f32, f32, f64_0)):
-        check(fn, [i, f32, f64_0])
+        check_both(fn, [i, f32, f64_0])
 
 
 # ---- errors ----------------------------------------------------------------------------------------------
@@ -335,4 +320,4 @@ def test_errors(name):
 
 def test_batched_backward_of_a_mix():
     # is_grads_batched=True over a mix of custom-derivative ops (pow), kinks (clamp) and broadcasting
-    check(lambda m, x, y: m.pow(m.clamp(x, -1, 1) + 2, y) * m.maximum(x, y), leaves((3, 3), (3,)), batched=True)
+    check_both(lambda m, x, y: m.pow(m.clamp(x, -1, 1) + 2, y) * m.maximum(x, y), leaves((3, 3), (3,)), batched=True)

@@ -1,7 +1,6 @@
 """Reductions and scans against torch 2.13: values, dtypes, dim/keepdim variants, first and second derivatives.
 
 Tables hold `fn(m, *inputs)` written once against a module `m`, run with m=batched_grad and m=torch."""
-import functools
 import math
 
 import numpy as np
@@ -9,7 +8,7 @@ import pytest
 import torch
 
 import batched_grad as bg
-from oracle import assert_same, check_op, rand, to_torch
+from oracle import assert_same, check_both, raises_like, rand, to_torch
 
 
 SHAPE = (2, 3, 3)  # the last two dims are equal so that a transposed view reuses the same kernels
@@ -17,19 +16,6 @@ SHAPE = (2, 3, 3)  # the last two dims are equal so that a transposed view reuse
 
 def leaf(low=-2.0, high=2.0, seed=0, shape=SHAPE):
     return rand(*shape, low=low, high=high, seed=seed)
-
-
-def check(fn, inputs, batched=False, **kw):
-    """check_op of fn(bg, ...) against fn(torch, ...); the is_grads_batched comparison is opt-in (compile cost)."""
-    check_op(functools.partial(fn, bg), functools.partial(fn, torch), inputs, batched=batched, **kw)
-
-
-def raises_like(fn, inputs, match=None):
-    """fn(torch, ...) raises; fn(bg, ...) must raise the same exception class (and message part `match`)."""
-    with pytest.raises(Exception) as expected:
-        fn(torch, *to_torch(inputs))
-    with pytest.raises(type(expected.value), match=match):
-        fn(bg, *inputs)
 
 
 # ---- reductions over dim variants -------------------------------------------------------------------------
@@ -48,9 +34,9 @@ CASES = [(name, variant) for name, variants in REDUCTIONS.items() for variant in
 @pytest.mark.parametrize("name,variant", CASES, ids=[f"{n}-{v}" for n, v in CASES])
 def test_reduction(name, variant):
     kw = DIMS[variant]
-    check(lambda m, x: getattr(m, name)(x, **kw), [leaf()])
+    check_both(lambda m, x: getattr(m, name)(x, **kw), [leaf()])
     if variant in ("int", "neg-keepdim"):  # the method form, on a transposed view of the leaf
-        check(lambda m, x: getattr(x.mT, name)(**kw), [leaf()], gradgrad=False)
+        check_both(lambda m, x: getattr(x.mT, name)(**kw), [leaf()], gradgrad=False)
 
 
 EXTREMES = {  # id: fn(m, x) for max/min in all their forms, and argmax/argmin
@@ -67,7 +53,7 @@ EXTREMES = {  # id: fn(m, x) for max/min in all their forms, and argmax/argmin
 
 @pytest.mark.parametrize("name", EXTREMES)
 def test_max_min_arg(name):
-    check(EXTREMES[name], [leaf()])
+    check_both(EXTREMES[name], [leaf()])
 
 
 VAR_FORMS = {  # id: fn(m, x)
@@ -80,7 +66,7 @@ VAR_FORMS = {  # id: fn(m, x)
 
 @pytest.mark.parametrize("name", VAR_FORMS)
 def test_var_std_forms(name):
-    check(VAR_FORMS[name], [leaf()])
+    check_both(VAR_FORMS[name], [leaf()])
 
 
 def test_var_correction_above_count_is_inf_with_warning():
@@ -103,7 +89,7 @@ NORMS = {  # id: fn(m, x)
 
 @pytest.mark.parametrize("name", NORMS)
 def test_norms(name):
-    check(NORMS[name], [leaf()])
+    check_both(NORMS[name], [leaf()])
 
 
 SCANS = {  # id: fn(m, x)
@@ -115,7 +101,7 @@ SCANS = {  # id: fn(m, x)
 
 @pytest.mark.parametrize("name", SCANS)
 def test_scans(name):
-    check(SCANS[name], [leaf()])
+    check_both(SCANS[name], [leaf()])
 
 
 LOGICAL = {  # id: fn(m, x) on a float leaf; results are bool (or uint8 for uint8 inputs, as torch)
@@ -128,7 +114,7 @@ LOGICAL = {  # id: fn(m, x) on a float leaf; results are bool (or uint8 for uint
 
 @pytest.mark.parametrize("name", LOGICAL)
 def test_all_any(name):
-    check(LOGICAL[name], [leaf()])
+    check_both(LOGICAL[name], [leaf()])
 
 
 def test_zero_dim_inputs_and_empty_dim_list():
@@ -136,11 +122,11 @@ def test_zero_dim_inputs_and_empty_dim_list():
     for fn in (lambda m, s: m.sum(s, 0), lambda m, s: m.cumsum(s, 0) * m.cumprod(s, -1), lambda m, s: m.max(s, 0),
                lambda m, s: m.min(s, -1, True), lambda m, s: m.logsumexp(s, 0), lambda m, s: m.argmax(s, 0),
                lambda m, s: m.amax(s) + m.mean(s, dim=[]) + m.prod(s)):
-        check(fn, [s])
+        check_both(fn, [s])
 
 
 def test_batched_backward_of_reductions():
-    check(lambda m, x: m.max(x, 1).values * m.logsumexp(x, (0, 2)), [leaf()], batched=True)
+    check_both(lambda m, x: m.max(x, 1).values * m.logsumexp(x, (0, 2)), [leaf()], batched=True)
 
 
 # ---- derivative conventions at ties and zeros ---------------------------------------------------------------
@@ -166,7 +152,7 @@ KINKS = {  # id: (fn(m, x), input values)
 @pytest.mark.parametrize("name", KINKS)
 def test_kinks(name):
     fn, values = KINKS[name]
-    check(fn, [bg.tensor(values, dtype=bg.float64, requires_grad=True)])
+    check_both(fn, [bg.tensor(values, dtype=bg.float64, requires_grad=True)])
 
 
 def test_norm2_at_0():
@@ -174,7 +160,7 @@ def test_norm2_at_0():
     # derivatives are compared where the norm is not 0 (test_norms)
     x = bg.tensor(ZEROS, dtype=bg.float64, requires_grad=True)
     for fn in (lambda m, x: x.norm(dim=0), lambda m, x: m.norm(x * 0), lambda m, x: m.linalg.norm(x * 0, dim=(1, 2))):
-        check(fn, [x], gradgrad=False)
+        check_both(fn, [x], gradgrad=False)
 
 
 # ---- dtypes ---------------------------------------------------------------------------------------------
@@ -197,7 +183,7 @@ DTYPES = {  # id: fn(m, i) on an int64 tensor i
 
 @pytest.mark.parametrize("name", DTYPES)
 def test_dtypes(name):
-    check(DTYPES[name], [_ints()])
+    check_both(DTYPES[name], [_ints()])
 
 
 ERRORS = {  # id: (fn(m, *inputs), inputs, message part)
