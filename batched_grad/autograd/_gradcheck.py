@@ -1,0 +1,415 @@
+"""gradcheck and gradgradcheck: central finite differences against the vector-Jacobian products of the graph,
+with torch 2.13's checks, messages and defaults.
+
+The numerical side perturbs input values on the host and calls `func` on fresh leaves (Tensors share no storage,
+so nothing is written in place); the analytical side is `grad` with one-hot cotangents (slow mode) or with one
+random projection per output (fast mode). Complex outputs are checked as their real and imaginary parts; a
+complex input's numerical derivative is the conjugate Wirtinger derivative d/dx + 1j d/dy, as torch's.
+"""
+import warnings
+
+import jax.numpy as jnp
+import numpy as np
+
+from .._ops._core import Op, apply
+from .._dtypes import float64
+from .._factories import rand
+from .._tensor import Tensor
+from ._api import grad
+
+
+class GradcheckError(RuntimeError):
+    """Raised by gradcheck and gradgradcheck when the analytical and numerical gradients disagree."""
+
+
+_REAL = Op("real", jnp.real, linear=True)
+_IMAG = Op("imag", jnp.imag, linear=True)
+
+FAILED_BATCHED_GRAD_MSG = (
+    "gradcheck or gradgradcheck failed while testing batched gradient computation: grad(..., "
+    "is_grads_batched=True) must equal the stacked unbatched grad calls, one per grad_output.\n"
+    "A backward that cannot be vectorized runs once per row (see vmap.fallback_warnings()); a mismatch means "
+    "a backward (or hook) computes something different when its grad_output is batched.\n"
+    "To skip this check, call gradcheck/gradgradcheck with `check_batched_grad=False`.")
+
+FAST_FAIL_SLOW_OK_MSG = (
+    "Fast gradcheck failed but element-wise differences are small. This means that the test might've passed in "
+    "slow_mode!\nIf the function is correct, call gradcheck/gradgradcheck with `fast_mode=False`.")
+
+
+# ---- inputs, outputs, perturbations -------------------------------------------------------------------------
+
+def _as_tuple(x):
+    if isinstance(x, tuple):
+        return x
+    return tuple(x) if isinstance(x, list) else (x,)
+
+
+def _requires_grad(x):
+    return isinstance(x, Tensor) and x.requires_grad
+
+
+def _is_inexact(x):
+    return isinstance(x, Tensor) and (x.dtype.is_floating_point or x.dtype.is_complex)
+
+
+def _check_inputs(inputs):
+    """torch's checks: a warning for each non-double input that requires grad; at least one such input."""
+    if not any(_requires_grad(x) for x in inputs):
+        types = ", ".join(type(x).__name__ for x in inputs)
+        raise ValueError("gradcheck expects at least one input tensor to require gradient, but none of them have "
+                         f"requires_grad=True.\nGot inputs of types ({types}); pass Tensors created with "
+                         "requires_grad=True (float64 for the default tolerances).")
+    for idx, x in enumerate(inputs):
+        if _requires_grad(x) and x.dtype.name not in ("float64", "complex128"):
+            warnings.warn(f"Input #{idx} requires gradient and is not a double precision floating point or "
+                          "complex. This check will likely fail if all the inputs are not of double precision "
+                          "floating point or complex. ", UserWarning, stacklevel=3)
+
+
+def _call(func, inputs):
+    """func(*inputs) as a tuple of Tensors, or a TypeError saying what func returned instead."""
+    out = _as_tuple(func(*inputs))
+    for i, o in enumerate(out):
+        if not isinstance(o, Tensor):
+            raise TypeError(f"gradcheck: func must return a Tensor or a tuple of Tensors, but output {i} is a "
+                            f"{type(o).__name__}")
+    return out
+
+
+def _differentiable(outputs):
+    return tuple(o for o in outputs if o.requires_grad)
+
+
+def _replaced(inputs, i, value):
+    """`inputs` with input i replaced by a fresh leaf holding `value` (requiring grad like the original)."""
+    leaf = Tensor._wrap(jnp.asarray(value), requires_grad=True)
+    return inputs[:i] + (leaf,) + inputs[i + 1:]
+
+
+def _check_same_meta(a, b, eps, idx):
+    on_index = f"on index {idx} " if idx is not None else ""
+    for what, x, y in (("shape", a.shape, b.shape), ("dtype", a.dtype, b.dtype)):
+        if x != y:
+            raise AssertionError(f"Expected `func` to return outputs with the same {what} when inputs are "
+                                 f"perturbed {on_index}by {eps}, but got: {what}s {x} and {y}.")
+
+
+def _central_difference(func, inputs, i, delta, eps, idx=None):
+    """(f(x + delta) - f(x - delta)) / (2 eps) for input i, flattened, for each float or complex output."""
+    base = np.asarray(inputs[i]._value)
+    before = [o for o in _call(func, _replaced(inputs, i, base - delta)) if _is_inexact(o)]
+    after = [o for o in _call(func, _replaced(inputs, i, base + delta)) if _is_inexact(o)]
+    for a, b in zip(before, after):
+        _check_same_meta(a, b, eps, idx)
+    return [((np.asarray(b._value) - np.asarray(a._value)) / (2 * eps)).reshape(-1) for a, b in zip(before, after)]
+
+
+def _numerical_jvp(func, inputs, i, delta, eps, idx=None):
+    """The directional derivatives of the outputs along `delta` (scaled by eps) of input i; for a complex input,
+    the conjugate Wirtinger derivative ds/dx + 1j ds/dy."""
+    jvps = _central_difference(func, inputs, i, delta, eps, idx)
+    if inputs[i].is_complex():
+        jvps = [dx + 1j * dy for dx, dy in zip(jvps, _central_difference(func, inputs, i, delta * 1j, eps, idx))]
+    return jvps
+
+
+def _numerical_jacobian(func, inputs, i, outputs, eps):
+    """Numerical Jacobians of the float outputs w.r.t. input i, each (input numel, output numel)."""
+    shape, dtype = inputs[i].shape, inputs[i]._value.dtype
+    n = int(np.prod(shape, dtype=np.int64))
+    floats = [o for o in outputs if _is_inexact(o)]
+    jacobians = [np.zeros((n, o.numel()), dtype if inputs[i].is_complex() else o._value.dtype) for o in floats]
+    for d in range(n):
+        delta = np.zeros(shape, dtype)
+        delta.flat[d] = eps
+        for jac, column in zip(jacobians, _numerical_jvp(func, inputs, i, delta, eps, d)):
+            jac[d] = column
+    return jacobians
+
+
+# ---- analytical vector-Jacobian products ------------------------------------------------------------------
+
+def _vjps(output, diff_inputs, cotangents, check_grad_dtypes):
+    """For each differentiable input, the stacked flat vjps of `output` (input numel, number of cotangents)."""
+    columns = [[] for _ in diff_inputs]
+    for c in cotangents:
+        grads = grad(output, diff_inputs, Tensor._wrap(jnp.asarray(c)), retain_graph=True, allow_unused=True)
+        for col, g, x in zip(columns, grads, diff_inputs):
+            if g is None:
+                col.append(np.zeros(x.numel(), x._value.dtype))
+                continue
+            if g.shape != x.shape:
+                raise GradcheckError("Analytical gradient has incorrect size")
+            if check_grad_dtypes and g.dtype != x.dtype:
+                raise GradcheckError("Gradient has dtype mismatch")
+            col.append(np.asarray(g._value).reshape(-1))
+    return [np.stack(col, axis=1) if col else np.zeros((x.numel(), 0), x._value.dtype)
+            for col, x in zip(columns, diff_inputs)]
+
+
+def _reentrant_vjps(output, diff_inputs, cotangents, nondet_tol, check_grad_dtypes):
+    """_vjps computed twice: a backward must give the same values for the same grad_output (within nondet_tol)."""
+    first = _vjps(output, diff_inputs, cotangents, check_grad_dtypes)
+    second = _vjps(output, diff_inputs, cotangents, check_grad_dtypes)
+    for a, b in zip(first, second):
+        if a.size and np.abs(a - b).max() > nondet_tol:
+            raise GradcheckError(
+                "Backward is not reentrant, i.e., running backward with same input and grad_output multiple times "
+                "gives different values, although analytical gradient matches numerical gradient."
+                f"The tolerance for nondeterminism was {nondet_tol}.")
+    return first
+
+
+def _analytical_jacobian(output, diff_inputs, nondet_tol, check_grad_dtypes):
+    """Analytical Jacobians of `output` w.r.t. each differentiable input, (input numel, output numel): one vjp
+    per one-hot cotangent."""
+    n = output.numel()
+    basis = np.eye(n, dtype=output._value.dtype).reshape((n,) + tuple(output.shape))
+    return _reentrant_vjps(output, diff_inputs, basis, nondet_tol, check_grad_dtypes)
+
+
+def _mismatch_msg(analytical, numerical, output_idx, input_idx, part):
+    prefix = f"While considering the {part[0]} part of complex outputs only, " if output_idx in part[1] else ""
+    return (f"{prefix}Jacobian mismatch for output {output_idx:d} with respect to input {input_idx:d},\n"
+            f"numerical:{_show(numerical)}\nanalytical:{_show(analytical)}\n")
+
+
+def _show(array):
+    return repr(Tensor._wrap(jnp.asarray(array)))
+
+
+# ---- slow and fast mode ---------------------------------------------------------------------------------
+
+def _check_zero_numerical(jacobians, nondet_tol=0.0):
+    for jac in jacobians:
+        if jac.size and np.abs(jac).max() > nondet_tol:
+            raise GradcheckError("Numerical gradient for function expected to be zero")
+
+
+def _differentiable_float_positions(func_out):
+    """Where each differentiable output sits among the float outputs (the numerical side covers all of them)."""
+    return [k for k, o in enumerate([o for o in func_out if _is_inexact(o)]) if o.requires_grad]
+
+
+def _slow_gradcheck(func, inputs, func_out, diff_idx, opts, part):
+    """Compare the full numerical and analytical Jacobians of every differentiable output and input."""
+    outputs = _differentiable(func_out)
+    numerical = [_numerical_jacobian(func, inputs, i, func_out, opts["eps"]) for i in diff_idx]
+    if not outputs:
+        for per_input in numerical:
+            _check_zero_numerical(per_input)
+        return
+    keep = _differentiable_float_positions(func_out)
+    diff_inputs = [inputs[i] for i in diff_idx]
+    for j, out in enumerate(outputs):
+        analytical = _analytical_jacobian(out, diff_inputs, opts["nondet_tol"], opts["check_grad_dtypes"])
+        for i, a in enumerate(analytical):
+            n = numerical[i][keep[j]]
+            if not np.allclose(a, n, opts["rtol"], opts["atol"]):
+                raise GradcheckError(_mismatch_msg(a, n, j, i, part))
+
+
+def _unit_vector(rng, numel, dtype):
+    v = rng.random(numel)
+    return (v / np.linalg.norm(v)).astype(np.finfo(dtype).dtype)
+
+
+def _fast_gradcheck(func, inputs, func_out, diff_idx, opts, part):
+    """Compare v^T J u (analytical: a vjp with v, dotted with u) with v . (J u) (numerical: a central difference
+    along u), for random unit vectors u per input and v per output, with torch's atol scaled by sum(u) sum(v)."""
+    rng = np.random.default_rng(0)
+    eps, outputs, diff_inputs = opts["eps"], _differentiable(func_out), [inputs[i] for i in diff_idx]
+    all_u = [_unit_vector(rng, x.numel(), x._value.dtype) for x in diff_inputs]
+    all_v = [_unit_vector(rng, o.numel(), o._value.dtype) for o in outputs]
+    jvps = [_numerical_jvp(func, inputs, i, u.reshape(inputs[i].shape) * eps, eps) for i, u in zip(diff_idx, all_u)]
+    if not outputs:
+        for per_input in jvps:
+            _check_zero_numerical(per_input, opts["nondet_tol"])
+        return
+    keep = _differentiable_float_positions(func_out)
+    for j, (out, v) in enumerate(zip(outputs, all_v)):
+        vjs = _reentrant_vjps(out, diff_inputs, v.reshape((1,) + tuple(out.shape)), opts["nondet_tol"],
+                              opts["check_grad_dtypes"])
+        for i, (vj, u) in enumerate(zip(vjs, all_u)):
+            a, n = vj[:, 0] @ u, v @ jvps[i][keep[j]]
+            atol = opts["atol"] * float(u.sum()) * float(v.sum())
+            if not np.allclose(a, n, opts["rtol"], atol):
+                raise GradcheckError(_mismatch_msg(a, n, j, i, part) + _slow_mode_report(
+                    func, inputs, func_out, diff_idx[i], keep[j], out, opts))
+
+
+def _slow_mode_report(func, inputs, func_out, input_idx, float_output_idx, output, opts):
+    """torch's appendix to a fast-mode failure: the full Jacobians of the failing pair, for a readable report."""
+    numerical = _numerical_jacobian(func, inputs, input_idx, func_out, opts["eps"])[float_output_idx]
+    (analytical,) = _analytical_jacobian(output, [inputs[input_idx]], float("inf"), False)
+    msg = ("\nThe above quantities relating the numerical and analytical jacobians are computed \n"
+           "in fast mode. Below, we recompute numerical and analytical jacobians in slow mode:\n\n"
+           f"Numerical:\n {_show(numerical)}\nAnalytical:\n{_show(analytical)}\n\n"
+           f"The max per-element difference (slow mode) is: {np.abs(numerical - analytical).max()}.\n")
+    if np.allclose(analytical, numerical, opts["rtol"], opts["atol"]):
+        msg += FAST_FAIL_SLOW_OK_MSG
+    return msg
+
+
+def _part_of_complex_outputs(func, op):
+    def part(*inputs):
+        return tuple(apply(op, [o]) if o.is_complex() else o for o in _call(func, inputs))
+
+    return part
+
+
+def _check_jacobians(func, inputs, func_out, opts):
+    """Slow or fast mode (fast mode is for real inputs; complex ones take the slow path); complex outputs are
+    checked as their imaginary, then real parts (torch's order)."""
+    diff_idx = [i for i, x in enumerate(inputs) if _requires_grad(x)]
+    fast = opts["fast_mode"] and not any(inputs[i].is_complex() for i in diff_idx)
+    check = _fast_gradcheck if fast else _slow_gradcheck
+    complex_idx = {j for j, o in enumerate(_differentiable(func_out)) if o.is_complex()}
+    if not any(o.is_complex() for o in func_out):
+        return check(func, inputs, func_out, diff_idx, opts, (None, ()))
+    for op, part in ((_IMAG, "imaginary"), (_REAL, "real")):
+        part_func = _part_of_complex_outputs(func, op)
+        check(part_func, inputs, part_func(*inputs), diff_idx, opts, (part, complex_idx))
+
+
+# ---- batched, zero and undefined grad_outputs ---------------------------------------------------------------
+
+def _zeros_for_none(grads, inputs):
+    return [np.zeros(x.shape, x._value.dtype) if g is None else np.asarray(g._value) for g, x in zip(grads, inputs)]
+
+
+def _check_batched_grad(output, output_idx, diff_inputs, rng):
+    """grad(..., is_grads_batched=True) over two random grad_outputs equals the two unbatched grad calls."""
+    cotangents = rng.standard_normal((2,) + tuple(output.shape)).astype(output._value.dtype)
+    rows = [_zeros_for_none(grad(output, diff_inputs, Tensor._wrap(jnp.asarray(c)), retain_graph=True,
+                                 allow_unused=True), diff_inputs) for c in cotangents]
+    try:
+        batched = grad(output, diff_inputs, Tensor._wrap(jnp.asarray(cotangents)), retain_graph=True,
+                       allow_unused=True, is_grads_batched=True)
+    except RuntimeError as ex:
+        raise GradcheckError(f"While computing batched gradients, got: {ex}\n\n{FAILED_BATCHED_GRAD_MSG}") from ex
+    for input_idx, (got, x) in enumerate(zip(batched, diff_inputs)):
+        res = np.zeros((2,) + tuple(x.shape), x._value.dtype) if got is None else np.asarray(got._value)
+        exp = np.stack([r[input_idx] for r in rows])
+        if not np.allclose(res, exp, rtol=1e-5, atol=1e-8):
+            raise GradcheckError(f"For output {output_idx} and input {input_idx}:\n\n{FAILED_BATCHED_GRAD_MSG}\n\n"
+                                 f"Got:\n{_show(res)}\n\nExpected:\n{_show(exp)}")
+
+
+def _zero_grad_outputs(outputs):
+    return [Tensor._wrap(jnp.zeros(o.shape, o._value.dtype)) for o in outputs]
+
+
+def _check_backward_mul_by_grad_output(outputs, diff_inputs):
+    """Zero grad_outputs give zero (or no) gradients of the right dtype and size."""
+    grads = grad(outputs, diff_inputs, _zero_grad_outputs(outputs), allow_unused=True)
+    for g, x in zip(grads, diff_inputs):
+        if g is None:
+            continue
+        if np.any(np.asarray(g._value) != 0):
+            raise GradcheckError("backward not multiplied by grad_output")
+        if g.dtype != x.dtype:
+            raise GradcheckError("grad is incorrect type")
+        if g.shape != x.shape:
+            raise GradcheckError("grad is incorrect size")
+
+
+def _check_undefined_grad(func, inputs, diff_inputs):
+    """With several differentiable outputs, leave each one's grad undefined in turn (the others get zeros): the
+    node that made it receives None for it (a Function with set_materialize_grads(False) sees None), and the
+    backward must neither fail nor produce nonzero gradients. (A node whose grads are all undefined never runs.)"""
+    n = len(_differentiable(_call(func, inputs)))
+    for undefined in range(n if n > 1 else 0):
+        outputs = _differentiable(_call(func, inputs))
+        rest = outputs[:undefined] + outputs[undefined + 1:]
+        try:
+            grads = grad(rest, diff_inputs, _zero_grad_outputs(rest), allow_unused=True)
+        except Exception as e:
+            raise GradcheckError(f"Expected backward function to handle undefined output grads: with the grad of "
+                                 f"output {undefined} undefined, backward raised {type(e).__name__}: {e}") from e
+        if any(g is not None and np.any(np.asarray(g._value) != 0) for g in grads):
+            raise GradcheckError("Expected all input grads to be undefined or zero when all output grads are "
+                                 f"undefined or zero (the grad of output {undefined} undefined, the others zero).")
+
+
+# ---- public API -------------------------------------------------------------------------------------------
+
+def _no_forward_ad(flag, name):
+    if flag:
+        raise ValueError(f"{name}=True is not supported: batched_grad Tensors have no forward-mode AD, so only "
+                         f"reverse-mode gradients can be checked. Pass {name}=False (the default).")
+
+
+def _run(check, raise_exception):
+    if raise_exception:
+        return check()
+    try:
+        return check()
+    except GradcheckError:
+        return False
+
+
+def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True, nondet_tol=0.0,
+              check_undefined_grad=True, check_grad_dtypes=False, check_batched_grad=False, check_forward_ad=False,
+              fast_mode=False):
+    """Check the gradients of `func` at `inputs` against central finite differences (torch.autograd.gradcheck).
+
+    `inputs` is a Tensor or a tuple of arguments; the Tensors with requires_grad=True (float64 for the default
+    tolerances) are checked, for every differentiable output of `func`. Slow mode compares full Jacobians,
+    `fast_mode=True` one random projection u^T J v per input and output. `check_batched_grad=True` also compares
+    `grad(..., is_grads_batched=True)` with the loop of unbatched `grad` calls. Returns True, or raises
+    GradcheckError (returns False when `raise_exception=False`).
+    """
+    _no_forward_ad(check_forward_ad, "check_forward_ad")
+    if not callable(func):
+        raise TypeError(f"gradcheck: func must be callable, but got {type(func).__name__}")
+    opts = dict(eps=eps, atol=atol, rtol=rtol, nondet_tol=nondet_tol, check_grad_dtypes=check_grad_dtypes,
+                fast_mode=fast_mode)
+    inputs = _as_tuple(inputs)
+    _check_inputs(inputs)
+
+    def check():
+        func_out = _call(func, inputs)
+        outputs = _differentiable(func_out)
+        _check_jacobians(func, inputs, func_out, opts)
+        diff_inputs = [x for x in inputs if _requires_grad(x)]
+        rng = np.random.default_rng(0)
+        for i, o in enumerate(outputs if check_batched_grad else ()):
+            _check_batched_grad(o, i, diff_inputs, rng)
+        if outputs:
+            _check_backward_mul_by_grad_output(outputs, diff_inputs)
+        if check_undefined_grad:
+            _check_undefined_grad(func, inputs, diff_inputs)
+        return True
+
+    return _run(check, raise_exception)
+
+
+def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=1e-3,
+                  gen_non_contig_grad_outputs=False, raise_exception=True, nondet_tol=0.0, check_undefined_grad=True,
+                  check_grad_dtypes=False, check_batched_grad=False, fast_mode=False):
+    """Check the second derivatives of `func` (torch.autograd.gradgradcheck): gradcheck of the function
+    (inputs, grad_outputs) -> grad(func(inputs), inputs, grad_outputs, create_graph=True).
+
+    `grad_outputs` default to random Tensors in [-1, 1) shaped like the differentiable outputs, requiring grad.
+    `gen_non_contig_grad_outputs` is accepted for compatibility; Tensors have no strides here.
+    """
+    if not callable(func):
+        raise TypeError(f"gradgradcheck: func must be callable, but got {type(func).__name__}")
+    inputs = _as_tuple(inputs)
+    if grad_outputs is None:
+        grad_outputs = tuple((rand(*o.shape, dtype=o.dtype if _is_inexact(o) else float64) * 2 - 1).requires_grad_()
+                             for o in _differentiable(_call(func, inputs)))
+    grad_outputs = _as_tuple(grad_outputs)
+    n_inputs = len(inputs)
+    diff_idx = [i for i, x in enumerate(inputs) if _requires_grad(x)]
+
+    def first_derivative(*args):
+        outputs = _differentiable(_call(func, args[:n_inputs]))
+        grads = grad(outputs, [args[i] for i in diff_idx], args[n_inputs:], create_graph=True, allow_unused=True)
+        return tuple(g for g in grads if g is not None)
+
+    return gradcheck(first_derivative, inputs + grad_outputs, eps=eps, atol=atol, rtol=rtol,
+                     raise_exception=raise_exception, nondet_tol=nondet_tol, check_undefined_grad=check_undefined_grad,
+                     check_grad_dtypes=check_grad_dtypes, check_batched_grad=check_batched_grad, fast_mode=fast_mode)
