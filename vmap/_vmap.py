@@ -4,6 +4,7 @@ import functools
 
 import jax
 
+from ._fallback import UNVECTORIZABLE
 from ._rows import map_rows
 
 _RANDOMNESS = ("error", "same", "different")
@@ -71,7 +72,13 @@ def vmap(func, in_dims=0, out_dims=0, *, chunk_size=None, randomness="error"):
             return tuple(x._value if isinstance(x, Tensor) else x for x in leaves)
 
         arrays = [jax.numpy.moveaxis(args[i]._value, dims[i], 0) for i in mapped]
-        outs = map_rows(row, tuple(arrays), chunk_size)
+        try:
+            outs = map_rows(row, tuple(arrays), chunk_size)
+        except UNVECTORIZABLE as error:
+            raise RuntimeError(f"vmap: {getattr(func, '__qualname__', func)} could not be vectorized "
+                               f"({type(error).__name__}: it leaves JAX, e.g. NumPy, .item() or a branch on "
+                               "values). Write it with Tensor ops, or give the custom autograd.Function inside it a "
+                               "vmap staticmethod (a batching rule).") from error
         out_axes = _as_tuple(out_dims, len(outs), "out_dims", "outputs")
         outs = [Tensor._wrap(jax.numpy.moveaxis(o, 0, d) if d else o) for o, d in zip(outs, out_axes)]
         return jax.tree_util.tree_unflatten(structure[0], outs)

@@ -2,6 +2,7 @@
 import functools
 
 from .. import _graph
+from . import _vmap_rule
 from .._grad_mode import is_grad_enabled, no_grad, set_grad_enabled
 from .._tensor import Tensor
 
@@ -104,6 +105,7 @@ class Function:
                                   "autograd.Function to use it with backward mode AD.")
 
     setup_context = None  # define it to use the `forward(*args)` style
+    vmap = None  # define a staticmethod vmap(info, in_dims, *args) -> (output, out_dims) as the batching rule
 
     def __init__(self, *args, **kwargs):
         raise RuntimeError("Legacy autograd function with non-static forward method is deprecated. Please use new-"
@@ -114,7 +116,10 @@ class Function:
         ctx = FunctionCtx()
         ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
         with no_grad():
-            if cls.setup_context is not None:
+            if cls.vmap is not None and _vmap_rule.is_traced(args):
+                output = _vmap_rule.apply_rule(cls, args, kwargs)
+                cls.setup_context(ctx, args, output)
+            elif cls.setup_context is not None:
                 output = cls.forward(*args, **kwargs)
                 cls.setup_context(ctx, args, output)
             else:
