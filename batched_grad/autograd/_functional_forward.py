@@ -1,0 +1,97 @@
+"""Forward-mode Jacobians and forward-over-reverse Hessians for bg.autograd.functional.
+
+The user's function of Tensors is traced once into a jaxpr (its Tensors wrap JAX tracers); the JVPs along
+the standard basis of the inputs then run as one compiled program. Programs are cached by the jaxpr's text
+(which fixes the computation and the avals) while its constants — values the function closed over — are
+passed as arguments, so a repeated call compiles nothing and never sees stale closed-over values.
+"""
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.extend.core import ClosedJaxpr, jaxpr_as_fun
+
+from .._grad_mode import no_grad
+from .._ops._core import _counted
+from .._tensor import Tensor
+from vmap._fallback import UNVECTORIZABLE
+from vmap._rows import map_rows
+
+_programs = {}  # (jaxpr text, hessian, chunk_size) -> jitted program of (consts, inputs)
+_MAX_PROGRAMS = 256
+
+
+class Untraceable(Exception):
+    """The function cannot be traced with abstract values (it reads concrete values of its inputs)."""
+
+
+def _check_primals(inputs):
+    for x in inputs:
+        if not (x.dtype.is_floating_point or x.dtype.is_complex):
+            raise ValueError(f"Expected primal to be floating point or complex, but got: {x.dtype!r}")
+
+
+def _trace(func, inputs, as_outputs):
+    """The closed jaxpr of `func` at the inputs' avals, and `as_outputs(func's result)[0]` (is it a tuple)."""
+    is_tuple = []
+
+    def traced(*arrays):
+        with no_grad():  # the inputs are plain values here; nothing needs recording
+            result = func(*[Tensor._wrap(a) for a in arrays])
+        flag, outputs = as_outputs(result)
+        is_tuple.append(flag)
+        return tuple(out._value for out in outputs)
+
+    try:
+        closed = jax.make_jaxpr(traced)(*[x._value for x in inputs])
+    except UNVECTORIZABLE as error:
+        raise Untraceable(type(error).__name__) from error
+    return closed, is_tuple[0]
+
+
+def _standard_basis(numels, dtypes):
+    """One (total, numel_i) block per primal: together the rows are the identity of the flattened primals."""
+    total, offset, blocks = sum(numels), 0, []
+    for n, dtype in zip(numels, dtypes):
+        blocks.append(jnp.eye(total, n, k=-offset, dtype=dtype))
+        offset += n
+    return tuple(blocks)
+
+
+def _jacobian_program(consts, primals, *, jaxpr, hessian, chunk_size):
+    """Blocks [i][j] = d out_i / d primal_j with shape out_i.shape + primal_j.shape, by JVPs along the basis."""
+    func = jaxpr_as_fun(ClosedJaxpr(jaxpr, consts))
+    if hessian:  # the outer Jacobian is taken of the gradient of the (single-element) output
+        scalar = func
+        func = jax.grad(lambda *a: scalar(*a)[0].reshape(()), argnums=tuple(range(len(primals))))
+    numels = [p.size for p in primals]
+
+    def column(*basis_rows):
+        tangents = tuple(t.reshape(p.shape) for t, p in zip(basis_rows, primals))
+        outs, out_tangents = jax.jvp(lambda *a: tuple(func(*a)), primals, tangents)
+        # an integer output has float0 tangents; its Jacobian is zeros of its own dtype, as torch's
+        return tuple(jnp.zeros_like(o) if t.dtype == jax.dtypes.float0 else t for o, t in zip(outs, out_tangents))
+
+    columns = map_rows(column, _standard_basis(numels, [p.dtype for p in primals]), chunk_size)
+    splits = np.cumsum(numels)[:-1].tolist()
+    return tuple(tuple(jnp.moveaxis(piece, 0, -1).reshape(col.shape[1:] + p.shape)
+                       for piece, p in zip(jnp.split(col, splits), primals))
+                 for col in columns)
+
+
+def forward_jacobian(func, inputs, as_outputs, *, hessian=False, chunk_size=None):
+    """Jacobian blocks (a tuple over outputs of tuples over inputs) of `func` at `inputs` by forward mode,
+    and whether func returned a tuple. With `hessian`, `func` returns one single-element Tensor and the
+    blocks are the Hessian (forward over reverse). Raises Untraceable when func cannot be traced."""
+    _check_primals(inputs)
+    closed, is_outputs_tuple = _trace(func, inputs, as_outputs)
+    key = (str(closed.jaxpr), hessian, chunk_size)
+    program = _programs.get(key)
+    if program is None:
+        if len(_programs) >= _MAX_PROGRAMS:  # forget one-off functions rather than grow without bound
+            _programs.clear()
+        program = _programs[key] = jax.jit(_counted(functools.partial(
+            _jacobian_program, jaxpr=closed.jaxpr, hessian=hessian, chunk_size=chunk_size)))
+    blocks = program(closed.consts, tuple(x._value for x in inputs))
+    return tuple(tuple(Tensor._wrap(b) for b in row) for row in blocks), is_outputs_tuple

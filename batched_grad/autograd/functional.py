@@ -1,0 +1,379 @@
+"""bg.autograd.functional: vjp, jvp, jacobian, hessian, hvp and vhp with torch 2.13's signatures, output
+structures, strict checks and messages. Reverse mode runs on bg.autograd.grad (a vectorized Jacobian is one
+batched grad call); forward mode traces the function into a cached, compiled JAX program."""
+import numpy as np
+
+from .._factories import from_numpy, zeros_like
+from .._grad_mode import enable_grad, is_grad_enabled, set_grad_enabled
+from .._ops import stack
+from .._tensor import Tensor
+from ._api import grad as _grad
+from ._functional_forward import Untraceable, forward_jacobian
+from vmap._batching import check_chunk_size
+
+__all__ = ["vjp", "jvp", "jacobian", "hessian", "hvp", "vhp"]
+
+_OUTPUTS = "outputs of the user-provided function"
+_STRATEGIES = ("forward-mode", "reverse-mode")
+
+# _check_requires_grad: what is wrong when entry {i} does not require grad, by what was checked
+_NO_GRAD_MESSAGES = {
+    "outputs": "Output {i} of the user-provided function does not require gradients. The outputs must be computed "
+               "in a differentiable manner from the input when running in strict mode.",
+    "grad_inputs": "The gradient with respect to input {i} is independent of the inputs of the user-provided "
+                   "function. This is not allowed in strict mode.",
+    "jacobian": "While computing the hessian, found that the jacobian of the user-provided function with respect to "
+                "input {i} is independent of the input. This is not allowed in strict mode. You should ensure that "
+                "your function is twice differentiable and that the jacobian depends on the inputs (this would be "
+                "violated by a linear function for example).",
+    "hessian": "The hessian of the user-provided function with respect to input {i} is independent of the input. "
+               "This is not allowed in strict mode. You should ensure that your function is thrice differentiable "
+               "and that the hessian depends on the inputs.",
+}
+# _fill_in_zeros: what is wrong when gradient {i} is None in strict mode, by stage
+_NONE_GRAD_MESSAGES = {
+    "back": "The output of the user-provided function is independent of input {i}. This is not allowed in strict "
+            "mode.",
+    "back_trick": "The gradient with respect to the input is independent of entry {i} in the grad_outputs when using "
+                  "the double backward trick to compute forward mode gradients. This is not allowed in strict mode.",
+    "double_back": "The jacobian of the user-provided function is independent of input {i}. This is not allowed in "
+                   "strict mode.",
+    "double_back_trick": "The hessian of the user-provided function is independent of entry {i} in the grad_jacobian. "
+                         "This is not allowed in strict mode as it prevents from using the double backward trick to "
+                         "replace forward mode AD.",
+}
+_CONSTANT_GRAD_MESSAGE = ("The {what} of the user-provided function is independent of input {i}. This is not allowed "
+                          "in strict mode when create_graph=True.")
+
+
+def _as_tuple(inp, arg_name, fn_name):
+    """(was it a tuple, the tuple of Tensors); torch's TypeError for anything that is not a Tensor."""
+    is_tuple = isinstance(inp, tuple)
+    items = inp if is_tuple else (inp,)
+    for i, item in enumerate(items):
+        if not isinstance(item, Tensor):
+            where = f"the value at index {i}" if is_tuple else f"the given {arg_name}"
+            raise TypeError(f"The {arg_name} given to {fn_name} must be either a Tensor or a tuple of Tensors but "
+                            f"{where} has type {type(item)}.")
+    return is_tuple, items
+
+
+def _tuple_postprocess(res, to_unpack):
+    """Unwrap single-element tuples for arguments the user did not give as tuples; `to_unpack` is one flag,
+    or (outputs were a tuple, inputs were a tuple) for tuple-of-tuples results."""
+    outer, inner = to_unpack if isinstance(to_unpack, tuple) else (to_unpack, True)
+    if not inner:
+        res = tuple(el[0] for el in res)
+    return res if outer else res[0]
+
+
+def _grad_preprocess(inputs, create_graph, need_graph):
+    """Fresh graph roots for the inputs: views that stay in the caller's graph when create_graph, else detached."""
+    return tuple(x.view_as(x) if create_graph and x.requires_grad else x.detach().requires_grad_(need_graph)
+                 for x in inputs)
+
+
+def _grad_postprocess(inputs, create_graph):
+    """Detach the results (nested tuples too) unless create_graph."""
+    if isinstance(inputs[0], Tensor):
+        return inputs if create_graph else tuple(x.detach() for x in inputs)
+    return tuple(_grad_postprocess(x, create_graph) for x in inputs)
+
+
+def _validate_v(v, other, is_other_tuple):
+    if len(other) != len(v):
+        if is_other_tuple:
+            raise RuntimeError(f"v is a tuple of invalid length: should be {len(other)} but got {len(v)}.")
+        raise RuntimeError("The given v should contain a single Tensor.")
+    for i, (el_v, el_other) in enumerate(zip(v, other)):
+        if el_v.size() != el_other.size():
+            prepend = f"Entry {i} in " if is_other_tuple else ""
+            raise RuntimeError(f"{prepend}v has invalid size: should be {el_other.size()!r} but got {el_v.size()!r}.")
+
+
+def _preprocess_v(v, other, is_other_tuple, create_graph, fn_name, none_message):
+    if v is None:
+        if len(other) != 1 or other[0].numel() != 1:
+            raise RuntimeError(none_message)
+        return None
+    v = _grad_preprocess(_as_tuple(v, "v", fn_name)[1], create_graph, need_graph=False)
+    _validate_v(v, other, is_other_tuple)
+    return v
+
+
+def _check_requires_grad(inputs, input_type, strict):
+    if not strict:
+        return
+    for i, x in enumerate(inputs):
+        if x is None:
+            raise RuntimeError(f"The output of the user-provided function is independent of input {i}. This is "
+                               "not allowed in strict mode.")
+        if not x.requires_grad:
+            raise RuntimeError(_NO_GRAD_MESSAGES[input_type].format(i=i))
+
+
+def _autograd_grad(outputs, inputs, grad_outputs=None, create_graph=False, retain_graph=None, is_grads_batched=False,
+                   chunk_size=None):
+    """grad() of the outputs that require grad (None for every input when none does), allowing unused inputs."""
+    if grad_outputs is None:
+        grad_outputs = (None,) * len(outputs)
+    kept = [(out, g) for out, g in zip(outputs, grad_outputs) if out is not None and out.requires_grad]
+    if not kept:
+        return (None,) * len(inputs)
+    return _grad([out for out, _ in kept], inputs, [g for _, g in kept], retain_graph=retain_graph,
+                 create_graph=create_graph, allow_unused=True, is_grads_batched=is_grads_batched,
+                 chunk_size=chunk_size)
+
+
+def _fill_in_zeros(grads, refs, strict, create_graph, stage):
+    """Zeros for the None gradients, or (strict) torch's error saying which entry was independent."""
+    result = []
+    for i, g in enumerate(grads):
+        if g is None:
+            if strict:
+                raise RuntimeError(_NONE_GRAD_MESSAGES[stage].format(i=i))
+            g = zeros_like(refs[i])
+        elif strict and create_graph and not g.requires_grad:
+            what = "hessian" if "double" in stage else "jacobian"
+            raise RuntimeError(_CONSTANT_GRAD_MESSAGE.format(what=what, i=i))
+        result.append(g)
+    return tuple(result)
+
+
+def _results(outputs, result, is_outputs_tuple, is_result_tuple, create_graph):
+    return (_tuple_postprocess(_grad_postprocess(outputs, create_graph), is_outputs_tuple),
+            _tuple_postprocess(_grad_postprocess(result, create_graph), is_result_tuple))
+
+
+def vjp(func, inputs, v=None, create_graph=False, strict=False):
+    """(func(*inputs), v^T J): the vector-Jacobian product at `inputs`, shaped like the inputs.
+
+    `v` may be omitted when func returns a single one-element Tensor. With `create_graph` both results are
+    differentiable; with `strict`, an input that no output depends on raises instead of giving zeros.
+    """
+    with enable_grad():
+        is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "vjp")
+        inputs = _grad_preprocess(inputs, create_graph, need_graph=True)
+        is_outputs_tuple, outputs = _as_tuple(func(*inputs), _OUTPUTS, "vjp")
+        _check_requires_grad(outputs, "outputs", strict)
+        v = _preprocess_v(v, outputs, is_outputs_tuple, create_graph, "vjp",
+                          "The vector v can only be None if the user-provided function returns a single Tensor "
+                          "with a single element.")
+    with set_grad_enabled(create_graph or is_grad_enabled()):
+        grads = _autograd_grad(outputs, inputs, v, create_graph=create_graph)
+        result = _fill_in_zeros(grads, inputs, strict, create_graph, "back")
+    return _results(outputs, result, is_outputs_tuple, is_inputs_tuple, create_graph)
+
+
+def jvp(func, inputs, v=None, create_graph=False, strict=False):
+    """(func(*inputs), J v): the Jacobian-vector product at `inputs`, shaped like the outputs.
+
+    As torch, computed by the double-backward trick (the backward of a backward taken w.r.t. its cotangent),
+    so `create_graph` makes it differentiable. `v` may be omitted for a single one-element input.
+    """
+    with enable_grad():
+        is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "jvp")
+        inputs = _grad_preprocess(inputs, create_graph, need_graph=True)
+        v = _preprocess_v(v, inputs, is_inputs_tuple, create_graph, "jvp",
+                          "The vector v can only be None if the input to the user-provided function is a single "
+                          "Tensor with a single element.")
+        is_outputs_tuple, outputs = _as_tuple(func(*inputs), _OUTPUTS, "jvp")
+        _check_requires_grad(outputs, "outputs", strict)
+        grad_outputs = tuple(zeros_like(out, requires_grad=True) for out in outputs)
+        grad_inputs = _autograd_grad(outputs, inputs, grad_outputs, create_graph=True)
+        _check_requires_grad(grad_inputs, "grad_inputs", strict)
+    with set_grad_enabled(create_graph or is_grad_enabled()):
+        grads = _autograd_grad(grad_inputs, grad_outputs, v, create_graph=create_graph)
+        result = _fill_in_zeros(grads, outputs, strict, create_graph, "back_trick")
+    return _results(outputs, result, is_outputs_tuple, is_outputs_tuple, create_graph)
+
+
+def _check_strategy(strategy, hint):
+    if strategy not in _STRATEGIES:
+        raise AssertionError('Expected strategy to be either "forward-mode" or "reverse-mode".' + hint)
+
+
+def _check_forward_mode(create_graph, strict, vectorize):
+    """torch's refusals for forward mode, in torch's order."""
+    for flag, name, error in ((create_graph, "create_graph", NotImplementedError), (strict, "strict", RuntimeError)):
+        if flag:
+            raise error(f"torch.autograd.functional.jacobian: `{name}=True` and `strategy=\"forward-mode\"` are not "
+                        f"supported together (yet). Please either set `{name}=False` or `strategy=\"reverse-mode\"`.")
+    if not vectorize:
+        raise NotImplementedError("Computing Jacobian using forward-AD or forward-over-reverse Hessian is"
+                                  "only implemented for `vectorize=True`.")
+
+
+def _standard_basis(outputs, numels):
+    """One (total, numel_i) block per output, together the identity: the cotangents of a whole Jacobian."""
+    total, offset, blocks = sum(numels), 0, []
+    for out, n in zip(outputs, numels):
+        blocks.append(from_numpy(np.eye(total, n, k=-offset, dtype=out.dtype.np)))
+        offset += n
+    return tuple(blocks)
+
+
+def _jacobian_vectorized(outputs, inputs, create_graph, chunk_size):
+    """All rows of the Jacobian from one batched grad call whose cotangents are the standard basis."""
+    numels = [out.numel() for out in outputs]
+    flat_outputs = tuple(out.reshape(-1) for out in outputs)
+    grads = _autograd_grad(flat_outputs, inputs, _standard_basis(outputs, numels), create_graph=create_graph,
+                           is_grads_batched=True, chunk_size=chunk_size)
+    per_input = []
+    for g, x in zip(grads, inputs):
+        if g is None:
+            g = zeros_like(x).expand((sum(numels),) + tuple(x.shape))
+        per_input.append([block.view(tuple(out.shape) + tuple(x.shape))
+                          for block, out in zip(g.split(numels, dim=0), outputs)])
+    return tuple(zip(*per_input))
+
+
+def _jacobian_rows(outputs, inputs, create_graph, strict):
+    """The Jacobian one output element at a time, as torch's loop (a one-hot cotangent selects the element,
+    so every row reuses one backward structure)."""
+    jacobian = []
+    for i, out in enumerate(outputs):
+        rows = tuple([] for _ in inputs)
+        one_hots = np.eye(out.numel(), dtype=out.dtype.np).reshape((-1,) + tuple(out.shape))
+        for one_hot in one_hots:
+            grads = _autograd_grad((out,), inputs, (from_numpy(np.asarray(one_hot)),), retain_graph=True,
+                                   create_graph=create_graph)
+            for j, (row, g, x) in enumerate(zip(rows, grads, inputs)):
+                if g is None:
+                    if strict:
+                        raise RuntimeError(f"Output {i} of the user-provided function is independent of input {j}. "
+                                           "This is not allowed in strict mode.")
+                    g = zeros_like(x)
+                elif strict and create_graph and not g.requires_grad:
+                    raise RuntimeError(_CONSTANT_GRAD_MESSAGE.format(what="jacobian", i=i))  # torch names output i
+                row.append(g)
+        jacobian.append(tuple(stack(row).view(tuple(out.shape) + tuple(x.shape)) for row, x in zip(rows, inputs)))
+    return tuple(jacobian)
+
+
+def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False, strategy="reverse-mode", *,
+             chunk_size=None):
+    """The Jacobian of `func` at `inputs`: a Tensor for a Tensor input and output, a tuple over inputs or over
+    outputs, or a tuple (over outputs) of tuples (over inputs), each block shaped output.shape + input.shape.
+
+    `vectorize=True` computes it with one batched grad call (reverse mode) or one compiled program of JVPs
+    (`strategy="forward-mode"`, which requires vectorize=True); `chunk_size` bounds how many rows run at once.
+    """
+    check_chunk_size(chunk_size)
+    _check_strategy(strategy, ' Hint: If your function has more outputs than inputs, "forward-mode" tends to be '
+                              'more performant. Otherwise, prefer to use "reverse-mode".')
+    if strategy == "forward-mode":
+        is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "jacobian")
+        _check_forward_mode(create_graph, strict, vectorize)
+        try:
+            blocks, is_outputs_tuple = forward_jacobian(func, inputs, lambda out: _as_tuple(out, _OUTPUTS, "jacobian"),
+                                                        chunk_size=chunk_size)
+        except Untraceable:  # func reads concrete values: the same Jacobian by reverse mode
+            return jacobian(func, inputs if is_inputs_tuple else inputs[0], vectorize=True, chunk_size=chunk_size)
+        return _tuple_postprocess(blocks, (is_outputs_tuple, is_inputs_tuple))
+
+    with enable_grad():
+        is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "jacobian")
+        inputs = _grad_preprocess(inputs, create_graph, need_graph=True)
+        is_outputs_tuple, outputs = _as_tuple(func(*inputs), _OUTPUTS, "jacobian")
+        _check_requires_grad(outputs, "outputs", strict)
+        if vectorize:
+            if strict:
+                raise RuntimeError("torch.autograd.functional.jacobian: `strict=True` and `vectorized=True` are not "
+                                   "supported together. Please either set `strict=False` or `vectorize=False`.")
+            result = _jacobian_vectorized(outputs, inputs, create_graph, chunk_size)
+        else:
+            result = _jacobian_rows(outputs, inputs, create_graph, strict)
+        return _tuple_postprocess(_grad_postprocess(result, create_graph), (is_outputs_tuple, is_inputs_tuple))
+
+
+def _single_output(func, fn_name, strict):
+    """func, checked to return one single-element Tensor (squeezed to 0-d), as hessian, hvp and vhp need."""
+
+    def checked(*inputs):
+        out = func(*inputs)
+        is_tuple, outputs = _as_tuple(out, _OUTPUTS, fn_name)
+        _check_requires_grad(outputs, "outputs", strict)
+        if is_tuple:
+            raise RuntimeError(f"The function given to {fn_name} should return a single Tensor")
+        if out.numel() != 1:
+            raise RuntimeError(f"The Tensor returned by the function given to {fn_name} should contain a single "
+                               "element")
+        return out.squeeze()
+
+    return checked
+
+
+def hessian(func, inputs, create_graph=False, strict=False, vectorize=False, outer_jacobian_strategy="reverse-mode",
+            *, chunk_size=None):
+    """The Hessian of a function returning one single-element Tensor: a Tensor for a Tensor input, else a tuple
+    of tuples whose block [i][j] has shape inputs[i].shape + inputs[j].shape.
+
+    The outer Jacobian (of the gradient) follows `vectorize`, `outer_jacobian_strategy` and `chunk_size` as in
+    `jacobian`; "forward-mode" is forward over reverse in one compiled program.
+    """
+    check_chunk_size(chunk_size)
+    is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "hessian")
+    _check_strategy(outer_jacobian_strategy, "")
+    scalar_func = _single_output(func, "hessian", strict)
+    if outer_jacobian_strategy == "forward-mode":
+        _check_forward_mode(create_graph, strict, vectorize)
+        try:
+            blocks, _ = forward_jacobian(scalar_func, inputs, lambda out: (False, (out,)), hessian=True,
+                                         chunk_size=chunk_size)
+        except Untraceable:  # func reads concrete values: the same Hessian by reverse mode
+            outer_jacobian_strategy = "reverse-mode"
+        else:
+            return _tuple_postprocess(blocks, (is_inputs_tuple, is_inputs_tuple))
+
+    def jac_func(*inp):
+        jac = jacobian(scalar_func, inp, create_graph=True)
+        _check_requires_grad(jac, "jacobian", strict)
+        return jac
+
+    result = jacobian(jac_func, inputs, create_graph=create_graph, strict=strict, vectorize=vectorize,
+                      strategy=outer_jacobian_strategy, chunk_size=chunk_size)
+    return _tuple_postprocess(result, (is_inputs_tuple, is_inputs_tuple))
+
+
+def _hessian_setup(func, inputs, v, create_graph, strict, fn_name):
+    """The shared start of vhp and hvp: preprocessed inputs and v, the checked output and its gradient."""
+    is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", fn_name)
+    inputs = _grad_preprocess(inputs, create_graph, need_graph=True)
+    v = _preprocess_v(v, inputs, is_inputs_tuple, create_graph, fn_name,
+                      "The vector v can only be None if the input to the user-provided function is a single "
+                      "Tensor with a single element.")
+    out = func(*inputs)
+    is_outputs_tuple, outputs = _as_tuple(out, _OUTPUTS, fn_name)
+    _check_requires_grad(outputs, "outputs", strict)
+    if is_outputs_tuple:
+        raise RuntimeError(f"The function given to {fn_name} should return a single Tensor")
+    if out.numel() != 1:
+        raise RuntimeError(f"The Tensor returned by the function given to {fn_name} should contain a single element")
+    jac = _autograd_grad(outputs, inputs, create_graph=True)
+    _check_requires_grad(jac, "jacobian", strict)
+    return inputs, is_inputs_tuple, v, outputs, jac
+
+
+def vhp(func, inputs, v=None, create_graph=False, strict=False):
+    """(func(*inputs), v^T H): the vector-Hessian product of a function returning one single-element Tensor."""
+    with enable_grad():
+        inputs, is_inputs_tuple, v, outputs, jac = _hessian_setup(func, inputs, v, create_graph, strict, "vhp")
+    with set_grad_enabled(create_graph or is_grad_enabled()):
+        grads = _autograd_grad(jac, inputs, v, create_graph=create_graph)
+        result = _fill_in_zeros(grads, inputs, strict, create_graph, "double_back")
+    return _results(outputs, result, False, is_inputs_tuple, create_graph)
+
+
+def hvp(func, inputs, v=None, create_graph=False, strict=False):
+    """(func(*inputs), H v): the Hessian-vector product of a function returning one single-element Tensor,
+    computed as torch does, by the double-backward trick on the gradient."""
+    with enable_grad():
+        inputs, is_inputs_tuple, v, outputs, jac = _hessian_setup(func, inputs, v, create_graph, strict, "hvp")
+        grad_jac = tuple(zeros_like(x, requires_grad=True) for x in inputs)
+        double_back = _autograd_grad(jac, inputs, grad_jac, create_graph=True)
+        _check_requires_grad(jac, "hessian", strict)
+    with set_grad_enabled(create_graph or is_grad_enabled()):
+        grads = _autograd_grad(double_back, grad_jac, v, create_graph=create_graph)
+        result = _fill_in_zeros(grads, inputs, strict, create_graph, "double_back_trick")
+    return _results(outputs, result, False, is_inputs_tuple, create_graph)
