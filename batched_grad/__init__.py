@@ -11,6 +11,7 @@ from ._ops import *  # noqa: F401,F403  (every op of the table, under torch's na
 from ._ops import clone, compile_count, jax_function, to
 from ._tensor import Size, Tensor, device
 from . import autograd, linalg  # noqa: E402
+from . import nn, optim, testing  # noqa: E402
 from .autograd import grad
 
 __version__ = "0.1.0"

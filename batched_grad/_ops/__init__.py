@@ -11,6 +11,7 @@ from .elementwise import (COMPARISONS, PREDICATES, UNARY, add, atan2, clamp, cli
 from .indexing import (argsort, gather, getitem, index_select, masked_fill, masked_select, nonzero, scatter,
                        scatter_add, setitem, sort, take_along_dim, topk)
 from .linalg import bmm, diag, diagonal, dot, einsum, matmul, mm, mv, outer, tensordot, trace, tril, triu
+from .nn import conv1d, conv2d, layer_norm, log_softmax, max_pool2d, softmax
 from .reduction import (all, amax, amin, any, argmax, argmin, cumprod, cumsum, logsumexp, max, mean, min, norm,
                         prod, std, sum, var)
 from .shape import (broadcast_to, cat, chunk, concat, concatenate, expand, expand_as, flatten, flip, hstack,
@@ -161,7 +162,7 @@ _METHOD_NAMES = """add sub mul div true_divide floor_divide remainder fmod pow a
     bmm mv dot outer trace diag diagonal tril triu reshape view view_as flatten unflatten squeeze unsqueeze expand
     expand_as broadcast_to permute transpose swapaxes t movedim split chunk unbind flip roll repeat tile narrow select
     index_select gather scatter scatter_add take_along_dim masked_fill masked_select nonzero sort argsort topk clone
-    to tensordot""".split()
+    to tensordot softmax log_softmax""".split()
 _METHODS = dict(UNARY, **COMPARISONS, **PREDICATES)
 _METHODS.update({name: globals()[name] for name in _METHOD_NAMES})
 _METHODS.update(
@@ -215,4 +216,5 @@ __all__ = sorted({*UNARY, *COMPARISONS, *PREDICATES, "add", "atan2", "clamp", "c
                   "prod", "std", "sum", "var", "broadcast_to", "cat", "chunk", "concat", "concatenate", "expand",
                   "expand_as", "flatten", "flip", "hstack", "movedim", "narrow", "permute", "repeat", "reshape",
                   "roll", "select", "split", "squeeze", "stack", "swapaxes", "t", "tile", "transpose", "unbind",
-                  "unflatten", "unsqueeze", "view", "view_as", "vstack", "clone", "to", "jax_function"})
+                  "unflatten", "unsqueeze", "view", "view_as", "vstack", "clone", "to", "jax_function", "conv1d", "conv2d",
+                  "layer_norm", "log_softmax", "max_pool2d", "softmax"})

@@ -1,0 +1,409 @@
+"""Neural-network ops: activations, softmax, linear, convolution, pooling, layer norm, embedding, pad, one_hot and
+dropout. Each is a pure JAX function recorded through the op table, so its VJP (and every higher one) is JAX's."""
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import _dtypes
+from .._tensor import _TYPE_NAMES, Tensor, _wrap_dim
+from ._core import Op, apply
+
+
+def _is_concrete(x):
+    return not isinstance(x._value, jax.core.Tracer)
+
+
+def _check_tensor(fn, name, x, position=1):
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{fn}(): argument '{name}' (position {position}) must be Tensor, not {type(x).__name__}")
+
+
+def _require_float(kernel, dtype):
+    """torch's NotImplementedError for kernels without an integer or bool version."""
+    if not (dtype.is_floating_point or dtype.is_complex):
+        raise NotImplementedError(f'"{kernel}" not implemented for \'{_TYPE_NAMES[dtype.name]}\'')
+
+
+def _tuple(value, n, name):
+    """An int or a sequence of n ints (torch's `_pair`), checked."""
+    values = (value,) * n if isinstance(value, (int, np.integer)) else tuple(value)
+    if len(values) != n or not all(isinstance(v, (int, np.integer)) for v in values):
+        raise TypeError(f"{name} must be an int or a sequence of {n} ints, but got {value!r}")
+    return tuple(int(v) for v in values)
+
+
+# ---- activations --------------------------------------------------------------------------------------------
+def _softplus(a, *, beta, threshold):
+    z = a * beta
+    return jnp.where(z > threshold, a, jax.nn.softplus(z) / beta)
+
+
+_ACTIVATIONS = {  # name: (JAX function of the array and static parameters, torch's kernel name)
+    "leaky_relu": (lambda a, *, negative_slope: jnp.where(a > 0, a, a * negative_slope), "leaky_relu_cpu"),
+    # expm1 of min(a, 0): the unselected branch stays finite, so its (masked) gradient is not nan
+    "elu": (lambda a, *, alpha: jnp.where(a > 0, a, alpha * jnp.expm1(jnp.minimum(a, 0))), "elu_cpu"),
+    "gelu": (lambda a, *, approximate: jax.nn.gelu(a, approximate=approximate == "tanh"), "GeluKernelImpl"),
+    "silu": (lambda a: a * jax.nn.sigmoid(a), "silu_cpu"),
+    "softplus": (_softplus, "softplus_cpu"),
+}
+_ACTIVATION_OPS = {name: Op(name, f) for name, (f, _) in _ACTIVATIONS.items()}
+
+
+def _activation(name, input, inplace=False, **static):
+    _check_tensor(name, "input", input)
+    _require_float(_ACTIVATIONS[name][1], input.dtype)
+    out = apply(_ACTIVATION_OPS[name], [input], **static)
+    return input._assign(out) if inplace else out
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    """x where x > 0, else negative_slope * x."""
+    return _activation("leaky_relu", input, inplace, negative_slope=float(negative_slope))
+
+
+def elu(input, alpha=1.0, inplace=False):
+    """x where x > 0, else alpha * (exp(x) - 1)."""
+    return _activation("elu", input, inplace, alpha=float(alpha))
+
+
+def gelu(input, approximate="none"):
+    """x * Phi(x) (the Gaussian CDF), or its tanh approximation with approximate='tanh'."""
+    if approximate not in ("none", "tanh"):
+        raise RuntimeError("approximate argument must be either none or tanh.")
+    return _activation("gelu", input, approximate=approximate)
+
+
+def silu(input, inplace=False):
+    """x * sigmoid(x)."""
+    return _activation("silu", input, inplace)
+
+
+def softplus(input, beta=1.0, threshold=20.0):
+    """log(1 + exp(beta * x)) / beta, and x itself where beta * x > threshold."""
+    return _activation("softplus", input, beta=float(beta), threshold=float(threshold))
+
+
+_SOFTMAX = Op("softmax", lambda a, *, axis, dtype: jax.nn.softmax(a.astype(dtype), axis=axis))
+_LOG_SOFTMAX = Op("log_softmax", lambda a, *, axis, dtype: jax.nn.log_softmax(a.astype(dtype), axis=axis))
+
+
+def _softmax_dim(name, ndim, dim):
+    if dim is None:  # torch's legacy implicit choice
+        warnings.warn(f"Implicit dimension choice for {name} has been deprecated. Change the call to include "
+                      "dim=X as an argument.", UserWarning, stacklevel=4)
+        dim = 0 if ndim in (0, 1, 3) else 1
+    return _wrap_dim(dim, ndim)
+
+
+def _softmax(op, name, input, dim, dtype):
+    _check_tensor(name, "input", input)
+    d = input.dtype if dtype is None else _dtypes.to_dtype(dtype)
+    _require_float(f"{name}_lastdim_kernel_impl", d)
+    return apply(op, [input], axis=_softmax_dim(name, input.ndim, dim), dtype=d.np)
+
+
+def softmax(input, dim=None, _stacklevel=3, dtype=None):
+    """exp(x) / sum(exp(x)) along `dim` (computed in `dtype` when given)."""
+    return _softmax(_SOFTMAX, "softmax", input, dim, dtype)
+
+
+def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
+    """x - logsumexp(x) along `dim`, computed stably (in `dtype` when given)."""
+    return _softmax(_LOG_SOFTMAX, "log_softmax", input, dim, dtype)
+
+
+# ---- linear and convolution ---------------------------------------------------------------------------------
+def _linear(x, w, *bias):
+    out = jnp.matmul(x, w.T)
+    return out + bias[0] if bias else out
+
+
+# affine in each operand: an operand's own value never enters its VJP, so multilinear saving is exact
+_LINEAR = Op("linear", _linear, multilinear=True)
+
+
+def linear(input, weight, bias=None):
+    """input @ weight.T + bias."""
+    _check_tensor("linear", "input", input)
+    _check_tensor("linear", "weight", weight, 2)
+    if input.shape[-1:] != weight.shape[-1:]:
+        rows = int(np.prod(input.shape[:-1]))
+        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({rows}x{input.shape[-1]} and "
+                           f"{'x'.join(map(str, reversed(weight.shape)))})")
+    return apply(_LINEAR, [input, weight] + ([] if bias is None else [bias]))
+
+
+def _conv(x, w, *bias, stride, padding, dilation, groups):
+    spatial = "DHW"[-(w.ndim - 2):]
+    out = jax.lax.conv_general_dilated(x, w, stride, padding, rhs_dilation=dilation, feature_group_count=groups,
+                                       dimension_numbers=("NC" + spatial, "OI" + spatial, "NC" + spatial))
+    return out + bias[0].reshape((-1,) + (1,) * (w.ndim - 2)) if bias else out
+
+
+_CONV = Op("convolution", _conv, multilinear=True)
+
+
+def _conv_padding(padding, n, kernel, dilation, stride):
+    if padding == "valid":
+        return ((0, 0),) * n
+    if padding == "same":
+        if any(s != 1 for s in stride):
+            raise RuntimeError("padding='same' is not supported for strided convolutions")
+        totals = [d * (k - 1) for d, k in zip(dilation, kernel)]
+        return tuple((t // 2, t - t // 2) for t in totals)
+    if isinstance(padding, str):
+        raise ValueError(f"Invalid padding string {padding!r}, should be one of {{'valid', 'same'}}")
+    return tuple((p, p) for p in _tuple(padding, n, "padding"))
+
+
+def _convolution(n, input, weight, bias, stride, padding, dilation, groups):
+    fn = f"conv{n}d"
+    _check_tensor(fn, "input", input)
+    _check_tensor(fn, "weight", weight, 2)
+    if weight.ndim != n + 2:
+        raise RuntimeError(f"weight should have at least three dimensions" if weight.ndim < 3 else
+                           f"Expected {n + 2}-dimensional weight for {fn}, but got weight of size "
+                           f"{list(weight.shape)}")
+    if input.ndim not in (n + 1, n + 2):
+        raise RuntimeError(f"Expected {n + 1}D (unbatched) or {n + 2}D (batched) input to {fn}, but got input of "
+                           f"size: {list(input.shape)}")
+    unbatched = input.ndim == n + 1
+    x = input.unsqueeze(0) if unbatched else input
+    if x.shape[1] != weight.shape[1] * groups:
+        raise RuntimeError(f"Given groups={groups}, weight of size {list(weight.shape)}, expected input"
+                           f"{list(x.shape)} to have {weight.shape[1] * groups} channels, but got {x.shape[1]} "
+                           "channels instead")
+    stride, dilation = _tuple(stride, n, "stride"), _tuple(dilation, n, "dilation")
+    pads = _conv_padding(padding, n, weight.shape[2:], dilation, stride)
+    out = apply(_CONV, [x, weight] + ([] if bias is None else [bias]), stride=stride, padding=pads,
+                dilation=dilation, groups=int(groups))
+    return out.squeeze(0) if unbatched else out
+
+
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """1-D cross-correlation of (N, C_in, L) with (C_out, C_in / groups, k); padding may be 'valid' or 'same'."""
+    return _convolution(1, input, weight, bias, stride, padding, dilation, groups)
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """2-D cross-correlation of (N, C_in, H, W) with (C_out, C_in / groups, kh, kw)."""
+    return _convolution(2, input, weight, bias, stride, padding, dilation, groups)
+
+
+# ---- pooling -----------------------------------------------------------------------------------------------
+def _pool_window(x, init, reducer, *, window, stride, padding, dilation):
+    lead = x.ndim - len(window)
+    return jax.lax.reduce_window(x, init, reducer, (1,) * lead + window, (1,) * lead + stride,
+                                 ((0, 0),) * lead + padding, window_dilation=(1,) * lead + dilation)
+
+
+def _max_pool(x, **geometry):
+    return _pool_window(x, -jnp.inf, jax.lax.max, **geometry)
+
+
+def _avg_pool(x, *, divisor, count_pad, **geometry):
+    total = _pool_window(x, 0.0, jax.lax.add, **geometry)
+    if divisor:
+        return total / divisor
+    # the window sizes torch divides by: pad with ones where padding counts, zeros beyond (ceil_mode's overhang)
+    lead, pads = x.ndim - len(geometry["window"]), geometry["padding"]
+    ones = jnp.pad(jnp.ones(x.shape[lead:], x.dtype), [(p, p) for p, _ in pads] if count_pad else 0,
+                   constant_values=1)
+    inner = tuple((0, hi - lo) for lo, hi in pads) if count_pad else pads
+    counts = _pool_window(ones, 0.0, jax.lax.add, **dict(geometry, padding=inner))
+    return total / counts
+
+
+_MAX_POOL = Op("max_pool2d", _max_pool, backward_name="MaxPool2DWithIndicesBackward0")
+_AVG_POOL = Op("avg_pool2d", _avg_pool, linear=True, backward_name="AvgPool2DBackward0")
+
+
+def _pool_geometry(fn, input, kernel_size, stride, padding, dilation, ceil_mode):
+    _check_tensor(fn, "input", input)
+    if input.ndim not in (3, 4):
+        raise RuntimeError(f"non-empty 3D or 4D (batch mode) tensor expected for input, but got {list(input.shape)}")
+    kernel = _tuple(kernel_size, 2, "kernel_size")
+    stride = kernel if stride is None or stride == [] else _tuple(stride, 2, "stride")
+    padding, dilation = _tuple(padding, 2, "padding"), _tuple(dilation, 2, "dilation")
+    pads, sizes = [], []
+    for n, k, s, p, d in zip(input.shape[-2:], kernel, stride, padding, dilation):
+        if p > (d * (k - 1) + 1) // 2:
+            raise RuntimeError(f"pad should be at most half of effective kernel size, but got pad={p}, "
+                               f"kernel_size={k} and dilation={d}")
+        span = n + 2 * p - d * (k - 1) - 1
+        out = (-(-span // s) if ceil_mode else span // s) + 1
+        if ceil_mode and (out - 1) * s >= n + p:  # the last window must start inside the input or left padding
+            out -= 1
+        sizes.append(out)
+        pads.append((p, max(p, (out - 1) * s + d * (k - 1) + 1 - n - p)))
+    if min(sizes) < 1:
+        raise RuntimeError(f"Given input size: ({'x'.join(map(str, input.shape[-3:]))}). Calculated output size: "
+                           f"({input.shape[-3]}x{'x'.join(map(str, sizes))}). Output size is too small")
+    return dict(window=kernel, stride=stride, padding=tuple(pads), dilation=dilation)
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    """The maximum over each (dilated) window of the last two dims; padding counts as -inf."""
+    if return_indices:
+        raise NotImplementedError("max_pool2d: return_indices=True is not supported; use return_indices=False.")
+    _require_float("max_pool2d", input.dtype)
+    geometry = _pool_geometry("max_pool2d", input, kernel_size, stride, padding, dilation, ceil_mode)
+    return apply(_MAX_POOL, [input], **geometry)
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    """The mean over each window of the last two dims (padding counted when `count_include_pad`)."""
+    _require_float("avg_pool2d", input.dtype)
+    if divisor_override is not None and (not isinstance(divisor_override, int) or divisor_override <= 0):
+        raise RuntimeError("divisor must be not zero")
+    geometry = _pool_geometry("avg_pool2d", input, kernel_size, stride, padding, 1, ceil_mode)
+    return apply(_AVG_POOL, [input], divisor=divisor_override or 0, count_pad=bool(count_include_pad), **geometry)
+
+
+# ---- normalization and embedding ----------------------------------------------------------------------------
+def _layer_norm(x, *affine, axes, eps, has_weight):
+    mean = jnp.mean(x, axes, keepdims=True)
+    var = jnp.mean(jnp.square(x - mean), axes, keepdims=True)
+    out = (x - mean) * jax.lax.rsqrt(var + eps)
+    if has_weight:
+        out, affine = out * affine[0], affine[1:]
+    return out + affine[0] if affine else out
+
+
+_LAYER_NORM = Op("native_layer_norm", _layer_norm)
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """Normalize over the trailing `normalized_shape` dims (biased variance), then scale and shift."""
+    _check_tensor("layer_norm", "input", input)
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    n = len(shape)
+    if not n or tuple(input.shape[input.ndim - n:]) != shape or input.ndim < n:
+        raise RuntimeError(f"Given normalized_shape={list(shape)}, expected input with shape [*, "
+                           f"{', '.join(map(str, shape))}], but got input of size{list(input.shape)}")
+    for name, p in (("weight", weight), ("bias", bias)):
+        if p is not None and tuple(p.shape) != shape:
+            raise RuntimeError(f"Expected {name} to be of same shape as normalized_shape, but got {name} of shape "
+                               f"{list(p.shape)} and normalized_shape = {list(shape)}")
+    affine = [p for p in (weight, bias) if p is not None]
+    return apply(_LAYER_NORM, [input] + affine, axes=tuple(range(input.ndim - n, input.ndim)), eps=float(eps),
+                 has_weight=weight is not None)
+
+
+def _embedding(w, indices, *, padding_idx):
+    out = jnp.take(w, indices, axis=0)
+    if padding_idx is None:
+        return out
+    # rows looked up at padding_idx keep their values but get no gradient
+    return jnp.where((indices == padding_idx)[..., None], jax.lax.stop_gradient(out), out)
+
+
+_EMBEDDING = Op("embedding", _embedding, multilinear=True)
+
+
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
+              sparse=False):
+    """Rows of `weight` looked up by the integer tensor `input`; rows at `padding_idx` get no gradient."""
+    _check_tensor("embedding", "input", input)
+    _check_tensor("embedding", "weight", weight, 2)
+    for name, value in (("max_norm", max_norm), ("scale_grad_by_freq", scale_grad_by_freq), ("sparse", sparse)):
+        if value:
+            raise NotImplementedError(f"embedding: {name}={value!r} is not supported; leave it at its default.")
+    if input.dtype.is_floating_point or input.dtype.is_complex or input.dtype is _dtypes.bool:
+        raise RuntimeError("Expected tensor for argument #1 'indices' to have one of the following scalar types: "
+                           f"Long, Int; but got torch.{_TYPE_NAMES[input.dtype.name]}Tensor instead (while checking "
+                           "arguments for embedding)")
+    if weight.ndim != 2:
+        raise RuntimeError("'weight' must be 2-D")
+    rows = weight.shape[0]
+    if padding_idx is not None:
+        if not -rows <= padding_idx < rows:
+            raise AssertionError("Padding_idx must be within num_embeddings")
+        padding_idx %= rows
+    if _is_concrete(input) and input.numel() and not (0 <= np.min(input) and np.max(input) < rows):
+        raise IndexError("index out of range in self")
+    return apply(_EMBEDDING, [weight, input], padding_idx=padding_idx)
+
+
+# ---- pad, one_hot, dropout ----------------------------------------------------------------------------------
+_PAD_MODES = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}  # torch's mode: jnp.pad's
+_CONSTANT_PAD = Op("constant_pad_nd", lambda a, *, pads, value: jax.lax.pad(a, jnp.array(value, a.dtype), pads),
+                   linear=True)
+_MODE_PAD = Op("pad", lambda a, *, pads, mode: jnp.pad(a, pads, mode=mode), linear=True)
+
+
+def pad(input, pad, mode="constant", value=None):
+    """Pad the last len(pad) // 2 dims: pad = (left of the last dim, right of the last dim, left of the one before,
+    ...). 'constant' takes negative amounts (cropping); 'reflect', 'replicate' and 'circular' repeat the input."""
+    _check_tensor("pad", "input", input)
+    pad = tuple(int(p) for p in pad)
+    if len(pad) % 2:
+        raise RuntimeError("Padding length must be divisible by 2")
+    n = len(pad) // 2
+    if n > input.ndim:
+        raise RuntimeError("Padding length should be less than or equal to two times the input dimension but got "
+                           f"padding length {len(pad)} and input of dimension {input.ndim}")
+    pairs = [(0, 0)] * (input.ndim - n) + [pad[2 * i:2 * i + 2] for i in reversed(range(n))]
+    if mode == "constant":
+        return apply(_CONSTANT_PAD, [input], pads=tuple((lo, hi, 0) for lo, hi in pairs),
+                     value=0 if value is None else value)
+    if mode not in _PAD_MODES:
+        raise NotImplementedError(f"Unrecognised padding mode {mode}")
+    if value:
+        raise ValueError(f"Padding mode \"{mode}\" doesn't take in value argument.")
+    for dim, (lo, hi) in enumerate(pairs):
+        limit = input.shape[dim] - (mode == "reflect")
+        if (lo or hi) and (min(lo, hi) < 0 or max(lo, hi) > limit):
+            raise RuntimeError(f"{mode} padding of {(lo, hi)} at dimension {dim} must be non-negative and at most "
+                               f"{limit} for input of shape {list(input.shape)}")
+    return apply(_MODE_PAD, [input], pads=tuple(map(tuple, pairs)), mode=_PAD_MODES[mode])
+
+
+_ONE_HOT = Op("one_hot", lambda a, *, classes: (a[..., None] == jnp.arange(classes)).astype(jnp.int64))
+
+
+def one_hot(tensor, num_classes=-1):
+    """An int64 tensor with one more trailing dim of size `num_classes`, 1 at each value's index."""
+    _check_tensor("one_hot", "tensor", tensor)
+    if tensor.dtype is not _dtypes.int64:
+        raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
+    if _is_concrete(tensor) and tensor.numel():
+        low, high = np.min(tensor), np.max(tensor)
+        if low < 0:
+            raise RuntimeError("Class values must be non-negative.")
+        if num_classes == -1:
+            num_classes = int(high) + 1
+        elif high >= num_classes:
+            raise RuntimeError("Class values must be smaller than num_classes.")
+    elif num_classes == -1:
+        if tensor.numel():  # a traced tensor's values are unknown
+            raise ValueError("one_hot: num_classes=-1 needs the values, which are not known inside vmap.vmap; pass "
+                             "num_classes explicitly.")
+        raise RuntimeError("Can not infer total number of classes from empty tensor.")
+    return apply(_ONE_HOT, [tensor], classes=int(num_classes))
+
+
+_DROPOUT = Op("dropout", lambda a, keep, *, scale: a * keep.astype(a.dtype) * scale, multilinear=True,
+              backward_name="MulBackward0")
+
+
+def dropout(input, p=0.5, training=True, inplace=False):
+    """Zero each element with probability p (drawn from batched_grad's generator) and scale the rest by
+    1 / (1 - p); the identity when not training."""
+    from .._factories import _generator
+
+    _check_tensor("dropout", "input", input)
+    if not 0 <= p <= 1:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if not training or p == 0:
+        return input
+    keep = _generator().random(tuple(input.shape)) >= p
+    out = apply(_DROPOUT, [input, keep], scale=0.0 if p == 1 else 1.0 / (1.0 - p))
+    return input._assign(out) if inplace else out
+
+
+__all__ = ["avg_pool2d", "conv1d", "conv2d", "dropout", "elu", "embedding", "gelu", "layer_norm", "leaky_relu",
+           "linear", "log_softmax", "max_pool2d", "one_hot", "pad", "silu", "softmax", "softplus"]

@@ -1,0 +1,259 @@
+"""torch.nn.functional's names: the nn ops of the op table, plus the losses, each one pure JAX op with torch's
+formula (so its VJP and higher derivatives are JAX's and it vectorizes under is_grads_batched)."""
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import _dtypes
+from .._ops import UNARY
+from .._ops._core import Op, apply
+from .._ops.nn import (_check_tensor, _is_concrete, avg_pool2d, conv1d, conv2d, dropout, elu, embedding, gelu,
+                       layer_norm, leaky_relu, linear, log_softmax, max_pool2d, one_hot, pad, silu, softmax, softplus)
+from .._tensor import _TYPE_NAMES, Tensor
+
+tanh, sigmoid = UNARY["tanh"], UNARY["sigmoid"]
+
+
+def relu(input, inplace=False):
+    """max(x, 0)."""
+    return input.relu_() if inplace else UNARY["relu"](input)
+
+
+# ---- reductions ---------------------------------------------------------------------------------------------
+_REDUCE = {"none": lambda loss: loss, "mean": jnp.mean, "sum": jnp.sum}
+
+
+def _check_reduction(reduction):
+    if reduction not in _REDUCE:
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+
+
+def _promoted(fn, input, target):
+    _check_tensor(fn, "input", input)
+    _check_tensor(fn, "target", target, 2)
+    d = _dtypes.result_type(input, target)
+    if not d.is_floating_point:
+        raise RuntimeError(f"{fn}: expected floating point input and target, but got {input.dtype} and "
+                           f"{target.dtype}")
+    return d
+
+
+# ---- regression losses --------------------------------------------------------------------------------------
+def _smooth_l1(d, *, beta):
+    z = jnp.abs(d)
+    if beta == 0:  # the quadratic branch is empty (and 0.5 z^2 / 0 would poison the gradient with nan)
+        return z
+    return jnp.where(z < beta, 0.5 * z * z / beta, z - 0.5 * beta)
+
+
+_DISTANCES = {"mse_loss": jnp.square, "l1_loss": jnp.abs, "smooth_l1_loss": _smooth_l1}
+_DISTANCE_OPS = {
+    name: Op(name, lambda a, b, *, f=f, dtype, reduction, **static: _REDUCE[reduction](
+        f(a.astype(dtype) - b.astype(dtype), **static)))
+    for name, f in _DISTANCES.items()
+}
+
+
+def _distance_loss(name, input, target, reduction, **static):
+    d = _promoted(name, input, target)
+    _check_reduction(reduction)
+    if input.shape != target.shape:
+        warnings.warn(f"Using a target size ({target.shape!r}) that is different to the input size "
+                      f"({input.shape!r}). This will likely lead to incorrect results due to broadcasting. Please "
+                      "ensure they have the same size.", UserWarning, stacklevel=3)
+    return apply(_DISTANCE_OPS[name], [input, target], dtype=d.np, reduction=reduction, **static)
+
+
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    """Mean (or sum, or none) of the squared differences."""
+    _no_legacy("mse_loss", size_average, reduce, weight)
+    return _distance_loss("mse_loss", input, target, reduction)
+
+
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    """Mean (or sum, or none) of the absolute differences."""
+    _no_legacy("l1_loss", size_average, reduce)
+    return _distance_loss("l1_loss", input, target, reduction)
+
+
+def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
+    """Huber-like loss: 0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta."""
+    _no_legacy("smooth_l1_loss", size_average, reduce)
+    if beta < 0:
+        raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
+    return _distance_loss("smooth_l1_loss", input, target, reduction, beta=float(beta))
+
+
+def _no_legacy(fn, size_average, reduce, weight=None):
+    if size_average is not None or reduce is not None or weight is not None:
+        raise NotImplementedError(f"{fn}: the legacy size_average/reduce arguments (and weight) are not supported; "
+                                  "use reduction='mean', 'sum' or 'none'.")
+
+
+# ---- classification losses ----------------------------------------------------------------------------------
+def _nll(logp, target, weight, *, ignore_index, reduction):
+    """torch's nll_loss on arrays: logp (N, C, ...) or (C,), target (N, ...) or ()."""
+    valid = target != ignore_index
+    safe = jnp.where(valid, target, 0)
+    if logp.ndim == 1:
+        picked = logp[safe]
+    else:
+        picked = jnp.take_along_axis(logp, jnp.expand_dims(safe, 1), axis=1).squeeze(1)
+    weights = valid.astype(logp.dtype) if weight is None else jnp.where(valid, weight[safe], 0)
+    loss = -picked * weights
+    if reduction == "mean":
+        return jnp.sum(loss) / jnp.sum(weights)
+    return _REDUCE[reduction](loss)
+
+
+def _class_weight(weight, logp):
+    """`weight` shaped to broadcast along the class dim of logp."""
+    return weight.reshape((-1,) + (1,) * (logp.ndim - 2)) if logp.ndim > 1 else weight
+
+
+def _cross_entropy(x, target, *weight, ignore_index, reduction, label_smoothing, probabilities):
+    axis = min(1, x.ndim - 1)
+    classes = x.shape[axis]
+    logp = jax.nn.log_softmax(x, axis=axis)
+    w = weight[0] if weight else None
+    wc = _class_weight(w, logp) if weight else 1
+    if probabilities:
+        t = target * (1 - label_smoothing) + label_smoothing / classes if label_smoothing else target
+        loss = -jnp.sum(logp * t * wc, axis)
+        return jnp.sum(loss) / (x.size / classes) if reduction == "mean" else _REDUCE[reduction](loss)
+    nll = _nll(logp, target, w, ignore_index=ignore_index, reduction=reduction)
+    if not label_smoothing:
+        return nll
+    valid = target != ignore_index
+    smooth = jnp.where(valid, -jnp.sum(logp * wc, axis), 0)
+    if reduction == "mean":
+        total = jnp.sum(jnp.where(valid, w[jnp.where(valid, target, 0)], 0)) if weight else jnp.sum(valid)
+        smooth = jnp.sum(smooth) / total
+    else:
+        smooth = _REDUCE[reduction](smooth)
+    return (1 - label_smoothing) * nll + smooth * (label_smoothing / classes)
+
+
+_NLL = Op("nll_loss", lambda logp, target, *weight, **static: _nll(logp, target, weight[0] if weight else None,
+                                                                   **static))
+_CROSS_ENTROPY = Op("cross_entropy", _cross_entropy, backward_name="LogSoftmaxBackward0")
+
+
+def _check_classes(fn, input, target, weight, probabilities=False):
+    """The shapes of input, target (class indices, or probabilities) and weight, as torch checks them."""
+    _check_tensor(fn, "input", input)
+    _check_tensor(fn, "target", target, 2)
+    if not input.dtype.is_floating_point:
+        raise NotImplementedError(f'"{fn}" not implemented for \'{_TYPE_NAMES[input.dtype.name]}\'')
+    if input.ndim == 0:
+        raise ValueError(f"{fn}: expected input of shape (C,), (N, C) or (N, C, d1, ...), but got a 0-dim tensor")
+    expected = tuple(input.shape[:1] + input.shape[2:]) if input.ndim > 1 else ()
+    if probabilities and target.shape != input.shape:
+        raise RuntimeError(f"{fn}: a target of class probabilities must have the input's shape "
+                           f"{list(input.shape)}, but got {list(target.shape)}")
+    if not probabilities and tuple(target.shape) != expected:
+        raise ValueError(f"Expected input batch_size ({input.shape[0] if input.ndim > 1 else 1}) to match target "
+                         f"batch_size ({target.shape[0] if target.ndim else 1})." if input.ndim == 2 else
+                         f"{fn}: expected target of shape {list(expected)} for input of shape "
+                         f"{list(input.shape)}, but got {list(target.shape)}")
+    classes = input.shape[min(1, input.ndim - 1)]
+    if weight is not None and (not isinstance(weight, Tensor) or tuple(weight.shape) != (classes,)):
+        shape = list(weight.shape) if isinstance(weight, Tensor) else type(weight).__name__
+        raise RuntimeError(f"weight tensor should be defined either for all {classes} classes or no classes but got "
+                           f"weight tensor of shape: {shape}")
+    return classes
+
+
+def _check_targets(target, classes, ignore_index):
+    if target.dtype not in (_dtypes.int64, _dtypes.uint8):
+        raise RuntimeError(f"expected scalar type Long but found {_TYPE_NAMES[target.dtype.name]}")
+    if _is_concrete(target):
+        values = np.asarray(target._value)
+        bad = values[(values != ignore_index) & ((values < 0) | (values >= classes))]
+        if bad.size:
+            raise IndexError(f"Target {bad.flat[0]} is out of bounds.")
+
+
+def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
+    """The negative log-likelihood of class indices `target` under log-probabilities `input` (classes in dim 1)."""
+    _no_legacy("nll_loss", size_average, reduce)
+    _check_reduction(reduction)
+    classes = _check_classes("nll_loss", input, target, weight)
+    _check_targets(target, classes, ignore_index)
+    return apply(_NLL, [input, target] + ([] if weight is None else [weight]), ignore_index=int(ignore_index),
+                 reduction=reduction)
+
+
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
+                  label_smoothing=0.0):
+    """log_softmax + nll_loss over dim 1 (dim 0 for unbatched input); `target` holds class indices, or class
+    probabilities of input's shape; `label_smoothing` mixes in the uniform distribution."""
+    _no_legacy("cross_entropy", size_average, reduce)
+    _check_reduction(reduction)
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
+    _check_tensor("cross_entropy", "target", target, 2)
+    probabilities = target.dtype.is_floating_point
+    classes = _check_classes("cross_entropy", input, target, weight, probabilities)
+    if not probabilities:
+        _check_targets(target, classes, ignore_index)
+    return apply(_CROSS_ENTROPY, [input, target] + ([] if weight is None else [weight]),
+                 ignore_index=int(ignore_index), reduction=reduction, label_smoothing=float(label_smoothing),
+                 probabilities=probabilities)
+
+
+# ---- binary losses ------------------------------------------------------------------------------------------
+def _bce(x, t, *weight, reduction):
+    # torch clamps each log at -100 so that a saturated prediction gives a finite loss
+    loss = (t - 1) * jnp.maximum(jnp.log1p(-x), -100) - t * jnp.maximum(jnp.log(x), -100)
+    return _REDUCE[reduction](loss * weight[0] if weight else loss)
+
+
+def _bce_with_logits(x, t, *extra, reduction, has_weight):
+    weight, pos_weight = (extra[0], extra[1:]) if has_weight else (None, extra)
+    log_weight = (pos_weight[0] - 1) * t + 1 if pos_weight else 1
+    loss = (1 - t) * x + log_weight * (jnp.log1p(jnp.exp(-jnp.abs(x))) + jnp.maximum(-x, 0))
+    return _REDUCE[reduction](loss if weight is None else loss * weight)
+
+
+_BCE = Op("binary_cross_entropy", _bce)
+_BCE_WITH_LOGITS = Op("binary_cross_entropy_with_logits", _bce_with_logits)
+
+
+def _check_binary(fn, input, target, message):
+    _promoted(fn, input, target)
+    if target.shape != input.shape:
+        raise ValueError(message.format(target=target.shape, input=input.shape))
+
+
+def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
+    """-(t log(x) + (1 - t) log(1 - x)) for probabilities `input` in [0, 1], each log clamped at -100."""
+    _no_legacy("binary_cross_entropy", size_average, reduce)
+    _check_reduction(reduction)
+    _check_binary("binary_cross_entropy", input, target,
+                  "Using a target size ({target!r}) that is different to the input size ({input!r}) is deprecated. "
+                  "Please ensure they have the same size.")
+    if _is_concrete(input) and input.numel():
+        values = np.asarray(input._value)
+        if not ((values >= 0) & (values <= 1)).all():
+            raise RuntimeError("all elements of input should be between 0 and 1")
+    return apply(_BCE, [input, target] + ([] if weight is None else [weight]), reduction=reduction)
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None, reduction="mean",
+                                     pos_weight=None):
+    """binary_cross_entropy(sigmoid(input), target), computed stably; `pos_weight` weighs the positive term."""
+    _no_legacy("binary_cross_entropy_with_logits", size_average, reduce)
+    _check_reduction(reduction)
+    _check_binary("binary_cross_entropy_with_logits", input, target,
+                  "Target size ({target!r}) must be the same as input size ({input!r})")
+    extra = [w for w in (weight, pos_weight) if w is not None]
+    return apply(_BCE_WITH_LOGITS, [input, target] + extra, reduction=reduction, has_weight=weight is not None)
+
+
+__all__ = ["avg_pool2d", "binary_cross_entropy", "binary_cross_entropy_with_logits", "conv1d", "conv2d",
+           "cross_entropy", "dropout", "elu", "embedding", "gelu", "l1_loss", "layer_norm", "leaky_relu", "linear",
+           "log_softmax", "max_pool2d", "mse_loss", "nll_loss", "one_hot", "pad", "relu", "sigmoid", "silu",
+           "smooth_l1_loss", "softmax", "softplus", "tanh"]

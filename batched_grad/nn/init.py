@@ -1,0 +1,75 @@
+"""torch.nn.init's in-place initializers, drawing from batched_grad's generator."""
+import math
+
+from .. import _factories
+from .._grad_mode import no_grad
+
+_GAINS = {"linear": 1.0, "conv1d": 1.0, "conv2d": 1.0, "sigmoid": 1.0, "tanh": 5.0 / 3, "relu": math.sqrt(2.0),
+          "selu": 3.0 / 4}
+
+
+def calculate_gain(nonlinearity, param=None):
+    """The recommended gain for `nonlinearity` (torch's table)."""
+    if nonlinearity == "leaky_relu":
+        slope = 0.01 if param is None else param
+        if isinstance(slope, bool) or not isinstance(slope, (int, float)):
+            raise ValueError(f"negative_slope {slope} not a valid number")
+        return math.sqrt(2.0 / (1 + slope ** 2))
+    if nonlinearity not in _GAINS:
+        raise ValueError(f"Unsupported nonlinearity {nonlinearity}")
+    return _GAINS[nonlinearity]
+
+
+def _calculate_fan_in_and_fan_out(tensor):
+    if tensor.ndim < 2:
+        raise ValueError("Fan in and fan out can not be computed for tensor with fewer than 2 dimensions")
+    receptive = math.prod(tensor.shape[2:])
+    return tensor.shape[1] * receptive, tensor.shape[0] * receptive
+
+
+def _fill(tensor, value):
+    with no_grad():
+        return tensor.copy_(value)
+
+
+def uniform_(tensor, a=0.0, b=1.0):
+    """Fill with samples of U(a, b)."""
+    return _fill(tensor, _factories.rand(*tensor.shape, dtype=tensor.dtype) * (b - a) + a)
+
+
+def normal_(tensor, mean=0.0, std=1.0):
+    """Fill with samples of N(mean, std^2)."""
+    return _fill(tensor, _factories.randn(*tensor.shape, dtype=tensor.dtype) * std + mean)
+
+
+def constant_(tensor, val):
+    """Fill with `val`."""
+    return _fill(tensor, _factories.full(tuple(tensor.shape), val, dtype=tensor.dtype))
+
+
+def zeros_(tensor):
+    """Fill with zeros."""
+    return constant_(tensor, 0.0)
+
+
+def ones_(tensor):
+    """Fill with ones."""
+    return constant_(tensor, 1.0)
+
+
+def kaiming_uniform_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu"):
+    """U(-bound, bound) with bound = gain * sqrt(3 / fan) (He et al.), torch's default for Linear and Conv."""
+    if mode not in ("fan_in", "fan_out"):
+        raise ValueError(f"Mode {mode} not supported, please use one of fan_in, fan_out")
+    fan = _calculate_fan_in_and_fan_out(tensor)[mode == "fan_out"]
+    if fan == 0:
+        return tensor
+    bound = math.sqrt(3.0) * calculate_gain(nonlinearity, a) / math.sqrt(fan)
+    return uniform_(tensor, -bound, bound)
+
+
+def xavier_uniform_(tensor, gain=1.0):
+    """U(-bound, bound) with bound = gain * sqrt(6 / (fan_in + fan_out)) (Glorot and Bengio)."""
+    fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
+    bound = gain * math.sqrt(6.0 / (fan_in + fan_out))
+    return uniform_(tensor, -bound, bound)

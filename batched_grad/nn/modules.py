@@ -1,0 +1,284 @@
+"""The layers: Linear, Conv2d, Sequential, activations, Flatten, Dropout, LayerNorm, Embedding and the losses, with
+torch's constructor arguments and default initialization."""
+import math
+from collections import OrderedDict
+
+from .. import _factories
+from .._grad_mode import no_grad
+from .._ops.shape import flatten
+from . import functional as F, init
+from .module import Module
+from .parameter import Parameter
+
+
+def _empty(*shape, dtype=None):
+    return Parameter(_factories.empty(*shape, dtype=dtype))
+
+
+def _uniform_fan_in_init(weight, bias):
+    """torch's default for Linear and Conv: kaiming_uniform(a=sqrt(5)) weights, U(+-1/sqrt(fan_in)) bias."""
+    init.kaiming_uniform_(weight, a=math.sqrt(5))
+    if bias is not None:
+        fan_in = init._calculate_fan_in_and_fan_out(weight)[0]
+        bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
+        init.uniform_(bias, -bound, bound)
+
+
+class Linear(Module):
+    """y = x @ weight.T + bias, weight of shape (out_features, in_features)."""
+
+    def __init__(self, in_features, out_features, bias=True, device=None, dtype=None):
+        super().__init__()
+        self.in_features, self.out_features = in_features, out_features
+        self.weight = _empty(out_features, in_features, dtype=dtype)
+        self.register_parameter("bias", _empty(out_features, dtype=dtype) if bias else None)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        _uniform_fan_in_init(self.weight, self.bias)
+
+    def forward(self, input):
+        return F.linear(input, self.weight, self.bias)
+
+    def extra_repr(self):
+        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+
+
+_PADDING_MODES = {"zeros": None, "reflect": "reflect", "replicate": "replicate", "circular": "circular"}
+
+
+class Conv2d(Module):
+    """2-D cross-correlation with weight of shape (out_channels, in_channels / groups, kh, kw)."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True,
+                 padding_mode="zeros", device=None, dtype=None):
+        super().__init__()
+        if groups <= 0:
+            raise ValueError("groups must be a positive integer")
+        for name, channels in (("in_channels", in_channels), ("out_channels", out_channels)):
+            if channels % groups:
+                raise ValueError(f"{name} must be divisible by groups")
+        if padding_mode not in _PADDING_MODES:
+            raise ValueError(f"padding_mode must be one of {list(_PADDING_MODES)}, but got padding_mode='"
+                             f"{padding_mode}'")
+        pair = lambda v: (v, v) if isinstance(v, int) else tuple(v)  # noqa: E731
+        self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
+        self.kernel_size, self.stride, self.dilation = pair(kernel_size), pair(stride), pair(dilation)
+        self.padding = padding if isinstance(padding, str) else pair(padding)
+        self.padding_mode = padding_mode
+        self.weight = _empty(out_channels, in_channels // groups, *self.kernel_size, dtype=dtype)
+        self.register_parameter("bias", _empty(out_channels, dtype=dtype) if bias else None)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        _uniform_fan_in_init(self.weight, self.bias)
+
+    def forward(self, input):
+        mode = _PADDING_MODES[self.padding_mode]
+        if mode is None or isinstance(self.padding, str):
+            return F.conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+        ph, pw = self.padding
+        return F.conv2d(F.pad(input, (pw, pw, ph, ph), mode=mode), self.weight, self.bias, self.stride, 0,
+                        self.dilation, self.groups)
+
+    def extra_repr(self):
+        s = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
+        if self.padding != (0, 0):
+            s += f", padding={self.padding!r}" if isinstance(self.padding, str) else f", padding={self.padding}"
+        if self.dilation != (1, 1):
+            s += f", dilation={self.dilation}"
+        if self.groups != 1:
+            s += f", groups={self.groups}"
+        if self.bias is None:
+            s += ", bias=False"
+        if self.padding_mode != "zeros":
+            s += f", padding_mode={self.padding_mode}"
+        return s
+
+
+class Sequential(Module):
+    """Modules applied in order; built from positional modules or one OrderedDict of named ones."""
+
+    def __init__(self, *args):
+        super().__init__()
+        items = args[0].items() if len(args) == 1 and isinstance(args[0], OrderedDict) else enumerate(args)
+        for name, module in items:
+            self.add_module(str(name), module)
+
+    def forward(self, input):
+        for module in self._modules.values():
+            input = module(input)
+        return input
+
+    def __getitem__(self, index):
+        modules = list(self._modules.items())
+        if isinstance(index, slice):
+            return Sequential(OrderedDict(modules[index]))
+        if not -len(modules) <= index < len(modules):
+            raise IndexError(f"index {index} is out of range")
+        return modules[index][1]
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+    def append(self, module):
+        """Add `module` at the end."""
+        self.add_module(str(len(self)), module)
+        return self
+
+
+class _Stateless(Module):
+    """A module whose forward is a functional op with fixed keyword arguments."""
+
+    fn = None
+    options = ()
+
+    def __init__(self, **kwargs):
+        super().__init__()
+        for name, value in kwargs.items():
+            setattr(self, name, value)
+
+    def forward(self, input):
+        return type(self).fn(input, **{name: getattr(self, name) for name in self.options})
+
+    def extra_repr(self):
+        return ", ".join(f"{name}={getattr(self, name)!r}" for name in self.options if name != "inplace"
+                         or self.inplace)
+
+
+class ReLU(_Stateless):
+    fn, options = F.relu, ("inplace",)
+
+    def __init__(self, inplace=False):
+        super().__init__(inplace=inplace)
+
+    def extra_repr(self):
+        return "inplace=True" if self.inplace else ""
+
+
+class Tanh(_Stateless):
+    fn = F.tanh
+
+
+class Sigmoid(_Stateless):
+    fn = F.sigmoid
+
+
+class GELU(_Stateless):
+    fn, options = F.gelu, ("approximate",)
+
+    def __init__(self, approximate="none"):
+        super().__init__(approximate=approximate)
+
+    def extra_repr(self):
+        return f"approximate={self.approximate!r}"
+
+
+class Flatten(_Stateless):
+    fn, options = flatten, ("start_dim", "end_dim")
+
+    def __init__(self, start_dim=1, end_dim=-1):
+        super().__init__(start_dim=start_dim, end_dim=end_dim)
+
+    def extra_repr(self):
+        return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
+
+
+class Dropout(Module):
+    """Zeroes elements with probability p while training; the identity in eval mode."""
+
+    def __init__(self, p=0.5, inplace=False):
+        super().__init__()
+        if not 0 <= p <= 1:
+            raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+        self.p, self.inplace = p, inplace
+
+    def forward(self, input):
+        return F.dropout(input, self.p, self.training, self.inplace)
+
+    def extra_repr(self):
+        return f"p={self.p}, inplace={self.inplace}"
+
+
+class LayerNorm(Module):
+    """Normalizes over the trailing `normalized_shape` dims, with a learned scale (ones) and shift (zeros)."""
+
+    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True, device=None, dtype=None):
+        super().__init__()
+        shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        self.normalized_shape, self.eps, self.elementwise_affine = shape, eps, elementwise_affine
+        self.register_parameter("weight", Parameter(_factories.ones(*shape, dtype=dtype)) if elementwise_affine
+                                else None)
+        self.register_parameter("bias", Parameter(_factories.zeros(*shape, dtype=dtype))
+                                if elementwise_affine and bias else None)
+
+    def forward(self, input):
+        return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
+
+    def extra_repr(self):
+        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+
+
+class Embedding(Module):
+    """A lookup table of `num_embeddings` rows of size `embedding_dim`, initialized N(0, 1)."""
+
+    def __init__(self, num_embeddings, embedding_dim, padding_idx=None, max_norm=None, norm_type=2.0,
+                 scale_grad_by_freq=False, sparse=False, _weight=None, _freeze=False, device=None, dtype=None):
+        super().__init__()
+        if padding_idx is not None:
+            if not -num_embeddings <= padding_idx < num_embeddings:
+                raise AssertionError("Padding_idx must be within num_embeddings")
+            padding_idx %= num_embeddings
+        self.num_embeddings, self.embedding_dim, self.padding_idx = num_embeddings, embedding_dim, padding_idx
+        self.max_norm, self.norm_type, self.scale_grad_by_freq, self.sparse = max_norm, norm_type, scale_grad_by_freq, sparse
+        if _weight is None:
+            self.weight = _empty(num_embeddings, embedding_dim, dtype=dtype)
+            self.reset_parameters()
+        else:
+            if tuple(_weight.shape) != (num_embeddings, embedding_dim):
+                raise AssertionError("Shape of weight does not match num_embeddings and embedding_dim")
+            self.weight = Parameter(_weight, requires_grad=not _freeze)
+
+    def reset_parameters(self):
+        init.normal_(self.weight)
+        if self.padding_idx is not None:
+            with no_grad():
+                self.weight[self.padding_idx] = 0.0
+
+    def forward(self, input):
+        return F.embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type,
+                           self.scale_grad_by_freq, self.sparse)
+
+    def extra_repr(self):
+        s = f"{self.num_embeddings}, {self.embedding_dim}"
+        return s + (f", padding_idx={self.padding_idx}" if self.padding_idx is not None else "")
+
+
+class MSELoss(Module):
+    """mse_loss as a module."""
+
+    def __init__(self, size_average=None, reduce=None, reduction="mean"):
+        super().__init__()
+        F._no_legacy("MSELoss", size_average, reduce)
+        self.reduction = reduction
+
+    def forward(self, input, target):
+        return F.mse_loss(input, target, reduction=self.reduction)
+
+
+class CrossEntropyLoss(Module):
+    """cross_entropy as a module; `weight` is a buffer."""
+
+    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
+                 label_smoothing=0.0):
+        super().__init__()
+        F._no_legacy("CrossEntropyLoss", size_average, reduce)
+        self.register_buffer("weight", weight)
+        self.ignore_index, self.reduction, self.label_smoothing = ignore_index, reduction, label_smoothing
+
+    def forward(self, input, target):
+        return F.cross_entropy(input, target, self.weight, ignore_index=self.ignore_index, reduction=self.reduction,
+                               label_smoothing=self.label_smoothing)

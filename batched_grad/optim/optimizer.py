@@ -1,0 +1,113 @@
+"""Optimizer: torch.optim.Optimizer's parameter groups, zero_grad, step(closure) and state_dict. Subclasses give
+one pure JAX update over all of a group's parameters, compiled once per group structure (shapes, dtypes, flags)
+and called with the hyperparameters that may change between steps (lr, ...) as arguments, so steps never
+recompile."""
+import copy
+
+from .._grad_mode import enable_grad, no_grad
+from .._tensor import Tensor
+
+class Optimizer:
+    """Base class: holds `param_groups` (dicts with "params" and hyperparameters) and per-parameter `state`."""
+
+    def __init__(self, params, defaults):
+        self.defaults = defaults
+        self.state = {}
+        self.param_groups = []
+        if isinstance(params, Tensor):
+            raise TypeError("params argument given to the optimizer should be an iterable of Tensors or dicts, but "
+                            f"got {type(params).__module__}.{type(params).__name__}")
+        groups = list(params)
+        if not groups:
+            raise ValueError("optimizer got an empty parameter list")
+        for group in groups if isinstance(groups[0], dict) else [{"params": groups}]:
+            self.add_param_group(group)
+
+    def add_param_group(self, param_group):
+        """Add a group of parameters with its own hyperparameters (missing ones come from the defaults)."""
+        if not isinstance(param_group, dict):
+            raise TypeError(f"param_group must be a dict, but got {type(param_group).__name__}")
+        params = param_group["params"]
+        if isinstance(params, set):
+            raise TypeError("optimizer parameters need to be organized in ordered collections, but the ordering of "
+                            "tensors in sets will change between runs. Please use a list instead.")
+        params = [params] if isinstance(params, Tensor) else list(params)
+        for p in params:
+            if not isinstance(p, Tensor):
+                raise TypeError(f"optimizer can only optimize Tensors, but one of the params is {type(p).__name__}")
+            if not p.is_leaf:
+                raise ValueError("can't optimize a non-leaf Tensor")
+        group = dict(param_group, params=params)
+        for name, default in self.defaults.items():
+            group.setdefault(name, default)
+        seen = {id(p) for g in self.param_groups for p in g["params"]}
+        if any(id(p) in seen for p in params):
+            raise ValueError("some parameters appear in more than one parameter group")
+        self.param_groups.append(group)
+
+    def zero_grad(self, set_to_none=True):
+        """Reset every parameter's .grad: to None (default), or to zeros."""
+        from .._factories import zeros_like
+
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.grad = None if set_to_none else zeros_like(p.grad)
+
+    def step(self, closure=None):
+        """One update of every parameter that has a .grad; `closure` re-evaluates the loss (with grad on) first."""
+        loss = None
+        if closure is not None:
+            with enable_grad():
+                loss = closure()
+        with no_grad():
+            for group in self.param_groups:
+                params = [p for p in group["params"] if p.grad is not None]
+                if params:
+                    self._update(group, params)
+        return loss
+
+    def _update(self, group, params):
+        raise NotImplementedError
+
+    @staticmethod
+    def _write(params, values):
+        """Store the new values in place (version counters move, as with torch's in-place update)."""
+        for p, v in zip(params, values):
+            p.copy_(Tensor._wrap(v))
+
+    # ---- state ---------------------------------------------------------------------------------------------
+    def state_dict(self):
+        """{"state": {index: state}, "param_groups": [group with "params" as indices]}, torch's layout."""
+        index, groups = {}, []
+        for group in self.param_groups:
+            ids = [index.setdefault(id(p), len(index)) for p in group["params"]]
+            groups.append(dict({k: v for k, v in group.items() if k != "params"}, params=ids))
+        state = {index[id(p)]: dict(s) for p, s in self.state.items() if id(p) in index}
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict):
+        """Restore the hyperparameters and per-parameter state saved by state_dict()."""
+        groups = state_dict["param_groups"]
+        if len(groups) != len(self.param_groups):
+            raise ValueError("loaded state dict has a different number of parameter groups")
+        if any(len(g["params"]) != len(s["params"]) for g, s in zip(self.param_groups, groups)):
+            raise ValueError("loaded state dict contains a parameter group that doesn't match the size of "
+                             "optimizer's group")
+        params = {i: p for g, s in zip(self.param_groups, groups) for i, p in zip(s["params"], g["params"])}
+        self.state = {params[i]: copy.copy(s) for i, s in state_dict["state"].items()}
+        for group, saved in zip(self.param_groups, groups):
+            group.update({k: v for k, v in saved.items() if k != "params"})
+
+    def __repr__(self):
+        lines = [f"{type(self).__name__} ("]
+        for i, group in enumerate(self.param_groups):
+            lines.append(f"Parameter Group {i}")
+            lines += [f"    {k}: {v}" for k, v in sorted(group.items()) if k != "params"]
+        return "\n".join(lines + [")"])
+
+
+def values(tensors):
+    """The JAX arrays of a list of Tensors (None stays None)."""
+    return [None if t is None else t._value for t in tensors]
+

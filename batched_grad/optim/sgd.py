@@ -1,0 +1,54 @@
+"""SGD with momentum, dampening, Nesterov momentum, weight decay and maximize: torch's single-tensor update."""
+import functools
+
+import jax
+
+from .._tensor import Tensor
+from .optimizer import Optimizer, values
+
+
+@functools.partial(jax.jit, static_argnames=("weight_decay", "momentum", "dampening", "nesterov", "maximize"))
+def _sgd(params, grads, buffers, lr, *, weight_decay, momentum, dampening, nesterov, maximize):
+    new_params, new_buffers = [], []
+    for p, g, buf in zip(params, grads, buffers):
+        g = -g if maximize else g
+        if weight_decay != 0:
+            g = g + weight_decay * p
+        if momentum != 0:
+            buf = g if buf is None else buf * momentum + (1 - dampening) * g
+            g = g + momentum * buf if nesterov else buf
+        new_params.append(p + -lr * g)
+        new_buffers.append(buf)
+    return new_params, new_buffers
+
+
+class SGD(Optimizer):
+    """Stochastic gradient descent: p -= lr * g, where g adds weight_decay * p and (Nesterov) momentum."""
+
+    def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False, *, maximize=False,
+                 foreach=None, differentiable=False, fused=None):
+        if lr < 0.0:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if momentum < 0.0:
+            raise ValueError(f"Invalid momentum value: {momentum}")
+        if weight_decay < 0.0:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise ValueError("Nesterov momentum requires a momentum and zero dampening")
+        if differentiable or fused:
+            raise NotImplementedError("SGD: differentiable=True and fused=True are not supported.")
+        super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
+                                      nesterov=nesterov, maximize=maximize, foreach=foreach,
+                                      differentiable=False, fused=None))
+
+    def _update(self, group, params):
+        states = [self.state.setdefault(p, {}) for p in params]
+        buffers = values([s.get("momentum_buffer") for s in states])
+        new_params, new_buffers = _sgd(
+            values(params), values([p.grad for p in params]), buffers, float(group["lr"]),
+            weight_decay=float(group["weight_decay"]), momentum=float(group["momentum"]),
+            dampening=float(group["dampening"]), nesterov=bool(group["nesterov"]), maximize=bool(group["maximize"]))
+        self._write(params, new_params)
+        if group["momentum"] != 0:
+            for s, b in zip(states, new_buffers):
+                s["momentum_buffer"] = Tensor._wrap(b)
