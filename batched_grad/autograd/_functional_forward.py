@@ -1,25 +1,20 @@
 """Forward-mode Jacobians and forward-over-reverse Hessians for bg.autograd.functional.
 
 The user's function of Tensors is traced once into a jaxpr (its Tensors wrap JAX tracers); the JVPs along
-the standard basis of the inputs then run as one compiled program. Programs are cached by the jaxpr's text
-(which fixes the computation and the avals) while its constants — values the function closed over — are
-passed as arguments, so a repeated call compiles nothing and never sees stale closed-over values.
+the standard basis of the inputs then run as one op of the table, whose static parameter is the jaxpr
+compared by its text (which fixes the computation and the avals) while the jaxpr's constants — values the
+function closed over — are operands: a repeated call compiles nothing and never sees stale closed-over values.
 """
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.extend.core import ClosedJaxpr, jaxpr_as_fun
 
 from .._grad_mode import no_grad
-from .._ops._core import _counted
+from .._ops._core import Op, apply
 from .._tensor import Tensor
 from vmap._fallback import UNVECTORIZABLE
 from vmap._rows import map_rows
-
-_programs = {}  # (jaxpr text, hessian, chunk_size) -> jitted program of (consts, inputs)
-_MAX_PROGRAMS = 256
 
 
 class Untraceable(Exception):
@@ -50,6 +45,21 @@ def _trace(func, inputs, as_outputs):
     return closed, is_tuple[0]
 
 
+class _TracedFunction:
+    """A jaxpr as a static op parameter: equal (and hashed) by its text, so equal computations share a kernel."""
+
+    __slots__ = ("jaxpr", "text")
+
+    def __init__(self, jaxpr):
+        self.jaxpr, self.text = jaxpr, str(jaxpr)
+
+    def __eq__(self, other):
+        return isinstance(other, _TracedFunction) and self.text == other.text
+
+    def __hash__(self):
+        return hash(self.text)
+
+
 def _standard_basis(numels, dtypes):
     """One (total, numel_i) block per primal: together the rows are the identity of the flattened primals."""
     total, offset, blocks = sum(numels), 0, []
@@ -59,9 +69,12 @@ def _standard_basis(numels, dtypes):
     return tuple(blocks)
 
 
-def _jacobian_program(consts, primals, *, jaxpr, hessian, chunk_size):
-    """Blocks [i][j] = d out_i / d primal_j with shape out_i.shape + primal_j.shape, by JVPs along the basis."""
-    func = jaxpr_as_fun(ClosedJaxpr(jaxpr, consts))
+def _jacobian_blocks(*arrays, traced, hessian, chunk_size):
+    """The flattened blocks [i][j] = d out_i / d primal_j, each shaped out_i.shape + primal_j.shape, by JVPs
+    along the basis; `arrays` are the jaxpr's constants, then the primals."""
+    n_consts = len(traced.jaxpr.constvars)
+    func = jaxpr_as_fun(ClosedJaxpr(traced.jaxpr, arrays[:n_consts]))
+    primals = arrays[n_consts:]
     if hessian:  # the outer Jacobian is taken of the gradient of the (single-element) output
         scalar = func
         func = jax.grad(lambda *a: scalar(*a)[0].reshape(()), argnums=tuple(range(len(primals))))
@@ -75,9 +88,11 @@ def _jacobian_program(consts, primals, *, jaxpr, hessian, chunk_size):
 
     columns = map_rows(column, _standard_basis(numels, [p.dtype for p in primals]), chunk_size)
     splits = np.cumsum(numels)[:-1].tolist()
-    return tuple(tuple(jnp.moveaxis(piece, 0, -1).reshape(col.shape[1:] + p.shape)
-                       for piece, p in zip(jnp.split(col, splits), primals))
-                 for col in columns)
+    return tuple(jnp.moveaxis(piece, 0, -1).reshape(col.shape[1:] + p.shape)
+                 for col in columns for piece, p in zip(jnp.split(col, splits), primals))
+
+
+_JACOBIAN = Op("forward_jacobian", _jacobian_blocks, multi=True)
 
 
 def forward_jacobian(func, inputs, as_outputs, *, hessian=False, chunk_size=None):
@@ -86,12 +101,7 @@ def forward_jacobian(func, inputs, as_outputs, *, hessian=False, chunk_size=None
     blocks are the Hessian (forward over reverse). Raises Untraceable when func cannot be traced."""
     _check_primals(inputs)
     closed, is_outputs_tuple = _trace(func, inputs, as_outputs)
-    key = (str(closed.jaxpr), hessian, chunk_size)
-    program = _programs.get(key)
-    if program is None:
-        if len(_programs) >= _MAX_PROGRAMS:  # forget one-off functions rather than grow without bound
-            _programs.clear()
-        program = _programs[key] = jax.jit(_counted(functools.partial(
-            _jacobian_program, jaxpr=closed.jaxpr, hessian=hessian, chunk_size=chunk_size)))
-    blocks = program(closed.consts, tuple(x._value for x in inputs))
-    return tuple(tuple(Tensor._wrap(b) for b in row) for row in blocks), is_outputs_tuple
+    blocks = apply(_JACOBIAN, list(closed.consts) + [x.detach() for x in inputs], traced=_TracedFunction(closed.jaxpr),
+                   hessian=hessian, chunk_size=chunk_size)
+    n = len(inputs)
+    return tuple(blocks[i:i + n] for i in range(0, len(blocks), n)), is_outputs_tuple
