@@ -15,6 +15,11 @@ def _is_concrete(x):
     return not isinstance(x._value, jax.core.Tracer)
 
 
+def _host(x):
+    """The values of a concrete Tensor as a NumPy array (for torch's value checks)."""
+    return np.asarray(x._value)
+
+
 def _check_tensor(fn, name, x, position=1):
     if not isinstance(x, Tensor):
         raise TypeError(f"{fn}(): argument '{name}' (position {position}) must be Tensor, not {type(x).__name__}")
@@ -323,7 +328,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
         if not -rows <= padding_idx < rows:
             raise AssertionError("Padding_idx must be within num_embeddings")
         padding_idx %= rows
-    if _is_concrete(input) and input.numel() and not (0 <= np.min(input) and np.max(input) < rows):
+    if _is_concrete(input) and input.numel() and not (0 <= _host(input).min() and _host(input).max() < rows):
         raise IndexError("index out of range in self")
     return apply(_EMBEDDING, [weight, input], padding_idx=padding_idx)
 
@@ -371,7 +376,7 @@ def one_hot(tensor, num_classes=-1):
     if tensor.dtype is not _dtypes.int64:
         raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
     if _is_concrete(tensor) and tensor.numel():
-        low, high = np.min(tensor), np.max(tensor)
+        low, high = _host(tensor).min(), _host(tensor).max()
         if low < 0:
             raise RuntimeError("Class values must be non-negative.")
         if num_classes == -1:

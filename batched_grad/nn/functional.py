@@ -9,7 +9,7 @@ import numpy as np
 from .. import _dtypes
 from .._ops import UNARY
 from .._ops._core import Op, apply
-from .._ops.nn import (_check_tensor, _is_concrete, avg_pool2d, conv1d, conv2d, dropout, elu, embedding, gelu,
+from .._ops.nn import (_check_tensor, _host, _is_concrete, avg_pool2d, conv1d, conv2d, dropout, elu, embedding, gelu,
                        layer_norm, leaky_relu, linear, log_softmax, max_pool2d, one_hot, pad, silu, softmax, softplus)
 from .._tensor import _TYPE_NAMES, Tensor
 
@@ -170,7 +170,7 @@ def _check_targets(target, classes, ignore_index):
     if target.dtype not in (_dtypes.int64, _dtypes.uint8):
         raise RuntimeError(f"expected scalar type Long but found {_TYPE_NAMES[target.dtype.name]}")
     if _is_concrete(target):
-        values = np.asarray(target._value)
+        values = _host(target)
         bad = values[(values != ignore_index) & ((values < 0) | (values >= classes))]
         if bad.size:
             raise IndexError(f"Target {bad.flat[0]} is out of bounds.")
@@ -236,7 +236,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
                   "Using a target size ({target!r}) that is different to the input size ({input!r}) is deprecated. "
                   "Please ensure they have the same size.")
     if _is_concrete(input) and input.numel():
-        values = np.asarray(input._value)
+        values = _host(input)
         if not ((values >= 0) & (values <= 1)).all():
             raise RuntimeError("all elements of input should be between 0 and 1")
     return apply(_BCE, [input, target] + ([] if weight is None else [weight]), reduction=reduction)

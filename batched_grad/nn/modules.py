@@ -187,6 +187,30 @@ class Flatten(_Stateless):
         return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
 
 
+class MaxPool2d(_Stateless):
+    fn, options = F.max_pool2d, ("kernel_size", "stride", "padding", "dilation", "ceil_mode")
+
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False):
+        if return_indices:
+            raise NotImplementedError("MaxPool2d: return_indices=True is not supported.")
+        super().__init__(kernel_size=kernel_size, stride=stride if stride is not None else kernel_size,
+                         padding=padding, dilation=dilation, ceil_mode=ceil_mode)
+
+
+class AvgPool2d(_Stateless):
+    fn, options = F.avg_pool2d, ("kernel_size", "stride", "padding", "ceil_mode", "count_include_pad",
+                                 "divisor_override")
+
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+                 divisor_override=None):
+        super().__init__(kernel_size=kernel_size, stride=stride if stride is not None else kernel_size,
+                         padding=padding, ceil_mode=ceil_mode, count_include_pad=count_include_pad,
+                         divisor_override=divisor_override)
+
+    def extra_repr(self):
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
 class Dropout(Module):
     """Zeroes elements with probability p while training; the identity in eval mode."""
 
@@ -219,7 +243,8 @@ class LayerNorm(Module):
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
 
     def extra_repr(self):
-        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+        return (f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}, "
+                f"bias={self.bias is not None}")
 
 
 class Embedding(Module):
