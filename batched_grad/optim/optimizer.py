@@ -5,7 +5,7 @@ recompile."""
 import copy
 
 from .._grad_mode import enable_grad, no_grad
-from .._tensor import Tensor
+from .._tensor import Tensor, type_name
 
 class Optimizer:
     """Base class: holds `param_groups` (dicts with "params" and hyperparameters) and per-parameter `state`."""
@@ -16,7 +16,7 @@ class Optimizer:
         self.param_groups = []
         if isinstance(params, Tensor):
             raise TypeError("params argument given to the optimizer should be an iterable of Tensors or dicts, but "
-                            f"got {type(params).__module__}.{type(params).__name__}")
+                            f"got {type_name(params._value.dtype)}")
         groups = list(params)
         if not groups:
             raise ValueError("optimizer got an empty parameter list")

@@ -1,0 +1,114 @@
+"""bg.optim against torch.optim: ten steps of SGD and Adam under each option, closures, state, zero_grad and
+argument errors; the update compiles once per group structure, not per step."""
+import numpy as np
+import pytest
+import torch
+
+import batched_grad as bg
+from batched_grad.optim.adam import _adam
+from batched_grad.optim.sgd import _sgd
+from oracle import assert_same, raises_like_torch
+
+
+def _problem(m, dtype):
+    rng = np.random.default_rng(0)
+    w = m.tensor(rng.standard_normal((3, 4)), dtype=dtype, requires_grad=True)
+    b = m.tensor(rng.standard_normal(3), dtype=dtype, requires_grad=True)
+    x = m.tensor(rng.standard_normal((5, 4)), dtype=dtype)
+    return [w, b], lambda: (m.tanh(x @ w.T + b) ** 2).sum() + (w ** 2).mean()
+
+
+def _run(m, make, dtype, steps=10):
+    params, loss_fn = _problem(m, dtype)
+    opt = make(m)(params)
+    for _ in range(steps):
+        opt.zero_grad()
+        loss_fn().backward()
+        opt.step()
+    return params
+
+
+OPTIMIZERS = {
+    "sgd": lambda m: lambda p: m.optim.SGD(p, lr=0.1),
+    "sgd_momentum": lambda m: lambda p: m.optim.SGD(p, lr=0.05, momentum=0.9, dampening=0.1, weight_decay=0.01),
+    "sgd_nesterov": lambda m: lambda p: m.optim.SGD(p, lr=0.05, momentum=0.8, nesterov=True, weight_decay=0.1),
+    "sgd_maximize": lambda m: lambda p: m.optim.SGD(p, lr=0.01, momentum=0.5, maximize=True),
+    "adam": lambda m: lambda p: m.optim.Adam(p, lr=0.05),
+    "adam_amsgrad": lambda m: lambda p: m.optim.Adam(p, lr=0.05, betas=(0.8, 0.99), amsgrad=True),
+    "adam_weight_decay": lambda m: lambda p: m.optim.Adam(p, lr=0.02, weight_decay=0.1, eps=1e-6),
+    "adam_amsgrad_decay_maximize": lambda m: lambda p: m.optim.Adam(p, lr=0.02, weight_decay=0.1, amsgrad=True,
+                                                                   maximize=True),
+    "adamw_style": lambda m: lambda p: m.optim.Adam(p, lr=0.02, weight_decay=0.1, decoupled_weight_decay=True),
+    "groups": lambda m: lambda p: m.optim.Adam([{"params": [p[0]]}, {"params": p[1], "lr": 0.1}], lr=0.01),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_ten_steps_match_torch(name, dtype):
+    got = _run(bg, OPTIMIZERS[name], getattr(bg, dtype))
+    want = _run(torch, OPTIMIZERS[name], getattr(torch, dtype))
+    assert_same([p.detach() for p in got], [p.detach() for p in want], *((1e-12, 1e-14) if dtype == "float64"
+                                                                         else (2e-5, 1e-6)))
+
+
+def test_closure_state_dict_and_zero_grad():
+    params, loss_fn = _problem(bg, bg.float64)
+    t_params, t_loss_fn = _problem(torch, torch.float64)
+    opts = bg.optim.Adam(params, lr=0.1, amsgrad=True), torch.optim.Adam(t_params, lr=0.1, amsgrad=True)
+    for opt, fn in zip(opts, (loss_fn, t_loss_fn)):
+        def closure(opt=opt, fn=fn):
+            opt.zero_grad()
+            loss = fn()
+            loss.backward()
+            return loss
+        for _ in range(3):
+            loss = opt.step(closure)
+        assert isinstance(loss, (bg.Tensor, torch.Tensor))
+    assert_same([p.detach() for p in params], [p.detach() for p in t_params], 1e-12, 1e-14)
+    state, t_state = opts[0].state_dict(), opts[1].state_dict()
+    assert state["param_groups"][0].keys() == t_state["param_groups"][0].keys()
+    assert state["param_groups"][0]["params"] == [0, 1]
+    assert sorted(state["state"][0]) == sorted(t_state["state"][0])
+    assert_same(state["state"][1]["exp_avg"], t_state["state"][1]["exp_avg"], 1e-12, 1e-14)
+    assert_same(state["state"][1]["step"], t_state["state"][1]["step"])
+
+    restored = bg.optim.Adam(params, lr=0.5)
+    restored.load_state_dict(state)
+    assert restored.param_groups[0]["lr"] == 0.1 and restored.state[params[0]]["step"].item() == 3
+    opts[0].zero_grad(set_to_none=False)
+    assert (params[0].grad.numpy() == 0).all()
+    opts[0].zero_grad()
+    assert params[0].grad is None
+
+
+def test_step_updates_in_place_and_compiles_once_per_structure():
+    params, loss_fn = _problem(bg, bg.float32)
+    opt = bg.optim.SGD(params, lr=0.1, momentum=0.9)
+    version = params[0]._version_value
+    for i in range(4):
+        opt.param_groups[0]["lr"] = 0.1 / (i + 1)  # a schedule changes lr: the compiled update is reused
+        opt.zero_grad()
+        loss_fn().backward()
+        opt.step()
+        if i == 1:
+            sizes = _sgd._cache_size(), _adam._cache_size()
+    assert (_sgd._cache_size(), _adam._cache_size()) == sizes
+    assert params[0]._version_value == version + 4
+    no_grad = bg.optim.SGD([bg.zeros(2, requires_grad=True)])
+    no_grad.step()  # parameters without .grad are skipped, as in torch
+
+
+@pytest.mark.parametrize("case", [
+    lambda m: m.optim.SGD([m.zeros(2, requires_grad=True)], lr=-1),
+    lambda m: m.optim.SGD([m.zeros(2, requires_grad=True)], lr=0.1, nesterov=True),
+    lambda m: m.optim.SGD([m.zeros(2, requires_grad=True)], lr=0.1, momentum=-1),
+    lambda m: m.optim.Adam([m.zeros(2, requires_grad=True)], betas=(1.0, 0.9)),
+    lambda m: m.optim.Adam([m.zeros(2, requires_grad=True)], eps=-1),
+    lambda m: m.optim.Adam([]),
+    lambda m: m.optim.Adam(m.zeros(2, requires_grad=True)),
+    lambda m: m.optim.Adam([m.zeros(2, requires_grad=True) * 2]),
+    lambda m: m.optim.SGD([{"params": {m.zeros(2, requires_grad=True)}}]),
+])
+def test_bad_arguments_raise_like_torch(case):
+    raises_like_torch(case)
