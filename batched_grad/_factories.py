@@ -99,7 +99,9 @@ def tensor(data, dtype=None, requires_grad=False, device=None):
             _check_int_range(data)
         with np.errstate(over="ignore"):  # like torch, out-of-range floats become inf
             value = np.array(data if not isinstance(data, range) else list(data), dtype=d.np)
-    return _finish(jnp.asarray(value, dtype=d.np), requires_grad)
+    if isinstance(value, jax.Array):
+        return _finish(jnp.asarray(value, dtype=d.np), requires_grad)
+    return _finish(np.array(value, dtype=d.np), requires_grad)  # a host copy, moved to the device when first used
 
 
 def as_tensor(data, dtype=None, device=None):

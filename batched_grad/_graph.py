@@ -131,7 +131,7 @@ class SavedValue:
     __slots__ = ("value", "edge_node", "output_nr", "leaf", "counter", "version", "requires_grad", "freed")
 
     def __init__(self, tensor):
-        self.value = tensor._value
+        self.value = tensor._v  # possibly Pending: saving does not compute it
         self.edge_node, self.output_nr = tensor.grad_fn, tensor._output_nr
         self.leaf = tensor if tensor.grad_fn is None and tensor.requires_grad else None
         self.counter = tensor._version
@@ -157,7 +157,7 @@ class SavedValue:
             )
 
     def array(self):
-        """The saved array, after the freed/version checks."""
+        """The saved value (an array or a Pending one), after the freed/version checks."""
         self.check()
         return self.value
 

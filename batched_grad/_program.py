@@ -3,10 +3,9 @@ program and cached by graph structure (ops, static params, avals, edges), not by
 from . import _graph
 from ._graph import AccumulateGrad
 from ._ops._core import Op, OpNode, _vjp_fn, apply
+from ._lazy import should_fuse  # noqa: F401  (the engine's tier decision)
 from vmap._rows import map_rows
 
-FUSE_AFTER = 2  # a structure's first calls run per-node kernels (shared across structures); then it is fused
-_seen = {}
 
 
 class Plan:
@@ -83,15 +82,7 @@ def _program(*args, key):
     return tuple(buffers[c] for c in captures if c is not None) + tuple(buffers[(pos, 0)] for pos in leaves)
 
 
-PROGRAM = Op("backward_program", _program, multi=True, backward_name="BackwardProgram")
-
-
-def should_fuse(key):
-    count = _seen.get(key, 0) + 1
-    if len(_seen) > 4096:  # forget one-off structures rather than grow without bound
-        _seen.clear()
-    _seen[key] = count
-    return count > FUSE_AFTER
+PROGRAM = Op("backward_program", _program, multi=True, backward_name="BackwardProgram", program=True)
 
 
 def run(p, root_grads, create_graph):

@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _dtypes, _graph
+from ._lazy import Pending, materialize
 from ._grad_mode import is_grad_enabled
 
 _TYPE_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16",
@@ -130,14 +131,14 @@ _scatter_value_jit = jax.jit(_scatter_value, static_argnums=2)
 class Tensor:
     """An n-dimensional array (a JAX array) that records the operations applied to it."""
 
-    __slots__ = ("_value", "_requires_grad", "grad_fn", "_output_nr", "_grad", "_version", "_view", "_views",
+    __slots__ = ("_v", "_requires_grad", "grad_fn", "_output_nr", "_grad", "_version", "_view", "_views",
                  "_hooks", "_retains_grad", "_accumulator", "__weakref__")
     __array_priority__ = 1000  # NumPy defers binary operators to Tensor
 
     @classmethod
     def _wrap(cls, value, grad_fn=None, output_nr=0, requires_grad=False):
         t = object.__new__(cls)
-        t._value, t.grad_fn, t._output_nr = value, grad_fn, output_nr
+        t._v, t.grad_fn, t._output_nr = value, grad_fn, output_nr
         t._requires_grad = requires_grad
         t._grad = t._view = t._views = t._hooks = t._accumulator = None
         t._retains_grad = False
@@ -147,18 +148,32 @@ class Tensor:
     def __init__(self, *args, **kwargs):
         raise TypeError("create tensors with batched_grad.tensor(data), not Tensor(...)")
 
+    @property
+    def _value(self):
+        """The JAX array (a recorded op's result is computed here, when first read; see _lazy.py)."""
+        v = self._v
+        if type(v) is Pending:
+            v = self._v = materialize(v)
+        elif type(v) is np.ndarray:  # data from the host (bg.tensor), moved to the device when first read
+            v = self._v = jnp.asarray(v)
+        return v
+
+    @_value.setter
+    def _value(self, value):
+        self._v = value
+
     # ---- metadata -------------------------------------------------------------------------------
     @property
     def shape(self):
-        return Size(self._value.shape)
+        return Size(self._v.shape)
 
     @property
     def dtype(self):
-        return _dtypes.from_numpy_dtype(self._value.dtype)
+        return _dtypes.from_numpy_dtype(self._v.dtype)
 
     @property
     def ndim(self):
-        return self._value.ndim
+        return len(self._v.shape)
 
     @property
     def device(self):

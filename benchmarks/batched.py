@@ -26,7 +26,7 @@ import torch
 
 import batched_grad as bg
 import vmap
-from batched_grad import _program
+from batched_grad import _lazy
 from vmap import _fallback
 from _timing import compare, fmt, ratio, ready, stat, table
 
@@ -40,7 +40,7 @@ flags.DEFINE_integer("slow_torch_runs", None,
                      "Calls of torch's is_grads_batched Jacobian at N=1024 (seconds each, a legacy-vmap cliff): "
                      "default 2, 0 (skipped) with --quick.")
 
-FUSE_WARMUP = _program.FUSE_AFTER + 2  # calls of a structure after which it surely runs as one fused program
+FUSE_WARMUP = _lazy.FUSE_AFTER + 2  # calls of a structure after which it surely runs as one fused program
 RTOL, ATOL = 1e-4, 1e-5  # float32, different summation orders
 BG_IGB, T_IGB, T_LOOP, T_JACREV, JAX = ("bg is_grads_batched", "torch is_grads_batched", "torch per-row loop",
                                         "torch.func.jacrev", "jax.jit(jax.jacrev)")
@@ -411,7 +411,7 @@ def main(argv):
     slow_1024 = {T_IGB: slow_runs, T_LOOP: 0 if quick else 4}  # ~2-5 s and ~1.5-2 s per call here
     print(f"batched_grad {bg.__version__}, jax {jax.__version__}, torch {torch.__version__} "
           f"(torch threads {torch.get_num_threads()}), {os.cpu_count()} CPUs, repeats {repeats}, "
-          f"FUSE_AFTER {_program.FUSE_AFTER}, load average {os.getloadavg()[0]:.1f}")
+          f"FUSE_AFTER {_lazy.FUSE_AFTER}, load average {os.getloadavg()[0]:.1f}")
     rng = np.random.default_rng(0)
     start = time.perf_counter()
     workloads = [

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 import batched_grad as bg
-from batched_grad import _program
+from batched_grad import _lazy
 from _timing import compare, fmt, ratio, ready, stat, table
 
 FLAGS = flags.FLAGS
@@ -30,7 +30,7 @@ flags.DEFINE_integer("torch_threads", 1,
                      "torch's intra-op threads only add synchronization (and oversubscribe a shared machine).")
 
 WIDTH, BATCH, DEPTH = 64, 32, 3
-FUSE_WARMUP = _program.FUSE_AFTER + 2  # calls of a structure after which it surely runs as one fused program
+FUSE_WARMUP = _lazy.FUSE_AFTER + 2  # calls of a structure after which it surely runs as one fused program
 
 
 # ---------------------------------------------------------------- a. per-op recording cost
@@ -138,11 +138,11 @@ def grad_of_prebuilt(forward, grad, count):
 @contextlib.contextmanager
 def per_node_tier():
     """Pin the engine to its first tier (per-node cached VJP kernels), as on a structure's first two calls."""
-    saved, _program.FUSE_AFTER = _program.FUSE_AFTER, 10 ** 9
+    saved, _lazy.FUSE_AFTER = _lazy.FUSE_AFTER, 10 ** 9
     try:
         yield
     finally:
-        _program.FUSE_AFTER = saved
+        _lazy.FUSE_AFTER = saved
 
 
 def bench_mlp(rng, number, repeats):
@@ -261,7 +261,7 @@ def main(argv):
     repeats = FLAGS.repeats or (3 if quick else 7)
     print(f"batched_grad {bg.__version__}, jax {jax.__version__}, torch {torch.__version__} "
           f"(torch threads {torch.get_num_threads()}), {os.cpu_count()} CPUs, repeats {repeats}, "
-          f"FUSE_AFTER {_program.FUSE_AFTER}, load average {os.getloadavg()[0]:.1f}")
+          f"FUSE_AFTER {_lazy.FUSE_AFTER}, load average {os.getloadavg()[0]:.1f}")
     rng = np.random.default_rng(0)
     start = time.perf_counter()
     bench_per_op(rng, 150 if quick else 1000, repeats)

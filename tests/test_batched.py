@@ -10,7 +10,7 @@ import torch
 
 import batched_grad as bg
 import vmap
-from batched_grad import _program
+from batched_grad import _lazy
 from oracle import assert_same, pair
 from vmap import _fallback
 
@@ -271,8 +271,8 @@ def _batched_step(batch, seed=0):
 
 
 def test_repeated_batched_calls_and_batch_size_sweep_compile_nothing_new(engine_tier):
-    _program._seen.clear()
-    for seed in range(_program.FUSE_AFTER + 1 if engine_tier == "fused" else 1):
+    _lazy._seen.clear()
+    for seed in range(_lazy.FUSE_AFTER + 1 if engine_tier == "fused" else 1):
         _batched_step(64, seed)
     before = bg.compile_count()
     for batch in range(33, 65):  # one bucket (64): no program per batch size

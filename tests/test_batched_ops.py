@@ -8,7 +8,7 @@ import pytest
 
 import batched_grad as bg
 import vmap
-from batched_grad import _program
+from batched_grad import _lazy
 
 B = 3
 
@@ -81,7 +81,7 @@ def _output(name, inputs):
 
 @pytest.mark.parametrize("name", sorted(FAMILIES))
 def test_batched_equals_per_row_loop_at_first_and_second_order(name, monkeypatch):
-    monkeypatch.setattr(_program, "FUSE_AFTER", 0)  # one program per family instead of a kernel per op
+    monkeypatch.setattr(_lazy, "FUSE_AFTER", 0)  # one program per family instead of a kernel per op
     inputs = _inputs()
     leaves = [x for x in inputs.values()]
     out = _output(name, inputs)

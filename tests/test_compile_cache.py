@@ -4,7 +4,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import batched_grad as bg
-from batched_grad import _program
+from batched_grad import _lazy
 
 
 def _training_step(seed):
@@ -15,7 +15,7 @@ def _training_step(seed):
 
 
 def test_compile_count_is_zero_for_a_second_graph_of_the_same_structure():
-    _program._seen.clear()
+    _lazy._seen.clear()
     _training_step(0)
     before = bg.compile_count()
     g = _training_step(1)
@@ -24,8 +24,8 @@ def test_compile_count_is_zero_for_a_second_graph_of_the_same_structure():
 
 
 def test_steady_state_runs_one_fused_program_and_compiles_nothing():
-    _program._seen.clear()
-    for seed in range(_program.FUSE_AFTER + 1):  # per-node calls, then the fused program's one compile
+    _lazy._seen.clear()
+    for seed in range(_lazy.FUSE_AFTER + 1):  # per-node calls, then the fused program's one compile
         _training_step(seed)
     before = bg.compile_count()
     for seed in range(10, 15):

@@ -10,15 +10,8 @@ import numpy as np
 from .. import _graph
 from .._grad_mode import is_grad_enabled
 from .._tensor import Tensor
+from .._lazy import Pending, compile_count, defer, kernel, materialize  # noqa: F401  (compile_count re-exported)
 from vmap._rows import map_rows
-
-_compiles = [0]
-
-
-def compile_count():
-    """How many kernels have been traced for compilation so far (forward ops and backward programs)."""
-    return _compiles[0]
-
 
 class Op:
     """A table entry: `fn(*arrays, **static)` returns an array (or a tuple when `multi`).
@@ -27,37 +20,24 @@ class Op:
     `multilinear`: linear in each operand separately (mul, matmul): an operand is saved only when another
     operand requires grad, as torch does.
     `view`: the outputs alias operand 0 (they share its version counter and see its in-place updates).
+    `program`: a whole backward program: the deferred values it reads are compiled into it at once.
     """
 
-    __slots__ = ("name", "fn", "backward_name", "linear", "multilinear", "view", "multi")
+    __slots__ = ("name", "fn", "backward_name", "linear", "multilinear", "view", "multi", "program")
 
-    def __init__(self, name, fn, backward_name=None, linear=False, multilinear=False, view=False, multi=False):
+    def __init__(self, name, fn, backward_name=None, linear=False, multilinear=False, view=False, multi=False,
+                 program=False):
         self.name, self.fn, self.linear, self.view, self.multi = name, fn, linear, view, multi
-        self.multilinear = multilinear
+        self.multilinear, self.program = multilinear, program
         self.backward_name = backward_name or "".join(p.capitalize() for p in name.split("_")) + "Backward0"
 
     def __repr__(self):
         return f"Op({self.name})"
 
 
-def _counted(fn):
-    @functools.wraps(fn)
-    def traced(*args):
-        _compiles[0] += 1
-        return fn(*args)
-
-    return traced
-
-
-@functools.lru_cache(maxsize=4096)
-def kernel(op, static):
-    """The compiled forward of `op` with `static` (a tuple of (name, value) pairs); JAX caches by avals."""
-    return jax.jit(_counted(functools.partial(op.fn, **dict(static))))
-
-
 def _array(x):
     if isinstance(x, Tensor):
-        return x._value
+        return x._v
     if isinstance(x, (bool, int, float, complex, np.generic)):
         return np.asarray(x)
     return x
@@ -72,15 +52,19 @@ def apply(op, operands, **static):
     """Run `op` on operands (Tensors or numbers) and record it when grad mode is on and any operand requires grad."""
     static = tuple(sorted(static.items()))
     arrays = [_array(x) for x in operands]
-    out = kernel(op, static)(*arrays)
-    outs = out if op.multi else (out,)
+    recording = is_grad_enabled() and any(
+        isinstance(x, Tensor) and (x.grad_fn is not None or x._requires_grad) for x in operands)
+    if recording and not any(isinstance(a, jax.core.Tracer) for a in arrays):
+        outs = defer(op, static, arrays)  # computed when read, fused with what reads it
+    elif any(type(a) is Pending for a in arrays):
+        outs = [materialize(p) for p in defer(op, static, arrays)]
+    else:
+        out = kernel(op, static)(*arrays)
+        outs = out if op.multi else (out,)
     differentiable = [_differentiable(o.dtype) for o in outs]
     node = None
-    if is_grad_enabled() and True in differentiable:
-        for x in operands:
-            if isinstance(x, Tensor) and (x.grad_fn is not None or x._requires_grad):
-                node = OpNode(op, static, operands, arrays, outs, differentiable)
-                break
+    if recording and True in differentiable:
+        node = OpNode(op, static, operands, arrays, outs, differentiable)
     results = [Tensor._wrap(o, node if d else None, i) for i, (o, d) in enumerate(zip(outs, differentiable))]
     if op.view and isinstance(operands[0], Tensor):
         for k, r in enumerate(results):
