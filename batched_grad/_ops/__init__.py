@@ -216,5 +216,5 @@ __all__ = sorted({*UNARY, *COMPARISONS, *PREDICATES, "add", "atan2", "clamp", "c
                   "prod", "std", "sum", "var", "broadcast_to", "cat", "chunk", "concat", "concatenate", "expand",
                   "expand_as", "flatten", "flip", "hstack", "movedim", "narrow", "permute", "repeat", "reshape",
                   "roll", "select", "split", "squeeze", "stack", "swapaxes", "t", "tile", "transpose", "unbind",
-                  "unflatten", "unsqueeze", "view", "view_as", "vstack", "clone", "to", "jax_function", "conv1d", "conv2d",
-                  "layer_norm", "log_softmax", "max_pool2d", "softmax"})
+                  "unflatten", "unsqueeze", "view", "view_as", "vstack", "clone", "to", "jax_function", "conv1d",
+                  "conv2d", "layer_norm", "log_softmax", "max_pool2d", "softmax"})

@@ -168,7 +168,7 @@ def _convolution(n, input, weight, bias, stride, padding, dilation, groups):
     _check_tensor(fn, "input", input)
     _check_tensor(fn, "weight", weight, 2)
     if weight.ndim != n + 2:
-        raise RuntimeError(f"weight should have at least three dimensions" if weight.ndim < 3 else
+        raise RuntimeError("weight should have at least three dimensions" if weight.ndim < 3 else
                            f"Expected {n + 2}-dimensional weight for {fn}, but got weight of size "
                            f"{list(weight.shape)}")
     if input.ndim not in (n + 1, n + 2):

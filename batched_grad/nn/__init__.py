@@ -5,5 +5,5 @@ from .modules import (GELU, AvgPool2d, Conv2d, CrossEntropyLoss, Dropout, Embedd
                       MaxPool2d, MSELoss, ReLU, Sequential, Sigmoid, Tanh)
 from .parameter import Parameter
 
-__all__ = ["GELU", "AvgPool2d", "Conv2d", "CrossEntropyLoss", "Dropout", "Embedding", "Flatten", "LayerNorm", "Linear", "MaxPool2d", "MSELoss",
-           "Module", "Parameter", "ReLU", "Sequential", "Sigmoid", "Tanh", "functional", "init"]
+__all__ = ["GELU", "AvgPool2d", "Conv2d", "CrossEntropyLoss", "Dropout", "Embedding", "Flatten", "LayerNorm", "Linear",
+           "MaxPool2d", "MSELoss", "Module", "Parameter", "ReLU", "Sequential", "Sigmoid", "Tanh", "functional", "init"]

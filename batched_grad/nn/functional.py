@@ -4,7 +4,6 @@ import warnings
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from .. import _dtypes
 from .._ops import UNARY

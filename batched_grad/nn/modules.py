@@ -145,8 +145,7 @@ class _Stateless(Module):
         return type(self).fn(input, **{name: getattr(self, name) for name in self.options})
 
     def extra_repr(self):
-        return ", ".join(f"{name}={getattr(self, name)!r}" for name in self.options if name != "inplace"
-                         or self.inplace)
+        return ", ".join(f"{name}={getattr(self, name)!r}" for name in self.options)
 
 
 class ReLU(_Stateless):
@@ -258,7 +257,8 @@ class Embedding(Module):
                 raise AssertionError("Padding_idx must be within num_embeddings")
             padding_idx %= num_embeddings
         self.num_embeddings, self.embedding_dim, self.padding_idx = num_embeddings, embedding_dim, padding_idx
-        self.max_norm, self.norm_type, self.scale_grad_by_freq, self.sparse = max_norm, norm_type, scale_grad_by_freq, sparse
+        self.max_norm, self.norm_type = max_norm, norm_type
+        self.scale_grad_by_freq, self.sparse = scale_grad_by_freq, sparse
         if _weight is None:
             self.weight = _empty(num_embeddings, embedding_dim, dtype=dtype)
             self.reset_parameters()
