@@ -78,6 +78,7 @@ class Size(tuple):
         return f"torch.Size({list(self)})"
 
     def numel(self):
+        """The number of elements of a tensor of this shape."""
         return int(np.prod(self, dtype=np.int64))
 
 
@@ -165,18 +166,22 @@ class Tensor:
     # ---- metadata -------------------------------------------------------------------------------
     @property
     def shape(self):
+        """The tensor's shape, a torch.Size (a tuple)."""
         return Size(self._v.shape)
 
     @property
     def dtype(self):
+        """The tensor's dtype (bg.float32, bg.int64, ...)."""
         return _dtypes.from_numpy_dtype(self._v.dtype)
 
     @property
     def ndim(self):
+        """The number of dimensions."""
         return len(self._v.shape)
 
     @property
     def device(self):
+        """The device holding the values (cpu for a traced value)."""
         if isinstance(self._value, jax.core.Tracer):
             return device("cpu")
         d = next(iter(self._value.devices()))
@@ -184,6 +189,7 @@ class Tensor:
         return device(kind, None if kind == "cpu" else d.id)
 
     def size(self, dim=None):
+        """The shape, or with `dim` the size of that dimension (negative dims count from the end)."""
         if dim is None:
             return self.shape
         if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool):
@@ -191,9 +197,11 @@ class Tensor:
         return self._value.shape[_wrap_dim(dim, self.ndim)]
 
     def dim(self):
+        """The number of dimensions (ndim)."""
         return self.ndim
 
     def numel(self):
+        """The number of elements."""
         return int(np.prod(self._value.shape, dtype=np.int64))
 
     def __len__(self):
@@ -202,17 +210,21 @@ class Tensor:
         return self._value.shape[0]
 
     def is_floating_point(self):
+        """Whether the dtype is a floating point type."""
         return self.dtype.is_floating_point
 
     def is_complex(self):
+        """Whether the dtype is a complex type."""
         return self.dtype.is_complex
 
     def element_size(self):
+        """The size of one element in bytes."""
         return self.dtype.itemsize
 
     # ---- autograd metadata ----------------------------------------------------------------------
     @property
     def requires_grad(self):
+        """Whether gradients are computed for this tensor (settable on leaves)."""
         return self.grad_fn is not None or self._requires_grad
 
     @requires_grad.setter
@@ -222,6 +234,7 @@ class Tensor:
         self._set_requires_grad(flag, REQUIRES_GRAD_DTYPE[0].lower() + REQUIRES_GRAD_DTYPE[1:])
 
     def requires_grad_(self, requires_grad=True):
+        """Set requires_grad on this leaf in place and return it (True on a non-leaf is a no-op)."""
         _check_bool("requires_grad_", "requires_grad", requires_grad)
         if not (requires_grad and self.grad_fn is not None):  # True on a non-leaf is a no-op
             self._set_requires_grad(requires_grad, "only Tensors of floating point dtype can require gradients")
@@ -238,10 +251,12 @@ class Tensor:
 
     @property
     def is_leaf(self):
+        """Whether this tensor has no grad_fn: created by the user, or not requiring grad."""
         return self.grad_fn is None
 
     @property
     def grad(self):
+        """The gradient accumulated by backward(), None until then; settable to a same-shape, same-dtype Tensor."""
         if self.grad_fn is not None and not self._retains_grad and self._grad is None:
             warnings.warn(NON_LEAF_GRAD_WARNING, UserWarning, stacklevel=2)
         return self._grad
@@ -262,9 +277,11 @@ class Tensor:
 
     @property
     def retains_grad(self):
+        """Whether retain_grad() was called on this non-leaf."""
         return self._retains_grad
 
     def retain_grad(self):
+        """Make backward() populate `.grad` of this non-leaf tensor too."""
         if not self.requires_grad:
             raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
         if self.grad_fn is not None and not self._retains_grad:
@@ -315,6 +332,7 @@ class Tensor:
         return t
 
     def detach_(self):
+        """Detach this tensor from the graph in place: it becomes a leaf that does not require grad."""
         if self._view is not None and DETACH not in self._view[1]:
             raise RuntimeError(DETACH_VIEW)
         self.grad_fn, self._output_nr, self._requires_grad = None, 0, False
@@ -413,6 +431,7 @@ class Tensor:
         return self._value
 
     def numpy(self, *, force=False):
+        """The values as a NumPy array (raises if it requires grad, unless `force=True`)."""
         if self.requires_grad and not force:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
         return np.asarray(self._value)
@@ -422,9 +441,11 @@ class Tensor:
         return a if dtype is None else a.astype(dtype)
 
     def tolist(self):
+        """The values as (nested lists of) Python numbers."""
         return np.asarray(self._value).tolist()
 
     def item(self):
+        """The value of a one-element tensor as a Python number."""
         if self.numel() != 1:
             raise RuntimeError(f"a Tensor with {self.numel()} elements cannot be converted to Scalar")
         return np.asarray(self._value).reshape(()).item()
