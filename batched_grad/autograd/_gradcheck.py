@@ -53,13 +53,15 @@ def _is_inexact(x):
     return isinstance(x, Tensor) and (x.dtype.is_floating_point or x.dtype.is_complex)
 
 
-def _check_inputs(inputs):
-    """torch's checks: a warning for each non-double input that requires grad; at least one such input."""
+def _check_requires_grad(inputs):
     if not any(_requires_grad(x) for x in inputs):
         types = ", ".join(type(x).__name__ for x in inputs)
         raise ValueError("gradcheck expects at least one input tensor to require gradient, but none of them have "
                          f"requires_grad=True.\nGot inputs of types ({types}); pass Tensors created with "
                          "requires_grad=True (float64 for the default tolerances).")
+
+
+def _warn_non_double(inputs):
     for idx, x in enumerate(inputs):
         if _requires_grad(x) and x.dtype.name not in ("float64", "complex128"):
             warnings.warn(f"Input #{idx} requires gradient and is not a double precision floating point or "
@@ -367,7 +369,8 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
     opts = dict(eps=eps, atol=atol, rtol=rtol, nondet_tol=nondet_tol, check_grad_dtypes=check_grad_dtypes,
                 fast_mode=fast_mode)
     inputs = _as_tuple(inputs)
-    _check_inputs(inputs)
+    _check_requires_grad(inputs)
+    _warn_non_double(inputs)
 
     def check():
         func_out = _call(func, inputs)
@@ -398,6 +401,7 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
     if not callable(func):
         raise TypeError(f"gradgradcheck: func must be callable, but got {type(func).__name__}")
     inputs = _as_tuple(inputs)
+    _check_requires_grad(inputs)
     if grad_outputs is None:
         grad_outputs = tuple((rand(tuple(o.shape), dtype=o.dtype if _is_inexact(o) else float64) * 2 - 1).requires_grad_()
                              for o in _differentiable(_call(func, inputs)))
