@@ -70,12 +70,18 @@ def jax_function(fn):
     return wrapped
 
 
-def _inplace(fn):
+def _inplace(name, fn, doc):
+    """The in-place method `name`: fn(self, ...) written into self (its version, views and graph updated)."""
     def method(self, *args, **kwargs):
         return self._assign(fn(self, *args, **kwargs))
 
-    method.__name__ = fn.__name__ + "_"
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = doc
     return method
+
+
+def _in_place_version(name, fn):
+    return _inplace(f"{name}_", fn, f"In-place version of {name}.\n\n{fn.__doc__}")
 
 
 _ZERO = Op("zero", lambda a: jnp.zeros_like(a), linear=True)
@@ -119,12 +125,14 @@ _IDENTITY_0D = "Tensor.{} is deprecated on 0-D tensors. This function is the ide
 
 
 def _T(self):
+    """All dimensions reversed (torch deprecates it on tensors that are not 2-D)."""
     if self.ndim != 2:
         warn_once(_IDENTITY_0D.format("T") if self.ndim == 0 else _T_DEPRECATED)
     return permute(self, *reversed(range(self.ndim)))
 
 
 def _mT(self):
+    """The last two dimensions swapped: the transpose of a (batch of) matrices."""
     if self.ndim == 0:
         warn_once(_IDENTITY_0D.format("mT"))
         return view(self, ())
@@ -157,24 +165,51 @@ def _setitem(self, index, value):
     setitem(self, index, value)
 
 
+def _where(self, condition, other):
+    """Elements of this tensor where `condition`, else of `other` (where(condition, self, other))."""
+    return where(condition, self, other)
+
+
+def _type_as(self, other):
+    """This tensor cast to the dtype of the tensor `other`."""
+    return to(self, other.dtype)
+
+
+def _conversion(name, dtype):
+    def method(self):
+        return to(self, dtype)
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"This tensor as {dtype} (self.to({dtype}))."
+    return method
+
+
+def _new_factory(kind):
+    def method(self, *size, dtype=None, requires_grad=False):
+        from .. import _factories
+
+        return getattr(_factories, kind)(*size, dtype=dtype or self.dtype, requires_grad=requires_grad)
+
+    method.__name__ = method.__qualname__ = f"new_{kind}"
+    method.__doc__ = f"A tensor of {kind} of the given size, with this tensor's dtype unless `dtype` is given."
+    return method
+
+
 _METHOD_NAMES = """add sub mul div true_divide floor_divide remainder fmod pow atan2 maximum minimum hypot clamp clip
     lerp round sum mean prod amax amin max min argmax argmin var std norm logsumexp cumsum cumprod all any matmul mm
     bmm mv dot outer trace diag diagonal tril triu reshape view view_as flatten unflatten squeeze unsqueeze expand
     expand_as broadcast_to permute transpose swapaxes t movedim split chunk unbind flip roll repeat tile narrow select
     index_select gather scatter scatter_add take_along_dim masked_fill masked_select nonzero sort argsort topk clone
     to tensordot softmax log_softmax""".split()
+_CONVERSIONS = {"float": _dtypes.float32, "double": _dtypes.float64, "half": _dtypes.float16, "long": _dtypes.int64,
+                "int": _dtypes.int32, "bool": _dtypes.bool}
 _METHODS = dict(UNARY, **COMPARISONS, **PREDICATES)
 _METHODS.update({name: globals()[name] for name in _METHOD_NAMES})
 _METHODS.update(
     multiply=mul, divide=div, subtract=sub, absolute=UNARY["abs"], negative=UNARY["neg"], arctan2=atan2,
-    greater=COMPARISONS["gt"], less=COMPARISONS["lt"], fill_=_fill, zero_=_zero, copy_=_copy,
-    where=lambda self, condition, other: where(condition, self, other),
-    float=lambda self: to(self, _dtypes.float32), double=lambda self: to(self, _dtypes.float64),
-    half=lambda self: to(self, _dtypes.float16), long=lambda self: to(self, _dtypes.int64),
-    int=lambda self: to(self, _dtypes.int32), bool=lambda self: to(self, _dtypes.bool),
-    type_as=lambda self, other: to(self, other.dtype),
-    new_zeros=lambda self, *size, dtype=None, requires_grad=False: _new(self, "zeros", size, dtype, requires_grad),
-    new_ones=lambda self, *size, dtype=None, requires_grad=False: _new(self, "ones", size, dtype, requires_grad),
+    greater=COMPARISONS["gt"], less=COMPARISONS["lt"], where=_where, type_as=_type_as,
+    new_zeros=_new_factory("zeros"), new_ones=_new_factory("ones"),
+    **{name: _conversion(name, dtype) for name, dtype in _CONVERSIONS.items()},
     __getitem__=getitem, __setitem__=_setitem,
     __add__=add, __radd__=add, __sub__=sub, __rsub__=_reversed(sub), __mul__=mul, __rmul__=mul,
     __truediv__=div, __rtruediv__=_reversed(div), __floordiv__=floor_divide, __rfloordiv__=_reversed(floor_divide),
@@ -190,17 +225,16 @@ _METHODS.update(
 _INPLACE = ["add", "sub", "mul", "div", "pow", "clamp", "clip", "neg", "abs", "exp", "log", "sqrt", "sigmoid",
             "tanh", "floor", "ceil", "round", "trunc", "masked_fill", "scatter", "scatter_add", "lerp", "sin",
             "cos", "relu", "square", "reciprocal", "fmod", "remainder", "tril", "triu"]
-_METHODS.update({f"{name}_": _inplace(_METHODS[name]) for name in _INPLACE})
-for _name in ("fill_", "zero_", "copy_"):
-    _METHODS[_name] = _inplace(_METHODS[_name])
+_METHODS.update({f"{name}_": _in_place_version(name, _METHODS[name]) for name in _INPLACE})
+_METHODS.update({name: _inplace(name, fn, doc) for name, (fn, doc) in {
+    "fill_": (_fill, "Fill with `value` (a number or a 0-dim Tensor), in place."),
+    "zero_": (_zero, "Fill with zeros, in place."),
+    "copy_": (_copy, "Copy `src` into this tensor (broadcast to its shape, cast to its dtype), in place."),
+}.items()})
 _METHODS.update({f"__i{op}__": _METHODS[f"{name}_"] for op, name in [
     ("add", "add"), ("sub", "sub"), ("mul", "mul"), ("truediv", "div"), ("pow", "pow"), ("mod", "remainder")]})
 
 
-def _new(self, kind, size, dtype, requires_grad):
-    from .. import _factories
-
-    return getattr(_factories, kind)(*size, dtype=dtype or self.dtype, requires_grad=requires_grad)
 
 
 for _name, _fn in _METHODS.items():

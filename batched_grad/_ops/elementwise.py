@@ -104,7 +104,7 @@ def round(input, *, decimals=0):  # noqa: A001  (torch's name)
 
 
 # ---- binary arithmetic ------------------------------------------------------------------------------------
-def _binary_op(name, f, *, float_result=False, linear=False, multilinear=False, two_numbers=False):
+def _binary_op(name, f, doc=None, *, float_result=False, linear=False, multilinear=False, two_numbers=False):
     op = Op(name, lambda a, b, *, dtype: f(a.astype(dtype), b.astype(dtype)), linear=linear,
             multilinear=multilinear)
 
@@ -119,6 +119,7 @@ def _binary_op(name, f, *, float_result=False, linear=False, multilinear=False, 
         return _apply(op, [input, other], dtype=dtype.np)
 
     public.__name__ = public.__qualname__ = name
+    public.__doc__ = doc
     return public
 
 
@@ -179,13 +180,17 @@ _sub = _binary_op("sub", jnp.subtract, linear=True, two_numbers=True)
 _true_div = _binary_op("div", jnp.true_divide, float_result=True, two_numbers=True)
 _trunc_div = _binary_op("div", _trunc_divide)
 # torch raises "derivative for aten::floor_divide is not implemented"; we give its a.e. derivative, zero
-floor_divide = _binary_op("floor_divide", jnp.floor_divide, two_numbers=True)
-remainder = _binary_op("remainder", _remainder)
-fmod = _binary_op("fmod", jnp.fmod)
-atan2 = _binary_op("atan2", jnp.arctan2, float_result=True)
-maximum = _binary_op("maximum", jnp.maximum)  # ties: half the gradient to each side, as torch
-minimum = _binary_op("minimum", jnp.minimum)
-hypot = _binary_op("hypot", jnp.hypot, float_result=True)
+floor_divide = _binary_op("floor_divide", jnp.floor_divide, "floor(input / other), elementwise (zero gradient).",
+                          two_numbers=True)
+remainder = _binary_op("remainder", _remainder, "Python's modulus, elementwise: the result has the sign of `other`.")
+fmod = _binary_op("fmod", jnp.fmod, "C's remainder, elementwise: the result has the sign of `input`.")
+atan2 = _binary_op("atan2", jnp.arctan2, "The angle of the point (other, input), elementwise, in [-pi, pi].",
+                   float_result=True)
+maximum = _binary_op("maximum", jnp.maximum,
+                     "The larger of `input` and `other`, elementwise (at ties each gets half the gradient).")
+minimum = _binary_op("minimum", jnp.minimum,
+                     "The smaller of `input` and `other`, elementwise (at ties each gets half the gradient).")
+hypot = _binary_op("hypot", jnp.hypot, "sqrt(input ** 2 + other ** 2), elementwise.", float_result=True)
 _pow = _binary_op("pow", _pow_fn)
 
 
@@ -226,6 +231,7 @@ def div(input, other, *, rounding_mode=None):
 
 
 def true_divide(input, other):
+    """input / other with a floating point result (div without rounding_mode)."""
     return _true_div(input, other)
 
 
@@ -238,39 +244,55 @@ def pow(input, exponent):  # noqa: A001
 
 
 def rsub(input, other, *, alpha=1):
+    """other - alpha * input (sub with the operands swapped)."""
     return sub(other, input, alpha=alpha)
 
 
 # ---- comparisons and logic ---------------------------------------------------------------------------------
-def _compare(name, f):
+def _compare(name, f, doc):
     op = Op(name, lambda a, b, *, dtype: f(a.astype(dtype), b.astype(dtype)))
 
     def public(input, other):
         return _apply(op, [input, other], dtype=_dtypes.result_type(input, other).np)
 
     public.__name__ = public.__qualname__ = name
+    public.__doc__ = doc
     return public
 
 
-COMPARISONS = {name: _compare(name, f) for name, f in {
-    "eq": jnp.equal, "ne": jnp.not_equal, "lt": jnp.less, "le": jnp.less_equal, "gt": jnp.greater,
-    "ge": jnp.greater_equal, "logical_and": jnp.logical_and, "logical_or": jnp.logical_or,
-    "logical_xor": jnp.logical_xor, "bitwise_and": jnp.bitwise_and, "bitwise_or": jnp.bitwise_or,
-    "bitwise_xor": jnp.bitwise_xor}.items()}
+COMPARISONS = {name: _compare(name, f, doc) for name, (f, doc) in {
+    "eq": (jnp.equal, "input == other, elementwise (broadcast), as a bool tensor."),
+    "ne": (jnp.not_equal, "input != other, elementwise (broadcast), as a bool tensor."),
+    "lt": (jnp.less, "input < other, elementwise (broadcast), as a bool tensor."),
+    "le": (jnp.less_equal, "input <= other, elementwise (broadcast), as a bool tensor."),
+    "gt": (jnp.greater, "input > other, elementwise (broadcast), as a bool tensor."),
+    "ge": (jnp.greater_equal, "input >= other, elementwise (broadcast), as a bool tensor."),
+    "logical_and": (jnp.logical_and, "Elementwise logical and of the operands' truth values, as a bool tensor."),
+    "logical_or": (jnp.logical_or, "Elementwise logical or of the operands' truth values, as a bool tensor."),
+    "logical_xor": (jnp.logical_xor, "Elementwise logical xor of the operands' truth values, as a bool tensor."),
+    "bitwise_and": (jnp.bitwise_and, "input & other, elementwise, for integer and bool tensors."),
+    "bitwise_or": (jnp.bitwise_or, "input | other, elementwise, for integer and bool tensors."),
+    "bitwise_xor": (jnp.bitwise_xor, "input ^ other, elementwise, for integer and bool tensors."),
+}.items()}
 
 
-def _predicate(name, f):
+def _predicate(name, f, doc):
     op = Op(name, f)
 
     def public(input):
         return apply(op, [input])
 
     public.__name__ = public.__qualname__ = name
+    public.__doc__ = doc
     return public
 
 
-PREDICATES = {name: _predicate(name, f) for name, f in {
-    "isnan": jnp.isnan, "isfinite": jnp.isfinite, "isinf": jnp.isinf, "logical_not": jnp.logical_not}.items()}
+PREDICATES = {name: _predicate(name, f, doc) for name, (f, doc) in {
+    "isnan": (jnp.isnan, "Whether each element is NaN, as a bool tensor."),
+    "isfinite": (jnp.isfinite, "Whether each element is finite (neither inf nor NaN), as a bool tensor."),
+    "isinf": (jnp.isinf, "Whether each element is +inf or -inf, as a bool tensor."),
+    "logical_not": (jnp.logical_not, "Elementwise logical not: True where `input` is zero, as a bool tensor."),
+}.items()}
 
 
 # ---- clamp, where, lerp ------------------------------------------------------------------------------------
