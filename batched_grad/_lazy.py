@@ -4,6 +4,8 @@ call through cached per-op kernels the first times a structure is seen, then as 
 by the structure (ops, static params, wiring, avals), so a forward and the backward that reads it run as a
 single XLA call, as jax.jit(jax.grad(f)) does."""
 import functools
+import itertools
+import operator
 
 import jax
 
@@ -11,6 +13,28 @@ _compiles = [0]
 FUSE_AFTER = 2  # a structure's first evaluations run per-op kernels (shared across structures); then it is fused
 _seen = {}
 _programs = {}
+
+
+class Key(tuple):
+    """A structural key: a tuple whose hash is computed once. `intern` returns one object per distinct key, so
+    the dictionaries keyed by it (tier counts, compiled programs, kernels) hash it once and compare by identity."""
+
+    def __hash__(self):
+        try:
+            return self._hash
+        except AttributeError:
+            self._hash = h = tuple.__hash__(self)
+            return h
+
+
+_interned = {}
+
+
+def intern(parts):
+    key = Key(parts)
+    if len(_interned) > 4096:
+        _interned.clear()
+    return _interned.setdefault(key, key)
 
 
 def should_fuse(key):
@@ -52,10 +76,15 @@ def _out_avals(op, static, avals):
 class Call:
     """One deferred application of an op; `result` (a tuple of arrays) once computed, when `args` is dropped."""
 
-    __slots__ = ("op", "static", "args", "n_out", "result")
+    __slots__ = ("op", "static", "args", "n_out", "result", "created")
 
     def __init__(self, op, static, args, n_out):
         self.op, self.static, self.args, self.n_out, self.result = op, static, args, n_out, None
+        self.created = next(_created)
+
+
+_created = itertools.count()
+_creation = operator.attrgetter("created")
 
 
 class Pending:
@@ -78,11 +107,13 @@ class Pending:
         return n
 
 
-def defer(op, static, arrays):
+def defer(op, static, arrays, avals=None):
     """The outputs of op(*arrays) as Pending values (shape errors raise here, as an eager call would)."""
-    avals = _out_avals(op, static, tuple((a.shape, a.dtype) for a in arrays))
-    call = Call(op, static, arrays, len(avals))
-    return [Pending(call, k, shape, dtype) for k, (shape, dtype) in enumerate(avals)]
+    if avals is None:
+        avals = tuple([(a.shape, a.dtype) for a in arrays])
+    out_avals = _out_avals(op, static, avals)
+    call = Call(op, static, arrays, len(out_avals))
+    return [Pending(call, k, shape, dtype) for k, (shape, dtype) in enumerate(out_avals)]
 
 
 def materialize(value):
@@ -102,9 +133,10 @@ def _evaluate(target):
             program = _programs.get(key)
             if program is None:
                 program = _programs[key] = jax.jit(_counted(functools.partial(_run_all, key=key[0])))
-            outs = iter(program(*frontier))
+            outs, start = program(*frontier), 0
             for call in calls:
-                call.result, call.args = tuple(next(outs) for _ in range(call.n_out)), None
+                call.result, call.args = outs[start:start + call.n_out], None
+                start += call.n_out
             return
     for call in calls:  # topological order: every call's pending args are computed before it
         args = [a.call.result[a.k] if type(a) is Pending else a for a in call.args]
@@ -115,28 +147,22 @@ def _evaluate(target):
 def _structure(target):
     """The uncomputed calls `target` needs, in topological order; the concrete arrays they read (each once);
     and the structural key: per call (op, static, argument wiring), plus the arrays' avals."""
-    order, index, frontier, slots = [], {}, [], {}
-    stack = [(target, False)]
+    needed, stack = {target}, [target]
     while stack:
-        call, expanded = stack.pop()
-        if call in index:
-            continue
-        if expanded:
-            index[call] = len(order)
-            order.append(call)
-            continue
-        stack.append((call, True))
-        for a in call.args:
-            if type(a) is Pending and a.call.result is None and a.call not in index:
-                stack.append((a.call, False))
-    steps = []
+        for a in stack.pop().args:
+            if type(a) is Pending and a.call.result is None and a.call not in needed:
+                needed.add(a.call)
+                stack.append(a.call)
+    order = sorted(needed, key=_creation)  # a call's arguments were made before it: creation order is topological
+    index = {call: i for i, call in enumerate(order)}
+    steps, frontier, slots = [], [], {}
     for call in order:
         refs = []
         for a in call.args:
-            if type(a) is Pending and a.call.result is None:
-                refs.append((index[a.call], a.k))
-                continue
             if type(a) is Pending:
+                if a.call.result is None:
+                    refs.append((index[a.call], a.k))
+                    continue
                 a = a.call.result[a.k]
             slot = slots.get(id(a))
             if slot is None:
@@ -144,8 +170,7 @@ def _structure(target):
                 frontier.append(a)
             refs.append((slot,))
         steps.append((call.op, call.static, tuple(refs)))
-    steps = tuple(steps)
-    return order, frontier, (steps, tuple((a.shape, a.dtype) for a in frontier))
+    return order, frontier, intern((tuple(steps), tuple([(a.shape, a.dtype) for a in frontier])))
 
 
 def _run_all(*frontier, key):

@@ -3,7 +3,7 @@ program and cached by graph structure (ops, static params, avals, edges), not by
 from . import _graph
 from ._graph import AccumulateGrad
 from ._ops._core import Op, OpNode, _vjp_fn, apply
-from ._lazy import should_fuse  # noqa: F401  (the engine's tier decision)
+from ._lazy import intern, should_fuse  # noqa: F401  (should_fuse: the engine's tier decision)
 from vmap._rows import map_rows
 
 
@@ -15,12 +15,6 @@ class Plan:
 
     def __init__(self, key, nodes, leaves):
         self.key, self.nodes, self.leaves = key, nodes, leaves
-
-
-def _fusable(node):
-    if isinstance(node, AccumulateGrad):
-        return not node.variable._hooks
-    return type(node) is OpNode and not node.tensor_pre_hooks and not node.retained and not node.post_hooks
 
 
 def plan(order, needed, roots, captures, accumulate, batch=None):
@@ -36,25 +30,27 @@ def plan(order, needed, roots, captures, accumulate, batch=None):
         outs = reached.get(node)
         if outs is None or (needed is not None and node not in needed):
             continue
-        if not _fusable(node):
-            return None
-        if isinstance(node, AccumulateGrad):
+        if type(node) is AccumulateGrad:
+            if node.variable._hooks:
+                return None
             if accumulate:
                 leaves.append(node)
             continue
-        if needed is not None and not any(e is not None and e.node in needed for e in node.edges):
+        if type(node) is not OpNode or node.tensor_pre_hooks or node.retained or node.post_hooks:
+            return None  # Python-level backward or hooks: the per-node engine runs it
+        edges, want = node.edges, node.want
+        if needed is not None and not any([edges[i].node in needed for i in want]):
             continue
-        want = tuple(i for i, e in enumerate(node.edges) if e is not None)
-        ct_mask = tuple(k in outs for k in node.diff_outs)
-        targets = tuple((position[node.edges[i].node], node.edges[i].output_nr) for i in want)
+        ct_mask = tuple([k in outs for k in node.diff_outs])
+        targets = tuple([(position[edges[i].node], edges[i].output_nr) for i in want])
         steps.append((position[node], node.spec(want, ct_mask), targets))
         nodes.append(node)
         for i in want:
-            reached.setdefault(node.edges[i].node, set()).add(node.edges[i].output_nr)
-    captured = tuple((position[e.node], e.output_nr) if e.output_nr in reached.get(e.node, ()) else None
-                     for e in captures)
-    key = (tuple(steps), tuple((position[e.node], e.output_nr) for e in roots), captured,
-           tuple(position[leaf] for leaf in leaves), batch)
+            reached.setdefault(edges[i].node, set()).add(edges[i].output_nr)
+    captured = tuple([(position[e.node], e.output_nr) if e.output_nr in reached.get(e.node, ()) else None
+                      for e in captures])
+    key = intern((tuple(steps), tuple([(position[e.node], e.output_nr) for e in roots]), captured,
+                  tuple([position[leaf] for leaf in leaves]), batch))
     return Plan(key, nodes, leaves)
 
 
@@ -63,7 +59,7 @@ def _program(*args, key):
     steps, roots, captures, leaves, batch = key
     if batch is not None:  # root cotangents carry a leading batch axis; saved values do not
         n = sum(sum(spec[3]) for _, spec, _ in steps)
-        row_key = key[:4] + (None,)
+        row_key = intern(key[:4] + (None,))
         return map_rows(lambda *cts: _program(*args[:n], *cts, key=row_key), args[n:], batch[0])
     args = iter(args)
     saved = [[next(args) for s in spec[3] if s] for _, spec, _ in steps]

@@ -35,12 +35,8 @@ class Op:
         return f"Op({self.name})"
 
 
-def _array(x):
-    if isinstance(x, Tensor):
-        return x._v
-    if isinstance(x, (bool, int, float, complex, np.generic)):
-        return np.asarray(x)
-    return x
+_NUMBERS = (bool, int, float, complex, np.generic)
+_Tracer = jax.core.Tracer
 
 
 @functools.lru_cache(maxsize=None)
@@ -49,14 +45,28 @@ def _differentiable(dtype):
 
 
 def apply(op, operands, **static):
-    """Run `op` on operands (Tensors or numbers) and record it when grad mode is on and any operand requires grad."""
-    static = tuple(sorted(static.items()))
-    arrays = [_array(x) for x in operands]
-    recording = is_grad_enabled() and any(
-        isinstance(x, Tensor) and (x.grad_fn is not None or x._requires_grad) for x in operands)
-    if recording and not any(isinstance(a, jax.core.Tracer) for a in arrays):
-        outs = defer(op, static, arrays)  # computed when read, fused with what reads it
-    elif any(type(a) is Pending for a in arrays):
+    """Run `op` on operands (Tensors or numbers) and record it when grad mode is on and any operand requires grad.
+
+    A recorded op is deferred (its outputs are Pending values, see _lazy.py) unless it is being traced."""
+    static = tuple(sorted(static.items())) if static else ()
+    arrays, recording, traced, pending = [], False, False, False
+    for x in operands:  # one pass: the arrays, and whether the op is recorded, traced, or reads deferred values
+        if isinstance(x, Tensor):
+            a = x._v
+            recording = recording or x.grad_fn is not None or x._requires_grad
+        else:
+            a = np.asarray(x) if isinstance(x, _NUMBERS) else x
+        if type(a) is Pending:
+            pending = True
+        elif type(a) is not np.ndarray and isinstance(a, _Tracer):
+            traced = True
+        arrays.append(a)
+    recording = recording and is_grad_enabled()
+    avals = None
+    if recording and not traced:
+        avals = tuple([(a.shape, a.dtype) for a in arrays])
+        outs = defer(op, static, arrays, avals)  # computed when read, fused with what reads it
+    elif pending:
         outs = [materialize(p) for p in defer(op, static, arrays)]
     else:
         out = kernel(op, static)(*arrays)
@@ -64,7 +74,7 @@ def apply(op, operands, **static):
     differentiable = [_differentiable(o.dtype) for o in outs]
     node = None
     if recording and True in differentiable:
-        node = OpNode(op, static, operands, arrays, outs, differentiable)
+        node = OpNode(op, static, operands, arrays, avals, outs, differentiable)
     results = [Tensor._wrap(o, node if d else None, i) for i, (o, d) in enumerate(zip(outs, differentiable))]
     if op.view and isinstance(operands[0], Tensor):
         for k, r in enumerate(results):
@@ -115,18 +125,17 @@ VJP = Op("vjp", _vjp_fn, multi=True)
 class OpNode(_graph.Node):
     """A node recorded by `apply`; its backward applies the op's VJP as another op (so it can be recorded)."""
 
-    __slots__ = ("op", "static", "saved", "avals", "diff_outs", "_specs")
+    __slots__ = ("op", "static", "saved", "avals", "diff_outs", "want", "_specs")
 
-    def __init__(self, op, static, operands, arrays, outs, differentiable):
-        edges, avals = [], []
-        for x, a in zip(operands, arrays):
-            edges.append(_graph.edge_of(x) if isinstance(x, Tensor) else None)
-            avals.append((a.shape, a.dtype))
-        super().__init__(tuple(edges), tuple([(o.shape, o.dtype) for o in outs]))
-        self.op, self.static, self.avals = op, static, tuple(avals)
+    def __init__(self, op, static, operands, arrays, avals, outs, differentiable):
+        edges = tuple([_graph.edge_of(x) if isinstance(x, Tensor) else None for x in operands])
+        super().__init__(edges, tuple([(o.shape, o.dtype) for o in outs]))
+        self.op, self.static = op, static
+        self.want = tuple([i for i, e in enumerate(edges) if e is not None])  # the operands that get a gradient
+        self.avals = avals if avals is not None else tuple([(a.shape, a.dtype) for a in arrays])
         self.saved = tuple([self._save(i, x, a) for i, (x, a) in enumerate(zip(operands, arrays))])
         self.diff_outs = (0,) if differentiable == [True] else tuple([k for k, d in enumerate(differentiable) if d])
-        self._specs = {}
+        self._specs = None
 
     def name(self):
         if self.op is VJP:  # a recorded backward (create_graph=True): name it after the op it differentiates
@@ -146,6 +155,8 @@ class OpNode(_graph.Node):
 
     def spec(self, want, ct_mask, batch=None):
         key = (want, ct_mask, batch)
+        if self._specs is None:
+            self._specs = {}
         spec = self._specs.get(key)
         if spec is None:
             saved_mask = tuple(s is not None for s in self.saved)
@@ -154,7 +165,7 @@ class OpNode(_graph.Node):
         return spec
 
     def backward(self, cotangents, create_graph, batch=None):
-        want = tuple(i for i, e in enumerate(self.edges) if e is not None)
+        want = self.want
         cts = [cotangents[k] for k in self.diff_outs]
         ct_mask = tuple(c is not None for c in cts)
         saved = [s.unpack(create_graph) if isinstance(s, _graph.SavedValue) else s
