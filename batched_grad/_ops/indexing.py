@@ -250,6 +250,7 @@ def _check_range(index, size, dim, error=RuntimeError):
 
 
 def index_select(input, dim, index):
+    """The entries of `input` at the 1-D `index` along `dim`."""
     _check_index(index, "index_select(): Expected dtype int32 or int64 for index")
     if index.ndim > 1:
         raise IndexError("index_select(): Index is supposed to be a vector")
@@ -307,6 +308,7 @@ def scatter(input, dim, index, src=None, *, value=None, reduce=None):
 
 
 def scatter_add(input, dim, index, src):
+    """A copy of `input` with `src` added at `index` along `dim` (repeated indices accumulate)."""
     if not isinstance(src, Tensor):
         raise TypeError(f"scatter_add(): argument 'src' (position 4) must be Tensor, not {type(src).__name__}")
     return _scatter("scatter_add", input, dim, index, src, "add")
@@ -391,6 +393,7 @@ def sort(input, dim=-1, descending=False, stable=False):
 
 
 def argsort(input, dim=-1, descending=False, stable=False):
+    """The indices that sort `input` along `dim` (sort(...).indices)."""
     return sort(input, dim, descending, stable).indices
 
 

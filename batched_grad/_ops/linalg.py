@@ -116,6 +116,7 @@ _OUTER = Op("outer", lambda a, b, *, dtype: jnp.outer(a.astype(dtype), b.astype(
 
 
 def outer(input, vec2):
+    """The outer product of two 1-D tensors: out[i, j] = input[i] * vec2[j]."""
     for name, t in (("self", input), ("vec2", vec2)):
         if t.ndim != 1:
             raise RuntimeError(f"outer: Expected 1-D argument {name}, but got {t.ndim}-D")
@@ -239,6 +240,7 @@ _TRIANGLE = {name: Op(name, lambda a, *, k, upper: (jnp.triu if upper else jnp.t
 
 
 def trace(input):
+    """The sum of the main diagonal of a matrix."""
     if input.ndim != 2:
         raise RuntimeError(f"trace: expected a matrix, but got tensor with dim {input.ndim}")
     if input.dtype is _dtypes.bool:
@@ -269,10 +271,12 @@ def _triangle(name, input, diagonal):
 
 
 def tril(input, diagonal=0):
+    """The lower triangle (on and below the `diagonal`-th diagonal); the rest is zero."""
     return _triangle("tril", input, diagonal)
 
 
 def triu(input, diagonal=0):
+    """The upper triangle (on and above the `diagonal`-th diagonal); the rest is zero."""
     return _triangle("triu", input, diagonal)
 
 
@@ -436,6 +440,7 @@ def solve(A, B, *, left=True):
 
 
 def inv(A):
+    """The inverse of a square matrix (or of each in a batch); LinAlgError when one is singular."""
     _matrix("inv", A)
     out = apply(_INV, [A])
     failed = None if _traced(out, A) else _failure(out, A)
@@ -446,16 +451,19 @@ def inv(A):
 
 
 def det(A):
+    """The determinant of a square matrix (or of each in a batch)."""
     _matrix("det", A)
     return apply(_DET, [A])
 
 
 def slogdet(A):
+    """(sign, logabsdet): the determinant of a square matrix (or of each in a batch) as sign * exp(logabsdet)."""
     _matrix("slogdet", A)
     return slogdet_result(*apply(_SLOGDET, [A]))
 
 
 def cholesky(A, *, upper=False):
+    """L with A = L @ L.mH for a Hermitian positive-definite A (U with A = U.mH @ U when upper)."""
     _matrix("cholesky", A)
     out = apply(_CHOLESKY, [A], upper=bool(upper))
     failed = None if _traced(out, A) else _failure(out, A)
@@ -477,11 +485,13 @@ def eigh(A, UPLO="L"):
 
 
 def svd(A, full_matrices=True, *, driver=None):
+    """(U, S, Vh) with A = U @ diag(S) @ Vh, singular values descending; reduced when not full_matrices."""
     _matrix("svd", A, square=False)
     return svd_result(*apply(_SVD, [A], full_matrices=bool(full_matrices)))
 
 
 def qr(A, mode="reduced"):
+    """(Q, R) with A = Q @ R, Q orthonormal columns and R upper triangular; mode 'reduced', 'complete' or 'r'."""
     _matrix("qr", A, square=False)
     if mode not in ("reduced", "complete", "r"):
         raise RuntimeError(f"qr received unrecognized mode '{mode}' but expected one of 'reduced' (default), "

@@ -99,10 +99,12 @@ def _logical_reduction(op, input, dim, keepdim):
 
 
 def all(input, dim=None, keepdim=False):  # noqa: A001
+    """Whether all elements (over `dim`, or all of them) are nonzero; bool, or uint8 for uint8 input."""
     return _logical_reduction(_ALL, input, dim, keepdim)
 
 
 def any(input, dim=None, keepdim=False):  # noqa: A001
+    """Whether any element (over `dim`, or any at all) is nonzero; bool, or uint8 for uint8 input."""
     return _logical_reduction(_ANY, input, dim, keepdim)
 
 

@@ -108,10 +108,12 @@ def view(input, *shape):
 
 
 def view_as(input, other):
+    """A view of `input` with `other`'s shape."""
     return view(input, other.shape)
 
 
 def flatten(input, start_dim=0, end_dim=-1):
+    """Merge dimensions start_dim..end_dim into one (a 0-dim input becomes 1-D)."""
     if input.ndim == 0:
         return _reshaped(input, (1,))
     s, e = _wrap_dim(start_dim, input.ndim), _wrap_dim(end_dim, input.ndim)
@@ -122,6 +124,7 @@ def flatten(input, start_dim=0, end_dim=-1):
 
 
 def unflatten(input, dim, sizes):
+    """Split dimension `dim` into `sizes` (one entry may be -1)."""
     d = _wrap_dim(dim, input.ndim)
     sizes = tuple(int(s) for s in sizes)
     if not sizes:
@@ -146,6 +149,7 @@ def squeeze(input, dim=None):
 
 
 def unsqueeze(input, dim):
+    """A view with a size-1 dimension inserted at `dim`."""
     d = _wrap_dim(dim, input.ndim + 1)
     return _reshaped(input, input.shape[:d] + (1,) + input.shape[d:], "UnsqueezeBackward0")
 
@@ -155,6 +159,7 @@ def _permuted(input, axes, name="PermuteBackward0"):
 
 
 def permute(input, *dims):
+    """A view with the dimensions reordered as `dims`."""
     dims = _sizes(dims)
     if len(dims) != input.ndim:
         raise RuntimeError(f"permute(sparse_coo): number of dimensions in the tensor input does not match the length "
@@ -167,6 +172,7 @@ def permute(input, *dims):
 
 
 def transpose(input, dim0, dim1):
+    """A view with dimensions `dim0` and `dim1` swapped."""
     axes = list(range(input.ndim))
     d0, d1 = _wrap_dim(dim0, input.ndim), _wrap_dim(dim1, input.ndim)
     if input.ndim:
@@ -175,16 +181,19 @@ def transpose(input, dim0, dim1):
 
 
 def swapaxes(input, axis0, axis1):
+    """Alias of transpose."""
     return transpose(input, axis0, axis1)
 
 
 def t(input):
+    """The transpose of a matrix; 0-D and 1-D tensors are returned as they are."""
     if input.ndim > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {input.ndim}D")
     return _permuted(input, tuple(reversed(range(input.ndim))), "TBackward0")
 
 
 def movedim(input, source, destination):
+    """Move the dimension(s) `source` to position(s) `destination`, keeping the others' order."""
     n = input.ndim
     src, dst = [_wrap_dim(d, n) for d in _dims(source)], [_wrap_dim(d, n) for d in _dims(destination)]
     if len(src) != len(dst):
@@ -220,14 +229,17 @@ def expand(input, *sizes):
 
 
 def expand_as(input, other):
+    """expand(input, other.shape): broadcast to `other`'s shape without copying."""
     return expand(input, other.shape)
 
 
 def broadcast_to(input, size):
+    """expand(input, size): broadcast to `size` without copying."""
     return expand(input, tuple(size))
 
 
 def narrow(input, dim, start, length):
+    """A view of `length` elements of dimension `dim` starting at `start`."""
     if input.ndim == 0:
         raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
     d = _wrap_dim(dim, input.ndim)
@@ -243,6 +255,7 @@ def narrow(input, dim, start, length):
 
 
 def select(input, dim, index):
+    """The slice at `index` of dimension `dim`, which is removed (input.select(0, i) is input[i])."""
     if input.ndim == 0:
         raise IndexError("select() cannot be applied to a 0-dim tensor.")
     d = _wrap_dim(dim, input.ndim)
@@ -254,6 +267,7 @@ def select(input, dim, index):
 
 
 def unbind(input, dim=0):
+    """The slices along `dim`, as a tuple of tensors without that dimension."""
     if input.ndim == 0:
         raise IndexError("Dimension specified as 0 but tensor has no dimensions")
     return apply(_UNBIND, [input], axis=_wrap_dim(dim, input.ndim))
@@ -290,6 +304,7 @@ def split(tensor, split_size_or_sections, dim=0):
 
 
 def chunk(input, chunks, dim=0):
+    """Split into `chunks` pieces of equal size along `dim` (the last may be smaller, and fewer may come)."""
     if chunks <= 0:
         raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
     d = _wrap_dim(dim, input.ndim)
@@ -337,6 +352,7 @@ def cat(tensors, dim=0):
 
 
 def concat(tensors, dim=0):
+    """Alias of cat."""
     return cat(tensors, dim)
 
 
@@ -357,11 +373,13 @@ def stack(tensors, dim=0):
 
 
 def hstack(tensors):
+    """Concatenate horizontally: along dim 1, or dim 0 for 1-D tensors (0-D ones become 1-D)."""
     tensors = [_reshaped(t, (1,)) if t.ndim == 0 else t for t in _tensor_list("hstack", tensors)]
     return cat(tensors, 0 if tensors and tensors[0].ndim == 1 else 1)
 
 
 def vstack(tensors):
+    """Concatenate vertically: along dim 0, with 0-D and 1-D tensors made (1, n) rows first."""
     return cat([t if t.ndim >= 2 else _reshaped(t, (1, t.numel())) for t in _tensor_list("vstack", tensors)], 0)
 
 
@@ -371,12 +389,14 @@ _TILE = Op("repeat", lambda a, *, reps: jnp.tile(a, reps), linear=True)
 
 
 def flip(input, dims):
+    """Reverse the order of the elements along each dimension in `dims`."""
     dims = tuple(_wrap_dim(d, input.ndim) for d in _dims(dims))
     _check_unique(dims)
     return apply(_FLIP, [input], axes=dims if input.ndim else ())
 
 
 def roll(input, shifts, dims=None):
+    """Shift elements cyclically by `shifts` along `dims` (the flattened tensor when dims is None)."""
     shifts, dims = _dims(shifts), () if dims is None else _dims(dims)
     if len(shifts) != len(dims) and not (len(shifts) == 1 and not dims):
         raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, dims:{len(dims)}")
@@ -398,6 +418,7 @@ def repeat(input, *sizes):
 
 
 def tile(input, dims):
+    """Repeat the tensor `dims` times along each dimension (leading 1s fill a short `dims`)."""
     dims = _dims(dims)
     return repeat(input, (1,) * (input.ndim - len(dims)) + dims)
 
