@@ -28,18 +28,22 @@ class dtype:
 
     @property
     def is_floating_point(self):
+        """Whether this is a (real) floating point type."""
         return self.kind == "f"
 
     @property
     def is_complex(self):
+        """Whether this is a complex type."""
         return self.kind == "c"
 
     @property
     def is_signed(self):
+        """Whether this type can represent negative values."""
         return self.kind not in "bu"
 
     @property
     def itemsize(self):
+        """The size of one element in bytes."""
         return self.np.itemsize
 
 
@@ -82,6 +86,7 @@ _default_float = [float32]
 
 
 def get_default_dtype():
+    """The dtype of float tensors made from Python floats (float32 unless set_default_dtype changed it)."""
     return _default_float[0]
 
 

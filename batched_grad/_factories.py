@@ -175,10 +175,12 @@ def _number(x):
 
 # Constant tensors are built in NumPy and transferred: jnp.zeros/eye compile a kernel for every new shape.
 def zeros(*size, dtype=None, requires_grad=False, device=None):
+    """A tensor of zeros of the given size (ints or one sequence), of the default float dtype unless `dtype`."""
     return _finish(jnp.asarray(np.zeros(_varargs_size("zeros", size), _dtype_or_default(dtype).np)), requires_grad)
 
 
 def ones(*size, dtype=None, requires_grad=False, device=None):
+    """A tensor of ones of the given size (ints or one sequence), of the default float dtype unless `dtype`."""
     return _finish(jnp.asarray(np.ones(_varargs_size("ones", size), _dtype_or_default(dtype).np)), requires_grad)
 
 
@@ -197,6 +199,7 @@ def full(size, fill_value, *, dtype=None, requires_grad=False, device=None):
 
 
 def eye(n, m=None, *, dtype=None, requires_grad=False, device=None):
+    """An n x m (n x n by default) matrix with ones on the diagonal and zeros elsewhere."""
     for position, name, v in ((1, "n", n), (2, "m", m)):
         if v is not None and not _is_int(v):
             raise TypeError(f"eye(): argument '{name}' (position {position}) must be int, not {type(v).__name__}")
@@ -251,21 +254,25 @@ def _like(input, dtype):
 
 
 def zeros_like(input, *, dtype=None, requires_grad=False, device=None):
+    """Zeros with `input`'s shape and dtype (unless `dtype`)."""
     shape, d = _like(input, dtype)
     return zeros(shape, dtype=d, requires_grad=requires_grad)
 
 
 def ones_like(input, *, dtype=None, requires_grad=False, device=None):
+    """Ones with `input`'s shape and dtype (unless `dtype`)."""
     shape, d = _like(input, dtype)
     return ones(shape, dtype=d, requires_grad=requires_grad)
 
 
 def empty_like(input, *, dtype=None, requires_grad=False, device=None):
+    """An uninitialized tensor (zeros here) with `input`'s shape and dtype (unless `dtype`)."""
     shape, d = _like(input, dtype)
     return empty(shape, dtype=d, requires_grad=requires_grad)
 
 
 def full_like(input, fill_value, *, dtype=None, requires_grad=False, device=None):
+    """`fill_value` with `input`'s shape and dtype (unless `dtype`)."""
     shape, d = _like(input, dtype)
     return full(shape, fill_value, dtype=d, requires_grad=requires_grad)
 
@@ -323,10 +330,12 @@ def randint(low=0, high=None, size=None, *, dtype=None, requires_grad=False, gen
 
 
 def rand_like(input, *, dtype=None, requires_grad=False, device=None):
+    """Uniform samples in [0, 1) with `input`'s shape and dtype (unless `dtype`)."""
     shape, d = _like(input, dtype)
     return rand(shape, dtype=d, requires_grad=requires_grad)
 
 
 def randn_like(input, *, dtype=None, requires_grad=False, device=None):
+    """Standard normal samples with `input`'s shape and dtype (unless `dtype`)."""
     shape, d = _like(input, dtype)
     return randn(shape, dtype=d, requires_grad=requires_grad)

@@ -12,10 +12,12 @@ _state = threading.local()
 
 
 def is_grad_enabled():
+    """Whether grad mode is on (ops record the graph) in this thread."""
     return getattr(_state, "enabled", True)
 
 
 def is_inference_mode_enabled():
+    """Whether inference mode is on in this thread."""
     return getattr(_state, "inference", False)
 
 
@@ -79,6 +81,7 @@ class _GradMode:
             _set(*stack.pop())
 
     def clone(self):
+        """A fresh manager with the same mode (decorated functions enter one per call)."""
         return self.__class__(*self._args())
 
     def _args(self):

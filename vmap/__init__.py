@@ -32,6 +32,7 @@ def set_fallback_warnings(enabled):
 
 
 def fallback_warnings_enabled():
+    """Whether a FallbackWarning is emitted when a node's backward runs per row."""
     return _state["warnings"]
 
 
@@ -58,6 +59,7 @@ def set_fallback_enabled(enabled):
 
 
 def fallback_enabled():
+    """Whether nodes that cannot be vectorized run per row (True) or raise FallbackError (False)."""
     return _state["enabled"]
 
 
