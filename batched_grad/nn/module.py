@@ -21,6 +21,7 @@ class Module:
             object.__setattr__(self, registry, OrderedDict())
 
     def forward(self, *args, **kwargs):
+        """The module's computation, defined by subclasses; calling the module calls it."""
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required "forward" function')
 
     def __call__(self, *args, **kwargs):
@@ -200,9 +201,11 @@ class Module:
         return self
 
     def float(self):
+        """Convert floating-point parameters and buffers to float32, in place."""
         return self.to(_dtypes.float32)
 
     def double(self):
+        """Convert floating-point parameters and buffers to float64, in place."""
         return self.to(_dtypes.float64)
 
     # ---- state ---------------------------------------------------------------------------------------------------

@@ -35,6 +35,7 @@ class Linear(Module):
         self.reset_parameters()
 
     def reset_parameters(self):
+        """Re-draw weight and bias with torch's default initialization."""
         _uniform_fan_in_init(self.weight, self.bias)
 
     def forward(self, input):
@@ -71,6 +72,7 @@ class Conv2d(Module):
         self.reset_parameters()
 
     def reset_parameters(self):
+        """Re-draw weight and bias with torch's default initialization."""
         _uniform_fan_in_init(self.weight, self.bias)
 
     def forward(self, input):
@@ -149,6 +151,8 @@ class _Stateless(Module):
 
 
 class ReLU(_Stateless):
+    """max(0, x), elementwise."""
+
     fn, options = F.relu, ("inplace",)
 
     def __init__(self, inplace=False):
@@ -159,14 +163,20 @@ class ReLU(_Stateless):
 
 
 class Tanh(_Stateless):
+    """tanh(x), elementwise."""
+
     fn = F.tanh
 
 
 class Sigmoid(_Stateless):
+    """1 / (1 + exp(-x)), elementwise."""
+
     fn = F.sigmoid
 
 
 class GELU(_Stateless):
+    """x * Phi(x) with Phi the standard normal CDF, elementwise; approximate="tanh" uses the tanh approximation."""
+
     fn, options = F.gelu, ("approximate",)
 
     def __init__(self, approximate="none"):
@@ -177,6 +187,8 @@ class GELU(_Stateless):
 
 
 class Flatten(_Stateless):
+    """Flattens dimensions start_dim..end_dim (1..-1 by default, keeping the batch dimension)."""
+
     fn, options = flatten, ("start_dim", "end_dim")
 
     def __init__(self, start_dim=1, end_dim=-1):
@@ -187,6 +199,8 @@ class Flatten(_Stateless):
 
 
 class MaxPool2d(_Stateless):
+    """max_pool2d as a module; the stride defaults to the kernel size."""
+
     fn, options = F.max_pool2d, ("kernel_size", "stride", "padding", "dilation", "ceil_mode")
 
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False):
@@ -197,6 +211,8 @@ class MaxPool2d(_Stateless):
 
 
 class AvgPool2d(_Stateless):
+    """avg_pool2d as a module; the stride defaults to the kernel size."""
+
     fn, options = F.avg_pool2d, ("kernel_size", "stride", "padding", "ceil_mode", "count_include_pad",
                                  "divisor_override")
 
@@ -268,6 +284,7 @@ class Embedding(Module):
             self.weight = Parameter(_weight, requires_grad=not _freeze)
 
     def reset_parameters(self):
+        """Re-draw the weight from N(0, 1), with the padding_idx row zero."""
         init.normal_(self.weight)
         if self.padding_idx is not None:
             with no_grad():
