@@ -11,9 +11,9 @@ import warnings
 import jax.numpy as jnp
 import numpy as np
 
-from .._ops._core import Op, apply
-from .._dtypes import float64
+from .._dtypes import float32, float64
 from .._factories import rand
+from .._ops._core import Op, apply
 from .._tensor import Tensor
 from ._api import grad
 
@@ -84,7 +84,7 @@ def _differentiable(outputs):
 
 
 def _replaced(inputs, i, value):
-    """`inputs` with input i replaced by a fresh leaf holding `value` (requiring grad like the original)."""
+    """`inputs` with input i (one that requires grad) replaced by a fresh leaf holding `value`."""
     leaf = Tensor._wrap(jnp.asarray(value), requires_grad=True)
     return inputs[:i] + (leaf,) + inputs[i + 1:]
 
@@ -337,12 +337,6 @@ def _check_undefined_grad(func, inputs, diff_inputs):
 
 # ---- public API -------------------------------------------------------------------------------------------
 
-def _no_forward_ad(flag, name):
-    if flag:
-        raise ValueError(f"{name}=True is not supported: batched_grad Tensors have no forward-mode AD, so only "
-                         f"reverse-mode gradients can be checked. Pass {name}=False (the default).")
-
-
 def _run(check, raise_exception):
     if raise_exception:
         return check()
@@ -363,7 +357,9 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
     `grad(..., is_grads_batched=True)` with the loop of unbatched `grad` calls. Returns True, or raises
     GradcheckError (returns False when `raise_exception=False`).
     """
-    _no_forward_ad(check_forward_ad, "check_forward_ad")
+    if check_forward_ad:
+        raise ValueError("check_forward_ad=True is not supported: batched_grad Tensors have no forward-mode AD, so "
+                         "only reverse-mode gradients can be checked. Pass check_forward_ad=False (the default).")
     if not callable(func):
         raise TypeError(f"gradcheck: func must be callable, but got {type(func).__name__}")
     opts = dict(eps=eps, atol=atol, rtol=rtol, nondet_tol=nondet_tol, check_grad_dtypes=check_grad_dtypes,
@@ -389,6 +385,14 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
     return _run(check, raise_exception)
 
 
+def _random_grad_output(output):
+    """Uniform in [-1, 1), shaped like `output`, requiring grad (float64 for a non-float output; real-valued for
+    a complex one)."""
+    d = output.dtype
+    real = {"complex64": float32, "complex128": float64}.get(d.name, d if d.is_floating_point else float64)
+    return (rand(tuple(output.shape), dtype=real) * 2 - 1).to(d if d.is_complex else real).requires_grad_()
+
+
 def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=1e-3,
                   gen_non_contig_grad_outputs=False, raise_exception=True, nondet_tol=0.0, check_undefined_grad=True,
                   check_grad_dtypes=False, check_batched_grad=False, fast_mode=False):
@@ -403,8 +407,7 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
     inputs = _as_tuple(inputs)
     _check_requires_grad(inputs)
     if grad_outputs is None:
-        grad_outputs = tuple((rand(tuple(o.shape), dtype=o.dtype if _is_inexact(o) else float64) * 2 - 1).requires_grad_()
-                             for o in _differentiable(_call(func, inputs)))
+        grad_outputs = tuple(_random_grad_output(o) for o in _differentiable(_call(func, inputs)))
     grad_outputs = _as_tuple(grad_outputs)
     n_inputs = len(inputs)
     diff_idx = [i for i, x in enumerate(inputs) if _requires_grad(x)]
