@@ -14,7 +14,7 @@ def test_readme_python_examples_run_and_give_the_shapes_they_promise():
     namespace = {}
     for block in re.findall(r"```python\n(.*?)```", README.read_text(), re.S):
         exec(compile(block, "README.md", "exec"), namespace)
-    ns = {k: v.numpy() if isinstance(v, bg.Tensor) else v for k, v in namespace.items()}
+    ns = {k: v.detach().numpy() if isinstance(v, bg.Tensor) else v for k, v in namespace.items()}
     x, W = ns["x"], ns["W"]
     jacobian = (1 - np.tanh(W @ x) ** 2)[:, None] * W
     for name in ("J", "J2", "J3"):
