@@ -3,6 +3,7 @@ are computed when something reads them. Computing a value evaluates every deferr
 call through cached per-op kernels the first times a structure is seen, then as one compiled program keyed
 by the structure (ops, static params, wiring, avals), so a forward and the backward that reads it run as a
 single XLA call, as jax.jit(jax.grad(f)) does."""
+import contextlib
 import functools
 import itertools
 import operator
@@ -37,8 +38,24 @@ def intern(parts):
     return _interned.setdefault(key, key)
 
 
+_fusing = [True]
+
+
+@contextlib.contextmanager
+def unfused():
+    """Within it, per-op kernels only: for sweeps over many one-off structures (gradcheck), where compiling a
+    program per structure costs more than it saves."""
+    _fusing.append(False)
+    try:
+        yield
+    finally:
+        _fusing.pop()
+
+
 def should_fuse(key):
     """Count one more sighting of a structure; True once it has been seen more than FUSE_AFTER times."""
+    if not _fusing[-1]:
+        return False
     count = _seen.get(key, 0) + 1
     if len(_seen) > 4096:  # forget one-off structures rather than grow without bound
         _seen.clear()

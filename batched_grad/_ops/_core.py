@@ -133,7 +133,7 @@ class OpNode(_graph.Node):
         self.op, self.static = op, static
         self.want = tuple([i for i, e in enumerate(edges) if e is not None])  # the operands that get a gradient
         self.avals = avals if avals is not None else tuple([(a.shape, a.dtype) for a in arrays])
-        self.saved = tuple([self._save(i, x, a) for i, (x, a) in enumerate(zip(operands, arrays))])
+        self.saved = self._save(operands, arrays)
         self.diff_outs = (0,) if differentiable == [True] else tuple([k for k, d in enumerate(differentiable) if d])
         self._specs = None
 
@@ -142,13 +142,17 @@ class OpNode(_graph.Node):
             return dict(self.static)["spec"][0].backward_name + "Backward"
         return self.op.backward_name
 
-    def _save(self, i, operand, array):
-        # a linear op's VJP needs only its integer operands (indices, masks), never its float values
-        op = self.op
-        if (op.linear or op.multilinear) and _differentiable(self.avals[i][1]) and (op.linear or not any(
-                e is not None for j, e in enumerate(self.edges) if j != i)):
-            return None
-        return _graph.SavedValue(operand) if isinstance(operand, Tensor) else array
+    def _save(self, operands, arrays):
+        # a linear op's VJP needs only its integer operands (indices, masks), never its float values; a
+        # multilinear op's VJP needs an operand only when another operand gets a gradient
+        op, saved = self.op, []
+        for x, a, (_, dtype), edge in zip(operands, arrays, self.avals, self.edges):
+            others_get_grads = len(self.want) > (edge is not None)
+            if (op.linear or (op.multilinear and not others_get_grads)) and _differentiable(dtype):
+                saved.append(None)
+            else:
+                saved.append(_graph.SavedValue(x) if isinstance(x, Tensor) else a)
+        return tuple(saved)
 
     def saved_values(self):
         return [s for s in self.saved if isinstance(s, _graph.SavedValue)]

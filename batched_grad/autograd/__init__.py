@@ -1,9 +1,9 @@
-"""batched_grad.autograd: grad, backward, Function, graph edges, anomaly mode."""
-from . import graph
+"""batched_grad.autograd: grad, backward, Function, graph edges, anomaly mode, the functional API, gradcheck."""
+from . import functional, graph
 from ._api import backward, grad
 from .anomaly_mode import detect_anomaly, set_detect_anomaly
 from .function import Function, FunctionCtx, once_differentiable
 from ._gradcheck import GradcheckError, gradcheck, gradgradcheck
 
-__all__ = ["backward", "grad", "graph", "Function", "FunctionCtx", "once_differentiable", "detect_anomaly",
+__all__ = ["backward", "grad", "functional", "graph", "Function", "FunctionCtx", "once_differentiable", "detect_anomaly",
            "set_detect_anomaly", "gradcheck", "gradgradcheck", "GradcheckError"]
