@@ -235,8 +235,6 @@ _METHODS.update({f"__i{op}__": _METHODS[f"{name}_"] for op, name in [
     ("add", "add"), ("sub", "sub"), ("mul", "mul"), ("truediv", "div"), ("pow", "pow"), ("mod", "remainder")]})
 
 
-
-
 for _name, _fn in _METHODS.items():
     setattr(Tensor, _name, _fn)
 

@@ -34,6 +34,13 @@ def _check_broadcast(operands):
             out[i] = n if n != 1 else out[i]
 
 
+def _named(public, name, doc):
+    """`public` as the module function `name`, documented by `doc`."""
+    public.__name__ = public.__qualname__ = name
+    public.__doc__ = doc
+    return public
+
+
 def _apply(op, operands, **static):
     try:
         return apply(op, operands, **static)
@@ -87,9 +94,7 @@ def _unary_op(name, f, float_result):
         _check_dtype(name, input.dtype)
         return apply(op, [input], dtype=rule(input.dtype).np)
 
-    public.__name__ = public.__qualname__ = name
-    public.__doc__ = f"Elementwise {name} of `input` (torch.{name})."
-    return public
+    return _named(public, name, f"Elementwise {name} of `input` (torch.{name}).")
 
 
 UNARY = {name: _unary_op(name, f, True) for name, f in _FLOAT_UNARY.items()}
@@ -118,9 +123,7 @@ def _binary_op(name, f, doc=None, *, float_result=False, linear=False, multiline
             dtype = _dtypes.float_result(dtype)
         return _apply(op, [input, other], dtype=dtype.np)
 
-    public.__name__ = public.__qualname__ = name
-    public.__doc__ = doc
-    return public
+    return _named(public, name, doc)
 
 
 def _float_remainder(a, b):
@@ -255,9 +258,7 @@ def _compare(name, f, doc):
     def public(input, other):
         return _apply(op, [input, other], dtype=_dtypes.result_type(input, other).np)
 
-    public.__name__ = public.__qualname__ = name
-    public.__doc__ = doc
-    return public
+    return _named(public, name, doc)
 
 
 COMPARISONS = {name: _compare(name, f, doc) for name, (f, doc) in {
@@ -282,9 +283,7 @@ def _predicate(name, f, doc):
     def public(input):
         return apply(op, [input])
 
-    public.__name__ = public.__qualname__ = name
-    public.__doc__ = doc
-    return public
+    return _named(public, name, doc)
 
 
 PREDICATES = {name: _predicate(name, f, doc) for name, (f, doc) in {
