@@ -120,7 +120,7 @@ def from_numpy(ndarray):
         name = kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__name__}"
         raise TypeError(f"expected np.ndarray (got {name})")
     _dtypes.from_numpy_dtype(ndarray.dtype)
-    return Tensor._wrap(jnp.asarray(ndarray))
+    return Tensor._wrap(np.array(ndarray))  # a host copy, moved to the device when first used
 
 
 def from_jax(array):
