@@ -64,7 +64,7 @@ def main(argv):
     foreign = [f"--{name}" for other, names in COMMAND_FLAGS.items() if other != command
                for name in names if FLAGS[name].present]
     if foreign:
-        raise app.UsageError(f"{', '.join(foreign)} do not apply to `{command}`")
+        raise app.UsageError(f"`{command}` does not take {', '.join(foreign)}")
     logging.set_verbosity(logging.WARNING)  # keep JAX's backend discovery notes out of the output
     COMMANDS[command]()
 

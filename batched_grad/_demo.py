@@ -77,9 +77,9 @@ def per_sample_gradients(sizes, rng):
     grad() over the samples, against one grad() per sample."""
     model = bg.nn.Sequential(bg.nn.Linear(FEATURES, sizes.width), bg.nn.Tanh(), bg.nn.Linear(sizes.width, CLASSES))
     params = list(model.parameters())
-    X, y = rng.standard_normal((sizes.batch, FEATURES)), rng.integers(0, CLASSES, sizes.batch)
-    samples = list(zip(_rows(X.astype(np.float32)), _rows(y)))
-    X, y = _float32(X), bg.tensor(y)
+    X, y = rng.standard_normal((sizes.batch, FEATURES)).astype(np.float32), rng.integers(0, CLASSES, sizes.batch)
+    samples = list(zip(_rows(X), _rows(y)))
+    X, y = bg.tensor(X), bg.tensor(y)
 
     def sample_gradient(x, label):
         grads = bg.autograd.grad(bg.nn.functional.cross_entropy(model(x), label), params)
@@ -198,9 +198,10 @@ def run(workloads, repeats=5, stream=None):
 
 def table(outcomes):
     """The printed table, one line per workload."""
-    lines = [f"{'workload':<36}{'batched ms':>11}{'loop ms':>10}{'speed-up':>10}{'max |diff|':>12}  check"]
+    width = max([len("workload"), *(len(o.title) for o in outcomes)]) + 2
+    lines = [f"{'workload':<{width}}{'batched ms':>11}{'loop ms':>10}{'speed-up':>10}{'max |diff|':>12}  check"]
     for o in outcomes:
-        lines.append(f"{o.title:<36}{o.batched_ms:>11.2f}{o.loop_ms:>10.2f}{o.loop_ms / o.batched_ms:>9.1f}x"
+        lines.append(f"{o.title:<{width}}{o.batched_ms:>11.2f}{o.loop_ms:>10.2f}{o.loop_ms / o.batched_ms:>9.1f}x"
                      f"{o.max_diff:>12.1e}  {'ok' if o.ok else 'MISMATCH'}")
     lines.append(f"check: np.allclose(batched, loop, rtol={RTOL:g}, atol={ATOL:g}); times are medians")
     return "\n".join(lines)
