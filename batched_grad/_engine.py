@@ -3,7 +3,7 @@ import warnings
 
 import jax.numpy as jnp
 
-from . import _graph, _program
+from . import _graph, _lazy, _program
 from ._grad_mode import set_grad_enabled
 from ._graph import AccumulateGrad
 from vmap._fallback import run_batched
@@ -121,7 +121,7 @@ def run_backward(roots, root_grads, captures, *, retain_graph, create_graph, acc
     needed = _needed(order, wanted) if captures else None
     plan = _program.plan(order, needed, roots, captures, accumulate, None if batch is None else batch.key)
     with set_grad_enabled(create_graph):
-        if plan is not None and _program.should_fuse(plan.key):
+        if plan is not None and _lazy.should_fuse(plan.key):
             results, leaf_grads = _program.run(plan, root_grads, create_graph)
             for leaf, g in zip(plan.leaves, leaf_grads):
                 _accumulate(leaf.variable, g, create_graph)

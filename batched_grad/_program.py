@@ -3,7 +3,7 @@ program and cached by graph structure (ops, static params, avals, edges), not by
 from . import _graph
 from ._graph import AccumulateGrad
 from ._ops._core import Op, OpNode, _vjp_fn, apply
-from ._lazy import intern, should_fuse  # noqa: F401  (should_fuse: the engine's tier decision)
+from ._lazy import intern
 from vmap._rows import map_rows
 
 
