@@ -168,19 +168,15 @@ def to_numpy(out):
     return np.asarray(out)
 
 
-def first_calls(peers, calls):
-    """{name: [(seconds, bg compiles) of calls 1..n]} of freshly built peers (compiles included), with the last
-    result of each; `calls` is {name: n}."""
-    latency, results = {}, {}
-    for name, fn in peers.items():
-        latency[name] = []
-        for _ in range(calls[name]):
-            c0, t0 = bg.compile_count(), time.perf_counter()
-            r = fn()
-            ready(r)
-            latency[name].append((time.perf_counter() - t0, bg.compile_count() - c0))
-        results[name] = to_numpy(r)
-    return latency, results
+def timed_calls(fn, calls):
+    """[(seconds, bg compiles)] of `calls` calls of `fn`, each waited for, and the last result as an array."""
+    out = []
+    for _ in range(calls):
+        c0, t0 = bg.compile_count(), time.perf_counter()
+        r = fn()
+        ready(r)
+        out.append((time.perf_counter() - t0, bg.compile_count() - c0))
+    return out, to_numpy(r)
 
 
 def check(results, reference_name):
@@ -195,18 +191,6 @@ def check(results, reference_name):
     return worst
 
 
-def warm_up(fn, calls):
-    """[(seconds, bg compiles)] of `calls` more calls of a bg peer (after these it runs its fused programs), and
-    the last result."""
-    out = []
-    for _ in range(calls):
-        c0, t0 = bg.compile_count(), time.perf_counter()
-        r = fn()
-        ready(r)
-        out.append((time.perf_counter() - t0, bg.compile_count() - c0))
-    return out, to_numpy(r)
-
-
 def run_workload(name, peers, reference, number, repeats, slow=None, skip=()):
     """Latency of calls 1-3, bg warm-up, agreement, then interleaved steady-state timing.
 
@@ -216,10 +200,11 @@ def run_workload(name, peers, reference, number, repeats, slow=None, skip=()):
     slow = slow or {}
     peers = {k: v for k, v in peers.items() if k not in skip}
     t_start = time.perf_counter()
-    latency, results = first_calls(peers, {k: 3 if k.startswith("bg") else min(slow.get(k, 3), 3) for k in peers})
-    warmup = {}
-    for k in [k for k in peers if k.startswith("bg")]:
-        warmup[k], results[k + " (fused)"] = warm_up(peers[k], FUSE_WARMUP)
+    latency, results, warmup = {}, {}, {}
+    for k, fn in peers.items():  # calls 1-3 of each fresh peer, compiles included
+        latency[k], results[k] = timed_calls(fn, 3 if k.startswith("bg") else min(slow.get(k, 3), 3))
+    for k in [k for k in peers if k.startswith("bg")]:  # after these, bg runs its fused programs
+        warmup[k], results[k + " (fused)"] = timed_calls(peers[k], FUSE_WARMUP)
     diff = check(results, reference)
     c0 = bg.compile_count()
     times = compare({k: v for k, v in peers.items() if k not in slow}, number, repeats, block_each=True)
