@@ -14,7 +14,7 @@ Two tables: steady state (after warm-up, so batched_grad runs its fused programs
 three calls of each peer (compiles included), then the targets, each marked met or missed.
 
     python benchmarks/functional.py            # about 2-4 minutes on a loaded 2-core machine
-    python benchmarks/functional.py --quick    # under a minute: fewer repeats and calls
+    python benchmarks/functional.py --quick    # about a minute on a loaded 2-core machine: fewer repeats, slow peers skipped
 """
 import os
 import time
@@ -33,7 +33,7 @@ from batched_grad import _lazy
 from _timing import compare, fmt, ratio, ready, stat, table
 
 FLAGS = flags.FLAGS
-flags.DEFINE_bool("quick", False, "Fewer repeats and calls per repeat (under ~60 s).")
+flags.DEFINE_bool("quick", False, "3 repeats; the eye(B) peers of workloads 2-3 skipped (about a minute).")
 flags.DEFINE_integer("repeats", None, "Timing repeats per measurement (default 9, 3 with --quick).")
 flags.DEFINE_integer("torch_threads", 1, "torch.set_num_threads (1 by default, as in benchmarks/overhead.py).")
 
