@@ -14,7 +14,7 @@ Two tables: steady state (after warm-up, so batched_grad runs its fused programs
 three calls of each peer (compiles included), then the targets, each marked met or missed.
 
     python benchmarks/functional.py            # about 2-4 minutes on a loaded 2-core machine
-    python benchmarks/functional.py --quick    # about a minute on a loaded 2-core machine: fewer repeats, slow peers skipped
+    python benchmarks/functional.py --quick    # about a minute on a loaded 2-core machine, slow peers skipped
 """
 import os
 import time
