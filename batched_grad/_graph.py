@@ -61,7 +61,8 @@ class Node:
     `out_meta[j]` is (shape, dtype) of output j.
     """
 
-    __slots__ = ("edges", "out_meta", "tensor_pre_hooks", "retained", "post_hooks", "trace", "__weakref__")
+    __slots__ = ("edges", "out_meta", "tensor_pre_hooks", "retained", "post_hooks", "trace", "_metadata",
+                 "__weakref__")
 
     def __init__(self, edges, out_meta):
         self.edges = edges
@@ -70,17 +71,22 @@ class Node:
         self.retained = None  # {output_nr: weakref to the tensor that retains its grad}
         self.post_hooks = None  # OrderedDict(id -> fn), made by register_hook
         self.trace = "".join(traceback.format_stack()[:-3]) if _anomaly["enabled"] else None
+        self._metadata = None
 
     def __repr__(self):
         return f"<{self.name().split('::')[-1]} object at {hex(id(self))}>"
 
     @property
     def next_functions(self):
+        """(node, output_nr) for each input edge, (None, 0) where there is none, like torch."""
         return tuple((e.node, e.output_nr) if e is not None else (None, 0) for e in self.edges)
 
     @property
     def metadata(self):
-        return {}
+        """A dict for user annotations, kept with the node, like torch's Node.metadata."""
+        if self._metadata is None:
+            self._metadata = {}
+        return self._metadata
 
     def register_hook(self, fn):
         """fn(grad_inputs, grad_outputs) runs after this node's backward."""
@@ -89,11 +95,13 @@ class Node:
         return add_hook(self.post_hooks, fn)
 
     def pre_hooks_for(self, output_nr):
+        """The ordered dict of tensor pre-hooks for output `output_nr`."""
         if self.tensor_pre_hooks is None:
             self.tensor_pre_hooks = {}
         return self.tensor_pre_hooks.setdefault(output_nr, OrderedDict())
 
     def saved_values(self):
+        """The values saved for backward."""
         return ()
 
     def release(self):

@@ -17,6 +17,7 @@ class FunctionCtx:
         self.materialize_grads = True
 
     def save_for_backward(self, *tensors):
+        """Save tensors for backward; read them back as ctx.saved_tensors."""
         self._saved = tuple(_graph.SavedValue(t) if isinstance(t, Tensor) else t for t in tensors)
         for t in tensors:
             if t is not None and not isinstance(t, Tensor):
@@ -24,17 +25,20 @@ class FunctionCtx:
 
     @property
     def saved_tensors(self):
+        """The tensors given to save_for_backward (checked against in-place changes since)."""
         if self._saved is None:
             return ()
         return tuple(s.unpack(is_grad_enabled()) if s is not None else None for s in self._saved)
 
     def mark_non_differentiable(self, *tensors):
+        """Mark outputs as not differentiable: they do not require grad, and their gradients are zero."""
         self.non_differentiable.update(id(t) for t in tensors)
 
     def mark_dirty(self, *tensors):
         """Accepted for compatibility; in-place updates inside forward are tracked by version counters."""
 
     def set_materialize_grads(self, value):
+        """Whether undefined output gradients reach backward as zeros (True, the default) or as None."""
         self.materialize_grads = bool(value)
 
 
@@ -97,10 +101,12 @@ class Function:
 
     @staticmethod
     def forward(ctx, *args, **kwargs):
+        """The computation on Tensors; subclasses define it (with ctx first, or without and with setup_context)."""
         raise NotImplementedError("You must implement the forward function for custom autograd.Function.")
 
     @staticmethod
     def backward(ctx, *grad_outputs):
+        """Gradients of the inputs from gradients of the outputs; subclasses define it."""
         raise NotImplementedError("You must implement either the backward or vjp method for your custom "
                                   "autograd.Function to use it with backward mode AD.")
 
@@ -113,6 +119,7 @@ class Function:
 
     @classmethod
     def apply(cls, *args, **kwargs):
+        """Run forward and record a node whose backward is this class's backward."""
         ctx = FunctionCtx()
         ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
         with no_grad():
