@@ -10,6 +10,8 @@ import operator
 
 import jax
 
+from vmap._rows import map_rows
+
 _compiles = [0]
 FUSE_AFTER = 2  # a structure's first evaluations run per-op kernels (shared across structures); then it is fused
 _seen = {}
@@ -143,13 +145,32 @@ def materialize(value):
     return call.result[value.k]
 
 
+class NeedsTracing(Exception):
+    """A value that depends on a mapped input of vmap.vmap was read while its function ran (`.item()`, NumPy, a
+    branch on values): vmap.vmap then runs the function again under jax.vmap, with traced values."""
+
+
+class _MappedInput:
+    """The op of a vmap.vmap input's placeholder: one row's shape and dtype, its rows given at evaluation."""
+
+    name, program, multi = "mapped_input", False, False
+
+
+MAPPED = _MappedInput()
+
+
+def mapped_input(shape, dtype):
+    """A placeholder for one row of a batched input of vmap.vmap."""
+    return Pending(Call(MAPPED, (), (), 1), 0, tuple(shape), dtype)
+
+
 def _evaluate(target):
-    calls, frontier, key = _structure(target)
+    calls, frontier, key, _ = _structure([target])
     if len(calls) > 1:
-        if should_fuse(key) or target.op.program:  # a backward program was fused already: fuse what it reads
+        if should_fuse(key) or any(c.op.program for c in calls):  # a fused backward program: fuse what it reads
             program = _programs.get(key)
             if program is None:
-                program = _programs[key] = jax.jit(_counted(functools.partial(_run_all, key=key[0])))
+                program = _programs[key] = jax.jit(_counted(functools.partial(_run_all, steps=key[0])))
             outs, start = program(*frontier), 0
             for call in calls:
                 call.result, call.args = outs[start:start + call.n_out], None
@@ -161,40 +182,83 @@ def _evaluate(target):
         call.result, call.args = (out if call.op.multi else (out,)), None
 
 
-def _structure(target):
-    """The uncomputed calls `target` needs, in topological order; the concrete arrays they read (each once);
-    and the structural key: per call (op, static, argument wiring), plus the arrays' avals."""
-    needed, stack = {target}, [target]
+def evaluate_mapped(values, mapped, chunk_size=None):
+    """vmap.vmap's evaluation: the `values` (Pending or arrays) its function returned, for every row of the
+    mapped inputs (`mapped`: {placeholder call: array with the rows on axis 0}) in one compiled program."""
+    targets = [v.call for v in values if _uncomputed(v)]
+    _, frontier, key, outs = _structure(targets, mapped, values)
+    program_key = intern((key, outs, chunk_size))
+    program = _programs.get(program_key)
+    if program is None:
+        program = _programs[program_key] = jax.jit(_counted(functools.partial(
+            _run_mapped, steps=key[0], batched=key[2], outs=outs, chunk_size=chunk_size)))
+    return program(*frontier)
+
+
+def _uncomputed(value):
+    return type(value) is Pending and value.call.result is None and value.call.op is not MAPPED
+
+
+def _structure(targets, mapped=None, outputs=()):
+    """The uncomputed calls the `targets` need, in topological order; the arrays they read, each once (concrete
+    ones, and the rows of vmap.vmap's inputs when `mapped` is given); the structural key: per call (op, static,
+    argument wiring), the arrays' avals and which are mapped; and where each of `outputs` is found."""
+    needed, stack = set(targets), list(targets)
     while stack:
-        for a in stack.pop().args:
+        call = stack.pop()
+        if call.op is MAPPED:
+            raise NeedsTracing(call)
+        for a in call.args:
             if type(a) is Pending and a.call.result is None and a.call not in needed:
+                if a.call.op is MAPPED and mapped is not None and a.call in mapped:
+                    continue
                 needed.add(a.call)
                 stack.append(a.call)
     order = sorted(needed, key=_creation)  # a call's arguments were made before it: creation order is topological
     index = {call: i for i, call in enumerate(order)}
-    steps, frontier, slots = [], [], {}
-    for call in order:
-        refs = []
-        for a in call.args:
-            if type(a) is Pending:
-                if a.call.result is None:
-                    refs.append((index[a.call], a.k))
-                    continue
-                a = a.call.result[a.k]
-            slot = slots.get(id(a))
-            if slot is None:
-                slot = slots[id(a)] = len(frontier)
-                frontier.append(a)
-            refs.append((slot,))
-        steps.append((call.op, call.static, tuple(refs)))
-    return order, frontier, intern((tuple(steps), tuple([(a.shape, a.dtype) for a in frontier])))
+    frontier, slots, batched = [], {}, []
+
+    def ref(a):
+        if _uncomputed(a):
+            return index[a.call], a.k
+        is_mapped = type(a) is Pending and a.call.op is MAPPED
+        if type(a) is Pending:
+            a = mapped[a.call] if is_mapped else a.call.result[a.k]
+        slot = slots.get(id(a))
+        if slot is None:
+            slot = slots[id(a)] = len(frontier)
+            frontier.append(a)
+            if is_mapped:
+                batched.append(slot)
+        return (slot,)
+
+    steps = tuple([(call.op, call.static, tuple([ref(a) for a in call.args])) for call in order])
+    outs = tuple([ref(v) for v in outputs])
+    key = intern((steps, tuple([(a.shape, a.dtype) for a in frontier]), tuple(batched)))
+    return order, frontier, key, outs
 
 
-def _run_all(*frontier, key):
-    """Every call of the structure `key`, traced into one program; returns all their outputs in order."""
+def _run_steps(frontier, steps):
     results = []
-    for op, static, refs in key:
-        args = [frontier[r[0]] if len(r) == 1 else results[r[0]][r[1]] for r in refs]
-        out = op.fn(*args, **dict(static))
+    for op, static, refs in steps:
+        out = op.fn(*[frontier[r[0]] if len(r) == 1 else results[r[0]][r[1]] for r in refs], **dict(static))
         results.append(out if op.multi else (out,))
-    return tuple(o for outs in results for o in outs)
+    return results
+
+
+def _run_all(*frontier, steps):
+    """Every call of a structure, traced into one program; returns all their outputs in order."""
+    return tuple(o for outs in _run_steps(frontier, steps) for o in outs)
+
+
+def _run_mapped(*frontier, steps, batched, outs, chunk_size):
+    """The calls of a structure for every row of the mapped arrays (jax.vmap, or lax.map in chunks)."""
+
+    def row(*rows):
+        values = list(frontier)
+        for i, r in zip(batched, rows):
+            values[i] = r
+        results = _run_steps(values, steps)
+        return tuple(values[o[0]] if len(o) == 1 else results[o[0]][o[1]] for o in outs)
+
+    return map_rows(row, tuple(frontier[i] for i in batched), chunk_size)

@@ -3,6 +3,9 @@ composing with batched_grad.autograd.grad inside it (the per-sample-gradient idi
 import functools
 
 import jax
+import numpy as np
+
+from batched_grad._lazy import NeedsTracing, evaluate_mapped, mapped_input, materialize
 
 from ._fallback import UNVECTORIZABLE
 from ._rows import map_rows
@@ -56,31 +59,57 @@ def vmap(func, in_dims=0, out_dims=0, *, chunk_size=None, randomness="error"):
             raise ValueError(f"vmap: Expected all tensors to have the same size in the mapped dimension, got "
                              f"sizes {sorted(sizes)} for the mapped dimension")
         mapped = [i for i, d in enumerate(dims) if d is not None]
-        structure = []
-
-        def row(*arrays):
-            call = list(args)
-            for i, a in zip(mapped, arrays):
-                call[i] = Tensor._wrap(a)
-            _active.append(randomness)
-            try:
-                out = func(*call)
-            finally:
-                _active.pop()
-            leaves, tree = jax.tree_util.tree_flatten(out, is_leaf=lambda x: isinstance(x, Tensor))
-            structure[:] = [tree]
-            return tuple(x._value if isinstance(x, Tensor) else x for x in leaves)
-
-        arrays = [jax.numpy.moveaxis(args[i]._value, dims[i], 0) for i in mapped]
+        arrays = [args[i]._value if dims[i] in (0, -args[i].ndim) else jax.numpy.moveaxis(args[i]._value, dims[i], 0)
+                  for i in mapped]
         try:
-            outs = map_rows(row, tuple(arrays), chunk_size)
-        except UNVECTORIZABLE as error:
-            raise RuntimeError(f"vmap: {getattr(func, '__qualname__', func)} could not be vectorized "
-                               f"({type(error).__name__}: it leaves JAX, e.g. NumPy, .item() or a branch on "
-                               "values). Write it with Tensor ops, or give the custom autograd.Function inside it a "
-                               "vmap staticmethod (a batching rule).") from error
+            outs, tree = _deferred(func, args, mapped, arrays, randomness, chunk_size)
+        except NeedsTracing:  # func reads values: trace it, every op dispatched under jax.vmap
+            outs, tree = _traced(func, args, mapped, arrays, randomness, chunk_size)
         out_axes = _as_tuple(out_dims, len(outs), "out_dims", "outputs")
         outs = [Tensor._wrap(jax.numpy.moveaxis(o, 0, d) if d else o) for o, d in zip(outs, out_axes)]
-        return jax.tree_util.tree_unflatten(structure[0], outs)
+        return jax.tree_util.tree_unflatten(tree, outs)
 
     return vectorized
+
+
+def _call(func, args, mapped, values, randomness):
+    """func(*args) with the mapped arguments replaced by Tensors of `values`: its result's leaves (values of
+    Tensors) and structure."""
+    from batched_grad._tensor import Tensor
+
+    call = list(args)
+    for i, v in zip(mapped, values):
+        call[i] = Tensor._wrap(v)
+    _active.append(randomness)
+    try:
+        out = func(*call)
+    finally:
+        _active.pop()
+    leaves, tree = jax.tree_util.tree_flatten(out, is_leaf=lambda x: isinstance(x, Tensor))
+    return [x._v if isinstance(x, Tensor) else np.asarray(x) for x in leaves], tree
+
+
+def _deferred(func, args, mapped, arrays, randomness, chunk_size):
+    """Run func once on placeholders for one row: its ops are recorded, not run, and the whole function runs
+    as one compiled program over the rows (cached by structure). Raises NeedsTracing if func reads a value."""
+    rows = [mapped_input(a.shape[1:], a.dtype) for a in arrays]
+    leaves, tree = _call(func, args, mapped, rows, randomness)
+    return evaluate_mapped(leaves, {r.call: a for r, a in zip(rows, arrays)}, chunk_size), tree
+
+
+def _traced(func, args, mapped, arrays, randomness, chunk_size):
+    """Run func under jax.vmap (or lax.map in chunks) on traced rows."""
+    structure = []
+
+    def row(*values):
+        leaves, tree = _call(func, args, mapped, values, randomness)
+        structure[:] = [tree]
+        return tuple(materialize(x) for x in leaves)
+
+    try:
+        return map_rows(row, tuple(arrays), chunk_size), structure[0]
+    except UNVECTORIZABLE as error:
+        raise RuntimeError(f"vmap: {getattr(func, '__qualname__', func)} could not be vectorized "
+                           f"({type(error).__name__}: it leaves JAX, e.g. NumPy, .item() or a branch on "
+                           "values). Write it with Tensor ops, or give the custom autograd.Function inside it a "
+                           "vmap staticmethod (a batching rule).") from error

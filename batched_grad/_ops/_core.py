@@ -10,7 +10,7 @@ import numpy as np
 from .. import _graph
 from .._grad_mode import is_grad_enabled
 from .._tensor import Tensor
-from .._lazy import Pending, compile_count, defer, kernel, materialize  # noqa: F401  (compile_count re-exported)
+from .._lazy import Pending, compile_count, defer, kernel  # noqa: F401  (compile_count re-exported)
 from vmap._rows import map_rows
 
 class Op:
@@ -36,7 +36,6 @@ class Op:
 
 
 _NUMBERS = (bool, int, float, complex, np.generic)
-_Tracer = jax.core.Tracer
 
 
 @functools.lru_cache(maxsize=None)
@@ -47,27 +46,22 @@ def _differentiable(dtype):
 def apply(op, operands, **static):
     """Run `op` on operands (Tensors or numbers) and record it when grad mode is on and any operand requires grad.
 
-    A recorded op is deferred (its outputs are Pending values, see _lazy.py) unless it is being traced."""
+    A recorded op, or one that reads deferred values, is deferred: its outputs are Pending values (_lazy.py)."""
     static = tuple(sorted(static.items())) if static else ()
-    arrays, recording, traced, pending = [], False, False, False
-    for x in operands:  # one pass: the arrays, and whether the op is recorded, traced, or reads deferred values
+    arrays, recording, pending = [], False, False
+    for x in operands:  # one pass: the arrays, and whether the op is recorded or reads deferred values
         if isinstance(x, Tensor):
             a = x._v
             recording = recording or x.grad_fn is not None or x._requires_grad
         else:
             a = np.asarray(x) if isinstance(x, _NUMBERS) else x
-        if type(a) is Pending:
-            pending = True
-        elif type(a) is not np.ndarray and isinstance(a, _Tracer):
-            traced = True
+        pending = pending or type(a) is Pending
         arrays.append(a)
     recording = recording and is_grad_enabled()
     avals = None
-    if recording and not traced:
+    if recording or pending:
         avals = tuple([(a.shape, a.dtype) for a in arrays])
         outs = defer(op, static, arrays, avals)  # computed when read, fused with what reads it
-    elif pending:
-        outs = [materialize(p) for p in defer(op, static, arrays)]
     else:
         out = kernel(op, static)(*arrays)
         outs = out if op.multi else (out,)

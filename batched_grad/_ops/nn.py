@@ -7,12 +7,16 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _dtypes
+from .._lazy import NeedsTracing
 from .._tensor import _TYPE_NAMES, Tensor, _wrap_dim
 from ._core import Op, apply
 
 
 def _is_concrete(x):
-    return not isinstance(x._value, jax.core.Tracer)
+    try:
+        return not isinstance(x._value, jax.core.Tracer)
+    except NeedsTracing:  # a row of vmap.vmap's input, not computed yet: value checks are skipped, as when traced
+        return False
 
 
 def _host(x):
