@@ -194,7 +194,7 @@ class Tensor:
             return self.shape
         if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool):
             raise TypeError(f"size(): argument 'dim' (position 1) must be int, not {type(dim).__name__}")
-        return self._value.shape[_wrap_dim(dim, self.ndim)]
+        return self._v.shape[_wrap_dim(dim, self.ndim)]
 
     def dim(self):
         """The number of dimensions (ndim)."""
@@ -202,12 +202,12 @@ class Tensor:
 
     def numel(self):
         """The number of elements."""
-        return int(np.prod(self._value.shape, dtype=np.int64))
+        return int(np.prod(self._v.shape, dtype=np.int64))
 
     def __len__(self):
         if self.ndim == 0:
             raise TypeError("len() of a 0-d tensor")
-        return self._value.shape[0]
+        return self._v.shape[0]
 
     def is_floating_point(self):
         """Whether the dtype is a floating point type."""

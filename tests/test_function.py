@@ -206,3 +206,27 @@ def test_jax_function_is_a_differentiable_batchable_op():
     split = bg.jax_function(lambda a, *, k: (a[:k] * 2, jnp.sin(a[k:])))
     a, b = split(bg.tensor([1.0, 2.0, 3.0], requires_grad=True), k=1)
     assert a.shape == (1,) and b.shape == (2,) and a.requires_grad
+
+
+@pytest.mark.parametrize("chained", [False, True])
+def test_gradient_of_another_dtype_is_cast_to_the_input_dtype_like_torch(chained):
+    def make(lib, from_numpy):
+        class DoubleGrad(lib.autograd.Function):  # float64 gradients for float32 inputs
+            @staticmethod
+            def forward(ctx, x):
+                ctx.save_for_backward(x)
+                return x * x
+
+            @staticmethod
+            def backward(ctx, g):
+                (x,) = ctx.saved_tensors
+                return from_numpy(2 * np.asarray(x.detach().numpy(), np.float64) * np.asarray(g.numpy(), np.float64))
+
+        return DoubleGrad
+
+    grads = []
+    for lib, from_numpy in ((bg, bg.from_numpy), (torch, torch.from_numpy)):
+        x = lib.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        out = make(lib, from_numpy).apply(x.exp() if chained else x)
+        grads.append(lib.autograd.grad(out.sum(), x)[0])
+    assert_same(grads[0], grads[1], rtol=1e-6)

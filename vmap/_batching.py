@@ -53,7 +53,7 @@ def _pad_rows(g, padded):
 
     if not _on_host(g):
         return bg.cat([g, bg.zeros((padded - g.shape[0],) + tuple(g.shape[1:]), dtype=g.dtype)])
-    rows = np.zeros((padded,) + tuple(g.shape[1:]), g._value.dtype)
+    rows = np.zeros((padded,) + tuple(g.shape[1:]), g._v.dtype)
     rows[:g.shape[0]] = np.asarray(g._value)
     return bg.from_numpy(rows)
 

@@ -119,10 +119,10 @@ def _numerical_jvp(func, inputs, i, delta, eps, idx=None):
 
 def _numerical_jacobian(func, inputs, i, outputs, eps):
     """Numerical Jacobians of the float outputs w.r.t. input i, each (input numel, output numel)."""
-    shape, dtype = inputs[i].shape, inputs[i]._value.dtype
+    shape, dtype = inputs[i].shape, inputs[i]._v.dtype
     n = int(np.prod(shape, dtype=np.int64))
     floats = [o for o in outputs if _is_inexact(o)]
-    jacobians = [np.zeros((n, o.numel()), dtype if inputs[i].is_complex() else o._value.dtype) for o in floats]
+    jacobians = [np.zeros((n, o.numel()), dtype if inputs[i].is_complex() else o._v.dtype) for o in floats]
     for d in range(n):
         delta = np.zeros(shape, dtype)
         delta.flat[d] = eps
@@ -140,14 +140,14 @@ def _vjps(output, diff_inputs, cotangents, check_grad_dtypes):
         grads = grad(output, diff_inputs, Tensor._wrap(jnp.asarray(c)), retain_graph=True, allow_unused=True)
         for col, g, x in zip(columns, grads, diff_inputs):
             if g is None:
-                col.append(np.zeros(x.numel(), x._value.dtype))
+                col.append(np.zeros(x.numel(), x._v.dtype))
                 continue
             if g.shape != x.shape:
                 raise GradcheckError("Analytical gradient has incorrect size")
             if check_grad_dtypes and g.dtype != x.dtype:
                 raise GradcheckError("Gradient has dtype mismatch")
             col.append(np.asarray(g._value).reshape(-1))
-    return [np.stack(col, axis=1) if col else np.zeros((x.numel(), 0), x._value.dtype)
+    return [np.stack(col, axis=1) if col else np.zeros((x.numel(), 0), x._v.dtype)
             for col, x in zip(columns, diff_inputs)]
 
 
@@ -168,7 +168,7 @@ def _analytical_jacobian(output, diff_inputs, nondet_tol, check_grad_dtypes):
     """Analytical Jacobians of `output` w.r.t. each differentiable input, (input numel, output numel): one vjp
     per one-hot cotangent."""
     n = output.numel()
-    basis = np.eye(n, dtype=output._value.dtype).reshape((n,) + tuple(output.shape))
+    basis = np.eye(n, dtype=output._v.dtype).reshape((n,) + tuple(output.shape))
     return _reentrant_vjps(output, diff_inputs, basis, nondet_tol, check_grad_dtypes)
 
 
@@ -223,8 +223,8 @@ def _fast_gradcheck(func, inputs, func_out, diff_idx, opts, part):
     along u), for random unit vectors u per input and v per output, with torch's atol scaled by sum(u) sum(v)."""
     rng = np.random.default_rng(0)
     eps, outputs, diff_inputs = opts["eps"], _differentiable(func_out), [inputs[i] for i in diff_idx]
-    all_u = [_unit_vector(rng, x.numel(), x._value.dtype) for x in diff_inputs]
-    all_v = [_unit_vector(rng, o.numel(), o._value.dtype) for o in outputs]
+    all_u = [_unit_vector(rng, x.numel(), x._v.dtype) for x in diff_inputs]
+    all_v = [_unit_vector(rng, o.numel(), o._v.dtype) for o in outputs]
     jvps = [_numerical_jvp(func, inputs, i, u.reshape(inputs[i].shape) * eps, eps) for i, u in zip(diff_idx, all_u)]
     if not outputs:
         for per_input in jvps:
@@ -279,12 +279,12 @@ def _check_jacobians(func, inputs, func_out, opts):
 # ---- batched, zero and undefined grad_outputs ---------------------------------------------------------------
 
 def _zeros_for_none(grads, inputs):
-    return [np.zeros(x.shape, x._value.dtype) if g is None else np.asarray(g._value) for g, x in zip(grads, inputs)]
+    return [np.zeros(x.shape, x._v.dtype) if g is None else np.asarray(g._value) for g, x in zip(grads, inputs)]
 
 
 def _check_batched_grad(output, output_idx, diff_inputs, rng):
     """grad(..., is_grads_batched=True) over two random grad_outputs equals the two unbatched grad calls."""
-    cotangents = rng.standard_normal((2,) + tuple(output.shape)).astype(output._value.dtype)
+    cotangents = rng.standard_normal((2,) + tuple(output.shape)).astype(output._v.dtype)
     rows = [_zeros_for_none(grad(output, diff_inputs, Tensor._wrap(jnp.asarray(c)), retain_graph=True,
                                  allow_unused=True), diff_inputs) for c in cotangents]
     try:
@@ -293,7 +293,7 @@ def _check_batched_grad(output, output_idx, diff_inputs, rng):
     except RuntimeError as ex:
         raise GradcheckError(f"While computing batched gradients, got: {ex}\n\n{FAILED_BATCHED_GRAD_MSG}") from ex
     for input_idx, (got, x) in enumerate(zip(batched, diff_inputs)):
-        res = np.zeros((2,) + tuple(x.shape), x._value.dtype) if got is None else np.asarray(got._value)
+        res = np.zeros((2,) + tuple(x.shape), x._v.dtype) if got is None else np.asarray(got._value)
         exp = np.stack([r[input_idx] for r in rows])
         if not np.allclose(res, exp, rtol=1e-5, atol=1e-8):
             raise GradcheckError(f"For output {output_idx} and input {input_idx}:\n\n{FAILED_BATCHED_GRAD_MSG}\n\n"
@@ -301,7 +301,7 @@ def _check_batched_grad(output, output_idx, diff_inputs, rng):
 
 
 def _zero_grad_outputs(outputs):
-    return [Tensor._wrap(jnp.asarray(np.zeros(o.shape, o._value.dtype))) for o in outputs]  # no eager kernel
+    return [Tensor._wrap(jnp.asarray(np.zeros(o.shape, o._v.dtype))) for o in outputs]  # no eager kernel
 
 
 def _check_backward_mul_by_grad_output(outputs, diff_inputs):

@@ -2,6 +2,7 @@
 import functools
 
 from .. import _graph
+from .._dtypes import to_dtype
 from . import _vmap_rule
 from .._grad_mode import is_grad_enabled, no_grad, set_grad_enabled
 from .._tensor import Tensor
@@ -49,7 +50,7 @@ class FunctionNode(_graph.Node):
 
     def __init__(self, function, ctx, args, outs):
         edges = tuple(_graph.edge_of(a) if isinstance(a, Tensor) else None for a in args)
-        super().__init__(edges, tuple((o._value.shape, o._value.dtype) for o in outs))
+        super().__init__(edges, tuple((o._v.shape, o._v.dtype) for o in outs))
         self.function, self.ctx = function, ctx
 
     def name(self):
@@ -87,11 +88,12 @@ class FunctionNode(_graph.Node):
             if not isinstance(g, Tensor):
                 raise TypeError(f"function {self.name()} returned a gradient of type {type(g).__name__} at "
                                 f"index {i}; expected a Tensor or None")
-            shape = edge.node.out_meta[edge.output_nr][0]
+            shape, dtype = edge.node.out_meta[edge.output_nr]
             if tuple(g.shape) != tuple(shape):
                 raise RuntimeError(f"Function {self.name()} returned an invalid gradient at index {i} - got "
                                    f"{list(g.shape)} but expected shape compatible with {list(shape)}")
-            result.append(g)
+            dtype = to_dtype(dtype)  # torch casts a gradient to its input's dtype
+            result.append(g if g.dtype is dtype else g.to(dtype))
         return result
 
 
@@ -184,7 +186,7 @@ def once_differentiable(backward):
         single = not isinstance(grads, tuple)
         grads = (grads,) if single else grads
         tensors = [g for g in grads if isinstance(g, Tensor)]
-        node = _OnceDifferentiableNode(backward.__qualname__, edges, tuple((g._value.shape, g._value.dtype) for g in tensors))
+        node = _OnceDifferentiableNode(backward.__qualname__, edges, tuple((g._v.shape, g._v.dtype) for g in tensors))
         out, k = [], 0
         for g in grads:
             if isinstance(g, Tensor):

@@ -16,7 +16,7 @@ class Optimizer:
         self.param_groups = []
         if isinstance(params, Tensor):
             raise TypeError("params argument given to the optimizer should be an iterable of Tensors or dicts, but "
-                            f"got {type_name(params._value.dtype)}")
+                            f"got {type_name(params._v.dtype)}")
         groups = list(params)
         if not groups:
             raise ValueError("optimizer got an empty parameter list")
