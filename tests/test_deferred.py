@@ -84,3 +84,38 @@ def test_values_match_eager_evaluation_in_both_tiers(monkeypatch, fuse_after):
     np.testing.assert_allclose(h.detach().numpy(), h0.numpy())  # an intermediate read after the backward
     np.testing.assert_allclose(loss.item(), float(jnp.mean(h0.jax() ** 2)))
     assert g.shape == (2, 3)
+
+
+def test_vmap_runs_a_per_sample_gradient_as_one_program_with_current_parameter_values(kernel_calls):
+    import vmap
+
+    w = bg.tensor(np.linspace(-1, 1, 12).reshape(3, 4), requires_grad=True)
+    per_sample = vmap.vmap(lambda x: bg.autograd.grad(bg.tanh(w @ x).sum(), w)[0])
+    X = bg.tensor(np.random.default_rng(0).standard_normal((5, 4)))
+
+    def expected():
+        wv, xv = w.detach().numpy(), X.numpy()
+        return (1 - np.tanh(xv @ wv.T) ** 2)[:, :, None] * xv[:, None, :]
+
+    for _ in range(_lazy.FUSE_AFTER + 1):  # the engine fuses the inner grad on its third call: one more structure
+        np.testing.assert_allclose(per_sample(X).numpy(), expected(), rtol=1e-10)
+    with bg.no_grad():
+        w.mul_(2)  # a new parameter value is a new input, not a stale constant
+    del kernel_calls[:]
+    compiles = bg.compile_count()
+    np.testing.assert_allclose(per_sample(X).numpy(), expected(), rtol=1e-10)
+    assert kernel_calls == [] and bg.compile_count() == compiles
+
+
+def test_vmap_traces_a_function_that_reads_values():
+    import vmap
+
+    def branchy(x):
+        y = x * 2
+        return y if float(abs(y).sum()) >= 0 else -y  # a Python branch on a value: not vectorizable
+
+    X = bg.randn(4, 3)
+    with pytest.raises(RuntimeError, match="could not be vectorized"):
+        vmap.vmap(branchy)(X)
+    doubled = vmap.vmap(lambda x: x * 2 if x.shape[0] == 3 else x)(X)  # shape branches need no values
+    np.testing.assert_allclose(doubled.numpy(), X.numpy() * 2)
