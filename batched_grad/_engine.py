@@ -135,6 +135,9 @@ def run_backward(roots, root_grads, captures, *, retain_graph, create_graph, acc
 
 def _run_nodes(order, buffers, needed, wanted, n_captures, *, retain_graph, create_graph, accumulate, batch):
     """The per-node walk: hooks, retain_grad, captures, then each node's backward in topological order."""
+    for node in order:  # each node's backward reads its saved values: keep them once computed
+        for s in node.saved_values():
+            _lazy.keep(s.value)
     results = [None] * n_captures
     for node in order:
         cotangents = buffers.pop(node, None)

@@ -93,13 +93,15 @@ def _out_avals(op, static, avals):
 
 
 class Call:
-    """One deferred application of an op; `result` (a tuple of arrays) once computed, when `args` is dropped."""
+    """One deferred application of an op; `result` (a tuple of arrays) once computed, when `args` is dropped.
+    `keep`: when a fused program computes it on the way to another value, keep its result too (it will be
+    read: a saved value of a graph walked node by node, or the output of a backward)."""
 
-    __slots__ = ("op", "static", "args", "n_out", "result", "created")
+    __slots__ = ("op", "static", "args", "n_out", "result", "created", "keep")
 
     def __init__(self, op, static, args, n_out):
         self.op, self.static, self.args, self.n_out, self.result = op, static, args, n_out, None
-        self.created = next(_created)
+        self.created, self.keep = next(_created), False
 
 
 _created = itertools.count()
@@ -135,6 +137,12 @@ def defer(op, static, arrays, avals=None):
     return [Pending(call, k, shape, dtype) for k, (shape, dtype) in enumerate(out_avals)]
 
 
+def keep(value):
+    """Mark a value that will be read after the fused program that computes it on the way to another one."""
+    if type(value) is Pending:
+        value.call.keep = True
+
+
 def materialize(value):
     """The array of a value that may be Pending (computing it and every deferred call it needs)."""
     if type(value) is not Pending:
@@ -168,11 +176,12 @@ def _evaluate(target):
     calls, frontier, key, _ = _structure([target])
     if len(calls) > 1:
         if should_fuse(key) or any(c.op.program for c in calls):  # a fused backward program: fuse what it reads
-            program = _programs.get(key)
-            if program is None:
-                program = _programs[key] = jax.jit(_counted(functools.partial(_run_all, steps=key[0])))
+            # only the target's results and those marked `keep` leave the program: XLA fuses the rest away
+            kept = tuple([i for i, c in enumerate(calls) if c.keep or c is target])
+            program = _compiled(intern((key, kept)), lambda: functools.partial(_run_kept, steps=key[0], kept=kept))
             outs, start = program(*frontier), 0
-            for call in calls:
+            for i in kept:
+                call = calls[i]
                 call.result, call.args = outs[start:start + call.n_out], None
                 start += call.n_out
             return
@@ -187,12 +196,19 @@ def evaluate_mapped(values, mapped, chunk_size=None):
     mapped inputs (`mapped`: {placeholder call: array with the rows on axis 0}) in one compiled program."""
     targets = [v.call for v in values if _uncomputed(v)]
     _, frontier, key, outs = _structure(targets, mapped, values)
-    program_key = intern((key, outs, chunk_size))
-    program = _programs.get(program_key)
-    if program is None:
-        program = _programs[program_key] = jax.jit(_counted(functools.partial(
-            _run_mapped, steps=key[0], batched=key[2], outs=outs, chunk_size=chunk_size)))
+    program = _compiled(intern((key, outs, chunk_size)), lambda: functools.partial(
+        _run_mapped, steps=key[0], batched=key[2], outs=outs, chunk_size=chunk_size))
     return program(*frontier)
+
+
+def _compiled(key, make_fn):
+    """The jitted program of a structure, made by `make_fn()` the first time (at most 1024 kept, like kernels)."""
+    program = _programs.get(key)
+    if program is None:
+        if len(_programs) > 1024:
+            _programs.clear()
+        program = _programs[key] = jax.jit(_counted(make_fn()))
+    return program
 
 
 def _uncomputed(value):
@@ -246,9 +262,10 @@ def _run_steps(frontier, steps):
     return results
 
 
-def _run_all(*frontier, steps):
-    """Every call of a structure, traced into one program; returns all their outputs in order."""
-    return tuple(o for outs in _run_steps(frontier, steps) for o in outs)
+def _run_kept(*frontier, steps, kept):
+    """The calls of a structure, traced into one program; returns the outputs of the `kept` ones in order."""
+    results = _run_steps(frontier, steps)
+    return tuple(o for i in kept for o in results[i])
 
 
 def _run_mapped(*frontier, steps, batched, outs, chunk_size):

@@ -7,6 +7,7 @@ import jax.numpy as jnp
 
 from .. import _engine
 from .._graph import GradientEdge, edge_of
+from .._lazy import keep
 from .._tensor import Size, Tensor
 
 
@@ -111,6 +112,8 @@ def _root_edges(outputs, grads):
             raise RuntimeError(f"element {i} of tensors does not require grad and does not have a grad_fn")
         if grads[i] is None:
             raise RuntimeError(f"element {i} of gradients tuple is None, but the corresponding Tensor requires grad")
+        if isinstance(out, Tensor):
+            keep(out._v)  # an output is often read after its backward (loss.item()): the fused program returns it
         edges.append(edge)
     return edges
 
