@@ -3,6 +3,7 @@ import statistics
 import time
 
 import jax
+import numpy as np
 
 import batched_grad as bg
 
@@ -56,3 +57,18 @@ def table(title, header, rows, left=1):
     print(f"\n{title}")
     for r in [header] + rows:
         print("  ".join(str(c).ljust(w) if i < left else str(c).rjust(w) for i, (c, w) in enumerate(zip(r, widths))))
+
+
+RTOL, ATOL = 1e-4, 1e-5  # float32 results of different summation orders agree to this
+
+
+def check(results, reference_name):
+    """Every peer's result must match the reference (np.allclose); returns the largest absolute difference."""
+    ref = results[reference_name]
+    worst = 0.0
+    for name, r in results.items():
+        if r.shape != ref.shape or not np.allclose(r, ref, rtol=RTOL, atol=ATOL):
+            diff = np.abs(r - ref).max() if r.shape == ref.shape else f"shape {r.shape} vs {ref.shape}"
+            raise AssertionError(f"{name} disagrees with {reference_name}: max |diff| {diff}")
+        worst = max(worst, float(np.abs(r - ref).max()))
+    return worst

@@ -28,7 +28,7 @@ import batched_grad as bg
 import vmap
 from batched_grad import _lazy
 from vmap import _fallback
-from _timing import compare, fmt, ratio, ready, stat, table
+from _timing import ATOL, RTOL, check, compare, fmt, ratio, ready, stat, table
 
 FLAGS = flags.FLAGS
 flags.DEFINE_bool("quick", False, "Fewer repeats; at N=1024 torch's is_grads_batched and per-row loop skipped; "
@@ -41,7 +41,6 @@ flags.DEFINE_integer("slow_torch_runs", None,
                      "default 2, 0 (skipped) with --quick.")
 
 FUSE_WARMUP = _lazy.FUSE_AFTER + 2  # calls of a structure after which it surely runs as one fused program
-RTOL, ATOL = 1e-4, 1e-5  # float32, different summation orders
 BG_IGB, T_IGB, T_LOOP, T_JACREV, JAX = ("bg is_grads_batched", "torch is_grads_batched", "torch per-row loop",
                                         "torch.func.jacrev", "jax.jit(jax.jacrev)")
 BG_GRAD_ONLY = "bg grad() only, graph pre-built"
@@ -222,18 +221,6 @@ def first_calls(peers, calls=3, fewer=None):
             out[name].append((time.perf_counter() - t0, bg.compile_count() - c0))
         results[name] = to_numpy(r)
     return out, results
-
-
-def check(results, reference_name):
-    """Every peer's result must match the reference (np.allclose); returns the largest absolute difference."""
-    ref = results[reference_name]
-    worst = 0.0
-    for name, r in results.items():
-        if r.shape != ref.shape or not np.allclose(r, ref, rtol=RTOL, atol=ATOL):
-            diff = np.abs(r - ref).max() if r.shape == ref.shape else f"shape {r.shape} vs {ref.shape}"
-            raise AssertionError(f"{name} disagrees with {reference_name}: max |diff| {diff}")
-        worst = max(worst, float(np.abs(r - ref).max()))
-    return worst
 
 
 def prebuilt(forward, backward, count):

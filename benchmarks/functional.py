@@ -30,7 +30,7 @@ import batched_grad.autograd.functional  # noqa: F401 - bg.autograd.functional
 import batched_grad.nn.functional as F
 import vmap
 from batched_grad import _lazy
-from _timing import compare, fmt, ratio, ready, stat, table
+from _timing import check, compare, fmt, ratio, ready, stat, table
 
 FLAGS = flags.FLAGS
 flags.DEFINE_bool("quick", False, "3 repeats; the eye(B) peers of workloads 2-3 skipped (about a minute).")
@@ -38,7 +38,6 @@ flags.DEFINE_integer("repeats", None, "Timing repeats per measurement (default 9
 flags.DEFINE_integer("torch_threads", 1, "torch.set_num_threads (1 by default, as in benchmarks/overhead.py).")
 
 FUSE_WARMUP = _lazy.FUSE_AFTER + 2  # calls of a structure after which it surely runs as one fused program
-RTOL, ATOL = 1e-4, 1e-5  # float32, different summation orders
 BG_VMAP, BG_IGB = "bg vmap.vmap(grad)", "bg grad(eye(B), is_grads_batched)"
 T_LOOP, T_IGB, T_FUNC = "torch per-sample loop", "torch is_grads_batched", "torch.func.vmap(grad)"
 JAX = "jax.jit(jax.vmap(jax.grad))"
@@ -177,18 +176,6 @@ def timed_calls(fn, calls):
         ready(r)
         out.append((time.perf_counter() - t0, bg.compile_count() - c0))
     return out, to_numpy(r)
-
-
-def check(results, reference_name):
-    """Every peer's result must match the reference (np.allclose); returns the largest absolute difference."""
-    ref = results[reference_name]
-    worst = 0.0
-    for name, r in results.items():
-        if r.shape != ref.shape or not np.allclose(r, ref, rtol=RTOL, atol=ATOL):
-            diff = np.abs(r - ref).max() if r.shape == ref.shape else f"shape {r.shape} vs {ref.shape}"
-            raise AssertionError(f"{name} disagrees with {reference_name}: max |diff| {diff}")
-        worst = max(worst, float(np.abs(r - ref).max()))
-    return worst
 
 
 def run_workload(name, peers, reference, number, repeats, slow=None, skip=()):
