@@ -97,11 +97,12 @@ class Call:
     `keep`: when a fused program computes it on the way to another value, keep its result too (it will be
     read: a saved value of a graph walked node by node, or the output of a backward)."""
 
-    __slots__ = ("op", "static", "args", "n_out", "result", "created", "keep")
+    __slots__ = ("op", "static", "args", "n_out", "result", "created", "keep", "mapped")
 
     def __init__(self, op, static, args, n_out):
         self.op, self.static, self.args, self.n_out, self.result = op, static, args, n_out, None
         self.created, self.keep = next(_created), False
+        self.mapped = any([type(a) is Pending and a.call.mapped for a in args])  # depends on a vmap.vmap row
 
 
 _created = itertools.count()
@@ -169,7 +170,9 @@ MAPPED = _MappedInput()
 
 def mapped_input(shape, dtype):
     """A placeholder for one row of a batched input of vmap.vmap."""
-    return Pending(Call(MAPPED, (), (), 1), 0, tuple(shape), dtype)
+    call = Call(MAPPED, (), (), 1)
+    call.mapped = True
+    return Pending(call, 0, tuple(shape), dtype)
 
 
 def _evaluate(target):

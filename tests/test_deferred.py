@@ -119,3 +119,14 @@ def test_vmap_traces_a_function_that_reads_values():
         vmap.vmap(branchy)(X)
     doubled = vmap.vmap(lambda x: x * 2 if x.shape[0] == 3 else x)(X)  # shape branches need no values
     np.testing.assert_allclose(doubled.numpy(), X.numpy() * 2)
+
+
+def test_ops_outside_the_graph_compute_now_so_no_deferred_chain_grows():
+    total = bg.zeros(())
+    for step in range(3):
+        x = bg.tensor([1.0, 2.0], requires_grad=True)
+        loss = (x * step).sum()
+        assert type(loss._v) is _lazy.Pending  # recorded: deferred
+        total = total + loss.detach()  # not recorded: computed at once, as torch would
+        assert type(total._v) is not _lazy.Pending
+    assert total.item() == 9.0

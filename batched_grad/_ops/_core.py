@@ -10,7 +10,7 @@ import numpy as np
 from .. import _graph
 from .._grad_mode import is_grad_enabled
 from .._tensor import Tensor
-from .._lazy import Pending, compile_count, defer, kernel  # noqa: F401  (compile_count re-exported)
+from .._lazy import Pending, compile_count, defer, kernel, materialize  # noqa: F401  (compile_count re-exported)
 from vmap._rows import map_rows
 
 class Op:
@@ -46,7 +46,8 @@ def _differentiable(dtype):
 def apply(op, operands, **static):
     """Run `op` on operands (Tensors or numbers) and record it when grad mode is on and any operand requires grad.
 
-    A recorded op, or one that reads deferred values, is deferred: its outputs are Pending values (_lazy.py)."""
+    A recorded op is deferred: its outputs are Pending values (_lazy.py), computed when read; so is any op on the
+    rows of a vmap.vmap input. An op outside the graph that reads deferred values computes them now."""
     static = tuple(sorted(static.items())) if static else ()
     arrays, recording, pending = [], False, False
     for x in operands:  # one pass: the arrays, and whether the op is recorded or reads deferred values
@@ -62,6 +63,8 @@ def apply(op, operands, **static):
     if recording or pending:
         avals = tuple([(a.shape, a.dtype) for a in arrays])
         outs = defer(op, static, arrays, avals)  # computed when read, fused with what reads it
+        if not recording and not outs[0].call.mapped:  # outside the graph (and vmap.vmap): compute now, as a
+            outs = [materialize(p) for p in outs]  # chain of such ops would keep all its deferred inputs alive
     else:
         out = kernel(op, static)(*arrays)
         outs = out if op.multi else (out,)
