@@ -1,5 +1,6 @@
 """Tensor: a JAX array plus autograd metadata (requires_grad, grad, grad_fn, version, view base)."""
 import copy
+import math
 import warnings
 import weakref
 
@@ -202,7 +203,7 @@ class Tensor:
 
     def numel(self):
         """The number of elements."""
-        return int(np.prod(self._v.shape, dtype=np.int64))
+        return math.prod(self._v.shape)
 
     def __len__(self):
         if self.ndim == 0:

@@ -223,8 +223,9 @@ def _jacobian_vectorized(outputs, inputs, create_graph, chunk_size):
     for g, x in zip(grads, inputs):
         if g is None:
             g = zeros_like(x).expand((sum(numels),) + tuple(x.shape))
-        per_input.append([block.view(tuple(out.shape) + tuple(x.shape))
-                          for block, out in zip(g.split(numels, dim=0), outputs)])
+        blocks = (g,) if len(outputs) == 1 else g.split(numels, dim=0)
+        shapes = [tuple(out.shape) + tuple(x.shape) for out in outputs]
+        per_input.append([b if tuple(b.shape) == shape else b.view(shape) for b, shape in zip(blocks, shapes)])
     return tuple(zip(*per_input))
 
 
