@@ -18,7 +18,7 @@ class Parameter(Tensor):
         return param
 
     def __init__(self, data=None, requires_grad=True):
-        pass
+        """Everything is done in __new__; this only stops Tensor.__init__, which refuses direct construction."""
 
     def __repr__(self):
         return "Parameter containing:\n" + super().__repr__()
