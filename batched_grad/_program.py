@@ -7,7 +7,6 @@ from ._lazy import intern
 from vmap._rows import map_rows
 
 
-
 class Plan:
     """One backward walk, symbolically: the structural key plus the nodes whose saved values it reads."""
 
