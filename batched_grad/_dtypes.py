@@ -66,6 +66,9 @@ _BY_NP = {d.np: d for d in ALL}
 
 
 def from_numpy_dtype(np_dtype):
+    d = _BY_NP.get(np_dtype)  # an array's dtype, the common case: no np.dtype() conversion
+    if d is not None:
+        return d
     try:
         return _BY_NP[np.dtype(np_dtype)]
     except KeyError:
