@@ -172,11 +172,7 @@ def jvp(func, inputs, v=None, create_graph=False, strict=False):
     so `create_graph` makes it differentiable. `v` may be omitted for a single one-element input.
     """
     with enable_grad():
-        is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "jvp")
-        inputs = _grad_preprocess(inputs, create_graph, need_graph=True)
-        v = _preprocess_v(v, inputs, is_inputs_tuple, create_graph, "jvp",
-                          "The vector v can only be None if the input to the user-provided function is a single "
-                          "Tensor with a single element.")
+        is_inputs_tuple, inputs, v = _inputs_and_v(inputs, v, create_graph, "jvp")
         is_outputs_tuple, outputs = _as_tuple(func(*inputs), _OUTPUTS, "jvp")
         _check_requires_grad(outputs, "outputs", strict)
         grad_outputs = tuple(zeros_like(out, requires_grad=True) for out in outputs)
@@ -186,6 +182,16 @@ def jvp(func, inputs, v=None, create_graph=False, strict=False):
         grads = _autograd_grad(grad_inputs, grad_outputs, v, create_graph=create_graph)
         result = _fill_in_zeros(grads, outputs, strict, create_graph, "back_trick")
     return _results(outputs, result, is_outputs_tuple, is_outputs_tuple, create_graph)
+
+
+def _inputs_and_v(inputs, v, create_graph, fn_name):
+    """Preprocessed inputs and a v shaped like them (jvp, vhp, hvp): (is_inputs_tuple, inputs, v)."""
+    is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", fn_name)
+    inputs = _grad_preprocess(inputs, create_graph, need_graph=True)
+    v = _preprocess_v(v, inputs, is_inputs_tuple, create_graph, fn_name,
+                      "The vector v can only be None if the input to the user-provided function is a single "
+                      "Tensor with a single element.")
+    return is_inputs_tuple, inputs, v
 
 
 def _check_strategy(strategy, hint):
@@ -339,11 +345,7 @@ def hessian(func, inputs, create_graph=False, strict=False, vectorize=False, out
 
 def _hessian_setup(func, inputs, v, create_graph, strict, fn_name):
     """The shared start of vhp and hvp: preprocessed inputs and v, the checked output and its gradient."""
-    is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", fn_name)
-    inputs = _grad_preprocess(inputs, create_graph, need_graph=True)
-    v = _preprocess_v(v, inputs, is_inputs_tuple, create_graph, fn_name,
-                      "The vector v can only be None if the input to the user-provided function is a single "
-                      "Tensor with a single element.")
+    is_inputs_tuple, inputs, v = _inputs_and_v(inputs, v, create_graph, fn_name)
     out = func(*inputs)
     is_outputs_tuple, outputs = _as_tuple(out, _OUTPUTS, fn_name)
     _check_requires_grad(outputs, "outputs", strict)
