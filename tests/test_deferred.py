@@ -130,3 +130,13 @@ def test_ops_outside_the_graph_compute_now_so_no_deferred_chain_grows():
         total = total + loss.detach()  # not recorded: computed at once, as torch would
         assert type(total._v) is not _lazy.Pending
     assert total.item() == 9.0
+
+
+def test_host_data_read_again_moves_to_the_device_once():
+    w = bg.tensor(np.ones((3, 3), np.float32))
+    x = bg.tensor(np.arange(3, dtype=np.float32), requires_grad=True)
+    y = w @ x  # first read of each: passed to the program as is
+    assert type(w._v) is np.ndarray and type(x._v) is np.ndarray
+    z = w @ y  # w is read again: a weight, kept on the device from now on
+    assert isinstance(w._v, jax.Array) and type(x._v) is np.ndarray
+    np.testing.assert_allclose(z.detach().numpy(), np.full(3, 9.0))

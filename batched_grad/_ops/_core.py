@@ -43,6 +43,22 @@ def _differentiable(dtype):
     return dtype.kind in "fc" or dtype == jnp.bfloat16
 
 
+_host_reads = {}  # id(host array) -> weakref to it: the host arrays (bg.tensor's) that some op has read
+
+
+def _read_before(array):
+    """Whether an op already read this host array. A host array read once (a fresh input) goes to the program
+    as is, which moves it to the device in passing; one read again (a weight) is moved to the device for good,
+    rather than once per program that reads it."""
+    ref = _host_reads.get(id(array))
+    if ref is not None and ref() is array:
+        return True
+    if len(_host_reads) > 1024:
+        _host_reads.clear()
+    _host_reads[id(array)] = weakref.ref(array)
+    return False
+
+
 def apply(op, operands, **static):
     """Run `op` on operands (Tensors or numbers) and record it when grad mode is on and any operand requires grad.
 
@@ -53,6 +69,8 @@ def apply(op, operands, **static):
     for x in operands:  # one pass: the arrays, and whether the op is recorded or reads deferred values
         if isinstance(x, Tensor):
             a = x._v
+            if type(a) is np.ndarray and _read_before(a):
+                a = x._v = jnp.asarray(a)
             recording = recording or x.grad_fn is not None or x._requires_grad
         else:
             a = np.asarray(x) if isinstance(x, _NUMBERS) else x
