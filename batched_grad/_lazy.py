@@ -85,11 +85,22 @@ def kernel(op, static):
     return jax.jit(_counted(functools.partial(op.fn, **dict(static))))
 
 
+class Signature:
+    """An op with its static params, applied to operands of given avals, and the avals of its outputs. There is
+    one object per distinct (op, static, avals): structural keys made of signatures hash and compare them by
+    identity, however large their params."""
+
+    __slots__ = ("op", "static", "avals", "out_avals")
+
+    def __init__(self, op, static, avals, out_avals):
+        self.op, self.static, self.avals, self.out_avals = op, static, avals, out_avals
+
+
 @functools.lru_cache(maxsize=8192)
-def _out_avals(op, static, avals):
+def signature(op, static, avals):
     structs = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in avals]
     out = jax.eval_shape(functools.partial(op.fn, **dict(static)), *structs)
-    return tuple((o.shape, o.dtype) for o in (out if op.multi else (out,)))
+    return Signature(op, static, avals, tuple((o.shape, o.dtype) for o in (out if op.multi else (out,))))
 
 
 class Call:
@@ -97,10 +108,10 @@ class Call:
     `keep`: when a fused program computes it on the way to another value, keep its result too (it will be
     read: a saved value of a graph walked node by node, or the output of a backward)."""
 
-    __slots__ = ("op", "static", "args", "n_out", "result", "created", "keep", "mapped")
+    __slots__ = ("sig", "op", "args", "n_out", "result", "created", "keep", "mapped")
 
-    def __init__(self, op, static, args, n_out):
-        self.op, self.static, self.args, self.n_out, self.result = op, static, args, n_out, None
+    def __init__(self, sig, args):
+        self.sig, self.op, self.args, self.n_out, self.result = sig, sig.op, args, len(sig.out_avals), None
         self.created, self.keep = next(_created), False
         self.mapped = any([type(a) is Pending and a.call.mapped for a in args])  # depends on a vmap.vmap row
 
@@ -129,13 +140,10 @@ class Pending:
         return n
 
 
-def defer(op, static, arrays, avals=None):
+def defer(op, static, arrays):
     """The outputs of op(*arrays) as Pending values (shape errors raise here, as an eager call would)."""
-    if avals is None:
-        avals = tuple([(a.shape, a.dtype) for a in arrays])
-    out_avals = _out_avals(op, static, avals)
-    call = Call(op, static, arrays, len(out_avals))
-    return [Pending(call, k, shape, dtype) for k, (shape, dtype) in enumerate(out_avals)]
+    call = Call(signature(op, static, tuple([(a.shape, a.dtype) for a in arrays])), arrays)
+    return [Pending(call, k, shape, dtype) for k, (shape, dtype) in enumerate(call.sig.out_avals)]
 
 
 def keep(value):
@@ -170,9 +178,10 @@ MAPPED = _MappedInput()
 
 def mapped_input(shape, dtype):
     """A placeholder for one row of a batched input of vmap.vmap."""
-    call = Call(MAPPED, (), (), 1)
+    shape = tuple(shape)
+    call = Call(Signature(MAPPED, (), (), ((shape, dtype),)), ())
     call.mapped = True
-    return Pending(call, 0, tuple(shape), dtype)
+    return Pending(call, 0, shape, dtype)
 
 
 def _evaluate(target):
@@ -190,7 +199,7 @@ def _evaluate(target):
             return
     for call in calls:  # topological order: every call's pending args are computed before it
         args = [a.call.result[a.k] if type(a) is Pending else a for a in call.args]
-        out = kernel(call.op, call.static)(*args)
+        out = kernel(call.op, call.sig.static)(*args)
         call.result, call.args = (out if call.op.multi else (out,)), None
 
 
@@ -200,7 +209,7 @@ def evaluate_mapped(values, mapped, chunk_size=None):
     targets = [v.call for v in values if _uncomputed(v)]
     _, frontier, key, outs = _structure(targets, mapped, values)
     program = _compiled(intern((key, outs, chunk_size)), lambda: functools.partial(
-        _run_mapped, steps=key[0], batched=key[2], outs=outs, chunk_size=chunk_size))
+        _run_mapped, steps=key[0], batched=[i for i, _ in key[1]], outs=outs, chunk_size=chunk_size))
     return program(*frontier)
 
 
@@ -220,8 +229,8 @@ def _uncomputed(value):
 
 def _structure(targets, mapped=None, outputs=()):
     """The uncomputed calls the `targets` need, in topological order; the arrays they read, each once (concrete
-    ones, and the rows of vmap.vmap's inputs when `mapped` is given); the structural key: per call (op, static,
-    argument wiring), the arrays' avals and which are mapped; and where each of `outputs` is found."""
+    ones, and the rows of vmap.vmap's inputs when `mapped` is given); the structural key: per call its signature
+    and argument wiring, then which arrays are mapped and their shapes; and where each of `outputs` is found."""
     needed, stack = set(targets), list(targets)
     while stack:
         call = stack.pop()
@@ -238,11 +247,15 @@ def _structure(targets, mapped=None, outputs=()):
     frontier, slots, batched = [], {}, []
 
     def ref(a):
-        if _uncomputed(a):
-            return index[a.call], a.k
-        is_mapped = type(a) is Pending and a.call.op is MAPPED
+        is_mapped = False
         if type(a) is Pending:
-            a = mapped[a.call] if is_mapped else a.call.result[a.k]
+            call = a.call
+            if call.result is not None:
+                a = call.result[a.k]
+            elif call.op is MAPPED:
+                a, is_mapped = mapped[call], True
+            else:
+                return index[call], a.k
         slot = slots.get(id(a))
         if slot is None:
             slot = slots[id(a)] = len(frontier)
@@ -251,17 +264,18 @@ def _structure(targets, mapped=None, outputs=()):
                 batched.append(slot)
         return (slot,)
 
-    steps = tuple([(call.op, call.static, tuple([ref(a) for a in call.args])) for call in order])
+    steps = tuple([(call.sig, tuple([ref(a) for a in call.args])) for call in order])
     outs = tuple([ref(v) for v in outputs])
-    key = intern((steps, tuple([(a.shape, a.dtype) for a in frontier]), tuple(batched)))
+    # the signatures fix every aval but the batch size of the mapped arrays
+    key = intern((steps, tuple([(i, frontier[i].shape) for i in batched])))
     return order, frontier, key, outs
 
 
 def _run_steps(frontier, steps):
     results = []
-    for op, static, refs in steps:
-        out = op.fn(*[frontier[r[0]] if len(r) == 1 else results[r[0]][r[1]] for r in refs], **dict(static))
-        results.append(out if op.multi else (out,))
+    for sig, refs in steps:
+        out = sig.op.fn(*[frontier[r[0]] if len(r) == 1 else results[r[0]][r[1]] for r in refs], **dict(sig.static))
+        results.append(out if sig.op.multi else (out,))
     return results
 
 

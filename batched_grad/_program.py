@@ -21,32 +21,32 @@ def plan(order, needed, roots, captures, accumulate, batch=None):
     if _graph._anomaly["enabled"]:
         return None
     position = {node: i for i, node in enumerate(order)}
-    reached = {}
-    for edge in roots:
-        reached.setdefault(edge.node, set()).add(edge.output_nr)
+    reached = {(position[e.node], e.output_nr) for e in roots}  # the (node, output) slots that get a cotangent
     steps, nodes, leaves = [], [], []
-    for node in order:
-        outs = reached.get(node)
-        if outs is None or (needed is not None and node not in needed):
+    for pos, node in enumerate(order):
+        if needed is not None and node not in needed:
             continue
-        if type(node) is AccumulateGrad:
-            if node.variable._hooks:
-                return None
-            if accumulate:
-                leaves.append(node)
+        kind = type(node)
+        if kind is AccumulateGrad:
+            if (pos, 0) in reached:
+                if node.variable._hooks:
+                    return None
+                if accumulate:
+                    leaves.append(node)
             continue
-        if type(node) is not OpNode or node.tensor_pre_hooks or node.retained or node.post_hooks:
-            return None  # Python-level backward or hooks: the per-node engine runs it
-        edges, want = node.edges, node.want
-        if needed is not None and not any([edges[i].node in needed for i in want]):
+        if kind is not OpNode or node.tensor_pre_hooks or node.retained or node.post_hooks:
+            if any([(pos, k) in reached for k in range(len(node.out_meta))]):
+                return None  # Python-level backward or hooks: the per-node engine runs it
             continue
-        ct_mask = tuple([k in outs for k in node.diff_outs])
-        targets = tuple([(position[edges[i].node], edges[i].output_nr) for i in want])
-        steps.append((position[node], node.spec(want, ct_mask), targets))
+        ct_mask = tuple([(pos, k) in reached for k in node.diff_outs])
+        edges = node.edges
+        if True not in ct_mask or (needed is not None and not any([edges[i].node in needed for i in node.want])):
+            continue
+        targets = tuple([(position[edges[i].node], edges[i].output_nr) for i in node.want])
+        reached.update(targets)
+        steps.append((pos, node.spec(ct_mask), targets))
         nodes.append(node)
-        for i in want:
-            reached.setdefault(edges[i].node, set()).add(edges[i].output_nr)
-    captured = tuple([(position[e.node], e.output_nr) if e.output_nr in reached.get(e.node, ()) else None
+    captured = tuple([(position[e.node], e.output_nr) if (position.get(e.node), e.output_nr) in reached else None
                       for e in captures])
     key = intern((tuple(steps), tuple([(position[e.node], e.output_nr) for e in roots]), captured,
                   tuple([position[leaf] for leaf in leaves]), batch))
@@ -57,11 +57,11 @@ def _program(*args, key):
     """The traced backward: route cotangents through each step's VJP, return captured and leaf grads."""
     steps, roots, captures, leaves, batch = key
     if batch is not None:  # root cotangents carry a leading batch axis; saved values do not
-        n = sum(sum(spec[3]) for _, spec, _ in steps)
+        n = sum(sum(spec.saved_mask) for _, spec, _ in steps)
         row_key = intern(key[:4] + (None,))
         return map_rows(lambda *cts: _program(*args[:n], *cts, key=row_key), args[n:], batch[0])
     args = iter(args)
-    saved = [[next(args) for s in spec[3] if s] for _, spec, _ in steps]
+    saved = [[next(args) for s in spec.saved_mask if s] for _, spec, _ in steps]
     buffers = {}
 
     def add(slot, value):
@@ -70,8 +70,7 @@ def _program(*args, key):
     for slot in roots:
         add(slot, next(args))
     for (pos, spec, targets), values in zip(steps, saved):
-        diff_outs, ct_mask = spec[5], spec[6]
-        cts = [buffers[(pos, k)] for k, m in zip(diff_outs, ct_mask) if m]
+        cts = [buffers[(pos, k)] for k, m in zip(spec.diff_outs, spec.ct_mask) if m]
         for slot, g in zip(targets, _vjp_fn(*values, *cts, spec=spec)):
             add(slot, g)
     return tuple(buffers[c] for c in captures if c is not None) + tuple(buffers[(pos, 0)] for pos in leaves)

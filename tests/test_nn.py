@@ -40,6 +40,12 @@ FUNCTIONAL = {  # name: (fn(module, *inputs), inputs)
                       [rand(1, 2, 5, 5), rand(4, 1, 3, 2)]),
     "conv2d_same_unbatched": (lambda m, x, w, b: F(m).conv2d(x, w, b, padding="same"),
                               [rand(2, 4, 4), rand(3, 2, 2, 3), rand(3)]),
+    # the two CPU forms of a convolution: by kernel taps (<= 4 input channels per group), else channels-last
+    "conv2d_taps_strided": (lambda m, x, w, b: F(m).conv2d(x, w, b, stride=(2, 1), padding=(1, 2), dilation=(2, 1)),
+                            [rand(2, 3, 7, 6), rand(4, 3, 3, 2), rand(4)]),
+    "conv2d_channels_last": (lambda m, x, w, b: F(m).conv2d(x, w, b, stride=2, padding=1, dilation=2, groups=2),
+                             [rand(2, 10, 7, 7), rand(4, 5, 3, 3), rand(4)]),
+    "conv1d_channels_last": (lambda m, x, w: F(m).conv1d(x, w, padding="same"), [rand(2, 6, 9), rand(3, 6, 4)]),
     "max_pool2d": (lambda m, x: F(m).max_pool2d(x, 2), [rand(1, 2, 5, 5)]),
     "max_pool2d_ceil": (lambda m, x: F(m).max_pool2d(x, 3, stride=2, padding=1, ceil_mode=True), [rand(2, 6, 6)]),
     "avg_pool2d": (lambda m, x: F(m).avg_pool2d(x, 2), [rand(1, 2, 5, 5)]),

@@ -2,6 +2,7 @@
 through a compiled-kernel cache and records a node whose VJP is JAX's, traced in a cached kernel."""
 import functools
 import weakref
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -10,7 +11,7 @@ import numpy as np
 from .. import _graph
 from .._grad_mode import is_grad_enabled
 from .._tensor import Tensor
-from .._lazy import Pending, compile_count, defer, kernel, materialize  # noqa: F401  (compile_count re-exported)
+from .._lazy import Pending, Signature, compile_count, defer, kernel, materialize  # noqa: F401  (compile_count re-exported)
 from vmap._rows import map_rows
 
 class Op:
@@ -77,10 +78,8 @@ def apply(op, operands, **static):
         pending = pending or type(a) is Pending
         arrays.append(a)
     recording = recording and is_grad_enabled()
-    avals = None
     if recording or pending:
-        avals = tuple([(a.shape, a.dtype) for a in arrays])
-        outs = defer(op, static, arrays, avals)  # computed when read, fused with what reads it
+        outs = defer(op, static, arrays)  # computed when read, fused with what reads it
         if not recording and not outs[0].call.mapped:  # outside the graph (and vmap.vmap): compute now, as a
             outs = [materialize(p) for p in outs]  # chain of such ops would keep all its deferred inputs alive
     else:
@@ -89,7 +88,7 @@ def apply(op, operands, **static):
     differentiable = [_differentiable(o.dtype) for o in outs]
     node = None
     if recording and True in differentiable:
-        node = OpNode(op, static, operands, arrays, avals, outs, differentiable)
+        node = OpNode(outs[0].call.sig, operands, arrays, differentiable)
     results = [Tensor._wrap(o, node if d else None, i) for i, (o, d) in enumerate(zip(outs, differentiable))]
     if op.view and isinstance(operands[0], Tensor):
         for k, r in enumerate(results):
@@ -105,21 +104,27 @@ def _make_view(src, view, step):
     refs.append(weakref.ref(view))
 
 
-class VjpSpec(tuple):
-    """Static description of one node's VJP: (op, static, operand avals, saved mask, wanted operands,
-    differentiable outputs, ct mask, batch) where batch is None or (chunk_size,) for batched cotangents."""
+class VjpSpec(NamedTuple):
+    """Static description of one node's VJP; `batch` is None, or (chunk_size,) for batched cotangents."""
+
+    sig: Signature  # the op, its static params and operand avals
+    saved_mask: tuple  # which operands are saved (the others are not needed)
+    want: tuple  # the operands that get a gradient
+    diff_outs: tuple  # the differentiable outputs
+    ct_mask: tuple  # which of those have a cotangent
+    batch: tuple = None
 
 
 def _vjp_fn(*args, spec):
-    op, static, avals, saved_mask, want, diff_outs, ct_mask, batch = spec
+    sig, saved_mask, want, diff_outs, ct_mask, batch = spec
     if batch is not None:  # cotangents carry a leading batch axis; saved values do not
         n = sum(saved_mask)
-        row_spec = VjpSpec(spec[:7] + (None,))
+        row_spec = spec._replace(batch=None)
         return map_rows(lambda *cts: _vjp_fn(*args[:n], *cts, spec=row_spec), args[n:], batch[0])
     args = iter(args)
-    primals = [next(args) if s else jnp.zeros(shape, dtype) for (shape, dtype), s in zip(avals, saved_mask)]
+    primals = [next(args) if s else jnp.zeros(shape, dtype) for (shape, dtype), s in zip(sig.avals, saved_mask)]
     cts = [next(args) if m else None for m in ct_mask]
-    fn = functools.partial(op.fn, **dict(static))
+    op, fn = sig.op, functools.partial(sig.op.fn, **dict(sig.static))
 
     def f(*diff):
         full = list(primals)
@@ -140,28 +145,27 @@ VJP = Op("vjp", _vjp_fn, multi=True)
 class OpNode(_graph.Node):
     """A node recorded by `apply`; its backward applies the op's VJP as another op (so it can be recorded)."""
 
-    __slots__ = ("op", "static", "saved", "avals", "diff_outs", "want", "_specs")
+    __slots__ = ("sig", "saved", "saved_mask", "diff_outs", "want")
 
-    def __init__(self, op, static, operands, arrays, avals, outs, differentiable):
+    def __init__(self, sig, operands, arrays, differentiable):
         edges = tuple([_graph.edge_of(x) if isinstance(x, Tensor) else None for x in operands])
-        super().__init__(edges, tuple([(o.shape, o.dtype) for o in outs]))
-        self.op, self.static = op, static
+        super().__init__(edges, sig.out_avals)
+        self.sig = sig
         self.want = tuple([i for i, e in enumerate(edges) if e is not None])  # the operands that get a gradient
-        self.avals = avals if avals is not None else tuple([(a.shape, a.dtype) for a in arrays])
         self.saved = self._save(operands, arrays)
+        self.saved_mask = tuple([s is not None for s in self.saved])
         self.diff_outs = (0,) if differentiable == [True] else tuple([k for k, d in enumerate(differentiable) if d])
-        self._specs = None
 
     def name(self):
-        if self.op is VJP:  # a recorded backward (create_graph=True): name it after the op it differentiates
-            return dict(self.static)["spec"][0].backward_name + "Backward"
-        return self.op.backward_name
+        if self.sig.op is VJP:  # a recorded backward (create_graph=True): name it after the op it differentiates
+            return dict(self.sig.static)["spec"].sig.op.backward_name + "Backward"
+        return self.sig.op.backward_name
 
     def _save(self, operands, arrays):
         # a linear op's VJP needs only its integer operands (indices, masks), never its float values; a
         # multilinear op's VJP needs an operand only when another operand gets a gradient
-        op, saved = self.op, []
-        for x, a, (_, dtype), edge in zip(operands, arrays, self.avals, self.edges):
+        op, saved = self.sig.op, []
+        for x, a, (_, dtype), edge in zip(operands, arrays, self.sig.avals, self.edges):
             others_get_grads = len(self.want) > (edge is not None)
             if (op.linear or (op.multilinear and not others_get_grads)) and _differentiable(dtype):
                 saved.append(None)
@@ -172,16 +176,8 @@ class OpNode(_graph.Node):
     def saved_values(self):
         return [s for s in self.saved if isinstance(s, _graph.SavedValue)]
 
-    def spec(self, want, ct_mask, batch=None):
-        key = (want, ct_mask, batch)
-        if self._specs is None:
-            self._specs = {}
-        spec = self._specs.get(key)
-        if spec is None:
-            saved_mask = tuple(s is not None for s in self.saved)
-            spec = self._specs[key] = VjpSpec(
-                (self.op, self.static, self.avals, saved_mask, want, self.diff_outs, ct_mask, batch))
-        return spec
+    def spec(self, ct_mask, batch=None):
+        return VjpSpec(self.sig, self.saved_mask, self.want, self.diff_outs, ct_mask, batch)
 
     def backward(self, cotangents, create_graph, batch=None):
         want = self.want
@@ -189,7 +185,7 @@ class OpNode(_graph.Node):
         ct_mask = tuple(c is not None for c in cts)
         saved = [s.unpack(create_graph) if isinstance(s, _graph.SavedValue) else s
                  for s in self.saved if s is not None]
-        spec = self.spec(want, ct_mask, None if batch is None else batch.key)
+        spec = self.spec(ct_mask, None if batch is None else batch.key)
         grads = apply(VJP, saved + [c for c in cts if c is not None], spec=spec)
         result = [None] * len(self.edges)
         for i, g in zip(want, grads):

@@ -1,5 +1,7 @@
 """Neural-network ops: activations, softmax, linear, convolution, pooling, layer norm, embedding, pad, one_hot and
 dropout. Each is a pure JAX function recorded through the op table, so its VJP (and every higher one) is JAX's."""
+import itertools
+import math
 import warnings
 
 import jax
@@ -145,10 +147,37 @@ def linear(input, weight, bias=None):
 
 
 def _conv(x, w, *bias, stride, padding, dilation, groups):
-    spatial = "DHW"[-(w.ndim - 2):]
-    out = jax.lax.conv_general_dilated(x, w, stride, padding, rhs_dilation=dilation, feature_group_count=groups,
-                                       dimension_numbers=("NC" + spatial, "OI" + spatial, "NC" + spatial))
-    return out + bias[0].reshape((-1,) + (1,) * (w.ndim - 2)) if bias else out
+    n = w.ndim - 2
+    few_channels = w.shape[1] <= 4 and math.prod(w.shape[2:]) <= 64 and jax.default_backend() == "cpu"
+    out = (_conv_taps if few_channels else _conv_channels_last)(x, w, stride, padding, dilation, groups)
+    return out + bias[0].reshape((-1,) + (1,) * n) if bias else out
+
+
+def _conv_channels_last(x, w, stride, padding, dilation, groups):
+    # computed channels-last (N, *spatial, C) with a (*spatial, I, O) kernel: XLA's CPU convolutions, and the
+    # batched ones of per-sample gradients most of all, run faster in that layout than in torch's
+    n = w.ndim - 2
+    space, spatial = tuple(range(2, n + 2)), "DHW"[-n:]
+    out = jax.lax.conv_general_dilated(x.transpose((0,) + space + (1,)), w.transpose(space + (1, 0)), stride, padding,
+                                       rhs_dilation=dilation, feature_group_count=groups,
+                                       dimension_numbers=("N" + spatial + "C", spatial + "IO", "N" + spatial + "C"))
+    return out.transpose((0, n + 1) + tuple(range(1, n + 1)))
+
+
+def _conv_taps(x, w, stride, padding, dilation, groups):
+    """The convolution as a sum over the kernel's taps of (C_out, C_in) products with strided views of x. With
+    few input channels per group XLA's CPU convolution is a poor matrix product (an inner dimension of 1 to 4); this
+    form runs 2-10x faster, and its per-sample gradients are batched matrix products."""
+    x = jnp.pad(x, ((0, 0), (0, 0)) + tuple(padding))
+    kernel, (batch, channels), out_channels = w.shape[2:], x.shape[:2], w.shape[0]
+    size = [(m - d * (k - 1) - 1) // s + 1 for m, k, d, s in zip(x.shape[2:], kernel, dilation, stride)]
+    x = x.reshape((batch, groups, channels // groups) + x.shape[2:])
+    w = w.reshape((groups, out_channels // groups) + w.shape[1:])
+    out = 0
+    for tap in itertools.product(*map(range, kernel)):
+        view = tuple(slice(t * d, t * d + (m - 1) * s + 1, s) for t, d, m, s in zip(tap, dilation, size, stride))
+        out = out + jnp.einsum("goc,ngc...->ngo...", w[(...,) + tap], x[(..., *view)])
+    return out.reshape((batch, out_channels) + tuple(size))
 
 
 _CONV = Op("convolution", _conv, multilinear=True)
