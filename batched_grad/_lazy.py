@@ -9,6 +9,7 @@ import itertools
 import operator
 
 import jax
+import jax.numpy as jnp
 
 from vmap._rows import map_rows
 
@@ -90,10 +91,17 @@ class Signature:
     one object per distinct (op, static, avals): structural keys made of signatures hash and compare them by
     identity, however large their params."""
 
-    __slots__ = ("op", "static", "avals", "out_avals")
+    __slots__ = ("op", "static", "avals", "out_avals", "differentiable", "diff_outs")
 
     def __init__(self, op, static, avals, out_avals):
         self.op, self.static, self.avals, self.out_avals = op, static, avals, out_avals
+        self.differentiable = tuple([differentiable(dtype) for _, dtype in out_avals])
+        self.diff_outs = tuple([k for k, d in enumerate(self.differentiable) if d])  # the outputs with gradients
+
+
+def differentiable(dtype):
+    """Whether values of this dtype have gradients (floating point and complex)."""
+    return dtype.kind in "fc" or dtype == jnp.bfloat16
 
 
 @functools.lru_cache(maxsize=8192)

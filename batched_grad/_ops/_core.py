@@ -11,7 +11,7 @@ import numpy as np
 from .. import _graph
 from .._grad_mode import is_grad_enabled
 from .._tensor import Tensor
-from .._lazy import Pending, Signature, compile_count, defer, kernel, materialize  # noqa: F401  (compile_count re-exported)
+from .._lazy import Pending, Signature, compile_count, defer, differentiable, kernel, materialize  # noqa: F401  (compile_count re-exported)
 from vmap._rows import map_rows
 
 class Op:
@@ -39,9 +39,7 @@ class Op:
 _NUMBERS = (bool, int, float, complex, np.generic)
 
 
-@functools.lru_cache(maxsize=None)
-def _differentiable(dtype):
-    return dtype.kind in "fc" or dtype == jnp.bfloat16
+_differentiable = functools.lru_cache(maxsize=None)(differentiable)
 
 
 _host_reads = {}  # id(host array) -> weakref to it: the host arrays (bg.tensor's) that some op has read
@@ -78,18 +76,21 @@ def apply(op, operands, **static):
         pending = pending or type(a) is Pending
         arrays.append(a)
     recording = recording and is_grad_enabled()
+    node = None
     if recording or pending:
         outs = defer(op, static, arrays)  # computed when read, fused with what reads it
-        if not recording and not outs[0].call.mapped:  # outside the graph (and vmap.vmap): compute now, as a
-            outs = [materialize(p) for p in outs]  # chain of such ops would keep all its deferred inputs alive
+        sig = outs[0].call.sig
+        gradients = sig.differentiable
+        if recording:
+            if True in gradients:
+                node = OpNode(sig, operands, arrays)
+        elif not outs[0].call.mapped:  # outside the graph (and vmap.vmap): compute now, as a chain of
+            outs = [materialize(p) for p in outs]  # such ops would keep all its deferred inputs alive
     else:
         out = kernel(op, static)(*arrays)
         outs = out if op.multi else (out,)
-    differentiable = [_differentiable(o.dtype) for o in outs]
-    node = None
-    if recording and True in differentiable:
-        node = OpNode(outs[0].call.sig, operands, arrays, differentiable)
-    results = [Tensor._wrap(o, node if d else None, i) for i, (o, d) in enumerate(zip(outs, differentiable))]
+        gradients = [_differentiable(o.dtype) for o in outs]
+    results = [Tensor._wrap(o, node if d else None, i) for i, (o, d) in enumerate(zip(outs, gradients))]
     if op.view and isinstance(operands[0], Tensor):
         for k, r in enumerate(results):
             _make_view(operands[0], r, (op, static, k))
@@ -147,14 +148,13 @@ class OpNode(_graph.Node):
 
     __slots__ = ("sig", "saved", "saved_mask", "diff_outs", "want")
 
-    def __init__(self, sig, operands, arrays, differentiable):
+    def __init__(self, sig, operands, arrays):
         edges = tuple([_graph.edge_of(x) if isinstance(x, Tensor) else None for x in operands])
         super().__init__(edges, sig.out_avals)
-        self.sig = sig
+        self.sig, self.diff_outs = sig, sig.diff_outs
         self.want = tuple([i for i, e in enumerate(edges) if e is not None])  # the operands that get a gradient
         self.saved = self._save(operands, arrays)
         self.saved_mask = tuple([s is not None for s in self.saved])
-        self.diff_outs = (0,) if differentiable == [True] else tuple([k for k, d in enumerate(differentiable) if d])
 
     def name(self):
         if self.sig.op is VJP:  # a recorded backward (create_graph=True): name it after the op it differentiates

@@ -91,8 +91,9 @@ def _unary_op(name, f, float_result):
     rule = _dtypes.float_result if float_result else _RESULT_DTYPE.get(name, lambda d: d)
 
     def public(input):
-        _check_dtype(name, input.dtype)
-        return apply(op, [input], dtype=rule(input.dtype).np)
+        dtype = input.dtype
+        _check_dtype(name, dtype)
+        return apply(op, [input], dtype=rule(dtype).np)
 
     return _named(public, name, f"Elementwise {name} of `input` (torch.{name}).")
 
@@ -118,7 +119,10 @@ def _binary_op(name, f, doc=None, *, float_result=False, linear=False, multiline
             if not two_numbers:
                 raise TypeError(f"{name}(): argument 'input' must be Tensor, not {type(input).__name__}")
             input = Tensor._wrap(jnp.asarray(input, _dtypes.scalar_dtype(input).np))  # torch.add(1, 2) is tensor(3)
-        dtype = _dtypes.result_type(input, other)
+        if isinstance(input, Tensor) and isinstance(other, Tensor) and input._v.dtype == other._v.dtype:
+            dtype = input.dtype  # the common case, without promotion
+        else:
+            dtype = _dtypes.result_type(input, other)
         if float_result:
             dtype = _dtypes.float_result(dtype)
         return _apply(op, [input, other], dtype=dtype.np)

@@ -1,6 +1,9 @@
 """bg.autograd.functional: vjp, jvp, jacobian, hessian, hvp and vhp with torch 2.13's signatures, output
 structures, strict checks and messages. Reverse mode runs on bg.autograd.grad (a vectorized Jacobian is one
 batched grad call); forward mode traces the function into a cached, compiled JAX program."""
+import functools
+
+import jax.numpy as jnp
 import numpy as np
 
 from .._factories import from_numpy, zeros_like
@@ -214,9 +217,16 @@ def _standard_basis(outputs, numels):
     """One (total, numel_i) block per output, together the identity: the cotangents of a whole Jacobian."""
     total, offset, blocks = sum(numels), 0, []
     for out, n in zip(outputs, numels):
-        blocks.append(from_numpy(np.eye(total, n, k=-offset, dtype=out.dtype.np)))
+        blocks.append(Tensor._wrap(_identity_block(total, n, offset, out.dtype.np)))
         offset += n
     return tuple(blocks)
+
+
+@functools.lru_cache(maxsize=32)
+def _identity_block(total, n, offset, dtype):
+    """Columns offset..offset+n of the (total, total) identity, made and moved to the device once (it is immutable,
+    so every Jacobian of that size shares it)."""
+    return jnp.asarray(np.eye(total, n, k=-offset, dtype=dtype))
 
 
 def _jacobian_vectorized(outputs, inputs, create_graph, chunk_size):
