@@ -8,6 +8,7 @@ import inspect
 import sys
 import threading
 
+
 class _State(threading.local):
     enabled = True  # the defaults of every thread (class attributes: read as fast as instance ones)
     inference = False

@@ -99,6 +99,7 @@ class Signature:
         self.diff_outs = tuple([k for k, d in enumerate(self.differentiable) if d])  # the outputs with gradients
 
 
+@functools.lru_cache(maxsize=None)
 def differentiable(dtype):
     """Whether values of this dtype have gradients (floating point and complex)."""
     return dtype.kind in "fc" or dtype == jnp.bfloat16

@@ -5,7 +5,8 @@ import jax.numpy as jnp
 from .. import _dtypes
 from .._grad_mode import is_grad_enabled
 from .._tensor import VIEW_OF_LEAF_INPLACE, Tensor, device, warn_once
-from ._core import Op, apply, compile_count
+from .._lazy import compile_count
+from ._core import Op, apply
 from .elementwise import (COMPARISONS, PREDICATES, UNARY, add, atan2, clamp, clip, div, floor_divide, fmod,
                           hypot, lerp, maximum, minimum, mul, pow, remainder, round, rsub, sub, true_divide, where)
 from .indexing import (argsort, gather, getitem, index_select, masked_fill, masked_select, nonzero, scatter,

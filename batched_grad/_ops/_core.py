@@ -11,7 +11,7 @@ import numpy as np
 from .. import _graph
 from .._grad_mode import is_grad_enabled
 from .._tensor import Tensor
-from .._lazy import Pending, Signature, compile_count, defer, differentiable, kernel, materialize  # noqa: F401  (compile_count re-exported)
+from .._lazy import Pending, Signature, defer, differentiable, kernel, materialize
 from vmap._rows import map_rows
 
 class Op:
@@ -37,9 +37,6 @@ class Op:
 
 
 _NUMBERS = (bool, int, float, complex, np.generic)
-
-
-_differentiable = functools.lru_cache(maxsize=None)(differentiable)
 
 
 _host_reads = {}  # id(host array) -> weakref to it: the host arrays (bg.tensor's) that some op has read
@@ -89,7 +86,7 @@ def apply(op, operands, **static):
     else:
         out = kernel(op, static)(*arrays)
         outs = out if op.multi else (out,)
-        gradients = [_differentiable(o.dtype) for o in outs]
+        gradients = [differentiable(o.dtype) for o in outs]
     results = [Tensor._wrap(o, node if d else None, i) for i, (o, d) in enumerate(zip(outs, gradients))]
     if op.view and isinstance(operands[0], Tensor):
         for k, r in enumerate(results):
@@ -167,7 +164,7 @@ class OpNode(_graph.Node):
         op, saved = self.sig.op, []
         for x, a, (_, dtype), edge in zip(operands, arrays, self.sig.avals, self.edges):
             others_get_grads = len(self.want) > (edge is not None)
-            if (op.linear or (op.multilinear and not others_get_grads)) and _differentiable(dtype):
+            if (op.linear or (op.multilinear and not others_get_grads)) and differentiable(dtype):
                 saved.append(None)
             else:
                 saved.append(_graph.SavedValue(x) if isinstance(x, Tensor) else a)
