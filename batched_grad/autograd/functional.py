@@ -232,7 +232,7 @@ def _identity_block(total, n, offset, dtype):
 def _jacobian_vectorized(outputs, inputs, create_graph, chunk_size):
     """All rows of the Jacobian from one batched grad call whose cotangents are the standard basis."""
     numels = [out.numel() for out in outputs]
-    flat_outputs = tuple(out.reshape(-1) for out in outputs)
+    flat_outputs = tuple(out if out.ndim == 1 else out.reshape(-1) for out in outputs)
     grads = _autograd_grad(flat_outputs, inputs, _standard_basis(outputs, numels), create_graph=create_graph,
                            is_grads_batched=True, chunk_size=chunk_size)
     per_input = []
@@ -264,8 +264,13 @@ def _jacobian_rows(outputs, inputs, create_graph, strict):
                 elif strict and create_graph and not g.requires_grad:
                     raise RuntimeError(_CONSTANT_GRAD_MESSAGE.format(what="jacobian", i=i))  # torch names output i
                 row.append(g)
-        jacobian.append(tuple(stack(row).view(tuple(out.shape) + tuple(x.shape)) for row, x in zip(rows, inputs)))
+        jacobian.append(tuple(_block(row, tuple(out.shape) + tuple(x.shape)) for row, x in zip(rows, inputs)))
     return tuple(jacobian)
+
+
+def _block(rows, shape):
+    """The rows of one Jacobian block, stacked to `shape` (a single-element output's one row already has it)."""
+    return rows[0] if len(rows) == 1 and tuple(rows[0].shape) == shape else stack(rows).view(shape)
 
 
 def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False, strategy="reverse-mode", *,
