@@ -173,20 +173,21 @@ def _number(x):
     return x.item() if isinstance(x, Tensor) else x
 
 
-# Constant tensors are built in NumPy and transferred: jnp.zeros/eye compile a kernel for every new shape.
+# Constant tensors are built in NumPy and kept on the host until first used, like bg.tensor's data: jnp.zeros,
+# jnp.eye and even jnp.asarray compile a small program for every new shape.
 def zeros(*size, dtype=None, requires_grad=False, device=None):
     """A tensor of zeros of the given size (ints or one sequence), of the default float dtype unless `dtype`."""
-    return _finish(jnp.asarray(np.zeros(_varargs_size("zeros", size), _dtype_or_default(dtype).np)), requires_grad)
+    return _finish(np.zeros(_varargs_size("zeros", size), _dtype_or_default(dtype).np), requires_grad)
 
 
 def ones(*size, dtype=None, requires_grad=False, device=None):
     """A tensor of ones of the given size (ints or one sequence), of the default float dtype unless `dtype`."""
-    return _finish(jnp.asarray(np.ones(_varargs_size("ones", size), _dtype_or_default(dtype).np)), requires_grad)
+    return _finish(np.ones(_varargs_size("ones", size), _dtype_or_default(dtype).np), requires_grad)
 
 
 def empty(*size, dtype=None, requires_grad=False, device=None):
     """Uninitialized in torch; zeros here."""
-    return _finish(jnp.asarray(np.zeros(_varargs_size("empty", size), _dtype_or_default(dtype).np)), requires_grad)
+    return _finish(np.zeros(_varargs_size("empty", size), _dtype_or_default(dtype).np), requires_grad)
 
 
 def full(size, fill_value, *, dtype=None, requires_grad=False, device=None):
@@ -195,7 +196,7 @@ def full(size, fill_value, *, dtype=None, requires_grad=False, device=None):
     d = _dtypes.to_dtype(dtype) if dtype is not None else _dtypes.scalar_dtype(fill_value)
     with np.errstate(over="ignore", invalid="ignore"):
         value = np.full(_tuple_size("full", size), fill_value, d.np)
-    return _finish(jnp.asarray(value), requires_grad)
+    return _finish(value, requires_grad)
 
 
 def eye(n, m=None, *, dtype=None, requires_grad=False, device=None):
@@ -205,7 +206,7 @@ def eye(n, m=None, *, dtype=None, requires_grad=False, device=None):
             raise TypeError(f"eye(): argument '{name}' (position {position}) must be int, not {type(v).__name__}")
         if v is not None and v < 0:
             raise RuntimeError(f"{name} must be greater or equal to 0, got {v}")
-    return _finish(jnp.asarray(np.eye(n, n if m is None else m, dtype=_dtype_or_default(dtype).np)), requires_grad)
+    return _finish(np.eye(n, n if m is None else m, dtype=_dtype_or_default(dtype).np), requires_grad)
 
 
 def arange(start, end=None, step=1, *, dtype=None, requires_grad=False, device=None):
@@ -227,8 +228,8 @@ def arange(start, end=None, step=1, *, dtype=None, requires_grad=False, device=N
         start, step = int(start), int(step)
         if step == 0:
             raise RuntimeError("step must be nonzero")
-    return _finish(jnp.asarray((start + step * np.arange(n, dtype=np.float64 if d.is_floating_point else np.int64))
-                               .astype(d.np)), requires_grad)
+    values = start + step * np.arange(n, dtype=np.float64 if d.is_floating_point else np.int64)
+    return _finish(values.astype(d.np), requires_grad)
 
 
 def linspace(start, end, steps, *, dtype=None, requires_grad=False, device=None):
@@ -246,7 +247,7 @@ def linspace(start, end, steps, *, dtype=None, requires_grad=False, device=None)
     step = (end - start) / work(builtins.max(steps - 1, 1))  # torch fills each half from its own end
     values = np.where(i < steps // 2, start + step * i.astype(work), end - step * (steps - 1 - i).astype(work))
     values = values if steps != 1 else np.full(1, start)
-    return _finish(jnp.asarray(values.astype(d.np)), requires_grad)
+    return _finish(values.astype(d.np), requires_grad)
 
 
 def _like(input, dtype):
@@ -306,13 +307,13 @@ def _sample(draw, shape, d, complex_scale):
 def rand(*size, dtype=None, requires_grad=False, generator=None, device=None):
     """Uniform samples in [0, 1)."""
     d = _float_dtype(dtype, "check_uniform_bounds")
-    return _finish(jnp.asarray(_sample(_generator().random, _varargs_size("rand", size), d, 1.0)), requires_grad)
+    return _finish(_sample(_generator().random, _varargs_size("rand", size), d, 1.0), requires_grad)
 
 
 def randn(*size, dtype=None, requires_grad=False, generator=None, device=None):
     """Standard normal samples."""
     d = _float_dtype(dtype, "normal_kernel_cpu")
-    return _finish(jnp.asarray(_sample(_generator().standard_normal, _varargs_size("randn", size), d, math.sqrt(0.5))),
+    return _finish(_sample(_generator().standard_normal, _varargs_size("randn", size), d, math.sqrt(0.5)),
                    requires_grad)
 
 
@@ -326,7 +327,7 @@ def randint(low=0, high=None, size=None, *, dtype=None, requires_grad=False, gen
     if low >= high:
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
     shape = _tuple_size("randint", size)
-    return _finish(jnp.asarray(_generator().integers(low, high, shape).astype(d.np)), requires_grad)
+    return _finish(_generator().integers(low, high, shape).astype(d.np), requires_grad)
 
 
 def rand_like(input, *, dtype=None, requires_grad=False, device=None):

@@ -157,7 +157,7 @@ class Tensor:
         if type(v) is Pending:
             v = self._v = materialize(v)
         elif type(v) is np.ndarray:  # data from the host (bg.tensor), moved to the device when first read
-            v = self._v = jnp.asarray(v)
+            v = self._v = to_device(v)
         return v
 
     @_value.setter
@@ -511,7 +511,13 @@ class Tensor:
 
 
 def _rebuild(cls, array, requires_grad):
-    return cls._wrap(jnp.asarray(array), requires_grad=requires_grad)
+    return cls._wrap(np.asarray(array), requires_grad=requires_grad)  # host data, as bg.tensor's
+
+
+def to_device(array):
+    """A NumPy array moved to the default device: jax.device_put, as jnp.asarray compiles a small program for every
+    new shape (about 20 ms here)."""
+    return jax.device_put(array)
 
 
 def _wrap_dim(dim, ndim):

@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import _graph
 from .._grad_mode import is_grad_enabled
-from .._tensor import Tensor
+from .._tensor import Tensor, to_device
 from .._lazy import Pending, Signature, defer, differentiable, kernel, materialize
 from vmap._rows import map_rows
 
@@ -66,7 +66,7 @@ def apply(op, operands, **static):
         if isinstance(x, Tensor):
             a = x._v
             if type(a) is np.ndarray and _read_before(a):
-                a = x._v = jnp.asarray(a)
+                a = x._v = to_device(a)
             recording = recording or x.grad_fn is not None or x._requires_grad
         else:
             a = np.asarray(x) if isinstance(x, _NUMBERS) else x

@@ -2,6 +2,7 @@
 import jax
 import jax.numpy as jnp
 import jax.scipy.special as jsp
+import numpy as np
 from jax.custom_derivatives import SymbolicZero
 
 from .. import _dtypes
@@ -118,7 +119,7 @@ def _binary_op(name, f, doc=None, *, float_result=False, linear=False, multiline
         if not isinstance(input, Tensor) and not isinstance(other, Tensor):
             if not two_numbers:
                 raise TypeError(f"{name}(): argument 'input' must be Tensor, not {type(input).__name__}")
-            input = Tensor._wrap(jnp.asarray(input, _dtypes.scalar_dtype(input).np))  # torch.add(1, 2) is tensor(3)
+            input = Tensor._wrap(np.asarray(input, _dtypes.scalar_dtype(input).np))  # torch.add(1, 2) is tensor(3)
         if isinstance(input, Tensor) and isinstance(other, Tensor) and input._v.dtype == other._v.dtype:
             dtype = input.dtype  # the common case, without promotion
         else:

@@ -366,8 +366,8 @@ def nonzero(input, *, as_tuple=False):
     """Indices of the non-zero elements: an (n, ndim) int64 tensor, or a tuple of 1-D tensors."""
     a = np.asarray(input._value)
     if as_tuple:
-        return tuple(Tensor._wrap(jnp.asarray(i, dtype=jnp.int64)) for i in np.nonzero(a.reshape(a.shape or (1,))))
-    return Tensor._wrap(jnp.asarray(np.argwhere(a), dtype=jnp.int64))
+        return tuple(Tensor._wrap(i.astype(np.int64)) for i in np.nonzero(a.reshape(a.shape or (1,))))
+    return Tensor._wrap(np.argwhere(a).astype(np.int64))  # host data, moved to the device when first used
 
 
 # ---- sorting ------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from .._lazy import unfused
 from .._dtypes import float32, float64
 from .._factories import rand
 from .._ops._core import Op, apply
-from .._tensor import Tensor
+from .._tensor import Tensor, to_device
 from ._api import grad
 
 
@@ -86,7 +86,7 @@ def _differentiable(outputs):
 
 def _replaced(inputs, i, value):
     """`inputs` with input i (one that requires grad) replaced by a fresh leaf holding `value`."""
-    leaf = Tensor._wrap(jnp.asarray(value), requires_grad=True)
+    leaf = Tensor._wrap(to_device(value), requires_grad=True)
     return inputs[:i] + (leaf,) + inputs[i + 1:]
 
 
@@ -137,7 +137,7 @@ def _vjps(output, diff_inputs, cotangents, check_grad_dtypes):
     """For each differentiable input, the stacked flat vjps of `output` (input numel, number of cotangents)."""
     columns = [[] for _ in diff_inputs]
     for c in cotangents:
-        grads = grad(output, diff_inputs, Tensor._wrap(jnp.asarray(c)), retain_graph=True, allow_unused=True)
+        grads = grad(output, diff_inputs, Tensor._wrap(to_device(c)), retain_graph=True, allow_unused=True)
         for col, g, x in zip(columns, grads, diff_inputs):
             if g is None:
                 col.append(np.zeros(x.numel(), x._v.dtype))
@@ -179,7 +179,7 @@ def _mismatch_msg(analytical, numerical, output_idx, input_idx, part):
 
 
 def _show(array):
-    return repr(Tensor._wrap(jnp.asarray(array)))
+    return repr(Tensor._wrap(to_device(array)))
 
 
 # ---- slow and fast mode ---------------------------------------------------------------------------------
@@ -285,10 +285,10 @@ def _zeros_for_none(grads, inputs):
 def _check_batched_grad(output, output_idx, diff_inputs, rng):
     """grad(..., is_grads_batched=True) over two random grad_outputs equals the two unbatched grad calls."""
     cotangents = rng.standard_normal((2,) + tuple(output.shape)).astype(output._v.dtype)
-    rows = [_zeros_for_none(grad(output, diff_inputs, Tensor._wrap(jnp.asarray(c)), retain_graph=True,
+    rows = [_zeros_for_none(grad(output, diff_inputs, Tensor._wrap(to_device(c)), retain_graph=True,
                                  allow_unused=True), diff_inputs) for c in cotangents]
     try:
-        batched = grad(output, diff_inputs, Tensor._wrap(jnp.asarray(cotangents)), retain_graph=True,
+        batched = grad(output, diff_inputs, Tensor._wrap(to_device(cotangents)), retain_graph=True,
                        allow_unused=True, is_grads_batched=True)
     except RuntimeError as ex:
         raise GradcheckError(f"While computing batched gradients, got: {ex}\n\n{FAILED_BATCHED_GRAD_MSG}") from ex
@@ -301,7 +301,7 @@ def _check_batched_grad(output, output_idx, diff_inputs, rng):
 
 
 def _zero_grad_outputs(outputs):
-    return [Tensor._wrap(jnp.asarray(np.zeros(o.shape, o._v.dtype))) for o in outputs]  # no eager kernel
+    return [Tensor._wrap(to_device(np.zeros(o.shape, o._v.dtype))) for o in outputs]  # no eager kernel
 
 
 def _check_backward_mul_by_grad_output(outputs, diff_inputs):

@@ -3,13 +3,12 @@ structures, strict checks and messages. Reverse mode runs on bg.autograd.grad (a
 batched grad call); forward mode traces the function into a cached, compiled JAX program."""
 import functools
 
-import jax.numpy as jnp
 import numpy as np
 
 from .._factories import from_numpy, zeros_like
 from .._grad_mode import enable_grad, is_grad_enabled, set_grad_enabled
 from .._ops import stack
-from .._tensor import Tensor
+from .._tensor import Tensor, to_device
 from ._api import grad as _grad
 from ._functional_forward import Untraceable, forward_jacobian
 from vmap._batching import check_chunk_size
@@ -226,7 +225,7 @@ def _standard_basis(outputs, numels):
 def _identity_block(total, n, offset, dtype):
     """Columns offset..offset+n of the (total, total) identity, made and moved to the device once (it is immutable,
     so every Jacobian of that size shares it)."""
-    return jnp.asarray(np.eye(total, n, k=-offset, dtype=dtype))
+    return to_device(np.eye(total, n, k=-offset, dtype=dtype))
 
 
 def _jacobian_vectorized(outputs, inputs, create_graph, chunk_size):
