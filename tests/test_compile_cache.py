@@ -35,3 +35,18 @@ def test_steady_state_runs_one_fused_program_and_compiles_nothing():
     x = np.random.default_rng(15).standard_normal((16, 8))
     expected = jax.grad(lambda w: (jnp.tanh(x @ w) ** 2).mean() + (w * w).sum() * 0.01)(w0)
     np.testing.assert_allclose(g.numpy(), expected, rtol=1e-12)
+
+
+_xla_compiles = []
+jax.monitoring.register_event_duration_secs_listener(
+    lambda name, duration, **kwargs: _xla_compiles.append(name) if name.endswith("backend_compile_duration") else None)
+
+
+def test_new_shapes_reach_the_device_without_compiling():
+    # jnp.asarray and jnp.zeros compile a small program for every new shape; factories and reads must not
+    _xla_compiles.clear()
+    for n in range(41, 45):
+        made = [bg.zeros(n), bg.ones(n, 2), bg.eye(n), bg.randn(n), bg.arange(n), bg.full((n,), 2.0),
+                bg.tensor(np.ones(n + 100)), bg.from_numpy(np.ones((n, 3)))]
+        assert all(isinstance(t.jax(), jax.Array) for t in made)
+    assert _xla_compiles == []
