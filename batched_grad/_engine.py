@@ -9,9 +9,11 @@ from ._graph import AccumulateGrad
 from vmap._fallback import run_batched
 
 
-def _topological(root_nodes):
-    """Nodes reachable from the roots, each before every node its edges lead to."""
+def _topological(root_nodes, targets=None):
+    """Nodes reachable from the roots, each before every node its edges lead to; with `targets`, also the set of
+    nodes from which some target is reachable (only these run when inputs are given), else None."""
     order, seen = [], set()
+    needed = None if targets is None else set(targets)
     for root in root_nodes:
         if root in seen:
             continue
@@ -24,20 +26,14 @@ def _topological(root_nodes):
                     seen.add(e.node)
                     stack.append((e.node, iter(e.node.edges)))
                     break
-            else:
+            else:  # every node this one leads to is done (in `order`): whether it is needed is known
                 stack.pop()
                 order.append(node)
+                if needed is not None and node not in needed and any(
+                        [e is not None and e.node in needed for e in node.edges]):
+                    needed.add(node)
     order.reverse()
-    return order
-
-
-def _needed(order, targets):
-    """Nodes from which some target node is reachable (only these run when inputs are given)."""
-    needed = set(targets)
-    for node in reversed(order):
-        if any(e is not None and e.node in needed for e in node.edges):
-            needed.add(node)
-    return needed
+    return order, needed
 
 
 def _add(a, b):
@@ -114,11 +110,10 @@ def run_backward(roots, root_grads, captures, *, retain_graph, create_graph, acc
     buffers = {}
     for edge, g in zip(roots, root_grads):
         _deliver(buffers, edge, g)
-    order = _topological(list(buffers))
     wanted = {}
     for i, edge in enumerate(captures):
         wanted.setdefault(edge.node, []).append((edge.output_nr, i))
-    needed = _needed(order, wanted) if captures else None
+    order, needed = _topological(list(buffers), wanted if captures else None)
     plan = _program.plan(order, needed, roots, captures, accumulate, None if batch is None else batch.key)
     with set_grad_enabled(create_graph):
         if plan is not None and _lazy.should_fuse(plan.key):

@@ -80,7 +80,7 @@ class Size(tuple):
 
     def numel(self):
         """The number of elements of a tensor of this shape."""
-        return int(np.prod(self, dtype=np.int64))
+        return math.prod(self)
 
 
 class device:
