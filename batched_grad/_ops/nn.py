@@ -167,7 +167,7 @@ def _conv_channels_last(x, w, stride, padding, dilation, groups):
 def _conv_taps(x, w, stride, padding, dilation, groups):
     """The convolution as a sum over the kernel's taps of (C_out, C_in) products with strided views of x. With
     few input channels per group XLA's CPU convolution is a poor matrix product (an inner dimension of 1 to 4); this
-    form runs 2-10x faster, and its per-sample gradients are batched matrix products."""
+    form is up to 10x faster (one input channel), and its per-sample gradients are batched matrix products."""
     x = jnp.pad(x, ((0, 0), (0, 0)) + tuple(padding))
     kernel, (batch, channels), out_channels = w.shape[2:], x.shape[:2], w.shape[0]
     size = [(m - d * (k - 1) - 1) // s + 1 for m, k, d, s in zip(x.shape[2:], kernel, dilation, stride)]
