@@ -65,6 +65,12 @@ ALL = (float16, bfloat16, float32, float64, uint8, int8, int16, int32, int64, bo
 _BY_NP = {d.np: d for d in ALL}
 
 
+@functools.lru_cache(maxsize=None)
+def differentiable(np_dtype):
+    """Whether values of this NumPy dtype have gradients (floating point and complex)."""
+    return np_dtype.kind in "fc" or np_dtype == ml_dtypes.bfloat16
+
+
 def from_numpy_dtype(np_dtype):
     d = _BY_NP.get(np_dtype)  # an array's dtype, the common case: no np.dtype() conversion
     if d is not None:

@@ -9,8 +9,8 @@ import itertools
 import operator
 
 import jax
-import jax.numpy as jnp
 
+from ._dtypes import differentiable
 from vmap._rows import map_rows
 
 _compiles = [0]
@@ -97,12 +97,6 @@ class Signature:
         self.op, self.static, self.avals, self.out_avals = op, static, avals, out_avals
         self.differentiable = tuple([differentiable(dtype) for _, dtype in out_avals])
         self.diff_outs = tuple([k for k, d in enumerate(self.differentiable) if d])  # the outputs with gradients
-
-
-@functools.lru_cache(maxsize=None)
-def differentiable(dtype):
-    """Whether values of this dtype have gradients (floating point and complex)."""
-    return dtype.kind in "fc" or dtype == jnp.bfloat16
 
 
 @functools.lru_cache(maxsize=8192)

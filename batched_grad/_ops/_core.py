@@ -9,9 +9,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _graph
+from .._dtypes import differentiable
 from .._grad_mode import is_grad_enabled
 from .._tensor import Tensor, to_device
-from .._lazy import Pending, Signature, defer, differentiable, kernel, materialize
+from .._lazy import Pending, Signature, defer, kernel, materialize
 from vmap._rows import map_rows
 
 class Op:
