@@ -111,10 +111,10 @@ class Call:
     `keep`: when a fused program computes it on the way to another value, keep its result too (it will be
     read: a saved value of a graph walked node by node, or the output of a backward)."""
 
-    __slots__ = ("sig", "op", "args", "n_out", "result", "created", "keep", "mapped")
+    __slots__ = ("sig", "op", "args", "result", "created", "keep", "mapped")
 
     def __init__(self, sig, args):
-        self.sig, self.op, self.args, self.n_out, self.result = sig, sig.op, args, len(sig.out_avals), None
+        self.sig, self.op, self.args, self.result = sig, sig.op, args, None  # op: sig.op, read on every walk
         self.created, self.keep = next(_created), False
         self.mapped = any([type(a) is Pending and a.call.mapped for a in args])  # depends on a vmap.vmap row
 
@@ -197,8 +197,9 @@ def _evaluate(target):
             outs, start = program(*frontier), 0
             for i in kept:
                 call = calls[i]
-                call.result, call.args = outs[start:start + call.n_out], None
-                start += call.n_out
+                n_out = len(call.sig.out_avals)
+                call.result, call.args = outs[start:start + n_out], None
+                start += n_out
             return
     for call in calls:  # topological order: every call's pending args are computed before it
         args = [a.call.result[a.k] if type(a) is Pending else a for a in call.args]

@@ -38,7 +38,7 @@ def plan(order, needed, roots, captures, accumulate, batch=None):
             if any([(pos, k) in reached for k in range(len(node.out_meta))]):
                 return None  # Python-level backward or hooks: the per-node engine runs it
             continue
-        ct_mask = tuple([(pos, k) in reached for k in node.diff_outs])
+        ct_mask = tuple([(pos, k) in reached for k in node.sig.diff_outs])
         edges = node.edges
         if True not in ct_mask or (needed is not None and not any([edges[i].node in needed for i in node.want])):
             continue
@@ -70,7 +70,7 @@ def _program(*args, key):
     for slot in roots:
         add(slot, next(args))
     for (pos, spec, targets), values in zip(steps, saved):
-        cts = [buffers[(pos, k)] for k, m in zip(spec.diff_outs, spec.ct_mask) if m]
+        cts = [buffers[(pos, k)] for k, m in zip(spec.sig.diff_outs, spec.ct_mask) if m]
         for slot, g in zip(targets, _vjp_fn(*values, *cts, spec=spec)):
             add(slot, g)
     return tuple(buffers[c] for c in captures if c is not None) + tuple(buffers[(pos, 0)] for pos in leaves)

@@ -109,13 +109,12 @@ class VjpSpec(NamedTuple):
     sig: Signature  # the op, its static params and operand avals
     saved_mask: tuple  # which operands are saved (the others are not needed)
     want: tuple  # the operands that get a gradient
-    diff_outs: tuple  # the differentiable outputs
-    ct_mask: tuple  # which of those have a cotangent
+    ct_mask: tuple  # which differentiable outputs (sig.diff_outs) have a cotangent
     batch: tuple = None
 
 
 def _vjp_fn(*args, spec):
-    sig, saved_mask, want, diff_outs, ct_mask, batch = spec
+    sig, saved_mask, want, ct_mask, batch = spec
     if batch is not None:  # cotangents carry a leading batch axis; saved values do not
         n = sum(saved_mask)
         row_spec = spec._replace(batch=None)
@@ -131,7 +130,7 @@ def _vjp_fn(*args, spec):
             full[i] = d
         out = fn(*full)
         outs = out if op.multi else (out,)
-        return tuple(outs[k] for k in diff_outs)
+        return tuple(outs[k] for k in sig.diff_outs)
 
     outs, pullback = jax.vjp(f, *[primals[i] for i in want])
     cts = tuple(jnp.zeros_like(o) if c is None else jnp.conj(c) for o, c in zip(outs, cts))
@@ -144,12 +143,12 @@ VJP = Op("vjp", _vjp_fn, multi=True)
 class OpNode(_graph.Node):
     """A node recorded by `apply`; its backward applies the op's VJP as another op (so it can be recorded)."""
 
-    __slots__ = ("sig", "saved", "saved_mask", "diff_outs", "want")
+    __slots__ = ("sig", "saved", "saved_mask", "want")
 
     def __init__(self, sig, operands, arrays):
         edges = tuple([_graph.edge_of(x) if isinstance(x, Tensor) else None for x in operands])
         super().__init__(edges, sig.out_avals)
-        self.sig, self.diff_outs = sig, sig.diff_outs
+        self.sig = sig
         self.want = tuple([i for i, e in enumerate(edges) if e is not None])  # the operands that get a gradient
         self.saved = self._save(operands, arrays)
         self.saved_mask = tuple([s is not None for s in self.saved])
@@ -175,11 +174,11 @@ class OpNode(_graph.Node):
         return [s for s in self.saved if isinstance(s, _graph.SavedValue)]
 
     def spec(self, ct_mask, batch=None):
-        return VjpSpec(self.sig, self.saved_mask, self.want, self.diff_outs, ct_mask, batch)
+        return VjpSpec(self.sig, self.saved_mask, self.want, ct_mask, batch)
 
     def backward(self, cotangents, create_graph, batch=None):
         want = self.want
-        cts = [cotangents[k] for k in self.diff_outs]
+        cts = [cotangents[k] for k in self.sig.diff_outs]
         ct_mask = tuple(c is not None for c in cts)
         saved = [s.unpack(create_graph) if isinstance(s, _graph.SavedValue) else s
                  for s in self.saved if s is not None]
