@@ -91,10 +91,11 @@ class Signature:
     one object per distinct (op, static, avals): structural keys made of signatures hash and compare them by
     identity, however large their params."""
 
-    __slots__ = ("op", "static", "avals", "out_avals", "differentiable", "diff_outs")
+    __slots__ = ("op", "static", "avals", "out_avals", "differentiable", "diff_outs", "in_differentiable")
 
     def __init__(self, op, static, avals, out_avals):
         self.op, self.static, self.avals, self.out_avals = op, static, avals, out_avals
+        self.in_differentiable = tuple([differentiable(dtype) for _, dtype in avals])
         self.differentiable = tuple([differentiable(dtype) for _, dtype in out_avals])
         self.diff_outs = tuple([k for k, d in enumerate(self.differentiable) if d])  # the outputs with gradients
 
@@ -113,10 +114,10 @@ class Call:
 
     __slots__ = ("sig", "op", "args", "result", "created", "keep", "mapped")
 
-    def __init__(self, sig, args):
+    def __init__(self, sig, args, mapped=False):
         self.sig, self.op, self.args, self.result = sig, sig.op, args, None  # op: sig.op, read on every walk
         self.created, self.keep = next(_created), False
-        self.mapped = any([type(a) is Pending and a.call.mapped for a in args])  # depends on a vmap.vmap row
+        self.mapped = mapped  # depends on a row of a vmap.vmap input
 
 
 _created = itertools.count()
@@ -143,9 +144,10 @@ class Pending:
         return n
 
 
-def defer(op, static, arrays):
-    """The outputs of op(*arrays) as Pending values (shape errors raise here, as an eager call would)."""
-    call = Call(signature(op, static, tuple([(a.shape, a.dtype) for a in arrays])), arrays)
+def defer(op, static, arrays, mapped=False):
+    """The outputs of op(*arrays) as Pending values (shape errors raise here, as an eager call would); `mapped`:
+    some array depends on a row of a vmap.vmap input."""
+    call = Call(signature(op, static, tuple([(a.shape, a.dtype) for a in arrays])), arrays, mapped)
     return [Pending(call, k, shape, dtype) for k, (shape, dtype) in enumerate(call.sig.out_avals)]
 
 
@@ -182,8 +184,7 @@ MAPPED = _MappedInput()
 def mapped_input(shape, dtype):
     """A placeholder for one row of a batched input of vmap.vmap."""
     shape = tuple(shape)
-    call = Call(Signature(MAPPED, (), (), ((shape, dtype),)), ())
-    call.mapped = True
+    call = Call(Signature(MAPPED, (), (), ((shape, dtype),)), (), mapped=True)
     return Pending(call, 0, shape, dtype)
 
 

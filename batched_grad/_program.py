@@ -39,10 +39,11 @@ def plan(order, needed, roots, captures, accumulate, batch=None):
                 return None  # Python-level backward or hooks: the per-node engine runs it
             continue
         ct_mask = tuple([(pos, k) in reached for k in node.sig.diff_outs])
-        edges = node.edges
-        if True not in ct_mask or (needed is not None and not any([edges[i].node in needed for i in node.want])):
+        if True not in ct_mask:
             continue
-        targets = tuple([(position[edges[i].node], edges[i].output_nr) for i in node.want])
+        targets = tuple([(position[e.node], e.output_nr) for e in [node.edges[i] for i in node.want]])
+        if needed is not None and not any([order[t] in needed for t, _ in targets]):
+            continue
         reached.update(targets)
         steps.append((pos, node.spec(ct_mask), targets))
         nodes.append(node)

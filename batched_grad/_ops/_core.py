@@ -62,7 +62,7 @@ def apply(op, operands, **static):
     A recorded op is deferred: its outputs are Pending values (_lazy.py), computed when read; so is any op on the
     rows of a vmap.vmap input. An op outside the graph that reads deferred values computes them now."""
     static = tuple(sorted(static.items())) if static else ()
-    arrays, recording, pending = [], False, False
+    arrays, recording, pending, mapped = [], False, False, False
     for x in operands:  # one pass: the arrays, and whether the op is recorded or reads deferred values
         if isinstance(x, Tensor):
             a = x._v
@@ -71,24 +71,28 @@ def apply(op, operands, **static):
             recording = recording or x.grad_fn is not None or x._requires_grad
         else:
             a = np.asarray(x) if isinstance(x, _NUMBERS) else x
-        pending = pending or type(a) is Pending
+        if type(a) is Pending:
+            pending, mapped = True, mapped or a.call.mapped
         arrays.append(a)
     recording = recording and is_grad_enabled()
     node = None
     if recording or pending:
-        outs = defer(op, static, arrays)  # computed when read, fused with what reads it
+        outs = defer(op, static, arrays, mapped)  # computed when read, fused with what reads it
         sig = outs[0].call.sig
         gradients = sig.differentiable
         if recording:
             if True in gradients:
                 node = OpNode(sig, operands, arrays)
-        elif not outs[0].call.mapped:  # outside the graph (and vmap.vmap): compute now, as a chain of
+        elif not mapped:  # outside the graph (and vmap.vmap): compute now, as a chain of
             outs = [materialize(p) for p in outs]  # such ops would keep all its deferred inputs alive
     else:
         out = kernel(op, static)(*arrays)
         outs = out if op.multi else (out,)
         gradients = [differentiable(o.dtype) for o in outs]
-    results = [Tensor._wrap(o, node if d else None, i) for i, (o, d) in enumerate(zip(outs, gradients))]
+    if len(outs) == 1:
+        results = [Tensor._wrap(outs[0], node if gradients[0] else None)]
+    else:
+        results = [Tensor._wrap(o, node if d else None, i) for i, (o, d) in enumerate(zip(outs, gradients))]
     if op.view and isinstance(operands[0], Tensor):
         for k, r in enumerate(results):
             _make_view(operands[0], r, (op, static, k))
@@ -111,6 +115,10 @@ class VjpSpec(NamedTuple):
     want: tuple  # the operands that get a gradient
     ct_mask: tuple  # which differentiable outputs (sig.diff_outs) have a cotangent
     batch: tuple = None
+
+
+# one object per distinct spec: the structural keys that hold specs compare them by identity
+_vjp_spec = functools.lru_cache(maxsize=8192)(VjpSpec)
 
 
 def _vjp_fn(*args, spec):
@@ -146,35 +154,43 @@ class OpNode(_graph.Node):
     __slots__ = ("sig", "saved", "saved_mask", "want")
 
     def __init__(self, sig, operands, arrays):
-        edges = tuple([_graph.edge_of(x) if isinstance(x, Tensor) else None for x in operands])
-        super().__init__(edges, sig.out_avals)
-        self.sig = sig
-        self.want = tuple([i for i, e in enumerate(edges) if e is not None])  # the operands that get a gradient
-        self.saved = self._save(operands, arrays)
-        self.saved_mask = tuple([s is not None for s in self.saved])
+        edges, want = [], []
+        for i, x in enumerate(operands):
+            if isinstance(x, Tensor) and (x.grad_fn is not None or x._requires_grad):
+                edges.append(_graph.edge_of(x))
+                want.append(i)  # the operands that get a gradient
+            else:
+                edges.append(None)
+        super().__init__(tuple(edges), sig.out_avals)
+        self.sig, self.want = sig, tuple(want)
+        # a linear op's VJP needs only its integer operands (indices, masks), never its float values; a
+        # multilinear op's VJP needs an operand only when another operand gets a gradient
+        op, saved, mask = sig.op, [], []
+        alone = op.multilinear and len(want) == 1
+        for x, a, edge, d in zip(operands, arrays, edges, sig.in_differentiable):
+            if d and (op.linear or (alone and edge is not None)):
+                saved.append(None)
+                mask.append(False)
+            else:
+                saved.append(_graph.SavedValue(x) if isinstance(x, Tensor) else a)
+                mask.append(True)
+        self.saved, self.saved_mask = tuple(saved), tuple(mask)
 
     def name(self):
         if self.sig.op is VJP:  # a recorded backward (create_graph=True): name it after the op it differentiates
             return dict(self.sig.static)["spec"].sig.op.backward_name + "Backward"
         return self.sig.op.backward_name
 
-    def _save(self, operands, arrays):
-        # a linear op's VJP needs only its integer operands (indices, masks), never its float values; a
-        # multilinear op's VJP needs an operand only when another operand gets a gradient
-        op, saved = self.sig.op, []
-        for x, a, (_, dtype), edge in zip(operands, arrays, self.sig.avals, self.edges):
-            others_get_grads = len(self.want) > (edge is not None)
-            if (op.linear or (op.multilinear and not others_get_grads)) and differentiable(dtype):
-                saved.append(None)
-            else:
-                saved.append(_graph.SavedValue(x) if isinstance(x, Tensor) else a)
-        return tuple(saved)
-
     def saved_values(self):
-        return [s for s in self.saved if isinstance(s, _graph.SavedValue)]
+        return [s for s in self.saved if type(s) is _graph.SavedValue]
+
+    def release(self):
+        for s in self.saved:
+            if type(s) is _graph.SavedValue:
+                s.free()
 
     def spec(self, ct_mask, batch=None):
-        return VjpSpec(self.sig, self.saved_mask, self.want, ct_mask, batch)
+        return _vjp_spec(self.sig, self.saved_mask, self.want, ct_mask, batch)
 
     def backward(self, cotangents, create_graph, batch=None):
         want = self.want
