@@ -1,6 +1,7 @@
 """The recorded graph: nodes, edges, saved values, hooks and anomaly bookkeeping."""
 import re
 import traceback
+import weakref
 from collections import OrderedDict, namedtuple
 
 _anomaly = {"enabled": False, "check_nan": True}
@@ -196,9 +197,12 @@ def edge_of(tensor):
     if tensor.grad_fn is not None:
         return GradientEdge(tensor.grad_fn, tensor._output_nr)
     if tensor._requires_grad:
-        if tensor._accumulator is None:
-            tensor._accumulator = AccumulateGrad(tensor)
-        return GradientEdge(tensor._accumulator, 0)
+        # held weakly, as torch does: the graph's edges keep it alive, and a leaf is not in a cycle with it
+        accumulator = tensor._accumulator() if tensor._accumulator is not None else None
+        if accumulator is None:
+            accumulator = AccumulateGrad(tensor)
+            tensor._accumulator = weakref.ref(accumulator)
+        return GradientEdge(accumulator, 0)
     return None
 
 

@@ -321,9 +321,7 @@ class Tensor:
         t = Tensor._wrap(self._value)
         root, chain = self._view if self._view is not None else (self, ())
         t._view = (root, chain + (DETACH,))
-        if root._views is None or len(root._views) > 16:
-            root._views = [r for r in root._views or () if r() is not None]
-        root._views.append(weakref.ref(t))
+        remember_view(root, t)
         return t
 
     def detach(self):
@@ -512,6 +510,17 @@ class Tensor:
 
 def _rebuild(cls, array, requires_grad):
     return cls._wrap(np.asarray(array), requires_grad=requires_grad)  # host data, as bg.tensor's
+
+
+def remember_view(root, view):
+    """Add a weak reference to `view` to the views of `root`. Dead references are dropped each time the list reaches
+    a power of two (from 16): constant time per view however many stay alive."""
+    views = root._views
+    if views is None:
+        views = root._views = []
+    elif len(views) >= 16 and len(views) & (len(views) - 1) == 0:
+        views = root._views = [r for r in views if r() is not None]
+    views.append(weakref.ref(view))
 
 
 def to_device(array):

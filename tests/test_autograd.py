@@ -205,3 +205,28 @@ def test_grad_of_output_wrt_itself_and_multiple_outputs():
     g = bg.autograd.grad(outs(bg, x), x, [bg.tensor(v), None])
     tg = torch.autograd.grad(outs(torch, tx), tx, [torch.tensor(v), None])
     assert_same(g, tg)
+
+
+def test_a_leaf_and_its_graph_are_freed_without_the_cycle_collector():
+    import gc
+    import weakref
+
+    gc.disable()
+    try:
+        x = bg.tensor([1.0, 2.0], requires_grad=True)
+        y = (x * x).sum()
+        node = bg.autograd.graph.get_gradient_edge(x).node
+        assert node is y.grad_fn.next_functions[0][0].next_functions[0][0]  # one accumulator per leaf in a graph
+        (g,) = bg.autograd.grad(y, x)
+        assert g.tolist() == [2.0, 4.0]
+        x_ref, node_ref = weakref.ref(x), weakref.ref(node)
+        del x, y, node, g
+        assert x_ref() is None and node_ref() is None  # the accumulator holds the leaf, not the other way round
+        base = bg.tensor([1.0, 2.0])
+        views = [base.detach() for _ in range(100)]  # many live aliases: dead references are still dropped
+        del views
+        for _ in range(40):
+            base.detach()
+        assert len(base._views) < 40
+    finally:
+        gc.enable()

@@ -140,3 +140,14 @@ def test_host_data_read_again_moves_to_the_device_once():
     z = w @ y  # w is read again: a weight, kept on the device from now on
     assert isinstance(w._v, jax.Array) and type(x._v) is np.ndarray
     np.testing.assert_allclose(z.detach().numpy(), np.full(3, 9.0))
+
+
+def test_number_operands_reach_the_program_as_shared_device_constants():
+    x = bg.tensor([1.0, -2.0], requires_grad=True)
+    a, b = x * 2.0, x * 2.0
+    (two_a,), (two_b,) = [[v for v in y._v.call.args if v is not y._v.call.args[0]] for y in (a, b)]
+    assert two_a is two_b and isinstance(two_a, jax.Array)  # one device array per value, not a copy per call
+    # a float is keyed by its exact bits: -0.0 and 0.0 stay distinct constants
+    np.testing.assert_array_equal(np.signbit((x * -0.0).detach().numpy()), [True, False])
+    np.testing.assert_array_equal(np.signbit((x * 0.0).detach().numpy()), [False, True])
+    assert (bg.tensor([1, 2]) * True).tolist() == [1, 2] and (x ** 2).tolist() == [1.0, 4.0]

@@ -101,6 +101,12 @@ def test_message_matches_torch(case):
     assert str(actual) == str(expected)
 
 
+def test_a_number_no_int64_holds_raises_like_torch():
+    for lib in (bg, torch):
+        with pytest.raises(OverflowError, match="int too big to convert"):
+            lib.tensor([1, 2]) * 2 ** 70
+
+
 def test_only_inputs_false_warns_future_warning():
     x = _x(bg)
     with pytest.warns(FutureWarning, match="only_inputs argument is deprecated"):

@@ -11,7 +11,7 @@ import numpy as np
 from .. import _graph
 from .._dtypes import differentiable
 from .._grad_mode import is_grad_enabled
-from .._tensor import Tensor, to_device
+from .._tensor import Tensor, remember_view, to_device
 from .._lazy import Pending, Signature, defer, kernel, materialize
 from vmap._rows import map_rows
 
@@ -38,6 +38,25 @@ class Op:
 
 
 _NUMBERS = (bool, int, float, complex, np.generic)
+
+
+def _number_array(x):
+    """A number operand as a 0-d array; an int, bool or float as one device array per distinct value (a float
+    keyed by its exact bits: -0.0 is not 0.0), so that a constant such as the 2 of `x ** 2` is not copied to the
+    device on every call."""
+    kind = type(x)
+    if kind is float:
+        return _device_number(kind, x.hex())
+    if kind is int or kind is bool:
+        if not -2 ** 63 <= x < 2 ** 63:
+            raise OverflowError("int too big to convert")  # as torch, for a number no int64 holds
+        return _device_number(kind, x)
+    return np.asarray(x)
+
+
+@functools.lru_cache(maxsize=1024)
+def _device_number(kind, key):
+    return to_device(np.asarray(float.fromhex(key) if kind is float else key))
 
 
 _host_reads = {}  # id(host array) -> weakref to it: the host arrays (bg.tensor's) that some op has read
@@ -70,7 +89,7 @@ def apply(op, operands, **static):
                 a = x._v = to_device(a)
             recording = recording or x.grad_fn is not None or x._requires_grad
         else:
-            a = np.asarray(x) if isinstance(x, _NUMBERS) else x
+            a = _number_array(x) if isinstance(x, _NUMBERS) else x
         if type(a) is Pending:
             pending, mapped = True, mapped or a.call.mapped
         arrays.append(a)
@@ -103,8 +122,7 @@ def _make_view(src, view, step):
     root, chain = src._view if src._view is not None else (src, ())
     view._view = (root, chain + (step,))
     view._version = root._version
-    refs = root._views = [r for r in root._views if r() is not None] if root._views and len(root._views) > 16 else (root._views or [])
-    refs.append(weakref.ref(view))
+    remember_view(root, view)
 
 
 class VjpSpec(NamedTuple):

@@ -320,7 +320,7 @@ def _single_output(func, fn_name, strict):
         if out.numel() != 1:
             raise RuntimeError(f"The Tensor returned by the function given to {fn_name} should contain a single "
                                "element")
-        return out.squeeze()
+        return out if out.ndim == 0 else out.squeeze()  # a 0-d output needs no squeeze node
 
     return checked
 
