@@ -261,7 +261,9 @@ def _structure(targets, mapped=None, outputs=()):
                 a, is_mapped = mapped[call], True
             else:
                 return index[call], a.k
-        slot = slots.get(id(a))
+        # an array read twice takes one slot, but a 0-d one (a number, a shared constant) its own: the key must
+        # not depend on which numbers happen to be equal
+        slot = slots.get(id(a)) if a.ndim else None
         if slot is None:
             slot = slots[id(a)] = len(frontier)
             frontier.append(a)

@@ -21,34 +21,36 @@ def plan(order, needed, roots, captures, accumulate, batch=None):
     if _graph._anomaly["enabled"]:
         return None
     position = {node: i for i, node in enumerate(order)}
-    reached = {(position[e.node], e.output_nr) for e in roots}  # the (node, output) slots that get a cotangent
+    reached = [0] * len(order)  # per position, a bit for each output that gets a cotangent
+    for e in roots:
+        reached[position[e.node]] |= 1 << e.output_nr
     steps, nodes, leaves = [], [], []
     for pos, node in enumerate(order):
-        if needed is not None and node not in needed:
+        if not reached[pos] or (needed is not None and node not in needed):
             continue
         kind = type(node)
         if kind is AccumulateGrad:
-            if (pos, 0) in reached:
-                if node.variable._hooks:
-                    return None
-                if accumulate:
-                    leaves.append(node)
+            if node.variable._hooks:
+                return None
+            if accumulate:
+                leaves.append(node)
             continue
         if kind is not OpNode or node.tensor_pre_hooks or node.retained or node.post_hooks:
-            if any([(pos, k) in reached for k in range(len(node.out_meta))]):
-                return None  # Python-level backward or hooks: the per-node engine runs it
-            continue
-        ct_mask = tuple([(pos, k) in reached for k in node.sig.diff_outs])
+            return None  # Python-level backward or hooks: the per-node engine runs it
+        sig, edges = node.sig, node.edges
+        bits = reached[pos]
+        ct_mask = tuple([bits >> k & 1 == 1 for k in sig.diff_outs])
         if True not in ct_mask:
             continue
-        targets = tuple([(position[e.node], e.output_nr) for e in [node.edges[i] for i in node.want]])
+        targets = tuple([(position[edges[i].node], edges[i].output_nr) for i in node.want])
         if needed is not None and not any([order[t] in needed for t, _ in targets]):
             continue
-        reached.update(targets)
+        for t, k in targets:
+            reached[t] |= 1 << k
         steps.append((pos, node.spec(ct_mask), targets))
         nodes.append(node)
-    captured = tuple([(position[e.node], e.output_nr) if (position.get(e.node), e.output_nr) in reached else None
-                      for e in captures])
+    captured = tuple([(position[e.node], e.output_nr) if e.node in position and reached[position[e.node]] >> e.output_nr & 1
+                      else None for e in captures])
     key = intern((tuple(steps), tuple([(position[e.node], e.output_nr) for e in roots]), captured,
                   tuple([position[leaf] for leaf in leaves]), batch))
     return Plan(key, nodes, leaves)

@@ -50,3 +50,38 @@ def test_new_shapes_reach_the_device_without_compiling():
                 bg.tensor(np.ones(n + 100)), bg.from_numpy(np.ones((n, 3)))]
         assert all(isinstance(t.jax(), jax.Array) for t in made)
     assert _xla_compiles == []
+
+
+def test_integer_indices_are_operands_so_every_position_shares_a_program():
+    data = np.random.default_rng(0).standard_normal((8, 3, 4))
+    x = bg.tensor(data, requires_grad=True)
+
+    def row_grad(i):  # a per-row loop, as users write it: x[i] with a new i every call
+        (g,) = bg.autograd.grad((bg.tanh(x[i, 1:, -1]) ** 2).sum(), x)
+        return g
+
+    for i in range(_lazy.FUSE_AFTER + 1):  # per-op kernels, then the fused program's one compile
+        row_grad(i)
+    before, xla_before = bg.compile_count(), len(_xla_compiles)
+    rows = list(range(8)) + [-1]
+    grads = [row_grad(i) for i in rows]
+    assert bg.compile_count() == before and len(_xla_compiles) == xla_before
+    for i, g in zip(rows, grads):
+        expected = np.zeros_like(data)
+        row = data[i, 1:, -1]
+        expected[i, 1:, -1] = 2 * np.tanh(row) * (1 - np.tanh(row) ** 2)
+        np.testing.assert_allclose(g.numpy(), expected, rtol=1e-12)
+
+
+def test_equal_number_operands_do_not_change_the_structure():
+    x = bg.tensor(np.arange(3.0), requires_grad=True)
+
+    def step(c):  # the 2 of `x ** 2` is one shared device constant; c == 2 must not make a new structure
+        return bg.autograd.grad((x * c + x ** 2).sum(), x)[0]
+
+    for c in (3.0, 5.0, 7.0):  # per-op kernels, then the fused program's one compile
+        step(c)
+    before = bg.compile_count()
+    for c in (2.0, 4.0, 2.0, 11.0):
+        np.testing.assert_allclose(step(c).numpy(), c + 2 * np.arange(3.0))
+    assert bg.compile_count() == before

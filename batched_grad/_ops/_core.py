@@ -22,15 +22,17 @@ class Op:
     `multilinear`: linear in each operand separately (mul, matmul): an operand is saved only when another
     operand requires grad, as torch does.
     `view`: the outputs alias operand 0 (they share its version counter and see its in-place updates).
+    `view_step`: for a view op with more operands than the viewed one, `view_step(operands, **static)` gives the
+    (op, static) of a one-operand op computing the same view, which the view's chain records.
     `program`: a whole backward program: the deferred values it reads are compiled into it at once.
     """
 
-    __slots__ = ("name", "fn", "backward_name", "linear", "multilinear", "view", "multi", "program")
+    __slots__ = ("name", "fn", "backward_name", "linear", "multilinear", "view", "view_step", "multi", "program")
 
-    def __init__(self, name, fn, backward_name=None, linear=False, multilinear=False, view=False, multi=False,
-                 program=False):
+    def __init__(self, name, fn, backward_name=None, linear=False, multilinear=False, view=False, view_step=None,
+                 multi=False, program=False):
         self.name, self.fn, self.linear, self.view, self.multi = name, fn, linear, view, multi
-        self.multilinear, self.program = multilinear, program
+        self.multilinear, self.program, self.view_step = multilinear, program, view_step
         self.backward_name = backward_name or "".join(p.capitalize() for p in name.split("_")) + "Backward0"
 
     def __repr__(self):
@@ -113,8 +115,9 @@ def apply(op, operands, **static):
     else:
         results = [Tensor._wrap(o, node if d else None, i) for i, (o, d) in enumerate(zip(outs, gradients))]
     if op.view and isinstance(operands[0], Tensor):
+        step_op, step_static = op.view_step(operands, **dict(static)) if op.view_step else (op, static)
         for k, r in enumerate(results):
-            _make_view(operands[0], r, (op, static, k))
+            _make_view(operands[0], r, (step_op, step_static, k))
     return tuple(results) if op.multi else results[0]
 
 

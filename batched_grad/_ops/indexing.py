@@ -1,4 +1,6 @@
 """Indexing: __getitem__/__setitem__ (basic and advanced), gather/scatter, masks, nonzero, sort and topk."""
+import itertools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -94,7 +96,7 @@ def _parse(shape, index):
         if kind == "int":
             if not -size <= v < size:
                 raise IndexError(f"index {v} is out of bounds for dimension {dim} with size {size}")
-            basic.append(v)
+            basic.append(v % size)
             names.append("SelectBackward0")
         elif kind == "slice":
             if v.step is not None and v.step <= 0:
@@ -147,6 +149,21 @@ def _index_put_fn(a, v, *idx, structure):
 _BASIC = {"SliceBackward0": _SLICE, "SelectBackward0": _SELECT}
 _BASIC.update({name: Op("slice", _SLICE.fn, linear=True, view=True, backward_name=name)
                for name in ("UnsqueezeBackward0", "AliasBackward0")})
+
+
+def _positions(template, positions):
+    """A basic index from a template whose integers are ("int", j) placeholders for positions[j]."""
+    return tuple(positions[i[1]] if isinstance(i, tuple) and i[0] == "int" else i for i in decode_index(template))
+
+
+def _static_form(name):
+    """The view step of a basic index with integer operands: the same index with the integers in it."""
+    return lambda operands, *, template: (_BASIC[name], (("index", encode_index(_positions(template, operands[1:]))),))
+
+
+# a basic index with integers: they are operands (0-d device constants), so x[i] for every i shares one kernel
+_DYNAMIC_BASIC = {name: Op(op.name, lambda a, *positions, template: a[_positions(template, positions)], linear=True,
+                           view=True, view_step=_static_form(name), backward_name=name) for name, op in _BASIC.items()}
 _INDEX = Op("index", _index_fn, linear=True)
 _INDEX_PUT = Op("index_put", _index_put_fn, linear=True, backward_name="IndexPutBackward0")
 _COPY_SLICES = Op("index_put", _index_put_fn, linear=True, backward_name="torch::autograd::CopySlices")
@@ -155,9 +172,15 @@ _COPY_SLICES = Op("index_put", _index_put_fn, linear=True, backward_name="torch:
 def getitem(input, index):
     """input[index] with ints, slices, None, Ellipsis, bools, integer tensors/lists and boolean masks."""
     structure, arrays, name = _parse(input.shape, index)
-    if not arrays:
+    if arrays:
+        return apply(_INDEX, [input] + arrays, structure=structure)
+    basic = decode_index(structure[0])
+    positions = [i for i in basic if type(i) is int]
+    if not positions:
         return apply(_BASIC[name], [input], index=structure[0])
-    return apply(_INDEX, [input] + arrays, structure=structure)
+    slots = itertools.count()
+    template = encode_index([("int", next(slots)) if type(i) is int else i for i in basic])
+    return apply(_DYNAMIC_BASIC[name], [input] + positions, template=template)
 
 
 def _indexed_shape(shape, structure, arrays):
