@@ -151,3 +151,13 @@ def test_number_operands_reach_the_program_as_shared_device_constants():
     np.testing.assert_array_equal(np.signbit((x * -0.0).detach().numpy()), [True, False])
     np.testing.assert_array_equal(np.signbit((x * 0.0).detach().numpy()), [False, True])
     assert (bg.tensor([1, 2]) * True).tolist() == [1, 2] and (x ** 2).tolist() == [1.0, 4.0]
+
+
+def test_a_number_exponent_is_compiled_in_so_xla_can_simplify_the_power():
+    x = bg.tensor([0.0, -1.5, 2.0], requires_grad=True)
+    y = x ** 2
+    call = y._v.call
+    assert len(call.args) == 1 and dict(call.sig.static)["exponent"] == 2  # a constant, not an operand
+    hlo = jax.jit(lambda a: call.op.fn(a, **dict(call.sig.static))).lower(x._v).compile().as_text()
+    assert " power(" not in hlo  # x * x, not a general power
+    assert (x ** 0.5).tolist()[2] == pytest.approx(2 ** 0.5) and (x ** 3).tolist() == [0.0, -3.375, 8.0]

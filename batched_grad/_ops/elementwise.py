@@ -243,11 +243,19 @@ def true_divide(input, other):
     return _true_div(input, other)
 
 
+# a number exponent is part of the program, as a constant: XLA then computes x ** 2 as x * x and x ** 0.5 as a
+# square root (a runtime exponent makes a general power, with its branches for negative and zero bases)
+_POW_SCALAR = Op("pow", lambda a, *, exponent, dtype: _pow_fn(a.astype(dtype), jnp.asarray(exponent, dtype)))
+
+
 def pow(input, exponent):  # noqa: A001
     """input ** exponent (either may be a number)."""
     if (isinstance(exponent, int) and exponent < 0 and isinstance(input, Tensor)
             and _dtypes.category(input.dtype) < 2):
         raise RuntimeError("Integers to negative integer powers are not allowed.")
+    if isinstance(input, Tensor) and type(exponent) in (int, float) and exponent == exponent \
+            and -2 ** 63 <= exponent < 2 ** 63:  # (NaN and huge integers: a runtime operand, as any number)
+        return _apply(_POW_SCALAR, [input], exponent=exponent, dtype=_dtypes.result_type(input, exponent).np)
     return _pow(input, exponent)
 
 
