@@ -49,8 +49,8 @@ def plan(order, needed, roots, captures, accumulate, batch=None):
             reached[t] |= 1 << k
         steps.append((pos, node.spec(ct_mask), targets))
         nodes.append(node)
-    captured = tuple([(position[e.node], e.output_nr) if e.node in position and reached[position[e.node]] >> e.output_nr & 1
-                      else None for e in captures])
+    slots = [(position.get(e.node), e.output_nr) for e in captures]
+    captured = tuple([slot if slot[0] is not None and reached[slot[0]] >> slot[1] & 1 else None for slot in slots])
     key = intern((tuple(steps), tuple([(position[e.node], e.output_nr) for e in roots]), captured,
                   tuple([position[leaf] for leaf in leaves]), batch))
     return Plan(key, nodes, leaves)

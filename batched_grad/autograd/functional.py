@@ -250,10 +250,13 @@ def _jacobian_rows(outputs, inputs, create_graph, strict):
     jacobian = []
     for i, out in enumerate(outputs):
         rows = tuple([] for _ in inputs)
-        one_hots = np.eye(out.numel(), dtype=out.dtype.np).reshape((-1,) + tuple(out.shape))
+        if out.numel() == 1 and out.dtype.is_floating_point:
+            one_hots = [None]  # the implicit grad_output of a real scalar: a shared device constant
+        else:
+            basis = np.eye(out.numel(), dtype=out.dtype.np).reshape((-1,) + tuple(out.shape))
+            one_hots = [from_numpy(h) for h in basis]
         for one_hot in one_hots:
-            grads = _autograd_grad((out,), inputs, (from_numpy(np.asarray(one_hot)),), retain_graph=True,
-                                   create_graph=create_graph)
+            grads = _autograd_grad((out,), inputs, (one_hot,), retain_graph=True, create_graph=create_graph)
             for j, (row, g, x) in enumerate(zip(rows, grads, inputs)):
                 if g is None:
                     if strict:
