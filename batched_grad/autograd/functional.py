@@ -350,8 +350,9 @@ def hessian(func, inputs, create_graph=False, strict=False, vectorize=False, out
         else:
             return _tuple_postprocess(blocks, (is_inputs_tuple, is_inputs_tuple))
 
-    def jac_func(*inp):
-        jac = jacobian(scalar_func, inp, create_graph=True)
+    def jac_func(*inp):  # the outer Jacobian's fresh inputs: no views of them are needed, unlike a user's inputs
+        with enable_grad():
+            (jac,) = _jacobian_rows((scalar_func(*inp),), inp, create_graph=True, strict=False)
         _check_requires_grad(jac, "jacobian", strict)
         return jac
 
