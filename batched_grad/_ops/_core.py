@@ -50,10 +50,14 @@ def _number_array(x):
     if kind is float:
         return _device_number(kind, x.hex())
     if kind is int or kind is bool:
-        if not -2 ** 63 <= x < 2 ** 63:
-            raise OverflowError("int too big to convert")  # as torch, for a number no int64 holds
+        if not fits_int64(x):
+            raise OverflowError("int too big to convert")  # as torch
         return _device_number(kind, x)
     return np.asarray(x)
+
+
+def fits_int64(x):
+    return -2 ** 63 <= x < 2 ** 63
 
 
 @functools.lru_cache(maxsize=1024)
@@ -110,10 +114,7 @@ def apply(op, operands, **static):
         out = kernel(op, static)(*arrays)
         outs = out if op.multi else (out,)
         gradients = [differentiable(o.dtype) for o in outs]
-    if len(outs) == 1:
-        results = [Tensor._wrap(outs[0], node if gradients[0] else None)]
-    else:
-        results = [Tensor._wrap(o, node if d else None, i) for i, (o, d) in enumerate(zip(outs, gradients))]
+    results = [Tensor._wrap(o, node if d else None, i) for i, (o, d) in enumerate(zip(outs, gradients))]
     if op.view and isinstance(operands[0], Tensor):
         step_op, step_static = op.view_step(operands, **dict(static)) if op.view_step else (op, static)
         for k, r in enumerate(results):

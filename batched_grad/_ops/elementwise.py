@@ -7,7 +7,7 @@ from jax.custom_derivatives import SymbolicZero
 
 from .. import _dtypes
 from .._tensor import _TYPE_NAMES, Tensor
-from ._core import Op, apply
+from ._core import Op, apply, fits_int64
 
 
 def _type_name(d):
@@ -254,7 +254,7 @@ def pow(input, exponent):  # noqa: A001
             and _dtypes.category(input.dtype) < 2):
         raise RuntimeError("Integers to negative integer powers are not allowed.")
     if isinstance(input, Tensor) and type(exponent) in (int, float) and exponent == exponent \
-            and -2 ** 63 <= exponent < 2 ** 63:  # (NaN and huge integers: a runtime operand, as any number)
+            and fits_int64(exponent):  # (NaN and huge integers: a runtime operand, as any number)
         return _apply(_POW_SCALAR, [input], exponent=exponent, dtype=_dtypes.result_type(input, exponent).np)
     return _pow(input, exponent)
 
