@@ -76,8 +76,8 @@ def test_integer_indices_are_operands_so_every_position_shares_a_program():
 def test_equal_number_operands_do_not_change_the_structure():
     x = bg.tensor(np.arange(3.0), requires_grad=True)
 
-    def step(c):  # the 2 of `x ** 2` is one shared device constant; c == 2 must not make a new structure
-        return bg.autograd.grad((x * c + x ** 2).sum(), x)[0]
+    def step(c):  # each 2.0 is one shared device constant; c == 2.0 must not make a new structure
+        return bg.autograd.grad((x * c + x * x * 2.0 / 2.0).sum(), x)[0]
 
     for c in (3.0, 5.0, 7.0):  # per-op kernels, then the fused program's one compile
         step(c)

@@ -44,8 +44,8 @@ _NUMBERS = (bool, int, float, complex, np.generic)
 
 def _number_array(x):
     """A number operand as a 0-d array; an int, bool or float as one device array per distinct value (a float
-    keyed by its exact bits: -0.0 is not 0.0), so that a constant such as the 2 of `x ** 2` is not copied to the
-    device on every call."""
+    keyed by its exact bits: -0.0 is not 0.0), so that a constant such as the 1.5 of `x * 1.5` is not copied to
+    the device on every call."""
     kind = type(x)
     if kind is float:
         return _device_number(kind, x.hex())
@@ -205,11 +205,6 @@ class OpNode(_graph.Node):
 
     def saved_values(self):
         return [s for s in self.saved if type(s) is _graph.SavedValue]
-
-    def release(self):
-        for s in self.saved:
-            if type(s) is _graph.SavedValue:
-                s.free()
 
     def spec(self, ct_mask, batch=None):
         return _vjp_spec(self.sig, self.saved_mask, self.want, ct_mask, batch)
