@@ -29,9 +29,11 @@ def _topological(root_nodes, targets=None):
             else:  # every node this one leads to is done (in `order`): whether it is needed is known
                 stack.pop()
                 order.append(node)
-                if needed is not None and node not in needed and any(
-                        [e is not None and e.node in needed for e in node.edges]):
-                    needed.add(node)
+                if needed is not None and node not in needed:
+                    for e in node.edges:
+                        if e is not None and e.node in needed:
+                            needed.add(node)
+                            break
     order.reverse()
     return order, needed
 
@@ -117,12 +119,9 @@ def run_backward(roots, root_grads, captures, *, retain_graph, create_graph, acc
     plan = _program.plan(order, needed, roots, captures, accumulate, None if batch is None else batch.key)
     with set_grad_enabled(create_graph):
         if plan is not None and _lazy.should_fuse(plan.key):
-            results, leaf_grads = _program.run(plan, root_grads, create_graph)
+            results, leaf_grads = _program.run(plan, root_grads, create_graph, release=not retain_graph)
             for leaf, g in zip(plan.leaves, leaf_grads):
                 _accumulate(leaf.variable, g, create_graph)
-            if not retain_graph:
-                for node in plan.nodes:
-                    node.release()
             return results
         return _run_nodes(order, buffers, needed, wanted, len(captures), retain_graph=retain_graph,
                           create_graph=create_graph, accumulate=accumulate, batch=batch)

@@ -91,13 +91,22 @@ class Signature:
     one object per distinct (op, static, avals): structural keys made of signatures hash and compare them by
     identity, however large their params."""
 
-    __slots__ = ("op", "static", "avals", "out_avals", "differentiable", "diff_outs", "in_differentiable")
+    __slots__ = ("op", "static", "avals", "out_avals", "differentiable", "diff_outs", "in_differentiable",
+                 "_ct_masks")
 
     def __init__(self, op, static, avals, out_avals):
         self.op, self.static, self.avals, self.out_avals = op, static, avals, out_avals
         self.in_differentiable = tuple([differentiable(dtype) for _, dtype in avals])
         self.differentiable = tuple([differentiable(dtype) for _, dtype in out_avals])
         self.diff_outs = tuple([k for k, d in enumerate(self.differentiable) if d])  # the outputs with gradients
+        self._ct_masks = {}
+
+    def ct_mask(self, reached):
+        """Which differentiable outputs get a cotangent, from a bit per output that one reaches."""
+        mask = self._ct_masks.get(reached)
+        if mask is None:
+            mask = self._ct_masks[reached] = tuple([reached >> k & 1 == 1 for k in self.diff_outs])
+        return mask
 
 
 @functools.lru_cache(maxsize=8192)
@@ -251,16 +260,14 @@ def _structure(targets, mapped=None, outputs=()):
     index = {call: i for i, call in enumerate(order)}
     frontier, slots, batched = [], {}, []
 
-    def ref(a):
+    def ref(a):  # a value no call of `order` computes
         is_mapped = False
         if type(a) is Pending:
             call = a.call
             if call.result is not None:
                 a = call.result[a.k]
-            elif call.op is MAPPED:
-                a, is_mapped = mapped[call], True
             else:
-                return index[call], a.k
+                a, is_mapped = mapped[call], True
         # an array read twice takes one slot, but a 0-d one (a number, a shared constant) its own: the key must
         # not depend on which numbers happen to be equal
         slot = slots.get(id(a)) if a.ndim else None
@@ -271,8 +278,9 @@ def _structure(targets, mapped=None, outputs=()):
                 batched.append(slot)
         return (slot,)
 
-    steps = tuple([(call.sig, tuple([ref(a) for a in call.args])) for call in order])
-    outs = tuple([ref(v) for v in outputs])
+    steps = tuple([(call.sig, tuple([(index[a.call], a.k) if type(a) is Pending and a.call in index else ref(a)
+                                     for a in call.args])) for call in order])
+    outs = tuple([(index[v.call], v.k) if type(v) is Pending and v.call in index else ref(v) for v in outputs])
     # the signatures fix every aval but the batch size of the mapped arrays
     key = intern((steps, tuple([(i, frontier[i].shape) for i in batched])))
     return order, frontier, key, outs

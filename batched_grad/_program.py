@@ -1,7 +1,7 @@
 """Whole-graph backward programs: the walk of a graph made only of table ops, compiled into one XLA
 program and cached by graph structure (ops, static params, avals, edges), not by object identity."""
 from . import _graph
-from ._graph import AccumulateGrad
+from ._graph import AccumulateGrad, SavedValue
 from ._ops._core import Op, OpNode, _vjp_fn, apply
 from ._lazy import intern
 from vmap._rows import map_rows
@@ -39,11 +39,11 @@ def plan(order, needed, roots, captures, accumulate, batch=None):
             return None  # Python-level backward or hooks: the per-node engine runs it
         sig, edges = node.sig, node.edges
         bits = reached[pos]
-        ct_mask = tuple([bits >> k & 1 == 1 for k in sig.diff_outs])
+        ct_mask = sig.ct_mask(bits)
         if True not in ct_mask:
             continue
         targets = tuple([(position[edges[i].node], edges[i].output_nr) for i in node.want])
-        if needed is not None and not any([order[t] in needed for t, _ in targets]):
+        if needed is not None and needed.isdisjoint([order[t] for t, _ in targets]):
             continue
         for t, k in targets:
             reached[t] |= 1 << k
@@ -82,13 +82,16 @@ def _program(*args, key):
 PROGRAM = Op("backward_program", _program, multi=True, backward_name="BackwardProgram", program=True)
 
 
-def run(p, root_grads, create_graph):
-    """Run a plan as one compiled program (recorded as one differentiable op when create_graph)."""
+def run(p, root_grads, create_graph, release):
+    """Run a plan as one compiled program (recorded as one differentiable op when create_graph); with `release`,
+    the nodes' saved values are freed once read (a backward that does not retain the graph)."""
     saved = []
     for node in p.nodes:
         for s in node.saved:
-            if isinstance(s, _graph.SavedValue):
+            if type(s) is SavedValue:
                 saved.append(s.unpack(True) if create_graph else s.array())
+                if release:
+                    s.free()
             elif s is not None:
                 saved.append(s)
     outs = iter(apply(PROGRAM, saved + list(root_grads), key=p.key))

@@ -3,6 +3,7 @@ all rows (vectorized or chunked), slice the padding off."""
 import jax
 import numpy as np
 
+from batched_grad import _engine
 from ._rows import bucket
 
 
@@ -26,8 +27,6 @@ def check_chunk_size(chunk_size):
 
 
 def batched_backward(roots, grads, captures, *, retain_graph, create_graph, chunk_size):
-    from batched_grad import _engine
-
     check_chunk_size(chunk_size)
     sizes = [g.shape[0] for g in grads]
     if len(set(sizes)) > 1:

@@ -6,9 +6,11 @@ from collections.abc import Mapping
 import jax.numpy as jnp
 
 from .. import _engine
+from .._factories import zeros
 from .._graph import GradientEdge, edge_of
 from .._lazy import keep
 from .._tensor import Size, Tensor
+from vmap import _batching
 
 
 def _as_tuple(x):
@@ -159,9 +161,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     roots = _root_edges(outputs, grads)
     captures = _input_edges(inputs, retain=False)
     if is_grads_batched:
-        from vmap._batching import batched_backward
-
-        result = batched_backward(roots, grads, captures, retain_graph=retain_graph, create_graph=create_graph,
+        result = _batching.batched_backward(roots, grads, captures, retain_graph=retain_graph, create_graph=create_graph,
                                   chunk_size=chunk_size)
     else:
         result = _engine.run_backward(roots, grads, captures, retain_graph=retain_graph,
@@ -171,8 +171,6 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
 
 
 def _finish(result, inputs, grads, allow_unused, materialize_grads, create_graph, is_grads_batched):
-    from .. import zeros
-
     out = []
     for i, (g, x) in enumerate(zip(result, inputs)):
         if g is None:
