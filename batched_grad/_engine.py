@@ -9,33 +9,16 @@ from ._graph import AccumulateGrad
 from vmap._fallback import run_batched
 
 
-def _topological(root_nodes, targets=None):
-    """Nodes reachable from the roots, each before every node its edges lead to; with `targets`, also the set of
-    nodes from which some target is reachable (only these run when inputs are given), else None."""
-    order, seen = [], set()
-    needed = None if targets is None else set(targets)
-    for root in root_nodes:
-        if root in seen:
-            continue
-        seen.add(root)
-        stack = [(root, iter(root.edges))]
-        while stack:
-            node, edges = stack[-1]
-            for e in edges:
-                if e is not None and e.node not in seen:
-                    seen.add(e.node)
-                    stack.append((e.node, iter(e.node.edges)))
+def _needed(order, wanted):
+    """The nodes of `order` (a topological order) from which some node of `wanted` is reachable: only they run."""
+    needed = set(wanted)
+    for node in reversed(order):  # every node this one leads to comes first
+        if node not in needed:
+            for e in node.edges:
+                if e is not None and e.node in needed:
+                    needed.add(node)
                     break
-            else:  # every node this one leads to is done (in `order`): whether it is needed is known
-                stack.pop()
-                order.append(node)
-                if needed is not None and node not in needed:
-                    for e in node.edges:
-                        if e is not None and e.node in needed:
-                            needed.add(node)
-                            break
-    order.reverse()
-    return order, needed
+    return needed
 
 
 def _add(a, b):
@@ -112,19 +95,19 @@ def run_backward(roots, root_grads, captures, *, retain_graph, create_graph, acc
     buffers = {}
     for edge, g in zip(roots, root_grads):
         _deliver(buffers, edge, g)
-    wanted = {}
-    for i, edge in enumerate(captures):
-        wanted.setdefault(edge.node, []).append((edge.output_nr, i))
-    order, needed = _topological(list(buffers), wanted if captures else None)
-    plan = _program.plan(order, needed, roots, captures, accumulate, None if batch is None else batch.key)
+    walk = _program.walk(list(buffers), roots, root_grads, captures, accumulate, None if batch is None else batch.key)
     with set_grad_enabled(create_graph):
-        if plan is not None and _lazy.should_fuse(plan.key):
-            results, leaf_grads = _program.run(plan, root_grads, create_graph, release=not retain_graph)
-            for leaf, g in zip(plan.leaves, leaf_grads):
+        if walk.key is not None and _lazy.should_fuse(walk.key):
+            results, leaves, leaf_grads = _program.run(walk, root_grads, create_graph, release=not retain_graph)
+            for leaf, g in zip(leaves, leaf_grads):
                 _accumulate(leaf.variable, g, create_graph)
             return results
-        return _run_nodes(order, buffers, needed, wanted, len(captures), retain_graph=retain_graph,
-                          create_graph=create_graph, accumulate=accumulate, batch=batch)
+        wanted = {}
+        for i, edge in enumerate(captures):
+            wanted.setdefault(edge.node, []).append((edge.output_nr, i))
+        order = walk.nodes[::-1]
+        return _run_nodes(order, buffers, _needed(order, wanted) if captures else None, wanted, len(captures),
+                          retain_graph=retain_graph, create_graph=create_graph, accumulate=accumulate, batch=batch)
 
 
 def _run_nodes(order, buffers, needed, wanted, n_captures, *, retain_graph, create_graph, accumulate, batch):

@@ -1,59 +1,176 @@
-"""Whole-graph backward programs: the walk of a graph made only of table ops, compiled into one XLA
-program and cached by graph structure (ops, static params, avals, edges), not by object identity."""
-from . import _graph
+"""Whole-graph backward programs. One walk of the graph gives its structural key (ops, static params, avals, edges,
+saved values, and the wiring of the deferred forward calls that compute them), not object identities. A graph made
+only of table ops then runs as one compiled XLA program: its forward calls and its backward together, as
+jax.jit(jax.grad(f)) does."""
+import functools
+
+from . import _graph, _lazy
 from ._graph import AccumulateGrad, SavedValue
-from ._ops._core import Op, OpNode, _vjp_fn, apply
-from ._lazy import intern
+from ._lazy import Pending, intern
+from ._ops._core import Op, OpNode, _vjp_fn, _vjp_spec, apply
+from ._tensor import Tensor
 from vmap._rows import map_rows
 
-
-class Plan:
-    """One backward walk, symbolically: the structural key plus the nodes whose saved values it reads."""
-
-    __slots__ = ("key", "nodes", "leaves")
-
-    def __init__(self, key, nodes, leaves):
-        self.key, self.nodes, self.leaves = key, nodes, leaves
+LEAF = "leaf"  # the key entry of a leaf (an AccumulateGrad node without hooks)
 
 
-def plan(order, needed, roots, captures, accumulate, batch=None):
-    """The plan of this walk if every node that runs is a plain table op, else None (per-node engine)."""
-    if _graph._anomaly["enabled"]:
-        return None
-    position = {node: i for i, node in enumerate(order)}
-    reached = [0] * len(order)  # per position, a bit for each output that gets a cotangent
-    for e in roots:
-        reached[position[e.node]] |= 1 << e.output_nr
-    steps, nodes, leaves = [], [], []
-    for pos, node in enumerate(order):
-        if not reached[pos] or (needed is not None and node not in needed):
-            continue
+class Walk:
+    """A depth-first walk from the roots. `nodes`: every node reached, each after all the nodes its edges lead to.
+    `key`: None when some node is not a plain table op or a leaf without hooks (or in anomaly mode); else the
+    structure, whose values are `frontier`, the arrays the program reads. `direct`: the forward can be computed
+    now (no value depends on a row of a vmap.vmap input)."""
+
+    __slots__ = ("nodes", "key", "frontier", "direct")
+
+
+class _Encoder:
+    """Refs to the values a walk reads: (i, k) for output k of the deferred call of node i (a call of the walk),
+    (slot,) for an array of the frontier. Every read of an array takes a slot of its own (except a call's read of
+    the operand its node saves), so that the key does not depend on which arrays happen to be the same object."""
+
+    def __init__(self):
+        self.calls, self.frontier, self.direct = {}, [], True
+
+    def ref(self, value):
+        if type(value) is Pending:
+            call = value.call
+            i = self.calls.get(call)
+            if i is not None:
+                return i, value.k
+            if call.result is not None:
+                value = call.result[value.k]
+            elif call.mapped:  # stays deferred: only the recorded program op can take it
+                self.direct = False
+            else:  # a deferred value from outside the walk (a detached one): computed on its own
+                value = _lazy.materialize(value)
+        self.frontier.append(value)
+        return (len(self.frontier) - 1,)
+
+    def node(self, node, i, index):
+        """The key entry of node `i` (its edges lead to nodes of `index`), or None if it cannot be fused."""
         kind = type(node)
         if kind is AccumulateGrad:
-            if node.variable._hooks:
-                return None
-            if accumulate:
-                leaves.append(node)
-            continue
+            return None if node.variable._hooks else LEAF
         if kind is not OpNode or node.tensor_pre_hooks or node.retained or node.post_hooks:
             return None  # Python-level backward or hooks: the per-node engine runs it
-        sig, edges = node.sig, node.edges
-        bits = reached[pos]
-        ct_mask = sig.ct_mask(bits)
+        values, saved = [], []
+        for s in node.saved:
+            if type(s) is SavedValue:
+                if s.freed or s.counter.value != s.version:
+                    return None  # the per-node engine raises torch's error if the node runs
+                s = s.value
+            values.append(s)
+            saved.append(None if s is None else self.ref(s))
+        call, forward = node.call, None
+        if call is not None and call.result is None:
+            self.direct = self.direct and not call.mapped
+            forward = (tuple([r if a is v and r is not None else self.ref(a)
+                              for a, v, r in zip(call.args, values, saved)]), call.keep)
+            self.calls[call] = i
+        edges = tuple([None if e is None else (index[e.node], e.output_nr) for e in node.edges])
+        return node.sig, node.saved_mask, node.want, edges, tuple(saved), forward
+
+
+def walk(root_nodes, roots, root_grads, captures, accumulate, batch):
+    """Walk the graph from `root_nodes` (see Walk); `batch` is the batch's static key or None."""
+    nodes, index, seen = [], {}, set()
+    encoder = None if _graph._anomaly["enabled"] else _Encoder()
+    entries = []
+    for root in root_nodes:
+        if root in seen:
+            continue
+        seen.add(root)
+        stack = [(root, iter(root.edges))]
+        while stack:
+            node, edges = stack[-1]
+            for e in edges:
+                if e is not None and e.node not in seen:
+                    seen.add(e.node)
+                    stack.append((e.node, iter(e.node.edges)))
+                    break
+            else:  # every node this one leads to is in `nodes`
+                stack.pop()
+                index[node] = i = len(nodes)
+                nodes.append(node)
+                if encoder is not None:
+                    entry = encoder.node(node, i, index)
+                    if entry is None:
+                        encoder = None
+                    entries.append(entry)
+    w = Walk()
+    w.nodes, w.key = nodes, None
+    if encoder is not None:
+        grads = [encoder.ref(g._v) for g in root_grads]
+        w.key = intern((tuple(entries), tuple([(index[e.node], e.output_nr) for e in roots]), tuple(grads),
+                        tuple([(g._v.shape, g._v.dtype) for g in root_grads]),
+                        tuple([(index.get(e.node), e.output_nr) for e in captures]), accumulate, batch))
+        w.frontier, w.direct = encoder.frontier, encoder.direct
+    return w
+
+
+class Template:
+    """What a key implies, derived once: the backward (`plan`: the key of `_program`), the nodes whose backward
+    runs (`runs`, in order) and the leaves that get a gradient, what each capture reads, and for the fused
+    program the forward calls (`forward`), where the backward's saved values and root cotangents are found, and
+    which forward results it returns (`kept`)."""
+
+    __slots__ = ("plan", "runs", "leaves", "captured", "forward", "reads", "kept", "program")
+
+
+@functools.lru_cache(maxsize=1024)
+def template(key):
+    entries, roots, grads, _, captures, accumulate, batch = key
+    n = len(entries)
+    needed = None
+    if captures:  # only the nodes from which a captured node is reachable run
+        needed = [False] * n
+        wanted = {i for i, _ in captures}
+        for i, entry in enumerate(entries):  # a node comes after the nodes its edges lead to
+            needed[i] = i in wanted or (entry is not LEAF and any([e is not None and needed[e[0]] for e in entry[3]]))
+    reached = [0] * n  # per node, a bit for each output that gets a cotangent
+    for i, k in roots:
+        reached[i] |= 1 << k
+    steps, runs, leaves = [], [], []
+    for i in reversed(range(n)):
+        entry = entries[i]
+        if not reached[i] or (needed is not None and not needed[i]):
+            continue
+        if entry is LEAF:
+            if accumulate:
+                leaves.append(i)
+            continue
+        sig, saved_mask, want, edges = entry[:4]
+        ct_mask = sig.ct_mask(reached[i])
         if True not in ct_mask:
             continue
-        targets = tuple([(position[edges[i].node], edges[i].output_nr) for i in node.want])
-        if needed is not None and needed.isdisjoint([order[t] for t, _ in targets]):
+        targets = tuple([edges[j] for j in want])
+        if needed is not None and not any([needed[t] for t, _ in targets]):
             continue
         for t, k in targets:
             reached[t] |= 1 << k
-        steps.append((pos, node.spec(ct_mask), targets))
-        nodes.append(node)
-    slots = [(position.get(e.node), e.output_nr) for e in captures]
-    captured = tuple([slot if slot[0] is not None and reached[slot[0]] >> slot[1] & 1 else None for slot in slots])
-    key = intern((tuple(steps), tuple([(position[e.node], e.output_nr) for e in roots]), captured,
-                  tuple([position[leaf] for leaf in leaves]), batch))
-    return Plan(key, nodes, leaves)
+        steps.append((i, _vjp_spec(sig, saved_mask, want, ct_mask), targets))
+        runs.append(i)
+    captured = tuple([c if c[0] is not None and reached[c[0]] >> c[1] & 1 else None for c in captures])
+    t = Template()
+    t.plan = intern((tuple(steps), roots, captured, tuple(leaves), batch))
+    t.runs, t.leaves, t.captured, t.program = tuple(runs), tuple(leaves), captured, None
+    # the fused program: forward calls in walk order (a call's deferred arguments come from calls before it)
+    step_of = {i: j for j, i in enumerate([i for i, e in enumerate(entries) if e is not LEAF and e[5] is not None])}
+
+    def local(r):
+        return r if len(r) == 1 else (step_of[r[0]], r[1])
+
+    t.forward = tuple([(entries[i][0], tuple([local(r) for r in entries[i][5][0]])) for i in step_of])
+    t.reads = tuple([local(r) for i in runs for r in entries[i][4] if r is not None] + [local(r) for r in grads])
+    t.kept = tuple([(i, j) for i, j in step_of.items() if entries[i][5][1]])
+    return t
+
+
+def _fused(*frontier, t):
+    """The traced fused program: the forward calls, then the backward reading their values."""
+    results = _lazy._run_steps(frontier, t.forward)
+    args = [frontier[r[0]] if len(r) == 1 else results[r[0]][r[1]] for r in t.reads]
+    return tuple(o for _, j in t.kept for o in results[j]) + _program(*args, key=t.plan)
 
 
 def _program(*args, key):
@@ -82,18 +199,24 @@ def _program(*args, key):
 PROGRAM = Op("backward_program", _program, multi=True, backward_name="BackwardProgram", program=True)
 
 
-def run(p, root_grads, create_graph, release):
-    """Run a plan as one compiled program (recorded as one differentiable op when create_graph); with `release`,
-    the nodes' saved values are freed once read (a backward that does not retain the graph)."""
-    saved = []
-    for node in p.nodes:
-        for s in node.saved:
-            if type(s) is SavedValue:
-                saved.append(s.unpack(True) if create_graph else s.array())
-                if release:
-                    s.free()
-            elif s is not None:
-                saved.append(s)
-    outs = iter(apply(PROGRAM, saved + list(root_grads), key=p.key))
-    captured = [None if c is None else next(outs) for c in p.key[2]]
-    return captured, list(outs)
+def run(w, root_grads, create_graph, release):
+    """Run a walk's backward as one compiled program: (captured gradients, leaves, their gradients). With
+    `create_graph` it is recorded as one differentiable op; with `release`, the saved values are freed."""
+    t, nodes = template(w.key), w.nodes
+    if create_graph or not w.direct:
+        saved = [(s.unpack(True) if create_graph else s.array()) if type(s) is SavedValue else s
+                 for i in t.runs for s in nodes[i].saved if s is not None]
+        outs = iter(apply(PROGRAM, saved + list(root_grads), key=t.plan))
+    else:
+        if t.program is None:
+            t.program = _lazy._compiled(w.key, lambda: functools.partial(_fused, t=t))
+        outs = iter(t.program(*w.frontier))
+        for i, _ in t.kept:  # forward results read later (a loss printed after its backward)
+            call = nodes[i].call
+            call.result, call.args = tuple([next(outs) for _ in call.sig.out_avals]), None
+        outs = iter([Tensor._wrap(o) for o in outs])
+    captured = [None if c is None else next(outs) for c in t.captured]
+    if release:
+        for i in t.runs:
+            nodes[i].release()
+    return captured, [nodes[i] for i in t.leaves], list(outs)

@@ -107,7 +107,7 @@ def apply(op, operands, **static):
         gradients = sig.differentiable
         if recording:
             if True in gradients:
-                node = OpNode(sig, operands, arrays)
+                node = OpNode(outs[0].call, operands, arrays)
         elif not mapped:  # outside the graph (and vmap.vmap): compute now, as a chain of
             outs = [materialize(p) for p in outs]  # such ops would keep all its deferred inputs alive
     else:
@@ -173,9 +173,10 @@ VJP = Op("vjp", _vjp_fn, multi=True)
 class OpNode(_graph.Node):
     """A node recorded by `apply`; its backward applies the op's VJP as another op (so it can be recorded)."""
 
-    __slots__ = ("sig", "saved", "saved_mask", "want")
+    __slots__ = ("sig", "saved", "saved_mask", "want", "call")
 
-    def __init__(self, sig, operands, arrays):
+    def __init__(self, call, operands, arrays):
+        sig = call.sig
         edges, want = [], []
         for i, x in enumerate(operands):
             if isinstance(x, Tensor) and (x.grad_fn is not None or x._requires_grad):
@@ -185,6 +186,7 @@ class OpNode(_graph.Node):
                 edges.append(None)
         super().__init__(tuple(edges), sig.out_avals)
         self.sig, self.want = sig, tuple(want)
+        self.call = call  # the deferred forward call: a fused backward computes it (dropped once released)
         # a linear op's VJP needs only its integer operands (indices, masks), never its float values; a
         # multilinear op's VJP needs an operand only when another operand gets a gradient
         op, saved, mask = sig.op, [], []
@@ -205,6 +207,10 @@ class OpNode(_graph.Node):
 
     def saved_values(self):
         return [s for s in self.saved if type(s) is _graph.SavedValue]
+
+    def release(self):
+        super().release()
+        self.call = None
 
     def spec(self, ct_mask, batch=None):
         return _vjp_spec(self.sig, self.saved_mask, self.want, ct_mask, batch)
