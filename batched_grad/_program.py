@@ -53,20 +53,21 @@ class _Encoder:
             return None if node.variable._hooks else LEAF
         if kind is not OpNode or node.tensor_pre_hooks or node.retained or node.post_hooks:
             return None  # Python-level backward or hooks: the per-node engine runs it
-        values, saved = [], []
-        for s in node.saved:
+        ref, saved, args = self.ref, [], None
+        call = node.call
+        if call is not None and call.result is None:  # the program computes this node's forward call too
+            self.direct = self.direct and not call.mapped
+            self.calls[call], args = i, []
+        for s, a in zip(node.saved, call.args if args is not None else node.saved):
             if type(s) is SavedValue:
                 if s.freed or s.counter.value != s.version:
                     return None  # the per-node engine raises torch's error if the node runs
                 s = s.value
-            values.append(s)
-            saved.append(None if s is None else self.ref(s))
-        call, forward = node.call, None
-        if call is not None and call.result is None:
-            self.direct = self.direct and not call.mapped
-            forward = (tuple([r if a is v and r is not None else self.ref(a)
-                              for a, v, r in zip(call.args, values, saved)]), call.keep)
-            self.calls[call] = i
+            r = None if s is None else ref(s)
+            saved.append(r)
+            if args is not None:
+                args.append(r if a is s and r is not None else ref(a))
+        forward = None if args is None else (tuple(args), call.keep)
         edges = tuple([None if e is None else (index[e.node], e.output_nr) for e in node.edges])
         return node.sig, node.saved_mask, node.want, edges, tuple(saved), forward
 

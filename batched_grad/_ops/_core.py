@@ -209,7 +209,9 @@ class OpNode(_graph.Node):
         return [s for s in self.saved if type(s) is _graph.SavedValue]
 
     def release(self):
-        super().release()
+        for s in self.saved:
+            if type(s) is _graph.SavedValue:
+                s.free()
         self.call = None
 
     def spec(self, ct_mask, batch=None):
