@@ -70,6 +70,45 @@ def test_steady_state_step_runs_one_program_and_no_per_op_kernels(kernel_calls):
     assert kernel_calls == [] and len(_lazy._programs) == programs and bg.compile_count() == compiles
 
 
+
+def test_the_fused_backward_also_computes_the_output_it_starts_from(kernel_calls):
+    w = bg.tensor(np.linspace(-1, 1, 12).reshape(3, 4))
+
+    def step(seed):
+        x = bg.tensor(np.random.default_rng(seed).standard_normal(4), requires_grad=True)
+        loss = (bg.tanh(w @ x) ** 2).sum()
+        return x, loss, bg.autograd.grad(loss, x)[0]
+
+    for seed in range(_lazy.FUSE_AFTER + 1):
+        step(seed)
+    del kernel_calls[:]
+    programs = len(_lazy._programs)
+    x, loss, g = step(99)
+    assert loss._v.call.result is not None  # the loss came out of the backward's program: reading it runs nothing
+    xv, wv = x.detach().numpy(), w.numpy()
+    np.testing.assert_allclose(loss.item(), (np.tanh(wv @ xv) ** 2).sum(), rtol=1e-10)
+    np.testing.assert_allclose(g.numpy(), wv.T @ (2 * np.tanh(wv @ xv) * (1 - np.tanh(wv @ xv) ** 2)), rtol=1e-10)
+    assert kernel_calls == [] and len(_lazy._programs) == programs
+    assert loss.grad_fn.call is None  # released with the graph: nodes keep no forward values alive
+
+
+def test_a_detached_deferred_value_in_the_graph_is_a_constant_of_the_fused_program():
+    def step(seed):
+        x = bg.tensor(np.random.default_rng(seed).standard_normal(3), requires_grad=True)
+        h = bg.tanh(x * 2)  # deferred: detach() shares its value without computing it
+        return x, bg.autograd.grad((x * h.detach() + h).sum(), x)[0]
+
+    # the detached value is computed on its own first, and that computation fuses on its third sighting: the
+    # graph's structure (which of its calls are computed) settles then
+    for seed in range(2 * _lazy.FUSE_AFTER + 1):
+        step(seed)
+    compiles = bg.compile_count()
+    for seed in (7, 8):
+        x, g = step(seed)
+        h = np.tanh(2 * x.detach().numpy())
+        np.testing.assert_allclose(g.numpy(), h + 2 * (1 - h ** 2), rtol=1e-10)
+    assert bg.compile_count() == compiles
+
 @pytest.mark.parametrize("fuse_after", [0, 10**9])
 def test_values_match_eager_evaluation_in_both_tiers(monkeypatch, fuse_after):
     monkeypatch.setattr(_lazy, "FUSE_AFTER", fuse_after)
