@@ -142,10 +142,10 @@ class SavedValue:
     def __init__(self, tensor):
         self.value = tensor._v  # possibly Pending: saving does not compute it
         self.edge_node, self.output_nr = tensor.grad_fn, tensor._output_nr
-        self.leaf = tensor if tensor.grad_fn is None and tensor.requires_grad else None
+        self.requires_grad = self.edge_node is not None or tensor._requires_grad
+        self.leaf = tensor if self.edge_node is None and self.requires_grad else None
         self.counter = tensor._version
-        self.version = tensor._version.value
-        self.requires_grad = tensor.requires_grad
+        self.version = self.counter.value
         self.freed = False
 
     def check(self):

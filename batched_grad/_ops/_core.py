@@ -86,7 +86,7 @@ def apply(op, operands, **static):
 
     A recorded op is deferred: its outputs are Pending values (_lazy.py), computed when read; so is any op on the
     rows of a vmap.vmap input. An op outside the graph that reads deferred values computes them now."""
-    static = tuple(sorted(static.items())) if static else ()
+    static = tuple(static.items()) if len(static) < 2 else tuple(sorted(static.items()))  # a canonical order
     arrays, recording, pending, mapped = [], False, False, False
     for x in operands:  # one pass: the arrays, and whether the op is recorded or reads deferred values
         if isinstance(x, Tensor):
@@ -114,6 +114,8 @@ def apply(op, operands, **static):
         out = kernel(op, static)(*arrays)
         outs = out if op.multi else (out,)
         gradients = [differentiable(o.dtype) for o in outs]
+    if not op.multi and not op.view:  # the common case: one output, not a view
+        return Tensor._wrap(outs[0], node if gradients[0] else None)
     results = [Tensor._wrap(o, node if d else None, i) for i, (o, d) in enumerate(zip(outs, gradients))]
     if op.view and isinstance(operands[0], Tensor):
         step_op, step_static = op.view_step(operands, **dict(static)) if op.view_step else (op, static)
@@ -170,6 +172,17 @@ def _vjp_fn(*args, spec):
 VJP = Op("vjp", _vjp_fn, multi=True)
 
 
+@functools.lru_cache(maxsize=8192)
+def _layout(sig, grads):
+    """The operands that get a gradient (`grads`: a bool per operand), and which ones the node saves. A linear op's
+    VJP needs only its integer operands (indices, masks), never its float values; a multilinear op's VJP needs an
+    operand only when another operand gets a gradient."""
+    op = sig.op
+    want = tuple([i for i, g in enumerate(grads) if g])
+    alone = op.multilinear and len(want) == 1
+    return want, tuple([not (d and (op.linear or (alone and g))) for d, g in zip(sig.in_differentiable, grads)])
+
+
 class OpNode(_graph.Node):
     """A node recorded by `apply`; its backward applies the op's VJP as another op (so it can be recorded)."""
 
@@ -177,28 +190,13 @@ class OpNode(_graph.Node):
 
     def __init__(self, call, operands, arrays):
         sig = call.sig
-        edges, want = [], []
-        for i, x in enumerate(operands):
-            if isinstance(x, Tensor) and (x.grad_fn is not None or x._requires_grad):
-                edges.append(_graph.edge_of(x))
-                want.append(i)  # the operands that get a gradient
-            else:
-                edges.append(None)
-        super().__init__(tuple(edges), sig.out_avals)
-        self.sig, self.want = sig, tuple(want)
-        self.call = call  # the deferred forward call: a fused backward computes it (dropped once released)
-        # a linear op's VJP needs only its integer operands (indices, masks), never its float values; a
-        # multilinear op's VJP needs an operand only when another operand gets a gradient
-        op, saved, mask = sig.op, [], []
-        alone = op.multilinear and len(want) == 1
-        for x, a, edge, d in zip(operands, arrays, edges, sig.in_differentiable):
-            if d and (op.linear or (alone and edge is not None)):
-                saved.append(None)
-                mask.append(False)
-            else:
-                saved.append(_graph.SavedValue(x) if isinstance(x, Tensor) else a)
-                mask.append(True)
-        self.saved, self.saved_mask = tuple(saved), tuple(mask)
+        edges = tuple([_graph.edge_of(x) if isinstance(x, Tensor) and (x.grad_fn is not None or x._requires_grad)
+                       else None for x in operands])
+        super().__init__(edges, sig.out_avals)
+        self.sig, self.call = sig, call  # the deferred forward call: a fused backward computes it too
+        self.want, self.saved_mask = _layout(sig, tuple([e is not None for e in edges]))
+        self.saved = tuple([None if not m else _graph.SavedValue(x) if isinstance(x, Tensor) else a
+                            for x, a, m in zip(operands, arrays, self.saved_mask)])
 
     def name(self):
         if self.sig.op is VJP:  # a recorded backward (create_graph=True): name it after the op it differentiates

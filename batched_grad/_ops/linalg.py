@@ -57,9 +57,8 @@ def _check_product(kind, a, b, a_shape, b_shape):
         raise RuntimeError(error)
 
 
-def _folded(a, b):
-    """The kernel torch's matmul runs and the operand shapes it sees."""
-    sa, sb = tuple(a.shape), tuple(b.shape)
+def _folded(sa, sb):
+    """The kernel torch's matmul runs on operands of shapes `sa` and `sb`, and the operand shapes it sees."""
     if len(sa) == 1 and len(sb) == 1:
         return "dot", sa, sb
     if len(sb) == 1:
@@ -74,12 +73,13 @@ def _folded(a, b):
 
 def matmul(input, other):
     """Matrix product with torch's rules for 1-D and batched operands."""
-    if input.ndim == 0 or other.ndim == 0:
-        raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are {input.ndim}D and "
-                           f"{other.ndim}D")
-    kind, a_shape, b_shape = _folded(input, other)
+    sa, sb = tuple(input.shape), tuple(other.shape)
+    if not sa or not sb:
+        raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are {len(sa)}D and "
+                           f"{len(sb)}D")
+    kind, a_shape, b_shape = _folded(sa, sb)
     _check_product(kind, input, other, a_shape, b_shape)
-    name = _MATMUL_NAMES.get((input.ndim, other.ndim), "UnsafeViewBackward0")
+    name = _MATMUL_NAMES.get((len(sa), len(sb)), "UnsafeViewBackward0")
     return apply(_PRODUCTS[name], [input, other])
 
 
