@@ -203,7 +203,7 @@ def _evaluate(target):
         if should_fuse(key) or any(c.op.program for c in calls):  # a fused backward program: fuse what it reads
             # only the target's results and those marked `keep` leave the program: XLA fuses the rest away
             kept = tuple([i for i, c in enumerate(calls) if c.keep or c is target])
-            program = _compiled(intern((key, kept)), lambda: functools.partial(_run_kept, steps=key[0], kept=kept))
+            program = compiled(intern((key, kept)), lambda: functools.partial(_run_kept, steps=key[0], kept=kept))
             outs, start = program(*frontier), 0
             for i in kept:
                 call = calls[i]
@@ -222,12 +222,12 @@ def evaluate_mapped(values, mapped, chunk_size=None):
     mapped inputs (`mapped`: {placeholder call: array with the rows on axis 0}) in one compiled program."""
     targets = [v.call for v in values if _uncomputed(v)]
     _, frontier, key, outs = _structure(targets, mapped, values)
-    program = _compiled(intern((key, outs, chunk_size)), lambda: functools.partial(
+    program = compiled(intern((key, outs, chunk_size)), lambda: functools.partial(
         _run_mapped, steps=key[0], batched=[i for i, _ in key[1]], outs=outs, chunk_size=chunk_size))
     return program(*frontier)
 
 
-def _compiled(key, make_fn):
+def compiled(key, make_fn):
     """The jitted program of a structure, made by `make_fn()` the first time (at most 1024 kept, like kernels)."""
     program = _programs.get(key)
     if program is None:
@@ -286,7 +286,7 @@ def _structure(targets, mapped=None, outputs=()):
     return order, frontier, key, outs
 
 
-def _run_steps(frontier, steps):
+def run_steps(frontier, steps):
     results = []
     for sig, refs in steps:
         out = sig.op.fn(*[frontier[r[0]] if len(r) == 1 else results[r[0]][r[1]] for r in refs], **dict(sig.static))
@@ -296,7 +296,7 @@ def _run_steps(frontier, steps):
 
 def _run_kept(*frontier, steps, kept):
     """The calls of a structure, traced into one program; returns the outputs of the `kept` ones in order."""
-    results = _run_steps(frontier, steps)
+    results = run_steps(frontier, steps)
     return tuple(o for i in kept for o in results[i])
 
 
@@ -307,7 +307,7 @@ def _run_mapped(*frontier, steps, batched, outs, chunk_size):
         values = list(frontier)
         for i, r in zip(batched, rows):
             values[i] = r
-        results = _run_steps(values, steps)
+        results = run_steps(values, steps)
         return tuple(values[o[0]] if len(o) == 1 else results[o[0]][o[1]] for o in outs)
 
     return map_rows(row, tuple(frontier[i] for i in batched), chunk_size)

@@ -169,7 +169,7 @@ def template(key):
 
 def _fused(*frontier, t):
     """The traced fused program: the forward calls, then the backward reading their values."""
-    results = _lazy._run_steps(frontier, t.forward)
+    results = _lazy.run_steps(frontier, t.forward)
     args = [frontier[r[0]] if len(r) == 1 else results[r[0]][r[1]] for r in t.reads]
     return tuple(o for _, j in t.kept for o in results[j]) + _program(*args, key=t.plan)
 
@@ -210,7 +210,7 @@ def run(w, root_grads, create_graph, release):
         outs = iter(apply(PROGRAM, saved + list(root_grads), key=t.plan))
     else:
         if t.program is None:
-            t.program = _lazy._compiled(w.key, lambda: functools.partial(_fused, t=t))
+            t.program = _lazy.compiled(w.key, lambda: functools.partial(_fused, t=t))
         outs = iter(t.program(*w.frontier))
         for i, _ in t.kept:  # forward results read later (a loss printed after its backward)
             call = nodes[i].call

@@ -28,7 +28,7 @@ def check_chunk_size(chunk_size):
 
 def batched_backward(roots, grads, captures, *, retain_graph, create_graph, chunk_size):
     check_chunk_size(chunk_size)
-    sizes = [g.shape[0] for g in grads]
+    sizes = [g._v.shape[0] for g in grads]
     if len(set(sizes)) > 1:
         raise ValueError("If `is_grads_batched=True`, every grad_output must have the same batch size (its first "
                          f"dimension), but got sizes {sizes}.")

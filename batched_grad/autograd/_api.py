@@ -53,15 +53,16 @@ def _make_grads(outputs, grads, is_grads_batched):
     for i, (out, grad) in enumerate(zip(outputs, grads)):
         shape, dtype, requires_grad = _output_meta(out)
         if isinstance(grad, Tensor):
-            grad_shape = grad.shape
+            grad_shape = grad._v.shape
             if is_grads_batched:
-                if grad.ndim == 0:
+                if not grad_shape:
                     raise RuntimeError(
                         f"If `is_grads_batched=True`, every grad_output needs a leading batch dimension, but "
                         f"grad_output[{i}] is 0-dimensional. Pass a tensor of shape (B,) + output[{i}].shape, "
                         f"here (B,) + {tuple(shape)}.")
-                grad_shape = Size(grad.shape[1:])
+                grad_shape = grad_shape[1:]
             if grad_shape != shape:
+                grad_shape = Size(grad_shape)
                 if is_grads_batched:
                     raise RuntimeError(
                         "If `is_grads_batched=True`, we interpret the first dimension of each grad_output as the "
@@ -71,12 +72,13 @@ def _make_grads(outputs, grads, is_grads_batched):
                         "in `grad_output` to be considered batched, consider using vmap.")
                 raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of {grad_shape!r} and "
                                    f"output[{i}] has a shape of {shape!r}.")
-            if dtype.is_complex != grad.dtype.is_complex:
+            grad_dtype = grad.dtype
+            if dtype.is_complex != grad_dtype.is_complex:
                 raise RuntimeError(
                     "For complex Tensors, both grad_output and output are required to have the same dtype. "
-                    f"Mismatch in dtype: grad_output[{i}] has a dtype of {grad.dtype!r} and output[{i}] has a "
+                    f"Mismatch in dtype: grad_output[{i}] has a dtype of {grad_dtype!r} and output[{i}] has a "
                     f"dtype of {dtype!r}.")
-            result.append(grad if grad.dtype is dtype else grad.to(dtype))
+            result.append(grad if grad_dtype is dtype else grad.to(dtype))
         elif grad is None:
             if requires_grad:
                 if shape.numel() != 1:
