@@ -92,10 +92,10 @@ def test_the_fused_backward_also_computes_the_output_it_starts_from(kernel_calls
     assert loss.grad_fn.call is None  # released with the graph: nodes keep no forward values alive
 
 
-def test_a_detached_deferred_value_in_the_graph_is_a_constant_of_the_fused_program():
+def test_a_detached_value_in_the_graph_is_a_constant_of_the_fused_program():
     def step(seed):
         x = bg.tensor(np.random.default_rng(seed).standard_normal(3), requires_grad=True)
-        h = bg.tanh(x * 2)  # deferred: detach() shares its value without computing it
+        h = bg.tanh(x * 2)  # detach() computes h: the graph reads it as a constant, and h's call is computed
         return x, bg.autograd.grad((x * h.detach() + h).sum(), x)[0]
 
     # the detached value is computed on its own first, and that computation fuses on its third sighting: the
