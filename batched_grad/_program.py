@@ -99,7 +99,7 @@ def walk(root_nodes, roots, root_grads, captures, accumulate, batch):
                         encoder = None
                     entries.append(entry)
     w = Walk()
-    w.nodes, w.key = nodes, None
+    w.nodes, w.key, w.frontier, w.direct = nodes, None, (), False
     if encoder is not None:
         grads = [encoder.ref(g._v) for g in root_grads]
         w.key = intern((tuple(entries), tuple([(index[e.node], e.output_nr) for e in roots]), tuple(grads),

@@ -207,9 +207,7 @@ class OpNode(_graph.Node):
         return [s for s in self.saved if type(s) is _graph.SavedValue]
 
     def release(self):
-        for s in self.saved:
-            if type(s) is _graph.SavedValue:
-                s.free()
+        super().release()
         self.call = None
 
     def spec(self, ct_mask, batch=None):
