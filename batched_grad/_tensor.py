@@ -317,8 +317,10 @@ class Tensor:
         backward(self, gradient, retain_graph, create_graph, inputs=inputs)
 
     def _alias(self):
-        """A new leaf sharing this tensor's values (in-place writes flow both ways) but not its graph."""
-        t = Tensor._wrap(self._value)
+        """A new leaf sharing this tensor's values (in-place writes flow both ways) but not its graph. Host data
+        is shared as it is (nothing writes into it): it moves to the device when an op reads it, not here."""
+        v = self._v
+        t = Tensor._wrap(v if type(v) is np.ndarray else self._value)
         root, chain = self._view if self._view is not None else (self, ())
         t._view = (root, chain + (DETACH,))
         remember_view(root, t)
