@@ -47,7 +47,8 @@ class _Encoder:
         return (len(self.frontier) - 1,)
 
     def node(self, node, i, index):
-        """The key entry of node `i` (its edges lead to nodes of `index`), or None if it cannot be fused."""
+        """The key entry of node `i` (its edges lead to nodes of `index`), or None if it cannot be fused: LEAF, or
+        (signature, edge refs, saved refs, forward) with forward (argument refs, keep) while its call is deferred."""
         kind = type(node)
         if kind is AccumulateGrad:
             return None if node.variable._hooks else LEAF
@@ -69,7 +70,7 @@ class _Encoder:
                 args.append(r if a is s and r is not None else ref(a))
         forward = None if args is None else (tuple(args), call.keep)
         edges = tuple([None if e is None else (index[e.node], e.output_nr) for e in node.edges])
-        return node.sig, node.saved_mask, node.want, edges, tuple(saved), forward
+        return node.sig, edges, tuple(saved), forward
 
 
 def walk(root_nodes, roots, root_grads, captures, accumulate, batch):
@@ -127,7 +128,7 @@ def template(key):
         needed = [False] * n
         wanted = {i for i, _ in captures}
         for i, entry in enumerate(entries):  # a node comes after the nodes its edges lead to
-            needed[i] = i in wanted or (entry is not LEAF and any([e is not None and needed[e[0]] for e in entry[3]]))
+            needed[i] = i in wanted or (entry is not LEAF and any([e is not None and needed[e[0]] for e in entry[1]]))
     reached = [0] * n  # per node, a bit for each output that gets a cotangent
     for i, k in roots:
         reached[i] |= 1 << k
@@ -140,30 +141,32 @@ def template(key):
             if accumulate:
                 leaves.append(i)
             continue
-        sig, saved_mask, want, edges = entry[:4]
+        sig, edges, saved, _ = entry
         ct_mask = sig.ct_mask(reached[i])
         if True not in ct_mask:
             continue
+        want = tuple([j for j, e in enumerate(edges) if e is not None])  # the operands that get a gradient
         targets = tuple([edges[j] for j in want])
         if needed is not None and not any([needed[t] for t, _ in targets]):
             continue
         for t, k in targets:
             reached[t] |= 1 << k
-        steps.append((i, _vjp_spec(sig, saved_mask, want, ct_mask), targets))
+        steps.append((i, _vjp_spec(sig, tuple([r is not None for r in saved]), want, ct_mask), targets))
         runs.append(i)
     captured = tuple([c if c[0] is not None and reached[c[0]] >> c[1] & 1 else None for c in captures])
     t = Template()
     t.plan = intern((tuple(steps), roots, captured, tuple(leaves), batch))
     t.runs, t.leaves, t.captured, t.program = tuple(runs), tuple(leaves), captured, None
     # the fused program: forward calls in walk order (a call's deferred arguments come from calls before it)
-    step_of = {i: j for j, i in enumerate([i for i, e in enumerate(entries) if e is not LEAF and e[5] is not None])}
+    forward = {i: e[3] for i, e in enumerate(entries) if e is not LEAF and e[3] is not None}
+    step_of = {i: j for j, i in enumerate(forward)}
 
     def local(r):
         return r if len(r) == 1 else (step_of[r[0]], r[1])
 
-    t.forward = tuple([(entries[i][0], tuple([local(r) for r in entries[i][5][0]])) for i in step_of])
-    t.reads = tuple([local(r) for i in runs for r in entries[i][4] if r is not None] + [local(r) for r in grads])
-    t.kept = tuple([(i, j) for i, j in step_of.items() if entries[i][5][1]])
+    t.forward = tuple([(entries[i][0], tuple([local(r) for r in args])) for i, (args, _) in forward.items()])
+    t.reads = tuple([local(r) for i in runs for r in entries[i][2] if r is not None] + [local(r) for r in grads])
+    t.kept = tuple([(i, step_of[i]) for i, (_, keep) in forward.items() if keep])
     return t
 
 
