@@ -92,16 +92,17 @@ def run_backward(roots, root_grads, captures, *, retain_graph, create_graph, acc
     every gradient carries a leading batch axis and each node's backward runs over all rows at once.
     A structure seen often enough runs as one compiled program; otherwise each node runs in turn.
     """
-    buffers = {}
-    for edge, g in zip(roots, root_grads):
-        _deliver(buffers, edge, g)
-    walk = _program.walk(list(buffers), roots, root_grads, captures, accumulate, None if batch is None else batch.key)
+    root_nodes = list(dict.fromkeys([e.node for e in roots]))
+    walk = _program.walk(root_nodes, roots, root_grads, captures, accumulate, None if batch is None else batch.key)
     with set_grad_enabled(create_graph):
         if walk.key is not None and _lazy.should_fuse(walk.key):
             results, leaves, leaf_grads = _program.run(walk, root_grads, create_graph, release=not retain_graph)
             for leaf, g in zip(leaves, leaf_grads):
                 _accumulate(leaf.variable, g, create_graph)
             return results
+        buffers = {}
+        for edge, g in zip(roots, root_grads):
+            _deliver(buffers, edge, g)
         wanted = {}
         for i, edge in enumerate(captures):
             wanted.setdefault(edge.node, []).append((edge.output_nr, i))

@@ -91,22 +91,13 @@ class Signature:
     one object per distinct (op, static, avals): structural keys made of signatures hash and compare them by
     identity, however large their params."""
 
-    __slots__ = ("op", "static", "avals", "out_avals", "differentiable", "diff_outs", "in_differentiable",
-                 "_ct_masks")
+    __slots__ = ("op", "static", "avals", "out_avals", "differentiable", "diff_outs", "in_differentiable")
 
     def __init__(self, op, static, avals, out_avals):
         self.op, self.static, self.avals, self.out_avals = op, static, avals, out_avals
         self.in_differentiable = tuple([differentiable(dtype) for _, dtype in avals])
         self.differentiable = tuple([differentiable(dtype) for _, dtype in out_avals])
         self.diff_outs = tuple([k for k, d in enumerate(self.differentiable) if d])  # the outputs with gradients
-        self._ct_masks = {}
-
-    def ct_mask(self, reached):
-        """Which differentiable outputs get a cotangent, from a bit per output that one reaches."""
-        mask = self._ct_masks.get(reached)
-        if mask is None:
-            mask = self._ct_masks[reached] = tuple([reached >> k & 1 == 1 for k in self.diff_outs])
-        return mask
 
 
 @functools.lru_cache(maxsize=8192)

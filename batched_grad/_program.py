@@ -142,7 +142,7 @@ def template(key):
                 leaves.append(i)
             continue
         sig, edges, saved, _ = entry
-        ct_mask = sig.ct_mask(reached[i])
+        ct_mask = tuple([reached[i] >> k & 1 == 1 for k in sig.diff_outs])  # the outputs with a cotangent
         if True not in ct_mask:
             continue
         want = tuple([j for j, e in enumerate(edges) if e is not None])  # the operands that get a gradient
