@@ -93,7 +93,8 @@ def run_backward(roots, root_grads, captures, *, retain_graph, create_graph, acc
     A structure seen often enough runs as one compiled program; otherwise each node runs in turn.
     """
     root_nodes = list(dict.fromkeys([e.node for e in roots]))
-    walk = _program.walk(root_nodes, roots, root_grads, captures, accumulate, None if batch is None else batch.key)
+    walk = _program.walk(root_nodes, roots, root_grads, captures, accumulate,
+                         None if batch is None else batch.program_key)
     with set_grad_enabled(create_graph):
         if walk.key is not None and _lazy.should_fuse(walk.key):
             results, leaves, leaf_grads = _program.run(walk, root_grads, create_graph, release=not retain_graph)

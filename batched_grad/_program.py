@@ -4,10 +4,12 @@ only of table ops then runs as one compiled XLA program: its forward calls and i
 jax.jit(jax.grad(f)) does."""
 import functools
 
-from . import _graph, _lazy
+import jax.numpy as jnp
+
+from . import _basis, _graph, _lazy
 from ._graph import AccumulateGrad, SavedValue
 from ._lazy import Pending, intern
-from ._ops._core import Op, OpNode, _vjp_fn, _vjp_spec, apply
+from ._ops._core import Op, OpNode, _vjp_spec, apply
 from ._tensor import Tensor
 from vmap._rows import map_rows
 
@@ -74,7 +76,8 @@ class _Encoder:
 
 
 def walk(root_nodes, roots, root_grads, captures, accumulate, batch):
-    """Walk the graph from `root_nodes` (see Walk); `batch` is the batch's static key or None."""
+    """Walk the graph from `root_nodes` (see Walk); `batch` is the batch's program key (vmap._batching) or None.
+    The program does not read a root cotangent that is a block of the identity (in `batch`)."""
     nodes, index, seen = [], {}, set()
     encoder = None if _graph._anomaly["enabled"] else _Encoder()
     entries = []
@@ -102,7 +105,8 @@ def walk(root_nodes, roots, root_grads, captures, accumulate, batch):
     w = Walk()
     w.nodes, w.key, w.frontier, w.direct = nodes, None, (), False
     if encoder is not None:
-        grads = [encoder.ref(g._v) for g in root_grads]
+        basis = (None,) * len(root_grads) if batch is None else batch[2]
+        grads = [encoder.ref(g._v) if b is None else None for g, b in zip(root_grads, basis)]
         w.key = intern((tuple(entries), tuple([(index[e.node], e.output_nr) for e in roots]), tuple(grads),
                         tuple([(g._v.shape, g._v.dtype) for g in root_grads]),
                         tuple([(index.get(e.node), e.output_nr) for e in captures]), accumulate, batch))
@@ -165,7 +169,8 @@ def template(key):
         return r if len(r) == 1 else (step_of[r[0]], r[1])
 
     t.forward = tuple([(entries[i][0], tuple([local(r) for r in args])) for i, (args, _) in forward.items()])
-    t.reads = tuple([local(r) for i in runs for r in entries[i][2] if r is not None] + [local(r) for r in grads])
+    t.reads = tuple([local(r) for i in runs for r in entries[i][2] if r is not None] +
+                    [local(r) for r in grads if r is not None])
     t.kept = tuple([(i, step_of[i]) for i, (_, keep) in forward.items() if keep])
     return t
 
@@ -181,23 +186,31 @@ def _program(*args, key):
     """The traced backward: route cotangents through each step's VJP, return captured and leaf grads."""
     steps, roots, captures, leaves, batch = key
     if batch is not None:  # root cotangents carry a leading batch axis; saved values do not
+        chunk_size, size, basis = batch
         n = sum(sum(spec.saved_mask) for _, spec, _ in steps)
         row_key = intern(key[:4] + (None,))
-        return map_rows(lambda *cts: _program(*args[:n], *cts, key=row_key), args[n:], batch[0])
+
+        def row(index, *cts):  # the rows of the dense cotangents, and the basis rows at `index`
+            cts = iter(cts)
+            rows = [next(cts) if b is None else _basis.BasisRow(index, b[0], jnp.ones(b[1], b[2])) for b in basis]
+            return _program(*args[:n], *rows, key=row_key)
+
+        return map_rows(row, (jnp.arange(size),) + tuple(args[n:]), chunk_size)
     args = iter(args)
     saved = [[next(args) for s in spec.saved_mask if s] for _, spec, _ in steps]
     buffers = {}
 
     def add(slot, value):
-        buffers[slot] = value if slot not in buffers else buffers[slot] + value
+        buffers[slot] = value if slot not in buffers else _basis.add(buffers[slot], value)
 
     for slot in roots:
         add(slot, next(args))
     for (pos, spec, targets), values in zip(steps, saved):
         cts = [buffers[(pos, k)] for k, m in zip(spec.sig.diff_outs, spec.ct_mask) if m]
-        for slot, g in zip(targets, _vjp_fn(*values, *cts, spec=spec)):
+        for slot, g in zip(targets, _basis.vjp(values, cts, spec)):
             add(slot, g)
-    return tuple(buffers[c] for c in captures if c is not None) + tuple(buffers[(pos, 0)] for pos in leaves)
+    outs = [buffers[c] for c in captures if c is not None] + [buffers[(pos, 0)] for pos in leaves]
+    return tuple([_basis.dense(o) for o in outs])
 
 
 PROGRAM = Op("backward_program", _program, multi=True, backward_name="BackwardProgram", program=True)
@@ -210,7 +223,8 @@ def run(w, root_grads, create_graph, release):
     if create_graph or not w.direct:
         saved = [(s.unpack(True) if create_graph else s.array()) if type(s) is SavedValue else s
                  for i in t.runs for s in nodes[i].saved if s is not None]
-        outs = iter(apply(PROGRAM, saved + list(root_grads), key=t.plan))
+        grads = [g for g, r in zip(root_grads, w.key[2]) if r is not None]  # not the blocks of the identity
+        outs = iter(apply(PROGRAM, saved + grads, key=t.plan))
     else:
         if t.program is None:
             t.program = _lazy.compiled(w.key, lambda: functools.partial(_fused, t=t))

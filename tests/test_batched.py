@@ -4,6 +4,7 @@ import subprocess
 import sys
 import warnings
 
+import jax
 import numpy as np
 import pytest
 import torch
@@ -36,6 +37,92 @@ def test_per_sample_gradients_with_identity_cotangents():
         return lib.autograd.grad(losses, w, lib.eye(5, dtype=lib.float64), is_grads_batched=True)[0]
 
     assert_same(run(bg, w), run(torch, tw))
+
+
+def _products(lib, x, params):
+    """vector @ matrix, matrix @ vector and matrix @ matrix products between elementwise ops and reshapes."""
+    w1, w2, w3, b = params
+    h = lib.tanh(x @ w1 + b)  # (5,)
+    m = lib.sigmoid(w2 @ h).reshape(2, 3)  # (6,) -> (2, 3)
+    return (m @ w3) * 2.0 - 1.0  # (2, 4)
+
+
+def test_jacobian_seeds_match_torch_through_products():
+    x, tx = pair(4)
+    params = [pair(*shape, seed=i + 1) for i, shape in enumerate([(4, 5), (6, 5), (3, 4), (5,)])]
+    bp, tp = [p[0] for p in params], [p[1] for p in params]
+    want = torch.autograd.grad(_products(torch, tx, tp), [tx] + tp, torch.eye(8, dtype=torch.float64).view(8, 2, 4),
+                               is_grads_batched=True)
+    for chunk_size in (None, 3):
+        for _ in range(3):  # each structure's first calls run per-node kernels, later ones the fused program
+            got = bg.autograd.grad(_products(bg, x, bp), [x] + bp, bg.eye(8, dtype=bg.float64).view(8, 2, 4),
+                                   is_grads_batched=True, chunk_size=chunk_size)
+            assert_same(got, want)
+
+
+def test_jacobian_seeds_keep_torchs_nan_where_a_derivative_is_not_finite():
+    x, tx = pair(3)
+    w, tw = pair(3, 4, seed=1)
+    a, ta = pair(2, 3, seed=2)
+
+    eye = np.eye(6)
+    middle = [np.median(p.detach().numpy()) for p in (tx @ tw, ta @ tx)]
+
+    def run(lib, x, w, a):  # sqrt of some negative entries: nan derivatives there, then products
+        outputs = [lib.sqrt(x @ w - middle[0]), lib.sqrt(a @ x - middle[1])]
+        return lib.autograd.grad(outputs, [x, w, a], [lib.tensor(eye[:, :4]), lib.tensor(eye[:, 4:])],
+                                 is_grads_batched=True)
+
+    want = run(torch, tx, tw, ta)
+    for g in want[1:]:  # nan in some columns of w's gradient, some rows of a's
+        assert np.isnan(g.numpy()).any() and not np.isnan(g.numpy()).all()
+    for _ in range(3):
+        assert_same(run(bg, x, w, a), want)
+
+
+def test_jacobian_of_several_outputs_matches_torch():
+    x, tx = pair(3)
+    w, tw = pair(3, 2, seed=1)
+
+    def f(lib, w):
+        return lambda x: (lib.tanh(x @ w), x.exp() * 3.0, (x @ w).sum())
+
+    want = torch.autograd.functional.jacobian(f(torch, tw), tx, vectorize=True)
+    for _ in range(3):
+        assert_same(bg.autograd.functional.jacobian(f(bg, w), x, vectorize=True), want)
+
+
+def test_identity_blocks_are_recognized_exactly():
+    from vmap._batching import _basis_block
+
+    eye = np.eye(6)
+    assert _basis_block(bg.tensor(eye)) == (0, (6,), np.float64)
+    assert _basis_block(bg.tensor(eye.reshape(6, 2, 3))) == (0, (2, 3), np.float64)
+    assert _basis_block(bg.tensor(np.eye(7, 4, k=-2, dtype=np.float32))) == (2, (4,), np.float32)
+    assert _basis_block(bg.tensor(np.eye(6, 5))) == (0, (5,), np.float64)  # a last row of zeros
+    on_device = bg.Tensor._wrap(jax.device_put(np.eye(7, 4, k=-2)))
+    assert _basis_block(on_device) == _basis_block(on_device) == (2, (4,), np.float64)  # the second from a cache
+    not_identity = [eye * 2, eye[:5], eye[::-1], np.eye(6, 7)]
+    for entry, value in [((0, 1), -0.0), ((0, 1), 1e-300), ((5, 5), 0.0)]:
+        altered = eye.copy()
+        altered[entry] = value  # -0.0 is the same number, but not the identity's bits: the dense path takes it
+        not_identity.append(altered)
+    for a in not_identity:
+        assert _basis_block(bg.tensor(a)) is None
+    assert _basis_block(bg.tensor(eye, requires_grad=True)) is None
+    assert _basis_block(bg.tensor(eye.astype(np.complex128))) is None
+    assert _basis_block(bg.tensor(np.eye(3, dtype=np.int64))) is None
+
+
+def test_identity_written_in_place_is_checked_again():
+    x, tx = pair(3)
+    seeds = bg.eye(3, dtype=bg.float64)
+    for _ in range(3):
+        bg.autograd.grad(x.exp(), x, seeds, is_grads_batched=True)
+    seeds[0, 1] = 2.0  # no longer the identity
+    (got,) = bg.autograd.grad(x.exp(), x, seeds, is_grads_batched=True)
+    (want,) = torch.autograd.grad(tx.exp(), tx, torch.tensor(seeds.numpy()), is_grads_batched=True)
+    assert_same(got, want)
 
 
 @pytest.mark.parametrize("grads, message", [

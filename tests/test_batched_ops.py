@@ -103,3 +103,35 @@ def test_batched_equals_per_row_loop_at_first_and_second_order(name, monkeypatch
             assert (got is None) == (want is None)
             if got is not None:
                 np.testing.assert_allclose(got[b].numpy(), want.numpy(), rtol=1e-9, atol=1e-12)
+
+
+def _seeds(outputs, dense):
+    """jacobian()'s cotangents: per output, its block of columns of the identity."""
+    numels = [o.numel() for o in outputs]
+    eye = np.eye(sum(numels))
+    blocks = np.split(eye, np.cumsum(numels)[:-1], axis=1)
+    for block in blocks if dense else ():
+        block[tuple(np.argwhere(block == 0)[0])] = -0.0  # the same numbers, not the identity's bits: plain cotangents
+    return [bg.tensor(b.reshape((len(eye),) + tuple(o.shape))) for b, o in zip(blocks, outputs)]
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_jacobian_seeds_carried_as_rows_equal_dense_cotangents(name, monkeypatch):
+    """The identity as grad_outputs (a Jacobian) takes the rules of batched_grad/_basis.py; the same values
+    given as ordinary cotangents take the plain batched VJPs: first and second derivatives agree."""
+    monkeypatch.setattr(_lazy, "FUSE_AFTER", 0)
+    inputs = _inputs()
+    leaves = [x for x in inputs.values()]
+    outputs = [o for o in FAMILIES[name](bg, inputs) if o.requires_grad]
+    results = []
+    for dense in (False, True):
+        first = bg.autograd.grad(outputs, leaves, _seeds(outputs, dense), retain_graph=True, allow_unused=True,
+                                 is_grads_batched=True)
+        jac = bg.autograd.grad(outputs, inputs["x"], _seeds(outputs, dense), retain_graph=True, create_graph=True,
+                               allow_unused=True, is_grads_batched=True)[0]
+        second = bg.autograd.grad((jac * jac).sum(), leaves, allow_unused=True) if jac.requires_grad else ()
+        results.append([*first, jac, *second])
+    for got, want in zip(*results):
+        assert (got is None) == (want is None)
+        if got is not None:
+            np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-9, atol=1e-12)

@@ -1,5 +1,9 @@
 """grad(..., is_grads_batched=True): pad the batch of cotangents to a bucket, run the backward once over
-all rows (vectorized or chunked), slice the padding off."""
+all rows (vectorized or chunked), slice the padding off. Cotangents that are a block of the identity (a Jacobian's)
+are not read: the backward program makes their rows (batched_grad/_basis.py)."""
+import math
+import weakref
+
 import jax
 import numpy as np
 
@@ -8,17 +12,23 @@ from ._rows import bucket
 
 
 class Batch:
-    """The batch a backward runs over: `size` real rows, padded to `padded`, processed `chunk_size` at a time."""
+    """The batch a backward runs over: `size` real rows, padded to `padded`, processed `chunk_size` at a time;
+    `basis`: per grad_output, None or (offset, row shape, dtype) when it is a block of the identity."""
 
-    __slots__ = ("size", "padded", "chunk_size")
+    __slots__ = ("size", "padded", "chunk_size", "basis")
 
-    def __init__(self, size, padded, chunk_size):
-        self.size, self.padded, self.chunk_size = size, padded, chunk_size
+    def __init__(self, size, padded, chunk_size, basis):
+        self.size, self.padded, self.chunk_size, self.basis = size, padded, chunk_size, basis
 
     @property
     def key(self):
         """The static part of batched kernels (the padded size is in the avals)."""
         return (self.chunk_size,)
+
+    @property
+    def program_key(self):
+        """The static part of a whole backward program (which may read no cotangent at all)."""
+        return self.chunk_size, self.padded, self.basis
 
 
 def check_chunk_size(chunk_size):
@@ -32,7 +42,10 @@ def batched_backward(roots, grads, captures, *, retain_graph, create_graph, chun
     if len(set(sizes)) > 1:
         raise ValueError("If `is_grads_batched=True`, every grad_output must have the same batch size (its first "
                          f"dimension), but got sizes {sizes}.")
-    batch = Batch(sizes[0], bucket(sizes[0], chunk_size), chunk_size)
+    basis = tuple([_basis_block(g) for g in grads])
+    # a Jacobian's batch size is fixed by the structure: no padding needed
+    padded = sizes[0] if None not in basis else bucket(sizes[0], chunk_size)
+    batch = Batch(sizes[0], padded, chunk_size, basis)
     if batch.padded > batch.size:
         grads = [_pad_rows(g, batch.padded) for g in grads]
     results = _engine.run_backward(roots, grads, captures, retain_graph=retain_graph, create_graph=create_graph,
@@ -40,6 +53,44 @@ def batched_backward(roots, grads, captures, *, retain_graph, create_graph, chun
     if batch.padded > batch.size:
         results = [None if r is None else _take_rows(r, batch.size) for r in results]
     return results
+
+
+_device_blocks = {}  # id(device array) -> (weakref to it, its _basis_block): a device array is immutable
+
+
+def _basis_block(g):
+    """(offset, row shape, dtype) when the rows of `g` are columns offset.. of an identity (row b is one at flat
+    index b - offset, zero elsewhere: jacobian()'s cotangents), else None. Only a constant real array qualifies.
+    A host array is checked on every call (it can be written in place), in time linear in its size."""
+    v, dtype = g._v, g.dtype
+    if g.requires_grad or not dtype.is_floating_point or dtype.is_complex:
+        return None
+    if type(v) is np.ndarray:
+        return _identity_block(v)
+    if not isinstance(v, jax.Array) or isinstance(v, jax.core.Tracer):
+        return None
+    known = _device_blocks.get(id(v))
+    if known is not None and known[0]() is v:
+        return known[1]
+    if len(_device_blocks) > 256:
+        _device_blocks.clear()
+    block = _identity_block(np.asarray(v))
+    _device_blocks[id(v)] = (weakref.ref(v), block)
+    return block
+
+
+def _identity_block(a):
+    rows, shape = a.shape[0], a.shape[1:]
+    n = math.prod(shape)
+    if rows < n or n == 0:
+        return None
+    a = a.reshape(rows, n)
+    offset = 0 if a[0, 0] == 1 else int(np.argmax(a[:, 0] != 0))
+    diagonal = a.diagonal(-offset)
+    if len(diagonal) != n or not (diagonal == 1).all():
+        return None
+    # n nonzero bit patterns, the diagonal's ones: every other entry is +0.0
+    return (offset, shape, a.dtype) if np.count_nonzero(a.view(f"u{a.itemsize}")) == n else None
 
 
 def _on_host(t):

@@ -23,8 +23,9 @@ globals().update(UNARY)
 globals().update(COMPARISONS)
 globals().update(PREDICATES)
 
-_TO = Op("to_copy", lambda a, *, dtype: a.astype(dtype), linear=True, backward_name="ToCopyBackward0")
-_CLONE = Op("clone", lambda a: a + jnp.zeros((), a.dtype), linear=True)
+_TO = Op("to_copy", lambda a, *, dtype: a.astype(dtype), linear=True, backward_name="ToCopyBackward0",
+         diagonal=True)
+_CLONE = Op("clone", lambda a: a + jnp.zeros((), a.dtype), linear=True, diagonal=True)
 _COPY = Op("copy", lambda a, src: jnp.broadcast_to(src.astype(a.dtype), a.shape), linear=True,
            backward_name="torch::autograd::CopyBackwards")
 

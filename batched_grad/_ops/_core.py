@@ -25,14 +25,17 @@ class Op:
     `view_step`: for a view op with more operands than the viewed one, `view_step(operands, **static)` gives the
     (op, static) of a one-operand op computing the same view, which the view's chain records.
     `program`: a whole backward program: the deferred values it reads are compiled into it at once.
+    `diagonal`: output element i (in flat order) depends only on element i of each operand of the output's size
+    (elementwise ops, reshapes), so the VJP of a one-hot cotangent is one-hot at the same index (_basis.py).
     """
 
-    __slots__ = ("name", "fn", "backward_name", "linear", "multilinear", "view", "view_step", "multi", "program")
+    __slots__ = ("name", "fn", "backward_name", "linear", "multilinear", "view", "view_step", "multi", "program",
+                 "diagonal")
 
     def __init__(self, name, fn, backward_name=None, linear=False, multilinear=False, view=False, view_step=None,
-                 multi=False, program=False):
+                 multi=False, program=False, diagonal=False):
         self.name, self.fn, self.linear, self.view, self.multi = name, fn, linear, view, multi
-        self.multilinear, self.program, self.view_step = multilinear, program, view_step
+        self.multilinear, self.program, self.view_step, self.diagonal = multilinear, program, view_step, diagonal
         self.backward_name = backward_name or "".join(p.capitalize() for p in name.split("_")) + "Backward0"
 
     def __repr__(self):

@@ -88,7 +88,7 @@ def _check_dtype(name, d):
 
 
 def _unary_op(name, f, float_result):
-    op = Op(name, lambda a, *, dtype: f(a.astype(dtype)), linear=name == "neg")
+    op = Op(name, lambda a, *, dtype: f(a.astype(dtype)), linear=name == "neg", diagonal=True)
     rule = _dtypes.float_result if float_result else _RESULT_DTYPE.get(name, lambda d: d)
 
     def public(input):
@@ -113,7 +113,7 @@ def round(input, *, decimals=0):  # noqa: A001  (torch's name)
 # ---- binary arithmetic ------------------------------------------------------------------------------------
 def _binary_op(name, f, doc=None, *, float_result=False, linear=False, multilinear=False, two_numbers=False):
     op = Op(name, lambda a, b, *, dtype: f(a.astype(dtype), b.astype(dtype)), linear=linear,
-            multilinear=multilinear)
+            multilinear=multilinear, diagonal=True)
 
     def public(input, other):
         if not isinstance(input, Tensor) and not isinstance(other, Tensor):
@@ -245,7 +245,8 @@ def true_divide(input, other):
 
 # a number exponent is part of the program, as a constant: XLA then computes x ** 2 as x * x and x ** 0.5 as a
 # square root (a runtime exponent makes a general power, with its branches for negative and zero bases)
-_POW_SCALAR = Op("pow", lambda a, *, exponent, dtype: _pow_fn(a.astype(dtype), jnp.asarray(exponent, dtype)))
+_POW_SCALAR = Op("pow", lambda a, *, exponent, dtype: _pow_fn(a.astype(dtype), jnp.asarray(exponent, dtype)),
+                 diagonal=True)
 
 
 def pow(input, exponent):  # noqa: A001
@@ -319,7 +320,7 @@ def _clamp_fn(x, lo, hi, *, dtype, has_lo, has_hi):
     return x
 
 
-_CLAMP = Op("clamp", _clamp_fn)
+_CLAMP = Op("clamp", _clamp_fn, diagonal=True)
 
 
 def clamp(input, min=None, max=None):  # noqa: A002
@@ -332,7 +333,7 @@ def clamp(input, min=None, max=None):  # noqa: A002
 
 
 clip = clamp
-_WHERE = Op("where", lambda c, a, b, *, dtype: jnp.where(c, a.astype(dtype), b.astype(dtype)))
+_WHERE = Op("where", lambda c, a, b, *, dtype: jnp.where(c, a.astype(dtype), b.astype(dtype)), diagonal=True)
 
 
 def where(condition, input=None, other=None):
@@ -353,7 +354,7 @@ def _lerp_fn(a, b, w, *, dtype):
     return jnp.where(jnp.abs(w) < 0.5, a + w * (b - a), b - (b - a) * (1 - w))
 
 
-_LERP = Op("lerp", _lerp_fn)
+_LERP = Op("lerp", _lerp_fn, diagonal=True)
 
 
 def lerp(input, end, weight):

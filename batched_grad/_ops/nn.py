@@ -59,7 +59,7 @@ _ACTIVATIONS = {  # name: (JAX function of the array and static parameters, torc
     "silu": (lambda a: a * jax.nn.sigmoid(a), "silu_cpu"),
     "softplus": (_softplus, "softplus_cpu"),
 }
-_ACTIVATION_OPS = {name: Op(name, f) for name, (f, _) in _ACTIVATIONS.items()}
+_ACTIVATION_OPS = {name: Op(name, f, diagonal=True) for name, (f, _) in _ACTIVATIONS.items()}
 
 
 def _activation(name, input, inplace=False, **static):

@@ -64,7 +64,8 @@ def _infer(shape, numel):
 
 
 def _view_op(backward_name):
-    return Op("reshape", lambda a, *, shape: jnp.reshape(a, shape), linear=True, view=True, backward_name=backward_name)
+    return Op("reshape", lambda a, *, shape: jnp.reshape(a, shape), linear=True, view=True, backward_name=backward_name,
+              diagonal=True)
 
 
 # reshape-like views differ only in the name torch gives their backward
