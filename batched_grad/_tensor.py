@@ -318,8 +318,11 @@ class Tensor:
 
     def _alias(self):
         """A new leaf sharing this tensor's values (in-place writes flow both ways) but not its graph. Host data
-        is shared as it is (nothing writes into it): it moves to the device when an op reads it, not here."""
+        is shared as it is (nothing writes into it): it moves to the device when an op reads it, not here, unless
+        an op has read it already (the functional API's input, detached on every call, moves once)."""
         v = self._v
+        if type(v) is np.ndarray and read_before(v, record=False):
+            v = self._v = to_device(v)
         t = Tensor._wrap(v if type(v) is np.ndarray else self._value)
         root, chain = self._view if self._view is not None else (self, ())
         t._view = (root, chain + (DETACH,))
@@ -523,6 +526,23 @@ def remember_view(root, view):
     elif len(views) >= 16 and len(views) & (len(views) - 1) == 0:
         views = root._views = [r for r in views if r() is not None]
     views.append(weakref.ref(view))
+
+
+_host_reads = {}  # id(host array) -> weakref to it: the host arrays (bg.tensor's) that some op has read
+
+
+def read_before(array, record=True):
+    """Whether an op already read this host array (and with `record`, note that one reads it now). A host array
+    read once (a fresh input) goes to the program as is, which moves it to the device in passing; one read again
+    (a weight) is moved to the device for good, rather than once per program that reads it."""
+    ref = _host_reads.get(id(array))
+    if ref is not None and ref() is array:
+        return True
+    if record:
+        if len(_host_reads) > 1024:
+            _host_reads.clear()
+        _host_reads[id(array)] = weakref.ref(array)
+    return False
 
 
 def to_device(array):

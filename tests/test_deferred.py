@@ -179,8 +179,11 @@ def test_host_data_read_again_moves_to_the_device_once():
     z = w @ y  # w is read again: a weight, kept on the device from now on
     assert isinstance(w._v, jax.Array) and type(x._v) is np.ndarray
     np.testing.assert_allclose(z.detach().numpy(), np.full(3, 9.0))
-    d = x.detach()  # an alias shares the host data rather than moving it (a device_put per call in hessian())
-    assert type(d._v) is np.ndarray and d._v is x._v and (d * 2).tolist() == [0.0, 2.0, 4.0]
+    fresh = bg.tensor(np.arange(3, dtype=np.float32))
+    d = fresh.detach()  # no op read it: the alias shares the host data (no device_put for a fresh hessian() input)
+    assert type(d._v) is np.ndarray and d._v is fresh._v and (d * 2).tolist() == [0.0, 2.0, 4.0]
+    d = x.detach()  # an op read x: it moves once, with its aliases (the functional API detaches its input per call)
+    assert isinstance(x._v, jax.Array) and d._v is x._v and (d * 2).tolist() == [0.0, 2.0, 4.0]
 
 
 def test_number_operands_reach_the_program_as_shared_device_constants():

@@ -11,7 +11,7 @@ import numpy as np
 from .. import _graph
 from .._dtypes import differentiable
 from .._grad_mode import is_grad_enabled
-from .._tensor import Tensor, remember_view, to_device
+from .._tensor import Tensor, read_before, remember_view, to_device
 from .._lazy import Pending, Signature, defer, kernel, materialize
 from vmap._rows import map_rows
 
@@ -68,22 +68,6 @@ def _device_number(kind, key):
     return to_device(np.asarray(float.fromhex(key) if kind is float else key))
 
 
-_host_reads = {}  # id(host array) -> weakref to it: the host arrays (bg.tensor's) that some op has read
-
-
-def _read_before(array):
-    """Whether an op already read this host array. A host array read once (a fresh input) goes to the program
-    as is, which moves it to the device in passing; one read again (a weight) is moved to the device for good,
-    rather than once per program that reads it."""
-    ref = _host_reads.get(id(array))
-    if ref is not None and ref() is array:
-        return True
-    if len(_host_reads) > 1024:
-        _host_reads.clear()
-    _host_reads[id(array)] = weakref.ref(array)
-    return False
-
-
 def apply(op, operands, **static):
     """Run `op` on operands (Tensors or numbers) and record it when grad mode is on and any operand requires grad.
 
@@ -94,7 +78,7 @@ def apply(op, operands, **static):
     for x in operands:  # one pass: the arrays, and whether the op is recorded or reads deferred values
         if isinstance(x, Tensor):
             a = x._v
-            if type(a) is np.ndarray and _read_before(a):
+            if type(a) is np.ndarray and read_before(a):
                 a = x._v = to_device(a)
             recording = recording or x.grad_fn is not None or x._requires_grad
         else:
