@@ -1,9 +1,10 @@
 """Standard-basis cotangents. A Jacobian's batched grad_outputs are the rows of an identity (jacobian()'s blocks
 of one, for several outputs): row b is one at flat index b - offset and zero elsewhere. The batched backward
 program carries such a row as its index and a scale (a BasisRow) rather than as a dense array, for as long as
-the ops allow: the VJP of an elementwise op (a diagonal Jacobian) scales it, and that of a matrix product picks
-a row or column of the other operand. So the first product of a Jacobian's backward is a gather, where a dense
-cotangent would cost a (B x n) @ (n x m) product. Any other op sees the dense row.
+the ops allow: the VJP of an elementwise op (a diagonal Jacobian) scales it, and that of a matrix product (or
+nn.functional.linear) picks a row or column of the other operand. So the first product of a Jacobian's
+backward is a gather, where a dense cotangent would cost a (B x n) @ (n x m) product. Any other op sees the
+dense row.
 
 The results are those of the dense rows, nan included: the VJP of an elementwise op at a point where its
 derivative is not finite turns the zeros of every row into nan there (0 * inf), and the rows keep that."""
@@ -75,32 +76,67 @@ def _diagonal(values, cts, spec):
     return [BasisRow(ct.row, ct.offset, s, r) for s, r in zip(scales, rests)]
 
 
-def _matmul(values, cts, spec):
-    """a @ b for 1-D and 2-D real operands, as (p, k) @ (k, m). With the row's entry s at (i, j), a's gradient
-    is s * b[:, j] in row i, b's is s * a[i, :] in column j; a nan of the rest elsewhere in a row of the
-    cotangent makes that row of a's gradient nan, in a column, that column of b's, as the dense products would."""
-    (ct,) = cts
-    (sa, da), (sb, db) = spec.sig.avals
-    if len(sa) > 2 or len(sb) > 2 or not (jnp.issubdtype(da, jnp.floating) and jnp.issubdtype(db, jnp.floating)):
-        return None
-    saved = iter(values)
-    a, b = [next(saved) if s else None for s in spec.saved_mask]
-    p, k, m = (sa[0] if len(sa) == 2 else 1), sa[-1], (sb[-1] if len(sb) == 2 else 1)
+def _entry(ct, p, m):
+    """(in range, i, j, s, nan) of a cotangent row of shape (p, m): its entry s at (i, j) (clipped into range),
+    and where the rest is nan elsewhere (None when the rest is zero)."""
     index = ct.row - ct.offset
     inside = (index >= 0) & (index < p * m)
     index = jnp.clip(index, 0, p * m - 1)
-    i, j, s = index // m, index % m, ct.scale.reshape(-1)[index]
     nan = None if ct.rest is None else jnp.isnan(jnp.where(ct.hit(), 0, ct.rest).reshape(p, m))
-    grads = []
-    for operand in spec.want:
-        if operand == 0:  # (p, k)
-            g = jnp.where(inside & (jnp.arange(p) == i)[:, None], s * b.reshape(k, m)[:, j], 0)
-            g = g if nan is None else jnp.where(nan.any(1)[:, None], jnp.nan, g)
-        else:  # (k, m)
-            g = jnp.where(inside & (jnp.arange(m) == j), (s * a.reshape(p, k)[i])[:, None], 0)
-            g = g if nan is None else jnp.where(nan.any(0), jnp.nan, g)
-        grads.append(g.reshape(sa if operand == 0 else sb))
-    return grads
+    return inside, index // m, index % m, ct.scale.reshape(-1)[index], nan
 
 
-_RULES = {"matmul": _matmul}
+def _left(entry, b, p):
+    """The gradient (p, k) of a in a @ b, b (k, m): s * b[:, j] in row i; a nan row of the cotangent, a nan row."""
+    inside, i, j, s, nan = entry
+    g = jnp.where(inside & (jnp.arange(p) == i)[:, None], s * b[:, j], 0)
+    return g if nan is None else jnp.where(nan.any(1)[:, None], jnp.nan, g)
+
+
+def _right(entry, a, m):
+    """The gradient (k, m) of b in a @ b, a (p, k): s * a[i, :] in column j; a nan column, a nan column."""
+    inside, i, j, s, nan = entry
+    g = jnp.where(inside & (jnp.arange(m) == j), (s * a[i])[:, None], 0)
+    return g if nan is None else jnp.where(nan.any(0), jnp.nan, g)
+
+
+def _operands(values, spec):
+    saved = iter(values)
+    return [next(saved) if s else None for s in spec.saved_mask]
+
+
+def _real(avals, most_dims):
+    return all(len(shape) <= most_dims and jnp.issubdtype(dtype, jnp.floating) for shape, dtype in avals)
+
+
+def _matmul(values, cts, spec):
+    """a @ b for 1-D and 2-D real operands, as (p, k) @ (k, m)."""
+    (ct,) = cts
+    (sa, _), (sb, _) = avals = spec.sig.avals
+    if not _real(avals, 2):
+        return None
+    a, b = _operands(values, spec)
+    p, k, m = (sa[0] if len(sa) == 2 else 1), sa[-1], (sb[-1] if len(sb) == 2 else 1)
+    entry = _entry(ct, p, m)
+    grads = {0: lambda: _left(entry, b.reshape(k, m), p).reshape(sa),
+             1: lambda: _right(entry, a.reshape(p, k), m).reshape(sb)}
+    return [grads[j]() for j in spec.want]
+
+
+def _linear(values, cts, spec):
+    """x @ w.T + bias (nn.functional.linear) for a 1-D or 2-D real x: a product with b = w.T, and the bias
+    gradient the cotangent's column sums (s at j)."""
+    (ct,) = cts
+    avals = spec.sig.avals
+    if not _real(avals, 2):
+        return None
+    (sx, _), ((m, k), dw) = avals[:2]
+    x, w, *_ = _operands(values, spec)
+    p = sx[0] if len(sx) == 2 else 1
+    entry = _entry(ct, p, m)
+    grads = {0: lambda: _left(entry, w.T, p).reshape(sx), 1: lambda: _right(entry, x.reshape(p, k), m).T,
+             2: lambda: _right(entry, jnp.ones((p, 1), dw), m).reshape(m)}
+    return [grads[j]() for j in spec.want]
+
+
+_RULES = {"matmul": _matmul, "linear": _linear}

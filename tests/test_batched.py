@@ -40,16 +40,16 @@ def test_per_sample_gradients_with_identity_cotangents():
 
 
 def _products(lib, x, params):
-    """vector @ matrix, matrix @ vector and matrix @ matrix products between elementwise ops and reshapes."""
-    w1, w2, w3, b = params
+    """vector @ matrix, matrix @ vector, matrix @ matrix and linear layers between elementwise ops and reshapes."""
+    w1, w2, w3, b, w4, b4 = params
     h = lib.tanh(x @ w1 + b)  # (5,)
     m = lib.sigmoid(w2 @ h).reshape(2, 3)  # (6,) -> (2, 3)
-    return (m @ w3) * 2.0 - 1.0  # (2, 4)
+    return lib.nn.functional.linear((m @ w3) * 2.0 - 1.0, w4, b4)  # (2, 4) -> (2, 4)
 
 
 def test_jacobian_seeds_match_torch_through_products():
     x, tx = pair(4)
-    params = [pair(*shape, seed=i + 1) for i, shape in enumerate([(4, 5), (6, 5), (3, 4), (5,)])]
+    params = [pair(*shape, seed=i + 1) for i, shape in enumerate([(4, 5), (6, 5), (3, 4), (5,), (4, 4), (4,)])]
     bp, tp = [p[0] for p in params], [p[1] for p in params]
     want = torch.autograd.grad(_products(torch, tx, tp), [tx] + tp, torch.eye(8, dtype=torch.float64).view(8, 2, 4),
                                is_grads_batched=True)
@@ -85,7 +85,7 @@ def test_jacobian_of_several_outputs_matches_torch():
     w, tw = pair(3, 2, seed=1)
 
     def f(lib, w):
-        return lambda x: (lib.tanh(x @ w), x.exp() * 3.0, (x @ w).sum())
+        return lambda x: (lib.tanh(x @ w), x.exp() * 3.0, (x @ w).sum(), lib.nn.functional.linear(x, w.T, w[0]))
 
     want = torch.autograd.functional.jacobian(f(torch, tw), tx, vectorize=True)
     for _ in range(3):
