@@ -73,6 +73,26 @@ def test_integer_indices_are_operands_so_every_position_shares_a_program():
         np.testing.assert_allclose(g.numpy(), expected, rtol=1e-12)
 
 
+def test_select_and_writes_at_integer_positions_share_a_program_across_positions():
+    import torch
+
+    data = np.random.default_rng(0).standard_normal((6, 3))
+
+    def fill(lib, x, i):  # rows written one at a time, as a loop over positions does
+        z = lib.zeros(6, 3, dtype=x.dtype)
+        z[i] = x.select(0, (i + 1) % 6) * 2
+        z[i, 1:] = x[i, :2]
+        return lib.autograd.grad((z * z).sum(), x)[0]
+
+    x, tx = bg.tensor(data, requires_grad=True), torch.tensor(data, requires_grad=True)
+    for i in range(2 * _lazy.FUSE_AFTER + 1):  # per-op kernels, then fused programs (the write's, the graph's)
+        fill(bg, x, i)
+    before = bg.compile_count()
+    for i in range(6):
+        np.testing.assert_allclose(fill(bg, x, i).numpy(), fill(torch, tx, i).numpy(), rtol=1e-12)
+    assert bg.compile_count() == before
+
+
 def test_equal_number_operands_do_not_change_the_structure():
     x = bg.tensor(np.arange(3.0), requires_grad=True)
 

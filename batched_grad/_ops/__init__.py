@@ -10,13 +10,13 @@ from ._core import Op, apply
 from .elementwise import (COMPARISONS, PREDICATES, UNARY, add, atan2, clamp, clip, div, floor_divide, fmod,
                           hypot, lerp, maximum, minimum, mul, pow, remainder, round, rsub, sub, true_divide, where)
 from .indexing import (argsort, gather, getitem, index_select, masked_fill, masked_select, nonzero, scatter,
-                       scatter_add, setitem, sort, take_along_dim, topk)
+                       scatter_add, select, setitem, sort, take_along_dim, topk)
 from .linalg import bmm, diag, diagonal, dot, einsum, matmul, mm, mv, outer, tensordot, trace, tril, triu
 from .nn import conv1d, conv2d, layer_norm, log_softmax, max_pool2d, softmax
 from .reduction import (all, amax, amin, any, argmax, argmin, cumprod, cumsum, logsumexp, max, mean, min, norm,
                         prod, std, sum, var)
 from .shape import (broadcast_to, cat, chunk, concat, concatenate, expand, expand_as, flatten, flip, hstack,
-                    movedim, narrow, permute, repeat, reshape, roll, select, split, squeeze, stack, swapaxes, t,
+                    movedim, narrow, permute, repeat, reshape, roll, split, squeeze, stack, swapaxes, t,
                     tile, transpose, unbind, unflatten, unsqueeze, view, view_as, vstack)
 
 globals().update(UNARY)

@@ -167,6 +167,16 @@ _DYNAMIC_BASIC = {name: Op(op.name, lambda a, *positions, template: a[_positions
 _INDEX = Op("index", _index_fn, linear=True)
 _INDEX_PUT = Op("index_put", _index_put_fn, linear=True, backward_name="IndexPutBackward0")
 _COPY_SLICES = Op("index_put", _index_put_fn, linear=True, backward_name="torch::autograd::CopySlices")
+# a basic index with integers written into: z[i] = v for every i shares one kernel, as x[i] does
+_DYNAMIC_COPY_SLICES = Op("index_put", lambda a, v, *positions, template: a.at[_positions(template, positions)].set(
+    v.astype(a.dtype)), linear=True, backward_name="torch::autograd::CopySlices")
+
+
+def _template(basic):
+    """(template, positions) of a basic index: its integers as ("int", j) placeholders for positions[j]."""
+    slots = itertools.count()
+    return encode_index([("int", next(slots)) if type(i) is int else i for i in basic]), [
+        i for i in basic if type(i) is int]
 
 
 def getitem(input, index):
@@ -174,13 +184,22 @@ def getitem(input, index):
     structure, arrays, name = _parse(input.shape, index)
     if arrays:
         return apply(_INDEX, [input] + arrays, structure=structure)
-    basic = decode_index(structure[0])
-    positions = [i for i in basic if type(i) is int]
+    template, positions = _template(decode_index(structure[0]))
     if not positions:
         return apply(_BASIC[name], [input], index=structure[0])
-    slots = itertools.count()
-    template = encode_index([("int", next(slots)) if type(i) is int else i for i in basic])
     return apply(_DYNAMIC_BASIC[name], [input] + positions, template=template)
+
+
+def select(input, dim, index):
+    """The slice at `index` of dimension `dim`, which is removed (input.select(0, i) is input[i])."""
+    if input.ndim == 0:
+        raise IndexError("select() cannot be applied to a 0-dim tensor.")
+    d = _wrap_dim(dim, input.ndim)
+    size, index = input.shape[d], int(index)
+    if not -size <= index < size:
+        raise IndexError(f"select(): index {index} out of range for tensor of size {list(input.shape)} at "
+                         f"dimension {d}")
+    return getitem(input, (slice(None),) * d + (index % size,))
 
 
 def _indexed_shape(shape, structure, arrays):
@@ -217,8 +236,14 @@ def setitem(input, index, value):
                            f"{list(v)}")
     if lead:
         value = reshape(value, vshape[lead:])
-    op = _INDEX_PUT if arrays else _COPY_SLICES
-    input._assign(apply(op, [input, value] + arrays, structure=structure))
+    if arrays:
+        input._assign(apply(_INDEX_PUT, [input, value] + arrays, structure=structure))
+        return
+    template, positions = _template(decode_index(structure[0]))
+    if positions:
+        input._assign(apply(_DYNAMIC_COPY_SLICES, [input, value] + positions, template=template))
+    else:
+        input._assign(apply(_COPY_SLICES, [input, value], structure=structure))
 
 
 # ---- gather / scatter family --------------------------------------------------------------------

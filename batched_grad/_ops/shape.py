@@ -255,18 +255,6 @@ def narrow(input, dim, start, length):
     return apply(_SLICE, [input], index=encode_index((slice(None),) * d + (slice(start, start + length),)))
 
 
-def select(input, dim, index):
-    """The slice at `index` of dimension `dim`, which is removed (input.select(0, i) is input[i])."""
-    if input.ndim == 0:
-        raise IndexError("select() cannot be applied to a 0-dim tensor.")
-    d = _wrap_dim(dim, input.ndim)
-    size, index = input.shape[d], int(index)
-    if not -size <= index < size:
-        raise IndexError(f"select(): index {index} out of range for tensor of size {list(input.shape)} at "
-                         f"dimension {d}")
-    return apply(_SELECT, [input], index=encode_index((slice(None),) * d + (index % size,)))
-
-
 def unbind(input, dim=0):
     """The slices along `dim`, as a tuple of tensors without that dimension."""
     if input.ndim == 0:
