@@ -73,16 +73,17 @@ def test_integer_indices_are_operands_so_every_position_shares_a_program():
         np.testing.assert_allclose(g.numpy(), expected, rtol=1e-12)
 
 
-def test_select_and_writes_at_integer_positions_share_a_program_across_positions():
+def test_select_slices_and_writes_at_operand_positions_share_a_program_across_positions():
     import torch
 
     data = np.random.default_rng(0).standard_normal((6, 3))
 
-    def fill(lib, x, i):  # rows written one at a time, as a loop over positions does
+    def fill(lib, x, i):  # rows written one at a time, and windows read, as loops over positions do
         z = lib.zeros(6, 3, dtype=x.dtype)
         z[i] = x.select(0, (i + 1) % 6) * 2
         z[i, 1:] = x[i, :2]
-        return lib.autograd.grad((z * z).sum(), x)[0]
+        z[i // 2:i // 2 + 3:2, :2] = x[i:i + 1, 1:] ** 2
+        return lib.autograd.grad((z * z).sum() + x[..., i % 2:i % 2 + 2].exp().sum(), x)[0]
 
     x, tx = bg.tensor(data, requires_grad=True), torch.tensor(data, requires_grad=True)
     for i in range(2 * _lazy.FUSE_AFTER + 1):  # per-op kernels, then fused programs (the write's, the graph's)

@@ -65,6 +65,8 @@ def _basis_block(g):
     v, dtype = g._v, g.dtype
     if g.requires_grad or not dtype.is_floating_point or dtype.is_complex:
         return None
+    if not 0 < math.prod(v.shape[1:]) <= v.shape[0]:  # fewer rows than a row's size: not a block of the identity
+        return None
     if type(v) is np.ndarray:
         return _identity_block(v)
     if not isinstance(v, jax.Array) or isinstance(v, jax.core.Tracer):
@@ -82,8 +84,6 @@ def _basis_block(g):
 def _identity_block(a):
     rows, shape = a.shape[0], a.shape[1:]
     n = math.prod(shape)
-    if rows < n or n == 0:
-        return None
     a = a.reshape(rows, n)
     offset = 0 if a[0, 0] == 1 else int(np.argmax(a[:, 0] != 0))
     diagonal = a.diagonal(-offset)

@@ -1,7 +1,6 @@
 """The op table's machinery: an Op is a pure JAX function plus static parameters; `apply` runs it
 through a compiled-kernel cache and records a node whose VJP is JAX's, traced in a cached kernel."""
 import functools
-import weakref
 from typing import NamedTuple
 
 import jax

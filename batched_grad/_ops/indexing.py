@@ -1,5 +1,4 @@
 """Indexing: __getitem__/__setitem__ (basic and advanced), gather/scatter, masks, nonzero, sort and topk."""
-import itertools
 
 import jax
 import jax.numpy as jnp
@@ -151,32 +150,81 @@ _BASIC.update({name: Op("slice", _SLICE.fn, linear=True, view=True, backward_nam
                for name in ("UnsqueezeBackward0", "AliasBackward0")})
 
 
-def _positions(template, positions):
-    """A basic index from a template whose integers are ("int", j) placeholders for positions[j]."""
-    return tuple(positions[i[1]] if isinstance(i, tuple) and i[0] == "int" else i for i in decode_index(template))
+def _template(basic, shape):
+    """(template, positions) of a basic index whose integers and partial slices' starts are operands: ("int", j)
+    stands for the integer positions[j], ("range", j, span, step) for a slice of `span` elements from
+    positions[j]. So x[i] or x[i:i + 2] for every i shares one kernel."""
+    items, positions, dim = [], [], 0
+    consumed = sum(1 for i in basic if i is not None and i is not Ellipsis)
+    for i in basic:
+        if i is Ellipsis:
+            dim += len(shape) - consumed
+        if i is None or i is Ellipsis:
+            items.append(i)
+            continue
+        if type(i) is int:
+            items.append(("int", len(positions)))
+            positions.append(i)
+        else:
+            start, stop, step = i.indices(shape[dim])
+            length = len(range(start, stop, step))
+            if length in (0, shape[dim]):  # empty or whole: nothing to place
+                items.append(i)
+            else:
+                items.append(("range", len(positions), (length - 1) * step + 1, step))
+                positions.append(start)
+        dim += 1
+    return encode_index(items), positions
+
+
+def _cut(a, template, positions):
+    """(a cut to the template's ranges, the index of the rest, the start of the cut in each dimension)."""
+    items = decode_index(template)
+    consumed = sum(1 for i in items if i is not None and i is not Ellipsis)
+    index, starts, dim = [], [0] * a.ndim, 0
+    for i in items:
+        if i is Ellipsis:
+            dim += a.ndim - consumed
+        if i is None or i is Ellipsis:
+            index.append(i)
+            continue
+        if isinstance(i, tuple) and i[0] == "range":
+            _, j, span, step = i
+            starts[dim] = positions[j]
+            a = jax.lax.dynamic_slice_in_dim(a, positions[j], span, axis=dim)
+            index.append(slice(None, None, step))
+        else:
+            index.append(positions[i[1]] if isinstance(i, tuple) else i)
+        dim += 1
+    return a, tuple(index), starts
+
+
+def _view_at(a, *positions, template):
+    cut, index, _ = _cut(a, template, positions)
+    return cut[index]
+
+
+def _put_at(a, v, *positions, template):
+    cut, index, starts = _cut(a, template, positions)
+    cut = cut.at[index].set(v.astype(a.dtype))
+    return jax.lax.dynamic_update_slice(a, cut, [jnp.asarray(s, jnp.int64) for s in starts])
 
 
 def _static_form(name):
-    """The view step of a basic index with integer operands: the same index with the integers in it."""
-    return lambda operands, *, template: (_BASIC[name], (("index", encode_index(_positions(template, operands[1:]))),))
+    """The view step of a basic index with operand positions: the same index with the positions in it."""
+    def step(operands, *, template):
+        index = [i if not isinstance(i, tuple) else operands[1 + i[1]] if i[0] == "int" else
+                 slice(operands[1 + i[1]], operands[1 + i[1]] + i[2], i[3]) for i in decode_index(template)]
+        return _BASIC[name], (("index", encode_index(index)),)
+    return step
 
 
-# a basic index with integers: they are operands (0-d device constants), so x[i] for every i shares one kernel
-_DYNAMIC_BASIC = {name: Op(op.name, lambda a, *positions, template: a[_positions(template, positions)], linear=True,
-                           view=True, view_step=_static_form(name), backward_name=name) for name, op in _BASIC.items()}
+_DYNAMIC_BASIC = {name: Op(op.name, _view_at, linear=True, view=True, view_step=_static_form(name), backward_name=name)
+                  for name, op in _BASIC.items()}
 _INDEX = Op("index", _index_fn, linear=True)
 _INDEX_PUT = Op("index_put", _index_put_fn, linear=True, backward_name="IndexPutBackward0")
 _COPY_SLICES = Op("index_put", _index_put_fn, linear=True, backward_name="torch::autograd::CopySlices")
-# a basic index with integers written into: z[i] = v for every i shares one kernel, as x[i] does
-_DYNAMIC_COPY_SLICES = Op("index_put", lambda a, v, *positions, template: a.at[_positions(template, positions)].set(
-    v.astype(a.dtype)), linear=True, backward_name="torch::autograd::CopySlices")
-
-
-def _template(basic):
-    """(template, positions) of a basic index: its integers as ("int", j) placeholders for positions[j]."""
-    slots = itertools.count()
-    return encode_index([("int", next(slots)) if type(i) is int else i for i in basic]), [
-        i for i in basic if type(i) is int]
+_DYNAMIC_COPY_SLICES = Op("index_put", _put_at, linear=True, backward_name="torch::autograd::CopySlices")
 
 
 def getitem(input, index):
@@ -184,7 +232,7 @@ def getitem(input, index):
     structure, arrays, name = _parse(input.shape, index)
     if arrays:
         return apply(_INDEX, [input] + arrays, structure=structure)
-    template, positions = _template(decode_index(structure[0]))
+    template, positions = _template(decode_index(structure[0]), tuple(input.shape))
     if not positions:
         return apply(_BASIC[name], [input], index=structure[0])
     return apply(_DYNAMIC_BASIC[name], [input] + positions, template=template)
@@ -239,7 +287,7 @@ def setitem(input, index, value):
     if arrays:
         input._assign(apply(_INDEX_PUT, [input, value] + arrays, structure=structure))
         return
-    template, positions = _template(decode_index(structure[0]))
+    template, positions = _template(decode_index(structure[0]), tuple(input.shape))
     if positions:
         input._assign(apply(_DYNAMIC_COPY_SLICES, [input, value] + positions, template=template))
     else:
