@@ -1,5 +1,7 @@
 """Indexing: __getitem__/__setitem__ (basic and advanced), gather/scatter, masks, nonzero, sort and topk."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -150,10 +152,12 @@ _BASIC.update({name: Op("slice", _SLICE.fn, linear=True, view=True, backward_nam
                for name in ("UnsqueezeBackward0", "AliasBackward0")})
 
 
-def _template(basic, shape):
-    """(template, positions) of a basic index whose integers and partial slices' starts are operands: ("int", j)
-    stands for the integer positions[j], ("range", j, span, step) for a slice of `span` elements from
+@functools.lru_cache(maxsize=4096)
+def _template(index, shape):
+    """(template, positions) of an (encoded) basic index whose integers and partial slices' starts are operands:
+    ("int", j) stands for the integer positions[j], ("range", j, span, step) for a slice of `span` elements from
     positions[j]. So x[i] or x[i:i + 2] for every i shares one kernel."""
+    basic = decode_index(index)
     items, positions, dim = [], [], 0
     consumed = sum(1 for i in basic if i is not None and i is not Ellipsis)
     for i in basic:
@@ -174,7 +178,7 @@ def _template(basic, shape):
                 items.append(("range", len(positions), (length - 1) * step + 1, step))
                 positions.append(start)
         dim += 1
-    return encode_index(items), positions
+    return encode_index(items), tuple(positions)
 
 
 def _cut(a, template, positions):
@@ -210,17 +214,20 @@ def _put_at(a, v, *positions, template):
     return jax.lax.dynamic_update_slice(a, cut, [jnp.asarray(s, jnp.int64) for s in starts])
 
 
-def _static_form(name):
+def _view_step(name, operands, *, template):
     """The view step of a basic index with operand positions: the same index with the positions in it."""
-    def step(operands, *, template):
-        index = [i if not isinstance(i, tuple) else operands[1 + i[1]] if i[0] == "int" else
-                 slice(operands[1 + i[1]], operands[1 + i[1]] + i[2], i[3]) for i in decode_index(template)]
-        return _BASIC[name], (("index", encode_index(index)),)
-    return step
+    return _static_step(name, template, tuple(operands[1:]))
 
 
-_DYNAMIC_BASIC = {name: Op(op.name, _view_at, linear=True, view=True, view_step=_static_form(name), backward_name=name)
-                  for name, op in _BASIC.items()}
+@functools.lru_cache(maxsize=4096)
+def _static_step(name, template, positions):
+    index = [i if not isinstance(i, tuple) else positions[i[1]] if i[0] == "int" else
+             slice(positions[i[1]], positions[i[1]] + i[2], i[3]) for i in decode_index(template)]
+    return _BASIC[name], (("index", encode_index(index)),)
+
+
+_DYNAMIC_BASIC = {name: Op(op.name, _view_at, linear=True, view=True, view_step=functools.partial(_view_step, name),
+                           backward_name=name) for name, op in _BASIC.items()}
 _INDEX = Op("index", _index_fn, linear=True)
 _INDEX_PUT = Op("index_put", _index_put_fn, linear=True, backward_name="IndexPutBackward0")
 _COPY_SLICES = Op("index_put", _index_put_fn, linear=True, backward_name="torch::autograd::CopySlices")
@@ -232,10 +239,10 @@ def getitem(input, index):
     structure, arrays, name = _parse(input.shape, index)
     if arrays:
         return apply(_INDEX, [input] + arrays, structure=structure)
-    template, positions = _template(decode_index(structure[0]), tuple(input.shape))
+    template, positions = _template(structure[0], tuple(input.shape))
     if not positions:
         return apply(_BASIC[name], [input], index=structure[0])
-    return apply(_DYNAMIC_BASIC[name], [input] + positions, template=template)
+    return apply(_DYNAMIC_BASIC[name], [input, *positions], template=template)
 
 
 def select(input, dim, index):
@@ -287,9 +294,9 @@ def setitem(input, index, value):
     if arrays:
         input._assign(apply(_INDEX_PUT, [input, value] + arrays, structure=structure))
         return
-    template, positions = _template(decode_index(structure[0]), tuple(input.shape))
+    template, positions = _template(structure[0], tuple(input.shape))
     if positions:
-        input._assign(apply(_DYNAMIC_COPY_SLICES, [input, value] + positions, template=template))
+        input._assign(apply(_DYNAMIC_COPY_SLICES, [input, value, *positions], template=template))
     else:
         input._assign(apply(_COPY_SLICES, [input, value], structure=structure))
 
