@@ -97,6 +97,21 @@ def test_functional_batched_grads_equal_the_per_row_loop_without_fallback(monkey
     check_batched([bg.cat(outputs)], leaves, np.random.default_rng(0), rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.parametrize("geometry", [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1, ceil_mode=True),
+                                      dict(kernel_size=3, stride=1, dilation=2), dict(kernel_size=2, stride=1)])
+def test_max_pool_gradient_goes_where_torchs_does_on_ties_and_nan(geometry, engine_tier):
+    """torch's backward scatters to the first maximum of a window (row-major), or to its last nan."""
+    rng = np.random.default_rng(0)
+    data = np.round(rng.standard_normal((2, 2, 8, 8)))  # many ties
+    data[0, 0, :4, :4] = 0.0
+    data[1, 1, [0, 1, 3, 5], [0, 1, 2, 5]] = np.nan
+    x, tx = bg.tensor(data, requires_grad=True), torch.tensor(data, requires_grad=True)
+    weights = rng.standard_normal(tuple(torch.nn.functional.max_pool2d(tx, **geometry).shape))
+    (want,) = torch.autograd.grad((torch.nn.functional.max_pool2d(tx, **geometry) * torch.tensor(weights)).sum(), tx)
+    (got,) = bg.autograd.grad((F(bg).max_pool2d(x, **geometry) * bg.tensor(weights)).sum(), x)
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
 @pytest.mark.parametrize("case", [
     lambda m: F(m).one_hot(m.tensor([[0, 2], [1, 1]]), 4),
     lambda m: F(m).one_hot(m.tensor([3, 0])),

@@ -1,5 +1,6 @@
 """Neural-network ops: activations, softmax, linear, convolution, pooling, layer norm, embedding, pad, one_hot and
 dropout. Each is a pure JAX function recorded through the op table, so its VJP (and every higher one) is JAX's."""
+import functools
 import itertools
 import math
 import warnings
@@ -237,8 +238,51 @@ def _pool_window(x, init, reducer, *, window, stride, padding, dilation):
                                  ((0, 0),) * lead + padding, window_dilation=(1,) * lead + dilation)
 
 
-def _max_pool(x, **geometry):
-    return _pool_window(x, -jnp.inf, jax.lax.max, **geometry)
+def _max_pool(x, *, window, stride, padding, dilation):
+    return _max_pool_at(x, window, stride, padding, dilation)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1, 2, 3, 4))
+def _max_pool_at(x, window, stride, padding, dilation):
+    return _pool_window(x, -jnp.inf, jax.lax.max, window=window, stride=stride, padding=padding, dilation=dilation)
+
+
+@_max_pool_at.defjvp
+def _max_pool_jvp(window, stride, padding, dilation, primals, tangents):
+    # The tangent at each window's chosen element, as torch's backward scatters to its indices: the first maximum
+    # in the window's row-major order, or its last nan. JAX's own derivative of a max window, under a batch of
+    # cotangents, recomputes the choice for every cotangent (about 10x slower for a CNN's per-sample gradients).
+    (x,), (t,) = primals, tangents
+    values = _windows(x, -jnp.inf, window, stride, padding, dilation)
+    nan = jnp.isnan(values)
+    k = values.shape[-1]
+    chosen = jnp.where(nan.any(-1), k - 1 - jnp.argmax(nan[..., ::-1], -1), jnp.argmax(values, -1))
+    picked = jnp.arange(k) == chosen[..., None]
+    out = _max_pool_at(x, window, stride, padding, dilation)
+    return out, jnp.where(picked, _windows(t, 0, window, stride, padding, dilation), 0).sum(-1)
+
+
+def _windows(a, fill, window, stride, padding, dilation):
+    """The pooling windows' elements along a new last axis, (..., *out_spatial, prod(window)), in row-major
+    window order; padding is `fill`."""
+    lead = a.ndim - len(window)
+    a = jnp.pad(a, ((0, 0),) * lead + padding, constant_values=fill)
+    spatial = a.shape[lead:]
+    out = [(n - d * (w - 1) - 1) // s + 1 for n, w, s, d in zip(spatial, window, stride, dilation)]
+    if stride == window and set(dilation) == {1}:  # windows that tile the input: a reshape, whose transpose is one
+        a = a[(...,) + tuple(slice(0, m * w) for m, w in zip(out, window))]
+        a = a.reshape(a.shape[:lead] + tuple(x for m, w in zip(out, window) for x in (m, w)))
+        n = len(window)
+        a = a.transpose(tuple(range(lead)) + tuple(lead + 2 * i for i in range(n)) +
+                        tuple(lead + 2 * i + 1 for i in range(n)))
+        return a.reshape(a.shape[:lead + n] + (-1,))
+    taps = []
+    for offset in itertools.product(*[range(w) for w in window]):
+        start = [o * d for o, d in zip(offset, dilation)]
+        limit = [b + (m - 1) * s + 1 for b, m, s in zip(start, out, stride)]
+        taps.append(jax.lax.slice(a, (0,) * lead + tuple(start), a.shape[:lead] + tuple(limit),
+                                  (1,) * lead + tuple(stride)))
+    return jnp.stack(taps, -1)
 
 
 def _avg_pool(x, *, divisor, count_pad, **geometry):
