@@ -1,5 +1,4 @@
 """Indexing: __getitem__/__setitem__ (basic and advanced), gather/scatter, masks, nonzero, sort and topk."""
-
 import functools
 
 import jax
