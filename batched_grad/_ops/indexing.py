@@ -156,16 +156,11 @@ def _template(index, shape):
     """(template, positions) of an (encoded) basic index whose integers and partial slices' starts are operands:
     ("int", j) stands for the integer positions[j], ("range", j, span, step) for a slice of `span` elements from
     positions[j]. So x[i] or x[i:i + 2] for every i shares one kernel."""
-    basic = decode_index(index)
-    items, positions, dim = [], [], 0
-    consumed = sum(1 for i in basic if i is not None and i is not Ellipsis)
-    for i in basic:
-        if i is Ellipsis:
-            dim += len(shape) - consumed
-        if i is None or i is Ellipsis:
+    items, positions = [], []
+    for i, dim in _with_dims(decode_index(index), len(shape)):
+        if dim is None:
             items.append(i)
-            continue
-        if type(i) is int:
+        elif type(i) is int:
             items.append(("int", len(positions)))
             positions.append(i)
         else:
@@ -176,21 +171,27 @@ def _template(index, shape):
             else:
                 items.append(("range", len(positions), (length - 1) * step + 1, step))
                 positions.append(start)
-        dim += 1
     return encode_index(items), tuple(positions)
+
+
+def _with_dims(items, ndim):
+    """(item, the dimension it indexes) for each item of a basic index; None and Ellipsis index none."""
+    consumed = sum(1 for i in items if i is not None and i is not Ellipsis)
+    dim = 0
+    for i in items:
+        if i is Ellipsis:
+            dim += ndim - consumed
+        if i is None or i is Ellipsis:
+            yield i, None
+        else:
+            yield i, dim
+            dim += 1
 
 
 def _cut(a, template, positions):
     """(a cut to the template's ranges, the index of the rest, the start of the cut in each dimension)."""
-    items = decode_index(template)
-    consumed = sum(1 for i in items if i is not None and i is not Ellipsis)
-    index, starts, dim = [], [0] * a.ndim, 0
-    for i in items:
-        if i is Ellipsis:
-            dim += a.ndim - consumed
-        if i is None or i is Ellipsis:
-            index.append(i)
-            continue
+    index, starts = [], [0] * a.ndim
+    for i, dim in _with_dims(decode_index(template), a.ndim):
         if isinstance(i, tuple) and i[0] == "range":
             _, j, span, step = i
             starts[dim] = positions[j]
@@ -198,7 +199,6 @@ def _cut(a, template, positions):
             index.append(slice(None, None, step))
         else:
             index.append(positions[i[1]] if isinstance(i, tuple) else i)
-        dim += 1
     return a, tuple(index), starts
 
 
