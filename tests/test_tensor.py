@@ -134,6 +134,21 @@ GRAD_FN = [
     "x = m.ones(3, requires_grad=True)\n[t.grad_fn.name() for t in x.unbind()], x.sum().grad_fn.name()",
     "x = m.ones(2, requires_grad=True)\nx.grad_fn, x.detach().grad_fn, x.clone().grad_fn.name()",
     "y = m.ones(2, requires_grad=True) * 2\nnf = y.grad_fn.next_functions\ntype(nf).__name__, type(nf[0]).__name__, len(nf)",
+    # torch names a node after the overload it recorded, or after the last op of a composite
+    "x = m.ones(2, 3, requires_grad=True)\n[t.grad_fn.name() for t in (x.sum(), x.sum(1), x.mean(), x.mean((0, 1)), "
+    "x.prod(), x.prod(1), x.clamp(0, 1), x.clip(max=x), x ** 2, x ** x, 2 ** x, x - 1, 1 - x, x.log1p(), x.square())]",
+    "F = m.nn.functional\nx, w, b = m.ones(2, 3, requires_grad=True), m.ones(4, 3), m.ones(4)\n"
+    "[F.linear(v, w, *c).grad_fn.name() for v in (x[0], x, x[None]) for c in ((), (b,))]",
+    "F = m.nn.functional\nx, t = m.ones(2, 3, requires_grad=True), m.tensor([0, 2])\n"
+    "[F.l1_loss(x, x * 0, reduction=r).grad_fn.name() for r in ('mean', 'sum', 'none')], "
+    "[F.cross_entropy(x, t, reduction=r).grad_fn.name() for r in ('mean', 'none')], "
+    "[F.cross_entropy(x, m.ones(2, 3) / 3, reduction=r).grad_fn.name() for r in ('mean', 'sum')], "
+    "F.cross_entropy(x, t, label_smoothing=0.1).grad_fn.name(), F.nll_loss(x, t).grad_fn.name()",
+    "F = m.nn.functional\nx = m.ones(3, requires_grad=True)\n[m.autograd.grad(f(x).sum(), x, create_graph=True)[0]"
+    ".grad_fn.name() for f in (m.tanh, m.sigmoid, F.softplus, F.elu, F.gelu)]",
+    "F = m.nn.functional\nx = m.ones(2, 3, 2, 2, requires_grad=True)\n"
+    "[F.nll_loss(v, t, reduction=r).grad_fn.name() for v, t in ((x[..., 0], m.zeros(2, 2, dtype=m.long)), "
+    "(x, m.zeros(2, 2, 2, dtype=m.long)), (x[..., None], m.zeros(2, 2, 2, 1, dtype=m.long))) for r in ('mean', 'none')]",
 ]
 
 DATA = [

@@ -26,6 +26,8 @@ class Op:
     `program`: a whole backward program: the deferred values it reads are compiled into it at once.
     `diagonal`: output element i (in flat order) depends only on element i of each operand of the output's size
     (elementwise ops, reshapes), so the VJP of a one-hot cotangent is one-hot at the same index (_basis.py).
+    `backward_name`: torch's name of the op's nodes, or a function of the Signature that gives it (where torch's
+    name depends on static params or operand ranks).
     """
 
     __slots__ = ("name", "fn", "backward_name", "linear", "multilinear", "view", "view_step", "multi", "program",
@@ -169,6 +171,11 @@ def _layout(sig, grads):
     return want, tuple([not (d and (op.linear or (alone and g))) for d, g in zip(sig.in_differentiable, grads)])
 
 
+def _backward_name(sig):
+    name = sig.op.backward_name
+    return name if type(name) is str else name(sig)
+
+
 class OpNode(_graph.Node):
     """A node recorded by `apply`; its backward applies the op's VJP as another op (so it can be recorded)."""
 
@@ -185,9 +192,10 @@ class OpNode(_graph.Node):
                             for x, a, m in zip(operands, arrays, self.saved_mask)])
 
     def name(self):
-        if self.sig.op is VJP:  # a recorded backward (create_graph=True): name it after the op it differentiates
-            return dict(self.sig.static)["spec"].sig.op.backward_name + "Backward"
-        return self.sig.op.backward_name
+        if self.sig.op is VJP:  # a recorded backward (create_graph=True): named after the op it differentiates,
+            name = _backward_name(dict(self.sig.static)["spec"].sig)  # as torch's TanhBackwardBackward0
+            return name[:-1] + "Backward0" if name.endswith("Backward0") else name + "Backward"
+        return _backward_name(self.sig)
 
     def saved_values(self):
         return [s for s in self.saved if type(s) is _graph.SavedValue]

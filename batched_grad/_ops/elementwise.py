@@ -69,6 +69,7 @@ _SAME_UNARY = {  # the result keeps the input dtype
     "frac": lambda a: a - jnp.trunc(a), "relu": jax.nn.relu,
 }
 _RESULT_DTYPE = {"square": lambda d: _dtypes.int64 if d is _dtypes.bool else d}  # torch computes bool**2 in int64
+_UNARY_NAMES = {"log1p": "Log1PBackward0", "square": "PowBackward0"}  # torch's names, where not the op's name
 _NO_KERNEL = {  # dtype kinds torch has no kernel for: NotImplementedError
     "abs": "b", "floor": "b", "ceil": "b", "round": "b", "trunc": "b", "frac": "biu", "relu": "b",
 }
@@ -88,7 +89,7 @@ def _check_dtype(name, d):
 
 
 def _unary_op(name, f, float_result):
-    op = Op(name, lambda a, *, dtype: f(a.astype(dtype)), linear=name == "neg", diagonal=True)
+    op = Op(name, lambda a, *, dtype: f(a.astype(dtype)), _UNARY_NAMES.get(name), linear=name == "neg", diagonal=True)
     rule = _dtypes.float_result if float_result else _RESULT_DTYPE.get(name, lambda d: d)
 
     def public(input):
@@ -111,9 +112,15 @@ def round(input, *, decimals=0):  # noqa: A001  (torch's name)
 
 
 # ---- binary arithmetic ------------------------------------------------------------------------------------
-def _binary_op(name, f, doc=None, *, float_result=False, linear=False, multilinear=False, two_numbers=False):
-    op = Op(name, lambda a, b, *, dtype: f(a.astype(dtype), b.astype(dtype)), linear=linear,
-            multilinear=multilinear, diagonal=True)
+def _binary_op(name, f, doc=None, *, float_result=False, linear=False, multilinear=False, two_numbers=False,
+               overloads=()):
+    """`overloads`: {(input is a Tensor, other is a Tensor): torch's backward name} where torch records another
+    overload of the op (`2 ** x` is PowBackward2)."""
+    def make(backward_name=None):
+        return Op(name, lambda a, b, *, dtype: f(a.astype(dtype), b.astype(dtype)), backward_name, linear=linear,
+                  multilinear=multilinear, diagonal=True)
+
+    op, ops = make(), {kinds: make(backward_name) for kinds, backward_name in dict(overloads).items()}
 
     def public(input, other):
         if not isinstance(input, Tensor) and not isinstance(other, Tensor):
@@ -126,7 +133,8 @@ def _binary_op(name, f, doc=None, *, float_result=False, linear=False, multiline
             dtype = _dtypes.result_type(input, other)
         if float_result:
             dtype = _dtypes.float_result(dtype)
-        return _apply(op, [input, other], dtype=dtype.np)
+        chosen = ops.get((isinstance(input, Tensor), isinstance(other, Tensor)), op) if ops else op
+        return _apply(chosen, [input, other], dtype=dtype.np)
 
     return _named(public, name, doc)
 
@@ -184,7 +192,7 @@ def _pow_fn(a, b):
 
 _mul = _binary_op("mul", jnp.multiply, multilinear=True, two_numbers=True)
 _add = _binary_op("add", jnp.add, linear=True, two_numbers=True)
-_sub = _binary_op("sub", jnp.subtract, linear=True, two_numbers=True)
+_sub = _binary_op("sub", jnp.subtract, linear=True, two_numbers=True, overloads={(False, True): "RsubBackward1"})
 _true_div = _binary_op("div", jnp.true_divide, float_result=True, two_numbers=True)
 _trunc_div = _binary_op("div", _trunc_divide)
 # torch raises "derivative for aten::floor_divide is not implemented"; we give its a.e. derivative, zero
@@ -199,7 +207,7 @@ maximum = _binary_op("maximum", jnp.maximum,
 minimum = _binary_op("minimum", jnp.minimum,
                      "The smaller of `input` and `other`, elementwise (at ties each gets half the gradient).")
 hypot = _binary_op("hypot", jnp.hypot, "sqrt(input ** 2 + other ** 2), elementwise.", float_result=True)
-_pow = _binary_op("pow", _pow_fn)
+_pow = _binary_op("pow", _pow_fn, overloads={(True, True): "PowBackward1", (False, True): "PowBackward2"})
 
 
 def _scaled(other, alpha, input):
@@ -320,7 +328,9 @@ def _clamp_fn(x, lo, hi, *, dtype, has_lo, has_hi):
     return x
 
 
-_CLAMP = Op("clamp", _clamp_fn, diagonal=True)
+# by whether a bound is a Tensor: torch's two overloads (clamp.Tensor, clamp) have their own backward names
+_CLAMP = {tensors: Op("clamp", _clamp_fn, f"ClampBackward{0 if tensors else 1}", diagonal=True)
+          for tensors in (True, False)}
 
 
 def clamp(input, min=None, max=None):  # noqa: A002
@@ -328,7 +338,8 @@ def clamp(input, min=None, max=None):  # noqa: A002
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
     dtype = _dtypes.result_type(input, *[b for b in (min, max) if b is not None])
-    return _apply(_CLAMP, [input, 0 if min is None else min, 0 if max is None else max], dtype=dtype.np,
+    op = _CLAMP[isinstance(min, Tensor) or isinstance(max, Tensor)]
+    return _apply(op, [input, 0 if min is None else min, 0 if max is None else max], dtype=dtype.np,
                   has_lo=min is not None, has_hi=max is not None)
 
 

@@ -132,8 +132,14 @@ def _linear(x, w, *bias):
     return out + bias[0] if bias else out
 
 
+def _linear_name(sig):  # torch's last recorded op, by input rank (1, 2, more) and whether there is a bias
+    rank, bias = min(len(sig.avals[0][0]), 3), len(sig.avals) == 3
+    return {1: ("SqueezeBackward4", "ViewBackward0"), 2: ("MmBackward0", "AddmmBackward0"),
+            3: ("UnsafeViewBackward0", "ViewBackward0")}[rank][bias]
+
+
 # affine in each operand: an operand's own value never enters its VJP, so multilinear saving is exact
-_LINEAR = Op("linear", _linear, multilinear=True)
+_LINEAR = Op("linear", _linear, multilinear=True, backward_name=_linear_name)
 
 
 def linear(input, weight, bias=None):

@@ -37,9 +37,11 @@ def _require_float(what, d):
         raise RuntimeError(what.format(_TYPE_NAMES[d.name]))
 
 
-_SUM = _reduce_op("sum", jnp.sum, linear=True)
-_MEAN = _reduce_op("mean", jnp.mean, linear=True)
-_PROD = _reduce_op("prod", jnp.prod)  # JAX's product rule is exact with zeros (no division by the result)
+# sum, mean and prod over every element (dim None) or over `dim`: torch's two overloads, Backward0 and Backward1
+_SUM = [_reduce_op("sum", jnp.sum, linear=True, backward_name=f"SumBackward{k}") for k in (0, 1)]
+_MEAN = [_reduce_op("mean", jnp.mean, linear=True, backward_name=f"MeanBackward{k}") for k in (0, 1)]
+# JAX's product rule is exact with zeros (no division by the result)
+_PROD = [_reduce_op("prod", jnp.prod, backward_name=f"ProdBackward{k}") for k in (0, 1)]
 _AMAX = _reduce_op("amax", jnp.max)  # ties share the gradient evenly, as torch's amax and max()
 _AMIN = _reduce_op("amin", jnp.min)
 _MAX_ALL = _reduce_op("max", jnp.max, backward_name="MaxBackward1")
@@ -57,7 +59,8 @@ def _accumulating_dtype(input, dtype):
 
 def sum(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A001
     """Sum over `dim` (all dims by default); integer and bool inputs sum in int64."""
-    return apply(_SUM, [input], axis=dims(dim, input.ndim), keepdim=keepdim, dtype=_accumulating_dtype(input, dtype).np)
+    return apply(_SUM[dim is not None], [input], axis=dims(dim, input.ndim), keepdim=keepdim,
+                 dtype=_accumulating_dtype(input, dtype).np)
 
 
 def mean(input, dim=None, keepdim=False, *, dtype=None):
@@ -65,7 +68,7 @@ def mean(input, dim=None, keepdim=False, *, dtype=None):
     d = _dtypes.to_dtype(dtype) if dtype is not None else input.dtype
     _require_float("mean(): could not infer output dtype. Input dtype must be either a floating point or complex "
                    "dtype. Got: {}", d)
-    return apply(_MEAN, [input], axis=dims(dim, input.ndim), keepdim=keepdim, dtype=d.np)
+    return apply(_MEAN[dim is not None], [input], axis=dims(dim, input.ndim), keepdim=keepdim, dtype=d.np)
 
 
 def prod(input, dim=None, keepdim=False, *, dtype=None):
@@ -73,7 +76,7 @@ def prod(input, dim=None, keepdim=False, *, dtype=None):
     if dim is not None and not isinstance(dim, int):
         raise TypeError(f"prod(): argument 'dim' must be int, not {type(dim).__name__}")
     axis = dims(dim, input.ndim)
-    return apply(_PROD, [input], axis=axis, keepdim=keepdim and dim is not None,
+    return apply(_PROD[dim is not None], [input], axis=axis, keepdim=keepdim and dim is not None,
                  dtype=_accumulating_dtype(input, dtype).np)
 
 

@@ -48,9 +48,11 @@ def _smooth_l1(d, *, beta):
 
 
 _DISTANCES = {"mse_loss": jnp.square, "l1_loss": jnp.abs, "smooth_l1_loss": _smooth_l1}
+_L1_NAMES = {"mean": "MeanBackward0", "sum": "SumBackward0", "none": "AbsBackward0"}  # torch composes l1_loss
 _DISTANCE_OPS = {
     name: Op(name, lambda a, b, *, f=f, dtype, reduction, **static: _REDUCE[reduction](
-        f(a.astype(dtype) - b.astype(dtype), **static)))
+        f(a.astype(dtype) - b.astype(dtype), **static)),
+        backward_name=(lambda sig: _L1_NAMES[dict(sig.static)["reduction"]]) if name == "l1_loss" else None)
     for name, f in _DISTANCES.items()
 }
 
@@ -135,9 +137,23 @@ def _cross_entropy(x, target, *weight, ignore_index, reduction, label_smoothing,
     return (1 - label_smoothing) * nll + smooth * (label_smoothing / classes)
 
 
+def _nll_name(sig):
+    # torch's nll_loss2d takes 4-d input; other ranks above 2 are reshaped to it, and back without a reduction
+    rank, reduction = len(sig.avals[0][0]), dict(sig.static)["reduction"]
+    return "NllLossBackward0" if rank <= 2 else "ViewBackward0" if rank != 4 and reduction == "none" else \
+        "NllLoss2DBackward0"
+
+
+def _cross_entropy_name(sig):  # the last op torch records: the division of the mean, the sum's negation, ...
+    static = dict(sig.static)
+    if static["probabilities"]:
+        return "DivBackward1" if static["reduction"] == "mean" else "NegBackward0"
+    return "AddBackward0" if static["label_smoothing"] else _nll_name(sig)
+
+
 _NLL = Op("nll_loss", lambda logp, target, *weight, **static: _nll(logp, target, weight[0] if weight else None,
-                                                                   **static))
-_CROSS_ENTROPY = Op("cross_entropy", _cross_entropy, backward_name="LogSoftmaxBackward0")
+                                                                   **static), backward_name=_nll_name)
+_CROSS_ENTROPY = Op("cross_entropy", _cross_entropy, backward_name=_cross_entropy_name)
 
 
 def _check_classes(fn, input, target, weight, probabilities=False):
