@@ -152,18 +152,10 @@ class SavedValue:
         if self.freed:
             raise RuntimeError(BACKWARD_TWICE)
         if self.counter.value != self.version:
-            from ._tensor import type_name
-
-            # torch names the saved variable's current grad_fn: the recorded in-place op, else its creator
-            node = self.counter.modified_by or self.edge_node
-            where = f", which is output 0 of {_short_name(node)}," if node is not None else ""
-            raise RuntimeError(
-                "one of the variables needed for gradient computation has been modified by an inplace "
-                f"operation: [{type_name(self.value.dtype)} {list(self.value.shape)}]{where} is at version "
-                f"{self.counter.value}; expected version {self.version} instead. Hint: enable anomaly detection "
-                "to find the operation that failed to compute its gradient, with "
-                "torch.autograd.set_detect_anomaly(True, check_nan=False)."
-            )
+            # torch names the saved variable's current grad_fn: the recorded in-place op, else its creator (none
+            # for a detached alias, which shares the version counter but not the graph)
+            node = (self.counter.modified_by or self.edge_node) if self.edge_node is not None else None
+            raise modified_error(self.value.shape, self.value.dtype, node, self.counter.value, self.version)
 
     def array(self):
         """The saved value (an array or a Pending one), after the freed/version checks."""
@@ -186,10 +178,25 @@ class SavedValue:
         self.value = None
 
 
+def modified_error(shape, dtype, node, version, expected, output_nr=0):
+    """torch's error for a backward that needs a value (of `shape` and `dtype`, output `output_nr` of `node`, or of
+    no node) which an in-place op has changed since it was saved."""
+    from ._tensor import type_name
+
+    where = f", which is output {output_nr} of {_short_name(node)}," if node is not None else ""
+    return RuntimeError(
+        "one of the variables needed for gradient computation has been modified by an inplace operation: "
+        f"[{type_name(dtype)} {list(shape)}]{where} is at version {version}; expected version {expected} instead. "
+        "Hint: enable anomaly detection to find the operation that failed to compute its gradient, with "
+        "torch.autograd.set_detect_anomaly(True, check_nan=False)."
+    )
+
+
 def _short_name(node):
-    """torch's short name of a node in this message: AddBackward0 -> Add; namespaced names stay whole."""
+    """torch's short name of a node in this message: AddBackward0 -> Add, MaxBackward1 -> Max1; namespaced names
+    stay whole."""
     name = node.name()
-    return re.sub(r"Backward\d*$", "", name) if "::" not in name else name
+    return re.sub(r"Backward0?(\d*)$", r"\1", name) if "::" not in name else name
 
 
 def edge_of(tensor):

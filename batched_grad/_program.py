@@ -70,6 +70,8 @@ class _Encoder:
             saved.append(r)
             if args is not None:
                 args.append(r if a is s and r is not None else ref(a))
+        if node.guards and any(counter.value != version for counter, version, _ in node.guards):
+            return None  # an in-place op changed a result torch's backward reads: the per-node engine raises
         forward = None if args is None else (tuple(args), call.keep)
         edges = tuple([None if e is None else (index[e.node], e.output_nr) for e in node.edges])
         return node.sig, edges, tuple(saved), forward

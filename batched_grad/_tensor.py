@@ -404,6 +404,9 @@ class Tensor:
             for i, s in enumerate(getattr(result.grad_fn, "saved", ())):
                 if isinstance(s, _graph.SavedValue) and s.counter is self._version:
                     s.counter, s.version = (_graph.VersionCounter(), 0) if i == 0 else (s.counter, s.version - 1)
+            if getattr(result.grad_fn, "guards", ()):  # the op's result that torch saves is `self` now
+                result.grad_fn.guards = tuple([(self._version, self._version.value, k) if c is result._version
+                                               else (c, v, k) for c, v, k in result.grad_fn.guards])
         return self
 
     def _rebind(self, src):

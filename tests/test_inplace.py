@@ -194,6 +194,29 @@ def test_backward_through_a_modified_saved_value(code):
         assert got == expected
 
 
+# torch's derivative of these reads their result (so an in-place change of the result raises, of the input not),
+# both, or neither (indices, or intermediates of a composite): each case changes the input, then the result
+TORCH_SAVES = ["y.exp()", "y.tanh()", "y.sigmoid()", "y.sqrt()", "y.relu()", "y.reciprocal()", "y.tan()",
+               "m.softmax(y, 0)", "m.nn.functional.log_softmax(y, 0)", "m.linalg.inv(y[:2, None] * m.eye(2))",
+               "y.prod()", "y.norm()", "m.logsumexp(y, 0)", "y.amax()", "y.max()", "m.cumprod(y, 0)", "y.std()",
+               "2 ** y", "y ** y", "m.hypot(y, y)", "m.sort(y)[0]", "y.max(0)[0]", "m.where(y > 1, y, y * 2)",
+               "m.nn.functional.l1_loss(y, y.detach() * 0)", "m.nn.functional.cross_entropy(y[None], m.tensor([1]))",
+               "y.sin()", "y ** 2", "y * 3", "y / 3", "y / y.detach()", "2 / y"]
+
+
+@pytest.mark.parametrize("changed", ["y", "z"])
+@pytest.mark.parametrize("op", TORCH_SAVES)
+def test_inplace_change_of_what_torch_saves_raises_like_torch(op, changed, engine_tier):
+    assert_like_torch(f"x = m.tensor([1., 2., 3.], requires_grad=True)\ny = x * 1\nz = {op}\n{changed}.mul_(2)\n"
+                      "z.sum().backward()\nx.grad")
+
+
+@pytest.mark.parametrize("op", ["exp_()", "sigmoid_()", "tanh_()", "relu_()", "sqrt_()", "mul_(2)"])
+def test_result_saved_by_an_inplace_op_is_the_tensor_it_changed(op):
+    assert_like_torch(f"x = m.tensor([1., 2., 3.], requires_grad=True)\ny = x * 1\ny.{op}\nz = y * 1\n"
+                      "y.add_(1)\nz.sum().backward()\nx.grad")
+
+
 def test_modified_saved_value_full_message():
     x = bg.tensor([1.0, 2.0, 3.0], requires_grad=True)
     y = x.exp()

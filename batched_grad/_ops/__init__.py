@@ -113,6 +113,10 @@ def _reversed(fn):
     return lambda self, other: fn(other, self)
 
 
+def _rtruediv(self, other):  # number / tensor: torch computes reciprocal(tensor) * number (its values and nodes)
+    return mul(UNARY["reciprocal"](self), other)
+
+
 def _invert(self):
     return logical_not(self) if self.dtype is _dtypes.bool else apply(_BITWISE_NOT, [self])
 
@@ -214,7 +218,7 @@ _METHODS.update(
     **{name: _conversion(name, dtype) for name, dtype in _CONVERSIONS.items()},
     __getitem__=getitem, __setitem__=_setitem,
     __add__=add, __radd__=add, __sub__=sub, __rsub__=_reversed(sub), __mul__=mul, __rmul__=mul,
-    __truediv__=div, __rtruediv__=_reversed(div), __floordiv__=floor_divide, __rfloordiv__=_reversed(floor_divide),
+    __truediv__=div, __rtruediv__=_rtruediv, __floordiv__=floor_divide, __rfloordiv__=_reversed(floor_divide),
     __mod__=remainder, __rmod__=_reversed(remainder), __pow__=pow, __rpow__=_reversed(pow),
     __matmul__=matmul, __rmatmul__=_reversed(matmul), __neg__=UNARY["neg"], __abs__=UNARY["abs"],
     __pos__=lambda self: self, __invert__=_invert,

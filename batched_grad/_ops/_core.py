@@ -14,12 +14,17 @@ from .._tensor import Tensor, read_before, remember_view, to_device
 from .._lazy import Pending, Signature, defer, kernel, materialize
 from vmap._rows import map_rows
 
+# what torch's derivative of an op reads (Op.torch_saves)
+SAVES_INPUT, SAVES_RESULT, SAVES_BOTH = frozenset({"input"}), frozenset({"result"}), frozenset({"input", "result"})
+SAVES_INDICES, SAVES_NOTHING = frozenset({"indices"}), frozenset()
+
+
 class Op:
     """A table entry: `fn(*arrays, **static)` returns an array (or a tuple when `multi`).
 
     `linear`: the VJP needs no saved values (so the graph can be walked twice without retain_graph).
     `multilinear`: linear in each operand separately (mul, matmul): an operand is saved only when another
-    operand requires grad, as torch does.
+    operand requires grad, as torch does; or a tuple of the operands it is linear in (the numerator of a division).
     `view`: the outputs alias operand 0 (they share its version counter and see its in-place updates).
     `view_step`: for a view op with more operands than the viewed one, `view_step(operands, **static)` gives the
     (op, static) of a one-operand op computing the same view, which the view's chain records.
@@ -28,15 +33,21 @@ class Op:
     (elementwise ops, reshapes), so the VJP of a one-hot cotangent is one-hot at the same index (_basis.py).
     `backward_name`: torch's name of the op's nodes, or a function of the Signature that gives it (where torch's
     name depends on static params or operand ranks).
+    `torch_saves`: what torch's backward of the op reads, and so which in-place changes make a backward through it
+    raise: a set of "input" (its first operand; the others always count), "result" (its differentiable outputs) and
+    "indices" (its integer outputs): exp and tanh read the result, prod the input and the result, sort the indices,
+    a composite such as cross_entropy only intermediates. Our backward reads the operands whatever it is: they are
+    immutable arrays, so only where the version check looks moves.
     """
 
     __slots__ = ("name", "fn", "backward_name", "linear", "multilinear", "view", "view_step", "multi", "program",
-                 "diagonal")
+                 "diagonal", "torch_saves")
 
     def __init__(self, name, fn, backward_name=None, linear=False, multilinear=False, view=False, view_step=None,
-                 multi=False, program=False, diagonal=False):
+                 multi=False, program=False, diagonal=False, torch_saves=SAVES_INPUT):
         self.name, self.fn, self.linear, self.view, self.multi = name, fn, linear, view, multi
         self.multilinear, self.program, self.view_step, self.diagonal = multilinear, program, view_step, diagonal
+        self.torch_saves = torch_saves
         self.backward_name = backward_name or "".join(p.capitalize() for p in name.split("_")) + "Backward0"
 
     def __repr__(self):
@@ -103,8 +114,13 @@ def apply(op, operands, **static):
         outs = out if op.multi else (out,)
         gradients = [differentiable(o.dtype) for o in outs]
     if not op.multi and not op.view:  # the common case: one output, not a view
-        return Tensor._wrap(outs[0], node if gradients[0] else None)
+        result = Tensor._wrap(outs[0], node if gradients[0] else None)
+        if node is not None and op.torch_saves is not SAVES_INPUT:
+            node.check_where_torch_does([result])
+        return result
     results = [Tensor._wrap(o, node if d else None, i) for i, (o, d) in enumerate(zip(outs, gradients))]
+    if node is not None and op.torch_saves is not SAVES_INPUT:
+        node.check_where_torch_does(results)
     if op.view and isinstance(operands[0], Tensor):
         step_op, step_static = op.view_step(operands, **dict(static)) if op.view_step else (op, static)
         for k, r in enumerate(results):
@@ -167,8 +183,9 @@ def _layout(sig, grads):
     operand only when another operand gets a gradient."""
     op = sig.op
     want = tuple([i for i, g in enumerate(grads) if g])
-    alone = op.multilinear and len(want) == 1
-    return want, tuple([not (d and (op.linear or (alone and g))) for d, g in zip(sig.in_differentiable, grads)])
+    alone = op.multilinear if len(want) == 1 else False  # True, the operands it is linear in, or False
+    return want, tuple([not (d and (op.linear or (g and alone and (alone is True or i in alone))))
+                        for i, (d, g) in enumerate(zip(sig.in_differentiable, grads))])
 
 
 def _backward_name(sig):
@@ -179,14 +196,14 @@ def _backward_name(sig):
 class OpNode(_graph.Node):
     """A node recorded by `apply`; its backward applies the op's VJP as another op (so it can be recorded)."""
 
-    __slots__ = ("sig", "saved", "saved_mask", "want", "call")
+    __slots__ = ("sig", "saved", "saved_mask", "want", "call", "guards")
 
     def __init__(self, call, operands, arrays):
         sig = call.sig
         edges = tuple([_graph.edge_of(x) if isinstance(x, Tensor) and (x.grad_fn is not None or x._requires_grad)
                        else None for x in operands])
         super().__init__(edges, sig.out_avals)
-        self.sig, self.call = sig, call  # the deferred forward call: a fused backward computes it too
+        self.sig, self.call, self.guards = sig, call, ()  # call: the deferred forward (a fused backward runs it)
         self.want, self.saved_mask = _layout(sig, tuple([e is not None for e in edges]))
         self.saved = tuple([None if not m else _graph.SavedValue(x) if isinstance(x, Tensor) else a
                             for x, a, m in zip(operands, arrays, self.saved_mask)])
@@ -200,6 +217,22 @@ class OpNode(_graph.Node):
     def saved_values(self):
         return [s for s in self.saved if type(s) is _graph.SavedValue]
 
+    def check_where_torch_does(self, results):
+        """Version-check what torch saves (Op.torch_saves) among the first operand and the `results` (Tensors, in
+        output order): `guards` holds (version counter, version, output index) per result checked."""
+        saves = self.sig.op.torch_saves
+        if "input" not in saves and type(self.saved[0]) is _graph.SavedValue:  # an in-place change of it leaves
+            self.saved[0].counter, self.saved[0].version = _graph.VersionCounter(), 0  # this backward valid
+        self.guards = tuple([(r._version, r._version.value, k) for k, r in enumerate(results)
+                             if ("result" if r.grad_fn is self else "indices") in saves])
+
+    def check_results(self):
+        for counter, version, k in self.guards:
+            if counter.value != version:
+                shape, dtype = self.sig.out_avals[k]
+                node = self if self.sig.differentiable[k] else None  # torch names no node for indices
+                raise _graph.modified_error(shape, dtype, node, counter.value, version, k)
+
     def release(self):
         super().release()
         self.call = None
@@ -211,6 +244,7 @@ class OpNode(_graph.Node):
         want = self.want
         cts = [cotangents[k] for k in self.sig.diff_outs]
         ct_mask = tuple(c is not None for c in cts)
+        self.check_results()
         saved = [s.unpack(create_graph) if isinstance(s, _graph.SavedValue) else s
                  for s in self.saved if s is not None]
         spec = self.spec(ct_mask, None if batch is None else batch.key)

@@ -7,7 +7,7 @@ from jax.custom_derivatives import SymbolicZero
 
 from .. import _dtypes
 from .._tensor import _TYPE_NAMES, Tensor
-from ._core import Op, apply, fits_int64
+from ._core import SAVES_BOTH, SAVES_INPUT, SAVES_RESULT, Op, apply, fits_int64
 
 
 def _type_name(d):
@@ -70,6 +70,8 @@ _SAME_UNARY = {  # the result keeps the input dtype
 }
 _RESULT_DTYPE = {"square": lambda d: _dtypes.int64 if d is _dtypes.bool else d}  # torch computes bool**2 in int64
 _UNARY_NAMES = {"log1p": "Log1PBackward0", "square": "PowBackward0"}  # torch's names, where not the op's name
+# torch's derivative of these reads the result, not the input (Op.torch_saves)
+_RESULT_SAVED = {"exp", "expm1", "sqrt", "rsqrt", "reciprocal", "tan", "tanh", "sigmoid", "relu"}
 _NO_KERNEL = {  # dtype kinds torch has no kernel for: NotImplementedError
     "abs": "b", "floor": "b", "ceil": "b", "round": "b", "trunc": "b", "frac": "biu", "relu": "b",
 }
@@ -89,7 +91,8 @@ def _check_dtype(name, d):
 
 
 def _unary_op(name, f, float_result):
-    op = Op(name, lambda a, *, dtype: f(a.astype(dtype)), _UNARY_NAMES.get(name), linear=name == "neg", diagonal=True)
+    op = Op(name, lambda a, *, dtype: f(a.astype(dtype)), _UNARY_NAMES.get(name), linear=name == "neg", diagonal=True,
+            torch_saves=SAVES_RESULT if name in _RESULT_SAVED else SAVES_INPUT)
     rule = _dtypes.float_result if float_result else _RESULT_DTYPE.get(name, lambda d: d)
 
     def public(input):
@@ -113,14 +116,14 @@ def round(input, *, decimals=0):  # noqa: A001  (torch's name)
 
 # ---- binary arithmetic ------------------------------------------------------------------------------------
 def _binary_op(name, f, doc=None, *, float_result=False, linear=False, multilinear=False, two_numbers=False,
-               overloads=()):
-    """`overloads`: {(input is a Tensor, other is a Tensor): torch's backward name} where torch records another
-    overload of the op (`2 ** x` is PowBackward2)."""
-    def make(backward_name=None):
+               overloads=(), torch_saves=SAVES_INPUT):
+    """`overloads`: {(input is a Tensor, other is a Tensor): (torch's backward name, Op.torch_saves)} where torch
+    records another overload of the op (`2 ** x` is PowBackward2, and its derivative reads the result)."""
+    def make(backward_name=None, saves=torch_saves):
         return Op(name, lambda a, b, *, dtype: f(a.astype(dtype), b.astype(dtype)), backward_name, linear=linear,
-                  multilinear=multilinear, diagonal=True)
+                  multilinear=multilinear, diagonal=True, torch_saves=saves)
 
-    op, ops = make(), {kinds: make(backward_name) for kinds, backward_name in dict(overloads).items()}
+    op, ops = make(), {kinds: make(*overload) for kinds, overload in dict(overloads).items()}
 
     def public(input, other):
         if not isinstance(input, Tensor) and not isinstance(other, Tensor):
@@ -192,8 +195,9 @@ def _pow_fn(a, b):
 
 _mul = _binary_op("mul", jnp.multiply, multilinear=True, two_numbers=True)
 _add = _binary_op("add", jnp.add, linear=True, two_numbers=True)
-_sub = _binary_op("sub", jnp.subtract, linear=True, two_numbers=True, overloads={(False, True): "RsubBackward1"})
-_true_div = _binary_op("div", jnp.true_divide, float_result=True, two_numbers=True)
+_sub = _binary_op("sub", jnp.subtract, linear=True, two_numbers=True,
+                  overloads={(False, True): ("RsubBackward1", SAVES_INPUT)})
+_true_div = _binary_op("div", jnp.true_divide, float_result=True, two_numbers=True, multilinear=(0,))
 _trunc_div = _binary_op("div", _trunc_divide)
 # torch raises "derivative for aten::floor_divide is not implemented"; we give its a.e. derivative, zero
 floor_divide = _binary_op("floor_divide", jnp.floor_divide, "floor(input / other), elementwise (zero gradient).",
@@ -206,8 +210,10 @@ maximum = _binary_op("maximum", jnp.maximum,
                      "The larger of `input` and `other`, elementwise (at ties each gets half the gradient).")
 minimum = _binary_op("minimum", jnp.minimum,
                      "The smaller of `input` and `other`, elementwise (at ties each gets half the gradient).")
-hypot = _binary_op("hypot", jnp.hypot, "sqrt(input ** 2 + other ** 2), elementwise.", float_result=True)
-_pow = _binary_op("pow", _pow_fn, overloads={(True, True): "PowBackward1", (False, True): "PowBackward2"})
+hypot = _binary_op("hypot", jnp.hypot, "sqrt(input ** 2 + other ** 2), elementwise.", float_result=True,
+                   torch_saves=SAVES_BOTH)
+_pow = _binary_op("pow", _pow_fn,
+                  overloads={(True, True): ("PowBackward1", SAVES_BOTH), (False, True): ("PowBackward2", SAVES_BOTH)})
 
 
 def _scaled(other, alpha, input):
@@ -344,7 +350,8 @@ def clamp(input, min=None, max=None):  # noqa: A002
 
 
 clip = clamp
-_WHERE = Op("where", lambda c, a, b, *, dtype: jnp.where(c, a.astype(dtype), b.astype(dtype)), diagonal=True)
+_WHERE = Op("where", lambda c, a, b, *, dtype: jnp.where(c, a.astype(dtype), b.astype(dtype)), linear=True,
+            diagonal=True)  # linear in the values: its derivative reads the condition only
 
 
 def where(condition, input=None, other=None):

@@ -7,7 +7,7 @@ import numpy as np
 
 from .. import _dtypes
 from .._tensor import _TYPE_NAMES, Tensor, _wrap_dim, type_name
-from ._core import Op, apply
+from ._core import SAVES_INDICES, Op, apply
 from .reduction import values_indices
 from .shape import _SELECT, _SLICE, C_TYPE_NAMES, broadcast_shapes, decode_index, encode_index, reshape
 
@@ -484,8 +484,8 @@ def _sort_fn(a, *, axis, descending, k):
     return jnp.take_along_axis(a, idx, axis=axis), idx.astype(jnp.int64)
 
 
-_SORT = Op("sort", _sort_fn, multi=True)
-_TOPK = Op("topk", _sort_fn, multi=True)
+_SORT = Op("sort", _sort_fn, multi=True, torch_saves=SAVES_INDICES)  # torch's derivative reads the indices
+_TOPK = Op("topk", _sort_fn, multi=True, torch_saves=SAVES_INDICES)
 
 
 def sort(input, dim=-1, descending=False, stable=False):

@@ -11,7 +11,7 @@ import scipy.linalg
 
 from .. import _dtypes
 from .._tensor import _TYPE_NAMES, Tensor, _wrap_dim
-from ._core import Op, apply
+from ._core import SAVES_BOTH, SAVES_RESULT, Op, apply
 from .reduction import matrix_norm, vector_norm
 from .shape import C_TYPE_NAMES, broadcast_shapes
 
@@ -371,18 +371,18 @@ def _solve_fn(a, b, *, left, vector):
     return x[..., 0] if vector else x
 
 
-_SOLVE = Op("linalg_solve", _solve_fn, backward_name="LinalgSolveExBackward0")
-_INV = Op("linalg_inv", jnp.linalg.inv, backward_name="LinalgInvExBackward0")
-_DET = Op("linalg_det", jnp.linalg.det)
+_SOLVE = Op("linalg_solve", _solve_fn, backward_name="LinalgSolveExBackward0", torch_saves=SAVES_BOTH)
+_INV = Op("linalg_inv", jnp.linalg.inv, backward_name="LinalgInvExBackward0", torch_saves=SAVES_RESULT)
+_DET = Op("linalg_det", jnp.linalg.det, torch_saves=SAVES_BOTH)
 _SLOGDET = Op("linalg_slogdet", lambda a: tuple(jnp.linalg.slogdet(a)), multi=True)
 _CHOLESKY = Op("linalg_cholesky", lambda a, *, upper: jnp.linalg.cholesky(_hermitian(a, upper), upper=upper,
                                                                           symmetrize_input=False),
-               backward_name="LinalgCholeskyExBackward0")
+               backward_name="LinalgCholeskyExBackward0", torch_saves=SAVES_RESULT)
 _EIGH = Op("linalg_eigh", lambda a, *, upper: tuple(jnp.linalg.eigh(_hermitian(a, upper), symmetrize_input=False)),
-           multi=True)
-_SVD = Op("linalg_svd", _svd_fn, multi=True)
-_QR = Op("linalg_qr", _qr_fn, multi=True)
-_QR_R_ONLY = Op("linalg_qr", _qr_fn, backward_name="LinalgQrBackward0")
+           multi=True, torch_saves=SAVES_RESULT)
+_SVD = Op("linalg_svd", _svd_fn, multi=True, torch_saves=SAVES_RESULT)
+_QR = Op("linalg_qr", _qr_fn, multi=True, torch_saves=SAVES_RESULT)
+_QR_R_ONLY = Op("linalg_qr", _qr_fn, backward_name="LinalgQrBackward0", torch_saves=SAVES_RESULT)
 
 
 def _traced(*tensors):

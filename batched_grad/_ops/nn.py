@@ -12,7 +12,7 @@ import numpy as np
 from .. import _dtypes
 from .._lazy import NeedsTracing
 from .._tensor import _TYPE_NAMES, Tensor, _wrap_dim
-from ._core import Op, apply
+from ._core import SAVES_RESULT, Op, apply
 
 
 def _is_concrete(x):
@@ -97,8 +97,10 @@ def softplus(input, beta=1.0, threshold=20.0):
     return _activation("softplus", input, beta=float(beta), threshold=float(threshold))
 
 
-_SOFTMAX = Op("softmax", lambda a, *, axis, dtype: jax.nn.softmax(a.astype(dtype), axis=axis))
-_LOG_SOFTMAX = Op("log_softmax", lambda a, *, axis, dtype: jax.nn.log_softmax(a.astype(dtype), axis=axis))
+_SOFTMAX = Op("softmax", lambda a, *, axis, dtype: jax.nn.softmax(a.astype(dtype), axis=axis),
+              torch_saves=SAVES_RESULT)
+_LOG_SOFTMAX = Op("log_softmax", lambda a, *, axis, dtype: jax.nn.log_softmax(a.astype(dtype), axis=axis),
+                  torch_saves=SAVES_RESULT)
 
 
 def _softmax_dim(name, ndim, dim):

@@ -8,7 +8,7 @@ import jax.numpy as jnp
 
 from .. import _dtypes
 from .._tensor import _TYPE_NAMES, _wrap_dim
-from ._core import Op, apply
+from ._core import SAVES_BOTH, SAVES_INDICES, SAVES_INPUT, Op, apply
 
 values_indices = {name: namedtuple(name, ["values", "indices"]) for name in ("max", "min", "sort", "topk")}
 
@@ -27,9 +27,9 @@ def dims(dim, ndim):
     return tuple(sorted(axes)) if ndim and axes else tuple(range(ndim))
 
 
-def _reduce_op(name, f, linear=False, backward_name=None):
+def _reduce_op(name, f, linear=False, backward_name=None, torch_saves=SAVES_INPUT):
     return Op(name, lambda a, *, axis, keepdim, dtype: f(a.astype(dtype), axis=axis, keepdims=keepdim).astype(dtype),
-              linear=linear, backward_name=backward_name)
+              linear=linear, backward_name=backward_name, torch_saves=torch_saves)
 
 
 def _require_float(what, d):
@@ -41,12 +41,13 @@ def _require_float(what, d):
 _SUM = [_reduce_op("sum", jnp.sum, linear=True, backward_name=f"SumBackward{k}") for k in (0, 1)]
 _MEAN = [_reduce_op("mean", jnp.mean, linear=True, backward_name=f"MeanBackward{k}") for k in (0, 1)]
 # JAX's product rule is exact with zeros (no division by the result)
-_PROD = [_reduce_op("prod", jnp.prod, backward_name=f"ProdBackward{k}") for k in (0, 1)]
-_AMAX = _reduce_op("amax", jnp.max)  # ties share the gradient evenly, as torch's amax and max()
-_AMIN = _reduce_op("amin", jnp.min)
-_MAX_ALL = _reduce_op("max", jnp.max, backward_name="MaxBackward1")
-_MIN_ALL = _reduce_op("min", jnp.min, backward_name="MinBackward1")
-_LOGSUMEXP = _reduce_op("logsumexp", jax.scipy.special.logsumexp)
+_PROD = [_reduce_op("prod", jnp.prod, backward_name=f"ProdBackward{k}", torch_saves=SAVES_BOTH) for k in (0, 1)]
+# ties share the gradient evenly, as torch's amax and max()
+_AMAX = _reduce_op("amax", jnp.max, torch_saves=SAVES_BOTH)
+_AMIN = _reduce_op("amin", jnp.min, torch_saves=SAVES_BOTH)
+_MAX_ALL = _reduce_op("max", jnp.max, backward_name="MaxBackward1", torch_saves=SAVES_BOTH)
+_MIN_ALL = _reduce_op("min", jnp.min, backward_name="MinBackward1", torch_saves=SAVES_BOTH)
+_LOGSUMEXP = _reduce_op("logsumexp", jax.scipy.special.logsumexp, torch_saves=SAVES_BOTH)
 _ALL = _reduce_op("all", jnp.all)
 _ANY = _reduce_op("any", jnp.any)
 
@@ -121,7 +122,8 @@ def _select_extreme(a, *, axis, keepdim, largest):
     return values, idx.astype(jnp.int64)
 
 
-_SELECT = {True: Op("max", _select_extreme, multi=True), False: Op("min", _select_extreme, multi=True)}
+_SELECT = {largest: Op("max" if largest else "min", _select_extreme, multi=True, torch_saves=SAVES_INDICES)
+           for largest in (True, False)}
 _ARG = Op("argmax", lambda a, *, axis, keepdim, largest: (jnp.argmax if largest else jnp.argmin)(
     a, axis=axis, keepdims=keepdim).astype(jnp.int64))
 
@@ -181,7 +183,7 @@ def _var_fn(a, *, axis, keepdim, correction, sqrt):
     return jnp.sqrt(v) if sqrt else v
 
 
-_VAR = {False: Op("var", _var_fn), True: Op("std", _var_fn)}
+_VAR = {False: Op("var", _var_fn), True: Op("std", _var_fn, torch_saves=SAVES_BOTH)}  # std's reads the result
 
 
 def _var(input, dim, unbiased, keepdim, correction, sqrt):
@@ -228,7 +230,7 @@ def _vector_norm(a, *, ord, axis, keepdim):
     return jnp.where(zero, 0, jnp.where(zero, 1, s) ** (1 / ord)).astype(a.dtype)
 
 
-_VECTOR_NORM = Op("linalg_vector_norm", _vector_norm)
+_VECTOR_NORM = Op("linalg_vector_norm", _vector_norm, torch_saves=SAVES_BOTH)
 
 
 def _matrix_norm(a, *, ord, axis, keepdim):
@@ -273,14 +275,14 @@ def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
 
 
 # ---- scans -------------------------------------------------------------------------------------------------
-def _scan_op(name, f, linear=False):
+def _scan_op(name, f, linear=False, torch_saves=SAVES_INPUT):
     # axis None: a 0-dim input, returned as is
     return Op(name, lambda a, *, axis, dtype: a.astype(dtype) if axis is None else f(a.astype(dtype), axis=axis),
-              linear=linear)
+              linear=linear, torch_saves=torch_saves)
 
 
 _CUMSUM = _scan_op("cumsum", jnp.cumsum, linear=True)
-_CUMPROD = _scan_op("cumprod", jnp.cumprod)  # JAX's scan derivative is exact with zeros
+_CUMPROD = _scan_op("cumprod", jnp.cumprod, torch_saves=SAVES_BOTH)  # JAX's scan derivative is exact with 0s
 
 
 def _scan(op, input, dim, dtype):

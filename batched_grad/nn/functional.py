@@ -7,7 +7,7 @@ import jax.numpy as jnp
 
 from .. import _dtypes
 from .._ops import UNARY
-from .._ops._core import Op, apply
+from .._ops._core import SAVES_NOTHING, Op, apply
 from .._ops.nn import (_check_tensor, _host, _is_concrete, avg_pool2d, conv1d, conv2d, dropout, elu, embedding, gelu,
                        layer_norm, leaky_relu, linear, log_softmax, max_pool2d, one_hot, pad, silu, softmax, softplus)
 from .._tensor import _TYPE_NAMES, Tensor
@@ -47,13 +47,18 @@ def _smooth_l1(d, *, beta):
     return jnp.where(z < beta, 0.5 * z * z / beta, z - 0.5 * beta)
 
 
-_DISTANCES = {"mse_loss": jnp.square, "l1_loss": jnp.abs, "smooth_l1_loss": _smooth_l1}
-_L1_NAMES = {"mean": "MeanBackward0", "sum": "SumBackward0", "none": "AbsBackward0"}  # torch composes l1_loss
+def _distance_op(name, f, **kwargs):
+    return Op(name, lambda a, b, *, dtype, reduction, **static: _REDUCE[reduction](
+        f(a.astype(dtype) - b.astype(dtype), **static)), **kwargs)
+
+
+_L1_NAMES = {"mean": "MeanBackward0", "sum": "SumBackward0", "none": "AbsBackward0"}
 _DISTANCE_OPS = {
-    name: Op(name, lambda a, b, *, f=f, dtype, reduction, **static: _REDUCE[reduction](
-        f(a.astype(dtype) - b.astype(dtype), **static)),
-        backward_name=(lambda sig: _L1_NAMES[dict(sig.static)["reduction"]]) if name == "l1_loss" else None)
-    for name, f in _DISTANCES.items()
+    "mse_loss": _distance_op("mse_loss", jnp.square),
+    "smooth_l1_loss": _distance_op("smooth_l1_loss", _smooth_l1),
+    # torch composes l1_loss: its last node is the reduction's (or abs's), and its derivative reads the difference
+    "l1_loss": _distance_op("l1_loss", jnp.abs, backward_name=lambda sig: _L1_NAMES[dict(sig.static)["reduction"]],
+                            torch_saves=SAVES_NOTHING),
 }
 
 
@@ -153,7 +158,8 @@ def _cross_entropy_name(sig):  # the last op torch records: the division of the 
 
 _NLL = Op("nll_loss", lambda logp, target, *weight, **static: _nll(logp, target, weight[0] if weight else None,
                                                                    **static), backward_name=_nll_name)
-_CROSS_ENTROPY = Op("cross_entropy", _cross_entropy, backward_name=_cross_entropy_name)
+# torch composes cross_entropy: its derivative reads intermediates (log-probabilities), not the input
+_CROSS_ENTROPY = Op("cross_entropy", _cross_entropy, backward_name=_cross_entropy_name, torch_saves=SAVES_NOTHING)
 
 
 def _check_classes(fn, input, target, weight, probabilities=False):
