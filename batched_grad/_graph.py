@@ -54,6 +54,9 @@ class VersionCounter:
         self.modified_by = None  # the node of the last recorded in-place op, for the error message
 
 
+UNCHANGING = VersionCounter()  # the counter of a saved value whose in-place changes torch does not check
+
+
 class Node:
     """A recorded operation. Subclasses define `name()` and `backward(cotangents, create_graph)`, which maps
     output cotangents (Tensors, None = zero) to one cotangent per edge (Tensors or None).

@@ -220,9 +220,9 @@ class OpNode(_graph.Node):
     def check_where_torch_does(self, results):
         """Version-check what torch saves (Op.torch_saves) among the first operand and the `results` (Tensors, in
         output order): `guards` holds (version counter, version, output index) per result checked."""
-        saves = self.sig.op.torch_saves
-        if "input" not in saves and type(self.saved[0]) is _graph.SavedValue:  # an in-place change of it leaves
-            self.saved[0].counter, self.saved[0].version = _graph.VersionCounter(), 0  # this backward valid
+        saves, first = self.sig.op.torch_saves, self.saved[0]
+        if "input" not in saves and type(first) is _graph.SavedValue:  # an in-place change of it leaves this
+            first.counter, first.version = _graph.UNCHANGING, 0  # backward valid
         self.guards = tuple([(r._version, r._version.value, k) for k, r in enumerate(results)
                              if ("result" if r.grad_fn is self else "indices") in saves])
 
