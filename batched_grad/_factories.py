@@ -59,11 +59,17 @@ def _sizes(data):
         if not data:
             break
         data = data[0]
+    if isinstance(data, Tensor) and sizes:  # a Tensor in a list stands for its one number
+        return sizes
     return sizes + list(np.shape(data))
 
 
 def _check_nested(data, sizes, dim=0):
     if not isinstance(data, _SEQUENCES):
+        if isinstance(data, Tensor) and dim:
+            if data.numel() != 1:
+                raise ValueError("only one element tensors can be converted to Python scalars")
+            return
         if dim < len(sizes) and not isinstance(data, (Tensor,) + _ARRAYS):
             raise TypeError(f"not a sequence: tensor() expected a sequence at dim {dim}, but got "
                             f"{type(data).__name__}")
@@ -74,6 +80,13 @@ def _check_nested(data, sizes, dim=0):
         raise ValueError(f"expected sequence of length {sizes[dim]} at dim {dim} (got {len(data)})")
     for item in data:
         _check_nested(item, sizes, dim + 1)
+
+
+def _numbers(data):
+    """Nested sequences with each Tensor in them (one element each) replaced by its number."""
+    if isinstance(data, Tensor):
+        return data.item()
+    return [_numbers(x) for x in data] if isinstance(data, _SEQUENCES) else data
 
 
 def _check_int_range(data):
@@ -98,7 +111,7 @@ def tensor(data, dtype=None, requires_grad=False, device=None):
         if d.is_floating_point is False and d.is_complex is False:
             _check_int_range(data)
         with np.errstate(over="ignore"):  # like torch, out-of-range floats become inf
-            value = np.array(data if not isinstance(data, range) else list(data), dtype=d.np)
+            value = np.array(_numbers(data) if not isinstance(data, range) else list(data), dtype=d.np)
     if isinstance(value, jax.Array):
         return _finish(jnp.asarray(value, dtype=d.np), requires_grad)
     return _finish(np.array(value, dtype=d.np), requires_grad)  # a host copy, moved to the device when first used

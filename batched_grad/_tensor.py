@@ -19,7 +19,7 @@ _CPP_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half", "
               "int64": "long int", "int32": "int", "int16": "short int", "int8": "signed char",
               "uint8": "unsigned char", "bool": "bool", "complex64": "c10::complex<float>",
               "complex128": "c10::complex<double>"}
-_DEVICE_TYPES = {"cpu": "cpu", "gpu": "cuda", "cuda": "cuda", "rocm": "cuda", "tpu": "tpu"}
+_PLATFORM_DEVICES = {"cpu": "cpu", "gpu": "cuda", "cuda": "cuda", "rocm": "cuda", "tpu": "xla", "METAL": "mps"}
 
 NON_LEAF_GRAD_WARNING = (
     "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad attribute won't "
@@ -83,12 +83,26 @@ class Size(tuple):
         return math.prod(self)
 
 
+_TORCH_DEVICES = ("cpu", "cuda", "ipu", "xpu", "mkldnn", "opengl", "opencl", "ideep", "hip", "ve", "fpga", "maia", "xla",
+                  "lazy", "vulkan", "mps", "meta", "hpu", "mtia", "privateuseone")
+
+
 class device:
     """Where a tensor lives, printed like torch: device(type='cpu'), str() 'cpu'."""
 
     __slots__ = ("type", "index")
 
     def __init__(self, type, index=None):
+        if isinstance(type, device):
+            type, index = type.type, type.index
+        elif index is None and ":" in type:  # "cuda:0"
+            name, _, number = type.partition(":")
+            if not number.isdigit():
+                raise RuntimeError(f"Invalid device string: '{type}'")
+            type, index = name, int(number)
+        if type not in _TORCH_DEVICES:
+            raise RuntimeError(f"Expected one of {', '.join(_TORCH_DEVICES)} device type at start of device string: "
+                               f"{type}")
         self.type, self.index = type, index
 
     def __str__(self):
@@ -186,7 +200,7 @@ class Tensor:
         if isinstance(self._value, jax.core.Tracer):
             return device("cpu")
         d = next(iter(self._value.devices()))
-        kind = _DEVICE_TYPES.get(d.platform, d.platform)
+        kind = _PLATFORM_DEVICES.get(d.platform, "privateuseone")
         return device(kind, None if kind == "cpu" else d.id)
 
     def size(self, dim=None):

@@ -14,9 +14,10 @@ TENSOR_DATA = [
     "[np.int32(2), 1]", "[m.tensor(1.), m.tensor(2.)]", "[m.tensor(1., dtype=m.float64), m.tensor(2.)]",
     "[m.tensor(1.), 2.5]", "[m.tensor(1, dtype=m.int32), 2]", "[m.tensor(1, dtype=m.int32), True]",
     "np.array([np.array([1., 2.]), np.array([3., 4.])])", "0.1", "-2**63", "2**62", "1e40", "float('nan')",
-    "[[0.5]] * 3", "[[[1], [2]], [[3], [4]]]",
+    "[[0.5]] * 3", "[[[1], [2]], [[3], [4]]]", "[m.ones(1), m.ones(1)]", "[[m.ones(1, 1)], [2]]",
 ]
-TENSOR_ERRORS = ["[[1, 2], [3]]", "None", "'a'", "2**63", "[1, 2**64]", "{1: 2}", "object()"]
+TENSOR_ERRORS = ["[[1, 2], [3]]", "None", "'a'", "2**63", "[1, 2**64]", "{1: 2}", "object()", "[m.ones(2), m.ones(2)]",
+                 "[m.ones(2), m.ones(3)]"]
 NOT_A_SEQUENCE = ["[[1, 2], 3]", "[[[1], [2]], [[3], 4]]"]
 TENSOR_OPTIONS = [
     "[1.5, 2.5], dtype=m.int64", "[1, 2], dtype=m.float64", "True, dtype=m.float32", "2**63, dtype=m.float32",

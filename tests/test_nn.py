@@ -147,6 +147,25 @@ def test_forward_only_ops_match_torch(case):
     lambda m: F(m).embedding(m.tensor([0.0]), m.zeros(3, 2)),
     lambda m: F(m).pad(m.zeros(2, 3), (1, 2, 3)),
     lambda m: F(m).pad(m.zeros(2, 3), (1, 1), mode="bogus"),
+    lambda m: F(m).pad(m.zeros(2, 3), (-3, -1)),
+    lambda m: F(m).linear(m.zeros(2, 3), m.zeros(4, 3), m.zeros(3)),
+    lambda m: F(m).linear(m.zeros(5, 2, 3), m.zeros(4, 3), m.zeros(3, 4)),
+    lambda m: F(m).linear(m.zeros(5, 2, 3), m.zeros(4, 3), m.zeros(7, 2, 4)),
+    lambda m: F(m).linear(m.zeros(2, 3), m.zeros(4, 3), m.zeros(2, 2, 4)),
+    lambda m: F(m).conv2d(m.zeros(1, 1, 5, 5), m.zeros(2, 1, 3, 3), m.zeros(3)),
+    lambda m: F(m).conv2d(m.zeros(1, 1, 5, 5), m.zeros(2, 1, 3, 3), stride=0),
+    lambda m: F(m).conv2d(m.zeros(1, 1, 5, 5), m.zeros(2, 1, 3, 3), padding=-1),
+    lambda m: F(m).conv2d(m.zeros(1, 1, 5, 5), m.zeros(2, 1, 3, 3), dilation=(1, 0)),
+    lambda m: F(m).conv2d(m.zeros(1, 4, 5, 5), m.zeros(3, 2, 3, 3), groups=2),
+    lambda m: F(m).conv2d(m.zeros(1, 1, 2, 5), m.zeros(1, 1, 3, 3)),
+    lambda m: F(m).conv2d(m.zeros(1, 1, 4, 4), m.zeros(1, 1, 3, 3), dilation=2),
+    lambda m: F(m).conv1d(m.zeros(1, 1, 2), m.zeros(1, 1, 3)),
+    lambda m: F(m).l1_loss(m.zeros(3, 4), m.zeros(5)),
+    lambda m: F(m).smooth_l1_loss(m.zeros(3, 4), m.zeros(5)),
+    lambda m: F(m).mse_loss(m.zeros(3, 4), m.zeros(2, 1, 5)),
+    lambda m: F(m).binary_cross_entropy(m.full((3, 4), 0.5), m.full((3, 4), 0.5), weight=m.ones(5)),
+    lambda m: F(m).binary_cross_entropy_with_logits(m.zeros(3, 4), m.zeros(3, 4), weight=m.ones(5)),
+    lambda m: F(m).binary_cross_entropy_with_logits(m.zeros(3, 4), m.zeros(3, 4), pos_weight=m.ones(5)),
 ])
 def test_bad_arguments_raise_like_torch(case):
     raises_like_torch(case)
@@ -226,6 +245,8 @@ def test_module_registration_state_dict_and_modes():
     assert len(list(model.children())) == 5 and model[3] is model._modules["3"]
     with pytest.raises(TypeError, match="cannot assign 'int' as parameter 'scale'"):
         model.scale = 3
+    with pytest.raises(TypeError, match="cannot assign 'torch.FloatTensor' as parameter 'scale'"):
+        model.scale = bg.zeros(1)
 
     other = bg.nn.Sequential(bg.nn.Linear(3, 4), bg.nn.ReLU(), bg.nn.Dropout(0.5), bg.nn.Linear(4, 2))
     other.head, other.scale = bg.nn.Linear(2, 1), bg.nn.Parameter(bg.zeros(1))

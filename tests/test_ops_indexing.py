@@ -252,3 +252,15 @@ ERRORS = [
 @pytest.mark.parametrize("fn", [e[1] for e in ERRORS], ids=[e[0] for e in ERRORS])
 def test_errors_like_torch(fn):
     raises_like_torch(fn)
+
+
+def test_scatter_of_something_that_is_no_tensor_or_number_names_it():
+    with pytest.raises(TypeError, match="scatter\\(\\): expected `src` to be a Tensor or `value` a number, but got str"):
+        bg.scatter(bg.zeros(2, 3), 1, bg.tensor([[0], [1]]), "x")
+
+
+def test_view_as_another_dtype_says_it_is_not_supported():
+    with pytest.raises(NotImplementedError, match="view\\(dtype\\)"):
+        bg.zeros(4).view(bg.int32)
+    with pytest.raises(TypeError, match="size must be a tuple of ints"):
+        bg.zeros(4).view("a")

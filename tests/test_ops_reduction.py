@@ -199,6 +199,12 @@ ERRORS = {  # id: (fn(m, *inputs), inputs, message part)
     "prod-tuple-dim": (lambda m, x: m.prod(x, (0, 1)), [leaf()], None),
     "argmax-bool": (lambda m, i: m.argmax(i > 0), [_ints()], "does not support bool"),
     "max-empty": (lambda m: m.max(m.zeros(0, 3)), [], "Expected reduction dim"),
+    "max-dim-empty": (lambda m: m.max(m.zeros(0, 3), 0), [], "Expected reduction dim 0 to have non-zero size"),
+    "min-dim-empty": (lambda m: m.min(m.zeros(3, 0), -1), [], "Expected reduction dim 1 to have non-zero size"),
+    "amax-empty": (lambda m: m.amax(m.zeros(0, 3)), [], "amax\\(\\): Expected reduction dim to be specified"),
+    "amin-dims-empty": (lambda m: m.amin(m.zeros(0, 3), (1, 0)), [], "dim 0 to have non-zero size"),
+    "argmax-empty": (lambda m: m.argmax(m.zeros(0)), [], "argmax\\(\\): Expected reduction dim to be specified"),
+    "argmin-dim-empty": (lambda m: m.argmin(m.zeros(2, 0), 1), [], "dim 1 to have non-zero size"),
     "repeated-dim": (lambda m, x: m.sum(x, (1, -2)), [leaf()], "appears multiple times"),
     "zero-dim-out-of-range": (lambda m, x: m.sum(x[0, 0, 0], 1), [leaf()], "Dimension out of range"),
 }

@@ -196,6 +196,8 @@ ERRORS = [
     ("narrow_negative_length", lambda m: m.narrow(X(m, 5), 0, 1, -1)),
     ("select_range", lambda m: m.select(X(m, 3, 4), 0, 3)),
     ("select_scalar", lambda m: m.select(X(m), 0, 0)),
+    ("device_name", lambda m: X(m, 2).to("abc")),
+    ("device_index", lambda m: m.device("cuda:x")),
 ]
 
 

@@ -36,12 +36,14 @@ def clone(input):
 
 
 def to(input, *args, dtype=None, copy=False, **kwargs):
-    """Convert to `dtype` (given positionally, by keyword, or as another tensor's); devices are accepted as-is.
-    Returns `input` itself when nothing changes, unless `copy=True`."""
+    """Convert to `dtype` (given positionally, by keyword, or as another tensor's); a device (a torch device name)
+    changes nothing. Returns `input` itself when nothing changes, unless `copy=True`."""
     for a in args:
         if isinstance(a, Tensor):
             dtype = a.dtype
-        elif not isinstance(a, (str, device)):
+        elif isinstance(a, str):
+            device(a)  # torch's error for a string that names no device
+        elif not isinstance(a, device):
             dtype = a
     d = input.dtype if dtype is None else _dtypes.to_dtype(dtype)
     return input if d is input.dtype and not copy else apply(_TO, [input], dtype=d.np)

@@ -22,9 +22,8 @@ def _dtype_of(x):
     return x.dtype if isinstance(x, Tensor) else _dtypes.scalar_dtype(x)
 
 
-def _check_broadcast(operands):
-    """Raise torch's RuntimeError when the operands' shapes do not broadcast."""
-    shapes = [x.shape for x in operands if isinstance(x, Tensor)]
+def broadcast_shape(*shapes):
+    """The shape `shapes` broadcast to, or torch's RuntimeError when they do not broadcast."""
     ndim = max((len(s) for s in shapes), default=0)
     out = [1] * ndim
     for s in shapes:
@@ -33,6 +32,12 @@ def _check_broadcast(operands):
                 raise RuntimeError(f"The size of tensor a ({out[i]}) must match the size of tensor b ({n}) at "
                                    f"non-singleton dimension {i}")
             out[i] = n if n != 1 else out[i]
+    return tuple(out)
+
+
+def _check_broadcast(operands):
+    """Raise torch's RuntimeError when the operands' shapes do not broadcast."""
+    broadcast_shape(*[tuple(x.shape) for x in operands if isinstance(x, Tensor)])
 
 
 def _named(public, name, doc):

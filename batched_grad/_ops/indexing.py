@@ -406,7 +406,11 @@ def _scatter(name, input, dim, index, source, reduce):
 
 def scatter(input, dim, index, src=None, *, value=None, reduce=None):
     """A copy of `input` with `src` (or the number `value`) written at `index` along `dim`."""
-    return _scatter("scatter", input, dim, index, value if src is None else src, reduce)
+    source = value if src is None else src
+    if not isinstance(source, (Tensor, int, float, complex, np.number)):
+        raise TypeError(f"scatter(): expected `src` to be a Tensor or `value` a number, but got "
+                        f"{type(source).__name__}")
+    return _scatter("scatter", input, dim, index, source, reduce)
 
 
 def scatter_add(input, dim, index, src):

@@ -144,6 +144,20 @@ def _linear_name(sig):  # torch's last recorded op, by input rank (1, 2, more) a
 _LINEAR = Op("linear", _linear, multilinear=True, backward_name=_linear_name)
 
 
+def _check_linear_bias(input_shape, features, bias):
+    """torch's errors for a bias that does not fit: its addmm expands the bias to (rows, features); for input of
+    other ranks with a bias of another rank, it adds the bias in place to the product."""
+    from .elementwise import broadcast_shape
+    from .shape import expanded_shape
+
+    if len(input_shape) == 2 or bias.ndim == 1:
+        expanded_shape(bias, (max(1, math.prod(input_shape[:-1])), features))
+    out = tuple(input_shape[:-1]) + (features,)
+    shape = broadcast_shape(out, tuple(bias.shape))
+    if shape != out and len(input_shape) > 2:
+        raise RuntimeError(f"output with shape {list(out)} doesn't match the broadcast shape {list(shape)}")
+
+
 def linear(input, weight, bias=None):
     """input @ weight.T + bias."""
     _check_tensor("linear", "input", input)
@@ -152,6 +166,8 @@ def linear(input, weight, bias=None):
         rows = int(np.prod(input.shape[:-1]))
         raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({rows}x{input.shape[-1]} and "
                            f"{'x'.join(map(str, reversed(weight.shape)))})")
+    if bias is not None and tuple(bias.shape) != weight.shape[:1]:
+        _check_linear_bias(input.shape, weight.shape[0], bias)
     return apply(_LINEAR, [input, weight] + ([] if bias is None else [bias]))
 
 
@@ -218,12 +234,29 @@ def _convolution(n, input, weight, bias, stride, padding, dilation, groups):
                            f"size: {list(input.shape)}")
     unbatched = input.ndim == n + 1
     x = input.unsqueeze(0) if unbatched else input
+    if bias is not None and tuple(bias.shape) != weight.shape[:1]:
+        raise RuntimeError(f"Given weight of size {list(weight.shape)}, expected bias to be 1-dimensional with "
+                           f"{weight.shape[0]} elements, but got bias of size {list(bias.shape)} instead")
+    if weight.shape[0] % groups:
+        raise RuntimeError(f"Given groups={groups}, expected weight to be divisible by {groups} at dimension 0, but "
+                           f"got weight of size [{list(weight.shape)}] instead")
     if x.shape[1] != weight.shape[1] * groups:
         raise RuntimeError(f"Given groups={groups}, weight of size {list(weight.shape)}, expected input"
                            f"{list(x.shape)} to have {weight.shape[1] * groups} channels, but got {x.shape[1]} "
                            "channels instead")
     stride, dilation = _tuple(stride, n, "stride"), _tuple(dilation, n, "dilation")
+    if min(stride) <= 0:
+        raise RuntimeError("non-positive stride is not supported")
+    if min(dilation) <= 0:
+        raise RuntimeError(f"dilation should be greater than zero, but got {list(dilation)}")
     pads = _conv_padding(padding, n, weight.shape[2:], dilation, stride)
+    if min(min(p) for p in pads) < 0:
+        raise RuntimeError("negative padding is not supported")
+    padded = [size + lo + hi for size, (lo, hi) in zip(x.shape[2:], pads)]
+    kernel = [d * (k - 1) + 1 for d, k in zip(dilation, weight.shape[2:])]
+    if any(k > p for k, p in zip(kernel, padded)):
+        raise RuntimeError(f"Calculated padded input size per channel: ({' x '.join(map(str, padded))}). Kernel size: "
+                           f"({' x '.join(map(str, kernel))}). Kernel size can't be greater than actual input size")
     out = apply(_CONV, [x, weight] + ([] if bias is None else [bias]), stride=stride, padding=pads,
                 dilation=dilation, groups=int(groups))
     return out.squeeze(0) if unbatched else out
@@ -438,6 +471,8 @@ def pad(input, pad, mode="constant", value=None):
                            f"padding length {len(pad)} and input of dimension {input.ndim}")
     pairs = [(0, 0)] * (input.ndim - n) + [pad[2 * i:2 * i + 2] for i in reversed(range(n))]
     if mode == "constant":
+        if any(size + lo + hi < 0 for size, (lo, hi) in zip(input.shape, pairs)):  # cropped past nothing
+            raise RuntimeError("narrow(): length must be non-negative.")
         return apply(_CONSTANT_PAD, [input], pads=tuple((lo, hi, 0) for lo, hi in pairs),
                      value=0 if value is None else value)
     if mode not in _PAD_MODES:

@@ -81,14 +81,32 @@ def prod(input, dim=None, keepdim=False, *, dtype=None):
                  dtype=_accumulating_dtype(input, dtype).np)
 
 
+def _require_elements(name, input, dim, axes):
+    """torch's errors for a max- or min-like reduction over no elements (`dim` as given, `axes` normalized)."""
+    if input.numel():
+        return
+    if dim is None or dim == ():
+        if name.startswith("arg"):
+            raise IndexError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0.")
+        raise RuntimeError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0. Specify the "
+                           "reduction dim with the 'dim' argument.")
+    for a in axes:
+        if input.shape[a] == 0:
+            raise IndexError(f"{name}(): Expected reduction dim {a} to have non-zero size.")
+
+
 def amax(input, dim=(), keepdim=False):
     """Maximum over `dim` (all dims for ()); the gradient is shared evenly among ties."""
-    return apply(_AMAX, [input], axis=dims(dim, input.ndim), keepdim=keepdim, dtype=input.dtype.np)
+    axis = dims(dim, input.ndim)
+    _require_elements("amax", input, dim, axis)
+    return apply(_AMAX, [input], axis=axis, keepdim=keepdim, dtype=input.dtype.np)
 
 
 def amin(input, dim=(), keepdim=False):
     """Minimum over `dim` (all dims for ())."""
-    return apply(_AMIN, [input], axis=dims(dim, input.ndim), keepdim=keepdim, dtype=input.dtype.np)
+    axis = dims(dim, input.ndim)
+    _require_elements("amin", input, dim, axis)
+    return apply(_AMIN, [input], axis=axis, keepdim=keepdim, dtype=input.dtype.np)
 
 
 def logsumexp(input, dim, keepdim=False):
@@ -132,14 +150,12 @@ def _extreme(input, dim_or_other, keepdim, largest):
     from .elementwise import maximum, minimum
 
     name = "max" if largest else "min"
-    if dim_or_other is None:
-        if input.numel() == 0:
-            raise RuntimeError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0. Specify "
-                               "the reduction dim with the 'dim' argument.")
-        return apply(_MAX_ALL if largest else _MIN_ALL, [input], axis=None, keepdim=False, dtype=input.dtype.np)
-    if not isinstance(dim_or_other, int):
+    if dim_or_other is not None and not isinstance(dim_or_other, int):
         return (maximum if largest else minimum)(input, dim_or_other)
-    axis = _wrap_dim(dim_or_other, input.ndim)
+    axis = None if dim_or_other is None else _wrap_dim(dim_or_other, input.ndim)
+    _require_elements(name, input, dim_or_other, [axis] if input.ndim else [])
+    if dim_or_other is None:
+        return apply(_MAX_ALL if largest else _MIN_ALL, [input], axis=None, keepdim=False, dtype=input.dtype.np)
     if input.ndim == 0:  # torch allows dim 0 (or -1) on a 0-dim tensor
         return values_indices[name](*apply(_SELECT[largest], [input.reshape(1)], axis=0, keepdim=False,
                                            largest=largest))
@@ -160,6 +176,7 @@ def _arg(name, input, dim, keepdim, largest):
     if input.dtype is _dtypes.bool:
         raise RuntimeError(f"{name}(): does not support bool input")
     axis = None if dim is None else _wrap_dim(dim, input.ndim)
+    _require_elements(name, input, dim, [axis] if input.ndim else [])
     return apply(_ARG, [input], axis=axis if input.ndim else None, keepdim=keepdim, largest=largest)
 
 

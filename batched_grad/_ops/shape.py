@@ -1,5 +1,6 @@
 """Shape ops: views (reshape, permute, squeeze, expand, ...), joins and splits, flips, rolls and repeats."""
 import math
+import operator
 
 import jax
 import jax.numpy as jnp
@@ -14,7 +15,10 @@ def _sizes(size):
     """Accept f(2, 3), f((2, 3)) and f([2, 3]) like torch."""
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = size[0]
-    return tuple(int(s) for s in size)
+    try:
+        return tuple(operator.index(s) for s in size)
+    except TypeError:
+        raise TypeError(f"size must be a tuple of ints, but got {tuple(type(s).__name__ for s in size)}") from None
 
 
 def _dims(dims):
@@ -105,6 +109,9 @@ def reshape(input, *shape):
 
 def view(input, *shape):
     """Like reshape (arrays have no strides here, so every reshape is a view)."""
+    if len(shape) == 1 and isinstance(shape[0], _dtypes.dtype):
+        raise NotImplementedError("view(dtype), which reinterprets the bits of the elements, is not supported; "
+                                  "to(dtype) converts their values")
     return _reshaped(input, _infer(_sizes(shape), input.numel()))
 
 
@@ -210,7 +217,11 @@ def movedim(input, source, destination):
 
 def expand(input, *sizes):
     """Broadcast size-1 dimensions to `sizes` without copying (-1 keeps a dimension)."""
-    sizes = _sizes(sizes)
+    return apply(_EXPAND, [input], shape=expanded_shape(input, _sizes(sizes)))
+
+
+def expanded_shape(input, sizes):
+    """The shape of expand(input, *sizes), or torch's error when the sizes do not fit."""
     lead = len(sizes) - input.ndim
     if lead < 0:
         raise RuntimeError(f"expand({type_name(input.dtype.np)}{{{list(input.shape)}}}, size={list(sizes)}): the "
@@ -226,7 +237,7 @@ def expand(input, *sizes):
             raise RuntimeError(f"The expanded size of the tensor ({shape[i + lead]}) must match the existing size "
                                f"({s}) at non-singleton dimension {i + lead}.  Target sizes: {list(sizes)}.  Tensor "
                                f"sizes: {list(input.shape)}")
-    return apply(_EXPAND, [input], shape=shape)
+    return shape
 
 
 def expand_as(input, other):

@@ -7,6 +7,7 @@ import jax.numpy as jnp
 
 from .. import _dtypes
 from .._ops import UNARY
+from .._ops.elementwise import _check_broadcast
 from .._ops._core import SAVES_NOTHING, Op, apply
 from .._ops.nn import (_check_tensor, _host, _is_concrete, avg_pool2d, conv1d, conv2d, dropout, elu, embedding, gelu,
                        layer_norm, leaky_relu, linear, log_softmax, max_pool2d, one_hot, pad, silu, softmax, softplus)
@@ -69,6 +70,7 @@ def _distance_loss(name, input, target, reduction, **static):
         warnings.warn(f"Using a target size ({target.shape!r}) that is different to the input size "
                       f"({input.shape!r}). This will likely lead to incorrect results due to broadcasting. Please "
                       "ensure they have the same size.", UserWarning, stacklevel=3)
+        _check_broadcast([input, target])
     return apply(_DISTANCE_OPS[name], [input, target], dtype=d.np, reduction=reduction, **static)
 
 
@@ -260,6 +262,12 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
         values = _host(input)
         if not ((values >= 0) & (values <= 1)).all():
             raise RuntimeError("all elements of input should be between 0 and 1")
+    if weight is not None:
+        for i, (w, s) in enumerate(zip(reversed(weight.shape), reversed(input.shape))):
+            if w not in (1, s) or weight.ndim > input.ndim:
+                raise RuntimeError(f"Attempting to broadcast a dimension of length {w} at {-1 - i}! Mismatching "
+                                   f"argument at index 1 had torch.Size({list(weight.shape)}); but expected shape "
+                                   f"should be broadcastable to {list(input.shape)}")
     return apply(_BCE, [input, target] + ([] if weight is None else [weight]), reduction=reduction)
 
 
@@ -271,6 +279,8 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     _check_binary("binary_cross_entropy_with_logits", input, target,
                   "Target size ({target!r}) must be the same as input size ({input!r})")
     extra = [w for w in (weight, pos_weight) if w is not None]
+    _check_broadcast([input] + ([] if weight is None else [weight]))
+    _check_broadcast(([] if pos_weight is None else [pos_weight]) + [input])
     return apply(_BCE_WITH_LOGITS, [input, target] + extra, reduction=reduction, has_weight=weight is not None)
 
 

@@ -5,11 +5,16 @@ from collections import OrderedDict, namedtuple
 from .. import _dtypes
 from .._factories import zeros_like
 from .._grad_mode import no_grad
-from .._tensor import Tensor
+from .._tensor import Tensor, type_name
 from .parameter import Parameter
 
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 _REGISTRIES = ("_parameters", "_buffers", "_modules")
+
+
+def _typename(value):
+    """torch.typename: torch.FloatTensor for a float32 tensor, else the class name."""
+    return type_name(value.dtype.np) if isinstance(value, Tensor) else type(value).__name__
 
 
 class Module:
@@ -41,17 +46,17 @@ class Module:
             self.add_module(name, value)
         elif name in self.__dict__.get("_parameters", ()):
             if value is not None:
-                raise TypeError(f"cannot assign '{type(value).__name__}' as parameter '{name}' (torch.nn.Parameter "
+                raise TypeError(f"cannot assign '{_typename(value)}' as parameter '{name}' (torch.nn.Parameter "
                                 "or None expected)")
             self._parameters[name] = None
         elif name in self.__dict__.get("_modules", ()):
             if value is not None:
-                raise TypeError(f"cannot assign '{type(value).__name__}' as child module '{name}' (torch.nn.Module "
+                raise TypeError(f"cannot assign '{_typename(value)}' as child module '{name}' (torch.nn.Module "
                                 "or None expected)")
             self._modules[name] = None
         elif name in self.__dict__.get("_buffers", ()):
             if value is not None and not isinstance(value, Tensor):
-                raise TypeError(f"cannot assign '{type(value).__name__}' as buffer '{name}' (torch.Tensor or None "
+                raise TypeError(f"cannot assign '{_typename(value)}' as buffer '{name}' (torch.Tensor or None "
                                 "expected)")
             self._buffers[name] = value
         else:
@@ -80,7 +85,7 @@ class Module:
         """Register `param` (a Parameter or None) under `name`."""
         registry = self._registry("_parameters")
         if param is not None and not isinstance(param, Parameter):
-            raise TypeError(f"cannot assign '{type(param).__name__}' object to parameter '{name}' (torch.nn.Parameter "
+            raise TypeError(f"cannot assign '{_typename(param)}' object to parameter '{name}' (torch.nn.Parameter "
                             "or None required)")
         self._forget(name)
         registry[name] = param
@@ -89,7 +94,7 @@ class Module:
         """Register a non-parameter tensor (saved in state_dict when `persistent`)."""
         registry = self._registry("_buffers")
         if tensor is not None and not isinstance(tensor, Tensor):
-            raise TypeError(f"cannot assign '{type(tensor).__name__}' object to buffer '{name}' (torch Tensor or None "
+            raise TypeError(f"cannot assign '{_typename(tensor)}' object to buffer '{name}' (torch Tensor or None "
                             "required)")
         self._forget(name)
         registry[name] = tensor
