@@ -86,6 +86,30 @@ def test_functional_matches_torch_with_grad_and_double_backward(name):
     check_both(fn, inputs, rtol=1e-9, atol=1e-12)
 
 
+def _kinks(values, requires_grad=True):
+    return bg.tensor(values, dtype=bg.float64, requires_grad=requires_grad)
+
+
+KINKS = {  # name: (fn(module, *inputs), inputs): torch's derivatives where the formulas have kinks
+    "elu_at_0_and_nan": (lambda m, x: F(m).elu(x, 0.5), [_kinks([0.0, -1.0, 2.0, float("nan"), -0.0, 1e-300])]),
+    "l1_loss_at_equal": (lambda m, x, y: F(m).l1_loss(x, y, reduction="none"),
+                         [_kinks([0.5, -1.0, 2.0, 0.0]), _kinks([0.5, 1.0, 2.0, 0.0])]),
+    "bce_with_logits_at_0": (lambda m, x, y, pw: F(m).binary_cross_entropy_with_logits(x, y, pos_weight=pw) +
+                             F(m).binary_cross_entropy_with_logits(x, y, reduction="sum"),
+                             [_kinks([0.0, 0.0, -0.0, 1.5]), _kinks([0.5, 0.0, 1.0, 0.25]),
+                              _kinks([2.0, 0.5, 1.0, 3.0], requires_grad=False)]),
+    "bce_at_0_and_1": (lambda m, x, y: F(m).binary_cross_entropy(x, y, reduction="none"),
+                       [_kinks([0.0, 1.0, 0.5, 1.0]), _kinks([0.5, 0.5, 0.0, 1.0])]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(KINKS))
+def test_functional_kinks_match_torch(name):
+    fn, inputs = KINKS[name]
+    # torch's second derivative of elu at 0 is 0 (its double backward tests x < 0, its backward x <= 0)
+    check_both(fn, inputs, gradgrad=name != "elu_at_0_and_nan")
+
+
 def test_functional_batched_grads_equal_the_per_row_loop_without_fallback(monkeypatch):
     """Every op above in one output (one fused program, to bound compile time): is_grads_batched=True equals the
     per-row loop, and no op falls back to it (second derivatives are checked op by op above)."""

@@ -165,6 +165,9 @@ def test_calls(name):
 
 
 # ---- derivative conventions at kinks and ties -----------------------------------------------------------
+NAN = float("nan")
+
+
 def _t(values, requires_grad=True):
     return bg.tensor(values, dtype=bg.float64, requires_grad=requires_grad)
 
@@ -188,6 +191,15 @@ KINKS = {  # id: (fn(m, *inputs), input values)
                           [[[-2.0, -0.5, 3.0], [-1.0, 2.0, -3.0], [0.5, -1.5, 1.0]], [1.0, 2.0, 3.0]]),
     "where_selects": (lambda m, x, y: m.where(x > y, x, y), [[[1.0, 2.0, 3.0], [0.0, 0.0, 5.0], [3.0, 2.0, 1.0]],
                                                             [1.0, 0.0, 4.0]]),
+    # at nan, zeros and underflow: torch's formulas, where JAX's derivatives differ
+    "abs_sign_relu_at_nan": (lambda m, x: m.abs(x) + m.sign(x) + m.relu(x),
+                             [[[NAN, 0.0, -1.0], [2.0, NAN, -0.0], [0.5, -3.0, NAN]]]),
+    "rsqrt_at_zeros": (lambda m, x: m.rsqrt(x), [[[0.0, -0.0, 1.0], [4.0, 0.0, 2.0], [0.25, -0.0, 9.0]]]),
+    "maximum_minimum_nan": (lambda m, x, y: m.maximum(x, y) + m.minimum(x, y),
+                            [[[NAN, 2.0, 3.0], [0.0, NAN, 0.0], [3.0, 2.0, NAN]], [1.0, NAN, 1.0]]),
+    "clamp_at_nan": (lambda m, x: m.clamp(x, -1.0, 1.0), [[[NAN, 0.5, 2.0], [-2.0, NAN, 1.0], [-1.0, 0.0, NAN]]]),
+    "atan2_hypot_at_zero": (lambda m, x, y: m.atan2(x, y) + m.hypot(x, y),
+                            [[[0.0, 1e-200, 3.0], [0.0, -0.0, 1.0], [2.0, 0.0, 1e-200]], [0.0, 0.0, 1.0]]),
 }
 
 

@@ -146,6 +146,8 @@ KINKS = {  # id: (fn(m, x), input values)
     "norm-neg-inf-at-0": (lambda m, x: m.norm(x, -math.inf, 2), ZEROS),
     "prod-zeros-dim": (lambda m, x: m.prod(x, 1), ZEROS), "prod-zeros-keepdim": (lambda m, x: m.prod(x, -1, True), ZEROS),
     "cumprod-zeros": (lambda m, x: m.cumprod(x, 2), ZEROS),
+    "std-of-constant-rows": (lambda m, x: m.std(x * (x > 0.4), 2), ZEROS),
+    "norm1-at-nan": (lambda m, x: m.norm(x / (x != 3), 1, 2), TIES),
 }
 
 

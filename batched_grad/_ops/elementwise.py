@@ -3,10 +3,9 @@ import jax
 import jax.numpy as jnp
 import jax.scipy.special as jsp
 import numpy as np
-from jax.custom_derivatives import SymbolicZero
-
 from .. import _dtypes
 from .._tensor import _TYPE_NAMES, Tensor
+from . import _derivatives
 from ._core import SAVES_BOTH, SAVES_INPUT, SAVES_RESULT, Op, apply, fits_int64
 
 
@@ -55,23 +54,24 @@ def _apply(op, operands, **static):
         raise
 
 
+def _on_floats(torch_derivative, plain):
+    """`torch_derivative` (_derivatives.py) for real floating operands, `plain` for the others."""
+    return lambda *arrays: (torch_derivative if jnp.issubdtype(arrays[0].dtype, jnp.floating) else plain)(*arrays)
+
+
 # ---- unary ------------------------------------------------------------------------------------------------
-def _abs(a):
-    # d|x|/dx = sign(x), 0 at 0 (torch's convention)
-    return jnp.abs(a) if jnp.iscomplexobj(a) or a.dtype == jnp.bool_ else jnp.sign(a) * a
-
-
 _FLOAT_UNARY = {  # integer and bool inputs promote to the default float dtype, like torch
     "exp": jnp.exp, "expm1": jnp.expm1, "log": jnp.log, "log1p": jnp.log1p, "log2": jnp.log2,
-    "log10": jnp.log10, "sqrt": jnp.sqrt, "rsqrt": jax.lax.rsqrt, "reciprocal": jnp.reciprocal,
+    "log10": jnp.log10, "sqrt": jnp.sqrt, "rsqrt": _derivatives.rsqrt, "reciprocal": jnp.reciprocal,
     "sin": jnp.sin, "cos": jnp.cos, "tan": jnp.tan, "asin": jnp.arcsin, "acos": jnp.arccos,
     "atan": jnp.arctan, "sinh": jnp.sinh, "cosh": jnp.cosh, "tanh": jnp.tanh, "asinh": jnp.arcsinh,
     "acosh": jnp.arccosh, "atanh": jnp.arctanh, "sigmoid": jax.nn.sigmoid, "erf": jsp.erf, "erfc": jsp.erfc,
 }
 _SAME_UNARY = {  # the result keeps the input dtype
-    "neg": jnp.negative, "abs": _abs, "sign": lambda a: a if a.dtype == jnp.bool_ else jnp.sign(a),
+    "neg": jnp.negative, "abs": _on_floats(_derivatives.abs_, jnp.abs),
+    "sign": lambda a: a if a.dtype == jnp.bool_ else _on_floats(_derivatives.sign, jnp.sign)(a),
     "square": jnp.square, "floor": jnp.floor, "ceil": jnp.ceil, "trunc": jnp.trunc,
-    "frac": lambda a: a - jnp.trunc(a), "relu": jax.nn.relu,
+    "frac": lambda a: a - jnp.trunc(a), "relu": _on_floats(_derivatives.relu, jax.nn.relu),
 }
 _RESULT_DTYPE = {"square": lambda d: _dtypes.int64 if d is _dtypes.bool else d}  # torch computes bool**2 in int64
 _UNARY_NAMES = {"log1p": "Log1PBackward0", "square": "PowBackward0"}  # torch's names, where not the op's name
@@ -163,32 +163,9 @@ def _trunc_divide(a, b):
     return jnp.sign(a) * jnp.sign(b) * (jnp.abs(a) // jnp.abs(b))
 
 
-@jax.custom_jvp
-def _float_pow(x, y):
-    return jax.lax.pow(x, y)
-
-
-def _float_pow_jvp(primals, tangents):
-    # torch's conventions: d/dx is 0 where y == 0, d/dy is 0 where x == 0 and y >= 0 (JAX gives 0 * inf = nan).
-    # The inner `where`s keep the unselected branch finite so that higher derivatives stay nan-free too.
-    (x, y), (dx, dy) = primals, tangents
-    out = _float_pow(x, y)
-    tangent = jnp.zeros_like(out)
-    if not isinstance(dx, SymbolicZero):
-        y0 = y == 0
-        tangent = tangent + jnp.where(y0, 0, y * _float_pow(jnp.where(y0, 1, x), y - 1)) * dx
-    if not isinstance(dy, SymbolicZero):  # (only when the exponent is differentiated: log(x < 0) is nan)
-        x0 = (x == 0) & (y >= 0)
-        tangent = tangent + jnp.where(x0, 0, out * jnp.log(jnp.where(x0, 1, x))) * dy
-    return out, tangent
-
-
-_float_pow.defjvp(_float_pow_jvp, symbolic_zeros=True)
-
-
 def _pow_fn(a, b):
     if jnp.issubdtype(a.dtype, jnp.floating):
-        return _float_pow(*jnp.broadcast_arrays(a, b))
+        return _derivatives.pow_(*jnp.broadcast_arrays(a, b))
     if jnp.issubdtype(a.dtype, jnp.complexfloating):
         return jnp.power(a, b)
     # integers to negative powers: 1 for 1, +-1 for -1, else 0 (torch's integer semantics)
@@ -209,13 +186,13 @@ floor_divide = _binary_op("floor_divide", jnp.floor_divide, "floor(input / other
                           two_numbers=True)
 remainder = _binary_op("remainder", _remainder, "Python's modulus, elementwise: the result has the sign of `other`.")
 fmod = _binary_op("fmod", jnp.fmod, "C's remainder, elementwise: the result has the sign of `input`.")
-atan2 = _binary_op("atan2", jnp.arctan2, "The angle of the point (other, input), elementwise, in [-pi, pi].",
+atan2 = _binary_op("atan2", _derivatives.atan2, "The angle of the point (other, input), elementwise, in [-pi, pi].",
                    float_result=True)
-maximum = _binary_op("maximum", jnp.maximum,
+maximum = _binary_op("maximum", _on_floats(_derivatives.maximum, jnp.maximum),
                      "The larger of `input` and `other`, elementwise (at ties each gets half the gradient).")
-minimum = _binary_op("minimum", jnp.minimum,
+minimum = _binary_op("minimum", _on_floats(_derivatives.minimum, jnp.minimum),
                      "The smaller of `input` and `other`, elementwise (at ties each gets half the gradient).")
-hypot = _binary_op("hypot", jnp.hypot, "sqrt(input ** 2 + other ** 2), elementwise.", float_result=True,
+hypot = _binary_op("hypot", _derivatives.hypot, "sqrt(input ** 2 + other ** 2), elementwise.", float_result=True,
                    torch_saves=SAVES_BOTH)
 _pow = _binary_op("pow", _pow_fn,
                   overloads={(True, True): ("PowBackward1", SAVES_BOTH), (False, True): ("PowBackward2", SAVES_BOTH)})
@@ -332,6 +309,8 @@ def _clamp_fn(x, lo, hi, *, dtype, has_lo, has_hi):
     # min(max(x, lo), hi) as torch (hi wins when lo > hi); the gradient flows to x where lo <= x <= hi
     # (inclusive) and to a tensor bound where it is active
     x = x.astype(dtype)
+    if jnp.issubdtype(dtype, jnp.floating):  # torch's derivative is 0 at nan (it is outside every range)
+        x = jnp.where(jnp.isnan(x), jax.lax.stop_gradient(x), x)
     if has_lo:
         x = jnp.where(x < lo.astype(dtype), lo.astype(dtype), x)
     if has_hi:

@@ -8,6 +8,7 @@ import jax.numpy as jnp
 
 from .. import _dtypes
 from .._tensor import _TYPE_NAMES, _wrap_dim
+from . import _derivatives
 from ._core import SAVES_BOTH, SAVES_INDICES, SAVES_INPUT, Op, apply
 
 values_indices = {name: namedtuple(name, ["values", "indices"]) for name in ("max", "min", "sort", "topk")}
@@ -197,7 +198,7 @@ def _var_fn(a, *, axis, keepdim, correction, sqrt):
     sq = jnp.real(centered * jnp.conj(centered)) if jnp.iscomplexobj(a) else centered * centered
     # torch divides by max(n - correction, 0): inf (or nan) rather than a negative variance
     v = jnp.sum(sq, axis=axis, keepdims=keepdim) / jnp.maximum(n - correction, 0)
-    return jnp.sqrt(v) if sqrt else v
+    return _derivatives.std_sqrt(v) if sqrt else v
 
 
 _VAR = {False: Op("var", _var_fn), True: Op("std", _var_fn, torch_saves=SAVES_BOTH)}  # std's reads the result
@@ -233,7 +234,7 @@ def _vector_norm(a, *, ord, axis, keepdim):
         return jnp.linalg.vector_norm(a, ord=ord, axis=axis, keepdims=keepdim)
     # torch's conventions at 0: |x| has derivative sign(x) (0 at 0), and the gradient of sum(|x|^p)^(1/p) is 0
     # where the norm is 0; the inner `where` keeps the unselected branch (and so higher derivatives) finite
-    absa = jnp.sign(a) * a
+    absa = _derivatives.abs_(a)
     if ord == math.inf:
         return jnp.max(absa, axis=axis, keepdims=keepdim)
     if ord == -math.inf:

@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import _dtypes
-from .._ops import UNARY
+from .._ops import UNARY, _derivatives
 from .._ops.elementwise import _check_broadcast
 from .._ops._core import SAVES_NOTHING, Op, apply
 from .._ops.nn import (_check_tensor, _host, _is_concrete, avg_pool2d, conv1d, conv2d, dropout, elu, embedding, gelu,
@@ -58,7 +58,7 @@ _DISTANCE_OPS = {
     "mse_loss": _distance_op("mse_loss", jnp.square),
     "smooth_l1_loss": _distance_op("smooth_l1_loss", _smooth_l1),
     # torch composes l1_loss: its last node is the reduction's (or abs's), and its derivative reads the difference
-    "l1_loss": _distance_op("l1_loss", jnp.abs, backward_name=lambda sig: _L1_NAMES[dict(sig.static)["reduction"]],
+    "l1_loss": _distance_op("l1_loss", _derivatives.abs_, backward_name=lambda sig: _L1_NAMES[dict(sig.static)["reduction"]],
                             torch_saves=SAVES_NOTHING),
 }
 
@@ -229,15 +229,14 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
 
 # ---- binary losses ------------------------------------------------------------------------------------------
 def _bce(x, t, *weight, reduction):
-    # torch clamps each log at -100 so that a saturated prediction gives a finite loss
-    loss = (t - 1) * jnp.maximum(jnp.log1p(-x), -100) - t * jnp.maximum(jnp.log(x), -100)
+    loss = _derivatives.bce(*jnp.broadcast_arrays(x, t))
     return _REDUCE[reduction](loss * weight[0] if weight else loss)
 
 
 def _bce_with_logits(x, t, *extra, reduction, has_weight):
     weight, pos_weight = (extra[0], extra[1:]) if has_weight else (None, extra)
-    log_weight = (pos_weight[0] - 1) * t + 1 if pos_weight else 1
-    loss = (1 - t) * x + log_weight * (jnp.log1p(jnp.exp(-jnp.abs(x))) + jnp.maximum(-x, 0))
+    log_weight = (pos_weight[0] - 1) * t + 1 if pos_weight else jnp.ones((), x.dtype)
+    loss = _derivatives.bce_with_logits(*jnp.broadcast_arrays(x, t, log_weight))
     return _REDUCE[reduction](loss if weight is None else loss * weight)
 
 
@@ -262,6 +261,10 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
         values = _host(input)
         if not ((values >= 0) & (values <= 1)).all():
             raise RuntimeError("all elements of input should be between 0 and 1")
+    if _is_concrete(target) and target.numel():
+        values = _host(target)
+        if not ((values >= 0) & (values <= 1)).all():
+            raise RuntimeError("all elements of target should be between 0 and 1")
     if weight is not None:
         for i, (w, s) in enumerate(zip(reversed(weight.shape), reversed(input.shape))):
             if w not in (1, s) or weight.ndim > input.ndim:

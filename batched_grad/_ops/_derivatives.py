@@ -1,0 +1,85 @@
+"""Elementwise functions whose derivative follows torch's formula where JAX's differs: at nan, at ties, at zeros
+and where an intermediate over- or underflows. Each is the JAX function for its values, with a custom JVP that
+is the sum over operands of torch's partial derivative (a function of the operands and the result) times the
+operand's tangent; the JVP is itself differentiable, so higher orders follow torch's formulas too."""
+import jax
+import jax.numpy as jnp
+from jax.custom_derivatives import SymbolicZero
+
+
+def _with_partials(f, *partials):
+    """f, differentiated as sum_i partials[i](*operands, result) * tangent_i."""
+    g = jax.custom_jvp(f)
+
+    def jvp(primals, tangents):
+        out = g(*primals)
+        tangent = jnp.zeros_like(out)
+        for partial, t in zip(partials, tangents):
+            if not isinstance(t, SymbolicZero):
+                tangent = tangent + partial(*primals, out) * t
+        return out, tangent
+
+    g.defjvp(jvp, symbolic_zeros=True)
+    return g
+
+
+def sign(a):
+    """torch's sign: 0 at nan."""
+    return jnp.where(jnp.isnan(a), 0, jnp.sign(a)).astype(a.dtype)
+
+
+def _tie_split(loses, ties):
+    # maximum/minimum: the whole gradient to each operand unless it loses, half at a tie (nan loses to nothing)
+    return jnp.where(loses, 0, jnp.where(ties, 0.5, 1))
+
+
+def _pow(x, y):
+    return jax.lax.pow(x, y)
+
+
+def _pow_dx(x, y, out):
+    # torch: 0 where y == 0; the inner `where` keeps the unselected branch finite, so higher derivatives stay
+    # nan-free too
+    y0 = y == 0
+    return jnp.where(y0, 0, y * pow_(jnp.where(y0, 1, x), y - 1))
+
+
+def _pow_dy(x, y, out):
+    # torch: 0 where x == 0 and y >= 0 (JAX gives 0 * log(0) = nan); log(x < 0) is nan, as in torch
+    x0 = (x == 0) & (y >= 0)
+    return jnp.where(x0, 0, out * jnp.log(jnp.where(x0, 1, x)))
+
+
+def _softplus_neg(x):  # log(1 + exp(-x)), computed stably
+    return jnp.log1p(jnp.exp(-jnp.abs(x))) + jnp.maximum(-x, 0)
+
+
+def _atan2_scale(a, b):
+    # torch masks the infinite reciprocal of a squared norm that underflows (or is zero) to 0
+    r = 1 / (a * a + b * b)
+    return jnp.where(jnp.isinf(r), 0, r)
+
+
+pow_ = _with_partials(_pow, _pow_dx, _pow_dy)
+abs_ = _with_partials(jnp.abs, lambda a, out: sign(a))
+relu = _with_partials(jax.nn.relu, lambda a, out: jnp.where(out <= 0, 0, 1).astype(out.dtype))
+rsqrt = _with_partials(jax.lax.rsqrt, lambda a, out: -0.5 * out * out * out)
+hypot = _with_partials(jnp.hypot, lambda a, b, out: a / out, lambda a, b, out: b / out)
+atan2 = _with_partials(jnp.arctan2, lambda a, b, out: b * _atan2_scale(a, b),
+                       lambda a, b, out: -a * _atan2_scale(a, b))
+maximum = _with_partials(jnp.maximum, lambda a, b, out: _tie_split(a < b, a == b),
+                         lambda a, b, out: _tie_split(a > b, a == b))
+minimum = _with_partials(jnp.minimum, lambda a, b, out: _tie_split(a > b, a == b),
+                         lambda a, b, out: _tie_split(a < b, a == b))
+# std: a zero standard deviation has derivative 0 (torch masks it), not 0.5 / 0
+std_sqrt = _with_partials(jnp.sqrt, lambda v, out: jnp.where(out == 0, 0, 0.5 / jnp.where(out == 0, 1, out)))
+# binary cross entropy, elementwise: of probabilities x (each log clamped at -100), whose derivative torch bounds by
+# dividing by max(x (1 - x), 1e-12); of logits x with log_weight lw (pos_weight's), whose derivative is
+# lw sigmoid(x) - (lw - 1 + t) even at x = 0, where the stable formula has a kink
+bce = _with_partials(lambda x, t: (t - 1) * jnp.maximum(jnp.log1p(-x), -100) - t * jnp.maximum(jnp.log(x), -100),
+                     lambda x, t, out: (x - t) / jnp.maximum((1 - x) * x, 1e-12),
+                     lambda x, t, out: jnp.log1p(-x) - jnp.log(x))
+bce_with_logits = _with_partials(lambda x, t, lw: (1 - t) * x + lw * _softplus_neg(x),
+                                 lambda x, t, lw, out: lw * jax.nn.sigmoid(x) - (lw - 1 + t),
+                                 lambda x, t, lw, out: -x,
+                                 lambda x, t, lw, out: jax.nn.softplus(-x))  # smooth, for higher orders
