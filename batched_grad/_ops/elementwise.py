@@ -3,6 +3,7 @@ import jax
 import jax.numpy as jnp
 import jax.scipy.special as jsp
 import numpy as np
+
 from .. import _dtypes
 from .._tensor import _TYPE_NAMES, Tensor
 from . import _derivatives

@@ -58,8 +58,8 @@ _DISTANCE_OPS = {
     "mse_loss": _distance_op("mse_loss", jnp.square),
     "smooth_l1_loss": _distance_op("smooth_l1_loss", _smooth_l1),
     # torch composes l1_loss: its last node is the reduction's (or abs's), and its derivative reads the difference
-    "l1_loss": _distance_op("l1_loss", _derivatives.abs_, backward_name=lambda sig: _L1_NAMES[dict(sig.static)["reduction"]],
-                            torch_saves=SAVES_NOTHING),
+    "l1_loss": _distance_op("l1_loss", _derivatives.abs_, torch_saves=SAVES_NOTHING,
+                            backward_name=lambda sig: _L1_NAMES[dict(sig.static)["reduction"]]),
 }
 
 
