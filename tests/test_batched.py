@@ -1,5 +1,6 @@
 """is_grads_batched semantics (SPEC §3-§4), the per-row fallback and its switches, chunking, vmap.vmap."""
 import os
+import re
 import subprocess
 import sys
 import warnings
@@ -395,6 +396,9 @@ def test_vmap_in_dims_out_dims_and_errors():
         vmap.vmap(lambda r, s: r, in_dims=(0,))(a, b)
     with pytest.raises(ValueError, match="maps argument 1, but it is a float, not a Tensor"):
         vmap.vmap(lambda r, s: r)(a, 2.0)
+    with pytest.raises(IndexError, match=re.escape("Dimension out of range (expected to be in range of [-2, 1], but "
+                                                   "got 3)")):
+        vmap.vmap(lambda r: r * 2, out_dims=3)(a)
 
 
 def test_vmap_randomness_error_refuses_random_ops_and_same_shares_one_draw():

@@ -66,6 +66,10 @@ def vmap(func, in_dims=0, out_dims=0, *, chunk_size=None, randomness="error"):
         except NeedsTracing:  # func reads values: trace it, every op dispatched under jax.vmap
             outs, tree = _traced(func, args, mapped, arrays, randomness, chunk_size)
         out_axes = _as_tuple(out_dims, len(outs), "out_dims", "outputs")
+        for o, d in zip(outs, out_axes):
+            if d is not None and not -o.ndim <= d < o.ndim:
+                raise IndexError(f"Dimension out of range (expected to be in range of [{-o.ndim}, {o.ndim - 1}], but "
+                                 f"got {d})")
         outs = [Tensor._wrap(jax.numpy.moveaxis(o, 0, d) if d else o) for o, d in zip(outs, out_axes)]
         return jax.tree_util.tree_unflatten(tree, outs)
 
