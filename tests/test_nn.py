@@ -188,6 +188,7 @@ def test_forward_only_ops_match_torch(case):
     lambda m: F(m).smooth_l1_loss(m.zeros(3, 4), m.zeros(5)),
     lambda m: F(m).mse_loss(m.zeros(3, 4), m.zeros(2, 1, 5)),
     lambda m: F(m).binary_cross_entropy(m.full((3, 4), 0.5), m.full((3, 4), 0.5), weight=m.ones(5)),
+    lambda m: F(m).binary_cross_entropy(m.full((2,), 0.5), m.tensor([0.5, 2.0])),
     lambda m: F(m).binary_cross_entropy_with_logits(m.zeros(3, 4), m.zeros(3, 4), weight=m.ones(5)),
     lambda m: F(m).binary_cross_entropy_with_logits(m.zeros(3, 4), m.zeros(3, 4), pos_weight=m.ones(5)),
 ])

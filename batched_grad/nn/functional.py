@@ -257,14 +257,11 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     _check_binary("binary_cross_entropy", input, target,
                   "Using a target size ({target!r}) that is different to the input size ({input!r}) is deprecated. "
                   "Please ensure they have the same size.")
-    if _is_concrete(input) and input.numel():
-        values = _host(input)
-        if not ((values >= 0) & (values <= 1)).all():
-            raise RuntimeError("all elements of input should be between 0 and 1")
-    if _is_concrete(target) and target.numel():
-        values = _host(target)
-        if not ((values >= 0) & (values <= 1)).all():
-            raise RuntimeError("all elements of target should be between 0 and 1")
+    for name, probabilities in (("input", input), ("target", target)):
+        if _is_concrete(probabilities) and probabilities.numel():
+            values = _host(probabilities)
+            if not ((values >= 0) & (values <= 1)).all():
+                raise RuntimeError(f"all elements of {name} should be between 0 and 1")
     if weight is not None:
         for i, (w, s) in enumerate(zip(reversed(weight.shape), reversed(input.shape))):
             if w not in (1, s) or weight.ndim > input.ndim:
