@@ -148,6 +148,7 @@ KINKS = {  # id: (fn(m, x), input values)
     "cumprod-zeros": (lambda m, x: m.cumprod(x, 2), ZEROS),
     "std-of-constant-rows": (lambda m, x: m.std(x * (x > 0.4), 2), ZEROS),
     "norm1-at-nan": (lambda m, x: m.norm(m.where(x == 3, x * math.nan, x), 1, 2), TIES),
+    "max-min-all-at-nan": (lambda m, x: m.max(x) + m.min(x * x.isnan()), np.where(TIES == 3, math.nan, TIES)),
 }
 
 

@@ -2,6 +2,8 @@
 and where an intermediate over- or underflows. Each is the JAX function for its values, with a custom JVP that
 is the sum over operands of torch's partial derivative (a function of the operands and the result) times the
 operand's tangent; the JVP is itself differentiable, so higher orders follow torch's formulas too."""
+import functools
+
 import jax
 import jax.numpy as jnp
 from jax.custom_derivatives import SymbolicZero
@@ -21,6 +23,23 @@ def _with_partials(f, *partials):
 
     g.defjvp(jvp, symbolic_zeros=True)
     return g
+
+
+def _extreme(reduce):
+    """torch's max() or min() of all elements: the gradient is shared evenly among the elements equal to the result,
+    or among the nan elements when the result is nan."""
+    @functools.partial(jax.custom_jvp, nondiff_argnums=(1, 2))
+    def f(a, axis, keepdims):
+        return reduce(a, axis=axis, keepdims=keepdims)
+
+    def jvp(axis, keepdims, primals, tangents):
+        (a,), (t,) = primals, tangents
+        out = f(a, axis, keepdims)
+        hit = ((a == out) | (jnp.isnan(a) & jnp.isnan(out))).astype(a.dtype)
+        return out, jnp.sum(hit * t, axis, keepdims=keepdims) / jnp.sum(hit, axis, keepdims=keepdims)
+
+    f.defjvp(jvp)
+    return lambda a, *, axis, keepdims: f(a, axis, keepdims)
 
 
 def sign(a):
@@ -71,6 +90,7 @@ maximum = _with_partials(jnp.maximum, lambda a, b, out: _tie_split(a < b, a == b
                          lambda a, b, out: _tie_split(a > b, a == b))
 minimum = _with_partials(jnp.minimum, lambda a, b, out: _tie_split(a > b, a == b),
                          lambda a, b, out: _tie_split(a < b, a == b))
+max_all, min_all = _extreme(jnp.max), _extreme(jnp.min)
 # std: a zero standard deviation has derivative 0 (torch masks it), not 0.5 / 0
 std_sqrt = _with_partials(jnp.sqrt, lambda v, out: jnp.where(out == 0, 0, 0.5 / jnp.where(out == 0, 1, out)))
 # binary cross entropy, elementwise: of probabilities x (each log clamped at -100), whose derivative torch bounds by

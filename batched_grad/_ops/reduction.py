@@ -43,11 +43,11 @@ _SUM = [_reduce_op("sum", jnp.sum, linear=True, backward_name=f"SumBackward{k}")
 _MEAN = [_reduce_op("mean", jnp.mean, linear=True, backward_name=f"MeanBackward{k}") for k in (0, 1)]
 # JAX's product rule is exact with zeros (no division by the result)
 _PROD = [_reduce_op("prod", jnp.prod, backward_name=f"ProdBackward{k}", torch_saves=SAVES_BOTH) for k in (0, 1)]
-# ties share the gradient evenly, as torch's amax and max()
+# ties share the gradient evenly, as torch's amax and max(); max() and min() give it to nan elements as torch's
 _AMAX = _reduce_op("amax", jnp.max, torch_saves=SAVES_BOTH)
 _AMIN = _reduce_op("amin", jnp.min, torch_saves=SAVES_BOTH)
-_MAX_ALL = _reduce_op("max", jnp.max, backward_name="MaxBackward1", torch_saves=SAVES_BOTH)
-_MIN_ALL = _reduce_op("min", jnp.min, backward_name="MinBackward1", torch_saves=SAVES_BOTH)
+_MAX_ALL = _reduce_op("max", _derivatives.max_all, backward_name="MaxBackward1", torch_saves=SAVES_BOTH)
+_MIN_ALL = _reduce_op("min", _derivatives.min_all, backward_name="MinBackward1", torch_saves=SAVES_BOTH)
 _LOGSUMEXP = _reduce_op("logsumexp", jax.scipy.special.logsumexp, torch_saves=SAVES_BOTH)
 _ALL = _reduce_op("all", jnp.all)
 _ANY = _reduce_op("any", jnp.any)
