@@ -78,9 +78,11 @@ _RESULT_DTYPE = {"square": lambda d: _dtypes.int64 if d is _dtypes.bool else d} 
 _UNARY_NAMES = {"log1p": "Log1PBackward0", "square": "PowBackward0"}  # torch's names, where not the op's name
 # torch's derivative of these reads the result, not the input (Op.torch_saves)
 _RESULT_SAVED = {"exp", "expm1", "sqrt", "rsqrt", "reciprocal", "tan", "tanh", "sigmoid", "relu"}
-_NO_KERNEL = {  # dtype kinds torch has no kernel for: NotImplementedError
+_NO_KERNEL = {  # dtype kinds torch has no kernel for (by kernel name): NotImplementedError
     "abs": "b", "floor": "b", "ceil": "b", "round": "b", "trunc": "b", "frac": "biu", "relu": "b",
+    "div_floor": "bc", "remainder": "bc", "fmod": "bc", "hypot": "biuc", "atan2": "c",
 }
+_COMPLEX_ERRORS = {name: f"{name} not implemented for complex tensors." for name in ("maximum", "minimum")}
 _BOOL_ERRORS = {
     "neg": "Negation, the `-` operator, on a bool tensor is not supported. If you are trying to invert a mask, "
            "use the `~` or `logical_not()` operator instead.",
@@ -94,6 +96,8 @@ def _check_dtype(name, d):
         raise NotImplementedError(f'"{name}_cpu" not implemented for \'{_type_name(d)}\'')
     if d is _dtypes.bool and name in _BOOL_ERRORS:
         raise RuntimeError(_BOOL_ERRORS[name])
+    if d.is_complex and name in _COMPLEX_ERRORS:
+        raise RuntimeError(_COMPLEX_ERRORS[name])
 
 
 def _unary_op(name, f, float_result):
@@ -122,9 +126,12 @@ def round(input, *, decimals=0):  # noqa: A001  (torch's name)
 
 # ---- binary arithmetic ------------------------------------------------------------------------------------
 def _binary_op(name, f, doc=None, *, float_result=False, linear=False, multilinear=False, two_numbers=False,
-               overloads=(), torch_saves=SAVES_INPUT):
+               overloads=(), torch_saves=SAVES_INPUT, kernel=None):
     """`overloads`: {(input is a Tensor, other is a Tensor): (torch's backward name, Op.torch_saves)} where torch
-    records another overload of the op (`2 ** x` is PowBackward2, and its derivative reads the result)."""
+    records another overload of the op (`2 ** x` is PowBackward2, and its derivative reads the result). `kernel`:
+    torch's kernel name, when it differs from `name`, for the dtypes it lacks (_NO_KERNEL)."""
+    kernel = kernel or name
+    checked = kernel in _NO_KERNEL or kernel in _COMPLEX_ERRORS
     def make(backward_name=None, saves=torch_saves):
         return Op(name, lambda a, b, *, dtype: f(a.astype(dtype), b.astype(dtype)), backward_name, linear=linear,
                   multilinear=multilinear, diagonal=True, torch_saves=saves)
@@ -140,6 +147,8 @@ def _binary_op(name, f, doc=None, *, float_result=False, linear=False, multiline
             dtype = input.dtype  # the common case, without promotion
         else:
             dtype = _dtypes.result_type(input, other)
+        if checked:
+            _check_dtype(kernel, dtype)
         if float_result:
             dtype = _dtypes.float_result(dtype)
         chosen = ops.get((isinstance(input, Tensor), isinstance(other, Tensor)), op) if ops else op
@@ -184,6 +193,7 @@ _true_div = _binary_op("div", jnp.true_divide, float_result=True, two_numbers=Tr
 _trunc_div = _binary_op("div", _trunc_divide)
 # torch raises "derivative for aten::floor_divide is not implemented"; we give its a.e. derivative, zero
 floor_divide = _binary_op("floor_divide", jnp.floor_divide, "floor(input / other), elementwise (zero gradient).",
+                          kernel="div_floor",
                           two_numbers=True)
 remainder = _binary_op("remainder", _remainder, "Python's modulus, elementwise: the result has the sign of `other`.")
 fmod = _binary_op("fmod", jnp.fmod, "C's remainder, elementwise: the result has the sign of `input`.")
