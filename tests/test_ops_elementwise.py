@@ -318,6 +318,8 @@ ERRORS = {  # id: (fn(m, *inputs), inputs, message part)
     "fmod_complex": (lambda m, x, z: m.fmod(x, z), [bg.tensor([1.0]), bg.tensor([1j])], "not implemented for 'Complex"),
     "hypot_int": (lambda m, i: m.hypot(i, i), [bg.tensor([1, 2])], "hypot_cpu\" not implemented for 'Long'"),
     "atan2_complex": (lambda m, z: m.atan2(z, z), [bg.tensor([1j])], "atan2_cpu\" not implemented for 'Complex"),
+    "maximum_number": (lambda m, x: m.maximum(x, 2), [bg.tensor([1.0])], "argument 'other' \\(position 2\\)"),
+    "atan2_number_input": (lambda m, x: m.atan2(1.0, x), [bg.tensor([1.0])], "argument 'input' \\(position 1\\)"),
     "maximum_complex": (lambda m, x, z: m.maximum(x, z), [bg.tensor([1.0]), bg.tensor([1j])],
                         "maximum not implemented for complex tensors"),
     "clamp_no_bounds": (lambda m, x: m.clamp(x), [bg.tensor([1.0])], "At least one of 'min' or 'max'"),

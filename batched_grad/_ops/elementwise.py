@@ -126,12 +126,14 @@ def round(input, *, decimals=0):  # noqa: A001  (torch's name)
 
 # ---- binary arithmetic ------------------------------------------------------------------------------------
 def _binary_op(name, f, doc=None, *, float_result=False, linear=False, multilinear=False, two_numbers=False,
-               overloads=(), torch_saves=SAVES_INPUT, kernel=None):
+               overloads=(), torch_saves=SAVES_INPUT, kernel=None, tensors_only=False):
     """`overloads`: {(input is a Tensor, other is a Tensor): (torch's backward name, Op.torch_saves)} where torch
     records another overload of the op (`2 ** x` is PowBackward2, and its derivative reads the result). `kernel`:
-    torch's kernel name, when it differs from `name`, for the dtypes it lacks (_NO_KERNEL)."""
+    torch's kernel name, when it differs from `name`, for the dtypes it lacks (_NO_KERNEL). `tensors_only`: torch
+    takes no number for either operand."""
     kernel = kernel or name
     checked = kernel in _NO_KERNEL or kernel in _COMPLEX_ERRORS
+
     def make(backward_name=None, saves=torch_saves):
         return Op(name, lambda a, b, *, dtype: f(a.astype(dtype), b.astype(dtype)), backward_name, linear=linear,
                   multilinear=multilinear, diagonal=True, torch_saves=saves)
@@ -139,6 +141,11 @@ def _binary_op(name, f, doc=None, *, float_result=False, linear=False, multiline
     op, ops = make(), {kinds: make(*overload) for kinds, overload in dict(overloads).items()}
 
     def public(input, other):
+        if tensors_only:
+            for position, (argument, value) in enumerate((("input", input), ("other", other)), 1):
+                if not isinstance(value, Tensor):
+                    raise TypeError(f"{name}(): argument '{argument}' (position {position}) must be Tensor, not "
+                                    f"{type(value).__name__}")
         if not isinstance(input, Tensor) and not isinstance(other, Tensor):
             if not two_numbers:
                 raise TypeError(f"{name}(): argument 'input' must be Tensor, not {type(input).__name__}")
@@ -198,13 +205,15 @@ floor_divide = _binary_op("floor_divide", jnp.floor_divide, "floor(input / other
 remainder = _binary_op("remainder", _remainder, "Python's modulus, elementwise: the result has the sign of `other`.")
 fmod = _binary_op("fmod", jnp.fmod, "C's remainder, elementwise: the result has the sign of `input`.")
 atan2 = _binary_op("atan2", _derivatives.atan2, "The angle of the point (other, input), elementwise, in [-pi, pi].",
-                   float_result=True)
+                   float_result=True, tensors_only=True)
 maximum = _binary_op("maximum", _on_floats(_derivatives.maximum, jnp.maximum),
-                     "The larger of `input` and `other`, elementwise (at ties each gets half the gradient).")
+                     "The larger of `input` and `other`, elementwise (at ties each gets half the gradient).",
+                     tensors_only=True)
 minimum = _binary_op("minimum", _on_floats(_derivatives.minimum, jnp.minimum),
-                     "The smaller of `input` and `other`, elementwise (at ties each gets half the gradient).")
+                     "The smaller of `input` and `other`, elementwise (at ties each gets half the gradient).",
+                     tensors_only=True)
 hypot = _binary_op("hypot", _derivatives.hypot, "sqrt(input ** 2 + other ** 2), elementwise.", float_result=True,
-                   torch_saves=SAVES_BOTH)
+                   torch_saves=SAVES_BOTH, tensors_only=True)
 _pow = _binary_op("pow", _pow_fn,
                   overloads={(True, True): ("PowBackward1", SAVES_BOTH), (False, True): ("PowBackward2", SAVES_BOTH)})
 
