@@ -200,8 +200,7 @@ _true_div = _binary_op("div", jnp.true_divide, float_result=True, two_numbers=Tr
 _trunc_div = _binary_op("div", _trunc_divide)
 # torch raises "derivative for aten::floor_divide is not implemented"; we give its a.e. derivative, zero
 floor_divide = _binary_op("floor_divide", jnp.floor_divide, "floor(input / other), elementwise (zero gradient).",
-                          kernel="div_floor",
-                          two_numbers=True)
+                          kernel="div_floor", two_numbers=True)
 remainder = _binary_op("remainder", _remainder, "Python's modulus, elementwise: the result has the sign of `other`.")
 fmod = _binary_op("fmod", jnp.fmod, "C's remainder, elementwise: the result has the sign of `input`.")
 atan2 = _binary_op("atan2", _derivatives.atan2, "The angle of the point (other, input), elementwise, in [-pi, pi].",
