@@ -1,4 +1,6 @@
 """Timing and table helpers shared by the benchmark scripts."""
+import os
+import resource
 import statistics
 import time
 
@@ -19,21 +21,40 @@ def ready(out):
         out.block_until_ready()
 
 
-def compare(peers, number, repeats, block_each=False):
+def minor_faults():
+    """This process's minor page faults so far, every thread's: a result written into freshly mapped memory costs one
+    per 4 KiB page (about 1 us each here), so a call that returns 25 MB can spend milliseconds in them."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+def compare(peers, number, repeats, block_each=False, faults=None):
     """{name: fn} -> {name: [seconds per call, one per repeat]}; each repeat runs `number` calls, peers interleaved.
 
-    Waits for the last call's result of each repeat, or for every call's with `block_each`."""
+    Waits for the last call's result of each repeat, or for every call's with `block_each`. With a dict `faults`,
+    also appends each repeat's minor page faults per call to faults[name]."""
     times = {name: [] for name in peers}
     for _ in range(repeats):
         for name, fn in peers.items():
-            start = time.perf_counter()
+            faults_before, start = minor_faults(), time.perf_counter()
             for _ in range(number):
                 out = fn()
                 if block_each:
                     ready(out)
             ready(out)
             times[name].append((time.perf_counter() - start) / number)
+            if faults is not None:
+                faults.setdefault(name, []).append((minor_faults() - faults_before) / number)
     return times
+
+
+def median_faults(faults, name):
+    """The median page faults per call of a peer, as a table cell."""
+    return f"{statistics.median(faults[name]):.0f}" if faults.get(name) else "n/a"
+
+
+def environment():
+    """The allocator setting, for the header: it moves the time of results megabytes large (README, Performance)."""
+    return f"GLIBC_TUNABLES={os.environ.get('GLIBC_TUNABLES', '(unset)')}"
 
 
 def stat(times):

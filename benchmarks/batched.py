@@ -28,7 +28,7 @@ import batched_grad as bg
 import vmap
 from batched_grad import _lazy
 from vmap import _fallback
-from _timing import ATOL, RTOL, check, compare, fmt, ratio, ready, stat, table
+from _timing import ATOL, RTOL, check, compare, environment, fmt, median_faults, ratio, ready, stat, table
 
 FLAGS = flags.FLAGS
 flags.DEFINE_bool("quick", False, "Fewer repeats; at N=1024 torch's is_grads_batched and per-row loop skipped; "
@@ -250,8 +250,8 @@ def run_workload(name, bg_peer, peers, reference, number, repeats, slow=None, no
     timed = {k: v for k, v in everyone.items() if k not in slow}
     timed[BG_GRAD_ONLY] = prebuilt(forward, backward, number * repeats + 2)
     ready(timed[BG_GRAD_ONLY]())  # its fused program is already compiled; one call to be sure
-    c0 = bg.compile_count()
-    times = compare(timed, number, repeats, block_each=True)
+    c0, faults = bg.compile_count(), {}
+    times = compare(timed, number, repeats, block_each=True, faults=faults)
     steady_compiles = bg.compile_count() - c0
     for k, n in slow.items():
         if n > 0:
@@ -263,7 +263,8 @@ def run_workload(name, bg_peer, peers, reference, number, repeats, slow=None, no
         print(f"    {k}: {n} call(s) in all" + (" (skipped)" if n == 0 else ""))
     for note in notes:
         print(f"    {note}")
-    return {"name": name, "stats": stats, "latency": latency, "warmup": warmup, "steady_compiles": steady_compiles}
+    return {"name": name, "stats": stats, "faults": faults, "latency": latency, "warmup": warmup,
+            "steady_compiles": steady_compiles}
 
 
 # ---------------------------------------------------------------- the four workloads
@@ -344,11 +345,13 @@ def report(workloads):
         ref_j = min((s[k] for k in jax_names), key=lambda v: v[0]) if jax_names else None
         for peer, v in s.items():
             rows.append([w["name"].split(".")[0], peer, fmt(v), ratio(ref_t, v, "{:.2f}"), ratio(ref_loop, v, "{:.2f}"),
-                         ratio(v, ref_j, "{:.2f}")])
+                         ratio(v, ref_j, "{:.2f}"), median_faults(w["faults"], peer)])
     table("a. Steady state, forward + backward per call, milliseconds: median (min); ratios of medians. "
           "torch igb / this, torch loop / this: > 1 means faster than torch's is_grads_batched, per-row loop; "
-          "this / jax: < 1 means faster than the (fastest) jitted JAX peer",
-          ["#", "peer", "ms per call", "torch igb / this", "torch loop / this", "this / jax"], rows, left=2)
+          "this / jax: < 1 means faster than the (fastest) jitted JAX peer; faults / call: minor page faults per call "
+          "(median; n/a outside the interleaved loop)",
+          ["#", "peer", "ms per call", "torch igb / this", "torch loop / this", "this / jax", "faults / call"], rows,
+          left=2)
     rows = []
     for w in workloads:
         for peer, calls in w["latency"].items():
@@ -398,7 +401,7 @@ def main(argv):
     slow_1024 = {T_IGB: slow_runs, T_LOOP: 0 if quick else 4}  # ~2-5 s and ~1.5-2 s per call here
     print(f"batched_grad {bg.__version__}, jax {jax.__version__}, torch {torch.__version__} "
           f"(torch threads {torch.get_num_threads()}), {os.cpu_count()} CPUs, repeats {repeats}, "
-          f"FUSE_AFTER {_lazy.FUSE_AFTER}, load average {os.getloadavg()[0]:.1f}")
+          f"FUSE_AFTER {_lazy.FUSE_AFTER}, load average {os.getloadavg()[0]:.1f}, {environment()}")
     rng = np.random.default_rng(0)
     start = time.perf_counter()
     workloads = [

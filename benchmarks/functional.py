@@ -30,7 +30,7 @@ import batched_grad.autograd.functional  # noqa: F401 - bg.autograd.functional
 import batched_grad.nn.functional as F
 import vmap
 from batched_grad import _lazy
-from _timing import check, compare, fmt, ratio, ready, stat, table
+from _timing import check, compare, environment, fmt, median_faults, ratio, ready, stat, table
 
 FLAGS = flags.FLAGS
 flags.DEFINE_bool("quick", False, "3 repeats; the eye(B) peers of workloads 2-3 skipped (about a minute).")
@@ -193,8 +193,8 @@ def run_workload(name, peers, reference, number, repeats, slow=None, skip=()):
     for k in [k for k in peers if k.startswith("bg")]:  # after these, bg runs its fused programs
         warmup[k], results[k + " (fused)"] = timed_calls(peers[k], FUSE_WARMUP)
     diff = check(results, reference)
-    c0 = bg.compile_count()
-    times = compare({k: v for k, v in peers.items() if k not in slow}, number, repeats, block_each=True)
+    c0, faults = bg.compile_count(), {}
+    times = compare({k: v for k, v in peers.items() if k not in slow}, number, repeats, block_each=True, faults=faults)
     steady_compiles = bg.compile_count() - c0
     for k, n in slow.items():
         if k in warmup:
@@ -210,7 +210,8 @@ def run_workload(name, peers, reference, number, repeats, slow=None, skip=()):
             print(f"    {k}: {calls} call(s) in all, outside the interleaved loop")
     for k in skip:
         print(f"    {k}: skipped (--quick)")
-    return {"name": name, "stats": stats, "latency": latency, "warmup": warmup, "steady_compiles": steady_compiles}
+    return {"name": name, "stats": stats, "faults": faults, "latency": latency, "warmup": warmup,
+            "steady_compiles": steady_compiles}
 
 
 # ---------------------------------------------------------------- the four workloads
@@ -251,12 +252,13 @@ def report(workloads):
         ref_t, ref_loop, ref_j = torch_reference(s), s.get(T_LOOP), s.get(JAX) or s.get(JAX_HESS)
         for peer, v in s.items():
             rows.append([w["name"].split(".")[0], peer, fmt(v), ratio(ref_t, v, "{:.2f}"),
-                         ratio(ref_loop, v, "{:.2f}"), ratio(v, ref_j, "{:.2f}")])
+                         ratio(ref_loop, v, "{:.2f}"), ratio(v, ref_j, "{:.2f}"), median_faults(w["faults"], peer)])
     table("a. Steady state, forward + backward per call, milliseconds: median (min); ratios of medians. "
           "torch ref / this: > 1 means faster than torch.func.vmap(grad) (1-3) or torch's hessian (4); "
           "torch loop / this: > 1 means faster than torch's per-sample loop; this / jax: < 1 means faster than "
-          "the jitted JAX peer",
-          ["#", "peer", "ms per call", "torch ref / this", "torch loop / this", "this / jax"], rows, left=2)
+          "the jitted JAX peer; faults / call: minor page faults per call (median; n/a outside the interleaved loop)",
+          ["#", "peer", "ms per call", "torch ref / this", "torch loop / this", "this / jax", "faults / call"], rows,
+          left=2)
     rows = []
     for w in workloads:
         for peer, calls in w["latency"].items():
@@ -295,7 +297,7 @@ def main(argv):
     repeats = FLAGS.repeats or (3 if quick else 9)
     print(f"batched_grad {bg.__version__}, jax {jax.__version__}, torch {torch.__version__} "
           f"(torch threads {torch.get_num_threads()}), {os.cpu_count()} CPUs, repeats {repeats}, "
-          f"FUSE_AFTER {_lazy.FUSE_AFTER}, load average {os.getloadavg()[0]:.1f}")
+          f"FUSE_AFTER {_lazy.FUSE_AFTER}, load average {os.getloadavg()[0]:.1f}, {environment()}")
     start = time.perf_counter()
     workloads = [workload_per_sample(i, label, layers, shape, batch, calls, slow[not quick],
                                      skip if quick else (), repeats)
