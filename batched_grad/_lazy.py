@@ -252,22 +252,19 @@ class Program:
     Performance). The last two programs called with large results keep those of their last two calls for this: in
     a loop, `g = f(x)` still holds the previous result while f runs."""
 
-    __slots__ = ("fn", "plain", "reusing", "large", "spares")
+    __slots__ = ("plain", "reusing", "large", "spares")
 
     def __init__(self, fn):
-        self.fn, self.plain, self.reusing, self.large, self.spares = fn, jax.jit(fn), None, None, []
+        self.plain = jax.jit(fn)
+        self.reusing = jax.jit(functools.partial(_after_spares, fn), donate_argnums=0, keep_unused=True)
+        self.large, self.spares = None, []
 
     def __call__(self, *args):
         if self.large == ():  # known to have no large result (its results' avals are fixed by its key)
             return self.plain(*args)
         traced = any([isinstance(a, jax.core.Tracer) for a in args])  # inside another trace: nothing to reuse
         spare = None if traced else self._free_spare()
-        if spare is None:
-            outs = self.plain(*args)
-        else:
-            if self.reusing is None:
-                self.reusing = jax.jit(functools.partial(_after_spares, self.fn), donate_argnums=0, keep_unused=True)
-            outs = self.reusing(spare, *args)
+        outs = self.plain(*args) if spare is None else self.reusing(spare, *args)  # compiled at its first call
         if self.large is None:
             self.large = tuple([i for i, o in enumerate(outs) if o.nbytes >= RECYCLE_BYTES])
         if self.large and not traced:
