@@ -8,6 +8,7 @@ import jax
 import numpy as np
 
 from batched_grad import _engine
+from batched_grad._tensor import read_before, to_device
 from ._rows import bucket
 
 
@@ -61,14 +62,17 @@ _device_blocks = {}  # id(device array) -> (weakref to it, its _basis_block): a 
 def _basis_block(g):
     """(offset, row shape, dtype) when the rows of `g` are columns offset.. of an identity (row b is one at flat
     index b - offset, zero elsewhere: jacobian()'s cotangents), else None. Only a constant real array qualifies.
-    A host array is checked on every call (it can be written in place), in time linear in its size."""
+    A host array is checked as it is the first time (it may be written in place before the next call); one passed
+    again is moved to the device for good, as an op's second read of it does, and its check is cached."""
     v, dtype = g._v, g.dtype
     if g.requires_grad or not dtype.is_floating_point or dtype.is_complex:
         return None
     if not 0 < math.prod(v.shape[1:]) <= v.shape[0]:  # fewer rows than a row's size: not a block of the identity
         return None
     if type(v) is np.ndarray:
-        return _identity_block(v)
+        if not read_before(v):
+            return _identity_block(v)
+        v = g._v = to_device(v)
     if not isinstance(v, jax.Array) or isinstance(v, jax.core.Tracer):
         return None
     known = _device_blocks.get(id(v))

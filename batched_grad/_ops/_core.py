@@ -234,7 +234,9 @@ class OpNode(_graph.Node):
                 raise _graph.modified_error(shape, dtype, node, counter.value, version, k)
 
     def release(self):
-        super().release()
+        for s in self.saved:
+            if type(s) is _graph.SavedValue:
+                s.free()
         self.call = None
 
     def spec(self, ct_mask, batch=None):
