@@ -30,21 +30,23 @@ def minor_faults():
 WARMUP_S = 0.1  # untimed calls before each timed block (README, Performance: what the previous peer leaves behind)
 
 
-def compare(peers, number, repeats, block_each=False, faults=None, warmups=None):
+def compare(peers, number, repeats, block_each=False, faults=None, warmup=0.0, warmups=None):
     """{name: fn} -> {name: [seconds per call, one per repeat]}; each repeat runs `number` calls, peers interleaved.
 
-    Before its timed calls, each peer runs untimed for WARMUP_S seconds (at least once), or `warmups[name]` does for a
-    peer whose calls are used up (a pre-built graph each): a peer after another one's long single-threaded calls
-    starts in a slower state of the machine, which its first calls leave. Waits for the last call's result of each
+    With a `warmup` (seconds, WARMUP_S in the steady-state tables), each peer runs untimed that long (at least once)
+    before its timed calls, or `warmups[name]` does for a peer whose calls are used up (a pre-built graph each): a
+    peer after another one's long single-threaded calls starts in a slower state of the machine, which its first
+    calls leave. Waits for the last call's result of each
     repeat, or for every call's with `block_each`. With a dict `faults`, also appends each repeat's minor page faults
     per call to faults[name]."""
     times = {name: [] for name in peers}
     for _ in range(repeats):
         for name, fn in peers.items():
-            warm, end = (warmups or {}).get(name, fn), time.perf_counter() + WARMUP_S
-            ready(warm())
-            while time.perf_counter() < end:
+            if warmup:
+                warm, end = (warmups or {}).get(name, fn), time.perf_counter() + warmup
                 ready(warm())
+                while time.perf_counter() < end:
+                    ready(warm())
             faults_before, start = minor_faults(), time.perf_counter()
             for _ in range(number):
                 out = fn()

@@ -28,7 +28,7 @@ import batched_grad as bg
 import vmap
 from batched_grad import _lazy
 from vmap import _fallback
-from _timing import ATOL, RTOL, check, compare, environment, fmt, median_faults, ratio, ready, stat, table
+from _timing import ATOL, RTOL, WARMUP_S, check, compare, environment, fmt, median_faults, ratio, ready, stat, table
 
 FLAGS = flags.FLAGS
 flags.DEFINE_bool("quick", False, "Fewer repeats; at N=1024 torch's is_grads_batched and per-row loop skipped; "
@@ -251,7 +251,8 @@ def run_workload(name, bg_peer, peers, reference, number, repeats, slow=None, no
     timed[BG_GRAD_ONLY] = prebuilt(forward, backward, number * repeats + 2)
     ready(timed[BG_GRAD_ONLY]())  # its fused program is already compiled; one call to be sure
     c0, faults = bg.compile_count(), {}
-    times = compare(timed, number, repeats, block_each=True, faults=faults, warmups={BG_GRAD_ONLY: everyone[BG_IGB]})
+    times = compare(timed, number, repeats, block_each=True, faults=faults, warmup=WARMUP_S,
+                    warmups={BG_GRAD_ONLY: everyone[BG_IGB]})
     steady_compiles = bg.compile_count() - c0
     for k, n in slow.items():
         if n > 0:

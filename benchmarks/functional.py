@@ -30,7 +30,7 @@ import batched_grad.autograd.functional  # noqa: F401 - bg.autograd.functional
 import batched_grad.nn.functional as F
 import vmap
 from batched_grad import _lazy
-from _timing import check, compare, environment, fmt, median_faults, ratio, ready, stat, table
+from _timing import WARMUP_S, check, compare, environment, fmt, median_faults, ratio, ready, stat, table
 
 FLAGS = flags.FLAGS
 flags.DEFINE_bool("quick", False, "3 repeats; the eye(B) peers of workloads 2-3 skipped (about a minute).")
@@ -194,7 +194,8 @@ def run_workload(name, peers, reference, number, repeats, slow=None, skip=()):
         warmup[k], results[k + " (fused)"] = timed_calls(peers[k], FUSE_WARMUP)
     diff = check(results, reference)
     c0, faults = bg.compile_count(), {}
-    times = compare({k: v for k, v in peers.items() if k not in slow}, number, repeats, block_each=True, faults=faults)
+    times = compare({k: v for k, v in peers.items() if k not in slow}, number, repeats, block_each=True, faults=faults,
+                    warmup=WARMUP_S)
     steady_compiles = bg.compile_count() - c0
     for k, n in slow.items():
         if k in warmup:
