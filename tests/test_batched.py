@@ -115,6 +115,17 @@ def test_identity_blocks_are_recognized_exactly():
     assert _basis_block(bg.tensor(np.eye(3, dtype=np.int64))) is None
 
 
+def test_a_host_identity_passed_again_is_checked_once_on_the_device():
+    from vmap._batching import _basis_block
+
+    seeds = bg.eye(4)
+    assert type(seeds._v) is np.ndarray and _basis_block(seeds) == (0, (4,), np.float32)
+    assert type(seeds._v) is np.ndarray  # a first pass leaves it where it is
+    assert _basis_block(seeds) == (0, (4,), np.float32)
+    assert isinstance(seeds._v, jax.Array)  # the second moves it for good; its check is cached from then on
+    assert _basis_block(seeds) == (0, (4,), np.float32)
+
+
 def test_identity_written_in_place_is_checked_again():
     x, tx = pair(3)
     seeds = bg.eye(3, dtype=bg.float64)
