@@ -36,9 +36,8 @@ def compare(peers, number, repeats, block_each=False, faults=None, warmup=0.0, w
     With a `warmup` (seconds, WARMUP_S in the steady-state tables), each peer runs untimed that long (at least once)
     before its timed calls, or `warmups[name]` does for a peer whose calls are used up (a pre-built graph each): a
     peer after another one's long single-threaded calls starts in a slower state of the machine, which its first
-    calls leave. Waits for the last call's result of each
-    repeat, or for every call's with `block_each`. With a dict `faults`, also appends each repeat's minor page faults
-    per call to faults[name]."""
+    calls leave. Waits for the last call's result of each repeat, or for every call's with `block_each`. With a dict
+    `faults`, also appends each repeat's minor page faults per call to faults[name]."""
     times = {name: [] for name in peers}
     for _ in range(repeats):
         for name, fn in peers.items():

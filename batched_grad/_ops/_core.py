@@ -234,9 +234,7 @@ class OpNode(_graph.Node):
                 raise _graph.modified_error(shape, dtype, node, counter.value, version, k)
 
     def release(self):
-        for s in self.saved:
-            if type(s) is _graph.SavedValue:
-                s.free()
+        super().release()
         self.call = None
 
     def spec(self, ct_mask, batch=None):
