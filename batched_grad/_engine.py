@@ -55,7 +55,7 @@ def _accumulate(variable, grad, create_graph):
         variable._grad = old + grad
     else:
         old._value = old._value + grad._value
-        old._version.value += 1
+        old._counter.value += 1
 
 
 def _check_anomaly(node, grads):

@@ -147,7 +147,7 @@ class SavedValue:
         self.edge_node, self.output_nr = tensor.grad_fn, tensor._output_nr
         self.requires_grad = self.edge_node is not None or tensor._requires_grad
         self.leaf = tensor if self.edge_node is None and self.requires_grad else None
-        self.counter = tensor._version
+        self.counter = tensor._counter
         self.version = self.counter.value
         self.freed = False
 

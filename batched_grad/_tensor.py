@@ -147,7 +147,7 @@ _scatter_value_jit = jax.jit(_scatter_value, static_argnums=2)
 class Tensor:
     """An n-dimensional array (a JAX array) that records the operations applied to it."""
 
-    __slots__ = ("_v", "_requires_grad", "grad_fn", "_output_nr", "_grad", "_version", "_view", "_views",
+    __slots__ = ("_v", "_requires_grad", "grad_fn", "_output_nr", "_grad", "_counter", "_view", "_views",
                  "_hooks", "_retains_grad", "_accumulator", "__weakref__")
     __array_priority__ = 1000  # NumPy defers binary operators to Tensor
 
@@ -158,7 +158,7 @@ class Tensor:
         t._requires_grad = requires_grad
         t._grad = t._view = t._views = t._hooks = t._accumulator = None
         t._retains_grad = False
-        t._version = _graph.VersionCounter()
+        t._counter = _graph.VersionCounter()
         return t
 
     def __init__(self, *args, **kwargs):
@@ -321,8 +321,9 @@ class Tensor:
         return _graph.add_hook(self._hooks, hook)
 
     @property
-    def _version_value(self):
-        return self._version.value
+    def _version(self):
+        """How many in-place changes this tensor (or a view sharing its storage) has had, as torch's _version."""
+        return self._counter.value
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """Accumulate d(self)/d(leaves) into the leaves' `.grad` (see batched_grad.autograd.backward)."""
@@ -346,7 +347,7 @@ class Tensor:
     def detach(self):
         """The same values (shared, with the version counter) as a new leaf outside the graph."""
         t = self._alias()
-        t._version = self._version
+        t._counter = self._counter
         return t
 
     def detach_(self):
@@ -410,16 +411,16 @@ class Tensor:
                 base._value = _scatter_value_jit(base._value, result._value, ops) if ops else result._value
             self._rebind(result)
             base._refresh_views(skip=self, graph=graph)
-        self._version.value += 1
+        self._counter.value += 1
         if result.grad_fn is not None:
-            result.grad_fn.keep_saved_versions(self._version)
+            result.grad_fn.keep_saved_versions(self._counter)
             # like torch: the op's own saved `self` is an unshared snapshot (torch saves a clone); other operands
             # sharing self's storage were saved before this update, so a backward through them must fail
             for i, s in enumerate(getattr(result.grad_fn, "saved", ())):
-                if isinstance(s, _graph.SavedValue) and s.counter is self._version:
+                if isinstance(s, _graph.SavedValue) and s.counter is self._counter:
                     s.counter, s.version = (_graph.VersionCounter(), 0) if i == 0 else (s.counter, s.version - 1)
             if getattr(result.grad_fn, "guards", ()):  # the op's result that torch saves is `self` now
-                result.grad_fn.guards = tuple([(self._version, self._version.value, k) if c is result._version
+                result.grad_fn.guards = tuple([(self._counter, self._counter.value, k) if c is result._counter
                                                else (c, v, k) for c, v, k in result.grad_fn.guards])
         return self
 

@@ -85,7 +85,7 @@ def test_closure_state_dict_and_zero_grad():
 def test_step_updates_in_place_and_compiles_once_per_structure():
     params, loss_fn = _problem(bg, bg.float32)
     opt = bg.optim.SGD(params, lr=0.1, momentum=0.9)
-    version = params[0]._version_value
+    version = params[0]._version
     for i in range(4):
         opt.param_groups[0]["lr"] = 0.1 / (i + 1)  # a schedule changes lr: the compiled update is reused
         opt.zero_grad()
@@ -94,7 +94,7 @@ def test_step_updates_in_place_and_compiles_once_per_structure():
         if i == 1:
             sizes = _sgd._cache_size(), _adam._cache_size()
     assert (_sgd._cache_size(), _adam._cache_size()) == sizes
-    assert params[0]._version_value == version + 4
+    assert params[0]._version == version + 4
     no_grad = bg.optim.SGD([bg.zeros(2, requires_grad=True)])
     no_grad.step()  # parameters without .grad are skipped, as in torch
 

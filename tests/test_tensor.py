@@ -23,7 +23,7 @@ _ONCE = ("Converting a tensor with requires_grad=True", "The use of `x.T`", "Ten
 def outcome(m, code):
     """Run `code` with `m` as the library: (repr of its last expression, or "done", or the exception's class name
     and message; the warnings raised)."""
-    ns = {"m": m, "np": np, "V": (lambda t: t._version) if m is torch else (lambda t: t._version.value),
+    ns = {"m": m, "np": np, "V": (lambda t: t._version),
           "names": lambda fn: [(f.name() if f is not None else None, i) for f, i in fn.next_functions]}
     tree = ast.parse(code)
     last = tree.body[-1]

@@ -131,7 +131,7 @@ def apply(op, operands, **static):
 def _make_view(src, view, step):
     root, chain = src._view if src._view is not None else (src, ())
     view._view = (root, chain + (step,))
-    view._version = root._version
+    view._counter = root._counter
     remember_view(root, view)
 
 
@@ -223,7 +223,7 @@ class OpNode(_graph.Node):
         saves, first = self.sig.op.torch_saves, self.saved[0]
         if "input" not in saves and type(first) is _graph.SavedValue:  # an in-place change of it leaves this
             first.counter, first.version = _graph.UNCHANGING, 0  # backward valid
-        self.guards = tuple([(r._version, r._version.value, k) for k, r in enumerate(results)
+        self.guards = tuple([(r._counter, r._counter.value, k) for k, r in enumerate(results)
                              if ("result" if r.grad_fn is self else "indices") in saves])
 
     def check_results(self):
