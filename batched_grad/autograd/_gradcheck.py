@@ -1,11 +1,13 @@
 """gradcheck and gradgradcheck: central finite differences against the vector-Jacobian products of the graph,
 with torch 2.13's checks, messages and defaults.
 
-The numerical side perturbs input values on the host and calls `func` on fresh leaves (Tensors share no storage,
-so nothing is written in place); the analytical side is `grad` with one-hot cotangents (slow mode) or with one
-random projection per output (fast mode). Complex outputs are checked as their real and imaginary parts; a
+The numerical side perturbs each input in place, through `.data` as torch's does (so a function that reads an input
+through a closure or a view sees the perturbation, and the input's version does not change), and puts the values
+back afterwards; the analytical side is `grad` with one-hot cotangents (slow mode) or with one random projection
+per output (fast mode). Complex outputs are checked as their real and imaginary parts; a
 complex input's numerical derivative is the conjugate Wirtinger derivative d/dx + 1j d/dy, as torch's.
 """
+import contextlib
 import warnings
 
 import jax.numpy as jnp
@@ -84,10 +86,21 @@ def _differentiable(outputs):
     return tuple(o for o in outputs if o.requires_grad)
 
 
-def _replaced(inputs, i, value):
-    """`inputs` with input i (one that requires grad) replaced by a fresh leaf holding `value`."""
-    leaf = Tensor._wrap(to_device(value), requires_grad=True)
-    return inputs[:i] + (leaf,) + inputs[i + 1:]
+@contextlib.contextmanager
+def _perturbed(x, value):
+    """`x` (and every view sharing its values) holds `value` inside the block, its own values again after."""
+    original, alias = x._value, x.data
+    alias.copy_(Tensor._wrap(to_device(value)))
+    try:
+        yield
+    finally:
+        alias.copy_(Tensor._wrap(original))
+
+
+def _float_outputs_at(func, inputs, i, value):
+    """The float and complex outputs of `func` while input i holds `value`, read before the values come back."""
+    with _perturbed(inputs[i], value):
+        return [Tensor._wrap(o._value) for o in _call(func, inputs) if _is_inexact(o)]
 
 
 def _check_same_meta(a, b, eps, idx):
@@ -101,8 +114,8 @@ def _check_same_meta(a, b, eps, idx):
 def _central_difference(func, inputs, i, delta, eps, idx=None):
     """(f(x + delta) - f(x - delta)) / (2 eps) for input i, flattened, for each float or complex output."""
     base = np.asarray(inputs[i]._value)
-    before = [o for o in _call(func, _replaced(inputs, i, base - delta)) if _is_inexact(o)]
-    after = [o for o in _call(func, _replaced(inputs, i, base + delta)) if _is_inexact(o)]
+    before = _float_outputs_at(func, inputs, i, base - delta)
+    after = _float_outputs_at(func, inputs, i, base + delta)
     for a, b in zip(before, after):
         _check_same_meta(a, b, eps, idx)
     return [((np.asarray(b._value) - np.asarray(a._value)) / (2 * eps)).reshape(-1) for a, b in zip(before, after)]
