@@ -1,0 +1,53 @@
+"""Batched Hessians against torch at the sizes where jaxlib 0.10.2 miscompiled jit(vmap(jacrev(jacrev(f))))."""
+import numpy as np
+import pytest
+import torch
+
+import batched_grad as bg
+import vmap
+
+OUT, IN, BATCH = 33, 31, 64
+
+
+@pytest.fixture(scope="module")
+def problem():
+    rng = np.random.default_rng(0)
+    return {"W": rng.standard_normal((OUT, IN)), "b": rng.standard_normal(OUT), "X": rng.standard_normal((BATCH, IN))}
+
+
+def _torch_hessians(p, dtype):
+    W, b = torch.tensor(p["W"], dtype=dtype), torch.tensor(p["b"], dtype=dtype)
+    f = lambda x: torch.tanh(W @ x + b)  # noqa: E731
+    return torch.func.vmap(torch.func.jacrev(torch.func.jacrev(f)))(torch.tensor(p["X"], dtype=dtype)).numpy()
+
+
+@pytest.mark.parametrize("dtype, tol, vectorize, strategy", [
+    ("float32", 1e-4, True, "reverse-mode"), pytest.param("float32", 1e-4, False, "reverse-mode", marks=pytest.mark.slow),
+    ("float32", 1e-4, True, "forward-mode"), ("float64", 1e-10, True, "reverse-mode")])
+def test_vmap_of_nested_jacobians_matches_torch(problem, dtype, tol, vectorize, strategy):
+    W, b = bg.tensor(problem["W"], dtype=getattr(bg, dtype)), bg.tensor(problem["b"], dtype=getattr(bg, dtype))
+    f = lambda x: bg.tanh(W @ x + b)  # noqa: E731
+    jacobian = bg.autograd.functional.jacobian
+    hessians = vmap.vmap(lambda x: jacobian(lambda y: jacobian(f, y, create_graph=True, vectorize=vectorize), x,
+                                            vectorize=vectorize, strategy=strategy))
+    X = bg.tensor(problem["X"], dtype=getattr(bg, dtype))
+    expected = _torch_hessians(problem, getattr(torch, dtype))
+    for _ in range(3):  # the first calls run per-op kernels, the third one compiled program
+        result = hessians(X)
+        assert tuple(result.shape) == (BATCH, OUT, IN, IN)
+        np.testing.assert_allclose(result.numpy(), expected, rtol=tol, atol=tol)
+
+
+@pytest.mark.slow
+def test_batched_double_backward_hessians_match_torch(problem):
+    W, b = bg.tensor(problem["W"]), bg.tensor(problem["b"])
+    X = bg.tensor(problem["X"], requires_grad=True)
+    expected = _torch_hessians(problem, torch.float32)
+    for _ in range(3):
+        Y = bg.tanh(X @ W.T + b)  # (BATCH, OUT): row n depends on X[n] only
+        eye_out = bg.eye(OUT).reshape(OUT, OUT, 1).expand(OUT, OUT, BATCH).permute(0, 2, 1)
+        (J,) = bg.autograd.grad(Y, X, eye_out, create_graph=True, is_grads_batched=True)  # (OUT, BATCH, IN)
+        seeds = bg.eye(OUT * IN).reshape(OUT * IN, OUT, 1, IN).expand(OUT * IN, OUT, BATCH, IN)
+        (H,) = bg.autograd.grad(J, X, seeds, is_grads_batched=True)  # (OUT * IN, BATCH, IN)
+        np.testing.assert_allclose(H.reshape(OUT, IN, BATCH, IN).permute(2, 0, 1, 3).numpy(), expected,
+                                   rtol=1e-4, atol=1e-4)
