@@ -8,12 +8,18 @@ import functools
 import itertools
 import operator
 import sys
+import threading
 
 import jax
+import numpy as np
 
 from ._dtypes import differentiable
+from ._tracing import is_tracer, tracing
 from vmap._rows import map_rows
 
+# One evaluation at a time: threads reading one deferred graph share its calls, whose results are published (and
+# their arguments dropped) under this lock. Reentrant: an op's function may read a Tensor while it is traced.
+lock = threading.RLock()
 _compiles = [0]
 FUSE_AFTER = 2  # a structure's first evaluations run per-op kernels (shared across structures); then it is fused
 _seen = {}
@@ -163,9 +169,13 @@ def materialize(value):
     if type(value) is not Pending:
         return value
     call = value.call
-    if call.result is None:
-        _evaluate(call)
-    return call.result[value.k]
+    result = call.result
+    if result is None:
+        with lock:
+            if call.result is None:  # another thread may have computed it meanwhile
+                _evaluate(call)
+            result = call.result
+    return result[value.k]
 
 
 class NeedsTracing(Exception):
@@ -191,6 +201,10 @@ def mapped_input(shape, dtype):
 
 def _evaluate(target):
     calls, frontier, key, _ = _structure([target])
+    if tracing() and _run_untraced(calls):  # in a trace: what reads no tracer is computed first, eagerly
+        if target.result is not None:
+            return
+        calls, frontier, key, _ = _structure([target])
     if len(calls) > 1:
         if should_fuse(key) or any(c.op.program for c in calls):  # a fused backward program: fuse what it reads
             # only the target's results and those marked `keep` leave the program: XLA fuses the rest away
@@ -204,19 +218,37 @@ def _evaluate(target):
                 start += n_out
             return
     for call in calls:  # topological order: every call's pending args are computed before it
-        args = [a.call.result[a.k] if type(a) is Pending else a for a in call.args]
-        out = kernel(call.op, call.sig.static)(*args)
-        call.result, call.args = (out if call.op.multi else (out,)), None
+        _run(call)
+
+
+def _run(call):
+    args = [a.call.result[a.k] if type(a) is Pending else a for a in call.args]
+    out = kernel(call.op, call.sig.static)(*args)
+    call.result, call.args = (out if call.op.multi else (out,)), None
+
+
+def _run_untraced(calls):
+    """Inside a trace: run now, outside it, the calls (in topological order) that read no tracer, as their results
+    may be read after it (a captured tensor's deferred value; _tracing.py). Whether there were any."""
+    traced = set()
+    with jax.ensure_compile_time_eval():
+        for call in calls:
+            if any([is_tracer(a) or (type(a) is Pending and a.call in traced) for a in call.args]):
+                traced.add(call)
+            else:
+                _run(call)
+    return len(traced) < len(calls)
 
 
 def evaluate_mapped(values, mapped, chunk_size=None):
     """vmap.vmap's evaluation: the `values` (Pending or arrays) its function returned, for every row of the
     mapped inputs (`mapped`: {placeholder call: array with the rows on axis 0}) in one compiled program."""
-    targets = [v.call for v in values if _uncomputed(v)]
-    _, frontier, key, outs = _structure(targets, mapped, values)
-    program = compiled(intern((key, outs, chunk_size)), lambda: functools.partial(
-        _run_mapped, steps=key[0], batched=[i for i, _ in key[1]], outs=outs, chunk_size=chunk_size))
-    return program(*frontier)
+    with lock:
+        targets = [v.call for v in values if _uncomputed(v)]
+        _, frontier, key, outs = _structure(targets, mapped, values)
+        program = compiled(intern((key, outs, chunk_size)), lambda: functools.partial(
+            _run_mapped, steps=key[0], batched=[i for i, _ in key[1]], outs=outs, chunk_size=chunk_size))
+        return program(*frontier)
 
 
 def compiled(key, make_fn):
@@ -237,8 +269,20 @@ def _reference_counts(arrays):
     return [sys.getrefcount(a) for a in arrays]
 
 
-# what _reference_counts sees of an object that only its tuple refers to (the interpreter's own references vary)
-_ALONE = _reference_counts((object(),))[0]
+@functools.cache
+def alone_count():
+    """What _reference_counts sees of an array that only its tuple refers to, or None where this interpreter's
+    counts cannot tell (then no result's memory is reused). Checked once, on a real array: another reference, a
+    NumPy view included, must raise the count by one, and dropping it must lower it again."""
+    held = (jax.device_put(np.zeros(1, np.float32)),)
+    alone = _reference_counts(held)[0]
+    other = held[0]
+    with_other = _reference_counts(held)[0]
+    del other
+    view = np.asarray(held[0])
+    with_view = _reference_counts(held)[0]
+    del view
+    return alone if with_other == with_view == alone + 1 and _reference_counts(held)[0] == alone else None
 
 
 def _after_spares(fn, spares, *args):
@@ -260,10 +304,21 @@ class Program:
         self.large, self.spares = None, []
 
     def __call__(self, *args):
+        if not tracing():
+            return self._call(args, traced=False)
+        if any([is_tracer(a) for a in args]):
+            return self._call(args, traced=True)
+        with jax.ensure_compile_time_eval():  # concrete arguments in a trace: results kept after it, computed now
+            return self._call(args, traced=False)
+
+    def _call(self, args, traced):
         if self.large == ():  # known to have no large result (its results' avals are fixed by its key)
             return self.plain(*args)
-        traced = any([isinstance(a, jax.core.Tracer) for a in args])  # inside another trace: nothing to reuse
-        spare = None if traced else self._free_spare()
+        with lock:  # the spares are shared by the threads calling this program
+            return self._call_reusing(args, traced)
+
+    def _call_reusing(self, args, traced):
+        spare = None if traced else self._free_spare()  # inside another trace: nothing to reuse
         outs = self.plain(*args) if spare is None else self.reusing(spare, *args)  # compiled at its first call
         if self.large is None:
             self.large = tuple([i for i, o in enumerate(outs) if o.nbytes >= RECYCLE_BYTES])
@@ -278,8 +333,10 @@ class Program:
 
     def _free_spare(self):
         """Take the older set of kept results that nothing else refers to, if any."""
+        alone = alone_count()
         for i, spare in enumerate(self.spares):
-            if _reference_counts(spare) == [_ALONE] * len(spare) and not any([a.is_deleted() for a in spare]):
+            if (alone is not None and _reference_counts(spare) == [alone] * len(spare)
+                    and not any([a.is_deleted() for a in spare])):
                 return self.spares.pop(i)
         return None
 
@@ -313,6 +370,8 @@ def _structure(targets, mapped=None, outputs=()):
             call = a.call
             if call.result is not None:
                 a = call.result[a.k]
+            elif mapped is None or call not in mapped:  # an outer vmap.vmap's row, returned as it is
+                raise NeedsTracing(call)
             else:
                 a, is_mapped = mapped[call], True
         # an array read twice takes one slot, but a 0-d one (a number, a shared constant) its own: the key must

@@ -2,6 +2,7 @@
 Performance), and never into one that a Tensor, an array or a NumPy view still refers to."""
 import jax
 import numpy as np
+import pytest
 
 import batched_grad as bg
 import vmap
@@ -81,3 +82,17 @@ def test_a_traced_call_neither_reuses_nor_keeps_results():
     assert [[id(a) for a in spare] for spare in program.spares] == kept
     assert not any(a.is_deleted() for spare in program.spares for a in spare)
     np.testing.assert_array_equal(np.asarray(traced), 2 * np.asarray(x))
+
+
+def test_the_reference_counts_hold_on_this_interpreter():
+    assert _lazy.alone_count() is not None
+
+
+def test_no_memory_is_reused_where_reference_counts_cannot_tell(monkeypatch):
+    monkeypatch.setattr(_lazy, "alone_count", lambda: None)
+    program = _lazy.Program(lambda x: (x * 2,))
+    monkeypatch.setattr(program, "reusing", lambda *args: pytest.fail("a result's memory was reused"))
+    x = bg.ones(_lazy.RECYCLE_BYTES // 4).jax()
+    for _ in range(4):  # each result dropped at once: with calibrated counts, the third call would reuse one
+        program(x)
+    np.testing.assert_array_equal(np.asarray(program(x)[0]), 2 * np.asarray(x))

@@ -1,9 +1,11 @@
 """Run one node's Python-level backward (a Function.backward or a hook) over a batch of cotangents:
 vectorized with jax.vmap when it is traceable, else in an explicit per-row loop (with FallbackWarning)."""
+import functools
 import warnings
 import weakref
 
 import jax
+import numpy as np
 
 from . import FallbackError, FallbackWarning, _state
 
@@ -31,12 +33,30 @@ def run_batched(name, fn, cotangents, batch, *, vectorize=True, key=None):
         except UNVECTORIZABLE as error:
             reason = type(error).__name__
         except Exception as error:
-            if not str(error).startswith("Leaked trace"):
+            if not _is_tracer_leak(error):
                 raise
             reason = "a side effect kept a traced value (leaked tracer)"
         if key is not None:
             _known_unvectorizable[key] = reason
     return _per_row(name, fn, cotangents, batch, reason)
+
+
+@functools.cache
+def _tracer_leak_kind():
+    """The type and first word of what jax.checking_leaks raises for a kept tracer, learned once from JAX itself
+    (it raises a plain Exception, told apart only by its text), or None if it raises nothing."""
+    kept = []
+    try:
+        with jax.checking_leaks():
+            jax.vmap(lambda x: kept.append(x) or x)(np.zeros(1, np.float32))
+    except Exception as error:
+        return type(error), str(error).split(" ", 1)[0]
+    return None
+
+
+def _is_tracer_leak(error):
+    kind = _tracer_leak_kind()
+    return kind is not None and type(error) is kind[0] and str(error).startswith(kind[1])
 
 
 def _vectorized(fn, cotangents):
