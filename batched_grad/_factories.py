@@ -8,9 +8,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _dtypes
+from ._generator import draws, resolve
 from ._tensor import _TYPE_NAMES, REQUIRES_GRAD_DTYPE, Tensor
 
-_rng = [np.random.default_rng(0)]
 _ARRAYS = (np.ndarray, np.generic, jax.Array)
 _SEQUENCES = (list, tuple, range)
 COPY_CONSTRUCT_WARNING = (
@@ -18,11 +18,6 @@ COPY_CONSTRUCT_WARNING = (
     "sourceTensor.detach().clone().requires_grad_(True), rather than torch.tensor(sourceTensor)."
 )
 _NEGATIVE_SIZE = {"zeros": "zeros: Dimension size must be non-negative."}  # torch's wording differs per factory
-
-
-def manual_seed(seed):
-    """Seed the generator behind rand/randn/randint and friends."""
-    _rng[0] = np.random.default_rng(int(seed))
 
 
 def _finish(value, requires_grad):
@@ -299,17 +294,6 @@ def _float_dtype(dtype, kernel):
     return d
 
 
-def _generator():
-    """The random generator; inside vmap.vmap(randomness="error") drawing is refused, as in torch."""
-    from vmap._vmap import in_vmap_randomness
-
-    if in_vmap_randomness() == "error":
-        raise RuntimeError("vmap: called random operation while in randomness error mode. Please either use the "
-                           "'same' or 'different' randomness flags on vmap or perform the randomness operation out "
-                           "of vmap")
-    return _rng[0]
-
-
 def _sample(draw, shape, d, complex_scale):
     """Real samples, or complex ones from independent real and imaginary halves scaled like torch's."""
     if not d.is_complex:
@@ -318,20 +302,22 @@ def _sample(draw, shape, d, complex_scale):
 
 
 def rand(*size, dtype=None, requires_grad=False, generator=None, device=None):
-    """Uniform samples in [0, 1)."""
+    """Uniform samples in [0, 1), from `generator` (a bg.Generator; the default one if None)."""
+    bits = draws(generator, "rand")
     d = _float_dtype(dtype, "check_uniform_bounds")
-    return _finish(_sample(_generator().random, _varargs_size("rand", size), d, 1.0), requires_grad)
+    return _finish(_sample(bits.random, _varargs_size("rand", size), d, 1.0), requires_grad)
 
 
 def randn(*size, dtype=None, requires_grad=False, generator=None, device=None):
-    """Standard normal samples."""
+    """Standard normal samples, from `generator` (a bg.Generator; the default one if None)."""
+    bits = draws(generator, "randn")
     d = _float_dtype(dtype, "normal_kernel_cpu")
-    return _finish(_sample(_generator().standard_normal, _varargs_size("randn", size), d, math.sqrt(0.5)),
-                   requires_grad)
+    return _finish(_sample(bits.standard_normal, _varargs_size("randn", size), d, math.sqrt(0.5)), requires_grad)
 
 
 def randint(low=0, high=None, size=None, *, dtype=None, requires_grad=False, generator=None, device=None):
-    """Integers in [low, high); randint(high, size) also works."""
+    """Integers in [low, high) (randint(high, size) also works), from `generator` (the default one if None)."""
+    bits = draws(generator, "randint")
     if size is None:
         low, high, size = 0, low, high
     d = _dtypes.to_dtype(dtype) if dtype is not None else _dtypes.int64
@@ -340,16 +326,16 @@ def randint(low=0, high=None, size=None, *, dtype=None, requires_grad=False, gen
     if low >= high:
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
     shape = _tuple_size("randint", size)
-    return _finish(_generator().integers(low, high, shape).astype(d.np), requires_grad)
+    return _finish(bits.integers(low, high, shape).astype(d.np), requires_grad)
 
 
-def rand_like(input, *, dtype=None, requires_grad=False, device=None):
+def rand_like(input, *, generator=None, dtype=None, requires_grad=False, device=None):
     """Uniform samples in [0, 1) with `input`'s shape and dtype (unless `dtype`)."""
     shape, d = _like(input, dtype)
-    return rand(shape, dtype=d, requires_grad=requires_grad)
+    return rand(shape, dtype=d, requires_grad=requires_grad, generator=resolve(generator, "rand_like"))
 
 
-def randn_like(input, *, dtype=None, requires_grad=False, device=None):
+def randn_like(input, *, generator=None, dtype=None, requires_grad=False, device=None):
     """Standard normal samples with `input`'s shape and dtype (unless `dtype`)."""
     shape, d = _like(input, dtype)
-    return randn(shape, dtype=d, requires_grad=requires_grad)
+    return randn(shape, dtype=d, requires_grad=requires_grad, generator=resolve(generator, "randn_like"))

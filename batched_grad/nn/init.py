@@ -2,6 +2,7 @@
 import math
 
 from .. import _factories
+from .._generator import resolve
 from .._grad_mode import no_grad
 
 _GAINS = {"linear": 1.0, "conv1d": 1.0, "conv2d": 1.0, "sigmoid": 1.0, "tanh": 5.0 / 3, "relu": math.sqrt(2.0),
@@ -32,14 +33,16 @@ def _fill(tensor, value):
         return tensor.copy_(value)
 
 
-def uniform_(tensor, a=0.0, b=1.0):
-    """Fill with samples of U(a, b)."""
-    return _fill(tensor, _factories.rand(*tensor.shape, dtype=tensor.dtype) * (b - a) + a)
+def uniform_(tensor, a=0.0, b=1.0, generator=None):
+    """Fill with samples of U(a, b), drawn from `generator` (the default one if None)."""
+    generator = resolve(generator, "uniform_")
+    return _fill(tensor, _factories.rand(*tensor.shape, dtype=tensor.dtype, generator=generator) * (b - a) + a)
 
 
-def normal_(tensor, mean=0.0, std=1.0):
-    """Fill with samples of N(mean, std^2)."""
-    return _fill(tensor, _factories.randn(*tensor.shape, dtype=tensor.dtype) * std + mean)
+def normal_(tensor, mean=0.0, std=1.0, generator=None):
+    """Fill with samples of N(mean, std^2), drawn from `generator` (the default one if None)."""
+    generator = resolve(generator, "normal_")
+    return _fill(tensor, _factories.randn(*tensor.shape, dtype=tensor.dtype, generator=generator) * std + mean)
 
 
 def constant_(tensor, val):
@@ -57,7 +60,7 @@ def ones_(tensor):
     return constant_(tensor, 1.0)
 
 
-def kaiming_uniform_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu"):
+def kaiming_uniform_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
     """U(-bound, bound) with bound = gain * sqrt(3 / fan) (He et al.), torch's default for Linear and Conv."""
     if mode not in ("fan_in", "fan_out"):
         raise ValueError(f"Mode {mode} not supported, please use one of fan_in, fan_out")
@@ -65,11 +68,11 @@ def kaiming_uniform_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu"):
     if fan == 0:
         return tensor
     bound = math.sqrt(3.0) * calculate_gain(nonlinearity, a) / math.sqrt(fan)
-    return uniform_(tensor, -bound, bound)
+    return uniform_(tensor, -bound, bound, generator)
 
 
-def xavier_uniform_(tensor, gain=1.0):
+def xavier_uniform_(tensor, gain=1.0, generator=None):
     """U(-bound, bound) with bound = gain * sqrt(6 / (fan_in + fan_out)) (Glorot and Bengio)."""
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
     bound = gain * math.sqrt(6.0 / (fan_in + fan_out))
-    return uniform_(tensor, -bound, bound)
+    return uniform_(tensor, -bound, bound, generator)
