@@ -10,6 +10,7 @@ import numpy as np
 
 from . import _dtypes, _graph
 from ._lazy import Pending, materialize
+from ._tracing import eagerly
 from ._grad_mode import is_grad_enabled
 
 _TYPE_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16",
@@ -338,7 +339,7 @@ class Tensor:
         v = self._v
         if type(v) is np.ndarray and read_before(v, record=False):
             v = self._v = to_device(v)
-        t = Tensor._wrap(v if type(v) is np.ndarray else self._value)
+        t = Tensor._wrap(v if type(v) is np.ndarray or (type(v) is Pending and v.call.mapped) else self._value)
         root, chain = self._view if self._view is not None else (self, ())
         t._view = (root, chain + (DETACH,))
         remember_view(root, t)
@@ -565,8 +566,9 @@ def read_before(array, record=True):
 
 def to_device(array):
     """A NumPy array moved to the default device: jax.device_put, as jnp.asarray compiles a small program for every
-    new shape (about 20 ms here)."""
-    return jax.device_put(array)
+    new shape (about 20 ms here). A concrete array even inside a trace: the moved array is kept (_tracing.py)."""
+    with eagerly():
+        return jax.device_put(array)
 
 
 def _wrap_dim(dim, ndim):

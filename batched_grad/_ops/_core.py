@@ -102,6 +102,8 @@ def apply(op, operands, **static):
     node = None
     if recording or pending:
         outs = defer(op, static, arrays, mapped)  # computed when read, fused with what reads it
+        if not outs:  # a multi-output op with no outputs (a backward program whose inputs are all unreached)
+            return ()
         sig = outs[0].call.sig
         gradients = sig.differentiable
         if recording:

@@ -1,0 +1,27 @@
+"""Values that outlive a trace. Tensor code runs inside JAX traces (vmap.vmap's, forward-mode Jacobians, backward
+programs, a user's jax.jit), where an array computed even from concrete arrays alone is a tracer of that trace.
+Whatever is kept after the code that computed it (a Tensor's value, a deferred call's result, a cached constant)
+must not be such a tracer: where nothing it depends on is traced, it is computed outside the trace, eagerly."""
+import contextlib
+
+import jax
+
+try:  # JAX has no public test for "a trace is active"; without this one, every such value is computed eagerly
+    from jax._src.core import trace_state_clean as _outside_every_trace
+except ImportError:  # pragma: no cover - depends on the JAX version
+    def _outside_every_trace():
+        return False
+
+
+def tracing():
+    """Whether a JAX transformation is tracing now."""
+    return not _outside_every_trace()
+
+
+def is_tracer(a):
+    return isinstance(a, jax.core.Tracer)
+
+
+def eagerly():
+    """A context in which JAX computes from concrete arrays now, even inside a trace: concrete results."""
+    return jax.ensure_compile_time_eval() if tracing() else contextlib.nullcontext()
