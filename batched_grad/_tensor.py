@@ -361,12 +361,20 @@ class Tensor:
     @property
     def data(self):
         """Like detach(), but with its own version counter (in-place writes through it go unnoticed)."""
+        from vmap._vmap import is_batched
+
+        if is_batched(self._v):
+            raise RuntimeError("accessing `data` under vmap transform is not allowed")
         return self._alias()
 
     @data.setter
     def data(self, other):
+        from vmap._vmap import is_batched
+
         if not isinstance(other, Tensor):
             raise TypeError(f"Variable data has to be a tensor, but got {type(other).__name__}")
+        if is_batched(self._v) or is_batched(other._v):
+            raise RuntimeError("mutating directly with `.data` under vmap transform is not allowed.")
         self._value = other._value
         for ref in self._views or ():  # old views keep the old values
             if ref() is not None:

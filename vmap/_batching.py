@@ -2,6 +2,7 @@
 all rows (vectorized or chunked), slice the padding off. Cotangents that are a block of the identity (a Jacobian's)
 are not read: the backward program makes their rows (batched_grad/_basis.py)."""
 import math
+import numbers
 import weakref
 
 import jax
@@ -33,12 +34,16 @@ class Batch:
 
 
 def check_chunk_size(chunk_size):
-    if chunk_size is not None and (not isinstance(chunk_size, int) or isinstance(chunk_size, bool) or chunk_size < 1):
-        raise ValueError(f"chunk_size must be None or a positive int, but got {chunk_size!r}")
+    """The one check of `chunk_size` for every entry point (vmap.vmap, grad, jacobian, hessian): None or a
+    positive integer (a NumPy one too, but not a bool); returns it as a Python int."""
+    if chunk_size is None:
+        return None
+    if isinstance(chunk_size, numbers.Integral) and not isinstance(chunk_size, bool) and chunk_size > 0:
+        return int(chunk_size)
+    raise ValueError(f"chunk_size must be None or a positive int, but got {chunk_size!r}")
 
 
 def batched_backward(roots, grads, captures, *, retain_graph, create_graph, chunk_size):
-    check_chunk_size(chunk_size)
     sizes = [g._v.shape[0] for g in grads]
     if len(set(sizes)) > 1:
         raise ValueError("If `is_grads_batched=True`, every grad_output must have the same batch size (its first "

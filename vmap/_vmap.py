@@ -1,119 +1,284 @@
 """vmap.vmap: vectorize a function of Tensors over a batch axis of its arguments (jax.vmap underneath),
-composing with batched_grad.autograd.grad inside it (the per-sample-gradient idiom)."""
+composing with batched_grad.autograd.grad inside it (the per-sample-gradient idiom). Arguments, results and
+their dims are torch's pytrees (vmap/_pytree.py); checks and messages are torch.func.vmap's."""
 import functools
+import threading
 
 import jax
-import numpy as np
+import jax.numpy as jnp
 
-from batched_grad._lazy import NeedsTracing, evaluate_mapped, mapped_input, materialize
+from batched_grad._lazy import MAPPED, NeedsTracing, Pending, evaluate_mapped, mapped_input, materialize
+from batched_grad._tensor import Tensor
 
+from ._batching import check_chunk_size
 from ._fallback import UNVECTORIZABLE
+from ._pytree import LEAF, broadcast_prefix, flatten
 from ._rows import map_rows
 
 _RANDOMNESS = ("error", "same", "different")
-_active = []  # randomness modes of the vmap calls being traced (innermost last)
+_local = threading.local()
+
+
+def _running():
+    """This thread's vmap calls whose function is running, innermost last: (randomness, the jax trace of its
+    rows when it runs traced, else None)."""
+    try:
+        return _local.running
+    except AttributeError:
+        _local.running = []
+        return _local.running
 
 
 def in_vmap_randomness():
     """The randomness mode of the innermost vmap being traced, or None outside vmap."""
-    return _active[-1] if _active else None
+    running = _running()
+    return running[-1][0] if running else None
 
 
-def _as_tuple(dims, n, name, what):
-    if isinstance(dims, (tuple, list)):
-        if len(dims) != n:
-            raise ValueError(f"vmap: {name} has {len(dims)} entries but there are {n} {what}; pass one entry per "
-                             f"{what[:-1]} (None for an unmapped one).")
-        return tuple(dims)
-    return (dims,) * n
+def is_batched(value):
+    """Whether `value` (a Tensor's array) varies across the rows of a vmap.vmap whose function is running."""
+    running = _running()
+    if not running:
+        return False
+    if type(value) is Pending:
+        if value.call.mapped:
+            return True
+        value = materialize(value)  # a recorded op on traced rows is deferred without being marked mapped
+    trace = getattr(value, "_trace", None)
+    return trace is not None and any(trace is t for _, t in running)
 
 
 def vmap(func, in_dims=0, out_dims=0, *, chunk_size=None, randomness="error"):
-    from batched_grad._tensor import Tensor
-
     if randomness not in _RANDOMNESS:
         raise ValueError(f"vmap: randomness must be one of {_RANDOMNESS}, but got {randomness!r}")
     if randomness == "different":
         raise ValueError("vmap: randomness='different' is not supported; draw the random values outside vmap "
                          "and pass them in as a mapped argument.")
-    if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size < 1):
-        raise ValueError(f"vmap: chunk_size must be None or a positive int, but got {chunk_size!r}")
+    chunk_size = check_chunk_size(chunk_size)
 
     @functools.wraps(func)
-    def vectorized(*args):
-        dims = _as_tuple(in_dims, len(args), "in_dims", "positional arguments")
-        sizes = set()
-        for i, (a, d) in enumerate(zip(args, dims)):
-            if d is None:
-                continue
-            if not isinstance(a, Tensor):
-                raise ValueError(f"vmap: in_dims[{i}]={d} maps argument {i}, but it is a {type(a).__name__}, not "
-                                 "a Tensor; use None as its in_dim.")
-            if not -a.ndim <= d < a.ndim:
-                raise ValueError(f"vmap: in_dims[{i}]={d} is out of range for argument {i} of shape "
-                                 f"{tuple(a.shape)}.")
-            sizes.add(a.shape[d])
-        if not sizes:
-            raise ValueError("vmap: at least one argument must be mapped (an in_dim that is not None).")
-        if len(sizes) > 1:
-            raise ValueError(f"vmap: Expected all tensors to have the same size in the mapped dimension, got "
-                             f"sizes {sorted(sizes)} for the mapped dimension")
+    def vectorized(*args, **kwargs):
+        _check_out_dims(func, out_dims)
+        size, dims, flat_args, args_spec = _batched_inputs(func, in_dims, args)
         mapped = [i for i, d in enumerate(dims) if d is not None]
-        arrays = [args[i]._value if dims[i] in (0, -args[i].ndim) else jax.numpy.moveaxis(args[i]._value, dims[i], 0)
+        arrays = [flat_args[i]._value if dims[i] == 0 else jnp.moveaxis(flat_args[i]._value, dims[i], 0)
                   for i in mapped]
+
+        def run(rows, trace=None):
+            """func on Tensors of `rows` in place of the mapped arguments: its result's leaves and structure."""
+            call = list(flat_args)
+            for i, r in zip(mapped, rows):
+                call[i] = Tensor._wrap(r)
+            running = _running()
+            running.append((randomness, trace))
+            try:
+                return flatten(func(*args_spec.unflatten(call), **kwargs))
+            finally:
+                running.pop()
+
         try:
-            outs, tree = _deferred(func, args, mapped, arrays, randomness, chunk_size)
+            leaves, spec = _deferred(run, arrays, chunk_size)
         except NeedsTracing:  # func reads values: trace it, every op dispatched under jax.vmap
-            outs, tree = _traced(func, args, mapped, arrays, randomness, chunk_size)
-        out_axes = _as_tuple(out_dims, len(outs), "out_dims", "outputs")
-        for o, d in zip(outs, out_axes):
-            if d is not None and not -o.ndim <= d < o.ndim:
-                raise IndexError(f"Dimension out of range (expected to be in range of [{-o.ndim}, {o.ndim - 1}], but "
-                                 f"got {d})")
-        outs = [Tensor._wrap(jax.numpy.moveaxis(o, 0, d) if d else o) for o, d in zip(outs, out_axes)]
-        return jax.tree_util.tree_unflatten(tree, outs)
+            leaves, spec = _traced(func, run, arrays, size, chunk_size)
+        return spec.unflatten(_place(func, leaves, spec, out_dims, size))
 
     return vectorized
 
 
-def _call(func, args, mapped, values, randomness):
-    """func(*args) with the mapped arguments replaced by Tensors of `values`: its result's leaves (values of
-    Tensors) and structure."""
-    from batched_grad._tensor import Tensor
+class _Rows:
+    """A result that varies across the rows: its array, rows on axis 0."""
 
-    call = list(args)
-    for i, v in zip(mapped, values):
-        call[i] = Tensor._wrap(v)
-    _active.append(randomness)
-    try:
-        out = func(*call)
-    finally:
-        _active.pop()
-    leaves, tree = jax.tree_util.tree_flatten(out, is_leaf=lambda x: isinstance(x, Tensor))
-    return [x._v if isinstance(x, Tensor) else np.asarray(x) for x in leaves], tree
+    __slots__ = ("array",)
+
+    def __init__(self, array):
+        self.array = array
 
 
-def _deferred(func, args, mapped, arrays, randomness, chunk_size):
-    """Run func once on placeholders for one row: its ops are recorded, not run, and the whole function runs
-    as one compiled program over the rows (cached by structure). Raises NeedsTracing if func reads a value."""
+class _Through:
+    """A Tensor result of a traced row that leaves the trace through the map: at `k` of its stacked results;
+    `mine`: it varies across the rows; `tensor`: the result itself when its value is concrete."""
+
+    __slots__ = ("k", "mine", "tensor")
+
+    def __init__(self, k, mine, tensor):
+        self.k, self.mine, self.tensor = k, mine, tensor
+
+
+class _Traced:
+    """A result that is not a Tensor but a traced value: it cannot leave the trace."""
+
+    __slots__ = ("kind",)
+
+    def __init__(self, kind):
+        self.kind = kind
+
+
+def _deferred(run, arrays, chunk_size):
+    """Run func once on placeholders for one row: its ops are recorded, not run, and the results that depend on
+    the rows are computed by one compiled program over the rows (cached by structure). Raises NeedsTracing if func
+    reads a value that depends on them."""
     rows = [mapped_input(a.shape[1:], a.dtype) for a in arrays]
-    leaves, tree = _call(func, args, mapped, rows, randomness)
-    return evaluate_mapped(leaves, {r.call: a for r, a in zip(rows, arrays)}, chunk_size), tree
+    leaves, spec = run(rows)
+    ours = {r.call for r in rows}
+    # an outer vmap's row returned as it is does not vary across ours: it is expanded like any unbatched result
+    batched = [i for i, x in enumerate(leaves) if isinstance(x, Tensor) and type(x._v) is Pending
+               and x._v.call.mapped and (x._v.call.op is not MAPPED or x._v.call in ours)]
+    if batched:
+        values = evaluate_mapped([leaves[i]._v for i in batched], {r.call: a for r, a in zip(rows, arrays)},
+                                 chunk_size)
+        for i, v in zip(batched, values):
+            leaves[i] = _Rows(v)
+    return leaves, spec
 
 
-def _traced(func, args, mapped, arrays, randomness, chunk_size):
-    """Run func under jax.vmap (or lax.map in chunks) on traced rows."""
-    structure = []
+def _traced(func, run, arrays, size, chunk_size):
+    """Run func under jax.vmap (or lax.map in chunks) on traced rows. Results traced by the vmap leave it stacked;
+    the others are kept as they are (a Tensor of concrete values, or of an enclosing trace's) or, in chunks, where
+    they are traced by lax.map's loop, leave it stacked too and come back as their first row."""
+    chunk_size = chunk_size if size else None  # no rows: nothing to chunk
+    found = []
 
     def row(*values):
-        leaves, tree = _call(func, args, mapped, values, randomness)
-        structure[:] = [tree]
-        return tuple(materialize(x) for x in leaves)
+        trace = values[0]._trace
+        leaves, spec = run(values, trace)
+        kept, through = [], []
+        for x in leaves:
+            if isinstance(x, Tensor):
+                value = x._value
+                mine = getattr(value, "_trace", None) is trace
+                if mine or chunk_size is not None:  # every trace of lax.map's (loop, remainder) returns as many
+                    concrete = not mine and not isinstance(value, jax.core.Tracer)
+                    kept.append(_Through(len(through), mine, x if concrete else None))
+                    through.append(value)
+                    continue
+            elif isinstance(x, jax.core.Tracer):
+                x = _Traced(type(x))
+            kept.append(x)
+        found[:] = [(kept, spec)]  # nothing traced: what is traced leaves through the map
+        return tuple(through)
 
     try:
-        return map_rows(row, tuple(arrays), chunk_size), structure[0]
+        stacked = map_rows(row, tuple(arrays), chunk_size)
     except UNVECTORIZABLE as error:
         raise RuntimeError(f"vmap: {getattr(func, '__qualname__', func)} could not be vectorized "
                            f"({type(error).__name__}: it leaves JAX, e.g. NumPy, .item() or a branch on "
                            "values). Write it with Tensor ops, or give the custom autograd.Function inside it a "
                            "vmap staticmethod (a batching rule).") from error
+    kept, spec = found[0]
+    leaves = []
+    for x in kept:
+        if type(x) is _Through:
+            if x.mine:
+                x = _Rows(stacked[x.k])
+            elif x.tensor is not None:
+                x = x.tensor
+            else:  # traced by lax.map's loop, the same in every row
+                x = Tensor._wrap(stacked[x.k][0])
+        leaves.append(x)
+    return leaves, spec
+
+
+def _place(func, leaves, spec, out_dims, size):
+    """The leaves of the result: each moved or expanded to its out_dim, or left as it is for an out_dim of None."""
+    name = _name(func)
+    placed = []
+    for x, d in zip(leaves, _flat_out_dims(func, out_dims, spec, leaves)):
+        if type(x) is _Rows:
+            if d is None:
+                raise ValueError(f"vmap({name}, ...): `{name}` can not return a BatchedTensor when out_dim is None")
+            d = _out_dim(d, x.array.ndim)
+            placed.append(Tensor._wrap(jnp.moveaxis(x.array, 0, d) if d else x.array))
+        elif isinstance(x, Tensor) and d is not None:  # the same for every row: expanded, as torch does
+            expanded = x.expand((size,) + tuple(x.shape))
+            d = _out_dim(d, expanded.ndim)
+            placed.append(expanded.movedim(0, d) if d else expanded)
+        elif d is not None or type(x) is _Traced:
+            kind = x.kind if type(x) is _Traced else type(x)
+            raise ValueError(f"vmap({name}, ...): `{name}` must only return Tensors, got type {kind}. Did you "
+                             "mean to set out_dims= to None for output?")
+        else:
+            placed.append(x)
+    return placed
+
+
+def _out_dim(d, ndim):
+    if not -ndim <= d < ndim:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-ndim}, {ndim - 1}], but got {d})")
+    return d % ndim
+
+
+def _name(func):
+    if hasattr(func, "__name__"):
+        return func.__name__
+    if isinstance(func, functools.partial):
+        return f"functools.partial({_name(func.func)}, ...)"
+    return repr(func)
+
+
+def _is_dim(d):
+    return isinstance(d, int) and not isinstance(d, bool)
+
+
+def _batched_inputs(func, in_dims, args):
+    """torch's checks of in_dims against the arguments: the batch size, the in_dim of every leaf of the
+    arguments (None or a dimension in range, made non-negative), the leaves and their structure."""
+    name = _name(func)
+    where = f"vmap({name}, in_dims={in_dims}, ...)(<inputs>)"
+    if not _is_dim(in_dims) and not isinstance(in_dims, tuple):
+        raise ValueError(f"{where}: expected `in_dims` to be int or a (potentially nested) tuple matching the "
+                         f"structure of inputs, got: {type(in_dims)}.")
+    if not args:
+        raise ValueError(f"vmap({name})(<inputs>): got no inputs. Maybe you forgot to add inputs, or you are "
+                         "trying to vmap over a function with no inputs. The latter is unsupported.")
+    flat_args, args_spec = flatten(args)
+    dims = broadcast_prefix(in_dims, args_spec)
+    if dims is None:
+        raise ValueError(f"{where}: in_dims is not compatible with the structure of `inputs`. in_dims has "
+                         f"structure {flatten(in_dims)[1]} but inputs has structure {args_spec}.")
+    for i, (arg, d) in enumerate(zip(flat_args, dims)):
+        if d is None:
+            continue
+        if not _is_dim(d):
+            raise ValueError(f"{where}: Got in_dim={d} for an input but in_dim must be either an integer dimension "
+                             "or None.")
+        if not isinstance(arg, Tensor):
+            raise ValueError(f"{where}: Got in_dim={d} for an input but the input is of type {type(arg)}. We "
+                             "cannot vmap over non-Tensor arguments, please use None as the respective in_dim")
+        n = arg.ndim
+        if not -n <= d < n:
+            raise ValueError(f"{where}: Got in_dim={d} for some input, but that input is a Tensor of "
+                             f"dimensionality {n} so expected in_dim to satisfy -{n} <= in_dim < {n}.")
+        dims[i] = d % n
+    sizes = [arg.shape[d] for arg, d in zip(flat_args, dims) if d is not None]
+    if not sizes:
+        raise ValueError("vmap: Expected at least one Tensor to vmap over")
+    if any(s != sizes[0] for s in sizes):
+        raise ValueError(f"vmap: Expected all tensors to have the same size in the mapped dimension, got sizes "
+                         f"{sizes} for the mapped dimension")
+    return sizes[0], dims, flat_args, args_spec
+
+
+def _check_out_dims(func, out_dims):
+    if isinstance(out_dims, int):
+        return
+    if not all(d is None or isinstance(d, int) for d in flatten(out_dims)[0]):
+        raise ValueError(f"vmap({_name(func)}, ..., out_dims={out_dims}): `out_dims` must be an int, None or a "
+                         "python collection of ints representing where in the outputs the vmapped dimension "
+                         "should appear.")
+
+
+def _flat_out_dims(func, out_dims, spec, leaves):
+    """The out_dim of every leaf of the result (torch's rules: a single Tensor takes an int, None or a 1-tuple)."""
+    if spec is LEAF and (type(leaves[0]) is _Rows or isinstance(leaves[0], Tensor)):
+        if out_dims is None or isinstance(out_dims, int):
+            return [out_dims]
+        if isinstance(out_dims, tuple) and len(out_dims) == 1:
+            return list(out_dims)
+        dims = None
+    else:
+        dims = broadcast_prefix(out_dims, spec)
+    if dims is None:
+        raise ValueError(f"vmap({_name(func)}, ..., out_dims={out_dims})(<inputs>): out_dims is not compatible with "
+                         f"the structure of `outputs`. out_dims has structure {flatten(out_dims)[1]} but outputs has "
+                         f"structure {spec}.")
+    return dims

@@ -1,5 +1,6 @@
 """grad() and backward(): torch 2.13's argument handling, checks and messages, on top of the engine."""
 import functools
+import operator
 import warnings
 from collections.abc import Mapping
 
@@ -106,6 +107,25 @@ def _tensor_or_tensors_to_tuple(tensors, length):
     return tuple(tensors)
 
 
+def _graph_flags(retain_graph, create_graph):
+    """retain_graph (None: create_graph) and create_graph as bools, taken as torch's engine takes them: any
+    integer from 0 to 255 (anything with __index__), with Python's TypeError or OverflowError otherwise."""
+    if retain_graph is None:
+        retain_graph = create_graph
+    return _engine_flag(retain_graph), _engine_flag(create_graph)
+
+
+def _engine_flag(value):
+    value = operator.index(value)  # TypeError: "'str' object cannot be interpreted as an integer"
+    if not -2 ** 63 <= value < 2 ** 63:
+        raise OverflowError("Python int too large to convert to C long")
+    if value < 0:
+        raise OverflowError("unsigned byte integer is less than minimum")
+    if value > 255:
+        raise OverflowError("unsigned byte integer is greater than maximum")
+    return bool(value)
+
+
 def _root_edges(outputs, grads):
     if len(outputs) != len(grads):
         raise RuntimeError(f"got {len(outputs)} tensors and {len(grads)} gradients")
@@ -148,6 +168,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     if materialize_grads and allow_unused is False:
         raise ValueError("Expected allow_unused to be True or not passed when materialize_grads=True, "
                          "but got: allow_unused=False.")
+    chunk_size = _batching.check_chunk_size(chunk_size)
     if allow_unused is None:
         allow_unused = materialize_grads
     keys = list(inputs.keys()) if type(inputs) is dict else None
@@ -158,13 +179,12 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                       "gradient for other parts of the graph, please use torch.autograd.backward.",
                       FutureWarning, stacklevel=2)
     grads = _make_grads(outputs, _tensor_or_tensors_to_tuple(grad_outputs, len(outputs)), is_grads_batched)
-    if retain_graph is None:
-        retain_graph = create_graph
+    retain_graph, create_graph = _graph_flags(retain_graph, create_graph)
     roots = _root_edges(outputs, grads)
     captures = _input_edges(inputs, retain=False)
     if is_grads_batched:
-        result = _batching.batched_backward(roots, grads, captures, retain_graph=retain_graph, create_graph=create_graph,
-                                  chunk_size=chunk_size)
+        result = _batching.batched_backward(roots, grads, captures, retain_graph=retain_graph,
+                                            create_graph=create_graph, chunk_size=chunk_size)
     else:
         result = _engine.run_backward(roots, grads, captures, retain_graph=retain_graph,
                                       create_graph=create_graph, accumulate=False)
@@ -202,14 +222,13 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         inputs = _inputs_tuple(inputs, "backward")
     tensors = _as_tuple(tensors)
     grads = _make_grads(tensors, _tensor_or_tensors_to_tuple(grad_tensors, len(tensors)), False)
-    if retain_graph is None:
-        retain_graph = create_graph
     if create_graph:
         warnings.warn(
             "Using backward() with create_graph=True will create a reference cycle between the parameter and "
             "its gradient which can cause a memory leak. We recommend using autograd.grad when creating the "
             "graph to avoid this. If you have to use this function, make sure to reset the .grad fields of your "
             "parameters to None after use to break the cycle and avoid the leak.", UserWarning, stacklevel=2)
+    retain_graph, create_graph = _graph_flags(retain_graph, create_graph)
     roots = _root_edges(tensors, grads)
     captures = _input_edges(inputs, retain=True) if inputs is not None else []
     for x in inputs or ():

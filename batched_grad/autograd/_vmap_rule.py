@@ -8,6 +8,7 @@ import jax
 import numpy as np
 from jax.custom_batching import custom_vmap
 
+from vmap import _pytree
 from vmap._fallback import UNVECTORIZABLE
 
 from .._tensor import Tensor
@@ -36,7 +37,7 @@ def apply_rule(cls, args, kwargs):
         return call
 
     def flatten(out):
-        leaves, tree = jax.tree_util.tree_flatten(out, is_leaf=lambda x: isinstance(x, Tensor))
+        leaves, tree = _pytree.flatten(out)  # dicts keep their order, as torch's pytrees do
         if not all(isinstance(x, Tensor) for x in leaves):
             raise TypeError(f"{cls.__name__}: a Function batched by its vmap staticmethod must return Tensors "
                             f"(or tuples of them); got {[type(x).__name__ for x in leaves]}")
@@ -69,4 +70,4 @@ def apply_rule(cls, args, kwargs):
     batched_forward = custom_vmap(unbatched)
     batched_forward.def_vmap(rule)
     outs = batched_forward(*[args[i]._value for i in positions])
-    return jax.tree_util.tree_unflatten(structure[0], [Tensor._wrap(o) for o in outs])
+    return structure[0].unflatten([Tensor._wrap(o) for o in outs])

@@ -283,7 +283,7 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False, st
     `vectorize=True` computes it with one batched grad call (reverse mode) or one compiled program of JVPs
     (`strategy="forward-mode"`, which requires vectorize=True); `chunk_size` bounds how many rows run at once.
     """
-    _batching.check_chunk_size(chunk_size)
+    chunk_size = _batching.check_chunk_size(chunk_size)
     _check_strategy(strategy, ' Hint: If your function has more outputs than inputs, "forward-mode" tends to be '
                               'more performant. Otherwise, prefer to use "reverse-mode".')
     if strategy == "forward-mode":
@@ -336,7 +336,7 @@ def hessian(func, inputs, create_graph=False, strict=False, vectorize=False, out
     The outer Jacobian (of the gradient) follows `vectorize`, `outer_jacobian_strategy` and `chunk_size` as in
     `jacobian`; "forward-mode" is forward over reverse in one compiled program.
     """
-    _batching.check_chunk_size(chunk_size)
+    chunk_size = _batching.check_chunk_size(chunk_size)
     is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "hessian")
     _check_strategy(outer_jacobian_strategy, "")
     scalar_func = _single_output(func, "hessian", strict)
