@@ -365,7 +365,8 @@ def test_create_graph_none_raises_torchs_error(call):
 
 
 @pytest.mark.filterwarnings("ignore:Using backward\\(\\) with create_graph=True")
-@pytest.mark.parametrize("value", [True, False, 0, 1, 2, np.int64(1), Index()], ids=repr)
+@pytest.mark.parametrize("value", [True, False, 0, 1, 2, np.int64(1), Index()],
+                         ids=["True", "False", "0", "1", "2", "numpy int", "__index__"])
 def test_graph_flags_that_are_integers_work_as_their_truth_value(value):
     def case(lib, _):
         x = lib.tensor([1.0, 2.0, 3.0], requires_grad=True)
