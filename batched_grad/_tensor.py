@@ -405,21 +405,7 @@ class Tensor:
                     f"{_TYPE_NAMES[self.dtype.name]}"
                 )
             result = result.to(self.dtype)
-        if self._view is None:
-            self._rebind(result)
-            self._refresh_views(skip=None, graph=True)
-        else:
-            base, chain = self._view
-            ops = _ops_of(chain)
-            graph = len(ops) == len(chain)
-            if graph:
-                from ._ops.shape import scatter_into_view
-
-                base._rebind(scatter_into_view(base, result, chain))
-            else:
-                base._value = _scatter_value_jit(base._value, result._value, ops) if ops else result._value
-            self._rebind(result)
-            base._refresh_views(skip=self, graph=graph)
+        self._rebase(result)
         self._counter.value += 1
         if result.grad_fn is not None:
             result.grad_fn.keep_saved_versions(self._counter)
@@ -432,6 +418,25 @@ class Tensor:
                 result.grad_fn.guards = tuple([(self._counter, self._counter.value, k) if c is result._counter
                                                else (c, v, k) for c, v, k in result.grad_fn.guards])
         return self
+
+    def _rebase(self, result):
+        """Make `self`, its base and the views sharing its values hold `result` (same shape and dtype); with grad
+        mode on, `self` takes `result`'s place in the graph and its base and views are recorded around it."""
+        if self._view is None:
+            self._rebind(result)
+            self._refresh_views(skip=None, graph=True)
+            return
+        base, chain = self._view
+        ops = _ops_of(chain)
+        graph = len(ops) == len(chain)
+        if graph:
+            from ._ops.shape import scatter_into_view
+
+            base._rebind(scatter_into_view(base, result, chain))
+        else:
+            base._value = _scatter_value_jit(base._value, result._value, ops) if ops else result._value
+        self._rebind(result)
+        base._refresh_views(skip=self, graph=graph)
 
     def _rebind(self, src):
         """Take `src`'s value; with grad mode on also its place in the graph (off: the value changes silently)."""

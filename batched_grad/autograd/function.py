@@ -1,28 +1,51 @@
 """User-defined differentiable functions: Function with forward/backward and a ctx, once_differentiable."""
 import functools
+import warnings
 
 from .. import _graph
 from .._dtypes import to_dtype
 from . import _vmap_rule
 from .._grad_mode import is_grad_enabled, no_grad, set_grad_enabled
-from .._tensor import Tensor
+from .._tensor import DETACH, VIEW_OF_LEAF_INPLACE, Tensor, _ops_of
+
+DIRTY_LEAF = "a leaf Variable that requires grad has been used in an in-place operation."
+DIRTY_NOT_INPUT = ("ctx.mark_dirty() received a tensor that was not an input. Only input Tensors that have been "
+                   "mutated should be passed to ctx.mark_dirty().")
+DIRTY_VIEW_WITH_OUTPUTS = (
+    "If your Function modifies inplace an input that is a view of another Tensor, your Function cannot return more "
+    "than one Tensor. This is not supported by the current autograd engine. You should either make sure the input "
+    "is not a view (using .clone() for example) or make your Function only return one Tensor (potentially splitting "
+    "it into two Functions: one doing the inplace that returns a single Tensor and a second one that does the other "
+    "operations). You can ask on the forum https://discuss.pytorch.org/ if you need help to do this change."
+)
+DIRTY_NOT_RETURNED = ("Some elements marked as dirty during the forward method were not returned as output. The "
+                      "inputs that are modified inplace must all be outputs of the Function.")
 
 
 class FunctionCtx:
     """The `ctx` a Function's forward fills and its backward reads."""
 
     def __init__(self):
-        self._saved = None
+        self.to_save = ()
+        self._saved = None  # the SavedValues, made when forward has returned
+        self.dirty_tensors = ()
         self.needs_input_grad = ()
         self.non_differentiable = set()
         self.materialize_grads = True
 
     def save_for_backward(self, *tensors):
-        """Save tensors for backward; read them back as ctx.saved_tensors."""
-        self._saved = tuple(_graph.SavedValue(t) if isinstance(t, Tensor) else t for t in tensors)
+        """Save tensors for backward; read them back as ctx.saved_tensors. As in torch, they are saved once forward
+        has returned: a tensor changed in place in forward is saved with its new value, an output as an output."""
         for t in tensors:
             if t is not None and not isinstance(t, Tensor):
                 raise TypeError(f"save_for_backward can only save variables, but argument is of type {type(t).__name__}")
+        self.to_save = tensors
+
+    def _save(self, received):
+        """Save `to_save`, each of forward's new results replaced by the output the caller received for it
+        (`received` maps the id of a result to that output); an input is saved as the input."""
+        self._saved = tuple(_graph.SavedValue(received.get(id(t), t)) if isinstance(t, Tensor) else t
+                            for t in self.to_save)
 
     @property
     def saved_tensors(self):
@@ -36,7 +59,9 @@ class FunctionCtx:
         self.non_differentiable.update(id(t) for t in tensors)
 
     def mark_dirty(self, *tensors):
-        """Accepted for compatibility; in-place updates inside forward are tracked by version counters."""
+        """Mark the inputs that forward modified in place. Each must be returned: the caller receives the input
+        itself, its version bumped and its history rebased onto this Function's node."""
+        self.dirty_tensors = tensors
 
     def set_materialize_grads(self, value):
         """Whether undefined output gradients reach backward as zeros (True, the default) or as None."""
@@ -47,10 +72,12 @@ class FunctionNode(_graph.Node):
     """The node of a Function.apply; its backward calls the user's backward with Tensors."""
 
     __slots__ = ("function", "ctx", "n_outputs")
+    backward_without_gradients = True  # as torch's: reached with no gradient, it runs on zeros (or Nones)
 
     def __init__(self, function, ctx, args, outs):
         edges = tuple(_graph.edge_of(a) if isinstance(a, Tensor) else None for a in args)
-        super().__init__(edges, tuple((o._v.shape, o._v.dtype) for o in outs))
+        # one gradient per output reaches backward, None for an output that is not a Tensor
+        super().__init__(edges, tuple((o._v.shape, o._v.dtype) if isinstance(o, Tensor) else None for o in outs))
         self.function, self.ctx = function, ctx
 
     def name(self):
@@ -72,11 +99,13 @@ class FunctionNode(_graph.Node):
         from .. import zeros
 
         if self.ctx.materialize_grads:
-            cotangents = [zeros(shape, dtype=dtype) if c is None else c
-                          for c, (shape, dtype) in zip(cotangents, self.out_meta)]
+            cotangents = [zeros(meta[0], dtype=meta[1]) if c is None and meta is not None else c
+                          for c, meta in zip(cotangents, self.out_meta)]
         with set_grad_enabled(create_graph):
             grads = self.function.backward(self.ctx, *cotangents)
         grads = grads if isinstance(grads, tuple) else (grads,)
+        if len(grads) > len(self.edges) and all(g is None for g in grads[len(self.edges):]):
+            grads = grads[:len(self.edges)]  # extra trailing Nones are accepted, as torch does
         if len(grads) != len(self.edges):
             raise RuntimeError(f"function {self.name()} returned an incorrect number of gradients "
                                f"(expected {len(self.edges)}, got {len(grads)})")
@@ -135,26 +164,69 @@ class Function:
                 output = cls.forward(ctx, *args, **kwargs)
         is_tuple = isinstance(output, tuple)
         outs = output if is_tuple else (output,)
-        if not (is_grad_enabled() and any(ctx.needs_input_grad)):
-            return output
-        tensors = [o for o in outs if isinstance(o, Tensor)]
-        node = FunctionNode(cls, ctx, args, tensors)
-        wrapped, k = [], 0
-        for o in outs:
-            if not isinstance(o, Tensor):
-                wrapped.append(o)
-                continue
-            differentiable = id(o) not in ctx.non_differentiable and (o.dtype.is_floating_point or o.dtype.is_complex)
-            if any(o is a for a in args) or o.grad_fn is not None or o._requires_grad:
-                o = Tensor._wrap(o._value)
-            if differentiable:
-                o.grad_fn, o._output_nr = node, k
-                for s in ctx._saved or ():
-                    if isinstance(s, _graph.SavedValue) and s.value is o._value and s.edge_node is None:
-                        s.edge_node, s.output_nr, s.requires_grad, s.leaf = node, k, True, None
-            wrapped.append(o)
-            k += 1
-        return tuple(wrapped) if is_tuple else wrapped[0]
+        dirty = _bump_dirty(ctx.dirty_tensors)
+        node = FunctionNode(cls, ctx, args, outs) if is_grad_enabled() and any(ctx.needs_input_grad) else None
+        received = [_received_output(o, k, node, ctx, args, dirty, len(outs)) for k, o in enumerate(outs)]
+        returned = {id(o) for o in outs}
+        if any(id(t) not in returned for t in ctx.dirty_tensors):
+            raise RuntimeError(DIRTY_NOT_RETURNED)
+        if node is not None:
+            ctx._save({id(o): r for o, r in zip(outs, received) if not any(o is a for a in args)})
+        return tuple(received) if is_tuple else received[0]
+
+
+def _bump_dirty(tensors):
+    """The ids of the tensors given to mark_dirty, whose versions go up by one (torch's count for an in-place op
+    recorded by a Function)."""
+    for i, t in enumerate(tensors):
+        if not isinstance(t, Tensor):
+            raise RuntimeError(f"mark_dirty can only accept variables, but argument {i} is of type "
+                               f"{type(t).__name__}")
+    for t in tensors:
+        t._counter.value += 1
+    return {id(t) for t in tensors}
+
+
+def _is_differentiable(output, node, ctx):
+    return (node is not None and id(output) not in ctx.non_differentiable
+            and (output.dtype.is_floating_point or output.dtype.is_complex))
+
+
+def _received_output(output, k, node, ctx, args, dirty, n_outputs):
+    """What the caller of apply receives for output k of forward (torch's set_history): the output joined to
+    `node` (None when nothing is recorded), a dirty input itself, a non-Tensor as it is."""
+    if not isinstance(output, Tensor):
+        return output
+    differentiable = _is_differentiable(output, node, ctx)
+    if id(output) in dirty:
+        if differentiable:
+            return _rebased_dirty(output, k, node, any(output is a for a in args), n_outputs)
+        return output.detach() if output.requires_grad else output
+    if node is None:
+        return output
+    if any(output is a for a in args) or output.grad_fn is not None or output._requires_grad:
+        output = Tensor._wrap(output._value)
+    if differentiable:
+        output.grad_fn, output._output_nr = node, k
+    return output
+
+
+def _rebased_dirty(tensor, k, node, is_input, n_outputs):
+    """`tensor`, modified in place by forward, as output k of `node`: its gradient is dropped, and its base and
+    views are recorded around its new place in the graph, as an in-place op's are."""
+    if tensor.grad_fn is None and tensor._requires_grad:
+        raise RuntimeError(DIRTY_LEAF)
+    if not is_input:
+        warnings.warn(DIRTY_NOT_INPUT, UserWarning, stacklevel=5)
+    view = tensor._view
+    if view is not None and _ops_of(view[1]) and n_outputs > 1:
+        raise RuntimeError(DIRTY_VIEW_WITH_OUTPUTS)
+    if view is not None and DETACH not in view[1] and tensor.requires_grad and view[0].grad_fn is None:
+        raise RuntimeError(VIEW_OF_LEAF_INPLACE)
+    tensor._grad = None
+    tensor._counter.modified_by = node  # named by the error of a backward that needed the old values
+    tensor._rebase(Tensor._wrap(tensor._v, grad_fn=node, output_nr=k))
+    return tensor
 
 
 class _OnceDifferentiableNode(_graph.Node):
