@@ -4,8 +4,8 @@ with torch 2.13's checks, messages and defaults.
 The numerical side perturbs each input in place, through `.data` as torch's does (so a function that reads an input
 through a closure or a view sees the perturbation, and the input's version does not change), and puts the values
 back afterwards; the analytical side is `grad` with one-hot cotangents (slow mode) or with one random projection
-per output (fast mode). Complex outputs are checked as their real and imaginary parts; a
-complex input's numerical derivative is the conjugate Wirtinger derivative d/dx + 1j d/dy, as torch's.
+per output (fast mode). Complex outputs are checked as their real and imaginary parts; a complex input's numerical
+derivative is the conjugate Wirtinger derivative d/dx + 1j d/dy, as torch's.
 """
 import contextlib
 import warnings
