@@ -248,3 +248,17 @@ def test_a_users_jit_leaves_the_captured_tensors_it_reads_concrete():
     np.testing.assert_allclose((W * 1).numpy(), [[1.0, 2.0], [3.0, 4.0]])
     (g,) = bg.autograd.grad((q * q).sum(), p)
     np.testing.assert_allclose(g.numpy(), [18.0, 36.0])
+
+
+def test_the_implicit_gradient_of_a_scalar_first_made_inside_a_trace_is_cached_concrete():
+    @jax.jit
+    def f(a):
+        y = bg.from_jax(a).requires_grad_()
+        with bg.enable_grad():
+            (g,) = bg.autograd.grad((y * y).sum().reshape(1, 1, 1), y)  # a one-element shape of its own
+        return g.jax()
+
+    np.testing.assert_allclose(f(jnp.ones(2, jnp.float32)), [2.0, 2.0])
+    z = bg.tensor([1.0, 2.0], requires_grad=True)
+    (g,) = bg.autograd.grad((z * z).sum().reshape(1, 1, 1), z)
+    np.testing.assert_allclose(g.numpy(), [2.0, 4.0])

@@ -11,6 +11,7 @@ from .._factories import zeros
 from .._graph import GradientEdge, edge_of
 from .._lazy import keep
 from .._tensor import Size, Tensor
+from .._tracing import eagerly
 from vmap import _batching
 
 
@@ -45,7 +46,8 @@ def _output_meta(out):
 
 @functools.lru_cache(maxsize=64)
 def _ones(shape, dtype):
-    return jnp.ones(shape, dtype)  # an immutable array: every implicit grad_output can share it
+    with eagerly():  # cached: a concrete array even when first made inside a trace
+        return jnp.ones(shape, dtype)  # an immutable array: every implicit grad_output can share it
 
 
 def _make_grads(outputs, grads, is_grads_batched):
