@@ -9,13 +9,19 @@ import numpy as np
 
 from . import _dtypes
 from ._generator import draws, resolve
-from ._tensor import _TYPE_NAMES, REQUIRES_GRAD_DTYPE, Tensor
+from ._host import share
+from ._tensor import _TYPE_NAMES, REQUIRES_GRAD_DTYPE, Tensor, warn_once
 
 _ARRAYS = (np.ndarray, np.generic, jax.Array)
 _SEQUENCES = (list, tuple, range)
 COPY_CONSTRUCT_WARNING = (
     "To copy construct from a tensor, it is recommended to use sourceTensor.detach().clone() or "
     "sourceTensor.detach().clone().requires_grad_(True), rather than torch.tensor(sourceTensor)."
+)
+READ_ONLY_ARRAY = (
+    "The given NumPy array is not writable, and PyTorch does not support non-writable tensors. This means writing to "
+    "this tensor will result in undefined behavior. You may want to copy the array to protect its data or make it "
+    "writable before converting it to a tensor. This type of warning will be suppressed for the rest of this program."
 )
 _NEGATIVE_SIZE = {"zeros": "zeros: Dimension size must be non-negative."}  # torch's wording differs per factory
 
@@ -113,22 +119,37 @@ def tensor(data, dtype=None, requires_grad=False, device=None):
 
 
 def as_tensor(data, dtype=None, device=None):
-    """`data` as a tensor, sharing it when it already is a Tensor of the right dtype."""
+    """`data` as a tensor, shared where torch shares it: a Tensor of the right dtype is returned as it is, and a
+    NumPy array of it gives a tensor sharing its memory (see from_numpy); anything else is copied."""
     if isinstance(data, Tensor) and (dtype is None or _dtypes.to_dtype(dtype) is data.dtype):
         return data
     if isinstance(data, Tensor):
         return data.to(dtype)
+    if isinstance(data, np.ndarray):
+        shared = from_numpy(data)  # torch's checks of the array, then its dtype
+        if dtype is None or _dtypes.to_dtype(dtype) is shared.dtype:
+            return shared
     return tensor(data, dtype)
 
 
 def from_numpy(ndarray):
-    """A tensor with the array's values and dtype (a copy: JAX arrays are immutable)."""
+    """A tensor that shares the array's memory, as torch's does: NumPy's writes reach the tensor and the tensor's
+    in-place writes reach the array. It stays on the host: every op that reads it copies the array then."""
     if not isinstance(ndarray, np.ndarray):
         kind = type(ndarray)
         name = kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__name__}"
         raise TypeError(f"expected np.ndarray (got {name})")
+    if not ndarray.dtype.isnative:
+        raise ValueError("given numpy array has byte order different from the native byte order. Conversion between "
+                         "byte orders is currently not supported.")
     _dtypes.from_numpy_dtype(ndarray.dtype)
-    return Tensor._wrap(np.array(ndarray))  # a host copy, moved to the device when first used
+    if builtins.any(s < 0 for s in ndarray.strides):
+        raise ValueError("At least one stride in the given numpy array is negative, and tensors with negative "
+                         "strides are not currently supported. (You can probably work around this by making a copy "
+                         "of your array  with array.copy().) ")
+    if not ndarray.flags.writeable:
+        warn_once(READ_ONLY_ARRAY)
+    return Tensor._wrap(share(ndarray))
 
 
 def from_jax(array):

@@ -4,6 +4,8 @@ import traceback
 import weakref
 from collections import OrderedDict, namedtuple
 
+from ._host import unshared
+
 _anomaly = {"enabled": False, "check_nan": True}
 
 BACKWARD_TWICE = (
@@ -143,7 +145,7 @@ class SavedValue:
     __slots__ = ("value", "edge_node", "output_nr", "leaf", "counter", "version", "requires_grad", "freed")
 
     def __init__(self, tensor):
-        self.value = tensor._v  # possibly Pending: saving does not compute it
+        self.value = unshared(tensor._v)  # possibly Pending: saving does not compute it
         self.edge_node, self.output_nr = tensor.grad_fn, tensor._output_nr
         self.requires_grad = self.edge_node is not None or tensor._requires_grad
         self.leaf = tensor if self.edge_node is None and self.requires_grad else None

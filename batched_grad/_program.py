@@ -8,6 +8,7 @@ import jax.numpy as jnp
 
 from . import _basis, _graph, _lazy
 from ._graph import AccumulateGrad, SavedValue
+from ._host import unshared
 from ._lazy import Pending, intern
 from ._ops._core import Op, OpNode, _vjp_spec, apply
 from ._tensor import Tensor
@@ -108,7 +109,7 @@ def walk(root_nodes, roots, root_grads, captures, accumulate, batch):
     w.nodes, w.key, w.frontier, w.direct = nodes, None, (), False
     if encoder is not None:
         basis = (None,) * len(root_grads) if batch is None else batch[2]
-        grads = [encoder.ref(g._v) if b is None else None for g, b in zip(root_grads, basis)]
+        grads = [encoder.ref(unshared(g._v)) if b is None else None for g, b in zip(root_grads, basis)]
         w.key = intern((tuple(entries), tuple([(index[e.node], e.output_nr) for e in roots]), tuple(grads),
                         tuple([(g._v.shape, g._v.dtype) for g in root_grads]),
                         tuple([(index.get(e.node), e.output_nr) for e in captures]), accumulate, batch))

@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _dtypes, _graph
+from ._host import is_shared
 from ._lazy import Pending, materialize
 from ._tracing import eagerly
 from ._grad_mode import is_grad_enabled
@@ -172,12 +173,18 @@ class Tensor:
         if type(v) is Pending:
             v = self._v = materialize(v)
         elif type(v) is np.ndarray:  # data from the host (bg.tensor), moved to the device when first read
+            if is_shared(v):  # memory shared with the user (from_numpy): what it holds now, on the device
+                return to_device(v.copy())
             v = self._v = to_device(v)
         return v
 
     @_value.setter
     def _value(self, value):
-        self._v = value
+        v = self._v
+        if type(v) is np.ndarray and is_shared(v) and _fits(v, value):  # an in-place change of from_numpy's memory
+            np.copyto(v, np.asarray(value))
+        else:
+            self._v = value
 
     # ---- metadata -------------------------------------------------------------------------------
     @property
@@ -197,7 +204,9 @@ class Tensor:
 
     @property
     def device(self):
-        """The device holding the values (cpu for a traced value)."""
+        """The device holding the values (cpu for a traced value, and for memory shared with NumPy)."""
+        if type(self._v) is np.ndarray and is_shared(self._v):
+            return device("cpu")
         if isinstance(self._value, jax.core.Tracer):
             return device("cpu")
         d = next(iter(self._value.devices()))
@@ -337,7 +346,7 @@ class Tensor:
         is shared as it is (nothing writes into it): it moves to the device when an op reads it, not here, unless
         an op has read it already (the functional API's input, detached on every call, moves once)."""
         v = self._v
-        if type(v) is np.ndarray and read_before(v, record=False):
+        if type(v) is np.ndarray and not is_shared(v) and read_before(v, record=False):
             v = self._v = to_device(v)
         t = Tensor._wrap(v if type(v) is np.ndarray or (type(v) is Pending and v.call.mapped) else self._value)
         root, chain = self._view if self._view is not None else (self, ())
@@ -375,7 +384,7 @@ class Tensor:
             raise TypeError(f"Variable data has to be a tensor, but got {type(other).__name__}")
         if is_batched(self._v) or is_batched(other._v):
             raise RuntimeError("mutating directly with `.data` under vmap transform is not allowed.")
-        self._value = other._value
+        self._v = other._value  # the other's values, not written into memory shared with NumPy (as torch)
         for ref in self._views or ():  # old views keep the old values
             if ref() is not None:
                 ref()._view = None
@@ -467,24 +476,34 @@ class Tensor:
         return self._value
 
     def numpy(self, *, force=False):
-        """The values as a NumPy array (raises if it requires grad, unless `force=True`)."""
-        if self.requires_grad and not force:
+        """The values as a NumPy array: from_numpy's memory itself (writes reach the tensor), else a read-only view
+        of the values. Like torch, refused for a tensor that requires grad while grad mode is on, unless
+        `force=True`."""
+        if self.requires_grad and is_grad_enabled() and not force:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
-        return np.asarray(self._value)
+        return self._array()
 
     def __array__(self, dtype=None, copy=None):
-        a = np.asarray(self._value)
-        return a if dtype is None else a.astype(dtype)
+        a = self._array()
+        if dtype is not None and a.dtype != dtype:
+            return a.astype(dtype)
+        return a.copy() if copy else a
+
+    def _array(self):
+        v = self._v
+        if type(v) is np.ndarray and is_shared(v):
+            return v.view()
+        return np.asarray(self._value)
 
     def tolist(self):
         """The values as (nested lists of) Python numbers."""
-        return np.asarray(self._value).tolist()
+        return self._array().tolist()
 
     def item(self):
         """The value of a one-element tensor as a Python number."""
         if self.numel() != 1:
             raise RuntimeError(f"a Tensor with {self.numel()} elements cannot be converted to Scalar")
-        return np.asarray(self._value).reshape(()).item()
+        return self._array().reshape(()).item()
 
     def _scalar(self):
         if self.numel() != 1:
@@ -575,6 +594,23 @@ def read_before(array, record=True):
             _host_reads.clear()
         _host_reads[id(array)] = weakref.ref(array)
     return False
+
+
+def _fits(array, value):
+    """Whether `value` can be written into the shared `array`: concrete, of its shape and dtype, and writable."""
+    return (array.flags.writeable and isinstance(value, (jax.Array, np.ndarray))
+            and not isinstance(value, jax.core.Tracer) and value.shape == array.shape and value.dtype == array.dtype)
+
+
+def host_read(tensor, array):
+    """What an op reads of the host array `tensor` holds: memory shared with NumPy as a copy taken now (JAX may read
+    an argument after the call returns, a deferred op runs later); other host data as it is on its first read,
+    and moved to the device for good on the second (a weight read by every step)."""
+    if is_shared(array):
+        return array.copy()
+    if read_before(array):
+        tensor._v = array = to_device(array)
+    return array
 
 
 def to_device(array):

@@ -9,6 +9,7 @@ import jax
 import numpy as np
 
 from batched_grad import _engine
+from batched_grad._host import is_shared
 from batched_grad._tensor import read_before, to_device
 from ._rows import bucket
 
@@ -75,7 +76,7 @@ def _basis_block(g):
     if not 0 < math.prod(v.shape[1:]) <= v.shape[0]:  # fewer rows than a row's size: not a block of the identity
         return None
     if type(v) is np.ndarray:
-        if not read_before(v):
+        if is_shared(v) or not read_before(v):  # memory shared with NumPy (from_numpy) stays where it is
             return _identity_block(v)
         v = g._v = to_device(v)
     if not isinstance(v, jax.Array) or isinstance(v, jax.core.Tracer):
@@ -114,10 +115,10 @@ def _pad_rows(g, padded):
         return bg.cat([g, bg.zeros((padded - g.shape[0],) + tuple(g.shape[1:]), dtype=g.dtype)])
     rows = np.zeros((padded,) + tuple(g.shape[1:]), g._v.dtype)
     rows[:g.shape[0]] = np.asarray(g._value)
-    return bg.from_numpy(rows)
+    return bg.Tensor._wrap(rows)  # host data, not shared with anyone
 
 
 def _take_rows(r, size):
     import batched_grad as bg
 
-    return bg.from_numpy(np.asarray(r._value)[:size]) if _on_host(r) else r[:size]
+    return bg.Tensor._wrap(np.asarray(r._value)[:size].copy()) if _on_host(r) else r[:size]

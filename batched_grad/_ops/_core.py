@@ -10,7 +10,7 @@ import numpy as np
 from .. import _graph
 from .._dtypes import differentiable
 from .._grad_mode import is_grad_enabled
-from .._tensor import Tensor, read_before, remember_view, to_device
+from .._tensor import Tensor, host_read, remember_view, to_device
 from .._lazy import Pending, Signature, defer, kernel, materialize
 from vmap._rows import map_rows
 
@@ -90,8 +90,8 @@ def apply(op, operands, **static):
     for x in operands:  # one pass: the arrays, and whether the op is recorded or reads deferred values
         if isinstance(x, Tensor):
             a = x._v
-            if type(a) is np.ndarray and read_before(a):
-                a = x._v = to_device(a)
+            if type(a) is np.ndarray:
+                a = host_read(x, a)
             recording = recording or x.grad_fn is not None or x._requires_grad
         else:
             a = _number_array(x) if isinstance(x, _NUMBERS) else x

@@ -5,7 +5,7 @@ import functools
 
 import numpy as np
 
-from .._factories import from_numpy, zeros_like
+from .._factories import zeros_like
 from .._grad_mode import enable_grad, is_grad_enabled, set_grad_enabled
 from .._ops import stack
 from .._tensor import Tensor, to_device
@@ -254,7 +254,7 @@ def _jacobian_rows(outputs, inputs, create_graph, strict):
             one_hots = [None]  # the implicit grad_output of a real scalar: a shared device constant
         else:
             basis = np.eye(out.numel(), dtype=out.dtype.np).reshape((-1,) + tuple(out.shape))
-            one_hots = [from_numpy(h) for h in basis]
+            one_hots = [Tensor._wrap(h) for h in basis]  # host data, not shared with anyone
         for one_hot in one_hots:
             grads = _autograd_grad((out,), inputs, (one_hot,), retain_graph=True, create_graph=create_graph)
             for j, (row, g, x) in enumerate(zip(rows, grads, inputs)):
