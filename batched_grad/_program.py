@@ -12,6 +12,7 @@ from ._host import unshared
 from ._lazy import Pending, intern
 from ._ops._core import Op, OpNode, _vjp_spec, apply
 from ._tensor import Tensor
+from ._tracing import tracing
 from vmap._rows import map_rows
 
 LEAF = "leaf"  # the key entry of a leaf (an AccumulateGrad node without hooks)
@@ -59,7 +60,8 @@ class _Encoder:
             return None  # Python-level backward or hooks: the per-node engine runs it
         ref, saved, args = self.ref, [], None
         call = node.call
-        if call is not None and call.result is None:  # the program computes this node's forward call too
+        # the program computes this node's forward call too; not inside a trace, where its results would be tracers
+        if call is not None and call.result is None and not tracing():
             self.direct = self.direct and not call.mapped
             self.calls[call], args = i, []
         for s, a in zip(node.saved, call.args if args is not None else node.saved):

@@ -129,6 +129,13 @@ def _forward_mode_of_a_captured_gradient(m, w):
                                    vectorize=True)
 
 
+def _forward_mode_of_a_captured_vjp(m, w):
+    """The VJP of the captured q = 2 p with the traced x as its cotangent: the forward calls of q's graph, not yet
+    computed, are computed outside the trace."""
+    return _functional(m).jacobian(lambda v: m.autograd.grad(w["q"], w["p"], v, retain_graph=True)[0], w["x"],
+                                   strategy="forward-mode", vectorize=True)
+
+
 def _strict_jvp_of_a_constant(m, w):
     """A strict jvp of a function whose output ignores its input raises torch's error, however often it runs."""
     with pytest.raises(RuntimeError) as error:
@@ -160,6 +167,7 @@ TRANSFORMS = {
     "vmap function chunk_size": _per_row(lambda m, w, row: f_vec(w, row), chunk_size=2),
     "forward-mode of a captured gradient": _forward_mode_of_a_captured_gradient,
     "vmap of a captured gradient": _per_row(_captured_gradient),
+    "forward-mode of a captured vjp": _forward_mode_of_a_captured_vjp,
     "strict jvp of a constant": _strict_jvp_of_a_constant,
     "nested vmap": _nested_vmap_of_the_outer_row,
 }
