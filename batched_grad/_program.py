@@ -10,7 +10,7 @@ from . import _basis, _graph, _lazy
 from ._graph import AccumulateGrad, SavedValue
 from ._host import unshared
 from ._lazy import Pending, intern
-from ._ops._core import Op, OpNode, _vjp_spec, apply
+from ._ops._core import Op, OpNode, _read_by, _vjp_spec, apply, reads_of, vjp_reads
 from ._tensor import Tensor
 from ._tracing import tracing
 from vmap._rows import map_rows
@@ -155,6 +155,8 @@ def template(key):
         if True not in ct_mask:
             continue
         want = tuple([j for j, e in enumerate(edges) if e is not None])  # the operands that get a gradient
+        if sig.op.reads is not None:  # a recorded backward: only the operands its outputs with a cotangent read
+            want = _read_by(want, reads_of(sig), [k for k, m in zip(sig.diff_outs, ct_mask) if m])
         targets = tuple([edges[j] for j in want])
         if needed is not None and not any([needed[t] for t, _ in targets]):
             continue
@@ -218,7 +220,32 @@ def _program(*args, key):
     return tuple([_basis.dense(o) for o in outs])
 
 
-PROGRAM = Op("backward_program", _program, multi=True, backward_name="BackwardProgram", program=True)
+def program_reads(key):
+    """Per output of the backward program of `key`, a bitmask of its arguments it reads (the saved values of its
+    steps in order, then its root cotangents), found from the steps' VJPs."""
+    steps, roots, captures, leaves, batch = key
+    bases = (None,) * len(roots) if batch is None else batch[2]
+    arg = sum([sum(spec.saved_mask) for _, spec, _ in steps])
+    reads = {}
+    for slot, basis in zip(roots, bases):
+        reads[slot] = reads.get(slot, 0) | (0 if basis is not None else 1 << arg)  # a block of the identity: none
+        arg += basis is None
+    first = 0  # the step's first saved value among the arguments
+    for pos, spec, targets in steps:
+        n = sum(spec.saved_mask)
+        ct_reads = [reads[(pos, k)] for k, m in zip(spec.sig.diff_outs, spec.ct_mask) if m]
+        for slot, mask in zip(targets, vjp_reads(spec)):  # mask: over the VJP's saved values, then cotangents
+            read = (mask & ((1 << n) - 1)) << first
+            for i, ct in enumerate(ct_reads):
+                if mask >> (n + i) & 1:
+                    read |= ct
+            reads[slot] = reads.get(slot, 0) | read
+        first += n
+    return tuple([reads[c] for c in captures if c is not None] + [reads[(pos, 0)] for pos in leaves])
+
+
+PROGRAM = Op("backward_program", _program, multi=True, backward_name="BackwardProgram", program=True,
+             reads=program_reads)
 
 
 def run(w, root_grads, create_graph, release):

@@ -12,6 +12,7 @@ from .._dtypes import differentiable
 from .._grad_mode import is_grad_enabled
 from .._tensor import Tensor, host_read, remember_view, to_device
 from .._lazy import Pending, Signature, defer, kernel, materialize
+from .._reads import output_reads
 from vmap._rows import map_rows
 
 # what torch's derivative of an op reads (Op.torch_saves)
@@ -33,6 +34,8 @@ class Op:
     (elementwise ops, reshapes), so the VJP of a one-hot cotangent is one-hot at the same index (_basis.py).
     `backward_name`: torch's name of the op's nodes, or a function of the Signature that gives it (where torch's
     name depends on static params or operand ranks).
+    `reads`: for a recorded backward (create_graph=True), a function of the static params giving, per output, a
+    bitmask of the operands it reads: a recorded output links only to those (None: each reads every operand).
     `torch_saves`: what torch's backward of the op reads, and so which in-place changes make a backward through it
     raise: a set of "input" (its first operand; the others always count), "result" (its differentiable outputs) and
     "indices" (its integer outputs): exp and tanh read the result, prod the input and the result, sort the indices,
@@ -41,11 +44,12 @@ class Op:
     """
 
     __slots__ = ("name", "fn", "backward_name", "linear", "multilinear", "view", "view_step", "multi", "program",
-                 "diagonal", "torch_saves")
+                 "diagonal", "torch_saves", "reads")
 
     def __init__(self, name, fn, backward_name=None, linear=False, multilinear=False, view=False, view_step=None,
-                 multi=False, program=False, diagonal=False, torch_saves=SAVES_INPUT):
+                 multi=False, program=False, diagonal=False, torch_saves=SAVES_INPUT, reads=None):
         self.name, self.fn, self.linear, self.view, self.multi = name, fn, linear, view, multi
+        self.reads = reads
         self.multilinear, self.program, self.view_step, self.diagonal = multilinear, program, view_step, diagonal
         self.torch_saves = torch_saves
         self.backward_name = backward_name or "".join(p.capitalize() for p in name.split("_")) + "Backward0"
@@ -107,8 +111,11 @@ def apply(op, operands, **static):
         sig = outs[0].call.sig
         gradients = sig.differentiable
         if recording:
+            linked = -1
+            if op.reads is not None:  # a recorded backward: each output links only to the operands it reads
+                gradients, linked = _links(gradients, reads_of(sig), operands)
             if True in gradients:
-                node = OpNode(outs[0].call, operands, arrays)
+                node = OpNode(outs[0].call, operands, arrays, linked)
         elif not mapped:  # outside the graph (and vmap.vmap): compute now, as a chain of
             outs = [materialize(p) for p in outs]  # such ops would keep all its deferred inputs alive
     else:
@@ -128,6 +135,31 @@ def apply(op, operands, **static):
         for k, r in enumerate(results):
             _make_view(operands[0], r, (step_op, step_static, k))
     return tuple(results) if op.multi else results[0]
+
+
+def _requires_grad(x):
+    return isinstance(x, Tensor) and (x.grad_fn is not None or x._requires_grad)
+
+
+@functools.lru_cache(maxsize=8192)
+def reads_of(sig):
+    """Per output of `sig`, a bitmask of the operands it reads, for an op with `reads`; else None."""
+    reads = sig.op.reads
+    return None if reads is None else reads(**dict(sig.static))
+
+
+def _links(differentiable, reads, operands):
+    """Which outputs of a recorded backward link to the graph (the differentiable ones that read an operand which
+    requires grad), and a bitmask of the operands that those outputs read."""
+    requiring = sum([1 << i for i, x in enumerate(operands) if _requires_grad(x)])
+    linked = [d and reads[k] & requiring != 0 for k, d in enumerate(differentiable)]
+    return linked, functools.reduce(int.__or__, [r for r, l in zip(reads, linked) if l], 0)
+
+
+def _read_by(want, reads, outputs):
+    """The operands of `want` that the given outputs read."""
+    mask = functools.reduce(int.__or__, [reads[k] for k in outputs], 0)
+    return tuple([i for i in want if mask >> i & 1])
 
 
 def _make_view(src, view, step):
@@ -175,7 +207,21 @@ def _vjp_fn(*args, spec):
     return tuple(jnp.conj(g) for g in pullback(cts))
 
 
-VJP = Op("vjp", _vjp_fn, multi=True)
+def vjp_reads(spec):
+    """Per gradient of a VJP (one per operand in `spec.want`), a bitmask of the VJP's arguments it reads: its
+    saved operands, then its cotangents (the arguments of _vjp_fn)."""
+    return _vjp_reads(_vjp_spec(*spec[:4]))  # the rows of a batch read what one row reads
+
+
+@functools.lru_cache(maxsize=8192)
+def _vjp_reads(spec):
+    sig = spec.sig
+    avals = [a for a, s in zip(sig.avals, spec.saved_mask) if s]
+    avals += [sig.out_avals[k] for k, m in zip(sig.diff_outs, spec.ct_mask) if m]
+    return output_reads(functools.partial(_vjp_fn, spec=spec), avals)
+
+
+VJP = Op("vjp", _vjp_fn, multi=True, reads=vjp_reads)
 
 
 @functools.lru_cache(maxsize=8192)
@@ -200,10 +246,11 @@ class OpNode(_graph.Node):
 
     __slots__ = ("sig", "saved", "saved_mask", "want", "call", "guards")
 
-    def __init__(self, call, operands, arrays):
+    def __init__(self, call, operands, arrays, linked=-1):
+        """`linked`: a bitmask of the operands that get an edge (among those that require grad)."""
         sig = call.sig
-        edges = tuple([_graph.edge_of(x) if isinstance(x, Tensor) and (x.grad_fn is not None or x._requires_grad)
-                       else None for x in operands])
+        edges = tuple([_graph.edge_of(x) if linked >> i & 1 and _requires_grad(x) else None
+                       for i, x in enumerate(operands)])
         super().__init__(edges, sig.out_avals)
         self.sig, self.call, self.guards = sig, call, ()  # call: the deferred forward (a fused backward runs it)
         self.want, self.saved_mask = _layout(sig, tuple([e is not None for e in edges]))
@@ -240,16 +287,21 @@ class OpNode(_graph.Node):
         self.call = None
 
     def spec(self, ct_mask, batch=None):
-        return _vjp_spec(self.sig, self.saved_mask, self.want, ct_mask, batch)
+        """The VJP's spec for cotangents on the outputs of `ct_mask`: gradients for the operands they read."""
+        sig, want = self.sig, self.want
+        if sig.op.reads is not None:
+            want = _read_by(want, reads_of(sig), [k for k, m in zip(sig.diff_outs, ct_mask) if m])
+        return _vjp_spec(sig, self.saved_mask, want, ct_mask, batch)
+
 
     def backward(self, cotangents, create_graph, batch=None):
-        want = self.want
         cts = [cotangents[k] for k in self.sig.diff_outs]
         ct_mask = tuple(c is not None for c in cts)
         self.check_results()
         saved = [s.unpack(create_graph) if isinstance(s, _graph.SavedValue) else s
                  for s in self.saved if s is not None]
         spec = self.spec(ct_mask, None if batch is None else batch.key)
+        want = spec.want
         grads = apply(VJP, saved + [c for c in cts if c is not None], spec=spec)
         result = [None] * len(self.edges)
         for i, g in zip(want, grads):

@@ -1,0 +1,49 @@
+"""Which arguments each output of a JAX function reads, found by walking its jaxpr once. A recorded backward
+(create_graph=True) links each gradient only to the values it reads, so that, as in torch, a gradient that does
+not depend on an input is None for it rather than a zero."""
+import functools
+
+import jax
+from jax.extend.core import ClosedJaxpr, Jaxpr, Literal
+
+_CALL_PARAMS = ("jaxpr", "call_jaxpr")  # the parameter holding the body of a call-like primitive (jit, custom_jvp)
+
+
+def output_reads(fn, avals):
+    """Per output of `fn` applied to arrays of `avals` ((shape, dtype) pairs), a bitmask of the arguments it
+    depends on (bit i: argument i)."""
+    structs = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in avals]
+    return tuple(_jaxpr_reads(jax.make_jaxpr(fn)(*structs).jaxpr))
+
+
+def _jaxpr_reads(jaxpr):
+    reads = {v: 1 << i for i, v in enumerate(jaxpr.invars)}
+
+    def read(v):
+        return 0 if isinstance(v, Literal) else reads.get(v, 0)  # constants read no argument
+
+    for eqn in jaxpr.eqns:
+        ins = [read(v) for v in eqn.invars]
+        body = _body(eqn)
+        if body is not None:  # a call: each output reads what its body's output reads
+            outs = [_combine(ins, mask) for mask in _jaxpr_reads(body)]
+        else:  # any other primitive: every output reads every input
+            outs = [_combine(ins, -1)] * len(eqn.outvars)
+        reads.update(zip(eqn.outvars, outs))
+    return [read(v) for v in jaxpr.outvars]
+
+
+def _body(eqn):
+    """The jaxpr a call-like equation runs on exactly its inputs, giving exactly its outputs; else None."""
+    for name in _CALL_PARAMS:
+        body = eqn.params.get(name)
+        if isinstance(body, ClosedJaxpr):
+            body = body.jaxpr
+        if isinstance(body, Jaxpr) and len(body.invars) == len(eqn.invars) and len(body.outvars) == len(eqn.outvars):
+            return body
+    return None
+
+
+def _combine(masks, which):
+    """The union of the `masks` selected by the bits of `which`."""
+    return functools.reduce(int.__or__, [m for i, m in enumerate(masks) if which >> i & 1], 0)
