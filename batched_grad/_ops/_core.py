@@ -293,7 +293,6 @@ class OpNode(_graph.Node):
             want = _read_by(want, reads_of(sig), [k for k, m in zip(sig.diff_outs, ct_mask) if m])
         return _vjp_spec(sig, self.saved_mask, want, ct_mask, batch)
 
-
     def backward(self, cotangents, create_graph, batch=None):
         cts = [cotangents[k] for k in self.sig.diff_outs]
         ct_mask = tuple(c is not None for c in cts)
