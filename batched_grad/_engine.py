@@ -1,4 +1,5 @@
 """The backward walk shared by grad() and backward(): discover, order, run each node, accumulate."""
+import threading
 import warnings
 
 import jax.numpy as jnp
@@ -6,7 +7,12 @@ import jax.numpy as jnp
 from . import _graph, _lazy, _program
 from ._grad_mode import set_grad_enabled
 from ._graph import AccumulateGrad
+from ._tensor import _TYPE_NAMES, Tensor
 from vmap._fallback import run_batched
+
+# .grad is read, added to and written back: threads running backward() into one leaf take turns, as torch's
+# AccumulateGrad does under its mutex
+_grad_lock = threading.Lock()
 
 
 def _needed(order, wanted):
@@ -25,22 +31,55 @@ def _add(a, b):
     return b if a is None else a + b
 
 
+def _hook_name(hook):
+    return getattr(hook, "__name__", "<unknown>")
+
+
+_LEGACY_TYPES = ("float16", "float32", "float64", "int64", "int32", "int16", "int8", "uint8")
+
+
+def _type_string(tensor):
+    """torch's name of a tensor's type in hook errors: torch.FloatTensor, or CPUBFloat16Type where torch has no
+    legacy tensor type."""
+    name, device = tensor.dtype.name, tensor.device.type
+    if name in _LEGACY_TYPES:
+        return f"torch.{'' if device == 'cpu' else device + '.'}{_TYPE_NAMES[name]}Tensor"
+    return f"{device.upper()}{_TYPE_NAMES[name]}Type"
+
+
+def _python_type_name(value):
+    """The name CPython's tp_name gives the type of `value`: `float`, `numpy.ndarray`, or a Python class's name."""
+    kind = type(value)
+    if kind.__module__ == "builtins" or kind.__flags__ & (1 << 9):  # Py_TPFLAGS_HEAPTYPE: a class made in Python
+        return kind.__name__
+    return f"{kind.__module__}.{kind.__name__}"
+
+
 def _call_hook(hook, grad):
+    """hook(grad), checked as torch checks it: None keeps `grad`; a Tensor must keep its dtype and shape."""
     result = hook(grad)
     if result is None:
         return grad
+    if grad is None:
+        raise RuntimeError("can't replace a None gradient with a non-None value")
+    if not isinstance(result, Tensor):
+        raise TypeError(f"expected Variable, but hook returned '{_python_type_name(result)}'")
+    if result.dtype is not grad.dtype:
+        raise RuntimeError(f"hook '{_hook_name(hook)}' has changed the type of value (was {_type_string(grad)} got "
+                           f"{_type_string(result)})")
     if result.shape != grad.shape:
-        raise RuntimeError(f"hook '{getattr(hook, '__name__', hook)}' has changed the size of value")
+        raise RuntimeError(f"hook '{_hook_name(hook)}' has changed the size of value")
     return result
 
 
 def _run_hooks(hooks, grad, batch):
-    """Apply tensor hooks in order; in batched mode each hook sees per-row gradients."""
+    """Apply tensor hooks in order; in batched mode each hook sees per-row gradients. A hook is called with None
+    where the node runs but this output has no gradient, as torch's."""
     for hook in list(hooks.values()):
-        if batch is None:
+        if batch is None or grad is None:
             grad = _call_hook(hook, grad)
         else:
-            name = f"hook '{getattr(hook, '__name__', hook)}'"
+            name = f"hook '{_hook_name(hook)}'"
             (grad,) = run_batched(name, lambda cts, hook=hook: [_call_hook(hook, cts[0])], [grad], batch, key=hook)
     return grad
 
@@ -48,14 +87,23 @@ def _run_hooks(hooks, grad, batch):
 def _accumulate(variable, grad, create_graph):
     if not create_graph:
         grad = grad.detach()
-    old = variable._grad
-    if old is None:
-        variable._grad = grad
-    elif create_graph:
-        variable._grad = old + grad
-    else:
-        old._value = old._value + grad._value
-        old._counter.value += 1
+    with _grad_lock:
+        old = variable._grad
+        if old is None:
+            variable._grad = grad
+        elif create_graph:
+            variable._grad = old + grad
+        else:
+            old._value = old._value + grad._value
+            old._counter.value += 1
+
+
+def _retain(tensor, grad, create_graph):
+    """Add `grad` into the `.grad` of a non-leaf that retains its gradient."""
+    if not create_graph:
+        grad = grad.detach()
+    with _grad_lock:
+        tensor._grad = grad if tensor._grad is None else tensor._grad + grad
 
 
 def _check_anomaly(node, grads):
@@ -80,8 +128,13 @@ def _call(node, cotangents, create_graph, batch):
 
 
 def _deliver(buffers, edge, grad):
-    slot = buffers.setdefault(edge.node, [None] * len(edge.node.out_meta))
-    slot[edge.output_nr] = _add(slot[edge.output_nr], grad)
+    """Add `grad` into the gradients of `edge.node`'s outputs. None still makes the node run: as in torch, every node
+    an edge of a node that ran leads to runs (its hooks see None for an output without a gradient)."""
+    slot = buffers.get(edge.node)
+    if slot is None:
+        slot = buffers[edge.node] = [None] * len(edge.node.out_meta)
+    if grad is not None:
+        slot[edge.output_nr] = _add(slot[edge.output_nr], grad)
 
 
 def run_backward(roots, root_grads, captures, *, retain_graph, create_graph, accumulate, batch=None):
@@ -124,36 +177,34 @@ def _run_nodes(order, buffers, needed, wanted, n_captures, *, retain_graph, crea
             continue
         if isinstance(node, AccumulateGrad):
             leaf, grad = node.variable, cotangents[0]
-            if grad is None:
-                continue
             if leaf._hooks:
                 grad = _run_hooks(leaf._hooks, grad, batch)
             for _, i in wanted.get(node, ()):
                 results[i] = grad
-            if accumulate:
+            if accumulate and grad is not None:
                 _accumulate(leaf, grad, create_graph)
             continue
-        for nr, hooks in (node.tensor_pre_hooks or {}).items():
-            if cotangents[nr] is not None and hooks:
+        for nr, hooks in list((node.tensor_pre_hooks or {}).items()):
+            if hooks:
                 cotangents[nr] = _run_hooks(hooks, cotangents[nr], batch)
         if node.retained and batch is None:
-            for nr, ref in node.retained.items():
+            for nr, ref in list(node.retained.items()):
                 t = ref()
                 if t is not None and cotangents[nr] is not None and t.grad_fn is node:
-                    g = cotangents[nr] if create_graph else cotangents[nr].detach()
-                    t._grad = g if t._grad is None else t._grad + g
+                    _retain(t, cotangents[nr], create_graph)
         for nr, i in wanted.get(node, ()):
             results[i] = cotangents[nr]
         if needed is not None and not any(e is not None and e.node in needed for e in node.edges):
             continue
-        if all(c is None for c in cotangents):
-            continue
-        grads = _call(node, cotangents, create_graph, batch)
+        if any(c is not None for c in cotangents) or (batch is None and node.backward_without_gradients):
+            grads = _call(node, cotangents, create_graph, batch)
+        else:
+            grads = [None] * len(node.edges)  # no gradient in, none out
         for hook in list((node.post_hooks or {}).values()):
             hook(tuple(grads), tuple(cotangents))
         if not retain_graph:
             node.release()
         for edge, g in zip(node.edges, grads):
-            if edge is not None and g is not None:
+            if edge is not None:
                 _deliver(buffers, edge, g)
     return results

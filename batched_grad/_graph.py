@@ -1,5 +1,7 @@
 """The recorded graph: nodes, edges, saved values, hooks and anomaly bookkeeping."""
+import itertools
 import re
+import threading
 import traceback
 import weakref
 from collections import OrderedDict, namedtuple
@@ -7,6 +9,7 @@ from collections import OrderedDict, namedtuple
 from ._host import unshared
 
 _anomaly = {"enabled": False, "check_nan": True}
+_lock = threading.Lock()  # guards the creation of per-tensor and per-node state that threads may share
 
 BACKWARD_TWICE = (
     "Trying to backward through the graph a second time (or directly access saved tensors after they "
@@ -23,12 +26,11 @@ class GradientEdge(namedtuple("GradientEdge", ["node", "output_nr"])):
 class RemovableHandle:
     """Returned by register_hook; `.remove()` unregisters the hook."""
 
-    _next_id = 0
+    _ids = itertools.count()  # next() of a count is atomic: threads never get the same id
 
     def __init__(self, hooks):
         self._hooks = hooks
-        self.id = RemovableHandle._next_id
-        RemovableHandle._next_id += 1
+        self.id = next(RemovableHandle._ids)
 
     def remove(self):
         self._hooks.pop(self.id, None)
@@ -69,6 +71,7 @@ class Node:
 
     __slots__ = ("edges", "out_meta", "tensor_pre_hooks", "retained", "post_hooks", "trace", "_metadata",
                  "__weakref__")
+    backward_without_gradients = False  # whether backward() runs when no output has a gradient (a Function's does)
 
     def __init__(self, edges, out_meta):
         self.edges = edges
@@ -97,14 +100,24 @@ class Node:
     def register_hook(self, fn):
         """fn(grad_inputs, grad_outputs) runs after this node's backward."""
         if self.post_hooks is None:
-            self.post_hooks = OrderedDict()
+            with _lock:
+                if self.post_hooks is None:
+                    self.post_hooks = OrderedDict()
         return add_hook(self.post_hooks, fn)
 
     def pre_hooks_for(self, output_nr):
         """The ordered dict of tensor pre-hooks for output `output_nr`."""
-        if self.tensor_pre_hooks is None:
-            self.tensor_pre_hooks = {}
-        return self.tensor_pre_hooks.setdefault(output_nr, OrderedDict())
+        with _lock:
+            if self.tensor_pre_hooks is None:
+                self.tensor_pre_hooks = {}
+            return self.tensor_pre_hooks.setdefault(output_nr, OrderedDict())
+
+    def retain_grad_of(self, tensor):
+        """Make `tensor` (output `tensor._output_nr` of this node) receive its gradient in `.grad`."""
+        with _lock:
+            if self.retained is None:
+                self.retained = {}
+            self.retained[tensor._output_nr] = weakref.ref(tensor)
 
     def saved_values(self):
         """The values saved for backward."""
@@ -164,22 +177,23 @@ class SavedValue:
 
     def array(self):
         """The saved value (an array or a Pending one), after the freed/version checks."""
+        value = self.value  # read before the check: another thread's free() marks it freed before dropping it
         self.check()
-        return self.value
+        return value
 
     def unpack(self, graph_mode):
         """The saved value as a Tensor; with `graph_mode` it is still connected to the graph."""
         from ._tensor import Tensor
 
-        self.check()
+        value = self.array()
         if not graph_mode or not self.requires_grad:
-            return Tensor._wrap(self.value)
+            return Tensor._wrap(value)
         if self.leaf is not None:
             return self.leaf
-        return Tensor._wrap(self.value, grad_fn=self.edge_node, output_nr=self.output_nr)
+        return Tensor._wrap(value, grad_fn=self.edge_node, output_nr=self.output_nr)
 
     def free(self):
-        self.freed = True
+        self.freed = True  # first: a reader that still sees the value then sees it freed (array())
         self.value = None
 
 
@@ -209,13 +223,23 @@ def edge_of(tensor):
     if tensor.grad_fn is not None:
         return GradientEdge(tensor.grad_fn, tensor._output_nr)
     if tensor._requires_grad:
-        # held weakly, as torch does: the graph's edges keep it alive, and a leaf is not in a cycle with it
-        accumulator = tensor._accumulator() if tensor._accumulator is not None else None
-        if accumulator is None:
-            accumulator = AccumulateGrad(tensor)
-            tensor._accumulator = weakref.ref(accumulator)
-        return GradientEdge(accumulator, 0)
+        return GradientEdge(_accumulator(tensor), 0)
     return None
+
+
+def _accumulator(leaf):
+    """The AccumulateGrad node of a leaf: one per leaf while the graph holds it, also when threads record at once.
+    Held weakly, as torch does: the graph's edges keep it alive, and a leaf is not in a cycle with it."""
+    ref = leaf._accumulator
+    node = ref() if ref is not None else None
+    if node is None:
+        with _lock:
+            ref = leaf._accumulator
+            node = ref() if ref is not None else None
+            if node is None:
+                node = AccumulateGrad(leaf)
+                leaf._accumulator = weakref.ref(node)
+    return node
 
 
 def get_gradient_edge(tensor):

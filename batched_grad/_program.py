@@ -60,15 +60,17 @@ class _Encoder:
             return None  # Python-level backward or hooks: the per-node engine runs it
         ref, saved, args = self.ref, [], None
         call = node.call
+        call_args = None if call is None else call.args  # before its result: another thread sets the result first
         # the program computes this node's forward call too; not inside a trace, where its results would be tracers
-        if call is not None and call.result is None and not tracing():
+        if call_args is not None and call.result is None and not tracing():
             self.direct = self.direct and not call.mapped
             self.calls[call], args = i, []
-        for s, a in zip(node.saved, call.args if args is not None else node.saved):
+        for s, a in zip(node.saved, call_args if args is not None else node.saved):
             if type(s) is SavedValue:
+                value = s.value  # before `freed`: another thread's release marks it freed first
                 if s.freed or s.counter.value != s.version:
                     return None  # the per-node engine raises torch's error if the node runs
-                s = s.value
+                s = value
             r = None if s is None else ref(s)
             saved.append(r)
             if args is not None:
@@ -260,10 +262,12 @@ def run(w, root_grads, create_graph, release):
     else:
         if t.program is None:
             t.program = _lazy.compiled(w.key, lambda: functools.partial(_fused, t=t))
-        outs = iter(t.program(*w.frontier))
-        for i, _ in t.kept:  # forward results read later (a loss printed after its backward)
-            call = nodes[i].call
-            call.result, call.args = tuple([next(outs) for _ in call.sig.out_avals]), None
+        with _lazy.lock:  # deferred results are published under it
+            outs = iter(t.program(*w.frontier))
+            for i, _ in t.kept:  # forward results read later (a loss printed after its backward)
+                results, call = tuple([next(outs) for _ in nodes[i].sig.out_avals]), nodes[i].call
+                if call is not None and call.result is None:  # not computed, nor released, by another thread
+                    call.result, call.args = results, None
         outs = iter([Tensor._wrap(o) for o in outs])
     captured = [None if c is None else next(outs) for c in t.captured]
     if release:

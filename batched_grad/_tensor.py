@@ -315,19 +315,19 @@ class Tensor:
         return None
 
     def _register_retain(self):
-        node = self.grad_fn
-        if node.retained is None:
-            node.retained = {}
-        node.retained[self._output_nr] = weakref.ref(self)
+        self.grad_fn.retain_grad_of(self)
 
     def register_hook(self, hook):
-        """hook(grad) -> Tensor or None runs when this tensor's gradient is computed."""
+        """hook(grad) -> Tensor or None runs when this tensor's gradient is computed (with None where the backward
+        reaches this tensor's node but no gradient flows into this tensor, as torch's)."""
         if not self.requires_grad:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
         if self.grad_fn is not None:
             return _graph.add_hook(self.grad_fn.pre_hooks_for(self._output_nr), hook)
         if self._hooks is None:
-            self._hooks = {}
+            with _graph._lock:
+                if self._hooks is None:
+                    self._hooks = {}
         return _graph.add_hook(self._hooks, hook)
 
     @property
@@ -441,11 +441,37 @@ class Tensor:
         if graph:
             from ._ops.shape import scatter_into_view
 
+            self._bypass_node(result.grad_fn, base, chain)
             base._rebind(scatter_into_view(base, result, chain))
         else:
             base._value = _scatter_value_jit(base._value, result._value, ops) if ops else result._value
-        self._rebind(result)
+        if graph and is_grad_enabled() and base.grad_fn is not None:
+            self._rejoin_base(result, base, chain)
+        else:
+            self._rebind(result)
         base._refresh_views(skip=self, graph=graph)
+
+    def _bypass_node(self, node, base, chain):
+        """As torch's CopySlices does, send the gradient that the in-place op `node` gives this view straight to its
+        base (through a fresh view of it) rather than through this view's node: hooks registered on the view before
+        the op then see only the gradients of its earlier uses."""
+        if node is not None and self.grad_fn is not None and node.edges and \
+                node.edges[0] == (self.grad_fn, self._output_nr):
+            from ._ops.shape import replay_view
+
+            node.edges = (_graph.edge_of(replay_view(base, chain)),) + tuple(node.edges[1:])
+
+    def _rejoin_base(self, result, base, chain):
+        """After an in-place op through this view, hold `result` as a view of the updated base, as torch does: the
+        view's gradient is its own (retain_grad() and hooks registered from now on see it), and its base's includes
+        it."""
+        from ._ops.shape import replay_view
+
+        view = replay_view(base, chain)
+        self._value = result._value
+        self.grad_fn, self._output_nr = view.grad_fn, view._output_nr
+        if self._retains_grad:
+            self._register_retain()
 
     def _rebind(self, src):
         """Take `src`'s value; with grad mode on also its place in the graph (off: the value changes silently)."""
@@ -570,13 +596,15 @@ def _rebuild(cls, array, requires_grad):
 
 def remember_view(root, view):
     """Add a weak reference to `view` to the views of `root`. Dead references are dropped each time the list reaches
-    a power of two (from 16): constant time per view however many stay alive."""
-    views = root._views
-    if views is None:
-        views = root._views = []
-    elif len(views) >= 16 and len(views) & (len(views) - 1) == 0:
-        views = root._views = [r for r in views if r() is not None]
-    views.append(weakref.ref(view))
+    a power of two (from 16): constant time per view however many stay alive. Threads viewing one tensor take turns:
+    a view added while another thread drops the dead ones would be lost."""
+    with _graph._lock:
+        views = root._views
+        if views is None:
+            views = root._views = []
+        elif len(views) >= 16 and len(views) & (len(views) - 1) == 0:
+            views = root._views = [r for r in views if r() is not None]
+        views.append(weakref.ref(view))
 
 
 _host_reads = {}  # id(host array) -> weakref to it: the host arrays (bg.tensor's) that some op has read

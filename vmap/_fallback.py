@@ -7,7 +7,7 @@ import weakref
 import jax
 import numpy as np
 
-from . import FallbackError, FallbackWarning, _state
+from . import FallbackError, FallbackWarning, _state, fallback_warnings_enabled
 
 # what JAX raises when Python code cannot be traced under vmap (value-dependent control flow, NumPy,
 # .item(), dynamic shapes) or a primitive has no batching rule
@@ -83,7 +83,7 @@ def _per_row(name, fn, cotangents, batch, reason):
     if not _state["enabled"]:
         raise FallbackError(f"{name} could not be vectorized ({reason}) and the per-row fallback is disabled "
                             "(vmap.set_fallback_enabled(False)).")
-    if _state["warnings"]:
+    if fallback_warnings_enabled():
         warnings.warn(f"{name} could not be vectorized ({reason}); its backward ran once per row for "
                       f"{batch.size} rows.", FallbackWarning, stacklevel=4)
     row_loops[0] += 1
