@@ -6,7 +6,11 @@ import functools
 import jax
 from jax.extend.core import ClosedJaxpr, Jaxpr, Literal
 
-_CALL_PARAMS = ("jaxpr", "call_jaxpr")  # the parameter holding the body of a call-like primitive (jit, custom_jvp)
+# primitives that apply their body once to exactly their inputs, and the parameter that holds the body (some names
+# differ across JAX versions: pjit is jit, checkpoint is remat2); a loop such as scan also has a "jaxpr", but its
+# outputs read what any iteration reads, so it counts as any other primitive
+_CALLS = {"jit": "jaxpr", "pjit": "jaxpr", "closed_call": "call_jaxpr", "core_call": "call_jaxpr",
+          "custom_jvp_call": "call_jaxpr", "custom_vjp_call": "call_jaxpr", "remat2": "jaxpr", "checkpoint": "jaxpr"}
 
 
 def output_reads(fn, avals):
@@ -34,13 +38,12 @@ def _jaxpr_reads(jaxpr):
 
 
 def _body(eqn):
-    """The jaxpr a call-like equation runs on exactly its inputs, giving exactly its outputs; else None."""
-    for name in _CALL_PARAMS:
-        body = eqn.params.get(name)
-        if isinstance(body, ClosedJaxpr):
-            body = body.jaxpr
-        if isinstance(body, Jaxpr) and len(body.invars) == len(eqn.invars) and len(body.outvars) == len(eqn.outvars):
-            return body
+    """The jaxpr a call equation runs once on exactly its inputs, giving exactly its outputs; else None."""
+    body = eqn.params.get(_CALLS.get(eqn.primitive.name))
+    if isinstance(body, ClosedJaxpr):
+        body = body.jaxpr
+    if isinstance(body, Jaxpr) and len(body.invars) == len(eqn.invars) and len(body.outvars) == len(eqn.outvars):
+        return body
     return None
 
 

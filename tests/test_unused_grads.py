@@ -1,11 +1,13 @@
 """Gradients recorded with create_graph=True link only to the values they depend on, as torch's do: a gradient
 that does not read an input is None for it (allow_unused=True), leaves it out of `.grad`, and does not require
 grad when it reads nothing that does. Each case runs on torch and on batched_grad, under both engine tiers."""
+import jax
 import numpy as np
 import pytest
 import torch
 
 import batched_grad as bg
+from batched_grad._reads import output_reads
 from oracle import raises_like_torch, to_numpy
 
 RNG = np.random.default_rng(17)
@@ -115,3 +117,17 @@ def test_gradient_that_reads_nothing_requiring_grad_is_a_leaf():
         m.autograd.grad(gb.sum(), b)
 
     raises_like_torch(differentiate_bias_gradient)
+
+
+def test_reads_look_into_calls_but_not_loops():
+    scalar = [((), np.float64)] * 3
+
+    def call(a, b, c):  # a jitted function and a custom_jvp one read only the arguments they are given
+        return jax.jit(lambda u, v: u * 2)(a, b), jax.nn.relu(c), 1.0
+
+    assert output_reads(call, scalar) == (0b001, 0b100, 0)
+
+    def rotate(a, b, c):  # each iteration passes the carries one place on: after three, the first holds c
+        return jax.lax.scan(lambda carry, _: ((carry[1], carry[2], carry[2]), None), (a, b, c), None, length=3)[0][0]
+
+    assert output_reads(rotate, scalar)[0] & 0b100
