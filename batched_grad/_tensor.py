@@ -11,7 +11,7 @@ import numpy as np
 from . import _dtypes, _graph
 from ._host import is_shared
 from ._lazy import Pending, materialize
-from ._tracing import eagerly
+from ._tracing import eagerly, is_tracer
 from ._grad_mode import is_grad_enabled
 
 _TYPE_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16",
@@ -348,7 +348,11 @@ class Tensor:
         v = self._v
         if type(v) is np.ndarray and not is_shared(v) and read_before(v, record=False):
             v = self._v = to_device(v)
-        t = Tensor._wrap(v if type(v) is np.ndarray or (type(v) is Pending and v.call.mapped) else self._value)
+        if type(v) is not np.ndarray and not (type(v) is Pending and v.call.mapped):
+            v = self._value
+            if is_tracer(v):  # traced by a JAX transform (forward mode, jax.jit): no derivative flows through it
+                v = jax.lax.stop_gradient(v)
+        t = Tensor._wrap(v)
         root, chain = self._view if self._view is not None else (self, ())
         t._view = (root, chain + (DETACH,))
         remember_view(root, t)

@@ -270,3 +270,26 @@ def test_the_implicit_gradient_of_a_scalar_first_made_inside_a_trace_is_cached_c
     z = bg.tensor([1.0, 2.0], requires_grad=True)
     (g,) = bg.autograd.grad((z * z).sum().reshape(1, 1, 1), z)
     np.testing.assert_allclose(g.numpy(), [2.0, 4.0])
+
+
+# ---- Tensor code under a forward-mode trace sees what torch's dual tensors see ------------------------------------
+
+def test_detach_and_data_stop_the_tangent_of_a_forward_mode_jacobian():
+    results = [_functional(m).jacobian(lambda x: x.detach() * x + x.data * x, m.tensor(X_DATA),
+                                       strategy="forward-mode", vectorize=True) for m in (bg, torch)]
+    _assert_matches(*results)
+
+
+@pytest.mark.parametrize("requires_grad", [False, True])
+def test_forward_mode_over_a_reverse_jacobian_follows_the_inputs_requires_grad(requires_grad):
+    """torch's inner jacobian detaches an input that does not require grad (a zero Hessian) and keeps one that does."""
+
+    def outer(m):
+        def gradient(x):
+            assert x.requires_grad == requires_grad
+            return _functional(m).jacobian(lambda z: (z ** 3).sum(), x, create_graph=True, vectorize=True)
+
+        x = m.tensor(X_DATA, requires_grad=requires_grad)
+        return _functional(m).jacobian(gradient, x, strategy="forward-mode", vectorize=True)
+
+    _assert_matches(outer(bg), outer(torch))

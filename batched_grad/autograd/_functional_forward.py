@@ -32,8 +32,8 @@ def _trace(func, inputs, as_outputs):
     is_tuple = []
 
     def traced(*arrays):
-        with no_grad():  # the inputs are plain values here; nothing needs recording
-            result = func(*[Tensor._wrap(a) for a in arrays])
+        with no_grad():  # nothing needs recording; the inputs keep requires_grad, which the function may read
+            result = func(*[Tensor._wrap(a, requires_grad=x.requires_grad) for a, x in zip(arrays, inputs)])
         flag, outputs = as_outputs(result)
         is_tuple.append(flag)
         return tuple(out._value for out in outputs)
