@@ -223,23 +223,23 @@ def edge_of(tensor):
     if tensor.grad_fn is not None:
         return GradientEdge(tensor.grad_fn, tensor._output_nr)
     if tensor._requires_grad:
-        return GradientEdge(_accumulator(tensor), 0)
+        # the leaf's AccumulateGrad node, held weakly as torch does: the graph's edges keep it alive, and a leaf is
+        # not in a cycle with it
+        ref = tensor._accumulator
+        node = ref() if ref is not None else None
+        return GradientEdge(node if node is not None else _new_accumulator(tensor), 0)
     return None
 
 
-def _accumulator(leaf):
-    """The AccumulateGrad node of a leaf: one per leaf while the graph holds it, also when threads record at once.
-    Held weakly, as torch does: the graph's edges keep it alive, and a leaf is not in a cycle with it."""
-    ref = leaf._accumulator
-    node = ref() if ref is not None else None
-    if node is None:
-        with _lock:
-            ref = leaf._accumulator
-            node = ref() if ref is not None else None
-            if node is None:
-                node = AccumulateGrad(leaf)
-                leaf._accumulator = weakref.ref(node)
-    return node
+def _new_accumulator(leaf):
+    """Make the AccumulateGrad node of a leaf: one, also when threads record on the leaf at once."""
+    with _lock:
+        ref = leaf._accumulator
+        node = ref() if ref is not None else None
+        if node is None:
+            node = AccumulateGrad(leaf)
+            leaf._accumulator = weakref.ref(node)
+        return node
 
 
 def get_gradient_edge(tensor):
