@@ -602,13 +602,16 @@ def remember_view(root, view):
     """Add a weak reference to `view` to the views of `root`. Dead references are dropped each time the list reaches
     a power of two (from 16): constant time per view however many stay alive. Threads viewing one tensor take turns:
     a view added while another thread drops the dead ones would be lost."""
-    with _graph._lock:
+    _graph._lock.acquire()  # rather than `with`, which costs twice as much, on a path that records ops
+    try:
         views = root._views
         if views is None:
             views = root._views = []
         elif len(views) >= 16 and len(views) & (len(views) - 1) == 0:
             views = root._views = [r for r in views if r() is not None]
         views.append(weakref.ref(view))
+    finally:
+        _graph._lock.release()
 
 
 _host_reads = {}  # id(host array) -> weakref to it: the host arrays (bg.tensor's) that some op has read
