@@ -7,6 +7,7 @@ import jax.numpy as jnp
 from . import _graph, _lazy, _program
 from ._grad_mode import set_grad_enabled
 from ._graph import AccumulateGrad
+from ._host import unshared
 from ._tensor import _TYPE_NAMES, Tensor
 from vmap._fallback import run_batched
 
@@ -84,13 +85,21 @@ def _run_hooks(hooks, grad, batch):
     return grad
 
 
+def _own(grad, create_graph):
+    """`grad` as a `.grad` starts from it: under create_graph a gradient in the graph as it is, else a new Tensor of
+    its values (memory shared with NumPy copied). As torch clones a gradient that something else holds, in-place
+    changes of `.grad` (accumulation included) then do not reach the tensor the engine passed, which may be the
+    caller's grad_output, nor do its changes reach `.grad`."""
+    if create_graph:
+        return grad if grad.requires_grad else Tensor._wrap(unshared(grad._v))
+    return Tensor._wrap(unshared(grad._detached_value()))
+
+
 def _accumulate(variable, grad, create_graph):
-    if not create_graph:
-        grad = grad.detach()
     with _grad_lock:
         old = variable._grad
         if old is None:
-            variable._grad = grad
+            variable._grad = _own(grad, create_graph)
         elif create_graph:
             variable._grad = old + grad
         else:
@@ -99,11 +108,13 @@ def _accumulate(variable, grad, create_graph):
 
 
 def _retain(tensor, grad, create_graph):
-    """Add `grad` into the `.grad` of a non-leaf that retains its gradient."""
-    if not create_graph:
-        grad = grad.detach()
+    """Add `grad` into the `.grad` of a non-leaf that retains its gradient (out of place, as torch's)."""
     with _grad_lock:
-        tensor._grad = grad if tensor._grad is None else tensor._grad + grad
+        old = tensor._grad
+        if old is None:
+            tensor._grad = _own(grad, create_graph)
+        else:
+            tensor._grad = old + (grad if create_graph else grad.detach())
 
 
 def _check_anomaly(node, grads):

@@ -345,6 +345,15 @@ class Tensor:
         """A new leaf sharing this tensor's values (in-place writes flow both ways) but not its graph. Host data
         is shared as it is (nothing writes into it): it moves to the device when an op reads it, not here, unless
         an op has read it already (the functional API's input, detached on every call, moves once)."""
+        t = Tensor._wrap(self._detached_value())
+        root, chain = self._view if self._view is not None else (self, ())
+        t._view = (root, chain + (DETACH,))
+        remember_view(root, t)
+        return t
+
+    def _detached_value(self):
+        """This tensor's value as a tensor outside the graph holds it: host data as it is (moved to the device if
+        an op has read it already), a row of vmap.vmap still deferred, a traced value with its derivative stopped."""
         v = self._v
         if type(v) is np.ndarray and not is_shared(v) and read_before(v, record=False):
             v = self._v = to_device(v)
@@ -352,11 +361,7 @@ class Tensor:
             v = self._value
             if is_tracer(v):  # traced by a JAX transform (forward mode, jax.jit): no derivative flows through it
                 v = jax.lax.stop_gradient(v)
-        t = Tensor._wrap(v)
-        root, chain = self._view if self._view is not None else (self, ())
-        t._view = (root, chain + (DETACH,))
-        remember_view(root, t)
-        return t
+        return v
 
     def detach(self):
         """The same values (shared, with the version counter) as a new leaf outside the graph."""

@@ -210,3 +210,24 @@ def test_saved_values_are_the_ones_the_forward_read():
     a[:] = 10
     y.backward()
     assert t.grad.tolist() == [2.0, 4.0, 6.0]
+
+
+GRADIENT_COPIES = [
+    # the first gradient a leaf receives is its own, as torch clones a gradient that something else holds: later
+    # accumulation does not write into the grad_output's array, nor an in-place change of .grad into grad_output
+    "a = np.ones(3, np.float32)\nx = m.zeros(3, requires_grad=True)\ng = m.from_numpy(a)\nx.backward(g)\n"
+    "x.backward(g)\na, x.grad",
+    "x = m.zeros(3, requires_grad=True)\ng = m.ones(3)\nx.backward(g)\nwith m.no_grad():\n    x.grad.mul_(5)\n"
+    "g, x.grad",
+    "x = m.zeros(3, requires_grad=True)\ng = m.ones(3)\nx.backward(g)\ng.mul_(5)\ng, x.grad",
+    "x = m.zeros(3, requires_grad=True)\ng = m.ones(3)\nx.backward(g, create_graph=True)\nwith m.no_grad():\n"
+    "    x.grad.mul_(5)\ng, x.grad, x.grad is g",
+    # a retained gradient too
+    "x = m.zeros(3, requires_grad=True)\ny = x * 2\ny.retain_grad()\ng = m.ones(3)\ny.backward(g)\n"
+    "with m.no_grad():\n    y.grad.mul_(5)\ng, y.grad",
+]
+
+
+@pytest.mark.parametrize("code", GRADIENT_COPIES)
+def test_a_gradient_does_not_alias_the_grad_output_like_torch(code):
+    assert_like_torch(code)
