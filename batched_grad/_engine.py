@@ -8,7 +8,7 @@ from . import _graph, _lazy, _program
 from ._grad_mode import set_grad_enabled
 from ._graph import AccumulateGrad
 from ._host import unshared
-from ._tensor import _TYPE_NAMES, Tensor
+from ._tensor import _TYPE_NAMES, Tensor, python_type_name
 from vmap._fallback import run_batched
 
 # .grad is read, added to and written back: threads running backward() into one leaf take turns, as torch's
@@ -48,14 +48,6 @@ def _type_string(tensor):
     return f"{device.upper()}{_TYPE_NAMES[name]}Type"
 
 
-def _python_type_name(value):
-    """The name CPython's tp_name gives the type of `value`: `float`, `numpy.ndarray`, or a Python class's name."""
-    kind = type(value)
-    if kind.__module__ == "builtins" or kind.__flags__ & (1 << 9):  # Py_TPFLAGS_HEAPTYPE: a class made in Python
-        return kind.__name__
-    return f"{kind.__module__}.{kind.__name__}"
-
-
 def _call_hook(hook, grad):
     """hook(grad), checked as torch checks it: None keeps `grad`; a Tensor must keep its dtype and shape."""
     result = hook(grad)
@@ -64,7 +56,7 @@ def _call_hook(hook, grad):
     if grad is None:
         raise RuntimeError("can't replace a None gradient with a non-None value")
     if not isinstance(result, Tensor):
-        raise TypeError(f"expected Variable, but hook returned '{_python_type_name(result)}'")
+        raise TypeError(f"expected Variable, but hook returned '{python_type_name(result)}'")
     if result.dtype is not grad.dtype:
         raise RuntimeError(f"hook '{_hook_name(hook)}' has changed the type of value (was {_type_string(grad)} got "
                            f"{_type_string(result)})")

@@ -10,7 +10,7 @@ import numpy as np
 from . import _dtypes
 from ._generator import draws, resolve
 from ._host import share
-from ._tensor import _TYPE_NAMES, REQUIRES_GRAD_DTYPE, Tensor, warn_once
+from ._tensor import _TYPE_NAMES, REQUIRES_GRAD_DTYPE, Tensor, python_type_name, warn_once
 
 _ARRAYS = (np.ndarray, np.generic, jax.Array)
 _SEQUENCES = (list, tuple, range)
@@ -136,9 +136,7 @@ def from_numpy(ndarray):
     """A tensor that shares the array's memory, as torch's does: NumPy's writes reach the tensor and the tensor's
     in-place writes reach the array. It stays on the host: every op that reads it copies the array then."""
     if not isinstance(ndarray, np.ndarray):
-        kind = type(ndarray)
-        name = kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__name__}"
-        raise TypeError(f"expected np.ndarray (got {name})")
+        raise TypeError(f"expected np.ndarray (got {python_type_name(ndarray)})")
     if not ndarray.dtype.isnative:
         raise ValueError("given numpy array has byte order different from the native byte order. Conversion between "
                          "byte orders is currently not supported.")

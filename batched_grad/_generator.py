@@ -5,7 +5,7 @@ import secrets
 import numpy as np
 
 from . import _dtypes
-from ._tensor import Tensor, device
+from ._tensor import Tensor, device, python_type_name
 
 DEFAULT_SEED = 67280421310721  # torch's seed of a new Generator
 _SEED_BYTES, _WORD_BYTES, _FLAG_BYTES = 8, 16, 4
@@ -19,7 +19,7 @@ def _seed_value(seed):
     if isinstance(seed, np.integer):
         raise TypeError("an integer is required")
     if not isinstance(seed, int) or isinstance(seed, bool):
-        raise RuntimeError(f"manual_seed expected a long, but got {type(seed).__name__}")
+        raise RuntimeError(f"manual_seed expected a long, but got {python_type_name(seed)}")
     if not -2 ** 63 <= seed < 2 ** 64:
         raise ValueError("Overflow when unpacking long long")
     return seed % 2 ** 64
@@ -30,7 +30,7 @@ def _device(where):
         return device("cpu")
     if not isinstance(where, (str, device)):
         raise TypeError(f"Generator(): argument 'device' (position 1) must be torch.device, not "
-                        f"{type(where).__name__}")
+                        f"{python_type_name(where)}")
     where = device(where)
     return device("cpu") if where.type == "cpu" else where  # torch keeps no index for the CPU
 
@@ -94,9 +94,7 @@ class Generator:
 
 def _state_bytes(new_state):
     if not isinstance(new_state, Tensor):
-        kind = type(new_state)
-        name = kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__name__}"
-        raise TypeError(f"expected a torch.ByteTensor, but got {name}")
+        raise TypeError(f"expected a torch.ByteTensor, but got {python_type_name(new_state)}")
     if new_state.dtype is not _dtypes.uint8:
         raise TypeError("RNG state must be a torch.ByteTensor")
     if new_state.numel() != STATE_SIZE:
@@ -110,7 +108,7 @@ def resolve(generator, fn):
     if generator is None:
         return default_generator
     if not isinstance(generator, Generator):
-        raise TypeError(f"{fn}(): argument 'generator' must be torch.Generator, not {type(generator).__name__}")
+        raise TypeError(f"{fn}(): argument 'generator' must be torch.Generator, not {python_type_name(generator)}")
     return generator
 
 

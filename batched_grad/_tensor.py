@@ -60,6 +60,15 @@ def warn_once(message):
         warnings.warn(message, UserWarning, stacklevel=3)
 
 
+def python_type_name(value):
+    """The type of `value` as torch's messages name it (CPython's tp_name): `float`, `numpy.ndarray`, or a class
+    made in Python by its name alone."""
+    kind = type(value)
+    if kind.__module__ == "builtins" or kind.__flags__ & (1 << 9):  # Py_TPFLAGS_HEAPTYPE: a class made in Python
+        return kind.__name__
+    return f"{kind.__module__}.{kind.__name__}"
+
+
 DEEPCOPY_NON_LEAF = (
     "Only Tensors created explicitly by the user (graph leaves) support the deepcopy protocol at the moment.  If you "
     "were attempting to deepcopy a module, this may be because of a torch.nn.utils.weight_norm usage, see "

@@ -110,6 +110,7 @@ ARGUMENTS = [
     "m.from_numpy(np.arange(3, dtype='>f4'))",
     "m.from_numpy(np.float64(2.0))",
     "m.from_numpy(np.ma.array([1., 2.]))",
+    "import fractions\nm.from_numpy(fractions.Fraction(1, 2))",  # a class made in Python: its name alone
     "m.from_numpy(np.zeros((2, 0)))",
     "a = np.ma.array([1., 2.])\nt = m.from_numpy(a)\na[0] = 3\nt.add_(1)\na.data",
 ]

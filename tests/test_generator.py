@@ -23,7 +23,7 @@ SEEDS = [
     "m.manual_seed(np.int64(9)).initial_seed()",
     "m.Generator().manual_seed(2**64)", "m.Generator().manual_seed(-2**63 - 1)", "m.Generator().manual_seed(1.5)",
     "m.Generator().manual_seed(True)", "m.Generator().manual_seed('3')", "m.Generator().manual_seed(None)",
-    "m.Generator().manual_seed(m.tensor(3))",
+    "m.Generator().manual_seed(m.tensor(3))", "m.Generator().manual_seed(np.zeros(1))",
     "m.manual_seed(5) is m.default_generator, m.initial_seed(), m.default_generator.initial_seed()",
     "m.manual_seed(1.5).initial_seed(), m.manual_seed('3').initial_seed(), m.manual_seed(True).initial_seed()",
     "m.manual_seed(-1).initial_seed(), m.manual_seed(m.tensor(7)).initial_seed()",
@@ -53,6 +53,7 @@ STATES = [
     "g = m.Generator()\ns = g.get_state()\nm.rand(4, generator=g)\ns.tolist() == g.get_state().tolist()",
     "m.Generator().set_state(m.Generator().get_state().float())",
     "m.Generator().set_state(np.zeros(5056, np.uint8))", "m.Generator().set_state([0] * 16)",
+    "import fractions\nm.Generator().set_state(fractions.Fraction(1, 2))",
     "m.set_rng_state(m.get_rng_state().double())", "m.set_rng_state(m.get_rng_state().numpy())",
     # a copy of a generator continues where the original is
     "import pickle\ng = m.Generator().manual_seed(5)\nm.rand(2, generator=g)\nh = pickle.loads(pickle.dumps(g))\n"
