@@ -1,35 +1,93 @@
-"""NumPy arrays that Tensors share with the user (bg.from_numpy), as torch's tensors share an array's memory.
+"""A Tensor's data on the host: NumPy arrays, of two kinds, each known by its identity (arrays are mutable, so not
+hashable; a registry holds them weakly by id).
 
-A Tensor holding such an array reads it afresh whenever its values are used, and writes its in-place changes into
-it, so that writes on either side reach the other. What an op or a saved value keeps is a copy taken when it
-reads: JAX may read a NumPy argument after the call returns, and a deferred op is computed later, so neither may
-see the user's later writes. The array is known by its identity: the view that from_numpy makes and holds."""
+Host data of bg.tensor (or of a Tensor made from a NumPy result) is moved to the device lazily: an op reading it
+for the first time (a fresh input) passes it to its program as it is, which moves it in passing; one reading it
+again (a weight) moves it to the device for good, rather than once per program that reads it.
+
+Memory shared with the user (bg.from_numpy), as torch's tensors share an array's memory, stays on the host: a
+Tensor holding it reads it afresh whenever its values are used and writes its in-place changes into it, so that
+writes on either side reach the other. What an op or a saved value keeps is a copy taken when it reads: JAX may
+read a NumPy argument after the call returns, and a deferred op is computed later, so neither may see the user's
+later writes. The array registered is the view that from_numpy makes and the Tensor holds."""
 import weakref
 
+import jax
 import numpy as np
 
-_shared = {}  # id(view) -> weak reference to the view
+from ._tracing import eagerly
+
+
+class _ArraysById:
+    """A set of NumPy arrays known by identity, held weakly: an array leaves it when it dies."""
+
+    __slots__ = ("_refs",)
+
+    def __init__(self):
+        self._refs = {}  # id(array) -> weak reference to it
+
+    def __contains__(self, array):
+        ref = self._refs.get(id(array))
+        return ref is not None and ref() is array
+
+    def add(self, array):
+        key, refs = id(array), self._refs
+
+        def forget(ref):
+            if refs.get(key) is ref:
+                refs.pop(key, None)
+
+        refs[key] = weakref.ref(array, forget)
+
+
+_shared = _ArraysById()  # from_numpy's views of the user's arrays
+_read = _ArraysById()  # the other host arrays that an op has read
 
 
 def share(array):
     """A view of `array` (a plain ndarray, sharing its memory) for a Tensor to hold as shared host data."""
     view = array.view(np.ndarray)
-    key = id(view)
-
-    def forget(ref):
-        if _shared.get(key) is ref:
-            _shared.pop(key, None)
-
-    _shared[key] = weakref.ref(view, forget)
+    _shared.add(view)
     return view
 
 
 def is_shared(array):
     """Whether `array` (a Tensor's host data) is memory shared with the user."""
-    ref = _shared.get(id(array))
-    return ref is not None and ref() is array
+    return array in _shared
 
 
 def unshared(value):
     """`value` (a Tensor's value) as something may keep it: a copy of shared memory, anything else as it is."""
     return value.copy() if type(value) is np.ndarray and is_shared(value) else value
+
+
+def fits(array, value):
+    """Whether `value` can be written into the shared `array`: concrete, of its shape and dtype, and writable."""
+    return (array.flags.writeable and isinstance(value, (jax.Array, np.ndarray))
+            and not isinstance(value, jax.core.Tracer) and value.shape == array.shape and value.dtype == array.dtype)
+
+
+def read_before(array, record=True):
+    """Whether an op already read this (unshared) host array, and with `record`, note that one reads it now."""
+    if array in _read:
+        return True
+    if record:
+        _read.add(array)
+    return False
+
+
+def host_read(tensor, array):
+    """What an op reads of the host array `tensor` holds: memory shared with NumPy as a copy taken now; other host
+    data as it is on its first read, and moved to the device for good on the second."""
+    if is_shared(array):
+        return array.copy()
+    if read_before(array):
+        tensor._v = array = to_device(array)
+    return array
+
+
+def to_device(array):
+    """A NumPy array moved to the default device: jax.device_put, as jnp.asarray compiles a small program for every
+    new shape (about 20 ms here). A concrete array even inside a trace: the moved array is kept (_tracing.py)."""
+    with eagerly():
+        return jax.device_put(array)

@@ -9,9 +9,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _dtypes, _graph
-from ._host import is_shared
+from ._host import fits, is_shared, read_before, to_device
 from ._lazy import Pending, materialize
-from ._tracing import eagerly, is_tracer
+from ._tracing import is_tracer
 from ._grad_mode import is_grad_enabled
 
 _TYPE_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16",
@@ -190,7 +190,7 @@ class Tensor:
     @_value.setter
     def _value(self, value):
         v = self._v
-        if type(v) is np.ndarray and is_shared(v) and _fits(v, value):  # an in-place change of from_numpy's memory
+        if type(v) is np.ndarray and is_shared(v) and fits(v, value):  # an in-place change of from_numpy's memory
             np.copyto(v, np.asarray(value))
         else:
             self._v = value
@@ -626,47 +626,6 @@ def remember_view(root, view):
         views.append(weakref.ref(view))
     finally:
         _graph._lock.release()
-
-
-_host_reads = {}  # id(host array) -> weakref to it: the host arrays (bg.tensor's) that some op has read
-
-
-def read_before(array, record=True):
-    """Whether an op already read this host array (and with `record`, note that one reads it now). A host array
-    read once (a fresh input) goes to the program as is, which moves it to the device in passing; one read again
-    (a weight) is moved to the device for good, rather than once per program that reads it."""
-    ref = _host_reads.get(id(array))
-    if ref is not None and ref() is array:
-        return True
-    if record:
-        if len(_host_reads) > 1024:
-            _host_reads.clear()
-        _host_reads[id(array)] = weakref.ref(array)
-    return False
-
-
-def _fits(array, value):
-    """Whether `value` can be written into the shared `array`: concrete, of its shape and dtype, and writable."""
-    return (array.flags.writeable and isinstance(value, (jax.Array, np.ndarray))
-            and not isinstance(value, jax.core.Tracer) and value.shape == array.shape and value.dtype == array.dtype)
-
-
-def host_read(tensor, array):
-    """What an op reads of the host array `tensor` holds: memory shared with NumPy as a copy taken now (JAX may read
-    an argument after the call returns, a deferred op runs later); other host data as it is on its first read,
-    and moved to the device for good on the second (a weight read by every step)."""
-    if is_shared(array):
-        return array.copy()
-    if read_before(array):
-        tensor._v = array = to_device(array)
-    return array
-
-
-def to_device(array):
-    """A NumPy array moved to the default device: jax.device_put, as jnp.asarray compiles a small program for every
-    new shape (about 20 ms here). A concrete array even inside a trace: the moved array is kept (_tracing.py)."""
-    with eagerly():
-        return jax.device_put(array)
 
 
 def _wrap_dim(dim, ndim):

@@ -9,8 +9,7 @@ import jax
 import numpy as np
 
 from batched_grad import _engine
-from batched_grad._host import is_shared
-from batched_grad._tensor import read_before, to_device
+from batched_grad._host import is_shared, read_before, to_device
 from ._rows import bucket
 
 

@@ -10,7 +10,8 @@ import numpy as np
 from .. import _graph
 from .._dtypes import differentiable
 from .._grad_mode import is_grad_enabled
-from .._tensor import Tensor, host_read, remember_view, to_device
+from .._host import host_read, to_device
+from .._tensor import Tensor, remember_view
 from .._lazy import Pending, Signature, defer, kernel, materialize
 from .._reads import output_reads
 from vmap._rows import map_rows

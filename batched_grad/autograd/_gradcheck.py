@@ -17,7 +17,8 @@ from .._lazy import unfused
 from .._dtypes import float32, float64
 from .._factories import rand
 from .._ops._core import Op, apply
-from .._tensor import Tensor, to_device
+from .._host import to_device
+from .._tensor import Tensor
 from ._api import grad
 
 

@@ -7,8 +7,9 @@ import numpy as np
 
 from .._factories import zeros_like
 from .._grad_mode import enable_grad, is_grad_enabled, set_grad_enabled
+from .._host import to_device
 from .._ops import stack
-from .._tensor import Tensor, to_device
+from .._tensor import Tensor
 from ._api import grad as _grad
 from ._functional_forward import Untraceable, forward_jacobian
 from vmap import _batching
