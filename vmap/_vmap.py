@@ -16,28 +16,28 @@ from ._pytree import LEAF, broadcast_prefix, flatten
 from ._rows import map_rows
 
 _RANDOMNESS = ("error", "same", "different")
-_local = threading.local()
 
 
-def _running():
-    """This thread's vmap calls whose function is running, innermost last: (randomness, the jax trace of its
-    rows when it runs traced, else None)."""
-    try:
-        return _local.running
-    except AttributeError:
-        _local.running = []
-        return _local.running
+class _Running(threading.local):
+    """This thread's vmap calls whose function is running, innermost last: (randomness, the jax trace of its rows
+    when it runs traced, else None)."""
+
+    def __init__(self):
+        self.calls = []
+
+
+_running = _Running()
 
 
 def in_vmap_randomness():
     """The randomness mode of the innermost vmap being traced, or None outside vmap."""
-    running = _running()
+    running = _running.calls
     return running[-1][0] if running else None
 
 
 def is_batched(value):
     """Whether `value` (a Tensor's array) varies across the rows of a vmap.vmap whose function is running."""
-    running = _running()
+    running = _running.calls
     if not running:
         return False
     if type(value) is Pending:
@@ -69,7 +69,7 @@ def vmap(func, in_dims=0, out_dims=0, *, chunk_size=None, randomness="error"):
             call = list(flat_args)
             for i, r in zip(mapped, rows):
                 call[i] = Tensor._wrap(r)
-            running = _running()
+            running = _running.calls
             running.append((randomness, trace))
             try:
                 return flatten(func(*args_spec.unflatten(call), **kwargs))
