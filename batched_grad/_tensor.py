@@ -12,7 +12,7 @@ from . import _dtypes, _graph
 from ._host import fits, is_shared, read_before, to_device
 from ._lazy import Pending, materialize
 from ._tracing import is_tracer
-from ._grad_mode import is_grad_enabled
+from ._grad_mode import _check_bool, is_grad_enabled
 
 _TYPE_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16",
                "int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte",
@@ -127,11 +127,6 @@ class device:
 
     def __hash__(self):
         return hash(str(self))
-
-
-def _check_bool(fn, name, value):
-    if not isinstance(value, bool):
-        raise TypeError(f"{fn}(): argument '{name}' (position 1) must be bool, not {type(value).__name__}")
 
 
 def _ops_of(chain):

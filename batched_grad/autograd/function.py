@@ -71,7 +71,7 @@ class FunctionCtx:
 class FunctionNode(_graph.Node):
     """The node of a Function.apply; its backward calls the user's backward with Tensors."""
 
-    __slots__ = ("function", "ctx", "n_outputs")
+    __slots__ = ("function", "ctx")
     backward_without_gradients = True  # as torch's: reached with no gradient, it runs on zeros (or Nones)
 
     def __init__(self, function, ctx, args, outs):
