@@ -269,6 +269,34 @@ def test_the_implicit_gradient_of_a_scalar_first_made_inside_a_trace_is_cached_c
     np.testing.assert_allclose(g.numpy(), [2.0, 4.0])
 
 
+def test_an_in_place_op_inside_a_trace_on_tensors_made_outside_it_leaves_them_concrete():
+    """An in-place op that reads no traced value, on tensors made outside the trace (on the device, and memory shared
+    with NumPy), changes them as torch's does instead of leaving a tracer in them: in a forward-mode Jacobian (its
+    function runs once, in torch under vmap) and in a user's jax.jit (its function runs once, when traced)."""
+
+    def forward_mode(m):
+        made = [m.ones(3), m.from_numpy(np.ones(3, np.float32))]
+
+        def f(x):
+            for t in made:
+                t.add_(1)
+            return x * made[0] * made[1]
+
+        jacobian = _functional(m).jacobian(f, m.tensor(X_DATA), strategy="forward-mode", vectorize=True)
+        return jacobian, [t * 2 for t in made]
+
+    _assert_matches(forward_mode(bg), forward_mode(torch))
+    counter = bg.zeros(())
+
+    @jax.jit
+    def f(a):
+        counter.add_(1)
+        return (bg.from_jax(a) * 2).jax()
+
+    np.testing.assert_allclose(f(jnp.ones(2, jnp.float32)), [2.0, 2.0])
+    assert (counter * 1).item() == 1.0
+
+
 # ---- Tensor code under a forward-mode trace sees what torch's dual tensors see ------------------------------------
 
 def test_detach_and_data_stop_the_tangent_of_a_forward_mode_jacobian():

@@ -122,6 +122,8 @@ def apply(op, operands, **static):
     else:
         out = kernel(op, static)(*arrays)
         outs = out if op.multi else (out,)
+        if outs and isinstance(outs[0], jax.core.Tracer):
+            outs = _concrete_if_untraced(op, static, arrays, outs)
         gradients = [differentiable(o.dtype) for o in outs]
     if not op.multi and not op.view:  # the common case: one output, not a view
         result = Tensor._wrap(outs[0], node if gradients[0] else None)
@@ -136,6 +138,16 @@ def apply(op, operands, **static):
         for k, r in enumerate(results):
             _make_view(operands[0], r, (step_op, step_static, k))
     return tuple(results) if op.multi else results[0]
+
+
+def _concrete_if_untraced(op, static, arrays, outs):
+    """`outs`, the traced outputs of op on `arrays`, computed again outside the trace when no array is a tracer: they
+    may be kept after it (an in-place op on a tensor made before the trace), so must not be tracers (_tracing.py)."""
+    if any([isinstance(a, jax.core.Tracer) for a in arrays]):
+        return outs
+    with jax.ensure_compile_time_eval():
+        out = kernel(op, static)(*arrays)
+    return out if op.multi else (out,)
 
 
 def _requires_grad(x):
