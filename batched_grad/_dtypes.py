@@ -5,8 +5,7 @@ import functools
 import jax
 import ml_dtypes  # bfloat16's NumPy dtype, shipped with JAX
 import numpy as np
-
-jax.config.update("jax_enable_x64", True)  # float64/int64 must really be 64-bit
+from ._x64 import scoped
 
 _CATEGORY = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
 
@@ -119,6 +118,7 @@ def promote_types(a, b):
 
 
 @functools.lru_cache(maxsize=None)
+@scoped
 def _promote_pair(a, b):
     return from_numpy_dtype(jax.numpy.promote_types(a.np, b.np))
 

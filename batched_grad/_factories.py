@@ -11,6 +11,7 @@ from . import _dtypes
 from ._generator import draws, resolve
 from ._host import share
 from ._tensor import _TYPE_NAMES, REQUIRES_GRAD_DTYPE, Tensor, python_type_name, warn_once
+from ._x64 import scoped
 
 _ARRAYS = (np.ndarray, np.generic, jax.Array)
 _SEQUENCES = (list, tuple, range)
@@ -98,10 +99,11 @@ def _check_int_range(data):
         raise ValueError("Overflow when unpacking long long")
 
 
+@scoped
 def tensor(data, dtype=None, requires_grad=False, device=None):
     """A new leaf tensor holding a copy of `data` (number, nested list, NumPy/JAX array or Tensor)."""
     if isinstance(data, Tensor):
-        warnings.warn(COPY_CONSTRUCT_WARNING, UserWarning, stacklevel=2)
+        warnings.warn(COPY_CONSTRUCT_WARNING, UserWarning, stacklevel=3)  # past _x64.scoped
     d = _dtypes.to_dtype(dtype) if dtype is not None else _infer_dtype(data)
     if isinstance(data, Tensor):
         value = data._value

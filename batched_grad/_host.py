@@ -16,6 +16,7 @@ import jax
 import numpy as np
 
 from ._tracing import eagerly
+from ._x64 import scoped
 
 
 class _ArraysById:
@@ -86,6 +87,7 @@ def host_read(tensor, array):
     return array
 
 
+@scoped
 def to_device(array):
     """A NumPy array moved to the default device: jax.device_put, as jnp.asarray compiles a small program for every
     new shape (about 20 ms here). A concrete array even inside a trace: the moved array is kept (_tracing.py)."""

@@ -15,6 +15,7 @@ import numpy as np
 
 from ._dtypes import differentiable
 from ._tracing import is_tracer, tracing
+from ._x64 import scoped
 from vmap._rows import map_rows
 
 # One evaluation at a time: threads reading one deferred graph share its calls, whose results are published (and
@@ -199,6 +200,7 @@ def mapped_input(shape, dtype):
     return Pending(call, 0, shape, dtype)
 
 
+@scoped
 def _evaluate(target):
     calls, frontier, key, _ = _structure([target])
     if tracing() and _run_untraced(calls):  # in a trace: what reads no tracer is computed first, eagerly

@@ -6,6 +6,8 @@ import functools
 import jax
 from jax.extend.core import ClosedJaxpr, Jaxpr, Literal
 
+from ._x64 import scoped
+
 # primitives that apply their body once to exactly their inputs, and the parameter that holds the body (some names
 # differ across JAX versions: pjit is jit, checkpoint is remat2); a loop such as scan also has a "jaxpr", but its
 # outputs read what any iteration reads, so it counts as any other primitive
@@ -13,6 +15,7 @@ _CALLS = {"jit": "jaxpr", "pjit": "jaxpr", "closed_call": "call_jaxpr", "core_ca
           "custom_jvp_call": "call_jaxpr", "custom_vjp_call": "call_jaxpr", "remat2": "jaxpr", "checkpoint": "jaxpr"}
 
 
+@scoped
 def output_reads(fn, avals):
     """Per output of `fn` applied to arrays of `avals` ((shape, dtype) pairs), a bitmask of the arguments it
     depends on (bit i: argument i)."""

@@ -13,6 +13,7 @@ from ._host import fits, is_shared, read_before, to_device
 from ._lazy import Pending, materialize
 from ._tracing import is_tracer
 from ._grad_mode import _check_bool, is_grad_enabled
+from ._x64 import scoped
 
 _TYPE_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16",
                "int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte",
@@ -53,11 +54,11 @@ SCALAR_REQUIRES_GRAD = ("Converting a tensor with requires_grad=True to a scalar
 _warned = set()
 
 
-def warn_once(message):
+def warn_once(message, stacklevel=3):
     """torch's TORCH_WARN_ONCE: each message at most once per process."""
     if message not in _warned:
         _warned.add(message)
-        warnings.warn(message, UserWarning, stacklevel=3)
+        warnings.warn(message, UserWarning, stacklevel=stacklevel)
 
 
 def python_type_name(value):
@@ -441,6 +442,7 @@ class Tensor:
                                                else (c, v, k) for c, v, k in result.grad_fn.guards])
         return self
 
+    @scoped
     def _rebase(self, result):
         """Make `self`, its base and the views sharing its values hold `result` (same shape and dtype); with grad
         mode on, `self` takes `result`'s place in the graph and its base and views are recorded around it."""

@@ -101,7 +101,8 @@ def test_identity_blocks_are_recognized_exactly():
     assert _basis_block(bg.tensor(eye.reshape(6, 2, 3))) == (0, (2, 3), np.float64)
     assert _basis_block(bg.tensor(np.eye(7, 4, k=-2, dtype=np.float32))) == (2, (4,), np.float32)
     assert _basis_block(bg.tensor(np.eye(6, 5))) == (0, (5,), np.float64)  # a last row of zeros
-    on_device = bg.Tensor._wrap(jax.device_put(np.eye(7, 4, k=-2)))
+    with jax.enable_x64(True):  # JAX's own default is 32-bit
+        on_device = bg.Tensor._wrap(jax.device_put(np.eye(7, 4, k=-2)))
     assert _basis_block(on_device) == _basis_block(on_device) == (2, (4,), np.float64)  # the second from a cache
     not_identity = [eye * 2, eye[:5], eye[::-1], np.eye(6, 7)]
     for entry, value in [((0, 1), -0.0), ((0, 1), 1e-300), ((5, 5), 0.0)]:

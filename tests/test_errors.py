@@ -113,12 +113,15 @@ def test_only_inputs_false_warns_future_warning():
         bg.autograd.grad((x * 2).sum(), x, only_inputs=False)
 
 
-def test_backward_create_graph_warns_but_grad_does_not():
+def test_backward_create_graph_warns_once_per_process_as_torch_but_grad_does_not(monkeypatch):
+    monkeypatch.setattr(bg._tensor, "_warned", set())  # torch's warning is TORCH_WARN_ONCE
     x = _x(bg)
-    with pytest.warns(UserWarning, match="reference cycle"):
-        (x * x).sum().backward(create_graph=True)
+    with pytest.warns(UserWarning, match="reference cycle") as caught:
+        bg.autograd.backward((x * x).sum(), create_graph=True)
+    assert caught[0].filename == __file__
     with warnings.catch_warnings():
         warnings.simplefilter("error")
+        (x * x).sum().backward(create_graph=True)
         bg.autograd.grad((x * x).sum(), x, create_graph=True)
 
 

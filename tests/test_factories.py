@@ -1,4 +1,5 @@
 """Factories (tensor, as_tensor, from_numpy, zeros ... randint), their dtype rules and signatures, against torch."""
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -62,7 +63,8 @@ def test_numpy_arrays_keep_their_dtype(factory, np_dtype):
 
 @pytest.mark.parametrize("np_dtype", NUMPY_DTYPES)
 def test_jax_arrays_keep_their_dtype(np_dtype):
-    a = jnp.arange(6).reshape(2, 3).astype(np_dtype)
+    with jax.enable_x64(True):  # JAX's own default is 32-bit
+        a = jnp.arange(6).reshape(2, 3).astype(np_dtype)
     expected = torch.from_numpy(np.asarray(a))
     for t in [bg.tensor(a), bg.as_tensor(a), bg.from_jax(a)]:
         assert repr(t) == repr(expected)

@@ -9,6 +9,7 @@ import jax.numpy as jnp
 
 from batched_grad._lazy import MAPPED, NeedsTracing, Pending, evaluate_mapped, mapped_input, materialize
 from batched_grad._tensor import Tensor
+from batched_grad._x64 import scoped
 
 from ._batching import check_chunk_size
 from ._fallback import UNVECTORIZABLE
@@ -57,6 +58,7 @@ def vmap(func, in_dims=0, out_dims=0, *, chunk_size=None, randomness="error"):
     chunk_size = check_chunk_size(chunk_size)
 
     @functools.wraps(func)
+    @scoped
     def vectorized(*args, **kwargs):
         _check_out_dims(func, out_dims)
         size, dims, flat_args, args_spec = _batched_inputs(func, in_dims, args)

@@ -14,6 +14,7 @@ from .._host import host_read, to_device
 from .._tensor import Tensor, remember_view
 from .._lazy import Pending, Signature, defer, kernel, materialize
 from .._reads import output_reads
+from .._x64 import set_x64, swap_x64
 from vmap._rows import map_rows
 
 # what torch's derivative of an op reads (Op.torch_saves)
@@ -90,7 +91,14 @@ def apply(op, operands, **static):
 
     A recorded op is deferred: its outputs are Pending values (_lazy.py), computed when read; so is any op on the
     rows of a vmap.vmap input. An op outside the graph that reads deferred values computes them now."""
-    static = tuple(static.items()) if len(static) < 2 else tuple(sorted(static.items()))  # a canonical order
+    previous = swap_x64(True)
+    try:
+        return _apply(op, operands, tuple(static.items()) if len(static) < 2 else tuple(sorted(static.items())))
+    finally:
+        set_x64(previous)
+
+
+def _apply(op, operands, static):
     arrays, recording, pending, mapped = [], False, False, False
     for x in operands:  # one pass: the arrays, and whether the op is recorded or reads deferred values
         if isinstance(x, Tensor):

@@ -497,7 +497,7 @@ def qr(A, mode="reduced"):
         raise RuntimeError(f"qr received unrecognized mode '{mode}' but expected one of 'reduced' (default), "
                            "'r', or 'complete'")
     if mode == "r":
-        return qr_result(Tensor._wrap(jnp.zeros((0,), A.dtype.np)), apply(_QR_R_ONLY, [A], mode="r"))
+        return qr_result(Tensor._wrap(np.zeros((0,), A.dtype.np)), apply(_QR_R_ONLY, [A], mode="r"))
     return qr_result(*apply(_QR, [A], mode=mode))
 
 

@@ -10,9 +10,16 @@ from .. import _engine
 from .._factories import zeros
 from .._graph import GradientEdge, edge_of
 from .._lazy import keep
-from .._tensor import Size, Tensor
+from .._tensor import Size, Tensor, warn_once
 from .._tracing import eagerly
+from .._x64 import scoped
 from vmap import _batching
+
+CREATE_GRAPH_CYCLE = (
+    "Using backward() with create_graph=True will create a reference cycle between the parameter and its gradient "
+    "which can cause a memory leak. We recommend using autograd.grad when creating the graph to avoid this. If you "
+    "have to use this function, make sure to reset the .grad fields of your parameters to None after use to break "
+    "the cycle and avoid the leak.")
 
 
 def _as_tuple(x):
@@ -160,6 +167,7 @@ def _input_edges(inputs, *, retain):
     return edges
 
 
+@scoped
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, only_inputs=True,
          allow_unused=None, is_grads_batched=False, materialize_grads=False, *, chunk_size=None):
     """Return the sum of gradients of `outputs` w.r.t. `inputs` (a tuple, or a dict for dict inputs).
@@ -179,7 +187,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     if not only_inputs:
         warnings.warn("only_inputs argument is deprecated and is ignored now (defaults to True). To accumulate "
                       "gradient for other parts of the graph, please use torch.autograd.backward.",
-                      FutureWarning, stacklevel=2)
+                      FutureWarning, stacklevel=3)
     grads = _make_grads(outputs, _tensor_or_tensors_to_tuple(grad_outputs, len(outputs)), is_grads_batched)
     retain_graph, create_graph = _graph_flags(retain_graph, create_graph)
     roots = _root_edges(outputs, grads)
@@ -212,10 +220,11 @@ def _finish(result, inputs, grads, allow_unused, materialize_grads, create_graph
     return tuple(out)
 
 
+@scoped
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, grad_variables=None, inputs=None):
     """Accumulate the gradients of `tensors` into the `.grad` of the leaves (or of `inputs`)."""
     if grad_variables is not None:
-        warnings.warn("`grad_variables` is deprecated. Use `grad_tensors` instead.", FutureWarning, stacklevel=2)
+        warnings.warn("`grad_variables` is deprecated. Use `grad_tensors` instead.", FutureWarning, stacklevel=3)
         if grad_tensors is not None:
             raise RuntimeError("`grad_tensors` and `grad_variables` (deprecated) arguments both passed to "
                                "`backward()`. Please only use `grad_tensors`.")
@@ -225,11 +234,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     tensors = _as_tuple(tensors)
     grads = _make_grads(tensors, _tensor_or_tensors_to_tuple(grad_tensors, len(tensors)), False)
     if create_graph:
-        warnings.warn(
-            "Using backward() with create_graph=True will create a reference cycle between the parameter and "
-            "its gradient which can cause a memory leak. We recommend using autograd.grad when creating the "
-            "graph to avoid this. If you have to use this function, make sure to reset the .grad fields of your "
-            "parameters to None after use to break the cycle and avoid the leak.", UserWarning, stacklevel=2)
+        warn_once(CREATE_GRAPH_CYCLE, stacklevel=4)  # past _x64.scoped
     retain_graph, create_graph = _graph_flags(retain_graph, create_graph)
     roots = _root_edges(tensors, grads)
     captures = _input_edges(inputs, retain=True) if inputs is not None else []

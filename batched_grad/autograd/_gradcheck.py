@@ -19,6 +19,7 @@ from .._factories import rand
 from .._ops._core import Op, apply
 from .._host import to_device
 from .._tensor import Tensor
+from .._x64 import scoped
 from ._api import grad
 
 
@@ -70,7 +71,7 @@ def _warn_non_double(inputs):
         if _requires_grad(x) and x.dtype.name not in ("float64", "complex128"):
             warnings.warn(f"Input #{idx} requires gradient and is not a double precision floating point or "
                           "complex. This check will likely fail if all the inputs are not of double precision "
-                          "floating point or complex. ", UserWarning, stacklevel=3)
+                          "floating point or complex. ", UserWarning, stacklevel=4)
 
 
 def _call(func, inputs):
@@ -362,6 +363,7 @@ def _run(check, raise_exception):
             return False
 
 
+@scoped
 def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True, nondet_tol=0.0,
               check_undefined_grad=True, check_grad_dtypes=False, check_batched_grad=False, check_forward_ad=False,
               fast_mode=False):
@@ -409,6 +411,7 @@ def _random_grad_output(output):
     return (rand(tuple(output.shape), dtype=real) * 2 - 1).to(d if d.is_complex else real).requires_grad_()
 
 
+@scoped
 def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=1e-3,
                   gen_non_contig_grad_outputs=False, raise_exception=True, nondet_tol=0.0, check_undefined_grad=True,
                   check_grad_dtypes=False, check_batched_grad=False, fast_mode=False):

@@ -10,6 +10,7 @@ from .._grad_mode import enable_grad, is_grad_enabled, set_grad_enabled
 from .._host import to_device
 from .._ops import stack
 from .._tensor import Tensor
+from .._x64 import scoped
 from ._api import grad as _grad
 from ._functional_forward import Untraceable, forward_jacobian
 from vmap import _batching
@@ -148,6 +149,7 @@ def _results(outputs, result, is_outputs_tuple, is_result_tuple, create_graph):
             _tuple_postprocess(_grad_postprocess(result, create_graph), is_result_tuple))
 
 
+@scoped
 def vjp(func, inputs, v=None, create_graph=False, strict=False):
     """(func(*inputs), v^T J): the vector-Jacobian product at `inputs`, shaped like the inputs.
 
@@ -168,6 +170,7 @@ def vjp(func, inputs, v=None, create_graph=False, strict=False):
     return _results(outputs, result, is_outputs_tuple, is_inputs_tuple, create_graph)
 
 
+@scoped
 def jvp(func, inputs, v=None, create_graph=False, strict=False):
     """(func(*inputs), J v): the Jacobian-vector product at `inputs`, shaped like the outputs.
 
@@ -276,6 +279,7 @@ def _block(rows, shape):
     return rows[0] if len(rows) == 1 and tuple(rows[0].shape) == shape else stack(rows).view(shape)
 
 
+@scoped
 def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False, strategy="reverse-mode", *,
              chunk_size=None):
     """The Jacobian of `func` at `inputs`: a Tensor for a Tensor input and output, a tuple over inputs or over
@@ -329,6 +333,7 @@ def _single_output(func, fn_name, strict):
     return checked
 
 
+@scoped
 def hessian(func, inputs, create_graph=False, strict=False, vectorize=False, outer_jacobian_strategy="reverse-mode",
             *, chunk_size=None):
     """The Hessian of a function returning one single-element Tensor: a Tensor for a Tensor input, else a tuple
@@ -377,6 +382,7 @@ def _hessian_setup(func, inputs, v, create_graph, strict, fn_name):
     return inputs, is_inputs_tuple, v, outputs, jac
 
 
+@scoped
 def vhp(func, inputs, v=None, create_graph=False, strict=False):
     """(func(*inputs), v^T H): the vector-Hessian product of a function returning one single-element Tensor."""
     with enable_grad():
@@ -387,6 +393,7 @@ def vhp(func, inputs, v=None, create_graph=False, strict=False):
     return _results(outputs, result, False, is_inputs_tuple, create_graph)
 
 
+@scoped
 def hvp(func, inputs, v=None, create_graph=False, strict=False):
     """(func(*inputs), H v): the Hessian-vector product of a function returning one single-element Tensor,
     computed as torch does, by the double-backward trick on the gradient."""

@@ -6,6 +6,7 @@ import copy
 
 from .._grad_mode import enable_grad, no_grad
 from .._tensor import Tensor, type_name
+from .._x64 import scoped
 
 class Optimizer:
     """Base class: holds `param_groups` (dicts with "params" and hyperparameters) and per-parameter `state`."""
@@ -54,6 +55,7 @@ class Optimizer:
                 if p.grad is not None:
                     p.grad = None if set_to_none else zeros_like(p.grad)
 
+    @scoped
     def step(self, closure=None):
         """One update of every parameter that has a .grad; `closure` re-evaluates the loss (with grad on) first."""
         loss = None
