@@ -1,6 +1,7 @@
 """vmap.vmap: vectorize a function of Tensors over a batch axis of its arguments (jax.vmap underneath),
 composing with batched_grad.autograd.grad inside it (the per-sample-gradient idiom). Arguments, results and
 their dims are torch's pytrees (vmap/_pytree.py); checks and messages are torch.func.vmap's."""
+import contextlib
 import functools
 import threading
 
@@ -28,6 +29,17 @@ class _Running(threading.local):
 
 
 _running = _Running()
+
+
+@contextlib.contextmanager
+def randomness_mode(randomness):
+    """Random draws within it follow `randomness` as in a vmap.vmap's function (for a transform that runs a function
+    once for many rows: jacfwd)."""
+    _running.calls.append((randomness, None))
+    try:
+        yield
+    finally:
+        _running.calls.pop()
 
 
 def in_vmap_randomness():
