@@ -144,15 +144,16 @@ _RANDOMNESS = ("error", "same", "different")
 
 def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
     """A function returning the Jacobian of func w.r.t. args[argnums] by forward mode, structured as jacrev's."""
-    if randomness not in _RANDOMNESS:
-        raise RuntimeError(f"Only allowed values for randomness are 'error', 'different', or 'same'. Got {randomness}")
-    if randomness == "different":  # f runs once, traced, for every basis row: its draws are shared
-        raise ValueError("jacfwd: randomness='different' is not supported; draw the random values outside and pass "
-                         "them in.")
 
     @functools.wraps(func)
     @scoped
     def wrapper(*args, **kwargs):
+        if randomness not in _RANDOMNESS:
+            raise RuntimeError("Only allowed values for randomness are 'error', 'different', or 'same'. Got "
+                               f"{randomness}")
+        if randomness == "different":  # f runs once, traced, for every basis row: its draws are shared
+            raise ValueError("jacfwd: randomness='different' is not supported; draw the random values outside and "
+                             "pass them in.")
         argnums_ = check_argnums(argnums, len(args))
         leaves, spec = flatten(selected(args, argnums_))
         outputs = _Outputs(has_aux)

@@ -36,8 +36,7 @@ def _untied(module, given):
 
 def _check_keys(module, given):
     expected = set(_named_tensors(module))
-    unexpected = [k for k in given if k not in expected]
-    missing = [k for k in _named_tensors(module) if k not in given]
+    unexpected, missing = sorted(set(given) - expected), sorted(expected - set(given))
     errors = []
     if unexpected:
         errors.append(f"Unexpected key(s): {', '.join(map(repr, unexpected))}.")
