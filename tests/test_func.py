@@ -119,7 +119,8 @@ def test_results_are_differentiable_outside_with_respect_to_captured_tensors():
         w = m.tensor(W, dtype=m.float64, requires_grad=True)
         g = F.grad(lambda x: loss(m, x, w))(t(m, X5))
         jac = F.jacrev(lambda x: m.tanh(w @ x))(t(m, X5))
-        total = (g ** 2).sum() + jac.sum()
+        per_sample = F.vmap(F.grad(lambda x: loss(m, x, w)))(t(m, XS))
+        total = (g ** 2).sum() + jac.sum() + per_sample.pow(2).sum()
         return g.requires_grad, m.autograd.grad(total, w)
 
     assert_tree(run(bg, bg.func), run(torch, torch.func))
