@@ -1,5 +1,9 @@
 """batched_grad: PyTorch's autograd API (grad, backward, is_grads_batched) on JAX arrays."""
-from . import _ops
+from . import _xla_flags
+
+_xla_flags.apply()  # before JAX starts its CPU backend
+
+from . import _ops  # noqa: E402
 from ._dtypes import (bfloat16, bool, cdouble, cfloat, complex64, complex128, double, dtype, float16, float32, float64,
                       get_default_dtype, half, int8, int16, int32, int64, long, set_default_dtype, uint8)
 from ._factories import (arange, as_tensor, empty, empty_like, eye, from_jax, from_numpy, full, full_like, linspace,
