@@ -388,11 +388,14 @@ def _check_random_bounds(low, high, d):
         raise RuntimeError(f"to - 1 is out of bounds for {_C_NAMES[d.name]}")
 
 
-def randint_like(input, low=0, high=None, *, dtype=None, requires_grad=False, generator=None, device=None):
+def randint_like(input, low=None, high=None, *, dtype=None, requires_grad=False, generator=None, device=None):
     """Integers in [low, high) with `input`'s shape and dtype (unless `dtype`); randint_like(input, high) also
     works."""
+    if high is None and low is None:
+        raise TypeError("randint_like() missing required argument 'high'")
     if high is None:
         low, high = 0, low
+    low = 0 if low is None else low
     if not (_is_int(low) and _is_int(high)):
         raise TypeError(f"randint_like(): arguments 'low' and 'high' must be ints, but got {low!r} and {high!r}")
     shape, d = _like(input, dtype, "randint_like")

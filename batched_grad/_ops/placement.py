@@ -54,6 +54,8 @@ def to(input, *args, device=None, dtype=None, non_blocking=False, copy=False):
 
 def _to_device(t, spec):
     target, jax_device = resolve(spec)
+    if isinstance(spec, (str, device)) and device(spec) == device("cpu", 0):
+        return apply(_TO, [t], dtype=t.dtype.np)  # torch copies for an explicit cpu:0 (the cpu's index is None)
     if only_cpu() or t.device == target:
         return t
     if t.requires_grad and is_grad_enabled():
@@ -74,7 +76,7 @@ def cuda(self, device=None, non_blocking=False):
     return to(self, "cuda" if device is None else device, non_blocking=non_blocking)
 
 
-def type(self, dtype=None, non_blocking=False):  # noqa: A001  (torch's name)
+def type_(self, dtype=None, non_blocking=False):
     """With no argument, the tensor's type as torch names it ('torch.FloatTensor', 'torch.cuda.FloatTensor');
     given a dtype or such a name, this tensor converted to it."""
     if dtype is None:
@@ -107,5 +109,5 @@ def _never(what):
     return prop
 
 
-METHODS = {"to": to, "cpu": cpu, "cuda": cuda, "type": type, "is_cuda": property(is_cuda), "get_device": get_device,
+METHODS = {"to": to, "cpu": cpu, "cuda": cuda, "type": type_, "is_cuda": property(is_cuda), "get_device": get_device,
            "is_sparse": _never("sparse"), "is_meta": _never("meta"), "is_quantized": _never("quantized")}
