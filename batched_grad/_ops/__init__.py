@@ -13,7 +13,7 @@ from .elementwise import (COMPARISONS, PREDICATES, UNARY, add, atan2, clamp, cli
 from .indexing import (argsort, gather, getitem, index_select, masked_fill, masked_select, nonzero, scatter,
                        scatter_add, select, setitem, sort, take_along_dim, topk)
 from .linalg import bmm, diag, diagonal, dot, einsum, matmul, mm, mv, outer, tensordot, trace, tril, triu
-from . import complex_parts, placement
+from . import complex_parts, inplace, placement
 from ._public import public
 from .closeness import allclose, equal, is_complex, is_floating_point, is_tensor, isclose, numel
 from .complex_parts import conj, imag, real
@@ -75,6 +75,13 @@ def _inplace(name, fn, doc):
 
     method.__name__ = method.__qualname__ = name
     method.__doc__ = doc
+    return method
+
+
+def _inplace_method(name, method):
+    """A method of inplace.py, named and documented as the in-place version of its op."""
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"In-place version of {name[:-1]}."
     return method
 
 
@@ -227,12 +234,11 @@ _METHODS.update(
 _INPLACE = ["add", "sub", "mul", "div", "pow", "clamp", "clip", "neg", "abs", "exp", "log", "sqrt", "sigmoid",
             "tanh", "floor", "ceil", "round", "trunc", "masked_fill", "scatter", "scatter_add", "lerp", "sin",
             "cos", "relu", "square", "reciprocal", "fmod", "remainder", "tril", "triu",
-            "absolute", "acos", "acosh", "arctan2", "asin", "asinh", "atan", "atan2", "atanh", "bitwise_and",
-            "bitwise_or", "bitwise_xor", "cosh", "cumprod", "cumsum", "divide", "eq", "erf", "erfc", "expm1",
-            "floor_divide", "frac", "ge", "greater", "gt", "hypot", "le", "less", "log10", "log1p", "log2",
-            "logical_and", "logical_not", "logical_or", "logical_xor", "lt", "multiply", "ne", "negative", "rsqrt",
-            "sign", "sinh", "subtract", "tan", "true_divide", "addcmul", "addcdiv"]
+            "absolute", "acos", "arctan2", "asin", "atan", "atan2", "bitwise_and", "bitwise_or", "bitwise_xor",
+            "cosh", "cumprod", "cumsum", "divide", "erf", "erfc", "expm1", "frac", "hypot", "log10", "log1p", "log2",
+            "multiply", "negative", "rsqrt", "sign", "sinh", "subtract", "tan", "true_divide", "addcmul", "addcdiv"]
 _METHODS.update({f"{name}_": _in_place_version(name, _METHODS[name]) for name in _INPLACE})
+_METHODS.update({name: _inplace_method(name, fn) for name, fn in inplace.METHODS.items()})
 _METHODS.update({name: _inplace(name, fn, doc) for name, (fn, doc) in {
     "fill_": (_fill, "Fill with `value` (a number or a 0-dim Tensor), in place."),
     "zero_": (_zero, "Fill with zeros, in place."),
@@ -260,8 +266,11 @@ __all__ = sorted({*UNARY, *COMPARISONS, *PREDICATES, "add", "atan2", "clamp", "c
                   "is_tensor", "is_floating_point", "is_complex", "numel", "addcmul", "addcdiv", "inverse",
                   "diag_embed", "diagflat", "unique", "var_mean", "std_mean", "real", "imag", "conj"})
 
-# torch's elementwise functions that take out=
-_WITH_OUT = {*UNARY, *COMPARISONS, *PREDICATES, "add", "atan2", "clamp", "clip", "div", "floor_divide", "fmod",
-             "hypot", "lerp", "maximum", "minimum", "mul", "pow", "remainder", "round", "sub", "true_divide", "where",
-             "addcmul", "addcdiv"}
-globals().update({_name: public(globals()[_name], out=_name in _WITH_OUT) for _name in __all__})
+# torch's elementwise functions that take out=, by how out's dtype may differ from the result's (_public.py)
+_OUT_RULES = {name: "cast" for name in [*UNARY, *COMPARISONS, "logical_not", "add", "atan2", "div", "floor_divide",
+                                        "fmod", "hypot", "maximum", "minimum", "mul", "pow", "remainder", "sub",
+                                        "true_divide", "addcmul", "addcdiv"] if name != "relu"}
+_OUT_RULES.update({name: "exact" for name in ("neg", "abs", "sign", "floor", "ceil", "trunc", "frac", "round", "clamp",
+                                              "clip")}, where="where",
+                  lerp=lambda input, end, weight: "exact" if isinstance(weight, Tensor) else "cast")
+globals().update({_name: public(globals()[_name], _OUT_RULES.get(_name)) for _name in __all__})

@@ -7,7 +7,7 @@ import numpy as np
 
 from .._foreign import TORCH_TENSOR_PASSED, has_torch_tensor
 from .._grad_mode import is_grad_enabled, no_grad
-from .._tensor import Tensor
+from .._tensor import _TYPE_NAMES, Tensor
 
 RESIZED = ("An output with one or more elements was resized since it had shape {}, which does not match the required "
            "output shape {}. This behavior is deprecated, and in a future PyTorch release outputs will not be resized "
@@ -15,10 +15,13 @@ RESIZED = ("An output with one or more elements was resized since it had shape {
            "elements with t.resize_(0).")
 
 
-def public(fn, out=False):
-    """`fn` as batched_grad exports it: with the keyword `out` if `out`; a failure on a torch.Tensor argument
-    raises TypeError(TORCH_TENSOR_PASSED) instead (checked only once `fn` has raised)."""
+def public(fn, out=None):
+    """`fn` as batched_grad exports it: with the keyword `out` if `out` is given (how the result's dtype may differ
+    from out's: "cast", "exact" or "where", torch's rules for the op, or a function of the op's arguments giving
+    one); a failure on a torch.Tensor argument raises
+    TypeError(TORCH_TENSOR_PASSED) instead (checked only once `fn` has raised)."""
     name = fn.__name__
+    rule = out
     if not out:
         @functools.wraps(fn)
         def function(*args, **kwargs):
@@ -31,7 +34,7 @@ def public(fn, out=False):
         @functools.wraps(fn)
         def function(*args, out=None, **kwargs):
             try:
-                return fn(*args, **kwargs) if out is None else write_out(name, out, fn, args, kwargs)
+                return fn(*args, **kwargs) if out is None else write_out(name, out, fn, args, kwargs, rule)
             except Exception:
                 _say_if_torch(args + (out,), kwargs)
                 raise
@@ -43,9 +46,9 @@ def _say_if_torch(args, kwargs):
         raise TypeError(TORCH_TENSOR_PASSED) from None
 
 
-def write_out(name, out, fn, args, kwargs):
-    """fn(*args, **kwargs) written into `out` (resized if its shape differs, cast to its dtype if torch casts), as
-    torch's out= does; `out` is returned."""
+def write_out(name, out, fn, args, kwargs, rule="cast"):
+    """fn(*args, **kwargs) written into `out` (resized if its shape differs, cast to its dtype where `rule` lets
+    torch cast), as torch's out= does; `out` is returned."""
     if not isinstance(out, Tensor):
         raise TypeError(f"{name}(): argument 'out' must be Tensor, not {type(out).__name__}")
     operands = [x for x in (*args, *kwargs.values(), out) if isinstance(x, Tensor)]
@@ -53,6 +56,11 @@ def write_out(name, out, fn, args, kwargs):
         raise RuntimeError(f"{name}(): functions with out=... arguments don't support automatic differentiation, but "
                            "one of the arguments requires grad.")
     result = fn(*args, **kwargs)
+    rule = rule(*args, **kwargs) if callable(rule) else rule
+    if result.dtype is not out.dtype and rule != "cast":
+        got, expected = _TYPE_NAMES[out.dtype.name], _TYPE_NAMES[result.dtype.name]
+        raise RuntimeError(f"Found dtype {got} but expected {expected}" if rule == "exact" else
+                           f"Expected out type to be {expected} but got {got}")
     if result.shape != out.shape:
         _resize(out, result.shape)
     with no_grad():

@@ -36,21 +36,21 @@ _EIG = Op("linalg_eig", _eig, multi=True, torch_saves=SAVES_RESULT)
 _EIGVALS = Op("linalg_eigvals", lambda a: _eig(a)[0], backward_name="LinalgEigBackward0", torch_saves=SAVES_RESULT)
 
 
-def _check(A):
+def _check(name, A):
     if A.ndim >= 2 and not (A.dtype.is_floating_point or A.dtype.is_complex):
         raise RuntimeError(f"Unknown Complex ScalarType for {_TYPE_NAMES[A.dtype.name]}")
-    _matrix("eig", A)
+    _matrix(name, A)
 
 
 def eig(A):
     """(eigenvalues, eigenvectors) of a square matrix (or of each in a batch), complex: A @ V = V @ diag(L), each
     eigenvector of unit norm. Its backward is torch's; torch also checks that a loss does not depend on the
     eigenvectors' phases (each is defined up to a factor e^(i phi)), which this one does not."""
-    _check(A)
+    _check("eig", A)
     return eig_result(*apply(_EIG, [A]))
 
 
 def eigvals(A):
     """The eigenvalues of a square matrix (or of each in a batch), complex (eig(A).eigenvalues)."""
-    _check(A)
+    _check("eigvals", A)
     return apply(_EIGVALS, [A])
