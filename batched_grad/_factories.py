@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _dtypes
-from ._foreign import reject_torch_tensors
+from ._foreign import not_a_tensor, reject_torch_tensors
 from ._generator import draws, resolve
 from ._host import share
 from ._tensor import _CPP_NAMES as _C_NAMES
@@ -299,8 +299,7 @@ def linspace(start, end, steps, *, dtype=None, requires_grad=False, device=None)
 
 def _like(input, dtype, fn):
     if not isinstance(input, Tensor):
-        reject_torch_tensors(input)
-        raise TypeError(f"{fn}(): argument 'input' (position 1) must be Tensor, not {type(input).__name__}")
+        raise not_a_tensor(fn, "input", input, 1)
     return tuple(input.shape), (_dtypes.to_dtype(dtype) if dtype is not None else input.dtype)
 
 

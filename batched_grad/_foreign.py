@@ -30,3 +30,12 @@ def has_torch_tensor(args, kwargs):
     """Whether a positional or keyword argument (or an item of one that is a list, tuple or dict) is a
     torch.Tensor."""
     return any(is_torch_tensor(x) for x in _values(args + tuple(kwargs.values())))
+
+
+def not_a_tensor(fn, argument, value, position=None):
+    """The TypeError for `value`, given as `argument` of `fn` where a Tensor is expected: torch's message, or
+    TORCH_TENSOR_PASSED for a torch.Tensor (whose type name is Tensor too)."""
+    if is_torch_tensor(value):
+        return TypeError(TORCH_TENSOR_PASSED)
+    where = "" if position is None else f" (position {position})"
+    return TypeError(f"{fn}(): argument '{argument}'{where} must be Tensor, not {type(value).__name__}")

@@ -14,6 +14,7 @@ import weakref
 import jax.numpy as jnp
 import numpy as np
 
+from ._foreign import not_a_tensor
 from ._tensor import DETACH, Tensor, _ops_of, _view_value
 from ._x64 import scoped
 
@@ -139,7 +140,7 @@ def reshape_as(self, other):
     from ._ops import reshape
 
     if not isinstance(other, Tensor):
-        raise TypeError(f"reshape_as(): argument 'other' (position 1) must be Tensor, not {type(other).__name__}")
+        raise not_a_tensor("reshape_as", "other", other, 1)
     return reshape(self, other.shape)
 
 

@@ -5,7 +5,7 @@ import warnings
 
 import numpy as np
 
-from .._foreign import TORCH_TENSOR_PASSED, has_torch_tensor
+from .._foreign import TORCH_TENSOR_PASSED, has_torch_tensor, not_a_tensor
 from .._grad_mode import is_grad_enabled, no_grad
 from .._tensor import _TYPE_NAMES, Tensor
 
@@ -50,7 +50,7 @@ def write_out(name, out, fn, args, kwargs, rule="cast"):
     """fn(*args, **kwargs) written into `out` (resized if its shape differs, cast to its dtype where `rule` lets
     torch cast), as torch's out= does; `out` is returned."""
     if not isinstance(out, Tensor):
-        raise TypeError(f"{name}(): argument 'out' must be Tensor, not {type(out).__name__}")
+        raise not_a_tensor(name, "out", out)
     operands = [x for x in (*args, *kwargs.values(), out) if isinstance(x, Tensor)]
     if is_grad_enabled() and any(x.requires_grad for x in operands):
         raise RuntimeError(f"{name}(): functions with out=... arguments don't support automatic differentiation, but "

@@ -3,6 +3,7 @@ is_complex, numel."""
 import jax.numpy as jnp
 
 from .. import _dtypes
+from .._foreign import not_a_tensor
 from .._tensor import _TYPE_NAMES, Tensor
 from ._core import Op, apply
 from .elementwise import COMPARISONS, broadcast_shape
@@ -10,8 +11,7 @@ from .elementwise import COMPARISONS, broadcast_shape
 
 def _require_tensor(name, argument, position, value):
     if not isinstance(value, Tensor):
-        raise TypeError(f"{name}(): argument '{argument}' (position {position}) must be Tensor, not "
-                        f"{type(value).__name__}")
+        raise not_a_tensor(name, argument, value, position)
 
 
 def _isclose_fn(a, b, *, rtol, atol, equal_nan, work):

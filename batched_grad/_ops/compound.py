@@ -2,6 +2,7 @@
 import jax.numpy as jnp
 
 from .. import _dtypes
+from .._foreign import not_a_tensor
 from .._tensor import _TYPE_NAMES, Tensor
 from ._core import SAVES_NOTHING, Op, apply
 from .elementwise import broadcast_shape
@@ -31,8 +32,7 @@ _ADDCDIV = Op("addcdiv", _addc_fn(jnp.true_divide), diagonal=True, torch_saves=S
 def _operands(name, input, tensor1, tensor2, value):
     for position, (argument, x) in enumerate((("input", input), ("tensor1", tensor1), ("tensor2", tensor2)), 1):
         if not isinstance(x, Tensor):
-            raise TypeError(f"{name}(): argument '{argument}' (position {position}) must be Tensor, not "
-                            f"{type(x).__name__}")
+            raise not_a_tensor(name, argument, x, position)
     dtype = _dtypes.result_type(input, tensor1, tensor2)
     broadcast_shape(tuple(input.shape), tuple(tensor1.shape), tuple(tensor2.shape))
     value = value.item() if isinstance(value, Tensor) else value

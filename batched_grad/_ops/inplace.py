@@ -3,32 +3,19 @@ keep it in the graph with a zero derivative (EqBackward1, ..., as torch; torch l
 by logical_and_, logical_or_, logical_xor_ or logical_not_ as it was, so that its gradient passes through them
 unchanged, which is wrong: here it is zero); acosh_, asinh_, atanh_ and floor_divide_ have no derivative (their
 backward raises, as torch's)."""
-import jax
 import jax.numpy as jnp
 
 from .. import _dtypes
 from .._grad_mode import is_grad_enabled
 from .._tensor import Tensor
 from ._core import Op, apply
+from ._derivatives import raises_in_backward
 from .elementwise import COMPARISONS, PREDICATES, UNARY, floor_divide
 
 _COMPARE = {"eq": jnp.equal, "ne": jnp.not_equal, "lt": jnp.less, "le": jnp.less_equal, "gt": jnp.greater,
             "ge": jnp.greater_equal, "logical_and": jnp.logical_and, "logical_or": jnp.logical_or,
             "logical_xor": jnp.logical_xor}
 _ALIASES = {"greater": "gt", "less": "lt"}
-
-
-def raises_in_backward(x, error):
-    """x, with a backward that raises `error` (an exception made anew each time: a function of no arguments)."""
-    @jax.custom_vjp
-    def f(y):
-        return y
-
-    def backward(_, g):
-        raise error()
-
-    f.defvjp(lambda y: (y, None), backward)
-    return f(x)
 
 
 def _compare_fn(a, b, *, compare, dtype):

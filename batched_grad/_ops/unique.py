@@ -6,26 +6,15 @@ import numpy as np
 from .._grad_mode import is_grad_enabled
 from .._tensor import _TYPE_NAMES, Tensor, _wrap_dim
 from ._core import Op, apply
+from ._derivatives import raises_in_backward
 
 _TRACED = ("unique() needs the values of the tensor, which a trace (vmap.vmap, a compiled function, forward mode) "
            "does not have: the size of its result depends on them")
 
 
-def _not_differentiable(x, message):
-    """x, with a backward that raises NotImplementedError(message), as torch's for an op without a derivative."""
-    @jax.custom_vjp
-    def f(y):
-        return y
-
-    def backward(_, g):
-        raise NotImplementedError(message)
-
-    f.defvjp(lambda y: (y, None), backward)
-    return f(x)
-
-
 def _pick(a, positions, *, axis, name):
-    return _not_differentiable(jnp.take(a, positions, axis=axis), f"the derivative for '{name}' is not implemented.")
+    message = f"the derivative for '{name}' is not implemented."
+    return raises_in_backward(jnp.take(a, positions, axis=axis), lambda: NotImplementedError(message))
 
 
 # the distinct values are elements of the input taken at their first positions; torch records them, without a
