@@ -184,6 +184,13 @@ def test_size_keyword_of_full_and_randint():
     assert bg.randint(high=3, size=(4,)).shape == (4,)
 
 
+def test_size_keyword_of_new_factories():
+    x = bg.ones(2, dtype=bg.float64)
+    assert_same(x.new_zeros(size=(2, 3)), torch.ones(2, dtype=torch.float64).new_zeros(size=(2, 3)))
+    assert_same(x.new_ones(size=[4]), torch.ones(2, dtype=torch.float64).new_ones(size=[4]))
+    raises_like_torch(lambda m: m.ones(2).new_zeros(2, size=(3,)))
+
+
 @pytest.mark.parametrize("name", ["zeros", "ones", "empty", "rand", "randn"])
 @pytest.mark.parametrize("call", [
     lambda f: f(2, size=(2, 3)), lambda f: f(size=2), lambda f: f(size=None), lambda f: f(size="ab"),

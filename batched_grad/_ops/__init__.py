@@ -194,10 +194,14 @@ def _conversion(name, dtype):
 
 
 def _new_factory(kind):
-    def method(self, *size, dtype=None, requires_grad=False):
+    def method(self, *args, size=None, dtype=None, requires_grad=False):
         from .. import _factories
 
-        return getattr(_factories, kind)(*size, dtype=dtype or self.dtype, requires_grad=requires_grad)
+        if size is not None:
+            if args:
+                raise TypeError(f"new_{kind}() got multiple values for argument 'size'")
+            args = (size,)
+        return getattr(_factories, kind)(*args, dtype=dtype or self.dtype, requires_grad=requires_grad)
 
     method.__name__ = method.__qualname__ = f"new_{kind}"
     method.__doc__ = f"A tensor of {kind} of the given size, with this tensor's dtype unless `dtype` is given."
