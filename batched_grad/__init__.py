@@ -6,16 +6,19 @@ _xla_flags.apply()  # before JAX starts its CPU backend
 from . import _ops  # noqa: E402
 from ._dtypes import (bfloat16, bool, cdouble, cfloat, complex64, complex128, double, dtype, float16, float32, float64,
                       get_default_dtype, half, int8, int16, int32, int64, long, set_default_dtype, uint8)
+from ._dtypes import float32 as float, int16 as short, int32 as int  # noqa: A001  (torch's aliases)
 from ._factories import (arange, as_tensor, empty, empty_like, eye, from_jax, from_numpy, full, full_like, linspace,
-                         ones, ones_like, rand, rand_like, randint, randn, randn_like, tensor, zeros, zeros_like)
+                         ones, ones_like, rand, rand_like, randint, randint_like, randn, randn_like, tensor, zeros,
+                         zeros_like)
 from ._generator import (Generator, default_generator, get_rng_state, initial_seed, manual_seed, seed,
                          set_rng_state)
+from ._info import finfo, iinfo
 from ._grad_mode import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,
                          set_grad_enabled)
 from ._ops import *  # noqa: F401,F403  (every op of the table, under torch's name)
 from ._ops import clone, compile_count, jax_function, to
 from ._tensor import Size, Tensor, device
-from . import autograd, linalg  # noqa: E402
+from . import autograd, cuda, linalg  # noqa: E402
 from . import nn, optim, testing  # noqa: E402
 from . import func  # noqa: E402
 from .autograd import grad

@@ -165,12 +165,23 @@ def result_type(*operands):
         if d is None:
             wrapped = promote_types(wrapped, scalar_dtype(x))
             continue
-        d = d if isinstance(d, dtype) else from_numpy_dtype(d)  # NumPy and JAX arrays act as tensors
+        d = d if isinstance(d, dtype) else _array_dtype(x)  # NumPy and JAX arrays act as tensors
         if x.ndim == 0:
             zero = promote_types(zero, d)
         else:
             dim = promote_types(dim, d)
     return _combine(dim, _combine(zero, wrapped))
+
+
+def _array_dtype(x):
+    try:
+        return from_numpy_dtype(x.dtype)
+    except TypeError:
+        from ._foreign import TORCH_TENSOR_PASSED, is_torch_tensor
+
+        if is_torch_tensor(x):
+            raise TypeError(TORCH_TENSOR_PASSED) from None
+        raise
 
 
 def float_result(d):

@@ -8,8 +8,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _dtypes
+from ._foreign import not_a_tensor, reject_torch_tensors
 from ._generator import draws, resolve
 from ._host import share
+from ._tensor import _CPP_NAMES as _C_NAMES
 from ._tensor import _TYPE_NAMES, REQUIRES_GRAD_DTYPE, Tensor, python_type_name, warn_once
 from ._x64 import scoped
 
@@ -50,6 +52,7 @@ def _infer_dtype(data):
         return result or _dtypes.get_default_dtype()
     if isinstance(data, str):
         raise TypeError(f"new(): invalid data type '{type(data).__name__}'")
+    reject_torch_tensors(data)
     raise RuntimeError(f"Could not infer dtype of {type(data).__name__}")
 
 
@@ -181,10 +184,20 @@ def _size(size, fn="zeros"):
     return tuple(int(s) for s in size)
 
 
-def _varargs_size(fn, size):
-    if not size:
+_NO_SIZE = object()  # size= not given (torch's message for size=None names NoneType)
+
+
+def _varargs_size(fn, args, size=_NO_SIZE):
+    """The size of f(2, 3), f((2, 3)), f([2, 3]) or f(size=(2, 3))."""
+    if size is not _NO_SIZE:
+        if args:
+            raise TypeError(f"{fn}() got multiple values for argument 'size'")
+        if not isinstance(size, (tuple, list)) or not builtins.all(_is_int(s) for s in size):
+            raise TypeError(f"{fn}(): argument 'size' must be tuple of ints, not {type(size).__name__}")
+        return _size((size,), fn)
+    if not args:
         raise TypeError(f'{fn}() missing 1 required positional arguments: "size"')
-    return _size(size, fn)
+    return _size(args, fn)
 
 
 def _tuple_size(fn, size):
@@ -204,19 +217,24 @@ def _number(x):
 
 # Constant tensors are built in NumPy and kept on the host until first used, like bg.tensor's data: jnp.zeros,
 # jnp.eye and even jnp.asarray compile a small program for every new shape.
-def zeros(*size, dtype=None, requires_grad=False, device=None):
-    """A tensor of zeros of the given size (ints or one sequence), of the default float dtype unless `dtype`."""
-    return _finish(np.zeros(_varargs_size("zeros", size), _dtype_or_default(dtype).np), requires_grad)
+def zeros(*args, size=_NO_SIZE, dtype=None, requires_grad=False, device=None):
+    """A tensor of zeros of the given size (ints, one sequence, or `size=`), of the default float dtype unless
+    `dtype`."""
+    shape = _varargs_size("zeros", args, size)
+    return _finish(np.zeros(shape, _dtype_or_default(dtype).np), requires_grad)
 
 
-def ones(*size, dtype=None, requires_grad=False, device=None):
-    """A tensor of ones of the given size (ints or one sequence), of the default float dtype unless `dtype`."""
-    return _finish(np.ones(_varargs_size("ones", size), _dtype_or_default(dtype).np), requires_grad)
+def ones(*args, size=_NO_SIZE, dtype=None, requires_grad=False, device=None):
+    """A tensor of ones of the given size (ints, one sequence, or `size=`), of the default float dtype unless
+    `dtype`."""
+    shape = _varargs_size("ones", args, size)
+    return _finish(np.ones(shape, _dtype_or_default(dtype).np), requires_grad)
 
 
-def empty(*size, dtype=None, requires_grad=False, device=None):
+def empty(*args, size=_NO_SIZE, dtype=None, requires_grad=False, device=None):
     """Uninitialized in torch; zeros here."""
-    return _finish(np.zeros(_varargs_size("empty", size), _dtype_or_default(dtype).np), requires_grad)
+    shape = _varargs_size("empty", args, size)
+    return _finish(np.zeros(shape, _dtype_or_default(dtype).np), requires_grad)
 
 
 def full(size, fill_value, *, dtype=None, requires_grad=False, device=None):
@@ -279,31 +297,33 @@ def linspace(start, end, steps, *, dtype=None, requires_grad=False, device=None)
     return _finish(values.astype(d.np), requires_grad)
 
 
-def _like(input, dtype):
+def _like(input, dtype, fn):
+    if not isinstance(input, Tensor):
+        raise not_a_tensor(fn, "input", input, 1)
     return tuple(input.shape), (_dtypes.to_dtype(dtype) if dtype is not None else input.dtype)
 
 
 def zeros_like(input, *, dtype=None, requires_grad=False, device=None):
     """Zeros with `input`'s shape and dtype (unless `dtype`)."""
-    shape, d = _like(input, dtype)
+    shape, d = _like(input, dtype, "zeros_like")
     return zeros(shape, dtype=d, requires_grad=requires_grad)
 
 
 def ones_like(input, *, dtype=None, requires_grad=False, device=None):
     """Ones with `input`'s shape and dtype (unless `dtype`)."""
-    shape, d = _like(input, dtype)
+    shape, d = _like(input, dtype, "ones_like")
     return ones(shape, dtype=d, requires_grad=requires_grad)
 
 
 def empty_like(input, *, dtype=None, requires_grad=False, device=None):
     """An uninitialized tensor (zeros here) with `input`'s shape and dtype (unless `dtype`)."""
-    shape, d = _like(input, dtype)
+    shape, d = _like(input, dtype, "empty_like")
     return empty(shape, dtype=d, requires_grad=requires_grad)
 
 
 def full_like(input, fill_value, *, dtype=None, requires_grad=False, device=None):
     """`fill_value` with `input`'s shape and dtype (unless `dtype`)."""
-    shape, d = _like(input, dtype)
+    shape, d = _like(input, dtype, "full_like")
     return full(shape, fill_value, dtype=d, requires_grad=requires_grad)
 
 
@@ -322,18 +342,21 @@ def _sample(draw, shape, d, complex_scale):
     return ((draw(shape) + 1j * draw(shape)) * complex_scale).astype(d.np)
 
 
-def rand(*size, dtype=None, requires_grad=False, generator=None, device=None):
-    """Uniform samples in [0, 1), from `generator` (a bg.Generator; the default one if None)."""
+def rand(*args, size=_NO_SIZE, dtype=None, requires_grad=False, generator=None, device=None):
+    """Uniform samples in [0, 1) of the given size (ints, one sequence, or `size=`), from `generator` (a
+    bg.Generator; the default one if None)."""
     bits = draws(generator, "rand")
     d = _float_dtype(dtype, "check_uniform_bounds")
-    return _finish(_sample(bits.random, _varargs_size("rand", size), d, 1.0), requires_grad)
+    return _finish(_sample(bits.random, _varargs_size("rand", args, size), d, 1.0), requires_grad)
 
 
-def randn(*size, dtype=None, requires_grad=False, generator=None, device=None):
-    """Standard normal samples, from `generator` (a bg.Generator; the default one if None)."""
+def randn(*args, size=_NO_SIZE, dtype=None, requires_grad=False, generator=None, device=None):
+    """Standard normal samples of the given size (ints, one sequence, or `size=`), from `generator` (a bg.Generator;
+    the default one if None)."""
     bits = draws(generator, "randn")
     d = _float_dtype(dtype, "normal_kernel_cpu")
-    return _finish(_sample(bits.standard_normal, _varargs_size("randn", size), d, math.sqrt(0.5)), requires_grad)
+    shape = _varargs_size("randn", args, size)
+    return _finish(_sample(bits.standard_normal, shape, d, math.sqrt(0.5)), requires_grad)
 
 
 def randint(low=0, high=None, size=None, *, dtype=None, requires_grad=False, generator=None, device=None):
@@ -344,19 +367,48 @@ def randint(low=0, high=None, size=None, *, dtype=None, requires_grad=False, gen
     d = _dtypes.to_dtype(dtype) if dtype is not None else _dtypes.int64
     if high is None or not (_is_int(low) and _is_int(high)):
         raise TypeError(f"randint(): arguments 'low' and 'high' must be ints, but got {low!r} and {high!r}")
-    if low >= high:
-        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
+    _check_random_bounds(low, high, d)
     shape = _tuple_size("randint", size)
     return _finish(bits.integers(low, high, shape).astype(d.np), requires_grad)
 
 
+def _check_random_bounds(low, high, d):
+    """torch's checks of [low, high) for integers of dtype `d`."""
+    if d.is_complex:
+        raise RuntimeError("check_random_bounds handles only integral, floating-point and boolean types")
+    if low >= high:
+        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
+    if d.is_floating_point or d is _dtypes.bool:
+        return
+    info = np.iinfo(d.np)
+    if low < info.min:
+        raise RuntimeError(f"from is out of bounds for {_C_NAMES[d.name]}")
+    if high - 1 > info.max:
+        raise RuntimeError(f"to - 1 is out of bounds for {_C_NAMES[d.name]}")
+
+
+def randint_like(input, low=None, high=None, *, dtype=None, requires_grad=False, generator=None, device=None):
+    """Integers in [low, high) with `input`'s shape and dtype (unless `dtype`); randint_like(input, high) also
+    works."""
+    if high is None and low is None:
+        raise TypeError("randint_like() missing required argument 'high'")
+    if high is None:
+        low, high = 0, low
+    low = 0 if low is None else low
+    if not (_is_int(low) and _is_int(high)):
+        raise TypeError(f"randint_like(): arguments 'low' and 'high' must be ints, but got {low!r} and {high!r}")
+    shape, d = _like(input, dtype, "randint_like")
+    return randint(low, high, shape, dtype=d, requires_grad=requires_grad,
+                   generator=resolve(generator, "randint_like"))
+
+
 def rand_like(input, *, generator=None, dtype=None, requires_grad=False, device=None):
     """Uniform samples in [0, 1) with `input`'s shape and dtype (unless `dtype`)."""
-    shape, d = _like(input, dtype)
+    shape, d = _like(input, dtype, "rand_like")
     return rand(shape, dtype=d, requires_grad=requires_grad, generator=resolve(generator, "rand_like"))
 
 
 def randn_like(input, *, generator=None, dtype=None, requires_grad=False, device=None):
     """Standard normal samples with `input`'s shape and dtype (unless `dtype`)."""
-    shape, d = _like(input, dtype)
+    shape, d = _like(input, dtype, "randn_like")
     return randn(shape, dtype=d, requires_grad=requires_grad, generator=resolve(generator, "randn_like"))

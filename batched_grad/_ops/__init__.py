@@ -4,7 +4,8 @@ import jax.numpy as jnp
 
 from .. import _dtypes
 from .._grad_mode import is_grad_enabled
-from .._tensor import VIEW_OF_LEAF_INPLACE, Tensor, device, warn_once
+from .. import _layout
+from .._tensor import VIEW_OF_LEAF_INPLACE, Tensor, warn_once
 from .._lazy import compile_count
 from ._core import Op, apply
 from .elementwise import (COMPARISONS, PREDICATES, UNARY, add, atan2, clamp, clip, div, floor_divide, fmod,
@@ -12,9 +13,18 @@ from .elementwise import (COMPARISONS, PREDICATES, UNARY, add, atan2, clamp, cli
 from .indexing import (argsort, gather, getitem, index_select, masked_fill, masked_select, nonzero, scatter,
                        scatter_add, select, setitem, sort, take_along_dim, topk)
 from .linalg import bmm, diag, diagonal, dot, einsum, matmul, mm, mv, outer, tensordot, trace, tril, triu
+from . import complex_parts, inplace, placement
+from ._public import public
+from .closeness import allclose, equal, is_complex, is_floating_point, is_tensor, isclose, numel
+from .complex_parts import conj, imag, real
+from .compound import addcdiv, addcmul
+from .diagonals import diag_embed, diagflat
+from .placement import to
+from .unique import unique
 from .nn import conv1d, conv2d, layer_norm, log_softmax, max_pool2d, softmax
+from .linalg import inv as inverse
 from .reduction import (all, amax, amin, any, argmax, argmin, cumprod, cumsum, logsumexp, max, mean, min, norm,
-                        prod, std, sum, var)
+                        prod, std, std_mean, sum, var, var_mean)
 from .shape import (broadcast_to, cat, chunk, concat, concatenate, expand, expand_as, flatten, flip, hstack,
                     movedim, narrow, permute, repeat, reshape, roll, split, squeeze, stack, swapaxes, t,
                     tile, transpose, unbind, unflatten, unsqueeze, view, view_as, vstack)
@@ -23,8 +33,6 @@ globals().update(UNARY)
 globals().update(COMPARISONS)
 globals().update(PREDICATES)
 
-_TO = Op("to_copy", lambda a, *, dtype: a.astype(dtype), linear=True, backward_name="ToCopyBackward0",
-         diagonal=True)
 _CLONE = Op("clone", lambda a: a + jnp.zeros((), a.dtype), linear=True, diagonal=True)
 _COPY = Op("copy", lambda a, src: jnp.broadcast_to(src.astype(a.dtype), a.shape), linear=True,
            backward_name="torch::autograd::CopyBackwards")
@@ -33,20 +41,6 @@ _COPY = Op("copy", lambda a, src: jnp.broadcast_to(src.astype(a.dtype), a.shape)
 def clone(input):
     """A copy that stays in the graph."""
     return apply(_CLONE, [input])
-
-
-def to(input, *args, dtype=None, copy=False, **kwargs):
-    """Convert to `dtype` (given positionally, by keyword, or as another tensor's); a device (a torch device name)
-    changes nothing. Returns `input` itself when nothing changes, unless `copy=True`."""
-    for a in args:
-        if isinstance(a, Tensor):
-            dtype = a.dtype
-        elif isinstance(a, str):
-            device(a)  # torch's error for a string that names no device
-        elif not isinstance(a, device):
-            dtype = a
-    d = input.dtype if dtype is None else _dtypes.to_dtype(dtype)
-    return input if d is input.dtype and not copy else apply(_TO, [input], dtype=d.np)
 
 
 def jax_function(fn):
@@ -81,6 +75,13 @@ def _inplace(name, fn, doc):
 
     method.__name__ = method.__qualname__ = name
     method.__doc__ = doc
+    return method
+
+
+def _inplace_method(name, method):
+    """A method of inplace.py, named and documented as the in-place version of its op."""
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"In-place version of {name[:-1]}."
     return method
 
 
@@ -193,10 +194,14 @@ def _conversion(name, dtype):
 
 
 def _new_factory(kind):
-    def method(self, *size, dtype=None, requires_grad=False):
+    def method(self, *args, size=None, dtype=None, requires_grad=False):
         from .. import _factories
 
-        return getattr(_factories, kind)(*size, dtype=dtype or self.dtype, requires_grad=requires_grad)
+        if size is not None:
+            if args:
+                raise TypeError(f"new_{kind}() got multiple values for argument 'size'")
+            args = (size,)
+        return getattr(_factories, kind)(*args, dtype=dtype or self.dtype, requires_grad=requires_grad)
 
     method.__name__ = method.__qualname__ = f"new_{kind}"
     method.__doc__ = f"A tensor of {kind} of the given size, with this tensor's dtype unless `dtype` is given."
@@ -208,7 +213,7 @@ _METHOD_NAMES = """add sub mul div true_divide floor_divide remainder fmod pow a
     bmm mv dot outer trace diag diagonal tril triu reshape view view_as flatten unflatten squeeze unsqueeze expand
     expand_as broadcast_to permute transpose swapaxes t movedim split chunk unbind flip roll repeat tile narrow select
     index_select gather scatter scatter_add take_along_dim masked_fill masked_select nonzero sort argsort topk clone
-    to tensordot softmax log_softmax""".split()
+    to tensordot softmax log_softmax allclose isclose equal addcmul addcdiv inverse diag_embed diagflat unique""".split()
 _CONVERSIONS = {"float": _dtypes.float32, "double": _dtypes.float64, "half": _dtypes.float16, "long": _dtypes.int64,
                 "int": _dtypes.int32, "bool": _dtypes.bool}
 _METHODS = dict(UNARY, **COMPARISONS, **PREDICATES)
@@ -228,12 +233,16 @@ _METHODS.update(
     __gt__=COMPARISONS["gt"], __ge__=COMPARISONS["ge"], __and__=COMPARISONS["bitwise_and"],
     __or__=COMPARISONS["bitwise_or"], __xor__=COMPARISONS["bitwise_xor"], __rand__=COMPARISONS["bitwise_and"],
     __ror__=COMPARISONS["bitwise_or"], __rxor__=COMPARISONS["bitwise_xor"],
-    T=property(_T), mT=property(_mT),
+    T=property(_T), mT=property(_mT), **_layout.METHODS, **placement.METHODS, **complex_parts.METHODS,
 )
 _INPLACE = ["add", "sub", "mul", "div", "pow", "clamp", "clip", "neg", "abs", "exp", "log", "sqrt", "sigmoid",
             "tanh", "floor", "ceil", "round", "trunc", "masked_fill", "scatter", "scatter_add", "lerp", "sin",
-            "cos", "relu", "square", "reciprocal", "fmod", "remainder", "tril", "triu"]
+            "cos", "relu", "square", "reciprocal", "fmod", "remainder", "tril", "triu",
+            "absolute", "acos", "arctan2", "asin", "atan", "atan2", "bitwise_and", "bitwise_or", "bitwise_xor",
+            "cosh", "cumprod", "cumsum", "divide", "erf", "erfc", "expm1", "frac", "hypot", "log10", "log1p", "log2",
+            "multiply", "negative", "rsqrt", "sign", "sinh", "subtract", "tan", "true_divide", "addcmul", "addcdiv"]
 _METHODS.update({f"{name}_": _in_place_version(name, _METHODS[name]) for name in _INPLACE})
+_METHODS.update({name: _inplace_method(name, fn) for name, fn in inplace.METHODS.items()})
 _METHODS.update({name: _inplace(name, fn, doc) for name, (fn, doc) in {
     "fill_": (_fill, "Fill with `value` (a number or a 0-dim Tensor), in place."),
     "zero_": (_zero, "Fill with zeros, in place."),
@@ -257,4 +266,15 @@ __all__ = sorted({*UNARY, *COMPARISONS, *PREDICATES, "add", "atan2", "clamp", "c
                   "expand_as", "flatten", "flip", "hstack", "movedim", "narrow", "permute", "repeat", "reshape",
                   "roll", "select", "split", "squeeze", "stack", "swapaxes", "t", "tile", "transpose", "unbind",
                   "unflatten", "unsqueeze", "view", "view_as", "vstack", "clone", "to", "jax_function", "conv1d",
-                  "conv2d", "layer_norm", "log_softmax", "max_pool2d", "softmax"})
+                  "conv2d", "layer_norm", "log_softmax", "max_pool2d", "softmax", "allclose", "isclose", "equal",
+                  "is_tensor", "is_floating_point", "is_complex", "numel", "addcmul", "addcdiv", "inverse",
+                  "diag_embed", "diagflat", "unique", "var_mean", "std_mean", "real", "imag", "conj"})
+
+# torch's elementwise functions that take out=, by how out's dtype may differ from the result's (_public.py)
+_OUT_RULES = {name: "cast" for name in [*UNARY, *COMPARISONS, "logical_not", "add", "atan2", "div", "floor_divide",
+                                        "fmod", "hypot", "maximum", "minimum", "mul", "pow", "remainder", "sub",
+                                        "true_divide", "addcmul", "addcdiv"] if name != "relu"}
+_OUT_RULES.update({name: "exact" for name in ("neg", "abs", "sign", "floor", "ceil", "trunc", "frac", "round", "clamp",
+                                              "clip")}, where="where",
+                  lerp=lambda input, end, weight: "exact" if isinstance(weight, Tensor) else "cast")
+globals().update({_name: public(globals()[_name], _OUT_RULES.get(_name)) for _name in __all__})

@@ -9,9 +9,11 @@ import numpy as np
 
 from .. import _graph
 from .._dtypes import differentiable
+from .._foreign import TORCH_TENSOR_PASSED, is_torch_tensor
 from .._grad_mode import is_grad_enabled
 from .._host import host_read, to_device
-from .._tensor import Tensor, remember_view
+from .._layout import note_base
+from .._tensor import DETACH, Tensor, remember_view
 from .._lazy import Pending, Signature, defer, kernel, materialize
 from .._reads import output_reads
 from .._x64 import set_x64, swap_x64
@@ -77,6 +79,13 @@ def _number_array(x):
     return np.asarray(x)
 
 
+def _array_operand(x):
+    """An operand that is neither a Tensor nor a number (an array), as it is; a torch.Tensor is refused."""
+    if is_torch_tensor(x):
+        raise TypeError(TORCH_TENSOR_PASSED)
+    return x
+
+
 def fits_int64(x):
     return -2 ** 63 <= x < 2 ** 63
 
@@ -107,7 +116,7 @@ def _apply(op, operands, static):
                 a = host_read(x, a)
             recording = recording or x.grad_fn is not None or x._requires_grad
         else:
-            a = _number_array(x) if isinstance(x, _NUMBERS) else x
+            a = _number_array(x) if isinstance(x, _NUMBERS) else _array_operand(x)
         if type(a) is Pending:
             pending, mapped = True, mapped or a.call.mapped
         arrays.append(a)
@@ -188,6 +197,8 @@ def _make_view(src, view, step):
     view._view = (root, chain + (step,))
     view._counter = root._counter
     remember_view(root, view)
+    if chain and DETACH in chain:  # a view of a detached tensor: its base is no tensor of the chain
+        note_base(view, src)
 
 
 class VjpSpec(NamedTuple):

@@ -103,3 +103,16 @@ bce_with_logits = _with_partials(lambda x, t, lw: (1 - t) * x + lw * _softplus_n
                                  lambda x, t, lw, out: lw * jax.nn.sigmoid(x) - (lw - 1 + t),
                                  lambda x, t, lw, out: -x,
                                  lambda x, t, lw, out: jax.nn.softplus(-x))  # smooth, for higher orders
+
+
+def raises_in_backward(x, error):
+    """x, whose backward raises error() (torch's error for an op without a derivative); `error` makes the exception."""
+    @jax.custom_vjp
+    def f(y):
+        return y
+
+    def backward(_, g):
+        raise error()
+
+    f.defvjp(lambda y: (y, None), backward)
+    return f(x)

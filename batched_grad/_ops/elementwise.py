@@ -5,6 +5,7 @@ import jax.scipy.special as jsp
 import numpy as np
 
 from .. import _dtypes
+from .._foreign import not_a_tensor
 from .._tensor import _TYPE_NAMES, Tensor
 from . import _derivatives
 from ._core import SAVES_BOTH, SAVES_INPUT, SAVES_RESULT, Op, apply, fits_int64
@@ -144,11 +145,10 @@ def _binary_op(name, f, doc=None, *, float_result=False, linear=False, multiline
         if tensors_only:
             for position, (argument, value) in enumerate((("input", input), ("other", other)), 1):
                 if not isinstance(value, Tensor):
-                    raise TypeError(f"{name}(): argument '{argument}' (position {position}) must be Tensor, not "
-                                    f"{type(value).__name__}")
+                    raise not_a_tensor(name, argument, value, position)
         if not isinstance(input, Tensor) and not isinstance(other, Tensor):
             if not two_numbers:
-                raise TypeError(f"{name}(): argument 'input' must be Tensor, not {type(input).__name__}")
+                raise not_a_tensor(name, "input", input)
             input = Tensor._wrap(np.asarray(input, _dtypes.scalar_dtype(input).np))  # torch.add(1, 2) is tensor(3)
         if isinstance(input, Tensor) and isinstance(other, Tensor) and input._v.dtype == other._v.dtype:
             dtype = input.dtype  # the common case, without promotion
@@ -381,7 +381,7 @@ _LERP = Op("lerp", _lerp_fn, diagonal=True)
 def lerp(input, end, weight):
     """input + weight * (end - input); `end` (and a weight tensor that is not 0-dim) must match input's dtype."""
     if not isinstance(end, Tensor):
-        raise TypeError(f"lerp(): argument 'end' (position 2) must be Tensor, not {type(end).__name__}")
+        raise not_a_tensor("lerp", "end", end, 2)
     for arg, x in (("end", end), ("weight", weight)):
         if isinstance(x, Tensor) and x.dtype is not input.dtype and (arg == "end" or x.ndim > 0):
             raise RuntimeError(f"expected dtype {_c_name(input.dtype)} for `{arg}` but got dtype {_c_name(x.dtype)}")

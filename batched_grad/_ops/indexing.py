@@ -6,6 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _dtypes
+from .._foreign import not_a_tensor
 from .._tensor import _TYPE_NAMES, Tensor, _wrap_dim, type_name
 from ._core import SAVES_INDICES, Op, apply
 from .reduction import values_indices
@@ -416,7 +417,7 @@ def scatter(input, dim, index, src=None, *, value=None, reduce=None):
 def scatter_add(input, dim, index, src):
     """A copy of `input` with `src` added at `index` along `dim` (repeated indices accumulate)."""
     if not isinstance(src, Tensor):
-        raise TypeError(f"scatter_add(): argument 'src' (position 4) must be Tensor, not {type(src).__name__}")
+        raise not_a_tensor("scatter_add", "src", src, 4)
     return _scatter("scatter_add", input, dim, index, src, "add")
 
 

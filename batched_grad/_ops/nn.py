@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _dtypes
+from .._foreign import not_a_tensor
 from .._lazy import NeedsTracing
 from .._tensor import _TYPE_NAMES, Tensor, _wrap_dim
 from ._core import SAVES_RESULT, Op, apply
@@ -29,7 +30,7 @@ def _host(x):
 
 def _check_tensor(fn, name, x, position=1):
     if not isinstance(x, Tensor):
-        raise TypeError(f"{fn}(): argument '{name}' (position {position}) must be Tensor, not {type(x).__name__}")
+        raise not_a_tensor(fn, name, x, position)
 
 
 def _require_float(kernel, dtype):

@@ -204,8 +204,19 @@ def _var_fn(a, *, axis, keepdim, correction, sqrt):
 _VAR = {False: Op("var", _var_fn), True: Op("std", _var_fn, torch_saves=SAVES_BOTH)}  # std's reads the result
 
 
-def _var(input, dim, unbiased, keepdim, correction, sqrt):
-    _require_float("std and var only support floating point and complex dtypes", input.dtype)
+def _var_mean_fn(a, *, axis, keepdim, correction, sqrt):
+    return (_var_fn(a, axis=axis, keepdim=keepdim, correction=correction, sqrt=sqrt),
+            jnp.mean(a, axis=axis, keepdims=keepdim))
+
+
+_VAR_MEAN = {False: Op("var_mean", _var_mean_fn, multi=True),
+             True: Op("std_mean", _var_mean_fn, multi=True, torch_saves=SAVES_BOTH)}
+
+
+def _var(input, dim, unbiased, keepdim, correction, sqrt, name=None):
+    """var or std (with `name`: var_mean or std_mean, which also give the mean)."""
+    what = name or "std and var"
+    _require_float(f"{what} only support floating point and complex dtypes", input.dtype)
     if isinstance(dim, bool):  # the var(input, unbiased) positional form
         dim, unbiased = None, dim
     if correction is None:
@@ -213,9 +224,11 @@ def _var(input, dim, unbiased, keepdim, correction, sqrt):
     axis = dims(dim, input.ndim)
     n = math.prod(input.shape[i] for i in axis)
     if n - correction <= 0:
-        warnings.warn(f"{'std' if sqrt else 'var'}(): degrees of freedom is <= 0. Correction should be strictly "
-                      "less than the reduction factor (input numel divided by output numel).", UserWarning, stacklevel=3)
-    return apply(_VAR[sqrt], [input], axis=axis, keepdim=keepdim, correction=correction, sqrt=sqrt)
+        warnings.warn(f"{name or ('std' if sqrt else 'var')}(): degrees of freedom is <= 0. Correction should be "
+                      "strictly less than the reduction factor (input numel divided by output numel).", UserWarning,
+                      stacklevel=4 if name else 3)
+    op = _VAR_MEAN[sqrt] if name else _VAR[sqrt]
+    return apply(op, [input], axis=axis, keepdim=keepdim, correction=correction, sqrt=sqrt)
 
 
 def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
@@ -226,6 +239,16 @@ def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
 def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     """Standard deviation over `dim` with Bessel's `correction` (1 by default)."""
     return _var(input, dim, unbiased, keepdim, correction, True)
+
+
+def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """(variance, mean) over `dim`, as var() and mean() give them, in one op."""
+    return _var(input, dim, unbiased, keepdim, correction, False, "var_mean")
+
+
+def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """(standard deviation, mean) over `dim`, as std() and mean() give them, in one op."""
+    return _var(input, dim, unbiased, keepdim, correction, True, "std_mean")
 
 
 # ---- norms -------------------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from ._api import backward, grad
 from .anomaly_mode import detect_anomaly, set_detect_anomaly
 from .function import Function, FunctionCtx, once_differentiable
 from ._gradcheck import GradcheckError, gradcheck, gradgradcheck
+from .variable import Variable
 
 __all__ = ["backward", "grad", "functional", "graph", "Function", "FunctionCtx", "once_differentiable", "detect_anomaly",
-           "set_detect_anomaly", "gradcheck", "gradgradcheck", "GradcheckError"]
+           "set_detect_anomaly", "gradcheck", "gradgradcheck", "GradcheckError", "Variable"]

@@ -8,6 +8,7 @@ import jax.numpy as jnp
 
 from .. import _engine
 from .._factories import zeros
+from .._foreign import reject_torch_tensors
 from .._graph import GradientEdge, edge_of
 from .._lazy import keep
 from .._tensor import Size, Tensor, warn_once
@@ -23,13 +24,17 @@ CREATE_GRAPH_CYCLE = (
 
 
 def _as_tuple(x):
-    return (x,) if isinstance(x, (Tensor, GradientEdge)) else tuple(x)
+    if isinstance(x, (Tensor, GradientEdge)):
+        return (x,)
+    reject_torch_tensors(x)
+    return tuple(x)
 
 
 def _inputs_tuple(inputs, fn_name):
     """Normalize `inputs` like torch: a tensor/edge, an iterable, or a plain dict (whose values are used)."""
     if type(inputs) is dict:
         inputs = tuple(inputs.values())
+        reject_torch_tensors(inputs)
     elif isinstance(inputs, Mapping):
         raise TypeError(f"`inputs` argument to `{fn_name}()` must be a dict, not {type(inputs).__name__}. "
                         "Other Mapping types are not supported.")
@@ -113,6 +118,7 @@ def _tensor_or_tensors_to_tuple(tensors, length):
         return (None,) * length
     if isinstance(tensors, Tensor):
         return (tensors,)
+    reject_torch_tensors(tensors)
     return tuple(tensors)
 
 

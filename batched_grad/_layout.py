@@ -1,0 +1,148 @@
+"""Where a tensor's elements lie in the storage torch would give it: data_ptr(), _base, is_contiguous(),
+contiguous(), output_nr.
+
+Arrays here have no strides: a view is a chain of view ops from its root (Tensor._view). Applied to the root's flat
+positions, the chain tells which storage element each view element is, and so the view's offset and strides, as
+torch's; a tensor that is not a view is contiguous, at offset 0 of its own storage. Storage addresses are made up:
+one stable, 64-byte aligned range per root, never reused."""
+import functools
+import itertools
+import math
+import threading
+import weakref
+
+import jax.numpy as jnp
+import numpy as np
+
+from ._foreign import not_a_tensor
+from ._tensor import DETACH, Tensor, _ops_of, _view_value
+from ._x64 import scoped
+
+_ALIGNMENT = 64
+_lock = threading.RLock()  # a weak reference's callback may run (in a collection) while it is held
+_addresses = {}  # id(root) -> (weak reference to the root, its address)
+_next_address = itertools.count(1)  # in units of _ALIGNMENT
+_bases = {}  # id(view) -> (weak reference to the view, its base): views of a detached tensor (see note_base)
+
+
+def _remember(table, t, value):
+    """table[id(t)] = value while `t` lives (a weak dict keyed by identity: a Tensor's == is elementwise)."""
+    key = id(t)
+
+    def forget(ref):
+        with _lock:
+            if table.get(key, (None,))[0] is ref:
+                del table[key]
+
+    table[key] = (weakref.ref(t, forget), value)
+
+
+def _recall(table, t):
+    entry = table.get(id(t))
+    return entry[1] if entry is not None and entry[0]() is t else None
+
+
+def _storage_address(root):
+    with _lock:
+        address = _recall(_addresses, root)
+        if address is None:
+            blocks = max(-(-root.numel() * root.element_size() // _ALIGNMENT), 1)
+            address = next(_next_address) * _ALIGNMENT
+            for _ in range(blocks):  # the storage's range: no other root's address falls in it
+                next(_next_address)
+            _remember(_addresses, root, address)
+    return address
+
+
+@functools.lru_cache(maxsize=1024)
+@scoped
+def _strides(root_shape, chain):
+    """(offset, strides) of the view `chain` of a contiguous root, strides None where the view is not strided (a
+    reshape of a non-contiguous view, which torch would copy)."""
+    positions = np.asarray(_view_value(jnp.arange(math.prod(root_shape)).reshape(root_shape), chain))
+    if positions.size == 0:
+        return 0, None
+    offset = int(positions.flat[0])
+    strides = tuple(int(positions[(0,) * d + (1,) + (0,) * (positions.ndim - d - 1)]) - offset if n > 1 else 0
+                    for d, n in enumerate(positions.shape))
+    affine = offset + sum(np.arange(n).reshape((-1,) + (1,) * (positions.ndim - d - 1)) * s
+                          for d, (n, s) in enumerate(zip(positions.shape, strides)))
+    return offset, strides if np.array_equal(positions, affine) else None
+
+
+def _view_layout(t):
+    """(offset, strides or None) of `t` in its root's storage; (0, None) for a tensor that is not a view."""
+    if t._view is None:
+        return 0, None
+    root, chain = t._view
+    ops = _ops_of(chain)
+    return _strides(tuple(root.shape), ops) if ops else (0, None)
+
+
+def data_ptr(self):
+    """The address of the first element: the same for tensors sharing storage from the same element (a view, an
+    alias from detach()), offset by the element size along a view; 0 for a tensor with no elements."""
+    if self.numel() == 0:
+        return 0
+    root = self._view[0] if self._view is not None else self
+    return _storage_address(root) + _view_layout(self)[0] * self.element_size()
+
+
+def is_contiguous(self):
+    """Whether the elements lie in row-major order with no gaps, as torch's is_contiguous() (a transpose, a column,
+    a strided slice or an expansion of a tensor is not; a tensor made by an op is)."""
+    strides = _view_layout(self)[1]
+    if strides is None or self.numel() == 0:
+        return True
+    expected = 1
+    for n, s in zip(reversed(self.shape), reversed(strides)):
+        if n != 1:
+            if s != expected:
+                return False
+            expected *= n
+    return True
+
+
+def contiguous(self):
+    """This tensor if it is contiguous, else a contiguous copy of it (recorded: CloneBackward0)."""
+    from ._ops import clone
+
+    return self if is_contiguous(self) else clone(self)
+
+
+def _base(self):
+    """The tensor this one is a view of (None for a tensor that is not a view: detach() makes a new tensor sharing
+    storage, not a view)."""
+    if self._view is None:
+        return None
+    root, chain = self._view
+    if chain[-1] is DETACH:
+        return None
+    return root if DETACH not in chain else _recall(_bases, self)
+
+
+def note_base(view, src):
+    """Record the base of `view`, a view of `src` whose chain passes through a detach(): the tensor detach() made,
+    which no chain holds."""
+    base = src if src._view[1][-1] is DETACH else _base(src)
+    if base is not None:
+        with _lock:
+            _remember(_bases, view, base)
+
+
+def output_nr(self):
+    """Which output of its grad_fn this tensor is (0 for a tensor with no grad_fn)."""
+    return self._output_nr if self.grad_fn is not None else 0
+
+
+def reshape_as(self, other):
+    """This tensor reshaped to `other`'s shape."""
+    from ._ops import reshape
+
+    if not isinstance(other, Tensor):
+        raise not_a_tensor("reshape_as", "other", other, 1)
+    return reshape(self, other.shape)
+
+
+METHODS = {"data_ptr": data_ptr, "is_contiguous": is_contiguous, "contiguous": contiguous, "reshape_as": reshape_as,
+           "_base": property(_base), "output_nr": property(output_nr)}

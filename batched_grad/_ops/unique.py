@@ -1,0 +1,66 @@
+"""unique: the distinct elements (or slices along a dim) of a tensor, with inverse indices and counts."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._grad_mode import is_grad_enabled
+from .._tensor import _TYPE_NAMES, Tensor, _wrap_dim
+from ._core import Op, apply
+from ._derivatives import raises_in_backward
+
+_TRACED = ("unique() needs the values of the tensor, which a trace (vmap.vmap, a compiled function, forward mode) "
+           "does not have: the size of its result depends on them")
+
+
+def _pick(a, positions, *, axis, name):
+    message = f"the derivative for '{name}' is not implemented."
+    return raises_in_backward(jnp.take(a, positions, axis=axis), lambda: NotImplementedError(message))
+
+
+# the distinct values are elements of the input taken at their first positions; torch records them, without a
+# derivative
+_UNIQUE = {name: Op(name, _pick, backward_name=backward) for name, backward in (
+    ("_unique2", "Unique2Backward0"), ("unique_dim", "UniqueDimBackward0"))}
+
+
+def _host_values(input):
+    v = input._value
+    if isinstance(v, jax.core.Tracer):
+        raise RuntimeError(_TRACED)
+    return np.asarray(v)
+
+
+def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=None):  # noqa: A002
+    """The distinct elements of `input` (flattened), or its distinct slices along `dim`, in ascending order; with
+    `return_inverse` also where each element (slice) of `input` went, with `return_counts` how often each occurs.
+    NaNs are distinct from each other. The values are not differentiable (backward raises, as torch's)."""
+    if input.dtype.is_complex:
+        raise NotImplementedError(f"\"unique\" not implemented for '{_TYPE_NAMES[input.dtype.name]}'")
+    a = _host_values(input)
+    if dim is None:
+        flat = input.reshape(-1)
+        _, first, inverse, counts = np.unique(a.reshape(-1), return_index=True, return_inverse=True,
+                                              return_counts=True, equal_nan=False)
+        values = _taken(flat, first, 0, "_unique2")
+        inverse = inverse.reshape(a.shape)
+    else:
+        if input.ndim == 0:
+            raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
+        axis = _wrap_dim(dim, input.ndim)
+        rows = np.moveaxis(a, axis, 0).reshape(a.shape[axis], -1)
+        _, first, inverse, counts = np.unique(rows, axis=0, return_index=True, return_inverse=True,
+                                              return_counts=True)
+        values = _taken(input, first, axis, "unique_dim")
+    results = (values,)
+    if return_inverse:
+        results += (Tensor._wrap(inverse.reshape(-1 if dim is not None else a.shape).astype(np.int64)),)
+    if return_counts:
+        results += (Tensor._wrap(counts.astype(np.int64)),)
+    return results if len(results) > 1 else values
+
+
+def _taken(input, positions, axis, name):
+    positions = positions.astype(np.int64)
+    if input.requires_grad and is_grad_enabled():
+        return apply(_UNIQUE[name], [input, positions], axis=axis, name=name)
+    return Tensor._wrap(np.take(_host_values(input), positions, axis=axis))
