@@ -42,6 +42,18 @@ class RemovableHandle:
         self.remove()
 
 
+class NodeHooks:
+    """A node's pre-hooks and hooks (OrderedDicts id -> fn); false while both are empty."""
+
+    __slots__ = ("pre", "post")
+
+    def __init__(self):
+        self.pre, self.post = OrderedDict(), OrderedDict()
+
+    def __bool__(self):
+        return bool(self.pre or self.post)
+
+
 def add_hook(hooks, fn):
     handle = RemovableHandle(hooks)
     hooks[handle.id] = fn
@@ -69,7 +81,7 @@ class Node:
     `out_meta[j]` is (shape, dtype) of output j.
     """
 
-    __slots__ = ("edges", "out_meta", "tensor_pre_hooks", "retained", "post_hooks", "trace", "_metadata",
+    __slots__ = ("edges", "out_meta", "tensor_pre_hooks", "retained", "node_hooks", "trace", "_metadata",
                  "__weakref__")
     backward_without_gradients = False  # whether backward() runs when no output has a gradient (a Function's does)
 
@@ -78,7 +90,7 @@ class Node:
         self.out_meta = out_meta
         self.tensor_pre_hooks = None  # {output_nr: OrderedDict(id -> fn)}
         self.retained = None  # {output_nr: weakref to the tensor that retains its grad}
-        self.post_hooks = None  # OrderedDict(id -> fn), made by register_hook
+        self.node_hooks = None  # NodeHooks, made by register_hook or register_prehook
         self.trace = "".join(traceback.format_stack()[:-3]) if _anomaly["enabled"] else None
         self._metadata = None
 
@@ -97,13 +109,39 @@ class Node:
             self._metadata = {}
         return self._metadata
 
-    def register_hook(self, fn):
-        """fn(grad_inputs, grad_outputs) runs after this node's backward."""
-        if self.post_hooks is None:
+    def _hooks(self):
+        if self.node_hooks is None:
             with _lock:
-                if self.post_hooks is None:
-                    self.post_hooks = OrderedDict()
-        return add_hook(self.post_hooks, fn)
+                if self.node_hooks is None:
+                    self.node_hooks = NodeHooks()
+        return self.node_hooks
+
+    def register_prehook(self, fn):
+        """fn(grad_outputs) runs before this node's backward and may return new grad_outputs (a tuple)."""
+        return add_hook(self._hooks().pre, fn)
+
+    def register_hook(self, fn):
+        """fn(grad_inputs, grad_outputs) runs after this node's backward and may return new grad_inputs (a
+        tuple)."""
+        return add_hook(self._hooks().post, fn)
+
+    def __call__(self, *grad_outputs):
+        """This node's backward applied to `grad_outputs` (one per output; None for none): the gradients for its
+        inputs, a tuple (one Tensor or None per edge) or the one Tensor of a single-edge node. Recorded when grad
+        mode is on, as torch's. Hooks do not run."""
+        from ._grad_mode import is_grad_enabled
+        from ._tensor import Tensor
+
+        if len(grad_outputs) != len(self.out_meta):
+            raise TypeError(f"expected {len(self.out_meta)} arguments, got {len(grad_outputs)} instead")
+        for i, g in enumerate(grad_outputs):
+            if g is not None and not isinstance(g, Tensor):
+                raise TypeError(f"argument {i} is not a Variable")
+        if all(g is None for g in grad_outputs) and not self.backward_without_gradients:
+            grads = [None] * len(self.edges)
+        else:
+            grads = self.backward(list(grad_outputs), is_grad_enabled())
+        return grads[0] if len(grads) == 1 else tuple(grads)
 
     def pre_hooks_for(self, output_nr):
         """The ordered dict of tensor pre-hooks for output `output_nr`."""
