@@ -187,6 +187,12 @@ class AccumulateGrad(Node):
         return "torch::autograd::AccumulateGrad"
 
     def backward(self, cotangents, create_graph, batch=None):
+        """Called directly (node(grad)), the node accumulates into the leaf's `.grad`, as torch's; the engine does
+        that itself."""
+        if cotangents[0] is not None:
+            from ._engine import _accumulate
+
+            _accumulate(self.variable, cotangents[0], create_graph)
         return ()
 
 
