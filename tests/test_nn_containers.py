@@ -28,7 +28,8 @@ def _model(m):
             self.blocks.append(nn.Sequential(nn.Linear(2, 3), nn.Tanh()))
             self.blocks.extend([nn.Sequential(nn.Linear(2, 3), nn.Tanh()), nn.Linear(3, 1)])
             self.heads = nn.ModuleDict({"score": nn.Linear(1, 1), "norm": nn.BatchNorm1d(4)})
-            self.scales = nn.ParameterList([nn.Parameter(m.ones(2, 3)), m.zeros(4), "tag", m.zeros((), dtype=m.float64)])
+            self.scales = nn.ParameterList([nn.Parameter(m.ones(2, 3)), m.zeros(4), "tag",
+                                            m.zeros((), dtype=m.float64)])
             self.table = nn.ParameterDict({"b": m.zeros(2), "a": nn.Parameter(m.ones(3, 1)), "c": 5})
             self.act = nn.Softplus(beta=2)
 

@@ -137,7 +137,8 @@ def test_kaiming_of_an_empty_tensor_warns_as_torch_and_changes_nothing(init):
 # ---- nn.utils: parameters as a vector -------------------------------------------------------------------------
 def _params(m, dtype="float64"):
     rng = np.random.default_rng(0)
-    return [m.nn.Parameter(m.tensor(rng.standard_normal(s), dtype=getattr(m, dtype))) for s in [(2, 3), (4,), (1, 2, 2)]]
+    shapes = [(2, 3), (4,), (1, 2, 2)]
+    return [m.nn.Parameter(m.tensor(rng.standard_normal(s), dtype=getattr(m, dtype))) for s in shapes]
 
 
 def test_parameters_to_vector_matches_torch_and_stays_in_the_graph():

@@ -1,6 +1,7 @@
 """Autograd hooks beyond tensor hooks, against torch: grad_fn.register_prehook / register_hook (what they see, what
-they may replace, their errors, their handles), hooks on AccumulateGrad nodes, Tensor.register_post_accumulate_grad_hook,
-and calling a grad_fn directly. Also: hooks see rows under is_grads_batched, and a graph without hooks still fuses."""
+they may replace, their errors, their handles), hooks on AccumulateGrad nodes,
+Tensor.register_post_accumulate_grad_hook, and calling a grad_fn directly. Also: hooks see rows under
+is_grads_batched, and a graph without hooks still fuses."""
 import numpy as np
 import pytest
 import torch

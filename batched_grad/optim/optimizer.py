@@ -106,7 +106,8 @@ class Optimizer:
     def __repr__(self):
         text = f"{type(self).__name__} ("
         for i, group in enumerate(self.param_groups):
-            text += f"\nParameter Group {i}\n" + "".join(f"    {k}: {group[k]}\n" for k in sorted(group) if k != "params")
+            text += f"\nParameter Group {i}\n"
+            text += "".join(f"    {k}: {group[k]}\n" for k in sorted(group) if k != "params")
         return text + ")"
 
 
