@@ -125,6 +125,13 @@ def run_backward(roots, root_grads, captures, *, retain_graph, create_graph, acc
                           retain_graph=retain_graph, create_graph=create_graph, accumulate=accumulate, batch=batch)
 
 
+def _run_prehooks(node, hooks, cotangents, batch):
+    """A node's pre-hooks, on the gradients of the outputs torch's node takes (not max's indices), in place."""
+    outputs = node.torch_outputs()
+    for k, g in zip(outputs, run_prehooks(hooks, [cotangents[k] for k in outputs], batch)):
+        cotangents[k] = g
+
+
 def _run_accumulate(node, grad, create_graph, batch):
     """An AccumulateGrad node run by backward(): its pre-hooks, the accumulation into `.grad` (and the leaf's
     post-accumulate-grad hooks), its hooks."""
@@ -170,13 +177,13 @@ def _run_nodes(order, buffers, needed, wanted, n_captures, *, retain_graph, crea
             continue
         hooks = node.node_hooks
         if hooks and hooks.pre:
-            cotangents = run_prehooks(hooks.pre, cotangents, batch)
+            _run_prehooks(node, hooks.pre, cotangents, batch)
         if any(c is not None for c in cotangents) or (batch is None and node.backward_without_gradients):
             grads = _call(node, cotangents, create_graph, batch)
         else:
             grads = [None] * len(node.edges)  # no gradient in, none out
         if hooks and hooks.post:
-            grads = run_posthooks(hooks.post, grads, cotangents, batch)
+            grads = run_posthooks(hooks.post, grads, [cotangents[k] for k in node.torch_outputs()], batch)
         if not retain_graph:
             node.release()
         for edge, g in zip(node.edges, grads):

@@ -126,22 +126,32 @@ class Node:
         return add_hook(self._hooks().post, fn)
 
     def __call__(self, *grad_outputs):
-        """This node's backward applied to `grad_outputs` (one per output; None for none): the gradients for its
-        inputs, a tuple (one Tensor or None per edge) or the one Tensor of a single-edge node. Recorded when grad
-        mode is on, as torch's. Hooks do not run."""
+        """This node's backward applied to `grad_outputs` (one per output of torch_outputs(); None for none): the
+        gradients for its inputs, a tuple (one Tensor or None per edge) or the one Tensor of a single-edge node.
+        Recorded when grad mode is on, as torch's. Hooks do not run."""
         from ._grad_mode import is_grad_enabled
         from ._tensor import Tensor
 
-        if len(grad_outputs) != len(self.out_meta):
-            raise TypeError(f"expected {len(self.out_meta)} arguments, got {len(grad_outputs)} instead")
+        outputs = self.torch_outputs()
+        if len(grad_outputs) != len(outputs):
+            raise TypeError(f"expected {len(outputs)} arguments, got {len(grad_outputs)} instead")
         for i, g in enumerate(grad_outputs):
             if g is not None and not isinstance(g, Tensor):
                 raise TypeError(f"argument {i} is not a Variable")
         if all(g is None for g in grad_outputs) and not self.backward_without_gradients:
             grads = [None] * len(self.edges)
         else:
-            grads = self.backward(list(grad_outputs), is_grad_enabled())
+            cotangents = [None] * len(self.out_meta)
+            for k, g in zip(outputs, grad_outputs):
+                cotangents[k] = g
+            grads = self.backward(cotangents, is_grad_enabled())
         return grads[0] if len(grads) == 1 else tuple(grads)
+
+    def torch_outputs(self):
+        """The outputs whose gradients torch's node takes (its arguments, what its hooks see): a recorded op's
+        differentiable outputs (not max's indices), every output of another node."""
+        sig = getattr(self, "sig", None)
+        return tuple(range(len(self.out_meta))) if sig is None else sig.diff_outs
 
     def pre_hooks_for(self, output_nr):
         """The ordered dict of tensor pre-hooks for output `output_nr`."""

@@ -231,6 +231,54 @@ def test_calling_a_grad_fn_returns_its_gradients_as_torchs():
     _run_both(scenario)
 
 
+def test_nodes_take_the_gradients_of_differentiable_outputs_as_torchs():
+    def scenario(m, log):
+        x = m.tensor([[1.0, 5.0, 3.0], [4.0, 2.0, 6.0]], requires_grad=True)
+        values, _ = x.max(1)
+        ordered, _ = x.sort(1)
+        log.append(values.grad_fn(m.ones(2)))  # max's node takes no gradient for its indices
+        log.append(ordered.grad_fn(m.full((2, 3), 2.0)))
+        values.grad_fn.register_prehook(lambda go: log.append(("pre", go)))
+        values.grad_fn.register_hook(lambda gi, go: log.append(("post", gi, go)))
+
+        class Argmax(m.autograd.Function):  # a custom Function's node takes one gradient per output
+            @staticmethod
+            def forward(ctx, a):
+                index = a.argmax()
+                ctx.mark_non_differentiable(index)
+                return a * 2, index
+
+            @staticmethod
+            def backward(ctx, g, _):
+                return 2 * g
+
+        doubled, _ = Argmax.apply(x)
+        doubled.grad_fn.register_prehook(lambda go: log.append(("function pre", go)))
+        (values.sum() + doubled.sum()).backward()
+        return x.grad
+
+    _run_both(scenario)
+
+
+def test_a_custom_functions_node_is_not_callable_as_torchs():
+    messages = []
+    for m in (bg, torch):
+        class Double(m.autograd.Function):
+            @staticmethod
+            def forward(ctx, a):
+                return a * 2
+
+            @staticmethod
+            def backward(ctx, g):
+                return 2 * g
+
+        y = Double.apply(m.ones(2, requires_grad=True))
+        with pytest.raises(TypeError) as caught:
+            y.grad_fn(m.ones(2))
+        messages.append(str(caught.value))
+    assert messages[0] == messages[1] == "'DoubleBackward' object is not callable"
+
+
 @pytest.mark.parametrize("call", [
     lambda m, y: y.grad_fn(),
     lambda m, y: y.grad_fn(m.ones(3), m.ones(3)),

@@ -105,6 +105,9 @@ class FunctionNode(_graph.Node):
     def saved_values(self):
         return [s for s in self.ctx._saved or () if isinstance(s, _graph.SavedValue)]
 
+    def __call__(self, *grad_outputs):
+        raise TypeError(f"'{self.name()}' object is not callable")  # as torch's nodes of a custom Function
+
     def backward(self, cotangents, create_graph, batch=None):
         if batch is None:
             return self._backward_rows(cotangents, create_graph)
