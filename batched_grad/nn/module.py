@@ -1,5 +1,6 @@
 """Module: torch.nn.Module's registration of parameters, buffers and submodules through attribute assignment,
-with traversal, train/eval, zero_grad and state_dict/load_state_dict."""
+with traversal, train/eval, zero_grad, conversions (to, cpu, cuda, float, double, half, bfloat16, type),
+state_dict/load_state_dict and torch's repr."""
 import warnings
 from collections import OrderedDict, namedtuple
 
