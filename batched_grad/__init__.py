@@ -13,6 +13,8 @@ from ._ops import clone, compile_count, jax_function, to
 from ._tensor import Size, Tensor, device
 from . import autograd, linalg  # noqa: E402
 from . import nn, optim, testing  # noqa: E402
+from . import func  # noqa: E402
 from .autograd import grad
+from .func import vmap  # vmap.vmap, as torch.vmap is torch.func.vmap
 
 __version__ = "0.1.0"

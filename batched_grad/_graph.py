@@ -10,6 +10,12 @@ from ._host import unshared
 
 _anomaly = {"enabled": False, "check_nan": True}
 _lock = threading.Lock()  # guards the creation of per-tensor and per-node state that threads may share
+_sequence = itertools.count()
+
+
+def sequence_mark():
+    """A number below the sequence_nr of every node made from now on."""
+    return next(_sequence)
 
 BACKWARD_TWICE = (
     "Trying to backward through the graph a second time (or directly access saved tensors after they "
@@ -82,7 +88,7 @@ class Node:
     """
 
     __slots__ = ("edges", "out_meta", "tensor_pre_hooks", "retained", "node_hooks", "trace", "_metadata",
-                 "__weakref__")
+                 "sequence_nr", "__weakref__")
     backward_without_gradients = False  # whether backward() runs when no output has a gradient (a Function's does)
 
     def __init__(self, edges, out_meta):
@@ -93,9 +99,14 @@ class Node:
         self.node_hooks = None  # NodeHooks, made by register_hook or register_prehook
         self.trace = "".join(traceback.format_stack()[:-3]) if _anomaly["enabled"] else None
         self._metadata = None
+        self.sequence_nr = next(_sequence)
 
     def __repr__(self):
         return f"<{self.name().split('::')[-1]} object at {hex(id(self))}>"
+
+    def _sequence_nr(self):
+        """The order in which nodes were made, as torch's: a node made later has a larger number."""
+        return self.sequence_nr
 
     @property
     def next_functions(self):

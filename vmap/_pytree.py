@@ -49,6 +49,10 @@ class TreeSpec:
             text += ",".join(["\n" + " " * indent + c.__repr__(indent) for c in self.children[1:]])
         return text + "])"
 
+    def pprint(self):
+        """The structure with * for each leaf, as torch's treespec_pprint shows it: `(*, {'a': *})`."""
+        return repr(self.unflatten([_ASTERISK] * self.num_leaves))
+
     def unflatten(self, leaves):
         """The pytree of this structure with `leaves` (an iterable, consumed in order) at its leaves."""
         return self._build(iter(leaves))
@@ -60,6 +64,14 @@ class TreeSpec:
 
 
 LEAF = TreeSpec()
+
+
+class _Asterisk:
+    def __repr__(self):
+        return "*"
+
+
+_ASTERISK = _Asterisk()
 
 
 def flatten(tree):

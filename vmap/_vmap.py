@@ -1,6 +1,7 @@
 """vmap.vmap: vectorize a function of Tensors over a batch axis of its arguments (jax.vmap underneath),
 composing with batched_grad.autograd.grad inside it (the per-sample-gradient idiom). Arguments, results and
 their dims are torch's pytrees (vmap/_pytree.py); checks and messages are torch.func.vmap's."""
+import contextlib
 import functools
 import threading
 
@@ -8,12 +9,16 @@ import jax
 import jax.numpy as jnp
 
 from batched_grad._lazy import MAPPED, NeedsTracing, Pending, evaluate_mapped, mapped_input, materialize
+from batched_grad._generator import default_generator
+from batched_grad._graph import sequence_mark
+from batched_grad._grad_mode import is_grad_enabled
 from batched_grad._tensor import Tensor
 from batched_grad._x64 import scoped
 
 from ._batching import check_chunk_size
 from ._fallback import UNVECTORIZABLE
 from ._pytree import LEAF, broadcast_prefix, flatten
+from ._recorded import VmapNode, outside_edges
 from ._rows import map_rows
 
 _RANDOMNESS = ("error", "same", "different")
@@ -28,6 +33,17 @@ class _Running(threading.local):
 
 
 _running = _Running()
+
+
+@contextlib.contextmanager
+def randomness_mode(randomness):
+    """Random draws within it follow `randomness` as in a vmap.vmap's function (for a transform that runs a function
+    once for many rows: jacfwd)."""
+    _running.calls.append((randomness, None))
+    try:
+        yield
+    finally:
+        _running.calls.pop()
 
 
 def in_vmap_randomness():
@@ -66,15 +82,23 @@ def vmap(func, in_dims=0, out_dims=0, *, chunk_size=None, randomness="error"):
         arrays = [flat_args[i]._value if dims[i] == 0 else jnp.moveaxis(flat_args[i]._value, dims[i], 0)
                   for i in mapped]
 
+        start, recorded = sequence_mark(), []
+        rng_state = default_generator.get_state() if randomness == "same" else None  # for a backward's rerun
+
         def run(rows, trace=None):
-            """func on Tensors of `rows` in place of the mapped arguments: its result's leaves and structure."""
+            """func on Tensors of `rows` in place of the mapped arguments: its result's leaves and structure; notes
+            where they reach the graph made before the call and which of them require grad."""
             call = list(flat_args)
             for i, r in zip(mapped, rows):
                 call[i] = Tensor._wrap(r)
             running = _running.calls
             running.append((randomness, trace))
             try:
-                return flatten(func(*args_spec.unflatten(call), **kwargs))
+                leaves, spec = flatten(func(*args_spec.unflatten(call), **kwargs))
+                if is_grad_enabled():
+                    recorded[:] = [outside_edges(leaves, start, is_batched),
+                                   [isinstance(x, Tensor) and x.requires_grad for x in leaves]]
+                return leaves, spec
             finally:
                 running.pop()
 
@@ -82,7 +106,11 @@ def vmap(func, in_dims=0, out_dims=0, *, chunk_size=None, randomness="error"):
             leaves, spec = _deferred(run, arrays, chunk_size)
         except NeedsTracing:  # func reads values: trace it, every op dispatched under jax.vmap
             leaves, spec = _traced(func, run, arrays, size, chunk_size)
-        return spec.unflatten(_place(func, leaves, spec, out_dims, size))
+        dims = _flat_out_dims(func, out_dims, spec, leaves)
+        placed = _place(func, leaves, dims, size)
+        if recorded and recorded[0]:
+            _record(placed, leaves, dims, recorded, (func, args, kwargs, in_dims, randomness, rng_state))
+        return spec.unflatten(placed)
 
     return vectorized
 
@@ -180,11 +208,24 @@ def _traced(func, run, arrays, size, chunk_size):
     return leaves, spec
 
 
-def _place(func, leaves, spec, out_dims, size):
+def _record(placed, leaves, dims, recorded, call):
+    """Give the batched results that require grad one VmapNode (_recorded.py) linking them to the graph made before
+    the call."""
+    edges, requires_grad = recorded
+    rows_k = [k for k, x in enumerate(leaves) if type(x) is _Rows and requires_grad[k]]
+    if not rows_k:
+        return
+    node = VmapNode(edges, [placed[k] for k in rows_k], call, rows_k,
+                    [_out_dim(dims[k], leaves[k].array.ndim) for k in rows_k])
+    for j, k in enumerate(rows_k):
+        placed[k] = Tensor._wrap(placed[k]._v, grad_fn=node, output_nr=j)
+
+
+def _place(func, leaves, dims, size):
     """The leaves of the result: each moved or expanded to its out_dim, or left as it is for an out_dim of None."""
     name = _name(func)
     placed = []
-    for x, d in zip(leaves, _flat_out_dims(func, out_dims, spec, leaves)):
+    for x, d in zip(leaves, dims):
         if type(x) is _Rows:
             if d is None:
                 raise ValueError(f"vmap({name}, ...): `{name}` can not return a BatchedTensor when out_dim is None")

@@ -101,7 +101,8 @@ def forward_jacobian(func, inputs, as_outputs, *, hessian=False, chunk_size=None
     blocks are the Hessian (forward over reverse). Raises Untraceable when func cannot be traced."""
     _check_primals(inputs)
     closed, is_outputs_tuple = _trace(func, inputs, as_outputs)
-    blocks = apply(_JACOBIAN, list(closed.consts) + [x.detach() for x in inputs], traced=_TracedFunction(closed.jaxpr),
-                   hessian=hessian, chunk_size=chunk_size)
+    primals = [Tensor._wrap(x._v) for x in inputs]  # cut from the graph; a traced value keeps its tangent
+    blocks = apply(_JACOBIAN, list(closed.consts) + primals, traced=_TracedFunction(closed.jaxpr), hessian=hessian,
+                   chunk_size=chunk_size)
     n = len(inputs)
     return tuple(blocks[i:i + n] for i in range(0, len(blocks), n)), is_outputs_tuple

@@ -1,0 +1,98 @@
+"""What the transforms of batched_grad.func share: torch.func's argnums rules and messages, the inputs a transform
+differentiates (fresh graph inputs standing for the caller's tensors), and whether its results must stay
+differentiable outside it."""
+from .._graph import AccumulateGrad
+from .._ops import clone
+from .._tensor import Tensor
+from vmap._pytree import flatten
+
+
+def _wrap_argnum(argnum, num_args):
+    if not isinstance(argnum, int):
+        raise RuntimeError(f"argnum must be int, got: {type(argnum)}")
+    if 0 <= argnum < num_args:
+        return argnum
+    if -num_args <= argnum < 0:
+        return argnum + num_args
+    raise RuntimeError(f"Got argnum={argnum}, but only {num_args} positional inputs")
+
+
+def check_argnums(argnums, num_args):
+    """`argnums` (an int or a non-empty tuple of distinct ints) with negative entries wrapped, as torch checks it."""
+    if not isinstance(argnums, (int, tuple)):
+        raise RuntimeError(f"argnums must be int or Tuple[int, ...], got: {type(argnums)}")
+    if isinstance(argnums, int):
+        return _wrap_argnum(argnums, num_args)
+    argnums = tuple(_wrap_argnum(a, num_args) for a in argnums)
+    if len(argnums) == 0:
+        raise RuntimeError("argnums must be non-empty")
+    if len(set(argnums)) != len(argnums):
+        raise RuntimeError(f"argnums elements must be unique, got {argnums}")
+    return argnums
+
+
+def selected(args, argnums):
+    """The differentiated part of `args`: args[argnums] for an int, the tuple of them for a tuple."""
+    return args[argnums] if isinstance(argnums, int) else tuple(args[i] for i in argnums)
+
+
+def replaced(args, argnums, new):
+    """`args` with the differentiated part replaced by `new` (shaped as `selected` returns it)."""
+    if isinstance(argnums, int):
+        return args[:argnums] + (new,) + args[argnums + 1:]
+    args = list(args)
+    for i, value in zip(argnums, new):
+        args[i] = value
+    return tuple(args)
+
+
+def differentiable_inputs(tree, grad_outside):
+    """Fresh graph inputs for the tensors of `tree` (leaves, spec): a gradient taken with respect to one counts only
+    the uses through it, not those of the caller's tensor it stands for. Where the caller's tensor requires grad and
+    grad mode was on outside (`grad_outside`), the input is a recorded copy of it, so that results stay
+    differentiable with respect to it; otherwise a new leaf holding its value (JAX's value itself: a transform
+    traced in forward mode sees its tangent)."""
+    leaves, spec = flatten(tree)
+    fresh = []
+    for x in leaves:
+        if not isinstance(x, Tensor):
+            raise ValueError(f"Thing passed to transform API must be Tensor, got {type(x)}")
+        fresh.append(clone(x) if grad_outside and x.requires_grad else Tensor._wrap(x._v, requires_grad=True))
+    return fresh, spec
+
+
+def reaches_outside(outputs, inputs):
+    """Whether the graph of `outputs` reaches a leaf that requires grad other than the fresh leaves in `inputs`:
+    then a gradient of them must be recorded (create_graph) to stay differentiable with respect to it."""
+    own = {id(x) for x in inputs if x.grad_fn is None}
+    stack = [o.grad_fn for o in outputs if isinstance(o, Tensor) and o.grad_fn is not None]
+    seen = set()
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if type(node) is AccumulateGrad:
+            if id(node.variable) not in own:
+                return True
+            continue
+        stack.extend(edge.node for edge in node.edges if edge is not None)
+    return False
+
+
+def check_tensor_outputs(leaves, api):
+    """torch's check that f returned a non-empty pytree of Tensors."""
+    if (len(leaves) == 1 and leaves[0] is None) or len(leaves) < 1:
+        raise RuntimeError(f"{api}: Expected f to be a function that has non-empty output (got output = {leaves})")
+    for o in leaves:
+        if not isinstance(o, Tensor):
+            raise RuntimeError(f"{api}: expected f(*primals) to return only tensors, got unsupported type {type(o)}")
+
+
+def split_aux(output, has_aux, api):
+    """(output, aux) of f's result: with has_aux, f must return a pair."""
+    if not has_aux:
+        return output, None
+    if not (isinstance(output, tuple) and len(output) == 2):
+        raise RuntimeError(f"{api}: output of function f should be a tuple: (output, aux) if has_aux is True")
+    return output

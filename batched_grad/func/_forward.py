@@ -1,0 +1,180 @@
+"""torch.func's forward-mode transforms: jvp, linearize, jacfwd, hessian (forward over reverse).
+
+f is traced once into a jaxpr (its Tensors wrap JAX tracers, autograd.grad inside it included) and its JVP runs as
+one op of the table, so the result is differentiable by the engine and batched by vmap.vmap like any op. A function
+that reads concrete values cannot be traced: its JVP is then taken by reverse mode twice (the transpose of a VJP)."""
+import functools
+
+import jax
+import jax.numpy as jnp
+from jax.extend.core import ClosedJaxpr, jaxpr_as_fun
+
+from .._grad_mode import enable_grad
+from .._ops._core import Op, apply
+from .._reads import output_reads
+from .._tensor import Tensor
+from .._x64 import scoped
+from ..autograd._functional_forward import Untraceable, _trace, _TracedFunction, forward_jacobian
+from vmap._pytree import flatten
+from vmap._vmap import randomness_mode
+from ._args import check_argnums, check_tensor_outputs, differentiable_inputs, replaced, selected, split_aux
+from ._reverse import _gradients, jacrev
+
+JVP = "jvp(f, primals, tangents)"
+
+
+def _jvp_arrays(*arrays, traced, n_primals, n_tangents_out):
+    """The outputs of the traced function at the primals, then the tangents of its first `n_tangents_out` outputs;
+    `arrays` are the jaxpr's constants, the primals, then their tangents."""
+    n_consts = len(traced.jaxpr.constvars)
+    func = jaxpr_as_fun(ClosedJaxpr(traced.jaxpr, arrays[:n_consts]))
+    primals, tangents = arrays[n_consts:n_consts + n_primals], arrays[n_consts + n_primals:]
+    outs, out_tangents = jax.jvp(lambda *p: tuple(func(*p)), primals, tangents)
+    out_tangents = [jnp.zeros_like(o) if t.dtype == jax.dtypes.float0 else t for o, t in zip(outs, out_tangents)]
+    return tuple(outs) + tuple(out_tangents[:n_tangents_out])
+
+
+_JVP_OP = Op("jvp", _jvp_arrays, multi=True)
+
+
+def _check_pair(primals, tangents):
+    flat_primals, primals_spec = flatten(primals)
+    flat_tangents, tangents_spec = flatten(tangents)
+    if repr(primals_spec) != repr(tangents_spec):
+        raise RuntimeError(f"{JVP}: Expected primals and tangents to have the same python structure. For example, "
+                           "if primals is a tuple of 3 tensors, tangents also must be. Got primals with structure "
+                           f"{primals_spec} and tangents with structure {tangents_spec}")
+    for name, leaves in (("primals", flat_primals), ("tangents", flat_tangents)):
+        if not leaves:
+            raise RuntimeError(f"{JVP}: Expected {name} to contain at least one Tensor.")
+        for x in leaves:
+            if not isinstance(x, Tensor):
+                raise RuntimeError(f"{JVP}: Expected {name} to only contain Tensors, got {type(x)}")
+    for p, t in zip(flat_primals, flat_tangents):
+        if tuple(p.shape) != tuple(t.shape):
+            raise RuntimeError("Trying to set a forward gradient that has a different size than that of the original "
+                               f"Tensor, this is not supported. Tensor is of size {list(p.shape)} while the given "
+                               f"forward gradient is of size {list(t.shape)}.")
+    return flat_primals, primals_spec, flat_tangents
+
+
+class _Outputs:
+    """What f returned while traced, kept as structures: its outputs' and aux's specs and leaf counts."""
+
+    def __init__(self, has_aux):
+        self.has_aux = has_aux
+
+    def __call__(self, result):
+        output, aux = split_aux(result, self.has_aux, JVP)
+        self.flat_output, self.spec = flatten(output)
+        check_tensor_outputs(self.flat_output, JVP)
+        aux_leaves, self.aux_spec = flatten(aux)
+        self.aux_tensors = [i for i, x in enumerate(aux_leaves) if isinstance(x, Tensor)]
+        self.aux_others = [x for x in aux_leaves if not isinstance(x, Tensor)]
+        return True, tuple(self.flat_output) + tuple(aux_leaves[i] for i in self.aux_tensors)
+
+    def aux(self, tensors):
+        tensors, others = iter(tensors), iter(self.aux_others)
+        leaves = [next(tensors) if i in self.aux_tensors else next(others) for i in range(self.aux_spec.num_leaves)]
+        return self.aux_spec.unflatten(leaves)
+
+
+@scoped
+def jvp(func, primals, tangents, *, strict=False, has_aux=False):
+    """(func(*primals), the JVP along `tangents`[, aux]), as torch.func.jvp."""
+    if not isinstance(primals, tuple):
+        raise RuntimeError(f"{JVP}: Expected primals to be a tuple. E.g. it should be valid to call f(*primals).")
+    flat_primals, spec, flat_tangents = _check_pair(primals, tangents)
+    outputs = _Outputs(has_aux)
+    try:
+        closed, _ = _trace(lambda *xs: func(*spec.unflatten(xs)), flat_primals, outputs)
+    except Untraceable:
+        return _jvp_by_reverse_mode(func, primals, flat_tangents, strict, has_aux)
+    n_out = len(outputs.flat_output)
+    if strict:
+        _check_strict(closed, len(flat_primals), n_out)
+    results = apply(_JVP_OP, list(closed.consts) + list(flat_primals) + list(flat_tangents),
+                    traced=_TracedFunction(closed.jaxpr), n_primals=len(flat_primals), n_tangents_out=n_out)
+    values, aux_values, out_tangents = results[:n_out], results[n_out:-n_out], results[-n_out:]
+    result = (outputs.spec.unflatten(values), outputs.spec.unflatten(out_tangents))
+    return result + (outputs.aux(aux_values),) if has_aux else result
+
+
+def _check_strict(closed, n_primals, n_out):
+    avals = [(v.aval.shape, v.aval.dtype) for v in closed.jaxpr.invars]
+    reads = output_reads(jaxpr_as_fun(closed), avals)
+    if any(r & ((1 << n_primals) - 1) == 0 for r in reads[:n_out]):
+        raise RuntimeError(f"{JVP[:-1]}, strict=True): The output of f is independent of the inputs. This is not "
+                           "allowed with strict=True.")
+
+
+def _jvp_by_reverse_mode(func, primals, flat_tangents, strict, has_aux):
+    """The JVP of a function that reads values: the VJP is linear in its cotangent u, so the JVP along t is the
+    gradient, with respect to u, of <VJP(u), t>."""
+    with enable_grad():
+        inputs, spec = differentiable_inputs(primals, False)
+        output, aux = split_aux(func(*spec.unflatten(inputs)), has_aux, JVP)
+        flat_output, out_spec = flatten(output)
+        check_tensor_outputs(flat_output, JVP)
+        if strict and not any(o.requires_grad for o in flat_output):
+            raise RuntimeError(f"{JVP[:-1]}, strict=True): The output of f is independent of the inputs. This is "
+                               "not allowed with strict=True.")
+        probes = [Tensor._wrap(jnp.zeros(tuple(o.shape), o.dtype.np), requires_grad=True) for o in flat_output]
+        vjps = _gradients(flat_output, inputs, probes, create_graph=True)
+        inner = sum((v * t).sum() for v, t in zip(vjps, flat_tangents))
+        out_tangents = _gradients([inner], probes, [None], create_graph=False)
+    result = (out_spec.unflatten([o.detach() for o in flat_output]), out_spec.unflatten(out_tangents))
+    return result + (aux,) if has_aux else result
+
+
+@scoped
+def linearize(func, *primals):
+    """(func(*primals), jvp_fn): jvp_fn(*tangents) is the JVP of func at `primals` along `tangents`."""
+    output, _ = jvp(func, primals, primals)
+
+    @scoped
+    def jvp_fn(*tangents):
+        return jvp(func, primals, tangents)[1]
+
+    return output, jvp_fn
+
+
+_RANDOMNESS = ("error", "same", "different")
+
+
+def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
+    """A function returning the Jacobian of func w.r.t. args[argnums] by forward mode, structured as jacrev's."""
+
+    @functools.wraps(func)
+    @scoped
+    def wrapper(*args, **kwargs):
+        if randomness not in _RANDOMNESS:
+            raise RuntimeError("Only allowed values for randomness are 'error', 'different', or 'same'. Got "
+                               f"{randomness}")
+        if randomness == "different":  # f runs once, traced, for every basis row: its draws are shared
+            raise ValueError("jacfwd: randomness='different' is not supported; draw the random values outside and "
+                             "pass them in.")
+        argnums_ = check_argnums(argnums, len(args))
+        leaves, spec = flatten(selected(args, argnums_))
+        outputs = _Outputs(has_aux)
+
+        def flat_func(*xs):
+            return func(*replaced(args, argnums_, spec.unflatten(xs)), **kwargs)
+
+        try:
+            with randomness_mode(randomness):
+                blocks, _ = forward_jacobian(flat_func, leaves, outputs)
+        except Untraceable:  # f reads values: the same Jacobian by reverse mode
+            return jacrev(func, argnums, has_aux=has_aux)(*args, **kwargs)
+        n_out = len(outputs.flat_output)
+        jacobian = outputs.spec.unflatten([spec.unflatten(list(row)) for row in blocks[:n_out]])
+        if has_aux:  # aux from one more call of f (the traced call's aux values are tracers)
+            return jacobian, split_aux(flat_func(*leaves), has_aux, JVP)[1]
+        return jacobian
+
+    return wrapper
+
+
+def hessian(func, argnums=0):
+    """A function returning the Hessian of func's scalar output w.r.t. args[argnums]: jacfwd of jacrev."""
+    return jacfwd(jacrev(func, argnums), argnums)

@@ -1,0 +1,137 @@
+"""torch.func's module helpers: functional_call runs a module with given tensors in place of its parameters and
+buffers; stack_module_state stacks the state of several identical modules for vmap (model ensembling)."""
+import collections.abc
+import contextlib
+
+from .._ops import stack
+
+
+def _named_tensors(module):
+    """{dotted name: tensor} of every parameter and buffer, tied ones under each of their names."""
+    named = {}
+    for prefix, sub in module.named_modules(remove_duplicate=False):
+        for registry in ("_parameters", "_buffers"):
+            for name, tensor in sub.__dict__[registry].items():
+                if tensor is not None:
+                    named[f"{prefix}.{name}" if prefix else name] = tensor
+    return named
+
+
+def _untied(module, given):
+    """`given` with a value for a tied tensor given under one name also set under its other names."""
+    names_of = {}
+    for name, tensor in _named_tensors(module).items():
+        names_of.setdefault(id(tensor), set()).add(name)
+    tied = {name: names for names in names_of.values() if len(names) > 1 for name in names}
+    untied = dict(given)
+    for name in [n for n in given if n in tied]:
+        names = tied[name]
+        if len(names & set(given)) > 1 and len({id(given[n]) for n in names if n in given}) != 1:
+            raise ValueError(f"functional_call got multiple values for keys {sorted(names)}, which are tied. "
+                             "Consider using tie_weights=False")
+        for other in names:
+            untied[other] = given[name]
+    return untied
+
+
+def _check_keys(module, given):
+    expected = set(_named_tensors(module))
+    unexpected, missing = sorted(set(given) - expected), sorted(expected - set(given))
+    errors = []
+    if unexpected:
+        errors.append(f"Unexpected key(s): {', '.join(map(repr, unexpected))}.")
+    if missing:
+        errors.append(f"Missing key(s): {', '.join(map(repr, missing))}.")
+    if errors:
+        raise RuntimeError("Error(s) in reparametrizing for {}:\n\t{}".format(type(module).__name__,
+                                                                            "\n\t".join(errors)))
+
+
+def _owner(module, name):
+    """(the submodule holding the dotted `name`, its registry dict, the attribute name); registry None when the
+    name is not a parameter or buffer (it is then set as a plain attribute, as torch does)."""
+    *path, attr = name.split(".")
+    for part in path:
+        module = getattr(module, part)
+    for registry in ("_parameters", "_buffers"):
+        if attr in module.__dict__[registry]:
+            return module, module.__dict__[registry], attr
+    return module, None, attr
+
+
+@contextlib.contextmanager
+def _swapped(module, tensors):
+    saved = []
+    try:
+        for name, tensor in tensors.items():
+            owner, registry, attr = _owner(module, name)
+            if registry is None:
+                saved.append((owner, None, attr, owner.__dict__.get(attr, _ABSENT)))
+                object.__setattr__(owner, attr, tensor)
+            else:
+                saved.append((owner, registry, attr, registry[attr]))
+                registry[attr] = tensor
+        yield
+    finally:
+        for owner, registry, attr, old in reversed(saved):
+            if registry is not None:
+                registry[attr] = old
+            elif old is _ABSENT:
+                object.__delattr__(owner, attr)
+            else:
+                object.__setattr__(owner, attr, old)
+
+
+_ABSENT = object()
+
+
+def _merged(parameter_and_buffer_dicts):
+    if isinstance(parameter_and_buffer_dicts, dict):
+        return parameter_and_buffer_dicts
+    if isinstance(parameter_and_buffer_dicts, collections.abc.Sequence):
+        if not all(isinstance(d, dict) for d in parameter_and_buffer_dicts):
+            raise ValueError("Expected all elements of parameter_and_buffer_dicts to be dictionaries")
+        counts = collections.Counter(k for d in parameter_and_buffer_dicts for k in d)
+        repeated = [k for k, n in counts.items() if n > 1]
+        if repeated:
+            raise ValueError(f"{repeated} appeared in multiple dictionaries; behavior of functional call is ambiguous")
+        return {k: v for d in parameter_and_buffer_dicts for k, v in d.items()}
+    raise ValueError("Expected parameter_and_buffer_dicts to be a dict, or a list/tuple of dicts, but got "
+                     f"{type(parameter_and_buffer_dicts)}")
+
+
+def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, *, tie_weights=True, strict=False):
+    """module(*args, **kwargs) with the given tensors in place of the parameters and buffers of those names (the
+    others as they are); the module is left as it was."""
+    tensors = _merged(parameter_and_buffer_dicts)
+    if tie_weights:
+        tensors = _untied(module, tensors)
+    if strict:
+        _check_keys(module, tensors)
+    args = () if args is None else args if isinstance(args, tuple) else (args,)
+    with _swapped(module, tensors):
+        return module(*args, **(kwargs or {}))
+
+
+def _stacked_leaf(tensors, name):
+    requires = [t.requires_grad for t in tensors]
+    if any(requires) and not all(requires):
+        raise RuntimeError(f"Expected {name} from each model to have the same .requires_grad")
+    result = stack(tensors)
+    return result.detach().requires_grad_() if all(requires) else result
+
+
+def stack_module_state(models):
+    """({name: the parameters of `models` stacked}, {name: their buffers stacked}), for vmap over the models."""
+    models = list(models)
+    if len(models) == 0:
+        raise RuntimeError("stack_module_state: Expected at least one model, got 0.")
+    if not (all(m.training for m in models) or not any(m.training for m in models)):
+        raise RuntimeError("stack_module_state: Expected all models to have the same training/eval mode.")
+    if not all(type(m) is type(models[0]) for m in models):
+        raise RuntimeError("stack_module_state: Expected all models to be of the same class.")
+    params = [dict(m.named_parameters()) for m in models]
+    buffers = [dict(m.named_buffers()) for m in models]
+    return ({k: _stacked_leaf([p[k] for p in params], k) for k in params[0]},
+            {k: _stacked_leaf([b[k] for b in buffers], k) for k in buffers[0]})
+

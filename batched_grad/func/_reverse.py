@@ -1,0 +1,168 @@
+"""torch.func's reverse-mode transforms on the recorded graph: grad, grad_and_value, vjp, jacrev.
+
+Each call records f on fresh inputs (_args.differentiable_inputs) and takes bg.autograd.grad of the result; a
+Jacobian's rows are one batched grad call (is_grads_batched) over the standard basis. The gradients are recorded
+(create_graph) only where they must stay differentiable outside the transform: a composed transform (jacrev of
+grad, vmap of grad) or a captured tensor that requires grad."""
+import functools
+
+from .._factories import zeros_like
+from .._grad_mode import enable_grad, is_grad_enabled
+from .._tensor import Tensor
+from .._x64 import scoped
+from ..autograd._api import grad as _autograd_grad
+from ..autograd.functional import _jacobian_vectorized
+from vmap._batching import check_chunk_size
+from vmap._pytree import flatten
+from ._args import (check_argnums, check_tensor_outputs, differentiable_inputs, reaches_outside, replaced, selected,
+                    split_aux)
+
+
+def _detached_unless(tree, keep):
+    """The Tensors of `tree` cut from the transform's graph unless they must stay differentiable outside it. Their
+    values are JAX's as they are (not detach()'s stop_gradient): in a forward-mode trace, tangents flow through."""
+    if keep:
+        return tree
+    leaves, spec = flatten(tree)
+    return spec.unflatten([Tensor._wrap(x._v) if isinstance(x, Tensor) else x for x in leaves])
+
+
+def _gradients(outputs, inputs, cotangents, create_graph):
+    """Gradients of `outputs` (with `cotangents`) for `inputs`, zeros where one does not depend on an input, as
+    torch.func's: outputs that do not require grad contribute nothing."""
+    pairs = [(o, c) for o, c in zip(outputs, cotangents) if o.requires_grad]
+    if not pairs:
+        return [zeros_like(x) for x in inputs]
+    grads = _autograd_grad([o for o, _ in pairs], inputs, [c for _, c in pairs], retain_graph=True,
+                           create_graph=create_graph, allow_unused=True)
+    return [zeros_like(x) if g is None else g for g, x in zip(grads, inputs)]
+
+
+class _Recorded:
+    """f applied to fresh inputs for the arguments at `argnums`, under grad mode: its output, aux, the fresh inputs
+    and their structure, and whether gradients must be recorded to stay differentiable outside."""
+
+    def __init__(self, func, args, kwargs, argnums, has_aux, api):
+        grad_outside = is_grad_enabled()
+        with enable_grad():
+            self.inputs, self.spec = differentiable_inputs(selected(args, argnums), grad_outside)
+            output = func(*replaced(args, argnums, self.spec.unflatten(self.inputs)), **kwargs)
+            self.output, self.aux = split_aux(output, has_aux, api)
+        self.flat_output, self.output_spec = flatten(self.output)
+        self.keep_graph = grad_outside and reaches_outside(self.flat_output, self.inputs)
+
+
+def grad_and_value(func, argnums=0, has_aux=False):
+    """A function returning (gradient of func's scalar output w.r.t. args[argnums], the output); with has_aux,
+    (gradient, (output, aux))."""
+
+    @functools.wraps(func)
+    @scoped
+    def wrapper(*args, **kwargs):
+        argnums_ = check_argnums(argnums, len(args))
+        run = _Recorded(func, args, kwargs, argnums_, has_aux, "grad_and_value(f)(*args)")
+        output = run.output
+        if not isinstance(output, Tensor):
+            raise RuntimeError(f"grad_and_value(f)(*args): Expected f(*args) to return a Tensor, got {type(output)}")
+        if output.dim() != 0:
+            raise RuntimeError("grad_and_value(f)(*args): Expected f(*args) to return a scalar Tensor, got tensor "
+                               f"with {output.dim()} dims. Maybe you wanted to use the vjp or jacrev APIs instead?")
+        with enable_grad():
+            grads = _gradients([output], run.inputs, [None], run.keep_graph)
+        gradient = run.spec.unflatten(grads)
+        output = _detached_unless(output, run.keep_graph)
+        if has_aux:
+            return gradient, (output, _detached_unless(run.aux, run.keep_graph))
+        return gradient, output
+
+    return wrapper
+
+
+def grad(func, argnums=0, has_aux=False):
+    """A function returning the gradient of func's scalar output w.r.t. args[argnums] (with has_aux, also aux)."""
+    value_and_grad = grad_and_value(func, argnums, has_aux)
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        gradient, value = value_and_grad(*args, **kwargs)
+        return (gradient, value[1]) if has_aux else gradient
+
+    return wrapper
+
+
+def _check_floating_outputs(outputs):
+    for o in outputs:
+        if not (o.dtype.is_floating_point or o.dtype.is_complex):
+            raise RuntimeError("vjp(f, ...): All outputs of f must be floating-point or complex Tensors, got Tensor "
+                               f"with dtype {o.dtype}")
+
+
+@scoped
+def vjp(func, *primals, has_aux=False):
+    """(func(*primals), vjp_fn[, aux]): vjp_fn(cotangents) gives the gradients for every primal, shaped as
+    `primals`."""
+    run = _Recorded(func, primals, {}, tuple(range(len(primals))), has_aux, "vjp(f, *primals)")
+    check_tensor_outputs(run.flat_output, "vjp(f, *primals)")
+    _check_floating_outputs(run.flat_output)
+
+    @scoped
+    def vjp_fn(cotangents, retain_graph=True, create_graph=None):
+        flat_cotangents, spec = flatten(cotangents)
+        if repr(spec) != repr(run.output_spec):
+            raise RuntimeError("Expected pytree structure of cotangents to be the same as pytree structure of outputs "
+                               f"to the function. cotangents: {spec.pprint()}, primal output: {run.output_spec.pprint()}")
+        record = is_grad_enabled() if create_graph is None else create_graph
+        with enable_grad():
+            grads = _gradients(run.flat_output, run.inputs, flat_cotangents, record and run.keep_graph)
+        return run.spec.unflatten(grads)
+
+    output = _detached_unless(run.output, run.keep_graph)
+    if has_aux:
+        return output, vjp_fn, _detached_unless(run.aux, run.keep_graph)
+    return output, vjp_fn
+
+
+def _check_real(tree, api, what):
+    leaves, _ = flatten(tree)
+    for idx, x in enumerate(leaves):
+        if isinstance(x, Tensor) and x.dtype.is_complex:
+            raise RuntimeError(f"{api}: Expected all {what} to be real but received complex tensor at flattened "
+                               f"input idx: {idx}")
+
+
+def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
+    """A function returning the Jacobian of func w.r.t. args[argnums] by reverse mode: for each output leaf, the
+    structure of args[argnums] (a tuple over argnums for a tuple), each block shaped output.shape + input.shape.
+    `chunk_size` bounds how many rows of the basis run at once."""
+    if not (chunk_size is None or chunk_size > 0):
+        raise ValueError("jacrev: `chunk_size` should be greater than 0.")
+    chunk_size = check_chunk_size(chunk_size)
+
+    @functools.wraps(func)
+    @scoped
+    def wrapper(*args, **kwargs):
+        _check_real(args, "jacrev", "inputs")
+        argnums_ = check_argnums(argnums, len(args))
+        run = _Recorded(func, args, kwargs, argnums_, has_aux, "vjp(f, *primals)")
+        check_tensor_outputs(run.flat_output, "vjp(f, *primals)")
+        _check_real(run.flat_output, "jacrev", "outputs")
+        _check_floating_outputs(run.flat_output)
+        blocks = _jacobian_blocks(run, chunk_size)
+        per_output = [run.spec.unflatten(row) for row in blocks]
+        jacobian = run.output_spec.unflatten(_detached_unless(per_output, run.keep_graph))
+        return (jacobian, _detached_unless(run.aux, run.keep_graph)) if has_aux else jacobian
+
+    return wrapper
+
+
+def _jacobian_blocks(run, chunk_size):
+    """Per output leaf, its Jacobian block for each fresh input: one batched grad over the outputs that require
+    grad, zeros for the others (they depend on no input), as torch.func's."""
+    differentiable = [o for o in run.flat_output if o.requires_grad]
+    rows = iter(())
+    if differentiable:
+        with enable_grad():
+            rows = iter(_jacobian_vectorized(tuple(differentiable), tuple(run.inputs), run.keep_graph, chunk_size))
+    return [next(rows) if o.requires_grad else
+            tuple(zeros_like(x).expand(tuple(o.shape) + tuple(x.shape)) for x in run.inputs)
+            for o in run.flat_output]

@@ -1,0 +1,90 @@
+"""vmap.vmap's batched results are differentiable by autograd outside the vmap with respect to the tensors its
+function captures, as torch.func.vmap's (`out = vmap(f)(X); grad(out.sum(), w)`), with torch 2.13 as the oracle."""
+import numpy as np
+import pytest
+import torch
+import torch.func
+
+import batched_grad as bg
+from oracle import assert_same
+
+RNG = np.random.default_rng(0)
+W = RNG.standard_normal((3, 5))
+B = RNG.standard_normal(3)
+XS = RNG.standard_normal((4, 5))
+CT = RNG.standard_normal((4, 3))
+
+
+def t(m, data, requires_grad=False):
+    return m.tensor(data, dtype=m.float64, requires_grad=requires_grad)
+
+
+def mlp(m, w, b):
+    return lambda x: m.tanh(w @ x + b) * 2
+
+
+CASES = {
+    "captured leaves": lambda m, w, b: m.func.vmap(mlp(m, w, b))(t(m, XS)),
+    "captured non-leaf": lambda m, w, b: m.func.vmap(mlp(m, w * 2, b.exp()))(t(m, XS)),
+    "in_dims and out_dims": lambda m, w, b: m.func.vmap(mlp(m, w, b), in_dims=1, out_dims=1)(t(m, XS.T.copy())),
+    "keyword argument": lambda m, w, b: m.func.vmap(lambda x, scale: mlp(m, w, b)(x) * scale)(t(m, XS), scale=3.0),
+    "unmapped argument": lambda m, w, b: m.func.vmap(lambda x, v: m.tanh(v @ x), in_dims=(0, None))(t(m, XS), w),
+    "a result that ignores the rows": lambda m, w, b: m.func.vmap(lambda x: (x * 2, (w * w).sum()))(t(m, XS)),
+    "nested vmap": lambda m, w, b: m.func.vmap(m.func.vmap(lambda x: (w @ x).sin()))(t(m, XS).reshape(2, 2, 5)),
+    "per-sample gradients": lambda m, w, b: m.func.vmap(m.func.grad(lambda x: mlp(m, w, b)(x).pow(2).sum()))(
+        t(m, XS)),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_gradients_through_vmap_results_match_torch(name):
+    def run(m):
+        w, b = t(m, W, requires_grad=True), t(m, B, requires_grad=True)
+        out = CASES[name](m, w, b)
+        outs = out if isinstance(out, tuple) else (out,)
+        loss = sum((o * o).sum() for o in outs)
+        return [o.requires_grad for o in outs], m.autograd.grad(loss, (w, b), allow_unused=True,
+                                                                materialize_grads=True)
+
+    expected = run(torch)
+    for _ in range(2):
+        assert_same(run(bg), expected, rtol=1e-6, atol=1e-10)
+
+
+def test_backward_batched_and_double_backward_through_vmap_results_match_torch():
+    def run(m):
+        w, b = t(m, W, requires_grad=True), t(m, B, requires_grad=True)
+        out = m.func.vmap(mlp(m, w, b))(t(m, XS))  # (4, 3)
+        w.grad = None
+        out.backward(t(m, CT), create_graph=True)
+        first = w.grad
+        (second,) = m.autograd.grad(first.pow(2).sum(), b, retain_graph=True)
+        seeds = t(m, np.stack([CT, CT * 2]))
+        (batched,) = m.autograd.grad(out, w, seeds, retain_graph=True, is_grads_batched=True)
+        return first, second, batched
+
+    assert_same(run(bg), run(torch), rtol=1e-6, atol=1e-10)
+
+
+def test_results_do_not_require_grad_without_captured_tensors_that_do():
+    def run(m):
+        w = t(m, W)
+        with_grad_off = t(m, W, requires_grad=True)
+        with m.no_grad():
+            off = m.func.vmap(lambda x: with_grad_off @ x)(t(m, XS))
+        return m.func.vmap(lambda x: w @ x)(t(m, XS)).requires_grad, off.requires_grad
+
+    assert run(bg) == run(torch) == (False, False)
+
+
+def test_the_backward_rerun_sees_the_forwards_random_values():
+    w = bg.tensor(W, dtype=bg.float32, requires_grad=True)
+    bg.manual_seed(0)
+    out = bg.vmap(lambda x: bg.tanh(w @ x) * bg.rand(3), randomness="same")(bg.tensor(XS, dtype=bg.float32))
+    bg.manual_seed(0)
+    noise = bg.rand(3)
+    (g,) = bg.autograd.grad(out.sum(), w)
+    x = bg.tensor(XS, dtype=bg.float32)
+    expected = ((1 - bg.tanh(x @ w.detach().T) ** 2) * noise).T @ x
+    np.testing.assert_allclose(g.numpy(), expected.numpy(), rtol=1e-5)
+    assert not np.allclose(bg.rand(3).numpy(), noise.numpy())  # the generator moved on as after one draw

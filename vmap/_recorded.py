@@ -1,0 +1,112 @@
+"""Gradients through vmap.vmap's batched results, as torch's: `out = vmap(f)(X); grad(out.sum(), w)` for a tensor
+`w` that f captures. The results get one node whose edges are where f's recorded rows reach the graph made before
+the call (captured tensors, leaves); its backward runs f again on each row under vmap.vmap and takes
+autograd.grad of the row's results into those edges, summed over the rows (a recomputation, as checkpointing)."""
+import contextlib
+
+from batched_grad import _graph
+from batched_grad._generator import default_generator
+from batched_grad._grad_mode import enable_grad
+from batched_grad._tensor import Tensor
+
+from ._pytree import flatten
+
+
+def _made_before(node, start, is_batched):
+    """Whether `node` belongs to the graph made before the call: a node made before `start`, or the accumulator of
+    a leaf that does not vary across the rows (a leaf's accumulator is made when it is first used)."""
+    if type(node) is _graph.AccumulateGrad:
+        return not is_batched(node.variable._v)
+    return node.sequence_nr < start
+
+
+def outside_edges(leaves, start, is_batched):
+    """The distinct edges by which the graph of the Tensors `leaves` (one row's results) reaches the graph made
+    before `start` (a _graph.sequence_mark()); `is_batched(value)` tells whether a value varies across the rows."""
+    found, seen = {}, set()
+    stack = [x.grad_fn for x in leaves if isinstance(x, Tensor) and x.grad_fn is not None]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        for edge in node.edges:
+            if edge is None:
+                continue
+            if _made_before(edge.node, start, is_batched):
+                found.setdefault((id(edge.node), edge.output_nr), _graph.GradientEdge(*edge))
+            else:
+                stack.append(edge.node)
+    return list(found.values())
+
+
+class VmapNode(_graph.Node):
+    """The node of vmap.vmap's batched results (outputs k of f's flat results, moved to their out_dims)."""
+
+    __slots__ = ("call", "rows_k", "out_dims")
+
+    def __init__(self, edges, results, call, rows_k, out_dims):
+        super().__init__(tuple(edges), tuple((tuple(r.shape), r.dtype) for r in results))
+        # call: (func, args, kwargs, in_dims, randomness, the default generator's state before func ran or None)
+        self.call, self.rows_k, self.out_dims = call, rows_k, out_dims
+
+    def name(self):
+        return "VmapBackward0"
+
+    def backward(self, cotangents, create_graph, batch=None):
+        if batch is None:
+            return self._backward(cotangents, create_graph)
+        from ._fallback import run_batched
+
+        return run_batched(self.name(), lambda cts: self._backward(cts, create_graph), cotangents, batch,
+                           vectorize=True, key=self.call[0])
+
+    def _backward(self, cotangents, create_graph):
+        from batched_grad import zeros
+
+        from ._vmap import vmap
+
+        func, args, kwargs, in_dims, randomness, rng_state = self.call
+        cotangents = [zeros(shape, dtype=dtype) if c is None else c for c, (shape, dtype) in zip(cotangents,
+                                                                                              self.out_meta)]
+        edges, rows_k = list(self.edges), self.rows_k
+
+        def row_gradients(*call_args, cts):
+            from batched_grad.autograd import grad
+
+            with enable_grad():
+                leaves, _ = flatten(func(*call_args, **kwargs))
+                outs = [leaves[k] for k in rows_k]
+                pairs = [(o, c) for o, c in zip(outs, cts) if o.requires_grad]
+                grads = grad([o for o, _ in pairs], edges, [c for _, c in pairs], allow_unused=True,
+                             create_graph=create_graph) if pairs else [None] * len(edges)
+            return tuple(_zeros_for(e) if g is None else g for g, e in zip(grads, edges))
+
+        row_dims = in_dims if isinstance(in_dims, tuple) else (in_dims,) * len(args)
+        rerun = vmap(lambda *a: row_gradients(*a[:-1], cts=a[-1]), in_dims=row_dims + (list(self.out_dims),),
+                     randomness=randomness)
+        with _drawing_again(rng_state):
+            per_row = rerun(*args, cotangents)
+        return [g.sum(0) for g in per_row]
+
+
+@contextlib.contextmanager
+def _drawing_again(rng_state):
+    """Within it, the default generator draws what it drew from `rng_state` on (None: as it is), so that a rerun
+    of a function with randomness="same" sees the forward's random values."""
+    if rng_state is None:
+        yield
+        return
+    current = default_generator.get_state()
+    default_generator.set_state(rng_state)
+    try:
+        yield
+    finally:
+        default_generator.set_state(current)
+
+
+def _zeros_for(edge):
+    from batched_grad import zeros
+
+    shape, dtype = edge.node.out_meta[edge.output_nr]
+    return zeros(shape, dtype=dtype)
