@@ -8,8 +8,8 @@ from . import _graph, _lazy, _program
 from ._grad_mode import set_grad_enabled
 from ._graph import AccumulateGrad
 from ._host import unshared
-from ._tensor import _TYPE_NAMES, Tensor, python_type_name
-from vmap._fallback import run_batched
+from ._hooks import run_post_accumulate_hooks, run_posthooks, run_prehooks, run_tensor_hooks
+from ._tensor import Tensor
 
 # .grad is read, added to and written back: threads running backward() into one leaf take turns, as torch's
 # AccumulateGrad does under its mutex
@@ -32,51 +32,6 @@ def _add(a, b):
     return b if a is None else a + b
 
 
-def _hook_name(hook):
-    return getattr(hook, "__name__", "<unknown>")
-
-
-_LEGACY_TYPES = ("float16", "float32", "float64", "int64", "int32", "int16", "int8", "uint8")
-
-
-def _type_string(tensor):
-    """torch's name of a tensor's type in hook errors: torch.FloatTensor, or CPUBFloat16Type where torch has no
-    legacy tensor type."""
-    name, device = tensor.dtype.name, tensor.device.type
-    if name in _LEGACY_TYPES:
-        return f"torch.{'' if device == 'cpu' else device + '.'}{_TYPE_NAMES[name]}Tensor"
-    return f"{device.upper()}{_TYPE_NAMES[name]}Type"
-
-
-def _call_hook(hook, grad):
-    """hook(grad), checked as torch checks it: None keeps `grad`; a Tensor must keep its dtype and shape."""
-    result = hook(grad)
-    if result is None:
-        return grad
-    if grad is None:
-        raise RuntimeError("can't replace a None gradient with a non-None value")
-    if not isinstance(result, Tensor):
-        raise TypeError(f"expected Variable, but hook returned '{python_type_name(result)}'")
-    if result.dtype is not grad.dtype:
-        raise RuntimeError(f"hook '{_hook_name(hook)}' has changed the type of value (was {_type_string(grad)} got "
-                           f"{_type_string(result)})")
-    if result.shape != grad.shape:
-        raise RuntimeError(f"hook '{_hook_name(hook)}' has changed the size of value")
-    return result
-
-
-def _run_hooks(hooks, grad, batch):
-    """Apply tensor hooks in order; in batched mode each hook sees per-row gradients. A hook is called with None
-    where the node runs but this output has no gradient, as torch's."""
-    for hook in list(hooks.values()):
-        if batch is None or grad is None:
-            grad = _call_hook(hook, grad)
-        else:
-            name = f"hook '{_hook_name(hook)}'"
-            (grad,) = run_batched(name, lambda cts, hook=hook: [_call_hook(hook, cts[0])], [grad], batch, key=hook)
-    return grad
-
-
 def _own(grad, create_graph):
     """`grad` as a `.grad` starts from it: under create_graph a gradient in the graph as it is, else a new Tensor of
     its values (memory shared with NumPy copied). As torch clones a gradient that something else holds, in-place
@@ -97,6 +52,8 @@ def _accumulate(variable, grad, create_graph):
         else:
             old._value = old._value + grad._value
             old._counter.value += 1
+    if variable._post_accumulate_hooks:
+        run_post_accumulate_hooks(variable)
 
 
 def _retain(tensor, grad, create_graph):
@@ -168,6 +125,25 @@ def run_backward(roots, root_grads, captures, *, retain_graph, create_graph, acc
                           retain_graph=retain_graph, create_graph=create_graph, accumulate=accumulate, batch=batch)
 
 
+def _run_prehooks(node, hooks, cotangents, batch):
+    """A node's pre-hooks, on the gradients of the outputs torch's node takes (not max's indices), in place."""
+    outputs = node.torch_outputs()
+    for k, g in zip(outputs, run_prehooks(hooks, [cotangents[k] for k in outputs], batch)):
+        cotangents[k] = g
+
+
+def _run_accumulate(node, grad, create_graph, batch):
+    """An AccumulateGrad node run by backward(): its pre-hooks, the accumulation into `.grad` (and the leaf's
+    post-accumulate-grad hooks), its hooks."""
+    hooks = node.node_hooks
+    if hooks and hooks.pre:
+        (grad,) = run_prehooks(hooks.pre, [grad], batch)
+    if grad is not None:
+        _accumulate(node.variable, grad, create_graph)
+    if hooks and hooks.post:
+        run_posthooks(hooks.post, [], [grad], batch)
+
+
 def _run_nodes(order, buffers, needed, wanted, n_captures, *, retain_graph, create_graph, accumulate, batch):
     """The per-node walk: hooks, retain_grad, captures, then each node's backward in topological order."""
     for node in order:  # each node's backward reads its saved values: keep them once computed
@@ -181,15 +157,15 @@ def _run_nodes(order, buffers, needed, wanted, n_captures, *, retain_graph, crea
         if isinstance(node, AccumulateGrad):
             leaf, grad = node.variable, cotangents[0]
             if leaf._hooks:
-                grad = _run_hooks(leaf._hooks, grad, batch)
+                grad = run_tensor_hooks(leaf._hooks, grad, batch)
             for _, i in wanted.get(node, ()):
                 results[i] = grad
-            if accumulate and grad is not None:
-                _accumulate(leaf, grad, create_graph)
+            if accumulate:
+                _run_accumulate(node, grad, create_graph, batch)
             continue
         for nr, hooks in list((node.tensor_pre_hooks or {}).items()):
             if hooks:
-                cotangents[nr] = _run_hooks(hooks, cotangents[nr], batch)
+                cotangents[nr] = run_tensor_hooks(hooks, cotangents[nr], batch)
         if node.retained and batch is None:
             for nr, ref in list(node.retained.items()):
                 t = ref()
@@ -199,12 +175,15 @@ def _run_nodes(order, buffers, needed, wanted, n_captures, *, retain_graph, crea
             results[i] = cotangents[nr]
         if needed is not None and not any(e is not None and e.node in needed for e in node.edges):
             continue
+        hooks = node.node_hooks
+        if hooks and hooks.pre:
+            _run_prehooks(node, hooks.pre, cotangents, batch)
         if any(c is not None for c in cotangents) or (batch is None and node.backward_without_gradients):
             grads = _call(node, cotangents, create_graph, batch)
         else:
             grads = [None] * len(node.edges)  # no gradient in, none out
-        for hook in list((node.post_hooks or {}).values()):
-            hook(tuple(grads), tuple(cotangents))
+        if hooks and hooks.post:
+            grads = run_posthooks(hooks.post, grads, [cotangents[k] for k in node.torch_outputs()], batch)
         if not retain_graph:
             node.release()
         for edge, g in zip(node.edges, grads):

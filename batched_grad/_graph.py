@@ -48,6 +48,18 @@ class RemovableHandle:
         self.remove()
 
 
+class NodeHooks:
+    """A node's pre-hooks and hooks (OrderedDicts id -> fn); false while both are empty."""
+
+    __slots__ = ("pre", "post")
+
+    def __init__(self):
+        self.pre, self.post = OrderedDict(), OrderedDict()
+
+    def __bool__(self):
+        return bool(self.pre or self.post)
+
+
 def add_hook(hooks, fn):
     handle = RemovableHandle(hooks)
     hooks[handle.id] = fn
@@ -75,7 +87,7 @@ class Node:
     `out_meta[j]` is (shape, dtype) of output j.
     """
 
-    __slots__ = ("edges", "out_meta", "tensor_pre_hooks", "retained", "post_hooks", "trace", "_metadata",
+    __slots__ = ("edges", "out_meta", "tensor_pre_hooks", "retained", "node_hooks", "trace", "_metadata",
                  "sequence_nr", "__weakref__")
     backward_without_gradients = False  # whether backward() runs when no output has a gradient (a Function's does)
 
@@ -84,7 +96,7 @@ class Node:
         self.out_meta = out_meta
         self.tensor_pre_hooks = None  # {output_nr: OrderedDict(id -> fn)}
         self.retained = None  # {output_nr: weakref to the tensor that retains its grad}
-        self.post_hooks = None  # OrderedDict(id -> fn), made by register_hook
+        self.node_hooks = None  # NodeHooks, made by register_hook or register_prehook
         self.trace = "".join(traceback.format_stack()[:-3]) if _anomaly["enabled"] else None
         self._metadata = None
         self.sequence_nr = next(_sequence)
@@ -108,13 +120,49 @@ class Node:
             self._metadata = {}
         return self._metadata
 
-    def register_hook(self, fn):
-        """fn(grad_inputs, grad_outputs) runs after this node's backward."""
-        if self.post_hooks is None:
+    def _hooks(self):
+        if self.node_hooks is None:
             with _lock:
-                if self.post_hooks is None:
-                    self.post_hooks = OrderedDict()
-        return add_hook(self.post_hooks, fn)
+                if self.node_hooks is None:
+                    self.node_hooks = NodeHooks()
+        return self.node_hooks
+
+    def register_prehook(self, fn):
+        """fn(grad_outputs) runs before this node's backward and may return new grad_outputs (a tuple)."""
+        return add_hook(self._hooks().pre, fn)
+
+    def register_hook(self, fn):
+        """fn(grad_inputs, grad_outputs) runs after this node's backward and may return new grad_inputs (a
+        tuple)."""
+        return add_hook(self._hooks().post, fn)
+
+    def __call__(self, *grad_outputs):
+        """This node's backward applied to `grad_outputs` (one per output of torch_outputs(); None for none): the
+        gradients for its inputs, a tuple (one Tensor or None per edge) or the one Tensor of a single-edge node.
+        Recorded when grad mode is on, as torch's. Hooks do not run."""
+        from ._grad_mode import is_grad_enabled
+        from ._tensor import Tensor
+
+        outputs = self.torch_outputs()
+        if len(grad_outputs) != len(outputs):
+            raise TypeError(f"expected {len(outputs)} arguments, got {len(grad_outputs)} instead")
+        for i, g in enumerate(grad_outputs):
+            if g is not None and not isinstance(g, Tensor):
+                raise TypeError(f"argument {i} is not a Variable")
+        if all(g is None for g in grad_outputs) and not self.backward_without_gradients:
+            grads = [None] * len(self.edges)
+        else:
+            cotangents = [None] * len(self.out_meta)
+            for k, g in zip(outputs, grad_outputs):
+                cotangents[k] = g
+            grads = self.backward(cotangents, is_grad_enabled())
+        return grads[0] if len(grads) == 1 else tuple(grads)
+
+    def torch_outputs(self):
+        """The outputs whose gradients torch's node takes (its arguments, what its hooks see): a recorded op's
+        differentiable outputs (not max's indices), every output of another node."""
+        sig = getattr(self, "sig", None)
+        return tuple(range(len(self.out_meta))) if sig is None else sig.diff_outs
 
     def pre_hooks_for(self, output_nr):
         """The ordered dict of tensor pre-hooks for output `output_nr`."""
@@ -160,6 +208,12 @@ class AccumulateGrad(Node):
         return "torch::autograd::AccumulateGrad"
 
     def backward(self, cotangents, create_graph, batch=None):
+        """Called directly (node(grad)), the node accumulates into the leaf's `.grad`, as torch's; the engine does
+        that itself."""
+        if cotangents[0] is not None:
+            from ._engine import _accumulate
+
+            _accumulate(self.variable, cotangents[0], create_graph)
         return ()
 
 

@@ -55,8 +55,8 @@ class _Encoder:
         (signature, edge refs, saved refs, forward) with forward (argument refs, keep) while its call is deferred."""
         kind = type(node)
         if kind is AccumulateGrad:
-            return None if node.variable._hooks else LEAF
-        if kind is not OpNode or node.tensor_pre_hooks or node.retained or node.post_hooks:
+            return None if node.variable._hooks or node.node_hooks else LEAF
+        if kind is not OpNode or node.tensor_pre_hooks or node.retained or node.node_hooks:
             return None  # Python-level backward or hooks: the per-node engine runs it
         ref, saved, args = self.ref, [], None
         call = node.call

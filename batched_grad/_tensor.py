@@ -2,18 +2,16 @@
 import copy
 import math
 import warnings
-import weakref
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from . import _dtypes, _graph
 from ._host import fits, is_shared, read_before, to_device
+from ._inplace import DETACH, LEAF_INPLACE, VIEW_OF_LEAF_INPLACE, InPlace, _ops_of, remember_view  # noqa: F401
 from ._lazy import Pending, materialize
 from ._tracing import is_tracer
 from ._grad_mode import _check_bool, is_grad_enabled
-from ._x64 import scoped
 
 _TYPE_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16",
                "int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte",
@@ -31,8 +29,6 @@ NON_LEAF_GRAD_WARNING = (
     "mistake, make sure you access the leaf Tensor instead. See github.com/pytorch/pytorch/pull/30531 for "
     "more information."
 )
-LEAF_INPLACE = "a leaf Variable that requires grad is being used in an in-place operation."
-VIEW_OF_LEAF_INPLACE = "a view of a leaf Variable that requires grad is being used in an in-place operation."
 REQUIRES_GRAD_DTYPE = "Only Tensors of floating point and complex dtype can require gradients"
 NON_LEAF_REQUIRES_GRAD = "you can only change requires_grad flags of leaf variables."
 NON_LEAF_NO_GRAD = (NON_LEAF_REQUIRES_GRAD + " If you want to use a computed variable in a subgraph that doesn't "
@@ -75,9 +71,6 @@ DEEPCOPY_NON_LEAF = (
     "were attempting to deepcopy a module, this may be because of a torch.nn.utils.weight_norm usage, see "
     "https://github.com/pytorch/pytorch/pull/103001"
 )
-# A step in a view chain that shares values but not the graph (detach(), .data): writes through it are
-# value-only for the base, and the base's in-place updates reach it as values only.
-DETACH = (None, (), 0)
 
 
 def type_name(np_dtype):
@@ -130,32 +123,11 @@ class device:
         return hash(str(self))
 
 
-def _ops_of(chain):
-    return tuple(step for step in chain if step is not DETACH)
-
-
-def _view_value(base, chain):
-    for op, static, k in chain:
-        out = op.fn(base, **dict(static))
-        base = out[k] if op.multi else out
-    return base
-
-
-def _scatter_value(base, src, chain):
-    """`base` with the elements that its view `chain` selects replaced by `src` (exact, any dtype)."""
-    idx = _view_value(jnp.arange(base.size).reshape(base.shape), chain)
-    return base.ravel().at[idx.ravel()].set(src.ravel().astype(base.dtype)).reshape(base.shape)
-
-
-_view_value_jit = jax.jit(_view_value, static_argnums=1)
-_scatter_value_jit = jax.jit(_scatter_value, static_argnums=2)
-
-
-class Tensor:
+class Tensor(InPlace):
     """An n-dimensional array (a JAX array) that records the operations applied to it."""
 
     __slots__ = ("_v", "_requires_grad", "grad_fn", "_output_nr", "_grad", "_counter", "_view", "_views",
-                 "_hooks", "_retains_grad", "_accumulator", "__weakref__")
+                 "_hooks", "_post_accumulate_hooks", "_retains_grad", "_accumulator", "__weakref__")
     __array_priority__ = 1000  # NumPy defers binary operators to Tensor
 
     @classmethod
@@ -163,7 +135,7 @@ class Tensor:
         t = object.__new__(cls)
         t._v, t.grad_fn, t._output_nr = value, grad_fn, output_nr
         t._requires_grad = requires_grad
-        t._grad = t._view = t._views = t._hooks = t._accumulator = None
+        t._grad = t._view = t._views = t._hooks = t._post_accumulate_hooks = t._accumulator = None
         t._retains_grad = False
         t._counter = _graph.VersionCounter()
         return t
@@ -335,6 +307,18 @@ class Tensor:
                     self._hooks = {}
         return _graph.add_hook(self._hooks, hook)
 
+    def register_post_accumulate_grad_hook(self, hook):
+        """hook(tensor) runs after backward() has accumulated a gradient into this leaf's `.grad`."""
+        if not self.requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        if self.grad_fn is not None:
+            raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
+        if self._post_accumulate_hooks is None:
+            with _graph._lock:
+                if self._post_accumulate_hooks is None:
+                    self._post_accumulate_hooks = {}
+        return _graph.add_hook(self._post_accumulate_hooks, hook)
+
     @property
     def _version(self):
         """How many in-place changes this tensor (or a view sharing its storage) has had, as torch's _version."""
@@ -403,113 +387,6 @@ class Tensor:
             if ref() is not None:
                 ref()._view = None
         self._views = None
-
-    # ---- in place ----------------------------------------------------------------------------------
-    def _check_inplace(self):
-        """torch's check_inplace: a view (that requires grad) of a leaf, then a leaf that requires grad."""
-        if not is_grad_enabled() or not self.requires_grad:
-            return
-        if self._view is not None and DETACH not in self._view[1] and self._view[0].grad_fn is None:
-            raise RuntimeError(VIEW_OF_LEAF_INPLACE)
-        if self.grad_fn is None:
-            raise RuntimeError(LEAF_INPLACE)
-
-    def _assign(self, result):
-        """Make `self` hold `result` (an out-of-place result of the in-place op); update views and version."""
-        self._check_inplace()
-        if result.shape != self.shape:
-            raise RuntimeError(
-                f"output with shape {list(self.shape)} doesn't match the broadcast shape {list(result.shape)}"
-            )
-        if result.dtype is not self.dtype:
-            if _dtypes.category(result.dtype) > _dtypes.category(self.dtype):
-                raise RuntimeError(
-                    f"result type {_TYPE_NAMES[result.dtype.name]} can't be cast to the desired output type "
-                    f"{_TYPE_NAMES[self.dtype.name]}"
-                )
-            result = result.to(self.dtype)
-        self._rebase(result)
-        self._counter.value += 1
-        if result.grad_fn is not None:
-            result.grad_fn.keep_saved_versions(self._counter)
-            # like torch: the op's own saved `self` is an unshared snapshot (torch saves a clone); other operands
-            # sharing self's storage were saved before this update, so a backward through them must fail
-            for i, s in enumerate(getattr(result.grad_fn, "saved", ())):
-                if isinstance(s, _graph.SavedValue) and s.counter is self._counter:
-                    s.counter, s.version = (_graph.VersionCounter(), 0) if i == 0 else (s.counter, s.version - 1)
-            if getattr(result.grad_fn, "guards", ()):  # the op's result that torch saves is `self` now
-                result.grad_fn.guards = tuple([(self._counter, self._counter.value, k) if c is result._counter
-                                               else (c, v, k) for c, v, k in result.grad_fn.guards])
-        return self
-
-    @scoped
-    def _rebase(self, result):
-        """Make `self`, its base and the views sharing its values hold `result` (same shape and dtype); with grad
-        mode on, `self` takes `result`'s place in the graph and its base and views are recorded around it."""
-        if self._view is None:
-            self._rebind(result)
-            self._refresh_views(skip=None, graph=True)
-            return
-        base, chain = self._view
-        ops = _ops_of(chain)
-        graph = len(ops) == len(chain)
-        if graph:
-            from ._ops.shape import scatter_into_view
-
-            self._bypass_node(result.grad_fn, base, chain)
-            base._rebind(scatter_into_view(base, result, chain))
-        else:
-            base._value = _scatter_value_jit(base._value, result._value, ops) if ops else result._value
-        if graph and is_grad_enabled() and base.grad_fn is not None:
-            self._rejoin_base(result, base, chain)
-        else:
-            self._rebind(result)
-        base._refresh_views(skip=self, graph=graph)
-
-    def _bypass_node(self, node, base, chain):
-        """As torch's CopySlices does, send the gradient that the in-place op `node` gives this view straight to its
-        base (through a fresh view of it) rather than through this view's node: hooks registered on the view before
-        the op then see only the gradients of its earlier uses."""
-        if node is not None and self.grad_fn is not None and node.edges and \
-                node.edges[0] == (self.grad_fn, self._output_nr):
-            from ._ops.shape import replay_view
-
-            node.edges = (_graph.edge_of(replay_view(base, chain)),) + tuple(node.edges[1:])
-
-    def _rejoin_base(self, result, base, chain):
-        """After an in-place op through this view, hold `result` as a view of the updated base, as torch does: the
-        view's gradient is its own (retain_grad() and hooks registered from now on see it), and its base's includes
-        it."""
-        from ._ops.shape import replay_view
-
-        view = replay_view(base, chain)
-        self._value = result._value
-        self.grad_fn, self._output_nr = view.grad_fn, view._output_nr
-        if self._retains_grad:
-            self._register_retain()
-
-    def _rebind(self, src):
-        """Take `src`'s value; with grad mode on also its place in the graph (off: the value changes silently)."""
-        self._value = src._value
-        if is_grad_enabled() and (src.grad_fn is not None or self.grad_fn is not None):
-            self.grad_fn, self._output_nr = src.grad_fn, src._output_nr
-            if self._retains_grad and self.grad_fn is not None:
-                self._register_retain()
-
-    def _refresh_views(self, skip, graph):
-        """Bring this base's views up to date after it changed; graph views rejoin the graph if `graph`."""
-        from ._ops.shape import replay_view
-
-        for ref in self._views or ():
-            view = ref()
-            if view is None or view is skip:
-                continue
-            chain = view._view[1]
-            ops = _ops_of(chain)
-            if graph and len(ops) == len(chain):
-                view._rebind(replay_view(self, chain))
-            else:
-                view._value = _view_value_jit(self._value, ops) if ops else self._value
 
     # ---- conversion ---------------------------------------------------------------------------------
     def jax(self):
@@ -607,22 +484,6 @@ class Tensor:
 
 def _rebuild(cls, array, requires_grad):
     return cls._wrap(np.asarray(array), requires_grad=requires_grad)  # host data, as bg.tensor's
-
-
-def remember_view(root, view):
-    """Add a weak reference to `view` to the views of `root`. Dead references are dropped each time the list reaches
-    a power of two (from 16): constant time per view however many stay alive. Threads viewing one tensor take turns:
-    a view added while another thread drops the dead ones would be lost."""
-    _graph._lock.acquire()  # rather than `with`, which costs twice as much, on a path that records ops
-    try:
-        views = root._views
-        if views is None:
-            views = root._views = []
-        elif len(views) >= 16 and len(views) & (len(views) - 1) == 0:
-            views = root._views = [r for r in views if r() is not None]
-        views.append(weakref.ref(view))
-    finally:
-        _graph._lock.release()
 
 
 def _wrap_dim(dim, ndim):

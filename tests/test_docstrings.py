@@ -9,8 +9,9 @@ import batched_grad as bg
 import vmap
 
 NAMESPACES = ["batched_grad", "batched_grad.autograd", "batched_grad.autograd.functional", "batched_grad.autograd.graph",
-              "batched_grad.linalg", "batched_grad.nn", "batched_grad.nn.functional", "batched_grad.nn.init",
-              "batched_grad.optim", "batched_grad.testing", "vmap"]
+              "batched_grad.autograd.gradcheck", "batched_grad.linalg", "batched_grad.nn",
+              "batched_grad.nn.functional", "batched_grad.nn.init", "batched_grad.nn.utils", "batched_grad.optim",
+              "batched_grad.testing", "vmap"]
 PROJECT = ("batched_grad", "vmap")
 
 

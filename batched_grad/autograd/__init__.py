@@ -3,7 +3,7 @@ from . import functional, graph
 from ._api import backward, grad
 from .anomaly_mode import detect_anomaly, set_detect_anomaly
 from .function import Function, FunctionCtx, once_differentiable
-from ._gradcheck import GradcheckError, gradcheck, gradgradcheck
+from .gradcheck import GradcheckError, gradcheck, gradgradcheck
 from .variable import Variable
 
 __all__ = ["backward", "grad", "functional", "graph", "Function", "FunctionCtx", "once_differentiable", "detect_anomaly",

@@ -13,13 +13,9 @@ import warnings
 import jax.numpy as jnp
 import numpy as np
 
-from .._lazy import unfused
-from .._dtypes import float32, float64
-from .._factories import rand
 from .._ops._core import Op, apply
 from .._host import to_device
 from .._tensor import Tensor
-from .._x64 import scoped
 from ._api import grad
 
 
@@ -261,6 +257,11 @@ def _slow_mode_report(func, inputs, func_out, input_idx, float_output_idx, outpu
     """torch's appendix to a fast-mode failure: the full Jacobians of the failing pair, for a readable report."""
     numerical = _numerical_jacobian(func, inputs, input_idx, func_out, opts["eps"])[float_output_idx]
     (analytical,) = _analytical_jacobian(output, [inputs[input_idx]], float("inf"), False)
+    return slow_mode_text(numerical, analytical, opts)
+
+
+def slow_mode_text(numerical, analytical, opts):
+    """The slow-mode Jacobians of a fast-mode failure, as torch reports them."""
     msg = ("\nThe above quantities relating the numerical and analytical jacobians are computed \n"
            "in fast mode. Below, we recompute numerical and analytical jacobians in slow mode:\n\n"
            f"Numerical:\n {_show(numerical)}\nAnalytical:\n{_show(analytical)}\n\n"
@@ -349,93 +350,3 @@ def _check_undefined_grad(func, inputs, diff_inputs):
         if any(g is not None and np.any(np.asarray(g._value) != 0) for g in grads):
             raise GradcheckError("Expected all input grads to be undefined or zero when all output grads are "
                                  f"undefined or zero (the grad of output {undefined} undefined, the others zero).")
-
-
-# ---- public API -------------------------------------------------------------------------------------------
-
-def _run(check, raise_exception):
-    with unfused():  # many calls of few one-off structures: per-op kernels, no program compiled per structure
-        if raise_exception:
-            return check()
-        try:
-            return check()
-        except GradcheckError:
-            return False
-
-
-@scoped
-def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True, nondet_tol=0.0,
-              check_undefined_grad=True, check_grad_dtypes=False, check_batched_grad=False, check_forward_ad=False,
-              fast_mode=False):
-    """Check the gradients of `func` at `inputs` against central finite differences (torch.autograd.gradcheck).
-
-    `inputs` is a Tensor or a tuple of arguments; the Tensors with requires_grad=True (float64 for the default
-    tolerances) are checked, for every differentiable output of `func`. Slow mode compares full Jacobians,
-    `fast_mode=True` one random projection u^T J v per input and output. `check_batched_grad=True` also compares
-    `grad(..., is_grads_batched=True)` with the loop of unbatched `grad` calls. Returns True, or raises
-    GradcheckError (returns False when `raise_exception=False`).
-    """
-    if check_forward_ad:
-        raise ValueError("check_forward_ad=True is not supported: batched_grad Tensors have no forward-mode AD, so "
-                         "only reverse-mode gradients can be checked. Pass check_forward_ad=False (the default).")
-    if not callable(func):
-        raise TypeError(f"gradcheck: func must be callable, but got {type(func).__name__}")
-    opts = dict(eps=eps, atol=atol, rtol=rtol, nondet_tol=nondet_tol, check_grad_dtypes=check_grad_dtypes,
-                fast_mode=fast_mode)
-    inputs = _as_tuple(inputs)
-    _check_requires_grad(inputs)
-    _warn_non_double(inputs)
-
-    def check():
-        func_out = _call(func, inputs)
-        outputs = _differentiable(func_out)
-        _check_jacobians(func, inputs, func_out, opts)
-        diff_inputs = [x for x in inputs if _requires_grad(x)]
-        rng = np.random.default_rng(0)
-        for i, o in enumerate(outputs if check_batched_grad else ()):
-            _check_batched_grad(o, i, diff_inputs, rng)
-        if outputs:
-            _check_backward_mul_by_grad_output(outputs, diff_inputs)
-        if check_undefined_grad:
-            _check_undefined_grad(func, inputs, diff_inputs)
-        return True
-
-    return _run(check, raise_exception)
-
-
-def _random_grad_output(output):
-    """Uniform in [-1, 1), shaped like `output`, requiring grad (float64 for a non-float output; real-valued for
-    a complex one)."""
-    d = output.dtype
-    real = {"complex64": float32, "complex128": float64}.get(d.name, d if d.is_floating_point else float64)
-    return (rand(tuple(output.shape), dtype=real) * 2 - 1).to(d if d.is_complex else real).requires_grad_()
-
-
-@scoped
-def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=1e-3,
-                  gen_non_contig_grad_outputs=False, raise_exception=True, nondet_tol=0.0, check_undefined_grad=True,
-                  check_grad_dtypes=False, check_batched_grad=False, fast_mode=False):
-    """Check the second derivatives of `func` (torch.autograd.gradgradcheck): gradcheck of the function
-    (inputs, grad_outputs) -> grad(func(inputs), inputs, grad_outputs, create_graph=True).
-
-    `grad_outputs` default to random Tensors in [-1, 1) shaped like the differentiable outputs, requiring grad.
-    `gen_non_contig_grad_outputs` is accepted for compatibility; Tensors have no strides here.
-    """
-    if not callable(func):
-        raise TypeError(f"gradgradcheck: func must be callable, but got {type(func).__name__}")
-    inputs = _as_tuple(inputs)
-    _check_requires_grad(inputs)
-    if grad_outputs is None:
-        grad_outputs = tuple(_random_grad_output(o) for o in _differentiable(_call(func, inputs)))
-    grad_outputs = _as_tuple(grad_outputs)
-    n_inputs = len(inputs)
-    diff_idx = [i for i, x in enumerate(inputs) if _requires_grad(x)]
-
-    def first_derivative(*args):
-        outputs = _differentiable(_call(func, args[:n_inputs]))
-        grads = grad(outputs, [args[i] for i in diff_idx], args[n_inputs:], create_graph=True, allow_unused=True)
-        return tuple(g for g in grads if g is not None)
-
-    return gradcheck(first_derivative, inputs + grad_outputs, eps=eps, atol=atol, rtol=rtol,
-                     raise_exception=raise_exception, nondet_tol=nondet_tol, check_undefined_grad=check_undefined_grad,
-                     check_grad_dtypes=check_grad_dtypes, check_batched_grad=check_batched_grad, fast_mode=fast_mode)

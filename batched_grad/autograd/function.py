@@ -1,5 +1,7 @@
 """User-defined differentiable functions: Function with forward/backward and a ctx, once_differentiable."""
+import contextlib
 import functools
+import threading
 import warnings
 
 from .. import _graph
@@ -18,6 +20,23 @@ DIRTY_VIEW_WITH_OUTPUTS = (
     "it into two Functions: one doing the inplace that returns a single Tensor and a second one that does the other "
     "operations). You can ask on the forum https://discuss.pytorch.org/ if you need help to do this change."
 )
+NO_JVP = "You must implement the jvp function for custom autograd.Function to use it with forward mode AD."
+_forward_ad = threading.local()  # .checking: gradcheck(check_forward_ad=True) is tracing its function
+
+
+@contextlib.contextmanager
+def refused_in_forward_ad():
+    """Inside, Function.apply raises torch's error for forward-mode AD through a custom Function: a Function has
+    no jvp here, and torch's forward mode needs one (differentiating its forward instead would check the wrong
+    thing)."""
+    before = getattr(_forward_ad, "checking", False)
+    _forward_ad.checking = True
+    try:
+        yield
+    finally:
+        _forward_ad.checking = before
+
+
 DIRTY_NOT_RETURNED = ("Some elements marked as dirty during the forward method were not returned as output. The "
                       "inputs that are modified inplace must all be outputs of the Function.")
 
@@ -86,6 +105,9 @@ class FunctionNode(_graph.Node):
     def saved_values(self):
         return [s for s in self.ctx._saved or () if isinstance(s, _graph.SavedValue)]
 
+    def __call__(self, *grad_outputs):
+        raise TypeError(f"'{self.name()}' object is not callable")  # as torch's nodes of a custom Function
+
     def backward(self, cotangents, create_graph, batch=None):
         if batch is None:
             return self._backward_rows(cotangents, create_graph)
@@ -151,6 +173,8 @@ class Function:
     @classmethod
     def apply(cls, *args, **kwargs):
         """Run forward and record a node whose backward is this class's backward."""
+        if getattr(_forward_ad, "checking", False):
+            raise NotImplementedError(NO_JVP)
         ctx = FunctionCtx()
         ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
         with no_grad():

@@ -1,11 +1,13 @@
 """torch.nn.functional's names: the nn ops of the op table, plus the losses, each one pure JAX op with torch's
 formula (so its VJP and higher derivatives are JAX's and it vectorizes under is_grads_batched)."""
+import math
 import warnings
 
 import jax
 import jax.numpy as jnp
 
 from .. import _dtypes
+from .._grad_mode import no_grad
 from .._ops import UNARY, _derivatives
 from .._ops.elementwise import _check_broadcast
 from .._ops._core import SAVES_NOTHING, Op, apply
@@ -284,7 +286,66 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     return apply(_BCE_WITH_LOGITS, [input, target] + extra, reduction=reduction, has_weight=weight is not None)
 
 
-__all__ = ["avg_pool2d", "binary_cross_entropy", "binary_cross_entropy_with_logits", "conv1d", "conv2d",
+# ---- batch normalization --------------------------------------------------------------------------------
+def _batch_norm(x, *params, eps, training, has_weight, has_bias):
+    """Normalize each channel (dim 1) by the batch's statistics (biased variance) when `training`, else by the
+    running mean and variance that lead `params`; then scale by the weight and shift by the bias."""
+    shape = (1, -1) + (1,) * (x.ndim - 2)  # a per-channel vector against x
+    if training:
+        axes = (0,) + tuple(range(2, x.ndim))
+        mean = jnp.mean(x, axes, keepdims=True)
+        var = jnp.mean(jnp.square(x - mean), axes, keepdims=True)
+    else:
+        (mean, var), params = [p.reshape(shape) for p in params[:2]], params[2:]
+    out = (x - mean) * jax.lax.rsqrt(var + eps)
+    if has_weight:
+        out, params = out * params[0].reshape(shape), params[1:]
+    return out + params[0].reshape(shape) if has_bias else out
+
+
+_BATCH_NORM = Op("native_batch_norm", _batch_norm)
+
+
+def _batch_statistics(x):
+    """Each channel's mean and unbiased variance over the batch (and the spatial dims), outside the graph."""
+    dims = (0,) + tuple(range(2, x.ndim))
+    x = x.detach()
+    return x.mean(dims), x.var(dims, correction=1)
+
+
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5):
+    """Normalize each channel (dim 1) of `input` by the batch's mean and biased variance when `training` (moving
+    the running statistics, when given, by `momentum`: in place, with the unbiased variance), else by the running
+    statistics; then scale by `weight` and shift by `bias` (per channel)."""
+    _check_tensor("batch_norm", "input", input)
+    if training:
+        size = input.shape
+        if size[0] * math.prod(size[2:]) == 1:
+            raise ValueError(f"Expected more than 1 value per channel when training, got input size {size!r}")
+        if eps <= 0.0:
+            raise ValueError(f"batch_norm eps must be positive during training, but got {eps}")
+    elif eps < 0.0:
+        raise ValueError(f"batch_norm eps must be non-negative, but got {eps}")
+    channels = input.size(1)
+    if not training and (running_mean is None or running_var is None):
+        raise RuntimeError(f"{'running_mean' if running_mean is None else 'running_var'} must be defined in "
+                           "evaluation mode")
+    named = (("running_mean", running_mean), ("running_var", running_var), ("weight", weight), ("bias", bias))
+    for name, t in named:
+        if t is not None and t.numel() != channels:
+            raise RuntimeError(f"{name} should contain {channels} elements not {t.numel()}")
+    if training and running_mean is not None and running_var is not None:
+        mean, var = _batch_statistics(input)
+        with no_grad():
+            running_mean.copy_(mean * momentum + running_mean * (1 - momentum))
+            running_var.copy_(var * momentum + running_var * (1 - momentum))
+    stats = [] if training else [running_mean.detach(), running_var.detach()]
+    affine = [p for p in (weight, bias) if p is not None]
+    return apply(_BATCH_NORM, [input] + stats + affine, eps=float(eps), training=bool(training),
+                 has_weight=weight is not None, has_bias=bias is not None)
+
+
+__all__ = ["avg_pool2d", "batch_norm", "binary_cross_entropy", "binary_cross_entropy_with_logits", "conv1d", "conv2d",
            "cross_entropy", "dropout", "elu", "embedding", "gelu", "l1_loss", "layer_norm", "leaky_relu", "linear",
            "log_softmax", "max_pool2d", "mse_loss", "nll_loss", "one_hot", "pad", "relu", "sigmoid", "silu",
            "smooth_l1_loss", "softmax", "softplus", "tanh"]

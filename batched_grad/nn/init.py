@@ -1,12 +1,14 @@
-"""torch.nn.init's in-place initializers, drawing from batched_grad's generator."""
+"""torch.nn.init's in-place initializers, drawing from batched_grad's generator (or the one given), with torch's
+fan computations, gains and errors."""
 import math
+import warnings
 
 from .. import _factories
 from .._generator import resolve
 from .._grad_mode import no_grad
 
-_GAINS = {"linear": 1.0, "conv1d": 1.0, "conv2d": 1.0, "sigmoid": 1.0, "tanh": 5.0 / 3, "relu": math.sqrt(2.0),
-          "selu": 3.0 / 4}
+_LINEAR = ("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d")
+_GAINS = {**dict.fromkeys(_LINEAR, 1), "sigmoid": 1, "tanh": 5.0 / 3, "relu": math.sqrt(2.0), "selu": 3.0 / 4}
 
 
 def calculate_gain(nonlinearity, param=None):
@@ -60,19 +62,48 @@ def ones_(tensor):
     return constant_(tensor, 1.0)
 
 
+def _zero_elements(tensor):
+    """torch's no-op (with a warning) for a tensor with a zero dimension."""
+    if 0 in tensor.shape:
+        warnings.warn("Initializing zero-element tensors is a no-op", UserWarning, stacklevel=3)
+        return True
+    return False
+
+
+def _kaiming_std(tensor, a, mode, nonlinearity):
+    valid_modes = ["fan_in", "fan_out"]
+    if mode not in valid_modes:
+        raise ValueError(f"Mode {mode} not supported, please use one of {valid_modes}")
+    fan = _calculate_fan_in_and_fan_out(tensor)[mode == "fan_out"]
+    return calculate_gain(nonlinearity, a) / math.sqrt(fan)
+
+
 def kaiming_uniform_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
     """U(-bound, bound) with bound = gain * sqrt(3 / fan) (He et al.), torch's default for Linear and Conv."""
-    if mode not in ("fan_in", "fan_out"):
-        raise ValueError(f"Mode {mode} not supported, please use one of fan_in, fan_out")
-    fan = _calculate_fan_in_and_fan_out(tensor)[mode == "fan_out"]
-    if fan == 0:
+    if _zero_elements(tensor):
         return tensor
-    bound = math.sqrt(3.0) * calculate_gain(nonlinearity, a) / math.sqrt(fan)
+    bound = math.sqrt(3.0) * _kaiming_std(tensor, a, mode, nonlinearity)
     return uniform_(tensor, -bound, bound, generator)
+
+
+def kaiming_normal_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
+    """N(0, std^2) with std = gain / sqrt(fan) (He et al.)."""
+    if _zero_elements(tensor):
+        return tensor
+    return normal_(tensor, 0.0, _kaiming_std(tensor, a, mode, nonlinearity), generator)
+
+
+def _xavier_std(tensor, gain):
+    fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
+    return gain * math.sqrt(2.0 / float(fan_in + fan_out))
 
 
 def xavier_uniform_(tensor, gain=1.0, generator=None):
     """U(-bound, bound) with bound = gain * sqrt(6 / (fan_in + fan_out)) (Glorot and Bengio)."""
-    fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
-    bound = gain * math.sqrt(6.0 / (fan_in + fan_out))
+    bound = math.sqrt(3.0) * _xavier_std(tensor, gain)
     return uniform_(tensor, -bound, bound, generator)
+
+
+def xavier_normal_(tensor, gain=1.0, generator=None):
+    """N(0, std^2) with std = gain * sqrt(2 / (fan_in + fan_out)) (Glorot and Bengio)."""
+    return normal_(tensor, 0.0, _xavier_std(tensor, gain), generator)

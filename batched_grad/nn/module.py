@@ -1,15 +1,33 @@
 """Module: torch.nn.Module's registration of parameters, buffers and submodules through attribute assignment,
-with traversal, train/eval, zero_grad and state_dict/load_state_dict."""
+with traversal, train/eval, zero_grad, conversions (to, cpu, cuda, float, double, half, bfloat16, type),
+state_dict/load_state_dict and torch's repr."""
+import warnings
 from collections import OrderedDict, namedtuple
 
 from .. import _dtypes
 from .._factories import zeros_like
 from .._grad_mode import no_grad
 from .._tensor import Tensor, type_name
+from . import _conversion
 from .parameter import Parameter
 
+COMPLEX_MODULES = (
+    "Complex modules are a new feature under active development whose design may change, and some modules might "
+    "not work as expected when using complex tensors as parameters or buffers. Please file an issue at "
+    "https://github.com/pytorch/pytorch/issues/new?template=bug-report.yml if a complex module does not work as "
+    "expected."
+)
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 _REGISTRIES = ("_parameters", "_buffers", "_modules")
+
+
+def _set_data(tensor, value):
+    """`tensor.data = value`, refused as torch refuses it for a tensor requiring grad and a non-float value."""
+    if value is tensor:
+        return
+    if tensor.requires_grad and not (value.dtype.is_floating_point or value.dtype.is_complex):
+        raise RuntimeError("data set to a tensor that requires gradients must be floating point or complex dtype")
+    tensor.data = value
 
 
 def _typename(value):
@@ -41,9 +59,13 @@ class Module:
 
     def __setattr__(self, name, value):
         if isinstance(value, Parameter):
+            self._registry("_parameters")
+            self._remove_from(name, "__dict__", "_buffers", "_modules")
             self.register_parameter(name, value)
         elif isinstance(value, Module):
-            self.add_module(name, value)
+            self._registry("_modules")
+            self._remove_from(name, "__dict__", "_parameters", "_buffers")
+            self._modules[name] = value
         elif name in self.__dict__.get("_parameters", ()):
             if value is not None:
                 raise TypeError(f"cannot assign '{_typename(value)}' as parameter '{name}' (torch.nn.Parameter "
@@ -73,40 +95,55 @@ class Module:
         for registry in _REGISTRIES:
             if name in self.__dict__.get(registry, ()):
                 del self.__dict__[registry][name]
+                self.__dict__.get("_non_persistent", set()).discard(name)
                 return
         object.__delattr__(self, name)
 
-    def _forget(self, name):
-        for registry in _REGISTRIES:
-            self.__dict__.get(registry, {}).pop(name, None)
-        self.__dict__.pop(name, None)
+    def _remove_from(self, name, *places):
+        """Forget `name` in these registries (or the instance __dict__): an attribute assigned anew moves there."""
+        for place in places:
+            (self.__dict__ if place == "__dict__" else self.__dict__.get(place, {})).pop(name, None)
+        self.__dict__.get("_non_persistent", set()).discard(name)
+
+    def _check_name(self, kind, name, registry):
+        """torch's checks of a new parameter's, buffer's or module's name."""
+        if not isinstance(name, str):
+            raise TypeError(f"{kind} name should be a string. Got {_typename(name)}")
+        if hasattr(self, name) and name not in registry:
+            raise KeyError(f"attribute '{name}' already exists")
+        if "." in name:
+            raise KeyError(f'{kind} name can\'t contain "."' + (f", got: {name}" if kind == "module" else ""))
+        if name == "":
+            raise KeyError(f'{kind} name can\'t be empty string ""')
 
     def register_parameter(self, name, param):
         """Register `param` (a Parameter or None) under `name`."""
         registry = self._registry("_parameters")
+        self._check_name("parameter", name, registry)
         if param is not None and not isinstance(param, Parameter):
             raise TypeError(f"cannot assign '{_typename(param)}' object to parameter '{name}' (torch.nn.Parameter "
                             "or None required)")
-        self._forget(name)
         registry[name] = param
 
     def register_buffer(self, name, tensor, persistent=True):
         """Register a non-parameter tensor (saved in state_dict when `persistent`)."""
         registry = self._registry("_buffers")
+        self._check_name("buffer", name, registry)
         if tensor is not None and not isinstance(tensor, Tensor):
             raise TypeError(f"cannot assign '{_typename(tensor)}' object to buffer '{name}' (torch Tensor or None "
                             "required)")
-        self._forget(name)
         registry[name] = tensor
-        if not persistent:
+        if persistent:
+            self.__dict__.get("_non_persistent", set()).discard(name)
+        else:
             self.__dict__.setdefault("_non_persistent", set()).add(name)
 
     def add_module(self, name, module):
         """Register a child module under `name`."""
-        registry = self._registry("_modules")
         if module is not None and not isinstance(module, Module):
-            raise TypeError(f"{type(module).__name__} is not a Module subclass")
-        self._forget(name)
+            raise TypeError(f"{_typename(module)} is not a Module subclass")
+        registry = self._registry("_modules")
+        self._check_name("module", name, registry)
         registry[name] = module
 
     register_module = add_module
@@ -193,25 +230,73 @@ class Module:
         fn(self)
         return self
 
-    def to(self, dtype):
-        """Convert floating-point parameters and buffers (and grads) to `dtype`, in place."""
-        d = _dtypes.to_dtype(dtype)
-        if not d.is_floating_point:
-            raise TypeError(f"nn.Module.to only accepts floating point dtypes, but got desired dtype={d}")
-        for t in [*self.parameters(), *self.buffers()]:
-            if t.dtype.is_floating_point:
-                t.data = t.data.to(d)
-                if t._grad is not None:
-                    t._grad = t._grad.to(d)
+    # ---- devices and dtypes ----------------------------------------------------------------------------------
+    def _apply(self, fn):
+        """Convert every parameter (in place: `.data`, and its grad's), then every buffer (replaced), by `fn`,
+        descendants first, as torch's Module._apply."""
+        for child in self.children():
+            child._apply(fn)
+        for param in self._parameters.values():
+            if param is not None:
+                _set_data(param, fn(param))
+                if param._grad is not None:
+                    _set_data(param._grad, fn(param._grad))
+        for name, buffer in self._buffers.items():
+            if buffer is not None:
+                self._buffers[name] = fn(buffer)
         return self
 
+    def to(self, *args, **kwargs):
+        """Move and/or cast the parameters and buffers, in place: `to(device=None, dtype=None, non_blocking=False)`,
+        `to(dtype)`, `to(tensor)` (its device and dtype). A dtype changes only the floating point and complex
+        tensors; "cpu" is JAX's cpu device, "cuda" its GPUs."""
+        where, dtype, _ = _conversion.parse_to(args, kwargs)
+        if dtype is not None:
+            if not (dtype.is_floating_point or dtype.is_complex):
+                raise TypeError(f"nn.Module.to only accepts floating point or complex dtypes, but got desired "
+                                f"dtype={dtype}")
+            if dtype.is_complex:
+                warnings.warn(COMPLEX_MODULES, UserWarning, stacklevel=2)
+        if where is not None:
+            _conversion.jax_device(where)  # torch's error before anything changes
+
+        def convert(t):
+            return _conversion.convert(t, where, dtype if t.dtype.is_floating_point or t.dtype.is_complex else None)
+
+        return self._apply(convert)
+
+    def cpu(self):
+        """Move the parameters and buffers to the CPU."""
+        return self.to("cpu")
+
+    def cuda(self, device=None):
+        """Move the parameters and buffers to a GPU (`device`: its index or name; the first GPU by default)."""
+        return self.to("cuda" if device is None else _conversion.as_device(device))
+
+    def type(self, dst_type):
+        """Cast every parameter and buffer, integer ones included, to `dst_type` (a dtype, or a name such as
+        'torch.DoubleTensor')."""
+        dtype, where = _conversion.dtype_of_type(dst_type)
+        return self._apply(lambda t: _conversion.convert(t, where, dtype))
+
+    def _cast_floating(self, dtype):
+        return self._apply(lambda t: _conversion.convert(t, dtype=dtype) if t.dtype.is_floating_point else t)
+
     def float(self):
-        """Convert floating-point parameters and buffers to float32, in place."""
-        return self.to(_dtypes.float32)
+        """Cast floating point parameters and buffers to float32."""
+        return self._cast_floating(_dtypes.float32)
 
     def double(self):
-        """Convert floating-point parameters and buffers to float64, in place."""
-        return self.to(_dtypes.float64)
+        """Cast floating point parameters and buffers to float64."""
+        return self._cast_floating(_dtypes.float64)
+
+    def half(self):
+        """Cast floating point parameters and buffers to float16."""
+        return self._cast_floating(_dtypes.float16)
+
+    def bfloat16(self):
+        """Cast floating point parameters and buffers to bfloat16."""
+        return self._cast_floating(_dtypes.bfloat16)
 
     # ---- state ---------------------------------------------------------------------------------------------------
     def state_dict(self, destination=None, prefix="", keep_vars=False):
@@ -260,13 +345,24 @@ class Module:
         """The text inside this module's parentheses in repr (torch's hook)."""
         return ""
 
+    def _get_name(self):
+        return type(self).__name__
+
     def __repr__(self):
-        lines = [line for line in self.extra_repr().split("\n") if line]
-        for name, child in self._modules.items():
-            lines.append(f"({name}): " + repr(child).replace("\n", "\n  "))
-        if not self._modules:
-            return f"{type(self).__name__}({', '.join(lines)})"
-        return f"{type(self).__name__}(\n  " + "\n  ".join(lines) + "\n)"
+        extra = self.extra_repr()
+        extra_lines = extra.split("\n") if extra else []
+        child_lines = [f"({name}): " + indent(repr(child)) for name, child in self._modules.items()]
+        lines = extra_lines + child_lines
+        if len(extra_lines) == 1 and not child_lines:
+            return f"{self._get_name()}({extra_lines[0]})"
+        if not lines:
+            return f"{self._get_name()}()"
+        return f"{self._get_name()}(\n  " + "\n  ".join(lines) + "\n)"
 
     def __dir__(self):
         return sorted({*super().__dir__(), *[k for r in _REGISTRIES for k in self.__dict__.get(r, ())]})
+
+
+def indent(text):
+    """`text` with its lines after the first indented by two spaces (a child's repr inside its parent's)."""
+    return text.replace("\n", "\n  ")

@@ -1,7 +1,6 @@
-"""The layers: Linear, Conv2d, Sequential, activations, Flatten, Dropout, LayerNorm, Embedding and the losses, with
+"""The layers: Linear, Conv2d, activations, Flatten, Dropout, LayerNorm, Embedding and the losses, with
 torch's constructor arguments and default initialization."""
 import math
-from collections import OrderedDict
 
 from .. import _factories
 from .._grad_mode import no_grad
@@ -98,40 +97,6 @@ class Conv2d(Module):
         return s
 
 
-class Sequential(Module):
-    """Modules applied in order; built from positional modules or one OrderedDict of named ones."""
-
-    def __init__(self, *args):
-        super().__init__()
-        items = args[0].items() if len(args) == 1 and isinstance(args[0], OrderedDict) else enumerate(args)
-        for name, module in items:
-            self.add_module(str(name), module)
-
-    def forward(self, input):
-        for module in self._modules.values():
-            input = module(input)
-        return input
-
-    def __getitem__(self, index):
-        modules = list(self._modules.items())
-        if isinstance(index, slice):
-            return Sequential(OrderedDict(modules[index]))
-        if not -len(modules) <= index < len(modules):
-            raise IndexError(f"index {index} is out of range")
-        return modules[index][1]
-
-    def __len__(self):
-        return len(self._modules)
-
-    def __iter__(self):
-        return iter(self._modules.values())
-
-    def append(self, module):
-        """Add `module` at the end."""
-        self.add_module(str(len(self)), module)
-        return self
-
-
 class _Stateless(Module):
     """A module whose forward is a functional op with fixed keyword arguments."""
 
@@ -172,6 +137,18 @@ class Sigmoid(_Stateless):
     """1 / (1 + exp(-x)), elementwise."""
 
     fn = F.sigmoid
+
+
+class Softplus(_Stateless):
+    """log(1 + exp(beta * x)) / beta, and x itself where beta * x > threshold, elementwise."""
+
+    fn, options = F.softplus, ("beta", "threshold")
+
+    def __init__(self, beta=1.0, threshold=20.0):
+        super().__init__(beta=beta, threshold=threshold)
+
+    def extra_repr(self):
+        return f"beta={self.beta}, threshold={self.threshold}"
 
 
 class GELU(_Stateless):

@@ -48,7 +48,8 @@ class Adam(Optimizer):
         if not 0.0 <= weight_decay:
             raise ValueError(f"Invalid weight_decay value: {weight_decay}")
         if capturable or differentiable or fused:
-            raise NotImplementedError("Adam: capturable=True, differentiable=True and fused=True are not supported.")
+            raise NotImplementedError(f"{type(self).__name__}: capturable=True, differentiable=True and fused=True are "
+                                      "not supported.")
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
                                       amsgrad=amsgrad, maximize=maximize, foreach=foreach, capturable=False,
                                       differentiable=False, fused=None,
@@ -58,7 +59,7 @@ class Adam(Optimizer):
         amsgrad = bool(group["amsgrad"])
         states = []
         for p in params:
-            state = self.state.setdefault(p, {})
+            state = self.state[p]
             if not state:
                 state.update(step=tensor(0.0), exp_avg=zeros_like(p), exp_avg_sq=zeros_like(p))
                 if amsgrad:
@@ -86,3 +87,13 @@ class Adam(Optimizer):
 
 def _step_value(step):
     return step.item() if isinstance(step, Tensor) else float(step)
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay (Loshchilov and Hutter): p -= lr * weight_decay * p before the Adam step."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False, *,
+                 maximize=False, foreach=None, capturable=False, differentiable=False, fused=None):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, foreach=foreach, maximize=maximize,
+                         capturable=capturable, differentiable=differentiable, fused=fused,
+                         decoupled_weight_decay=True)

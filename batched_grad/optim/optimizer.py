@@ -3,17 +3,19 @@ one pure JAX update over all of a group's parameters, compiled once per group st
 and called with the hyperparameters that may change between steps (lr, ...) as arguments, so steps never
 recompile."""
 import copy
+from collections import defaultdict
 
 from .._grad_mode import enable_grad, no_grad
 from .._tensor import Tensor, type_name
 from .._x64 import scoped
+
 
 class Optimizer:
     """Base class: holds `param_groups` (dicts with "params" and hyperparameters) and per-parameter `state`."""
 
     def __init__(self, params, defaults):
         self.defaults = defaults
-        self.state = {}
+        self.state = defaultdict(dict)  # a new parameter's state is an empty dict, as torch's
         self.param_groups = []
         if isinstance(params, Tensor):
             raise TypeError("params argument given to the optimizer should be an iterable of Tensors or dicts, but "
@@ -97,16 +99,16 @@ class Optimizer:
             raise ValueError("loaded state dict contains a parameter group that doesn't match the size of "
                              "optimizer's group")
         params = {i: p for g, s in zip(self.param_groups, groups) for i, p in zip(s["params"], g["params"])}
-        self.state = {params[i]: copy.copy(s) for i, s in state_dict["state"].items()}
+        self.state = defaultdict(dict, {params[i]: copy.copy(s) for i, s in state_dict["state"].items()})
         for group, saved in zip(self.param_groups, groups):
             group.update({k: v for k, v in saved.items() if k != "params"})
 
     def __repr__(self):
-        lines = [f"{type(self).__name__} ("]
+        text = f"{type(self).__name__} ("
         for i, group in enumerate(self.param_groups):
-            lines.append(f"Parameter Group {i}")
-            lines += [f"    {k}: {v}" for k, v in sorted(group.items()) if k != "params"]
-        return "\n".join(lines + [")"])
+            text += f"\nParameter Group {i}\n"
+            text += "".join(f"    {k}: {group[k]}\n" for k in sorted(group) if k != "params")
+        return text + ")"
 
 
 def values(tensors):

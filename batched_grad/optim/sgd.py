@@ -42,7 +42,7 @@ class SGD(Optimizer):
                                       differentiable=False, fused=None))
 
     def _update(self, group, params):
-        states = [self.state.setdefault(p, {}) for p in params]
+        states = [self.state[p] for p in params]
         buffers = values([s.get("momentum_buffer") for s in states])
         new_params, new_buffers = _sgd(
             values(params), values([p.grad for p in params]), buffers, float(group["lr"]),

@@ -1,0 +1,168 @@
+"""A Tensor's views and in-place updates: the checks torch makes before an in-place op, the rebasing of a tensor onto
+the result of one (its base and its other views follow), and the registry of a base's views. Tensor inherits these
+methods from InPlace."""
+import weakref
+
+import jax
+import jax.numpy as jnp
+
+from . import _dtypes, _graph
+from ._grad_mode import is_grad_enabled
+from ._x64 import scoped
+
+LEAF_INPLACE = "a leaf Variable that requires grad is being used in an in-place operation."
+VIEW_OF_LEAF_INPLACE = "a view of a leaf Variable that requires grad is being used in an in-place operation."
+# A step in a view chain that shares values but not the graph (detach(), .data): writes through it are
+# value-only for the base, and the base's in-place updates reach it as values only.
+DETACH = (None, (), 0)
+
+
+def _ops_of(chain):
+    return tuple(step for step in chain if step is not DETACH)
+
+
+def _view_value(base, chain):
+    for op, static, k in chain:
+        out = op.fn(base, **dict(static))
+        base = out[k] if op.multi else out
+    return base
+
+
+def _scatter_value(base, src, chain):
+    """`base` with the elements that its view `chain` selects replaced by `src` (exact, any dtype)."""
+    idx = _view_value(jnp.arange(base.size).reshape(base.shape), chain)
+    return base.ravel().at[idx.ravel()].set(src.ravel().astype(base.dtype)).reshape(base.shape)
+
+
+_view_value_jit = jax.jit(_view_value, static_argnums=1)
+_scatter_value_jit = jax.jit(_scatter_value, static_argnums=2)
+
+
+class InPlace:
+    """Tensor's in-place machinery (a mixin: Tensor holds the state)."""
+
+    __slots__ = ()
+
+    def _check_inplace(self):
+        """torch's check_inplace: a view (that requires grad) of a leaf, then a leaf that requires grad."""
+        if not is_grad_enabled() or not self.requires_grad:
+            return
+        if self._view is not None and DETACH not in self._view[1] and self._view[0].grad_fn is None:
+            raise RuntimeError(VIEW_OF_LEAF_INPLACE)
+        if self.grad_fn is None:
+            raise RuntimeError(LEAF_INPLACE)
+
+    def _assign(self, result):
+        """Make `self` hold `result` (an out-of-place result of the in-place op); update views and version."""
+        self._check_inplace()
+        if result.shape != self.shape:
+            raise RuntimeError(
+                f"output with shape {list(self.shape)} doesn't match the broadcast shape {list(result.shape)}"
+            )
+        if result.dtype is not self.dtype:
+            from ._tensor import _TYPE_NAMES
+
+            if _dtypes.category(result.dtype) > _dtypes.category(self.dtype):
+                raise RuntimeError(
+                    f"result type {_TYPE_NAMES[result.dtype.name]} can't be cast to the desired output type "
+                    f"{_TYPE_NAMES[self.dtype.name]}"
+                )
+            result = result.to(self.dtype)
+        self._rebase(result)
+        self._counter.value += 1
+        if result.grad_fn is not None:
+            result.grad_fn.keep_saved_versions(self._counter)
+            # like torch: the op's own saved `self` is an unshared snapshot (torch saves a clone); other operands
+            # sharing self's storage were saved before this update, so a backward through them must fail
+            for i, s in enumerate(getattr(result.grad_fn, "saved", ())):
+                if isinstance(s, _graph.SavedValue) and s.counter is self._counter:
+                    s.counter, s.version = (_graph.VersionCounter(), 0) if i == 0 else (s.counter, s.version - 1)
+            if getattr(result.grad_fn, "guards", ()):  # the op's result that torch saves is `self` now
+                result.grad_fn.guards = tuple([(self._counter, self._counter.value, k) if c is result._counter
+                                               else (c, v, k) for c, v, k in result.grad_fn.guards])
+        return self
+
+    @scoped
+    def _rebase(self, result):
+        """Make `self`, its base and the views sharing its values hold `result` (same shape and dtype); with grad
+        mode on, `self` takes `result`'s place in the graph and its base and views are recorded around it."""
+        if self._view is None:
+            self._rebind(result)
+            self._refresh_views(skip=None, graph=True)
+            return
+        base, chain = self._view
+        ops = _ops_of(chain)
+        graph = len(ops) == len(chain)
+        if graph:
+            from ._ops.shape import scatter_into_view
+
+            self._bypass_node(result.grad_fn, base, chain)
+            base._rebind(scatter_into_view(base, result, chain))
+        else:
+            base._value = _scatter_value_jit(base._value, result._value, ops) if ops else result._value
+        if graph and is_grad_enabled() and base.grad_fn is not None:
+            self._rejoin_base(result, base, chain)
+        else:
+            self._rebind(result)
+        base._refresh_views(skip=self, graph=graph)
+
+    def _bypass_node(self, node, base, chain):
+        """As torch's CopySlices does, send the gradient that the in-place op `node` gives this view straight to its
+        base (through a fresh view of it) rather than through this view's node: hooks registered on the view before
+        the op then see only the gradients of its earlier uses."""
+        if node is not None and self.grad_fn is not None and node.edges and \
+                node.edges[0] == (self.grad_fn, self._output_nr):
+            from ._ops.shape import replay_view
+
+            node.edges = (_graph.edge_of(replay_view(base, chain)),) + tuple(node.edges[1:])
+
+    def _rejoin_base(self, result, base, chain):
+        """After an in-place op through this view, hold `result` as a view of the updated base, as torch does: the
+        view's gradient is its own (retain_grad() and hooks registered from now on see it), and its base's includes
+        it."""
+        from ._ops.shape import replay_view
+
+        view = replay_view(base, chain)
+        self._value = result._value
+        self.grad_fn, self._output_nr = view.grad_fn, view._output_nr
+        if self._retains_grad:
+            self._register_retain()
+
+    def _rebind(self, src):
+        """Take `src`'s value; with grad mode on also its place in the graph (off: the value changes silently)."""
+        self._value = src._value
+        if is_grad_enabled() and (src.grad_fn is not None or self.grad_fn is not None):
+            self.grad_fn, self._output_nr = src.grad_fn, src._output_nr
+            if self._retains_grad and self.grad_fn is not None:
+                self._register_retain()
+
+    def _refresh_views(self, skip, graph):
+        """Bring this base's views up to date after it changed; graph views rejoin the graph if `graph`."""
+        from ._ops.shape import replay_view
+
+        for ref in self._views or ():
+            view = ref()
+            if view is None or view is skip:
+                continue
+            chain = view._view[1]
+            ops = _ops_of(chain)
+            if graph and len(ops) == len(chain):
+                view._rebind(replay_view(self, chain))
+            else:
+                view._value = _view_value_jit(self._value, ops) if ops else self._value
+
+
+def remember_view(root, view):
+    """Add a weak reference to `view` to the views of `root`. Dead references are dropped each time the list reaches
+    a power of two (from 16): constant time per view however many stay alive. Threads viewing one tensor take turns:
+    a view added while another thread drops the dead ones would be lost."""
+    _graph._lock.acquire()  # rather than `with`, which costs twice as much, on a path that records ops
+    try:
+        views = root._views
+        if views is None:
+            views = root._views = []
+        elif len(views) >= 16 and len(views) & (len(views) - 1) == 0:
+            views = root._views = [r for r in views if r() is not None]
+        views.append(weakref.ref(view))
+    finally:
+        _graph._lock.release()

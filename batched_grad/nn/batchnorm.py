@@ -1,0 +1,76 @@
+"""BatchNorm1d: batch normalization with a learned per-feature scale and shift and, by default, running statistics
+used in eval mode (torch's _BatchNorm)."""
+from .. import _dtypes, _factories
+from .._grad_mode import no_grad
+from . import functional as F, init
+from .module import Module
+from .parameter import Parameter
+
+
+class _BatchNorm(Module):
+    """Normalizes each feature (dim 1) over the batch; `momentum=None` keeps a cumulative average."""
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, device=None,
+                 dtype=None, *, bias=True):
+        super().__init__()
+        self.num_features, self.eps, self.momentum = num_features, eps, momentum
+        self.affine, self.track_running_stats = affine, track_running_stats
+        if affine:
+            self.weight = Parameter(_factories.empty(num_features, dtype=dtype))
+            self.register_parameter("bias", Parameter(_factories.empty(num_features, dtype=dtype)) if bias else None)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        if track_running_stats:
+            self.register_buffer("running_mean", _factories.zeros(num_features, dtype=dtype))
+            self.register_buffer("running_var", _factories.ones(num_features, dtype=dtype))
+            self.register_buffer("num_batches_tracked", _factories.tensor(0, dtype=_dtypes.int64))
+        else:
+            for name in ("running_mean", "running_var", "num_batches_tracked"):
+                self.register_buffer(name, None)
+        self.reset_parameters()
+
+    def reset_running_stats(self):
+        """Running mean 0, running variance 1, no batch seen."""
+        if self.track_running_stats:
+            with no_grad():
+                self.running_mean.zero_()
+                self.running_var.fill_(1)
+                self.num_batches_tracked.zero_()
+
+    def reset_parameters(self):
+        """Reset the running statistics, and the scale to ones and the shift to zeros."""
+        self.reset_running_stats()
+        if self.affine:
+            init.ones_(self.weight)
+            if self.bias is not None:
+                init.zeros_(self.bias)
+
+    def _check_input_dim(self, input):
+        raise NotImplementedError
+
+    def forward(self, input):
+        self._check_input_dim(input)
+        factor = 0.0 if self.momentum is None else self.momentum
+        if self.training and self.track_running_stats and self.num_batches_tracked is not None:
+            with no_grad():
+                self.num_batches_tracked.add_(1)
+            if self.momentum is None:  # a cumulative moving average
+                factor = 1.0 / float(self.num_batches_tracked)
+        use_batch_stats = self.training or (self.running_mean is None and self.running_var is None)
+        keep_stats = not self.training or self.track_running_stats
+        return F.batch_norm(input, self.running_mean if keep_stats else None,
+                            self.running_var if keep_stats else None, self.weight, self.bias, use_batch_stats,
+                            factor, self.eps)
+
+    def extra_repr(self):
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
+                f"bias={self.bias is not None}, track_running_stats={self.track_running_stats}")
+
+
+class BatchNorm1d(_BatchNorm):
+    """Batch normalization of (N, C) or (N, C, L) inputs over N (and L), per feature C."""
+
+    def _check_input_dim(self, input):
+        if input.dim() not in (2, 3):
+            raise ValueError(f"expected 2D or 3D input (got {input.dim()}D input)")
