@@ -3,6 +3,8 @@ from . import _xla_flags
 
 _xla_flags.apply()  # before JAX starts its CPU backend
 
+from math import e, inf, nan, pi  # noqa: E402  (torch's constants)
+
 from . import _ops  # noqa: E402
 from ._dtypes import (bfloat16, bool, cdouble, cfloat, complex64, complex128, double, dtype, float16, float32, float64,
                       get_default_dtype, half, int8, int16, int32, int64, long, set_default_dtype, uint8)
@@ -24,4 +26,5 @@ from . import func  # noqa: E402
 from .autograd import grad
 from .func import vmap  # vmap.vmap, as torch.vmap is torch.func.vmap
 
+newaxis = None  # as torch.newaxis, for x[:, newaxis]
 __version__ = "0.1.0"

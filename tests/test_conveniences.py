@@ -29,6 +29,20 @@ def test_aliases_work_as_dtypes():
     assert bg.arange(3, dtype=bg.short).dtype is bg.int16
 
 
+@pytest.mark.parametrize("name", ["pi", "e", "inf", "nan", "newaxis"])
+def test_constants_are_torchs(name):
+    got, want = getattr(bg, name), getattr(torch, name)
+    assert type(got) is type(want)
+    assert got is None if want is None else np.array_equal(got, want, equal_nan=True)
+
+
+def test_constants_in_use():
+    x = bg.tensor([0.5, 1.0])
+    assert_same(bg.sin(bg.pi * x), torch.sin(torch.pi * torch.tensor([0.5, 1.0])))
+    assert x[:, bg.newaxis].shape == (2, 1)
+    assert bg.isinf(bg.tensor(bg.inf)).item() and bg.isnan(bg.tensor(bg.nan)).item()
+
+
 # ---- finfo / iinfo ------------------------------------------------------------------------------------------
 FINFO_FIELDS = ["bits", "eps", "max", "min", "tiny", "smallest_normal", "resolution", "dtype"]
 
