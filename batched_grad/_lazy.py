@@ -377,10 +377,10 @@ def _structure(targets, mapped=None, outputs=()):
             else:
                 a, is_mapped = mapped[call], True
         # an array read twice takes one slot, but a 0-d one (a number, a shared constant) its own: the key must
-        # not depend on which numbers happen to be equal
-        slot = slots.get(id(a)) if a.ndim else None
+        # not depend on which numbers happen to be equal; an array both mapped and read whole takes two
+        slot = slots.get((id(a), is_mapped)) if a.ndim else None
         if slot is None:
-            slot = slots[id(a)] = len(frontier)
+            slot = slots[(id(a), is_mapped)] = len(frontier)
             frontier.append(a)
             if is_mapped:
                 batched.append(slot)

@@ -41,14 +41,17 @@ def outside_edges(leaves, start, is_batched):
 
 
 class VmapNode(_graph.Node):
-    """The node of vmap.vmap's batched results (outputs k of f's flat results, moved to their out_dims)."""
+    """The node of vmap.vmap's batched results (outputs k of f's flat results, moved to their out_dims). Its edges:
+    where the rows' graph reaches the graph made before the call, then the mapped arguments that require grad."""
 
-    __slots__ = ("call", "rows_k", "out_dims")
+    __slots__ = ("call", "rows_k", "out_dims", "mapped")
 
-    def __init__(self, edges, results, call, rows_k, out_dims):
+    def __init__(self, edges, inputs, results, call, rows_k, out_dims):
+        edges = list(edges) + [_graph.edge_of(x) for _, x, _ in inputs]
         super().__init__(tuple(edges), tuple((tuple(r.shape), r.dtype) for r in results))
         # call: (func, args, kwargs, in_dims, randomness, the default generator's state before func ran or None)
         self.call, self.rows_k, self.out_dims = call, rows_k, out_dims
+        self.mapped = [(i, d) for i, _, d in inputs]  # (flat index among the arguments, in_dim)
 
     def name(self):
         return "VmapBackward0"
@@ -62,32 +65,40 @@ class VmapNode(_graph.Node):
                            vectorize=True, key=self.call[0])
 
     def _backward(self, cotangents, create_graph):
-        from batched_grad import zeros
+        from batched_grad import zeros, zeros_like
 
         from ._vmap import vmap
 
         func, args, kwargs, in_dims, randomness, rng_state = self.call
         cotangents = [zeros(shape, dtype=dtype) if c is None else c for c, (shape, dtype) in zip(cotangents,
                                                                                               self.out_meta)]
-        edges, rows_k = list(self.edges), self.rows_k
+        rows_k, mapped = self.rows_k, self.mapped
+        edges = list(self.edges)[:len(self.edges) - len(mapped)]
 
         def row_gradients(*call_args, cts):
             from batched_grad.autograd import grad
 
+            flat, spec = flatten(call_args)
+            rows = [_differentiable(flat[i]) for i, _ in mapped]
+            for (i, _), row in zip(mapped, rows):
+                flat[i] = row
             with enable_grad():
-                leaves, _ = flatten(func(*call_args, **kwargs))
+                leaves, _ = flatten(func(*spec.unflatten(flat), **kwargs))
                 outs = [leaves[k] for k in rows_k]
                 pairs = [(o, c) for o, c in zip(outs, cts) if o.requires_grad]
-                grads = grad([o for o, _ in pairs], edges, [c for _, c in pairs], allow_unused=True,
-                             create_graph=create_graph) if pairs else [None] * len(edges)
-            return tuple(_zeros_for(e) if g is None else g for g, e in zip(grads, edges))
+                targets = edges + rows
+                grads = grad([o for o, _ in pairs], targets, [c for _, c in pairs], allow_unused=True,
+                             create_graph=create_graph) if pairs else [None] * len(targets)
+            zeros = [_zeros_for(e) for e in edges] + [zeros_like(r) for r in rows]
+            return tuple(z if g is None else g for g, z in zip(grads, zeros))
 
         row_dims = in_dims if isinstance(in_dims, tuple) else (in_dims,) * len(args)
         rerun = vmap(lambda *a: row_gradients(*a[:-1], cts=a[-1]), in_dims=row_dims + (list(self.out_dims),),
                      randomness=randomness)
         with _drawing_again(rng_state):
             per_row = rerun(*args, cotangents)
-        return [g.sum(0) for g in per_row]
+        summed = [g.sum(0) for g in per_row[:len(edges)]]  # a captured tensor's gradient sums over the rows
+        return summed + [g.movedim(0, d) for g, (_, d) in zip(per_row[len(edges):], mapped)]
 
 
 @contextlib.contextmanager
@@ -103,6 +114,11 @@ def _drawing_again(rng_state):
         yield
     finally:
         default_generator.set_state(current)
+
+
+def _differentiable(row):
+    """A mapped argument's row as a leaf that requires grad (as it is when the rerun records it already)."""
+    return row if row.requires_grad else row.detach().requires_grad_()
 
 
 def _zeros_for(edge):

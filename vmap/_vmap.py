@@ -77,20 +77,23 @@ def vmap(func, in_dims=0, out_dims=0, *, chunk_size=None, randomness="error"):
     @scoped
     def vectorized(*args, **kwargs):
         _check_out_dims(func, out_dims)
-        size, dims, flat_args, args_spec = _batched_inputs(func, in_dims, args)
-        mapped = [i for i, d in enumerate(dims) if d is not None]
-        arrays = [flat_args[i]._value if dims[i] == 0 else jnp.moveaxis(flat_args[i]._value, dims[i], 0)
+        size, dims_in, flat_args, args_spec = _batched_inputs(func, in_dims, args)
+        mapped = [i for i, d in enumerate(dims_in) if d is not None]
+        arrays = [flat_args[i]._value if dims_in[i] == 0 else jnp.moveaxis(flat_args[i]._value, dims_in[i], 0)
                   for i in mapped]
 
         start, recorded = sequence_mark(), []
         rng_state = default_generator.get_state() if randomness == "same" else None  # for a backward's rerun
+        # mapped arguments that require grad: their rows are leaves that require grad, so that the results say
+        # whether they depend on them
+        differentiable = [i for i in mapped if is_grad_enabled() and flat_args[i].requires_grad]
 
         def run(rows, trace=None):
             """func on Tensors of `rows` in place of the mapped arguments: its result's leaves and structure; notes
             where they reach the graph made before the call and which of them require grad."""
             call = list(flat_args)
             for i, r in zip(mapped, rows):
-                call[i] = Tensor._wrap(r)
+                call[i] = Tensor._wrap(r).requires_grad_() if i in differentiable else Tensor._wrap(r)
             running = _running.calls
             running.append((randomness, trace))
             try:
@@ -108,8 +111,9 @@ def vmap(func, in_dims=0, out_dims=0, *, chunk_size=None, randomness="error"):
             leaves, spec = _traced(func, run, arrays, size, chunk_size)
         dims = _flat_out_dims(func, out_dims, spec, leaves)
         placed = _place(func, leaves, dims, size)
-        if recorded and recorded[0]:
-            _record(placed, leaves, dims, recorded, (func, args, kwargs, in_dims, randomness, rng_state))
+        if recorded and (recorded[0] or differentiable):
+            inputs = [(i, flat_args[i], dims_in[i]) for i in differentiable]
+            _record(placed, leaves, dims, recorded, inputs, (func, args, kwargs, in_dims, randomness, rng_state))
         return spec.unflatten(placed)
 
     return vectorized
@@ -208,14 +212,14 @@ def _traced(func, run, arrays, size, chunk_size):
     return leaves, spec
 
 
-def _record(placed, leaves, dims, recorded, call):
+def _record(placed, leaves, dims, recorded, inputs, call):
     """Give the batched results that require grad one VmapNode (_recorded.py) linking them to the graph made before
-    the call."""
+    the call and to the mapped arguments that require grad (`inputs`: (flat index, argument, in_dim) triples)."""
     edges, requires_grad = recorded
     rows_k = [k for k, x in enumerate(leaves) if type(x) is _Rows and requires_grad[k]]
     if not rows_k:
         return
-    node = VmapNode(edges, [placed[k] for k in rows_k], call, rows_k,
+    node = VmapNode(edges, inputs, [placed[k] for k in rows_k], call, rows_k,
                     [_out_dim(dims[k], leaves[k].array.ndim) for k in rows_k])
     for j, k in enumerate(rows_k):
         placed[k] = Tensor._wrap(placed[k]._v, grad_fn=node, output_nr=j)
