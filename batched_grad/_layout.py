@@ -15,8 +15,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._foreign import not_a_tensor
-from ._inplace import _view_value
-from ._tensor import DETACH, Tensor, _ops_of
+from ._inplace import DETACH, _ops_of, _view_value
+from ._tensor import Tensor
 from ._x64 import scoped
 
 _ALIGNMENT = 64

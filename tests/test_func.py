@@ -10,6 +10,7 @@ import torch.func
 import batched_grad as bg
 import batched_grad.func
 from oracle import assert_same
+from vmap._pytree import flatten
 
 RNG = np.random.default_rng(0)
 X5 = RNG.standard_normal(5)
@@ -255,3 +256,14 @@ def test_the_module_is_left_as_it_was():
     with pytest.raises(RuntimeError):
         bg.func.functional_call(model, {"0.weight": bg.ones(2, 2, dtype=bg.float64)}, (bg.ones(3, 5),))
     assert all(a is b for a, b in zip(before.values(), dict(model.named_parameters()).values()))
+
+
+@pytest.mark.parametrize("name", ["grad", "jacrev", "jacfwd", "hessian", "vmap of grad", "vmap of jacrev", "jvp",
+                                  "jacrev of jacrev"])
+def test_a_repeated_transform_compiles_nothing_after_its_first_calls(name):
+    for call in range(7):
+        before = bg.compile_count()
+        for leaf in flatten(CASES[name](bg, bg.func))[0]:
+            leaf.numpy()
+        if call >= 5:  # a structure runs per-op kernels twice, then one program (a nested one's inner, then outer)
+            assert bg.compile_count() == before, (name, call)
