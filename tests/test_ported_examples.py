@@ -140,8 +140,9 @@ def jacobians_and_hessians(torch, weight, bias, x, xs, tangent):
     _, vjp_fn = func.vjp(functools.partial(predict, weight, bias), x)
     unit_vectors = torch.eye(weight.shape[0], dtype=torch.float64)
     (results["vmap_vjp"],) = func.vmap(vjp_fn)(unit_vectors)
-    rows = [vjp_fn(v)[0] for v in unit_vectors.unbind()]
+    rows = [vjp_fn(v)[0] for v in unit_vectors]
     results["vjp_rows"] = torch.stack(rows)
+    torch.testing.assert_close(results["vmap_vjp"], results["vjp_rows"])
     results["jacfwd"] = func.jacfwd(predict, argnums=2)(weight, bias, x)
     results["jacrev_weight_bias"] = func.jacrev(predict, argnums=(0, 1))(weight, bias, x)
     results["jacfwd_weight_bias"] = func.jacfwd(predict, argnums=(0, 1))(weight, bias, x)
@@ -197,8 +198,9 @@ def neural_tangent_kernels(torch, state, x_train, x_test):
             x = self.conv2(x).relu()
             return self.fc(x.flatten(1))
 
-    net = load(torch, CNN(), state)
-    x1, x2 = torch.tensor(x_train), torch.tensor(x_test)
+    device = "cuda" if torch.cuda.device_count() > 0 else "cpu"
+    net = load(torch, CNN(), state).to(device)
+    x1, x2 = torch.tensor(x_train).to(device), torch.tensor(x_test).to(device)
     params = {k: v.detach() for k, v in net.named_parameters()}
 
     def fnet_single(params, x):
@@ -227,7 +229,7 @@ def neural_tangent_kernels(torch, state, x_train, x_test):
                 _, jvps = func.jvp(func_x1, (params,), (vjps,))
                 return jvps
 
-            basis = torch.eye(output.numel(), dtype=output.dtype).view(output.numel(), -1)
+            basis = torch.eye(output.numel(), dtype=output.dtype, device=output.device).view(output.numel(), -1)
             return func.vmap(get_ntk_slice)(basis)
 
         result = func.vmap(func.vmap(get_ntk, (None, 0)), (0, None))(x1, x2)
