@@ -7,7 +7,7 @@ import pytest
 from nbclient import NotebookClient
 
 NOTEBOOK_DIR = pathlib.Path(__file__).resolve().parents[1] / "notebooks"
-NOTEBOOKS = ["01_jacobians", "02_per_sample_gradients", "03_hessian_vector_products"]
+NOTEBOOKS = ["01_jacobians", "02_per_sample_gradients", "03_hessian_vector_products", "04_porting_from_torch_func"]
 CELL_TIMEOUT_S = 120
 
 
