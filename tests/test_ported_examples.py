@@ -362,8 +362,11 @@ def burgers_pinn(torch, state, interior, initial, boundary, steps=4):
         loss.backward()
         optimizer.step()
         losses.append(loss.detach())
+    xs, ts = torch.meshgrid(torch.linspace(-1, 1, 5), torch.linspace(0, 1, 4), indexing="ij")
+    with torch.no_grad():
+        u_grid = net(torch.stack([xs.flatten(), ts.flatten()], dim=1)).reshape(xs.shape)
     return {"derivatives": tuple(d.detach() for d in first_derivatives), "losses": losses,
-            "final": {k: v.detach() for k, v in net.state_dict().items()}}
+            "final": {k: v.detach() for k, v in net.state_dict().items()}, "u_on_grid": u_grid}
 
 
 def test_burgers_pinn_training():

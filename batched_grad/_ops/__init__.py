@@ -19,6 +19,7 @@ from .closeness import allclose, equal, is_complex, is_floating_point, is_tensor
 from .complex_parts import conj, imag, real
 from .compound import addcdiv, addcmul
 from .diagonals import diag_embed, diagflat
+from .grids import meshgrid
 from .placement import to
 from .unique import unique
 from .nn import conv1d, conv2d, layer_norm, log_softmax, max_pool2d, softmax
@@ -268,7 +269,7 @@ __all__ = sorted({*UNARY, *COMPARISONS, *PREDICATES, "add", "atan2", "clamp", "c
                   "unflatten", "unsqueeze", "view", "view_as", "vstack", "clone", "to", "jax_function", "conv1d",
                   "conv2d", "layer_norm", "log_softmax", "max_pool2d", "softmax", "allclose", "isclose", "equal",
                   "is_tensor", "is_floating_point", "is_complex", "numel", "addcmul", "addcdiv", "inverse",
-                  "diag_embed", "diagflat", "unique", "var_mean", "std_mean", "real", "imag", "conj"})
+                  "diag_embed", "diagflat", "meshgrid", "unique", "var_mean", "std_mean", "real", "imag", "conj"})
 
 # torch's elementwise functions that take out=, by how out's dtype may differ from the result's (_public.py)
 _OUT_RULES = {name: "cast" for name in [*UNARY, *COMPARISONS, "logical_not", "add", "atan2", "div", "floor_divide",
