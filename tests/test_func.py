@@ -267,3 +267,21 @@ def test_a_repeated_transform_compiles_nothing_after_its_first_calls(name):
             leaf.numpy()
         if call >= 5:  # a structure runs per-op kernels twice, then one program (a nested one's inner, then outer)
             assert bg.compile_count() == before, (name, call)
+
+
+def test_forward_mode_results_are_differentiable_with_respect_to_captured_tensors():
+    """A PINN-style loss: derivatives of a model's output with respect to its input by forward mode, then the
+    gradient of a loss of them with respect to the model's weights."""
+    def run(m, F):
+        w = m.tensor(W, dtype=m.float64, requires_grad=True)
+        u = lambda x: m.tanh(w @ x).sum()  # noqa: E731
+        x = t(m, X5)
+        _, u_x = F.jvp(u, (x,), (m.ones(5, dtype=m.float64),))
+        jac = F.jacfwd(lambda v: m.tanh(w @ v))(x)
+        hess = F.hessian(u)(x)
+        loss = u_x ** 2 + jac.pow(2).sum() + hess.diagonal().sum()
+        with m.no_grad():
+            off = F.jacfwd(lambda v: m.tanh(w @ v))(x)
+        return u_x.requires_grad, off.requires_grad, m.autograd.grad(loss, w)
+
+    assert_tree(run(bg, bg.func), run(torch, torch.func))

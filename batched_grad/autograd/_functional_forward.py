@@ -95,12 +95,13 @@ def _jacobian_blocks(*arrays, traced, hessian, chunk_size):
 _JACOBIAN = Op("forward_jacobian", _jacobian_blocks, multi=True)
 
 
-def forward_jacobian(func, inputs, as_outputs, *, hessian=False, chunk_size=None):
+def forward_jacobian(func, inputs, as_outputs, *, hessian=False, chunk_size=None, trace=None):
     """Jacobian blocks (a tuple over outputs of tuples over inputs) of `func` at `inputs` by forward mode,
     and whether func returned a tuple. With `hessian`, `func` returns one single-element Tensor and the
-    blocks are the Hessian (forward over reverse). Raises Untraceable when func cannot be traced."""
+    blocks are the Hessian (forward over reverse). Raises Untraceable when func cannot be traced. `trace(func,
+    inputs, as_outputs)` gives the closed jaxpr (default: _trace's)."""
     _check_primals(inputs)
-    closed, is_outputs_tuple = _trace(func, inputs, as_outputs)
+    closed, is_outputs_tuple = (trace or _trace)(func, inputs, as_outputs)
     primals = [Tensor._wrap(x._v) for x in inputs]  # cut from the graph; a traced value keeps its tangent
     blocks = apply(_JACOBIAN, list(closed.consts) + primals, traced=_TracedFunction(closed.jaxpr), hessian=hessian,
                    chunk_size=chunk_size)

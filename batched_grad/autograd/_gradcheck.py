@@ -229,18 +229,29 @@ def _unit_vector(rng, numel, dtype):
     return (v / np.linalg.norm(v)).astype(np.finfo(dtype).dtype)
 
 
-def _fast_gradcheck(func, inputs, func_out, diff_idx, opts, part):
-    """Compare v^T J u (analytical: a vjp with v, dotted with u) with v . (J u) (numerical: a central difference
-    along u), for random unit vectors u per input and v per output, with torch's atol scaled by sum(u) sum(v)."""
+def fast_probes(func, inputs, func_out, diff_idx, opts):
+    """Fast mode's random unit vectors u (per differentiable input) and v (per differentiable output), and the
+    numerical JVPs along each u; None when no output is differentiable (the JVPs are then checked to be zero)."""
     rng = np.random.default_rng(0)
-    eps, outputs, diff_inputs = opts["eps"], _differentiable(func_out), [inputs[i] for i in diff_idx]
-    all_u = [_unit_vector(rng, x.numel(), x._v.dtype) for x in diff_inputs]
+    eps, outputs = opts["eps"], _differentiable(func_out)
+    all_u = [_unit_vector(rng, inputs[i].numel(), inputs[i]._v.dtype) for i in diff_idx]
     all_v = [_unit_vector(rng, o.numel(), o._v.dtype) for o in outputs]
     jvps = [_numerical_jvp(func, inputs, i, u.reshape(inputs[i].shape) * eps, eps) for i, u in zip(diff_idx, all_u)]
     if not outputs:
         for per_input in jvps:
             _check_zero_numerical(per_input, opts["nondet_tol"])
+        return None
+    return all_u, all_v, jvps
+
+
+def _fast_gradcheck(func, inputs, func_out, diff_idx, opts, part):
+    """Compare v^T J u (analytical: a vjp with v, dotted with u) with v . (J u) (numerical: a central difference
+    along u), for random unit vectors u per input and v per output, with torch's atol scaled by sum(u) sum(v)."""
+    probes = fast_probes(func, inputs, func_out, diff_idx, opts)
+    if probes is None:
         return
+    all_u, all_v, jvps = probes
+    outputs, diff_inputs = _differentiable(func_out), [inputs[i] for i in diff_idx]
     keep = _differentiable_float_positions(func_out)
     for j, (out, v) in enumerate(zip(outputs, all_v)):
         vjs = _reentrant_vjps(out, diff_inputs, v.reshape((1,) + tuple(out.shape)), opts["nondet_tol"],

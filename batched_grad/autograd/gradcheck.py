@@ -12,8 +12,8 @@ from ._functional_forward import Untraceable, forward_jacobian
 from .function import NO_JVP, refused_in_forward_ad
 from ._gradcheck import (GradcheckError, _as_tuple, _call, _check_backward_mul_by_grad_output, _check_batched_grad,
                          _check_jacobians, _check_requires_grad, _check_undefined_grad, _check_zero_numerical,
-                         _differentiable, _differentiable_float_positions, _numerical_jacobian, _numerical_jvp, _show,
-                         _unit_vector, _warn_non_double, _requires_grad, slow_mode_text)
+                         _differentiable, _differentiable_float_positions, _numerical_jacobian, _requires_grad, _show,
+                         _warn_non_double, fast_probes, slow_mode_text)
 
 __all__ = ["GradcheckError", "gradcheck", "gradgradcheck"]
 
@@ -79,15 +79,11 @@ def _slow_forward(func, inputs, func_out, diff_idx, opts):
 
 
 def _fast_forward(func, inputs, func_out, diff_idx, opts):
-    rng, eps, outputs = np.random.default_rng(0), opts["eps"], _differentiable(func_out)
-    all_u = [_unit_vector(rng, inputs[i].numel(), inputs[i]._v.dtype) for i in diff_idx]
-    all_v = [_unit_vector(rng, o.numel(), o._v.dtype) for o in outputs]
-    jvps = [_numerical_jvp(func, inputs, i, u.reshape(inputs[i].shape) * eps, eps) for i, u in zip(diff_idx, all_u)]
-    if not outputs:
-        for per_input in jvps:
-            _check_zero_numerical(per_input, opts["nondet_tol"])
+    probes = fast_probes(func, inputs, func_out, diff_idx, opts)
+    if probes is None:
         return
-    keep = _differentiable_float_positions(func_out)
+    all_u, all_v, jvps = probes
+    eps, keep = opts["eps"], _differentiable_float_positions(func_out)
     for i, per_input in enumerate(_forward_jacobians(func, inputs, diff_idx, func_out)):
         for j, jacobian in enumerate(per_input):
             u, v = all_u[i], all_v[j]

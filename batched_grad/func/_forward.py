@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 from jax.extend.core import ClosedJaxpr, jaxpr_as_fun
 
-from .._grad_mode import enable_grad
+from .._grad_mode import enable_grad, is_grad_enabled
 from .._ops._core import Op, apply
 from .._reads import output_reads
 from .._tensor import Tensor
@@ -17,8 +17,9 @@ from .._x64 import scoped
 from ..autograd._functional_forward import Untraceable, _trace, _TracedFunction, forward_jacobian
 from vmap._pytree import flatten
 from vmap._vmap import randomness_mode
-from ._args import check_argnums, check_tensor_outputs, differentiable_inputs, replaced, selected, split_aux
-from ._reverse import _gradients, jacrev
+from ._args import (check_argnums, check_tensor_outputs, differentiable_inputs, reaches_outside, replaced, selected,
+                    split_aux)
+from ._reverse import _detached_unless, _gradients, jacrev
 
 JVP = "jvp(f, primals, tangents)"
 
@@ -79,6 +80,26 @@ class _Outputs:
         return self.aux_spec.unflatten(leaves)
 
 
+class _CapturesGrad(Exception):
+    """f's result depends on a captured tensor that requires grad, with grad mode on: the forward-mode op, which
+    takes captured values as constants, would not be differentiable with respect to it."""
+
+
+def _traced(func, inputs, outputs):
+    """func traced into a jaxpr (as _functional_forward._trace) while its ops are recorded, so that a result that
+    reaches a captured tensor requiring grad raises _CapturesGrad (when grad mode is on outside)."""
+    grad_outside = is_grad_enabled()
+
+    def recorded(*xs):
+        with enable_grad():
+            result = func(*xs)
+        if grad_outside and reaches_outside([x for x in flatten(result)[0] if isinstance(x, Tensor)], xs):
+            raise _CapturesGrad
+        return result
+
+    return _trace(recorded, inputs, outputs)
+
+
 @scoped
 def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     """(func(*primals), the JVP along `tangents`[, aux]), as torch.func.jvp."""
@@ -87,8 +108,8 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     flat_primals, spec, flat_tangents = _check_pair(primals, tangents)
     outputs = _Outputs(has_aux)
     try:
-        closed, _ = _trace(lambda *xs: func(*spec.unflatten(xs)), flat_primals, outputs)
-    except Untraceable:
+        closed, _ = _traced(lambda *xs: func(*spec.unflatten(xs)), flat_primals, outputs)
+    except (Untraceable, _CapturesGrad):  # f reads values, or must stay differentiable: by reverse mode, recorded
         return _jvp_by_reverse_mode(func, primals, flat_tangents, strict, has_aux)
     n_out = len(outputs.flat_output)
     if strict:
@@ -109,22 +130,25 @@ def _check_strict(closed, n_primals, n_out):
 
 
 def _jvp_by_reverse_mode(func, primals, flat_tangents, strict, has_aux):
-    """The JVP of a function that reads values: the VJP is linear in its cotangent u, so the JVP along t is the
-    gradient, with respect to u, of <VJP(u), t>."""
+    """The JVP by reverse mode, for a function that reads values or whose results must stay differentiable with
+    respect to captured tensors: the VJP is linear in its cotangent u, so the JVP along t is the gradient, with
+    respect to u, of <VJP(u), t>; recorded where the results must stay differentiable outside."""
+    grad_outside = is_grad_enabled()
     with enable_grad():
-        inputs, spec = differentiable_inputs(primals, False)
+        inputs, spec = differentiable_inputs(primals, grad_outside)
         output, aux = split_aux(func(*spec.unflatten(inputs)), has_aux, JVP)
         flat_output, out_spec = flatten(output)
         check_tensor_outputs(flat_output, JVP)
         if strict and not any(o.requires_grad for o in flat_output):
             raise RuntimeError(f"{JVP[:-1]}, strict=True): The output of f is independent of the inputs. This is "
                                "not allowed with strict=True.")
+        keep = grad_outside and reaches_outside(flat_output, inputs)
         probes = [Tensor._wrap(jnp.zeros(tuple(o.shape), o.dtype.np), requires_grad=True) for o in flat_output]
         vjps = _gradients(flat_output, inputs, probes, create_graph=True)
         inner = sum((v * t).sum() for v, t in zip(vjps, flat_tangents))
-        out_tangents = _gradients([inner], probes, [None], create_graph=False)
-    result = (out_spec.unflatten([o.detach() for o in flat_output]), out_spec.unflatten(out_tangents))
-    return result + (aux,) if has_aux else result
+        out_tangents = _gradients([inner], probes, [None], create_graph=keep)
+    result = (out_spec.unflatten(_detached_unless(flat_output, keep)), out_spec.unflatten(out_tangents))
+    return result + (_detached_unless(aux, keep),) if has_aux else result
 
 
 @scoped
@@ -163,8 +187,8 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
 
         try:
             with randomness_mode(randomness):
-                blocks, _ = forward_jacobian(flat_func, leaves, outputs)
-        except Untraceable:  # f reads values: the same Jacobian by reverse mode
+                blocks, _ = forward_jacobian(flat_func, leaves, outputs, trace=_traced)
+        except (Untraceable, _CapturesGrad):  # f reads values, or must stay differentiable: by reverse mode
             return jacrev(func, argnums, has_aux=has_aux)(*args, **kwargs)
         n_out = len(outputs.flat_output)
         jacobian = outputs.spec.unflatten([spec.unflatten(list(row)) for row in blocks[:n_out]])

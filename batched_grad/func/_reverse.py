@@ -110,7 +110,8 @@ def vjp(func, *primals, has_aux=False):
         flat_cotangents, spec = flatten(cotangents)
         if repr(spec) != repr(run.output_spec):
             raise RuntimeError("Expected pytree structure of cotangents to be the same as pytree structure of outputs "
-                               f"to the function. cotangents: {spec.pprint()}, primal output: {run.output_spec.pprint()}")
+                               f"to the function. cotangents: {spec.pprint()}, "
+                               f"primal output: {run.output_spec.pprint()}")
         record = is_grad_enabled() if create_graph is None else create_graph
         with enable_grad():
             grads = _gradients(run.flat_output, run.inputs, flat_cotangents, record and run.keep_graph)
