@@ -285,3 +285,13 @@ def test_forward_mode_results_are_differentiable_with_respect_to_captured_tensor
         return u_x.requires_grad, off.requires_grad, m.autograd.grad(loss, w)
 
     assert_tree(run(bg, bg.func), run(torch, torch.func))
+
+
+def test_forward_mode_jacobians_are_differentiable_with_respect_to_their_inputs():
+    def run(m, F):
+        x = m.tensor(X5, dtype=m.float64, requires_grad=True)
+        jac = F.jacfwd(lambda v: m.sin(v) * v.sum())(x)
+        hess = F.hessian(lambda v: (m.sin(v) * v).sum())(x)
+        return jac.requires_grad, hess.requires_grad, m.autograd.grad(jac.pow(2).sum() + hess.sum(), x)
+
+    assert_tree(run(bg, bg.func), run(torch, torch.func))

@@ -95,14 +95,15 @@ def _jacobian_blocks(*arrays, traced, hessian, chunk_size):
 _JACOBIAN = Op("forward_jacobian", _jacobian_blocks, multi=True)
 
 
-def forward_jacobian(func, inputs, as_outputs, *, hessian=False, chunk_size=None, trace=None):
+def forward_jacobian(func, inputs, as_outputs, *, hessian=False, chunk_size=None, trace=None, recorded=False):
     """Jacobian blocks (a tuple over outputs of tuples over inputs) of `func` at `inputs` by forward mode,
     and whether func returned a tuple. With `hessian`, `func` returns one single-element Tensor and the
     blocks are the Hessian (forward over reverse). Raises Untraceable when func cannot be traced. `trace(func,
-    inputs, as_outputs)` gives the closed jaxpr (default: _trace's)."""
+    inputs, as_outputs)` gives the closed jaxpr (default: _trace's); `recorded`: the blocks are differentiable with
+    respect to the inputs (torch.func's jacfwd), not cut from the graph (autograd.functional's)."""
     _check_primals(inputs)
     closed, is_outputs_tuple = (trace or _trace)(func, inputs, as_outputs)
-    primals = [Tensor._wrap(x._v) for x in inputs]  # cut from the graph; a traced value keeps its tangent
+    primals = inputs if recorded else [Tensor._wrap(x._v) for x in inputs]  # a cut traced value keeps its tangent
     blocks = apply(_JACOBIAN, list(closed.consts) + primals, traced=_TracedFunction(closed.jaxpr), hessian=hessian,
                    chunk_size=chunk_size)
     n = len(inputs)

@@ -187,7 +187,7 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
 
         try:
             with randomness_mode(randomness):
-                blocks, _ = forward_jacobian(flat_func, leaves, outputs, trace=_traced)
+                blocks, _ = forward_jacobian(flat_func, leaves, outputs, trace=_traced, recorded=is_grad_enabled())
         except (Untraceable, _CapturesGrad):  # f reads values, or must stay differentiable: by reverse mode
             return jacrev(func, argnums, has_aux=has_aux)(*args, **kwargs)
         n_out = len(outputs.flat_output)
