@@ -37,17 +37,52 @@ def outside_edges(leaves, start, is_batched):
                 found.setdefault((id(edge.node), edge.output_nr), _graph.GradientEdge(*edge))
             else:
                 stack.append(edge.node)
-    return list(found.values())
+    return _without_nested(list(found.values()))
+
+
+def _without_nested(edges):
+    """(edges, through): `edges` with each one whose node leads to another of them taken out into `through` and
+    replaced by its node's own edges, until none does. A gradient taken into both `w` and `w[:, 0]` would reach `w`
+    twice (the rerun's grad walks through `w[:, 0]`'s node to `w`); so the rerun walks through such a node, and
+    the node keeps an edge to it that carries no gradient, only so that the backward runs it after this one."""
+    through = []
+    while True:
+        nodes = {id(e.node) for e in edges}
+        nested = next((e for e in edges if type(e.node) is not _graph.AccumulateGrad
+                       and _leads_to(e.node, nodes - {id(e.node)})), None)
+        if nested is None:
+            return edges, through
+        through.append(nested)
+        inner = [_graph.GradientEdge(*x) for x in nested.node.edges if x is not None]
+        edges = list({(id(e.node), e.output_nr): e for e in edges + inner if e is not nested}.values())
+
+
+def _leads_to(node, targets):
+    """Whether a path of edges from `node` reaches a node whose id is in `targets`."""
+    stack, seen = [node], set()
+    while stack:
+        n = stack.pop()
+        for edge in n.edges:
+            if edge is None or id(edge.node) in seen:
+                continue
+            if id(edge.node) in targets:
+                return True
+            seen.add(id(edge.node))
+            stack.append(edge.node)
+    return False
 
 
 class VmapNode(_graph.Node):
     """The node of vmap.vmap's batched results (outputs k of f's flat results, moved to their out_dims). Its edges:
-    where the rows' graph reaches the graph made before the call, then the mapped arguments that require grad."""
+    where the rows' graph reaches the graph made before the call (outside_edges: those with a gradient, then those
+    the rerun walks through), then the mapped arguments that require grad."""
 
-    __slots__ = ("call", "rows_k", "out_dims", "mapped")
+    __slots__ = ("call", "rows_k", "out_dims", "mapped", "n_through")
 
-    def __init__(self, edges, inputs, results, call, rows_k, out_dims):
-        edges = list(edges) + [_graph.edge_of(x) for _, x, _ in inputs]
+    def __init__(self, outside, inputs, results, call, rows_k, out_dims):
+        edges, through = outside
+        self.n_through = len(through)
+        edges = list(edges) + list(through) + [_graph.edge_of(x) for _, x, _ in inputs]
         super().__init__(tuple(edges), tuple((tuple(r.shape), r.dtype) for r in results))
         # call: (func, args, kwargs, in_dims, randomness, the default generator's state before func ran or None)
         self.call, self.rows_k, self.out_dims = call, rows_k, out_dims
@@ -73,7 +108,7 @@ class VmapNode(_graph.Node):
         cotangents = [zeros(shape, dtype=dtype) if c is None else c for c, (shape, dtype) in zip(cotangents,
                                                                                               self.out_meta)]
         rows_k, mapped = self.rows_k, self.mapped
-        edges = list(self.edges)[:len(self.edges) - len(mapped)]
+        edges = list(self.edges)[:len(self.edges) - len(mapped) - self.n_through]
 
         def row_gradients(*call_args, cts):
             from batched_grad.autograd import grad
@@ -87,8 +122,8 @@ class VmapNode(_graph.Node):
                 outs = [leaves[k] for k in rows_k]
                 pairs = [(o, c) for o, c in zip(outs, cts) if o.requires_grad]
                 targets = edges + rows
-                grads = grad([o for o, _ in pairs], targets, [c for _, c in pairs], allow_unused=True,
-                             create_graph=create_graph) if pairs else [None] * len(targets)
+                grads = grad([o for o, _ in pairs], targets, [c for _, c in pairs], retain_graph=True,
+                             allow_unused=True, create_graph=create_graph) if pairs else [None] * len(targets)
             zeros = [_zeros_for(e) for e in edges] + [zeros_like(r) for r in rows]
             return tuple(z if g is None else g for g, z in zip(grads, zeros))
 
@@ -98,7 +133,8 @@ class VmapNode(_graph.Node):
         with _drawing_again(rng_state):
             per_row = rerun(*args, cotangents)
         summed = [g.sum(0) for g in per_row[:len(edges)]]  # a captured tensor's gradient sums over the rows
-        return summed + [g.movedim(0, d) for g, (_, d) in zip(per_row[len(edges):], mapped)]
+        through = [None] * self.n_through  # their gradients are in the edges' own, taken through them
+        return summed + through + [g.movedim(0, d) for g, (_, d) in zip(per_row[len(edges):], mapped)]
 
 
 @contextlib.contextmanager

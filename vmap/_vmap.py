@@ -111,7 +111,7 @@ def vmap(func, in_dims=0, out_dims=0, *, chunk_size=None, randomness="error"):
             leaves, spec = _traced(func, run, arrays, size, chunk_size)
         dims = _flat_out_dims(func, out_dims, spec, leaves)
         placed = _place(func, leaves, dims, size)
-        if recorded and (recorded[0] or differentiable):
+        if recorded and (any(recorded[0]) or differentiable):  # recorded[0]: (edges, through), outside_edges
             inputs = [(i, flat_args[i], dims_in[i]) for i in differentiable]
             _record(placed, leaves, dims, recorded, inputs, (func, args, kwargs, in_dims, randomness, rng_state))
         return spec.unflatten(placed)
