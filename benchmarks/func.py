@@ -12,8 +12,8 @@ Peers: `batched_grad.func` and `torch.func` run the same code (only the library 
 state_dict); `jax.jit` runs the same computation written in JAX, weights passed as arguments. Every peer's result is
 checked against torch.func's before timing. Tables: steady state, first-call latency with compiles, targets.
 
-    python benchmarks/func.py            # about 2 minutes on a loaded 2-core machine
-    python benchmarks/func.py --quick    # under a minute: 3 repeats, shorter blocks
+    python benchmarks/func.py            # about 40 s on a loaded 2-core machine
+    python benchmarks/func.py --quick    # about 20 s: 3 repeats, shorter blocks
 """
 import os
 import time
@@ -32,7 +32,7 @@ from _models import CNN, build, jax_cross_entropy, jax_forward
 from _timing import WARMUP_S, check, compare, environment, fmt, median_faults, ratio, ready, stat, table
 
 FLAGS = flags.FLAGS
-flags.DEFINE_bool("quick", False, "3 repeats and shorter timed blocks (under a minute).")
+flags.DEFINE_bool("quick", False, "3 repeats and shorter timed blocks (about 20 s).")
 flags.DEFINE_integer("repeats", None, "Timing repeats per measurement (default 9, 3 with --quick).")
 flags.DEFINE_integer("torch_threads", 1, "torch.set_num_threads (1 by default, as in benchmarks/overhead.py).")
 
@@ -241,8 +241,7 @@ def run_workload(number, label, peers, calls, repeats):
     warmup, results[BG + " (fused)"] = timed_calls(peers[BG], FUSE_WARMUP)
     diff = check(results, TORCH)
     c0, faults = bg.compile_count(), {}
-    times = compare(peers, calls, repeats, block_each=True, faults=faults,
-                    warmup=WARMUP_S)
+    times = compare(peers, calls, repeats, block_each=True, faults=faults, warmup=WARMUP_S)
     steady_compiles = bg.compile_count() - c0
     print(f"  {name}: {time.perf_counter() - t_start:.0f} s; results agree (max |diff| {diff:.1e} vs {TORCH})")
     return {"name": name, "stats": {k: stat(v) for k, v in times.items()}, "faults": faults, "latency": latency,
