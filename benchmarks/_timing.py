@@ -11,8 +11,10 @@ import batched_grad as bg
 
 
 def ready(out):
-    """Wait until `out` (a Tensor, JAX array, torch tensor or a sequence of them) is computed."""
-    if isinstance(out, (tuple, list)):
+    """Wait until `out` (a Tensor, JAX array, torch tensor, or a sequence or dict of them) is computed."""
+    if isinstance(out, dict):
+        ready(list(out.values()))
+    elif isinstance(out, (tuple, list)):
         for o in out:
             ready(o)
     elif isinstance(out, bg.Tensor):

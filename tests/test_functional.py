@@ -307,3 +307,17 @@ def test_forward_mode_compiles_once_per_computation_and_reads_closed_over_values
         expected = TF.jacobian(lambda u: torch.tanh(torch.tensor(matrix) @ u), torch.tensor(X))
         assert_same(jacobian_of_product_with(bg.tensor(matrix)), expected, rtol=1e-12)
     assert bg.compile_count() == before
+
+
+def test_forward_mode_tells_apart_computations_that_differ_only_in_wiring_or_a_kernel():
+    # the same kernels with their inputs swapped, or kernels differing only in a static argument (the roll's
+    # shift): each function must keep its own compiled Jacobian through the engine's tiers
+    def funcs(m):
+        return [lambda u, v: u - v * 2, lambda u, v: v - u * 2, lambda u, v: m.roll(u, 1) * v,
+                lambda u, v: m.roll(u, 2) * v]
+
+    x, y = bg.tensor(X, dtype=bg.float64), bg.tensor(X[::-1] + 1, dtype=bg.float64)
+    for _ in range(WARM_UP_CALLS + 1):
+        for func, torch_func in zip(funcs(bg), funcs(torch)):
+            got = F.jacobian(func, (x, y), vectorize=True, strategy="forward-mode")
+            assert_same(got, TF.jacobian(torch_func, (to_torch(x), to_torch(y))), rtol=1e-12)

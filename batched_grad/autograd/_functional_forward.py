@@ -2,13 +2,15 @@
 
 The user's function of Tensors is traced once into a jaxpr (its Tensors wrap JAX tracers); the JVPs along
 the standard basis of the inputs then run as one op of the table, whose static parameter is the jaxpr
-compared by its text (which fixes the computation and the avals) while the jaxpr's constants — values the
+compared by its structure (which fixes the computation and the avals) while the jaxpr's constants — values the
 function closed over — are operands: a repeated call compiles nothing and never sees stale closed-over values.
 """
+import weakref
+
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.extend.core import ClosedJaxpr, jaxpr_as_fun
+from jax.extend.core import ClosedJaxpr, Jaxpr, Literal, jaxpr_as_fun
 
 from .._grad_mode import no_grad
 from .._ops._core import Op, apply
@@ -45,19 +47,61 @@ def _trace(func, inputs, as_outputs):
     return closed, is_tuple[0]
 
 
-class _TracedFunction:
-    """A jaxpr as a static op parameter: equal (and hashed) by its text, so equal computations share a kernel."""
+_TEXTS = weakref.WeakKeyDictionary()  # a jaxpr inside the traced one -> its text
 
-    __slots__ = ("jaxpr", "text")
+
+def _text(jaxpr):
+    """The text of a jaxpr found in a parameter (a jit call's), printed once per object: each traced call of the
+    same kernel or fused program holds the same jaxpr object, and printing them all took longer than the Hessian."""
+    text = _TEXTS.get(jaxpr)
+    if text is None:
+        text = _TEXTS[jaxpr] = str(jaxpr)
+    return text
+
+
+def _param(value):
+    if isinstance(value, (Jaxpr, ClosedJaxpr)):
+        return _text(value)
+    if isinstance(value, (tuple, list)):
+        return tuple(_param(v) for v in value)
+    return str(value)
+
+
+def _structure(jaxpr):
+    """What the text of `jaxpr` says, as a tuple: each equation's primitive, where its inputs come from (an earlier
+    variable's number, or a literal's aval and bytes), its parameters as printed, its outputs' avals."""
+    numbers = {}
+
+    def define(var):
+        numbers[var] = len(numbers)
+        return var.aval
+
+    def use(var):
+        if isinstance(var, Literal):
+            return var.aval, np.asarray(var.val).tobytes()
+        return numbers[var]
+
+    head = tuple(define(v) for v in jaxpr.constvars), tuple(define(v) for v in jaxpr.invars)
+    eqns = tuple((e.primitive, tuple(use(v) for v in e.invars), tuple((k, _param(v)) for k, v in e.params.items()),
+                  tuple(define(v) for v in e.outvars)) for e in jaxpr.eqns)
+    return head, eqns, tuple(use(v) for v in jaxpr.outvars)
+
+
+class _TracedFunction:
+    """A jaxpr as a static op parameter, equal (and hashed) by its structure, which fixes the computation and the
+    avals: equal computations share a kernel."""
+
+    __slots__ = ("jaxpr", "structure", "_hash")
 
     def __init__(self, jaxpr):
-        self.jaxpr, self.text = jaxpr, str(jaxpr)
+        self.jaxpr, self.structure = jaxpr, _structure(jaxpr)
+        self._hash = hash(self.structure)
 
     def __eq__(self, other):
-        return isinstance(other, _TracedFunction) and self.text == other.text
+        return isinstance(other, _TracedFunction) and self.structure == other.structure
 
     def __hash__(self):
-        return hash(self.text)
+        return self._hash
 
 
 def _standard_basis(numels, dtypes):
