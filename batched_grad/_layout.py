@@ -15,7 +15,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._foreign import not_a_tensor
-from ._tensor import DETACH, Tensor, _ops_of, _view_value
+from ._inplace import _view_value
+from ._tensor import DETACH, Tensor, _ops_of
 from ._x64 import scoped
 
 _ALIGNMENT = 64
