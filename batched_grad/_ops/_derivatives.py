@@ -47,6 +47,11 @@ def sign(a):
     return jnp.where(jnp.isnan(a), 0, jnp.sign(a)).astype(a.dtype)
 
 
+def digamma(a):
+    """torch's digamma: -inf at +0 and inf at -0 (JAX gives nan at both)."""
+    return jnp.where(a == 0, jnp.copysign(jnp.inf, -a).astype(a.dtype), jax.scipy.special.digamma(a))
+
+
 def _tie_split(loses, ties):
     # maximum/minimum: the whole gradient to each operand unless it loses, half at a tie (nan loses to nothing)
     return jnp.where(loses, 0, jnp.where(ties, 0.5, 1))
