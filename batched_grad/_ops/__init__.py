@@ -14,7 +14,7 @@ from .elementwise import (COMPARISONS, PREDICATES, UNARY, add, atan2, clamp, cla
 from .indexing import (argsort, gather, getitem, index_select, masked_fill, masked_select, nonzero, scatter,
                        scatter_add, select, setitem, sort, take_along_dim, topk)
 from .linalg import bmm, diag, diagonal, dot, einsum, matmul, mm, mv, outer, tensordot, trace, tril, triu
-from . import complex_parts, inplace, placement, special
+from . import activations, complex_parts, distances, inplace, placement, special
 from ._public import public
 from .closeness import allclose, equal, is_complex, is_floating_point, is_tensor, isclose, numel
 from .complex_parts import conj, imag, real
@@ -34,6 +34,8 @@ globals().update(UNARY)
 globals().update(COMPARISONS)
 globals().update(PREDICATES)
 globals().update(special.FUNCTIONS)
+globals().update(activations.TORCH)
+globals().update(distances.TORCH)
 # torch's other names for the same functions
 ALIASES = {"absolute": "abs", "arccos": "acos", "arccosh": "acosh", "arcsin": "asin", "arcsinh": "asinh",
            "arctan": "atan", "arctan2": "atan2", "arctanh": "atanh", "divide": "div", "multiply": "mul",
@@ -227,6 +229,7 @@ _CONVERSIONS = {"float": _dtypes.float32, "double": _dtypes.float64, "half": _dt
 _METHODS = dict(UNARY, **COMPARISONS, **PREDICATES)
 _METHODS.update({name: globals()[name] for name in _METHOD_NAMES})
 _METHODS.update(special.METHODS)
+_METHODS.update(activations.METHODS)
 _METHODS.update({alias: _METHODS[name] for alias, name in ALIASES.items()})
 _METHODS.update(
     where=_where, type_as=_type_as,
@@ -291,7 +294,8 @@ __all__ = sorted({*UNARY, *COMPARISONS, *PREDICATES, "add", "atan2", "clamp", "c
                   "conv2d", "layer_norm", "log_softmax", "max_pool2d", "softmax", "allclose", "isclose", "equal",
                   "is_tensor", "is_floating_point", "is_complex", "numel", "addcmul", "addcdiv", "inverse",
                   "diag_embed", "diagflat", "unique", "var_mean", "std_mean", "real", "imag", "conj", "clamp_min",
-                  "clamp_max", *special.FUNCTIONS, *ALIASES,
+                  "clamp_max", *special.FUNCTIONS, *activations.TORCH, *distances.TORCH,
+                  *ALIASES,
                   *[f"{name}_" for name in _FUNCTION_INPLACE]})
 
 # torch's elementwise functions that take out=, by how out's dtype may differ from the result's (_public.py)

@@ -13,6 +13,7 @@ from .. import _dtypes
 from .._foreign import not_a_tensor
 from .._lazy import NeedsTracing
 from .._tensor import _TYPE_NAMES, Tensor, _wrap_dim
+from . import _derivatives
 from ._core import SAVES_RESULT, Op, apply
 
 
@@ -55,9 +56,8 @@ def _softplus(a, *, beta, threshold):
 
 _ACTIVATIONS = {  # name: (JAX function of the array and static parameters, torch's kernel name)
     "leaky_relu": (lambda a, *, negative_slope: jnp.where(a > 0, a, a * negative_slope), "leaky_relu_cpu"),
-    # torch's derivative: alpha exp(x) where x <= 0 (alpha at 0), else 1 (at nan too); the inner `where` keeps the
-    # unselected branch finite, so its (masked) gradient is not nan
-    "elu": (lambda a, *, alpha: jnp.where(a <= 0, alpha * jnp.expm1(jnp.where(a <= 0, a, 0)), a), "elu_cpu"),
+    # torch's derivative: alpha exp(x) where x <= 0 (alpha at 0), else 1 (at nan too)
+    "elu": (lambda a, *, alpha: _derivatives.elu_like(a, alpha=alpha), "elu_cpu"),
     "gelu": (lambda a, *, approximate: jax.nn.gelu(a, approximate=approximate == "tanh"), "GeluKernelImpl"),
     "silu": (lambda a: a * jax.nn.sigmoid(a), "silu_cpu"),
     "softplus": (_softplus, "softplus_cpu"),
