@@ -122,6 +122,33 @@ bce_with_logits = with_partials(lambda x, t, lw: (1 - t) * x + lw * _softplus_ne
                                  lambda x, t, lw, out: jax.nn.softplus(-x))  # smooth, for higher orders
 
 
+def first_order_only(f, error):
+    """f, differentiated by JAX once; differentiating that derivative again raises error() (torch's error for an op
+    whose backward has no derivative). The JVP reads the floating operands through an identity whose own VJP
+    raises: a first derivative never differentiates it, a second one does."""
+    @jax.custom_vjp
+    def mark(x):
+        return x
+
+    def refuse(_, g):
+        raise error()
+
+    mark.defvjp(lambda x: (x, None), refuse)
+    g = jax.custom_jvp(f)
+
+    def jvp(primals, tangents):
+        marked = [mark(p) if jnp.issubdtype(p.dtype, jnp.inexact) else p for p in primals]
+        out, tangent = jax.jvp(f, marked, list(tangents))
+        # a tangent that is piecewise linear in the operands would not read them differentiably: scale it by an
+        # exact 1 that does
+        touch = sum(jnp.sum(jnp.where(jnp.isfinite(m), m, 0)) for m in marked if m is not None
+                    and jnp.issubdtype(m.dtype, jnp.inexact))
+        return out, tangent * (1 + 0 * touch).astype(tangent.dtype)
+
+    g.defjvp(jvp)
+    return g
+
+
 def raises_in_backward(x, error):
     """x, whose backward raises error() (torch's error for an op without a derivative); `error` makes the exception."""
     @jax.custom_vjp

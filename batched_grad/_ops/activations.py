@@ -19,20 +19,10 @@ def _hardtanh(a, *, low, high):
     return jnp.where(a <= low, low, jnp.where(a >= high, high, a)).astype(a.dtype)
 
 
-@jax.custom_vjp
-def _without_derivative(slope, a):
-    """slope, a function of `a` whose derivative torch does not have: differentiating it raises."""
-    return slope
-
-
-def _no_hardsigmoid_double_backward(_, g):
-    raise RuntimeError("derivative for aten::hardsigmoid_backward is not implemented")
-
-
-_without_derivative.defvjp(lambda slope, a: (slope, None), _no_hardsigmoid_double_backward)
-_hardsigmoid = _derivatives.with_partials(
+# torch has no derivative of hardsigmoid's backward: its double backward raises
+_hardsigmoid = _derivatives.first_order_only(
     lambda a: jnp.where(a <= -3, 0, jnp.where(a >= 3, 1, a / 6 + 0.5)).astype(a.dtype),
-    lambda a, out: _without_derivative(jnp.where((a > -3) & (a < 3), 1 / 6, 0).astype(a.dtype), a))
+    lambda: RuntimeError("derivative for aten::hardsigmoid_backward is not implemented"))
 
 
 # torch's derivative: 0 up to -3, x / 3 + 1/2 below 3, then 1

@@ -7,6 +7,7 @@ import numpy as np
 from .. import _dtypes
 from .._tensor import _TYPE_NAMES, _wrap_dim
 from ._core import Op, apply
+from ._derivatives import first_order_only
 from ._public import write_out
 from .elementwise import broadcast_shape
 from .nn import _check_tensor
@@ -17,14 +18,19 @@ def _norm(a, p, axis, keepdim=False):
     return _vector_norm(a, ord=p, axis=axis, keepdim=keepdim)
 
 
+def _no_double_backward(name):
+    return lambda: NotImplementedError(f"the derivative for '_{name}_backward' is not implemented.")
+
+
 def _cdist(a, b, *, p):
     # every row of a against every row of b: (..., P, M) and (..., R, M) give (..., P, R)
-    return _norm(a[..., :, None, :] - b[..., None, :, :], p, -1)
+    return first_order_only(lambda a, b: _norm(a[..., :, None, :] - b[..., None, :, :], p, -1),
+                            _no_double_backward("cdist"))(a, b)
 
 
 def _pdist(a, *, p):
     rows, cols = np.triu_indices(a.shape[0], 1)
-    return _norm(a[rows] - a[cols], p, -1)
+    return first_order_only(lambda a: _norm(a[rows] - a[cols], p, -1), _no_double_backward("pdist"))(a)
 
 
 def _cosine_similarity(a, b, *, axis, eps):
@@ -33,6 +39,7 @@ def _cosine_similarity(a, b, *, axis, eps):
         n = _norm(x, 2.0, axis, keepdim=True)
         return x / (n + jax.lax.stop_gradient(jnp.maximum(n, eps) - n))
 
+    a, b = jnp.broadcast_arrays(a, b)
     return jnp.sum(unit(a) * unit(b), axis)
 
 
@@ -60,11 +67,9 @@ def dist(input, other, p=2):
     """The p-norm of input - other (broadcast)."""
     _check_tensor("dist", "input", input)
     _check_tensor("dist", "other", other, 2)
-    if input.dtype is not other.dtype:
-        raise RuntimeError(f"expected both inputs to have same dtype, but got {_TYPE_NAMES[input.dtype.name]} and "
-                           f"{_TYPE_NAMES[other.dtype.name]}")
     broadcast_shape(tuple(input.shape), tuple(other.shape))
-    return apply(_DIST, [input, other], p=float(p))
+    d = _dtypes.result_type(input, other)
+    return apply(_DIST, [input.to(d), other.to(d)], p=float(p))
 
 
 def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):

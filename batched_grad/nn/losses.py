@@ -10,6 +10,7 @@ import jax.numpy as jnp
 
 from .. import _dtypes
 from .._ops._core import Op, apply
+from .._ops._derivatives import first_order_only
 from .._ops.distances import pairwise_distance
 from .._ops.elementwise import _check_broadcast, clamp_min, minimum
 from .._ops.nn import _check_tensor, _host, _is_concrete
@@ -101,6 +102,8 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     if delta <= 0:
         raise RuntimeError("huber_loss does not support non-positive values for delta.")
     d = _floating("huber_loss", input, target)
+    if weight is not None and weight.shape != input.shape:
+        raise ValueError("Weights and input must have the same size.")
     if weight is None:
         return apply(_HUBER, [input.to(d), target.to(d)], reduction=reduction, delta=float(delta))
     loss = apply(_HUBER, [input.to(d), target.to(d)], reduction="none", delta=float(delta)) * weight
@@ -229,13 +232,10 @@ def cosine_embedding_loss(input1, input2, target, margin=0, size_average=None, r
     for 1-D inputs)."""
     _no_legacy("cosine_embedding_loss", size_average, reduce)
     _check_reduction(reduction)
-    if input1.ndim != input2.ndim:
-        raise RuntimeError(f"cosine_embedding_loss : input1 and input2 should have the same number of dimensions, "
-                           f"but got {input1.ndim} and {input2.ndim}")
-    if input1.ndim not in (1, 2) or target.ndim != input1.ndim - 1:
-        raise RuntimeError(f"{input1.ndim - 1}D target tensor expects {input1.ndim}D input tensors, but found inputs "
-                           f"with sizes {list(input1.shape)} and {list(input2.shape)}." if input1.ndim in (1, 2) else
-                           f"{target.ndim}D target tensor expects {target.ndim + 1}D input tensors, but found inputs "
+    if target.ndim not in (0, 1):
+        raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
+    if not input1.ndim == input2.ndim == target.ndim + 1:
+        raise RuntimeError(f"{target.ndim}D target tensor expects {target.ndim + 1}D input tensors, but found inputs "
                            f"with sizes {list(input1.shape)} and {list(input2.shape)}.")
     d = _dtypes.float_result(_dtypes.result_type(input1, input2))
     return apply(_COSINE_EMBEDDING, [input1.to(d), input2.to(d), target], reduction=reduction, margin=float(margin),
@@ -273,17 +273,24 @@ def _multi_margin(x, y, *weight, p, margin):
     return loss if x.ndim == 2 else loss[0]
 
 
-_MULTI_MARGIN = _loss_op("multi_margin_loss", _multi_margin)
+def _first_order(f, name):
+    error = lambda: RuntimeError(f"derivative for aten::{name}_backward is not implemented")  # noqa: E731
+    return lambda *arrays, **static: first_order_only(lambda *a: f(*a, **static), error)(*arrays)
+
+
+_MULTI_MARGIN = _loss_op("multi_margin_loss", _first_order(_multi_margin, "multi_margin_loss"))
 
 
 def _check_classes(input, target):
-    if input.ndim not in (1, 2) or target.ndim > 1 or target.numel() != (input.shape[0] if input.ndim == 2 else 1):
-        raise RuntimeError(f"inconsistent target size, expected {input.shape[0] if input.ndim == 2 else 1} but got "
-                           f"{list(target.shape)}")
+    samples = input.shape[0] if input.ndim == 2 else 1
+    if input.ndim not in (1, 2) or target.ndim > 1 or target.numel() != samples:
+        raise RuntimeError(f"multi_margin_loss: target tensor should be 1-D with size equal to the number of input "
+                           f"samples (batch size). Expected target size [{samples}], but got {list(target.shape)}. "
+                           f"Input has shape {list(input.shape)}.")
     if _is_concrete(target) and target.numel():
         values = _host(target)
         if values.min() < 0 or values.max() >= input.shape[-1]:
-            raise IndexError("target out of range")
+            raise RuntimeError("target out of range")
 
 
 def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None, reduce=None, reduction="mean"):
@@ -310,7 +317,7 @@ def _multilabel_margin(x, y):
     return loss if x.ndim == 2 else loss[0]
 
 
-_MULTILABEL_MARGIN = _loss_op("multilabel_margin_loss", _multilabel_margin)
+_MULTILABEL_MARGIN = _loss_op("multilabel_margin_loss", _first_order(_multilabel_margin, "multilabel_margin_loss"))
 
 
 def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
@@ -350,8 +357,7 @@ def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_fu
     """triplet_margin_loss with any distance function (pairwise_distance by default)."""
     _check_reduction(reduction)
     if margin <= 0:
-        raise ValueError(f"triplet_margin_with_distance_loss: expected margin to be greater than 0, got {margin} "
-                         "instead")
+        raise ValueError(f"margin must be greater than 0, got {margin}")
     return _triplet(distance_function or pairwise_distance, anchor, positive, negative, margin, swap, reduction)
 
 
