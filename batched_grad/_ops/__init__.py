@@ -14,7 +14,7 @@ from .elementwise import (COMPARISONS, PREDICATES, UNARY, add, atan2, clamp, cla
 from .indexing import (argsort, gather, getitem, index_select, masked_fill, masked_select, nonzero, scatter,
                        scatter_add, select, setitem, sort, take_along_dim, topk)
 from .linalg import bmm, diag, diagonal, dot, einsum, matmul, mm, mv, outer, tensordot, trace, tril, triu
-from . import activations, complex_parts, distances, inplace, placement, special
+from . import activations, complex_parts, distances, inplace, placement, pooling, special
 from ._public import public
 from .closeness import allclose, equal, is_complex, is_floating_point, is_tensor, isclose, numel
 from .complex_parts import conj, imag, real
@@ -22,7 +22,7 @@ from .compound import addcdiv, addcmul
 from .diagonals import diag_embed, diagflat
 from .placement import to
 from .unique import unique
-from .nn import conv1d, conv2d, layer_norm, log_softmax, max_pool2d, softmax
+from .nn import conv1d, conv2d, layer_norm, log_softmax, softmax
 from .linalg import inv as inverse
 from .reduction import (all, amax, amin, any, argmax, argmin, cumprod, cumsum, logsumexp, max, mean, min, norm,
                         prod, std, std_mean, sum, var, var_mean)
@@ -36,6 +36,7 @@ globals().update(PREDICATES)
 globals().update(special.FUNCTIONS)
 globals().update(activations.TORCH)
 globals().update(distances.TORCH)
+globals().update(pooling.TORCH)
 # torch's other names for the same functions
 ALIASES = {"absolute": "abs", "arccos": "acos", "arccosh": "acosh", "arcsin": "asin", "arcsinh": "asinh",
            "arctan": "atan", "arctan2": "atan2", "arctanh": "atanh", "divide": "div", "multiply": "mul",
@@ -291,10 +292,10 @@ __all__ = sorted({*UNARY, *COMPARISONS, *PREDICATES, "add", "atan2", "clamp", "c
                   "expand_as", "flatten", "flip", "hstack", "movedim", "narrow", "permute", "repeat", "reshape",
                   "roll", "select", "split", "squeeze", "stack", "swapaxes", "t", "tile", "transpose", "unbind",
                   "unflatten", "unsqueeze", "view", "view_as", "vstack", "clone", "to", "jax_function", "conv1d",
-                  "conv2d", "layer_norm", "log_softmax", "max_pool2d", "softmax", "allclose", "isclose", "equal",
+                  "conv2d", "layer_norm", "log_softmax", "softmax", "allclose", "isclose", "equal",
                   "is_tensor", "is_floating_point", "is_complex", "numel", "addcmul", "addcdiv", "inverse",
                   "diag_embed", "diagflat", "unique", "var_mean", "std_mean", "real", "imag", "conj", "clamp_min",
-                  "clamp_max", *special.FUNCTIONS, *activations.TORCH, *distances.TORCH,
+                  "clamp_max", *special.FUNCTIONS, *activations.TORCH, *distances.TORCH, *pooling.TORCH,
                   *ALIASES,
                   *[f"{name}_" for name in _FUNCTION_INPLACE]})
 

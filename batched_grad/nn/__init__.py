@@ -1,12 +1,12 @@
 """torch.nn's core: Module, Parameter, the containers, the common layers and losses, `functional`, `init` and
 `utils`."""
 from . import functional, init, utils
-from . import activation as _activation, loss as _loss
+from . import activation as _activation, loss as _loss, pooling as _pooling
 from .batchnorm import BatchNorm1d
 from .containers import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .module import Module
-from .modules import (GELU, AvgPool2d, Conv2d, CrossEntropyLoss, Dropout, Embedding, Flatten, LayerNorm, Linear,
-                      MaxPool2d, MSELoss, ReLU, Sigmoid, Softplus, Tanh)
+from .modules import (GELU, Conv2d, CrossEntropyLoss, Dropout, Embedding, Flatten, LayerNorm, Linear, MSELoss, ReLU,
+                      Sigmoid, Softplus, Tanh)
 from .parameter import Parameter
 
 
@@ -17,8 +17,9 @@ def _classes(module):
 
 globals().update(_classes(_activation))
 globals().update(_classes(_loss))
+globals().update(_classes(_pooling))
 
-__all__ = ["BatchNorm1d", "GELU", "AvgPool2d", "Conv2d", "CrossEntropyLoss", "Dropout", "Embedding", "Flatten",
-           "LayerNorm", "Linear", "MaxPool2d", "MSELoss", "Module", "ModuleDict", "ModuleList", "Parameter",
+__all__ = ["BatchNorm1d", "GELU", "Conv2d", "CrossEntropyLoss", "Dropout", "Embedding", "Flatten",
+           "LayerNorm", "Linear", "MSELoss", "Module", "ModuleDict", "ModuleList", "Parameter",
            "ParameterDict", "ParameterList", "ReLU", "Sequential", "Sigmoid", "Softplus", "Tanh", "functional", "init",
-           "utils", *_classes(_activation), *_classes(_loss)]
+           "utils", *_classes(_activation), *_classes(_loss), *_classes(_pooling)]

@@ -1,5 +1,5 @@
 """The layers: Linear, Conv2d, activations, Flatten, Dropout, LayerNorm, Embedding and the losses, with
-torch's constructor arguments and default initialization."""
+torch's constructor arguments and default initialization (pooling is in pooling.py)."""
 import math
 
 from .. import _factories
@@ -173,34 +173,6 @@ class Flatten(_Stateless):
 
     def extra_repr(self):
         return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
-
-
-class MaxPool2d(_Stateless):
-    """max_pool2d as a module; the stride defaults to the kernel size."""
-
-    fn, options = F.max_pool2d, ("kernel_size", "stride", "padding", "dilation", "ceil_mode")
-
-    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False):
-        if return_indices:
-            raise NotImplementedError("MaxPool2d: return_indices=True is not supported.")
-        super().__init__(kernel_size=kernel_size, stride=stride if stride is not None else kernel_size,
-                         padding=padding, dilation=dilation, ceil_mode=ceil_mode)
-
-
-class AvgPool2d(_Stateless):
-    """avg_pool2d as a module; the stride defaults to the kernel size."""
-
-    fn, options = F.avg_pool2d, ("kernel_size", "stride", "padding", "ceil_mode", "count_include_pad",
-                                 "divisor_override")
-
-    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
-                 divisor_override=None):
-        super().__init__(kernel_size=kernel_size, stride=stride if stride is not None else kernel_size,
-                         padding=padding, ceil_mode=ceil_mode, count_include_pad=count_include_pad,
-                         divisor_override=divisor_override)
-
-    def extra_repr(self):
-        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
 class Dropout(Module):
