@@ -14,7 +14,8 @@ from .elementwise import (COMPARISONS, PREDICATES, UNARY, add, atan2, clamp, cla
 from .indexing import (argsort, gather, getitem, index_select, masked_fill, masked_select, nonzero, scatter,
                        scatter_add, select, setitem, sort, take_along_dim, topk)
 from .linalg import bmm, diag, diagonal, dot, einsum, matmul, mm, mv, outer, tensordot, trace, tril, triu
-from . import activations, complex_parts, distances, inplace, placement, pooling, special
+from . import (activations, complex_parts, conv_transpose, distances, dropouts, inplace, layers, norms, placement,
+               pooling, special)
 from ._public import public
 from .closeness import allclose, equal, is_complex, is_floating_point, is_tensor, isclose, numel
 from .complex_parts import conj, imag, real
@@ -22,7 +23,7 @@ from .compound import addcdiv, addcmul
 from .diagonals import diag_embed, diagflat
 from .placement import to
 from .unique import unique
-from .nn import conv1d, conv2d, layer_norm, log_softmax, softmax
+from .nn import conv1d, conv2d, conv3d, layer_norm, log_softmax, softmax
 from .linalg import inv as inverse
 from .reduction import (all, amax, amin, any, argmax, argmin, cumprod, cumsum, logsumexp, max, mean, min, norm,
                         prod, std, std_mean, sum, var, var_mean)
@@ -37,6 +38,8 @@ globals().update(special.FUNCTIONS)
 globals().update(activations.TORCH)
 globals().update(distances.TORCH)
 globals().update(pooling.TORCH)
+_TORCH_NN = {**norms.TORCH, **layers.TORCH, **dropouts.TORCH, **conv_transpose.FUNCTIONAL}
+globals().update(_TORCH_NN)
 # torch's other names for the same functions
 ALIASES = {"absolute": "abs", "arccos": "acos", "arccosh": "acosh", "arcsin": "asin", "arcsinh": "asinh",
            "arctan": "atan", "arctan2": "atan2", "arctanh": "atanh", "divide": "div", "multiply": "mul",
@@ -296,6 +299,7 @@ __all__ = sorted({*UNARY, *COMPARISONS, *PREDICATES, "add", "atan2", "clamp", "c
                   "is_tensor", "is_floating_point", "is_complex", "numel", "addcmul", "addcdiv", "inverse",
                   "diag_embed", "diagflat", "unique", "var_mean", "std_mean", "real", "imag", "conj", "clamp_min",
                   "clamp_max", *special.FUNCTIONS, *activations.TORCH, *distances.TORCH, *pooling.TORCH,
+                  *_TORCH_NN, "conv3d",
                   *ALIASES,
                   *[f"{name}_" for name in _FUNCTION_INPLACE]})
 

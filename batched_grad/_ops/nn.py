@@ -274,6 +274,11 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return _convolution(2, input, weight, bias, stride, padding, dilation, groups)
 
 
+def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """3-D cross-correlation of (N, C_in, D, H, W) with (C_out, C_in / groups, kd, kh, kw)."""
+    return _convolution(3, input, weight, bias, stride, padding, dilation, groups)
+
+
 # ---- normalization and embedding ----------------------------------------------------------------------------
 def _layer_norm(x, *affine, axes, eps, has_weight):
     mean = jnp.mean(x, axes, keepdims=True)
@@ -418,5 +423,5 @@ def dropout(input, p=0.5, training=True, inplace=False):
     return input._assign(out) if inplace else out
 
 
-__all__ = ["conv1d", "conv2d", "dropout", "elu", "embedding", "gelu", "layer_norm", "leaky_relu", "linear",
+__all__ = ["conv1d", "conv2d", "conv3d", "dropout", "elu", "embedding", "gelu", "layer_norm", "leaky_relu", "linear",
            "log_softmax", "one_hot", "pad", "silu", "softmax", "softplus"]

@@ -15,7 +15,8 @@ from .._ops.activations import FUNCTIONAL as _ACTIVATIONS, _inplace_of
 from .._ops.distances import cosine_similarity, normalize, pairwise_distance, pdist
 from .._ops.nn import (_check_tensor, _host, _is_concrete, conv1d, conv2d, dropout, elu, embedding, gelu, layer_norm,
                        leaky_relu, linear, log_softmax, one_hot, pad, silu, softmax, softplus)
-from .._ops.pooling import FUNCTIONAL as _POOLING
+from .._ops import attention, conv_transpose, dropouts, interpolate as _interpolate, layers, norms, pooling
+from .._ops.nn import conv3d
 from .._tensor import _TYPE_NAMES, Tensor
 from .losses import FUNCTIONS as _LOSSES
 
@@ -29,7 +30,9 @@ def relu(input, inplace=False):
 
 globals().update(_ACTIVATIONS)
 globals().update(_LOSSES)
-globals().update(_POOLING)
+_OPS = {**pooling.FUNCTIONAL, **norms.FUNCTIONAL, **conv_transpose.FUNCTIONAL, **layers.FUNCTIONAL,
+        **_interpolate.FUNCTIONAL, **dropouts.FUNCTIONAL, **attention.FUNCTIONAL}
+globals().update(_OPS)
 relu_, elu_, leaky_relu_ = (_inplace_of(f) for f in (relu, elu, leaky_relu))
 
 
@@ -355,7 +358,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
                  has_weight=weight is not None, has_bias=bias is not None)
 
 
-__all__ = [*_ACTIVATIONS, *_LOSSES, *_POOLING, "relu_", "elu_", "leaky_relu_", "cosine_similarity", "normalize",
+__all__ = [*_ACTIVATIONS, *_LOSSES, *_OPS, "conv3d", "relu_", "elu_", "leaky_relu_", "cosine_similarity", "normalize",
            "pairwise_distance", "pdist", "batch_norm", "binary_cross_entropy", "binary_cross_entropy_with_logits", "conv1d", "conv2d",
            "cross_entropy", "dropout", "elu", "embedding", "gelu", "l1_loss", "layer_norm", "leaky_relu", "linear",
            "log_softmax", "mse_loss", "nll_loss", "one_hot", "pad", "relu", "sigmoid", "silu",
