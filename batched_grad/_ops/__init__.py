@@ -8,12 +8,14 @@ from .. import _layout
 from .._tensor import VIEW_OF_LEAF_INPLACE, Tensor, warn_once
 from .._lazy import compile_count
 from ._core import Op, apply
-from .elementwise import (COMPARISONS, PREDICATES, UNARY, add, atan2, clamp, clip, div, floor_divide, fmod,
-                          hypot, lerp, maximum, minimum, mul, pow, remainder, round, rsub, sub, true_divide, where)
+from .elementwise import (COMPARISONS, PREDICATES, UNARY, add, atan2, clamp, clamp_max, clamp_min, clip, div,
+                          floor_divide, fmod, hypot, lerp, maximum, minimum, mul, pow, remainder, round, rsub, sub,
+                          true_divide, where)
 from .indexing import (argsort, gather, getitem, index_select, masked_fill, masked_select, nonzero, scatter,
                        scatter_add, select, setitem, sort, take_along_dim, topk)
 from .linalg import bmm, diag, diagonal, dot, einsum, matmul, mm, mv, outer, tensordot, trace, tril, triu
-from . import complex_parts, inplace, placement
+from . import (activations, complex_parts, conv_transpose, distances, dropouts, inplace, layers, norms, placement,
+               pooling, special)
 from ._public import public
 from .closeness import allclose, equal, is_complex, is_floating_point, is_tensor, isclose, numel
 from .complex_parts import conj, imag, real
@@ -22,7 +24,7 @@ from .diagonals import diag_embed, diagflat
 from .grids import meshgrid
 from .placement import to
 from .unique import unique
-from .nn import conv1d, conv2d, layer_norm, log_softmax, max_pool2d, softmax
+from .nn import conv1d, conv2d, conv3d, layer_norm, log_softmax, softmax
 from .linalg import inv as inverse
 from .reduction import (all, amax, amin, any, argmax, argmin, cumprod, cumsum, logsumexp, max, mean, min, norm,
                         prod, std, std_mean, sum, var, var_mean)
@@ -33,6 +35,18 @@ from .shape import (broadcast_to, cat, chunk, concat, concatenate, expand, expan
 globals().update(UNARY)
 globals().update(COMPARISONS)
 globals().update(PREDICATES)
+globals().update(special.FUNCTIONS)
+globals().update(activations.TORCH)
+globals().update(distances.TORCH)
+globals().update(pooling.TORCH)
+_TORCH_NN = {**norms.TORCH, **layers.TORCH, **dropouts.TORCH, **conv_transpose.FUNCTIONAL}
+globals().update(_TORCH_NN)
+# torch's other names for the same functions
+ALIASES = {"absolute": "abs", "arccos": "acos", "arccosh": "acosh", "arcsin": "asin", "arcsinh": "asinh",
+           "arctan": "atan", "arctan2": "atan2", "arctanh": "atanh", "divide": "div", "multiply": "mul",
+           "negative": "neg", "subtract": "sub", "greater": "gt", "greater_equal": "ge", "less": "lt",
+           "less_equal": "le", "not_equal": "ne", "fix": "trunc", "swapdims": "transpose", "moveaxis": "movedim"}
+globals().update({alias: globals()[name] for alias, name in ALIASES.items()})
 
 _CLONE = Op("clone", lambda a: a + jnp.zeros((), a.dtype), linear=True, diagonal=True)
 _COPY = Op("copy", lambda a, src: jnp.broadcast_to(src.astype(a.dtype), a.shape), linear=True,
@@ -210,7 +224,7 @@ def _new_factory(kind):
 
 
 _METHOD_NAMES = """add sub mul div true_divide floor_divide remainder fmod pow atan2 maximum minimum hypot clamp clip
-    lerp round sum mean prod amax amin max min argmax argmin var std norm logsumexp cumsum cumprod all any matmul mm
+    lerp round clamp_min clamp_max sum mean prod amax amin max min argmax argmin var std norm logsumexp cumsum cumprod all any matmul mm
     bmm mv dot outer trace diag diagonal tril triu reshape view view_as flatten unflatten squeeze unsqueeze expand
     expand_as broadcast_to permute transpose swapaxes t movedim split chunk unbind flip roll repeat tile narrow select
     index_select gather scatter scatter_add take_along_dim masked_fill masked_select nonzero sort argsort topk clone
@@ -219,9 +233,11 @@ _CONVERSIONS = {"float": _dtypes.float32, "double": _dtypes.float64, "half": _dt
                 "int": _dtypes.int32, "bool": _dtypes.bool}
 _METHODS = dict(UNARY, **COMPARISONS, **PREDICATES)
 _METHODS.update({name: globals()[name] for name in _METHOD_NAMES})
+_METHODS.update(special.METHODS)
+_METHODS.update(activations.METHODS)
+_METHODS.update({alias: _METHODS[name] for alias, name in ALIASES.items()})
 _METHODS.update(
-    multiply=mul, divide=div, subtract=sub, absolute=UNARY["abs"], negative=UNARY["neg"], arctan2=atan2,
-    greater=COMPARISONS["gt"], less=COMPARISONS["lt"], where=_where, type_as=_type_as,
+    where=_where, type_as=_type_as,
     new_zeros=_new_factory("zeros"), new_ones=_new_factory("ones"),
     **{name: _conversion(name, dtype) for name, dtype in _CONVERSIONS.items()},
     __getitem__=getitem, __setitem__=_setitem,
@@ -241,7 +257,11 @@ _INPLACE = ["add", "sub", "mul", "div", "pow", "clamp", "clip", "neg", "abs", "e
             "cos", "relu", "square", "reciprocal", "fmod", "remainder", "tril", "triu",
             "absolute", "acos", "arctan2", "asin", "atan", "atan2", "bitwise_and", "bitwise_or", "bitwise_xor",
             "cosh", "cumprod", "cumsum", "divide", "erf", "erfc", "expm1", "frac", "hypot", "log10", "log1p", "log2",
-            "multiply", "negative", "rsqrt", "sign", "sinh", "subtract", "tan", "true_divide", "addcmul", "addcdiv"]
+            "multiply", "negative", "rsqrt", "sign", "sinh", "subtract", "tan", "true_divide", "addcmul", "addcdiv",
+            "clamp_min", "clamp_max", "copysign", "deg2rad", "rad2deg", "digamma", "erfinv", "exp2", "gcd", "lcm",
+            "heaviside", "i0", "igamma", "igammac", "ldexp", "lgamma", "logit", "mvlgamma", "nan_to_num",
+            "nextafter", "polygamma", "sgn", "sinc", "xlogy", "bitwise_not", "bitwise_left_shift",
+            "bitwise_right_shift"]
 _METHODS.update({f"{name}_": _in_place_version(name, _METHODS[name]) for name in _INPLACE})
 _METHODS.update({name: _inplace_method(name, fn) for name, fn in inplace.METHODS.items()})
 _METHODS.update({name: _inplace(name, fn, doc) for name, (fn, doc) in {
@@ -249,12 +269,21 @@ _METHODS.update({name: _inplace(name, fn, doc) for name, (fn, doc) in {
     "zero_": (_zero, "Fill with zeros, in place."),
     "copy_": (_copy, "Copy `src` into this tensor (broadcast to its shape, cast to its dtype), in place."),
 }.items()})
+_METHODS.update({f"{alias}_": _METHODS[f"{name}_"] for alias, name in ALIASES.items()
+                 if f"{name}_" in _METHODS and f"{alias}_" not in _METHODS})
 _METHODS.update({f"__i{op}__": _METHODS[f"{name}_"] for op, name in [
     ("add", "add"), ("sub", "sub"), ("mul", "mul"), ("truediv", "div"), ("pow", "pow"), ("mod", "remainder")]})
 
 
 for _name, _fn in _METHODS.items():
     setattr(Tensor, _name, _fn)
+
+# torch's module-level in-place functions (torch.relu_(x) is x.relu_())
+_FUNCTION_INPLACE = """abs acos acosh arccos arccosh arcsin arcsinh arctan arctanh asin asinh atan atanh ceil clamp
+    clamp_max clamp_min clip cos cosh deg2rad erf erfc exp exp2 expm1 fix floor frac gcd i0 lcm ldexp log10 log1p log2
+    log logit nan_to_num neg negative rad2deg reciprocal relu round rsqrt sigmoid sin sinc sinh sqrt square tan tanh
+    trunc xlogy zero fill""".split()
+globals().update({f"{name}_": _METHODS[f"{name}_"] for name in _FUNCTION_INPLACE})
 
 # the public op functions, re-exported by batched_grad (modules such as .linalg stay out of the star-import)
 __all__ = sorted({*UNARY, *COMPARISONS, *PREDICATES, "add", "atan2", "clamp", "clip", "div", "floor_divide", "fmod",
@@ -267,9 +296,13 @@ __all__ = sorted({*UNARY, *COMPARISONS, *PREDICATES, "add", "atan2", "clamp", "c
                   "expand_as", "flatten", "flip", "hstack", "movedim", "narrow", "permute", "repeat", "reshape",
                   "roll", "select", "split", "squeeze", "stack", "swapaxes", "t", "tile", "transpose", "unbind",
                   "unflatten", "unsqueeze", "view", "view_as", "vstack", "clone", "to", "jax_function", "conv1d",
-                  "conv2d", "layer_norm", "log_softmax", "max_pool2d", "softmax", "allclose", "isclose", "equal",
+                  "conv2d", "layer_norm", "log_softmax", "softmax", "allclose", "isclose", "equal",
                   "is_tensor", "is_floating_point", "is_complex", "numel", "addcmul", "addcdiv", "inverse",
-                  "diag_embed", "diagflat", "meshgrid", "unique", "var_mean", "std_mean", "real", "imag", "conj"})
+                  "diag_embed", "diagflat", "meshgrid", "unique", "var_mean", "std_mean", "real", "imag", "conj", "clamp_min",
+                  "clamp_max", *special.FUNCTIONS, *activations.TORCH, *distances.TORCH, *pooling.TORCH,
+                  *_TORCH_NN, "conv3d",
+                  *ALIASES,
+                  *[f"{name}_" for name in _FUNCTION_INPLACE]})
 
 # torch's elementwise functions that take out=, by how out's dtype may differ from the result's (_public.py)
 _OUT_RULES = {name: "cast" for name in [*UNARY, *COMPARISONS, "logical_not", "add", "atan2", "div", "floor_divide",

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 from jax.custom_derivatives import SymbolicZero
 
 
-def _with_partials(f, *partials):
+def with_partials(f, *partials):
     """f, differentiated as sum_i partials[i](*operands, result) * tangent_i."""
     g = jax.custom_jvp(f)
 
@@ -47,6 +47,23 @@ def sign(a):
     return jnp.where(jnp.isnan(a), 0, jnp.sign(a)).astype(a.dtype)
 
 
+def digamma(a):
+    """torch's digamma: -inf at +0 and inf at -0 (JAX gives nan at both)."""
+    return jnp.where(a == 0, jnp.copysign(jnp.inf, -a).astype(a.dtype), jax.scipy.special.digamma(a))
+
+
+def elu_like(a, *, alpha, scale=1.0, inner=1.0):
+    """scale * (alpha (exp(x / inner) - 1) where x <= 0, else x): elu, selu and celu. torch's derivative takes the
+    negative branch at 0 (scale alpha / inner there) but its second derivative is 0 at 0."""
+    def value(a):  # the inner `where` keeps the unselected exp finite
+        return scale * jnp.where(a <= 0, alpha * jnp.expm1(jnp.where(a <= 0, a, 0) / inner), a)
+
+    def slope(a, out):
+        return scale * jnp.where(a <= 0, alpha / inner * jnp.exp(jnp.where(a < 0, a, 0) / inner), 1).astype(a.dtype)
+
+    return with_partials(value, slope)(a)
+
+
 def _tie_split(loses, ties):
     # maximum/minimum: the whole gradient to each operand unless it loses, half at a tie (nan loses to nothing)
     return jnp.where(loses, 0, jnp.where(ties, 0.5, 1))
@@ -79,30 +96,57 @@ def _atan2_scale(a, b):
     return jnp.where(jnp.isinf(r), 0, r)
 
 
-pow_ = _with_partials(_pow, _pow_dx, _pow_dy)
-abs_ = _with_partials(jnp.abs, lambda a, out: sign(a))
-relu = _with_partials(jax.nn.relu, lambda a, out: jnp.where(out <= 0, 0, 1).astype(out.dtype))
-rsqrt = _with_partials(jax.lax.rsqrt, lambda a, out: -0.5 * out * out * out)
-hypot = _with_partials(jnp.hypot, lambda a, b, out: a / out, lambda a, b, out: b / out)
-atan2 = _with_partials(jnp.arctan2, lambda a, b, out: b * _atan2_scale(a, b),
+pow_ = with_partials(_pow, _pow_dx, _pow_dy)
+abs_ = with_partials(jnp.abs, lambda a, out: sign(a))
+relu = with_partials(jax.nn.relu, lambda a, out: jnp.where(out <= 0, 0, 1).astype(out.dtype))
+rsqrt = with_partials(jax.lax.rsqrt, lambda a, out: -0.5 * out * out * out)
+hypot = with_partials(jnp.hypot, lambda a, b, out: a / out, lambda a, b, out: b / out)
+atan2 = with_partials(jnp.arctan2, lambda a, b, out: b * _atan2_scale(a, b),
                        lambda a, b, out: -a * _atan2_scale(a, b))
-maximum = _with_partials(jnp.maximum, lambda a, b, out: _tie_split(a < b, a == b),
+maximum = with_partials(jnp.maximum, lambda a, b, out: _tie_split(a < b, a == b),
                          lambda a, b, out: _tie_split(a > b, a == b))
-minimum = _with_partials(jnp.minimum, lambda a, b, out: _tie_split(a > b, a == b),
+minimum = with_partials(jnp.minimum, lambda a, b, out: _tie_split(a > b, a == b),
                          lambda a, b, out: _tie_split(a < b, a == b))
 max_all, min_all = _extreme(jnp.max), _extreme(jnp.min)
 # std: a zero standard deviation has derivative 0 (torch masks it), not 0.5 / 0
-std_sqrt = _with_partials(jnp.sqrt, lambda v, out: jnp.where(out == 0, 0, 0.5 / jnp.where(out == 0, 1, out)))
+std_sqrt = with_partials(jnp.sqrt, lambda v, out: jnp.where(out == 0, 0, 0.5 / jnp.where(out == 0, 1, out)))
 # binary cross entropy, elementwise: of probabilities x (each log clamped at -100), whose derivative torch bounds by
 # dividing by max(x (1 - x), 1e-12); of logits x with log_weight lw (pos_weight's), whose derivative is
 # lw sigmoid(x) - (lw - 1 + t) even at x = 0, where the stable formula has a kink
-bce = _with_partials(lambda x, t: (t - 1) * jnp.maximum(jnp.log1p(-x), -100) - t * jnp.maximum(jnp.log(x), -100),
+bce = with_partials(lambda x, t: (t - 1) * jnp.maximum(jnp.log1p(-x), -100) - t * jnp.maximum(jnp.log(x), -100),
                      lambda x, t, out: (x - t) / jnp.maximum((1 - x) * x, 1e-12),
                      lambda x, t, out: jnp.log1p(-x) - jnp.log(x))
-bce_with_logits = _with_partials(lambda x, t, lw: (1 - t) * x + lw * _softplus_neg(x),
+bce_with_logits = with_partials(lambda x, t, lw: (1 - t) * x + lw * _softplus_neg(x),
                                  lambda x, t, lw, out: lw * jax.nn.sigmoid(x) - (lw - 1 + t),
                                  lambda x, t, lw, out: -x,
                                  lambda x, t, lw, out: jax.nn.softplus(-x))  # smooth, for higher orders
+
+
+def first_order_only(f, error):
+    """f, differentiated by JAX once; differentiating that derivative again raises error() (torch's error for an op
+    whose backward has no derivative). The JVP reads the floating operands through an identity whose own VJP
+    raises: a first derivative never differentiates it, a second one does."""
+    @jax.custom_vjp
+    def mark(x):
+        return x
+
+    def refuse(_, g):
+        raise error()
+
+    mark.defvjp(lambda x: (x, None), refuse)
+    g = jax.custom_jvp(f)
+
+    def jvp(primals, tangents):
+        marked = [mark(p) if jnp.issubdtype(p.dtype, jnp.inexact) else p for p in primals]
+        out, tangent = jax.jvp(f, marked, list(tangents))
+        # a tangent that is piecewise linear in the operands would not read them differentiably: scale it by an
+        # exact 1 that does
+        touch = sum(jnp.sum(jnp.where(jnp.isfinite(m), m, 0)) for m in marked if m is not None
+                    and jnp.issubdtype(m.dtype, jnp.inexact))
+        return out, tangent * (1 + 0 * touch).astype(tangent.dtype)
+
+    g.defjvp(jvp)
+    return g
 
 
 def raises_in_backward(x, error):

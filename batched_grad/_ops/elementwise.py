@@ -68,17 +68,32 @@ _FLOAT_UNARY = {  # integer and bool inputs promote to the default float dtype, 
     "sin": jnp.sin, "cos": jnp.cos, "tan": jnp.tan, "asin": jnp.arcsin, "acos": jnp.arccos,
     "atan": jnp.arctan, "sinh": jnp.sinh, "cosh": jnp.cosh, "tanh": jnp.tanh, "asinh": jnp.arcsinh,
     "acosh": jnp.arccosh, "atanh": jnp.arctanh, "sigmoid": jax.nn.sigmoid, "erf": jsp.erf, "erfc": jsp.erfc,
+    "exp2": jnp.exp2, "sinc": jnp.sinc, "deg2rad": jnp.deg2rad, "rad2deg": jnp.rad2deg, "lgamma": jsp.gammaln,
+    "digamma": _derivatives.digamma, "erfinv": jsp.erfinv, "i0": jsp.i0,
 }
+
+
+def _sign(a):
+    return a if a.dtype == jnp.bool_ else _on_floats(_derivatives.sign, jnp.sign)(a)
+
+
+def _unit(z):
+    # z / |z|, 0 at 0 (lax.sign of a complex number has a zero derivative)
+    zero = z == 0
+    return jnp.where(zero, 0, z / jnp.where(zero, 1, jnp.abs(z)))
+
+
 _SAME_UNARY = {  # the result keeps the input dtype
-    "neg": jnp.negative, "abs": _on_floats(_derivatives.abs_, jnp.abs),
-    "sign": lambda a: a if a.dtype == jnp.bool_ else _on_floats(_derivatives.sign, jnp.sign)(a),
+    "neg": jnp.negative, "abs": _on_floats(_derivatives.abs_, jnp.abs), "sign": _sign,
     "square": jnp.square, "floor": jnp.floor, "ceil": jnp.ceil, "trunc": jnp.trunc,
     "frac": lambda a: a - jnp.trunc(a), "relu": _on_floats(_derivatives.relu, jax.nn.relu),
+    "sgn": lambda a: _unit(a) if jnp.issubdtype(a.dtype, jnp.complexfloating) else _sign(a),
 }
 _RESULT_DTYPE = {"square": lambda d: _dtypes.int64 if d is _dtypes.bool else d}  # torch computes bool**2 in int64
-_UNARY_NAMES = {"log1p": "Log1PBackward0", "square": "PowBackward0"}  # torch's names, where not the op's name
+_UNARY_NAMES = {"log1p": "Log1PBackward0", "square": "PowBackward0", "deg2rad": "Deg2RadBackward0",
+                "rad2deg": "Rad2DegBackward0"}  # torch's names, where not the op's name
 # torch's derivative of these reads the result, not the input (Op.torch_saves)
-_RESULT_SAVED = {"exp", "expm1", "sqrt", "rsqrt", "reciprocal", "tan", "tanh", "sigmoid", "relu"}
+_RESULT_SAVED = {"exp", "expm1", "sqrt", "rsqrt", "reciprocal", "tan", "tanh", "sigmoid", "relu", "exp2"}
 _NO_KERNEL = {  # dtype kinds torch has no kernel for (by kernel name): NotImplementedError
     "abs": "b", "floor": "b", "ceil": "b", "round": "b", "trunc": "b", "frac": "biu", "relu": "b",
     "div_floor": "bc", "remainder": "bc", "fmod": "bc", "hypot": "biuc", "atan2": "c",
@@ -350,6 +365,29 @@ def clamp(input, min=None, max=None):  # noqa: A002
     op = _CLAMP[isinstance(min, Tensor) or isinstance(max, Tensor)]
     return _apply(op, [input, 0 if min is None else min, 0 if max is None else max], dtype=dtype.np,
                   has_lo=min is not None, has_hi=max is not None)
+
+
+# torch's clamp_min and clamp_max: their nodes are named ClampMinBackward0 for a number bound, 1 for a Tensor
+_ONE_BOUND = {(name, tensor): Op(name, _clamp_fn, f"{''.join(p.capitalize() for p in name.split('_'))}Backward"
+                                 f"{int(tensor)}", diagonal=True)
+              for name in ("clamp_min", "clamp_max") for tensor in (False, True)}
+
+
+def _one_bound(name, input, bound):
+    dtype = _dtypes.result_type(input, bound)
+    lower = name == "clamp_min"
+    return _apply(_ONE_BOUND[name, isinstance(bound, Tensor)], [input, bound, 0] if lower else [input, 0, bound],
+                  dtype=dtype.np, has_lo=lower, has_hi=not lower)
+
+
+def clamp_min(input, min):  # noqa: A002
+    """max(input, min), elementwise: clamp(input, min=min)."""
+    return _one_bound("clamp_min", input, min)
+
+
+def clamp_max(input, max):  # noqa: A002
+    """min(input, max), elementwise: clamp(input, max=max)."""
+    return _one_bound("clamp_max", input, max)
 
 
 clip = clamp

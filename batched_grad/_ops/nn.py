@@ -1,6 +1,6 @@
-"""Neural-network ops: activations, softmax, linear, convolution, pooling, layer norm, embedding, pad, one_hot and
-dropout. Each is a pure JAX function recorded through the op table, so its VJP (and every higher one) is JAX's."""
-import functools
+"""Neural-network ops: activations, softmax, linear, convolution, layer norm, embedding, pad, one_hot and
+dropout (pooling is in pooling.py). Each is a pure JAX function recorded through the op table, so its VJP (and
+every higher one) is JAX's."""
 import itertools
 import math
 import warnings
@@ -13,6 +13,7 @@ from .. import _dtypes
 from .._foreign import not_a_tensor
 from .._lazy import NeedsTracing
 from .._tensor import _TYPE_NAMES, Tensor, _wrap_dim
+from . import _derivatives
 from ._core import SAVES_RESULT, Op, apply
 
 
@@ -55,9 +56,8 @@ def _softplus(a, *, beta, threshold):
 
 _ACTIVATIONS = {  # name: (JAX function of the array and static parameters, torch's kernel name)
     "leaky_relu": (lambda a, *, negative_slope: jnp.where(a > 0, a, a * negative_slope), "leaky_relu_cpu"),
-    # torch's derivative: alpha exp(x) where x <= 0 (alpha at 0), else 1 (at nan too); the inner `where` keeps the
-    # unselected branch finite, so its (masked) gradient is not nan
-    "elu": (lambda a, *, alpha: jnp.where(a <= 0, alpha * jnp.expm1(jnp.where(a <= 0, a, 0)), a), "elu_cpu"),
+    # torch's derivative: alpha exp(x) where x <= 0 (alpha at 0), else 1 (at nan too)
+    "elu": (lambda a, *, alpha: _derivatives.elu_like(a, alpha=alpha), "elu_cpu"),
     "gelu": (lambda a, *, approximate: jax.nn.gelu(a, approximate=approximate == "tanh"), "GeluKernelImpl"),
     "silu": (lambda a: a * jax.nn.sigmoid(a), "silu_cpu"),
     "softplus": (_softplus, "softplus_cpu"),
@@ -274,120 +274,9 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return _convolution(2, input, weight, bias, stride, padding, dilation, groups)
 
 
-# ---- pooling -----------------------------------------------------------------------------------------------
-def _pool_window(x, init, reducer, *, window, stride, padding, dilation):
-    lead = x.ndim - len(window)
-    return jax.lax.reduce_window(x, init, reducer, (1,) * lead + window, (1,) * lead + stride,
-                                 ((0, 0),) * lead + padding, window_dilation=(1,) * lead + dilation)
-
-
-def _max_pool(x, *, window, stride, padding, dilation):
-    return _max_pool_at(x, window, stride, padding, dilation)
-
-
-@functools.partial(jax.custom_jvp, nondiff_argnums=(1, 2, 3, 4))
-def _max_pool_at(x, window, stride, padding, dilation):
-    return _pool_window(x, -jnp.inf, jax.lax.max, window=window, stride=stride, padding=padding, dilation=dilation)
-
-
-@_max_pool_at.defjvp
-def _max_pool_jvp(window, stride, padding, dilation, primals, tangents):
-    # The tangent at each window's chosen element, as torch's backward scatters to its indices: the first maximum
-    # in the window's row-major order, or its last nan. JAX's own derivative of a max window, under a batch of
-    # cotangents, chooses again for every cotangent (a CNN's batched per-sample gradients took twice as long).
-    # Positions come from plain min/max reductions: argmax's two-operand reduction ran several times slower on
-    # XLA's CPU backend (it took a third of a CNN's per-sample gradients).
-    (x,), (t,) = primals, tangents
-    values = _windows(x, -jnp.inf, window, stride, padding, dilation)
-    out = _max_pool_at(x, window, stride, padding, dilation)
-    position = jnp.arange(values.shape[-1])
-    last_nan = jnp.where(jnp.isnan(values), position, -1).max(-1)
-    first_max = jnp.where(values == out[..., None], position, values.shape[-1]).min(-1)
-    picked = position == jnp.where(last_nan >= 0, last_nan, first_max)[..., None]
-    return out, jnp.where(picked, _windows(t, 0, window, stride, padding, dilation), 0).sum(-1)
-
-
-def _windows(a, fill, window, stride, padding, dilation):
-    """The pooling windows' elements along a new last axis, (..., *out_spatial, prod(window)), in row-major
-    window order; padding is `fill`."""
-    lead = a.ndim - len(window)
-    a = jnp.pad(a, ((0, 0),) * lead + padding, constant_values=fill)
-    spatial = a.shape[lead:]
-    out = [(n - d * (w - 1) - 1) // s + 1 for n, w, s, d in zip(spatial, window, stride, dilation)]
-    if stride == window and set(dilation) == {1}:  # windows that tile the input: a reshape, whose transpose is one
-        a = a[(...,) + tuple(slice(0, m * w) for m, w in zip(out, window))]
-        a = a.reshape(a.shape[:lead] + tuple(x for m, w in zip(out, window) for x in (m, w)))
-        n = len(window)
-        a = a.transpose(tuple(range(lead)) + tuple(lead + 2 * i for i in range(n)) +
-                        tuple(lead + 2 * i + 1 for i in range(n)))
-        return a.reshape(a.shape[:lead + n] + (-1,))
-    taps = []
-    for offset in itertools.product(*[range(w) for w in window]):
-        start = [o * d for o, d in zip(offset, dilation)]
-        limit = [b + (m - 1) * s + 1 for b, m, s in zip(start, out, stride)]
-        taps.append(jax.lax.slice(a, (0,) * lead + tuple(start), a.shape[:lead] + tuple(limit),
-                                  (1,) * lead + tuple(stride)))
-    return jnp.stack(taps, -1)
-
-
-def _avg_pool(x, *, divisor, count_pad, **geometry):
-    total = _pool_window(x, 0.0, jax.lax.add, **geometry)
-    if divisor:
-        return total / divisor
-    # the window sizes torch divides by: pad with ones where padding counts, zeros beyond (ceil_mode's overhang)
-    lead, pads = x.ndim - len(geometry["window"]), geometry["padding"]
-    ones = jnp.pad(jnp.ones(x.shape[lead:], x.dtype), [(p, p) for p, _ in pads] if count_pad else 0,
-                   constant_values=1)
-    inner = tuple((0, hi - lo) for lo, hi in pads) if count_pad else pads
-    counts = _pool_window(ones, 0.0, jax.lax.add, **dict(geometry, padding=inner))
-    return total / counts
-
-
-_MAX_POOL = Op("max_pool2d", _max_pool, backward_name="MaxPool2DWithIndicesBackward0")
-_AVG_POOL = Op("avg_pool2d", _avg_pool, linear=True, backward_name="AvgPool2DBackward0")
-
-
-def _pool_geometry(fn, input, kernel_size, stride, padding, dilation, ceil_mode):
-    _check_tensor(fn, "input", input)
-    if input.ndim not in (3, 4):
-        raise RuntimeError(f"non-empty 3D or 4D (batch mode) tensor expected for input, but got {list(input.shape)}")
-    kernel = _tuple(kernel_size, 2, "kernel_size")
-    stride = kernel if stride is None or stride == [] else _tuple(stride, 2, "stride")
-    padding, dilation = _tuple(padding, 2, "padding"), _tuple(dilation, 2, "dilation")
-    pads, sizes = [], []
-    for n, k, s, p, d in zip(input.shape[-2:], kernel, stride, padding, dilation):
-        if p > (d * (k - 1) + 1) // 2:
-            raise RuntimeError(f"pad should be at most half of effective kernel size, but got pad={p}, "
-                               f"kernel_size={k} and dilation={d}")
-        span = n + 2 * p - d * (k - 1) - 1
-        out = (-(-span // s) if ceil_mode else span // s) + 1
-        if ceil_mode and (out - 1) * s >= n + p:  # the last window must start inside the input or left padding
-            out -= 1
-        sizes.append(out)
-        pads.append((p, max(p, (out - 1) * s + d * (k - 1) + 1 - n - p)))
-    if min(sizes) < 1:
-        raise RuntimeError(f"Given input size: ({'x'.join(map(str, input.shape[-3:]))}). Calculated output size: "
-                           f"({input.shape[-3]}x{'x'.join(map(str, sizes))}). Output size is too small")
-    return dict(window=kernel, stride=stride, padding=tuple(pads), dilation=dilation)
-
-
-def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
-    """The maximum over each (dilated) window of the last two dims; padding counts as -inf."""
-    if return_indices:
-        raise NotImplementedError("max_pool2d: return_indices=True is not supported; use return_indices=False.")
-    _require_float("max_pool2d", input.dtype)
-    geometry = _pool_geometry("max_pool2d", input, kernel_size, stride, padding, dilation, ceil_mode)
-    return apply(_MAX_POOL, [input], **geometry)
-
-
-def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
-               divisor_override=None):
-    """The mean over each window of the last two dims (padding counted when `count_include_pad`)."""
-    _require_float("avg_pool2d", input.dtype)
-    if divisor_override is not None and (not isinstance(divisor_override, int) or divisor_override <= 0):
-        raise RuntimeError("divisor must be not zero")
-    geometry = _pool_geometry("avg_pool2d", input, kernel_size, stride, padding, 1, ceil_mode)
-    return apply(_AVG_POOL, [input], divisor=divisor_override or 0, count_pad=bool(count_include_pad), **geometry)
+def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """3-D cross-correlation of (N, C_in, D, H, W) with (C_out, C_in / groups, kd, kh, kw)."""
+    return _convolution(3, input, weight, bias, stride, padding, dilation, groups)
 
 
 # ---- normalization and embedding ----------------------------------------------------------------------------
@@ -534,5 +423,5 @@ def dropout(input, p=0.5, training=True, inplace=False):
     return input._assign(out) if inplace else out
 
 
-__all__ = ["avg_pool2d", "conv1d", "conv2d", "dropout", "elu", "embedding", "gelu", "layer_norm", "leaky_relu",
-           "linear", "log_softmax", "max_pool2d", "one_hot", "pad", "silu", "softmax", "softplus"]
+__all__ = ["conv1d", "conv2d", "conv3d", "dropout", "elu", "embedding", "gelu", "layer_norm", "leaky_relu", "linear",
+           "log_softmax", "one_hot", "pad", "silu", "softmax", "softplus"]

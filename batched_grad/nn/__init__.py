@@ -1,14 +1,28 @@
 """torch.nn's core: Module, Parameter, the containers, the common layers and losses, `functional`, `init` and
 `utils`."""
 from . import functional, init, utils
-from .batchnorm import BatchNorm1d
+from . import (activation as _activation, layers as _layers, loss as _loss, normalization as _normalization,
+               padding as _padding, pooling as _pooling)
+from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
 from .containers import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .module import Module
-from .modules import (GELU, AvgPool2d, Conv2d, CrossEntropyLoss, Dropout, Embedding, Flatten, LayerNorm, Linear,
-                      MaxPool2d, MSELoss, ReLU, Sigmoid, Softplus, Tanh)
+from .modules import (GELU, Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d,
+                      CrossEntropyLoss, Dropout, Embedding, Flatten, LayerNorm, Linear, MSELoss, ReLU, Sigmoid, Softplus,
+                      Tanh)
 from .parameter import Parameter
 
-__all__ = ["BatchNorm1d", "GELU", "AvgPool2d", "Conv2d", "CrossEntropyLoss", "Dropout", "Embedding", "Flatten",
-           "LayerNorm", "Linear", "MaxPool2d", "MSELoss", "Module", "ModuleDict", "ModuleList", "Parameter",
+
+def _classes(module):
+    return {name: value for name, value in vars(module).items() if isinstance(value, type) and name[0] != "_"
+            and value.__module__ == module.__name__}
+
+
+_LAYERS = {name: cls for module in (_activation, _layers, _loss, _normalization, _padding, _pooling)
+           for name, cls in _classes(module).items()}
+globals().update(_LAYERS)
+
+__all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "GELU", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d",
+           "ConvTranspose2d", "ConvTranspose3d", "CrossEntropyLoss", "Dropout", "Embedding", "Flatten",
+           "LayerNorm", "Linear", "MSELoss", "Module", "ModuleDict", "ModuleList", "Parameter",
            "ParameterDict", "ParameterList", "ReLU", "Sequential", "Sigmoid", "Softplus", "Tanh", "functional", "init",
-           "utils"]
+           "utils", *_LAYERS]

@@ -1,5 +1,5 @@
-"""BatchNorm1d: batch normalization with a learned per-feature scale and shift and, by default, running statistics
-used in eval mode (torch's _BatchNorm)."""
+"""BatchNorm1d, 2d and 3d: batch normalization with a learned per-feature scale and shift and, by default, running
+statistics used in eval mode (torch's _BatchNorm)."""
 from .. import _dtypes, _factories
 from .._grad_mode import no_grad
 from . import functional as F, init
@@ -74,3 +74,19 @@ class BatchNorm1d(_BatchNorm):
     def _check_input_dim(self, input):
         if input.dim() not in (2, 3):
             raise ValueError(f"expected 2D or 3D input (got {input.dim()}D input)")
+
+
+class BatchNorm2d(_BatchNorm):
+    """Batch normalization of (N, C, H, W) inputs over N, H and W, per channel C."""
+
+    def _check_input_dim(self, input):
+        if input.dim() != 4:
+            raise ValueError(f"expected 4D input (got {input.dim()}D input)")
+
+
+class BatchNorm3d(_BatchNorm):
+    """Batch normalization of (N, C, D, H, W) inputs over N, D, H and W, per channel C."""
+
+    def _check_input_dim(self, input):
+        if input.dim() != 5:
+            raise ValueError(f"expected 5D input (got {input.dim()}D input)")

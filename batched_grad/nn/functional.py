@@ -11,9 +11,14 @@ from .._grad_mode import no_grad
 from .._ops import UNARY, _derivatives
 from .._ops.elementwise import _check_broadcast
 from .._ops._core import SAVES_NOTHING, Op, apply
-from .._ops.nn import (_check_tensor, _host, _is_concrete, avg_pool2d, conv1d, conv2d, dropout, elu, embedding, gelu,
-                       layer_norm, leaky_relu, linear, log_softmax, max_pool2d, one_hot, pad, silu, softmax, softplus)
+from .._ops.activations import FUNCTIONAL as _ACTIVATIONS, _inplace_of
+from .._ops.distances import cosine_similarity, normalize, pairwise_distance, pdist
+from .._ops.nn import (_check_tensor, _host, _is_concrete, conv1d, conv2d, dropout, elu, embedding, gelu, layer_norm,
+                       leaky_relu, linear, log_softmax, one_hot, pad, silu, softmax, softplus)
+from .._ops import attention, conv_transpose, dropouts, interpolate as _interpolate, layers, norms, pooling
+from .._ops.nn import conv3d
 from .._tensor import _TYPE_NAMES, Tensor
+from .losses import FUNCTIONS as _LOSSES
 
 tanh, sigmoid = UNARY["tanh"], UNARY["sigmoid"]
 
@@ -21,6 +26,14 @@ tanh, sigmoid = UNARY["tanh"], UNARY["sigmoid"]
 def relu(input, inplace=False):
     """max(x, 0)."""
     return input.relu_() if inplace else UNARY["relu"](input)
+
+
+globals().update(_ACTIVATIONS)
+globals().update(_LOSSES)
+_OPS = {**pooling.FUNCTIONAL, **norms.FUNCTIONAL, **conv_transpose.FUNCTIONAL, **layers.FUNCTIONAL,
+        **_interpolate.FUNCTIONAL, **dropouts.FUNCTIONAL, **attention.FUNCTIONAL}
+globals().update(_OPS)
+relu_, elu_, leaky_relu_ = (_inplace_of(f) for f in (relu, elu, leaky_relu))
 
 
 # ---- reductions ---------------------------------------------------------------------------------------------
@@ -345,7 +358,8 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
                  has_weight=weight is not None, has_bias=bias is not None)
 
 
-__all__ = ["avg_pool2d", "batch_norm", "binary_cross_entropy", "binary_cross_entropy_with_logits", "conv1d", "conv2d",
+__all__ = [*_ACTIVATIONS, *_LOSSES, *_OPS, "conv3d", "relu_", "elu_", "leaky_relu_", "cosine_similarity", "normalize",
+           "pairwise_distance", "pdist", "batch_norm", "binary_cross_entropy", "binary_cross_entropy_with_logits", "conv1d", "conv2d",
            "cross_entropy", "dropout", "elu", "embedding", "gelu", "l1_loss", "layer_norm", "leaky_relu", "linear",
-           "log_softmax", "max_pool2d", "mse_loss", "nll_loss", "one_hot", "pad", "relu", "sigmoid", "silu",
+           "log_softmax", "mse_loss", "nll_loss", "one_hot", "pad", "relu", "sigmoid", "silu",
            "smooth_l1_loss", "softmax", "softplus", "tanh"]

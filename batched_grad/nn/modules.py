@@ -1,9 +1,10 @@
 """The layers: Linear, Conv2d, activations, Flatten, Dropout, LayerNorm, Embedding and the losses, with
-torch's constructor arguments and default initialization."""
+torch's constructor arguments and default initialization (pooling is in pooling.py)."""
 import math
 
 from .. import _factories
 from .._grad_mode import no_grad
+from .._tensor import Size
 from .._ops.shape import flatten
 from . import functional as F, init
 from .module import Module
@@ -47,26 +48,36 @@ class Linear(Module):
 _PADDING_MODES = {"zeros": None, "reflect": "reflect", "replicate": "replicate", "circular": "circular"}
 
 
-class Conv2d(Module):
-    """2-D cross-correlation with weight of shape (out_channels, in_channels / groups, kh, kw)."""
+def _ntuple(value, n):
+    return (value,) * n if isinstance(value, int) else tuple(value)
+
+
+class _ConvNd(Module):
+    """An n-dim convolution layer with torch's arguments, weight shape, initialization and repr."""
+
+    n, transposed = 2, False
 
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True,
-                 padding_mode="zeros", device=None, dtype=None):
+                 padding_mode="zeros", device=None, dtype=None, output_padding=0):
         super().__init__()
+        n, name = type(self).n, type(self).__name__
         if groups <= 0:
             raise ValueError("groups must be a positive integer")
-        for name, channels in (("in_channels", in_channels), ("out_channels", out_channels)):
+        for what, channels in (("in_channels", in_channels), ("out_channels", out_channels)):
             if channels % groups:
-                raise ValueError(f"{name} must be divisible by groups")
+                raise ValueError(f"{what} must be divisible by groups")
         if padding_mode not in _PADDING_MODES:
             raise ValueError(f"padding_mode must be one of {list(_PADDING_MODES)}, but got padding_mode='"
                              f"{padding_mode}'")
-        pair = lambda v: (v, v) if isinstance(v, int) else tuple(v)  # noqa: E731
+        if self.transposed and padding_mode != "zeros":
+            raise ValueError(f'Only "zeros" padding mode is supported for {name}')
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
-        self.kernel_size, self.stride, self.dilation = pair(kernel_size), pair(stride), pair(dilation)
-        self.padding = padding if isinstance(padding, str) else pair(padding)
+        self.kernel_size, self.stride = _ntuple(kernel_size, n), _ntuple(stride, n)
+        self.dilation, self.output_padding = _ntuple(dilation, n), _ntuple(output_padding, n)
+        self.padding = padding if isinstance(padding, str) else _ntuple(padding, n)
         self.padding_mode = padding_mode
-        self.weight = _empty(out_channels, in_channels // groups, *self.kernel_size, dtype=dtype)
+        shape = ((in_channels, out_channels // groups) if self.transposed else (out_channels, in_channels // groups))
+        self.weight = _empty(*shape, *self.kernel_size, dtype=dtype)
         self.register_parameter("bias", _empty(out_channels, dtype=dtype) if bias else None)
         self.reset_parameters()
 
@@ -75,19 +86,23 @@ class Conv2d(Module):
         _uniform_fan_in_init(self.weight, self.bias)
 
     def forward(self, input):
+        conv = (F.conv1d, F.conv2d, F.conv3d)[type(self).n - 1]
         mode = _PADDING_MODES[self.padding_mode]
         if mode is None or isinstance(self.padding, str):
-            return F.conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
-        ph, pw = self.padding
-        return F.conv2d(F.pad(input, (pw, pw, ph, ph), mode=mode), self.weight, self.bias, self.stride, 0,
-                        self.dilation, self.groups)
+            return conv(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+        pads = tuple(p for size in reversed(self.padding) for p in (size, size))
+        return conv(F.pad(input, pads, mode=mode), self.weight, self.bias, self.stride, 0, self.dilation,
+                    self.groups)
 
     def extra_repr(self):
+        n = type(self).n
         s = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
-        if self.padding != (0, 0):
-            s += f", padding={self.padding!r}" if isinstance(self.padding, str) else f", padding={self.padding}"
-        if self.dilation != (1, 1):
+        if self.padding != (0,) * n:
+            s += f", padding={self.padding}"
+        if self.dilation != (1,) * n:
             s += f", dilation={self.dilation}"
+        if self.output_padding != (0,) * n:
+            s += f", output_padding={self.output_padding}"
         if self.groups != 1:
             s += f", groups={self.groups}"
         if self.bias is None:
@@ -95,6 +110,76 @@ class Conv2d(Module):
         if self.padding_mode != "zeros":
             s += f", padding_mode={self.padding_mode}"
         return s
+
+
+class Conv1d(_ConvNd):
+    """1-D cross-correlation with weight of shape (out_channels, in_channels / groups, k)."""
+
+    n = 1
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True,
+                 padding_mode="zeros", device=None, dtype=None):
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
+                         padding_mode, device, dtype)
+
+
+class Conv2d(Conv1d):
+    """2-D cross-correlation with weight of shape (out_channels, in_channels / groups, kh, kw)."""
+
+    n = 2
+
+
+class Conv3d(Conv1d):
+    """3-D cross-correlation with weight of shape (out_channels, in_channels / groups, kd, kh, kw)."""
+
+    n = 3
+
+
+class _ConvTransposeNd(_ConvNd):
+    transposed = True
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, output_padding=0, groups=1,
+                 bias=True, dilation=1, padding_mode="zeros", device=None, dtype=None):
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
+                         padding_mode, device, dtype, output_padding)
+
+    def _output_padding(self, input, output_size):
+        """The output_padding giving `output_size` (its last n entries), within what the geometry allows."""
+        if output_size is None:
+            return self.output_padding
+        n = type(self).n
+        size = list(output_size)[-n:]
+        given = output_size if isinstance(output_size, tuple) else list(output_size)
+        smallest = [(input.shape[d - n] - 1) * self.stride[d] - 2 * self.padding[d] +
+                    self.dilation[d] * (self.kernel_size[d] - 1) + 1 for d in range(n)]
+        largest = [low + s - 1 for low, s in zip(smallest, self.stride)]
+        if not all(low <= want <= high for low, want, high in zip(smallest, size, largest)):
+            raise ValueError(f"requested an output size of {given}, but valid sizes range from {smallest} to "
+                             f"{largest} (for an input of {Size(input.shape[-n:])!r})")
+        return tuple(want - low for want, low in zip(size, smallest))
+
+    def forward(self, input, output_size=None):
+        conv = (F.conv_transpose1d, F.conv_transpose2d, F.conv_transpose3d)[type(self).n - 1]
+        return conv(input, self.weight, self.bias, self.stride, self.padding,
+                    self._output_padding(input, output_size), self.groups, self.dilation)
+
+
+class ConvTranspose1d(_ConvTransposeNd):
+    """Transposed 1-D convolution with weight of shape (in_channels, out_channels / groups, k)."""
+
+    n = 1
+
+
+class ConvTranspose2d(_ConvTransposeNd):
+    """Transposed 2-D convolution with weight of shape (in_channels, out_channels / groups, kh, kw)."""
+
+    n = 2
+
+
+class ConvTranspose3d(_ConvTransposeNd):
+    """Transposed 3-D convolution with weight of shape (in_channels, out_channels / groups, kd, kh, kw)."""
+
+    n = 3
 
 
 class _Stateless(Module):
@@ -173,34 +258,6 @@ class Flatten(_Stateless):
 
     def extra_repr(self):
         return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
-
-
-class MaxPool2d(_Stateless):
-    """max_pool2d as a module; the stride defaults to the kernel size."""
-
-    fn, options = F.max_pool2d, ("kernel_size", "stride", "padding", "dilation", "ceil_mode")
-
-    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False):
-        if return_indices:
-            raise NotImplementedError("MaxPool2d: return_indices=True is not supported.")
-        super().__init__(kernel_size=kernel_size, stride=stride if stride is not None else kernel_size,
-                         padding=padding, dilation=dilation, ceil_mode=ceil_mode)
-
-
-class AvgPool2d(_Stateless):
-    """avg_pool2d as a module; the stride defaults to the kernel size."""
-
-    fn, options = F.avg_pool2d, ("kernel_size", "stride", "padding", "ceil_mode", "count_include_pad",
-                                 "divisor_override")
-
-    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
-                 divisor_override=None):
-        super().__init__(kernel_size=kernel_size, stride=stride if stride is not None else kernel_size,
-                         padding=padding, ceil_mode=ceil_mode, count_include_pad=count_include_pad,
-                         divisor_override=divisor_override)
-
-    def extra_repr(self):
-        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
 class Dropout(Module):
