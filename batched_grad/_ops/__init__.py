@@ -14,8 +14,8 @@ from .elementwise import (COMPARISONS, PREDICATES, UNARY, add, atan2, clamp, cla
 from .indexing import (argsort, gather, getitem, index_select, masked_fill, masked_select, nonzero, scatter,
                        scatter_add, select, setitem, sort, take_along_dim, topk)
 from .linalg import bmm, diag, diagonal, dot, einsum, matmul, mm, mv, outer, tensordot, trace, tril, triu
-from . import (activations, complex_parts, conv_transpose, distances, dropouts, inplace, layers, norms, placement,
-               pooling, special)
+from . import (activations, arrange, complex_parts, conv_transpose, distances, dropouts, inplace, layers, norms,
+               placement, pooling, scatters, searching, special, statistics)
 from ._public import public
 from .closeness import allclose, equal, is_complex, is_floating_point, is_tensor, isclose, numel
 from .complex_parts import conj, imag, real
@@ -41,6 +41,8 @@ globals().update(distances.TORCH)
 globals().update(pooling.TORCH)
 _TORCH_NN = {**norms.TORCH, **layers.TORCH, **dropouts.TORCH, **conv_transpose.FUNCTIONAL}
 globals().update(_TORCH_NN)
+_TORCH_MORE = {**arrange.FUNCTIONS, **scatters.FUNCTIONS, **searching.FUNCTIONS, **statistics.FUNCTIONS}
+globals().update(_TORCH_MORE)
 # torch's other names for the same functions
 ALIASES = {"absolute": "abs", "arccos": "acos", "arccosh": "acosh", "arcsin": "asin", "arcsinh": "asinh",
            "arctan": "atan", "arctan2": "atan2", "arctanh": "atanh", "divide": "div", "multiply": "mul",
@@ -235,6 +237,8 @@ _METHODS = dict(UNARY, **COMPARISONS, **PREDICATES)
 _METHODS.update({name: globals()[name] for name in _METHOD_NAMES})
 _METHODS.update(special.METHODS)
 _METHODS.update(activations.METHODS)
+for _module in (arrange, scatters, searching, statistics):
+    _METHODS.update(_module.METHODS)
 _METHODS.update({alias: _METHODS[name] for alias, name in ALIASES.items()})
 _METHODS.update(
     where=_where, type_as=_type_as,
@@ -261,7 +265,8 @@ _INPLACE = ["add", "sub", "mul", "div", "pow", "clamp", "clip", "neg", "abs", "e
             "clamp_min", "clamp_max", "copysign", "deg2rad", "rad2deg", "digamma", "erfinv", "exp2", "gcd", "lcm",
             "heaviside", "i0", "igamma", "igammac", "ldexp", "lgamma", "logit", "mvlgamma", "nan_to_num",
             "nextafter", "polygamma", "sgn", "sinc", "xlogy", "bitwise_not", "bitwise_left_shift",
-            "bitwise_right_shift"]
+            "bitwise_right_shift", "index_add", "index_copy", "index_fill", "index_put", "masked_scatter", "put",
+            "scatter_reduce", "renorm"]
 _METHODS.update({f"{name}_": _in_place_version(name, _METHODS[name]) for name in _INPLACE})
 _METHODS.update({name: _inplace_method(name, fn) for name, fn in inplace.METHODS.items()})
 _METHODS.update({name: _inplace(name, fn, doc) for name, (fn, doc) in {
@@ -300,7 +305,7 @@ __all__ = sorted({*UNARY, *COMPARISONS, *PREDICATES, "add", "atan2", "clamp", "c
                   "is_tensor", "is_floating_point", "is_complex", "numel", "addcmul", "addcdiv", "inverse",
                   "diag_embed", "diagflat", "meshgrid", "unique", "var_mean", "std_mean", "real", "imag", "conj", "clamp_min",
                   "clamp_max", *special.FUNCTIONS, *activations.TORCH, *distances.TORCH, *pooling.TORCH,
-                  *_TORCH_NN, "conv3d",
+                  *_TORCH_NN, *_TORCH_MORE, "conv3d",
                   *ALIASES,
                   *[f"{name}_" for name in _FUNCTION_INPLACE]})
 

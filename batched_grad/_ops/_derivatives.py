@@ -122,6 +122,13 @@ bce_with_logits = with_partials(lambda x, t, lw: (1 - t) * x + lw * _softplus_ne
                                  lambda x, t, lw, out: jax.nn.softplus(-x))  # smooth, for higher orders
 
 
+def with_derivative_of(value, d):
+    """`value`, differentiated as `d` (an expression of the operands with the derivative torch gives): exact in
+    value, since d - stop_gradient(d) is 0 (where d is finite; elsewhere the derivative is 0)."""
+    return jax.lax.stop_gradient(value) + jnp.where(jnp.isfinite(d), d - jax.lax.stop_gradient(d), 0).astype(
+        value.dtype)
+
+
 def first_order_only(f, error):
     """f, differentiated by JAX once; differentiating that derivative again raises error() (torch's error for an op
     whose backward has no derivative). The JVP reads the floating operands through an identity whose own VJP

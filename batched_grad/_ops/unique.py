@@ -20,7 +20,8 @@ def _pick(a, positions, *, axis, name):
 # the distinct values are elements of the input taken at their first positions; torch records them, without a
 # derivative
 _UNIQUE = {name: Op(name, _pick, backward_name=backward) for name, backward in (
-    ("_unique2", "Unique2Backward0"), ("unique_dim", "UniqueDimBackward0"))}
+    ("_unique2", "Unique2Backward0"), ("unique_dim", "UniqueDimBackward0"),
+    ("unique_consecutive", "UniqueConsecutiveBackward0"), ("unique_dim_consecutive", "UniqueDimConsecutiveBackward0"))}
 
 
 def _host_values(input):
