@@ -131,8 +131,6 @@ def test_aliases_and_returned_objects():
     a, b = bg.broadcast_tensors(x, bg.ones(3))
     assert a is x and b.shape == (2, 3) and b.grad_fn is None
     assert bg.cartesian_prod(x[0]) is x[0] or bg.cartesian_prod(x[0]).shape == (3,)
-    with pytest.warns(UserWarning, match="it will be required to pass the indexing argument"):
-        bg.meshgrid(bg.ones(2), bg.ones(3))
     with pytest.warns(UserWarning, match="Using torch.cross without specifying the dim arg is deprecated"):
         assert_same(bg.cross(bg.eye(3), bg.ones(3, 3)), torch.cross(torch.eye(3), torch.ones(3, 3), dim=0))
     assert bg.unsafe_split(x, 2, 1)[1].shape == (2, 1)

@@ -1,5 +1,5 @@
 """Shape functions torch composes from views, joins and flips (atleast_nd, column_stack, dstack, the splits, fliplr,
-flipud, meshgrid, cartesian_prod, combinations, repeat_interleave, ravel, vander, broadcast_tensors) and the ones it
+flipud, cartesian_prod, combinations, repeat_interleave, ravel, vander, broadcast_tensors) and the ones it
 has kernels for (rot90, block_diag, kron, cross, Tensor.unfold), each with torch's node names."""
 import itertools
 import warnings
@@ -10,6 +10,7 @@ import numpy as np
 from .. import _dtypes
 from .._tensor import Size, Tensor, _wrap_dim
 from ._core import Op, apply
+from .grids import meshgrid
 from .indexing import index_select
 from .reduction import cumprod
 from .shape import (broadcast_shapes as _broadcast_pair, cat, expand, flatten, flip, narrow, reshape, split, stack,
@@ -140,30 +141,6 @@ def rot90(input, k=1, dims=(0, 1)):
     if a == b:
         raise RuntimeError(f"expected rotation dims to be different, but got dim0 = {a} and dim1 = {b}")
     return apply(_ROT90, [input], k=int(k) % 4, axes=(a, b))
-
-
-def meshgrid(*tensors, indexing=None):
-    """Coordinate grids of 1-D tensors: with indexing 'ij' the i-th grid varies along dim i ('xy' swaps the first
-    two dims)."""
-    tensors = _tensors("meshgrid", tensors)
-    if indexing is None:
-        warnings.warn("torch.meshgrid: in an upcoming release, it will be required to pass the indexing argument.",
-                      UserWarning, stacklevel=2)
-        indexing = "ij"
-    if indexing not in ("ij", "xy"):
-        raise RuntimeError(f'torch.meshgrid: indexing must be one of "xy" or "ij", but received: {indexing}')
-    for t in tensors:
-        if t.ndim > 1:
-            raise RuntimeError(f"torch.meshgrid: Expected 0D or 1D tensor in the tensor list but got: {t}")
-    swap = indexing == "xy" and len(tensors) >= 2
-    order = [1, 0] + list(range(2, len(tensors))) if swap else list(range(len(tensors)))
-    shape = tuple(max(t.numel(), 1) if t.ndim else 1 for t in (tensors[i] for i in order))
-    grids = []
-    for i, t in enumerate(tensors):
-        axis = order.index(i)
-        view = reshape(t, tuple(-1 if j == axis else 1 for j in range(len(tensors))))
-        grids.append(expand(view, shape))
-    return tuple(grids)
 
 
 def cartesian_prod(*tensors):
@@ -336,7 +313,7 @@ def unfold(input, dimension, size, step):
 
 FUNCTIONS = {f.__name__: f for f in (
     atleast_1d, atleast_2d, atleast_3d, column_stack, dstack, tensor_split, hsplit, vsplit, dsplit, split_with_sizes,
-    fliplr, flipud, rot90, meshgrid, cartesian_prod, combinations, block_diag, kron, repeat_interleave, ravel, vander,
+    fliplr, flipud, rot90, cartesian_prod, combinations, block_diag, kron, repeat_interleave, ravel, vander,
     broadcast_tensors, broadcast_shapes, cross)}
 FUNCTIONS.update(row_stack=vstack, unsafe_split=split, unsafe_split_with_sizes=split_with_sizes)
 METHODS = {name: FUNCTIONS[name] for name in (
