@@ -14,8 +14,8 @@ from .elementwise import (COMPARISONS, PREDICATES, UNARY, add, atan2, clamp, cla
 from .indexing import (argsort, gather, getitem, index_select, masked_fill, masked_select, nonzero, scatter,
                        scatter_add, select, setitem, sort, take_along_dim, topk)
 from .linalg import bmm, diag, diagonal, dot, einsum, matmul, mm, mv, outer, tensordot, trace, tril, triu
-from . import (activations, arrange, complex_parts, conv_transpose, distances, dropouts, inplace, layers, norms,
-               placement, pooling, scatters, searching, special, statistics)
+from . import (activations, arrange, complex_parts, conv_transpose, decompositions, distances, dropouts, inplace,
+               layers, norms, placement, pooling, products, scatters, searching, special, statistics)
 from ._public import public
 from .closeness import allclose, equal, is_complex, is_floating_point, is_tensor, isclose, numel
 from .complex_parts import conj, imag, real
@@ -40,7 +40,8 @@ globals().update(distances.TORCH)
 globals().update(pooling.TORCH)
 _TORCH_NN = {**norms.TORCH, **layers.TORCH, **dropouts.TORCH, **conv_transpose.FUNCTIONAL}
 globals().update(_TORCH_NN)
-_TORCH_MORE = {**arrange.FUNCTIONS, **scatters.FUNCTIONS, **searching.FUNCTIONS, **statistics.FUNCTIONS}
+_TORCH_MORE = {**arrange.FUNCTIONS, **scatters.FUNCTIONS, **searching.FUNCTIONS, **statistics.FUNCTIONS,
+               **products.FUNCTIONS, **decompositions.FUNCTIONS}
 globals().update(_TORCH_MORE)
 # torch's other names for the same functions
 ALIASES = {"absolute": "abs", "arccos": "acos", "arccosh": "acosh", "arcsin": "asin", "arcsinh": "asinh",
@@ -166,6 +167,32 @@ def _mT(self):
     return transpose(self, -2, -1)
 
 
+def _mH(self):
+    """The conjugate transpose of the last two dimensions (of a batch of matrices)."""
+    if self.ndim == 0:
+        warn_once("Tensor.mH is deprecated on 0-D tensors. Consider using x.conj().")
+        return complex_parts.conj(self)
+    if self.ndim == 1:
+        raise RuntimeError("tensor.mH is only supported on matrices or batches of matrices. Got 1-D tensor.")
+    return complex_parts.conj(transpose(self, -2, -1))
+
+
+def _H(self):
+    """The conjugate transpose of a matrix."""
+    if self.ndim == 0:
+        warn_once("Tensor.H is deprecated on 0-D tensors. Consider using x.conj().")
+        return complex_parts.conj(self)
+    if self.ndim != 2:
+        hint = " For batches of matrices, consider using tensor.mH" if self.ndim > 2 else ""
+        raise RuntimeError(f"tensor.H is only supported on matrices (2-D tensors). Got {self.ndim}-D tensor.{hint}")
+    return complex_parts.conj(transpose(self, 0, 1))
+
+
+def _adjoint(self):
+    """The conjugate transpose of the last two dimensions (Tensor.mH)."""
+    return _mH(self)
+
+
 def _setitem_is_view(shape, index):
     """Whether torch writes `input[index] = v` through a view (its leaf error names "a view of a leaf")."""
     index = index if isinstance(index, tuple) else (index,)
@@ -236,7 +263,7 @@ _METHODS = dict(UNARY, **COMPARISONS, **PREDICATES)
 _METHODS.update({name: globals()[name] for name in _METHOD_NAMES})
 _METHODS.update(special.METHODS)
 _METHODS.update(activations.METHODS)
-for _module in (arrange, scatters, searching, statistics):
+for _module in (arrange, scatters, searching, statistics, products, decompositions):
     _METHODS.update(_module.METHODS)
 _METHODS.update({alias: _METHODS[name] for alias, name in ALIASES.items()})
 _METHODS.update(
@@ -253,7 +280,7 @@ _METHODS.update(
     __gt__=COMPARISONS["gt"], __ge__=COMPARISONS["ge"], __and__=COMPARISONS["bitwise_and"],
     __or__=COMPARISONS["bitwise_or"], __xor__=COMPARISONS["bitwise_xor"], __rand__=COMPARISONS["bitwise_and"],
     __ror__=COMPARISONS["bitwise_or"], __rxor__=COMPARISONS["bitwise_xor"],
-    T=property(_T), mT=property(_mT), **_layout.METHODS, **placement.METHODS, **complex_parts.METHODS,
+    T=property(_T), mT=property(_mT), mH=property(_mH), H=property(_H), adjoint=_adjoint, **_layout.METHODS, **placement.METHODS, **complex_parts.METHODS,
 )
 _INPLACE = ["add", "sub", "mul", "div", "pow", "clamp", "clip", "neg", "abs", "exp", "log", "sqrt", "sigmoid",
             "tanh", "floor", "ceil", "round", "trunc", "masked_fill", "scatter", "scatter_add", "lerp", "sin",
@@ -265,7 +292,7 @@ _INPLACE = ["add", "sub", "mul", "div", "pow", "clamp", "clip", "neg", "abs", "e
             "heaviside", "i0", "igamma", "igammac", "ldexp", "lgamma", "logit", "mvlgamma", "nan_to_num",
             "nextafter", "polygamma", "sgn", "sinc", "xlogy", "bitwise_not", "bitwise_left_shift",
             "bitwise_right_shift", "index_add", "index_copy", "index_fill", "index_put", "masked_scatter", "put",
-            "scatter_reduce", "renorm"]
+            "scatter_reduce", "renorm", "addmm", "addmv", "addbmm", "baddbmm", "addr"]
 _METHODS.update({f"{name}_": _in_place_version(name, _METHODS[name]) for name in _INPLACE})
 _METHODS.update({name: _inplace_method(name, fn) for name, fn in inplace.METHODS.items()})
 _METHODS.update({name: _inplace(name, fn, doc) for name, (fn, doc) in {
