@@ -14,8 +14,9 @@ from .elementwise import (COMPARISONS, PREDICATES, UNARY, add, atan2, clamp, cla
 from .indexing import (argsort, gather, getitem, index_select, masked_fill, masked_select, nonzero, scatter,
                        scatter_add, select, setitem, sort, take_along_dim, topk)
 from .linalg import bmm, diag, diagonal, dot, einsum, matmul, mm, mv, outer, tensordot, trace, tril, triu
-from . import (activations, arrange, complex_parts, conv_transpose, decompositions, distances, dropouts, inplace,
-               layers, norms, placement, pooling, products, scatters, searching, special, statistics)
+from . import (activations, arrange, complex_parts, conv_transpose, conveniences, creation, decompositions, distances,
+               dropouts, inplace, layers, norms, placement, pooling, products, sampling, scatters, searching, special,
+               statistics)
 from ._public import public
 from .closeness import allclose, equal, is_complex, is_floating_point, is_tensor, isclose, numel
 from .complex_parts import conj, imag, real
@@ -41,7 +42,8 @@ globals().update(pooling.TORCH)
 _TORCH_NN = {**norms.TORCH, **layers.TORCH, **dropouts.TORCH, **conv_transpose.FUNCTIONAL}
 globals().update(_TORCH_NN)
 _TORCH_MORE = {**arrange.FUNCTIONS, **scatters.FUNCTIONS, **searching.FUNCTIONS, **statistics.FUNCTIONS,
-               **products.FUNCTIONS, **decompositions.FUNCTIONS}
+               **products.FUNCTIONS, **decompositions.FUNCTIONS, **conveniences.FUNCTIONS, **creation.FUNCTIONS,
+               **sampling.FUNCTIONS}
 globals().update(_TORCH_MORE)
 # torch's other names for the same functions
 ALIASES = {"absolute": "abs", "arccos": "acos", "arccosh": "acosh", "arcsin": "asin", "arcsinh": "asinh",
@@ -123,6 +125,11 @@ def _fill(self, value):
 
 def _zero(self):
     return apply(_ZERO, [self])
+
+
+def fill(input, value):
+    """A tensor like input filled with `value` (a number or a 0-dim tensor, whose derivative it takes)."""
+    return _fill(input, value)
 
 
 def _copy(self, src):
@@ -263,7 +270,7 @@ _METHODS = dict(UNARY, **COMPARISONS, **PREDICATES)
 _METHODS.update({name: globals()[name] for name in _METHOD_NAMES})
 _METHODS.update(special.METHODS)
 _METHODS.update(activations.METHODS)
-for _module in (arrange, scatters, searching, statistics, products, decompositions):
+for _module in (arrange, scatters, searching, statistics, products, decompositions, conveniences, sampling):
     _METHODS.update(_module.METHODS)
 _METHODS.update({alias: _METHODS[name] for alias, name in ALIASES.items()})
 _METHODS.update(
@@ -295,6 +302,7 @@ _INPLACE = ["add", "sub", "mul", "div", "pow", "clamp", "clip", "neg", "abs", "e
             "scatter_reduce", "renorm", "addmm", "addmv", "addbmm", "baddbmm", "addr"]
 _METHODS.update({f"{name}_": _in_place_version(name, _METHODS[name]) for name in _INPLACE})
 _METHODS.update({name: _inplace_method(name, fn) for name, fn in inplace.METHODS.items()})
+_METHODS.update(dist=distances.dist)
 _METHODS.update({name: _inplace(name, fn, doc) for name, (fn, doc) in {
     "fill_": (_fill, "Fill with `value` (a number or a 0-dim Tensor), in place."),
     "zero_": (_zero, "Fill with zeros, in place."),
@@ -313,7 +321,7 @@ for _name, _fn in _METHODS.items():
 _FUNCTION_INPLACE = """abs acos acosh arccos arccosh arcsin arcsinh arctan arctanh asin asinh atan atanh ceil clamp
     clamp_max clamp_min clip cos cosh deg2rad erf erfc exp exp2 expm1 fix floor frac gcd i0 lcm ldexp log10 log1p log2
     log logit nan_to_num neg negative rad2deg reciprocal relu round rsqrt sigmoid sin sinc sinh sqrt square tan tanh
-    trunc xlogy zero fill""".split()
+    trunc xlogy zero fill index_put addmv""".split()
 globals().update({f"{name}_": _METHODS[f"{name}_"] for name in _FUNCTION_INPLACE})
 
 # the public op functions, re-exported by batched_grad (modules such as .linalg stay out of the star-import)
@@ -331,7 +339,7 @@ __all__ = sorted({*UNARY, *COMPARISONS, *PREDICATES, "add", "atan2", "clamp", "c
                   "is_tensor", "is_floating_point", "is_complex", "numel", "addcmul", "addcdiv", "inverse",
                   "diag_embed", "diagflat", "unique", "var_mean", "std_mean", "real", "imag", "conj", "clamp_min",
                   "clamp_max", *special.FUNCTIONS, *activations.TORCH, *distances.TORCH, *pooling.TORCH,
-                  *_TORCH_NN, *_TORCH_MORE, "conv3d",
+                  *_TORCH_NN, *_TORCH_MORE, "conv3d", "fill",
                   *ALIASES,
                   *[f"{name}_" for name in _FUNCTION_INPLACE]})
 
