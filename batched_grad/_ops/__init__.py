@@ -15,8 +15,8 @@ from .indexing import (argsort, gather, getitem, index_select, masked_fill, mask
                        scatter_add, select, setitem, sort, take_along_dim, topk)
 from .linalg import bmm, diag, diagonal, dot, einsum, matmul, mm, mv, outer, tensordot, trace, tril, triu
 from . import (activations, arrange, complex_parts, conv_transpose, conveniences, creation, decompositions, distances,
-               dropouts, inplace, layers, norms, placement, pooling, products, sampling, scatters, searching, special,
-               statistics)
+               dropouts, inplace, layers, legacy, norms, placement, pooling, products, sampling, scatters, searching,
+               special, statistics)
 from ._public import public
 from .closeness import allclose, equal, is_complex, is_floating_point, is_tensor, isclose, numel
 from .complex_parts import conj, imag, real
@@ -43,7 +43,7 @@ _TORCH_NN = {**norms.TORCH, **layers.TORCH, **dropouts.TORCH, **conv_transpose.F
 globals().update(_TORCH_NN)
 _TORCH_MORE = {**arrange.FUNCTIONS, **scatters.FUNCTIONS, **searching.FUNCTIONS, **statistics.FUNCTIONS,
                **products.FUNCTIONS, **decompositions.FUNCTIONS, **conveniences.FUNCTIONS, **creation.FUNCTIONS,
-               **sampling.FUNCTIONS}
+               **sampling.FUNCTIONS, **legacy.FUNCTIONS}
 globals().update(_TORCH_MORE)
 # torch's other names for the same functions
 ALIASES = {"absolute": "abs", "arccos": "acos", "arccosh": "acosh", "arcsin": "asin", "arcsinh": "asinh",
@@ -270,7 +270,7 @@ _METHODS = dict(UNARY, **COMPARISONS, **PREDICATES)
 _METHODS.update({name: globals()[name] for name in _METHOD_NAMES})
 _METHODS.update(special.METHODS)
 _METHODS.update(activations.METHODS)
-for _module in (arrange, scatters, searching, statistics, products, decompositions, conveniences, sampling):
+for _module in (arrange, scatters, searching, statistics, products, decompositions, conveniences, sampling, legacy):
     _METHODS.update(_module.METHODS)
 _METHODS.update({alias: _METHODS[name] for alias, name in ALIASES.items()})
 _METHODS.update(
@@ -299,7 +299,7 @@ _INPLACE = ["add", "sub", "mul", "div", "pow", "clamp", "clip", "neg", "abs", "e
             "heaviside", "i0", "igamma", "igammac", "ldexp", "lgamma", "logit", "mvlgamma", "nan_to_num",
             "nextafter", "polygamma", "sgn", "sinc", "xlogy", "bitwise_not", "bitwise_left_shift",
             "bitwise_right_shift", "index_add", "index_copy", "index_fill", "index_put", "masked_scatter", "put",
-            "scatter_reduce", "renorm", "addmm", "addmv", "addbmm", "baddbmm", "addr"]
+            "scatter_reduce", "renorm", "addmm", "addmv", "addbmm", "baddbmm", "addr", "index_reduce"]
 _METHODS.update({f"{name}_": _in_place_version(name, _METHODS[name]) for name in _INPLACE})
 _METHODS.update({name: _inplace_method(name, fn) for name, fn in inplace.METHODS.items()})
 _METHODS.update(dist=distances.dist)
