@@ -111,6 +111,22 @@ def range_(start, end, step=1, *, dtype=None, requires_grad=False, device=None):
     return arange(count, dtype=_dtypes.float64).mul(step).add(start).to(d).requires_grad_(requires_grad)
 
 
+def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    """torch.embedding (weight first; padding_idx -1 for none): F.embedding(indices, weight, ...)."""
+    return _nn.embedding(indices, weight, None if padding_idx == -1 else padding_idx,
+                         scale_grad_by_freq=scale_grad_by_freq, sparse=sparse)
+
+
+def adjoint(input):
+    """input.adjoint(): the conjugate transpose of the last two dims."""
+    return input.adjoint()
+
+
+def get_device(input):
+    """input.get_device(): the CUDA device index, or -1 on the cpu."""
+    return input.get_device()
+
+
 def unsafe_chunk(input, chunks, dim=0):
     """chunk (torch's variant without view bookkeeping: here the same)."""
     return chunk(input, chunks, dim)
@@ -236,7 +252,7 @@ def conj_physical_(self):
 
 
 FUNCTIONS = {f.__name__: f for f in (*_LOSSES, convolution, constant_pad_nd, lu, unsafe_chunk, gradient, index_reduce,
-                                      histogramdd, conj_physical, conj_physical_)}
+                                      histogramdd, conj_physical, conj_physical_, embedding, adjoint, get_device)}
 range_.__name__ = range_.__qualname__ = "range"  # batched_grad.range (kept out of _ops' globals: a builtin)
 METHODS = {f.__name__: f for f in (apply_, map_, map2_, const_data_ptr, dim_order, conj_physical, conj_physical_,
                                     unsafe_chunk, index_reduce, lu)}
