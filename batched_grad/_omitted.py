@@ -42,8 +42,8 @@ LOW_RANK = ("iterative and randomized eigen/SVD solvers written in torch's Pytho
 LAPACK_RAW = ("raw LAPACK pieces of QR (geqrf's Householder form, ormqr): linalg.qr and linalg.householder_product "
               "are here")
 LDL = "LDL^T (Bunch-Kaufman) factorization: JAX has no such factorization; use linalg.solve or cholesky"
-RNN = ("recurrent layers (RNN, LSTM, GRU and their cells, and torch's functional rnn_* forms): not yet implemented "
-       "(a per-step composition of linear and activation ops with torch's gate order and parameter names)")
+RNN = ("torch's functional recurrent forms (lstm, gru, rnn_tanh, ..., taking flat weight lists; nn.LSTM's internals): "
+       "not provided; the modules nn.RNN, LSTM, GRU and their cells are here")
 ATTENTION = ("MultiheadAttention and the Transformer layers built on it: not yet implemented (a composition of linear "
              "projections with torch's packed in_proj parameters and F.scaled_dot_product_attention, which is here)")
 LAZY = ("lazy modules (Lazy*, UninitializedParameter/Buffer): they infer shapes at the first call through "
@@ -175,7 +175,6 @@ OMITTED = {
         "grad_dtype": "new in torch 2.13 (a .grad of another dtype than its tensor): not yet supported",
     },
     "torch.nn": {
-        **_names(RNN, "RNN LSTM GRU RNNCell LSTMCell GRUCell RNNBase RNNCellBase"),
         **_names(ATTENTION, """MultiheadAttention Transformer TransformerEncoder TransformerDecoder
             TransformerEncoderLayer TransformerDecoderLayer"""),
         **_names(LAZY, """LazyLinear LazyConv1d LazyConv2d LazyConv3d LazyConvTranspose1d LazyConvTranspose2d

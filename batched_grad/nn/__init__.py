@@ -2,7 +2,7 @@
 `utils`."""
 from . import functional, init, utils
 from . import (activation as _activation, layers as _layers, loss as _loss, normalization as _normalization,
-               padding as _padding, pooling as _pooling)
+               padding as _padding, pooling as _pooling, rnn as _rnn)
 from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
 from .containers import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .module import Module
@@ -17,7 +17,7 @@ def _classes(module):
             and value.__module__ == module.__name__}
 
 
-_LAYERS = {name: cls for module in (_activation, _layers, _loss, _normalization, _padding, _pooling)
+_LAYERS = {name: cls for module in (_activation, _layers, _loss, _normalization, _padding, _pooling, _rnn)
            for name, cls in _classes(module).items()}
 globals().update(_LAYERS)
 
