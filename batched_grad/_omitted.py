@@ -44,8 +44,6 @@ LAPACK_RAW = ("raw LAPACK pieces of QR (geqrf's Householder form, ormqr): linalg
 LDL = "LDL^T (Bunch-Kaufman) factorization: JAX has no such factorization; use linalg.solve or cholesky"
 RNN = ("torch's functional recurrent forms (lstm, gru, rnn_tanh, ..., taking flat weight lists; nn.LSTM's internals): "
        "not provided; the modules nn.RNN, LSTM, GRU and their cells are here")
-ATTENTION = ("MultiheadAttention and the Transformer layers built on it: not yet implemented (a composition of linear "
-             "projections with torch's packed in_proj parameters and F.scaled_dot_product_attention, which is here)")
 LAZY = ("lazy modules (Lazy*, UninitializedParameter/Buffer): they infer shapes at the first call through "
         "placeholder parameters and load_state_dict hooks that batched_grad's Module does not have")
 EMBEDDING_BAG = ("EmbeddingBag and F.embedding_bag (bags given by offsets, reduced by sum/mean/max): not yet "
@@ -175,8 +173,6 @@ OMITTED = {
         "grad_dtype": "new in torch 2.13 (a .grad of another dtype than its tensor): not yet supported",
     },
     "torch.nn": {
-        **_names(ATTENTION, """MultiheadAttention Transformer TransformerEncoder TransformerDecoder
-            TransformerEncoderLayer TransformerDecoderLayer"""),
         **_names(LAZY, """LazyLinear LazyConv1d LazyConv2d LazyConv3d LazyConvTranspose1d LazyConvTranspose2d
             LazyConvTranspose3d LazyBatchNorm1d LazyBatchNorm2d LazyBatchNorm3d LazyInstanceNorm1d LazyInstanceNorm2d
             LazyInstanceNorm3d UninitializedParameter UninitializedBuffer"""),
@@ -190,7 +186,6 @@ OMITTED = {
         **_names(LEGACY, "Container"),
     },
     "torch.nn.functional": {
-        **_names(ATTENTION, "multi_head_attention_forward"),
         **_names(EMBEDDING_BAG, "embedding_bag"),
         **_names(CTC, "ctc_loss"),
         **_names(SPATIAL, "affine_grid grid_sample"),
