@@ -62,8 +62,8 @@ BUFFER = "nn.Buffer markers (a module attribute registering itself as a buffer):
 REPARAMETRIZE = ("weight/spectral normalization by module forward pre-hooks (weight_norm, spectral_norm and their "
                  "removal): batched_grad's Module has no forward hooks yet")
 MEMORY_FORMAT = "memory formats (channels_last): batched_grad tensors have no memory-format choice"
-OPTIMIZERS = ("optimizers not yet ported: LBFGS (line-search closure loop), Adafactor and Muon (new in torch 2.x); "
-              "SGD, Adam(W), RMSprop, Adagrad, Adadelta, Adamax, NAdam, RAdam, Rprop and ASGD are here")
+OPTIMIZERS = ("optimizers new in torch 2.x, not yet ported: Adafactor and Muon; SGD, Adam(W), RMSprop, Adagrad, "
+              "Adadelta, Adamax, NAdam, RAdam, Rprop, ASGD and LBFGS are here")
 SAVED_HOOKS = ("hooks on the values saved for backward (saved_tensors_hooks, save_on_cpu, disable_saved_tensors_hooks, "
                "allow_mutation_on_saved_tensors): batched_grad saves JAX arrays inside compiled backward programs, "
                "not tensors a pack/unpack hook could replace")
@@ -207,7 +207,7 @@ OMITTED = {
         **_names(INTERNAL, "common_notes"),
     },
     "torch.optim": {
-        **_names(OPTIMIZERS, "LBFGS Adafactor Muon"),
+        **_names(OPTIMIZERS, "Adafactor Muon"),
         **_names(SPARSE, "SparseAdam"),
     },
     "torch.autograd": {
