@@ -19,11 +19,14 @@ from ._grad_mode import (enable_grad, inference_mode, is_grad_enabled, is_infere
                          set_grad_enabled)
 from ._ops import *  # noqa: F401,F403  (every op of the table, under torch's name)
 from ._ops import clone, compile_count, jax_function, to
+from ._ops.legacy import range_ as range  # noqa: A004  (torch's name)
 from ._tensor import Size, Tensor, device
+from ._devices import get_default_device
 from . import autograd, cuda, linalg  # noqa: E402
 from . import nn, optim, testing  # noqa: E402
 from . import func  # noqa: E402
 from .autograd import grad
+from .autograd.anomaly_mode import is_anomaly_check_nan_enabled, is_anomaly_enabled, set_anomaly_enabled
 from .func import vmap  # vmap.vmap, as torch.vmap is torch.func.vmap
 
 newaxis = None  # as torch.newaxis, for x[:, newaxis]

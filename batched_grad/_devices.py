@@ -47,3 +47,9 @@ def resolve(spec):
     if index >= len(gpus):
         raise RuntimeError(f"CUDA error: invalid device ordinal (cuda:{index}; {len(gpus)} CUDA devices here)")
     return device("cuda", index), gpus[index]
+
+
+def get_default_device():
+    """The device new tensors are made on: the device of JAX's default backend (cuda:0 where it is a GPU, else
+    the cpu)."""
+    return device("cpu") if jax.default_backend() == "cpu" else device("cuda", 0)

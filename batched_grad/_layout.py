@@ -1,5 +1,5 @@
-"""Where a tensor's elements lie in the storage torch would give it: data_ptr(), _base, is_contiguous(),
-contiguous(), output_nr.
+"""Where a tensor's elements lie in the storage torch would give it: data_ptr(), stride(), storage_offset(), _base,
+is_contiguous(), contiguous(), output_nr.
 
 Arrays here have no strides: a view is a chain of view ops from its root (Tensor._view). Applied to the root's flat
 positions, the chain tells which storage element each view element is, and so the view's offset and strides, as
@@ -104,6 +104,32 @@ def is_contiguous(self):
     return True
 
 
+def _contiguous_strides(shape):
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= max(n, 1)
+    return tuple(reversed(strides))
+
+
+def stride(self, dim=None):
+    """The strides torch's storage would give this tensor (a view's, read from its chain of views; row-major for
+    any other tensor), or the stride of `dim`."""
+    strides = _view_layout(self)[1]
+    strides = strides if strides is not None and self.numel() else _contiguous_strides(tuple(self.shape))
+    if dim is None:
+        return tuple(strides)
+    from ._tensor import _wrap_dim
+
+    return strides[_wrap_dim(dim, self.ndim)]
+
+
+def storage_offset(self):
+    """The position of the first element in the storage it shares with its base (0 for a tensor that is not a
+    view)."""
+    return _view_layout(self)[0]
+
+
 def contiguous(self):
     """This tensor if it is contiguous, else a contiguous copy of it (recorded: CloneBackward0)."""
     from ._ops import clone
@@ -146,4 +172,5 @@ def reshape_as(self, other):
 
 
 METHODS = {"data_ptr": data_ptr, "is_contiguous": is_contiguous, "contiguous": contiguous, "reshape_as": reshape_as,
+           "stride": stride, "storage_offset": storage_offset,
            "_base": property(_base), "output_nr": property(output_nr)}

@@ -14,8 +14,9 @@ from .elementwise import (COMPARISONS, PREDICATES, UNARY, add, atan2, clamp, cla
 from .indexing import (argsort, gather, getitem, index_select, masked_fill, masked_select, nonzero, scatter,
                        scatter_add, select, setitem, sort, take_along_dim, topk)
 from .linalg import bmm, diag, diagonal, dot, einsum, matmul, mm, mv, outer, tensordot, trace, tril, triu
-from . import (activations, arrange, complex_parts, conv_transpose, distances, dropouts, inplace, layers, norms,
-               placement, pooling, scatters, searching, special, statistics)
+from . import (activations, arrange, complex_parts, conv_transpose, conveniences, creation, decompositions, distances,
+               dropouts, inplace, layers, legacy, norms, placement, pooling, products, sampling, scatters, searching,
+               special, statistics)
 from ._public import public
 from .closeness import allclose, equal, is_complex, is_floating_point, is_tensor, isclose, numel
 from .complex_parts import conj, imag, real
@@ -41,7 +42,9 @@ globals().update(distances.TORCH)
 globals().update(pooling.TORCH)
 _TORCH_NN = {**norms.TORCH, **layers.TORCH, **dropouts.TORCH, **conv_transpose.FUNCTIONAL}
 globals().update(_TORCH_NN)
-_TORCH_MORE = {**arrange.FUNCTIONS, **scatters.FUNCTIONS, **searching.FUNCTIONS, **statistics.FUNCTIONS}
+_TORCH_MORE = {**arrange.FUNCTIONS, **scatters.FUNCTIONS, **searching.FUNCTIONS, **statistics.FUNCTIONS,
+               **products.FUNCTIONS, **decompositions.FUNCTIONS, **conveniences.FUNCTIONS, **creation.FUNCTIONS,
+               **sampling.FUNCTIONS, **legacy.FUNCTIONS}
 globals().update(_TORCH_MORE)
 # torch's other names for the same functions
 ALIASES = {"absolute": "abs", "arccos": "acos", "arccosh": "acosh", "arcsin": "asin", "arcsinh": "asinh",
@@ -125,6 +128,11 @@ def _zero(self):
     return apply(_ZERO, [self])
 
 
+def fill(input, value):
+    """A tensor like input filled with `value` (a number or a 0-dim tensor, whose derivative it takes)."""
+    return _fill(input, value)
+
+
 def _copy(self, src):
     return apply(_COPY, [self, src])
 
@@ -165,6 +173,32 @@ def _mT(self):
     if self.ndim == 1:
         raise RuntimeError("tensor.mT is only supported on matrices or batches of matrices. Got 1-D tensor.")
     return transpose(self, -2, -1)
+
+
+def _mH(self):
+    """The conjugate transpose of the last two dimensions (of a batch of matrices)."""
+    if self.ndim == 0:
+        warn_once("Tensor.mH is deprecated on 0-D tensors. Consider using x.conj().")
+        return complex_parts.conj(self)
+    if self.ndim == 1:
+        raise RuntimeError("tensor.mH is only supported on matrices or batches of matrices. Got 1-D tensor.")
+    return complex_parts.conj(transpose(self, -2, -1))
+
+
+def _H(self):
+    """The conjugate transpose of a matrix."""
+    if self.ndim == 0:
+        warn_once("Tensor.H is deprecated on 0-D tensors. Consider using x.conj().")
+        return complex_parts.conj(self)
+    if self.ndim != 2:
+        hint = " For batches of matrices, consider using tensor.mH" if self.ndim > 2 else ""
+        raise RuntimeError(f"tensor.H is only supported on matrices (2-D tensors). Got {self.ndim}-D tensor.{hint}")
+    return complex_parts.conj(transpose(self, 0, 1))
+
+
+def _adjoint(self):
+    """The conjugate transpose of the last two dimensions (Tensor.mH)."""
+    return _mH(self)
 
 
 def _setitem_is_view(shape, index):
@@ -237,7 +271,7 @@ _METHODS = dict(UNARY, **COMPARISONS, **PREDICATES)
 _METHODS.update({name: globals()[name] for name in _METHOD_NAMES})
 _METHODS.update(special.METHODS)
 _METHODS.update(activations.METHODS)
-for _module in (arrange, scatters, searching, statistics):
+for _module in (arrange, scatters, searching, statistics, products, decompositions, conveniences, sampling, legacy):
     _METHODS.update(_module.METHODS)
 _METHODS.update({alias: _METHODS[name] for alias, name in ALIASES.items()})
 _METHODS.update(
@@ -254,7 +288,7 @@ _METHODS.update(
     __gt__=COMPARISONS["gt"], __ge__=COMPARISONS["ge"], __and__=COMPARISONS["bitwise_and"],
     __or__=COMPARISONS["bitwise_or"], __xor__=COMPARISONS["bitwise_xor"], __rand__=COMPARISONS["bitwise_and"],
     __ror__=COMPARISONS["bitwise_or"], __rxor__=COMPARISONS["bitwise_xor"],
-    T=property(_T), mT=property(_mT), **_layout.METHODS, **placement.METHODS, **complex_parts.METHODS,
+    T=property(_T), mT=property(_mT), mH=property(_mH), H=property(_H), adjoint=_adjoint, **_layout.METHODS, **placement.METHODS, **complex_parts.METHODS,
 )
 _INPLACE = ["add", "sub", "mul", "div", "pow", "clamp", "clip", "neg", "abs", "exp", "log", "sqrt", "sigmoid",
             "tanh", "floor", "ceil", "round", "trunc", "masked_fill", "scatter", "scatter_add", "lerp", "sin",
@@ -266,9 +300,10 @@ _INPLACE = ["add", "sub", "mul", "div", "pow", "clamp", "clip", "neg", "abs", "e
             "heaviside", "i0", "igamma", "igammac", "ldexp", "lgamma", "logit", "mvlgamma", "nan_to_num",
             "nextafter", "polygamma", "sgn", "sinc", "xlogy", "bitwise_not", "bitwise_left_shift",
             "bitwise_right_shift", "index_add", "index_copy", "index_fill", "index_put", "masked_scatter", "put",
-            "scatter_reduce", "renorm"]
+            "scatter_reduce", "renorm", "addmm", "addmv", "addbmm", "baddbmm", "addr", "index_reduce"]
 _METHODS.update({f"{name}_": _in_place_version(name, _METHODS[name]) for name in _INPLACE})
 _METHODS.update({name: _inplace_method(name, fn) for name, fn in inplace.METHODS.items()})
+_METHODS.update(dist=distances.dist)
 _METHODS.update({name: _inplace(name, fn, doc) for name, (fn, doc) in {
     "fill_": (_fill, "Fill with `value` (a number or a 0-dim Tensor), in place."),
     "zero_": (_zero, "Fill with zeros, in place."),
@@ -287,7 +322,7 @@ for _name, _fn in _METHODS.items():
 _FUNCTION_INPLACE = """abs acos acosh arccos arccosh arcsin arcsinh arctan arctanh asin asinh atan atanh ceil clamp
     clamp_max clamp_min clip cos cosh deg2rad erf erfc exp exp2 expm1 fix floor frac gcd i0 lcm ldexp log10 log1p log2
     log logit nan_to_num neg negative rad2deg reciprocal relu round rsqrt sigmoid sin sinc sinh sqrt square tan tanh
-    trunc xlogy zero fill""".split()
+    trunc xlogy zero fill index_put addmv""".split()
 globals().update({f"{name}_": _METHODS[f"{name}_"] for name in _FUNCTION_INPLACE})
 
 # the public op functions, re-exported by batched_grad (modules such as .linalg stay out of the star-import)
@@ -305,7 +340,7 @@ __all__ = sorted({*UNARY, *COMPARISONS, *PREDICATES, "add", "atan2", "clamp", "c
                   "is_tensor", "is_floating_point", "is_complex", "numel", "addcmul", "addcdiv", "inverse",
                   "diag_embed", "diagflat", "meshgrid", "unique", "var_mean", "std_mean", "real", "imag", "conj", "clamp_min",
                   "clamp_max", *special.FUNCTIONS, *activations.TORCH, *distances.TORCH, *pooling.TORCH,
-                  *_TORCH_NN, *_TORCH_MORE, "conv3d",
+                  *_TORCH_NN, *_TORCH_MORE, "conv3d", "fill",
                   *ALIASES,
                   *[f"{name}_" for name in _FUNCTION_INPLACE]})
 

@@ -156,6 +156,19 @@ def first_order_only(f, error):
     return g
 
 
+def without_derivative(fn, error):
+    """fn (of any operands), whose backward raises error() for every operand (torch's NotImplemented nodes)."""
+    @jax.custom_vjp
+    def f(*args):
+        return fn(*args)
+
+    def backward(_, g):
+        raise error()
+
+    f.defvjp(lambda *args: (fn(*args), None), backward)
+    return f
+
+
 def raises_in_backward(x, error):
     """x, whose backward raises error() (torch's error for an op without a derivative); `error` makes the exception."""
     @jax.custom_vjp

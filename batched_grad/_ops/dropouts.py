@@ -131,6 +131,12 @@ def feature_dropout(input, p, train):
     return _feature_dropout(input, p, train, False, "feature_dropout")
 
 
+def feature_dropout_(input, p, train):
+    """In-place torch.feature_dropout."""
+    _check_p(p)
+    return _feature_dropout(input, p, train, True, "feature_dropout_")
+
+
 def _torch_form(fn, inplace):
     """torch's (input, p, train) form of a dropout function (in place when `inplace`)."""
     def form(input, p, train):
@@ -143,4 +149,4 @@ def _torch_form(fn, inplace):
 
 TORCH = {f.__name__: f for f in (
     _torch_form(dropout, False), _torch_form(dropout, True), _torch_form(alpha_dropout, False), _torch_form(alpha_dropout, True), _torch_form(feature_alpha_dropout, False),
-    _torch_form(feature_alpha_dropout, True), feature_dropout)}
+    _torch_form(feature_alpha_dropout, True), feature_dropout, feature_dropout_)}

@@ -232,7 +232,7 @@ def expanded_shape(input, sizes):
             raise RuntimeError(f"The expanded size of the tensor ({s}) isn't allowed in a leading, non-existing "
                                f"dimension {i}")
     shape = tuple(input.shape[i - lead] if s == -1 and i >= lead else s for i, s in enumerate(sizes))
-    for i, s in enumerate(input.shape):
+    for i, s in reversed(list(enumerate(input.shape))):  # torch checks the last dims first
         if s != 1 and s != shape[i + lead]:
             raise RuntimeError(f"The expanded size of the tensor ({shape[i + lead]}) must match the existing size "
                                f"({s}) at non-singleton dimension {i + lead}.  Target sizes: {list(sizes)}.  Tensor "

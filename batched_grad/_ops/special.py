@@ -11,7 +11,7 @@ from .. import _dtypes
 from .._tensor import _TYPE_NAMES, Tensor
 from . import _derivatives
 from ._core import SAVES_INPUT, SAVES_NOTHING, SAVES_RESULT, Op, apply
-from ._derivatives import raises_in_backward
+from ._derivatives import raises_in_backward, without_derivative
 from .elementwise import PREDICATES, _binary_op, _named, pow
 from .placement import to
 
@@ -37,16 +37,8 @@ def _nextafter(a, b):  # torch's derivative: 1 for `a`, 0 for `b`
     return a + (jnp.nextafter(a0, b0) - a0)
 
 
-@jax.custom_vjp
-def _heaviside(a, v):
-    return jnp.where(a == 0, v, (a > 0).astype(a.dtype))
-
-
-def _no_heaviside_derivative(_, g):
-    raise RuntimeError("derivative for aten::heaviside is not implemented")
-
-
-_heaviside.defvjp(lambda a, v: (_heaviside(a, v), None), _no_heaviside_derivative)
+_heaviside = without_derivative(lambda a, v: jnp.where(a == 0, v, (a > 0).astype(a.dtype)),
+                                lambda: RuntimeError("derivative for aten::heaviside is not implemented"))
 
 
 def _first_not_differentiable(name, f):

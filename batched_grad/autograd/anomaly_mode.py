@@ -3,11 +3,18 @@ from .._graph import _anomaly
 
 
 def is_anomaly_enabled():
+    """Whether anomaly detection is on."""
     return _anomaly["enabled"]
 
 
 def is_anomaly_check_nan_enabled():
+    """Whether anomaly detection checks backward results for nan."""
     return _anomaly["check_nan"]
+
+
+def set_anomaly_enabled(enabled, check_nan=True):
+    """torch.set_anomaly_enabled: switch anomaly detection on or off (set_detect_anomaly without the context)."""
+    set_detect_anomaly(enabled, check_nan)
 
 
 class set_detect_anomaly:

@@ -4,8 +4,8 @@ forward-mode op; `vmap` is vmap.vmap. Every transform composes with every other,
 from vmap import vmap
 
 from ._forward import hessian, jacfwd, jvp, linearize
-from ._module import functional_call, stack_module_state
+from ._module import functional_call, replace_all_batch_norm_modules_, stack_module_state
 from ._reverse import grad, grad_and_value, jacrev, vjp
 
 __all__ = ["functional_call", "grad", "grad_and_value", "hessian", "jacfwd", "jacrev", "jvp", "linearize",
-           "stack_module_state", "vjp", "vmap"]
+           "replace_all_batch_norm_modules_", "stack_module_state", "vjp", "vmap"]

@@ -135,3 +135,18 @@ def stack_module_state(models):
     return ({k: _stacked_leaf([p[k] for p in params], k) for k in params[0]},
             {k: _stacked_leaf([b[k] for b in buffers], k) for k in buffers[0]})
 
+
+
+def replace_all_batch_norm_modules_(root):
+    """Make every batch-norm module in `root` use the batch's statistics always (no running statistics), in place,
+    as torch.func needs under vmap; returns root."""
+    from ..nn.batchnorm import _BatchNorm
+    from ..nn.normalization import _InstanceNorm
+
+    for module in root.modules():
+        if isinstance(module, _BatchNorm) and not isinstance(module, _InstanceNorm) and module.track_running_stats:
+            module.running_mean = None
+            module.running_var = None
+            module.num_batches_tracked = None
+            module.track_running_stats = False
+    return root

@@ -2,7 +2,8 @@
 `utils`."""
 from . import functional, init, utils
 from . import (activation as _activation, layers as _layers, loss as _loss, normalization as _normalization,
-               padding as _padding, pooling as _pooling)
+               padding as _padding, pooling as _pooling, rnn as _rnn, transformer as _transformer)
+from .attention import MultiheadAttention
 from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
 from .containers import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .module import Module
@@ -17,12 +18,12 @@ def _classes(module):
             and value.__module__ == module.__name__}
 
 
-_LAYERS = {name: cls for module in (_activation, _layers, _loss, _normalization, _padding, _pooling)
-           for name, cls in _classes(module).items()}
+_LAYER_MODULES = (_activation, _layers, _loss, _normalization, _padding, _pooling, _rnn, _transformer)
+_LAYERS = {name: cls for module in _LAYER_MODULES for name, cls in _classes(module).items()}
 globals().update(_LAYERS)
 
 __all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "GELU", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d",
            "ConvTranspose2d", "ConvTranspose3d", "CrossEntropyLoss", "Dropout", "Embedding", "Flatten",
-           "LayerNorm", "Linear", "MSELoss", "Module", "ModuleDict", "ModuleList", "Parameter",
+           "LayerNorm", "Linear", "MSELoss", "Module", "MultiheadAttention", "ModuleDict", "ModuleList", "Parameter",
            "ParameterDict", "ParameterList", "ReLU", "Sequential", "Sigmoid", "Softplus", "Tanh", "functional", "init",
            "utils", *_LAYERS]

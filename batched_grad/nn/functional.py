@@ -358,8 +358,11 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
                  has_weight=weight is not None, has_bias=bias is not None)
 
 
+# the multi-head attention port composes this module's functions, so it is imported once they are defined
+from .attention import multi_head_attention_forward  # noqa: E402
+
 __all__ = [*_ACTIVATIONS, *_LOSSES, *_OPS, "conv3d", "relu_", "elu_", "leaky_relu_", "cosine_similarity", "normalize",
-           "pairwise_distance", "pdist", "batch_norm", "binary_cross_entropy", "binary_cross_entropy_with_logits", "conv1d", "conv2d",
-           "cross_entropy", "dropout", "elu", "embedding", "gelu", "l1_loss", "layer_norm", "leaky_relu", "linear",
-           "log_softmax", "mse_loss", "nll_loss", "one_hot", "pad", "relu", "sigmoid", "silu",
-           "smooth_l1_loss", "softmax", "softplus", "tanh"]
+           "pairwise_distance", "pdist", "batch_norm", "binary_cross_entropy", "binary_cross_entropy_with_logits",
+           "conv1d", "conv2d", "cross_entropy", "dropout", "elu", "embedding", "gelu", "l1_loss", "layer_norm",
+           "leaky_relu", "linear", "log_softmax", "mse_loss", "multi_head_attention_forward", "nll_loss", "one_hot",
+           "pad", "relu", "sigmoid", "silu", "smooth_l1_loss", "softmax", "softplus", "tanh"]

@@ -107,3 +107,97 @@ def xavier_uniform_(tensor, gain=1.0, generator=None):
 def xavier_normal_(tensor, gain=1.0, generator=None):
     """N(0, std^2) with std = gain * sqrt(2 / (fan_in + fan_out)) (Glorot and Bengio)."""
     return normal_(tensor, 0.0, _xavier_std(tensor, gain), generator)
+
+
+def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """Fill with samples of N(mean, std^2) truncated to [a, b] (inverse-CDF sampling, as torch)."""
+    from .._factories import rand
+
+    if mean < a - 2 * std or mean > b + 2 * std:
+        warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. The distribution of values may "
+                      "be incorrect.", stacklevel=2)
+    low, high = (1 + math.erf((a - mean) / std / math.sqrt(2.0))) / 2, (1 + math.erf((b - mean) / std /
+                                                                                    math.sqrt(2.0))) / 2
+    u = rand(*tensor.shape, dtype=tensor.dtype, generator=resolve(generator, "trunc_normal_")) * \
+        (2 * high - 2 * low) + (2 * low - 1)
+    return _fill(tensor, (u.erfinv() * (std * math.sqrt(2.0)) + mean).clamp(a, b))
+
+
+def orthogonal_(tensor, gain=1, generator=None):
+    """Fill with a (semi-)orthogonal matrix (of the tensor flattened to (rows, rest)): Q of the QR decomposition of
+    a normal matrix, its columns' signs fixed by R's diagonal, times gain."""
+    from .._factories import randn
+    from .._ops.linalg import diag, qr
+
+    if tensor.ndim < 2:
+        raise ValueError("Only tensors with 2 or more dimensions are supported")
+    if tensor.numel() == 0:
+        return tensor
+    rows, cols = tensor.shape[0], tensor.numel() // tensor.shape[0]
+    flattened = randn(rows, cols, dtype=tensor.dtype, generator=resolve(generator, "orthogonal_"))
+    if rows < cols:
+        flattened = flattened.t()
+    q, r = qr(flattened)
+    q = q * diag(r, 0).sign()
+    if rows < cols:
+        q = q.t()
+    return _fill(tensor, (q * gain).reshape(tensor.shape))
+
+
+def sparse_(tensor, sparsity, std=0.01, generator=None):
+    """Fill a 2-D tensor with N(0, std^2) samples and zero ceil(sparsity * rows) random rows of each column."""
+    from .._factories import randn
+    from .._ops.sampling import randperm
+
+    if tensor.ndim != 2:
+        raise ValueError("Only tensors with 2 dimensions are supported")
+    rows, cols = tensor.shape
+    generator = resolve(generator, "sparse_")
+    values = randn(rows, cols, dtype=tensor.dtype, generator=generator) * std
+    zeros = math.ceil(sparsity * rows)
+    with no_grad():
+        for column in range(cols):
+            values[randperm(rows, generator=generator)[:zeros], column] = 0
+    return _fill(tensor, values)
+
+
+def eye_(tensor):
+    """Fill a 2-D tensor with the identity matrix (ones on the main diagonal)."""
+    if tensor.ndim != 2:
+        raise ValueError("Only tensors with 2 dimensions are supported")
+    return _fill(tensor, _factories.eye(*tensor.shape, dtype=tensor.dtype))
+
+
+def dirac_(tensor, groups=1):
+    """Fill a 3-, 4- or 5-D convolution weight with the Dirac delta: each of the first in-channels of every group
+    passes through unchanged (a 1 at the kernel's centre)."""
+    if tensor.ndim not in (3, 4, 5):
+        raise ValueError("Only tensors with 3, 4, or 5 dimensions are supported")
+    if tensor.shape[0] % groups:
+        raise ValueError("dim 0 must be divisible by groups")
+    out_per_group = tensor.shape[0] // groups
+    values = _factories.zeros(*tensor.shape, dtype=tensor.dtype)
+    centre = tuple(n // 2 for n in tensor.shape[2:])
+    with no_grad():
+        for g in range(groups):
+            for d in range(min(out_per_group, tensor.shape[1])):
+                values[(g * out_per_group + d, d) + centre] = 1
+    return _fill(tensor, values)
+
+
+def _deprecated(new):
+    old = new.__name__[:-1]
+
+    def function(*args, **kwargs):
+        warnings.warn(f"`nn.init.{old}` is now deprecated in favor of `nn.init.{new.__name__}`.", FutureWarning,
+                      stacklevel=2)
+        return new(*args, **kwargs)
+
+    function.__name__ = function.__qualname__ = old
+    function.__doc__ = f"{new.__name__} under its deprecated name (with torch's FutureWarning)."
+    return function
+
+
+constant, normal, uniform, xavier_normal, xavier_uniform, kaiming_normal, kaiming_uniform, orthogonal, sparse, dirac, \
+    eye = (_deprecated(f) for f in (constant_, normal_, uniform_, xavier_normal_, xavier_uniform_, kaiming_normal_,
+                                     kaiming_uniform_, orthogonal_, sparse_, dirac_, eye_))

@@ -1,0 +1,242 @@
+"""Tensor conveniences: the new_* factories, size and type queries (ndimension, nelement, nbytes, itemsize,
+is_signed, is_nonzero, is_same_size, is_conj, ...), the remaining dtype conversions, sum_to_size, fill_diagonal_,
+angle, complex and polar, view_as_real/view_as_complex, and torch's type utilities (promote_types, result_type,
+can_cast, typename)."""
+import jax.numpy as jnp
+
+from .. import _dtypes
+from .._tensor import _TYPE_NAMES, Tensor, type_name
+from ._core import Op, apply
+from .placement import _never, to
+from .shape import reshape
+
+
+def new_full(self, size, fill_value, *, dtype=None, requires_grad=False, device=None):
+    """A tensor of `size` filled with fill_value, with this tensor's dtype unless `dtype`."""
+    from .._factories import full
+
+    return full(tuple(size), fill_value, dtype=dtype or self.dtype, requires_grad=requires_grad)
+
+
+def new_empty(self, *size, dtype=None, requires_grad=False, device=None):
+    """A tensor of `size` (its values unspecified: zeros here), with this tensor's dtype unless `dtype`."""
+    from .._factories import empty
+
+    return empty(*size, dtype=dtype or self.dtype, requires_grad=requires_grad)
+
+
+def new_tensor(self, data, dtype=None, requires_grad=False, device=None):
+    """tensor(data) with this tensor's dtype unless `dtype` (a copy, outside the graph)."""
+    from .._factories import tensor
+
+    if isinstance(data, Tensor):
+        data = data.detach().numpy()
+    return tensor(data, dtype=dtype or self.dtype, requires_grad=requires_grad)
+
+
+def ndimension(self):
+    """The number of dimensions (dim())."""
+    return self.ndim
+
+
+def nelement(self):
+    """The number of elements (numel())."""
+    return self.numel()
+
+
+def _nbytes(self):
+    """The size of the elements in bytes."""
+    return self.numel() * self.element_size()
+
+
+def _itemsize(self):
+    """The size of one element in bytes."""
+    return self.element_size()
+
+
+def is_signed(self):
+    """Whether the dtype holds negative values."""
+    return self.dtype.is_signed
+
+
+def is_nonzero(self):
+    """The truth of a one-element tensor."""
+    if self.numel() == 0:
+        raise RuntimeError("Boolean value of Tensor with no values is ambiguous")
+    if self.numel() > 1:
+        raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
+    return bool(self.item())
+
+
+def is_same_size(self, other):
+    """Whether the two tensors have the same shape."""
+    return tuple(self.shape) == tuple(other.shape)
+
+
+def is_conj(self):
+    """False: conj() makes a new tensor here (torch's lazy conjugate bit is never set)."""
+    return False
+
+
+def is_neg(self):
+    """False: batched_grad has no lazy negation bit."""
+    return False
+
+
+def resolve_conj(self):
+    """This tensor (no lazy conjugation to materialize)."""
+    return self
+
+
+def resolve_neg(self):
+    """This tensor (no lazy negation to materialize)."""
+    return self
+
+
+def _conversion(name, dtype):
+    def method(self, memory_format=None):
+        return to(self, dtype)
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"This tensor as {dtype} (self.to({dtype}))."
+    return method
+
+
+def sum_to_size(self, *size):
+    """This tensor summed over the dims it was broadcast along to reach `size` (which must expand to its shape)."""
+    size = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (tuple, list)) else tuple(size)
+    lead = self.ndim - len(size)
+    if lead < 0 or any(s not in (1, n) for s, n in zip(size, self.shape[lead:])):
+        raise RuntimeError(f"size {{{list(size)}}} is not expandable to size {{{list(self.shape)}}}.")
+    dims = tuple(range(lead)) + tuple(lead + i for i, s in enumerate(size) if s == 1 and self.shape[lead + i] != 1)
+    out = self.sum(dims, keepdim=True) if dims else self
+    return reshape(out, size) if lead else out
+
+
+def _fill_diagonal(a, value, *, wrap):
+    if a.ndim == 2 and wrap:
+        # torch's wrapped diagonal of a tall matrix restarts one row below the end of the previous one: every
+        # (columns + 1)-th element of the flattened matrix
+        flat = a.reshape(-1)
+        return flat.at[jnp.arange(0, flat.size, a.shape[1] + 1)].set(value.astype(a.dtype)).reshape(a.shape)
+    return a.at[(jnp.arange(min(a.shape)),) * a.ndim].set(value.astype(a.dtype))
+
+
+_FILL_DIAGONAL = Op("fill_diagonal_", _fill_diagonal, linear=True)
+
+
+def fill_diagonal_(self, fill_value, wrap=False):
+    """Write fill_value on the main diagonal, in place (dims all equal beyond 2-D; `wrap` continues a tall
+    matrix's diagonal every n + 1 rows)."""
+    if self.ndim < 2:
+        raise RuntimeError("dimensions must larger than 1")
+    if self.ndim > 2 and len(set(self.shape)) != 1:
+        raise RuntimeError("all dimensions of input must be of equal length")
+    return self._assign(apply(_FILL_DIAGONAL, [self, fill_value], wrap=bool(wrap)))
+
+
+# ---- complex numbers ----------------------------------------------------------------------------------------------
+def _angle(a, *, dtype):
+    if jnp.iscomplexobj(a):  # torch's derivative is 0 at 0 (the inner `where` keeps nan out of it)
+        zero = a == 0
+        return jnp.where(zero, 0, jnp.angle(jnp.where(zero, 1, a))).astype(dtype)
+    return jnp.angle(a).astype(dtype)
+
+
+_ANGLE = Op("angle", _angle, diagonal=True)
+_COMPLEX = Op("complex", lambda re, im: jax_complex(re, im))
+_POLAR = Op("polar", lambda r, theta: jax_complex(r * jnp.cos(theta), r * jnp.sin(theta)))
+_VIEW_AS_REAL = Op("view_as_real", lambda z: jnp.stack([jnp.real(z), jnp.imag(z)], -1), linear=True)
+_VIEW_AS_COMPLEX = Op("view_as_complex", lambda a: jax_complex(a[..., 0], a[..., 1]), linear=True)
+
+
+def jax_complex(re, im):
+    return re + 1j * im
+
+
+def angle(input):
+    """The argument of each element (0 or pi for real ones, by their sign)."""
+    d = input.dtype if input.dtype.is_floating_point else _dtypes.float_result(input.dtype)
+    if input.dtype.is_complex:
+        d = _dtypes.float64 if input.dtype is _dtypes.complex128 else _dtypes.float32
+    return apply(_ANGLE, [input], dtype=d.np)
+
+
+def _complex_pair(name, a, b):
+    for argument, t in (("real", a), ("imag", b)) if name == "complex" else (("abs", a), ("angle", b)):
+        if not t.dtype.is_floating_point or t.dtype in (_dtypes.bfloat16,):
+            raise RuntimeError(f"Expected both inputs to be Half, Float or Double tensors but got "
+                               f"{_TYPE_NAMES[a.dtype.name]} and {_TYPE_NAMES[b.dtype.name]}")
+    if a.dtype is not b.dtype:
+        raise RuntimeError(f"Expected object of scalar type {_TYPE_NAMES[a.dtype.name]} but got scalar type "
+                           f"{_TYPE_NAMES[b.dtype.name]} for second argument")
+
+
+def complex(real, imag):  # noqa: A001  (torch's name)
+    """real + i imag, elementwise (float inputs of one dtype)."""
+    _complex_pair("complex", real, imag)
+    return apply(_COMPLEX, [real, imag])
+
+
+def polar(abs, angle):  # noqa: A002
+    """abs * (cos(angle) + i sin(angle)), elementwise."""
+    _complex_pair("polar", abs, angle)
+    return apply(_POLAR, [abs, angle])
+
+
+def view_as_real(input):
+    """A complex tensor as real pairs: a last dim of 2 (real, imaginary); a copy here, not a view."""
+    if not input.dtype.is_complex:
+        raise RuntimeError("view_as_real is only supported for complex tensors")
+    return apply(_VIEW_AS_REAL, [input])
+
+
+def view_as_complex(input):
+    """A real tensor whose last dim is 2 as complex numbers; a copy here, not a view."""
+    if input.dtype not in (_dtypes.float32, _dtypes.float64):
+        raise RuntimeError(f"view_as_complex is only supported for float and double tensors, but got a tensor of "
+                           f"scalar type: {_TYPE_NAMES[input.dtype.name]}")
+    if input.ndim == 0 or input.shape[-1] != 2:
+        raise RuntimeError("Tensor must have a last dimension of size 2")
+    return apply(_VIEW_AS_COMPLEX, [input])
+
+
+# ---- torch's type utilities -------------------------------------------------------------------------------------
+def promote_types(type1, type2):
+    """The dtype both promote to."""
+    return _dtypes.promote_types(type1, type2)
+
+
+def result_type(tensor1, tensor2):
+    """The dtype of an arithmetic op on the two (tensors or numbers), as torch's type promotion gives it."""
+    return _dtypes.result_type(tensor1, tensor2)
+
+
+def can_cast(from_, to):
+    """Whether torch's casting rules allow from_ -> to (no cast to a lower category: float to int, complex to
+    float, non-bool to bool)."""
+    return _dtypes.category(from_) <= _dtypes.category(to) or from_ is to
+
+
+def typename(obj):
+    """The type's name as torch gives it: 'torch.FloatTensor' for a tensor, the class name otherwise."""
+    if isinstance(obj, Tensor):
+        return type_name(obj.dtype.np)
+    module = getattr(type(obj), "__module__", "")
+    name = type(obj).__qualname__
+    return name if module in ("builtins", "__builtin__", None) else f"{module}.{name}"
+
+
+_CONVERSIONS = {"byte": _dtypes.uint8, "char": _dtypes.int8, "short": _dtypes.int16, "bfloat16": _dtypes.bfloat16,
+                "cfloat": _dtypes.complex64, "cdouble": _dtypes.complex128}
+METHODS = {f.__name__: f for f in (new_full, new_empty, new_tensor, ndimension, nelement, is_signed, is_nonzero,
+                                    is_same_size, is_conj, is_neg, resolve_conj, resolve_neg, sum_to_size,
+                                    fill_diagonal_, angle)}
+METHODS.update({name: _conversion(name, d) for name, d in _CONVERSIONS.items()})
+METHODS.update(nbytes=property(_nbytes), itemsize=property(_itemsize), is_cpu=property(
+    lambda self: self.device.type == "cpu", doc="Whether the tensor is on the cpu."))
+METHODS.update({f"is_{name}": _never(name) for name in ("mps", "xla", "xpu", "ipu", "mtia", "maia", "vulkan",
+                                                        "mkldnn", "nested", "sparse_csr")})
+FUNCTIONS = {f.__name__: f for f in (is_nonzero, is_same_size, is_signed, is_conj, is_neg, resolve_conj, resolve_neg,
+                                      angle, complex, polar, view_as_real, view_as_complex, promote_types,
+                                      result_type, can_cast, typename)}

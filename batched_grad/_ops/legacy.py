@@ -1,0 +1,258 @@
+"""torch's other entry points to ops batched_grad has: the torch-level losses taking an integer reduction,
+torch.convolution and constant_pad_nd, torch.lu, torch.range, unsafe_chunk, torch.gradient, index_reduce,
+histogramdd, and the Tensor methods apply_, map_, map2_, const_data_ptr, dim_order, conj_physical(_)."""
+import warnings
+
+import numpy as np
+
+from .._tensor import Tensor, warn_once, _wrap_dim
+from . import conv_transpose, nn as _nn
+from .complex_parts import conj
+from .decompositions import lu_factor_ex
+from .scatters import scatter_reduce
+from .shape import cat, chunk, narrow
+
+_REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
+
+
+def _reduction(value):
+    return _REDUCTIONS[value] if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+def _functional():
+    from ..nn import functional
+
+    return functional
+
+
+def kl_div(input, target, reduction=0, *, log_target=False):
+    """F.kl_div with torch's integer reduction (0 none, 1 mean, 2 sum; none by default, as torch's functions at
+    this level), without F's 'mean' warning."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return _functional().kl_div(input, target, reduction=_reduction(reduction), log_target=log_target)
+
+
+def hinge_embedding_loss(input, target, margin=1.0, reduction=0):
+    """F.hinge_embedding_loss with torch's integer reduction."""
+    return _functional().hinge_embedding_loss(input, target, margin, reduction=_reduction(reduction))
+
+
+def margin_ranking_loss(input1, input2, target, margin=0.0, reduction=0):
+    """F.margin_ranking_loss with torch's integer reduction."""
+    return _functional().margin_ranking_loss(input1, input2, target, margin, reduction=_reduction(reduction))
+
+
+def cosine_embedding_loss(input1, input2, target, margin=0.0, reduction=0):
+    """F.cosine_embedding_loss with torch's integer reduction."""
+    return _functional().cosine_embedding_loss(input1, input2, target, margin, reduction=_reduction(reduction))
+
+
+def poisson_nll_loss(input, target, log_input, full, eps, reduction):
+    """F.poisson_nll_loss with torch's integer reduction (every argument required, as torch's)."""
+    return _functional().poisson_nll_loss(input, target, log_input, full, eps=eps, reduction=_reduction(reduction))
+
+
+def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False, reduction=0):
+    """F.triplet_margin_loss with torch's integer reduction."""
+    return _functional().triplet_margin_loss(anchor, positive, negative, margin, p, eps, swap,
+                                             reduction=_reduction(reduction))
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, pos_weight=None, reduction=0):
+    """F.binary_cross_entropy_with_logits with torch's integer reduction."""
+    return _functional().binary_cross_entropy_with_logits(input, target, weight, reduction=_reduction(reduction),
+                                                          pos_weight=pos_weight)
+
+
+_LOSSES = (kl_div, hinge_embedding_loss, margin_ranking_loss, cosine_embedding_loss, poisson_nll_loss,
+           triplet_margin_loss, binary_cross_entropy_with_logits)
+
+
+def convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
+    """torch.convolution: conv{1,2,3}d, or conv_transpose{1,2,3}d when `transposed`, by weight's rank."""
+    n = weight.ndim - 2
+    if transposed:
+        fn = (conv_transpose.conv_transpose1d, conv_transpose.conv_transpose2d, conv_transpose.conv_transpose3d)[n - 1]
+        return fn(input, weight, bias, stride, padding, output_padding, groups, dilation)
+    return (_nn.conv1d, _nn.conv2d, _nn.conv3d)[n - 1](input, weight, bias, stride, padding, dilation, groups)
+
+
+def constant_pad_nd(input, pad, value=0):
+    """F.pad(input, pad, 'constant', value)."""
+    return _nn.pad(input, pad, "constant", value)
+
+
+_LU_WARNING = ("torch.lu is deprecated in favor of torch.linalg.lu_factor / torch.linalg.lu_factor_ex and will be "
+               "removed in a future PyTorch release.\nLU, pivots = torch.lu(A, compute_pivots)\nshould be replaced "
+               "with\nLU, pivots = torch.linalg.lu_factor(A, compute_pivots)\nand\nLU, pivots, info = torch.lu(A, "
+               "compute_pivots, get_infos=True)\nshould be replaced with\nLU, pivots, info = "
+               "torch.linalg.lu_factor_ex(A, compute_pivots)")
+
+
+def lu(A, pivot=True, get_infos=False):
+    """(LU, pivots) of linalg.lu_factor_ex (and its info with get_infos): deprecated."""
+    warn_once(_LU_WARNING)
+    factors = lu_factor_ex(A, pivot=pivot)
+    return tuple(factors) if get_infos else tuple(factors)[:2]
+
+
+def range_(start, end, step=1, *, dtype=None, requires_grad=False, device=None):
+    """The values start, start + step, ... up to and including end (deprecated: arange excludes end)."""
+    from .._factories import arange
+
+    warnings.warn("torch.range is deprecated and will be removed in a future release because its behavior is "
+                  "inconsistent with Python's range builtin. Instead, use torch.arange, which produces values in "
+                  "[start, end).", UserWarning, stacklevel=2)
+    count = int(np.floor((end - start) / step)) + 1
+    from .. import _dtypes
+
+    d = dtype if dtype is not None else _dtypes.get_default_dtype()
+    return arange(count, dtype=_dtypes.float64).mul(step).add(start).to(d).requires_grad_(requires_grad)
+
+
+def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    """torch.embedding (weight first; padding_idx -1 for none): F.embedding(indices, weight, ...)."""
+    return _nn.embedding(indices, weight, None if padding_idx == -1 else padding_idx,
+                         scale_grad_by_freq=scale_grad_by_freq, sparse=sparse)
+
+
+def adjoint(input):
+    """input.adjoint(): the conjugate transpose of the last two dims."""
+    return input.adjoint()
+
+
+def get_device(input):
+    """input.get_device(): the CUDA device index, or -1 on the cpu."""
+    return input.get_device()
+
+
+def unsafe_chunk(input, chunks, dim=0):
+    """chunk (torch's variant without view bookkeeping: here the same)."""
+    return chunk(input, chunks, dim)
+
+
+def _one_gradient(f, h, d, edge_order):
+    """torch.gradient along one dim d with sample spacing h (a number) or coordinates h (a 1-D tensor)."""
+    n = f.shape[d]
+    if n < edge_order + 1:
+        raise RuntimeError("torch.gradient expected each dimension size to be at least edge_order+1")
+
+    def part(start, length):
+        return narrow(f, d, start, length)
+
+    if isinstance(h, Tensor):  # nonuniform: second-order central differences with torch's weights
+        dx = h[1:] - h[:-1]
+        shape = [1] * f.ndim
+        shape[d] = -1
+        a, b = dx[:-1].reshape(shape), dx[1:].reshape(shape)
+        interior = (a * a * part(2, n - 2) + (b * b - a * a) * part(1, n - 2) - b * b * part(0, n - 2)) / (
+            a * b * (a + b))
+        first = (part(1, 1) - part(0, 1)) / dx[0]
+        last = (part(n - 1, 1) - part(n - 2, 1)) / dx[-1]
+        if edge_order == 2:
+            raise RuntimeError("torch.gradient only supports edge_order=1 with coordinates here")
+        return cat([first, interior, last], d)
+    interior = (part(2, n - 2) - part(0, n - 2)) / (2 * h)
+    if edge_order == 1:
+        first, last = (part(1, 1) - part(0, 1)) / h, (part(n - 1, 1) - part(n - 2, 1)) / h
+    else:
+        first = (-1.5 * part(0, 1) + 2 * part(1, 1) - 0.5 * part(2, 1)) / h
+        last = (0.5 * part(n - 3, 1) - 2 * part(n - 2, 1) + 1.5 * part(n - 1, 1)) / h
+    return cat([first, interior, last], d)
+
+
+def gradient(input, *, spacing=1, dim=None, edge_order=1):
+    """The derivative of `input` sampled on a grid, by central differences inside and one-sided ones at the
+    edges (first or second order), along each of `dim` (all dims by default); one tensor per dim."""
+    if edge_order not in (1, 2):
+        raise RuntimeError("torch.gradient only supports edge_order=1 and edge_order=2.")
+    dims = list(range(input.ndim)) if dim is None else [dim] if isinstance(dim, int) else list(dim)
+    dims = [_wrap_dim(d, input.ndim) for d in dims]
+    spacings = list(spacing) if isinstance(spacing, (list, tuple)) else [spacing] * len(dims)
+    if len(spacings) == 1 and len(dims) > 1:
+        spacings = spacings * len(dims)
+    if len(spacings) != len(dims):
+        raise RuntimeError(f"torch.gradient expected spacing to be unspecified, a scalar or it's spacing and dim "
+                           f"arguments to have the same length, but got a spacing argument of length "
+                           f"{len(spacings)} and a dim argument of length {len(dims)}.")
+    return tuple(_one_gradient(input, h, d, edge_order) for h, d in zip(spacings, dims))
+
+
+def index_reduce(input, dim, index, source, reduce, *, include_self=True):
+    """The reduction ('prod', 'mean', 'amax', 'amin') of input's slices at `index` along dim with source's slices
+    sent there (scatter_reduce with index spread along dim)."""
+    warn_once("index_reduce() is in beta and the API may change at any time.")
+    if reduce not in ("prod", "mean", "amax", "amin"):
+        raise RuntimeError(f"index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got {reduce}.")
+    d = _wrap_dim(dim, max(input.ndim, 1))
+    shape = [1] * source.ndim
+    shape[d] = -1
+    spread = index.reshape(shape).expand(source.shape)
+    return scatter_reduce(input, d, spread, source, reduce, include_self=include_self)
+
+
+def histogramdd(input, bins=10, *, range=None, weight=None, density=False):  # noqa: A002
+    """(hist, bin_edges): NumPy's histogramdd of the rows of `input` (N, D)."""
+    from collections import namedtuple
+
+    from .unique import _host_values
+
+    points = np.asarray(_host_values(input)).reshape(-1, input.shape[-1])
+    edges = [np.asarray(_host_values(b)) for b in bins] if isinstance(bins, (list, tuple)) and isinstance(
+        bins[0], Tensor) else bins
+    ranges = None if range is None else list(zip(range[::2], range[1::2]))
+    w = None if weight is None else np.asarray(_host_values(weight)).reshape(-1)
+    hist, edge_values = np.histogramdd(points, edges, range=ranges, weights=w, density=density)
+    d = input.dtype.np
+    result = namedtuple("histogramdd", ["hist", "bin_edges"])
+    return result(Tensor._wrap(hist.astype(d)), [Tensor._wrap(e.astype(d)) for e in edge_values])
+
+
+# ---- Tensor methods ----------------------------------------------------------------------------------------------
+def apply_(self, callable):  # noqa: A002
+    """Replace each element x by callable(x), in place (a Python loop on the host; not recorded)."""
+    values = np.vectorize(callable, otypes=[self.dtype.np])(np.asarray(self.detach().numpy()))
+    return self.copy_(Tensor._wrap(values))
+
+
+def map_(self, tensor, callable):  # noqa: A002
+    """Replace each element x by callable(x, y), y the matching element of `tensor` (broadcast), in place."""
+    other = np.broadcast_to(np.asarray(tensor.detach().numpy()), tuple(self.shape))
+    values = np.vectorize(callable, otypes=[self.dtype.np])(np.asarray(self.detach().numpy()), other)
+    return self.copy_(Tensor._wrap(values))
+
+
+def map2_(self, x, y, callable):  # noqa: A002
+    """Replace each element s by callable(s, x, y) with the matching elements of x and y, in place."""
+    a, b = (np.broadcast_to(np.asarray(t.detach().numpy()), tuple(self.shape)) for t in (x, y))
+    values = np.vectorize(callable, otypes=[self.dtype.np])(np.asarray(self.detach().numpy()), a, b)
+    return self.copy_(Tensor._wrap(values))
+
+
+def const_data_ptr(self):
+    """data_ptr() for reading."""
+    return self.data_ptr()
+
+
+def dim_order(self, *, ambiguity_check=False):
+    """The dims from outermost to innermost in memory (by decreasing stride)."""
+    strides = self.stride()
+    return tuple(sorted(range(self.ndim), key=lambda d: -strides[d]))
+
+
+def conj_physical(input):
+    """The complex conjugate, materialized (conj() already is, here)."""
+    return conj(input)
+
+
+def conj_physical_(self):
+    """In-place conj_physical."""
+    return self._assign(conj(self)) if self.dtype.is_complex else self
+
+
+FUNCTIONS = {f.__name__: f for f in (*_LOSSES, convolution, constant_pad_nd, lu, unsafe_chunk, gradient, index_reduce,
+                                      histogramdd, conj_physical, conj_physical_, embedding, adjoint, get_device)}
+range_.__name__ = range_.__qualname__ = "range"  # batched_grad.range (kept out of _ops' globals: a builtin)
+METHODS = {f.__name__: f for f in (apply_, map_, map2_, const_data_ptr, dim_order, conj_physical, conj_physical_,
+                                    unsafe_chunk, index_reduce, lu)}

@@ -1,0 +1,166 @@
+"""Random sampling beyond rand/randn/randint, drawn from batched_grad's generators: normal (differentiable in its
+mean and std), bernoulli, multinomial, poisson, randperm, and the in-place fills uniform_, normal_, bernoulli_,
+exponential_, random_, cauchy_, log_normal_ and geometric_ (their derivative is 0, as torch's)."""
+import numpy as np
+
+from .. import _dtypes
+from .._generator import draws
+from .._tensor import _TYPE_NAMES, Tensor
+from ._core import Op, apply
+from ._derivatives import without_derivative
+from .indexing import _concrete
+
+# an in-place fill replaces the values: its derivative for the old ones is 0
+_FILL = {name: Op(f"{name}_", lambda a, sample: sample.astype(a.dtype), linear=True,
+                  backward_name="".join(p.capitalize() for p in name.split("_")) + "Backward0")
+         for name in ("uniform", "normal", "exponential", "random", "cauchy", "log_normal", "geometric")}
+# bernoulli_'s node is named after its overload: a tensor of probabilities, or a number
+_FILL.update({f"bernoulli{k}": Op("bernoulli_", lambda a, sample: sample.astype(a.dtype), f"BernoulliBackward{k}",
+                                  linear=True) for k in (1, 2)})
+
+
+def _fill(self, name, sample):
+    return self._assign(apply(_FILL[name], [self, Tensor._wrap(np.asarray(sample, self.dtype.np))]))
+
+
+def _float_only(self, kernel):
+    if not (self.dtype.is_floating_point or self.dtype.is_complex):
+        raise NotImplementedError(f'"{kernel}" not implemented for \'{_TYPE_NAMES[self.dtype.name]}\'')
+
+
+def uniform_(self, from_=0.0, to=1.0, *, generator=None):
+    """Fill with uniform samples in [from_, to), in place."""
+    _float_only(self, "check_uniform_bounds")
+    return _fill(self, "uniform", draws(generator, "uniform_").uniform(from_, to, tuple(self.shape)))
+
+
+def normal_(self, mean=0.0, std=1.0, *, generator=None):
+    """Fill with normal samples of the given mean and std, in place."""
+    _float_only(self, "normal_kernel_cpu")
+    if std < 0:
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
+    return _fill(self, "normal", draws(generator, "normal_").normal(mean, std, tuple(self.shape)))
+
+
+def bernoulli_(self, p=0.5, *, generator=None):
+    """Fill with 1 (probability p, a number or a tensor) or 0, in place."""
+    probabilities = np.asarray(p.detach().numpy()) if isinstance(p, Tensor) else p
+    sample = draws(generator, "bernoulli_").random(tuple(self.shape)) < probabilities
+    return _fill(self, "bernoulli1" if isinstance(p, Tensor) else "bernoulli2", sample)
+
+
+def exponential_(self, lambd=1.0, *, generator=None):
+    """Fill with exponential samples of rate lambd, in place."""
+    _float_only(self, "exponential_cpu")
+    if lambd <= 0:
+        raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={lambd}")
+    return _fill(self, "exponential", draws(generator, "exponential_").exponential(1.0 / lambd, tuple(self.shape)))
+
+
+def random_(self, from_=0, to=None, *, generator=None):
+    """Fill with integers drawn uniformly from [from_, to) (to defaults to the dtype's range), in place."""
+    if to is None:
+        from_, to = (0, from_) if from_ else (0, None)
+    if to is None:
+        to = 2 ** (np.finfo(self.dtype.np).nmant + 1) if self.dtype.is_floating_point else (
+            2 if self.dtype is _dtypes.bool else int(np.iinfo(self.dtype.np).max) + 1)
+    if from_ >= to:
+        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={from_} >= to={to}")
+    return _fill(self, "random", draws(generator, "random_").integers(from_, to, tuple(self.shape)))
+
+
+def cauchy_(self, median=0.0, sigma=1.0, *, generator=None):
+    """Fill with Cauchy samples, in place."""
+    _float_only(self, "cauchy_cpu")
+    return _fill(self, "cauchy", median + sigma * draws(generator, "cauchy_").standard_cauchy(tuple(self.shape)))
+
+
+def log_normal_(self, mean=1.0, std=2.0, *, generator=None):
+    """Fill with log-normal samples (exp of a normal of the given mean and std), in place."""
+    _float_only(self, "log_normal_cpu")
+    return _fill(self, "log_normal", draws(generator, "log_normal_").lognormal(mean, std, tuple(self.shape)))
+
+
+def geometric_(self, p, *, generator=None):
+    """Fill with geometric samples (the number of Bernoulli(p) trials to the first success), in place."""
+    if not 0 < p < 1:
+        raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={p}")
+    return _fill(self, "geometric", draws(generator, "geometric_").geometric(p, tuple(self.shape)))
+
+
+# ---- out-of-place samplers --------------------------------------------------------------------------------------
+_NORMAL = Op("normal", lambda mean, std, eps: mean + std * eps.astype(mean.dtype))
+
+
+def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, requires_grad=False):
+    """Samples mean + std * N(0, 1), with mean and std numbers or tensors (broadcast); differentiable in both."""
+    tensors = [x for x in (mean, std) if isinstance(x, Tensor)]
+    if not tensors:
+        if size is None:
+            raise TypeError("normal() missing required argument 'size' for number mean and std")
+        d = _dtypes.to_dtype(dtype) if dtype is not None else _dtypes.get_default_dtype()
+        out = Tensor._wrap((mean + std * draws(generator, "normal").standard_normal(tuple(size))).astype(d.np))
+        return out.requires_grad_() if requires_grad else out
+    values = _concrete(std) if isinstance(std, Tensor) else None
+    if values is not None and (values < 0).any():
+        raise RuntimeError("normal expects all elements of std >= 0.0")
+    if isinstance(std, (int, float)) and std < 0:
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
+    d = _dtypes.result_type(*tensors)
+    shape = np.broadcast_shapes(*[tuple(t.shape) for t in tensors])
+    eps = draws(generator, "normal").standard_normal(shape).astype(d.np)
+    mean_ = mean.to(d) if isinstance(mean, Tensor) else mean
+    std_ = std.to(d) if isinstance(std, Tensor) else std
+    return apply(_NORMAL, [mean_, std_, Tensor._wrap(eps)])
+
+
+# a sample whose distribution `a` parametrizes, with torch's zero derivative for `a`
+_ZEROED = Op("bernoulli", lambda a, sample: sample.astype(a.dtype), linear=True)
+_POISSON = Op("poisson", lambda a, sample: sample.astype(a.dtype), linear=True)
+_BERNOULLI_P = Op("bernoulli", without_derivative(lambda a, sample: sample.astype(a.dtype), lambda: RuntimeError(
+    "derivative for aten::bernoulli is not implemented")), "torch::autograd::NotImplemented")
+
+
+def bernoulli(input, p=None, *, generator=None):
+    """1 with probability input (or p, a number), else 0, elementwise (zero derivative)."""
+    probabilities = np.asarray(input.detach().numpy()) if p is None else p
+    draw = draws(generator, "bernoulli").random(tuple(input.shape))
+    sample = Tensor._wrap((draw < probabilities).astype(input.dtype.np))
+    return apply(_ZEROED if p is None else _BERNOULLI_P, [input, sample])
+
+
+def multinomial(input, num_samples, replacement=False, *, generator=None):
+    """Indices drawn from each row of (unnormalized) probabilities `input`, with or without replacement."""
+    probabilities = np.asarray(input.detach().numpy(), np.float64)
+    if input.ndim not in (1, 2):
+        raise RuntimeError("prob_dist must be 1 or 2 dim")
+    if (probabilities < 0).any() or not np.isfinite(probabilities).all():
+        raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
+    rows = probabilities.reshape(-1, probabilities.shape[-1])
+    if not replacement and num_samples > rows.shape[1]:
+        raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without replacement")
+    if (rows.sum(1) == 0).any():
+        raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
+    bits = draws(generator, "multinomial")
+    picks = [bits.choice(len(r), num_samples, replace=replacement, p=r / r.sum()) for r in rows]
+    return Tensor._wrap(np.asarray(picks, np.int64).reshape(input.shape[:-1] + (num_samples,)))
+
+
+def poisson(input, generator=None):
+    """Poisson samples with rates `input` (zero derivative)."""
+    sample = draws(generator, "poisson").poisson(np.asarray(input.detach().numpy()))
+    return apply(_POISSON, [input, Tensor._wrap(sample.astype(input.dtype.np))])
+
+
+def randperm(n, *, generator=None, dtype=None, requires_grad=False, device=None):
+    """A random permutation of 0..n-1 (int64 unless `dtype`)."""
+    if n < 0:
+        raise RuntimeError(f"Trying to create tensor with negative dimension {n}: [{n}]")
+    d = _dtypes.to_dtype(dtype) if dtype is not None else _dtypes.int64
+    out = Tensor._wrap(draws(generator, "randperm").permutation(n).astype(d.np))
+    return out.requires_grad_() if requires_grad else out
+
+
+METHODS = {f.__name__: f for f in (uniform_, normal_, bernoulli_, exponential_, random_, cauchy_, log_normal_,
+                                    geometric_, bernoulli, multinomial)}
+FUNCTIONS = {f.__name__: f for f in (normal, bernoulli, multinomial, poisson, randperm)}

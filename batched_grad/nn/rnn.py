@@ -1,0 +1,296 @@
+"""The recurrent layers RNN, LSTM and GRU (stacked, bidirectional, batch_first, dropout between layers, LSTM's
+projection) and their cells, with torch's parameter names, shapes, initialization, gate order and reprs. A layer's
+pass over a sequence is one op (a jax.lax.scan over time), so its VJP is JAX's and the sequence is one node."""
+import math
+import warnings
+
+import jax
+import jax.numpy as jnp
+
+from .. import _factories
+from .._ops._core import Op, apply
+from .._ops.shape import cat, stack
+from . import functional as F, init
+from .module import Module
+from .parameter import Parameter
+
+_GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
+
+
+def _step(mode, x_proj, h, c, w_hh, b_hh, w_hr):
+    """One time step: (new h, new c) from the input's projection x W_ih^T + b_ih and the state."""
+    hh = h @ w_hh.T + (b_hh if b_hh is not None else 0)
+    if mode == "GRU":
+        ir, iz, i_n = jnp.split(x_proj, 3, -1)
+        hr, hz, h_n = jnp.split(hh, 3, -1)
+        r, z = jax.nn.sigmoid(ir + hr), jax.nn.sigmoid(iz + hz)
+        n = jnp.tanh(i_n + r * h_n)
+        return (1 - z) * n + z * h, c
+    gates = x_proj + hh
+    if mode == "LSTM":
+        i, f, g, o = jnp.split(gates, 4, -1)
+        c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
+        h = jax.nn.sigmoid(o) * jnp.tanh(c)
+        return (h @ w_hr.T if w_hr is not None else h), c
+    return (jnp.tanh(gates) if mode == "RNN_TANH" else jax.nn.relu(gates)), c
+
+
+def _layer(x, h0, *arrays, mode, reverse, has_bias, has_proj):
+    """One direction of one layer over the sequence x (L, N, H_in): (outputs, h_n[, c_n])."""
+    arrays = list(arrays)
+    c0 = arrays.pop(0) if mode == "LSTM" else None
+    w_ih, w_hh = arrays.pop(0), arrays.pop(0)
+    b_ih, b_hh = (arrays.pop(0), arrays.pop(0)) if has_bias else (None, None)
+    w_hr = arrays.pop(0) if has_proj else None
+    projected = x @ w_ih.T + (b_ih if b_ih is not None else 0)
+
+    def body(state, x_proj):
+        h, c = _step(mode, x_proj, state[0], state[1], w_hh, b_hh, w_hr)
+        return (h, c), h
+
+    (h_n, c_n), outputs = jax.lax.scan(body, (h0, c0 if c0 is not None else jnp.zeros((), x.dtype)), projected,
+                                       reverse=reverse)
+    return (outputs, h_n, c_n) if mode == "LSTM" else (outputs, h_n)
+
+
+_LAYER = Op("rnn_layer", _layer, multi=True)
+
+
+class RNNBase(Module):
+    """The stacked recurrent layer shared by RNN, LSTM and GRU."""
+
+    def __init__(self, mode, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
+                 bidirectional=False, proj_size=0, device=None, dtype=None):
+        super().__init__()
+        if not isinstance(dropout, (int, float)) or isinstance(dropout, bool) or not 0 <= dropout <= 1:
+            raise ValueError("dropout should be a number in range [0, 1] representing the probability of an element "
+                             "being zeroed")
+        if dropout > 0 and num_layers == 1:
+            warnings.warn("dropout option adds dropout after all but last recurrent layer, so non-zero dropout "
+                          f"expects num_layers greater than 1, but got dropout={dropout} and num_layers={num_layers}",
+                          stacklevel=3)
+        if not isinstance(hidden_size, int) or isinstance(hidden_size, bool):
+            raise TypeError(f"hidden_size should be of type int, got: {type(hidden_size).__name__}")
+        if hidden_size <= 0:
+            raise ValueError("hidden_size must be greater than zero")
+        if num_layers <= 0:
+            raise ValueError("num_layers must be greater than zero")
+        if proj_size < 0:
+            raise ValueError("proj_size should be a positive integer or zero to disable projections")
+        if proj_size >= hidden_size:
+            raise ValueError("proj_size has to be smaller than hidden_size")
+        if proj_size and mode != "LSTM":
+            raise ValueError("proj_size argument is only supported for LSTM, not RNN or GRU")
+        self.mode, self.input_size, self.hidden_size, self.num_layers = mode, input_size, hidden_size, num_layers
+        self.bias, self.batch_first, self.dropout = bias, batch_first, float(dropout)
+        self.bidirectional, self.proj_size = bidirectional, proj_size
+        directions = 2 if bidirectional else 1
+        real_hidden = proj_size if proj_size > 0 else hidden_size
+        gate_size = _GATES[mode] * hidden_size
+        for layer in range(num_layers):
+            for suffix in ("", "_reverse")[:directions]:
+                layer_input = input_size if layer == 0 else real_hidden * directions
+                shapes = [("weight_ih", (gate_size, layer_input)), ("weight_hh", (gate_size, real_hidden))]
+                if bias:
+                    shapes += [("bias_ih", (gate_size,)), ("bias_hh", (gate_size,))]
+                if proj_size > 0:
+                    shapes.append(("weight_hr", (proj_size, hidden_size)))
+                for name, shape in shapes:
+                    setattr(self, f"{name}_l{layer}{suffix}", Parameter(_factories.empty(*shape, dtype=dtype)))
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        """Every weight and bias U(-1/sqrt(hidden_size), 1/sqrt(hidden_size)), as torch."""
+        bound = 1.0 / math.sqrt(self.hidden_size) if self.hidden_size > 0 else 0
+        for weight in self.parameters():
+            init.uniform_(weight, -bound, bound)
+
+    def _layer_parameters(self, layer, suffix):
+        names = ["weight_ih", "weight_hh"] + (["bias_ih", "bias_hh"] if self.bias else []) + (
+            ["weight_hr"] if self.proj_size > 0 else [])
+        return [getattr(self, f"{name}_l{layer}{suffix}") for name in names]
+
+    def _initial_state(self, x, hx):
+        directions = 2 if self.bidirectional else 1
+        real_hidden = self.proj_size if self.proj_size > 0 else self.hidden_size
+        rows = self.num_layers * directions
+        if hx is None:
+            h = _factories.zeros(rows, x.shape[1], real_hidden, dtype=x.dtype)
+            return (h, _factories.zeros(rows, x.shape[1], self.hidden_size, dtype=x.dtype)) if self.mode == "LSTM" \
+                else (h,)
+        states = tuple(hx) if self.mode == "LSTM" else (hx,)
+        expected = [(rows, x.shape[1], real_hidden), (rows, x.shape[1], self.hidden_size)]
+        for state, shape, what in zip(states, expected, ("hidden", "cell")):
+            if tuple(state.shape) != shape:
+                raise RuntimeError(f"Expected {what} size {shape}, got {list(state.shape)}")
+        return states
+
+    def forward(self, input, hx=None):
+        if not hasattr(input, "ndim"):
+            raise TypeError(f"{type(self).__name__}: batched_grad has no PackedSequence; pass a padded Tensor")
+        if input.ndim not in (2, 3):
+            raise ValueError(f"{type(self).__name__}: Expected input to be 2D or 3D, got {input.ndim}D instead")
+        unbatched = input.ndim == 2
+        x = input.unsqueeze(1) if unbatched else (input.transpose(0, 1) if self.batch_first else input)
+        if unbatched and hx is not None:
+            hx = tuple(s.unsqueeze(1) for s in hx) if self.mode == "LSTM" else hx.unsqueeze(1)
+        if x.shape[-1] != self.input_size:
+            raise RuntimeError(f"input.size(-1) must be equal to input_size. Expected {self.input_size}, got "
+                               f"{x.shape[-1]}")
+        states = self._initial_state(x, hx)
+        finals = [[] for _ in states]
+        directions = ("", "_reverse") if self.bidirectional else ("",)
+        for layer in range(self.num_layers):
+            outputs = []
+            for d, suffix in enumerate(directions):
+                row = layer * len(directions) + d
+                out = apply(_LAYER, [x] + [s[row] for s in states] + self._layer_parameters(layer, suffix),
+                            mode=self.mode, reverse=d == 1, has_bias=bool(self.bias), has_proj=self.proj_size > 0)
+                outputs.append(out[0])
+                for final, value in zip(finals, out[1:]):
+                    final.append(value)
+            x = outputs[0] if len(outputs) == 1 else cat(outputs, -1)
+            if self.dropout and self.training and layer < self.num_layers - 1:
+                x = F.dropout(x, self.dropout, True)
+        output = x.squeeze(1) if unbatched else (x.transpose(0, 1) if self.batch_first else x)
+        hidden = tuple(stack(final) for final in finals)
+        if unbatched:
+            hidden = tuple(h.squeeze(1) for h in hidden)
+        return output, (hidden if self.mode == "LSTM" else hidden[0])
+
+    def extra_repr(self):
+        s = f"{self.input_size}, {self.hidden_size}"
+        if self.proj_size != 0:
+            s += f", proj_size={self.proj_size}"
+        if self.num_layers != 1:
+            s += f", num_layers={self.num_layers}"
+        if self.bias is not True:
+            s += f", bias={self.bias}"
+        if self.batch_first is not False:
+            s += f", batch_first={self.batch_first}"
+        if self.dropout != 0:
+            s += f", dropout={self.dropout}"
+        if self.bidirectional is not False:
+            s += f", bidirectional={self.bidirectional}"
+        return s
+
+
+class RNN(RNNBase):
+    """Elman RNN: h' = tanh(x W_ih^T + b_ih + h W_hh^T + b_hh) (relu with nonlinearity='relu')."""
+
+    def __init__(self, input_size, hidden_size, num_layers=1, nonlinearity="tanh", bias=True, batch_first=False,
+                 dropout=0.0, bidirectional=False, proj_size=0, device=None, dtype=None):
+        if nonlinearity not in ("tanh", "relu"):
+            raise ValueError(f"Unknown nonlinearity '{nonlinearity}'. Select from 'tanh' or 'relu'.")
+        super().__init__("RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU", input_size, hidden_size, num_layers,
+                         bias, batch_first, dropout, bidirectional, proj_size, device, dtype)
+        self.nonlinearity = nonlinearity
+
+
+class LSTM(RNNBase):
+    """Long short-term memory (gates i, f, g, o), with an optional projection of h to proj_size."""
+
+    def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
+                 bidirectional=False, proj_size=0, device=None, dtype=None):
+        super().__init__("LSTM", input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional,
+                         proj_size, device, dtype)
+
+
+class GRU(RNNBase):
+    """Gated recurrent unit (gates r, z, n)."""
+
+    def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
+                 bidirectional=False, proj_size=0, device=None, dtype=None):
+        super().__init__("GRU", input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional,
+                         proj_size, device, dtype)
+
+
+# ---- cells -------------------------------------------------------------------------------------------------------
+class RNNCellBase(Module):
+    """One step of a recurrent layer: weight_ih, weight_hh (and biases) of gates * hidden_size rows."""
+
+    def __init__(self, input_size, hidden_size, bias, num_chunks, device=None, dtype=None):
+        super().__init__()
+        self.input_size, self.hidden_size, self.bias = input_size, hidden_size, bias
+        self.weight_ih = Parameter(_factories.empty(num_chunks * hidden_size, input_size, dtype=dtype))
+        self.weight_hh = Parameter(_factories.empty(num_chunks * hidden_size, hidden_size, dtype=dtype))
+        for name in ("bias_ih", "bias_hh"):
+            self.register_parameter(name, Parameter(_factories.empty(num_chunks * hidden_size, dtype=dtype))
+                                    if bias else None)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        """Every weight and bias U(-1/sqrt(hidden_size), 1/sqrt(hidden_size)), as torch."""
+        bound = 1.0 / math.sqrt(self.hidden_size) if self.hidden_size > 0 else 0
+        for weight in self.parameters():
+            init.uniform_(weight, -bound, bound)
+
+    def _batched(self, input, hx, states):
+        if input.ndim not in (1, 2):
+            raise ValueError(f"{type(self).__name__}: Expected input to be 1D or 2D, got {input.ndim}D instead")
+        unbatched = input.ndim == 1
+        x = input.unsqueeze(0) if unbatched else input
+        if hx is None:
+            hx = tuple(_factories.zeros(x.shape[0], self.hidden_size, dtype=x.dtype) for _ in range(states))
+        else:
+            hx = tuple(h.unsqueeze(0) if unbatched else h for h in (hx if states > 1 else (hx,)))
+        return x, hx, unbatched
+
+    def _projections(self, x, h):
+        return F.linear(x, self.weight_ih, self.bias_ih), F.linear(h, self.weight_hh, self.bias_hh)
+
+    def extra_repr(self):
+        s = f"{self.input_size}, {self.hidden_size}"
+        if self.bias is not True:
+            s += f", bias={self.bias}"
+        if getattr(self, "nonlinearity", "tanh") != "tanh":
+            s += f", nonlinearity={self.nonlinearity}"
+        return s
+
+
+class RNNCell(RNNCellBase):
+    """h' = tanh(x W_ih^T + b_ih + h W_hh^T + b_hh) (relu with nonlinearity='relu')."""
+
+    def __init__(self, input_size, hidden_size, bias=True, nonlinearity="tanh", device=None, dtype=None):
+        super().__init__(input_size, hidden_size, bias, 1, device, dtype)
+        self.nonlinearity = nonlinearity
+
+    def forward(self, input, hx=None):
+        if self.nonlinearity not in ("tanh", "relu"):  # torch checks it here, not when built
+            raise RuntimeError(f"Unknown nonlinearity: {self.nonlinearity}")
+        x, (h,), unbatched = self._batched(input, hx, 1)
+        gx, gh = self._projections(x, h)
+        out = (gx + gh).tanh() if self.nonlinearity == "tanh" else (gx + gh).relu()
+        return out.squeeze(0) if unbatched else out
+
+
+class LSTMCell(RNNCellBase):
+    """One LSTM step: (h', c') from (h, c), gates i, f, g, o."""
+
+    def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
+        super().__init__(input_size, hidden_size, bias, 4, device, dtype)
+
+    def forward(self, input, hx=None):
+        x, (h, c), unbatched = self._batched(input, hx, 2)
+        gx, gh = self._projections(x, h)
+        i, f, g, o = (gx + gh).chunk(4, 1)
+        c = f.sigmoid() * c + i.sigmoid() * g.tanh()
+        h = o.sigmoid() * c.tanh()
+        return (h.squeeze(0), c.squeeze(0)) if unbatched else (h, c)
+
+
+class GRUCell(RNNCellBase):
+    """One GRU step: h' = (1 - z) n + z h with gates r, z, n."""
+
+    def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
+        super().__init__(input_size, hidden_size, bias, 3, device, dtype)
+
+    def forward(self, input, hx=None):
+        x, (h,), unbatched = self._batched(input, hx, 1)
+        gx, gh = self._projections(x, h)
+        ir, iz, i_n = gx.chunk(3, 1)
+        hr, hz, h_n = gh.chunk(3, 1)
+        r, z = (ir + hr).sigmoid(), (iz + hz).sigmoid()
+        n = (i_n + r * h_n).tanh()
+        out = (1 - z) * n + z * h
+        return out.squeeze(0) if unbatched else out

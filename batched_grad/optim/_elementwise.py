@@ -1,0 +1,73 @@
+"""The machinery of optimizers whose update is elementwise per parameter: per-parameter state (arrays, and the
+float32 scalars torch keeps as tensors), step counting, and one compiled update per group of parameters at the same
+step, with the step-dependent scalars computed on the host in double precision as torch's single-tensor code does."""
+import functools
+
+import jax
+import numpy as np
+
+from .._factories import tensor
+from .._tensor import Tensor
+from .optimizer import Optimizer, values
+
+
+def check_range(name, value, low=0.0, high=None, low_open=False):
+    """torch's ValueError for a hyperparameter outside [low, high) (or (low, ...) when low_open)."""
+    if value < low or (low_open and value == low) or (high is not None and value >= high):
+        raise ValueError(f"Invalid {name}: {value}")
+
+
+@functools.lru_cache(maxsize=None)
+def _compiled(rule):
+    return jax.jit(lambda params, grads, states, hyper, flags: _apply_all(rule, params, grads, states, hyper, flags),
+                   static_argnames=("flags",))
+
+
+def _apply_all(rule, params, grads, states, hyper, flags):
+    new_params, new_states = [], []
+    for p, g, s in zip(params, grads, states):
+        p, s = rule(p, g, s, hyper, dict(flags))
+        new_params.append(p)
+        new_states.append(s)
+    return new_params, new_states
+
+
+class ElementwiseOptimizer(Optimizer):
+    """Subclasses give `arrays` (state name -> function of (parameter, group) making its initial array),
+    `scalars` (state name -> initial value, a float32 0-dim tensor in state), `_flags(group)` (static options),
+    `_hyper(group, step, scalars)` (the host scalars of a step: (tuple for the rule, new scalar values)) and
+    `_rule(p, g, states, hyper, flags)`, a pure JAX function of one parameter."""
+
+    arrays, scalars = {}, {}
+
+    def _init_state(self, p, group):
+        state = self.state[p]
+        if not state:
+            state["step"] = tensor(0.0)
+            for name, initial in self.scalars.items():
+                state[name] = tensor(float(initial(group) if callable(initial) else initial))
+            for name, make in self.arrays.items():
+                array = make(p, group)
+                if array is not None:
+                    state[name] = array
+        return state
+
+    def _update(self, group, params):
+        states = [self._init_state(p, group) for p in params]
+        keys = [(float(s["step"].item()) + 1,) + tuple(float(s[n].item()) for n in self.scalars) for s in states]
+        flags = tuple(sorted(self._flags(group).items()))
+        for key in sorted(set(keys)):
+            chosen = [i for i, k in enumerate(keys) if k == key]
+            hyper, new_scalars = self._hyper(group, key[0], dict(zip(self.scalars, key[1:])))
+            names = [n for n in self.arrays if n in states[chosen[0]]]
+            new_params, new_states = _compiled(type(self)._rule)(
+                values([params[i] for i in chosen]), values([params[i].grad for i in chosen]),
+                [{n: states[i][n]._value for n in names} for i in chosen], hyper, flags)
+            self._write([params[i] for i in chosen], new_params)
+            for k, i in enumerate(chosen):
+                states[i]["step"] = tensor(key[0])
+                states[i].update({n: Tensor._wrap(a) for n, a in new_states[k].items()})
+                states[i].update({n: tensor(float(np.float32(v))) for n, v in new_scalars.items()})
+
+    def _flags(self, group):
+        return {}

@@ -1,0 +1,131 @@
+"""RNN, LSTM, GRU and their cells against torch 2.13: with the same parameters, the outputs, final states and the
+gradients of inputs, initial states and every parameter agree (stacked, bidirectional, batch_first, unbatched,
+projections, no bias, given states), second derivatives too; parameter names, shapes, initialization bounds,
+reprs and errors."""
+import numpy as np
+import pytest
+import torch
+
+import batched_grad as bg
+import batched_grad.nn as nn
+from oracle import assert_same, raises_like_torch, to_torch
+
+LAYERS = {
+    "rnn": ("RNN", (3, 4), {}), "rnn-relu-stacked": ("RNN", (3, 4, 2), {"nonlinearity": "relu"}),
+    "lstm": ("LSTM", (3, 4), {}), "lstm-stacked-bidirectional": ("LSTM", (3, 4, 2), {"bidirectional": True}),
+    "lstm-batch-first": ("LSTM", (3, 5), {"batch_first": True, "num_layers": 2}),
+    "lstm-projection": ("LSTM", (3, 5, 2), {"proj_size": 2, "bidirectional": True}),
+    "lstm-no-bias": ("LSTM", (3, 4), {"bias": False}),
+    "gru": ("GRU", (3, 4), {}), "gru-stacked-bidirectional": ("GRU", (3, 4, 3), {"bidirectional": True}),
+    "gru-batch-first-no-bias": ("GRU", (3, 4), {"batch_first": True, "bias": False}),
+}
+
+
+def _pair(cls, args, kwargs, dtype=torch.float64):
+    ours = getattr(nn, cls)(*args, **kwargs).double()
+    theirs = getattr(torch.nn, cls)(*args, **kwargs).to(dtype)
+    with torch.no_grad():
+        for (name, p), (t_name, q) in zip(ours.named_parameters(), theirs.named_parameters()):
+            assert name == t_name and tuple(p.shape) == tuple(q.shape)
+            q.copy_(to_torch(p.detach()))
+    return ours, theirs
+
+
+def _flat(out):
+    if isinstance(out, (tuple, list)):
+        return [t for o in out for t in _flat(o)]
+    return [out]
+
+
+def _compare(ours, theirs, inputs, gradgrad=False):
+    t_inputs = [to_torch(x) if not isinstance(x, tuple) else tuple(to_torch(y) for y in x) for x in inputs]
+    got, want = _flat(ours(*inputs)), _flat(theirs(*t_inputs))
+    assert_same(got, want, rtol=1e-9, atol=1e-11)
+    rng = np.random.default_rng(1)
+    cotangents = [rng.standard_normal(tuple(w.shape)) for w in want]
+    leaves = [x for x in _flat(inputs) if x.requires_grad] + list(ours.parameters())
+    t_leaves = [x for x in _flat(t_inputs) if x.requires_grad] + list(theirs.parameters())
+    grads = bg.autograd.grad(got, leaves, [bg.tensor(c) for c in cotangents], create_graph=gradgrad,
+                             allow_unused=True)
+    t_grads = torch.autograd.grad(want, t_leaves, [torch.tensor(c) for c in cotangents], create_graph=gradgrad,
+                                  allow_unused=True)
+    assert_same([g for g in grads], [t for t in t_grads], rtol=1e-8, atol=1e-10)
+    if gradgrad:
+        total = sum((g * g).sum() for g in grads[:1])
+        t_total = sum((g * g).sum() for g in t_grads[:1])
+        assert_same(bg.autograd.grad(total, leaves[:1])[0], torch.autograd.grad(t_total, t_leaves[:1])[0],
+                    rtol=1e-7, atol=1e-9)
+
+
+def _input(shape, seed=0):
+    return bg.tensor(np.random.default_rng(seed).standard_normal(shape), requires_grad=True)
+
+
+@pytest.mark.parametrize("name", LAYERS)
+def test_layers_match_torch(name):
+    cls, args, kwargs = LAYERS[name]
+    ours, theirs = _pair(cls, args, kwargs)
+    assert repr(ours) == repr(theirs)
+    shape = (2, 5, 3) if kwargs.get("batch_first") else (5, 2, 3)
+    _compare(ours, theirs, [_input(shape)], gradgrad=name in ("lstm", "gru", "rnn"))
+
+
+@pytest.mark.parametrize("name", ["rnn", "lstm-projection", "gru-stacked-bidirectional"])
+def test_given_states_and_unbatched_input(name):
+    cls, args, kwargs = LAYERS[name]
+    ours, theirs = _pair(cls, args, kwargs)
+    directions = 2 if kwargs.get("bidirectional") else 1
+    layers = args[2] if len(args) > 2 else kwargs.get("num_layers", 1)
+    hidden = kwargs.get("proj_size") or args[1]
+    h0 = _input((directions * layers, 2, hidden), seed=3)
+    state = (h0, _input((directions * layers, 2, args[1]), seed=4)) if cls == "LSTM" else h0
+    _compare(ours, theirs, [_input((5, 2, 3)), state])
+    unbatched = (state[0][:, 0], state[1][:, 0]) if cls == "LSTM" else state[:, 0]
+    _compare(ours, theirs, [_input((5, 3)), unbatched])
+
+
+CELLS = {"RNNCell": {}, "RNNCell-relu": {"nonlinearity": "relu"}, "LSTMCell": {}, "GRUCell": {},
+         "GRUCell-no-bias": {"bias": False}}
+
+
+@pytest.mark.parametrize("name", CELLS)
+def test_cells_match_torch(name):
+    cls = name.split("-")[0]
+    ours, theirs = _pair(cls, (3, 4), CELLS[name])
+    assert repr(ours) == repr(theirs)
+    _compare(ours, theirs, [_input((2, 3))], gradgrad=True)
+    state = (_input((2, 4), 1), _input((2, 4), 2)) if cls == "LSTMCell" else _input((2, 4), 1)
+    _compare(ours, theirs, [_input((2, 3)), state])
+    _compare(ours, theirs, [_input((3,))])
+    got = ours(_input((2, 3)))
+    got = got[0] if cls == "LSTMCell" else got
+    want = theirs(torch.zeros(2, 3, dtype=torch.float64, requires_grad=True))
+    assert got.grad_fn.name() == (want[0] if cls == "LSTMCell" else want).grad_fn.name()
+
+
+def test_initialization_and_dropout_between_layers():
+    bg.manual_seed(0)
+    layer = nn.LSTM(10, 25, 2)
+    values = np.concatenate([p.detach().numpy().reshape(-1) for p in layer.parameters()])
+    assert np.abs(values).max() <= 0.2 and np.abs(values).max() > 0.19
+    ours, theirs = _pair("GRU", (3, 4, 3), {"dropout": 0.5})
+    ours.eval(), theirs.eval()
+    _compare(ours, theirs, [_input((5, 2, 3))])
+    ours.train()
+    bg.manual_seed(1)
+    first = ours(_input((5, 2, 3)))[0]
+    assert not np.allclose(first.detach().numpy(), ours.eval()(_input((5, 2, 3)))[0].detach().numpy())
+    with pytest.warns(UserWarning, match="non-zero dropout expects num_layers greater than 1"):
+        nn.LSTM(3, 4, dropout=0.5)
+
+
+@pytest.mark.parametrize("call", [
+    lambda m: m.nn.RNN(3, 4, nonlinearity="sigmoid"), lambda m: m.nn.LSTM(3, 4, proj_size=4),
+    lambda m: m.nn.GRU(3, 4, proj_size=2), lambda m: m.nn.LSTM(3, 0), lambda m: m.nn.RNN(3, 4, num_layers=0),
+    lambda m: m.nn.GRU(3, 4, dropout=1.5), lambda m: m.nn.RNNCell(3, 4, nonlinearity="gelu")(m.ones(2, 3)),
+    lambda m: m.nn.LSTM(3, 4)(m.ones(5, 2, 3, 1)), lambda m: m.nn.GRU(3, 4)(m.ones(5, 2, 2)),
+    lambda m: m.nn.RNN(3, 4)(m.ones(5, 2, 3), m.ones(2, 2, 4)), lambda m: m.nn.GRUCell(3, 4)(m.ones(2, 2, 3)),
+], ids=["nonlinearity", "proj-size", "proj-gru", "hidden-zero", "layers-zero", "dropout-range", "cell-nonlinearity",
+        "input-4d", "input-size", "hidden-shape", "cell-3d"])
+def test_errors(call):
+    raises_like_torch(call)
