@@ -9,8 +9,9 @@ import numpy as np
 
 from . import _dtypes
 from ._foreign import not_a_tensor, reject_torch_tensors
-from ._generator import draws, resolve
+from ._generator import resolve
 from ._host import share
+from ._ops.random_draws import sample
 from ._tensor import _CPP_NAMES as _C_NAMES
 from ._tensor import _TYPE_NAMES, REQUIRES_GRAD_DTYPE, Tensor, python_type_name, warn_once
 from ._x64 import scoped
@@ -30,7 +31,7 @@ _NEGATIVE_SIZE = {"zeros": "zeros: Dimension size must be non-negative."}  # tor
 
 
 def _finish(value, requires_grad):
-    t = Tensor._wrap(value)
+    t = value if isinstance(value, Tensor) else Tensor._wrap(value)
     if requires_grad:
         t._set_requires_grad(True, REQUIRES_GRAD_DTYPE)
     return t
@@ -345,23 +346,22 @@ def _sample(draw, shape, d, complex_scale):
 def rand(*args, size=_NO_SIZE, dtype=None, requires_grad=False, generator=None, device=None):
     """Uniform samples in [0, 1) of the given size (ints, one sequence, or `size=`), from `generator` (a
     bg.Generator; the default one if None)."""
-    bits = draws(generator, "rand")
     d = _float_dtype(dtype, "check_uniform_bounds")
-    return _finish(_sample(bits.random, _varargs_size("rand", args, size), d, 1.0), requires_grad)
+    shape = _varargs_size("rand", args, size)
+    return _finish(sample(generator, "rand", shape, lambda bits, s: _sample(bits.random, s, d, 1.0)), requires_grad)
 
 
 def randn(*args, size=_NO_SIZE, dtype=None, requires_grad=False, generator=None, device=None):
     """Standard normal samples of the given size (ints, one sequence, or `size=`), from `generator` (a bg.Generator;
     the default one if None)."""
-    bits = draws(generator, "randn")
     d = _float_dtype(dtype, "normal_kernel_cpu")
     shape = _varargs_size("randn", args, size)
-    return _finish(_sample(bits.standard_normal, shape, d, math.sqrt(0.5)), requires_grad)
+    return _finish(sample(generator, "randn", shape, lambda bits, s: _sample(bits.standard_normal, s, d,
+                                                                              math.sqrt(0.5))), requires_grad)
 
 
 def randint(low=0, high=None, size=None, *, dtype=None, requires_grad=False, generator=None, device=None):
     """Integers in [low, high) (randint(high, size) also works), from `generator` (the default one if None)."""
-    bits = draws(generator, "randint")
     if size is None:
         low, high, size = 0, low, high
     d = _dtypes.to_dtype(dtype) if dtype is not None else _dtypes.int64
@@ -369,7 +369,8 @@ def randint(low=0, high=None, size=None, *, dtype=None, requires_grad=False, gen
         raise TypeError(f"randint(): arguments 'low' and 'high' must be ints, but got {low!r} and {high!r}")
     _check_random_bounds(low, high, d)
     shape = _tuple_size("randint", size)
-    return _finish(bits.integers(low, high, shape).astype(d.np), requires_grad)
+    return _finish(sample(generator, "randint", shape, lambda bits, s: bits.integers(low, high, s).astype(d.np)),
+                   requires_grad)
 
 
 def _check_random_bounds(low, high, d):

@@ -112,19 +112,6 @@ def resolve(generator, fn):
     return generator
 
 
-def draws(generator, fn):
-    """The NumPy generator behind `generator` (None: the default one) for a draw of `fn`; inside
-    vmap.vmap(randomness="error") drawing is refused, as in torch."""
-    from vmap._vmap import in_vmap_randomness
-
-    source = resolve(generator, fn)
-    if in_vmap_randomness() == "error":
-        raise RuntimeError("vmap: called random operation while in randomness error mode. Please either use the "
-                           "'same' or 'different' randomness flags on vmap or perform the randomness operation out "
-                           "of vmap")
-    return source._bits
-
-
 default_generator = Generator()
 default_generator.seed()  # like torch's default generator: a new seed in every process
 

@@ -4,9 +4,11 @@ their dims are torch's pytrees (vmap/_pytree.py); checks and messages are torch.
 import contextlib
 import functools
 import threading
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from batched_grad._lazy import MAPPED, NeedsTracing, Pending, evaluate_mapped, mapped_input, materialize
 from batched_grad._generator import default_generator
@@ -24,9 +26,18 @@ from ._rows import map_rows
 _RANDOMNESS = ("error", "same", "different")
 
 
+class _Level(NamedTuple):
+    """A vmap.vmap call whose function is running: its randomness; the jax trace of its rows when it runs traced,
+    else None; and for randomness="different", its batch size and a Tensor of the row's index."""
+
+    randomness: str
+    trace: object = None
+    size: int = 0
+    row: object = None
+
+
 class _Running(threading.local):
-    """This thread's vmap calls whose function is running, innermost last: (randomness, the jax trace of its rows
-    when it runs traced, else None)."""
+    """This thread's running vmap calls (_Level), innermost last."""
 
     def __init__(self):
         self.calls = []
@@ -34,12 +45,15 @@ class _Running(threading.local):
 
 _running = _Running()
 
+RANDOMNESS_ERROR = ("vmap: called random operation while in randomness error mode. Please either use the 'same' or "
+                    "'different' randomness flags on vmap or perform the randomness operation out of vmap")
+
 
 @contextlib.contextmanager
 def randomness_mode(randomness):
     """Random draws within it follow `randomness` as in a vmap.vmap's function (for a transform that runs a function
     once for many rows: jacfwd)."""
-    _running.calls.append((randomness, None))
+    _running.calls.append(_Level(randomness))
     try:
         yield
     finally:
@@ -49,7 +63,16 @@ def randomness_mode(randomness):
 def in_vmap_randomness():
     """The randomness mode of the innermost vmap being traced, or None outside vmap."""
     running = _running.calls
-    return running[-1][0] if running else None
+    return running[-1].randomness if running else None
+
+
+def random_rows():
+    """For a random draw: the running vmap calls whose rows each draw their own values (randomness="different"),
+    outermost first; torch's error if one of the running calls refuses random draws."""
+    running = _running.calls
+    if any(level.randomness == "error" for level in running):
+        raise RuntimeError(RANDOMNESS_ERROR)
+    return [level for level in running if level.randomness == "different"]
 
 
 def is_batched(value):
@@ -62,15 +85,12 @@ def is_batched(value):
             return True
         value = materialize(value)  # a recorded op on traced rows is deferred without being marked mapped
     trace = getattr(value, "_trace", None)
-    return trace is not None and any(trace is t for _, t in running)
+    return trace is not None and any(trace is level.trace for level in running)
 
 
 def vmap(func, in_dims=0, out_dims=0, *, chunk_size=None, randomness="error"):
     if randomness not in _RANDOMNESS:
         raise ValueError(f"vmap: randomness must be one of {_RANDOMNESS}, but got {randomness!r}")
-    if randomness == "different":
-        raise ValueError("vmap: randomness='different' is not supported; draw the random values outside vmap "
-                         "and pass them in as a mapped argument.")
     chunk_size = check_chunk_size(chunk_size)
 
     @functools.wraps(func)
@@ -81,9 +101,11 @@ def vmap(func, in_dims=0, out_dims=0, *, chunk_size=None, randomness="error"):
         mapped = [i for i, d in enumerate(dims_in) if d is not None]
         arrays = [flat_args[i]._value if dims_in[i] == 0 else jnp.moveaxis(flat_args[i]._value, dims_in[i], 0)
                   for i in mapped]
+        if randomness == "different":  # the rows' indices, mapped too: a row's draws are its row of (size, ...) ones
+            arrays.append(np.arange(size, dtype=np.int32))
 
         start, recorded = sequence_mark(), []
-        rng_state = default_generator.get_state() if randomness == "same" else None  # for a backward's rerun
+        rng_state = default_generator.get_state() if randomness != "error" else None  # for a backward's rerun
         # mapped arguments that require grad: their rows are leaves that require grad, so that the results say
         # whether they depend on them
         differentiable = [i for i in mapped if is_grad_enabled() and flat_args[i].requires_grad]
@@ -95,7 +117,8 @@ def vmap(func, in_dims=0, out_dims=0, *, chunk_size=None, randomness="error"):
             for i, r in zip(mapped, rows):
                 call[i] = Tensor._wrap(r).requires_grad_() if i in differentiable else Tensor._wrap(r)
             running = _running.calls
-            running.append((randomness, trace))
+            running.append(_Level(randomness, trace, size, Tensor._wrap(rows[-1]) if randomness == "different"
+                                  else None))
             try:
                 leaves, spec = flatten(func(*args_spec.unflatten(call), **kwargs))
                 if is_grad_enabled():

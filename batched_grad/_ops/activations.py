@@ -11,6 +11,7 @@ from . import _derivatives
 from ._core import Op, apply
 from .elementwise import UNARY
 from .nn import _check_tensor, _require_float, softmax
+from .random_draws import sample
 
 _SELU_ALPHA, _SELU_SCALE = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
 
@@ -127,9 +128,8 @@ def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
         return _activation("leaky_rrelu", input, inplace, slope=(float(lower) + float(upper)) / 2)
     _check_tensor("rrelu", "input", input)
     _require_float("rrelu_with_noise_out_cpu", input.dtype)
-    from .._generator import draws
-
-    slopes = draws(None, "rrelu").uniform(lower, upper, tuple(input.shape)).astype(input.dtype.np)
+    slopes = sample(None, "rrelu", input.shape, lambda bits, size: bits.uniform(lower, upper, size).astype(
+        input.dtype.np))
     out = apply(_RRELU_NOISE, [input, slopes])
     return input._assign(out) if inplace else out
 

@@ -11,6 +11,7 @@ from .._tensor import _TYPE_NAMES, Tensor
 from ._core import Op, apply
 from ._derivatives import first_order_only
 from .nn import _check_tensor
+from .random_draws import sample
 
 
 def _attention(q, k, v, *extra, scale, causal, mask_kind, groups):
@@ -79,11 +80,10 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     kind = _mask_kind(attn_mask, query)
     operands = [query, key, value] + ([] if attn_mask is None else [attn_mask])
     if dropout_p > 0:
-        from .._generator import draws
-
         shape = tuple(query.shape[:-1]) + (key.shape[-2],)
-        keep = draws(None, "scaled_dot_product_attention").random(shape) >= dropout_p
-        operands.append(Tensor._wrap((keep * (0.0 if dropout_p >= 1 else 1.0 / (1.0 - dropout_p))).astype(query.dtype.np)))
+        scale_kept = 0.0 if dropout_p >= 1 else 1.0 / (1.0 - dropout_p)
+        operands.append(sample(None, "scaled_dot_product_attention", shape, lambda bits, size: (
+            (bits.random(size) >= dropout_p) * scale_kept).astype(query.dtype.np)))
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
     flash = (query.ndim == key.ndim == value.ndim == 4 and query.shape[-1] == key.shape[-1] == value.shape[-1]
              and dropout_p == 0 and not (attn_mask is not None and attn_mask.requires_grad))

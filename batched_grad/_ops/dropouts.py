@@ -8,6 +8,7 @@ import numpy as np
 from .._tensor import Tensor
 from ._core import Op, apply
 from .nn import _check_tensor, dropout, softmax
+from .random_draws import sample
 
 _ALPHA = 1.7580993408473766  # -SELU's negative saturation value
 _SCALE = Op("dropout", lambda a, keep: a * keep.astype(a.dtype), multilinear=True, backward_name="MulBackward0")
@@ -20,10 +21,8 @@ def _check_p(p):
 
 def _keep(input, p, per_channel, fn):
     """Bernoulli(1 - p) draws: one per element, or one per (sample, channel) broadcast over the rest."""
-    from .._generator import draws
-
     shape = tuple(input.shape[:2]) + (1,) * (input.ndim - 2) if per_channel else tuple(input.shape)
-    return (draws(None, fn).random(shape) >= p).astype(input.dtype.np)
+    return sample(None, fn, shape, lambda bits, size: (bits.random(size) >= p).astype(input.dtype.np))
 
 
 def _feature_dropout(input, p, training, inplace, fn):
@@ -89,8 +88,8 @@ def _alpha(input, p, training, inplace, per_channel, fn):
     keep = _keep(input, p, per_channel, fn)
     a = 1.0 / math.sqrt((_ALPHA * _ALPHA * p + 1) * (1 - p))
     # kept values become a x + b, dropped ones SELU's saturation value, mapped the same way
-    shift = ((keep - 1) * (_ALPHA * a) + _ALPHA * a * p).astype(input.dtype.np)
-    out = apply(_SCALE, [input, (keep * a).astype(input.dtype.np)]) + Tensor._wrap(np.asarray(shift))
+    shift = (keep - 1) * (_ALPHA * a) + _ALPHA * a * p
+    out = apply(_SCALE, [input, keep * a]) + shift
     return input._assign(out) if inplace else out
 
 
@@ -108,12 +107,11 @@ def feature_alpha_dropout(input, p=0.5, training=False, inplace=False):
 def gumbel_softmax(logits, tau=1.0, hard=False, eps=1e-10, dim=-1):
     """softmax((logits + g) / tau) for Gumbel(0, 1) noise g; with `hard`, the one-hot of its maximum in the forward
     pass and the soft sample's gradient (straight through)."""
-    from .._generator import draws
-
     if eps != 1e-10:
         warnings.warn("`eps` parameter is deprecated and has no effect.", stacklevel=2)
-    gumbels = -np.log(draws(None, "gumbel_softmax").exponential(size=tuple(logits.shape)))
-    y_soft = softmax((logits + Tensor._wrap(gumbels.astype(logits.dtype.np))) / tau, dim)
+    gumbels = sample(None, "gumbel_softmax", logits.shape,
+                     lambda bits, size: -np.log(bits.exponential(size=size)).astype(logits.dtype.np))
+    y_soft = softmax((logits + gumbels) / tau, dim)
     if not hard:
         return y_soft
     index = y_soft.max(dim, keepdim=True)[1]

@@ -411,14 +411,14 @@ _DROPOUT = Op("dropout", lambda a, keep, *, scale: a * keep.astype(a.dtype) * sc
 def dropout(input, p=0.5, training=True, inplace=False):
     """Zero each element with probability p (drawn from batched_grad's generator) and scale the rest by
     1 / (1 - p); the identity when not training."""
-    from .._generator import draws
+    from .random_draws import sample
 
     _check_tensor("dropout", "input", input)
     if not 0 <= p <= 1:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0:
         return input
-    keep = draws(None, "dropout").random(tuple(input.shape)) >= p
+    keep = sample(None, "dropout", input.shape, lambda bits, size: bits.random(size) >= p)
     out = apply(_DROPOUT, [input, keep], scale=0.0 if p == 1 else 1.0 / (1.0 - p))
     return input._assign(out) if inplace else out
 

@@ -1,13 +1,15 @@
 """Random sampling beyond rand/randn/randint, drawn from batched_grad's generators: normal (differentiable in its
 mean and std), bernoulli, multinomial, poisson, randperm, and the in-place fills uniform_, normal_, bernoulli_,
 exponential_, random_, cauchy_, log_normal_ and geometric_ (their derivative is 0, as torch's)."""
+import math
+
 import numpy as np
 
 from .. import _dtypes
-from .._generator import draws
 from .._tensor import _TYPE_NAMES, Tensor
 from ._core import Op, apply
 from ._derivatives import without_derivative
+from .random_draws import check_inplace, sample
 from .indexing import _concrete
 
 # an in-place fill replaces the values: its derivative for the old ones is 0
@@ -19,8 +21,15 @@ _FILL.update({f"bernoulli{k}": Op("bernoulli_", lambda a, sample: sample.astype(
                                   linear=True) for k in (1, 2)})
 
 
-def _fill(self, name, sample):
-    return self._assign(apply(_FILL[name], [self, Tensor._wrap(np.asarray(sample, self.dtype.np))]))
+def _fill(self, name, generator, draw):
+    """Fill `self` in place with what `draw(bits, size)` draws (random_draws.sample)."""
+    op = _FILL[name]
+    return _assign_draw(self, op, sample(generator, op.name, self.shape, draw))
+
+
+def _assign_draw(self, op, values):
+    check_inplace(self, values)
+    return self._assign(apply(op, [self, values]))
 
 
 def _float_only(self, kernel):
@@ -31,7 +40,7 @@ def _float_only(self, kernel):
 def uniform_(self, from_=0.0, to=1.0, *, generator=None):
     """Fill with uniform samples in [from_, to), in place."""
     _float_only(self, "check_uniform_bounds")
-    return _fill(self, "uniform", draws(generator, "uniform_").uniform(from_, to, tuple(self.shape)))
+    return _fill(self, "uniform", generator, lambda bits, size: bits.uniform(from_, to, size))
 
 
 def normal_(self, mean=0.0, std=1.0, *, generator=None):
@@ -39,14 +48,15 @@ def normal_(self, mean=0.0, std=1.0, *, generator=None):
     _float_only(self, "normal_kernel_cpu")
     if std < 0:
         raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
-    return _fill(self, "normal", draws(generator, "normal_").normal(mean, std, tuple(self.shape)))
+    return _fill(self, "normal", generator, lambda bits, size: bits.normal(mean, std, size))
 
 
 def bernoulli_(self, p=0.5, *, generator=None):
     """Fill with 1 (probability p, a number or a tensor) or 0, in place."""
-    probabilities = np.asarray(p.detach().numpy()) if isinstance(p, Tensor) else p
-    sample = draws(generator, "bernoulli_").random(tuple(self.shape)) < probabilities
-    return _fill(self, "bernoulli1" if isinstance(p, Tensor) else "bernoulli2", sample)
+    if not isinstance(p, Tensor):
+        return _fill(self, "bernoulli2", generator, lambda bits, size: bits.random(size) < p)
+    uniform = sample(generator, "bernoulli_", self.shape, lambda bits, size: bits.random(size))
+    return _assign_draw(self, _FILL["bernoulli1"], uniform < p.detach())
 
 
 def exponential_(self, lambd=1.0, *, generator=None):
@@ -54,7 +64,7 @@ def exponential_(self, lambd=1.0, *, generator=None):
     _float_only(self, "exponential_cpu")
     if lambd <= 0:
         raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={lambd}")
-    return _fill(self, "exponential", draws(generator, "exponential_").exponential(1.0 / lambd, tuple(self.shape)))
+    return _fill(self, "exponential", generator, lambda bits, size: bits.exponential(1.0 / lambd, size))
 
 
 def random_(self, from_=0, to=None, *, generator=None):
@@ -66,30 +76,30 @@ def random_(self, from_=0, to=None, *, generator=None):
             2 if self.dtype is _dtypes.bool else int(np.iinfo(self.dtype.np).max) + 1)
     if from_ >= to:
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={from_} >= to={to}")
-    return _fill(self, "random", draws(generator, "random_").integers(from_, to, tuple(self.shape)))
+    return _fill(self, "random", generator, lambda bits, size: bits.integers(from_, to, size))
 
 
 def cauchy_(self, median=0.0, sigma=1.0, *, generator=None):
     """Fill with Cauchy samples, in place."""
     _float_only(self, "cauchy_cpu")
-    return _fill(self, "cauchy", median + sigma * draws(generator, "cauchy_").standard_cauchy(tuple(self.shape)))
+    return _fill(self, "cauchy", generator, lambda bits, size: median + sigma * bits.standard_cauchy(size))
 
 
 def log_normal_(self, mean=1.0, std=2.0, *, generator=None):
     """Fill with log-normal samples (exp of a normal of the given mean and std), in place."""
     _float_only(self, "log_normal_cpu")
-    return _fill(self, "log_normal", draws(generator, "log_normal_").lognormal(mean, std, tuple(self.shape)))
+    return _fill(self, "log_normal", generator, lambda bits, size: bits.lognormal(mean, std, size))
 
 
 def geometric_(self, p, *, generator=None):
     """Fill with geometric samples (the number of Bernoulli(p) trials to the first success), in place."""
     if not 0 < p < 1:
         raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={p}")
-    return _fill(self, "geometric", draws(generator, "geometric_").geometric(p, tuple(self.shape)))
+    return _fill(self, "geometric", generator, lambda bits, size: bits.geometric(p, size))
 
 
 # ---- out-of-place samplers --------------------------------------------------------------------------------------
-_NORMAL = Op("normal", lambda mean, std, eps: mean + std * eps.astype(mean.dtype))
+_NORMAL = Op("normal", lambda mean, std, eps: (mean + std * eps).astype(eps.dtype))  # eps: the result dtype
 
 
 def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, requires_grad=False):
@@ -99,19 +109,19 @@ def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, requires_gra
         if size is None:
             raise TypeError("normal() missing required argument 'size' for number mean and std")
         d = _dtypes.to_dtype(dtype) if dtype is not None else _dtypes.get_default_dtype()
-        out = Tensor._wrap((mean + std * draws(generator, "normal").standard_normal(tuple(size))).astype(d.np))
+        out = sample(generator, "normal", size, lambda bits, s: (mean + std * bits.standard_normal(s)).astype(d.np))
         return out.requires_grad_() if requires_grad else out
     values = _concrete(std) if isinstance(std, Tensor) else None
     if values is not None and (values < 0).any():
         raise RuntimeError("normal expects all elements of std >= 0.0")
     if isinstance(std, (int, float)) and std < 0:
         raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
-    d = _dtypes.result_type(*tensors)
+    d = mean.dtype if isinstance(mean, Tensor) else std.dtype  # torch: the dtype of mean, if a Tensor
     shape = np.broadcast_shapes(*[tuple(t.shape) for t in tensors])
-    eps = draws(generator, "normal").standard_normal(shape).astype(d.np)
+    eps = sample(generator, "normal", shape, lambda bits, s: bits.standard_normal(s).astype(d.np))
     mean_ = mean.to(d) if isinstance(mean, Tensor) else mean
     std_ = std.to(d) if isinstance(std, Tensor) else std
-    return apply(_NORMAL, [mean_, std_, Tensor._wrap(eps)])
+    return apply(_NORMAL, [mean_, std_, eps])
 
 
 # a sample whose distribution `a` parametrizes, with torch's zero derivative for `a`
@@ -123,10 +133,8 @@ _BERNOULLI_P = Op("bernoulli", without_derivative(lambda a, sample: sample.astyp
 
 def bernoulli(input, p=None, *, generator=None):
     """1 with probability input (or p, a number), else 0, elementwise (zero derivative)."""
-    probabilities = np.asarray(input.detach().numpy()) if p is None else p
-    draw = draws(generator, "bernoulli").random(tuple(input.shape))
-    sample = Tensor._wrap((draw < probabilities).astype(input.dtype.np))
-    return apply(_ZEROED if p is None else _BERNOULLI_P, [input, sample])
+    uniform = sample(generator, "bernoulli", input.shape, lambda bits, size: bits.random(size))
+    return apply(_ZEROED if p is None else _BERNOULLI_P, [input, uniform < (input.detach() if p is None else p)])
 
 
 def multinomial(input, num_samples, replacement=False, *, generator=None):
@@ -141,15 +149,22 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):
         raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without replacement")
     if (rows.sum(1) == 0).any():
         raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
-    bits = draws(generator, "multinomial")
-    picks = [bits.choice(len(r), num_samples, replace=replacement, p=r / r.sum()) for r in rows]
-    return Tensor._wrap(np.asarray(picks, np.int64).reshape(input.shape[:-1] + (num_samples,)))
+    shape = tuple(input.shape[:-1]) + (num_samples,)
+
+    def draw(bits, size):  # size: a draw per row of a vmap with randomness="different", then shape
+        draws_per_row = math.prod(size[:len(size) - len(shape)])
+        picks = [bits.choice(len(r), num_samples, replace=replacement, p=r / r.sum())
+                 for _ in range(draws_per_row) for r in rows]
+        return np.asarray(picks, np.int64).reshape(size)
+
+    return sample(generator, "multinomial", shape, draw)
 
 
 def poisson(input, generator=None):
     """Poisson samples with rates `input` (zero derivative)."""
-    sample = draws(generator, "poisson").poisson(np.asarray(input.detach().numpy()))
-    return apply(_POISSON, [input, Tensor._wrap(sample.astype(input.dtype.np))])
+    rates = np.asarray(input.detach().numpy())
+    counts = sample(generator, "poisson", input.shape, lambda bits, size: bits.poisson(rates, size))
+    return apply(_POISSON, [input, counts])
 
 
 def randperm(n, *, generator=None, dtype=None, requires_grad=False, device=None):
@@ -157,7 +172,8 @@ def randperm(n, *, generator=None, dtype=None, requires_grad=False, device=None)
     if n < 0:
         raise RuntimeError(f"Trying to create tensor with negative dimension {n}: [{n}]")
     d = _dtypes.to_dtype(dtype) if dtype is not None else _dtypes.int64
-    out = Tensor._wrap(draws(generator, "randperm").permutation(n).astype(d.np))
+    out = sample(generator, "randperm", (n,),
+                 lambda bits, size: bits.permuted(np.broadcast_to(np.arange(n), size), axis=-1).astype(d.np))
     return out.requires_grad_() if requires_grad else out
 
 
