@@ -182,3 +182,14 @@ def test_normal_bernoulli_multinomial_poisson_randperm():
         "multinomial-count", "multinomial-zero", "normal-negative-std", "randperm-negative"])
 def test_sampler_errors(call):
     raises_like_torch(call)
+
+
+@pytest.mark.parametrize("mean_dtype, std_dtype", [("float32", None), (None, "float32"), ("float64", None),
+                                                   ("float32", "float64"), ("float64", "float32")])
+def test_normal_takes_the_dtype_of_its_mean_tensor(mean_dtype, std_dtype):
+    def draw(m):
+        mean = m.zeros(3, dtype=getattr(m, mean_dtype)) if mean_dtype else 0.0
+        std = m.ones(3, dtype=getattr(m, std_dtype)) if std_dtype else 1.0
+        return m.normal(mean, std).dtype
+
+    assert str(draw(bg)) == str(draw(torch))
