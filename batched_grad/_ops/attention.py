@@ -7,7 +7,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import _dtypes
-from .._tensor import _TYPE_NAMES, Tensor
+from .._tensor import _TYPE_NAMES
 from ._core import Op, apply
 from ._derivatives import first_order_only
 from .nn import _check_tensor

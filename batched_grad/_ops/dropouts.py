@@ -5,7 +5,6 @@ import warnings
 
 import numpy as np
 
-from .._tensor import Tensor
 from ._core import Op, apply
 from .nn import _check_tensor, dropout, softmax
 from .random_draws import sample
