@@ -12,6 +12,11 @@ import vmap
 torch.set_default_dtype(torch.float32)
 
 
+# the float dtypes of the op tables' tests, with their tolerances; the float32 cases run in the slow suite
+FLOATS = {"float64": (bg.float64, dict(rtol=1e-6, atol=1e-8)), "float32": (bg.float32, dict(rtol=1e-4, atol=1e-5))}
+FLOAT_PARAMS = ["float64", pytest.param("float32", marks=pytest.mark.slow)]
+
+
 def to_torch(x, requires_grad=None):
     if isinstance(x, bg.Tensor):
         t = torch.from_numpy(np.array(x.detach().numpy()))

@@ -8,9 +8,8 @@ import torch
 import batched_grad as bg
 import batched_grad.nn as nn
 import batched_grad.nn.functional as F
-from oracle import assert_same, check_both, raises_like_torch, to_torch
+from oracle import FLOATS, FLOAT_PARAMS, assert_same, check_both, raises_like_torch, to_torch
 
-FLOATS = {"float64": (bg.float64, dict(rtol=1e-6, atol=1e-8)), "float32": (bg.float32, dict(rtol=1e-4, atol=1e-5))}
 # the kinks of every piecewise function among the values (-3, 3, 6, +-1, +-0.5, 0)
 KINKS = [-4.0, -3.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0, 3.0, 6.0, 7.0, -0.25]
 CALLS = {
@@ -32,7 +31,7 @@ def _module(name):
     return torch.nn.functional if name == "torch" else F
 
 
-@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("dtype", FLOAT_PARAMS)
 @pytest.mark.parametrize("name", CALLS)
 def test_values_and_derivatives(name, dtype):
     x = bg.tensor(KINKS, dtype=FLOATS[dtype][0], requires_grad=True)

@@ -10,7 +10,6 @@ import torch
 
 import batched_grad as bg
 import batched_grad.nn as nn
-import batched_grad.nn.functional as F
 from oracle import assert_same, raises_like_torch, to_torch
 
 

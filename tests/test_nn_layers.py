@@ -11,9 +11,8 @@ import torch
 import batched_grad as bg
 import batched_grad.nn as nn
 import batched_grad.nn.functional as F
-from oracle import assert_same, check_both, raises_like_torch, to_torch
+from oracle import FLOATS, FLOAT_PARAMS, assert_same, check_both, raises_like_torch, to_torch
 
-FLOATS = {"float64": (bg.float64, dict(rtol=1e-6, atol=1e-8)), "float32": (bg.float32, dict(rtol=1e-4, atol=1e-5))}
 
 
 def _f(m):
@@ -83,7 +82,7 @@ CALLS = {  # name: (call of (F, x, w), x shape, w shape)
 }
 
 
-@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("dtype", FLOAT_PARAMS)
 @pytest.mark.parametrize("name", CALLS)
 def test_values_and_derivatives(name, dtype):
     call, xs, ws = CALLS[name]

@@ -10,10 +10,9 @@ import torch
 import batched_grad as bg
 import batched_grad.nn as nn
 import batched_grad.nn.functional as F
-from oracle import assert_same, check_both, raises_like_torch, to_torch
+from oracle import FLOATS, FLOAT_PARAMS, assert_same, check_both, raises_like_torch, to_torch
 
 pytestmark = pytest.mark.filterwarnings("ignore:reduction. 'mean' divides the total loss")
-FLOATS = {"float64": (bg.float64, dict(rtol=1e-6, atol=1e-8)), "float32": (bg.float32, dict(rtol=1e-4, atol=1e-5))}
 REDUCTIONS = ["mean", "sum", "none"]
 
 
@@ -64,7 +63,7 @@ LOSSES = {
 }
 
 
-@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("dtype", FLOAT_PARAMS)
 @pytest.mark.parametrize("reduction", REDUCTIONS)
 @pytest.mark.parametrize("name", LOSSES)
 def test_values_and_derivatives(name, reduction, dtype):
@@ -141,7 +140,7 @@ DISTANCES = {
 }
 
 
-@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("dtype", FLOAT_PARAMS)
 @pytest.mark.parametrize("name", DISTANCES)
 def test_distances(name, dtype):
     inputs = data(dtype, seed=3)
