@@ -1,7 +1,10 @@
-"""torch's meta device: a meta tensor has a shape and a dtype but no values. Its value is a MetaValue (a jax.ShapeDtypeStruct);
-an op reading one computes only the shapes and dtypes of its results (jax.eval_shape of the op's function), and
-reading its values raises torch's errors."""
+"""torch's meta device: a meta tensor has a shape and a dtype but no values. Its value is a MetaValue (a shape and a
+dtype); an op reading one computes only the shapes and dtypes of its results (jax.eval_shape of the op's function),
+and reading its values raises torch's errors."""
+import math
+
 import jax
+import numpy as np
 
 NO_DATA = "Cannot copy out of meta tensor; no data!"
 NO_NUMPY = ("can't convert meta device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory "
@@ -9,23 +12,47 @@ NO_NUMPY = ("can't convert meta device type tensor to numpy. Use Tensor.cpu() to
 NO_ITEM = "Tensor.item() cannot be called on meta tensors"
 MODULE_NO_DATA = (NO_DATA + " Please use torch.nn.Module.to_empty() instead of torch.nn.Module.to() when moving "
                   "module from meta to a different device.")
+# what reading the values of a meta tensor raises, per way of reading them, as torch
+NUMPY_ERROR, COPY_ERROR, ITEM_ERROR = (TypeError, NO_NUMPY), (NotImplementedError, NO_DATA), (RuntimeError, NO_ITEM)
+VMAP_OVER_META = ("vmap over meta tensors is not supported: batched_grad's vmap maps compiled programs over the "
+                  "rows' values, which a meta tensor does not have")
 VALUE_DEPENDENT = ("{} cannot run on meta tensors: the shape of its result depends on the values of its input, "
                    "which a meta tensor does not have")
 
 
-class MetaValue(jax.ShapeDtypeStruct):
-    """The value of a meta tensor: a shape and a dtype. Code reading values host-side (NumPy) raises torch's
-    error, and JAX refuses it as an argument (a TypeError: `apply` then finds the shapes only)."""
+class MetaValue:
+    """The value of a meta tensor: a shape and a dtype, as a jax.ShapeDtypeStruct has. Unlike one, JAX refuses it as
+    an argument of any compiled function (a TypeError, on which `apply` finds the result's shapes alone), even one
+    reading only its shape; and code reading values host-side (NumPy) raises torch's error."""
 
-    __slots__ = ()
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype = tuple(shape), np.dtype(dtype)
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def size(self):
+        return math.prod(self.shape)
 
     def __array__(self, dtype=None, copy=None):
         raise NotImplementedError(NO_DATA)
 
+    def __repr__(self):
+        return f"MetaValue(shape={self.shape}, dtype={self.dtype})"
+
 
 def meta_value(shape, dtype):
     """The value of a meta tensor of `shape` and `dtype` (a NumPy dtype)."""
-    return MetaValue(tuple(shape), dtype)
+    return MetaValue(shape, dtype)
+
+
+def rebuild_meta(cls, shape, dtype, requires_grad):
+    """A meta tensor unpickled."""
+    return cls._wrap(MetaValue(shape, dtype), requires_grad=requires_grad)
 
 
 def is_meta(tensor):

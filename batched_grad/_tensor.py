@@ -10,7 +10,7 @@ from . import _dtypes, _graph
 from ._host import fits, is_shared, read_before, to_device
 from ._inplace import DETACH, LEAF_INPLACE, VIEW_OF_LEAF_INPLACE, InPlace, _ops_of, remember_view  # noqa: F401
 from ._lazy import Pending, materialize
-from ._meta import NO_DATA, NO_ITEM, NO_NUMPY, MetaValue
+from ._meta import COPY_ERROR, ITEM_ERROR, NUMPY_ERROR, MetaValue, rebuild_meta
 from ._tracing import is_tracer
 from ._grad_mode import _check_bool, is_grad_enabled
 
@@ -46,7 +46,6 @@ GRAD_DTYPE = (
     "specific dtype, or None to allow any dtype. Set grad_dtype with caution. Diverging the dtypes of a tensor and "
     "its gradient may break downstream systems that assume they match."
 )
-_NUMPY_ERROR, _COPY_ERROR, _ITEM_ERROR = (TypeError, NO_NUMPY), (NotImplementedError, NO_DATA), (RuntimeError, NO_ITEM)
 SCALAR_REQUIRES_GRAD = ("Converting a tensor with requires_grad=True to a scalar may lead to unexpected behavior.\n"
                         "Consider using tensor.detach() first.")
 _warned = set()
@@ -405,10 +404,10 @@ class Tensor(InPlace):
         `force=True`."""
         if self.requires_grad and is_grad_enabled() and not force:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
-        return self._array(_NUMPY_ERROR)
+        return self._array(NUMPY_ERROR)
 
     def __array__(self, dtype=None, copy=None):
-        a = self._array(_NUMPY_ERROR)
+        a = self._array(NUMPY_ERROR)
         if dtype is not None and a.dtype != dtype:
             return a.astype(dtype)
         return a.copy() if copy else a
@@ -424,13 +423,13 @@ class Tensor(InPlace):
 
     def tolist(self):
         """The values as (nested lists of) Python numbers."""
-        return self._array(_COPY_ERROR).tolist()
+        return self._array(COPY_ERROR).tolist()
 
     def item(self):
         """The value of a one-element tensor as a Python number."""
         if self.numel() != 1:
             raise RuntimeError(f"a Tensor with {self.numel()} elements cannot be converted to Scalar")
-        return self._array(_ITEM_ERROR).reshape(()).item()
+        return self._array(ITEM_ERROR).reshape(()).item()
 
     def _scalar(self):
         if self.numel() != 1:
@@ -480,7 +479,7 @@ class Tensor(InPlace):
     def __reduce_ex__(self, protocol):
         v = self._value
         if type(v) is MetaValue:
-            return _rebuild_meta, (type(self), v.shape, v.dtype, self._requires_grad)
+            return rebuild_meta, (type(self), v.shape, v.dtype, self._requires_grad)
         return _rebuild, (type(self), np.asarray(v), self._requires_grad)
 
     def __format__(self, spec):
@@ -498,10 +497,6 @@ class Tensor(InPlace):
 
 def _rebuild(cls, array, requires_grad):
     return cls._wrap(np.asarray(array), requires_grad=requires_grad)  # host data, as bg.tensor's
-
-
-def _rebuild_meta(cls, shape, dtype, requires_grad):
-    return cls._wrap(MetaValue(shape, dtype), requires_grad=requires_grad)
 
 
 def _wrap_dim(dim, ndim):
