@@ -1,4 +1,5 @@
-"""torch's device names on JAX's devices: cpu is JAX's CPU backend, cuda:i the i-th device of its GPU backend."""
+"""torch's device names on JAX's devices: cpu is JAX's CPU backend, cuda:i the i-th device of its GPU backend; meta
+(shapes and dtypes without values) is on none."""
 import functools
 
 import jax
@@ -26,7 +27,8 @@ def only_cpu():
 
 def resolve(spec):
     """(torch device, JAX device) for a device given as torch takes one: a string ('cpu', 'cuda:1'), a
-    batched_grad.device, or an int (an accelerator's index); torch's errors for what this process lacks."""
+    batched_grad.device, or an int (an accelerator's index); torch's errors for what this process lacks. The meta
+    device has no JAX device (None)."""
     if isinstance(spec, int) and not isinstance(spec, bool):
         if only_cpu():
             raise RuntimeError("Cannot access accelerator device when none is available.")
@@ -37,9 +39,11 @@ def resolve(spec):
     d = device(spec)
     if d.type == "cpu":
         return device("cpu"), jax_devices("cpu")[0]
+    if d.type == "meta":  # shapes and dtypes without values: no JAX device holds them
+        return device("meta"), None
     if d.type != "cuda":
         raise RuntimeError(f"batched_grad is not linked with support for {d.type} devices: tensors live on JAX's "
-                           "devices, the cpu and, where JAX has a GPU backend, cuda")
+                           "devices, the cpu and, where JAX has a GPU backend, cuda, or on meta (without values)")
     gpus = jax_devices("cuda")
     if not gpus:
         raise AssertionError(NO_CUDA)

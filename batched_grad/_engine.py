@@ -8,6 +8,7 @@ from . import _graph, _lazy, _program
 from ._grad_mode import set_grad_enabled
 from ._graph import AccumulateGrad
 from ._host import unshared
+from ._meta import MetaValue
 from ._hooks import run_post_accumulate_hooks, run_posthooks, run_prehooks, run_tensor_hooks
 from ._tensor import Tensor
 
@@ -50,7 +51,8 @@ def _accumulate(variable, grad, create_graph):
         elif create_graph:
             variable._grad = old + grad
         else:
-            old._value = old._value + grad._value
+            if type(old._v) is not MetaValue:  # a meta gradient stays one: shape and dtype, no values to add
+                old._value = old._value + grad._value
             old._counter.value += 1
     if variable._post_accumulate_hooks:
         run_post_accumulate_hooks(variable)

@@ -11,6 +11,7 @@ from . import _dtypes
 from ._foreign import not_a_tensor, reject_torch_tensors
 from ._generator import resolve
 from ._host import share
+from ._meta import MetaValue, device_for, meta_value, names_meta
 from ._ops.random_draws import sample
 from ._tensor import _CPP_NAMES as _C_NAMES
 from ._tensor import _TYPE_NAMES, REQUIRES_GRAD_DTYPE, Tensor, python_type_name, warn_once
@@ -30,11 +31,22 @@ READ_ONLY_ARRAY = (
 _NEGATIVE_SIZE = {"zeros": "zeros: Dimension size must be non-negative."}  # torch's wording differs per factory
 
 
-def _finish(value, requires_grad):
-    t = value if isinstance(value, Tensor) else Tensor._wrap(value)
+def _finish(value, requires_grad, device=None):
+    """A new leaf holding `value` (host data, or a Tensor's), or only its shape and dtype where `device` names the
+    meta device."""
+    if isinstance(value, Tensor):
+        t = value
+    else:
+        t = Tensor._wrap(meta_value(value.shape, value.dtype) if names_meta(device) else value)
     if requires_grad:
         t._set_requires_grad(True, REQUIRES_GRAD_DTYPE)
     return t
+
+
+def _made(make, shape, d, requires_grad, device):
+    """A new leaf of `shape` and dtype `d`: the host data `make()` makes, or on the meta device none (nothing is
+    made, nor drawn from a generator)."""
+    return _finish(meta_value(shape, d.np) if names_meta(device) else make(), requires_grad)
 
 
 # ---- tensor(data): torch's dtype inference and shape checks ---------------------------------------------
@@ -119,6 +131,8 @@ def tensor(data, dtype=None, requires_grad=False, device=None):
             _check_int_range(data)
         with np.errstate(over="ignore"):  # like torch, out-of-range floats become inf
             value = np.array(_numbers(data) if not isinstance(data, range) else list(data), dtype=d.np)
+    if isinstance(value, MetaValue) or names_meta(device):  # no values to copy, or none kept
+        return _finish(meta_value(value.shape, d.np), requires_grad)
     if isinstance(value, jax.Array):
         return _finish(jnp.asarray(value, dtype=d.np), requires_grad)
     return _finish(np.array(value, dtype=d.np), requires_grad)  # a host copy, moved to the device when first used
@@ -221,30 +235,34 @@ def _number(x):
 def zeros(*args, size=_NO_SIZE, dtype=None, requires_grad=False, device=None):
     """A tensor of zeros of the given size (ints, one sequence, or `size=`), of the default float dtype unless
     `dtype`."""
-    shape = _varargs_size("zeros", args, size)
-    return _finish(np.zeros(shape, _dtype_or_default(dtype).np), requires_grad)
+    shape, d = _varargs_size("zeros", args, size), _dtype_or_default(dtype)
+    return _made(lambda: np.zeros(shape, d.np), shape, d, requires_grad, device)
 
 
 def ones(*args, size=_NO_SIZE, dtype=None, requires_grad=False, device=None):
     """A tensor of ones of the given size (ints, one sequence, or `size=`), of the default float dtype unless
     `dtype`."""
-    shape = _varargs_size("ones", args, size)
-    return _finish(np.ones(shape, _dtype_or_default(dtype).np), requires_grad)
+    shape, d = _varargs_size("ones", args, size), _dtype_or_default(dtype)
+    return _made(lambda: np.ones(shape, d.np), shape, d, requires_grad, device)
 
 
 def empty(*args, size=_NO_SIZE, dtype=None, requires_grad=False, device=None):
     """Uninitialized in torch; zeros here."""
-    shape = _varargs_size("empty", args, size)
-    return _finish(np.zeros(shape, _dtype_or_default(dtype).np), requires_grad)
+    shape, d = _varargs_size("empty", args, size), _dtype_or_default(dtype)
+    return _made(lambda: np.zeros(shape, d.np), shape, d, requires_grad, device)
 
 
 def full(size, fill_value, *, dtype=None, requires_grad=False, device=None):
     """A tensor of `size` filled with `fill_value`; the dtype follows the value (bool, int64, default float)."""
     fill_value = _number(fill_value)
     d = _dtypes.to_dtype(dtype) if dtype is not None else _dtypes.scalar_dtype(fill_value)
+    shape = _tuple_size("full", size)
+    return _made(lambda: _filled(shape, fill_value, d), shape, d, requires_grad, device)
+
+
+def _filled(shape, fill_value, d):
     with np.errstate(over="ignore", invalid="ignore"):
-        value = np.full(_tuple_size("full", size), fill_value, d.np)
-    return _finish(value, requires_grad)
+        return np.full(shape, fill_value, d.np)
 
 
 def eye(n, m=None, *, dtype=None, requires_grad=False, device=None):
@@ -254,7 +272,7 @@ def eye(n, m=None, *, dtype=None, requires_grad=False, device=None):
             raise TypeError(f"eye(): argument '{name}' (position {position}) must be int, not {type(v).__name__}")
         if v is not None and v < 0:
             raise RuntimeError(f"{name} must be greater or equal to 0, got {v}")
-    return _finish(np.eye(n, n if m is None else m, dtype=_dtype_or_default(dtype).np), requires_grad)
+    return _finish(np.eye(n, n if m is None else m, dtype=_dtype_or_default(dtype).np), requires_grad, device)
 
 
 def arange(start, end=None, step=1, *, dtype=None, requires_grad=False, device=None):
@@ -277,7 +295,7 @@ def arange(start, end=None, step=1, *, dtype=None, requires_grad=False, device=N
         if step == 0:
             raise RuntimeError("step must be nonzero")
     values = start + step * np.arange(n, dtype=np.float64 if d.is_floating_point else np.int64)
-    return _finish(values.astype(d.np), requires_grad)
+    return _finish(values.astype(d.np), requires_grad, device)
 
 
 def linspace(start, end, steps, *, dtype=None, requires_grad=False, device=None):
@@ -295,7 +313,7 @@ def linspace(start, end, steps, *, dtype=None, requires_grad=False, device=None)
     step = (end - start) / work(builtins.max(steps - 1, 1))  # torch fills each half from its own end
     values = np.where(i < steps // 2, start + step * i.astype(work), end - step * (steps - 1 - i).astype(work))
     values = values if steps != 1 else np.full(1, start)
-    return _finish(values.astype(d.np), requires_grad)
+    return _finish(values.astype(d.np), requires_grad, device)
 
 
 def _like(input, dtype, fn):
@@ -307,25 +325,25 @@ def _like(input, dtype, fn):
 def zeros_like(input, *, dtype=None, requires_grad=False, device=None):
     """Zeros with `input`'s shape and dtype (unless `dtype`)."""
     shape, d = _like(input, dtype, "zeros_like")
-    return zeros(shape, dtype=d, requires_grad=requires_grad)
+    return zeros(shape, dtype=d, requires_grad=requires_grad, device=device_for(device, input))
 
 
 def ones_like(input, *, dtype=None, requires_grad=False, device=None):
     """Ones with `input`'s shape and dtype (unless `dtype`)."""
     shape, d = _like(input, dtype, "ones_like")
-    return ones(shape, dtype=d, requires_grad=requires_grad)
+    return ones(shape, dtype=d, requires_grad=requires_grad, device=device_for(device, input))
 
 
 def empty_like(input, *, dtype=None, requires_grad=False, device=None):
     """An uninitialized tensor (zeros here) with `input`'s shape and dtype (unless `dtype`)."""
     shape, d = _like(input, dtype, "empty_like")
-    return empty(shape, dtype=d, requires_grad=requires_grad)
+    return empty(shape, dtype=d, requires_grad=requires_grad, device=device_for(device, input))
 
 
 def full_like(input, fill_value, *, dtype=None, requires_grad=False, device=None):
     """`fill_value` with `input`'s shape and dtype (unless `dtype`)."""
     shape, d = _like(input, dtype, "full_like")
-    return full(shape, fill_value, dtype=d, requires_grad=requires_grad)
+    return full(shape, fill_value, dtype=d, requires_grad=requires_grad, device=device_for(device, input))
 
 
 # ---- random ---------------------------------------------------------------------------------------------
@@ -348,7 +366,8 @@ def rand(*args, size=_NO_SIZE, dtype=None, requires_grad=False, generator=None, 
     bg.Generator; the default one if None)."""
     d = _float_dtype(dtype, "check_uniform_bounds")
     shape = _varargs_size("rand", args, size)
-    return _finish(sample(generator, "rand", shape, lambda bits, s: _sample(bits.random, s, d, 1.0)), requires_grad)
+    return _made(lambda: sample(generator, "rand", shape, lambda bits, s: _sample(bits.random, s, d, 1.0)), shape, d,
+                 requires_grad, device)
 
 
 def randn(*args, size=_NO_SIZE, dtype=None, requires_grad=False, generator=None, device=None):
@@ -356,8 +375,9 @@ def randn(*args, size=_NO_SIZE, dtype=None, requires_grad=False, generator=None,
     the default one if None)."""
     d = _float_dtype(dtype, "normal_kernel_cpu")
     shape = _varargs_size("randn", args, size)
-    return _finish(sample(generator, "randn", shape, lambda bits, s: _sample(bits.standard_normal, s, d,
-                                                                              math.sqrt(0.5))), requires_grad)
+    return _made(lambda: sample(generator, "randn", shape, lambda bits, s: _sample(bits.standard_normal, s, d,
+                                                                                 math.sqrt(0.5))),
+                 shape, d, requires_grad, device)
 
 
 def randint(low=0, high=None, size=None, *, dtype=None, requires_grad=False, generator=None, device=None):
@@ -369,8 +389,8 @@ def randint(low=0, high=None, size=None, *, dtype=None, requires_grad=False, gen
         raise TypeError(f"randint(): arguments 'low' and 'high' must be ints, but got {low!r} and {high!r}")
     _check_random_bounds(low, high, d)
     shape = _tuple_size("randint", size)
-    return _finish(sample(generator, "randint", shape, lambda bits, s: bits.integers(low, high, s).astype(d.np)),
-                   requires_grad)
+    return _made(lambda: sample(generator, "randint", shape, lambda bits, s: bits.integers(low, high, s).astype(d.np)),
+                 shape, d, requires_grad, device)
 
 
 def _check_random_bounds(low, high, d):
@@ -400,16 +420,18 @@ def randint_like(input, low=None, high=None, *, dtype=None, requires_grad=False,
         raise TypeError(f"randint_like(): arguments 'low' and 'high' must be ints, but got {low!r} and {high!r}")
     shape, d = _like(input, dtype, "randint_like")
     return randint(low, high, shape, dtype=d, requires_grad=requires_grad,
-                   generator=resolve(generator, "randint_like"))
+                   generator=resolve(generator, "randint_like"), device=device_for(device, input))
 
 
 def rand_like(input, *, generator=None, dtype=None, requires_grad=False, device=None):
     """Uniform samples in [0, 1) with `input`'s shape and dtype (unless `dtype`)."""
     shape, d = _like(input, dtype, "rand_like")
-    return rand(shape, dtype=d, requires_grad=requires_grad, generator=resolve(generator, "rand_like"))
+    return rand(shape, dtype=d, requires_grad=requires_grad, generator=resolve(generator, "rand_like"),
+                device=device_for(device, input))
 
 
 def randn_like(input, *, generator=None, dtype=None, requires_grad=False, device=None):
     """Standard normal samples with `input`'s shape and dtype (unless `dtype`)."""
     shape, d = _like(input, dtype, "randn_like")
-    return randn(shape, dtype=d, requires_grad=requires_grad, generator=resolve(generator, "randn_like"))
+    return randn(shape, dtype=d, requires_grad=requires_grad, generator=resolve(generator, "randn_like"),
+                 device=device_for(device, input))

@@ -5,6 +5,7 @@ import jax
 import numpy as np
 
 from . import _dtypes
+from ._meta import MetaValue
 
 _PRECISION, _THRESHOLD, _EDGE, _LINEWIDTH = 4, 1000, 3, 80
 
@@ -89,23 +90,34 @@ def _values_str(a, indent):
     return _body(a, indent, summarize, [_Formatter(p) for p in parts])
 
 
+def _values_body(t, indent):
+    """The values as torch prints them (a traced tensor's shape and dtype)."""
+    if isinstance(t._value, jax.core.Tracer):
+        return f"<traced {t.dtype.name}{list(t.shape)}>"
+    return _values_str(np.asarray(t._value), indent)
+
+
+def _value_suffixes(t, default):
+    """The size and dtype suffixes of a tensor with values: shown where the values do not tell them."""
+    if t.numel() == 0:
+        size = [f"size={tuple(t.shape)}"] if t.ndim != 1 else []
+        return size + ([f"dtype={t.dtype!r}"] if t.dtype is not default else [])
+    if t.dtype not in (default, _dtypes._to_complex(default), _dtypes.int64, _dtypes.bool):
+        return [f"dtype={t.dtype!r}"]
+    return []
+
+
 def format_tensor(t):
     """repr(t) as torch prints it."""
     prefix = "tensor("
     indent = len(prefix)
     default = _dtypes.get_default_dtype()
-    suffixes = []
-    if isinstance(t._value, jax.core.Tracer):
-        body = f"<traced {t.dtype.name}{list(t.shape)}>"
-    else:
-        body = _values_str(np.asarray(t._value), indent)
-    if t.numel() == 0:
-        if t.ndim != 1:
-            suffixes.append(f"size={tuple(t.shape)}")
+    if type(t._v) is MetaValue:  # a meta tensor: no values
+        body, suffixes = "...", ["device='meta'", f"size={tuple(t.shape)}"]
         if t.dtype is not default:
             suffixes.append(f"dtype={t.dtype!r}")
-    elif t.dtype not in (default, _dtypes._to_complex(default), _dtypes.int64, _dtypes.bool):
-        suffixes.append(f"dtype={t.dtype!r}")
+    else:
+        body, suffixes = _values_body(t, indent), _value_suffixes(t, default)
     if t.grad_fn is not None:
         suffixes.append(f"grad_fn=<{t.grad_fn.name().rsplit('::', 1)[-1]}>")
     elif t.requires_grad:

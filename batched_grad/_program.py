@@ -10,6 +10,7 @@ from . import _basis, _graph, _lazy
 from ._graph import AccumulateGrad, SavedValue
 from ._host import unshared
 from ._lazy import Pending, intern
+from ._meta import MetaValue
 from ._ops._core import Op, OpNode, _read_by, _vjp_spec, apply, reads_of, vjp_reads
 from ._tensor import Tensor
 from ._tracing import tracing
@@ -47,6 +48,8 @@ class _Encoder:
                 self.direct = False
             else:  # a deferred value from outside the walk (a detached one): computed on its own
                 value = _lazy.materialize(value)
+        elif type(value) is MetaValue:  # no values to compile a program for: the program op finds the shapes
+            self.direct = False
         self.frontier.append(value)
         return (len(self.frontier) - 1,)
 

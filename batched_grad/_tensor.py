@@ -10,6 +10,7 @@ from . import _dtypes, _graph
 from ._host import fits, is_shared, read_before, to_device
 from ._inplace import DETACH, LEAF_INPLACE, VIEW_OF_LEAF_INPLACE, InPlace, _ops_of, remember_view  # noqa: F401
 from ._lazy import Pending, materialize
+from ._meta import COPY_ERROR, ITEM_ERROR, NUMPY_ERROR, MetaValue, rebuild_meta
 from ._tracing import is_tracer
 from ._grad_mode import _check_bool, is_grad_enabled
 
@@ -181,8 +182,12 @@ class Tensor(InPlace):
 
     @property
     def device(self):
-        """The device holding the values (cpu for a traced value, and for memory shared with NumPy)."""
-        if type(self._v) is np.ndarray and is_shared(self._v):
+        """The device holding the values (cpu for a traced value, and for memory shared with NumPy; meta for a
+        tensor without values)."""
+        v = self._v
+        if type(v) is MetaValue:
+            return device("meta")
+        if type(v) is np.ndarray and is_shared(v):
             return device("cpu")
         if isinstance(self._value, jax.core.Tracer):
             return device("cpu")
@@ -390,7 +395,7 @@ class Tensor(InPlace):
 
     # ---- conversion ---------------------------------------------------------------------------------
     def jax(self):
-        """The underlying JAX array."""
+        """The underlying JAX array (a MetaValue for a meta tensor)."""
         return self._value
 
     def numpy(self, *, force=False):
@@ -399,29 +404,32 @@ class Tensor(InPlace):
         `force=True`."""
         if self.requires_grad and is_grad_enabled() and not force:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
-        return self._array()
+        return self._array(NUMPY_ERROR)
 
     def __array__(self, dtype=None, copy=None):
-        a = self._array()
+        a = self._array(NUMPY_ERROR)
         if dtype is not None and a.dtype != dtype:
             return a.astype(dtype)
         return a.copy() if copy else a
 
-    def _array(self):
+    def _array(self, meta_error):
+        """The values as a NumPy array; for a meta tensor (it has none) `meta_error`, an (exception, message)."""
         v = self._v
         if type(v) is np.ndarray and is_shared(v):
             return v.view()
+        if type(v) is MetaValue:
+            raise meta_error[0](meta_error[1])
         return np.asarray(self._value)
 
     def tolist(self):
         """The values as (nested lists of) Python numbers."""
-        return self._array().tolist()
+        return self._array(COPY_ERROR).tolist()
 
     def item(self):
         """The value of a one-element tensor as a Python number."""
         if self.numel() != 1:
             raise RuntimeError(f"a Tensor with {self.numel()} elements cannot be converted to Scalar")
-        return self._array().reshape(()).item()
+        return self._array(ITEM_ERROR).reshape(()).item()
 
     def _scalar(self):
         if self.numel() != 1:
@@ -469,10 +477,15 @@ class Tensor(InPlace):
         return t
 
     def __reduce_ex__(self, protocol):
-        return _rebuild, (type(self), np.asarray(self._value), self._requires_grad)
+        v = self._value
+        if type(v) is MetaValue:
+            return rebuild_meta, (type(self), v.shape, v.dtype, self._requires_grad)
+        return _rebuild, (type(self), np.asarray(v), self._requires_grad)
 
     def __format__(self, spec):
-        return format(self.item(), spec) if self.ndim == 0 else object.__format__(self, spec)
+        if self.ndim == 0 and type(self._v) is not MetaValue:
+            return format(self.item(), spec)
+        return object.__format__(self, spec)
 
     def __repr__(self):
         from ._format import format_tensor

@@ -321,9 +321,6 @@ def test_model_ensembling():
     run_both(model_ensemble, *_ensemble_inputs())
 
 
-@pytest.mark.xfail(strict=True, raises=RuntimeError,
-                   reason="batched_grad has no meta device: Module.to('meta') raises 'not linked with support for "
-                          "meta devices' where torch makes parameters without storage")
 def test_model_ensembling_on_a_meta_base_model():
     run_both(model_ensemble_on_meta_base, *_ensemble_inputs())
 

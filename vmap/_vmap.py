@@ -14,6 +14,7 @@ from batched_grad._lazy import MAPPED, NeedsTracing, Pending, evaluate_mapped, m
 from batched_grad._generator import default_generator
 from batched_grad._graph import sequence_mark
 from batched_grad._grad_mode import is_grad_enabled
+from batched_grad._meta import VMAP_OVER_META, is_meta
 from batched_grad._tensor import Tensor
 from batched_grad._x64 import scoped
 
@@ -99,6 +100,8 @@ def vmap(func, in_dims=0, out_dims=0, *, chunk_size=None, randomness="error"):
         _check_out_dims(func, out_dims)
         size, dims_in, flat_args, args_spec = _batched_inputs(func, in_dims, args)
         mapped = [i for i, d in enumerate(dims_in) if d is not None]
+        if any([is_meta(flat_args[i]) for i in mapped]):
+            raise NotImplementedError(VMAP_OVER_META)
         arrays = [flat_args[i]._value if dims_in[i] == 0 else jnp.moveaxis(flat_args[i]._value, dims_in[i], 0)
                   for i in mapped]
         if randomness == "different":  # the rows' indices, mapped too: a row's draws are its row of (size, ...) ones

@@ -7,6 +7,7 @@ from .._grad_mode import is_grad_enabled
 from .. import _layout
 from .._tensor import VIEW_OF_LEAF_INPLACE, Tensor, warn_once
 from .._lazy import compile_count
+from .._meta import device_for
 from ._core import Op, apply
 from .elementwise import (COMPARISONS, PREDICATES, UNARY, add, atan2, clamp, clamp_max, clamp_min, clip, div,
                           floor_divide, fmod, hypot, lerp, maximum, minimum, mul, pow, remainder, round, rsub, sub,
@@ -245,17 +246,19 @@ def _conversion(name, dtype):
 
 
 def _new_factory(kind):
-    def method(self, *args, size=None, dtype=None, requires_grad=False):
+    def method(self, *args, size=None, dtype=None, requires_grad=False, device=None):
         from .. import _factories
 
         if size is not None:
             if args:
                 raise TypeError(f"new_{kind}() got multiple values for argument 'size'")
             args = (size,)
-        return getattr(_factories, kind)(*args, dtype=dtype or self.dtype, requires_grad=requires_grad)
+        return getattr(_factories, kind)(*args, dtype=dtype or self.dtype, requires_grad=requires_grad,
+                                         device=device_for(device, self))
 
     method.__name__ = method.__qualname__ = f"new_{kind}"
-    method.__doc__ = f"A tensor of {kind} of the given size, with this tensor's dtype unless `dtype` is given."
+    method.__doc__ = (f"A tensor of {kind} of the given size, with this tensor's dtype and device unless `dtype` or "
+                      "`device` is given.")
     return method
 
 

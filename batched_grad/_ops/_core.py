@@ -14,7 +14,8 @@ from .._grad_mode import is_grad_enabled
 from .._host import host_read, to_device
 from .._layout import note_base
 from .._tensor import DETACH, Tensor, remember_view
-from .._lazy import Pending, Signature, defer, kernel, materialize
+from .._lazy import Call, Pending, Signature, defer, kernel, materialize, signature
+from .._meta import MetaValue, check_devices, meta_value, shapes_of
 from .._reads import output_reads
 from .._x64 import set_x64, swap_x64
 from vmap._rows import map_rows
@@ -122,7 +123,9 @@ def _apply(op, operands, static):
         arrays.append(a)
     recording = recording and is_grad_enabled()
     node = None
-    if recording or pending:
+    if (recording or pending) and MetaValue in map(type, arrays):
+        outs, gradients, node = _on_meta(op, operands, arrays, static, recording)
+    elif recording or pending:
         outs = defer(op, static, arrays, mapped)  # computed when read, fused with what reads it
         if not outs:  # a multi-output op with no outputs (a backward program whose inputs are all unreached)
             return ()
@@ -137,11 +140,17 @@ def _apply(op, operands, static):
         elif not mapped:  # outside the graph (and vmap.vmap): compute now, as a chain of
             outs = [materialize(p) for p in outs]  # such ops would keep all its deferred inputs alive
     else:
-        out = kernel(op, static)(*arrays)
-        outs = out if op.multi else (out,)
-        if outs and isinstance(outs[0], jax.core.Tracer):
-            outs = _concrete_if_untraced(op, static, arrays, outs)
-        gradients = [differentiable(o.dtype) for o in outs]
+        try:
+            out = kernel(op, static)(*arrays)
+        except TypeError:  # an operand JAX does not take: a meta tensor's value, or a real error
+            if MetaValue not in map(type, arrays):
+                raise
+            outs, gradients, _ = _on_meta(op, operands, arrays, static, False)
+        else:
+            outs = out if op.multi else (out,)
+            if outs and isinstance(outs[0], jax.core.Tracer):
+                outs = _concrete_if_untraced(op, static, arrays, outs)
+            gradients = [differentiable(o.dtype) for o in outs]
     if not op.multi and not op.view:  # the common case: one output, not a view
         result = Tensor._wrap(outs[0], node if gradients[0] else None)
         if node is not None and op.torch_saves is not SAVES_INPUT:
@@ -155,6 +164,41 @@ def _apply(op, operands, static):
         for k, r in enumerate(results):
             _make_view(operands[0], r, (step_op, step_static, k))
     return tuple(results) if op.multi else results[0]
+
+
+def _on_meta(op, operands, arrays, static, recording):
+    """(outputs, which link to the node, node) of `op` on operands of which some are meta tensors: meta values of
+    the shapes and dtypes jax.eval_shape finds, and the node recorded as for any op (its backward gives meta
+    gradients)."""
+    check_devices(op, [x for x in operands if isinstance(x, Tensor)])
+    return _meta_results(op, operands, arrays, static, recording)
+
+
+def _meta_results(op, operands, arrays, static, recording):
+    sig = shapes_of(op, signature, static, arrays)
+    outs = [meta_value(shape, dtype) for shape, dtype in sig.out_avals]
+    gradients, node = sig.differentiable, None
+    if recording:
+        call = Call(sig, None)
+        call.result = tuple(outs)  # complete: nothing to compute
+        linked = -1
+        if op.reads is not None:
+            gradients, linked = _links(gradients, reads_of(sig), operands)
+        if True in gradients:
+            node = OpNode(call, operands, arrays, linked)
+    return outs, gradients, node
+
+
+def apply_onto_meta(op, tensor, **static):
+    """`op` (whose function is `onto_meta`) on a tensor of any device, with a meta result: the one op whose operand
+    and result may be on different devices."""
+    previous = swap_x64(True)
+    try:
+        recording = _requires_grad(tensor) and is_grad_enabled()
+        (out,), (linked,), node = _meta_results(op, [tensor], [tensor._v], tuple(static.items()), recording)
+        return Tensor._wrap(out, node if linked else None)
+    finally:
+        set_x64(previous)
 
 
 def _concrete_if_untraced(op, static, arrays, outs):

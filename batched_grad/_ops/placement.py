@@ -5,13 +5,15 @@ import jax
 from .. import _dtypes
 from .._devices import only_cpu, resolve
 from .._grad_mode import is_grad_enabled
+from .._meta import NO_DATA, is_meta, onto_meta
 from .._tensor import _TYPE_NAMES, Tensor, device, type_name
-from ._core import Op, apply
+from ._core import Op, apply, apply_onto_meta
 
 _TO = Op("to_copy", lambda a, *, dtype: a.astype(dtype), linear=True, backward_name="ToCopyBackward0",
          diagonal=True)
 _TO_DEVICE = Op("to_copy", lambda a, *, device: jax.device_put(a, device), linear=True,
                 backward_name="ToCopyBackward0", diagonal=True)
+_TO_META = Op("to_copy", onto_meta, linear=True, backward_name="ToCopyBackward0")
 _BY_TYPE_NAME = {f"torch.{name}Tensor": getattr(_dtypes, dtype) for dtype, name in _TYPE_NAMES.items()}
 _DEVICE_TYPES = (str, device, int)
 
@@ -43,7 +45,8 @@ def _to_arguments(args, device, dtype, non_blocking, copy):
 def to(input, *args, device=None, dtype=None, non_blocking=False, copy=False):
     """This tensor on `device` (a string such as 'cpu' or 'cuda:0', a batched_grad.device, or an index) and of
     `dtype`, given positionally, by keyword, or as another tensor's; `input` itself when nothing changes, unless
-    `copy=True`. Moving to a device JAX lacks here raises torch's error."""
+    `copy=True`. Moving to a device JAX lacks here raises torch's error; on the meta device a tensor keeps its
+    shape and dtype but no values, and moving one off it raises torch's NotImplementedError."""
     device, dtype, copy = _to_arguments(args, device, dtype, non_blocking, copy)
     d = input.dtype if dtype is None else _dtypes.to_dtype(dtype)
     result = input if device is None else _to_device(input, device)
@@ -54,6 +57,8 @@ def to(input, *args, device=None, dtype=None, non_blocking=False, copy=False):
 
 def _to_device(t, spec):
     target, jax_device = resolve(spec)
+    if target.type == "meta" or is_meta(t):
+        return _meta_to_device(t, target)
     if isinstance(spec, (str, device)) and device(spec) == device("cpu", 0):
         return apply(_TO, [t], dtype=t.dtype.np)  # torch copies for an explicit cpu:0 (the cpu's index is None)
     if only_cpu() or t.device == target:
@@ -61,6 +66,13 @@ def _to_device(t, spec):
     if t.requires_grad and is_grad_enabled():
         return apply(_TO_DEVICE, [t], device=jax_device)
     return Tensor._wrap(jax.device_put(t._value, jax_device))
+
+
+def _meta_to_device(t, target):
+    """A move onto, within or off the meta device."""
+    if target.type != "meta":
+        raise NotImplementedError(NO_DATA)
+    return t if is_meta(t) else apply_onto_meta(_TO_META, t)
 
 
 def cpu(self):
@@ -81,6 +93,8 @@ def type_(self, dtype=None, non_blocking=False):
     given a dtype or such a name, this tensor converted to it."""
     if dtype is None:
         name = type_name(self._v.dtype)
+        if is_meta(self):
+            return name.replace("torch.", "torch.meta.")
         return name.replace("torch.", "torch.cuda.") if is_cuda(self) else name
     if isinstance(dtype, str):
         on_cuda = dtype.startswith("torch.cuda.")
@@ -110,4 +124,6 @@ def _never(what):
 
 
 METHODS = {"to": to, "cpu": cpu, "cuda": cuda, "type": type_, "is_cuda": property(is_cuda), "get_device": get_device,
-           "is_sparse": _never("sparse"), "is_meta": _never("meta"), "is_quantized": _never("quantized")}
+           "is_sparse": _never("sparse"), "is_meta": property(is_meta, doc="Whether the tensor is a meta tensor: a "
+                                                                           "shape and a dtype, without values."),
+           "is_quantized": _never("quantized")}

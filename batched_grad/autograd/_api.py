@@ -11,6 +11,7 @@ from .._factories import zeros
 from .._foreign import reject_torch_tensors
 from .._graph import GradientEdge, edge_of
 from .._lazy import keep
+from .._meta import is_meta, meta_value
 from .._tensor import Size, Tensor, warn_once
 from .._tracing import eagerly
 from .._x64 import scoped
@@ -62,6 +63,14 @@ def _ones(shape, dtype):
         return jnp.ones(shape, dtype)  # an immutable array: every implicit grad_output can share it
 
 
+def _across_meta(i, out, grad):
+    """A grad_output on or off the meta device where its output is not: torch moves a 0-dimensional one onto the
+    meta device (and cannot move one off it); any other is an error."""
+    if grad.ndim == 0:
+        return grad.to(out.device)
+    raise RuntimeError(f"invalid gradient at index {i} - expected device {out.device} but got {grad.device}")
+
+
 def _make_grads(outputs, grads, is_grads_batched):
     """torch's _make_grads: check shapes and dtypes, create implicit ones for scalar outputs."""
     result = []
@@ -93,6 +102,8 @@ def _make_grads(outputs, grads, is_grads_batched):
                     "For complex Tensors, both grad_output and output are required to have the same dtype. "
                     f"Mismatch in dtype: grad_output[{i}] has a dtype of {grad_dtype!r} and output[{i}] has a "
                     f"dtype of {dtype!r}.")
+            if isinstance(out, Tensor) and is_meta(out) is not is_meta(grad):
+                grad = _across_meta(i, out, grad)
             result.append(grad if grad_dtype is dtype else grad.to(dtype))
         elif grad is None:
             if requires_grad:
@@ -105,7 +116,8 @@ def _make_grads(outputs, grads, is_grads_batched):
                     raise RuntimeError(
                         f"If `is_grads_batched=True`, grad_outputs[{i}] cannot be None: pass a tensor of shape "
                         f"(B,) + {tuple(shape)} holding the B cotangents of output[{i}].")
-                result.append(Tensor._wrap(_ones(tuple(shape), dtype.np)))
+                ones = meta_value(shape, dtype.np) if is_meta(out) else _ones(tuple(shape), dtype.np)
+                result.append(Tensor._wrap(ones))
             else:
                 result.append(None)
         else:

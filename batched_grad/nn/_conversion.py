@@ -1,9 +1,11 @@
 """Module.to's arguments, parsed as torch's `_parse_to` parses them, and the conversion of one tensor to a device
-and dtype: JAX's cpu device, or its GPU ones for cuda (an error naming what is missing where JAX has none)."""
+and dtype: JAX's cpu device, its GPU ones for cuda (an error naming what is missing where JAX has none), or the
+meta device."""
 import jax
 
 from .. import _dtypes
 from .._grad_mode import no_grad
+from .._meta import MODULE_NO_DATA, is_meta, meta_value
 from .._ops import to as _to_dtype
 from .._tensor import _TYPE_NAMES, Tensor, device
 from .._x64 import scoped
@@ -85,14 +87,17 @@ def jax_devices(kind):
 
 
 def jax_device(where):
-    """The JAX device that a bg.device names, or torch's kind of error where there is none."""
+    """The JAX device that a bg.device names (None for meta: no device holds a meta tensor's values), or torch's
+    kind of error where there is none."""
+    if where.type == "meta":
+        return None
     found = jax_devices(where.type)
     if not found:
         if where.type == "cuda":
             raise AssertionError("batched_grad has no CUDA device: JAX has no GPU backend here (a CUDA-enabled "
                                  "jaxlib gives it one)")
         raise RuntimeError(f"batched_grad is not linked with support for {where.type} devices: its tensors live "
-                           "on JAX's cpu device, or its GPUs for cuda")
+                           "on JAX's cpu device, its GPUs for cuda, or on meta (without values)")
     index = where.index or 0
     if index >= len(found):
         raise RuntimeError(f"Invalid device ordinal: {where} (JAX has {len(found)} {where.type} device"
@@ -116,11 +121,16 @@ def dtype_of_type(dst_type):
 @scoped
 def convert(tensor, where=None, dtype=None):
     """`tensor` with `dtype` (None: its own) on the device `where` (None: where it is); the tensor itself when
-    nothing changes, else a new tensor outside the graph."""
+    nothing changes, else a new tensor outside the graph. A module's tensor moves onto the meta device, not off it
+    (torch's NotImplementedError, which names to_empty)."""
     result = tensor
     with no_grad():
         if dtype is not None and dtype is not tensor.dtype:
             result = _to_dtype(tensor, dtype)
+        if where is not None and (where.type == "meta" or is_meta(result)):
+            if where.type != "meta":
+                raise NotImplementedError(MODULE_NO_DATA)
+            return result if is_meta(result) else Tensor._wrap(meta_value(result.shape, result.dtype.np))
         if where is not None:
             target = jax_device(where)
             value = result._value

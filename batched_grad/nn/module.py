@@ -5,7 +5,7 @@ import warnings
 from collections import OrderedDict, namedtuple
 
 from .. import _dtypes
-from .._factories import zeros_like
+from .._factories import empty_like, zeros_like
 from .._grad_mode import no_grad
 from .._tensor import Tensor, type_name
 from . import _conversion
@@ -231,10 +231,10 @@ class Module:
         return self
 
     # ---- devices and dtypes ----------------------------------------------------------------------------------
-    def _apply(self, fn):
+    def _apply(self, fn, recurse=True):
         """Convert every parameter (in place: `.data`, and its grad's), then every buffer (replaced), by `fn`,
-        descendants first, as torch's Module._apply."""
-        for child in self.children():
+        descendants first (with `recurse`), as torch's Module._apply."""
+        for child in self.children() if recurse else ():
             child._apply(fn)
         for param in self._parameters.values():
             if param is not None:
@@ -264,6 +264,13 @@ class Module:
             return _conversion.convert(t, where, dtype if t.dtype.is_floating_point or t.dtype.is_complex else None)
 
         return self._apply(convert)
+
+    def to_empty(self, *, device, recurse=True):
+        """Give every parameter and buffer (those of descendants too, with `recurse`) new storage on `device`,
+        without copying values (none to copy from the meta device): its values are uninitialized (zeros here)."""
+        where = _conversion.as_device(device)
+        _conversion.jax_device(where)
+        return self._apply(lambda t: _conversion.convert(empty_like(t, device=where), where), recurse)
 
     def cpu(self):
         """Move the parameters and buffers to the CPU."""
