@@ -33,6 +33,8 @@ FUNCS = {
     "tuple out": (lambda m, u: (m.tanh(u) * u, (u ** 2).sum()), "x"),
     "tuple in, tuple out": (lambda m, u, w: (m.tanh(w @ u), (u * u).sum() * w), "xw"),
     "unused input": (lambda m, u, w: m.sin(u), "xw"),
+    "one-element output": (lambda m, u, w: (m.tanh(w @ u) ** 2).sum().reshape(1, 1), "xw"),
+    "scalar output, unused input": (lambda m, u, w: (u ** 3).sum(), "xw"),
 }
 SCALAR_FUNCS = {
     "one input": (lambda m, u: (u ** 3).sum() * u.sum(), "x"),
@@ -129,6 +131,8 @@ def _weighted_sum(m, result, seed=1):
 CREATE_GRAPH = [("vjp", "tuple in, tuple out", {}), ("jvp", "tuple in, tuple out", {}),
                 ("hvp", "one input", {}), ("vhp", "two inputs", {}),
                 ("jacobian", "tuple in, tuple out", {}), ("jacobian", "tuple in, tuple out", {"vectorize": True}),
+                ("jacobian", "one-element output", {"vectorize": True}),
+                ("jacobian", "scalar output, unused input", {"vectorize": True}),
                 ("hessian", "one input", {"vectorize": True})]
 
 
