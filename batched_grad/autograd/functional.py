@@ -233,7 +233,8 @@ def _identity_block(total, n, offset, dtype):
 
 
 def _jacobian_vectorized(outputs, inputs, create_graph, chunk_size):
-    """All rows of the Jacobian from one batched grad call whose cotangents are the standard basis."""
+    """All rows of the Jacobian from one batched grad call whose cotangents are the standard basis (one plain grad
+    call for a single one-element real output)."""
     numels = [out.numel() for out in outputs]
     if numels == [1] and outputs[0].dtype.is_floating_point:
         return (_gradient_blocks(outputs[0], inputs, create_graph),)
