@@ -13,7 +13,7 @@ from ._lazy import Pending, intern
 from ._meta import MetaValue
 from ._ops._core import Op, OpNode, _read_by, _vjp_spec, apply, reads_of, vjp_reads
 from ._tensor import Tensor
-from ._tracing import tracing
+from ._tracing import is_tracer, tracing
 from vmap._rows import map_rows
 
 LEAF = "leaf"  # the key entry of a leaf (an AccumulateGrad node without hooks)
@@ -53,6 +53,18 @@ class _Encoder:
         self.frontier.append(value)
         return (len(self.frontier) - 1,)
 
+    def traced(self, args):
+        """Whether a deferred call's arguments read a traced value: a tracer, the result of a call the program computes,
+        or a value already computed in the trace."""
+        for a in args:
+            if type(a) is Pending:
+                result = a.call.result
+                if (a.call in self.calls) if result is None else is_tracer(result[a.k]):
+                    return True
+            elif is_tracer(a):
+                return True
+        return False
+
     def node(self, node, i, index):
         """The key entry of node `i` (its edges lead to nodes of `index`), or None if it cannot be fused: LEAF, or
         (signature, edge refs, saved refs, forward) with forward (argument refs, keep) while its call is deferred."""
@@ -64,8 +76,9 @@ class _Encoder:
         ref, saved, args = self.ref, [], None
         call = node.call
         call_args = None if call is None else call.args  # before its result: another thread sets the result first
-        # the program computes this node's forward call too; not inside a trace, where its results would be tracers
-        if call_args is not None and call.result is None and not tracing():
+        # the program computes this node's forward call too; inside a trace only one that reads a traced value (its
+        # result is a tracer either way), not one whose result may be read after the trace (_tracing.py)
+        if call_args is not None and call.result is None and (not tracing() or self.traced(call_args)):
             self.direct = self.direct and not call.mapped
             self.calls[call], args = i, []
         for s, a in zip(node.saved, call_args if args is not None else node.saved):

@@ -72,6 +72,8 @@ CASES = {
     "jacrev chunk_size": lambda m, F: F.jacrev(lambda x: m.tanh(t(m, W) @ x), chunk_size=2)(t(m, X5)),
     "jacrev has_aux": lambda m, F: F.jacrev(lambda x: (m.sin(x), x.sum()), has_aux=True)(t(m, X5)),
     "jacrev constant output": lambda m, F: F.jacrev(lambda x: (x * 2, t(m, X3)))(t(m, X5)),
+    "jacrev one-element output, unused argnum": lambda m, F: F.jacrev(
+        lambda x, w: loss(m, x, t(m, W)).reshape(1, 1), argnums=(0, 1))(t(m, X5), t(m, W)),
     "jacfwd": lambda m, F: F.jacfwd(lambda x: m.tanh(t(m, W) @ x))(t(m, X5)),
     "jacfwd argnums tuple": lambda m, F: F.jacfwd(lambda x, w: m.tanh(w @ x), argnums=(0, 1))(t(m, X5), t(m, W)),
     "jacfwd has_aux": lambda m, F: F.jacfwd(lambda x: (m.sin(x), x.sum()), has_aux=True)(t(m, X5)),

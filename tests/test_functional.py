@@ -33,6 +33,8 @@ FUNCS = {
     "tuple out": (lambda m, u: (m.tanh(u) * u, (u ** 2).sum()), "x"),
     "tuple in, tuple out": (lambda m, u, w: (m.tanh(w @ u), (u * u).sum() * w), "xw"),
     "unused input": (lambda m, u, w: m.sin(u), "xw"),
+    "one-element output": (lambda m, u, w: (m.tanh(w @ u) ** 2).sum().reshape(1, 1), "xw"),
+    "scalar output, unused input": (lambda m, u, w: (u ** 3).sum(), "xw"),
 }
 SCALAR_FUNCS = {
     "one input": (lambda m, u: (u ** 3).sum() * u.sum(), "x"),
@@ -129,6 +131,8 @@ def _weighted_sum(m, result, seed=1):
 CREATE_GRAPH = [("vjp", "tuple in, tuple out", {}), ("jvp", "tuple in, tuple out", {}),
                 ("hvp", "one input", {}), ("vhp", "two inputs", {}),
                 ("jacobian", "tuple in, tuple out", {}), ("jacobian", "tuple in, tuple out", {"vectorize": True}),
+                ("jacobian", "one-element output", {"vectorize": True}),
+                ("jacobian", "scalar output, unused input", {"vectorize": True}),
                 ("hessian", "one input", {"vectorize": True})]
 
 
@@ -321,3 +325,32 @@ def test_forward_mode_tells_apart_computations_that_differ_only_in_wiring_or_a_k
         for func, torch_func in zip(funcs(bg), funcs(torch)):
             got = F.jacobian(func, (x, y), vectorize=True, strategy="forward-mode")
             assert_same(got, TF.jacobian(torch_func, (to_torch(x), to_torch(y))), rtol=1e-12)
+
+
+def test_forward_mode_traces_the_jaxpr_jax_make_jaxpr_gives():
+    """The direct trace of forward mode gives make_jaxpr's closed jaxpr: the same structure (equations, literals,
+    a nested jit's jaxpr, avals) and the same constants, also when they are an outer trace's tracers."""
+    import jax
+    import jax.numpy as jnp
+
+    from batched_grad.autograd._functional_forward import _jaxpr_of, _structure
+
+    w, c = jnp.asarray(W), np.float32(2.0)
+
+    def f(x, y):
+        z = jnp.tanh(w @ x) * 2.0 + c
+        return z.sum() * y, jax.jit(jnp.sin)(z), x.astype(jnp.int32) + 1
+
+    def assert_same_jaxpr(fn, *arrays):
+        ours, theirs = _jaxpr_of(fn, list(arrays)), jax.make_jaxpr(fn)(*arrays)
+        assert _structure(ours.jaxpr) == _structure(theirs.jaxpr)
+        assert len(ours.consts) == len(theirs.consts)
+        assert all(a is b for a, b in zip(ours.consts, theirs.consts))
+
+    assert_same_jaxpr(f, jnp.asarray(X), jnp.float32(3.0))
+
+    def row(v):
+        assert_same_jaxpr(lambda x: (jnp.tanh(v * x),), v)
+        return v
+
+    jax.vmap(row)(jnp.ones((2, 3)))

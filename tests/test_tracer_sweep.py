@@ -318,3 +318,27 @@ def test_forward_mode_over_a_reverse_jacobian_follows_the_inputs_requires_grad(r
         return _functional(m).jacobian(gradient, x, strategy="forward-mode", vectorize=True)
 
     _assert_matches(outer(bg), outer(torch))
+
+
+def test_a_fused_backward_inside_a_trace_computes_the_traced_forward_calls_and_no_captured_one(monkeypatch):
+    """In a forward-over-reverse Hessian, the inner backward's fused program also computes the forward calls that
+    read the traced input, none of them on its own; the captured deferred q = 2 p, which reads no traced value, is
+    computed outside the trace, concrete."""
+    from batched_grad import _lazy
+
+    monkeypatch.setattr(_lazy, "FUSE_AFTER", 0)
+    computed_alone = []
+    run = _lazy._run
+    monkeypatch.setattr(_lazy, "_run", lambda call: (computed_alone.append(call.op.name), run(call))[1])
+
+    def hessian(m):
+        p = m.tensor(P_DATA, requires_grad=True)
+        q = p * 2
+        with m.no_grad():
+            h = m.func.hessian(lambda x: ((m.tensor(W_DATA) @ x).tanh() * q).pow(2).sum())(m.tensor(X_DATA))
+        return h, q
+
+    (h, q), (h_torch, q_torch) = hessian(bg), hessian(torch)
+    assert computed_alone == ["mul"]  # q's call, outside the trace
+    _assert_matches(h, h_torch)
+    _use_in_plain_ops([q], [q_torch])

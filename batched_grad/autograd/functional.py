@@ -233,8 +233,11 @@ def _identity_block(total, n, offset, dtype):
 
 
 def _jacobian_vectorized(outputs, inputs, create_graph, chunk_size):
-    """All rows of the Jacobian from one batched grad call whose cotangents are the standard basis."""
+    """All rows of the Jacobian from one batched grad call whose cotangents are the standard basis (one plain grad
+    call for a single one-element real output)."""
     numels = [out.numel() for out in outputs]
+    if numels == [1] and outputs[0].dtype.is_floating_point:
+        return (_gradient_blocks(outputs[0], inputs, create_graph),)
     flat_outputs = tuple(out if out.ndim == 1 else out.reshape(-1) for out in outputs)
     grads = _autograd_grad(flat_outputs, inputs, _standard_basis(outputs, numels), create_graph=create_graph,
                            is_grads_batched=True, chunk_size=chunk_size)
@@ -246,6 +249,18 @@ def _jacobian_vectorized(outputs, inputs, create_graph, chunk_size):
         shapes = [tuple(out.shape) + tuple(x.shape) for out in outputs]
         per_input.append([b if tuple(b.shape) == shape else b.view(shape) for b, shape in zip(blocks, shapes)])
     return tuple(zip(*per_input))
+
+
+def _gradient_blocks(out, inputs, create_graph):
+    """The Jacobian of a one-element real output: its gradient (an unbatched grad call, as its basis is the implicit
+    one), each block shaped out.shape + input.shape."""
+    grads = _autograd_grad((out,), inputs, create_graph=create_graph)
+    blocks = []
+    for g, x in zip(grads, inputs):
+        shape = tuple(out.shape) + tuple(x.shape)
+        g = zeros_like(x) if g is None else g
+        blocks.append(g if tuple(g.shape) == shape else g.view(shape))
+    return tuple(blocks)
 
 
 def _jacobian_rows(outputs, inputs, create_graph, strict):
