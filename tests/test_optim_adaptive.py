@@ -1,20 +1,12 @@
 """RMSprop, Adagrad, Adadelta, Adamax, NAdam, RAdam, Rprop and ASGD against torch.optim: ten steps under each
 option (float64 to round-off, float32 closely), their state's names and values, state_dict round trips, reprs
 and argument errors."""
-import numpy as np
 import pytest
 import torch
 
 import batched_grad as bg
 from oracle import assert_same, raises_like_torch
-
-
-def _problem(m, dtype):
-    rng = np.random.default_rng(0)
-    w = m.tensor(rng.standard_normal((3, 4)), dtype=dtype, requires_grad=True)
-    b = m.tensor(rng.standard_normal(3), dtype=dtype, requires_grad=True)
-    x = m.tensor(rng.standard_normal((5, 4)), dtype=dtype)
-    return [w, b], lambda: (m.tanh(x @ w.T + b) ** 2).sum() + (w ** 2).mean()
+from test_optim import _problem
 
 
 def _run(m, make, dtype, steps=10):

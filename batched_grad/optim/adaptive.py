@@ -201,18 +201,23 @@ class NAdam(ElementwiseOptimizer):
     @staticmethod
     def _rule(p, g, s, hyper, flags):
         lr, beta1, beta2, eps, bias_correction2, grad_step, avg_step = hyper
-        g = -g if flags["maximize"] else g
-        if flags["weight_decay"]:
-            if flags["decoupled"]:
-                p = p * (1 - lr * flags["weight_decay"])
-            else:
-                g = g + flags["weight_decay"] * p
-        exp_avg = s["exp_avg"] + (1 - beta1) * (g - s["exp_avg"])
-        exp_avg_sq = s["exp_avg_sq"] * beta2 + (1 - beta2) * g * g
+        p, g, exp_avg, exp_avg_sq = _decayed_moments(p, g, s, lr, beta1, beta2, flags)
         denom = jnp.sqrt(exp_avg_sq / bias_correction2) + eps
         p = p + grad_step * (g / denom)
         return p + avg_step * (exp_avg / denom), dict(exp_avg=exp_avg, exp_avg_sq=exp_avg_sq)
 
+
+def _decayed_moments(p, g, s, lr, beta1, beta2, flags):
+    """NAdam's and RAdam's common first phase: maximize, weight decay (decoupled from the gradient or added to it),
+    then Adam's two moving averages; returns (p, g, exp_avg, exp_avg_sq)."""
+    g = -g if flags["maximize"] else g
+    if flags["weight_decay"]:
+        if flags["decoupled"]:
+            p = p * (1 - lr * flags["weight_decay"])
+        else:
+            g = g + flags["weight_decay"] * p
+    exp_avg = s["exp_avg"] + (1 - beta1) * (g - s["exp_avg"])
+    return p, g, exp_avg, s["exp_avg_sq"] * beta2 + (1 - beta2) * g * g
 
 class RAdam(ElementwiseOptimizer):
     """Adam with the variance of its adaptive learning rate rectified (plain momentum SGD while rho_t <= 5)."""
@@ -243,14 +248,7 @@ class RAdam(ElementwiseOptimizer):
     @staticmethod
     def _rule(p, g, s, hyper, flags):
         lr, beta1, beta2, eps, bias_correction1, bias_correction2_sqrt, rect = hyper
-        g = -g if flags["maximize"] else g
-        if flags["weight_decay"]:
-            if flags["decoupled"]:
-                p = p * (1 - lr * flags["weight_decay"])
-            else:
-                g = g + flags["weight_decay"] * p
-        exp_avg = s["exp_avg"] + (1 - beta1) * (g - s["exp_avg"])
-        exp_avg_sq = s["exp_avg_sq"] * beta2 + (1 - beta2) * g * g
+        p, g, exp_avg, exp_avg_sq = _decayed_moments(p, g, s, lr, beta1, beta2, flags)
         corrected = exp_avg / bias_correction1
         adaptive = bias_correction2_sqrt / (jnp.sqrt(exp_avg_sq) + eps)
         # rect is 0 while the variance is not tractable: then the step is momentum SGD
