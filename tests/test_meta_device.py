@@ -272,3 +272,22 @@ def test_through_to_meta_raises_on_the_fused_program_too():
         with pytest.raises(NotImplementedError, match="Cannot copy out of meta tensor; no data!"):
             (x.to("meta") * 2).sum().backward()
     assert x.grad is None
+
+
+MODULES_WITH_DEVICE = {
+    "Linear": lambda m, d: m.nn.Linear(3, 4, device=d), "Conv2d": lambda m, d: m.nn.Conv2d(1, 2, 3, device=d),
+    "BatchNorm1d": lambda m, d: m.nn.BatchNorm1d(3, device=d), "LSTM": lambda m, d: m.nn.LSTM(3, 4, device=d),
+    "Embedding": lambda m, d: m.nn.Embedding(5, 2, device=d), "LayerNorm": lambda m, d: m.nn.LayerNorm(4, device=d),
+    "TransformerEncoderLayer": lambda m, d: m.nn.TransformerEncoderLayer(8, 2, 16, device=d),
+}
+
+
+@pytest.mark.parametrize("make", MODULES_WITH_DEVICE)
+@pytest.mark.parametrize("where", ["meta", "cpu"])
+def test_modules_made_with_a_device_put_their_state_there(make, where):
+    def states(m):
+        module = MODULES_WITH_DEVICE[make](m, where)
+        return [(name, str(t.device), str(t.dtype), tuple(t.shape), t.requires_grad)
+                for name, t in list(module.named_parameters()) + list(module.named_buffers())]
+
+    assert states(bg) == states(torch)

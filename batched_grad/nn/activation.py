@@ -230,6 +230,7 @@ class PReLU(Module):
         super().__init__()
         self.num_parameters, self.init = num_parameters, init
         self.weight = Parameter(_factories.full((num_parameters,), float(init), dtype=dtype))
+        self._made_on(device)
 
     def reset_parameters(self):
         """Set every slope back to `init`."""

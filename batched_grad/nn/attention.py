@@ -262,6 +262,7 @@ class MultiheadAttention(Module):
             self.bias_k = self.bias_v = None
         self.add_zero_attn = add_zero_attn
         self._reset_parameters()
+        self._made_on(device)
 
     def _reset_parameters(self):
         if self._qkv_same_embed_dim:

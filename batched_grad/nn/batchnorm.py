@@ -29,6 +29,7 @@ class _BatchNorm(Module):
             for name in ("running_mean", "running_var", "num_batches_tracked"):
                 self.register_buffer(name, None)
         self.reset_parameters()
+        self._made_on(device)
 
     def reset_running_stats(self):
         """Running mean 0, running variance 1, no batch seen."""

@@ -140,6 +140,7 @@ class Bilinear(Module):
         self.weight = Parameter(_factories.empty(out_features, in1_features, in2_features, dtype=dtype))
         self.register_parameter("bias", Parameter(_factories.empty(out_features, dtype=dtype)) if bias else None)
         self.reset_parameters()
+        self._made_on(device)
 
     def reset_parameters(self):
         """U(-1/sqrt(in1_features), 1/sqrt(in1_features)) for weight and bias, as torch."""

@@ -276,6 +276,12 @@ class Module:
         """Move the parameters and buffers to the CPU."""
         return self.to("cpu")
 
+    def _made_on(self, device):
+        """The end of a built-in module's construction with torch's `device=` argument: its parameters and buffers,
+        made on the default device, moved to `device` (None: left there)."""
+        if device is not None:
+            self.to(device)
+
     def cuda(self, device=None):
         """Move the parameters and buffers to a GPU (`device`: its index or name; the first GPU by default)."""
         return self.to("cuda" if device is None else _conversion.as_device(device))

@@ -33,6 +33,7 @@ class Linear(Module):
         self.weight = _empty(out_features, in_features, dtype=dtype)
         self.register_parameter("bias", _empty(out_features, dtype=dtype) if bias else None)
         self.reset_parameters()
+        self._made_on(device)
 
     def reset_parameters(self):
         """Re-draw weight and bias with torch's default initialization."""
@@ -80,6 +81,7 @@ class _ConvNd(Module):
         self.weight = _empty(*shape, *self.kernel_size, dtype=dtype)
         self.register_parameter("bias", _empty(out_channels, dtype=dtype) if bias else None)
         self.reset_parameters()
+        self._made_on(device)
 
     def reset_parameters(self):
         """Re-draw weight and bias with torch's default initialization."""
@@ -287,6 +289,7 @@ class LayerNorm(Module):
                                 else None)
         self.register_parameter("bias", Parameter(_factories.zeros(*shape, dtype=dtype))
                                 if elementwise_affine and bias else None)
+        self._made_on(device)
 
     def forward(self, input):
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
@@ -316,6 +319,7 @@ class Embedding(Module):
             if tuple(_weight.shape) != (num_embeddings, embedding_dim):
                 raise AssertionError("Shape of weight does not match num_embeddings and embedding_dim")
             self.weight = Parameter(_weight, requires_grad=not _freeze)
+        self._made_on(device)
 
     def reset_parameters(self):
         """Re-draw the weight from N(0, 1), with the padding_idx row zero."""

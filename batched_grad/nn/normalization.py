@@ -21,6 +21,7 @@ class GroupNorm(Module):
         self.register_parameter("weight", ones)
         self.register_parameter("bias", Parameter(_factories.zeros(num_channels, dtype=dtype)) if affine and bias
                                 else None)
+        self._made_on(device)
 
     def reset_parameters(self):
         """Scale ones, shift zeros."""
@@ -98,6 +99,7 @@ class RMSNorm(Module):
         self.normalized_shape, self.eps, self.elementwise_affine = shape, eps, elementwise_affine
         self.register_parameter("weight", Parameter(_factories.ones(*shape, dtype=dtype)) if elementwise_affine
                                 else None)
+        self._made_on(device)
 
     def reset_parameters(self):
         """Scale ones."""

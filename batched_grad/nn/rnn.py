@@ -98,6 +98,7 @@ class RNNBase(Module):
                 for name, shape in shapes:
                     setattr(self, f"{name}_l{layer}{suffix}", Parameter(_factories.empty(*shape, dtype=dtype)))
         self.reset_parameters()
+        self._made_on(device)
 
     def reset_parameters(self):
         """Every weight and bias U(-1/sqrt(hidden_size), 1/sqrt(hidden_size)), as torch."""
@@ -218,6 +219,7 @@ class RNNCellBase(Module):
             self.register_parameter(name, Parameter(_factories.empty(num_chunks * hidden_size, dtype=dtype))
                                     if bias else None)
         self.reset_parameters()
+        self._made_on(device)
 
     def reset_parameters(self):
         """Every weight and bias U(-1/sqrt(hidden_size), 1/sqrt(hidden_size)), as torch."""

@@ -60,6 +60,7 @@ class TransformerEncoderLayer(Module):
         self.dropout1, self.dropout2 = Dropout(dropout), Dropout(dropout)
         self.activation = _activation(activation)
         self.activation_relu_or_gelu = _relu_or_gelu(self.activation)
+        self._made_on(device)
 
     def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
         src_key_padding_mask, src_mask = _canonical_masks(src_key_padding_mask, src_mask, src.dtype,
@@ -99,6 +100,7 @@ class TransformerDecoderLayer(Module):
                                               for _ in range(3))
         self.dropout1, self.dropout2, self.dropout3 = Dropout(dropout), Dropout(dropout), Dropout(dropout)
         self.activation = _activation(activation)
+        self._made_on(device)
 
     def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
                 memory_key_padding_mask=None, tgt_is_causal=False, memory_is_causal=False):
@@ -252,6 +254,7 @@ class Transformer(Module):
         for p in self.parameters():
             if p.ndim > 1:
                 init.xavier_uniform_(p)
+        self._made_on(device)
 
     def forward(self, src, tgt, src_mask=None, tgt_mask=None, memory_mask=None, src_key_padding_mask=None,
                 tgt_key_padding_mask=None, memory_key_padding_mask=None, src_is_causal=None, tgt_is_causal=None,
