@@ -9,6 +9,9 @@ import vmap
 
 torch = pytest.importorskip("torch")
 import torch.func  # noqa: E402
+from torch.utils._pytree import tree_leaves, tree_structure  # noqa: E402
+
+from oracle import assert_same  # noqa: E402
 
 LIBRARIES = {"bg": (bg, vmap.vmap), "torch": (torch, torch.func.vmap)}
 
@@ -137,3 +140,31 @@ def test_per_sample_gradients_with_dropout_use_each_samples_mask():
     assert rows_distinct(masks.numpy())
     expected = 2 * ((w * masks * xs).sum(1, keepdim=True)) * masks * xs
     np.testing.assert_allclose(grads.numpy(), expected.numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("lib", LIBRARIES)
+def test_jacfwd_different_draws_per_column_and_same_once(lib):
+    m = LIBRARIES[lib][0]
+    x = m.ones(6, dtype=m.float64)
+
+    def jac(randomness):
+        return m.func.jacfwd(lambda v: v.sum() * m.rand((), dtype=m.float64), randomness=randomness)(x).numpy()
+
+    assert len(np.unique(jac("different"))) == 6
+    assert len(np.unique(jac("same"))) == 1
+
+
+@pytest.mark.parametrize("has_aux", [False, True])
+def test_jacfwd_different_structures_the_jacobian_and_aux_as_torch(has_aux):
+    def run(m):
+        x, y = m.linspace(-1, 1, 3, dtype=m.float64), m.linspace(0, 1, 4, dtype=m.float64).reshape(2, 2)
+
+        def f(a, b):
+            out = {"p": (a[:2] * b).sin(), "s": (a ** 3).sum() + b.sum()}
+            return (out, [a * 2, b.exp()]) if has_aux else out
+
+        return m.func.jacfwd(f, argnums=(0, 1), has_aux=has_aux, randomness="different")(x, y)
+
+    ours, theirs = run(bg), run(torch)
+    assert str(tree_structure(ours)) == str(tree_structure(theirs))
+    assert_same(tuple(tree_leaves(ours)), tuple(tree_leaves(theirs)), rtol=1e-12, atol=1e-14)

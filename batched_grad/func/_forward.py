@@ -9,6 +9,8 @@ import jax
 import jax.numpy as jnp
 from jax.extend.core import ClosedJaxpr, jaxpr_as_fun
 
+from .._dtypes import float64
+from .._factories import eye
 from .._grad_mode import enable_grad, is_grad_enabled
 from .._ops._core import Op, apply
 from .._reads import output_reads
@@ -175,15 +177,15 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
         if randomness not in _RANDOMNESS:
             raise RuntimeError("Only allowed values for randomness are 'error', 'different', or 'same'. Got "
                                f"{randomness}")
-        if randomness == "different":  # f runs once, traced, for every basis row: its draws are shared
-            raise ValueError("jacfwd: randomness='different' is not supported; draw the random values outside and "
-                             "pass them in.")
         argnums_ = check_argnums(argnums, len(args))
         leaves, spec = flatten(selected(args, argnums_))
         outputs = _Outputs(has_aux)
 
         def flat_func(*xs):
             return func(*replaced(args, argnums_, spec.unflatten(xs)), **kwargs)
+
+        if randomness == "different":
+            return _jacfwd_by_columns(flat_func, leaves, spec, has_aux)
 
         try:
             with randomness_mode(randomness):
@@ -198,6 +200,33 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
 
     return wrapper
 
+
+def _jacfwd_by_columns(flat_func, leaves, spec, has_aux):
+    """jacfwd with randomness="different", as torch.func's: the JVPs along the standard basis under
+    vmap.vmap(randomness="different"), so that f runs once per column and each column draws its own random values
+    (the single traced run of forward_jacobian would share them); aux as the first column's."""
+    from vmap._vmap import vmap
+
+    sizes = [x.numel() for x in leaves]
+    identity = eye(sum(sizes), dtype=float64)
+    basis = [column.reshape((-1,) + tuple(x.shape)).to(x.dtype)
+             for x, column in zip(leaves, identity.split(sizes, dim=1))]
+
+    def column(*tangents):
+        result = jvp(flat_func, tuple(leaves), tangents, has_aux=has_aux)
+        return result[1:] if has_aux else result[1]
+
+    result = vmap(column, randomness="different")(*basis)
+    tangents, aux = result if has_aux else (result, None)
+    flat_tangents, out_spec = flatten(tangents)
+    jacobian = out_spec.unflatten([spec.unflatten([
+        block.movedim(0, -1).reshape(tuple(t.shape[1:]) + tuple(x.shape))
+        for x, block in zip(leaves, t.split(sizes, dim=0))])
+        for t in flat_tangents])
+    if not has_aux:
+        return jacobian
+    flat_aux, aux_spec = flatten(aux)
+    return jacobian, aux_spec.unflatten([a[0] if isinstance(a, Tensor) else a for a in flat_aux])
 
 def hessian(func, argnums=0):
     """A function returning the Hessian of func's scalar output w.r.t. args[argnums]: jacfwd of jacrev."""
