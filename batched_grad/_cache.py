@@ -29,7 +29,13 @@ import zlib
 import jax
 from jax._src import compilation_cache as _jax_cache
 from jax._src.compilation_cache_interface import CacheInterface
-from jax._src.lib import utils as _jaxlib_utils
+
+try:
+    from jax._src.lib import utils as _jaxlib_utils
+
+    absl_set_min_log_level = _jaxlib_utils.absl_set_min_log_level
+except (ImportError, AttributeError):  # a jaxlib without it: XLA's log lines stay
+    absl_set_min_log_level = None
 
 ENV_VAR = "BATCHED_GRAD_CACHE_DIR"
 _MAGIC = b"BGC1"  # the header of an entry: magic, then the CRC-32 of the payload
@@ -178,13 +184,13 @@ def _quiet_loads(load):
 
     @functools.wraps(load)
     def load_quietly(*args, **kwargs):
-        if not isinstance(_jax_cache._cache, DiskCache):
+        if absl_set_min_log_level is None or not isinstance(_jax_cache._cache, DiskCache):
             return load(*args, **kwargs)
-        _jaxlib_utils.absl_set_min_log_level(3)
+        absl_set_min_log_level(3)
         try:
             return load(*args, **kwargs)
         finally:
-            _jaxlib_utils.absl_set_min_log_level(_cpp_log_level())
+            absl_set_min_log_level(_cpp_log_level())
 
     load_quietly.quiet = True
     return load_quietly
