@@ -27,8 +27,14 @@ import warnings
 import zlib
 
 import jax
-from jax._src import compilation_cache as _jax_cache
-from jax._src.compilation_cache_interface import CacheInterface
+
+try:  # JAX's store behind its persistent cache, replaced by ours below
+    from jax._src import compilation_cache as _jax_cache
+    from jax._src.compilation_cache_interface import CacheInterface
+
+    _jax_cache.reset_cache, _jax_cache._cache_initialized_mutex, _jax_cache.get_executable_and_time  # noqa: B018
+except (ImportError, AttributeError):  # another JAX's layout: its own store, through its public settings only
+    _jax_cache, CacheInterface = None, object
 
 try:
     from jax._src.lib import utils as _jaxlib_utils
@@ -149,7 +155,8 @@ def _usable(cache):
 
 def use(path):
     """Serve JAX's persistent compilation cache from `path` (a str), or turn it off (None)."""
-    _jax_cache.reset_cache()
+    if _jax_cache is not None:
+        _jax_cache.reset_cache()
     if path is None:
         jax.config.update("jax_compilation_cache_dir", None)
         return
@@ -161,8 +168,9 @@ def use(path):
     jax.config.update("jax_compilation_cache_dir", path)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
-    with _jax_cache._cache_initialized_mutex:
-        _jax_cache._cache, _jax_cache._cache_initialized = cache, True
+    if _jax_cache is not None:
+        with _jax_cache._cache_initialized_mutex:
+            _jax_cache._cache, _jax_cache._cache_initialized = cache, True
 
 
 _CPP_LEVELS = {"CRITICAL": 3, "FATAL": 3, "ERROR": 2, "WARN": 1, "WARNING": 1, "INFO": 0, "DEBUG": 0}
@@ -214,7 +222,7 @@ def set_compilation_cache(path):
 
 def setup():
     """At import: the directory the environment names, unless the user already gave JAX one."""
-    if not getattr(_jax_cache.get_executable_and_time, "quiet", False):
+    if _jax_cache is not None and not getattr(_jax_cache.get_executable_and_time, "quiet", False):
         _jax_cache.get_executable_and_time = _quiet_loads(_jax_cache.get_executable_and_time)
     if jax.config.jax_compilation_cache_dir is None:
         use(default_directory())
