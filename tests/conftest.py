@@ -1,9 +1,20 @@
 import os
+import shutil
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-import pytest
+# The suite starts from an empty persistent compilation cache of its own (and its subprocesses share it): it must
+# pass on a fresh machine, and never read or fill the user's cache. Set before batched_grad is imported.
+_SESSION_CACHE = tempfile.mkdtemp(prefix="batched_grad-test-cache-")
+os.environ["BATCHED_GRAD_CACHE_DIR"] = _SESSION_CACHE
+
+import pytest  # noqa: E402
+
+
+def pytest_sessionfinish(session, exitstatus):
+    shutil.rmtree(_SESSION_CACHE, ignore_errors=True)
 
 
 @pytest.fixture(params=["per-node", "fused"])
