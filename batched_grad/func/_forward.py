@@ -212,11 +212,11 @@ def _jacfwd_by_columns(flat_func, leaves, spec, has_aux):
     basis = [column.reshape((-1,) + tuple(x.shape)).to(x.dtype)
              for x, column in zip(leaves, identity.split(sizes, dim=1))]
 
-    def column(*tangents):
+    def jvp_along(*tangents):
         result = jvp(flat_func, tuple(leaves), tangents, has_aux=has_aux)
         return result[1:] if has_aux else result[1]
 
-    result = vmap(column, randomness="different")(*basis)
+    result = vmap(jvp_along, randomness="different")(*basis)
     tangents, aux = result if has_aux else (result, None)
     flat_tangents, out_spec = flatten(tangents)
     jacobian = out_spec.unflatten([spec.unflatten([
@@ -227,6 +227,7 @@ def _jacfwd_by_columns(flat_func, leaves, spec, has_aux):
         return jacobian
     flat_aux, aux_spec = flatten(aux)
     return jacobian, aux_spec.unflatten([a[0] if isinstance(a, Tensor) else a for a in flat_aux])
+
 
 def hessian(func, argnums=0):
     """A function returning the Hessian of func's scalar output w.r.t. args[argnums]: jacfwd of jacrev."""
