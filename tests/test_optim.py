@@ -25,7 +25,7 @@ def _run(m, make, dtype, steps=10):
         opt.zero_grad()
         loss_fn().backward()
         opt.step()
-    return params
+    return params, opt
 
 
 OPTIMIZERS = {
@@ -46,8 +46,8 @@ OPTIMIZERS = {
 @pytest.mark.parametrize("name, dtype", [(name, "float64") for name in sorted(OPTIMIZERS)] +
                          [("sgd_nesterov", "float32"), ("adam_amsgrad_decay_maximize", "float32")])
 def test_ten_steps_match_torch(name, dtype):
-    got = _run(bg, OPTIMIZERS[name], getattr(bg, dtype))
-    want = _run(torch, OPTIMIZERS[name], getattr(torch, dtype))
+    got, _ = _run(bg, OPTIMIZERS[name], getattr(bg, dtype))
+    want, _ = _run(torch, OPTIMIZERS[name], getattr(torch, dtype))
     assert_same([p.detach() for p in got], [p.detach() for p in want], *((1e-12, 1e-14) if dtype == "float64"
                                                                          else (2e-5, 1e-6)))
 

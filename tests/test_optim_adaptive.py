@@ -6,17 +6,7 @@ import torch
 
 import batched_grad as bg
 from oracle import assert_same, raises_like_torch
-from test_optim import _problem
-
-
-def _run(m, make, dtype, steps=10):
-    params, loss_fn = _problem(m, dtype)
-    opt = make(m)(params)
-    for _ in range(steps):
-        opt.zero_grad()
-        loss_fn().backward()
-        opt.step()
-    return params, opt
+from test_optim import _problem, _run
 
 
 OPTIMIZERS = {

@@ -56,6 +56,11 @@ def _layer(x, h0, *arrays, mode, reverse, has_bias, has_proj):
 _LAYER = Op("rnn_layer", _layer, multi=True)
 
 
+def _uniform_by_hidden_size(module):
+    bound = 1.0 / math.sqrt(module.hidden_size) if module.hidden_size > 0 else 0
+    for weight in module.parameters():
+        init.uniform_(weight, -bound, bound)
+
 class RNNBase(Module):
     """The stacked recurrent layer shared by RNN, LSTM and GRU."""
 
@@ -102,9 +107,7 @@ class RNNBase(Module):
 
     def reset_parameters(self):
         """Every weight and bias U(-1/sqrt(hidden_size), 1/sqrt(hidden_size)), as torch."""
-        bound = 1.0 / math.sqrt(self.hidden_size) if self.hidden_size > 0 else 0
-        for weight in self.parameters():
-            init.uniform_(weight, -bound, bound)
+        _uniform_by_hidden_size(self)
 
     def _layer_parameters(self, layer, suffix):
         names = ["weight_ih", "weight_hh"] + (["bias_ih", "bias_hh"] if self.bias else []) + (
@@ -223,9 +226,7 @@ class RNNCellBase(Module):
 
     def reset_parameters(self):
         """Every weight and bias U(-1/sqrt(hidden_size), 1/sqrt(hidden_size)), as torch."""
-        bound = 1.0 / math.sqrt(self.hidden_size) if self.hidden_size > 0 else 0
-        for weight in self.parameters():
-            init.uniform_(weight, -bound, bound)
+        _uniform_by_hidden_size(self)
 
     def _batched(self, input, hx, states):
         if input.ndim not in (1, 2):
