@@ -200,10 +200,12 @@ def _conv_taps(x, w, stride, padding, dilation, groups):
     size = [(m - d * (k - 1) - 1) // s + 1 for m, k, d, s in zip(x.shape[2:], kernel, dilation, stride)]
     x = x.reshape((batch, groups, channels // groups) + x.shape[2:])
     w = w.reshape((groups, out_channels // groups) + w.shape[1:])
-    out = 0
+    views = []
     for tap in itertools.product(*map(range, kernel)):
         view = tuple(slice(t * d, t * d + (m - 1) * s + 1, s) for t, d, m, s in zip(tap, dilation, size, stride))
-        out = out + jnp.einsum("goc,ngc...->ngo...", w[(...,) + tap], x[(..., *view)])
+        views.append(x[(..., *view)])
+    patches = jnp.stack(views, 3)  # (batch, groups, channels per group, taps, *size)
+    out = jnp.einsum("gock,ngck...->ngo...", w.reshape(w.shape[:3] + (-1,)), patches)
     return out.reshape((batch, out_channels) + tuple(size))
 
 
