@@ -100,6 +100,14 @@ def _right(entry, a, m):
     return g if nan is None else jnp.where(nan.any(0), jnp.nan, g)
 
 
+def _right_rows(entry, a, m):
+    """_right's gradient transposed, (m, k): s * a[i, :] in row j; a nan column of the cotangent, a nan row. Built
+    in that orientation, not transposed after, which XLA would do as a copy of the whole batch of Jacobians."""
+    inside, i, j, s, nan = entry
+    g = jnp.where((inside & (jnp.arange(m) == j))[:, None], (s * a[i])[None, :], 0)
+    return g if nan is None else jnp.where(nan.any(0)[:, None], jnp.nan, g)
+
+
 def _operands(values, spec):
     saved = iter(values)
     return [next(saved) if s else None for s in spec.saved_mask]
@@ -134,7 +142,7 @@ def _linear(values, cts, spec):
     x, w, *_ = _operands(values, spec)
     p = sx[0] if len(sx) == 2 else 1
     entry = _entry(ct, p, m)
-    grads = {0: lambda: _left(entry, w.T, p).reshape(sx), 1: lambda: _right(entry, x.reshape(p, k), m).T,
+    grads = {0: lambda: _left(entry, w.T, p).reshape(sx), 1: lambda: _right_rows(entry, x.reshape(p, k), m),
              2: lambda: _right(entry, jnp.ones((p, 1), dw), m).reshape(m)}
     return [grads[j]() for j in spec.want]
 
