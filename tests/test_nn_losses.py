@@ -219,3 +219,34 @@ def test_deprecated_nll_loss_2d():
                  lambda m: m.nn.MultiMarginLoss(p=3), lambda m: m.nn.MultiMarginLoss(weight=m.ones(2, 2))):
         raises_like_torch(call)
     assert_same(bg.dist(bg.ones(2), bg.zeros(2, dtype=bg.float64)), torch.dist(torch.ones(2), torch.zeros(2).double()))
+
+
+LEGACY = [(None, False), (False, None), (False, False), (True, True), (True, None), (None, True)]
+
+
+@pytest.mark.parametrize("size_average, reduce", LEGACY)
+@pytest.mark.parametrize("fn", ["mse_loss", "l1_loss", "soft_margin_loss"])
+def test_legacy_size_average_and_reduce_name_a_reduction_as_torchs(fn, size_average, reduce):
+    def run(m):
+        x, y = m.linspace(-1, 2, 6, dtype=m.float64), m.linspace(1, -1, 6, dtype=m.float64).sign()
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            functional = getattr(m.nn.functional, fn)(x, y, size_average=size_average, reduce=reduce)
+            module = m.nn.MSELoss(size_average=size_average, reduce=reduce)(x, y)
+        return (functional, module), sorted({str(w.message) for w in seen})
+
+    (ours, our_warnings), (theirs, their_warnings) = run(bg), run(torch)
+    assert_same(ours, theirs, rtol=1e-12)
+    assert our_warnings == their_warnings
+
+
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+def test_mse_loss_with_a_weight_as_torchs(reduction):
+    def run(m):
+        x = m.linspace(-1, 2, 6, dtype=m.float64).reshape(2, 3).requires_grad_()
+        w = m.linspace(0.5, 1.5, 6, dtype=m.float64).reshape(2, 3)
+        loss = m.nn.functional.mse_loss(x, m.zeros(2, 3, dtype=m.float64), reduction=reduction, weight=w)
+        return loss, m.autograd.grad(loss.sum(), x)[0]
+
+    assert_same(run(bg), run(torch), rtol=1e-12)
+    raises_like_torch(lambda m: m.nn.functional.mse_loss(m.ones(3), m.ones(3), weight=m.ones(2)))

@@ -19,6 +19,7 @@ from .._ops import attention, conv_transpose, dropouts, interpolate as _interpol
 from .._ops.nn import conv3d
 from .._tensor import _TYPE_NAMES, Tensor
 from .losses import FUNCTIONS as _LOSSES
+from .losses import legacy_reduction
 
 tanh, sigmoid = UNARY["tanh"], UNARY["sigmoid"]
 
@@ -91,28 +92,31 @@ def _distance_loss(name, input, target, reduction, **static):
 
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     """Mean (or sum, or none) of the squared differences."""
-    _no_legacy("mse_loss", size_average, reduce, weight)
-    return _distance_loss("mse_loss", input, target, reduction)
+    reduction = legacy_reduction(size_average, reduce, reduction)
+    if weight is None:
+        return _distance_loss("mse_loss", input, target, reduction)
+    if tuple(weight.shape) != tuple(input.shape):
+        raise ValueError("Weights and input must have the same size.")
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(f"Invalid reduction mode: {reduction}. Expected one of 'none', 'mean', 'sum'.")
+    weighted = (input - target) ** 2 * weight
+    if reduction == "none":
+        return weighted
+    return weighted.sum() if reduction == "sum" else weighted.sum() / weight.sum()
 
 
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """Mean (or sum, or none) of the absolute differences."""
-    _no_legacy("l1_loss", size_average, reduce)
+    reduction = legacy_reduction(size_average, reduce, reduction)
     return _distance_loss("l1_loss", input, target, reduction)
 
 
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
     """Huber-like loss: 0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta."""
-    _no_legacy("smooth_l1_loss", size_average, reduce)
+    reduction = legacy_reduction(size_average, reduce, reduction)
     if beta < 0:
         raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
     return _distance_loss("smooth_l1_loss", input, target, reduction, beta=float(beta))
-
-
-def _no_legacy(fn, size_average, reduce, weight=None):
-    if size_average is not None or reduce is not None or weight is not None:
-        raise NotImplementedError(f"{fn}: the legacy size_average/reduce arguments (and weight) are not supported; "
-                                  "use reduction='mean', 'sum' or 'none'.")
 
 
 # ---- classification losses ----------------------------------------------------------------------------------
@@ -216,7 +220,7 @@ def _check_targets(target, classes, ignore_index):
 
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
     """The negative log-likelihood of class indices `target` under log-probabilities `input` (classes in dim 1)."""
-    _no_legacy("nll_loss", size_average, reduce)
+    reduction = legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     classes = _check_classes("nll_loss", input, target, weight)
     _check_targets(target, classes, ignore_index)
@@ -228,7 +232,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
                   label_smoothing=0.0):
     """log_softmax + nll_loss over dim 1 (dim 0 for unbatched input); `target` holds class indices, or class
     probabilities of input's shape; `label_smoothing` mixes in the uniform distribution."""
-    _no_legacy("cross_entropy", size_average, reduce)
+    reduction = legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     if not 0.0 <= label_smoothing <= 1.0:
         raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
@@ -267,7 +271,7 @@ def _check_binary(fn, input, target, message):
 
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
     """-(t log(x) + (1 - t) log(1 - x)) for probabilities `input` in [0, 1], each log clamped at -100."""
-    _no_legacy("binary_cross_entropy", size_average, reduce)
+    reduction = legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     _check_binary("binary_cross_entropy", input, target,
                   "Using a target size ({target!r}) that is different to the input size ({input!r}) is deprecated. "
@@ -289,7 +293,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None, reduction="mean",
                                      pos_weight=None):
     """binary_cross_entropy(sigmoid(input), target), computed stably; `pos_weight` weighs the positive term."""
-    _no_legacy("binary_cross_entropy_with_logits", size_average, reduce)
+    reduction = legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     _check_binary("binary_cross_entropy_with_logits", input, target,
                   "Target size ({target!r}) must be the same as input size ({input!r})")

@@ -7,12 +7,11 @@ from .module import Module
 
 
 class _Loss(Module):
-    """A loss with torch's `reduction` option (the legacy size_average/reduce are refused, as by the functions)."""
+    """A loss with torch's `reduction` option (or the one torch's deprecated size_average/reduce name)."""
 
     def __init__(self, size_average=None, reduce=None, reduction="mean"):
         super().__init__()
-        F._no_legacy(type(self).__name__, size_average, reduce)
-        self.reduction = reduction
+        self.reduction = F.legacy_reduction(size_average, reduce, reduction)
 
 
 class _WeightedLoss(_Loss):

@@ -28,10 +28,19 @@ def _check_reduction(reduction, message="{} is not a valid value for reduction")
         raise ValueError(message.format(reduction))
 
 
-def _no_legacy(fn, size_average, reduce):
-    if size_average is not None or reduce is not None:
-        raise NotImplementedError(f"{fn}: the legacy size_average/reduce arguments are not supported; use "
-                                  "reduction='mean', 'sum' or 'none'.")
+def legacy_reduction(size_average, reduce, reduction):
+    """`reduction`, or, where either of torch's deprecated size_average and reduce is given, the reduction they name
+    (each None counts as True: reduce=False is 'none', else size_average picks 'mean' or 'sum'), with torch's
+    warning."""
+    if size_average is None and reduce is None:
+        return reduction
+    if reduce is not None and not reduce:
+        reduction = "none"
+    else:
+        reduction = "sum" if size_average is not None and not size_average else "mean"
+    warnings.warn(f"size_average and reduce args will be deprecated, please use reduction='{reduction}' instead.",
+                  UserWarning, stacklevel=3)
+    return reduction
 
 
 def _clamp_min0(z):  # max(z, 0) with torch's clamp_min derivative: 1 where z >= 0
@@ -69,7 +78,7 @@ def _kl_reduced(loss, reduction, ndim):
 def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
     """The Kullback-Leibler divergence of `target` from `input` (log-probabilities; `target` too when
     log_target); reduction 'batchmean' divides the sum by the batch size."""
-    _no_legacy("kl_div", size_average, reduce)
+    reduction = legacy_reduction(size_average, reduce, reduction)
     if reduction == "mean":
         warnings.warn(_KL_MEAN, UserWarning, stacklevel=2)
     if reduction != "batchmean":
@@ -116,7 +125,7 @@ def _reduced(loss, reduction):
 
 def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """log(1 + exp(-target * input)), for targets of +-1."""
-    _no_legacy("soft_margin_loss", size_average, reduce)
+    reduction = legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     d = _floating("soft_margin_loss", input, target)
     return apply(_SOFT_MARGIN, [input.to(d), target.to(d)], reduction=reduction)
@@ -128,7 +137,7 @@ _MARGIN_RANKING = _loss_op("margin_ranking_loss", lambda a, b, y, *, margin: _cl
 
 def margin_ranking_loss(input1, input2, target, margin=0, size_average=None, reduce=None, reduction="mean"):
     """max(0, -target * (input1 - input2) + margin), for targets of +-1."""
-    _no_legacy("margin_ranking_loss", size_average, reduce)
+    reduction = legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     if not input1.ndim == input2.ndim == target.ndim:
         raise RuntimeError(f"margin_ranking_loss : All input tensors should have same dimension but got sizes: "
@@ -148,7 +157,7 @@ _HINGE = _loss_op("hinge_embedding_loss", _hinge, "AddBackward0")
 
 def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None, reduction="mean"):
     """input where target is 1, max(0, margin - input) where it is -1."""
-    _no_legacy("hinge_embedding_loss", size_average, reduce)
+    reduction = legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     d = _floating("hinge_embedding_loss", input, target)
     return apply(_HINGE, [input.to(d), target.to(d)], reduction=reduction, margin=float(margin))
@@ -171,7 +180,7 @@ def poisson_nll_loss(input, target, log_input=True, full=False, size_average=Non
                      reduction="mean"):
     """exp(input) - target * input (log_input), or input - target * log(input + eps); with `full`, plus Stirling's
     approximation of log(target!)."""
-    _no_legacy("poisson_nll_loss", size_average, reduce)
+    reduction = legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     d = _floating("poisson_nll_loss", input, target)
     return apply(_POISSON[bool(full)], [input.to(d), target.to(d)], reduction=reduction, log_input=bool(log_input),
@@ -230,7 +239,7 @@ _COSINE_EMBEDDING = _loss_op("cosine_embedding_loss", _cosine_embedding, "AddBac
 def cosine_embedding_loss(input1, input2, target, margin=0, size_average=None, reduce=None, reduction="mean"):
     """1 - cos(input1, input2) where target is 1, max(0, cos - margin) where it is -1 (cosines along dim 1, or 0
     for 1-D inputs)."""
-    _no_legacy("cosine_embedding_loss", size_average, reduce)
+    reduction = legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     if target.ndim not in (0, 1):
         raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
@@ -253,7 +262,7 @@ _MULTILABEL_SOFT_MARGIN = _loss_op("multilabel_soft_margin_loss", _multilabel_so
 
 def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
     """The mean over classes (the last dim) of the binary logistic losses of `input` against 0/1 `target`."""
-    _no_legacy("multilabel_soft_margin_loss", size_average, reduce)
+    reduction = legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction, "{} is not valid")
     d = _floating("multilabel_soft_margin_loss", input, target)
     extra = [] if weight is None else [weight]
@@ -295,7 +304,7 @@ def _check_classes(input, target):
 
 def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None, reduce=None, reduction="mean"):
     """The multi-class hinge loss: the mean over classes j != y of max(0, margin - x[y] + x[j]) ** p."""
-    _no_legacy("multi_margin_loss", size_average, reduce)
+    reduction = legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     if p not in (1, 2):
         raise ValueError("only p == 1 and p == 2 supported")
@@ -323,7 +332,7 @@ _MULTILABEL_MARGIN = _loss_op("multilabel_margin_loss", _first_order(_multilabel
 def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """The multi-label hinge loss: for each target class y (listed before the first -1 of `target`) and each
     other class j, max(0, 1 - (x[y] - x[j])), summed and divided by the number of classes."""
-    _no_legacy("multilabel_margin_loss", size_average, reduce)
+    reduction = legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     if target.shape != input.shape or input.ndim not in (1, 2):
         raise RuntimeError(f"inconsistent target size: {list(target.shape)} for input of size: "
@@ -335,7 +344,7 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, s
                         reduce=None, reduction="mean"):
     """max(d(a, p) - d(a, n) + margin, 0) with d the pairwise p-norm distance (with `swap`, d(a, n) is the smaller
     of it and d(p, n))."""
-    _no_legacy("triplet_margin_loss", size_average, reduce)
+    reduction = legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     if not anchor.ndim == positive.ndim == negative.ndim:
         raise RuntimeError(f"The anchor, positive, and negative tensors are expected to have the same number of "

@@ -342,8 +342,7 @@ class MSELoss(Module):
 
     def __init__(self, size_average=None, reduce=None, reduction="mean"):
         super().__init__()
-        F._no_legacy("MSELoss", size_average, reduce)
-        self.reduction = reduction
+        self.reduction = F.legacy_reduction(size_average, reduce, reduction)
 
     def forward(self, input, target):
         return F.mse_loss(input, target, reduction=self.reduction)
@@ -355,8 +354,8 @@ class CrossEntropyLoss(Module):
     def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
                  label_smoothing=0.0):
         super().__init__()
-        F._no_legacy("CrossEntropyLoss", size_average, reduce)
         self.register_buffer("weight", weight)
+        reduction = F.legacy_reduction(size_average, reduce, reduction)
         self.ignore_index, self.reduction, self.label_smoothing = ignore_index, reduction, label_smoothing
 
     def forward(self, input, target):
