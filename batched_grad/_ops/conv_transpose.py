@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 
 from ._core import Op, apply
-from .nn import _check_tensor, _tuple
+from .nn import _check_tensor, _tuple, batched_input
 
 _NAMES = {1: ("width",), 2: ("height", "width"), 3: ("depth", "height", "width")}
 
@@ -35,11 +35,7 @@ def _transposed(n, input, weight, bias, stride, padding, output_padding, groups,
     if weight.ndim != n + 2:
         raise RuntimeError(f"Expected {n + 2}-dimensional weight for {fn}, but got weight of size "
                            f"{list(weight.shape)}")
-    if input.ndim not in (n + 1, n + 2):
-        raise RuntimeError(f"Expected {n + 1}D (unbatched) or {n + 2}D (batched) input to {fn}, but got input of "
-                           f"size: {list(input.shape)}")
-    unbatched = input.ndim == n + 1
-    x = input.unsqueeze(0) if unbatched else input
+    x, unbatched = batched_input(fn, input, n)
     if x.shape[1] != weight.shape[0]:
         raise RuntimeError(f"Given transposed=1, weight of size {list(weight.shape)}, expected input{list(x.shape)} "
                            f"to have {weight.shape[0]} channels, but got {x.shape[1]} channels instead")

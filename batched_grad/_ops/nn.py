@@ -279,6 +279,16 @@ def _conv_padding(padding, n, kernel, dilation, stride):
     return tuple((p, p) for p in _tuple(padding, n, "padding"))
 
 
+def batched_input(fn, input, n):
+    """A convolution's `input` with its batch dim (added where it is unbatched) and whether it was added; torch's
+    error for another rank."""
+    if input.ndim not in (n + 1, n + 2):
+        raise RuntimeError(f"Expected {n + 1}D (unbatched) or {n + 2}D (batched) input to {fn}, but got input of "
+                           f"size: {list(input.shape)}")
+    unbatched = input.ndim == n + 1
+    return (input.unsqueeze(0) if unbatched else input), unbatched
+
+
 def _convolution(n, input, weight, bias, stride, padding, dilation, groups):
     fn = f"conv{n}d"
     _check_tensor(fn, "input", input)
@@ -287,11 +297,7 @@ def _convolution(n, input, weight, bias, stride, padding, dilation, groups):
         raise RuntimeError("weight should have at least three dimensions" if weight.ndim < 3 else
                            f"Expected {n + 2}-dimensional weight for {fn}, but got weight of size "
                            f"{list(weight.shape)}")
-    if input.ndim not in (n + 1, n + 2):
-        raise RuntimeError(f"Expected {n + 1}D (unbatched) or {n + 2}D (batched) input to {fn}, but got input of "
-                           f"size: {list(input.shape)}")
-    unbatched = input.ndim == n + 1
-    x = input.unsqueeze(0) if unbatched else input
+    x, unbatched = batched_input(fn, input, n)
     if bias is not None and tuple(bias.shape) != weight.shape[:1]:
         raise RuntimeError(f"Given weight of size {list(weight.shape)}, expected bias to be 1-dimensional with "
                            f"{weight.shape[0]} elements, but got bias of size {list(bias.shape)} instead")
