@@ -349,12 +349,23 @@ def chunk(input, chunks, dim=0):
     return split(input, -(-n // chunks), d)
 
 
-def _join_op(name, f):
-    return Op(name, lambda *arrays, axis, dtype: f([a.astype(dtype) for a in arrays], axis=axis), linear=True)
+def _join_op(name, f, host_f, host_vjp):
+    return Op(name, lambda *arrays, axis, dtype: f([a.astype(dtype) for a in arrays], axis=axis), linear=True,
+              host=lambda *arrays, axis, dtype: host_f([a.astype(dtype, copy=False) for a in arrays], axis=axis),
+              host_vjp=host_vjp)
 
 
-_CAT = _join_op("cat", jnp.concatenate)
-_STACK = _join_op("stack", jnp.stack)
+def _cat_host_vjp(ct, operands, avals, *, axis, dtype):
+    ends = np.cumsum([shape[axis] for shape, _ in avals])
+    return np.split(ct, ends[:-1], axis=axis)
+
+
+def _stack_host_vjp(ct, operands, avals, *, axis, dtype):
+    return [np.take(ct, i, axis=axis) for i in range(len(avals))]
+
+
+_CAT = _join_op("cat", jnp.concatenate, np.concatenate, _cat_host_vjp)
+_STACK = _join_op("stack", jnp.stack, np.stack, _stack_host_vjp)
 
 
 def _tensor_list(name, tensors):
