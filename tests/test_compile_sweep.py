@@ -112,7 +112,23 @@ def _mul(i):
     return BASE * (0.5 + 0.01 * i)
 
 
-SWEEP = {"pow": _pow, "pow_int_exponent": _pow_int_exponent, "mask": _mask, "mask_grad": _mask_grad,
+def _leaky_relu(i):
+    return bg.nn.functional.leaky_relu(BASE, 0.01 + 0.01 * i)
+
+
+def _elu(i):
+    return bg.nn.functional.elu(BASE, 0.5 + 0.1 * i)
+
+
+def _hardtanh(i):
+    return bg.nn.functional.hardtanh(BASE, -0.5 - 0.01 * i, 0.5 + 0.01 * i)
+
+
+def _fill(i):
+    return bg.zeros(1000).fill_(0.5 + i)
+
+
+SWEEP = {"leaky_relu": _leaky_relu, "elu": _elu, "hardtanh": _hardtanh, "fill": _fill, "pow": _pow, "pow_int_exponent": _pow_int_exponent, "mask": _mask, "mask_grad": _mask_grad,
          "mask_assign": _mask_assign, "masked_fill": _masked_fill, "masked_select": _masked_select,
          "nonzero": _nonzero, "index_by_nonzero": _index_by_nonzero, "slice": _slice, "slice_grad": _slice_grad,
          "reshape": _reshape, "reshape_grad": _reshape_grad, "cat": _cat, "clamp": _clamp, "mul": _mul}
@@ -306,3 +322,20 @@ def test_fused_backward_of_host_nodes_matches():
     t = torch.tensor(MATRIX, requires_grad=True)
     (t[1:3].reshape(-1)[t[1:3].reshape(-1) > 0] * 2).sum().backward()
     assert_same(x.grad, t.grad)
+
+
+@pytest.mark.parametrize("activation", ["leaky_relu", "elu", "hardtanh", "relu6"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_activations_with_number_operands_like_torch(activation, dtype):
+    def f(x, m):
+        F = m.nn.functional
+        return {"leaky_relu": lambda: F.leaky_relu(x, 0.3), "elu": lambda: F.elu(x, 0.7),
+                "hardtanh": lambda: F.hardtanh(x, -1.5, 0.3), "relu6": lambda: F.relu6(x * 4)}[activation]()
+
+    _grads_match(f, SIGNED.astype(dtype), rtol=1e-5)
+
+
+@pytest.mark.parametrize("value", [2.5, -3, True])
+@pytest.mark.parametrize("dtype", ["float32", "int64", "float64"])
+def test_fill_by_a_number_like_torch(value, dtype):
+    assert_same(bg.zeros(3, dtype=getattr(bg, dtype)).fill_(value), torch.zeros(3, dtype=getattr(torch, dtype)).fill_(value))
