@@ -112,7 +112,7 @@ def _in_place_version(name, fn):
 
 _ZERO = Op("zero", lambda a: jnp.zeros_like(a), linear=True)
 # the number is an operand (a 0-d array): a new value compiles nothing
-_FILL_NUMBER = Op("fill", lambda a, v: jnp.full_like(a, v), linear=True, backward_name="FillBackward2")
+_FILL_NUMBER = Op("fill", lambda a, v: jnp.full_like(a, v), linear=True, backward_name="FillBackward2", inputs=1)
 _FILL_TENSOR = Op("fill", lambda a, v: jnp.broadcast_to(v.astype(a.dtype), a.shape), linear=True,
                   backward_name="FillBackward3")
 

@@ -46,6 +46,8 @@ class Op:
     (_host.host_arrays): no compile for a new shape. `host_vjp` (optional): `host_vjp(cotangent, operands, avals,
     **static)` gives, with NumPy, the gradient of each operand (None for those without one) of a one-output linear
     op, from its output's cotangent and the operands its node saves (None for the others).
+    `inputs` (optional): how many leading operands are torch's inputs; the others (numbers passed as operands so
+    that a new value compiles nothing) get no edge in the node.
     `torch_saves`: what torch's backward of the op reads, and so which in-place changes make a backward through it
     raise: a set of "input" (its first operand; the others always count), "result" (its differentiable outputs) and
     "indices" (its integer outputs): exp and tanh read the result, prod the input and the result, sort the indices,
@@ -54,13 +56,13 @@ class Op:
     """
 
     __slots__ = ("name", "fn", "backward_name", "linear", "multilinear", "view", "view_step", "multi", "program",
-                 "diagonal", "torch_saves", "reads", "host", "host_vjp")
+                 "diagonal", "torch_saves", "reads", "host", "host_vjp", "inputs")
 
     def __init__(self, name, fn, backward_name=None, linear=False, multilinear=False, view=False, view_step=None,
                  multi=False, program=False, diagonal=False, torch_saves=SAVES_INPUT, reads=None, host=None,
-                 host_vjp=None):
+                 host_vjp=None, inputs=None):
         self.name, self.fn, self.linear, self.view, self.multi = name, fn, linear, view, multi
-        self.reads, self.host, self.host_vjp = reads, host, host_vjp
+        self.reads, self.host, self.host_vjp, self.inputs = reads, host, host_vjp, inputs
         self.multilinear, self.program, self.view_step, self.diagonal = multilinear, program, view_step, diagonal
         self.torch_saves = torch_saves
         self.backward_name = backward_name or "".join(p.capitalize() for p in name.split("_")) + "Backward0"
@@ -378,6 +380,8 @@ class OpNode(_graph.Node):
         super().__init__(edges, sig.out_avals)
         self.sig, self.call, self.guards = sig, call, ()  # call: the deferred forward (a fused backward runs it)
         self.want, self.saved_mask = _layout(sig, tuple([e is not None for e in edges]))
+        if sig.op.inputs is not None:  # trailing number operands: no edge, as torch's node has none for them
+            self.edges = edges[:sig.op.inputs]
         self.saved = tuple([None if not m else _graph.SavedValue(x) if isinstance(x, Tensor) else a
                             for x, a, m in zip(operands, arrays, self.saved_mask)])
 

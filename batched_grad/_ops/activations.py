@@ -50,7 +50,7 @@ _KERNELS = {  # name: (JAX function of the array and static parameters, torch's 
 }
 _NAMES = {"log_sigmoid": "LogSigmoidBackward0", "selu": "EluBackward0", "celu": "CeluBackward0",
           "leaky_rrelu": "RreluWithNoiseBackward0"}
-_OPS = {name: Op(name, f, _NAMES.get(name), diagonal=True) for name, (f, _) in _KERNELS.items()}
+_OPS = {name: Op(name, f, _NAMES.get(name), diagonal=True, inputs=1) for name, (f, _) in _KERNELS.items()}
 
 
 def _activation(name, input, inplace=False, numbers=(), **static):

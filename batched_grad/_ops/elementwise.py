@@ -279,6 +279,7 @@ def true_divide(input, other):
 _POW_SCALAR = Op("pow", lambda a, *, exponent, dtype: _pow_fn(a.astype(dtype), jnp.asarray(exponent, dtype)),
                  diagonal=True)
 _CONSTANT_EXPONENTS = frozenset({-2, -1, -0.5, 0, 0.5, 1, 2, 3})
+_POW_NUMBER = Op("pow", lambda a, b, *, dtype: _pow_fn(a.astype(dtype), b.astype(dtype)), diagonal=True, inputs=1)
 
 
 def pow(input, exponent):  # noqa: A001
@@ -288,6 +289,8 @@ def pow(input, exponent):  # noqa: A001
         raise RuntimeError("Integers to negative integer powers are not allowed.")
     if isinstance(input, Tensor) and type(exponent) in (int, float) and exponent in _CONSTANT_EXPONENTS:
         return _apply(_POW_SCALAR, [input], exponent=exponent, dtype=_dtypes.result_type(input, exponent).np)
+    if isinstance(input, Tensor) and type(exponent) in (int, float):
+        return _apply(_POW_NUMBER, [input, exponent], dtype=_dtypes.result_type(input, exponent).np)
     return _pow(input, exponent)
 
 

@@ -64,7 +64,7 @@ _ACTIVATIONS = {  # name: (JAX function of the array and static parameters, torc
     "silu": (lambda a: a * jax.nn.sigmoid(a), "silu_cpu"),
     "softplus": (_softplus, "softplus_cpu"),
 }
-_ACTIVATION_OPS = {name: Op(name, f, diagonal=True) for name, (f, _) in _ACTIVATIONS.items()}
+_ACTIVATION_OPS = {name: Op(name, f, diagonal=True, inputs=1) for name, (f, _) in _ACTIVATIONS.items()}
 
 
 def _activation(name, input, inplace=False, numbers=(), **static):
