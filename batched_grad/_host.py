@@ -10,12 +10,13 @@ Tensor holding it reads it afresh whenever its values are used and writes its in
 writes on either side reach the other. What an op or a saved value keeps is a copy taken when it reads: JAX may
 read a NumPy argument after the call returns, and a deferred op is computed later, so neither may see the user's
 later writes. The array registered is the view that from_numpy makes and the Tensor holds."""
+import functools
 import weakref
 
 import jax
 import numpy as np
 
-from ._tracing import eagerly
+from ._tracing import eagerly, tracing
 from ._x64 import scoped
 
 
@@ -93,3 +94,26 @@ def to_device(array):
     new shape (about 20 ms here). A concrete array even inside a trace: the moved array is kept (_tracing.py)."""
     with eagerly():
         return jax.device_put(array)
+
+
+@functools.cache
+def _cpu_device_set():
+    """The default device, as Array.devices() gives it, where JAX's default backend is the CPU; else None."""
+    return {jax.devices()[0]} if jax.default_backend() == "cpu" else None
+
+
+def host_arrays(arrays):
+    """The operands of an op as NumPy arrays sharing their memory, where the op may run on the host instead of in a
+    kernel: on the CPU backend, outside any trace, each a NumPy array or a concrete JAX array on the default device
+    (not a deferred, traced, meta or sharded value). Else None."""
+    devices = _cpu_device_set()
+    if devices is None or tracing():
+        return None
+    host = []
+    for a in arrays:
+        if type(a) is not np.ndarray:
+            if not isinstance(a, jax.Array) or isinstance(a, jax.core.Tracer) or a.devices() != devices:
+                return None
+            a = np.asarray(a)
+        host.append(a)
+    return host

@@ -115,6 +115,12 @@ def signature(op, static, avals):
     return Signature(op, static, avals, tuple((o.shape, o.dtype) for o in (out if op.multi else (out,))))
 
 
+@functools.lru_cache(maxsize=8192)
+def known_signature(op, static, avals, out_avals):
+    """The signature of an op whose output avals are known (computed on the host): no trace to find them."""
+    return Signature(op, static, avals, out_avals)
+
+
 class Call:
     """One deferred application of an op; `result` (a tuple of arrays) once computed, when `args` is dropped.
     `keep`: when a fused program computes it on the way to another value, keep its result too (it will be

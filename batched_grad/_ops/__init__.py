@@ -111,7 +111,8 @@ def _in_place_version(name, fn):
 
 
 _ZERO = Op("zero", lambda a: jnp.zeros_like(a), linear=True)
-_FILL_NUMBER = Op("fill", lambda a, *, value: jnp.full_like(a, value), linear=True, backward_name="FillBackward2")
+# the number is an operand (a 0-d array): a new value compiles nothing
+_FILL_NUMBER = Op("fill", lambda a, v: jnp.full_like(a, v), linear=True, backward_name="FillBackward2", inputs=1)
 _FILL_TENSOR = Op("fill", lambda a, v: jnp.broadcast_to(v.astype(a.dtype), a.shape), linear=True,
                   backward_name="FillBackward3")
 
@@ -122,7 +123,7 @@ def _fill(self, value):
             raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with {value.ndim} "
                                "dimensions.")
         return apply(_FILL_TENSOR, [self, value])
-    return apply(_FILL_NUMBER, [self], value=value)
+    return apply(_FILL_NUMBER, [self, value])
 
 
 def _zero(self):

@@ -11,10 +11,10 @@ from .. import _graph
 from .._dtypes import differentiable
 from .._foreign import TORCH_TENSOR_PASSED, is_torch_tensor
 from .._grad_mode import is_grad_enabled
-from .._host import host_read, to_device
+from .._host import host_arrays, host_read, to_device
 from .._layout import note_base
 from .._tensor import DETACH, Tensor, remember_view
-from .._lazy import Call, Pending, Signature, defer, kernel, materialize, signature
+from .._lazy import Call, Pending, Signature, defer, kernel, known_signature, materialize, signature
 from .._meta import MetaValue, check_devices, meta_value, shapes_of
 from .._reads import output_reads
 from .._x64 import set_x64, swap_x64
@@ -41,6 +41,13 @@ class Op:
     name depends on static params or operand ranks).
     `reads`: for a recorded backward (create_graph=True), a function of the static params giving, per output, a
     bitmask of the operands it reads: a recorded output links only to those (None: each reads every operand).
+    `host` (optional): the op computed with NumPy, `host(*arrays, **static)` giving what `fn` gives (or None where
+    it does not apply), which `apply` runs instead of a kernel on the CPU backend when every operand is concrete
+    (_host.host_arrays): no compile for a new shape. `host_vjp` (optional): `host_vjp(cotangent, operands, avals,
+    **static)` gives, with NumPy, the gradient of each operand (None for those without one) of a one-output linear
+    op, from its output's cotangent and the operands its node saves (None for the others).
+    `inputs` (optional): how many leading operands are torch's inputs; the others (numbers passed as operands so
+    that a new value compiles nothing) get no edge in the node.
     `torch_saves`: what torch's backward of the op reads, and so which in-place changes make a backward through it
     raise: a set of "input" (its first operand; the others always count), "result" (its differentiable outputs) and
     "indices" (its integer outputs): exp and tanh read the result, prod the input and the result, sort the indices,
@@ -49,12 +56,13 @@ class Op:
     """
 
     __slots__ = ("name", "fn", "backward_name", "linear", "multilinear", "view", "view_step", "multi", "program",
-                 "diagonal", "torch_saves", "reads")
+                 "diagonal", "torch_saves", "reads", "host", "host_vjp", "inputs")
 
     def __init__(self, name, fn, backward_name=None, linear=False, multilinear=False, view=False, view_step=None,
-                 multi=False, program=False, diagonal=False, torch_saves=SAVES_INPUT, reads=None):
+                 multi=False, program=False, diagonal=False, torch_saves=SAVES_INPUT, reads=None, host=None,
+                 host_vjp=None, inputs=None):
         self.name, self.fn, self.linear, self.view, self.multi = name, fn, linear, view, multi
-        self.reads = reads
+        self.reads, self.host, self.host_vjp, self.inputs = reads, host, host_vjp, inputs
         self.multilinear, self.program, self.view_step, self.diagonal = multilinear, program, view_step, diagonal
         self.torch_saves = torch_saves
         self.backward_name = backward_name or "".join(p.capitalize() for p in name.split("_")) + "Backward0"
@@ -123,7 +131,15 @@ def _apply(op, operands, static):
         arrays.append(a)
     recording = recording and is_grad_enabled()
     node = None
-    if (recording or pending) and MetaValue in map(type, arrays):
+    outs = None
+    if op.host is not None and not pending and not (recording and op.reads is not None) and (
+            op is not VJP or _host_vjp_of(static) is not None):
+        outs = _on_host(op, arrays, static)
+    if outs is not None:
+        sig = known_signature(op, static, tuple([(a.shape, a.dtype) for a in arrays]),
+                              tuple([(o.shape, o.dtype) for o in outs]))
+        gradients, node = _computed_node(sig, operands, arrays, outs, recording)
+    elif (recording or pending) and MetaValue in map(type, arrays):
         outs, gradients, node = _on_meta(op, operands, arrays, static, recording)
     elif recording or pending:
         outs = defer(op, static, arrays, mapped)  # computed when read, fused with what reads it
@@ -177,16 +193,31 @@ def _on_meta(op, operands, arrays, static, recording):
 def _meta_results(op, operands, arrays, static, recording):
     sig = shapes_of(op, signature, static, arrays)
     outs = [meta_value(shape, dtype) for shape, dtype in sig.out_avals]
+    gradients, node = _computed_node(sig, operands, arrays, outs, recording)
+    return outs, gradients, node
+
+
+def _computed_node(sig, operands, arrays, outs, recording):
+    """(which outputs link to the node, the node or None) of an op whose outputs `outs` are computed already."""
     gradients, node = sig.differentiable, None
     if recording:
         call = Call(sig, None)
         call.result = tuple(outs)  # complete: nothing to compute
         linked = -1
-        if op.reads is not None:
+        if sig.op.reads is not None:
             gradients, linked = _links(gradients, reads_of(sig), operands)
         if True in gradients:
             node = OpNode(call, operands, arrays, linked)
-    return outs, gradients, node
+    return gradients, node
+
+
+def _on_host(op, arrays, static):
+    """The outputs (a tuple of NumPy arrays) of `op` computed on the host, or None where it runs as a kernel."""
+    host = host_arrays(arrays)
+    if host is None:
+        return None
+    out = op.host(*host, **dict(static))
+    return None if out is None else tuple(out) if op.multi else (out,)
 
 
 def apply_onto_meta(op, tensor, **static):
@@ -297,7 +328,26 @@ def _vjp_reads(spec):
     return output_reads(functools.partial(_vjp_fn, spec=spec), avals)
 
 
-VJP = Op("vjp", _vjp_fn, multi=True, reads=vjp_reads)
+def _host_vjp_of(static):
+    """The host_vjp that computes the VJP with static params `static` (of one output, unbatched), or None."""
+    spec = static[0][1]
+    return spec.sig.op.host_vjp if spec.batch is None and len(spec.sig.out_avals) == 1 else None
+
+
+def _vjp_on_host(*args, spec):
+    """A one-output op's VJP with NumPy, by its host_vjp."""
+    sig, saved_mask, want, ct_mask, _ = spec
+    rule = sig.op.host_vjp
+    n = sum(saved_mask)
+    saved = iter(args[:n])
+    operands = [next(saved) if s else None for s in saved_mask]
+    (shape, dtype), = sig.out_avals
+    ct = args[n] if ct_mask[0] else np.zeros(shape, dtype)
+    grads = rule(ct, operands, sig.avals, **dict(sig.static))
+    return tuple([np.asarray(grads[i], sig.avals[i][1]) for i in want])
+
+
+VJP = Op("vjp", _vjp_fn, multi=True, reads=vjp_reads, host=_vjp_on_host)
 
 
 @functools.lru_cache(maxsize=8192)
@@ -330,6 +380,8 @@ class OpNode(_graph.Node):
         super().__init__(edges, sig.out_avals)
         self.sig, self.call, self.guards = sig, call, ()  # call: the deferred forward (a fused backward runs it)
         self.want, self.saved_mask = _layout(sig, tuple([e is not None for e in edges]))
+        if sig.op.inputs is not None:  # trailing number operands: no edge, as torch's node has none for them
+            self.edges = edges[:sig.op.inputs]
         self.saved = tuple([None if not m else _graph.SavedValue(x) if isinstance(x, Tensor) else a
                             for x, a, m in zip(operands, arrays, self.saved_mask)])
 

@@ -16,8 +16,9 @@ from .random_draws import sample
 _SELU_ALPHA, _SELU_SCALE = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
 
 
-def _hardtanh(a, *, low, high):
-    return jnp.where(a <= low, low, jnp.where(a >= high, high, a)).astype(a.dtype)
+def _hardtanh(a, low, high):  # the bounds are operands (0-d arrays): new bounds compile nothing
+    low, high = low.astype(a.dtype), high.astype(a.dtype)
+    return jnp.where(a <= low, low, jnp.where(a >= high, high, a))
 
 
 # torch has no derivative of hardsigmoid's backward: its double backward raises
@@ -49,13 +50,13 @@ _KERNELS = {  # name: (JAX function of the array and static parameters, torch's 
 }
 _NAMES = {"log_sigmoid": "LogSigmoidBackward0", "selu": "EluBackward0", "celu": "CeluBackward0",
           "leaky_rrelu": "RreluWithNoiseBackward0"}
-_OPS = {name: Op(name, f, _NAMES.get(name), diagonal=True) for name, (f, _) in _KERNELS.items()}
+_OPS = {name: Op(name, f, _NAMES.get(name), diagonal=True, inputs=1) for name, (f, _) in _KERNELS.items()}
 
 
-def _activation(name, input, inplace=False, **static):
+def _activation(name, input, inplace=False, numbers=(), **static):
     _check_tensor(name, "input", input)
     _require_float(_KERNELS[name][1], input.dtype)
-    out = apply(_OPS[name], [input], **static)
+    out = apply(_OPS[name], [input, *numbers], **static)
     return input._assign(out) if inplace else out
 
 
@@ -63,7 +64,7 @@ def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
     """input clamped into [min_val, max_val]; the derivative is 1 strictly inside, else 0."""
     if min_val > max_val:
         raise ValueError("min_val cannot be greater than max_val")
-    return _activation("hardtanh", input, inplace, low=float(min_val), high=float(max_val))
+    return _activation("hardtanh", input, inplace, numbers=(float(min_val), float(max_val)))
 
 
 def relu6(input, inplace=False):

@@ -8,7 +8,7 @@ from .. import _dtypes
 from .._foreign import not_a_tensor
 from .._tensor import _TYPE_NAMES, Tensor
 from . import _derivatives
-from ._core import SAVES_BOTH, SAVES_INPUT, SAVES_RESULT, Op, apply, fits_int64
+from ._core import SAVES_BOTH, SAVES_INPUT, SAVES_RESULT, Op, apply
 
 
 def _type_name(d):
@@ -273,10 +273,13 @@ def true_divide(input, other):
     return _true_div(input, other)
 
 
-# a number exponent is part of the program, as a constant: XLA then computes x ** 2 as x * x and x ** 0.5 as a
-# square root (a runtime exponent makes a general power, with its branches for negative and zero bases)
+# The exponents torch computes by a formula of their own (x * x, a square root, a reciprocal, ...) are part of the
+# program, as constants: XLA then simplifies the power as torch does. Any other number exponent is an operand, so
+# that a new value compiles nothing.
 _POW_SCALAR = Op("pow", lambda a, *, exponent, dtype: _pow_fn(a.astype(dtype), jnp.asarray(exponent, dtype)),
                  diagonal=True)
+_CONSTANT_EXPONENTS = frozenset({-2, -1, -0.5, 0, 0.5, 1, 2, 3})
+_POW_NUMBER = Op("pow", lambda a, b, *, dtype: _pow_fn(a.astype(dtype), b.astype(dtype)), diagonal=True, inputs=1)
 
 
 def pow(input, exponent):  # noqa: A001
@@ -284,9 +287,10 @@ def pow(input, exponent):  # noqa: A001
     if (isinstance(exponent, int) and exponent < 0 and isinstance(input, Tensor)
             and _dtypes.category(input.dtype) < 2):
         raise RuntimeError("Integers to negative integer powers are not allowed.")
-    if isinstance(input, Tensor) and type(exponent) in (int, float) and exponent == exponent \
-            and fits_int64(exponent):  # (NaN and huge integers: a runtime operand, as any number)
+    if isinstance(input, Tensor) and type(exponent) in (int, float) and exponent in _CONSTANT_EXPONENTS:
         return _apply(_POW_SCALAR, [input], exponent=exponent, dtype=_dtypes.result_type(input, exponent).np)
+    if isinstance(input, Tensor) and type(exponent) in (int, float):
+        return _apply(_POW_NUMBER, [input, exponent], dtype=_dtypes.result_type(input, exponent).np)
     return _pow(input, exponent)
 
 

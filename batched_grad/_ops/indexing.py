@@ -10,7 +10,7 @@ from .._foreign import not_a_tensor
 from .._tensor import _TYPE_NAMES, Tensor, _wrap_dim, type_name
 from ._core import SAVES_INDICES, Op, apply
 from .reduction import values_indices
-from .shape import _SELECT, _SLICE, C_TYPE_NAMES, broadcast_shapes, decode_index, encode_index, reshape
+from .shape import _SELECT, _SLICE, C_TYPE_NAMES, broadcast_shapes, decode_index, encode_index, reshape, sum_to
 
 _INDEX_TYPES = "only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables are valid indices"
 
@@ -147,9 +147,22 @@ def _index_put_fn(a, v, *idx, structure):
     return a.reshape(-1).at[positions.reshape(-1)].set(v.reshape(-1)).reshape(a.shape)
 
 
+def _index_on_host(a, *idx, structure):
+    return _index_fn(a, *idx, structure=structure)
+
+
+def _index_host_vjp(ct, operands, avals, *, structure):
+    """The gradient of input[index]: the cotangent added at the positions read (np.add.at: repeats accumulate)."""
+    basic, advanced = structure
+    grad = np.zeros(*avals[0])
+    part = grad[decode_index(basic) + ((Ellipsis,) if Ellipsis not in decode_index(basic) else ())]  # a view
+    np.add.at(part, _rebuild(advanced, operands[1:]), ct)
+    return (grad,) + (None,) * (len(operands) - 1)
+
+
 _BASIC = {"SliceBackward0": _SLICE, "SelectBackward0": _SELECT}
-_BASIC.update({name: Op("slice", _SLICE.fn, linear=True, view=True, backward_name=name)
-               for name in ("UnsqueezeBackward0", "AliasBackward0")})
+_BASIC.update({name: Op("slice", _SLICE.fn, linear=True, view=True, backward_name=name, host=_SLICE.host,
+                        host_vjp=_SLICE.host_vjp) for name in ("UnsqueezeBackward0", "AliasBackward0")})
 
 
 @functools.lru_cache(maxsize=4096)
@@ -221,14 +234,29 @@ def _view_step(name, operands, *, template):
 
 @functools.lru_cache(maxsize=4096)
 def _static_step(name, template, positions):
-    index = [i if not isinstance(i, tuple) else positions[i[1]] if i[0] == "int" else
-             slice(positions[i[1]], positions[i[1]] + i[2], i[3]) for i in decode_index(template)]
-    return _BASIC[name], (("index", encode_index(index)),)
+    return _BASIC[name], (("index", encode_index(_placed(template, positions))),)
+
+
+def _placed(template, positions):
+    """The basic index of a template with its positions in it."""
+    return tuple([i if not isinstance(i, tuple) else positions[i[1]] if i[0] == "int" else
+                  slice(positions[i[1]], positions[i[1]] + i[2], i[3]) for i in decode_index(template)])
+
+
+def _view_on_host(a, *positions, template):
+    return a[_placed(template, [int(p) for p in positions])]
+
+
+def _view_host_vjp(ct, operands, avals, *, template):
+    grad = np.zeros(*avals[0])
+    grad[_placed(template, [int(p) for p in operands[1:]])] = ct
+    return (grad,) + (None,) * (len(operands) - 1)
 
 
 _DYNAMIC_BASIC = {name: Op(op.name, _view_at, linear=True, view=True, view_step=functools.partial(_view_step, name),
-                           backward_name=name) for name, op in _BASIC.items()}
-_INDEX = Op("index", _index_fn, linear=True)
+                           backward_name=name, host=_view_on_host, host_vjp=_view_host_vjp)
+                  for name, op in _BASIC.items()}
+_INDEX = Op("index", _index_fn, linear=True, host=_index_on_host, host_vjp=_index_host_vjp)
 _INDEX_PUT = Op("index_put", _index_put_fn, linear=True, backward_name="IndexPutBackward0")
 _COPY_SLICES = Op("index_put", _index_put_fn, linear=True, backward_name="torch::autograd::CopySlices")
 _DYNAMIC_COPY_SLICES = Op("index_put", _put_at, linear=True, backward_name="torch::autograd::CopySlices")
@@ -264,6 +292,26 @@ def _indexed_shape(shape, structure, arrays):
                      structure=structure).shape
 
 
+def _masked_put_fn(a, v, mask):
+    mask = mask.reshape(mask.shape + (1,) * (a.ndim - mask.ndim))
+    return jnp.where(mask, v.astype(a.dtype), a)
+
+
+# input[mask] = value, where the value broadcasts to the elements of one masked position: a `where`, whose shapes do
+# not depend on how many elements are masked
+_MASKED_PUT = Op("index_put", _masked_put_fn, linear=True, backward_name="IndexPutBackward0")
+
+
+def _single_mask(index):
+    """The boolean Tensor that is the whole index, if it is one (not a tracer, of at least one dimension)."""
+    if isinstance(index, tuple) and len(index) == 1:
+        index = index[0]
+    if isinstance(index, Tensor) and index.dtype is _dtypes.bool and index.ndim and not isinstance(
+            index._v, jax.core.Tracer):
+        return index
+    return None
+
+
 def setitem(input, index, value):
     """input[index] = value, recorded as an in-place op (CopySlices for basic indices, IndexPut otherwise)."""
     if isinstance(value, (list, tuple, np.ndarray)):
@@ -291,6 +339,10 @@ def setitem(input, index, value):
                            f"{list(v)}")
     if lead:
         value = reshape(value, vshape[lead:])
+    mask = _single_mask(index)
+    if mask is not None and len(v) <= input.ndim - mask.ndim:  # one value for every element masked: no new shape
+        input._assign(apply(_MASKED_PUT, [input, value, mask]))
+        return
     if arrays:
         input._assign(apply(_INDEX_PUT, [input, value] + arrays, structure=structure))
         return
@@ -444,7 +496,14 @@ def take_along_dim(input, indices, dim=None):
 
 _MASKED_FILL = {name: Op("masked_fill", lambda a, m, v: jnp.where(m, v.astype(a.dtype), a), linear=True,
                          backward_name=name) for name in ("MaskedFillBackward0", "MaskedFillBackward1")}
-_MASKED_SELECT = Op("masked_select", lambda a, *idx, shape: jnp.broadcast_to(a, shape)[idx], linear=True)
+def _masked_select_host_vjp(ct, operands, avals, *, shape):
+    grad = np.zeros(shape, ct.dtype)
+    grad[tuple(operands[1:])] = ct  # the positions of a mask: no repeats
+    return (sum_to(grad, avals[0][0]),) + (None,) * (len(operands) - 1)
+
+
+_MASKED_SELECT = Op("masked_select", lambda a, *idx, shape: jnp.broadcast_to(a, shape)[idx], linear=True,
+                    host=lambda a, *idx, shape: np.broadcast_to(a, shape)[idx], host_vjp=_masked_select_host_vjp)
 
 
 def masked_fill(input, mask, value):

@@ -57,31 +57,33 @@ def _softplus(a, *, beta, threshold):
 
 
 _ACTIVATIONS = {  # name: (JAX function of the array and static parameters, torch's kernel name)
-    "leaky_relu": (lambda a, *, negative_slope: jnp.where(a > 0, a, a * negative_slope), "leaky_relu_cpu"),
+    # a number parameter is an operand (a 0-d array, in the input's dtype as torch takes it): a new value compiles
+    # nothing
+    "leaky_relu": (lambda a, slope: jnp.where(a > 0, a, a * slope.astype(a.dtype)), "leaky_relu_cpu"),
     # torch's derivative: alpha exp(x) where x <= 0 (alpha at 0), else 1 (at nan too)
-    "elu": (lambda a, *, alpha: _derivatives.elu_like(a, alpha=alpha), "elu_cpu"),
+    "elu": (lambda a, alpha: _derivatives.elu_like(a, alpha=alpha.astype(a.dtype)), "elu_cpu"),
     "gelu": (lambda a, *, approximate: jax.nn.gelu(a, approximate=approximate == "tanh"), "GeluKernelImpl"),
     "silu": (lambda a: a * jax.nn.sigmoid(a), "silu_cpu"),
     "softplus": (_softplus, "softplus_cpu"),
 }
-_ACTIVATION_OPS = {name: Op(name, f, diagonal=True) for name, (f, _) in _ACTIVATIONS.items()}
+_ACTIVATION_OPS = {name: Op(name, f, diagonal=True, inputs=1) for name, (f, _) in _ACTIVATIONS.items()}
 
 
-def _activation(name, input, inplace=False, **static):
+def _activation(name, input, inplace=False, numbers=(), **static):
     _check_tensor(name, "input", input)
     _require_float(_ACTIVATIONS[name][1], input.dtype)
-    out = apply(_ACTIVATION_OPS[name], [input], **static)
+    out = apply(_ACTIVATION_OPS[name], [input, *numbers], **static)
     return input._assign(out) if inplace else out
 
 
 def leaky_relu(input, negative_slope=0.01, inplace=False):
     """x where x > 0, else negative_slope * x."""
-    return _activation("leaky_relu", input, inplace, negative_slope=float(negative_slope))
+    return _activation("leaky_relu", input, inplace, numbers=(float(negative_slope),))
 
 
 def elu(input, alpha=1.0, inplace=False):
     """x where x > 0, else alpha * (exp(x) - 1)."""
-    return _activation("elu", input, inplace, alpha=float(alpha))
+    return _activation("elu", input, inplace, numbers=(float(alpha),))
 
 
 def gelu(input, approximate="none"):

@@ -5,6 +5,7 @@ from collections import namedtuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .. import _dtypes
 from .._tensor import _TYPE_NAMES, _wrap_dim
@@ -28,9 +29,17 @@ def dims(dim, ndim):
     return tuple(sorted(axes)) if ndim and axes else tuple(range(ndim))
 
 
-def _reduce_op(name, f, linear=False, backward_name=None, torch_saves=SAVES_INPUT):
+def _reduce_op(name, f, linear=False, backward_name=None, torch_saves=SAVES_INPUT, host_vjp=None):
     return Op(name, lambda a, *, axis, keepdim, dtype: f(a.astype(dtype), axis=axis, keepdims=keepdim).astype(dtype),
-              linear=linear, backward_name=backward_name, torch_saves=torch_saves)
+              linear=linear, backward_name=backward_name, torch_saves=torch_saves, host_vjp=host_vjp)
+
+
+def _sum_host_vjp(ct, operands, avals, *, axis, keepdim, dtype):
+    """The gradient of a sum, with NumPy: the cotangent broadcast back over the summed axes."""
+    shape = avals[0][0]
+    if not keepdim and shape:
+        ct = np.expand_dims(ct, axis)
+    return (np.broadcast_to(ct, shape),)
 
 
 def _require_float(what, d):
@@ -39,7 +48,8 @@ def _require_float(what, d):
 
 
 # sum, mean and prod over every element (dim None) or over `dim`: torch's two overloads, Backward0 and Backward1
-_SUM = [_reduce_op("sum", jnp.sum, linear=True, backward_name=f"SumBackward{k}") for k in (0, 1)]
+_SUM = [_reduce_op("sum", jnp.sum, linear=True, backward_name=f"SumBackward{k}", host_vjp=_sum_host_vjp)
+        for k in (0, 1)]
 _MEAN = [_reduce_op("mean", jnp.mean, linear=True, backward_name=f"MeanBackward{k}") for k in (0, 1)]
 # JAX's product rule is exact with zeros (no division by the result)
 _PROD = [_reduce_op("prod", jnp.prod, backward_name=f"ProdBackward{k}", torch_saves=SAVES_BOTH) for k in (0, 1)]

@@ -4,6 +4,7 @@ import operator
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .. import _dtypes
 from .._grad_mode import is_grad_enabled
@@ -67,20 +68,54 @@ def _infer(shape, numel):
     return shape
 
 
+def sum_to(a, shape):
+    """`a` (a NumPy array) summed down to `shape`, which broadcasts to its shape: the gradient of a broadcast."""
+    lead = a.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(shape) if n == 1 and a.shape[lead + i] != 1)
+    return a.sum(axis=axes).reshape(shape) if axes else a
+
+
+# Shape-only ops run on the host on the CPU backend (Op.host): a new shape compiles no kernel there. Their gradients
+# are the inverse moves of the cotangent.
+def _reshape_host_vjp(ct, operands, avals, *, shape):
+    return (ct.reshape(avals[0][0]),)
+
+
+def _permute_host_vjp(ct, operands, avals, *, axes):
+    return (np.transpose(ct, np.argsort(axes)),)
+
+
+def _expand_host_vjp(ct, operands, avals, *, shape):
+    return (sum_to(ct, avals[0][0]),)
+
+
+def _index_host(a, *, index):
+    return a[decode_index(index)]
+
+
+def _slice_host_vjp(ct, operands, avals, *, index):
+    grad = np.zeros(*avals[0])
+    grad[decode_index(index)] = ct
+    return (grad,)
+
+
 def _view_op(backward_name):
     return Op("reshape", lambda a, *, shape: jnp.reshape(a, shape), linear=True, view=True, backward_name=backward_name,
-              diagonal=True)
+              diagonal=True, host=lambda a, *, shape: np.reshape(a, shape), host_vjp=_reshape_host_vjp)
 
 
 # reshape-like views differ only in the name torch gives their backward
 _RESHAPE = {name: _view_op(name) for name in ("ViewBackward0", "SqueezeBackward0", "SqueezeBackward1",
                                                "SqueezeBackward2", "UnsqueezeBackward0", "AliasBackward0")}
 _PERMUTE = {name: Op("permute", lambda a, *, axes: jnp.transpose(a, axes), linear=True, view=True,
-                     backward_name=name) for name in ("PermuteBackward0", "TransposeBackward0", "TBackward0")}
-_EXPAND = Op("expand", lambda a, *, shape: jnp.broadcast_to(a, shape), linear=True, view=True)
-_SLICE = Op("slice", lambda a, *, index: a[decode_index(index)], linear=True, view=True, backward_name="SliceBackward0")
+                     backward_name=name, host=lambda a, *, axes: np.transpose(a, axes), host_vjp=_permute_host_vjp)
+            for name in ("PermuteBackward0", "TransposeBackward0", "TBackward0")}
+_EXPAND = Op("expand", lambda a, *, shape: jnp.broadcast_to(a, shape), linear=True, view=True,
+             host=lambda a, *, shape: np.broadcast_to(a, shape), host_vjp=_expand_host_vjp)
+_SLICE = Op("slice", lambda a, *, index: a[decode_index(index)], linear=True, view=True, backward_name="SliceBackward0",
+            host=_index_host, host_vjp=_slice_host_vjp)
 _SELECT = Op("select", lambda a, *, index: a[decode_index(index)], linear=True, view=True,
-             backward_name="SelectBackward0")
+             backward_name="SelectBackward0", host=_index_host, host_vjp=_slice_host_vjp)
 
 
 def encode_index(index):
@@ -314,12 +349,23 @@ def chunk(input, chunks, dim=0):
     return split(input, -(-n // chunks), d)
 
 
-def _join_op(name, f):
-    return Op(name, lambda *arrays, axis, dtype: f([a.astype(dtype) for a in arrays], axis=axis), linear=True)
+def _join_op(name, f, host_f, host_vjp):
+    return Op(name, lambda *arrays, axis, dtype: f([a.astype(dtype) for a in arrays], axis=axis), linear=True,
+              host=lambda *arrays, axis, dtype: host_f([a.astype(dtype, copy=False) for a in arrays], axis=axis),
+              host_vjp=host_vjp)
 
 
-_CAT = _join_op("cat", jnp.concatenate)
-_STACK = _join_op("stack", jnp.stack)
+def _cat_host_vjp(ct, operands, avals, *, axis, dtype):
+    ends = np.cumsum([shape[axis] for shape, _ in avals])
+    return np.split(ct, ends[:-1], axis=axis)
+
+
+def _stack_host_vjp(ct, operands, avals, *, axis, dtype):
+    return [np.take(ct, i, axis=axis) for i in range(len(avals))]
+
+
+_CAT = _join_op("cat", jnp.concatenate, np.concatenate, _cat_host_vjp)
+_STACK = _join_op("stack", jnp.stack, np.stack, _stack_host_vjp)
 
 
 def _tensor_list(name, tensors):
