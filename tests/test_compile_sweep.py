@@ -339,3 +339,14 @@ def test_activations_with_number_operands_like_torch(activation, dtype):
 @pytest.mark.parametrize("dtype", ["float32", "int64", "float64"])
 def test_fill_by_a_number_like_torch(value, dtype):
     assert_same(bg.zeros(3, dtype=getattr(bg, dtype)).fill_(value), torch.zeros(3, dtype=getattr(torch, dtype)).fill_(value))
+
+
+def test_a_host_selected_element_is_a_0d_tensor_like_any_other():
+    def run(m):
+        x = m.tensor([1.5, -2.0], dtype=m.float64)
+        e = x[1]
+        return str(e.device), tuple(e.shape), e.numpy().shape, e.item(), str(e.dtype)
+
+    import torch
+
+    assert run(bg) == run(torch)

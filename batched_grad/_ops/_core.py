@@ -217,7 +217,9 @@ def _on_host(op, arrays, static):
     if host is None:
         return None
     out = op.host(*host, **dict(static))
-    return None if out is None else tuple(out) if op.multi else (out,)
+    if out is None:
+        return None
+    return tuple([np.asarray(o) for o in (out if op.multi else (out,))])  # a NumPy scalar (x[i]) as a 0-d array
 
 
 def apply_onto_meta(op, tensor, **static):
