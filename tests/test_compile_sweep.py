@@ -347,6 +347,4 @@ def test_a_host_selected_element_is_a_0d_tensor_like_any_other():
         e = x[1]
         return str(e.device), tuple(e.shape), e.numpy().shape, e.item(), str(e.dtype)
 
-    import torch
-
     assert run(bg) == run(torch)
