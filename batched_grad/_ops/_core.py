@@ -14,7 +14,7 @@ from .._grad_mode import is_grad_enabled
 from .._host import host_arrays, host_read, to_device
 from .._layout import note_base
 from .._tensor import DETACH, Tensor, remember_view
-from .._lazy import Call, Pending, Signature, defer, kernel, known_signature, materialize, signature
+from .._lazy import FUSE_AFTER, Call, Pending, Signature, defer, kernel, known_signature, materialize, signature
 from .._meta import MetaValue, check_devices, meta_value, shapes_of
 from .._reads import output_reads
 from .._x64 import set_x64, swap_x64
@@ -132,7 +132,7 @@ def _apply(op, operands, static):
     recording = recording and is_grad_enabled()
     node = None
     outs = None
-    if op.host is not None and not pending and not (recording and op.reads is not None) and (
+    if op.host is not None and not pending and (not recording or _recorded_on_host(op, static, arrays)) and (
             op is not VJP or _host_vjp_of(static) is not None):
         outs = _on_host(op, arrays, static)
     if outs is not None:
@@ -209,6 +209,22 @@ def _computed_node(sig, operands, arrays, outs, recording):
         if True in gradients:
             node = OpNode(call, operands, arrays, linked)
     return gradients, node
+
+
+_host_sightings = {}
+
+
+def _recorded_on_host(op, static, arrays):
+    """Whether a recorded op with a host form runs on the host: for its first FUSE_AFTER + 1 sightings of a
+    signature (a new shape compiles nothing), and deferred after that, where it fuses with the ops around it."""
+    if op.reads is not None:
+        return False
+    key = (op, static, tuple([(a.shape, a.dtype) for a in arrays]))
+    count = _host_sightings.get(key, 0) + 1
+    if len(_host_sightings) > 4096:  # forget one-off signatures rather than grow without bound
+        _host_sightings.clear()
+    _host_sightings[key] = count
+    return count <= FUSE_AFTER + 1
 
 
 def _on_host(op, arrays, static):
