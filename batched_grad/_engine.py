@@ -74,11 +74,11 @@ def _check_anomaly(node, grads):
             raise RuntimeError(f"Function '{node.name()}' returned nan values in its {i}th output.")
 
 
-def _call(node, cotangents, create_graph, batch):
+def _call(node, cotangents, create_graph, batch, needed):
     if not _graph._anomaly["enabled"]:
-        return node.backward(cotangents, create_graph, batch)
+        return node.backward_needed(cotangents, create_graph, batch, needed)
     try:
-        grads = node.backward(cotangents, create_graph, batch)
+        grads = node.backward_needed(cotangents, create_graph, batch, needed)
         if _graph._anomaly["check_nan"]:
             _check_anomaly(node, grads)
         return grads
@@ -175,13 +175,14 @@ def _run_nodes(order, buffers, needed, wanted, n_captures, *, retain_graph, crea
                     _retain(t, cotangents[nr], create_graph)
         for nr, i in wanted.get(node, ()):
             results[i] = cotangents[nr]
-        if needed is not None and not any(e is not None and e.node in needed for e in node.edges):
+        edges_needed = None if needed is None else tuple([e is not None and e.node in needed for e in node.edges])
+        if edges_needed is not None and True not in edges_needed:
             continue
         hooks = node.node_hooks
         if hooks and hooks.pre:
             _run_prehooks(node, hooks.pre, cotangents, batch)
         if any(c is not None for c in cotangents) or (batch is None and node.backward_without_gradients):
-            grads = _call(node, cotangents, create_graph, batch)
+            grads = _call(node, cotangents, create_graph, batch, edges_needed)
         else:
             grads = [None] * len(node.edges)  # no gradient in, none out
         if hooks and hooks.post:

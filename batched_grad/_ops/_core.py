@@ -432,20 +432,26 @@ class OpNode(_graph.Node):
         super().release()
         self.call = None
 
-    def spec(self, ct_mask, batch=None):
-        """The VJP's spec for cotangents on the outputs of `ct_mask`: gradients for the operands they read."""
+    def spec(self, ct_mask, batch=None, needed=None):
+        """The VJP's spec for cotangents on the outputs of `ct_mask`: gradients for the operands they read (of those
+        whose edge is `needed`, a bool per edge, where given)."""
         sig, want = self.sig, self.want
         if sig.op.reads is not None:
             want = _read_by(want, reads_of(sig), [k for k, m in zip(sig.diff_outs, ct_mask) if m])
+        if needed is not None:
+            want = tuple([i for i in want if needed[i]])
         return _vjp_spec(sig, self.saved_mask, want, ct_mask, batch)
 
     def backward(self, cotangents, create_graph, batch=None):
+        return self.backward_needed(cotangents, create_graph, batch, None)
+
+    def backward_needed(self, cotangents, create_graph, batch, needed):
         cts = [cotangents[k] for k in self.sig.diff_outs]
         ct_mask = tuple(c is not None for c in cts)
         self.check_results()
         saved = [s.unpack(create_graph) if isinstance(s, _graph.SavedValue) else s
                  for s in self.saved if s is not None]
-        spec = self.spec(ct_mask, None if batch is None else batch.key)
+        spec = self.spec(ct_mask, None if batch is None else batch.key, needed)
         want = spec.want
         grads = apply(VJP, saved + [c for c in cts if c is not None], spec=spec)
         result = [None] * len(self.edges)
