@@ -7,6 +7,7 @@ import contextlib
 import functools
 import itertools
 import operator
+import os
 import sys
 import threading
 
@@ -50,6 +51,25 @@ def intern(parts):
 
 
 _fusing = [True]
+# a structure's fused program compiles in a background thread while per-op kernels answer ("0" turns it off)
+_background = [os.environ.get("BATCHED_GRAD_BACKGROUND_COMPILE", "1") != "0"]
+
+
+def set_background_compile(enabled):
+    """Whether a structure's fused program compiles in a background thread while per-op kernels compute its first
+    calls (True, the default; the environment variable BATCHED_GRAD_BACKGROUND_COMPILE=0 sets False), or in the
+    calling thread when first needed (False). The values are the same either way."""
+    if not isinstance(enabled, bool):
+        raise TypeError(f"set_background_compile(): argument 'enabled' must be a bool, not {type(enabled).__name__}")
+    _background[0] = enabled
+
+
+def wait_for_compiles():
+    """Wait until every fused program compiling in the background is ready."""
+    for program in list(_programs.values()):
+        thread = program.compiling
+        if thread is not None:
+            thread.join()
 
 
 @contextlib.contextmanager
@@ -218,6 +238,10 @@ def _evaluate(target):
             # only the target's results and those marked `keep` leave the program: XLA fuses the rest away
             kept = tuple([i for i, c in enumerate(calls) if c.keep or c is target])
             program = compiled(intern((key, kept)), lambda: functools.partial(_run_kept, steps=key[0], kept=kept))
+            if not program.ready_or_compiling(frontier) and not any(c.op.program for c in calls):
+                for call in calls:  # per-op kernels until the fused program is ready
+                    _run(call)
+                return
             outs, start = program(*frontier), 0
             for i in kept:
                 call = calls[i]
@@ -304,12 +328,33 @@ class Program:
     Performance). The last two programs called with large results keep those of their last two calls for this: in
     a loop, `g = f(x)` still holds the previous result while f runs."""
 
-    __slots__ = ("plain", "reusing", "large", "spares")
+    __slots__ = ("plain", "reusing", "large", "spares", "ready", "compiling")
 
     def __init__(self, fn):
         self.plain = jax.jit(fn)
         self.reusing = jax.jit(functools.partial(_after_spares, fn), donate_argnums=0, keep_unused=True)
         self.large, self.spares = None, []
+        self.ready, self.compiling = False, None  # ready: compiled (called once); compiling: its background thread
+
+    def ready_or_compiling(self, args):
+        """Whether the program is compiled; if not, its compile is started in a background thread (once), which
+        runs it on `args` and drops the result: meanwhile the caller computes the same values another way."""
+        if self.ready or not _background[0] or tracing():
+            return True
+        if self.compiling is None:
+            # not a daemon: the interpreter waits for it at exit (XLA aborts the process if it is stopped mid-compile)
+            self.compiling = threading.Thread(target=self._compile, args=(args,), name="batched_grad compile")
+            self.compiling.start()
+            return False
+        return self.ready
+
+    @scoped
+    def _compile(self, args):
+        try:
+            jax.block_until_ready(self.plain(*args))
+        except Exception:  # the caller's own call raises it again, where it can be seen
+            pass
+        self.ready = True
 
     def __call__(self, *args):
         if not tracing():
@@ -320,6 +365,7 @@ class Program:
             return self._call(args, traced=False)
 
     def _call(self, args, traced):
+        self.ready = True
         if self.large == ():  # known to have no large result (its results' avals are fixed by its key)
             return self.plain(*args)
         with lock:  # the spares are shared by the threads calling this program
