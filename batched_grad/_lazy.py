@@ -15,6 +15,7 @@ import jax
 import numpy as np
 
 from ._dtypes import differentiable
+from ._host import on_host
 from ._tracing import is_tracer, tracing
 from ._x64 import scoped
 from vmap._rows import map_rows
@@ -128,17 +129,24 @@ class Signature:
         self.diff_outs = tuple([k for k, d in enumerate(self.differentiable) if d])  # the outputs with gradients
 
 
-@functools.lru_cache(maxsize=8192)
-def signature(op, static, avals):
-    structs = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in avals]
-    out = jax.eval_shape(functools.partial(op.fn, **dict(static)), *structs)
-    return Signature(op, static, avals, tuple((o.shape, o.dtype) for o in (out if op.multi else (out,))))
+_signatures = {}
 
 
-@functools.lru_cache(maxsize=8192)
-def known_signature(op, static, avals, out_avals):
-    """The signature of an op whose output avals are known (computed on the host): no trace to find them."""
-    return Signature(op, static, avals, out_avals)
+def signature(op, static, avals, arrays=None):
+    """The one Signature of `op` with `static` on operands of `avals`. Its output avals come from the op's host form
+    run on `arrays` (the operands) where it has one that applies, else from jax.eval_shape (a trace)."""
+    key = (op, static, avals)
+    sig = _signatures.get(key)
+    if sig is None:
+        out = None if arrays is None or op.host is None else on_host(op, arrays, static)
+        if out is None:
+            structs = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in avals]
+            out = jax.eval_shape(functools.partial(op.fn, **dict(static)), *structs)
+            out = out if op.multi else (out,)
+        if len(_signatures) > 8192:
+            _signatures.clear()
+        sig = _signatures[key] = Signature(op, static, avals, tuple([(o.shape, o.dtype) for o in out]))
+    return sig
 
 
 class Call:
@@ -181,7 +189,7 @@ class Pending:
 def defer(op, static, arrays, mapped=False):
     """The outputs of op(*arrays) as Pending values (shape errors raise here, as an eager call would); `mapped`:
     some array depends on a row of a vmap.vmap input."""
-    call = Call(signature(op, static, tuple([(a.shape, a.dtype) for a in arrays])), arrays, mapped)
+    call = Call(signature(op, static, tuple([(a.shape, a.dtype) for a in arrays]), arrays), arrays, mapped)
     return [Pending(call, k, shape, dtype) for k, (shape, dtype) in enumerate(call.sig.out_avals)]
 
 
@@ -254,9 +262,15 @@ def _evaluate(target):
 
 
 def _run(call):
+    """One deferred call, by its op's host form where it has one that applies (no compile for a new shape), else by
+    its kernel."""
     args = [a.call.result[a.k] if type(a) is Pending else a for a in call.args]
-    out = kernel(call.op, call.sig.static)(*args)
-    call.result, call.args = (out if call.op.multi else (out,)), None
+    op = call.op
+    result = None if op.host is None else on_host(op, args, call.sig.static)
+    if result is None:
+        out = kernel(op, call.sig.static)(*args)
+        result = out if op.multi else (out,)
+    call.result, call.args = result, None
 
 
 def _run_untraced(calls):
