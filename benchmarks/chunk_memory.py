@@ -2,6 +2,12 @@
 configuration in a fresh process. The per-node tier answers calls 1 and 2, the fused program call 3 on.
 
     python benchmarks/chunk_memory.py [--workload jacobian|vjp] [--chunk 10] [--rows 10000] [--width 2000]
+
+`jacobian`: the Jacobian of x (100) -> W2 tanh(W1 x) with `rows` outputs through a `width`-wide layer (cotangents:
+the identity); `vjp`: `rows` random cotangents of 100 outputs through a `width`-wide layer. Measured (2 shared cores,
+medians of 3 interleaved runs, each call's own peak): vjp B=10000 width 4000 chunk 10, call 1: 526 MB before the
+per-node walk ran in chunks, 215 MB after (fused call 3: 230 MB; no chunk_size: 721 MB); jacobian B=10000 width
+2000 chunk 10, call 1: 1223 MB before, 742 MB after (of which 400 MB is the identity itself).
 """
 import argparse
 import json
