@@ -3,14 +3,16 @@ import threading
 import warnings
 
 import jax.numpy as jnp
+import numpy as np
 
 from . import _graph, _lazy, _program
 from ._grad_mode import set_grad_enabled
 from ._graph import AccumulateGrad
-from ._host import unshared
+from ._host import to_device, unshared
 from ._meta import MetaValue
 from ._hooks import run_post_accumulate_hooks, run_posthooks, run_prehooks, run_tensor_hooks
 from ._tensor import Tensor
+from vmap._chunks import chunkable, in_chunks
 
 # .grad is read, added to and written back: threads running backward() into one leaf take turns, as torch's
 # AccumulateGrad does under its mutex
@@ -104,7 +106,8 @@ def run_backward(roots, root_grads, captures, *, retain_graph, create_graph, acc
 
     `captures` lists GradientEdges whose incoming gradient is returned (None when unreached). When
     `accumulate`, every reached leaf's `.grad` is accumulated into. With a `batch` (vmap._batching.Batch),
-    every gradient carries a leading batch axis and each node's backward runs over all rows at once.
+    every gradient carries a leading batch axis and each node's backward runs over all rows at once, or over
+    `batch.chunk_size` rows at a time (vmap/_chunks.py).
     A structure seen often enough runs as one compiled program; otherwise each node runs in turn.
     """
     root_nodes = list(dict.fromkeys([e.node for e in roots]))
@@ -116,15 +119,34 @@ def run_backward(roots, root_grads, captures, *, retain_graph, create_graph, acc
             for leaf, g in zip(leaves, leaf_grads):
                 _accumulate(leaf.variable, g, create_graph)
             return results
-        buffers = {}
-        for edge, g in zip(roots, root_grads):
-            _deliver(buffers, edge, g)
         wanted = {}
         for i, edge in enumerate(captures):
             wanted.setdefault(edge.node, []).append((edge.output_nr, i))
         order = walk.nodes[::-1]
-        return _run_nodes(order, buffers, _needed(order, wanted) if captures else None, wanted, len(captures),
-                          retain_graph=retain_graph, create_graph=create_graph, accumulate=accumulate, batch=batch)
+        needed = _needed(order, wanted) if captures else None
+
+        def walk_rows(grads, rows, retain):
+            buffers = {}
+            for edge, g in zip(roots, grads):
+                _deliver(buffers, edge, g)
+            return _run_nodes(order, buffers, needed, wanted, len(captures), retain_graph=retain,
+                              create_graph=create_graph, accumulate=accumulate, batch=rows)
+
+        # a recorded backward (create_graph) keeps every row's gradients: no chunk to bound
+        rows = None if batch is None or create_graph else chunkable(root_grads, batch)
+        if rows is None:
+            return walk_rows(root_grads, batch, retain_graph)
+        _saved_to_device(order)
+        return in_chunks(walk_rows, rows, batch, retain_graph)
+
+
+def _saved_to_device(order):
+    """Move the saved values on the host to the device for good: every chunk of a batch reads them, and a host
+    array is moved again at every read (the SavedValue keeps the host array)."""
+    for node in order:
+        for s in node.saved_values():
+            if type(s.value) is np.ndarray:
+                s.value = to_device(s.value)
 
 
 def _run_prehooks(node, hooks, cotangents, batch):

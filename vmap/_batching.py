@@ -15,12 +15,20 @@ from ._rows import bucket
 
 class Batch:
     """The batch a backward runs over: `size` real rows, padded to `padded`, processed `chunk_size` at a time;
-    `basis`: per grad_output, None or (offset, row shape, dtype) when it is a block of the identity."""
+    `basis`: per grad_output, None or (offset, row shape, dtype) when it is a block of the identity. `whole`: the
+    real rows of the whole backward's batch, of which this batch may be one chunk (what a FallbackWarning counts)."""
 
-    __slots__ = ("size", "padded", "chunk_size", "basis")
+    __slots__ = ("size", "padded", "chunk_size", "basis", "whole")
 
-    def __init__(self, size, padded, chunk_size, basis):
+    def __init__(self, size, padded, chunk_size, basis, whole=None):
         self.size, self.padded, self.chunk_size, self.basis = size, padded, chunk_size, basis
+        self.whole = size if whole is None else whole
+
+    def rows(self, start):
+        """The chunk of `chunk_size` rows from row `start`, as a batch of its own: its rows vectorized at once,
+        dense (a chunk of a block of the identity is no block of its own)."""
+        real = min(max(self.size - start, 0), self.chunk_size)
+        return Batch(real, self.chunk_size, None, (None,) * len(self.basis), self.whole)
 
     @property
     def key(self):

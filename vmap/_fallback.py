@@ -85,7 +85,7 @@ def _per_row(name, fn, cotangents, batch, reason):
                             "(vmap.set_fallback_enabled(False)).")
     if fallback_warnings_enabled():
         warnings.warn(f"{name} could not be vectorized ({reason}); its backward ran once per row for "
-                      f"{batch.size} rows.", FallbackWarning, stacklevel=4)
+                      f"{batch.whole} rows.", FallbackWarning, stacklevel=4)
     row_loops[0] += 1
     n_rows = max(batch.size, 1)  # a batch of 0 still runs one (padding) row to learn the result shapes
     # one unbind per cotangent (one kernel per shape) rather than c[b] (one kernel per row index)
