@@ -11,6 +11,7 @@ character of `compiled.as_text()`.
 
 The limits: `set_cache_limit(bytes=, entries=)`, or `BATCHED_GRAD_CACHE_BYTES` (bytes) at import."""
 import collections
+import functools
 import os
 import threading
 from typing import NamedTuple
@@ -84,32 +85,33 @@ def traces():
     return _traces[0]
 
 
-def _counted(fn):
-    def traced(*args, **kwargs):
-        _traces[0] += 1
-        return fn(*args, **kwargs)
-
-    return traced
-
-
 class Jitted:
     """`jax.jit(fn, **options)` whose executables count against the budget. Evicted, it forgets them (a fresh
     jax.jit of a fresh wrapper, so no JAX cache keyed by the old one keeps them) and stays usable."""
 
-    __slots__ = ("fn", "options", "jit", "nbytes", "executables")
+    __slots__ = ("fn", "options", "jit", "traced", "nbytes", "executables")
 
     def __init__(self, fn, **options):
         self.fn, self.options = fn, options
         self._fresh()
 
     def _fresh(self):
-        self.jit = jax.jit(_counted(self.fn), **self.options)
+        fn, traced = self.fn, [0]  # the wrapper counts its own traces: a thread's trace is not another's compile
+
+        @functools.wraps(fn)
+        def counted(*args, **kwargs):
+            _traces[0] += 1
+            traced[0] += 1
+            return fn(*args, **kwargs)
+
+        self.jit, self.traced = jax.jit(counted, **self.options), traced
         self.nbytes = self.executables = 0
 
     def __call__(self, *args, **kwargs):
-        before = _traces[0]
+        traced = self.traced
+        before = traced[0]
         out = self.jit(*args, **kwargs)
-        if _traces[0] != before:  # traced: compiled, or staged into an outer trace (then its results are tracers)
+        if traced[0] != before:  # traced: compiled, or staged into an outer trace (then its results are tracers)
             _charge(self, args, kwargs, out)
         elif self.executables:
             try:
