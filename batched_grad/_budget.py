@@ -21,7 +21,7 @@ import jax
 ENV_VAR = "BATCHED_GRAD_CACHE_BYTES"
 FIXED_BYTES = 512 << 10  # per executable
 BYTES_PER_HLO_CHAR = 32
-DEFAULT_BYTES = 512 << 20
+DEFAULT_BYTES = 256 << 20
 DEFAULT_ENTRIES = 2048  # executables: 3-30 mappings each, well under the kernel's 65530
 
 
