@@ -18,6 +18,7 @@ from ._factories import (arange, as_tensor, empty, empty_like, eye, from_jax, fr
                          zeros_like)
 from ._generator import (Generator, default_generator, get_rng_state, initial_seed, manual_seed, seed,
                          set_rng_state)
+from ._budget import set_cache_limit
 from ._cache import set_compilation_cache
 from ._info import finfo, iinfo
 from ._grad_mode import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,

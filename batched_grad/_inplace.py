@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 
 from . import _dtypes, _graph
+from ._budget import Jitted
 from ._grad_mode import is_grad_enabled
 from ._x64 import scoped
 
@@ -34,8 +35,8 @@ def _scatter_value(base, src, chain):
     return base.ravel().at[idx.ravel()].set(src.ravel().astype(base.dtype)).reshape(base.shape)
 
 
-_view_value_jit = jax.jit(_view_value, static_argnums=1)
-_scatter_value_jit = jax.jit(_scatter_value, static_argnums=2)
+_view_value_jit = Jitted(_view_value, static_argnums=1)
+_scatter_value_jit = Jitted(_scatter_value, static_argnums=2)
 
 
 class InPlace:

@@ -14,6 +14,8 @@ import threading
 import jax
 import numpy as np
 
+from . import _budget
+from ._budget import Jitted
 from ._dtypes import differentiable
 from ._host import on_host
 from ._tracing import is_tracer, tracing
@@ -23,7 +25,6 @@ from vmap._rows import map_rows
 # One evaluation at a time: threads reading one deferred graph share its calls, whose results are published (and
 # their arguments dropped) under this lock. Reentrant: an op's function may read a Tensor while it is traced.
 lock = threading.RLock()
-_compiles = [0]
 FUSE_AFTER = 2  # a structure's first evaluations run per-op kernels (shared across structures); then it is fused
 _seen = {}
 _programs = {}
@@ -97,22 +98,14 @@ def should_fuse(key):
 
 def compile_count():
     """How many kernels have been traced for compilation so far (ops, backward programs, fused evaluations)."""
-    return _compiles[0]
-
-
-def _counted(fn):
-    @functools.wraps(fn)
-    def traced(*args):
-        _compiles[0] += 1
-        return fn(*args)
-
-    return traced
+    return _budget.traces()
 
 
 @functools.lru_cache(maxsize=4096)
 def kernel(op, static):
-    """The compiled forward of `op` with `static` (a tuple of (name, value) pairs); JAX caches by avals."""
-    return jax.jit(_counted(functools.partial(op.fn, **dict(static))))
+    """The compiled forward of `op` with `static` (a tuple of (name, value) pairs); JAX caches by avals, and the
+    budget bounds what it keeps."""
+    return Jitted(functools.partial(op.fn, **dict(static)))
 
 
 class Signature:
@@ -298,12 +291,13 @@ def evaluate_mapped(values, mapped, chunk_size=None):
 
 
 def compiled(key, make_fn):
-    """The compiled program of a structure, made by `make_fn()` the first time (at most 1024 kept, like kernels)."""
+    """The compiled program of a structure, made by `make_fn()` the first time (at most 1024 kept, like kernels;
+    the budget bounds their executables)."""
     program = _programs.get(key)
     if program is None:
         if len(_programs) > 1024:
             _programs.clear()
-        program = _programs[key] = Program(_counted(make_fn()))
+        program = _programs[key] = Program(make_fn())
     return program
 
 
@@ -345,8 +339,8 @@ class Program:
     __slots__ = ("plain", "reusing", "large", "spares", "ready", "compiling")
 
     def __init__(self, fn):
-        self.plain = jax.jit(fn)
-        self.reusing = jax.jit(functools.partial(_after_spares, fn), donate_argnums=0, keep_unused=True)
+        self.plain = Jitted(fn)
+        self.reusing = Jitted(functools.partial(_after_spares, fn), donate_argnums=0, keep_unused=True)
         self.large, self.spares = None, []
         self.ready, self.compiling = False, None  # ready: compiled (called once); compiling: its background thread
 

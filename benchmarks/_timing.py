@@ -18,7 +18,7 @@ def ready(out):
         for o in out:
             ready(o)
     elif isinstance(out, bg.Tensor):
-        out.jax().block_until_ready()
+        jax.block_until_ready(out.jax())  # a NumPy array where the op ran on the host
     elif isinstance(out, jax.Array):
         out.block_until_ready()
 

@@ -3,9 +3,9 @@ float32 scalars torch keeps as tensors), step counting, and one compiled update 
 step, with the step-dependent scalars computed on the host in double precision as torch's single-tensor code does."""
 import functools
 
-import jax
 import numpy as np
 
+from .._budget import Jitted
 from .._factories import tensor
 from .._tensor import Tensor
 from .optimizer import Optimizer, values
@@ -19,8 +19,8 @@ def check_range(name, value, low=0.0, high=None, low_open=False):
 
 @functools.lru_cache(maxsize=None)
 def _compiled(rule):
-    return jax.jit(lambda params, grads, states, hyper, flags: _apply_all(rule, params, grads, states, hyper, flags),
-                   static_argnames=("flags",))
+    return Jitted(lambda params, grads, states, hyper, flags: _apply_all(rule, params, grads, states, hyper, flags),
+                  static_argnames=("flags",))
 
 
 def _apply_all(rule, params, grads, states, hyper, flags):

@@ -5,12 +5,13 @@ import functools
 import jax
 import jax.numpy as jnp
 
+from .._budget import Jitted
 from .._factories import tensor, zeros_like
 from .._tensor import Tensor
 from .optimizer import Optimizer, values
 
 
-@functools.partial(jax.jit, static_argnames=("weight_decay", "decoupled", "amsgrad", "maximize"))
+@functools.partial(Jitted, static_argnames=("weight_decay", "decoupled", "amsgrad", "maximize"))
 def _adam(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, hyper, *, weight_decay, decoupled, amsgrad,
           maximize):
     lr, beta1, beta2, eps, step_size, bias_correction2_sqrt = hyper

@@ -1,13 +1,13 @@
 """SGD with momentum, dampening, Nesterov momentum, weight decay and maximize: torch's single-tensor update."""
 import functools
 
-import jax
 
+from .._budget import Jitted
 from .._tensor import Tensor
 from .optimizer import Optimizer, values
 
 
-@functools.partial(jax.jit, static_argnames=("weight_decay", "momentum", "dampening", "nesterov", "maximize"))
+@functools.partial(Jitted, static_argnames=("weight_decay", "momentum", "dampening", "nesterov", "maximize"))
 def _sgd(params, grads, buffers, lr, *, weight_decay, momentum, dampening, nesterov, maximize):
     new_params, new_buffers = [], []
     for p, g, buf in zip(params, grads, buffers):

@@ -9,6 +9,7 @@ import warnings
 import jax
 import jax.numpy as jnp
 
+from ..._budget import Jitted
 from ..._factories import tensor
 from ..._grad_mode import no_grad
 from ..._ops import clamp, stack
@@ -25,12 +26,12 @@ def _as_list(tensors):
     return [tensors] if isinstance(tensors, Tensor) else list(tensors)
 
 
-@functools.partial(jax.jit, static_argnames=("norm_type",))
+@functools.partial(Jitted, static_argnames=("norm_type",))
 def _norms(arrays, norm_type):
     return [jnp.linalg.norm(a.ravel(), ord=norm_type) for a in arrays]
 
 
-@jax.jit
+@Jitted
 def _scaled(arrays, coef):
     return [a * coef.astype(a.dtype) for a in arrays]
 
@@ -85,7 +86,7 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
     return total
 
 
-@jax.jit
+@Jitted
 def _clamped(arrays, bound):
     return [jnp.clip(a, -bound.astype(a.dtype), bound.astype(a.dtype)) for a in arrays]
 
