@@ -111,7 +111,7 @@ def run_backward(roots, root_grads, captures, *, retain_graph, create_graph, acc
     walk = _program.walk(root_nodes, roots, root_grads, captures, accumulate,
                          None if batch is None else batch.program_key)
     with set_grad_enabled(create_graph):
-        if walk.key is not None and _lazy.should_fuse(walk.key):
+        if walk.key is not None and _lazy.should_fuse(walk.key, len(walk.nodes)):
             results, leaves, leaf_grads = _program.run(walk, root_grads, create_graph, release=not retain_graph)
             for leaf, g in zip(leaves, leaf_grads):
                 _accumulate(leaf.variable, g, create_graph)

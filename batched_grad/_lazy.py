@@ -13,6 +13,7 @@ import threading
 import jax
 import numpy as np
 
+from . import _fusion
 from ._dtypes import differentiable
 from ._tracing import is_tracer, tracing
 from ._x64 import scoped
@@ -63,9 +64,10 @@ def unfused():
         _fusing.pop()
 
 
-def should_fuse(key):
-    """Count one more sighting of a structure; True once it has been seen more than FUSE_AFTER times."""
-    if not _fusing[-1]:
+def should_fuse(key, size):
+    """Count one more sighting of a structure of `size` calls or nodes; True once it has been seen more than
+    FUSE_AFTER times, if the fusion policy lets a structure of that size run as one program (_fusion.py)."""
+    if not _fusing[-1] or not _fusion.allows(size):
         return False
     count = _seen.get(key, 0) + 1
     if len(_seen) > 4096:  # forget one-off structures rather than grow without bound
@@ -214,19 +216,47 @@ def _evaluate(target):
             return
         calls, frontier, key, _ = _structure([target])
     if len(calls) > 1:
-        if should_fuse(key) or any(c.op.program for c in calls):  # a fused backward program: fuse what it reads
-            # only the target's results and those marked `keep` leave the program: XLA fuses the rest away
-            kept = tuple([i for i, c in enumerate(calls) if c.keep or c is target])
-            program = compiled(intern((key, kept)), lambda: functools.partial(_run_kept, steps=key[0], kept=kept))
-            outs, start = program(*frontier), 0
-            for i in kept:
-                call = calls[i]
-                n_out = len(call.sig.out_avals)
-                call.result, call.args = outs[start:start + n_out], None
-                start += n_out
+        if any(c.op.program for c in calls) or should_fuse(key, len(calls)):  # a backward program: fuse its reads
+            _run_fused(calls, frontier, key, {c for c in calls if c.keep or c is target})
+            return
+        limit = _fusion.segment_size()
+        if limit is not None and len(calls) > limit:
+            _run_segments(calls, target, limit)
             return
     for call in calls:  # topological order: every call's pending args are computed before it
         _run(call)
+
+
+def _run_fused(calls, frontier, key, outputs):
+    """The `calls` of a structure as one compiled program. Only the results of `outputs` leave it: XLA fuses the
+    rest away."""
+    kept = tuple([i for i, c in enumerate(calls) if c in outputs])
+    program = compiled(intern((key, kept)), lambda: functools.partial(_run_kept, steps=key[0], kept=kept))
+    outs, start = program(*frontier), 0
+    for i in kept:
+        call = calls[i]
+        n_out = len(call.sig.out_avals)
+        call.result, call.args = outs[start:start + n_out], None
+        start += n_out
+
+
+def _run_segments(calls, target, limit):
+    """The `calls` of a structure too large to fuse whole (topological order), in segments of at most `limit`
+    consecutive calls, each evaluated as a structure of its own; a segment returns the results that later
+    segments read, the target's and those marked `keep`."""
+    last_read = {}
+    for i, call in enumerate(calls):
+        for a in call.args:
+            if type(a) is Pending:
+                last_read[a.call] = i
+    for end in range(limit, len(calls) + limit, limit):
+        outputs = {c for c in calls[end - limit:end] if c.keep or c is target or last_read.get(c, -1) >= end}
+        segment, frontier, key, _ = _structure(list(outputs))
+        if len(segment) > 1 and should_fuse(key, len(segment)):
+            _run_fused(segment, frontier, key, outputs)
+        else:
+            for call in segment:
+                _run(call)
 
 
 def _run(call):
