@@ -1,10 +1,11 @@
 """The backward walk shared by grad() and backward(): discover, order, run each node, accumulate."""
+import functools
 import threading
 import warnings
 
 import jax.numpy as jnp
 
-from . import _graph, _lazy, _program
+from . import _fusion, _graph, _lazy, _program, _segments
 from ._grad_mode import set_grad_enabled
 from ._graph import AccumulateGrad
 from ._host import unshared
@@ -105,14 +106,17 @@ def run_backward(roots, root_grads, captures, *, retain_graph, create_graph, acc
     `captures` lists GradientEdges whose incoming gradient is returned (None when unreached). When
     `accumulate`, every reached leaf's `.grad` is accumulated into. With a `batch` (vmap._batching.Batch),
     every gradient carries a leading batch axis and each node's backward runs over all rows at once.
-    A structure seen often enough runs as one compiled program; otherwise each node runs in turn.
+    A structure seen often enough runs as one compiled program (a large one as a sequence of programs,
+    _segments.py); otherwise each node runs in turn.
     """
     root_nodes = list(dict.fromkeys([e.node for e in roots]))
     walk = _program.walk(root_nodes, roots, root_grads, captures, accumulate,
                          None if batch is None else batch.program_key)
     with set_grad_enabled(create_graph):
-        if walk.key is not None and _lazy.should_fuse(walk.key, len(walk.nodes)):
-            results, leaves, leaf_grads = _program.run(walk, root_grads, create_graph, release=not retain_graph)
+        if walk.key is not None and _lazy.should_fuse(walk.key):
+            run = _program.run if _fusion.allows(len(walk.nodes)) else functools.partial(
+                _segments.run, limit=_fusion.segment_size())
+            results, leaves, leaf_grads = run(walk, root_grads, create_graph, release=not retain_graph)
             for leaf, g in zip(leaves, leaf_grads):
                 _accumulate(leaf.variable, g, create_graph)
             return results

@@ -64,10 +64,10 @@ def unfused():
         _fusing.pop()
 
 
-def should_fuse(key, size):
-    """Count one more sighting of a structure of `size` calls or nodes; True once it has been seen more than
-    FUSE_AFTER times, if the fusion policy lets a structure of that size run as one program (_fusion.py)."""
-    if not _fusing[-1] or not _fusion.allows(size):
+def should_fuse(key):
+    """Count one more sighting of a structure; True once it has been seen more than FUSE_AFTER times, unless
+    fusion is off (_fusion.py decides whether it runs whole or in segments)."""
+    if not _fusing[-1] or _fusion.get_fusion() == "off":
         return False
     count = _seen.get(key, 0) + 1
     if len(_seen) > 4096:  # forget one-off structures rather than grow without bound
@@ -216,7 +216,8 @@ def _evaluate(target):
             return
         calls, frontier, key, _ = _structure([target])
     if len(calls) > 1:
-        if any(c.op.program for c in calls) or should_fuse(key, len(calls)):  # a backward program: fuse its reads
+        # a backward program fuses with the calls it reads
+        if any(c.op.program for c in calls) or (_fusion.allows(len(calls)) and should_fuse(key)):
             _run_fused(calls, frontier, key, {c for c in calls if c.keep or c is target})
             return
         limit = _fusion.segment_size()
@@ -252,7 +253,7 @@ def _run_segments(calls, target, limit):
     for end in range(limit, len(calls) + limit, limit):
         outputs = {c for c in calls[end - limit:end] if c.keep or c is target or last_read.get(c, -1) >= end}
         segment, frontier, key, _ = _structure(list(outputs))
-        if len(segment) > 1 and should_fuse(key, len(segment)):
+        if len(segment) > 1 and should_fuse(key):
             _run_fused(segment, frontier, key, outputs)
         else:
             for call in segment:
