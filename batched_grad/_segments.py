@@ -6,13 +6,29 @@ compile time and memory grow at most linearly with the graph. The forward is com
 (_lazy.py), and the backward reads its saved values."""
 import functools
 
-from . import _lazy
+from . import _basis, _lazy
 from ._graph import SavedValue
 from ._host import unshared
-from ._lazy import intern
-from ._ops._core import apply
-from ._program import PROGRAM, _program, template
+from ._lazy import intern, kernel
+from ._ops._core import VJP, Op, apply
+from ._program import _program, program_reads, template
 from ._tensor import Tensor
+
+
+def _step_vjp(values, cts, spec):
+    """A step's VJP as a call of the per-node tier's kernel for it: traced once per kind of step (JAX caches the
+    trace) instead of once per step, which was most of a long segment's first call. XLA inlines the calls."""
+    if _basis.BasisRow in [type(c) for c in cts]:  # the basis rules (_basis.py) see the rows, not dense arrays
+        return _basis.vjp(values, cts, spec)
+    return kernel(VJP, (("spec", spec),))(*values, *cts)
+
+
+def _segment_program(*args, key):
+    return _program(*args, key=key, vjp=_step_vjp)
+
+
+SEGMENT = Op("backward_segment", _segment_program, multi=True, backward_name="BackwardProgram", program=True,
+             reads=program_reads)
 
 
 class Segment:
@@ -120,9 +136,10 @@ def _run_segment(seg, args, recorded, direct):
     """One segment's outputs: arrays from its compiled program, or Tensors of a recorded program op (computed now
     unless the walk reads rows of a vmap.vmap input, so that the next segment is not fused with it)."""
     if not recorded:
-        program = _lazy.compiled(intern(("segment", seg.plan)), lambda: functools.partial(_program, key=seg.plan))
+        program = _lazy.compiled(intern(("segment", seg.plan)), lambda: functools.partial(_segment_program,
+                                                                                             key=seg.plan))
         return program(*args)
-    outs = apply(PROGRAM, args, key=seg.plan)
+    outs = apply(SEGMENT, args, key=seg.plan)
     if direct:
         for o in outs:
             _lazy.materialize(o._v)
