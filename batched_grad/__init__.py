@@ -23,7 +23,7 @@ from ._info import finfo, iinfo
 from ._grad_mode import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,
                          set_grad_enabled)
 from ._ops import *  # noqa: F401,F403  (every op of the table, under torch's name)
-from ._ops import clone, compile_count, jax_function, to
+from ._ops import clone, compile_count, jax_function, set_background_compile, to, wait_for_compiles
 from ._ops.legacy import range_ as range  # noqa: A004  (torch's name)
 from ._tensor import Size, Tensor, device
 from ._devices import get_default_device

@@ -75,11 +75,11 @@ def _check_anomaly(node, grads):
             raise RuntimeError(f"Function '{node.name()}' returned nan values in its {i}th output.")
 
 
-def _call(node, cotangents, create_graph, batch):
+def _call(node, cotangents, create_graph, batch, needed):
     if not _graph._anomaly["enabled"]:
-        return node.backward(cotangents, create_graph, batch)
+        return node.backward_needed(cotangents, create_graph, batch, needed)
     try:
-        grads = node.backward(cotangents, create_graph, batch)
+        grads = node.backward_needed(cotangents, create_graph, batch, needed)
         if _graph._anomaly["check_nan"]:
             _check_anomaly(node, grads)
         return grads
@@ -113,9 +113,8 @@ def run_backward(roots, root_grads, captures, *, retain_graph, create_graph, acc
     walk = _program.walk(root_nodes, roots, root_grads, captures, accumulate,
                          None if batch is None else batch.program_key)
     with set_grad_enabled(create_graph):
-        if walk.key is not None and _lazy.should_fuse(walk.key):
-            run = _program.run if _fusion.allows(len(walk.nodes)) else functools.partial(
-                _segments.run, limit=_fusion.segment_size())
+        run = _compiled_run(walk, create_graph)
+        if run is not None:
             results, leaves, leaf_grads = run(walk, root_grads, create_graph, release=not retain_graph)
             for leaf, g in zip(leaves, leaf_grads):
                 _accumulate(leaf.variable, g, create_graph)
@@ -129,6 +128,16 @@ def run_backward(roots, root_grads, captures, *, retain_graph, create_graph, acc
         order = walk.nodes[::-1]
         return _run_nodes(order, buffers, _needed(order, wanted) if captures else None, wanted, len(captures),
                           retain_graph=retain_graph, create_graph=create_graph, accumulate=accumulate, batch=batch)
+
+
+def _compiled_run(walk, create_graph):
+    """What runs a walk's backward as compiled programs, or None while the per-node tier does: a structure seen
+    often enough runs as one program once it is compiled, or in segments when too large for one (_segments.py)."""
+    if walk.key is None or not _lazy.should_fuse(walk.key):
+        return None
+    if not _fusion.allows(len(walk.nodes)):
+        return functools.partial(_segments.run, limit=_fusion.segment_size())
+    return _program.run if _program.ready(walk, create_graph) else None
 
 
 def _run_prehooks(node, hooks, cotangents, batch):
@@ -179,13 +188,14 @@ def _run_nodes(order, buffers, needed, wanted, n_captures, *, retain_graph, crea
                     _retain(t, cotangents[nr], create_graph)
         for nr, i in wanted.get(node, ()):
             results[i] = cotangents[nr]
-        if needed is not None and not any(e is not None and e.node in needed for e in node.edges):
+        edges_needed = None if needed is None else tuple([e is not None and e.node in needed for e in node.edges])
+        if edges_needed is not None and True not in edges_needed:
             continue
         hooks = node.node_hooks
         if hooks and hooks.pre:
             _run_prehooks(node, hooks.pre, cotangents, batch)
         if any(c is not None for c in cotangents) or (batch is None and node.backward_without_gradients):
-            grads = _call(node, cotangents, create_graph, batch)
+            grads = _call(node, cotangents, create_graph, batch, edges_needed)
         else:
             grads = [None] * len(node.edges)  # no gradient in, none out
         if hooks and hooks.post:

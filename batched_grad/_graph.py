@@ -178,6 +178,11 @@ class Node:
                 self.retained = {}
             self.retained[tensor._output_nr] = weakref.ref(tensor)
 
+    def backward_needed(self, cotangents, create_graph, batch, needed):
+        """backward, where only the edges marked in `needed` (a bool per edge) lead to a node that runs: a node may
+        give None for the others, as torch's nodes do for the inputs they need not compute."""
+        return self.backward(cotangents, create_graph, batch)
+
     def saved_values(self):
         """The values saved for backward."""
         return ()

@@ -117,3 +117,15 @@ def host_arrays(arrays):
             a = np.asarray(a)
         host.append(a)
     return host
+
+
+def on_host(op, arrays, static):
+    """The outputs (a tuple of NumPy arrays) of `op` (an _ops._core.Op with a `host` form) computed on the host, or
+    None where it runs as a kernel: off the CPU backend, in a trace, or where its host form does not apply."""
+    host = host_arrays(arrays)
+    if host is None:
+        return None
+    out = op.host(*host, **dict(static))
+    if out is None:
+        return None
+    return tuple([np.asarray(o) for o in (out if op.multi else (out,))])  # a NumPy scalar (x[i]) as a 0-d array

@@ -7,6 +7,7 @@ import contextlib
 import functools
 import itertools
 import operator
+import os
 import sys
 import threading
 
@@ -15,6 +16,7 @@ import numpy as np
 
 from . import _fusion
 from ._dtypes import differentiable
+from ._host import on_host
 from ._tracing import is_tracer, tracing
 from ._x64 import scoped
 from vmap._rows import map_rows
@@ -51,6 +53,25 @@ def intern(parts):
 
 
 _fusing = [True]
+# a structure's fused program compiles in a background thread while per-op kernels answer ("0" turns it off)
+_background = [os.environ.get("BATCHED_GRAD_BACKGROUND_COMPILE", "1") != "0"]
+
+
+def set_background_compile(enabled):
+    """Whether a structure's fused program compiles in a background thread while per-op kernels compute its first
+    calls (True, the default; the environment variable BATCHED_GRAD_BACKGROUND_COMPILE=0 sets False), or in the
+    calling thread when first needed (False). The values are the same either way."""
+    if not isinstance(enabled, bool):
+        raise TypeError(f"set_background_compile(): argument 'enabled' must be a bool, not {type(enabled).__name__}")
+    _background[0] = enabled
+
+
+def wait_for_compiles():
+    """Wait until every fused program compiling in the background is ready."""
+    for program in list(_programs.values()):
+        thread = program.compiling
+        if thread is not None:
+            thread.join()
 
 
 @contextlib.contextmanager
@@ -110,17 +131,24 @@ class Signature:
         self.diff_outs = tuple([k for k, d in enumerate(self.differentiable) if d])  # the outputs with gradients
 
 
-@functools.lru_cache(maxsize=8192)
-def signature(op, static, avals):
-    structs = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in avals]
-    out = jax.eval_shape(functools.partial(op.fn, **dict(static)), *structs)
-    return Signature(op, static, avals, tuple((o.shape, o.dtype) for o in (out if op.multi else (out,))))
+_signatures = {}
 
 
-@functools.lru_cache(maxsize=8192)
-def known_signature(op, static, avals, out_avals):
-    """The signature of an op whose output avals are known (computed on the host): no trace to find them."""
-    return Signature(op, static, avals, out_avals)
+def signature(op, static, avals, arrays=None):
+    """The one Signature of `op` with `static` on operands of `avals`. Its output avals come from the op's host form
+    run on `arrays` (the operands) where it has one that applies, else from jax.eval_shape (a trace)."""
+    key = (op, static, avals)
+    sig = _signatures.get(key)
+    if sig is None:
+        out = None if arrays is None or op.host is None else on_host(op, arrays, static)
+        if out is None:
+            structs = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in avals]
+            out = jax.eval_shape(functools.partial(op.fn, **dict(static)), *structs)
+            out = out if op.multi else (out,)
+        if len(_signatures) > 8192:
+            _signatures.clear()
+        sig = _signatures[key] = Signature(op, static, avals, tuple([(o.shape, o.dtype) for o in out]))
+    return sig
 
 
 class Call:
@@ -163,7 +191,7 @@ class Pending:
 def defer(op, static, arrays, mapped=False):
     """The outputs of op(*arrays) as Pending values (shape errors raise here, as an eager call would); `mapped`:
     some array depends on a row of a vmap.vmap input."""
-    call = Call(signature(op, static, tuple([(a.shape, a.dtype) for a in arrays])), arrays, mapped)
+    call = Call(signature(op, static, tuple([(a.shape, a.dtype) for a in arrays]), arrays), arrays, mapped)
     return [Pending(call, k, shape, dtype) for k, (shape, dtype) in enumerate(call.sig.out_avals)]
 
 
@@ -233,6 +261,10 @@ def _run_fused(calls, frontier, key, outputs):
     rest away."""
     kept = tuple([i for i, c in enumerate(calls) if c in outputs])
     program = compiled(intern((key, kept)), lambda: functools.partial(_run_kept, steps=key[0], kept=kept))
+    if not program.ready_or_compiling(frontier) and not any(c.op.program for c in calls):
+        for call in calls:  # per-op kernels until the fused program is ready
+            _run(call)
+        return
     outs, start = program(*frontier), 0
     for i in kept:
         call = calls[i]
@@ -261,9 +293,15 @@ def _run_segments(calls, target, limit):
 
 
 def _run(call):
+    """One deferred call, by its op's host form where it has one that applies (no compile for a new shape), else by
+    its kernel."""
     args = [a.call.result[a.k] if type(a) is Pending else a for a in call.args]
-    out = kernel(call.op, call.sig.static)(*args)
-    call.result, call.args = (out if call.op.multi else (out,)), None
+    op = call.op
+    result = None if op.host is None else on_host(op, args, call.sig.static)
+    if result is None:
+        out = kernel(op, call.sig.static)(*args)
+        result = out if op.multi else (out,)
+    call.result, call.args = result, None
 
 
 def _run_untraced(calls):
@@ -335,12 +373,33 @@ class Program:
     Performance). The last two programs called with large results keep those of their last two calls for this: in
     a loop, `g = f(x)` still holds the previous result while f runs."""
 
-    __slots__ = ("plain", "reusing", "large", "spares")
+    __slots__ = ("plain", "reusing", "large", "spares", "ready", "compiling")
 
     def __init__(self, fn):
         self.plain = jax.jit(fn)
         self.reusing = jax.jit(functools.partial(_after_spares, fn), donate_argnums=0, keep_unused=True)
         self.large, self.spares = None, []
+        self.ready, self.compiling = False, None  # ready: compiled (called once); compiling: its background thread
+
+    def ready_or_compiling(self, args):
+        """Whether the program is compiled; if not, its compile is started in a background thread (once), which
+        runs it on `args` and drops the result: meanwhile the caller computes the same values another way."""
+        if self.ready or not _background[0] or tracing():
+            return True
+        if self.compiling is None:
+            # not a daemon: the interpreter waits for it at exit (XLA aborts the process if it is stopped mid-compile)
+            self.compiling = threading.Thread(target=self._compile, args=(args,), name="batched_grad compile")
+            self.compiling.start()
+            return False
+        return self.ready
+
+    @scoped
+    def _compile(self, args):
+        try:
+            jax.block_until_ready(self.plain(*args))
+        except Exception:  # the caller's own call raises it again, where it can be seen
+            pass
+        self.ready = True
 
     def __call__(self, *args):
         if not tracing():
@@ -351,6 +410,7 @@ class Program:
             return self._call(args, traced=False)
 
     def _call(self, args, traced):
+        self.ready = True
         if self.large == ():  # known to have no large result (its results' avals are fixed by its key)
             return self.plain(*args)
         with lock:  # the spares are shared by the threads calling this program

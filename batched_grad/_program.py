@@ -267,6 +267,17 @@ PROGRAM = Op("backward_program", _program, multi=True, backward_name="BackwardPr
              reads=program_reads)
 
 
+def ready(w, create_graph):
+    """Whether a walk's fused program can run now: it is compiled, or it is recorded as an op (create_graph) or
+    computed later (a vmap.vmap row); else its compile is started in the background and the per-node tier answers."""
+    if create_graph or not w.direct:
+        return True
+    t = template(w.key)
+    if t.program is None:
+        t.program = _lazy.compiled(w.key, lambda: functools.partial(_fused, t=t))
+    return t.program.ready_or_compiling(w.frontier)
+
+
 def run(w, root_grads, create_graph, release):
     """Run a walk's backward as one compiled program: (captured gradients, leaves, their gradients). With
     `create_graph` it is recorded as one differentiable op; with `release`, the saved values are freed."""

@@ -9,6 +9,9 @@ sys.path.insert(0, os.path.dirname(__file__))
 # pass on a fresh machine, and never read or fill the user's cache. Set before batched_grad is imported.
 _SESSION_CACHE = tempfile.mkdtemp(prefix="batched_grad-test-cache-")
 os.environ["BATCHED_GRAD_CACHE_DIR"] = _SESSION_CACHE
+# Fused programs compile when first needed, so that which tier runs a call does not depend on timing; the
+# background compile has tests of its own (test_background_compile.py).
+os.environ["BATCHED_GRAD_BACKGROUND_COMPILE"] = "0"
 
 import pytest  # noqa: E402
 

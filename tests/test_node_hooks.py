@@ -51,6 +51,18 @@ def test_node_hooks_see_grad_outputs_and_grad_inputs_as_torchs():
     _run_both(scenario)
 
 
+def test_a_node_computes_only_the_gradients_the_call_needs_as_torchs():
+    """grad() for some inputs: a node's other inputs lead nowhere needed, and its hook sees None for them."""
+    def scenario(m, log):
+        a, b, y, z = _graph(m)
+        y.grad_fn.register_hook(lambda gi, go: log.append(("post", gi)))
+        for inputs in ([a], [b], [a, b], [z]):
+            log.append(m.autograd.grad(z.sum(), inputs, retain_graph=True))
+        return None
+
+    _run_both(scenario)
+
+
 def test_node_hooks_replace_gradients_in_order_as_torchs():
     def scenario(m, log):
         a, b, y, z = _graph(m)

@@ -11,10 +11,10 @@ from .. import _graph
 from .._dtypes import differentiable
 from .._foreign import TORCH_TENSOR_PASSED, is_torch_tensor
 from .._grad_mode import is_grad_enabled
-from .._host import host_arrays, host_read, to_device
+from .._host import host_read, on_host, to_device
 from .._layout import note_base
 from .._tensor import DETACH, Tensor, remember_view
-from .._lazy import FUSE_AFTER, Call, Pending, Signature, defer, kernel, known_signature, materialize, signature
+from .._lazy import Call, Pending, Signature, defer, kernel, materialize, signature
 from .._meta import MetaValue, check_devices, meta_value, shapes_of
 from .._reads import output_reads
 from .._x64 import set_x64, swap_x64
@@ -42,10 +42,11 @@ class Op:
     `reads`: for a recorded backward (create_graph=True), a function of the static params giving, per output, a
     bitmask of the operands it reads: a recorded output links only to those (None: each reads every operand).
     `host` (optional): the op computed with NumPy, `host(*arrays, **static)` giving what `fn` gives (or None where
-    it does not apply), which `apply` runs instead of a kernel on the CPU backend when every operand is concrete
-    (_host.host_arrays): no compile for a new shape. `host_vjp` (optional): `host_vjp(cotangent, operands, avals,
-    **static)` gives, with NumPy, the gradient of each operand (None for those without one) of a one-output linear
-    op, from its output's cotangent and the operands its node saves (None for the others).
+    it does not apply), which runs instead of a kernel on the CPU backend when every operand is concrete
+    (_host.on_host), whether the op is computed now or deferred and computed alone (_lazy): no compile for a new
+    shape. `host_vjp` (optional): `host_vjp(cotangent, operands, avals, **static)` gives, with NumPy, the gradient
+    of each operand (None for those without one) of a one-output linear op, from its output's cotangent and the
+    operands its node saves (None for the others).
     `inputs` (optional): how many leading operands are torch's inputs; the others (numbers passed as operands so
     that a new value compiles nothing) get no edge in the node.
     `torch_saves`: what torch's backward of the op reads, and so which in-place changes make a backward through it
@@ -132,13 +133,10 @@ def _apply(op, operands, static):
     recording = recording and is_grad_enabled()
     node = None
     outs = None
-    if op.host is not None and not pending and (not recording or _recorded_on_host(op, static, arrays)) and (
-            op is not VJP or _host_vjp_of(static) is not None):
-        outs = _on_host(op, arrays, static)
+    if op.host is not None and not (recording or pending):  # a recorded op runs on the host when computed (_lazy)
+        outs = on_host(op, arrays, static)
     if outs is not None:
-        sig = known_signature(op, static, tuple([(a.shape, a.dtype) for a in arrays]),
-                              tuple([(o.shape, o.dtype) for o in outs]))
-        gradients, node = _computed_node(sig, operands, arrays, outs, recording)
+        gradients = [differentiable(o.dtype) for o in outs]
     elif (recording or pending) and MetaValue in map(type, arrays):
         outs, gradients, node = _on_meta(op, operands, arrays, static, recording)
     elif recording or pending:
@@ -193,49 +191,16 @@ def _on_meta(op, operands, arrays, static, recording):
 def _meta_results(op, operands, arrays, static, recording):
     sig = shapes_of(op, signature, static, arrays)
     outs = [meta_value(shape, dtype) for shape, dtype in sig.out_avals]
-    gradients, node = _computed_node(sig, operands, arrays, outs, recording)
-    return outs, gradients, node
-
-
-def _computed_node(sig, operands, arrays, outs, recording):
-    """(which outputs link to the node, the node or None) of an op whose outputs `outs` are computed already."""
     gradients, node = sig.differentiable, None
     if recording:
         call = Call(sig, None)
         call.result = tuple(outs)  # complete: nothing to compute
         linked = -1
-        if sig.op.reads is not None:
+        if op.reads is not None:
             gradients, linked = _links(gradients, reads_of(sig), operands)
         if True in gradients:
             node = OpNode(call, operands, arrays, linked)
-    return gradients, node
-
-
-_host_sightings = {}
-
-
-def _recorded_on_host(op, static, arrays):
-    """Whether a recorded op with a host form runs on the host: for its first FUSE_AFTER + 1 sightings of a
-    signature (a new shape compiles nothing), and deferred after that, where it fuses with the ops around it."""
-    if op.reads is not None:
-        return False
-    key = (op, static, tuple([(a.shape, a.dtype) for a in arrays]))
-    count = _host_sightings.get(key, 0) + 1
-    if len(_host_sightings) > 4096:  # forget one-off signatures rather than grow without bound
-        _host_sightings.clear()
-    _host_sightings[key] = count
-    return count <= FUSE_AFTER + 1
-
-
-def _on_host(op, arrays, static):
-    """The outputs (a tuple of NumPy arrays) of `op` computed on the host, or None where it runs as a kernel."""
-    host = host_arrays(arrays)
-    if host is None:
-        return None
-    out = op.host(*host, **dict(static))
-    if out is None:
-        return None
-    return tuple([np.asarray(o) for o in (out if op.multi else (out,))])  # a NumPy scalar (x[i]) as a 0-d array
+    return outs, gradients, node
 
 
 def apply_onto_meta(op, tensor, **static):
@@ -346,16 +311,12 @@ def _vjp_reads(spec):
     return output_reads(functools.partial(_vjp_fn, spec=spec), avals)
 
 
-def _host_vjp_of(static):
-    """The host_vjp that computes the VJP with static params `static` (of one output, unbatched), or None."""
-    spec = static[0][1]
-    return spec.sig.op.host_vjp if spec.batch is None and len(spec.sig.out_avals) == 1 else None
-
-
 def _vjp_on_host(*args, spec):
-    """A one-output op's VJP with NumPy, by its host_vjp."""
-    sig, saved_mask, want, ct_mask, _ = spec
+    """A one-output op's VJP with NumPy, by its host_vjp (None where it has none, or for a batch of rows)."""
+    sig, saved_mask, want, ct_mask, batch = spec
     rule = sig.op.host_vjp
+    if rule is None or batch is not None or len(sig.out_avals) != 1:
+        return None
     n = sum(saved_mask)
     saved = iter(args[:n])
     operands = [next(saved) if s else None for s in saved_mask]
@@ -432,20 +393,26 @@ class OpNode(_graph.Node):
         super().release()
         self.call = None
 
-    def spec(self, ct_mask, batch=None):
-        """The VJP's spec for cotangents on the outputs of `ct_mask`: gradients for the operands they read."""
+    def spec(self, ct_mask, batch=None, needed=None):
+        """The VJP's spec for cotangents on the outputs of `ct_mask`: gradients for the operands they read (of those
+        whose edge is `needed`, a bool per edge, where given)."""
         sig, want = self.sig, self.want
         if sig.op.reads is not None:
             want = _read_by(want, reads_of(sig), [k for k, m in zip(sig.diff_outs, ct_mask) if m])
+        if needed is not None:
+            want = tuple([i for i in want if needed[i]])
         return _vjp_spec(sig, self.saved_mask, want, ct_mask, batch)
 
     def backward(self, cotangents, create_graph, batch=None):
+        return self.backward_needed(cotangents, create_graph, batch, None)
+
+    def backward_needed(self, cotangents, create_graph, batch, needed):
         cts = [cotangents[k] for k in self.sig.diff_outs]
         ct_mask = tuple(c is not None for c in cts)
         self.check_results()
         saved = [s.unpack(create_graph) if isinstance(s, _graph.SavedValue) else s
                  for s in self.saved if s is not None]
-        spec = self.spec(ct_mask, None if batch is None else batch.key)
+        spec = self.spec(ct_mask, None if batch is None else batch.key, needed)
         want = spec.want
         grads = apply(VJP, saved + [c for c in cts if c is not None], spec=spec)
         result = [None] * len(self.edges)

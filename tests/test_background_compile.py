@@ -1,0 +1,92 @@
+"""A structure's fused program compiles in a background thread while per-op kernels compute its calls
+(bg.set_background_compile): every call gives torch's values whichever tier computes it, the program compiles once,
+and once it is ready the structure runs as that one program."""
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import torch
+
+import batched_grad as bg
+from batched_grad import _lazy
+
+
+@pytest.fixture
+def background(monkeypatch):
+    monkeypatch.setattr(_lazy, "_background", [True])
+    _lazy._seen.clear()
+
+
+@pytest.fixture
+def kernel_calls(monkeypatch):
+    calls = []
+    real = _lazy.kernel
+
+    def counting(op, static):
+        fn = real(op, static)
+        return lambda *args: (calls.append(op.name), fn(*args))[1]
+
+    monkeypatch.setattr(_lazy, "kernel", counting)
+    return calls
+
+
+def _jacobian(m, x_values, params):
+    x = m.tensor(x_values, requires_grad=True)
+    h = x
+    for w in params[:-1]:
+        h = m.tanh(h @ m.tensor(w))
+    y = h @ m.tensor(params[-1])
+    return m.autograd.grad(y, x, m.eye(y.shape[0], dtype=y.dtype), is_grads_batched=True)[0]
+
+
+def test_every_call_gives_torchs_values_and_the_program_compiles_once(background, kernel_calls):
+    rng = np.random.default_rng(0)
+    params = [rng.standard_normal((6, 6)) / 3 for _ in range(3)] + [rng.standard_normal((6, 4))]
+    for call in range(12):
+        x = rng.standard_normal(6)
+        np.testing.assert_allclose(_jacobian(bg, x, params).numpy(), _jacobian(torch, x, params).numpy(),
+                                   rtol=1e-12, atol=1e-12)
+        if call == _lazy.FUSE_AFTER:  # the structure's third sighting started its compile: wait for it once
+            bg.wait_for_compiles()
+            compiles = bg.compile_count()
+    assert bg.compile_count() == compiles  # nothing compiled after the background compile
+    del kernel_calls[:]
+    _jacobian(bg, rng.standard_normal(6), params).numpy()
+    assert kernel_calls == []  # one fused program
+
+
+def test_the_calls_before_the_program_is_ready_run_per_op_kernels(background, kernel_calls):
+    x = bg.tensor([0.5, -1.0, 2.0], dtype=bg.float64, requires_grad=True)
+    for _ in range(_lazy.FUSE_AFTER):
+        bg.autograd.grad((x.exp() * x).sum(), x)
+    del kernel_calls[:]
+    started = bg.compile_count()
+    (g,) = bg.autograd.grad((x.exp() * x).sum(), x)  # the program starts compiling; this call does not wait
+    np.testing.assert_allclose(g.numpy(), np.exp([0.5, -1.0, 2.0]) * (1 + np.array([0.5, -1.0, 2.0])), rtol=1e-14)
+    assert "vjp" in kernel_calls
+    bg.wait_for_compiles()
+    assert bg.compile_count() > started
+
+
+def test_a_process_may_exit_while_a_program_compiles():
+    script = textwrap.dedent("""
+        import batched_grad as bg
+        bg.set_background_compile(True)
+        x = bg.randn(64, requires_grad=True, dtype=bg.float64)
+        for _ in range(3):
+            y = x
+            for _ in range(40):
+                y = bg.tanh(y) * 1.5 + y.sin()
+            bg.autograd.grad(y.sum(), x)
+        print("done")
+    """)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "done"
+
+
+def test_set_background_compile_takes_a_bool():
+    with pytest.raises(TypeError, match="argument 'enabled' must be a bool, not int"):
+        bg.set_background_compile(1)
