@@ -2,14 +2,15 @@
 faster than the program where a long chain of elementwise ops fuses into one loop (a 4000-op chain and its
 backward: 29 s and 1.8 GB; 250 ops: 0.2 s), so in "auto" a structure of more than MAX_OPS calls or nodes is not
 compiled whole: its deferred calls run in segments of at most MAX_OPS calls, each a structure of its own (fused once
-seen often enough; the equal segments of a repeated chain share one program), and its backward runs node by node.
+seen often enough; the equal segments of a repeated chain share one program), and its backward in fused segments of at
+most MAX_OPS steps (_segments.py).
 "off": per-op kernels only; "always": fuse whatever the size."""
 import os
 import warnings
 
 MODES = ("auto", "off", "always")
 ENV = "BATCHED_GRAD_FUSION"
-MAX_OPS = 256  # at most this many calls (or backward nodes) in one fused program in "auto"
+MAX_OPS = 256  # at most this many calls (or backward nodes, or steps of a segment) in one fused program in "auto"
 
 
 def _check(mode, name):
@@ -52,5 +53,6 @@ def allows(size):
 
 
 def segment_size():
-    """The most calls per fused segment of a structure too large to fuse whole, or None: do not segment."""
+    """The most calls (or backward steps) per fused segment of a structure too large to fuse whole, or None: do not
+    segment."""
     return MAX_OPS if _mode[0] == "auto" else None

@@ -102,22 +102,10 @@ def run(w, root_grads, create_graph, release, limit):
     """Run a walk's backward as segments of at most `limit` steps, as _program.run does whole: (captured gradients,
     leaves, their gradients). Each segment is recorded as one differentiable op with `create_graph`."""
     t, nodes = template(w.key), w.nodes
-    segments = layout(t.plan, limit)
-    held = [s for i in t.runs for s in nodes[i].saved if s is not None]
     recorded = create_graph or not w.direct
-    if w.direct:  # the forward first (in its own segments), keeping every value the backward reads
-        for s in held:
-            if type(s) is SavedValue:
-                _lazy.keep(s.value)
-    saved = [(s.unpack(True) if create_graph else s.array()) if type(s) is SavedValue else s for s in held]
-    grads = [g for g, r in zip(root_grads, w.key[2]) if r is not None]  # not the blocks of the identity
-    if not recorded:
-        saved, grads = [_lazy.materialize(s) for s in saved], [_lazy.materialize(unshared(g._v)) for g in grads]
-    elif w.direct:  # computed now: a segment's op must not be fused with the forward that precedes it
-        for s in saved:
-            _lazy.materialize(s._v if isinstance(s, Tensor) else s)
-    values = {}
-    for seg in segments:
+    saved, grads = _inputs(w, t, root_grads, create_graph, recorded)
+    values = {}  # the cotangents live between two segments, by slot
+    for seg in layout(t.plan, limit):
         args = saved[seg.saved[0]:seg.saved[1]] + (grads if seg.ins is None else [values[s] for s in seg.ins])
         outs = _run_segment(seg, args, recorded, w.direct) if seg.outs else ()
         for s in seg.dead:
@@ -130,6 +118,25 @@ def run(w, root_grads, create_graph, release, limit):
     wrap = (lambda v: v) if recorded else Tensor._wrap
     captured = [None if c is None else wrap(values[c]) for c in t.captured]
     return captured, [nodes[i] for i in t.leaves], [wrap(values[(pos, 0)]) for pos in t.leaves]
+
+
+def _inputs(w, t, root_grads, create_graph, recorded):
+    """The saved values of the steps in order, and the root cotangents the first segment reads: arrays, or Tensors
+    when `recorded`. The forward is computed first (in its own segments), keeping every value the backward reads,
+    so that no segment's op is fused with the forward before it; under vmap.vmap it stays deferred."""
+    held = [s for i in t.runs for s in w.nodes[i].saved if s is not None]
+    if w.direct:
+        for s in held:
+            if type(s) is SavedValue:
+                _lazy.keep(s.value)
+    saved = [(s.unpack(True) if create_graph else s.array()) if type(s) is SavedValue else s for s in held]
+    grads = [g for g, r in zip(root_grads, w.key[2]) if r is not None]  # not the blocks of the identity
+    if not recorded:
+        return [_lazy.materialize(s) for s in saved], [_lazy.materialize(unshared(g._v)) for g in grads]
+    if w.direct:
+        for s in saved:
+            _lazy.materialize(s._v if isinstance(s, Tensor) else s)
+    return saved, grads
 
 
 def _run_segment(seg, args, recorded, direct):
