@@ -61,14 +61,11 @@ def _local(steps, ins, outs):
     return steps, ins, tuple([slot(s) for s in outs])
 
 
-@functools.lru_cache(maxsize=256)
-def layout(plan, limit):
-    """The segments of the backward `plan` (a Template's) in segments of at most `limit` steps."""
-    steps, roots, captures, leaves, batch = plan
-    finals = {c for c in captures if c is not None} | {(pos, 0) for pos in leaves}
-    chunks = [steps[start:start + limit] for start in range(0, max(len(steps), 1), limit)]
+def _liveness(chunks, roots):
+    """Per chunk of steps, the slots its steps read and those they add into; per slot, the first chunk that adds
+    into it (0 for the roots) and the last that reads or adds into it."""
     first_write, last_touch = dict.fromkeys(roots, 0), dict.fromkeys(roots, 0)
-    touched = []  # per chunk: the slots its steps read, and those they add into
+    touched = []
     for j, chunk in enumerate(chunks):
         reads, writes = set(), set()
         for step in chunk:
@@ -80,6 +77,16 @@ def layout(plan, limit):
         for s in reads | writes:
             last_touch[s] = j
         touched.append((reads, writes))
+    return touched, first_write, last_touch
+
+
+@functools.lru_cache(maxsize=256)
+def layout(plan, limit):
+    """The backward `plan` (a Template's) cut into Segments of at most `limit` consecutive steps."""
+    steps, roots, captures, leaves, batch = plan
+    finals = {c for c in captures if c is not None} | {(pos, 0) for pos in leaves}
+    chunks = [steps[start:start + limit] for start in range(0, max(len(steps), 1), limit)]
+    touched, first_write, last_touch = _liveness(chunks, roots)
     segments, start = [], 0
     for j, (chunk, (reads, writes)) in enumerate(zip(chunks, touched)):
         ins = None if j == 0 else sorted([s for s in reads | writes if first_write[s] < j])
