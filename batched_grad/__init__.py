@@ -28,6 +28,7 @@ from ._ops import clone, compile_count, jax_function, set_background_compile, to
 from ._ops.legacy import range_ as range  # noqa: A004  (torch's name)
 from ._tensor import Size, Tensor, device
 from ._devices import get_default_device
+from ._fusion import get_fusion, set_fusion
 from . import autograd, cuda, linalg  # noqa: E402
 from . import nn, optim, testing  # noqa: E402
 from . import func  # noqa: E402

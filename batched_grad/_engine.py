@@ -1,11 +1,12 @@
 """The backward walk shared by grad() and backward(): discover, order, run each node, accumulate."""
+import functools
 import threading
 import warnings
 
 import jax.numpy as jnp
 import numpy as np
 
-from . import _graph, _lazy, _program
+from . import _fusion, _graph, _lazy, _program, _segments
 from ._grad_mode import set_grad_enabled
 from ._graph import AccumulateGrad
 from ._host import to_device, unshared
@@ -108,14 +109,16 @@ def run_backward(roots, root_grads, captures, *, retain_graph, create_graph, acc
     `accumulate`, every reached leaf's `.grad` is accumulated into. With a `batch` (vmap._batching.Batch),
     every gradient carries a leading batch axis and each node's backward runs over all rows at once, or over
     `batch.chunk_size` rows at a time (vmap/_chunks.py).
-    A structure seen often enough runs as one compiled program; otherwise each node runs in turn.
+    A structure seen often enough runs as one compiled program (a large one as a sequence of programs,
+    _segments.py); otherwise each node runs in turn.
     """
     root_nodes = list(dict.fromkeys([e.node for e in roots]))
     walk = _program.walk(root_nodes, roots, root_grads, captures, accumulate,
                          None if batch is None else batch.program_key)
     with set_grad_enabled(create_graph):
-        if walk.key is not None and _lazy.should_fuse(walk.key) and _program.ready(walk, create_graph):
-            results, leaves, leaf_grads = _program.run(walk, root_grads, create_graph, release=not retain_graph)
+        run = _compiled_run(walk, create_graph)
+        if run is not None:
+            results, leaves, leaf_grads = run(walk, root_grads, create_graph, release=not retain_graph)
             for leaf, g in zip(leaves, leaf_grads):
                 _accumulate(leaf.variable, g, create_graph)
             return results
@@ -147,6 +150,16 @@ def _saved_to_device(order):
         for s in node.saved_values():
             if type(s.value) is np.ndarray:
                 s.value = to_device(s.value)
+
+
+def _compiled_run(walk, create_graph):
+    """What runs a walk's backward as compiled programs, or None while the per-node tier does: a structure seen
+    often enough runs as one program once it is compiled, or in segments when too large for one (_segments.py)."""
+    if walk.key is None or not _lazy.should_fuse(walk.key):
+        return None
+    if not _fusion.allows(len(walk.nodes)):
+        return functools.partial(_segments.run, limit=_fusion.segment_size())
+    return _program.run if _program.ready(walk, create_graph) else None
 
 
 def _run_prehooks(node, hooks, cotangents, batch):

@@ -14,7 +14,7 @@ import threading
 import jax
 import numpy as np
 
-from . import _budget
+from . import _budget, _fusion
 from ._budget import Jitted
 from ._dtypes import differentiable
 from ._host import on_host
@@ -86,8 +86,9 @@ def unfused():
 
 
 def should_fuse(key):
-    """Count one more sighting of a structure; True once it has been seen more than FUSE_AFTER times."""
-    if not _fusing[-1]:
+    """Count one more sighting of a structure; True once it has been seen more than FUSE_AFTER times, unless
+    fusion is off (_fusion.py decides whether it runs whole or in segments)."""
+    if not _fusing[-1] or _fusion.get_fusion() == "off":
         return False
     count = _seen.get(key, 0) + 1
     if len(_seen) > 4096:  # forget one-off structures rather than grow without bound
@@ -235,23 +236,52 @@ def _evaluate(target):
             return
         calls, frontier, key, _ = _structure([target])
     if len(calls) > 1:
-        if should_fuse(key) or any(c.op.program for c in calls):  # a fused backward program: fuse what it reads
-            # only the target's results and those marked `keep` leave the program: XLA fuses the rest away
-            kept = tuple([i for i, c in enumerate(calls) if c.keep or c is target])
-            program = compiled(intern((key, kept)), lambda: functools.partial(_run_kept, steps=key[0], kept=kept))
-            if not program.ready_or_compiling(frontier) and not any(c.op.program for c in calls):
-                for call in calls:  # per-op kernels until the fused program is ready
-                    _run(call)
-                return
-            outs, start = program(*frontier), 0
-            for i in kept:
-                call = calls[i]
-                n_out = len(call.sig.out_avals)
-                call.result, call.args = outs[start:start + n_out], None
-                start += n_out
+        # a backward program fuses with the calls it reads
+        if any(c.op.program for c in calls) or (_fusion.allows(len(calls)) and should_fuse(key)):
+            _run_fused(calls, frontier, key, {c for c in calls if c.keep or c is target})
+            return
+        limit = _fusion.segment_size()
+        if limit is not None and len(calls) > limit:
+            _run_segments(calls, target, limit)
             return
     for call in calls:  # topological order: every call's pending args are computed before it
         _run(call)
+
+
+def _run_fused(calls, frontier, key, outputs):
+    """The `calls` of a structure as one compiled program. Only the results of `outputs` leave it: XLA fuses the
+    rest away."""
+    kept = tuple([i for i, c in enumerate(calls) if c in outputs])
+    program = compiled(intern((key, kept)), lambda: functools.partial(_run_kept, steps=key[0], kept=kept))
+    if not program.ready_or_compiling(frontier) and not any(c.op.program for c in calls):
+        for call in calls:  # per-op kernels until the fused program is ready
+            _run(call)
+        return
+    outs, start = program(*frontier), 0
+    for i in kept:
+        call = calls[i]
+        n_out = len(call.sig.out_avals)
+        call.result, call.args = outs[start:start + n_out], None
+        start += n_out
+
+
+def _run_segments(calls, target, limit):
+    """The `calls` of a structure too large to fuse whole (topological order), in segments of at most `limit`
+    consecutive calls, each evaluated as a structure of its own; a segment returns the results that later
+    segments read, the target's and those marked `keep`."""
+    last_read = {}
+    for i, call in enumerate(calls):
+        for a in call.args:
+            if type(a) is Pending:
+                last_read[a.call] = i
+    for end in range(limit, len(calls) + limit, limit):
+        outputs = {c for c in calls[end - limit:end] if c.keep or c is target or last_read.get(c, -1) >= end}
+        segment, frontier, key, _ = _structure(list(outputs))
+        if len(segment) > 1 and should_fuse(key):
+            _run_fused(segment, frontier, key, outputs)
+        else:
+            for call in segment:
+                _run(call)
 
 
 def _run(call):

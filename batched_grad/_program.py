@@ -207,8 +207,9 @@ def _fused(*frontier, t):
     return tuple(o for _, j in t.kept for o in results[j]) + _program(*args, key=t.plan)
 
 
-def _program(*args, key):
-    """The traced backward: route cotangents through each step's VJP, return captured and leaf grads."""
+def _program(*args, key, vjp=_basis.vjp):
+    """The traced backward: route cotangents through each step's VJP (`vjp(saved, cotangents, spec)`), return
+    captured and leaf grads."""
     steps, roots, captures, leaves, batch = key
     if batch is not None:  # root cotangents carry a leading batch axis; saved values do not
         chunk_size, size, basis = batch
@@ -218,7 +219,7 @@ def _program(*args, key):
         def row(index, *cts):  # the rows of the dense cotangents, and the basis rows at `index`
             cts = iter(cts)
             rows = [next(cts) if b is None else _basis.BasisRow(index, b[0], jnp.ones(b[1], b[2])) for b in basis]
-            return _program(*args[:n], *rows, key=row_key)
+            return _program(*args[:n], *rows, key=row_key, vjp=vjp)
 
         return map_rows(row, (jnp.arange(size),) + tuple(args[n:]), chunk_size)
     args = iter(args)
@@ -232,7 +233,7 @@ def _program(*args, key):
         add(slot, next(args))
     for (pos, spec, targets), values in zip(steps, saved):
         cts = [buffers[(pos, k)] for k, m in zip(spec.sig.diff_outs, spec.ct_mask) if m]
-        for slot, g in zip(targets, _basis.vjp(values, cts, spec)):
+        for slot, g in zip(targets, vjp(values, cts, spec)):
             add(slot, g)
     outs = [buffers[c] for c in captures if c is not None] + [buffers[(pos, 0)] for pos in leaves]
     return tuple([_basis.dense(o) for o in outs])

@@ -20,12 +20,16 @@ def pytest_sessionfinish(session, exitstatus):
     shutil.rmtree(_SESSION_CACHE, ignore_errors=True)
 
 
-@pytest.fixture(params=["per-node", "fused"])
+@pytest.fixture(params=["per-node", "fused", "segmented"])
 def engine_tier(request, monkeypatch):
-    """Run a test under both engine tiers: per-node kernels, and whole-graph fused programs."""
-    from batched_grad import _lazy
+    """Run a test under each engine tier: per-node kernels, whole-graph fused programs, and fused programs of one
+    backward step (or one forward call) each, as a graph too large to fuse whole runs (_segments.py)."""
+    from batched_grad import _fusion, _lazy
 
     monkeypatch.setattr(_lazy, "FUSE_AFTER", 10**9 if request.param == "per-node" else 0)
+    monkeypatch.setattr(_fusion, "_mode", ["auto"])
+    if request.param == "segmented":
+        monkeypatch.setattr(_fusion, "MAX_OPS", 1)
     return request.param
 
 
