@@ -417,6 +417,10 @@ class Tensor(InPlace):
         v = self._v
         if type(v) is np.ndarray and is_shared(v):
             return v.view()
+        if type(v) is np.ndarray:  # host data, which nothing writes into: a read-only view, not moved to the device
+            view = v.view()
+            view.flags.writeable = False
+            return view
         if type(v) is MetaValue:
             raise meta_error[0](meta_error[1])
         return np.asarray(self._value)
