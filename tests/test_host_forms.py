@@ -70,3 +70,10 @@ def test_large_operands_run_as_kernels(monkeypatch):
     if CPU:
         assert bg.compile_count() > before
     assert_same(got, torch.tanh(torch.tensor(x) * 3))
+
+
+def test_a_recorded_result_computed_on_the_host_reads_as_a_jax_array():
+    x = bg.tensor(np.linspace(0.0, 1.0, 5), requires_grad=True)
+    y = bg.tanh(x * 2)
+    assert isinstance(y.jax(), jax.Array)
+    np.testing.assert_allclose(np.asarray(y.jax()), np.tanh(np.linspace(0.0, 2.0, 5)), rtol=1e-12)
