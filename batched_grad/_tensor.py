@@ -148,9 +148,9 @@ class Tensor(InPlace):
     def _value(self):
         """The JAX array (a recorded op's result is computed here, when first read; see _lazy.py)."""
         v = self._v
-        if type(v) is Pending:
+        if type(v) is Pending:  # computed by a kernel, or by a host form (a NumPy array)
             v = self._v = materialize(v)
-        elif type(v) is np.ndarray:  # data from the host (bg.tensor), moved to the device when first read
+        if type(v) is np.ndarray:  # data from the host (bg.tensor), moved to the device when first read
             if is_shared(v):  # memory shared with the user (from_numpy): what it holds now, on the device
                 return to_device(v.copy())
             v = self._v = to_device(v)
@@ -417,6 +417,10 @@ class Tensor(InPlace):
         v = self._v
         if type(v) is np.ndarray and is_shared(v):
             return v.view()
+        if type(v) is np.ndarray:  # host data, which nothing writes into: a read-only view, not moved to the device
+            view = v.view()
+            view.flags.writeable = False
+            return view
         if type(v) is MetaValue:
             raise meta_error[0](meta_error[1])
         return np.asarray(self._value)

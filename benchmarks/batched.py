@@ -5,7 +5,7 @@ Four workloads, every peer measured in the same process with its repeats interle
   2. Jacobian of tanh(W2 tanh(W1 x)) at N=1024 (1024 cotangents);
   3. 64 batched Hessian-vector products of f(x) = sum(tanh(W x)^2) at n=512;
   4. the per-row fallback at B=256: a custom Function with a NumPy backward inside a vectorizable graph
-     (B=32 with --quick: the first fallback call compiles one row-slice kernel per row, ~0.1 s each here).
+     (B=32 with --quick; on the CPU backend the loop slices rows and stacks results on the host: no kernel).
 Every timed call runs forward + backward (batched_grad and torch rebuild the graph each call, as a user would).
 Two tables: steady state (after warm-up, so batched_grad runs its fused program) and the latency of the first
 three calls of each peer (compiles included), then the targets, each marked met or missed.

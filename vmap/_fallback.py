@@ -78,8 +78,6 @@ def _vectorized(fn, cotangents):
 
 
 def _per_row(name, fn, cotangents, batch, reason):
-    import batched_grad as bg
-
     if not _state["enabled"]:
         raise FallbackError(f"{name} could not be vectorized ({reason}) and the per-row fallback is disabled "
                             "(vmap.set_fallback_enabled(False)).")
@@ -88,18 +86,57 @@ def _per_row(name, fn, cotangents, batch, reason):
                       f"{batch.whole} rows.", FallbackWarning, stacklevel=4)
     row_loops[0] += 1
     n_rows = max(batch.size, 1)  # a batch of 0 still runs one (padding) row to learn the result shapes
-    # one unbind per cotangent (one kernel per shape) rather than c[b] (one kernel per row index)
-    per_row = [[None] * n_rows if c is None else bg.unbind(c)[:n_rows] for c in cotangents]
+    per_row = [_rows(c, n_rows) for c in cotangents]
     rows = [fn([cts[b] for cts in per_row]) for b in range(n_rows)]
-    results = []
-    for parts in zip(*rows):
-        if all(p is None for p in parts):
-            results.append(None)
-            continue
-        like = next(p for p in parts if p is not None)
-        parts = [bg.zeros_like(like) if p is None else p for p in parts]
-        stacked = bg.stack(parts)
-        if batch.padded > n_rows:
-            stacked = bg.cat([stacked, bg.zeros((batch.padded - n_rows,) + tuple(like.shape), dtype=like.dtype)])
-        results.append(stacked)
-    return results
+    return [_stacked(parts, batch.padded) for parts in zip(*rows)]
+
+
+def _rows(cotangent, n_rows):
+    """The first `n_rows` rows of a cotangent as Tensors: NumPy views of it where its values are on the host (no
+    kernel), else one unbind (one kernel per shape, rather than c[b]: one kernel per row index)."""
+    import batched_grad as bg
+
+    if cotangent is None:
+        return [None] * n_rows
+    host = _host_value(cotangent)
+    if host is None:
+        return bg.unbind(cotangent)[:n_rows]
+    return [bg.Tensor._wrap(row) for row in host[:n_rows]]
+
+
+def _stacked(parts, padded):
+    """The rows' results (Tensors or None) stacked, zero rows where a row gave None and below the `padded` rows'
+    real ones: on the host where every part's values are there, of one shape and dtype (no kernel)."""
+    import batched_grad as bg
+
+    if all(p is None for p in parts):
+        return None
+    like = next(p for p in parts if p is not None)
+    host = [None if p is None else _host_value(p) for p in parts]
+    shape, dtype = tuple(like.shape), like._v.dtype
+    if all(h is not None and h.shape == shape and h.dtype == dtype for h, p in zip(host, parts) if p is not None):
+        stacked = np.zeros((padded,) + shape, dtype)
+        for b, h in enumerate(host):
+            if h is not None:
+                stacked[b] = h
+        return bg.Tensor._wrap(stacked)
+    stacked = bg.stack([bg.zeros_like(like) if p is None else p for p in parts])
+    if padded > len(parts):
+        stacked = bg.cat([stacked, bg.zeros((padded - len(parts),) + shape, dtype=like.dtype)])
+    return stacked
+
+
+def _host_value(tensor):
+    """A Tensor's values as a NumPy array (sharing memory with a concrete array on the CPU backend, a copy of
+    memory shared with the user), or None where they are not on the host: recorded (the rows must be recorded
+    ops), traced, deferred rows of vmap.vmap, meta, or on another device."""
+    from batched_grad._host import host_arrays, unshared
+    from batched_grad._lazy import Pending
+
+    v = tensor._v
+    if tensor.requires_grad or (type(v) is Pending and v.call.mapped):
+        return None
+    if type(v) is np.ndarray:
+        return unshared(v)
+    host = host_arrays([tensor._value])
+    return None if host is None else host[0]

@@ -9,6 +9,7 @@ from .._foreign import not_a_tensor
 from .._tensor import _TYPE_NAMES, Tensor
 from . import _derivatives
 from ._core import SAVES_BOTH, SAVES_INPUT, SAVES_RESULT, Op, apply
+from ._host_forms import small_floats
 
 
 def _type_name(d):
@@ -89,6 +90,7 @@ _SAME_UNARY = {  # the result keeps the input dtype
     "frac": lambda a: a - jnp.trunc(a), "relu": _on_floats(_derivatives.relu, jax.nn.relu),
     "sgn": lambda a: _unit(a) if jnp.issubdtype(a.dtype, jnp.complexfloating) else _sign(a),
 }
+_HOST_UNARY = {name: small_floats(f) for name, f in {"neg": np.negative, "tanh": np.tanh}.items()}
 _RESULT_DTYPE = {"square": lambda d: _dtypes.int64 if d is _dtypes.bool else d}  # torch computes bool**2 in int64
 _UNARY_NAMES = {"log1p": "Log1PBackward0", "square": "PowBackward0", "deg2rad": "Deg2RadBackward0",
                 "rad2deg": "Rad2DegBackward0"}  # torch's names, where not the op's name
@@ -118,7 +120,7 @@ def _check_dtype(name, d):
 
 def _unary_op(name, f, float_result):
     op = Op(name, lambda a, *, dtype: f(a.astype(dtype)), _UNARY_NAMES.get(name), linear=name == "neg", diagonal=True,
-            torch_saves=SAVES_RESULT if name in _RESULT_SAVED else SAVES_INPUT)
+            torch_saves=SAVES_RESULT if name in _RESULT_SAVED else SAVES_INPUT, host=_HOST_UNARY.get(name))
     rule = _dtypes.float_result if float_result else _RESULT_DTYPE.get(name, lambda d: d)
 
     def public(input):
@@ -142,17 +144,18 @@ def round(input, *, decimals=0):  # noqa: A001  (torch's name)
 
 # ---- binary arithmetic ------------------------------------------------------------------------------------
 def _binary_op(name, f, doc=None, *, float_result=False, linear=False, multilinear=False, two_numbers=False,
-               overloads=(), torch_saves=SAVES_INPUT, kernel=None, tensors_only=False):
+               overloads=(), torch_saves=SAVES_INPUT, kernel=None, tensors_only=False, host=None):
     """`overloads`: {(input is a Tensor, other is a Tensor): (torch's backward name, Op.torch_saves)} where torch
     records another overload of the op (`2 ** x` is PowBackward2, and its derivative reads the result). `kernel`:
     torch's kernel name, when it differs from `name`, for the dtypes it lacks (_NO_KERNEL). `tensors_only`: torch
-    takes no number for either operand."""
+    takes no number for either operand. `host`: a NumPy function computing it (Op.host, for small float operands)."""
     kernel = kernel or name
+    host = host and small_floats(host)
     checked = kernel in _NO_KERNEL or kernel in _COMPLEX_ERRORS
 
     def make(backward_name=None, saves=torch_saves):
         return Op(name, lambda a, b, *, dtype: f(a.astype(dtype), b.astype(dtype)), backward_name, linear=linear,
-                  multilinear=multilinear, diagonal=True, torch_saves=saves)
+                  multilinear=multilinear, diagonal=True, torch_saves=saves, host=host)
 
     op, ops = make(), {kinds: make(*overload) for kinds, overload in dict(overloads).items()}
 
@@ -207,11 +210,12 @@ def _pow_fn(a, b):
     return jnp.where(neg, small, jnp.power(a, jnp.where(neg, 0, b)))
 
 
-_mul = _binary_op("mul", jnp.multiply, multilinear=True, two_numbers=True)
-_add = _binary_op("add", jnp.add, linear=True, two_numbers=True)
+_mul = _binary_op("mul", jnp.multiply, multilinear=True, two_numbers=True, host=np.multiply)
+_add = _binary_op("add", jnp.add, linear=True, two_numbers=True, host=np.add)
 _sub = _binary_op("sub", jnp.subtract, linear=True, two_numbers=True,
-                  overloads={(False, True): ("RsubBackward1", SAVES_INPUT)})
-_true_div = _binary_op("div", jnp.true_divide, float_result=True, two_numbers=True, multilinear=(0,))
+                  overloads={(False, True): ("RsubBackward1", SAVES_INPUT)}, host=np.subtract)
+_true_div = _binary_op("div", jnp.true_divide, float_result=True, two_numbers=True, multilinear=(0,),
+                       host=np.true_divide)
 _trunc_div = _binary_op("div", _trunc_divide)
 # torch raises "derivative for aten::floor_divide is not implemented"; we give its a.e. derivative, zero
 floor_divide = _binary_op("floor_divide", jnp.floor_divide, "floor(input / other), elementwise (zero gradient).",

@@ -12,6 +12,7 @@ import scipy.linalg
 from .. import _dtypes
 from .._tensor import _TYPE_NAMES, Tensor, _wrap_dim
 from ._core import SAVES_BOTH, SAVES_RESULT, Op, apply
+from ._host_forms import small_floats
 from .reduction import matrix_norm, vector_norm
 from .shape import C_TYPE_NAMES, broadcast_shapes
 
@@ -47,8 +48,9 @@ _NDIM_ERRORS = {
         b.ndim != 3 and "batch2 must be a 3D tensor"),
 }
 _MATMUL_NAMES = {(1, 1): "DotBackward0", (2, 1): "MvBackward0", (1, 2): "SqueezeBackward4", (2, 2): "MmBackward0"}
-_PRODUCTS = {name: Op("matmul", jnp.matmul, backward_name=name, multilinear=True) for name in (
-    "DotBackward0", "MvBackward0", "SqueezeBackward4", "MmBackward0", "BmmBackward0", "UnsafeViewBackward0")}
+_PRODUCT_NAMES = ("DotBackward0", "MvBackward0", "SqueezeBackward4", "MmBackward0", "BmmBackward0", "UnsafeViewBackward0")
+_PRODUCTS = {name: Op("matmul", jnp.matmul, backward_name=name, multilinear=True, host=small_floats(np.matmul))
+             for name in _PRODUCT_NAMES}
 
 
 def _check_product(kind, a, b, a_shape, b_shape):
