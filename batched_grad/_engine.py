@@ -1,4 +1,5 @@
 """The backward walk shared by grad() and backward(): discover, order, run each node, accumulate."""
+import contextlib
 import functools
 import threading
 import warnings
@@ -116,31 +117,39 @@ def run_backward(roots, root_grads, captures, *, retain_graph, create_graph, acc
     walk = _program.walk(root_nodes, roots, root_grads, captures, accumulate,
                          None if batch is None else batch.program_key)
     with set_grad_enabled(create_graph):
-        run = _compiled_run(walk, create_graph)
+        run, compiling = _compiled_run(walk, create_graph)
         if run is not None:
             results, leaves, leaf_grads = run(walk, root_grads, create_graph, release=not retain_graph)
             for leaf, g in zip(leaves, leaf_grads):
                 _accumulate(leaf.variable, g, create_graph)
             return results
-        wanted = {}
-        for i, edge in enumerate(captures):
-            wanted.setdefault(edge.node, []).append((edge.output_nr, i))
-        order = walk.nodes[::-1]
-        needed = _needed(order, wanted) if captures else None
+        # while its program compiles, the forward that program computes is not fused (and compiled) on its own
+        with _lazy.unfused() if compiling else contextlib.nullcontext():
+            return _per_node(walk, roots, root_grads, captures, retain_graph=retain_graph, create_graph=create_graph,
+                             accumulate=accumulate, batch=batch)
 
-        def walk_rows(grads, rows, retain):
-            buffers = {}
-            for edge, g in zip(roots, grads):
-                _deliver(buffers, edge, g)
-            return _run_nodes(order, buffers, needed, wanted, len(captures), retain_graph=retain,
-                              create_graph=create_graph, accumulate=accumulate, batch=rows)
 
-        # a recorded backward (create_graph) keeps every row's gradients: no chunk to bound
-        rows = None if batch is None or create_graph else chunkable(root_grads, batch)
-        if rows is None:
-            return walk_rows(root_grads, batch, retain_graph)
-        _saved_to_device(order)
-        return in_chunks(walk_rows, rows, batch, retain_graph)
+def _per_node(walk, roots, root_grads, captures, *, retain_graph, create_graph, accumulate, batch):
+    """The per-node tier: the walk's nodes in turn, over all rows of a batch at once or a chunk at a time."""
+    wanted = {}
+    for i, edge in enumerate(captures):
+        wanted.setdefault(edge.node, []).append((edge.output_nr, i))
+    order = walk.nodes[::-1]
+    needed = _needed(order, wanted) if captures else None
+
+    def walk_rows(grads, rows, retain):
+        buffers = {}
+        for edge, g in zip(roots, grads):
+            _deliver(buffers, edge, g)
+        return _run_nodes(order, buffers, needed, wanted, len(captures), retain_graph=retain,
+                          create_graph=create_graph, accumulate=accumulate, batch=rows)
+
+    # a recorded backward (create_graph) keeps every row's gradients: no chunk to bound
+    rows = None if batch is None or create_graph else chunkable(root_grads, batch)
+    if rows is None:
+        return walk_rows(root_grads, batch, retain_graph)
+    _saved_to_device(order)
+    return in_chunks(walk_rows, rows, batch, retain_graph)
 
 
 def _saved_to_device(order):
@@ -153,13 +162,16 @@ def _saved_to_device(order):
 
 
 def _compiled_run(walk, create_graph):
-    """What runs a walk's backward as compiled programs, or None while the per-node tier does: a structure seen
-    often enough runs as one program once it is compiled, or in segments when too large for one (_segments.py)."""
+    """(what runs a walk's backward as compiled programs, or None while the per-node tier does; whether its program
+    is compiling meanwhile): a structure seen often enough runs as one program once it is compiled, or in segments
+    when too large for one (_segments.py)."""
     if walk.key is None or not _lazy.should_fuse(walk.key):
-        return None
+        return None, False
     if not _fusion.allows(len(walk.nodes)):
-        return functools.partial(_segments.run, limit=_fusion.segment_size())
-    return _program.run if _program.ready(walk, create_graph) else None
+        return functools.partial(_segments.run, limit=_fusion.segment_size()), False
+    if _program.ready(walk, create_graph):
+        return _program.run, False
+    return None, True
 
 
 def _run_prehooks(node, hooks, cotangents, batch):

@@ -151,9 +151,17 @@ def run_worker():
         seconds.append(time.perf_counter() - t0)
         compiles.append(compile_count() - c0)
     np.save(FLAGS.result, to_numpy(out))
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
     print(RECORD + json.dumps({"seconds": seconds, "compiles": compiles, "xla_compiles": xla_compiles() - xla0,
-                               "rss_mb": peak / 1024}))
+                               "rss_mb": peak_rss_kib() / 1024}))
+
+
+def peak_rss_kib():
+    """This process's peak RSS: VmHWM where Linux gives it (ru_maxrss carries over the driver's peak across exec)."""
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+    except (OSError, StopIteration):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
 
 
 # ---------------------------------------------------------------- the driver: fresh processes per peer
