@@ -164,8 +164,10 @@ def _saved_to_device(order):
 def _compiled_run(walk, create_graph):
     """(what runs a walk's backward as compiled programs, or None while the per-node tier does; whether its program
     is compiling meanwhile): a structure seen often enough runs as one program once it is compiled, or in segments
-    when too large for one (_segments.py)."""
-    if walk.key is None or not _lazy.should_fuse(walk.key):
+    when too large for one (_segments.py). A backward of values that depend on the rows of a vmap.vmap input is
+    recorded as its program from the first sighting: the whole function compiles as one program anyway, whose
+    structure must not change from call to call."""
+    if walk.key is None or not (_lazy.should_fuse(walk.key) or (not walk.direct and _lazy.fusing())):
         return None, False
     if not _fusion.allows(len(walk.nodes)):
         return functools.partial(_segments.run, limit=_fusion.segment_size()), False

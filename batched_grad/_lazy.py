@@ -85,10 +85,15 @@ def unfused():
         _fusing.pop()
 
 
+def fusing():
+    """Whether structures may fuse at all (not inside `unfused`, nor with fusion off)."""
+    return _fusing[-1] and _fusion.get_fusion() != "off"
+
+
 def should_fuse(key):
     """Count one more sighting of a structure; True once it has been seen more than FUSE_AFTER times, unless
     fusion is off (_fusion.py decides whether it runs whole or in segments)."""
-    if not _fusing[-1] or _fusion.get_fusion() == "off":
+    if not fusing():
         return False
     count = _seen.get(key, 0) + 1
     if len(_seen) > 4096:  # forget one-off structures rather than grow without bound
