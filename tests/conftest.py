@@ -42,3 +42,32 @@ def release_compiled_programs():
     import jax
 
     jax.clear_caches()
+
+
+@pytest.fixture
+def kernel_calls(monkeypatch):
+    """The names of the ops whose per-op kernels run (one XLA dispatch each), in order."""
+    from batched_grad import _lazy
+
+    calls = []
+    real = _lazy.kernel
+
+    def counting(op, static):
+        fn = real(op, static)
+        return lambda *args: (calls.append(op.name), fn(*args))[1]
+
+    monkeypatch.setattr(_lazy, "kernel", counting)
+    return calls
+
+
+@pytest.fixture
+def fusion_state():
+    """The test starts in fusion mode "auto" with no structure seen, and leaves the mode as it found it."""
+    import batched_grad as bg
+    from batched_grad import _lazy
+
+    previous = bg.get_fusion()
+    bg.set_fusion("auto")
+    _lazy._seen.clear()
+    yield
+    bg.set_fusion(previous)

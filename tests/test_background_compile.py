@@ -19,19 +19,6 @@ def background(monkeypatch):
     _lazy._seen.clear()
 
 
-@pytest.fixture
-def kernel_calls(monkeypatch):
-    calls = []
-    real = _lazy.kernel
-
-    def counting(op, static):
-        fn = real(op, static)
-        return lambda *args: (calls.append(op.name), fn(*args))[1]
-
-    monkeypatch.setattr(_lazy, "kernel", counting)
-    return calls
-
-
 def _jacobian(m, x_values, params):
     x = m.tensor(x_values, requires_grad=True)
     h = x

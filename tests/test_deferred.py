@@ -8,20 +8,6 @@ import batched_grad as bg
 from batched_grad import _lazy
 
 
-@pytest.fixture
-def kernel_calls(monkeypatch):
-    """Counts calls of per-op kernels (one XLA dispatch each)."""
-    calls = []
-    real = _lazy.kernel
-
-    def counting(op, static):
-        fn = real(op, static)
-        return lambda *args: (calls.append(op.name), fn(*args))[1]
-
-    monkeypatch.setattr(_lazy, "kernel", counting)
-    return calls
-
-
 def _mlp(x, params):
     for i, (w, b) in enumerate(params):
         x = x @ w + b

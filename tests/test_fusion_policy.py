@@ -15,14 +15,7 @@ from batched_grad import _fusion, _lazy, _program
 SMALL = 8  # the size bound the tests set, so that a short chain is "long"
 
 
-@pytest.fixture(autouse=True)
-def fusion_state(monkeypatch):
-    """Each test starts in "auto" with no structure seen, and leaves the mode as it found it."""
-    previous = bg.get_fusion()
-    bg.set_fusion("auto")
-    _lazy._seen.clear()
-    yield
-    bg.set_fusion(previous)
+pytestmark = pytest.mark.usefixtures("fusion_state")
 
 
 @pytest.fixture
