@@ -77,3 +77,34 @@ def test_a_recorded_result_computed_on_the_host_reads_as_a_jax_array():
     y = bg.tanh(x * 2)
     assert isinstance(y.jax(), jax.Array)
     np.testing.assert_allclose(np.asarray(y.jax()), np.tanh(np.linspace(0.0, 2.0, 5)), rtol=1e-12)
+
+
+def _broadcasting(lib, x, row, column):
+    """Every arithmetic host form with a gradient, broadcasting operands and numbers."""
+    y = (x * row + column) / (row * row + 1) - (2.5 - x) * 0.5
+    return lib.tanh(-y / 3) * column
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gradients_on_the_host_through_broadcasts_and_numbers_match_torch(dtype):
+    rng = np.random.default_rng(2)
+    values = [rng.standard_normal(s).astype(dtype) for s in ((4, 5), (5,), (4, 1))]
+    ours = [bg.tensor(v, requires_grad=True) for v in values]
+    theirs = [torch.tensor(v, requires_grad=True) for v in values]
+    ct = rng.standard_normal((4, 5)).astype(dtype)
+    assert_same(bg.autograd.grad(_broadcasting(bg, *ours), ours, bg.tensor(ct)),
+                torch.autograd.grad(_broadcasting(torch, *theirs), theirs, torch.tensor(ct)),
+                rtol=1e-5 if dtype == np.float32 else 1e-12)
+
+
+def test_a_new_shape_compiles_no_gradient_kernel_for_arithmetic():
+    rng = np.random.default_rng(3)
+    for n in (11, 12, 13):
+        x = bg.tensor(rng.standard_normal(n), requires_grad=True)
+        before = bg.compile_count()
+        (g,) = bg.autograd.grad((bg.tanh(x * 2 + 1) / 3 - x).sum(), x)
+        if CPU:
+            assert bg.compile_count() == before  # the forward and its VJPs on the host
+        xt = torch.tensor(x.detach().numpy(), requires_grad=True)
+        (expected,) = torch.autograd.grad((torch.tanh(xt * 2 + 1) / 3 - xt).sum(), xt)
+        assert_same(g, expected, rtol=1e-12)

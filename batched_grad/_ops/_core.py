@@ -45,8 +45,8 @@ class Op:
     it does not apply), which runs instead of a kernel on the CPU backend when every operand is concrete
     (_host.on_host), whether the op is computed now or deferred and computed alone (_lazy): no compile for a new
     shape. `host_vjp` (optional): `host_vjp(cotangent, operands, avals, **static)` gives, with NumPy, the gradient
-    of each operand (None for those without one) of a one-output linear op, from its output's cotangent and the
-    operands its node saves (None for the others).
+    of each operand (None for those without one) of a one-output op, from its output's cotangent and the operands
+    its node saves (None for the others); or None where it does not apply.
     `inputs` (optional): how many leading operands are torch's inputs; the others (numbers passed as operands so
     that a new value compiles nothing) get no edge in the node.
     `torch_saves`: what torch's backward of the op reads, and so which in-place changes make a backward through it
@@ -323,6 +323,8 @@ def _vjp_on_host(*args, spec):
     (shape, dtype), = sig.out_avals
     ct = args[n] if ct_mask[0] else np.zeros(shape, dtype)
     grads = rule(ct, operands, sig.avals, **dict(sig.static))
+    if grads is None:  # the rule does not apply (a large or non-float operand): a kernel
+        return None
     return tuple([np.asarray(grads[i], sig.avals[i][1]) for i in want])
 
 

@@ -2,6 +2,8 @@
 compiles nothing. Only for float32/float64 results of small operands (large ones run as kernels, as before)."""
 import numpy as np
 
+from .shape import sum_to
+
 HOST_ELEMENTS = 1 << 16  # operands larger than this run as kernels
 _FLOATS = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
 
@@ -21,3 +23,38 @@ def small_floats(f):
             return f(*[a.astype(dtype, copy=False) for a in arrays])
 
     return host
+
+
+def small_float_vjp(rule):
+    """The host VJP (Op.host_vjp) of an elementwise op whose gradients are `rule(ct, *operands)` (one per operand,
+    None where the operand is not saved), each of the output's shape: operands cast to the cotangent's dtype, as the
+    kernel computes, and the gradients summed down to their operands' shapes. None (a kernel) for other dtypes or
+    large cotangents."""
+
+    def host_vjp(ct, operands, avals, **static):
+        if ct.dtype not in _FLOATS or ct.size > HOST_ELEMENTS:
+            return None
+        with np.errstate(all="ignore"):
+            grads = rule(ct, *[None if o is None else o.astype(ct.dtype, copy=False) for o in operands])
+        return [None if g is None else np.array(sum_to(np.broadcast_to(g, ct.shape), shape), dtype)
+                for g, (shape, dtype) in zip(grads, avals)]
+
+    return host_vjp
+
+
+def _mul_vjp(ct, a, b):
+    return (None if b is None else ct * b), (None if a is None else ct * a)
+
+
+def _div_vjp(ct, a, b):
+    return ct / b, (None if a is None else -ct * a / (b * b))
+
+
+ARITHMETIC_VJPS = {  # by op name
+    "add": small_float_vjp(lambda ct, a, b: (ct, ct)),
+    "sub": small_float_vjp(lambda ct, a, b: (ct, -ct)),
+    "mul": small_float_vjp(_mul_vjp),
+    "div": small_float_vjp(_div_vjp),
+    "neg": small_float_vjp(lambda ct, a: (-ct,)),
+    "tanh": small_float_vjp(lambda ct, x: (ct * (1 - np.tanh(x) ** 2),)),
+}

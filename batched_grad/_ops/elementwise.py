@@ -9,7 +9,7 @@ from .._foreign import not_a_tensor
 from .._tensor import _TYPE_NAMES, Tensor
 from . import _derivatives
 from ._core import SAVES_BOTH, SAVES_INPUT, SAVES_RESULT, Op, apply
-from ._host_forms import small_floats
+from ._host_forms import ARITHMETIC_VJPS, small_floats
 
 
 def _type_name(d):
@@ -120,7 +120,8 @@ def _check_dtype(name, d):
 
 def _unary_op(name, f, float_result):
     op = Op(name, lambda a, *, dtype: f(a.astype(dtype)), _UNARY_NAMES.get(name), linear=name == "neg", diagonal=True,
-            torch_saves=SAVES_RESULT if name in _RESULT_SAVED else SAVES_INPUT, host=_HOST_UNARY.get(name))
+            torch_saves=SAVES_RESULT if name in _RESULT_SAVED else SAVES_INPUT, host=_HOST_UNARY.get(name),
+            host_vjp=ARITHMETIC_VJPS.get(name))
     rule = _dtypes.float_result if float_result else _RESULT_DTYPE.get(name, lambda d: d)
 
     def public(input):
@@ -155,7 +156,8 @@ def _binary_op(name, f, doc=None, *, float_result=False, linear=False, multiline
 
     def make(backward_name=None, saves=torch_saves):
         return Op(name, lambda a, b, *, dtype: f(a.astype(dtype), b.astype(dtype)), backward_name, linear=linear,
-                  multilinear=multilinear, diagonal=True, torch_saves=saves, host=host)
+                  multilinear=multilinear, diagonal=True, torch_saves=saves, host=host,
+                  host_vjp=host and ARITHMETIC_VJPS.get(name))
 
     op, ops = make(), {kinds: make(*overload) for kinds, overload in dict(overloads).items()}
 
