@@ -7,15 +7,13 @@ import contextlib
 import functools
 import itertools
 import operator
-import os
-import sys
 import threading
 
 import jax
-import numpy as np
 
 from . import _budget, _fusion
 from ._budget import Jitted
+from ._compiled import Program
 from ._dtypes import differentiable
 from ._host import on_host
 from ._tracing import is_tracer, tracing
@@ -53,27 +51,6 @@ def intern(parts):
 
 
 _fusing = [True]
-# a structure's fused program compiles in a background thread while per-op kernels answer ("0" turns it off)
-_background = [os.environ.get("BATCHED_GRAD_BACKGROUND_COMPILE", "1") != "0"]
-
-
-def set_background_compile(enabled):
-    """Whether a structure's fused program compiles in a background thread while per-op kernels compute its first
-    calls (True, the default; the environment variable BATCHED_GRAD_BACKGROUND_COMPILE=0 sets False), or in the
-    calling thread when first needed (False). The values are the same either way."""
-    if not isinstance(enabled, bool):
-        raise TypeError(f"set_background_compile(): argument 'enabled' must be a bool, not {type(enabled).__name__}")
-    _background[0] = enabled
-
-
-def wait_for_compiles():
-    """Wait until every fused program compiling in the background is ready."""
-    for program in list(_programs.values()):
-        thread = program.compiling
-        if thread is not None:
-            thread.join()
-
-
 @contextlib.contextmanager
 def unfused():
     """Within it, per-op kernels only: for sweeps over many one-off structures (gradcheck), where compiling a
@@ -334,108 +311,6 @@ def compiled(key, make_fn):
             _programs.clear()
         program = _programs[key] = Program(make_fn())
     return program
-
-
-RECYCLE_BYTES = 1 << 20  # results at least this large are written into the memory of earlier ones no longer held
-_recycling = []  # the programs whose large results are kept for that, the last called last
-
-
-def _reference_counts(arrays):
-    return [sys.getrefcount(a) for a in arrays]
-
-
-@functools.cache
-def alone_count():
-    """What _reference_counts sees of an array that only its tuple refers to, or None where this interpreter's
-    counts cannot tell (then no result's memory is reused). Checked once, on a real array: another reference, a
-    NumPy view included, must raise the count by one, and dropping it must lower it again."""
-    held = (jax.device_put(np.zeros(1, np.float32)),)
-    alone = _reference_counts(held)[0]
-    other = held[0]
-    with_other = _reference_counts(held)[0]
-    del other
-    view = np.asarray(held[0])
-    with_view = _reference_counts(held)[0]
-    del view
-    return alone if with_other == with_view == alone + 1 and _reference_counts(held)[0] == alone else None
-
-
-def _after_spares(fn, spares, *args):
-    return fn(*args)
-
-
-class Program:
-    """A jitted function that writes its large results into the buffers of earlier calls' results once nothing
-    else refers to them (they are donated to XLA). A result in freshly mapped memory costs a page fault per 4 KiB
-    page on every call: 25,000 of them, most of the call's time, for 100 MB of per-sample gradients (README,
-    Performance). The last two programs called with large results keep those of their last two calls for this: in
-    a loop, `g = f(x)` still holds the previous result while f runs."""
-
-    __slots__ = ("plain", "reusing", "large", "spares", "ready", "compiling")
-
-    def __init__(self, fn):
-        self.plain = Jitted(fn)
-        self.reusing = Jitted(functools.partial(_after_spares, fn), donate_argnums=0, keep_unused=True)
-        self.large, self.spares = None, []
-        self.ready, self.compiling = False, None  # ready: compiled (called once); compiling: its background thread
-
-    def ready_or_compiling(self, args):
-        """Whether the program is compiled; if not, its compile is started in a background thread (once), which
-        runs it on `args` and drops the result: meanwhile the caller computes the same values another way."""
-        if self.ready or not _background[0] or tracing():
-            return True
-        if self.compiling is None:
-            # not a daemon: the interpreter waits for it at exit (XLA aborts the process if it is stopped mid-compile)
-            self.compiling = threading.Thread(target=self._compile, args=(args,), name="batched_grad compile")
-            self.compiling.start()
-            return False
-        return self.ready
-
-    @scoped
-    def _compile(self, args):
-        try:
-            jax.block_until_ready(self.plain(*args))
-        except Exception:  # the caller's own call raises it again, where it can be seen
-            pass
-        self.ready = True
-
-    def __call__(self, *args):
-        if not tracing():
-            return self._call(args, traced=False)
-        if any([is_tracer(a) for a in args]):
-            return self._call(args, traced=True)
-        with jax.ensure_compile_time_eval():  # concrete arguments in a trace: results kept after it, computed now
-            return self._call(args, traced=False)
-
-    def _call(self, args, traced):
-        self.ready = True
-        if self.large == ():  # known to have no large result (its results' avals are fixed by its key)
-            return self.plain(*args)
-        with lock:  # the spares are shared by the threads calling this program
-            return self._call_reusing(args, traced)
-
-    def _call_reusing(self, args, traced):
-        spare = None if traced else self._free_spare()  # inside another trace: nothing to reuse
-        outs = self.plain(*args) if spare is None else self.reusing(spare, *args)  # compiled at its first call
-        if self.large is None:
-            self.large = tuple([i for i, o in enumerate(outs) if o.nbytes >= RECYCLE_BYTES])
-        if self.large and not traced:
-            self.spares = self.spares[-1:] + [tuple([outs[i] for i in self.large])]
-            if self in _recycling:
-                _recycling.remove(self)
-            elif len(_recycling) == 2:
-                _recycling.pop(0).spares = []
-            _recycling.append(self)
-        return outs
-
-    def _free_spare(self):
-        """Take the older set of kept results that nothing else refers to, if any."""
-        alone = alone_count()
-        for i, spare in enumerate(self.spares):
-            if (alone is not None and _reference_counts(spare) == [alone] * len(spare)
-                    and not any([a.is_deleted() for a in spare])):
-                return self.spares.pop(i)
-        return None
 
 
 def _uncomputed(value):

@@ -33,9 +33,9 @@ def budget():
 def _chain_grad(n, seed=0):
     data = np.random.default_rng(seed).standard_normal(n).astype(np.float32)
     x = bg.tensor(data, requires_grad=True)
-    (g,) = bg.autograd.grad((bg.tanh(x * 1.5) * x).sum(), x)
+    (g,) = bg.autograd.grad((bg.sin(x * 1.5) * x).sum(), x)  # sin has no host form: it compiles kernels
     t = torch.tensor(data, requires_grad=True)
-    (expected,) = torch.autograd.grad((torch.tanh(t * 1.5) * t).sum(), t)
+    (expected,) = torch.autograd.grad((torch.sin(t * 1.5) * t).sum(), t)
     np.testing.assert_allclose(g.numpy(), expected.numpy(), rtol=1e-6, atol=1e-6)
     return g
 

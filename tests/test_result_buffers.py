@@ -6,7 +6,7 @@ import pytest
 
 import batched_grad as bg
 import vmap
-from batched_grad import _lazy
+from batched_grad import _compiled, _lazy
 
 N, D, K = 16, 256, 64  # per-sample gradients of a (D, K) weight: N * D * K float32s = 1 MiB, a large result
 
@@ -28,10 +28,10 @@ def test_a_loop_rebinding_its_result_alternates_between_two_buffers(monkeypatch)
     bg.manual_seed(0)
     W = (bg.randn(D, K) / 16).requires_grad_()
     f = per_sample(W)
-    assert N * D * K * 4 >= _lazy.RECYCLE_BYTES
+    assert N * D * K * 4 >= _compiled.RECYCLE_BYTES
     for _ in range(6):  # the inner grad's backward fuses on its third call, which changes f's program once; the
         g = f(bg.randn(N, D))  # new program's third call is its first to reuse a buffer, and compiles that variant
-    program = _lazy._recycling[-1]  # the program of the last call
+    program = _compiled._recycling[-1]  # the program of the last call
     reusing, reused = program.reusing, []
     monkeypatch.setattr(program, "reusing", lambda *args: reused.append(True) or reusing(*args))
     pointers, before = [], bg.compile_count()
@@ -74,8 +74,8 @@ def test_only_the_last_two_programs_with_large_results_keep_them():
 
 
 def test_a_traced_call_neither_reuses_nor_keeps_results():
-    program = _lazy.Program(lambda x: (x * 2,))
-    x = bg.ones(_lazy.RECYCLE_BYTES // 4).jax()
+    program = _compiled.Program(lambda x: (x * 2,))
+    x = bg.ones(_compiled.RECYCLE_BYTES // 4).jax()
     program(x), program(x)  # two large results, dropped at once: both free
     kept = [[id(a) for a in spare] for spare in program.spares]
     traced = jax.jit(lambda y: program(y)[0])(x)  # inside another trace the arguments are tracers
@@ -85,14 +85,14 @@ def test_a_traced_call_neither_reuses_nor_keeps_results():
 
 
 def test_the_reference_counts_hold_on_this_interpreter():
-    assert _lazy.alone_count() is not None
+    assert _compiled.alone_count() is not None
 
 
 def test_no_memory_is_reused_where_reference_counts_cannot_tell(monkeypatch):
-    monkeypatch.setattr(_lazy, "alone_count", lambda: None)
-    program = _lazy.Program(lambda x: (x * 2,))
+    monkeypatch.setattr(_compiled, "alone_count", lambda: None)
+    program = _compiled.Program(lambda x: (x * 2,))
     monkeypatch.setattr(program, "reusing", lambda *args: pytest.fail("a result's memory was reused"))
-    x = bg.ones(_lazy.RECYCLE_BYTES // 4).jax()
+    x = bg.ones(_compiled.RECYCLE_BYTES // 4).jax()
     for _ in range(4):  # each result dropped at once: with calibrated counts, the third call would reuse one
         program(x)
     np.testing.assert_array_equal(np.asarray(program(x)[0]), 2 * np.asarray(x))

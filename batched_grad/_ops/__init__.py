@@ -6,7 +6,8 @@ from .. import _dtypes
 from .._grad_mode import is_grad_enabled
 from .. import _layout
 from .._tensor import VIEW_OF_LEAF_INPLACE, Tensor, warn_once
-from .._lazy import compile_count, set_background_compile, wait_for_compiles
+from .._compiled import set_background_compile, wait_for_compiles
+from .._lazy import compile_count
 from .._meta import device_for
 from ._core import Op, apply
 from .elementwise import (COMPARISONS, PREDICATES, UNARY, add, atan2, clamp, clamp_max, clamp_min, clip, div,
