@@ -99,26 +99,17 @@ def test_the_chain_compiles_a_bounded_number_of_programs_whatever_its_length(mon
     assert counts[1] <= counts[0] + 2  # four times the ops, not four times the compiles
 
 
-def _mlp_step(seed):
+def _mlp_step(lib, seed):
     rng = np.random.default_rng(seed)
-    w1 = bg.tensor(rng.standard_normal((6, 5)), requires_grad=True)
-    w2 = bg.tensor(rng.standard_normal((5, 2)), requires_grad=True)
-    x = bg.tensor(rng.standard_normal((7, 6)))
-    loss = bg.tanh(x @ w1).relu().matmul(w2).pow(2).mean()
-    return bg.autograd.grad(loss, (w1, w2))
-
-
-def _torch_mlp_step(seed):
-    rng = np.random.default_rng(seed)
-    w1 = torch.tensor(rng.standard_normal((6, 5)), requires_grad=True)
-    w2 = torch.tensor(rng.standard_normal((5, 2)), requires_grad=True)
-    x = torch.tensor(rng.standard_normal((7, 6)))
-    loss = torch.tanh(x @ w1).relu().matmul(w2).pow(2).mean()
-    return torch.autograd.grad(loss, (w1, w2))
+    w1 = lib.tensor(rng.standard_normal((6, 5)), requires_grad=True)
+    w2 = lib.tensor(rng.standard_normal((5, 2)), requires_grad=True)
+    x = lib.tensor(rng.standard_normal((7, 6)))
+    loss = lib.tanh(x @ w1).relu().matmul(w2).pow(2).mean()
+    return lib.autograd.grad(loss, (w1, w2))
 
 
 def _check_mlp(seed):
-    for got, expected in zip(_mlp_step(seed), _torch_mlp_step(seed)):
+    for got, expected in zip(_mlp_step(bg, seed), _mlp_step(torch, seed)):
         np.testing.assert_allclose(got.numpy(), expected.numpy(), rtol=1e-12, atol=1e-14)
 
 
