@@ -27,7 +27,13 @@ flags.DEFINE_bool("json", False, "Print only one JSON line at the end.")
 
 
 def peak_rss_mb():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+    """This process's peak RSS: VmHWM where Linux gives it (ru_maxrss carries a parent's larger peak across exec,
+    which a test started from pytest would read)."""
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) / 1024
+    except (OSError, StopIteration):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
 
 def current_rss_mb():
