@@ -128,7 +128,7 @@ def walk(root_nodes, roots, root_grads, captures, accumulate, batch):
     w = Walk()
     w.nodes, w.key, w.frontier, w.direct = nodes, None, (), False
     if encoder is not None:
-        basis = (None,) * len(root_grads) if batch is None else batch[2]
+        basis = (None,) * len(root_grads) if batch is None else batch.basis
         grads = [encoder.ref(unshared(g._v)) if b is None else None for g, b in zip(root_grads, basis)]
         w.key = intern((tuple(entries), tuple([(index[e.node], e.output_nr) for e in roots]), tuple(grads),
                         tuple([(g._v.shape, g._v.dtype) for g in root_grads]),
@@ -212,16 +212,16 @@ def _program(*args, key, vjp=_basis.vjp):
     captured and leaf grads."""
     steps, roots, captures, leaves, batch = key
     if batch is not None:  # root cotangents carry a leading batch axis; saved values do not
-        chunk_size, size, basis = batch
         n = sum(sum(spec.saved_mask) for _, spec, _ in steps)
         row_key = intern(key[:4] + (None,))
 
         def row(index, *cts):  # the rows of the dense cotangents, and the basis rows at `index`
             cts = iter(cts)
-            rows = [next(cts) if b is None else _basis.BasisRow(index, b[0], jnp.ones(b[1], b[2])) for b in basis]
+            rows = [next(cts) if b is None else _basis.BasisRow(index, b.offset, jnp.ones(b.row_shape, b.dtype))
+                    for b in batch.basis]
             return _program(*args[:n], *rows, key=row_key, vjp=vjp)
 
-        return map_rows(row, (jnp.arange(size),) + tuple(args[n:]), chunk_size)
+        return map_rows(row, (jnp.arange(batch.padded),) + tuple(args[n:]), batch.chunk_size)
     args = iter(args)
     saved = [[next(args) for s in spec.saved_mask if s] for _, spec, _ in steps]
     buffers = {}
@@ -243,7 +243,7 @@ def program_reads(key):
     """Per output of the backward program of `key`, a bitmask of its arguments it reads (the saved values of its
     steps in order, then its root cotangents), found from the steps' VJPs."""
     steps, roots, captures, leaves, batch = key
-    bases = (None,) * len(roots) if batch is None else batch[2]
+    bases = (None,) * len(roots) if batch is None else batch.basis
     arg = sum([sum(spec.saved_mask) for _, spec, _ in steps])
     reads = {}
     for slot, basis in zip(roots, bases):

@@ -94,7 +94,7 @@ def layout(plan, limit):
         outs = sorted([s for s in made if last_touch[s] > j or s in finals])
         n_saved = sum([sum(spec.saved_mask) for _, spec, _ in chunk])
         local_steps, local_ins, local_outs = _local(chunk, roots if ins is None else ins, outs)
-        local_batch = batch if batch is None or ins is None else batch[:2] + ((None,) * len(ins),)
+        local_batch = batch if batch is None or ins is None else batch._replace(basis=(None,) * len(ins))
         seg = Segment()
         seg.plan = intern((local_steps, local_ins, local_outs, (), local_batch))
         seg.saved, seg.ins, seg.outs = (start, start + n_saved), ins, tuple(outs)

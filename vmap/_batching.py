@@ -4,6 +4,7 @@ are not read: the backward program makes their rows (batched_grad/_basis.py)."""
 import math
 import numbers
 import weakref
+from typing import NamedTuple
 
 import jax
 import numpy as np
@@ -13,10 +14,31 @@ from batched_grad._host import is_shared, read_before, to_device
 from ._rows import bucket
 
 
+class BasisBlock(NamedTuple):
+    """A grad_output whose rows are columns `offset`.. of an identity: row b is one at flat index b - offset of a
+    row of shape `row_shape`, zero elsewhere."""
+    offset: int
+    row_shape: tuple
+    dtype: np.dtype
+
+
+class ProgramBatch(NamedTuple):
+    """The static part of a whole backward program's batch (the program may read no cotangent at all): per
+    grad_output in `basis`, None or its BasisBlock."""
+    chunk_size: int | None
+    padded: int
+    basis: tuple
+
+
+class KernelBatch(NamedTuple):
+    """The static part of a batched kernel (its padded size is in its avals)."""
+    chunk_size: int | None
+
+
 class Batch:
     """The batch a backward runs over: `size` real rows, padded to `padded`, processed `chunk_size` at a time;
-    `basis`: per grad_output, None or (offset, row shape, dtype) when it is a block of the identity. `whole`: the
-    real rows of the whole backward's batch, of which this batch may be one chunk (what a FallbackWarning counts)."""
+    `basis`: per grad_output, None or its BasisBlock. `whole`: the real rows of the whole backward's batch, of which
+    this batch may be one chunk (what a FallbackWarning counts)."""
 
     __slots__ = ("size", "padded", "chunk_size", "basis", "whole")
 
@@ -32,13 +54,11 @@ class Batch:
 
     @property
     def key(self):
-        """The static part of batched kernels (the padded size is in the avals)."""
-        return (self.chunk_size,)
+        return KernelBatch(self.chunk_size)
 
     @property
     def program_key(self):
-        """The static part of a whole backward program (which may read no cotangent at all)."""
-        return self.chunk_size, self.padded, self.basis
+        return ProgramBatch(self.chunk_size, self.padded, self.basis)
 
 
 def check_chunk_size(chunk_size):
@@ -107,7 +127,7 @@ def _identity_block(a):
     if len(diagonal) != n or not (diagonal == 1).all():
         return None
     # n nonzero bit patterns, the diagonal's ones: every other entry is +0.0
-    return (offset, shape, a.dtype) if np.count_nonzero(a.view(f"u{a.itemsize}")) == n else None
+    return BasisBlock(offset, shape, a.dtype) if np.count_nonzero(a.view(f"u{a.itemsize}")) == n else None
 
 
 def _on_host(t):
