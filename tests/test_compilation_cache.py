@@ -191,6 +191,6 @@ def test_set_compilation_cache_checks_its_argument():
                                         r"or None, not int"):
         bg.set_compilation_cache(3)
     with pytest.raises(TypeError, match="argument 'path' must be a str, an os.PathLike or None, not bytes"):
-        bg.set_compilation_cache(b"/tmp/x")
+        bg.set_compilation_cache(b"cache")
     with pytest.raises(ValueError, match="argument 'path' must be a directory path or None, not ''"):
         bg.set_compilation_cache("")
