@@ -10,11 +10,12 @@ import numpy as np
 from . import _fusion, _graph, _lazy, _program, _segments
 from ._grad_mode import set_grad_enabled
 from ._graph import AccumulateGrad
-from ._host import to_device, unshared
+from ._host import host_arrays, to_device, unshared
 from ._meta import MetaValue
 from ._hooks import run_post_accumulate_hooks, run_posthooks, run_prehooks, run_tensor_hooks
 from ._tensor import Tensor
-from vmap._chunks import chunkable, in_chunks
+from vmap._chunks import in_chunks
+from vmap._memory import AUTO, largest_chunk
 
 # .grad is read, added to and written back: threads running backward() into one leaf take turns, as torch's
 # AccumulateGrad does under its mutex
@@ -116,8 +117,11 @@ def run_backward(roots, root_grads, captures, *, retain_graph, create_graph, acc
     root_nodes = list(dict.fromkeys([e.node for e in roots]))
     walk = _program.walk(root_nodes, roots, root_grads, captures, accumulate,
                          None if batch is None else batch.program_key)
+    fuse_now = batch is not None and (batch.shards is not None or batch.chunk_size == AUTO)
+    if batch is not None and batch.chunk_size == AUTO:
+        batch, walk = _auto_chunk(walk, batch, root_grads, create_graph)
     with set_grad_enabled(create_graph):
-        run, compiling = _compiled_run(walk, create_graph)
+        run, compiling = _compiled_run(walk, create_graph, fuse_now)
         if run is not None:
             results, leaves, leaf_grads = run(walk, root_grads, create_graph, release=not retain_graph)
             for leaf, g in zip(leaves, leaf_grads):
@@ -144,12 +148,18 @@ def _per_node(walk, roots, root_grads, captures, *, retain_graph, create_graph, 
         return _run_nodes(order, buffers, needed, wanted, len(captures), retain_graph=retain,
                           create_graph=create_graph, accumulate=accumulate, batch=rows)
 
-    # a recorded backward (create_graph) keeps every row's gradients: no chunk to bound
-    rows = None if batch is None or create_graph else chunkable(root_grads, batch)
+    # a recorded backward (create_graph) keeps every row's gradients: no chunk to bound; nor do rows that cannot be
+    # cut on the host (traced, deferred, meta or sharded values, or a backend other than the CPU)
+    rows = None if batch is None or create_graph or not batch.in_chunks else host_arrays([g._v for g in root_grads])
     if rows is None:
         return walk_rows(root_grads, batch, retain_graph)
     _saved_to_device(order)
-    return in_chunks(walk_rows, rows, batch, retain_graph)
+
+    def walk_chunk(arrays, chunk, last):
+        grads = walk_rows([Tensor._wrap(a) for a in arrays], chunk, retain_graph if last else True)
+        return [None if g is None else _lazy.materialize(g._v) for g in grads]
+
+    return [None if r is None else Tensor._wrap(r) for r in in_chunks(walk_chunk, rows, batch)]
 
 
 def _saved_to_device(order):
@@ -161,17 +171,48 @@ def _saved_to_device(order):
                 s.value = to_device(s.value)
 
 
-def _compiled_run(walk, create_graph):
+_auto_chunks = {}  # the key of a walk with chunk_size="auto" -> the chunk size chosen for its structure
+
+
+def _auto_chunk(walk, batch, root_grads, create_graph):
+    """(the batch, the walk) with chunk_size="auto" resolved: the largest chunk whose compiled program fits the
+    memory budget (vmap/_memory.py), chosen once per structure. A backward that is no single program (custom
+    Functions, hooks, anomaly mode, segments) has none to measure: its rows run at once, with a warning."""
+    if walk.key is None or not _fusion.allows(len(walk.nodes)):
+        warnings.warn('chunk_size="auto": this backward does not compile to one program whose memory can be '
+                      "measured (it has a custom Function or a hook, runs in anomaly mode or is too large for one "
+                      "program); its rows run all at once. Give chunk_size a number to bound them.", UserWarning,
+                      stacklevel=5)
+        chunk = None
+    else:
+        chunk = _chosen_chunk(walk, batch, root_grads, create_graph)
+    batch = batch.with_chunk(chunk)
+    return batch, walk if walk.key is None else _program.rebatched(walk, batch.program_key)
+
+
+def _chosen_chunk(walk, batch, root_grads, create_graph):
+    chunk = _auto_chunks.get((walk.key, create_graph), AUTO)
+    if chunk == AUTO:
+        if len(_auto_chunks) > 1024:
+            _auto_chunks.clear()
+        chunk = _auto_chunks[(walk.key, create_graph)] = largest_chunk(lambda k: _program.compile_now(
+            _program.rebatched(walk, batch.with_chunk(k).program_key), root_grads, create_graph),
+            batch.padded // batch.blocks)
+    return chunk
+
+
+def _compiled_run(walk, create_graph, fuse_now):
     """(what runs a walk's backward as compiled programs, or None while the per-node tier does; whether its program
     is compiling meanwhile): a structure seen often enough runs as one program once it is compiled, or in segments
     when too large for one (_segments.py). A backward of values that depend on the rows of a vmap.vmap input is
     recorded as its program from the first sighting: the whole function compiles as one program anyway, whose
-    structure must not change from call to call."""
-    if walk.key is None or not (_lazy.should_fuse(walk.key) or (not walk.direct and _lazy.fusing())):
+    structure must not change from call to call. With `fuse_now` (a batch whose rows are split over devices, or
+    whose chunk was chosen from its program's memory) the program compiles now, in this thread."""
+    if walk.key is None or not (fuse_now or _lazy.should_fuse(walk.key) or (not walk.direct and _lazy.fusing())):
         return None, False
     if not _fusion.allows(len(walk.nodes)):
         return functools.partial(_segments.run, limit=_fusion.segment_size()), False
-    if _program.ready(walk, create_graph):
+    if fuse_now or _program.ready(walk, create_graph):
         return _program.run, False
     return None, True
 

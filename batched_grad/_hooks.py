@@ -1,8 +1,8 @@
 """Calling the user's backward hooks, checked as torch checks what they return: tensor hooks (`register_hook`), a
 node's pre-hooks and hooks (`grad_fn.register_prehook` / `register_hook`) and a leaf's post-accumulate-grad hooks.
 In batched mode (is_grads_batched) a hook sees one row at a time: vectorized where it can be, else row by row."""
+from ._rowwise import run_batched
 from ._tensor import _TYPE_NAMES, Tensor, python_type_name
-from vmap._fallback import run_batched
 
 _LEGACY_TYPES = ("float16", "float32", "float64", "int64", "int32", "int16", "int8", "uint8")
 

@@ -18,7 +18,9 @@ from ._dtypes import differentiable
 from ._host import on_host
 from ._tracing import is_tracer, tracing
 from ._x64 import scoped
+from vmap._memory import AUTO, largest_chunk
 from vmap._rows import map_rows
+from vmap._shards import replicated
 
 # One evaluation at a time: threads reading one deferred graph share its calls, whose results are published (and
 # their arguments dropped) under this lock. Reentrant: an op's function may read a Tensor while it is traced.
@@ -291,15 +293,34 @@ def _run_untraced(calls):
     return len(traced) < len(calls)
 
 
-def evaluate_mapped(values, mapped, chunk_size=None):
+_auto_chunks = {}  # vmap.vmap's structures with chunk_size="auto" -> the chunk size chosen for each
+
+
+def evaluate_mapped(values, mapped, chunk_size=None, shards=None):
     """vmap.vmap's evaluation: the `values` (Pending or arrays) its function returned, for every row of the
-    mapped inputs (`mapped`: {placeholder call: array with the rows on axis 0}) in one compiled program."""
+    mapped inputs (`mapped`: {placeholder call: array with the rows on axis 0}) in one compiled program; with
+    `shards`, each device maps its own rows (vmap/_shards.py) and the other arrays are copied to every device;
+    chunk_size="auto" is chosen once per structure from the compiled program's memory (vmap/_memory.py)."""
     with lock:
         targets = [v.call for v in values if _uncomputed(v)]
         _, frontier, key, outs = _structure(targets, mapped, values)
-        program = compiled(intern((key, outs, chunk_size)), lambda: functools.partial(
-            _run_mapped, steps=key[0], batched=[i for i, _ in key[1]], outs=outs, chunk_size=chunk_size))
-        return program(*frontier)
+        if shards is not None:
+            frontier = [replicated(a, shards) for a in frontier]
+
+        def program(chunk):
+            return compiled(intern((key, outs, chunk, shards)), lambda: functools.partial(
+                _run_mapped, steps=key[0], batched=[i for i, _ in key[1]], outs=outs, chunk_size=chunk,
+                shards=shards))
+
+        if chunk_size == AUTO:
+            chunk_size = _auto_chunks.get((key, outs, shards), AUTO)
+            if chunk_size == AUTO:
+                if len(_auto_chunks) > 1024:
+                    _auto_chunks.clear()
+                rows = key[1][0][1][0] // (1 if shards is None else shards.count)  # a mapped array's, a device's
+                chunk_size = _auto_chunks[(key, outs, shards)] = largest_chunk(
+                    lambda k: program(k).plain.jit.lower(*frontier).compile(), rows)
+        return program(chunk_size)(*frontier)
 
 
 def compiled(key, make_fn):
@@ -378,8 +399,9 @@ def _run_kept(*frontier, steps, kept):
     return tuple(o for i in kept for o in results[i])
 
 
-def _run_mapped(*frontier, steps, batched, outs, chunk_size):
-    """The calls of a structure for every row of the mapped arrays (jax.vmap, or lax.map in chunks)."""
+def _run_mapped(*frontier, steps, batched, outs, chunk_size, shards):
+    """The calls of a structure for every row of the mapped arrays (jax.vmap, or lax.map in chunks; on each
+    device's own rows with `shards`)."""
 
     def row(*rows):
         values = list(frontier)
@@ -388,4 +410,4 @@ def _run_mapped(*frontier, steps, batched, outs, chunk_size):
         results = run_steps(values, steps)
         return tuple(values[o[0]] if len(o) == 1 else results[o[0]][o[1]] for o in outs)
 
-    return map_rows(row, tuple(frontier[i] for i in batched), chunk_size)
+    return map_rows(row, tuple(frontier[i] for i in batched), chunk_size, shards)

@@ -4,6 +4,7 @@ only of table ops then runs as one compiled XLA program: its forward calls and i
 jax.jit(jax.grad(f)) does."""
 import functools
 
+import jax
 import jax.numpy as jnp
 
 from . import _basis, _graph, _lazy
@@ -15,6 +16,7 @@ from ._ops._core import Op, OpNode, _read_by, _vjp_spec, apply, reads_of, vjp_re
 from ._tensor import Tensor
 from ._tracing import is_tracer, tracing
 from vmap._rows import map_rows
+from vmap._shards import replicated
 
 LEAF = "leaf"  # the key entry of a leaf (an AccumulateGrad node without hooks)
 
@@ -141,9 +143,9 @@ class Template:
     """What a key implies, derived once: the backward (`plan`: the key of `_program`), the nodes whose backward
     runs (`runs`, in order) and the leaves that get a gradient, what each capture reads, and for the fused
     program the forward calls (`forward`), where the backward's saved values and root cotangents are found, and
-    which forward results it returns (`kept`)."""
+    which forward results it returns (`kept`); `shards`: the devices the rows of its batch are split over, or None."""
 
-    __slots__ = ("plan", "runs", "leaves", "captured", "forward", "reads", "kept", "program")
+    __slots__ = ("plan", "runs", "leaves", "captured", "forward", "reads", "kept", "program", "shards")
 
 
 @functools.lru_cache(maxsize=1024)
@@ -186,6 +188,7 @@ def template(key):
     t = Template()
     t.plan = intern((tuple(steps), roots, captured, tuple(leaves), batch))
     t.runs, t.leaves, t.captured, t.program = tuple(runs), tuple(leaves), captured, None
+    t.shards = None if batch is None else batch.shards
     # the fused program: forward calls in walk order (a call's deferred arguments come from calls before it)
     forward = {i: e[3] for i, e in enumerate(entries) if e is not LEAF and e[3] is not None}
     step_of = {i: j for j, i in enumerate(forward)}
@@ -221,7 +224,7 @@ def _program(*args, key, vjp=_basis.vjp):
                     for b in batch.basis]
             return _program(*args[:n], *rows, key=row_key, vjp=vjp)
 
-        return map_rows(row, (jnp.arange(batch.padded),) + tuple(args[n:]), batch.chunk_size)
+        return map_rows(row, (jnp.arange(batch.padded),) + tuple(args[n:]), batch.chunk_size, batch.shards)
     args = iter(args)
     saved = [[next(args) for s in spec.saved_mask if s] for _, spec, _ in steps]
     buffers = {}
@@ -272,10 +275,42 @@ def ready(w, create_graph):
     computed later (a vmap.vmap row); else its compile is started in the background and the per-node tier answers."""
     if create_graph or not w.direct:
         return True
+    return _fused_template(w).program.ready_or_compiling(w.frontier)
+
+
+def rebatched(w, batch):
+    """The walk `w` with the batch of its key replaced by `batch` (a ProgramBatch): its structure run otherwise."""
+    v = Walk()
+    v.nodes, v.frontier, v.direct = w.nodes, w.frontier, w.direct
+    v.key = intern(w.key[:-1] + (batch,))
+    return v
+
+
+def compile_now(w, root_grads, create_graph):
+    """The program of the walk `w` compiled (not run), for its memory analysis: its fused program, whose first call
+    then reuses it; or where the backward is recorded as one op (create_graph, a vmap.vmap row), that backward."""
+    if create_graph or not w.direct:
+        t, nodes = template(w.key), w.nodes
+        saved = [s.value if type(s) is SavedValue else s for i in t.runs for s in nodes[i].saved if s is not None]
+        grads = [g._v for g, r in zip(root_grads, w.key[2]) if r is not None]
+        avals = [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in saved + grads]
+        return jax.jit(functools.partial(_program, key=t.plan)).lower(*avals).compile()
+    t = _fused_template(w)
+    return t.program.plain.jit.lower(*_placed(w.frontier, t.shards)).compile()
+
+
+def _fused_template(w):
+    """The template of the walk's key, with its fused program (made once)."""
     t = template(w.key)
     if t.program is None:
         t.program = _lazy.compiled(w.key, lambda: functools.partial(_fused, t=t))
-    return t.program.ready_or_compiling(w.frontier)
+    return t
+
+
+def _placed(frontier, shards):
+    """The arrays a program reads, copied to every device of `shards` (once: vmap/_shards.py) where its batch's
+    rows are split over devices."""
+    return frontier if shards is None else [replicated(a, shards) for a in frontier]
 
 
 def run(w, root_grads, create_graph, release):
@@ -288,10 +323,9 @@ def run(w, root_grads, create_graph, release):
         grads = [g for g, r in zip(root_grads, w.key[2]) if r is not None]  # not the blocks of the identity
         outs = iter(apply(PROGRAM, saved + grads, key=t.plan))
     else:
-        if t.program is None:
-            t.program = _lazy.compiled(w.key, lambda: functools.partial(_fused, t=t))
+        _fused_template(w)
         with _lazy.lock:  # deferred results are published under it
-            outs = iter(t.program(*w.frontier))
+            outs = iter(t.program(*_placed(w.frontier, t.shards)))
             for i, _ in t.kept:  # forward results read later (a loss printed after its backward)
                 results, call = tuple([next(outs) for _ in nodes[i].sig.out_avals]), nodes[i].call
                 if call is not None and call.result is None:  # not computed, nor released, by another thread

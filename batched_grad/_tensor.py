@@ -13,6 +13,7 @@ from ._lazy import Pending, materialize
 from ._meta import COPY_ERROR, ITEM_ERROR, NUMPY_ERROR, MetaValue, rebuild_meta
 from ._tracing import is_tracer
 from ._grad_mode import _check_bool, is_grad_enabled
+from ._vmap_levels import is_batched
 
 _TYPE_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16",
                "int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte",
@@ -373,16 +374,12 @@ class Tensor(InPlace):
     @property
     def data(self):
         """Like detach(), but with its own version counter (in-place writes through it go unnoticed)."""
-        from vmap._vmap import is_batched
-
         if is_batched(self._v):
             raise RuntimeError("accessing `data` under vmap transform is not allowed")
         return self._alias()
 
     @data.setter
     def data(self, other):
-        from vmap._vmap import is_batched
-
         if not isinstance(other, Tensor):
             raise TypeError(f"Variable data has to be a tensor, but got {type(other).__name__}")
         if is_batched(self._v) or is_batched(other._v):

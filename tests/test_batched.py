@@ -94,7 +94,7 @@ def test_jacobian_of_several_outputs_matches_torch():
 
 
 def test_identity_blocks_are_recognized_exactly():
-    from vmap._batching import _basis_block
+    from batched_grad._batched import basis_block as _basis_block
 
     eye = np.eye(6)
     assert _basis_block(bg.tensor(eye)) == (0, (6,), np.float64)
@@ -117,7 +117,7 @@ def test_identity_blocks_are_recognized_exactly():
 
 
 def test_a_host_identity_passed_again_is_checked_once_on_the_device():
-    from vmap._batching import _basis_block
+    from batched_grad._batched import basis_block as _basis_block
 
     seeds = bg.eye(4)
     assert type(seeds._v) is np.ndarray and _basis_block(seeds) == (0, (4,), np.float32)
@@ -275,7 +275,7 @@ def test_chunk_size_gives_identical_results(chunk_size):
 
 def test_bad_chunk_size_is_a_clear_error():
     x, _ = pair(3)
-    with pytest.raises(ValueError, match="chunk_size must be None or a positive int, but got 0"):
+    with pytest.raises(ValueError, match='chunk_size must be None, "auto" or a positive int, but got 0'):
         bg.autograd.grad(x * 2, x, bg.eye(3, dtype=bg.float64), is_grads_batched=True, chunk_size=0)
 
 

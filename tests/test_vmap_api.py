@@ -301,7 +301,7 @@ def _leaf():
 def test_every_entry_point_checks_chunk_size_the_same_way(entry, chunk_size):
     with pytest.raises(ValueError) as error:
         CHUNKED_CALLS[entry](chunk_size)
-    assert str(error.value) == f"chunk_size must be None or a positive int, but got {chunk_size!r}"
+    assert str(error.value) == f'chunk_size must be None, "auto" or a positive int, but got {chunk_size!r}'
 
 
 @pytest.mark.parametrize("entry", CHUNKED_CALLS)

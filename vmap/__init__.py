@@ -1,13 +1,21 @@
 """vmap: the batching layer of batched_grad.
 
-Runs backward programs over a batch of cotangents (vectorized with jax.vmap, or chunked), falls back to a
-per-row loop for the nodes that cannot be vectorized, and vectorizes functions of Tensors (`vmap.vmap`).
+A layer of JAX functions of arrays, below the engine: it runs a backward program over a batch of cotangents
+(vectorized with jax.vmap, or chunked with lax.map), and a step written in Python (a function of one row's arrays)
+vectorized where it can be, else in a per-row loop. The engine describes its batch with this layer's records
+(`_batching.py`) and calls into it; nothing here imports batched_grad.
+
+The exceptions are this facade's two functions of Tensors: `vmap.vmap`, which is `batched_grad.func.vmap`, and
+`vmap.shard_rows`. They are looked up in batched_grad when first used (a module `__getattr__`), so that importing
+this layer does not import the engine.
 """
 import os
 import threading
 
+from ._memory import memory_budget, set_memory_budget
+
 __all__ = ["FallbackError", "FallbackWarning", "fallback_enabled", "fallback_warnings", "fallback_warnings_enabled",
-           "set_fallback_enabled", "set_fallback_warnings", "vmap"]
+           "memory_budget", "set_fallback_enabled", "set_fallback_warnings", "set_memory_budget", "shard_rows", "vmap"]
 
 
 class FallbackWarning(UserWarning):
@@ -77,8 +85,14 @@ def fallback_enabled():
     return _state["enabled"]
 
 
-def vmap(func, in_dims=0, out_dims=0, *, chunk_size=None, randomness="error"):
-    """Vectorize `func` (a function of Tensors) over axis `in_dims` of its arguments; see batched_grad's README."""
-    from ._vmap import vmap as _vmap
+def __getattr__(name):
+    # the functions of Tensors, imported on first use (see the module's docstring)
+    if name == "vmap":
+        from batched_grad.func import vmap
 
-    return _vmap(func, in_dims, out_dims, chunk_size=chunk_size, randomness=randomness)
+        return vmap
+    if name == "shard_rows":
+        from batched_grad._batched import shard_rows
+
+        return shard_rows
+    raise AttributeError(f"module 'vmap' has no attribute {name!r}")

@@ -1,10 +1,11 @@
-"""Run one node's Python-level backward (a Function.backward or a hook) over a batch of cotangents:
-vectorized with jax.vmap when it is traceable, else in an explicit per-row loop (with FallbackWarning)."""
+"""Run a step written in Python (a function of the arrays of one row) over a batch: vectorized with jax.vmap when it
+is traceable, else in an explicit loop over the rows, announced by a FallbackWarning (or refused, in strict mode)."""
 import functools
 import warnings
 import weakref
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from . import FallbackError, FallbackWarning, _state, fallback_warnings_enabled
@@ -14,19 +15,16 @@ from . import FallbackError, FallbackWarning, _state, fallback_warnings_enabled
 UNVECTORIZABLE = (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError,
                   jax.errors.TracerIntegerConversionError, jax.errors.NonConcreteBooleanIndexError,
                   jax.errors.TracerBoolConversionError, NotImplementedError)
-_known_unvectorizable = weakref.WeakKeyDictionary()  # Function classes and hooks that need rows
+_known_unvectorizable = weakref.WeakKeyDictionary()  # the keys (functions, classes) of steps that need rows
 row_loops = [0]  # how many per-row loops ran (tests count them)
 
 
-def run_batched(name, fn, cotangents, batch, *, vectorize=True, key=None):
-    """fn(list of per-row cotangent Tensors or None) -> list of Tensors or None, applied to every row.
-
-    `cotangents` carry a leading axis of `batch.padded` rows, of which the first `batch.size` are real.
-    """
+def run_batched(name, fn, cotangents, batch, *, key=None):
+    """fn(list of one row's arrays, or None where a cotangent is None) -> list of arrays or None, applied to every
+    row of `cotangents` (arrays with a leading axis of `batch.padded` rows, of which the first `batch.size` are
+    real). `key` remembers a step that could not be vectorized, so that it goes straight to the rows next time."""
     reason = _known_unvectorizable.get(key) if key is not None else None
-    if not vectorize:
-        reason = "create_graph=True"
-    elif reason is None:
+    if reason is None:
         try:
             with jax.checking_leaks():  # a side effect that keeps a traced value must see real rows instead
                 return _vectorized(fn, cotangents)
@@ -38,7 +36,23 @@ def run_batched(name, fn, cotangents, batch, *, vectorize=True, key=None):
             reason = "a side effect kept a traced value (leaked tracer)"
         if key is not None:
             _known_unvectorizable[key] = reason
-    return _per_row(name, fn, cotangents, batch, reason)
+    announce_rows(name, reason, batch)
+    n_rows = batch.looped
+    per_row = [split_rows(c, n_rows) for c in cotangents]
+    rows = [fn([cts[b] for cts in per_row]) for b in range(n_rows)]
+    return [stack_rows(parts, batch.padded) for parts in zip(*rows)]
+
+
+def announce_rows(name, reason, batch):
+    """Before a per-row loop of the step `name`: FallbackError if the fallback is disabled, else a FallbackWarning
+    when warnings are on; counted in `row_loops`."""
+    if not _state["enabled"]:
+        raise FallbackError(f"{name} could not be vectorized ({reason}) and the per-row fallback is disabled "
+                            "(vmap.set_fallback_enabled(False)).")
+    if fallback_warnings_enabled():
+        warnings.warn(f"{name} could not be vectorized ({reason}); its backward ran once per row for "
+                      f"{batch.whole} rows.", FallbackWarning, stacklevel=5)
+    row_loops[0] += 1
 
 
 @functools.cache
@@ -60,83 +74,55 @@ def _is_tracer_leak(error):
 
 
 def _vectorized(fn, cotangents):
-    from batched_grad._tensor import Tensor
-
     present = [i for i, c in enumerate(cotangents) if c is not None]
     defined = []
 
     def row(*arrays):
         cts = [None] * len(cotangents)
         for i, a in zip(present, arrays):
-            cts[i] = Tensor._wrap(a)
+            cts[i] = a
         outs = fn(cts)
         defined[:] = [o is not None for o in outs]
-        return tuple(o._value for o in outs if o is not None)
+        return tuple(o for o in outs if o is not None)
 
-    results = iter(jax.vmap(row)(*[cotangents[i]._value for i in present]))
-    return [Tensor._wrap(next(results)) if d else None for d in defined]
-
-
-def _per_row(name, fn, cotangents, batch, reason):
-    if not _state["enabled"]:
-        raise FallbackError(f"{name} could not be vectorized ({reason}) and the per-row fallback is disabled "
-                            "(vmap.set_fallback_enabled(False)).")
-    if fallback_warnings_enabled():
-        warnings.warn(f"{name} could not be vectorized ({reason}); its backward ran once per row for "
-                      f"{batch.whole} rows.", FallbackWarning, stacklevel=4)
-    row_loops[0] += 1
-    n_rows = max(batch.size, 1)  # a batch of 0 still runs one (padding) row to learn the result shapes
-    per_row = [_rows(c, n_rows) for c in cotangents]
-    rows = [fn([cts[b] for cts in per_row]) for b in range(n_rows)]
-    return [_stacked(parts, batch.padded) for parts in zip(*rows)]
+    results = iter(jax.vmap(row)(*[cotangents[i] for i in present]))
+    return [next(results) if d else None for d in defined]
 
 
-def _rows(cotangent, n_rows):
-    """The first `n_rows` rows of a cotangent as Tensors: NumPy views of it where its values are on the host (no
-    kernel), else one unbind (one kernel per shape, rather than c[b]: one kernel per row index)."""
-    import batched_grad as bg
+def host_view(array):
+    """`array` as a NumPy array sharing its memory where its values are on the host (a NumPy array, or a concrete
+    JAX array on one CPU device), else None (traced, or on an accelerator or several devices)."""
+    if type(array) is np.ndarray:
+        return array
+    if isinstance(array, jax.Array) and not isinstance(array, jax.core.Tracer) and len(array.devices()) == 1 \
+            and next(iter(array.devices())).platform == "cpu":
+        return np.asarray(array)
+    return None
 
-    if cotangent is None:
+
+def split_rows(array, n_rows):
+    """The first `n_rows` rows of `array` (or Nones for None): NumPy views where its values are on the host (no
+    kernel), else one unstacking (one kernel per shape, rather than one per row index)."""
+    if array is None:
         return [None] * n_rows
-    host = _host_value(cotangent)
-    if host is None:
-        return bg.unbind(cotangent)[:n_rows]
-    return [bg.Tensor._wrap(row) for row in host[:n_rows]]
+    host = host_view(array)
+    return list(host[:n_rows]) if host is not None else list(jnp.unstack(array[:n_rows]))
 
 
-def _stacked(parts, padded):
-    """The rows' results (Tensors or None) stacked, zero rows where a row gave None and below the `padded` rows'
-    real ones: on the host where every part's values are there, of one shape and dtype (no kernel)."""
-    import batched_grad as bg
-
+def stack_rows(parts, padded):
+    """Rows' results (arrays or None) stacked into `padded` rows, zeros where a row gave None and below the real
+    rows: on the host where every part is there, of one shape and dtype (no kernel)."""
     if all(p is None for p in parts):
         return None
     like = next(p for p in parts if p is not None)
-    host = [None if p is None else _host_value(p) for p in parts]
-    shape, dtype = tuple(like.shape), like._v.dtype
+    shape, dtype = like.shape, like.dtype
+    host = [None if p is None else host_view(p) for p in parts]
     if all(h is not None and h.shape == shape and h.dtype == dtype for h, p in zip(host, parts) if p is not None):
         stacked = np.zeros((padded,) + shape, dtype)
         for b, h in enumerate(host):
             if h is not None:
                 stacked[b] = h
-        return bg.Tensor._wrap(stacked)
-    stacked = bg.stack([bg.zeros_like(like) if p is None else p for p in parts])
-    if padded > len(parts):
-        stacked = bg.cat([stacked, bg.zeros((padded - len(parts),) + shape, dtype=like.dtype)])
-    return stacked
-
-
-def _host_value(tensor):
-    """A Tensor's values as a NumPy array (sharing memory with a concrete array on the CPU backend, a copy of
-    memory shared with the user), or None where they are not on the host: recorded (the rows must be recorded
-    ops), traced, deferred rows of vmap.vmap, meta, or on another device."""
-    from batched_grad._host import host_arrays, unshared
-    from batched_grad._lazy import Pending
-
-    v = tensor._v
-    if tensor.requires_grad or (type(v) is Pending and v.call.mapped):
-        return None
-    if type(v) is np.ndarray:
-        return unshared(v)
-    host = host_arrays([tensor._value])
-    return None if host is None else host[0]
+        return stacked
+    zeros = jnp.zeros(shape, dtype)
+    rows = [zeros if p is None else p for p in parts] + [zeros] * (padded - len(parts))
+    return jnp.stack(rows)

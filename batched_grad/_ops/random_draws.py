@@ -4,6 +4,7 @@ import jax
 
 from .._generator import resolve
 from .._tensor import Tensor
+from .._vmap_levels import is_batched, random_rows
 from ._core import Op, apply
 
 _ROW = Op("select_row", lambda rows, index: jax.lax.dynamic_index_in_dim(rows, index, keepdims=False))
@@ -15,8 +16,6 @@ DIFFERENT_INPLACE = ("vmap: Cannot ask for different inplace randomness on an un
 def sample(generator, fn, shape, draw):
     """A Tensor of `shape` drawn by `draw(bits, size)` (a NumPy array of `size` from the NumPy generator `bits`)
     from `generator` (None: the default one) for `fn`; torch's error inside vmap.vmap(randomness="error")."""
-    from vmap._vmap import random_rows
-
     bits = resolve(generator, fn)._bits
     levels = random_rows()
     value = Tensor._wrap(draw(bits, tuple(level.size for level in levels) + tuple(shape)))
@@ -27,7 +26,5 @@ def sample(generator, fn, shape, draw):
 
 def check_inplace(target, value):
     """torch's error for filling `target`, the same in every row of a vmap.vmap, with a `value` drawn per row."""
-    from vmap._vmap import is_batched
-
     if is_batched(value._v) and not is_batched(target._v):
         raise RuntimeError(DIFFERENT_INPLACE)

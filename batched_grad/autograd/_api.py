@@ -7,6 +7,7 @@ from collections.abc import Mapping
 import jax.numpy as jnp
 
 from .. import _engine
+from .._batched import batched_backward
 from .._factories import zeros
 from .._foreign import reject_torch_tensors
 from .._graph import GradientEdge, edge_of
@@ -15,7 +16,7 @@ from .._meta import is_meta, meta_value
 from .._tensor import Size, Tensor, warn_once
 from .._tracing import eagerly
 from .._x64 import scoped
-from vmap import _batching
+from vmap._batching import check_chunk_size
 
 CREATE_GRAPH_CYCLE = (
     "Using backward() with create_graph=True will create a reference cycle between the parameter and its gradient "
@@ -196,7 +197,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     if materialize_grads and allow_unused is False:
         raise ValueError("Expected allow_unused to be True or not passed when materialize_grads=True, "
                          "but got: allow_unused=False.")
-    chunk_size = _batching.check_chunk_size(chunk_size)
+    chunk_size = check_chunk_size(chunk_size)
     if allow_unused is None:
         allow_unused = materialize_grads
     keys = list(inputs.keys()) if type(inputs) is dict else None
@@ -211,8 +212,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     roots = _root_edges(outputs, grads)
     captures = _input_edges(inputs, retain=False)
     if is_grads_batched:
-        result = _batching.batched_backward(roots, grads, captures, retain_graph=retain_graph,
-                                            create_graph=create_graph, chunk_size=chunk_size)
+        result = batched_backward(roots, grads, captures, retain_graph=retain_graph,
+                                   create_graph=create_graph, chunk_size=chunk_size)
     else:
         result = _engine.run_backward(roots, grads, captures, retain_graph=retain_graph,
                                       create_graph=create_graph, accumulate=False)

@@ -5,6 +5,7 @@ the standard basis of the inputs then run as one op of the table, whose static p
 compared by its structure (which fixes the computation and the avals) while the jaxpr's constants — values the
 function closed over — are operands: a repeated call compiles nothing and never sees stale closed-over values.
 """
+import functools
 import weakref
 
 import jax
@@ -16,6 +17,7 @@ from .._grad_mode import no_grad
 from .._ops._core import Op, apply
 from .._tensor import Tensor
 from vmap._fallback import UNVECTORIZABLE
+from vmap._memory import AUTO, largest_chunk
 from vmap._rows import map_rows
 
 try:  # the trace under jax.make_jaxpr, without the jit wrapper it makes for every new function
@@ -156,6 +158,21 @@ def _jacobian_blocks(*arrays, traced, hessian, chunk_size):
 
 
 _JACOBIAN = Op("forward_jacobian", _jacobian_blocks, multi=True)
+_auto_chunks = {}  # (traced function, hessian, avals) -> the chunk size chosen for chunk_size="auto"
+
+
+def _auto_chunk(traced, hessian, arrays):
+    """chunk_size="auto" for the forward-mode Jacobian of `traced` at `arrays` (constants, then primals): the
+    largest chunk of basis columns whose compiled program fits the memory budget, chosen once per structure."""
+    key = (traced, hessian, tuple([(jnp.shape(a), jnp.result_type(a)) for a in arrays]))
+    chunk = _auto_chunks.get(key, AUTO)
+    if chunk == AUTO:
+        if len(_auto_chunks) > 1024:
+            _auto_chunks.clear()
+        columns = sum([int(np.size(a)) for a in arrays[len(traced.jaxpr.constvars):]])
+        chunk = _auto_chunks[key] = largest_chunk(lambda k: jax.jit(functools.partial(
+            _jacobian_blocks, traced=traced, hessian=hessian, chunk_size=k)).lower(*arrays).compile(), columns)
+    return chunk
 
 
 def forward_jacobian(func, inputs, as_outputs, *, hessian=False, chunk_size=None, trace=None, recorded=False):
@@ -167,7 +184,9 @@ def forward_jacobian(func, inputs, as_outputs, *, hessian=False, chunk_size=None
     _check_primals(inputs)
     closed, is_outputs_tuple = (trace or _trace)(func, inputs, as_outputs)
     primals = inputs if recorded else [Tensor._wrap(x._v) for x in inputs]  # a cut traced value keeps its tangent
-    blocks = apply(_JACOBIAN, list(closed.consts) + primals, traced=_TracedFunction(closed.jaxpr), hessian=hessian,
-                   chunk_size=chunk_size)
+    traced = _TracedFunction(closed.jaxpr)
+    if chunk_size == AUTO:
+        chunk_size = _auto_chunk(traced, hessian, list(closed.consts) + [x._value for x in inputs])
+    blocks = apply(_JACOBIAN, list(closed.consts) + primals, traced=traced, hessian=hessian, chunk_size=chunk_size)
     n = len(inputs)
     return tuple(blocks[i:i + n] for i in range(0, len(blocks), n)), is_outputs_tuple

@@ -12,6 +12,7 @@ from vmap import _pytree
 from vmap._fallback import UNVECTORIZABLE
 
 from .._tensor import Tensor
+from .._vmap_levels import in_vmap_randomness
 
 VmapInfo = collections.namedtuple("VmapInfo", ["batch_size", "randomness"])
 
@@ -22,8 +23,6 @@ def is_traced(args):
 
 def apply_rule(cls, args, kwargs):
     """`cls.forward(*args)` on traced Tensors, batched by `cls.vmap` wherever a vmap is active."""
-    from vmap._vmap import in_vmap_randomness
-
     if cls.setup_context is None:
         raise RuntimeError(f"In order to use an autograd.Function ({cls.__name__}) with a vmap staticmethod, it "
                            "must override the setup_context staticmethod and define forward(*args) without ctx.")

@@ -8,6 +8,7 @@ from .. import _graph
 from .._dtypes import to_dtype
 from . import _vmap_rule
 from .._grad_mode import is_grad_enabled, no_grad, set_grad_enabled
+from .._rowwise import run_batched
 from .._tensor import DETACH, VIEW_OF_LEAF_INPLACE, Tensor, _ops_of
 
 DIRTY_LEAF = "a leaf Variable that requires grad has been used in an in-place operation."
@@ -111,8 +112,6 @@ class FunctionNode(_graph.Node):
     def backward(self, cotangents, create_graph, batch=None):
         if batch is None:
             return self._backward_rows(cotangents, create_graph)
-        from vmap._fallback import run_batched
-
         return run_batched(self.name(), lambda cts: self._backward_rows(cts, create_graph), cotangents, batch,
                            vectorize=not create_graph, key=self.function)
 

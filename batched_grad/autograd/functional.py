@@ -13,7 +13,7 @@ from .._tensor import Tensor
 from .._x64 import scoped
 from ._api import grad as _grad
 from ._functional_forward import Untraceable, forward_jacobian
-from vmap import _batching
+from vmap._batching import check_chunk_size
 
 __all__ = ["vjp", "jvp", "jacobian", "hessian", "hvp", "vhp"]
 
@@ -303,7 +303,7 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False, st
     `vectorize=True` computes it with one batched grad call (reverse mode) or one compiled program of JVPs
     (`strategy="forward-mode"`, which requires vectorize=True); `chunk_size` bounds how many rows run at once.
     """
-    chunk_size = _batching.check_chunk_size(chunk_size)
+    chunk_size = check_chunk_size(chunk_size)
     _check_strategy(strategy, ' Hint: If your function has more outputs than inputs, "forward-mode" tends to be '
                               'more performant. Otherwise, prefer to use "reverse-mode".')
     if strategy == "forward-mode":
@@ -357,7 +357,7 @@ def hessian(func, inputs, create_graph=False, strict=False, vectorize=False, out
     The outer Jacobian (of the gradient) follows `vectorize`, `outer_jacobian_strategy` and `chunk_size` as in
     `jacobian`; "forward-mode" is forward over reverse in one compiled program.
     """
-    chunk_size = _batching.check_chunk_size(chunk_size)
+    chunk_size = check_chunk_size(chunk_size)
     is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "hessian")
     _check_strategy(outer_jacobian_strategy, "")
     scalar_func = _single_output(func, "hessian", strict)

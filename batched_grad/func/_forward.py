@@ -15,12 +15,13 @@ from .._grad_mode import enable_grad, is_grad_enabled
 from .._ops._core import Op, apply
 from .._reads import output_reads
 from .._tensor import Tensor
+from .._vmap_levels import randomness_mode
 from .._x64 import scoped
 from ..autograd._functional_forward import Untraceable, _trace, _TracedFunction, forward_jacobian
 from vmap._pytree import flatten
-from vmap._vmap import randomness_mode
 from ._args import (check_argnums, check_tensor_outputs, differentiable_inputs, reaches_outside, replaced, selected,
                     split_aux)
+from ._vmap import vmap
 from ._reverse import _detached_unless, _gradients, jacrev
 
 JVP = "jvp(f, primals, tangents)"
@@ -205,8 +206,6 @@ def _jacfwd_by_columns(flat_func, leaves, spec, has_aux):
     """jacfwd with randomness="different", as torch.func's: the JVPs along the standard basis under
     vmap.vmap(randomness="different"), so that f runs once per column and each column draws its own random values
     (the single traced run of forward_jacobian would share them); aux as the first column's."""
-    from vmap._vmap import vmap
-
     sizes = [x.numel() for x in leaves]
     identity = eye(sum(sizes), dtype=float64)
     basis = [column.reshape((-1,) + tuple(x.shape)).to(x.dtype)

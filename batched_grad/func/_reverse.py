@@ -134,8 +134,8 @@ def _check_real(tree, api, what):
 def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
     """A function returning the Jacobian of func w.r.t. args[argnums] by reverse mode: for each output leaf, the
     structure of args[argnums] (a tuple over argnums for a tuple), each block shaped output.shape + input.shape.
-    `chunk_size` bounds how many rows of the basis run at once."""
-    if not (chunk_size is None or chunk_size > 0):
+    `chunk_size` bounds how many rows of the basis run at once ("auto": as many as the memory budget allows)."""
+    if isinstance(chunk_size, (int, float)) and not chunk_size > 0:
         raise ValueError("jacrev: `chunk_size` should be greater than 0.")
     chunk_size = check_chunk_size(chunk_size)
 

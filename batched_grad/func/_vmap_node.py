@@ -3,13 +3,29 @@
 the call (captured tensors, leaves); its backward runs f again on each row under vmap.vmap and takes
 autograd.grad of the row's results into those edges, summed over the rows (a recomputation, as checkpointing)."""
 import contextlib
+from typing import Callable, NamedTuple
 
-from batched_grad import _graph
-from batched_grad._generator import default_generator
-from batched_grad._grad_mode import enable_grad
-from batched_grad._tensor import Tensor
+from vmap._pytree import flatten
 
-from ._pytree import flatten
+from .. import _graph
+from .._factories import zeros, zeros_like
+from .._generator import default_generator
+from .._grad_mode import enable_grad
+from .._rowwise import run_batched
+from .._tensor import Tensor
+from ..autograd._api import grad
+
+
+class VmapCall(NamedTuple):
+    """A vmap.vmap call, for the rerun of its function in the backward: `vmap` is the transform itself, which the
+    rerun calls again; `rng_state`: the default generator's state before func ran, or None."""
+    vmap: Callable
+    func: Callable
+    args: tuple
+    kwargs: dict
+    in_dims: object
+    randomness: str
+    rng_state: object
 
 
 def _made_before(node, start, is_batched):
@@ -84,7 +100,6 @@ class VmapNode(_graph.Node):
         self.n_through = len(through)
         edges = list(edges) + list(through) + [_graph.edge_of(x) for _, x, _ in inputs]
         super().__init__(tuple(edges), tuple((tuple(r.shape), r.dtype) for r in results))
-        # call: (func, args, kwargs, in_dims, randomness, the default generator's state before func ran or None)
         self.call, self.rows_k, self.out_dims = call, rows_k, out_dims
         self.mapped = [(i, d) for i, _, d in inputs]  # (flat index among the arguments, in_dim)
 
@@ -94,25 +109,17 @@ class VmapNode(_graph.Node):
     def backward(self, cotangents, create_graph, batch=None):
         if batch is None:
             return self._backward(cotangents, create_graph)
-        from ._fallback import run_batched
-
         return run_batched(self.name(), lambda cts: self._backward(cts, create_graph), cotangents, batch,
-                           vectorize=True, key=self.call[0])
+                           key=self.call.func)
 
     def _backward(self, cotangents, create_graph):
-        from batched_grad import zeros, zeros_like
-
-        from ._vmap import vmap
-
-        func, args, kwargs, in_dims, randomness, rng_state = self.call
+        vmap, func, args, kwargs, in_dims, randomness, rng_state = self.call
         cotangents = [zeros(shape, dtype=dtype) if c is None else c for c, (shape, dtype) in zip(cotangents,
                                                                                               self.out_meta)]
         rows_k, mapped = self.rows_k, self.mapped
         edges = list(self.edges)[:len(self.edges) - len(mapped) - self.n_through]
 
         def row_gradients(*call_args, cts):
-            from batched_grad.autograd import grad
-
             flat, spec = flatten(call_args)
             rows = [_differentiable(flat[i]) for i, _ in mapped]
             for (i, _), row in zip(mapped, rows):
@@ -124,8 +131,8 @@ class VmapNode(_graph.Node):
                 targets = edges + rows
                 grads = grad([o for o, _ in pairs], targets, [c for _, c in pairs], retain_graph=True,
                              allow_unused=True, create_graph=create_graph) if pairs else [None] * len(targets)
-            zeros = [_zeros_for(e) for e in edges] + [zeros_like(r) for r in rows]
-            return tuple(z if g is None else g for g, z in zip(grads, zeros))
+            fill = [_zeros_for(e) for e in edges] + [zeros_like(r) for r in rows]
+            return tuple(z if g is None else g for g, z in zip(grads, fill))
 
         row_dims = in_dims if isinstance(in_dims, tuple) else (in_dims,) * len(args)
         rerun = vmap(lambda *a: row_gradients(*a[:-1], cts=a[-1]), in_dims=row_dims + (list(self.out_dims),),
@@ -158,7 +165,5 @@ def _differentiable(row):
 
 
 def _zeros_for(edge):
-    from batched_grad import zeros
-
     shape, dtype = edge.node.out_meta[edge.output_nr]
     return zeros(shape, dtype=dtype)

@@ -1,95 +1,37 @@
 """vmap.vmap: vectorize a function of Tensors over a batch axis of its arguments (jax.vmap underneath),
 composing with batched_grad.autograd.grad inside it (the per-sample-gradient idiom). Arguments, results and
 their dims are torch's pytrees (vmap/_pytree.py); checks and messages are torch.func.vmap's."""
-import contextlib
 import functools
-import threading
-from typing import NamedTuple
+import warnings
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from batched_grad._lazy import MAPPED, NeedsTracing, Pending, evaluate_mapped, mapped_input, materialize
-from batched_grad._generator import default_generator
-from batched_grad._graph import sequence_mark
-from batched_grad._grad_mode import is_grad_enabled
-from batched_grad._meta import VMAP_OVER_META, is_meta
-from batched_grad._tensor import Tensor
-from batched_grad._x64 import scoped
+from vmap._batching import check_chunk_size
+from vmap._fallback import UNVECTORIZABLE
+from vmap._memory import AUTO
+from vmap._pytree import LEAF, broadcast_prefix, flatten
+from vmap._rows import map_rows
+from vmap._shards import row_shards
 
-from ._batching import check_chunk_size
-from ._fallback import UNVECTORIZABLE
-from ._pytree import LEAF, broadcast_prefix, flatten
-from ._recorded import VmapNode, outside_edges
-from ._rows import map_rows
+from .._generator import default_generator
+from .._graph import sequence_mark
+from .._grad_mode import is_grad_enabled
+from .._lazy import MAPPED, NeedsTracing, Pending, evaluate_mapped, mapped_input
+from .._meta import VMAP_OVER_META, is_meta
+from .._tensor import Tensor
+from .._vmap_levels import Level, is_batched, running
+from .._x64 import scoped
+from ._vmap_node import VmapCall, VmapNode, outside_edges
 
 _RANDOMNESS = ("error", "same", "different")
 
 
-class _Level(NamedTuple):
-    """A vmap.vmap call whose function is running: its randomness; the jax trace of its rows when it runs traced,
-    else None; and for randomness="different", its batch size and a Tensor of the row's index."""
-
-    randomness: str
-    trace: object = None
-    size: int = 0
-    row: object = None
-
-
-class _Running(threading.local):
-    """This thread's running vmap calls (_Level), innermost last."""
-
-    def __init__(self):
-        self.calls = []
-
-
-_running = _Running()
-
-RANDOMNESS_ERROR = ("vmap: called random operation while in randomness error mode. Please either use the 'same' or "
-                    "'different' randomness flags on vmap or perform the randomness operation out of vmap")
-
-
-@contextlib.contextmanager
-def randomness_mode(randomness):
-    """Random draws within it follow `randomness` as in a vmap.vmap's function (for a transform that runs a function
-    once for many rows: jacfwd)."""
-    _running.calls.append(_Level(randomness))
-    try:
-        yield
-    finally:
-        _running.calls.pop()
-
-
-def in_vmap_randomness():
-    """The randomness mode of the innermost vmap being traced, or None outside vmap."""
-    running = _running.calls
-    return running[-1].randomness if running else None
-
-
-def random_rows():
-    """For a random draw: the running vmap calls whose rows each draw their own values (randomness="different"),
-    outermost first; torch's error if one of the running calls refuses random draws."""
-    running = _running.calls
-    if any(level.randomness == "error" for level in running):
-        raise RuntimeError(RANDOMNESS_ERROR)
-    return [level for level in running if level.randomness == "different"]
-
-
-def is_batched(value):
-    """Whether `value` (a Tensor's array) varies across the rows of a vmap.vmap whose function is running."""
-    running = _running.calls
-    if not running:
-        return False
-    if type(value) is Pending:
-        if value.call.mapped:
-            return True
-        value = materialize(value)  # a recorded op on traced rows is deferred without being marked mapped
-    trace = getattr(value, "_trace", None)
-    return trace is not None and any(trace is level.trace for level in running)
-
-
 def vmap(func, in_dims=0, out_dims=0, *, chunk_size=None, randomness="error"):
+    """Vectorize `func` (a function of Tensors) over axis `in_dims` of its arguments, as torch.func.vmap: the
+    results carry the batch at `out_dims`; `chunk_size` rows run at a time; `randomness` ("error", "same",
+    "different") says what a random draw inside does. grad() inside it gives per-sample gradients."""
     if randomness not in _RANDOMNESS:
         raise ValueError(f"vmap: randomness must be one of {_RANDOMNESS}, but got {randomness!r}")
     chunk_size = check_chunk_size(chunk_size)
@@ -106,6 +48,7 @@ def vmap(func, in_dims=0, out_dims=0, *, chunk_size=None, randomness="error"):
                   for i in mapped]
         if randomness == "different":  # the rows' indices, mapped too: a row's draws are its row of (size, ...) ones
             arrays.append(np.arange(size, dtype=np.int32))
+        shards, arrays = _on_shards(arrays)
 
         start, recorded = sequence_mark(), []
         rng_state = default_generator.get_state() if randomness != "error" else None  # for a backward's rerun
@@ -119,27 +62,24 @@ def vmap(func, in_dims=0, out_dims=0, *, chunk_size=None, randomness="error"):
             call = list(flat_args)
             for i, r in zip(mapped, rows):
                 call[i] = Tensor._wrap(r).requires_grad_() if i in differentiable else Tensor._wrap(r)
-            running = _running.calls
-            running.append(_Level(randomness, trace, size, Tensor._wrap(rows[-1]) if randomness == "different"
-                                  else None))
-            try:
+            level = Level(randomness, trace, size, Tensor._wrap(rows[-1]) if randomness == "different" else None)
+            with running(level):
                 leaves, spec = flatten(func(*args_spec.unflatten(call), **kwargs))
                 if is_grad_enabled():
                     recorded[:] = [outside_edges(leaves, start, is_batched),
                                    [isinstance(x, Tensor) and x.requires_grad for x in leaves]]
                 return leaves, spec
-            finally:
-                running.pop()
 
         try:
-            leaves, spec = _deferred(run, arrays, chunk_size)
+            leaves, spec = _deferred(run, arrays, chunk_size, shards)
         except NeedsTracing:  # func reads values: trace it, every op dispatched under jax.vmap
-            leaves, spec = _traced(func, run, arrays, size, chunk_size)
+            leaves, spec = _traced(func, run, arrays, size, chunk_size, shards)
         dims = _flat_out_dims(func, out_dims, spec, leaves)
         placed = _place(func, leaves, dims, size)
         if recorded and (any(recorded[0]) or differentiable):  # recorded[0]: (edges, through), outside_edges
             inputs = [(i, flat_args[i], dims_in[i]) for i in differentiable]
-            _record(placed, leaves, dims, recorded, inputs, (func, args, kwargs, in_dims, randomness, rng_state))
+            call = VmapCall(vmap, func, args, kwargs, in_dims, randomness, rng_state)
+            _record(placed, leaves, dims, recorded, inputs, call)
         return spec.unflatten(placed)
 
     return vectorized
@@ -173,7 +113,16 @@ class _Traced:
         self.kind = kind
 
 
-def _deferred(run, arrays, chunk_size):
+def _on_shards(arrays):
+    """(the Shards of the first mapped array whose rows are split over devices, or None; the mapped arrays, all
+    with their rows split so then): each device maps its own rows."""
+    shards = next((s for s in map(row_shards, arrays) if s is not None), None)
+    if shards is None:
+        return None, arrays
+    return shards, [a if row_shards(a) == shards else jax.device_put(a, shards.rows) for a in arrays]
+
+
+def _deferred(run, arrays, chunk_size, shards):
     """Run func once on placeholders for one row: its ops are recorded, not run, and the results that depend on
     the rows are computed by one compiled program over the rows (cached by structure). Raises NeedsTracing if func
     reads a value that depends on them."""
@@ -185,17 +134,23 @@ def _deferred(run, arrays, chunk_size):
                and x._v.call.mapped and (x._v.call.op is not MAPPED or x._v.call in ours)]
     if batched:
         values = evaluate_mapped([leaves[i]._v for i in batched], {r.call: a for r, a in zip(rows, arrays)},
-                                 chunk_size)
+                                 chunk_size, shards)
         for i, v in zip(batched, values):
             leaves[i] = _Rows(v)
     return leaves, spec
 
 
-def _traced(func, run, arrays, size, chunk_size):
-    """Run func under jax.vmap (or lax.map in chunks) on traced rows. Results traced by the vmap leave it stacked;
-    the others are kept as they are (a Tensor of concrete values, or of an enclosing trace's) or, in chunks, where
-    they are traced by lax.map's loop, leave it stacked too and come back as their first row."""
+def _traced(func, run, arrays, size, chunk_size, shards):
+    """Run func under jax.vmap (or lax.map in chunks, on each device's rows with `shards`) on traced rows. Results
+    traced by the vmap leave it stacked; the others are kept as they are (a Tensor of concrete values, or of an
+    enclosing trace's) or, in chunks or shards, where they are traced by lax.map's loop or shard_map, leave it
+    stacked too and come back as their first row."""
     chunk_size = chunk_size if size else None  # no rows: nothing to chunk
+    if chunk_size == AUTO:  # running func again for each chunk size tried would repeat its side effects
+        warnings.warn(f'vmap: chunk_size="auto": {_name(func)} reads values, so it runs traced, not as a program '
+                      "whose memory can be measured; its rows run all at once. Give chunk_size a number to bound "
+                      "them.", UserWarning, stacklevel=4)
+        chunk_size = None
     found = []
 
     def row(*values):
@@ -206,7 +161,7 @@ def _traced(func, run, arrays, size, chunk_size):
             if isinstance(x, Tensor):
                 value = x._value
                 mine = getattr(value, "_trace", None) is trace
-                if mine or chunk_size is not None:  # every trace of lax.map's (loop, remainder) returns as many
+                if mine or chunk_size is not None or shards is not None:  # every trace returns as many
                     concrete = not mine and not isinstance(value, jax.core.Tracer)
                     kept.append(_Through(len(through), mine, x if concrete else None))
                     through.append(value)
@@ -218,7 +173,7 @@ def _traced(func, run, arrays, size, chunk_size):
         return tuple(through)
 
     try:
-        stacked = map_rows(row, tuple(arrays), chunk_size)
+        stacked = map_rows(row, tuple(arrays), chunk_size, shards)
     except UNVECTORIZABLE as error:
         raise RuntimeError(f"vmap: {getattr(func, '__qualname__', func)} could not be vectorized "
                            f"({type(error).__name__}: it leaves JAX, e.g. NumPy, .item() or a branch on "
@@ -232,14 +187,14 @@ def _traced(func, run, arrays, size, chunk_size):
                 x = _Rows(stacked[x.k])
             elif x.tensor is not None:
                 x = x.tensor
-            else:  # traced by lax.map's loop, the same in every row
+            else:  # traced by lax.map's loop or shard_map, the same in every row
                 x = Tensor._wrap(stacked[x.k][0])
         leaves.append(x)
     return leaves, spec
 
 
 def _record(placed, leaves, dims, recorded, inputs, call):
-    """Give the batched results that require grad one VmapNode (_recorded.py) linking them to the graph made before
+    """Give the batched results that require grad one VmapNode (_vmap_node.py) linking them to the graph made before
     the call and to the mapped arguments that require grad (`inputs`: (flat index, argument, in_dim) triples)."""
     edges, requires_grad = recorded
     rows_k = [k for k, x in enumerate(leaves) if type(x) is _Rows and requires_grad[k]]

@@ -1,0 +1,74 @@
+"""The vmap.vmap calls whose functions are running in this thread (levels, innermost last): what random draws and
+`.data` ask of them. The transform itself is batched_grad/func/_vmap.py."""
+import contextlib
+import threading
+from typing import NamedTuple
+
+from ._lazy import Pending, materialize
+
+
+class Level(NamedTuple):
+    """A vmap.vmap call whose function is running: its randomness; the jax trace of its rows when it runs traced,
+    else None; and for randomness="different", its batch size and a Tensor of the row's index."""
+
+    randomness: str
+    trace: object = None
+    size: int = 0
+    row: object = None
+
+
+class _Running(threading.local):
+    """This thread's running vmap calls (Level), innermost last."""
+
+    def __init__(self):
+        self.calls = []
+
+
+_running = _Running()
+
+RANDOMNESS_ERROR = ("vmap: called random operation while in randomness error mode. Please either use the 'same' or "
+                    "'different' randomness flags on vmap or perform the randomness operation out of vmap")
+
+
+@contextlib.contextmanager
+def running(level):
+    """Within it, `level` is the innermost running vmap call."""
+    _running.calls.append(level)
+    try:
+        yield
+    finally:
+        _running.calls.pop()
+
+
+def randomness_mode(randomness):
+    """Random draws within it follow `randomness` as in a vmap.vmap's function (for a transform that runs a function
+    once for many rows: jacfwd)."""
+    return running(Level(randomness))
+
+
+def in_vmap_randomness():
+    """The randomness mode of the innermost vmap being traced, or None outside vmap."""
+    calls = _running.calls
+    return calls[-1].randomness if calls else None
+
+
+def random_rows():
+    """For a random draw: the running vmap calls whose rows each draw their own values (randomness="different"),
+    outermost first; torch's error if one of the running calls refuses random draws."""
+    calls = _running.calls
+    if any(level.randomness == "error" for level in calls):
+        raise RuntimeError(RANDOMNESS_ERROR)
+    return [level for level in calls if level.randomness == "different"]
+
+
+def is_batched(value):
+    """Whether `value` (a Tensor's array) varies across the rows of a vmap.vmap whose function is running."""
+    calls = _running.calls
+    if not calls:
+        return False
+    if type(value) is Pending:
+        if value.call.mapped:
+            return True
+        value = materialize(value)  # a recorded op on traced rows is deferred without being marked mapped
+    trace = getattr(value, "_trace", None)
+    return trace is not None and any(trace is level.trace for level in calls)
