@@ -25,9 +25,9 @@ def batched_backward(roots, grads, captures, *, retain_graph, create_graph, chun
     if len(set(sizes)) > 1:
         raise ValueError("If `is_grads_batched=True`, every grad_output must have the same batch size (its first "
                          f"dimension), but got sizes {sizes}.")
-    shards = _row_shards(grads)
-    if shards is not None:
-        grads = [_on_shards(g, shards) for g in grads]
+    shards = _shards.first_shards([g._v for g in grads])
+    if shards is not None:  # the constant grad_outputs split as the first split one (a recorded one stays as it is)
+        grads = [Tensor._wrap(_shards.split_as(g._value, shards)) if _constant(g) else g for g in grads]
     basis = tuple([basis_block(g) for g in grads])
     # a Jacobian's batch size is fixed by the structure: no padding needed
     batch = Batch(sizes[0], sizes[0], chunk_size, basis, shards)
@@ -53,18 +53,6 @@ def shard_rows(tensor, devices=None):
         raise ValueError("shard_rows(tensor): tensor requires grad; its placement is not recorded, so split a "
                          "tensor that does not (tensor.detach()) and make it require grad after")
     return Tensor._wrap(_shards.place_rows(tensor._value, devices))
-
-
-def _row_shards(grads):
-    """The Shards of the first grad_output whose rows are split over devices, or None."""
-    return next((s for s in (_shards.row_shards(g._v) for g in grads) if s is not None), None)
-
-
-def _on_shards(g, shards):
-    """A constant grad_output placed with its rows split as `shards` (the others' rows): on the devices as it is."""
-    if g.requires_grad or isinstance(g._v, jax.core.Tracer) or _shards.row_shards(g._v) == shards:
-        return g
-    return Tensor._wrap(jax.device_put(g._value, shards.rows))
 
 
 _device_blocks = {}  # id(device array) -> (weakref to it, its basis_block): a device array is immutable

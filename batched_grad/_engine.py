@@ -15,7 +15,7 @@ from ._meta import MetaValue
 from ._hooks import run_post_accumulate_hooks, run_posthooks, run_prehooks, run_tensor_hooks
 from ._tensor import Tensor
 from vmap._chunks import in_chunks
-from vmap._memory import AUTO, largest_chunk
+from vmap._memory import AUTO, auto_chunk
 
 # .grad is read, added to and written back: threads running backward() into one leaf take turns, as torch's
 # AccumulateGrad does under its mutex
@@ -171,9 +171,6 @@ def _saved_to_device(order):
                 s.value = to_device(s.value)
 
 
-_auto_chunks = {}  # the key of a walk with chunk_size="auto" -> the chunk size chosen for its structure
-
-
 def _auto_chunk(walk, batch, root_grads, create_graph):
     """(the batch, the walk) with chunk_size="auto" resolved: the largest chunk whose compiled program fits the
     memory budget (vmap/_memory.py), chosen once per structure. A backward that is no single program (custom
@@ -185,20 +182,11 @@ def _auto_chunk(walk, batch, root_grads, create_graph):
                       stacklevel=5)
         chunk = None
     else:
-        chunk = _chosen_chunk(walk, batch, root_grads, create_graph)
-    batch = batch.with_chunk(chunk)
-    return batch, walk if walk.key is None else _program.rebatched(walk, batch.program_key)
-
-
-def _chosen_chunk(walk, batch, root_grads, create_graph):
-    chunk = _auto_chunks.get((walk.key, create_graph), AUTO)
-    if chunk == AUTO:
-        if len(_auto_chunks) > 1024:
-            _auto_chunks.clear()
-        chunk = _auto_chunks[(walk.key, create_graph)] = largest_chunk(lambda k: _program.compile_now(
+        chunk = auto_chunk(("backward", walk.key, create_graph), lambda k: _program.compile_now(
             _program.rebatched(walk, batch.with_chunk(k).program_key), root_grads, create_graph),
             batch.padded // batch.blocks)
-    return chunk
+    batch = batch.with_chunk(chunk)
+    return batch, walk if walk.key is None else _program.rebatched(walk, batch.program_key)
 
 
 def _compiled_run(walk, create_graph, fuse_now):

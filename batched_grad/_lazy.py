@@ -18,7 +18,7 @@ from ._dtypes import differentiable
 from ._host import on_host
 from ._tracing import is_tracer, tracing
 from ._x64 import scoped
-from vmap._memory import AUTO, largest_chunk
+from vmap._memory import AUTO, auto_chunk, lowerable
 from vmap._rows import map_rows
 from vmap._shards import replicated
 
@@ -293,9 +293,6 @@ def _run_untraced(calls):
     return len(traced) < len(calls)
 
 
-_auto_chunks = {}  # vmap.vmap's structures with chunk_size="auto" -> the chunk size chosen for each
-
-
 def evaluate_mapped(values, mapped, chunk_size=None, shards=None):
     """vmap.vmap's evaluation: the `values` (Pending or arrays) its function returned, for every row of the
     mapped inputs (`mapped`: {placeholder call: array with the rows on axis 0}) in one compiled program; with
@@ -313,13 +310,9 @@ def evaluate_mapped(values, mapped, chunk_size=None, shards=None):
                 shards=shards))
 
         if chunk_size == AUTO:
-            chunk_size = _auto_chunks.get((key, outs, shards), AUTO)
-            if chunk_size == AUTO:
-                if len(_auto_chunks) > 1024:
-                    _auto_chunks.clear()
-                rows = key[1][0][1][0] // (1 if shards is None else shards.count)  # a mapped array's, a device's
-                chunk_size = _auto_chunks[(key, outs, shards)] = largest_chunk(
-                    lambda k: program(k).plain.jit.lower(*frontier).compile(), rows)
+            rows = key[1][0][1][0] // (1 if shards is None else shards.count)  # a mapped array's, a device's
+            chunk_size = auto_chunk(("vmap", key, outs, shards), lambda k: program(k).plain.jit.lower(
+                *lowerable(frontier)).compile(), rows)
         return program(chunk_size)(*frontier)
 
 

@@ -15,6 +15,7 @@ from ._meta import MetaValue
 from ._ops._core import Op, OpNode, _read_by, _vjp_spec, apply, reads_of, vjp_reads
 from ._tensor import Tensor
 from ._tracing import is_tracer, tracing
+from vmap._memory import lowerable
 from vmap._rows import map_rows
 from vmap._shards import replicated
 
@@ -293,10 +294,9 @@ def compile_now(w, root_grads, create_graph):
         t, nodes = template(w.key), w.nodes
         saved = [s.value if type(s) is SavedValue else s for i in t.runs for s in nodes[i].saved if s is not None]
         grads = [g._v for g, r in zip(root_grads, w.key[2]) if r is not None]
-        avals = [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in saved + grads]
-        return jax.jit(functools.partial(_program, key=t.plan)).lower(*avals).compile()
+        return jax.jit(functools.partial(_program, key=t.plan)).lower(*lowerable(saved + grads)).compile()
     t = _fused_template(w)
-    return t.program.plain.jit.lower(*_placed(w.frontier, t.shards)).compile()
+    return t.program.plain.jit.lower(*lowerable(_placed(w.frontier, t.shards))).compile()
 
 
 def _fused_template(w):

@@ -95,7 +95,7 @@ MEMORY_CHILD = textwrap.dedent("""
     import numpy as np
     import batched_grad as bg
     import vmap
-    from batched_grad import _engine
+    from vmap import _memory
 
     def status_mb(field):
         with open("/proc/self/status") as f:
@@ -115,7 +115,7 @@ MEMORY_CHILD = textwrap.dedent("""
         bg.autograd.functional.jacobian(f, x, vectorize=True, chunk_size=chunk).numpy()
         times.append(time.perf_counter() - start)
     print(json.dumps({"raised_mb": status_mb("VmHWM:") - before, "first": times[0], "warm": min(times[1:]),
-                      "chunk": list(_engine._auto_chunks.values())}))
+                      "chunk": list(_memory._chosen.values())}))
 """)
 
 

@@ -68,6 +68,11 @@ def test_auto_chooses_a_chunk_that_fits_once_per_structure(budget, monkeypatch):
     whole, chosen = analysed[0], analysed[-1]
     assert whole > 2 * vmap.memory_budget() >= chosen  # all rows would not fit; the chunk chosen does
     assert 3 <= len(analysed) <= 6  # all rows, one row, then the guesses: for the first call only
+    first = len(analysed)
+    budget(1 << 20)  # a new budget: chosen again
+    got = bg.autograd.functional.jacobian(f, x, vectorize=True, chunk_size="auto")
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+    assert len(analysed) > first and analysed[-1] <= vmap.memory_budget() < chosen
 
 
 def test_auto_everywhere_matches_torch(budget):

@@ -4,6 +4,7 @@ from shapes."""
 import os
 
 import jax
+import numpy as np
 
 AUTO = "auto"
 _setting = [None]  # set_memory_budget's bytes, or None: VMAP_MEMORY_BUDGET's, or the default fraction
@@ -45,12 +46,35 @@ def _device_memory():
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
+def lowerable(values):
+    """`values` as a program is compiled for them: concrete arrays as they are (so that the program's first call on
+    them finds it compiled), anything else with an array's shape and dtype (traced or deferred) as its abstract
+    shape."""
+    return [v if isinstance(v, (np.ndarray, jax.Array)) and not isinstance(v, jax.core.Tracer)
+            else jax.ShapeDtypeStruct(v.shape, v.dtype) for v in values]
+
+
 def program_bytes(compiled):
     """What a compiled program needs on one device at its peak: its arguments, results and temporaries (less the
     results written into donated arguments)."""
     stats = compiled.memory_analysis()
     return (stats.argument_size_in_bytes + stats.output_size_in_bytes + stats.temp_size_in_bytes
             - stats.alias_size_in_bytes)
+
+
+_chosen = {}  # (budget, a structure's key) -> the chunk size chosen for it
+
+
+def auto_chunk(key, compile_for, rows):
+    """chunk_size="auto" for the structure `key` (hashable, naming what it is a key of): largest_chunk, chosen once
+    per structure and budget (at most 1024 kept)."""
+    key = (memory_budget(), key)
+    chunk = _chosen.get(key, AUTO)
+    if chunk == AUTO:
+        if len(_chosen) > 1024:
+            _chosen.clear()
+        chunk = _chosen[key] = largest_chunk(compile_for, rows)
+    return chunk
 
 
 def largest_chunk(compile_for, rows):

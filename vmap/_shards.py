@@ -44,6 +44,16 @@ def row_shards(array):
     return shards if shards.count > 1 else None
 
 
+def first_shards(arrays):
+    """The Shards of the first of `arrays` whose rows are split over devices, or None: the batch's split."""
+    return next((s for s in map(row_shards, arrays) if s is not None), None)
+
+
+def split_as(array, shards):
+    """`array` with its rows split as `shards` (moved between devices where they are split otherwise)."""
+    return array if row_shards(array) == shards else jax.device_put(array, shards.rows)
+
+
 def place_rows(array, devices=None):
     """`array` with its rows split evenly over `devices` (default: every device of every process), a 1-d mesh whose
     axis is named "rows"."""

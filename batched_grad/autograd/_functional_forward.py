@@ -17,7 +17,7 @@ from .._grad_mode import no_grad
 from .._ops._core import Op, apply
 from .._tensor import Tensor
 from vmap._fallback import UNVECTORIZABLE
-from vmap._memory import AUTO, largest_chunk
+from vmap._memory import AUTO, auto_chunk, lowerable
 from vmap._rows import map_rows
 
 try:  # the trace under jax.make_jaxpr, without the jit wrapper it makes for every new function
@@ -158,21 +158,13 @@ def _jacobian_blocks(*arrays, traced, hessian, chunk_size):
 
 
 _JACOBIAN = Op("forward_jacobian", _jacobian_blocks, multi=True)
-_auto_chunks = {}  # (traced function, hessian, avals) -> the chunk size chosen for chunk_size="auto"
-
-
 def _auto_chunk(traced, hessian, arrays):
     """chunk_size="auto" for the forward-mode Jacobian of `traced` at `arrays` (constants, then primals): the
     largest chunk of basis columns whose compiled program fits the memory budget, chosen once per structure."""
-    key = (traced, hessian, tuple([(jnp.shape(a), jnp.result_type(a)) for a in arrays]))
-    chunk = _auto_chunks.get(key, AUTO)
-    if chunk == AUTO:
-        if len(_auto_chunks) > 1024:
-            _auto_chunks.clear()
-        columns = sum([int(np.size(a)) for a in arrays[len(traced.jaxpr.constvars):]])
-        chunk = _auto_chunks[key] = largest_chunk(lambda k: jax.jit(functools.partial(
-            _jacobian_blocks, traced=traced, hessian=hessian, chunk_size=k)).lower(*arrays).compile(), columns)
-    return chunk
+    key = ("forward_jacobian", traced, hessian, tuple([(jnp.shape(a), jnp.result_type(a)) for a in arrays]))
+    columns = sum([int(np.size(a)) for a in arrays[len(traced.jaxpr.constvars):]])
+    return auto_chunk(key, lambda k: jax.jit(functools.partial(
+        _jacobian_blocks, traced=traced, hessian=hessian, chunk_size=k)).lower(*lowerable(arrays)).compile(), columns)
 
 
 def forward_jacobian(func, inputs, as_outputs, *, hessian=False, chunk_size=None, trace=None, recorded=False):

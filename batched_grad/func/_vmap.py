@@ -13,7 +13,7 @@ from vmap._fallback import UNVECTORIZABLE
 from vmap._memory import AUTO
 from vmap._pytree import LEAF, broadcast_prefix, flatten
 from vmap._rows import map_rows
-from vmap._shards import row_shards
+from vmap._shards import first_shards, split_as
 
 from .._generator import default_generator
 from .._graph import sequence_mark
@@ -48,7 +48,9 @@ def vmap(func, in_dims=0, out_dims=0, *, chunk_size=None, randomness="error"):
                   for i in mapped]
         if randomness == "different":  # the rows' indices, mapped too: a row's draws are its row of (size, ...) ones
             arrays.append(np.arange(size, dtype=np.int32))
-        shards, arrays = _on_shards(arrays)
+        shards = first_shards(arrays)  # each device maps its own rows of every mapped array
+        if shards is not None:
+            arrays = [split_as(a, shards) for a in arrays]
 
         start, recorded = sequence_mark(), []
         rng_state = default_generator.get_state() if randomness != "error" else None  # for a backward's rerun
@@ -111,15 +113,6 @@ class _Traced:
 
     def __init__(self, kind):
         self.kind = kind
-
-
-def _on_shards(arrays):
-    """(the Shards of the first mapped array whose rows are split over devices, or None; the mapped arrays, all
-    with their rows split so then): each device maps its own rows."""
-    shards = next((s for s in map(row_shards, arrays) if s is not None), None)
-    if shards is None:
-        return None, arrays
-    return shards, [a if row_shards(a) == shards else jax.device_put(a, shards.rows) for a in arrays]
 
 
 def _deferred(run, arrays, chunk_size, shards):
