@@ -35,6 +35,7 @@ from . import func  # noqa: E402
 from .autograd import grad
 from .autograd.anomaly_mode import is_anomaly_check_nan_enabled, is_anomaly_enabled, set_anomaly_enabled
 from .func import vmap  # vmap.vmap, as torch.vmap is torch.func.vmap
+from ._compile import compile  # noqa: A004  (torch.compile's name)
 
 newaxis = None  # as torch.newaxis, for x[:, newaxis]
 __version__ = "0.1.0"

@@ -29,10 +29,11 @@ def batched_backward(roots, grads, captures, *, retain_graph, create_graph, chun
     if shards is not None:  # the constant grad_outputs split as the first split one (a recorded one stays as it is)
         grads = [Tensor._wrap(_shards.split_as(g._value, shards)) if _constant(g) else g for g in grads]
     basis = tuple([basis_block(g) for g in grads])
-    # a Jacobian's batch size is fixed by the structure: no padding needed
-    batch = Batch(sizes[0], sizes[0], chunk_size, basis, shards)
-    if None in basis:  # a bucket of rows (on each device), a multiple of the chunk ("auto" chooses a power of two)
-        batch.padded = bucket(batch.size, None if chunk_size == AUTO else chunk_size, batch.blocks)
+    # a Jacobian's batch size is fixed by the structure: no padding needed; else a bucket of rows (on each device), a
+    # multiple of the chunk ("auto" chooses a power of two)
+    padded = sizes[0] if None not in basis else bucket(sizes[0], None if chunk_size == AUTO else chunk_size,
+                                                       1 if shards is None else shards.count)
+    batch = Batch(sizes[0], padded, chunk_size, basis, shards)
     if batch.padded > batch.size:
         grads = [_pad_rows(g, batch) for g in grads]
     results = _engine.run_backward(roots, grads, captures, retain_graph=retain_graph, create_graph=create_graph,

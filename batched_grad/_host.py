@@ -16,7 +16,7 @@ import weakref
 import jax
 import numpy as np
 
-from ._tracing import eagerly, tracing
+from ._tracing import compiling, eagerly, tracing
 from ._x64 import scoped
 
 
@@ -82,7 +82,10 @@ def host_read(tensor, array):
     """What an op reads of the host array `tensor` holds: memory shared with NumPy as a copy taken now; other host
     data as it is on its first read, and moved to the device for good on the second."""
     if is_shared(array):
-        return array.copy()
+        copy = array.copy()
+        if compiling.name is not None:  # bg.compile finds the Tensor this constant of its trace is read from
+            compiling.copies[id(copy)] = tensor
+        return copy
     if read_before(array):
         tensor._v = array = to_device(array)
     return array

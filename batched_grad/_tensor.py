@@ -11,7 +11,7 @@ from ._host import fits, is_shared, read_before, to_device
 from ._inplace import DETACH, LEAF_INPLACE, VIEW_OF_LEAF_INPLACE, InPlace, _ops_of, remember_view  # noqa: F401
 from ._lazy import Pending, materialize
 from ._meta import COPY_ERROR, ITEM_ERROR, NUMPY_ERROR, MetaValue, rebuild_meta
-from ._tracing import is_tracer
+from ._tracing import ValueRead, compiling, is_tracer
 from ._grad_mode import _check_bool, is_grad_enabled
 from ._vmap_levels import is_batched
 
@@ -153,7 +153,10 @@ class Tensor(InPlace):
             v = self._v = materialize(v)
         if type(v) is np.ndarray:  # data from the host (bg.tensor), moved to the device when first read
             if is_shared(v):  # memory shared with the user (from_numpy): what it holds now, on the device
-                return to_device(v.copy())
+                copy = to_device(v.copy())
+                if compiling.name is not None:
+                    compiling.copies[id(copy)] = self
+                return copy
             v = self._v = to_device(v)
         return v
 
@@ -401,16 +404,19 @@ class Tensor(InPlace):
         `force=True`."""
         if self.requires_grad and is_grad_enabled() and not force:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
-        return self._array(NUMPY_ERROR)
+        return self._array(NUMPY_ERROR, "Tensor.numpy()")
 
     def __array__(self, dtype=None, copy=None):
-        a = self._array(NUMPY_ERROR)
+        a = self._array(NUMPY_ERROR, "a conversion to a NumPy array")
         if dtype is not None and a.dtype != dtype:
             return a.astype(dtype)
         return a.copy() if copy else a
 
-    def _array(self, meta_error):
-        """The values as a NumPy array; for a meta tensor (it has none) `meta_error`, an (exception, message)."""
+    def _array(self, meta_error, read):
+        """The values as a NumPy array; for a meta tensor (it has none) `meta_error`, an (exception, message).
+        `read` names the read in bg.compile's error: a compiled function cannot read values."""
+        if compiling.name is not None:
+            raise ValueRead(f"{read} of a tensor of shape {tuple(self.shape)}")
         v = self._v
         if type(v) is np.ndarray and is_shared(v):
             return v.view()
@@ -424,13 +430,14 @@ class Tensor(InPlace):
 
     def tolist(self):
         """The values as (nested lists of) Python numbers."""
-        return self._array(COPY_ERROR).tolist()
+        return self._array(COPY_ERROR, "Tensor.tolist()").tolist()
 
     def item(self):
         """The value of a one-element tensor as a Python number."""
         if self.numel() != 1:
             raise RuntimeError(f"a Tensor with {self.numel()} elements cannot be converted to Scalar")
-        return self._array(ITEM_ERROR).reshape(()).item()
+        return self._array(ITEM_ERROR, "Tensor.item() (or bool(), float(), int(): a branch on a tensor)").reshape(
+            ()).item()
 
     def _scalar(self):
         if self.numel() != 1:

@@ -3,6 +3,7 @@ programs, a user's jax.jit), where an array computed even from concrete arrays a
 Whatever is kept after the code that computed it (a Tensor's value, a deferred call's result, a cached constant)
 must not be such a tracer: where nothing it depends on is traced, it is computed outside the trace, eagerly."""
 import contextlib
+import threading
 
 import jax
 
@@ -20,6 +21,22 @@ def tracing():
 
 def is_tracer(a):
     return isinstance(a, jax.core.Tracer)
+
+
+class ValueRead(RuntimeError):
+    """A Tensor's value was read (`.item()`, `bool()`, `.numpy()`, ...) while bg.compile traces a function."""
+
+
+class _Compiling(threading.local):
+    """In this thread: the name of the function bg.compile is tracing (None when none is), and the copies of memory
+    shared with NumPy read meanwhile, {id(copy): the Tensor} (each read copies it, so the trace's constant is found
+    by this)."""
+
+    def __init__(self):
+        self.name, self.copies = None, {}
+
+
+compiling = _Compiling()
 
 
 def eagerly():

@@ -49,6 +49,17 @@ class TreeSpec:
             text += ",".join(["\n" + " " * indent + c.__repr__(indent) for c in self.children[1:]])
         return text + "])"
 
+    def _key(self):
+        if self.node is None:
+            return None
+        return self.node[0], id(self.node), _hashable(self.context), tuple([c._key() for c in self.children])
+
+    def __eq__(self, other):
+        return isinstance(other, TreeSpec) and self._key() == other._key()
+
+    def __hash__(self):
+        return hash(self._key())
+
     def pprint(self):
         """The structure with * for each leaf, as torch's treespec_pprint shows it: `(*, {'a': *})`."""
         return repr(self.unflatten([_ASTERISK] * self.num_leaves))
@@ -61,6 +72,17 @@ class TreeSpec:
         if self.node is None:
             return next(leaves)
         return self.node[3](self.context, [c._build(leaves) for c in self.children])
+
+
+def _hashable(context):
+    """A container's context (its keys, a deque's maxlen, a defaultdict's factory and keys) as a hashable value."""
+    if isinstance(context, list):
+        return tuple([_hashable(c) for c in context])
+    try:
+        hash(context)
+    except TypeError:
+        return id(context)
+    return context
 
 
 LEAF = TreeSpec()

@@ -51,4 +51,7 @@ class SGD(Optimizer):
         self._write(params, new_params)
         if group["momentum"] != 0:
             for s, b in zip(states, new_buffers):
-                s["momentum_buffer"] = Tensor._wrap(b)
+                if "momentum_buffer" in s:  # updated in place, as torch's (a compiled step reads it back)
+                    s["momentum_buffer"].copy_(Tensor._wrap(b))
+                else:
+                    s["momentum_buffer"] = Tensor._wrap(b)

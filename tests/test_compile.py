@@ -1,0 +1,191 @@
+"""bg.compile: a step recorded once per signature into one program, whose later calls give what eager calls give
+(and torch's), update parameters, .grad and optimizer state as the step does, and compile nothing more."""
+import warnings
+
+import jax
+import numpy as np
+import pytest
+import torch
+
+import batched_grad as bg
+import vmap
+from batched_grad.func import grad as func_grad, hessian, jacrev
+
+_xla_compiles = [0]
+
+
+def _count_xla_compile(event, duration, **kwargs):
+    if event.endswith("backend_compile_duration"):
+        _xla_compiles[0] += 1
+
+
+jax.monitoring.register_event_duration_secs_listener(_count_xla_compile)
+
+X = np.random.default_rng(1).standard_normal((16, 4)).astype(np.float32)
+Y = np.random.default_rng(2).standard_normal((16, 1)).astype(np.float32)
+
+
+def _model(lib, optimizer, **options):
+    rng = np.random.default_rng(0)
+    model = lib.nn.Sequential(lib.nn.Linear(4, 8), lib.nn.Tanh(), lib.nn.Linear(8, 1))
+    with lib.no_grad():
+        for p in model.parameters():
+            p.copy_(lib.tensor(rng.standard_normal(tuple(p.shape)).astype(np.float32)))
+    return model, getattr(lib.optim, optimizer)(model.parameters(), **options)
+
+
+def _train(lib, compiled, optimizer="SGD", steps=5, zero_grad="first", **options):
+    model, opt = _model(lib, optimizer, **options)
+
+    def step(x, y):
+        if zero_grad == "first":
+            opt.zero_grad()
+        loss = ((model(x) - y) ** 2).mean()
+        loss.backward()
+        opt.step()
+        if zero_grad == "last":
+            opt.zero_grad()
+        return loss
+
+    step = bg.compile(step) if compiled else step
+    losses = [float(step(lib.tensor(X), lib.tensor(Y)).detach()) for _ in range(steps)]
+    grads = [p.grad.detach().numpy().copy() for p in model.parameters() if p.grad is not None]
+    return losses, [p.detach().numpy().copy() for p in model.parameters()], grads, step
+
+
+@pytest.mark.parametrize("options", [{"lr": 0.1}, {"lr": 0.1, "momentum": 0.9},
+                                     {"lr": 0.05, "momentum": 0.9, "nesterov": True, "weight_decay": 0.01}],
+                         ids=["plain", "momentum", "nesterov"])
+@pytest.mark.parametrize("zero_grad, traces", [("first", 2), ("last", 1), ("never", 2)])
+def test_an_sgd_training_step_matches_torch_and_updates_the_parameters(options, zero_grad, traces):
+    losses, params, grads, step = _train(bg, True, zero_grad=zero_grad, **options)
+    t_losses, t_params, t_grads, _ = _train(torch, False, zero_grad=zero_grad, **options)
+    np.testing.assert_allclose(losses, t_losses, rtol=1e-5)
+    assert len(grads) == len(t_grads)
+    for a, b in zip(params + grads, t_params + t_grads):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    # a second trace where the first call's state differs from the later ones': .grad was None (zero_grad
+    # first, or .grad accumulated from call to call); the momentum buffers made by the first step are then read
+    # back as inputs. A step that leaves no .grad behind and updates its buffers in place traces once, at most twice
+    assert step.compiles == (2 if "momentum" in options and zero_grad == "last" else traces)
+
+
+W = np.random.default_rng(3).standard_normal((5, 3)).astype(np.float32)
+
+
+def _f(x):
+    return bg.tanh(bg.tensor(W) @ x)
+
+
+WORKLOADS = {
+    "batched jacobian": lambda x: bg.autograd.grad(_f(x), x, bg.eye(5), is_grads_batched=True)[0],
+    "functional jacobian": lambda x: bg.autograd.functional.jacobian(_f, x, vectorize=True),
+    "jacrev": lambda x: jacrev(_f)(x),
+    "hessian": lambda x: hessian(lambda x: (_f(x) ** 2).sum())(x),
+    "hvp": lambda x: bg.autograd.functional.hvp(lambda x: (_f(x) ** 2).sum(), x, bg.ones(3))[1],
+    "vmap(grad)": lambda x: vmap.vmap(func_grad(lambda x: (_f(x) ** 2).sum()))(x * bg.arange(1.0, 5.0)[:, None]),
+    "batched HVPs": lambda x: bg.autograd.grad(bg.autograd.grad((_f(x) ** 2).sum(), x, create_graph=True)[0], x,
+                                               bg.eye(3), is_grads_batched=True)[0],
+}
+
+
+@pytest.mark.parametrize("name", WORKLOADS)
+def test_every_transform_compiles_to_one_program_with_the_eager_results(name):
+    fn = WORKLOADS[name]
+    compiled = bg.compile(fn)
+    rng = np.random.default_rng(4)
+    for _ in range(4):
+        x = bg.tensor(rng.standard_normal(3).astype(np.float32), requires_grad=True)
+        got = compiled(x)
+        np.testing.assert_allclose(got.numpy(), fn(x).detach().numpy(), rtol=1e-4, atol=1e-5)
+        assert not got.requires_grad and got.grad_fn is None  # a program's result, not recorded
+    assert compiled.compiles == 1
+
+
+def test_later_calls_compile_nothing_and_record_nothing():
+    w = bg.tensor(W, requires_grad=True)
+    step = bg.compile(lambda x: bg.autograd.grad((bg.tanh(w @ x) ** 2).sum(), w)[0])
+    x = bg.ones(3)
+    step(x)
+    before = _xla_compiles[0], bg.compile_count()
+    for _ in range(5):
+        step(x)
+    assert (_xla_compiles[0], bg.compile_count()) == before
+
+
+def test_a_new_shape_or_constant_argument_traces_again():
+    calls = []
+
+    @bg.compile
+    def scaled(x, factor):
+        calls.append(factor)
+        return x * factor
+
+    np.testing.assert_allclose(scaled(bg.ones(3), 2.0).numpy(), 2.0)
+    np.testing.assert_allclose(scaled(bg.ones(3), 2.0).numpy(), 2.0)
+    np.testing.assert_allclose(scaled(bg.ones(3), 3.0).numpy(), 3.0)  # a Python constant by value
+    np.testing.assert_allclose(scaled(bg.ones(4), 3.0).numpy(), 3.0)  # another shape
+    np.testing.assert_allclose(scaled(bg.ones(4, dtype=bg.float64), 3.0).numpy(), 3.0)
+    assert calls == [2.0, 3.0, 3.0, 3.0] and scaled.compiles == 4  # the function runs only when traced
+
+
+def test_captured_tensors_are_read_at_every_call():
+    w = bg.tensor([1.0, 2.0])
+    shared = np.array([10.0, 20.0], np.float32)
+    s = bg.from_numpy(shared)
+    step = bg.compile(lambda x: x * w + s)
+    np.testing.assert_allclose(step(bg.ones(2)).numpy(), [11.0, 22.0])
+    with bg.no_grad():
+        w.mul_(3.0)  # changed in place between calls
+    shared[:] = [100.0, 200.0]  # memory shared with NumPy, written by the user
+    np.testing.assert_allclose(step(bg.ones(2)).numpy(), [103.0, 206.0])
+    assert step.compiles == 1
+
+
+def test_reading_a_value_is_a_clear_error_or_runs_eagerly():
+    def branch(x):
+        if x.sum() > 0:
+            return x * 2
+        return x
+
+    with pytest.raises(RuntimeError, match=r"bg.compile\(.*branch\): the function reads a tensor's value while it is "
+                                           r"compiled: Tensor.item\(\) .* at .*test_compile.py:\d+ \(if x.sum\(\) > 0:\)"):
+        bg.compile(branch)(bg.ones(3))
+    eager = bg.compile(branch, fullgraph=False)
+    with pytest.warns(UserWarning, match="these calls run eagerly"):
+        np.testing.assert_allclose(eager(bg.ones(3)).numpy(), 2.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # said once per signature
+        np.testing.assert_allclose(eager(-bg.ones(3)).numpy(), -1.0)
+
+
+def test_state_replaced_at_every_call_runs_eagerly_with_a_warning():
+    state = {"total": bg.zeros(2)}
+
+    def accumulate(x):
+        state["total"] = state["total"] + x  # a new tensor each call: nothing a program can read back
+        return state["total"].sum()
+
+    step = bg.compile(accumulate)
+    with pytest.warns(UserWarning, match="keeps new tensors at every call"):
+        results = [float(step(bg.ones(2))) for _ in range(4)]
+    assert results == [2.0, 4.0, 6.0, 8.0]
+    np.testing.assert_allclose(state["total"].numpy(), 4.0)
+
+
+def test_results_may_be_nested_and_hold_constants():
+    step = bg.compile(lambda x: {"double": x * 2, "pair": (x.sum(), "label", 3)})
+    out = step(bg.ones(2))
+    np.testing.assert_allclose(out["double"].numpy(), 2.0)
+    assert float(out["pair"][0]) == 2.0 and out["pair"][1:] == ("label", 3)
+
+
+def test_bad_arguments_are_named():
+    with pytest.raises(TypeError, match="compile\\(\\): argument 'fn' must be callable, but got int"):
+        bg.compile(5)
+    with pytest.raises(TypeError, match="argument 'fullgraph' must be a bool, but got str"):
+        bg.compile(lambda x: x, fullgraph="yes")
+    with pytest.raises(TypeError, match="a non-Tensor argument must be hashable .* but got ndarray"):
+        bg.compile(lambda x, weights: x)(bg.ones(2), np.ones(2))
+    with pytest.raises(TypeError, match="must return Tensors or constants, but returned a JAX array"):
+        bg.compile(lambda x: x.jax())(bg.ones(2))
