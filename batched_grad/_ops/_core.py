@@ -11,7 +11,7 @@ from .. import _graph
 from .._dtypes import differentiable
 from .._foreign import TORCH_TENSOR_PASSED, is_torch_tensor
 from .._grad_mode import is_grad_enabled
-from .._host import host_read, on_host, to_device
+from .._host import host_read, is_shared, on_host, to_device
 from .._layout import note_base
 from .._tensor import DETACH, Tensor, remember_view
 from .._lazy import Call, Pending, Signature, defer, kernel, materialize, signature
@@ -118,12 +118,15 @@ def apply(op, operands, **static):
 
 
 def _apply(op, operands, static):
-    arrays, recording, pending, mapped = [], False, False, False
+    arrays, recording, pending, mapped, host_data = [], False, False, False, False
     for x in operands:  # one pass: the arrays, and whether the op is recorded or reads deferred values
         if isinstance(x, Tensor):
             a = x._v
             if type(a) is np.ndarray:
-                a = host_read(x, a)
+                if is_shared(a):
+                    a = host_read(x, a)  # a copy: the user may write into it later
+                else:
+                    host_data = True
             recording = recording or x.grad_fn is not None or x._requires_grad
         else:
             a = _number_array(x) if isinstance(x, _NUMBERS) else _array_operand(x)
@@ -135,6 +138,9 @@ def _apply(op, operands, static):
     outs = None
     if op.host is not None and not (recording or pending):  # a recorded op runs on the host when computed (_lazy)
         outs = on_host(op, arrays, static)
+    if outs is None and host_data:  # host data read by a kernel, or kept by a deferred op: moved on its second read
+        arrays = [host_read(x, a) if isinstance(x, Tensor) and a is x._v and type(a) is np.ndarray else a
+                  for x, a in zip(operands, arrays)]
     if outs is not None:
         gradients = [differentiable(o.dtype) for o in outs]
     elif (recording or pending) and MetaValue in map(type, arrays):
