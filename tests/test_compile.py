@@ -70,6 +70,17 @@ def test_an_sgd_training_step_matches_torch_and_updates_the_parameters(options, 
     assert step.compiles == (2 if "momentum" in options and zero_grad == "last" else traces)
 
 
+@pytest.mark.parametrize("optimizer, options", [("Adam", {"lr": 0.05}), ("Adam", {"lr": 0.05, "amsgrad": True}),
+                                                ("AdamW", {"lr": 0.05, "weight_decay": 0.1})])
+def test_adam_steps_compile_and_match_torch(optimizer, options):
+    losses, params, grads, step = _train(bg, True, optimizer, steps=6, **options)
+    t_losses, t_params, t_grads, _ = _train(torch, False, optimizer, steps=6, **options)
+    np.testing.assert_allclose(losses, t_losses, rtol=1e-5)
+    for a, b in zip(params + grads, t_params + t_grads):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    assert step.compiles == 2  # its state (step count on the device, moments) made at the first step
+
+
 W = np.random.default_rng(3).standard_normal((5, 3)).astype(np.float32)
 
 

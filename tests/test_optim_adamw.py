@@ -1,6 +1,7 @@
 """optim.AdamW against torch's over several steps under each option; Optimizer.state as torch's defaultdict(dict),
 so that optimizers written in torch's style (a subclass of Optimizer whose step reads self.state[p]) run unchanged
 and match torch."""
+import copy
 from collections import defaultdict
 
 import numpy as np
@@ -64,7 +65,7 @@ def test_adamw_differs_from_adam_with_l2_and_resumes_from_its_state_dict():
     for p, q in zip(resumed_params, params):
         p.data = q.detach().clone()
     resumed = bg.optim.AdamW(resumed_params, lr=0.5)
-    resumed.load_state_dict(opt.state_dict())
+    resumed.load_state_dict(copy.deepcopy(opt.state_dict()))  # as saved and loaded: torch's shares the tensors
     assert type(resumed.state) is defaultdict and resumed.param_groups[0]["lr"] == 0.05
     for optimizer, ps in ((opt, params), (resumed, resumed_params)):
         optimizer.zero_grad()

@@ -1,22 +1,25 @@
 """Adam (and AMSGrad, decoupled weight decay, maximize): torch's single-tensor update, with the step-dependent
-bias corrections computed on the host in double precision as torch does."""
+bias corrections computed in double precision as torch does, on the device from the step count there (nothing is
+read back to the host: the step compiles in bg.compile)."""
 import functools
 
-import jax
 import jax.numpy as jnp
 
 from .._budget import Jitted
 from .._factories import tensor, zeros_like
-from .._tensor import Tensor
 from .optimizer import Optimizer, values
 
 
 @functools.partial(Jitted, static_argnames=("weight_decay", "decoupled", "amsgrad", "maximize"))
-def _adam(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, hyper, *, weight_decay, decoupled, amsgrad,
+def _adam(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, hyper, *, weight_decay, decoupled, amsgrad,
           maximize):
-    lr, beta1, beta2, eps, step_size, bias_correction2_sqrt = hyper
-    out = [], [], [], []
-    for p, g, m, v, v_max in zip(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs):
+    lr, beta1, beta2, eps = hyper
+    out = [], [], [], [], []
+    for p, g, m, v, v_max, step in zip(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps):
+        step = step + 1
+        count = step.astype(jnp.float64)  # torch's bias corrections, in double precision, then the values' type
+        step_size = (lr / (1 - beta1 ** count)).astype(p.dtype)
+        bias_correction2_sqrt = jnp.sqrt(1 - beta2 ** count).astype(p.dtype)
         g = -g if maximize else g
         if weight_decay != 0:
             if decoupled:
@@ -28,7 +31,7 @@ def _adam(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, hyper, *, weigh
         if amsgrad:
             v_max = jnp.maximum(v_max, v)
         denom = jnp.sqrt(v_max if amsgrad else v) / bias_correction2_sqrt + eps
-        for results, value in zip(out, (p + -step_size * (m / denom), m, v, v_max)):
+        for results, value in zip(out, (p + -step_size * (m / denom), m, v, v_max, step)):
             results.append(value)
     return out
 
@@ -67,27 +70,17 @@ class Adam(Optimizer):
                     state["max_exp_avg_sq"] = zeros_like(p)
             states.append(state)
         # like torch, every parameter of the group keeps its own step count
-        steps = [_step_value(s["step"]) + 1 for s in states]
-        lr, (beta1, beta2), eps = float(group["lr"]), group["betas"], float(group["eps"])
-        for step_group in sorted(set(steps)):
-            chosen = [i for i, s in enumerate(steps) if s == step_group]
-            step_size = lr / (1 - beta1 ** step_group)
-            hyper = (lr, float(beta1), float(beta2), eps, step_size, (1 - beta2 ** step_group) ** 0.5)
-            pick = lambda key: values([states[i].get(key) for i in chosen])  # noqa: E731
-            new = _adam(values([params[i] for i in chosen]), values([params[i].grad for i in chosen]),
-                        pick("exp_avg"), pick("exp_avg_sq"), pick("max_exp_avg_sq"), hyper,
-                        weight_decay=float(group["weight_decay"]), decoupled=bool(group["decoupled_weight_decay"]),
-                        amsgrad=amsgrad, maximize=bool(group["maximize"]))
-            self._write([params[i] for i in chosen], new[0])
-            for k, i in enumerate(chosen):
-                states[i].update(step=tensor(float(step_group)), exp_avg=Tensor._wrap(new[1][k]),
-                                 exp_avg_sq=Tensor._wrap(new[2][k]))
-                if amsgrad:
-                    states[i]["max_exp_avg_sq"] = Tensor._wrap(new[3][k])
-
-
-def _step_value(step):
-    return step.item() if isinstance(step, Tensor) else float(step)
+        beta1, beta2 = group["betas"]
+        hyper = (float(group["lr"]), float(beta1), float(beta2), float(group["eps"]))
+        pick = lambda key: values([s.get(key) for s in states])  # noqa: E731
+        new = _adam(values(params), values([p.grad for p in params]), pick("exp_avg"), pick("exp_avg_sq"),
+                    pick("max_exp_avg_sq"), pick("step"), hyper, weight_decay=float(group["weight_decay"]),
+                    decoupled=bool(group["decoupled_weight_decay"]), amsgrad=amsgrad, maximize=bool(group["maximize"]))
+        self._write(params, new[0])
+        names = ("exp_avg", "exp_avg_sq", "max_exp_avg_sq", "step")
+        for k, state in enumerate(states):  # in place, as torch's (a compiled step reads them back)
+            self._write([state[n] for n in names if n in state], [new[j][k] for j, n in enumerate(names, 1)
+                                                                   if n in state])
 
 
 class AdamW(Adam):
