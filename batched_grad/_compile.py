@@ -178,7 +178,8 @@ class _Step:
         finally:
             compiling.name = None
             for t, (v, grad) in before.items():  # the function's changes are the program's outputs, not the trace's
-                t._v, t._grad = v, grad
+                if t._v is not v or t._grad is not grad:
+                    t._v, t._grad = v, grad
         step = cls()
         step.out_spec, step.results = found["spec"], found["results"]
         step.writes = [(weakref.ref(t), kind) for t, kind, _ in found["writes"]]

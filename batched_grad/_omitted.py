@@ -14,8 +14,8 @@ BACKEND_KERNELS = ("backend-specific ATen kernels (cuDNN, MIOpen, MKLDNN, FBGEMM
                    "ops are here")
 DISTRIBUTED = "distributed and multiprocessing machinery (DataParallel, SyncBatchNorm, shared memory): out of scope"
 JIT = "TorchScript / FX / torch.compile internals (IR, schemas, symbolic shapes, type comments): out of scope"
-COMPILE = ("torch.compile and its control-flow operators (cond, while_loop): batched_grad compiles through JAX "
-           "(vmap.vmap, compiled backward programs); a bg.compile front end is planned separately")
+COMPILE = ("torch.compile's control-flow operators (cond, while_loop): bg.compile traces a step's Python once, so a "
+           "loop or branch in it runs as traced; a branch on a tensor's value is refused")
 STRIDES = ("explicit strides and in-place shape/storage changes (as_strided, resize_, set_, t_, unsqueeze_, ...): "
            "batched_grad tensors are immutable JAX arrays of a fixed shape; views are recorded as chains of view ops")
 STORAGE = "storage objects and memory placement (storage(), pinning, shared memory, DLPack, buffers from files)"
@@ -118,7 +118,7 @@ OMITTED = {
             parse_type_comment merge_type_from_type_comment unify_type_list sym_constrain_range
             sym_constrain_range_for_size sym_float sym_fresh_size sym_int sym_ite sym_max sym_min sym_not sym_sqrt
             sym_sum compiled_with_cxx11_abi"""),
-        **_names(COMPILE, "compile cond while_loop"),
+        **_names(COMPILE, "cond while_loop"),
         **_names(STRIDES, "as_strided as_strided_ as_strided_scatter empty_strided empty_permuted resize_as_"),
         **_names(STORAGE, "is_storage from_file frombuffer from_dlpack to_dlpack get_file_path"),
         **_names(COPY_VARIANTS, """alias_copy as_strided_copy detach_copy diagonal_copy expand_copy narrow_copy

@@ -118,7 +118,7 @@ def apply(op, operands, **static):
 
 
 def _apply(op, operands, static):
-    arrays, recording, pending, mapped, host_data = [], False, False, False, False
+    arrays, recording, pending, mapped, host_data = [], False, False, False, []
     for x in operands:  # one pass: the arrays, and whether the op is recorded or reads deferred values
         if isinstance(x, Tensor):
             a = x._v
@@ -126,7 +126,7 @@ def _apply(op, operands, static):
                 if is_shared(a):
                     a = host_read(x, a)  # a copy: the user may write into it later
                 else:
-                    host_data = True
+                    host_data.append(len(arrays))
             recording = recording or x.grad_fn is not None or x._requires_grad
         else:
             a = _number_array(x) if isinstance(x, _NUMBERS) else _array_operand(x)
@@ -138,9 +138,9 @@ def _apply(op, operands, static):
     outs = None
     if op.host is not None and not (recording or pending):  # a recorded op runs on the host when computed (_lazy)
         outs = on_host(op, arrays, static)
-    if outs is None and host_data:  # host data read by a kernel, or kept by a deferred op: moved on its second read
-        arrays = [host_read(x, a) if isinstance(x, Tensor) and a is x._v and type(a) is np.ndarray else a
-                  for x, a in zip(operands, arrays)]
+    for i in host_data if outs is None else ():  # read by a kernel, or kept by a deferred op: moved on a second read
+        v = operands[i]._v  # (moved already where the op reads the tensor twice)
+        arrays[i] = host_read(operands[i], v) if type(v) is np.ndarray else v
     if outs is not None:
         gradients = [differentiable(o.dtype) for o in outs]
     elif (recording or pending) and MetaValue in map(type, arrays):
