@@ -1,5 +1,8 @@
 """bg.compile: a step recorded once per signature into one program, whose later calls give what eager calls give
 (and torch's), update parameters, .grad and optimizer state as the step does, and compile nothing more."""
+import subprocess
+import sys
+import textwrap
 import warnings
 
 import jax
@@ -97,7 +100,25 @@ WORKLOADS = {
     "vmap(grad)": lambda x: vmap.vmap(func_grad(lambda x: (_f(x) ** 2).sum()))(x * bg.arange(1.0, 5.0)[:, None]),
     "batched HVPs": lambda x: bg.autograd.grad(bg.autograd.grad((_f(x) ** 2).sum(), x, create_graph=True)[0], x,
                                                bg.eye(3), is_grads_batched=True)[0],
+    "Gauss-Newton step": lambda x: _gauss_newton_step(x),
+    "CG iteration": lambda x: _cg_iteration(x, bg.tensor([0.5, -1.0, 2.0])),
 }
+
+
+def _gauss_newton_step(x):
+    """loops.py's Gauss-Newton iteration: the residuals' Jacobian, then a damped normal-equations solve."""
+    J = bg.autograd.functional.jacobian(_f, x, vectorize=True)
+    return x + bg.linalg.solve(J.T @ J + 0.1 * bg.eye(3), -(J.T @ _f(x)))
+
+
+def _cg_iteration(x, v):
+    """loops.py's Newton-CG iteration from p = 0, r = v: its Hessian-vector product recomputes the gradient."""
+    (g,) = bg.autograd.grad((_f(x) ** 2).sum() + 0.005 * (x * x).sum(), x, create_graph=True)
+    (hv,) = bg.autograd.grad(g, x, v)
+    rr = (v * v).sum()
+    alpha = rr / (v * hv).sum()
+    r = v - alpha * hv
+    return bg.stack([alpha * v, r, r + ((r * r).sum() / rr) * v])
 
 
 @pytest.mark.parametrize("name", WORKLOADS)
@@ -111,6 +132,51 @@ def test_every_transform_compiles_to_one_program_with_the_eager_results(name):
         np.testing.assert_allclose(got.numpy(), fn(x).detach().numpy(), rtol=1e-4, atol=1e-5)
         assert not got.requires_grad and got.grad_fn is None  # a program's result, not recorded
     assert compiled.compiles == 1
+
+
+# One process: a compiled Adam step's three calls, printing how many XLA compiles they made. Run twice on one
+# persistent cache (the test session's own): the second process finds every program on disk.
+_STEP_IN_A_PROCESS = textwrap.dedent("""
+    import jax
+    import numpy as np
+    import batched_grad as bg
+
+    compiles = [0]  # XLA compiles less persistent-cache hits: what XLA really compiled
+
+    def on_duration(event, duration, **kwargs):
+        compiles[0] += event.endswith("backend_compile_duration")
+
+    def on_event(event, **kwargs):
+        compiles[0] -= event == "/jax/compilation_cache/cache_hits"
+
+    jax.monitoring.register_event_duration_secs_listener(on_duration)
+    jax.monitoring.register_event_listener(on_event)
+    model = bg.nn.Linear(4, 1)
+    opt = bg.optim.Adam(model.parameters(), lr=0.1)
+
+    @bg.compile
+    def step(x, y):
+        opt.zero_grad()
+        loss = ((model(x) - y) ** 2).mean()
+        loss.backward()
+        opt.step()
+        return loss
+
+    x, y = bg.ones(8, 4), bg.zeros(8, 1)
+    before = compiles[0]
+    for _ in range(3):
+        step(x, y)
+    print(compiles[0] - before, step.compiles)
+""")
+
+
+def test_a_compiled_step_is_found_in_the_persistent_cache_by_a_later_process():
+    runs = [subprocess.run([sys.executable, "-c", _STEP_IN_A_PROCESS], capture_output=True, text=True, timeout=300)
+            for _ in range(2)]
+    for run in runs:
+        assert run.returncode == 0, run.stderr[-3000:]
+    (first, traces), (second, _) = [map(int, run.stdout.split()) for run in runs]
+    assert traces == 2 and second == 0 < first
 
 
 def test_later_calls_compile_nothing_and_record_nothing():
