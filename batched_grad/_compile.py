@@ -191,6 +191,8 @@ class _Step:
         # it keeps anew) is gone after it
         step.pinned = [source.tensor() for _, source in step.sources]
         step.fixed = list(closed.consts)
+        for i, _ in step.sources:  # read afresh at every call: the trace's value is not kept alive
+            step.fixed[i] = None
         jaxpr = closed.jaxpr
         step.program = jax.jit(lambda consts, args: jax.core.eval_jaxpr(jaxpr, consts, *args))
         return step
