@@ -276,7 +276,7 @@ def ready(w, create_graph):
     computed later (a vmap.vmap row); else its compile is started in the background and the per-node tier answers."""
     if create_graph or not w.direct:
         return True
-    return _fused_template(w).program.ready_or_compiling(w.frontier)
+    return _with_program(template(w.key), w.key).program.ready_or_compiling(w.frontier)
 
 
 def rebatched(w, batch):
@@ -295,15 +295,14 @@ def compile_now(w, root_grads, create_graph):
         saved = [s.value if type(s) is SavedValue else s for i in t.runs for s in nodes[i].saved if s is not None]
         grads = [g._v for g, r in zip(root_grads, w.key[2]) if r is not None]
         return jax.jit(functools.partial(_program, key=t.plan)).lower(*lowerable(saved + grads)).compile()
-    t = _fused_template(w)
+    t = _with_program(template(w.key), w.key)
     return t.program.plain.jit.lower(*lowerable(_placed(w.frontier, t.shards))).compile()
 
 
-def _fused_template(w):
-    """The template of the walk's key, with its fused program (made once)."""
-    t = template(w.key)
+def _with_program(t, key):
+    """The template `t` of `key`, with its fused program (made once)."""
     if t.program is None:
-        t.program = _lazy.compiled(w.key, lambda: functools.partial(_fused, t=t))
+        t.program = _lazy.compiled(key, lambda: functools.partial(_fused, t=t))
     return t
 
 
@@ -323,7 +322,7 @@ def run(w, root_grads, create_graph, release):
         grads = [g for g, r in zip(root_grads, w.key[2]) if r is not None]  # not the blocks of the identity
         outs = iter(apply(PROGRAM, saved + grads, key=t.plan))
     else:
-        _fused_template(w)
+        _with_program(t, w.key)  # `t` found above: a key's lookup hashes the whole structure
         with _lazy.lock:  # deferred results are published under it
             outs = iter(t.program(*_placed(w.frontier, t.shards)))
             for i, _ in t.kept:  # forward results read later (a loss printed after its backward)
