@@ -1,4 +1,5 @@
 """batched_grad: PyTorch's autograd API (grad, backward, is_grads_batched) on JAX arrays."""
+
 from . import _xla_flags
 
 _xla_flags.apply()  # before JAX starts its CPU backend
@@ -9,33 +10,86 @@ _cache.setup()  # the persistent compilation cache, before the first compile
 
 from math import e, inf, nan, pi  # noqa: E402  (torch's constants)
 
-from . import _ops  # noqa: E402
-from ._dtypes import (bfloat16, bool, cdouble, cfloat, complex64, complex128, double, dtype, float16, float32, float64,
-                      get_default_dtype, half, int8, int16, int32, int64, long, set_default_dtype, uint8)
-from ._dtypes import float32 as float, int16 as short, int32 as int  # noqa: A001  (torch's aliases)
-from ._factories import (arange, as_tensor, empty, empty_like, eye, from_jax, from_numpy, full, full_like, linspace,
-                         ones, ones_like, rand, rand_like, randint, randint_like, randn, randn_like, tensor, zeros,
-                         zeros_like)
-from ._generator import (Generator, default_generator, get_rng_state, initial_seed, manual_seed, seed,
-                         set_rng_state)
+from . import (  # noqa: E402  # noqa: E402
+    _ops,  # noqa: E402
+    autograd,
+    cuda,
+    func,  # noqa: E402
+    linalg,
+    nn,
+    optim,
+    testing,
+)
 from ._budget import set_cache_limit
 from ._cache import set_compilation_cache
+from ._compile import compile  # noqa: A004  (torch.compile's name)
+from ._devices import get_default_device
+from ._dtypes import (
+    bfloat16,
+    bool,
+    cdouble,
+    cfloat,
+    complex64,
+    complex128,
+    double,
+    dtype,
+    float16,
+    float32,
+    float64,
+    get_default_dtype,
+    half,
+    int8,
+    int16,
+    int32,
+    int64,
+    long,
+    set_default_dtype,
+    uint8,
+)
+from ._dtypes import float32 as float  # noqa: A001  (torch's aliases)
+from ._dtypes import int16 as short
+from ._dtypes import int32 as int
+from ._factories import (
+    arange,
+    as_tensor,
+    empty,
+    empty_like,
+    eye,
+    from_jax,
+    from_numpy,
+    full,
+    full_like,
+    linspace,
+    ones,
+    ones_like,
+    rand,
+    rand_like,
+    randint,
+    randint_like,
+    randn,
+    randn_like,
+    tensor,
+    zeros,
+    zeros_like,
+)
+from ._fusion import get_fusion, set_fusion
+from ._generator import Generator, default_generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
+from ._grad_mode import (
+    enable_grad,
+    inference_mode,
+    is_grad_enabled,
+    is_inference_mode_enabled,
+    no_grad,
+    set_grad_enabled,
+)
 from ._info import finfo, iinfo
-from ._grad_mode import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,
-                         set_grad_enabled)
 from ._ops import *  # noqa: F401,F403  (every op of the table, under torch's name)
 from ._ops import clone, compile_count, jax_function, set_background_compile, to, wait_for_compiles
 from ._ops.legacy import range_ as range  # noqa: A004  (torch's name)
 from ._tensor import Size, Tensor, device
-from ._devices import get_default_device
-from ._fusion import get_fusion, set_fusion
-from . import autograd, cuda, linalg  # noqa: E402
-from . import nn, optim, testing  # noqa: E402
-from . import func  # noqa: E402
 from .autograd import grad
 from .autograd.anomaly_mode import is_anomaly_check_nan_enabled, is_anomaly_enabled, set_anomaly_enabled
 from .func import vmap  # vmap.vmap, as torch.vmap is torch.func.vmap
-from ._compile import compile  # noqa: A004  (torch.compile's name)
 
 newaxis = None  # as torch.newaxis, for x[:, newaxis]
 __version__ = "0.1.0"

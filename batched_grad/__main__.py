@@ -1,19 +1,21 @@
 """batched_grad's command line.
 
-  python -m batched_grad demo     a Jacobian, per-sample gradients and Hessian-vector products, each computed
-                                  batched and by the loop of unbatched calls: checked against each other, timed
-  python -m batched_grad bench    the benchmark scripts of a source checkout (quick runs; --full for full ones)
+python -m batched_grad demo     a Jacobian, per-sample gradients and Hessian-vector products, each computed
+                                batched and by the loop of unbatched calls: checked against each other, timed
+python -m batched_grad bench    the benchmark scripts of a source checkout (quick runs; --full for full ones)
 """
+
 from absl import app, flags, logging
 
 from . import _bench, _demo
 
 flags.DEFINE_integer("repeats", 5, "demo: timed calls per workload and mode (the median is shown)", lower_bound=1)
-flags.DEFINE_multi_enum("workload", None, list(_demo.WORKLOADS),
-                        "demo: run only this workload (repeatable); all three by default")
+flags.DEFINE_multi_enum(
+    "workload", None, list(_demo.WORKLOADS), "demo: run only this workload (repeatable); all three by default"
+)
 SIZE_HELP = {
     "width": "input size of the Jacobian's network, hidden width of the per-sample classifier, weights of the "
-             "Hessian's loss",
+    "Hessian's loss",
     "outputs": "outputs of the Jacobian's network (rows of the Jacobian)",
     "batch": "samples of the per-sample gradients",
     "hvps": "Hessian-vector products",
@@ -21,8 +23,12 @@ SIZE_HELP = {
 for _name, _default in _demo.Sizes._field_defaults.items():
     flags.DEFINE_integer(_name, _default, f"demo: {SIZE_HELP[_name]}", lower_bound=1)
 flags.DEFINE_bool("full", False, "bench: full runs of every benchmark script instead of quick ones")
-flags.DEFINE_string("benchmarks_dir", None, "bench: the folder of benchmark scripts (default: benchmarks/ of the "
-                    "source checkout this package is installed from)")
+flags.DEFINE_string(
+    "benchmarks_dir",
+    None,
+    "bench: the folder of benchmark scripts (default: benchmarks/ of the "
+    "source checkout this package is installed from)",
+)
 FLAGS = flags.FLAGS
 
 COMMAND_FLAGS = {
@@ -61,8 +67,13 @@ def main(argv):
         given = " ".join(argv[1:]) or "nothing"
         raise app.UsageError(f"expected one command, {' or '.join(COMMANDS)}; got {given}")
     command = argv[1]
-    foreign = [f"--{name}" for other, names in COMMAND_FLAGS.items() if other != command
-               for name in names if FLAGS[name].present]
+    foreign = [
+        f"--{name}"
+        for other, names in COMMAND_FLAGS.items()
+        if other != command
+        for name in names
+        if FLAGS[name].present
+    ]
     if foreign:
         raise app.UsageError(f"`{command}` does not take {', '.join(foreign)}")
     logging.set_verbosity(logging.WARNING)  # keep JAX's backend discovery notes out of the output

@@ -8,6 +8,7 @@ dense row.
 
 The results are those of the dense rows, nan included: the VJP of an elementwise op at a point where its
 derivative is not finite turns the zeros of every row into nan there (0 * inf), and the rows keep that."""
+
 import math
 
 import jax.numpy as jnp
@@ -126,8 +127,10 @@ def _matmul(values, cts, spec):
     a, b = _operands(values, spec)
     p, k, m = (sa[0] if len(sa) == 2 else 1), sa[-1], (sb[-1] if len(sb) == 2 else 1)
     entry = _entry(ct, p, m)
-    grads = {0: lambda: _left(entry, b.reshape(k, m), p).reshape(sa),
-             1: lambda: _right(entry, a.reshape(p, k), m).reshape(sb)}
+    grads = {
+        0: lambda: _left(entry, b.reshape(k, m), p).reshape(sa),
+        1: lambda: _right(entry, a.reshape(p, k), m).reshape(sb),
+    }
     return [grads[j]() for j in spec.want]
 
 
@@ -142,8 +145,11 @@ def _linear(values, cts, spec):
     x, w, *_ = _operands(values, spec)
     p = sx[0] if len(sx) == 2 else 1
     entry = _entry(ct, p, m)
-    grads = {0: lambda: _left(entry, w.T, p).reshape(sx), 1: lambda: _right_rows(entry, x.reshape(p, k), m),
-             2: lambda: _right(entry, jnp.ones((p, 1), dw), m).reshape(m)}
+    grads = {
+        0: lambda: _left(entry, w.T, p).reshape(sx),
+        1: lambda: _right_rows(entry, x.reshape(p, k), m),
+        2: lambda: _right(entry, jnp.ones((p, 1), dw), m).reshape(m),
+    }
     return [grads[j]() for j in spec.want]
 
 

@@ -2,6 +2,7 @@
 to a bucket, the backward run once over all rows (vectorized or chunked), the padding sliced off. Cotangents that
 are a block of the identity (a Jacobian's) are not read: the backward program makes their rows (_basis.py). Rows
 split over devices stay there: each device pads, maps and slices its own (vmap/_shards.py)."""
+
 import math
 import weakref
 
@@ -23,21 +24,27 @@ from ._tensor import Tensor
 def batched_backward(roots, grads, captures, *, retain_graph, create_graph, chunk_size):
     sizes = [g._v.shape[0] for g in grads]
     if len(set(sizes)) > 1:
-        raise ValueError("If `is_grads_batched=True`, every grad_output must have the same batch size (its first "
-                         f"dimension), but got sizes {sizes}.")
+        raise ValueError(
+            "If `is_grads_batched=True`, every grad_output must have the same batch size (its first "
+            f"dimension), but got sizes {sizes}."
+        )
     shards = _shards.first_shards([g._v for g in grads])
     if shards is not None:  # the constant grad_outputs split as the first split one (a recorded one stays as it is)
         grads = [Tensor._wrap(_shards.split_as(g._value, shards)) if _constant(g) else g for g in grads]
     basis = tuple([basis_block(g) for g in grads])
     # a Jacobian's batch size is fixed by the structure: no padding needed; else a bucket of rows (on each device), a
     # multiple of the chunk ("auto" chooses a power of two)
-    padded = sizes[0] if None not in basis else bucket(sizes[0], None if chunk_size == AUTO else chunk_size,
-                                                       1 if shards is None else shards.count)
+    padded = (
+        sizes[0]
+        if None not in basis
+        else bucket(sizes[0], None if chunk_size == AUTO else chunk_size, 1 if shards is None else shards.count)
+    )
     batch = Batch(sizes[0], padded, chunk_size, basis, shards)
     if batch.padded > batch.size:
         grads = [_pad_rows(g, batch) for g in grads]
-    results = _engine.run_backward(roots, grads, captures, retain_graph=retain_graph, create_graph=create_graph,
-                                   accumulate=False, batch=batch)
+    results = _engine.run_backward(
+        roots, grads, captures, retain_graph=retain_graph, create_graph=create_graph, accumulate=False, batch=batch
+    )
     if batch.padded > batch.size:
         results = [None if r is None else _take_rows(r, batch) for r in results]
     return results
@@ -51,8 +58,10 @@ def shard_rows(tensor, devices=None):
     if not isinstance(tensor, Tensor):
         raise TypeError(f"shard_rows(): argument 'tensor' must be a Tensor, but got {type(tensor).__name__}")
     if tensor.requires_grad:
-        raise ValueError("shard_rows(tensor): tensor requires grad; its placement is not recorded, so split a "
-                         "tensor that does not (tensor.detach()) and make it require grad after")
+        raise ValueError(
+            "shard_rows(tensor): tensor requires grad; its placement is not recorded, so split a "
+            "tensor that does not (tensor.detach()) and make it require grad after"
+        )
     return Tensor._wrap(_shards.place_rows(tensor._value, devices))
 
 
@@ -100,16 +109,16 @@ def _pad_rows(g, batch):
     if batch.shards is not None:
         return Tensor._wrap(_shards.pad_rows(g._value, batch.padded, batch.shards))
     rows = np.zeros((batch.padded,) + tuple(g.shape[1:]), g._v.dtype)
-    rows[:g.shape[0]] = np.asarray(g._value)
+    rows[: g.shape[0]] = np.asarray(g._value)
     return Tensor._wrap(rows)  # host data, not shared with anyone
 
 
 def _take_rows(r, batch):
     if not _constant(r):
         if batch.shards is None:
-            return r[:batch.size]
+            return r[: batch.size]
         blocks, row = batch.blocks, tuple(r.shape[1:])
-        return r.reshape((blocks, -1) + row)[:, :batch.size // blocks].reshape((batch.size,) + row)
+        return r.reshape((blocks, -1) + row)[:, : batch.size // blocks].reshape((batch.size,) + row)
     if batch.shards is not None:
         return Tensor._wrap(_shards.take_rows(r._value, batch.size, batch.shards))
-    return Tensor._wrap(np.asarray(r._value)[:batch.size].copy())
+    return Tensor._wrap(np.asarray(r._value)[: batch.size].copy())

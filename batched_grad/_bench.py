@@ -1,5 +1,6 @@
 """The benchmark suite: the scripts in benchmarks/ of a source checkout, each run by this interpreter in its own
 process, quick runs unless `full`. The scripts are not part of the installed package."""
+
 import importlib.util
 import pathlib
 import subprocess
@@ -21,9 +22,11 @@ def locate(directory=None):
     every script of SCRIPTS and that torch is installed."""
     folder = pathlib.Path(directory) if directory is not None else CHECKOUT_BENCHMARKS
     if not folder.is_dir():
-        raise SetupError(f"no benchmarks folder at {folder}: the benchmarks ship with the source repository, not "
-                         f"the package; run `bench` from a clone installed with {INSTALL}, or pass "
-                         f"--benchmarks_dir")
+        raise SetupError(
+            f"no benchmarks folder at {folder}: the benchmarks ship with the source repository, not "
+            f"the package; run `bench` from a clone installed with {INSTALL}, or pass "
+            f"--benchmarks_dir"
+        )
     missing = [name for name in SCRIPTS if not (folder / name).is_file()]
     if missing:
         raise SetupError(f"{folder} lacks the benchmark scripts {', '.join(missing)}")

@@ -10,6 +10,7 @@ executable kept, measured as above from one-op kernels to 200-op programs, is ab
 character of `compiled.as_text()`.
 
 The limits: `set_cache_limit(bytes=, entries=)`, or `BATCHED_GRAD_CACHE_BYTES` (bytes) at import."""
+
 import collections
 import functools
 import os

@@ -17,6 +17,7 @@ At import the directory is `$BATCHED_GRAD_CACHE_DIR`, else `$XDG_CACHE_HOME/batc
 `~/.cache/batched_grad`; an empty `BATCHED_GRAD_CACHE_DIR` turns it off. A cache directory the user already gave JAX
 (`jax_compilation_cache_dir`, or `JAX_COMPILATION_CACHE_DIR`) is left as it is. `set_compilation_cache` switches it at
 run time; like JAX's setting, it is process-wide and serves the user's own `jax.jit` programs too."""
+
 import functools
 import hashlib
 import os
@@ -91,9 +92,10 @@ class DiskCache(CacheInterface):
             return None
         except OSError as e:
             return self._drop(entry, f"cannot read entry {os.path.basename(entry)}: {e.strerror or e}")
-        payload = data[len(_MAGIC) + 4:]
-        if data[:len(_MAGIC)] != _MAGIC or int.from_bytes(data[len(_MAGIC):len(_MAGIC) + 4], "big") != zlib.crc32(
-                payload):
+        payload = data[len(_MAGIC) + 4 :]
+        if data[: len(_MAGIC)] != _MAGIC or int.from_bytes(data[len(_MAGIC) : len(_MAGIC) + 4], "big") != zlib.crc32(
+            payload
+        ):
             return self._drop(entry, f"entry {os.path.basename(entry)} is corrupt (bad header or checksum)")
         return payload
 
@@ -208,13 +210,16 @@ def set_compilation_cache(path):
     """Keep compiled programs in the directory `path` (created if missing), so that later processes load them
     instead of compiling; None turns the persistent cache off. An unusable directory warns once and leaves it off."""
     if path is not None and not isinstance(path, (str, os.PathLike)):
-        raise TypeError(f"set_compilation_cache(): argument 'path' must be a str, an os.PathLike or None, "
-                        f"not {type(path).__name__}")
+        raise TypeError(
+            f"set_compilation_cache(): argument 'path' must be a str, an os.PathLike or None, not {type(path).__name__}"
+        )
     if path is not None:
         path = os.fspath(path)
         if not isinstance(path, str):
-            raise TypeError(f"set_compilation_cache(): argument 'path' must name a directory as a str path, "
-                            f"not {type(path).__name__}")
+            raise TypeError(
+                f"set_compilation_cache(): argument 'path' must name a directory as a str path, "
+                f"not {type(path).__name__}"
+            )
         if not path:
             raise ValueError("set_compilation_cache(): argument 'path' must be a directory path or None, not ''")
     use(path)

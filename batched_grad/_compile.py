@@ -13,6 +13,7 @@ Tensors at every call (state replaced rather than updated in place) runs eagerly
 
 Reading a value inside (`.item()`, `float()`, `bool()`, `.numpy()`, a branch on a tensor) cannot be compiled: it
 raises an error naming the read (fullgraph=True), or runs that signature eagerly with a warning (fullgraph=False)."""
+
 import functools
 import gc
 import threading
@@ -26,15 +27,20 @@ import numpy as np
 from vmap._pytree import flatten
 
 from ._grad_mode import is_grad_enabled
-from .autograd._functional_forward import _jaxpr_of
 from ._tensor import Tensor
 from ._tracing import ValueRead, compiling
 from ._x64 import scoped
+from .autograd._functional_forward import _jaxpr_of
 
 # what JAX raises when traced code needs a concrete value (as ValueRead for a Tensor's own reads)
-_CONCRETE = (ValueRead, jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError,
-             jax.errors.TracerIntegerConversionError, jax.errors.TracerBoolConversionError,
-             jax.errors.NonConcreteBooleanIndexError)
+_CONCRETE = (
+    ValueRead,
+    jax.errors.ConcretizationTypeError,
+    jax.errors.TracerArrayConversionError,
+    jax.errors.TracerIntegerConversionError,
+    jax.errors.TracerBoolConversionError,
+    jax.errors.NonConcreteBooleanIndexError,
+)
 
 
 def compile(fn=None, *, fullgraph=True):
@@ -82,18 +88,27 @@ class CompiledFunction:
             step = _Step.trace(self.fn, leaves, spec)
         except _CONCRETE as error:
             if self.fullgraph:
-                raise RuntimeError(f"bg.compile({_name(self.fn)}): {_read_message(error)}; compile a function that "
-                                   "does not read values, or pass fullgraph=False to run such calls eagerly") from error
-            warnings.warn(f"bg.compile({_name(self.fn)}): {_read_message(error)}; these calls run eagerly "
-                          "(fullgraph=False)", UserWarning, stacklevel=4)
+                raise RuntimeError(
+                    f"bg.compile({_name(self.fn)}): {_read_message(error)}; compile a function that "
+                    "does not read values, or pass fullgraph=False to run such calls eagerly"
+                ) from error
+            warnings.warn(
+                f"bg.compile({_name(self.fn)}): {_read_message(error)}; these calls run eagerly (fullgraph=False)",
+                UserWarning,
+                stacklevel=4,
+            )
             self._steps[signature] = EAGER
             args, kwargs = spec.unflatten(leaves)
             return self.fn(*args, **kwargs)
         self.compiles += 1
         if step.created and previous is not None:  # new state again: not kept between calls
-            warnings.warn(f"bg.compile({_name(self.fn)}): the function keeps new tensors at every call (state "
-                          "replaced rather than updated in place), which a compiled program cannot read back; "
-                          "these calls run eagerly", UserWarning, stacklevel=4)
+            warnings.warn(
+                f"bg.compile({_name(self.fn)}): the function keeps new tensors at every call (state "
+                "replaced rather than updated in place), which a compiled program cannot read back; "
+                "these calls run eagerly",
+                UserWarning,
+                stacklevel=4,
+            )
             self._steps[signature] = EAGER
         else:
             step.retrace = bool(step.created)  # state made now: the next call traces the function reading it
@@ -117,8 +132,10 @@ def _signature(leaves, spec):
             try:
                 hash(x)
             except TypeError:
-                raise TypeError(f"bg.compile: a non-Tensor argument must be hashable (it is part of the signature), "
-                                f"but got {type(x).__name__}") from None
+                raise TypeError(
+                    f"bg.compile: a non-Tensor argument must be hashable (it is part of the signature), "
+                    f"but got {type(x).__name__}"
+                ) from None
             parts.append((type(x), x))
     return spec, tuple(parts), is_grad_enabled()
 
@@ -126,8 +143,11 @@ def _signature(leaves, spec):
 def _read_message(error):
     """What was read, and where in the user's code: the innermost frame outside batched_grad and JAX."""
     what = str(error) if isinstance(error, ValueRead) else f"a traced value was needed ({type(error).__name__})"
-    frames = [f for f in traceback.extract_tb(error.__traceback__)
-              if "batched_grad" not in f.filename and "/jax/" not in f.filename and "/jax_" not in f.filename]
+    frames = [
+        f
+        for f in traceback.extract_tb(error.__traceback__)
+        if "batched_grad" not in f.filename and "/jax/" not in f.filename and "/jax_" not in f.filename
+    ]
     where = f" at {frames[-1].filename}:{frames[-1].lineno} ({frames[-1].line})" if frames else ""
     return f"the function reads a tensor's value while it is compiled: {what}{where}"
 
@@ -151,8 +171,18 @@ class _Source:
 class _Step:
     """A traced signature: its compiled program, where its captured inputs come from, and where its outputs go."""
 
-    __slots__ = ("program", "sources", "fixed", "out_spec", "results", "writes", "had_grad", "created", "retrace",
-                 "pinned")
+    __slots__ = (
+        "program",
+        "sources",
+        "fixed",
+        "out_spec",
+        "results",
+        "writes",
+        "had_grad",
+        "created",
+        "retrace",
+        "pinned",
+    )
 
     @classmethod
     def trace(cls, fn, leaves, spec):
@@ -228,8 +258,10 @@ _TENSOR = object()  # in _Step.results: a Tensor result, computed by the program
 def _constant_result(fn, value):
     """A result that is not a Tensor: kept as it is (a number, a string, None), unless it is a traced array."""
     if isinstance(value, jax.Array):
-        raise TypeError(f"bg.compile({_name(fn)}): the function must return Tensors or constants, but returned a "
-                        f"JAX array of shape {value.shape}")
+        raise TypeError(
+            f"bg.compile({_name(fn)}): the function must return Tensors or constants, but returned a "
+            f"JAX array of shape {value.shape}"
+        )
     return value
 
 
@@ -265,8 +297,15 @@ def _changes(before, held):
                 writes.append((t, "grad", t._grad._value))
     kept = {id(o) for o in held}
     gc.collect()
-    created = [o for o in gc.get_objects() if issubclass(type(o), Tensor) and o not in before and id(o) not in kept
-               and id(o) not in grads and isinstance(o._v, jax.core.Tracer)]
+    created = [
+        o
+        for o in gc.get_objects()
+        if issubclass(type(o), Tensor)
+        and o not in before
+        and id(o) not in kept
+        and id(o) not in grads
+        and isinstance(o._v, jax.core.Tracer)
+    ]
     return writes, created
 
 

@@ -1,6 +1,7 @@
 """Compiled programs of whole structures (_lazy.compiled): a jitted function whose large results reuse the memory
 of earlier ones, and which can compile in a background thread while the caller computes the same values with per-op
 kernels (set_background_compile)."""
+
 import functools
 import os
 import sys
@@ -133,7 +134,10 @@ class Program:
         """Take the older set of kept results that nothing else refers to, if any."""
         alone = alone_count()
         for i, spare in enumerate(self.spares):
-            if (alone is not None and _reference_counts(spare) == [alone] * len(spare)
-                    and not any([a.is_deleted() for a in spare])):
+            if (
+                alone is not None
+                and _reference_counts(spare) == [alone] * len(spare)
+                and not any([a.is_deleted() for a in spare])
+            ):
                 return self.spares.pop(i)
         return None

@@ -1,8 +1,10 @@
 """The demo workloads. Each computes the same derivatives twice, batched and by the loop of unbatched calls that
 the batched call replaces; the two results are checked against each other and both are timed."""
+
 import sys
 import time
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 
@@ -56,8 +58,13 @@ def jacobian(sizes, rng):
     """d net(x) / dx of a tanh MLP: one grad() with the identity's rows as a batch of grad_outputs, against one
     grad() per row."""
     width, outputs = sizes.width, sizes.outputs
-    net = bg.nn.Sequential(bg.nn.Linear(width, 2 * width), bg.nn.Tanh(), bg.nn.Linear(2 * width, 2 * width),
-                           bg.nn.Tanh(), bg.nn.Linear(2 * width, outputs))
+    net = bg.nn.Sequential(
+        bg.nn.Linear(width, 2 * width),
+        bg.nn.Tanh(),
+        bg.nn.Linear(2 * width, 2 * width),
+        bg.nn.Tanh(),
+        bg.nn.Linear(2 * width, outputs),
+    )
     x = _float32(rng.standard_normal(width), requires_grad=True)
     eye = np.eye(outputs, dtype=np.float32)
     basis, basis_rows = bg.tensor(eye), _rows(eye)
@@ -120,7 +127,10 @@ def hessian_vector_products(sizes, rng):
 WORKLOADS = {"jacobian": jacobian, "per-sample": per_sample_gradients, "hvp": hessian_vector_products}
 
 
-def build(names=tuple(WORKLOADS), sizes=Sizes(), seed=0):
+_DEFAULT_SIZES = Sizes()
+
+
+def build(names=tuple(WORKLOADS), sizes=_DEFAULT_SIZES, seed=0):
     """The named workloads on their built-in data (seeded), in the order given."""
     bg.manual_seed(seed)
     rng = np.random.default_rng(seed)
@@ -201,7 +211,9 @@ def table(outcomes):
     width = max([len("workload"), *(len(o.title) for o in outcomes)]) + 2
     lines = [f"{'workload':<{width}}{'batched ms':>11}{'loop ms':>10}{'speed-up':>10}{'max |diff|':>12}  check"]
     for o in outcomes:
-        lines.append(f"{o.title:<{width}}{o.batched_ms:>11.2f}{o.loop_ms:>10.2f}{o.loop_ms / o.batched_ms:>9.1f}x"
-                     f"{o.max_diff:>12.1e}  {'ok' if o.ok else 'MISMATCH'}")
+        lines.append(
+            f"{o.title:<{width}}{o.batched_ms:>11.2f}{o.loop_ms:>10.2f}{o.loop_ms / o.batched_ms:>9.1f}x"
+            f"{o.max_diff:>12.1e}  {'ok' if o.ok else 'MISMATCH'}"
+        )
     lines.append(f"check: np.allclose(batched, loop, rtol={RTOL:g}, atol={ATOL:g}); times are medians")
     return "\n".join(lines)

@@ -1,5 +1,6 @@
 """torch's device names on JAX's devices: cpu is JAX's CPU backend, cuda:i the i-th device of its GPU backend; meta
 (shapes and dtypes without values) is on none."""
+
 import functools
 
 import jax
@@ -7,11 +8,10 @@ import jax
 from ._tensor import device
 
 _PLATFORMS = {"cpu": "cpu", "cuda": "gpu"}
-NO_CUDA = ("CUDA is not available: JAX has no GPU backend in this process (batched_grad.cuda.is_available() is "
-           "False)")
+NO_CUDA = "CUDA is not available: JAX has no GPU backend in this process (batched_grad.cuda.is_available() is False)"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def jax_devices(kind):
     """JAX's devices for the torch device type `kind` ('cpu' or 'cuda'); () when JAX has no such backend."""
     try:
@@ -34,16 +34,19 @@ def resolve(spec):
             raise RuntimeError("Cannot access accelerator device when none is available.")
         spec = device("cuda", spec)
     if not isinstance(spec, (str, device)):
-        raise TypeError(f"expected a device (a string such as 'cpu' or a batched_grad.device), but got "
-                        f"{type(spec).__name__}")
+        raise TypeError(
+            f"expected a device (a string such as 'cpu' or a batched_grad.device), but got {type(spec).__name__}"
+        )
     d = device(spec)
     if d.type == "cpu":
         return device("cpu"), jax_devices("cpu")[0]
     if d.type == "meta":  # shapes and dtypes without values: no JAX device holds them
         return device("meta"), None
     if d.type != "cuda":
-        raise RuntimeError(f"batched_grad is not linked with support for {d.type} devices: tensors live on JAX's "
-                           "devices, the cpu and, where JAX has a GPU backend, cuda, or on meta (without values)")
+        raise RuntimeError(
+            f"batched_grad is not linked with support for {d.type} devices: tensors live on JAX's "
+            "devices, the cpu and, where JAX has a GPU backend, cuda, or on meta (without values)"
+        )
     gpus = jax_devices("cuda")
     if not gpus:
         raise AssertionError(NO_CUDA)

@@ -1,10 +1,12 @@
 """dtypes with torch's names and torch's type-promotion rules, mapped onto NumPy/JAX dtypes."""
+
 import builtins
 import functools
 
 import jax
 import ml_dtypes  # bfloat16's NumPy dtype, shipped with JAX
 import numpy as np
+
 from ._x64 import scoped
 
 _CATEGORY = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
@@ -64,7 +66,7 @@ ALL = (float16, bfloat16, float32, float64, uint8, int8, int16, int32, int64, bo
 _BY_NP = {d.np: d for d in ALL}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def differentiable(np_dtype):
     """Whether values of this NumPy dtype have gradients (floating point and complex)."""
     return np_dtype.kind in "fc" or np_dtype == ml_dtypes.bfloat16
@@ -117,7 +119,7 @@ def promote_types(a, b):
     return _promote_pair(a, b)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 @scoped
 def _promote_pair(a, b):
     return from_numpy_dtype(jax.numpy.promote_types(a.np, b.np))

@@ -1,4 +1,5 @@
 """The backward walk shared by grad() and backward(): discover, order, run each node, accumulate."""
+
 import contextlib
 import functools
 import threading
@@ -7,15 +8,16 @@ import warnings
 import jax.numpy as jnp
 import numpy as np
 
+from vmap._chunks import in_chunks
+from vmap._memory import AUTO, auto_chunk
+
 from . import _fusion, _graph, _lazy, _program, _segments
 from ._grad_mode import set_grad_enabled
 from ._graph import AccumulateGrad
+from ._hooks import run_post_accumulate_hooks, run_posthooks, run_prehooks, run_tensor_hooks
 from ._host import host_arrays, to_device, unshared
 from ._meta import MetaValue
-from ._hooks import run_post_accumulate_hooks, run_posthooks, run_prehooks, run_tensor_hooks
 from ._tensor import Tensor
-from vmap._chunks import in_chunks
-from vmap._memory import AUTO, auto_chunk
 
 # .grad is read, added to and written back: threads running backward() into one leaf take turns, as torch's
 # AccumulateGrad does under its mutex
@@ -89,8 +91,11 @@ def _call(node, cotangents, create_graph, batch, needed):
         return grads
     except Exception:
         if node.trace:
-            warnings.warn(f"Error detected in {node.name()}. Traceback of forward call that caused the error:\n"
-                          f"{node.trace}", UserWarning, stacklevel=3)
+            warnings.warn(
+                f"Error detected in {node.name()}. Traceback of forward call that caused the error:\n{node.trace}",
+                UserWarning,
+                stacklevel=3,
+            )
         raise
 
 
@@ -115,8 +120,9 @@ def run_backward(roots, root_grads, captures, *, retain_graph, create_graph, acc
     _segments.py); otherwise each node runs in turn.
     """
     root_nodes = list(dict.fromkeys([e.node for e in roots]))
-    walk = _program.walk(root_nodes, roots, root_grads, captures, accumulate,
-                         None if batch is None else batch.program_key)
+    walk = _program.walk(
+        root_nodes, roots, root_grads, captures, accumulate, None if batch is None else batch.program_key
+    )
     fuse_now = batch is not None and (batch.shards is not None or batch.chunk_size == AUTO)
     if batch is not None and batch.chunk_size == AUTO:
         batch, walk = _auto_chunk(walk, batch, root_grads, create_graph)
@@ -129,8 +135,16 @@ def run_backward(roots, root_grads, captures, *, retain_graph, create_graph, acc
             return results
         # while its program compiles, the forward that program computes is not fused (and compiled) on its own
         with _lazy.unfused() if compiling else contextlib.nullcontext():
-            return _per_node(walk, roots, root_grads, captures, retain_graph=retain_graph, create_graph=create_graph,
-                             accumulate=accumulate, batch=batch)
+            return _per_node(
+                walk,
+                roots,
+                root_grads,
+                captures,
+                retain_graph=retain_graph,
+                create_graph=create_graph,
+                accumulate=accumulate,
+                batch=batch,
+            )
 
 
 def _per_node(walk, roots, root_grads, captures, *, retain_graph, create_graph, accumulate, batch):
@@ -145,8 +159,17 @@ def _per_node(walk, roots, root_grads, captures, *, retain_graph, create_graph, 
         buffers = {}
         for edge, g in zip(roots, grads):
             _deliver(buffers, edge, g)
-        return _run_nodes(order, buffers, needed, wanted, len(captures), retain_graph=retain,
-                          create_graph=create_graph, accumulate=accumulate, batch=rows)
+        return _run_nodes(
+            order,
+            buffers,
+            needed,
+            wanted,
+            len(captures),
+            retain_graph=retain,
+            create_graph=create_graph,
+            accumulate=accumulate,
+            batch=rows,
+        )
 
     # a recorded backward (create_graph) keeps every row's gradients: no chunk to bound; nor do rows that cannot be
     # cut on the host (traced, deferred, meta or sharded values, or a backend other than the CPU)
@@ -176,15 +199,22 @@ def _auto_chunk(walk, batch, root_grads, create_graph):
     memory budget (vmap/_memory.py), chosen once per structure. A backward that is no single program (custom
     Functions, hooks, anomaly mode, segments) has none to measure: its rows run at once, with a warning."""
     if walk.key is None or not _fusion.allows(len(walk.nodes)):
-        warnings.warn('chunk_size="auto": this backward does not compile to one program whose memory can be '
-                      "measured (it has a custom Function or a hook, runs in anomaly mode or is too large for one "
-                      "program); its rows run all at once. Give chunk_size a number to bound them.", UserWarning,
-                      stacklevel=5)
+        warnings.warn(
+            'chunk_size="auto": this backward does not compile to one program whose memory can be '
+            "measured (it has a custom Function or a hook, runs in anomaly mode or is too large for one "
+            "program); its rows run all at once. Give chunk_size a number to bound them.",
+            UserWarning,
+            stacklevel=5,
+        )
         chunk = None
     else:
-        chunk = auto_chunk(("backward", walk.key, create_graph), lambda k: _program.compile_now(
-            _program.rebatched(walk, batch.with_chunk(k).program_key), root_grads, create_graph),
-            batch.padded // batch.blocks)
+        chunk = auto_chunk(
+            ("backward", walk.key, create_graph),
+            lambda k: _program.compile_now(
+                _program.rebatched(walk, batch.with_chunk(k).program_key), root_grads, create_graph
+            ),
+            batch.padded // batch.blocks,
+        )
     batch = batch.with_chunk(chunk)
     return batch, walk if walk.key is None else _program.rebatched(walk, batch.program_key)
 

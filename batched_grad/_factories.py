@@ -1,4 +1,5 @@
 """Tensor factories: tensor, as_tensor, from_numpy, zeros/ones/full/eye/arange/linspace, *_like, random."""
+
 import builtins
 import math
 import warnings
@@ -89,8 +90,7 @@ def _check_nested(data, sizes, dim=0):
                 raise ValueError("only one element tensors can be converted to Python scalars")
             return
         if dim < len(sizes) and not isinstance(data, (Tensor,) + _ARRAYS):
-            raise TypeError(f"not a sequence: tensor() expected a sequence at dim {dim}, but got "
-                            f"{type(data).__name__}")
+            raise TypeError(f"not a sequence: tensor() expected a sequence at dim {dim}, but got {type(data).__name__}")
         return
     if dim >= len(sizes):
         raise TypeError(f"tensor() expected a number at dim {dim}, but got {type(data).__name__}")
@@ -111,7 +111,7 @@ def _check_int_range(data):
     if isinstance(data, _SEQUENCES):
         for item in data:
             _check_int_range(item)
-    elif isinstance(data, int) and not -2 ** 63 <= data < 2 ** 63:
+    elif isinstance(data, int) and not -(2**63) <= data < 2**63:
         raise ValueError("Overflow when unpacking long long")
 
 
@@ -158,13 +158,17 @@ def from_numpy(ndarray):
     if not isinstance(ndarray, np.ndarray):
         raise TypeError(f"expected np.ndarray (got {python_type_name(ndarray)})")
     if not ndarray.dtype.isnative:
-        raise ValueError("given numpy array has byte order different from the native byte order. Conversion between "
-                         "byte orders is currently not supported.")
+        raise ValueError(
+            "given numpy array has byte order different from the native byte order. Conversion between "
+            "byte orders is currently not supported."
+        )
     _dtypes.from_numpy_dtype(ndarray.dtype)
     if builtins.any(s < 0 for s in ndarray.strides):
-        raise ValueError("At least one stride in the given numpy array is negative, and tensors with negative "
-                         "strides are not currently supported. (You can probably work around this by making a copy "
-                         "of your array  with array.copy().) ")
+        raise ValueError(
+            "At least one stride in the given numpy array is negative, and tensors with negative "
+            "strides are not currently supported. (You can probably work around this by making a copy "
+            "of your array  with array.copy().) "
+        )
     if not ndarray.flags.writeable:
         warn_once(READ_ONLY_ARRAY)
     return Tensor._wrap(share(ndarray))
@@ -186,16 +190,20 @@ def _size(size, fn="zeros"):
     """Accept f(2, 3), f((2, 3)) and f([2, 3]) like torch."""
     if len(size) == 1 and not _is_int(size[0]):
         if not isinstance(size[0], (tuple, list)):
-            raise TypeError(f"{fn}(): argument 'size' (position 1) must be tuple of ints, not "
-                            f"{type(size[0]).__name__}")
+            raise TypeError(f"{fn}(): argument 'size' (position 1) must be tuple of ints, not {type(size[0]).__name__}")
         size = size[0]
     for i, s in enumerate(size):
         if not _is_int(s):
-            raise TypeError(f"{fn}(): argument 'size' failed to unpack the object at pos {i + 1} with error "
-                            f"\"type must be tuple of ints,but got {type(s).__name__}\"")
+            raise TypeError(
+                f"{fn}(): argument 'size' failed to unpack the object at pos {i + 1} with error "
+                f'"type must be tuple of ints,but got {type(s).__name__}"'
+            )
     if builtins.any(s < 0 for s in size):
-        raise RuntimeError(_NEGATIVE_SIZE.get(fn, f"Trying to create tensor with negative dimension "
-                                                  f"{builtins.min(size)}: {list(size)}"))
+        raise RuntimeError(
+            _NEGATIVE_SIZE.get(
+                fn, f"Trying to create tensor with negative dimension {builtins.min(size)}: {list(size)}"
+            )
+        )
     return tuple(int(s) for s in size)
 
 
@@ -366,8 +374,13 @@ def rand(*args, size=_NO_SIZE, dtype=None, requires_grad=False, generator=None, 
     bg.Generator; the default one if None)."""
     d = _float_dtype(dtype, "check_uniform_bounds")
     shape = _varargs_size("rand", args, size)
-    return _made(lambda: sample(generator, "rand", shape, lambda bits, s: _sample(bits.random, s, d, 1.0)), shape, d,
-                 requires_grad, device)
+    return _made(
+        lambda: sample(generator, "rand", shape, lambda bits, s: _sample(bits.random, s, d, 1.0)),
+        shape,
+        d,
+        requires_grad,
+        device,
+    )
 
 
 def randn(*args, size=_NO_SIZE, dtype=None, requires_grad=False, generator=None, device=None):
@@ -375,9 +388,13 @@ def randn(*args, size=_NO_SIZE, dtype=None, requires_grad=False, generator=None,
     the default one if None)."""
     d = _float_dtype(dtype, "normal_kernel_cpu")
     shape = _varargs_size("randn", args, size)
-    return _made(lambda: sample(generator, "randn", shape, lambda bits, s: _sample(bits.standard_normal, s, d,
-                                                                                 math.sqrt(0.5))),
-                 shape, d, requires_grad, device)
+    return _made(
+        lambda: sample(generator, "randn", shape, lambda bits, s: _sample(bits.standard_normal, s, d, math.sqrt(0.5))),
+        shape,
+        d,
+        requires_grad,
+        device,
+    )
 
 
 def randint(low=0, high=None, size=None, *, dtype=None, requires_grad=False, generator=None, device=None):
@@ -389,8 +406,13 @@ def randint(low=0, high=None, size=None, *, dtype=None, requires_grad=False, gen
         raise TypeError(f"randint(): arguments 'low' and 'high' must be ints, but got {low!r} and {high!r}")
     _check_random_bounds(low, high, d)
     shape = _tuple_size("randint", size)
-    return _made(lambda: sample(generator, "randint", shape, lambda bits, s: bits.integers(low, high, s).astype(d.np)),
-                 shape, d, requires_grad, device)
+    return _made(
+        lambda: sample(generator, "randint", shape, lambda bits, s: bits.integers(low, high, s).astype(d.np)),
+        shape,
+        d,
+        requires_grad,
+        device,
+    )
 
 
 def _check_random_bounds(low, high, d):
@@ -419,19 +441,36 @@ def randint_like(input, low=None, high=None, *, dtype=None, requires_grad=False,
     if not (_is_int(low) and _is_int(high)):
         raise TypeError(f"randint_like(): arguments 'low' and 'high' must be ints, but got {low!r} and {high!r}")
     shape, d = _like(input, dtype, "randint_like")
-    return randint(low, high, shape, dtype=d, requires_grad=requires_grad,
-                   generator=resolve(generator, "randint_like"), device=device_for(device, input))
+    return randint(
+        low,
+        high,
+        shape,
+        dtype=d,
+        requires_grad=requires_grad,
+        generator=resolve(generator, "randint_like"),
+        device=device_for(device, input),
+    )
 
 
 def rand_like(input, *, generator=None, dtype=None, requires_grad=False, device=None):
     """Uniform samples in [0, 1) with `input`'s shape and dtype (unless `dtype`)."""
     shape, d = _like(input, dtype, "rand_like")
-    return rand(shape, dtype=d, requires_grad=requires_grad, generator=resolve(generator, "rand_like"),
-                device=device_for(device, input))
+    return rand(
+        shape,
+        dtype=d,
+        requires_grad=requires_grad,
+        generator=resolve(generator, "rand_like"),
+        device=device_for(device, input),
+    )
 
 
 def randn_like(input, *, generator=None, dtype=None, requires_grad=False, device=None):
     """Standard normal samples with `input`'s shape and dtype (unless `dtype`)."""
     shape, d = _like(input, dtype, "randn_like")
-    return randn(shape, dtype=d, requires_grad=requires_grad, generator=resolve(generator, "randn_like"),
-                 device=device_for(device, input))
+    return randn(
+        shape,
+        dtype=d,
+        requires_grad=requires_grad,
+        generator=resolve(generator, "randn_like"),
+        device=device_for(device, input),
+    )

@@ -1,7 +1,10 @@
 """A torch.Tensor handed to batched_grad by mistake (code half ported from torch): one clear error, raised where
 operands are converted and where a public function fails on one."""
-TORCH_TENSOR_PASSED = ("a torch.Tensor was passed where a batched_grad Tensor is expected: make it with batched_grad "
-                       "(batched_grad.tensor(t.detach().cpu().numpy()) converts one)")
+
+TORCH_TENSOR_PASSED = (
+    "a torch.Tensor was passed where a batched_grad Tensor is expected: make it with batched_grad "
+    "(batched_grad.tensor(t.detach().cpu().numpy()) converts one)"
+)
 
 
 def is_torch_tensor(x):

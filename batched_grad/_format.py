@@ -1,4 +1,5 @@
 """Tensor repr: torch's _tensor_str algorithm applied to NumPy arrays."""
+
 import math
 
 import jax
@@ -66,11 +67,14 @@ def _body(a, indent, summarize, fmts):
         width = fmts[0].width + 2 + (fmts[1].width + 1 if len(fmts) > 1 else 0)
         per_line = max(1, (_LINEWIDTH - indent) // width)
         if summarize and a.shape[0] > 2 * _EDGE:
-            data = [_element(v, fmts) for v in a[:_EDGE].tolist()] + [" ..."] + [
-                _element(v, fmts) for v in a[-_EDGE:].tolist()]
+            data = (
+                [_element(v, fmts) for v in a[:_EDGE].tolist()]
+                + [" ..."]
+                + [_element(v, fmts) for v in a[-_EDGE:].tolist()]
+            )
         else:
             data = [_element(v, fmts) for v in a.tolist()]
-        lines = [", ".join(data[i:i + per_line]) for i in range(0, len(data), per_line)]
+        lines = [", ".join(data[i : i + per_line]) for i in range(0, len(data), per_line)]
         return "[" + (",\n" + " " * (indent + 1)).join(lines) + "]"
     rows = range(a.shape[0])
     if summarize and a.shape[0] > 2 * _EDGE:

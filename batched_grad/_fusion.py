@@ -5,6 +5,7 @@ compiled whole: its deferred calls run in segments of at most MAX_OPS calls, eac
 seen often enough; the equal segments of a repeated chain share one program), and its backward in fused segments of at
 most MAX_OPS steps (_segments.py).
 "off": per-op kernels only; "always": fuse whatever the size."""
+
 import os
 import warnings
 

@@ -1,5 +1,6 @@
 """torch.Generator: a seeded stream of random numbers (NumPy's PCG64 underneath), and the default generator that
 rand, randn, randint, dropout and nn.init draw from when no `generator=` is given."""
+
 import secrets
 
 import numpy as np
@@ -20,17 +21,18 @@ def _seed_value(seed):
         raise TypeError("an integer is required")
     if not isinstance(seed, int) or isinstance(seed, bool):
         raise RuntimeError(f"manual_seed expected a long, but got {python_type_name(seed)}")
-    if not -2 ** 63 <= seed < 2 ** 64:
+    if not -(2**63) <= seed < 2**64:
         raise ValueError("Overflow when unpacking long long")
-    return seed % 2 ** 64
+    return seed % 2**64
 
 
 def _device(where):
     if where is None:
         return device("cpu")
     if not isinstance(where, (str, device)):
-        raise TypeError(f"Generator(): argument 'device' (position 1) must be torch.device, not "
-                        f"{python_type_name(where)}")
+        raise TypeError(
+            f"Generator(): argument 'device' (position 1) must be torch.device, not {python_type_name(where)}"
+        )
     where = device(where)
     return device("cpu") if where.type == "cpu" else where  # torch keeps no index for the CPU
 
@@ -64,10 +66,12 @@ class Generator:
         """The generator's state as a uint8 Tensor (a copy), for set_state."""
         state = self._bits.bit_generator.state
         words = (state["state"]["state"], state["state"]["inc"])
-        data = (self._seed.to_bytes(_SEED_BYTES, "little")
-                + b"".join(w.to_bytes(_WORD_BYTES, "little") for w in words)
-                + state["has_uint32"].to_bytes(_FLAG_BYTES, "little")
-                + state["uinteger"].to_bytes(_FLAG_BYTES, "little"))
+        data = (
+            self._seed.to_bytes(_SEED_BYTES, "little")
+            + b"".join(w.to_bytes(_WORD_BYTES, "little") for w in words)
+            + state["has_uint32"].to_bytes(_FLAG_BYTES, "little")
+            + state["uinteger"].to_bytes(_FLAG_BYTES, "little")
+        )
         return Tensor._wrap(np.frombuffer(data, np.uint8).copy())
 
     def set_state(self, new_state):
@@ -76,14 +80,18 @@ class Generator:
         data = _state_bytes(new_state)
         fields, at = [], 0
         for size in (_SEED_BYTES, _WORD_BYTES, _WORD_BYTES, _FLAG_BYTES, _FLAG_BYTES):
-            fields.append(int.from_bytes(data[at:at + size], "little"))
+            fields.append(int.from_bytes(data[at : at + size], "little"))
             at += size
         seed, state, inc, has_uint32, uinteger = fields
         if inc % 2 == 0 or has_uint32 > 1:  # PCG64 needs an odd increment
             raise RuntimeError("Invalid PCG64 state")
         bits = np.random.PCG64()
-        bits.state = {"bit_generator": "PCG64", "state": {"state": state, "inc": inc}, "has_uint32": has_uint32,
-                      "uinteger": uinteger}
+        bits.state = {
+            "bit_generator": "PCG64",
+            "state": {"state": state, "inc": inc},
+            "has_uint32": has_uint32,
+            "uinteger": uinteger,
+        }
         self._seed, self._bits = seed, np.random.Generator(bits)
         return self
 
@@ -98,8 +106,10 @@ def _state_bytes(new_state):
     if new_state.dtype is not _dtypes.uint8:
         raise TypeError("RNG state must be a torch.ByteTensor")
     if new_state.numel() != STATE_SIZE:
-        raise RuntimeError(f"Expected a PCG64 generator state of size {STATE_SIZE} but found the input RNG state "
-                           f"size to be {new_state.numel()}")
+        raise RuntimeError(
+            f"Expected a PCG64 generator state of size {STATE_SIZE} but found the input RNG state "
+            f"size to be {new_state.numel()}"
+        )
     return np.asarray(new_state._value).tobytes()
 
 

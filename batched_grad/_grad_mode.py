@@ -3,6 +3,7 @@
 Each is a context manager and a decorator (of functions and of generator functions, like torch);
 `no_grad`, `enable_grad` and `inference_mode` also decorate without parentheses.
 """
+
 import functools
 import inspect
 import sys

@@ -1,4 +1,5 @@
 """The recorded graph: nodes, edges, saved values, hooks and anomaly bookkeeping."""
+
 import itertools
 import re
 import threading
@@ -16,6 +17,7 @@ _sequence = itertools.count()
 def sequence_mark():
     """A number below the sequence_nr of every node made from now on."""
     return next(_sequence)
+
 
 BACKWARD_TWICE = (
     "Trying to backward through the graph a second time (or directly access saved tensors after they "
@@ -87,8 +89,17 @@ class Node:
     `out_meta[j]` is (shape, dtype) of output j.
     """
 
-    __slots__ = ("edges", "out_meta", "tensor_pre_hooks", "retained", "node_hooks", "trace", "_metadata",
-                 "sequence_nr", "__weakref__")
+    __slots__ = (
+        "edges",
+        "out_meta",
+        "tensor_pre_hooks",
+        "retained",
+        "node_hooks",
+        "trace",
+        "_metadata",
+        "sequence_nr",
+        "__weakref__",
+    )
     backward_without_gradients = False  # whether backward() runs when no output has a gradient (a Function's does)
 
     def __init__(self, edges, out_meta):
@@ -318,7 +329,5 @@ def _new_accumulator(leaf):
 def get_gradient_edge(tensor):
     """The GradientEdge of `tensor`, usable as an output or input of grad()/backward()."""
     if not tensor.requires_grad:
-        raise RuntimeError(
-            "It is not possible to get the gradient edge for a Tensor that does not require gradients"
-        )
+        raise RuntimeError("It is not possible to get the gradient edge for a Tensor that does not require gradients")
     return edge_of(tensor)

@@ -1,6 +1,7 @@
 """Calling the user's backward hooks, checked as torch checks what they return: tensor hooks (`register_hook`), a
 node's pre-hooks and hooks (`grad_fn.register_prehook` / `register_hook`) and a leaf's post-accumulate-grad hooks.
 In batched mode (is_grads_batched) a hook sees one row at a time: vectorized where it can be, else row by row."""
+
 from ._rowwise import run_batched
 from ._tensor import _TYPE_NAMES, Tensor, python_type_name
 
@@ -30,8 +31,10 @@ def _checked(hook, result, grad):
     if not isinstance(result, Tensor):
         raise TypeError(f"expected Variable, but hook returned '{python_type_name(result)}'")
     if result.dtype is not grad.dtype:
-        raise RuntimeError(f"hook '{_hook_name(hook)}' has changed the type of value (was {_type_string(grad)} got "
-                           f"{_type_string(result)})")
+        raise RuntimeError(
+            f"hook '{_hook_name(hook)}' has changed the type of value (was {_type_string(grad)} got "
+            f"{_type_string(result)})"
+        )
     if result.shape != grad.shape:
         raise RuntimeError(f"hook '{_hook_name(hook)}' has changed the size of value")
     return result
@@ -62,8 +65,10 @@ def _replaced(hook, result, grads):
     if not isinstance(result, tuple):
         raise TypeError(f"expected tuple, but hook returned '{python_type_name(result)}'")
     if len(result) != len(grads):
-        raise RuntimeError(f"hook '{_hook_name(hook)}' has returned an incorrect number of values (got {len(result)}, "
-                           f"but expected {len(grads)})")
+        raise RuntimeError(
+            f"hook '{_hook_name(hook)}' has returned an incorrect number of values (got {len(result)}, "
+            f"but expected {len(grads)})"
+        )
     return [_checked(hook, r, g) for r, g in zip(result, grads)]
 
 
@@ -85,6 +90,7 @@ def run_posthooks(hooks, grad_inputs, grad_outputs, batch):
     """A node's hooks in order: hook(grad_inputs, grad_outputs) may return new grad_inputs."""
     n = len(grad_inputs)
     for hook in list(hooks.values()):
+
         def call(g, hook=hook):
             return _replaced(hook, hook(tuple(g[:n]), tuple(g[n:])), g[:n])
 

@@ -10,6 +10,7 @@ Tensor holding it reads it afresh whenever its values are used and writes its in
 writes on either side reach the other. What an op or a saved value keeps is a copy taken when it reads: JAX may
 read a NumPy argument after the call returns, and a deferred op is computed later, so neither may see the user's
 later writes. The array registered is the view that from_numpy makes and the Tensor holds."""
+
 import functools
 import weakref
 
@@ -65,8 +66,13 @@ def unshared(value):
 
 def fits(array, value):
     """Whether `value` can be written into the shared `array`: concrete, of its shape and dtype, and writable."""
-    return (array.flags.writeable and isinstance(value, (jax.Array, np.ndarray))
-            and not isinstance(value, jax.core.Tracer) and value.shape == array.shape and value.dtype == array.dtype)
+    return (
+        array.flags.writeable
+        and isinstance(value, (jax.Array, np.ndarray))
+        and not isinstance(value, jax.core.Tracer)
+        and value.shape == array.shape
+        and value.dtype == array.dtype
+    )
 
 
 def read_before(array, record=True):

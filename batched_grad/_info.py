@@ -1,4 +1,5 @@
 """finfo and iinfo: the numerical limits of floating point and integer dtypes, with torch's fields and repr."""
+
 import ml_dtypes
 
 from . import _dtypes
@@ -45,12 +46,20 @@ class finfo(_Limits):
         if type.is_complex:
             type = _dtypes.float64 if type is _dtypes.complex128 else _dtypes.float32
         if not type.is_floating_point:
-            raise TypeError("torch.finfo() requires a floating point input type. Use torch.iinfo to handle "
-                            "'torch.finfo'")
+            raise TypeError(
+                "torch.finfo() requires a floating point input type. Use torch.iinfo to handle 'torch.finfo'"
+            )
         info = ml_dtypes.finfo(type.np)
-        fields = dict(bits=int(info.bits), eps=float(info.eps), max=float(info.max), min=float(info.min),
-                      tiny=float(info.smallest_normal), smallest_normal=float(info.smallest_normal),
-                      resolution=10.0 ** -int(info.precision), dtype=type.name)
+        fields = dict(
+            bits=int(info.bits),
+            eps=float(info.eps),
+            max=float(info.max),
+            min=float(info.min),
+            tiny=float(info.smallest_normal),
+            smallest_normal=float(info.smallest_normal),
+            resolution=10.0 ** -int(info.precision),
+            dtype=type.name,
+        )
         for name, value in fields.items():
             object.__setattr__(self, name, value)
 

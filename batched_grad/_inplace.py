@@ -1,9 +1,9 @@
 """A Tensor's views and in-place updates: the checks torch makes before an in-place op, the rebasing of a tensor onto
 the result of one (its base and its other views follow), and the registry of a base's views. Tensor inherits these
 methods from InPlace."""
+
 import weakref
 
-import jax
 import jax.numpy as jnp
 
 from . import _dtypes, _graph
@@ -79,8 +79,12 @@ class InPlace:
                 if isinstance(s, _graph.SavedValue) and s.counter is self._counter:
                     s.counter, s.version = (_graph.VersionCounter(), 0) if i == 0 else (s.counter, s.version - 1)
             if getattr(result.grad_fn, "guards", ()):  # the op's result that torch saves is `self` now
-                result.grad_fn.guards = tuple([(self._counter, self._counter.value, k) if c is result._counter
-                                               else (c, v, k) for c, v, k in result.grad_fn.guards])
+                result.grad_fn.guards = tuple(
+                    [
+                        (self._counter, self._counter.value, k) if c is result._counter else (c, v, k)
+                        for c, v, k in result.grad_fn.guards
+                    ]
+                )
         return self
 
     @scoped
@@ -111,8 +115,12 @@ class InPlace:
         """As torch's CopySlices does, send the gradient that the in-place op `node` gives this view straight to its
         base (through a fresh view of it) rather than through this view's node: hooks registered on the view before
         the op then see only the gradients of its earlier uses."""
-        if node is not None and self.grad_fn is not None and node.edges and \
-                node.edges[0] == (self.grad_fn, self._output_nr):
+        if (
+            node is not None
+            and self.grad_fn is not None
+            and node.edges
+            and node.edges[0] == (self.grad_fn, self._output_nr)
+        ):
             from ._ops.shape import replay_view
 
             node.edges = (_graph.edge_of(replay_view(base, chain)),) + tuple(node.edges[1:])

@@ -5,6 +5,7 @@ Arrays here have no strides: a view is a chain of view ops from its root (Tensor
 positions, the chain tells which storage element each view element is, and so the view's offset and strides, as
 torch's; a tensor that is not a view is contiguous, at offset 0 of its own storage. Storage addresses are made up:
 one stable, 64-byte aligned range per root, never reused."""
+
 import functools
 import itertools
 import math
@@ -64,10 +65,14 @@ def _strides(root_shape, chain):
     if positions.size == 0:
         return 0, None
     offset = int(positions.flat[0])
-    strides = tuple(int(positions[(0,) * d + (1,) + (0,) * (positions.ndim - d - 1)]) - offset if n > 1 else 0
-                    for d, n in enumerate(positions.shape))
-    affine = offset + sum(np.arange(n).reshape((-1,) + (1,) * (positions.ndim - d - 1)) * s
-                          for d, (n, s) in enumerate(zip(positions.shape, strides)))
+    strides = tuple(
+        int(positions[(0,) * d + (1,) + (0,) * (positions.ndim - d - 1)]) - offset if n > 1 else 0
+        for d, n in enumerate(positions.shape)
+    )
+    affine = offset + sum(
+        np.arange(n).reshape((-1,) + (1,) * (positions.ndim - d - 1)) * s
+        for d, (n, s) in enumerate(zip(positions.shape, strides))
+    )
     return offset, strides if np.array_equal(positions, affine) else None
 
 
@@ -171,6 +176,13 @@ def reshape_as(self, other):
     return reshape(self, other.shape)
 
 
-METHODS = {"data_ptr": data_ptr, "is_contiguous": is_contiguous, "contiguous": contiguous, "reshape_as": reshape_as,
-           "stride": stride, "storage_offset": storage_offset,
-           "_base": property(_base), "output_nr": property(output_nr)}
+METHODS = {
+    "data_ptr": data_ptr,
+    "is_contiguous": is_contiguous,
+    "contiguous": contiguous,
+    "reshape_as": reshape_as,
+    "stride": stride,
+    "storage_offset": storage_offset,
+    "_base": property(_base),
+    "output_nr": property(output_nr),
+}

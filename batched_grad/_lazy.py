@@ -3,6 +3,7 @@ are computed when something reads them. Computing a value evaluates every deferr
 call through cached per-op kernels the first times a structure is seen, then as one compiled program keyed
 by the structure (ops, static params, wiring, avals), so a forward and the backward that reads it run as a
 single XLA call, as jax.jit(jax.grad(f)) does."""
+
 import contextlib
 import functools
 import itertools
@@ -11,6 +12,10 @@ import threading
 
 import jax
 
+from vmap._memory import AUTO, auto_chunk, lowerable
+from vmap._rows import map_rows
+from vmap._shards import replicated
+
 from . import _budget, _fusion
 from ._budget import Jitted
 from ._compiled import Program
@@ -18,9 +23,6 @@ from ._dtypes import differentiable
 from ._host import on_host
 from ._tracing import is_tracer, tracing
 from ._x64 import scoped
-from vmap._memory import AUTO, auto_chunk, lowerable
-from vmap._rows import map_rows
-from vmap._shards import replicated
 
 # One evaluation at a time: threads reading one deferred graph share its calls, whose results are published (and
 # their arguments dropped) under this lock. Reentrant: an op's function may read a Tensor while it is traced.
@@ -53,6 +55,8 @@ def intern(parts):
 
 
 _fusing = [True]
+
+
 @contextlib.contextmanager
 def unfused():
     """Within it, per-op kernels only: for sweeps over many one-off structures (gradcheck), where compiling a
@@ -245,7 +249,7 @@ def _run_fused(calls, frontier, key, outputs):
     for i in kept:
         call = calls[i]
         n_out = len(call.sig.out_avals)
-        call.result, call.args = outs[start:start + n_out], None
+        call.result, call.args = outs[start : start + n_out], None
         start += n_out
 
 
@@ -259,7 +263,7 @@ def _run_segments(calls, target, limit):
             if type(a) is Pending:
                 last_read[a.call] = i
     for end in range(limit, len(calls) + limit, limit):
-        outputs = {c for c in calls[end - limit:end] if c.keep or c is target or last_read.get(c, -1) >= end}
+        outputs = {c for c in calls[end - limit : end] if c.keep or c is target or last_read.get(c, -1) >= end}
         segment, frontier, key, _ = _structure(list(outputs))
         if len(segment) > 1 and should_fuse(key):
             _run_fused(segment, frontier, key, outputs)
@@ -305,14 +309,23 @@ def evaluate_mapped(values, mapped, chunk_size=None, shards=None):
             frontier = [replicated(a, shards) for a in frontier]
 
         def program(chunk):
-            return compiled(intern((key, outs, chunk, shards)), lambda: functools.partial(
-                _run_mapped, steps=key[0], batched=[i for i, _ in key[1]], outs=outs, chunk_size=chunk,
-                shards=shards))
+            return compiled(
+                intern((key, outs, chunk, shards)),
+                lambda: functools.partial(
+                    _run_mapped,
+                    steps=key[0],
+                    batched=[i for i, _ in key[1]],
+                    outs=outs,
+                    chunk_size=chunk,
+                    shards=shards,
+                ),
+            )
 
         if chunk_size == AUTO:
             rows = key[1][0][1][0] // (1 if shards is None else shards.count)  # a mapped array's, a device's
-            chunk_size = auto_chunk(("vmap", key, outs, shards), lambda k: program(k).plain.jit.lower(
-                *lowerable(frontier)).compile(), rows)
+            chunk_size = auto_chunk(
+                ("vmap", key, outs, shards), lambda k: program(k).plain.jit.lower(*lowerable(frontier)).compile(), rows
+            )
         return program(chunk_size)(*frontier)
 
 
@@ -370,8 +383,15 @@ def _structure(targets, mapped=None, outputs=()):
                 batched.append(slot)
         return (slot,)
 
-    steps = tuple([(call.sig, tuple([(index[a.call], a.k) if type(a) is Pending and a.call in index else ref(a)
-                                     for a in call.args])) for call in order])
+    steps = tuple(
+        [
+            (
+                call.sig,
+                tuple([(index[a.call], a.k) if type(a) is Pending and a.call in index else ref(a) for a in call.args]),
+            )
+            for call in order
+        ]
+    )
     outs = tuple([(index[v.call], v.k) if type(v) is Pending and v.call in index else ref(v) for v in outputs])
     # the signatures fix every aval but the batch size of the mapped arrays
     key = intern((steps, tuple([(i, frontier[i].shape) for i in batched])))

@@ -1,23 +1,29 @@
 """torch's meta device: a meta tensor has a shape and a dtype but no values. Its value is a MetaValue (a shape and a
 dtype); an op reading one computes only the shapes and dtypes of its results (jax.eval_shape of the op's function),
 and reading its values raises torch's errors."""
+
 import math
 
 import jax
 import numpy as np
 
 NO_DATA = "Cannot copy out of meta tensor; no data!"
-NO_NUMPY = ("can't convert meta device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory "
-            "first.")
+NO_NUMPY = "can't convert meta device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory first."
 NO_ITEM = "Tensor.item() cannot be called on meta tensors"
-MODULE_NO_DATA = (NO_DATA + " Please use torch.nn.Module.to_empty() instead of torch.nn.Module.to() when moving "
-                  "module from meta to a different device.")
+MODULE_NO_DATA = (
+    NO_DATA + " Please use torch.nn.Module.to_empty() instead of torch.nn.Module.to() when moving "
+    "module from meta to a different device."
+)
 # what reading the values of a meta tensor raises, per way of reading them, as torch
 NUMPY_ERROR, COPY_ERROR, ITEM_ERROR = (TypeError, NO_NUMPY), (NotImplementedError, NO_DATA), (RuntimeError, NO_ITEM)
-VMAP_OVER_META = ("vmap over meta tensors is not supported: batched_grad's vmap maps compiled programs over the "
-                  "rows' values, which a meta tensor does not have")
-VALUE_DEPENDENT = ("{} cannot run on meta tensors: the shape of its result depends on the values of its input, "
-                   "which a meta tensor does not have")
+VMAP_OVER_META = (
+    "vmap over meta tensors is not supported: batched_grad's vmap maps compiled programs over the "
+    "rows' values, which a meta tensor does not have"
+)
+VALUE_DEPENDENT = (
+    "{} cannot run on meta tensors: the shape of its result depends on the values of its input, "
+    "which a meta tensor does not have"
+)
 
 
 class MetaValue:

@@ -8,73 +8,122 @@ autograd / func name is listed only with what blocks it here."""
 SPARSE = "sparse tensors: batched_grad tensors are dense JAX arrays (no sparse layouts)"
 QUANTIZED = "quantized tensors and quantization kernels: no quantized dtypes or qschemes"
 NARROW_DTYPES = "dtypes JAX has no arrays of (complex32, float8/float4, sub-byte and unsigned 16-64-bit integers)"
-CUDA = ("CUDA/accelerator runtime control (streams, events, autocast, cuDNN/MIOpen/MKLDNN switches): JAX and XLA "
-        "place and compile; there is no per-op kernel or precision switch to set")
-BACKEND_KERNELS = ("backend-specific ATen kernels (cuDNN, MIOpen, MKLDNN, FBGEMM) behind torch's public ops; the public "
-                   "ops are here")
+CUDA = (
+    "CUDA/accelerator runtime control (streams, events, autocast, cuDNN/MIOpen/MKLDNN switches): JAX and XLA "
+    "place and compile; there is no per-op kernel or precision switch to set"
+)
+BACKEND_KERNELS = (
+    "backend-specific ATen kernels (cuDNN, MIOpen, MKLDNN, FBGEMM) behind torch's public ops; the public ops are here"
+)
 DISTRIBUTED = "distributed and multiprocessing machinery (DataParallel, SyncBatchNorm, shared memory): out of scope"
 JIT = "TorchScript / FX / torch.compile internals (IR, schemas, symbolic shapes, type comments): out of scope"
-COMPILE = ("torch.compile's control-flow operators (cond, while_loop): bg.compile traces a step's Python once, so a "
-           "loop or branch in it runs as traced; a branch on a tensor's value is refused")
-STRIDES = ("explicit strides and in-place shape/storage changes (as_strided, resize_, set_, t_, unsqueeze_, ...): "
-           "batched_grad tensors are immutable JAX arrays of a fixed shape; views are recorded as chains of view ops")
+COMPILE = (
+    "torch.compile's control-flow operators (cond, while_loop): bg.compile traces a step's Python once, so a "
+    "loop or branch in it runs as traced; a branch on a tensor's value is refused"
+)
+STRIDES = (
+    "explicit strides and in-place shape/storage changes (as_strided, resize_, set_, t_, unsqueeze_, ...): "
+    "batched_grad tensors are immutable JAX arrays of a fixed shape; views are recorded as chains of view ops"
+)
 STORAGE = "storage objects and memory placement (storage(), pinning, shared memory, DLPack, buffers from files)"
-COPY_VARIANTS = ("the *_copy functions of functionalization (view_copy, t_copy, ...), for torch's compilers: use the "
-                 "view op, then .clone()")
-ATEN_INTERNAL = ("ATen-internal kernels and backward helpers (native_*, batch_norm_stats, ...): the public ops they "
-                 "implement are here")
-CUDNN_FLAG = ("ATen-level duplicates taking backend-selection arguments (cudnn_enabled, ...): use "
-              "torch.nn.functional's form, which is here")
+COPY_VARIANTS = (
+    "the *_copy functions of functionalization (view_copy, t_copy, ...), for torch's compilers: use the "
+    "view op, then .clone()"
+)
+ATEN_INTERNAL = (
+    "ATen-internal kernels and backward helpers (native_*, batch_norm_stats, ...): the public ops they "
+    "implement are here"
+)
+CUDNN_FLAG = (
+    "ATen-level duplicates taking backend-selection arguments (cudnn_enabled, ...): use "
+    "torch.nn.functional's form, which is here"
+)
 REMOVED = "removed from torch 2 (calling it raises there): use the torch.linalg function"
 DEPRECATED_JIT = "deprecated names kept by torch only for TorchScript: use linalg.vector_norm / linalg.matrix_norm"
-THREADS = ("thread, determinism and numeric-mode settings of torch's CPU kernels: XLA runs the programs; a switch "
-           "here would change nothing")
+THREADS = (
+    "thread, determinism and numeric-mode settings of torch's CPU kernels: XLA runs the programs; a switch "
+    "here would change nothing"
+)
 SERIALIZATION = "torch's file format (torch.save / torch.load): use NumPy or JAX serialization of Tensor.numpy()"
 NAMED = "named tensors (names, refine_names): experimental in torch, not implemented"
 FFT = "short-time Fourier transforms need torch.fft's transforms, and batched_grad has no torch.fft namespace"
-INFERENCE = ("inference tensors: inference_mode here switches recording off, but tensors made under it are not "
-             "marked (no inference-tensor restrictions)")
+INFERENCE = (
+    "inference tensors: inference_mode here switches recording off, but tensors made under it are not "
+    "marked (no inference-tensor restrictions)"
+)
 INTERNAL = "internal helpers of torch itself (type dispatch, __torch_function__ overrides, documentation text)"
 LEGACY = "legacy API kept for old code (Variable flags, old constructors and containers): use the current form"
 SAMPLERS = "random samplers rarely used in autograd code (binomial); not yet implemented"
-LOW_RANK = ("iterative and randomized eigen/SVD solvers written in torch's Python (lobpcg, pca_lowrank, svd_lowrank): "
-            "not ported; use linalg.eigh / linalg.svd")
-LAPACK_RAW = ("raw LAPACK pieces of QR (geqrf's Householder form, ormqr): linalg.qr and linalg.householder_product "
-              "are here")
+LOW_RANK = (
+    "iterative and randomized eigen/SVD solvers written in torch's Python (lobpcg, pca_lowrank, svd_lowrank): "
+    "not ported; use linalg.eigh / linalg.svd"
+)
+LAPACK_RAW = (
+    "raw LAPACK pieces of QR (geqrf's Householder form, ormqr): linalg.qr and linalg.householder_product are here"
+)
 LDL = "LDL^T (Bunch-Kaufman) factorization: JAX has no such factorization; use linalg.solve or cholesky"
-RNN = ("torch's functional recurrent forms (lstm, gru, rnn_tanh, ..., taking flat weight lists; nn.LSTM's internals): "
-       "not provided; the modules nn.RNN, LSTM, GRU and their cells are here")
-LAZY = ("lazy modules (Lazy*, UninitializedParameter/Buffer): they infer shapes at the first call through "
-        "placeholder parameters and load_state_dict hooks that batched_grad's Module does not have")
-EMBEDDING_BAG = ("EmbeddingBag and F.embedding_bag (bags given by offsets, reduced by sum/mean/max): not yet "
-                 "implemented; embedding is here")
-CTC = ("connectionist temporal classification (F.ctc_loss, CTCLoss): needs a dynamic-programming loss over alignments; "
-       "not yet implemented")
-SPATIAL = ("spatial transformer sampling (affine_grid, grid_sample and their ATen forms): not yet implemented "
-           "(interpolate is here)")
-FRACTIONAL = ("fractional max pooling (random pooling regions): not yet implemented; max_pool*d and "
-              "adaptive_max_pool*d are here")
-RARE_LAYERS = ("rarely used layers (AdaptiveLogSoftmaxWithLoss, CrossMapLRN2d, conv_tbc): not yet implemented; "
-               "LocalResponseNorm and conv1d are here")
-FUSED_NEW = ("fused or grouped kernels new in torch 2.x (linear_cross_entropy, grouped_mm, scaled_mm with float8 "
-             "scales): not yet implemented; compose F.linear with F.cross_entropy")
-BUFFER = "nn.Buffer markers (a module attribute registering itself as a buffer): not yet implemented; use register_buffer"
-REPARAMETRIZE = ("weight/spectral normalization by module forward pre-hooks (weight_norm, spectral_norm and their "
-                 "removal): batched_grad's Module has no forward hooks yet")
+RNN = (
+    "torch's functional recurrent forms (lstm, gru, rnn_tanh, ..., taking flat weight lists; nn.LSTM's internals): "
+    "not provided; the modules nn.RNN, LSTM, GRU and their cells are here"
+)
+LAZY = (
+    "lazy modules (Lazy*, UninitializedParameter/Buffer): they infer shapes at the first call through "
+    "placeholder parameters and load_state_dict hooks that batched_grad's Module does not have"
+)
+EMBEDDING_BAG = (
+    "EmbeddingBag and F.embedding_bag (bags given by offsets, reduced by sum/mean/max): not yet "
+    "implemented; embedding is here"
+)
+CTC = (
+    "connectionist temporal classification (F.ctc_loss, CTCLoss): needs a dynamic-programming loss over alignments; "
+    "not yet implemented"
+)
+SPATIAL = (
+    "spatial transformer sampling (affine_grid, grid_sample and their ATen forms): not yet implemented "
+    "(interpolate is here)"
+)
+FRACTIONAL = (
+    "fractional max pooling (random pooling regions): not yet implemented; max_pool*d and adaptive_max_pool*d are here"
+)
+RARE_LAYERS = (
+    "rarely used layers (AdaptiveLogSoftmaxWithLoss, CrossMapLRN2d, conv_tbc): not yet implemented; "
+    "LocalResponseNorm and conv1d are here"
+)
+FUSED_NEW = (
+    "fused or grouped kernels new in torch 2.x (linear_cross_entropy, grouped_mm, scaled_mm with float8 "
+    "scales): not yet implemented; compose F.linear with F.cross_entropy"
+)
+BUFFER = (
+    "nn.Buffer markers (a module attribute registering itself as a buffer): not yet implemented; use register_buffer"
+)
+REPARAMETRIZE = (
+    "weight/spectral normalization by module forward pre-hooks (weight_norm, spectral_norm and their "
+    "removal): batched_grad's Module has no forward hooks yet"
+)
 MEMORY_FORMAT = "memory formats (channels_last): batched_grad tensors have no memory-format choice"
-OPTIMIZERS = ("optimizers new in torch 2.x, not yet ported: Adafactor and Muon; SGD, Adam(W), RMSprop, Adagrad, "
-              "Adadelta, Adamax, NAdam, RAdam, Rprop, ASGD and LBFGS are here")
-SAVED_HOOKS = ("hooks on the values saved for backward (saved_tensors_hooks, save_on_cpu, disable_saved_tensors_hooks, "
-               "allow_mutation_on_saved_tensors): batched_grad saves JAX arrays inside compiled backward programs, "
-               "not tensors a pack/unpack hook could replace")
-MULTI_GRAD_HOOK = ("register_multi_grad_hook needs the engine to tell which of several tensors one backward pass will "
-                   "reach (torch's per-graph-task bookkeeping); batched_grad's engine does not expose that to hooks")
-ENGINE_THREADS = ("engine threading and gradient-layout policies (set_multithreading_enabled, "
-                  "enforce_grad_layout_policy): batched_grad's backward runs on the calling thread and .grad has no "
-                  "layout to enforce")
+OPTIMIZERS = (
+    "optimizers new in torch 2.x, not yet ported: Adafactor and Muon; SGD, Adam(W), RMSprop, Adagrad, "
+    "Adadelta, Adamax, NAdam, RAdam, Rprop, ASGD and LBFGS are here"
+)
+SAVED_HOOKS = (
+    "hooks on the values saved for backward (saved_tensors_hooks, save_on_cpu, disable_saved_tensors_hooks, "
+    "allow_mutation_on_saved_tensors): batched_grad saves JAX arrays inside compiled backward programs, "
+    "not tensors a pack/unpack hook could replace"
+)
+MULTI_GRAD_HOOK = (
+    "register_multi_grad_hook needs the engine to tell which of several tensors one backward pass will "
+    "reach (torch's per-graph-task bookkeeping); batched_grad's engine does not expose that to hooks"
+)
+ENGINE_THREADS = (
+    "engine threading and gradient-layout policies (set_multithreading_enabled, "
+    "enforce_grad_layout_policy): batched_grad's backward runs on the calling thread and .grad has no "
+    "layout to enforce"
+)
 STREAM_SETTINGS = "CUDA-stream settings of torch's autograd engine and activation-memory budgets of torch.compile"
-FUNCTIONALIZE = ("functionalize and debug_unwrap act on torch's functorch wrapper tensors; batched_grad's transforms "
-                 "trace through JAX, which is functional already, and have no wrapper levels to remove")
+FUNCTIONALIZE = (
+    "functionalize and debug_unwrap act on torch's functorch wrapper tensors; batched_grad's transforms "
+    "trace through JAX, which is functional already, and have no wrapper levels to remove"
+)
 REARRANGE = "rearrange (einops patterns on first-class dims): needs an einops pattern parser; not yet implemented"
 NESTED_IO = "NestedIOFunction: torch's legacy autograd.Function with nested inputs; use autograd.Function"
 
@@ -85,57 +134,84 @@ def _names(reason, names):
 
 OMITTED = {
     "torch": {
-        **_names(SPARSE, """sparse_coo_tensor sparse_csr_tensor sparse_csc_tensor sparse_bsr_tensor sparse_bsc_tensor
+        **_names(
+            SPARSE,
+            """sparse_coo_tensor sparse_csr_tensor sparse_csc_tensor sparse_bsr_tensor sparse_bsc_tensor
             sparse_compressed_tensor resize_as_sparse_ smm spmm dsmm hsmm hspmm sspaddmm saddmm ccol_indices_copy
-            col_indices_copy crow_indices_copy row_indices_copy indices_copy values_copy segment_reduce"""),
-        **_names(QUANTIZED, """quantize_per_tensor quantize_per_tensor_dynamic quantize_per_channel dequantize int_repr
+            col_indices_copy crow_indices_copy row_indices_copy indices_copy values_copy segment_reduce""",
+        ),
+        **_names(
+            QUANTIZED,
+            """quantize_per_tensor quantize_per_tensor_dynamic quantize_per_channel dequantize int_repr
             q_scale q_zero_point q_per_channel_scales q_per_channel_zero_points q_per_channel_axis quantized_batch_norm
             quantized_gru quantized_gru_cell quantized_lstm quantized_lstm_cell quantized_max_pool1d
             quantized_max_pool2d quantized_max_pool3d quantized_rnn_relu_cell quantized_rnn_tanh_cell
             fake_quantize_per_channel_affine fake_quantize_per_tensor_affine fused_moving_avg_obs_fake_quant
-            choose_qparams_optimized empty_quantized qint8 qint32 quint8 quint4x2 quint2x4"""),
-        **_names(NARROW_DTYPES, """complex32 chalf float8_e4m3fn float8_e4m3fnuz float8_e5m2 float8_e5m2fnuz
+            choose_qparams_optimized empty_quantized qint8 qint32 quint8 quint4x2 quint2x4""",
+        ),
+        **_names(
+            NARROW_DTYPES,
+            """complex32 chalf float8_e4m3fn float8_e4m3fnuz float8_e5m2 float8_e5m2fnuz
             float8_e8m0fnu float4_e2m1fn_x2 bits1x8 bits2x4 bits4x2 bits8 bits16 bit uint1 uint2 uint3 uint4 uint5
-            uint6 uint7 uint16 uint32 uint64 int1 int2 int3 int4 int5 int6 int7"""),
-        **_names(CUDA, """autocast_decrement_nesting autocast_increment_nesting clear_autocast_cache
+            uint6 uint7 uint16 uint32 uint64 int1 int2 int3 int4 int5 int6 int7""",
+        ),
+        **_names(
+            CUDA,
+            """autocast_decrement_nesting autocast_increment_nesting clear_autocast_cache
             get_autocast_cpu_dtype get_autocast_dtype get_autocast_gpu_dtype get_autocast_ipu_dtype
             get_autocast_xla_dtype is_autocast_cache_enabled is_autocast_cpu_enabled is_autocast_enabled
             is_autocast_ipu_enabled is_autocast_xla_enabled set_autocast_cache_enabled set_autocast_cpu_dtype
             set_autocast_cpu_enabled set_autocast_dtype set_autocast_enabled set_autocast_gpu_dtype
             set_autocast_ipu_dtype set_autocast_ipu_enabled set_autocast_xla_dtype set_autocast_xla_enabled
             cudnn_is_acceptable is_vulkan_available get_device_module set_default_device set_default_tensor_type
-            profiler_allow_cudagraph_cupti_lazy_reinit_cuda12"""),
-        **_names(BACKEND_KERNELS, """cudnn_affine_grid_generator cudnn_batch_norm cudnn_convolution
+            profiler_allow_cudagraph_cupti_lazy_reinit_cuda12""",
+        ),
+        **_names(
+            BACKEND_KERNELS,
+            """cudnn_affine_grid_generator cudnn_batch_norm cudnn_convolution
             cudnn_convolution_add_relu cudnn_convolution_relu cudnn_convolution_transpose cudnn_grid_sampler
             miopen_batch_norm miopen_convolution miopen_convolution_add_relu miopen_convolution_relu
             miopen_convolution_transpose miopen_ctc_loss miopen_depthwise_convolution miopen_rnn
             mkldnn_adaptive_avg_pool2d mkldnn_convolution mkldnn_linear_backward_weights mkldnn_max_pool2d
             mkldnn_max_pool3d mkldnn_rnn_layer fbgemm_linear_fp16_weight fbgemm_linear_fp16_weight_fp32_activation
             fbgemm_linear_int8_weight fbgemm_linear_int8_weight_fp32_activation fbgemm_linear_quantize_weight
-            fbgemm_pack_gemm_matrix_fp16 fbgemm_pack_quantized_matrix"""),
+            fbgemm_pack_gemm_matrix_fp16 fbgemm_pack_quantized_matrix""",
+        ),
         **_names(DISTRIBUTED, "is_distributed prepare_multiprocessing_environment"),
-        **_names(JIT, """fork wait import_ir_module import_ir_module_from_buffer parse_ir parse_schema
+        **_names(
+            JIT,
+            """fork wait import_ir_module import_ir_module_from_buffer parse_ir parse_schema
             parse_type_comment merge_type_from_type_comment unify_type_list sym_constrain_range
             sym_constrain_range_for_size sym_float sym_fresh_size sym_int sym_ite sym_max sym_min sym_not sym_sqrt
-            sym_sum compiled_with_cxx11_abi"""),
+            sym_sum compiled_with_cxx11_abi""",
+        ),
         **_names(COMPILE, "cond while_loop"),
         **_names(STRIDES, "as_strided as_strided_ as_strided_scatter empty_strided empty_permuted resize_as_"),
         **_names(STORAGE, "is_storage from_file frombuffer from_dlpack to_dlpack get_file_path"),
-        **_names(COPY_VARIANTS, """alias_copy as_strided_copy detach_copy diagonal_copy expand_copy narrow_copy
+        **_names(
+            COPY_VARIANTS,
+            """alias_copy as_strided_copy detach_copy diagonal_copy expand_copy narrow_copy
             permute_copy select_copy slice_copy split_copy split_with_sizes_copy squeeze_copy t_copy transpose_copy
-            unbind_copy unfold_copy unsqueeze_copy view_as_complex_copy view_as_real_copy view_copy slice_inverse"""),
-        **_names(ATEN_INTERNAL, """batch_norm_backward_elemt batch_norm_backward_reduce batch_norm_elemt
+            unbind_copy unfold_copy unsqueeze_copy view_as_complex_copy view_as_real_copy view_copy slice_inverse""",
+        ),
+        **_names(
+            ATEN_INTERNAL,
+            """batch_norm_backward_elemt batch_norm_backward_reduce batch_norm_elemt
             batch_norm_gather_stats batch_norm_gather_stats_with_counts batch_norm_stats batch_norm_update_stats
             native_batch_norm native_channel_shuffle native_dropout native_group_norm native_layer_norm native_norm
-            norm_except_dim embedding_renorm_ affine_grid_generator"""),
+            norm_except_dim embedding_renorm_ affine_grid_generator""",
+        ),
         **_names(CUDNN_FLAG, "batch_norm group_norm instance_norm"),
         **_names(REMOVED, "eig lstsq matrix_rank solve symeig"),
         **_names(DEPRECATED_JIT, "frobenius_norm nuclear_norm"),
-        **_names(THREADS, """get_num_threads set_num_threads get_num_interop_threads set_num_interop_threads
+        **_names(
+            THREADS,
+            """get_num_threads set_num_threads get_num_interop_threads set_num_interop_threads
             init_num_threads use_deterministic_algorithms are_deterministic_algorithms_enabled
             is_deterministic_algorithms_warn_only_enabled get_deterministic_debug_mode set_deterministic_debug_mode
             get_float32_matmul_precision set_float32_matmul_precision set_flush_denormal set_warn_always
-            is_warn_always_enabled set_printoptions thread_safe_generator"""),
+            is_warn_always_enabled set_printoptions thread_safe_generator""",
+        ),
         **_names(SERIALIZATION, "save load"),
         **_names(FFT, "stft istft"),
         **_names(INFERENCE, "is_inference"),
@@ -150,16 +226,25 @@ OMITTED = {
         **_names(RARE_LAYERS, "conv_tbc"),
     },
     "torch.Tensor": {
-        **_names(SPARSE, """coalesce is_coalesced indices values crow_indices col_indices ccol_indices row_indices
+        **_names(
+            SPARSE,
+            """coalesce is_coalesced indices values crow_indices col_indices ccol_indices row_indices
             dense_dim sparse_dim sparse_mask sparse_resize_ sparse_resize_and_clear_ resize_as_sparse_ to_dense
-            to_sparse to_sparse_coo to_sparse_csr to_sparse_csc to_sparse_bsr to_sparse_bsc smm sspaddmm"""),
-        **_names(QUANTIZED, """dequantize int_repr q_scale q_zero_point q_per_channel_scales q_per_channel_zero_points
-            q_per_channel_axis qscheme"""),
+            to_sparse to_sparse_coo to_sparse_csr to_sparse_csc to_sparse_bsr to_sparse_bsc smm sspaddmm""",
+        ),
+        **_names(
+            QUANTIZED,
+            """dequantize int_repr q_scale q_zero_point q_per_channel_scales q_per_channel_zero_points
+            q_per_channel_axis qscheme""",
+        ),
         **_names(NARROW_DTYPES, "chalf"),
         **_names(CUDA, "xpu ipu mtia record_stream to_mkldnn"),
         **_names(DISTRIBUTED, "is_distributed share_memory_ is_shared"),
-        **_names(STRIDES, """as_strided as_strided_ as_strided_scatter new_empty_strided resize resize_ resize_as
-            resize_as_ set_ is_set_to t_ transpose_ swapaxes_ swapdims_ squeeze_ unsqueeze_"""),
+        **_names(
+            STRIDES,
+            """as_strided as_strided_ as_strided_scatter new_empty_strided resize resize_ resize_as
+            resize_as_ set_ is_set_to t_ transpose_ swapaxes_ swapdims_ squeeze_ unsqueeze_""",
+        ),
         **_names(STORAGE, "storage untyped_storage storage_type pin_memory is_pinned module_load"),
         **_names(COPY_VARIANTS, "narrow_copy slice_inverse"),
         **_names(REMOVED, "eig lstsq solve symeig"),
@@ -173,9 +258,12 @@ OMITTED = {
         "grad_dtype": "new in torch 2.13 (a .grad of another dtype than its tensor): not yet supported",
     },
     "torch.nn": {
-        **_names(LAZY, """LazyLinear LazyConv1d LazyConv2d LazyConv3d LazyConvTranspose1d LazyConvTranspose2d
+        **_names(
+            LAZY,
+            """LazyLinear LazyConv1d LazyConv2d LazyConv3d LazyConvTranspose1d LazyConvTranspose2d
             LazyConvTranspose3d LazyBatchNorm1d LazyBatchNorm2d LazyBatchNorm3d LazyInstanceNorm1d LazyInstanceNorm2d
-            LazyInstanceNorm3d UninitializedParameter UninitializedBuffer"""),
+            LazyInstanceNorm3d UninitializedParameter UninitializedBuffer""",
+        ),
         **_names(DISTRIBUTED, "DataParallel SyncBatchNorm"),
         **_names(EMBEDDING_BAG, "EmbeddingBag"),
         **_names(CTC, "CTCLoss"),
@@ -189,13 +277,19 @@ OMITTED = {
         **_names(EMBEDDING_BAG, "embedding_bag"),
         **_names(CTC, "ctc_loss"),
         **_names(SPATIAL, "affine_grid grid_sample"),
-        **_names(FRACTIONAL, """fractional_max_pool2d fractional_max_pool2d_with_indices fractional_max_pool3d
-            fractional_max_pool3d_with_indices"""),
+        **_names(
+            FRACTIONAL,
+            """fractional_max_pool2d fractional_max_pool2d_with_indices fractional_max_pool3d
+            fractional_max_pool3d_with_indices""",
+        ),
         **_names(RARE_LAYERS, "conv_tbc"),
         **_names(FUSED_NEW, "linear_cross_entropy grouped_mm scaled_mm scaled_grouped_mm"),
         **_names(ATEN_INTERNAL, "native_channel_shuffle"),
-        **_names(INTERNAL, """handle_torch_function has_torch_function has_torch_function_unary
-            has_torch_function_variadic boolean_dispatch assert_int_or_pair"""),
+        **_names(
+            INTERNAL,
+            """handle_torch_function has_torch_function has_torch_function_unary
+            has_torch_function_variadic boolean_dispatch assert_int_or_pair""",
+        ),
     },
     "torch.nn.init": {},
     "torch.nn.utils": {
@@ -216,11 +310,17 @@ OMITTED = {
     },
     "torch.autograd.functional": {},
     "torch.autograd.graph": {
-        **_names(SAVED_HOOKS, """saved_tensors_hooks save_on_cpu disable_saved_tensors_hooks
-            allow_mutation_on_saved_tensors"""),
+        **_names(
+            SAVED_HOOKS,
+            """saved_tensors_hooks save_on_cpu disable_saved_tensors_hooks
+            allow_mutation_on_saved_tensors""",
+        ),
         **_names(MULTI_GRAD_HOOK, "register_multi_grad_hook"),
-        **_names(STREAM_SETTINGS, """region_activation_memory_budget set_override_stale_capture_stream
-            set_warn_on_accumulate_grad_stream_mismatch"""),
+        **_names(
+            STREAM_SETTINGS,
+            """region_activation_memory_budget set_override_stale_capture_stream
+            set_warn_on_accumulate_grad_stream_mismatch""",
+        ),
     },
     "torch.func": {
         **_names(FUNCTIONALIZE, "functionalize debug_unwrap"),

@@ -2,10 +2,15 @@
 saved values, and the wiring of the deferred forward calls that compute them), not object identities. A graph made
 only of table ops then runs as one compiled XLA program: its forward calls and its backward together, as
 jax.jit(jax.grad(f)) does."""
+
 import functools
 
 import jax
 import jax.numpy as jnp
+
+from vmap._memory import lowerable
+from vmap._rows import map_rows
+from vmap._shards import replicated
 
 from . import _basis, _graph, _lazy
 from ._graph import AccumulateGrad, SavedValue
@@ -15,9 +20,6 @@ from ._meta import MetaValue
 from ._ops._core import Op, OpNode, _read_by, _vjp_spec, apply, reads_of, vjp_reads
 from ._tensor import Tensor
 from ._tracing import is_tracer, tracing
-from vmap._memory import lowerable
-from vmap._rows import map_rows
-from vmap._shards import replicated
 
 LEAF = "leaf"  # the key entry of a leaf (an AccumulateGrad node without hooks)
 
@@ -133,9 +135,17 @@ def walk(root_nodes, roots, root_grads, captures, accumulate, batch):
     if encoder is not None:
         basis = (None,) * len(root_grads) if batch is None else batch.basis
         grads = [encoder.ref(unshared(g._v)) if b is None else None for g, b in zip(root_grads, basis)]
-        w.key = intern((tuple(entries), tuple([(index[e.node], e.output_nr) for e in roots]), tuple(grads),
-                        tuple([(g._v.shape, g._v.dtype) for g in root_grads]),
-                        tuple([(index.get(e.node), e.output_nr) for e in captures]), accumulate, batch))
+        w.key = intern(
+            (
+                tuple(entries),
+                tuple([(index[e.node], e.output_nr) for e in roots]),
+                tuple(grads),
+                tuple([(g._v.shape, g._v.dtype) for g in root_grads]),
+                tuple([(index.get(e.node), e.output_nr) for e in captures]),
+                accumulate,
+                batch,
+            )
+        )
         w.frontier, w.direct = encoder.frontier, encoder.direct
     return w
 
@@ -198,8 +208,9 @@ def template(key):
         return r if len(r) == 1 else (step_of[r[0]], r[1])
 
     t.forward = tuple([(entries[i][0], tuple([local(r) for r in args])) for i, (args, _) in forward.items()])
-    t.reads = tuple([local(r) for i in runs for r in entries[i][2] if r is not None] +
-                    [local(r) for r in grads if r is not None])
+    t.reads = tuple(
+        [local(r) for i in runs for r in entries[i][2] if r is not None] + [local(r) for r in grads if r is not None]
+    )
     t.kept = tuple([(i, step_of[i]) for i, (_, keep) in forward.items() if keep])
     return t
 
@@ -221,8 +232,10 @@ def _program(*args, key, vjp=_basis.vjp):
 
         def row(index, *cts):  # the rows of the dense cotangents, and the basis rows at `index`
             cts = iter(cts)
-            rows = [next(cts) if b is None else _basis.BasisRow(index, b.offset, jnp.ones(b.row_shape, b.dtype))
-                    for b in batch.basis]
+            rows = [
+                next(cts) if b is None else _basis.BasisRow(index, b.offset, jnp.ones(b.row_shape, b.dtype))
+                for b in batch.basis
+            ]
             return _program(*args[:n], *rows, key=row_key, vjp=vjp)
 
         return map_rows(row, (jnp.arange(batch.padded),) + tuple(args[n:]), batch.chunk_size, batch.shards)
@@ -267,8 +280,9 @@ def program_reads(key):
     return tuple([reads[c] for c in captures if c is not None] + [reads[(pos, 0)] for pos in leaves])
 
 
-PROGRAM = Op("backward_program", _program, multi=True, backward_name="BackwardProgram", program=True,
-             reads=program_reads)
+PROGRAM = Op(
+    "backward_program", _program, multi=True, backward_name="BackwardProgram", program=True, reads=program_reads
+)
 
 
 def ready(w, create_graph):
@@ -317,8 +331,12 @@ def run(w, root_grads, create_graph, release):
     `create_graph` it is recorded as one differentiable op; with `release`, the saved values are freed."""
     t, nodes = template(w.key), w.nodes
     if create_graph or not w.direct:
-        saved = [(s.unpack(True) if create_graph else s.array()) if type(s) is SavedValue else s
-                 for i in t.runs for s in nodes[i].saved if s is not None]
+        saved = [
+            (s.unpack(True) if create_graph else s.array()) if type(s) is SavedValue else s
+            for i in t.runs
+            for s in nodes[i].saved
+            if s is not None
+        ]
         grads = [g for g, r in zip(root_grads, w.key[2]) if r is not None]  # not the blocks of the identity
         outs = iter(apply(PROGRAM, saved + grads, key=t.plan))
     else:

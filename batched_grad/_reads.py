@@ -1,6 +1,7 @@
 """Which arguments each output of a JAX function reads, found by walking its jaxpr once. A recorded backward
 (create_graph=True) links each gradient only to the values it reads, so that, as in torch, a gradient that does
 not depend on an input is None for it rather than a zero."""
+
 import functools
 
 import jax
@@ -11,8 +12,16 @@ from ._x64 import scoped
 # primitives that apply their body once to exactly their inputs, and the parameter that holds the body (some names
 # differ across JAX versions: pjit is jit, checkpoint is remat2); a loop such as scan also has a "jaxpr", but its
 # outputs read what any iteration reads, so it counts as any other primitive
-_CALLS = {"jit": "jaxpr", "pjit": "jaxpr", "closed_call": "call_jaxpr", "core_call": "call_jaxpr",
-          "custom_jvp_call": "call_jaxpr", "custom_vjp_call": "call_jaxpr", "remat2": "jaxpr", "checkpoint": "jaxpr"}
+_CALLS = {
+    "jit": "jaxpr",
+    "pjit": "jaxpr",
+    "closed_call": "call_jaxpr",
+    "core_call": "call_jaxpr",
+    "custom_jvp_call": "call_jaxpr",
+    "custom_vjp_call": "call_jaxpr",
+    "remat2": "jaxpr",
+    "checkpoint": "jaxpr",
+}
 
 
 @scoped

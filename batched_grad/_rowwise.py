@@ -2,6 +2,7 @@
 the batching layer runs it (vmap/_fallback.py: vectorized where it can be, else row by row): the layer passes
 arrays, the node's function takes and gives Tensors. A recorded backward (create_graph) loops over the rows with
 recorded ops, so that every row's gradient stays differentiable."""
+
 import numpy as np
 
 from vmap import _fallback
@@ -22,8 +23,9 @@ def run_batched(name, fn, cotangents, batch, *, vectorize=True, key=None):
         outs = fn([None if r is None else Tensor._wrap(r) for r in rows])
         return [None if o is None else _array(o) for o in outs]
 
-    results = _fallback.run_batched(name, on_arrays, [None if c is None else _array(c) for c in cotangents], batch,
-                                    key=key)
+    results = _fallback.run_batched(
+        name, on_arrays, [None if c is None else _array(c) for c in cotangents], batch, key=key
+    )
     return [None if r is None else Tensor._wrap(r) for r in results]
 
 

@@ -4,6 +4,7 @@ The cotangents live between two segments are the outputs of one and the inputs o
 numbers its nodes from its own first one, so equal segments (those of a long uniform chain) share one program:
 compile time and memory grow at most linearly with the graph. The forward is computed first, in its own segments
 (_lazy.py), and the backward reads its saved values."""
+
 import functools
 
 from . import _basis, _lazy
@@ -27,8 +28,9 @@ def _segment_program(*args, key):
     return _program(*args, key=key, vjp=_step_vjp)
 
 
-SEGMENT = Op("backward_segment", _segment_program, multi=True, backward_name="BackwardProgram", program=True,
-             reads=program_reads)
+SEGMENT = Op(
+    "backward_segment", _segment_program, multi=True, backward_name="BackwardProgram", program=True, reads=program_reads
+)
 
 
 class Segment:
@@ -56,8 +58,9 @@ def _local(steps, ins, outs):
         return number.setdefault(s[0], len(number)), s[1]
 
     ins = tuple([slot(s) for s in ins])
-    steps = tuple([(number.setdefault(pos, len(number)), spec, tuple([slot(t) for t in targets]))
-                   for pos, spec, targets in steps])
+    steps = tuple(
+        [(number.setdefault(pos, len(number)), spec, tuple([slot(t) for t in targets])) for pos, spec, targets in steps]
+    )
     return steps, ins, tuple([slot(s) for s in outs])
 
 
@@ -85,7 +88,7 @@ def layout(plan, limit):
     """The backward `plan` (a Template's) cut into Segments of at most `limit` consecutive steps."""
     steps, roots, captures, leaves, batch = plan
     finals = {c for c in captures if c is not None} | {(pos, 0) for pos in leaves}
-    chunks = [steps[start:start + limit] for start in range(0, max(len(steps), 1), limit)]
+    chunks = [steps[start : start + limit] for start in range(0, max(len(steps), 1), limit)]
     touched, first_write, last_touch = _liveness(chunks, roots)
     segments, start = [], 0
     for j, (chunk, (reads, writes)) in enumerate(zip(chunks, touched)):
@@ -113,12 +116,12 @@ def run(w, root_grads, create_graph, release, limit):
     saved, grads = _inputs(w, t, root_grads, create_graph, recorded)
     values = {}  # the cotangents live between two segments, by slot
     for seg in layout(t.plan, limit):
-        args = saved[seg.saved[0]:seg.saved[1]] + (grads if seg.ins is None else [values[s] for s in seg.ins])
+        args = saved[seg.saved[0] : seg.saved[1]] + (grads if seg.ins is None else [values[s] for s in seg.ins])
         outs = _run_segment(seg, args, recorded, w.direct) if seg.outs else ()
         for s in seg.dead:
             del values[s]
         values.update(zip(seg.outs, outs))
-        saved[seg.saved[0]:seg.saved[1]] = [None] * (seg.saved[1] - seg.saved[0])  # freed as it goes
+        saved[seg.saved[0] : seg.saved[1]] = [None] * (seg.saved[1] - seg.saved[0])  # freed as it goes
         if release:
             for i in seg.runs:
                 nodes[i].release()
@@ -150,8 +153,9 @@ def _run_segment(seg, args, recorded, direct):
     """One segment's outputs: arrays from its compiled program, or Tensors of a recorded program op (computed now
     unless the walk reads rows of a vmap.vmap input, so that the next segment is not fused with it)."""
     if not recorded:
-        program = _lazy.compiled(intern(("segment", seg.plan)), lambda: functools.partial(_segment_program,
-                                                                                             key=seg.plan))
+        program = _lazy.compiled(
+            intern(("segment", seg.plan)), lambda: functools.partial(_segment_program, key=seg.plan)
+        )
         return program(*args)
     outs = apply(SEGMENT, args, key=seg.plan)
     if direct:

@@ -1,4 +1,5 @@
 """Tensor: a JAX array plus autograd metadata (requires_grad, grad, grad_fn, version, view base)."""
+
 import copy
 import math
 import warnings
@@ -7,21 +8,42 @@ import jax
 import numpy as np
 
 from . import _dtypes, _graph
+from ._grad_mode import _check_bool, is_grad_enabled
 from ._host import fits, is_shared, read_before, to_device
 from ._inplace import DETACH, LEAF_INPLACE, VIEW_OF_LEAF_INPLACE, InPlace, _ops_of, remember_view  # noqa: F401
 from ._lazy import Pending, materialize
 from ._meta import COPY_ERROR, ITEM_ERROR, NUMPY_ERROR, MetaValue, rebuild_meta
 from ._tracing import ValueRead, compiling, is_tracer
-from ._grad_mode import _check_bool, is_grad_enabled
 from ._vmap_levels import is_batched
 
-_TYPE_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16",
-               "int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte",
-               "bool": "Bool", "complex64": "ComplexFloat", "complex128": "ComplexDouble"}
-_CPP_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half", "bfloat16": "c10::BFloat16",
-              "int64": "long int", "int32": "int", "int16": "short int", "int8": "signed char",
-              "uint8": "unsigned char", "bool": "bool", "complex64": "c10::complex<float>",
-              "complex128": "c10::complex<double>"}
+_TYPE_NAMES = {
+    "float32": "Float",
+    "float64": "Double",
+    "float16": "Half",
+    "bfloat16": "BFloat16",
+    "int64": "Long",
+    "int32": "Int",
+    "int16": "Short",
+    "int8": "Char",
+    "uint8": "Byte",
+    "bool": "Bool",
+    "complex64": "ComplexFloat",
+    "complex128": "ComplexDouble",
+}
+_CPP_NAMES = {
+    "float32": "float",
+    "float64": "double",
+    "float16": "c10::Half",
+    "bfloat16": "c10::BFloat16",
+    "int64": "long int",
+    "int32": "int",
+    "int16": "short int",
+    "int8": "signed char",
+    "uint8": "unsigned char",
+    "bool": "bool",
+    "complex64": "c10::complex<float>",
+    "complex128": "c10::complex<double>",
+}
 _PLATFORM_DEVICES = {"cpu": "cpu", "gpu": "cuda", "cuda": "cuda", "rocm": "cuda", "tpu": "xla", "METAL": "mps"}
 
 NON_LEAF_GRAD_WARNING = (
@@ -33,8 +55,10 @@ NON_LEAF_GRAD_WARNING = (
 )
 REQUIRES_GRAD_DTYPE = "Only Tensors of floating point and complex dtype can require gradients"
 NON_LEAF_REQUIRES_GRAD = "you can only change requires_grad flags of leaf variables."
-NON_LEAF_NO_GRAD = (NON_LEAF_REQUIRES_GRAD + " If you want to use a computed variable in a subgraph that doesn't "
-                    "require differentiation use var_no_grad = var.detach().")
+NON_LEAF_NO_GRAD = (
+    NON_LEAF_REQUIRES_GRAD + " If you want to use a computed variable in a subgraph that doesn't "
+    "require differentiation use var_no_grad = var.detach()."
+)
 DETACH_VIEW = (
     "Can't detach views in-place. Use detach() instead. If you are using DistributedDataParallel (DDP) for "
     "training, and gradient_as_bucket_view is set as True, gradients are views of DDP buckets, and hence "
@@ -47,8 +71,10 @@ GRAD_DTYPE = (
     "specific dtype, or None to allow any dtype. Set grad_dtype with caution. Diverging the dtypes of a tensor and "
     "its gradient may break downstream systems that assume they match."
 )
-SCALAR_REQUIRES_GRAD = ("Converting a tensor with requires_grad=True to a scalar may lead to unexpected behavior.\n"
-                        "Consider using tensor.detach() first.")
+SCALAR_REQUIRES_GRAD = (
+    "Converting a tensor with requires_grad=True to a scalar may lead to unexpected behavior.\n"
+    "Consider using tensor.detach() first."
+)
 _warned = set()
 
 
@@ -90,8 +116,28 @@ class Size(tuple):
         return math.prod(self)
 
 
-_TORCH_DEVICES = ("cpu", "cuda", "ipu", "xpu", "mkldnn", "opengl", "opencl", "ideep", "hip", "ve", "fpga", "maia", "xla",
-                  "lazy", "vulkan", "mps", "meta", "hpu", "mtia", "privateuseone")
+_TORCH_DEVICES = (
+    "cpu",
+    "cuda",
+    "ipu",
+    "xpu",
+    "mkldnn",
+    "opengl",
+    "opencl",
+    "ideep",
+    "hip",
+    "ve",
+    "fpga",
+    "maia",
+    "xla",
+    "lazy",
+    "vulkan",
+    "mps",
+    "meta",
+    "hpu",
+    "mtia",
+    "privateuseone",
+)
 
 
 class device:
@@ -108,15 +154,18 @@ class device:
                 raise RuntimeError(f"Invalid device string: '{type}'")
             type, index = name, int(number)
         if type not in _TORCH_DEVICES:
-            raise RuntimeError(f"Expected one of {', '.join(_TORCH_DEVICES)} device type at start of device string: "
-                               f"{type}")
+            raise RuntimeError(
+                f"Expected one of {', '.join(_TORCH_DEVICES)} device type at start of device string: {type}"
+            )
         self.type, self.index = type, index
 
     def __str__(self):
         return self.type if self.index is None else f"{self.type}:{self.index}"
 
     def __repr__(self):
-        return f"device(type='{self.type}')" if self.index is None else f"device(type='{self.type}', index={self.index})"
+        return (
+            f"device(type='{self.type}')" if self.index is None else f"device(type='{self.type}', index={self.index})"
+        )
 
     def __eq__(self, other):
         return isinstance(other, device) and str(self) == str(other)
@@ -128,8 +177,21 @@ class device:
 class Tensor(InPlace):
     """An n-dimensional array (a JAX array) that records the operations applied to it."""
 
-    __slots__ = ("_v", "_requires_grad", "grad_fn", "_output_nr", "_grad", "_counter", "_view", "_views",
-                 "_hooks", "_post_accumulate_hooks", "_retains_grad", "_accumulator", "__weakref__")
+    __slots__ = (
+        "_v",
+        "_requires_grad",
+        "grad_fn",
+        "_output_nr",
+        "_grad",
+        "_counter",
+        "_view",
+        "_views",
+        "_hooks",
+        "_post_accumulate_hooks",
+        "_retains_grad",
+        "_accumulator",
+        "__weakref__",
+    )
     __array_priority__ = 1000  # NumPy defers binary operators to Tensor
 
     @classmethod
@@ -276,14 +338,17 @@ class Tensor(InPlace):
     def grad(self, value):
         if value is not None:
             if not isinstance(value, Tensor):
-                raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of type "
-                                f"{type(value).__name__}")
+                raise TypeError(
+                    f"assigned grad expected to be a Tensor or None but got grad of type {type(value).__name__}"
+                )
             if value.dtype is not self.dtype:
                 raise RuntimeError(GRAD_DTYPE.format(_CPP_NAMES[value.dtype.name], _TYPE_NAMES[self.dtype.name]))
             if value.shape != self.shape:
-                raise RuntimeError(f"attempting to assign a gradient of size '{list(value.shape)}' to a tensor of "
-                                   f"size '{list(self.shape)}'. Please ensure that the gradient and the tensor are "
-                                   "the same size")
+                raise RuntimeError(
+                    f"attempting to assign a gradient of size '{list(value.shape)}' to a tensor of "
+                    f"size '{list(self.shape)}'. Please ensure that the gradient and the tensor are "
+                    "the same size"
+                )
         self._grad = value
 
     @property
@@ -436,8 +501,11 @@ class Tensor(InPlace):
         """The value of a one-element tensor as a Python number."""
         if self.numel() != 1:
             raise RuntimeError(f"a Tensor with {self.numel()} elements cannot be converted to Scalar")
-        return self._array(ITEM_ERROR, "Tensor.item() (or bool(), float(), int(): a branch on a tensor)").reshape(
-            ()).item()
+        return (
+            self._array(ITEM_ERROR, "Tensor.item() (or bool(), float(), int(): a branch on a tensor)")
+            .reshape(())
+            .item()
+        )
 
     def _scalar(self):
         if self.numel() != 1:

@@ -2,6 +2,7 @@
 programs, a user's jax.jit), where an array computed even from concrete arrays alone is a tracer of that trace.
 Whatever is kept after the code that computed it (a Tensor's value, a deferred call's result, a cached constant)
 must not be such a tracer: where nothing it depends on is traced, it is computed outside the trace, eagerly."""
+
 import contextlib
 import threading
 
@@ -10,6 +11,7 @@ import jax
 try:  # JAX has no public test for "a trace is active"; without this one, every such value is computed eagerly
     from jax._src.core import trace_state_clean as _outside_every_trace
 except ImportError:  # pragma: no cover - depends on the JAX version
+
     def _outside_every_trace():
         return False
 

@@ -1,5 +1,6 @@
 """The vmap.vmap calls whose functions are running in this thread (levels, innermost last): what random draws and
 `.data` ask of them. The transform itself is batched_grad/func/_vmap.py."""
+
 import contextlib
 import threading
 from typing import NamedTuple
@@ -26,8 +27,10 @@ class _Running(threading.local):
 
 _running = _Running()
 
-RANDOMNESS_ERROR = ("vmap: called random operation while in randomness error mode. Please either use the 'same' or "
-                    "'different' randomness flags on vmap or perform the randomness operation out of vmap")
+RANDOMNESS_ERROR = (
+    "vmap: called random operation while in randomness error mode. Please either use the 'same' or "
+    "'different' randomness flags on vmap or perform the randomness operation out of vmap"
+)
 
 
 @contextlib.contextmanager

@@ -4,6 +4,7 @@ values for some shapes (a leading dimension of 4 and a trailing one of 5, for on
 it right, so for those versions `--xla_cpu_use_fusion_emitters=false` is added to XLA_FLAGS before JAX starts its
 CPU backend, unless XLA_FLAGS already names that flag (set it to true to opt out). jaxlib 0.7 and 0.10.2 compile it
 right; 0.10.2 is excluded for another reason (pyproject.toml)."""
+
 import os
 from importlib.metadata import PackageNotFoundError, version
 

@@ -1,4 +1,5 @@
 """batched_grad.cuda: whether JAX has a GPU backend here, and how many devices it has."""
+
 from ._devices import jax_devices
 
 

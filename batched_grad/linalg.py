@@ -1,5 +1,7 @@
 """batched_grad.linalg: torch.linalg's names."""
-from ._ops import decompositions as _decompositions, products as _products
+
+from ._ops import decompositions as _decompositions
+from ._ops import products as _products
 from ._ops.arrange import linalg_cross as cross
 from ._ops.eig import eig, eigvals
 from ._ops.linalg import LinAlgError, cholesky, det, eigh, inv, norm, qr, slogdet, solve, svd
@@ -8,5 +10,22 @@ from ._ops.reduction import matrix_norm, vector_norm
 globals().update(_products.LINALG)
 globals().update(_decompositions.LINALG)
 
-__all__ = ["LinAlgError", "cholesky", "cross", "det", "eig", "eigh", "eigvals", "inv", "matrix_norm", "norm", "qr",
-           "slogdet", "solve", "svd", "vector_norm", *_products.LINALG, *_decompositions.LINALG]
+__all__ = [
+    "LinAlgError",
+    "cholesky",
+    "cross",
+    "det",
+    "eig",
+    "eigh",
+    "eigvals",
+    "inv",
+    "matrix_norm",
+    "norm",
+    "qr",
+    "slogdet",
+    "solve",
+    "svd",
+    "vector_norm",
+    *_products.LINALG,
+    *_decompositions.LINALG,
+]

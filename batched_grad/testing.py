@@ -1,5 +1,6 @@
 """torch.testing.assert_close for batched_grad Tensors: torch's default tolerances by dtype, its structure, shape
 and dtype checks, and its mismatch messages."""
+
 import cmath
 from collections.abc import Mapping, Sequence
 
@@ -7,8 +8,14 @@ import numpy as np
 
 from ._tensor import Tensor
 
-_TOLERANCES = {"float16": (1e-3, 1e-5), "bfloat16": (0.016, 1e-5), "float32": (1.3e-6, 1e-5),
-               "float64": (1e-7, 1e-7), "complex64": (1.3e-6, 1e-5), "complex128": (1e-7, 1e-7)}  # (rtol, atol)
+_TOLERANCES = {
+    "float16": (1e-3, 1e-5),
+    "bfloat16": (0.016, 1e-5),
+    "float32": (1.3e-6, 1e-5),
+    "float64": (1e-7, 1e-7),
+    "complex64": (1.3e-6, 1e-5),
+    "complex128": (1e-7, 1e-7),
+}  # (rtol, atol)
 _NUMBER_TOLERANCES = {int: "int64", float: "float64", complex: "complex128"}
 
 
@@ -18,13 +25,27 @@ class _Mismatch(Exception):
         self.kind, self.message, self.path = kind, message, path
 
 
-def assert_close(actual, expected, *, allow_subclasses=True, rtol=None, atol=None, equal_nan=False, check_device=True,
-                 check_dtype=True, check_layout=True, check_stride=False, msg=None):
+def assert_close(
+    actual,
+    expected,
+    *,
+    allow_subclasses=True,
+    rtol=None,
+    atol=None,
+    equal_nan=False,
+    check_device=True,
+    check_dtype=True,
+    check_layout=True,
+    check_stride=False,
+    msg=None,
+):
     """Raise AssertionError unless `actual` and `expected` (Tensors, numbers, or sequences/mappings of them) are close:
     |actual - expected| <= atol + rtol * |expected| elementwise, with torch's default rtol/atol for the dtype."""
     if (rtol is None) != (atol is None):
-        raise ValueError(f"Both 'rtol' and 'atol' must be either specified or omitted, but got no "
-                         f"{'rtol' if rtol is None else 'atol'}.")
+        raise ValueError(
+            f"Both 'rtol' and 'atol' must be either specified or omitted, but got no "
+            f"{'rtol' if rtol is None else 'atol'}."
+        )
     try:
         _compare(actual, expected, (), dict(rtol=rtol, atol=atol, equal_nan=equal_nan, check_dtype=check_dtype))
     except _Mismatch as error:
@@ -49,22 +70,34 @@ def _compare(actual, expected, path, options):
         return _compare_numbers(actual, expected, path, **options)
     if isinstance(actual, Mapping) and isinstance(expected, Mapping):
         if set(actual) != set(expected):
-            raise _Mismatch(AssertionError, "The keys of the mappings do not match:\n"
-                            f"Missing keys in the actual mapping: {sorted(set(expected) - set(actual))}\n"
-                            f"Additional keys in the actual mapping: {sorted(set(actual) - set(expected))}", path)
+            raise _Mismatch(
+                AssertionError,
+                "The keys of the mappings do not match:\n"
+                f"Missing keys in the actual mapping: {sorted(set(expected) - set(actual))}\n"
+                f"Additional keys in the actual mapping: {sorted(set(actual) - set(expected))}",
+                path,
+            )
         for key in expected:
             _compare(actual[key], expected[key], path + (key,), options)
         return
-    if (isinstance(actual, Sequence) and isinstance(expected, Sequence) and not isinstance(actual, str)
-            and not isinstance(expected, str)):
+    if (
+        isinstance(actual, Sequence)
+        and isinstance(expected, Sequence)
+        and not isinstance(actual, str)
+        and not isinstance(expected, str)
+    ):
         if len(actual) != len(expected):
-            raise _Mismatch(AssertionError, f"The length of the sequences mismatch: {len(actual)} != {len(expected)}",
-                            path)
+            raise _Mismatch(
+                AssertionError, f"The length of the sequences mismatch: {len(actual)} != {len(expected)}", path
+            )
         for i, (a, e) in enumerate(zip(actual, expected)):
             _compare(a, e, path + (i,), options)
         return
-    raise _Mismatch(TypeError, f"No comparison pair was able to handle inputs of type {_type_repr(actual)} and "
-                    f"{_type_repr(expected)}.", path)
+    raise _Mismatch(
+        TypeError,
+        f"No comparison pair was able to handle inputs of type {_type_repr(actual)} and {_type_repr(expected)}.",
+        path,
+    )
 
 
 def _type_repr(x):
@@ -105,19 +138,28 @@ def _message(what, rtol, atol, extra, absolute, relative):
     equal = rtol == 0 and atol == 0
     lines = [f"{what} are not {'equal' if equal else 'close'}!", "", extra]
     for kind, (diff, index), tol in (("absolute", absolute, atol), ("relative", relative, rtol)):
-        line = f"{kind.title()} difference: {diff}" if index is None else \
-            f"Greatest {kind} difference: {diff} at index {index}"
+        line = (
+            f"{kind.title()} difference: {diff}"
+            if index is None
+            else f"Greatest {kind} difference: {diff} at index {index}"
+        )
         lines.append(line if equal else f"{line} (up to {tol} allowed)")
     return "\n".join(lines)
 
 
 def _compare_tensors(actual, expected, path, *, rtol, atol, equal_nan, check_dtype):
     if actual.shape != expected.shape:
-        raise _Mismatch(AssertionError, f"The values for attribute 'shape' do not match: {actual.shape!r} != "
-                        f"{expected.shape!r}.", path)
+        raise _Mismatch(
+            AssertionError,
+            f"The values for attribute 'shape' do not match: {actual.shape!r} != {expected.shape!r}.",
+            path,
+        )
     if check_dtype and actual.dtype is not expected.dtype:
-        raise _Mismatch(AssertionError, f"The values for attribute 'dtype' do not match: {actual.dtype!r} != "
-                        f"{expected.dtype!r}.", path)
+        raise _Mismatch(
+            AssertionError,
+            f"The values for attribute 'dtype' do not match: {actual.dtype!r} != {expected.dtype!r}.",
+            path,
+        )
     rtol, atol = _tolerances([actual.dtype.name, expected.dtype.name], rtol, atol)
     a, e = np.asarray(actual._value), np.asarray(expected._value)
     scalars = (a.item(), e.item()) if a.ndim == 0 else None

@@ -2,6 +2,7 @@
 batched_grad and torch (written once against the library module, `lib`) and its code for JAX (`jax`, `jax.numpy`).
 Each code function returns a zero-argument callable that runs the whole workload, building the graph anew as a user
 would. Nothing here imports a library: the worker process imports only its own."""
+
 import numpy as np
 
 CHAIN_STEPS = 1000  # two ops each
@@ -9,9 +10,11 @@ CHAIN_STEPS = 1000  # two ops each
 
 def mlp_data(rng):
     sizes = [256, 256, 256, 256, 128]
-    return {"x": rng.standard_normal(256).astype(np.float32),
-            "ws": [(rng.standard_normal((a, b)) / np.sqrt(a)).astype(np.float32) for a, b in zip(sizes, sizes[1:])],
-            "bs": [(0.1 * rng.standard_normal(b)).astype(np.float32) for b in sizes[1:]]}
+    return {
+        "x": rng.standard_normal(256).astype(np.float32),
+        "ws": [(rng.standard_normal((a, b)) / np.sqrt(a)).astype(np.float32) for a, b in zip(sizes, sizes[1:])],
+        "bs": [(0.1 * rng.standard_normal(b)).astype(np.float32) for b in sizes[1:]],
+    }
 
 
 def mlp(x, ws, bs, tanh):
@@ -28,6 +31,7 @@ def mlp_jacobian(lib, d):
     def call():
         x = lib.tensor(d["x"], requires_grad=True)
         return lib.autograd.grad(mlp(x, ws, bs, lib.tanh), x, eye, is_grads_batched=True)[0]
+
     return call
 
 
@@ -39,9 +43,12 @@ def jax_mlp_jacobian(jax, jnp, d):
 
 def energy_data(n, rows=0):
     def make(rng):
-        d = {"w": (rng.standard_normal((n, n)) / np.sqrt(n)).astype(np.float32),
-             "x": rng.standard_normal(n).astype(np.float32)}
+        d = {
+            "w": (rng.standard_normal((n, n)) / np.sqrt(n)).astype(np.float32),
+            "x": rng.standard_normal(n).astype(np.float32),
+        }
         return {**d, "v": rng.standard_normal((rows, n)).astype(np.float32)} if rows else d
+
     return make
 
 
@@ -56,6 +63,7 @@ def batched_hvps(lib, d):
         x = lib.tensor(d["x"], requires_grad=True)
         (g,) = lib.autograd.grad(tanh_energy(x, w, lib.tanh), x, create_graph=True)
         return lib.autograd.grad(g, x, v, is_grads_batched=True)[0]
+
     return call
 
 
@@ -69,12 +77,21 @@ def jax_batched_hvps(jax, jnp, d):
 def fallback_data(rng):
     def normal(*shape, scale=1.0):
         return (scale * rng.standard_normal(shape)).astype(np.float32)
-    return {"x": normal(192), "params": [normal(192, 320, scale=192 ** -0.5), normal(320, scale=0.1),
-                                         normal(320, 64, scale=320 ** -0.5), normal(64, scale=0.1)]}
+
+    return {
+        "x": normal(192),
+        "params": [
+            normal(192, 320, scale=192**-0.5),
+            normal(320, scale=0.1),
+            normal(320, 64, scale=320**-0.5),
+            normal(64, scale=0.1),
+        ],
+    }
 
 
 def numpy_sin(lib):
     """sin and its backward in NumPy: no transform can trace it, so batched_grad loops over its rows."""
+
     class NumpySin(lib.autograd.Function):
         @staticmethod
         def forward(ctx, h):
@@ -85,6 +102,7 @@ def numpy_sin(lib):
         def backward(ctx, g):
             (h,) = ctx.saved_tensors
             return lib.from_numpy(np.cos(h.detach().numpy()) * g.numpy())
+
     return NumpySin.apply
 
 
@@ -95,6 +113,7 @@ def fallback_graph(lib, d):
     def forward():
         x = lib.tensor(d["x"], requires_grad=True)
         return x, lib.tanh(sin(lib.tanh(x @ w1 + b1)) @ w2 + b2)
+
     return forward, lib.eye(64)
 
 
@@ -104,6 +123,7 @@ def fallback_jacobian(lib, d):
     def call():
         x, out = forward()
         return lib.autograd.grad(out, x, eye, is_grads_batched=True)[0]
+
     return call
 
 
@@ -113,6 +133,7 @@ def fallback_jacobian_loop(lib, d):
     def call():
         x, out = forward()
         return lib.stack([lib.autograd.grad(out, x, e, retain_graph=True)[0] for e in eye])
+
     return call
 
 
@@ -141,6 +162,7 @@ def chain_grad(lib, d):
     def call():
         x = lib.tensor(d["x"], requires_grad=True)
         return lib.autograd.grad(chain(x), x)[0]
+
     return call
 
 
@@ -150,11 +172,16 @@ def jax_chain_grad(jax, jnp, d):
 
 
 def per_sample_data(rng):
-    return {"X": rng.standard_normal((64, 784)).astype(np.float32), "Y": rng.integers(0, 10, 64),
-            "params": {"w1": (rng.standard_normal((784, 128)) / 28).astype(np.float32),
-                       "b1": (0.1 * rng.standard_normal(128)).astype(np.float32),
-                       "w2": (rng.standard_normal((128, 10)) / np.sqrt(128)).astype(np.float32),
-                       "b2": (0.1 * rng.standard_normal(10)).astype(np.float32)}}
+    return {
+        "X": rng.standard_normal((64, 784)).astype(np.float32),
+        "Y": rng.integers(0, 10, 64),
+        "params": {
+            "w1": (rng.standard_normal((784, 128)) / 28).astype(np.float32),
+            "b1": (0.1 * rng.standard_normal(128)).astype(np.float32),
+            "w2": (rng.standard_normal((128, 10)) / np.sqrt(128)).astype(np.float32),
+            "b2": (0.1 * rng.standard_normal(10)).astype(np.float32),
+        },
+    }
 
 
 def mlp_logits(p, x, relu):
@@ -166,6 +193,7 @@ def per_sample_grads(lib, d):
 
     def loss(p, x, y):
         return F.cross_entropy(mlp_logits(p, x, F.relu).unsqueeze(0), y.unsqueeze(0))
+
     per_sample = lib.func.vmap(lib.func.grad(loss), in_dims=(None, 0, 0))
     X, Y = lib.tensor(d["X"]), lib.tensor(d["Y"])
     return lambda: per_sample(params, X, Y)
@@ -174,6 +202,7 @@ def per_sample_grads(lib, d):
 def jax_per_sample_grads(jax, jnp, d):
     def loss(p, x, y):
         return -jax.nn.log_softmax(mlp_logits(p, x, jax.nn.relu))[y]
+
     per_sample = jax.jit(jax.vmap(jax.grad(loss), in_axes=(None, 0, 0)))
     params, X, Y = jax.tree_util.tree_map(jnp.asarray, (d["params"], d["X"], d["Y"]))
     return lambda: per_sample(params, X, Y)
@@ -185,6 +214,11 @@ WORKLOADS = {  # number: (label, data, batched_grad's code, torch's code, JAX's 
     3: ("Jacobian through a NumPy Function, 64 rows", fallback_data, fallback_jacobian, fallback_jacobian_loop, None),
     4: ("hessian(vectorize=True), n=256", energy_data(256), vectorized_hessian, vectorized_hessian, jax_hessian),
     5: (f"{2 * CHAIN_STEPS}-op chain y * 1.0001 + 0.0, grad", chain_data, chain_grad, chain_grad, jax_chain_grad),
-    6: ("per-sample grads, MLP 784-128-10, B=64", per_sample_data, per_sample_grads, per_sample_grads,
-        jax_per_sample_grads),
+    6: (
+        "per-sample grads, MLP 784-128-10, B=64",
+        per_sample_data,
+        per_sample_grads,
+        per_sample_grads,
+        jax_per_sample_grads,
+    ),
 }

@@ -1,9 +1,18 @@
 """Models built from one layer table in torch.nn, bg.nn and jax.lax, so that every peer uses the same weights."""
+
 import jax
 import jax.numpy as jnp
 
-CNN = [("Conv2d", 1, 8, 3), ("ReLU",), ("MaxPool2d", 2), ("Conv2d", 8, 16, 3), ("ReLU",), ("MaxPool2d", 2),
-       ("Flatten",), ("Linear", 16 * 5 * 5, 10)]  # on 1x28x28 images
+CNN = [
+    ("Conv2d", 1, 8, 3),
+    ("ReLU",),
+    ("MaxPool2d", 2),
+    ("Conv2d", 8, 16, 3),
+    ("ReLU",),
+    ("MaxPool2d", 2),
+    ("Flatten",),
+    ("Linear", 16 * 5 * 5, 10),
+]  # on 1x28x28 images
 
 
 def _jax_pool(x, k):
@@ -11,8 +20,10 @@ def _jax_pool(x, k):
 
 
 def _jax_conv(x, w, b):
-    return jax.lax.conv_general_dilated(x, w, (1, 1), "VALID", dimension_numbers=("NCHW", "OIHW", "NCHW")) + \
-        b[:, None, None]
+    return (
+        jax.lax.conv_general_dilated(x, w, (1, 1), "VALID", dimension_numbers=("NCHW", "OIHW", "NCHW"))
+        + b[:, None, None]
+    )
 
 
 JAX_LAYERS = {  # name -> (x, {"weight", "bias"} of the layer, its table arguments) -> output, as torch.nn computes

@@ -1,4 +1,5 @@
 """Timing and table helpers shared by the benchmark scripts."""
+
 import os
 import resource
 import statistics

@@ -14,39 +14,53 @@ three calls of each peer (compiles included), then the targets, each marked met 
     python benchmarks/batched.py --quick    # 25-50 s: fewer repeats, torch's is_grads_batched and per-row
                                             # loop at N=1024 skipped, fallback at B=32
 """
+
 import os
 import time
 import warnings
 
-from absl import app, flags
 import jax
 import jax.numpy as jnp
 import numpy as np
 import torch
+from _timing import ATOL, RTOL, WARMUP_S, check, compare, environment, fmt, median_faults, ratio, ready, stat, table
+from absl import app, flags
 
 import batched_grad as bg
 import vmap
 from batched_grad import _lazy
 from vmap import _fallback
-from _timing import ATOL, RTOL, WARMUP_S, check, compare, environment, fmt, median_faults, ratio, ready, stat, table
 
 FLAGS = flags.FLAGS
-flags.DEFINE_bool("quick", False, "Fewer repeats; at N=1024 torch's is_grads_batched and per-row loop skipped; "
-                  "fallback workload at B=32 (under 45 s).")
+flags.DEFINE_bool(
+    "quick",
+    False,
+    "Fewer repeats; at N=1024 torch's is_grads_batched and per-row loop skipped; "
+    "fallback workload at B=32 (under 45 s).",
+)
 flags.DEFINE_integer("fallback_rows", None, "B of the fallback workload (default 256, 32 with --quick).")
 flags.DEFINE_integer("repeats", None, "Timing repeats per measurement (default 11, 3 with --quick).")
 flags.DEFINE_integer("torch_threads", 1, "torch.set_num_threads (1 by default, as in benchmarks/overhead.py).")
-flags.DEFINE_integer("slow_torch_runs", None,
-                     "Calls of torch's is_grads_batched Jacobian at N=1024 (seconds each, a legacy-vmap cliff): "
-                     "default 2, 0 (skipped) with --quick.")
+flags.DEFINE_integer(
+    "slow_torch_runs",
+    None,
+    "Calls of torch's is_grads_batched Jacobian at N=1024 (seconds each, a legacy-vmap cliff): "
+    "default 2, 0 (skipped) with --quick.",
+)
 
 FUSE_WARMUP = _lazy.FUSE_AFTER + 2  # calls of a structure after which it surely runs as one fused program
-BG_IGB, T_IGB, T_LOOP, T_JACREV, JAX = ("bg is_grads_batched", "torch is_grads_batched", "torch per-row loop",
-                                        "torch.func.jacrev", "jax.jit(jax.jacrev)")
+BG_IGB, T_IGB, T_LOOP, T_JACREV, JAX = (
+    "bg is_grads_batched",
+    "torch is_grads_batched",
+    "torch per-row loop",
+    "torch.func.jacrev",
+    "jax.jit(jax.jacrev)",
+)
 BG_GRAD_ONLY = "bg grad() only, graph pre-built"
 
 
 # ---------------------------------------------------------------- results
+
 
 def to_numpy(out):
     if isinstance(out, (tuple, list)):
@@ -59,6 +73,7 @@ def to_numpy(out):
 
 
 # ---------------------------------------------------------------- the workloads (same code for bg, torch, JAX)
+
 
 def mlp(x, params, tanh):
     """256-256x3-128: tanh after each hidden layer, linear output."""
@@ -117,6 +132,7 @@ def jax_fallback_net(x, params):  # the same function with jnp.sin, for the refe
 
 
 # ---------------------------------------------------------------- peers: each a zero-argument callable
+
 
 def bg_jacobian(f, x0, params, m):
     params = jax.tree_util.tree_map(bg.tensor, params)
@@ -193,8 +209,10 @@ def jax_hvps(x0, w, v):
     grad_f = jax.grad(lambda x, w: hvp_objective(x, w, jnp.tanh))
     fwd_over_rev = jax.jit(lambda x, w, v: jax.vmap(lambda t: jax.jvp(lambda y: grad_f(y, w), (x,), (t,))[1])(v))
     rev_over_rev = jax.jit(lambda x, w, v: jax.vmap(jax.vjp(lambda y: grad_f(y, w), x)[1])(v)[0])
-    return {"jax.jit(vmap(jvp of grad))": lambda: fwd_over_rev(x, w, v),
-            "jax.jit(vmap(vjp of grad))": lambda: rev_over_rev(x, w, v)}
+    return {
+        "jax.jit(vmap(jvp of grad))": lambda: fwd_over_rev(x, w, v),
+        "jax.jit(vmap(vjp of grad))": lambda: rev_over_rev(x, w, v),
+    }
 
 
 def bg_fallback(x0, params, m):
@@ -207,6 +225,7 @@ def torch_fallback(x0, params, m):
 
 
 # ---------------------------------------------------------------- running one workload
+
 
 def first_calls(peers, calls=3, fewer=None):
     """{name: [(seconds, bg compiles) of calls 1..calls]} of freshly built peers (compiles included);
@@ -251,8 +270,15 @@ def run_workload(name, bg_peer, peers, reference, number, repeats, slow=None, no
     timed[BG_GRAD_ONLY] = prebuilt(forward, backward, number * repeats + 2)
     ready(timed[BG_GRAD_ONLY]())  # its fused program is already compiled; one call to be sure
     c0, faults = bg.compile_count(), {}
-    times = compare(timed, number, repeats, block_each=True, faults=faults, warmup=WARMUP_S,
-                    warmups={BG_GRAD_ONLY: everyone[BG_IGB]})
+    times = compare(
+        timed,
+        number,
+        repeats,
+        block_each=True,
+        faults=faults,
+        warmup=WARMUP_S,
+        warmups={BG_GRAD_ONLY: everyone[BG_IGB]},
+    )
     steady_compiles = bg.compile_count() - c0
     for k, n in slow.items():
         if n > 0:
@@ -264,11 +290,18 @@ def run_workload(name, bg_peer, peers, reference, number, repeats, slow=None, no
         print(f"    {k}: {n} call(s) in all" + (" (skipped)" if n == 0 else ""))
     for note in notes:
         print(f"    {note}")
-    return {"name": name, "stats": stats, "faults": faults, "latency": latency, "warmup": warmup,
-            "steady_compiles": steady_compiles}
+    return {
+        "name": name,
+        "stats": stats,
+        "faults": faults,
+        "latency": latency,
+        "warmup": warmup,
+        "steady_compiles": steady_compiles,
+    }
 
 
 # ---------------------------------------------------------------- the four workloads
+
 
 def workload_mlp(rng, number, repeats, slow):
     sizes = [256, 256, 256, 256, 128]
@@ -277,8 +310,15 @@ def workload_mlp(rng, number, repeats, slow):
     x0 = rng.standard_normal(256).astype(np.float32)
     params = (ws, bs)
     peers = {**torch_jacobian(mlp, x0, params, 128), JAX: jax_jacobian(mlp, x0, params)}
-    return run_workload("1. Jacobian (128, 256) of a 256-256x3-128 tanh MLP", bg_jacobian(mlp, x0, params, 128),
-                        peers, T_LOOP, number, repeats, slow=slow)
+    return run_workload(
+        "1. Jacobian (128, 256) of a 256-256x3-128 tanh MLP",
+        bg_jacobian(mlp, x0, params, 128),
+        peers,
+        T_LOOP,
+        number,
+        repeats,
+        slow=slow,
+    )
 
 
 def workload_n1024(rng, number, repeats, slow):
@@ -287,8 +327,15 @@ def workload_n1024(rng, number, repeats, slow):
     x0 = rng.standard_normal(n).astype(np.float32)
     params = (w1, w2)
     peers = {**torch_jacobian(two_layer, x0, params, n), JAX: jax_jacobian(two_layer, x0, params)}
-    return run_workload(f"2. Jacobian ({n}, {n}) of tanh(W2 tanh(W1 x))", bg_jacobian(two_layer, x0, params, n),
-                        peers, T_JACREV, number, repeats, slow=slow)
+    return run_workload(
+        f"2. Jacobian ({n}, {n}) of tanh(W2 tanh(W1 x))",
+        bg_jacobian(two_layer, x0, params, n),
+        peers,
+        T_JACREV,
+        number,
+        repeats,
+        slow=slow,
+    )
 
 
 def workload_hvp(rng, number, repeats):
@@ -297,16 +344,24 @@ def workload_hvp(rng, number, repeats):
     x0 = rng.standard_normal(n).astype(np.float32)
     v = rng.standard_normal((b, n)).astype(np.float32)
     peers = {T_IGB: torch_hvp(x0, w, v), **jax_hvps(x0, w, v)}
-    return run_workload(f"3. {b} Hessian-vector products, f(x) = sum(tanh(W x)^2), n={n}", bg_hvp(x0, w, v),
-                        peers, T_IGB, number, repeats)
+    return run_workload(
+        f"3. {b} Hessian-vector products, f(x) = sum(tanh(W x)^2), n={n}",
+        bg_hvp(x0, w, v),
+        peers,
+        T_IGB,
+        number,
+        repeats,
+    )
 
 
 def workload_fallback(rng, number, repeats, m):
     n_in, hidden = 192, 320
-    params = ((rng.standard_normal((n_in, hidden)) / np.sqrt(n_in)).astype(np.float32),
-              (0.1 * rng.standard_normal(hidden)).astype(np.float32),
-              (rng.standard_normal((hidden, m)) / np.sqrt(hidden)).astype(np.float32),
-              (0.1 * rng.standard_normal(m)).astype(np.float32))
+    params = (
+        (rng.standard_normal((n_in, hidden)) / np.sqrt(n_in)).astype(np.float32),
+        (0.1 * rng.standard_normal(hidden)).astype(np.float32),
+        (rng.standard_normal((hidden, m)) / np.sqrt(hidden)).astype(np.float32),
+        (0.1 * rng.standard_normal(m)).astype(np.float32),
+    )
     x0 = rng.standard_normal(n_in).astype(np.float32)
     torch_peers = torch_fallback(x0, params, m)
     try:  # torch's legacy vmap cannot run a NumPy backward either; record what it says
@@ -318,8 +373,15 @@ def workload_fallback(rng, number, repeats, m):
     del torch_peers[T_JACREV]  # torch.func cannot trace a NumPy backward
     jax_ref = jax.jit(jax.jacrev(jax_fallback_net))(jnp.asarray(x0), jax.tree_util.tree_map(jnp.asarray, params))
     forward, backward = bg_fallback(x0, params, m)
-    result = run_workload(f"4. Fallback: Jacobian ({m}, {n_in}) through a NumPy-backward Function, B={m}",
-                          (forward, backward), torch_peers, T_LOOP, number, repeats, notes=[igb_note])
+    result = run_workload(
+        f"4. Fallback: Jacobian ({m}, {n_in}) through a NumPy-backward Function, B={m}",
+        (forward, backward),
+        torch_peers,
+        T_LOOP,
+        number,
+        repeats,
+        notes=[igb_note],
+    )
     loops_before = _fallback.row_loops[0]
     with warnings.catch_warnings(record=True) as caught, vmap.fallback_warnings():
         warnings.simplefilter("always")
@@ -337,6 +399,7 @@ def workload_fallback(rng, number, repeats, m):
 
 # ---------------------------------------------------------------- report
 
+
 def report(workloads):
     rows = []
     for w in workloads:
@@ -345,14 +408,26 @@ def report(workloads):
         jax_names = [k for k in s if k.startswith("jax")]
         ref_j = min((s[k] for k in jax_names), key=lambda v: v[0]) if jax_names else None
         for peer, v in s.items():
-            rows.append([w["name"].split(".")[0], peer, fmt(v), ratio(ref_t, v, "{:.2f}"), ratio(ref_loop, v, "{:.2f}"),
-                         ratio(v, ref_j, "{:.2f}"), median_faults(w["faults"], peer)])
-    table("a. Steady state, forward + backward per call, milliseconds: median (min); ratios of medians. "
-          "torch igb / this, torch loop / this: > 1 means faster than torch's is_grads_batched, per-row loop; "
-          "this / jax: < 1 means faster than the (fastest) jitted JAX peer; faults / call: minor page faults per call "
-          "(median; n/a outside the interleaved loop)",
-          ["#", "peer", "ms per call", "torch igb / this", "torch loop / this", "this / jax", "faults / call"], rows,
-          left=2)
+            rows.append(
+                [
+                    w["name"].split(".")[0],
+                    peer,
+                    fmt(v),
+                    ratio(ref_t, v, "{:.2f}"),
+                    ratio(ref_loop, v, "{:.2f}"),
+                    ratio(v, ref_j, "{:.2f}"),
+                    median_faults(w["faults"], peer),
+                ]
+            )
+    table(
+        "a. Steady state, forward + backward per call, milliseconds: median (min); ratios of medians. "
+        "torch igb / this, torch loop / this: > 1 means faster than torch's is_grads_batched, per-row loop; "
+        "this / jax: < 1 means faster than the (fastest) jitted JAX peer; faults / call: minor page faults per call "
+        "(median; n/a outside the interleaved loop)",
+        ["#", "peer", "ms per call", "torch igb / this", "torch loop / this", "this / jax", "faults / call"],
+        rows,
+        left=2,
+    )
     rows = []
     for w in workloads:
         for peer, calls in w["latency"].items():
@@ -362,11 +437,15 @@ def report(workloads):
                 compiles += f", timed: {w['steady_compiles']}"
             cells = [f"{t * 1e3:.1f}" for t, _ in calls] + ["-"] * (3 - len(calls))
             rows.append([w["name"].split(".")[0], peer] + cells + [compiles])
-    table("b. First calls of freshly built peers (compiles included), milliseconds. compiles: bg.compile_count() "
-          f"increase on calls 1/2/3 (calls 1-2 run per-node kernels, call 3 compiles the fused program), then on the "
-          f"warm-up calls 4-{3 + FUSE_WARMUP}, then during all the timed calls (must be 0). The fallback graph is "
-          "never fused (its Function node is not a table op): it runs per-node kernels on every call",
-          ["#", "peer", "call 1", "call 2", "call 3", "compiles"], rows, left=2)
+    table(
+        "b. First calls of freshly built peers (compiles included), milliseconds. compiles: bg.compile_count() "
+        f"increase on calls 1/2/3 (calls 1-2 run per-node kernels, call 3 compiles the fused program), then on the "
+        f"warm-up calls 4-{3 + FUSE_WARMUP}, then during all the timed calls (must be 0). The fallback graph is "
+        "never fused (its Function node is not a table op): it runs per-node kernels on every call",
+        ["#", "peer", "call 1", "call 2", "call 3", "compiles"],
+        rows,
+        left=2,
+    )
 
 
 def targets(workloads):
@@ -381,15 +460,27 @@ def targets(workloads):
         if t is None:
             print(f"  n/a    workload {k}: bg >= 2x faster than torch is_grads_batched (torch skipped)")
         else:
-            line(f"workload {k}: bg >= 2x faster than torch is_grads_batched (torch / bg)", t[0] / b[0],
-                 t[1] / b[1], t[0] / b[0] >= 2)
-        line(f"workload {k}: bg within 1.5x of jax.jit(jax.jacrev) (bg / jax)", b[0] / j[0], b[1] / j[1],
-             b[0] / j[0] <= 1.5)
+            line(
+                f"workload {k}: bg >= 2x faster than torch is_grads_batched (torch / bg)",
+                t[0] / b[0],
+                t[1] / b[1],
+                t[0] / b[0] >= 2,
+            )
+        line(
+            f"workload {k}: bg within 1.5x of jax.jit(jax.jacrev) (bg / jax)",
+            b[0] / j[0],
+            b[1] / j[1],
+            b[0] / j[0] <= 1.5,
+        )
     b, t = s["3"][BG_IGB], s["3"][T_IGB]
     line("workload 3: 64 HVPs >= 10x faster than torch (torch / bg)", t[0] / b[0], t[1] / b[1], t[0] / b[0] >= 10)
     b, t = s["4"][BG_IGB], s["4"][T_LOOP]
-    line(f"workload 4: fallback at B={workloads[3]['rows']} no slower than torch's per-row loop (torch / bg)",
-         t[0] / b[0], t[1] / b[1], t[0] / b[0] >= 1)
+    line(
+        f"workload 4: fallback at B={workloads[3]['rows']} no slower than torch's per-row loop (torch / bg)",
+        t[0] / b[0],
+        t[1] / b[1],
+        t[0] / b[0] >= 1,
+    )
 
 
 def main(argv):
@@ -400,9 +491,11 @@ def main(argv):
     slow_runs = FLAGS.slow_torch_runs if FLAGS.slow_torch_runs is not None else (0 if quick else 2)
     slow_mlp = {T_LOOP: 3 if quick else 6}  # ~150 ms per call here: kept out of the interleaved loop
     slow_1024 = {T_IGB: slow_runs, T_LOOP: 0 if quick else 4}  # ~2-5 s and ~1.5-2 s per call here
-    print(f"batched_grad {bg.__version__}, jax {jax.__version__}, torch {torch.__version__} "
-          f"(torch threads {torch.get_num_threads()}), {os.cpu_count()} CPUs, repeats {repeats}, "
-          f"FUSE_AFTER {_lazy.FUSE_AFTER}, load average {os.getloadavg()[0]:.1f}, {environment()}")
+    print(
+        f"batched_grad {bg.__version__}, jax {jax.__version__}, torch {torch.__version__} "
+        f"(torch threads {torch.get_num_threads()}), {os.cpu_count()} CPUs, repeats {repeats}, "
+        f"FUSE_AFTER {_lazy.FUSE_AFTER}, load average {os.getloadavg()[0]:.1f}, {environment()}"
+    )
     rng = np.random.default_rng(0)
     start = time.perf_counter()
     workloads = [

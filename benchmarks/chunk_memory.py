@@ -9,6 +9,7 @@ medians of 3 interleaved runs, each call's own peak): vjp B=10000 width 4000 chu
 per-node walk ran in chunks, 215 MB after (fused call 3: 230 MB; no chunk_size: 721 MB); jacobian B=10000 width
 2000 chunk 10, call 1: 1223 MB before, 742 MB after (of which 400 MB is the identity itself).
 """
+
 import argparse
 import json
 import subprocess
@@ -66,8 +67,13 @@ CHILD = textwrap.dedent("""
 
 
 def measure(workload, rows, width, chunk, calls=3, python=sys.executable, env=None):
-    out = subprocess.run([python, "-c", CHILD, workload, str(rows), str(width), str(chunk), str(calls)],
-                         capture_output=True, text=True, check=True, env=env)
+    out = subprocess.run(
+        [python, "-c", CHILD, workload, str(rows), str(width), str(chunk), str(calls)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    )
     return json.loads(out.stdout.splitlines()[-1])
 
 
@@ -84,9 +90,11 @@ def main():
         peaks = ", ".join(f"{p:.0f}" for p in r["calls"])
         own = ", ".join(f"{p:.0f}" for p in r["call_peaks"])
         times = ", ".join(f"{t:.2f}" for t in r["seconds"])
-        print(f"{args.workload} B={args.rows} width={args.width} chunk={chunk}: peak RSS MB before {r['before']:.0f}, "
-              f"after calls 1..{args.calls}: {peaks}; "
-              f"each call's own peak (sampled): {own}; seconds {times}")
+        print(
+            f"{args.workload} B={args.rows} width={args.width} chunk={chunk}: peak RSS MB before {r['before']:.0f}, "
+            f"after calls 1..{args.calls}: {peaks}; "
+            f"each call's own peak (sampled): {own}; seconds {times}"
+        )
 
 
 if __name__ == "__main__":

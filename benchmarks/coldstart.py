@@ -23,6 +23,7 @@ The tree under test is whatever `import batched_grad` finds (PYTHONPATH), so two
     python benchmarks/coldstart.py --quick    # workloads 1, 2, 4, 6; 5 warm calls; no JAX cache processes
     python benchmarks/coldstart.py --runs 3   # the whole thing three times, medians reported
 """
+
 import importlib.metadata
 import json
 import os
@@ -33,10 +34,9 @@ import sys
 import tempfile
 import time
 
-from absl import app, flags
 import numpy as np
-
 from _cold_workloads import WORKLOADS
+from absl import app, flags
 
 FLAGS = flags.FLAGS
 flags.DEFINE_bool("quick", False, "Workloads 1, 2, 4 and 6 only, 5 warm calls, no JAX cache processes.")
@@ -46,8 +46,9 @@ flags.DEFINE_list("workloads", None, "Workload numbers to run (default all; 1,2,
 flags.DEFINE_bool("jax_cache", None, "Also time jax.jit with JAX's persistent cache (default on; off with --quick).")
 flags.DEFINE_integer("torch_threads", 1, "torch.set_num_threads (1 by default, as in benchmarks/overhead.py).")
 flags.DEFINE_integer("timeout", 900, "Seconds a worker process may take before it is stopped.")
-flags.DEFINE_enum("worker", None, ["bg", "torch", "jax"], "Internal: run one workload with this library, print its "
-                  "record and exit.")
+flags.DEFINE_enum(
+    "worker", None, ["bg", "torch", "jax"], "Internal: run one workload with this library, print its record and exit."
+)
 flags.DEFINE_integer("workload", None, "Internal: the workload number of --worker.")
 flags.DEFINE_string("result", None, "Internal: where --worker saves its result (.npy).")
 
@@ -62,30 +63,36 @@ CHAIN = 5  # the long chain: targets of its own (no call above 1 s, peak RSS und
 
 # ---------------------------------------------------------------- worker mode: one library, one workload
 
+
 def import_library(name):
     """(the library, its warm-up, a function waiting for a result, its compile count)."""
     if name == "jax":
         import jax
         import jax.numpy as jnp
+
         if FLAGS.jax_cache:  # JAX's default skips programs compiled in under a second: most of these
             jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
         return (jax, jnp), lambda: warm_up_jax(jax, jnp), jax.block_until_ready, lambda: 0
     if name == "torch":
         import torch
+
         torch.set_num_threads(FLAGS.torch_threads)
         return torch, lambda: warm_up(torch), lambda out: out, lambda: 0
     import warnings
+
     import batched_grad as bg
     import batched_grad.autograd.functional  # noqa: F401 - bg.autograd.functional
     import batched_grad.func  # noqa: F401 - bg.func
     import batched_grad.nn.functional  # noqa: F401 - bg.nn.functional
     import vmap
+
     warnings.simplefilter("ignore", vmap.FallbackWarning)  # workload 3 falls back by design
 
     def wait(out):
         for t in out.values() if isinstance(out, dict) else [out]:
             t.jax().block_until_ready()
         return out
+
     def warm_up_bg():
         warm_up(bg)
         bg.wait_for_compiles()  # the warm-up's own background compiles are start-up, not the workload's
@@ -116,6 +123,7 @@ def xla_compile_counter():
     """A function returning how many XLA compiles this process has run so far, loads from JAX's persistent cache
     excluded (JAX reports a load as a compile event and a cache-hit event)."""
     import jax
+
     compiles, hits = [0], [0]
 
     def on_duration(name, duration, **kwargs):
@@ -123,6 +131,7 @@ def xla_compile_counter():
 
     def on_event(name, **kwargs):
         hits[0] += name == "/jax/compilation_cache/cache_hits"
+
     jax.monitoring.register_event_duration_secs_listener(on_duration)
     jax.monitoring.register_event_listener(on_event)
     return lambda: compiles[0] - hits[0]
@@ -151,8 +160,17 @@ def run_worker():
         seconds.append(time.perf_counter() - t0)
         compiles.append(compile_count() - c0)
     np.save(FLAGS.result, to_numpy(out))
-    print(RECORD + json.dumps({"seconds": seconds, "compiles": compiles, "xla_compiles": xla_compiles() - xla0,
-                               "rss_mb": peak_rss_kib() / 1024}))
+    print(
+        RECORD
+        + json.dumps(
+            {
+                "seconds": seconds,
+                "compiles": compiles,
+                "xla_compiles": xla_compiles() - xla0,
+                "rss_mb": peak_rss_kib() / 1024,
+            }
+        )
+    )
 
 
 def peak_rss_kib():
@@ -166,11 +184,19 @@ def peak_rss_kib():
 
 # ---------------------------------------------------------------- the driver: fresh processes per peer
 
+
 def spawn(lib, number, result, env, jax_cache=False):
     """Run one worker; its record, or a string saying why there is none."""
-    command = [sys.executable, os.path.abspath(__file__), f"--worker={lib}", f"--workload={number}",
-               f"--result={result}", f"--warm_calls={FLAGS.warm_calls}", f"--torch_threads={FLAGS.torch_threads}",
-               f"--jax_cache={jax_cache}"]
+    command = [
+        sys.executable,
+        os.path.abspath(__file__),
+        f"--worker={lib}",
+        f"--workload={number}",
+        f"--result={result}",
+        f"--warm_calls={FLAGS.warm_calls}",
+        f"--torch_threads={FLAGS.torch_threads}",
+        f"--jax_cache={jax_cache}",
+    ]
     try:
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=FLAGS.timeout)
     except subprocess.TimeoutExpired:
@@ -178,7 +204,7 @@ def spawn(lib, number, result, env, jax_cache=False):
     lines = [line for line in done.stdout.splitlines() if line.startswith(RECORD)]
     if done.returncode or not lines:
         return f"failed (exit {done.returncode}): " + " | ".join(done.stderr.strip().splitlines()[-3:])
-    return {**json.loads(lines[-1][len(RECORD):]), "result": result}
+    return {**json.loads(lines[-1][len(RECORD) :]), "result": result}
 
 
 def workload_processes(number, folder):
@@ -201,14 +227,21 @@ def workload_processes(number, folder):
 def summary(record):
     """The figures of one process: first call, calls 2-5, slowest call, warm median (seconds), compiles, RSS."""
     s, c = record["seconds"], record["compiles"]
-    return {"first": s[0], "next4": sum(s[1:CALLS_COUNTED]), "slowest": max(s),
-            "warm": statistics.median(s[CALLS_COUNTED:] or s[-1:]), "compiles": sum(c), "xla": record["xla_compiles"],
-            "rss": record["rss_mb"]}
+    return {
+        "first": s[0],
+        "next4": sum(s[1:CALLS_COUNTED]),
+        "slowest": max(s),
+        "warm": statistics.median(s[CALLS_COUNTED:] or s[-1:]),
+        "compiles": sum(c),
+        "xla": record["xla_compiles"],
+        "rss": record["rss_mb"],
+    }
 
 
 def agreement(records):
     """'max |diff| ...' of every result against torch's, or what disagreed or failed."""
     from _timing import check
+
     results = {peer: np.load(r["result"]) for peer, r in records.items() if isinstance(r, dict)}
     if "torch" not in results:
         return "no torch result to check against"
@@ -235,6 +268,7 @@ def run_once(numbers, run):
 
 
 # ---------------------------------------------------------------- the table
+
 
 def median_of(runs, number, peer, key):
     values = [r[number][peer][key] for r in runs if peer in r[number]]
@@ -267,43 +301,74 @@ def row(runs, number):
     def count(peer, key):
         v = get(peer, key)
         return "-" if v is None else f"{v:.0f}"
+
     torch_first, jax_first = get("torch", "first"), get("jax", "first")
     floor = None if torch_first is None else max(10 * torch_first, jax_first or 0)
-    return [number, WORKLOADS[number][0], ms(torch_first), ms(jax_first), ms(get("jax cached", "first")),
-            ms(get("bg 1", "first")), ms(get("bg 2", "first")),
-            pair(ms(get("torch", "next4")), ms(get("bg 1", "next4"))),
-            pair(ms(get("torch", "slowest")), ms(get("bg 1", "slowest"))),
-            pair(ms(get("torch", "warm")), ms(get("bg 1", "warm")), ms(get("jax", "warm"))),
-            f'{pair(count("bg 1", "compiles"), count("bg 2", "compiles"))} '
-            f'({pair(count("bg 1", "xla"), count("bg 2", "xla"))})',
-            pair(count("bg 1", "rss"), count("bg 2", "rss")), count("torch", "rss"),
-            times(ratio(get("bg 1", "first"), floor), "{:.2f}"),
-            times(ratio(get("bg 2", "first"), 3 * (torch_first or 0)), "{:.2f}"),
-            times(ratio(get("bg 1", "next4"), 3 * (get("torch", "next4") or 0)), "{:.2f}")]
+    return [
+        number,
+        WORKLOADS[number][0],
+        ms(torch_first),
+        ms(jax_first),
+        ms(get("jax cached", "first")),
+        ms(get("bg 1", "first")),
+        ms(get("bg 2", "first")),
+        pair(ms(get("torch", "next4")), ms(get("bg 1", "next4"))),
+        pair(ms(get("torch", "slowest")), ms(get("bg 1", "slowest"))),
+        pair(ms(get("torch", "warm")), ms(get("bg 1", "warm")), ms(get("jax", "warm"))),
+        f"{pair(count('bg 1', 'compiles'), count('bg 2', 'compiles'))} "
+        f"({pair(count('bg 1', 'xla'), count('bg 2', 'xla'))})",
+        pair(count("bg 1", "rss"), count("bg 2", "rss")),
+        count("torch", "rss"),
+        times(ratio(get("bg 1", "first"), floor), "{:.2f}"),
+        times(ratio(get("bg 2", "first"), 3 * (torch_first or 0)), "{:.2f}"),
+        times(ratio(get("bg 1", "next4"), 3 * (get("torch", "next4") or 0)), "{:.2f}"),
+    ]
 
 
-HEADER = ["#", "workload", "torch 1st", "jax 1st", "jax 1st cached", "bg 1st p1", "bg 1st p2",
-          "calls 2-5 torch / bg", "slowest call torch / bg", "warm torch / bg / jax", "bg compiles p1 / p2 (XLA)",
-          "bg RSS MB p1 / p2", "torch RSS MB", "p1 / max(10x torch, jax)", "p2 / 3x torch", "2-5 / 3x torch"]
+HEADER = [
+    "#",
+    "workload",
+    "torch 1st",
+    "jax 1st",
+    "jax 1st cached",
+    "bg 1st p1",
+    "bg 1st p2",
+    "calls 2-5 torch / bg",
+    "slowest call torch / bg",
+    "warm torch / bg / jax",
+    "bg compiles p1 / p2 (XLA)",
+    "bg RSS MB p1 / p2",
+    "torch RSS MB",
+    "p1 / max(10x torch, jax)",
+    "p2 / 3x torch",
+    "2-5 / 3x torch",
+]
 
 
 def report(runs, numbers):
     from _timing import table
-    table(f"Milliseconds, medians of {len(runs)} run(s). 1st: the first call in a fresh process, after import and a "
-          "warm-up on an unrelated graph; p1 / p2: batched_grad's first / second process on one fresh persistent "
-          "cache; jax 1st: jax.jit, no cache (the floor); jax 1st cached: jax.jit after a process that filled JAX's "
-          f"cache; warm: median of {FLAGS.warm_calls} calls after call 5 (bg's from p1); slowest: of all "
-          f"{CALLS_COUNTED + FLAGS.warm_calls} calls; compiles: bg.compile_count() "
-          f"over calls 1 to {CALLS_COUNTED + FLAGS.warm_calls} of the workload, then (XLA) the compiles XLA ran, "
-          "loads from the persistent cache excluded; RSS: the process's peak. Last three columns: the "
-          "targets of issue 19, met at <= 1.",
-          HEADER, [row(runs, n) for n in numbers], left=2)
+
+    table(
+        f"Milliseconds, medians of {len(runs)} run(s). 1st: the first call in a fresh process, after import and a "
+        "warm-up on an unrelated graph; p1 / p2: batched_grad's first / second process on one fresh persistent "
+        "cache; jax 1st: jax.jit, no cache (the floor); jax 1st cached: jax.jit after a process that filled JAX's "
+        f"cache; warm: median of {FLAGS.warm_calls} calls after call 5 (bg's from p1); slowest: of all "
+        f"{CALLS_COUNTED + FLAGS.warm_calls} calls; compiles: bg.compile_count() "
+        f"over calls 1 to {CALLS_COUNTED + FLAGS.warm_calls} of the workload, then (XLA) the compiles XLA ran, "
+        "loads from the persistent cache excluded; RSS: the process's peak. Last three columns: the "
+        "targets of issue 19, met at <= 1.",
+        HEADER,
+        [row(runs, n) for n in numbers],
+        left=2,
+    )
     if CHAIN in numbers:
         slowest, rss = median_of(runs, CHAIN, "bg 1", "slowest"), median_of(runs, CHAIN, "bg 1", "rss")
         if slowest is not None:
-            print(f"\nWorkload {CHAIN}'s targets, bg's first process: slowest call {ms(slowest)} ms (under 1000: "
-                  f"{'met' if slowest < 1 else 'MISSED'}), peak RSS {rss:.0f} MB (under 1024: "
-                  f"{'met' if rss < 1024 else 'MISSED'})")
+            print(
+                f"\nWorkload {CHAIN}'s targets, bg's first process: slowest call {ms(slowest)} ms (under 1000: "
+                f"{'met' if slowest < 1 else 'MISSED'}), peak RSS {rss:.0f} MB (under 1024: "
+                f"{'met' if rss < 1024 else 'MISSED'})"
+            )
 
 
 def main(argv):
@@ -317,14 +382,20 @@ def main(argv):
     unknown = [n for n in FLAGS.workloads or [] if n not in {str(k) for k in WORKLOADS}]
     if unknown:
         raise app.UsageError(f"--workloads: expected numbers among {list(WORKLOADS)}, got {unknown}")
-    numbers = [int(n) for n in FLAGS.workloads] if FLAGS.workloads else QUICK_WORKLOADS if FLAGS.quick \
-        else list(WORKLOADS)
-    import batched_grad as bg  # for the header; it also sets the XLA flags that every worker then inherits
+    numbers = (
+        [int(n) for n in FLAGS.workloads] if FLAGS.workloads else QUICK_WORKLOADS if FLAGS.quick else list(WORKLOADS)
+    )
     from _timing import environment
-    print(f"batched_grad {bg.__version__} ({os.path.dirname(os.path.dirname(bg.__file__))}), jax "
-          f"{importlib.metadata.version('jax')}, torch {importlib.metadata.version('torch')} (torch threads "
-          f"{FLAGS.torch_threads}), {os.cpu_count()} CPUs, {FLAGS.runs} run(s), load average "
-          f"{os.getloadavg()[0]:.1f}, {environment()}, XLA_FLAGS={os.environ.get('XLA_FLAGS', '')}", flush=True)
+
+    import batched_grad as bg  # for the header; it also sets the XLA flags that every worker then inherits
+
+    print(
+        f"batched_grad {bg.__version__} ({os.path.dirname(os.path.dirname(bg.__file__))}), jax "
+        f"{importlib.metadata.version('jax')}, torch {importlib.metadata.version('torch')} (torch threads "
+        f"{FLAGS.torch_threads}), {os.cpu_count()} CPUs, {FLAGS.runs} run(s), load average "
+        f"{os.getloadavg()[0]:.1f}, {environment()}, XLA_FLAGS={os.environ.get('XLA_FLAGS', '')}",
+        flush=True,
+    )
     start = time.perf_counter()
     runs = [run_once(numbers, run + 1) for run in range(FLAGS.runs)]
     report(runs, numbers)

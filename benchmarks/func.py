@@ -15,21 +15,22 @@ checked against torch.func's before timing. Tables: steady state, first-call lat
     python benchmarks/func.py            # about 40 s on a loaded 2-core machine
     python benchmarks/func.py --quick    # about 20 s: 3 repeats, shorter blocks
 """
+
 import os
 import time
 
-from absl import app, flags
 import jax
 import jax.numpy as jnp
 import numpy as np
 import torch
+from _models import CNN, build, jax_cross_entropy, jax_forward
+from _timing import WARMUP_S, check, compare, environment, fmt, median_faults, ratio, ready, stat, table
+from absl import app, flags
 
 import batched_grad as bg
 import batched_grad.func  # noqa: F401 - bg.func
 import batched_grad.nn.functional  # noqa: F401 - bg.nn.functional
 from batched_grad import _lazy
-from _models import CNN, build, jax_cross_entropy, jax_forward
-from _timing import WARMUP_S, check, compare, environment, fmt, median_faults, ratio, ready, stat, table
 
 FLAGS = flags.FLAGS
 flags.DEFINE_bool("quick", False, "3 repeats and shorter timed blocks (about 20 s).")
@@ -43,6 +44,7 @@ BG_OVER_JAX = 1.5  # the target: bg's median within this factor of jax.jit's
 
 
 # ---------------------------------------------------------------- models and data shared by the peers
+
 
 def models(layers, seed):
     """{BG: bg module, TORCH: torch module} with the same weights, and those weights as JAX arrays by name."""
@@ -64,6 +66,7 @@ def libraries():
 
 
 # ---------------------------------------------------------------- the workloads, written once for bg and torch
+
 
 def per_sample_grads(lib, func, model, X, Y):
     params, X, Y = detached_params(model), lib.tensor(X), lib.tensor(Y)
@@ -160,6 +163,7 @@ def jax_ntk(params, X1, X2):
 
 # ---------------------------------------------------------------- the five workloads' peers
 
+
 def images(rng, n):
     return rng.standard_normal((n, 1, 28, 28)).astype(np.float32)
 
@@ -210,6 +214,7 @@ WORKLOADS = [  # (label, peers builder, calls per timed block: full run, --quick
 
 # ---------------------------------------------------------------- running one workload
 
+
 def to_numpy(out):
     """A peer's result as one flat array: the leaves of its pytree (dicts in key order), raveled and joined."""
     if isinstance(out, dict):
@@ -244,23 +249,42 @@ def run_workload(number, label, peers, calls, repeats):
     times = compare(peers, calls, repeats, block_each=True, faults=faults, warmup=WARMUP_S)
     steady_compiles = bg.compile_count() - c0
     print(f"  {name}: {time.perf_counter() - t_start:.0f} s; results agree (max |diff| {diff:.1e} vs {TORCH})")
-    return {"name": name, "stats": {k: stat(v) for k, v in times.items()}, "faults": faults, "latency": latency,
-            "warmup": warmup, "steady_compiles": steady_compiles}
+    return {
+        "name": name,
+        "stats": {k: stat(v) for k, v in times.items()},
+        "faults": faults,
+        "latency": latency,
+        "warmup": warmup,
+        "steady_compiles": steady_compiles,
+    }
 
 
 # ---------------------------------------------------------------- report
+
 
 def report(workloads):
     rows = []
     for w in workloads:
         s = w["stats"]
         for peer, v in s.items():
-            rows.append([w["name"].split(".")[0], peer, fmt(v), ratio(s[TORCH], v, "{:.2f}"),
-                         ratio(v, s[JAX], "{:.2f}"), median_faults(w["faults"], peer)])
-    table("a. Steady state, milliseconds per call: median (min); ratios of medians. torch.func / this: > 1 means "
-          "faster than torch.func; this / jax: < 1 means faster than jax.jit; faults / call: minor page faults per "
-          "call (median)",
-          ["#", "peer", "ms per call", "torch.func / this", "this / jax", "faults / call"], rows, left=2)
+            rows.append(
+                [
+                    w["name"].split(".")[0],
+                    peer,
+                    fmt(v),
+                    ratio(s[TORCH], v, "{:.2f}"),
+                    ratio(v, s[JAX], "{:.2f}"),
+                    median_faults(w["faults"], peer),
+                ]
+            )
+    table(
+        "a. Steady state, milliseconds per call: median (min); ratios of medians. torch.func / this: > 1 means "
+        "faster than torch.func; this / jax: < 1 means faster than jax.jit; faults / call: minor page faults per "
+        "call (median)",
+        ["#", "peer", "ms per call", "torch.func / this", "this / jax", "faults / call"],
+        rows,
+        left=2,
+    )
     rows = []
     for w in workloads:
         for peer, calls in w["latency"].items():
@@ -269,10 +293,14 @@ def report(workloads):
                 warm = "/".join(str(c) for _, c in w["warmup"])
                 compiles = "/".join(str(c) for _, c in calls) + f" then {warm}, timed: {w['steady_compiles']}"
             rows.append([w["name"].split(".")[0], peer] + [f"{t * 1e3:.1f}" for t, _ in calls] + [compiles])
-    table("b. First calls of freshly built peers (compiles included), milliseconds. compiles: bg.compile_count() "
-          f"increase on calls 1/2/3, then on the warm-up calls 4-{3 + FUSE_WARMUP}, then during all the timed calls "
-          "of the workload (must be 0)",
-          ["#", "peer", "call 1", "call 2", "call 3", "compiles"], rows, left=2)
+    table(
+        "b. First calls of freshly built peers (compiles included), milliseconds. compiles: bg.compile_count() "
+        f"increase on calls 1/2/3, then on the warm-up calls 4-{3 + FUSE_WARMUP}, then during all the timed calls "
+        "of the workload (must be 0)",
+        ["#", "peer", "call 1", "call 2", "call 3", "compiles"],
+        rows,
+        left=2,
+    )
 
 
 def targets(workloads):
@@ -281,11 +309,15 @@ def targets(workloads):
         s, number = w["stats"], w["name"].split(".")[0]
         b, t, j = s[BG], s[TORCH], s[JAX]
         met = t[0] >= b[0]
-        print(f"  {'MET   ' if met else 'MISSED'} workload {number}: bg at least as fast as torch.func "
-              f"(torch.func / bg): {t[0] / b[0]:.2f}x ({t[1] / b[1]:.2f}x)")
+        print(
+            f"  {'MET   ' if met else 'MISSED'} workload {number}: bg at least as fast as torch.func "
+            f"(torch.func / bg): {t[0] / b[0]:.2f}x ({t[1] / b[1]:.2f}x)"
+        )
         met = b[0] <= BG_OVER_JAX * j[0]
-        print(f"  {'MET   ' if met else 'MISSED'} workload {number}: bg within {BG_OVER_JAX}x of jax.jit (bg / jax): "
-              f"{b[0] / j[0]:.2f}x ({b[1] / j[1]:.2f}x)")
+        print(
+            f"  {'MET   ' if met else 'MISSED'} workload {number}: bg within {BG_OVER_JAX}x of jax.jit (bg / jax): "
+            f"{b[0] / j[0]:.2f}x ({b[1] / j[1]:.2f}x)"
+        )
     compiled = sum(w["steady_compiles"] for w in workloads)
     print(f"  {'MET   ' if compiled == 0 else 'MISSED'} bg compiled nothing during the timed calls: {compiled}")
 
@@ -295,14 +327,18 @@ def main(argv):
     torch.set_num_threads(FLAGS.torch_threads)
     quick = FLAGS.quick
     repeats = FLAGS.repeats or (3 if quick else 9)
-    print(f"batched_grad {bg.__version__}, jax {jax.__version__}, torch {torch.__version__} "
-          f"(torch threads {torch.get_num_threads()}), {os.cpu_count()} CPUs, repeats {repeats}, "
-          f"FUSE_AFTER {_lazy.FUSE_AFTER}, load average {os.getloadavg()[0]:.1f}, {environment()}, "
-          f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '(unset)')} (the JAX peer's too)")
+    print(
+        f"batched_grad {bg.__version__}, jax {jax.__version__}, torch {torch.__version__} "
+        f"(torch threads {torch.get_num_threads()}), {os.cpu_count()} CPUs, repeats {repeats}, "
+        f"FUSE_AFTER {_lazy.FUSE_AFTER}, load average {os.getloadavg()[0]:.1f}, {environment()}, "
+        f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '(unset)')} (the JAX peer's too)"
+    )
     rng = np.random.default_rng(0)
     start = time.perf_counter()
-    workloads = [run_workload(i, label, build_peers(rng), quick_calls if quick else calls, repeats)
-                 for i, (label, build_peers, calls, quick_calls) in enumerate(WORKLOADS, 1)]
+    workloads = [
+        run_workload(i, label, build_peers(rng), quick_calls if quick else calls, repeats)
+        for i, (label, build_peers, calls, quick_calls) in enumerate(WORKLOADS, 1)
+    ]
     report(workloads)
     targets(workloads)
     print(f"\ntotal {time.perf_counter() - start:.0f} s, load average {os.getloadavg()[0]:.1f}")

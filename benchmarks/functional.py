@@ -16,22 +16,23 @@ three calls of each peer (compiles included), then the targets, each marked met 
     python benchmarks/functional.py            # about 2-4 minutes on a loaded 2-core machine
     python benchmarks/functional.py --quick    # about a minute on a loaded 2-core machine, slow peers skipped
 """
+
 import os
 import time
 
-from absl import app, flags
 import jax
 import jax.numpy as jnp
 import numpy as np
 import torch
+from _models import CNN, build, jax_cross_entropy, jax_forward
+from _timing import WARMUP_S, check, compare, environment, fmt, median_faults, ratio, ready, stat, table
+from absl import app, flags
 
 import batched_grad as bg
 import batched_grad.autograd.functional  # noqa: F401 - bg.autograd.functional
 import batched_grad.nn.functional as F
 import vmap
 from batched_grad import _lazy
-from _models import CNN, build, jax_cross_entropy, jax_forward
-from _timing import WARMUP_S, check, compare, environment, fmt, median_faults, ratio, ready, stat, table
 
 FLAGS = flags.FLAGS
 flags.DEFINE_bool("quick", False, "3 repeats; the eye(B) peers of workloads 2-3 skipped (about a minute).")
@@ -50,6 +51,7 @@ MLP = [("Linear", 784, 128), ("ReLU",), ("Linear", 128, 10)]
 
 
 # ---------------------------------------------------------------- peers: each a zero-argument callable
+
 
 def per_sample_peers(layers, X, Y):
     """{name: callable} of every per-sample-gradient peer; each returns one (B,) + shape gradient per parameter, in
@@ -73,8 +75,11 @@ def per_sample_peers(layers, X, Y):
     t_func = torch.func.vmap(torch.func.grad(t_sample_loss), in_dims=(None, 0, 0))
     t_detached = {k: v.detach() for k, v in t_model.named_parameters()}
     j_params = {k: jnp.asarray(v.detach().numpy()) for k, v in t_model.named_parameters()}
-    j_loss = jax.jit(jax.vmap(jax.grad(lambda p, x, y: jax_cross_entropy(jax_forward(layers, p, x[None]), y[None])),
-                              in_axes=(None, 0, 0)))
+    j_loss = jax.jit(
+        jax.vmap(
+            jax.grad(lambda p, x, y: jax_cross_entropy(jax_forward(layers, p, x[None]), y[None])), in_axes=(None, 0, 0)
+        )
+    )
     jX, jY = jnp.asarray(X), jnp.asarray(Y)
 
     def bg_igb():
@@ -86,8 +91,10 @@ def per_sample_peers(layers, X, Y):
         return torch.autograd.grad(losses, t_params, t_eye, is_grads_batched=True)
 
     def t_loop():
-        rows = [torch.autograd.grad(torch.nn.functional.cross_entropy(t_model(x[None]), y[None]), t_params)
-                for x, y in zip(tX, tY)]
+        rows = [
+            torch.autograd.grad(torch.nn.functional.cross_entropy(t_model(x[None]), y[None]), t_params)
+            for x, y in zip(tX, tY)
+        ]
         return tuple(torch.stack(g) for g in zip(*rows))
 
     def t_vmap():
@@ -98,8 +105,14 @@ def per_sample_peers(layers, X, Y):
         out = j_loss(j_params, jX, jY)
         return tuple(out[n] for n in names)
 
-    return {BG_VMAP: lambda: bg_vmap(bX, bY), BG_IGB: bg_igb, T_LOOP: t_loop, T_IGB: t_igb, T_FUNC: t_vmap,
-            JAX: jax_vmap}
+    return {
+        BG_VMAP: lambda: bg_vmap(bX, bY),
+        BG_IGB: bg_igb,
+        T_LOOP: t_loop,
+        T_IGB: t_igb,
+        T_FUNC: t_vmap,
+        JAX: jax_vmap,
+    }
 
 
 def hessian_objective(x, w, tanh):
@@ -111,15 +124,18 @@ def hessian_peers(x0, w):
     bx, tx, jx = bg.tensor(x0), torch.tensor(x0), jnp.asarray(x0)
     j_hess = jax.jit(jax.hessian(lambda x, w: hessian_objective(x, w, jnp.tanh)))
     return {
-        BG_HESS: lambda: bg.autograd.functional.hessian(lambda x: hessian_objective(x, bw, bg.tanh), bx,
-                                                        vectorize=True),
-        T_HESS: lambda: torch.autograd.functional.hessian(lambda x: hessian_objective(x, tw, torch.tanh), tx,
-                                                          vectorize=True),
+        BG_HESS: lambda: bg.autograd.functional.hessian(
+            lambda x: hessian_objective(x, bw, bg.tanh), bx, vectorize=True
+        ),
+        T_HESS: lambda: torch.autograd.functional.hessian(
+            lambda x: hessian_objective(x, tw, torch.tanh), tx, vectorize=True
+        ),
         JAX_HESS: lambda: j_hess(jx, jw),
     }
 
 
 # ---------------------------------------------------------------- running one workload
+
 
 def to_numpy(out):
     """A peer's result as one array: per-sample gradients flattened and joined to (B, P); a Hessian as it is."""
@@ -159,13 +175,19 @@ def run_workload(name, peers, reference, number, repeats, slow=None, skip=()):
         warmup[k], results[k + " (fused)"] = timed_calls(peers[k], FUSE_WARMUP)
     diff = check(results, reference)
     c0, faults = bg.compile_count(), {}
-    times = compare({k: v for k, v in peers.items() if k not in slow}, number, repeats, block_each=True, faults=faults,
-                    warmup=WARMUP_S)
+    times = compare(
+        {k: v for k, v in peers.items() if k not in slow},
+        number,
+        repeats,
+        block_each=True,
+        faults=faults,
+        warmup=WARMUP_S,
+    )
     steady_compiles = bg.compile_count() - c0
     for k, n in slow.items():
         if k in warmup:
             last_compile = max([i for i, (_, c) in enumerate(warmup[k]) if c] + [-1])
-            times[k] = [t for t, _ in warmup[k][last_compile + 1:]]
+            times[k] = [t for t, _ in warmup[k][last_compile + 1 :]]
         elif k in peers:
             times[k] = [t for t, _ in latency[k][1:]] + compare({k: peers[k]}, 1, max(n - 3, 0))[k]
     stats = {k: stat(times[k]) for k in peers}
@@ -176,8 +198,14 @@ def run_workload(name, peers, reference, number, repeats, slow=None, skip=()):
             print(f"    {k}: {calls} call(s) in all, outside the interleaved loop")
     for k in skip:
         print(f"    {k}: skipped (--quick)")
-    return {"name": name, "stats": stats, "faults": faults, "latency": latency, "warmup": warmup,
-            "steady_compiles": steady_compiles}
+    return {
+        "name": name,
+        "stats": stats,
+        "faults": faults,
+        "latency": latency,
+        "warmup": warmup,
+        "steady_compiles": steady_compiles,
+    }
 
 
 # ---------------------------------------------------------------- the four workloads
@@ -185,8 +213,15 @@ def run_workload(name, peers, reference, number, repeats, slow=None, skip=()):
 PER_SAMPLE = [  # (label, layers, sample shape, B, calls per timed block, {quick: slow, full: slow}, skipped by --quick)
     ("MLP 784-128-10", MLP, (784,), 64, 3, ({T_LOOP: 3}, {}), ()),
     ("MLP 784-128-10", MLP, (784,), 256, 1, ({T_LOOP: 2}, {}), (BG_IGB, T_IGB)),
-    ("CNN conv8-pool-conv16-pool-linear10", CNN, (1, 28, 28), 64, 1, ({T_LOOP: 2}, {BG_IGB: 3 + FUSE_WARMUP, T_IGB: 3}),
-     (BG_IGB, T_IGB)),
+    (
+        "CNN conv8-pool-conv16-pool-linear10",
+        CNN,
+        (1, 28, 28),
+        64,
+        1,
+        ({T_LOOP: 2}, {BG_IGB: 3 + FUSE_WARMUP, T_IGB: 3}),
+        (BG_IGB, T_IGB),
+    ),
 ]
 
 
@@ -194,8 +229,15 @@ def workload_per_sample(number, label, layers, shape, batch, calls, slow, skip, 
     rng = np.random.default_rng(number)
     X = rng.standard_normal((batch,) + shape).astype(np.float32)
     Y = rng.integers(0, 10, batch)
-    return run_workload(f"{number}. Per-sample gradients, {label}, B={batch}", per_sample_peers(layers, X, Y),
-                        T_LOOP, calls, repeats, slow, skip)
+    return run_workload(
+        f"{number}. Per-sample gradients, {label}, B={batch}",
+        per_sample_peers(layers, X, Y),
+        T_LOOP,
+        calls,
+        repeats,
+        slow,
+        skip,
+    )
 
 
 def workload_hessian(n, calls, repeats):
@@ -207,6 +249,7 @@ def workload_hessian(n, calls, repeats):
 
 # ---------------------------------------------------------------- report
 
+
 def torch_reference(stats):
     return stats.get(T_FUNC) or stats.get(T_HESS)
 
@@ -217,14 +260,26 @@ def report(workloads):
         s = w["stats"]
         ref_t, ref_loop, ref_j = torch_reference(s), s.get(T_LOOP), s.get(JAX) or s.get(JAX_HESS)
         for peer, v in s.items():
-            rows.append([w["name"].split(".")[0], peer, fmt(v), ratio(ref_t, v, "{:.2f}"),
-                         ratio(ref_loop, v, "{:.2f}"), ratio(v, ref_j, "{:.2f}"), median_faults(w["faults"], peer)])
-    table("a. Steady state, forward + backward per call, milliseconds: median (min); ratios of medians. "
-          "torch ref / this: > 1 means faster than torch.func.vmap(grad) (1-3) or torch's hessian (4); "
-          "torch loop / this: > 1 means faster than torch's per-sample loop; this / jax: < 1 means faster than "
-          "the jitted JAX peer; faults / call: minor page faults per call (median; n/a outside the interleaved loop)",
-          ["#", "peer", "ms per call", "torch ref / this", "torch loop / this", "this / jax", "faults / call"], rows,
-          left=2)
+            rows.append(
+                [
+                    w["name"].split(".")[0],
+                    peer,
+                    fmt(v),
+                    ratio(ref_t, v, "{:.2f}"),
+                    ratio(ref_loop, v, "{:.2f}"),
+                    ratio(v, ref_j, "{:.2f}"),
+                    median_faults(w["faults"], peer),
+                ]
+            )
+    table(
+        "a. Steady state, forward + backward per call, milliseconds: median (min); ratios of medians. "
+        "torch ref / this: > 1 means faster than torch.func.vmap(grad) (1-3) or torch's hessian (4); "
+        "torch loop / this: > 1 means faster than torch's per-sample loop; this / jax: < 1 means faster than "
+        "the jitted JAX peer; faults / call: minor page faults per call (median; n/a outside the interleaved loop)",
+        ["#", "peer", "ms per call", "torch ref / this", "torch loop / this", "this / jax", "faults / call"],
+        rows,
+        left=2,
+    )
     rows = []
     for w in workloads:
         for peer, calls in w["latency"].items():
@@ -234,10 +289,14 @@ def report(workloads):
                 compiles = "/".join(str(c) for _, c in calls) + f" then {warm}, timed: {w['steady_compiles']}"
             cells = [f"{t * 1e3:.1f}" for t, _ in calls] + ["-"] * (3 - len(calls))
             rows.append([w["name"].split(".")[0], peer] + cells + [compiles])
-    table("b. First calls of freshly built peers (compiles included), milliseconds. compiles: bg.compile_count() "
-          f"increase on calls 1/2/3, then on the warm-up calls 4-{3 + FUSE_WARMUP}, then during all the timed calls "
-          "of the workload (must be 0)",
-          ["#", "peer", "call 1", "call 2", "call 3", "compiles"], rows, left=2)
+    table(
+        "b. First calls of freshly built peers (compiles included), milliseconds. compiles: bg.compile_count() "
+        f"increase on calls 1/2/3, then on the warm-up calls 4-{3 + FUSE_WARMUP}, then during all the timed calls "
+        "of the workload (must be 0)",
+        ["#", "peer", "call 1", "call 2", "call 3", "compiles"],
+        rows,
+        left=2,
+    )
 
 
 def targets(workloads):
@@ -250,8 +309,12 @@ def targets(workloads):
     for w in workloads:
         s, number = w["stats"], w["name"].split(".")[0]
         if BG_VMAP in s:
-            line(f"workload {number}: bg vmap.vmap(grad) at least as fast as torch.func.vmap(grad) (torch / bg)",
-                 s[BG_VMAP], s[T_FUNC], 1)
+            line(
+                f"workload {number}: bg vmap.vmap(grad) at least as fast as torch.func.vmap(grad) (torch / bg)",
+                s[BG_VMAP],
+                s[T_FUNC],
+                1,
+            )
         if BG_HESS in s:
             line(f"workload {number}: bg hessian >= 10x faster than torch's (torch / bg)", s[BG_HESS], s[T_HESS], 10)
 
@@ -261,13 +324,16 @@ def main(argv):
     torch.set_num_threads(FLAGS.torch_threads)
     quick = FLAGS.quick
     repeats = FLAGS.repeats or (3 if quick else 9)
-    print(f"batched_grad {bg.__version__}, jax {jax.__version__}, torch {torch.__version__} "
-          f"(torch threads {torch.get_num_threads()}), {os.cpu_count()} CPUs, repeats {repeats}, "
-          f"FUSE_AFTER {_lazy.FUSE_AFTER}, load average {os.getloadavg()[0]:.1f}, {environment()}")
+    print(
+        f"batched_grad {bg.__version__}, jax {jax.__version__}, torch {torch.__version__} "
+        f"(torch threads {torch.get_num_threads()}), {os.cpu_count()} CPUs, repeats {repeats}, "
+        f"FUSE_AFTER {_lazy.FUSE_AFTER}, load average {os.getloadavg()[0]:.1f}, {environment()}"
+    )
     start = time.perf_counter()
-    workloads = [workload_per_sample(i, label, layers, shape, batch, calls, slow[not quick],
-                                     skip if quick else (), repeats)
-                 for i, (label, layers, shape, batch, calls, slow, skip) in enumerate(PER_SAMPLE, 1)]
+    workloads = [
+        workload_per_sample(i, label, layers, shape, batch, calls, slow[not quick], skip if quick else (), repeats)
+        for i, (label, layers, shape, batch, calls, slow, skip) in enumerate(PER_SAMPLE, 1)
+    ]
     workloads.append(workload_hessian(256, 3 if quick else 10, repeats))
     report(workloads)
     targets(workloads)

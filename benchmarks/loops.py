@@ -13,16 +13,17 @@ bg.compile'd, torch eager and jax.jit, side by side in one process, repeats inte
 
     python benchmarks/loops.py [--quick] [--repeats N]
 """
+
 import statistics
 
-from absl import app, flags
 import jax
 import jax.numpy as jnp
 import numpy as np
 import torch
+from _timing import compare, fmt, ratio, stat, table
+from absl import app, flags
 
 import batched_grad as bg
-from _timing import compare, fmt, ratio, stat, table
 
 FLAGS = flags.FLAGS
 flags.DEFINE_bool("quick", False, "Fewer repeats.")
@@ -39,8 +40,11 @@ def objective(lib, w, x):
 
 def newton_cg(rng):
     n = 512
-    W, x0, g0 = ((rng.standard_normal((n, n)) / np.sqrt(n)).astype(np.float32),
-                 rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32))
+    W, x0, g0 = (
+        (rng.standard_normal((n, n)) / np.sqrt(n)).astype(np.float32),
+        rng.standard_normal(n).astype(np.float32),
+        rng.standard_normal(n).astype(np.float32),
+    )
 
     def eager(lib):
         w, b = lib.tensor(W), lib.tensor(-g0)
@@ -57,6 +61,7 @@ def newton_cg(rng):
                 rr, rr_old = (r * r).sum(), rr
                 v = r + (rr / rr_old) * v
             return p
+
         return solve
 
     w_bg = bg.tensor(W)
@@ -112,6 +117,7 @@ def gauss_newton(rng):
         def one(x):
             J = jacobian(residual, x)
             return x + solve(J.T @ J + 0.1 * eye, -(J.T @ residual(x)))
+
         return one
 
     def loop(lib, one):
@@ -120,10 +126,12 @@ def gauss_newton(rng):
             for _ in range(GN_ITERS):
                 x = one(x)
             return x
+
         return run
 
-    torch_step = step(torch, lambda f, x: torch.autograd.functional.jacobian(f, x, vectorize=True),
-                      torch.linalg.solve, torch.eye(n))
+    torch_step = step(
+        torch, lambda f, x: torch.autograd.functional.jacobian(f, x, vectorize=True), torch.linalg.solve, torch.eye(n)
+    )
     bg_step = step(bg, lambda f, x: bg.autograd.functional.jacobian(f, x, vectorize=True), bg.linalg.solve, bg.eye(n))
     a_jax, b_jax = jnp.asarray(A), jnp.asarray(b)
 
@@ -139,8 +147,12 @@ def gauss_newton(rng):
             x = jax_step(x)
         return x
 
-    return {"torch": loop(torch, torch_step), "bg eager": loop(bg, bg_step),
-            "bg.compile": loop(bg, bg.compile(bg_step)), "jax.jit": jax_loop}
+    return {
+        "torch": loop(torch, torch_step),
+        "bg eager": loop(bg, bg_step),
+        "bg.compile": loop(bg, bg.compile(bg_step)),
+        "jax.jit": jax_loop,
+    }
 
 
 def mlp_jacobian(rng):
@@ -155,6 +167,7 @@ def mlp_jacobian(rng):
             for w in ws[:-1]:
                 h = lib.tanh(h @ w)  # batched.py's form (torch batches a vector-matrix product well, not w @ h)
             return lib.autograd.grad(h @ ws[-1], x, eye, is_grads_batched=True)[0]
+
         return run
 
     bg_run = jacobian(bg, [bg.tensor(w) for w in weights], bg.eye(128))
@@ -169,8 +182,12 @@ def mlp_jacobian(rng):
 
     jax_jac = jax.jit(jax.jacrev(f))
     xb, xt, xj = bg.tensor(x0), torch.tensor(x0), jnp.asarray(x0)
-    return {"torch": lambda: torch_run(xt), "bg eager": lambda: bg_run(xb), "bg.compile": lambda: bg_compiled(xb),
-            "jax.jit": lambda: jax_jac(xj)}
+    return {
+        "torch": lambda: torch_run(xt),
+        "bg eager": lambda: bg_run(xb),
+        "bg.compile": lambda: bg_compiled(xb),
+        "jax.jit": lambda: jax_jac(xj),
+    }
 
 
 def python_per_call():
@@ -200,8 +217,11 @@ def as_numpy(out):
     return np.asarray(out)
 
 
-WORKLOADS = [("1. Newton-CG, 30 HVPs, n=512", newton_cg, 3), ("2. Gauss-Newton, 10 Jacobians 256x64", gauss_newton, 3),
-             ("3. MLP Jacobian, 128 rows", mlp_jacobian, 30)]
+WORKLOADS = [
+    ("1. Newton-CG, 30 HVPs, n=512", newton_cg, 3),
+    ("2. Gauss-Newton, 10 Jacobians 256x64", gauss_newton, 3),
+    ("3. MLP Jacobian, 128 rows", mlp_jacobian, 30),
+]
 
 
 def main(argv):
@@ -209,8 +229,10 @@ def main(argv):
     torch.set_num_threads(FLAGS.torch_threads)
     repeats = FLAGS.repeats or (3 if FLAGS.quick else 11)
     rng = np.random.default_rng(0)
-    print(f"batched_grad {bg.__version__}, jax {jax.__version__}, torch {torch.__version__} "
-          f"(threads {FLAGS.torch_threads}), repeats {repeats}")
+    print(
+        f"batched_grad {bg.__version__}, jax {jax.__version__}, torch {torch.__version__} "
+        f"(threads {FLAGS.torch_threads}), repeats {repeats}"
+    )
     stats = {}
     rows = []
     for title, make, number in WORKLOADS:
@@ -221,15 +243,29 @@ def main(argv):
         stats[title] = {name: stat(t) for name, t in times.items()}
         s = stats[title]
         for name in peers:
-            rows.append([title if name == "torch" else "", name, fmt(s[name]), ratio(s["torch"], s[name], "{:.2f}"),
-                         ratio(s[name], s["jax.jit"], "{:.2f}")])
+            rows.append(
+                [
+                    title if name == "torch" else "",
+                    name,
+                    fmt(s[name]),
+                    ratio(s["torch"], s[name], "{:.2f}"),
+                    ratio(s[name], s["jax.jit"], "{:.2f}"),
+                ]
+            )
         print(f"  {title}: results agree (max |diff| / max |torch's| {worst:.1e})")
-    table("Milliseconds per loop (per Jacobian for 3): median (min); torch / this (> 1: faster than torch); "
-          "this / jax.jit (< 1: faster than JAX)", ["workload", "peer", "ms", "torch / this", "this / jax"], rows, 2)
+    table(
+        "Milliseconds per loop (per Jacobian for 3): median (min); torch / this (> 1: faster than torch); "
+        "this / jax.jit (< 1: faster than JAX)",
+        ["workload", "peer", "ms", "torch / this", "this / jax"],
+        rows,
+        2,
+    )
     per_call = compare(python_per_call(), 2000, repeats, warmup=0.1)
     us = {name: statistics.median(t) * 1e6 for name, t in per_call.items()}
-    print(f"\n4. Per compiled call of x * w summed (4 elements): bg.compile {us['bg.compile']:.1f} us, jax.jit "
-          f"{us['jax.jit']:.1f} us: bg's Python {us['bg.compile'] - us['jax.jit']:.1f} us a call")
+    print(
+        f"\n4. Per compiled call of x * w summed (4 elements): bg.compile {us['bg.compile']:.1f} us, jax.jit "
+        f"{us['jax.jit']:.1f} us: bg's Python {us['bg.compile'] - us['jax.jit']:.1f} us a call"
+    )
     cg, mlp = WORKLOADS[0][0], WORKLOADS[2][0]
     targets = [  # (label, workload, numerator, denominator, bound, whether the ratio must be at least the bound)
         ("Newton-CG eager: bg >= 1.5x faster than torch", cg, "torch", "bg eager", 1.5, True),

@@ -8,26 +8,30 @@ Three tables, every peer measured in the same process with its repeats interleav
     python benchmarks/overhead.py            # about 1-2 minutes
     python benchmarks/overhead.py --quick    # under 30 s, fewer repeats
 """
+
 import contextlib
 import os
 import time
 
-from absl import app, flags
 import jax
 import jax.numpy as jnp
 import numpy as np
 import torch
+from _timing import compare, fmt, ratio, ready, stat, table
+from absl import app, flags
 
 import batched_grad as bg
 from batched_grad import _lazy
-from _timing import compare, fmt, ratio, ready, stat, table
 
 FLAGS = flags.FLAGS
 flags.DEFINE_bool("quick", False, "Fewer iterations and repeats (under 30 s).")
 flags.DEFINE_integer("repeats", None, "Timing repeats per measurement (default 7, 3 with --quick).")
-flags.DEFINE_integer("torch_threads", 1,
-                     "torch.set_num_threads. 1 by default: at these sizes XLA runs each kernel on one thread, and "
-                     "torch's intra-op threads only add synchronization (and oversubscribe a shared machine).")
+flags.DEFINE_integer(
+    "torch_threads",
+    1,
+    "torch.set_num_threads. 1 by default: at these sizes XLA runs each kernel on one thread, and "
+    "torch's intra-op threads only add synchronization (and oversubscribe a shared machine).",
+)
 
 WIDTH, BATCH, DEPTH = 64, 32, 3
 FUSE_WARMUP = _lazy.FUSE_AFTER + 2  # calls of a structure after which it surely runs as one fused program
@@ -63,14 +67,26 @@ def bench_per_op(rng, number, repeats):
         peers = {peer: (lambda d=d, tanh=tanh, op=op: op(d, tanh)) for peer, (d, tanh) in inputs.items()}
         compare(peers, 20, 1)  # warm-up: compiles each bg kernel and JAX's eager op once
         r = {k: stat(t) for k, t in compare(peers, number, repeats).items()}
-        rows.append([name, fmt(r["bg"], 1e6), fmt(r["torch"], 1e6), ratio(r["bg"], r["torch"]),
-                     fmt(r["bg_nograd"], 1e6), fmt(r["jax"], 1e6)])
-    table("a. One op on small tensors, microseconds per op: median (min). "
-          "bg/torch: requires_grad=True (op is recorded); bg no-grad: same op, nothing recorded",
-          ["op", "bg", "torch", "bg/torch", "bg no-grad", "JAX eager"], rows)
+        rows.append(
+            [
+                name,
+                fmt(r["bg"], 1e6),
+                fmt(r["torch"], 1e6),
+                ratio(r["bg"], r["torch"]),
+                fmt(r["bg_nograd"], 1e6),
+                fmt(r["jax"], 1e6),
+            ]
+        )
+    table(
+        "a. One op on small tensors, microseconds per op: median (min). "
+        "bg/torch: requires_grad=True (op is recorded); bg no-grad: same op, nothing recorded",
+        ["op", "bg", "torch", "bg/torch", "bg no-grad", "JAX eager"],
+        rows,
+    )
 
 
 # ---------------------------------------------------------------- b. steady-state MLP
+
 
 def mlp_data(rng, width=WIDTH, depth=DEPTH):
     """Numpy weights, biases, input and target of a depth-layer tanh MLP."""
@@ -138,7 +154,7 @@ def grad_of_prebuilt(forward, grad, count):
 @contextlib.contextmanager
 def per_node_tier():
     """Pin the engine to its first tier (per-node cached VJP kernels), as on a structure's first two calls."""
-    saved, _lazy.FUSE_AFTER = _lazy.FUSE_AFTER, 10 ** 9
+    saved, _lazy.FUSE_AFTER = _lazy.FUSE_AFTER, 10**9
     try:
         yield
     finally:
@@ -152,8 +168,11 @@ def bench_mlp(rng, number, repeats):
     jax_step = jax_mlp(data)
     for _ in range(FUSE_WARMUP):
         forward_and_grad(bg_fwd, bg_grad)()  # past FUSE_AFTER: the structure now runs as one program
-    peers = {"bg": forward_and_grad(bg_fwd, bg_grad), "torch": forward_and_grad(t_fwd, t_grad),
-             "jax": forward_and_grad(jax_step, lambda grads: grads)}
+    peers = {
+        "bg": forward_and_grad(bg_fwd, bg_grad),
+        "torch": forward_and_grad(t_fwd, t_grad),
+        "jax": forward_and_grad(jax_step, lambda grads: grads),
+    }
     compare(peers, 3, 1)
     step = {k: stat(t) for k, t in compare(peers, number, repeats).items()}
     fwd = {k: stat(t) for k, t in compare({"bg": bg_fwd, "torch": t_fwd}, number, repeats).items()}
@@ -166,18 +185,45 @@ def bench_mlp(rng, number, repeats):
         tier1()
         only_tier1 = stat(compare({"bg": tier1}, number, repeats)["bg"])
     rows = [
-        ["forward + grad", fmt(step["bg"], 1e3), fmt(step["torch"], 1e3), fmt(step["jax"], 1e3),
-         ratio(step["bg"], step["torch"]), ratio(step["bg"], step["jax"])],
-        ["forward only (recording)", fmt(fwd["bg"], 1e3), fmt(fwd["torch"], 1e3), "n/a",
-         ratio(fwd["bg"], fwd["torch"]), "n/a"],
-        ["grad only, pre-built graph", fmt(only["bg"], 1e3), fmt(only["torch"], 1e3), "n/a",
-         ratio(only["bg"], only["torch"]), "n/a"],
-        ["grad only, per-node tier", fmt(only_tier1, 1e3), fmt(only["torch"], 1e3), "n/a",
-         ratio(only_tier1, only["torch"]), "n/a"],
+        [
+            "forward + grad",
+            fmt(step["bg"], 1e3),
+            fmt(step["torch"], 1e3),
+            fmt(step["jax"], 1e3),
+            ratio(step["bg"], step["torch"]),
+            ratio(step["bg"], step["jax"]),
+        ],
+        [
+            "forward only (recording)",
+            fmt(fwd["bg"], 1e3),
+            fmt(fwd["torch"], 1e3),
+            "n/a",
+            ratio(fwd["bg"], fwd["torch"]),
+            "n/a",
+        ],
+        [
+            "grad only, pre-built graph",
+            fmt(only["bg"], 1e3),
+            fmt(only["torch"], 1e3),
+            "n/a",
+            ratio(only["bg"], only["torch"]),
+            "n/a",
+        ],
+        [
+            "grad only, per-node tier",
+            fmt(only_tier1, 1e3),
+            fmt(only["torch"], 1e3),
+            "n/a",
+            ratio(only_tier1, only["torch"]),
+            "n/a",
+        ],
     ]
-    table(f"b. Steady-state MLP {WIDTH}-{WIDTH}x{DEPTH} tanh, batch {BATCH}, MSE loss; milliseconds per iteration: "
-          "median (min). JAX column: jax.jit(jax.grad(loss)) (forward and grad in one program)",
-          ["workload", "bg", "torch", "JAX jit", "bg/torch", "bg/JAX"], rows)
+    table(
+        f"b. Steady-state MLP {WIDTH}-{WIDTH}x{DEPTH} tanh, batch {BATCH}, MSE loss; milliseconds per iteration: "
+        "median (min). JAX column: jax.jit(jax.grad(loss)) (forward and grad in one program)",
+        ["workload", "bg", "torch", "JAX jit", "bg/torch", "bg/JAX"],
+        rows,
+    )
 
 
 # ---------------------------------------------------------------- c. first-call latency and compiles
@@ -229,8 +275,9 @@ def latency_rows(label, trials, with_jax):
         j = "n/a"
         if with_jax and call == 1:
             j = fmt(stat(jax_first), 1e3)
-        rows.append([f"{label}, call {call}", fmt(stat_b, 1e3), fmt(stat_t, 1e3), ratio(stat_b, stat_t), j,
-                     " | ".join(counts)])
+        rows.append(
+            [f"{label}, call {call}", fmt(stat_b, 1e3), fmt(stat_t, 1e3), ratio(stat_b, stat_t), j, " | ".join(counts)]
+        )
     steady = sum(r[c][1] + r[c][2] for r in bg_runs for c in range(FUSE_WARMUP + 1, max(CALLS) + 1))
     return rows, steady
 
@@ -244,24 +291,32 @@ def bench_latency(rng, trials):
         bg_calls(mlp_data(rng))  # make sure the width-64 kernels exist even if table b did not run
     rows_cold, steady_cold = latency_rows("new shapes", cold, with_jax=True)
     rows_warm, steady_warm = latency_rows("new depth", warm_kernels, with_jax=False)
-    table(f"c. Fresh-structure latency, forward + grad of an MLP, milliseconds: median (min) over {trials} "
-          f"fresh structures. compiles = bg.compile_count() increase, forward + grad",
-          ["call", "bg", "torch", "bg/torch", "JAX jit", "compiles"], rows_cold + rows_warm)
+    table(
+        f"c. Fresh-structure latency, forward + grad of an MLP, milliseconds: median (min) over {trials} "
+        f"fresh structures. compiles = bg.compile_count() increase, forward + grad",
+        ["call", "bg", "torch", "bg/torch", "JAX jit", "compiles"],
+        rows_cold + rows_warm,
+    )
     steady = steady_cold + steady_warm
-    print(f"  steady state (calls {FUSE_WARMUP + 1}-{max(CALLS)} of every structure): {steady} new compiles"
-          + ("" if steady == 0 else "  <-- EXPECTED 0: something recompiles"))
+    print(
+        f"  steady state (calls {FUSE_WARMUP + 1}-{max(CALLS)} of every structure): {steady} new compiles"
+        + ("" if steady == 0 else "  <-- EXPECTED 0: something recompiles")
+    )
 
 
 # ---------------------------------------------------------------- main
+
 
 def main(argv):
     del argv
     torch.set_num_threads(FLAGS.torch_threads)
     quick = FLAGS.quick
     repeats = FLAGS.repeats or (3 if quick else 7)
-    print(f"batched_grad {bg.__version__}, jax {jax.__version__}, torch {torch.__version__} "
-          f"(torch threads {torch.get_num_threads()}), {os.cpu_count()} CPUs, repeats {repeats}, "
-          f"FUSE_AFTER {_lazy.FUSE_AFTER}, load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"batched_grad {bg.__version__}, jax {jax.__version__}, torch {torch.__version__} "
+        f"(torch threads {torch.get_num_threads()}), {os.cpu_count()} CPUs, repeats {repeats}, "
+        f"FUSE_AFTER {_lazy.FUSE_AFTER}, load average {os.getloadavg()[0]:.1f}"
+    )
     rng = np.random.default_rng(0)
     start = time.perf_counter()
     bench_per_op(rng, 150 if quick else 1000, repeats)

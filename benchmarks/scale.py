@@ -10,6 +10,7 @@ this machine's cores, so the table reports time per row and what splitting costs
 speed-up; every result is checked against the one-device result. Memory: the peak RSS a first Jacobian call adds
 with chunk_size="auto" under a 64 MB budget, against all rows at once (about 1 GB by XLA's analysis).
 """
+
 import argparse
 import json
 import os
@@ -146,10 +147,14 @@ def main():
     jac_rows, batch, repeats = (4096, 1024, 3) if args.quick else (16384, 4096, args.repeats)
     with tempfile.TemporaryDirectory() as out_dir:
         reports = [run_child(ROWS_CHILD, [out_dir, repeats, jac_rows, batch], d) for d in sorted(set(args.devices))]
-        print(f"Rows split over simulated CPU devices: Jacobian {jac_rows} rows, per-sample B={batch} "
-              f"(median of {repeats}, us per row; cost: time against one device)")
-        print(f"{'devices':>7} {'workload':>10} {'bg us/row':>9} {'jax us/row':>10} {'bg/jax':>6} {'cost':>5} "
-              f"{'bg 1st s':>8} {'placed':>6} {'same':>5}")
+        print(
+            f"Rows split over simulated CPU devices: Jacobian {jac_rows} rows, per-sample B={batch} "
+            f"(median of {repeats}, us per row; cost: time against one device)"
+        )
+        print(
+            f"{'devices':>7} {'workload':>10} {'bg us/row':>9} {'jax us/row':>10} {'bg/jax':>6} {'cost':>5} "
+            f"{'bg 1st s':>8} {'placed':>6} {'same':>5}"
+        )
         base = {}
         for r in reports:
             for work, rows in (("jacobian", jac_rows), ("per_sample", batch)):
@@ -157,17 +162,22 @@ def main():
                 jax_t = statistics.median(r["times"][f"{work} jax"])
                 base.setdefault(work, bg_t)
                 placed = min(r["placement"][f"{work} bg"])
-                same = same_results(out_dir, work, "bg", r["devices"]) and same_results(out_dir, work, "jax",
-                                                                                         r["devices"])
-                print(f"{r['devices']:>7} {work:>10} {bg_t / rows * 1e6:>9.2f} {jax_t / rows * 1e6:>10.2f} "
-                      f"{bg_t / jax_t:>6.2f} {bg_t / base[work]:>5.2f} {r['first'][f'{work} bg']:>8.2f} "
-                      f"{placed:>6} {str(same):>5}")
+                same = same_results(out_dir, work, "bg", r["devices"]) and same_results(
+                    out_dir, work, "jax", r["devices"]
+                )
+                print(
+                    f"{r['devices']:>7} {work:>10} {bg_t / rows * 1e6:>9.2f} {jax_t / rows * 1e6:>10.2f} "
+                    f"{bg_t / jax_t:>6.2f} {bg_t / base[work]:>5.2f} {r['first'][f'{work} bg']:>8.2f} "
+                    f"{placed:>6} {str(same):>5}"
+                )
     print('\nchunk_size="auto" under a 64 MB budget: a Jacobian of 1024 rows whose program over all rows needs ~1 GB')
     print(f"{'chunk_size':>10} {'peak +MB':>8} {'1st s':>6} {'warm s':>6} {'chosen':>6}")
     for chunk in ("auto", "none"):
         m = run_child(MEMORY_CHILD, [chunk])
-        print(f"{chunk:>10} {m['raised_mb']:>8.0f} {m['first']:>6.2f} {m['warm']:>6.3f} "
-              f"{str(m['chunk'][0]) if m['chunk'] else '-':>6}")
+        print(
+            f"{chunk:>10} {m['raised_mb']:>8.0f} {m['first']:>6.2f} {m['warm']:>6.3f} "
+            f"{str(m['chunk'][0]) if m['chunk'] else '-':>6}"
+        )
 
 
 if __name__ == "__main__":

@@ -9,12 +9,13 @@ shape (3 reaches the fused program of a structure), and prints the peak RSS and 
 
 Workloads per size n: an elementwise and reduction chain with its gradient ((n,) float32), a matrix product
 with its gradient ((n, 8) @ (8, 4)), and the Jacobian (4, 8) of a tanh MLP 8-n-4 by is_grads_batched."""
+
 import json
 import resource
 import time
 
-from absl import app, flags
 import numpy as np
+from absl import app, flags
 
 import batched_grad as bg
 from batched_grad import _lazy
@@ -79,13 +80,25 @@ def main(argv):
             matmul_grad(rng, n)
             mlp_jacobian(rng, n)
         if not FLAGS.json and (n % FLAGS.report == 0 or n == FLAGS.shapes):
-            print(f"{n:5d} shapes  peak RSS {peak_rss_mb():7.1f} MB  now {current_rss_mb():7.1f} MB  "
-                  f"mappings {mapping_count():6d}  compiles {_lazy.compile_count():6d}  "
-                  f"{time.perf_counter() - start:6.1f} s", flush=True)
+            print(
+                f"{n:5d} shapes  peak RSS {peak_rss_mb():7.1f} MB  now {current_rss_mb():7.1f} MB  "
+                f"mappings {mapping_count():6d}  compiles {_lazy.compile_count():6d}  "
+                f"{time.perf_counter() - start:6.1f} s",
+                flush=True,
+            )
     if FLAGS.json:
-        print(json.dumps(dict(shapes=FLAGS.shapes, calls=FLAGS.calls, peak_rss_mb=peak_rss_mb(),
-                              rss_mb=current_rss_mb(), mappings=mapping_count(),
-                              compiles=_lazy.compile_count())))
+        print(
+            json.dumps(
+                dict(
+                    shapes=FLAGS.shapes,
+                    calls=FLAGS.calls,
+                    peak_rss_mb=peak_rss_mb(),
+                    rss_mb=current_rss_mb(),
+                    mappings=mapping_count(),
+                    compiles=_lazy.compile_count(),
+                )
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """One of two processes (argv: process id, coordinator port) that together compute a Jacobian whose rows are split
 over 4 devices, 2 simulated CPU devices in each process, through jax.distributed with CPU collectives. Each checks
 the rows on its own devices against the Jacobian it computes alone on one device, and prints one JSON line."""
+
 import json
 import os
 import sys
@@ -29,16 +30,20 @@ def jacobian(cotangents):
 
 
 report = {"process": process, "devices": jax.device_count(), "local_devices": jax.local_device_count()}
-for name, rows in [("identity", np.eye(24, dtype=np.float32).reshape(24, 3, 8)),
-                   ("padded", rng.standard_normal((20, 3, 8)).astype(np.float32))]:  # 5 a device, 8 padded
+for name, rows in [
+    ("identity", np.eye(24, dtype=np.float32).reshape(24, 3, 8)),
+    ("padded", rng.standard_normal((20, 3, 8)).astype(np.float32)),
+]:  # 5 a device, 8 padded
     want = jacobian(bg.tensor(rows)).numpy()
     sharded = vmap.shard_rows(bg.tensor(rows))  # over every device of both processes
     for _ in range(2):
         got = jacobian(sharded)._value
     shards = got.addressable_shards
     report[name] = {
-        "spec": str(got.sharding.spec), "devices": len(got.sharding.device_set),
+        "spec": str(got.sharding.spec),
+        "devices": len(got.sharding.device_set),
         "shards": [[s.index[0].start, s.index[0].stop] for s in shards],
-        "same": all(np.allclose(np.asarray(s.data), want[s.index], rtol=1e-5, atol=1e-6) for s in shards)}
+        "same": all(np.allclose(np.asarray(s.data), want[s.index], rtol=1e-5, atol=1e-6) for s in shards),
+    }
 print(json.dumps(report), flush=True)
 jax.distributed.shutdown()

@@ -1,12 +1,14 @@
 """Run as a script in a process of its own with 4 simulated CPU devices (XLA_FLAGS): batched gradients whose rows
 are split over the devices, each case checked against the same computation on one device. Prints one JSON line per
 case: its name, whether its results equal the unsharded ones, and how its results are placed."""
+
 import json
 import sys
 
 import jax
 import numpy as np
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
 
 import batched_grad as bg
 import vmap
@@ -53,8 +55,7 @@ def check_grad(name, rows, place, chunk_size=None):
 
 def report(name, got, want, **extra):
     same = all(np.allclose(g.detach().numpy(), w.detach().numpy(), rtol=1e-5, atol=1e-5) for g, w in zip(got, want))
-    print(json.dumps({"case": name, "same": bool(same), "placement": [placement(g) for g in got], **extra}),
-          flush=True)
+    print(json.dumps({"case": name, "same": bool(same), "placement": [placement(g) for g in got], **extra}), flush=True)
 
 
 def case_unpadded():

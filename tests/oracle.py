@@ -1,4 +1,5 @@
 """Helpers that check batched_grad against torch 2.13 as the oracle: values, gradients, double backward."""
+
 import functools
 import warnings
 
@@ -75,10 +76,12 @@ def check_op(fn, torch_fn, inputs, *, grad=True, gradgrad=True, batched=True, rt
         return
     rng = np.random.default_rng(seed)
     cots = [rng.standard_normal(o.shape).astype(to_numpy(o).dtype) for o in outs]
-    g = bg.autograd.grad(outs, diff, [bg.tensor(c) for c in cots], create_graph=gradgrad, retain_graph=True,
-                         allow_unused=True)
-    tg = torch.autograd.grad(t_outs, t_diff, [torch.from_numpy(c) for c in cots], create_graph=gradgrad,
-                             allow_unused=True)
+    g = bg.autograd.grad(
+        outs, diff, [bg.tensor(c) for c in cots], create_graph=gradgrad, retain_graph=True, allow_unused=True
+    )
+    tg = torch.autograd.grad(
+        t_outs, t_diff, [torch.from_numpy(c) for c in cots], create_graph=gradgrad, allow_unused=True
+    )
     tg = tuple(torch.zeros_like(x) if t is None else t for t, x in zip(tg, t_diff))
     g = tuple(bg.zeros_like(x) if t is None else t for t, x in zip(g, diff))
     assert_same(g, tg, rtol, atol)
@@ -88,8 +91,9 @@ def check_op(fn, torch_fn, inputs, *, grad=True, gradgrad=True, batched=True, rt
     if not pairs:
         return
     vs = [rng.standard_normal(a.shape).astype(to_numpy(a).dtype) for a, _ in pairs]
-    gg = bg.autograd.grad([a for a, _ in pairs], diff, [bg.tensor(v) for v in vs], allow_unused=True,
-                          retain_graph=batched)
+    gg = bg.autograd.grad(
+        [a for a, _ in pairs], diff, [bg.tensor(v) for v in vs], allow_unused=True, retain_graph=batched
+    )
     tgg = torch.autograd.grad([b for _, b in pairs], t_diff, [torch.from_numpy(v) for v in vs], allow_unused=True)
     tgg = tuple(torch.zeros_like(x) if t is None else t for t, x in zip(tgg, t_diff))
     gg = tuple(bg.zeros_like(x) if t is None else t for t, x in zip(gg, diff))
@@ -103,10 +107,13 @@ def check_batched(outs, inputs, rng, rtol=1e-6, atol=1e-8, batch=3):
     cots = [rng.standard_normal((batch,) + tuple(o.shape)).astype(to_numpy(o).dtype) for o in outs]
     with vmap.fallback_warnings(), warnings.catch_warnings():
         warnings.simplefilter("error", vmap.FallbackWarning)
-        got = bg.autograd.grad(outs, inputs, [bg.tensor(c) for c in cots], retain_graph=True, allow_unused=True,
-                               is_grads_batched=True)
-    rows = [bg.autograd.grad(outs, inputs, [bg.tensor(c[b]) for c in cots], retain_graph=True, allow_unused=True)
-            for b in range(batch)]
+        got = bg.autograd.grad(
+            outs, inputs, [bg.tensor(c) for c in cots], retain_graph=True, allow_unused=True, is_grads_batched=True
+        )
+    rows = [
+        bg.autograd.grad(outs, inputs, [bg.tensor(c[b]) for c in cots], retain_graph=True, allow_unused=True)
+        for b in range(batch)
+    ]
     for i, x in enumerate(inputs):
         if got[i] is None:
             assert all(r[i] is None for r in rows)

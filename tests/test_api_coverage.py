@@ -2,26 +2,28 @@
 counterpart, or is listed with a reason in batched_grad/_omitted.py; a listed name that exists, or that torch does not
 have, fails too, so the list stays current. The README's coverage table is this test's count (`python
 tests/test_api_coverage.py` prints it)."""
+
 import inspect
 import pathlib
 
 import pytest
 
-torch = pytest.importorskip("torch")
-import torch.autograd.functional  # noqa: E402
-import torch.autograd.graph  # noqa: E402
-import torch.func  # noqa: E402
-import torch.linalg  # noqa: E402
-import torch.nn.functional  # noqa: E402
-import torch.nn.init  # noqa: E402
-import torch.nn.utils  # noqa: E402
-import torch.optim  # noqa: E402
+pytest.importorskip("torch")
+import torch
+import torch.autograd.functional
+import torch.autograd.graph
+import torch.func
+import torch.linalg
+import torch.nn.functional
+import torch.nn.init
+import torch.nn.utils
+import torch.optim
 
-import batched_grad as bg  # noqa: E402
+import batched_grad as bg
 import batched_grad.autograd.functional  # noqa: E402,F401
 import batched_grad.autograd.graph  # noqa: E402,F401
 import batched_grad.func  # noqa: E402,F401
-from batched_grad._omitted import OMITTED  # noqa: E402
+from batched_grad._omitted import OMITTED
 
 # which public names count: "functions" (callables that are not classes, and dtypes), "classes", "optimizers"
 # (torch.optim.Optimizer and its subclasses), "members" (every attribute), "all" (everything but submodules)

@@ -1,5 +1,6 @@
 """grad()/backward() semantics against torch 2.13: retain_graph, create_graph, unused inputs, dict and
 GradientEdge inputs, .grad accumulation, hooks, retain_grad."""
+
 import numpy as np
 import pytest
 import torch
@@ -63,8 +64,10 @@ def test_hessian_rows_by_grad_of_grad():
 def test_allow_unused_and_materialize_grads():
     x, tx = pair(3)
     y, ty = pair(2)
-    assert_same(bg.autograd.grad((x * 2).sum(), [x, y], allow_unused=True),
-                torch.autograd.grad((tx * 2).sum(), [tx, ty], allow_unused=True))
+    assert_same(
+        bg.autograd.grad((x * 2).sum(), [x, y], allow_unused=True),
+        torch.autograd.grad((tx * 2).sum(), [tx, ty], allow_unused=True),
+    )
     for create_graph in (False, True):
         g = bg.autograd.grad((x * 2).sum(), [x, y], materialize_grads=True, create_graph=create_graph)
         tg = torch.autograd.grad((tx * 2).sum(), [tx, ty], materialize_grads=True, create_graph=create_graph)
@@ -119,7 +122,7 @@ def test_backward_inputs_restricts_accumulation():
 
 def test_grad_accumulates_in_place_then_out_of_place_with_create_graph():
     x, tx = pair(3)
-    for lib, t in ((bg, x), (torch, tx)):
+    for t in (x, tx):
         (t * 3).sum().backward()
         first = t.grad
         (t * 3).sum().backward()

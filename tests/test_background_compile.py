@@ -1,6 +1,7 @@
 """A structure's fused program compiles in a background thread while per-op kernels compute its calls
 (bg.set_background_compile): every call gives torch's values whichever tier computes it, the program compiles once,
 and once it is ready the structure runs as that one program."""
+
 import subprocess
 import sys
 import textwrap
@@ -34,8 +35,9 @@ def test_every_call_gives_torchs_values_and_the_program_compiles_once(background
     params = [rng.standard_normal((6, 6)) / 3 for _ in range(3)] + [rng.standard_normal((6, 4))]
     for call in range(12):
         x = rng.standard_normal(6)
-        np.testing.assert_allclose(_jacobian(bg, x, params).numpy(), _jacobian(torch, x, params).numpy(),
-                                   rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(
+            _jacobian(bg, x, params).numpy(), _jacobian(torch, x, params).numpy(), rtol=1e-12, atol=1e-12
+        )
         if call == _lazy.FUSE_AFTER:  # the structure's third sighting started its compile: wait for it once
             bg.wait_for_compiles()
             compiles = bg.compile_count()

@@ -1,4 +1,5 @@
 """is_grads_batched semantics (SPEC §3-§4), the per-row fallback and its switches, chunking, vmap.vmap."""
+
 import os
 import re
 import subprocess
@@ -52,12 +53,18 @@ def test_jacobian_seeds_match_torch_through_products():
     x, tx = pair(4)
     params = [pair(*shape, seed=i + 1) for i, shape in enumerate([(4, 5), (6, 5), (3, 4), (5,), (4, 4), (4,)])]
     bp, tp = [p[0] for p in params], [p[1] for p in params]
-    want = torch.autograd.grad(_products(torch, tx, tp), [tx] + tp, torch.eye(8, dtype=torch.float64).view(8, 2, 4),
-                               is_grads_batched=True)
+    want = torch.autograd.grad(
+        _products(torch, tx, tp), [tx] + tp, torch.eye(8, dtype=torch.float64).view(8, 2, 4), is_grads_batched=True
+    )
     for chunk_size in (None, 3):
         for _ in range(3):  # each structure's first calls run per-node kernels, later ones the fused program
-            got = bg.autograd.grad(_products(bg, x, bp), [x] + bp, bg.eye(8, dtype=bg.float64).view(8, 2, 4),
-                                   is_grads_batched=True, chunk_size=chunk_size)
+            got = bg.autograd.grad(
+                _products(bg, x, bp),
+                [x] + bp,
+                bg.eye(8, dtype=bg.float64).view(8, 2, 4),
+                is_grads_batched=True,
+                chunk_size=chunk_size,
+            )
             assert_same(got, want)
 
 
@@ -71,8 +78,9 @@ def test_jacobian_seeds_keep_torchs_nan_where_a_derivative_is_not_finite():
 
     def run(lib, x, w, a):  # sqrt of some negative entries: nan derivatives there, then products
         outputs = [lib.sqrt(x @ w - middle[0]), lib.sqrt(a @ x - middle[1])]
-        return lib.autograd.grad(outputs, [x, w, a], [lib.tensor(eye[:, :4]), lib.tensor(eye[:, 4:])],
-                                 is_grads_batched=True)
+        return lib.autograd.grad(
+            outputs, [x, w, a], [lib.tensor(eye[:, :4]), lib.tensor(eye[:, 4:])], is_grads_batched=True
+        )
 
     want = run(torch, tx, tw, ta)
     for g in want[1:]:  # nan in some columns of w's gradient, some rows of a's
@@ -138,13 +146,22 @@ def test_identity_written_in_place_is_checked_again():
     assert_same(got, want)
 
 
-@pytest.mark.parametrize("grads, message", [
-    ([(5, 4)], r"grad_output\[0\] has a shape of torch.Size\(\[4\]\) and output\[0\] has a shape of torch.Size\(\[3\]\)"),
-    ([(2, 3), (2, 1)], r"grad_output\[1\] has a shape of torch.Size\(\[1\]\) and output\[1\] has a shape of torch.Size\(\[2\]\)"),
-])
+@pytest.mark.parametrize(
+    "grads, message",
+    [
+        (
+            [(5, 4)],
+            r"grad_output\[0\] has a shape of torch.Size\(\[4\]\) and output\[0\] has a shape of torch.Size\(\[3\]\)",
+        ),
+        (
+            [(2, 3), (2, 1)],
+            r"grad_output\[1\] has a shape of torch.Size\(\[1\]\) and output\[1\] has a shape of torch.Size\(\[2\]\)",
+        ),
+    ],
+)
 def test_shape_mismatch_reports_correct_index_and_shapes(grads, message):
     x, _ = pair(3)
-    outputs = [x * 2, x[:2] * 3][:len(grads)]
+    outputs = [x * 2, x[:2] * 3][: len(grads)]
     with pytest.raises(RuntimeError, match=r"If `is_grads_batched=True`, we interpret the first dimension"):
         bg.autograd.grad(outputs, x, [bg.ones(*s) for s in grads], is_grads_batched=True)
     with pytest.raises(RuntimeError, match=message):
@@ -281,6 +298,7 @@ def test_bad_chunk_size_is_a_clear_error():
 
 # ---- per-row fallback ---------------------------------------------------------------------------
 
+
 class NumpyBackward(bg.autograd.Function):
     @staticmethod
     def forward(ctx, a):
@@ -348,8 +366,13 @@ def test_fallback_disabled_raises_fallback_error():
 
 def test_fallback_with_create_graph_is_differentiable():
     x, _ = pair(3)
-    (g,) = bg.autograd.grad(NumpyBackward.apply(x).sum() * x, x, bg.eye(3, dtype=bg.float64) * 0 + 1,
-                            is_grads_batched=True, create_graph=True)
+    (g,) = bg.autograd.grad(
+        NumpyBackward.apply(x).sum() * x,
+        x,
+        bg.eye(3, dtype=bg.float64) * 0 + 1,
+        is_grads_batched=True,
+        create_graph=True,
+    )
     assert g.shape == (3, 3)
 
 
@@ -364,12 +387,18 @@ def test_fallback_switches_validate_and_restore():
 
 def test_environment_variable_turns_warnings_on_at_import():
     env = dict(os.environ, VMAP_FALLBACK_WARNINGS="1")
-    out = subprocess.run([sys.executable, "-c", "import vmap; print(vmap.fallback_warnings_enabled())"],
-                         env=env, capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", "import vmap; print(vmap.fallback_warnings_enabled())"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert out.stdout.strip() == "True"
 
 
 # ---- compiles -----------------------------------------------------------------------------------
+
 
 def _batched_step(batch, seed=0):
     rng = np.random.default_rng(seed)
@@ -390,6 +419,7 @@ def test_repeated_batched_calls_and_batch_size_sweep_compile_nothing_new(engine_
 
 
 # ---- vmap.vmap ----------------------------------------------------------------------------------
+
 
 def test_vmap_per_sample_gradients_equal_the_loop():
     w = bg.tensor(np.random.default_rng(0).standard_normal((3, 4)), requires_grad=True)
@@ -416,8 +446,9 @@ def test_vmap_in_dims_out_dims_and_errors():
         vmap.vmap(lambda r, s: r, in_dims=(0,))(a, b)
     with pytest.raises(ValueError, match="the input is of type <class 'float'>. We cannot vmap over non-Tensor"):
         vmap.vmap(lambda r, s: r)(a, 2.0)
-    with pytest.raises(IndexError, match=re.escape("Dimension out of range (expected to be in range of [-2, 1], but "
-                                                   "got 3)")):
+    with pytest.raises(
+        IndexError, match=re.escape("Dimension out of range (expected to be in range of [-2, 1], but got 3)")
+    ):
         vmap.vmap(lambda r: r * 2, out_dims=3)(a)
 
 

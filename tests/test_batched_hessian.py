@@ -1,4 +1,5 @@
 """Batched Hessians against torch at the sizes where jaxlib 0.10.2 miscompiled jit(vmap(jacrev(jacrev(f))))."""
+
 import numpy as np
 import pytest
 import torch
@@ -25,17 +26,23 @@ def _torch_hessians(p, dtype):
     return torch.func.vmap(torch.func.jacrev(torch.func.jacrev(f)))(torch.tensor(p["X"], dtype=dtype)).numpy()
 
 
-@pytest.mark.parametrize("dtype, tol, vectorize, sizes", [
-    ("float32", 1e-4, True, (OUT, IN, BATCH)), ("float64", 1e-10, True, (OUT, IN, BATCH)),
-    ("float32", 1e-4, False, (5, 4, 3))])  # unvectorized, the loops of every row are traced: a small problem
+@pytest.mark.parametrize(
+    "dtype, tol, vectorize, sizes",
+    [
+        ("float32", 1e-4, True, (OUT, IN, BATCH)),
+        ("float64", 1e-10, True, (OUT, IN, BATCH)),
+        ("float32", 1e-4, False, (5, 4, 3)),
+    ],
+)  # unvectorized, the loops of every row are traced: a small problem
 def test_vmap_of_nested_reverse_jacobians_matches_torch(dtype, tol, vectorize, sizes):
     problem = _problem(*sizes)
     out, inp, batch = sizes
     W, b = bg.tensor(problem["W"], dtype=getattr(bg, dtype)), bg.tensor(problem["b"], dtype=getattr(bg, dtype))
     f = lambda x: bg.tanh(W @ x + b)  # noqa: E731
     jacobian = bg.autograd.functional.jacobian
-    hessians = vmap.vmap(lambda x: jacobian(lambda y: jacobian(f, y, create_graph=True, vectorize=vectorize), x,
-                                            vectorize=vectorize))
+    hessians = vmap.vmap(
+        lambda x: jacobian(lambda y: jacobian(f, y, create_graph=True, vectorize=vectorize), x, vectorize=vectorize)
+    )
     X = bg.tensor(problem["X"], dtype=getattr(bg, dtype))
     expected = _torch_hessians(problem, getattr(torch, dtype))
     for _ in range(3):  # the first calls run per-op kernels, the third one compiled program
@@ -55,5 +62,6 @@ def test_batched_double_backward_hessians_match_torch(problem):
         (J,) = bg.autograd.grad(Y, X, eye_out, create_graph=True, is_grads_batched=True)  # (OUT, BATCH, IN)
         seeds = bg.eye(OUT * IN).reshape(OUT * IN, OUT, 1, IN).expand(OUT * IN, OUT, BATCH, IN)
         (H,) = bg.autograd.grad(J, X, seeds, is_grads_batched=True)  # (OUT * IN, BATCH, IN)
-        np.testing.assert_allclose(H.reshape(OUT, IN, BATCH, IN).permute(2, 0, 1, 3).numpy(), expected,
-                                   rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(
+            H.reshape(OUT, IN, BATCH, IN).permute(2, 0, 1, 3).numpy(), expected, rtol=1e-4, atol=1e-4
+        )

@@ -1,6 +1,7 @@
 """The compiled code kept in memory is bounded by bytes and by executables (batched_grad/_budget.py): a small budget
 evicts the programs called least recently, which compile again when called again, with the same results; and a
 sweep over 2000 distinct shapes stays under 1.5 GB of RSS."""
+
 import json
 import os
 import subprocess
@@ -16,7 +17,10 @@ from batched_grad import _budget, _lazy
 
 _xla_compiles = []
 jax.monitoring.register_event_duration_secs_listener(
-    lambda event, duration, **kwargs: _xla_compiles.append(event) if event.endswith("backend_compile_duration") else None)
+    lambda event, duration, **kwargs: (
+        _xla_compiles.append(event) if event.endswith("backend_compile_duration") else None
+    )
+)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -128,8 +132,14 @@ def test_set_cache_limit_checks_its_arguments():
 
 
 def _python(code, **env):
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
-                          env={**os.environ, "PYTHONPATH": ROOT, **env}, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": ROOT, **env},
+        timeout=300,
+    )
 
 
 def test_the_environment_sets_the_byte_limit():
@@ -142,9 +152,14 @@ def test_the_environment_sets_the_byte_limit():
 
 @pytest.mark.slow
 def test_a_sweep_over_2000_shapes_stays_under_1_5_gb():
-    done = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "shape_sweep.py"), "--json"],
-                          capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT},
-                          timeout=3600)
+    done = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "benchmarks", "shape_sweep.py"), "--json"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": ROOT},
+        timeout=3600,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report["shapes"] == 2000

@@ -1,5 +1,6 @@
 """chunk_size on a structure's first calls (the per-node tier): the walk runs one chunk of rows at a time, with the
 results of torch's is_grads_batched, hooks seeing what they see unchunked, shared kernels and bounded memory."""
+
 import json
 import subprocess
 import sys
@@ -64,11 +65,11 @@ def test_an_unused_input_stays_none_or_zeros_in_chunks():
     (x, w1, w2), _ = _leaves()
     unused, _ = pair(2, seed=9)
     v, _ = _cotangents(7)
-    got = bg.autograd.grad(_net(bg, x, w1, w2), [x, unused], v, is_grads_batched=True, chunk_size=2,
-                           allow_unused=True)
+    got = bg.autograd.grad(_net(bg, x, w1, w2), [x, unused], v, is_grads_batched=True, chunk_size=2, allow_unused=True)
     assert got[1] is None and got[0].shape == (7, 3)
-    got = bg.autograd.grad(_net(bg, x, w1, w2), [x, unused], v, is_grads_batched=True, chunk_size=2,
-                           materialize_grads=True)
+    got = bg.autograd.grad(
+        _net(bg, x, w1, w2), [x, unused], v, is_grads_batched=True, chunk_size=2, materialize_grads=True
+    )
     assert_same(got[1], torch.zeros(7, 2, dtype=torch.float64))
 
 
@@ -113,8 +114,9 @@ def test_a_hook_that_reads_values_sees_each_real_row_once_in_order():
     (x, w1, w2), (tx, tw1, tw2) = _leaves()
     v, tv = _cotangents(7)
     seen = []
-    got = bg.autograd.grad(_hooked(bg, x, w1, w2, lambda g: seen.append(g.sum().item())), x, v,
-                           is_grads_batched=True, chunk_size=3)  # 3 chunks, 2 padding rows in the last one
+    got = bg.autograd.grad(
+        _hooked(bg, x, w1, w2, lambda g: seen.append(g.sum().item())), x, v, is_grads_batched=True, chunk_size=3
+    )  # 3 chunks, 2 padding rows in the last one
     th = torch.tanh(tw1 @ tx)
     rows = [torch.autograd.grad(tw2 @ th, th, tv[b], retain_graph=True)[0].sum().item() for b in range(7)]
     np.testing.assert_allclose(seen, rows, rtol=1e-12)
@@ -126,8 +128,9 @@ def test_a_fallback_warns_once_for_the_whole_batch():
     v, _ = _cotangents(10)
     with vmap.fallback_warnings(), warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
-        bg.autograd.grad(_hooked(bg, x, w1, w2, lambda g: float(g.sum()) and None), x, v, is_grads_batched=True,
-                         chunk_size=3)
+        bg.autograd.grad(
+            _hooked(bg, x, w1, w2, lambda g: float(g.sum()) and None), x, v, is_grads_batched=True, chunk_size=3
+        )
     fallbacks = [str(r.message) for r in record if issubclass(r.category, vmap.FallbackWarning)]
     assert len(fallbacks) == 1 and "10 rows" in fallbacks[0]
 

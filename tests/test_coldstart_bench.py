@@ -1,5 +1,6 @@
 """benchmarks/coldstart.py's worker mode: one workload in a fresh process prints its record, and the result it saves
 is the Jacobian torch computes with the same workload code."""
+
 import json
 import os
 import subprocess
@@ -18,12 +19,23 @@ import _cold_workloads  # noqa: E402
 def run_worker(tmp_path, library, workload, warm_calls):
     result = tmp_path / "result.npy"
     env = dict(os.environ, BATCHED_GRAD_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=REPO)
-    done = subprocess.run([sys.executable, os.path.join(BENCHMARKS, "coldstart.py"), f"--worker={library}",
-                           f"--workload={workload}", f"--warm_calls={warm_calls}", f"--result={result}"],
-                          env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            os.path.join(BENCHMARKS, "coldstart.py"),
+            f"--worker={library}",
+            f"--workload={workload}",
+            f"--warm_calls={warm_calls}",
+            f"--result={result}",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     (line,) = [line for line in done.stdout.splitlines() if line.startswith("RECORD ")]
-    return json.loads(line[len("RECORD "):]), np.load(result)
+    return json.loads(line[len("RECORD ") :]), np.load(result)
 
 
 def test_the_worker_times_the_mlp_jacobian_and_saves_torchs_result(tmp_path):

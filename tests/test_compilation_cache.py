@@ -2,6 +2,7 @@
 set_compilation_cache choose or turn off the directory, and a broken directory costs one warning, never an error.
 Each case runs in fresh processes with a temporary cache directory; XLA compiles are counted from JAX's monitoring
 events (a cache hit is reported as a compile event and a hit event)."""
+
 import json
 import os
 import subprocess
@@ -60,8 +61,9 @@ PREAMBLE = textwrap.dedent("""
 def run(body, cache_dir, **environ):
     """Run PREAMBLE + body in a fresh process with BATCHED_GRAD_CACHE_DIR=cache_dir; its report as a dict."""
     env = dict(os.environ, BATCHED_GRAD_CACHE_DIR=cache_dir, PYTHONPATH=REPO, **environ)
-    done = subprocess.run([sys.executable, "-c", PREAMBLE + textwrap.dedent(body)], env=env, capture_output=True,
-                          text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", PREAMBLE + textwrap.dedent(body)], env=env, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr
     assert "AOT result" not in done.stderr  # XLA's log line for every loaded CPU executable is silenced
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -73,8 +75,7 @@ WORKLOAD = "report(jacobian=mlp_jacobian(), grad=graph_grad())"
 def torch_workload():
     rng = np.random.default_rng(0)
     w1, w2, x = (torch.tensor(rng.standard_normal(s)) for s in ((6, 5), (5, 3), 6))
-    jacobian = torch.autograd.functional.jacobian(lambda v: torch.tanh(torch.tanh(v @ w1) @ w2), x,
-                                                  vectorize=True)
+    jacobian = torch.autograd.functional.jacobian(lambda v: torch.tanh(torch.tanh(v @ w1) @ w2), x, vectorize=True)
     a = torch.tensor(np.random.default_rng(1).standard_normal((4, 4)), requires_grad=True)
     loss = (torch.sin(a) * a.exp()).sum() + (a @ a).pow(2).mean()
     return jacobian.numpy(), torch.autograd.grad(loss, a)[0].numpy()
@@ -187,8 +188,11 @@ def test_a_directory_the_user_gave_jax_is_left_alone(tmp_path):
 
 
 def test_set_compilation_cache_checks_its_argument():
-    with pytest.raises(TypeError, match=r"set_compilation_cache\(\): argument 'path' must be a str, an os.PathLike "
-                                        r"or None, not int"):
+    with pytest.raises(
+        TypeError,
+        match=r"set_compilation_cache\(\): argument 'path' must be a str, an os.PathLike "
+        r"or None, not int",
+    ):
         bg.set_compilation_cache(3)
     with pytest.raises(TypeError, match="argument 'path' must be a str, an os.PathLike or None, not bytes"):
         bg.set_compilation_cache(b"cache")

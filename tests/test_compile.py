@@ -1,5 +1,6 @@
 """bg.compile: a step recorded once per signature into one program, whose later calls give what eager calls give
 (and torch's), update parameters, .grad and optimizer state as the step does, and compile nothing more."""
+
 import subprocess
 import sys
 import textwrap
@@ -12,7 +13,8 @@ import torch
 
 import batched_grad as bg
 import vmap
-from batched_grad.func import grad as func_grad, hessian, jacrev
+from batched_grad.func import grad as func_grad
+from batched_grad.func import hessian, jacrev
 
 _xla_compiles = [0]
 
@@ -56,9 +58,11 @@ def _train(lib, compiled, optimizer="SGD", steps=5, zero_grad="first", **options
     return losses, [p.detach().numpy().copy() for p in model.parameters()], grads, step
 
 
-@pytest.mark.parametrize("options", [{"lr": 0.1}, {"lr": 0.1, "momentum": 0.9},
-                                     {"lr": 0.05, "momentum": 0.9, "nesterov": True, "weight_decay": 0.01}],
-                         ids=["plain", "momentum", "nesterov"])
+@pytest.mark.parametrize(
+    "options",
+    [{"lr": 0.1}, {"lr": 0.1, "momentum": 0.9}, {"lr": 0.05, "momentum": 0.9, "nesterov": True, "weight_decay": 0.01}],
+    ids=["plain", "momentum", "nesterov"],
+)
 @pytest.mark.parametrize("zero_grad, traces", [("first", 2), ("last", 1), ("never", 2)])
 def test_an_sgd_training_step_matches_torch_and_updates_the_parameters(options, zero_grad, traces):
     losses, params, grads, step = _train(bg, True, zero_grad=zero_grad, **options)
@@ -73,8 +77,10 @@ def test_an_sgd_training_step_matches_torch_and_updates_the_parameters(options, 
     assert step.compiles == (2 if "momentum" in options and zero_grad == "last" else traces)
 
 
-@pytest.mark.parametrize("optimizer, options", [("Adam", {"lr": 0.05}), ("Adam", {"lr": 0.05, "amsgrad": True}),
-                                                ("AdamW", {"lr": 0.05, "weight_decay": 0.1})])
+@pytest.mark.parametrize(
+    "optimizer, options",
+    [("Adam", {"lr": 0.05}), ("Adam", {"lr": 0.05, "amsgrad": True}), ("AdamW", {"lr": 0.05, "weight_decay": 0.1})],
+)
 def test_adam_steps_compile_and_match_torch(optimizer, options):
     losses, params, grads, step = _train(bg, True, optimizer, steps=6, **options)
     t_losses, t_params, t_grads, _ = _train(torch, False, optimizer, steps=6, **options)
@@ -98,8 +104,9 @@ WORKLOADS = {
     "hessian": lambda x: hessian(lambda x: (_f(x) ** 2).sum())(x),
     "hvp": lambda x: bg.autograd.functional.hvp(lambda x: (_f(x) ** 2).sum(), x, bg.ones(3))[1],
     "vmap(grad)": lambda x: vmap.vmap(func_grad(lambda x: (_f(x) ** 2).sum()))(x * bg.arange(1.0, 5.0)[:, None]),
-    "batched HVPs": lambda x: bg.autograd.grad(bg.autograd.grad((_f(x) ** 2).sum(), x, create_graph=True)[0], x,
-                                               bg.eye(3), is_grads_batched=True)[0],
+    "batched HVPs": lambda x: bg.autograd.grad(
+        bg.autograd.grad((_f(x) ** 2).sum(), x, create_graph=True)[0], x, bg.eye(3), is_grads_batched=True
+    )[0],
     "Gauss-Newton step": lambda x: _gauss_newton_step(x),
     "CG iteration": lambda x: _cg_iteration(x, bg.tensor([0.5, -1.0, 2.0])),
 }
@@ -171,8 +178,10 @@ _STEP_IN_A_PROCESS = textwrap.dedent("""
 
 
 def test_a_compiled_step_is_found_in_the_persistent_cache_by_a_later_process():
-    runs = [subprocess.run([sys.executable, "-c", _STEP_IN_A_PROCESS], capture_output=True, text=True, timeout=300)
-            for _ in range(2)]
+    runs = [
+        subprocess.run([sys.executable, "-c", _STEP_IN_A_PROCESS], capture_output=True, text=True, timeout=300)
+        for _ in range(2)
+    ]
     for run in runs:
         assert run.returncode == 0, run.stderr[-3000:]
     (first, traces), (second, _) = [map(int, run.stdout.split()) for run in runs]
@@ -225,8 +234,10 @@ def test_reading_a_value_is_a_clear_error_or_runs_eagerly():
             return x * 2
         return x
 
-    message = (r"bg.compile\(.*branch\): the function reads a tensor's value while it is compiled: Tensor.item\(\) "
-               r".* at .*test_compile.py:\d+ \(if x.sum\(\) > 0:\)")
+    message = (
+        r"bg.compile\(.*branch\): the function reads a tensor's value while it is compiled: Tensor.item\(\) "
+        r".* at .*test_compile.py:\d+ \(if x.sum\(\) > 0:\)"
+    )
     with pytest.raises(RuntimeError, match=message):
         bg.compile(branch)(bg.ones(3))
     eager = bg.compile(branch, fullgraph=False)

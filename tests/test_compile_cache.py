@@ -1,4 +1,5 @@
 """The backward runs as compiled programs cached by graph structure: count compiles, never time them."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -40,15 +41,24 @@ def test_steady_state_runs_one_fused_program_and_compiles_nothing():
 
 _xla_compiles = []
 jax.monitoring.register_event_duration_secs_listener(
-    lambda name, duration, **kwargs: _xla_compiles.append(name) if name.endswith("backend_compile_duration") else None)
+    lambda name, duration, **kwargs: _xla_compiles.append(name) if name.endswith("backend_compile_duration") else None
+)
 
 
 def test_new_shapes_reach_the_device_without_compiling():
     # jnp.asarray and jnp.zeros compile a small program for every new shape; factories and reads must not
     _xla_compiles.clear()
     for n in range(41, 45):
-        made = [bg.zeros(n), bg.ones(n, 2), bg.eye(n), bg.randn(n), bg.arange(n), bg.full((n,), 2.0),
-                bg.tensor(np.ones(n + 100)), bg.from_numpy(np.ones((n, 3)))]
+        made = [
+            bg.zeros(n),
+            bg.ones(n, 2),
+            bg.eye(n),
+            bg.randn(n),
+            bg.arange(n),
+            bg.full((n,), 2.0),
+            bg.tensor(np.ones(n + 100)),
+            bg.from_numpy(np.ones((n, 3))),
+        ]
         assert all(isinstance(t.jax(), jax.Array) for t in made)
     assert _xla_compiles == []
 
@@ -83,8 +93,8 @@ def test_select_slices_and_writes_at_operand_positions_share_a_program_across_po
         z = lib.zeros(6, 3, dtype=x.dtype)
         z[i] = x.select(0, (i + 1) % 6) * 2
         z[i, 1:] = x[i, :2]
-        z[i // 2:i // 2 + 3:2, :2] = x[i:i + 1, 1:] ** 2
-        return lib.autograd.grad((z * z).sum() + x[..., i % 2:i % 2 + 2].exp().sum(), x)[0]
+        z[i // 2 : i // 2 + 3 : 2, :2] = x[i : i + 1, 1:] ** 2
+        return lib.autograd.grad((z * z).sum() + x[..., i % 2 : i % 2 + 2].exp().sum(), x)[0]
 
     x, tx = bg.tensor(data, requires_grad=True), torch.tensor(data, requires_grad=True)
     for i in range(2 * _lazy.FUSE_AFTER + 1):  # per-op kernels, then fused programs (the write's, the graph's)

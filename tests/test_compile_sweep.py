@@ -1,5 +1,6 @@
 """No compile per value or per shape: a sweep runs each op with 20 distinct numbers or sizes and counts kernel traces
 (bg.compile_count()) and XLA compiles; then each op that changed is checked against torch, values and gradients."""
+
 import jax
 import numpy as np
 import pytest
@@ -31,9 +32,28 @@ def _floats(i, n=1000, requires_grad=False):
 
 
 BASE = bg.tensor(np.random.default_rng(0).standard_normal(1000).astype(np.float32))
-RESHAPES = [(2, 500), (4, 250), (5, 200), (8, 125), (10, 100), (20, 50), (25, 40), (40, 25), (50, 20), (100, 10),
-            (125, 8), (200, 5), (250, 4), (500, 2), (1000, 1), (1, 1000), (2, 2, 250), (2, 5, 100), (4, 5, 50),
-            (10, 10, 10)]
+RESHAPES = [
+    (2, 500),
+    (4, 250),
+    (5, 200),
+    (8, 125),
+    (10, 100),
+    (20, 50),
+    (25, 40),
+    (40, 25),
+    (50, 20),
+    (100, 10),
+    (125, 8),
+    (200, 5),
+    (250, 4),
+    (500, 2),
+    (1000, 1),
+    (1, 1000),
+    (2, 2, 250),
+    (2, 5, 100),
+    (4, 5, 50),
+    (10, 10, 10),
+]
 
 
 def _pow(i):
@@ -81,12 +101,12 @@ def _index_by_nonzero(i):
 
 
 def _slice(i):
-    return BASE[:100 + i]
+    return BASE[: 100 + i]
 
 
 def _slice_grad(i):
     x = _floats(0, requires_grad=True)
-    x[:100 + i].sum().backward()
+    x[: 100 + i].sum().backward()
     return x.grad
 
 
@@ -101,7 +121,7 @@ def _reshape_grad(i):
 
 
 def _cat(i):
-    return bg.cat([BASE[:10 + i], BASE[:5]])
+    return bg.cat([BASE[: 10 + i], BASE[:5]])
 
 
 def _clamp(i):
@@ -128,10 +148,28 @@ def _fill(i):
     return bg.zeros(1000).fill_(0.5 + i)
 
 
-SWEEP = {"leaky_relu": _leaky_relu, "elu": _elu, "hardtanh": _hardtanh, "fill": _fill, "pow": _pow, "pow_int_exponent": _pow_int_exponent, "mask": _mask, "mask_grad": _mask_grad,
-         "mask_assign": _mask_assign, "masked_fill": _masked_fill, "masked_select": _masked_select,
-         "nonzero": _nonzero, "index_by_nonzero": _index_by_nonzero, "slice": _slice, "slice_grad": _slice_grad,
-         "reshape": _reshape, "reshape_grad": _reshape_grad, "cat": _cat, "clamp": _clamp, "mul": _mul}
+SWEEP = {
+    "leaky_relu": _leaky_relu,
+    "elu": _elu,
+    "hardtanh": _hardtanh,
+    "fill": _fill,
+    "pow": _pow,
+    "pow_int_exponent": _pow_int_exponent,
+    "mask": _mask,
+    "mask_grad": _mask_grad,
+    "mask_assign": _mask_assign,
+    "masked_fill": _masked_fill,
+    "masked_select": _masked_select,
+    "nonzero": _nonzero,
+    "index_by_nonzero": _index_by_nonzero,
+    "slice": _slice,
+    "slice_grad": _slice_grad,
+    "reshape": _reshape,
+    "reshape_grad": _reshape_grad,
+    "cat": _cat,
+    "clamp": _clamp,
+    "mul": _mul,
+}
 
 
 @pytest.mark.parametrize("case", sorted(SWEEP))
@@ -155,6 +193,7 @@ def test_the_sweep_counts_compiles():
 
 # ---- against torch --------------------------------------------------------------------------------------------
 
+
 def _pair(a, requires_grad=True):
     x = bg.tensor(a, requires_grad=requires_grad)
     return x, to_torch(x)
@@ -168,7 +207,7 @@ def _grads_match(f, *arrays, rtol=1e-6):
     weights = np.random.default_rng(1).standard_normal(tuple(t.shape)).astype(str(t.dtype).split(".")[-1])
     (y * bg.tensor(weights)).sum().backward()
     (t * torch.tensor(weights)).sum().backward()
-    for (x, tx) in pairs:
+    for x, tx in pairs:
         assert_same(x.grad, tx.grad, rtol=rtol)
     assert y.grad_fn.name() == t.grad_fn.name()
 
@@ -179,7 +218,7 @@ SIGNED = np.array([-2.0, -1.5, -0.0, 0.0, 0.3, 1.0, 2.5])
 @pytest.mark.parametrize("exponent", [1.7, 2.5, 0.25, -1.3, 4, 5, -3, 10, 2.0, 3, -1, 0, 1, float("nan"), True])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_pow_by_a_number_like_torch(exponent, dtype):
-    _grads_match(lambda x, m: x ** exponent, SIGNED.astype(dtype), rtol=1e-5)
+    _grads_match(lambda x, m: x**exponent, SIGNED.astype(dtype), rtol=1e-5)
 
 
 @pytest.mark.parametrize("exponent", [4, 5, 7, 2.5])
@@ -189,9 +228,9 @@ def test_pow_of_integers_by_a_number_like_torch(exponent):
 
 def test_a_new_exponent_reuses_the_kernel():
     x = bg.tensor(SIGNED)
-    x ** 1.25
+    x**1.25
     before = bg.compile_count()
-    assert_same(x ** 1.75, torch.tensor(SIGNED) ** 1.75)
+    assert_same(x**1.75, torch.tensor(SIGNED) ** 1.75)
     assert bg.compile_count() == before
 
 
@@ -232,8 +271,12 @@ def test_masked_assignment_like_torch(value):
     def f(x, m):
         y = x * 1
         mask = m.tensor(MATRIX[:, 0] > 0) if value == "row" else y > 0.5
-        v = {"number": -1.5, "int_number": 7, "tensor0d": m.tensor(2.0, dtype=m.float64, requires_grad=True),
-             "row": m.tensor(np.arange(5.0), requires_grad=True)}[value]
+        v = {
+            "number": -1.5,
+            "int_number": 7,
+            "tensor0d": m.tensor(2.0, dtype=m.float64, requires_grad=True),
+            "row": m.tensor(np.arange(5.0), requires_grad=True),
+        }[value]
         y[mask] = v
         return y, v
 
@@ -261,9 +304,15 @@ def test_masked_assignment_compiles_nothing_for_a_new_mask():
 @pytest.mark.parametrize("view", ["slice", "select", "strided", "reshape", "permute", "expand", "unsqueeze"])
 def test_host_views_like_torch(view):
     def f(x, m):
-        return {"slice": lambda: x[1:3], "select": lambda: x[2], "strided": lambda: x[::2, 1:5:2],
-                "reshape": lambda: x.reshape(2, 10), "permute": lambda: x.permute(1, 0),
-                "expand": lambda: x[:1].expand(3, 5), "unsqueeze": lambda: x[None, :, None]}[view]()
+        return {
+            "slice": lambda: x[1:3],
+            "select": lambda: x[2],
+            "strided": lambda: x[::2, 1:5:2],
+            "reshape": lambda: x.reshape(2, 10),
+            "permute": lambda: x.permute(1, 0),
+            "expand": lambda: x[:1].expand(3, 5),
+            "unsqueeze": lambda: x[None, :, None],
+        }[view]()
 
     _grads_match(f, MATRIX)
 
@@ -329,8 +378,12 @@ def test_fused_backward_of_host_nodes_matches():
 def test_activations_with_number_operands_like_torch(activation, dtype):
     def f(x, m):
         F = m.nn.functional
-        return {"leaky_relu": lambda: F.leaky_relu(x, 0.3), "elu": lambda: F.elu(x, 0.7),
-                "hardtanh": lambda: F.hardtanh(x, -1.5, 0.3), "relu6": lambda: F.relu6(x * 4)}[activation]()
+        return {
+            "leaky_relu": lambda: F.leaky_relu(x, 0.3),
+            "elu": lambda: F.elu(x, 0.7),
+            "hardtanh": lambda: F.hardtanh(x, -1.5, 0.3),
+            "relu6": lambda: F.relu6(x * 4),
+        }[activation]()
 
     _grads_match(f, SIGNED.astype(dtype), rtol=1e-5)
 
@@ -338,7 +391,9 @@ def test_activations_with_number_operands_like_torch(activation, dtype):
 @pytest.mark.parametrize("value", [2.5, -3, True])
 @pytest.mark.parametrize("dtype", ["float32", "int64", "float64"])
 def test_fill_by_a_number_like_torch(value, dtype):
-    assert_same(bg.zeros(3, dtype=getattr(bg, dtype)).fill_(value), torch.zeros(3, dtype=getattr(torch, dtype)).fill_(value))
+    assert_same(
+        bg.zeros(3, dtype=getattr(bg, dtype)).fill_(value), torch.zeros(3, dtype=getattr(torch, dtype)).fill_(value)
+    )
 
 
 def test_a_host_selected_element_is_a_0d_tensor_like_any_other():

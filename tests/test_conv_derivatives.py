@@ -1,6 +1,7 @@
 """Derivatives of convolutions against torch.func 2.13: per-sample gradients (vmap of grad over one-sample
 convolutions, whose weight and bias gradients come from one product with the input's stacked taps), gradients of
 one operand at a time, forward-mode tangents, and second derivatives; float64, rtol 1e-6."""
+
 import numpy as np
 import pytest
 import torch
@@ -36,8 +37,10 @@ def conv(m, geometry):
 
 def both(case):
     """case(m, arrays as m's tensors) run with torch and with batched_grad."""
+
     def run(m, arrays):
         return case(m, *[m.tensor(a, dtype=m.float64) for a in arrays])
+
     return run
 
 

@@ -1,6 +1,7 @@
 """The torch conveniences of the top-level namespace against torch 2.13: dtype aliases, finfo/iinfo, allclose,
 isclose, equal, is_tensor, is_floating_point, numel, size= on factories, randint_like, batched_grad.cuda and the
 legacy autograd.Variable."""
+
 import warnings
 
 import numpy as np
@@ -11,8 +12,20 @@ import batched_grad as bg
 from batched_grad.autograd import Variable
 from oracle import assert_same, raises_like_torch, to_torch
 
-DTYPES = ["float16", "bfloat16", "float32", "float64", "uint8", "int8", "int16", "int32", "int64", "bool",
-          "complex64", "complex128"]
+DTYPES = [
+    "float16",
+    "bfloat16",
+    "float32",
+    "float64",
+    "uint8",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "bool",
+    "complex64",
+    "complex128",
+]
 
 
 # ---- dtype aliases -------------------------------------------------------------------------------------
@@ -82,12 +95,31 @@ def test_info_equality_and_read_only_fields():
     raises_like_torch(lambda m: setattr(m.finfo(m.float32), "eps", 1.0))
 
 
-@pytest.mark.parametrize("call", [
-    lambda m: m.finfo(m.int32), lambda m: m.finfo(m.bool), lambda m: m.finfo("float32"), lambda m: m.finfo(3),
-    lambda m: m.iinfo(m.float32), lambda m: m.iinfo(m.complex64), lambda m: m.iinfo(m.bool), lambda m: m.iinfo(),
-    lambda m: m.iinfo(3),
-], ids=["finfo-int", "finfo-bool", "finfo-str", "finfo-number", "iinfo-float", "iinfo-complex", "iinfo-bool",
-        "iinfo-nothing", "iinfo-number"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda m: m.finfo(m.int32),
+        lambda m: m.finfo(m.bool),
+        lambda m: m.finfo("float32"),
+        lambda m: m.finfo(3),
+        lambda m: m.iinfo(m.float32),
+        lambda m: m.iinfo(m.complex64),
+        lambda m: m.iinfo(m.bool),
+        lambda m: m.iinfo(),
+        lambda m: m.iinfo(3),
+    ],
+    ids=[
+        "finfo-int",
+        "finfo-bool",
+        "finfo-str",
+        "finfo-number",
+        "iinfo-float",
+        "iinfo-complex",
+        "iinfo-bool",
+        "iinfo-nothing",
+        "iinfo-number",
+    ],
+)
 def test_info_errors(call):
     raises_like_torch(call)
 
@@ -110,8 +142,17 @@ def _pair(dtype, seed=0):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int64", "int32", "bool"])
-@pytest.mark.parametrize("tolerances", [{}, {"rtol": 1e-3}, {"atol": 1e-5, "rtol": 0}, {"rtol": 0, "atol": 0},
-                                        {"rtol": 0.4, "atol": 0.5}, {"equal_nan": True}])
+@pytest.mark.parametrize(
+    "tolerances",
+    [
+        {},
+        {"rtol": 1e-3},
+        {"atol": 1e-5, "rtol": 0},
+        {"rtol": 0, "atol": 0},
+        {"rtol": 0.4, "atol": 0.5},
+        {"equal_nan": True},
+    ],
+)
 def test_isclose_and_allclose(dtype, tolerances):
     a, b = _pair(dtype)
     assert_same(bg.isclose(a, b, **tolerances), torch.isclose(to_torch(a), to_torch(b), **tolerances))
@@ -134,21 +175,38 @@ def test_isclose_of_tensors_requiring_grad_gives_a_plain_bool_tensor():
     assert bg.isclose(x, x).requires_grad is False and bg.isclose(x, x).dtype is bg.bool
 
 
-@pytest.mark.parametrize("call", [
-    lambda m: m.isclose(m.ones(2), m.ones(2, dtype=m.float64)),
-    lambda m: m.allclose(m.tensor([1, 2]), m.tensor([1.0, 2.0])),
-    lambda m: m.isclose(m.ones(2), 1.0), lambda m: m.allclose(m.ones(2), 1.0), lambda m: m.isclose(1.0, m.ones(2)),
-    lambda m: m.isclose(m.ones(2), m.ones(2), rtol=-1), lambda m: m.isclose(m.ones(2), m.ones(2), atol=-0.5),
-    lambda m: m.allclose(m.ones(2), m.ones(3)),
-], ids=["dtypes", "allclose-dtypes", "number", "allclose-number", "number-first", "rtol", "atol", "shapes"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda m: m.isclose(m.ones(2), m.ones(2, dtype=m.float64)),
+        lambda m: m.allclose(m.tensor([1, 2]), m.tensor([1.0, 2.0])),
+        lambda m: m.isclose(m.ones(2), 1.0),
+        lambda m: m.allclose(m.ones(2), 1.0),
+        lambda m: m.isclose(1.0, m.ones(2)),
+        lambda m: m.isclose(m.ones(2), m.ones(2), rtol=-1),
+        lambda m: m.isclose(m.ones(2), m.ones(2), atol=-0.5),
+        lambda m: m.allclose(m.ones(2), m.ones(3)),
+    ],
+    ids=["dtypes", "allclose-dtypes", "number", "allclose-number", "number-first", "rtol", "atol", "shapes"],
+)
 def test_closeness_errors(call):
     raises_like_torch(call)
 
 
-@pytest.mark.parametrize("a,b", [
-    ([1.0, 2.0], [1.0, 2.0]), ([1.0, 2.0], [1, 2]), ([0.1], np.array([0.1])), ([1.0, 2.0], [1.0, 2.0, 3.0]),
-    ([1.0, 2.0], [1.0]), ([float("nan")], [float("nan")]), ([1, 0], [True, False]), ([[1.0]], [1.0]), ([], []),
-])
+@pytest.mark.parametrize(
+    "a,b",
+    [
+        ([1.0, 2.0], [1.0, 2.0]),
+        ([1.0, 2.0], [1, 2]),
+        ([0.1], np.array([0.1])),
+        ([1.0, 2.0], [1.0, 2.0, 3.0]),
+        ([1.0, 2.0], [1.0]),
+        ([float("nan")], [float("nan")]),
+        ([1, 0], [True, False]),
+        ([[1.0]], [1.0]),
+        ([], []),
+    ],
+)
 def test_equal(a, b):
     x, y = bg.tensor(a), bg.tensor(b)
     assert bg.equal(x, y) is torch.equal(to_torch(x), to_torch(y))
@@ -176,8 +234,11 @@ def test_is_tensor_of_other_things():
     assert bg.numel(bg.ones(())) == 1 and bg.numel(bg.ones(0, 5)) == 0
 
 
-@pytest.mark.parametrize("call", [lambda m: m.is_floating_point(1.0), lambda m: m.numel(3),
-                                  lambda m: m.is_complex([1])], ids=["is_floating_point", "numel", "is_complex"])
+@pytest.mark.parametrize(
+    "call",
+    [lambda m: m.is_floating_point(1.0), lambda m: m.numel(3), lambda m: m.is_complex([1])],
+    ids=["is_floating_point", "numel", "is_complex"],
+)
 def test_predicate_errors(call):
     raises_like_torch(call)
 
@@ -206,10 +267,18 @@ def test_size_keyword_of_new_factories():
 
 
 @pytest.mark.parametrize("name", ["zeros", "ones", "empty", "rand", "randn"])
-@pytest.mark.parametrize("call", [
-    lambda f: f(2, size=(2, 3)), lambda f: f(size=2), lambda f: f(size=None), lambda f: f(size="ab"),
-    lambda f: f(size=(2.0,)), lambda f: f(size=(-1, 2)),
-], ids=["both", "int", "none", "str", "float-item", "negative"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda f: f(2, size=(2, 3)),
+        lambda f: f(size=2),
+        lambda f: f(size=None),
+        lambda f: f(size="ab"),
+        lambda f: f(size=(2.0,)),
+        lambda f: f(size=(-1, 2)),
+    ],
+    ids=["both", "int", "none", "str", "float-item", "negative"],
+)
 def test_size_keyword_errors(name, call):
     if name in ("rand", "randn") and call(lambda *a, **k: a and "size" in k):  # torch: its overloads' message
         with pytest.raises(TypeError, match="got multiple values for argument 'size'"):
@@ -239,18 +308,27 @@ def test_randint_like_follows_the_generator():
     assert grad.requires_grad and grad.is_leaf
 
 
-@pytest.mark.parametrize("call", [
-    lambda m: m.randint_like(m.ones(2), 5, 2), lambda m: m.randint_like(m.ones(2), -1),
-    lambda m: m.randint_like(m.ones(2, dtype=m.uint8), 300), lambda m: m.randint(0, 300, (3,), dtype=m.uint8),
-    lambda m: m.randint_like(m.ones(2), 5, dtype=m.complex64),
-    lambda m: m.randint_like(m.ones(2, dtype=m.int64), 5, requires_grad=True),
-], ids=["reversed", "negative-high", "uint8-bounds", "randint-uint8", "complex", "int-grad"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda m: m.randint_like(m.ones(2), 5, 2),
+        lambda m: m.randint_like(m.ones(2), -1),
+        lambda m: m.randint_like(m.ones(2, dtype=m.uint8), 300),
+        lambda m: m.randint(0, 300, (3,), dtype=m.uint8),
+        lambda m: m.randint_like(m.ones(2), 5, dtype=m.complex64),
+        lambda m: m.randint_like(m.ones(2, dtype=m.int64), 5, requires_grad=True),
+    ],
+    ids=["reversed", "negative-high", "uint8-bounds", "randint-uint8", "complex", "int-grad"],
+)
 def test_randint_like_errors(call):
     raises_like_torch(call)
 
 
-@pytest.mark.parametrize("call", [lambda m: m.randint_like(m.ones(2), 5.5), lambda m: m.randint_like(m.ones(2)),
-                                  lambda m: m.randint_like([1.0], 5)], ids=["float", "no-high", "not-tensor"])
+@pytest.mark.parametrize(
+    "call",
+    [lambda m: m.randint_like(m.ones(2), 5.5), lambda m: m.randint_like(m.ones(2)), lambda m: m.randint_like([1.0], 5)],
+    ids=["float", "no-high", "not-tensor"],
+)
 def test_randint_like_type_errors(call):  # torch lists its overloads; the type is the contract
     with pytest.raises(TypeError):
         call(torch)
@@ -301,9 +379,14 @@ def test_variable_without_data_and_with_volatile():
     assert str(caught[0].message) == "volatile was removed and now has no effect. Use `with torch.no_grad():` instead."
 
 
-@pytest.mark.parametrize("call", [
-    lambda m: m.autograd.Variable(3), lambda m: m.autograd.Variable([1.0, 2.0]),
-    lambda m: m.autograd.Variable(m.ones(2, dtype=m.int64), requires_grad=True),
-], ids=["number", "list", "int-requires-grad"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda m: m.autograd.Variable(3),
+        lambda m: m.autograd.Variable([1.0, 2.0]),
+        lambda m: m.autograd.Variable(m.ones(2, dtype=m.int64), requires_grad=True),
+    ],
+    ids=["number", "list", "int-requires-grad"],
+)
 def test_variable_errors(call):
     raises_like_torch(call)

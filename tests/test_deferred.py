@@ -1,5 +1,6 @@
 """Deferred recorded ops (batched_grad/_lazy.py): values are computed when read, once; shape errors still
 raise at the call; a repeated structure's forward and backward run as one compiled program."""
+
 import jax
 import numpy as np
 import pytest
@@ -57,7 +58,6 @@ def test_steady_state_step_runs_one_program_and_no_per_op_kernels(kernel_calls):
     np.testing.assert_allclose(jac, expected, rtol=1e-10)
 
 
-
 def test_the_fused_backward_also_computes_the_output_it_starts_from(kernel_calls):
     w = bg.tensor(np.linspace(-1, 1, 12).reshape(3, 4))
 
@@ -93,8 +93,9 @@ def test_a_detached_value_in_the_graph_is_a_constant_of_the_fused_program():
     for seed in (7, 8):
         x, g = step(seed)
         h = np.tanh(2 * x.detach().numpy())
-        np.testing.assert_allclose(g.numpy(), h + 2 * (1 - h ** 2), rtol=1e-10)
+        np.testing.assert_allclose(g.numpy(), h + 2 * (1 - h**2), rtol=1e-10)
     assert bg.compile_count() == compiles
+
 
 @pytest.mark.parametrize("fuse_after", [0, 10**9])
 def test_values_match_eager_evaluation_in_both_tiers(monkeypatch, fuse_after):
@@ -102,7 +103,7 @@ def test_values_match_eager_evaluation_in_both_tiers(monkeypatch, fuse_after):
     data = np.linspace(-1, 1, 6).reshape(2, 3)
     x = bg.tensor(data, requires_grad=True)
     h = bg.tanh(x @ x.T) * x.sum()
-    loss = (h ** 2).mean()
+    loss = (h**2).mean()
     (g,) = bg.autograd.grad(loss, x, retain_graph=True)
     with bg.no_grad():  # the same computation, eager
         x0 = bg.tensor(data)
@@ -181,14 +182,14 @@ def test_number_operands_reach_the_program_as_shared_device_constants():
     # a float is keyed by its exact bits: -0.0 and 0.0 stay distinct constants
     np.testing.assert_array_equal(np.signbit((x * -0.0).detach().numpy()), [True, False])
     np.testing.assert_array_equal(np.signbit((x * 0.0).detach().numpy()), [False, True])
-    assert (bg.tensor([1, 2]) * True).tolist() == [1, 2] and (x ** 2).tolist() == [1.0, 4.0]
+    assert (bg.tensor([1, 2]) * True).tolist() == [1, 2] and (x**2).tolist() == [1.0, 4.0]
 
 
 def test_a_number_exponent_is_compiled_in_so_xla_can_simplify_the_power():
     x = bg.tensor([0.0, -1.5, 2.0], requires_grad=True)
-    y = x ** 2
+    y = x**2
     call = y._v.call
     assert len(call.args) == 1 and dict(call.sig.static)["exponent"] == 2  # a constant, not an operand
     hlo = jax.jit(lambda a: call.op.fn(a, **dict(call.sig.static))).lower(x._v).compile().as_text()
     assert " power(" not in hlo  # x * x, not a general power
-    assert (x ** 0.5).tolist()[2] == pytest.approx(2 ** 0.5) and (x ** 3).tolist() == [0.0, -3.375, 8.0]
+    assert (x**0.5).tolist()[2] == pytest.approx(2**0.5) and (x**3).tolist() == [0.0, -3.375, 8.0]

@@ -1,5 +1,6 @@
 """The command line: `python -m batched_grad demo` checks batched results against their loops and fails loudly on a
 mismatch; `bench` runs the benchmark scripts and explains what is missing when it cannot."""
+
 import io
 import pathlib
 import re
@@ -11,8 +12,8 @@ import pytest
 from absl import app
 
 import batched_grad as bg
-from batched_grad import _bench, _demo
 from batched_grad import __main__ as cli
+from batched_grad import _bench, _demo
 
 SMALL = ["--width=8", "--outputs=4", "--batch=4", "--hvps=4", "--repeats=1"]
 
@@ -52,14 +53,17 @@ def test_a_mismatch_exits_non_zero_naming_the_workload(parsed, monkeypatch, caps
     assert capsys.readouterr().out.splitlines()[1].endswith("MISMATCH")
 
 
-@pytest.mark.parametrize("batched, loop, ok", [
-    (np.ones(3), np.ones(3), True),
-    (np.ones(3), np.ones(3) + 0.5 * _demo.ATOL, True),
-    (np.ones(3), np.ones(3) + 2 * (_demo.ATOL + _demo.RTOL), False),
-    (np.ones((2, 3)), np.ones((3, 2)), False),
-    (np.ones(3), np.array([1.0, np.nan, 1.0]), False),
-    (np.zeros((0, 3)), np.zeros((0, 3)), True),
-])
+@pytest.mark.parametrize(
+    "batched, loop, ok",
+    [
+        (np.ones(3), np.ones(3), True),
+        (np.ones(3), np.ones(3) + 0.5 * _demo.ATOL, True),
+        (np.ones(3), np.ones(3) + 2 * (_demo.ATOL + _demo.RTOL), False),
+        (np.ones((2, 3)), np.ones((3, 2)), False),
+        (np.ones(3), np.array([1.0, np.nan, 1.0]), False),
+        (np.zeros((0, 3)), np.zeros((0, 3)), True),
+    ],
+)
 def test_compare_applies_the_stated_tolerance(batched, loop, ok):
     assert _demo.compare(batched, loop)[1] is ok
 
@@ -83,13 +87,16 @@ def test_bench_with_a_misspelt_flag_names_it():
     assert "Unknown command line flag 'fulll'" in done.stderr
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["bench", "--batch=3"], "`bench` does not take --batch$"),
-    (["demo", "--full", "--benchmarks_dir=x"], "`demo` does not take --full, --benchmarks_dir$"),
-    (["bnech"], "expected one command, demo or bench; got bnech"),
-    ([], "expected one command, demo or bench; got nothing"),
-    (["demo", "bench"], "got demo bench"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["bench", "--batch=3"], "`bench` does not take --batch$"),
+        (["demo", "--full", "--benchmarks_dir=x"], "`demo` does not take --full, --benchmarks_dir$"),
+        (["bnech"], "expected one command, demo or bench; got bnech"),
+        ([], "expected one command, demo or bench; got nothing"),
+        (["demo", "bench"], "got demo bench"),
+    ],
+)
 def test_usage_errors_say_what_was_expected(parsed, argv, message):
     with pytest.raises(app.UsageError, match=message.replace("(", r"\(")):
         cli.main(parsed(*argv))
@@ -118,14 +125,18 @@ def test_bench_runs_every_script_quick_unless_full(tmp_path, capfd, full, flags)
 
 def test_bench_names_missing_scripts_and_a_missing_torch(tmp_path, monkeypatch):
     folder = _fake_benchmarks(tmp_path, [0, 0])
-    with pytest.raises(_bench.SetupError,
-                       match=re.escape(f"{tmp_path} lacks the benchmark scripts functional.py, func.py, coldstart.py, "
-                                        "scale.py, loops.py")):
+    with pytest.raises(
+        _bench.SetupError,
+        match=re.escape(
+            f"{tmp_path} lacks the benchmark scripts functional.py, func.py, coldstart.py, scale.py, loops.py"
+        ),
+    ):
         _bench.locate(folder)
     _fake_benchmarks(tmp_path, [0, 0, 0, 0, 0, 0, 0])
     real_find_spec = _bench.importlib.util.find_spec
-    monkeypatch.setattr(_bench.importlib.util, "find_spec", lambda name: None if name == "torch" else
-                        real_find_spec(name))
+    monkeypatch.setattr(
+        _bench.importlib.util, "find_spec", lambda name: None if name == "torch" else real_find_spec(name)
+    )
     with pytest.raises(_bench.SetupError, match=r"torch, which is not installed: pip install -e '\.\[bench\]'"):
         _bench.locate(folder)
 

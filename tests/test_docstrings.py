@@ -1,5 +1,6 @@
 """Every public name of SPEC §2 has a docstring: module functions, classes, and the public methods and
 properties of those classes (Tensor's generated methods included)."""
+
 import importlib
 import inspect
 
@@ -8,10 +9,21 @@ import pytest
 import batched_grad as bg
 import vmap
 
-NAMESPACES = ["batched_grad", "batched_grad.autograd", "batched_grad.autograd.functional", "batched_grad.autograd.graph",
-              "batched_grad.autograd.gradcheck", "batched_grad.linalg", "batched_grad.nn",
-              "batched_grad.nn.functional", "batched_grad.nn.init", "batched_grad.nn.utils", "batched_grad.optim",
-              "batched_grad.testing", "vmap"]
+NAMESPACES = [
+    "batched_grad",
+    "batched_grad.autograd",
+    "batched_grad.autograd.functional",
+    "batched_grad.autograd.graph",
+    "batched_grad.autograd.gradcheck",
+    "batched_grad.linalg",
+    "batched_grad.nn",
+    "batched_grad.nn.functional",
+    "batched_grad.nn.init",
+    "batched_grad.nn.utils",
+    "batched_grad.optim",
+    "batched_grad.testing",
+    "vmap",
+]
 PROJECT = ("batched_grad", "vmap")
 
 
@@ -38,8 +50,13 @@ def _undocumented_members(cls, qualname):
     """Public methods and properties of `cls` (inherited ones from this project's classes included) with no
     docstring; an override without one inherits the overridden member's, as `inspect.getdoc` does."""
     missing = []
-    names = {name for k in cls.__mro__ if _is_ours(k) for name, member in vars(k).items()
-             if not name.startswith("_") and _is_documentable(member)}
+    names = {
+        name
+        for k in cls.__mro__
+        if _is_ours(k)
+        for name, member in vars(k).items()
+        if not name.startswith("_") and _is_documentable(member)
+    }
     for name in sorted(names):
         if not any(_has_doc(vars(k)[name].__doc__) for k in cls.__mro__ if name in vars(k)):
             missing.append(f"{qualname}.{name}")

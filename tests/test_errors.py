@@ -1,4 +1,5 @@
 """The error catalogue (reference §1.7): each message is raised with torch 2.13's exception type and text."""
+
 import types
 import warnings
 
@@ -80,9 +81,33 @@ def _raise(lib, case):
         raise AssertionError(case)
 
 
-CASES = ["M1", "M2", "M3", "M5", "M6", "M7", "M8", "M9", "M10", "M11", "M12", "M13", "M16", "M17", "M20", "M21",
-         "M22", "leaf_inplace", "hook_size", "non_scalar_backward", "requires_grad_nonleaf", "retain_grad_no_grad",
-         "hook_no_grad", "inplace_saved", "backward_twice"]
+CASES = [
+    "M1",
+    "M2",
+    "M3",
+    "M5",
+    "M6",
+    "M7",
+    "M8",
+    "M9",
+    "M10",
+    "M11",
+    "M12",
+    "M13",
+    "M16",
+    "M17",
+    "M20",
+    "M21",
+    "M22",
+    "leaf_inplace",
+    "hook_size",
+    "non_scalar_backward",
+    "requires_grad_nonleaf",
+    "retain_grad_no_grad",
+    "hook_no_grad",
+    "inplace_saved",
+    "backward_twice",
+]
 
 
 def _caught(lib, case):
@@ -104,7 +129,7 @@ def test_message_matches_torch(case):
 def test_a_number_no_int64_holds_raises_like_torch():
     for lib in (bg, torch):
         with pytest.raises(OverflowError, match="int too big to convert"):
-            lib.tensor([1, 2]) * 2 ** 70
+            lib.tensor([1, 2]) * 2**70
 
 
 def test_only_inputs_false_warns_future_warning():

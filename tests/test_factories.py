@@ -1,4 +1,5 @@
 """Factories (tensor, as_tensor, from_numpy, zeros ... randint), their dtype rules and signatures, against torch."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -9,22 +10,72 @@ import batched_grad as bg
 from test_tensor import _restore_modes, assert_like_torch  # noqa: F401  (the fixture restores default dtypes)
 
 TENSOR_DATA = [
-    "1.", "1", "True", "1j", "[1, 2.]", "[True, 1]", "[True, False]", "[[1, 2], [3, 4]]", "[[1, 2], [3, 4.5]]",
-    "[1, 2j]", "[]", "[[], []]", "()", "(1, 2)", "range(3)", "[[True], [2]]", "np.float16(1)", "np.float64(2.0)",
-    "np.int32(2)", "np.bool_(True)", "[np.float64(2.0), 1.0]", "[np.float32(1.), 2.]", "[np.float16(1.), 2]",
-    "[np.int32(2), 1]", "[m.tensor(1.), m.tensor(2.)]", "[m.tensor(1., dtype=m.float64), m.tensor(2.)]",
-    "[m.tensor(1.), 2.5]", "[m.tensor(1, dtype=m.int32), 2]", "[m.tensor(1, dtype=m.int32), True]",
-    "np.array([np.array([1., 2.]), np.array([3., 4.])])", "0.1", "-2**63", "2**62", "1e40", "float('nan')",
-    "[[0.5]] * 3", "[[[1], [2]], [[3], [4]]]", "[m.ones(1), m.ones(1)]", "[[m.ones(1, 1)], [2]]",
+    "1.",
+    "1",
+    "True",
+    "1j",
+    "[1, 2.]",
+    "[True, 1]",
+    "[True, False]",
+    "[[1, 2], [3, 4]]",
+    "[[1, 2], [3, 4.5]]",
+    "[1, 2j]",
+    "[]",
+    "[[], []]",
+    "()",
+    "(1, 2)",
+    "range(3)",
+    "[[True], [2]]",
+    "np.float16(1)",
+    "np.float64(2.0)",
+    "np.int32(2)",
+    "np.bool_(True)",
+    "[np.float64(2.0), 1.0]",
+    "[np.float32(1.), 2.]",
+    "[np.float16(1.), 2]",
+    "[np.int32(2), 1]",
+    "[m.tensor(1.), m.tensor(2.)]",
+    "[m.tensor(1., dtype=m.float64), m.tensor(2.)]",
+    "[m.tensor(1.), 2.5]",
+    "[m.tensor(1, dtype=m.int32), 2]",
+    "[m.tensor(1, dtype=m.int32), True]",
+    "np.array([np.array([1., 2.]), np.array([3., 4.])])",
+    "0.1",
+    "-2**63",
+    "2**62",
+    "1e40",
+    "float('nan')",
+    "[[0.5]] * 3",
+    "[[[1], [2]], [[3], [4]]]",
+    "[m.ones(1), m.ones(1)]",
+    "[[m.ones(1, 1)], [2]]",
 ]
-TENSOR_ERRORS = ["[[1, 2], [3]]", "None", "'a'", "2**63", "[1, 2**64]", "{1: 2}", "object()", "[m.ones(2), m.ones(2)]",
-                 "[m.ones(2), m.ones(3)]"]
+TENSOR_ERRORS = [
+    "[[1, 2], [3]]",
+    "None",
+    "'a'",
+    "2**63",
+    "[1, 2**64]",
+    "{1: 2}",
+    "object()",
+    "[m.ones(2), m.ones(2)]",
+    "[m.ones(2), m.ones(3)]",
+]
 NOT_A_SEQUENCE = ["[[1, 2], 3]", "[[[1], [2]], [[3], 4]]"]
 TENSOR_OPTIONS = [
-    "[1.5, 2.5], dtype=m.int64", "[1, 2], dtype=m.float64", "True, dtype=m.float32", "2**63, dtype=m.float32",
-    "[1, 2], requires_grad=True", "[1., 2.], dtype=m.int32, requires_grad=True", "[1., 2.], requires_grad=True",
-    "3.5, requires_grad=True", "[1, 2], dtype=m.complex64", "1e40, dtype=m.float64", "[0.1], dtype=m.float16",
-    "np.array([1, 2], dtype=np.int64), dtype=m.float32", "np.array([[1.5]], dtype=np.float32), requires_grad=True",
+    "[1.5, 2.5], dtype=m.int64",
+    "[1, 2], dtype=m.float64",
+    "True, dtype=m.float32",
+    "2**63, dtype=m.float32",
+    "[1, 2], requires_grad=True",
+    "[1., 2.], dtype=m.int32, requires_grad=True",
+    "[1., 2.], requires_grad=True",
+    "3.5, requires_grad=True",
+    "[1, 2], dtype=m.complex64",
+    "1e40, dtype=m.float64",
+    "[0.1], dtype=m.float16",
+    "np.array([1, 2], dtype=np.int64), dtype=m.float32",
+    "np.array([[1.5]], dtype=np.float32), requires_grad=True",
 ]
 
 
@@ -49,16 +100,29 @@ def test_number_where_a_sequence_belongs():
         bg.tensor([1, [2, 3]])
 
 
-NUMPY_DTYPES = ["bool_", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64", "complex64",
-                "complex128"]
+NUMPY_DTYPES = [
+    "bool_",
+    "uint8",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "float16",
+    "float32",
+    "float64",
+    "complex64",
+    "complex128",
+]
 
 
 @pytest.mark.parametrize("np_dtype", NUMPY_DTYPES)
 @pytest.mark.parametrize("factory", ["tensor", "as_tensor", "from_numpy"])
 def test_numpy_arrays_keep_their_dtype(factory, np_dtype):
     for shape in [(2, 3), ()]:
-        assert_like_torch(f"a = np.arange(6).reshape(2, 3)[(slice(None),) * {len(shape)} or (0, 0)]"
-                          f".astype(np.{np_dtype})\nt = m.{factory}(a)\nt, t.dtype, t.shape")
+        assert_like_torch(
+            f"a = np.arange(6).reshape(2, 3)[(slice(None),) * {len(shape)} or (0, 0)]"
+            f".astype(np.{np_dtype})\nt = m.{factory}(a)\nt, t.dtype, t.shape"
+        )
 
 
 @pytest.mark.parametrize("np_dtype", NUMPY_DTYPES)
@@ -71,8 +135,7 @@ def test_jax_arrays_keep_their_dtype(np_dtype):
     assert bg.from_jax(a).jax() is a  # wrapped without a copy
 
 
-@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64", "int32", "int64", "bool",
-                                   "complex64"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64", "int32", "int64", "bool", "complex64"])
 def test_tensor_of_tensor_keeps_dtype_copies_and_warns(dtype):
     assert_like_torch(f"s = m.ones(2, dtype=m.{dtype})\nt = m.tensor(s)\nt.dtype, t is s, t.requires_grad")
     assert_like_torch(f"s = m.ones(2, dtype=m.{dtype})\nt = m.as_tensor(s)\nt.dtype, t is s")
@@ -84,56 +147,132 @@ def test_tensor_of_tensor_is_a_new_leaf():
 
 
 AS_TENSOR = [
-    "m.as_tensor([1, 2]).dtype", "m.as_tensor([1, 2], dtype=m.float32)", "m.as_tensor(3)",
-    "s = m.ones(2, requires_grad=True)\nm.as_tensor(s) is s", "m.as_tensor(m.ones(2), dtype=m.float64)",
+    "m.as_tensor([1, 2]).dtype",
+    "m.as_tensor([1, 2], dtype=m.float32)",
+    "m.as_tensor(3)",
+    "s = m.ones(2, requires_grad=True)\nm.as_tensor(s) is s",
+    "m.as_tensor(m.ones(2), dtype=m.float64)",
     "s = m.ones(2, requires_grad=True)\nm.as_tensor(s, dtype=m.float64).grad_fn.name()",
-    "m.from_numpy(np.arange(3.)).requires_grad", "m.from_numpy(np.array(5))", "m.from_numpy([1, 2])",
+    "m.from_numpy(np.arange(3.)).requires_grad",
+    "m.from_numpy(np.array(5))",
+    "m.from_numpy([1, 2])",
 ]
 
 SHAPES = [
-    "m.{f}(2, 3).shape", "m.{f}((2, 3)).shape", "m.{f}([2, 3]).shape", "m.{f}(()).shape", "m.{f}(0).shape",
-    "m.{f}(2, dtype=m.float64).dtype", "m.{f}(2, requires_grad=True).requires_grad", "m.{f}(-1)",
-    "m.{f}(2, -3)", "m.{f}(2.5)", "m.{f}(2, 'a')", "m.{f}(2).is_leaf", "m.{f}(2, dtype=m.int64, requires_grad=True)",
+    "m.{f}(2, 3).shape",
+    "m.{f}((2, 3)).shape",
+    "m.{f}([2, 3]).shape",
+    "m.{f}(()).shape",
+    "m.{f}(0).shape",
+    "m.{f}(2, dtype=m.float64).dtype",
+    "m.{f}(2, requires_grad=True).requires_grad",
+    "m.{f}(-1)",
+    "m.{f}(2, -3)",
+    "m.{f}(2.5)",
+    "m.{f}(2, 'a')",
+    "m.{f}(2).is_leaf",
+    "m.{f}(2, dtype=m.int64, requires_grad=True)",
     "m.{f}(np.int64(2), 2).shape",
 ]
 
 FACTORIES = [
-    "m.zeros(2, 3, dtype=m.int32)", "m.ones(2, dtype=m.float64, requires_grad=True)", "m.ones(2, dtype=m.bool)",
-    "m.zeros(2, dtype=m.complex64)", "m.empty(2, 3).shape, m.empty(2, 3).dtype",
-    "m.full((2, 2), 3.0)", "m.full((2, 2), 3)", "m.full((2, 2), True)", "m.full((2,), 1.5, dtype=m.float64)",
-    "m.full([2], 1.5, requires_grad=True)", "m.full((2,), 1j)", "m.full((2,), 2**40)",
-    "m.full((2,), 1.5, dtype=m.int64)", "m.full((2,), m.tensor(3.))", "m.full((2,), m.tensor(3))", "m.full([], 3.)",
-    "m.full(2, 1.5)", "m.full((-1,), 2.)", "m.full((2,), 3, requires_grad=True)",
-    "m.eye(3)", "m.eye(2, 3)", "m.eye(3, 2, dtype=m.int64)", "m.eye(2, dtype=m.bool)", "m.eye(3, requires_grad=True)",
-    "m.eye(0)", "m.eye(-1)", "m.eye(2.5)",
-    "m.arange(5)", "m.arange(1, 4)", "m.arange(0, 1, 0.25)", "m.arange(5.)", "m.arange(1, 2.5, 0.5)",
-    "m.arange(10, 0, -3)", "m.arange(0, 5, dtype=m.float64)", "m.arange(0, 10, 3, dtype=m.float32)",
-    "m.arange(5, requires_grad=True)", "m.arange(5., requires_grad=True)", "m.arange(0, 5, 0)", "m.arange(1, 0)",
-    "m.arange(0, 1, -0.5)", "m.arange(5, dtype=m.bool)", "m.arange(m.tensor(3))", "m.arange(np.int64(3))",
-    "m.arange(m.tensor(1.), 3)", "m.arange(0.5, 3, dtype=m.int64)", "m.arange(0.5, 3)", "m.arange(3, 3)",
-    "m.arange(0., 1., 0.1).shape", "m.arange(0, 1, 0.1, dtype=m.float64).shape", "m.arange(-3, 3, 2)",
-    "m.linspace(0, 1, 5)", "m.linspace(0, 1, 5, dtype=m.float64)", "m.linspace(0, 10, 3)", "m.linspace(-1, 1, 1)",
-    "m.linspace(0, 1, 0)", "m.linspace(0, 1, 7, requires_grad=True)", "m.linspace(0, 1, -1)",
-    "m.linspace(2, 10, 5, dtype=m.int64)", "m.linspace(0., 1., 11)",
+    "m.zeros(2, 3, dtype=m.int32)",
+    "m.ones(2, dtype=m.float64, requires_grad=True)",
+    "m.ones(2, dtype=m.bool)",
+    "m.zeros(2, dtype=m.complex64)",
+    "m.empty(2, 3).shape, m.empty(2, 3).dtype",
+    "m.full((2, 2), 3.0)",
+    "m.full((2, 2), 3)",
+    "m.full((2, 2), True)",
+    "m.full((2,), 1.5, dtype=m.float64)",
+    "m.full([2], 1.5, requires_grad=True)",
+    "m.full((2,), 1j)",
+    "m.full((2,), 2**40)",
+    "m.full((2,), 1.5, dtype=m.int64)",
+    "m.full((2,), m.tensor(3.))",
+    "m.full((2,), m.tensor(3))",
+    "m.full([], 3.)",
+    "m.full(2, 1.5)",
+    "m.full((-1,), 2.)",
+    "m.full((2,), 3, requires_grad=True)",
+    "m.eye(3)",
+    "m.eye(2, 3)",
+    "m.eye(3, 2, dtype=m.int64)",
+    "m.eye(2, dtype=m.bool)",
+    "m.eye(3, requires_grad=True)",
+    "m.eye(0)",
+    "m.eye(-1)",
+    "m.eye(2.5)",
+    "m.arange(5)",
+    "m.arange(1, 4)",
+    "m.arange(0, 1, 0.25)",
+    "m.arange(5.)",
+    "m.arange(1, 2.5, 0.5)",
+    "m.arange(10, 0, -3)",
+    "m.arange(0, 5, dtype=m.float64)",
+    "m.arange(0, 10, 3, dtype=m.float32)",
+    "m.arange(5, requires_grad=True)",
+    "m.arange(5., requires_grad=True)",
+    "m.arange(0, 5, 0)",
+    "m.arange(1, 0)",
+    "m.arange(0, 1, -0.5)",
+    "m.arange(5, dtype=m.bool)",
+    "m.arange(m.tensor(3))",
+    "m.arange(np.int64(3))",
+    "m.arange(m.tensor(1.), 3)",
+    "m.arange(0.5, 3, dtype=m.int64)",
+    "m.arange(0.5, 3)",
+    "m.arange(3, 3)",
+    "m.arange(0., 1., 0.1).shape",
+    "m.arange(0, 1, 0.1, dtype=m.float64).shape",
+    "m.arange(-3, 3, 2)",
+    "m.linspace(0, 1, 5)",
+    "m.linspace(0, 1, 5, dtype=m.float64)",
+    "m.linspace(0, 10, 3)",
+    "m.linspace(-1, 1, 1)",
+    "m.linspace(0, 1, 0)",
+    "m.linspace(0, 1, 7, requires_grad=True)",
+    "m.linspace(0, 1, -1)",
+    "m.linspace(2, 10, 5, dtype=m.int64)",
+    "m.linspace(0., 1., 11)",
     "m.linspace(1, -1, 9, dtype=m.float64)",
-    "m.zeros_like(m.tensor([1, 2]))", "m.ones_like(m.tensor([1., 2.]), dtype=m.float64)", "m.ones_like(m.tensor(2.))",
-    "m.full_like(m.tensor([1, 2]), 2.7)", "m.full_like(m.tensor([1., 2.]), 7, requires_grad=True)",
-    "m.full_like(m.tensor([True]), 3)", "m.zeros_like(m.tensor([1., 2.], requires_grad=True))",
-    "m.empty_like(m.tensor([1., 2.]), dtype=m.int64).dtype", "m.ones_like(m.ones(2), requires_grad=True)",
+    "m.zeros_like(m.tensor([1, 2]))",
+    "m.ones_like(m.tensor([1., 2.]), dtype=m.float64)",
+    "m.ones_like(m.tensor(2.))",
+    "m.full_like(m.tensor([1, 2]), 2.7)",
+    "m.full_like(m.tensor([1., 2.]), 7, requires_grad=True)",
+    "m.full_like(m.tensor([True]), 3)",
+    "m.zeros_like(m.tensor([1., 2.], requires_grad=True))",
+    "m.empty_like(m.tensor([1., 2.]), dtype=m.int64).dtype",
+    "m.ones_like(m.ones(2), requires_grad=True)",
     "m.zeros_like(m.ones(2, 3, dtype=m.float16))",
 ]
 
 RANDOM = [
-    "m.rand(2, 3).dtype, m.rand(2, 3).shape", "m.rand((2, 3)).shape", "m.rand(2, dtype=m.float64).dtype",
-    "m.rand(2, dtype=m.int64)", "m.rand(2, dtype=m.bool)", "m.rand(2, dtype=m.complex64).dtype",
-    "m.randn(2, 3, dtype=m.float64).dtype", "m.randn(2, dtype=m.int64)", "m.randn(2, dtype=m.complex64).dtype",
-    "m.rand(2, requires_grad=True).requires_grad", "m.randn(2, requires_grad=True).is_leaf",
-    "m.randint(0, 10, (3,)).dtype", "m.randint(10, (3,)).shape", "m.randint(3, 10, (2, 2), dtype=m.int32).dtype",
+    "m.rand(2, 3).dtype, m.rand(2, 3).shape",
+    "m.rand((2, 3)).shape",
+    "m.rand(2, dtype=m.float64).dtype",
+    "m.rand(2, dtype=m.int64)",
+    "m.rand(2, dtype=m.bool)",
+    "m.rand(2, dtype=m.complex64).dtype",
+    "m.randn(2, 3, dtype=m.float64).dtype",
+    "m.randn(2, dtype=m.int64)",
+    "m.randn(2, dtype=m.complex64).dtype",
+    "m.rand(2, requires_grad=True).requires_grad",
+    "m.randn(2, requires_grad=True).is_leaf",
+    "m.randint(0, 10, (3,)).dtype",
+    "m.randint(10, (3,)).shape",
+    "m.randint(3, 10, (2, 2), dtype=m.int32).dtype",
     "bool((m.randint(3, 10, (50,)) >= 3).all()), bool((m.randint(3, 10, (50,)) < 10).all())",
-    "m.randint(5, (2,), dtype=m.float32).dtype", "m.randint(0, 5, (2,), requires_grad=True)",
-    "m.randint(5, 5, (2,))", "m.rand_like(m.tensor([1., 2.], dtype=m.float64)).dtype", "m.rand_like(m.tensor([1, 2]))",
-    "m.randn_like(m.tensor([1., 2.]), dtype=m.float64).dtype", "m.randn_like(m.tensor([1, 2]))",
-    "bool(((m.rand(1000) >= 0) & (m.rand(1000) < 1)).all())", "m.rand(0).shape, m.randn(2, 0).shape",
+    "m.randint(5, (2,), dtype=m.float32).dtype",
+    "m.randint(0, 5, (2,), requires_grad=True)",
+    "m.randint(5, 5, (2,))",
+    "m.rand_like(m.tensor([1., 2.], dtype=m.float64)).dtype",
+    "m.rand_like(m.tensor([1, 2]))",
+    "m.randn_like(m.tensor([1., 2.]), dtype=m.float64).dtype",
+    "m.randn_like(m.tensor([1, 2]))",
+    "bool(((m.rand(1000) >= 0) & (m.rand(1000) < 1)).all())",
+    "m.rand(0).shape, m.randn(2, 0).shape",
 ]
 
 
@@ -148,8 +287,21 @@ def test_size_arguments_like_torch(factory, code):
     assert_like_torch(code.format(f=factory))
 
 
-@pytest.mark.parametrize("code", ["m.linspace(0, 1, 2.5)", "m.randint(0, 10, 3)", "m.rand()", "m.randn()",
-                                  "m.zeros()", "m.ones()", "m.empty()", "m.arange()", "m.full()", "m.eye()"])
+@pytest.mark.parametrize(
+    "code",
+    [
+        "m.linspace(0, 1, 2.5)",
+        "m.randint(0, 10, 3)",
+        "m.rand()",
+        "m.randn()",
+        "m.zeros()",
+        "m.ones()",
+        "m.empty()",
+        "m.arange()",
+        "m.full()",
+        "m.eye()",
+    ],
+)
 def test_argument_parser_errors_have_torch_types(code):
     assert_like_torch(code, error="type")
 
@@ -172,8 +324,16 @@ def test_empty_zeros_ones_values(code):
     assert_like_torch(code)
 
 
-@pytest.mark.parametrize("draw", ["bg.rand(3, 4)", "bg.randn(5)", "bg.randint(0, 100, (6,))",
-                                  "bg.rand_like(bg.ones(2))", "bg.randn(2, dtype=bg.complex64)"])
+@pytest.mark.parametrize(
+    "draw",
+    [
+        "bg.rand(3, 4)",
+        "bg.randn(5)",
+        "bg.randint(0, 100, (6,))",
+        "bg.rand_like(bg.ones(2))",
+        "bg.randn(2, dtype=bg.complex64)",
+    ],
+)
 def test_manual_seed_makes_draws_reproducible(draw):
     bg.manual_seed(1234)
     first = [eval(draw).tolist() for _ in range(2)]
@@ -199,7 +359,7 @@ def test_numpy_interop():
     a = np.asarray(t)
     assert a.dtype == np.float64 and a.tolist() == [[1.5, 2.0]]
     assert np.asarray(t, dtype=np.float32).dtype == np.float32
-    assert repr(bg.tensor([1., 2.]) + np.ones(2)) == "tensor([2., 3.], dtype=torch.float64)"  # as torch: a tensor
+    assert repr(bg.tensor([1.0, 2.0]) + np.ones(2)) == "tensor([2., 3.], dtype=torch.float64)"  # as torch: a tensor
     assert_like_torch("m.tensor([1., 2.]) * np.float64(2.), m.tensor([1, 2]) * np.int32(2)")  # a NumPy scalar: a number
     x = bg.tensor([1.0, 2.0], requires_grad=True)
     with pytest.raises(RuntimeError, match=r"Use tensor.detach\(\).numpy\(\) instead"):
@@ -215,7 +375,17 @@ def test_from_jax_rejects_other_types():
 def test_factories_follow_float64_default():
     torch.set_default_dtype(torch.float64)
     bg.set_default_dtype(bg.float64)
-    for code in ["m.tensor([1.5])", "m.tensor(1j)", "m.zeros(1)", "m.full((1,), 2.)", "m.arange(2.)",
-                 "m.linspace(0, 1, 3)", "m.eye(1)", "m.rand(1).dtype", "m.tensor([m.tensor(1., dtype=m.float32), 2.])",
-                 "m.tensor([1, 2.5j])", "m.randint(3, (2,)).dtype"]:
+    for code in [
+        "m.tensor([1.5])",
+        "m.tensor(1j)",
+        "m.zeros(1)",
+        "m.full((1,), 2.)",
+        "m.arange(2.)",
+        "m.linspace(0, 1, 3)",
+        "m.eye(1)",
+        "m.rand(1).dtype",
+        "m.tensor([m.tensor(1., dtype=m.float32), 2.])",
+        "m.tensor([1, 2.5j])",
+        "m.randint(3, (2,)).dtype",
+    ]:
         assert_like_torch(code)

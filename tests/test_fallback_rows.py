@@ -1,6 +1,7 @@
 """The per-row fallback (vmap/_fallback.py) against torch's loop over rows, and what it compiles: on the CPU backend
 rows are sliced and results stacked on the host (nothing compiles), elsewhere one kernel per shape (never a number
 of kernels that grows with the row count)."""
+
 import jax
 import numpy as np
 import pytest
@@ -31,7 +32,7 @@ def _cube_and_sine(lib):
         def forward(ctx, a, scale):
             ctx.save_for_backward(a)
             values = a.detach().numpy()
-            return lib.from_numpy(values ** 3), lib.from_numpy(np.sin(values))
+            return lib.from_numpy(values**3), lib.from_numpy(np.sin(values))
 
         @staticmethod
         def backward(ctx, g_cube, g_sine):
@@ -39,7 +40,7 @@ def _cube_and_sine(lib):
             values, g_cube, g_sine = a.detach().numpy(), g_cube.numpy(), g_sine.numpy()
             if not g_cube.any() and not g_sine.any():
                 return None, None
-            return lib.from_numpy(3 * values ** 2 * g_cube + np.cos(values) * g_sine), None
+            return lib.from_numpy(3 * values**2 * g_cube + np.cos(values) * g_sine), None
 
     return CubeAndSine
 
@@ -66,8 +67,16 @@ def _batched(x, cube, sine, outputs=2):
 def _torch_loop(x, cube, sine, outputs=2):
     a = torch.tensor(x, requires_grad=True)
     y = TorchCubeAndSine.apply(a, torch.tensor(np.float32(2.0), requires_grad=True))
-    rows = [torch.autograd.grad(list(y[:outputs]), a, [torch.tensor(cube[b]), torch.tensor(sine[b])][:outputs],
-                                retain_graph=True, materialize_grads=True)[0] for b in range(len(cube))]
+    rows = [
+        torch.autograd.grad(
+            list(y[:outputs]),
+            a,
+            [torch.tensor(cube[b]), torch.tensor(sine[b])][:outputs],
+            retain_graph=True,
+            materialize_grads=True,
+        )[0]
+        for b in range(len(cube))
+    ]
     return torch.stack(rows)
 
 
@@ -103,13 +112,16 @@ def _compiles_of_a_jacobian(rows, identity):
     through the Function."""
     n = rows if identity else rows + 3
     x = np.linspace(-1.0, 1.0, n).astype(np.float32)
-    cube = np.eye(rows, dtype=np.float32) if identity else np.random.default_rng(rows).standard_normal(
-        (rows, n)).astype(np.float32)
+    cube = (
+        np.eye(rows, dtype=np.float32)
+        if identity
+        else np.random.default_rng(rows).standard_normal((rows, n)).astype(np.float32)
+    )
     before = _lazy.compile_count(), _xla_compiles[0]
     a = bg.tensor(x, requires_grad=True)
     cubed, _ = BgCubeAndSine.apply(a, 1.0)
     (g,) = bg.autograd.grad(cubed, a, bg.tensor(cube), is_grads_batched=True)
-    np.testing.assert_allclose(g.numpy(), cube * 3 * x ** 2, rtol=1e-6)
+    np.testing.assert_allclose(g.numpy(), cube * 3 * x**2, rtol=1e-6)
     return _lazy.compile_count() - before[0], _xla_compiles[0] - before[1]
 
 
@@ -131,8 +143,10 @@ def test_compiles_of_the_kernel_path_do_not_grow_with_the_row_count(monkeypatch)
 def test_fallback_warning_is_raised_when_enabled():
     x = np.linspace(-1.0, 1.0, 5)
     cube, sine = _cotangents(7, 5, np.float64, seed=3)
-    with vmap.fallback_warnings(), pytest.warns(vmap.FallbackWarning,
-                                                match="CubeAndSineBackward could not be vectorized .*7 rows"):
+    with (
+        vmap.fallback_warnings(),
+        pytest.warns(vmap.FallbackWarning, match="CubeAndSineBackward could not be vectorized .*7 rows"),
+    ):
         _batched(x, cube, sine)
 
 

@@ -1,6 +1,7 @@
 """bg.from_numpy shares the array's memory as torch.from_numpy does: NumPy writes reach the tensor and the tensor's
 in-place writes reach the array, however often it has been read; and numpy() of a tensor that requires grad works
 where grad mode is off, as in torch 2.13. Each case runs with `m` bound to torch and to batched_grad."""
+
 import warnings
 
 import numpy as np
@@ -86,7 +87,8 @@ AS_TENSOR = [
     "a = np.arange(3.)\nt = m.as_tensor(a, dtype=m.float64)\na[0] = 7\nt.add_(1)\na, t",
     "a = np.arange(3.)\nt = m.as_tensor(a, dtype=m.float32)\na[0] = 7\nt.add_(1)\na, t",
     "a = np.arange(6)\nt = m.as_tensor(a[::2], device='cpu')\na[2] = 7\nt.add_(1)\na, t",
-    "m.as_tensor(np.arange(6.)[::-1])", "m.as_tensor(np.arange(3, dtype='>f4'))",
+    "m.as_tensor(np.arange(6.)[::-1])",
+    "m.as_tensor(np.arange(3, dtype='>f4'))",
     "a = np.arange(3.)\nt = m.as_tensor([a[0], a[1]])\na[0] = 7\nt",
 ]
 
@@ -96,8 +98,10 @@ def test_as_tensor_shares_an_array_of_its_dtype_like_torch(code):
     assert_like_torch(code)
 
 
-NP_ARRAY = ["a = np.arange(3.)\nt = m.from_numpy(a)\nb = np.array(t)\nb[0] = 9\na, np.shares_memory(a, b)",
-            "t = m.ones(2)\nt * 1\nt * 1\nb = np.array(t)\nb[0] = 9\nb, t"]
+NP_ARRAY = [
+    "a = np.arange(3.)\nt = m.from_numpy(a)\nb = np.array(t)\nb[0] = 9\na, np.shares_memory(a, b)",
+    "t = m.ones(2)\nt * 1\nt * 1\nb = np.array(t)\nb[0] = 9\nb, t",
+]
 
 
 @pytest.mark.parametrize("code", NP_ARRAY)
@@ -122,10 +126,12 @@ def test_arguments_like_torch(code):
 
 
 def test_a_read_only_array_warns_with_torchs_words_and_keeps_its_values():
-    expected = ("The given NumPy array is not writable, and PyTorch does not support non-writable tensors. This means "
-                "writing to this tensor will result in undefined behavior. You may want to copy the array to protect "
-                "its data or make it writable before converting it to a tensor. This type of warning will be "
-                "suppressed for the rest of this program.")
+    expected = (
+        "The given NumPy array is not writable, and PyTorch does not support non-writable tensors. This means "
+        "writing to this tensor will result in undefined behavior. You may want to copy the array to protect "
+        "its data or make it writable before converting it to a tensor. This type of warning will be "
+        "suppressed for the rest of this program."
+    )
     a = np.arange(3.0)
     a.flags.writeable = False
     _tensor._warned.discard(expected)
@@ -196,9 +202,9 @@ def test_a_shared_tensor_as_jacobian_input_and_grad_output():
     a = np.array([1.0, 2.0])
     for m in (torch, bg):
         x = m.from_numpy(a.copy())
-        jac = [m.autograd.functional.jacobian(lambda v: v ** 2, x).tolist()]
+        jac = [m.autograd.functional.jacobian(lambda v: v**2, x).tolist()]
         x.numpy()[:] = [3.0, 4.0]
-        jac.append(m.autograd.functional.jacobian(lambda v: v ** 2, x).tolist())
+        jac.append(m.autograd.functional.jacobian(lambda v: v**2, x).tolist())
         assert jac == [[[2.0, 0.0], [0.0, 4.0]], [[6.0, 0.0], [0.0, 8.0]]]
 
 

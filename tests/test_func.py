@@ -1,5 +1,6 @@
 """batched_grad.func against torch.func 2.13: each case is written once against a library `m` and its `F = m.func`,
 run with torch and with batched_grad, and every result compared (float64, rtol 1e-6)."""
+
 import collections
 
 import numpy as np
@@ -48,32 +49,39 @@ CASES = {
     "grad negative argnum": lambda m, F: F.grad(lambda x, w: loss(m, x, w), argnums=-1)(t(m, X5), t(m, W)),
     "grad has_aux": lambda m, F: F.grad(lambda x: (loss(m, x, t(m, W)), {"x2": x * 2}), has_aux=True)(t(m, X5)),
     "grad dict input": lambda m, F: F.grad(lambda p, x: loss(m, x, p["w"]) + p["b"].sum())(
-        {"w": t(m, W), "b": t(m, X3)}, t(m, X5)),
+        {"w": t(m, W), "b": t(m, X3)}, t(m, X5)
+    ),
     "grad kwargs": lambda m, F: F.grad(lambda x, scale=1.0: loss(m, x, t(m, W)) * scale)(t(m, X5), scale=3.0),
     "grad unused input": lambda m, F: F.grad(lambda x, y: (x * 2).sum(), argnums=(0, 1))(t(m, X5), t(m, X3)),
     "grad_and_value": lambda m, F: F.grad_and_value(lambda x: loss(m, x, t(m, W)))(t(m, X5)),
-    "grad_and_value has_aux": lambda m, F: F.grad_and_value(lambda x: (loss(m, x, t(m, W)), x.sum()),
-                                                            has_aux=True)(t(m, X5)),
+    "grad_and_value has_aux": lambda m, F: F.grad_and_value(lambda x: (loss(m, x, t(m, W)), x.sum()), has_aux=True)(
+        t(m, X5)
+    ),
     "grad of grad": lambda m, F: F.grad(lambda x: F.grad(lambda y: loss(m, y, t(m, W)))(x).sum())(t(m, X5)),
     "grad with autograd.grad inside": lambda m, F: F.grad(
-        lambda x: m.autograd.grad(loss(m, x, t(m, W)), x, create_graph=True)[0].pow(2).sum())(t(m, X5)),
+        lambda x: m.autograd.grad(loss(m, x, t(m, W)), x, create_graph=True)[0].pow(2).sum()
+    )(t(m, X5)),
     "grad closing over its input's outer value": lambda m, F: F.grad(
-        lambda x: F.grad(lambda y: (x * y).sum())(x).sum())(t(m, X5)),
+        lambda x: F.grad(lambda y: (x * y).sum())(x).sum()
+    )(t(m, X5)),
     "vjp": lambda m, F: _vjp(m, F),
     "vjp dict output has_aux": lambda m, F: _vjp_dict(m, F),
     "jvp": lambda m, F: F.jvp(lambda x, w: m.tanh(w @ x), (t(m, X5), t(m, W)), (t(m, X5[::-1].copy()), t(m, W) * 0.5)),
     "jvp has_aux": lambda m, F: F.jvp(lambda x: (m.sin(x), {"c": m.cos(x)}), (t(m, X5),), (t(m, X5),), has_aux=True),
     "jvp of a function that reads values": lambda m, F: F.jvp(
-        lambda x: x * 2 if x.sum().item() > 0 else x * 3, (t(m, X5),), (t(m, X5),)),
+        lambda x: x * 2 if x.sum().item() > 0 else x * 3, (t(m, X5),), (t(m, X5),)
+    ),
     "jacrev": lambda m, F: F.jacrev(lambda x: m.tanh(t(m, W) @ x))(t(m, X5)),
-    "jacrev argnums tuple, tuple output": lambda m, F: F.jacrev(lambda x, w: (m.tanh(w @ x), (x * x).sum()),
-                                                                argnums=(0, 1))(t(m, X5), t(m, W)),
+    "jacrev argnums tuple, tuple output": lambda m, F: F.jacrev(
+        lambda x, w: (m.tanh(w @ x), (x * x).sum()), argnums=(0, 1)
+    )(t(m, X5), t(m, W)),
     "jacrev dict input": lambda m, F: F.jacrev(lambda p: m.tanh(p["w"] @ p["x"]))({"w": t(m, W), "x": t(m, X5)}),
     "jacrev chunk_size": lambda m, F: F.jacrev(lambda x: m.tanh(t(m, W) @ x), chunk_size=2)(t(m, X5)),
     "jacrev has_aux": lambda m, F: F.jacrev(lambda x: (m.sin(x), x.sum()), has_aux=True)(t(m, X5)),
     "jacrev constant output": lambda m, F: F.jacrev(lambda x: (x * 2, t(m, X3)))(t(m, X5)),
     "jacrev one-element output, unused argnum": lambda m, F: F.jacrev(
-        lambda x, w: loss(m, x, t(m, W)).reshape(1, 1), argnums=(0, 1))(t(m, X5), t(m, W)),
+        lambda x, w: loss(m, x, t(m, W)).reshape(1, 1), argnums=(0, 1)
+    )(t(m, X5), t(m, W)),
     "jacfwd": lambda m, F: F.jacfwd(lambda x: m.tanh(t(m, W) @ x))(t(m, X5)),
     "jacfwd argnums tuple": lambda m, F: F.jacfwd(lambda x, w: m.tanh(w @ x), argnums=(0, 1))(t(m, X5), t(m, W)),
     "jacfwd has_aux": lambda m, F: F.jacfwd(lambda x: (m.sin(x), x.sum()), has_aux=True)(t(m, X5)),
@@ -84,14 +92,16 @@ CASES = {
     "linearize": lambda m, F: _linearize(m, F),
     "vmap of grad": lambda m, F: F.vmap(F.grad(lambda x: loss(m, x, t(m, W))))(t(m, XS)),
     "vmap of grad, weights unbatched": lambda m, F: F.vmap(F.grad(lambda w, x: loss(m, x, w)), in_dims=(None, 0))(
-        t(m, W), t(m, XS)),
+        t(m, W), t(m, XS)
+    ),
     "vmap of jacrev": lambda m, F: F.vmap(F.jacrev(lambda x: m.tanh(t(m, W) @ x)))(t(m, XS)),
     "vmap of jacfwd": lambda m, F: F.vmap(F.jacfwd(lambda x: m.tanh(t(m, W) @ x)))(t(m, XS)),
     "vmap of hessian": lambda m, F: F.vmap(F.hessian(lambda x: loss(m, x, t(m, W))))(t(m, XS)),
     "vmap of vjp": lambda m, F: F.vmap(lambda x, v: F.vjp(lambda y: m.sin(y) * y, x)[1](v))(t(m, XS), t(m, XS) * 2),
     "vmap of jvp": lambda m, F: F.vmap(lambda x, v: F.jvp(lambda y: m.sin(y) * y, (x,), (v,)))(t(m, XS), t(m, XS)),
     "nested vmap of grad": lambda m, F: F.vmap(F.vmap(F.grad(lambda x: (m.sin(x) * x).sum())))(
-        t(m, XS).reshape(2, 2, 5)),
+        t(m, XS).reshape(2, 2, 5)
+    ),
 }
 
 
@@ -123,7 +133,7 @@ def test_results_are_differentiable_outside_with_respect_to_captured_tensors():
         g = F.grad(lambda x: loss(m, x, w))(t(m, X5))
         jac = F.jacrev(lambda x: m.tanh(w @ x))(t(m, X5))
         per_sample = F.vmap(F.grad(lambda x: loss(m, x, w)))(t(m, XS))
-        total = (g ** 2).sum() + jac.sum() + per_sample.pow(2).sum()
+        total = (g**2).sum() + jac.sum() + per_sample.pow(2).sum()
         return g.requires_grad, m.autograd.grad(total, w)
 
     assert_tree(run(bg, bg.func), run(torch, torch.func))
@@ -176,6 +186,7 @@ def test_errors_as_torch_func(name):
 
 # ---- functional_call and stack_module_state ----------------------------------------------------------------------
 
+
 def _model(m, seed):
     torch.manual_seed(seed)
     ref = torch.nn.Sequential(torch.nn.Linear(5, 4), torch.nn.Tanh(), torch.nn.Linear(4, 2)).double()
@@ -200,8 +211,13 @@ def test_functional_call_and_per_sample_gradients_as_torch():
 
         per_sample = F.vmap(F.grad(sample_loss), in_dims=(None, 0, 0))(params, x, y)
         split = F.functional_call(model, ({"0.weight": params["0.weight"]}, {"0.bias": params["0.bias"] * 0}), x)
-        return (F.functional_call(model, doubled, x), F.functional_call(model, doubled, args=(x,)), split,
-                per_sample, model(x))
+        return (
+            F.functional_call(model, doubled, x),
+            F.functional_call(model, doubled, args=(x,)),
+            split,
+            per_sample,
+            model(x),
+        )
 
     assert_tree(run(bg, bg.func), run(torch, torch.func))
 
@@ -222,12 +238,15 @@ def test_model_ensembling_with_stack_module_state_as_torch():
 
 
 MODULE_ERRORS = {
-    "strict missing": lambda m, F: F.functional_call(_model(m, 0), {"0.weight": t(m, W[:, :4].T.copy())},
-                                                     (t(m, XS),), strict=True),
+    "strict missing": lambda m, F: F.functional_call(
+        _model(m, 0), {"0.weight": t(m, W[:, :4].T.copy())}, (t(m, XS),), strict=True
+    ),
     "strict unexpected": lambda m, F: F.functional_call(
-        _model(m, 0), {**dict(_model(m, 0).named_parameters()), "extra": t(m, X3)}, (t(m, XS),), strict=True),
-    "repeated keys": lambda m, F: F.functional_call(_model(m, 0), ({"0.bias": t(m, X3)}, {"0.bias": t(m, X3)}),
-                                                    (t(m, XS),)),
+        _model(m, 0), {**dict(_model(m, 0).named_parameters()), "extra": t(m, X3)}, (t(m, XS),), strict=True
+    ),
+    "repeated keys": lambda m, F: F.functional_call(
+        _model(m, 0), ({"0.bias": t(m, X3)}, {"0.bias": t(m, X3)}), (t(m, XS),)
+    ),
     "not a dict": lambda m, F: F.functional_call(_model(m, 0), 3, (t(m, XS),)),
     "no models": lambda m, F: F.stack_module_state([]),
     "mixed classes": lambda m, F: F.stack_module_state([m.nn.Linear(2, 2), m.nn.Tanh()]),
@@ -260,8 +279,9 @@ def test_the_module_is_left_as_it_was():
     assert all(a is b for a, b in zip(before.values(), dict(model.named_parameters()).values()))
 
 
-@pytest.mark.parametrize("name", ["grad", "jacrev", "jacfwd", "hessian", "vmap of grad", "vmap of jacrev", "jvp",
-                                  "jacrev of jacrev"])
+@pytest.mark.parametrize(
+    "name", ["grad", "jacrev", "jacfwd", "hessian", "vmap of grad", "vmap of jacrev", "jvp", "jacrev of jacrev"]
+)
 def test_a_repeated_transform_compiles_nothing_after_its_first_calls(name):
     for call in range(7):
         before = bg.compile_count()
@@ -274,6 +294,7 @@ def test_a_repeated_transform_compiles_nothing_after_its_first_calls(name):
 def test_forward_mode_results_are_differentiable_with_respect_to_captured_tensors():
     """A PINN-style loss: derivatives of a model's output with respect to its input by forward mode, then the
     gradient of a loss of them with respect to the model's weights."""
+
     def run(m, F):
         w = m.tensor(W, dtype=m.float64, requires_grad=True)
         u = lambda x: m.tanh(w @ x).sum()  # noqa: E731
@@ -281,7 +302,7 @@ def test_forward_mode_results_are_differentiable_with_respect_to_captured_tensor
         _, u_x = F.jvp(u, (x,), (m.ones(5, dtype=m.float64),))
         jac = F.jacfwd(lambda v: m.tanh(w @ v))(x)
         hess = F.hessian(u)(x)
-        loss = u_x ** 2 + jac.pow(2).sum() + hess.diagonal().sum()
+        loss = u_x**2 + jac.pow(2).sum() + hess.diagonal().sum()
         with m.no_grad():
             off = F.jacfwd(lambda v: m.tanh(w @ v))(x)
         return u_x.requires_grad, off.requires_grad, m.autograd.grad(loss, w)

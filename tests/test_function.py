@@ -1,5 +1,6 @@
 """autograd.Function (ctx API, setup_context style, once_differentiable, backwards that leave JAX) and
 anomaly mode, against torch 2.13."""
+
 import warnings
 
 import numpy as np
@@ -16,12 +17,12 @@ def make_functions(lib):
         def forward(ctx, x, scale):
             ctx.save_for_backward(x)
             ctx.scale = scale
-            return x ** 3 * scale
+            return x**3 * scale
 
         @staticmethod
         def backward(ctx, g):
             (x,) = ctx.saved_tensors
-            return g * 3 * x ** 2 * ctx.scale, None
+            return g * 3 * x**2 * ctx.scale, None
 
     class NumpySquare(lib.autograd.Function):  # backward leaves the array library entirely
         @staticmethod
@@ -130,6 +131,7 @@ def test_double_backward_through_function():
 
 def test_once_differentiable_refuses_double_backward():
     for lib in (bg, torch):
+
         class Square(lib.autograd.Function):
             @staticmethod
             def forward(ctx, x):
@@ -153,6 +155,7 @@ def test_once_differentiable_refuses_double_backward():
 
 def test_wrong_number_of_gradients_is_a_clear_error():
     for lib in (bg, torch):
+
         class Bad(lib.autograd.Function):
             @staticmethod
             def forward(ctx, x, y):
@@ -174,7 +177,9 @@ def test_anomaly_mode_names_the_node_and_shows_the_forward_trace():
             y = (x.sqrt() * 0).sum()  # d/dx sqrt at 0 is inf; inf * 0 = nan
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
-                with pytest.raises(RuntimeError, match=r"Function 'SqrtBackward0' returned nan values in its 0th output."):
+                with pytest.raises(
+                    RuntimeError, match=r"Function 'SqrtBackward0' returned nan values in its 0th output."
+                ):
                     y.backward()
         assert any("Traceback of forward call that caused the error" in str(w.message) for w in caught)
 

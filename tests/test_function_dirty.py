@@ -1,6 +1,7 @@
 """autograd.Function against torch 2.13: ctx.mark_dirty (the output is the modified input itself, its version bumped
 and its history rebased onto the Function's node, with torch's errors), and Functions with non-Tensor outputs (one
 gradient per output reaches backward; extra trailing Nones from backward are accepted)."""
+
 import warnings
 
 import numpy as np
@@ -83,8 +84,14 @@ def dirty_functions(lib):
         def backward(ctx, g1, g2):
             return g1 * 2 + g2 * 6
 
-    return dict(double=Double, add_into=AddInto, exp=ExpSavingOutput, square=SquareSavingInput,
-                identity=IdentitySavingInput, double_and_triple=DoubleAndTriple)
+    return dict(
+        double=Double,
+        add_into=AddInto,
+        exp=ExpSavingOutput,
+        square=SquareSavingInput,
+        identity=IdentitySavingInput,
+        double_and_triple=DoubleAndTriple,
+    )
 
 
 def values(lib, n=4, seed=0):
@@ -125,7 +132,7 @@ def test_dirty_view_writes_through_to_its_base_and_its_sibling_views():
         middle, tail = base[1:4], base[3:]
         y = dirty_functions(lib)["double"].apply(middle)
         assert y is middle
-        loss = (base ** 2).sum() + (middle * 3).sum() + tail.sum()
+        loss = (base**2).sum() + (middle * 3).sum() + tail.sum()
         seen.append((base, middle, tail, lib.autograd.grad(loss, a), base._version))
     assert_same(seen[1][:4], seen[0][:4])
     assert seen[1][4] == seen[0][4] == 2
@@ -151,16 +158,18 @@ def test_dirty_function_under_is_grads_batched_equals_the_rows():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", vmap.FallbackWarning)
         (batched,) = bg.autograd.grad(y, a, cotangents, retain_graph=True, is_grads_batched=True)
-        (batched_graph,) = bg.autograd.grad(y, a, cotangents, retain_graph=True, is_grads_batched=True,
-                                            create_graph=True)
+        (batched_graph,) = bg.autograd.grad(
+            y, a, cotangents, retain_graph=True, is_grads_batched=True, create_graph=True
+        )
     ta = values(torch)
     ty = torch.exp(ta * 2)
     rows = [torch.autograd.grad(ty, ta, torch.tensor(c.numpy()), retain_graph=True)[0] for c in cotangents]
     assert_same(batched, torch.stack(rows), rtol=1e-12)
     assert_same(batched_graph, torch.stack(rows), rtol=1e-12)
     (gg,) = bg.autograd.grad(batched_graph.sum(), a)
-    (tgg,) = torch.autograd.grad(torch.autograd.grad(ty, ta, torch.tensor(cotangents.numpy().sum(0)),
-                                                     create_graph=True)[0].sum(), ta)
+    (tgg,) = torch.autograd.grad(
+        torch.autograd.grad(ty, ta, torch.tensor(cotangents.numpy().sum(0)), create_graph=True)[0].sum(), ta
+    )
     assert_same(gg, tgg, rtol=1e-12)
 
 
@@ -225,6 +234,7 @@ def test_dirty_two_outputs_of_a_non_view_match_torch():
 
 def test_mark_dirty_of_a_non_tensor_and_of_a_non_input():
     for lib in (torch, bg):
+
         class MarksANumber(lib.autograd.Function):
             @staticmethod
             def forward(ctx, x):
@@ -253,12 +263,17 @@ def test_mark_dirty_of_a_non_tensor_and_of_a_non_input():
             warnings.simplefilter("always")
             y = MarksItsOutput.apply(lib.ones(2, requires_grad=True))
         assert y.grad_fn.name() == "MarksItsOutputBackward"
-        assert any(str(w.message).startswith("ctx.mark_dirty() received a tensor that was not an input. Only input "
-                                             "Tensors that have been mutated should be passed to ctx.mark_dirty().")
-                   for w in caught), lib.__name__
+        assert any(
+            str(w.message).startswith(
+                "ctx.mark_dirty() received a tensor that was not an input. Only input "
+                "Tensors that have been mutated should be passed to ctx.mark_dirty()."
+            )
+            for w in caught
+        ), lib.__name__
 
 
 # ---- non-Tensor outputs ---------------------------------------------------------------------------------------
+
 
 def mixed_outputs(lib, received, materialize=True):
     class Mixed(lib.autograd.Function):  # (number, Tensor, str, integer Tensor, Tensor)
@@ -317,8 +332,12 @@ def extra_gradients(lib, extra):
     return Scale
 
 
-EXTRAS = {"one None": lambda lib: (None,), "two Nones": lambda lib: (None, None),
-          "a Tensor": lambda lib: (lib.ones(3),), "a number after a None": lambda lib: (None, 2.0)}
+EXTRAS = {
+    "one None": lambda lib: (None,),
+    "two Nones": lambda lib: (None, None),
+    "a Tensor": lambda lib: (lib.ones(3),),
+    "a number after a None": lambda lib: (None, 2.0),
+}
 
 
 def test_extra_trailing_gradients_are_accepted_only_when_all_none():

@@ -1,5 +1,6 @@
 """bg.autograd.functional against torch.autograd.functional: values, output structures, create_graph, strict
 errors, forward mode, chunking, argument errors, and that repeated Jacobians compile nothing."""
+
 import numpy as np
 import pytest
 import torch
@@ -16,8 +17,10 @@ X, W = _RNG.uniform(0.5, 1.5, 3), _RNG.standard_normal((2, 3))
 
 def _leaves(m, requires_grad=False):
     """The point every test differentiates at, as module m's float64 tensors."""
-    return (m.tensor(X, dtype=m.float64, requires_grad=requires_grad),
-            m.tensor(W, dtype=m.float64, requires_grad=requires_grad))
+    return (
+        m.tensor(X, dtype=m.float64, requires_grad=requires_grad),
+        m.tensor(W, dtype=m.float64, requires_grad=requires_grad),
+    )
 
 
 def _args(m, spec, requires_grad=False):
@@ -30,14 +33,14 @@ def _args(m, spec, requires_grad=False):
 FUNCS = {
     "elementwise": (lambda m, u: m.tanh(u) * u, "x"),
     "elementwise in a tuple": (lambda m, u: m.tanh(u) * u, "x,"),
-    "tuple out": (lambda m, u: (m.tanh(u) * u, (u ** 2).sum()), "x"),
+    "tuple out": (lambda m, u: (m.tanh(u) * u, (u**2).sum()), "x"),
     "tuple in, tuple out": (lambda m, u, w: (m.tanh(w @ u), (u * u).sum() * w), "xw"),
     "unused input": (lambda m, u, w: m.sin(u), "xw"),
     "one-element output": (lambda m, u, w: (m.tanh(w @ u) ** 2).sum().reshape(1, 1), "xw"),
-    "scalar output, unused input": (lambda m, u, w: (u ** 3).sum(), "xw"),
+    "scalar output, unused input": (lambda m, u, w: (u**3).sum(), "xw"),
 }
 SCALAR_FUNCS = {
-    "one input": (lambda m, u: (u ** 3).sum() * u.sum(), "x"),
+    "one input": (lambda m, u: (u**3).sum() * u.sum(), "x"),
     "two inputs": (lambda m, u, w: (m.tanh(u) ** 2).sum() * (w * w).sum(), "xw"),
 }
 JACOBIAN_MODES = {
@@ -92,11 +95,15 @@ def _like_outputs(func):
     def v(m, inputs):
         out = func(m, *inputs) if isinstance(inputs, tuple) else func(m, inputs)
         return tuple(o.detach() * 2 - 1 for o in out) if isinstance(out, tuple) else out.detach() * 2 - 1
+
     return v
 
 
-PRODUCTS = [("vjp", c) for c in FUNCS] + [("jvp", c) for c in FUNCS] + \
-           [(name, c) for name in ("hvp", "vhp") for c in SCALAR_FUNCS]
+PRODUCTS = (
+    [("vjp", c) for c in FUNCS]
+    + [("jvp", c) for c in FUNCS]
+    + [(name, c) for name in ("hvp", "vhp") for c in SCALAR_FUNCS]
+)
 
 
 def _product_case(name, case):
@@ -115,8 +122,9 @@ def test_products_match_torch(name, case):
 @pytest.mark.parametrize("name", ["vjp", "jvp", "hvp", "vhp"])
 def test_v_may_be_omitted_for_a_single_element(name):
     func = SCALAR_FUNCS["one input"][0]
-    got, expected = [getattr(FUNCTIONAL[m], name)(lambda u: func(m, u), m.tensor([0.7], dtype=m.float64))
-                     for m in (bg, torch)]
+    got, expected = [
+        getattr(FUNCTIONAL[m], name)(lambda u: func(m, u), m.tensor([0.7], dtype=m.float64)) for m in (bg, torch)
+    ]
     assert_same(got, expected, rtol=1e-12)
 
 
@@ -128,12 +136,17 @@ def _weighted_sum(m, result, seed=1):
     return (result * m.tensor(weights, dtype=m.float64)).sum()
 
 
-CREATE_GRAPH = [("vjp", "tuple in, tuple out", {}), ("jvp", "tuple in, tuple out", {}),
-                ("hvp", "one input", {}), ("vhp", "two inputs", {}),
-                ("jacobian", "tuple in, tuple out", {}), ("jacobian", "tuple in, tuple out", {"vectorize": True}),
-                ("jacobian", "one-element output", {"vectorize": True}),
-                ("jacobian", "scalar output, unused input", {"vectorize": True}),
-                ("hessian", "one input", {"vectorize": True})]
+CREATE_GRAPH = [
+    ("vjp", "tuple in, tuple out", {}),
+    ("jvp", "tuple in, tuple out", {}),
+    ("hvp", "one input", {}),
+    ("vhp", "two inputs", {}),
+    ("jacobian", "tuple in, tuple out", {}),
+    ("jacobian", "tuple in, tuple out", {"vectorize": True}),
+    ("jacobian", "one-element output", {"vectorize": True}),
+    ("jacobian", "scalar output, unused input", {"vectorize": True}),
+    ("hessian", "one input", {"vectorize": True}),
+]
 
 
 @pytest.mark.parametrize("name, case, kwargs", CREATE_GRAPH)
@@ -162,18 +175,23 @@ def test_without_create_graph_results_are_detached_and_inputs_untouched():
 
 # strict mode: each case raises in torch; batched_grad must raise the same type with the same message
 STRICT = {
-    "vjp: input unused": lambda m: FUNCTIONAL[m].vjp(lambda u, w: u * 2, _args(m, "xw"),
-                                                     m.ones(3, dtype=m.float64), strict=True),
+    "vjp: input unused": lambda m: FUNCTIONAL[m].vjp(
+        lambda u, w: u * 2, _args(m, "xw"), m.ones(3, dtype=m.float64), strict=True
+    ),
     "vjp: constant output": lambda m: FUNCTIONAL[m].vjp(lambda u: m.ones(3), _args(m, "x"), strict=True),
-    "vjp: linear, create_graph": lambda m: FUNCTIONAL[m].vjp(lambda u: u * 2, _args(m, "x"), m.ones(3, dtype=m.float64),
-                                                             strict=True, create_graph=True),
-    "jvp: input unused": lambda m: FUNCTIONAL[m].jvp(lambda u, w: u * 2, _args(m, "xw"),
-                                                     _like_inputs(m, _args(m, "xw")), strict=True),
+    "vjp: linear, create_graph": lambda m: FUNCTIONAL[m].vjp(
+        lambda u: u * 2, _args(m, "x"), m.ones(3, dtype=m.float64), strict=True, create_graph=True
+    ),
+    "jvp: input unused": lambda m: FUNCTIONAL[m].jvp(
+        lambda u, w: u * 2, _args(m, "xw"), _like_inputs(m, _args(m, "xw")), strict=True
+    ),
     "jacobian: input unused": lambda m: FUNCTIONAL[m].jacobian(lambda u, w: u * 2, _args(m, "xw"), strict=True),
-    "jacobian: vectorized": lambda m: FUNCTIONAL[m].jacobian(lambda u: u * 2, _args(m, "x"), strict=True,
-                                                             vectorize=True),
-    "jacobian: linear, create_graph": lambda m: FUNCTIONAL[m].jacobian(lambda u: u * 2, _args(m, "x"), strict=True,
-                                                                       create_graph=True),
+    "jacobian: vectorized": lambda m: FUNCTIONAL[m].jacobian(
+        lambda u: u * 2, _args(m, "x"), strict=True, vectorize=True
+    ),
+    "jacobian: linear, create_graph": lambda m: FUNCTIONAL[m].jacobian(
+        lambda u: u * 2, _args(m, "x"), strict=True, create_graph=True
+    ),
     "hessian: linear": lambda m: FUNCTIONAL[m].hessian(lambda u: (u * 2).sum(), _args(m, "x"), strict=True),
     "vhp: linear": lambda m: FUNCTIONAL[m].vhp(lambda u: (u * 2).sum(), _args(m, "x"), _args(m, "x"), strict=True),
     "hvp: linear": lambda m: FUNCTIONAL[m].hvp(lambda u: (u * 2).sum(), _args(m, "x"), _args(m, "x"), strict=True),
@@ -212,8 +230,9 @@ BAD_ARGUMENTS = {
     "outputs: a number in the tuple": _call("jvp", lambda m, u: (u, 3.0), "x", _ones(3)),
     "vjp: v of the wrong size": _with("vjp", _identity, "x", _ones(2)),
     "vjp: v of the wrong length": _with("vjp", lambda m, u, w: (u, w), "xw", lambda m: (m.ones(3),)),
-    "vjp: entry of v of the wrong size": _with("vjp", lambda m, u, w: (u, w), "xw",
-                                               lambda m: (m.ones(3, dtype=m.float64), m.ones(3, dtype=m.float64))),
+    "vjp: entry of v of the wrong size": _with(
+        "vjp", lambda m, u, w: (u, w), "xw", lambda m: (m.ones(3, dtype=m.float64), m.ones(3, dtype=m.float64))
+    ),
     "vjp: v for a tensor output given two": _with("vjp", _identity, "x", lambda m: (m.ones(3), m.ones(3))),
     "vjp: v omitted": _call("vjp", _identity),
     "jvp: v omitted": _call("jvp", _identity),
@@ -227,15 +246,18 @@ BAD_ARGUMENTS = {
     "jacobian: unknown strategy": _call("jacobian", _identity, strategy="sideways"),
     "hessian: unknown strategy": _call("hessian", _square, outer_jacobian_strategy="sideways"),
     "jacobian: integer input": lambda m: FUNCTIONAL[m].jacobian(lambda u: u * 2, m.arange(3)),
-    "forward: integer input": lambda m: FUNCTIONAL[m].jacobian(lambda u: u * 2, m.arange(3), vectorize=True,
-                                                               strategy="forward-mode"),
+    "forward: integer input": lambda m: FUNCTIONAL[m].jacobian(
+        lambda u: u * 2, m.arange(3), vectorize=True, strategy="forward-mode"
+    ),
     "forward: create_graph": _call("jacobian", _identity, vectorize=True, strategy="forward-mode", create_graph=True),
     "forward: strict": _call("jacobian", _identity, vectorize=True, strategy="forward-mode", strict=True),
     "forward: not vectorized": _call("jacobian", _identity, strategy="forward-mode"),
-    "forward hessian: create_graph": _call("hessian", _square, vectorize=True, outer_jacobian_strategy="forward-mode",
-                                           create_graph=True),
-    "forward hessian: strict": _call("hessian", _square, vectorize=True, outer_jacobian_strategy="forward-mode",
-                                     strict=True),
+    "forward hessian: create_graph": _call(
+        "hessian", _square, vectorize=True, outer_jacobian_strategy="forward-mode", create_graph=True
+    ),
+    "forward hessian: strict": _call(
+        "hessian", _square, vectorize=True, outer_jacobian_strategy="forward-mode", strict=True
+    ),
     "forward hessian: not vectorized": _call("hessian", _square, outer_jacobian_strategy="forward-mode"),
 }
 
@@ -255,27 +277,39 @@ def test_chunk_size_must_be_a_positive_int(name, chunk_size):
 @pytest.mark.parametrize("strategy", ["reverse-mode", "forward-mode"])
 def test_chunk_size_gives_the_same_jacobian(strategy):
     func, spec = FUNCS["tuple in, tuple out"]
-    assert_same(F.jacobian(lambda *t: func(bg, *t), _args(bg, spec), vectorize=True, strategy=strategy, chunk_size=3),
-                TF.jacobian(lambda *t: func(torch, *t), _args(torch, spec)), rtol=1e-12)
+    assert_same(
+        F.jacobian(lambda *t: func(bg, *t), _args(bg, spec), vectorize=True, strategy=strategy, chunk_size=3),
+        TF.jacobian(lambda *t: func(torch, *t), _args(torch, spec)),
+        rtol=1e-12,
+    )
 
 
 def test_chunk_size_gives_the_same_forward_over_reverse_hessian():
     func, spec = SCALAR_FUNCS["two inputs"]
-    assert_same(F.hessian(lambda *t: func(bg, *t), _args(bg, spec), vectorize=True,
-                          outer_jacobian_strategy="forward-mode", chunk_size=2),
-                TF.hessian(lambda *t: func(torch, *t), _args(torch, spec)), rtol=1e-12)
+    assert_same(
+        F.hessian(
+            lambda *t: func(bg, *t),
+            _args(bg, spec),
+            vectorize=True,
+            outer_jacobian_strategy="forward-mode",
+            chunk_size=2,
+        ),
+        TF.hessian(lambda *t: func(torch, *t), _args(torch, spec)),
+        rtol=1e-12,
+    )
 
 
 def test_forward_mode_integer_outputs_give_integer_zeros():
-    got, expected = _both("jacobian", lambda m, u: (u * u, (u > 1).long()), "x", vectorize=True,
-                          strategy="forward-mode")
+    got, expected = _both(
+        "jacobian", lambda m, u: (u * u, (u > 1).long()), "x", vectorize=True, strategy="forward-mode"
+    )
     assert_same(got, expected)
 
 
 @pytest.mark.parametrize("name", ["jacobian", "hessian"])
 def test_forward_mode_of_a_function_that_reads_values_falls_back_to_reverse_mode(name):
     def func(m, u):  # a branch on a value cannot be traced
-        return (u ** 3).sum() if float(u.sum()) > 0 else (u ** 2).sum()
+        return (u**3).sum() if float(u.sum()) > 0 else (u**2).sum()
 
     strategy = "strategy" if name == "jacobian" else "outer_jacobian_strategy"
     got, expected = _both(name, func, "x", vectorize=True, **{strategy: "forward-mode"})
@@ -317,8 +351,12 @@ def test_forward_mode_tells_apart_computations_that_differ_only_in_wiring_or_a_k
     # the same kernels with their inputs swapped, or kernels differing only in a static argument (the roll's
     # shift): each function must keep its own compiled Jacobian through the engine's tiers
     def funcs(m):
-        return [lambda u, v: u - v * 2, lambda u, v: v - u * 2, lambda u, v: m.roll(u, 1) * v,
-                lambda u, v: m.roll(u, 2) * v]
+        return [
+            lambda u, v: u - v * 2,
+            lambda u, v: v - u * 2,
+            lambda u, v: m.roll(u, 1) * v,
+            lambda u, v: m.roll(u, 2) * v,
+        ]
 
     x, y = bg.tensor(X, dtype=bg.float64), bg.tensor(X[::-1] + 1, dtype=bg.float64)
     for _ in range(WARM_UP_CALLS + 1):

@@ -1,5 +1,6 @@
 """The fusion policy (_fusion.py): large structures are not compiled whole, `bg.set_fusion` and BATCHED_GRAD_FUSION.
 Compiles and program sizes are counted, never timed."""
+
 import os
 import subprocess
 import sys
@@ -159,17 +160,23 @@ def test_set_fusion_refuses_a_mode_that_is_not_a_string(mode):
 
 @pytest.mark.parametrize("mode", ["", "on", "AUTO", "never"])
 def test_set_fusion_refuses_an_unknown_mode(mode):
-    with pytest.raises(ValueError, match=r"set_fusion\(\): mode must be one of 'auto', 'off', 'always', but got "
-                                         + repr(mode)):
+    with pytest.raises(
+        ValueError, match=r"set_fusion\(\): mode must be one of 'auto', 'off', 'always', but got " + repr(mode)
+    ):
         bg.set_fusion(mode)
     assert bg.get_fusion() == "auto"
 
 
 def _run_python(code, **env):
     environment = {**os.environ, **env}
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                          env=environment, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                          timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        env=environment,
+        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr
     return done
 

@@ -1,6 +1,7 @@
 """bg.Generator and generator= on every random function, against torch 2.13. The numbers differ from torch's (another
 algorithm); what is compared is what a program can rely on: same state, same numbers; generators independent of
 each other and of the default one; states that round-trip; seeds and errors as torch has them."""
+
 import subprocess
 import sys
 
@@ -19,15 +20,23 @@ SEEDS = [
     "m.Generator(device='xyz')",
     "g = m.Generator()\ng.manual_seed(5) is g, g.initial_seed()",
     "m.Generator().manual_seed(-1).initial_seed(), m.Generator().manual_seed(-2**63).initial_seed()",
-    "m.Generator().manual_seed(2**64 - 1).initial_seed()", "m.Generator().manual_seed(np.int64(9))",
+    "m.Generator().manual_seed(2**64 - 1).initial_seed()",
+    "m.Generator().manual_seed(np.int64(9))",
     "m.manual_seed(np.int64(9)).initial_seed()",
-    "m.Generator().manual_seed(2**64)", "m.Generator().manual_seed(-2**63 - 1)", "m.Generator().manual_seed(1.5)",
-    "m.Generator().manual_seed(True)", "m.Generator().manual_seed('3')", "m.Generator().manual_seed(None)",
-    "m.Generator().manual_seed(m.tensor(3))", "m.Generator().manual_seed(np.zeros(1))",
+    "m.Generator().manual_seed(2**64)",
+    "m.Generator().manual_seed(-2**63 - 1)",
+    "m.Generator().manual_seed(1.5)",
+    "m.Generator().manual_seed(True)",
+    "m.Generator().manual_seed('3')",
+    "m.Generator().manual_seed(None)",
+    "m.Generator().manual_seed(m.tensor(3))",
+    "m.Generator().manual_seed(np.zeros(1))",
     "m.manual_seed(5) is m.default_generator, m.initial_seed(), m.default_generator.initial_seed()",
     "m.manual_seed(1.5).initial_seed(), m.manual_seed('3').initial_seed(), m.manual_seed(True).initial_seed()",
     "m.manual_seed(-1).initial_seed(), m.manual_seed(m.tensor(7)).initial_seed()",
-    "m.manual_seed(None)", "m.manual_seed(2**64)", "m.manual_seed('x')",
+    "m.manual_seed(None)",
+    "m.manual_seed(2**64)",
+    "m.manual_seed('x')",
     "s = m.seed()\ntype(s).__name__, 0 <= s < 2**64, s == m.initial_seed() == m.default_generator.initial_seed()",
     "g = m.Generator()\ns = g.seed()\ns == g.initial_seed(), 0 <= s < 2**64, g.seed() != s",
 ]
@@ -52,9 +61,11 @@ STATES = [
     "g = m.Generator()\ns = g.get_state()\nbefore = s.tolist()\ns.zero_()\ng.get_state().tolist() == before",
     "g = m.Generator()\ns = g.get_state()\nm.rand(4, generator=g)\ns.tolist() == g.get_state().tolist()",
     "m.Generator().set_state(m.Generator().get_state().float())",
-    "m.Generator().set_state(np.zeros(5056, np.uint8))", "m.Generator().set_state([0] * 16)",
+    "m.Generator().set_state(np.zeros(5056, np.uint8))",
+    "m.Generator().set_state([0] * 16)",
     "import fractions\nm.Generator().set_state(fractions.Fraction(1, 2))",
-    "m.set_rng_state(m.get_rng_state().double())", "m.set_rng_state(m.get_rng_state().numpy())",
+    "m.set_rng_state(m.get_rng_state().double())",
+    "m.set_rng_state(m.get_rng_state().numpy())",
     # a copy of a generator continues where the original is
     "import pickle\ng = m.Generator().manual_seed(5)\nm.rand(2, generator=g)\nh = pickle.loads(pickle.dumps(g))\n"
     "h.initial_seed(), m.rand(3, generator=g).tolist() == m.rand(3, generator=h).tolist()",
@@ -85,12 +96,19 @@ def test_a_state_that_no_generator_can_have_is_refused():
             m.Generator().set_state(zeros)
 
 
-DRAWS = ["m.rand(3, 4, generator=g)", "m.randn(5, generator=g)", "m.randn(2, dtype=m.complex64, generator=g)",
-         "m.randint(0, 100, (6,), generator=g)", "m.randint(100, (6,), generator=g)",
-         "m.rand_like(m.ones(2), generator=g)", "m.randn_like(m.ones(2, dtype=m.float64), generator=g)",
-         "m.nn.init.uniform_(m.empty(3), -2, 2, generator=g)", "m.nn.init.normal_(m.empty(3), 1, 3, generator=g)",
-         "m.nn.init.kaiming_uniform_(m.empty(3, 2), generator=g)",
-         "m.nn.init.xavier_uniform_(m.empty(3, 2), generator=g)"]
+DRAWS = [
+    "m.rand(3, 4, generator=g)",
+    "m.randn(5, generator=g)",
+    "m.randn(2, dtype=m.complex64, generator=g)",
+    "m.randint(0, 100, (6,), generator=g)",
+    "m.randint(100, (6,), generator=g)",
+    "m.rand_like(m.ones(2), generator=g)",
+    "m.randn_like(m.ones(2, dtype=m.float64), generator=g)",
+    "m.nn.init.uniform_(m.empty(3), -2, 2, generator=g)",
+    "m.nn.init.normal_(m.empty(3), 1, 3, generator=g)",
+    "m.nn.init.kaiming_uniform_(m.empty(3, 2), generator=g)",
+    "m.nn.init.xavier_uniform_(m.empty(3, 2), generator=g)",
+]
 
 
 @pytest.mark.parametrize("draw", DRAWS)
@@ -100,13 +118,16 @@ def test_a_generator_makes_draws_reproducible_and_independent(draw):
     assert_like_torch(  # the same seed or state gives the same numbers; the stream moves on
         f"g = m.Generator().manual_seed(7)\na = {draw}.tolist()\nb = {draw}.tolist()\ng.manual_seed(7)\n"
         f"c = {draw}.tolist()\ns = g.get_state()\nd = {draw}.tolist()\ng.set_state(s)\n"
-        f"a == c, a != b, b == {draw}.tolist(), d == {draw}.tolist()")
+        f"a == c, a != b, b == {draw}.tolist(), d == {draw}.tolist()"
+    )
     assert_like_torch(  # another generator, or the default one, drawing in between changes nothing
         f"g = m.Generator().manual_seed(7)\nh = m.Generator().manual_seed(7)\nfirst_h = {other}.tolist()\n"
-        f"{other}\nm.manual_seed(0)\n{default}\nfirst_h == {draw}.tolist()")
+        f"{other}\nm.manual_seed(0)\n{default}\nfirst_h == {draw}.tolist()"
+    )
     assert_like_torch(  # and drawing from `g` leaves the default generator's stream as it was
         f"g = m.Generator().manual_seed(7)\nm.manual_seed(3)\na = {default}.tolist()\nm.manual_seed(3)\n"
-        f"{draw}\n{draw}\na == {default}.tolist()")
+        f"{draw}\n{draw}\na == {default}.tolist()"
+    )
 
 
 @pytest.mark.parametrize("draw", DRAWS[:7])
@@ -147,7 +168,9 @@ def test_seed_is_new_each_call():
 def test_the_default_generator_gets_a_new_seed_in_every_process_like_torch():
     def seeds(module):
         code = f"import {module}; print({module}.initial_seed())"
-        return {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-                for _ in range(2)}
+        return {
+            subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+            for _ in range(2)
+        }
 
     assert len(seeds("torch")) == len(seeds("batched_grad")) == 2

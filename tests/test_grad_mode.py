@@ -1,5 +1,6 @@
 """Grad modes (no_grad, enable_grad, set_grad_enabled, inference_mode) as context managers and decorators,
 nested, against torch 2.13."""
+
 import threading
 
 import pytest
@@ -15,21 +16,26 @@ CONTEXTS = [
     "r, r2, m.is_grad_enabled()",
     "with m.enable_grad(), m.no_grad():\n    r = m.is_grad_enabled()\nr",
     "with m.set_grad_enabled(False):\n    r = m.is_grad_enabled()\nr, m.is_grad_enabled()",
-    "with m.no_grad():\n    with m.set_grad_enabled(True):\n        r = m.is_grad_enabled()\n    r2 = m.is_grad_enabled()\n"
+    "with m.no_grad():\n    with m.set_grad_enabled(True):\n        r = m.is_grad_enabled()\n"
+    "    r2 = m.is_grad_enabled()\n"
     "r, r2, m.is_grad_enabled()",
     "m.set_grad_enabled(False)\na = m.is_grad_enabled()\nm.set_grad_enabled(True)\na, m.is_grad_enabled()",
     "c = m.set_grad_enabled(False)\nm.is_grad_enabled()",
-    "c = m.set_grad_enabled(False)\nm.set_grad_enabled(True)\nwith c:\n    r = m.is_grad_enabled()\nr, m.is_grad_enabled()",
+    "c = m.set_grad_enabled(False)\nm.set_grad_enabled(True)\nwith c:\n    r = m.is_grad_enabled()\nr, "
+    "m.is_grad_enabled()",
     "m.set_grad_enabled(1)",
     "m.set_grad_enabled('a')",
     "with m.inference_mode():\n    r = m.is_grad_enabled()\nr, m.is_grad_enabled()",
     "with m.inference_mode(False):\n    r = m.is_grad_enabled()\nr",
     "with m.no_grad():\n    with m.inference_mode(False):\n        r = m.is_grad_enabled()\nr",
     "with m.inference_mode():\n    with m.enable_grad():\n        r = m.is_grad_enabled()\nr",
-    "try:\n    with m.no_grad():\n        raise ValueError('inside')\nexcept ValueError:\n    pass\nm.is_grad_enabled()",
-    "c = m.no_grad()\nwith c:\n    r = m.is_grad_enabled()\nwith c:\n    r2 = m.is_grad_enabled()\nr, r2, m.is_grad_enabled()",
+    "try:\n    with m.no_grad():\n        raise ValueError('inside')\nexcept ValueError:\n    pass\n"
+    "m.is_grad_enabled()",
+    "c = m.no_grad()\nwith c:\n    r = m.is_grad_enabled()\nwith c:\n    r2 = m.is_grad_enabled()\nr, r2, "
+    "m.is_grad_enabled()",
     "c = m.no_grad()\nr = c.__enter__()\nc.__exit__(None, None, None)\nr, m.is_grad_enabled()",
-    "r = []\nwith m.no_grad():\n    t = threading.Thread(target=lambda: r.append(m.is_grad_enabled()))\n    t.start()\n    t.join()\n"
+    "r = []\nwith m.no_grad():\n    t = threading.Thread(target=lambda: r.append(m.is_grad_enabled()))\n    t.start()\n"
+    "    t.join()\n"
     "r",
 ]
 
@@ -38,10 +44,12 @@ DECORATORS = [
     "m.is_grad_enabled()",
     "@m.no_grad\ndef f(a, b=2):\n    'doc'\n    return a + b, m.is_grad_enabled()\nf.__name__, f.__doc__, f(1), "
     "m.is_grad_enabled()",
-    "@m.enable_grad()\ndef f():\n    return m.is_grad_enabled()\nwith m.no_grad():\n    r = f()\nr, m.is_grad_enabled()",
+    "@m.enable_grad()\ndef f():\n    return m.is_grad_enabled()\nwith m.no_grad():\n    r = f()\nr, "
+    "m.is_grad_enabled()",
     "@m.enable_grad\ndef f():\n    return m.is_grad_enabled()\nm.set_grad_enabled(False)\nr = f()\n"
     "m.set_grad_enabled(True)\nr",
-    "@m.set_grad_enabled(False)\ndef f():\n    return m.is_grad_enabled()\nm.is_grad_enabled(), f(), m.is_grad_enabled()",
+    "@m.set_grad_enabled(False)\ndef f():\n    return m.is_grad_enabled()\nm.is_grad_enabled(), f(), "
+    "m.is_grad_enabled()",
     "@m.inference_mode()\ndef f():\n    return m.is_grad_enabled()\nf(), m.is_grad_enabled()",
     "@m.inference_mode\ndef f():\n    return m.is_grad_enabled()\nf(), m.is_grad_enabled()",
     "@m.inference_mode(False)\ndef f():\n    return m.is_grad_enabled()\nwith m.no_grad():\n    r = f()\nr",
@@ -59,7 +67,8 @@ RECORDING = [
     "x = m.ones(2, requires_grad=True)\nf = m.no_grad()(lambda: x * 2)\ny = f()\ny.requires_grad, m.is_grad_enabled()",
     "x = m.ones(2, requires_grad=True)\nf = m.enable_grad()(lambda: x * 2)\nwith m.no_grad():\n    y = f()\ny",
     "x = m.ones(2, requires_grad=True)\nwith m.inference_mode():\n    y = x * 2\ny.requires_grad, y.grad_fn",
-    "x = m.ones(2, requires_grad=True)\nwith m.set_grad_enabled(False):\n    y = x.exp()\nwith m.set_grad_enabled(True):\n"
+    "x = m.ones(2, requires_grad=True)\nwith m.set_grad_enabled(False):\n    y = x.exp()\n"
+    "with m.set_grad_enabled(True):\n"
     "    z = x.exp()\ny.requires_grad, z.grad_fn.name()",
     "x = m.ones(2, requires_grad=True)\nwith m.no_grad():\n    y = x * 2\nz = y * x\nz.sum().backward()\nx.grad",
     "x = m.ones(2, requires_grad=True)\ny = x * 2\nwith m.no_grad():\n    z = y + 1\nz.requires_grad, y.requires_grad",

@@ -1,5 +1,6 @@
 """gradcheck and gradgradcheck: every differentiable op of SPEC §2 passes (with the batched-grad check), wrong
 backwards are caught with torch's messages, fast mode, and argument errors like torch's."""
+
 import re
 import warnings
 
@@ -10,7 +11,7 @@ from torch.autograd.gradcheck import GradcheckError as TorchGradcheckError
 
 import batched_grad as bg
 from batched_grad.autograd import GradcheckError, gradcheck, gradgradcheck
-from oracle import rand, raises_like_torch
+from oracle import raises_like_torch, rand
 
 LINALG_SHIFT = 3.0  # keeps the composed matrices well conditioned
 
@@ -36,11 +37,37 @@ def idx(*values):
 POSITIVE = dict(low=0.5, high=2.0)
 UNIT = dict(low=-0.9, high=0.9)
 ELEMENTWISE = [
-    *(case(n, getattr(bg, n), (2, 3)) for n in (
-        "neg", "abs", "sign", "exp", "expm1", "square", "sin", "cos", "tan", "atan", "sinh", "cosh", "tanh", "asinh",
-        "sigmoid", "erf", "erfc", "floor", "ceil", "round", "trunc", "frac")),
-    *(case(n, getattr(bg, n), (2, 3), **POSITIVE) for n in ("log", "log1p", "log2", "log10", "sqrt", "rsqrt",
-                                                            "reciprocal")),
+    *(
+        case(n, getattr(bg, n), (2, 3))
+        for n in (
+            "neg",
+            "abs",
+            "sign",
+            "exp",
+            "expm1",
+            "square",
+            "sin",
+            "cos",
+            "tan",
+            "atan",
+            "sinh",
+            "cosh",
+            "tanh",
+            "asinh",
+            "sigmoid",
+            "erf",
+            "erfc",
+            "floor",
+            "ceil",
+            "round",
+            "trunc",
+            "frac",
+        )
+    ),
+    *(
+        case(n, getattr(bg, n), (2, 3), **POSITIVE)
+        for n in ("log", "log1p", "log2", "log10", "sqrt", "rsqrt", "reciprocal")
+    ),
     *(case(n, getattr(bg, n), (2, 3), **UNIT) for n in ("asin", "acos", "atanh")),
     case("acosh", bg.acosh, (2, 3), low=1.1, high=3.0),
     case("add", lambda x, y: bg.add(x, y, alpha=2), (2, 3), (3,)),
@@ -52,7 +79,7 @@ ELEMENTWISE = [
     case("remainder", bg.remainder, (2, 3), (2, 3), **POSITIVE),
     case("fmod", bg.fmod, (2, 3), (2, 3), **POSITIVE),
     case("pow", bg.pow, (2, 3), (2, 3), **POSITIVE),
-    case("pow_scalar", lambda x: x ** 3, (2, 3)),
+    case("pow_scalar", lambda x: x**3, (2, 3)),
     case("atan2", bg.atan2, (2, 3), (2, 3)),
     case("maximum", bg.maximum, (2, 3), (2, 3)),
     case("minimum", bg.minimum, (2, 3), (2, 3)),
@@ -215,7 +242,7 @@ def make_functions(lib):
         @staticmethod
         def forward(ctx, x):
             ctx.save_for_backward(x)
-            return x ** 3
+            return x**3
 
         @staticmethod
         def backward(ctx, g):
@@ -274,8 +301,10 @@ def make_functions(lib):
             (z,) = ctx.saved_tensors
             return g * z.conj() if hasattr(z, "conj") else g * lib.tensor(np.conj(z.detach().numpy()))
 
-    return {c.__name__: c for c in (WrongBackward, DetachedBackward, IgnoresGradOutput, NoneUnsafe, Noisy,
-                                    NumpySquare, ComplexWrong)}
+    return {
+        c.__name__: c
+        for c in (WrongBackward, DetachedBackward, IgnoresGradOutput, NoneUnsafe, Noisy, NumpySquare, ComplexWrong)
+    }
 
 
 FUNCTIONS = {lib: make_functions(lib) for lib in (torch, bg)}
@@ -313,12 +342,15 @@ def _jacobians(message):
 
 @pytest.mark.parametrize("fast_mode", [False, True])
 def test_wrong_backward_reports_numerical_and_analytical(fast_mode):
-    got, want = _check_fails_like_torch(_gradcheck, "WrongBackward", "Jacobian mismatch for output 0 with respect "
-                                        "to input 0,", fast_mode=fast_mode)
+    got, want = _check_fails_like_torch(
+        _gradcheck, "WrongBackward", "Jacobian mismatch for output 0 with respect to input 0,", fast_mode=fast_mode
+    )
     assert "\nnumerical:tensor(" in str(got) and "\nanalytical:tensor(" in str(got)
     if fast_mode:  # the random projections differ from torch's; the slow-mode Jacobians that follow do not
-        got, want = (str(e).split("in slow mode:")[1].replace("Numerical:", "numerical:").replace(
-            "Analytical:", "analytical:") for e in (got, want))
+        got, want = (
+            str(e).split("in slow mode:")[1].replace("Numerical:", "numerical:").replace("Analytical:", "analytical:")
+            for e in (got, want)
+        )
     np.testing.assert_allclose(_jacobians(str(got)), _jacobians(str(want)), atol=1e-4)
 
 
@@ -326,16 +358,27 @@ def test_wrong_backward_reports_numerical_and_analytical(fast_mode):
 def test_wrong_double_backward_fails_gradgradcheck(fast_mode):
     fn = FUNCTIONS[bg]["DetachedBackward"].apply
     assert _gradcheck(bg, fn, fast_mode=fast_mode)  # the first derivative is right
-    _check_fails_like_torch(_gradgradcheck, "DetachedBackward", "Jacobian mismatch for output 0 with respect to "
-                            "input 0,", fast_mode=fast_mode)
+    _check_fails_like_torch(
+        _gradgradcheck,
+        "DetachedBackward",
+        "Jacobian mismatch for output 0 with respect to input 0,",
+        fast_mode=fast_mode,
+    )
 
 
-@pytest.mark.parametrize("name, first_line, kw", [
-    ("IgnoresGradOutput", "backward not multiplied by grad_output", {}),
-    ("Noisy", "Backward is not reentrant, i.e., running backward with same input and grad_output multiple times "
-              "gives different values, although analytical gradient matches numerical gradient.The tolerance for "
-              "nondeterminism was 0.0.", {}),
-])
+@pytest.mark.parametrize(
+    "name, first_line, kw",
+    [
+        ("IgnoresGradOutput", "backward not multiplied by grad_output", {}),
+        (
+            "Noisy",
+            "Backward is not reentrant, i.e., running backward with same input and grad_output multiple times "
+            "gives different values, although analytical gradient matches numerical gradient.The tolerance for "
+            "nondeterminism was 0.0.",
+            {},
+        ),
+    ],
+)
 def test_backward_checks_like_torch(name, first_line, kw):
     _check_fails_like_torch(_gradcheck, name, first_line, **kw)
 
@@ -361,8 +404,11 @@ class OneUndefinedWrong(bg.autograd.Function):  # right unless exactly one of it
 
 
 def test_undefined_output_grads_must_give_zero_gradients():
-    with pytest.raises(GradcheckError, match="Expected all input grads to be undefined or zero when all output "
-                                             r"grads are undefined or zero \(the grad of output 0 undefined"):
+    with pytest.raises(
+        GradcheckError,
+        match="Expected all input grads to be undefined or zero when all output "
+        r"grads are undefined or zero \(the grad of output 0 undefined",
+    ):
         gradcheck(OneUndefinedWrong.apply, (_leaf(bg),))
     assert gradcheck(OneUndefinedWrong.apply, (_leaf(bg),), raise_exception=False) is False
     assert gradcheck(OneUndefinedWrong.apply, (_leaf(bg),), check_undefined_grad=False)
@@ -388,8 +434,11 @@ def test_backward_that_differs_when_vectorized_fails_batched_check():
             return g * (3 if isinstance(g.jax(), jax.core.Tracer) else 2)
 
     assert gradcheck(TracedDiffers.apply, (_leaf(bg),))
-    with pytest.raises(GradcheckError, match="For output 0 and input 0:\n\ngradcheck or gradgradcheck failed while "
-                                             "testing batched gradient computation") as e:
+    with pytest.raises(
+        GradcheckError,
+        match="For output 0 and input 0:\n\ngradcheck or gradgradcheck failed while "
+        "testing batched gradient computation",
+    ) as e:
         gradcheck(TracedDiffers.apply, (_leaf(bg),), check_batched_grad=True)
     assert "\n\nGot:\ntensor(" in str(e.value) and "\n\nExpected:\ntensor(" in str(e.value)
 
@@ -400,9 +449,12 @@ def test_complex_inputs_and_outputs():
     assert gradcheck(lambda a: bg.exp(a) * a, (z,))
     assert gradcheck(lambda a: (a * a).abs(), (z,), fast_mode=True)
     assert gradcheck(lambda a: a.to(bg.complex128) * (1 + 2j), (x,), fast_mode=True)
-    got, want = raises_like_torch(lambda lib: lib.autograd.gradcheck(
-        FUNCTIONS[lib]["ComplexWrong"].apply, (lib.tensor([1.0 + 2j, 0.5 - 1j], dtype=lib.complex128,
-                                                          requires_grad=True),)))
+    got, want = raises_like_torch(
+        lambda lib: lib.autograd.gradcheck(
+            FUNCTIONS[lib]["ComplexWrong"].apply,
+            (lib.tensor([1.0 + 2j, 0.5 - 1j], dtype=lib.complex128, requires_grad=True),),
+        )
+    )
     assert str(got).startswith("While considering the imaginary part of complex outputs only, Jacobian mismatch")
 
 
@@ -420,12 +472,16 @@ def test_outputs_without_gradient(fast_mode):
     raises_like_torch(lambda lib: lib.autograd.gradcheck(lambda a: a.detach() * 2, (_leaf(lib),), fast_mode=fast_mode))
 
 
-@pytest.mark.parametrize("inputs", [
-    lambda lib: (1.0, 2.0),
-    lambda lib: (lib.ones(3, dtype=lib.float64),),
-    lambda lib: lib.ones(3, dtype=lib.float64),
-    lambda lib: [lib.arange(3), 2],
-], ids=["numbers", "no-requires-grad", "single-tensor", "list"])
+@pytest.mark.parametrize(
+    "inputs",
+    [
+        lambda lib: (1.0, 2.0),
+        lambda lib: (lib.ones(3, dtype=lib.float64),),
+        lambda lib: lib.ones(3, dtype=lib.float64),
+        lambda lib: [lib.arange(3), 2],
+    ],
+    ids=["numbers", "no-requires-grad", "single-tensor", "list"],
+)
 def test_no_input_requiring_grad_like_torch(inputs):
     got, _ = raises_like_torch(lambda lib: lib.autograd.gradcheck(lambda *a: a[0], inputs(lib)))
     assert "Got inputs of types" in str(got)
@@ -442,8 +498,9 @@ def test_argument_errors():
 
 
 def test_non_double_inputs_warn_like_torch():
-    with pytest.warns(UserWarning, match="Input #0 requires gradient and is not a double precision floating point") \
-            as got:
+    with pytest.warns(
+        UserWarning, match="Input #0 requires gradient and is not a double precision floating point"
+    ) as got:
         gradcheck(lambda a: a * 2, (_leaf(bg, dtype="float32"),), atol=1e-2, rtol=1e-2, eps=1e-3)
     with warnings.catch_warnings(record=True) as want:
         warnings.simplefilter("always")

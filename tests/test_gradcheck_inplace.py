@@ -1,5 +1,6 @@
 """gradcheck perturbs the input Tensors themselves, as torch 2.13 does (through `.data`): a function that reads an
 input through a closure or through a view of it sees the perturbation, and the values come back afterwards."""
+
 import numpy as np
 import pytest
 import torch
@@ -18,7 +19,7 @@ def closure_checks(lib):
     z = leaf(lib, [0.3 + 0.1j, -0.7j], lib.complex128)
     tail = x[1:]  # a view made before gradcheck: it shares x's values
     return {
-        "closure": (lambda _: (x ** 2).sin(), (x,)),
+        "closure": (lambda _: (x**2).sin(), (x,)),
         "view": (lambda _: tail.exp() * 2, (x,)),
         "one of two": (lambda a, b: a.sum() * y, (x, y)),
         "complex": (lambda _: (z * z).abs() * z.abs().sin(), (z,)),
@@ -70,8 +71,9 @@ def test_inputs_and_their_views_are_restored_and_keep_their_version(fast_mode):
         tail = x[1:]
         versions = (x._version, tail._version)
         lib.autograd.gradcheck(lambda a: a * tail.sum(), (x,), fast_mode=fast_mode)
-        seen.append((x.detach().numpy().copy(), tail.detach().numpy().copy(), (x._version, tail._version), versions,
-                     x.grad))
+        seen.append(
+            (x.detach().numpy().copy(), tail.detach().numpy().copy(), (x._version, tail._version), versions, x.grad)
+        )
     (t_x, t_tail, t_after, t_before, t_grad), (x, tail, after, before, grad) = seen
     np.testing.assert_array_equal(x, [0.3, -0.7, 1.2])
     np.testing.assert_array_equal(tail, [-0.7, 1.2])

@@ -1,6 +1,7 @@
 """gradcheck's modes against torch's: check_forward_ad (forward-mode Jacobians, slow and fast) and check_backward_ad
 (False leaves out every backward check), their argument errors, custom Functions under forward mode, and the module
 path batched_grad.autograd.gradcheck as torch.autograd.gradcheck."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -27,8 +28,7 @@ def test_the_module_path_is_torchs():
 FUNCTIONS = {
     "tanh_matmul": (lambda m, x, w: m.tanh(x @ w), lambda m: (_x(m), _x(m, (3, 2), 1))),
     "two_outputs_one_not_differentiable": (lambda m, x: (x.exp().sum(1), (x > 1).sum()), lambda m: (_x(m),)),
-    "non_tensor_and_constant_inputs": (lambda m, x, k, c: (x * c).pow(k).log1p(),
-                                       lambda m: (_x(m), 3, _x(m).detach())),
+    "non_tensor_and_constant_inputs": (lambda m, x, k, c: (x * c).pow(k).log1p(), lambda m: (_x(m), 3, _x(m).detach())),
     "reduction_and_indexing": (lambda m, x: (x[:, 1:] ** 2).cumsum(1).max(), lambda m: (_x(m),)),
     "complex_output": (lambda m, x: (x * 1j).exp(), lambda m: (_x(m),)),
 }
@@ -40,15 +40,17 @@ FUNCTIONS = {
 def test_forward_ad_passes_where_torchs_passes(name, fast_mode, backward):
     fn, inputs = FUNCTIONS[name]
     for m in (bg, torch):
-        assert m.autograd.gradcheck(lambda *a: fn(m, *a), inputs(m), check_forward_ad=True,
-                                    check_backward_ad=backward, fast_mode=fast_mode)
+        assert m.autograd.gradcheck(
+            lambda *a: fn(m, *a), inputs(m), check_forward_ad=True, check_backward_ad=backward, fast_mode=fast_mode
+        )
 
 
 @pytest.mark.parametrize("fast_mode", [False, True])
 def test_forward_ad_skips_a_float_output_that_is_not_differentiable(fast_mode):
     """(torch 2.13's fast mode pairs the outputs wrongly here and fails with an IndexError)"""
-    assert gradcheck(lambda x: (x.detach() * 2, x.exp().sum(1), x.detach()), (_x(bg),), check_forward_ad=True,
-                     fast_mode=fast_mode)
+    assert gradcheck(
+        lambda x: (x.detach() * 2, x.exp().sum(1), x.detach()), (_x(bg),), check_forward_ad=True, fast_mode=fast_mode
+    )
 
 
 def _doubled_on_the_way_back(m, x):
@@ -63,12 +65,14 @@ def _doubled_on_the_way_back(m, x):
 def test_check_backward_ad_false_leaves_the_backward_unchecked(fast_mode):
     for m in (bg, torch):
         fn = lambda x, m=m: _doubled_on_the_way_back(m, x)  # noqa: E731
-        assert m.autograd.gradcheck(fn, (_x(m),), check_forward_ad=True, check_backward_ad=False,
-                                    fast_mode=fast_mode)
-        assert m.autograd.gradcheck(fn, (_x(m),), check_forward_ad=True, fast_mode=fast_mode,
-                                    raise_exception=False) is False
-    got, want = raises_like_torch(lambda m: m.autograd.gradcheck(lambda x: _doubled_on_the_way_back(m, x), (_x(m),),
-                                                                  fast_mode=fast_mode))
+        assert m.autograd.gradcheck(fn, (_x(m),), check_forward_ad=True, check_backward_ad=False, fast_mode=fast_mode)
+        assert (
+            m.autograd.gradcheck(fn, (_x(m),), check_forward_ad=True, fast_mode=fast_mode, raise_exception=False)
+            is False
+        )
+    got, want = raises_like_torch(
+        lambda m: m.autograd.gradcheck(lambda x: _doubled_on_the_way_back(m, x), (_x(m),), fast_mode=fast_mode)
+    )
     assert str(got).startswith("Jacobian mismatch for output 0 with respect to input 0,")
 
 
@@ -116,10 +120,16 @@ def test_a_wrong_forward_derivative_fails_as_torchs(fast_mode):
             m.autograd.gradcheck(fn, (_x(m),), check_forward_ad=True, check_backward_ad=False, fast_mode=fast_mode)
         assert type(caught.value).__name__ == "GradcheckError"
         messages.append(str(caught.value).split("\n")[0])
-        assert m.autograd.gradcheck(fn, (_x(m),), check_forward_ad=True, check_backward_ad=False,
-                                    fast_mode=fast_mode, raise_exception=False) is False
-    assert messages[0] == messages[1] == "Jacobian computed with forward mode mismatch for output 0 with respect " \
-                                         "to input 0,"
+        assert (
+            m.autograd.gradcheck(
+                fn, (_x(m),), check_forward_ad=True, check_backward_ad=False, fast_mode=fast_mode, raise_exception=False
+            )
+            is False
+        )
+    assert (
+        messages[0] == messages[1] == "Jacobian computed with forward mode mismatch for output 0 with respect "
+        "to input 0,"
+    )
 
 
 def test_a_custom_function_without_jvp_is_refused_by_forward_mode_as_torch():
@@ -142,11 +152,15 @@ def test_a_custom_function_without_jvp_is_refused_by_forward_mode_as_torch():
     assert gradcheck(square(bg), (_x(bg),))  # the backward alone is fine
 
 
-@pytest.mark.parametrize("case", [
-    lambda m: m.autograd.gradcheck(m.sin, (_x(m),), check_backward_ad=False),
-    lambda m: m.autograd.gradcheck(m.sin, (_x(m),), check_forward_ad=True, check_backward_ad=False,
-                                   check_batched_grad=True),
-])
+@pytest.mark.parametrize(
+    "case",
+    [
+        lambda m: m.autograd.gradcheck(m.sin, (_x(m),), check_backward_ad=False),
+        lambda m: m.autograd.gradcheck(
+            m.sin, (_x(m),), check_forward_ad=True, check_backward_ad=False, check_batched_grad=True
+        ),
+    ],
+)
 def test_mode_argument_errors_match_torch(case):
     got, want = raises_like_torch(case)
     assert isinstance(got, AssertionError) and str(got) == str(want)

@@ -1,5 +1,6 @@
 """Tensor hooks against torch 2.13: what a hook may return (dtype, size, type), when a hook is called with None,
 and hooks and retain_grad() on views that an in-place op changes."""
+
 import functools
 
 import numpy as np
@@ -13,6 +14,7 @@ from oracle import raises_like_torch
 def same_on_both(scenario):
     """scenario(m) -> a log (nested lists, tuples, numbers, None, Tensors of m) for m = torch and batched_grad: the
     two logs must be equal, Tensors compared by value."""
+
     def plain(x):
         if isinstance(x, (list, tuple)):
             return [plain(v) for v in x]
@@ -30,6 +32,7 @@ def recorder(log, name):
 
 
 # ---- what a hook may return ----------------------------------------------------------------------------------
+
 
 def _through_hook(m, hook, *, leaf=False, batched=False):
     x = m.ones(3, requires_grad=True)
@@ -62,8 +65,11 @@ def test_the_dtype_is_checked_before_the_size():
     raises_like_torch(lambda m: _through_hook(m, lambda g: g[:2].double()))
 
 
-@pytest.mark.parametrize("value", [1.0, 3, np.ones(3, dtype=np.float32), np.float64(2.0), [1.0, 2.0, 3.0], "grad"],
-                         ids=["float", "int", "ndarray", "numpy-scalar", "list", "str"])
+@pytest.mark.parametrize(
+    "value",
+    [1.0, 3, np.ones(3, dtype=np.float32), np.float64(2.0), [1.0, 2.0, 3.0], "grad"],
+    ids=["float", "int", "ndarray", "numpy-scalar", "list", "str"],
+)
 @pytest.mark.parametrize("leaf", [False, True])
 def test_a_hook_returning_a_non_tensor_raises_torchs_type_error(value, leaf):
     got, _ = raises_like_torch(lambda m: _through_hook(m, lambda g: value, leaf=leaf))
@@ -81,6 +87,7 @@ def test_a_hook_without_a_name_is_named_unknown():
 
 
 # ---- hooks called with None ----------------------------------------------------------------------------------
+
 
 class _NoGradForSecond(torch.autograd.Function):
     @staticmethod
@@ -202,6 +209,7 @@ def test_a_function_reached_without_a_gradient_runs_on_zeros():
 
 # ---- views changed in place ----------------------------------------------------------------------------------
 
+
 def test_retain_grad_on_a_view_modified_in_place_gives_the_views_own_gradient():
     def scenario(m):
         base = m.ones(3, requires_grad=True).clone()
@@ -241,7 +249,7 @@ def test_hooks_registered_on_views_before_an_in_place_op_are_dropped():
         view.register_hook(recorder(log, "view after"))
         # torch remakes view2's node when its grad_fn is read (a hook added before then goes to the old node): read it,
         # as torch's own test does
-        view2.grad_fn
+        _ = view2.grad_fn
         view2.register_hook(recorder(log, "view2 after"))
         (view.sum() + view2.sum() * 10 + base.sum() * 100).backward()
         return log
@@ -296,4 +304,3 @@ def test_retain_grad_and_hooks_on_a_view_of_a_view_modified_in_place():
         return log, view.grad, inner.grad, leaf.grad
 
     same_on_both(scenario)
-

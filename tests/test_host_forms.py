@@ -1,6 +1,7 @@
 """NumPy host forms of common float ops (_ops/_host_forms.py): on the CPU backend a new shape compiles no forward
 kernel for them, their results match torch's, and what they do not cover (other dtypes, large operands) still
 runs as a kernel with the same results."""
+
 import warnings
 
 import jax
@@ -22,8 +23,11 @@ def _layer(lib, x, w, b):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_a_new_shape_compiles_no_forward_kernel_and_matches_torch(dtype):
     rng = np.random.default_rng(0)
-    x, w, b = rng.standard_normal(37).astype(dtype), rng.standard_normal((37, 37)).astype(dtype), \
-        rng.standard_normal(37).astype(dtype)
+    x, w, b = (
+        rng.standard_normal(37).astype(dtype),
+        rng.standard_normal((37, 37)).astype(dtype),
+        rng.standard_normal(37).astype(dtype),
+    )
     before = bg.compile_count()
     with bg.no_grad():
         got = _layer(bg, *map(bg.tensor, (x, w, b)))
@@ -37,8 +41,11 @@ def test_gradients_through_host_forms_match_torch():
     values = rng.standard_normal(29), rng.standard_normal((29, 29)), rng.standard_normal(29)
     ours = [bg.tensor(v, requires_grad=True) for v in values]
     theirs = [torch.tensor(v, requires_grad=True) for v in values]
-    assert_same(bg.autograd.grad(_layer(bg, *ours), ours, bg.ones(29)),
-                torch.autograd.grad(_layer(torch, *theirs), theirs, torch.ones(29)), rtol=1e-12)
+    assert_same(
+        bg.autograd.grad(_layer(bg, *ours), ours, bg.ones(29)),
+        torch.autograd.grad(_layer(torch, *theirs), theirs, torch.ones(29)),
+        rtol=1e-12,
+    )
 
 
 def test_inf_and_nan_without_numpy_warnings():
@@ -50,14 +57,17 @@ def test_inf_and_nan_without_numpy_warnings():
     assert_same(got, expected)
 
 
-@pytest.mark.parametrize("make", [
-    lambda lib: lib.tensor([3, -7, 2]) * lib.tensor([2, 5, -1]),  # integers: a kernel
-    lambda lib: lib.tensor([1, 2, 3]) / 2,  # an int tensor divided: a float32 result, on the host
-    lambda lib: lib.tensor([1.5, -2.0], dtype=lib.float16) + 1,  # float16: a kernel
-    lambda lib: lib.tensor([1 + 2j, 3 - 1j]) * lib.tensor([2 - 1j, 1j]),  # complex: a kernel
-    lambda lib: lib.tensor([1.0, 2.0], dtype=lib.float64) + lib.tensor([0.5, 0.25]),  # promoted to float64
-    lambda lib: -lib.tensor([True, False]).int(),
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda lib: lib.tensor([3, -7, 2]) * lib.tensor([2, 5, -1]),  # integers: a kernel
+        lambda lib: lib.tensor([1, 2, 3]) / 2,  # an int tensor divided: a float32 result, on the host
+        lambda lib: lib.tensor([1.5, -2.0], dtype=lib.float16) + 1,  # float16: a kernel
+        lambda lib: lib.tensor([1 + 2j, 3 - 1j]) * lib.tensor([2 - 1j, 1j]),  # complex: a kernel
+        lambda lib: lib.tensor([1.0, 2.0], dtype=lib.float64) + lib.tensor([0.5, 0.25]),  # promoted to float64
+        lambda lib: -lib.tensor([True, False]).int(),
+    ],
+)
 def test_other_dtypes_as_torch(make):
     assert_same(make(bg), make(torch))
 
@@ -92,9 +102,11 @@ def test_gradients_on_the_host_through_broadcasts_and_numbers_match_torch(dtype)
     ours = [bg.tensor(v, requires_grad=True) for v in values]
     theirs = [torch.tensor(v, requires_grad=True) for v in values]
     ct = rng.standard_normal((4, 5)).astype(dtype)
-    assert_same(bg.autograd.grad(_broadcasting(bg, *ours), ours, bg.tensor(ct)),
-                torch.autograd.grad(_broadcasting(torch, *theirs), theirs, torch.tensor(ct)),
-                rtol=1e-5 if dtype == np.float32 else 1e-12)
+    assert_same(
+        bg.autograd.grad(_broadcasting(bg, *ours), ours, bg.tensor(ct)),
+        torch.autograd.grad(_broadcasting(torch, *theirs), theirs, torch.tensor(ct)),
+        rtol=1e-5 if dtype == np.float32 else 1e-12,
+    )
 
 
 def test_a_new_shape_compiles_no_gradient_kernel_for_arithmetic():

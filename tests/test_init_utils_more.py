@@ -1,6 +1,7 @@
 """nn.init's other initializers (trunc_normal_, orthogonal_, sparse_, eye_, dirac_ and the deprecated names),
 nn.utils' batch-norm fusion, skip_init and clip_grad_norm, autograd's grad-mode exports and increment_version,
 torch's anomaly switches and default device, and func.replace_all_batch_norm_modules_, against torch 2.13."""
+
 import warnings
 
 import numpy as np
@@ -27,15 +28,35 @@ def test_trunc_normal_orthogonal_sparse():
     assert ((s == 0).sum(0) == 3).all() and s.std() > 0.1
 
 
-@pytest.mark.parametrize("call", [lambda m, i: i.eye_(m.empty(3, 5)), lambda m, i: i.dirac_(m.empty(4, 2, 3)),
-                                  lambda m, i: i.dirac_(m.empty(6, 3, 3, 2), groups=2),
-                                  lambda m, i: i.dirac_(m.empty(2, 2, 1, 3, 3))])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda m, i: i.eye_(m.empty(3, 5)),
+        lambda m, i: i.dirac_(m.empty(4, 2, 3)),
+        lambda m, i: i.dirac_(m.empty(6, 3, 3, 2), groups=2),
+        lambda m, i: i.dirac_(m.empty(2, 2, 1, 3, 3)),
+    ],
+)
 def test_eye_and_dirac(call):
     assert_same(call(bg, nn.init), call(torch, torch.nn.init))
 
 
-@pytest.mark.parametrize("name", ["constant", "normal", "uniform", "xavier_normal", "xavier_uniform", "kaiming_normal",
-                                  "kaiming_uniform", "orthogonal", "sparse", "dirac", "eye"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "constant",
+        "normal",
+        "uniform",
+        "xavier_normal",
+        "xavier_uniform",
+        "kaiming_normal",
+        "kaiming_uniform",
+        "orthogonal",
+        "sparse",
+        "dirac",
+        "eye",
+    ],
+)
 def test_deprecated_names(name):
     args = {"constant": (0.5,), "sparse": (0.1,)}.get(name, ())
     shape = (2, 3, 3) if name == "dirac" else (3, 3)
@@ -48,9 +69,16 @@ def test_deprecated_names(name):
     assert [(w.category, str(w.message)) for w in caught] == [(w.category, str(w.message)) for w in wanted]
 
 
-@pytest.mark.parametrize("call", [lambda m, i: i.orthogonal_(m.empty(3)), lambda m, i: i.sparse_(m.empty(2, 2, 2), 0.1),
-                                  lambda m, i: i.eye_(m.empty(3, 3, 3)), lambda m, i: i.dirac_(m.empty(3, 3)),
-                                  lambda m, i: i.dirac_(m.empty(3, 2, 2), groups=2)])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda m, i: i.orthogonal_(m.empty(3)),
+        lambda m, i: i.sparse_(m.empty(2, 2, 2), 0.1),
+        lambda m, i: i.eye_(m.empty(3, 3, 3)),
+        lambda m, i: i.dirac_(m.empty(3, 3)),
+        lambda m, i: i.dirac_(m.empty(3, 2, 2), groups=2),
+    ],
+)
 def test_init_errors(call):
     raises_like_torch(lambda m: call(m, m.nn.init))
 
@@ -68,16 +96,21 @@ def _trained_bn(m, bn):
 def test_fusion(kind):
     def build(m):
         m.manual_seed(0)
-        layer = {"conv": lambda: m.nn.Conv2d(3, 4, 3), "conv-nobias": lambda: m.nn.Conv2d(3, 4, 3, bias=False),
-                 "conv_transpose": lambda: m.nn.ConvTranspose2d(3, 4, 3), "linear": lambda: m.nn.Linear(5, 4)}[kind]()
+        layer = {
+            "conv": lambda: m.nn.Conv2d(3, 4, 3),
+            "conv-nobias": lambda: m.nn.Conv2d(3, 4, 3, bias=False),
+            "conv_transpose": lambda: m.nn.ConvTranspose2d(3, 4, 3),
+            "linear": lambda: m.nn.Linear(5, 4),
+        }[kind]()
         bn = m.nn.BatchNorm1d(4) if kind == "linear" else m.nn.BatchNorm2d(4)
         return layer.eval(), _trained_bn(m, bn)
 
     (layer, bn), (t_layer, t_bn) = build(bg), build(torch)
     t_layer.load_state_dict({k: to_torch(v) for k, v in layer.state_dict().items()})
     t_bn.load_state_dict({k: to_torch(v) for k, v in bn.state_dict().items()})
-    x = bg.tensor(np.random.default_rng(5).standard_normal((2, 5) if kind == "linear" else (2, 3, 6, 6)),
-                  dtype=bg.float32)
+    x = bg.tensor(
+        np.random.default_rng(5).standard_normal((2, 5) if kind == "linear" else (2, 3, 6, 6)), dtype=bg.float32
+    )
     if kind == "linear":
         fused, t_fused = nn.utils.fuse_linear_bn_eval(layer, bn), torch.nn.utils.fuse_linear_bn_eval(t_layer, t_bn)
     else:
@@ -89,7 +122,8 @@ def test_fusion(kind):
     assert isinstance(fused.weight, nn.Parameter) and fused is not layer
     with pytest.raises(AssertionError, match="Fusion only for eval"):
         nn.utils.fuse_conv_bn_eval(layer.train(), bn) if kind != "linear" else nn.utils.fuse_linear_bn_eval(
-            layer.train(), bn)
+            layer.train(), bn
+        )
 
 
 def test_skip_init_and_clip_grad_norm():
@@ -130,9 +164,13 @@ def test_increment_version():
 
 def test_replace_all_batch_norm_modules():
     def build(m):
-        return m.nn.Sequential(m.nn.Linear(2, 3), m.nn.BatchNorm1d(3), m.nn.Sequential(m.nn.BatchNorm2d(3)),
-                               m.nn.InstanceNorm1d(3, track_running_stats=True), m.nn.BatchNorm1d(3,
-                                                                                                  track_running_stats=False))
+        return m.nn.Sequential(
+            m.nn.Linear(2, 3),
+            m.nn.BatchNorm1d(3),
+            m.nn.Sequential(m.nn.BatchNorm2d(3)),
+            m.nn.InstanceNorm1d(3, track_running_stats=True),
+            m.nn.BatchNorm1d(3, track_running_stats=False),
+        )
 
     ours, theirs = build(bg), build(torch)
     assert bg.func.replace_all_batch_norm_modules_(ours) is ours
@@ -141,6 +179,7 @@ def test_replace_all_batch_norm_modules():
         for name in ("running_mean", "running_var", "num_batches_tracked", "track_running_stats"):
             if hasattr(b, name):
                 got, want = getattr(a, name), getattr(b, name)
-                assert (got is None) == (want is None) and (got is None or isinstance(want, bool) or
-                                                           tuple(got.shape) == tuple(want.shape)), (a, name)
+                assert (got is None) == (want is None) and (
+                    got is None or isinstance(want, bool) or tuple(got.shape) == tuple(want.shape)
+                ), (a, name)
     assert sorted(ours.state_dict()) == sorted(theirs.state_dict())

@@ -1,5 +1,6 @@
 """In-place ops, augmented assignment and __setitem__: values, gradients, the leaf rules, version counters,
 views and aliases, and the error for a saved value modified in place — against torch 2.13."""
+
 import numpy as np
 import pytest
 import torch
@@ -7,11 +8,28 @@ import torch
 import batched_grad as bg
 from test_tensor import _restore_modes, assert_like_torch, outcome  # noqa: F401
 
-INPLACE_CALLS = ["add_(2)", "add_(m.tensor([1., 2., 3.]), alpha=2)", "sub_(2)", "sub_(m.tensor([1., 2., 3.]))",
-                 "mul_(3)", "mul_(m.tensor([1., 2., 3.]))", "div_(2)", "div_(m.tensor([1., 2., 4.]))", "pow_(2)",
-                 "pow_(m.tensor([1., 2., 3.]))", "zero_()", "fill_(5)", "fill_(m.tensor(2.5))",
-                 "copy_(m.tensor([4., 5., 6.]))", "copy_(m.tensor(7.))", "copy_(m.tensor([1, 2, 3]))", "clamp_(1.5, 2.5)",
-                 "clamp_(min=2)", "clamp_(max=2)", "neg_()"]
+INPLACE_CALLS = [
+    "add_(2)",
+    "add_(m.tensor([1., 2., 3.]), alpha=2)",
+    "sub_(2)",
+    "sub_(m.tensor([1., 2., 3.]))",
+    "mul_(3)",
+    "mul_(m.tensor([1., 2., 3.]))",
+    "div_(2)",
+    "div_(m.tensor([1., 2., 4.]))",
+    "pow_(2)",
+    "pow_(m.tensor([1., 2., 3.]))",
+    "zero_()",
+    "fill_(5)",
+    "fill_(m.tensor(2.5))",
+    "copy_(m.tensor([4., 5., 6.]))",
+    "copy_(m.tensor(7.))",
+    "copy_(m.tensor([1, 2, 3]))",
+    "clamp_(1.5, 2.5)",
+    "clamp_(min=2)",
+    "clamp_(max=2)",
+    "neg_()",
+]
 AUGMENTED = ["+= 2", "-= m.tensor([1., 2., 3.])", "*= 2", "/= m.tensor([2., 4., 8.])", "**= 2", "%= 2"]
 
 
@@ -22,14 +40,18 @@ def test_inplace_values_and_versions(call):
 
 @pytest.mark.parametrize("call", INPLACE_CALLS)
 def test_inplace_on_a_non_leaf_is_recorded(call):
-    assert_like_torch(f"a = m.tensor([1., 2., 3.], requires_grad=True)\ny = a * a\ny.{call}\n"
-                      "(y * m.tensor([1., 10., 100.])).sum().backward()\ny.is_leaf, a.grad, V(y)")
+    assert_like_torch(
+        f"a = m.tensor([1., 2., 3.], requires_grad=True)\ny = a * a\ny.{call}\n"
+        "(y * m.tensor([1., 10., 100.])).sum().backward()\ny.is_leaf, a.grad, V(y)"
+    )
 
 
 @pytest.mark.parametrize("call", [c for c in INPLACE_CALLS if not c.startswith(("pow_", "clamp_"))])
 def test_inplace_grad_fn_names_and_edges(call):
-    assert_like_torch(f"a = m.tensor([1., 2., 3.], requires_grad=True)\ny = a * a\ny.{call}\n"
-                      "y.grad_fn.name(), names(y.grad_fn), y.requires_grad")
+    assert_like_torch(
+        f"a = m.tensor([1., 2., 3.], requires_grad=True)\ny = a * a\ny.{call}\n"
+        "y.grad_fn.name(), names(y.grad_fn), y.requires_grad"
+    )
 
 
 @pytest.mark.parametrize("call", INPLACE_CALLS)
@@ -40,40 +62,69 @@ def test_inplace_on_a_leaf_that_requires_grad_raises(call):
 
 @pytest.mark.parametrize("call", INPLACE_CALLS)
 def test_inplace_under_no_grad_updates_a_leaf(call):
-    assert_like_torch(f"x = m.tensor([1., 2., 3.], requires_grad=True)\nwith m.no_grad():\n    x.{call}\n"
-                      "x, x.is_leaf, x.grad_fn, V(x)")
+    assert_like_torch(
+        f"x = m.tensor([1., 2., 3.], requires_grad=True)\nwith m.no_grad():\n    x.{call}\n"
+        "x, x.is_leaf, x.grad_fn, V(x)"
+    )
 
 
 @pytest.mark.parametrize("op", AUGMENTED)
 def test_augmented_assignment(op):
     assert_like_torch(f"x = m.tensor([1., 2., 3.])\ny = x\nx {op}\ny is x, x, V(x)")
-    assert_like_torch(f"a = m.tensor([1., 2., 3.], requires_grad=True)\ny = a * 1\ny {op}\ny.sum().backward()\n"
-                      "a.grad, y.grad_fn.name()")
+    assert_like_torch(
+        f"a = m.tensor([1., 2., 3.], requires_grad=True)\ny = a * 1\ny {op}\ny.sum().backward()\n"
+        "a.grad, y.grad_fn.name()"
+    )
     assert_like_torch(f"x = m.tensor([1., 2., 3.], requires_grad=True)\nx {op}")
 
 
-SETITEM = ["x[0] = 5", "x[1:] = 0", "x[1:] = m.tensor([7., 8.])", "x[...] = 2", "x[:] = 3", "x[None] = 1",
-           "x[m.tensor([0, 2])] = m.tensor([9., 8.])", "x[m.tensor([True, False, True])] = 4", "x[[0, 1]] = 6",
-           "x[-1] = m.tensor(2.5)", "x[0:3:2] = m.tensor([1., 1.])"]
+SETITEM = [
+    "x[0] = 5",
+    "x[1:] = 0",
+    "x[1:] = m.tensor([7., 8.])",
+    "x[...] = 2",
+    "x[:] = 3",
+    "x[None] = 1",
+    "x[m.tensor([0, 2])] = m.tensor([9., 8.])",
+    "x[m.tensor([True, False, True])] = 4",
+    "x[[0, 1]] = 6",
+    "x[-1] = m.tensor(2.5)",
+    "x[0:3:2] = m.tensor([1., 1.])",
+]
 
 
 @pytest.mark.parametrize("stmt", SETITEM)
 def test_setitem(stmt):
     assert_like_torch(f"x = m.tensor([1., 2., 3.], requires_grad=True)\n{stmt}")
-    assert_like_torch(f"x = m.tensor([1., 2., 3.], requires_grad=True)\nwith m.no_grad():\n    {stmt}\n"
-                      "x, x.is_leaf, V(x)")
+    assert_like_torch(
+        f"x = m.tensor([1., 2., 3.], requires_grad=True)\nwith m.no_grad():\n    {stmt}\nx, x.is_leaf, V(x)"
+    )
 
 
 @pytest.mark.parametrize("stmt", SETITEM[1::2])
 def test_setitem_gradients(stmt):
-    assert_like_torch(f"a = m.tensor([1., 2., 3.], requires_grad=True)\nx = a * 2\n{stmt}\n"
-                      "(x * m.tensor([1., 10., 100.])).sum().backward()\na.grad, x.requires_grad")
+    assert_like_torch(
+        f"a = m.tensor([1., 2., 3.], requires_grad=True)\nx = a * 2\n{stmt}\n"
+        "(x * m.tensor([1., 10., 100.])).sum().backward()\na.grad, x.requires_grad"
+    )
 
 
-@pytest.mark.parametrize("stmt", ["x[0, 1] = 0", "x[:, 0] = m.tensor([5., 6.])", "x[1] = m.tensor([1., 2., 3.])",
-                                  "x[:, m.tensor([0])] = 1", "x[0, m.tensor([0])] = 1", "x[m.tensor([0]), 0] = 1",
-                                  "x[..., 0] = 1", "x[..., m.tensor([0])] = 1", "x[x > 2] = 0", "x[0:2] = 9",
-                                  "x[1, ...] = 2"])
+@pytest.mark.parametrize(
+    "stmt",
+    [
+        "x[0, 1] = 0",
+        "x[:, 0] = m.tensor([5., 6.])",
+        "x[1] = m.tensor([1., 2., 3.])",
+        "x[:, m.tensor([0])] = 1",
+        "x[0, m.tensor([0])] = 1",
+        "x[m.tensor([0]), 0] = 1",
+        "x[..., 0] = 1",
+        "x[..., m.tensor([0])] = 1",
+        "x[x > 2] = 0",
+        "x[0:2] = 9",
+        "x[1, ...] = 2",
+    ],
+)
 def test_setitem_2d_and_leaf_messages(stmt):
     assert_like_torch(f"x = m.arange(6.).reshape(2, 3)\n{stmt}\nx, V(x)")
     assert_like_torch(f"x = m.arange(6.).reshape(2, 3).requires_grad_()\n{stmt}")
@@ -100,8 +151,10 @@ GRADIENTS = [
 
 @pytest.mark.parametrize("code", GRADIENTS)
 def test_gradients_through_inplace_ops(code):
-    assert_like_torch("a = m.tensor([1., 2., 3.], requires_grad=True)\nb = m.tensor([4., 5., 6.], requires_grad=True)\n"
-                      f"{code}\n(y * m.tensor([1., 2., 3.])).sum().backward()\ny, a.grad, b.grad")
+    assert_like_torch(
+        "a = m.tensor([1., 2., 3.], requires_grad=True)\nb = m.tensor([4., 5., 6.], requires_grad=True)\n"
+        f"{code}\n(y * m.tensor([1., 2., 3.])).sum().backward()\ny, a.grad, b.grad"
+    )
 
 
 def test_gradients_through_a_chain_of_inplace_ops():
@@ -157,27 +210,40 @@ def test_views_and_aliases_share_values_like_torch(code):
 
 
 def test_dtype_and_shape_rules():
-    for code in ["x = m.arange(6)\nx.add_(1.5)", "x = m.ones(3, dtype=m.int32)\nx.add_(m.ones(3, dtype=m.int64))\nx",
-                 "x = m.ones(3)\nx.add_(m.ones(3, dtype=m.float64))\nx", "x = m.ones(3, dtype=m.int64)\n"
-                 "x.copy_(m.tensor([1.7, 2., -3.5]))\nx", "x = m.ones(3)\nx.add_(m.ones(2, 3))",
-                 "x = m.ones(3)\nx.fill_(m.tensor([2.]))", "x = m.ones(2, 3)\nx.copy_(m.tensor([1., 2., 3.]))\nx",
-                 "x = m.ones(3, dtype=m.bool)\nx.mul_(2.5)", "x = m.ones(3)\nx.mul_(1j)"]:
+    for code in [
+        "x = m.arange(6)\nx.add_(1.5)",
+        "x = m.ones(3, dtype=m.int32)\nx.add_(m.ones(3, dtype=m.int64))\nx",
+        "x = m.ones(3)\nx.add_(m.ones(3, dtype=m.float64))\nx",
+        "x = m.ones(3, dtype=m.int64)\nx.copy_(m.tensor([1.7, 2., -3.5]))\nx",
+        "x = m.ones(3)\nx.add_(m.ones(2, 3))",
+        "x = m.ones(3)\nx.fill_(m.tensor([2.]))",
+        "x = m.ones(2, 3)\nx.copy_(m.tensor([1., 2., 3.]))\nx",
+        "x = m.ones(3, dtype=m.bool)\nx.mul_(2.5)",
+        "x = m.ones(3)\nx.mul_(1j)",
+    ]:
         assert_like_torch(code)
 
 
 def test_version_counter_counts_like_torch():
-    assert_like_torch("x = m.ones(3)\nx.add_(1)\nx.mul_(3)\nx[0] = 1\nx[0] += 1\nx.clamp_(min=0)\nx.copy_(x)\n"
-                      "x += 1\nV(x)")
+    assert_like_torch(
+        "x = m.ones(3)\nx.add_(1)\nx.mul_(3)\nx[0] = 1\nx[0] += 1\nx.clamp_(min=0)\nx.copy_(x)\nx += 1\nV(x)"
+    )
     assert_like_torch("x = m.ones(3, requires_grad=True)\ny = x * 1\nV(x), V(y)")
     assert_like_torch("x = m.ones(3)\ny = x.clone()\ny.add_(1)\nV(x), V(y)")
 
 
 SAVED_MODIFIED = [
-    "y = x.exp()\nz = y * y\ny.add_(1)", "y = x * 1\nz = y * y\ny.mul_(2)", "y = x * 1\nz = y * y\ny.exp_()",
-    "y = x * 1\nz = y * y\ny[0] = 5", "y = x * 1\nz = y * y\ny.detach().add_(1)",
-    "y = x * 1\nv = y[1:]\nz = v * v\nv.add_(1)", "y = x * 1\nz = y * y\nwith m.no_grad():\n    y.add_(1)",
-    "y = x * 1\nz = y[1:] * y[:2]\ny[0] = 1", "y = x * 1\nz = y * 2\ny.add_(1)",
-    "y = x * 1\ny.mul_(y)\nz = y", "y = x * 1\nz = y.clone()\ny.add_(1)",
+    "y = x.exp()\nz = y * y\ny.add_(1)",
+    "y = x * 1\nz = y * y\ny.mul_(2)",
+    "y = x * 1\nz = y * y\ny.exp_()",
+    "y = x * 1\nz = y * y\ny[0] = 5",
+    "y = x * 1\nz = y * y\ny.detach().add_(1)",
+    "y = x * 1\nv = y[1:]\nz = v * v\nv.add_(1)",
+    "y = x * 1\nz = y * y\nwith m.no_grad():\n    y.add_(1)",
+    "y = x * 1\nz = y[1:] * y[:2]\ny[0] = 1",
+    "y = x * 1\nz = y * 2\ny.add_(1)",
+    "y = x * 1\ny.mul_(y)\nz = y",
+    "y = x * 1\nz = y.clone()\ny.add_(1)",
 ]
 
 
@@ -196,25 +262,56 @@ def test_backward_through_a_modified_saved_value(code):
 
 # torch's derivative of these reads their result (so an in-place change of the result raises, of the input not),
 # both, or neither (indices, or intermediates of a composite): each case changes the input, then the result
-TORCH_SAVES = ["y.exp()", "y.tanh()", "y.sigmoid()", "y.sqrt()", "y.relu()", "y.reciprocal()", "y.tan()",
-               "m.softmax(y, 0)", "m.nn.functional.log_softmax(y, 0)", "m.linalg.inv(y[:2, None] * m.eye(2))",
-               "y.prod()", "y.norm()", "m.logsumexp(y, 0)", "y.amax()", "y.max()", "m.cumprod(y, 0)", "y.std()",
-               "2 ** y", "y ** y", "m.hypot(y, y)", "m.sort(y)[0]", "y.max(0)[0]", "m.where(y > 1, y, y * 2)",
-               "m.nn.functional.l1_loss(y, y.detach() * 0)", "m.nn.functional.cross_entropy(y[None], m.tensor([1]))",
-               "y.sin()", "y ** 2", "y * 3", "y / 3", "y / y.detach()", "2 / y"]
+TORCH_SAVES = [
+    "y.exp()",
+    "y.tanh()",
+    "y.sigmoid()",
+    "y.sqrt()",
+    "y.relu()",
+    "y.reciprocal()",
+    "y.tan()",
+    "m.softmax(y, 0)",
+    "m.nn.functional.log_softmax(y, 0)",
+    "m.linalg.inv(y[:2, None] * m.eye(2))",
+    "y.prod()",
+    "y.norm()",
+    "m.logsumexp(y, 0)",
+    "y.amax()",
+    "y.max()",
+    "m.cumprod(y, 0)",
+    "y.std()",
+    "2 ** y",
+    "y ** y",
+    "m.hypot(y, y)",
+    "m.sort(y)[0]",
+    "y.max(0)[0]",
+    "m.where(y > 1, y, y * 2)",
+    "m.nn.functional.l1_loss(y, y.detach() * 0)",
+    "m.nn.functional.cross_entropy(y[None], m.tensor([1]))",
+    "y.sin()",
+    "y ** 2",
+    "y * 3",
+    "y / 3",
+    "y / y.detach()",
+    "2 / y",
+]
 
 
 @pytest.mark.parametrize("changed", ["y", "z"])
 @pytest.mark.parametrize("op", TORCH_SAVES)
 def test_inplace_change_of_what_torch_saves_raises_like_torch(op, changed, engine_tier):
-    assert_like_torch(f"x = m.tensor([1., 2., 3.], requires_grad=True)\ny = x * 1\nz = {op}\n{changed}.mul_(2)\n"
-                      "z.sum().backward()\nx.grad")
+    assert_like_torch(
+        f"x = m.tensor([1., 2., 3.], requires_grad=True)\ny = x * 1\nz = {op}\n{changed}.mul_(2)\n"
+        "z.sum().backward()\nx.grad"
+    )
 
 
 @pytest.mark.parametrize("op", ["exp_()", "sigmoid_()", "tanh_()", "relu_()", "sqrt_()", "mul_(2)"])
 def test_result_saved_by_an_inplace_op_is_the_tensor_it_changed(op):
-    assert_like_torch(f"x = m.tensor([1., 2., 3.], requires_grad=True)\ny = x * 1\ny.{op}\nz = y * 1\n"
-                      "y.add_(1)\nz.sum().backward()\nx.grad")
+    assert_like_torch(
+        f"x = m.tensor([1., 2., 3.], requires_grad=True)\ny = x * 1\ny.{op}\nz = y * 1\n"
+        "y.add_(1)\nz.sum().backward()\nx.grad"
+    )
 
 
 def test_modified_saved_value_full_message():
@@ -231,8 +328,10 @@ def test_modified_saved_value_full_message():
     with pytest.raises(RuntimeError) as expected:
         tz.sum().backward()
     assert str(info.value) == str(expected.value)
-    assert str(info.value).startswith("one of the variables needed for gradient computation has been modified by an "
-                                      "inplace operation: [torch.FloatTensor [3]], which is output 0 of Add")
+    assert str(info.value).startswith(
+        "one of the variables needed for gradient computation has been modified by an "
+        "inplace operation: [torch.FloatTensor [3]], which is output 0 of Add"
+    )
 
 
 def test_optimizer_style_updates_match_torch():

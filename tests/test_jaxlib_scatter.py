@@ -1,5 +1,6 @@
 """jaxlib 0.8.0 to 0.10.1 miscompile, on CPU, a float64 scatter fused with its update for some shapes: the backward of
 indexing a captured tensor under vmap gave wrong rows (batched_grad/_xla_flags.py works around it)."""
+
 import numpy as np
 import pytest
 import torch

@@ -1,6 +1,7 @@
 """chunk_size="auto" and the memory budget (vmap/_memory.py): the chunk comes from XLA's memory analysis of the
 compiled program, once per structure, and a Jacobian whose program over all rows needs many times the budget runs
 within it, with the same values."""
+
 import json
 import subprocess
 import sys
@@ -51,7 +52,7 @@ def test_the_budget_is_set_read_and_checked(budget, monkeypatch):
 
 def test_chunk_size_is_checked():
     x = bg.ones(3, requires_grad=True)
-    with pytest.raises(ValueError, match='chunk_size must be None, "auto" or a positive int, but got \'big\''):
+    with pytest.raises(ValueError, match="chunk_size must be None, \"auto\" or a positive int, but got 'big'"):
         bg.autograd.grad(x * 2, x, bg.ones(2, 3), is_grads_batched=True, chunk_size="big")
 
 
@@ -83,8 +84,9 @@ def test_auto_everywhere_matches_torch(budget):
     want = torch.autograd.functional.jacobian(tf, tx, vectorize=True).numpy()
     results = {
         "jacobian": bg.autograd.functional.jacobian(f, x, vectorize=True, chunk_size="auto"),
-        "forward-mode": bg.autograd.functional.jacobian(f, x, vectorize=True, strategy="forward-mode",
-                                                         chunk_size="auto"),
+        "forward-mode": bg.autograd.functional.jacobian(
+            f, x, vectorize=True, strategy="forward-mode", chunk_size="auto"
+        ),
         "jacrev": jacrev(f, chunk_size="auto")(x),
         "vmap": vmap.vmap(lambda v: bg.autograd.grad(f(x), x, v)[0], chunk_size="auto")(bg.eye(256)),
     }

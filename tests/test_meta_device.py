@@ -1,6 +1,7 @@
 """The meta device against torch 2.13: tensors with a shape and a dtype but no values, made by to('meta'), the
 factories' device='meta' and Module.to('meta'); ops giving meta results; torch's device checks when meta meets other
 tensors; torch's errors for reading values; gradients through meta tensors."""
+
 import copy
 import pickle
 
@@ -46,10 +47,11 @@ MADE = {
     "linspace": lambda m: m.linspace(0, 1, 5, device="meta"),
     "tensor": lambda m: m.tensor([1.0, 2.0], device="meta"),
     "zeros-requiring-grad": lambda m: m.zeros(2, device="meta", requires_grad=True),
-    "huge": lambda m: m.empty(10 ** 6, 10 ** 6, device="meta"),  # no memory is allocated
+    "huge": lambda m: m.empty(10**6, 10**6, device="meta"),  # no memory is allocated
     "empty_like-of-cpu": lambda m: m.empty_like(m.ones(3, 4), device="meta"),
-    "long-repr": lambda m: m.ones(2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, dtype=m.float64, device="meta",
-                                  requires_grad=True) * 2,
+    "long-repr": lambda m: (
+        m.ones(2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, dtype=m.float64, device="meta", requires_grad=True) * 2
+    ),
 }
 
 
@@ -59,12 +61,18 @@ def test_making_meta_tensors(make):
 
 
 LIKE = {
-    "zeros_like": lambda m, t: m.zeros_like(t), "ones_like": lambda m, t: m.ones_like(t),
-    "empty_like": lambda m, t: m.empty_like(t), "full_like": lambda m, t: m.full_like(t, 2),
-    "rand_like": lambda m, t: m.rand_like(t), "randn_like": lambda m, t: m.randn_like(t),
-    "randint_like": lambda m, t: m.randint_like(t, 5), "zeros_like-int": lambda m, t: m.zeros_like(t, dtype=m.int32),
-    "new_zeros": lambda m, t: t.new_zeros(2), "new_ones": lambda m, t: t.new_ones(2, 3),
-    "new_empty": lambda m, t: t.new_empty(2), "new_full": lambda m, t: t.new_full((2,), 3.0),
+    "zeros_like": lambda m, t: m.zeros_like(t),
+    "ones_like": lambda m, t: m.ones_like(t),
+    "empty_like": lambda m, t: m.empty_like(t),
+    "full_like": lambda m, t: m.full_like(t, 2),
+    "rand_like": lambda m, t: m.rand_like(t),
+    "randn_like": lambda m, t: m.randn_like(t),
+    "randint_like": lambda m, t: m.randint_like(t, 5),
+    "zeros_like-int": lambda m, t: m.zeros_like(t, dtype=m.int32),
+    "new_zeros": lambda m, t: t.new_zeros(2),
+    "new_ones": lambda m, t: t.new_ones(2, 3),
+    "new_empty": lambda m, t: t.new_empty(2),
+    "new_full": lambda m, t: t.new_full((2,), 3.0),
     "new_tensor": lambda m, t: t.new_tensor([1.0, 2.0]),
 }
 
@@ -75,8 +83,10 @@ def test_like_factories_keep_the_meta_device(make):
 
 
 def test_like_factories_leave_meta_when_asked():
-    got, want = bg.zeros_like(bg.ones(2).to("meta"), device="cpu"), torch.zeros_like(torch.ones(2).to("meta"),
-                                                                                    device="cpu")
+    got, want = (
+        bg.zeros_like(bg.ones(2).to("meta"), device="cpu"),
+        torch.zeros_like(torch.ones(2).to("meta"), device="cpu"),
+    )
     assert not got.is_meta and got.device == bg.device("cpu") and got.tolist() == want.tolist()
 
 
@@ -91,28 +101,48 @@ def test_meta_tensor_attributes():
     assert not bg.ones(2).is_meta and not torch.ones(2).is_meta
 
 
-@pytest.mark.parametrize("name, copy_", [("deepcopy", copy.deepcopy), ("pickle", lambda t: pickle.loads(
-    pickle.dumps(t)))])
+@pytest.mark.parametrize(
+    "name, copy_", [("deepcopy", copy.deepcopy), ("pickle", lambda t: pickle.loads(pickle.dumps(t)))]
+)
 def test_copies_of_a_meta_tensor_stay_meta(name, copy_):
-    same_meta(copy_(bg.ones(3, requires_grad=True).to("meta").detach().requires_grad_()),
-              copy_(torch.ones(3, requires_grad=True).to("meta").detach().requires_grad_()))
+    same_meta(
+        copy_(bg.ones(3, requires_grad=True).to("meta").detach().requires_grad_()),
+        copy_(torch.ones(3, requires_grad=True).to("meta").detach().requires_grad_()),
+    )
 
 
 # ---- ops on meta tensors ------------------------------------------------------------------------------------------
 OPS = {
-    "mul-number": lambda m, x: x * 2, "add": lambda m, x: x + x, "matmul": lambda m, x: x @ x.T,
-    "sum": lambda m, x: x.sum(), "sum-dim": lambda m, x: x.sum(0), "mean": lambda m, x: x.mean(1, keepdim=True),
-    "eq": lambda m, x: x == x, "index": lambda m, x: x[0], "slice": lambda m, x: x[:, 1:3],
-    "index-cpu-tensor": lambda m, x: x[m.tensor([0, 2])], "clone": lambda m, x: x.clone(),
-    "detach": lambda m, x: x.detach(), "to-float64": lambda m, x: x.to(m.float64), "double": lambda m, x: x.double(),
-    "type": lambda m, x: x.type(m.float16), "relu": lambda m, x: m.nn.functional.relu(x),
-    "softmax": lambda m, x: m.softmax(x, 1), "reshape": lambda m, x: x.reshape(2, 6), "t": lambda m, x: x.t(),
-    "cat": lambda m, x: m.cat([x, x]), "stack": lambda m, x: m.stack([x, x], 1),
+    "mul-number": lambda m, x: x * 2,
+    "add": lambda m, x: x + x,
+    "matmul": lambda m, x: x @ x.T,
+    "sum": lambda m, x: x.sum(),
+    "sum-dim": lambda m, x: x.sum(0),
+    "mean": lambda m, x: x.mean(1, keepdim=True),
+    "eq": lambda m, x: x == x,
+    "index": lambda m, x: x[0],
+    "slice": lambda m, x: x[:, 1:3],
+    "index-cpu-tensor": lambda m, x: x[m.tensor([0, 2])],
+    "clone": lambda m, x: x.clone(),
+    "detach": lambda m, x: x.detach(),
+    "to-float64": lambda m, x: x.to(m.float64),
+    "double": lambda m, x: x.double(),
+    "type": lambda m, x: x.type(m.float16),
+    "relu": lambda m, x: m.nn.functional.relu(x),
+    "softmax": lambda m, x: m.softmax(x, 1),
+    "reshape": lambda m, x: x.reshape(2, 6),
+    "t": lambda m, x: x.t(),
+    "cat": lambda m, x: m.cat([x, x]),
+    "stack": lambda m, x: m.stack([x, x], 1),
     "linear": lambda m, x: m.nn.functional.linear(x, m.ones(5, 4, device="meta")),
-    "number-tensor": lambda m, x: x + m.tensor(2.0), "tensor-number": lambda m, x: m.tensor(2.0) * x,
-    "where": lambda m, x: m.where(x > 0, x, x), "in-place": lambda m, x: x.clone().mul_(2),
-    "setitem": lambda m, x: _set(x.clone(), 0, 1.0), "copy-into": lambda m, x: x.clone().copy_(m.ones(3, 4)),
-    "data": lambda m, x: x.data, "iter": lambda m, x: list(x)[1],
+    "number-tensor": lambda m, x: x + m.tensor(2.0),
+    "tensor-number": lambda m, x: m.tensor(2.0) * x,
+    "where": lambda m, x: m.where(x > 0, x, x),
+    "in-place": lambda m, x: x.clone().mul_(2),
+    "setitem": lambda m, x: _set(x.clone(), 0, 1.0),
+    "copy-into": lambda m, x: x.clone().copy_(m.ones(3, 4)),
+    "data": lambda m, x: x.data,
+    "iter": lambda m, x: list(x)[1],
 }
 
 
@@ -246,13 +276,16 @@ def test_gradient_of_a_non_leaf_meta_tensor():
 BAD_GRADS = {
     "through-to-meta": lambda m: (m.ones(3, requires_grad=True).to("meta") * 2).sum().backward(),
     "grad-through-to-meta": lambda m: (lambda x: m.autograd.grad((x * 1).to("meta").sum(), x))(
-        m.ones(3, requires_grad=True)),
+        m.ones(3, requires_grad=True)
+    ),
     "cpu-grad-for-meta": lambda m: m.autograd.grad(_leaf(m) * 2, [], m.ones(3)),
     "cpu-grad-output-for-meta-output": lambda m: (lambda x: m.autograd.grad(x * 2, x, m.ones(3)))(_leaf(m)),
     "meta-grad-output-for-cpu-output": lambda m: (lambda x: m.autograd.grad(x * 2, x, m.ones(3, device="meta")))(
-        m.ones(3, requires_grad=True)),
-    "meta-0d-grad-output-for-cpu-output": lambda m: (lambda x: m.autograd.grad(
-        (x * 2).sum(), x, m.ones((), device="meta")))(m.ones(3, requires_grad=True)),
+        m.ones(3, requires_grad=True)
+    ),
+    "meta-0d-grad-output-for-cpu-output": lambda m: (
+        lambda x: m.autograd.grad((x * 2).sum(), x, m.ones((), device="meta"))
+    )(m.ones(3, requires_grad=True)),
 }
 
 
@@ -275,9 +308,12 @@ def test_through_to_meta_raises_on_the_fused_program_too():
 
 
 MODULES_WITH_DEVICE = {
-    "Linear": lambda m, d: m.nn.Linear(3, 4, device=d), "Conv2d": lambda m, d: m.nn.Conv2d(1, 2, 3, device=d),
-    "BatchNorm1d": lambda m, d: m.nn.BatchNorm1d(3, device=d), "LSTM": lambda m, d: m.nn.LSTM(3, 4, device=d),
-    "Embedding": lambda m, d: m.nn.Embedding(5, 2, device=d), "LayerNorm": lambda m, d: m.nn.LayerNorm(4, device=d),
+    "Linear": lambda m, d: m.nn.Linear(3, 4, device=d),
+    "Conv2d": lambda m, d: m.nn.Conv2d(1, 2, 3, device=d),
+    "BatchNorm1d": lambda m, d: m.nn.BatchNorm1d(3, device=d),
+    "LSTM": lambda m, d: m.nn.LSTM(3, 4, device=d),
+    "Embedding": lambda m, d: m.nn.Embedding(5, 2, device=d),
+    "LayerNorm": lambda m, d: m.nn.LayerNorm(4, device=d),
     "TransformerEncoderLayer": lambda m, d: m.nn.TransformerEncoderLayer(8, 2, 16, device=d),
 }
 
@@ -287,7 +323,9 @@ MODULES_WITH_DEVICE = {
 def test_modules_made_with_a_device_put_their_state_there(make, where):
     def states(m):
         module = MODULES_WITH_DEVICE[make](m, where)
-        return [(name, str(t.device), str(t.dtype), tuple(t.shape), t.requires_grad)
-                for name, t in list(module.named_parameters()) + list(module.named_buffers())]
+        return [
+            (name, str(t.device), str(t.dtype), tuple(t.shape), t.requires_grad)
+            for name, t in list(module.named_parameters()) + list(module.named_buffers())
+        ]
 
     assert states(bg) == states(torch)

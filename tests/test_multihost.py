@@ -1,6 +1,7 @@
 """Multi-host through jax.distributed, for real on one machine: two processes (CPU collectives, the coordinator on
 127.0.0.1), each with 2 simulated CPU devices, compute a Jacobian whose rows are split over the 4 devices
 (_multihost_case.py). Each holds the rows of its own devices, equal to the Jacobian computed in one process."""
+
 import json
 import os
 import socket
@@ -22,8 +23,16 @@ def _free_port():
 def test_two_processes_compute_a_jacobian_split_over_their_devices():
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu")
     port = str(_free_port())
-    processes = [subprocess.Popen([sys.executable, os.path.join(HERE, "_multihost_case.py"), str(i), port], env=env,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
+    processes = [
+        subprocess.Popen(
+            [sys.executable, os.path.join(HERE, "_multihost_case.py"), str(i), port],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(2)
+    ]
     outputs = []
     for p in processes:
         try:

@@ -1,5 +1,6 @@
 """bg.nn against torch.nn: every functional op (values, grad, double backward, batched grad), the layers with the
 same weights, Module's registration, state and modes, a small CNN trained a few steps, and per-sample gradients."""
+
 import warnings
 
 import numpy as np
@@ -9,7 +10,7 @@ import torch
 import batched_grad as bg
 import vmap
 from batched_grad import _lazy
-from oracle import assert_same, check_batched, check_both, rand, raises_like_torch, to_torch
+from oracle import assert_same, check_batched, check_both, raises_like_torch, rand, to_torch
 
 
 def _idx(*values):
@@ -36,21 +37,31 @@ FUNCTIONAL = {  # name: (fn(module, *inputs), inputs)
     "linear": (lambda m, x, w, b: F(m).linear(x, w, b), [rand(2, 3), rand(4, 3), rand(4)]),
     "linear_3d_no_bias": (lambda m, x, w: F(m).linear(x, w), [rand(2, 2, 3), rand(4, 3)]),
     "conv1d": (lambda m, x, w, b: F(m).conv1d(x, w, b, stride=2, padding=1), [rand(2, 2, 7), rand(3, 2, 3), rand(3)]),
-    "conv2d_groups": (lambda m, x, w: F(m).conv2d(x, w, padding=1, groups=2, dilation=(1, 2)),
-                      [rand(1, 2, 5, 5), rand(4, 1, 3, 2)]),
-    "conv2d_same_unbatched": (lambda m, x, w, b: F(m).conv2d(x, w, b, padding="same"),
-                              [rand(2, 4, 4), rand(3, 2, 2, 3), rand(3)]),
+    "conv2d_groups": (
+        lambda m, x, w: F(m).conv2d(x, w, padding=1, groups=2, dilation=(1, 2)),
+        [rand(1, 2, 5, 5), rand(4, 1, 3, 2)],
+    ),
+    "conv2d_same_unbatched": (
+        lambda m, x, w, b: F(m).conv2d(x, w, b, padding="same"),
+        [rand(2, 4, 4), rand(3, 2, 2, 3), rand(3)],
+    ),
     # the two CPU forms of a convolution: by kernel taps (<= 4 input channels per group), else channels-last
-    "conv2d_taps_strided": (lambda m, x, w, b: F(m).conv2d(x, w, b, stride=(2, 1), padding=(1, 2), dilation=(2, 1)),
-                            [rand(2, 3, 7, 6), rand(4, 3, 3, 2), rand(4)]),
-    "conv2d_channels_last": (lambda m, x, w, b: F(m).conv2d(x, w, b, stride=2, padding=1, dilation=2, groups=2),
-                             [rand(2, 10, 7, 7), rand(4, 5, 3, 3), rand(4)]),
+    "conv2d_taps_strided": (
+        lambda m, x, w, b: F(m).conv2d(x, w, b, stride=(2, 1), padding=(1, 2), dilation=(2, 1)),
+        [rand(2, 3, 7, 6), rand(4, 3, 3, 2), rand(4)],
+    ),
+    "conv2d_channels_last": (
+        lambda m, x, w, b: F(m).conv2d(x, w, b, stride=2, padding=1, dilation=2, groups=2),
+        [rand(2, 10, 7, 7), rand(4, 5, 3, 3), rand(4)],
+    ),
     "conv1d_channels_last": (lambda m, x, w: F(m).conv1d(x, w, padding="same"), [rand(2, 6, 9), rand(3, 6, 4)]),
     "max_pool2d": (lambda m, x: F(m).max_pool2d(x, 2), [rand(1, 2, 5, 5)]),
     "max_pool2d_ceil": (lambda m, x: F(m).max_pool2d(x, 3, stride=2, padding=1, ceil_mode=True), [rand(2, 6, 6)]),
     "avg_pool2d": (lambda m, x: F(m).avg_pool2d(x, 2), [rand(1, 2, 5, 5)]),
-    "avg_pool2d_pad": (lambda m, x: F(m).avg_pool2d(x, 3, stride=2, padding=1, ceil_mode=True,
-                                                   count_include_pad=False), [rand(1, 2, 6, 5)]),
+    "avg_pool2d_pad": (
+        lambda m, x: F(m).avg_pool2d(x, 3, stride=2, padding=1, ceil_mode=True, count_include_pad=False),
+        [rand(1, 2, 6, 5)],
+    ),
     "layer_norm": (lambda m, x, w, b: F(m).layer_norm(x, (3, 4), w, b), [rand(2, 3, 4), rand(3, 4), rand(3, 4)]),
     "layer_norm_plain": (lambda m, x: F(m).layer_norm(x, [4], eps=1e-3), [rand(3, 4)]),
     "embedding": (lambda m, i, w: F(m).embedding(i, w, padding_idx=1), [_idx([0, 1], [4, 1]), rand(5, 3)]),
@@ -60,23 +71,40 @@ FUNCTIONAL = {  # name: (fn(module, *inputs), inputs)
     "pad_circular": (lambda m, x: F(m).pad(x, (2, 1), mode="circular"), [rand(1, 2, 4)]),
     "mse_loss": (lambda m, x, y: F(m).mse_loss(x, y), [rand(3, 4), rand(3, 4, seed=1)]),
     "l1_loss_sum": (lambda m, x, y: F(m).l1_loss(x, y, reduction="sum"), [rand(3, 4), rand(3, 4, seed=1)]),
-    "smooth_l1_loss": (lambda m, x, y: F(m).smooth_l1_loss(x, y, reduction="none", beta=0.5),
-                       [rand(3, 4), rand(3, 4, seed=1)]),
+    "smooth_l1_loss": (
+        lambda m, x, y: F(m).smooth_l1_loss(x, y, reduction="none", beta=0.5),
+        [rand(3, 4), rand(3, 4, seed=1)],
+    ),
     "cross_entropy": (lambda m, x, t: F(m).cross_entropy(x, t), [rand(3, 4), _idx(0, 3, 1)]),
-    "cross_entropy_options": (lambda m, x, t, w: F(m).cross_entropy(x, t, w, ignore_index=1, label_smoothing=0.2),
-                              [rand(4, 3), _idx(0, 1, 2, 2), rand(3, low=0.5, high=2, requires_grad=False)]),
-    "cross_entropy_probs": (lambda m, x, p: F(m).cross_entropy(x, p, label_smoothing=0.1, reduction="sum"),
-                            [rand(2, 3, 2), _probs(2, 2, 3).permute(0, 2, 1)]),
-    "cross_entropy_kdim": (lambda m, x, t: F(m).cross_entropy(x, t, reduction="none"),
-                           [rand(2, 3, 2), _idx([0, 2], [1, 1])]),
-    "nll_loss": (lambda m, x, t, w: F(m).nll_loss(x, t, w, reduction="sum"),
-                 [rand(3, 4), _idx(1, 0, 3), rand(4, low=0.5, high=2, requires_grad=False)]),
-    "binary_cross_entropy": (lambda m, x, y, w: F(m).binary_cross_entropy(x, y, w),
-                             [rand(2, 3, low=0.05, high=0.95), rand(2, 3, low=0, high=1, seed=2),
-                              rand(2, 3, seed=3, requires_grad=False)]),
-    "bce_with_logits": (lambda m, x, y, w, pw: F(m).binary_cross_entropy_with_logits(x, y, w, pos_weight=pw),
-                        [rand(2, 3), rand(2, 3, low=0, high=1, seed=2), rand(3, seed=3, requires_grad=False),
-                         rand(3, low=0.5, high=2, requires_grad=False)]),
+    "cross_entropy_options": (
+        lambda m, x, t, w: F(m).cross_entropy(x, t, w, ignore_index=1, label_smoothing=0.2),
+        [rand(4, 3), _idx(0, 1, 2, 2), rand(3, low=0.5, high=2, requires_grad=False)],
+    ),
+    "cross_entropy_probs": (
+        lambda m, x, p: F(m).cross_entropy(x, p, label_smoothing=0.1, reduction="sum"),
+        [rand(2, 3, 2), _probs(2, 2, 3).permute(0, 2, 1)],
+    ),
+    "cross_entropy_kdim": (
+        lambda m, x, t: F(m).cross_entropy(x, t, reduction="none"),
+        [rand(2, 3, 2), _idx([0, 2], [1, 1])],
+    ),
+    "nll_loss": (
+        lambda m, x, t, w: F(m).nll_loss(x, t, w, reduction="sum"),
+        [rand(3, 4), _idx(1, 0, 3), rand(4, low=0.5, high=2, requires_grad=False)],
+    ),
+    "binary_cross_entropy": (
+        lambda m, x, y, w: F(m).binary_cross_entropy(x, y, w),
+        [rand(2, 3, low=0.05, high=0.95), rand(2, 3, low=0, high=1, seed=2), rand(2, 3, seed=3, requires_grad=False)],
+    ),
+    "bce_with_logits": (
+        lambda m, x, y, w, pw: F(m).binary_cross_entropy_with_logits(x, y, w, pos_weight=pw),
+        [
+            rand(2, 3),
+            rand(2, 3, low=0, high=1, seed=2),
+            rand(3, seed=3, requires_grad=False),
+            rand(3, low=0.5, high=2, requires_grad=False),
+        ],
+    ),
 }
 
 
@@ -92,14 +120,25 @@ def _kinks(values, requires_grad=True):
 
 KINKS = {  # name: (fn(module, *inputs), inputs): torch's derivatives where the formulas have kinks
     "elu_at_0_and_nan": (lambda m, x: F(m).elu(x, 0.5), [_kinks([0.0, -1.0, 2.0, float("nan"), -0.0, 1e-300])]),
-    "l1_loss_at_equal": (lambda m, x, y: F(m).l1_loss(x, y, reduction="none"),
-                         [_kinks([0.5, -1.0, 2.0, 0.0]), _kinks([0.5, 1.0, 2.0, 0.0])]),
-    "bce_with_logits_at_0": (lambda m, x, y, pw: F(m).binary_cross_entropy_with_logits(x, y, pos_weight=pw) +
-                             F(m).binary_cross_entropy_with_logits(x, y, reduction="sum"),
-                             [_kinks([0.0, 0.0, -0.0, 1.5]), _kinks([0.5, 0.0, 1.0, 0.25]),
-                              _kinks([2.0, 0.5, 1.0, 3.0], requires_grad=False)]),
-    "bce_at_0_and_1": (lambda m, x, y: F(m).binary_cross_entropy(x, y, reduction="none"),
-                       [_kinks([0.0, 1.0, 0.5, 1.0]), _kinks([0.5, 0.5, 0.0, 1.0])]),
+    "l1_loss_at_equal": (
+        lambda m, x, y: F(m).l1_loss(x, y, reduction="none"),
+        [_kinks([0.5, -1.0, 2.0, 0.0]), _kinks([0.5, 1.0, 2.0, 0.0])],
+    ),
+    "bce_with_logits_at_0": (
+        lambda m, x, y, pw: (
+            F(m).binary_cross_entropy_with_logits(x, y, pos_weight=pw)
+            + F(m).binary_cross_entropy_with_logits(x, y, reduction="sum")
+        ),
+        [
+            _kinks([0.0, 0.0, -0.0, 1.5]),
+            _kinks([0.5, 0.0, 1.0, 0.25]),
+            _kinks([2.0, 0.5, 1.0, 3.0], requires_grad=False),
+        ],
+    ),
+    "bce_at_0_and_1": (
+        lambda m, x, y: F(m).binary_cross_entropy(x, y, reduction="none"),
+        [_kinks([0.0, 1.0, 0.5, 1.0]), _kinks([0.5, 0.5, 0.0, 1.0])],
+    ),
 }
 
 
@@ -121,8 +160,15 @@ def test_functional_batched_grads_equal_the_per_row_loop_without_fallback(monkey
     check_batched([bg.cat(outputs)], leaves, np.random.default_rng(0), rtol=1e-9, atol=1e-12)
 
 
-@pytest.mark.parametrize("geometry", [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1, ceil_mode=True),
-                                      dict(kernel_size=3, stride=1, dilation=2), dict(kernel_size=2, stride=1)])
+@pytest.mark.parametrize(
+    "geometry",
+    [
+        dict(kernel_size=2),
+        dict(kernel_size=3, stride=2, padding=1, ceil_mode=True),
+        dict(kernel_size=3, stride=1, dilation=2),
+        dict(kernel_size=2, stride=1),
+    ],
+)
 def test_max_pool_gradient_goes_where_torchs_does_on_ties_and_nan(geometry, engine_tier):
     """torch's backward scatters to the first maximum of a window (row-major), or to its last nan."""
     rng = np.random.default_rng(0)
@@ -136,62 +182,68 @@ def test_max_pool_gradient_goes_where_torchs_does_on_ties_and_nan(geometry, engi
     np.testing.assert_array_equal(got.numpy(), want.numpy())
 
 
-@pytest.mark.parametrize("case", [
-    lambda m: F(m).one_hot(m.tensor([[0, 2], [1, 1]]), 4),
-    lambda m: F(m).one_hot(m.tensor([3, 0])),
-    lambda m: m.tensor([[1.0, 2.0], [0.5, -1.0]]).softmax(-1),
-    lambda m: m.tensor([[1.0, 2.0], [0.5, -1.0]]).log_softmax(0),
-    lambda m: m.softmax(m.tensor([1, 2, 3]), 0, dtype=m.float64),
-    lambda m: F(m).dropout(m.ones(3, 4), 0.5, training=False),
-])
+@pytest.mark.parametrize(
+    "case",
+    [
+        lambda m: F(m).one_hot(m.tensor([[0, 2], [1, 1]]), 4),
+        lambda m: F(m).one_hot(m.tensor([3, 0])),
+        lambda m: m.tensor([[1.0, 2.0], [0.5, -1.0]]).softmax(-1),
+        lambda m: m.tensor([[1.0, 2.0], [0.5, -1.0]]).log_softmax(0),
+        lambda m: m.softmax(m.tensor([1, 2, 3]), 0, dtype=m.float64),
+        lambda m: F(m).dropout(m.ones(3, 4), 0.5, training=False),
+    ],
+)
 def test_forward_only_ops_match_torch(case):
     assert_same(case(bg), case(torch))
 
 
-@pytest.mark.parametrize("case", [
-    lambda m: F(m).gelu(m.ones(2), approximate="foo"),
-    lambda m: F(m).silu(m.tensor([1, 2])),
-    lambda m: F(m).softmax(m.tensor([1, 2]), 0),
-    lambda m: F(m).dropout(m.ones(2), 1.5),
-    lambda m: F(m).mse_loss(m.ones(2), m.ones(2), reduction="avg"),
-    lambda m: F(m).one_hot(m.tensor([0, 2]), 2),
-    lambda m: F(m).one_hot(m.tensor([-1, 2])),
-    lambda m: F(m).nll_loss(m.zeros(2, 3), m.tensor([0, 5])),
-    lambda m: F(m).cross_entropy(m.zeros(2, 3), m.tensor([0, 1, 1])),
-    lambda m: F(m).binary_cross_entropy(m.tensor([2.0]), m.tensor([1.0])),
-    lambda m: F(m).binary_cross_entropy(m.tensor([0.2]), m.tensor([1.0, 0.0])),
-    lambda m: F(m).binary_cross_entropy_with_logits(m.tensor([0.2]), m.tensor([1.0, 0.0])),
-    lambda m: F(m).linear(m.zeros(2, 3), m.zeros(4, 2)),
-    lambda m: F(m).conv2d(m.zeros(1, 2, 5, 5), m.zeros(3, 3, 3, 3)),
-    lambda m: F(m).conv2d(m.zeros(1, 3, 5, 5), m.zeros(3, 3, 3, 3), stride=2, padding="same"),
-    lambda m: F(m).max_pool2d(m.zeros(1, 1, 2, 2), 3),
-    lambda m: F(m).max_pool2d(m.zeros(1, 1, 4, 4), 2, padding=2),
-    lambda m: F(m).layer_norm(m.zeros(2, 3), (4,)),
-    lambda m: F(m).embedding(m.tensor([5]), m.zeros(3, 2)),
-    lambda m: F(m).embedding(m.tensor([0.0]), m.zeros(3, 2)),
-    lambda m: F(m).pad(m.zeros(2, 3), (1, 2, 3)),
-    lambda m: F(m).pad(m.zeros(2, 3), (1, 1), mode="bogus"),
-    lambda m: F(m).pad(m.zeros(2, 3), (-3, -1)),
-    lambda m: F(m).linear(m.zeros(2, 3), m.zeros(4, 3), m.zeros(3)),
-    lambda m: F(m).linear(m.zeros(5, 2, 3), m.zeros(4, 3), m.zeros(3, 4)),
-    lambda m: F(m).linear(m.zeros(5, 2, 3), m.zeros(4, 3), m.zeros(7, 2, 4)),
-    lambda m: F(m).linear(m.zeros(2, 3), m.zeros(4, 3), m.zeros(2, 2, 4)),
-    lambda m: F(m).conv2d(m.zeros(1, 1, 5, 5), m.zeros(2, 1, 3, 3), m.zeros(3)),
-    lambda m: F(m).conv2d(m.zeros(1, 1, 5, 5), m.zeros(2, 1, 3, 3), stride=0),
-    lambda m: F(m).conv2d(m.zeros(1, 1, 5, 5), m.zeros(2, 1, 3, 3), padding=-1),
-    lambda m: F(m).conv2d(m.zeros(1, 1, 5, 5), m.zeros(2, 1, 3, 3), dilation=(1, 0)),
-    lambda m: F(m).conv2d(m.zeros(1, 4, 5, 5), m.zeros(3, 2, 3, 3), groups=2),
-    lambda m: F(m).conv2d(m.zeros(1, 1, 2, 5), m.zeros(1, 1, 3, 3)),
-    lambda m: F(m).conv2d(m.zeros(1, 1, 4, 4), m.zeros(1, 1, 3, 3), dilation=2),
-    lambda m: F(m).conv1d(m.zeros(1, 1, 2), m.zeros(1, 1, 3)),
-    lambda m: F(m).l1_loss(m.zeros(3, 4), m.zeros(5)),
-    lambda m: F(m).smooth_l1_loss(m.zeros(3, 4), m.zeros(5)),
-    lambda m: F(m).mse_loss(m.zeros(3, 4), m.zeros(2, 1, 5)),
-    lambda m: F(m).binary_cross_entropy(m.full((3, 4), 0.5), m.full((3, 4), 0.5), weight=m.ones(5)),
-    lambda m: F(m).binary_cross_entropy(m.full((2,), 0.5), m.tensor([0.5, 2.0])),
-    lambda m: F(m).binary_cross_entropy_with_logits(m.zeros(3, 4), m.zeros(3, 4), weight=m.ones(5)),
-    lambda m: F(m).binary_cross_entropy_with_logits(m.zeros(3, 4), m.zeros(3, 4), pos_weight=m.ones(5)),
-])
+@pytest.mark.parametrize(
+    "case",
+    [
+        lambda m: F(m).gelu(m.ones(2), approximate="foo"),
+        lambda m: F(m).silu(m.tensor([1, 2])),
+        lambda m: F(m).softmax(m.tensor([1, 2]), 0),
+        lambda m: F(m).dropout(m.ones(2), 1.5),
+        lambda m: F(m).mse_loss(m.ones(2), m.ones(2), reduction="avg"),
+        lambda m: F(m).one_hot(m.tensor([0, 2]), 2),
+        lambda m: F(m).one_hot(m.tensor([-1, 2])),
+        lambda m: F(m).nll_loss(m.zeros(2, 3), m.tensor([0, 5])),
+        lambda m: F(m).cross_entropy(m.zeros(2, 3), m.tensor([0, 1, 1])),
+        lambda m: F(m).binary_cross_entropy(m.tensor([2.0]), m.tensor([1.0])),
+        lambda m: F(m).binary_cross_entropy(m.tensor([0.2]), m.tensor([1.0, 0.0])),
+        lambda m: F(m).binary_cross_entropy_with_logits(m.tensor([0.2]), m.tensor([1.0, 0.0])),
+        lambda m: F(m).linear(m.zeros(2, 3), m.zeros(4, 2)),
+        lambda m: F(m).conv2d(m.zeros(1, 2, 5, 5), m.zeros(3, 3, 3, 3)),
+        lambda m: F(m).conv2d(m.zeros(1, 3, 5, 5), m.zeros(3, 3, 3, 3), stride=2, padding="same"),
+        lambda m: F(m).max_pool2d(m.zeros(1, 1, 2, 2), 3),
+        lambda m: F(m).max_pool2d(m.zeros(1, 1, 4, 4), 2, padding=2),
+        lambda m: F(m).layer_norm(m.zeros(2, 3), (4,)),
+        lambda m: F(m).embedding(m.tensor([5]), m.zeros(3, 2)),
+        lambda m: F(m).embedding(m.tensor([0.0]), m.zeros(3, 2)),
+        lambda m: F(m).pad(m.zeros(2, 3), (1, 2, 3)),
+        lambda m: F(m).pad(m.zeros(2, 3), (1, 1), mode="bogus"),
+        lambda m: F(m).pad(m.zeros(2, 3), (-3, -1)),
+        lambda m: F(m).linear(m.zeros(2, 3), m.zeros(4, 3), m.zeros(3)),
+        lambda m: F(m).linear(m.zeros(5, 2, 3), m.zeros(4, 3), m.zeros(3, 4)),
+        lambda m: F(m).linear(m.zeros(5, 2, 3), m.zeros(4, 3), m.zeros(7, 2, 4)),
+        lambda m: F(m).linear(m.zeros(2, 3), m.zeros(4, 3), m.zeros(2, 2, 4)),
+        lambda m: F(m).conv2d(m.zeros(1, 1, 5, 5), m.zeros(2, 1, 3, 3), m.zeros(3)),
+        lambda m: F(m).conv2d(m.zeros(1, 1, 5, 5), m.zeros(2, 1, 3, 3), stride=0),
+        lambda m: F(m).conv2d(m.zeros(1, 1, 5, 5), m.zeros(2, 1, 3, 3), padding=-1),
+        lambda m: F(m).conv2d(m.zeros(1, 1, 5, 5), m.zeros(2, 1, 3, 3), dilation=(1, 0)),
+        lambda m: F(m).conv2d(m.zeros(1, 4, 5, 5), m.zeros(3, 2, 3, 3), groups=2),
+        lambda m: F(m).conv2d(m.zeros(1, 1, 2, 5), m.zeros(1, 1, 3, 3)),
+        lambda m: F(m).conv2d(m.zeros(1, 1, 4, 4), m.zeros(1, 1, 3, 3), dilation=2),
+        lambda m: F(m).conv1d(m.zeros(1, 1, 2), m.zeros(1, 1, 3)),
+        lambda m: F(m).l1_loss(m.zeros(3, 4), m.zeros(5)),
+        lambda m: F(m).smooth_l1_loss(m.zeros(3, 4), m.zeros(5)),
+        lambda m: F(m).mse_loss(m.zeros(3, 4), m.zeros(2, 1, 5)),
+        lambda m: F(m).binary_cross_entropy(m.full((3, 4), 0.5), m.full((3, 4), 0.5), weight=m.ones(5)),
+        lambda m: F(m).binary_cross_entropy(m.full((2,), 0.5), m.tensor([0.5, 2.0])),
+        lambda m: F(m).binary_cross_entropy_with_logits(m.zeros(3, 4), m.zeros(3, 4), weight=m.ones(5)),
+        lambda m: F(m).binary_cross_entropy_with_logits(m.zeros(3, 4), m.zeros(3, 4), pos_weight=m.ones(5)),
+    ],
+)
 def test_bad_arguments_raise_like_torch(case):
     raises_like_torch(case)
 
@@ -225,8 +277,18 @@ MODULES = {  # name: (constructor(module), input)
     "conv2d_reflect": (lambda m: m.nn.Conv2d(2, 2, (3, 2), padding=1, padding_mode="reflect"), rand(1, 2, 4, 4)),
     "layer_norm": (lambda m: m.nn.LayerNorm(4), rand(2, 3, 4)),
     "embedding": (lambda m: m.nn.Embedding(5, 3, padding_idx=0), bg.tensor([[0, 4, 2]])),
-    "mlp": (lambda m: m.nn.Sequential(m.nn.Linear(3, 4), m.nn.GELU(), m.nn.Linear(4, 4), m.nn.Tanh(),
-                                      m.nn.Dropout(0.5), m.nn.Linear(4, 1), m.nn.Sigmoid()), rand(5, 3)),
+    "mlp": (
+        lambda m: m.nn.Sequential(
+            m.nn.Linear(3, 4),
+            m.nn.GELU(),
+            m.nn.Linear(4, 4),
+            m.nn.Tanh(),
+            m.nn.Dropout(0.5),
+            m.nn.Linear(4, 1),
+            m.nn.Sigmoid(),
+        ),
+        rand(5, 3),
+    ),
 }
 
 
@@ -300,11 +362,14 @@ def test_module_registration_state_dict_and_modes():
     assert model[0].weight.grad is None
 
 
-@pytest.mark.parametrize("state", [
-    lambda m: {"weight": m.zeros(2, 3)},
-    lambda m: {"weight": m.zeros(2, 3), "bias": m.zeros(2), "extra": m.zeros(1)},
-    lambda m: {"weight": m.zeros(3, 3), "bias": m.zeros(2)},
-])
+@pytest.mark.parametrize(
+    "state",
+    [
+        lambda m: {"weight": m.zeros(2, 3)},
+        lambda m: {"weight": m.zeros(2, 3), "bias": m.zeros(2), "extra": m.zeros(1)},
+        lambda m: {"weight": m.zeros(3, 3), "bias": m.zeros(2)},
+    ],
+)
 def test_load_state_dict_errors_match_torch(state):
     e, t_e = raises_like_torch(lambda m: m.nn.Linear(3, 2).load_state_dict(state(m)))
     assert str(e) == str(t_e)
@@ -340,8 +405,10 @@ def test_cnn_training_matches_torch():
     loss_fn, t_loss_fn = bg.nn.CrossEntropyLoss(), torch.nn.CrossEntropyLoss()
     losses = {bg: [], torch: []}
     for _ in range(3):
-        for m, o, mod, fn, xs, ys in ((bg, opt, model, loss_fn, x, y),
-                                      (torch, t_opt, t_model, t_loss_fn, *to_torch([x, y], False))):
+        for m, o, mod, fn, xs, ys in (
+            (bg, opt, model, loss_fn, x, y),
+            (torch, t_opt, t_model, t_loss_fn, *to_torch([x, y], False)),
+        ):
             o.zero_grad()
             loss = fn(mod(xs), ys)
             loss.backward()
@@ -363,14 +430,26 @@ def test_cnn_per_sample_gradients_both_idioms_match_torch_loop():
     model, t_model, x, y = _cnn_pair()
     params, t_params = list(model.parameters()), list(t_model.parameters())
     tx, ty = to_torch([x, y], False)
-    expected = [torch.stack(g) for g in zip(*[
-        torch.autograd.grad(torch.nn.functional.cross_entropy(_functional_cnn(torch, t_params, tx[i:i + 1]),
-                                                              ty[i:i + 1]), t_params) for i in range(len(x))])]
+    expected = [
+        torch.stack(g)
+        for g in zip(
+            *[
+                torch.autograd.grad(
+                    torch.nn.functional.cross_entropy(_functional_cnn(torch, t_params, tx[i : i + 1]), ty[i : i + 1]),
+                    t_params,
+                )
+                for i in range(len(x))
+            ]
+        )
+    ]
     with vmap.fallback_warnings(), warnings.catch_warnings():
         warnings.simplefilter("error", vmap.FallbackWarning)
         losses = F(bg).cross_entropy(_functional_cnn(bg, params, x), y, reduction="none")
         eye_idiom = bg.autograd.grad(losses, params, bg.eye(len(x), dtype=bg.float64), is_grads_batched=True)
-        vmap_idiom = vmap.vmap(lambda xi, yi: bg.autograd.grad(
-            F(bg).cross_entropy(_functional_cnn(bg, params, xi[None]), yi[None]), params))(x, y)
+        vmap_idiom = vmap.vmap(
+            lambda xi, yi: bg.autograd.grad(
+                F(bg).cross_entropy(_functional_cnn(bg, params, xi[None]), yi[None]), params
+            )
+        )(x, y)
     for got in (eye_idiom, vmap_idiom):
         assert_same(list(got), expected, rtol=1e-9, atol=1e-12)

@@ -2,6 +2,7 @@
 parameters, outputs, attention weights and the gradients of inputs and parameters agree (packed and separate
 projections, bool and float masks, key padding, bias_k/bias_v, zero attention, batch_first, unbatched input, causal
 hints, post- and pre-norm layers, stacks); parameter names, initialization, reprs, the subsequent mask and errors."""
+
 import warnings
 
 import numpy as np
@@ -86,14 +87,20 @@ MHA = {
     "cross": ({}, _cross_attention(), [(4, 2, 8), (6, 2, 8)]),
     "separate-inputs": ({}, _separate_attention(), [(4, 2, 8), (6, 2, 8), (6, 2, 8)]),
     "kdim-vdim": ({"kdim": 3, "vdim": 5}, _separate_attention(), [(4, 2, 8), (6, 2, 3), (6, 2, 5)]),
-    "kdim-vdim-no-weights": ({"kdim": 3, "vdim": 5}, _separate_attention(need_weights=False),
-                             [(4, 2, 8), (6, 2, 3), (6, 2, 5)]),
+    "kdim-vdim-no-weights": (
+        {"kdim": 3, "vdim": 5},
+        _separate_attention(need_weights=False),
+        [(4, 2, 8), (6, 2, 3), (6, 2, 5)],
+    ),
     "no-bias": ({"bias": False}, _self_attention(), [(5, 2, 8)]),
     "bias-kv-zero-attn": ({"add_bias_kv": True, "add_zero_attn": True}, _self_attention(), [(5, 2, 8)]),
     "bias-kv-no-weights": ({"add_bias_kv": True}, _self_attention(need_weights=False), [(5, 2, 8)]),
     "batch-first": ({"batch_first": True}, _self_attention(), [(2, 5, 8)]),
-    "batch-first-cross-no-weights": ({"batch_first": True}, _cross_attention(need_weights=False),
-                                     [(2, 4, 8), (2, 6, 8)]),
+    "batch-first-cross-no-weights": (
+        {"batch_first": True},
+        _cross_attention(need_weights=False),
+        [(2, 4, 8), (2, 6, 8)],
+    ),
     "unbatched": ({}, _self_attention(), [(5, 8)]),
     "unbatched-no-weights": ({"batch_first": True}, _cross_attention(need_weights=False), [(4, 8), (6, 8)]),
 }
@@ -113,10 +120,15 @@ MASKS = {
     "key-padding": lambda: {"key_padding_mask": _bool_mask(2, 5)},
     "both-masks": lambda: {"attn_mask": _bool_mask(5, 5), "key_padding_mask": _bool_mask(2, 5, seed=9)},
     "float-both-masks": lambda: {"attn_mask": _float_mask(5, 5), "key_padding_mask": _float_mask(2, 5)},
-    "causal": lambda: {"attn_mask": nn.Transformer.generate_square_subsequent_mask(5, dtype=bg.float64),
-                       "is_causal": True},
-    "causal-with-padding": lambda: {"attn_mask": nn.Transformer.generate_square_subsequent_mask(5, dtype=bg.float64),
-                                    "is_causal": True, "key_padding_mask": _bool_mask(2, 5)},
+    "causal": lambda: {
+        "attn_mask": nn.Transformer.generate_square_subsequent_mask(5, dtype=bg.float64),
+        "is_causal": True,
+    },
+    "causal-with-padding": lambda: {
+        "attn_mask": nn.Transformer.generate_square_subsequent_mask(5, dtype=bg.float64),
+        "is_causal": True,
+        "key_padding_mask": _bool_mask(2, 5),
+    },
 }
 
 
@@ -130,6 +142,7 @@ def test_masks_match_torch(name, need_weights):
 
     def run(module, x):
         return module(x, x, x, need_weights=need_weights, **(masks if module is ours else t_masks))
+
     _compare(run, ours, theirs, [_input(5, 2, 8)])
 
 
@@ -137,8 +150,12 @@ def test_unbatched_masks_match_torch():
     ours, theirs = _pair("MultiheadAttention", 8, 2)
     masks = {"attn_mask": _bool_mask(2, 4, 6), "key_padding_mask": _bool_mask(6)}
     t_masks = {k: to_torch(v) for k, v in masks.items()}
-    _compare(lambda m, q, kv: m(q, kv, kv, **(masks if m is ours else t_masks)), ours, theirs,
-             [_input(4, 8), _input(6, 8, seed=1)])
+    _compare(
+        lambda m, q, kv: m(q, kv, kv, **(masks if m is ours else t_masks)),
+        ours,
+        theirs,
+        [_input(4, 8), _input(6, 8, seed=1)],
+    )
 
 
 def test_functional_with_static_keys_and_values_matches_torch():
@@ -149,15 +166,18 @@ def test_functional_with_static_keys_and_values_matches_torch():
 
     def run(lib, q, w_in, b_in, w_out, b_out, static_k, static_v):
         return lib.nn.functional.multi_head_attention_forward(
-            q, q, q, 8, 2, w_in, b_in, None, None, False, 0.0, w_out, b_out, static_k=static_k, static_v=static_v)
+            q, q, q, 8, 2, w_in, b_in, None, None, False, 0.0, w_out, b_out, static_k=static_k, static_v=static_v
+        )
+
     inputs = [query, *weights, *static]
     got, want = run(bg, *inputs), run(torch, *to_torch(inputs))
     assert_same(got, want, rtol=1e-9, atol=1e-11)
     grads = bg.autograd.grad(got[0].sum() + got[1].sum(), inputs)
     t_inputs = to_torch(inputs)
     t_out = run(torch, *t_inputs)
-    assert_same(list(grads), list(torch.autograd.grad(t_out[0].sum() + t_out[1].sum(), t_inputs)), rtol=1e-8,
-                atol=1e-10)
+    assert_same(
+        list(grads), list(torch.autograd.grad(t_out[0].sum() + t_out[1].sum(), t_inputs)), rtol=1e-8, atol=1e-10
+    )
 
 
 def test_dropout_in_training_and_not_in_eval():
@@ -198,8 +218,9 @@ def test_multihead_attention_errors_match_torch():
         lambda m, x, k: m(x, x, x, attn_mask=x[:, :, 0].reshape(2, 5) > 0),
         lambda m, x, k: m(x, x, x, key_padding_mask=x[0, 0, :3].reshape(1, 3) > 0),
         lambda m, x, k: m(x, x, x, key_padding_mask=x[:, 0, :3] > 0),
-        lambda m, x, k: m(x, x, x, key_padding_mask=x[0, 0, :4].to(bg.int64 if isinstance(m, nn.Module) else
-                                                                          torch.int64)),
+        lambda m, x, k: m(
+            x, x, x, key_padding_mask=x[0, 0, :4].to(bg.int64 if isinstance(m, nn.Module) else torch.int64)
+        ),
         lambda m, x, k: m(x, x, x, attn_mask=x[0, 0, :1].reshape(1, 1, 1, 1)),
         lambda m, x, k: m(x, x, x, need_weights=False, is_causal=True),
         lambda m, x, k: m(x[:, 0], x[:, 0], x[:, 0], attn_mask=x[0, 0, :1].expand(3, 5, 5)),
@@ -218,13 +239,25 @@ def test_mismatched_mask_types_warn_as_torch():
 
 LAYERS = {
     "encoder-layer": ("TransformerEncoderLayer", {}, lambda m, s: m(s), [(5, 2, 8)]),
-    "encoder-layer-norm-first-gelu": ("TransformerEncoderLayer", {"norm_first": True, "activation": "gelu"},
-                                      lambda m, s: m(s), [(5, 2, 8)]),
-    "encoder-layer-batch-first-no-bias": ("TransformerEncoderLayer", {"batch_first": True, "bias": False},
-                                          lambda m, s: m(s), [(2, 5, 8)]),
+    "encoder-layer-norm-first-gelu": (
+        "TransformerEncoderLayer",
+        {"norm_first": True, "activation": "gelu"},
+        lambda m, s: m(s),
+        [(5, 2, 8)],
+    ),
+    "encoder-layer-batch-first-no-bias": (
+        "TransformerEncoderLayer",
+        {"batch_first": True, "bias": False},
+        lambda m, s: m(s),
+        [(2, 5, 8)],
+    ),
     "decoder-layer": ("TransformerDecoderLayer", {}, lambda m, t, s: m(t, s), [(4, 2, 8), (5, 2, 8)]),
-    "decoder-layer-norm-first": ("TransformerDecoderLayer", {"norm_first": True}, lambda m, t, s: m(t, s),
-                                 [(4, 2, 8), (5, 2, 8)]),
+    "decoder-layer-norm-first": (
+        "TransformerDecoderLayer",
+        {"norm_first": True},
+        lambda m, t, s: m(t, s),
+        [(4, 2, 8), (5, 2, 8)],
+    ),
     "decoder-layer-unbatched": ("TransformerDecoderLayer", {}, lambda m, t, s: m(t, s), [(4, 8), (5, 8)]),
 }
 
@@ -243,6 +276,7 @@ def test_encoder_and_decoder_stacks_match_torch():
         encoder = lib.nn.TransformerEncoder(layer, 2, norm=lib.nn.LayerNorm(8), enable_nested_tensor=False)
         decoder = lib.nn.TransformerDecoder(lib.nn.TransformerDecoderLayer(8, 2, 16, 0.0, batch_first=True), 2)
         return lib.nn.ModuleList([encoder, decoder])
+
     ours = build(bg).double()
     theirs = _copy_parameters(ours, build(torch))
     assert repr(ours) == repr(theirs)
@@ -253,15 +287,18 @@ def test_encoder_and_decoder_stacks_match_torch():
     def run(module, src, tgt):
         memory = module[0](src, **(masks if module is ours else t_masks))
         return module[1](tgt, memory, tgt_mask=tgt_mask if module is ours else to_torch(tgt_mask))
+
     _compare(run, ours, theirs, [_input(2, 5, 8), _input(2, 4, 8, seed=1)])
 
 
 @pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors is in prototype stage")  # torch's own
 def test_encoder_inference_zeroes_padded_positions_as_torch():
     """In eval mode without gradients torch runs the stack on nested tensors, its padded positions zero."""
+
     def build(lib):
         layer = lib.nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, batch_first=True)
         return lib.nn.TransformerEncoder(layer, 2, norm=lib.nn.LayerNorm(8))
+
     ours = build(bg).double().eval()
     theirs = _copy_parameters(ours, build(torch)).eval()
     src = _input(3, 5, 8)
@@ -271,10 +308,13 @@ def test_encoder_inference_zeroes_padded_positions_as_torch():
         assert_same(got, theirs(to_torch(src), src_key_padding_mask=to_torch(padding)), rtol=1e-9, atol=1e-11)
         assert_same(got[0, 4], theirs.norm(torch.zeros(8, dtype=torch.float64)), rtol=1e-9, atol=1e-11)
         not_left_aligned = bg.tensor([[True] + [False] * 4] * 3)
-        assert_same(ours(src, src_key_padding_mask=not_left_aligned),
-                    theirs(to_torch(src), src_key_padding_mask=to_torch(not_left_aligned)), rtol=1e-9, atol=1e-11)
-    _compare(lambda m, x: m(x, src_key_padding_mask=padding if m is ours else to_torch(padding)), ours, theirs,
-             [src])
+        assert_same(
+            ours(src, src_key_padding_mask=not_left_aligned),
+            theirs(to_torch(src), src_key_padding_mask=to_torch(not_left_aligned)),
+            rtol=1e-9,
+            atol=1e-11,
+        )
+    _compare(lambda m, x: m(x, src_key_padding_mask=padding if m is ours else to_torch(padding)), ours, theirs, [src])
 
 
 @pytest.mark.parametrize("batch_first", [False, True])
@@ -287,6 +327,7 @@ def test_transformer_matches_torch(batch_first):
 
     def run(module, s, t):
         return module(s, t, tgt_mask=tgt_mask if module is ours else to_torch(tgt_mask))
+
     _compare(run, ours, theirs, [_input(*src), _input(*tgt, seed=1)])
     ours.eval(), theirs.eval()
     _compare(run, ours, theirs, [_input(*src), _input(*tgt, seed=1)])
@@ -310,10 +351,13 @@ def _arg(lib, shape):
 
 
 def test_generate_square_subsequent_mask_matches_torch():
-    assert_same(nn.Transformer.generate_square_subsequent_mask(4),
-                torch.nn.Transformer.generate_square_subsequent_mask(4))
-    assert_same(nn.Transformer.generate_square_subsequent_mask(3, dtype=bg.float64),
-                torch.nn.Transformer.generate_square_subsequent_mask(3, dtype=torch.float64))
+    assert_same(
+        nn.Transformer.generate_square_subsequent_mask(4), torch.nn.Transformer.generate_square_subsequent_mask(4)
+    )
+    assert_same(
+        nn.Transformer.generate_square_subsequent_mask(3, dtype=bg.float64),
+        torch.nn.Transformer.generate_square_subsequent_mask(3, dtype=torch.float64),
+    )
 
 
 def test_nested_tensor_notice_as_torch():

@@ -1,12 +1,13 @@
 """nn.BatchNorm1d, F.batch_norm and nn.Softplus against torch's: outputs, running statistics, num_batches_tracked
 and gradients over several training steps, then eval mode, under each option; double backward, batched grads and
 errors."""
+
 import numpy as np
 import pytest
 import torch
 
 import batched_grad as bg
-from oracle import assert_same, check_both, rand, raises_like_torch, to_torch
+from oracle import assert_same, check_both, raises_like_torch, rand, to_torch
 
 OPTIONS = {
     "default": {},
@@ -72,8 +73,10 @@ def test_running_statistics_are_updated_in_place_as_torchs():
 @pytest.mark.parametrize("training", [True, False])
 def test_functional_batch_norm_double_backward_and_batched_grads_match_torch(training):
     def fn(m, x, w, b):
-        running_mean, running_var = m.tensor([0.1, -0.2, 0.3], dtype=m.float64), m.tensor([1.5, 0.5, 2.0],
-                                                                                          dtype=m.float64)
+        running_mean, running_var = (
+            m.tensor([0.1, -0.2, 0.3], dtype=m.float64),
+            m.tensor([1.5, 0.5, 2.0], dtype=m.float64),
+        )
         return m.nn.functional.batch_norm(x, running_mean, running_var, w, b, training=training, momentum=0.2)
 
     check_both(fn, [rand(4, 3, 2), rand(3), rand(3)], batched=True, rtol=1e-8, atol=1e-10)
@@ -88,23 +91,26 @@ def test_functional_batch_norm_moves_the_given_statistics_as_torch():
     assert_same(stats, t_stats, 1e-12, 1e-14)
 
 
-@pytest.mark.parametrize("case", [
-    lambda m: m.nn.functional.batch_norm(m.randn(4, 3), None, None),
-    lambda m: m.nn.functional.batch_norm(m.randn(4, 3), m.zeros(3), None),
-    lambda m: m.nn.functional.batch_norm(m.randn(4, 3), m.zeros(4), m.ones(3)),
-    lambda m: m.nn.functional.batch_norm(m.randn(4, 3), m.zeros(3), m.ones(4)),
-    lambda m: m.nn.functional.batch_norm(m.randn(4, 3), m.zeros(3), m.ones(3), m.ones(4)),
-    lambda m: m.nn.functional.batch_norm(m.randn(4, 3), m.zeros(3), m.ones(3), None, m.ones(2)),
-    lambda m: m.nn.functional.batch_norm(m.randn(4, 3), None, None, training=True, eps=0.0),
-    lambda m: m.nn.functional.batch_norm(m.randn(4, 3), m.zeros(3), m.ones(3), eps=-1.0),
-    lambda m: m.nn.functional.batch_norm(m.randn(1, 3), None, None, training=True),
-    lambda m: m.nn.functional.batch_norm(m.randn(1, 3, 1), None, None, training=True),
-    lambda m: m.nn.functional.batch_norm(m.randn(3), None, None, training=True),
-    lambda m: m.nn.BatchNorm1d(3)(m.randn(2, 3, 4, 5)),
-    lambda m: m.nn.BatchNorm1d(3)(m.randn(2)),
-    lambda m: m.nn.BatchNorm1d(3)(m.randn(2, 4)),
-    lambda m: m.nn.BatchNorm1d(3)(m.randn(1, 3)),
-])
+@pytest.mark.parametrize(
+    "case",
+    [
+        lambda m: m.nn.functional.batch_norm(m.randn(4, 3), None, None),
+        lambda m: m.nn.functional.batch_norm(m.randn(4, 3), m.zeros(3), None),
+        lambda m: m.nn.functional.batch_norm(m.randn(4, 3), m.zeros(4), m.ones(3)),
+        lambda m: m.nn.functional.batch_norm(m.randn(4, 3), m.zeros(3), m.ones(4)),
+        lambda m: m.nn.functional.batch_norm(m.randn(4, 3), m.zeros(3), m.ones(3), m.ones(4)),
+        lambda m: m.nn.functional.batch_norm(m.randn(4, 3), m.zeros(3), m.ones(3), None, m.ones(2)),
+        lambda m: m.nn.functional.batch_norm(m.randn(4, 3), None, None, training=True, eps=0.0),
+        lambda m: m.nn.functional.batch_norm(m.randn(4, 3), m.zeros(3), m.ones(3), eps=-1.0),
+        lambda m: m.nn.functional.batch_norm(m.randn(1, 3), None, None, training=True),
+        lambda m: m.nn.functional.batch_norm(m.randn(1, 3, 1), None, None, training=True),
+        lambda m: m.nn.functional.batch_norm(m.randn(3), None, None, training=True),
+        lambda m: m.nn.BatchNorm1d(3)(m.randn(2, 3, 4, 5)),
+        lambda m: m.nn.BatchNorm1d(3)(m.randn(2)),
+        lambda m: m.nn.BatchNorm1d(3)(m.randn(2, 4)),
+        lambda m: m.nn.BatchNorm1d(3)(m.randn(1, 3)),
+    ],
+)
 def test_errors_match_torch(case):
     got, want = raises_like_torch(case)
     assert str(got) == str(want)

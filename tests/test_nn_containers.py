@@ -1,6 +1,7 @@
 """nn.Sequential, ModuleList, ModuleDict, ParameterList and ParameterDict against torch.nn's: indexing, slicing,
 mutation, iteration, parameter names and state_dict keys, repr (runs of equal modules collapsed as torch's), and
 Module's registration checks."""
+
 from collections import OrderedDict
 
 import pytest
@@ -28,8 +29,9 @@ def _model(m):
             self.blocks.append(nn.Sequential(nn.Linear(2, 3), nn.Tanh()))
             self.blocks.extend([nn.Sequential(nn.Linear(2, 3), nn.Tanh()), nn.Linear(3, 1)])
             self.heads = nn.ModuleDict({"score": nn.Linear(1, 1), "norm": nn.BatchNorm1d(4)})
-            self.scales = nn.ParameterList([nn.Parameter(m.ones(2, 3)), m.zeros(4), "tag",
-                                            m.zeros((), dtype=m.float64)])
+            self.scales = nn.ParameterList(
+                [nn.Parameter(m.ones(2, 3)), m.zeros(4), "tag", m.zeros((), dtype=m.float64)]
+            )
             self.table = nn.ParameterDict({"b": m.zeros(2), "a": nn.Parameter(m.ones(3, 1)), "c": 5})
             self.act = nn.Softplus(beta=2)
 
@@ -46,6 +48,7 @@ def test_extra_repr_lines_print_as_torchs(text):
         class Extra(m.nn.Module):
             def extra_repr(self):
                 return text
+
         return Extra()
 
     assert repr(make(bg)) == repr(make(torch))
@@ -76,34 +79,37 @@ def test_module_list_indexing_slicing_and_mutation_match_torch():
     assert results[0] == results[1]
 
 
-@pytest.mark.parametrize("case", [
-    lambda m: m.nn.ModuleList([m.nn.ReLU()])[1],
-    lambda m: m.nn.ModuleList([m.nn.ReLU()])[-2],
-    lambda m: m.nn.ModuleList([m.nn.ReLU()])["0"],
-    lambda m: m.nn.ModuleList(5),
-    lambda m: m.nn.ModuleList().extend(3),
-    lambda m: m.nn.ModuleList([3]),
-    lambda m: m.nn.Sequential(m.nn.ReLU())[3],
-    lambda m: m.nn.Sequential(m.nn.ReLU()) + [m.nn.ReLU()],
-    lambda m: m.nn.Sequential(m.nn.ReLU()).insert(5, m.nn.ReLU()),
-    lambda m: m.nn.ModuleDict(5),
-    lambda m: m.nn.ModuleDict([("a", m.nn.ReLU(), 1)]),
-    lambda m: m.nn.ModuleDict([5]),
-    lambda m: m.nn.ModuleDict({"a.b": m.nn.ReLU()}),
-    lambda m: m.nn.ModuleDict({"": m.nn.ReLU()}),
-    lambda m: m.nn.ModuleDict({"forward": m.nn.ReLU()}),
-    lambda m: m.nn.ModuleDict({1: m.nn.ReLU()}),
-    lambda m: m.nn.ModuleDict()["missing"],
-    lambda m: m.nn.ParameterList([m.zeros(1)])[2],
-    lambda m: m.nn.ParameterList(m.zeros(2)),
-    lambda m: m.nn.ParameterList()(m.zeros(1)),
-    lambda m: m.nn.ParameterDict({1: m.zeros(1)}),
-    lambda m: m.nn.ParameterDict({"a.b": m.zeros(1)}),
-    lambda m: m.nn.ParameterDict(3),
-    lambda m: m.nn.ParameterDict([("a",)]),
-    lambda m: m.nn.ParameterDict()(m.zeros(1)),
-    lambda m: m.nn.ParameterDict()["missing"],
-])
+@pytest.mark.parametrize(
+    "case",
+    [
+        lambda m: m.nn.ModuleList([m.nn.ReLU()])[1],
+        lambda m: m.nn.ModuleList([m.nn.ReLU()])[-2],
+        lambda m: m.nn.ModuleList([m.nn.ReLU()])["0"],
+        lambda m: m.nn.ModuleList(5),
+        lambda m: m.nn.ModuleList().extend(3),
+        lambda m: m.nn.ModuleList([3]),
+        lambda m: m.nn.Sequential(m.nn.ReLU())[3],
+        lambda m: m.nn.Sequential(m.nn.ReLU()) + [m.nn.ReLU()],
+        lambda m: m.nn.Sequential(m.nn.ReLU()).insert(5, m.nn.ReLU()),
+        lambda m: m.nn.ModuleDict(5),
+        lambda m: m.nn.ModuleDict([("a", m.nn.ReLU(), 1)]),
+        lambda m: m.nn.ModuleDict([5]),
+        lambda m: m.nn.ModuleDict({"a.b": m.nn.ReLU()}),
+        lambda m: m.nn.ModuleDict({"": m.nn.ReLU()}),
+        lambda m: m.nn.ModuleDict({"forward": m.nn.ReLU()}),
+        lambda m: m.nn.ModuleDict({1: m.nn.ReLU()}),
+        lambda m: m.nn.ModuleDict()["missing"],
+        lambda m: m.nn.ParameterList([m.zeros(1)])[2],
+        lambda m: m.nn.ParameterList(m.zeros(2)),
+        lambda m: m.nn.ParameterList()(m.zeros(1)),
+        lambda m: m.nn.ParameterDict({1: m.zeros(1)}),
+        lambda m: m.nn.ParameterDict({"a.b": m.zeros(1)}),
+        lambda m: m.nn.ParameterDict(3),
+        lambda m: m.nn.ParameterDict([("a",)]),
+        lambda m: m.nn.ParameterDict()(m.zeros(1)),
+        lambda m: m.nn.ParameterDict()["missing"],
+    ],
+)
 def test_container_errors_match_torch(case):
     raises_like_torch(case)
 
@@ -111,8 +117,9 @@ def test_container_errors_match_torch(case):
 def test_sequential_mutation_matches_torch():
     results = []
     for m in (bg, torch):
-        seq = m.nn.Sequential(OrderedDict([("first", m.nn.Linear(2, 3)), ("act", m.nn.Tanh()),
-                                           ("last", m.nn.Linear(3, 1))]))
+        seq = m.nn.Sequential(
+            OrderedDict([("first", m.nn.Linear(2, 3)), ("act", m.nn.Tanh()), ("last", m.nn.Linear(3, 1))])
+        )
         out = [list(seq._modules), type(seq[1:]).__name__, list(seq[1:]._modules)]
         seq[1] = m.nn.ReLU()
         out.append(repr(seq))
@@ -163,9 +170,20 @@ def test_parameter_list_matches_torch():
         pl = m.nn.ParameterList([plain, m.nn.Parameter(m.zeros(3), requires_grad=False)])
         pl.append("label").extend([m.zeros(1, 2, dtype=m.float64)])
         pl += [m.ones(())]
-        out = [len(pl), type(pl[0]).__name__, pl[0] is plain, pl[0].requires_grad, pl[1].requires_grad, pl[2],
-               [type(v).__name__ for v in pl], [n for n, _ in pl.named_parameters()], list(pl.state_dict()),
-               repr(pl), repr(pl[1:4]), repr(m.nn.ParameterList())]
+        out = [
+            len(pl),
+            type(pl[0]).__name__,
+            pl[0] is plain,
+            pl[0].requires_grad,
+            pl[1].requires_grad,
+            pl[2],
+            [type(v).__name__ for v in pl],
+            [n for n, _ in pl.named_parameters()],
+            list(pl.state_dict()),
+            repr(pl),
+            repr(pl[1:4]),
+            repr(m.nn.ParameterList()),
+        ]
         pl[2] = m.zeros(5)
         out += [type(pl[2]).__name__, [n for n, _ in pl.named_parameters()]]
         results.append(out)
@@ -179,10 +197,24 @@ def test_parameter_dict_matches_torch():
         pd.update([("y", m.zeros(1)), ("b", 1.5)])  # pairs keep their order
         pd.update(OrderedDict([("x", m.ones(2)), ("c", m.ones(2))]))
         pd["n"] = m.zeros(4, dtype=m.float64)
-        out = [list(pd), [n for n, _ in pd.named_parameters()], list(pd.state_dict()), repr(pd), len(pd), "a" in pd,
-               list(reversed(pd)), pd.get("missing", 7), type(pd.setdefault("s", m.ones(1))).__name__]
-        out += [pd.popitem()[0], type(pd.pop("a")).__name__, list(pd.copy()), list(pd | m.nn.ParameterDict({"q": 1})),
-                list(pd.fromkeys(["k1", "k2"]))]
+        out = [
+            list(pd),
+            [n for n, _ in pd.named_parameters()],
+            list(pd.state_dict()),
+            repr(pd),
+            len(pd),
+            "a" in pd,
+            list(reversed(pd)),
+            pd.get("missing", 7),
+            type(pd.setdefault("s", m.ones(1))).__name__,
+        ]
+        out += [
+            pd.popitem()[0],
+            type(pd.pop("a")).__name__,
+            list(pd.copy()),
+            list(pd | m.nn.ParameterDict({"q": 1})),
+            list(pd.fromkeys(["k1", "k2"])),
+        ]
         del pd["z"]
         out.append(list(pd.keys()))
         pd.clear()
@@ -206,18 +238,21 @@ def test_containers_move_with_the_module_and_feed_the_optimizer():
     assert pl[0].tolist() == [0.5, 0.5] and pd["w"].tolist() == [0.0, 0.0]
 
 
-@pytest.mark.parametrize("case", [
-    lambda m: m.nn.Linear(1, 1).register_parameter("a.b", None),
-    lambda m: m.nn.Linear(1, 1).register_parameter("", None),
-    lambda m: m.nn.Linear(1, 1).register_parameter(3, None),
-    lambda m: m.nn.Linear(1, 1).register_parameter("forward", None),
-    lambda m: m.nn.Linear(1, 1).register_buffer("a.b", m.zeros(1)),
-    lambda m: m.nn.Linear(1, 1).register_buffer("weight", m.zeros(1)),
-    lambda m: m.nn.Linear(1, 1).register_buffer("", m.zeros(1)),
-    lambda m: m.nn.Linear(1, 1).add_module("x.y", m.nn.ReLU()),
-    lambda m: m.nn.Linear(1, 1).add_module("weight", m.nn.ReLU()),
-    lambda m: m.nn.Linear(1, 1).add_module("z", 3),
-])
+@pytest.mark.parametrize(
+    "case",
+    [
+        lambda m: m.nn.Linear(1, 1).register_parameter("a.b", None),
+        lambda m: m.nn.Linear(1, 1).register_parameter("", None),
+        lambda m: m.nn.Linear(1, 1).register_parameter(3, None),
+        lambda m: m.nn.Linear(1, 1).register_parameter("forward", None),
+        lambda m: m.nn.Linear(1, 1).register_buffer("a.b", m.zeros(1)),
+        lambda m: m.nn.Linear(1, 1).register_buffer("weight", m.zeros(1)),
+        lambda m: m.nn.Linear(1, 1).register_buffer("", m.zeros(1)),
+        lambda m: m.nn.Linear(1, 1).add_module("x.y", m.nn.ReLU()),
+        lambda m: m.nn.Linear(1, 1).add_module("weight", m.nn.ReLU()),
+        lambda m: m.nn.Linear(1, 1).add_module("z", 3),
+    ],
+)
 def test_registration_errors_match_torch(case):
     got, want = raises_like_torch(case)
     assert str(got) == str(want)

@@ -1,6 +1,7 @@
 """Module.to / cpu / cuda / float / double / half / bfloat16 / type against torch.nn.Module's: which parameters,
 buffers and gradients change dtype, which objects stay the same, the argument forms torch accepts and its errors;
 "cuda" where JAX has no GPU raises as torch without CUDA does."""
+
 import warnings
 
 import jax
@@ -33,8 +34,10 @@ def _identities(model):
     """Which parameters, gradients and buffers are still the same objects after a conversion."""
     params = {name: (p, p.grad) for name, p in model.named_parameters()}
     buffers = dict(model.named_buffers())
-    return lambda: ({name: (p is params[name][0], p.grad is params[name][1]) for name, p in model.named_parameters()},
-                    {name: b is buffers[name] for name, b in model.named_buffers()})
+    return lambda: (
+        {name: (p is params[name][0], p.grad is params[name][1]) for name, p in model.named_parameters()},
+        {name: b is buffers[name] for name, b in model.named_buffers()},
+    )
 
 
 CONVERSIONS = {  # name: (convert(module, model), same objects expected as torch)
@@ -92,37 +95,43 @@ def test_complex_dtype_warns_as_torch_and_converts_floats():
     assert messages[0] == messages[1]
 
 
-@pytest.mark.parametrize("case", [
-    lambda m: m.nn.Linear(1, 1).to(m.int64),
-    lambda m: m.nn.Linear(1, 1).to(dtype=m.int32),
-    lambda m: m.nn.Linear(1, 1).to(m.zeros(1, dtype=m.int64)),
-    lambda m: m.nn.Linear(1, 1).to("cpu", m.float64, True, 3),
-    lambda m: m.nn.Linear(1, 1).to(m.float64, "cpu"),
-    lambda m: m.nn.Linear(1, 1).to(m.float64, dtype=m.float32),
-    lambda m: m.nn.Linear(1, 1).to("cpu", device="cpu"),
-    lambda m: m.nn.Linear(1, 1).to("cpu", "cpu"),
-    lambda m: m.nn.Linear(1, 1).to(foo=1),
-    lambda m: m.nn.Linear(1, 1).to("foo"),
-    lambda m: m.nn.Linear(1, 1).to(copy=True),
-    lambda m: m.nn.Linear(1, 1).to(m.float64, non_blocking=True, copy=True),
-    lambda m: m.nn.Linear(1, 1).type("foo"),
-    lambda m: m.nn.Linear(1, 1).type(5),
-    lambda m: m.nn.Linear(1, 1).type(m.int64),
-])
+@pytest.mark.parametrize(
+    "case",
+    [
+        lambda m: m.nn.Linear(1, 1).to(m.int64),
+        lambda m: m.nn.Linear(1, 1).to(dtype=m.int32),
+        lambda m: m.nn.Linear(1, 1).to(m.zeros(1, dtype=m.int64)),
+        lambda m: m.nn.Linear(1, 1).to("cpu", m.float64, True, 3),
+        lambda m: m.nn.Linear(1, 1).to(m.float64, "cpu"),
+        lambda m: m.nn.Linear(1, 1).to(m.float64, dtype=m.float32),
+        lambda m: m.nn.Linear(1, 1).to("cpu", device="cpu"),
+        lambda m: m.nn.Linear(1, 1).to("cpu", "cpu"),
+        lambda m: m.nn.Linear(1, 1).to(foo=1),
+        lambda m: m.nn.Linear(1, 1).to("foo"),
+        lambda m: m.nn.Linear(1, 1).to(copy=True),
+        lambda m: m.nn.Linear(1, 1).to(m.float64, non_blocking=True, copy=True),
+        lambda m: m.nn.Linear(1, 1).type("foo"),
+        lambda m: m.nn.Linear(1, 1).type(5),
+        lambda m: m.nn.Linear(1, 1).type(m.int64),
+    ],
+)
 def test_bad_arguments_raise_like_torch(case):
     got, want = raises_like_torch(case)
     assert str(got).split("\n")[0] == str(want).split("\n")[0]
 
 
 @pytest.mark.skipif(HAS_GPU, reason="JAX has a GPU here")
-@pytest.mark.parametrize("case", [
-    lambda m: m.nn.Linear(1, 1).to("cuda"),
-    lambda m: m.nn.Linear(1, 1).to("cuda:0", m.float64),
-    lambda m: m.nn.Linear(1, 1).to(m.device("cuda", 1)),
-    lambda m: m.nn.Linear(1, 1).cuda(),
-    lambda m: m.nn.Linear(1, 1).cuda(0),
-    lambda m: m.nn.Linear(1, 1).to(0),
-])
+@pytest.mark.parametrize(
+    "case",
+    [
+        lambda m: m.nn.Linear(1, 1).to("cuda"),
+        lambda m: m.nn.Linear(1, 1).to("cuda:0", m.float64),
+        lambda m: m.nn.Linear(1, 1).to(m.device("cuda", 1)),
+        lambda m: m.nn.Linear(1, 1).cuda(),
+        lambda m: m.nn.Linear(1, 1).cuda(0),
+        lambda m: m.nn.Linear(1, 1).to(0),
+    ],
+)
 def test_cuda_without_a_gpu_raises_what_torch_without_cuda_raises(case):
     with pytest.raises(Exception) as want:
         case(torch)

@@ -1,6 +1,7 @@
 """nn.init and nn.utils against torch's: gains and fans, the deterministic fills exactly, the random initializers
 by their shapes, dtypes and statistics, and their errors; parameters_to_vector / vector_to_parameters, clip_grad_norm_
 and clip_grad_value_ (values, returned norms, in-place updates, errors), also under torch's module paths."""
+
 import math
 import warnings
 
@@ -15,11 +16,25 @@ from oracle import assert_same, raises_like_torch, to_torch
 
 
 # ---- nn.init ------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("nonlinearity, param", [
-    ("linear", None), ("conv1d", None), ("conv2d", None), ("conv3d", None), ("conv_transpose1d", None),
-    ("conv_transpose2d", None), ("conv_transpose3d", None), ("sigmoid", None), ("tanh", None), ("relu", None),
-    ("leaky_relu", None), ("leaky_relu", 0.2), ("leaky_relu", 3), ("selu", None),
-])
+@pytest.mark.parametrize(
+    "nonlinearity, param",
+    [
+        ("linear", None),
+        ("conv1d", None),
+        ("conv2d", None),
+        ("conv3d", None),
+        ("conv_transpose1d", None),
+        ("conv_transpose2d", None),
+        ("conv_transpose3d", None),
+        ("sigmoid", None),
+        ("tanh", None),
+        ("relu", None),
+        ("leaky_relu", None),
+        ("leaky_relu", 0.2),
+        ("leaky_relu", 3),
+        ("selu", None),
+    ],
+)
 def test_calculate_gain_is_torchs(nonlinearity, param):
     got = bg.nn.init.calculate_gain(nonlinearity, param)
     want = torch.nn.init.calculate_gain(nonlinearity, param)
@@ -32,12 +47,15 @@ def test_fans_are_torchs(shape):
     assert got == torch.nn.init._calculate_fan_in_and_fan_out(torch.empty(*shape))
 
 
-@pytest.mark.parametrize("fill", [
-    lambda m, t: m.nn.init.zeros_(t),
-    lambda m, t: m.nn.init.ones_(t),
-    lambda m, t: m.nn.init.constant_(t, 0.3),
-    lambda m, t: m.nn.init.constant_(t, -2),
-])
+@pytest.mark.parametrize(
+    "fill",
+    [
+        lambda m, t: m.nn.init.zeros_(t),
+        lambda m, t: m.nn.init.ones_(t),
+        lambda m, t: m.nn.init.constant_(t, 0.3),
+        lambda m, t: m.nn.init.constant_(t, -2),
+    ],
+)
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int64", "float16"])
 def test_deterministic_fills_are_exact(fill, dtype):
     got = bg.full((2, 3), 7, dtype=getattr(bg, dtype))
@@ -61,17 +79,37 @@ _FAN_IN, _FAN_OUT = 200, 300
 RANDOM = {
     "uniform": (lambda m, t: m.nn.init.uniform_(t, -0.5, 1.5), 2 / math.sqrt(12), 0.5, True),
     "normal": (lambda m, t: m.nn.init.normal_(t, 0.25, 0.1), 0.1, 0.25, False),
-    "xavier_uniform": (lambda m, t: m.nn.init.xavier_uniform_(t, gain=2.0),
-                       2.0 * math.sqrt(2 / (_FAN_IN + _FAN_OUT)), 0.0, True),
+    "xavier_uniform": (
+        lambda m, t: m.nn.init.xavier_uniform_(t, gain=2.0),
+        2.0 * math.sqrt(2 / (_FAN_IN + _FAN_OUT)),
+        0.0,
+        True,
+    ),
     "xavier_normal": (lambda m, t: m.nn.init.xavier_normal_(t), math.sqrt(2 / (_FAN_IN + _FAN_OUT)), 0.0, False),
-    "kaiming_uniform": (lambda m, t: m.nn.init.kaiming_uniform_(t, a=math.sqrt(5)),
-                        math.sqrt(2 / (1 + 5)) / math.sqrt(_FAN_IN), 0.0, True),
-    "kaiming_uniform_fan_out_relu": (lambda m, t: m.nn.init.kaiming_uniform_(t, mode="fan_out", nonlinearity="relu"),
-                                     math.sqrt(2) / math.sqrt(_FAN_OUT), 0.0, True),
-    "kaiming_normal": (lambda m, t: m.nn.init.kaiming_normal_(t), math.sqrt(2 / (1 + 0.01 ** 2)) / math.sqrt(_FAN_IN),
-                       0.0, False),
-    "kaiming_normal_fan_out_tanh": (lambda m, t: m.nn.init.kaiming_normal_(t, mode="fan_out", nonlinearity="tanh"),
-                                    5 / 3 / math.sqrt(_FAN_OUT), 0.0, False),
+    "kaiming_uniform": (
+        lambda m, t: m.nn.init.kaiming_uniform_(t, a=math.sqrt(5)),
+        math.sqrt(2 / (1 + 5)) / math.sqrt(_FAN_IN),
+        0.0,
+        True,
+    ),
+    "kaiming_uniform_fan_out_relu": (
+        lambda m, t: m.nn.init.kaiming_uniform_(t, mode="fan_out", nonlinearity="relu"),
+        math.sqrt(2) / math.sqrt(_FAN_OUT),
+        0.0,
+        True,
+    ),
+    "kaiming_normal": (
+        lambda m, t: m.nn.init.kaiming_normal_(t),
+        math.sqrt(2 / (1 + 0.01**2)) / math.sqrt(_FAN_IN),
+        0.0,
+        False,
+    ),
+    "kaiming_normal_fan_out_tanh": (
+        lambda m, t: m.nn.init.kaiming_normal_(t, mode="fan_out", nonlinearity="tanh"),
+        5 / 3 / math.sqrt(_FAN_OUT),
+        0.0,
+        False,
+    ),
 }
 
 
@@ -99,24 +137,35 @@ def test_random_initializers_draw_from_the_generator_given():
     results = []
     for _ in range(2):
         g = bg.Generator().manual_seed(7)
-        results.append([f(bg.empty(4, 5), generator=g).numpy() for f in (
-            bg.nn.init.xavier_normal_, bg.nn.init.kaiming_normal_, bg.nn.init.xavier_uniform_,
-            bg.nn.init.kaiming_uniform_)])
+        results.append(
+            [
+                f(bg.empty(4, 5), generator=g).numpy()
+                for f in (
+                    bg.nn.init.xavier_normal_,
+                    bg.nn.init.kaiming_normal_,
+                    bg.nn.init.xavier_uniform_,
+                    bg.nn.init.kaiming_uniform_,
+                )
+            ]
+        )
     for a, b in zip(*results):
         np.testing.assert_array_equal(a, b)
     assert not np.array_equal(results[0][0], results[0][1] / results[0][1].std() * results[0][0].std())
 
 
-@pytest.mark.parametrize("case", [
-    lambda m: m.nn.init.xavier_uniform_(m.empty(5)),
-    lambda m: m.nn.init.xavier_normal_(m.empty(())),
-    lambda m: m.nn.init.kaiming_normal_(m.empty(5)),
-    lambda m: m.nn.init.kaiming_uniform_(m.empty(3, 4), mode="fan_avg"),
-    lambda m: m.nn.init.kaiming_normal_(m.empty(3, 4), nonlinearity="swish"),
-    lambda m: m.nn.init.kaiming_normal_(m.empty(3, 4), a="big"),
-    lambda m: m.nn.init.calculate_gain("leaky_relu", True),
-    lambda m: m.nn.init.calculate_gain("softsign"),
-])
+@pytest.mark.parametrize(
+    "case",
+    [
+        lambda m: m.nn.init.xavier_uniform_(m.empty(5)),
+        lambda m: m.nn.init.xavier_normal_(m.empty(())),
+        lambda m: m.nn.init.kaiming_normal_(m.empty(5)),
+        lambda m: m.nn.init.kaiming_uniform_(m.empty(3, 4), mode="fan_avg"),
+        lambda m: m.nn.init.kaiming_normal_(m.empty(3, 4), nonlinearity="swish"),
+        lambda m: m.nn.init.kaiming_normal_(m.empty(3, 4), a="big"),
+        lambda m: m.nn.init.calculate_gain("leaky_relu", True),
+        lambda m: m.nn.init.calculate_gain("softsign"),
+    ],
+)
 def test_initializer_errors_match_torch(case):
     got, want = raises_like_torch(case)
     assert str(got) == str(want)
@@ -165,11 +214,14 @@ def test_vector_to_parameters_matches_torch():
     assert all(p.dtype is bg.float64 and not p.detach().numpy().any() for p in params)
 
 
-@pytest.mark.parametrize("case", [
-    lambda m: m.nn.utils.vector_to_parameters([1.0, 2.0], [m.zeros(2)]),
-    lambda m: m.nn.utils.vector_to_parameters(m.zeros(5), [m.zeros(2, 3)]),
-    lambda m: m.nn.utils.parameters_to_vector([]),
-])
+@pytest.mark.parametrize(
+    "case",
+    [
+        lambda m: m.nn.utils.vector_to_parameters([1.0, 2.0], [m.zeros(2)]),
+        lambda m: m.nn.utils.vector_to_parameters(m.zeros(5), [m.zeros(2, 3)]),
+        lambda m: m.nn.utils.parameters_to_vector([]),
+    ],
+)
 def test_vector_errors_match_torch(case):
     raises_like_torch(case)
 
@@ -209,8 +261,9 @@ def test_clip_grad_norm_of_one_tensor_none_and_an_empty_generator_as_torch():
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             empty = m.nn.utils.clip_grad_norm_((q for q in []), 1.0)
-        results.append((total.item(), np.linalg.norm(p.grad.numpy()), repr(none), repr(empty),
-                        [str(w.message) for w in caught]))
+        results.append(
+            (total.item(), np.linalg.norm(p.grad.numpy()), repr(none), repr(empty), [str(w.message) for w in caught])
+        )
     assert results[0][2:] == results[1][2:]
     assert results[0][0] == pytest.approx(results[1][0], rel=1e-12)
     assert results[0][1] == pytest.approx(1.0, rel=1e-6) and results[1][1] == pytest.approx(1.0, rel=1e-6)
@@ -219,15 +272,20 @@ def test_clip_grad_norm_of_one_tensor_none_and_an_empty_generator_as_torch():
 @pytest.mark.parametrize("foreach", [None, False])
 def test_nonfinite_norms_raise_when_asked_and_spread_otherwise_as_torch(foreach):
     for value in (float("nan"), float("inf")):
-        raises_like_torch(lambda m: m.nn.utils.clip_grad_norm_(_with_grads(m, extra=value), 1.0,
-                                                               error_if_nonfinite=True, foreach=foreach))
+        raises_like_torch(
+            lambda m: m.nn.utils.clip_grad_norm_(
+                _with_grads(m, extra=value), 1.0, error_if_nonfinite=True, foreach=foreach
+            )
+        )
         params, t_params = _with_grads(bg, extra=value), _with_grads(torch, extra=value)
         total = bg.nn.utils.clip_grad_norm_(params, 1.0, foreach=foreach)
         t_total = torch.nn.utils.clip_grad_norm_(t_params, 1.0, foreach=foreach)
         assert_same(total, t_total)
         assert_same([p.grad for p in params[:2]], [p.grad for p in t_params[:2]])
-    assert_same(bg.nn.utils.get_total_norm([bg.ones(3), bg.ones(2, 2)], 3.0),
-                torch.nn.utils.get_total_norm([torch.ones(3), torch.ones(2, 2)], 3.0))
+    assert_same(
+        bg.nn.utils.get_total_norm([bg.ones(3), bg.ones(2, 2)], 3.0),
+        torch.nn.utils.get_total_norm([torch.ones(3), torch.ones(2, 2)], 3.0),
+    )
 
 
 @pytest.mark.parametrize("foreach", [None, True, False])
@@ -252,9 +310,11 @@ def test_clipping_in_a_training_step_matches_torch():
         for _ in range(3):
             opt.zero_grad()
             (model(x) ** 2).sum().backward()
-            clip_grad_norm_by_path(model.parameters(), 0.5) if m is bg else \
-                torch.nn.utils.clip_grad.clip_grad_norm_(model.parameters(), 0.5)
+            clip_grad_norm_by_path(model.parameters(), 0.5) if m is bg else torch.nn.utils.clip_grad.clip_grad_norm_(
+                model.parameters(), 0.5
+            )
             opt.step()
         models.append(model)
-    assert_same([p.detach() for p in models[0].parameters()], [p.detach() for p in models[1].parameters()],
-                 1e-12, 1e-14)
+    assert_same(
+        [p.detach() for p in models[0].parameters()], [p.detach() for p in models[1].parameters()], 1e-12, 1e-14
+    )

@@ -2,6 +2,7 @@
 convolutions, group/instance/rms/local response norms, pixel and channel shuffles, unfold/fold, bilinear,
 interpolate, scaled_dot_product_attention, the dropouts' distributions, and the modules' outputs, parameters and
 reprs."""
+
 import warnings
 
 import numpy as np
@@ -11,8 +12,7 @@ import torch
 import batched_grad as bg
 import batched_grad.nn as nn
 import batched_grad.nn.functional as F
-from oracle import FLOATS, FLOAT_PARAMS, assert_same, check_both, raises_like_torch, to_torch
-
+from oracle import FLOAT_PARAMS, FLOATS, assert_same, check_both, raises_like_torch, to_torch
 
 
 def _f(m):
@@ -26,12 +26,21 @@ def leaf(dtype, *shape, seed=0, low=-1.0, high=1.0):
 
 CALLS = {  # name: (call of (F, x, w), x shape, w shape)
     "conv3d": (lambda F, x, w: F.conv3d(x, w, stride=(1, 2, 1), padding=1), (2, 2, 4, 5, 4), (3, 2, 2, 3, 2)),
-    "conv_transpose1d": (lambda F, x, w: F.conv_transpose1d(x, w, stride=2, padding=1, output_padding=1),
-                         (2, 4, 6), (4, 3, 3)),
-    "conv_transpose2d": (lambda F, x, w: F.conv_transpose2d(x, w, w[0, :, 0, 0] * 0 + 0.1, (2, 3), (0, 1), (1, 0),
-                                                            dilation=(1, 2)), (2, 4, 5, 6), (4, 3, 3, 2)),
-    "conv_transpose2d-groups": (lambda F, x, w: F.conv_transpose2d(x, w, groups=2, dilation=2), (2, 4, 5, 6),
-                                (4, 2, 3, 2)),
+    "conv_transpose1d": (
+        lambda F, x, w: F.conv_transpose1d(x, w, stride=2, padding=1, output_padding=1),
+        (2, 4, 6),
+        (4, 3, 3),
+    ),
+    "conv_transpose2d": (
+        lambda F, x, w: F.conv_transpose2d(x, w, w[0, :, 0, 0] * 0 + 0.1, (2, 3), (0, 1), (1, 0), dilation=(1, 2)),
+        (2, 4, 5, 6),
+        (4, 3, 3, 2),
+    ),
+    "conv_transpose2d-groups": (
+        lambda F, x, w: F.conv_transpose2d(x, w, groups=2, dilation=2),
+        (2, 4, 5, 6),
+        (4, 2, 3, 2),
+    ),
     "conv_transpose3d": (lambda F, x, w: F.conv_transpose3d(x, w, stride=2), (1, 4, 3, 2, 3), (4, 2, 2, 2, 2)),
     "group_norm": (lambda F, x, w: F.group_norm(x, 2, w[0, :4, 0, 0], w[1, :4, 0, 0]), (3, 4, 5, 2), (2, 4, 1, 1)),
     "group_norm-plain": (lambda F, x, w: F.group_norm(x, 4), (3, 4, 5), (1,)),
@@ -54,28 +63,52 @@ CALLS = {  # name: (call of (F, x, w), x shape, w shape)
     "interpolate-nearest-size": (lambda F, x, w: F.interpolate(x, size=(3, 7)), (2, 3, 4, 5), (1,)),
     "interpolate-nearest-exact": (lambda F, x, w: F.interpolate(x, size=7, mode="nearest-exact"), (2, 3, 5), (1,)),
     "interpolate-linear": (lambda F, x, w: F.interpolate(x, size=9, mode="linear"), (2, 3, 5), (1,)),
-    "interpolate-linear-align": (lambda F, x, w: F.interpolate(x, scale_factor=1.5, mode="linear",
-                                                               align_corners=True), (2, 3, 5), (1,)),
+    "interpolate-linear-align": (
+        lambda F, x, w: F.interpolate(x, scale_factor=1.5, mode="linear", align_corners=True),
+        (2, 3, 5),
+        (1,),
+    ),
     "interpolate-bilinear": (lambda F, x, w: F.interpolate(x, size=(5, 3), mode="bilinear"), (2, 3, 4, 6), (1,)),
-    "interpolate-bilinear-scale": (lambda F, x, w: F.interpolate(x, scale_factor=(1.7, 0.6), mode="bilinear"),
-                                   (2, 3, 4, 6), (1,)),
-    "interpolate-bilinear-recompute": (lambda F, x, w: F.interpolate(x, scale_factor=1.7, mode="bilinear",
-                                                                     recompute_scale_factor=True), (2, 3, 4, 6), (1,)),
+    "interpolate-bilinear-scale": (
+        lambda F, x, w: F.interpolate(x, scale_factor=(1.7, 0.6), mode="bilinear"),
+        (2, 3, 4, 6),
+        (1,),
+    ),
+    "interpolate-bilinear-recompute": (
+        lambda F, x, w: F.interpolate(x, scale_factor=1.7, mode="bilinear", recompute_scale_factor=True),
+        (2, 3, 4, 6),
+        (1,),
+    ),
     "interpolate-bicubic": (lambda F, x, w: F.interpolate(x, size=(7, 4), mode="bicubic"), (2, 3, 4, 6), (1,)),
-    "interpolate-bicubic-align": (lambda F, x, w: F.interpolate(x, scale_factor=2, mode="bicubic",
-                                                                align_corners=True), (1, 2, 3, 4), (1,)),
-    "interpolate-trilinear": (lambda F, x, w: F.interpolate(x, size=(3, 5, 2), mode="trilinear"), (1, 2, 4, 3, 3),
-                              (1,)),
+    "interpolate-bicubic-align": (
+        lambda F, x, w: F.interpolate(x, scale_factor=2, mode="bicubic", align_corners=True),
+        (1, 2, 3, 4),
+        (1,),
+    ),
+    "interpolate-trilinear": (
+        lambda F, x, w: F.interpolate(x, size=(3, 5, 2), mode="trilinear"),
+        (1, 2, 4, 3, 3),
+        (1,),
+    ),
     "interpolate-area": (lambda F, x, w: F.interpolate(x, size=(3, 4), mode="area"), (2, 3, 7, 9), (1,)),
     "interpolate-nearest-3d": (lambda F, x, w: F.interpolate(x, scale_factor=(2, 1, 3)), (1, 2, 2, 3, 2), (1,)),
     "sdpa": (lambda F, x, w: F.scaled_dot_product_attention(x, x * 0.5, x + 1), (2, 3, 5, 4), (1,)),
-    "sdpa-causal": (lambda F, x, w: F.scaled_dot_product_attention(x, x[..., :3, :], x[..., :3, :], is_causal=True,
-                                                                   scale=0.3), (2, 3, 5, 4), (1,)),
-    "sdpa-bool-mask": (lambda F, x, w: F.scaled_dot_product_attention(x, x, x, attn_mask=x[0, 0, :, :1] > -0.5),
-                       (2, 3, 5, 4), (1,)),
+    "sdpa-causal": (
+        lambda F, x, w: F.scaled_dot_product_attention(x, x[..., :3, :], x[..., :3, :], is_causal=True, scale=0.3),
+        (2, 3, 5, 4),
+        (1,),
+    ),
+    "sdpa-bool-mask": (
+        lambda F, x, w: F.scaled_dot_product_attention(x, x, x, attn_mask=x[0, 0, :, :1] > -0.5),
+        (2, 3, 5, 4),
+        (1,),
+    ),
     "sdpa-float-mask": (lambda F, x, w: F.scaled_dot_product_attention(x, x, x, attn_mask=w), (2, 3, 5, 4), (5, 5)),
-    "sdpa-gqa": (lambda F, x, w: F.scaled_dot_product_attention(x, x[:, :2], x[:, 2:], enable_gqa=True),
-                 (2, 4, 5, 3), (1,)),
+    "sdpa-gqa": (
+        lambda F, x, w: F.scaled_dot_product_attention(x, x[:, :2], x[:, 2:], enable_gqa=True),
+        (2, 4, 5, 3),
+        (1,),
+    ),
     "sdpa-3d": (lambda F, x, w: F.scaled_dot_product_attention(x, x * 2, x), (3, 5, 4), (1,)),
     "sdpa-2d": (lambda F, x, w: F.scaled_dot_product_attention(x, x, x, is_causal=True), (5, 4), (1,)),
     "sdpa-value-dim": (lambda F, x, w: F.scaled_dot_product_attention(x, x, x[..., :2]), (2, 3, 5, 4), (1,)),
@@ -87,8 +120,13 @@ CALLS = {  # name: (call of (F, x, w), x shape, w shape)
 def test_values_and_derivatives(name, dtype):
     call, xs, ws = CALLS[name]
     tol = dict(FLOATS[dtype][1]) if dtype == "float64" else dict(rtol=5e-4, atol=5e-5)
-    check_both(lambda m, x, w: call(_f(m), x, w), [leaf(dtype, *xs), leaf(dtype, *ws, seed=1)],
-               batched=dtype == "float64", gradgrad=name not in FLASH, **tol)
+    check_both(
+        lambda m, x, w: call(_f(m), x, w),
+        [leaf(dtype, *xs), leaf(dtype, *ws, seed=1)],
+        batched=dtype == "float64",
+        gradgrad=name not in FLASH,
+        **tol,
+    )
 
 
 # the calls torch's CPU flash-attention kernel serves (no double backward); the others compose differentiable ops
@@ -98,7 +136,7 @@ FLASH = {"sdpa", "sdpa-causal", "sdpa-bool-mask", "sdpa-gqa"}
 def test_sdpa_has_no_double_backward():
     def double_backward(m):
         q = m.tensor(np.random.default_rng(0).uniform(-1, 1, (2, 2, 3, 4)), requires_grad=True)
-        g, = m.autograd.grad(m.nn.functional.scaled_dot_product_attention(q, q, q).sum(), q, create_graph=True)
+        (g,) = m.autograd.grad(m.nn.functional.scaled_dot_product_attention(q, q, q).sum(), q, create_graph=True)
         m.autograd.grad(g.sum(), q)
 
     raises_like_torch(double_backward)
@@ -119,39 +157,75 @@ def test_instance_norm_running_statistics():
     want = torch.nn.functional.instance_norm(to_torch(x), tm, tv, momentum=0.3)
     assert_same(out, want)
     assert_same((means[0], means[1]), (tm, tv))
-    assert_same(F.instance_norm(x, means[0], means[1], use_input_stats=False),
-                torch.nn.functional.instance_norm(to_torch(x), tm, tv, use_input_stats=False))
+    assert_same(
+        F.instance_norm(x, means[0], means[1], use_input_stats=False),
+        torch.nn.functional.instance_norm(to_torch(x), tm, tv, use_input_stats=False),
+    )
     del variances
 
 
-@pytest.mark.parametrize("call", [
-    lambda F, m: F.group_norm(m.ones(2, 3, 4), 2), lambda F, m: F.conv_transpose2d(m.ones(1, 2, 3, 3),
-                                                                                   m.ones(3, 2, 2, 2)),
-    lambda F, m: F.conv_transpose2d(m.ones(1, 2, 3, 3), m.ones(2, 2, 2, 2), stride=1, output_padding=1),
-    lambda F, m: F.pixel_shuffle(m.ones(2, 3, 4, 4), 2), lambda F, m: F.pixel_unshuffle(m.ones(2, 3, 5, 4), 2),
-    lambda F, m: F.channel_shuffle(m.ones(2, 5, 3), 2), lambda F, m: F.fold(m.ones(2, 5, 4), (3, 3), 2),
-    lambda F, m: F.fold(m.ones(2, 8, 3), (3, 3), 2), lambda F, m: F.bilinear(m.ones(2, 3), m.ones(2, 4),
-                                                                            m.ones(5, 3, 3)),
-    lambda F, m: F.interpolate(m.ones(1, 2, 3), scale_factor=2, mode="bilinear"),
-    lambda F, m: F.interpolate(m.ones(1, 2, 3), size=4, scale_factor=2),
-    lambda F, m: F.interpolate(m.ones(1, 2, 3), size=4, mode="nearest", align_corners=True),
-    lambda F, m: F.interpolate(m.ones(1, 2, 3)), lambda F, m: F.interpolate(m.ones(1, 2, 3, 3), size=(2, 3, 4)),
-    lambda F, m: F.scaled_dot_product_attention(m.ones(2, 3), m.ones(2, 3), m.ones(2, 3),
-                                                attn_mask=m.ones(2, 2, dtype=m.bool), is_causal=True),
-    lambda F, m: F.rms_norm(m.ones(2, 3), (4,)), lambda F, m: F.local_response_norm(m.ones(2, 3), 2),
-    lambda F, m: F.dropout1d(m.ones(2, 3, 4, 5)), lambda F, m: F.alpha_dropout(m.ones(2), 1.5),
-], ids=["group-channels", "transpose-channels", "output-padding", "shuffle-channels", "unshuffle-height",
-        "channel-shuffle", "fold-kernel", "fold-blocks", "bilinear-size", "interpolate-mode-dims",
-        "interpolate-both", "interpolate-align", "interpolate-neither", "interpolate-size-dims", "sdpa-causal-mask",
-        "rms-shape", "lrn-dims", "dropout1d-dims", "alpha-p"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda F, m: F.group_norm(m.ones(2, 3, 4), 2),
+        lambda F, m: F.conv_transpose2d(m.ones(1, 2, 3, 3), m.ones(3, 2, 2, 2)),
+        lambda F, m: F.conv_transpose2d(m.ones(1, 2, 3, 3), m.ones(2, 2, 2, 2), stride=1, output_padding=1),
+        lambda F, m: F.pixel_shuffle(m.ones(2, 3, 4, 4), 2),
+        lambda F, m: F.pixel_unshuffle(m.ones(2, 3, 5, 4), 2),
+        lambda F, m: F.channel_shuffle(m.ones(2, 5, 3), 2),
+        lambda F, m: F.fold(m.ones(2, 5, 4), (3, 3), 2),
+        lambda F, m: F.fold(m.ones(2, 8, 3), (3, 3), 2),
+        lambda F, m: F.bilinear(m.ones(2, 3), m.ones(2, 4), m.ones(5, 3, 3)),
+        lambda F, m: F.interpolate(m.ones(1, 2, 3), scale_factor=2, mode="bilinear"),
+        lambda F, m: F.interpolate(m.ones(1, 2, 3), size=4, scale_factor=2),
+        lambda F, m: F.interpolate(m.ones(1, 2, 3), size=4, mode="nearest", align_corners=True),
+        lambda F, m: F.interpolate(m.ones(1, 2, 3)),
+        lambda F, m: F.interpolate(m.ones(1, 2, 3, 3), size=(2, 3, 4)),
+        lambda F, m: F.scaled_dot_product_attention(
+            m.ones(2, 3), m.ones(2, 3), m.ones(2, 3), attn_mask=m.ones(2, 2, dtype=m.bool), is_causal=True
+        ),
+        lambda F, m: F.rms_norm(m.ones(2, 3), (4,)),
+        lambda F, m: F.local_response_norm(m.ones(2, 3), 2),
+        lambda F, m: F.dropout1d(m.ones(2, 3, 4, 5)),
+        lambda F, m: F.alpha_dropout(m.ones(2), 1.5),
+    ],
+    ids=[
+        "group-channels",
+        "transpose-channels",
+        "output-padding",
+        "shuffle-channels",
+        "unshuffle-height",
+        "channel-shuffle",
+        "fold-kernel",
+        "fold-blocks",
+        "bilinear-size",
+        "interpolate-mode-dims",
+        "interpolate-both",
+        "interpolate-align",
+        "interpolate-neither",
+        "interpolate-size-dims",
+        "sdpa-causal-mask",
+        "rms-shape",
+        "lrn-dims",
+        "dropout1d-dims",
+        "alpha-p",
+    ],
+)
 def test_errors(call):
     raises_like_torch(lambda m: call(_f(m), m))
 
 
-@pytest.mark.parametrize("fn,shape,per_channel", [
-    ("dropout1d", (20, 30, 4), True), ("dropout2d", (20, 30, 3, 2), True), ("dropout3d", (20, 30, 2, 2, 2), True),
-    ("dropout3d", (30, 2, 2, 2), True), ("alpha_dropout", (40, 50), False), ("feature_alpha_dropout", (30, 40, 3), True),
-])
+@pytest.mark.parametrize(
+    "fn,shape,per_channel",
+    [
+        ("dropout1d", (20, 30, 4), True),
+        ("dropout2d", (20, 30, 3, 2), True),
+        ("dropout3d", (20, 30, 2, 2, 2), True),
+        ("dropout3d", (30, 2, 2, 2), True),
+        ("alpha_dropout", (40, 50), False),
+        ("feature_alpha_dropout", (30, 40, 3), True),
+    ],
+)
 def test_dropout_distributions(fn, shape, per_channel):
     bg.manual_seed(1)
     x = bg.tensor(np.random.default_rng(0).uniform(0.5, 1.5, shape), requires_grad=True)
@@ -163,7 +237,7 @@ def test_dropout_distributions(fn, shape, per_channel):
         dropped = ratio == 0
     else:
         alpha = 1.7580993408473766
-        a = 1 / np.sqrt((alpha ** 2 * 0.3 + 1) * 0.7)
+        a = 1 / np.sqrt((alpha**2 * 0.3 + 1) * 0.7)
         kept = np.isclose(y.detach().numpy(), x.detach().numpy() * a + alpha * a * 0.3)
         assert (kept | np.isclose(y.detach().numpy(), -alpha * a + alpha * a * 0.3)).all()
         dropped = ~kept
@@ -172,7 +246,7 @@ def test_dropout_distributions(fn, shape, per_channel):
         lead = 2 if len(shape) > 3 or fn != "dropout3d" else 1
         per = dropped.reshape(shape[:lead] + (-1,))
         assert (per.all(-1) | ~per.any(-1)).all()
-    g, = bg.autograd.grad(y.sum(), x)
+    (g,) = bg.autograd.grad(y.sum(), x)
     assert np.allclose(g.numpy()[dropped], 0)
     assert_same(getattr(F, fn)(x, 0.3, training=False), to_torch(x))
 
@@ -190,7 +264,7 @@ def test_dropout2d_warnings_and_gumbel_softmax():
     picks = hard.detach().numpy()
     assert set(np.unique(picks)) == {0.0, 1.0} and np.allclose(picks.sum(-1), 1)
     assert abs(picks[:, 0].mean() - 0.7) < 0.05
-    g, = bg.autograd.grad((hard * bg.tensor([1.0, 2.0, 3.0])).sum(), logits)
+    (g,) = bg.autograd.grad((hard * bg.tensor([1.0, 2.0, 3.0])).sum(), logits)
     assert np.isfinite(g.numpy()).all() and np.abs(g.numpy()).sum() > 0
 
 
@@ -206,39 +280,58 @@ def test_sdpa_dropout_drops_attention_weights():
 
 
 MODULES = {  # name: (args, kwargs, input shape)
-    "Conv1d": ((3, 4, 3), {"padding": 1, "bias": False}, (2, 3, 7)), "Conv3d": ((2, 4, (1, 2, 3)), {"padding": "same"},
-                                                                             (2, 2, 3, 4, 5)),
+    "Conv1d": ((3, 4, 3), {"padding": 1, "bias": False}, (2, 3, 7)),
+    "Conv3d": ((2, 4, (1, 2, 3)), {"padding": "same"}, (2, 2, 3, 4, 5)),
     "Conv1d-reflect": ((2, 3, 3), {"padding": 2, "padding_mode": "reflect"}, (2, 2, 6)),
     "Conv3d-circular": ((2, 3, 2), {"padding": 1, "padding_mode": "circular"}, (1, 2, 3, 3, 3)),
-    "ConvTranspose1d": ((2, 3, 2), {}, (2, 2, 5)), "ConvTranspose2d": ((4, 6, 3, 2, 1, 1, 2, False, 2), {}, (2, 4, 3, 3)),
-    "ConvTranspose3d": ((2, 2, 2), {"stride": 2}, (1, 2, 2, 3, 2)), "BatchNorm2d": ((3,), {}, (4, 3, 2, 2)),
-    "BatchNorm3d": ((3,), {"momentum": None}, (4, 3, 2, 2, 2)), "GroupNorm": ((2, 4), {}, (3, 4, 5)),
+    "ConvTranspose1d": ((2, 3, 2), {}, (2, 2, 5)),
+    "ConvTranspose2d": ((4, 6, 3, 2, 1, 1, 2, False, 2), {}, (2, 4, 3, 3)),
+    "ConvTranspose3d": ((2, 2, 2), {"stride": 2}, (1, 2, 2, 3, 2)),
+    "BatchNorm2d": ((3,), {}, (4, 3, 2, 2)),
+    "BatchNorm3d": ((3,), {"momentum": None}, (4, 3, 2, 2, 2)),
+    "GroupNorm": ((2, 4), {}, (3, 4, 5)),
     "GroupNorm-plain": ((1, 4), {"affine": False}, (3, 4, 2, 2)),
     "InstanceNorm1d": ((3,), {"affine": True, "track_running_stats": True}, (2, 3, 5)),
-    "InstanceNorm2d": ((3,), {}, (3, 4, 5)), "InstanceNorm3d": ((2,), {"affine": True}, (2, 2, 3, 2, 2)),
-    "RMSNorm": ((5,), {}, (3, 5)), "RMSNorm-shape": (([4, 5],), {"eps": 1e-3, "elementwise_affine": False},
-                                                     (2, 4, 5)),
-    "LocalResponseNorm": ((3,), {}, (2, 5, 3, 3)), "ZeroPad2d": ((2,), {}, (2, 3, 4)),
-    "ConstantPad1d": (((1, 2), 3.5), {}, (2, 3)), "ConstantPad3d": ((1, 0.0), {}, (1, 2, 2, 2)),
-    "ReflectionPad1d": ((2,), {}, (2, 3, 4)), "ReflectionPad2d": (((1, 0, 2, 1),), {}, (1, 2, 3, 4)),
-    "ReplicationPad3d": (((1, 1, 2, 2, 0, 1),), {}, (1, 2, 2, 3, 2)), "CircularPad1d": ((2,), {}, (2, 2, 4)),
-    "CircularPad2d": ((1,), {}, (1, 2, 3, 3)), "ZeroPad1d": (((1, 0),), {}, (2, 3)),
-    "ReflectionPad3d": ((1,), {}, (1, 1, 2, 3, 2)), "ReplicationPad1d": ((2,), {}, (2, 3)),
-    "ReplicationPad2d": ((1,), {}, (1, 2, 3)), "CircularPad3d": ((1,), {}, (1, 1, 2, 2, 2)),
-    "ZeroPad3d": ((1,), {}, (1, 1, 2, 2, 2)), "ConstantPad2d": ((1, -1.0), {}, (1, 2, 2)),
-    "PixelShuffle": ((2,), {}, (1, 8, 2, 3)), "PixelUnshuffle": ((2,), {}, (1, 2, 4, 6)),
-    "ChannelShuffle": ((2,), {}, (2, 4, 3)), "Unfold": ((2,), {}, (2, 3, 4, 4)),
-    "Fold": (((3, 4), 2), {}, (2, 8, 6)), "Unflatten": ((1, (2, 4)), {}, (3, 8)),
+    "InstanceNorm2d": ((3,), {}, (3, 4, 5)),
+    "InstanceNorm3d": ((2,), {"affine": True}, (2, 2, 3, 2, 2)),
+    "RMSNorm": ((5,), {}, (3, 5)),
+    "RMSNorm-shape": (([4, 5],), {"eps": 1e-3, "elementwise_affine": False}, (2, 4, 5)),
+    "LocalResponseNorm": ((3,), {}, (2, 5, 3, 3)),
+    "ZeroPad2d": ((2,), {}, (2, 3, 4)),
+    "ConstantPad1d": (((1, 2), 3.5), {}, (2, 3)),
+    "ConstantPad3d": ((1, 0.0), {}, (1, 2, 2, 2)),
+    "ReflectionPad1d": ((2,), {}, (2, 3, 4)),
+    "ReflectionPad2d": (((1, 0, 2, 1),), {}, (1, 2, 3, 4)),
+    "ReplicationPad3d": (((1, 1, 2, 2, 0, 1),), {}, (1, 2, 2, 3, 2)),
+    "CircularPad1d": ((2,), {}, (2, 2, 4)),
+    "CircularPad2d": ((1,), {}, (1, 2, 3, 3)),
+    "ZeroPad1d": (((1, 0),), {}, (2, 3)),
+    "ReflectionPad3d": ((1,), {}, (1, 1, 2, 3, 2)),
+    "ReplicationPad1d": ((2,), {}, (2, 3)),
+    "ReplicationPad2d": ((1,), {}, (1, 2, 3)),
+    "CircularPad3d": ((1,), {}, (1, 1, 2, 2, 2)),
+    "ZeroPad3d": ((1,), {}, (1, 1, 2, 2, 2)),
+    "ConstantPad2d": ((1, -1.0), {}, (1, 2, 2)),
+    "PixelShuffle": ((2,), {}, (1, 8, 2, 3)),
+    "PixelUnshuffle": ((2,), {}, (1, 2, 4, 6)),
+    "ChannelShuffle": ((2,), {}, (2, 4, 3)),
+    "Unfold": ((2,), {}, (2, 3, 4, 4)),
+    "Fold": (((3, 4), 2), {}, (2, 8, 6)),
+    "Unflatten": ((1, (2, 4)), {}, (3, 8)),
     "Upsample": ((), {"scale_factor": 2}, (1, 2, 3, 3)),
     "Upsample-bilinear": (((5, 4),), {"mode": "bilinear", "align_corners": True}, (1, 2, 3, 3)),
-    "UpsamplingNearest2d": ((), {"scale_factor": 2}, (1, 2, 3, 3)), "UpsamplingBilinear2d": ((4,), {}, (1, 2, 3, 3)),
-    "Dropout1d": ((), {}, (2, 3, 4)), "Dropout2d": ((0.2,), {}, (2, 3, 4, 4)), "Dropout3d": ((), {}, (2, 3, 2, 2, 2)),
-    "AlphaDropout": ((0.2,), {}, (2, 3)), "FeatureAlphaDropout": ((), {}, (2, 3, 4)),
+    "UpsamplingNearest2d": ((), {"scale_factor": 2}, (1, 2, 3, 3)),
+    "UpsamplingBilinear2d": ((4,), {}, (1, 2, 3, 3)),
+    "Dropout1d": ((), {}, (2, 3, 4)),
+    "Dropout2d": ((0.2,), {}, (2, 3, 4, 4)),
+    "Dropout3d": ((), {}, (2, 3, 2, 2, 2)),
+    "AlphaDropout": ((0.2,), {}, (2, 3)),
+    "FeatureAlphaDropout": ((), {}, (2, 3, 4)),
 }
 
 
 def _copy_parameters(ours, theirs):
-    for (name, p), (_, q) in zip(ours.named_parameters(), theirs.named_parameters()):
+    for (_, p), (_, q) in zip(ours.named_parameters(), theirs.named_parameters()):
         with torch.no_grad():
             q.copy_(to_torch(p.detach()))
 
@@ -249,8 +342,9 @@ def test_modules(name):
     cls = name.split("-")[0]
     ours, theirs = getattr(nn, cls)(*args, **kwargs), getattr(torch.nn, cls)(*args, **kwargs)
     assert repr(ours) == repr(theirs)
-    assert [(n, tuple(p.shape)) for n, p in ours.named_parameters()] == \
-        [(n, tuple(p.shape)) for n, p in theirs.named_parameters()]
+    assert [(n, tuple(p.shape)) for n, p in ours.named_parameters()] == [
+        (n, tuple(p.shape)) for n, p in theirs.named_parameters()
+    ]
     assert sorted(ours.state_dict()) == sorted(theirs.state_dict())
     _copy_parameters(ours, theirs)
     if "Dropout" in cls:
@@ -261,9 +355,9 @@ def test_modules(name):
     assert_same(got, want, rtol=1e-4, atol=1e-5)
     got.sum().backward()
     want.sum().backward()
-    for (n, p), (_, q) in zip(ours.named_parameters(), theirs.named_parameters()):
+    for (_, p), (_, q) in zip(ours.named_parameters(), theirs.named_parameters()):
         assert_same(p.grad, q.grad, rtol=1e-4, atol=1e-5)
-    for (n, b), (_, c) in zip(ours.named_buffers(), theirs.named_buffers()):
+    for (_, b), (_, c) in zip(ours.named_buffers(), theirs.named_buffers()):
         assert_same(b, c, rtol=1e-5, atol=1e-6)
 
 

@@ -1,6 +1,7 @@
 """The losses beyond mse/l1/smooth_l1/nll/cross_entropy/bce and the distances, against torch 2.13: values and first
 and second derivatives (float32 and float64; every reduction), node names, errors, and the loss and distance
 modules."""
+
 import warnings
 
 import numpy as np
@@ -10,7 +11,7 @@ import torch
 import batched_grad as bg
 import batched_grad.nn as nn
 import batched_grad.nn.functional as F
-from oracle import FLOATS, FLOAT_PARAMS, assert_same, check_both, raises_like_torch, to_torch
+from oracle import FLOAT_PARAMS, FLOATS, assert_same, check_both, raises_like_torch, to_torch
 
 pytestmark = pytest.mark.filterwarnings("ignore:reduction. 'mean' divides the total loss")
 REDUCTIONS = ["mean", "sum", "none"]
@@ -24,12 +25,20 @@ def data(dtype, seed=0):
     rng = np.random.default_rng(seed)
     d = FLOATS[dtype][0]
     leaf = lambda *shape, low=-1.0, high=1.0: bg.tensor(rng.uniform(low, high, shape), dtype=d, requires_grad=True)
-    return {"x": leaf(4, 5), "y": leaf(4, 5), "p": leaf(4, 5, low=0.1, high=0.9), "v": leaf(4, 5, low=0.2, high=2),
-            "a": leaf(4, 5), "sign": bg.tensor(np.where(rng.uniform(size=4) > 0.5, 1.0, -1.0), dtype=d),
-            "sign2": bg.tensor(np.where(rng.uniform(size=(4, 5)) > 0.5, 1.0, -1.0), dtype=d),
-            "labels": bg.tensor(rng.integers(0, 5, 4)), "bits": bg.tensor(rng.integers(0, 2, (4, 5)), dtype=d),
-            "w": bg.tensor(rng.uniform(0.5, 2, 5), dtype=d), "counts": bg.tensor(rng.integers(0, 5, (4, 5)), dtype=d),
-            "multi": bg.tensor([[3, 0, -1, 1, 2], [1, 4, 2, -1, 0], [2, -1, 0, 0, 0], [-1, 1, 1, 1, 1]])}
+    return {
+        "x": leaf(4, 5),
+        "y": leaf(4, 5),
+        "p": leaf(4, 5, low=0.1, high=0.9),
+        "v": leaf(4, 5, low=0.2, high=2),
+        "a": leaf(4, 5),
+        "sign": bg.tensor(np.where(rng.uniform(size=4) > 0.5, 1.0, -1.0), dtype=d),
+        "sign2": bg.tensor(np.where(rng.uniform(size=(4, 5)) > 0.5, 1.0, -1.0), dtype=d),
+        "labels": bg.tensor(rng.integers(0, 5, 4)),
+        "bits": bg.tensor(rng.integers(0, 2, (4, 5)), dtype=d),
+        "w": bg.tensor(rng.uniform(0.5, 2, 5), dtype=d),
+        "counts": bg.tensor(rng.integers(0, 5, (4, 5)), dtype=d),
+        "multi": bg.tensor([[3, 0, -1, 1, 2], [1, 4, 2, -1, 0], [2, -1, 0, 0, 0], [-1, 1, 1, 1, 1]]),
+    }
 
 
 LOSSES = {
@@ -39,27 +48,32 @@ LOSSES = {
     "huber_loss-delta": lambda F, i, r: F.huber_loss(i["x"], i["y"], reduction=r, delta=0.3),
     "huber_loss-weight": lambda F, i, r: F.huber_loss(i["x"], i["y"], reduction=r, delta=0.5, weight=i["v"]),
     "soft_margin_loss": lambda F, i, r: F.soft_margin_loss(i["x"], i["sign2"], reduction=r),
-    "margin_ranking_loss": lambda F, i, r: F.margin_ranking_loss(i["x"][:, 0], i["y"][:, 1], i["sign"], 0.1,
-                                                                 reduction=r),
+    "margin_ranking_loss": lambda F, i, r: F.margin_ranking_loss(
+        i["x"][:, 0], i["y"][:, 1], i["sign"], 0.1, reduction=r
+    ),
     "hinge_embedding_loss": lambda F, i, r: F.hinge_embedding_loss(i["x"], i["sign2"], 0.5, reduction=r),
     "poisson_nll_loss": lambda F, i, r: F.poisson_nll_loss(i["x"], i["counts"], reduction=r),
     "poisson_nll_loss-full": lambda F, i, r: F.poisson_nll_loss(i["v"], i["counts"], False, True, reduction=r),
     "gaussian_nll_loss": lambda F, i, r: F.gaussian_nll_loss(i["x"], i["y"], i["v"], reduction=r),
     "gaussian_nll_loss-full": lambda F, i, r: F.gaussian_nll_loss(i["x"], i["y"], i["v"][:, 0], True, reduction=r),
-    "gaussian_nll_loss-clamped": lambda F, i, r: F.gaussian_nll_loss(i["x"], i["y"], i["v"] * 0.1, eps=0.1,
-                                                                     reduction=r),
+    "gaussian_nll_loss-clamped": lambda F, i, r: F.gaussian_nll_loss(
+        i["x"], i["y"], i["v"] * 0.1, eps=0.1, reduction=r
+    ),
     "cosine_embedding_loss": lambda F, i, r: F.cosine_embedding_loss(i["x"], i["y"], i["sign"], 0.2, reduction=r),
     "multilabel_soft_margin_loss": lambda F, i, r: F.multilabel_soft_margin_loss(i["x"], i["bits"], reduction=r),
-    "multilabel_soft_margin_loss-weight": lambda F, i, r: F.multilabel_soft_margin_loss(i["x"], i["bits"], i["w"],
-                                                                                        reduction=r),
+    "multilabel_soft_margin_loss-weight": lambda F, i, r: F.multilabel_soft_margin_loss(
+        i["x"], i["bits"], i["w"], reduction=r
+    ),
     "multi_margin_loss": lambda F, i, r: F.multi_margin_loss(i["x"], i["labels"], reduction=r),
     "multi_margin_loss-p2": lambda F, i, r: F.multi_margin_loss(i["x"], i["labels"], 2, 0.5, i["w"], reduction=r),
     "multilabel_margin_loss": lambda F, i, r: F.multilabel_margin_loss(i["x"], i["multi"], reduction=r),
     "triplet_margin_loss": lambda F, i, r: F.triplet_margin_loss(i["x"], i["y"], i["a"], reduction=r),
-    "triplet_margin_loss-swap": lambda F, i, r: F.triplet_margin_loss(i["x"], i["y"], i["a"], 2.0, 1, swap=True,
-                                                                      reduction=r),
+    "triplet_margin_loss-swap": lambda F, i, r: F.triplet_margin_loss(
+        i["x"], i["y"], i["a"], 2.0, 1, swap=True, reduction=r
+    ),
     "triplet_margin_with_distance_loss": lambda F, i, r: F.triplet_margin_with_distance_loss(
-        i["x"], i["y"], i["a"], distance_function=lambda a, b: (a - b).abs().sum(-1), margin=1.5, reduction=r),
+        i["x"], i["y"], i["a"], distance_function=lambda a, b: (a - b).abs().sum(-1), margin=1.5, reduction=r
+    ),
 }
 
 
@@ -69,23 +83,35 @@ LOSSES = {
 def test_values_and_derivatives(name, reduction, dtype):
     inputs = data(dtype)
     keys = sorted(inputs)
-    check_both(lambda m, *values: LOSSES[name](_f(m), dict(zip(keys, values)), reduction), [inputs[k] for k in keys],
-               batched=dtype == "float64" and reduction == "mean", gradgrad=name not in FIRST_ORDER,
-               **FLOATS[dtype][1])
+    check_both(
+        lambda m, *values: LOSSES[name](_f(m), dict(zip(keys, values)), reduction),
+        [inputs[k] for k in keys],
+        batched=dtype == "float64" and reduction == "mean",
+        gradgrad=name not in FIRST_ORDER,
+        **FLOATS[dtype][1],
+    )
 
 
 # torch has no derivative of these losses' backward
-FIRST_ORDER = {"multi_margin_loss": "multi_margin_loss", "multi_margin_loss-p2": "multi_margin_loss",
-               "multilabel_margin_loss": "multilabel_margin_loss"}
+FIRST_ORDER = {
+    "multi_margin_loss": "multi_margin_loss",
+    "multi_margin_loss-p2": "multi_margin_loss",
+    "multilabel_margin_loss": "multilabel_margin_loss",
+}
 
 
 @pytest.mark.parametrize("name", [*FIRST_ORDER, "pdist", "cdist"])
 def test_no_double_backward_where_torch_has_none(name):
     def double_backward(m):
         inputs = {k: m.tensor(v.detach().numpy(), requires_grad=v.requires_grad) for k, v in data("float64").items()}
-        loss = (m.pdist(inputs["x"]).sum() if name == "pdist" else m.cdist(inputs["x"], inputs["y"]).sum()
-                if name == "cdist" else LOSSES[name](_f(m), inputs, "sum"))
-        g, = m.autograd.grad(loss, inputs["x"], create_graph=True)
+        loss = (
+            m.pdist(inputs["x"]).sum()
+            if name == "pdist"
+            else m.cdist(inputs["x"], inputs["y"]).sum()
+            if name == "cdist"
+            else LOSSES[name](_f(m), inputs, "sum")
+        )
+        (g,) = m.autograd.grad(loss, inputs["x"], create_graph=True)
         m.autograd.grad(g.sum(), inputs["x"])
 
     raises_like_torch(double_backward)
@@ -109,8 +135,10 @@ def test_kl_div_batchmean_and_mean_warning():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         F.kl_div(inputs["x"], inputs["p"], reduction="sum")
-    assert_same(F.kl_div(inputs["x"][0, 0], inputs["p"][0, 0], reduction="batchmean"),
-                torch.nn.functional.kl_div(*to_torch([inputs["x"][0, 0], inputs["p"][0, 0]]), reduction="batchmean"))
+    assert_same(
+        F.kl_div(inputs["x"][0, 0], inputs["p"][0, 0], reduction="batchmean"),
+        torch.nn.functional.kl_div(*to_torch([inputs["x"][0, 0], inputs["p"][0, 0]]), reduction="batchmean"),
+    )
 
 
 def test_edge_values():
@@ -122,8 +150,9 @@ def test_edge_values():
     a, b = bg.tensor([1.0, 0.5], requires_grad=True), bg.tensor([1.0, 0.3], requires_grad=True)
     check_both(lambda m, a, b: _f(m).margin_ranking_loss(a, b, m.tensor([1.0, -1.0]), 0.0), [a, b])
     check_both(lambda m, a: _f(m).hinge_embedding_loss(a, m.tensor([-1.0, -1.0]), 1.0), [a])
-    check_both(lambda m, a: _f(m).multi_margin_loss(m.stack([a, a * 2]), m.tensor([0, 1]), margin=0.0), [a],
-               gradgrad=False)
+    check_both(
+        lambda m, a: _f(m).multi_margin_loss(m.stack([a, a * 2]), m.tensor([0, 1]), margin=0.0), [a], gradgrad=False
+    )
 
 
 DISTANCES = {
@@ -132,10 +161,14 @@ DISTANCES = {
     "cosine_similarity-zero": lambda m, x, y: _f(m).cosine_similarity(x * 0, y, dim=-1),
     "pairwise_distance": lambda m, x, y: _f(m).pairwise_distance(x, y),
     "pairwise_distance-p": lambda m, x, y: m.pairwise_distance(x, y[0], 1.0, 1e-3, True),
-    "pdist": lambda m, x, y: _f(m).pdist(x), "pdist-p": lambda m, x, y: m.pdist(y, 3),
-    "cdist": lambda m, x, y: m.cdist(x, y[:3]), "cdist-p1": lambda m, x, y: m.cdist(x[None], y[None], 1.0),
-    "cdist-same": lambda m, x, y: m.cdist(x, x), "dist": lambda m, x, y: m.dist(x, y),
-    "dist-p": lambda m, x, y: m.dist(x, y[0], 3), "normalize": lambda m, x, y: _f(m).normalize(x),
+    "pdist": lambda m, x, y: _f(m).pdist(x),
+    "pdist-p": lambda m, x, y: m.pdist(y, 3),
+    "cdist": lambda m, x, y: m.cdist(x, y[:3]),
+    "cdist-p1": lambda m, x, y: m.cdist(x[None], y[None], 1.0),
+    "cdist-same": lambda m, x, y: m.cdist(x, x),
+    "dist": lambda m, x, y: m.dist(x, y),
+    "dist-p": lambda m, x, y: m.dist(x, y[0], 3),
+    "normalize": lambda m, x, y: _f(m).normalize(x),
     "normalize-p": lambda m, x, y: _f(m).normalize(x, 1.0, 0),
 }
 
@@ -146,50 +179,83 @@ def test_distances(name, dtype):
     inputs = data(dtype, seed=3)
     # torch has no double backward of cdist and pdist, and a nan one of a zero norm
     gradgrad = not name.startswith(("cdist", "pdist", "cosine_similarity-zero"))
-    check_both(DISTANCES[name], [inputs["x"], inputs["y"]], batched=dtype == "float64", gradgrad=gradgrad,
-               **FLOATS[dtype][1])
+    check_both(
+        DISTANCES[name], [inputs["x"], inputs["y"]], batched=dtype == "float64", gradgrad=gradgrad, **FLOATS[dtype][1]
+    )
     got = DISTANCES[name](bg, inputs["x"], inputs["y"])
     assert got.grad_fn.name() == DISTANCES[name](torch, *to_torch([inputs["x"], inputs["y"]])).grad_fn.name()
 
 
-@pytest.mark.parametrize("call", [
-    lambda F, m: F.kl_div(m.ones(2), m.ones(2), reduction="bad"),
-    lambda F, m: F.huber_loss(m.ones(2), m.ones(2), delta=0.0),
-    lambda F, m: F.margin_ranking_loss(m.ones(2), m.ones(2, 1), m.ones(2)),
-    lambda F, m: F.gaussian_nll_loss(m.ones(2, 3), m.ones(2, 3), m.ones(3, 2)),
-    lambda F, m: F.gaussian_nll_loss(m.ones(2, 3), m.ones(2, 3), -m.ones(2, 3)),
-    lambda F, m: F.gaussian_nll_loss(m.ones(2, 3), m.ones(2, 3), m.ones(2, 3), reduction="max"),
-    lambda F, m: F.cosine_embedding_loss(m.ones(2, 3), m.ones(3), m.ones(2)),
-    lambda F, m: F.multi_margin_loss(m.ones(2, 3), m.tensor([0, 1]), p=3),
-    lambda F, m: F.multi_margin_loss(m.ones(2, 3), m.tensor([0, 1, 2])),
-    lambda F, m: F.multi_margin_loss(m.ones(2, 3), m.tensor([0, 3])),
-    lambda F, m: F.cosine_embedding_loss(m.ones(2, 3), m.ones(2, 3), m.ones(2, 1)),
-    lambda F, m: F.multilabel_margin_loss(m.ones(2, 3), m.ones(2, 2, dtype=m.int64)),
-    lambda F, m: F.triplet_margin_loss(m.ones(2, 3), m.ones(2, 3), m.ones(3)),
-    lambda F, m: F.triplet_margin_with_distance_loss(m.ones(2, 3), m.ones(2, 3), m.ones(2, 3), margin=0),
-    lambda F, m: F.pdist(m.ones(2, 3, 4)), lambda F, m: m.cdist(m.ones(2, 3), m.ones(2, 4)),
-    lambda F, m: m.cdist(m.ones(3), m.ones(2, 3)), lambda F, m: m.dist(m.ones(2), m.ones(3)),
-    lambda F, m: F.poisson_nll_loss(m.ones(2), m.ones(2), reduction="avg"),
-], ids=["kl-reduction", "huber-delta", "ranking-dims", "gaussian-var-size", "gaussian-negative",
-        "gaussian-reduction", "cosine-embedding-dims", "multi-margin-p", "multi-margin-target", "multi-margin-range", "cosine-embedding-target", "multilabel-size",
-        "triplet-dims", "triplet-distance-margin", "pdist-3d", "cdist-columns", "cdist-1d", "dist-shapes",
-        "poisson-reduction"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda F, m: F.kl_div(m.ones(2), m.ones(2), reduction="bad"),
+        lambda F, m: F.huber_loss(m.ones(2), m.ones(2), delta=0.0),
+        lambda F, m: F.margin_ranking_loss(m.ones(2), m.ones(2, 1), m.ones(2)),
+        lambda F, m: F.gaussian_nll_loss(m.ones(2, 3), m.ones(2, 3), m.ones(3, 2)),
+        lambda F, m: F.gaussian_nll_loss(m.ones(2, 3), m.ones(2, 3), -m.ones(2, 3)),
+        lambda F, m: F.gaussian_nll_loss(m.ones(2, 3), m.ones(2, 3), m.ones(2, 3), reduction="max"),
+        lambda F, m: F.cosine_embedding_loss(m.ones(2, 3), m.ones(3), m.ones(2)),
+        lambda F, m: F.multi_margin_loss(m.ones(2, 3), m.tensor([0, 1]), p=3),
+        lambda F, m: F.multi_margin_loss(m.ones(2, 3), m.tensor([0, 1, 2])),
+        lambda F, m: F.multi_margin_loss(m.ones(2, 3), m.tensor([0, 3])),
+        lambda F, m: F.cosine_embedding_loss(m.ones(2, 3), m.ones(2, 3), m.ones(2, 1)),
+        lambda F, m: F.multilabel_margin_loss(m.ones(2, 3), m.ones(2, 2, dtype=m.int64)),
+        lambda F, m: F.triplet_margin_loss(m.ones(2, 3), m.ones(2, 3), m.ones(3)),
+        lambda F, m: F.triplet_margin_with_distance_loss(m.ones(2, 3), m.ones(2, 3), m.ones(2, 3), margin=0),
+        lambda F, m: F.pdist(m.ones(2, 3, 4)),
+        lambda F, m: m.cdist(m.ones(2, 3), m.ones(2, 4)),
+        lambda F, m: m.cdist(m.ones(3), m.ones(2, 3)),
+        lambda F, m: m.dist(m.ones(2), m.ones(3)),
+        lambda F, m: F.poisson_nll_loss(m.ones(2), m.ones(2), reduction="avg"),
+    ],
+    ids=[
+        "kl-reduction",
+        "huber-delta",
+        "ranking-dims",
+        "gaussian-var-size",
+        "gaussian-negative",
+        "gaussian-reduction",
+        "cosine-embedding-dims",
+        "multi-margin-p",
+        "multi-margin-target",
+        "multi-margin-range",
+        "cosine-embedding-target",
+        "multilabel-size",
+        "triplet-dims",
+        "triplet-distance-margin",
+        "pdist-3d",
+        "cdist-columns",
+        "cdist-1d",
+        "dist-shapes",
+        "poisson-reduction",
+    ],
+)
 def test_errors(call):
     raises_like_torch(lambda m: call(_f(m), m))
 
 
 MODULES = {
-    "L1Loss": ((), {}, ("x", "y")), "SmoothL1Loss": ((), {"beta": 0.5}, ("x", "y")),
-    "HuberLoss": (("sum", 0.5), {}, ("x", "y")), "NLLLoss": ((), {"ignore_index": 2}, ("logp", "labels")),
+    "L1Loss": ((), {}, ("x", "y")),
+    "SmoothL1Loss": ((), {"beta": 0.5}, ("x", "y")),
+    "HuberLoss": (("sum", 0.5), {}, ("x", "y")),
+    "NLLLoss": ((), {"ignore_index": 2}, ("logp", "labels")),
     "NLLLoss-weight": ((), {"reduction": "sum"}, ("logp", "labels")),
-    "BCELoss": ((), {}, ("p", "bits")), "BCEWithLogitsLoss": ((), {}, ("x", "bits")),
-    "KLDivLoss": ((), {"reduction": "batchmean"}, ("x", "p")), "SoftMarginLoss": ((), {}, ("x", "sign2")),
-    "MarginRankingLoss": ((0.2,), {}, ("x0", "y0", "sign")), "HingeEmbeddingLoss": ((), {}, ("x", "sign2")),
-    "PoissonNLLLoss": ((), {}, ("x", "counts")), "GaussianNLLLoss": ((), {"full": True}, ("x", "y", "v")),
-    "CosineEmbeddingLoss": ((0.1,), {}, ("x", "y", "sign")), "TripletMarginLoss": ((), {"p": 1.0}, ("x", "y", "a")),
+    "BCELoss": ((), {}, ("p", "bits")),
+    "BCEWithLogitsLoss": ((), {}, ("x", "bits")),
+    "KLDivLoss": ((), {"reduction": "batchmean"}, ("x", "p")),
+    "SoftMarginLoss": ((), {}, ("x", "sign2")),
+    "MarginRankingLoss": ((0.2,), {}, ("x0", "y0", "sign")),
+    "HingeEmbeddingLoss": ((), {}, ("x", "sign2")),
+    "PoissonNLLLoss": ((), {}, ("x", "counts")),
+    "GaussianNLLLoss": ((), {"full": True}, ("x", "y", "v")),
+    "CosineEmbeddingLoss": ((0.1,), {}, ("x", "y", "sign")),
+    "TripletMarginLoss": ((), {"p": 1.0}, ("x", "y", "a")),
     "TripletMarginWithDistanceLoss": ((), {"swap": True}, ("x", "y", "a")),
-    "MultiLabelSoftMarginLoss": ((), {}, ("x", "bits")), "MultiMarginLoss": ((2, 0.5), {}, ("x", "labels")),
-    "MultiLabelMarginLoss": ((), {}, ("x", "multi")), "PairwiseDistance": ((1.0,), {}, ("x", "y")),
+    "MultiLabelSoftMarginLoss": ((), {}, ("x", "bits")),
+    "MultiMarginLoss": ((2, 0.5), {}, ("x", "labels")),
+    "MultiLabelMarginLoss": ((), {}, ("x", "multi")),
+    "PairwiseDistance": ((1.0,), {}, ("x", "y")),
     "CosineSimilarity": ((0,), {}, ("x", "y")),
 }
 
@@ -215,8 +281,12 @@ def test_deprecated_nll_loss_2d():
     with pytest.warns(FutureWarning, match="`NLLLoss2d` has been deprecated"):
         loss = nn.NLLLoss2d()
     assert isinstance(loss, nn.NLLLoss)
-    for call in (lambda m: m.nn.TripletMarginLoss(margin=0), lambda m: m.nn.TripletMarginWithDistanceLoss(margin=-1),
-                 lambda m: m.nn.MultiMarginLoss(p=3), lambda m: m.nn.MultiMarginLoss(weight=m.ones(2, 2))):
+    for call in (
+        lambda m: m.nn.TripletMarginLoss(margin=0),
+        lambda m: m.nn.TripletMarginWithDistanceLoss(margin=-1),
+        lambda m: m.nn.MultiMarginLoss(p=3),
+        lambda m: m.nn.MultiMarginLoss(weight=m.ones(2, 2)),
+    ):
         raises_like_torch(call)
     assert_same(bg.dist(bg.ones(2), bg.zeros(2, dtype=bg.float64)), torch.dist(torch.ones(2), torch.zeros(2).double()))
 

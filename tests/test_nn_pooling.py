@@ -1,6 +1,7 @@
 """Pooling over 1, 2 and 3 dims against torch 2.13: max (with indices) and average pooling, the adaptive forms,
 lp pooling and max unpooling; values, first and second derivatives, node names, errors, and the modules' outputs
 and reprs."""
+
 import numpy as np
 import pytest
 import torch
@@ -8,8 +9,7 @@ import torch
 import batched_grad as bg
 import batched_grad.nn as nn
 import batched_grad.nn.functional as F
-from oracle import FLOATS, FLOAT_PARAMS, assert_same, check_both, raises_like_torch, to_torch
-
+from oracle import FLOAT_PARAMS, FLOATS, assert_same, check_both, raises_like_torch, to_torch
 
 
 def _f(m):
@@ -24,8 +24,10 @@ CALLS = {  # name: (call, input shape)
     "max_pool1d": (lambda F, x: F.max_pool1d(x, 3), (2, 3, 10)),
     "max_pool1d-geometry": (lambda F, x: F.max_pool1d(x, 3, 2, 1, 2, ceil_mode=True), (3, 11)),
     "max_pool3d": (lambda F, x: F.max_pool3d(x, 2), (2, 2, 4, 5, 4)),
-    "max_pool3d-geometry": (lambda F, x: F.max_pool3d(x, (2, 3, 2), (1, 2, 2), (1, 1, 0), ceil_mode=True),
-                            (2, 5, 6, 5)),
+    "max_pool3d-geometry": (
+        lambda F, x: F.max_pool3d(x, (2, 3, 2), (1, 2, 2), (1, 1, 0), ceil_mode=True),
+        (2, 5, 6, 5),
+    ),
     "max_pool2d-indices": (lambda F, x: F.max_pool2d(x, 3, 2, 1, return_indices=True)[0], (2, 3, 7, 6)),
     "avg_pool1d": (lambda F, x: F.avg_pool1d(x, 3, 2, 1), (2, 3, 10)),
     "avg_pool1d-ceil": (lambda F, x: F.avg_pool1d(x, 4, 3, 2, True, False), (3, 10)),
@@ -44,12 +46,16 @@ CALLS = {  # name: (call, input shape)
     "lp_pool2d": (lambda F, x: F.lp_pool2d(x.abs() + 0.1, 3.0, (2, 3), 2), (2, 3, 7, 9)),
     "lp_pool3d": (lambda F, x: F.lp_pool3d(x.abs() + 0.1, 1.5, 2), (2, 2, 4, 4, 4)),
     "max_unpool1d": (lambda F, x: F.max_unpool1d(*F.max_pool1d(x, 2, return_indices=True), 2), (2, 3, 10)),
-    "max_unpool2d": (lambda F, x: F.max_unpool2d(*F.max_pool2d(x, 3, 2, 1, return_indices=True), 3, 2, 1,
-                                                  output_size=(7, 6)), (2, 3, 7, 6)),
+    "max_unpool2d": (
+        lambda F, x: F.max_unpool2d(*F.max_pool2d(x, 3, 2, 1, return_indices=True), 3, 2, 1, output_size=(7, 6)),
+        (2, 3, 7, 6),
+    ),
     "max_unpool3d": (lambda F, x: F.max_unpool3d(*F.max_pool3d(x, 2, return_indices=True), 2), (2, 2, 4, 4, 4)),
     "torch-max_pool1d": (lambda F, x: (torch if F is torch.nn.functional else bg).max_pool1d(x, 2), (2, 3, 10)),
-    "torch-adaptive_avg_pool1d": (lambda F, x: (torch if F is torch.nn.functional else bg).adaptive_avg_pool1d(x, 3),
-                                  (2, 3, 10)),
+    "torch-adaptive_avg_pool1d": (
+        lambda F, x: (torch if F is torch.nn.functional else bg).adaptive_avg_pool1d(x, 3),
+        (2, 3, 10),
+    ),
 }
 
 
@@ -98,28 +104,56 @@ def test_nan_windows():
         assert_same(got, getattr(torch.nn.functional, name)(to_torch(x), *args, return_indices=True)[1])
 
 
-@pytest.mark.parametrize("call", [
-    lambda F, m: F.max_pool3d(m.ones(2, 3), 2), lambda F, m: F.max_pool3d(m.ones(1, 2, 2, 2), 3),
-    lambda F, m: F.max_pool1d(m.ones(2, 3, 4, 5), 2), lambda F, m: F.adaptive_avg_pool2d(m.ones(2), 2),
-    lambda F, m: F.adaptive_max_pool3d(m.ones(2, 2, 3, 3, 3).long(), 2),
-    lambda F, m: F.max_unpool2d(m.ones(1, 1, 2, 2), m.zeros(1, 1, 2, 3, dtype=m.int64), 2),
-    lambda F, m: F.avg_pool3d(m.ones(1, 1, 4, 4, 4), 2, padding=2), lambda F, m: F.avg_pool1d(m.ones(2, 3, 4, 5), 2),
-    lambda F, m: F.adaptive_max_pool2d(m.ones(2), 2), lambda F, m: F.adaptive_avg_pool1d(m.ones(2, 3, 4, 5), 2),
-    lambda F, m: F.adaptive_max_pool1d(m.ones(2, 3, 3).long(), 2), lambda F, m: F.max_pool1d(m.ones(2, 3).long(), 1),
-], ids=["max3d-dims", "max3d-too-small", "max1d-dims", "adaptive-dims", "adaptive-max-long", "unpool-indices",
-        "avg3d-pad", "avg1d-dims", "adaptive-max-dims", "adaptive-avg1d-dims", "adaptive-max1d-long", "max1d-long"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda F, m: F.max_pool3d(m.ones(2, 3), 2),
+        lambda F, m: F.max_pool3d(m.ones(1, 2, 2, 2), 3),
+        lambda F, m: F.max_pool1d(m.ones(2, 3, 4, 5), 2),
+        lambda F, m: F.adaptive_avg_pool2d(m.ones(2), 2),
+        lambda F, m: F.adaptive_max_pool3d(m.ones(2, 2, 3, 3, 3).long(), 2),
+        lambda F, m: F.max_unpool2d(m.ones(1, 1, 2, 2), m.zeros(1, 1, 2, 3, dtype=m.int64), 2),
+        lambda F, m: F.avg_pool3d(m.ones(1, 1, 4, 4, 4), 2, padding=2),
+        lambda F, m: F.avg_pool1d(m.ones(2, 3, 4, 5), 2),
+        lambda F, m: F.adaptive_max_pool2d(m.ones(2), 2),
+        lambda F, m: F.adaptive_avg_pool1d(m.ones(2, 3, 4, 5), 2),
+        lambda F, m: F.adaptive_max_pool1d(m.ones(2, 3, 3).long(), 2),
+        lambda F, m: F.max_pool1d(m.ones(2, 3).long(), 1),
+    ],
+    ids=[
+        "max3d-dims",
+        "max3d-too-small",
+        "max1d-dims",
+        "adaptive-dims",
+        "adaptive-max-long",
+        "unpool-indices",
+        "avg3d-pad",
+        "avg1d-dims",
+        "adaptive-max-dims",
+        "adaptive-avg1d-dims",
+        "adaptive-max1d-long",
+        "max1d-long",
+    ],
+)
 def test_errors(call):
     raises_like_torch(lambda m: call(_f(m), m))
 
 
 MODULES = {
-    "MaxPool1d": ((3,), {}, (2, 3, 10)), "MaxPool2d": ((3, 2, 1), {"ceil_mode": True}, (2, 3, 7, 6)),
-    "MaxPool3d": ((2, 1, 1), {"ceil_mode": True}, (2, 2, 4, 4, 4)), "AvgPool1d": ((2,), {}, (2, 3, 10)),
-    "AvgPool2d": ((3,), {"stride": 2, "padding": 1}, (2, 3, 7, 6)), "AvgPool3d": ((2,), {}, (2, 2, 4, 4, 4)),
-    "AdaptiveAvgPool1d": ((4,), {}, (2, 3, 10)), "AdaptiveAvgPool2d": (((5, 7),), {}, (2, 3, 9, 9)),
-    "AdaptiveAvgPool3d": ((2,), {}, (2, 2, 4, 5, 4)), "AdaptiveMaxPool1d": ((3,), {}, (2, 3, 10)),
-    "AdaptiveMaxPool2d": ((3,), {}, (2, 3, 7, 6)), "AdaptiveMaxPool3d": ((2,), {}, (2, 2, 4, 5, 4)),
-    "LPPool1d": ((1.5, 2, 1), {}, (2, 3, 10)), "LPPool2d": ((2, 3), {}, (2, 3, 7, 6)),
+    "MaxPool1d": ((3,), {}, (2, 3, 10)),
+    "MaxPool2d": ((3, 2, 1), {"ceil_mode": True}, (2, 3, 7, 6)),
+    "MaxPool3d": ((2, 1, 1), {"ceil_mode": True}, (2, 2, 4, 4, 4)),
+    "AvgPool1d": ((2,), {}, (2, 3, 10)),
+    "AvgPool2d": ((3,), {"stride": 2, "padding": 1}, (2, 3, 7, 6)),
+    "AvgPool3d": ((2,), {}, (2, 2, 4, 4, 4)),
+    "AdaptiveAvgPool1d": ((4,), {}, (2, 3, 10)),
+    "AdaptiveAvgPool2d": (((5, 7),), {}, (2, 3, 9, 9)),
+    "AdaptiveAvgPool3d": ((2,), {}, (2, 2, 4, 5, 4)),
+    "AdaptiveMaxPool1d": ((3,), {}, (2, 3, 10)),
+    "AdaptiveMaxPool2d": ((3,), {}, (2, 3, 7, 6)),
+    "AdaptiveMaxPool3d": ((2,), {}, (2, 2, 4, 5, 4)),
+    "LPPool1d": ((1.5, 2, 1), {}, (2, 3, 10)),
+    "LPPool2d": ((2, 3), {}, (2, 3, 7, 6)),
     "LPPool3d": ((2, 2), {}, (2, 2, 4, 4, 4)),
 }
 
@@ -144,5 +178,6 @@ def test_max_pool_with_indices_and_unpool_modules(n):
     values, indices = pool(x)
     want_values, want_indices = getattr(torch.nn, f"MaxPool{n}d")(2, return_indices=True)(to_torch(x))
     assert_same((values, indices), (want_values, want_indices))
-    assert_same(unpool(values, indices, output_size=x.shape), tunpool(want_values, want_indices,
-                                                                      output_size=to_torch(x).shape))
+    assert_same(
+        unpool(values, indices, output_size=x.shape), tunpool(want_values, want_indices, output_size=to_torch(x).shape)
+    )

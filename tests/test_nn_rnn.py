@@ -2,6 +2,7 @@
 gradients of inputs, initial states and every parameter agree (stacked, bidirectional, batch_first, unbatched,
 projections, no bias, given states), second derivatives too; parameter names, shapes, initialization bounds,
 reprs and errors."""
+
 import numpy as np
 import pytest
 import torch
@@ -11,12 +12,15 @@ import batched_grad.nn as nn
 from oracle import assert_same, raises_like_torch, to_torch
 
 LAYERS = {
-    "rnn": ("RNN", (3, 4), {}), "rnn-relu-stacked": ("RNN", (3, 4, 2), {"nonlinearity": "relu"}),
-    "lstm": ("LSTM", (3, 4), {}), "lstm-stacked-bidirectional": ("LSTM", (3, 4, 2), {"bidirectional": True}),
+    "rnn": ("RNN", (3, 4), {}),
+    "rnn-relu-stacked": ("RNN", (3, 4, 2), {"nonlinearity": "relu"}),
+    "lstm": ("LSTM", (3, 4), {}),
+    "lstm-stacked-bidirectional": ("LSTM", (3, 4, 2), {"bidirectional": True}),
     "lstm-batch-first": ("LSTM", (3, 5), {"batch_first": True, "num_layers": 2}),
     "lstm-projection": ("LSTM", (3, 5, 2), {"proj_size": 2, "bidirectional": True}),
     "lstm-no-bias": ("LSTM", (3, 4), {"bias": False}),
-    "gru": ("GRU", (3, 4), {}), "gru-stacked-bidirectional": ("GRU", (3, 4, 3), {"bidirectional": True}),
+    "gru": ("GRU", (3, 4), {}),
+    "gru-stacked-bidirectional": ("GRU", (3, 4, 3), {"bidirectional": True}),
     "gru-batch-first-no-bias": ("GRU", (3, 4), {"batch_first": True, "bias": False}),
 }
 
@@ -45,16 +49,17 @@ def _compare(ours, theirs, inputs, gradgrad=False):
     cotangents = [rng.standard_normal(tuple(w.shape)) for w in want]
     leaves = [x for x in _flat(inputs) if x.requires_grad] + list(ours.parameters())
     t_leaves = [x for x in _flat(t_inputs) if x.requires_grad] + list(theirs.parameters())
-    grads = bg.autograd.grad(got, leaves, [bg.tensor(c) for c in cotangents], create_graph=gradgrad,
-                             allow_unused=True)
-    t_grads = torch.autograd.grad(want, t_leaves, [torch.tensor(c) for c in cotangents], create_graph=gradgrad,
-                                  allow_unused=True)
+    grads = bg.autograd.grad(got, leaves, [bg.tensor(c) for c in cotangents], create_graph=gradgrad, allow_unused=True)
+    t_grads = torch.autograd.grad(
+        want, t_leaves, [torch.tensor(c) for c in cotangents], create_graph=gradgrad, allow_unused=True
+    )
     assert_same([g for g in grads], [t for t in t_grads], rtol=1e-8, atol=1e-10)
     if gradgrad:
         total = sum((g * g).sum() for g in grads[:1])
         t_total = sum((g * g).sum() for g in t_grads[:1])
-        assert_same(bg.autograd.grad(total, leaves[:1])[0], torch.autograd.grad(t_total, t_leaves[:1])[0],
-                    rtol=1e-7, atol=1e-9)
+        assert_same(
+            bg.autograd.grad(total, leaves[:1])[0], torch.autograd.grad(t_total, t_leaves[:1])[0], rtol=1e-7, atol=1e-9
+        )
 
 
 def _input(shape, seed=0):
@@ -84,8 +89,13 @@ def test_given_states_and_unbatched_input(name):
     _compare(ours, theirs, [_input((5, 3)), unbatched])
 
 
-CELLS = {"RNNCell": {}, "RNNCell-relu": {"nonlinearity": "relu"}, "LSTMCell": {}, "GRUCell": {},
-         "GRUCell-no-bias": {"bias": False}}
+CELLS = {
+    "RNNCell": {},
+    "RNNCell-relu": {"nonlinearity": "relu"},
+    "LSTMCell": {},
+    "GRUCell": {},
+    "GRUCell-no-bias": {"bias": False},
+}
 
 
 @pytest.mark.parametrize("name", CELLS)
@@ -119,13 +129,34 @@ def test_initialization_and_dropout_between_layers():
         nn.LSTM(3, 4, dropout=0.5)
 
 
-@pytest.mark.parametrize("call", [
-    lambda m: m.nn.RNN(3, 4, nonlinearity="sigmoid"), lambda m: m.nn.LSTM(3, 4, proj_size=4),
-    lambda m: m.nn.GRU(3, 4, proj_size=2), lambda m: m.nn.LSTM(3, 0), lambda m: m.nn.RNN(3, 4, num_layers=0),
-    lambda m: m.nn.GRU(3, 4, dropout=1.5), lambda m: m.nn.RNNCell(3, 4, nonlinearity="gelu")(m.ones(2, 3)),
-    lambda m: m.nn.LSTM(3, 4)(m.ones(5, 2, 3, 1)), lambda m: m.nn.GRU(3, 4)(m.ones(5, 2, 2)),
-    lambda m: m.nn.RNN(3, 4)(m.ones(5, 2, 3), m.ones(2, 2, 4)), lambda m: m.nn.GRUCell(3, 4)(m.ones(2, 2, 3)),
-], ids=["nonlinearity", "proj-size", "proj-gru", "hidden-zero", "layers-zero", "dropout-range", "cell-nonlinearity",
-        "input-4d", "input-size", "hidden-shape", "cell-3d"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda m: m.nn.RNN(3, 4, nonlinearity="sigmoid"),
+        lambda m: m.nn.LSTM(3, 4, proj_size=4),
+        lambda m: m.nn.GRU(3, 4, proj_size=2),
+        lambda m: m.nn.LSTM(3, 0),
+        lambda m: m.nn.RNN(3, 4, num_layers=0),
+        lambda m: m.nn.GRU(3, 4, dropout=1.5),
+        lambda m: m.nn.RNNCell(3, 4, nonlinearity="gelu")(m.ones(2, 3)),
+        lambda m: m.nn.LSTM(3, 4)(m.ones(5, 2, 3, 1)),
+        lambda m: m.nn.GRU(3, 4)(m.ones(5, 2, 2)),
+        lambda m: m.nn.RNN(3, 4)(m.ones(5, 2, 3), m.ones(2, 2, 4)),
+        lambda m: m.nn.GRUCell(3, 4)(m.ones(2, 2, 3)),
+    ],
+    ids=[
+        "nonlinearity",
+        "proj-size",
+        "proj-gru",
+        "hidden-zero",
+        "layers-zero",
+        "dropout-range",
+        "cell-nonlinearity",
+        "input-4d",
+        "input-size",
+        "hidden-shape",
+        "cell-3d",
+    ],
+)
 def test_errors(call):
     raises_like_torch(call)

@@ -2,6 +2,7 @@
 they may replace, their errors, their handles), hooks on AccumulateGrad nodes,
 Tensor.register_post_accumulate_grad_hook, and calling a grad_fn directly. Also: hooks see rows under
 is_grads_batched, and a graph without hooks still fuses."""
+
 import numpy as np
 import pytest
 import torch
@@ -53,6 +54,7 @@ def test_node_hooks_see_grad_outputs_and_grad_inputs_as_torchs():
 
 def test_a_node_computes_only_the_gradients_the_call_needs_as_torchs():
     """grad() for some inputs: a node's other inputs lead nowhere needed, and its hook sees None for them."""
+
     def scenario(m, log):
         a, b, y, z = _graph(m)
         y.grad_fn.register_hook(lambda gi, go: log.append(("post", gi)))
@@ -90,14 +92,17 @@ def test_handles_remove_node_hooks():
     _run_both(scenario)
 
 
-@pytest.mark.parametrize("hook", [
-    lambda go: (go[0], go[0]),
-    lambda go: go[0],
-    lambda go: [go[0]],
-    lambda go: (5,),
-    lambda go: (go[0][:2],),
-    lambda go: (go[0].float(),),
-])
+@pytest.mark.parametrize(
+    "hook",
+    [
+        lambda go: (go[0], go[0]),
+        lambda go: go[0],
+        lambda go: [go[0]],
+        lambda go: (5,),
+        lambda go: (go[0][:2],),
+        lambda go: (go[0].float(),),
+    ],
+)
 def test_prehook_results_are_checked_as_torchs(hook):
     messages = []
     for m in (bg, torch):
@@ -109,13 +114,16 @@ def test_prehook_results_are_checked_as_torchs(hook):
     assert messages[0] == messages[1]
 
 
-@pytest.mark.parametrize("hook", [
-    lambda gi, go: (gi[0],),
-    lambda gi, go: gi[0],
-    lambda gi, go: (5, None),
-    lambda gi, go: (gi[0].float(), gi[1]),
-    lambda gi, go: (gi[0], gi[1][1:]),
-])
+@pytest.mark.parametrize(
+    "hook",
+    [
+        lambda gi, go: (gi[0],),
+        lambda gi, go: gi[0],
+        lambda gi, go: (5, None),
+        lambda gi, go: (gi[0].float(), gi[1]),
+        lambda gi, go: (gi[0], gi[1][1:]),
+    ],
+)
 def test_hook_results_are_checked_as_torchs(hook):
     messages = []
     for m in (bg, torch):
@@ -158,6 +166,7 @@ def test_accumulate_grad_hooks_and_post_accumulate_hooks_run_in_torchs_order():
 
 def test_post_accumulate_hooks_can_step_an_optimizer_inside_backward():
     """torch's optimizer-in-backward idiom; the steps after the second run in the fused program's path too."""
+
     def scenario(m, log):
         p = m.tensor([1.0, 2.0, -1.0], dtype=m.float64, requires_grad=True)
 
@@ -186,17 +195,20 @@ def test_post_accumulate_hooks_see_every_accumulation_and_come_off():
         (p * 4).sum().backward()
         q = m.tensor([1.0], requires_grad=True)
         q.register_post_accumulate_grad_hook(lambda t: log.append(("q", t.grad.requires_grad)))
-        (q ** 2).sum().backward(create_graph=True)
+        (q**2).sum().backward(create_graph=True)
         (q * p).sum().backward(inputs=[p])  # q is not an input: its hook does not run
         return p.grad
 
     _run_both(scenario)
 
 
-@pytest.mark.parametrize("case", [
-    lambda m: (m.tensor([1.0], requires_grad=True) * 2).register_post_accumulate_grad_hook(lambda t: None),
-    lambda m: m.zeros(2).register_post_accumulate_grad_hook(lambda t: None),
-])
+@pytest.mark.parametrize(
+    "case",
+    [
+        lambda m: (m.tensor([1.0], requires_grad=True) * 2).register_post_accumulate_grad_hook(lambda t: None),
+        lambda m: m.zeros(2).register_post_accumulate_grad_hook(lambda t: None),
+    ],
+)
 def test_post_accumulate_hook_registration_errors_match_torch(case):
     messages = []
     for m in (bg, torch):
@@ -275,6 +287,7 @@ def test_nodes_take_the_gradients_of_differentiable_outputs_as_torchs():
 def test_a_custom_functions_node_is_not_callable_as_torchs():
     messages = []
     for m in (bg, torch):
+
         class Double(m.autograd.Function):
             @staticmethod
             def forward(ctx, a):
@@ -291,11 +304,14 @@ def test_a_custom_functions_node_is_not_callable_as_torchs():
     assert messages[0] == messages[1] == "'DoubleBackward' object is not callable"
 
 
-@pytest.mark.parametrize("call", [
-    lambda m, y: y.grad_fn(),
-    lambda m, y: y.grad_fn(m.ones(3), m.ones(3)),
-    lambda m, y: y.grad_fn(5),
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda m, y: y.grad_fn(),
+        lambda m, y: y.grad_fn(m.ones(3), m.ones(3)),
+        lambda m, y: y.grad_fn(5),
+    ],
+)
 def test_calling_a_grad_fn_wrongly_raises_as_torch(call):
     messages = []
     for m in (bg, torch):
@@ -340,12 +356,12 @@ def test_node_hooks_on_a_custom_function_node():
             @staticmethod
             def forward(ctx, x):
                 ctx.save_for_backward(x)
-                return x ** 3
+                return x**3
 
             @staticmethod
             def backward(ctx, g):
                 (x,) = ctx.saved_tensors
-                return 3 * x ** 2 * g
+                return 3 * x**2 * g
 
         x = m.tensor([1.0, 2.0], dtype=m.float64, requires_grad=True)
         y = Cube.apply(x)

@@ -1,10 +1,12 @@
 """The notebooks run top to bottom on a fresh kernel without errors. Each checks its own batched results against
 per-row loops (the cells assert), and each shows the per-row fallback's warning once."""
+
 import pathlib
 
-import nbformat
 import pytest
-from nbclient import NotebookClient
+
+nbformat = pytest.importorskip("nbformat")
+NotebookClient = pytest.importorskip("nbclient").NotebookClient
 
 NOTEBOOK_DIR = pathlib.Path(__file__).resolve().parents[1] / "notebooks"
 NOTEBOOKS = ["01_jacobians", "02_per_sample_gradients", "03_hessian_vector_products", "04_porting_from_torch_func"]
@@ -43,8 +45,9 @@ def test_committed_notebook_is_rendered_and_small(name):
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_notebook_executes_on_a_fresh_kernel(name):
     notebook = _read(name)
-    client = NotebookClient(notebook, timeout=CELL_TIMEOUT_S, kernel_name="python3",
-                            resources={"metadata": {"path": str(NOTEBOOK_DIR)}})
+    client = NotebookClient(
+        notebook, timeout=CELL_TIMEOUT_S, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOK_DIR)}}
+    )
     client.execute()  # raises CellExecutionError, naming the cell, on any error (a failed check included)
     text = _text(_code_outputs(notebook))
     assert "FallbackWarning: " in text and "could not be vectorized" in text

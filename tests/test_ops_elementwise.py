@@ -1,6 +1,7 @@
 """Elementwise, comparison and logic ops against torch 2.13: values, dtypes, first and second derivatives.
 
 Most tables hold `fn(m, *inputs)` written once against a module `m`, run with m=batched_grad and m=torch."""
+
 import operator
 
 import numpy as np
@@ -9,7 +10,6 @@ import torch
 
 import batched_grad as bg
 from oracle import assert_same, check_both, raises_like, rand, to_torch
-
 
 WIDE, POS, UNIT, NEAR1 = (-3.0, 3.0), (0.5, 2.0), (-0.9, 0.9), (1.1, 3.0)
 
@@ -25,17 +25,45 @@ def leaves(*specs):
 
 # ---- unary ----------------------------------------------------------------------------------------------
 UNARY = {
-    "neg": WIDE, "abs": WIDE, "sign": WIDE, "exp": WIDE, "expm1": WIDE, "log": POS, "log1p": (-0.5, 2.0),
-    "log2": POS, "log10": POS, "sqrt": POS, "rsqrt": POS, "square": WIDE, "reciprocal": POS, "sin": WIDE,
-    "cos": WIDE, "tan": (-1.2, 1.2), "asin": UNIT, "acos": UNIT, "atan": WIDE, "sinh": WIDE, "cosh": WIDE,
-    "tanh": WIDE, "asinh": WIDE, "acosh": NEAR1, "atanh": UNIT, "sigmoid": WIDE, "erf": WIDE, "erfc": WIDE,
-    "floor": WIDE, "ceil": WIDE, "round": WIDE, "trunc": WIDE, "frac": WIDE,
+    "neg": WIDE,
+    "abs": WIDE,
+    "sign": WIDE,
+    "exp": WIDE,
+    "expm1": WIDE,
+    "log": POS,
+    "log1p": (-0.5, 2.0),
+    "log2": POS,
+    "log10": POS,
+    "sqrt": POS,
+    "rsqrt": POS,
+    "square": WIDE,
+    "reciprocal": POS,
+    "sin": WIDE,
+    "cos": WIDE,
+    "tan": (-1.2, 1.2),
+    "asin": UNIT,
+    "acos": UNIT,
+    "atan": WIDE,
+    "sinh": WIDE,
+    "cosh": WIDE,
+    "tanh": WIDE,
+    "asinh": WIDE,
+    "acosh": NEAR1,
+    "atanh": UNIT,
+    "sigmoid": WIDE,
+    "erf": WIDE,
+    "erfc": WIDE,
+    "floor": WIDE,
+    "ceil": WIDE,
+    "round": WIDE,
+    "trunc": WIDE,
+    "frac": WIDE,
 }
 
 
 @pytest.mark.parametrize("name", UNARY)
 def test_unary(name):
-    x, = leaves(((3, 3), UNARY[name]))
+    (x,) = leaves(((3, 3), UNARY[name]))
     check_both(lambda m, x: getattr(m, name)(x), [x])
     # the method form on a non-contiguous view (a transpose) of the leaf
     check_both(lambda m, x: getattr(x.mT, name)(), [x], gradgrad=False)
@@ -44,8 +72,10 @@ def test_unary(name):
 BOOL_SPECIAL = ["neg", "abs", "sign", "square", "floor", "ceil", "round", "trunc", "frac", "exp", "logical_not"]
 
 
-@pytest.mark.parametrize("name,dtype", [(n, "int64") for n in list(UNARY) + ["isnan", "isfinite", "logical_not"]]
-                         + [(n, "bool") for n in BOOL_SPECIAL])
+@pytest.mark.parametrize(
+    "name,dtype",
+    [(n, "int64") for n in list(UNARY) + ["isnan", "isfinite", "logical_not"]] + [(n, "bool") for n in BOOL_SPECIAL],
+)
 def test_unary_dtypes(name, dtype):
     x = bg.tensor([[1, 0, 3], [2, 1, 0]]).to(getattr(bg, dtype))
     try:
@@ -57,9 +87,18 @@ def test_unary_dtypes(name, dtype):
 
 # ---- binary arithmetic ----------------------------------------------------------------------------------
 BINARY = {  # name: (domain of input, domain of other)
-    "add": (WIDE, WIDE), "sub": (WIDE, WIDE), "mul": (WIDE, WIDE), "div": (WIDE, POS), "true_divide": (WIDE, POS),
-    "remainder": (WIDE, POS), "fmod": (WIDE, POS), "pow": (POS, WIDE), "atan2": (WIDE, WIDE),
-    "maximum": (WIDE, WIDE), "minimum": (WIDE, WIDE), "hypot": (WIDE, WIDE),
+    "add": (WIDE, WIDE),
+    "sub": (WIDE, WIDE),
+    "mul": (WIDE, WIDE),
+    "div": (WIDE, POS),
+    "true_divide": (WIDE, POS),
+    "remainder": (WIDE, POS),
+    "fmod": (WIDE, POS),
+    "pow": (POS, WIDE),
+    "atan2": (WIDE, WIDE),
+    "maximum": (WIDE, WIDE),
+    "minimum": (WIDE, WIDE),
+    "hypot": (WIDE, WIDE),
 }
 SHAPES = {"row": [(3, 3), (3,)], "outer": [(3, 1), (1, 3)]}  # broadcasting one side, both sides
 
@@ -75,13 +114,17 @@ def test_binary(name, shapes):
 
 @pytest.mark.parametrize("name", ["add", "sub", "mul", "div", "true_divide", "remainder", "fmod", "pow"])
 def test_binary_with_python_number(name):
-    a, = leaves(((3, 3), BINARY[name][0]))
+    (a,) = leaves(((3, 3), BINARY[name][0]))
     check_both(lambda m, a: getattr(m, name)(a, 1.5), [a])  # (int numbers: test_operators_with_numbers_both_orders)
 
 
 OPERATORS = {  # name: (operator, domain of the tensor when it is on the left, ... on the right)
-    "add": (operator.add, WIDE, WIDE), "sub": (operator.sub, WIDE, WIDE), "mul": (operator.mul, WIDE, WIDE),
-    "truediv": (operator.truediv, WIDE, POS), "mod": (operator.mod, WIDE, POS), "pow": (operator.pow, POS, WIDE),
+    "add": (operator.add, WIDE, WIDE),
+    "sub": (operator.sub, WIDE, WIDE),
+    "mul": (operator.mul, WIDE, WIDE),
+    "truediv": (operator.truediv, WIDE, POS),
+    "mod": (operator.mod, WIDE, POS),
+    "pow": (operator.pow, POS, WIDE),
 }
 
 
@@ -106,14 +149,20 @@ def test_python_unary_operators():
 def test_floor_divide():
     a = bg.tensor([[7.5, -7.5, 3.0], [-3.0, 0.5, -0.5]], dtype=bg.float64, requires_grad=True)
     b = bg.tensor([2.0, -2.0, 1.5], dtype=bg.float64)
-    for f in (lambda m, a, b: m.floor_divide(a, b), lambda m, a, b: a // b, lambda m, a, b: a // 2,
-              lambda m, a, b: 5 // a, lambda m, a, b: a.floor_divide(b), lambda m, a, b: m.floor_divide(7, 2)):
+    for f in (
+        lambda m, a, b: m.floor_divide(a, b),
+        lambda m, a, b: a // b,
+        lambda m, a, b: a // 2,
+        lambda m, a, b: 5 // a,
+        lambda m, a, b: a.floor_divide(b),
+        lambda m, a, b: m.floor_divide(7, 2),
+    ):
         check_both(f, [a, b], grad=False)
     # torch raises "derivative for aten::floor_divide is not implemented"; we give the a.e. derivative, zero,
     # which is what torch gives for div(rounding_mode="floor")
-    g, = bg.autograd.grad((a // b * a).sum(), a)
+    (g,) = bg.autograd.grad((a // b * a).sum(), a)
     ta, tb = to_torch([a, b])
-    tg, = torch.autograd.grad((torch.div(ta, tb, rounding_mode="floor") * ta).sum(), ta)
+    (tg,) = torch.autograd.grad((torch.div(ta, tb, rounding_mode="floor") * ta).sum(), ta)
     assert_same(g, tg)
     # div with a rounding mode is differentiable (zero gradient)
     for mode in ("floor", "trunc"):
@@ -179,27 +228,46 @@ KINKS = {  # id: (fn(m, *inputs), input values)
     "sqrt_at_0": (lambda m, x: m.sqrt(x), [[[0.0, 1.0, 4.0], [0.25, 0.0, 2.0], [1.5, 3.0, 0.0]]]),
     "frac_at_integers": (lambda m, x: m.frac(x), [[[-1.0, 0.0, 2.0], [2.5, -2.5, 3.0], [0.5, 1.0, -0.0]]]),
     "clamp_at_bounds": (lambda m, x: m.clamp(x, -0.5, 1.5), [[[-1.0, -0.5, 0.0], [0.5, 1.5, 2.0], [-0.5, 1.5, 1.0]]]),
-    "clamp_tensor_bounds_ties": (lambda m, x, lo, hi: m.clamp(x, lo, hi),
-                                 [[[-1.0, -0.5, 0.0], [0.5, 1.0, 0.25], [2.0, -2.0, 0.5]], [-1.0, -0.5, 0.0],
-                                  [[0.5], [1.0], [0.5]]]),
-    "maximum_ties": (lambda m, x, y: m.maximum(x, y), [[[1.0, 2.0, 3.0], [0.0, 0.0, 0.0], [3.0, 2.0, 1.0]], [1.0, 0.0, 1.0]]),
-    "minimum_ties": (lambda m, x, y: m.minimum(x, y), [[[1.0, 2.0, 3.0], [0.0, 0.0, 0.0], [3.0, 2.0, 1.0]], [1.0, 0.0, 1.0]]),
+    "clamp_tensor_bounds_ties": (
+        lambda m, x, lo, hi: m.clamp(x, lo, hi),
+        [[[-1.0, -0.5, 0.0], [0.5, 1.0, 0.25], [2.0, -2.0, 0.5]], [-1.0, -0.5, 0.0], [[0.5], [1.0], [0.5]]],
+    ),
+    "maximum_ties": (
+        lambda m, x, y: m.maximum(x, y),
+        [[[1.0, 2.0, 3.0], [0.0, 0.0, 0.0], [3.0, 2.0, 1.0]], [1.0, 0.0, 1.0]],
+    ),
+    "minimum_ties": (
+        lambda m, x, y: m.minimum(x, y),
+        [[[1.0, 2.0, 3.0], [0.0, 0.0, 0.0], [3.0, 2.0, 1.0]], [1.0, 0.0, 1.0]],
+    ),
     "pow_base_0": (lambda m, x: m.pow(x, 2) + m.pow(x, 0) + m.pow(x, 1) + m.pow(x, 3), [[[0.0, 1.0, -2.0]] * 3]),
-    "pow_base_0_tensor_exponent": (lambda m, x, y: m.pow(x, y), [[[0.0, 0.0, 2.0], [0.0, 1.0, 0.0], [1.0, 0.5, 3.0]],
-                                                                 [2.0, 0.0, 1.5]]),
-    "pow_negative_base": (lambda m, x, y: m.pow(x, 2) * y + m.pow(x, 3.0) + m.pow(x, -1),
-                          [[[-2.0, -0.5, 3.0], [-1.0, 2.0, -3.0], [0.5, -1.5, 1.0]], [1.0, 2.0, 3.0]]),
-    "where_selects": (lambda m, x, y: m.where(x > y, x, y), [[[1.0, 2.0, 3.0], [0.0, 0.0, 5.0], [3.0, 2.0, 1.0]],
-                                                            [1.0, 0.0, 4.0]]),
+    "pow_base_0_tensor_exponent": (
+        lambda m, x, y: m.pow(x, y),
+        [[[0.0, 0.0, 2.0], [0.0, 1.0, 0.0], [1.0, 0.5, 3.0]], [2.0, 0.0, 1.5]],
+    ),
+    "pow_negative_base": (
+        lambda m, x, y: m.pow(x, 2) * y + m.pow(x, 3.0) + m.pow(x, -1),
+        [[[-2.0, -0.5, 3.0], [-1.0, 2.0, -3.0], [0.5, -1.5, 1.0]], [1.0, 2.0, 3.0]],
+    ),
+    "where_selects": (
+        lambda m, x, y: m.where(x > y, x, y),
+        [[[1.0, 2.0, 3.0], [0.0, 0.0, 5.0], [3.0, 2.0, 1.0]], [1.0, 0.0, 4.0]],
+    ),
     # at nan, zeros and underflow: torch's formulas, where JAX's derivatives differ
-    "abs_sign_relu_at_nan": (lambda m, x: m.abs(x) + m.sign(x) + m.relu(x),
-                             [[[NAN, 0.0, -1.0], [2.0, NAN, -0.0], [0.5, -3.0, NAN]]]),
+    "abs_sign_relu_at_nan": (
+        lambda m, x: m.abs(x) + m.sign(x) + m.relu(x),
+        [[[NAN, 0.0, -1.0], [2.0, NAN, -0.0], [0.5, -3.0, NAN]]],
+    ),
     "rsqrt_at_zeros": (lambda m, x: m.rsqrt(x), [[[0.0, -0.0, 1.0], [4.0, 0.0, 2.0], [0.25, -0.0, 9.0]]]),
-    "maximum_minimum_nan": (lambda m, x, y: m.maximum(x, y) + m.minimum(x, y),
-                            [[[NAN, 2.0, 3.0], [0.0, NAN, 0.0], [3.0, 2.0, NAN]], [1.0, NAN, 1.0]]),
+    "maximum_minimum_nan": (
+        lambda m, x, y: m.maximum(x, y) + m.minimum(x, y),
+        [[[NAN, 2.0, 3.0], [0.0, NAN, 0.0], [3.0, 2.0, NAN]], [1.0, NAN, 1.0]],
+    ),
     "clamp_at_nan": (lambda m, x: m.clamp(x, -1.0, 1.0), [[[NAN, 0.5, 2.0], [-2.0, NAN, 1.0], [-1.0, 0.0, NAN]]]),
-    "atan2_hypot_at_zero": (lambda m, x, y: m.atan2(x, y) + m.hypot(x, y),
-                            [[[0.0, 1e-200, 3.0], [0.0, -0.0, 1.0], [2.0, 0.0, 1e-200]], [0.0, 0.0, 1.0]]),
+    "atan2_hypot_at_zero": (
+        lambda m, x, y: m.atan2(x, y) + m.hypot(x, y),
+        [[[0.0, 1e-200, 3.0], [0.0, -0.0, 1.0], [2.0, 0.0, 1e-200]], [0.0, 0.0, 1.0]],
+    ),
 }
 
 
@@ -226,8 +294,11 @@ def test_comparisons(name):
     b = bg.tensor([1.0, 0.0, 0.0], dtype=bg.float64)
     i = bg.tensor([1, 2, 0])
     # (Python numbers: test_comparison_operators; torch's logical ops take none)
-    for fn in (lambda m, a, b, i: getattr(m, name)(a, b), lambda m, a, b, i: getattr(a.mT, name)(i[:2]),
-               lambda m, a, b, i: getattr(m, name)(a > 0, i)):
+    for fn in (
+        lambda m, a, b, i: getattr(m, name)(a, b),
+        lambda m, a, b, i: getattr(a.mT, name)(i[:2]),
+        lambda m, a, b, i: getattr(m, name)(a > 0, i),
+    ):
         check_both(fn, [a, b, i])
 
 
@@ -238,8 +309,12 @@ COMPARE_OPERATORS = [operator.eq, operator.ne, operator.lt, operator.le, operato
 def test_comparison_operators(op):
     a = bg.tensor([[1.0, 2.0, 0.0], [3.0, 2.0, -1.0]], dtype=bg.float64, requires_grad=True)
     i = bg.tensor([1, 2, 0])
-    for fn in (lambda m, a, i: op(a, i), lambda m, a, i: op(2, a), lambda m, a, i: op(1.5, i),
-               lambda m, a, i: op(a, m.tensor(2.0))):
+    for fn in (
+        lambda m, a, i: op(a, i),
+        lambda m, a, i: op(2, a),
+        lambda m, a, i: op(1.5, i),
+        lambda m, a, i: op(a, m.tensor(2.0)),
+    ):
         check_both(fn, [a, i])
 
 
@@ -264,25 +339,50 @@ def _other(dtype, shape):
 
 
 PROMOTION = [  # (name, input (dtype, shape) or number, other (dtype, shape) or number)
-    ("add", ("int64", (4,)), 1.5), ("add", ("int64", (4,)), ("float64", (4,))), ("add", ("int64", (4,)), True),
-    ("add", ("float32", (4,)), ("float64", ())), ("add", ("float32", ()), ("float64", ())),
-    ("mul", ("int32", (4,)), ("int64", ())), ("mul", ("int32", (4,)), 5), ("mul", ("float16", (4,)), 2.5),
-    ("add", ("uint8", (4,)), ("int8", (4,))), ("mul", ("bool", (4,)), ("int64", (4,))),
-    ("add", ("bool", (4,)), ("bool", (4,))), ("mul", ("bool", (4,)), 2.5), ("mul", ("int64", (4,)), ("float32", ())),
-    ("div", ("int64", (4,)), ("int64", (4,))), ("div", ("int64", (4,)), 2), ("true_divide", 3, ("int32", (4,))),
-    ("floor_divide", ("int64", (4,)), ("int64", (4,))), ("remainder", ("int64", (4,)), ("int64", (4,))),
-    ("fmod", ("int64", (4,)), ("int64", (4,))), ("remainder", ("int64", (4,)), -2), ("fmod", ("int32", (4,)), 2.5),
-    ("pow", ("int64", (4,)), 2), ("pow", ("int64", (4,)), 0.5), ("pow", 2, ("int64", (4,))),
-    ("pow", ("float32", (4,)), ("float64", ())), ("atan2", ("int64", (4,)), ("int64", (4,))),
-    ("maximum", ("int32", (4,)), ("float64", ())), ("minimum", ("int64", (4,)), ("bool", (4,))),
-    ("hypot", ("float32", (4,)), ("float32", ())), ("eq", ("int64", (4,)), 2.0), ("lt", ("int32", (4,)), ("float64", ())),
-    ("logical_and", ("int64", (4,)), ("float64", (4,))), ("logical_or", ("bool", (4,)), ("float32", ())),
-    ("pow", ("int64", (4,)), ("int64", (4,))), ("pow", ("int32", (4,)), ("float64", ())), ("pow", 2.5, ("int64", (4,))),
-    ("div_trunc", ("int64", (4,)), ("int64", (4,))), ("div_floor", ("int64", (4,)), ("int64", (4,))),
+    ("add", ("int64", (4,)), 1.5),
+    ("add", ("int64", (4,)), ("float64", (4,))),
+    ("add", ("int64", (4,)), True),
+    ("add", ("float32", (4,)), ("float64", ())),
+    ("add", ("float32", ()), ("float64", ())),
+    ("mul", ("int32", (4,)), ("int64", ())),
+    ("mul", ("int32", (4,)), 5),
+    ("mul", ("float16", (4,)), 2.5),
+    ("add", ("uint8", (4,)), ("int8", (4,))),
+    ("mul", ("bool", (4,)), ("int64", (4,))),
+    ("add", ("bool", (4,)), ("bool", (4,))),
+    ("mul", ("bool", (4,)), 2.5),
+    ("mul", ("int64", (4,)), ("float32", ())),
+    ("div", ("int64", (4,)), ("int64", (4,))),
+    ("div", ("int64", (4,)), 2),
+    ("true_divide", 3, ("int32", (4,))),
+    ("floor_divide", ("int64", (4,)), ("int64", (4,))),
+    ("remainder", ("int64", (4,)), ("int64", (4,))),
+    ("fmod", ("int64", (4,)), ("int64", (4,))),
+    ("remainder", ("int64", (4,)), -2),
+    ("fmod", ("int32", (4,)), 2.5),
+    ("pow", ("int64", (4,)), 2),
+    ("pow", ("int64", (4,)), 0.5),
+    ("pow", 2, ("int64", (4,))),
+    ("pow", ("float32", (4,)), ("float64", ())),
+    ("atan2", ("int64", (4,)), ("int64", (4,))),
+    ("maximum", ("int32", (4,)), ("float64", ())),
+    ("minimum", ("int64", (4,)), ("bool", (4,))),
+    ("hypot", ("float32", (4,)), ("float32", ())),
+    ("eq", ("int64", (4,)), 2.0),
+    ("lt", ("int32", (4,)), ("float64", ())),
+    ("logical_and", ("int64", (4,)), ("float64", (4,))),
+    ("logical_or", ("bool", (4,)), ("float32", ())),
+    ("pow", ("int64", (4,)), ("int64", (4,))),
+    ("pow", ("int32", (4,)), ("float64", ())),
+    ("pow", 2.5, ("int64", (4,))),
+    ("div_trunc", ("int64", (4,)), ("int64", (4,))),
+    ("div_floor", ("int64", (4,)), ("int64", (4,))),
     ("div_trunc", ("float32", (4,)), ("float64", ())),
 ]
-PROMOTION_FNS = {"div_trunc": lambda m, a, b: m.div(a, b, rounding_mode="trunc"),
-                 "div_floor": lambda m, a, b: m.div(a, b, rounding_mode="floor")}
+PROMOTION_FNS = {
+    "div_trunc": lambda m, a, b: m.div(a, b, rounding_mode="trunc"),
+    "div_floor": lambda m, a, b: m.div(a, b, rounding_mode="floor"),
+}
 
 
 @pytest.mark.parametrize("name,a,b", PROMOTION, ids=[f"{n}-{a}-{b}" for n, a, b in PROMOTION])
@@ -295,11 +395,18 @@ def test_dtype_promotion(name, a, b):
 
 def test_where_clamp_lerp_promotion():
     i, f32, f64_0 = _typed("int64", (4,)), _typed("float32", (4,)), _typed("float64", ())
-    for fn in (lambda m, i, f32, f64_0: m.where(i > 0, i, f32), lambda m, i, f32, f64_0: m.where(i > 0, i, 2.5),
-               lambda m, i, f32, f64_0: m.where(i > 0, f32, f64_0), lambda m, i, f32, f64_0: m.where(i > 0, i, i),
-               lambda m, i, f32, f64_0: m.clamp(i, 0.5), lambda m, i, f32, f64_0: m.clamp(i, min=f64_0),
-               lambda m, i, f32, f64_0: m.clamp(i, -1, 3), lambda m, i, f32, f64_0: m.clamp(f32, max=f64_0),
-               lambda m, i, f32, f64_0: m.lerp(f32, f32, 0.5), lambda m, i, f32, f64_0: m.lerp(f32, f32, f64_0)):
+    for fn in (
+        lambda m, i, f32, f64_0: m.where(i > 0, i, f32),
+        lambda m, i, f32, f64_0: m.where(i > 0, i, 2.5),
+        lambda m, i, f32, f64_0: m.where(i > 0, f32, f64_0),
+        lambda m, i, f32, f64_0: m.where(i > 0, i, i),
+        lambda m, i, f32, f64_0: m.clamp(i, 0.5),
+        lambda m, i, f32, f64_0: m.clamp(i, min=f64_0),
+        lambda m, i, f32, f64_0: m.clamp(i, -1, 3),
+        lambda m, i, f32, f64_0: m.clamp(f32, max=f64_0),
+        lambda m, i, f32, f64_0: m.lerp(f32, f32, 0.5),
+        lambda m, i, f32, f64_0: m.lerp(f32, f32, f64_0),
+    ):
         check_both(fn, [i, f32, f64_0])
 
 
@@ -308,7 +415,7 @@ ERRORS = {  # id: (fn(m, *inputs), inputs, message part)
     "neg_bool": (lambda m, b: -b, [bg.tensor([True, False])], "Negation"),
     "sub_bools": (lambda m, b: b - b, [bg.tensor([True, False])], "Subtraction"),
     "rsub_bool_number": (lambda m, b: m.sub(b, True), [bg.tensor([True, False])], "Subtraction"),
-    "int_negative_power": (lambda m, i: i ** -1, [bg.tensor([1, 2])], "negative integer powers"),
+    "int_negative_power": (lambda m, i: i**-1, [bg.tensor([1, 2])], "negative integer powers"),
     "rounding_mode": (lambda m, x: m.div(x, 2, rounding_mode="round"), [bg.tensor([1.0])], "rounding_mode"),
     "atan2_numbers": (lambda m: m.atan2(1.0, 2.0), [], None),
     "lerp_int": (lambda m, i: m.lerp(i, i, 0.5), [bg.tensor([1, 2])], "not implemented for 'Long'"),
@@ -320,13 +427,22 @@ ERRORS = {  # id: (fn(m, *inputs), inputs, message part)
     "atan2_complex": (lambda m, z: m.atan2(z, z), [bg.tensor([1j])], "atan2_cpu\" not implemented for 'Complex"),
     "maximum_number": (lambda m, x: m.maximum(x, 2), [bg.tensor([1.0])], "argument 'other' \\(position 2\\)"),
     "atan2_number_input": (lambda m, x: m.atan2(1.0, x), [bg.tensor([1.0])], "argument 'input' \\(position 1\\)"),
-    "maximum_complex": (lambda m, x, z: m.maximum(x, z), [bg.tensor([1.0]), bg.tensor([1j])],
-                        "maximum not implemented for complex tensors"),
+    "maximum_complex": (
+        lambda m, x, z: m.maximum(x, z),
+        [bg.tensor([1.0]), bg.tensor([1j])],
+        "maximum not implemented for complex tensors",
+    ),
     "clamp_no_bounds": (lambda m, x: m.clamp(x), [bg.tensor([1.0])], "At least one of 'min' or 'max'"),
-    "lerp_dtypes": (lambda m, x, y: m.lerp(x, y, 0.5), [bg.tensor([1.0]), bg.tensor([1.0], dtype=bg.float64)],
-                    "expected dtype"),
-    "lerp_weight_dtype": (lambda m, x: m.lerp(x, x, m.tensor([0.5], dtype=m.float64)), [bg.tensor([1.0])],
-                          "expected dtype"),
+    "lerp_dtypes": (
+        lambda m, x, y: m.lerp(x, y, 0.5),
+        [bg.tensor([1.0]), bg.tensor([1.0], dtype=bg.float64)],
+        "expected dtype",
+    ),
+    "lerp_weight_dtype": (
+        lambda m, x: m.lerp(x, x, m.tensor([0.5], dtype=m.float64)),
+        [bg.tensor([1.0])],
+        "expected dtype",
+    ),
     "add_float_alpha_int": (lambda m, i: m.add(i, i, alpha=0.5), [bg.tensor([1, 2])], "alpha"),
     "broadcast": (lambda m, x, y: x + y, [bg.zeros(2, 3), bg.zeros(2)], "size of tensor a"),
     "where_condition_dtype": (lambda m, x: m.where(x, x, x), [bg.tensor([1.0])], "condition"),

@@ -1,6 +1,7 @@
 """The ops real torch code reaches for, against torch 2.13 (float32 and float64; values, dtypes, shapes, errors, first
 and second derivatives): var_mean, std_mean, diag_embed, diagflat, addcmul, addcdiv, inverse, linalg.eig,
 linalg.eigvals, unique, real, imag, conj."""
+
 import warnings
 
 import numpy as np
@@ -8,8 +9,7 @@ import pytest
 import torch
 
 import batched_grad as bg
-from oracle import FLOATS, FLOAT_PARAMS, assert_same, check_both, check_op, raises_like_torch, rand, to_torch
-
+from oracle import FLOAT_PARAMS, FLOATS, assert_same, check_both, check_op, raises_like_torch, rand, to_torch
 
 
 def leaves(dtype, *shapes, low=-1.0, high=1.0):
@@ -22,9 +22,13 @@ def check(fn, inputs, dtype, **kw):
 
 # ---- var_mean / std_mean --------------------------------------------------------------------------------
 MOMENTS = {
-    "all": lambda m, f, x: f(x), "dim": lambda m, f, x: f(x, 1), "dim-keepdim": lambda m, f, x: f(x, 1, keepdim=True),
-    "dims": lambda m, f, x: f(x, (0, 2)), "correction": lambda m, f, x: f(x, dim=0, correction=0),
-    "unbiased": lambda m, f, x: f(x, 2, False), "unbiased-positional": lambda m, f, x: f(x, False),
+    "all": lambda m, f, x: f(x),
+    "dim": lambda m, f, x: f(x, 1),
+    "dim-keepdim": lambda m, f, x: f(x, 1, keepdim=True),
+    "dims": lambda m, f, x: f(x, (0, 2)),
+    "correction": lambda m, f, x: f(x, dim=0, correction=0),
+    "unbiased": lambda m, f, x: f(x, 2, False),
+    "unbiased-positional": lambda m, f, x: f(x, False),
 }
 
 
@@ -32,7 +36,7 @@ MOMENTS = {
 @pytest.mark.parametrize("fn", ["var_mean", "std_mean"])
 @pytest.mark.parametrize("call", MOMENTS)
 def test_var_mean_std_mean(fn, call, dtype):
-    x, = leaves(dtype, (3, 4, 2))
+    (x,) = leaves(dtype, (3, 4, 2))
     check(lambda m, x: MOMENTS[call](m, getattr(m, fn), x), [x], dtype, batched=call == "dim")
 
 
@@ -61,18 +65,23 @@ def test_var_mean_errors_and_warnings():
 
 # ---- diag_embed / diagflat ------------------------------------------------------------------------------
 DIAGONALS = {
-    "embed": lambda m, x: m.diag_embed(x), "embed-offset": lambda m, x: m.diag_embed(x, 1),
-    "embed-negative-offset": lambda m, x: m.diag_embed(x, -2), "embed-dims": lambda m, x: m.diag_embed(x, 1, 0, 2),
-    "embed-dims-reversed": lambda m, x: m.diag_embed(x, -1, 2, 0), "embed-method": lambda m, x: x.diag_embed(dim1=0),
-    "flat": lambda m, x: m.diagflat(x), "flat-offset": lambda m, x: m.diagflat(x, 2),
-    "flat-negative": lambda m, x: m.diagflat(x[0], -1), "flat-method": lambda m, x: x.diagflat(-3),
+    "embed": lambda m, x: m.diag_embed(x),
+    "embed-offset": lambda m, x: m.diag_embed(x, 1),
+    "embed-negative-offset": lambda m, x: m.diag_embed(x, -2),
+    "embed-dims": lambda m, x: m.diag_embed(x, 1, 0, 2),
+    "embed-dims-reversed": lambda m, x: m.diag_embed(x, -1, 2, 0),
+    "embed-method": lambda m, x: x.diag_embed(dim1=0),
+    "flat": lambda m, x: m.diagflat(x),
+    "flat-offset": lambda m, x: m.diagflat(x, 2),
+    "flat-negative": lambda m, x: m.diagflat(x[0], -1),
+    "flat-method": lambda m, x: x.diagflat(-3),
 }
 
 
 @pytest.mark.parametrize("dtype", FLOAT_PARAMS)
 @pytest.mark.parametrize("call", DIAGONALS)
 def test_diag_embed_and_diagflat(call, dtype):
-    x, = leaves(dtype, (2, 3))
+    (x,) = leaves(dtype, (2, 3))
     check(DIAGONALS[call], [x], dtype, batched=call == "embed")
 
 
@@ -86,17 +95,25 @@ def test_diagonals_of_other_shapes_and_dtypes():
     assert bg.diagflat(bg.ones(2, 3, requires_grad=True)).grad_fn.name() == "DiagEmbedBackward0"
 
 
-@pytest.mark.parametrize("call", [lambda m: m.diag_embed(m.ones(2, 3), 0, 1, 1),
-                                  lambda m: m.diag_embed(m.ones(2, 3), 0, 5, 1), lambda m: m.diag_embed(m.tensor(1.))],
-                         ids=["same-dims", "dim-out-of-range", "0-dim"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda m: m.diag_embed(m.ones(2, 3), 0, 1, 1),
+        lambda m: m.diag_embed(m.ones(2, 3), 0, 5, 1),
+        lambda m: m.diag_embed(m.tensor(1.0)),
+    ],
+    ids=["same-dims", "dim-out-of-range", "0-dim"],
+)
 def test_diag_embed_errors(call):
     raises_like_torch(call)
 
 
 # ---- addcmul / addcdiv ---------------------------------------------------------------------------------
 ADDC = {
-    "plain": lambda m, f, a, b, c: f(a, b, c), "value": lambda m, f, a, b, c: f(a, b, c, value=-0.5),
-    "broadcast": lambda m, f, a, b, c: f(a[:, :1], b, c[0]), "method": lambda m, f, a, b, c: getattr(a, f.__name__)(b, c, value=2),
+    "plain": lambda m, f, a, b, c: f(a, b, c),
+    "value": lambda m, f, a, b, c: f(a, b, c, value=-0.5),
+    "broadcast": lambda m, f, a, b, c: f(a[:, :1], b, c[0]),
+    "method": lambda m, f, a, b, c: getattr(a, f.__name__)(b, c, value=2),
     "value-tensor": lambda m, f, a, b, c: f(a, b, c, value=m.tensor(1.5)),
 }
 
@@ -123,28 +140,41 @@ def test_addcmul_addcdiv_in_place_and_names(fn):
     raises_like_torch(lambda m: getattr(m.ones(2), f"{fn}_")(m.ones(3, 2), m.ones(2)))
 
 
-@pytest.mark.parametrize("types", [("int64", "int64", "int64"), ("int64", "float32", "float64"),
-                                   ("bool", "float32", "float32"), ("int32", "int64", "int16")])
+@pytest.mark.parametrize(
+    "types",
+    [
+        ("int64", "int64", "int64"),
+        ("int64", "float32", "float64"),
+        ("bool", "float32", "float32"),
+        ("int32", "int64", "int16"),
+    ],
+)
 def test_addc_promotion(types):
     a, b, c = (bg.tensor([[1, 2], [3, 4]]).to(getattr(bg, t)) for t in types)
     for fn in ("addcmul", "addcdiv"):
         try:
             want = getattr(torch, fn)(*to_torch([a, b, c]), value=2)
         except Exception:
-            raises_like_torch(lambda m: getattr(m, fn)(*[m.tensor([[1, 2], [3, 4]]).to(getattr(m, t)) for t in types],
-                                                        value=2))
+            raises_like_torch(
+                lambda m: getattr(m, fn)(*[m.tensor([[1, 2], [3, 4]]).to(getattr(m, t)) for t in types], value=2)
+            )
             continue
         assert_same(getattr(bg, fn)(a, b, c, value=2), want)
     if types[0] == "int64":  # an integer result truncates a float value, as torch
         assert_same(bg.addcmul(a, b, c, value=0.5), torch.addcmul(*to_torch([a, b, c]), value=0.5))
 
 
-@pytest.mark.parametrize("call", [
-    lambda m: m.addcmul(m.ones(2), 2, m.ones(2)), lambda m: m.addcdiv(2, m.ones(2), m.ones(2)),
-    lambda m: m.addcmul(m.ones(2, dtype=m.bool), m.ones(2, dtype=m.bool), m.ones(2, dtype=m.bool)),
-    lambda m: m.addcdiv(m.ones(2), m.ones(2, dtype=m.int64), m.ones(2, dtype=m.int64)),
-    lambda m: m.addcmul(m.ones(2), m.ones(3), m.ones(2)),
-], ids=["number-tensor1", "number-input", "bool", "integer-division", "shapes"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda m: m.addcmul(m.ones(2), 2, m.ones(2)),
+        lambda m: m.addcdiv(2, m.ones(2), m.ones(2)),
+        lambda m: m.addcmul(m.ones(2, dtype=m.bool), m.ones(2, dtype=m.bool), m.ones(2, dtype=m.bool)),
+        lambda m: m.addcdiv(m.ones(2), m.ones(2, dtype=m.int64), m.ones(2, dtype=m.int64)),
+        lambda m: m.addcmul(m.ones(2), m.ones(3), m.ones(2)),
+    ],
+    ids=["number-tensor1", "number-input", "bool", "integer-division", "shapes"],
+)
 def test_addc_errors(call):
     raises_like_torch(call)
 
@@ -152,7 +182,7 @@ def test_addc_errors(call):
 # ---- inverse ----------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("dtype", FLOAT_PARAMS)
 def test_inverse(dtype):
-    a, = leaves(dtype, (2, 3, 3))
+    (a,) = leaves(dtype, (2, 3, 3))
     a = (a + 3 * bg.eye(3, dtype=a.dtype)).detach().requires_grad_()
     check(lambda m, a: m.inverse(a), [a], dtype)
     check(lambda m, a: a.inverse() @ a[0], [a], dtype, gradgrad=False)
@@ -186,8 +216,9 @@ EIG_LOSSES = {
 def test_eig_values_and_derivatives(loss, dtype):
     a = _general(dtype, 4, 4)
     tol = FLOATS[dtype][1] if dtype == "float64" else dict(rtol=2e-3, atol=2e-3)
-    check_op(lambda a: EIG_LOSSES[loss](bg, a), lambda a: EIG_LOSSES[loss](torch, a), [a], batched=loss == "both",
-             **tol)
+    check_op(
+        lambda a: EIG_LOSSES[loss](bg, a), lambda a: EIG_LOSSES[loss](torch, a), [a], batched=loss == "both", **tol
+    )
 
 
 @pytest.mark.parametrize("dtype", FLOAT_PARAMS)
@@ -205,24 +236,41 @@ def test_eig_outputs(dtype):
 def test_eig_of_complex_matrices():
     a = np.random.default_rng(3).standard_normal((3, 3)) + 1j * np.random.default_rng(4).standard_normal((3, 3))
     x = bg.tensor(a, requires_grad=True)
-    check_op(lambda x: bg.linalg.eig(x)[1].abs() + bg.linalg.eig(x)[0].abs(),
-             lambda x: torch.linalg.eig(x)[1].abs() + torch.linalg.eig(x)[0].abs(), [x], batched=False)
+    check_op(
+        lambda x: bg.linalg.eig(x)[1].abs() + bg.linalg.eig(x)[0].abs(),
+        lambda x: torch.linalg.eig(x)[1].abs() + torch.linalg.eig(x)[0].abs(),
+        [x],
+        batched=False,
+    )
 
 
-@pytest.mark.parametrize("call", [lambda m: m.linalg.eig(m.ones(2, 2, dtype=m.int64)), lambda m: m.linalg.eig(m.ones(2, 3)),
-                                  lambda m: m.linalg.eig(m.ones(3)), lambda m: m.linalg.eigvals(m.ones(2, 3))],
-                         ids=["int", "not-square", "1-dim", "eigvals-not-square"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda m: m.linalg.eig(m.ones(2, 2, dtype=m.int64)),
+        lambda m: m.linalg.eig(m.ones(2, 3)),
+        lambda m: m.linalg.eig(m.ones(3)),
+        lambda m: m.linalg.eigvals(m.ones(2, 3)),
+    ],
+    ids=["int", "not-square", "1-dim", "eigvals-not-square"],
+)
 def test_eig_errors(call):
     raises_like_torch(call)
 
 
 # ---- unique ---------------------------------------------------------------------------------------------
 UNIQUE_INPUTS = {
-    "ints": [3, 1, 3, 2, 7, 1, 5], "floats": [2.5, -1.0, 2.5, 0.0, -0.0, 9.0], "nan": [float("nan"), 1.0, float("nan")],
-    "matrix": [[1, 2], [1, 2], [0, 1]], "bool": [True, False, True], "scalar": 3.0, "empty": [],
+    "ints": [3, 1, 3, 2, 7, 1, 5],
+    "floats": [2.5, -1.0, 2.5, 0.0, -0.0, 9.0],
+    "nan": [float("nan"), 1.0, float("nan")],
+    "matrix": [[1, 2], [1, 2], [0, 1]],
+    "bool": [True, False, True],
+    "scalar": 3.0,
+    "empty": [],
 }
 UNIQUE_CALLS = {
-    "plain": lambda m, x: m.unique(x), "inverse": lambda m, x: m.unique(x, return_inverse=True),
+    "plain": lambda m, x: m.unique(x),
+    "inverse": lambda m, x: m.unique(x, return_inverse=True),
     "counts": lambda m, x: m.unique(x, return_counts=True),
     "all": lambda m, x: m.unique(x, sorted=True, return_inverse=True, return_counts=True),
     "unsorted": lambda m, x: m.unique(x, sorted=False, return_counts=True),
@@ -242,20 +290,23 @@ def test_unique(data, call):
 @pytest.mark.parametrize("dim", [0, 1, -1])
 def test_unique_along_a_dim(dim):
     x = bg.tensor([[1, 2, 1], [1, 2, 1], [0, 1, 0]])
-    assert_same(bg.unique(x, dim=dim, return_inverse=True, return_counts=True),
-                torch.unique(to_torch(x), dim=dim, return_inverse=True, return_counts=True))
+    assert_same(
+        bg.unique(x, dim=dim, return_inverse=True, return_counts=True),
+        torch.unique(to_torch(x), dim=dim, return_inverse=True, return_counts=True),
+    )
     raises_like_torch(lambda m: m.unique(m.tensor(3.0), dim=0))
 
 
 def test_unique_is_not_differentiable():
     x = bg.tensor([3.0, 1.0, 3.0], requires_grad=True)
-    for dim, name in ((None, "_unique2"), (0, "unique_dim")):
+    for dim, _name in ((None, "_unique2"), (0, "unique_dim")):
         u = bg.unique(x, dim=dim)
         tu = torch.unique(to_torch(x), dim=dim)
         assert u.requires_grad and u.grad_fn.name() == tu.grad_fn.name()
         assert_same(u, tu)
-        raises_like_torch(lambda m: (m.unique(m.tensor([3.0, 1.0, 3.0], requires_grad=True), dim=dim) * 2).sum()
-                          .backward())
+        raises_like_torch(
+            lambda m: (m.unique(m.tensor([3.0, 1.0, 3.0], requires_grad=True), dim=dim) * 2).sum().backward()
+        )
     inverse = bg.unique(x, return_inverse=True)[1]
     assert not inverse.requires_grad and inverse.dtype is bg.int64
     with bg.no_grad():
@@ -269,8 +320,12 @@ def test_unique_errors():
 # ---- real / imag / conj ---------------------------------------------------------------------------------
 def test_complex_parts():
     z = bg.tensor(np.array([[1 + 2j, -3 + 0.5j], [0.25j, 2.0]]), requires_grad=True)
-    for f in (lambda m, z: m.real(z) * m.imag(z), lambda m, z: z.real ** 2 + z.imag, lambda m, z: (z * z.conj()).real,
-              lambda m, z: m.conj(z).abs()):
+    for f in (
+        lambda m, z: m.real(z) * m.imag(z),
+        lambda m, z: z.real**2 + z.imag,
+        lambda m, z: (z * z.conj()).real,
+        lambda m, z: m.conj(z).abs(),
+    ):
         check_both(f, [z])
     r = bg.ones(2, requires_grad=True)
     assert bg.real(r) is r and r.real is r and r.conj() is r

@@ -1,4 +1,5 @@
 """Indexing ops against torch: __getitem__/__setitem__, gather/scatter, masks, sort/topk, and error messages."""
+
 import numpy as np
 import pytest
 import torch
@@ -67,8 +68,19 @@ def test_getitem_of_views():
 def test_getitem_grad_fn_names_like_torch():
     x = rand(3, 4)
     t = torch.tensor(x.detach().numpy(), requires_grad=True)
-    for index in (1, slice(None), (slice(None), slice(None, None, 1)), (1, slice(1, None)), (slice(1, None), 1),
-                  (1, None), (None, 1), (Ellipsis, None), (), [0], True):
+    for index in (
+        1,
+        slice(None),
+        (slice(None), slice(None, None, 1)),
+        (1, slice(1, None)),
+        (slice(1, None), 1),
+        (1, None),
+        (None, 1),
+        (Ellipsis, None),
+        (),
+        [0],
+        True,
+    ):
         assert x[index].grad_fn.name() == t[index].grad_fn.name(), index
 
 
@@ -92,8 +104,9 @@ WRITES = [
 def _write(index, value):
     def f(x, *v):
         y = x * 1
-        y[index(bg if isinstance(x, bg.Tensor) else torch)] = v[0] if v else value(bg if isinstance(x, bg.Tensor)
-                                                                                    else torch)
+        y[index(bg if isinstance(x, bg.Tensor) else torch)] = (
+            v[0] if v else value(bg if isinstance(x, bg.Tensor) else torch)
+        )
         return y
 
     return f
@@ -122,7 +135,7 @@ def test_setitem_on_a_view_updates_the_base():
 
 
 def test_setitem_grad_fn_names_like_torch():
-    for index, name in ((1, "CopySlices"), ([1], "IndexPutBackward0")):
+    for index, _name in ((1, "CopySlices"), ([1], "IndexPutBackward0")):
         y = rand(3, 4) * 1
         y[index] = 0.0
         t = torch.ones(3, 4, requires_grad=True) * 1
@@ -166,9 +179,10 @@ def test_ops_against_torch(fn, options):
     check_op(lambda x: fn(bg, x), lambda x: fn(torch, x), [rand(3, 4)], **options)
 
 
-BATCHED = [("getitem_mixed", lambda m, x: x[_idx(m, [True, False, True]), 1:][:, [2, 0]]),
-           ("setitem", lambda m, x: _write(lambda m: (slice(None), [0, 2]), lambda m: 1.0)(x)),
-           ] + [o for o in OPS if o[0] in ("topk",)]
+BATCHED = [
+    ("getitem_mixed", lambda m, x: x[_idx(m, [True, False, True]), 1:][:, [2, 0]]),
+    ("setitem", lambda m, x: _write(lambda m: (slice(None), [0, 2]), lambda m: 1.0)(x)),
+] + [o for o in OPS if o[0] in ("topk",)]
 
 
 @pytest.mark.parametrize("fn", [o[1] for o in BATCHED], ids=[o[0] for o in BATCHED])
@@ -179,21 +193,24 @@ def test_batched_grads(fn):
 def test_ties_and_nans_sort_like_torch():
     data = [3.0, 1.0, float("nan"), 3.0, 1.0, 2.0]
     for descending in (False, True):
-        got, want = bg.sort(bg.tensor(data), descending=descending, stable=True), \
-            torch.sort(torch.tensor(data), descending=descending, stable=True)
+        got, want = (
+            bg.sort(bg.tensor(data), descending=descending, stable=True),
+            torch.sort(torch.tensor(data), descending=descending, stable=True),
+        )
         assert_same(got.indices, want.indices)
         assert type(got).__name__ == type(want).__name__ and got._fields == type(want).__match_args__
     got, want = bg.topk(bg.tensor(data[:2]), 1), torch.topk(torch.tensor(data[:2]), 1)
     assert type(got).__name__ == type(want).__name__ and got._fields == type(want).__match_args__
 
 
-@pytest.mark.parametrize("data", [[[0, 1.5], [0, -2]], [True, False, True], 3, 0, np.zeros((0, 3))],
-                         ids=["2d", "bool", "scalar", "zero_scalar", "empty"])
+@pytest.mark.parametrize(
+    "data",
+    [[[0, 1.5], [0, -2]], [True, False, True], 3, 0, np.zeros((0, 3))],
+    ids=["2d", "bool", "scalar", "zero_scalar", "empty"],
+)
 def test_nonzero_like_torch(data):
     assert_same(bg.nonzero(bg.tensor(data)), torch.nonzero(torch.tensor(data)))
     assert_same(bg.tensor(data).nonzero(as_tuple=True), torch.tensor(data).nonzero(as_tuple=True))
-
-
 
 
 def X(m, *shape):
@@ -255,7 +272,9 @@ def test_errors_like_torch(fn):
 
 
 def test_scatter_of_something_that_is_no_tensor_or_number_names_it():
-    with pytest.raises(TypeError, match="scatter\\(\\): expected `src` to be a Tensor or `value` a number, but got str"):
+    with pytest.raises(
+        TypeError, match="scatter\\(\\): expected `src` to be a Tensor or `value` a number, but got str"
+    ):
         bg.scatter(bg.zeros(2, 3), 1, bg.tensor([[0], [1]]), "x")
 
 

@@ -1,6 +1,7 @@
 """torch's other entry points to ops batched_grad has, against torch 2.13: the torch-level losses with an integer
 reduction, convolution, constant_pad_nd, lu, range, unsafe_chunk, gradient, index_reduce, histogramdd, and the
 Tensor methods apply_, map_, map2_, const_data_ptr, dim_order and conj_physical(_)."""
+
 import warnings
 
 import numpy as np
@@ -10,8 +11,9 @@ import torch
 import batched_grad as bg
 from oracle import assert_same, check_both, raises_like_torch, to_torch
 
-pytestmark = pytest.mark.filterwarnings("ignore:torch.range is deprecated", "ignore:index_reduce",
-                                        "ignore:torch.lu is deprecated")
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:torch.range is deprecated", "ignore:index_reduce", "ignore:torch.lu is deprecated"
+)
 
 
 def leaf(*shape, seed=0, low=-1.0, high=1.0):
@@ -19,24 +21,31 @@ def leaf(*shape, seed=0, low=-1.0, high=1.0):
 
 
 CALLS = {
-    "kl_div": lambda m, x, y: m.kl_div(x, y.abs(), 2), "kl_div-log": lambda m, x, y: m.kl_div(x, y, 0, log_target=True),
+    "kl_div": lambda m, x, y: m.kl_div(x, y.abs(), 2),
+    "kl_div-log": lambda m, x, y: m.kl_div(x, y, 0, log_target=True),
     "hinge_embedding_loss": lambda m, x, y: m.hinge_embedding_loss(x, y.sign(), 0.5, 1),
     "margin_ranking_loss": lambda m, x, y: m.margin_ranking_loss(x[0], y[0], y[1].sign(), 0.1, 2),
     "cosine_embedding_loss": lambda m, x, y: m.cosine_embedding_loss(x, y, y[:, 0].sign(), 0.2),
     "poisson_nll_loss": lambda m, x, y: m.poisson_nll_loss(x, y.abs(), True, False, 1e-8, 1),
     "triplet_margin_loss": lambda m, x, y: m.triplet_margin_loss(x, y, x * y, 1.0, 2, 1e-6, True, 0),
-    "bce_with_logits": lambda m, x, y: m.binary_cross_entropy_with_logits(x, y.abs(), None, y[0].detach().abs() + 1,
-                                                                          2),
-    "losses-default-reduction": lambda m, x, y: m.cat([m.kl_div(x, y.abs()).reshape(-1), m.cosine_embedding_loss(
-        x, y, y[:, 0].sign()), m.triplet_margin_loss(x, y, x * y)]),
-    "convolution": lambda m, x, y: m.convolution(x[None, None], y[None, None, :2, :2], None, [1, 1], [1, 0], [1, 1],
-                                                 False, [0, 0], 1),
-    "convolution-transposed": lambda m, x, y: m.convolution(x[None, None], y[None, None, :2, :2], y[0, :1], [2, 1],
-                                                            [0, 0], [1, 1], True, [1, 0], 1),
+    "bce_with_logits": lambda m, x, y: m.binary_cross_entropy_with_logits(x, y.abs(), None, y[0].detach().abs() + 1, 2),
+    "losses-default-reduction": lambda m, x, y: m.cat(
+        [
+            m.kl_div(x, y.abs()).reshape(-1),
+            m.cosine_embedding_loss(x, y, y[:, 0].sign()),
+            m.triplet_margin_loss(x, y, x * y),
+        ]
+    ),
+    "convolution": lambda m, x, y: m.convolution(
+        x[None, None], y[None, None, :2, :2], None, [1, 1], [1, 0], [1, 1], False, [0, 0], 1
+    ),
+    "convolution-transposed": lambda m, x, y: m.convolution(
+        x[None, None], y[None, None, :2, :2], y[0, :1], [2, 1], [0, 0], [1, 1], True, [1, 0], 1
+    ),
     "constant_pad_nd": lambda m, x, y: m.constant_pad_nd(x, [1, 2, 0, 1], 3.5),
     "unsafe_chunk": lambda m, x, y: m.cat([c * i for i, c in enumerate(x.unsafe_chunk(2, 1), 1)], 1),
-    "gradient": lambda m, x, y: m.cat(m.gradient(x)), "gradient-spacing": lambda m, x, y: m.gradient(
-        x, spacing=0.5, dim=1, edge_order=2)[0],
+    "gradient": lambda m, x, y: m.cat(m.gradient(x)),
+    "gradient-spacing": lambda m, x, y: m.gradient(x, spacing=0.5, dim=1, edge_order=2)[0],
     "gradient-coordinates": lambda m, x, y: m.gradient(x, spacing=(m.tensor([0.0, 0.5, 2.0, 2.5]),), dim=1)[0],
     "gradient-spacings": lambda m, x, y: m.cat(m.gradient(x, spacing=[2.0, 0.25], dim=(1, 0))),
     "index_reduce-prod": lambda m, x, y: m.index_reduce(x.T, 0, m.tensor([0, 2, 0]), y.T[:3], "prod"),
@@ -69,7 +78,9 @@ def test_lu_range_histogramdd_and_methods():
     x, t = bg.tensor([[1.0, -2.0], [3.0, 4.0]]), torch.tensor([[1.0, -2.0], [3.0, 4.0]])
     assert_same(x.clone().apply_(lambda v: v * v + 1), t.clone().apply_(lambda v: v * v + 1))
     assert_same(x.clone().map_(x.T, lambda a, b: a - b), t.clone().map_(t.T, lambda a, b: a - b))
-    assert_same(x.clone().map2_(x, x[0], lambda a, b, c: a * b + c), t.clone().map2_(t, t[0], lambda a, b, c: a * b + c))
+    assert_same(
+        x.clone().map2_(x, x[0], lambda a, b, c: a * b + c), t.clone().map2_(t, t[0], lambda a, b, c: a * b + c)
+    )
     for view in (lambda v: v, lambda v: v.T, lambda v: v[None].repeat(3, 1, 1).permute(2, 0, 1)):
         assert view(x).dim_order() == view(t).dim_order()
     assert x.const_data_ptr() == x.data_ptr()
@@ -77,9 +88,14 @@ def test_lu_range_histogramdd_and_methods():
     assert_same(z.clone().conj_physical_(), to_torch(z).clone().conj_physical_())
 
 
-@pytest.mark.parametrize("call", [
-    lambda m: m.gradient(m.ones(3), edge_order=3), lambda m: m.gradient(m.ones(2), edge_order=2),
-    lambda m: m.index_reduce(m.ones(3), 0, m.tensor([0]), m.ones(1), "sum"),
-], ids=["gradient-order", "gradient-size", "index_reduce-reduce"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda m: m.gradient(m.ones(3), edge_order=3),
+        lambda m: m.gradient(m.ones(2), edge_order=2),
+        lambda m: m.index_reduce(m.ones(3), 0, m.tensor([0]), m.ones(1), "sum"),
+    ],
+    ids=["gradient-order", "gradient-size", "index_reduce-reduce"],
+)
 def test_errors(call):
     raises_like_torch(call)

@@ -1,4 +1,5 @@
 """Linear algebra ops against torch: values, first and second derivatives, namedtuples and error messages."""
+
 import numpy as np
 import pytest
 import torch
@@ -21,14 +22,14 @@ def _inputs(specs):
 def _eigh_squares(m, a, uplo="L"):
     # eigenvector signs are arbitrary: their squares are not
     r = m.linalg.eigh(a, UPLO=uplo)
-    return r.eigenvalues, r.eigenvectors ** 2
+    return r.eigenvalues, r.eigenvectors**2
 
 
 def _svd_invariants(m, a, full=False):
     # singular vectors' signs are arbitrary (and so are the extra columns of full U / rows of full Vh): squares aren't
     U, S, Vh = m.linalg.svd(a) if full is None else m.linalg.svd(a, full_matrices=full)
     if full is False:
-        return S, U ** 2, Vh ** 2
+        return S, U**2, Vh**2
     k = S.shape[-1]
     return S, U[..., :k] ** 2, Vh[..., :k, :] ** 2
 
@@ -91,12 +92,20 @@ CASES = [
     ("cholesky", lambda m, a: m.linalg.cholesky(a), [SPD]),
     ("cholesky_upper", lambda m, a: m.linalg.cholesky(a, upper=True), [SPD], NO_GRADGRAD),
     ("cholesky_batched_reads_lower", lambda m, a, b: m.linalg.cholesky(a + b.triu(1)), [SPD_B, (2, 3, 3)], NO_GRADGRAD),
-    ("cholesky_upper_reads_upper", lambda m, a, b: m.linalg.cholesky(a + b.tril(-1), upper=True), [SPD, (3, 3)],
-     NO_GRADGRAD),
+    (
+        "cholesky_upper_reads_upper",
+        lambda m, a, b: m.linalg.cholesky(a + b.tril(-1), upper=True),
+        [SPD, (3, 3)],
+        NO_GRADGRAD,
+    ),
     ("eigh", _eigh_squares, [SPD]),
     ("eigh_upper", lambda m, a: _eigh_squares(m, a, "U"), [SPD], BATCHED),
-    ("eigh_batched_nonsymmetric_input", lambda m, a, b: _eigh_squares(m, a + b.triu(1)), [SPD_B, (2, 3, 3)],
-     NO_GRADGRAD),
+    (
+        "eigh_batched_nonsymmetric_input",
+        lambda m, a, b: _eigh_squares(m, a + b.triu(1)),
+        [SPD_B, (2, 3, 3)],
+        NO_GRADGRAD,
+    ),
     ("svd_reduced", lambda m, a: _svd_invariants(m, a), [(4, 3)]),
     ("svd_default_full_wide_batched", lambda m, a: _svd_invariants(m, a, None), [(2, 3, 4)], NO_GRADGRAD),
     ("qr", lambda m, a: m.linalg.qr(a), [(4, 3)]),
@@ -105,16 +114,22 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("fn, specs, options", [(c[1], c[2], c[3] if len(c) > 3 else FULL) for c in CASES],
-                         ids=[c[0] for c in CASES])
+@pytest.mark.parametrize(
+    "fn, specs, options", [(c[1], c[2], c[3] if len(c) > 3 else FULL) for c in CASES], ids=[c[0] for c in CASES]
+)
 def test_against_torch(fn, specs, options):
     check_op(lambda *xs: fn(bg, *xs), lambda *xs: fn(torch, *xs), _inputs(specs), **options)
 
 
 def test_integer_products_keep_dtype():
     a = np.arange(12).reshape(3, 4)
-    for f in (lambda m, x: m.matmul(x, x.T), lambda m, x: m.mv(x, x[0]), lambda m, x: m.trace(x.int()),
-              lambda m, x: m.einsum("ij->j", x), lambda m, x: m.tensordot(x, x, ([0], [0]))):
+    for f in (
+        lambda m, x: m.matmul(x, x.T),
+        lambda m, x: m.mv(x, x[0]),
+        lambda m, x: m.trace(x.int()),
+        lambda m, x: m.einsum("ij->j", x),
+        lambda m, x: m.tensordot(x, x, ([0], [0])),
+    ):
         assert_same(f(bg, bg.tensor(a)), f(torch, torch.tensor(a)))
 
 
@@ -135,8 +150,6 @@ def test_namedtuple_results(fn):
     for field in got._fields:
         assert getattr(got, field).shape == getattr(want, field).shape
     assert repr(got).startswith(f"torch.return_types.{type(want).__name__}(\n{got._fields[0]}=tensor(")
-
-
 
 
 def T(m, *shape, dtype=None):

@@ -1,5 +1,6 @@
 """meshgrid against torch 2.13: shapes and values for both indexings, derivatives through the grids, views, the
 warning without indexing=, and torch's errors."""
+
 import warnings
 
 import pytest
@@ -48,8 +49,10 @@ def test_without_indexing_it_is_ij_and_warns_once():
             bg_grids = bg.meshgrid(bg.arange(3.0), bg.arange(2.0))
     messages = [str(w.message) for w in caught if "meshgrid" in str(w.message)]
     assert len(messages) <= 1  # once per process: an earlier test may have seen it already
-    assert all(m.startswith("torch.meshgrid: in an upcoming release, it will be required to pass the indexing "
-                            "argument.") for m in messages)
+    assert all(
+        m.startswith("torch.meshgrid: in an upcoming release, it will be required to pass the indexing argument.")
+        for m in messages
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         expected = torch.meshgrid(torch.arange(3.0), torch.arange(2.0))
@@ -69,8 +72,11 @@ ERRORS = {
 @pytest.mark.parametrize("name", list(ERRORS))
 def test_meshgrid_errors_are_torchs(name):
     if name == "a 2-d tensor":  # torch prints the tensor after this prefix; we name its shape
-        with pytest.raises(RuntimeError, match="^torch.meshgrid: Expected 0D or 1D tensor in the tensor list but "
-                                               r"got: a tensor of shape \(2, 2\)$"):
+        with pytest.raises(
+            RuntimeError,
+            match="^torch.meshgrid: Expected 0D or 1D tensor in the tensor list but "
+            r"got: a tensor of shape \(2, 2\)$",
+        ):
             ERRORS[name](bg)
         with pytest.raises(RuntimeError, match="^torch.meshgrid: Expected 0D or 1D tensor in the tensor list but "):
             ERRORS[name](torch)

@@ -1,4 +1,5 @@
 """Shape ops against torch: values, first and second derivatives, views written in place, error messages."""
+
 import pytest
 import torch
 
@@ -88,11 +89,24 @@ def test_batched_grads(fn):
 def test_grad_fn_names_like_torch():
     x = rand(3, 4)
     t = torch.tensor(x.detach().numpy(), requires_grad=True)
-    for f in (lambda x: x.view(12), lambda x: x.squeeze(), lambda x: x.squeeze(0), lambda x: x.squeeze((0,)),
-              lambda x: x.unsqueeze(0), lambda x: x.t(), lambda x: x.transpose(0, 1), lambda x: x.permute(1, 0),
-              lambda x: x.expand(2, 3, 4), lambda x: x.split(2)[0], lambda x: x.split([1, 2])[0],
-              lambda x: x.unbind()[0], lambda x: x.select(0, 1), lambda x: x.narrow(0, 1, 1), lambda x: x.roll(1),
-              lambda x: x.repeat(1, 2)):
+    for f in (
+        lambda x: x.view(12),
+        lambda x: x.squeeze(),
+        lambda x: x.squeeze(0),
+        lambda x: x.squeeze((0,)),
+        lambda x: x.unsqueeze(0),
+        lambda x: x.t(),
+        lambda x: x.transpose(0, 1),
+        lambda x: x.permute(1, 0),
+        lambda x: x.expand(2, 3, 4),
+        lambda x: x.split(2)[0],
+        lambda x: x.split([1, 2])[0],
+        lambda x: x.unbind()[0],
+        lambda x: x.select(0, 1),
+        lambda x: x.narrow(0, 1, 1),
+        lambda x: x.roll(1),
+        lambda x: x.repeat(1, 2),
+    ):
         assert f(x).grad_fn.name() == f(t).grad_fn.name()
 
 
@@ -108,7 +122,7 @@ def _write_through(view_of):
     def f(x, v):
         y = x * 1
         w = view_of(y)
-        w.mul_(v[:w.shape[-1]] if w.ndim else v[0])
+        w.mul_(v[: w.shape[-1]] if w.ndim else v[0])
         return y, w.detach()  # the view's value is compared; gradients flow through the base
 
     return f
@@ -119,14 +133,19 @@ def test_in_place_writes_through_views(view_of):
     check_op(_write_through(view_of), _write_through(view_of), [rand(3, 4), rand(4)], **FAST)
 
 
-@pytest.mark.parametrize("view_of", [lambda y: y.unbind(1)[2], lambda y: y.split(2, 1)[1].t(), lambda y: y.chunk(2)[0]],
-                         ids=["unbind", "split_then_view", "chunk"])
+@pytest.mark.parametrize(
+    "view_of",
+    [lambda y: y.unbind(1)[2], lambda y: y.split(2, 1)[1].t(), lambda y: y.chunk(2)[0]],
+    ids=["unbind", "split_then_view", "chunk"],
+)
 def test_writes_to_multi_output_views_raise_like_torch(view_of):
     x = rand(3, 4)
-    raises_like_torch(lambda m: view_of((x if m is bg else torch.tensor(x.detach().numpy(), requires_grad=True)) * 1)
-                       .mul_(2))
-    raises_like_torch(lambda m: view_of(m.ones(3, 4, dtype=m.float64)).mul_(m.ones((), dtype=m.float64,
-                                                                                     requires_grad=True)))
+    raises_like_torch(
+        lambda m: view_of((x if m is bg else torch.tensor(x.detach().numpy(), requires_grad=True)) * 1).mul_(2)
+    )
+    raises_like_torch(
+        lambda m: view_of(m.ones(3, 4, dtype=m.float64)).mul_(m.ones((), dtype=m.float64, requires_grad=True))
+    )
 
 
 def test_view_writes_without_grad():
@@ -140,8 +159,6 @@ def test_view_writes_without_grad():
         if m is bg:
             got = (y, z)
     assert_same(got, (y, z))
-
-
 
 
 def X(m, *shape):
@@ -223,10 +240,12 @@ def test_edge_shapes_like_torch(fn):
     assert_same(fn(bg), fn(torch))
 
 
-OPS = ("matmul mm bmm mv dot outer einsum tensordot trace diag diagonal tril triu reshape view view_as flatten "
-       "unflatten squeeze unsqueeze expand expand_as broadcast_to permute transpose swapaxes movedim t cat concat "
-       "stack hstack vstack split chunk unbind flip roll repeat tile narrow select index_select gather scatter "
-       "scatter_add take_along_dim masked_fill masked_select nonzero sort argsort topk").split()
+OPS = (
+    "matmul mm bmm mv dot outer einsum tensordot trace diag diagonal tril triu reshape view view_as flatten "
+    "unflatten squeeze unsqueeze expand expand_as broadcast_to permute transpose swapaxes movedim t cat concat "
+    "stack hstack vstack split chunk unbind flip roll repeat tile narrow select index_select gather scatter "
+    "scatter_add take_along_dim masked_fill masked_select nonzero sort argsort topk"
+).split()
 
 
 @pytest.mark.parametrize("name", OPS)

@@ -2,19 +2,22 @@
 logcumsumexp, cummax/cummin, median, nanmedian, kthvalue, mode, quantile, nanquantile, msort, diff, trapezoid,
 cumulative_trapezoid, cov, corrcoef, renorm and logdet (values, indices, dtypes, first and second derivatives, node
 names, ties and nan, errors)."""
+
 import numpy as np
 import pytest
 import torch
 
 import batched_grad as bg
-from oracle import FLOATS, FLOAT_PARAMS, assert_same, check_both, raises_like_torch, to_torch
-
+from oracle import FLOAT_PARAMS, FLOATS, assert_same, check_both, raises_like_torch, to_torch
 
 
 def leaf(dtype, *shape, seed=0):
     # distinct values (ties get their own tests)
-    return bg.tensor(np.random.default_rng(seed).permutation(np.linspace(-1, 1, int(np.prod(shape)))).reshape(shape),
-                     dtype=FLOATS[dtype][0], requires_grad=True)
+    return bg.tensor(
+        np.random.default_rng(seed).permutation(np.linspace(-1, 1, int(np.prod(shape)))).reshape(shape),
+        dtype=FLOATS[dtype][0],
+        requires_grad=True,
+    )
 
 
 def values(out):
@@ -22,29 +25,43 @@ def values(out):
 
 
 CALLS = {
-    "nansum": lambda m, x: m.nansum(x.log()), "nansum-dim": lambda m, x: x.log().nansum(1, keepdim=True),
-    "nanmean": lambda m, x: m.nanmean(x.log()), "nanmean-dim": lambda m, x: x.log().nanmean((0, 2)),
+    "nansum": lambda m, x: m.nansum(x.log()),
+    "nansum-dim": lambda m, x: x.log().nansum(1, keepdim=True),
+    "nanmean": lambda m, x: m.nanmean(x.log()),
+    "nanmean-dim": lambda m, x: x.log().nanmean((0, 2)),
     "aminmax": lambda m, x: m.cat([t.reshape(-1) for t in m.aminmax(x)]),
     "aminmax-dim": lambda m, x: m.aminmax(x, dim=1, keepdim=True).max,
-    "logcumsumexp": lambda m, x: m.logcumsumexp(x, 1), "cummax": lambda m, x: m.cummax(x, 2),
-    "cummin": lambda m, x: x.cummin(0), "median": lambda m, x: m.median(x), "median-dim": lambda m, x: x.median(1),
-    "median-keepdim": lambda m, x: m.median(x, -1, True), "nanmedian": lambda m, x: m.nanmedian(x.log()),
-    "nanmedian-dim": lambda m, x: x.log().nanmedian(2), "kthvalue": lambda m, x: m.kthvalue(x, 2),
-    "kthvalue-dim": lambda m, x: x.kthvalue(3, 0, True), "mode": lambda m, x: m.mode(x.round(), 1),
-    "quantile": lambda m, x: m.quantile(x, 0.3), "quantile-dim": lambda m, x: x.quantile(0.75, 1, True),
+    "logcumsumexp": lambda m, x: m.logcumsumexp(x, 1),
+    "cummax": lambda m, x: m.cummax(x, 2),
+    "cummin": lambda m, x: x.cummin(0),
+    "median": lambda m, x: m.median(x),
+    "median-dim": lambda m, x: x.median(1),
+    "median-keepdim": lambda m, x: m.median(x, -1, True),
+    "nanmedian": lambda m, x: m.nanmedian(x.log()),
+    "nanmedian-dim": lambda m, x: x.log().nanmedian(2),
+    "kthvalue": lambda m, x: m.kthvalue(x, 2),
+    "kthvalue-dim": lambda m, x: x.kthvalue(3, 0, True),
+    "mode": lambda m, x: m.mode(x.round(), 1),
+    "quantile": lambda m, x: m.quantile(x, 0.3),
+    "quantile-dim": lambda m, x: x.quantile(0.75, 1, True),
     "quantile-many": lambda m, x: m.quantile(x, m.tensor([0.1, 0.5, 0.9], dtype=x.dtype), dim=2),
     "quantile-lower": lambda m, x: m.quantile(x, 0.4, 1, interpolation="lower"),
     "quantile-higher": lambda m, x: m.quantile(x, 0.4, 1, interpolation="higher"),
     "quantile-midpoint": lambda m, x: m.quantile(x, 0.4, 0, interpolation="midpoint"),
     "quantile-nearest": lambda m, x: m.quantile(x, m.tensor([0.25, 0.5], dtype=x.dtype), interpolation="nearest"),
-    "nanquantile": lambda m, x: m.nanquantile(x.log(), 0.5, 1), "msort": lambda m, x: m.msort(x),
-    "diff": lambda m, x: m.diff(x), "diff-order": lambda m, x: x.diff(2, 0),
+    "nanquantile": lambda m, x: m.nanquantile(x.log(), 0.5, 1),
+    "msort": lambda m, x: m.msort(x),
+    "diff": lambda m, x: m.diff(x),
+    "diff-order": lambda m, x: x.diff(2, 0),
     "diff-pend": lambda m, x: m.diff(x, 1, 1, prepend=x[:, :1] * 2, append=x[:, -1:]),
-    "trapezoid": lambda m, x: m.trapezoid(x), "trapezoid-dx": lambda m, x: m.trapezoid(x, dx=0.5, dim=1),
-    "trapezoid-x": lambda m, x: m.trapezoid(x, x[0, 0].cumsum(0) + 2), "trapz": lambda m, x: m.trapz(x, dim=0),
-    "cumulative_trapezoid": lambda m, x: m.cumulative_trapezoid(x), "cumulative_trapezoid-dx":
-        lambda m, x: m.cumulative_trapezoid(x, dx=2.0, dim=0),
-    "renorm": lambda m, x: m.renorm(x, 2, 0, 0.8), "renorm-inf": lambda m, x: x.renorm(float("inf"), 2, 0.5),
+    "trapezoid": lambda m, x: m.trapezoid(x),
+    "trapezoid-dx": lambda m, x: m.trapezoid(x, dx=0.5, dim=1),
+    "trapezoid-x": lambda m, x: m.trapezoid(x, x[0, 0].cumsum(0) + 2),
+    "trapz": lambda m, x: m.trapz(x, dim=0),
+    "cumulative_trapezoid": lambda m, x: m.cumulative_trapezoid(x),
+    "cumulative_trapezoid-dx": lambda m, x: m.cumulative_trapezoid(x, dx=2.0, dim=0),
+    "renorm": lambda m, x: m.renorm(x, 2, 0, 0.8),
+    "renorm-inf": lambda m, x: x.renorm(float("inf"), 2, 0.5),
     "renorm-p1": lambda m, x: m.renorm(x, 1, 1, 1.0),
 }
 
@@ -66,10 +83,13 @@ def test_node_names(name):
 
 
 MATRICES = {
-    "cov": lambda m, x: m.cov(x), "cov-correction": lambda m, x: x.cov(correction=0),
-    "cov-weights": lambda m, x: m.cov(x, fweights=m.tensor([1, 2, 1, 3]), aweights=m.tensor([0.5, 1.0, 2.0, 1.0],
-                                                                                          dtype=x.dtype)),
-    "cov-vector": lambda m, x: m.cov(x[0]), "corrcoef": lambda m, x: m.corrcoef(x),
+    "cov": lambda m, x: m.cov(x),
+    "cov-correction": lambda m, x: x.cov(correction=0),
+    "cov-weights": lambda m, x: m.cov(
+        x, fweights=m.tensor([1, 2, 1, 3]), aweights=m.tensor([0.5, 1.0, 2.0, 1.0], dtype=x.dtype)
+    ),
+    "cov-vector": lambda m, x: m.cov(x[0]),
+    "corrcoef": lambda m, x: m.corrcoef(x),
     "logdet": lambda m, x: m.logdet(x[:, :3] @ x[:, :3].mT + m.eye(3, dtype=x.dtype)),
     "logdet-negative": lambda m, x: m.logdet(m.tensor([[0.0, 1.0], [1.0, 0.0]], dtype=x.dtype) + x[:2, :2] * 0),
 }
@@ -83,8 +103,10 @@ def test_matrix_statistics(name, dtype):
 
 
 def test_ties_and_nan():
-    x = bg.tensor([[1., 3., 3., 2., 3., 0.], [2., 2., 1., 1., 5., 5.], [1., float("nan"), 0., 2., 1., 1.]],
-                  requires_grad=True)
+    x = bg.tensor(
+        [[1.0, 3.0, 3.0, 2.0, 3.0, 0.0], [2.0, 2.0, 1.0, 1.0, 5.0, 5.0], [1.0, float("nan"), 0.0, 2.0, 1.0, 1.0]],
+        requires_grad=True,
+    )
     tx = to_torch(x)
     for name in ("cummax", "cummin"):
         assert_same(tuple(getattr(bg, name)(x, 1)), tuple(getattr(torch, name)(tx, 1)))
@@ -100,10 +122,13 @@ def test_ties_and_nan():
     assert_same(bg.nanquantile(x, bg.tensor([0.3, 0.8]), 1), torch.nanquantile(tx, torch.tensor([0.3, 0.8]), 1))
     assert_same(bg.nanmedian(bg.tensor([float("nan")] * 2)), torch.nanmedian(torch.tensor([float("nan")] * 2)))
     assert_same(bg.nansum(bg.tensor([1, 2])), torch.nansum(torch.tensor([1, 2])))
-    assert_same(bg.count_nonzero(bg.tensor([[0, 1], [2, 0]]), 0), torch.count_nonzero(torch.tensor([[0, 1], [2, 0]]),
-                                                                                     0))
-    assert_same(bg.count_nonzero(bg.tensor([[0., 1.5], [2., 0.]])), torch.count_nonzero(torch.tensor([[0., 1.5],
-                                                                                                      [2., 0.]])))
+    assert_same(
+        bg.count_nonzero(bg.tensor([[0, 1], [2, 0]]), 0), torch.count_nonzero(torch.tensor([[0, 1], [2, 0]]), 0)
+    )
+    assert_same(
+        bg.count_nonzero(bg.tensor([[0.0, 1.5], [2.0, 0.0]])),
+        torch.count_nonzero(torch.tensor([[0.0, 1.5], [2.0, 0.0]])),
+    )
     assert_same(tuple(bg.aminmax(bg.tensor([1, 5, 2]))), tuple(torch.aminmax(torch.tensor([1, 5, 2]))))
     check_both(lambda m, x: m.aminmax(x[:2], dim=1).max, [x])
 
@@ -117,13 +142,34 @@ def test_result_types():
     assert type(out).__name__ == "aminmax" and out.min is out[0]
 
 
-@pytest.mark.parametrize("call", [
-    lambda m: m.nanmean(m.tensor([1, 2])), lambda m: m.kthvalue(m.ones(3), 4), lambda m: m.aminmax(m.ones(0)),
-    lambda m: m.quantile(m.ones(3), 1.5), lambda m: m.quantile(m.ones(3, dtype=m.int64), 0.5),
-    lambda m: m.quantile(m.ones(3), 0.5, interpolation="cubic"), lambda m: m.quantile(m.ones(0), 0.5),
-    lambda m: m.diff(m.tensor(1.0)), lambda m: m.cov(m.ones(2, 2, 2)), lambda m: m.renorm(m.ones(3), 2, 0, 1),
-    lambda m: m.median(m.ones(2, 0), 1),
-], ids=["nanmean-int", "kthvalue-k", "aminmax-empty", "quantile-q", "quantile-int", "quantile-interpolation",
-        "quantile-empty", "diff-scalar", "cov-dims", "renorm-dims", "median-empty"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda m: m.nanmean(m.tensor([1, 2])),
+        lambda m: m.kthvalue(m.ones(3), 4),
+        lambda m: m.aminmax(m.ones(0)),
+        lambda m: m.quantile(m.ones(3), 1.5),
+        lambda m: m.quantile(m.ones(3, dtype=m.int64), 0.5),
+        lambda m: m.quantile(m.ones(3), 0.5, interpolation="cubic"),
+        lambda m: m.quantile(m.ones(0), 0.5),
+        lambda m: m.diff(m.tensor(1.0)),
+        lambda m: m.cov(m.ones(2, 2, 2)),
+        lambda m: m.renorm(m.ones(3), 2, 0, 1),
+        lambda m: m.median(m.ones(2, 0), 1),
+    ],
+    ids=[
+        "nanmean-int",
+        "kthvalue-k",
+        "aminmax-empty",
+        "quantile-q",
+        "quantile-int",
+        "quantile-interpolation",
+        "quantile-empty",
+        "diff-scalar",
+        "cov-dims",
+        "renorm-dims",
+        "median-empty",
+    ],
+)
 def test_errors(call):
     raises_like_torch(call)

@@ -1,5 +1,6 @@
 """bg.optim against torch.optim: ten steps of SGD and Adam under each option, closures, state, zero_grad and
 argument errors; the update compiles once per group structure, not per step."""
+
 import numpy as np
 import pytest
 import torch
@@ -13,7 +14,7 @@ def _problem(m, dtype):
     w = m.tensor(rng.standard_normal((3, 4)), dtype=dtype, requires_grad=True)
     b = m.tensor(rng.standard_normal(3), dtype=dtype, requires_grad=True)
     x = m.tensor(rng.standard_normal((5, 4)), dtype=dtype)
-    return [w, b], lambda: (m.tanh(x @ w.T + b) ** 2).sum() + (w ** 2).mean()
+    return [w, b], lambda: (m.tanh(x @ w.T + b) ** 2).sum() + (w**2).mean()
 
 
 def _run(m, make, dtype, steps=10):
@@ -34,20 +35,25 @@ OPTIMIZERS = {
     "adam": lambda m: lambda p: m.optim.Adam(p, lr=0.05),
     "adam_amsgrad": lambda m: lambda p: m.optim.Adam(p, lr=0.05, betas=(0.8, 0.99), amsgrad=True),
     "adam_weight_decay": lambda m: lambda p: m.optim.Adam(p, lr=0.02, weight_decay=0.1, eps=1e-6),
-    "adam_amsgrad_decay_maximize": lambda m: lambda p: m.optim.Adam(p, lr=0.02, weight_decay=0.1, amsgrad=True,
-                                                                   maximize=True),
+    "adam_amsgrad_decay_maximize": lambda m: (
+        lambda p: m.optim.Adam(p, lr=0.02, weight_decay=0.1, amsgrad=True, maximize=True)
+    ),
     "adamw_style": lambda m: lambda p: m.optim.Adam(p, lr=0.02, weight_decay=0.1, decoupled_weight_decay=True),
     "groups": lambda m: lambda p: m.optim.Adam([{"params": [p[0]]}, {"params": p[1], "lr": 0.1}], lr=0.01),
 }
 
 
-@pytest.mark.parametrize("name, dtype", [(name, "float64") for name in sorted(OPTIMIZERS)] +
-                         [("sgd_nesterov", "float32"), ("adam_amsgrad_decay_maximize", "float32")])
+@pytest.mark.parametrize(
+    "name, dtype",
+    [(name, "float64") for name in sorted(OPTIMIZERS)]
+    + [("sgd_nesterov", "float32"), ("adam_amsgrad_decay_maximize", "float32")],
+)
 def test_ten_steps_match_torch(name, dtype):
     got, _ = _run(bg, OPTIMIZERS[name], getattr(bg, dtype))
     want, _ = _run(torch, OPTIMIZERS[name], getattr(torch, dtype))
-    assert_same([p.detach() for p in got], [p.detach() for p in want], *((1e-12, 1e-14) if dtype == "float64"
-                                                                         else (2e-5, 1e-6)))
+    assert_same(
+        [p.detach() for p in got], [p.detach() for p in want], *((1e-12, 1e-14) if dtype == "float64" else (2e-5, 1e-6))
+    )
 
 
 def test_closure_state_dict_and_zero_grad():
@@ -55,11 +61,13 @@ def test_closure_state_dict_and_zero_grad():
     t_params, t_loss_fn = _problem(torch, torch.float64)
     opts = bg.optim.Adam(params, lr=0.1, amsgrad=True), torch.optim.Adam(t_params, lr=0.1, amsgrad=True)
     for opt, fn in zip(opts, (loss_fn, t_loss_fn)):
+
         def closure(opt=opt, fn=fn):
             opt.zero_grad()
             loss = fn()
             loss.backward()
             return loss
+
         for _ in range(3):
             loss = opt.step(closure)
         assert isinstance(loss, (bg.Tensor, torch.Tensor))
@@ -97,16 +105,19 @@ def test_step_updates_in_place_and_compiles_once_per_structure():
     no_grad.step()  # parameters without .grad are skipped, as in torch
 
 
-@pytest.mark.parametrize("case", [
-    lambda m: m.optim.SGD([m.zeros(2, requires_grad=True)], lr=-1),
-    lambda m: m.optim.SGD([m.zeros(2, requires_grad=True)], lr=0.1, nesterov=True),
-    lambda m: m.optim.SGD([m.zeros(2, requires_grad=True)], lr=0.1, momentum=-1),
-    lambda m: m.optim.Adam([m.zeros(2, requires_grad=True)], betas=(1.0, 0.9)),
-    lambda m: m.optim.Adam([m.zeros(2, requires_grad=True)], eps=-1),
-    lambda m: m.optim.Adam([]),
-    lambda m: m.optim.Adam(m.zeros(2, requires_grad=True)),
-    lambda m: m.optim.Adam([m.zeros(2, requires_grad=True) * 2]),
-    lambda m: m.optim.SGD([{"params": {m.zeros(2, requires_grad=True)}}]),
-])
+@pytest.mark.parametrize(
+    "case",
+    [
+        lambda m: m.optim.SGD([m.zeros(2, requires_grad=True)], lr=-1),
+        lambda m: m.optim.SGD([m.zeros(2, requires_grad=True)], lr=0.1, nesterov=True),
+        lambda m: m.optim.SGD([m.zeros(2, requires_grad=True)], lr=0.1, momentum=-1),
+        lambda m: m.optim.Adam([m.zeros(2, requires_grad=True)], betas=(1.0, 0.9)),
+        lambda m: m.optim.Adam([m.zeros(2, requires_grad=True)], eps=-1),
+        lambda m: m.optim.Adam([]),
+        lambda m: m.optim.Adam(m.zeros(2, requires_grad=True)),
+        lambda m: m.optim.Adam([m.zeros(2, requires_grad=True) * 2]),
+        lambda m: m.optim.SGD([{"params": {m.zeros(2, requires_grad=True)}}]),
+    ],
+)
 def test_bad_arguments_raise_like_torch(case):
     raises_like_torch(case)

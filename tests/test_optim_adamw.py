@@ -1,6 +1,7 @@
 """optim.AdamW against torch's over several steps under each option; Optimizer.state as torch's defaultdict(dict),
 so that optimizers written in torch's style (a subclass of Optimizer whose step reads self.state[p]) run unchanged
 and match torch."""
+
 import copy
 from collections import defaultdict
 
@@ -17,7 +18,7 @@ def _problem(m, dtype):
     w = m.tensor(rng.standard_normal((3, 4)), dtype=dtype, requires_grad=True)
     b = m.tensor(rng.standard_normal(3), dtype=dtype, requires_grad=True)
     x = m.tensor(rng.standard_normal((5, 4)), dtype=dtype)
-    return [w, b], lambda: (m.tanh(x @ w.T + b) ** 2).sum() + (w ** 3).mean()
+    return [w, b], lambda: (m.tanh(x @ w.T + b) ** 2).sum() + (w**3).mean()
 
 
 def _train(m, make, dtype, steps=8):
@@ -36,8 +37,9 @@ ADAMW = {
     "amsgrad": lambda m, p: m.optim.AdamW(p, lr=0.05, betas=(0.7, 0.95), weight_decay=0.1, amsgrad=True),
     "maximize": lambda m, p: m.optim.AdamW(p, lr=0.02, eps=1e-4, maximize=True),
     "amsgrad_maximize": lambda m, p: m.optim.AdamW(p, lr=0.02, weight_decay=0.5, amsgrad=True, maximize=True),
-    "groups": lambda m, p: m.optim.AdamW([{"params": [p[0]], "weight_decay": 0.0},
-                                          {"params": [p[1]], "lr": 0.1, "amsgrad": True}], lr=0.01),
+    "groups": lambda m, p: m.optim.AdamW(
+        [{"params": [p[0]], "weight_decay": 0.0}, {"params": [p[1]], "lr": 0.1, "amsgrad": True}], lr=0.01
+    ),
 }
 
 
@@ -74,13 +76,16 @@ def test_adamw_differs_from_adam_with_l2_and_resumes_from_its_state_dict():
     assert_same([p.detach() for p in resumed_params], [p.detach() for p in params], 0, 0)
 
 
-@pytest.mark.parametrize("case", [
-    lambda m: m.optim.AdamW([m.zeros(2, requires_grad=True)], lr=-0.1),
-    lambda m: m.optim.AdamW([m.zeros(2, requires_grad=True)], betas=(0.9, 1.0)),
-    lambda m: m.optim.AdamW([m.zeros(2, requires_grad=True)], weight_decay=-1),
-    lambda m: m.optim.AdamW([m.zeros(2, requires_grad=True)], decoupled_weight_decay=False),
-    lambda m: m.optim.AdamW([]),
-])
+@pytest.mark.parametrize(
+    "case",
+    [
+        lambda m: m.optim.AdamW([m.zeros(2, requires_grad=True)], lr=-0.1),
+        lambda m: m.optim.AdamW([m.zeros(2, requires_grad=True)], betas=(0.9, 1.0)),
+        lambda m: m.optim.AdamW([m.zeros(2, requires_grad=True)], weight_decay=-1),
+        lambda m: m.optim.AdamW([m.zeros(2, requires_grad=True)], decoupled_weight_decay=False),
+        lambda m: m.optim.AdamW([]),
+    ],
+)
 def test_adamw_argument_errors_match_torch(case):
     raises_like_torch(case)
 
@@ -97,6 +102,7 @@ def test_state_is_a_defaultdict_of_dicts_as_torchs():
 
 def _momentum_sgd(m):
     """An optimizer written as torch's documentation teaches, against module `m`."""
+
     class MomentumSGD(m.optim.Optimizer):
         def __init__(self, params, lr=0.1, momentum=0.9, weight_decay=0.0):
             super().__init__(params, dict(lr=lr, momentum=momentum, weight_decay=weight_decay))

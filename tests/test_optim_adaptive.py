@@ -1,6 +1,7 @@
 """RMSprop, Adagrad, Adadelta, Adamax, NAdam, RAdam, Rprop and ASGD against torch.optim: ten steps under each
 option (float64 to round-off, float32 closely), their state's names and values, state_dict round trips, reprs
 and argument errors."""
+
 import pytest
 import torch
 
@@ -8,36 +9,44 @@ import batched_grad as bg
 from oracle import assert_same, raises_like_torch
 from test_optim import _problem, _run
 
-
 OPTIMIZERS = {
     "rmsprop": lambda m: lambda p: m.optim.RMSprop(p, lr=0.01),
-    "rmsprop-all": lambda m: lambda p: m.optim.RMSprop(p, lr=0.01, alpha=0.9, eps=1e-6, weight_decay=0.1, momentum=0.5,
-                                                       centered=True, maximize=True),
+    "rmsprop-all": lambda m: (
+        lambda p: m.optim.RMSprop(
+            p, lr=0.01, alpha=0.9, eps=1e-6, weight_decay=0.1, momentum=0.5, centered=True, maximize=True
+        )
+    ),
     "adagrad": lambda m: lambda p: m.optim.Adagrad(p, lr=0.1),
-    "adagrad-all": lambda m: lambda p: m.optim.Adagrad(p, lr=0.1, lr_decay=0.05, weight_decay=0.1,
-                                                       initial_accumulator_value=0.3, eps=1e-6, maximize=True),
+    "adagrad-all": lambda m: (
+        lambda p: m.optim.Adagrad(
+            p, lr=0.1, lr_decay=0.05, weight_decay=0.1, initial_accumulator_value=0.3, eps=1e-6, maximize=True
+        )
+    ),
     "adadelta": lambda m: lambda p: m.optim.Adadelta(p),
-    "adadelta-all": lambda m: lambda p: m.optim.Adadelta(p, lr=0.5, rho=0.8, eps=1e-5, weight_decay=0.1,
-                                                         maximize=True),
+    "adadelta-all": lambda m: lambda p: m.optim.Adadelta(p, lr=0.5, rho=0.8, eps=1e-5, weight_decay=0.1, maximize=True),
     "adamax": lambda m: lambda p: m.optim.Adamax(p, lr=0.05),
-    "adamax-all": lambda m: lambda p: m.optim.Adamax(p, lr=0.05, betas=(0.8, 0.99), eps=1e-6, weight_decay=0.1,
-                                                     maximize=True),
+    "adamax-all": lambda m: (
+        lambda p: m.optim.Adamax(p, lr=0.05, betas=(0.8, 0.99), eps=1e-6, weight_decay=0.1, maximize=True)
+    ),
     "nadam": lambda m: lambda p: m.optim.NAdam(p, lr=0.05),
-    "nadam-all": lambda m: lambda p: m.optim.NAdam(p, lr=0.05, betas=(0.8, 0.99), weight_decay=0.1,
-                                                   momentum_decay=0.01, maximize=True),
+    "nadam-all": lambda m: (
+        lambda p: m.optim.NAdam(p, lr=0.05, betas=(0.8, 0.99), weight_decay=0.1, momentum_decay=0.01, maximize=True)
+    ),
     "nadam-decoupled": lambda m: lambda p: m.optim.NAdam(p, lr=0.05, weight_decay=0.1, decoupled_weight_decay=True),
     "radam": lambda m: lambda p: m.optim.RAdam(p, lr=0.05),
     "radam-all": lambda m: lambda p: m.optim.RAdam(p, lr=0.05, betas=(0.5, 0.6), weight_decay=0.1, maximize=True),
-    "radam-decoupled": lambda m: lambda p: m.optim.RAdam(p, lr=0.05, betas=(0.5, 0.6), weight_decay=0.1,
-                                                         decoupled_weight_decay=True),
+    "radam-decoupled": lambda m: (
+        lambda p: m.optim.RAdam(p, lr=0.05, betas=(0.5, 0.6), weight_decay=0.1, decoupled_weight_decay=True)
+    ),
     "rprop": lambda m: lambda p: m.optim.Rprop(p, lr=0.01),
-    "rprop-all": lambda m: lambda p: m.optim.Rprop(p, lr=0.05, etas=(0.3, 1.5), step_sizes=(1e-3, 0.1),
-                                                   maximize=True),
+    "rprop-all": lambda m: lambda p: m.optim.Rprop(p, lr=0.05, etas=(0.3, 1.5), step_sizes=(1e-3, 0.1), maximize=True),
     "asgd": lambda m: lambda p: m.optim.ASGD(p, lr=0.05),
-    "asgd-averaging": lambda m: lambda p: m.optim.ASGD(p, lr=0.05, lambd=0.01, alpha=0.5, t0=3, weight_decay=0.1,
-                                                       maximize=True),
-    "groups": lambda m: lambda p: m.optim.RMSprop([{"params": [p[0]]}, {"params": p[1], "lr": 0.1, "momentum": 0.3}],
-                                                  lr=0.01),
+    "asgd-averaging": lambda m: (
+        lambda p: m.optim.ASGD(p, lr=0.05, lambd=0.01, alpha=0.5, t0=3, weight_decay=0.1, maximize=True)
+    ),
+    "groups": lambda m: (
+        lambda p: m.optim.RMSprop([{"params": [p[0]]}, {"params": p[1], "lr": 0.1, "momentum": 0.3}], lr=0.01)
+    ),
 }
 
 
@@ -83,19 +92,38 @@ def test_reprs_defaults_and_eager_adagrad_state():
         assert repr(ours) == repr(theirs)
         assert ours.defaults == theirs.defaults
     p, tp = bg.ones(2, requires_grad=True), torch.ones(2, requires_grad=True)
-    ours, theirs = bg.optim.Adagrad([p], initial_accumulator_value=0.5), torch.optim.Adagrad([tp],
-                                                                                             initial_accumulator_value=0.5)
+    ours, theirs = (
+        bg.optim.Adagrad([p], initial_accumulator_value=0.5),
+        torch.optim.Adagrad([tp], initial_accumulator_value=0.5),
+    )
     assert list(ours.state[p]) == list(theirs.state[tp])
     assert_same(ours.state[p]["sum"], theirs.state[tp]["sum"])
 
 
-@pytest.mark.parametrize("call", [
-    lambda m, p: m.optim.RMSprop(p, lr=-1), lambda m, p: m.optim.RMSprop(p, alpha=-0.1),
-    lambda m, p: m.optim.Adagrad(p, lr_decay=-1), lambda m, p: m.optim.Adadelta(p, rho=1.5),
-    lambda m, p: m.optim.Adamax(p, betas=(1.0, 0.9)), lambda m, p: m.optim.NAdam(p, momentum_decay=-1),
-    lambda m, p: m.optim.RAdam(p, eps=-1), lambda m, p: m.optim.Rprop(p, etas=(1.5, 1.2)),
-    lambda m, p: m.optim.ASGD(p, weight_decay=-1),
-], ids=["rmsprop-lr", "rmsprop-alpha", "adagrad-decay", "adadelta-rho", "adamax-beta", "nadam-decay", "radam-eps",
-        "rprop-etas", "asgd-decay"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda m, p: m.optim.RMSprop(p, lr=-1),
+        lambda m, p: m.optim.RMSprop(p, alpha=-0.1),
+        lambda m, p: m.optim.Adagrad(p, lr_decay=-1),
+        lambda m, p: m.optim.Adadelta(p, rho=1.5),
+        lambda m, p: m.optim.Adamax(p, betas=(1.0, 0.9)),
+        lambda m, p: m.optim.NAdam(p, momentum_decay=-1),
+        lambda m, p: m.optim.RAdam(p, eps=-1),
+        lambda m, p: m.optim.Rprop(p, etas=(1.5, 1.2)),
+        lambda m, p: m.optim.ASGD(p, weight_decay=-1),
+    ],
+    ids=[
+        "rmsprop-lr",
+        "rmsprop-alpha",
+        "adagrad-decay",
+        "adadelta-rho",
+        "adamax-beta",
+        "nadam-decay",
+        "radam-eps",
+        "rprop-etas",
+        "asgd-decay",
+    ],
+)
 def test_argument_errors(call):
     raises_like_torch(lambda m: call(m, [m.ones(2, requires_grad=True)]))

@@ -1,6 +1,7 @@
 """LBFGS against torch.optim.LBFGS: several steps with a fixed step and with the strong-Wolfe line search (short
 histories, evaluation limits, tolerances, float64 to round-off, float32 closely, complex parameters), the losses the
 steps return, the closure evaluations, the state torch keeps, and argument errors."""
+
 import numpy as np
 import pytest
 import torch
@@ -19,7 +20,7 @@ def _least_squares(m, dtype):
     b = m.tensor(rng.standard_normal(3), dtype=dtype, requires_grad=True)
     x = m.tensor(rng.standard_normal((6, 4)), dtype=dtype)
     y = m.tensor(rng.standard_normal((6, 3)), dtype=dtype)
-    return [w, b], lambda w, b: ((m.tanh(x @ w.T + b) - y) ** 2).sum() + 0.1 * (w ** 2).sum()
+    return [w, b], lambda w, b: ((m.tanh(x @ w.T + b) - y) ** 2).sum() + 0.1 * (w**2).sum()
 
 
 def _linear_least_squares(m, dtype):
@@ -43,6 +44,7 @@ def _closure(opt, loss_fn, params, calls):
         loss.backward()
         calls.append(float(loss.detach()))
         return loss
+
     return closure
 
 
@@ -144,15 +146,19 @@ def test_state_dict_round_trip_continues_as_torch():
 
 def test_argument_errors_match_torch():
     raises_like_torch(lambda m: m.optim.LBFGS([m.zeros(2, requires_grad=True)], lr=-1.0))
-    raises_like_torch(lambda m: m.optim.LBFGS([{"params": [m.zeros(2, requires_grad=True)]},
-                                               {"params": [m.zeros(2, requires_grad=True)]}]))
+    raises_like_torch(
+        lambda m: m.optim.LBFGS(
+            [{"params": [m.zeros(2, requires_grad=True)]}, {"params": [m.zeros(2, requires_grad=True)]}]
+        )
+    )
     raises_like_torch(lambda m: m.optim.LBFGS([m.zeros(2, requires_grad=True)], lr=m.tensor([1.0, 2.0])))
 
     def unknown_search(m):
         params, loss_fn = _rosenbrock(m, m.float64)
         opt = m.optim.LBFGS(params, line_search_fn="backtracking")
         opt.step(_closure(opt, loss_fn, params, []))
+
     raises_like_torch(unknown_search)
     assert repr(bg.optim.LBFGS([bg.zeros(2, requires_grad=True)])) == repr(
-        torch.optim.LBFGS([torch.zeros(2, requires_grad=True)]))
-
+        torch.optim.LBFGS([torch.zeros(2, requires_grad=True)])
+    )

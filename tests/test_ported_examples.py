@@ -2,11 +2,11 @@
 kernels, model ensembling) and a physics-informed network, each written once as a function of a module `torch` and
 run twice: with the real torch and with batched_grad passed in its place. Weights and data are made in NumPy and
 loaded into both; every result of the two runs is compared."""
+
 import copy
 import functools
 
 import numpy as np
-import pytest
 import torch as real_torch
 
 import batched_grad
@@ -68,6 +68,7 @@ def load(torch, module, state):
 
 # (a) Per-sample gradients of a small CNN: a loop over samples, and vmap(grad) of a functional_call.
 
+
 def cnn_per_sample(torch, state, images, labels):
     nn, F = torch.nn, torch.nn.functional
     from_func = torch.func
@@ -114,8 +115,13 @@ def cnn_per_sample(torch, state, images, labels):
     grads_again, losses = with_losses(params, buffers, data, targets)
     for looped_grad, name in zip(looped, vmapped):
         assert torch.allclose(looped_grad, vmapped[name], atol=1e-5, rtol=1e-4), name
-    return {"looped": looped, "vmapped": vmapped, "grads_again": grads_again, "losses": losses,
-            "batch_loss": loss_fn(model(data), targets).detach()}
+    return {
+        "looped": looped,
+        "vmapped": vmapped,
+        "grads_again": grads_again,
+        "losses": losses,
+        "batch_loss": loss_fn(model(data), targets).detach(),
+    }
 
 
 def test_per_sample_gradients_of_a_cnn():
@@ -127,6 +133,7 @@ def test_per_sample_gradients_of_a_cnn():
 
 
 # (b) Jacobians and Hessians of tanh(linear(x)): jacrev, jacfwd, vjp rows, batched over inputs, Hessians, HVPs.
+
 
 def jacobians_and_hessians(torch, weight, bias, x, xs, tangent):
     F, func = torch.nn.functional, torch.func
@@ -182,6 +189,7 @@ def test_jacobians_and_hessians():
 
 
 # (c) The empirical neural tangent kernel of a small CNN: by contracting Jacobians, and by NTK-vector products.
+
 
 def neural_tangent_kernels(torch, state, x_train, x_test):
     nn, func = torch.nn, torch.func
@@ -258,6 +266,7 @@ def test_neural_tangent_kernels():
 
 # (d) Model ensembling: stack_module_state + vmap over the models, one minibatch for all or one per model.
 
+
 def _ensemble_members(torch, states):
     nn, F = torch.nn, torch.nn.functional
 
@@ -295,8 +304,13 @@ def _ensemble(torch, models, base_model, minibatches):
     # the stacked parameters are leaves: an ensemble's loss differentiates to each member's parameters
     loss = different.square().mean()
     grads = torch.autograd.grad(loss, list(params.values()))
-    return {"same": same, "different": different, "grads": dict(zip(params, grads)),
-            "param_names": list(params), "stacked_shapes": [list(p.shape) for p in params.values()]}
+    return {
+        "same": same,
+        "different": different,
+        "grads": dict(zip(params, grads)),
+        "param_names": list(params),
+        "stacked_shapes": [list(p.shape) for p in params.values()],
+    }
 
 
 def model_ensemble(torch, states, minibatches):
@@ -327,10 +341,10 @@ def test_model_ensembling_on_a_meta_base_model():
 
 # (e) A physics-informed network for Burgers' equation: u_t + u u_x = nu u_xx, derivatives by autograd.grad.
 
+
 def burgers_pinn(torch, state, interior, initial, boundary, steps=4):
     nn, F = torch.nn, torch.nn.functional
-    net = load(torch, nn.Sequential(nn.Linear(2, 16), nn.Tanh(), nn.Linear(16, 16), nn.Tanh(), nn.Linear(16, 1)),
-               state)
+    net = load(torch, nn.Sequential(nn.Linear(2, 16), nn.Tanh(), nn.Linear(16, 16), nn.Tanh(), nn.Linear(16, 1)), state)
     viscosity = 0.01 / torch.pi
     interior, initial, boundary = (torch.tensor(a) for a in (interior, initial, boundary))
     optimizer = torch.optim.Adam(net.parameters(), lr=1e-2)
@@ -362,8 +376,12 @@ def burgers_pinn(torch, state, interior, initial, boundary, steps=4):
     xs, ts = torch.meshgrid(torch.linspace(-1, 1, 5), torch.linspace(0, 1, 4), indexing="ij")
     with torch.no_grad():
         u_grid = net(torch.stack([xs.flatten(), ts.flatten()], dim=1)).reshape(xs.shape)
-    return {"derivatives": tuple(d.detach() for d in first_derivatives), "losses": losses,
-            "final": {k: v.detach() for k, v in net.state_dict().items()}, "u_on_grid": u_grid}
+    return {
+        "derivatives": tuple(d.detach() for d in first_derivatives),
+        "losses": losses,
+        "final": {k: v.detach() for k, v in net.state_dict().items()},
+        "u_on_grid": u_grid,
+    }
 
 
 def test_burgers_pinn_training():

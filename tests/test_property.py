@@ -1,5 +1,6 @@
 """Property-based: random small graphs built from the op table, checked against torch for grad(),
 backward() and create_graph double backward."""
+
 import numpy as np
 import pytest
 import torch
@@ -37,9 +38,13 @@ BINARY = {
 }
 
 steps = st.lists(
-    st.one_of(st.tuples(st.just("u"), st.sampled_from(sorted(UNARY)), st.integers(0, 10)),
-              st.tuples(st.just("b"), st.sampled_from(sorted(BINARY)), st.integers(0, 10), st.integers(0, 10))),
-    min_size=1, max_size=6)
+    st.one_of(
+        st.tuples(st.just("u"), st.sampled_from(sorted(UNARY)), st.integers(0, 10)),
+        st.tuples(st.just("b"), st.sampled_from(sorted(BINARY)), st.integers(0, 10), st.integers(0, 10)),
+    ),
+    min_size=1,
+    max_size=6,
+)
 
 
 def build(lib, program, leaves):
@@ -52,7 +57,9 @@ def build(lib, program, leaves):
     return pool[-1]
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 @given(program=steps, n_leaves=st.integers(1, 2), seed=st.integers(0, 2**16))
 @pytest.mark.parametrize("engine_tier", ["per-node", "fused"], indirect=True)
 def test_random_graph_matches_torch(engine_tier, program, n_leaves, seed):
@@ -72,7 +79,8 @@ def test_random_graph_matches_torch(engine_tier, program, n_leaves, seed):
         live = [g for g in grads if g.requires_grad]
         second = lib.autograd.grad(live, leaves, [lib.tensor(v)] * len(live), allow_unused=True) if live else []
         second = [lib.zeros(3, 3, dtype=lib.float64) if s is None else s.detach() for s in second] or [
-            lib.zeros(3, 3, dtype=lib.float64) for _ in leaves]
+            lib.zeros(3, 3, dtype=lib.float64) for _ in leaves
+        ]
         out2 = build(lib, program, leaves)
         (out2 * lib.tensor(weight)).sum().backward()
         results.append(([g.detach() for g in grads], second, [x.grad for x in leaves]))

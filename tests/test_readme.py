@@ -1,4 +1,5 @@
 """The README's examples run and compute what they say."""
+
 import pathlib
 import re
 
@@ -22,7 +23,7 @@ def test_readme_python_examples_run_and_give_the_shapes_they_promise():
         np.testing.assert_allclose(ns[name], np.diag(6 * x))
     np.testing.assert_allclose(ns["Hv"], 6 * x)
     np.testing.assert_allclose(ns["HV"], ns["V"] * 6 * x, rtol=1e-6)
-    np.testing.assert_allclose(ns["Jc"], np.diag(3 * x ** 2))
+    np.testing.assert_allclose(ns["Jc"], np.diag(3 * x**2))
     assert "NumpyCubeBackward could not be vectorized" in str(namespace["caught"][0].message)
     assert ns["per_sample"].shape == (8, 4, 3)
     assert sum(ns["rows_per_device"]) == 4

@@ -1,5 +1,6 @@
 """Large results are written into the memory of earlier results that nothing refers to any more (README,
 Performance), and never into one that a Tensor, an array or a NumPy view still refers to."""
+
 import jax
 import numpy as np
 import pytest

@@ -2,6 +2,7 @@
 against torch's, equal segments sharing one compiled program, and the engine's semantics across segment
 boundaries (create_graph, retain_graph, allow_unused, captures, accumulation, batched cotangents, vmap.vmap).
 Compiles and programs are counted, never timed."""
+
 import numpy as np
 import pytest
 import torch
@@ -87,7 +88,7 @@ def test_a_2000_op_chain_equals_torch_with_the_real_bound(programs_run):
     for _ in range(_lazy.FUSE_AFTER + 1):
         x = _leaf(bg, x0)
         assert_same(bg.autograd.grad(_uniform_chain(x, 1000).sum(), x)[0], expected)
-    (kind, sizes), = programs_run
+    ((kind, sizes),) = programs_run
     assert kind == "segments" and max(sizes) == _fusion.MAX_OPS and sum(sizes) == 2001
 
 
@@ -111,7 +112,7 @@ def test_equal_segments_share_one_program_whatever_the_chain_length(small_segmen
         compiles.append(bg.compile_count() - before)
         segment_programs.append(len(_segment_programs() - programs))
         before = bg.compile_count()
-        np.testing.assert_allclose(_warm(call, 2), 1.0001 ** steps * np.ones(shape), rtol=1e-13)
+        np.testing.assert_allclose(_warm(call, 2), 1.0001**steps * np.ones(shape), rtol=1e-13)
         assert bg.compile_count() == before  # warm: nothing compiles
     assert segment_programs == [3, 3]
     assert compiles[1] == compiles[0]
@@ -130,6 +131,7 @@ def test_segment_layout_of_a_uniform_chain_has_three_distinct_programs(small_seg
 
 def test_a_leaf_read_by_every_step_accumulates_across_segments(small_segments, programs_run):
     """w is read by every step of the chain: its gradient is added to in each segment and carried between them."""
+
     def run(lib):
         x, w = _leaf(lib, [0.5, -0.25, 1.0]), _leaf(lib, [0.9, 1.1, 1.0])
         y = x
@@ -170,14 +172,13 @@ def test_retain_graph_keeps_the_saved_values_and_without_it_a_second_backward_ra
         twice(torch, False)
 
 
-def test_create_graph_records_the_segments_so_a_second_order_gradient_equals_torchs(small_segments,
-                                                                                   programs_run):
+def test_create_graph_records_the_segments_so_a_second_order_gradient_equals_torchs(small_segments, programs_run):
     def second_order(lib):
         x = _leaf(lib, [0.3, -0.7, 1.2])
         y = x
         for _ in range(12):
             y = lib.tanh(y) * 1.5 + 0.1
-        (g,) = lib.autograd.grad((y ** 3).sum(), x, create_graph=True)
+        (g,) = lib.autograd.grad((y**3).sum(), x, create_graph=True)
         (h,) = lib.autograd.grad((g * g).sum(), x)
         return g.detach(), h
 
@@ -211,8 +212,7 @@ def test_batched_grad_outputs_of_a_2000_op_chain_equal_torchs(rows, programs_run
     assert programs_run[0][0] == "segments"
 
 
-def test_a_jacobian_through_a_long_chain_reads_its_basis_rows_in_the_first_segment_only(small_segments,
-                                                                                        programs_run):
+def test_a_jacobian_through_a_long_chain_reads_its_basis_rows_in_the_first_segment_only(small_segments, programs_run):
     def f(x):
         y = x
         for _ in range(20):
@@ -231,17 +231,20 @@ def test_vmap_of_the_gradient_of_a_long_chain_equals_torch_func(small_segments, 
     def per_sample(lib, grad_of):
         def loss(w, x):
             return (_chain(lib, x * w, 15) ** 2).sum()
+
         return grad_of(loss)
 
     w0 = np.array([0.5, -1.0, 2.0])
     xs = np.random.default_rng(0).standard_normal((6, 3))
-    expected = torch.func.vmap(per_sample(torch, torch.func.grad), in_dims=(None, 0))(torch.tensor(w0),
-                                                                                      torch.tensor(xs))
+    expected = torch.func.vmap(per_sample(torch, torch.func.grad), in_dims=(None, 0))(
+        torch.tensor(w0), torch.tensor(xs)
+    )
 
     def bg_grad(loss):
         def grad(w, x):
             w = w.detach().requires_grad_()
             return bg.autograd.grad(loss(w, x), w)[0]
+
         return grad
 
     f = vmap.vmap(per_sample(bg, bg_grad), in_dims=(None, 0))

@@ -1,6 +1,7 @@
 """Batches whose rows are split over devices (vmap/_shards.py): each case of _sharded_cases.py runs in a process
 of its own with 4 simulated CPU devices, and must give the unsharded results, split over all 4 devices as its
 cotangents (or vmap.vmap inputs) were."""
+
 import json
 import os
 import subprocess
@@ -9,21 +10,36 @@ import sys
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-CASES = ["unpadded", "padded", "shard_rows", "two_axis_mesh", "chunked", "jacobian_seeds", "per_sample",
-         "create_graph"]
+CASES = ["unpadded", "padded", "shard_rows", "two_axis_mesh", "chunked", "jacobian_seeds", "per_sample", "create_graph"]
 
 
 @pytest.fixture(scope="module")
 def reports():
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
-    done = subprocess.run([sys.executable, os.path.join(HERE, "_sharded_cases.py"), *CASES], env=env,
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, os.path.join(HERE, "_sharded_cases.py"), *CASES],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-4000:]
     return {r["case"]: r for r in map(json.loads, done.stdout.splitlines())}
 
 
-@pytest.mark.parametrize("case", ["unpadded", "padded", "shard_rows", "chunked", "jacobian_seeds", "per_sample",
-                                  "per_sample_chunked", "create_graph"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "unpadded",
+        "padded",
+        "shard_rows",
+        "chunked",
+        "jacobian_seeds",
+        "per_sample",
+        "per_sample_chunked",
+        "create_graph",
+    ],
+)
 def test_results_equal_the_unsharded_ones_and_stay_split_over_every_device(reports, case):
     report = reports[case]
     assert report["same"]

@@ -3,6 +3,7 @@
 Most cases are code snippets run twice, with `m` bound to torch and to batched_grad: the value of the last
 line (or the exception, and any warnings) must print the same. `V(t)` reads the version counter.
 """
+
 import ast
 import re
 import warnings
@@ -16,15 +17,23 @@ import batched_grad as bg
 
 _TRIGGERED = re.compile(r" \(Triggered internally at .*\)$", re.S)
 # torch warns these once per process, so whether a case sees them depends on test order: checked separately
-_ONCE = ("Converting a tensor with requires_grad=True", "The use of `x.T`", "Tensor.T is deprecated",
-         "Tensor.mT is deprecated")
+_ONCE = (
+    "Converting a tensor with requires_grad=True",
+    "The use of `x.T`",
+    "Tensor.T is deprecated",
+    "Tensor.mT is deprecated",
+)
 
 
 def outcome(m, code):
     """Run `code` with `m` as the library: (repr of its last expression, or "done", or the exception's class name
     and message; the warnings raised)."""
-    ns = {"m": m, "np": np, "V": (lambda t: t._version),
-          "names": lambda fn: [(f.name() if f is not None else None, i) for f, i in fn.next_functions]}
+    ns = {
+        "m": m,
+        "np": np,
+        "V": (lambda t: t._version),
+        "names": lambda fn: [(f.name() if f is not None else None, i) for f, i in fn.next_functions],
+    }
     tree = ast.parse(code)
     last = tree.body[-1]
     body = tree.body[:-1] if isinstance(last, ast.Expr) else tree.body
@@ -32,8 +41,11 @@ def outcome(m, code):
         warnings.simplefilter("always")
         try:
             exec(compile(ast.Module(body, []), "<case>", "exec"), ns)
-            result = repr(eval(compile(ast.Expression(last.value), "<case>", "eval"), ns)) \
-                if isinstance(last, ast.Expr) else "done"
+            result = (
+                repr(eval(compile(ast.Expression(last.value), "<case>", "eval"), ns))
+                if isinstance(last, ast.Expr)
+                else "done"
+            )
         except Exception as e:  # the exception is the outcome
             result = (type(e).__name__, str(e))
         finally:
@@ -71,7 +83,8 @@ ATTRIBUTES = [
     "x = m.ones(2)\nx.device, str(x.device), x.device.type, x.device == 'cpu', x.device == m.ones(1).device",
     "len(m.tensor(1.))",
     "x = m.ones(2)\nx.is_leaf, x.requires_grad, x.grad_fn, x.grad",
-    "x = m.ones(2, 3)\nx.is_floating_point(), x.is_complex(), x.element_size(), m.ones(1, dtype=m.int16).element_size()",
+    "x = m.ones(2, 3)\nx.is_floating_point(), x.is_complex(), x.element_size(), m.ones(1, "
+    "dtype=m.int16).element_size()",
     "m.ones(2, 3, 4).T.shape, m.ones(2, 3, 4).mT.shape, m.ones(2, 3).T.shape",
     "m.ones(3).T",
     "m.tensor(1.).T",
@@ -130,10 +143,12 @@ GRAD_FN = [
     "x = m.ones(2, requires_grad=True)\ny = x.exp() + x\nnames(y.grad_fn), names(y.grad_fn.next_functions[0][0])",
     "x = m.ones(2, requires_grad=True)\nz = m.ones(2, requires_grad=True)\nnames((x.sin() * z.cos()).grad_fn)",
     "x = m.ones(2, requires_grad=True)\n(x * 2).grad_fn.next_functions[0][0].variable is x",
-    "x = m.ones(2, requires_grad=True)\ny = x * 2\ny.grad_fn.next_functions[0][0] is (x + 1).grad_fn.next_functions[0][0]",
+    "x = m.ones(2, requires_grad=True)\ny = x * 2\n"
+    "y.grad_fn.next_functions[0][0] is (x + 1).grad_fn.next_functions[0][0]",
     "x = m.ones(3, requires_grad=True)\n[t.grad_fn.name() for t in x.unbind()], x.sum().grad_fn.name()",
     "x = m.ones(2, requires_grad=True)\nx.grad_fn, x.detach().grad_fn, x.clone().grad_fn.name()",
-    "y = m.ones(2, requires_grad=True) * 2\nnf = y.grad_fn.next_functions\ntype(nf).__name__, type(nf[0]).__name__, len(nf)",
+    "y = m.ones(2, requires_grad=True) * 2\nnf = y.grad_fn.next_functions\ntype(nf).__name__, type(nf[0]).__name__, "
+    "len(nf)",
     # torch names a node after the overload it recorded, or after the last op of a composite
     "x = m.ones(2, 3, requires_grad=True)\n[t.grad_fn.name() for t in (x.sum(), x.sum(1), x.mean(), x.mean((0, 1)), "
     "x.prod(), x.prod(1), x.clamp(0, 1), x.clip(max=x), x ** 2, x ** x, 2 ** x, x - 1, 1 - x, x.log1p(), x.square())]",
@@ -148,7 +163,8 @@ GRAD_FN = [
     ".grad_fn.name() for f in (m.tanh, m.sigmoid, F.softplus, F.elu, F.gelu)]",
     "F = m.nn.functional\nx = m.ones(2, 3, 2, 2, requires_grad=True)\n"
     "[F.nll_loss(v, t, reduction=r).grad_fn.name() for v, t in ((x[..., 0], m.zeros(2, 2, dtype=m.long)), "
-    "(x, m.zeros(2, 2, 2, dtype=m.long)), (x[..., None], m.zeros(2, 2, 2, 1, dtype=m.long))) for r in ('mean', 'none')]",
+    "(x, m.zeros(2, 2, 2, dtype=m.long)), (x[..., None], m.zeros(2, 2, 2, 1, dtype=m.long))) for r in ('mean', "
+    "'none')]",
 ]
 
 DATA = [
@@ -190,7 +206,8 @@ METHODS = [
     "x = m.ones(2, requires_grad=True)\ny = x.clone()\ny.grad_fn.name(), y.is_leaf, y",
     "x = m.ones(2)\ny = x.clone()\ny.add_(1)\nx, y",
     "x = m.ones(2, requires_grad=True)\ny = x.to(m.float64)\ny.grad_fn.name(), y.dtype, x.to(m.float32) is x",
-    "x = m.ones(2)\nx.to(dtype=m.int32), x.to('cpu') is x, x.to('cpu', m.float64).dtype, x.to(m.ones(1, dtype=m.int64))",
+    "x = m.ones(2)\nx.to(dtype=m.int32), x.to('cpu') is x, x.to('cpu', m.float64).dtype, x.to(m.ones(1, "
+    "dtype=m.int64))",
     "x = m.ones(2, requires_grad=True)\nx.to(x.device) is x, x.to(x.device, m.float64).dtype, x.to(copy=True) is x, "
     "x.to(m.float32, copy=True).grad_fn.name()",
     "x = m.tensor([1.7, -2.2])\nx.long(), x.int(), x.bool(), x.double(), x.float() is x, x.half()",
@@ -209,12 +226,25 @@ COPIES = [
     "import pickle\npickle.loads(pickle.dumps(m.tensor([1, 2], dtype=m.int16)))",
 ]
 
-DTYPE_NAMES = ["float16", "bfloat16", "float32", "float64", "uint8", "int8", "int16", "int32", "int64", "bool",
-               "complex64", "complex128"]
+DTYPE_NAMES = [
+    "float16",
+    "bfloat16",
+    "float32",
+    "float64",
+    "uint8",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "bool",
+    "complex64",
+    "complex128",
+]
 
 
-@pytest.mark.parametrize("code", ATTRIBUTES + REQUIRES_GRAD + GRAD + HOOKS + GRAD_FN + DATA + CONVERSIONS + METHODS
-                         + COPIES)
+@pytest.mark.parametrize(
+    "code", ATTRIBUTES + REQUIRES_GRAD + GRAD + HOOKS + GRAD_FN + DATA + CONVERSIONS + METHODS + COPIES
+)
 def test_tensor_behaves_like_torch(code):
     assert_like_torch(code)
 
@@ -223,27 +253,41 @@ def test_tensor_behaves_like_torch(code):
 def test_dtype_attributes_like_torch(name):
     t, b = getattr(torch, name), getattr(bg, name)
     assert repr(b) == repr(t) == str(b)
-    assert (b.is_floating_point, b.is_complex, b.is_signed, b.itemsize) == \
-           (t.is_floating_point, t.is_complex, t.is_signed, t.itemsize)
+    assert (b.is_floating_point, b.is_complex, b.is_signed, b.itemsize) == (
+        t.is_floating_point,
+        t.is_complex,
+        t.is_signed,
+        t.itemsize,
+    )
     assert repr(bg.ones(2, dtype=b).dtype) == repr(t)
 
 
 def test_dtype_aliases():
-    assert (bg.half, bg.double, bg.long, bg.cfloat, bg.cdouble) == (bg.float16, bg.float64, bg.int64, bg.complex64,
-                                                                    bg.complex128)
+    assert (bg.half, bg.double, bg.long, bg.cfloat, bg.cdouble) == (
+        bg.float16,
+        bg.float64,
+        bg.int64,
+        bg.complex64,
+        bg.complex128,
+    )
 
 
-@pytest.mark.parametrize("code", [
-    "m.get_default_dtype()",
-    "m.set_default_dtype(m.float64)\nm.get_default_dtype(), m.tensor(1.).dtype, m.tensor(1j).dtype, m.tensor(1).dtype",
-    "m.set_default_dtype(m.float64)\nm.zeros(2).dtype, m.arange(2.).dtype, m.rand(2).dtype, m.full((1,), 2.).dtype",
-    "m.set_default_dtype(m.float64)\nm.tensor([1., 2.]), m.tensor([1., 2.], dtype=m.float32), m.tensor([1j])",
-    "m.set_default_dtype(m.float64)\n(m.ones(2, dtype=m.int64) * 1.5).dtype, (m.ones(2, dtype=m.float32) * 1.5).dtype",
-    "m.set_default_dtype(m.float16)\nm.tensor(1.5).dtype, m.arange(3.).dtype",
-    "m.set_default_dtype(m.int64)",
-    "m.set_default_dtype(m.complex64)",
-    "m.set_default_dtype('float32')",
-])
+@pytest.mark.parametrize(
+    "code",
+    [
+        "m.get_default_dtype()",
+        "m.set_default_dtype(m.float64)\nm.get_default_dtype(), m.tensor(1.).dtype, m.tensor(1j).dtype, "
+        "m.tensor(1).dtype",
+        "m.set_default_dtype(m.float64)\nm.zeros(2).dtype, m.arange(2.).dtype, m.rand(2).dtype, m.full((1,), 2.).dtype",
+        "m.set_default_dtype(m.float64)\nm.tensor([1., 2.]), m.tensor([1., 2.], dtype=m.float32), m.tensor([1j])",
+        "m.set_default_dtype(m.float64)\n(m.ones(2, dtype=m.int64) * 1.5).dtype, (m.ones(2, "
+        "dtype=m.float32) * 1.5).dtype",
+        "m.set_default_dtype(m.float16)\nm.tensor(1.5).dtype, m.arange(3.).dtype",
+        "m.set_default_dtype(m.int64)",
+        "m.set_default_dtype(m.complex64)",
+        "m.set_default_dtype('float32')",
+    ],
+)
 def test_default_dtype_like_torch(code):
     assert_like_torch(code)
 
@@ -252,28 +296,62 @@ def test_float64_and_int64_are_really_64_bit():
     assert bg.tensor(0.1, dtype=bg.float64).item() == 0.1
     x = bg.tensor([1.0], dtype=bg.float64)
     assert ((x + 1e-12) - x).item() == pytest.approx(1e-12, rel=1e-3)
-    assert bg.tensor(2 ** 62 + 1).item() == 2 ** 62 + 1
-    assert (bg.tensor([2 ** 40]) * 2 ** 20).item() == 2 ** 60
-    assert bg.tensor([1., 2.], dtype=bg.float64).jax().dtype == np.float64
+    assert bg.tensor(2**62 + 1).item() == 2**62 + 1
+    assert (bg.tensor([2**40]) * 2**20).item() == 2**60
+    assert bg.tensor([1.0, 2.0], dtype=bg.float64).jax().dtype == np.float64
     assert bg.arange(3).jax().dtype == np.int64
 
 
 REPRS = [
-    "m.tensor([1., 2.], requires_grad=True)", "m.tensor([1., 2.], requires_grad=True) * 2",
-    "(m.tensor([1., 2.], requires_grad=True) * 2).sum()", "m.tensor([1, 2])", "m.tensor(3.5)", "m.tensor(3)",
-    "m.tensor(True)", "m.tensor([True, False])", "m.tensor([[1., 2.], [3., 4.]])", "m.tensor([1., 2.], dtype=m.float64)",
-    "m.tensor([1.5, 2.25])", "m.tensor([1e-5, 1.])", "m.tensor([1e10, 1.])", "m.tensor([0.1, 0.2, 0.3333])",
-    "m.tensor([])", "m.zeros(0, 3)", "m.zeros(0, dtype=m.int64)", "m.tensor([1, 2], dtype=m.int32)",
-    "m.tensor([float('nan'), 1.])", "m.tensor([float('inf'), -1.5])", "m.tensor([-1., 2.])",
-    "m.tensor([[1, 2], [3, 4]], dtype=m.int16)", "m.tensor([1., 2.], dtype=m.float16)", "m.tensor([1.0+2j])",
-    "m.tensor([1.5-2j, -3j], dtype=m.complex128)", "m.arange(12.).reshape(3, 4)", "m.tensor([123456.789])",
-    "m.tensor([1e-10, 1e-12])", "m.tensor(2.5, dtype=m.float64)", "m.tensor([0.])", "m.tensor([-0.5, 100.25])",
-    "m.ones(2, 2, 2)", "m.tensor([1., 2.], dtype=m.bfloat16)", "m.arange(2000.)", "m.arange(1500).reshape(30, 50)",
-    "m.arange(0., 1., 0.1)", "m.arange(24.).reshape(2, 3, 4) / 7", "m.tensor([[1., 2.5], [3., 4.]], dtype=m.float64)",
-    "m.tensor([-1, 20, 300])", "m.tensor(-0.)", "m.tensor([1e8, 1e9])", "m.tensor(float('nan'))",
-    "m.linspace(0, 1, 7, requires_grad=True)", "m.linspace(0, 1, 7, dtype=m.float64, requires_grad=True) * 2",
-    "m.ones(3, 20, dtype=m.float64, requires_grad=True) * 2", "m.tensor([[True], [False]])",
-    "m.tensor([100000000.5])", "m.tensor([[float('inf')]], requires_grad=True)", "m.ones(2, dtype=m.uint8)",
+    "m.tensor([1., 2.], requires_grad=True)",
+    "m.tensor([1., 2.], requires_grad=True) * 2",
+    "(m.tensor([1., 2.], requires_grad=True) * 2).sum()",
+    "m.tensor([1, 2])",
+    "m.tensor(3.5)",
+    "m.tensor(3)",
+    "m.tensor(True)",
+    "m.tensor([True, False])",
+    "m.tensor([[1., 2.], [3., 4.]])",
+    "m.tensor([1., 2.], dtype=m.float64)",
+    "m.tensor([1.5, 2.25])",
+    "m.tensor([1e-5, 1.])",
+    "m.tensor([1e10, 1.])",
+    "m.tensor([0.1, 0.2, 0.3333])",
+    "m.tensor([])",
+    "m.zeros(0, 3)",
+    "m.zeros(0, dtype=m.int64)",
+    "m.tensor([1, 2], dtype=m.int32)",
+    "m.tensor([float('nan'), 1.])",
+    "m.tensor([float('inf'), -1.5])",
+    "m.tensor([-1., 2.])",
+    "m.tensor([[1, 2], [3, 4]], dtype=m.int16)",
+    "m.tensor([1., 2.], dtype=m.float16)",
+    "m.tensor([1.0+2j])",
+    "m.tensor([1.5-2j, -3j], dtype=m.complex128)",
+    "m.arange(12.).reshape(3, 4)",
+    "m.tensor([123456.789])",
+    "m.tensor([1e-10, 1e-12])",
+    "m.tensor(2.5, dtype=m.float64)",
+    "m.tensor([0.])",
+    "m.tensor([-0.5, 100.25])",
+    "m.ones(2, 2, 2)",
+    "m.tensor([1., 2.], dtype=m.bfloat16)",
+    "m.arange(2000.)",
+    "m.arange(1500).reshape(30, 50)",
+    "m.arange(0., 1., 0.1)",
+    "m.arange(24.).reshape(2, 3, 4) / 7",
+    "m.tensor([[1., 2.5], [3., 4.]], dtype=m.float64)",
+    "m.tensor([-1, 20, 300])",
+    "m.tensor(-0.)",
+    "m.tensor([1e8, 1e9])",
+    "m.tensor(float('nan'))",
+    "m.linspace(0, 1, 7, requires_grad=True)",
+    "m.linspace(0, 1, 7, dtype=m.float64, requires_grad=True) * 2",
+    "m.ones(3, 20, dtype=m.float64, requires_grad=True) * 2",
+    "m.tensor([[True], [False]])",
+    "m.tensor([100000000.5])",
+    "m.tensor([[float('inf')]], requires_grad=True)",
+    "m.ones(2, dtype=m.uint8)",
 ]
 
 
@@ -304,12 +382,15 @@ def test_jax_roundtrip_and_traced_repr():
     assert seen == ["tensor(<traced float32[2]>)"]
 
 
-@pytest.mark.parametrize("code, message", [
-    ("bg.ones(3).T", "The use of `x.T` on tensors of dimension other than 2"),
-    ("bg.tensor(1.).T", "Tensor.T is deprecated on 0-D tensors"),
-    ("bg.tensor(1.).mT", "Tensor.mT is deprecated on 0-D tensors"),
-    ("float(bg.tensor(1., requires_grad=True))", "Converting a tensor with requires_grad=True to a scalar"),
-])
+@pytest.mark.parametrize(
+    "code, message",
+    [
+        ("bg.ones(3).T", "The use of `x.T` on tensors of dimension other than 2"),
+        ("bg.tensor(1.).T", "Tensor.T is deprecated on 0-D tensors"),
+        ("bg.tensor(1.).mT", "Tensor.mT is deprecated on 0-D tensors"),
+        ("float(bg.tensor(1., requires_grad=True))", "Converting a tensor with requires_grad=True to a scalar"),
+    ],
+)
 def test_once_per_process_warnings(code, message, monkeypatch):
     monkeypatch.setattr(bg._tensor, "_warned", set())
     with pytest.warns(UserWarning, match=re.escape(message)):

@@ -1,6 +1,7 @@
 """Tensor conveniences and factories against torch 2.13: new_*, size and type queries, strides, conversions,
 sum_to_size, fill_diagonal_, angle, complex/polar/view_as_*, type utilities, logspace, tril/triu_indices, window
 functions, asarray, fill, detach; and the random samplers' distributions, derivatives and errors."""
+
 import numpy as np
 import pytest
 import torch
@@ -12,8 +13,12 @@ from oracle import assert_same, check_both, raises_like_torch, to_torch
 def test_new_factories_and_queries():
     x = bg.tensor([[1.5, -2.0, 0.0]], dtype=bg.float64)
     t = to_torch(x)
-    for name, args, kwargs in (("new_full", ((2, 3), 4.5), {}), ("new_full", ((2,), 1), {"dtype": bg.int32}),
-                               ("new_tensor", ([1, 2],), {}), ("new_tensor", ([[1.5]],), {"dtype": bg.float32})):
+    for name, args, kwargs in (
+        ("new_full", ((2, 3), 4.5), {}),
+        ("new_full", ((2,), 1), {"dtype": bg.int32}),
+        ("new_tensor", ([1, 2],), {}),
+        ("new_tensor", ([[1.5]],), {"dtype": bg.float32}),
+    ):
         got = getattr(x, name)(*args, **kwargs)
         want = getattr(t, name)(*args, **{k: getattr(torch, v.name) for k, v in kwargs.items()})
         assert_same(got, want)
@@ -21,8 +26,21 @@ def test_new_factories_and_queries():
     assert x.new_full((1,), 2.0, requires_grad=True).requires_grad
     for name in ("ndimension", "nelement", "is_signed", "is_conj", "is_neg"):
         assert getattr(x, name)() == getattr(t, name)(), name
-    for name in ("nbytes", "itemsize", "is_cpu", "is_mps", "is_xla", "is_xpu", "is_ipu", "is_mtia", "is_maia",
-                 "is_vulkan", "is_mkldnn", "is_nested", "is_sparse_csr"):
+    for name in (
+        "nbytes",
+        "itemsize",
+        "is_cpu",
+        "is_mps",
+        "is_xla",
+        "is_xpu",
+        "is_ipu",
+        "is_mtia",
+        "is_maia",
+        "is_vulkan",
+        "is_mkldnn",
+        "is_nested",
+        "is_sparse_csr",
+    ):
         assert getattr(x, name) == getattr(t, name), name
     assert bg.tensor([1], dtype=bg.uint8).is_signed() is False
     assert x.resolve_conj() is x and bg.resolve_neg(x) is x
@@ -32,9 +50,19 @@ def test_new_factories_and_queries():
     raises_like_torch(lambda m: m.ones(0).is_nonzero())
 
 
-@pytest.mark.parametrize("view", [lambda a: a, lambda a: a.T, lambda a: a[1:, ::2], lambda a: a[0, 1:],
-                                  lambda a: a.unsqueeze(0).expand(2, 3, 4), lambda a: a.reshape(2, 6),
-                                  lambda a: a.permute(1, 0)[::2], lambda a: a + 1])
+@pytest.mark.parametrize(
+    "view",
+    [
+        lambda a: a,
+        lambda a: a.T,
+        lambda a: a[1:, ::2],
+        lambda a: a[0, 1:],
+        lambda a: a.unsqueeze(0).expand(2, 3, 4),
+        lambda a: a.reshape(2, 6),
+        lambda a: a.permute(1, 0)[::2],
+        lambda a: a + 1,
+    ],
+)
 def test_strides(view):
     x, t = bg.ones(3, 4), torch.ones(3, 4)
     assert view(x).stride() == view(t).stride() and view(x).storage_offset() == view(t).storage_offset()
@@ -52,8 +80,9 @@ def test_conversions_and_sum_to_size():
     raises_like_torch(lambda m: m.ones(2, 3).sum_to_size(3, 3))
 
 
-@pytest.mark.parametrize("shape,wrap", [((3, 3), False), ((2, 5), False), ((7, 3), False), ((7, 3), True),
-                                        ((3, 3, 3), False)])
+@pytest.mark.parametrize(
+    "shape,wrap", [((3, 3), False), ((2, 5), False), ((7, 3), False), ((7, 3), True), ((3, 3, 3), False)]
+)
 def test_fill_diagonal(shape, wrap):
     def call(m, x):
         y = x * 1
@@ -79,10 +108,14 @@ def test_complex_helpers():
 
 
 def test_type_utilities():
-    for a, b in ((bg.int32, bg.float32), (bg.uint8, bg.int8), (bg.bool, bg.int64), (bg.float16, bg.bfloat16),
-                 (bg.complex64, bg.float64)):
-        assert repr(bg.promote_types(a, b)) == repr(torch.promote_types(getattr(torch, a.name),
-                                                                         getattr(torch, b.name)))
+    for a, b in (
+        (bg.int32, bg.float32),
+        (bg.uint8, bg.int8),
+        (bg.bool, bg.int64),
+        (bg.float16, bg.bfloat16),
+        (bg.complex64, bg.float64),
+    ):
+        assert repr(bg.promote_types(a, b)) == repr(torch.promote_types(getattr(torch, a.name), getattr(torch, b.name)))
         for x, y in ((a, b), (b, a)):
             assert bg.can_cast(x, y) == torch.can_cast(getattr(torch, x.name), getattr(torch, y.name)), (x, y)
     assert repr(bg.result_type(bg.ones(2, dtype=bg.int32), 2.5)) == repr(torch.result_type(torch.ones(2).int(), 2.5))
@@ -90,16 +123,24 @@ def test_type_utilities():
 
 
 FACTORIES = {
-    "logspace": lambda m: m.logspace(0, 2, 5), "logspace-base": lambda m: m.logspace(-1, 3, 4, base=2,
-                                                                                       dtype=m.float64),
-    "scalar_tensor": lambda m: m.scalar_tensor(3), "scalar_tensor-dtype": lambda m: m.scalar_tensor(2, dtype=m.int64),
-    "tril_indices": lambda m: m.tril_indices(3, 4), "tril_indices-offset": lambda m: m.tril_indices(4, 3, -1),
-    "triu_indices": lambda m: m.triu_indices(3, 4, 1), "hann": lambda m: m.hann_window(7),
-    "hann-symmetric": lambda m: m.hann_window(6, periodic=False), "hamming": lambda m: m.hamming_window(8),
-    "hamming-coefficients": lambda m: m.hamming_window(5, True, 0.5, 0.5), "blackman": lambda m: m.blackman_window(9),
-    "bartlett": lambda m: m.bartlett_window(6, False), "kaiser": lambda m: m.kaiser_window(7),
-    "kaiser-beta": lambda m: m.kaiser_window(6, False, 5.0, dtype=m.float64), "window-1": lambda m: m.hann_window(1),
-    "window-0": lambda m: m.blackman_window(0), "asarray": lambda m: m.asarray([[1, 2], [3, 4]]),
+    "logspace": lambda m: m.logspace(0, 2, 5),
+    "logspace-base": lambda m: m.logspace(-1, 3, 4, base=2, dtype=m.float64),
+    "scalar_tensor": lambda m: m.scalar_tensor(3),
+    "scalar_tensor-dtype": lambda m: m.scalar_tensor(2, dtype=m.int64),
+    "tril_indices": lambda m: m.tril_indices(3, 4),
+    "tril_indices-offset": lambda m: m.tril_indices(4, 3, -1),
+    "triu_indices": lambda m: m.triu_indices(3, 4, 1),
+    "hann": lambda m: m.hann_window(7),
+    "hann-symmetric": lambda m: m.hann_window(6, periodic=False),
+    "hamming": lambda m: m.hamming_window(8),
+    "hamming-coefficients": lambda m: m.hamming_window(5, True, 0.5, 0.5),
+    "blackman": lambda m: m.blackman_window(9),
+    "bartlett": lambda m: m.bartlett_window(6, False),
+    "kaiser": lambda m: m.kaiser_window(7),
+    "kaiser-beta": lambda m: m.kaiser_window(6, False, 5.0, dtype=m.float64),
+    "window-1": lambda m: m.hann_window(1),
+    "window-0": lambda m: m.blackman_window(0),
+    "asarray": lambda m: m.asarray([[1, 2], [3, 4]]),
     "asarray-dtype": lambda m: m.asarray(np.arange(3), dtype=m.float32),
 }
 
@@ -125,12 +166,18 @@ def _sample(fn, n=20000, seed=0, shape=None):
     return np.asarray(fn(x).numpy(), np.float64)
 
 
-@pytest.mark.parametrize("name,fn,mean,var", [
-    ("uniform_", lambda x: x.uniform_(-1, 3), 1.0, 16 / 12), ("normal_", lambda x: x.normal_(2.0, 0.5), 2.0, 0.25),
-    ("bernoulli_", lambda x: x.bernoulli_(0.3), 0.3, 0.21), ("exponential_", lambda x: x.exponential_(2.0), 0.5, 0.25),
-    ("log_normal_", lambda x: x.log_normal_(0.0, 0.5), np.exp(0.125), (np.exp(0.25) - 1) * np.exp(0.25)),
-    ("geometric_", lambda x: x.geometric_(0.25), 4.0, 12.0), ("random_", lambda x: x.random_(3, 7), 4.5, 1.25),
-])
+@pytest.mark.parametrize(
+    "name,fn,mean,var",
+    [
+        ("uniform_", lambda x: x.uniform_(-1, 3), 1.0, 16 / 12),
+        ("normal_", lambda x: x.normal_(2.0, 0.5), 2.0, 0.25),
+        ("bernoulli_", lambda x: x.bernoulli_(0.3), 0.3, 0.21),
+        ("exponential_", lambda x: x.exponential_(2.0), 0.5, 0.25),
+        ("log_normal_", lambda x: x.log_normal_(0.0, 0.5), np.exp(0.125), (np.exp(0.25) - 1) * np.exp(0.25)),
+        ("geometric_", lambda x: x.geometric_(0.25), 4.0, 12.0),
+        ("random_", lambda x: x.random_(3, 7), 4.5, 1.25),
+    ],
+)
 def test_in_place_samplers(name, fn, mean, var):
     samples = _sample(fn)
     assert abs(samples.mean() - mean) < 4 * np.sqrt(var / samples.size) + 1e-9
@@ -173,19 +220,41 @@ def test_normal_bernoulli_multinomial_poisson_randperm():
     assert sorted(perm) == list(range(10)) and bg.randperm(3, dtype=bg.float32).dtype is bg.float32
 
 
-@pytest.mark.parametrize("call", [
-    lambda m: m.ones(2).normal_(0, -1), lambda m: m.ones(2, dtype=m.int64).uniform_(),
-    lambda m: m.ones(2).exponential_(0), lambda m: m.ones(2).geometric_(1.5), lambda m: m.ones(2).random_(5, 2),
-    lambda m: m.multinomial(m.tensor([1.0, -1.0]), 1), lambda m: m.multinomial(m.ones(2), 3),
-    lambda m: m.multinomial(m.zeros(2), 1), lambda m: m.normal(m.zeros(2), -m.ones(2)), lambda m: m.randperm(-1),
-], ids=["normal-std", "uniform-int", "exponential-rate", "geometric-p", "random-range", "multinomial-negative",
-        "multinomial-count", "multinomial-zero", "normal-negative-std", "randperm-negative"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda m: m.ones(2).normal_(0, -1),
+        lambda m: m.ones(2, dtype=m.int64).uniform_(),
+        lambda m: m.ones(2).exponential_(0),
+        lambda m: m.ones(2).geometric_(1.5),
+        lambda m: m.ones(2).random_(5, 2),
+        lambda m: m.multinomial(m.tensor([1.0, -1.0]), 1),
+        lambda m: m.multinomial(m.ones(2), 3),
+        lambda m: m.multinomial(m.zeros(2), 1),
+        lambda m: m.normal(m.zeros(2), -m.ones(2)),
+        lambda m: m.randperm(-1),
+    ],
+    ids=[
+        "normal-std",
+        "uniform-int",
+        "exponential-rate",
+        "geometric-p",
+        "random-range",
+        "multinomial-negative",
+        "multinomial-count",
+        "multinomial-zero",
+        "normal-negative-std",
+        "randperm-negative",
+    ],
+)
 def test_sampler_errors(call):
     raises_like_torch(call)
 
 
-@pytest.mark.parametrize("mean_dtype, std_dtype", [("float32", None), (None, "float32"), ("float64", None),
-                                                   ("float32", "float64"), ("float64", "float32")])
+@pytest.mark.parametrize(
+    "mean_dtype, std_dtype",
+    [("float32", None), (None, "float32"), ("float64", None), ("float32", "float64"), ("float64", "float32")],
+)
 def test_normal_takes_the_dtype_of_its_mean_tensor(mean_dtype, std_dtype):
     def draw(m):
         mean = m.zeros(3, dtype=getattr(m, mean_dtype)) if mean_dtype else 0.0

@@ -1,5 +1,6 @@
 """Where a tensor is and how it lies in storage, against torch 2.13: to(device[, dtype]) / to(other) / cpu() /
 cuda() / type(), is_cuda, get_device, data_ptr(), _base, is_contiguous(), contiguous(), output_nr, reshape_as."""
+
 import numpy as np
 import pytest
 import torch
@@ -9,17 +10,38 @@ from oracle import assert_same, raises_like_torch
 
 # views of a (3, 4) tensor x, written once against a module's tensor
 VIEWS = {
-    "itself": lambda x: x, "t": lambda x: x.t(), "column": lambda x: x[:, 1], "row": lambda x: x[1],
-    "left-columns": lambda x: x[:, :2], "expand": lambda x: x.expand(2, 3, 4), "new-axis": lambda x: x[None],
-    "first-row": lambda x: x[:1], "first-column": lambda x: x[:, :1], "every-other-row": lambda x: x[::2],
-    "diagonal": lambda x: x.diagonal(), "diagonal-1": lambda x: x.diagonal(1), "unsqueeze": lambda x: x.unsqueeze(1),
-    "empty-rows": lambda x: x[:0], "empty-columns": lambda x: x[:, :0], "block": lambda x: x[1:, 1:2],
-    "view": lambda x: x.view(2, 6), "t-rows": lambda x: x.t()[1:], "t-t": lambda x: x.permute(1, 0).t(),
-    "unbind-column": lambda x: x.unbind(1)[3], "unbind-row": lambda x: x.unbind(0)[2],
-    "chunk": lambda x: x.chunk(2, 1)[1], "split": lambda x: x.split(1)[2], "narrow": lambda x: x.narrow(1, 1, 2),
-    "rows-view": lambda x: x[1:].view(8), "flatten": lambda x: x.flatten(), "view-of-view": lambda x: x[2:][None][:, :, 1:],
-    "expand-row": lambda x: x.expand(2, 3, 4)[1], "detach": lambda x: x.detach(), "detach-rows": lambda x: x[1:].detach(),
-    "transpose-3d": lambda x: x.reshape(3, 2, 2).transpose(0, 2), "movedim": lambda x: x.reshape(3, 2, 2).movedim(0, 1),
+    "itself": lambda x: x,
+    "t": lambda x: x.t(),
+    "column": lambda x: x[:, 1],
+    "row": lambda x: x[1],
+    "left-columns": lambda x: x[:, :2],
+    "expand": lambda x: x.expand(2, 3, 4),
+    "new-axis": lambda x: x[None],
+    "first-row": lambda x: x[:1],
+    "first-column": lambda x: x[:, :1],
+    "every-other-row": lambda x: x[::2],
+    "diagonal": lambda x: x.diagonal(),
+    "diagonal-1": lambda x: x.diagonal(1),
+    "unsqueeze": lambda x: x.unsqueeze(1),
+    "empty-rows": lambda x: x[:0],
+    "empty-columns": lambda x: x[:, :0],
+    "block": lambda x: x[1:, 1:2],
+    "view": lambda x: x.view(2, 6),
+    "t-rows": lambda x: x.t()[1:],
+    "t-t": lambda x: x.permute(1, 0).t(),
+    "unbind-column": lambda x: x.unbind(1)[3],
+    "unbind-row": lambda x: x.unbind(0)[2],
+    "chunk": lambda x: x.chunk(2, 1)[1],
+    "split": lambda x: x.split(1)[2],
+    "narrow": lambda x: x.narrow(1, 1, 2),
+    "rows-view": lambda x: x[1:].view(8),
+    "flatten": lambda x: x.flatten(),
+    "view-of-view": lambda x: x[2:][None][:, :, 1:],
+    "expand-row": lambda x: x.expand(2, 3, 4)[1],
+    "detach": lambda x: x.detach(),
+    "detach-rows": lambda x: x[1:].detach(),
+    "transpose-3d": lambda x: x.reshape(3, 2, 2).transpose(0, 2),
+    "movedim": lambda x: x.reshape(3, 2, 2).movedim(0, 1),
 }
 
 
@@ -28,8 +50,9 @@ def test_is_contiguous_and_data_ptr_of_views(name):
     x, t = bg.zeros(3, 4), torch.zeros(3, 4)
     v, tv = VIEWS[name](x), VIEWS[name](t)
     assert v.is_contiguous() is tv.is_contiguous()
-    assert (v.data_ptr() - x.data_ptr() if v.numel() else v.data_ptr()) == \
-        (tv.data_ptr() - t.data_ptr() if tv.numel() else tv.data_ptr())
+    assert (v.data_ptr() - x.data_ptr() if v.numel() else v.data_ptr()) == (
+        tv.data_ptr() - t.data_ptr() if tv.numel() else tv.data_ptr()
+    )
     assert (v._base is x) is (tv._base is t) and (v._base is None) is (tv._base is None)
 
 
@@ -68,8 +91,15 @@ def test_contiguous():
 
 def test_output_nr():
     w, tw = bg.ones(2, 3, requires_grad=True), torch.ones(2, 3, requires_grad=True)
-    for f in (lambda w: w * 2, lambda w: w.unbind(0)[1], lambda w: w.chunk(3, 1)[2], lambda w: w.sort()[1],
-              lambda w: w.max(0)[0], lambda w: w.detach().unbind(0)[1], lambda w: w):
+    for f in (
+        lambda w: w * 2,
+        lambda w: w.unbind(0)[1],
+        lambda w: w.chunk(3, 1)[2],
+        lambda w: w.sort()[1],
+        lambda w: w.max(0)[0],
+        lambda w: w.detach().unbind(0)[1],
+        lambda w: w,
+    ):
         assert f(w).output_nr == f(tw).output_nr
 
 
@@ -84,14 +114,24 @@ def test_reshape_as():
 
 # ---- to / cpu / type / device ----------------------------------------------------------------------------------
 TO_CALLS = {
-    "cpu": lambda m, x: x.to("cpu"), "device": lambda m, x: x.to(m.device("cpu")), "device=": lambda m, x: x.to(device="cpu"),
-    "cpu:0": lambda m, x: x.to("cpu:0"), "cpu-dtype": lambda m, x: x.to("cpu", m.float64),
-    "cpu-dtype=": lambda m, x: x.to("cpu", dtype=m.int32), "device-dtype=": lambda m, x: x.to(device=None, dtype=None),
-    "other": lambda m, x: x.to(m.ones(1, dtype=m.int32)), "dtype": lambda m, x: x.to(m.float16),
-    "non_blocking": lambda m, x: x.to("cpu", non_blocking=True), "copy": lambda m, x: x.to("cpu", copy=True),
-    "positional-copy": lambda m, x: x.to(m.float32, False, True), "nothing": lambda m, x: x.to(),
-    "cpu()": lambda m, x: x.cpu(), "type(dtype)": lambda m, x: x.type(m.float64), "type(same)": lambda m, x: x.type(m.float32),
-    "type(str)": lambda m, x: x.type("torch.DoubleTensor"), "type(str same)": lambda m, x: x.type("torch.FloatTensor"),
+    "cpu": lambda m, x: x.to("cpu"),
+    "device": lambda m, x: x.to(m.device("cpu")),
+    "device=": lambda m, x: x.to(device="cpu"),
+    "cpu:0": lambda m, x: x.to("cpu:0"),
+    "cpu-dtype": lambda m, x: x.to("cpu", m.float64),
+    "cpu-dtype=": lambda m, x: x.to("cpu", dtype=m.int32),
+    "device-dtype=": lambda m, x: x.to(device=None, dtype=None),
+    "other": lambda m, x: x.to(m.ones(1, dtype=m.int32)),
+    "dtype": lambda m, x: x.to(m.float16),
+    "non_blocking": lambda m, x: x.to("cpu", non_blocking=True),
+    "copy": lambda m, x: x.to("cpu", copy=True),
+    "positional-copy": lambda m, x: x.to(m.float32, False, True),
+    "nothing": lambda m, x: x.to(),
+    "cpu()": lambda m, x: x.cpu(),
+    "type(dtype)": lambda m, x: x.type(m.float64),
+    "type(same)": lambda m, x: x.type(m.float32),
+    "type(str)": lambda m, x: x.type("torch.DoubleTensor"),
+    "type(str same)": lambda m, x: x.type("torch.FloatTensor"),
     "type(non_blocking)": lambda m, x: x.type(m.int64, non_blocking=True),
 }
 
@@ -118,16 +158,39 @@ def test_to_records_torch_node(name):
             assert_same(w.grad, tw.grad)
 
 
-@pytest.mark.parametrize("name", ["float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8",
-                                  "uint8", "bool", "complex64", "complex128"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "float32",
+        "float64",
+        "float16",
+        "bfloat16",
+        "int64",
+        "int32",
+        "int16",
+        "int8",
+        "uint8",
+        "bool",
+        "complex64",
+        "complex128",
+    ],
+)
 def test_type_names(name):
     assert bg.zeros(2, dtype=getattr(bg, name)).type() == torch.zeros(2, dtype=getattr(torch, name)).type()
 
 
-@pytest.mark.parametrize("call", [
-    lambda m: m.ones(2).type("torch.Foo"), lambda m: m.ones(2).type("torch.float64"), lambda m: m.ones(2).type(3),
-    lambda m: m.ones(2).to("foo"), lambda m: m.ones(2).to("cuda:x"), lambda m: m.ones(2).to(m.float64, m.float32),
-], ids=["type-unknown", "type-dtype-name", "type-int", "to-unknown", "to-bad-index", "to-two-dtypes"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda m: m.ones(2).type("torch.Foo"),
+        lambda m: m.ones(2).type("torch.float64"),
+        lambda m: m.ones(2).type(3),
+        lambda m: m.ones(2).to("foo"),
+        lambda m: m.ones(2).to("cuda:x"),
+        lambda m: m.ones(2).to(m.float64, m.float32),
+    ],
+    ids=["type-unknown", "type-dtype-name", "type-int", "to-unknown", "to-bad-index", "to-two-dtypes"],
+)
 def test_conversion_errors(call):
     with pytest.raises(Exception) as want:
         call(torch)
@@ -144,8 +207,13 @@ def test_devices_jax_lacks_raise_clearly():
         x.to("mps")
     if bg.cuda.is_available():
         return
-    for call in (lambda: x.to("cuda"), lambda: x.to("cuda:1"), lambda: x.cuda(), lambda: x.to(bg.device("cuda")),
-                 lambda: x.type("torch.cuda.FloatTensor")):
+    for call in (
+        lambda: x.to("cuda"),
+        lambda: x.to("cuda:1"),
+        lambda: x.cuda(),
+        lambda: x.to(bg.device("cuda")),
+        lambda: x.type("torch.cuda.FloatTensor"),
+    ):
         with pytest.raises(AssertionError, match="CUDA is not available"):  # torch: AssertionError too
             call()
     raises_like_torch(lambda m: m.ones(2).to(0))

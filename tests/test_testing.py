@@ -1,4 +1,5 @@
 """bg.testing.assert_close against torch.testing.assert_close: the same verdicts, exception types and messages."""
+
 import pytest
 import torch
 
@@ -27,8 +28,9 @@ def test_close_inputs_pass(i):
 FAILING = [
     lambda m: m.testing.assert_close(m.tensor([1.0, 2.0, 3.0]), m.tensor([1.0, 2.5, 3.0])),
     lambda m: m.testing.assert_close(m.tensor([[1.0, 2.0], [3.0, 4.0]]), m.tensor([[1.0, 2.0], [3.1, 0.0]])),
-    lambda m: m.testing.assert_close(m.tensor([1.0, 2.0], dtype=m.float64), m.tensor([1.0, 2.0 + 1e-6],
-                                                                                     dtype=m.float64)),
+    lambda m: m.testing.assert_close(
+        m.tensor([1.0, 2.0], dtype=m.float64), m.tensor([1.0, 2.0 + 1e-6], dtype=m.float64)
+    ),
     lambda m: m.testing.assert_close(m.tensor([1, 2]), m.tensor([1, 3])),
     lambda m: m.testing.assert_close(m.tensor(True), m.tensor(False)),
     lambda m: m.testing.assert_close(m.tensor(1.0), m.tensor(1.1)),

@@ -1,5 +1,6 @@
 """Threads: recording, deferred evaluation, .grad accumulation and the fallback-warning switch are safe to use from
 several threads at once, as torch's autograd is."""
+
 import contextlib
 import sys
 import threading
@@ -197,4 +198,3 @@ def test_set_fallback_warnings_is_for_every_thread_and_a_block_keeps_its_own():
     finally:
         vmap.set_fallback_warnings(False)
     assert inside == [True]
-

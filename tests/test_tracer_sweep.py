@@ -6,6 +6,7 @@ computed from it; then every tensor involved is used in plain ops. Each result i
 state-left-behind cases (a strict jvp of a function that ignores its input, a nested vmap returning the outer row)
 run in the same sweep; `-m slow` runs it again in each engine tier. Also: a user's jax.jit, and Tensor code under a
 forward-mode trace."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -38,9 +39,18 @@ def _world(m):
     """The tensors the functions read, made on the host as a user makes them; for bg, fresh ones on every call."""
     b = _randn() if m is bg else torch.from_numpy(B_DATA.copy())
     p = m.tensor(P_DATA, requires_grad=True)
-    return {"W": m.tensor(W_DATA), "b": b, "M": m.from_numpy(M_DATA.copy()), "E": m.eye(3), "p": p,
-            "q": p * 2, "x": m.from_numpy(X_DATA.copy()), "rows": m.from_numpy(ROWS_DATA.copy()),
-            "Y": m.tensor(ROWS_DATA[:2].tolist()), "loss": (p * p * 2).sum()}
+    return {
+        "W": m.tensor(W_DATA),
+        "b": b,
+        "M": m.from_numpy(M_DATA.copy()),
+        "E": m.eye(3),
+        "p": p,
+        "q": p * 2,
+        "x": m.from_numpy(X_DATA.copy()),
+        "rows": m.from_numpy(ROWS_DATA.copy()),
+        "Y": m.tensor(ROWS_DATA[:2].tolist()),
+        "loss": (p * p * 2).sum(),
+    }
 
 
 def f_vec(w, x):
@@ -125,15 +135,20 @@ def _captured_gradient(m, w, x):
 
 
 def _forward_mode_of_a_captured_gradient(m, w):
-    return _functional(m).jacobian(lambda x: _captured_gradient(m, w, x), w["x"], strategy="forward-mode",
-                                   vectorize=True)
+    return _functional(m).jacobian(
+        lambda x: _captured_gradient(m, w, x), w["x"], strategy="forward-mode", vectorize=True
+    )
 
 
 def _forward_mode_of_a_captured_vjp(m, w):
     """The VJP of the captured q = 2 p with the traced x as its cotangent: the forward calls of q's graph, not yet
     computed, are computed outside the trace."""
-    return _functional(m).jacobian(lambda v: m.autograd.grad(w["q"], w["p"], v, retain_graph=True)[0], w["x"],
-                                   strategy="forward-mode", vectorize=True)
+    return _functional(m).jacobian(
+        lambda v: m.autograd.grad(w["q"], w["p"], v, retain_graph=True)[0],
+        w["x"],
+        strategy="forward-mode",
+        vectorize=True,
+    )
 
 
 def _strict_jvp_of_a_constant(m, w):
@@ -299,9 +314,14 @@ def test_an_in_place_op_inside_a_trace_on_tensors_made_outside_it_leaves_them_co
 
 # ---- Tensor code under a forward-mode trace sees what torch's dual tensors see ------------------------------------
 
+
 def test_detach_and_data_stop_the_tangent_of_a_forward_mode_jacobian():
-    results = [_functional(m).jacobian(lambda x: x.detach() * x + x.data * x, m.tensor(X_DATA),
-                                       strategy="forward-mode", vectorize=True) for m in (bg, torch)]
+    results = [
+        _functional(m).jacobian(
+            lambda x: x.detach() * x + x.data * x, m.tensor(X_DATA), strategy="forward-mode", vectorize=True
+        )
+        for m in (bg, torch)
+    ]
     _assert_matches(*results)
 
 
@@ -312,7 +332,7 @@ def test_forward_mode_over_a_reverse_jacobian_follows_the_inputs_requires_grad(r
     def outer(m):
         def gradient(x):
             assert x.requires_grad == requires_grad
-            return _functional(m).jacobian(lambda z: (z ** 3).sum(), x, create_graph=True, vectorize=True)
+            return _functional(m).jacobian(lambda z: (z**3).sum(), x, create_graph=True, vectorize=True)
 
         x = m.tensor(X_DATA, requires_grad=requires_grad)
         return _functional(m).jacobian(gradient, x, strategy="forward-mode", vectorize=True)

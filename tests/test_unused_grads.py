@@ -1,6 +1,7 @@
 """Gradients recorded with create_graph=True link only to the values they depend on, as torch's do: a gradient
 that does not read an input is None for it (allow_unused=True), leaves it out of `.grad`, and does not require
 grad when it reads nothing that does. Each case runs on torch and on batched_grad, under both engine tiers."""
+
 import jax
 import numpy as np
 import pytest
@@ -39,7 +40,7 @@ def mul(m):
 
 def square(m):
     x, y = leaf(m, X), leaf(m, Y)
-    (gx,) = m.autograd.grad((x ** 2 + y).sum(), x, create_graph=True)
+    (gx,) = m.autograd.grad((x**2 + y).sum(), x, create_graph=True)
     return gx, m.autograd.grad(gx.sum(), [x, y], allow_unused=True)
 
 
@@ -72,7 +73,7 @@ def unused_bias_grad(m):
 
 def third_order(m):
     x, y = leaf(m, X), leaf(m, Y)
-    (gx,) = m.autograd.grad((x ** 3 * y).sum(), x, create_graph=True)
+    (gx,) = m.autograd.grad((x**3 * y).sum(), x, create_graph=True)
     (gxx,) = m.autograd.grad(gx.sum(), x, create_graph=True)
     return gxx, m.autograd.grad(gxx.sum(), [x, y], allow_unused=True)
 

@@ -1,6 +1,7 @@
 """vmap.vmap against torch.func.vmap: output structure (dict order, out_dims=None, functions that ignore their
 mapped input), argument checks and their messages, `.data` under vmap; and the argument checks shared by every
 entry point (chunk_size; retain_graph/create_graph of grad and backward) against torch.autograd."""
+
 import collections
 
 import numpy as np
@@ -58,6 +59,7 @@ def rows(lib, *shape, seed=0):
 
 # ---- dict outputs keep insertion order --------------------------------------------------------------
 
+
 @pytest.mark.parametrize("make", [dict, collections.OrderedDict], ids=["dict", "OrderedDict"])
 def test_dict_outputs_keep_their_insertion_order(make):
     def case(lib, vmap_fn):
@@ -110,6 +112,7 @@ def test_out_dims_given_as_a_dict_match_by_key():
 
 
 # ---- out_dims=None and functions that ignore their mapped input ----------------------------------------
+
 
 @pytest.mark.parametrize("chunk_size", [None, 2])
 def test_a_function_that_ignores_its_mapped_input_returns_the_result_expanded(chunk_size):
@@ -174,6 +177,7 @@ def test_a_nested_vmap_returning_the_outer_row():
 
 # ---- argument checks: torch.func.vmap's messages ----------------------------------------------------
 
+
 def f(a):
     return a * 2
 
@@ -191,7 +195,8 @@ BAD_CALLS = {
     "an in_dim a string": lambda lib, vmap_fn: vmap_fn(f, in_dims=("a",))(lib.ones(2, 3)),
     "in_dims too short": lambda lib, vmap_fn: vmap_fn(g, in_dims=(0,))(lib.ones(2, 3), lib.ones(2, 3)),
     "in_dims nested wrongly": lambda lib, vmap_fn: vmap_fn(lambda p: p[0], in_dims=((0, 1, 0),))(
-        (lib.ones(2, 3), lib.ones(3, 2))),
+        (lib.ones(2, 3), lib.ones(3, 2))
+    ),
     "no mapped input": lambda lib, vmap_fn: vmap_fn(g, in_dims=(None, None))(lib.ones(2, 3), lib.ones(2, 3)),
     "no input at all": lambda lib, vmap_fn: vmap_fn(lambda: lib.ones(2))(),
     "a number mapped": lambda lib, vmap_fn: vmap_fn(g)(lib.ones(2, 3), 2.0),
@@ -201,13 +206,16 @@ BAD_CALLS = {
     "out_dims a float": lambda lib, vmap_fn: vmap_fn(f, out_dims=1.0)(lib.ones(2, 3)),
     "an out_dim a float": lambda lib, vmap_fn: vmap_fn(f, out_dims=(1.0,))(lib.ones(2, 3)),
     "an out_dim a string in a dict": lambda lib, vmap_fn: vmap_fn(lambda a: {"z": a}, out_dims={"z": "1"})(
-        lib.ones(2, 3)),
+        lib.ones(2, 3)
+    ),
     "out_dims a list for a Tensor": lambda lib, vmap_fn: vmap_fn(f, out_dims=[0])(lib.ones(2, 3)),
     "out_dims too long": lambda lib, vmap_fn: vmap_fn(lambda a: (a, a), out_dims=(0, 0, 0))(lib.ones(2, 3)),
     "out_dims a tuple for a namedtuple": lambda lib, vmap_fn: vmap_fn(lambda a: Pair(a, a), out_dims=(0, 1))(
-        lib.ones(2, 3)),
+        lib.ones(2, 3)
+    ),
     "out_dims with other keys": lambda lib, vmap_fn: vmap_fn(lambda a: {"z": a, "a": a}, out_dims={"a": 0, "y": 1})(
-        lib.ones(2, 3)),
+        lib.ones(2, 3)
+    ),
 }
 
 
@@ -224,8 +232,11 @@ def test_a_bool_is_not_an_in_dim(in_dims):
 
 
 def test_good_arguments_agree_with_torch():
-    same_as_torch(lambda lib, vmap_fn: vmap_fn(lambda p: p[0] + p[1], in_dims=((0, 1),))((rows(lib, 2, 3),
-                                                                                          rows(lib, 3, 2, seed=1))))
+    same_as_torch(
+        lambda lib, vmap_fn: vmap_fn(lambda p: p[0] + p[1], in_dims=((0, 1),))(
+            (rows(lib, 2, 3), rows(lib, 3, 2, seed=1))
+        )
+    )
     same_as_torch(lambda lib, vmap_fn: vmap_fn(lambda d: d["a"] * 2, in_dims=({"a": 1},))({"a": rows(lib, 2, 3)}))
     same_as_torch(lambda lib, vmap_fn: vmap_fn(lambda a: Pair(a, a * 2), out_dims=Pair(0, 1))(rows(lib, 2, 3)))
     same_as_torch(lambda lib, vmap_fn: vmap_fn(lambda a: [a, (a, a)], out_dims=[0, 1])(rows(lib, 2, 3)))
@@ -237,6 +248,7 @@ def test_keyword_arguments_are_passed_unbatched():
 
 
 # ---- .data under vmap -----------------------------------------------------------------------------
+
 
 def _set_data_from_row(lib):
     def fn(a):
@@ -251,10 +263,12 @@ DATA_CASES = {
     "of a mapped input": lambda lib, vmap_fn: vmap_fn(lambda a: a.data * 2)(rows(lib, 2, 3)),
     "of a result": lambda lib, vmap_fn: vmap_fn(lambda a: (a * 2).data)(rows(lib, 2, 3)),
     "of an outer vmap's row": lambda lib, vmap_fn: vmap_fn(lambda a: vmap_fn(lambda b: b + a.data)(a))(
-        rows(lib, 2, 3, 3)),
+        rows(lib, 2, 3, 3)
+    ),
     "assigned a row": lambda lib, vmap_fn: vmap_fn(_set_data_from_row(lib))(rows(lib, 2, 3)),
     "when the function runs traced": lambda lib, vmap_fn: vmap_fn(lambda a: vmap_fn(lambda b: (b * a.sum()).data)(a))(
-        rows(lib, 2, 3, 3)),
+        rows(lib, 2, 3, 3)
+    ),
 }
 
 
@@ -274,6 +288,7 @@ def test_data_of_a_captured_tensor_under_vmap_is_allowed():
 
 # ---- one chunk_size check for every entry point ------------------------------------------------------
 
+
 def _square_sum(u):
     return (u * u).sum()
 
@@ -281,12 +296,15 @@ def _square_sum(u):
 CHUNKED_CALLS = {
     "vmap.vmap": lambda chunk_size: vmap.vmap(lambda a: a * 2, chunk_size=chunk_size)(bg.ones(4, 2)),
     "grad": lambda chunk_size: bg.autograd.grad(_square_sum(_leaf()), _LEAVES[-1], chunk_size=chunk_size),
-    "batched grad": lambda chunk_size: bg.autograd.grad(_leaf() * 2, _LEAVES[-1], bg.eye(3, dtype=bg.float64),
-                                                        is_grads_batched=True, chunk_size=chunk_size),
-    "jacobian": lambda chunk_size: bg.autograd.functional.jacobian(_square_sum, _leaf(), vectorize=True,
-                                                                   chunk_size=chunk_size),
-    "hessian": lambda chunk_size: bg.autograd.functional.hessian(_square_sum, _leaf(), vectorize=True,
-                                                                 chunk_size=chunk_size),
+    "batched grad": lambda chunk_size: bg.autograd.grad(
+        _leaf() * 2, _LEAVES[-1], bg.eye(3, dtype=bg.float64), is_grads_batched=True, chunk_size=chunk_size
+    ),
+    "jacobian": lambda chunk_size: bg.autograd.functional.jacobian(
+        _square_sum, _leaf(), vectorize=True, chunk_size=chunk_size
+    ),
+    "hessian": lambda chunk_size: bg.autograd.functional.hessian(
+        _square_sum, _leaf(), vectorize=True, chunk_size=chunk_size
+    ),
 }
 _LEAVES = []
 
@@ -310,6 +328,7 @@ def test_a_numpy_integer_is_a_chunk_size(entry):
 
 
 # ---- retain_graph and create_graph take what torch's engine takes ------------------------------------
+
 
 class Index:
     def __index__(self):
@@ -347,8 +366,16 @@ def _backward_calls(lib):
     return {"grad": grad, "backward": backward, "Tensor.backward": tensor_backward, "batched grad": batched_grad}
 
 
-FLAG_VALUES = {"str": "yes", "float": 1.0, "list": [], "numpy bool": np.bool_(True), "object": Truthy(),
-               "too large": 256, "negative": -1, "huge": 2 ** 70}
+FLAG_VALUES = {
+    "str": "yes",
+    "float": 1.0,
+    "list": [],
+    "numpy bool": np.bool_(True),
+    "object": Truthy(),
+    "too large": 256,
+    "negative": -1,
+    "huge": 2**70,
+}
 
 
 @pytest.mark.filterwarnings("ignore:Using backward\\(\\) with create_graph=True")
@@ -365,8 +392,11 @@ def test_create_graph_none_raises_torchs_error(call):
 
 
 @pytest.mark.filterwarnings("ignore:Using backward\\(\\) with create_graph=True")
-@pytest.mark.parametrize("value", [True, False, 0, 1, 2, np.int64(1), Index()],
-                         ids=["True", "False", "0", "1", "2", "numpy int", "__index__"])
+@pytest.mark.parametrize(
+    "value",
+    [True, False, 0, 1, 2, np.int64(1), Index()],
+    ids=["True", "False", "0", "1", "2", "numpy int", "__index__"],
+)
 def test_graph_flags_that_are_integers_work_as_their_truth_value(value):
     def case(lib, _):
         x = lib.tensor([1.0, 2.0, 3.0], requires_grad=True)
@@ -395,6 +425,7 @@ def test_a_grad_inside_vmap_compiles_once_and_not_again_on_later_calls():
         grads = per_sample(w, xs)
         compiles.append(bg.compile_count() - before)
     expected = torch.func.vmap(torch.func.grad(lambda w, x: (torch.tanh(x @ w) ** 2).sum()), in_dims=(None, 0))(
-        torch.tensor(w.numpy()), torch.tensor(xs.numpy()))
+        torch.tensor(w.numpy()), torch.tensor(xs.numpy())
+    )
     np.testing.assert_allclose(grads.numpy(), expected.numpy(), rtol=1e-12)
     assert compiles[0] > 0 and compiles[1:] == [0, 0, 0, 0]

@@ -1,6 +1,7 @@
 """vmap.vmap's batched results are differentiable by autograd outside the vmap with respect to the tensors its
 function captures and its mapped arguments, as torch.func.vmap's (`out = vmap(f)(X); grad(out.sum(), (w, X))`),
 with torch 2.13 as the oracle."""
+
 import numpy as np
 import pytest
 import torch
@@ -32,8 +33,7 @@ CASES = {
     "unmapped argument": lambda m, w, b: m.func.vmap(lambda x, v: m.tanh(v @ x), in_dims=(0, None))(t(m, XS), w),
     "a result that ignores the rows": lambda m, w, b: m.func.vmap(lambda x: (x * 2, (w * w).sum()))(t(m, XS)),
     "nested vmap": lambda m, w, b: m.func.vmap(m.func.vmap(lambda x: (w @ x).sin()))(t(m, XS).reshape(2, 2, 5)),
-    "per-sample gradients": lambda m, w, b: m.func.vmap(m.func.grad(lambda x: mlp(m, w, b)(x).pow(2).sum()))(
-        t(m, XS)),
+    "per-sample gradients": lambda m, w, b: m.func.vmap(m.func.grad(lambda x: mlp(m, w, b)(x).pow(2).sum()))(t(m, XS)),
 }
 
 
@@ -44,8 +44,7 @@ def test_gradients_through_vmap_results_match_torch(name):
         out = CASES[name](m, w, b)
         outs = out if isinstance(out, tuple) else (out,)
         loss = sum((o * o).sum() for o in outs)
-        return [o.requires_grad for o in outs], m.autograd.grad(loss, (w, b), allow_unused=True,
-                                                                materialize_grads=True)
+        return [o.requires_grad for o in outs], m.autograd.grad(loss, (w, b), allow_unused=True, materialize_grads=True)
 
     expected = run(torch)
     for _ in range(2):
@@ -99,7 +98,8 @@ MAPPED_CASES = {
     "mapped, and captured through an op": lambda m, w, x: m.func.vmap(lambda r: r * x.sum().sin())(x),
     "two mapped, one requiring grad": lambda m, w, x: m.func.vmap(lambda a, b: (a * b).exp())(x, t(m, XS)),
     "mapped dict": lambda m, w, x: m.func.vmap(lambda p, r: p["w"] @ r + p["b"], in_dims=({"w": None, "b": 0}, 0))(
-        {"w": w, "b": x[:, :3]}, x),
+        {"w": w, "b": x[:, :3]}, x
+    ),
     "a result that ignores its rows": lambda m, w, x: m.func.vmap(lambda r: (r.sum() * 0 + 1, w.sum() * r))(x),
     "nested vmap": lambda m, w, x: m.func.vmap(m.func.vmap(lambda r: (w[0] * r).cos()))(x),
     "chunked": lambda m, w, x: m.func.vmap(lambda r: (w @ r).sin(), chunk_size=3)(x),
@@ -113,8 +113,7 @@ def test_gradients_for_mapped_arguments_match_torch(name):
         out = MAPPED_CASES[name](m, w, x)
         outs = out if isinstance(out, tuple) else (out,)
         loss = sum((o * o.detach().cos()).sum() for o in outs)
-        return [o.requires_grad for o in outs], m.autograd.grad(loss, (w, x), allow_unused=True,
-                                                                materialize_grads=True)
+        return [o.requires_grad for o in outs], m.autograd.grad(loss, (w, x), allow_unused=True, materialize_grads=True)
 
     expected = run(torch)
     for _ in range(2):
@@ -125,7 +124,7 @@ def test_double_and_batched_backward_for_a_mapped_argument_match_torch():
     def run(m):
         w, x = t(m, W, requires_grad=True), t(m, XS, requires_grad=True)
         out = m.func.vmap(lambda r: (w @ r).tanh())(x)
-        (gx,) = m.autograd.grad((out ** 3).sum(), x, create_graph=True)
+        (gx,) = m.autograd.grad((out**3).sum(), x, create_graph=True)
         second = m.autograd.grad(gx.pow(2).sum(), (w, x), retain_graph=True)
         (batched,) = m.autograd.grad(out, x, t(m, np.stack([CT, -CT])), retain_graph=True, is_grads_batched=True)
         return gx, second, batched
@@ -162,6 +161,7 @@ def test_mapped_arguments_with_grad_off_give_results_that_do_not_require_grad():
 @pytest.mark.parametrize("derived", ["view", "exp"])
 def test_a_captured_tensor_and_a_tensor_computed_from_it(derived):
     """Both reach w: the gradient counts each path once, and the derived tensor's node stays for a later path."""
+
     def run(m):
         w = t(m, W, requires_grad=True)
         b = w[:, 0] if derived == "view" else w[:, 0].exp()

@@ -1,17 +1,19 @@
 """vmap.vmap's randomness modes against torch.func.vmap's: "error" refuses random draws (at any level of nested
 vmaps), "same" draws once for every row, "different" draws for each row its own values, vectorized or traced, in
 chunks, nested, through in-place fills, and seen again by a backward through the results."""
+
 import numpy as np
 import pytest
 
 import batched_grad as bg
 import vmap
 
-torch = pytest.importorskip("torch")
-import torch.func  # noqa: E402
-from torch.utils._pytree import tree_leaves, tree_structure  # noqa: E402
+pytest.importorskip("torch")
+import torch
+import torch.func
+from torch.utils._pytree import tree_leaves, tree_structure
 
-from oracle import assert_same  # noqa: E402
+from oracle import assert_same
 
 LIBRARIES = {"bg": (bg, vmap.vmap), "torch": (torch, torch.func.vmap)}
 
@@ -160,7 +162,7 @@ def test_jacfwd_different_structures_the_jacobian_and_aux_as_torch(has_aux):
         x, y = m.linspace(-1, 1, 3, dtype=m.float64), m.linspace(0, 1, 4, dtype=m.float64).reshape(2, 2)
 
         def f(a, b):
-            out = {"p": (a[:2] * b).sin(), "s": (a ** 3).sum() + b.sum()}
+            out = {"p": (a[:2] * b).sin(), "s": (a**3).sum() + b.sum()}
             return (out, [a * 2, b.exp()]) if has_aux else out
 
         return m.func.jacfwd(f, argnums=(0, 1), has_aux=has_aux, randomness="different")(x, y)

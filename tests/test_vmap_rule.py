@@ -1,5 +1,6 @@
 """A Function's `vmap` staticmethod as its batching rule, under vmap.vmap and inside a vectorized backward,
 against torch.func.vmap with the same Function written for torch."""
+
 import warnings
 
 import numpy as np

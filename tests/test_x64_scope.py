@@ -1,5 +1,6 @@
 """batched_grad's float64 and int64 tensors are 64-bit, while a user's own JAX code keeps JAX's defaults (32-bit):
 importing batched_grad or calling it does not switch on jax_enable_x64 for the process (batched_grad/_x64.py)."""
+
 import threading
 
 import jax
@@ -28,7 +29,7 @@ def workload(m):
     x = m.tensor(FINE, dtype=m.float64, requires_grad=True)
     w = m.tensor([[1.0 + 1e-12, 2.0], [3.0, 4.0 - 1e-12], [0.5, 0.25]], dtype=m.float64, requires_grad=True)
     y = m.tanh(x @ w) * 3 + 1e-13
-    loss = (y ** 2).sum()
+    loss = (y**2).sum()
     loss.backward(retain_graph=True)
     (gx,) = m.autograd.grad(loss, x, create_graph=True)
     rows = m.autograd.grad(y, x, m.eye(2, dtype=m.float64), retain_graph=True, is_grads_batched=True)[0]

@@ -9,13 +9,25 @@ The exceptions are this facade's two functions of Tensors: `vmap.vmap`, which is
 `vmap.shard_rows`. They are looked up in batched_grad when first used (a module `__getattr__`), so that importing
 this layer does not import the engine.
 """
+
 import os
 import threading
 
 from ._memory import memory_budget, set_memory_budget
 
-__all__ = ["FallbackError", "FallbackWarning", "fallback_enabled", "fallback_warnings", "fallback_warnings_enabled",
-           "memory_budget", "set_fallback_enabled", "set_fallback_warnings", "set_memory_budget", "shard_rows", "vmap"]
+__all__ = [
+    "FallbackError",
+    "FallbackWarning",
+    "fallback_enabled",
+    "fallback_warnings",
+    "fallback_warnings_enabled",
+    "memory_budget",
+    "set_fallback_enabled",
+    "set_fallback_warnings",
+    "set_memory_budget",
+    "shard_rows",
+    "vmap",
+]
 
 
 class FallbackWarning(UserWarning):

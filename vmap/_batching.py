@@ -2,6 +2,7 @@
 run at a time, and which cotangents are blocks of the identity (a Jacobian's: the program makes their rows instead
 of reading them), and over which devices its rows are split. Everything here is arrays and numbers: the engine
 describes its batch with these records."""
+
 import math
 import numbers
 from typing import NamedTuple
@@ -15,6 +16,7 @@ from ._shards import Shards
 class BasisBlock(NamedTuple):
     """A grad_output whose rows are columns `offset`.. of an identity: row b is one at flat index b - offset of a
     row of shape `row_shape`, zero elsewhere."""
+
     offset: int
     row_shape: tuple
     dtype: np.dtype
@@ -23,6 +25,7 @@ class BasisBlock(NamedTuple):
 class ProgramBatch(NamedTuple):
     """The static part of a whole backward program's batch (the program may read no cotangent at all): per
     grad_output in `basis`, None or its BasisBlock; `shards`: the devices its rows are split over, or None."""
+
     chunk_size: int | None
     padded: int
     basis: tuple
@@ -31,6 +34,7 @@ class ProgramBatch(NamedTuple):
 
 class KernelBatch(NamedTuple):
     """The static part of a batched kernel (its padded size is in its avals)."""
+
     chunk_size: int | None
     shards: Shards | None = None
 
@@ -90,7 +94,7 @@ def check_chunk_size(chunk_size):
         return chunk_size
     if isinstance(chunk_size, numbers.Integral) and not isinstance(chunk_size, bool) and chunk_size > 0:
         return int(chunk_size)
-    raise ValueError(f"chunk_size must be None, \"auto\" or a positive int, but got {chunk_size!r}")
+    raise ValueError(f'chunk_size must be None, "auto" or a positive int, but got {chunk_size!r}')
 
 
 def identity_block(rows):

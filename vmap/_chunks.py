@@ -2,6 +2,7 @@
 hold one chunk's rows, not the whole batch's, so chunk_size bounds memory on a structure's first calls too (the
 fused program bounds it with lax.map). Every chunk has the same number of rows (the last one padded with zeros), so
 all chunks run the same per-node kernels."""
+
 import contextlib
 
 import numpy as np
@@ -25,7 +26,7 @@ def in_chunks(walk, values, batch):
 
 def _rows(value, start, k):
     """Rows start..start+k of a host array, in memory of their own (zeros past its end)."""
-    rows = value[start:start + k]
+    rows = value[start : start + k]
     if len(rows) < k:
         rows = np.concatenate([rows, np.zeros((k - len(rows),) + rows.shape[1:], rows.dtype)])
     return np.array(rows)  # a copy: the caller may write into its array after the call
@@ -41,5 +42,5 @@ def _gather(results, part, start, padded):
         rows = np.asarray(r)
         if results[i] is None:
             results[i] = np.zeros((padded,) + rows.shape[1:], rows.dtype)
-        results[i][start:start + len(rows)] = rows[:padded - start]
+        results[i][start : start + len(rows)] = rows[: padded - start]
     return results

@@ -1,5 +1,6 @@
 """Run a step written in Python (a function of the arrays of one row) over a batch: vectorized with jax.vmap when it
 is traceable, else in an explicit loop over the rows, announced by a FallbackWarning (or refused, in strict mode)."""
+
 import functools
 import warnings
 import weakref
@@ -12,9 +13,14 @@ from . import FallbackError, FallbackWarning, _state, fallback_warnings_enabled
 
 # what JAX raises when Python code cannot be traced under vmap (value-dependent control flow, NumPy,
 # .item(), dynamic shapes) or a primitive has no batching rule
-UNVECTORIZABLE = (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError,
-                  jax.errors.TracerIntegerConversionError, jax.errors.NonConcreteBooleanIndexError,
-                  jax.errors.TracerBoolConversionError, NotImplementedError)
+UNVECTORIZABLE = (
+    jax.errors.ConcretizationTypeError,
+    jax.errors.TracerArrayConversionError,
+    jax.errors.TracerIntegerConversionError,
+    jax.errors.NonConcreteBooleanIndexError,
+    jax.errors.TracerBoolConversionError,
+    NotImplementedError,
+)
 _known_unvectorizable = weakref.WeakKeyDictionary()  # the keys (functions, classes) of steps that need rows
 row_loops = [0]  # how many per-row loops ran (tests count them)
 
@@ -47,11 +53,16 @@ def announce_rows(name, reason, batch):
     """Before a per-row loop of the step `name`: FallbackError if the fallback is disabled, else a FallbackWarning
     when warnings are on; counted in `row_loops`."""
     if not _state["enabled"]:
-        raise FallbackError(f"{name} could not be vectorized ({reason}) and the per-row fallback is disabled "
-                            "(vmap.set_fallback_enabled(False)).")
+        raise FallbackError(
+            f"{name} could not be vectorized ({reason}) and the per-row fallback is disabled "
+            "(vmap.set_fallback_enabled(False))."
+        )
     if fallback_warnings_enabled():
-        warnings.warn(f"{name} could not be vectorized ({reason}); its backward ran once per row for "
-                      f"{batch.whole} rows.", FallbackWarning, stacklevel=5)
+        warnings.warn(
+            f"{name} could not be vectorized ({reason}); its backward ran once per row for {batch.whole} rows.",
+            FallbackWarning,
+            stacklevel=5,
+        )
     row_loops[0] += 1
 
 
@@ -94,8 +105,12 @@ def host_view(array):
     JAX array on one CPU device), else None (traced, or on an accelerator or several devices)."""
     if type(array) is np.ndarray:
         return array
-    if isinstance(array, jax.Array) and not isinstance(array, jax.core.Tracer) and len(array.devices()) == 1 \
-            and next(iter(array.devices())).platform == "cpu":
+    if (
+        isinstance(array, jax.Array)
+        and not isinstance(array, jax.core.Tracer)
+        and len(array.devices()) == 1
+        and next(iter(array.devices())).platform == "cpu"
+    ):
         return np.asarray(array)
     return None
 

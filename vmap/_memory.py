@@ -1,6 +1,7 @@
 """chunk_size="auto": the largest chunk of rows whose compiled program fits the memory budget, as XLA's own memory
 analysis of the compiled program reports it (its arguments, results and temporaries on one device), not a guess
 from shapes."""
+
 import os
 
 import jax
@@ -50,16 +51,21 @@ def lowerable(values):
     """`values` as a program is compiled for them: concrete arrays as they are (so that the program's first call on
     them finds it compiled), anything else with an array's shape and dtype (traced or deferred) as its abstract
     shape."""
-    return [v if isinstance(v, (np.ndarray, jax.Array)) and not isinstance(v, jax.core.Tracer)
-            else jax.ShapeDtypeStruct(v.shape, v.dtype) for v in values]
+    return [
+        v
+        if isinstance(v, (np.ndarray, jax.Array)) and not isinstance(v, jax.core.Tracer)
+        else jax.ShapeDtypeStruct(v.shape, v.dtype)
+        for v in values
+    ]
 
 
 def program_bytes(compiled):
     """What a compiled program needs on one device at its peak: its arguments, results and temporaries (less the
     results written into donated arguments)."""
     stats = compiled.memory_analysis()
-    return (stats.argument_size_in_bytes + stats.output_size_in_bytes + stats.temp_size_in_bytes
-            - stats.alias_size_in_bytes)
+    return (
+        stats.argument_size_in_bytes + stats.output_size_in_bytes + stats.temp_size_in_bytes - stats.alias_size_in_bytes
+    )
 
 
 _chosen = {}  # (budget, a structure's key) -> the chunk size chosen for it

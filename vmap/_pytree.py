@@ -1,6 +1,7 @@
 """The nested containers of torch's pytrees: tuple, list, dict, OrderedDict, defaultdict, namedtuple, deque;
 anything else (a Tensor, a number, None) is a leaf. Unlike jax.tree_util, dicts keep their insertion order, as
 torch's do, and a structure prints as torch's TreeSpec (vmap's error messages show it)."""
+
 import collections
 
 
@@ -13,10 +14,18 @@ _NODES = {
     tuple: ("tuple", lambda x: None, list, lambda c, xs: tuple(xs)),
     list: ("list", lambda x: None, list, lambda c, xs: list(xs)),
     dict: ("dict", list, lambda x: list(x.values()), lambda c, xs: dict(zip(c, xs))),
-    collections.OrderedDict: ("OrderedDict", list, lambda x: list(x.values()),
-                              lambda c, xs: collections.OrderedDict(zip(c, xs))),
-    collections.defaultdict: ("defaultdict", lambda x: [x.default_factory, list(x)], lambda x: list(x.values()),
-                              lambda c, xs: collections.defaultdict(c[0], zip(c[1], xs))),
+    collections.OrderedDict: (
+        "OrderedDict",
+        list,
+        lambda x: list(x.values()),
+        lambda c, xs: collections.OrderedDict(zip(c, xs)),
+    ),
+    collections.defaultdict: (
+        "defaultdict",
+        lambda x: [x.default_factory, list(x)],
+        lambda x: list(x.values()),
+        lambda c, xs: collections.defaultdict(c[0], zip(c[1], xs)),
+    ),
     collections.deque: ("deque", lambda x: x.maxlen, list, lambda c, xs: collections.deque(xs, maxlen=c)),
 }
 _NAMEDTUPLE = ("namedtuple", type, list, lambda c, xs: c._make(xs))

@@ -1,5 +1,6 @@
 """Map a pure JAX function over the leading (batch) axis of some arguments: vectorized, in chunks, on each device's
 own rows."""
+
 import jax
 
 from ._shards import map_shards

@@ -1,6 +1,7 @@
 """Batches whose rows are spread over devices (a jax.sharding.NamedSharding of their first axis): each device maps,
 pads and slices its own rows, and the values every row reads are replicated on every device once. With
 jax.distributed, the devices may belong to several processes: nothing here gathers rows in one place."""
+
 import functools
 import weakref
 from typing import NamedTuple
@@ -14,6 +15,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 class Shards(NamedTuple):
     """Rows split over the devices of `mesh` along its axis (or tuple of axes) `axis`; replicated over any other
     axis of the mesh."""
+
     mesh: Mesh
     axis: object
 
@@ -61,8 +63,10 @@ def place_rows(array, devices=None):
     if not devices:
         raise ValueError("shard_rows(devices): expected at least one device, but got none")
     if np.ndim(array) == 0 or np.shape(array)[0] % len(devices):
-        raise ValueError(f"shard_rows(tensor): the first dimension of tensor must be divisible by the number of "
-                         f"devices ({len(devices)}), but got shape {tuple(np.shape(array))}")
+        raise ValueError(
+            f"shard_rows(tensor): the first dimension of tensor must be divisible by the number of "
+            f"devices ({len(devices)}), but got shape {tuple(np.shape(array))}"
+        )
     return jax.device_put(array, NamedSharding(Mesh(np.array(devices), ("rows",)), PartitionSpec("rows")))
 
 
@@ -72,8 +76,9 @@ def map_shards(fn, batched, shards):
     spec = PartitionSpec(shards.axis)
     # check_vma=False: a row's VJP pairs a cotangent that varies over the devices with primal values that do not,
     # which JAX's check of varying axes would refuse
-    return jax.shard_map(fn, mesh=shards.mesh, in_specs=(spec,) * len(batched), out_specs=spec,
-                         check_vma=False)(*batched)
+    return jax.shard_map(fn, mesh=shards.mesh, in_specs=(spec,) * len(batched), out_specs=spec, check_vma=False)(
+        *batched
+    )
 
 
 @functools.lru_cache(maxsize=256)

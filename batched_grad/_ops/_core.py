@@ -1,5 +1,6 @@
 """The op table's machinery: an Op is a pure JAX function plus static parameters; `apply` runs it
 through a compiled-kernel cache and records a node whose VJP is JAX's, traced in a cached kernel."""
+
 import functools
 from typing import NamedTuple
 
@@ -7,18 +8,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from vmap._rows import map_rows
+
 from .. import _graph
 from .._dtypes import differentiable
 from .._foreign import TORCH_TENSOR_PASSED, is_torch_tensor
 from .._grad_mode import is_grad_enabled
 from .._host import host_read, is_shared, on_host, to_device
 from .._layout import note_base
-from .._tensor import DETACH, Tensor, remember_view
 from .._lazy import Call, Pending, Signature, defer, kernel, materialize, signature
 from .._meta import MetaValue, check_devices, meta_value, shapes_of
 from .._reads import output_reads
+from .._tensor import DETACH, Tensor, remember_view
 from .._x64 import set_x64, swap_x64
-from vmap._rows import map_rows
 
 # what torch's derivative of an op reads (Op.torch_saves)
 SAVES_INPUT, SAVES_RESULT, SAVES_BOTH = frozenset({"input"}), frozenset({"result"}), frozenset({"input", "result"})
@@ -56,12 +58,42 @@ class Op:
     immutable arrays, so only where the version check looks moves.
     """
 
-    __slots__ = ("name", "fn", "backward_name", "linear", "multilinear", "view", "view_step", "multi", "program",
-                 "diagonal", "torch_saves", "reads", "host", "host_vjp", "inputs")
+    __slots__ = (
+        "name",
+        "fn",
+        "backward_name",
+        "linear",
+        "multilinear",
+        "view",
+        "view_step",
+        "multi",
+        "program",
+        "diagonal",
+        "torch_saves",
+        "reads",
+        "host",
+        "host_vjp",
+        "inputs",
+    )
 
-    def __init__(self, name, fn, backward_name=None, linear=False, multilinear=False, view=False, view_step=None,
-                 multi=False, program=False, diagonal=False, torch_saves=SAVES_INPUT, reads=None, host=None,
-                 host_vjp=None, inputs=None):
+    def __init__(
+        self,
+        name,
+        fn,
+        backward_name=None,
+        linear=False,
+        multilinear=False,
+        view=False,
+        view_step=None,
+        multi=False,
+        program=False,
+        diagonal=False,
+        torch_saves=SAVES_INPUT,
+        reads=None,
+        host=None,
+        host_vjp=None,
+        inputs=None,
+    ):
         self.name, self.fn, self.linear, self.view, self.multi = name, fn, linear, view, multi
         self.reads, self.host, self.host_vjp, self.inputs = reads, host, host_vjp, inputs
         self.multilinear, self.program, self.view_step, self.diagonal = multilinear, program, view_step, diagonal
@@ -97,7 +129,7 @@ def _array_operand(x):
 
 
 def fits_int64(x):
-    return -2 ** 63 <= x < 2 ** 63
+    return -(2**63) <= x < 2**63
 
 
 @functools.lru_cache(maxsize=1024)
@@ -247,7 +279,7 @@ def _links(differentiable, reads, operands):
     requires grad), and a bitmask of the operands that those outputs read."""
     requiring = sum([1 << i for i, x in enumerate(operands) if _requires_grad(x)])
     linked = [d and reads[k] & requiring != 0 for k, d in enumerate(differentiable)]
-    return linked, functools.reduce(int.__or__, [r for r, l in zip(reads, linked) if l], 0)
+    return linked, functools.reduce(int.__or__, [r for r, link in zip(reads, linked) if link], 0)
 
 
 def _read_by(want, reads, outputs):
@@ -284,8 +316,7 @@ def _vjp_fn(*args, spec):
     if batch is not None:  # cotangents carry a leading batch axis; saved values do not
         n = sum(saved_mask)
         row_spec = spec._replace(batch=None)
-        return map_rows(lambda *cts: _vjp_fn(*args[:n], *cts, spec=row_spec), args[n:], batch.chunk_size,
-                        batch.shards)
+        return map_rows(lambda *cts: _vjp_fn(*args[:n], *cts, spec=row_spec), args[n:], batch.chunk_size, batch.shards)
     args = iter(args)
     primals = [next(args) if s else jnp.zeros(shape, dtype) for (shape, dtype), s in zip(sig.avals, saved_mask)]
     cts = [next(args) if m else None for m in ct_mask]
@@ -327,7 +358,7 @@ def _vjp_on_host(*args, spec):
     n = sum(saved_mask)
     saved = iter(args[:n])
     operands = [next(saved) if s else None for s in saved_mask]
-    (shape, dtype), = sig.out_avals
+    ((shape, dtype),) = sig.out_avals
     ct = args[n] if ct_mask[0] else np.zeros(shape, dtype)
     grads = rule(ct, operands, sig.avals, **dict(sig.static))
     if grads is None:  # the rule does not apply (a large or non-float operand): a kernel
@@ -346,8 +377,12 @@ def _layout(sig, grads):
     op = sig.op
     want = tuple([i for i, g in enumerate(grads) if g])
     alone = op.multilinear if len(want) == 1 else False  # True, the operands it is linear in, or False
-    return want, tuple([not (d and (op.linear or (g and alone and (alone is True or i in alone))))
-                        for i, (d, g) in enumerate(zip(sig.in_differentiable, grads))])
+    return want, tuple(
+        [
+            not (d and (op.linear or (g and alone and (alone is True or i in alone))))
+            for i, (d, g) in enumerate(zip(sig.in_differentiable, grads))
+        ]
+    )
 
 
 def _backward_name(sig):
@@ -363,15 +398,20 @@ class OpNode(_graph.Node):
     def __init__(self, call, operands, arrays, linked=-1):
         """`linked`: a bitmask of the operands that get an edge (among those that require grad)."""
         sig = call.sig
-        edges = tuple([_graph.edge_of(x) if linked >> i & 1 and _requires_grad(x) else None
-                       for i, x in enumerate(operands)])
+        edges = tuple(
+            [_graph.edge_of(x) if linked >> i & 1 and _requires_grad(x) else None for i, x in enumerate(operands)]
+        )
         super().__init__(edges, sig.out_avals)
         self.sig, self.call, self.guards = sig, call, ()  # call: the deferred forward (a fused backward runs it)
         self.want, self.saved_mask = _layout(sig, tuple([e is not None for e in edges]))
         if sig.op.inputs is not None:  # trailing number operands: no edge, as torch's node has none for them
-            self.edges = edges[:sig.op.inputs]
-        self.saved = tuple([None if not m else _graph.SavedValue(x) if isinstance(x, Tensor) else a
-                            for x, a, m in zip(operands, arrays, self.saved_mask)])
+            self.edges = edges[: sig.op.inputs]
+        self.saved = tuple(
+            [
+                None if not m else _graph.SavedValue(x) if isinstance(x, Tensor) else a
+                for x, a, m in zip(operands, arrays, self.saved_mask)
+            ]
+        )
 
     def name(self):
         if self.sig.op is VJP:  # a recorded backward (create_graph=True): named after the op it differentiates,
@@ -388,8 +428,13 @@ class OpNode(_graph.Node):
         saves, first = self.sig.op.torch_saves, self.saved[0]
         if "input" not in saves and type(first) is _graph.SavedValue:  # an in-place change of it leaves this
             first.counter, first.version = _graph.UNCHANGING, 0  # backward valid
-        self.guards = tuple([(r._counter, r._counter.value, k) for k, r in enumerate(results)
-                             if ("result" if r.grad_fn is self else "indices") in saves])
+        self.guards = tuple(
+            [
+                (r._counter, r._counter.value, k)
+                for k, r in enumerate(results)
+                if ("result" if r.grad_fn is self else "indices") in saves
+            ]
+        )
 
     def check_results(self):
         for counter, version, k in self.guards:
@@ -419,8 +464,7 @@ class OpNode(_graph.Node):
         cts = [cotangents[k] for k in self.sig.diff_outs]
         ct_mask = tuple(c is not None for c in cts)
         self.check_results()
-        saved = [s.unpack(create_graph) if isinstance(s, _graph.SavedValue) else s
-                 for s in self.saved if s is not None]
+        saved = [s.unpack(create_graph) if isinstance(s, _graph.SavedValue) else s for s in self.saved if s is not None]
         spec = self.spec(ct_mask, None if batch is None else batch.key, needed)
         want = spec.want
         grads = apply(VJP, saved + [c for c in cts if c is not None], spec=spec)

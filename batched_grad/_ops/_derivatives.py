@@ -2,6 +2,7 @@
 and where an intermediate over- or underflows. Each is the JAX function for its values, with a custom JVP that
 is the sum over operands of torch's partial derivative (a function of the operands and the result) times the
 operand's tangent; the JVP is itself differentiable, so higher orders follow torch's formulas too."""
+
 import functools
 
 import jax
@@ -28,6 +29,7 @@ def with_partials(f, *partials):
 def _extreme(reduce):
     """torch's max() or min() of all elements: the gradient is shared evenly among the elements equal to the result,
     or among the nan elements when the result is nan."""
+
     @functools.partial(jax.custom_jvp, nondiff_argnums=(1, 2))
     def f(a, axis, keepdims):
         return reduce(a, axis=axis, keepdims=keepdims)
@@ -55,6 +57,7 @@ def digamma(a):
 def elu_like(a, *, alpha, scale=1.0, inner=1.0):
     """scale * (alpha (exp(x / inner) - 1) where x <= 0, else x): elu, selu and celu. torch's derivative takes the
     negative branch at 0 (scale alpha / inner there) but its second derivative is 0 at 0."""
+
     def value(a):  # the inner `where` keeps the unselected exp finite
         return scale * jnp.where(a <= 0, alpha * jnp.expm1(jnp.where(a <= 0, a, 0) / inner), a)
 
@@ -101,38 +104,45 @@ abs_ = with_partials(jnp.abs, lambda a, out: sign(a))
 relu = with_partials(jax.nn.relu, lambda a, out: jnp.where(out <= 0, 0, 1).astype(out.dtype))
 rsqrt = with_partials(jax.lax.rsqrt, lambda a, out: -0.5 * out * out * out)
 hypot = with_partials(jnp.hypot, lambda a, b, out: a / out, lambda a, b, out: b / out)
-atan2 = with_partials(jnp.arctan2, lambda a, b, out: b * _atan2_scale(a, b),
-                       lambda a, b, out: -a * _atan2_scale(a, b))
-maximum = with_partials(jnp.maximum, lambda a, b, out: _tie_split(a < b, a == b),
-                         lambda a, b, out: _tie_split(a > b, a == b))
-minimum = with_partials(jnp.minimum, lambda a, b, out: _tie_split(a > b, a == b),
-                         lambda a, b, out: _tie_split(a < b, a == b))
+atan2 = with_partials(jnp.arctan2, lambda a, b, out: b * _atan2_scale(a, b), lambda a, b, out: -a * _atan2_scale(a, b))
+maximum = with_partials(
+    jnp.maximum, lambda a, b, out: _tie_split(a < b, a == b), lambda a, b, out: _tie_split(a > b, a == b)
+)
+minimum = with_partials(
+    jnp.minimum, lambda a, b, out: _tie_split(a > b, a == b), lambda a, b, out: _tie_split(a < b, a == b)
+)
 max_all, min_all = _extreme(jnp.max), _extreme(jnp.min)
 # std: a zero standard deviation has derivative 0 (torch masks it), not 0.5 / 0
 std_sqrt = with_partials(jnp.sqrt, lambda v, out: jnp.where(out == 0, 0, 0.5 / jnp.where(out == 0, 1, out)))
 # binary cross entropy, elementwise: of probabilities x (each log clamped at -100), whose derivative torch bounds by
 # dividing by max(x (1 - x), 1e-12); of logits x with log_weight lw (pos_weight's), whose derivative is
 # lw sigmoid(x) - (lw - 1 + t) even at x = 0, where the stable formula has a kink
-bce = with_partials(lambda x, t: (t - 1) * jnp.maximum(jnp.log1p(-x), -100) - t * jnp.maximum(jnp.log(x), -100),
-                     lambda x, t, out: (x - t) / jnp.maximum((1 - x) * x, 1e-12),
-                     lambda x, t, out: jnp.log1p(-x) - jnp.log(x))
-bce_with_logits = with_partials(lambda x, t, lw: (1 - t) * x + lw * _softplus_neg(x),
-                                 lambda x, t, lw, out: lw * jax.nn.sigmoid(x) - (lw - 1 + t),
-                                 lambda x, t, lw, out: -x,
-                                 lambda x, t, lw, out: jax.nn.softplus(-x))  # smooth, for higher orders
+bce = with_partials(
+    lambda x, t: (t - 1) * jnp.maximum(jnp.log1p(-x), -100) - t * jnp.maximum(jnp.log(x), -100),
+    lambda x, t, out: (x - t) / jnp.maximum((1 - x) * x, 1e-12),
+    lambda x, t, out: jnp.log1p(-x) - jnp.log(x),
+)
+bce_with_logits = with_partials(
+    lambda x, t, lw: (1 - t) * x + lw * _softplus_neg(x),
+    lambda x, t, lw, out: lw * jax.nn.sigmoid(x) - (lw - 1 + t),
+    lambda x, t, lw, out: -x,
+    lambda x, t, lw, out: jax.nn.softplus(-x),
+)  # smooth, for higher orders
 
 
 def with_derivative_of(value, d):
     """`value`, differentiated as `d` (an expression of the operands with the derivative torch gives): exact in
     value, since d - stop_gradient(d) is 0 (where d is finite; elsewhere the derivative is 0)."""
     return jax.lax.stop_gradient(value) + jnp.where(jnp.isfinite(d), d - jax.lax.stop_gradient(d), 0).astype(
-        value.dtype)
+        value.dtype
+    )
 
 
 def first_order_only(f, error):
     """f, differentiated by JAX once; differentiating that derivative again raises error() (torch's error for an op
     whose backward has no derivative). The JVP reads the floating operands through an identity whose own VJP
     raises: a first derivative never differentiates it, a second one does."""
+
     @jax.custom_vjp
     def mark(x):
         return x
@@ -148,8 +158,11 @@ def first_order_only(f, error):
         out, tangent = jax.jvp(f, marked, list(tangents))
         # a tangent that is piecewise linear in the operands would not read them differentiably: scale it by an
         # exact 1 that does
-        touch = sum(jnp.sum(jnp.where(jnp.isfinite(m), m, 0)) for m in marked if m is not None
-                    and jnp.issubdtype(m.dtype, jnp.inexact))
+        touch = sum(
+            jnp.sum(jnp.where(jnp.isfinite(m), m, 0))
+            for m in marked
+            if m is not None and jnp.issubdtype(m.dtype, jnp.inexact)
+        )
         return out, tangent * (1 + 0 * touch).astype(tangent.dtype)
 
     g.defjvp(jvp)
@@ -158,6 +171,7 @@ def first_order_only(f, error):
 
 def without_derivative(fn, error):
     """fn (of any operands), whose backward raises error() for every operand (torch's NotImplemented nodes)."""
+
     @jax.custom_vjp
     def f(*args):
         return fn(*args)
@@ -171,6 +185,7 @@ def without_derivative(fn, error):
 
 def raises_in_backward(x, error):
     """x, whose backward raises error() (torch's error for an op without a derivative); `error` makes the exception."""
+
     @jax.custom_vjp
     def f(y):
         return y

@@ -1,5 +1,6 @@
 """NumPy forms (Op.host) of common float ops, which `apply` runs instead of a kernel on the CPU backend: a new shape
 compiles nothing. Only for float32/float64 results of small operands (large ones run as kernels, as before)."""
+
 import numpy as np
 
 from .shape import sum_to
@@ -36,8 +37,10 @@ def small_float_vjp(rule):
             return None
         with np.errstate(all="ignore"):
             grads = rule(ct, *[None if o is None else o.astype(ct.dtype, copy=False) for o in operands])
-        return [None if g is None else np.array(sum_to(np.broadcast_to(g, ct.shape), shape), dtype)
-                for g, (shape, dtype) in zip(grads, avals)]
+        return [
+            None if g is None else np.array(sum_to(np.broadcast_to(g, ct.shape), shape), dtype)
+            for g, (shape, dtype) in zip(grads, avals)
+        ]
 
     return host_vjp
 

@@ -1,5 +1,6 @@
 """The module functions' face: the out= keyword of torch's elementwise functions, and torch's errors for it; a
 function that fails on a torch.Tensor argument says that it got one."""
+
 import functools
 import warnings
 
@@ -9,10 +10,12 @@ from .._foreign import TORCH_TENSOR_PASSED, has_torch_tensor, not_a_tensor
 from .._grad_mode import is_grad_enabled, no_grad
 from .._tensor import _TYPE_NAMES, Tensor
 
-RESIZED = ("An output with one or more elements was resized since it had shape {}, which does not match the required "
-           "output shape {}. This behavior is deprecated, and in a future PyTorch release outputs will not be resized "
-           "unless they have zero elements. You can explicitly reuse an out tensor t by resizing it, inplace, to zero "
-           "elements with t.resize_(0).")
+RESIZED = (
+    "An output with one or more elements was resized since it had shape {}, which does not match the required "
+    "output shape {}. This behavior is deprecated, and in a future PyTorch release outputs will not be resized "
+    "unless they have zero elements. You can explicitly reuse an out tensor t by resizing it, inplace, to zero "
+    "elements with t.resize_(0)."
+)
 
 
 def public(fn, out=None):
@@ -23,6 +26,7 @@ def public(fn, out=None):
     name = fn.__name__
     rule = out
     if not out:
+
         @functools.wraps(fn)
         def function(*args, **kwargs):
             try:
@@ -31,6 +35,7 @@ def public(fn, out=None):
                 _say_if_torch(args, kwargs)
                 raise
     else:
+
         @functools.wraps(fn)
         def function(*args, out=None, **kwargs):
             try:
@@ -38,6 +43,7 @@ def public(fn, out=None):
             except Exception:
                 _say_if_torch(args + (out,), kwargs)
                 raise
+
     return function
 
 
@@ -53,14 +59,19 @@ def write_out(name, out, fn, args, kwargs, rule="cast"):
         raise not_a_tensor(name, "out", out)
     operands = [x for x in (*args, *kwargs.values(), out) if isinstance(x, Tensor)]
     if is_grad_enabled() and any(x.requires_grad for x in operands):
-        raise RuntimeError(f"{name}(): functions with out=... arguments don't support automatic differentiation, but "
-                           "one of the arguments requires grad.")
+        raise RuntimeError(
+            f"{name}(): functions with out=... arguments don't support automatic differentiation, but "
+            "one of the arguments requires grad."
+        )
     result = fn(*args, **kwargs)
     rule = rule(*args, **kwargs) if callable(rule) else rule
     if result.dtype is not out.dtype and rule != "cast":
         got, expected = _TYPE_NAMES[out.dtype.name], _TYPE_NAMES[result.dtype.name]
-        raise RuntimeError(f"Found dtype {got} but expected {expected}" if rule == "exact" else
-                           f"Expected out type to be {expected} but got {got}")
+        raise RuntimeError(
+            f"Found dtype {got} but expected {expected}"
+            if rule == "exact"
+            else f"Expected out type to be {expected} but got {got}"
+        )
     if result.shape != out.shape:
         _resize(out, result.shape)
     with no_grad():
@@ -70,8 +81,10 @@ def write_out(name, out, fn, args, kwargs, rule="cast"):
 
 def _resize(out, shape):
     if out._view is not None:
-        raise RuntimeError(f"out= cannot resize a view (or detached alias) of shape {list(out.shape)} to the result's "
-                           f"shape {list(shape)}: pass a tensor of that shape")
+        raise RuntimeError(
+            f"out= cannot resize a view (or detached alias) of shape {list(out.shape)} to the result's "
+            f"shape {list(shape)}: pass a tensor of that shape"
+        )
     if out.numel():
         warnings.warn(RESIZED.format(list(out.shape), list(shape)), UserWarning, stacklevel=4)
     out.data = Tensor._wrap(np.zeros(shape, out.dtype.np))

@@ -2,6 +2,7 @@
 function selects a constant outside its open interval, so its derivative there is 0, as torch's) and torch's node
 names: hardtanh and relu6, hardsigmoid, hardswish, hardshrink, softshrink, threshold, logsigmoid, mish, selu, celu,
 glu, prelu, rrelu; softsign, tanhshrink and softmin are torch's compositions of other ops."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -24,23 +25,26 @@ def _hardtanh(a, low, high):  # the bounds are operands (0-d arrays): new bounds
 # torch has no derivative of hardsigmoid's backward: its double backward raises
 _hardsigmoid = _derivatives.first_order_only(
     lambda a: jnp.where(a <= -3, 0, jnp.where(a >= 3, 1, a / 6 + 0.5)).astype(a.dtype),
-    lambda: RuntimeError("derivative for aten::hardsigmoid_backward is not implemented"))
+    lambda: RuntimeError("derivative for aten::hardsigmoid_backward is not implemented"),
+)
 
 
 # torch's derivative: 0 up to -3, x / 3 + 1/2 below 3, then 1
 _hardswish = _derivatives.with_partials(
     lambda a: a * jnp.clip(a + 3, 0, 6) / 6,
-    lambda a, out: jnp.where(a <= -3, 0, jnp.where(a < 3, a / 3 + 0.5, 1)).astype(a.dtype))
+    lambda a, out: jnp.where(a <= -3, 0, jnp.where(a < 3, a / 3 + 0.5, 1)).astype(a.dtype),
+)
 
 
 _KERNELS = {  # name: (JAX function of the array and static parameters, torch's kernel name for dtype errors)
     "hardtanh": (_hardtanh, "hardtanh_backward_cpu"),
     "hardsigmoid": (_hardsigmoid, "hardsigmoid_cpu"),
     "hardswish": (_hardswish, "hardswish_cpu"),
-    "hardshrink": (lambda a, *, lambd: jnp.where((a >= -lambd) & (a <= lambd), 0, a).astype(a.dtype),
-                   "hardshrink_cpu"),
-    "softshrink": (lambda a, *, lambd: jnp.where(a > lambd, a - lambd, jnp.where(a < -lambd, a + lambd, 0))
-                   .astype(a.dtype), "softshrink_cpu"),
+    "hardshrink": (lambda a, *, lambd: jnp.where((a >= -lambd) & (a <= lambd), 0, a).astype(a.dtype), "hardshrink_cpu"),
+    "softshrink": (
+        lambda a, *, lambd: jnp.where(a > lambd, a - lambd, jnp.where(a < -lambd, a + lambd, 0)).astype(a.dtype),
+        "softshrink_cpu",
+    ),
     "threshold": (lambda a, *, threshold, value: jnp.where(a > threshold, a, value).astype(a.dtype), "threshold_cpu"),
     "log_sigmoid": (jax.nn.log_sigmoid, "log_sigmoid_cpu"),
     "mish": (lambda a: a * jnp.tanh(jax.nn.softplus(a)), "mish_cpu"),
@@ -48,8 +52,12 @@ _KERNELS = {  # name: (JAX function of the array and static parameters, torch's 
     "celu": (lambda a, *, alpha: _derivatives.elu_like(a, alpha=alpha, inner=alpha), "elu_cpu"),
     "leaky_rrelu": (lambda a, *, slope: jnp.where(a > 0, a, a * slope), "leaky_relu_cpu"),
 }
-_NAMES = {"log_sigmoid": "LogSigmoidBackward0", "selu": "EluBackward0", "celu": "CeluBackward0",
-          "leaky_rrelu": "RreluWithNoiseBackward0"}
+_NAMES = {
+    "log_sigmoid": "LogSigmoidBackward0",
+    "selu": "EluBackward0",
+    "celu": "CeluBackward0",
+    "leaky_rrelu": "RreluWithNoiseBackward0",
+}
 _OPS = {name: Op(name, f, _NAMES.get(name), diagonal=True, inputs=1) for name, (f, _) in _KERNELS.items()}
 
 
@@ -90,8 +98,10 @@ def hardshrink(input, lambd=0.5):
 def softshrink(input, lambd=0.5):
     """x - lambd above lambd, x + lambd below -lambd, else 0."""
     if lambd < 0:
-        raise RuntimeError(f"lambda must be in range [0, {np.finfo(input.dtype.np).max:g}] for input dtype "
-                           f"{_TYPE_NAMES[input.dtype.name]}, but found {lambd:g}")
+        raise RuntimeError(
+            f"lambda must be in range [0, {np.finfo(input.dtype.np).max:g}] for input dtype "
+            f"{_TYPE_NAMES[input.dtype.name]}, but found {lambd:g}"
+        )
     return _activation("softshrink", input, lambd=float(lambd))
 
 
@@ -129,14 +139,16 @@ def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
         return _activation("leaky_rrelu", input, inplace, slope=(float(lower) + float(upper)) / 2)
     _check_tensor("rrelu", "input", input)
     _require_float("rrelu_with_noise_out_cpu", input.dtype)
-    slopes = sample(None, "rrelu", input.shape, lambda bits, size: bits.uniform(lower, upper, size).astype(
-        input.dtype.np))
+    slopes = sample(
+        None, "rrelu", input.shape, lambda bits, size: bits.uniform(lower, upper, size).astype(input.dtype.np)
+    )
     out = apply(_RRELU_NOISE, [input, slopes])
     return input._assign(out) if inplace else out
 
 
-_RRELU_NOISE = Op("rrelu", lambda a, slopes: jnp.where(a > 0, a, a * slopes.astype(a.dtype)),
-                  "RreluWithNoiseBackward0", diagonal=True)
+_RRELU_NOISE = Op(
+    "rrelu", lambda a, slopes: jnp.where(a > 0, a, a * slopes.astype(a.dtype)), "RreluWithNoiseBackward0", diagonal=True
+)
 
 
 def _glu(a, *, axis):
@@ -178,11 +190,15 @@ def prelu(input, weight):
     if weight.ndim > 1:
         raise RuntimeError(f"prelu: Expected `weight` to be a scalar or 1D tensor, but got: ndim = {weight.ndim}")
     if input.dtype is not weight.dtype:
-        raise RuntimeError(f"prelu: Type promoting not supported. Got {_TYPE_NAMES[input.dtype.name]} and "
-                           f"{_TYPE_NAMES[weight.dtype.name]}")
+        raise RuntimeError(
+            f"prelu: Type promoting not supported. Got {_TYPE_NAMES[input.dtype.name]} and "
+            f"{_TYPE_NAMES[weight.dtype.name]}"
+        )
     if weight.numel() not in (1, channels):
-        raise RuntimeError(f"Mismatch of parameter numbers and input channel size. Found parameter numbers = "
-                           f"{weight.numel()} and channel size = {channels}.")
+        raise RuntimeError(
+            f"Mismatch of parameter numbers and input channel size. Found parameter numbers = "
+            f"{weight.numel()} and channel size = {channels}."
+        )
     return apply(_PRELU, [input, weight])
 
 
@@ -211,10 +227,36 @@ def _inplace_of(fn):
 
 
 hardtanh_, threshold_, selu_, celu_, rrelu_ = (_inplace_of(f) for f in (hardtanh, threshold, selu, celu, rrelu))
-FUNCTIONAL = {f.__name__: f for f in (
-    hardtanh, hardtanh_, relu6, hardsigmoid, hardswish, hardshrink, softshrink, threshold, threshold_, logsigmoid,
-    mish, selu, selu_, celu, celu_, rrelu, rrelu_, glu, prelu, softsign, tanhshrink, softmin)}
+FUNCTIONAL = {
+    f.__name__: f
+    for f in (
+        hardtanh,
+        hardtanh_,
+        relu6,
+        hardsigmoid,
+        hardswish,
+        hardshrink,
+        softshrink,
+        threshold,
+        threshold_,
+        logsigmoid,
+        mish,
+        selu,
+        selu_,
+        celu,
+        celu_,
+        rrelu,
+        rrelu_,
+        glu,
+        prelu,
+        softsign,
+        tanhshrink,
+        softmin,
+    )
+}
 # torch's own functions (torch.selu, ...) and Tensor methods among them
-TORCH = {name: FUNCTIONAL[name] for name in ("selu", "selu_", "celu", "celu_", "threshold", "threshold_", "prelu",
-                                             "rrelu", "rrelu_", "hardshrink")}
+TORCH = {
+    name: FUNCTIONAL[name]
+    for name in ("selu", "selu_", "celu", "celu_", "threshold", "threshold_", "prelu", "rrelu", "rrelu_", "hardshrink")
+}
 METHODS = {"prelu": prelu, "hardshrink": hardshrink}

@@ -1,6 +1,7 @@
 """Shape functions torch composes from views, joins and flips (atleast_nd, column_stack, dstack, the splits, fliplr,
 flipud, cartesian_prod, combinations, repeat_interleave, ravel, vander, broadcast_tensors) and the ones it
 has kernels for (rot90, block_diag, kron, cross, Tensor.unfold), each with torch's node names."""
+
 import itertools
 import warnings
 
@@ -13,8 +14,8 @@ from ._core import Op, apply
 from .grids import meshgrid
 from .indexing import index_select
 from .reduction import cumprod
-from .shape import (broadcast_shapes as _broadcast_pair, cat, expand, flatten, flip, narrow, reshape, split, stack,
-                    unsqueeze, vstack)
+from .shape import broadcast_shapes as _broadcast_pair
+from .shape import cat, expand, flatten, flip, narrow, reshape, split, stack, unsqueeze, vstack
 
 
 def _tensors(name, tensors):
@@ -80,12 +81,16 @@ def tensor_split(input, indices_or_sections, dim=0):
 
 def _split_along(name, input, sections, dim, min_ndim):
     if input.ndim < min_ndim:
-        raise RuntimeError(f"torch.{name} requires a tensor with at least {min_ndim} dimension, but got a tensor with "
-                           f"{input.ndim} dimensions!")
+        raise RuntimeError(
+            f"torch.{name} requires a tensor with at least {min_ndim} dimension, but got a tensor with "
+            f"{input.ndim} dimensions!"
+        )
     if isinstance(sections, int):
         if sections == 0 or input.shape[dim] % sections:
-            raise RuntimeError(f"torch.{name} attempted to split along dimension {dim}, but the size of the dimension "
-                               f"{input.shape[dim]} is not divisible by the split_size {sections}!")
+            raise RuntimeError(
+                f"torch.{name} attempted to split along dimension {dim}, but the size of the dimension "
+                f"{input.shape[dim]} is not divisible by the split_size {sections}!"
+            )
     return tensor_split(input, sections, dim)
 
 
@@ -108,8 +113,10 @@ def split_with_sizes(input, split_sizes, dim=0):
     """Views of `input` of the given sizes along `dim` (they must add up to its size)."""
     d = _wrap_dim(dim, input.ndim)
     if sum(split_sizes) != input.shape[d]:
-        raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {input.shape[d]} (input tensor's "
-                           f"size at dimension {d}), but got split_sizes={list(split_sizes)}")
+        raise RuntimeError(
+            f"split_with_sizes expects split_sizes to sum exactly to {input.shape[d]} (input tensor's "
+            f"size at dimension {d}), but got split_sizes={list(split_sizes)}"
+        )
     return split(input, list(split_sizes), d)
 
 
@@ -168,7 +175,7 @@ def _block_diag(*blocks, dtype):
     rows, cols = sum(b.shape[0] for b in blocks), sum(b.shape[1] for b in blocks)
     out, r, c = jnp.zeros((rows, cols), dtype), 0, 0
     for b in blocks:
-        out = out.at[r:r + b.shape[0], c:c + b.shape[1]].set(b.astype(dtype))
+        out = out.at[r : r + b.shape[0], c : c + b.shape[1]].set(b.astype(dtype))
         r, c = r + b.shape[0], c + b.shape[1]
     return out
 
@@ -180,8 +187,9 @@ def block_diag(*tensors):
     """A block-diagonal matrix of the tensors (0-D ones are 1 x 1, 1-D ones a row)."""
     for i, t in enumerate(tensors):
         if t.ndim > 2:
-            raise RuntimeError(f"torch.block_diag: Input tensors must have 2 or fewer dimensions. Input {i} has "
-                               f"{t.ndim} dimensions")
+            raise RuntimeError(
+                f"torch.block_diag: Input tensors must have 2 or fewer dimensions. Input {i} has {t.ndim} dimensions"
+            )
     blocks = [reshape(t, (1, 1)) if t.ndim == 0 else reshape(t, (1, -1)) if t.ndim == 1 else t for t in tensors]
     dtype = _dtypes.result_type(*tensors) if tensors else _dtypes.get_default_dtype()
     return apply(_BLOCK_DIAG, blocks, dtype=dtype.np)
@@ -208,14 +216,16 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
         if repeats < 0:
             raise RuntimeError("repeats can not be negative")
         shape = tuple(x.shape)
-        grown = expand(unsqueeze(x, d + 1), shape[:d + 1] + (repeats,) + shape[d + 1:])
-        return reshape(grown, shape[:d] + (shape[d] * repeats,) + shape[d + 1:])
+        grown = expand(unsqueeze(x, d + 1), shape[: d + 1] + (repeats,) + shape[d + 1 :])
+        return reshape(grown, shape[:d] + (shape[d] * repeats,) + shape[d + 1 :])
     counts = np.asarray(repeats.detach().numpy()).reshape(-1)
     if counts.size == 1:
         counts = np.repeat(counts, x.shape[d])
     if counts.size != x.shape[d]:
-        raise RuntimeError("repeats must have the same size as input along dim, but got repeats.size(0) = "
-                           f"{counts.size} and input.size({d}) = {x.shape[d]}")
+        raise RuntimeError(
+            "repeats must have the same size as input along dim, but got repeats.size(0) = "
+            f"{counts.size} and input.size({d}) = {x.shape[d]}"
+        )
     if (counts < 0).any():
         raise RuntimeError("repeats can not be negative")
     return index_select(x, d, Tensor._wrap(np.repeat(np.arange(x.shape[d], dtype=np.int64), counts)))
@@ -271,8 +281,9 @@ def linalg_cross(input, other, *, dim=-1):
     shape = _broadcast_pair(input.shape, other.shape)
     d = _wrap_dim(dim, len(shape))
     if input.shape[d] != 3 or other.shape[d] != 3:
-        raise RuntimeError(f"linalg.cross: inputs dimension {dim} must have length 3. Got {input.shape[d]} and "
-                           f"{other.shape[d]}")
+        raise RuntimeError(
+            f"linalg.cross: inputs dimension {dim} must have length 3. Got {input.shape[d]} and {other.shape[d]}"
+        )
     t = _dtypes.result_type(input, other)
     return apply(_CROSS, [input.to(t), other.to(t)], axis=d)
 
@@ -280,9 +291,13 @@ def linalg_cross(input, other, *, dim=-1):
 def cross(input, other, dim=None):
     """The cross product along `dim` (the first dim of size 3 when None, with torch's deprecation warning)."""
     if dim is None:
-        warnings.warn("Using torch.cross without specifying the dim arg is deprecated.\nPlease either pass the dim "
-                      "explicitly or simply use torch.linalg.cross.\nThe default value of dim will change to agree "
-                      "with that of linalg.cross in a future release.", UserWarning, stacklevel=2)
+        warnings.warn(
+            "Using torch.cross without specifying the dim arg is deprecated.\nPlease either pass the dim "
+            "explicitly or simply use torch.linalg.cross.\nThe default value of dim will change to agree "
+            "with that of linalg.cross in a future release.",
+            UserWarning,
+            stacklevel=2,
+        )
         shape = _broadcast_pair(input.shape, other.shape)
         dim = next((i for i, s in enumerate(shape) if s == 3), -1)
     return linalg_cross(input, other, dim=dim)
@@ -292,7 +307,7 @@ def _unfold(a, *, axis, size, step):
     count = (a.shape[axis] - size) // step + 1
     windows = np.arange(count)[:, None] * step + np.arange(size)[None, :]
     taken = jnp.take(a, windows.reshape(-1), axis=axis)
-    taken = taken.reshape(a.shape[:axis] + (count, size) + a.shape[axis + 1:])
+    taken = taken.reshape(a.shape[:axis] + (count, size) + a.shape[axis + 1 :])
     return jnp.moveaxis(taken, axis + 1, -1)
 
 
@@ -311,12 +326,52 @@ def unfold(input, dimension, size, step):
     return apply(_UNFOLD, [x], axis=d, size=int(size), step=int(step))
 
 
-FUNCTIONS = {f.__name__: f for f in (
-    atleast_1d, atleast_2d, atleast_3d, column_stack, dstack, tensor_split, hsplit, vsplit, dsplit, split_with_sizes,
-    fliplr, flipud, rot90, cartesian_prod, combinations, block_diag, kron, repeat_interleave, ravel, vander,
-    broadcast_tensors, broadcast_shapes, cross)}
+FUNCTIONS = {
+    f.__name__: f
+    for f in (
+        atleast_1d,
+        atleast_2d,
+        atleast_3d,
+        column_stack,
+        dstack,
+        tensor_split,
+        hsplit,
+        vsplit,
+        dsplit,
+        split_with_sizes,
+        fliplr,
+        flipud,
+        rot90,
+        cartesian_prod,
+        combinations,
+        block_diag,
+        kron,
+        repeat_interleave,
+        ravel,
+        vander,
+        broadcast_tensors,
+        broadcast_shapes,
+        cross,
+    )
+}
 FUNCTIONS.update(row_stack=vstack, unsafe_split=split, unsafe_split_with_sizes=split_with_sizes)
-METHODS = {name: FUNCTIONS[name] for name in (
-    "tensor_split", "hsplit", "vsplit", "dsplit", "split_with_sizes", "fliplr", "flipud", "rot90", "kron",
-    "repeat_interleave", "ravel", "cross", "unsafe_split", "unsafe_split_with_sizes")}
+METHODS = {
+    name: FUNCTIONS[name]
+    for name in (
+        "tensor_split",
+        "hsplit",
+        "vsplit",
+        "dsplit",
+        "split_with_sizes",
+        "fliplr",
+        "flipud",
+        "rot90",
+        "kron",
+        "repeat_interleave",
+        "ravel",
+        "cross",
+        "unsafe_split",
+        "unsafe_split_with_sizes",
+    )
+}
 METHODS["unfold"] = unfold

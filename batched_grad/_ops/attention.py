@@ -1,6 +1,7 @@
 """scaled_dot_product_attention: softmax(q k^T * scale + mask) v as one op (torch's CPU flash-attention node where
 torch takes that kernel), with boolean or additive masks, causal masking, grouped-query attention and dropout of the
 attention weights."""
+
 import math
 
 import jax
@@ -33,16 +34,21 @@ def _attention(q, k, v, *extra, scale, causal, mask_kind, groups):
 
 def _first_order_attention(*arrays, **static):
     # torch's CPU attention has no double backward
-    error = lambda: RuntimeError("derivative for aten::_scaled_dot_product_flash_attention_for_cpu_backward is "  # noqa
-                                 "not implemented")
+    error = lambda: RuntimeError(
+        "derivative for aten::_scaled_dot_product_flash_attention_for_cpu_backward is "  # noqa
+        "not implemented"
+    )
     return first_order_only(lambda *a: _attention(*a, **static), error)(*arrays)
 
 
 # torch takes its CPU flash-attention kernel (one node, no double backward) for 4-D inputs of one head size without
 # dropout or a mask that requires grad, and composes matmul and softmax (differentiable again) otherwise
 _FLASH = Op("scaled_dot_product_attention", _first_order_attention, "ScaledDotProductFlashAttentionForCpuBackward0")
-_MATH = Op("scaled_dot_product_attention", _attention,
-           lambda sig: "MmBackward0" if len(sig.avals[0][0]) == 2 else "UnsafeViewBackward0")
+_MATH = Op(
+    "scaled_dot_product_attention",
+    _attention,
+    lambda sig: "MmBackward0" if len(sig.avals[0][0]) == 2 else "UnsafeViewBackward0",
+)
 
 
 def _mask_kind(attn_mask, query):
@@ -52,42 +58,61 @@ def _mask_kind(attn_mask, query):
     if attn_mask.dtype is _dtypes.bool:
         return "bool"
     if attn_mask.dtype is not query.dtype:
-        raise RuntimeError(f"Expected attn_mask dtype to be bool or float or to match query dtype, but got "
-                           f"attn_mask.dtype: {_TYPE_NAMES[attn_mask.dtype.name]} and  query.dtype: "
-                           f"{_TYPE_NAMES[query.dtype.name]} instead.")
+        raise RuntimeError(
+            f"Expected attn_mask dtype to be bool or float or to match query dtype, but got "
+            f"attn_mask.dtype: {_TYPE_NAMES[attn_mask.dtype.name]} and  query.dtype: "
+            f"{_TYPE_NAMES[query.dtype.name]} instead."
+        )
     return "float"
 
 
-def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
-                                 enable_gqa=False):
+def scaled_dot_product_attention(
+    query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False
+):
     """softmax(query @ key^T * scale + mask) @ value over the last two dims (scale 1 / sqrt(E) by default); a bool
     mask keeps the True positions, a float mask is added; is_causal masks the upper triangle; with dropout_p the
     attention weights are dropped (batched_grad's generator)."""
     for i, (name, t) in enumerate((("query", query), ("key", key), ("value", value)), 1):
         _check_tensor("scaled_dot_product_attention", name, t, i)
     if not (query.dtype is key.dtype is value.dtype):
-        raise RuntimeError(f"Expected query, key, and value to have the same dtype, but got query.dtype: "
-                           f"{_TYPE_NAMES[query.dtype.name]} key.dtype: {_TYPE_NAMES[key.dtype.name]} and "
-                           f"value.dtype: {_TYPE_NAMES[value.dtype.name]} instead.")
+        raise RuntimeError(
+            f"Expected query, key, and value to have the same dtype, but got query.dtype: "
+            f"{_TYPE_NAMES[query.dtype.name]} key.dtype: {_TYPE_NAMES[key.dtype.name]} and "
+            f"value.dtype: {_TYPE_NAMES[value.dtype.name]} instead."
+        )
     if is_causal and attn_mask is not None:
         raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set when is_causal=True")
     groups = 1
     if query.ndim >= 3 and key.ndim >= 3 and query.shape[-3] != key.shape[-3]:
         if not enable_gqa or query.shape[-3] % key.shape[-3]:
-            raise RuntimeError(f"The size of tensor a ({query.shape[-3]}) must match the size of tensor b "
-                               f"({key.shape[-3]}) at non-singleton dimension {query.ndim - 3}")
+            raise RuntimeError(
+                f"The size of tensor a ({query.shape[-3]}) must match the size of tensor b "
+                f"({key.shape[-3]}) at non-singleton dimension {query.ndim - 3}"
+            )
         groups = query.shape[-3] // key.shape[-3]
     kind = _mask_kind(attn_mask, query)
     operands = [query, key, value] + ([] if attn_mask is None else [attn_mask])
     if dropout_p > 0:
         shape = tuple(query.shape[:-1]) + (key.shape[-2],)
         scale_kept = 0.0 if dropout_p >= 1 else 1.0 / (1.0 - dropout_p)
-        operands.append(sample(None, "scaled_dot_product_attention", shape, lambda bits, size: (
-            (bits.random(size) >= dropout_p) * scale_kept).astype(query.dtype.np)))
+        operands.append(
+            sample(
+                None,
+                "scaled_dot_product_attention",
+                shape,
+                lambda bits, size: ((bits.random(size) >= dropout_p) * scale_kept).astype(query.dtype.np),
+            )
+        )
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
-    flash = (query.ndim == key.ndim == value.ndim == 4 and query.shape[-1] == key.shape[-1] == value.shape[-1]
-             and dropout_p == 0 and not (attn_mask is not None and attn_mask.requires_grad))
-    return apply(_FLASH if flash else _MATH, operands, scale=scale, causal=bool(is_causal), mask_kind=kind, groups=groups)
+    flash = (
+        query.ndim == key.ndim == value.ndim == 4
+        and query.shape[-1] == key.shape[-1] == value.shape[-1]
+        and dropout_p == 0
+        and not (attn_mask is not None and attn_mask.requires_grad)
+    )
+    return apply(
+        _FLASH if flash else _MATH, operands, scale=scale, causal=bool(is_causal), mask_kind=kind, groups=groups
+    )
 
 
 FUNCTIONAL = {"scaled_dot_product_attention": scaled_dot_product_attention}

@@ -1,5 +1,6 @@
 """Comparing whole tensors: isclose, allclose, equal; and the type predicates is_tensor, is_floating_point,
 is_complex, numel."""
+
 import jax.numpy as jnp
 
 from .. import _dtypes
@@ -56,8 +57,9 @@ def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     _check_close_args("isclose", input, other)
     rtol, atol = _tolerance("rtol", rtol), _tolerance("atol", atol)
     broadcast_shape(tuple(input.shape), tuple(other.shape))
-    return apply(_ISCLOSE, [input, other], rtol=rtol, atol=atol, equal_nan=bool(equal_nan),
-                 work=_dtypes.get_default_dtype().np)
+    return apply(
+        _ISCLOSE, [input, other], rtol=rtol, atol=atol, equal_nan=bool(equal_nan), work=_dtypes.get_default_dtype().np
+    )
 
 
 def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):

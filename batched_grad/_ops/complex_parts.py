@@ -1,4 +1,5 @@
 """The parts of complex tensors: real, imag, conj."""
+
 import jax.numpy as jnp
 
 from ._core import Op, apply

@@ -1,4 +1,5 @@
 """Fused elementwise ops: addcmul and addcdiv (input + value * tensor1 * or / tensor2)."""
+
 import jax.numpy as jnp
 
 from .. import _dtypes

@@ -2,6 +2,7 @@
 is_signed, is_nonzero, is_same_size, is_conj, ...), the remaining dtype conversions, sum_to_size, fill_diagonal_,
 angle, complex and polar, view_as_real/view_as_complex, and torch's type utilities (promote_types, result_type,
 can_cast, typename)."""
+
 import jax.numpy as jnp
 
 from .. import _dtypes
@@ -16,8 +17,9 @@ def new_full(self, size, fill_value, *, dtype=None, requires_grad=False, device=
     """A tensor of `size` filled with fill_value, with this tensor's dtype and device unless `dtype` or `device`."""
     from .._factories import full
 
-    return full(tuple(size), fill_value, dtype=dtype or self.dtype, requires_grad=requires_grad,
-                device=device_for(device, self))
+    return full(
+        tuple(size), fill_value, dtype=dtype or self.dtype, requires_grad=requires_grad, device=device_for(device, self)
+    )
 
 
 def new_empty(self, *size, dtype=None, requires_grad=False, device=None):
@@ -166,13 +168,17 @@ def angle(input):
 
 
 def _complex_pair(name, a, b):
-    for argument, t in (("real", a), ("imag", b)) if name == "complex" else (("abs", a), ("angle", b)):
+    for _argument, t in (("real", a), ("imag", b)) if name == "complex" else (("abs", a), ("angle", b)):
         if not t.dtype.is_floating_point or t.dtype in (_dtypes.bfloat16,):
-            raise RuntimeError(f"Expected both inputs to be Half, Float or Double tensors but got "
-                               f"{_TYPE_NAMES[a.dtype.name]} and {_TYPE_NAMES[b.dtype.name]}")
+            raise RuntimeError(
+                f"Expected both inputs to be Half, Float or Double tensors but got "
+                f"{_TYPE_NAMES[a.dtype.name]} and {_TYPE_NAMES[b.dtype.name]}"
+            )
     if a.dtype is not b.dtype:
-        raise RuntimeError(f"Expected object of scalar type {_TYPE_NAMES[a.dtype.name]} but got scalar type "
-                           f"{_TYPE_NAMES[b.dtype.name]} for second argument")
+        raise RuntimeError(
+            f"Expected object of scalar type {_TYPE_NAMES[a.dtype.name]} but got scalar type "
+            f"{_TYPE_NAMES[b.dtype.name]} for second argument"
+        )
 
 
 def complex(real, imag):  # noqa: A001  (torch's name)
@@ -197,8 +203,10 @@ def view_as_real(input):
 def view_as_complex(input):
     """A real tensor whose last dim is 2 as complex numbers; a copy here, not a view."""
     if input.dtype not in (_dtypes.float32, _dtypes.float64):
-        raise RuntimeError(f"view_as_complex is only supported for float and double tensors, but got a tensor of "
-                           f"scalar type: {_TYPE_NAMES[input.dtype.name]}")
+        raise RuntimeError(
+            f"view_as_complex is only supported for float and double tensors, but got a tensor of "
+            f"scalar type: {_TYPE_NAMES[input.dtype.name]}"
+        )
     if input.ndim == 0 or input.shape[-1] != 2:
         raise RuntimeError("Tensor must have a last dimension of size 2")
     return apply(_VIEW_AS_COMPLEX, [input])
@@ -230,16 +238,64 @@ def typename(obj):
     return name if module in ("builtins", "__builtin__", None) else f"{module}.{name}"
 
 
-_CONVERSIONS = {"byte": _dtypes.uint8, "char": _dtypes.int8, "short": _dtypes.int16, "bfloat16": _dtypes.bfloat16,
-                "cfloat": _dtypes.complex64, "cdouble": _dtypes.complex128}
-METHODS = {f.__name__: f for f in (new_full, new_empty, new_tensor, ndimension, nelement, is_signed, is_nonzero,
-                                    is_same_size, is_conj, is_neg, resolve_conj, resolve_neg, sum_to_size,
-                                    fill_diagonal_, angle)}
+_CONVERSIONS = {
+    "byte": _dtypes.uint8,
+    "char": _dtypes.int8,
+    "short": _dtypes.int16,
+    "bfloat16": _dtypes.bfloat16,
+    "cfloat": _dtypes.complex64,
+    "cdouble": _dtypes.complex128,
+}
+METHODS = {
+    f.__name__: f
+    for f in (
+        new_full,
+        new_empty,
+        new_tensor,
+        ndimension,
+        nelement,
+        is_signed,
+        is_nonzero,
+        is_same_size,
+        is_conj,
+        is_neg,
+        resolve_conj,
+        resolve_neg,
+        sum_to_size,
+        fill_diagonal_,
+        angle,
+    )
+}
 METHODS.update({name: _conversion(name, d) for name, d in _CONVERSIONS.items()})
-METHODS.update(nbytes=property(_nbytes), itemsize=property(_itemsize), is_cpu=property(
-    lambda self: self.device.type == "cpu", doc="Whether the tensor is on the cpu."))
-METHODS.update({f"is_{name}": _never(name) for name in ("mps", "xla", "xpu", "ipu", "mtia", "maia", "vulkan",
-                                                        "mkldnn", "nested", "sparse_csr")})
-FUNCTIONS = {f.__name__: f for f in (is_nonzero, is_same_size, is_signed, is_conj, is_neg, resolve_conj, resolve_neg,
-                                      angle, complex, polar, view_as_real, view_as_complex, promote_types,
-                                      result_type, can_cast, typename)}
+METHODS.update(
+    nbytes=property(_nbytes),
+    itemsize=property(_itemsize),
+    is_cpu=property(lambda self: self.device.type == "cpu", doc="Whether the tensor is on the cpu."),
+)
+METHODS.update(
+    {
+        f"is_{name}": _never(name)
+        for name in ("mps", "xla", "xpu", "ipu", "mtia", "maia", "vulkan", "mkldnn", "nested", "sparse_csr")
+    }
+)
+FUNCTIONS = {
+    f.__name__: f
+    for f in (
+        is_nonzero,
+        is_same_size,
+        is_signed,
+        is_conj,
+        is_neg,
+        resolve_conj,
+        resolve_neg,
+        angle,
+        complex,
+        polar,
+        view_as_real,
+        view_as_complex,
+        promote_types,
+        result_type,
+        can_cast,
+        typename,
+    )
+}

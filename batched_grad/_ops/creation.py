@@ -1,5 +1,6 @@
 """Factories beyond zeros/ones/arange/linspace: logspace, scalar_tensor, asarray, tril_indices/triu_indices, the
 window functions (hann, hamming, blackman, bartlett, kaiser), and torch's detach functions."""
+
 import numpy as np
 
 from .. import _dtypes
@@ -55,21 +56,30 @@ def _window(name, length, periodic, formula, dtype, requires_grad):
 
 def hann_window(window_length, periodic=True, *, dtype=None, requires_grad=False, device=None, layout=None):
     """The Hann window 0.5 - 0.5 cos(2 pi n / N) (periodic: N = window_length, else window_length - 1)."""
-    return _window("hann_window", window_length, periodic, lambda x: 0.5 - 0.5 * np.cos(2 * np.pi * x), dtype,
-                   requires_grad)
+    return _window(
+        "hann_window", window_length, periodic, lambda x: 0.5 - 0.5 * np.cos(2 * np.pi * x), dtype, requires_grad
+    )
 
 
-def hamming_window(window_length, periodic=True, alpha=0.54, beta=0.46, *, dtype=None, requires_grad=False,
-                   device=None, layout=None):
+def hamming_window(
+    window_length, periodic=True, alpha=0.54, beta=0.46, *, dtype=None, requires_grad=False, device=None, layout=None
+):
     """The Hamming window alpha - beta cos(2 pi n / N)."""
-    return _window("hamming_window", window_length, periodic, lambda x: alpha - beta * np.cos(2 * np.pi * x), dtype,
-                   requires_grad)
+    return _window(
+        "hamming_window", window_length, periodic, lambda x: alpha - beta * np.cos(2 * np.pi * x), dtype, requires_grad
+    )
 
 
 def blackman_window(window_length, periodic=True, *, dtype=None, requires_grad=False, device=None, layout=None):
     """The Blackman window 0.42 - 0.5 cos(2 pi n / N) + 0.08 cos(4 pi n / N)."""
-    return _window("blackman_window", window_length, periodic,
-                   lambda x: 0.42 - 0.5 * np.cos(2 * np.pi * x) + 0.08 * np.cos(4 * np.pi * x), dtype, requires_grad)
+    return _window(
+        "blackman_window",
+        window_length,
+        periodic,
+        lambda x: 0.42 - 0.5 * np.cos(2 * np.pi * x) + 0.08 * np.cos(4 * np.pi * x),
+        dtype,
+        requires_grad,
+    )
 
 
 def bartlett_window(window_length, periodic=True, *, dtype=None, requires_grad=False, device=None, layout=None):
@@ -77,12 +87,18 @@ def bartlett_window(window_length, periodic=True, *, dtype=None, requires_grad=F
     return _window("bartlett_window", window_length, periodic, lambda x: 1 - np.abs(2 * x - 1), dtype, requires_grad)
 
 
-def kaiser_window(window_length, periodic=True, beta=12.0, *, dtype=None, requires_grad=False, device=None,
-                  layout=None):
+def kaiser_window(
+    window_length, periodic=True, beta=12.0, *, dtype=None, requires_grad=False, device=None, layout=None
+):
     """The Kaiser window I0(beta sqrt(1 - (2 n / N - 1)^2)) / I0(beta)."""
-    return _window("kaiser_window", window_length, periodic,
-                   lambda x: np.i0(beta * np.sqrt(np.clip(1 - (2 * x - 1) ** 2, 0, None))) / np.i0(beta), dtype,
-                   requires_grad)
+    return _window(
+        "kaiser_window",
+        window_length,
+        periodic,
+        lambda x: np.i0(beta * np.sqrt(np.clip(1 - (2 * x - 1) ** 2, 0, None))) / np.i0(beta),
+        dtype,
+        requires_grad,
+    )
 
 
 def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=False):
@@ -110,5 +126,20 @@ def detach_(input):
     return input.detach_()
 
 
-FUNCTIONS = {f.__name__: f for f in (logspace, scalar_tensor, tril_indices, triu_indices, hann_window, hamming_window,
-                                      blackman_window, bartlett_window, kaiser_window, asarray, detach, detach_)}
+FUNCTIONS = {
+    f.__name__: f
+    for f in (
+        logspace,
+        scalar_tensor,
+        tril_indices,
+        triu_indices,
+        hann_window,
+        hamming_window,
+        blackman_window,
+        bartlett_window,
+        kaiser_window,
+        asarray,
+        detach,
+        detach_,
+    )
+}

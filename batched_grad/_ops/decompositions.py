@@ -1,6 +1,7 @@
 """Factorizations and solvers beyond torch.linalg's core: LU (lu_factor, lu, lu_solve, lu_unpack), triangular and
 Cholesky solves, the *_ex forms with their info codes, svdvals, eigvalsh, pinv, lstsq, cond, matrix_rank,
 tensorinv, tensorsolve, householder_product, and torch's deprecated torch.cholesky, qr, svd and triangular_solve."""
+
 import math
 import warnings
 
@@ -13,17 +14,30 @@ from .. import _dtypes
 from .._tensor import _TYPE_NAMES, Tensor
 from ._core import Op, apply
 from ._derivatives import with_derivative_of
-from .linalg import (LinAlgError, _failed_minor, _hermitian, _matrix, _result, _swap, _traced, cholesky as
-                     linalg_cholesky, det as linalg_det, diagonal as _diagonal, inv, qr as linalg_qr, slogdet,
-                     solve, svd as linalg_svd)
+from .linalg import LinAlgError, _failed_minor, _hermitian, _matrix, _result, _swap, _traced, inv, slogdet, solve
+from .linalg import cholesky as linalg_cholesky
+from .linalg import det as linalg_det
+from .linalg import diagonal as _diagonal
+from .linalg import qr as linalg_qr
+from .linalg import svd as linalg_svd
 
-_RESULTS = {name: _result(name, fields) for name, fields in (
-    ("linalg_lu_factor", ["LU", "pivots"]), ("linalg_lu_factor_ex", ["LU", "pivots", "info"]),
-    ("linalg_lu", ["P", "L", "U"]), ("lu_unpack", ["P", "L", "U"]), ("linalg_cholesky_ex", ["L", "info"]),
-    ("linalg_inv_ex", ["inverse", "info"]), ("linalg_solve_ex", ["result", "info"]),
-    ("linalg_lstsq", ["solution", "residuals", "rank", "singular_values"]), ("svd", ["U", "S", "V"]),
-    ("qr", ["Q", "R"]), ("triangular_solve", ["solution", "cloned_coefficient"]),
-    ("linalg_eigh", ["eigenvalues", "eigenvectors"]))}
+_RESULTS = {
+    name: _result(name, fields)
+    for name, fields in (
+        ("linalg_lu_factor", ["LU", "pivots"]),
+        ("linalg_lu_factor_ex", ["LU", "pivots", "info"]),
+        ("linalg_lu", ["P", "L", "U"]),
+        ("lu_unpack", ["P", "L", "U"]),
+        ("linalg_cholesky_ex", ["L", "info"]),
+        ("linalg_inv_ex", ["inverse", "info"]),
+        ("linalg_solve_ex", ["result", "info"]),
+        ("linalg_lstsq", ["solution", "residuals", "rank", "singular_values"]),
+        ("svd", ["U", "S", "V"]),
+        ("qr", ["Q", "R"]),
+        ("triangular_solve", ["solution", "cloned_coefficient"]),
+        ("linalg_eigh", ["eigenvalues", "eigenvectors"]),
+    )
+}
 
 
 def _int32(x):
@@ -49,6 +63,7 @@ def _unpack(lu, pivots):
 
 def _permutation(pivots, n, dtype):
     """P with A = P L U, from LAPACK's row interchanges (1-based, applied in order)."""
+
     def swap_all(p):
         order = jnp.arange(n)
         for i in range(p.shape[-1]):
@@ -85,10 +100,12 @@ def lu_factor_ex(A, *, pivot=True, check_errors=False):
     lu, pivots = apply(_LU_FACTOR, [A])
     info = apply(_LU_INFO, [lu.detach()])
     if check_errors and not _traced(info) and info.numel() and int(np.max(np.asarray(info._value))) > 0:
-        raise LinAlgError(f"torch.linalg.lu_factor_ex: U[{int(np.max(np.asarray(info._value)))},"
-                          f"{int(np.max(np.asarray(info._value)))}] is zero and using it on lu_solve would result in "
-                          "a division by zero. If you still want to perform the factorization, consider calling "
-                          "linalg.lu(A, pivot) or linalg.lu_factor_ex(A, pivot)")
+        raise LinAlgError(
+            f"torch.linalg.lu_factor_ex: U[{int(np.max(np.asarray(info._value)))},"
+            f"{int(np.max(np.asarray(info._value)))}] is zero and using it on lu_solve would result in "
+            "a division by zero. If you still want to perform the factorization, consider calling "
+            "linalg.lu(A, pivot) or linalg.lu_factor_ex(A, pivot)"
+        )
     return _RESULTS["linalg_lu_factor_ex"](lu, pivots, info)
 
 
@@ -97,9 +114,11 @@ def lu_factor(A, *, pivot=True):
     lu, pivots, info = lu_factor_ex(A, pivot=pivot)
     if not _traced(info) and info.numel() and int(np.max(np.asarray(info._value))) > 0:
         k = int(np.max(np.asarray(info._value)))
-        raise LinAlgError(f"torch.linalg.lu_factor: U[{k},{k}] is zero and using it on lu_solve would result in a "
-                          "division by zero. If you still want to perform the factorization, consider calling "
-                          "linalg.lu(A, pivot) or linalg.lu_factor_ex(A, pivot)")
+        raise LinAlgError(
+            f"torch.linalg.lu_factor: U[{k},{k}] is zero and using it on lu_solve would result in a "
+            "division by zero. If you still want to perform the factorization, consider calling "
+            "linalg.lu(A, pivot) or linalg.lu_factor_ex(A, pivot)"
+        )
     return _RESULTS["linalg_lu_factor"](lu, pivots)
 
 
@@ -116,8 +135,11 @@ def lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True):
     """(P, L, U) from lu_factor's packed LU and pivots; P is empty unless unpack_pivots, L and U unless
     unpack_data."""
     empty = Tensor._wrap(np.zeros((0,), LU_data.dtype.np))
-    permutation = apply(_PERMUTATION, [LU_pivots.detach()], n=LU_data.shape[-2], dtype=LU_data.dtype.np) \
-        if unpack_pivots else empty
+    permutation = (
+        apply(_PERMUTATION, [LU_pivots.detach()], n=LU_data.shape[-2], dtype=LU_data.dtype.np)
+        if unpack_pivots
+        else empty
+    )
     triangles = apply(_LU_UNPACK, [LU_data]) if unpack_data else (empty, empty)
     return _RESULTS["lu_unpack"](permutation, *triangles)
 
@@ -141,17 +163,22 @@ def linalg_lu_solve(LU, pivots, B, *, left=True, adjoint=False):
     """X with A @ X = B (X @ A = B when not left; A^H when adjoint) for A = lu_factor's (LU, pivots)."""
     _matrix("lu_solve", LU)
     if LU.dtype is not B.dtype:
-        raise RuntimeError(f"linalg.lu_solve: Expected LU and B to have the same dtype, but found LU of type "
-                           f"{_TYPE_NAMES[LU.dtype.name]} and B of type {_TYPE_NAMES[B.dtype.name]} instead")
+        raise RuntimeError(
+            f"linalg.lu_solve: Expected LU and B to have the same dtype, but found LU of type "
+            f"{_TYPE_NAMES[LU.dtype.name]} and B of type {_TYPE_NAMES[B.dtype.name]} instead"
+        )
     return apply(_LU_SOLVE, [LU, pivots.detach(), B], left=bool(left), adjoint=bool(adjoint))
 
 
 def lu_solve(b, LU_data, LU_pivots):
     """torch.lu_solve (deprecated, arguments reversed): linalg.lu_solve(LU_data, LU_pivots, b)."""
-    warnings.warn("torch.lu_solve is deprecated in favor of torch.linalg.lu_solveand will be removed in a future "
-                  "PyTorch release.\nNote that torch.linalg.lu_solve has its arguments reversed.\nX = "
-                  "torch.lu_solve(B, LU, pivots)\nshould be replaced with\nX = torch.linalg.lu_solve(LU, pivots, B)",
-                  UserWarning, stacklevel=2)
+    warnings.warn(
+        "torch.lu_solve is deprecated in favor of torch.linalg.lu_solveand will be removed in a future "
+        "PyTorch release.\nNote that torch.linalg.lu_solve has its arguments reversed.\nX = "
+        "torch.lu_solve(B, LU, pivots)\nshould be replaced with\nX = torch.linalg.lu_solve(LU, pivots, B)",
+        UserWarning,
+        stacklevel=2,
+    )
     return linalg_lu_solve(LU_data, LU_pivots, b)
 
 
@@ -160,8 +187,10 @@ def _solve_triangular(a, b, *, upper, left, unitriangular):
     if not left:  # X A = B  <=>  A^T X^T = B^T
         return _swap(_solve_triangular(_swap(a), _swap(b), upper=not upper, left=True, unitriangular=unitriangular))
     a = jnp.triu(a) if upper else jnp.tril(a)
-    a, b = jnp.broadcast_to(a, jnp.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + a.shape[-2:]), \
-        jnp.broadcast_to(b, jnp.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + b.shape[-2:])
+    a, b = (
+        jnp.broadcast_to(a, jnp.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + a.shape[-2:]),
+        jnp.broadcast_to(b, jnp.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + b.shape[-2:]),
+    )
     return jsl.solve_triangular(a, b, lower=not upper, unit_diagonal=unitriangular)
 
 
@@ -175,26 +204,35 @@ def solve_triangular(A, B, *, upper, left=True, unitriangular=False):
     if B.ndim < 2:
         raise RuntimeError("linalg.solve_triangular: The input tensor B must have at least 2 dimensions.")
     if A.dtype is not B.dtype:
-        raise RuntimeError(f"linalg.solve_triangular: Expected A and B to have the same dtype, but found A of type "
-                           f"{_TYPE_NAMES[A.dtype.name]} and B of type {_TYPE_NAMES[B.dtype.name]} instead")
+        raise RuntimeError(
+            f"linalg.solve_triangular: Expected A and B to have the same dtype, but found A of type "
+            f"{_TYPE_NAMES[A.dtype.name]} and B of type {_TYPE_NAMES[B.dtype.name]} instead"
+        )
     n = A.shape[-1]
     if (B.shape[-2] if left else B.shape[-1]) != n:
         rows, cols = B.shape[-2:]
-        raise RuntimeError(f"linalg.solve_triangular: Incompatible shapes of A and B for the equation "
-                           f"{'AX = B' if left else 'XA = B'} ({n}x{n} and {rows}x{cols})")
+        raise RuntimeError(
+            f"linalg.solve_triangular: Incompatible shapes of A and B for the equation "
+            f"{'AX = B' if left else 'XA = B'} ({n}x{n} and {rows}x{cols})"
+        )
     return apply(_SOLVE_TRIANGULAR, [A, B], upper=bool(upper), left=bool(left), unitriangular=bool(unitriangular))
 
 
 def triangular_solve(b, A, upper=True, transpose=False, unitriangular=False):
     """(solution, cloned_coefficient) of A X = b (A^T X = b with transpose) for the triangle of A: deprecated."""
-    warnings.warn("torch.triangular_solve is deprecated in favor of torch.linalg.solve_triangularand will be removed "
-                  "in a future PyTorch release.\ntorch.linalg.solve_triangular has its arguments reversed and does "
-                  "not return a copy of one of the inputs.\nX = torch.triangular_solve(B, A).solution\nshould be "
-                  "replaced with\nX = torch.linalg.solve_triangular(A, B).", UserWarning, stacklevel=2)
+    warnings.warn(
+        "torch.triangular_solve is deprecated in favor of torch.linalg.solve_triangularand will be removed "
+        "in a future PyTorch release.\ntorch.linalg.solve_triangular has its arguments reversed and does "
+        "not return a copy of one of the inputs.\nX = torch.triangular_solve(B, A).solution\nshould be "
+        "replaced with\nX = torch.linalg.solve_triangular(A, B).",
+        UserWarning,
+        stacklevel=2,
+    )
     coefficient = A.transpose(-2, -1) if transpose else A
     solve_triangular(coefficient.detach(), b.detach(), upper=upper != transpose)  # its checks
-    solution = apply(_TRIANGULAR_SOLVE, [coefficient, b], upper=upper != transpose, left=True,
-                     unitriangular=bool(unitriangular))
+    solution = apply(
+        _TRIANGULAR_SOLVE, [coefficient, b], upper=upper != transpose, left=True, unitriangular=bool(unitriangular)
+    )
     return _RESULTS["triangular_solve"](solution, A.clone())
 
 
@@ -222,11 +260,16 @@ _CHOLESKY_INVERSE = Op("cholesky_inverse", _cholesky_inverse)
 def cholesky_solve(B, L, upper=False):
     """X with A @ X = B for A = L @ L^H given its Cholesky factor L (U^H U with upper)."""
     if B.ndim < 2 or L.ndim < 2:
-        raise RuntimeError(f"b should have at least 2 dimensions, but has {B.ndim} dimensions instead" if B.ndim < 2
-                           else f"u should have at least 2 dimensions, but has {L.ndim} dimensions instead")
+        raise RuntimeError(
+            f"b should have at least 2 dimensions, but has {B.ndim} dimensions instead"
+            if B.ndim < 2
+            else f"u should have at least 2 dimensions, but has {L.ndim} dimensions instead"
+        )
     if B.dtype is not L.dtype:
-        raise RuntimeError(f"Expected b and A to have the same dtype, but found b of type "
-                           f"{_TYPE_NAMES[B.dtype.name]} and A of type {_TYPE_NAMES[L.dtype.name]} instead.")
+        raise RuntimeError(
+            f"Expected b and A to have the same dtype, but found b of type "
+            f"{_TYPE_NAMES[B.dtype.name]} and A of type {_TYPE_NAMES[L.dtype.name]} instead."
+        )
     return apply(_CHOLESKY_SOLVE, [B, L], upper=bool(upper))
 
 
@@ -238,11 +281,15 @@ def cholesky_inverse(L, upper=False):
 
 def cholesky(A, upper=False):
     """torch.cholesky (deprecated): linalg.cholesky, or its conjugate transpose with upper."""
-    warnings.warn("torch.cholesky is deprecated in favor of torch.linalg.cholesky and will be removed in a future "
-                  "PyTorch release.\nL = torch.cholesky(A)\nshould be replaced with\nL = torch.linalg.cholesky(A)\n"
-                  "and\nU = torch.cholesky(A, upper=True)\nshould be replaced with\nU = torch.linalg.cholesky(A).mH\n"
-                  "This transform will produce equivalent results for all valid (symmetric positive definite) "
-                  "inputs.", UserWarning, stacklevel=2)
+    warnings.warn(
+        "torch.cholesky is deprecated in favor of torch.linalg.cholesky and will be removed in a future "
+        "PyTorch release.\nL = torch.cholesky(A)\nshould be replaced with\nL = torch.linalg.cholesky(A)\n"
+        "and\nU = torch.cholesky(A, upper=True)\nshould be replaced with\nU = torch.linalg.cholesky(A).mH\n"
+        "This transform will produce equivalent results for all valid (symmetric positive definite) "
+        "inputs.",
+        UserWarning,
+        stacklevel=2,
+    )
     return apply(_TORCH_CHOLESKY, [A], upper=bool(upper)) if A.ndim >= 2 else linalg_cholesky(A)
 
 
@@ -301,8 +348,11 @@ def solve_ex(A, B, *, left=True, check_errors=False):
 
 # ---- spectra ------------------------------------------------------------------------------------------------------
 _SVDVALS = Op("linalg_svd", lambda a: jnp.linalg.svd(a, compute_uv=False), "LinalgSvdBackward0")
-_EIGVALSH = Op("linalg_eigh", lambda a, *, upper: jnp.linalg.eigh(_hermitian(a, upper), symmetrize_input=False)[0],
-               "LinalgEighBackward0")
+_EIGVALSH = Op(
+    "linalg_eigh",
+    lambda a, *, upper: jnp.linalg.eigh(_hermitian(a, upper), symmetrize_input=False)[0],
+    "LinalgEighBackward0",
+)
 
 
 def svdvals(A, *, driver=None):
@@ -321,15 +371,25 @@ def eigvalsh(A, UPLO="L"):
 
 def _tolerances(A, atol, rtol, svals):
     """torch's threshold max(atol, rtol * largest singular value), with rtol eps * max(m, n) by default."""
-    eps = float(np.finfo(np.dtype(A.dtype.np) if not A.dtype.is_complex else np.float64 if A.dtype.name ==
-                         "complex128" else np.float32).eps)
+    eps = float(
+        np.finfo(
+            np.dtype(A.dtype.np)
+            if not A.dtype.is_complex
+            else np.float64
+            if A.dtype.name == "complex128"
+            else np.float32
+        ).eps
+    )
     if rtol is None:
         rtol = 0.0 if atol is not None and (not isinstance(atol, (int, float)) or atol > 0) else eps * max(A.shape[-2:])
     largest = svals.amax(-1, keepdim=True) if svals.shape[-1] else svals.sum(-1, keepdim=True)
     threshold = largest * rtol
     if atol is not None:
-        threshold = threshold.clamp(min=atol) if not isinstance(atol, Tensor) else threshold.maximum(
-            atol.unsqueeze(-1) if atol.ndim else atol)
+        threshold = (
+            threshold.clamp(min=atol)
+            if not isinstance(atol, Tensor)
+            else threshold.maximum(atol.unsqueeze(-1) if atol.ndim else atol)
+        )
     return threshold
 
 
@@ -393,8 +453,10 @@ def lstsq(A, B, rcond=None, *, driver=None):
     if driver not in ("gels", "gelsy", "gelsd", "gelss"):
         raise RuntimeError("torch.linalg.lstsq: parameter `driver` should be one of (gels, gelsy, gelsd, gelss)")
     if A.dtype is not B.dtype:
-        raise RuntimeError(f"torch.linalg.lstsq: Expected input and other to have the same dtype, but got input's "
-                           f"dtype {_TYPE_NAMES[A.dtype.name]} and other's dtype {_TYPE_NAMES[B.dtype.name]}")
+        raise RuntimeError(
+            f"torch.linalg.lstsq: Expected input and other to have the same dtype, but got input's "
+            f"dtype {_TYPE_NAMES[A.dtype.name]} and other's dtype {_TYPE_NAMES[B.dtype.name]}"
+        )
     vector = B.ndim == A.ndim - 1
     m, n = A.shape[-2:]
     s = svdvals(A.detach())
@@ -427,8 +489,10 @@ def tensorinv(A, ind=2):
         raise RuntimeError(f"Expected a strictly positive integer for 'ind', but got {ind}")
     out, rest = A.shape[:ind], A.shape[ind:]
     if math.prod(out) != math.prod(rest):
-        raise RuntimeError(f"Expected self to satisfy the requirement prod(self.shape[ind:]) == "
-                           f"prod(self.shape[:ind]), but got {math.prod(rest)} != {math.prod(out)}")
+        raise RuntimeError(
+            f"Expected self to satisfy the requirement prod(self.shape[ind:]) == "
+            f"prod(self.shape[:ind]), but got {math.prod(rest)} != {math.prod(out)}"
+        )
     return inv(A.reshape(math.prod(out), -1)).reshape(tuple(rest) + tuple(out))
 
 
@@ -437,7 +501,7 @@ def tensorsolve(A, B, dims=None):
     if dims is not None:
         moved = [d % A.ndim for d in dims]
         A = A.permute(*[d for d in range(A.ndim) if d not in moved], *moved)
-    result_shape = A.shape[B.ndim:]
+    result_shape = A.shape[B.ndim :]
     return solve(A.reshape(B.numel(), -1), B.reshape(-1)).reshape(result_shape)
 
 
@@ -474,20 +538,26 @@ def householder_product(A, tau):
     if A.ndim < 2:
         raise RuntimeError("torch.linalg.householder_product: input must have at least 2 dimensions.")
     if A.shape[-2] < A.shape[-1]:
-        raise RuntimeError("torch.linalg.householder_product: input.shape[-2] must be greater than or equal to "
-                           "input.shape[-1]")
+        raise RuntimeError(
+            "torch.linalg.householder_product: input.shape[-2] must be greater than or equal to input.shape[-1]"
+        )
     if tau.shape[-1] > A.shape[-1]:
-        raise RuntimeError("torch.linalg.householder_product: input.shape[-1] must be greater than or equal to "
-                           "tau.shape[-1]")
+        raise RuntimeError(
+            "torch.linalg.householder_product: input.shape[-1] must be greater than or equal to tau.shape[-1]"
+        )
     return apply(_HOUSEHOLDER, [A, tau])
 
 
 def torch_qr(input, some=True):
     """torch.qr (deprecated): linalg.qr with mode 'reduced' (or 'complete' when not some)."""
-    warnings.warn("torch.qr is deprecated in favor of torch.linalg.qr and will be removed in a future PyTorch "
-                  "release.\nThe boolean parameter 'some' has been replaced with a string parameter 'mode'.\nQ, R = "
-                  "torch.qr(A, some)\nshould be replaced with\nQ, R = torch.linalg.qr(A, 'reduced' if some else "
-                  "'complete')", UserWarning, stacklevel=2)
+    warnings.warn(
+        "torch.qr is deprecated in favor of torch.linalg.qr and will be removed in a future PyTorch "
+        "release.\nThe boolean parameter 'some' has been replaced with a string parameter 'mode'.\nQ, R = "
+        "torch.qr(A, some)\nshould be replaced with\nQ, R = torch.linalg.qr(A, 'reduced' if some else "
+        "'complete')",
+        UserWarning,
+        stacklevel=2,
+    )
     return _RESULTS["qr"](*linalg_qr(input, "reduced" if some else "complete"))
 
 
@@ -495,8 +565,11 @@ def torch_svd(input, some=True, compute_uv=True):
     """torch.svd: (U, S, V) with input = U diag(S) V^H (V, not V^H); zero U and V without compute_uv."""
     if not compute_uv:
         m, n = input.shape[-2:]  # torch's zero U and V are square, whatever `some` says
-        return _RESULTS["svd"](Tensor._wrap(np.zeros(input.shape[:-2] + (m, m), input.dtype.np)), svdvals(input),
-                               Tensor._wrap(np.zeros(input.shape[:-2] + (n, n), input.dtype.np)))
+        return _RESULTS["svd"](
+            Tensor._wrap(np.zeros(input.shape[:-2] + (m, m), input.dtype.np)),
+            svdvals(input),
+            Tensor._wrap(np.zeros(input.shape[:-2] + (n, n), input.dtype.np)),
+        )
     u, s, vh = linalg_svd(input, full_matrices=not some)
     return _RESULTS["svd"](u, s, vh.mH)
 
@@ -506,14 +579,54 @@ def linalg_diagonal(A, *, offset=0, dim1=-2, dim2=-1):
     return _diagonal(A, offset, dim1, dim2)
 
 
-LINALG = {"lu_factor": lu_factor, "lu_factor_ex": lu_factor_ex, "lu": lu, "lu_solve": linalg_lu_solve,
-          "solve_triangular": solve_triangular, "cholesky_ex": cholesky_ex, "inv_ex": inv_ex, "solve_ex": solve_ex,
-          "svdvals": svdvals, "eigvalsh": eigvalsh, "pinv": pinv, "matrix_rank": matrix_rank, "cond": cond,
-          "lstsq": lstsq, "tensorinv": tensorinv, "tensorsolve": tensorsolve, "vander": linalg_vander,
-          "householder_product": householder_product, "diagonal": linalg_diagonal}
-FUNCTIONS = {"lu_unpack": lu_unpack, "lu_solve": lu_solve, "triangular_solve": triangular_solve,
-             "cholesky_solve": cholesky_solve, "cholesky_inverse": cholesky_inverse, "cholesky": cholesky,
-             "pinverse": pinverse, "qr": torch_qr, "svd": torch_svd, "det": linalg_det, "slogdet": slogdet,
-             "orgqr": householder_product}
-METHODS = {name: FUNCTIONS[name] for name in ("lu_solve", "triangular_solve", "cholesky_solve", "cholesky_inverse",
-                                              "cholesky", "pinverse", "qr", "svd", "det", "slogdet", "orgqr")}
+LINALG = {
+    "lu_factor": lu_factor,
+    "lu_factor_ex": lu_factor_ex,
+    "lu": lu,
+    "lu_solve": linalg_lu_solve,
+    "solve_triangular": solve_triangular,
+    "cholesky_ex": cholesky_ex,
+    "inv_ex": inv_ex,
+    "solve_ex": solve_ex,
+    "svdvals": svdvals,
+    "eigvalsh": eigvalsh,
+    "pinv": pinv,
+    "matrix_rank": matrix_rank,
+    "cond": cond,
+    "lstsq": lstsq,
+    "tensorinv": tensorinv,
+    "tensorsolve": tensorsolve,
+    "vander": linalg_vander,
+    "householder_product": householder_product,
+    "diagonal": linalg_diagonal,
+}
+FUNCTIONS = {
+    "lu_unpack": lu_unpack,
+    "lu_solve": lu_solve,
+    "triangular_solve": triangular_solve,
+    "cholesky_solve": cholesky_solve,
+    "cholesky_inverse": cholesky_inverse,
+    "cholesky": cholesky,
+    "pinverse": pinverse,
+    "qr": torch_qr,
+    "svd": torch_svd,
+    "det": linalg_det,
+    "slogdet": slogdet,
+    "orgqr": householder_product,
+}
+METHODS = {
+    name: FUNCTIONS[name]
+    for name in (
+        "lu_solve",
+        "triangular_solve",
+        "cholesky_solve",
+        "cholesky_inverse",
+        "cholesky",
+        "pinverse",
+        "qr",
+        "svd",
+        "det",
+        "slogdet",
+        "orgqr",
+    )
+}

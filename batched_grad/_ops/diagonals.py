@@ -1,4 +1,5 @@
 """Matrices built from diagonals: diag_embed and diagflat."""
+
 import jax.numpy as jnp
 
 from .._tensor import _wrap_dim

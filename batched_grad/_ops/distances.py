@@ -1,5 +1,6 @@
 """Distances and similarities: dist, cdist, pdist, pairwise_distance, cosine_similarity and F.normalize, each one op
 whose norms have torch's derivatives at zero distance (0, not nan)."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -24,8 +25,9 @@ def _no_double_backward(name):
 
 def _cdist(a, b, *, p):
     # every row of a against every row of b: (..., P, M) and (..., R, M) give (..., P, R)
-    return first_order_only(lambda a, b: _norm(a[..., :, None, :] - b[..., None, :, :], p, -1),
-                            _no_double_backward("cdist"))(a, b)
+    return first_order_only(
+        lambda a, b: _norm(a[..., :, None, :] - b[..., None, :, :], p, -1), _no_double_backward("cdist")
+    )(a, b)
 
 
 def _pdist(a, *, p):
@@ -51,8 +53,9 @@ def _normalize(a, *, p, axis, eps):
 _DIST = Op("dist", lambda a, b, *, p: _norm(a - b, p, None))
 _CDIST = Op("cdist", _cdist)
 _PDIST = Op("pdist", _pdist, "PdistBackward0")
-_PAIRWISE = Op("pairwise_distance", lambda a, b, *, p, eps, keepdim: _norm(a - b + eps, p, -1, keepdim),
-               "NormBackward1")
+_PAIRWISE = Op(
+    "pairwise_distance", lambda a, b, *, p, eps, keepdim: _norm(a - b + eps, p, -1, keepdim), "NormBackward1"
+)
 _COSINE = Op("cosine_similarity", _cosine_similarity, "SumBackward1")
 _NORMALIZE = Op("normalize", _normalize, "DivBackward0")
 
@@ -74,12 +77,16 @@ def dist(input, other, p=2):
 
 def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
     """The p-norm distance between each row of x1 (..., P, M) and each row of x2 (..., R, M): (..., P, R)."""
-    if compute_mode not in ("use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist",
-                            "donot_use_mm_for_euclid_dist"):
+    if compute_mode not in (
+        "use_mm_for_euclid_dist_if_necessary",
+        "use_mm_for_euclid_dist",
+        "donot_use_mm_for_euclid_dist",
+    ):
         raise ValueError(f"{compute_mode} is not a valid value for compute_mode")
     if x1.ndim < 2 or x2.ndim < 2:
-        raise RuntimeError(f"cdist only supports at least 2D tensors, X{1 if x1.ndim < 2 else 2} got: "
-                           f"{min(x1.ndim, x2.ndim)}D")
+        raise RuntimeError(
+            f"cdist only supports at least 2D tensors, X{1 if x1.ndim < 2 else 2} got: {min(x1.ndim, x2.ndim)}D"
+        )
     if x1.shape[-1] != x2.shape[-1]:
         raise RuntimeError(f"X1 and X2 must have the same number of columns. X1: {x1.shape[-1]} X2: {x2.shape[-1]}")
     if p < 0:

@@ -1,5 +1,6 @@
 """Dropout's other forms, drawn from batched_grad's generator: channel-wise dropout1d/2d/3d, alpha_dropout and
 feature_alpha_dropout (which keep SELU's mean and variance), and gumbel_softmax."""
+
 import math
 import warnings
 
@@ -37,22 +38,30 @@ def _channel_dropout(n, input, p, training, inplace):
     _check_tensor(fn, "input", input)
     _check_p(p)
     if n == 1 and input.ndim not in (2, 3):
-        raise RuntimeError(f"dropout1d: Expected 2D or 3D input, but received a {input.ndim}D input. Note that "
-                           "dropout1d exists to provide channel-wise dropout on inputs with 1 spatial dimension, a "
-                           "channel dimension, and an optional batch dimension (i.e. 2D or 3D inputs).")
+        raise RuntimeError(
+            f"dropout1d: Expected 2D or 3D input, but received a {input.ndim}D input. Note that "
+            "dropout1d exists to provide channel-wise dropout on inputs with 1 spatial dimension, a "
+            "channel dimension, and an optional batch dimension (i.e. 2D or 3D inputs)."
+        )
     if n > 1 and input.ndim not in (n + 1, n + 2):
-        warnings.warn(f"dropout{n}d: Received a {input.ndim}-D input to dropout{n}d, which is deprecated and will "
-                      "result in an error in a future release. To retain the behavior and silence this warning, "
-                      f"please use dropout instead. Note that dropout{n}d exists to provide channel-wise dropout on "
-                      f"inputs with {n} spatial dimensions, a channel dimension, and an optional batch dimension "
-                      f"(i.e. {n + 1}D or {n + 2}D inputs).", stacklevel=3)
+        warnings.warn(
+            f"dropout{n}d: Received a {input.ndim}-D input to dropout{n}d, which is deprecated and will "
+            "result in an error in a future release. To retain the behavior and silence this warning, "
+            f"please use dropout instead. Note that dropout{n}d exists to provide channel-wise dropout on "
+            f"inputs with {n} spatial dimensions, a channel dimension, and an optional batch dimension "
+            f"(i.e. {n + 1}D or {n + 2}D inputs).",
+            stacklevel=3,
+        )
     if n == 2:  # torch reads a 3-D input as (N, C, L), and never adds a batch dim
         if input.ndim == 3:
-            warnings.warn("dropout2d: Received a 3D input to dropout2d and assuming that channel-wise 1D dropout "
-                          "behavior is desired - input is interpreted as shape (N, C, L), where C is the channel "
-                          "dim. This behavior will change in a future release to interpret the input as one without "
-                          "a batch dimension, i.e. shape (C, H, W). To maintain the 1D channel-wise dropout "
-                          "behavior, please switch to using dropout1d instead.", stacklevel=3)
+            warnings.warn(
+                "dropout2d: Received a 3D input to dropout2d and assuming that channel-wise 1D dropout "
+                "behavior is desired - input is interpreted as shape (N, C, L), where C is the channel "
+                "dim. This behavior will change in a future release to interpret the input as one without "
+                "a batch dimension, i.e. shape (C, H, W). To maintain the 1D channel-wise dropout "
+                "behavior, please switch to using dropout1d instead.",
+                stacklevel=3,
+            )
         return _feature_dropout(input, p, training, inplace, fn)
     if input.ndim == n + 2:
         return _feature_dropout(input, p, training, inplace, fn)
@@ -108,8 +117,12 @@ def gumbel_softmax(logits, tau=1.0, hard=False, eps=1e-10, dim=-1):
     pass and the soft sample's gradient (straight through)."""
     if eps != 1e-10:
         warnings.warn("`eps` parameter is deprecated and has no effect.", stacklevel=2)
-    gumbels = sample(None, "gumbel_softmax", logits.shape,
-                     lambda bits, size: -np.log(bits.exponential(size=size)).astype(logits.dtype.np))
+    gumbels = sample(
+        None,
+        "gumbel_softmax",
+        logits.shape,
+        lambda bits, size: -np.log(bits.exponential(size=size)).astype(logits.dtype.np),
+    )
     y_soft = softmax((logits + gumbels) / tau, dim)
     if not hard:
         return y_soft
@@ -118,8 +131,9 @@ def gumbel_softmax(logits, tau=1.0, hard=False, eps=1e-10, dim=-1):
     return y_hard - y_soft.detach() + y_soft
 
 
-FUNCTIONAL = {f.__name__: f for f in (dropout1d, dropout2d, dropout3d, alpha_dropout, feature_alpha_dropout,
-                                      gumbel_softmax)}
+FUNCTIONAL = {
+    f.__name__: f for f in (dropout1d, dropout2d, dropout3d, alpha_dropout, feature_alpha_dropout, gumbel_softmax)
+}
 
 
 def feature_dropout(input, p, train):
@@ -136,6 +150,7 @@ def feature_dropout_(input, p, train):
 
 def _torch_form(fn, inplace):
     """torch's (input, p, train) form of a dropout function (in place when `inplace`)."""
+
     def form(input, p, train):
         return fn(input, p, train, inplace)
 
@@ -144,6 +159,16 @@ def _torch_form(fn, inplace):
     return form
 
 
-TORCH = {f.__name__: f for f in (
-    _torch_form(dropout, False), _torch_form(dropout, True), _torch_form(alpha_dropout, False), _torch_form(alpha_dropout, True), _torch_form(feature_alpha_dropout, False),
-    _torch_form(feature_alpha_dropout, True), feature_dropout, feature_dropout_)}
+TORCH = {
+    f.__name__: f
+    for f in (
+        _torch_form(dropout, False),
+        _torch_form(dropout, True),
+        _torch_form(alpha_dropout, False),
+        _torch_form(alpha_dropout, True),
+        _torch_form(feature_alpha_dropout, False),
+        _torch_form(feature_alpha_dropout, True),
+        feature_dropout,
+        feature_dropout_,
+    )
+}

@@ -1,5 +1,6 @@
 """linalg.eig and linalg.eigvals: the eigendecomposition of a general (not Hermitian) square matrix, complex, with
 torch's derivatives (JAX differentiates eigenvalues only)."""
+
 import jax
 import jax.numpy as jnp
 

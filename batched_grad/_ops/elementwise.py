@@ -1,4 +1,5 @@
 """Elementwise ops: unary math, binary arithmetic with torch's promotion, comparisons, clamp, where, lerp."""
+
 import jax
 import jax.numpy as jnp
 import jax.scipy.special as jsp
@@ -31,8 +32,10 @@ def broadcast_shape(*shapes):
     for s in shapes:
         for i, n in enumerate(s, ndim - len(s)):
             if n != 1 and out[i] != 1 and n != out[i]:
-                raise RuntimeError(f"The size of tensor a ({out[i]}) must match the size of tensor b ({n}) at "
-                                   f"non-singleton dimension {i}")
+                raise RuntimeError(
+                    f"The size of tensor a ({out[i]}) must match the size of tensor b ({n}) at "
+                    f"non-singleton dimension {i}"
+                )
             out[i] = n if n != 1 else out[i]
     return tuple(out)
 
@@ -64,13 +67,38 @@ def _on_floats(torch_derivative, plain):
 
 # ---- unary ------------------------------------------------------------------------------------------------
 _FLOAT_UNARY = {  # integer and bool inputs promote to the default float dtype, like torch
-    "exp": jnp.exp, "expm1": jnp.expm1, "log": jnp.log, "log1p": jnp.log1p, "log2": jnp.log2,
-    "log10": jnp.log10, "sqrt": jnp.sqrt, "rsqrt": _derivatives.rsqrt, "reciprocal": jnp.reciprocal,
-    "sin": jnp.sin, "cos": jnp.cos, "tan": jnp.tan, "asin": jnp.arcsin, "acos": jnp.arccos,
-    "atan": jnp.arctan, "sinh": jnp.sinh, "cosh": jnp.cosh, "tanh": jnp.tanh, "asinh": jnp.arcsinh,
-    "acosh": jnp.arccosh, "atanh": jnp.arctanh, "sigmoid": jax.nn.sigmoid, "erf": jsp.erf, "erfc": jsp.erfc,
-    "exp2": jnp.exp2, "sinc": jnp.sinc, "deg2rad": jnp.deg2rad, "rad2deg": jnp.rad2deg, "lgamma": jsp.gammaln,
-    "digamma": _derivatives.digamma, "erfinv": jsp.erfinv, "i0": jsp.i0,
+    "exp": jnp.exp,
+    "expm1": jnp.expm1,
+    "log": jnp.log,
+    "log1p": jnp.log1p,
+    "log2": jnp.log2,
+    "log10": jnp.log10,
+    "sqrt": jnp.sqrt,
+    "rsqrt": _derivatives.rsqrt,
+    "reciprocal": jnp.reciprocal,
+    "sin": jnp.sin,
+    "cos": jnp.cos,
+    "tan": jnp.tan,
+    "asin": jnp.arcsin,
+    "acos": jnp.arccos,
+    "atan": jnp.arctan,
+    "sinh": jnp.sinh,
+    "cosh": jnp.cosh,
+    "tanh": jnp.tanh,
+    "asinh": jnp.arcsinh,
+    "acosh": jnp.arccosh,
+    "atanh": jnp.arctanh,
+    "sigmoid": jax.nn.sigmoid,
+    "erf": jsp.erf,
+    "erfc": jsp.erfc,
+    "exp2": jnp.exp2,
+    "sinc": jnp.sinc,
+    "deg2rad": jnp.deg2rad,
+    "rad2deg": jnp.rad2deg,
+    "lgamma": jsp.gammaln,
+    "digamma": _derivatives.digamma,
+    "erfinv": jsp.erfinv,
+    "i0": jsp.i0,
 }
 
 
@@ -85,33 +113,53 @@ def _unit(z):
 
 
 _SAME_UNARY = {  # the result keeps the input dtype
-    "neg": jnp.negative, "abs": _on_floats(_derivatives.abs_, jnp.abs), "sign": _sign,
-    "square": jnp.square, "floor": jnp.floor, "ceil": jnp.ceil, "trunc": jnp.trunc,
-    "frac": lambda a: a - jnp.trunc(a), "relu": _on_floats(_derivatives.relu, jax.nn.relu),
+    "neg": jnp.negative,
+    "abs": _on_floats(_derivatives.abs_, jnp.abs),
+    "sign": _sign,
+    "square": jnp.square,
+    "floor": jnp.floor,
+    "ceil": jnp.ceil,
+    "trunc": jnp.trunc,
+    "frac": lambda a: a - jnp.trunc(a),
+    "relu": _on_floats(_derivatives.relu, jax.nn.relu),
     "sgn": lambda a: _unit(a) if jnp.issubdtype(a.dtype, jnp.complexfloating) else _sign(a),
 }
 _HOST_UNARY = {name: small_floats(f) for name, f in {"neg": np.negative, "tanh": np.tanh}.items()}
 _RESULT_DTYPE = {"square": lambda d: _dtypes.int64 if d is _dtypes.bool else d}  # torch computes bool**2 in int64
-_UNARY_NAMES = {"log1p": "Log1PBackward0", "square": "PowBackward0", "deg2rad": "Deg2RadBackward0",
-                "rad2deg": "Rad2DegBackward0"}  # torch's names, where not the op's name
+_UNARY_NAMES = {
+    "log1p": "Log1PBackward0",
+    "square": "PowBackward0",
+    "deg2rad": "Deg2RadBackward0",
+    "rad2deg": "Rad2DegBackward0",
+}  # torch's names, where not the op's name
 # torch's derivative of these reads the result, not the input (Op.torch_saves)
 _RESULT_SAVED = {"exp", "expm1", "sqrt", "rsqrt", "reciprocal", "tan", "tanh", "sigmoid", "relu", "exp2"}
 _NO_KERNEL = {  # dtype kinds torch has no kernel for (by kernel name): NotImplementedError
-    "abs": "b", "floor": "b", "ceil": "b", "round": "b", "trunc": "b", "frac": "biu", "relu": "b",
-    "div_floor": "bc", "remainder": "bc", "fmod": "bc", "hypot": "biuc", "atan2": "c",
+    "abs": "b",
+    "floor": "b",
+    "ceil": "b",
+    "round": "b",
+    "trunc": "b",
+    "frac": "biu",
+    "relu": "b",
+    "div_floor": "bc",
+    "remainder": "bc",
+    "fmod": "bc",
+    "hypot": "biuc",
+    "atan2": "c",
 }
 _COMPLEX_ERRORS = {name: f"{name} not implemented for complex tensors." for name in ("maximum", "minimum")}
 _BOOL_ERRORS = {
     "neg": "Negation, the `-` operator, on a bool tensor is not supported. If you are trying to invert a mask, "
-           "use the `~` or `logical_not()` operator instead.",
+    "use the `~` or `logical_not()` operator instead.",
     "sub": "Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to invert a "
-           "mask, use the `~` or `logical_not()` operator instead.",
+    "mask, use the `~` or `logical_not()` operator instead.",
 }
 
 
 def _check_dtype(name, d):
     if d.np.kind in _NO_KERNEL.get(name, ""):
-        raise NotImplementedError(f'"{name}_cpu" not implemented for \'{_type_name(d)}\'')
+        raise NotImplementedError(f"\"{name}_cpu\" not implemented for '{_type_name(d)}'")
     if d is _dtypes.bool and name in _BOOL_ERRORS:
         raise RuntimeError(_BOOL_ERRORS[name])
     if d.is_complex and name in _COMPLEX_ERRORS:
@@ -119,9 +167,16 @@ def _check_dtype(name, d):
 
 
 def _unary_op(name, f, float_result):
-    op = Op(name, lambda a, *, dtype: f(a.astype(dtype)), _UNARY_NAMES.get(name), linear=name == "neg", diagonal=True,
-            torch_saves=SAVES_RESULT if name in _RESULT_SAVED else SAVES_INPUT, host=_HOST_UNARY.get(name),
-            host_vjp=ARITHMETIC_VJPS.get(name))
+    op = Op(
+        name,
+        lambda a, *, dtype: f(a.astype(dtype)),
+        _UNARY_NAMES.get(name),
+        linear=name == "neg",
+        diagonal=True,
+        torch_saves=SAVES_RESULT if name in _RESULT_SAVED else SAVES_INPUT,
+        host=_HOST_UNARY.get(name),
+        host_vjp=ARITHMETIC_VJPS.get(name),
+    )
     rule = _dtypes.float_result if float_result else _RESULT_DTYPE.get(name, lambda d: d)
 
     def public(input):
@@ -144,8 +199,21 @@ def round(input, *, decimals=0):  # noqa: A001  (torch's name)
 
 
 # ---- binary arithmetic ------------------------------------------------------------------------------------
-def _binary_op(name, f, doc=None, *, float_result=False, linear=False, multilinear=False, two_numbers=False,
-               overloads=(), torch_saves=SAVES_INPUT, kernel=None, tensors_only=False, host=None):
+def _binary_op(
+    name,
+    f,
+    doc=None,
+    *,
+    float_result=False,
+    linear=False,
+    multilinear=False,
+    two_numbers=False,
+    overloads=(),
+    torch_saves=SAVES_INPUT,
+    kernel=None,
+    tensors_only=False,
+    host=None,
+):
     """`overloads`: {(input is a Tensor, other is a Tensor): (torch's backward name, Op.torch_saves)} where torch
     records another overload of the op (`2 ** x` is PowBackward2, and its derivative reads the result). `kernel`:
     torch's kernel name, when it differs from `name`, for the dtypes it lacks (_NO_KERNEL). `tensors_only`: torch
@@ -155,9 +223,17 @@ def _binary_op(name, f, doc=None, *, float_result=False, linear=False, multiline
     checked = kernel in _NO_KERNEL or kernel in _COMPLEX_ERRORS
 
     def make(backward_name=None, saves=torch_saves):
-        return Op(name, lambda a, b, *, dtype: f(a.astype(dtype), b.astype(dtype)), backward_name, linear=linear,
-                  multilinear=multilinear, diagonal=True, torch_saves=saves, host=host,
-                  host_vjp=host and ARITHMETIC_VJPS.get(name))
+        return Op(
+            name,
+            lambda a, b, *, dtype: f(a.astype(dtype), b.astype(dtype)),
+            backward_name,
+            linear=linear,
+            multilinear=multilinear,
+            diagonal=True,
+            torch_saves=saves,
+            host=host,
+            host_vjp=host and ARITHMETIC_VJPS.get(name),
+        )
 
     op, ops = make(), {kinds: make(*overload) for kinds, overload in dict(overloads).items()}
 
@@ -214,28 +290,58 @@ def _pow_fn(a, b):
 
 _mul = _binary_op("mul", jnp.multiply, multilinear=True, two_numbers=True, host=np.multiply)
 _add = _binary_op("add", jnp.add, linear=True, two_numbers=True, host=np.add)
-_sub = _binary_op("sub", jnp.subtract, linear=True, two_numbers=True,
-                  overloads={(False, True): ("RsubBackward1", SAVES_INPUT)}, host=np.subtract)
-_true_div = _binary_op("div", jnp.true_divide, float_result=True, two_numbers=True, multilinear=(0,),
-                       host=np.true_divide)
+_sub = _binary_op(
+    "sub",
+    jnp.subtract,
+    linear=True,
+    two_numbers=True,
+    overloads={(False, True): ("RsubBackward1", SAVES_INPUT)},
+    host=np.subtract,
+)
+_true_div = _binary_op(
+    "div", jnp.true_divide, float_result=True, two_numbers=True, multilinear=(0,), host=np.true_divide
+)
 _trunc_div = _binary_op("div", _trunc_divide)
 # torch raises "derivative for aten::floor_divide is not implemented"; we give its a.e. derivative, zero
-floor_divide = _binary_op("floor_divide", jnp.floor_divide, "floor(input / other), elementwise (zero gradient).",
-                          kernel="div_floor", two_numbers=True)
+floor_divide = _binary_op(
+    "floor_divide",
+    jnp.floor_divide,
+    "floor(input / other), elementwise (zero gradient).",
+    kernel="div_floor",
+    two_numbers=True,
+)
 remainder = _binary_op("remainder", _remainder, "Python's modulus, elementwise: the result has the sign of `other`.")
 fmod = _binary_op("fmod", jnp.fmod, "C's remainder, elementwise: the result has the sign of `input`.")
-atan2 = _binary_op("atan2", _derivatives.atan2, "The angle of the point (other, input), elementwise, in [-pi, pi].",
-                   float_result=True, tensors_only=True)
-maximum = _binary_op("maximum", _on_floats(_derivatives.maximum, jnp.maximum),
-                     "The larger of `input` and `other`, elementwise (at ties each gets half the gradient).",
-                     tensors_only=True)
-minimum = _binary_op("minimum", _on_floats(_derivatives.minimum, jnp.minimum),
-                     "The smaller of `input` and `other`, elementwise (at ties each gets half the gradient).",
-                     tensors_only=True)
-hypot = _binary_op("hypot", _derivatives.hypot, "sqrt(input ** 2 + other ** 2), elementwise.", float_result=True,
-                   torch_saves=SAVES_BOTH, tensors_only=True)
-_pow = _binary_op("pow", _pow_fn,
-                  overloads={(True, True): ("PowBackward1", SAVES_BOTH), (False, True): ("PowBackward2", SAVES_BOTH)})
+atan2 = _binary_op(
+    "atan2",
+    _derivatives.atan2,
+    "The angle of the point (other, input), elementwise, in [-pi, pi].",
+    float_result=True,
+    tensors_only=True,
+)
+maximum = _binary_op(
+    "maximum",
+    _on_floats(_derivatives.maximum, jnp.maximum),
+    "The larger of `input` and `other`, elementwise (at ties each gets half the gradient).",
+    tensors_only=True,
+)
+minimum = _binary_op(
+    "minimum",
+    _on_floats(_derivatives.minimum, jnp.minimum),
+    "The smaller of `input` and `other`, elementwise (at ties each gets half the gradient).",
+    tensors_only=True,
+)
+hypot = _binary_op(
+    "hypot",
+    _derivatives.hypot,
+    "sqrt(input ** 2 + other ** 2), elementwise.",
+    float_result=True,
+    torch_saves=SAVES_BOTH,
+    tensors_only=True,
+)
+_pow = _binary_op(
+    "pow", _pow_fn, overloads={(True, True): ("PowBackward1", SAVES_BOTH), (False, True): ("PowBackward2", SAVES_BOTH)}
+)
 
 
 def _scaled(other, alpha, input):
@@ -282,16 +388,16 @@ def true_divide(input, other):
 # The exponents torch computes by a formula of their own (x * x, a square root, a reciprocal, ...) are part of the
 # program, as constants: XLA then simplifies the power as torch does. Any other number exponent is an operand, so
 # that a new value compiles nothing.
-_POW_SCALAR = Op("pow", lambda a, *, exponent, dtype: _pow_fn(a.astype(dtype), jnp.asarray(exponent, dtype)),
-                 diagonal=True)
+_POW_SCALAR = Op(
+    "pow", lambda a, *, exponent, dtype: _pow_fn(a.astype(dtype), jnp.asarray(exponent, dtype)), diagonal=True
+)
 _CONSTANT_EXPONENTS = frozenset({-2, -1, -0.5, 0, 0.5, 1, 2, 3})
 _POW_NUMBER = Op("pow", lambda a, b, *, dtype: _pow_fn(a.astype(dtype), b.astype(dtype)), diagonal=True, inputs=1)
 
 
 def pow(input, exponent):  # noqa: A001
     """input ** exponent (either may be a number)."""
-    if (isinstance(exponent, int) and exponent < 0 and isinstance(input, Tensor)
-            and _dtypes.category(input.dtype) < 2):
+    if isinstance(exponent, int) and exponent < 0 and isinstance(input, Tensor) and _dtypes.category(input.dtype) < 2:
         raise RuntimeError("Integers to negative integer powers are not allowed.")
     if isinstance(input, Tensor) and type(exponent) in (int, float) and exponent in _CONSTANT_EXPONENTS:
         return _apply(_POW_SCALAR, [input], exponent=exponent, dtype=_dtypes.result_type(input, exponent).np)
@@ -315,20 +421,23 @@ def _compare(name, f, doc):
     return _named(public, name, doc)
 
 
-COMPARISONS = {name: _compare(name, f, doc) for name, (f, doc) in {
-    "eq": (jnp.equal, "input == other, elementwise (broadcast), as a bool tensor."),
-    "ne": (jnp.not_equal, "input != other, elementwise (broadcast), as a bool tensor."),
-    "lt": (jnp.less, "input < other, elementwise (broadcast), as a bool tensor."),
-    "le": (jnp.less_equal, "input <= other, elementwise (broadcast), as a bool tensor."),
-    "gt": (jnp.greater, "input > other, elementwise (broadcast), as a bool tensor."),
-    "ge": (jnp.greater_equal, "input >= other, elementwise (broadcast), as a bool tensor."),
-    "logical_and": (jnp.logical_and, "Elementwise logical and of the operands' truth values, as a bool tensor."),
-    "logical_or": (jnp.logical_or, "Elementwise logical or of the operands' truth values, as a bool tensor."),
-    "logical_xor": (jnp.logical_xor, "Elementwise logical xor of the operands' truth values, as a bool tensor."),
-    "bitwise_and": (jnp.bitwise_and, "input & other, elementwise, for integer and bool tensors."),
-    "bitwise_or": (jnp.bitwise_or, "input | other, elementwise, for integer and bool tensors."),
-    "bitwise_xor": (jnp.bitwise_xor, "input ^ other, elementwise, for integer and bool tensors."),
-}.items()}
+COMPARISONS = {
+    name: _compare(name, f, doc)
+    for name, (f, doc) in {
+        "eq": (jnp.equal, "input == other, elementwise (broadcast), as a bool tensor."),
+        "ne": (jnp.not_equal, "input != other, elementwise (broadcast), as a bool tensor."),
+        "lt": (jnp.less, "input < other, elementwise (broadcast), as a bool tensor."),
+        "le": (jnp.less_equal, "input <= other, elementwise (broadcast), as a bool tensor."),
+        "gt": (jnp.greater, "input > other, elementwise (broadcast), as a bool tensor."),
+        "ge": (jnp.greater_equal, "input >= other, elementwise (broadcast), as a bool tensor."),
+        "logical_and": (jnp.logical_and, "Elementwise logical and of the operands' truth values, as a bool tensor."),
+        "logical_or": (jnp.logical_or, "Elementwise logical or of the operands' truth values, as a bool tensor."),
+        "logical_xor": (jnp.logical_xor, "Elementwise logical xor of the operands' truth values, as a bool tensor."),
+        "bitwise_and": (jnp.bitwise_and, "input & other, elementwise, for integer and bool tensors."),
+        "bitwise_or": (jnp.bitwise_or, "input | other, elementwise, for integer and bool tensors."),
+        "bitwise_xor": (jnp.bitwise_xor, "input ^ other, elementwise, for integer and bool tensors."),
+    }.items()
+}
 
 
 def _predicate(name, f, doc):
@@ -340,12 +449,15 @@ def _predicate(name, f, doc):
     return _named(public, name, doc)
 
 
-PREDICATES = {name: _predicate(name, f, doc) for name, (f, doc) in {
-    "isnan": (jnp.isnan, "Whether each element is NaN, as a bool tensor."),
-    "isfinite": (jnp.isfinite, "Whether each element is finite (neither inf nor NaN), as a bool tensor."),
-    "isinf": (jnp.isinf, "Whether each element is +inf or -inf, as a bool tensor."),
-    "logical_not": (jnp.logical_not, "Elementwise logical not: True where `input` is zero, as a bool tensor."),
-}.items()}
+PREDICATES = {
+    name: _predicate(name, f, doc)
+    for name, (f, doc) in {
+        "isnan": (jnp.isnan, "Whether each element is NaN, as a bool tensor."),
+        "isfinite": (jnp.isfinite, "Whether each element is finite (neither inf nor NaN), as a bool tensor."),
+        "isinf": (jnp.isinf, "Whether each element is +inf or -inf, as a bool tensor."),
+        "logical_not": (jnp.logical_not, "Elementwise logical not: True where `input` is zero, as a bool tensor."),
+    }.items()
+}
 
 
 # ---- clamp, where, lerp ------------------------------------------------------------------------------------
@@ -363,8 +475,9 @@ def _clamp_fn(x, lo, hi, *, dtype, has_lo, has_hi):
 
 
 # by whether a bound is a Tensor: torch's two overloads (clamp.Tensor, clamp) have their own backward names
-_CLAMP = {tensors: Op("clamp", _clamp_fn, f"ClampBackward{0 if tensors else 1}", diagonal=True)
-          for tensors in (True, False)}
+_CLAMP = {
+    tensors: Op("clamp", _clamp_fn, f"ClampBackward{0 if tensors else 1}", diagonal=True) for tensors in (True, False)
+}
 
 
 def clamp(input, min=None, max=None):  # noqa: A002
@@ -373,21 +486,35 @@ def clamp(input, min=None, max=None):  # noqa: A002
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
     dtype = _dtypes.result_type(input, *[b for b in (min, max) if b is not None])
     op = _CLAMP[isinstance(min, Tensor) or isinstance(max, Tensor)]
-    return _apply(op, [input, 0 if min is None else min, 0 if max is None else max], dtype=dtype.np,
-                  has_lo=min is not None, has_hi=max is not None)
+    return _apply(
+        op,
+        [input, 0 if min is None else min, 0 if max is None else max],
+        dtype=dtype.np,
+        has_lo=min is not None,
+        has_hi=max is not None,
+    )
 
 
 # torch's clamp_min and clamp_max: their nodes are named ClampMinBackward0 for a number bound, 1 for a Tensor
-_ONE_BOUND = {(name, tensor): Op(name, _clamp_fn, f"{''.join(p.capitalize() for p in name.split('_'))}Backward"
-                                 f"{int(tensor)}", diagonal=True)
-              for name in ("clamp_min", "clamp_max") for tensor in (False, True)}
+_ONE_BOUND = {
+    (name, tensor): Op(
+        name, _clamp_fn, f"{''.join(p.capitalize() for p in name.split('_'))}Backward{int(tensor)}", diagonal=True
+    )
+    for name in ("clamp_min", "clamp_max")
+    for tensor in (False, True)
+}
 
 
 def _one_bound(name, input, bound):
     dtype = _dtypes.result_type(input, bound)
     lower = name == "clamp_min"
-    return _apply(_ONE_BOUND[name, isinstance(bound, Tensor)], [input, bound, 0] if lower else [input, 0, bound],
-                  dtype=dtype.np, has_lo=lower, has_hi=not lower)
+    return _apply(
+        _ONE_BOUND[name, isinstance(bound, Tensor)],
+        [input, bound, 0] if lower else [input, 0, bound],
+        dtype=dtype.np,
+        has_lo=lower,
+        has_hi=not lower,
+    )
 
 
 def clamp_min(input, min):  # noqa: A002
@@ -401,8 +528,9 @@ def clamp_max(input, max):  # noqa: A002
 
 
 clip = clamp
-_WHERE = Op("where", lambda c, a, b, *, dtype: jnp.where(c, a.astype(dtype), b.astype(dtype)), linear=True,
-            diagonal=True)  # linear in the values: its derivative reads the condition only
+_WHERE = Op(
+    "where", lambda c, a, b, *, dtype: jnp.where(c, a.astype(dtype), b.astype(dtype)), linear=True, diagonal=True
+)  # linear in the values: its derivative reads the condition only
 
 
 def where(condition, input=None, other=None):
@@ -412,8 +540,10 @@ def where(condition, input=None, other=None):
 
         return nonzero(condition, as_tuple=True)
     if condition.dtype is not _dtypes.bool:
-        raise RuntimeError("where expected condition to be a boolean tensor, but got a tensor with dtype "
-                           f"{_type_name(condition.dtype)}")
+        raise RuntimeError(
+            "where expected condition to be a boolean tensor, but got a tensor with dtype "
+            f"{_type_name(condition.dtype)}"
+        )
     return _apply(_WHERE, [condition, input, other], dtype=_dtypes.result_type(input, other).np)
 
 
@@ -434,5 +564,5 @@ def lerp(input, end, weight):
         if isinstance(x, Tensor) and x.dtype is not input.dtype and (arg == "end" or x.ndim > 0):
             raise RuntimeError(f"expected dtype {_c_name(input.dtype)} for `{arg}` but got dtype {_c_name(x.dtype)}")
     if not (input.dtype.is_floating_point or input.dtype.is_complex):
-        raise NotImplementedError(f'"lerp_kernel_scalar" not implemented for \'{_type_name(input.dtype)}\'')
+        raise NotImplementedError(f"\"lerp_kernel_scalar\" not implemented for '{_type_name(input.dtype)}'")
     return _apply(_LERP, [input, end, weight], dtype=input.dtype.np)

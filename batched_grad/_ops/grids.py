@@ -1,4 +1,5 @@
 """Coordinate grids: meshgrid, made of views (a reshape and an expand of each input)."""
+
 from .._tensor import Tensor, warn_once
 
 _INDEXING_REQUIRED = "torch.meshgrid: in an upcoming release, it will be required to pass the indexing argument."
@@ -14,8 +15,10 @@ def _checked(tensors, indexing):
         raise RuntimeError(f'torch.meshgrid: indexing must be one of "xy" or "ij", but received: {indexing}')
     for t in tensors:
         if t.ndim > 1:
-            raise RuntimeError("torch.meshgrid: Expected 0D or 1D tensor in the tensor list but got: a tensor of "
-                               f"shape {tuple(t.shape)}")
+            raise RuntimeError(
+                "torch.meshgrid: Expected 0D or 1D tensor in the tensor list but got: a tensor of "
+                f"shape {tuple(t.shape)}"
+            )
     if any(t.dtype != tensors[0].dtype for t in tensors):
         raise RuntimeError("meshgrid expects all tensors to have the same dtype")
     if any(t.device != tensors[0].device for t in tensors):

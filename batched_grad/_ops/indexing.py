@@ -1,4 +1,5 @@
 """Indexing: __getitem__/__setitem__ (basic and advanced), gather/scatter, masks, nonzero, sort and topk."""
+
 import functools
 
 import jax
@@ -28,12 +29,16 @@ def _first_out_of_range(values, size):
 
 # ---- __getitem__ / __setitem__ ------------------------------------------------------------------
 
+
 def _as_tuple(index):
     """torch's treatSequenceAsTuple: a short list holding tensors, sequences, slices, None or ... is a tuple."""
     if isinstance(index, tuple):
         return index
-    if isinstance(index, list) and len(index) < 32 and any(
-            isinstance(i, (Tensor, list, tuple, np.ndarray, slice)) or i is None or i is Ellipsis for i in index):
+    if (
+        isinstance(index, list)
+        and len(index) < 32
+        and any(isinstance(i, (Tensor, list, tuple, np.ndarray, slice)) or i is None or i is Ellipsis for i in index)
+    ):
         return tuple(index)
     return (index,)
 
@@ -70,8 +75,7 @@ def _parse(shape, index):
     single_slice = isinstance(index, slice)
     items = [_kind(i) for i in _as_tuple(index)]
     ndim = len(shape)
-    consumed = sum(1 for k, _ in items if k in ("int", "slice", "array")) + sum(
-        v.ndim for k, v in items if k == "mask")
+    consumed = sum(1 for k, _ in items if k in ("int", "slice", "array")) + sum(v.ndim for k, v in items if k == "mask")
     basic, advanced, arrays, names = [], [], [], []
     dim = n_adv = 0
     seen_ellipsis = False
@@ -109,8 +113,10 @@ def _parse(shape, index):
         elif kind == "mask":
             for j, (m, s) in enumerate(zip(v.shape, shape[dim:])):
                 if m != s:
-                    raise IndexError(f"The shape of the mask {list(v.shape)} at index {j} does not match the shape of "
-                                     f"the indexed tensor {list(shape)} at index {dim + j}")
+                    raise IndexError(
+                        f"The shape of the mask {list(v.shape)} at index {j} does not match the shape of "
+                        f"the indexed tensor {list(shape)} at index {dim + j}"
+                    )
             basic.extend([slice(None)] * width)
             for nz in np.nonzero(v):
                 advanced.append(("array", len(arrays)))
@@ -161,8 +167,14 @@ def _index_host_vjp(ct, operands, avals, *, structure):
 
 
 _BASIC = {"SliceBackward0": _SLICE, "SelectBackward0": _SELECT}
-_BASIC.update({name: Op("slice", _SLICE.fn, linear=True, view=True, backward_name=name, host=_SLICE.host,
-                        host_vjp=_SLICE.host_vjp) for name in ("UnsqueezeBackward0", "AliasBackward0")})
+_BASIC.update(
+    {
+        name: Op(
+            "slice", _SLICE.fn, linear=True, view=True, backward_name=name, host=_SLICE.host, host_vjp=_SLICE.host_vjp
+        )
+        for name in ("UnsqueezeBackward0", "AliasBackward0")
+    }
+)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -239,8 +251,16 @@ def _static_step(name, template, positions):
 
 def _placed(template, positions):
     """The basic index of a template with its positions in it."""
-    return tuple([i if not isinstance(i, tuple) else positions[i[1]] if i[0] == "int" else
-                  slice(positions[i[1]], positions[i[1]] + i[2], i[3]) for i in decode_index(template)])
+    return tuple(
+        [
+            i
+            if not isinstance(i, tuple)
+            else positions[i[1]]
+            if i[0] == "int"
+            else slice(positions[i[1]], positions[i[1]] + i[2], i[3])
+            for i in decode_index(template)
+        ]
+    )
 
 
 def _view_on_host(a, *positions, template):
@@ -253,9 +273,19 @@ def _view_host_vjp(ct, operands, avals, *, template):
     return (grad,) + (None,) * (len(operands) - 1)
 
 
-_DYNAMIC_BASIC = {name: Op(op.name, _view_at, linear=True, view=True, view_step=functools.partial(_view_step, name),
-                           backward_name=name, host=_view_on_host, host_vjp=_view_host_vjp)
-                  for name, op in _BASIC.items()}
+_DYNAMIC_BASIC = {
+    name: Op(
+        op.name,
+        _view_at,
+        linear=True,
+        view=True,
+        view_step=functools.partial(_view_step, name),
+        backward_name=name,
+        host=_view_on_host,
+        host_vjp=_view_host_vjp,
+    )
+    for name, op in _BASIC.items()
+}
 _INDEX = Op("index", _index_fn, linear=True, host=_index_on_host, host_vjp=_index_host_vjp)
 _INDEX_PUT = Op("index_put", _index_put_fn, linear=True, backward_name="IndexPutBackward0")
 _COPY_SLICES = Op("index_put", _index_put_fn, linear=True, backward_name="torch::autograd::CopySlices")
@@ -280,16 +310,18 @@ def select(input, dim, index):
     d = _wrap_dim(dim, input.ndim)
     size, index = input.shape[d], int(index)
     if not -size <= index < size:
-        raise IndexError(f"select(): index {index} out of range for tensor of size {list(input.shape)} at "
-                         f"dimension {d}")
+        raise IndexError(
+            f"select(): index {index} out of range for tensor of size {list(input.shape)} at dimension {d}"
+        )
     return getitem(input, (slice(None),) * d + (index % size,))
 
 
 def _indexed_shape(shape, structure, arrays):
     if any(isinstance(a, jax.core.Tracer) for a in arrays):
         return jax.eval_shape(lambda *idx: _index_fn(jnp.zeros(shape), *idx, structure=structure), *arrays).shape
-    return _index_fn(np.broadcast_to(np.zeros((), np.int8), shape), *[np.asarray(a) for a in arrays],
-                     structure=structure).shape
+    return _index_fn(
+        np.broadcast_to(np.zeros((), np.int8), shape), *[np.asarray(a) for a in arrays], structure=structure
+    ).shape
 
 
 def _masked_put_fn(a, v, mask):
@@ -306,8 +338,12 @@ def _single_mask(index):
     """The boolean Tensor that is the whole index, if it is one (not a tracer, of at least one dimension)."""
     if isinstance(index, tuple) and len(index) == 1:
         index = index[0]
-    if isinstance(index, Tensor) and index.dtype is _dtypes.bool and index.ndim and not isinstance(
-            index._v, jax.core.Tracer):
+    if (
+        isinstance(index, Tensor)
+        and index.dtype is _dtypes.bool
+        and index.ndim
+        and not isinstance(index._v, jax.core.Tracer)
+    ):
         return index
     return None
 
@@ -321,22 +357,28 @@ def setitem(input, index, value):
     target = tuple(_indexed_shape(tuple(input.shape), structure, arrays))
     vshape = tuple(value.shape) if isinstance(value, Tensor) else ()
     if arrays and isinstance(value, Tensor) and value.dtype is not input.dtype:
-        raise RuntimeError(f"Index put requires the source and destination dtypes match, got "
-                           f"{_TYPE_NAMES[input.dtype.name]} for the destination and {_TYPE_NAMES[value.dtype.name]} "
-                           "for the source.")
+        raise RuntimeError(
+            f"Index put requires the source and destination dtypes match, got "
+            f"{_TYPE_NAMES[input.dtype.name]} for the destination and {_TYPE_NAMES[value.dtype.name]} "
+            "for the source."
+        )
     lead = 0
     while len(vshape) - lead > len(target) and vshape[lead] == 1:  # torch drops leading size-1 dims of the value
         lead += 1
     v = vshape[lead:]
     bad = [i for i in range(1, len(v) + 1) if i > len(target) or v[-i] not in (1, target[-i])]
     if bad and arrays:
-        raise RuntimeError(f"shape mismatch: value tensor of shape {list(vshape)} cannot be broadcast to indexing "
-                           f"result of shape {list(target)}")
+        raise RuntimeError(
+            f"shape mismatch: value tensor of shape {list(vshape)} cannot be broadcast to indexing "
+            f"result of shape {list(target)}"
+        )
     if bad:
         i = bad[0]
-        raise RuntimeError(f"The expanded size of the tensor ({target[-i]}) must match the existing size ({v[-i]}) at "
-                           f"non-singleton dimension {len(target) - i}.  Target sizes: {list(target)}.  Tensor sizes: "
-                           f"{list(v)}")
+        raise RuntimeError(
+            f"The expanded size of the tensor ({target[-i]}) must match the existing size ({v[-i]}) at "
+            f"non-singleton dimension {len(target) - i}.  Target sizes: {list(target)}.  Tensor sizes: "
+            f"{list(v)}"
+        )
     if lead:
         value = reshape(value, vshape[lead:])
     mask = _single_mask(index)
@@ -354,6 +396,7 @@ def setitem(input, index, value):
 
 
 # ---- gather / scatter family --------------------------------------------------------------------
+
 
 def _gather_fn(a, idx, *, axis):
     if a.ndim == 0:
@@ -373,7 +416,7 @@ def _scatter_fn(a, idx, src, *, axis, reduce):
 
 
 def _take_along_fn(a, idx, *, axis, shape):
-    in_shape = shape[:axis] + (a.shape[axis],) + shape[axis + 1:]
+    in_shape = shape[:axis] + (a.shape[axis],) + shape[axis + 1 :]
     return jnp.take_along_axis(jnp.broadcast_to(a, in_shape), jnp.broadcast_to(idx, shape), axis=axis)
 
 
@@ -385,8 +428,10 @@ def _index_select_fn(a, idx, *, axis):
 
 _INDEX_SELECT = Op("index_select", _index_select_fn, linear=True)
 _GATHER = Op("gather", _gather_fn, linear=True)
-_SCATTER = {name: Op("scatter", _scatter_fn, linear=True, backward_name=name)
-            for name in ("ScatterBackward0", "ScatterBackward1", "ScatterAddBackward0")}
+_SCATTER = {
+    name: Op("scatter", _scatter_fn, linear=True, backward_name=name)
+    for name in ("ScatterBackward0", "ScatterBackward1", "ScatterAddBackward0")
+}
 _TAKE_ALONG = Op("take_along_dim", _take_along_fn, linear=True, backward_name="GatherBackward0")
 
 
@@ -429,8 +474,10 @@ def gather(input, dim, index, *, sparse_grad=False):
     _same_ndim(index, input, "input")
     for k, (i, s) in enumerate(zip(index.shape, input.shape)):
         if k != d and i > s:
-            raise RuntimeError(f"Size does not match at dimension {k} expected index {list(index.shape)} to be no "
-                               f"larger than self {list(input.shape)} apart from dimension {d}")
+            raise RuntimeError(
+                f"Size does not match at dimension {k} expected index {list(index.shape)} to be no "
+                f"larger than self {list(input.shape)} apart from dimension {d}"
+            )
     _check_range(index, input.shape[d] if input.ndim else 1, d)
     return apply(_GATHER, [input, index], axis=d)
 
@@ -449,11 +496,14 @@ def _scatter(name, input, dim, index, source, reduce):
     for k, i in enumerate(index.shape):
         if (k != d and i > input.shape[k]) or (is_tensor and source.ndim and i > source.shape[k]):
             src = f" and to be no larger size than src {list(source.shape)}" if is_tensor else ""
-            raise RuntimeError(f"Expected index {list(index.shape)} to be no larger than self {list(input.shape)} "
-                               f"apart from dimension {d}{src}")
+            raise RuntimeError(
+                f"Expected index {list(index.shape)} to be no larger than self {list(input.shape)} "
+                f"apart from dimension {d}{src}"
+            )
     _check_range(index, input.shape[d] if input.ndim else 1, d)
-    backward = "ScatterAddBackward0" if name == "scatter_add" else "ScatterBackward0" if is_tensor else \
-        "ScatterBackward1"
+    backward = (
+        "ScatterAddBackward0" if name == "scatter_add" else "ScatterBackward0" if is_tensor else "ScatterBackward1"
+    )
     return apply(_SCATTER[backward], [input, index, source], axis=d, reduce=reduce)
 
 
@@ -461,8 +511,9 @@ def scatter(input, dim, index, src=None, *, value=None, reduce=None):
     """A copy of `input` with `src` (or the number `value`) written at `index` along `dim`."""
     source = value if src is None else src
     if not isinstance(source, (Tensor, int, float, complex, np.number)):
-        raise TypeError(f"scatter(): expected `src` to be a Tensor or `value` a number, but got "
-                        f"{type(source).__name__}")
+        raise TypeError(
+            f"scatter(): expected `src` to be a Tensor or `value` a number, but got {type(source).__name__}"
+        )
     return _scatter("scatter", input, dim, index, source, reduce)
 
 
@@ -476,15 +527,18 @@ def scatter_add(input, dim, index, src):
 def take_along_dim(input, indices, dim=None):
     """input's values at `indices` along `dim` (input and indices broadcast against each other elsewhere)."""
     if indices.dtype is not _dtypes.int64:
-        raise RuntimeError(f"torch.take_along_dim(): dtype of indices should be Long but got "
-                           f"{_TYPE_NAMES[indices.dtype.name]}")
+        raise RuntimeError(
+            f"torch.take_along_dim(): dtype of indices should be Long but got {_TYPE_NAMES[indices.dtype.name]}"
+        )
     if dim is None:
         input, indices, d = reshape(input, -1), reshape(indices, -1), 0
     else:
         if input.ndim != indices.ndim:
-            raise RuntimeError(f"torch.take_along_dim(): input and indices should have the same number of "
-                               f"dimensions, but got {input.ndim} dimensions for input, and {indices.ndim} "
-                               "dimensions for indices")
+            raise RuntimeError(
+                f"torch.take_along_dim(): input and indices should have the same number of "
+                f"dimensions, but got {input.ndim} dimensions for input, and {indices.ndim} "
+                "dimensions for indices"
+            )
         d = _wrap_dim(dim, input.ndim)
     sizes = list(input.shape)
     sizes[d] = indices.shape[d]
@@ -494,27 +548,39 @@ def take_along_dim(input, indices, dim=None):
 
 # ---- masks --------------------------------------------------------------------------------------
 
-_MASKED_FILL = {name: Op("masked_fill", lambda a, m, v: jnp.where(m, v.astype(a.dtype), a), linear=True,
-                         backward_name=name) for name in ("MaskedFillBackward0", "MaskedFillBackward1")}
+_MASKED_FILL = {
+    name: Op("masked_fill", lambda a, m, v: jnp.where(m, v.astype(a.dtype), a), linear=True, backward_name=name)
+    for name in ("MaskedFillBackward0", "MaskedFillBackward1")
+}
+
+
 def _masked_select_host_vjp(ct, operands, avals, *, shape):
     grad = np.zeros(shape, ct.dtype)
     grad[tuple(operands[1:])] = ct  # the positions of a mask: no repeats
     return (sum_to(grad, avals[0][0]),) + (None,) * (len(operands) - 1)
 
 
-_MASKED_SELECT = Op("masked_select", lambda a, *idx, shape: jnp.broadcast_to(a, shape)[idx], linear=True,
-                    host=lambda a, *idx, shape: np.broadcast_to(a, shape)[idx], host_vjp=_masked_select_host_vjp)
+_MASKED_SELECT = Op(
+    "masked_select",
+    lambda a, *idx, shape: jnp.broadcast_to(a, shape)[idx],
+    linear=True,
+    host=lambda a, *idx, shape: np.broadcast_to(a, shape)[idx],
+    host_vjp=_masked_select_host_vjp,
+)
 
 
 def masked_fill(input, mask, value):
     """`value` where `mask` is True (mask and input broadcast against each other)."""
     if not isinstance(mask, Tensor) or mask.dtype is not _dtypes.bool:
-        raise RuntimeError("masked_fill_ only supports boolean masks, but got mask with dtype "
-                           f"{C_TYPE_NAMES.get(getattr(mask, 'dtype', None) and mask.dtype.name, type(mask).__name__)}")
+        raise RuntimeError(
+            "masked_fill_ only supports boolean masks, but got mask with dtype "
+            f"{C_TYPE_NAMES.get(getattr(mask, 'dtype', None) and mask.dtype.name, type(mask).__name__)}"
+        )
     is_tensor = isinstance(value, Tensor)
     if is_tensor and value.ndim:
-        raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
-                           f"{value.ndim} dimension(s).")
+        raise RuntimeError(
+            f"masked_fill_ only supports a 0-dimensional value tensor, but got tensor with {value.ndim} dimension(s)."
+        )
     broadcast_shapes(mask.shape, input.shape)
     return apply(_MASKED_FILL["MaskedFillBackward1" if is_tensor else "MaskedFillBackward0"], [input, mask, value])
 
@@ -537,6 +603,7 @@ def nonzero(input, *, as_tuple=False):
 
 
 # ---- sorting ------------------------------------------------------------------------------------
+
 
 def _sort_fn(a, *, axis, descending, k):
     if a.ndim == 0:

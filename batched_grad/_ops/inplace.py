@@ -3,6 +3,7 @@ keep it in the graph with a zero derivative (EqBackward1, ..., as torch; torch l
 by logical_and_, logical_or_, logical_xor_ or logical_not_ as it was, so that its gradient passes through them
 unchanged, which is wrong: here it is zero); acosh_, asinh_, atanh_ and floor_divide_ have no derivative (their
 backward raises, as torch's)."""
+
 import jax.numpy as jnp
 
 from .. import _dtypes
@@ -12,9 +13,17 @@ from ._core import Op, apply
 from ._derivatives import raises_in_backward
 from .elementwise import COMPARISONS, PREDICATES, UNARY, floor_divide
 
-_COMPARE = {"eq": jnp.equal, "ne": jnp.not_equal, "lt": jnp.less, "le": jnp.less_equal, "gt": jnp.greater,
-            "ge": jnp.greater_equal, "logical_and": jnp.logical_and, "logical_or": jnp.logical_or,
-            "logical_xor": jnp.logical_xor}
+_COMPARE = {
+    "eq": jnp.equal,
+    "ne": jnp.not_equal,
+    "lt": jnp.less,
+    "le": jnp.less_equal,
+    "gt": jnp.greater,
+    "ge": jnp.greater_equal,
+    "logical_and": jnp.logical_and,
+    "logical_or": jnp.logical_or,
+    "logical_xor": jnp.logical_xor,
+}
 _ALIASES = {"greater": "gt", "less": "lt"}
 
 
@@ -29,8 +38,9 @@ def _compare_op(name, tensor_other):
 
 
 _COMPARE_OPS = {(name, t): _compare_op(name, t) for name in _COMPARE for t in (False, True)}
-_LOGICAL_NOT = Op("logical_not_", lambda a: jnp.logical_not(a).astype(a.dtype), backward_name="LogicalNotBackward0",
-                  diagonal=True)
+_LOGICAL_NOT = Op(
+    "logical_not_", lambda a: jnp.logical_not(a).astype(a.dtype), backward_name="LogicalNotBackward0", diagonal=True
+)
 
 
 def _recording(self, *others):
@@ -44,8 +54,9 @@ def _compare_inplace(name):
         if not _recording(self, other):
             return self._assign(COMPARISONS[compare](self, other))
         dtype = _dtypes.result_type(self, other)
-        return self._assign(apply(_COMPARE_OPS[compare, isinstance(other, Tensor)], [self, other], compare=compare,
-                                  dtype=dtype.np))
+        return self._assign(
+            apply(_COMPARE_OPS[compare, isinstance(other, Tensor)], [self, other], compare=compare, dtype=dtype.np)
+        )
 
     return method
 
@@ -94,5 +105,8 @@ def _floor_divide_inplace(self, other):
 
 
 METHODS = {f"{name}_": _compare_inplace(name) for name in [*_COMPARE, *_ALIASES]}
-METHODS.update({f"{name}_": _underivable_unary(name) for name in _NO_DERIVATIVE}, logical_not_=_logical_not_inplace,
-               floor_divide_=_floor_divide_inplace)
+METHODS.update(
+    {f"{name}_": _underivable_unary(name) for name in _NO_DERIVATIVE},
+    logical_not_=_logical_not_inplace,
+    floor_divide_=_floor_divide_inplace,
+)

@@ -1,6 +1,7 @@
 """F.interpolate (and the deprecated upsample names): nearest, nearest-exact, (bi/tri)linear and bicubic resizing
 as one linear op per call, a product with one (out, in) matrix per spatial dim that holds torch's source indices
 and weights; area resizing is adaptive average pooling."""
+
 import functools
 import math
 import warnings
@@ -19,6 +20,7 @@ _CUBIC_A = -0.75
 
 def _cubic_weights(t):
     """torch's cubic convolution coefficients (A = -0.75) for the 4 taps around a source position t in [0, 1)."""
+
     def near(x):
         return ((_CUBIC_A + 2) * x - (_CUBIC_A + 3)) * x * x + 1
 
@@ -67,11 +69,20 @@ def _resize(a, *, mode, outs, scales, align_corners):
     return a
 
 
-_BACKWARD = {"nearest": "UpsampleNearest{}DBackward0", "nearest-exact": "UpsampleNearestExact{}DBackward0",
-             "linear": "UpsampleLinear1DBackward0", "bilinear": "UpsampleBilinear2DBackward0",
-             "trilinear": "UpsampleTrilinear3DBackward0", "bicubic": "UpsampleBicubic2DBackward0"}
-_RESIZE = Op("upsample", _resize, linear=True, backward_name=lambda sig: _BACKWARD[dict(sig.static)["mode"]].format(
-    len(dict(sig.static)["outs"])))
+_BACKWARD = {
+    "nearest": "UpsampleNearest{}DBackward0",
+    "nearest-exact": "UpsampleNearestExact{}DBackward0",
+    "linear": "UpsampleLinear1DBackward0",
+    "bilinear": "UpsampleBilinear2DBackward0",
+    "trilinear": "UpsampleTrilinear3DBackward0",
+    "bicubic": "UpsampleBicubic2DBackward0",
+}
+_RESIZE = Op(
+    "upsample",
+    _resize,
+    linear=True,
+    backward_name=lambda sig: _BACKWARD[dict(sig.static)["mode"]].format(len(dict(sig.static)["outs"])),
+)
 
 
 def _sizes(input, n, size, scale_factor, recompute_scale_factor):
@@ -82,45 +93,61 @@ def _sizes(input, n, size, scale_factor, recompute_scale_factor):
     if size is not None:
         outs = (size,) * n if isinstance(size, int) else tuple(size)
         if len(outs) != n:
-            raise ValueError(f"Input and output must have the same number of spatial dimensions, but got input with "
-                             f"spatial dimensions of {list(input.shape[2:])} and output size of {size}. Please "
-                             f"provide input tensor in (N, C, d1, d2, ...,dK) format and output size in (o1, o2, "
-                             f"...,oK) format.")
+            raise ValueError(
+                f"Input and output must have the same number of spatial dimensions, but got input with "
+                f"spatial dimensions of {list(input.shape[2:])} and output size of {size}. Please "
+                f"provide input tensor in (N, C, d1, d2, ...,dK) format and output size in (o1, o2, "
+                f"...,oK) format."
+            )
         return tuple(int(o) for o in outs), (None,) * n
-    factors = (float(scale_factor),) * n if isinstance(scale_factor, (int, float)) else tuple(map(float,
-                                                                                                   scale_factor))
+    factors = (float(scale_factor),) * n if isinstance(scale_factor, (int, float)) else tuple(map(float, scale_factor))
     if len(factors) != n:
-        raise ValueError(f"Input and scale_factor must have the same number of spatial dimensions, but got input "
-                         f"with spatial dimensions of {list(input.shape[2:])} and scale_factor of shape "
-                         f"{list(factors)}. Please provide input tensor in (N, C, d1, d2, ...,dK) format and "
-                         f"scale_factor in (s1, s2, ...,sK) format.")
+        raise ValueError(
+            f"Input and scale_factor must have the same number of spatial dimensions, but got input "
+            f"with spatial dimensions of {list(input.shape[2:])} and scale_factor of shape "
+            f"{list(factors)}. Please provide input tensor in (N, C, d1, d2, ...,dK) format and "
+            f"scale_factor in (s1, s2, ...,sK) format."
+        )
     outs = tuple(int(math.floor(s * f)) for s, f in zip(input.shape[2:], factors))
     # torch resizes by the given factors unless asked to recompute them from the sizes
     return outs, (None,) * n if recompute_scale_factor else tuple(1.0 / f for f in factors)
 
 
-def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None, recompute_scale_factor=None,
-                antialias=False):
+def interpolate(
+    input,
+    size=None,
+    scale_factor=None,
+    mode="nearest",
+    align_corners=None,
+    recompute_scale_factor=None,
+    antialias=False,
+):
     """Resize the spatial dims (all after the first two) of `input` to `size`, or by `scale_factor`, with torch's
     source positions for each mode."""
     _check_tensor("interpolate", "input", input)
     if mode not in _MODES:
-        raise NotImplementedError(f"Input Error: Only 3D, 4D and 5D input Tensors supported (got {input.ndim}D) for "
-                                  f"the modes: nearest | linear | bilinear | bicubic | trilinear | area | nearest-exact "
-                                  f"(got {mode})")
+        raise NotImplementedError(
+            f"Input Error: Only 3D, 4D and 5D input Tensors supported (got {input.ndim}D) for "
+            f"the modes: nearest | linear | bilinear | bicubic | trilinear | area | nearest-exact "
+            f"(got {mode})"
+        )
     if mode in ("nearest", "area", "nearest-exact"):
         if align_corners is not None:
-            raise ValueError("align_corners option can only be set with the interpolating modes: linear | bilinear | "
-                             "bicubic | trilinear")
+            raise ValueError(
+                "align_corners option can only be set with the interpolating modes: linear | bilinear | "
+                "bicubic | trilinear"
+            )
     elif align_corners is None:
         align_corners = False
     if antialias:
         raise NotImplementedError("interpolate: antialias=True is not supported here; resize without it")
     n = input.ndim - 2
     if n not in (1, 2, 3):
-        raise NotImplementedError(f"Input Error: Only 3D, 4D and 5D input Tensors supported (got {input.ndim}D) for "
-                                  f"the modes: nearest | linear | bilinear | bicubic | trilinear | area | nearest-exact "
-                                  f"(got {mode})")
+        raise NotImplementedError(
+            f"Input Error: Only 3D, 4D and 5D input Tensors supported (got {input.ndim}D) for "
+            f"the modes: nearest | linear | bilinear | bicubic | trilinear | area | nearest-exact "
+            f"(got {mode})"
+        )
     if mode in _LINEAR_DIMS and _LINEAR_DIMS[mode] != n:
         raise NotImplementedError(f"Got {input.ndim}D input, but {mode} mode needs {_LINEAR_DIMS[mode] + 2}D input")
     outs, scales = _sizes(input, n, size, scale_factor, recompute_scale_factor)
@@ -137,15 +164,17 @@ def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=
 
 def upsample_nearest(input, size=None, scale_factor=None):
     """interpolate(mode='nearest') under its deprecated name."""
-    warnings.warn("`nn.functional.upsample_nearest` is deprecated. Use `nn.functional.interpolate` instead.",
-                  stacklevel=2)
+    warnings.warn(
+        "`nn.functional.upsample_nearest` is deprecated. Use `nn.functional.interpolate` instead.", stacklevel=2
+    )
     return interpolate(input, size, scale_factor, mode="nearest")
 
 
 def upsample_bilinear(input, size=None, scale_factor=None):
     """interpolate(mode='bilinear', align_corners=True) under its deprecated name."""
-    warnings.warn("`nn.functional.upsample_bilinear` is deprecated. Use `nn.functional.interpolate` instead.",
-                  stacklevel=2)
+    warnings.warn(
+        "`nn.functional.upsample_bilinear` is deprecated. Use `nn.functional.interpolate` instead.", stacklevel=2
+    )
     return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
 
 

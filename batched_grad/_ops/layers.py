@@ -1,5 +1,6 @@
 """Layer ops that rearrange or combine features: pixel_shuffle, pixel_unshuffle, channel_shuffle, unfold (im2col),
 fold (col2im) and bilinear; each one op with torch's node name."""
+
 import itertools
 import math
 
@@ -41,13 +42,16 @@ def pixel_shuffle(input, upscale_factor):
     _check_tensor("pixel_shuffle", "input", input)
     r = int(upscale_factor)
     if input.ndim < 3:
-        raise RuntimeError(f"pixel_shuffle expects input to have at least 3 dimensions, but got input with "
-                           f"{input.ndim} dimension(s)")
+        raise RuntimeError(
+            f"pixel_shuffle expects input to have at least 3 dimensions, but got input with {input.ndim} dimension(s)"
+        )
     if r <= 0:
         raise RuntimeError(f"pixel_shuffle expects a positive upscale_factor, but got {r}")
     if input.shape[-3] % (r * r):
-        raise RuntimeError(f"pixel_shuffle expects its input's 'channel' dimension to be divisible by the square of "
-                           f"upscale_factor, but input.size(-3)={input.shape[-3]} is not divisible by {r * r}")
+        raise RuntimeError(
+            f"pixel_shuffle expects its input's 'channel' dimension to be divisible by the square of "
+            f"upscale_factor, but input.size(-3)={input.shape[-3]} is not divisible by {r * r}"
+        )
     return apply(_PIXEL_SHUFFLE, [input], r=r)
 
 
@@ -56,14 +60,17 @@ def pixel_unshuffle(input, downscale_factor):
     _check_tensor("pixel_unshuffle", "input", input)
     r = int(downscale_factor)
     if input.ndim < 3:
-        raise RuntimeError(f"pixel_unshuffle expects input to have at least 3 dimensions, but got input with "
-                           f"{input.ndim} dimension(s)")
+        raise RuntimeError(
+            f"pixel_unshuffle expects input to have at least 3 dimensions, but got input with {input.ndim} dimension(s)"
+        )
     if r <= 0:
         raise RuntimeError(f"pixel_unshuffle expects a positive downscale_factor, but got {r}")
     for name, size in (("height", input.shape[-2]), ("width", input.shape[-1])):
         if size % r:
-            raise RuntimeError(f"pixel_unshuffle expects {name} to be divisible by downscale_factor, but input.size"
-                               f"({-2 if name == 'height' else -1})={size} is not divisible by {r}")
+            raise RuntimeError(
+                f"pixel_unshuffle expects {name} to be divisible by downscale_factor, but input.size"
+                f"({-2 if name == 'height' else -1})={size} is not divisible by {r}"
+            )
     return apply(_PIXEL_UNSHUFFLE, [input], r=r)
 
 
@@ -73,11 +80,13 @@ def channel_shuffle(input, groups):
     if groups <= 0:
         raise RuntimeError(f"Number of groups to divide channels in must be positive. Value of groups:{groups}")
     if input.ndim < 3:
-        raise RuntimeError(f"channel_shuffle expects input to have at least 3 dimensions, but got input with "
-                           f"{input.ndim} dimension(s)")
+        raise RuntimeError(
+            f"channel_shuffle expects input to have at least 3 dimensions, but got input with {input.ndim} dimension(s)"
+        )
     if input.shape[1] % groups:
-        raise RuntimeError(f"Number of channels must be divisible by groups. Got {input.shape[1]} channels and "
-                           f"{groups} groups.")
+        raise RuntimeError(
+            f"Number of channels must be divisible by groups. Got {input.shape[1]} channels and {groups} groups."
+        )
     return apply(_CHANNEL_SHUFFLE, [input], groups=int(groups))
 
 
@@ -118,8 +127,12 @@ _FOLD = Op("col2im", _fold, "Col2ImBackward0", linear=True)
 
 
 def _geometry(kernel_size, dilation, padding, stride):
-    return dict(kernel=_tuple(kernel_size, 2, "kernel_size"), dilation=_tuple(dilation, 2, "dilation"),
-                padding=_tuple(padding, 2, "padding"), stride=_tuple(stride, 2, "stride"))
+    return dict(
+        kernel=_tuple(kernel_size, 2, "kernel_size"),
+        dilation=_tuple(dilation, 2, "dilation"),
+        padding=_tuple(padding, 2, "padding"),
+        stride=_tuple(stride, 2, "stride"),
+    )
 
 
 def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
@@ -130,11 +143,13 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     geometry = _geometry(kernel_size, dilation, padding, stride)
     x = input.unsqueeze(0) if input.ndim == 3 else input
     if min(_sizes(x.shape[2:], **{k: geometry[k] for k in ("kernel", "dilation", "padding", "stride")})) < 1:
-        raise RuntimeError(f"Given input with spatial size ({x.shape[2]}, {x.shape[3]}), kernel_size="
-                           f"({geometry['kernel'][0]}, {geometry['kernel'][1]}), dilation=({geometry['dilation'][0]}, "
-                           f"{geometry['dilation'][1]}), padding=({geometry['padding'][0]}, {geometry['padding'][1]}), "
-                           f"calculated shape of the array of sliding blocks as (0, 0), but its components must be at "
-                           f"least one.")
+        raise RuntimeError(
+            f"Given input with spatial size ({x.shape[2]}, {x.shape[3]}), kernel_size="
+            f"({geometry['kernel'][0]}, {geometry['kernel'][1]}), dilation=({geometry['dilation'][0]}, "
+            f"{geometry['dilation'][1]}), padding=({geometry['padding'][0]}, {geometry['padding'][1]}), "
+            f"calculated shape of the array of sliding blocks as (0, 0), but its components must be at "
+            f"least one."
+        )
     return apply(_UNFOLD, [input], unbatched=input.ndim == 3, **geometry)
 
 
@@ -143,25 +158,30 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     (overlapping blocks add)."""
     _check_tensor("fold", "input", input)
     if input.ndim not in (2, 3):
-        raise NotImplementedError(f"Input Error: Only unbatched (2D) or batched (3D) input Tensors are supported "
-                                  f"(got {input.ndim}D)")
+        raise NotImplementedError(
+            f"Input Error: Only unbatched (2D) or batched (3D) input Tensors are supported (got {input.ndim}D)"
+        )
     geometry = _geometry(kernel_size, dilation, padding, stride)
     size = _tuple(output_size, 2, "output_size")
     x = input.unsqueeze(0) if input.ndim == 2 else input
     k = math.prod(geometry["kernel"])
     if x.shape[1] % k:
-        raise RuntimeError(f"Expected size of input's dimension 1 to be divisible by the product of kernel_size, but "
-                           f"got input.size(1)={x.shape[1]} and kernel_size=({geometry['kernel'][0]}, "
-                           f"{geometry['kernel'][1]}).")
+        raise RuntimeError(
+            f"Expected size of input's dimension 1 to be divisible by the product of kernel_size, but "
+            f"got input.size(1)={x.shape[1]} and kernel_size=({geometry['kernel'][0]}, "
+            f"{geometry['kernel'][1]})."
+        )
     counts = _sizes(size, **geometry)
     blocks = math.prod(counts)
     if x.shape[2] != blocks:
-        raise RuntimeError(f"Given output_size=({size[0]}, {size[1]}), kernel_size=({geometry['kernel'][0]}, "
-                           f"{geometry['kernel'][1]}), dilation=({geometry['dilation'][0]}, "
-                           f"{geometry['dilation'][1]}), padding=({geometry['padding'][0]}, {geometry['padding'][1]}), "
-                           f"stride=({geometry['stride'][0]}, {geometry['stride'][1]}), expected size of input's "
-                           f"dimension 2 to match the calculated number of sliding blocks {counts[0]} * {counts[1]} = "
-                           f"{blocks}, but got input.size(2)={x.shape[2]}.")
+        raise RuntimeError(
+            f"Given output_size=({size[0]}, {size[1]}), kernel_size=({geometry['kernel'][0]}, "
+            f"{geometry['kernel'][1]}), dilation=({geometry['dilation'][0]}, "
+            f"{geometry['dilation'][1]}), padding=({geometry['padding'][0]}, {geometry['padding'][1]}), "
+            f"stride=({geometry['stride'][0]}, {geometry['stride'][1]}), expected size of input's "
+            f"dimension 2 to match the calculated number of sliding blocks {counts[0]} * {counts[1]} = "
+            f"{blocks}, but got input.size(2)={x.shape[2]}."
+        )
     return apply(_FOLD, [input], size=size, unbatched=input.ndim == 2, **geometry)
 
 
@@ -171,8 +191,12 @@ def _bilinear(a, b, w, *bias):
     return out + bias[0] if bias else out
 
 
-_BILINEAR = Op("bilinear", _bilinear, multilinear=True,
-               backward_name=lambda sig: "AddBackward0" if len(sig.avals) == 4 else "ViewBackward0")
+_BILINEAR = Op(
+    "bilinear",
+    _bilinear,
+    multilinear=True,
+    backward_name=lambda sig: "AddBackward0" if len(sig.avals) == 4 else "ViewBackward0",
+)
 
 
 def bilinear(input1, input2, weight, bias=None):
@@ -183,14 +207,17 @@ def bilinear(input1, input2, weight, bias=None):
         raise RuntimeError(f"bilinear(): input dimensions do not match: got {input1.ndim} and {input2.ndim}")
     for i in range(input1.ndim - 1):
         if input1.shape[i] != input2.shape[i]:
-            raise RuntimeError(f"bilinear(): input batch dimensions do not match: got {input1.shape[i]} and "
-                               f"{input2.shape[i]}")
+            raise RuntimeError(
+                f"bilinear(): input batch dimensions do not match: got {input1.shape[i]} and {input2.shape[i]}"
+            )
     if input1.shape[-1] != weight.shape[1]:
-        raise RuntimeError(f"bilinear(): input1 size does not match weight size: got {input1.shape[-1]} but expected "
-                           f"{weight.shape[1]}")
+        raise RuntimeError(
+            f"bilinear(): input1 size does not match weight size: got {input1.shape[-1]} but expected {weight.shape[1]}"
+        )
     if input2.shape[-1] != weight.shape[2]:
-        raise RuntimeError(f"bilinear(): input2 size does not match weight size: got {input2.shape[-1]} but expected "
-                           f"{weight.shape[2]}")
+        raise RuntimeError(
+            f"bilinear(): input2 size does not match weight size: got {input2.shape[-1]} but expected {weight.shape[2]}"
+        )
     return apply(_BILINEAR, [input1, input2, weight] + ([] if bias is None else [bias]))
 
 

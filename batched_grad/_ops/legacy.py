@@ -1,12 +1,14 @@
 """torch's other entry points to ops batched_grad has: the torch-level losses taking an integer reduction,
 torch.convolution and constant_pad_nd, torch.lu, torch.range, unsafe_chunk, torch.gradient, index_reduce,
 histogramdd, and the Tensor methods apply_, map_, map2_, const_data_ptr, dim_order, conj_physical(_)."""
+
 import warnings
 
 import numpy as np
 
-from .._tensor import Tensor, warn_once, _wrap_dim
-from . import conv_transpose, nn as _nn
+from .._tensor import Tensor, _wrap_dim, warn_once
+from . import conv_transpose
+from . import nn as _nn
 from .complex_parts import conj
 from .decompositions import lu_factor_ex
 from .scatters import scatter_reduce
@@ -55,18 +57,27 @@ def poisson_nll_loss(input, target, log_input, full, eps, reduction):
 
 def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False, reduction=0):
     """F.triplet_margin_loss with torch's integer reduction."""
-    return _functional().triplet_margin_loss(anchor, positive, negative, margin, p, eps, swap,
-                                             reduction=_reduction(reduction))
+    return _functional().triplet_margin_loss(
+        anchor, positive, negative, margin, p, eps, swap, reduction=_reduction(reduction)
+    )
 
 
 def binary_cross_entropy_with_logits(input, target, weight=None, pos_weight=None, reduction=0):
     """F.binary_cross_entropy_with_logits with torch's integer reduction."""
-    return _functional().binary_cross_entropy_with_logits(input, target, weight, reduction=_reduction(reduction),
-                                                          pos_weight=pos_weight)
+    return _functional().binary_cross_entropy_with_logits(
+        input, target, weight, reduction=_reduction(reduction), pos_weight=pos_weight
+    )
 
 
-_LOSSES = (kl_div, hinge_embedding_loss, margin_ranking_loss, cosine_embedding_loss, poisson_nll_loss,
-           triplet_margin_loss, binary_cross_entropy_with_logits)
+_LOSSES = (
+    kl_div,
+    hinge_embedding_loss,
+    margin_ranking_loss,
+    cosine_embedding_loss,
+    poisson_nll_loss,
+    triplet_margin_loss,
+    binary_cross_entropy_with_logits,
+)
 
 
 def convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
@@ -83,11 +94,13 @@ def constant_pad_nd(input, pad, value=0):
     return _nn.pad(input, pad, "constant", value)
 
 
-_LU_WARNING = ("torch.lu is deprecated in favor of torch.linalg.lu_factor / torch.linalg.lu_factor_ex and will be "
-               "removed in a future PyTorch release.\nLU, pivots = torch.lu(A, compute_pivots)\nshould be replaced "
-               "with\nLU, pivots = torch.linalg.lu_factor(A, compute_pivots)\nand\nLU, pivots, info = torch.lu(A, "
-               "compute_pivots, get_infos=True)\nshould be replaced with\nLU, pivots, info = "
-               "torch.linalg.lu_factor_ex(A, compute_pivots)")
+_LU_WARNING = (
+    "torch.lu is deprecated in favor of torch.linalg.lu_factor / torch.linalg.lu_factor_ex and will be "
+    "removed in a future PyTorch release.\nLU, pivots = torch.lu(A, compute_pivots)\nshould be replaced "
+    "with\nLU, pivots = torch.linalg.lu_factor(A, compute_pivots)\nand\nLU, pivots, info = torch.lu(A, "
+    "compute_pivots, get_infos=True)\nshould be replaced with\nLU, pivots, info = "
+    "torch.linalg.lu_factor_ex(A, compute_pivots)"
+)
 
 
 def lu(A, pivot=True, get_infos=False):
@@ -101,9 +114,13 @@ def range_(start, end, step=1, *, dtype=None, requires_grad=False, device=None):
     """The values start, start + step, ... up to and including end (deprecated: arange excludes end)."""
     from .._factories import arange
 
-    warnings.warn("torch.range is deprecated and will be removed in a future release because its behavior is "
-                  "inconsistent with Python's range builtin. Instead, use torch.arange, which produces values in "
-                  "[start, end).", UserWarning, stacklevel=2)
+    warnings.warn(
+        "torch.range is deprecated and will be removed in a future release because its behavior is "
+        "inconsistent with Python's range builtin. Instead, use torch.arange, which produces values in "
+        "[start, end).",
+        UserWarning,
+        stacklevel=2,
+    )
     count = int(np.floor((end - start) / step)) + 1
     from .. import _dtypes
 
@@ -113,8 +130,13 @@ def range_(start, end, step=1, *, dtype=None, requires_grad=False, device=None):
 
 def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
     """torch.embedding (weight first; padding_idx -1 for none): F.embedding(indices, weight, ...)."""
-    return _nn.embedding(indices, weight, None if padding_idx == -1 else padding_idx,
-                         scale_grad_by_freq=scale_grad_by_freq, sparse=sparse)
+    return _nn.embedding(
+        indices,
+        weight,
+        None if padding_idx == -1 else padding_idx,
+        scale_grad_by_freq=scale_grad_by_freq,
+        sparse=sparse,
+    )
 
 
 def adjoint(input):
@@ -147,7 +169,8 @@ def _one_gradient(f, h, d, edge_order):
         shape[d] = -1
         a, b = dx[:-1].reshape(shape), dx[1:].reshape(shape)
         interior = (a * a * part(2, n - 2) + (b * b - a * a) * part(1, n - 2) - b * b * part(0, n - 2)) / (
-            a * b * (a + b))
+            a * b * (a + b)
+        )
         first = (part(1, 1) - part(0, 1)) / dx[0]
         last = (part(n - 1, 1) - part(n - 2, 1)) / dx[-1]
         if edge_order == 2:
@@ -173,9 +196,11 @@ def gradient(input, *, spacing=1, dim=None, edge_order=1):
     if len(spacings) == 1 and len(dims) > 1:
         spacings = spacings * len(dims)
     if len(spacings) != len(dims):
-        raise RuntimeError(f"torch.gradient expected spacing to be unspecified, a scalar or it's spacing and dim "
-                           f"arguments to have the same length, but got a spacing argument of length "
-                           f"{len(spacings)} and a dim argument of length {len(dims)}.")
+        raise RuntimeError(
+            f"torch.gradient expected spacing to be unspecified, a scalar or it's spacing and dim "
+            f"arguments to have the same length, but got a spacing argument of length "
+            f"{len(spacings)} and a dim argument of length {len(dims)}."
+        )
     return tuple(_one_gradient(input, h, d, edge_order) for h, d in zip(spacings, dims))
 
 
@@ -199,8 +224,11 @@ def histogramdd(input, bins=10, *, range=None, weight=None, density=False):  # n
     from .unique import _host_values
 
     points = np.asarray(_host_values(input)).reshape(-1, input.shape[-1])
-    edges = [np.asarray(_host_values(b)) for b in bins] if isinstance(bins, (list, tuple)) and isinstance(
-        bins[0], Tensor) else bins
+    edges = (
+        [np.asarray(_host_values(b)) for b in bins]
+        if isinstance(bins, (list, tuple)) and isinstance(bins[0], Tensor)
+        else bins
+    )
     ranges = None if range is None else list(zip(range[::2], range[1::2]))
     w = None if weight is None else np.asarray(_host_values(weight)).reshape(-1)
     hist, edge_values = np.histogramdd(points, edges, range=ranges, weights=w, density=density)
@@ -251,8 +279,37 @@ def conj_physical_(self):
     return self._assign(conj(self)) if self.dtype.is_complex else self
 
 
-FUNCTIONS = {f.__name__: f for f in (*_LOSSES, convolution, constant_pad_nd, lu, unsafe_chunk, gradient, index_reduce,
-                                      histogramdd, conj_physical, conj_physical_, embedding, adjoint, get_device)}
+FUNCTIONS = {
+    f.__name__: f
+    for f in (
+        *_LOSSES,
+        convolution,
+        constant_pad_nd,
+        lu,
+        unsafe_chunk,
+        gradient,
+        index_reduce,
+        histogramdd,
+        conj_physical,
+        conj_physical_,
+        embedding,
+        adjoint,
+        get_device,
+    )
+}
 range_.__name__ = range_.__qualname__ = "range"  # batched_grad.range (kept out of _ops' globals: a builtin)
-METHODS = {f.__name__: f for f in (apply_, map_, map2_, const_data_ptr, dim_order, conj_physical, conj_physical_,
-                                    unsafe_chunk, index_reduce, lu)}
+METHODS = {
+    f.__name__: f
+    for f in (
+        apply_,
+        map_,
+        map2_,
+        const_data_ptr,
+        dim_order,
+        conj_physical,
+        conj_physical_,
+        unsafe_chunk,
+        index_reduce,
+        lu,
+    )
+}

@@ -1,4 +1,5 @@
 """Linear algebra: products, einsum, diagonals, triangles and the torch.linalg decompositions."""
+
 import math
 import string
 import warnings
@@ -24,33 +25,55 @@ def _type(t):
 # ---- products -----------------------------------------------------------------------------------
 # torch checks shapes and dtypes per kernel; matmul folds its operands onto one of them first.
 _SHAPE_ERRORS = {
-    "dot": lambda a, b: a[0] != b[0] and (
-        f"inconsistent tensor size, expected tensor [{a[0]}] and src [{b[0]}] to have the same number of elements, "
-        f"but got {a[0]} and {b[0]} elements respectively"),
+    "dot": lambda a, b: (
+        a[0] != b[0]
+        and (
+            f"inconsistent tensor size, expected tensor [{a[0]}] and src [{b[0]}] to have the same number of elements, "
+            f"but got {a[0]} and {b[0]} elements respectively"
+        )
+    ),
     "mv": lambda a, b: a[1] != b[0] and f"size mismatch, got input ({a[0]}), mat ({a[0]}x{a[1]}), vec ({b[0]})",
-    "mm": lambda a, b: a[1] != b[0] and (
-        f"mat1 and mat2 shapes cannot be multiplied ({a[0]}x{a[1]} and {b[0]}x{b[1]})"),
-    "bmm": lambda a, b: (a[0], a[2]) != b[:2] and (
-        f"Expected size for first two dimensions of batch2 tensor to be: [{a[0]}, {a[2]}] but got: [{b[0]}, {b[1]}]."),
+    "mm": lambda a, b: (
+        a[1] != b[0] and (f"mat1 and mat2 shapes cannot be multiplied ({a[0]}x{a[1]} and {b[0]}x{b[1]})")
+    ),
+    "bmm": lambda a, b: (
+        (a[0], a[2]) != b[:2]
+        and (
+            f"Expected size for first two dimensions of batch2 tensor to be: [{a[0]}, {a[2]}] "
+            f"but got: [{b[0]}, {b[1]}]."
+        )
+    ),
 }
 _DTYPE_ERRORS = {
     "dot": lambda a, b: f"dot : expected both vectors to have same dtype, but found {_type(a)} and {_type(b)}",
     "mv": lambda a, b: f"addmv input tensors must have the same dtype, but got {_type(b)}, {_type(a)}, and {_type(b)}",
-    "mm": lambda a, b: (f"expected m1 and m2 to have the same dtype, but got: {C_TYPE_NAMES[a.dtype.name]} != "
-                        f"{C_TYPE_NAMES[b.dtype.name]}"),
+    "mm": lambda a, b: (
+        f"expected m1 and m2 to have the same dtype, but got: {C_TYPE_NAMES[a.dtype.name]} != "
+        f"{C_TYPE_NAMES[b.dtype.name]}"
+    ),
     "bmm": lambda a, b: f"expected scalar type {_type(a)} but found {_type(b)}",
 }
 _NDIM_ERRORS = {
     "dot": lambda a, b: (a.ndim, b.ndim) != (1, 1) and f"1D tensors expected, but got {a.ndim}D and {b.ndim}D tensors",
     "mv": lambda a, b: (a.ndim, b.ndim) != (2, 1) and f"vector + matrix @ vector expected, got 1, {a.ndim}, {b.ndim}",
     "mm": lambda a, b: (a.ndim != 2 and "self must be a matrix") or (b.ndim != 2 and "mat2 must be a matrix"),
-    "bmm": lambda a, b: (a.ndim != 3 and "batch1 must be a 3D tensor") or (
-        b.ndim != 3 and "batch2 must be a 3D tensor"),
+    "bmm": lambda a, b: (
+        (a.ndim != 3 and "batch1 must be a 3D tensor") or (b.ndim != 3 and "batch2 must be a 3D tensor")
+    ),
 }
 _MATMUL_NAMES = {(1, 1): "DotBackward0", (2, 1): "MvBackward0", (1, 2): "SqueezeBackward4", (2, 2): "MmBackward0"}
-_PRODUCT_NAMES = ("DotBackward0", "MvBackward0", "SqueezeBackward4", "MmBackward0", "BmmBackward0", "UnsafeViewBackward0")
-_PRODUCTS = {name: Op("matmul", jnp.matmul, backward_name=name, multilinear=True, host=small_floats(np.matmul))
-             for name in _PRODUCT_NAMES}
+_PRODUCT_NAMES = (
+    "DotBackward0",
+    "MvBackward0",
+    "SqueezeBackward4",
+    "MmBackward0",
+    "BmmBackward0",
+    "UnsafeViewBackward0",
+)
+_PRODUCTS = {
+    name: Op("matmul", jnp.matmul, backward_name=name, multilinear=True, host=small_floats(np.matmul))
+    for name in _PRODUCT_NAMES
+}
 
 
 def _check_product(kind, a, b, a_shape, b_shape):
@@ -77,8 +100,7 @@ def matmul(input, other):
     """Matrix product with torch's rules for 1-D and batched operands."""
     sa, sb = tuple(input.shape), tuple(other.shape)
     if not sa or not sb:
-        raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are {len(sa)}D and "
-                           f"{len(sb)}D")
+        raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are {len(sa)}D and {len(sb)}D")
     kind, a_shape, b_shape = _folded(sa, sb)
     _check_product(kind, input, other, a_shape, b_shape)
     name = _MATMUL_NAMES.get((len(sa), len(sb)), "UnsafeViewBackward0")
@@ -113,8 +135,12 @@ def dot(input, other):
     return _product("dot", "DotBackward0", input, other)
 
 
-_OUTER = Op("outer", lambda a, b, *, dtype: jnp.outer(a.astype(dtype), b.astype(dtype)), multilinear=True,
-            backward_name="MulBackward0")
+_OUTER = Op(
+    "outer",
+    lambda a, b, *, dtype: jnp.outer(a.astype(dtype), b.astype(dtype)),
+    multilinear=True,
+    backward_name="MulBackward0",
+)
 
 
 def outer(input, vec2):
@@ -139,6 +165,7 @@ _EINSUM = Op("einsum", _einsum_fn, multilinear=True)
 
 def _sublist_equation(args):
     """einsum(op0, sublist0, op1, sublist1, ..., [out]): the equation string and the operands."""
+
     def letters(sub):
         for s in sub:
             if s is not Ellipsis and not 0 <= s < 52:
@@ -146,7 +173,7 @@ def _sublist_equation(args):
         return "".join("..." if s is Ellipsis else _LETTERS[s] for s in sub)
 
     out = "->" + letters(args[-1]) if len(args) % 2 else ""
-    pairs = args[:len(args) - len(args) % 2]
+    pairs = args[: len(args) - len(args) % 2]
     return ",".join(letters(s) for s in pairs[1::2]) + out, list(pairs[0::2])
 
 
@@ -160,8 +187,9 @@ def einsum(*args):
             operands = tuple(operands[0])
     for k, c in enumerate(equation):
         if not (c in _LETTERS or c in " ,.->"):
-            raise RuntimeError(f"einsum(): invalid subscript given at index {k} in the equation string, subscripts "
-                               "must be in [a-zA-Z]")
+            raise RuntimeError(
+                f"einsum(): invalid subscript given at index {k} in the equation string, subscripts must be in [a-zA-Z]"
+            )
     equation = equation.replace(" ", "")
     terms = equation.split("->")[0].split(",")
     output = equation.split("->")[1] if "->" in equation else ""
@@ -171,8 +199,10 @@ def einsum(*args):
         if output.count(c) > 1:
             raise RuntimeError(f"einsum(): output subscript {c} appears more than once in the output")
     if len(terms) != len(operands):
-        raise RuntimeError(f"einsum(): {'fewer' if len(operands) < len(terms) else 'more'} operands were provided than "
-                           "specified in the equation")
+        raise RuntimeError(
+            f"einsum(): {'fewer' if len(operands) < len(terms) else 'more'} operands were provided than "
+            "specified in the equation"
+        )
     sizes, labelled = {}, []
     for k, (term, op) in enumerate(zip(terms, operands)):
         if op.dtype is not operands[0].dtype:
@@ -180,16 +210,20 @@ def einsum(*args):
         head, ellipsis, tail = term.partition("...")
         middle = op.ndim - len(head) - len(tail)
         if middle < 0 or (middle and not ellipsis):
-            raise RuntimeError(f"einsum(): the number of subscripts in the equation ({len(head + tail)}) does not "
-                               f"match the number of dimensions ({op.ndim}) for operand {k}"
-                               f"{'' if ellipsis else ' and no ellipsis was given'}")
+            raise RuntimeError(
+                f"einsum(): the number of subscripts in the equation ({len(head + tail)}) does not "
+                f"match the number of dimensions ({op.ndim}) for operand {k}"
+                f"{'' if ellipsis else ' and no ellipsis was given'}"
+            )
         labels = list(head) + [None] * middle + list(tail)
         labelled.append((labels, op.shape))
         for label, n in zip(labels, op.shape):
             seen = sizes.setdefault(label, n) if label else n
             if n != seen and 1 not in (n, seen):
-                raise RuntimeError(f"einsum(): subscript {label} has size {n} for operand {k} which does not broadcast "
-                                   f"with previously seen size {seen}")
+                raise RuntimeError(
+                    f"einsum(): subscript {label} has size {n} for operand {k} which does not broadcast "
+                    f"with previously seen size {seen}"
+                )
             if label and seen == 1:
                 sizes[label] = n
     # torch broadcasts size-1 dims of a subscript against the others; jnp.einsum does not
@@ -197,8 +231,9 @@ def einsum(*args):
     return apply(_EINSUM, list(operands), equation=equation, shapes=shapes)
 
 
-_TENSORDOT = Op("tensordot", lambda a, b, *, axes: jnp.tensordot(a, b, axes), multilinear=True,
-                backward_name="TensordotBackward0")
+_TENSORDOT = Op(
+    "tensordot", lambda a, b, *, axes: jnp.tensordot(a, b, axes), multilinear=True, backward_name="TensordotBackward0"
+)
 
 
 def tensordot(a, b, dims=2):
@@ -214,8 +249,9 @@ def tensordot(a, b, dims=2):
     else:
         dims_a, dims_b = dims
         if isinstance(dims_a, int) or isinstance(dims_b, int):
-            raise TypeError(f"tensordot(): argument 'dims_self' (position 3) must be tuple of ints, not "
-                            f"{type(dims_a).__name__}")
+            raise TypeError(
+                f"tensordot(): argument 'dims_self' (position 3) must be tuple of ints, not {type(dims_a).__name__}"
+            )
         dims_a, dims_b = list(dims_a), list(dims_b)
     if len(dims_a) != len(dims_b):
         raise RuntimeError("both dimension lists should have same length")
@@ -224,8 +260,10 @@ def tensordot(a, b, dims=2):
     for da, db in zip(dims_a, dims_b):
         na, nb = a.shape[_wrap_dim(da, a.ndim)], b.shape[_wrap_dim(db, b.ndim)]
         if na != nb:
-            raise RuntimeError(f"contracted dimensions need to match, but first has size {na} in dim {da} and second "
-                               f"has size {nb} in dim {db}")
+            raise RuntimeError(
+                f"contracted dimensions need to match, but first has size {na} in dim {da} and second "
+                f"has size {nb} in dim {db}"
+            )
     axes = (tuple(_wrap_dim(d, a.ndim) for d in dims_a), tuple(_wrap_dim(d, b.ndim) for d in dims_b))
     return apply(_TENSORDOT, [a, b], axes=axes)
 
@@ -233,12 +271,20 @@ def tensordot(a, b, dims=2):
 # ---- diagonals and triangles --------------------------------------------------------------------
 
 _TRACE = Op("trace", lambda a, *, dtype: jnp.trace(a).astype(dtype), linear=True)
-_DIAG = {name: Op("diag", lambda a, *, k: jnp.diag(a, k), linear=True, backward_name=name)
-         for name in ("DiagEmbedBackward0", "DiagonalBackward0_copy")}
-_DIAGONAL = Op("diagonal", lambda a, *, offset, dim1, dim2: jnp.diagonal(a, offset, dim1, dim2), linear=True,
-               view=True)
-_TRIANGLE = {name: Op(name, lambda a, *, k, upper: (jnp.triu if upper else jnp.tril)(a, k), linear=True,
-                      backward_name=name.capitalize() + "Backward0") for name in ("tril", "triu")}
+_DIAG = {
+    name: Op("diag", lambda a, *, k: jnp.diag(a, k), linear=True, backward_name=name)
+    for name in ("DiagEmbedBackward0", "DiagonalBackward0_copy")
+}
+_DIAGONAL = Op("diagonal", lambda a, *, offset, dim1, dim2: jnp.diagonal(a, offset, dim1, dim2), linear=True, view=True)
+_TRIANGLE = {
+    name: Op(
+        name,
+        lambda a, *, k, upper: (jnp.triu if upper else jnp.tril)(a, k),
+        linear=True,
+        backward_name=name.capitalize() + "Backward0",
+    )
+    for name in ("tril", "triu")
+}
 
 
 def trace(input):
@@ -284,14 +330,16 @@ def triu(input, diagonal=0):
 
 # ---- torch.linalg -------------------------------------------------------------------------------
 
+
 class LinAlgError(RuntimeError):
     """torch.linalg.LinAlgError: a matrix is singular or not positive-definite."""
 
 
 def _result(name, fields):
     cls = namedtuple(name, fields)
-    cls.__repr__ = lambda self: f"torch.return_types.{name}(\n" + ",\n".join(
-        f"{f}={v!r}" for f, v in zip(fields, self)) + ")"
+    cls.__repr__ = lambda self: (
+        f"torch.return_types.{name}(\n" + ",\n".join(f"{f}={v!r}" for f, v in zip(fields, self)) + ")"
+    )
     return cls
 
 
@@ -309,8 +357,9 @@ def _matrix(name, A, square=True):
             raise NotImplementedError(f"\"linalg_eigh_cpu\" not implemented for '{_type(A)}'")
         raise RuntimeError(f"linalg.{name}: Expected a floating point or complex tensor as input. Got {_type(A)}")
     if square and A.shape[-1] != A.shape[-2]:
-        raise RuntimeError(f"linalg.{name}: A must be batches of square matrices, but they are {A.shape[-2]} by "
-                           f"{A.shape[-1]} matrices")
+        raise RuntimeError(
+            f"linalg.{name}: A must be batches of square matrices, but they are {A.shape[-2]} by {A.shape[-1]} matrices"
+        )
 
 
 def _swap(a):
@@ -327,6 +376,7 @@ def _hermitian(a, upper):
 
 def _raise_in_backward(x, message):
     """x, with a backward that raises RuntimeError(message) (where torch has no derivative)."""
+
     @jax.custom_vjp
     def f(y):
         return y
@@ -339,8 +389,10 @@ def _raise_in_backward(x, message):
 
 
 _QR_COMPLETE = "The QR decomposition is not differentiable when mode='complete' and nrows > ncols."
-_QR_R = ("The derivative of linalg.qr depends on Q, which is not computed when mode='r'. Please use "
-         "linalg.qr(A, mode='reduced') if you are going to differentiate through linalg.qr.")
+_QR_R = (
+    "The derivative of linalg.qr depends on Q, which is not computed when mode='r'. Please use "
+    "linalg.qr(A, mode='reduced') if you are going to differentiate through linalg.qr."
+)
 
 
 def _qr_fn(a, *, mode):
@@ -377,11 +429,18 @@ _SOLVE = Op("linalg_solve", _solve_fn, backward_name="LinalgSolveExBackward0", t
 _INV = Op("linalg_inv", jnp.linalg.inv, backward_name="LinalgInvExBackward0", torch_saves=SAVES_RESULT)
 _DET = Op("linalg_det", jnp.linalg.det, torch_saves=SAVES_BOTH)
 _SLOGDET = Op("linalg_slogdet", lambda a: tuple(jnp.linalg.slogdet(a)), multi=True)
-_CHOLESKY = Op("linalg_cholesky", lambda a, *, upper: jnp.linalg.cholesky(_hermitian(a, upper), upper=upper,
-                                                                          symmetrize_input=False),
-               backward_name="LinalgCholeskyExBackward0", torch_saves=SAVES_RESULT)
-_EIGH = Op("linalg_eigh", lambda a, *, upper: tuple(jnp.linalg.eigh(_hermitian(a, upper), symmetrize_input=False)),
-           multi=True, torch_saves=SAVES_RESULT)
+_CHOLESKY = Op(
+    "linalg_cholesky",
+    lambda a, *, upper: jnp.linalg.cholesky(_hermitian(a, upper), upper=upper, symmetrize_input=False),
+    backward_name="LinalgCholeskyExBackward0",
+    torch_saves=SAVES_RESULT,
+)
+_EIGH = Op(
+    "linalg_eigh",
+    lambda a, *, upper: tuple(jnp.linalg.eigh(_hermitian(a, upper), symmetrize_input=False)),
+    multi=True,
+    torch_saves=SAVES_RESULT,
+)
 _SVD = Op("linalg_svd", _svd_fn, multi=True, torch_saves=SAVES_RESULT)
 _QR = Op("linalg_qr", _qr_fn, multi=True, torch_saves=SAVES_RESULT)
 _QR_R_ONLY = Op("linalg_qr", _qr_fn, backward_name="LinalgQrBackward0", torch_saves=SAVES_RESULT)
@@ -424,16 +483,19 @@ def solve(A, B, *, left=True):
     """X with A @ X = B (or X @ A = B when left=False); B may be a (batch of) vector(s)."""
     _matrix("solve", A)
     if A.dtype is not B.dtype:
-        raise RuntimeError(f"linalg.solve: Expected A and B to have the same dtype, but found A of type {_type(A)} "
-                           f"and B of type {_type(B)} instead")
+        raise RuntimeError(
+            f"linalg.solve: Expected A and B to have the same dtype, but found A of type {_type(A)} "
+            f"and B of type {_type(B)} instead"
+        )
     n = A.shape[-1]
     vector = B.ndim == 1 or (B.ndim == A.ndim - 1 and B.shape == A.shape[:-1])
     rows, cols = (B.shape[-1], 1) if vector else B.shape[-2:]
     if (rows if left else cols) != n:
         equation = "AX = B" if left else "XA = B"
-        raise RuntimeError(f"linalg.solve: Incompatible shapes of A and B for the equation {equation} ({n}x{n} and "
-                           f"{rows}x{cols})")
-    broadcast_shapes(A.shape[:-2], B.shape[:-1 if vector else -2])
+        raise RuntimeError(
+            f"linalg.solve: Incompatible shapes of A and B for the equation {equation} ({n}x{n} and {rows}x{cols})"
+        )
+    broadcast_shapes(A.shape[:-2], B.shape[: -1 if vector else -2])
     out = apply(_SOLVE, [A, B], left=bool(left), vector=vector)
     singular = not _traced(out, A) and not np.isfinite(np.asarray(out._value)).all()
     if singular and np.isfinite(np.asarray(A._value)).all():
@@ -447,8 +509,10 @@ def inv(A):
     out = apply(_INV, [A])
     failed = None if _traced(out, A) else _failure(out, A)
     if failed:
-        raise LinAlgError(f"linalg.inv: {failed[0]}The diagonal element {_zero_pivot(failed[1])} is zero, the "
-                          "inversion could not be completed because the input matrix is singular.")
+        raise LinAlgError(
+            f"linalg.inv: {failed[0]}The diagonal element {_zero_pivot(failed[1])} is zero, the "
+            "inversion could not be completed because the input matrix is singular."
+        )
     return out
 
 
@@ -472,9 +536,11 @@ def cholesky(A, *, upper=False):
     if failed:
         a = failed[1]
         matrix = np.triu(a) + np.triu(a, 1).T.conj() if upper else np.tril(a) + np.tril(a, -1).T.conj()
-        raise LinAlgError(f"linalg.cholesky: {failed[0]}The factorization could not be completed because the input "
-                          f"is not positive-definite (the leading minor of order {_failed_minor(matrix)} is not "
-                          "positive-definite).")
+        raise LinAlgError(
+            f"linalg.cholesky: {failed[0]}The factorization could not be completed because the input "
+            f"is not positive-definite (the leading minor of order {_failed_minor(matrix)} is not "
+            "positive-definite)."
+        )
     return out
 
 
@@ -496,8 +562,9 @@ def qr(A, mode="reduced"):
     """(Q, R) with A = Q @ R, Q orthonormal columns and R upper triangular; mode 'reduced', 'complete' or 'r'."""
     _matrix("qr", A, square=False)
     if mode not in ("reduced", "complete", "r"):
-        raise RuntimeError(f"qr received unrecognized mode '{mode}' but expected one of 'reduced' (default), "
-                           "'r', or 'complete'")
+        raise RuntimeError(
+            f"qr received unrecognized mode '{mode}' but expected one of 'reduced' (default), 'r', or 'complete'"
+        )
     if mode == "r":
         return qr_result(Tensor._wrap(np.zeros((0,), A.dtype.np)), apply(_QR_R_ONLY, [A], mode="r"))
     return qr_result(*apply(_QR, [A], mode=mode))
@@ -509,8 +576,9 @@ def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None):
     if dim is not None and len(dim) not in (1, 2):
         raise RuntimeError(f"linalg.norm: If dim is specified, it must be of length 1 or 2. Got {list(dim)}")
     if dim is None and (ord is not None) and A.ndim not in (1, 2):
-        raise RuntimeError(f"linalg.norm: If dim is not specified but ord is, the input must be 1D or 2D. Got "
-                           f"{A.ndim}D.")
+        raise RuntimeError(
+            f"linalg.norm: If dim is not specified but ord is, the input must be 1D or 2D. Got {A.ndim}D."
+        )
     matrix = isinstance(ord, str) or (ord is not None and (len(dim) == 2 if dim is not None else A.ndim == 2))
     kind = "matrix_norm" if matrix else "vector_norm"
     if not (A.dtype.is_floating_point or A.dtype.is_complex):

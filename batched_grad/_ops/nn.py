@@ -1,6 +1,7 @@
 """Neural-network ops: activations, softmax, linear, convolution, layer norm, embedding, pad, one_hot and
 dropout (pooling is in pooling.py). Each is a pure JAX function recorded through the op table, so its VJP (and
 every higher one) is JAX's."""
+
 import functools
 import itertools
 import math
@@ -39,7 +40,7 @@ def _check_tensor(fn, name, x, position=1):
 def _require_float(kernel, dtype):
     """torch's NotImplementedError for kernels without an integer or bool version."""
     if not (dtype.is_floating_point or dtype.is_complex):
-        raise NotImplementedError(f'"{kernel}" not implemented for \'{_TYPE_NAMES[dtype.name]}\'')
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{_TYPE_NAMES[dtype.name]}'")
 
 
 def _tuple(value, n, name):
@@ -103,16 +104,20 @@ def softplus(input, beta=1.0, threshold=20.0):
     return _activation("softplus", input, beta=float(beta), threshold=float(threshold))
 
 
-_SOFTMAX = Op("softmax", lambda a, *, axis, dtype: jax.nn.softmax(a.astype(dtype), axis=axis),
-              torch_saves=SAVES_RESULT)
-_LOG_SOFTMAX = Op("log_softmax", lambda a, *, axis, dtype: jax.nn.log_softmax(a.astype(dtype), axis=axis),
-                  torch_saves=SAVES_RESULT)
+_SOFTMAX = Op("softmax", lambda a, *, axis, dtype: jax.nn.softmax(a.astype(dtype), axis=axis), torch_saves=SAVES_RESULT)
+_LOG_SOFTMAX = Op(
+    "log_softmax", lambda a, *, axis, dtype: jax.nn.log_softmax(a.astype(dtype), axis=axis), torch_saves=SAVES_RESULT
+)
 
 
 def _softmax_dim(name, ndim, dim):
     if dim is None:  # torch's legacy implicit choice
-        warnings.warn(f"Implicit dimension choice for {name} has been deprecated. Change the call to include "
-                      "dim=X as an argument.", UserWarning, stacklevel=4)
+        warnings.warn(
+            f"Implicit dimension choice for {name} has been deprecated. Change the call to include "
+            "dim=X as an argument.",
+            UserWarning,
+            stacklevel=4,
+        )
         dim = 0 if ndim in (0, 1, 3) else 1
     return _wrap_dim(dim, ndim)
 
@@ -142,8 +147,11 @@ def _linear(x, w, *bias):
 
 def _linear_name(sig):  # torch's last recorded op, by input rank (1, 2, more) and whether there is a bias
     rank, bias = min(len(sig.avals[0][0]), 3), len(sig.avals) == 3
-    return {1: ("SqueezeBackward4", "ViewBackward0"), 2: ("MmBackward0", "AddmmBackward0"),
-            3: ("UnsafeViewBackward0", "ViewBackward0")}[rank][bias]
+    return {
+        1: ("SqueezeBackward4", "ViewBackward0"),
+        2: ("MmBackward0", "AddmmBackward0"),
+        3: ("UnsafeViewBackward0", "ViewBackward0"),
+    }[rank][bias]
 
 
 # affine in each operand: an operand's own value never enters its VJP, so multilinear saving is exact
@@ -170,8 +178,10 @@ def linear(input, weight, bias=None):
     _check_tensor("linear", "weight", weight, 2)
     if input.shape[-1:] != weight.shape[-1:]:
         rows = int(np.prod(input.shape[:-1]))
-        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({rows}x{input.shape[-1]} and "
-                           f"{'x'.join(map(str, reversed(weight.shape)))})")
+        raise RuntimeError(
+            f"mat1 and mat2 shapes cannot be multiplied ({rows}x{input.shape[-1]} and "
+            f"{'x'.join(map(str, reversed(weight.shape)))})"
+        )
     if bias is not None and tuple(bias.shape) != weight.shape[:1]:
         _check_linear_bias(input.shape, weight.shape[0], bias)
     return apply(_LINEAR, [input, weight] + ([] if bias is None else [bias]))
@@ -224,9 +234,15 @@ def _conv_channels_last(x, w, stride, padding, dilation, groups):
     # batched ones of per-sample gradients most of all, run faster in that layout than in torch's
     n = w.ndim - 2
     space, spatial = tuple(range(2, n + 2)), "DHW"[-n:]
-    out = jax.lax.conv_general_dilated(x.transpose((0,) + space + (1,)), w.transpose(space + (1, 0)), stride, padding,
-                                       rhs_dilation=dilation, feature_group_count=groups,
-                                       dimension_numbers=("N" + spatial + "C", spatial + "IO", "N" + spatial + "C"))
+    out = jax.lax.conv_general_dilated(
+        x.transpose((0,) + space + (1,)),
+        w.transpose(space + (1, 0)),
+        stride,
+        padding,
+        rhs_dilation=dilation,
+        feature_group_count=groups,
+        dimension_numbers=("N" + spatial + "C", spatial + "IO", "N" + spatial + "C"),
+    )
     return out.transpose((0, n + 1) + tuple(range(1, n + 1)))
 
 
@@ -285,8 +301,10 @@ def batched_input(fn, input, n):
     """A convolution's `input` with its batch dim (added where it is unbatched) and whether it was added; torch's
     error for another rank."""
     if input.ndim not in (n + 1, n + 2):
-        raise RuntimeError(f"Expected {n + 1}D (unbatched) or {n + 2}D (batched) input to {fn}, but got input of "
-                           f"size: {list(input.shape)}")
+        raise RuntimeError(
+            f"Expected {n + 1}D (unbatched) or {n + 2}D (batched) input to {fn}, but got input of "
+            f"size: {list(input.shape)}"
+        )
     unbatched = input.ndim == n + 1
     return (input.unsqueeze(0) if unbatched else input), unbatched
 
@@ -296,20 +314,28 @@ def _convolution(n, input, weight, bias, stride, padding, dilation, groups):
     _check_tensor(fn, "input", input)
     _check_tensor(fn, "weight", weight, 2)
     if weight.ndim != n + 2:
-        raise RuntimeError("weight should have at least three dimensions" if weight.ndim < 3 else
-                           f"Expected {n + 2}-dimensional weight for {fn}, but got weight of size "
-                           f"{list(weight.shape)}")
+        raise RuntimeError(
+            "weight should have at least three dimensions"
+            if weight.ndim < 3
+            else f"Expected {n + 2}-dimensional weight for {fn}, but got weight of size {list(weight.shape)}"
+        )
     x, unbatched = batched_input(fn, input, n)
     if bias is not None and tuple(bias.shape) != weight.shape[:1]:
-        raise RuntimeError(f"Given weight of size {list(weight.shape)}, expected bias to be 1-dimensional with "
-                           f"{weight.shape[0]} elements, but got bias of size {list(bias.shape)} instead")
+        raise RuntimeError(
+            f"Given weight of size {list(weight.shape)}, expected bias to be 1-dimensional with "
+            f"{weight.shape[0]} elements, but got bias of size {list(bias.shape)} instead"
+        )
     if weight.shape[0] % groups:
-        raise RuntimeError(f"Given groups={groups}, expected weight to be divisible by {groups} at dimension 0, but "
-                           f"got weight of size [{list(weight.shape)}] instead")
+        raise RuntimeError(
+            f"Given groups={groups}, expected weight to be divisible by {groups} at dimension 0, but "
+            f"got weight of size [{list(weight.shape)}] instead"
+        )
     if x.shape[1] != weight.shape[1] * groups:
-        raise RuntimeError(f"Given groups={groups}, weight of size {list(weight.shape)}, expected input"
-                           f"{list(x.shape)} to have {weight.shape[1] * groups} channels, but got {x.shape[1]} "
-                           "channels instead")
+        raise RuntimeError(
+            f"Given groups={groups}, weight of size {list(weight.shape)}, expected input"
+            f"{list(x.shape)} to have {weight.shape[1] * groups} channels, but got {x.shape[1]} "
+            "channels instead"
+        )
     stride, dilation = _tuple(stride, n, "stride"), _tuple(dilation, n, "dilation")
     if min(stride) <= 0:
         raise RuntimeError("non-positive stride is not supported")
@@ -321,10 +347,18 @@ def _convolution(n, input, weight, bias, stride, padding, dilation, groups):
     padded = [size + lo + hi for size, (lo, hi) in zip(x.shape[2:], pads)]
     kernel = [d * (k - 1) + 1 for d, k in zip(dilation, weight.shape[2:])]
     if any(k > p for k, p in zip(kernel, padded)):
-        raise RuntimeError(f"Calculated padded input size per channel: ({' x '.join(map(str, padded))}). Kernel size: "
-                           f"({' x '.join(map(str, kernel))}). Kernel size can't be greater than actual input size")
-    out = apply(_CONV, [x, weight] + ([] if bias is None else [bias]), stride=stride, padding=pads,
-                dilation=dilation, groups=int(groups))
+        raise RuntimeError(
+            f"Calculated padded input size per channel: ({' x '.join(map(str, padded))}). Kernel size: "
+            f"({' x '.join(map(str, kernel))}). Kernel size can't be greater than actual input size"
+        )
+    out = apply(
+        _CONV,
+        [x, weight] + ([] if bias is None else [bias]),
+        stride=stride,
+        padding=pads,
+        dilation=dilation,
+        groups=int(groups),
+    )
     return out.squeeze(0) if unbatched else out
 
 
@@ -361,16 +395,25 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     _check_tensor("layer_norm", "input", input)
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
     n = len(shape)
-    if not n or tuple(input.shape[input.ndim - n:]) != shape or input.ndim < n:
-        raise RuntimeError(f"Given normalized_shape={list(shape)}, expected input with shape [*, "
-                           f"{', '.join(map(str, shape))}], but got input of size{list(input.shape)}")
+    if not n or tuple(input.shape[input.ndim - n :]) != shape or input.ndim < n:
+        raise RuntimeError(
+            f"Given normalized_shape={list(shape)}, expected input with shape [*, "
+            f"{', '.join(map(str, shape))}], but got input of size{list(input.shape)}"
+        )
     for name, p in (("weight", weight), ("bias", bias)):
         if p is not None and tuple(p.shape) != shape:
-            raise RuntimeError(f"Expected {name} to be of same shape as normalized_shape, but got {name} of shape "
-                               f"{list(p.shape)} and normalized_shape = {list(shape)}")
+            raise RuntimeError(
+                f"Expected {name} to be of same shape as normalized_shape, but got {name} of shape "
+                f"{list(p.shape)} and normalized_shape = {list(shape)}"
+            )
     affine = [p for p in (weight, bias) if p is not None]
-    return apply(_LAYER_NORM, [input] + affine, axes=tuple(range(input.ndim - n, input.ndim)), eps=float(eps),
-                 has_weight=weight is not None)
+    return apply(
+        _LAYER_NORM,
+        [input] + affine,
+        axes=tuple(range(input.ndim - n, input.ndim)),
+        eps=float(eps),
+        has_weight=weight is not None,
+    )
 
 
 def _embedding(w, indices, *, padding_idx):
@@ -384,8 +427,7 @@ def _embedding(w, indices, *, padding_idx):
 _EMBEDDING = Op("embedding", _embedding, multilinear=True)
 
 
-def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
-              sparse=False):
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False, sparse=False):
     """Rows of `weight` looked up by the integer tensor `input`; rows at `padding_idx` get no gradient."""
     _check_tensor("embedding", "input", input)
     _check_tensor("embedding", "weight", weight, 2)
@@ -393,9 +435,11 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
         if value:
             raise NotImplementedError(f"embedding: {name}={value!r} is not supported; leave it at its default.")
     if input.dtype.is_floating_point or input.dtype.is_complex or input.dtype is _dtypes.bool:
-        raise RuntimeError("Expected tensor for argument #1 'indices' to have one of the following scalar types: "
-                           f"Long, Int; but got torch.{_TYPE_NAMES[input.dtype.name]}Tensor instead (while checking "
-                           "arguments for embedding)")
+        raise RuntimeError(
+            "Expected tensor for argument #1 'indices' to have one of the following scalar types: "
+            f"Long, Int; but got torch.{_TYPE_NAMES[input.dtype.name]}Tensor instead (while checking "
+            "arguments for embedding)"
+        )
     if weight.ndim != 2:
         raise RuntimeError("'weight' must be 2-D")
     rows = weight.shape[0]
@@ -410,8 +454,9 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
 
 # ---- pad, one_hot, dropout ----------------------------------------------------------------------------------
 _PAD_MODES = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}  # torch's mode: jnp.pad's
-_CONSTANT_PAD = Op("constant_pad_nd", lambda a, *, pads, value: jax.lax.pad(a, jnp.array(value, a.dtype), pads),
-                   linear=True)
+_CONSTANT_PAD = Op(
+    "constant_pad_nd", lambda a, *, pads, value: jax.lax.pad(a, jnp.array(value, a.dtype), pads), linear=True
+)
 _MODE_PAD = Op("pad", lambda a, *, pads, mode: jnp.pad(a, pads, mode=mode), linear=True)
 
 
@@ -424,23 +469,28 @@ def pad(input, pad, mode="constant", value=None):
         raise RuntimeError("Padding length must be divisible by 2")
     n = len(pad) // 2
     if n > input.ndim:
-        raise RuntimeError("Padding length should be less than or equal to two times the input dimension but got "
-                           f"padding length {len(pad)} and input of dimension {input.ndim}")
-    pairs = [(0, 0)] * (input.ndim - n) + [pad[2 * i:2 * i + 2] for i in reversed(range(n))]
+        raise RuntimeError(
+            "Padding length should be less than or equal to two times the input dimension but got "
+            f"padding length {len(pad)} and input of dimension {input.ndim}"
+        )
+    pairs = [(0, 0)] * (input.ndim - n) + [pad[2 * i : 2 * i + 2] for i in reversed(range(n))]
     if mode == "constant":
         if any(size + lo + hi < 0 for size, (lo, hi) in zip(input.shape, pairs)):  # cropped past nothing
             raise RuntimeError("narrow(): length must be non-negative.")
-        return apply(_CONSTANT_PAD, [input], pads=tuple((lo, hi, 0) for lo, hi in pairs),
-                     value=0 if value is None else value)
+        return apply(
+            _CONSTANT_PAD, [input], pads=tuple((lo, hi, 0) for lo, hi in pairs), value=0 if value is None else value
+        )
     if mode not in _PAD_MODES:
         raise NotImplementedError(f"Unrecognised padding mode {mode}")
     if value:
-        raise ValueError(f"Padding mode \"{mode}\" doesn't take in value argument.")
+        raise ValueError(f'Padding mode "{mode}" doesn\'t take in value argument.')
     for dim, (lo, hi) in enumerate(pairs):
         limit = input.shape[dim] - (mode == "reflect")
         if (lo or hi) and (min(lo, hi) < 0 or max(lo, hi) > limit):
-            raise RuntimeError(f"{mode} padding of {(lo, hi)} at dimension {dim} must be non-negative and at most "
-                               f"{limit} for input of shape {list(input.shape)}")
+            raise RuntimeError(
+                f"{mode} padding of {(lo, hi)} at dimension {dim} must be non-negative and at most "
+                f"{limit} for input of shape {list(input.shape)}"
+            )
     return apply(_MODE_PAD, [input], pads=tuple(map(tuple, pairs)), mode=_PAD_MODES[mode])
 
 
@@ -462,14 +512,20 @@ def one_hot(tensor, num_classes=-1):
             raise RuntimeError("Class values must be smaller than num_classes.")
     elif num_classes == -1:
         if tensor.numel():  # a traced tensor's values are unknown
-            raise ValueError("one_hot: num_classes=-1 needs the values, which are not known inside vmap.vmap; pass "
-                             "num_classes explicitly.")
+            raise ValueError(
+                "one_hot: num_classes=-1 needs the values, which are not known inside vmap.vmap; pass "
+                "num_classes explicitly."
+            )
         raise RuntimeError("Can not infer total number of classes from empty tensor.")
     return apply(_ONE_HOT, [tensor], classes=int(num_classes))
 
 
-_DROPOUT = Op("dropout", lambda a, keep, *, scale: a * keep.astype(a.dtype) * scale, multilinear=True,
-              backward_name="MulBackward0")
+_DROPOUT = Op(
+    "dropout",
+    lambda a, keep, *, scale: a * keep.astype(a.dtype) * scale,
+    multilinear=True,
+    backward_name="MulBackward0",
+)
 
 
 def dropout(input, p=0.5, training=True, inplace=False):
@@ -487,5 +543,21 @@ def dropout(input, p=0.5, training=True, inplace=False):
     return input._assign(out) if inplace else out
 
 
-__all__ = ["conv1d", "conv2d", "conv3d", "dropout", "elu", "embedding", "gelu", "layer_norm", "leaky_relu", "linear",
-           "log_softmax", "one_hot", "pad", "silu", "softmax", "softplus"]
+__all__ = [
+    "conv1d",
+    "conv2d",
+    "conv3d",
+    "dropout",
+    "elu",
+    "embedding",
+    "gelu",
+    "layer_norm",
+    "leaky_relu",
+    "linear",
+    "log_softmax",
+    "one_hot",
+    "pad",
+    "silu",
+    "softmax",
+    "softplus",
+]

@@ -1,5 +1,6 @@
 """Normalizations beyond layer and batch norm: group_norm (one op), and instance_norm, rms_norm and
 local_response_norm as torch composes them (so their nodes and derivatives are those of its ops)."""
+
 import math
 
 import jax
@@ -34,19 +35,24 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
         raise RuntimeError(f"Expected at least 2 dimensions for input tensor but received {input.ndim}")
     channels = input.shape[1]
     if channels % num_groups:
-        raise RuntimeError(f"Expected number of channels in input to be divisible by num_groups, but got input of "
-                           f"shape {list(input.shape)} and num_groups={num_groups}")
+        raise RuntimeError(
+            f"Expected number of channels in input to be divisible by num_groups, but got input of "
+            f"shape {list(input.shape)} and num_groups={num_groups}"
+        )
     for name, t in (("weight", weight), ("bias", bias)):
         if t is not None and (t.ndim != 1 or t.numel() != channels):
-            raise RuntimeError(f"Expected {name} to be a vector of size equal to the number of channels in input, but "
-                               f"got {name} of shape {list(t.shape)} and input of shape {list(input.shape)}")
+            raise RuntimeError(
+                f"Expected {name} to be a vector of size equal to the number of channels in input, but "
+                f"got {name} of shape {list(t.shape)} and input of shape {list(input.shape)}"
+            )
     _require_float("group_norm", input.dtype)
     affine = [p for p in (weight, bias) if p is not None]
     return apply(_GROUP_NORM, [input] + affine, groups=int(num_groups), eps=float(eps), has_weight=weight is not None)
 
 
-def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None, use_input_stats=True,
-                  momentum=0.1, eps=1e-5):
+def instance_norm(
+    input, running_mean=None, running_var=None, weight=None, bias=None, use_input_stats=True, momentum=0.1, eps=1e-5
+):
     """Normalize each channel of each sample over its spatial dims (torch's batch norm of the (1, N * C, ...)
     reshaped input); running statistics, when given, move by the batch's average."""
     from ..nn.functional import batch_norm
@@ -57,8 +63,16 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
     n, c = input.shape[:2]
     repeated = [None if t is None else t.repeat(n) for t in (running_mean, running_var, weight, bias)]
     stats = [None if t is None else t.detach() for t in repeated[:2]]
-    out = batch_norm(input.reshape(1, n * c, *input.shape[2:]), stats[0], stats[1], repeated[2], repeated[3],
-                     use_input_stats, momentum, eps)
+    out = batch_norm(
+        input.reshape(1, n * c, *input.shape[2:]),
+        stats[0],
+        stats[1],
+        repeated[2],
+        repeated[3],
+        use_input_stats,
+        momentum,
+        eps,
+    )
     with no_grad():
         for running, moved in zip((running_mean, running_var), stats):
             if running is not None and use_input_stats:
@@ -71,15 +85,19 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     dtype's machine epsilon."""
     _check_tensor("rms_norm", "input", input)
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
-    if tuple(input.shape[input.ndim - len(shape):]) != shape or len(shape) > input.ndim:
-        raise RuntimeError(f"Given normalized_shape={list(shape)}, expected input with shape "
-                           f"[*{', '.join(map(str, shape))}], but got input of size{list(input.shape)}")
+    if tuple(input.shape[input.ndim - len(shape) :]) != shape or len(shape) > input.ndim:
+        raise RuntimeError(
+            f"Given normalized_shape={list(shape)}, expected input with shape "
+            f"[*{', '.join(map(str, shape))}], but got input of size{list(input.shape)}"
+        )
     if weight is not None and tuple(weight.shape) != shape:
-        raise RuntimeError(f"Expected weight to be of same shape as normalized_shape, but got weight of shape "
-                           f"{list(weight.shape)} and normalized_shape = {list(shape)}")
+        raise RuntimeError(
+            f"Expected weight to be of same shape as normalized_shape, but got weight of shape "
+            f"{list(weight.shape)} and normalized_shape = {list(shape)}"
+        )
     eps = float(np.finfo(np.float64 if input.dtype.name == "float64" else np.float32).eps) if eps is None else eps
     dims = tuple(range(input.ndim - len(shape), input.ndim))
-    out = input * ((input ** 2).mean(dims, keepdim=True) + eps).rsqrt()
+    out = input * ((input**2).mean(dims, keepdim=True) + eps).rsqrt()
     return out * weight if weight is not None else out
 
 

@@ -1,5 +1,6 @@
 """Converting and moving tensors: to(device, dtype), cpu(), cuda(), type(); and where a tensor is (is_cuda,
 get_device)."""
+
 import jax
 
 from .. import _dtypes
@@ -9,10 +10,14 @@ from .._meta import NO_DATA, is_meta, onto_meta
 from .._tensor import _TYPE_NAMES, Tensor, device, type_name
 from ._core import Op, apply, apply_onto_meta
 
-_TO = Op("to_copy", lambda a, *, dtype: a.astype(dtype), linear=True, backward_name="ToCopyBackward0",
-         diagonal=True)
-_TO_DEVICE = Op("to_copy", lambda a, *, device: jax.device_put(a, device), linear=True,
-                backward_name="ToCopyBackward0", diagonal=True)
+_TO = Op("to_copy", lambda a, *, dtype: a.astype(dtype), linear=True, backward_name="ToCopyBackward0", diagonal=True)
+_TO_DEVICE = Op(
+    "to_copy",
+    lambda a, *, device: jax.device_put(a, device),
+    linear=True,
+    backward_name="ToCopyBackward0",
+    diagonal=True,
+)
 _TO_META = Op("to_copy", onto_meta, linear=True, backward_name="ToCopyBackward0")
 _BY_TYPE_NAME = {f"torch.{name}Tensor": getattr(_dtypes, dtype) for dtype, name in _TYPE_NAMES.items()}
 _DEVICE_TYPES = (str, device, int)
@@ -34,11 +39,13 @@ def _to_arguments(args, device, dtype, non_blocking, copy):
             dtype = args.pop(0)
     elif args:
         dtype = args.pop(0)
-    flags = args + [non_blocking, copy][len(args):]
+    flags = args + [non_blocking, copy][len(args) :]
     if len(flags) > 2 or not all(isinstance(f, bool) for f in flags):
-        raise TypeError(f"to() received an invalid combination of arguments - got "
-                        f"({', '.join(type(a).__name__ for a in args)}), expected (dtype | device[, dtype] | "
-                        "Tensor)[, non_blocking: bool[, copy: bool]]")
+        raise TypeError(
+            f"to() received an invalid combination of arguments - got "
+            f"({', '.join(type(a).__name__ for a in args)}), expected (dtype | device[, dtype] | "
+            "Tensor)[, non_blocking: bool[, copy: bool]]"
+        )
     return device, dtype, flags[1]
 
 
@@ -123,7 +130,14 @@ def _never(what):
     return prop
 
 
-METHODS = {"to": to, "cpu": cpu, "cuda": cuda, "type": type_, "is_cuda": property(is_cuda), "get_device": get_device,
-           "is_sparse": _never("sparse"), "is_meta": property(is_meta, doc="Whether the tensor is a meta tensor: a "
-                                                                           "shape and a dtype, without values."),
-           "is_quantized": _never("quantized")}
+METHODS = {
+    "to": to,
+    "cpu": cpu,
+    "cuda": cuda,
+    "type": type_,
+    "is_cuda": property(is_cuda),
+    "get_device": get_device,
+    "is_sparse": _never("sparse"),
+    "is_meta": property(is_meta, doc="Whether the tensor is a meta tensor: a shape and a dtype, without values."),
+    "is_quantized": _never("quantized"),
+}

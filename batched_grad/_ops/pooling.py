@@ -1,5 +1,6 @@
 """Pooling: max and average pooling over 1, 2 or 3 spatial dims (with torch's geometry, ceil_mode and indices),
 their adaptive forms, and power-average (lp) pooling. 1-D pooling is torch's: 2-D pooling of an unsqueezed input."""
+
 import functools
 import itertools
 import math
@@ -14,8 +15,15 @@ from .nn import _check_tensor, _require_float, _tuple
 
 def _pool_window(x, init, reducer, *, window, stride, padding, dilation):
     lead = x.ndim - len(window)
-    return jax.lax.reduce_window(x, init, reducer, (1,) * lead + window, (1,) * lead + stride,
-                                 ((0, 0),) * lead + padding, window_dilation=(1,) * lead + dilation)
+    return jax.lax.reduce_window(
+        x,
+        init,
+        reducer,
+        (1,) * lead + window,
+        (1,) * lead + stride,
+        ((0, 0),) * lead + padding,
+        window_dilation=(1,) * lead + dilation,
+    )
 
 
 def _max_pool(x, *, window, stride, padding, dilation):
@@ -55,15 +63,17 @@ def _windows(a, fill, window, stride, padding, dilation):
         a = a[(...,) + tuple(slice(0, m * w) for m, w in zip(out, window))]
         a = a.reshape(a.shape[:lead] + tuple(x for m, w in zip(out, window) for x in (m, w)))
         n = len(window)
-        a = a.transpose(tuple(range(lead)) + tuple(lead + 2 * i for i in range(n)) +
-                        tuple(lead + 2 * i + 1 for i in range(n)))
-        return a.reshape(a.shape[:lead + n] + (-1,))
+        a = a.transpose(
+            tuple(range(lead)) + tuple(lead + 2 * i for i in range(n)) + tuple(lead + 2 * i + 1 for i in range(n))
+        )
+        return a.reshape(a.shape[: lead + n] + (-1,))
     taps = []
     for offset in itertools.product(*[range(w) for w in window]):
         start = [o * d for o, d in zip(offset, dilation)]
         limit = [b + (m - 1) * s + 1 for b, m, s in zip(start, out, stride)]
-        taps.append(jax.lax.slice(a, (0,) * lead + tuple(start), a.shape[:lead] + tuple(limit),
-                                  (1,) * lead + tuple(stride)))
+        taps.append(
+            jax.lax.slice(a, (0,) * lead + tuple(start), a.shape[:lead] + tuple(limit), (1,) * lead + tuple(stride))
+        )
     return jnp.stack(taps, -1)
 
 
@@ -73,8 +83,7 @@ def _avg_pool(x, *, divisor, count_pad, **geometry):
         return total / divisor
     # the window sizes torch divides by: pad with ones where padding counts, zeros beyond (ceil_mode's overhang)
     lead, pads = x.ndim - len(geometry["window"]), geometry["padding"]
-    ones = jnp.pad(jnp.ones(x.shape[lead:], x.dtype), [(p, p) for p, _ in pads] if count_pad else 0,
-                   constant_values=1)
+    ones = jnp.pad(jnp.ones(x.shape[lead:], x.dtype), [(p, p) for p, _ in pads] if count_pad else 0, constant_values=1)
     inner = tuple((0, hi - lo) for lo, hi in pads) if count_pad else pads
     counts = _pool_window(ones, 0.0, jax.lax.add, **dict(geometry, padding=inner))
     return total / counts
@@ -93,7 +102,7 @@ def _max_pool_indices(x, *, window, stride, padding, dilation):
     last_nan = jnp.where(jnp.isnan(values), position, -1).max(-1)
     first_max = jnp.where(values == out, position, values.shape[-1]).min(-1)
     picked = jnp.where(last_nan >= 0, last_nan, first_max)
-    n, spatial = len(window), x.shape[x.ndim - len(window):]
+    n, spatial = len(window), x.shape[x.ndim - len(window) :]
     offsets = np.unravel_index(np.arange(math.prod(window)), window)
     flat = 0
     for d in range(n):
@@ -109,17 +118,21 @@ _MAX_POOL_INDICES = Op("max_pool_indices", _max_pool_indices)
 def _pool_geometry(fn, n, input, kernel_size, stride, padding, dilation, ceil_mode):
     _check_tensor(fn, "input", input)
     if input.ndim not in (n + 1, n + 2):
-        raise RuntimeError(f"non-empty {n + 1}D or {n + 2}D (batch mode) tensor expected for input, but got "
-                           f"{list(input.shape)}" if n == 2 else
-                           f"non-empty {n + 1}D or {n + 2}D (batch mode) tensor expected for input")
+        raise RuntimeError(
+            f"non-empty {n + 1}D or {n + 2}D (batch mode) tensor expected for input, but got {list(input.shape)}"
+            if n == 2
+            else f"non-empty {n + 1}D or {n + 2}D (batch mode) tensor expected for input"
+        )
     kernel = _tuple(kernel_size, n, "kernel_size")
     stride = kernel if stride is None or stride == [] else _tuple(stride, n, "stride")
     padding, dilation = _tuple(padding, n, "padding"), _tuple(dilation, n, "dilation")
     pads, sizes = [], []
     for size, k, s, p, d in zip(input.shape[-n:], kernel, stride, padding, dilation):
         if p > (d * (k - 1) + 1) // 2:
-            raise RuntimeError(f"pad should be at most half of effective kernel size, but got pad={p}, "
-                               f"kernel_size={k} and dilation={d}")
+            raise RuntimeError(
+                f"pad should be at most half of effective kernel size, but got pad={p}, "
+                f"kernel_size={k} and dilation={d}"
+            )
         span = size + 2 * p - d * (k - 1) - 1
         out = (-(-span // s) if ceil_mode else span // s) + 1
         if ceil_mode and (out - 1) * s >= size + p:  # the last window must start inside the input or left padding
@@ -127,9 +140,11 @@ def _pool_geometry(fn, n, input, kernel_size, stride, padding, dilation, ceil_mo
         sizes.append(out)
         pads.append((p, max(p, (out - 1) * s + d * (k - 1) + 1 - size - p)))
     if min(sizes) < 1:
-        shape = input.shape[-(n + 1):]
-        raise RuntimeError(f"Given input size: ({'x'.join(map(str, shape))}). Calculated output size: "
-                           f"({shape[0]}x{'x'.join(map(str, sizes))}). Output size is too small")
+        shape = input.shape[-(n + 1) :]
+        raise RuntimeError(
+            f"Given input size: ({'x'.join(map(str, shape))}). Calculated output size: "
+            f"({shape[0]}x{'x'.join(map(str, sizes))}). Output size is too small"
+        )
     return dict(window=kernel, stride=stride, padding=tuple(pads), dilation=dilation)
 
 
@@ -142,9 +157,9 @@ def _max_pool_nd(n, input, kernel_size, stride, padding, dilation, ceil_mode, re
 
 _ONE_D_DIMS = {
     "max_pool1d": "max_pool1d: Expected 2D or 3D (batch mode) tensor with optional 0 dim batch size for input, but "
-                  "got:{}",
+    "got:{}",
     "avg_pool1d": "Expected 2 to 3 dimensions, but got {ndim}-dimensional tensor for argument #1 'self' (while "
-                  "checking arguments for avg_pool1d)",
+    "checking arguments for avg_pool1d)",
 }
 
 
@@ -163,8 +178,16 @@ def _one_d(pool, input, *args):
 def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
     """The maximum over each (dilated) window of the last dim; padding counts as -inf."""
     one = lambda v: v if v is None or isinstance(v, int) else tuple(v)[0]  # noqa: E731
-    return _one_d(max_pool2d, input, (1, one(kernel_size)), None if stride is None else (1, one(stride)),
-                  (0, one(padding)), (1, one(dilation)), ceil_mode, return_indices)
+    return _one_d(
+        max_pool2d,
+        input,
+        (1, one(kernel_size)),
+        None if stride is None else (1, one(stride)),
+        (0, one(padding)),
+        (1, one(dilation)),
+        ceil_mode,
+        return_indices,
+    )
 
 
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
@@ -189,18 +212,27 @@ def _avg_pool_nd(n, input, kernel_size, stride, padding, ceil_mode, count_includ
 def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
     """The mean over each window of the last dim (padding counted when `count_include_pad`)."""
     one = lambda v: v if v is None or isinstance(v, int) else tuple(v)[0]  # noqa: E731
-    return _one_d(avg_pool2d, input, (1, one(kernel_size)), None if stride is None else (1, one(stride)),
-                  (0, one(padding)), ceil_mode, count_include_pad)
+    return _one_d(
+        avg_pool2d,
+        input,
+        (1, one(kernel_size)),
+        None if stride is None else (1, one(stride)),
+        (0, one(padding)),
+        ceil_mode,
+        count_include_pad,
+    )
 
 
-def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
-               divisor_override=None):
+def avg_pool2d(
+    input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None
+):
     """The mean over each window of the last two dims (padding counted when `count_include_pad`)."""
     return _avg_pool_nd(2, input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
 
 
-def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
-               divisor_override=None):
+def avg_pool3d(
+    input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None
+):
     """The mean over each window of the last three dims (padding counted when `count_include_pad`)."""
     return _avg_pool_nd(3, input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
 
@@ -250,11 +282,12 @@ def _adaptive_max(x, *, outs):
 
 
 def _adaptive_max_indices(x, *, outs):
-    return _adaptive_max_picks(x, outs)[0].reshape(x.shape[:-len(outs)] + outs).astype(jnp.int64)
+    return _adaptive_max_picks(x, outs)[0].reshape(x.shape[: -len(outs)] + outs).astype(jnp.int64)
 
 
-_ADAPTIVE_AVG = {n: Op(f"adaptive_avg_pool{n}d", _adaptive_avg, f"AdaptiveAvgPool{n}DBackward0", linear=True)
-                 for n in (2, 3)}
+_ADAPTIVE_AVG = {
+    n: Op(f"adaptive_avg_pool{n}d", _adaptive_avg, f"AdaptiveAvgPool{n}DBackward0", linear=True) for n in (2, 3)
+}
 _ADAPTIVE_MAX = {n: Op(f"adaptive_max_pool{n}d", _adaptive_max, f"AdaptiveMaxPool{n}DBackward0") for n in (2, 3)}
 _ADAPTIVE_MAX_INDICES = Op("adaptive_max_pool_indices", _adaptive_max_indices)
 
@@ -263,8 +296,10 @@ def _output_size(fn, n, input, output_size):
     _check_tensor(fn, "input", input)
     if input.ndim not in (n + 1, n + 2):
         if n == 1:
-            raise RuntimeError(f"Expected 2 to 3 dimensions, but got {input.ndim}-dimensional tensor for argument #1 "
-                               f"'self' (while checking arguments for {fn})")
+            raise RuntimeError(
+                f"Expected 2 to 3 dimensions, but got {input.ndim}-dimensional tensor for argument #1 "
+                f"'self' (while checking arguments for {fn})"
+            )
         colon = ":" if "max" in fn else ""
         raise RuntimeError(f"{fn}(): Expected {n + 1}D or {n + 2}D tensor, but got{colon} {list(input.shape)}")
     sizes = (output_size,) * n if isinstance(output_size, int) else tuple(output_size)
@@ -324,7 +359,7 @@ def adaptive_max_pool3d(input, output_size, return_indices=False):
 def _lp_pool(n, input, norm_type, kernel_size, stride, ceil_mode):
     kernel = _tuple(kernel_size, n, "kernel_size")
     pool = (avg_pool1d, avg_pool2d, avg_pool3d)[n - 1]
-    out = pool(input ** norm_type, kernel if n > 1 else kernel[0], stride, 0, ceil_mode)
+    out = pool(input**norm_type, kernel if n > 1 else kernel[0], stride, 0, ceil_mode)
     return (out.sign() * out.abs().relu() * math.prod(kernel)) ** (1.0 / norm_type)
 
 
@@ -370,11 +405,15 @@ def _max_unpool_nd(n, input, indices, kernel_size, stride, padding, output_size)
     else:
         size = tuple(output_size)[-n:]
         if len(size) != n:
-            raise ValueError(f"output_size should be a sequence containing {n} or {n + 2} elements, but it has a "
-                             f"length of '{len(tuple(output_size))}'")
+            raise ValueError(
+                f"output_size should be a sequence containing {n} or {n + 2} elements, but it has a "
+                f"length of '{len(tuple(output_size))}'"
+            )
     if indices.shape != input.shape:
-        raise RuntimeError(f"Expected shape of indices to be same as that of the input tensor "
-                           f"({list(input.shape)}) but got indices tensor with shape: {list(indices.shape)}")
+        raise RuntimeError(
+            f"Expected shape of indices to be same as that of the input tensor "
+            f"({list(input.shape)}) but got indices tensor with shape: {list(indices.shape)}"
+        )
     return apply(_MAX_UNPOOL[n], [input, indices], size=size)
 
 
@@ -382,8 +421,15 @@ def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_siz
     """The inverse of max_pool1d: each value written at its index (from return_indices), zeros elsewhere."""
     one = lambda v: v if v is None or isinstance(v, int) else tuple(v)[0]  # noqa: E731
     size = None if output_size is None else (1, tuple(output_size)[-1])
-    return _max_unpool_nd(2, input.unsqueeze(-2), indices.unsqueeze(-2), (1, one(kernel_size)),
-                          None if stride is None else (1, one(stride)), (0, one(padding)), size).squeeze(-2)
+    return _max_unpool_nd(
+        2,
+        input.unsqueeze(-2),
+        indices.unsqueeze(-2),
+        (1, one(kernel_size)),
+        None if stride is None else (1, one(stride)),
+        (0, one(padding)),
+        size,
+    ).squeeze(-2)
 
 
 def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
@@ -405,12 +451,52 @@ def _with_indices(pool):
     return with_indices
 
 
-FUNCTIONAL = {f.__name__: f for f in (
-    max_pool1d, max_pool2d, max_pool3d, avg_pool1d, avg_pool2d, avg_pool3d, adaptive_avg_pool1d, adaptive_avg_pool2d,
-    adaptive_avg_pool3d, adaptive_max_pool1d, adaptive_max_pool2d, adaptive_max_pool3d, lp_pool1d, lp_pool2d,
-    lp_pool3d, max_unpool1d, max_unpool2d, max_unpool3d)}
-FUNCTIONAL.update({f"{name}_with_indices": _with_indices(FUNCTIONAL[name]) for name in (
-    "max_pool1d", "max_pool2d", "max_pool3d", "adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d")})
+FUNCTIONAL = {
+    f.__name__: f
+    for f in (
+        max_pool1d,
+        max_pool2d,
+        max_pool3d,
+        avg_pool1d,
+        avg_pool2d,
+        avg_pool3d,
+        adaptive_avg_pool1d,
+        adaptive_avg_pool2d,
+        adaptive_avg_pool3d,
+        adaptive_max_pool1d,
+        adaptive_max_pool2d,
+        adaptive_max_pool3d,
+        lp_pool1d,
+        lp_pool2d,
+        lp_pool3d,
+        max_unpool1d,
+        max_unpool2d,
+        max_unpool3d,
+    )
+}
+FUNCTIONAL.update(
+    {
+        f"{name}_with_indices": _with_indices(FUNCTIONAL[name])
+        for name in (
+            "max_pool1d",
+            "max_pool2d",
+            "max_pool3d",
+            "adaptive_max_pool1d",
+            "adaptive_max_pool2d",
+            "adaptive_max_pool3d",
+        )
+    }
+)
 # torch's own pooling functions
-TORCH = {name: FUNCTIONAL[name] for name in ("max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d",
-                                             "adaptive_avg_pool1d", "adaptive_max_pool1d", "max_pool1d_with_indices")}
+TORCH = {
+    name: FUNCTIONAL[name]
+    for name in (
+        "max_pool1d",
+        "max_pool2d",
+        "max_pool3d",
+        "avg_pool1d",
+        "adaptive_avg_pool1d",
+        "adaptive_max_pool1d",
+        "max_pool1d_with_indices",
+    )
+}

@@ -1,5 +1,6 @@
 """Products beyond matmul: the fused beta * input + alpha * product ops (addmm, addmv, addbmm, baddbmm, addr),
 inner, vdot, multi_dot (and the deprecated chain_matmul), linalg.vecdot, matrix_power and matrix_exp."""
+
 import warnings
 
 import jax.numpy as jnp
@@ -11,8 +12,13 @@ from ._core import Op, apply
 from .linalg import _NDIM_ERRORS, _check_product, _matrix, inv, matmul, outer
 from .shape import expanded_shape
 
-_PRODUCT_OF = {"addmm": jnp.matmul, "addmv": jnp.matmul, "baddbmm": jnp.matmul, "addr": jnp.outer,
-               "addbmm": lambda a, b: jnp.sum(jnp.matmul(a, b), 0)}
+_PRODUCT_OF = {
+    "addmm": jnp.matmul,
+    "addmv": jnp.matmul,
+    "baddbmm": jnp.matmul,
+    "addr": jnp.outer,
+    "addbmm": lambda a, b: jnp.sum(jnp.matmul(a, b), 0),
+}
 
 
 def _fused(name):
@@ -41,14 +47,20 @@ def _fused_product(name, input, shape, operands, beta, alpha):
     """beta * input + alpha * product, with the product already checked (`shape` is its shape)."""
     expanded_shape(input, tuple(shape))
     if input.dtype is not operands[0].dtype:
-        raise RuntimeError(f"self and mat2 must have the same dtype, but got {_TYPE_NAMES[input.dtype.name]} and "
-                           f"{_TYPE_NAMES[operands[1].dtype.name]}")
+        raise RuntimeError(
+            f"self and mat2 must have the same dtype, but got {_TYPE_NAMES[input.dtype.name]} and "
+            f"{_TYPE_NAMES[operands[1].dtype.name]}"
+        )
     beta, alpha = _scalars(input, beta, alpha)
     return apply(_FUSED[name], [input, *operands], beta=beta, alpha=alpha)
 
 
-_SHAPES = {"mm": lambda a, b: (a[0], b[1]), "mv": lambda a, b: (a[0],), "bmm": lambda a, b: (a[0], a[1], b[2]),
-           "outer": lambda a, b: (a[0], b[0])}
+_SHAPES = {
+    "mm": lambda a, b: (a[0], b[1]),
+    "mv": lambda a, b: (a[0],),
+    "bmm": lambda a, b: (a[0], a[1], b[2]),
+    "outer": lambda a, b: (a[0], b[0]),
+}
 
 
 def _shape_of(kind, a, b):
@@ -74,8 +86,10 @@ def addmv(input, mat, vec, *, beta=1, alpha=1):
     """beta * input + alpha * (mat @ vec)."""
     rows = input.shape[0] if input.ndim == 1 else None
     if mat.ndim == 2 and vec.ndim == 1 and (mat.shape[1] != vec.shape[0] or rows not in (None, 1, mat.shape[0])):
-        raise RuntimeError(f"size mismatch, got input ({input.shape[0] if input.ndim else 1}), mat "
-                           f"({mat.shape[0]}x{mat.shape[1]}), vec ({vec.shape[0]})")
+        raise RuntimeError(
+            f"size mismatch, got input ({input.shape[0] if input.ndim else 1}), mat "
+            f"({mat.shape[0]}x{mat.shape[1]}), vec ({vec.shape[0]})"
+        )
     return _fused_product("addmv", input, _shape_of("mv", mat, vec), [mat, vec], beta, alpha)
 
 
@@ -102,8 +116,10 @@ _VDOT = Op("vdot", lambda a, b: jnp.vdot(a, b), multilinear=True)
 def inner(input, other):
     """The sum of products over the last dim of both (a product with a number for 0-D operands)."""
     if input.ndim and other.ndim and input.shape[-1] != other.shape[-1]:
-        raise RuntimeError(f"inner() the last dimension must match on both input tensors but got shapes "
-                           f"{list(input.shape)} and {list(other.shape)}")
+        raise RuntimeError(
+            f"inner() the last dimension must match on both input tensors but got shapes "
+            f"{list(input.shape)} and {list(other.shape)}"
+        )
     d = _dtypes.result_type(input, other)
     return apply(_INNER, [input.to(d), other.to(d)])
 
@@ -113,12 +129,16 @@ def vdot(input, other):
     if input.ndim != 1 or other.ndim != 1:
         raise RuntimeError(f"1D tensors expected, but got {input.ndim}D and {other.ndim}D tensors")
     if input.dtype is not other.dtype:
-        raise RuntimeError(f"vdot : expected both vectors to have same dtype, but found {_TYPE_NAMES[input.dtype.name]} "
-                           f"and {_TYPE_NAMES[other.dtype.name]}")
+        raise RuntimeError(
+            f"vdot : expected both vectors to have same dtype, but found {_TYPE_NAMES[input.dtype.name]} "
+            f"and {_TYPE_NAMES[other.dtype.name]}"
+        )
     if input.shape != other.shape:
-        raise RuntimeError(f"inconsistent tensor size, expected tensor [{input.shape[0]}] and src [{other.shape[0]}] "
-                           f"to have the same number of elements, but got {input.shape[0]} and {other.shape[0]} "
-                           "elements respectively")
+        raise RuntimeError(
+            f"inconsistent tensor size, expected tensor [{input.shape[0]}] and src [{other.shape[0]}] "
+            f"to have the same number of elements, but got {input.shape[0]} and {other.shape[0]} "
+            "elements respectively"
+        )
     return apply(_VDOT, [input, other])
 
 
@@ -134,20 +154,29 @@ def multi_dot(tensors):
         allowed = (1, 2) if i in (0, len(tensors) - 1) else (2,)
         if t.ndim not in allowed:
             where = "first" if i == 0 else "last" if i == len(tensors) - 1 else None
-            raise RuntimeError(f"multi_dot(): the {where} tensor must be 1D or 2D but got {t.ndim}D" if where else
-                               f"multi_dot(): tensor {i} must be 2D but got {t.ndim}D")
+            raise RuntimeError(
+                f"multi_dot(): the {where} tensor must be 1D or 2D but got {t.ndim}D"
+                if where
+                else f"multi_dot(): tensor {i} must be 2D but got {t.ndim}D"
+            )
     for i, (a, b) in enumerate(zip(tensors, tensors[1:])):
         if a.shape[-1] != b.shape[0]:
-            raise RuntimeError(f"multi_dot(): tensors {i} and {i + 1} with shapes {list(a.shape)} and "
-                               f"{list(b.shape)} cannot be multiplied")
+            raise RuntimeError(
+                f"multi_dot(): tensors {i} and {i + 1} with shapes {list(a.shape)} and "
+                f"{list(b.shape)} cannot be multiplied"
+            )
     return apply(_MULTI_DOT, tensors)
 
 
 def chain_matmul(*matrices):
     """The product of the matrices (deprecated: linalg.multi_dot)."""
-    warnings.warn("torch.chain_matmul is deprecated and will be removed in a future PyTorch release. Use "
-                  "torch.linalg.multi_dot instead, which accepts a list of two or more tensors rather than multiple "
-                  "parameters.", UserWarning, stacklevel=2)
+    warnings.warn(
+        "torch.chain_matmul is deprecated and will be removed in a future PyTorch release. Use "
+        "torch.linalg.multi_dot instead, which accepts a list of two or more tensors rather than multiple "
+        "parameters.",
+        UserWarning,
+        stacklevel=2,
+    )
     if len(matrices) == 1:
         return matrices[0].clone()
     return multi_dot(matrices)
@@ -185,11 +214,14 @@ _MATRIX_EXP = Op("linalg_matrix_exp", lambda a: jsl.expm(a))
 def matrix_exp(A):
     """The matrix exponential: sum over k of A^k / k!."""
     if A.ndim < 2 or A.shape[-1] != A.shape[-2]:
-        raise RuntimeError(f"linalg.matrix_exp: A must be batches of square matrices, but they are "
-                           f"{A.shape[-2] if A.ndim > 1 else A.shape[-1]} by {A.shape[-1]} matrices")
+        raise RuntimeError(
+            f"linalg.matrix_exp: A must be batches of square matrices, but they are "
+            f"{A.shape[-2] if A.ndim > 1 else A.shape[-1]} by {A.shape[-1]} matrices"
+        )
     if not (A.dtype.is_floating_point or A.dtype.is_complex):
-        raise RuntimeError(f"linalg.matrix_exp: Expected a floating point or complex tensor as input. Got "
-                           f"{_TYPE_NAMES[A.dtype.name]}")
+        raise RuntimeError(
+            f"linalg.matrix_exp: Expected a floating point or complex tensor as input. Got {_TYPE_NAMES[A.dtype.name]}"
+        )
     return apply(_MATRIX_EXP, [A])
 
 
@@ -198,9 +230,18 @@ def ger(input, vec2):
     return outer(input, vec2)
 
 
-FUNCTIONS = {f.__name__: f for f in (addmm, addmv, addbmm, baddbmm, addr, inner, vdot, chain_matmul, matrix_power,
-                                      matrix_exp, ger)}
-METHODS = {name: FUNCTIONS[name] for name in ("addmm", "addmv", "addbmm", "baddbmm", "addr", "inner", "vdot",
-                                              "matrix_power", "matrix_exp", "ger")}
-LINALG = {"multi_dot": multi_dot, "vecdot": vecdot, "matrix_power": matrix_power, "matrix_exp": matrix_exp,
-          "matmul": matmul}
+FUNCTIONS = {
+    f.__name__: f
+    for f in (addmm, addmv, addbmm, baddbmm, addr, inner, vdot, chain_matmul, matrix_power, matrix_exp, ger)
+}
+METHODS = {
+    name: FUNCTIONS[name]
+    for name in ("addmm", "addmv", "addbmm", "baddbmm", "addr", "inner", "vdot", "matrix_power", "matrix_exp", "ger")
+}
+LINALG = {
+    "multi_dot": multi_dot,
+    "vecdot": vecdot,
+    "matrix_power": matrix_power,
+    "matrix_exp": matrix_exp,
+    "matmul": matmul,
+}

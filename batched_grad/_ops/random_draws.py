@@ -1,5 +1,6 @@
 """Random values as Tensors: a NumPy sampler's draw from a generator; inside vmap.vmap(randomness="different") every
 row draws its own, as one draw for all rows of which each row reads its own."""
+
 import jax
 
 from .._generator import resolve
@@ -9,8 +10,10 @@ from ._core import Op, apply
 
 _ROW = Op("select_row", lambda rows, index: jax.lax.dynamic_index_in_dim(rows, index, keepdims=False))
 
-DIFFERENT_INPLACE = ("vmap: Cannot ask for different inplace randomness on an unbatched tensor. This will appear like "
-                     "same randomness. If this is necessary for your usage, please file an issue with functorch.")
+DIFFERENT_INPLACE = (
+    "vmap: Cannot ask for different inplace randomness on an unbatched tensor. This will appear like "
+    "same randomness. If this is necessary for your usage, please file an issue with functorch."
+)
 
 
 def sample(generator, fn, shape, draw):

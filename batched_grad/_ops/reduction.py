@@ -1,4 +1,5 @@
 """Reductions and scans: sum, mean, prod, amax/amin, max/min, arg*, var/std, norm, logsumexp, cum*, all/any."""
+
 import math
 import warnings
 from collections import namedtuple
@@ -30,8 +31,14 @@ def dims(dim, ndim):
 
 
 def _reduce_op(name, f, linear=False, backward_name=None, torch_saves=SAVES_INPUT, host_vjp=None):
-    return Op(name, lambda a, *, axis, keepdim, dtype: f(a.astype(dtype), axis=axis, keepdims=keepdim).astype(dtype),
-              linear=linear, backward_name=backward_name, torch_saves=torch_saves, host_vjp=host_vjp)
+    return Op(
+        name,
+        lambda a, *, axis, keepdim, dtype: f(a.astype(dtype), axis=axis, keepdims=keepdim).astype(dtype),
+        linear=linear,
+        backward_name=backward_name,
+        torch_saves=torch_saves,
+        host_vjp=host_vjp,
+    )
 
 
 def _sum_host_vjp(ct, operands, avals, *, axis, keepdim, dtype):
@@ -48,8 +55,9 @@ def _require_float(what, d):
 
 
 # sum, mean and prod over every element (dim None) or over `dim`: torch's two overloads, Backward0 and Backward1
-_SUM = [_reduce_op("sum", jnp.sum, linear=True, backward_name=f"SumBackward{k}", host_vjp=_sum_host_vjp)
-        for k in (0, 1)]
+_SUM = [
+    _reduce_op("sum", jnp.sum, linear=True, backward_name=f"SumBackward{k}", host_vjp=_sum_host_vjp) for k in (0, 1)
+]
 _MEAN = [_reduce_op("mean", jnp.mean, linear=True, backward_name=f"MeanBackward{k}") for k in (0, 1)]
 # JAX's product rule is exact with zeros (no division by the result)
 _PROD = [_reduce_op("prod", jnp.prod, backward_name=f"ProdBackward{k}", torch_saves=SAVES_BOTH) for k in (0, 1)]
@@ -71,15 +79,21 @@ def _accumulating_dtype(input, dtype):
 
 def sum(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A001
     """Sum over `dim` (all dims by default); integer and bool inputs sum in int64."""
-    return apply(_SUM[dim is not None], [input], axis=dims(dim, input.ndim), keepdim=keepdim,
-                 dtype=_accumulating_dtype(input, dtype).np)
+    return apply(
+        _SUM[dim is not None],
+        [input],
+        axis=dims(dim, input.ndim),
+        keepdim=keepdim,
+        dtype=_accumulating_dtype(input, dtype).np,
+    )
 
 
 def mean(input, dim=None, keepdim=False, *, dtype=None):
     """Mean over `dim`; the input (or `dtype`) must be floating point or complex."""
     d = _dtypes.to_dtype(dtype) if dtype is not None else input.dtype
-    _require_float("mean(): could not infer output dtype. Input dtype must be either a floating point or complex "
-                   "dtype. Got: {}", d)
+    _require_float(
+        "mean(): could not infer output dtype. Input dtype must be either a floating point or complex dtype. Got: {}", d
+    )
     return apply(_MEAN[dim is not None], [input], axis=dims(dim, input.ndim), keepdim=keepdim, dtype=d.np)
 
 
@@ -88,8 +102,13 @@ def prod(input, dim=None, keepdim=False, *, dtype=None):
     if dim is not None and not isinstance(dim, int):
         raise TypeError(f"prod(): argument 'dim' must be int, not {type(dim).__name__}")
     axis = dims(dim, input.ndim)
-    return apply(_PROD[dim is not None], [input], axis=axis, keepdim=keepdim and dim is not None,
-                 dtype=_accumulating_dtype(input, dtype).np)
+    return apply(
+        _PROD[dim is not None],
+        [input],
+        axis=axis,
+        keepdim=keepdim and dim is not None,
+        dtype=_accumulating_dtype(input, dtype).np,
+    )
 
 
 def _require_elements(name, input, dim, axes):
@@ -99,8 +118,10 @@ def _require_elements(name, input, dim, axes):
     if dim is None or dim == ():
         if name.startswith("arg"):
             raise IndexError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0.")
-        raise RuntimeError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0. Specify the "
-                           "reduction dim with the 'dim' argument.")
+        raise RuntimeError(
+            f"{name}(): Expected reduction dim to be specified for input.numel() == 0. Specify the "
+            "reduction dim with the 'dim' argument."
+        )
     for a in axes:
         if input.shape[a] == 0:
             raise IndexError(f"{name}(): Expected reduction dim {a} to have non-zero size.")
@@ -151,10 +172,16 @@ def _select_extreme(a, *, axis, keepdim, largest):
     return values, idx.astype(jnp.int64)
 
 
-_SELECT = {largest: Op("max" if largest else "min", _select_extreme, multi=True, torch_saves=SAVES_INDICES)
-           for largest in (True, False)}
-_ARG = Op("argmax", lambda a, *, axis, keepdim, largest: (jnp.argmax if largest else jnp.argmin)(
-    a, axis=axis, keepdims=keepdim).astype(jnp.int64))
+_SELECT = {
+    largest: Op("max" if largest else "min", _select_extreme, multi=True, torch_saves=SAVES_INDICES)
+    for largest in (True, False)
+}
+_ARG = Op(
+    "argmax",
+    lambda a, *, axis, keepdim, largest: (jnp.argmax if largest else jnp.argmin)(a, axis=axis, keepdims=keepdim).astype(
+        jnp.int64
+    ),
+)
 
 
 def _extreme(input, dim_or_other, keepdim, largest):
@@ -168,8 +195,9 @@ def _extreme(input, dim_or_other, keepdim, largest):
     if dim_or_other is None:
         return apply(_MAX_ALL if largest else _MIN_ALL, [input], axis=None, keepdim=False, dtype=input.dtype.np)
     if input.ndim == 0:  # torch allows dim 0 (or -1) on a 0-dim tensor
-        return values_indices[name](*apply(_SELECT[largest], [input.reshape(1)], axis=0, keepdim=False,
-                                           largest=largest))
+        return values_indices[name](
+            *apply(_SELECT[largest], [input.reshape(1)], axis=0, keepdim=False, largest=largest)
+        )
     return values_indices[name](*apply(_SELECT[largest], [input], axis=axis, keepdim=keepdim, largest=largest))
 
 
@@ -215,12 +243,16 @@ _VAR = {False: Op("var", _var_fn), True: Op("std", _var_fn, torch_saves=SAVES_BO
 
 
 def _var_mean_fn(a, *, axis, keepdim, correction, sqrt):
-    return (_var_fn(a, axis=axis, keepdim=keepdim, correction=correction, sqrt=sqrt),
-            jnp.mean(a, axis=axis, keepdims=keepdim))
+    return (
+        _var_fn(a, axis=axis, keepdim=keepdim, correction=correction, sqrt=sqrt),
+        jnp.mean(a, axis=axis, keepdims=keepdim),
+    )
 
 
-_VAR_MEAN = {False: Op("var_mean", _var_mean_fn, multi=True),
-             True: Op("std_mean", _var_mean_fn, multi=True, torch_saves=SAVES_BOTH)}
+_VAR_MEAN = {
+    False: Op("var_mean", _var_mean_fn, multi=True),
+    True: Op("std_mean", _var_mean_fn, multi=True, torch_saves=SAVES_BOTH),
+}
 
 
 def _var(input, dim, unbiased, keepdim, correction, sqrt, name=None):
@@ -234,9 +266,12 @@ def _var(input, dim, unbiased, keepdim, correction, sqrt, name=None):
     axis = dims(dim, input.ndim)
     n = math.prod(input.shape[i] for i in axis)
     if n - correction <= 0:
-        warnings.warn(f"{name or ('std' if sqrt else 'var')}(): degrees of freedom is <= 0. Correction should be "
-                      "strictly less than the reduction factor (input numel divided by output numel).", UserWarning,
-                      stacklevel=4 if name else 3)
+        warnings.warn(
+            f"{name or ('std' if sqrt else 'var')}(): degrees of freedom is <= 0. Correction should be "
+            "strictly less than the reduction factor (input numel divided by output numel).",
+            UserWarning,
+            stacklevel=4 if name else 3,
+        )
     op = _VAR_MEAN[sqrt] if name else _VAR[sqrt]
     return apply(op, [input], axis=axis, keepdim=keepdim, correction=correction, sqrt=sqrt)
 
@@ -276,7 +311,7 @@ def _vector_norm(a, *, ord, axis, keepdim):
         return jnp.sum(absa != 0, axis=axis, keepdims=keepdim).astype(a.dtype)
     if ord == 1:
         return jnp.sum(absa, axis=axis, keepdims=keepdim)
-    s = jnp.sum(a * a if ord == 2 else absa ** ord, axis=axis, keepdims=keepdim)
+    s = jnp.sum(a * a if ord == 2 else absa**ord, axis=axis, keepdims=keepdim)
     zero = s == 0
     return jnp.where(zero, 0, jnp.where(zero, 1, s) ** (1 / ord)).astype(a.dtype)
 
@@ -313,8 +348,12 @@ def linalg_norm(input, ord=None, dim=None, keepdim=False, *, dtype=None):
     if isinstance(dim, int):
         dim = (dim,)
     if dim is not None and len(dim) == 2 or (dim is None and ord is not None and input.ndim == 2):
-        return matrix_norm(input if dtype is None else input.to(dtype), "fro" if ord is None else ord,
-                           dim if dim is not None else (-2, -1), keepdim)
+        return matrix_norm(
+            input if dtype is None else input.to(dtype),
+            "fro" if ord is None else ord,
+            dim if dim is not None else (-2, -1),
+            keepdim,
+        )
     return vector_norm(input, 2 if ord is None else ord, dim, keepdim, dtype=dtype)
 
 
@@ -328,8 +367,12 @@ def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
 # ---- scans -------------------------------------------------------------------------------------------------
 def _scan_op(name, f, linear=False, torch_saves=SAVES_INPUT):
     # axis None: a 0-dim input, returned as is
-    return Op(name, lambda a, *, axis, dtype: a.astype(dtype) if axis is None else f(a.astype(dtype), axis=axis),
-              linear=linear, torch_saves=torch_saves)
+    return Op(
+        name,
+        lambda a, *, axis, dtype: a.astype(dtype) if axis is None else f(a.astype(dtype), axis=axis),
+        linear=linear,
+        torch_saves=torch_saves,
+    )
 
 
 _CUMSUM = _scan_op("cumsum", jnp.cumsum, linear=True)

@@ -1,6 +1,7 @@
 """Random sampling beyond rand/randn/randint, drawn from batched_grad's generators: normal (differentiable in its
 mean and std), bernoulli, multinomial, poisson, randperm, and the in-place fills uniform_, normal_, bernoulli_,
 exponential_, random_, cauchy_, log_normal_ and geometric_ (their derivative is 0, as torch's)."""
+
 import math
 
 import numpy as np
@@ -9,16 +10,28 @@ from .. import _dtypes
 from .._tensor import _TYPE_NAMES, Tensor
 from ._core import Op, apply
 from ._derivatives import without_derivative
-from .random_draws import check_inplace, sample
 from .indexing import _concrete
+from .random_draws import check_inplace, sample
 
 # an in-place fill replaces the values: its derivative for the old ones is 0
-_FILL = {name: Op(f"{name}_", lambda a, sample: sample.astype(a.dtype), linear=True,
-                  backward_name="".join(p.capitalize() for p in name.split("_")) + "Backward0")
-         for name in ("uniform", "normal", "exponential", "random", "cauchy", "log_normal", "geometric")}
+_FILL = {
+    name: Op(
+        f"{name}_",
+        lambda a, sample: sample.astype(a.dtype),
+        linear=True,
+        backward_name="".join(p.capitalize() for p in name.split("_")) + "Backward0",
+    )
+    for name in ("uniform", "normal", "exponential", "random", "cauchy", "log_normal", "geometric")
+}
 # bernoulli_'s node is named after its overload: a tensor of probabilities, or a number
-_FILL.update({f"bernoulli{k}": Op("bernoulli_", lambda a, sample: sample.astype(a.dtype), f"BernoulliBackward{k}",
-                                  linear=True) for k in (1, 2)})
+_FILL.update(
+    {
+        f"bernoulli{k}": Op(
+            "bernoulli_", lambda a, sample: sample.astype(a.dtype), f"BernoulliBackward{k}", linear=True
+        )
+        for k in (1, 2)
+    }
+)
 
 
 def _fill(self, name, generator, draw):
@@ -34,7 +47,7 @@ def _assign_draw(self, op, values):
 
 def _float_only(self, kernel):
     if not (self.dtype.is_floating_point or self.dtype.is_complex):
-        raise NotImplementedError(f'"{kernel}" not implemented for \'{_TYPE_NAMES[self.dtype.name]}\'')
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{_TYPE_NAMES[self.dtype.name]}'")
 
 
 def uniform_(self, from_=0.0, to=1.0, *, generator=None):
@@ -72,8 +85,11 @@ def random_(self, from_=0, to=None, *, generator=None):
     if to is None:
         from_, to = (0, from_) if from_ else (0, None)
     if to is None:
-        to = 2 ** (np.finfo(self.dtype.np).nmant + 1) if self.dtype.is_floating_point else (
-            2 if self.dtype is _dtypes.bool else int(np.iinfo(self.dtype.np).max) + 1)
+        to = (
+            2 ** (np.finfo(self.dtype.np).nmant + 1)
+            if self.dtype.is_floating_point
+            else (2 if self.dtype is _dtypes.bool else int(np.iinfo(self.dtype.np).max) + 1)
+        )
     if from_ >= to:
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={from_} >= to={to}")
     return _fill(self, "random", generator, lambda bits, size: bits.integers(from_, to, size))
@@ -127,8 +143,14 @@ def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, requires_gra
 # a sample whose distribution `a` parametrizes, with torch's zero derivative for `a`
 _ZEROED = Op("bernoulli", lambda a, sample: sample.astype(a.dtype), linear=True)
 _POISSON = Op("poisson", lambda a, sample: sample.astype(a.dtype), linear=True)
-_BERNOULLI_P = Op("bernoulli", without_derivative(lambda a, sample: sample.astype(a.dtype), lambda: RuntimeError(
-    "derivative for aten::bernoulli is not implemented")), "torch::autograd::NotImplemented")
+_BERNOULLI_P = Op(
+    "bernoulli",
+    without_derivative(
+        lambda a, sample: sample.astype(a.dtype),
+        lambda: RuntimeError("derivative for aten::bernoulli is not implemented"),
+    ),
+    "torch::autograd::NotImplemented",
+)
 
 
 def bernoulli(input, p=None, *, generator=None):
@@ -152,9 +174,12 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):
     shape = tuple(input.shape[:-1]) + (num_samples,)
 
     def draw(bits, size):  # size: a draw per row of a vmap with randomness="different", then shape
-        draws_per_row = math.prod(size[:len(size) - len(shape)])
-        picks = [bits.choice(len(r), num_samples, replace=replacement, p=r / r.sum())
-                 for _ in range(draws_per_row) for r in rows]
+        draws_per_row = math.prod(size[: len(size) - len(shape)])
+        picks = [
+            bits.choice(len(r), num_samples, replace=replacement, p=r / r.sum())
+            for _ in range(draws_per_row)
+            for r in rows
+        ]
         return np.asarray(picks, np.int64).reshape(size)
 
     return sample(generator, "multinomial", shape, draw)
@@ -172,11 +197,28 @@ def randperm(n, *, generator=None, dtype=None, requires_grad=False, device=None)
     if n < 0:
         raise RuntimeError(f"Trying to create tensor with negative dimension {n}: [{n}]")
     d = _dtypes.to_dtype(dtype) if dtype is not None else _dtypes.int64
-    out = sample(generator, "randperm", (n,),
-                 lambda bits, size: bits.permuted(np.broadcast_to(np.arange(n), size), axis=-1).astype(d.np))
+    out = sample(
+        generator,
+        "randperm",
+        (n,),
+        lambda bits, size: bits.permuted(np.broadcast_to(np.arange(n), size), axis=-1).astype(d.np),
+    )
     return out.requires_grad_() if requires_grad else out
 
 
-METHODS = {f.__name__: f for f in (uniform_, normal_, bernoulli_, exponential_, random_, cauchy_, log_normal_,
-                                    geometric_, bernoulli, multinomial)}
+METHODS = {
+    f.__name__: f
+    for f in (
+        uniform_,
+        normal_,
+        bernoulli_,
+        exponential_,
+        random_,
+        cauchy_,
+        log_normal_,
+        geometric_,
+        bernoulli,
+        multinomial,
+    )
+}
 FUNCTIONS = {f.__name__: f for f in (normal, bernoulli, multinomial, poisson, randperm)}

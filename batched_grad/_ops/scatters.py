@@ -1,5 +1,6 @@
 """Indexing beyond gather and scatter: take, put, the index_* ops, masked_scatter, scatter_reduce and the
 diagonal/select/slice scatters (each one op with torch's node name and derivative, duplicate indices included)."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -7,9 +8,9 @@ import numpy as np
 from .. import _dtypes
 from .._tensor import _TYPE_NAMES, Tensor, _wrap_dim
 from ._core import Op, apply
+from ._derivatives import with_derivative_of
 from .indexing import _check_index, _check_range, setitem
 from .linalg import diagonal
-from ._derivatives import with_derivative_of
 from .nn import _check_tensor
 
 
@@ -34,34 +35,42 @@ def _index_copy(a, idx, src, *, axis):
 
 
 def _index_fill(a, idx, value, *, axis):
-    return _written(a, _at(a.shape, axis, idx), jnp.broadcast_to(value.astype(a.dtype), a[_at(a.shape, axis,
-                                                                                                 idx)].shape))
+    return _written(
+        a, _at(a.shape, axis, idx), jnp.broadcast_to(value.astype(a.dtype), a[_at(a.shape, axis, idx)].shape)
+    )
 
 
 _INDEX_ADD = Op("index_add", _index_add, linear=True)
 _INDEX_COPY = Op("index_copy", _index_copy, linear=True)
-_INDEX_FILL = {tensor: Op("index_fill", _index_fill, f"IndexFillBackward{int(tensor)}", linear=True)
-               for tensor in (False, True)}
+_INDEX_FILL = {
+    tensor: Op("index_fill", _index_fill, f"IndexFillBackward{int(tensor)}", linear=True) for tensor in (False, True)
+}
 
 
 def _index_operands(name, input, dim, index, source=None):
     if index.dtype is not _dtypes.int64:
         raise IndexError(f"{name}_(): Expected dtype int64 for index.")
     if index.ndim > 1:
-        raise IndexError(f"{name}_(): Index is supposed to be a vector, but got dim: {index.ndim} with type: Long "
-                         f"and size: {list(index.shape)}")
+        raise IndexError(
+            f"{name}_(): Index is supposed to be a vector, but got dim: {index.ndim} with type: Long "
+            f"and size: {list(index.shape)}"
+        )
     d = _wrap_dim(dim, max(input.ndim, 1))
     size = input.shape[d] if input.ndim else 1
     try:
         _check_range(index, size, d, IndexError)
     except IndexError as error:
-        raise IndexError({"index_add": "index out of range in self", "index_copy": f"index_copy_(): {error}"}.get(
-            name, str(error))) from None
+        raise IndexError(
+            {"index_add": "index out of range in self", "index_copy": f"index_copy_(): {error}"}.get(name, str(error))
+        ) from None
     if isinstance(source, Tensor) and source.dtype is not input.dtype:
         this, that = _TYPE_NAMES[input.dtype.name], _TYPE_NAMES[source.dtype.name]
-        raise RuntimeError(f"index_add_(): self ({this}) and source ({that}) must have the same scalar type"
-                           if name == "index_add" else f"{name}_(): self and source expected to have the same dtype, "
-                           f"but got (self) {this} and (source) {that}")
+        raise RuntimeError(
+            f"index_add_(): self ({this}) and source ({that}) must have the same scalar type"
+            if name == "index_add"
+            else f"{name}_(): self and source expected to have the same dtype, "
+            f"but got (self) {this} and (source) {that}"
+        )
     return d
 
 
@@ -82,8 +91,9 @@ def index_fill(input, dim, index, value):
     d = _index_operands("index_fill", input, dim, index)
     tensor = isinstance(value, Tensor)
     if tensor and value.ndim:
-        raise RuntimeError(f"index_fill_ only supports a 0-dimensional value tensor, but got tensor with "
-                           f"{value.ndim} dimension(s).")
+        raise RuntimeError(
+            f"index_fill_ only supports a 0-dimensional value tensor, but got tensor with {value.ndim} dimension(s)."
+        )
     return apply(_INDEX_FILL[tensor], [input, index.reshape(-1), value], axis=d)
 
 
@@ -121,12 +131,16 @@ def put(input, index, source, accumulate=False):
     """A copy of input with source written (added, with `accumulate`) at the flat positions `index`."""
     _check_index(index, "put_(): Expected a long tensor for index, but got " + _TYPE_NAMES[index.dtype.name])
     if index.numel() != source.numel():
-        raise IndexError(f"put_(): Expected source and index to have the same number of elements, but got "
-                           f"source.numel() = {source.numel()}, index.numel() = {index.numel()}")
+        raise IndexError(
+            f"put_(): Expected source and index to have the same number of elements, but got "
+            f"source.numel() = {source.numel()}, index.numel() = {index.numel()}"
+        )
     if source.dtype is not input.dtype:
-        raise RuntimeError(f"put_(): self and source expected to have the same dtype, but got "
-                           f"self.dtype = {_TYPE_NAMES[input.dtype.name]} and source.dtype = "
-                           f"{_TYPE_NAMES[source.dtype.name]}")
+        raise RuntimeError(
+            f"put_(): self and source expected to have the same dtype, but got "
+            f"self.dtype = {_TYPE_NAMES[input.dtype.name]} and source.dtype = "
+            f"{_TYPE_NAMES[source.dtype.name]}"
+        )
     _check_flat_range(index, input.numel())
     return apply(_PUT, [input, index, source], accumulate=bool(accumulate))
 
@@ -140,23 +154,38 @@ def _diagonal_scatter(a, src, *, offset, dim1, dim2):
 
 
 _DIAGONAL_SCATTER = Op("diagonal_scatter", _diagonal_scatter, linear=True)
-_SELECT_SCATTER = Op("select_scatter", lambda a, src, *, axis, index: a.at[(slice(None),) * axis + (index,)].set(
-    src.astype(a.dtype)), linear=True)
-_SLICE_SCATTER = Op("slice_scatter", lambda a, src, *, axis, start, end, step: a.at[
-    (slice(None),) * axis + (slice(start, end, step),)].set(src.astype(a.dtype)), linear=True)
+_SELECT_SCATTER = Op(
+    "select_scatter",
+    lambda a, src, *, axis, index: a.at[(slice(None),) * axis + (index,)].set(src.astype(a.dtype)),
+    linear=True,
+)
+_SLICE_SCATTER = Op(
+    "slice_scatter",
+    lambda a, src, *, axis, start, end, step: a.at[(slice(None),) * axis + (slice(start, end, step),)].set(
+        src.astype(a.dtype)
+    ),
+    linear=True,
+)
 
 
 def _check_embedding(name, view_shape, src):
     if tuple(view_shape) != tuple(src.shape):
-        raise RuntimeError(f"expected src to have a size equal to the slice of self. src size = {list(src.shape)}, "
-                           f"slice size = {list(view_shape)}")
+        raise RuntimeError(
+            f"expected src to have a size equal to the slice of self. src size = {list(src.shape)}, "
+            f"slice size = {list(view_shape)}"
+        )
 
 
 def diagonal_scatter(input, src, offset=0, dim1=0, dim2=1):
     """A copy of input with its diagonal (as diagonal(input, offset, dim1, dim2) gives it) replaced by src."""
     _check_embedding("diagonal_scatter", diagonal(input.detach(), offset, dim1, dim2).shape, src)
-    return apply(_DIAGONAL_SCATTER, [input, src], offset=int(offset), dim1=_wrap_dim(dim1, input.ndim),
-                 dim2=_wrap_dim(dim2, input.ndim))
+    return apply(
+        _DIAGONAL_SCATTER,
+        [input, src],
+        offset=int(offset),
+        dim1=_wrap_dim(dim1, input.ndim),
+        dim2=_wrap_dim(dim2, input.ndim),
+    )
 
 
 def select_scatter(input, src, dim, index):
@@ -164,9 +193,10 @@ def select_scatter(input, src, dim, index):
     d = _wrap_dim(dim, input.ndim)
     size = input.shape[d]
     if not -size <= index < size:
-        raise IndexError(f"select(): index {index} out of range for tensor of size {list(input.shape)} at dimension "
-                         f"{d}")
-    _check_embedding("select_scatter", input.shape[:d] + input.shape[d + 1:], src)
+        raise IndexError(
+            f"select(): index {index} out of range for tensor of size {list(input.shape)} at dimension {d}"
+        )
+    _check_embedding("select_scatter", input.shape[:d] + input.shape[d + 1 :], src)
     return apply(_SELECT_SCATTER, [input, src], axis=d, index=int(index) % size)
 
 
@@ -195,11 +225,14 @@ _MASKED_SCATTER = Op("masked_scatter", _masked_scatter, linear=True)
 def masked_scatter(input, mask, source):
     """A copy of input with the elements of source, in order, at the positions where mask is True."""
     if mask.dtype is not _dtypes.bool:
-        raise RuntimeError(f"masked_scatter_ only supports boolean masks, but got mask with dtype "
-                           f"{_TYPE_NAMES[mask.dtype.name]}")
+        raise RuntimeError(
+            f"masked_scatter_ only supports boolean masks, but got mask with dtype {_TYPE_NAMES[mask.dtype.name]}"
+        )
     if source.dtype is not input.dtype:
-        raise RuntimeError(f"masked_scatter: expected self and source to have same dtypes but got "
-                           f"{_TYPE_NAMES[input.dtype.name]} and {_TYPE_NAMES[source.dtype.name]}")
+        raise RuntimeError(
+            f"masked_scatter: expected self and source to have same dtypes but got "
+            f"{_TYPE_NAMES[input.dtype.name]} and {_TYPE_NAMES[source.dtype.name]}"
+        )
     from .indexing import _concrete
 
     values = _concrete(mask)
@@ -210,8 +243,9 @@ def masked_scatter(input, mask, source):
     return apply(_MASKED_SCATTER, [input, mask, source])
 
 
-_INDEX_PUT_ADD = Op("index_put", lambda a, v, *idx: a.at[idx].add(v.astype(a.dtype)), linear=True,
-                    backward_name="IndexPutBackward0")
+_INDEX_PUT_ADD = Op(
+    "index_put", lambda a, v, *idx: a.at[idx].add(v.astype(a.dtype)), linear=True, backward_name="IndexPutBackward0"
+)
 
 
 def index_put(input, indices, values, accumulate=False):
@@ -287,7 +321,20 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
     return apply(_SCATTER_REDUCE, [input, index, src], axis=d, reduce=reduce, include_self=bool(include_self))
 
 
-FUNCTIONS = {f.__name__: f for f in (
-    index_add, index_copy, index_fill, take, put, diagonal_scatter, select_scatter, slice_scatter, masked_scatter,
-    index_put, scatter_reduce)}
+FUNCTIONS = {
+    f.__name__: f
+    for f in (
+        index_add,
+        index_copy,
+        index_fill,
+        take,
+        put,
+        diagonal_scatter,
+        select_scatter,
+        slice_scatter,
+        masked_scatter,
+        index_put,
+        scatter_reduce,
+    )
+}
 METHODS = dict(FUNCTIONS)

@@ -1,5 +1,6 @@
 """Searching and counting, with integer (or count) results: searchsorted, bucketize, isin, argwhere,
 nonzero_static, unravel_index, unique_consecutive, bincount, histc and histogram."""
+
 import jax.numpy as jnp
 import numpy as np
 
@@ -17,9 +18,14 @@ def _search(seq, values, *, right, int32):
     return jnp.sum(below, -1).astype(jnp.int32 if int32 else jnp.int64)
 
 
-_SEARCH = Op("searchsorted", lambda seq, values, *, right, int32, flat: (
-    _search(seq, values.reshape(-1), right=right, int32=int32).reshape(values.shape) if flat
-    else _search(seq, values, right=right, int32=int32)))
+_SEARCH = Op(
+    "searchsorted",
+    lambda seq, values, *, right, int32, flat: (
+        _search(seq, values.reshape(-1), right=right, int32=int32).reshape(values.shape)
+        if flat
+        else _search(seq, values, right=right, int32=int32)
+    ),
+)
 
 
 def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=None, sorter=None):
@@ -29,19 +35,23 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
         if side not in ("left", "right"):
             raise RuntimeError(f"torch.searchsorted(): side can only be 'left' or 'right' but got {side}")
         if right and side == "left":
-            raise RuntimeError("torch.searchsorted(): side and right can't be set to opposites, got side of left "
-                               "while right was True")
+            raise RuntimeError(
+                "torch.searchsorted(): side and right can't be set to opposites, got side of left while right was True"
+            )
         right = side == "right"
     if sorter is not None:
         sorted_sequence = sorted_sequence.gather(-1, sorter)
     values = input if isinstance(input, Tensor) else Tensor._wrap(np.asarray(input))
     flat = sorted_sequence.ndim == 1
     if not flat and tuple(sorted_sequence.shape[:-1]) != tuple(values.shape[:-1]):
-        raise RuntimeError(f"torch.searchsorted(): boundaries tensor should be 1 dimension or the first N-1 dimensions "
-                           f"of boundaries tensor and input value tensor must match, but we got boundaries tensor "
-                           f"{list(sorted_sequence.shape)} and input value tensor {list(values.shape)}")
-    out = apply(_SEARCH, [sorted_sequence.detach(), values.detach()], right=bool(right), int32=bool(out_int32),
-                flat=flat)
+        raise RuntimeError(
+            f"torch.searchsorted(): boundaries tensor should be 1 dimension or the first N-1 dimensions "
+            f"of boundaries tensor and input value tensor must match, but we got boundaries tensor "
+            f"{list(sorted_sequence.shape)} and input value tensor {list(values.shape)}"
+        )
+    out = apply(
+        _SEARCH, [sorted_sequence.detach(), values.detach()], right=bool(right), int32=bool(out_int32), flat=flat
+    )
     return out if isinstance(input, Tensor) else out.reshape(())
 
 
@@ -66,9 +76,14 @@ def argwhere(input):
     return nonzero(input)
 
 
-_NONZERO_STATIC = Op("nonzero_static", lambda a, *, size, fill: jnp.stack(
-    jnp.nonzero(a, size=size, fill_value=fill), -1).astype(jnp.int64) if a.ndim else
-    jnp.full((min(size, 1) if a.ndim == 0 and size else 0, 0), fill, jnp.int64))
+_NONZERO_STATIC = Op(
+    "nonzero_static",
+    lambda a, *, size, fill: (
+        jnp.stack(jnp.nonzero(a, size=size, fill_value=fill), -1).astype(jnp.int64)
+        if a.ndim
+        else jnp.full((min(size, 1) if a.ndim == 0 and size else 0, 0), fill, jnp.int64)
+    ),
+)
 
 
 def nonzero_static(input, *, size, fill_value=-1):
@@ -171,7 +186,22 @@ def histogram(input, bins=100, *, range=None, weight=None, density=False):  # no
     return result(Tensor._wrap(hist.astype(d)), Tensor._wrap(edge_values.astype(d)))
 
 
-FUNCTIONS = {f.__name__: f for f in (searchsorted, bucketize, isin, argwhere, nonzero_static, unravel_index,
-                                      unique_consecutive, bincount, histc, histogram)}
-METHODS = {name: FUNCTIONS[name] for name in ("argwhere", "nonzero_static", "unique_consecutive", "bincount", "histc",
-                                              "histogram")}
+FUNCTIONS = {
+    f.__name__: f
+    for f in (
+        searchsorted,
+        bucketize,
+        isin,
+        argwhere,
+        nonzero_static,
+        unravel_index,
+        unique_consecutive,
+        bincount,
+        histc,
+        histogram,
+    )
+}
+METHODS = {
+    name: FUNCTIONS[name]
+    for name in ("argwhere", "nonzero_static", "unique_consecutive", "bincount", "histc", "histogram")
+}

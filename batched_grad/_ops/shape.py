@@ -1,4 +1,5 @@
 """Shape ops: views (reshape, permute, squeeze, expand, ...), joins and splits, flips, rolls and repeats."""
+
 import math
 import operator
 
@@ -26,10 +27,20 @@ def _dims(dims):
     return (dims,) if isinstance(dims, int) else tuple(dims)
 
 
-C_TYPE_NAMES = {"float64": "double", "float32": "float", "float16": "c10::Half", "bfloat16": "c10::BFloat16",
-                "int64": "long int", "int32": "int", "int16": "short int", "int8": "signed char",
-                "uint8": "unsigned char", "bool": "bool", "complex64": "c10::complex<float>",
-                "complex128": "c10::complex<double>"}
+C_TYPE_NAMES = {
+    "float64": "double",
+    "float32": "float",
+    "float16": "c10::Half",
+    "bfloat16": "c10::BFloat16",
+    "int64": "long int",
+    "int32": "int",
+    "int16": "short int",
+    "int8": "signed char",
+    "uint8": "unsigned char",
+    "bool": "bool",
+    "complex64": "c10::complex<float>",
+    "complex128": "c10::complex<double>",
+}
 
 
 def _check_unique(dims):
@@ -44,8 +55,9 @@ def broadcast_shapes(a, b):
     a, b = (1,) * (n - len(a)) + tuple(a), (1,) * (n - len(b)) + tuple(b)
     for i, (x, y) in enumerate(zip(a, b)):
         if x != y and x != 1 and y != 1:
-            raise RuntimeError(f"The size of tensor a ({x}) must match the size of tensor b ({y}) at non-singleton "
-                               f"dimension {i}")
+            raise RuntimeError(
+                f"The size of tensor a ({x}) must match the size of tensor b ({y}) at non-singleton dimension {i}"
+            )
     return tuple(y if x == 1 else x for x, y in zip(a, b))
 
 
@@ -59,8 +71,10 @@ def _infer(shape, numel):
     known = math.prod(s for s in shape if s != -1)
     if -1 in shape:
         if known == 0:
-            raise RuntimeError(f"cannot reshape tensor of 0 elements into shape {list(shape)} because the "
-                               "unspecified dimension size -1 can be any value and is ambiguous")
+            raise RuntimeError(
+                f"cannot reshape tensor of 0 elements into shape {list(shape)} because the "
+                "unspecified dimension size -1 can be any value and is ambiguous"
+            )
         if numel % known == 0:
             shape = tuple(numel // known if s == -1 else s for s in shape)
     if math.prod(shape) != numel or -1 in shape:
@@ -100,22 +114,68 @@ def _slice_host_vjp(ct, operands, avals, *, index):
 
 
 def _view_op(backward_name):
-    return Op("reshape", lambda a, *, shape: jnp.reshape(a, shape), linear=True, view=True, backward_name=backward_name,
-              diagonal=True, host=lambda a, *, shape: np.reshape(a, shape), host_vjp=_reshape_host_vjp)
+    return Op(
+        "reshape",
+        lambda a, *, shape: jnp.reshape(a, shape),
+        linear=True,
+        view=True,
+        backward_name=backward_name,
+        diagonal=True,
+        host=lambda a, *, shape: np.reshape(a, shape),
+        host_vjp=_reshape_host_vjp,
+    )
 
 
 # reshape-like views differ only in the name torch gives their backward
-_RESHAPE = {name: _view_op(name) for name in ("ViewBackward0", "SqueezeBackward0", "SqueezeBackward1",
-                                               "SqueezeBackward2", "UnsqueezeBackward0", "AliasBackward0")}
-_PERMUTE = {name: Op("permute", lambda a, *, axes: jnp.transpose(a, axes), linear=True, view=True,
-                     backward_name=name, host=lambda a, *, axes: np.transpose(a, axes), host_vjp=_permute_host_vjp)
-            for name in ("PermuteBackward0", "TransposeBackward0", "TBackward0")}
-_EXPAND = Op("expand", lambda a, *, shape: jnp.broadcast_to(a, shape), linear=True, view=True,
-             host=lambda a, *, shape: np.broadcast_to(a, shape), host_vjp=_expand_host_vjp)
-_SLICE = Op("slice", lambda a, *, index: a[decode_index(index)], linear=True, view=True, backward_name="SliceBackward0",
-            host=_index_host, host_vjp=_slice_host_vjp)
-_SELECT = Op("select", lambda a, *, index: a[decode_index(index)], linear=True, view=True,
-             backward_name="SelectBackward0", host=_index_host, host_vjp=_slice_host_vjp)
+_RESHAPE = {
+    name: _view_op(name)
+    for name in (
+        "ViewBackward0",
+        "SqueezeBackward0",
+        "SqueezeBackward1",
+        "SqueezeBackward2",
+        "UnsqueezeBackward0",
+        "AliasBackward0",
+    )
+}
+_PERMUTE = {
+    name: Op(
+        "permute",
+        lambda a, *, axes: jnp.transpose(a, axes),
+        linear=True,
+        view=True,
+        backward_name=name,
+        host=lambda a, *, axes: np.transpose(a, axes),
+        host_vjp=_permute_host_vjp,
+    )
+    for name in ("PermuteBackward0", "TransposeBackward0", "TBackward0")
+}
+_EXPAND = Op(
+    "expand",
+    lambda a, *, shape: jnp.broadcast_to(a, shape),
+    linear=True,
+    view=True,
+    host=lambda a, *, shape: np.broadcast_to(a, shape),
+    host_vjp=_expand_host_vjp,
+)
+_SLICE = Op(
+    "slice",
+    lambda a, *, index: a[decode_index(index)],
+    linear=True,
+    view=True,
+    backward_name="SliceBackward0",
+    host=_index_host,
+    host_vjp=_slice_host_vjp,
+)
+_SELECT = Op(
+    "select",
+    lambda a, *, index: a[decode_index(index)],
+    linear=True,
+    view=True,
+    backward_name="SelectBackward0",
+    host=_index_host,
+    host_vjp=_slice_host_vjp,
+)
 
 
 def encode_index(index):
@@ -128,9 +188,17 @@ def decode_index(index):
 
 
 _UNBIND = Op("unbind", lambda a, *, axis: tuple(jnp.moveaxis(a, axis, 0)), linear=True, view=True, multi=True)
-_SPLIT = {name: Op("split", lambda a, *, bounds, axis: tuple(
-    jax.lax.slice_in_dim(a, lo, hi, axis=axis) for lo, hi in bounds), linear=True, view=True, multi=True,
-    backward_name=name) for name in ("SplitBackward0", "SplitWithSizesBackward0")}
+_SPLIT = {
+    name: Op(
+        "split",
+        lambda a, *, bounds, axis: tuple(jax.lax.slice_in_dim(a, lo, hi, axis=axis) for lo, hi in bounds),
+        linear=True,
+        view=True,
+        multi=True,
+        backward_name=name,
+    )
+    for name in ("SplitBackward0", "SplitWithSizesBackward0")
+}
 
 
 def _reshaped(input, shape, name="ViewBackward0"):
@@ -145,8 +213,10 @@ def reshape(input, *shape):
 def view(input, *shape):
     """Like reshape (arrays have no strides here, so every reshape is a view)."""
     if len(shape) == 1 and isinstance(shape[0], _dtypes.dtype):
-        raise NotImplementedError("view(dtype), which reinterprets the bits of the elements, is not supported; "
-                                  "to(dtype) converts their values")
+        raise NotImplementedError(
+            "view(dtype), which reinterprets the bits of the elements, is not supported; "
+            "to(dtype) converts their values"
+        )
     return _reshaped(input, _infer(_sizes(shape), input.numel()))
 
 
@@ -163,7 +233,7 @@ def flatten(input, start_dim=0, end_dim=-1):
     if s > e:
         raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
     shape = input.shape
-    return _reshaped(input, shape[:s] + (math.prod(shape[s:e + 1]),) + shape[e + 1:])
+    return _reshaped(input, shape[:s] + (math.prod(shape[s : e + 1]),) + shape[e + 1 :])
 
 
 def unflatten(input, dim, sizes):
@@ -178,9 +248,11 @@ def unflatten(input, dim, sizes):
     except RuntimeError as e:
         if "inferred" in str(e):
             raise RuntimeError(f"unflatten got an unexpected error:\n{e}") from None
-        raise RuntimeError(f"unflatten: Provided sizes {list(sizes)} don't multiply up to the size of dim {d} "
-                           f"({n}) in the input tensor") from None
-    return _reshaped(input, input.shape[:d] + sizes + input.shape[d + 1:])
+        raise RuntimeError(
+            f"unflatten: Provided sizes {list(sizes)} don't multiply up to the size of dim {d} "
+            f"({n}) in the input tensor"
+        ) from None
+    return _reshaped(input, input.shape[:d] + sizes + input.shape[d + 1 :])
 
 
 def squeeze(input, dim=None):
@@ -205,9 +277,11 @@ def permute(input, *dims):
     """A view with the dimensions reordered as `dims`."""
     dims = _sizes(dims)
     if len(dims) != input.ndim:
-        raise RuntimeError(f"permute(sparse_coo): number of dimensions in the tensor input does not match the length "
-                           f"of the desired ordering of dimensions i.e. input.dim() = {input.ndim} is not equal to "
-                           f"len(dims) = {len(dims)}")
+        raise RuntimeError(
+            f"permute(sparse_coo): number of dimensions in the tensor input does not match the length "
+            f"of the desired ordering of dimensions i.e. input.dim() = {input.ndim} is not equal to "
+            f"len(dims) = {len(dims)}"
+        )
     dims = tuple(_wrap_dim(d, input.ndim) for d in dims)
     if len(set(dims)) != len(dims):
         raise RuntimeError("permute(): duplicate dims are not allowed.")
@@ -240,8 +314,10 @@ def movedim(input, source, destination):
     n = input.ndim
     src, dst = [_wrap_dim(d, n) for d in _dims(source)], [_wrap_dim(d, n) for d in _dims(destination)]
     if len(src) != len(dst):
-        raise RuntimeError(f"movedim: Invalid source or destination dims: source ({list(_dims(source))} dims) should "
-                           f"contain the same number of dims as destination ({list(_dims(destination))} dims)")
+        raise RuntimeError(
+            f"movedim: Invalid source or destination dims: source ({list(_dims(source))} dims) should "
+            f"contain the same number of dims as destination ({list(_dims(destination))} dims)"
+        )
     for name, given, wrapped in (("source", source, src), ("destination", destination, dst)):
         if len(set(wrapped)) != len(wrapped):
             raise RuntimeError(f"movedim: repeated dim in `{name}` ({list(_dims(given))})")
@@ -259,19 +335,24 @@ def expanded_shape(input, sizes):
     """The shape of expand(input, *sizes), or torch's error when the sizes do not fit."""
     lead = len(sizes) - input.ndim
     if lead < 0:
-        raise RuntimeError(f"expand({type_name(input.dtype.np)}{{{list(input.shape)}}}, size={list(sizes)}): the "
-                           f"number of sizes provided ({len(sizes)}) must be greater or equal to the number of "
-                           f"dimensions in the tensor ({input.ndim})")
+        raise RuntimeError(
+            f"expand({type_name(input.dtype.np)}{{{list(input.shape)}}}, size={list(sizes)}): the "
+            f"number of sizes provided ({len(sizes)}) must be greater or equal to the number of "
+            f"dimensions in the tensor ({input.ndim})"
+        )
     for i, s in enumerate(sizes[:lead]):
         if s < 0:
-            raise RuntimeError(f"The expanded size of the tensor ({s}) isn't allowed in a leading, non-existing "
-                               f"dimension {i}")
+            raise RuntimeError(
+                f"The expanded size of the tensor ({s}) isn't allowed in a leading, non-existing dimension {i}"
+            )
     shape = tuple(input.shape[i - lead] if s == -1 and i >= lead else s for i, s in enumerate(sizes))
     for i, s in reversed(list(enumerate(input.shape))):  # torch checks the last dims first
         if s != 1 and s != shape[i + lead]:
-            raise RuntimeError(f"The expanded size of the tensor ({shape[i + lead]}) must match the existing size "
-                               f"({s}) at non-singleton dimension {i + lead}.  Target sizes: {list(sizes)}.  Tensor "
-                               f"sizes: {list(input.shape)}")
+            raise RuntimeError(
+                f"The expanded size of the tensor ({shape[i + lead]}) must match the existing size "
+                f"({s}) at non-singleton dimension {i + lead}.  Target sizes: {list(sizes)}.  Tensor "
+                f"sizes: {list(input.shape)}"
+            )
     return shape
 
 
@@ -323,11 +404,14 @@ def split(tensor, split_size_or_sections, dim=0):
     if isinstance(split_size_or_sections, (list, tuple)):
         sizes = [int(s) for s in split_size_or_sections]
         if any(s < 0 for s in sizes):
-            raise RuntimeError(f"split_with_sizes expects split_sizes have only non-negative entries, but got "
-                               f"split_sizes={sizes}")
+            raise RuntimeError(
+                f"split_with_sizes expects split_sizes have only non-negative entries, but got split_sizes={sizes}"
+            )
         if sum(sizes) != n:
-            raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {n} (input tensor's size at "
-                               f"dimension {d}), but got split_sizes={sizes}")
+            raise RuntimeError(
+                f"split_with_sizes expects split_sizes to sum exactly to {n} (input tensor's size at "
+                f"dimension {d}), but got split_sizes={sizes}"
+            )
         return _split(tensor, sizes, d, "SplitWithSizesBackward0")
     step = int(split_size_or_sections)
     if step < 0:
@@ -350,9 +434,13 @@ def chunk(input, chunks, dim=0):
 
 
 def _join_op(name, f, host_f, host_vjp):
-    return Op(name, lambda *arrays, axis, dtype: f([a.astype(dtype) for a in arrays], axis=axis), linear=True,
-              host=lambda *arrays, axis, dtype: host_f([a.astype(dtype, copy=False) for a in arrays], axis=axis),
-              host_vjp=host_vjp)
+    return Op(
+        name,
+        lambda *arrays, axis, dtype: f([a.astype(dtype) for a in arrays], axis=axis),
+        linear=True,
+        host=lambda *arrays, axis, dtype: host_f([a.astype(dtype, copy=False) for a in arrays], axis=axis),
+        host_vjp=host_vjp,
+    )
 
 
 def _cat_host_vjp(ct, operands, avals, *, axis, dtype):
@@ -370,8 +458,9 @@ _STACK = _join_op("stack", jnp.stack, np.stack, _stack_host_vjp)
 
 def _tensor_list(name, tensors):
     if isinstance(tensors, Tensor) or not isinstance(tensors, (list, tuple)):
-        raise TypeError(f"{name}(): argument 'tensors' (position 1) must be tuple of Tensors, not "
-                        f"{type(tensors).__name__}")
+        raise TypeError(
+            f"{name}(): argument 'tensors' (position 1) must be tuple of Tensors, not {type(tensors).__name__}"
+        )
     return list(tensors)
 
 
@@ -391,8 +480,10 @@ def cat(tensors, dim=0):
             raise RuntimeError(f"Tensors must have same number of dimensions: got {first.ndim} and {t.ndim}")
         for k, (x, y) in enumerate(zip(first.shape, t.shape)):
             if k != d and x != y:
-                raise RuntimeError(f"Sizes of tensors must match except in dimension {d}. Expected size {x} but got "
-                                   f"size {y} for tensor number {i} in the list.")
+                raise RuntimeError(
+                    f"Sizes of tensors must match except in dimension {d}. Expected size {x} but got "
+                    f"size {y} for tensor number {i} in the list."
+                )
     dtype = _dtypes.result_type(*tensors)
     return apply(_CAT, [t for _, t in kept], axis=d, dtype=dtype.np)
 
@@ -412,8 +503,10 @@ def stack(tensors, dim=0):
         raise RuntimeError("stack expects a non-empty TensorList")
     for i, t in enumerate(tensors[1:], 1):
         if t.shape != tensors[0].shape:
-            raise RuntimeError(f"stack expects each tensor to be equal size, but got {list(tensors[0].shape)} at "
-                               f"entry 0 and {list(t.shape)} at entry {i}")
+            raise RuntimeError(
+                f"stack expects each tensor to be equal size, but got {list(tensors[0].shape)} at "
+                f"entry 0 and {list(t.shape)} at entry {i}"
+            )
     dtype = _dtypes.result_type(*tensors)
     return apply(_STACK, tensors, axis=_wrap_dim(dim, tensors[0].ndim + 1), dtype=dtype.np)
 
@@ -471,6 +564,7 @@ def tile(input, dims):
 
 # ---- views written in place ---------------------------------------------------------------------
 
+
 def _view_fn(chain):
     def f(base):
         for op, static, k in chain:
@@ -484,25 +578,32 @@ def _view_fn(chain):
 def _scatter_fn(base, src, *, chain):
     # the view of an array of flat positions tells which element of base each view element is
     positions = _view_fn(chain)(jnp.arange(base.size).reshape(base.shape))
-    flat = base.reshape(-1).at[positions.reshape(-1)].set(jnp.broadcast_to(src, positions.shape).reshape(-1)
-                                                         .astype(base.dtype))
+    flat = (
+        base.reshape(-1)
+        .at[positions.reshape(-1)]
+        .set(jnp.broadcast_to(src, positions.shape).reshape(-1).astype(base.dtype))
+    )
     return flat.reshape(base.shape)
 
 
 _SCATTER_INTO_VIEW = Op("copy_slices", _scatter_fn, linear=True, backward_name="torch::autograd::CopySlices")
 
 
-_MULTI_VIEW = ("This view is the output of a function that returns multiple views. Such functions do not allow the "
-               "output views to be modified inplace. You should replace the inplace operation by an out-of-place one.")
+_MULTI_VIEW = (
+    "This view is the output of a function that returns multiple views. Such functions do not allow the "
+    "output views to be modified inplace. You should replace the inplace operation by an out-of-place one."
+)
 
 
 def scatter_into_view(base, src, chain):
     """The new value of `base` after its view `chain` was overwritten by `src` (recorded)."""
     if any(op.multi for op, _, _ in chain) and src.requires_grad and is_grad_enabled():
         op, _, k = chain[-1]  # torch names the view's own node
-        where = (f"Output {k} of {op.backward_name.replace('Backward0', '')} is a view and is being modified inplace."
-                 if base.requires_grad else "A view was created in no_grad mode and is being modified inplace with "
-                                            "grad mode enabled.")
+        where = (
+            f"Output {k} of {op.backward_name.replace('Backward0', '')} is a view and is being modified inplace."
+            if base.requires_grad
+            else "A view was created in no_grad mode and is being modified inplace with grad mode enabled."
+        )
         raise RuntimeError(f"{where} {_MULTI_VIEW}")
     return apply(_SCATTER_INTO_VIEW, [base, src], chain=chain)
 

@@ -1,6 +1,7 @@
 """Elementwise math beyond the basics, with torch's dtypes and derivatives: xlogy, logaddexp(2), copysign, fmax,
 fmin, float_power, ldexp, nextafter, heaviside, igamma(c), polygamma, mvlgamma, logit, nan_to_num, frexp, positive,
 the integer ops gcd, lcm, bitwise_not and the shifts, and the bool-valued signbit, isposinf, isneginf, isreal."""
+
 from collections import namedtuple
 
 import jax
@@ -37,8 +38,10 @@ def _nextafter(a, b):  # torch's derivative: 1 for `a`, 0 for `b`
     return a + (jnp.nextafter(a0, b0) - a0)
 
 
-_heaviside = without_derivative(lambda a, v: jnp.where(a == 0, v, (a > 0).astype(a.dtype)),
-                                lambda: RuntimeError("derivative for aten::heaviside is not implemented"))
+_heaviside = without_derivative(
+    lambda a, v: jnp.where(a == 0, v, (a > 0).astype(a.dtype)),
+    lambda: RuntimeError("derivative for aten::heaviside is not implemented"),
+)
 
 
 def _first_not_differentiable(name, f):
@@ -50,11 +53,12 @@ def _first_not_differentiable(name, f):
 def _kernel_for(kernel, kinds, d):
     """torch's NotImplementedError when its kernel has no version for dtype d (of a kind in `kinds`)."""
     if d.np.kind in kinds:
-        raise NotImplementedError(f'"{kernel}" not implemented for \'{_TYPE_NAMES[d.name]}\'')
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{_TYPE_NAMES[d.name]}'")
 
 
 def _checked(fn, check):
     """fn(input, other) after check(input, other)."""
+
     def public(input, other):
         check(input, other)
         return fn(input, other)
@@ -74,49 +78,95 @@ def _same_dtype(name):
     return check
 
 
-xlogy = _binary_op("xlogy", _xlogy, "input * log(other), and 0 where input is 0 (unless other is nan).",
-                   float_result=True, overloads={(False, True): ("XlogyBackward1", SAVES_INPUT),
-                                                 (True, False): ("XlogyBackward2", SAVES_INPUT)})
-logaddexp = _binary_op("logaddexp", jnp.logaddexp, "log(exp(input) + exp(other)), computed stably.",
-                       float_result=True, tensors_only=True)
-logaddexp2 = _binary_op("logaddexp2", jnp.logaddexp2, "log2(2 ** input + 2 ** other), computed stably.",
-                        float_result=True, tensors_only=True)
-copysign = _binary_op("copysign", jnp.copysign, "The magnitude of `input` with the sign of `other`.",
-                      float_result=True, overloads={(True, False): ("CopysignBackward1", SAVES_INPUT)})
-fmax = _binary_op("fmax", _fmax, "The larger of input and other, elementwise; a nan loses to a number.",
-                  tensors_only=True)
-fmin = _binary_op("fmin", _fmin, "The smaller of input and other, elementwise; a nan loses to a number.",
-                  tensors_only=True)
-ldexp = _binary_op("ldexp", lambda a, b: a * jnp.exp2(b), "input * 2 ** other.", float_result=True,
-                   tensors_only=True)
-nextafter = _binary_op("nextafter", _nextafter, "The next floating point value after input towards other.",
-                       tensors_only=True)
-heaviside = _checked(_binary_op("heaviside", _heaviside, "The step function: 0 below zero, 1 above, `values` at "
-                                "zero.", tensors_only=True), _same_dtype("heaviside"))
-igamma = _checked(_binary_op("igamma", _first_not_differentiable("igamma", jsp.gammainc),
-                             "The regularized lower incomplete gamma function P(input, other).", float_result=True,
-                             tensors_only=True), _kernel_check("igamma_cpu", "biuc"))
-igammac = _checked(_binary_op("igammac", _first_not_differentiable("igammac", jsp.gammaincc),
-                              "The regularized upper incomplete gamma function Q(input, other).", float_result=True,
-                              tensors_only=True), _kernel_check("igammac_cpu", "biuc"))
-gcd = _checked(_binary_op("gcd", jnp.gcd, "The greatest common divisor of input and other (integers).",
-                          tensors_only=True), _kernel_check("gcd_cpu", "fcb"))
-lcm = _checked(_binary_op("lcm", jnp.lcm, "The least common multiple of input and other (integers).",
-                          tensors_only=True), _kernel_check("lcm_cpu", "fcb"))
-bitwise_left_shift = _checked(_binary_op("bitwise_left_shift", jnp.left_shift, "input << other (integers).",
-                                         two_numbers=True), _kernel_check("lshift_cpu", "fcb"))
-bitwise_right_shift = _checked(_binary_op("bitwise_right_shift", jnp.right_shift,
-                                          "input >> other (arithmetic, integers).", two_numbers=True),
-                               _kernel_check("rshift_cpu", "fcb"))
+xlogy = _binary_op(
+    "xlogy",
+    _xlogy,
+    "input * log(other), and 0 where input is 0 (unless other is nan).",
+    float_result=True,
+    overloads={(False, True): ("XlogyBackward1", SAVES_INPUT), (True, False): ("XlogyBackward2", SAVES_INPUT)},
+)
+logaddexp = _binary_op(
+    "logaddexp", jnp.logaddexp, "log(exp(input) + exp(other)), computed stably.", float_result=True, tensors_only=True
+)
+logaddexp2 = _binary_op(
+    "logaddexp2",
+    jnp.logaddexp2,
+    "log2(2 ** input + 2 ** other), computed stably.",
+    float_result=True,
+    tensors_only=True,
+)
+copysign = _binary_op(
+    "copysign",
+    jnp.copysign,
+    "The magnitude of `input` with the sign of `other`.",
+    float_result=True,
+    overloads={(True, False): ("CopysignBackward1", SAVES_INPUT)},
+)
+fmax = _binary_op(
+    "fmax", _fmax, "The larger of input and other, elementwise; a nan loses to a number.", tensors_only=True
+)
+fmin = _binary_op(
+    "fmin", _fmin, "The smaller of input and other, elementwise; a nan loses to a number.", tensors_only=True
+)
+ldexp = _binary_op("ldexp", lambda a, b: a * jnp.exp2(b), "input * 2 ** other.", float_result=True, tensors_only=True)
+nextafter = _binary_op(
+    "nextafter", _nextafter, "The next floating point value after input towards other.", tensors_only=True
+)
+heaviside = _checked(
+    _binary_op(
+        "heaviside", _heaviside, "The step function: 0 below zero, 1 above, `values` at zero.", tensors_only=True
+    ),
+    _same_dtype("heaviside"),
+)
+igamma = _checked(
+    _binary_op(
+        "igamma",
+        _first_not_differentiable("igamma", jsp.gammainc),
+        "The regularized lower incomplete gamma function P(input, other).",
+        float_result=True,
+        tensors_only=True,
+    ),
+    _kernel_check("igamma_cpu", "biuc"),
+)
+igammac = _checked(
+    _binary_op(
+        "igammac",
+        _first_not_differentiable("igammac", jsp.gammaincc),
+        "The regularized upper incomplete gamma function Q(input, other).",
+        float_result=True,
+        tensors_only=True,
+    ),
+    _kernel_check("igammac_cpu", "biuc"),
+)
+gcd = _checked(
+    _binary_op("gcd", jnp.gcd, "The greatest common divisor of input and other (integers).", tensors_only=True),
+    _kernel_check("gcd_cpu", "fcb"),
+)
+lcm = _checked(
+    _binary_op("lcm", jnp.lcm, "The least common multiple of input and other (integers).", tensors_only=True),
+    _kernel_check("lcm_cpu", "fcb"),
+)
+bitwise_left_shift = _checked(
+    _binary_op("bitwise_left_shift", jnp.left_shift, "input << other (integers).", two_numbers=True),
+    _kernel_check("lshift_cpu", "fcb"),
+)
+bitwise_right_shift = _checked(
+    _binary_op("bitwise_right_shift", jnp.right_shift, "input >> other (arithmetic, integers).", two_numbers=True),
+    _kernel_check("rshift_cpu", "fcb"),
+)
 
 
 def float_power(input, exponent):
     """input ** exponent computed in double precision (complex128 for complex operands)."""
-    complex_ = any(isinstance(x, (Tensor, complex)) and (x.dtype.is_complex if isinstance(x, Tensor) else True)
-                   for x in (input, exponent))
+    complex_ = any(
+        isinstance(x, (Tensor, complex)) and (x.dtype.is_complex if isinstance(x, Tensor) else True)
+        for x in (input, exponent)
+    )
     dtype = _dtypes.complex128 if complex_ else _dtypes.float64
-    return pow(to(input, dtype) if isinstance(input, Tensor) else input,
-               to(exponent, dtype) if isinstance(exponent, Tensor) else exponent)
+    return pow(
+        to(input, dtype) if isinstance(input, Tensor) else input,
+        to(exponent, dtype) if isinstance(exponent, Tensor) else exponent,
+    )
 
 
 # ---- unary ops with parameters ------------------------------------------------------------------------------
@@ -145,16 +195,18 @@ def _frexp(a):
 _LOGIT = Op("logit", _logit, diagonal=True)
 _POLYGAMMA = Op("polygamma", _polygamma, diagonal=True)
 _MVLGAMMA = Op("mvlgamma", _mvlgamma, diagonal=True)
-_NAN_TO_NUM = Op("nan_to_num", lambda a, *, nan, posinf, neginf: jnp.nan_to_num(a, nan=nan, posinf=posinf,
-                                                                                  neginf=neginf), diagonal=True)
+_NAN_TO_NUM = Op(
+    "nan_to_num",
+    lambda a, *, nan, posinf, neginf: jnp.nan_to_num(a, nan=nan, posinf=posinf, neginf=neginf),
+    diagonal=True,
+)
 _FREXP = Op("frexp", _frexp, multi=True, torch_saves=SAVES_RESULT)
 _BITWISE_NOT = Op("bitwise_not", jnp.invert)
 
 
 def logit(input, eps=None):
     """log(p / (1 - p)), with p clamped into [eps, 1 - eps] when eps is given."""
-    return apply(_LOGIT, [input], eps=None if eps is None else float(eps),
-                 dtype=_dtypes.float_result(input.dtype).np)
+    return apply(_LOGIT, [input], eps=None if eps is None else float(eps), dtype=_dtypes.float_result(input.dtype).np)
 
 
 def polygamma(n, input):
@@ -177,8 +229,13 @@ def nan_to_num(input, nan=0.0, posinf=None, neginf=None):
     """nan, +inf and -inf replaced by `nan`, `posinf` and `neginf` (the dtype's largest and lowest by default)."""
     if not input.dtype.is_floating_point:
         return to(input, input.dtype, copy=True)
-    return apply(_NAN_TO_NUM, [input], nan=float(nan), posinf=None if posinf is None else float(posinf),
-                 neginf=None if neginf is None else float(neginf))
+    return apply(
+        _NAN_TO_NUM,
+        [input],
+        nan=float(nan),
+        posinf=None if posinf is None else float(posinf),
+        neginf=None if neginf is None else float(neginf),
+    )
 
 
 def frexp(input):
@@ -209,17 +266,54 @@ def _bool_predicate(name, f, doc):
 
 
 signbit = _bool_predicate("signbit", jnp.signbit, "Whether the sign bit is set (negative numbers and -0.0).")
-isposinf = _bool_predicate("isposinf", lambda a: a == jnp.inf if jnp.issubdtype(a.dtype, jnp.floating)
-                           else jnp.zeros(a.shape, bool), "Whether each element is +inf.")
-isneginf = _bool_predicate("isneginf", lambda a: a == -jnp.inf if jnp.issubdtype(a.dtype, jnp.floating)
-                           else jnp.zeros(a.shape, bool), "Whether each element is -inf.")
-isreal = _bool_predicate("isreal", lambda a: jnp.imag(a) == 0 if jnp.iscomplexobj(a) else jnp.ones(a.shape, bool),
-                         "Whether each element has a zero imaginary part (always, for a real tensor).")
+isposinf = _bool_predicate(
+    "isposinf",
+    lambda a: a == jnp.inf if jnp.issubdtype(a.dtype, jnp.floating) else jnp.zeros(a.shape, bool),
+    "Whether each element is +inf.",
+)
+isneginf = _bool_predicate(
+    "isneginf",
+    lambda a: a == -jnp.inf if jnp.issubdtype(a.dtype, jnp.floating) else jnp.zeros(a.shape, bool),
+    "Whether each element is -inf.",
+)
+isreal = _bool_predicate(
+    "isreal",
+    lambda a: jnp.imag(a) == 0 if jnp.iscomplexobj(a) else jnp.ones(a.shape, bool),
+    "Whether each element has a zero imaginary part (always, for a real tensor).",
+)
 
-FUNCTIONS = {f.__name__: f for f in (
-    xlogy, logaddexp, logaddexp2, copysign, fmax, fmin, ldexp, nextafter, heaviside, igamma, igammac, gcd, lcm,
-    bitwise_left_shift, bitwise_right_shift, float_power, logit, polygamma, mvlgamma, nan_to_num, frexp, positive,
-    bitwise_not, signbit, isposinf, isneginf, isreal)}
+FUNCTIONS = {
+    f.__name__: f
+    for f in (
+        xlogy,
+        logaddexp,
+        logaddexp2,
+        copysign,
+        fmax,
+        fmin,
+        ldexp,
+        nextafter,
+        heaviside,
+        igamma,
+        igammac,
+        gcd,
+        lcm,
+        bitwise_left_shift,
+        bitwise_right_shift,
+        float_power,
+        logit,
+        polygamma,
+        mvlgamma,
+        nan_to_num,
+        frexp,
+        positive,
+        bitwise_not,
+        signbit,
+        isposinf,
+        isneginf,
+        isreal,
+    )
+}
 
 
 def _polygamma_method(self, n):
@@ -230,10 +324,17 @@ def _polygamma_method(self, n):
 def _float_power_(self, exponent):
     """In-place float_power: self must already be double (or complex double)."""
     if self.dtype not in (_dtypes.float64, _dtypes.complex128):
-        wanted = "ComplexDouble" if isinstance(exponent, complex) or self.dtype.is_complex or (
-            isinstance(exponent, Tensor) and exponent.dtype.is_complex) else "Double"
-        raise RuntimeError(f"the base given to float_power_ has dtype {_TYPE_NAMES[self.dtype.name]} but the "
-                           f"operation's result requires dtype {wanted}")
+        wanted = (
+            "ComplexDouble"
+            if isinstance(exponent, complex)
+            or self.dtype.is_complex
+            or (isinstance(exponent, Tensor) and exponent.dtype.is_complex)
+            else "Double"
+        )
+        raise RuntimeError(
+            f"the base given to float_power_ has dtype {_TYPE_NAMES[self.dtype.name]} but the "
+            f"operation's result requires dtype {wanted}"
+        )
     return self._assign(float_power(self, exponent))
 
 

@@ -2,6 +2,7 @@
 cummin, median, nanmedian, kthvalue, mode, quantile, nanquantile, msort, renorm, and torch's compositions diff,
 trapezoid, cumulative_trapezoid, cov, corrcoef and logdet. Selections (median with a dim, kthvalue, mode, cummax)
 send the gradient to the index they return; ties of a whole-tensor median share it, as torch's."""
+
 from collections import namedtuple
 
 import jax
@@ -14,32 +15,47 @@ from ._core import SAVES_INDICES, Op, apply
 from .elementwise import clamp, where
 from .indexing import sort
 from .linalg import slogdet
-from .reduction import cumsum, dims, sum as _sum
+from .reduction import cumsum, dims
+from .reduction import sum as _sum
 from .shape import cat, narrow, unsqueeze
 
-_RESULTS = {name: namedtuple(name, fields) for name, fields in (
-    ("aminmax", ["min", "max"]), ("cummax", ["values", "indices"]), ("cummin", ["values", "indices"]),
-    ("median", ["values", "indices"]), ("nanmedian", ["values", "indices"]), ("kthvalue", ["values", "indices"]),
-    ("mode", ["values", "indices"]))}
+_RESULTS = {
+    name: namedtuple(name, fields)
+    for name, fields in (
+        ("aminmax", ["min", "max"]),
+        ("cummax", ["values", "indices"]),
+        ("cummin", ["values", "indices"]),
+        ("median", ["values", "indices"]),
+        ("nanmedian", ["values", "indices"]),
+        ("kthvalue", ["values", "indices"]),
+        ("mode", ["values", "indices"]),
+    )
+}
 
 
 # ---- nan-ignoring and counting reductions ----------------------------------------------------------------------
-_NANSUM = Op("nansum", lambda a, *, axis, keepdim, dtype: jnp.sum(jnp.where(jnp.isnan(a), 0, a).astype(dtype), axis,
-                                                                  keepdims=keepdim))
+_NANSUM = Op(
+    "nansum",
+    lambda a, *, axis, keepdim, dtype: jnp.sum(jnp.where(jnp.isnan(a), 0, a).astype(dtype), axis, keepdims=keepdim),
+)
 
 
 def nansum(input, dim=None, keepdim=False, *, dtype=None):
     """sum, with nan counted as 0."""
-    d = _dtypes.to_dtype(dtype) if dtype is not None else (
-        _dtypes.int64 if not (input.dtype.is_floating_point or input.dtype.is_complex) else input.dtype)
+    d = (
+        _dtypes.to_dtype(dtype)
+        if dtype is not None
+        else (_dtypes.int64 if not (input.dtype.is_floating_point or input.dtype.is_complex) else input.dtype)
+    )
     return apply(_NANSUM, [input], axis=dims(dim, input.ndim), keepdim=bool(keepdim), dtype=d.np)
 
 
 def nanmean(input, dim=None, keepdim=False, *, dtype=None):
     """mean of the elements that are not nan."""
     if not (input.dtype.is_floating_point or input.dtype.is_complex):
-        raise RuntimeError(f"nanmean(): expected input to have floating point or complex dtype but got "
-                           f"{_TYPE_NAMES[input.dtype.name]}")
+        raise RuntimeError(
+            f"nanmean(): expected input to have floating point or complex dtype but got {_TYPE_NAMES[input.dtype.name]}"
+        )
     count = _sum(input.isnan().logical_not(), dim, keepdim)
     return nansum(input, dim, keepdim, dtype=dtype) / count
 
@@ -62,8 +78,9 @@ _AMINMAX = Op("aminmax", _aminmax, multi=True)
 def aminmax(input, *, dim=None, keepdim=False):
     """(min, max) over `dim` (all elements when None); ties share the gradient, as amin's and amax's."""
     if input.numel() == 0:
-        raise RuntimeError("aminmax(): cannot compute aminmax over an empty dimension as the operation has no "
-                           "identity.")
+        raise RuntimeError(
+            "aminmax(): cannot compute aminmax over an empty dimension as the operation has no identity."
+        )
     axis = None if dim is None else (_wrap_dim(dim, max(input.ndim, 1)),) if input.ndim else None
     return _RESULTS["aminmax"](*apply(_AMINMAX, [input], axis=axis, keepdim=bool(keepdim)))
 
@@ -92,15 +109,16 @@ def _cum_extreme(a, *, axis, largest):
     return jnp.take_along_axis(a, indices, axis), indices.astype(jnp.int64)
 
 
-_CUM_EXTREME = {largest: Op("cummax" if largest else "cummin", _cum_extreme, multi=True, torch_saves=SAVES_INDICES)
-                for largest in (True, False)}
+_CUM_EXTREME = {
+    largest: Op("cummax" if largest else "cummin", _cum_extreme, multi=True, torch_saves=SAVES_INDICES)
+    for largest in (True, False)
+}
 
 
 def _cum(name, input, dim, largest):
     if input.ndim == 0:
         return _RESULTS[name](input * 1, Tensor._wrap(np.asarray(0, np.int64)))
-    return _RESULTS[name](*apply(_CUM_EXTREME[largest], [input], axis=_wrap_dim(dim, input.ndim),
-                                 largest=largest))
+    return _RESULTS[name](*apply(_CUM_EXTREME[largest], [input], axis=_wrap_dim(dim, input.ndim), largest=largest))
 
 
 def cummax(input, dim):
@@ -122,7 +140,7 @@ def _kth(a, *, axis, k, keepdim, ignore_nan):
         count = jnp.sum(~jnp.isnan(a), axis, keepdims=True)
         position = jnp.maximum((count - 1) // 2, 0)
     else:
-        position = jnp.full(a.shape[:axis] + (1,) + a.shape[axis + 1:], k)
+        position = jnp.full(a.shape[:axis] + (1,) + a.shape[axis + 1 :], k)
     index = jnp.take_along_axis(order, position, axis)
     if not ignore_nan and jnp.issubdtype(a.dtype, jnp.floating):  # torch: a row with nan has nan there
         first_nan = jnp.argmax(jnp.isnan(a), axis, keepdims=True)
@@ -133,8 +151,14 @@ def _kth(a, *, axis, k, keepdim, ignore_nan):
     return value, index.astype(jnp.int64)
 
 
-_KTH = {name: Op(name, _kth, backward_name, multi=True, torch_saves=SAVES_INDICES) for name, backward_name in (
-    ("median", "MedianBackward1"), ("nanmedian", "NanmedianBackward1"), ("kthvalue", "KthvalueBackward0"))}
+_KTH = {
+    name: Op(name, _kth, backward_name, multi=True, torch_saves=SAVES_INDICES)
+    for name, backward_name in (
+        ("median", "MedianBackward1"),
+        ("nanmedian", "NanmedianBackward1"),
+        ("kthvalue", "KthvalueBackward0"),
+    )
+}
 
 
 def _evenly_shared(a, value):
@@ -147,8 +171,7 @@ def _evenly_shared(a, value):
 
 def _median_all(a, *, ignore_nan):
     flat = a.reshape(-1)
-    value, _ = _kth(jax.lax.stop_gradient(flat), axis=0, k=(flat.size - 1) // 2, keepdim=False,
-                    ignore_nan=ignore_nan)
+    value, _ = _kth(jax.lax.stop_gradient(flat), axis=0, k=(flat.size - 1) // 2, keepdim=False, ignore_nan=ignore_nan)
     return _evenly_shared(flat, value) if flat.size else jnp.asarray(jnp.nan, a.dtype)
 
 
@@ -163,8 +186,9 @@ def _selection(name, input, dim, keepdim, k=None):
     if size == 0:
         raise IndexError(f"{name}(): Expected reduction dim {axis} to have non-zero size.")
     kth = (size - 1) // 2 if k is None else k
-    return _RESULTS[name](*apply(_KTH[name], [input], axis=axis, k=kth, keepdim=bool(keepdim),
-                                 ignore_nan=name == "nanmedian"))
+    return _RESULTS[name](
+        *apply(_KTH[name], [input], axis=axis, k=kth, keepdim=bool(keepdim), ignore_nan=name == "nanmedian")
+    )
 
 
 def median(input, dim=None, keepdim=False):
@@ -198,8 +222,11 @@ def _mode(a, *, axis, keepdim):
     counts = jnp.sum(equal, -1)
     best = jnp.max(counts, -1, keepdims=True)
     # the smallest of the most frequent values, and its last index
-    candidates = jnp.where(counts == best, jax.lax.stop_gradient(moved), jnp.inf if jnp.issubdtype(
-        a.dtype, jnp.floating) else jnp.iinfo(a.dtype).max)
+    candidates = jnp.where(
+        counts == best,
+        jax.lax.stop_gradient(moved),
+        jnp.inf if jnp.issubdtype(a.dtype, jnp.floating) else jnp.iinfo(a.dtype).max,
+    )
     value = jnp.min(candidates, -1, keepdims=True)
     positions = jnp.arange(moved.shape[-1])
     index = jnp.max(jnp.where(jax.lax.stop_gradient(moved) == value, positions, -1), -1, keepdims=True)
@@ -243,7 +270,9 @@ def _quantiles_of(a, q, axis, keepdim, interpolation, ignore_nan):
     expanded = jnp.broadcast_to(values, (q.size,) + values.shape)
 
     def at(position):
-        shaped = jnp.broadcast_to(jnp.clip(position, 0, n - 1), expanded.shape[:ax + 1] + (1,) + expanded.shape[ax + 2:])
+        shaped = jnp.broadcast_to(
+            jnp.clip(position, 0, n - 1), expanded.shape[: ax + 1] + (1,) + expanded.shape[ax + 2 :]
+        )
         return jnp.take_along_axis(expanded, shaped, ax + 1)
 
     lo, hi = at(low), at(high)
@@ -264,8 +293,9 @@ _INTERPOLATIONS = ("linear", "lower", "higher", "midpoint", "nearest")
 
 def _quantiles(name, input, q, dim, keepdim, interpolation):
     if interpolation not in _INTERPOLATIONS:
-        raise RuntimeError(f"{name}() interpolation must be one of linear, lower, higher, midpoint or nearest, but "
-                           f"got {interpolation}")
+        raise RuntimeError(
+            f"{name}() interpolation must be one of linear, lower, higher, midpoint or nearest, but got {interpolation}"
+        )
     if not input.dtype.is_floating_point:
         raise RuntimeError(f"{name}() input tensor must be either float or double dtype")
     scalar = not isinstance(q, Tensor)
@@ -273,14 +303,24 @@ def _quantiles(name, input, q, dim, keepdim, interpolation):
     if isinstance(q, Tensor) and q.ndim > 1:
         raise RuntimeError(f"{name}() q must be a scalar or 1D tensor")
     if ((qs < 0) | (qs > 1)).any():
-        raise RuntimeError(f"{name}() q must be in the range [0, 1] but got {q}" if scalar else
-                           f"{name}() q values must be in the range [0, 1]")
+        raise RuntimeError(
+            f"{name}() q must be in the range [0, 1] but got {q}"
+            if scalar
+            else f"{name}() q values must be in the range [0, 1]"
+        )
     if input.numel() == 0:
         raise RuntimeError(f"{name}() input tensor must be non-empty")
     axis = None if dim is None else _wrap_dim(dim, max(input.ndim, 1))
     x = input.reshape(1) if input.ndim == 0 else input
-    return apply(_QUANTILE, [x, Tensor._wrap(qs)], axis=axis, keepdim=bool(keepdim), interpolation=interpolation,
-                 ignore_nan=name == "nanquantile", scalar=scalar)
+    return apply(
+        _QUANTILE,
+        [x, Tensor._wrap(qs)],
+        axis=axis,
+        keepdim=bool(keepdim),
+        interpolation=interpolation,
+        ignore_nan=name == "nanquantile",
+        scalar=scalar,
+    )
 
 
 def quantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):
@@ -307,8 +347,11 @@ def diff(input, n=1, dim=-1, prepend=None, append=None):
     if n < 0:
         raise RuntimeError(f"order must be non-negative but got {n}")
     d = _wrap_dim(dim, input.ndim)
-    x = cat([t for t in (prepend, input, append) if t is not None], d) if prepend is not None or append is not None \
+    x = (
+        cat([t for t in (prepend, input, append) if t is not None], d)
+        if prepend is not None or append is not None
         else input
+    )
     for _ in range(n):
         length = x.shape[d]
         if length <= 1:
@@ -351,8 +394,9 @@ def cumulative_trapezoid(y, x=None, *, dx=None, dim=-1):
 def cov(input, *, correction=1, fweights=None, aweights=None):
     """The covariance matrix of the variables in the rows of `input` (observations in its columns)."""
     if input.ndim > 2:
-        raise RuntimeError(f"cov(): expected input to have two or fewer dimensions but got an input with {input.ndim} "
-                           "dimensions")
+        raise RuntimeError(
+            f"cov(): expected input to have two or fewer dimensions but got an input with {input.ndim} dimensions"
+        )
     x = input.reshape(1, -1) if input.ndim < 2 else input
     if not (x.dtype.is_floating_point or x.dtype.is_complex):
         x = x.to(_dtypes.get_default_dtype())
@@ -371,8 +415,11 @@ def cov(input, *, correction=1, fweights=None, aweights=None):
         norm = total - correction if aweights is None else total - correction * (w * aweights).sum() / total
     centered = x - mean
     weighted = centered if w is None else centered * w
-    out = weighted.matmul(centered.mT.conj()) / clamp(norm, min=0) if isinstance(norm, Tensor) else \
-        weighted.matmul(centered.mT.conj()) / max(norm, 0)
+    out = (
+        weighted.matmul(centered.mT.conj()) / clamp(norm, min=0)
+        if isinstance(norm, Tensor)
+        else weighted.matmul(centered.mT.conj()) / max(norm, 0)
+    )
     return out.squeeze() if input.ndim < 2 else out
 
 
@@ -416,9 +463,54 @@ def logdet(input):
     return where(sign == -1, Tensor._wrap(np.asarray(np.nan, logabsdet.dtype.np)), logabsdet)
 
 
-FUNCTIONS = {f.__name__: f for f in (
-    nansum, nanmean, count_nonzero, aminmax, logcumsumexp, cummax, cummin, median, nanmedian, kthvalue, mode,
-    quantile, nanquantile, msort, diff, trapezoid, trapz, cumulative_trapezoid, cov, corrcoef, renorm, logdet)}
-METHODS = {name: FUNCTIONS[name] for name in (
-    "nansum", "nanmean", "count_nonzero", "aminmax", "logcumsumexp", "cummax", "cummin", "median", "nanmedian",
-    "kthvalue", "mode", "quantile", "nanquantile", "msort", "diff", "cov", "corrcoef", "renorm", "logdet")}
+FUNCTIONS = {
+    f.__name__: f
+    for f in (
+        nansum,
+        nanmean,
+        count_nonzero,
+        aminmax,
+        logcumsumexp,
+        cummax,
+        cummin,
+        median,
+        nanmedian,
+        kthvalue,
+        mode,
+        quantile,
+        nanquantile,
+        msort,
+        diff,
+        trapezoid,
+        trapz,
+        cumulative_trapezoid,
+        cov,
+        corrcoef,
+        renorm,
+        logdet,
+    )
+}
+METHODS = {
+    name: FUNCTIONS[name]
+    for name in (
+        "nansum",
+        "nanmean",
+        "count_nonzero",
+        "aminmax",
+        "logcumsumexp",
+        "cummax",
+        "cummin",
+        "median",
+        "nanmedian",
+        "kthvalue",
+        "mode",
+        "quantile",
+        "nanquantile",
+        "msort",
+        "diff",
+        "cov",
+        "corrcoef",
+        "renorm",
+        "logdet",
+    )
+}

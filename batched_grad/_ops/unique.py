@@ -1,4 +1,5 @@
 """unique: the distinct elements (or slices along a dim) of a tensor, with inverse indices and counts."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -8,8 +9,10 @@ from .._tensor import _TYPE_NAMES, Tensor, _wrap_dim
 from ._core import Op, apply
 from ._derivatives import raises_in_backward
 
-_TRACED = ("unique() needs the values of the tensor, which a trace (vmap.vmap, a compiled function, forward mode) "
-           "does not have: the size of its result depends on them")
+_TRACED = (
+    "unique() needs the values of the tensor, which a trace (vmap.vmap, a compiled function, forward mode) "
+    "does not have: the size of its result depends on them"
+)
 
 
 def _pick(a, positions, *, axis, name):
@@ -19,9 +22,15 @@ def _pick(a, positions, *, axis, name):
 
 # the distinct values are elements of the input taken at their first positions; torch records them, without a
 # derivative
-_UNIQUE = {name: Op(name, _pick, backward_name=backward) for name, backward in (
-    ("_unique2", "Unique2Backward0"), ("unique_dim", "UniqueDimBackward0"),
-    ("unique_consecutive", "UniqueConsecutiveBackward0"), ("unique_dim_consecutive", "UniqueDimConsecutiveBackward0"))}
+_UNIQUE = {
+    name: Op(name, _pick, backward_name=backward)
+    for name, backward in (
+        ("_unique2", "Unique2Backward0"),
+        ("unique_dim", "UniqueDimBackward0"),
+        ("unique_consecutive", "UniqueConsecutiveBackward0"),
+        ("unique_dim_consecutive", "UniqueDimConsecutiveBackward0"),
+    )
+}
 
 
 def _host_values(input):
@@ -40,8 +49,9 @@ def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=No
     a = _host_values(input)
     if dim is None:
         flat = input.reshape(-1)
-        _, first, inverse, counts = np.unique(a.reshape(-1), return_index=True, return_inverse=True,
-                                              return_counts=True, equal_nan=False)
+        _, first, inverse, counts = np.unique(
+            a.reshape(-1), return_index=True, return_inverse=True, return_counts=True, equal_nan=False
+        )
         values = _taken(flat, first, 0, "_unique2")
         inverse = inverse.reshape(a.shape)
     else:
@@ -49,8 +59,7 @@ def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=No
             raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
         axis = _wrap_dim(dim, input.ndim)
         rows = np.moveaxis(a, axis, 0).reshape(a.shape[axis], -1)
-        _, first, inverse, counts = np.unique(rows, axis=0, return_index=True, return_inverse=True,
-                                              return_counts=True)
+        _, first, inverse, counts = np.unique(rows, axis=0, return_index=True, return_inverse=True, return_counts=True)
         values = _taken(input, first, axis, "unique_dim")
     results = (values,)
     if return_inverse:

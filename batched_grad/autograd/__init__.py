@@ -1,12 +1,29 @@
 """batched_grad.autograd: grad, backward, Function, graph edges, anomaly mode, the functional API, gradcheck."""
+
+from .._grad_mode import enable_grad, inference_mode, no_grad, set_grad_enabled
 from . import functional, graph
 from ._api import backward, grad
 from .anomaly_mode import detect_anomaly, set_detect_anomaly
 from .function import Function, FunctionCtx, once_differentiable
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck
 from .variable import Variable
-from .._grad_mode import enable_grad, inference_mode, no_grad, set_grad_enabled
 
-__all__ = ["backward", "grad", "functional", "graph", "Function", "FunctionCtx", "once_differentiable", "detect_anomaly",
-           "set_detect_anomaly", "gradcheck", "gradgradcheck", "GradcheckError", "Variable", "enable_grad",
-           "inference_mode", "no_grad", "set_grad_enabled"]
+__all__ = [
+    "backward",
+    "grad",
+    "functional",
+    "graph",
+    "Function",
+    "FunctionCtx",
+    "once_differentiable",
+    "detect_anomaly",
+    "set_detect_anomaly",
+    "gradcheck",
+    "gradgradcheck",
+    "GradcheckError",
+    "Variable",
+    "enable_grad",
+    "inference_mode",
+    "no_grad",
+    "set_grad_enabled",
+]

@@ -1,10 +1,13 @@
 """grad() and backward(): torch 2.13's argument handling, checks and messages, on top of the engine."""
+
 import functools
 import operator
 import warnings
 from collections.abc import Mapping
 
 import jax.numpy as jnp
+
+from vmap._batching import check_chunk_size
 
 from .. import _engine
 from .._batched import batched_backward
@@ -16,13 +19,13 @@ from .._meta import is_meta, meta_value
 from .._tensor import Size, Tensor, warn_once
 from .._tracing import eagerly
 from .._x64 import scoped
-from vmap._batching import check_chunk_size
 
 CREATE_GRAPH_CYCLE = (
     "Using backward() with create_graph=True will create a reference cycle between the parameter and its gradient "
     "which can cause a memory leak. We recommend using autograd.grad when creating the graph to avoid this. If you "
     "have to use this function, make sure to reset the .grad fields of your parameters to None after use to break "
-    "the cycle and avoid the leak.")
+    "the cycle and avoid the leak."
+)
 
 
 def _as_tuple(x):
@@ -38,8 +41,10 @@ def _inputs_tuple(inputs, fn_name):
         inputs = tuple(inputs.values())
         reject_torch_tensors(inputs)
     elif isinstance(inputs, Mapping):
-        raise TypeError(f"`inputs` argument to `{fn_name}()` must be a dict, not {type(inputs).__name__}. "
-                        "Other Mapping types are not supported.")
+        raise TypeError(
+            f"`inputs` argument to `{fn_name}()` must be a dict, not {type(inputs).__name__}. "
+            "Other Mapping types are not supported."
+        )
     else:
         inputs = _as_tuple(inputs)
     if not inputs:
@@ -84,7 +89,8 @@ def _make_grads(outputs, grads, is_grads_batched):
                     raise RuntimeError(
                         f"If `is_grads_batched=True`, every grad_output needs a leading batch dimension, but "
                         f"grad_output[{i}] is 0-dimensional. Pass a tensor of shape (B,) + output[{i}].shape, "
-                        f"here (B,) + {tuple(shape)}.")
+                        f"here (B,) + {tuple(shape)}."
+                    )
                 grad_shape = grad_shape[1:]
             if grad_shape != shape:
                 grad_shape = Size(grad_shape)
@@ -94,15 +100,19 @@ def _make_grads(outputs, grads, is_grads_batched):
                         "batch dimension. The sizes of the remaining dimensions are expected to match the shape "
                         f"of corresponding output, but a mismatch was detected: grad_output[{i}] has a shape of "
                         f"{grad_shape!r} and output[{i}] has a shape of {shape!r}. If you only want some tensors "
-                        "in `grad_output` to be considered batched, consider using vmap.")
-                raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of {grad_shape!r} and "
-                                   f"output[{i}] has a shape of {shape!r}.")
+                        "in `grad_output` to be considered batched, consider using vmap."
+                    )
+                raise RuntimeError(
+                    f"Mismatch in shape: grad_output[{i}] has a shape of {grad_shape!r} and "
+                    f"output[{i}] has a shape of {shape!r}."
+                )
             grad_dtype = grad.dtype
             if dtype.is_complex != grad_dtype.is_complex:
                 raise RuntimeError(
                     "For complex Tensors, both grad_output and output are required to have the same dtype. "
                     f"Mismatch in dtype: grad_output[{i}] has a dtype of {grad_dtype!r} and output[{i}] has a "
-                    f"dtype of {dtype!r}.")
+                    f"dtype of {dtype!r}."
+                )
             if isinstance(out, Tensor) and is_meta(out) is not is_meta(grad):
                 grad = _across_meta(i, out, grad)
             result.append(grad if grad_dtype is dtype else grad.to(dtype))
@@ -111,12 +121,12 @@ def _make_grads(outputs, grads, is_grads_batched):
                 if shape.numel() != 1:
                     raise RuntimeError("grad can be implicitly created only for scalar outputs")
                 if not dtype.is_floating_point:
-                    raise RuntimeError(
-                        f"grad can be implicitly created only for real scalar outputs but got {dtype!r}")
+                    raise RuntimeError(f"grad can be implicitly created only for real scalar outputs but got {dtype!r}")
                 if is_grads_batched:
                     raise RuntimeError(
                         f"If `is_grads_batched=True`, grad_outputs[{i}] cannot be None: pass a tensor of shape "
-                        f"(B,) + {tuple(shape)} holding the B cotangents of output[{i}].")
+                        f"(B,) + {tuple(shape)} holding the B cotangents of output[{i}]."
+                    )
                 ones = meta_value(shape, dtype.np) if is_meta(out) else _ones(tuple(shape), dtype.np)
                 result.append(Tensor._wrap(ones))
             else:
@@ -145,7 +155,7 @@ def _graph_flags(retain_graph, create_graph):
 
 def _engine_flag(value):
     value = operator.index(value)  # TypeError: "'str' object cannot be interpreted as an integer"
-    if not -2 ** 63 <= value < 2 ** 63:
+    if not -(2**63) <= value < 2**63:
         raise OverflowError("Python int too large to convert to C long")
     if value < 0:
         raise OverflowError("unsigned byte integer is less than minimum")
@@ -187,16 +197,28 @@ def _input_edges(inputs, *, retain):
 
 
 @scoped
-def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, only_inputs=True,
-         allow_unused=None, is_grads_batched=False, materialize_grads=False, *, chunk_size=None):
+def grad(
+    outputs,
+    inputs,
+    grad_outputs=None,
+    retain_graph=None,
+    create_graph=False,
+    only_inputs=True,
+    allow_unused=None,
+    is_grads_batched=False,
+    materialize_grads=False,
+    *,
+    chunk_size=None,
+):
     """Return the sum of gradients of `outputs` w.r.t. `inputs` (a tuple, or a dict for dict inputs).
 
     With `is_grads_batched=True` the leading dimension of every grad_output is a batch of cotangents and
     result i has shape (B,) + inputs[i].shape; `chunk_size` bounds how many rows run at a time.
     """
     if materialize_grads and allow_unused is False:
-        raise ValueError("Expected allow_unused to be True or not passed when materialize_grads=True, "
-                         "but got: allow_unused=False.")
+        raise ValueError(
+            "Expected allow_unused to be True or not passed when materialize_grads=True, but got: allow_unused=False."
+        )
     chunk_size = check_chunk_size(chunk_size)
     if allow_unused is None:
         allow_unused = materialize_grads
@@ -204,19 +226,24 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     outputs = _as_tuple(outputs)
     inputs = _inputs_tuple(inputs, "grad")
     if not only_inputs:
-        warnings.warn("only_inputs argument is deprecated and is ignored now (defaults to True). To accumulate "
-                      "gradient for other parts of the graph, please use torch.autograd.backward.",
-                      FutureWarning, stacklevel=3)
+        warnings.warn(
+            "only_inputs argument is deprecated and is ignored now (defaults to True). To accumulate "
+            "gradient for other parts of the graph, please use torch.autograd.backward.",
+            FutureWarning,
+            stacklevel=3,
+        )
     grads = _make_grads(outputs, _tensor_or_tensors_to_tuple(grad_outputs, len(outputs)), is_grads_batched)
     retain_graph, create_graph = _graph_flags(retain_graph, create_graph)
     roots = _root_edges(outputs, grads)
     captures = _input_edges(inputs, retain=False)
     if is_grads_batched:
-        result = batched_backward(roots, grads, captures, retain_graph=retain_graph,
-                                   create_graph=create_graph, chunk_size=chunk_size)
+        result = batched_backward(
+            roots, grads, captures, retain_graph=retain_graph, create_graph=create_graph, chunk_size=chunk_size
+        )
     else:
-        result = _engine.run_backward(roots, grads, captures, retain_graph=retain_graph,
-                                      create_graph=create_graph, accumulate=False)
+        result = _engine.run_backward(
+            roots, grads, captures, retain_graph=retain_graph, create_graph=create_graph, accumulate=False
+        )
     result = _finish(result, inputs, grads, allow_unused, materialize_grads, create_graph, is_grads_batched)
     return dict(zip(keys, result)) if keys is not None else result
 
@@ -226,8 +253,10 @@ def _finish(result, inputs, grads, allow_unused, materialize_grads, create_graph
     for i, (g, x) in enumerate(zip(result, inputs)):
         if g is None:
             if not allow_unused:
-                raise RuntimeError(f"The differentiated Tensor at index {i} appears to not have been used in the "
-                                   "graph. Set allow_unused=True if this is the desired behavior.")
+                raise RuntimeError(
+                    f"The differentiated Tensor at index {i} appears to not have been used in the "
+                    "graph. Set allow_unused=True if this is the desired behavior."
+                )
             if materialize_grads:
                 if isinstance(x, GradientEdge):
                     raise RuntimeError("materialize_grads cannot be used when the given input is a GradientEdge")
@@ -245,8 +274,10 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     if grad_variables is not None:
         warnings.warn("`grad_variables` is deprecated. Use `grad_tensors` instead.", FutureWarning, stacklevel=3)
         if grad_tensors is not None:
-            raise RuntimeError("`grad_tensors` and `grad_variables` (deprecated) arguments both passed to "
-                               "`backward()`. Please only use `grad_tensors`.")
+            raise RuntimeError(
+                "`grad_tensors` and `grad_variables` (deprecated) arguments both passed to "
+                "`backward()`. Please only use `grad_tensors`."
+            )
         grad_tensors = grad_variables
     if inputs is not None:
         inputs = _inputs_tuple(inputs, "backward")
@@ -260,8 +291,9 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     for x in inputs or ():
         if isinstance(x, Tensor) and x.grad_fn is not None:
             x.retain_grad()  # as torch: non-leaf inputs get .grad through retain_grad
-    result = _engine.run_backward(roots, grads, captures, retain_graph=retain_graph, create_graph=create_graph,
-                                  accumulate=inputs is None)
+    result = _engine.run_backward(
+        roots, grads, captures, retain_graph=retain_graph, create_graph=create_graph, accumulate=inputs is None
+    )
     for x, g in zip(inputs or (), result):
         leaf = x.node.variable if isinstance(x, GradientEdge) and hasattr(x.node, "variable") else x
         if g is not None and isinstance(leaf, Tensor) and leaf.grad_fn is None:

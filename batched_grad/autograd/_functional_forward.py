@@ -5,6 +5,7 @@ the standard basis of the inputs then run as one op of the table, whose static p
 compared by its structure (which fixes the computation and the avals) while the jaxpr's constants — values the
 function closed over — are operands: a repeated call compiles nothing and never sees stale closed-over values.
 """
+
 import functools
 import weakref
 
@@ -13,12 +14,13 @@ import jax.numpy as jnp
 import numpy as np
 from jax.extend.core import ClosedJaxpr, DebugInfo, Jaxpr, Literal, jaxpr_as_fun
 
-from .._grad_mode import no_grad
-from .._ops._core import Op, apply
-from .._tensor import Tensor
 from vmap._fallback import UNVECTORIZABLE
 from vmap._memory import AUTO, auto_chunk, lowerable
 from vmap._rows import map_rows
+
+from .._grad_mode import no_grad
+from .._ops._core import Op, apply
+from .._tensor import Tensor
 
 try:  # the trace under jax.make_jaxpr, without the jit wrapper it makes for every new function
     from jax.extend.linear_util import wrap_init
@@ -103,8 +105,15 @@ def _structure(jaxpr):
         return numbers[var]
 
     head = tuple(define(v) for v in jaxpr.constvars), tuple(define(v) for v in jaxpr.invars)
-    eqns = tuple((e.primitive, tuple(use(v) for v in e.invars), tuple((k, _param(v)) for k, v in e.params.items()),
-                  tuple(define(v) for v in e.outvars)) for e in jaxpr.eqns)
+    eqns = tuple(
+        (
+            e.primitive,
+            tuple(use(v) for v in e.invars),
+            tuple((k, _param(v)) for k, v in e.params.items()),
+            tuple(define(v) for v in e.outvars),
+        )
+        for e in jaxpr.eqns
+    )
     return head, eqns, tuple(use(v) for v in jaxpr.outvars)
 
 
@@ -153,18 +162,30 @@ def _jacobian_blocks(*arrays, traced, hessian, chunk_size):
 
     columns = map_rows(column, _standard_basis(numels, [p.dtype for p in primals]), chunk_size)
     splits = np.cumsum(numels)[:-1].tolist()
-    return tuple(jnp.moveaxis(piece, 0, -1).reshape(col.shape[1:] + p.shape)
-                 for col in columns for piece, p in zip(jnp.split(col, splits), primals))
+    return tuple(
+        jnp.moveaxis(piece, 0, -1).reshape(col.shape[1:] + p.shape)
+        for col in columns
+        for piece, p in zip(jnp.split(col, splits), primals)
+    )
 
 
 _JACOBIAN = Op("forward_jacobian", _jacobian_blocks, multi=True)
+
+
 def _auto_chunk(traced, hessian, arrays):
     """chunk_size="auto" for the forward-mode Jacobian of `traced` at `arrays` (constants, then primals): the
     largest chunk of basis columns whose compiled program fits the memory budget, chosen once per structure."""
     key = ("forward_jacobian", traced, hessian, tuple([(jnp.shape(a), jnp.result_type(a)) for a in arrays]))
-    columns = sum([int(np.size(a)) for a in arrays[len(traced.jaxpr.constvars):]])
-    return auto_chunk(key, lambda k: jax.jit(functools.partial(
-        _jacobian_blocks, traced=traced, hessian=hessian, chunk_size=k)).lower(*lowerable(arrays)).compile(), columns)
+    columns = sum([int(np.size(a)) for a in arrays[len(traced.jaxpr.constvars) :]])
+    return auto_chunk(
+        key,
+        lambda k: (
+            jax.jit(functools.partial(_jacobian_blocks, traced=traced, hessian=hessian, chunk_size=k))
+            .lower(*lowerable(arrays))
+            .compile()
+        ),
+        columns,
+    )
 
 
 def forward_jacobian(func, inputs, as_outputs, *, hessian=False, chunk_size=None, trace=None, recorded=False):
@@ -181,4 +202,4 @@ def forward_jacobian(func, inputs, as_outputs, *, hessian=False, chunk_size=None
         chunk_size = _auto_chunk(traced, hessian, list(closed.consts) + [x._value for x in inputs])
     blocks = apply(_JACOBIAN, list(closed.consts) + primals, traced=traced, hessian=hessian, chunk_size=chunk_size)
     n = len(inputs)
-    return tuple(blocks[i:i + n] for i in range(0, len(blocks), n)), is_outputs_tuple
+    return tuple(blocks[i : i + n] for i in range(0, len(blocks), n)), is_outputs_tuple

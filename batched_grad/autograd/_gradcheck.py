@@ -7,14 +7,15 @@ back afterwards; the analytical side is `grad` with one-hot cotangents (slow mod
 per output (fast mode). Complex outputs are checked as their real and imaginary parts; a complex input's numerical
 derivative is the conjugate Wirtinger derivative d/dx + 1j d/dy, as torch's.
 """
+
 import contextlib
 import warnings
 
 import jax.numpy as jnp
 import numpy as np
 
-from .._ops._core import Op, apply
 from .._host import to_device
+from .._ops._core import Op, apply
 from .._tensor import Tensor
 from ._api import grad
 
@@ -31,14 +32,17 @@ FAILED_BATCHED_GRAD_MSG = (
     "is_grads_batched=True) must equal the stacked unbatched grad calls, one per grad_output.\n"
     "A backward that cannot be vectorized runs once per row (see vmap.fallback_warnings()); a mismatch means "
     "a backward (or hook) computes something different when its grad_output is batched.\n"
-    "To skip this check, call gradcheck/gradgradcheck with `check_batched_grad=False`.")
+    "To skip this check, call gradcheck/gradgradcheck with `check_batched_grad=False`."
+)
 
 FAST_FAIL_SLOW_OK_MSG = (
     "Fast gradcheck failed but element-wise differences are small. This means that the test might've passed in "
-    "slow_mode!\nIf the function is correct, call gradcheck/gradgradcheck with `fast_mode=False`.")
+    "slow_mode!\nIf the function is correct, call gradcheck/gradgradcheck with `fast_mode=False`."
+)
 
 
 # ---- inputs, outputs, perturbations -------------------------------------------------------------------------
+
 
 def _as_tuple(x):
     if isinstance(x, tuple):
@@ -57,17 +61,23 @@ def _is_inexact(x):
 def _check_requires_grad(inputs):
     if not any(_requires_grad(x) for x in inputs):
         types = ", ".join(type(x).__name__ for x in inputs)
-        raise ValueError("gradcheck expects at least one input tensor to require gradient, but none of them have "
-                         f"requires_grad=True.\nGot inputs of types ({types}); pass Tensors created with "
-                         "requires_grad=True (float64 for the default tolerances).")
+        raise ValueError(
+            "gradcheck expects at least one input tensor to require gradient, but none of them have "
+            f"requires_grad=True.\nGot inputs of types ({types}); pass Tensors created with "
+            "requires_grad=True (float64 for the default tolerances)."
+        )
 
 
 def _warn_non_double(inputs):
     for idx, x in enumerate(inputs):
         if _requires_grad(x) and x.dtype.name not in ("float64", "complex128"):
-            warnings.warn(f"Input #{idx} requires gradient and is not a double precision floating point or "
-                          "complex. This check will likely fail if all the inputs are not of double precision "
-                          "floating point or complex. ", UserWarning, stacklevel=4)
+            warnings.warn(
+                f"Input #{idx} requires gradient and is not a double precision floating point or "
+                "complex. This check will likely fail if all the inputs are not of double precision "
+                "floating point or complex. ",
+                UserWarning,
+                stacklevel=4,
+            )
 
 
 def _call(func, inputs):
@@ -75,8 +85,9 @@ def _call(func, inputs):
     out = _as_tuple(func(*inputs))
     for i, o in enumerate(out):
         if not isinstance(o, Tensor):
-            raise TypeError(f"gradcheck: func must return a Tensor or a tuple of Tensors, but output {i} is a "
-                            f"{type(o).__name__}")
+            raise TypeError(
+                f"gradcheck: func must return a Tensor or a tuple of Tensors, but output {i} is a {type(o).__name__}"
+            )
     return out
 
 
@@ -105,8 +116,10 @@ def _check_same_meta(a, b, eps, idx):
     on_index = f"on index {idx} " if idx is not None else ""
     for what, x, y in (("shape", a.shape, b.shape), ("dtype", a.dtype, b.dtype)):
         if x != y:
-            raise AssertionError(f"Expected `func` to return outputs with the same {what} when inputs are "
-                                 f"perturbed {on_index}by {eps}, but got: {what}s {x} and {y}.")
+            raise AssertionError(
+                f"Expected `func` to return outputs with the same {what} when inputs are "
+                f"perturbed {on_index}by {eps}, but got: {what}s {x} and {y}."
+            )
 
 
 def _central_difference(func, inputs, i, delta, eps, idx=None):
@@ -144,6 +157,7 @@ def _numerical_jacobian(func, inputs, i, outputs, eps):
 
 # ---- analytical vector-Jacobian products ------------------------------------------------------------------
 
+
 def _vjps(output, diff_inputs, cotangents, check_grad_dtypes):
     """For each differentiable input, the stacked flat vjps of `output` (input numel, number of cotangents)."""
     columns = [[] for _ in diff_inputs]
@@ -158,8 +172,9 @@ def _vjps(output, diff_inputs, cotangents, check_grad_dtypes):
             if check_grad_dtypes and g.dtype != x.dtype:
                 raise GradcheckError("Gradient has dtype mismatch")
             col.append(np.asarray(g._value).reshape(-1))
-    return [np.stack(col, axis=1) if col else np.zeros((x.numel(), 0), x._v.dtype)
-            for col, x in zip(columns, diff_inputs)]
+    return [
+        np.stack(col, axis=1) if col else np.zeros((x.numel(), 0), x._v.dtype) for col, x in zip(columns, diff_inputs)
+    ]
 
 
 def _reentrant_vjps(output, diff_inputs, cotangents, nondet_tol, check_grad_dtypes):
@@ -171,7 +186,8 @@ def _reentrant_vjps(output, diff_inputs, cotangents, nondet_tol, check_grad_dtyp
             raise GradcheckError(
                 "Backward is not reentrant, i.e., running backward with same input and grad_output multiple times "
                 "gives different values, although analytical gradient matches numerical gradient."
-                f"The tolerance for nondeterminism was {nondet_tol}.")
+                f"The tolerance for nondeterminism was {nondet_tol}."
+            )
     return first
 
 
@@ -185,8 +201,10 @@ def _analytical_jacobian(output, diff_inputs, nondet_tol, check_grad_dtypes):
 
 def _mismatch_msg(analytical, numerical, output_idx, input_idx, part):
     prefix = f"While considering the {part[0]} part of complex outputs only, " if output_idx in part[1] else ""
-    return (f"{prefix}Jacobian mismatch for output {output_idx:d} with respect to input {input_idx:d},\n"
-            f"numerical:{_show(numerical)}\nanalytical:{_show(analytical)}\n")
+    return (
+        f"{prefix}Jacobian mismatch for output {output_idx:d} with respect to input {input_idx:d},\n"
+        f"numerical:{_show(numerical)}\nanalytical:{_show(analytical)}\n"
+    )
 
 
 def _show(array):
@@ -194,6 +212,7 @@ def _show(array):
 
 
 # ---- slow and fast mode ---------------------------------------------------------------------------------
+
 
 def _check_zero_numerical(jacobians, nondet_tol=0.0):
     for jac in jacobians:
@@ -254,14 +273,17 @@ def _fast_gradcheck(func, inputs, func_out, diff_idx, opts, part):
     outputs, diff_inputs = _differentiable(func_out), [inputs[i] for i in diff_idx]
     keep = _differentiable_float_positions(func_out)
     for j, (out, v) in enumerate(zip(outputs, all_v)):
-        vjs = _reentrant_vjps(out, diff_inputs, v.reshape((1,) + tuple(out.shape)), opts["nondet_tol"],
-                              opts["check_grad_dtypes"])
+        vjs = _reentrant_vjps(
+            out, diff_inputs, v.reshape((1,) + tuple(out.shape)), opts["nondet_tol"], opts["check_grad_dtypes"]
+        )
         for i, (vj, u) in enumerate(zip(vjs, all_u)):
             a, n = vj[:, 0] @ u, v @ jvps[i][keep[j]]
             atol = opts["atol"] * float(u.sum()) * float(v.sum())
             if not np.allclose(a, n, opts["rtol"], atol):
-                raise GradcheckError(_mismatch_msg(a, n, j, i, part) + _slow_mode_report(
-                    func, inputs, func_out, diff_idx[i], keep[j], out, opts))
+                raise GradcheckError(
+                    _mismatch_msg(a, n, j, i, part)
+                    + _slow_mode_report(func, inputs, func_out, diff_idx[i], keep[j], out, opts)
+                )
 
 
 def _slow_mode_report(func, inputs, func_out, input_idx, float_output_idx, output, opts):
@@ -273,10 +295,12 @@ def _slow_mode_report(func, inputs, func_out, input_idx, float_output_idx, outpu
 
 def slow_mode_text(numerical, analytical, opts):
     """The slow-mode Jacobians of a fast-mode failure, as torch reports them."""
-    msg = ("\nThe above quantities relating the numerical and analytical jacobians are computed \n"
-           "in fast mode. Below, we recompute numerical and analytical jacobians in slow mode:\n\n"
-           f"Numerical:\n {_show(numerical)}\nAnalytical:\n{_show(analytical)}\n\n"
-           f"The max per-element difference (slow mode) is: {np.abs(numerical - analytical).max()}.\n")
+    msg = (
+        "\nThe above quantities relating the numerical and analytical jacobians are computed \n"
+        "in fast mode. Below, we recompute numerical and analytical jacobians in slow mode:\n\n"
+        f"Numerical:\n {_show(numerical)}\nAnalytical:\n{_show(analytical)}\n\n"
+        f"The max per-element difference (slow mode) is: {np.abs(numerical - analytical).max()}.\n"
+    )
     if np.allclose(analytical, numerical, opts["rtol"], opts["atol"]):
         msg += FAST_FAIL_SLOW_OK_MSG
     return msg
@@ -305,6 +329,7 @@ def _check_jacobians(func, inputs, func_out, opts):
 
 # ---- batched, zero and undefined grad_outputs ---------------------------------------------------------------
 
+
 def _zeros_for_none(grads, inputs):
     return [np.zeros(x.shape, x._v.dtype) if g is None else np.asarray(g._value) for g, x in zip(grads, inputs)]
 
@@ -312,19 +337,31 @@ def _zeros_for_none(grads, inputs):
 def _check_batched_grad(output, output_idx, diff_inputs, rng):
     """grad(..., is_grads_batched=True) over two random grad_outputs equals the two unbatched grad calls."""
     cotangents = rng.standard_normal((2,) + tuple(output.shape)).astype(output._v.dtype)
-    rows = [_zeros_for_none(grad(output, diff_inputs, Tensor._wrap(to_device(c)), retain_graph=True,
-                                 allow_unused=True), diff_inputs) for c in cotangents]
+    rows = [
+        _zeros_for_none(
+            grad(output, diff_inputs, Tensor._wrap(to_device(c)), retain_graph=True, allow_unused=True), diff_inputs
+        )
+        for c in cotangents
+    ]
     try:
-        batched = grad(output, diff_inputs, Tensor._wrap(to_device(cotangents)), retain_graph=True,
-                       allow_unused=True, is_grads_batched=True)
+        batched = grad(
+            output,
+            diff_inputs,
+            Tensor._wrap(to_device(cotangents)),
+            retain_graph=True,
+            allow_unused=True,
+            is_grads_batched=True,
+        )
     except RuntimeError as ex:
         raise GradcheckError(f"While computing batched gradients, got: {ex}\n\n{FAILED_BATCHED_GRAD_MSG}") from ex
     for input_idx, (got, x) in enumerate(zip(batched, diff_inputs)):
         res = np.zeros((2,) + tuple(x.shape), x._v.dtype) if got is None else np.asarray(got._value)
         exp = np.stack([r[input_idx] for r in rows])
         if not np.allclose(res, exp, rtol=1e-5, atol=1e-8):
-            raise GradcheckError(f"For output {output_idx} and input {input_idx}:\n\n{FAILED_BATCHED_GRAD_MSG}\n\n"
-                                 f"Got:\n{_show(res)}\n\nExpected:\n{_show(exp)}")
+            raise GradcheckError(
+                f"For output {output_idx} and input {input_idx}:\n\n{FAILED_BATCHED_GRAD_MSG}\n\n"
+                f"Got:\n{_show(res)}\n\nExpected:\n{_show(exp)}"
+            )
 
 
 def _zero_grad_outputs(outputs):
@@ -352,12 +389,16 @@ def _check_undefined_grad(func, inputs, diff_inputs):
     n = len(_differentiable(_call(func, inputs)))
     for undefined in range(n if n > 1 else 0):
         outputs = _differentiable(_call(func, inputs))
-        rest = outputs[:undefined] + outputs[undefined + 1:]
+        rest = outputs[:undefined] + outputs[undefined + 1 :]
         try:
             grads = grad(rest, diff_inputs, _zero_grad_outputs(rest), allow_unused=True)
         except Exception as e:
-            raise GradcheckError(f"Expected backward function to handle undefined output grads: with the grad of "
-                                 f"output {undefined} undefined, backward raised {type(e).__name__}: {e}") from e
+            raise GradcheckError(
+                f"Expected backward function to handle undefined output grads: with the grad of "
+                f"output {undefined} undefined, backward raised {type(e).__name__}: {e}"
+            ) from e
         if any(g is not None and np.any(np.asarray(g._value) != 0) for g in grads):
-            raise GradcheckError("Expected all input grads to be undefined or zero when all output grads are "
-                                 f"undefined or zero (the grad of output {undefined} undefined, the others zero).")
+            raise GradcheckError(
+                "Expected all input grads to be undefined or zero when all output grads are "
+                f"undefined or zero (the grad of output {undefined} undefined, the others zero)."
+            )

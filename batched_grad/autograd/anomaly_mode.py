@@ -1,4 +1,5 @@
 """Anomaly detection: record forward tracebacks, check backward results for NaN."""
+
 from .._graph import _anomaly
 
 

@@ -1,4 +1,5 @@
 """User-defined differentiable functions: Function with forward/backward and a ctx, once_differentiable."""
+
 import contextlib
 import functools
 import threading
@@ -6,14 +7,16 @@ import warnings
 
 from .. import _graph
 from .._dtypes import to_dtype
-from . import _vmap_rule
 from .._grad_mode import is_grad_enabled, no_grad, set_grad_enabled
 from .._rowwise import run_batched
 from .._tensor import DETACH, VIEW_OF_LEAF_INPLACE, Tensor, _ops_of
+from . import _vmap_rule
 
 DIRTY_LEAF = "a leaf Variable that requires grad has been used in an in-place operation."
-DIRTY_NOT_INPUT = ("ctx.mark_dirty() received a tensor that was not an input. Only input Tensors that have been "
-                   "mutated should be passed to ctx.mark_dirty().")
+DIRTY_NOT_INPUT = (
+    "ctx.mark_dirty() received a tensor that was not an input. Only input Tensors that have been "
+    "mutated should be passed to ctx.mark_dirty()."
+)
 DIRTY_VIEW_WITH_OUTPUTS = (
     "If your Function modifies inplace an input that is a view of another Tensor, your Function cannot return more "
     "than one Tensor. This is not supported by the current autograd engine. You should either make sure the input "
@@ -38,8 +41,10 @@ def refused_in_forward_ad():
         _forward_ad.checking = before
 
 
-DIRTY_NOT_RETURNED = ("Some elements marked as dirty during the forward method were not returned as output. The "
-                      "inputs that are modified inplace must all be outputs of the Function.")
+DIRTY_NOT_RETURNED = (
+    "Some elements marked as dirty during the forward method were not returned as output. The "
+    "inputs that are modified inplace must all be outputs of the Function."
+)
 
 
 class FunctionCtx:
@@ -58,14 +63,17 @@ class FunctionCtx:
         has returned: a tensor changed in place in forward is saved with its new value, an output as an output."""
         for t in tensors:
             if t is not None and not isinstance(t, Tensor):
-                raise TypeError(f"save_for_backward can only save variables, but argument is of type {type(t).__name__}")
+                raise TypeError(
+                    f"save_for_backward can only save variables, but argument is of type {type(t).__name__}"
+                )
         self.to_save = tensors
 
     def _save(self, received):
         """Save `to_save`, each of forward's new results replaced by the output the caller received for it
         (`received` maps the id of a result to that output); an input is saved as the input."""
-        self._saved = tuple(_graph.SavedValue(received.get(id(t), t)) if isinstance(t, Tensor) else t
-                            for t in self.to_save)
+        self._saved = tuple(
+            _graph.SavedValue(received.get(id(t), t)) if isinstance(t, Tensor) else t for t in self.to_save
+        )
 
     @property
     def saved_tensors(self):
@@ -112,36 +120,50 @@ class FunctionNode(_graph.Node):
     def backward(self, cotangents, create_graph, batch=None):
         if batch is None:
             return self._backward_rows(cotangents, create_graph)
-        return run_batched(self.name(), lambda cts: self._backward_rows(cts, create_graph), cotangents, batch,
-                           vectorize=not create_graph, key=self.function)
+        return run_batched(
+            self.name(),
+            lambda cts: self._backward_rows(cts, create_graph),
+            cotangents,
+            batch,
+            vectorize=not create_graph,
+            key=self.function,
+        )
 
     def _backward_rows(self, cotangents, create_graph):
         """The user's backward on unbatched cotangents, with torch's checks on what it returns."""
         from .. import zeros
 
         if self.ctx.materialize_grads:
-            cotangents = [zeros(meta[0], dtype=meta[1]) if c is None and meta is not None else c
-                          for c, meta in zip(cotangents, self.out_meta)]
+            cotangents = [
+                zeros(meta[0], dtype=meta[1]) if c is None and meta is not None else c
+                for c, meta in zip(cotangents, self.out_meta)
+            ]
         with set_grad_enabled(create_graph):
             grads = self.function.backward(self.ctx, *cotangents)
         grads = grads if isinstance(grads, tuple) else (grads,)
-        if len(grads) > len(self.edges) and all(g is None for g in grads[len(self.edges):]):
-            grads = grads[:len(self.edges)]  # extra trailing Nones are accepted, as torch does
+        if len(grads) > len(self.edges) and all(g is None for g in grads[len(self.edges) :]):
+            grads = grads[: len(self.edges)]  # extra trailing Nones are accepted, as torch does
         if len(grads) != len(self.edges):
-            raise RuntimeError(f"function {self.name()} returned an incorrect number of gradients "
-                               f"(expected {len(self.edges)}, got {len(grads)})")
+            raise RuntimeError(
+                f"function {self.name()} returned an incorrect number of gradients "
+                f"(expected {len(self.edges)}, got {len(grads)})"
+            )
         result = []
         for i, (g, edge) in enumerate(zip(grads, self.edges)):
             if edge is None or g is None:
                 result.append(None)
                 continue
             if not isinstance(g, Tensor):
-                raise TypeError(f"function {self.name()} returned a gradient of type {type(g).__name__} at "
-                                f"index {i}; expected a Tensor or None")
+                raise TypeError(
+                    f"function {self.name()} returned a gradient of type {type(g).__name__} at "
+                    f"index {i}; expected a Tensor or None"
+                )
             shape, dtype = edge.node.out_meta[edge.output_nr]
             if tuple(g.shape) != tuple(shape):
-                raise RuntimeError(f"Function {self.name()} returned an invalid gradient at index {i} - got "
-                                   f"{list(g.shape)} but expected shape compatible with {list(shape)}")
+                raise RuntimeError(
+                    f"Function {self.name()} returned an invalid gradient at index {i} - got "
+                    f"{list(g.shape)} but expected shape compatible with {list(shape)}"
+                )
             dtype = to_dtype(dtype)  # torch casts a gradient to its input's dtype
             result.append(g if g.dtype is dtype else g.to(dtype))
         return result
@@ -159,15 +181,19 @@ class Function:
     @staticmethod
     def backward(ctx, *grad_outputs):
         """Gradients of the inputs from gradients of the outputs; subclasses define it."""
-        raise NotImplementedError("You must implement either the backward or vjp method for your custom "
-                                  "autograd.Function to use it with backward mode AD.")
+        raise NotImplementedError(
+            "You must implement either the backward or vjp method for your custom "
+            "autograd.Function to use it with backward mode AD."
+        )
 
     setup_context = None  # define it to use the `forward(*args)` style
     vmap = None  # define a staticmethod vmap(info, in_dims, *args) -> (output, out_dims) as the batching rule
 
     def __init__(self, *args, **kwargs):
-        raise RuntimeError("Legacy autograd function with non-static forward method is deprecated. Please use new-"
-                           "style autograd function with static forward method.")
+        raise RuntimeError(
+            "Legacy autograd function with non-static forward method is deprecated. Please use new-"
+            "style autograd function with static forward method."
+        )
 
     @classmethod
     def apply(cls, *args, **kwargs):
@@ -203,16 +229,18 @@ def _bump_dirty(tensors):
     recorded by a Function)."""
     for i, t in enumerate(tensors):
         if not isinstance(t, Tensor):
-            raise RuntimeError(f"mark_dirty can only accept variables, but argument {i} is of type "
-                               f"{type(t).__name__}")
+            raise RuntimeError(f"mark_dirty can only accept variables, but argument {i} is of type {type(t).__name__}")
     for t in tensors:
         t._counter.value += 1
     return {id(t) for t in tensors}
 
 
 def _is_differentiable(output, node, ctx):
-    return (node is not None and id(output) not in ctx.non_differentiable
-            and (output.dtype.is_floating_point or output.dtype.is_complex))
+    return (
+        node is not None
+        and id(output) not in ctx.non_differentiable
+        and (output.dtype.is_floating_point or output.dtype.is_complex)
+    )
 
 
 def _received_output(output, k, node, ctx, args, dirty, n_outputs):

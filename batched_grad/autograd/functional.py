@@ -1,9 +1,12 @@
 """bg.autograd.functional: vjp, jvp, jacobian, hessian, hvp and vhp with torch 2.13's signatures, output
 structures, strict checks and messages. Reverse mode runs on bg.autograd.grad (a vectorized Jacobian is one
 batched grad call); forward mode traces the function into a cached, compiled JAX program."""
+
 import functools
 
 import numpy as np
+
+from vmap._batching import check_chunk_size
 
 from .._factories import zeros_like
 from .._grad_mode import enable_grad, is_grad_enabled, set_grad_enabled
@@ -13,7 +16,6 @@ from .._tensor import Tensor
 from .._x64 import scoped
 from ._api import grad as _grad
 from ._functional_forward import Untraceable, forward_jacobian
-from vmap._batching import check_chunk_size
 
 __all__ = ["vjp", "jvp", "jacobian", "hessian", "hvp", "vhp"]
 
@@ -23,31 +25,32 @@ _STRATEGIES = ("forward-mode", "reverse-mode")
 # _check_requires_grad: what is wrong when entry {i} does not require grad, by what was checked
 _NO_GRAD_MESSAGES = {
     "outputs": "Output {i} of the user-provided function does not require gradients. The outputs must be computed "
-               "in a differentiable manner from the input when running in strict mode.",
+    "in a differentiable manner from the input when running in strict mode.",
     "grad_inputs": "The gradient with respect to input {i} is independent of the inputs of the user-provided "
-                   "function. This is not allowed in strict mode.",
+    "function. This is not allowed in strict mode.",
     "jacobian": "While computing the hessian, found that the jacobian of the user-provided function with respect to "
-                "input {i} is independent of the input. This is not allowed in strict mode. You should ensure that "
-                "your function is twice differentiable and that the jacobian depends on the inputs (this would be "
-                "violated by a linear function for example).",
+    "input {i} is independent of the input. This is not allowed in strict mode. You should ensure that "
+    "your function is twice differentiable and that the jacobian depends on the inputs (this would be "
+    "violated by a linear function for example).",
     "hessian": "The hessian of the user-provided function with respect to input {i} is independent of the input. "
-               "This is not allowed in strict mode. You should ensure that your function is thrice differentiable "
-               "and that the hessian depends on the inputs.",
+    "This is not allowed in strict mode. You should ensure that your function is thrice differentiable "
+    "and that the hessian depends on the inputs.",
 }
 # _fill_in_zeros: what is wrong when gradient {i} is None in strict mode, by stage
 _NONE_GRAD_MESSAGES = {
-    "back": "The output of the user-provided function is independent of input {i}. This is not allowed in strict "
-            "mode.",
+    "back": "The output of the user-provided function is independent of input {i}. This is not allowed in strict mode.",
     "back_trick": "The gradient with respect to the input is independent of entry {i} in the grad_outputs when using "
-                  "the double backward trick to compute forward mode gradients. This is not allowed in strict mode.",
+    "the double backward trick to compute forward mode gradients. This is not allowed in strict mode.",
     "double_back": "The jacobian of the user-provided function is independent of input {i}. This is not allowed in "
-                   "strict mode.",
+    "strict mode.",
     "double_back_trick": "The hessian of the user-provided function is independent of entry {i} in the grad_jacobian. "
-                         "This is not allowed in strict mode as it prevents from using the double backward trick to "
-                         "replace forward mode AD.",
+    "This is not allowed in strict mode as it prevents from using the double backward trick to "
+    "replace forward mode AD.",
 }
-_CONSTANT_GRAD_MESSAGE = ("The {what} of the user-provided function is independent of input {i}. This is not allowed "
-                          "in strict mode when create_graph=True.")
+_CONSTANT_GRAD_MESSAGE = (
+    "The {what} of the user-provided function is independent of input {i}. This is not allowed "
+    "in strict mode when create_graph=True."
+)
 
 
 def _as_tuple(inp, arg_name, fn_name):
@@ -57,8 +60,10 @@ def _as_tuple(inp, arg_name, fn_name):
     for i, item in enumerate(items):
         if not isinstance(item, Tensor):
             where = f"the value at index {i}" if is_tuple else f"the given {arg_name}"
-            raise TypeError(f"The {arg_name} given to {fn_name} must be either a Tensor or a tuple of Tensors but "
-                            f"{where} has type {type(item)}.")
+            raise TypeError(
+                f"The {arg_name} given to {fn_name} must be either a Tensor or a tuple of Tensors but "
+                f"{where} has type {type(item)}."
+            )
     return is_tuple, items
 
 
@@ -73,8 +78,9 @@ def _tuple_postprocess(res, to_unpack):
 
 def _grad_preprocess(inputs, create_graph, need_graph):
     """Fresh graph roots for the inputs: views that stay in the caller's graph when create_graph, else detached."""
-    return tuple(x.view_as(x) if create_graph and x.requires_grad else x.detach().requires_grad_(need_graph)
-                 for x in inputs)
+    return tuple(
+        x.view_as(x) if create_graph and x.requires_grad else x.detach().requires_grad_(need_graph) for x in inputs
+    )
 
 
 def _grad_postprocess(inputs, create_graph):
@@ -110,23 +116,33 @@ def _check_requires_grad(inputs, input_type, strict):
         return
     for i, x in enumerate(inputs):
         if x is None:
-            raise RuntimeError(f"The output of the user-provided function is independent of input {i}. This is "
-                               "not allowed in strict mode.")
+            raise RuntimeError(
+                f"The output of the user-provided function is independent of input {i}. This is "
+                "not allowed in strict mode."
+            )
         if not x.requires_grad:
             raise RuntimeError(_NO_GRAD_MESSAGES[input_type].format(i=i))
 
 
-def _autograd_grad(outputs, inputs, grad_outputs=None, create_graph=False, retain_graph=None, is_grads_batched=False,
-                   chunk_size=None):
+def _autograd_grad(
+    outputs, inputs, grad_outputs=None, create_graph=False, retain_graph=None, is_grads_batched=False, chunk_size=None
+):
     """grad() of the outputs that require grad (None for every input when none does), allowing unused inputs."""
     if grad_outputs is None:
         grad_outputs = (None,) * len(outputs)
     kept = [(out, g) for out, g in zip(outputs, grad_outputs) if out is not None and out.requires_grad]
     if not kept:
         return (None,) * len(inputs)
-    return _grad([out for out, _ in kept], inputs, [g for _, g in kept], retain_graph=retain_graph,
-                 create_graph=create_graph, allow_unused=True, is_grads_batched=is_grads_batched,
-                 chunk_size=chunk_size)
+    return _grad(
+        [out for out, _ in kept],
+        inputs,
+        [g for _, g in kept],
+        retain_graph=retain_graph,
+        create_graph=create_graph,
+        allow_unused=True,
+        is_grads_batched=is_grads_batched,
+        chunk_size=chunk_size,
+    )
 
 
 def _fill_in_zeros(grads, refs, strict, create_graph, stage):
@@ -145,8 +161,10 @@ def _fill_in_zeros(grads, refs, strict, create_graph, stage):
 
 
 def _results(outputs, result, is_outputs_tuple, is_result_tuple, create_graph):
-    return (_tuple_postprocess(_grad_postprocess(outputs, create_graph), is_outputs_tuple),
-            _tuple_postprocess(_grad_postprocess(result, create_graph), is_result_tuple))
+    return (
+        _tuple_postprocess(_grad_postprocess(outputs, create_graph), is_outputs_tuple),
+        _tuple_postprocess(_grad_postprocess(result, create_graph), is_result_tuple),
+    )
 
 
 @scoped
@@ -161,9 +179,15 @@ def vjp(func, inputs, v=None, create_graph=False, strict=False):
         inputs = _grad_preprocess(inputs, create_graph, need_graph=True)
         is_outputs_tuple, outputs = _as_tuple(func(*inputs), _OUTPUTS, "vjp")
         _check_requires_grad(outputs, "outputs", strict)
-        v = _preprocess_v(v, outputs, is_outputs_tuple, create_graph, "vjp",
-                          "The vector v can only be None if the user-provided function returns a single Tensor "
-                          "with a single element.")
+        v = _preprocess_v(
+            v,
+            outputs,
+            is_outputs_tuple,
+            create_graph,
+            "vjp",
+            "The vector v can only be None if the user-provided function returns a single Tensor "
+            "with a single element.",
+        )
     with set_grad_enabled(create_graph or is_grad_enabled()):
         grads = _autograd_grad(outputs, inputs, v, create_graph=create_graph)
         result = _fill_in_zeros(grads, inputs, strict, create_graph, "back")
@@ -194,9 +218,15 @@ def _inputs_and_v(inputs, v, create_graph, fn_name):
     """Preprocessed inputs and a v shaped like them (jvp, vhp, hvp): (is_inputs_tuple, inputs, v)."""
     is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", fn_name)
     inputs = _grad_preprocess(inputs, create_graph, need_graph=True)
-    v = _preprocess_v(v, inputs, is_inputs_tuple, create_graph, fn_name,
-                      "The vector v can only be None if the input to the user-provided function is a single "
-                      "Tensor with a single element.")
+    v = _preprocess_v(
+        v,
+        inputs,
+        is_inputs_tuple,
+        create_graph,
+        fn_name,
+        "The vector v can only be None if the input to the user-provided function is a single "
+        "Tensor with a single element.",
+    )
     return is_inputs_tuple, inputs, v
 
 
@@ -209,11 +239,15 @@ def _check_forward_mode(create_graph, strict, vectorize):
     """torch's refusals for forward mode, in torch's order."""
     for flag, name, error in ((create_graph, "create_graph", NotImplementedError), (strict, "strict", RuntimeError)):
         if flag:
-            raise error(f"torch.autograd.functional.jacobian: `{name}=True` and `strategy=\"forward-mode\"` are not "
-                        f"supported together (yet). Please either set `{name}=False` or `strategy=\"reverse-mode\"`.")
+            raise error(
+                f'torch.autograd.functional.jacobian: `{name}=True` and `strategy="forward-mode"` are not '
+                f'supported together (yet). Please either set `{name}=False` or `strategy="reverse-mode"`.'
+            )
     if not vectorize:
-        raise NotImplementedError("Computing Jacobian using forward-AD or forward-over-reverse Hessian is"
-                                  "only implemented for `vectorize=True`.")
+        raise NotImplementedError(
+            "Computing Jacobian using forward-AD or forward-over-reverse Hessian is"
+            "only implemented for `vectorize=True`."
+        )
 
 
 def _standard_basis(outputs, numels):
@@ -239,8 +273,14 @@ def _jacobian_vectorized(outputs, inputs, create_graph, chunk_size):
     if numels == [1] and outputs[0].dtype.is_floating_point:
         return (_gradient_blocks(outputs[0], inputs, create_graph),)
     flat_outputs = tuple(out if out.ndim == 1 else out.reshape(-1) for out in outputs)
-    grads = _autograd_grad(flat_outputs, inputs, _standard_basis(outputs, numels), create_graph=create_graph,
-                           is_grads_batched=True, chunk_size=chunk_size)
+    grads = _autograd_grad(
+        flat_outputs,
+        inputs,
+        _standard_basis(outputs, numels),
+        create_graph=create_graph,
+        is_grads_batched=True,
+        chunk_size=chunk_size,
+    )
     per_input = []
     for g, x in zip(grads, inputs):
         if g is None:
@@ -279,8 +319,10 @@ def _jacobian_rows(outputs, inputs, create_graph, strict):
             for j, (row, g, x) in enumerate(zip(rows, grads, inputs)):
                 if g is None:
                     if strict:
-                        raise RuntimeError(f"Output {i} of the user-provided function is independent of input {j}. "
-                                           "This is not allowed in strict mode.")
+                        raise RuntimeError(
+                            f"Output {i} of the user-provided function is independent of input {j}. "
+                            "This is not allowed in strict mode."
+                        )
                     g = zeros_like(x)
                 elif strict and create_graph and not g.requires_grad:
                     raise RuntimeError(_CONSTANT_GRAD_MESSAGE.format(what="jacobian", i=i))  # torch names output i
@@ -295,8 +337,9 @@ def _block(rows, shape):
 
 
 @scoped
-def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False, strategy="reverse-mode", *,
-             chunk_size=None):
+def jacobian(
+    func, inputs, create_graph=False, strict=False, vectorize=False, strategy="reverse-mode", *, chunk_size=None
+):
     """The Jacobian of `func` at `inputs`: a Tensor for a Tensor input and output, a tuple over inputs or over
     outputs, or a tuple (over outputs) of tuples (over inputs), each block shaped output.shape + input.shape.
 
@@ -304,14 +347,18 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False, st
     (`strategy="forward-mode"`, which requires vectorize=True); `chunk_size` bounds how many rows run at once.
     """
     chunk_size = check_chunk_size(chunk_size)
-    _check_strategy(strategy, ' Hint: If your function has more outputs than inputs, "forward-mode" tends to be '
-                              'more performant. Otherwise, prefer to use "reverse-mode".')
+    _check_strategy(
+        strategy,
+        ' Hint: If your function has more outputs than inputs, "forward-mode" tends to be '
+        'more performant. Otherwise, prefer to use "reverse-mode".',
+    )
     if strategy == "forward-mode":
         is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "jacobian")
         _check_forward_mode(create_graph, strict, vectorize)
         try:
-            blocks, is_outputs_tuple = forward_jacobian(func, inputs, lambda out: _as_tuple(out, _OUTPUTS, "jacobian"),
-                                                        chunk_size=chunk_size)
+            blocks, is_outputs_tuple = forward_jacobian(
+                func, inputs, lambda out: _as_tuple(out, _OUTPUTS, "jacobian"), chunk_size=chunk_size
+            )
         except Untraceable:  # func reads concrete values: the same Jacobian by reverse mode
             return jacobian(func, inputs if is_inputs_tuple else inputs[0], vectorize=True, chunk_size=chunk_size)
         return _tuple_postprocess(blocks, (is_outputs_tuple, is_inputs_tuple))
@@ -323,8 +370,10 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False, st
         _check_requires_grad(outputs, "outputs", strict)
         if vectorize:
             if strict:
-                raise RuntimeError("torch.autograd.functional.jacobian: `strict=True` and `vectorized=True` are not "
-                                   "supported together. Please either set `strict=False` or `vectorize=False`.")
+                raise RuntimeError(
+                    "torch.autograd.functional.jacobian: `strict=True` and `vectorized=True` are not "
+                    "supported together. Please either set `strict=False` or `vectorize=False`."
+                )
             result = _jacobian_vectorized(outputs, inputs, create_graph, chunk_size)
         else:
             result = _jacobian_rows(outputs, inputs, create_graph, strict)
@@ -341,16 +390,25 @@ def _single_output(func, fn_name, strict):
         if is_tuple:
             raise RuntimeError(f"The function given to {fn_name} should return a single Tensor")
         if out.numel() != 1:
-            raise RuntimeError(f"The Tensor returned by the function given to {fn_name} should contain a single "
-                               "element")
+            raise RuntimeError(
+                f"The Tensor returned by the function given to {fn_name} should contain a single element"
+            )
         return out if out.ndim == 0 else out.squeeze()  # a 0-d output needs no squeeze node
 
     return checked
 
 
 @scoped
-def hessian(func, inputs, create_graph=False, strict=False, vectorize=False, outer_jacobian_strategy="reverse-mode",
-            *, chunk_size=None):
+def hessian(
+    func,
+    inputs,
+    create_graph=False,
+    strict=False,
+    vectorize=False,
+    outer_jacobian_strategy="reverse-mode",
+    *,
+    chunk_size=None,
+):
     """The Hessian of a function returning one single-element Tensor: a Tensor for a Tensor input, else a tuple
     of tuples whose block [i][j] has shape inputs[i].shape + inputs[j].shape.
 
@@ -364,8 +422,9 @@ def hessian(func, inputs, create_graph=False, strict=False, vectorize=False, out
     if outer_jacobian_strategy == "forward-mode":
         _check_forward_mode(create_graph, strict, vectorize)
         try:
-            blocks, _ = forward_jacobian(scalar_func, inputs, lambda out: (False, (out,)), hessian=True,
-                                         chunk_size=chunk_size)
+            blocks, _ = forward_jacobian(
+                scalar_func, inputs, lambda out: (False, (out,)), hessian=True, chunk_size=chunk_size
+            )
         except Untraceable:  # func reads concrete values: the same Hessian by reverse mode
             outer_jacobian_strategy = "reverse-mode"
         else:
@@ -377,8 +436,15 @@ def hessian(func, inputs, create_graph=False, strict=False, vectorize=False, out
         _check_requires_grad(jac, "jacobian", strict)
         return jac
 
-    result = jacobian(jac_func, inputs, create_graph=create_graph, strict=strict, vectorize=vectorize,
-                      strategy=outer_jacobian_strategy, chunk_size=chunk_size)
+    result = jacobian(
+        jac_func,
+        inputs,
+        create_graph=create_graph,
+        strict=strict,
+        vectorize=vectorize,
+        strategy=outer_jacobian_strategy,
+        chunk_size=chunk_size,
+    )
     return _tuple_postprocess(result, (is_inputs_tuple, is_inputs_tuple))
 
 

@@ -1,6 +1,7 @@
 """torch.autograd.gradcheck's module: gradcheck and gradgradcheck (the checks themselves are in _gradcheck.py), and
 the forward-mode checks of `check_forward_ad=True`, whose Jacobians come from JAX's forward mode on a trace of the
 function (autograd/_functional_forward.py). `check_backward_ad=False` leaves out every check of the backward."""
+
 import numpy as np
 
 from .._dtypes import float32, float64
@@ -9,20 +10,38 @@ from .._lazy import unfused
 from .._x64 import scoped
 from ._api import grad
 from ._functional_forward import Untraceable, forward_jacobian
+from ._gradcheck import (
+    GradcheckError,
+    _as_tuple,
+    _call,
+    _check_backward_mul_by_grad_output,
+    _check_batched_grad,
+    _check_jacobians,
+    _check_requires_grad,
+    _check_undefined_grad,
+    _check_zero_numerical,
+    _differentiable,
+    _differentiable_float_positions,
+    _numerical_jacobian,
+    _requires_grad,
+    _show,
+    _warn_non_double,
+    fast_probes,
+    slow_mode_text,
+)
 from .function import NO_JVP, refused_in_forward_ad
-from ._gradcheck import (GradcheckError, _as_tuple, _call, _check_backward_mul_by_grad_output, _check_batched_grad,
-                         _check_jacobians, _check_requires_grad, _check_undefined_grad, _check_zero_numerical,
-                         _differentiable, _differentiable_float_positions, _numerical_jacobian, _requires_grad, _show,
-                         _warn_non_double, fast_probes, slow_mode_text)
 
 __all__ = ["GradcheckError", "gradcheck", "gradgradcheck"]
 
 
 # ---- forward mode ----------------------------------------------------------------------------------------------
 
+
 def _forward_mismatch_msg(analytical, numerical, output_idx, input_idx):
-    return (f"Jacobian computed with forward mode mismatch for output {output_idx:d} with respect to input "
-            f"{input_idx:d},\nnumerical:{_show(numerical)}\nanalytical:{_show(analytical)}\n")
+    return (
+        f"Jacobian computed with forward mode mismatch for output {output_idx:d} with respect to input "
+        f"{input_idx:d},\nnumerical:{_show(numerical)}\nanalytical:{_show(analytical)}\n"
+    )
 
 
 def _forward_jacobians(func, inputs, diff_idx, func_out):
@@ -46,11 +65,18 @@ def _forward_jacobians(func, inputs, diff_idx, func_out):
     except Untraceable as error:
         if isinstance(error.__cause__, NotImplementedError) and str(error.__cause__) == NO_JVP:
             raise NotImplementedError(NO_JVP) from None  # a custom Function, as torch refuses it
-        raise RuntimeError(f"gradcheck(check_forward_ad=True) takes forward-mode derivatives on a JAX trace of func, "
-                           f"but func reads values of its inputs ({error}): .item(), NumPy or a branch on values "
-                           "cannot be traced. Check it with check_backward_ad=True instead.") from None
-    return [[np.asarray(blocks[j][n]._value).reshape(func_out[k].numel(), inputs[i].numel()).T
-             for j, k in enumerate(out_idx)] for n, i in enumerate(diff_idx)]
+        raise RuntimeError(
+            f"gradcheck(check_forward_ad=True) takes forward-mode derivatives on a JAX trace of func, "
+            f"but func reads values of its inputs ({error}): .item(), NumPy or a branch on values "
+            "cannot be traced. Check it with check_backward_ad=True instead."
+        ) from None
+    return [
+        [
+            np.asarray(blocks[j][n]._value).reshape(func_out[k].numel(), inputs[i].numel()).T
+            for j, k in enumerate(out_idx)
+        ]
+        for n, i in enumerate(diff_idx)
+    ]
 
 
 def _check_forward_jacobians(func, inputs, func_out, opts):
@@ -59,8 +85,10 @@ def _check_forward_jacobians(func, inputs, func_out, opts):
     diff_idx = [i for i, x in enumerate(inputs) if _requires_grad(x)]
     for i in diff_idx:
         if inputs[i].is_complex():
-            raise ValueError(f"gradcheck(check_forward_ad=True) checks real inputs only, and input {i} is complex: "
-                             "check it with check_backward_ad=True instead.")
+            raise ValueError(
+                f"gradcheck(check_forward_ad=True) checks real inputs only, and input {i} is complex: "
+                "check it with check_backward_ad=True instead."
+            )
     (_fast_forward if opts["fast_mode"] else _slow_forward)(func, inputs, func_out, diff_idx, opts)
 
 
@@ -95,6 +123,7 @@ def _fast_forward(func, inputs, func_out, diff_idx, opts):
 
 # ---- public API -------------------------------------------------------------------------------------------
 
+
 def _run(check, raise_exception):
     with unfused():  # many calls of few one-off structures: per-op kernels, no program compiled per structure
         if raise_exception:
@@ -106,9 +135,22 @@ def _run(check, raise_exception):
 
 
 @scoped
-def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True, nondet_tol=0.0,
-              check_undefined_grad=True, check_grad_dtypes=False, check_batched_grad=False, check_forward_ad=False,
-              check_backward_ad=True, fast_mode=False):
+def gradcheck(
+    func,
+    inputs,
+    *,
+    eps=1e-6,
+    atol=1e-5,
+    rtol=1e-3,
+    raise_exception=True,
+    nondet_tol=0.0,
+    check_undefined_grad=True,
+    check_grad_dtypes=False,
+    check_batched_grad=False,
+    check_forward_ad=False,
+    check_backward_ad=True,
+    fast_mode=False,
+):
     """Check the gradients of `func` at `inputs` against central finite differences (torch.autograd.gradcheck).
 
     `inputs` is a Tensor or a tuple of arguments; the Tensors with requires_grad=True (float64 for the default
@@ -125,8 +167,9 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
         raise AssertionError("Setting check_batched_grad=True requires check_backward_ad to be True")
     if not callable(func):
         raise TypeError(f"gradcheck: func must be callable, but got {type(func).__name__}")
-    opts = dict(eps=eps, atol=atol, rtol=rtol, nondet_tol=nondet_tol, check_grad_dtypes=check_grad_dtypes,
-                fast_mode=fast_mode)
+    opts = dict(
+        eps=eps, atol=atol, rtol=rtol, nondet_tol=nondet_tol, check_grad_dtypes=check_grad_dtypes, fast_mode=fast_mode
+    )
     inputs = _as_tuple(inputs)
     _check_requires_grad(inputs)
     _warn_non_double(inputs)
@@ -162,9 +205,22 @@ def _random_grad_output(output):
 
 
 @scoped
-def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=1e-3,
-                  gen_non_contig_grad_outputs=False, raise_exception=True, nondet_tol=0.0, check_undefined_grad=True,
-                  check_grad_dtypes=False, check_batched_grad=False, fast_mode=False):
+def gradgradcheck(
+    func,
+    inputs,
+    grad_outputs=None,
+    *,
+    eps=1e-6,
+    atol=1e-5,
+    rtol=1e-3,
+    gen_non_contig_grad_outputs=False,
+    raise_exception=True,
+    nondet_tol=0.0,
+    check_undefined_grad=True,
+    check_grad_dtypes=False,
+    check_batched_grad=False,
+    fast_mode=False,
+):
     """Check the second derivatives of `func` (torch.autograd.gradgradcheck): gradcheck of the function
     (inputs, grad_outputs) -> grad(func(inputs), inputs, grad_outputs, create_graph=True).
 
@@ -186,6 +242,16 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
         grads = grad(outputs, [args[i] for i in diff_idx], args[n_inputs:], create_graph=True, allow_unused=True)
         return tuple(g for g in grads if g is not None)
 
-    return gradcheck(first_derivative, inputs + grad_outputs, eps=eps, atol=atol, rtol=rtol,
-                     raise_exception=raise_exception, nondet_tol=nondet_tol, check_undefined_grad=check_undefined_grad,
-                     check_grad_dtypes=check_grad_dtypes, check_batched_grad=check_batched_grad, fast_mode=fast_mode)
+    return gradcheck(
+        first_derivative,
+        inputs + grad_outputs,
+        eps=eps,
+        atol=atol,
+        rtol=rtol,
+        raise_exception=raise_exception,
+        nondet_tol=nondet_tol,
+        check_undefined_grad=check_undefined_grad,
+        check_grad_dtypes=check_grad_dtypes,
+        check_batched_grad=check_batched_grad,
+        fast_mode=fast_mode,
+    )

@@ -1,4 +1,5 @@
 """Public graph types and helpers: GradientEdge, get_gradient_edge, Node, increment_version."""
+
 from .._graph import GradientEdge, Node, get_gradient_edge
 from .._tensor import Tensor
 

@@ -1,4 +1,5 @@
 """Variable: torch's legacy wrapper, which today makes a Tensor."""
+
 import warnings
 
 import numpy as np
@@ -20,8 +21,11 @@ class Variable(metaclass=_VariableMeta):
 
     def __new__(cls, data=_NO_DATA, requires_grad=False, volatile=False):
         if volatile:
-            warnings.warn("volatile was removed and now has no effect. Use `with torch.no_grad():` instead.",
-                          UserWarning, stacklevel=2)
+            warnings.warn(
+                "volatile was removed and now has no effect. Use `with torch.no_grad():` instead.",
+                UserWarning,
+                stacklevel=2,
+            )
         if data is _NO_DATA:
             t = Tensor._wrap(np.zeros((0,), get_default_dtype().np))
         elif not isinstance(data, Tensor):

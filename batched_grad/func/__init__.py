@@ -7,5 +7,17 @@ from ._module import functional_call, replace_all_batch_norm_modules_, stack_mod
 from ._reverse import grad, grad_and_value, jacrev, vjp
 from ._vmap import vmap
 
-__all__ = ["functional_call", "grad", "grad_and_value", "hessian", "jacfwd", "jacrev", "jvp", "linearize",
-           "replace_all_batch_norm_modules_", "stack_module_state", "vjp", "vmap"]
+__all__ = [
+    "functional_call",
+    "grad",
+    "grad_and_value",
+    "hessian",
+    "jacfwd",
+    "jacrev",
+    "jvp",
+    "linearize",
+    "replace_all_batch_norm_modules_",
+    "stack_module_state",
+    "vjp",
+    "vmap",
+]

@@ -1,10 +1,12 @@
 """What the transforms of batched_grad.func share: torch.func's argnums rules and messages, the inputs a transform
 differentiates (fresh graph inputs standing for the caller's tensors), and whether its results must stay
 differentiable outside it."""
+
+from vmap._pytree import flatten
+
 from .._graph import AccumulateGrad
 from .._ops import clone
 from .._tensor import Tensor
-from vmap._pytree import flatten
 
 
 def _wrap_argnum(argnum, num_args):
@@ -39,7 +41,7 @@ def selected(args, argnums):
 def replaced(args, argnums, new):
     """`args` with the differentiated part replaced by `new` (shaped as `selected` returns it)."""
     if isinstance(argnums, int):
-        return args[:argnums] + (new,) + args[argnums + 1:]
+        return args[:argnums] + (new,) + args[argnums + 1 :]
     args = list(args)
     for i, value in zip(argnums, new):
         args[i] = value

@@ -3,11 +3,14 @@
 f is traced once into a jaxpr (its Tensors wrap JAX tracers, autograd.grad inside it included) and its JVP runs as
 one op of the table, so the result is differentiable by the engine and batched by vmap.vmap like any op. A function
 that reads concrete values cannot be traced: its JVP is then taken by reverse mode twice (the transpose of a VJP)."""
+
 import functools
 
 import jax
 import jax.numpy as jnp
 from jax.extend.core import ClosedJaxpr, jaxpr_as_fun
+
+from vmap._pytree import flatten
 
 from .._dtypes import float64
 from .._factories import eye
@@ -18,11 +21,17 @@ from .._tensor import Tensor
 from .._vmap_levels import randomness_mode
 from .._x64 import scoped
 from ..autograd._functional_forward import Untraceable, _trace, _TracedFunction, forward_jacobian
-from vmap._pytree import flatten
-from ._args import (check_argnums, check_tensor_outputs, differentiable_inputs, reaches_outside, replaced, selected,
-                    split_aux)
-from ._vmap import vmap
+from ._args import (
+    check_argnums,
+    check_tensor_outputs,
+    differentiable_inputs,
+    reaches_outside,
+    replaced,
+    selected,
+    split_aux,
+)
 from ._reverse import _detached_unless, _gradients, jacrev
+from ._vmap import vmap
 
 JVP = "jvp(f, primals, tangents)"
 
@@ -32,7 +41,7 @@ def _jvp_arrays(*arrays, traced, n_primals, n_tangents_out):
     `arrays` are the jaxpr's constants, the primals, then their tangents."""
     n_consts = len(traced.jaxpr.constvars)
     func = jaxpr_as_fun(ClosedJaxpr(traced.jaxpr, arrays[:n_consts]))
-    primals, tangents = arrays[n_consts:n_consts + n_primals], arrays[n_consts + n_primals:]
+    primals, tangents = arrays[n_consts : n_consts + n_primals], arrays[n_consts + n_primals :]
     outs, out_tangents = jax.jvp(lambda *p: tuple(func(*p)), primals, tangents)
     out_tangents = [jnp.zeros_like(o) if t.dtype == jax.dtypes.float0 else t for o, t in zip(outs, out_tangents)]
     return tuple(outs) + tuple(out_tangents[:n_tangents_out])
@@ -45,9 +54,11 @@ def _check_pair(primals, tangents):
     flat_primals, primals_spec = flatten(primals)
     flat_tangents, tangents_spec = flatten(tangents)
     if repr(primals_spec) != repr(tangents_spec):
-        raise RuntimeError(f"{JVP}: Expected primals and tangents to have the same python structure. For example, "
-                           "if primals is a tuple of 3 tensors, tangents also must be. Got primals with structure "
-                           f"{primals_spec} and tangents with structure {tangents_spec}")
+        raise RuntimeError(
+            f"{JVP}: Expected primals and tangents to have the same python structure. For example, "
+            "if primals is a tuple of 3 tensors, tangents also must be. Got primals with structure "
+            f"{primals_spec} and tangents with structure {tangents_spec}"
+        )
     for name, leaves in (("primals", flat_primals), ("tangents", flat_tangents)):
         if not leaves:
             raise RuntimeError(f"{JVP}: Expected {name} to contain at least one Tensor.")
@@ -56,9 +67,11 @@ def _check_pair(primals, tangents):
                 raise RuntimeError(f"{JVP}: Expected {name} to only contain Tensors, got {type(x)}")
     for p, t in zip(flat_primals, flat_tangents):
         if tuple(p.shape) != tuple(t.shape):
-            raise RuntimeError("Trying to set a forward gradient that has a different size than that of the original "
-                               f"Tensor, this is not supported. Tensor is of size {list(p.shape)} while the given "
-                               f"forward gradient is of size {list(t.shape)}.")
+            raise RuntimeError(
+                "Trying to set a forward gradient that has a different size than that of the original "
+                f"Tensor, this is not supported. Tensor is of size {list(p.shape)} while the given "
+                f"forward gradient is of size {list(t.shape)}."
+            )
     return flat_primals, primals_spec, flat_tangents
 
 
@@ -117,8 +130,13 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     n_out = len(outputs.flat_output)
     if strict:
         _check_strict(closed, len(flat_primals), n_out)
-    results = apply(_JVP_OP, list(closed.consts) + list(flat_primals) + list(flat_tangents),
-                    traced=_TracedFunction(closed.jaxpr), n_primals=len(flat_primals), n_tangents_out=n_out)
+    results = apply(
+        _JVP_OP,
+        list(closed.consts) + list(flat_primals) + list(flat_tangents),
+        traced=_TracedFunction(closed.jaxpr),
+        n_primals=len(flat_primals),
+        n_tangents_out=n_out,
+    )
     values, aux_values, out_tangents = results[:n_out], results[n_out:-n_out], results[-n_out:]
     result = (outputs.spec.unflatten(values), outputs.spec.unflatten(out_tangents))
     return result + (outputs.aux(aux_values),) if has_aux else result
@@ -128,8 +146,10 @@ def _check_strict(closed, n_primals, n_out):
     avals = [(v.aval.shape, v.aval.dtype) for v in closed.jaxpr.invars]
     reads = output_reads(jaxpr_as_fun(closed), avals)
     if any(r & ((1 << n_primals) - 1) == 0 for r in reads[:n_out]):
-        raise RuntimeError(f"{JVP[:-1]}, strict=True): The output of f is independent of the inputs. This is not "
-                           "allowed with strict=True.")
+        raise RuntimeError(
+            f"{JVP[:-1]}, strict=True): The output of f is independent of the inputs. This is not "
+            "allowed with strict=True."
+        )
 
 
 def _jvp_by_reverse_mode(func, primals, flat_tangents, strict, has_aux):
@@ -143,8 +163,10 @@ def _jvp_by_reverse_mode(func, primals, flat_tangents, strict, has_aux):
         flat_output, out_spec = flatten(output)
         check_tensor_outputs(flat_output, JVP)
         if strict and not any(o.requires_grad for o in flat_output):
-            raise RuntimeError(f"{JVP[:-1]}, strict=True): The output of f is independent of the inputs. This is "
-                               "not allowed with strict=True.")
+            raise RuntimeError(
+                f"{JVP[:-1]}, strict=True): The output of f is independent of the inputs. This is "
+                "not allowed with strict=True."
+            )
         keep = grad_outside and reaches_outside(flat_output, inputs)
         probes = [Tensor._wrap(jnp.zeros(tuple(o.shape), o.dtype.np), requires_grad=True) for o in flat_output]
         vjps = _gradients(flat_output, inputs, probes, create_graph=True)
@@ -176,8 +198,9 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
     @scoped
     def wrapper(*args, **kwargs):
         if randomness not in _RANDOMNESS:
-            raise RuntimeError("Only allowed values for randomness are 'error', 'different', or 'same'. Got "
-                               f"{randomness}")
+            raise RuntimeError(
+                f"Only allowed values for randomness are 'error', 'different', or 'same'. Got {randomness}"
+            )
         argnums_ = check_argnums(argnums, len(args))
         leaves, spec = flatten(selected(args, argnums_))
         outputs = _Outputs(has_aux)
@@ -208,8 +231,9 @@ def _jacfwd_by_columns(flat_func, leaves, spec, has_aux):
     (the single traced run of forward_jacobian would share them); aux as the first column's."""
     sizes = [x.numel() for x in leaves]
     identity = eye(sum(sizes), dtype=float64)
-    basis = [column.reshape((-1,) + tuple(x.shape)).to(x.dtype)
-             for x, column in zip(leaves, identity.split(sizes, dim=1))]
+    basis = [
+        column.reshape((-1,) + tuple(x.shape)).to(x.dtype) for x, column in zip(leaves, identity.split(sizes, dim=1))
+    ]
 
     def jvp_along(*tangents):
         result = jvp(flat_func, tuple(leaves), tangents, has_aux=has_aux)
@@ -218,10 +242,17 @@ def _jacfwd_by_columns(flat_func, leaves, spec, has_aux):
     result = vmap(jvp_along, randomness="different")(*basis)
     tangents, aux = result if has_aux else (result, None)
     flat_tangents, out_spec = flatten(tangents)
-    jacobian = out_spec.unflatten([spec.unflatten([
-        block.movedim(0, -1).reshape(tuple(t.shape[1:]) + tuple(x.shape))
-        for x, block in zip(leaves, t.split(sizes, dim=0))])
-        for t in flat_tangents])
+    jacobian = out_spec.unflatten(
+        [
+            spec.unflatten(
+                [
+                    block.movedim(0, -1).reshape(tuple(t.shape[1:]) + tuple(x.shape))
+                    for x, block in zip(leaves, t.split(sizes, dim=0))
+                ]
+            )
+            for t in flat_tangents
+        ]
+    )
     if not has_aux:
         return jacobian
     flat_aux, aux_spec = flatten(aux)

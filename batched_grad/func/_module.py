@@ -1,5 +1,6 @@
 """torch.func's module helpers: functional_call runs a module with given tensors in place of its parameters and
 buffers; stack_module_state stacks the state of several identical modules for vmap (model ensembling)."""
+
 import collections.abc
 import contextlib
 
@@ -27,8 +28,10 @@ def _untied(module, given):
     for name in [n for n in given if n in tied]:
         names = tied[name]
         if len(names & set(given)) > 1 and len({id(given[n]) for n in names if n in given}) != 1:
-            raise ValueError(f"functional_call got multiple values for keys {sorted(names)}, which are tied. "
-                             "Consider using tie_weights=False")
+            raise ValueError(
+                f"functional_call got multiple values for keys {sorted(names)}, which are tied. "
+                "Consider using tie_weights=False"
+            )
         for other in names:
             untied[other] = given[name]
     return untied
@@ -43,8 +46,9 @@ def _check_keys(module, given):
     if missing:
         errors.append(f"Missing key(s): {', '.join(map(repr, missing))}.")
     if errors:
-        raise RuntimeError("Error(s) in reparametrizing for {}:\n\t{}".format(type(module).__name__,
-                                                                            "\n\t".join(errors)))
+        raise RuntimeError(
+            "Error(s) in reparametrizing for {}:\n\t{}".format(type(module).__name__, "\n\t".join(errors))
+        )
 
 
 def _owner(module, name):
@@ -96,8 +100,10 @@ def _merged(parameter_and_buffer_dicts):
         if repeated:
             raise ValueError(f"{repeated} appeared in multiple dictionaries; behavior of functional call is ambiguous")
         return {k: v for d in parameter_and_buffer_dicts for k, v in d.items()}
-    raise ValueError("Expected parameter_and_buffer_dicts to be a dict, or a list/tuple of dicts, but got "
-                     f"{type(parameter_and_buffer_dicts)}")
+    raise ValueError(
+        "Expected parameter_and_buffer_dicts to be a dict, or a list/tuple of dicts, but got "
+        f"{type(parameter_and_buffer_dicts)}"
+    )
 
 
 def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, *, tie_weights=True, strict=False):
@@ -132,9 +138,10 @@ def stack_module_state(models):
         raise RuntimeError("stack_module_state: Expected all models to be of the same class.")
     params = [dict(m.named_parameters()) for m in models]
     buffers = [dict(m.named_buffers()) for m in models]
-    return ({k: _stacked_leaf([p[k] for p in params], k) for k in params[0]},
-            {k: _stacked_leaf([b[k] for b in buffers], k) for k in buffers[0]})
-
+    return (
+        {k: _stacked_leaf([p[k] for p in params], k) for k in params[0]},
+        {k: _stacked_leaf([b[k] for b in buffers], k) for k in buffers[0]},
+    )
 
 
 def replace_all_batch_norm_modules_(root):

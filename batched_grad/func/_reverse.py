@@ -4,7 +4,11 @@ Each call records f on fresh inputs (_args.differentiable_inputs) and takes bg.a
 Jacobian's rows are one batched grad call (is_grads_batched) over the standard basis. The gradients are recorded
 (create_graph) only where they must stay differentiable outside the transform: a composed transform (jacrev of
 grad, vmap of grad) or a captured tensor that requires grad."""
+
 import functools
+
+from vmap._batching import check_chunk_size
+from vmap._pytree import flatten
 
 from .._factories import zeros_like
 from .._grad_mode import enable_grad, is_grad_enabled
@@ -12,10 +16,15 @@ from .._tensor import Tensor
 from .._x64 import scoped
 from ..autograd._api import grad as _autograd_grad
 from ..autograd.functional import _jacobian_vectorized
-from vmap._batching import check_chunk_size
-from vmap._pytree import flatten
-from ._args import (check_argnums, check_tensor_outputs, differentiable_inputs, reaches_outside, replaced, selected,
-                    split_aux)
+from ._args import (
+    check_argnums,
+    check_tensor_outputs,
+    differentiable_inputs,
+    reaches_outside,
+    replaced,
+    selected,
+    split_aux,
+)
 
 
 def _detached_unless(tree, keep):
@@ -33,8 +42,14 @@ def _gradients(outputs, inputs, cotangents, create_graph):
     pairs = [(o, c) for o, c in zip(outputs, cotangents) if o.requires_grad]
     if not pairs:
         return [zeros_like(x) for x in inputs]
-    grads = _autograd_grad([o for o, _ in pairs], inputs, [c for _, c in pairs], retain_graph=True,
-                           create_graph=create_graph, allow_unused=True)
+    grads = _autograd_grad(
+        [o for o, _ in pairs],
+        inputs,
+        [c for _, c in pairs],
+        retain_graph=True,
+        create_graph=create_graph,
+        allow_unused=True,
+    )
     return [zeros_like(x) if g is None else g for g, x in zip(grads, inputs)]
 
 
@@ -65,8 +80,10 @@ def grad_and_value(func, argnums=0, has_aux=False):
         if not isinstance(output, Tensor):
             raise RuntimeError(f"grad_and_value(f)(*args): Expected f(*args) to return a Tensor, got {type(output)}")
         if output.dim() != 0:
-            raise RuntimeError("grad_and_value(f)(*args): Expected f(*args) to return a scalar Tensor, got tensor "
-                               f"with {output.dim()} dims. Maybe you wanted to use the vjp or jacrev APIs instead?")
+            raise RuntimeError(
+                "grad_and_value(f)(*args): Expected f(*args) to return a scalar Tensor, got tensor "
+                f"with {output.dim()} dims. Maybe you wanted to use the vjp or jacrev APIs instead?"
+            )
         with enable_grad():
             grads = _gradients([output], run.inputs, [None], run.keep_graph)
         gradient = run.spec.unflatten(grads)
@@ -93,8 +110,10 @@ def grad(func, argnums=0, has_aux=False):
 def _check_floating_outputs(outputs):
     for o in outputs:
         if not (o.dtype.is_floating_point or o.dtype.is_complex):
-            raise RuntimeError("vjp(f, ...): All outputs of f must be floating-point or complex Tensors, got Tensor "
-                               f"with dtype {o.dtype}")
+            raise RuntimeError(
+                "vjp(f, ...): All outputs of f must be floating-point or complex Tensors, got Tensor "
+                f"with dtype {o.dtype}"
+            )
 
 
 @scoped
@@ -109,9 +128,11 @@ def vjp(func, *primals, has_aux=False):
     def vjp_fn(cotangents, retain_graph=True, create_graph=None):
         flat_cotangents, spec = flatten(cotangents)
         if repr(spec) != repr(run.output_spec):
-            raise RuntimeError("Expected pytree structure of cotangents to be the same as pytree structure of outputs "
-                               f"to the function. cotangents: {spec.pprint()}, "
-                               f"primal output: {run.output_spec.pprint()}")
+            raise RuntimeError(
+                "Expected pytree structure of cotangents to be the same as pytree structure of outputs "
+                f"to the function. cotangents: {spec.pprint()}, "
+                f"primal output: {run.output_spec.pprint()}"
+            )
         record = is_grad_enabled() if create_graph is None else create_graph
         with enable_grad():
             grads = _gradients(run.flat_output, run.inputs, flat_cotangents, record and run.keep_graph)
@@ -127,8 +148,9 @@ def _check_real(tree, api, what):
     leaves, _ = flatten(tree)
     for idx, x in enumerate(leaves):
         if isinstance(x, Tensor) and x.dtype.is_complex:
-            raise RuntimeError(f"{api}: Expected all {what} to be real but received complex tensor at flattened "
-                               f"input idx: {idx}")
+            raise RuntimeError(
+                f"{api}: Expected all {what} to be real but received complex tensor at flattened input idx: {idx}"
+            )
 
 
 def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
@@ -164,6 +186,9 @@ def _jacobian_blocks(run, chunk_size):
     if differentiable:
         with enable_grad():
             rows = iter(_jacobian_vectorized(tuple(differentiable), tuple(run.inputs), run.keep_graph, chunk_size))
-    return [next(rows) if o.requires_grad else
-            tuple(zeros_like(x).expand(tuple(o.shape) + tuple(x.shape)) for x in run.inputs)
-            for o in run.flat_output]
+    return [
+        next(rows)
+        if o.requires_grad
+        else tuple(zeros_like(x).expand(tuple(o.shape) + tuple(x.shape)) for x in run.inputs)
+        for o in run.flat_output
+    ]

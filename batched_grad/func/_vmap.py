@@ -1,6 +1,7 @@
 """vmap.vmap: vectorize a function of Tensors over a batch axis of its arguments (jax.vmap underneath),
 composing with batched_grad.autograd.grad inside it (the per-sample-gradient idiom). Arguments, results and
 their dims are torch's pytrees (vmap/_pytree.py); checks and messages are torch.func.vmap's."""
+
 import functools
 import warnings
 
@@ -16,8 +17,8 @@ from vmap._rows import map_rows
 from vmap._shards import first_shards, split_as
 
 from .._generator import default_generator
-from .._graph import sequence_mark
 from .._grad_mode import is_grad_enabled
+from .._graph import sequence_mark
 from .._lazy import MAPPED, NeedsTracing, Pending, evaluate_mapped, mapped_input
 from .._meta import VMAP_OVER_META, is_meta
 from .._tensor import Tensor
@@ -44,8 +45,9 @@ def vmap(func, in_dims=0, out_dims=0, *, chunk_size=None, randomness="error"):
         mapped = [i for i, d in enumerate(dims_in) if d is not None]
         if any([is_meta(flat_args[i]) for i in mapped]):
             raise NotImplementedError(VMAP_OVER_META)
-        arrays = [flat_args[i]._value if dims_in[i] == 0 else jnp.moveaxis(flat_args[i]._value, dims_in[i], 0)
-                  for i in mapped]
+        arrays = [
+            flat_args[i]._value if dims_in[i] == 0 else jnp.moveaxis(flat_args[i]._value, dims_in[i], 0) for i in mapped
+        ]
         if randomness == "different":  # the rows' indices, mapped too: a row's draws are its row of (size, ...) ones
             arrays.append(np.arange(size, dtype=np.int32))
         shards = first_shards(arrays)  # each device maps its own rows of every mapped array
@@ -68,8 +70,10 @@ def vmap(func, in_dims=0, out_dims=0, *, chunk_size=None, randomness="error"):
             with running(level):
                 leaves, spec = flatten(func(*args_spec.unflatten(call), **kwargs))
                 if is_grad_enabled():
-                    recorded[:] = [outside_edges(leaves, start, is_batched),
-                                   [isinstance(x, Tensor) and x.requires_grad for x in leaves]]
+                    recorded[:] = [
+                        outside_edges(leaves, start, is_batched),
+                        [isinstance(x, Tensor) and x.requires_grad for x in leaves],
+                    ]
                 return leaves, spec
 
         try:
@@ -123,11 +127,18 @@ def _deferred(run, arrays, chunk_size, shards):
     leaves, spec = run(rows)
     ours = {r.call for r in rows}
     # an outer vmap's row returned as it is does not vary across ours: it is expanded like any unbatched result
-    batched = [i for i, x in enumerate(leaves) if isinstance(x, Tensor) and type(x._v) is Pending
-               and x._v.call.mapped and (x._v.call.op is not MAPPED or x._v.call in ours)]
+    batched = [
+        i
+        for i, x in enumerate(leaves)
+        if isinstance(x, Tensor)
+        and type(x._v) is Pending
+        and x._v.call.mapped
+        and (x._v.call.op is not MAPPED or x._v.call in ours)
+    ]
     if batched:
-        values = evaluate_mapped([leaves[i]._v for i in batched], {r.call: a for r, a in zip(rows, arrays)},
-                                 chunk_size, shards)
+        values = evaluate_mapped(
+            [leaves[i]._v for i in batched], {r.call: a for r, a in zip(rows, arrays)}, chunk_size, shards
+        )
         for i, v in zip(batched, values):
             leaves[i] = _Rows(v)
     return leaves, spec
@@ -140,9 +151,13 @@ def _traced(func, run, arrays, size, chunk_size, shards):
     stacked too and come back as their first row."""
     chunk_size = chunk_size if size else None  # no rows: nothing to chunk
     if chunk_size == AUTO:  # running func again for each chunk size tried would repeat its side effects
-        warnings.warn(f'vmap: chunk_size="auto": {_name(func)} reads values, so it runs traced, not as a program '
-                      "whose memory can be measured; its rows run all at once. Give chunk_size a number to bound "
-                      "them.", UserWarning, stacklevel=4)
+        warnings.warn(
+            f'vmap: chunk_size="auto": {_name(func)} reads values, so it runs traced, not as a program '
+            "whose memory can be measured; its rows run all at once. Give chunk_size a number to bound "
+            "them.",
+            UserWarning,
+            stacklevel=4,
+        )
         chunk_size = None
     found = []
 
@@ -168,10 +183,12 @@ def _traced(func, run, arrays, size, chunk_size, shards):
     try:
         stacked = map_rows(row, tuple(arrays), chunk_size, shards)
     except UNVECTORIZABLE as error:
-        raise RuntimeError(f"vmap: {getattr(func, '__qualname__', func)} could not be vectorized "
-                           f"({type(error).__name__}: it leaves JAX, e.g. NumPy, .item() or a branch on "
-                           "values). Write it with Tensor ops, or give the custom autograd.Function inside it a "
-                           "vmap staticmethod (a batching rule).") from error
+        raise RuntimeError(
+            f"vmap: {getattr(func, '__qualname__', func)} could not be vectorized "
+            f"({type(error).__name__}: it leaves JAX, e.g. NumPy, .item() or a branch on "
+            "values). Write it with Tensor ops, or give the custom autograd.Function inside it a "
+            "vmap staticmethod (a batching rule)."
+        ) from error
     kept, spec = found[0]
     leaves = []
     for x in kept:
@@ -193,8 +210,14 @@ def _record(placed, leaves, dims, recorded, inputs, call):
     rows_k = [k for k, x in enumerate(leaves) if type(x) is _Rows and requires_grad[k]]
     if not rows_k:
         return
-    node = VmapNode(edges, inputs, [placed[k] for k in rows_k], call, rows_k,
-                    [_out_dim(dims[k], leaves[k].array.ndim) for k in rows_k])
+    node = VmapNode(
+        edges,
+        inputs,
+        [placed[k] for k in rows_k],
+        call,
+        rows_k,
+        [_out_dim(dims[k], leaves[k].array.ndim) for k in rows_k],
+    )
     for j, k in enumerate(rows_k):
         placed[k] = Tensor._wrap(placed[k]._v, grad_fn=node, output_nr=j)
 
@@ -215,8 +238,10 @@ def _place(func, leaves, dims, size):
             placed.append(expanded.movedim(0, d) if d else expanded)
         elif d is not None or type(x) is _Traced:
             kind = x.kind if type(x) is _Traced else type(x)
-            raise ValueError(f"vmap({name}, ...): `{name}` must only return Tensors, got type {kind}. Did you "
-                             "mean to set out_dims= to None for output?")
+            raise ValueError(
+                f"vmap({name}, ...): `{name}` must only return Tensors, got type {kind}. Did you "
+                "mean to set out_dims= to None for output?"
+            )
         else:
             placed.append(x)
     return placed
@@ -246,36 +271,49 @@ def _batched_inputs(func, in_dims, args):
     name = _name(func)
     where = f"vmap({name}, in_dims={in_dims}, ...)(<inputs>)"
     if not _is_dim(in_dims) and not isinstance(in_dims, tuple):
-        raise ValueError(f"{where}: expected `in_dims` to be int or a (potentially nested) tuple matching the "
-                         f"structure of inputs, got: {type(in_dims)}.")
+        raise ValueError(
+            f"{where}: expected `in_dims` to be int or a (potentially nested) tuple matching the "
+            f"structure of inputs, got: {type(in_dims)}."
+        )
     if not args:
-        raise ValueError(f"vmap({name})(<inputs>): got no inputs. Maybe you forgot to add inputs, or you are "
-                         "trying to vmap over a function with no inputs. The latter is unsupported.")
+        raise ValueError(
+            f"vmap({name})(<inputs>): got no inputs. Maybe you forgot to add inputs, or you are "
+            "trying to vmap over a function with no inputs. The latter is unsupported."
+        )
     flat_args, args_spec = flatten(args)
     dims = broadcast_prefix(in_dims, args_spec)
     if dims is None:
-        raise ValueError(f"{where}: in_dims is not compatible with the structure of `inputs`. in_dims has "
-                         f"structure {flatten(in_dims)[1]} but inputs has structure {args_spec}.")
+        raise ValueError(
+            f"{where}: in_dims is not compatible with the structure of `inputs`. in_dims has "
+            f"structure {flatten(in_dims)[1]} but inputs has structure {args_spec}."
+        )
     for i, (arg, d) in enumerate(zip(flat_args, dims)):
         if d is None:
             continue
         if not _is_dim(d):
-            raise ValueError(f"{where}: Got in_dim={d} for an input but in_dim must be either an integer dimension "
-                             "or None.")
+            raise ValueError(
+                f"{where}: Got in_dim={d} for an input but in_dim must be either an integer dimension or None."
+            )
         if not isinstance(arg, Tensor):
-            raise ValueError(f"{where}: Got in_dim={d} for an input but the input is of type {type(arg)}. We "
-                             "cannot vmap over non-Tensor arguments, please use None as the respective in_dim")
+            raise ValueError(
+                f"{where}: Got in_dim={d} for an input but the input is of type {type(arg)}. We "
+                "cannot vmap over non-Tensor arguments, please use None as the respective in_dim"
+            )
         n = arg.ndim
         if not -n <= d < n:
-            raise ValueError(f"{where}: Got in_dim={d} for some input, but that input is a Tensor of "
-                             f"dimensionality {n} so expected in_dim to satisfy -{n} <= in_dim < {n}.")
+            raise ValueError(
+                f"{where}: Got in_dim={d} for some input, but that input is a Tensor of "
+                f"dimensionality {n} so expected in_dim to satisfy -{n} <= in_dim < {n}."
+            )
         dims[i] = d % n
     sizes = [arg.shape[d] for arg, d in zip(flat_args, dims) if d is not None]
     if not sizes:
         raise ValueError("vmap: Expected at least one Tensor to vmap over")
     if any(s != sizes[0] for s in sizes):
-        raise ValueError(f"vmap: Expected all tensors to have the same size in the mapped dimension, got sizes "
-                         f"{sizes} for the mapped dimension")
+        raise ValueError(
+            f"vmap: Expected all tensors to have the same size in the mapped dimension, got sizes "
+            f"{sizes} for the mapped dimension"
+        )
     return sizes[0], dims, flat_args, args_spec
 
 
@@ -283,9 +321,11 @@ def _check_out_dims(func, out_dims):
     if isinstance(out_dims, int):
         return
     if not all(d is None or isinstance(d, int) for d in flatten(out_dims)[0]):
-        raise ValueError(f"vmap({_name(func)}, ..., out_dims={out_dims}): `out_dims` must be an int, None or a "
-                         "python collection of ints representing where in the outputs the vmapped dimension "
-                         "should appear.")
+        raise ValueError(
+            f"vmap({_name(func)}, ..., out_dims={out_dims}): `out_dims` must be an int, None or a "
+            "python collection of ints representing where in the outputs the vmapped dimension "
+            "should appear."
+        )
 
 
 def _flat_out_dims(func, out_dims, spec, leaves):
@@ -299,7 +339,9 @@ def _flat_out_dims(func, out_dims, spec, leaves):
     else:
         dims = broadcast_prefix(out_dims, spec)
     if dims is None:
-        raise ValueError(f"vmap({_name(func)}, ..., out_dims={out_dims})(<inputs>): out_dims is not compatible with "
-                         f"the structure of `outputs`. out_dims has structure {flatten(out_dims)[1]} but outputs has "
-                         f"structure {spec}.")
+        raise ValueError(
+            f"vmap({_name(func)}, ..., out_dims={out_dims})(<inputs>): out_dims is not compatible with "
+            f"the structure of `outputs`. out_dims has structure {flatten(out_dims)[1]} but outputs has "
+            f"structure {spec}."
+        )
     return dims

@@ -2,8 +2,10 @@
 `w` that f captures. The results get one node whose edges are where f's recorded rows reach the graph made before
 the call (captured tensors, leaves); its backward runs f again on each row under vmap.vmap and takes
 autograd.grad of the row's results into those edges, summed over the rows (a recomputation, as checkpointing)."""
+
 import contextlib
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 from vmap._pytree import flatten
 
@@ -19,6 +21,7 @@ from ..autograd._api import grad
 class VmapCall(NamedTuple):
     """A vmap.vmap call, for the rerun of its function in the backward: `vmap` is the transform itself, which the
     rerun calls again; `rng_state`: the default generator's state before func ran, or None."""
+
     vmap: Callable
     func: Callable
     args: tuple
@@ -64,8 +67,10 @@ def _without_nested(edges):
     through = []
     while True:
         nodes = {id(e.node) for e in edges}
-        nested = next((e for e in edges if type(e.node) is not _graph.AccumulateGrad
-                       and _leads_to(e.node, nodes - {id(e.node)})), None)
+        nested = next(
+            (e for e in edges if type(e.node) is not _graph.AccumulateGrad and _leads_to(e.node, nodes - {id(e.node)})),
+            None,
+        )
         if nested is None:
             return edges, through
         through.append(nested)
@@ -109,15 +114,17 @@ class VmapNode(_graph.Node):
     def backward(self, cotangents, create_graph, batch=None):
         if batch is None:
             return self._backward(cotangents, create_graph)
-        return run_batched(self.name(), lambda cts: self._backward(cts, create_graph), cotangents, batch,
-                           key=self.call.func)
+        return run_batched(
+            self.name(), lambda cts: self._backward(cts, create_graph), cotangents, batch, key=self.call.func
+        )
 
     def _backward(self, cotangents, create_graph):
         vmap, func, args, kwargs, in_dims, randomness, rng_state = self.call
-        cotangents = [zeros(shape, dtype=dtype) if c is None else c for c, (shape, dtype) in zip(cotangents,
-                                                                                              self.out_meta)]
+        cotangents = [
+            zeros(shape, dtype=dtype) if c is None else c for c, (shape, dtype) in zip(cotangents, self.out_meta)
+        ]
         rows_k, mapped = self.rows_k, self.mapped
-        edges = list(self.edges)[:len(self.edges) - len(mapped) - self.n_through]
+        edges = list(self.edges)[: len(self.edges) - len(mapped) - self.n_through]
 
         def row_gradients(*call_args, cts):
             flat, spec = flatten(call_args)
@@ -129,19 +136,32 @@ class VmapNode(_graph.Node):
                 outs = [leaves[k] for k in rows_k]
                 pairs = [(o, c) for o, c in zip(outs, cts) if o.requires_grad]
                 targets = edges + rows
-                grads = grad([o for o, _ in pairs], targets, [c for _, c in pairs], retain_graph=True,
-                             allow_unused=True, create_graph=create_graph) if pairs else [None] * len(targets)
+                grads = (
+                    grad(
+                        [o for o, _ in pairs],
+                        targets,
+                        [c for _, c in pairs],
+                        retain_graph=True,
+                        allow_unused=True,
+                        create_graph=create_graph,
+                    )
+                    if pairs
+                    else [None] * len(targets)
+                )
             fill = [_zeros_for(e) for e in edges] + [zeros_like(r) for r in rows]
             return tuple(z if g is None else g for g, z in zip(grads, fill))
 
         row_dims = in_dims if isinstance(in_dims, tuple) else (in_dims,) * len(args)
-        rerun = vmap(lambda *a: row_gradients(*a[:-1], cts=a[-1]), in_dims=row_dims + (list(self.out_dims),),
-                     randomness=randomness)
+        rerun = vmap(
+            lambda *a: row_gradients(*a[:-1], cts=a[-1]),
+            in_dims=row_dims + (list(self.out_dims),),
+            randomness=randomness,
+        )
         with _drawing_again(rng_state):
             per_row = rerun(*args, cotangents)
-        summed = [g.sum(0) for g in per_row[:len(edges)]]  # a captured tensor's gradient sums over the rows
+        summed = [g.sum(0) for g in per_row[: len(edges)]]  # a captured tensor's gradient sums over the rows
         through = [None] * self.n_through  # their gradients are in the edges' own, taken through them
-        return summed + through + [g.movedim(0, d) for g, (_, d) in zip(per_row[len(edges):], mapped)]
+        return summed + through + [g.movedim(0, d) for g, (_, d) in zip(per_row[len(edges) :], mapped)]
 
 
 @contextlib.contextmanager

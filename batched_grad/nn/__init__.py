@@ -1,29 +1,86 @@
 """torch.nn's core: Module, Parameter, the containers, the common layers and losses, `functional`, `init` and
 `utils`."""
+
+from . import activation as _activation
 from . import functional, init, utils
-from . import (activation as _activation, layers as _layers, loss as _loss, normalization as _normalization,
-               padding as _padding, pooling as _pooling, rnn as _rnn, transformer as _transformer)
+from . import layers as _layers
+from . import loss as _loss
+from . import normalization as _normalization
+from . import padding as _padding
+from . import pooling as _pooling
+from . import rnn as _rnn
+from . import transformer as _transformer
 from .attention import MultiheadAttention
 from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
 from .containers import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .module import Module
-from .modules import (GELU, Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d,
-                      CrossEntropyLoss, Dropout, Embedding, Flatten, LayerNorm, Linear, MSELoss, ReLU, Sigmoid, Softplus,
-                      Tanh)
+from .modules import (
+    GELU,
+    Conv1d,
+    Conv2d,
+    Conv3d,
+    ConvTranspose1d,
+    ConvTranspose2d,
+    ConvTranspose3d,
+    CrossEntropyLoss,
+    Dropout,
+    Embedding,
+    Flatten,
+    LayerNorm,
+    Linear,
+    MSELoss,
+    ReLU,
+    Sigmoid,
+    Softplus,
+    Tanh,
+)
 from .parameter import Parameter
 
 
 def _classes(module):
-    return {name: value for name, value in vars(module).items() if isinstance(value, type) and name[0] != "_"
-            and value.__module__ == module.__name__}
+    return {
+        name: value
+        for name, value in vars(module).items()
+        if isinstance(value, type) and name[0] != "_" and value.__module__ == module.__name__
+    }
 
 
 _LAYER_MODULES = (_activation, _layers, _loss, _normalization, _padding, _pooling, _rnn, _transformer)
 _LAYERS = {name: cls for module in _LAYER_MODULES for name, cls in _classes(module).items()}
 globals().update(_LAYERS)
 
-__all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "GELU", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d",
-           "ConvTranspose2d", "ConvTranspose3d", "CrossEntropyLoss", "Dropout", "Embedding", "Flatten",
-           "LayerNorm", "Linear", "MSELoss", "Module", "MultiheadAttention", "ModuleDict", "ModuleList", "Parameter",
-           "ParameterDict", "ParameterList", "ReLU", "Sequential", "Sigmoid", "Softplus", "Tanh", "functional", "init",
-           "utils", *_LAYERS]
+__all__ = [
+    "BatchNorm1d",
+    "BatchNorm2d",
+    "BatchNorm3d",
+    "GELU",
+    "Conv1d",
+    "Conv2d",
+    "Conv3d",
+    "ConvTranspose1d",
+    "ConvTranspose2d",
+    "ConvTranspose3d",
+    "CrossEntropyLoss",
+    "Dropout",
+    "Embedding",
+    "Flatten",
+    "LayerNorm",
+    "Linear",
+    "MSELoss",
+    "Module",
+    "MultiheadAttention",
+    "ModuleDict",
+    "ModuleList",
+    "Parameter",
+    "ParameterDict",
+    "ParameterList",
+    "ReLU",
+    "Sequential",
+    "Sigmoid",
+    "Softplus",
+    "Tanh",
+    "functional",
+    "init",
+    "utils",
+    *_LAYERS,
+]

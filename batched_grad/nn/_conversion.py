@@ -1,6 +1,7 @@
 """Module.to's arguments, parsed as torch's `_parse_to` parses them, and the conversion of one tensor to a device
 and dtype: JAX's cpu device, its GPU ones for cuda (an error naming what is missing where JAX has none), or the
 meta device."""
+
 import jax
 
 from .. import _dtypes
@@ -32,8 +33,9 @@ def _invalid(args, kwargs):
     got = ", ".join([_kind(a) for a in args] + [f"{k}={_kind(v)}" for k, v in kwargs.items()])
     if kwargs and not args:
         got += ", "
-    return TypeError(f"to() received an invalid combination of arguments - got ({got}), but expected one of:\n"
-                     + _SIGNATURES)
+    return TypeError(
+        f"to() received an invalid combination of arguments - got ({got}), but expected one of:\n" + _SIGNATURES
+    )
 
 
 def _is_device(value):
@@ -53,7 +55,7 @@ def parse_to(args, kwargs):
         names = ("dtype", "non_blocking")
     else:
         names = ("device", "dtype", "non_blocking")
-    if len(args) > len(names) or any(name not in names[len(args):] for name in kwargs):
+    if len(args) > len(names) or any(name not in names[len(args) :] for name in kwargs):
         raise _invalid(args, kwargs)
     found = dict(zip(names, args), **kwargs)
     tensor = found.pop("tensor", None)
@@ -94,14 +96,18 @@ def jax_device(where):
     found = jax_devices(where.type)
     if not found:
         if where.type == "cuda":
-            raise AssertionError("batched_grad has no CUDA device: JAX has no GPU backend here (a CUDA-enabled "
-                                 "jaxlib gives it one)")
-        raise RuntimeError(f"batched_grad is not linked with support for {where.type} devices: its tensors live "
-                           "on JAX's cpu device, its GPUs for cuda, or on meta (without values)")
+            raise AssertionError(
+                "batched_grad has no CUDA device: JAX has no GPU backend here (a CUDA-enabled jaxlib gives it one)"
+            )
+        raise RuntimeError(
+            f"batched_grad is not linked with support for {where.type} devices: its tensors live "
+            "on JAX's cpu device, its GPUs for cuda, or on meta (without values)"
+        )
     index = where.index or 0
     if index >= len(found):
-        raise RuntimeError(f"Invalid device ordinal: {where} (JAX has {len(found)} {where.type} device"
-                           f"{'s' if len(found) > 1 else ''})")
+        raise RuntimeError(
+            f"Invalid device ordinal: {where} (JAX has {len(found)} {where.type} device{'s' if len(found) > 1 else ''})"
+        )
     return found[index]
 
 

@@ -1,5 +1,6 @@
 """The activation modules beyond ReLU, Tanh, Sigmoid, GELU and Softplus, and Identity: each calls its functional
 op with the options it was built with, and prints them as torch's does."""
+
 from .. import _factories
 from . import functional as F
 from .module import Module

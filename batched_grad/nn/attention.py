@@ -1,14 +1,16 @@
 """Multi-head attention as torch computes it: F.multi_head_attention_forward (packed or separate input projections,
 bias_k/bias_v, zero attention, boolean or additive masks, key padding, per-head or averaged weights) and the
 MultiheadAttention module with torch's parameters, initialization and repr."""
+
 import math
 import warnings
 
 from .. import _dtypes, _factories
 from .._ops.shape import cat
-from . import functional as F, init
-from .modules import Linear
+from . import functional as F
+from . import init
 from .module import Module
+from .modules import Linear
 from .parameter import Parameter
 
 
@@ -20,8 +22,10 @@ def _as_additive(mask, name, dtype, other_dtype=None, other_name=""):
     if mask.dtype is not _dtypes.bool and not mask.dtype.is_floating_point:
         raise AssertionError(f"only bool and floating types of {name} are supported")
     if other_dtype is not None and mask.dtype is not other_dtype:
-        warnings.warn(f"Support for mismatched {name} and {other_name} is deprecated. Use same type for both "
-                      "instead.", stacklevel=3)
+        warnings.warn(
+            f"Support for mismatched {name} and {other_name} is deprecated. Use same type for both instead.",
+            stacklevel=3,
+        )
     if mask.dtype is _dtypes.bool:
         return _factories.zeros(*mask.shape, dtype=dtype).masked_fill(mask, float("-inf"))
     return mask
@@ -30,8 +34,10 @@ def _as_additive(mask, name, dtype, other_dtype=None, other_name=""):
 def _canonical_masks(key_padding_mask, attn_mask, dtype):
     """Both masks additive, as torch canonicalizes them (the key padding mask checked against attn_mask's type)."""
     other = None if attn_mask is None else attn_mask.dtype
-    return (_as_additive(key_padding_mask, "key_padding_mask", dtype, other, "attn_mask"),
-            _as_additive(attn_mask, "attn_mask", dtype))
+    return (
+        _as_additive(key_padding_mask, "key_padding_mask", dtype, other, "attn_mask"),
+        _as_additive(attn_mask, "attn_mask", dtype),
+    )
 
 
 def _unpack(projected, parts):
@@ -59,18 +65,25 @@ def _in_projection(query, key, value, weight, bias, separate):
 def _check_batched(query, key, value, key_padding_mask, attn_mask, num_heads):
     """Whether the inputs are batched (3-D query) or unbatched (2-D), with torch's checks of the masks' ranks."""
     if query.ndim not in (2, 3):
-        raise AssertionError(f"query should be unbatched 2D or batched 3D tensor but received {query.ndim}-D query "
-                             "tensor")
+        raise AssertionError(
+            f"query should be unbatched 2D or batched 3D tensor but received {query.ndim}-D query tensor"
+        )
     form, rank = ("batched (3-D)", 3) if query.ndim == 3 else ("unbatched (2-D)", 2)
     if key.ndim != rank or value.ndim != rank:
-        raise AssertionError(f"For {form} `query`, expected `key` and `value` to be {rank}-D but found "
-                             f"{key.ndim}-D and {value.ndim}-D tensors respectively")
+        raise AssertionError(
+            f"For {form} `query`, expected `key` and `value` to be {rank}-D but found "
+            f"{key.ndim}-D and {value.ndim}-D tensors respectively"
+        )
     if key_padding_mask is not None and key_padding_mask.ndim != rank - 1:
-        raise AssertionError(f"For {form} `query`, expected `key_padding_mask` to be `None` or {rank - 1}-D but "
-                             f"found {key_padding_mask.ndim}-D tensor instead")
+        raise AssertionError(
+            f"For {form} `query`, expected `key_padding_mask` to be `None` or {rank - 1}-D but "
+            f"found {key_padding_mask.ndim}-D tensor instead"
+        )
     if attn_mask is not None and attn_mask.ndim not in (2, 3):
-        raise AssertionError(f"For {form} `query`, expected `attn_mask` to be `None`, 2-D or 3-D but found "
-                             f"{attn_mask.ndim}-D tensor instead")
+        raise AssertionError(
+            f"For {form} `query`, expected `attn_mask` to be `None`, 2-D or 3-D but found "
+            f"{attn_mask.ndim}-D tensor instead"
+        )
     expected = (num_heads, query.shape[0], key.shape[0])
     if rank == 2 and attn_mask is not None and attn_mask.ndim == 3 and tuple(attn_mask.shape) != expected:
         raise AssertionError(f"Expected `attn_mask` shape to be {expected} but got {_size(attn_mask.shape)}")
@@ -90,8 +103,9 @@ def _check_projections(key, value, in_proj_weight, separate):
             raise AssertionError("use_separate_proj_weight is False but in_proj_weight is None")
         return
     if tuple(key.shape[:2]) != tuple(value.shape[:2]):
-        raise AssertionError(f"key's sequence and batch dims {_size(key.shape[:2])} do not match value's "
-                             f"{_size(value.shape[:2])}")
+        raise AssertionError(
+            f"key's sequence and batch dims {_size(key.shape[:2])} do not match value's {_size(value.shape[:2])}"
+        )
     for name, weight in zip(("q_proj_weight", "k_proj_weight", "v_proj_weight"), separate):
         if weight is None:
             raise AssertionError(f"use_separate_proj_weight is True but {name} is None")
@@ -103,8 +117,9 @@ def _check_attn_mask(attn_mask, expected):
         return None
     shape = expected if attn_mask.ndim == 3 else expected[1:]
     if tuple(attn_mask.shape) != shape:
-        raise RuntimeError(f"The shape of the {attn_mask.ndim}D attn_mask is {_size(attn_mask.shape)}, but should "
-                           f"be {shape}.")
+        raise RuntimeError(
+            f"The shape of the {attn_mask.ndim}D attn_mask is {_size(attn_mask.shape)}, but should be {shape}."
+        )
     return attn_mask if attn_mask.ndim == 3 else attn_mask.unsqueeze(0)
 
 
@@ -144,8 +159,9 @@ def _with_padding(attn_mask, key_padding_mask, batch, num_heads, source):
         return attn_mask
     for dim, expected in enumerate((batch, source)):
         if key_padding_mask.shape[dim] != expected:
-            raise AssertionError(f"Expected key_padded_mask.shape[{dim}] to be {expected}, but got "
-                                 f"{key_padding_mask.shape[dim]}")
+            raise AssertionError(
+                f"Expected key_padded_mask.shape[{dim}] to be {expected}, but got {key_padding_mask.shape[dim]}"
+            )
     padding = key_padding_mask.view(batch, 1, 1, source).expand(-1, num_heads, -1, -1)
     padding = padding.reshape(batch * num_heads, 1, source)
     return padding if attn_mask is None else attn_mask + padding
@@ -162,12 +178,33 @@ def _weighted_attention(q, k, v, attn_mask, dropout_p):
     return weights.bmm(v), weights
 
 
-def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_heads, in_proj_weight, in_proj_bias,
-                                 bias_k, bias_v, add_zero_attn, dropout_p, out_proj_weight, out_proj_bias,
-                                 training=True, key_padding_mask=None, need_weights=True, attn_mask=None,
-                                 use_separate_proj_weight=False, q_proj_weight=None, k_proj_weight=None,
-                                 v_proj_weight=None, static_k=None, static_v=None, average_attn_weights=True,
-                                 is_causal=False):
+def multi_head_attention_forward(
+    query,
+    key,
+    value,
+    embed_dim_to_check,
+    num_heads,
+    in_proj_weight,
+    in_proj_bias,
+    bias_k,
+    bias_v,
+    add_zero_attn,
+    dropout_p,
+    out_proj_weight,
+    out_proj_bias,
+    training=True,
+    key_padding_mask=None,
+    need_weights=True,
+    attn_mask=None,
+    use_separate_proj_weight=False,
+    q_proj_weight=None,
+    k_proj_weight=None,
+    v_proj_weight=None,
+    static_k=None,
+    static_v=None,
+    average_attn_weights=True,
+    is_causal=False,
+):
     """Multi-head attention of (L, N, E) queries over (S, N, E_k) keys and (S, N, E_v) values (unbatched: no N):
     (output, the attention weights averaged over heads or per head, or None without need_weights)."""
     batched = _check_batched(query, key, value, key_padding_mask, attn_mask, num_heads)
@@ -175,11 +212,14 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
         query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)
         key_padding_mask = None if key_padding_mask is None else key_padding_mask.unsqueeze(0)
     target, batch, embed = query.shape
-    key_padding_mask = _as_additive(key_padding_mask, "key_padding_mask", query.dtype,
-                                    None if attn_mask is None else attn_mask.dtype, "attn_mask")
+    key_padding_mask = _as_additive(
+        key_padding_mask, "key_padding_mask", query.dtype, None if attn_mask is None else attn_mask.dtype, "attn_mask"
+    )
     if is_causal and attn_mask is None:
-        raise RuntimeError("Need attn_mask if specifying the is_causal hint. You may use the Transformer module "
-                           "method `generate_square_subsequent_mask` to create this mask.")
+        raise RuntimeError(
+            "Need attn_mask if specifying the is_causal hint. You may use the Transformer module "
+            "method `generate_square_subsequent_mask` to create this mask."
+        )
     if is_causal and key_padding_mask is None and not need_weights:
         attn_mask = None  # left to scaled_dot_product_attention's causal masking
     else:
@@ -194,8 +234,9 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
     _check_projections(key, value, in_proj_weight, separate)
     q, k, v = _in_projection(query, key, value, in_proj_weight, in_proj_bias, separate)
     attn_mask = _check_attn_mask(attn_mask, (batch * num_heads, target, key.shape[0]))
-    k, v, (attn_mask, key_padding_mask) = _append_bias_kv(k, v, bias_k, bias_v, static_k, static_v,
-                                                          (attn_mask, key_padding_mask), batch)
+    k, v, (attn_mask, key_padding_mask) = _append_bias_kv(
+        k, v, bias_k, bias_v, static_k, static_v, (attn_mask, key_padding_mask), batch
+    )
     q = q.view(target, batch * num_heads, head).transpose(0, 1)
     k = _heads(k, static_k, "static_k", batch * num_heads, head)
     v = _heads(v, static_v, "static_v", batch * num_heads, head)
@@ -214,10 +255,16 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
         weights = weights.mean(1) if average_attn_weights else weights
         return (out, weights) if batched else (out.squeeze(1), weights.squeeze(0))
     if attn_mask is not None:
-        attn_mask = (attn_mask.unsqueeze(0) if attn_mask.shape[0] == 1 and attn_mask.ndim == 3
-                     else attn_mask.view(batch, num_heads, -1, source))
-    q, k, v = q.view(batch, num_heads, target, head), k.view(batch, num_heads, source, head), v.view(
-        batch, num_heads, source, head)
+        attn_mask = (
+            attn_mask.unsqueeze(0)
+            if attn_mask.shape[0] == 1 and attn_mask.ndim == 3
+            else attn_mask.view(batch, num_heads, -1, source)
+        )
+    q, k, v = (
+        q.view(batch, num_heads, target, head),
+        k.view(batch, num_heads, source, head),
+        v.view(batch, num_heads, source, head),
+    )
     out = F.scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal)
     out = out.permute(2, 0, 1, 3).reshape(batch * target, embed)
     out = F.linear(out, out_proj_weight, out_proj_bias).view(target, batch, -1)
@@ -232,11 +279,25 @@ class MultiheadAttention(Module):
     """Attention from several heads: projections of query, key and value (one packed in_proj_weight when key and
     value have embed_dim features), scaled dot-product attention per head, an output projection."""
 
-    def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False, add_zero_attn=False,
-                 kdim=None, vdim=None, batch_first=False, device=None, dtype=None):
+    def __init__(
+        self,
+        embed_dim,
+        num_heads,
+        dropout=0.0,
+        bias=True,
+        add_bias_kv=False,
+        add_zero_attn=False,
+        kdim=None,
+        vdim=None,
+        batch_first=False,
+        device=None,
+        dtype=None,
+    ):
         if embed_dim <= 0 or num_heads <= 0:
-            raise ValueError(f"embed_dim and num_heads must be greater than 0, got embed_dim={embed_dim} and "
-                             f"num_heads={num_heads} instead")
+            raise ValueError(
+                f"embed_dim and num_heads must be greater than 0, got embed_dim={embed_dim} and "
+                f"num_heads={num_heads} instead"
+            )
         super().__init__()
         self.embed_dim, self.kdim, self.vdim = embed_dim, kdim or embed_dim, vdim or embed_dim
         self._qkv_same_embed_dim = self.kdim == embed_dim and self.vdim == embed_dim
@@ -277,8 +338,17 @@ class MultiheadAttention(Module):
             if b is not None:
                 init.xavier_normal_(b)
 
-    def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
-                average_attn_weights=True, is_causal=False):
+    def forward(
+        self,
+        query,
+        key,
+        value,
+        key_padding_mask=None,
+        need_weights=True,
+        attn_mask=None,
+        average_attn_weights=True,
+        is_causal=False,
+    ):
         key_padding_mask, attn_mask = _canonical_masks(key_padding_mask, attn_mask, query.dtype)
         transposed = self.batch_first and query.ndim == 3
         if transposed:  # to (L, N, E), keeping query, key and value one tensor where they were
@@ -291,10 +361,28 @@ class MultiheadAttention(Module):
             else:
                 query, key, value = (x.transpose(1, 0) for x in (query, key, value))
         out, weights = multi_head_attention_forward(
-            query, key, value, self.embed_dim, self.num_heads, self.in_proj_weight, self.in_proj_bias, self.bias_k,
-            self.bias_v, self.add_zero_attn, self.dropout, self.out_proj.weight, self.out_proj.bias,
-            training=self.training, key_padding_mask=key_padding_mask, need_weights=need_weights,
-            attn_mask=attn_mask, use_separate_proj_weight=not self._qkv_same_embed_dim,
-            q_proj_weight=self.q_proj_weight, k_proj_weight=self.k_proj_weight, v_proj_weight=self.v_proj_weight,
-            average_attn_weights=average_attn_weights, is_causal=is_causal)
+            query,
+            key,
+            value,
+            self.embed_dim,
+            self.num_heads,
+            self.in_proj_weight,
+            self.in_proj_bias,
+            self.bias_k,
+            self.bias_v,
+            self.add_zero_attn,
+            self.dropout,
+            self.out_proj.weight,
+            self.out_proj.bias,
+            training=self.training,
+            key_padding_mask=key_padding_mask,
+            need_weights=need_weights,
+            attn_mask=attn_mask,
+            use_separate_proj_weight=not self._qkv_same_embed_dim,
+            q_proj_weight=self.q_proj_weight,
+            k_proj_weight=self.k_proj_weight,
+            v_proj_weight=self.v_proj_weight,
+            average_attn_weights=average_attn_weights,
+            is_causal=is_causal,
+        )
         return (out.transpose(1, 0), weights) if transposed else (out, weights)

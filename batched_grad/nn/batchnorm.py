@@ -1,8 +1,10 @@
 """BatchNorm1d, 2d and 3d: batch normalization with a learned per-feature scale and shift and, by default, running
 statistics used in eval mode (torch's _BatchNorm)."""
+
 from .. import _dtypes, _factories
 from .._grad_mode import no_grad
-from . import functional as F, init
+from . import functional as F
+from . import init
 from .module import Module
 from .parameter import Parameter
 
@@ -10,8 +12,18 @@ from .parameter import Parameter
 class _BatchNorm(Module):
     """Normalizes each feature (dim 1) over the batch; `momentum=None` keeps a cumulative average."""
 
-    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, device=None,
-                 dtype=None, *, bias=True):
+    def __init__(
+        self,
+        num_features,
+        eps=1e-5,
+        momentum=0.1,
+        affine=True,
+        track_running_stats=True,
+        device=None,
+        dtype=None,
+        *,
+        bias=True,
+    ):
         super().__init__()
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
@@ -60,13 +72,22 @@ class _BatchNorm(Module):
                 factor = 1.0 / float(self.num_batches_tracked)
         use_batch_stats = self.training or (self.running_mean is None and self.running_var is None)
         keep_stats = not self.training or self.track_running_stats
-        return F.batch_norm(input, self.running_mean if keep_stats else None,
-                            self.running_var if keep_stats else None, self.weight, self.bias, use_batch_stats,
-                            factor, self.eps)
+        return F.batch_norm(
+            input,
+            self.running_mean if keep_stats else None,
+            self.running_var if keep_stats else None,
+            self.weight,
+            self.bias,
+            use_batch_stats,
+            factor,
+            self.eps,
+        )
 
     def extra_repr(self):
-        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
-                f"bias={self.bias is not None}, track_running_stats={self.track_running_stats}")
+        return (
+            f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
+            f"bias={self.bias is not None}, track_running_stats={self.track_running_stats}"
+        )
 
 
 class BatchNorm1d(_BatchNorm):

@@ -1,6 +1,7 @@
 """torch.nn's containers: Sequential, ModuleList and ModuleDict of modules, ParameterList and ParameterDict of
 parameters, registered so that parameters(), state_dict(), to() and repr() see what they hold, under torch's names
 ("0.weight", "layers.2.bias")."""
+
 import operator
 from collections import OrderedDict, abc
 from itertools import chain
@@ -20,8 +21,9 @@ def _absolute_index(idx, size):
 
 def _renumber(container):
     """Keys "0".."n-1" again after a deletion, keeping the order."""
-    object.__setattr__(container, "_modules", OrderedDict(
-        [(str(i), m) for i, m in enumerate(container._modules.values())]))
+    object.__setattr__(
+        container, "_modules", OrderedDict([(str(i), m) for i, m in enumerate(container._modules.values())])
+    )
 
 
 def _check_pairs(owner, pairs):
@@ -170,8 +172,10 @@ class ModuleList(_IndexedModules):
                 runs.append([i, i, text])
         if not runs:
             return f"{self._get_name()}()"
-        lines = [indent(f"({first}): {text}" if first == last else f"({first}-{last}): {last - first + 1} x {text}")
-                 for first, last, text in runs]
+        lines = [
+            indent(f"({first}): {text}" if first == last else f"({first}-{last}): {last - first + 1} x {text}")
+            for first, last, text in runs
+        ]
         return f"{self._get_name()}(\n  " + "\n  ".join(lines) + "\n)"
 
 
@@ -226,10 +230,13 @@ class ModuleDict(Module):
     def update(self, modules):
         """Add (or replace) the modules of a mapping or of an iterable of (key, module) pairs, in their order."""
         if not isinstance(modules, abc.Iterable):
-            raise TypeError("ModuleDict.update should be called with an iterable of key/value pairs, but got "
-                            f"{type(modules).__name__}")
-        pairs = modules.items() if isinstance(modules, (abc.Mapping, ModuleDict)) else _check_pairs("ModuleDict",
-                                                                                                  modules)
+            raise TypeError(
+                "ModuleDict.update should be called with an iterable of key/value pairs, but got "
+                f"{type(modules).__name__}"
+            )
+        pairs = (
+            modules.items() if isinstance(modules, (abc.Mapping, ModuleDict)) else _check_pairs("ModuleDict", modules)
+        )
         for key, module in pairs:
             self[key] = module
 
@@ -313,8 +320,10 @@ class ParameterDict(Module):
     @staticmethod
     def _attribute(key):
         if not isinstance(key, str):
-            raise TypeError("Index given to ParameterDict cannot be used as a key as it is not a string (type is "
-                            f"'{type(key).__name__}'). Open an issue on github if you need non-string keys.")
+            raise TypeError(
+                "Index given to ParameterDict cannot be used as a key as it is not a string (type is "
+                f"'{type(key).__name__}'). Open an issue on github if you need non-string keys."
+            )
         return key
 
     def __getitem__(self, key):
@@ -389,8 +398,10 @@ class ParameterDict(Module):
     def update(self, parameters):
         """Add (or replace) the entries of a mapping or of an iterable of (key, value) pairs."""
         if not isinstance(parameters, abc.Iterable):
-            raise TypeError("ParametersDict.update should be called with an iterable of key/value pairs, but got "
-                            f"{type(parameters).__name__}")
+            raise TypeError(
+                "ParametersDict.update should be called with an iterable of key/value pairs, but got "
+                f"{type(parameters).__name__}"
+            )
         if isinstance(parameters, (OrderedDict, ParameterDict)):
             pairs = parameters.items()
         elif isinstance(parameters, abc.Mapping):

@@ -1,5 +1,6 @@
 """torch.nn.functional's names: the nn ops of the op table, plus the losses, each one pure JAX op with torch's
 formula (so its VJP and higher derivatives are JAX's and it vectorizes under is_grads_batched)."""
+
 import math
 import warnings
 
@@ -8,15 +9,34 @@ import jax.numpy as jnp
 
 from .. import _dtypes
 from .._grad_mode import no_grad
-from .._ops import UNARY, _derivatives
-from .._ops.elementwise import _check_broadcast
+from .._ops import UNARY, _derivatives, attention, conv_transpose, dropouts, layers, norms, pooling
+from .._ops import interpolate as _interpolate
 from .._ops._core import SAVES_NOTHING, Op, apply
-from .._ops.activations import FUNCTIONAL as _ACTIVATIONS, _inplace_of
+from .._ops.activations import FUNCTIONAL as _ACTIVATIONS
+from .._ops.activations import _inplace_of
 from .._ops.distances import cosine_similarity, normalize, pairwise_distance, pdist
-from .._ops.nn import (_check_tensor, _host, _is_concrete, conv1d, conv2d, dropout, elu, embedding, gelu, layer_norm,
-                       leaky_relu, linear, log_softmax, one_hot, pad, silu, softmax, softplus)
-from .._ops import attention, conv_transpose, dropouts, interpolate as _interpolate, layers, norms, pooling
-from .._ops.nn import conv3d
+from .._ops.elementwise import _check_broadcast
+from .._ops.nn import (
+    _check_tensor,
+    _host,
+    _is_concrete,
+    conv1d,
+    conv2d,
+    conv3d,
+    dropout,
+    elu,
+    embedding,
+    gelu,
+    layer_norm,
+    leaky_relu,
+    linear,
+    log_softmax,
+    one_hot,
+    pad,
+    silu,
+    softmax,
+    softplus,
+)
 from .._tensor import _TYPE_NAMES, Tensor
 from .losses import FUNCTIONS as _LOSSES
 from .losses import legacy_reduction
@@ -31,8 +51,15 @@ def relu(input, inplace=False):
 
 globals().update(_ACTIVATIONS)
 globals().update(_LOSSES)
-_OPS = {**pooling.FUNCTIONAL, **norms.FUNCTIONAL, **conv_transpose.FUNCTIONAL, **layers.FUNCTIONAL,
-        **_interpolate.FUNCTIONAL, **dropouts.FUNCTIONAL, **attention.FUNCTIONAL}
+_OPS = {
+    **pooling.FUNCTIONAL,
+    **norms.FUNCTIONAL,
+    **conv_transpose.FUNCTIONAL,
+    **layers.FUNCTIONAL,
+    **_interpolate.FUNCTIONAL,
+    **dropouts.FUNCTIONAL,
+    **attention.FUNCTIONAL,
+}
 globals().update(_OPS)
 relu_, elu_, leaky_relu_ = (_inplace_of(f) for f in (relu, elu, leaky_relu))
 
@@ -51,8 +78,7 @@ def _promoted(fn, input, target):
     _check_tensor(fn, "target", target, 2)
     d = _dtypes.result_type(input, target)
     if not d.is_floating_point:
-        raise RuntimeError(f"{fn}: expected floating point input and target, but got {input.dtype} and "
-                           f"{target.dtype}")
+        raise RuntimeError(f"{fn}: expected floating point input and target, but got {input.dtype} and {target.dtype}")
     return d
 
 
@@ -65,8 +91,11 @@ def _smooth_l1(d, *, beta):
 
 
 def _distance_op(name, f, **kwargs):
-    return Op(name, lambda a, b, *, dtype, reduction, **static: _REDUCE[reduction](
-        f(a.astype(dtype) - b.astype(dtype), **static)), **kwargs)
+    return Op(
+        name,
+        lambda a, b, *, dtype, reduction, **static: _REDUCE[reduction](f(a.astype(dtype) - b.astype(dtype), **static)),
+        **kwargs,
+    )
 
 
 _L1_NAMES = {"mean": "MeanBackward0", "sum": "SumBackward0", "none": "AbsBackward0"}
@@ -74,8 +103,12 @@ _DISTANCE_OPS = {
     "mse_loss": _distance_op("mse_loss", jnp.square),
     "smooth_l1_loss": _distance_op("smooth_l1_loss", _smooth_l1),
     # torch composes l1_loss: its last node is the reduction's (or abs's), and its derivative reads the difference
-    "l1_loss": _distance_op("l1_loss", _derivatives.abs_, torch_saves=SAVES_NOTHING,
-                            backward_name=lambda sig: _L1_NAMES[dict(sig.static)["reduction"]]),
+    "l1_loss": _distance_op(
+        "l1_loss",
+        _derivatives.abs_,
+        torch_saves=SAVES_NOTHING,
+        backward_name=lambda sig: _L1_NAMES[dict(sig.static)["reduction"]],
+    ),
 }
 
 
@@ -83,9 +116,13 @@ def _distance_loss(name, input, target, reduction, **static):
     d = _promoted(name, input, target)
     _check_reduction(reduction)
     if input.shape != target.shape:
-        warnings.warn(f"Using a target size ({target.shape!r}) that is different to the input size "
-                      f"({input.shape!r}). This will likely lead to incorrect results due to broadcasting. Please "
-                      "ensure they have the same size.", UserWarning, stacklevel=3)
+        warnings.warn(
+            f"Using a target size ({target.shape!r}) that is different to the input size "
+            f"({input.shape!r}). This will likely lead to incorrect results due to broadcasting. Please "
+            "ensure they have the same size.",
+            UserWarning,
+            stacklevel=3,
+        )
         _check_broadcast([input, target])
     return apply(_DISTANCE_OPS[name], [input, target], dtype=d.np, reduction=reduction, **static)
 
@@ -166,8 +203,13 @@ def _cross_entropy(x, target, *weight, ignore_index, reduction, label_smoothing,
 def _nll_name(sig):
     # torch's nll_loss2d takes 4-d input; other ranks above 2 are reshaped to it, and back without a reduction
     rank, reduction = len(sig.avals[0][0]), dict(sig.static)["reduction"]
-    return "NllLossBackward0" if rank <= 2 else "ViewBackward0" if rank != 4 and reduction == "none" else \
-        "NllLoss2DBackward0"
+    return (
+        "NllLossBackward0"
+        if rank <= 2
+        else "ViewBackward0"
+        if rank != 4 and reduction == "none"
+        else "NllLoss2DBackward0"
+    )
 
 
 def _cross_entropy_name(sig):  # the last op torch records: the division of the mean, the sum's negation, ...
@@ -177,8 +219,11 @@ def _cross_entropy_name(sig):  # the last op torch records: the division of the 
     return "AddBackward0" if static["label_smoothing"] else _nll_name(sig)
 
 
-_NLL = Op("nll_loss", lambda logp, target, *weight, **static: _nll(logp, target, weight[0] if weight else None,
-                                                                   **static), backward_name=_nll_name)
+_NLL = Op(
+    "nll_loss",
+    lambda logp, target, *weight, **static: _nll(logp, target, weight[0] if weight else None, **static),
+    backward_name=_nll_name,
+)
 # torch composes cross_entropy: its derivative reads intermediates (log-probabilities), not the input
 _CROSS_ENTROPY = Op("cross_entropy", _cross_entropy, backward_name=_cross_entropy_name, torch_saves=SAVES_NOTHING)
 
@@ -188,23 +233,30 @@ def _check_classes(fn, input, target, weight, probabilities=False):
     _check_tensor(fn, "input", input)
     _check_tensor(fn, "target", target, 2)
     if not input.dtype.is_floating_point:
-        raise NotImplementedError(f'"{fn}" not implemented for \'{_TYPE_NAMES[input.dtype.name]}\'')
+        raise NotImplementedError(f"\"{fn}\" not implemented for '{_TYPE_NAMES[input.dtype.name]}'")
     if input.ndim == 0:
         raise ValueError(f"{fn}: expected input of shape (C,), (N, C) or (N, C, d1, ...), but got a 0-dim tensor")
     expected = tuple(input.shape[:1] + input.shape[2:]) if input.ndim > 1 else ()
     if probabilities and target.shape != input.shape:
-        raise RuntimeError(f"{fn}: a target of class probabilities must have the input's shape "
-                           f"{list(input.shape)}, but got {list(target.shape)}")
+        raise RuntimeError(
+            f"{fn}: a target of class probabilities must have the input's shape "
+            f"{list(input.shape)}, but got {list(target.shape)}"
+        )
     if not probabilities and tuple(target.shape) != expected:
-        raise ValueError(f"Expected input batch_size ({input.shape[0] if input.ndim > 1 else 1}) to match target "
-                         f"batch_size ({target.shape[0] if target.ndim else 1})." if input.ndim == 2 else
-                         f"{fn}: expected target of shape {list(expected)} for input of shape "
-                         f"{list(input.shape)}, but got {list(target.shape)}")
+        raise ValueError(
+            f"Expected input batch_size ({input.shape[0] if input.ndim > 1 else 1}) to match target "
+            f"batch_size ({target.shape[0] if target.ndim else 1})."
+            if input.ndim == 2
+            else f"{fn}: expected target of shape {list(expected)} for input of shape "
+            f"{list(input.shape)}, but got {list(target.shape)}"
+        )
     classes = input.shape[min(1, input.ndim - 1)]
     if weight is not None and (not isinstance(weight, Tensor) or tuple(weight.shape) != (classes,)):
         shape = list(weight.shape) if isinstance(weight, Tensor) else type(weight).__name__
-        raise RuntimeError(f"weight tensor should be defined either for all {classes} classes or no classes but got "
-                           f"weight tensor of shape: {shape}")
+        raise RuntimeError(
+            f"weight tensor should be defined either for all {classes} classes or no classes but got "
+            f"weight tensor of shape: {shape}"
+        )
     return classes
 
 
@@ -224,12 +276,17 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     _check_reduction(reduction)
     classes = _check_classes("nll_loss", input, target, weight)
     _check_targets(target, classes, ignore_index)
-    return apply(_NLL, [input, target] + ([] if weight is None else [weight]), ignore_index=int(ignore_index),
-                 reduction=reduction)
+    return apply(
+        _NLL,
+        [input, target] + ([] if weight is None else [weight]),
+        ignore_index=int(ignore_index),
+        reduction=reduction,
+    )
 
 
-def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
-                  label_smoothing=0.0):
+def cross_entropy(
+    input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean", label_smoothing=0.0
+):
     """log_softmax + nll_loss over dim 1 (dim 0 for unbatched input); `target` holds class indices, or class
     probabilities of input's shape; `label_smoothing` mixes in the uniform distribution."""
     reduction = legacy_reduction(size_average, reduce, reduction)
@@ -241,9 +298,14 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     classes = _check_classes("cross_entropy", input, target, weight, probabilities)
     if not probabilities:
         _check_targets(target, classes, ignore_index)
-    return apply(_CROSS_ENTROPY, [input, target] + ([] if weight is None else [weight]),
-                 ignore_index=int(ignore_index), reduction=reduction, label_smoothing=float(label_smoothing),
-                 probabilities=probabilities)
+    return apply(
+        _CROSS_ENTROPY,
+        [input, target] + ([] if weight is None else [weight]),
+        ignore_index=int(ignore_index),
+        reduction=reduction,
+        label_smoothing=float(label_smoothing),
+        probabilities=probabilities,
+    )
 
 
 # ---- binary losses ------------------------------------------------------------------------------------------
@@ -273,9 +335,13 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     """-(t log(x) + (1 - t) log(1 - x)) for probabilities `input` in [0, 1], each log clamped at -100."""
     reduction = legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
-    _check_binary("binary_cross_entropy", input, target,
-                  "Using a target size ({target!r}) that is different to the input size ({input!r}) is deprecated. "
-                  "Please ensure they have the same size.")
+    _check_binary(
+        "binary_cross_entropy",
+        input,
+        target,
+        "Using a target size ({target!r}) that is different to the input size ({input!r}) is deprecated. "
+        "Please ensure they have the same size.",
+    )
     for name, probabilities in (("input", input), ("target", target)):
         if _is_concrete(probabilities) and probabilities.numel():
             values = _host(probabilities)
@@ -284,19 +350,26 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     if weight is not None:
         for i, (w, s) in enumerate(zip(reversed(weight.shape), reversed(input.shape))):
             if w not in (1, s) or weight.ndim > input.ndim:
-                raise RuntimeError(f"Attempting to broadcast a dimension of length {w} at {-1 - i}! Mismatching "
-                                   f"argument at index 1 had torch.Size({list(weight.shape)}); but expected shape "
-                                   f"should be broadcastable to {list(input.shape)}")
+                raise RuntimeError(
+                    f"Attempting to broadcast a dimension of length {w} at {-1 - i}! Mismatching "
+                    f"argument at index 1 had torch.Size({list(weight.shape)}); but expected shape "
+                    f"should be broadcastable to {list(input.shape)}"
+                )
     return apply(_BCE, [input, target] + ([] if weight is None else [weight]), reduction=reduction)
 
 
-def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None, reduction="mean",
-                                     pos_weight=None):
+def binary_cross_entropy_with_logits(
+    input, target, weight=None, size_average=None, reduce=None, reduction="mean", pos_weight=None
+):
     """binary_cross_entropy(sigmoid(input), target), computed stably; `pos_weight` weighs the positive term."""
     reduction = legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
-    _check_binary("binary_cross_entropy_with_logits", input, target,
-                  "Target size ({target!r}) must be the same as input size ({input!r})")
+    _check_binary(
+        "binary_cross_entropy_with_logits",
+        input,
+        target,
+        "Target size ({target!r}) must be the same as input size ({input!r})",
+    )
     extra = [w for w in (weight, pos_weight) if w is not None]
     _check_broadcast([input] + ([] if weight is None else [weight]))
     _check_broadcast(([] if pos_weight is None else [pos_weight]) + [input])
@@ -345,8 +418,9 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         raise ValueError(f"batch_norm eps must be non-negative, but got {eps}")
     channels = input.size(1)
     if not training and (running_mean is None or running_var is None):
-        raise RuntimeError(f"{'running_mean' if running_mean is None else 'running_var'} must be defined in "
-                           "evaluation mode")
+        raise RuntimeError(
+            f"{'running_mean' if running_mean is None else 'running_var'} must be defined in evaluation mode"
+        )
     named = (("running_mean", running_mean), ("running_var", running_var), ("weight", weight), ("bias", bias))
     for name, t in named:
         if t is not None and t.numel() != channels:
@@ -358,15 +432,56 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
             running_var.copy_(var * momentum + running_var * (1 - momentum))
     stats = [] if training else [running_mean.detach(), running_var.detach()]
     affine = [p for p in (weight, bias) if p is not None]
-    return apply(_BATCH_NORM, [input] + stats + affine, eps=float(eps), training=bool(training),
-                 has_weight=weight is not None, has_bias=bias is not None)
+    return apply(
+        _BATCH_NORM,
+        [input] + stats + affine,
+        eps=float(eps),
+        training=bool(training),
+        has_weight=weight is not None,
+        has_bias=bias is not None,
+    )
 
 
 # the multi-head attention port composes this module's functions, so it is imported once they are defined
 from .attention import multi_head_attention_forward  # noqa: E402
 
-__all__ = [*_ACTIVATIONS, *_LOSSES, *_OPS, "conv3d", "relu_", "elu_", "leaky_relu_", "cosine_similarity", "normalize",
-           "pairwise_distance", "pdist", "batch_norm", "binary_cross_entropy", "binary_cross_entropy_with_logits",
-           "conv1d", "conv2d", "cross_entropy", "dropout", "elu", "embedding", "gelu", "l1_loss", "layer_norm",
-           "leaky_relu", "linear", "log_softmax", "mse_loss", "multi_head_attention_forward", "nll_loss", "one_hot",
-           "pad", "relu", "sigmoid", "silu", "smooth_l1_loss", "softmax", "softplus", "tanh"]
+__all__ = [
+    *_ACTIVATIONS,
+    *_LOSSES,
+    *_OPS,
+    "conv3d",
+    "relu_",
+    "elu_",
+    "leaky_relu_",
+    "cosine_similarity",
+    "normalize",
+    "pairwise_distance",
+    "pdist",
+    "batch_norm",
+    "binary_cross_entropy",
+    "binary_cross_entropy_with_logits",
+    "conv1d",
+    "conv2d",
+    "cross_entropy",
+    "dropout",
+    "elu",
+    "embedding",
+    "gelu",
+    "l1_loss",
+    "layer_norm",
+    "leaky_relu",
+    "linear",
+    "log_softmax",
+    "mse_loss",
+    "multi_head_attention_forward",
+    "nll_loss",
+    "one_hot",
+    "pad",
+    "relu",
+    "sigmoid",
+    "silu",
+    "smooth_l1_loss",
+    "softmax",
+    "softplus",
+    "tanh",
+]

@@ -1,5 +1,6 @@
 """torch.nn.init's in-place initializers, drawing from batched_grad's generator (or the one given), with torch's
 fan computations, gains and errors."""
+
 import math
 import warnings
 
@@ -17,7 +18,7 @@ def calculate_gain(nonlinearity, param=None):
         slope = 0.01 if param is None else param
         if isinstance(slope, bool) or not isinstance(slope, (int, float)):
             raise ValueError(f"negative_slope {slope} not a valid number")
-        return math.sqrt(2.0 / (1 + slope ** 2))
+        return math.sqrt(2.0 / (1 + slope**2))
     if nonlinearity not in _GAINS:
         raise ValueError(f"Unsupported nonlinearity {nonlinearity}")
     return _GAINS[nonlinearity]
@@ -114,12 +115,18 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
     from .._factories import rand
 
     if mean < a - 2 * std or mean > b + 2 * std:
-        warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. The distribution of values may "
-                      "be incorrect.", stacklevel=2)
-    low, high = (1 + math.erf((a - mean) / std / math.sqrt(2.0))) / 2, (1 + math.erf((b - mean) / std /
-                                                                                    math.sqrt(2.0))) / 2
-    u = rand(*tensor.shape, dtype=tensor.dtype, generator=resolve(generator, "trunc_normal_")) * \
-        (2 * high - 2 * low) + (2 * low - 1)
+        warnings.warn(
+            "mean is more than 2 std from [a, b] in nn.init.trunc_normal_. The distribution of values may "
+            "be incorrect.",
+            stacklevel=2,
+        )
+    low, high = (
+        (1 + math.erf((a - mean) / std / math.sqrt(2.0))) / 2,
+        (1 + math.erf((b - mean) / std / math.sqrt(2.0))) / 2,
+    )
+    u = rand(*tensor.shape, dtype=tensor.dtype, generator=resolve(generator, "trunc_normal_")) * (
+        2 * high - 2 * low
+    ) + (2 * low - 1)
     return _fill(tensor, (u.erfinv() * (std * math.sqrt(2.0)) + mean).clamp(a, b))
 
 
@@ -189,8 +196,9 @@ def _deprecated(new):
     old = new.__name__[:-1]
 
     def function(*args, **kwargs):
-        warnings.warn(f"`nn.init.{old}` is now deprecated in favor of `nn.init.{new.__name__}`.", FutureWarning,
-                      stacklevel=2)
+        warnings.warn(
+            f"`nn.init.{old}` is now deprecated in favor of `nn.init.{new.__name__}`.", FutureWarning, stacklevel=2
+        )
         return new(*args, **kwargs)
 
     function.__name__ = function.__qualname__ = old
@@ -198,6 +206,31 @@ def _deprecated(new):
     return function
 
 
-constant, normal, uniform, xavier_normal, xavier_uniform, kaiming_normal, kaiming_uniform, orthogonal, sparse, dirac, \
-    eye = (_deprecated(f) for f in (constant_, normal_, uniform_, xavier_normal_, xavier_uniform_, kaiming_normal_,
-                                     kaiming_uniform_, orthogonal_, sparse_, dirac_, eye_))
+(
+    constant,
+    normal,
+    uniform,
+    xavier_normal,
+    xavier_uniform,
+    kaiming_normal,
+    kaiming_uniform,
+    orthogonal,
+    sparse,
+    dirac,
+    eye,
+) = (
+    _deprecated(f)
+    for f in (
+        constant_,
+        normal_,
+        uniform_,
+        xavier_normal_,
+        xavier_uniform_,
+        kaiming_normal_,
+        kaiming_uniform_,
+        orthogonal_,
+        sparse_,
+        dirac_,
+        eye_,
+    )
+)

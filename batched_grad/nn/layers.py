@@ -1,10 +1,12 @@
 """Layers that rearrange, resize or combine features: PixelShuffle, PixelUnshuffle, ChannelShuffle, Unfold, Fold,
 Unflatten, Upsample (and its nearest and bilinear forms), Bilinear; and the channel-wise and alpha dropouts."""
+
 import math
 
 from .. import _factories
 from .._ops.shape import unflatten
-from . import functional as F, init
+from . import functional as F
+from . import init
 from .module import Module
 from .parameter import Parameter
 
@@ -62,8 +64,7 @@ class Unfold(Module):
         return F.unfold(input, self.kernel_size, self.dilation, self.padding, self.stride)
 
     def extra_repr(self):
-        return (f"kernel_size={self.kernel_size}, dilation={self.dilation}, padding={self.padding}, "
-                f"stride={self.stride}")
+        return f"kernel_size={self.kernel_size}, dilation={self.dilation}, padding={self.padding}, stride={self.stride}"
 
 
 class Fold(Unfold):
@@ -86,8 +87,7 @@ class Unflatten(Module):
     def __init__(self, dim, unflattened_size):
         super().__init__()
         if not isinstance(unflattened_size, (tuple, list)) or not all(isinstance(s, int) for s in unflattened_size):
-            raise TypeError("unflattened_size must be tuple of ints, but found type "
-                            f"{type(unflattened_size).__name__}")
+            raise TypeError(f"unflattened_size must be tuple of ints, but found type {type(unflattened_size).__name__}")
         self.dim, self.unflattened_size = dim, unflattened_size
 
     def forward(self, input):
@@ -100,17 +100,27 @@ class Unflatten(Module):
 class Upsample(Module):
     """interpolate as a module, by `size` or `scale_factor`."""
 
-    def __init__(self, size=None, scale_factor=None, mode="nearest", align_corners=None,
-                 recompute_scale_factor=None):
+    def __init__(self, size=None, scale_factor=None, mode="nearest", align_corners=None, recompute_scale_factor=None):
         super().__init__()
         self.name, self.size, self.mode = type(self).__name__, size, mode
-        self.scale_factor = (tuple(float(f) for f in scale_factor) if isinstance(scale_factor, tuple)
-                             else float(scale_factor) if scale_factor else None)
+        self.scale_factor = (
+            tuple(float(f) for f in scale_factor)
+            if isinstance(scale_factor, tuple)
+            else float(scale_factor)
+            if scale_factor
+            else None
+        )
         self.align_corners, self.recompute_scale_factor = align_corners, recompute_scale_factor
 
     def forward(self, input):
-        return F.interpolate(input, self.size, self.scale_factor, self.mode, self.align_corners,
-                             recompute_scale_factor=self.recompute_scale_factor)
+        return F.interpolate(
+            input,
+            self.size,
+            self.scale_factor,
+            self.mode,
+            self.align_corners,
+            recompute_scale_factor=self.recompute_scale_factor,
+        )
 
     def extra_repr(self):
         info = f"scale_factor={self.scale_factor!r}" if self.scale_factor is not None else f"size={self.size!r}"
@@ -155,8 +165,10 @@ class Bilinear(Module):
         return F.bilinear(input1, input2, self.weight, self.bias)
 
     def extra_repr(self):
-        return (f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
-                f"out_features={self.out_features}, bias={self.bias is not None}")
+        return (
+            f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
+            f"out_features={self.out_features}, bias={self.bias is not None}"
+        )
 
 
 class _DropoutNd(Module):

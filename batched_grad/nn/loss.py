@@ -1,5 +1,6 @@
 """The loss modules beyond MSELoss and CrossEntropyLoss, and the distance modules: each holds torch's options (a
 class `weight` as a buffer) and calls its functional loss."""
+
 import warnings
 
 from . import functional as F
@@ -66,9 +67,12 @@ class NLLLoss2d(NLLLoss):
     """NLLLoss under its deprecated name."""
 
     def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
-        warnings.warn("`NLLLoss2d` has been deprecated. Please use `NLLLoss` instead as a drop-in replacement and see "
-                      "https://pytorch.org/docs/main/nn.html#torch.nn.NLLLoss for more details.", FutureWarning,
-                      stacklevel=2)
+        warnings.warn(
+            "`NLLLoss2d` has been deprecated. Please use `NLLLoss` instead as a drop-in replacement and see "
+            "https://pytorch.org/docs/main/nn.html#torch.nn.NLLLoss for more details.",
+            FutureWarning,
+            stacklevel=2,
+        )
         super().__init__(weight, size_average, ignore_index, reduce, reduction)
 
 
@@ -88,8 +92,9 @@ class BCEWithLogitsLoss(_Loss):
         self.register_buffer("pos_weight", pos_weight)
 
     def forward(self, input, target):
-        return F.binary_cross_entropy_with_logits(input, target, self.weight, pos_weight=self.pos_weight,
-                                                  reduction=self.reduction)
+        return F.binary_cross_entropy_with_logits(
+            input, target, self.weight, pos_weight=self.pos_weight, reduction=self.reduction
+        )
 
 
 class KLDivLoss(_Loss):
@@ -140,8 +145,9 @@ class PoissonNLLLoss(_Loss):
         self.log_input, self.full, self.eps = log_input, full, eps
 
     def forward(self, log_input, target):
-        return F.poisson_nll_loss(log_input, target, log_input=self.log_input, full=self.full, eps=self.eps,
-                                  reduction=self.reduction)
+        return F.poisson_nll_loss(
+            log_input, target, log_input=self.log_input, full=self.full, eps=self.eps, reduction=self.reduction
+        )
 
 
 class GaussianNLLLoss(_Loss):
@@ -176,8 +182,16 @@ class TripletMarginLoss(_Loss):
         self.margin, self.p, self.eps, self.swap = margin, p, eps, swap
 
     def forward(self, anchor, positive, negative):
-        return F.triplet_margin_loss(anchor, positive, negative, margin=self.margin, p=self.p, eps=self.eps,
-                                     swap=self.swap, reduction=self.reduction)
+        return F.triplet_margin_loss(
+            anchor,
+            positive,
+            negative,
+            margin=self.margin,
+            p=self.p,
+            eps=self.eps,
+            swap=self.swap,
+            reduction=self.reduction,
+        )
 
 
 class TripletMarginWithDistanceLoss(_Loss):
@@ -186,15 +200,22 @@ class TripletMarginWithDistanceLoss(_Loss):
     def __init__(self, *, distance_function=None, margin=1.0, swap=False, reduction="mean"):
         super().__init__(reduction=reduction)
         if margin <= 0:
-            raise ValueError(f"TripletMarginWithDistanceLoss: expected margin to be greater than 0, got {margin} "
-                             "instead")
+            raise ValueError(
+                f"TripletMarginWithDistanceLoss: expected margin to be greater than 0, got {margin} instead"
+            )
         self.distance_function = distance_function if distance_function is not None else PairwiseDistance()
         self.margin, self.swap = margin, swap
 
     def forward(self, anchor, positive, negative):
-        return F.triplet_margin_with_distance_loss(anchor, positive, negative,
-                                                   distance_function=self.distance_function, margin=self.margin,
-                                                   swap=self.swap, reduction=self.reduction)
+        return F.triplet_margin_with_distance_loss(
+            anchor,
+            positive,
+            negative,
+            distance_function=self.distance_function,
+            margin=self.margin,
+            swap=self.swap,
+            reduction=self.reduction,
+        )
 
 
 class MultiLabelSoftMarginLoss(_WeightedLoss):
@@ -216,8 +237,9 @@ class MultiMarginLoss(_WeightedLoss):
         self.p, self.margin = p, margin
 
     def forward(self, input, target):
-        return F.multi_margin_loss(input, target, p=self.p, margin=self.margin, weight=self.weight,
-                                   reduction=self.reduction)
+        return F.multi_margin_loss(
+            input, target, p=self.p, margin=self.margin, weight=self.weight, reduction=self.reduction
+        )
 
 
 class MultiLabelMarginLoss(_Loss):

@@ -2,6 +2,7 @@
 hinge_embedding_loss, poisson_nll_loss, gaussian_nll_loss, cosine_embedding_loss, multilabel_soft_margin_loss,
 multi_margin_loss, multilabel_margin_loss (each one op with torch's formula, whose node is named after the last op
 torch records) and the triplet losses (compositions, as torch's)."""
+
 import math
 import warnings
 
@@ -18,9 +19,11 @@ from .._ops.special import _xlogy
 from .._tensor import Tensor
 
 _REDUCE = {"none": lambda loss: loss, "mean": jnp.mean, "sum": jnp.sum}
-_KL_MEAN = ("reduction: 'mean' divides the total loss by both the batch size and the support size.'batchmean' divides "
-            "only by the batch size, and aligns with the KL div math definition.'mean' will be changed to behave the "
-            "same as 'batchmean' in the next major release.")
+_KL_MEAN = (
+    "reduction: 'mean' divides the total loss by both the batch size and the support size.'batchmean' divides "
+    "only by the batch size, and aligns with the KL div math definition.'mean' will be changed to behave the "
+    "same as 'batchmean' in the next major release."
+)
 
 
 def _check_reduction(reduction, message="{} is not a valid value for reduction"):
@@ -38,8 +41,11 @@ def legacy_reduction(size_average, reduce, reduction):
         reduction = "none"
     else:
         reduction = "sum" if size_average is not None and not size_average else "mean"
-    warnings.warn(f"size_average and reduce args will be deprecated, please use reduction='{reduction}' instead.",
-                  UserWarning, stacklevel=3)
+    warnings.warn(
+        f"size_average and reduce args will be deprecated, please use reduction='{reduction}' instead.",
+        UserWarning,
+        stacklevel=3,
+    )
     return reduction
 
 
@@ -63,9 +69,11 @@ def _kl(x, t, *, log_target):
     return jnp.exp(t) * (t - x) if log_target else _xlogy(t, t) - t * x
 
 
-_KL_DIV = Op("kl_div", lambda x, t, *, reduction, log_target: _kl_reduced(_kl(x, t, log_target=log_target), reduction,
-                                                                          x.ndim),
-             _named_by_reduction("SubBackward0", batchmean="DivBackward0"))
+_KL_DIV = Op(
+    "kl_div",
+    lambda x, t, *, reduction, log_target: _kl_reduced(_kl(x, t, log_target=log_target), reduction, x.ndim),
+    _named_by_reduction("SubBackward0", batchmean="DivBackward0"),
+)
 _KL_DIV_LOG = Op("kl_div", _KL_DIV.fn, _named_by_reduction("MulBackward0", batchmean="DivBackward0"))
 
 
@@ -84,8 +92,12 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
     if reduction != "batchmean":
         _check_reduction(reduction)
     d = _floating("kl_div", input, target)
-    return apply(_KL_DIV_LOG if log_target else _KL_DIV, [input.to(d), target.to(d)], reduction=reduction,
-                 log_target=bool(log_target))
+    return apply(
+        _KL_DIV_LOG if log_target else _KL_DIV,
+        [input.to(d), target.to(d)],
+        reduction=reduction,
+        log_target=bool(log_target),
+    )
 
 
 def _huber(d, *, delta):
@@ -131,8 +143,9 @@ def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="m
     return apply(_SOFT_MARGIN, [input.to(d), target.to(d)], reduction=reduction)
 
 
-_MARGIN_RANKING = _loss_op("margin_ranking_loss", lambda a, b, y, *, margin: _clamp_min0(-y * (a - b) + margin),
-                           "ClampMinBackward0")
+_MARGIN_RANKING = _loss_op(
+    "margin_ranking_loss", lambda a, b, y, *, margin: _clamp_min0(-y * (a - b) + margin), "ClampMinBackward0"
+)
 
 
 def margin_ranking_loss(input1, input2, target, margin=0, size_average=None, reduce=None, reduction="mean"):
@@ -140,12 +153,13 @@ def margin_ranking_loss(input1, input2, target, margin=0, size_average=None, red
     reduction = legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     if not input1.ndim == input2.ndim == target.ndim:
-        raise RuntimeError(f"margin_ranking_loss : All input tensors should have same dimension but got sizes: "
-                           f"input1: {input1.shape}, input2: {input2.shape}, target: {target.shape} ")
+        raise RuntimeError(
+            f"margin_ranking_loss : All input tensors should have same dimension but got sizes: "
+            f"input1: {input1.shape}, input2: {input2.shape}, target: {target.shape} "
+        )
     d = _dtypes.float_result(_dtypes.result_type(input1, input2, target))
     _check_broadcast([input1, input2, target])
-    return apply(_MARGIN_RANKING, [input1.to(d), input2.to(d), target.to(d)], reduction=reduction,
-                 margin=float(margin))
+    return apply(_MARGIN_RANKING, [input1.to(d), input2.to(d), target.to(d)], reduction=reduction, margin=float(margin))
 
 
 def _hinge(x, y, *, margin):
@@ -172,19 +186,28 @@ def _poisson_nll(x, t, *, log_input, full, eps):
     return loss
 
 
-_POISSON = {full: _loss_op("poisson_nll_loss", _poisson_nll, "AddBackward0" if full else "SubBackward0")
-            for full in (False, True)}
+_POISSON = {
+    full: _loss_op("poisson_nll_loss", _poisson_nll, "AddBackward0" if full else "SubBackward0")
+    for full in (False, True)
+}
 
 
-def poisson_nll_loss(input, target, log_input=True, full=False, size_average=None, eps=1e-8, reduce=None,
-                     reduction="mean"):
+def poisson_nll_loss(
+    input, target, log_input=True, full=False, size_average=None, eps=1e-8, reduce=None, reduction="mean"
+):
     """exp(input) - target * input (log_input), or input - target * log(input + eps); with `full`, plus Stirling's
     approximation of log(target!)."""
     reduction = legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     d = _floating("poisson_nll_loss", input, target)
-    return apply(_POISSON[bool(full)], [input.to(d), target.to(d)], reduction=reduction, log_input=bool(log_input),
-                 full=bool(full), eps=float(eps))
+    return apply(
+        _POISSON[bool(full)],
+        [input.to(d), target.to(d)],
+        reduction=reduction,
+        log_input=bool(log_input),
+        full=bool(full),
+        eps=float(eps),
+    )
 
 
 def _clamped_var(v, eps):
@@ -198,8 +221,10 @@ def _gaussian_nll(x, t, v, *, full, eps):
     return loss + 0.5 * math.log(2 * math.pi) if full else loss
 
 
-_GAUSSIAN = {full: _loss_op("gaussian_nll_loss", _gaussian_nll, "AddBackward0" if full else "MulBackward0")
-             for full in (False, True)}
+_GAUSSIAN = {
+    full: _loss_op("gaussian_nll_loss", _gaussian_nll, "AddBackward0" if full else "MulBackward0")
+    for full in (False, True)
+}
 
 
 def _gaussian_var(input, var):
@@ -244,11 +269,18 @@ def cosine_embedding_loss(input1, input2, target, margin=0, size_average=None, r
     if target.ndim not in (0, 1):
         raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
     if not input1.ndim == input2.ndim == target.ndim + 1:
-        raise RuntimeError(f"{target.ndim}D target tensor expects {target.ndim + 1}D input tensors, but found inputs "
-                           f"with sizes {list(input1.shape)} and {list(input2.shape)}.")
+        raise RuntimeError(
+            f"{target.ndim}D target tensor expects {target.ndim + 1}D input tensors, but found inputs "
+            f"with sizes {list(input1.shape)} and {list(input2.shape)}."
+        )
     d = _dtypes.float_result(_dtypes.result_type(input1, input2))
-    return apply(_COSINE_EMBEDDING, [input1.to(d), input2.to(d), target], reduction=reduction, margin=float(margin),
-                 axis=input1.ndim - 1)
+    return apply(
+        _COSINE_EMBEDDING,
+        [input1.to(d), input2.to(d), target],
+        reduction=reduction,
+        margin=float(margin),
+        axis=input1.ndim - 1,
+    )
 
 
 def _multilabel_soft_margin(x, t, *weight):
@@ -274,7 +306,7 @@ def _multi_margin(x, y, *weight, p, margin):
     y = y.reshape(-1)
     picked = jnp.take_along_axis(x2, y[:, None], 1)
     terms = _clamp_min0(margin - picked + x2)
-    terms = terms ** p if p == 2 else terms
+    terms = terms**p if p == 2 else terms
     if weight:
         terms = terms * weight[0][y][:, None]
     terms = jnp.where(jnp.arange(x2.shape[1]) == y[:, None], 0, terms)
@@ -293,9 +325,11 @@ _MULTI_MARGIN = _loss_op("multi_margin_loss", _first_order(_multi_margin, "multi
 def _check_classes(input, target):
     samples = input.shape[0] if input.ndim == 2 else 1
     if input.ndim not in (1, 2) or target.ndim > 1 or target.numel() != samples:
-        raise RuntimeError(f"multi_margin_loss: target tensor should be 1-D with size equal to the number of input "
-                           f"samples (batch size). Expected target size [{samples}], but got {list(target.shape)}. "
-                           f"Input has shape {list(input.shape)}.")
+        raise RuntimeError(
+            f"multi_margin_loss: target tensor should be 1-D with size equal to the number of input "
+            f"samples (batch size). Expected target size [{samples}], but got {list(target.shape)}. "
+            f"Input has shape {list(input.shape)}."
+        )
     if _is_concrete(target) and target.numel():
         values = _host(target)
         if values.min() < 0 or values.max() >= input.shape[-1]:
@@ -335,23 +369,24 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     reduction = legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     if target.shape != input.shape or input.ndim not in (1, 2):
-        raise RuntimeError(f"inconsistent target size: {list(target.shape)} for input of size: "
-                           f"{list(input.shape)}")
+        raise RuntimeError(f"inconsistent target size: {list(target.shape)} for input of size: {list(input.shape)}")
     return apply(_MULTILABEL_MARGIN, [input, target], reduction=reduction)
 
 
-def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False, size_average=None,
-                        reduce=None, reduction="mean"):
+def triplet_margin_loss(
+    anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False, size_average=None, reduce=None, reduction="mean"
+):
     """max(d(a, p) - d(a, n) + margin, 0) with d the pairwise p-norm distance (with `swap`, d(a, n) is the smaller
     of it and d(p, n))."""
     reduction = legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     if not anchor.ndim == positive.ndim == negative.ndim:
-        raise RuntimeError(f"The anchor, positive, and negative tensors are expected to have the same number of "
-                           f"dimensions, but got: anchor {anchor.ndim}D, positive {positive.ndim}D, and negative "
-                           f"{negative.ndim}D inputs")
-    return _triplet(lambda a, b: pairwise_distance(a, b, p, eps), anchor, positive, negative, margin, swap,
-                    reduction)
+        raise RuntimeError(
+            f"The anchor, positive, and negative tensors are expected to have the same number of "
+            f"dimensions, but got: anchor {anchor.ndim}D, positive {positive.ndim}D, and negative "
+            f"{negative.ndim}D inputs"
+        )
+    return _triplet(lambda a, b: pairwise_distance(a, b, p, eps), anchor, positive, negative, margin, swap, reduction)
 
 
 def _triplet(distance, anchor, positive, negative, margin, swap, reduction):
@@ -361,8 +396,9 @@ def _triplet(distance, anchor, positive, negative, margin, swap, reduction):
     return _reduced(clamp_min(margin + dist_pos - dist_neg, 0), reduction)
 
 
-def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_function=None, margin=1.0, swap=False,
-                                      reduction="mean"):
+def triplet_margin_with_distance_loss(
+    anchor, positive, negative, *, distance_function=None, margin=1.0, swap=False, reduction="mean"
+):
     """triplet_margin_loss with any distance function (pairwise_distance by default)."""
     _check_reduction(reduction)
     if margin <= 0:
@@ -370,7 +406,21 @@ def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_fu
     return _triplet(distance_function or pairwise_distance, anchor, positive, negative, margin, swap, reduction)
 
 
-FUNCTIONS = {f.__name__: f for f in (
-    kl_div, huber_loss, soft_margin_loss, margin_ranking_loss, hinge_embedding_loss, poisson_nll_loss,
-    gaussian_nll_loss, cosine_embedding_loss, multilabel_soft_margin_loss, multi_margin_loss,
-    multilabel_margin_loss, triplet_margin_loss, triplet_margin_with_distance_loss)}
+FUNCTIONS = {
+    f.__name__: f
+    for f in (
+        kl_div,
+        huber_loss,
+        soft_margin_loss,
+        margin_ranking_loss,
+        hinge_embedding_loss,
+        poisson_nll_loss,
+        gaussian_nll_loss,
+        cosine_embedding_loss,
+        multilabel_soft_margin_loss,
+        multi_margin_loss,
+        multilabel_margin_loss,
+        triplet_margin_loss,
+        triplet_margin_with_distance_loss,
+    )
+}

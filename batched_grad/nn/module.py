@@ -1,6 +1,7 @@
 """Module: torch.nn.Module's registration of parameters, buffers and submodules through attribute assignment,
 with traversal, train/eval, zero_grad, conversions (to, cpu, cuda, float, double, half, bfloat16, type),
 state_dict/load_state_dict and torch's repr."""
+
 import warnings
 from collections import OrderedDict, namedtuple
 
@@ -68,18 +69,21 @@ class Module:
             self._modules[name] = value
         elif name in self.__dict__.get("_parameters", ()):
             if value is not None:
-                raise TypeError(f"cannot assign '{_typename(value)}' as parameter '{name}' (torch.nn.Parameter "
-                                "or None expected)")
+                raise TypeError(
+                    f"cannot assign '{_typename(value)}' as parameter '{name}' (torch.nn.Parameter or None expected)"
+                )
             self._parameters[name] = None
         elif name in self.__dict__.get("_modules", ()):
             if value is not None:
-                raise TypeError(f"cannot assign '{_typename(value)}' as child module '{name}' (torch.nn.Module "
-                                "or None expected)")
+                raise TypeError(
+                    f"cannot assign '{_typename(value)}' as child module '{name}' (torch.nn.Module or None expected)"
+                )
             self._modules[name] = None
         elif name in self.__dict__.get("_buffers", ()):
             if value is not None and not isinstance(value, Tensor):
-                raise TypeError(f"cannot assign '{_typename(value)}' as buffer '{name}' (torch.Tensor or None "
-                                "expected)")
+                raise TypeError(
+                    f"cannot assign '{_typename(value)}' as buffer '{name}' (torch.Tensor or None expected)"
+                )
             self._buffers[name] = value
         else:
             object.__setattr__(self, name, value)
@@ -121,8 +125,9 @@ class Module:
         registry = self._registry("_parameters")
         self._check_name("parameter", name, registry)
         if param is not None and not isinstance(param, Parameter):
-            raise TypeError(f"cannot assign '{_typename(param)}' object to parameter '{name}' (torch.nn.Parameter "
-                            "or None required)")
+            raise TypeError(
+                f"cannot assign '{_typename(param)}' object to parameter '{name}' (torch.nn.Parameter or None required)"
+            )
         registry[name] = param
 
     def register_buffer(self, name, tensor, persistent=True):
@@ -130,8 +135,9 @@ class Module:
         registry = self._registry("_buffers")
         self._check_name("buffer", name, registry)
         if tensor is not None and not isinstance(tensor, Tensor):
-            raise TypeError(f"cannot assign '{_typename(tensor)}' object to buffer '{name}' (torch Tensor or None "
-                            "required)")
+            raise TypeError(
+                f"cannot assign '{_typename(tensor)}' object to buffer '{name}' (torch Tensor or None required)"
+            )
         registry[name] = tensor
         if persistent:
             self.__dict__.get("_non_persistent", set()).discard(name)
@@ -253,8 +259,9 @@ class Module:
         where, dtype, _ = _conversion.parse_to(args, kwargs)
         if dtype is not None:
             if not (dtype.is_floating_point or dtype.is_complex):
-                raise TypeError(f"nn.Module.to only accepts floating point or complex dtypes, but got desired "
-                                f"dtype={dtype}")
+                raise TypeError(
+                    f"nn.Module.to only accepts floating point or complex dtypes, but got desired dtype={dtype}"
+                )
             if dtype.is_complex:
                 warnings.warn(COMPLEX_MODULES, UserWarning, stacklevel=2)
         if where is not None:
@@ -340,11 +347,15 @@ class Module:
                 continue
             value = state_dict[key]
             if not isinstance(value, Tensor):
-                errors.append(f'While copying the parameter named "{key}", expected torch.Tensor or Tensor-like '
-                              f"object from checkpoint but received {type(value)}")
+                errors.append(
+                    f'While copying the parameter named "{key}", expected torch.Tensor or Tensor-like '
+                    f"object from checkpoint but received {type(value)}"
+                )
             elif value.shape != target.shape:
-                errors.append(f"size mismatch for {key}: copying a param with shape {value.shape!r} from "
-                              f"checkpoint, the shape in current model is {target.shape!r}.")
+                errors.append(
+                    f"size mismatch for {key}: copying a param with shape {value.shape!r} from "
+                    f"checkpoint, the shape in current model is {target.shape!r}."
+                )
         if errors:
             raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t" + "\n\t".join(errors))
         with no_grad():

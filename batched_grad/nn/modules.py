@@ -1,12 +1,14 @@
 """The layers: Linear, Conv2d, activations, Flatten, Dropout, LayerNorm, Embedding and the losses, with
 torch's constructor arguments and default initialization (pooling is in pooling.py)."""
+
 import math
 
 from .. import _factories
 from .._grad_mode import no_grad
-from .._tensor import Size
 from .._ops.shape import flatten
-from . import functional as F, init
+from .._tensor import Size
+from . import functional as F
+from . import init
 from .module import Module
 from .parameter import Parameter
 
@@ -58,8 +60,21 @@ class _ConvNd(Module):
 
     n, transposed = 2, False
 
-    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True,
-                 padding_mode="zeros", device=None, dtype=None, output_padding=0):
+    def __init__(
+        self,
+        in_channels,
+        out_channels,
+        kernel_size,
+        stride=1,
+        padding=0,
+        dilation=1,
+        groups=1,
+        bias=True,
+        padding_mode="zeros",
+        device=None,
+        dtype=None,
+        output_padding=0,
+    ):
         super().__init__()
         n, name = type(self).n, type(self).__name__
         if groups <= 0:
@@ -68,8 +83,9 @@ class _ConvNd(Module):
             if channels % groups:
                 raise ValueError(f"{what} must be divisible by groups")
         if padding_mode not in _PADDING_MODES:
-            raise ValueError(f"padding_mode must be one of {list(_PADDING_MODES)}, but got padding_mode='"
-                             f"{padding_mode}'")
+            raise ValueError(
+                f"padding_mode must be one of {list(_PADDING_MODES)}, but got padding_mode='{padding_mode}'"
+            )
         if self.transposed and padding_mode != "zeros":
             raise ValueError(f'Only "zeros" padding mode is supported for {name}')
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
@@ -77,7 +93,7 @@ class _ConvNd(Module):
         self.dilation, self.output_padding = _ntuple(dilation, n), _ntuple(output_padding, n)
         self.padding = padding if isinstance(padding, str) else _ntuple(padding, n)
         self.padding_mode = padding_mode
-        shape = ((in_channels, out_channels // groups) if self.transposed else (out_channels, in_channels // groups))
+        shape = (in_channels, out_channels // groups) if self.transposed else (out_channels, in_channels // groups)
         self.weight = _empty(*shape, *self.kernel_size, dtype=dtype)
         self.register_parameter("bias", _empty(out_channels, dtype=dtype) if bias else None)
         self.reset_parameters()
@@ -93,8 +109,7 @@ class _ConvNd(Module):
         if mode is None or isinstance(self.padding, str):
             return conv(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
         pads = tuple(p for size in reversed(self.padding) for p in (size, size))
-        return conv(F.pad(input, pads, mode=mode), self.weight, self.bias, self.stride, 0, self.dilation,
-                    self.groups)
+        return conv(F.pad(input, pads, mode=mode), self.weight, self.bias, self.stride, 0, self.dilation, self.groups)
 
     def extra_repr(self):
         n = type(self).n
@@ -119,10 +134,23 @@ class Conv1d(_ConvNd):
 
     n = 1
 
-    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True,
-                 padding_mode="zeros", device=None, dtype=None):
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
-                         padding_mode, device, dtype)
+    def __init__(
+        self,
+        in_channels,
+        out_channels,
+        kernel_size,
+        stride=1,
+        padding=0,
+        dilation=1,
+        groups=1,
+        bias=True,
+        padding_mode="zeros",
+        device=None,
+        dtype=None,
+    ):
+        super().__init__(
+            in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias, padding_mode, device, dtype
+        )
 
 
 class Conv2d(Conv1d):
@@ -140,10 +168,35 @@ class Conv3d(Conv1d):
 class _ConvTransposeNd(_ConvNd):
     transposed = True
 
-    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, output_padding=0, groups=1,
-                 bias=True, dilation=1, padding_mode="zeros", device=None, dtype=None):
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
-                         padding_mode, device, dtype, output_padding)
+    def __init__(
+        self,
+        in_channels,
+        out_channels,
+        kernel_size,
+        stride=1,
+        padding=0,
+        output_padding=0,
+        groups=1,
+        bias=True,
+        dilation=1,
+        padding_mode="zeros",
+        device=None,
+        dtype=None,
+    ):
+        super().__init__(
+            in_channels,
+            out_channels,
+            kernel_size,
+            stride,
+            padding,
+            dilation,
+            groups,
+            bias,
+            padding_mode,
+            device,
+            dtype,
+            output_padding,
+        )
 
     def _output_padding(self, input, output_size):
         """The output_padding giving `output_size` (its last n entries), within what the geometry allows."""
@@ -152,18 +205,33 @@ class _ConvTransposeNd(_ConvNd):
         n = type(self).n
         size = list(output_size)[-n:]
         given = output_size if isinstance(output_size, tuple) else list(output_size)
-        smallest = [(input.shape[d - n] - 1) * self.stride[d] - 2 * self.padding[d] +
-                    self.dilation[d] * (self.kernel_size[d] - 1) + 1 for d in range(n)]
+        smallest = [
+            (input.shape[d - n] - 1) * self.stride[d]
+            - 2 * self.padding[d]
+            + self.dilation[d] * (self.kernel_size[d] - 1)
+            + 1
+            for d in range(n)
+        ]
         largest = [low + s - 1 for low, s in zip(smallest, self.stride)]
         if not all(low <= want <= high for low, want, high in zip(smallest, size, largest)):
-            raise ValueError(f"requested an output size of {given}, but valid sizes range from {smallest} to "
-                             f"{largest} (for an input of {Size(input.shape[-n:])!r})")
+            raise ValueError(
+                f"requested an output size of {given}, but valid sizes range from {smallest} to "
+                f"{largest} (for an input of {Size(input.shape[-n:])!r})"
+            )
         return tuple(want - low for want, low in zip(size, smallest))
 
     def forward(self, input, output_size=None):
         conv = (F.conv_transpose1d, F.conv_transpose2d, F.conv_transpose3d)[type(self).n - 1]
-        return conv(input, self.weight, self.bias, self.stride, self.padding,
-                    self._output_padding(input, output_size), self.groups, self.dilation)
+        return conv(
+            input,
+            self.weight,
+            self.bias,
+            self.stride,
+            self.padding,
+            self._output_padding(input, output_size),
+            self.groups,
+            self.dilation,
+        )
 
 
 class ConvTranspose1d(_ConvTransposeNd):
@@ -285,25 +353,41 @@ class LayerNorm(Module):
         super().__init__()
         shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
         self.normalized_shape, self.eps, self.elementwise_affine = shape, eps, elementwise_affine
-        self.register_parameter("weight", Parameter(_factories.ones(*shape, dtype=dtype)) if elementwise_affine
-                                else None)
-        self.register_parameter("bias", Parameter(_factories.zeros(*shape, dtype=dtype))
-                                if elementwise_affine and bias else None)
+        self.register_parameter(
+            "weight", Parameter(_factories.ones(*shape, dtype=dtype)) if elementwise_affine else None
+        )
+        self.register_parameter(
+            "bias", Parameter(_factories.zeros(*shape, dtype=dtype)) if elementwise_affine and bias else None
+        )
         self._made_on(device)
 
     def forward(self, input):
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
 
     def extra_repr(self):
-        return (f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}, "
-                f"bias={self.bias is not None}")
+        return (
+            f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}, "
+            f"bias={self.bias is not None}"
+        )
 
 
 class Embedding(Module):
     """A lookup table of `num_embeddings` rows of size `embedding_dim`, initialized N(0, 1)."""
 
-    def __init__(self, num_embeddings, embedding_dim, padding_idx=None, max_norm=None, norm_type=2.0,
-                 scale_grad_by_freq=False, sparse=False, _weight=None, _freeze=False, device=None, dtype=None):
+    def __init__(
+        self,
+        num_embeddings,
+        embedding_dim,
+        padding_idx=None,
+        max_norm=None,
+        norm_type=2.0,
+        scale_grad_by_freq=False,
+        sparse=False,
+        _weight=None,
+        _freeze=False,
+        device=None,
+        dtype=None,
+    ):
         super().__init__()
         if padding_idx is not None:
             if not -num_embeddings <= padding_idx < num_embeddings:
@@ -329,8 +413,9 @@ class Embedding(Module):
                 self.weight[self.padding_idx] = 0.0
 
     def forward(self, input):
-        return F.embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type,
-                           self.scale_grad_by_freq, self.sparse)
+        return F.embedding(
+            input, self.weight, self.padding_idx, self.max_norm, self.norm_type, self.scale_grad_by_freq, self.sparse
+        )
 
     def extra_repr(self):
         s = f"{self.num_embeddings}, {self.embedding_dim}"
@@ -351,13 +436,20 @@ class MSELoss(Module):
 class CrossEntropyLoss(Module):
     """cross_entropy as a module; `weight` is a buffer."""
 
-    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
-                 label_smoothing=0.0):
+    def __init__(
+        self, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean", label_smoothing=0.0
+    ):
         super().__init__()
         self.register_buffer("weight", weight)
         reduction = F.legacy_reduction(size_average, reduce, reduction)
         self.ignore_index, self.reduction, self.label_smoothing = ignore_index, reduction, label_smoothing
 
     def forward(self, input, target):
-        return F.cross_entropy(input, target, self.weight, ignore_index=self.ignore_index, reduction=self.reduction,
-                               label_smoothing=self.label_smoothing)
+        return F.cross_entropy(
+            input,
+            target,
+            self.weight,
+            ignore_index=self.ignore_index,
+            reduction=self.reduction,
+            label_smoothing=self.label_smoothing,
+        )

@@ -1,9 +1,11 @@
 """The normalization layers beyond LayerNorm and BatchNorm: GroupNorm, InstanceNorm1d/2d/3d, RMSNorm and
 LocalResponseNorm, with torch's parameters, buffers and reprs."""
+
 import warnings
 
 from .. import _factories
-from . import functional as F, init
+from . import functional as F
+from . import init
 from .batchnorm import _BatchNorm
 from .module import Module
 from .parameter import Parameter
@@ -19,8 +21,9 @@ class GroupNorm(Module):
         self.num_groups, self.num_channels, self.eps, self.affine = num_groups, num_channels, eps, affine
         ones = Parameter(_factories.ones(num_channels, dtype=dtype)) if affine else None
         self.register_parameter("weight", ones)
-        self.register_parameter("bias", Parameter(_factories.zeros(num_channels, dtype=dtype)) if affine and bias
-                                else None)
+        self.register_parameter(
+            "bias", Parameter(_factories.zeros(num_channels, dtype=dtype)) if affine and bias else None
+        )
         self._made_on(device)
 
     def reset_parameters(self):
@@ -34,8 +37,10 @@ class GroupNorm(Module):
         return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
 
     def extra_repr(self):
-        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, " \
-               f"bias={self.bias is not None}"
+        return (
+            f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, "
+            f"bias={self.bias is not None}"
+        )
 
 
 class _InstanceNorm(_BatchNorm):
@@ -43,8 +48,9 @@ class _InstanceNorm(_BatchNorm):
 
     no_batch_dim = 2
 
-    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=False, track_running_stats=False, device=None,
-                 dtype=None):
+    def __init__(
+        self, num_features, eps=1e-5, momentum=0.1, affine=False, track_running_stats=False, device=None, dtype=None
+    ):
         super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
 
     def _check_input_dim(self, input):
@@ -57,19 +63,30 @@ class _InstanceNorm(_BatchNorm):
         feature_dim = input.dim() - type(self).no_batch_dim
         if input.size(feature_dim) != self.num_features:
             if self.affine:
-                raise ValueError(f"expected input's size at dim={feature_dim} to match num_features "
-                                 f"({self.num_features}), but got: {input.size(feature_dim)}.")
-            warnings.warn(f"input's size at dim={feature_dim} does not match num_features. You can silence this "
-                          "warning by not passing in num_features, which is not used because affine=False",
-                          stacklevel=2)
+                raise ValueError(
+                    f"expected input's size at dim={feature_dim} to match num_features "
+                    f"({self.num_features}), but got: {input.size(feature_dim)}."
+                )
+            warnings.warn(
+                f"input's size at dim={feature_dim} does not match num_features. You can silence this "
+                "warning by not passing in num_features, which is not used because affine=False",
+                stacklevel=2,
+            )
         if input.dim() == type(self).no_batch_dim:
             return self._normalize(input.unsqueeze(0)).squeeze(0)
         return self._normalize(input)
 
     def _normalize(self, input):
-        return F.instance_norm(input, self.running_mean, self.running_var, self.weight, self.bias,
-                               self.training or not self.track_running_stats,
-                               self.momentum if self.momentum is not None else 0.0, self.eps)
+        return F.instance_norm(
+            input,
+            self.running_mean,
+            self.running_var,
+            self.weight,
+            self.bias,
+            self.training or not self.track_running_stats,
+            self.momentum if self.momentum is not None else 0.0,
+            self.eps,
+        )
 
 
 class InstanceNorm1d(_InstanceNorm):
@@ -97,8 +114,9 @@ class RMSNorm(Module):
         super().__init__()
         shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
         self.normalized_shape, self.eps, self.elementwise_affine = shape, eps, elementwise_affine
-        self.register_parameter("weight", Parameter(_factories.ones(*shape, dtype=dtype)) if elementwise_affine
-                                else None)
+        self.register_parameter(
+            "weight", Parameter(_factories.ones(*shape, dtype=dtype)) if elementwise_affine else None
+        )
         self._made_on(device)
 
     def reset_parameters(self):

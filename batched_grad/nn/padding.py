@@ -1,5 +1,6 @@
 """The padding layers: zero, constant, reflection, replication and circular padding of 1, 2 or 3 trailing dims,
 each F.pad with its mode, printed as torch's."""
+
 from . import functional as F
 from .module import Module
 
@@ -42,13 +43,18 @@ class _ZeroPad(_ConstantPad):
 
 
 def _pads(n, mode, kind, doc):
-    return type(f"{kind}{n}d", (_Pad if kind != "ConstantPad" else _ConstantPad,) if kind != "ZeroPad" else (_ZeroPad,),
-                {"n": n, "mode": mode, "__doc__": doc.format(n=n), "__module__": __name__})
+    return type(
+        f"{kind}{n}d",
+        (_Pad if kind != "ConstantPad" else _ConstantPad,) if kind != "ZeroPad" else (_ZeroPad,),
+        {"n": n, "mode": mode, "__doc__": doc.format(n=n), "__module__": __name__},
+    )
 
 
-_KINDS = {"ZeroPad": ("constant", "Pads the last {n} dims with zeros."),
-          "ConstantPad": ("constant", "Pads the last {n} dims with `value`."),
-          "ReflectionPad": ("reflect", "Pads the last {n} dims with their reflection (the edge not repeated)."),
-          "ReplicationPad": ("replicate", "Pads the last {n} dims by repeating their edge values."),
-          "CircularPad": ("circular", "Pads the last {n} dims by wrapping around.")}
+_KINDS = {
+    "ZeroPad": ("constant", "Pads the last {n} dims with zeros."),
+    "ConstantPad": ("constant", "Pads the last {n} dims with `value`."),
+    "ReflectionPad": ("reflect", "Pads the last {n} dims with their reflection (the edge not repeated)."),
+    "ReplicationPad": ("replicate", "Pads the last {n} dims by repeating their edge values."),
+    "CircularPad": ("circular", "Pads the last {n} dims by wrapping around."),
+}
 globals().update({f"{kind}{n}d": _pads(n, mode, kind, doc) for kind, (mode, doc) in _KINDS.items() for n in (1, 2, 3)})

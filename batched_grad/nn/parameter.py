@@ -1,4 +1,5 @@
 """Parameter: a leaf Tensor that requires grad and that Module.__setattr__ registers."""
+
 from .._factories import empty
 from .._tensor import REQUIRES_GRAD_DTYPE, Tensor
 

@@ -1,5 +1,6 @@
 """The pooling modules: max, average, adaptive, power-average (lp) pooling over 1, 2 or 3 dims and max unpooling,
 with torch's options and reprs."""
+
 from . import functional as F
 from .module import Module
 
@@ -18,12 +19,21 @@ class _MaxPoolNd(Module):
         self.return_indices, self.ceil_mode = return_indices, ceil_mode
 
     def forward(self, input):
-        return type(self).fn(input, self.kernel_size, self.stride, self.padding, self.dilation,
-                             ceil_mode=self.ceil_mode, return_indices=self.return_indices)
+        return type(self).fn(
+            input,
+            self.kernel_size,
+            self.stride,
+            self.padding,
+            self.dilation,
+            ceil_mode=self.ceil_mode,
+            return_indices=self.return_indices,
+        )
 
     def extra_repr(self):
-        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
-                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
+        return (
+            f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
+            f"dilation={self.dilation}, ceil_mode={self.ceil_mode}"
+        )
 
 
 class MaxPool1d(_MaxPoolNd):
@@ -54,8 +64,7 @@ class AvgPool1d(Module):
         self.padding, self.ceil_mode, self.count_include_pad = _single(padding, 1), ceil_mode, count_include_pad
 
     def forward(self, input):
-        return F.avg_pool1d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
-                            self.count_include_pad)
+        return F.avg_pool1d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode, self.count_include_pad)
 
     def extra_repr(self):
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
@@ -64,16 +73,24 @@ class AvgPool1d(Module):
 class _AvgPoolNd(Module):
     fn = None
 
-    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
-                 divisor_override=None):
+    def __init__(
+        self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None
+    ):
         super().__init__()
         self.kernel_size, self.stride = kernel_size, stride if stride is not None else kernel_size
         self.padding, self.ceil_mode, self.count_include_pad = padding, ceil_mode, count_include_pad
         self.divisor_override = divisor_override
 
     def forward(self, input):
-        return type(self).fn(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
-                             self.count_include_pad, self.divisor_override)
+        return type(self).fn(
+            input,
+            self.kernel_size,
+            self.stride,
+            self.padding,
+            self.ceil_mode,
+            self.count_include_pad,
+            self.divisor_override,
+        )
 
     def extra_repr(self):
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
@@ -100,8 +117,7 @@ class _AdaptivePool(Module):
 
     def forward(self, input):
         fn = type(self).fn
-        return fn(input, self.output_size, self.return_indices) if "max" in fn.__name__ else fn(input,
-                                                                                                self.output_size)
+        return fn(input, self.output_size, self.return_indices) if "max" in fn.__name__ else fn(input, self.output_size)
 
     def extra_repr(self):
         return f"output_size={self.output_size}"
@@ -157,8 +173,10 @@ class _LPPool(Module):
         return type(self).fn(input, float(self.norm_type), self.kernel_size, self.stride, self.ceil_mode)
 
     def extra_repr(self):
-        return (f"norm_type={self.norm_type}, kernel_size={self.kernel_size}, stride={self.stride}, "
-                f"ceil_mode={self.ceil_mode}")
+        return (
+            f"norm_type={self.norm_type}, kernel_size={self.kernel_size}, stride={self.stride}, "
+            f"ceil_mode={self.ceil_mode}"
+        )
 
 
 class LPPool1d(_LPPool):

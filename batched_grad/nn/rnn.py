@@ -1,6 +1,7 @@
 """The recurrent layers RNN, LSTM and GRU (stacked, bidirectional, batch_first, dropout between layers, LSTM's
 projection) and their cells, with torch's parameter names, shapes, initialization, gate order and reprs. A layer's
 pass over a sequence is one op (a jax.lax.scan over time), so its VJP is JAX's and the sequence is one node."""
+
 import math
 import warnings
 
@@ -10,7 +11,8 @@ import jax.numpy as jnp
 from .. import _factories
 from .._ops._core import Op, apply
 from .._ops.shape import cat, stack
-from . import functional as F, init
+from . import functional as F
+from . import init
 from .module import Module
 from .parameter import Parameter
 
@@ -48,8 +50,9 @@ def _layer(x, h0, *arrays, mode, reverse, has_bias, has_proj):
         h, c = _step(mode, x_proj, state[0], state[1], w_hh, b_hh, w_hr)
         return (h, c), h
 
-    (h_n, c_n), outputs = jax.lax.scan(body, (h0, c0 if c0 is not None else jnp.zeros((), x.dtype)), projected,
-                                       reverse=reverse)
+    (h_n, c_n), outputs = jax.lax.scan(
+        body, (h0, c0 if c0 is not None else jnp.zeros((), x.dtype)), projected, reverse=reverse
+    )
     return (outputs, h_n, c_n) if mode == "LSTM" else (outputs, h_n)
 
 
@@ -61,19 +64,35 @@ def _uniform_by_hidden_size(module):
     for weight in module.parameters():
         init.uniform_(weight, -bound, bound)
 
+
 class RNNBase(Module):
     """The stacked recurrent layer shared by RNN, LSTM and GRU."""
 
-    def __init__(self, mode, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
-                 bidirectional=False, proj_size=0, device=None, dtype=None):
+    def __init__(
+        self,
+        mode,
+        input_size,
+        hidden_size,
+        num_layers=1,
+        bias=True,
+        batch_first=False,
+        dropout=0.0,
+        bidirectional=False,
+        proj_size=0,
+        device=None,
+        dtype=None,
+    ):
         super().__init__()
         if not isinstance(dropout, (int, float)) or isinstance(dropout, bool) or not 0 <= dropout <= 1:
-            raise ValueError("dropout should be a number in range [0, 1] representing the probability of an element "
-                             "being zeroed")
+            raise ValueError(
+                "dropout should be a number in range [0, 1] representing the probability of an element being zeroed"
+            )
         if dropout > 0 and num_layers == 1:
-            warnings.warn("dropout option adds dropout after all but last recurrent layer, so non-zero dropout "
-                          f"expects num_layers greater than 1, but got dropout={dropout} and num_layers={num_layers}",
-                          stacklevel=3)
+            warnings.warn(
+                "dropout option adds dropout after all but last recurrent layer, so non-zero dropout "
+                f"expects num_layers greater than 1, but got dropout={dropout} and num_layers={num_layers}",
+                stacklevel=3,
+            )
         if not isinstance(hidden_size, int) or isinstance(hidden_size, bool):
             raise TypeError(f"hidden_size should be of type int, got: {type(hidden_size).__name__}")
         if hidden_size <= 0:
@@ -110,8 +129,11 @@ class RNNBase(Module):
         _uniform_by_hidden_size(self)
 
     def _layer_parameters(self, layer, suffix):
-        names = ["weight_ih", "weight_hh"] + (["bias_ih", "bias_hh"] if self.bias else []) + (
-            ["weight_hr"] if self.proj_size > 0 else [])
+        names = (
+            ["weight_ih", "weight_hh"]
+            + (["bias_ih", "bias_hh"] if self.bias else [])
+            + (["weight_hr"] if self.proj_size > 0 else [])
+        )
         return [getattr(self, f"{name}_l{layer}{suffix}") for name in names]
 
     def _initial_state(self, x, hx):
@@ -120,8 +142,11 @@ class RNNBase(Module):
         rows = self.num_layers * directions
         if hx is None:
             h = _factories.zeros(rows, x.shape[1], real_hidden, dtype=x.dtype)
-            return (h, _factories.zeros(rows, x.shape[1], self.hidden_size, dtype=x.dtype)) if self.mode == "LSTM" \
+            return (
+                (h, _factories.zeros(rows, x.shape[1], self.hidden_size, dtype=x.dtype))
+                if self.mode == "LSTM"
                 else (h,)
+            )
         states = tuple(hx) if self.mode == "LSTM" else (hx,)
         expected = [(rows, x.shape[1], real_hidden), (rows, x.shape[1], self.hidden_size)]
         for state, shape, what in zip(states, expected, ("hidden", "cell")):
@@ -139,8 +164,9 @@ class RNNBase(Module):
         if unbatched and hx is not None:
             hx = tuple(s.unsqueeze(1) for s in hx) if self.mode == "LSTM" else hx.unsqueeze(1)
         if x.shape[-1] != self.input_size:
-            raise RuntimeError(f"input.size(-1) must be equal to input_size. Expected {self.input_size}, got "
-                               f"{x.shape[-1]}")
+            raise RuntimeError(
+                f"input.size(-1) must be equal to input_size. Expected {self.input_size}, got {x.shape[-1]}"
+            )
         states = self._initial_state(x, hx)
         finals = [[] for _ in states]
         directions = ("", "_reverse") if self.bidirectional else ("",)
@@ -148,8 +174,14 @@ class RNNBase(Module):
             outputs = []
             for d, suffix in enumerate(directions):
                 row = layer * len(directions) + d
-                out = apply(_LAYER, [x] + [s[row] for s in states] + self._layer_parameters(layer, suffix),
-                            mode=self.mode, reverse=d == 1, has_bias=bool(self.bias), has_proj=self.proj_size > 0)
+                out = apply(
+                    _LAYER,
+                    [x] + [s[row] for s in states] + self._layer_parameters(layer, suffix),
+                    mode=self.mode,
+                    reverse=d == 1,
+                    has_bias=bool(self.bias),
+                    has_proj=self.proj_size > 0,
+                )
                 outputs.append(out[0])
                 for final, value in zip(finals, out[1:]):
                     final.append(value)
@@ -182,31 +214,98 @@ class RNNBase(Module):
 class RNN(RNNBase):
     """Elman RNN: h' = tanh(x W_ih^T + b_ih + h W_hh^T + b_hh) (relu with nonlinearity='relu')."""
 
-    def __init__(self, input_size, hidden_size, num_layers=1, nonlinearity="tanh", bias=True, batch_first=False,
-                 dropout=0.0, bidirectional=False, proj_size=0, device=None, dtype=None):
+    def __init__(
+        self,
+        input_size,
+        hidden_size,
+        num_layers=1,
+        nonlinearity="tanh",
+        bias=True,
+        batch_first=False,
+        dropout=0.0,
+        bidirectional=False,
+        proj_size=0,
+        device=None,
+        dtype=None,
+    ):
         if nonlinearity not in ("tanh", "relu"):
             raise ValueError(f"Unknown nonlinearity '{nonlinearity}'. Select from 'tanh' or 'relu'.")
-        super().__init__("RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU", input_size, hidden_size, num_layers,
-                         bias, batch_first, dropout, bidirectional, proj_size, device, dtype)
+        super().__init__(
+            "RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU",
+            input_size,
+            hidden_size,
+            num_layers,
+            bias,
+            batch_first,
+            dropout,
+            bidirectional,
+            proj_size,
+            device,
+            dtype,
+        )
         self.nonlinearity = nonlinearity
 
 
 class LSTM(RNNBase):
     """Long short-term memory (gates i, f, g, o), with an optional projection of h to proj_size."""
 
-    def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
-                 bidirectional=False, proj_size=0, device=None, dtype=None):
-        super().__init__("LSTM", input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional,
-                         proj_size, device, dtype)
+    def __init__(
+        self,
+        input_size,
+        hidden_size,
+        num_layers=1,
+        bias=True,
+        batch_first=False,
+        dropout=0.0,
+        bidirectional=False,
+        proj_size=0,
+        device=None,
+        dtype=None,
+    ):
+        super().__init__(
+            "LSTM",
+            input_size,
+            hidden_size,
+            num_layers,
+            bias,
+            batch_first,
+            dropout,
+            bidirectional,
+            proj_size,
+            device,
+            dtype,
+        )
 
 
 class GRU(RNNBase):
     """Gated recurrent unit (gates r, z, n)."""
 
-    def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
-                 bidirectional=False, proj_size=0, device=None, dtype=None):
-        super().__init__("GRU", input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional,
-                         proj_size, device, dtype)
+    def __init__(
+        self,
+        input_size,
+        hidden_size,
+        num_layers=1,
+        bias=True,
+        batch_first=False,
+        dropout=0.0,
+        bidirectional=False,
+        proj_size=0,
+        device=None,
+        dtype=None,
+    ):
+        super().__init__(
+            "GRU",
+            input_size,
+            hidden_size,
+            num_layers,
+            bias,
+            batch_first,
+            dropout,
+            bidirectional,
+            proj_size,
+            device,
+            dtype,
+        )
 
 
 # ---- cells -------------------------------------------------------------------------------------------------------
@@ -219,8 +318,9 @@ class RNNCellBase(Module):
         self.weight_ih = Parameter(_factories.empty(num_chunks * hidden_size, input_size, dtype=dtype))
         self.weight_hh = Parameter(_factories.empty(num_chunks * hidden_size, hidden_size, dtype=dtype))
         for name in ("bias_ih", "bias_hh"):
-            self.register_parameter(name, Parameter(_factories.empty(num_chunks * hidden_size, dtype=dtype))
-                                    if bias else None)
+            self.register_parameter(
+                name, Parameter(_factories.empty(num_chunks * hidden_size, dtype=dtype)) if bias else None
+            )
         self.reset_parameters()
         self._made_on(device)
 

@@ -1,6 +1,7 @@
 """The machinery of optimizers whose update is elementwise per parameter: per-parameter state (arrays, and the
 float32 scalars torch keeps as tensors), step counting, and one compiled update per group of parameters at the same
 step, with the step-dependent scalars computed on the host in double precision as torch's single-tensor code does."""
+
 import functools
 
 import numpy as np
@@ -17,10 +18,12 @@ def check_range(name, value, low=0.0, high=None, low_open=False):
         raise ValueError(f"Invalid {name}: {value}")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _compiled(rule):
-    return Jitted(lambda params, grads, states, hyper, flags: _apply_all(rule, params, grads, states, hyper, flags),
-                  static_argnames=("flags",))
+    return Jitted(
+        lambda params, grads, states, hyper, flags: _apply_all(rule, params, grads, states, hyper, flags),
+        static_argnames=("flags",),
+    )
 
 
 def _apply_all(rule, params, grads, states, hyper, flags):
@@ -61,8 +64,12 @@ class ElementwiseOptimizer(Optimizer):
             hyper, new_scalars = self._hyper(group, key[0], dict(zip(self.scalars, key[1:])))
             names = [n for n in self.arrays if n in states[chosen[0]]]
             new_params, new_states = _compiled(type(self)._rule)(
-                values([params[i] for i in chosen]), values([params[i].grad for i in chosen]),
-                [{n: states[i][n]._value for n in names} for i in chosen], hyper, flags)
+                values([params[i] for i in chosen]),
+                values([params[i].grad for i in chosen]),
+                [{n: states[i][n]._value for n in names} for i in chosen],
+                hyper,
+                flags,
+            )
             self._write([params[i] for i in chosen], new_params)
             for k, i in enumerate(chosen):
                 states[i]["step"] = tensor(key[0])

@@ -1,6 +1,7 @@
 """Adam (and AMSGrad, decoupled weight decay, maximize): torch's single-tensor update, with the step-dependent
 bias corrections computed in double precision as torch does, on the device from the step count there (nothing is
 read back to the host: the step compiles in bg.compile)."""
+
 import functools
 
 import jax.numpy as jnp
@@ -11,15 +12,16 @@ from .optimizer import Optimizer, values
 
 
 @functools.partial(Jitted, static_argnames=("weight_decay", "decoupled", "amsgrad", "maximize"))
-def _adam(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, hyper, *, weight_decay, decoupled, amsgrad,
-          maximize):
+def _adam(
+    params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, hyper, *, weight_decay, decoupled, amsgrad, maximize
+):
     lr, beta1, beta2, eps = hyper
     out = [], [], [], [], []
     for p, g, m, v, v_max, step in zip(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps):
         step = step + 1
         count = step.astype(jnp.float64)  # torch's bias corrections, in double precision, then the values' type
-        step_size = (lr / (1 - beta1 ** count)).astype(p.dtype)
-        bias_correction2_sqrt = jnp.sqrt(1 - beta2 ** count).astype(p.dtype)
+        step_size = (lr / (1 - beta1**count)).astype(p.dtype)
+        bias_correction2_sqrt = jnp.sqrt(1 - beta2**count).astype(p.dtype)
         g = -g if maximize else g
         if weight_decay != 0:
             if decoupled:
@@ -39,9 +41,22 @@ def _adam(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, hyper, *
 class Adam(Optimizer):
     """Adam: moving averages of the gradient and its square, bias-corrected, as the update direction."""
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False, *,
-                 foreach=None, maximize=False, capturable=False, differentiable=False, fused=None,
-                 decoupled_weight_decay=False):
+    def __init__(
+        self,
+        params,
+        lr=1e-3,
+        betas=(0.9, 0.999),
+        eps=1e-8,
+        weight_decay=0,
+        amsgrad=False,
+        *,
+        foreach=None,
+        maximize=False,
+        capturable=False,
+        differentiable=False,
+        fused=None,
+        decoupled_weight_decay=False,
+    ):
         if not 0.0 <= lr:
             raise ValueError(f"Invalid learning rate: {lr}")
         if not 0.0 <= eps:
@@ -52,12 +67,25 @@ class Adam(Optimizer):
         if not 0.0 <= weight_decay:
             raise ValueError(f"Invalid weight_decay value: {weight_decay}")
         if capturable or differentiable or fused:
-            raise NotImplementedError(f"{type(self).__name__}: capturable=True, differentiable=True and fused=True are "
-                                      "not supported.")
-        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
-                                      amsgrad=amsgrad, maximize=maximize, foreach=foreach, capturable=False,
-                                      differentiable=False, fused=None,
-                                      decoupled_weight_decay=decoupled_weight_decay))
+            raise NotImplementedError(
+                f"{type(self).__name__}: capturable=True, differentiable=True and fused=True are not supported."
+            )
+        super().__init__(
+            params,
+            dict(
+                lr=lr,
+                betas=tuple(betas),
+                eps=eps,
+                weight_decay=weight_decay,
+                amsgrad=amsgrad,
+                maximize=maximize,
+                foreach=foreach,
+                capturable=False,
+                differentiable=False,
+                fused=None,
+                decoupled_weight_decay=decoupled_weight_decay,
+            ),
+        )
 
     def _update(self, group, params):
         amsgrad = bool(group["amsgrad"])
@@ -73,21 +101,56 @@ class Adam(Optimizer):
         beta1, beta2 = group["betas"]
         hyper = (float(group["lr"]), float(beta1), float(beta2), float(group["eps"]))
         pick = lambda key: values([s.get(key) for s in states])  # noqa: E731
-        new = _adam(values(params), values([p.grad for p in params]), pick("exp_avg"), pick("exp_avg_sq"),
-                    pick("max_exp_avg_sq"), pick("step"), hyper, weight_decay=float(group["weight_decay"]),
-                    decoupled=bool(group["decoupled_weight_decay"]), amsgrad=amsgrad, maximize=bool(group["maximize"]))
+        new = _adam(
+            values(params),
+            values([p.grad for p in params]),
+            pick("exp_avg"),
+            pick("exp_avg_sq"),
+            pick("max_exp_avg_sq"),
+            pick("step"),
+            hyper,
+            weight_decay=float(group["weight_decay"]),
+            decoupled=bool(group["decoupled_weight_decay"]),
+            amsgrad=amsgrad,
+            maximize=bool(group["maximize"]),
+        )
         self._write(params, new[0])
         names = ("exp_avg", "exp_avg_sq", "max_exp_avg_sq", "step")
         for k, state in enumerate(states):  # in place, as torch's (a compiled step reads them back)
-            self._write([state[n] for n in names if n in state], [new[j][k] for j, n in enumerate(names, 1)
-                                                                   if n in state])
+            self._write(
+                [state[n] for n in names if n in state], [new[j][k] for j, n in enumerate(names, 1) if n in state]
+            )
 
 
 class AdamW(Adam):
     """Adam with decoupled weight decay (Loshchilov and Hutter): p -= lr * weight_decay * p before the Adam step."""
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False, *,
-                 maximize=False, foreach=None, capturable=False, differentiable=False, fused=None):
-        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, foreach=foreach, maximize=maximize,
-                         capturable=capturable, differentiable=differentiable, fused=fused,
-                         decoupled_weight_decay=True)
+    def __init__(
+        self,
+        params,
+        lr=1e-3,
+        betas=(0.9, 0.999),
+        eps=1e-8,
+        weight_decay=1e-2,
+        amsgrad=False,
+        *,
+        maximize=False,
+        foreach=None,
+        capturable=False,
+        differentiable=False,
+        fused=None,
+    ):
+        super().__init__(
+            params,
+            lr,
+            betas,
+            eps,
+            weight_decay,
+            amsgrad,
+            foreach=foreach,
+            maximize=maximize,
+            capturable=capturable,
+            differentiable=differentiable,
+            fused=fused,
+            decoupled_weight_decay=True,
+        )

@@ -1,5 +1,6 @@
 """torch.optim's other adaptive methods, each torch's single-tensor update: RMSprop, Adagrad, Adadelta, Adamax,
 NAdam, RAdam, Rprop and ASGD."""
+
 import math
 
 import jax.numpy as jnp
@@ -30,22 +31,58 @@ class RMSprop(ElementwiseOptimizer):
     """Divides the gradient by a running root mean square of recent gradients (centered: minus their mean), with
     optional momentum."""
 
-    arrays = {"square_avg": _zeros, "momentum_buffer": lambda p, g: zeros_like(p) if g["momentum"] > 0 else None,
-              "grad_avg": lambda p, g: zeros_like(p) if g["centered"] else None}
+    arrays = {
+        "square_avg": _zeros,
+        "momentum_buffer": lambda p, g: zeros_like(p) if g["momentum"] > 0 else None,
+        "grad_avg": lambda p, g: zeros_like(p) if g["centered"] else None,
+    }
 
-    def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0, centered=False,
-                 capturable=False, foreach=None, maximize=False, differentiable=False):
-        for name, value in (("learning rate", lr), ("epsilon value", eps), ("momentum value", momentum),
-                            ("weight_decay value", weight_decay), ("alpha value", alpha)):
+    def __init__(
+        self,
+        params,
+        lr=1e-2,
+        alpha=0.99,
+        eps=1e-8,
+        weight_decay=0,
+        momentum=0,
+        centered=False,
+        capturable=False,
+        foreach=None,
+        maximize=False,
+        differentiable=False,
+    ):
+        for name, value in (
+            ("learning rate", lr),
+            ("epsilon value", eps),
+            ("momentum value", momentum),
+            ("weight_decay value", weight_decay),
+            ("alpha value", alpha),
+        ):
             check_range(name, value)
         _plain("RMSprop", capturable=capturable, differentiable=differentiable)
-        super().__init__(params, dict(lr=lr, momentum=momentum, alpha=alpha, eps=eps, centered=centered,
-                                      weight_decay=weight_decay, capturable=False, foreach=foreach, maximize=maximize,
-                                      differentiable=False))
+        super().__init__(
+            params,
+            dict(
+                lr=lr,
+                momentum=momentum,
+                alpha=alpha,
+                eps=eps,
+                centered=centered,
+                weight_decay=weight_decay,
+                capturable=False,
+                foreach=foreach,
+                maximize=maximize,
+                differentiable=False,
+            ),
+        )
 
     def _flags(self, group):
-        return dict(weight_decay=float(group["weight_decay"]), maximize=bool(group["maximize"]),
-                    centered=bool(group["centered"]), momentum=float(group["momentum"]))
+        return dict(
+            weight_decay=float(group["weight_decay"]),
+            maximize=bool(group["maximize"]),
+            centered=bool(group["centered"]),
+            momentum=float(group["momentum"]),
+        )
 
     def _hyper(self, group, step, scalars):
         return (float(group["lr"]), float(group["alpha"]), float(group["eps"])), {}
@@ -73,15 +110,43 @@ class Adagrad(ElementwiseOptimizer):
 
     arrays = {"sum": lambda p, g: full_like(p, g["initial_accumulator_value"])}
 
-    def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0, eps=1e-10,
-                 foreach=None, *, maximize=False, differentiable=False, fused=None):
-        for name, value in (("learning rate", lr), ("lr_decay value", lr_decay), ("weight_decay value", weight_decay),
-                            ("initial_accumulator_value value", initial_accumulator_value), ("epsilon value", eps)):
+    def __init__(
+        self,
+        params,
+        lr=1e-2,
+        lr_decay=0,
+        weight_decay=0,
+        initial_accumulator_value=0,
+        eps=1e-10,
+        foreach=None,
+        *,
+        maximize=False,
+        differentiable=False,
+        fused=None,
+    ):
+        for name, value in (
+            ("learning rate", lr),
+            ("lr_decay value", lr_decay),
+            ("weight_decay value", weight_decay),
+            ("initial_accumulator_value value", initial_accumulator_value),
+            ("epsilon value", eps),
+        ):
             check_range(name, value)
         _plain("Adagrad", differentiable=differentiable, fused=fused)
-        super().__init__(params, dict(lr=lr, lr_decay=lr_decay, eps=eps, weight_decay=weight_decay,
-                                      initial_accumulator_value=initial_accumulator_value, foreach=foreach,
-                                      maximize=maximize, differentiable=False, fused=None))
+        super().__init__(
+            params,
+            dict(
+                lr=lr,
+                lr_decay=lr_decay,
+                eps=eps,
+                weight_decay=weight_decay,
+                initial_accumulator_value=initial_accumulator_value,
+                foreach=foreach,
+                maximize=maximize,
+                differentiable=False,
+                fused=None,
+            ),
+        )
         for group in self.param_groups:  # torch makes Adagrad's state at construction
             for p in group["params"]:
                 self._init_state(p, group)
@@ -106,16 +171,38 @@ class Adadelta(ElementwiseOptimizer):
 
     arrays = {"square_avg": _zeros, "acc_delta": _zeros}
 
-    def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0, foreach=None, *, capturable=False,
-                 maximize=False, differentiable=False):
+    def __init__(
+        self,
+        params,
+        lr=1.0,
+        rho=0.9,
+        eps=1e-6,
+        weight_decay=0,
+        foreach=None,
+        *,
+        capturable=False,
+        maximize=False,
+        differentiable=False,
+    ):
         check_range("learning rate", lr)
         if not 0.0 <= rho <= 1.0:
             raise ValueError(f"Invalid rho value: {rho}")
         check_range("epsilon value", eps)
         check_range("weight_decay value", weight_decay)
         _plain("Adadelta", capturable=capturable, differentiable=differentiable)
-        super().__init__(params, dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=maximize,
-                                      capturable=False, foreach=foreach, differentiable=False))
+        super().__init__(
+            params,
+            dict(
+                lr=lr,
+                rho=rho,
+                eps=eps,
+                weight_decay=weight_decay,
+                maximize=maximize,
+                capturable=False,
+                foreach=foreach,
+                differentiable=False,
+            ),
+        )
 
     def _flags(self, group):
         return dict(weight_decay=float(group["weight_decay"]), maximize=bool(group["maximize"]))
@@ -138,18 +225,40 @@ class Adamax(ElementwiseOptimizer):
 
     arrays = {"exp_avg": _zeros, "exp_inf": _zeros}
 
-    def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, foreach=None, *,
-                 maximize=False, differentiable=False, capturable=False):
+    def __init__(
+        self,
+        params,
+        lr=2e-3,
+        betas=(0.9, 0.999),
+        eps=1e-8,
+        weight_decay=0,
+        foreach=None,
+        *,
+        maximize=False,
+        differentiable=False,
+        capturable=False,
+    ):
         _check_adam("Adamax", lr, betas, eps, weight_decay, capturable=capturable, differentiable=differentiable)
-        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, foreach=foreach,
-                                      maximize=maximize, differentiable=False, capturable=False))
+        super().__init__(
+            params,
+            dict(
+                lr=lr,
+                betas=tuple(betas),
+                eps=eps,
+                weight_decay=weight_decay,
+                foreach=foreach,
+                maximize=maximize,
+                differentiable=False,
+                capturable=False,
+            ),
+        )
 
     def _flags(self, group):
         return dict(weight_decay=float(group["weight_decay"]), maximize=bool(group["maximize"]))
 
     def _hyper(self, group, step, scalars):
         beta1, beta2 = group["betas"]
-        return (float(group["lr"]) / (1 - beta1 ** step), float(beta1), float(beta2), float(group["eps"])), {}
+        return (float(group["lr"]) / (1 - beta1**step), float(beta1), float(beta2), float(group["eps"])), {}
 
     @staticmethod
     def _rule(p, g, s, hyper, flags):
@@ -175,18 +284,45 @@ class NAdam(ElementwiseOptimizer):
     arrays = {"exp_avg": _zeros, "exp_avg_sq": _zeros}
     scalars = {"mu_product": 1.0}
 
-    def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, momentum_decay=4e-3,
-                 decoupled_weight_decay=False, *, foreach=None, maximize=False, capturable=False,
-                 differentiable=False):
+    def __init__(
+        self,
+        params,
+        lr=2e-3,
+        betas=(0.9, 0.999),
+        eps=1e-8,
+        weight_decay=0,
+        momentum_decay=4e-3,
+        decoupled_weight_decay=False,
+        *,
+        foreach=None,
+        maximize=False,
+        capturable=False,
+        differentiable=False,
+    ):
         _check_adam("NAdam", lr, betas, eps, weight_decay, capturable=capturable, differentiable=differentiable)
         check_range("momentum_decay value", momentum_decay)
-        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
-                                      momentum_decay=momentum_decay, decoupled_weight_decay=decoupled_weight_decay,
-                                      maximize=maximize, foreach=foreach, capturable=False, differentiable=False))
+        super().__init__(
+            params,
+            dict(
+                lr=lr,
+                betas=tuple(betas),
+                eps=eps,
+                weight_decay=weight_decay,
+                momentum_decay=momentum_decay,
+                decoupled_weight_decay=decoupled_weight_decay,
+                maximize=maximize,
+                foreach=foreach,
+                capturable=False,
+                differentiable=False,
+            ),
+        )
 
     def _flags(self, group):
-        return dict(weight_decay=float(group["weight_decay"]), maximize=bool(group["maximize"]),
-                    decoupled=bool(group["decoupled_weight_decay"]))
+        return dict(
+            weight_decay=float(group["weight_decay"]),
+            maximize=bool(group["maximize"]),
+            decoupled=bool(group["decoupled_weight_decay"]),
+        )
 
     def _hyper(self, group, step, scalars):
         lr, (beta1, beta2), psi = float(group["lr"]), group["betas"], float(group["momentum_decay"])
@@ -194,9 +330,15 @@ class NAdam(ElementwiseOptimizer):
         mu_next = beta1 * (1.0 - 0.5 * 0.96 ** ((step + 1) * psi))
         # torch keeps mu_product in a float32 tensor and multiplies it in float32
         mu_product = float(np.float32(scalars["mu_product"]) * np.float32(mu))
-        return (lr, float(beta1), float(beta2), float(group["eps"]), 1 - beta2 ** step,
-                -lr * (1.0 - mu) / (1.0 - mu_product), -lr * mu_next / (1.0 - mu_product * mu_next)), \
-            {"mu_product": mu_product}
+        return (
+            lr,
+            float(beta1),
+            float(beta2),
+            float(group["eps"]),
+            1 - beta2**step,
+            -lr * (1.0 - mu) / (1.0 - mu_product),
+            -lr * mu_next / (1.0 - mu_product * mu_next),
+        ), {"mu_product": mu_product}
 
     @staticmethod
     def _rule(p, g, s, hyper, flags):
@@ -219,31 +361,68 @@ def _decayed_moments(p, g, s, lr, beta1, beta2, flags):
     exp_avg = s["exp_avg"] + (1 - beta1) * (g - s["exp_avg"])
     return p, g, exp_avg, s["exp_avg_sq"] * beta2 + (1 - beta2) * g * g
 
+
 class RAdam(ElementwiseOptimizer):
     """Adam with the variance of its adaptive learning rate rectified (plain momentum SGD while rho_t <= 5)."""
 
     arrays = {"exp_avg": _zeros, "exp_avg_sq": _zeros}
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, decoupled_weight_decay=False,
-                 *, foreach=None, maximize=False, capturable=False, differentiable=False):
+    def __init__(
+        self,
+        params,
+        lr=1e-3,
+        betas=(0.9, 0.999),
+        eps=1e-8,
+        weight_decay=0,
+        decoupled_weight_decay=False,
+        *,
+        foreach=None,
+        maximize=False,
+        capturable=False,
+        differentiable=False,
+    ):
         _check_adam("RAdam", lr, betas, eps, weight_decay, capturable=capturable, differentiable=differentiable)
-        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
-                                      maximize=maximize, foreach=foreach, capturable=False,
-                                      decoupled_weight_decay=decoupled_weight_decay, differentiable=False))
+        super().__init__(
+            params,
+            dict(
+                lr=lr,
+                betas=tuple(betas),
+                eps=eps,
+                weight_decay=weight_decay,
+                maximize=maximize,
+                foreach=foreach,
+                capturable=False,
+                decoupled_weight_decay=decoupled_weight_decay,
+                differentiable=False,
+            ),
+        )
 
     def _flags(self, group):
-        return dict(weight_decay=float(group["weight_decay"]), maximize=bool(group["maximize"]),
-                    decoupled=bool(group["decoupled_weight_decay"]))
+        return dict(
+            weight_decay=float(group["weight_decay"]),
+            maximize=bool(group["maximize"]),
+            decoupled=bool(group["decoupled_weight_decay"]),
+        )
 
     def _hyper(self, group, step, scalars):
         lr, (beta1, beta2) = float(group["lr"]), group["betas"]
-        bias_correction1, bias_correction2 = 1 - beta1 ** step, 1 - beta2 ** step
+        bias_correction1, bias_correction2 = 1 - beta1**step, 1 - beta2**step
         rho_inf = 2 / (1 - beta2) - 1
-        rho_t = rho_inf - 2 * step * (beta2 ** step) / bias_correction2
-        rect = math.sqrt((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t)) \
-            if rho_t > 5.0 else 0.0
-        return (lr, float(beta1), float(beta2), float(group["eps"]), bias_correction1, math.sqrt(bias_correction2),
-                rect), {}
+        rho_t = rho_inf - 2 * step * (beta2**step) / bias_correction2
+        rect = (
+            math.sqrt((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t))
+            if rho_t > 5.0
+            else 0.0
+        )
+        return (
+            lr,
+            float(beta1),
+            float(beta2),
+            float(group["eps"]),
+            bias_correction1,
+            math.sqrt(bias_correction2),
+            rect,
+        ), {}
 
     @staticmethod
     def _rule(p, g, s, hyper, flags):
@@ -262,14 +441,34 @@ class Rprop(ElementwiseOptimizer):
 
     arrays = {"prev": _zeros, "step_size": lambda p, g: full_like(p, g["lr"])}
 
-    def __init__(self, params, lr=1e-2, etas=(0.5, 1.2), step_sizes=(1e-6, 50), *, capturable=False, foreach=None,
-                 maximize=False, differentiable=False):
+    def __init__(
+        self,
+        params,
+        lr=1e-2,
+        etas=(0.5, 1.2),
+        step_sizes=(1e-6, 50),
+        *,
+        capturable=False,
+        foreach=None,
+        maximize=False,
+        differentiable=False,
+    ):
         check_range("learning rate", lr)
         if not 0.0 < etas[0] < 1.0 < etas[1]:
             raise ValueError(f"Invalid eta values: {etas[0]}, {etas[1]}")
         _plain("Rprop", capturable=capturable, differentiable=differentiable)
-        super().__init__(params, dict(lr=lr, etas=tuple(etas), step_sizes=tuple(step_sizes), foreach=foreach,
-                                      maximize=maximize, differentiable=False, capturable=False))
+        super().__init__(
+            params,
+            dict(
+                lr=lr,
+                etas=tuple(etas),
+                step_sizes=tuple(step_sizes),
+                foreach=foreach,
+                maximize=maximize,
+                differentiable=False,
+                capturable=False,
+            ),
+        )
 
     def _flags(self, group):
         return dict(maximize=bool(group["maximize"]))
@@ -295,13 +494,36 @@ class ASGD(ElementwiseOptimizer):
     arrays = {"ax": _zeros}
     scalars = {"eta": lambda group: group["lr"], "mu": 1.0}
 
-    def __init__(self, params, lr=1e-2, lambd=1e-4, alpha=0.75, t0=1e6, weight_decay=0, foreach=None,
-                 maximize=False, differentiable=False, capturable=False):
+    def __init__(
+        self,
+        params,
+        lr=1e-2,
+        lambd=1e-4,
+        alpha=0.75,
+        t0=1e6,
+        weight_decay=0,
+        foreach=None,
+        maximize=False,
+        differentiable=False,
+        capturable=False,
+    ):
         check_range("learning rate", lr)
         check_range("weight_decay value", weight_decay)
         _plain("ASGD", capturable=capturable, differentiable=differentiable)
-        super().__init__(params, dict(lr=lr, lambd=lambd, alpha=alpha, t0=t0, weight_decay=weight_decay,
-                                      foreach=foreach, maximize=maximize, differentiable=False, capturable=False))
+        super().__init__(
+            params,
+            dict(
+                lr=lr,
+                lambd=lambd,
+                alpha=alpha,
+                t0=t0,
+                weight_decay=weight_decay,
+                foreach=foreach,
+                maximize=maximize,
+                differentiable=False,
+                capturable=False,
+            ),
+        )
 
     def _flags(self, group):
         return dict(weight_decay=float(group["weight_decay"]), maximize=bool(group["maximize"]))

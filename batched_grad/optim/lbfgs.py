@@ -2,6 +2,7 @@
 parameters, each direction from the two-loop recursion over the last history_size curvature pairs, with a fixed
 step (lr) or a strong-Wolfe line search (cubic interpolation, bracketing and zoom); the state (direction, step,
 history, previous gradient and loss, counters) persists between steps as torch's."""
+
 from .. import _factories
 from .._grad_mode import enable_grad, no_grad
 from .._ops.conveniences import view_as_complex, view_as_real
@@ -15,7 +16,7 @@ def _cubic_minimum(x1, f1, g1, x2, f2, g2, bounds=None):
     between x1 and x2); the bounds' midpoint where the cubic has no minimum."""
     low, high = bounds if bounds is not None else ((x1, x2) if x1 <= x2 else (x2, x1))
     d1 = g1 + g2 - 3 * (f1 - f2) / (x1 - x2)
-    d2_square = d1 ** 2 - g1 * g2
+    d2_square = d1**2 - g1 * g2
     if d2_square < 0:
         return (low + high) / 2.0
     d2 = d2_square.sqrt()
@@ -49,8 +50,15 @@ def _strong_wolfe(evaluate, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_change=1
         if trial.gtd >= 0:
             bracket = [previous, trial]
             break
-        step = _cubic_minimum(previous.t, previous.f, previous.gtd, trial.t, trial.f, trial.gtd,
-                              bounds=(trial.t + 0.01 * (trial.t - previous.t), trial.t * 10))
+        step = _cubic_minimum(
+            previous.t,
+            previous.f,
+            previous.gtd,
+            trial.t,
+            trial.f,
+            trial.gtd,
+            bounds=(trial.t + 0.01 * (trial.t - previous.t), trial.t * 10),
+        )
         previous, trial = trial, _Point(step, *evaluate(step))
         evals, iterations = evals + 1, iterations + 1
     if iterations == max_ls:
@@ -60,8 +68,7 @@ def _strong_wolfe(evaluate, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_change=1
     while not done and iterations < max_ls:  # zoom into the bracket
         if abs(bracket[1].t - bracket[0].t) * d_norm < tolerance_change:
             break
-        step = _cubic_minimum(bracket[0].t, bracket[0].f, bracket[0].gtd, bracket[1].t, bracket[1].f,
-                              bracket[1].gtd)
+        step = _cubic_minimum(bracket[0].t, bracket[0].f, bracket[0].gtd, bracket[1].t, bracket[1].f, bracket[1].gtd)
         step, stalled = _away_from_ends(step, max(p.t for p in bracket), min(p.t for p in bracket), stalled)
         trial = _Point(step, *evaluate(step))
         evals, iterations = evals + 1, iterations + 1
@@ -93,16 +100,34 @@ class LBFGS(Optimizer):
     """Limited-memory BFGS over all parameters as one flat vector; step(closure) needs the closure, which
     recomputes the loss and its gradients."""
 
-    def __init__(self, params, lr=1, max_iter=20, max_eval=None, tolerance_grad=1e-7, tolerance_change=1e-9,
-                 history_size=100, line_search_fn=None):
+    def __init__(
+        self,
+        params,
+        lr=1,
+        max_iter=20,
+        max_eval=None,
+        tolerance_grad=1e-7,
+        tolerance_change=1e-9,
+        history_size=100,
+        line_search_fn=None,
+    ):
         if isinstance(lr, Tensor) and lr.numel() != 1:
             raise ValueError("Tensor lr must be 1-element")
         if not 0.0 <= lr:
             raise ValueError(f"Invalid learning rate: {lr}")
         max_eval = max_iter * 5 // 4 if max_eval is None else max_eval
-        super().__init__(params, dict(lr=lr, max_iter=max_iter, max_eval=max_eval, tolerance_grad=tolerance_grad,
-                                      tolerance_change=tolerance_change, history_size=history_size,
-                                      line_search_fn=line_search_fn))
+        super().__init__(
+            params,
+            dict(
+                lr=lr,
+                max_iter=max_iter,
+                max_eval=max_eval,
+                tolerance_grad=tolerance_grad,
+                tolerance_change=tolerance_change,
+                history_size=history_size,
+                line_search_fn=line_search_fn,
+            ),
+        )
         if len(self.param_groups) != 1:
             raise ValueError("LBFGS doesn't support per-parameter options (parameter groups)")
         self._params = self.param_groups[0]["params"]
@@ -120,13 +145,14 @@ class LBFGS(Optimizer):
         offset = 0
         for p in self._params:
             size = p.numel() * (2 if p.is_complex() else 1)
-            part = d[offset:offset + size]
+            part = d[offset : offset + size]
             part = view_as_complex(part.view(*p.shape, 2)) if p.is_complex() else part.view_as(p)
             p.add_(part, alpha=t)
             offset += size
 
     def _evaluate_along(self, closure, x, d):
         """loss and flat gradient at x + t d, the parameters restored to x after."""
+
         def evaluate(t):
             self._add_step(t, d)
             loss = float(closure())
@@ -134,14 +160,17 @@ class LBFGS(Optimizer):
             for p, value in zip(self._params, x):
                 p.copy_(value)
             return loss, flat_grad, flat_grad.dot(d)
+
         return evaluate
 
     # ---- the step ----------------------------------------------------------------------------------------
     def step(self, closure):
         """Up to max_iter L-BFGS iterations; returns the loss the closure gave first."""
+
         def with_grad():
             with enable_grad():
                 return closure()
+
         with no_grad():
             return self._iterate(with_grad)
 
@@ -166,13 +195,19 @@ class LBFGS(Optimizer):
             gtd = flat_grad.dot(d)
             if gtd > -group["tolerance_change"]:
                 break
-            loss, flat_grad, t, done, used = self._move(closure, group, d, t, loss, flat_grad, gtd, evals,
-                                                         iteration == max_iter)
+            loss, flat_grad, t, done, used = self._move(
+                closure, group, d, t, loss, flat_grad, gtd, evals, iteration == max_iter
+            )
             evals += used
             state["func_evals"] += used
             small_step = d.mul(t).abs().max() <= group["tolerance_change"]
-            if iteration == max_iter or evals >= max_eval or done or small_step or abs(
-                    loss - prev_loss) < group["tolerance_change"]:
+            if (
+                iteration == max_iter
+                or evals >= max_eval
+                or done
+                or small_step
+                or abs(loss - prev_loss) < group["tolerance_change"]
+            ):
                 break
         state.update(d=d, t=t, prev_flat_grad=prev_flat_grad, prev_loss=prev_loss)
         return first_loss
@@ -185,8 +220,9 @@ class LBFGS(Optimizer):
             if search != "strong_wolfe":
                 raise RuntimeError("only 'strong_wolfe' is supported")
             start = [p.clone() for p in self._params]
-            loss, flat_grad, t, used = _strong_wolfe(self._evaluate_along(closure, start, d), t, d, loss, flat_grad,
-                                                      gtd, max_ls=group["max_eval"] - evals)
+            loss, flat_grad, t, used = _strong_wolfe(
+                self._evaluate_along(closure, start, d), t, d, loss, flat_grad, gtd, max_ls=group["max_eval"] - evals
+            )
             self._add_step(t, d)
             return loss, flat_grad, t, bool(flat_grad.abs().max() <= group["tolerance_grad"]), used
         self._add_step(t, d)

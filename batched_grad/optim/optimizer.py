@@ -2,6 +2,7 @@
 one pure JAX update over all of a group's parameters, compiled once per group structure (shapes, dtypes, flags)
 and called with the hyperparameters that may change between steps (lr, ...) as arguments, so steps never
 recompile."""
+
 import copy
 from collections import defaultdict
 
@@ -18,8 +19,10 @@ class Optimizer:
         self.state = defaultdict(dict)  # a new parameter's state is an empty dict, as torch's
         self.param_groups = []
         if isinstance(params, Tensor):
-            raise TypeError("params argument given to the optimizer should be an iterable of Tensors or dicts, but "
-                            f"got {type_name(params._v.dtype)}")
+            raise TypeError(
+                "params argument given to the optimizer should be an iterable of Tensors or dicts, but "
+                f"got {type_name(params._v.dtype)}"
+            )
         groups = list(params)
         if not groups:
             raise ValueError("optimizer got an empty parameter list")
@@ -32,8 +35,10 @@ class Optimizer:
             raise TypeError(f"param_group must be a dict, but got {type(param_group).__name__}")
         params = param_group["params"]
         if isinstance(params, set):
-            raise TypeError("optimizer parameters need to be organized in ordered collections, but the ordering of "
-                            "tensors in sets will change between runs. Please use a list instead.")
+            raise TypeError(
+                "optimizer parameters need to be organized in ordered collections, but the ordering of "
+                "tensors in sets will change between runs. Please use a list instead."
+            )
         params = [params] if isinstance(params, Tensor) else list(params)
         for p in params:
             if not isinstance(p, Tensor):
@@ -96,8 +101,9 @@ class Optimizer:
         if len(groups) != len(self.param_groups):
             raise ValueError("loaded state dict has a different number of parameter groups")
         if any(len(g["params"]) != len(s["params"]) for g, s in zip(self.param_groups, groups)):
-            raise ValueError("loaded state dict contains a parameter group that doesn't match the size of "
-                             "optimizer's group")
+            raise ValueError(
+                "loaded state dict contains a parameter group that doesn't match the size of optimizer's group"
+            )
         params = {i: p for g, s in zip(self.param_groups, groups) for i, p in zip(s["params"], g["params"])}
         self.state = defaultdict(dict, {params[i]: copy.copy(s) for i, s in state_dict["state"].items()})
         for group, saved in zip(self.param_groups, groups):
@@ -114,4 +120,3 @@ class Optimizer:
 def values(tensors):
     """The JAX arrays of a list of Tensors (None stays None)."""
     return [None if t is None else t._value for t in tensors]
-

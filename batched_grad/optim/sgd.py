@@ -1,6 +1,6 @@
 """SGD with momentum, dampening, Nesterov momentum, weight decay and maximize: torch's single-tensor update."""
-import functools
 
+import functools
 
 from .._budget import Jitted
 from .._tensor import Tensor
@@ -25,8 +25,20 @@ def _sgd(params, grads, buffers, lr, *, weight_decay, momentum, dampening, neste
 class SGD(Optimizer):
     """Stochastic gradient descent: p -= lr * g, where g adds weight_decay * p and (Nesterov) momentum."""
 
-    def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False, *, maximize=False,
-                 foreach=None, differentiable=False, fused=None):
+    def __init__(
+        self,
+        params,
+        lr=1e-3,
+        momentum=0,
+        dampening=0,
+        weight_decay=0,
+        nesterov=False,
+        *,
+        maximize=False,
+        foreach=None,
+        differentiable=False,
+        fused=None,
+    ):
         if lr < 0.0:
             raise ValueError(f"Invalid learning rate: {lr}")
         if momentum < 0.0:
@@ -37,17 +49,35 @@ class SGD(Optimizer):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening")
         if differentiable or fused:
             raise NotImplementedError("SGD: differentiable=True and fused=True are not supported.")
-        super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
-                                      nesterov=nesterov, maximize=maximize, foreach=foreach,
-                                      differentiable=False, fused=None))
+        super().__init__(
+            params,
+            dict(
+                lr=lr,
+                momentum=momentum,
+                dampening=dampening,
+                weight_decay=weight_decay,
+                nesterov=nesterov,
+                maximize=maximize,
+                foreach=foreach,
+                differentiable=False,
+                fused=None,
+            ),
+        )
 
     def _update(self, group, params):
         states = [self.state[p] for p in params]
         buffers = values([s.get("momentum_buffer") for s in states])
         new_params, new_buffers = _sgd(
-            values(params), values([p.grad for p in params]), buffers, float(group["lr"]),
-            weight_decay=float(group["weight_decay"]), momentum=float(group["momentum"]),
-            dampening=float(group["dampening"]), nesterov=bool(group["nesterov"]), maximize=bool(group["maximize"]))
+            values(params),
+            values([p.grad for p in params]),
+            buffers,
+            float(group["lr"]),
+            weight_decay=float(group["weight_decay"]),
+            momentum=float(group["momentum"]),
+            dampening=float(group["dampening"]),
+            nesterov=bool(group["nesterov"]),
+            maximize=bool(group["maximize"]),
+        )
         self._write(params, new_params)
         if group["momentum"] != 0:
             for s, b in zip(states, new_buffers):

@@ -2,11 +2,11 @@
 
 `foreach=None` or `True` computes every gradient's norm (and scales or clamps every gradient) in one compiled
 program, as torch's foreach kernels make one call per list; `foreach=False` runs one op per gradient."""
+
 import functools
 import types
 import warnings
 
-import jax
 import jax.numpy as jnp
 
 from ..._budget import Jitted
@@ -17,9 +17,11 @@ from ..._tensor import Tensor
 from ..._x64 import scoped
 from ...linalg import vector_norm
 
-NON_FINITE = ("The total norm of order {} for gradients from `parameters` is non-finite, so it cannot be clipped. To "
-              "disable this error and scale the gradients by the non-finite norm anyway, set "
-              "`error_if_nonfinite=False`")
+NON_FINITE = (
+    "The total norm of order {} for gradients from `parameters` is non-finite, so it cannot be clipped. To "
+    "disable this error and scale the gradients by the non-finite norm anyway, set "
+    "`error_if_nonfinite=False`"
+)
 
 
 def _as_list(tensors):
@@ -80,8 +82,7 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
         if not parameters:
             warnings.warn("`parameters` is an empty generator, no gradient clipping will occur.", stacklevel=2)
     parameters = _as_list(parameters)
-    total = get_total_norm([p.grad for p in parameters if p.grad is not None], norm_type, error_if_nonfinite,
-                           foreach)
+    total = get_total_norm([p.grad for p in parameters if p.grad is not None], norm_type, error_if_nonfinite, foreach)
     clip_grads_with_norm_(parameters, max_norm, total, foreach)
     return total
 

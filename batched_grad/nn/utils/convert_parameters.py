@@ -1,4 +1,5 @@
 """A model's parameters as one flat vector and back (torch.nn.utils.convert_parameters)."""
+
 from ..._ops import cat
 from ..._tensor import Tensor
 from ..module import _typename
@@ -28,5 +29,5 @@ def vector_to_parameters(vec, parameters):
     for param in parameters:
         device = _check_same_device(param, device)
         n = param.numel()
-        param.data = vec[start:start + n].view_as(param).data
+        param.data = vec[start : start + n].view_as(param).data
         start += n

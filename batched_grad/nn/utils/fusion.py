@@ -1,5 +1,6 @@
 """Folding an eval-mode batch normalization into the convolution or linear layer before it (the fused layer computes
 bn(layer(x)) in one step), skip_init, and clip_grad_norm under its deprecated name."""
+
 import copy
 import inspect
 import warnings
@@ -45,8 +46,9 @@ def fuse_conv_bn_eval(conv, bn, transpose=False):
     """A copy of the eval-mode convolution `conv` with the eval-mode batch norm `bn` folded into it."""
     _check_eval(conv, bn)
     fused = copy.deepcopy(conv)
-    fused.weight, fused.bias = fuse_conv_bn_weights(fused.weight, fused.bias, bn.running_mean, bn.running_var, bn.eps,
-                                                    bn.weight, bn.bias, transpose)
+    fused.weight, fused.bias = fuse_conv_bn_weights(
+        fused.weight, fused.bias, bn.running_mean, bn.running_var, bn.eps, bn.weight, bn.bias, transpose
+    )
     return fused
 
 
@@ -56,8 +58,9 @@ def fuse_linear_bn_eval(linear, bn):
     if linear.out_features != bn.num_features:
         raise AssertionError("To fuse, linear.out_features must equal bn.num_features or bn.num_features must be 1")
     fused = copy.deepcopy(linear)
-    fused.weight, fused.bias = fuse_linear_bn_weights(fused.weight, fused.bias, bn.running_mean, bn.running_var,
-                                                      bn.eps, bn.weight, bn.bias)
+    fused.weight, fused.bias = fuse_linear_bn_weights(
+        fused.weight, fused.bias, bn.running_mean, bn.running_var, bn.eps, bn.weight, bn.bias
+    )
     return fused
 
 
@@ -71,6 +74,9 @@ def skip_init(module_cls, *args, **kwargs):
 
 def clip_grad_norm(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False, foreach=None):
     """clip_grad_norm_ under its deprecated name."""
-    warnings.warn("`torch.nn.utils.clip_grad_norm` is now deprecated in favor of `torch.nn.utils.clip_grad_norm_`.",
-                  FutureWarning, stacklevel=2)
+    warnings.warn(
+        "`torch.nn.utils.clip_grad_norm` is now deprecated in favor of `torch.nn.utils.clip_grad_norm_`.",
+        FutureWarning,
+        stacklevel=2,
+    )
     return clip_grad_norm_(parameters, max_norm, norm_type, error_if_nonfinite, foreach)
