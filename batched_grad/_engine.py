@@ -11,7 +11,7 @@ import numpy as np
 from vmap._chunks import in_chunks
 from vmap._memory import AUTO, auto_chunk
 
-from . import _fusion, _graph, _lazy, _program, _segments
+from . import _fused, _fusion, _graph, _lazy, _segments
 from ._grad_mode import set_grad_enabled
 from ._graph import AccumulateGrad
 from ._hooks import run_post_accumulate_hooks, run_posthooks, run_prehooks, run_tensor_hooks
@@ -120,9 +120,7 @@ def run_backward(roots, root_grads, captures, *, retain_graph, create_graph, acc
     _segments.py); otherwise each node runs in turn.
     """
     root_nodes = list(dict.fromkeys([e.node for e in roots]))
-    walk = _program.walk(
-        root_nodes, roots, root_grads, captures, accumulate, None if batch is None else batch.program_key
-    )
+    walk = _fused.walk(root_nodes, roots, root_grads, captures, accumulate, None if batch is None else batch.fused_key)
     fuse_now = batch is not None and (batch.shards is not None or batch.chunk_size == AUTO)
     if batch is not None and batch.chunk_size == AUTO:
         batch, walk = _auto_chunk(walk, batch, root_grads, create_graph)
@@ -210,13 +208,13 @@ def _auto_chunk(walk, batch, root_grads, create_graph):
     else:
         chunk = auto_chunk(
             ("backward", walk.key, create_graph),
-            lambda k: _program.compile_now(
-                _program.rebatched(walk, batch.with_chunk(k).program_key), root_grads, create_graph
+            lambda k: _fused.compile_now(
+                _fused.rebatched(walk, batch.with_chunk(k).fused_key), root_grads, create_graph
             ),
             batch.padded // batch.blocks,
         )
     batch = batch.with_chunk(chunk)
-    return batch, walk if walk.key is None else _program.rebatched(walk, batch.program_key)
+    return batch, walk if walk.key is None else _fused.rebatched(walk, batch.fused_key)
 
 
 def _compiled_run(walk, create_graph, fuse_now):
@@ -230,8 +228,8 @@ def _compiled_run(walk, create_graph, fuse_now):
         return None, False
     if not _fusion.allows(len(walk.nodes)):
         return functools.partial(_segments.run, limit=_fusion.segment_size()), False
-    if fuse_now or _program.ready(walk, create_graph):
-        return _program.run, False
+    if fuse_now or _fused.ready(walk, create_graph):
+        return _fused.run, False
     return None, True
 
 

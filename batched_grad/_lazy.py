@@ -9,6 +9,7 @@ import functools
 import itertools
 import operator
 import threading
+from typing import NamedTuple
 
 import jax
 
@@ -29,7 +30,7 @@ from ._x64 import scoped
 lock = threading.RLock()
 FUSE_AFTER = 2  # a structure's first evaluations run per-op kernels (shared across structures); then it is fused
 _seen = {}
-_programs = {}
+_program_cache = {}
 
 
 class Key(tuple):
@@ -44,11 +45,17 @@ class Key(tuple):
             return h
 
 
+def hashed_once(record):
+    """The NamedTuple class `record` as a Key: hashed once (a decorator)."""
+    return type(record.__name__, (record, Key), {"__slots__": (), "__doc__": record.__doc__})
+
+
 _interned = {}
 
 
 def intern(parts):
-    key = Key(parts)
+    """The one object equal to `parts` (a tuple, or a record made by hashed_once)."""
+    key = parts if isinstance(parts, Key) else Key(parts)
     if len(_interned) > 4096:
         _interned.clear()
     return _interned.setdefault(key, key)
@@ -131,6 +138,36 @@ def signature(op, static, avals, arrays=None):
     return sig
 
 
+class Output(NamedTuple):
+    """A reference to output `k` of the call (or graph node) at position `pos` of a structure. A reference to an
+    array the structure reads (its frontier) is that array's slot, an int."""
+
+    pos: int
+    k: int
+
+
+class CallStep(NamedTuple):
+    """One call of a structure: its Signature, and per argument a reference (an Output of an earlier step, or a
+    slot of the frontier)."""
+
+    sig: Signature
+    args: tuple
+
+
+@hashed_once
+class StructureKey(NamedTuple):
+    """The structural key of deferred calls: their CallSteps, and (slot, shape) of each array mapped by vmap.vmap
+    (the signatures fix every other aval)."""
+
+    steps: tuple
+    mapped: tuple
+
+
+def read(ref, frontier, results):
+    """The value of a reference: a slot of `frontier`, or an Output among `results` (per step, its outputs)."""
+    return frontier[ref] if type(ref) is int else results[ref.pos][ref.k]
+
+
 class Call:
     """One deferred application of an op; `result` (a tuple of arrays) once computed, when `args` is dropped.
     `keep`: when a fused program computes it on the way to another value, keep its result too (it will be
@@ -203,7 +240,7 @@ class NeedsTracing(Exception):
 class _MappedInput:
     """The op of a vmap.vmap input's placeholder: one row's shape and dtype, its rows given at evaluation."""
 
-    name, program, multi = "mapped_input", False, False
+    name, whole_backward, multi = "mapped_input", False, False
 
 
 MAPPED = _MappedInput()
@@ -225,7 +262,7 @@ def _evaluate(target):
         calls, frontier, key, _ = _structure([target])
     if len(calls) > 1:
         # a backward program fuses with the calls it reads
-        if any(c.op.program for c in calls) or (_fusion.allows(len(calls)) and should_fuse(key)):
+        if any(c.op.whole_backward for c in calls) or (_fusion.allows(len(calls)) and should_fuse(key)):
             _run_fused(calls, frontier, key, {c for c in calls if c.keep or c is target})
             return
         limit = _fusion.segment_size()
@@ -240,8 +277,8 @@ def _run_fused(calls, frontier, key, outputs):
     """The `calls` of a structure as one compiled program. Only the results of `outputs` leave it: XLA fuses the
     rest away."""
     kept = tuple([i for i, c in enumerate(calls) if c in outputs])
-    program = compiled(intern((key, kept)), lambda: functools.partial(_run_kept, steps=key[0], kept=kept))
-    if not program.ready_or_compiling(frontier) and not any(c.op.program for c in calls):
+    program = program_for(intern((key, kept)), lambda: functools.partial(_run_kept, steps=key.steps, kept=kept))
+    if not program.ready_or_compiling(frontier) and not any(c.op.whole_backward for c in calls):
         for call in calls:  # per-op kernels until the fused program is ready
             _run(call)
         return
@@ -309,12 +346,12 @@ def evaluate_mapped(values, mapped, chunk_size=None, shards=None):
             frontier = [replicated(a, shards) for a in frontier]
 
         def program(chunk):
-            return compiled(
+            return program_for(
                 intern((key, outs, chunk, shards)),
                 lambda: functools.partial(
                     _run_mapped,
-                    steps=key[0],
-                    batched=[i for i, _ in key[1]],
+                    steps=key.steps,
+                    batched=[i for i, _ in key.mapped],
                     outs=outs,
                     chunk_size=chunk,
                     shards=shards,
@@ -322,21 +359,21 @@ def evaluate_mapped(values, mapped, chunk_size=None, shards=None):
             )
 
         if chunk_size == AUTO:
-            rows = key[1][0][1][0] // (1 if shards is None else shards.count)  # a mapped array's, a device's
+            rows = key.mapped[0][1][0] // (1 if shards is None else shards.count)  # a mapped array's, a device's
             chunk_size = auto_chunk(
                 ("vmap", key, outs, shards), lambda k: program(k).plain.jit.lower(*lowerable(frontier)).compile(), rows
             )
         return program(chunk_size)(*frontier)
 
 
-def compiled(key, make_fn):
-    """The compiled program of a structure, made by `make_fn()` the first time (at most 1024 kept, like kernels;
+def program_for(key, make_fn):
+    """The compiled Program of a structure, made by `make_fn()` the first time (at most 1024 kept, like kernels;
     the budget bounds their executables)."""
-    program = _programs.get(key)
+    program = _program_cache.get(key)
     if program is None:
-        if len(_programs) > 1024:
-            _programs.clear()
-        program = _programs[key] = Program(make_fn())
+        if len(_program_cache) > 1024:
+            _program_cache.clear()
+        program = _program_cache[key] = Program(make_fn())
     return program
 
 
@@ -381,27 +418,22 @@ def _structure(targets, mapped=None, outputs=()):
             frontier.append(a)
             if is_mapped:
                 batched.append(slot)
-        return (slot,)
+        return slot
 
-    steps = tuple(
-        [
-            (
-                call.sig,
-                tuple([(index[a.call], a.k) if type(a) is Pending and a.call in index else ref(a) for a in call.args]),
-            )
-            for call in order
-        ]
-    )
-    outs = tuple([(index[v.call], v.k) if type(v) is Pending and v.call in index else ref(v) for v in outputs])
-    # the signatures fix every aval but the batch size of the mapped arrays
-    key = intern((steps, tuple([(i, frontier[i].shape) for i in batched])))
+    def arg(a):
+        return Output(index[a.call], a.k) if type(a) is Pending and a.call in index else ref(a)
+
+    steps = tuple([CallStep(call.sig, tuple([arg(a) for a in call.args])) for call in order])
+    outs = tuple([arg(v) for v in outputs])
+    key = intern(StructureKey(steps, tuple([(i, frontier[i].shape) for i in batched])))
     return order, frontier, key, outs
 
 
 def run_steps(frontier, steps):
+    """The outputs of each CallStep of `steps` in turn (per step, a tuple), reading `frontier` and earlier ones."""
     results = []
-    for sig, refs in steps:
-        out = sig.op.fn(*[frontier[r[0]] if len(r) == 1 else results[r[0]][r[1]] for r in refs], **dict(sig.static))
+    for sig, args in steps:
+        out = sig.op.fn(*[read(r, frontier, results) for r in args], **dict(sig.static))
         results.append(out if sig.op.multi else (out,))
     return results
 
@@ -421,6 +453,6 @@ def _run_mapped(*frontier, steps, batched, outs, chunk_size, shards):
         for i, r in zip(batched, rows):
             values[i] = r
         results = run_steps(values, steps)
-        return tuple(values[o[0]] if len(o) == 1 else results[o[0]][o[1]] for o in outs)
+        return tuple(read(o, values, results) for o in outs)
 
     return map_rows(row, tuple(frontier[i] for i in batched), chunk_size, shards)

@@ -6,13 +6,14 @@ compile time and memory grow at most linearly with the graph. The forward is com
 (_lazy.py), and the backward reads its saved values."""
 
 import functools
+from typing import NamedTuple
 
 from . import _basis, _lazy
+from ._fused import BackwardPlan, Step, backward_reads, template, traced_backward
 from ._graph import SavedValue
 from ._host import unshared
-from ._lazy import intern, kernel
+from ._lazy import Output, intern, kernel
 from ._ops._core import VJP, Op, apply
-from ._program import _program, program_reads, template
 from ._tensor import Tensor
 
 
@@ -24,29 +25,39 @@ def _step_vjp(values, cts, spec):
     return kernel(VJP, (("spec", spec),))(*values, *cts)
 
 
-def _segment_program(*args, key):
-    return _program(*args, key=key, vjp=_step_vjp)
+def _traced_segment(*args, plan):
+    return traced_backward(*args, plan=plan, vjp=_step_vjp)
 
 
 SEGMENT = Op(
-    "backward_segment", _segment_program, multi=True, backward_name="BackwardProgram", program=True, reads=program_reads
+    "backward_segment",
+    _traced_segment,
+    multi=True,
+    backward_name="BackwardProgram",
+    whole_backward=True,
+    reads=backward_reads,
 )
 
 
-class Segment:
-    """One backward program of a segmented backward. `plan`: its key (that of `_program._program`, numbered
-    locally); `saved`: the range of its steps' saved values among the backward's; `ins`: the cotangent slots
-    (node, output) it reads from earlier segments (None for the first: it reads the root cotangents); `outs`: the
-    slots it returns; `dead`: those of `ins` that nothing reads after it; `runs`: its nodes."""
+class Segment(NamedTuple):
+    """One backward program of a segmented backward. `plan`: its BackwardPlan (numbered locally); `saved`: the
+    range of its steps' saved values among the backward's; `ins`: the cotangent slots (Outputs) it reads from
+    earlier segments (None for the first: it reads the root cotangents); `outs`: the slots it returns; `dead`:
+    those of `ins` that nothing reads after it; `runs`: its nodes."""
 
-    __slots__ = ("plan", "saved", "ins", "outs", "dead", "runs")
+    plan: BackwardPlan
+    saved: tuple
+    ins: tuple | None
+    outs: tuple
+    dead: tuple
+    runs: tuple
 
 
 def _slots_of(step):
     """The cotangent slots a backward step reads, and those it adds into."""
-    pos, spec, targets = step
-    reads = [(pos, k) for k, m in zip(spec.sig.diff_outs, spec.ct_mask) if m]
-    return reads, list(targets)
+    spec = step.spec
+    reads = [Output(step.node, k) for k, m in zip(spec.sig.diff_outs, spec.ct_mask) if m]
+    return reads, list(step.targets)
 
 
 def _local(steps, ins, outs):
@@ -55,11 +66,11 @@ def _local(steps, ins, outs):
     number = {}
 
     def slot(s):
-        return number.setdefault(s[0], len(number)), s[1]
+        return Output(number.setdefault(s.pos, len(number)), s.k)
 
     ins = tuple([slot(s) for s in ins])
     steps = tuple(
-        [(number.setdefault(pos, len(number)), spec, tuple([slot(t) for t in targets])) for pos, spec, targets in steps]
+        [Step(number.setdefault(st.node, len(number)), st.spec, tuple([slot(t) for t in st.targets])) for st in steps]
     )
     return steps, ins, tuple([slot(s) for s in outs])
 
@@ -86,8 +97,8 @@ def _liveness(chunks, roots):
 @functools.lru_cache(maxsize=256)
 def layout(plan, limit):
     """The backward `plan` (a Template's) cut into Segments of at most `limit` consecutive steps."""
-    steps, roots, captures, leaves, batch = plan
-    finals = {c for c in captures if c is not None} | {(pos, 0) for pos in leaves}
+    steps, roots, batch = plan.steps, plan.roots, plan.batch
+    finals = {c for c in plan.captures if c is not None} | {Output(i, 0) for i in plan.leaves}
     chunks = [steps[start : start + limit] for start in range(0, max(len(steps), 1), limit)]
     touched, first_write, last_touch = _liveness(chunks, roots)
     segments, start = [], 0
@@ -95,21 +106,25 @@ def layout(plan, limit):
         ins = None if j == 0 else sorted([s for s in reads | writes if first_write[s] < j])
         made = writes | set(roots) if j == 0 else writes
         outs = sorted([s for s in made if last_touch[s] > j or s in finals])
-        n_saved = sum([sum(spec.saved_mask) for _, spec, _ in chunk])
+        n_saved = sum([sum(step.spec.saved_mask) for step in chunk])
         local_steps, local_ins, local_outs = _local(chunk, roots if ins is None else ins, outs)
         local_batch = batch if batch is None or ins is None else batch._replace(basis=(None,) * len(ins))
-        seg = Segment()
-        seg.plan = intern((local_steps, local_ins, local_outs, (), local_batch))
-        seg.saved, seg.ins, seg.outs = (start, start + n_saved), ins, tuple(outs)
-        seg.dead = () if ins is None else tuple([s for s in ins if last_touch[s] == j and s not in finals])
-        seg.runs = tuple([pos for pos, _, _ in chunk])
-        segments.append(seg)
+        segments.append(
+            Segment(
+                plan=intern(BackwardPlan(local_steps, local_ins, local_outs, (), local_batch)),
+                saved=(start, start + n_saved),
+                ins=ins,
+                outs=tuple(outs),
+                dead=() if ins is None else tuple([s for s in ins if last_touch[s] == j and s not in finals]),
+                runs=tuple([step.node for step in chunk]),
+            )
+        )
         start += n_saved
     return tuple(segments)
 
 
 def run(w, root_grads, create_graph, release, limit):
-    """Run a walk's backward as segments of at most `limit` steps, as _program.run does whole: (captured gradients,
+    """Run a walk's backward as segments of at most `limit` steps, as _fused.run does whole: (captured gradients,
     leaves, their gradients). Each segment is recorded as one differentiable op with `create_graph`."""
     t, nodes = template(w.key), w.nodes
     recorded = create_graph or not w.direct
@@ -127,7 +142,7 @@ def run(w, root_grads, create_graph, release, limit):
                 nodes[i].release()
     wrap = (lambda v: v) if recorded else Tensor._wrap
     captured = [None if c is None else wrap(values[c]) for c in t.captured]
-    return captured, [nodes[i] for i in t.leaves], [wrap(values[(pos, 0)]) for pos in t.leaves]
+    return captured, [nodes[i] for i in t.leaves], [wrap(values[Output(i, 0)]) for i in t.leaves]
 
 
 def _inputs(w, t, root_grads, create_graph, recorded):
@@ -140,7 +155,7 @@ def _inputs(w, t, root_grads, create_graph, recorded):
             if type(s) is SavedValue:
                 _lazy.keep(s.value)
     saved = [(s.unpack(True) if create_graph else s.array()) if type(s) is SavedValue else s for s in held]
-    grads = [g for g, r in zip(root_grads, w.key[2]) if r is not None]  # not the blocks of the identity
+    grads = [g for g, r in zip(root_grads, w.key.grads) if r is not None]  # not the blocks of the identity
     if not recorded:
         return [_lazy.materialize(s) for s in saved], [_lazy.materialize(unshared(g._v)) for g in grads]
     if w.direct:
@@ -153,11 +168,11 @@ def _run_segment(seg, args, recorded, direct):
     """One segment's outputs: arrays from its compiled program, or Tensors of a recorded program op (computed now
     unless the walk reads rows of a vmap.vmap input, so that the next segment is not fused with it)."""
     if not recorded:
-        program = _lazy.compiled(
-            intern(("segment", seg.plan)), lambda: functools.partial(_segment_program, key=seg.plan)
+        program = _lazy.program_for(
+            intern(("segment", seg.plan)), lambda: functools.partial(_traced_segment, plan=seg.plan)
         )
         return program(*args)
-    outs = apply(SEGMENT, args, key=seg.plan)
+    outs = apply(SEGMENT, args, plan=seg.plan)
     if direct:
         for o in outs:
             _lazy.materialize(o._v)

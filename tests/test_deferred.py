@@ -49,10 +49,10 @@ def test_steady_state_step_runs_one_program_and_no_per_op_kernels(kernel_calls):
     for seed in range(_lazy.FUSE_AFTER + 1):
         step(seed)[1].numpy()
     del kernel_calls[:]
-    programs, compiles = len(_lazy._programs), bg.compile_count()
+    programs, compiles = len(_lazy._program_cache), bg.compile_count()
     x, jac = step(99)
     jac = jac.numpy()
-    assert kernel_calls == [] and len(_lazy._programs) == programs and bg.compile_count() == compiles
+    assert kernel_calls == [] and len(_lazy._program_cache) == programs and bg.compile_count() == compiles
     with jax.enable_x64(True):  # a float64 jacrev of our ops (it traces kernels of its own)
         expected = np.asarray(jax.jacrev(lambda v: _mlp(bg.from_jax(v), params).jax())(x.detach().jax()))
     np.testing.assert_allclose(jac, expected, rtol=1e-10)
@@ -69,13 +69,13 @@ def test_the_fused_backward_also_computes_the_output_it_starts_from(kernel_calls
     for seed in range(_lazy.FUSE_AFTER + 1):
         step(seed)
     del kernel_calls[:]
-    programs = len(_lazy._programs)
+    programs = len(_lazy._program_cache)
     x, loss, g = step(99)
     assert loss._v.call.result is not None  # the loss came out of the backward's program: reading it runs nothing
     xv, wv = x.detach().numpy(), w.numpy()
     np.testing.assert_allclose(loss.item(), (np.tanh(wv @ xv) ** 2).sum(), rtol=1e-10)
     np.testing.assert_allclose(g.numpy(), wv.T @ (2 * np.tanh(wv @ xv) * (1 - np.tanh(wv @ xv) ** 2)), rtol=1e-10)
-    assert kernel_calls == [] and len(_lazy._programs) == programs
+    assert kernel_calls == [] and len(_lazy._program_cache) == programs
     assert loss.grad_fn.call is None  # released with the graph: nodes keep no forward values alive
 
 

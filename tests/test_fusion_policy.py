@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import batched_grad as bg
-from batched_grad import _fusion, _lazy, _program
+from batched_grad import _fused, _fusion, _lazy
 
 SMALL = 8  # the size bound the tests set, so that a short chain is "long"
 
@@ -24,7 +24,7 @@ def traced_sizes(monkeypatch):
     """The number of calls of every fused program of deferred calls run (whole or a segment), and the number of
     nodes of every whole-graph backward program run."""
     sizes, backward_runs = [], []
-    run_fused, run = _lazy._run_fused, _program.run
+    run_fused, run = _lazy._run_fused, _fused.run
 
     def counting_run_fused(calls, *args):
         sizes.append(len(calls))
@@ -35,7 +35,7 @@ def traced_sizes(monkeypatch):
         return run(walk, *args, **kwargs)
 
     monkeypatch.setattr(_lazy, "_run_fused", counting_run_fused)
-    monkeypatch.setattr(_program, "run", counting_run)
+    monkeypatch.setattr(_fused, "run", counting_run)
     return sizes, backward_runs
 
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import batched_grad as bg
-from batched_grad import _program
+from batched_grad import _fused
 from oracle import assert_same
 
 
@@ -375,8 +375,8 @@ def test_node_hooks_on_a_custom_function_node():
 
 def test_a_graph_fuses_again_once_its_node_hooks_are_removed(monkeypatch):
     fused = []
-    run = _program.run
-    monkeypatch.setattr(_program, "run", lambda *args, **kw: fused.append(1) or run(*args, **kw))
+    run = _fused.run
+    monkeypatch.setattr(_fused, "run", lambda *args, **kw: fused.append(1) or run(*args, **kw))
     w = bg.tensor(np.linspace(-1, 1, 12).reshape(3, 4), requires_grad=True)
     x = bg.tensor(np.linspace(0, 1, 4))
 

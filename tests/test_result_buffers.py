@@ -70,7 +70,7 @@ def test_only_the_last_two_programs_with_large_results_keep_them():
     keeping = []
     for f in functions:
         f(X)
-        keeping.append({p for p in _lazy._programs.values() if p.spares})
+        keeping.append({p for p in _lazy._program_cache.values() if p.spares})
     assert [len(k) for k in keeping[1:]] == [2, 2] and not keeping[0] & keeping[2]
 
 

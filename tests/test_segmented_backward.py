@@ -10,7 +10,7 @@ import torch.func
 
 import batched_grad as bg
 import vmap
-from batched_grad import _fusion, _lazy, _program, _segments
+from batched_grad import _fused, _fusion, _lazy, _segments
 from batched_grad._graph import edge_of
 from oracle import assert_same
 
@@ -29,18 +29,18 @@ def small_segments(monkeypatch):
 def programs_run(monkeypatch):
     """Per backward run by a program: ("whole", nodes) or ("segments", [steps of each segment])."""
     runs = []
-    whole, segmented = _program.run, _segments.run
+    whole, segmented = _fused.run, _segments.run
 
     def counting_whole(walk, *args, **kwargs):
         runs.append(("whole", len(walk.nodes)))
         return whole(walk, *args, **kwargs)
 
     def counting_segmented(walk, *args, limit, **kwargs):
-        plan = _program.template(walk.key).plan
+        plan = _fused.template(walk.key).plan
         runs.append(("segments", [len(seg.runs) for seg in _segments.layout(plan, limit)]))
         return segmented(walk, *args, limit=limit, **kwargs)
 
-    monkeypatch.setattr(_program, "run", counting_whole)
+    monkeypatch.setattr(_fused, "run", counting_whole)
     monkeypatch.setattr(_segments, "run", counting_segmented)
     return runs
 
@@ -93,7 +93,7 @@ def test_a_2000_op_chain_equals_torch_with_the_real_bound(programs_run):
 
 
 def _segment_programs():
-    return {key for key in _lazy._programs if key[0] == "segment"}
+    return {key for key in _lazy._program_cache if key[0] == "segment"}
 
 
 def test_equal_segments_share_one_program_whatever_the_chain_length(small_segments):
@@ -121,8 +121,8 @@ def test_equal_segments_share_one_program_whatever_the_chain_length(small_segmen
 def test_segment_layout_of_a_uniform_chain_has_three_distinct_programs(small_segments):
     x = _leaf(bg, [1.0, 2.0])
     y = _uniform_chain(x, 40).sum()
-    walk = _program.walk([y.grad_fn], [edge_of(y)], [bg.ones_like(y)], [], True, None)
-    segments = _segments.layout(_program.template(walk.key).plan, SMALL)
+    walk = _fused.walk([y.grad_fn], [edge_of(y)], [bg.ones_like(y)], [], True, None)
+    segments = _segments.layout(_fused.template(walk.key).plan, SMALL)
     assert [len(s.runs) for s in segments] == [8] * 10 + [1]
     assert len({s.plan for s in segments}) == 3
     # between two segments of a chain, one cotangent: the output of one is the input of the next

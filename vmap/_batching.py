@@ -79,11 +79,11 @@ class Batch:
         return self.chunk_size is not None and self.padded > self.chunk_size and self.shards is None
 
     @property
-    def key(self):
+    def kernel_key(self):
         return KernelBatch(self.chunk_size, self.shards)
 
     @property
-    def program_key(self):
+    def fused_key(self):
         return ProgramBatch(self.chunk_size, self.padded, self.basis, self.shards)
 
 

@@ -36,7 +36,7 @@ class Op:
     `view`: the outputs alias operand 0 (they share its version counter and see its in-place updates).
     `view_step`: for a view op with more operands than the viewed one, `view_step(operands, **static)` gives the
     (op, static) of a one-operand op computing the same view, which the view's chain records.
-    `program`: a whole backward program: the deferred values it reads are compiled into it at once.
+    `whole_backward`: a whole backward program: the deferred values it reads are compiled into it at once.
     `diagonal`: output element i (in flat order) depends only on element i of each operand of the output's size
     (elementwise ops, reshapes), so the VJP of a one-hot cotangent is one-hot at the same index (_basis.py).
     `backward_name`: torch's name of the op's nodes, or a function of the Signature that gives it (where torch's
@@ -67,7 +67,7 @@ class Op:
         "view",
         "view_step",
         "multi",
-        "program",
+        "whole_backward",
         "diagonal",
         "torch_saves",
         "reads",
@@ -86,7 +86,7 @@ class Op:
         view=False,
         view_step=None,
         multi=False,
-        program=False,
+        whole_backward=False,
         diagonal=False,
         torch_saves=SAVES_INPUT,
         reads=None,
@@ -96,7 +96,8 @@ class Op:
     ):
         self.name, self.fn, self.linear, self.view, self.multi = name, fn, linear, view, multi
         self.reads, self.host, self.host_vjp, self.inputs = reads, host, host_vjp, inputs
-        self.multilinear, self.program, self.view_step, self.diagonal = multilinear, program, view_step, diagonal
+        self.multilinear, self.whole_backward = multilinear, whole_backward
+        self.view_step, self.diagonal = view_step, diagonal
         self.torch_saves = torch_saves
         self.backward_name = backward_name or "".join(p.capitalize() for p in name.split("_")) + "Backward0"
 
@@ -465,7 +466,7 @@ class OpNode(_graph.Node):
         ct_mask = tuple(c is not None for c in cts)
         self.check_results()
         saved = [s.unpack(create_graph) if isinstance(s, _graph.SavedValue) else s for s in self.saved if s is not None]
-        spec = self.spec(ct_mask, None if batch is None else batch.key, needed)
+        spec = self.spec(ct_mask, None if batch is None else batch.kernel_key, needed)
         want = spec.want
         grads = apply(VJP, saved + [c for c in cts if c is not None], spec=spec)
         result = [None] * len(self.edges)
