@@ -1,4 +1,4 @@
-"""Compiled programs of whole structures (_lazy.compiled): a jitted function whose large results reuse the memory
+"""Compiled programs of whole structures (_lazy.program_for): a jitted function whose large results reuse the memory
 of earlier ones, and which can compile in a background thread while the caller computes the same values with per-op
 kernels (set_background_compile)."""
 

@@ -30,7 +30,7 @@ def minor_faults():
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
-WARMUP_S = 0.1  # untimed calls before each timed block (README, Performance: what the previous peer leaves behind)
+WARMUP_S = 0.1  # untimed calls before each timed block (docs/design.md: what the previous peer leaves behind)
 
 
 def compare(peers, number, repeats, block_each=False, faults=None, warmup=0.0, warmups=None):
@@ -67,7 +67,7 @@ def median_faults(faults, name):
 
 
 def environment():
-    """The allocator setting, for the header: it moves the time of results megabytes large (README, Performance)."""
+    """The allocator setting, for the header: it moves the time of results megabytes large (docs/design.md)."""
     return f"GLIBC_TUNABLES={os.environ.get('GLIBC_TUNABLES', '(unset)')}"
 
 

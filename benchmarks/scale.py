@@ -82,7 +82,7 @@ ROWS_CHILD = textwrap.dedent("""
         report["first"][f"{work} {peer}"] = time.perf_counter() - start
         report["placement"][f"{work} {peer}"] = [len(r.devices()) for r in results]
         np.savez(f"{out_dir}/{work}-{peer}-{devices}.npz", *[np.asarray(r) for r in results])
-        for _ in range(4):  # past the calls the per-op kernels answer on one device (README, Performance)
+        for _ in range(4):  # past the calls the per-op kernels answer on one device (docs/design.md)
             jax.block_until_ready(arrays(fn()))
         bg.wait_for_compiles()
     for _ in range(repeats):  # peers interleaved
