@@ -263,39 +263,54 @@ def _run_nodes(order, buffers, needed, wanted, n_captures, *, retain_graph, crea
         if cotangents is None or (needed is not None and node not in needed):
             continue
         if isinstance(node, AccumulateGrad):
-            leaf, grad = node.variable, cotangents[0]
-            if leaf._hooks:
-                grad = run_tensor_hooks(leaf._hooks, grad, batch)
+            grad = _leaf_gradient(node, cotangents[0], batch)
             for _, i in wanted.get(node, ()):
                 results[i] = grad
             if accumulate:
                 _run_accumulate(node, grad, create_graph, batch)
             continue
-        for nr, hooks in list((node.tensor_pre_hooks or {}).items()):
-            if hooks:
-                cotangents[nr] = run_tensor_hooks(hooks, cotangents[nr], batch)
-        if node.retained and batch is None:
-            for nr, ref in list(node.retained.items()):
-                t = ref()
-                if t is not None and cotangents[nr] is not None and t.grad_fn is node:
-                    _retain(t, cotangents[nr], create_graph)
+        _run_tensor_hooks(node, cotangents, create_graph, batch)
         for nr, i in wanted.get(node, ()):
             results[i] = cotangents[nr]
         edges_needed = None if needed is None else tuple([e is not None and e.node in needed for e in node.edges])
         if edges_needed is not None and True not in edges_needed:
             continue
-        hooks = node.node_hooks
-        if hooks and hooks.pre:
-            _run_prehooks(node, hooks.pre, cotangents, batch)
-        if any(c is not None for c in cotangents) or (batch is None and node.backward_without_gradients):
-            grads = _call(node, cotangents, create_graph, batch, edges_needed)
-        else:
-            grads = [None] * len(node.edges)  # no gradient in, none out
-        if hooks and hooks.post:
-            grads = run_posthooks(hooks.post, grads, [cotangents[k] for k in node.torch_outputs()], batch)
+        grads = _node_gradients(node, cotangents, create_graph, batch, edges_needed)
         if not retain_graph:
             node.release()
         for edge, g in zip(node.edges, grads):
             if edge is not None:
                 _deliver(buffers, edge, g)
     return results
+
+
+def _leaf_gradient(node, grad, batch):
+    """A leaf's gradient after its tensor hooks."""
+    hooks = node.variable._hooks
+    return run_tensor_hooks(hooks, grad, batch) if hooks else grad
+
+
+def _run_tensor_hooks(node, cotangents, create_graph, batch):
+    """A node's tensor pre-hooks on its outputs' gradients (in place), then retain_grad's accumulation."""
+    for nr, hooks in list((node.tensor_pre_hooks or {}).items()):
+        if hooks:
+            cotangents[nr] = run_tensor_hooks(hooks, cotangents[nr], batch)
+    if node.retained and batch is None:
+        for nr, ref in list(node.retained.items()):
+            t = ref()
+            if t is not None and cotangents[nr] is not None and t.grad_fn is node:
+                _retain(t, cotangents[nr], create_graph)
+
+
+def _node_gradients(node, cotangents, create_graph, batch, edges_needed):
+    """A node's operand gradients: its pre-hooks, its backward (unless no gradient comes in), its hooks."""
+    hooks = node.node_hooks
+    if hooks and hooks.pre:
+        _run_prehooks(node, hooks.pre, cotangents, batch)
+    if any(c is not None for c in cotangents) or (batch is None and node.backward_without_gradients):
+        grads = _call(node, cotangents, create_graph, batch, edges_needed)
+    else:
+        grads = [None] * len(node.edges)  # no gradient in, none out
+    if hooks and hooks.post:
+        grads = run_posthooks(hooks.post, grads, [cotangents[k] for k in node.torch_outputs()], batch)
+    return grads

@@ -151,8 +151,34 @@ def apply(op, operands, **static):
 
 
 def _apply(op, operands, static):
+    arrays, recording, pending, mapped, host_data = _operand_arrays(operands)
+    recording = recording and is_grad_enabled()
+    deferred = recording or pending
+    # a recorded or deferred op runs on the host when computed (_lazy)
+    outs = on_host(op, arrays, static) if op.host is not None and not deferred else None
+    for i in host_data if outs is None else ():  # read by a kernel, or kept by a deferred op: moved on a second read
+        v = operands[i]._v  # (moved already where the op reads the tensor twice)
+        arrays[i] = host_read(operands[i], v) if type(v) is np.ndarray else v
+    node = None
+    if outs is not None:
+        gradients = [differentiable(o.dtype) for o in outs]
+    elif deferred and MetaValue in map(type, arrays):
+        outs, gradients, node = _on_meta(op, operands, arrays, static, recording)
+    elif deferred:
+        outs = defer(op, static, arrays, mapped)  # computed when read, fused with what reads it
+        if not outs:  # a multi-output op with no outputs (a backward program whose inputs are all unreached)
+            return ()
+        outs, gradients, node = _deferred_results(op, operands, arrays, outs, recording, mapped)
+    else:
+        outs, gradients = _computed_now(op, operands, arrays, static)
+    return _wrapped(op, operands, static, outs, gradients, node)
+
+
+def _operand_arrays(operands):
+    """One pass over the operands: (their arrays, whether a Tensor requires grad, whether an array is deferred,
+    whether one is a row of a vmap.vmap input, the positions of host arrays not shared with NumPy)."""
     arrays, recording, pending, mapped, host_data = [], False, False, False, []
-    for x in operands:  # one pass: the arrays, and whether the op is recorded or reads deferred values
+    for x in operands:
         if isinstance(x, Tensor):
             a = x._v
             if type(a) is np.ndarray:
@@ -166,44 +192,41 @@ def _apply(op, operands, static):
         if type(a) is Pending:
             pending, mapped = True, mapped or a.call.mapped
         arrays.append(a)
-    recording = recording and is_grad_enabled()
-    node = None
-    outs = None
-    if op.host is not None and not (recording or pending):  # a recorded op runs on the host when computed (_lazy)
-        outs = on_host(op, arrays, static)
-    for i in host_data if outs is None else ():  # read by a kernel, or kept by a deferred op: moved on a second read
-        v = operands[i]._v  # (moved already where the op reads the tensor twice)
-        arrays[i] = host_read(operands[i], v) if type(v) is np.ndarray else v
-    if outs is not None:
-        gradients = [differentiable(o.dtype) for o in outs]
-    elif (recording or pending) and MetaValue in map(type, arrays):
-        outs, gradients, node = _on_meta(op, operands, arrays, static, recording)
-    elif recording or pending:
-        outs = defer(op, static, arrays, mapped)  # computed when read, fused with what reads it
-        if not outs:  # a multi-output op with no outputs (a backward program whose inputs are all unreached)
-            return ()
-        sig = outs[0].call.sig
-        gradients = sig.differentiable
-        if recording:
-            linked = -1
-            if op.reads is not None:  # a recorded backward: each output links only to the operands it reads
-                gradients, linked = _links(gradients, reads_of(sig), operands)
-            if True in gradients:
-                node = OpNode(outs[0].call, operands, arrays, linked)
-        elif not mapped:  # outside the graph (and vmap.vmap): compute now, as a chain of
-            outs = [materialize(p) for p in outs]  # such ops would keep all its deferred inputs alive
-    else:
-        try:
-            out = kernel(op, static)(*arrays)
-        except TypeError:  # an operand JAX does not take: a meta tensor's value, or a real error
-            if MetaValue not in map(type, arrays):
-                raise
-            outs, gradients, _ = _on_meta(op, operands, arrays, static, False)
-        else:
-            outs = out if op.multi else (out,)
-            if outs and isinstance(outs[0], jax.core.Tracer):
-                outs = _concrete_if_untraced(op, static, arrays, outs)
-            gradients = [differentiable(o.dtype) for o in outs]
+    return arrays, recording, pending, mapped, host_data
+
+
+def _deferred_results(op, operands, arrays, outs, recording, mapped):
+    """(outputs, which are differentiable, the node recorded or None) of a deferred op."""
+    sig = outs[0].call.sig
+    gradients, node = sig.differentiable, None
+    if recording:
+        linked = -1
+        if op.reads is not None:  # a recorded backward: each output links only to the operands it reads
+            gradients, linked = _links(gradients, reads_of(sig), operands)
+        if True in gradients:
+            node = OpNode(outs[0].call, operands, arrays, linked)
+    elif not mapped:  # outside the graph (and vmap.vmap): compute now, as a chain of
+        outs = [materialize(p) for p in outs]  # such ops would keep all its deferred inputs alive
+    return outs, gradients, node
+
+
+def _computed_now(op, operands, arrays, static):
+    """(outputs, which are differentiable) of an op outside the graph, by its kernel."""
+    try:
+        out = kernel(op, static)(*arrays)
+    except TypeError:  # an operand JAX does not take: a meta tensor's value, or a real error
+        if MetaValue not in map(type, arrays):
+            raise
+        outs, gradients, _ = _on_meta(op, operands, arrays, static, False)
+        return outs, gradients
+    outs = out if op.multi else (out,)
+    if outs and isinstance(outs[0], jax.core.Tracer):
+        outs = _concrete_if_untraced(op, static, arrays, outs)
+    return outs, [differentiable(o.dtype) for o in outs]
+
+
+def _wrapped(op, operands, static, outs, gradients, node):
+    """The op's result Tensors (views of the first operand for a view op), checked where torch checks them."""
     if not op.multi and not op.view:  # the common case: one output, not a view
         result = Tensor._wrap(outs[0], node if gradients[0] else None)
         if node is not None and op.torch_saves is not SAVES_INPUT:
