@@ -13,12 +13,14 @@ _CATEGORY = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
 
 
 class dtype:
-    """A tensor element type; `np` is the NumPy/JAX dtype behind it."""
+    """A tensor element type; `np` is the NumPy/JAX dtype behind it; `type_name` and `cpp_name` are torch's names
+    of it in messages (Float, float)."""
 
-    __slots__ = ("name", "np", "kind")
+    __slots__ = ("name", "np", "kind", "type_name", "cpp_name")
 
-    def __init__(self, name, np_dtype):
+    def __init__(self, name, np_dtype, type_name, cpp_name):
         self.name, self.np = name, np.dtype(np_dtype)
+        self.type_name, self.cpp_name = type_name, cpp_name
         self.kind = "f" if name == "bfloat16" else self.np.kind  # NumPy files bfloat16 under "V"
 
     def __repr__(self):
@@ -48,18 +50,18 @@ class dtype:
         return self.np.itemsize
 
 
-float16 = dtype("float16", np.float16)
-bfloat16 = dtype("bfloat16", ml_dtypes.bfloat16)
-float32 = dtype("float32", np.float32)
-float64 = dtype("float64", np.float64)
-uint8 = dtype("uint8", np.uint8)
-int8 = dtype("int8", np.int8)
-int16 = dtype("int16", np.int16)
-int32 = dtype("int32", np.int32)
-int64 = dtype("int64", np.int64)
-bool = dtype("bool", np.bool_)  # noqa: A001  (torch's name)
-complex64 = dtype("complex64", np.complex64)
-complex128 = dtype("complex128", np.complex128)
+float16 = dtype("float16", np.float16, "Half", "c10::Half")
+bfloat16 = dtype("bfloat16", ml_dtypes.bfloat16, "BFloat16", "c10::BFloat16")
+float32 = dtype("float32", np.float32, "Float", "float")
+float64 = dtype("float64", np.float64, "Double", "double")
+uint8 = dtype("uint8", np.uint8, "Byte", "unsigned char")
+int8 = dtype("int8", np.int8, "Char", "signed char")
+int16 = dtype("int16", np.int16, "Short", "short int")
+int32 = dtype("int32", np.int32, "Int", "int")
+int64 = dtype("int64", np.int64, "Long", "long int")
+bool = dtype("bool", np.bool_, "Bool", "bool")  # noqa: A001  (torch's name)
+complex64 = dtype("complex64", np.complex64, "ComplexFloat", "c10::complex<float>")
+complex128 = dtype("complex128", np.complex128, "ComplexDouble", "c10::complex<double>")
 half, double, long, cfloat, cdouble = float16, float64, int64, complex64, complex128
 
 ALL = (float16, bfloat16, float32, float64, uint8, int8, int16, int32, int64, bool, complex64, complex128)

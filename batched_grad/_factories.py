@@ -14,8 +14,7 @@ from ._generator import resolve
 from ._host import share
 from ._meta import MetaValue, device_for, meta_value, names_meta
 from ._ops.random_draws import sample
-from ._tensor import _CPP_NAMES as _C_NAMES
-from ._tensor import _TYPE_NAMES, REQUIRES_GRAD_DTYPE, Tensor, python_type_name, warn_once
+from ._tensor import REQUIRES_GRAD_DTYPE, Tensor, python_type_name, warn_once
 from ._x64 import scoped
 
 _ARRAYS = (np.ndarray, np.generic, jax.Array)
@@ -292,7 +291,7 @@ def arange(start, end=None, step=1, *, dtype=None, requires_grad=False, device=N
         dtype = _dtypes.int64 if builtins.all(_is_int(v) for v in (start, end, step)) else _dtypes.get_default_dtype()
     d = _dtypes.to_dtype(dtype)
     if d is _dtypes.bool or d.is_complex:
-        raise NotImplementedError(f"\"arange_cpu\" not implemented for '{_TYPE_NAMES[d.name]}'")
+        raise NotImplementedError(f"\"arange_cpu\" not implemented for '{d.type_name}'")
     if step == 0:
         raise RuntimeError("step must be nonzero")
     if (end - start) * step < 0:
@@ -358,7 +357,7 @@ def full_like(input, fill_value, *, dtype=None, requires_grad=False, device=None
 def _float_dtype(dtype, kernel):
     d = _dtype_or_default(dtype)
     if not (d.is_floating_point or d.is_complex):
-        raise NotImplementedError(f"\"{kernel}\" not implemented for '{_TYPE_NAMES[d.name]}'")
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{d.type_name}'")
     return d
 
 
@@ -425,9 +424,9 @@ def _check_random_bounds(low, high, d):
         return
     info = np.iinfo(d.np)
     if low < info.min:
-        raise RuntimeError(f"from is out of bounds for {_C_NAMES[d.name]}")
+        raise RuntimeError(f"from is out of bounds for {d.cpp_name}")
     if high - 1 > info.max:
-        raise RuntimeError(f"to - 1 is out of bounds for {_C_NAMES[d.name]}")
+        raise RuntimeError(f"to - 1 is out of bounds for {d.cpp_name}")
 
 
 def randint_like(input, low=None, high=None, *, dtype=None, requires_grad=False, generator=None, device=None):

@@ -3,7 +3,7 @@ node's pre-hooks and hooks (`grad_fn.register_prehook` / `register_hook`) and a 
 In batched mode (is_grads_batched) a hook sees one row at a time: vectorized where it can be, else row by row."""
 
 from ._rowwise import run_batched
-from ._tensor import _TYPE_NAMES, Tensor, python_type_name
+from ._tensor import Tensor, python_type_name
 
 _LEGACY_TYPES = ("float16", "float32", "float64", "int64", "int32", "int16", "int8", "uint8")
 
@@ -15,10 +15,10 @@ def _hook_name(hook):
 def _type_string(tensor):
     """torch's name of a tensor's type in hook errors: torch.FloatTensor, or CPUBFloat16Type where torch has no
     legacy tensor type."""
-    name, device = tensor.dtype.name, tensor.device.type
-    if name in _LEGACY_TYPES:
-        return f"torch.{'' if device == 'cpu' else device + '.'}{_TYPE_NAMES[name]}Tensor"
-    return f"{device.upper()}{_TYPE_NAMES[name]}Type"
+    dtype, device = tensor.dtype, tensor.device.type
+    if dtype.name in _LEGACY_TYPES:
+        return f"torch.{'' if device == 'cpu' else device + '.'}{dtype.type_name}Tensor"
+    return f"{device.upper()}{dtype.type_name}Type"
 
 
 def _checked(hook, result, grad):

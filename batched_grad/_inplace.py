@@ -61,12 +61,10 @@ class InPlace:
                 f"output with shape {list(self.shape)} doesn't match the broadcast shape {list(result.shape)}"
             )
         if result.dtype is not self.dtype:
-            from ._tensor import _TYPE_NAMES
-
             if _dtypes.category(result.dtype) > _dtypes.category(self.dtype):
                 raise RuntimeError(
-                    f"result type {_TYPE_NAMES[result.dtype.name]} can't be cast to the desired output type "
-                    f"{_TYPE_NAMES[self.dtype.name]}"
+                    f"result type {result.dtype.type_name} can't be cast to the desired output type "
+                    f"{self.dtype.type_name}"
                 )
             result = result.to(self.dtype)
         self._rebase(result)

@@ -16,34 +16,6 @@ from ._meta import COPY_ERROR, ITEM_ERROR, NUMPY_ERROR, MetaValue, rebuild_meta
 from ._tracing import ValueRead, compiling, is_tracer
 from ._vmap_levels import is_batched
 
-_TYPE_NAMES = {
-    "float32": "Float",
-    "float64": "Double",
-    "float16": "Half",
-    "bfloat16": "BFloat16",
-    "int64": "Long",
-    "int32": "Int",
-    "int16": "Short",
-    "int8": "Char",
-    "uint8": "Byte",
-    "bool": "Bool",
-    "complex64": "ComplexFloat",
-    "complex128": "ComplexDouble",
-}
-_CPP_NAMES = {
-    "float32": "float",
-    "float64": "double",
-    "float16": "c10::Half",
-    "bfloat16": "c10::BFloat16",
-    "int64": "long int",
-    "int32": "int",
-    "int16": "short int",
-    "int8": "signed char",
-    "uint8": "unsigned char",
-    "bool": "bool",
-    "complex64": "c10::complex<float>",
-    "complex128": "c10::complex<double>",
-}
 _PLATFORM_DEVICES = {"cpu": "cpu", "gpu": "cuda", "cuda": "cuda", "rocm": "cuda", "tpu": "xla", "METAL": "mps"}
 
 NON_LEAF_GRAD_WARNING = (
@@ -102,7 +74,7 @@ DEEPCOPY_NON_LEAF = (
 
 
 def type_name(np_dtype):
-    return f"torch.{_TYPE_NAMES[_dtypes.from_numpy_dtype(np_dtype).name]}Tensor"
+    return f"torch.{_dtypes.from_numpy_dtype(np_dtype).type_name}Tensor"
 
 
 class Size(tuple):
@@ -342,7 +314,7 @@ class Tensor(InPlace):
                     f"assigned grad expected to be a Tensor or None but got grad of type {type(value).__name__}"
                 )
             if value.dtype is not self.dtype:
-                raise RuntimeError(GRAD_DTYPE.format(_CPP_NAMES[value.dtype.name], _TYPE_NAMES[self.dtype.name]))
+                raise RuntimeError(GRAD_DTYPE.format(value.dtype.cpp_name, self.dtype.type_name))
             if value.shape != self.shape:
                 raise RuntimeError(
                     f"attempting to assign a gradient of size '{list(value.shape)}' to a tensor of "

@@ -8,7 +8,7 @@ import numpy as np
 
 from .._foreign import TORCH_TENSOR_PASSED, has_torch_tensor, not_a_tensor
 from .._grad_mode import is_grad_enabled, no_grad
-from .._tensor import _TYPE_NAMES, Tensor
+from .._tensor import Tensor
 
 RESIZED = (
     "An output with one or more elements was resized since it had shape {}, which does not match the required "
@@ -66,7 +66,7 @@ def write_out(name, out, fn, args, kwargs, rule="cast"):
     result = fn(*args, **kwargs)
     rule = rule(*args, **kwargs) if callable(rule) else rule
     if result.dtype is not out.dtype and rule != "cast":
-        got, expected = _TYPE_NAMES[out.dtype.name], _TYPE_NAMES[result.dtype.name]
+        got, expected = out.dtype.type_name, result.dtype.type_name
         raise RuntimeError(
             f"Found dtype {got} but expected {expected}"
             if rule == "exact"

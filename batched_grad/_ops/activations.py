@@ -7,7 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._tensor import _TYPE_NAMES, _wrap_dim
+from .._tensor import _wrap_dim
 from . import _derivatives
 from ._core import Op, apply
 from .elementwise import UNARY
@@ -100,7 +100,7 @@ def softshrink(input, lambd=0.5):
     if lambd < 0:
         raise RuntimeError(
             f"lambda must be in range [0, {np.finfo(input.dtype.np).max:g}] for input dtype "
-            f"{_TYPE_NAMES[input.dtype.name]}, but found {lambd:g}"
+            f"{input.dtype.type_name}, but found {lambd:g}"
         )
     return _activation("softshrink", input, lambd=float(lambd))
 
@@ -191,8 +191,7 @@ def prelu(input, weight):
         raise RuntimeError(f"prelu: Expected `weight` to be a scalar or 1D tensor, but got: ndim = {weight.ndim}")
     if input.dtype is not weight.dtype:
         raise RuntimeError(
-            f"prelu: Type promoting not supported. Got {_TYPE_NAMES[input.dtype.name]} and "
-            f"{_TYPE_NAMES[weight.dtype.name]}"
+            f"prelu: Type promoting not supported. Got {input.dtype.type_name} and {weight.dtype.type_name}"
         )
     if weight.numel() not in (1, channels):
         raise RuntimeError(

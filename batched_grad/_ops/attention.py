@@ -8,7 +8,6 @@ import jax
 import jax.numpy as jnp
 
 from .. import _dtypes
-from .._tensor import _TYPE_NAMES
 from ._core import Op, apply
 from ._derivatives import first_order_only
 from .nn import _check_tensor
@@ -60,8 +59,8 @@ def _mask_kind(attn_mask, query):
     if attn_mask.dtype is not query.dtype:
         raise RuntimeError(
             f"Expected attn_mask dtype to be bool or float or to match query dtype, but got "
-            f"attn_mask.dtype: {_TYPE_NAMES[attn_mask.dtype.name]} and  query.dtype: "
-            f"{_TYPE_NAMES[query.dtype.name]} instead."
+            f"attn_mask.dtype: {attn_mask.dtype.type_name} and  query.dtype: "
+            f"{query.dtype.type_name} instead."
         )
     return "float"
 
@@ -77,8 +76,8 @@ def scaled_dot_product_attention(
     if not (query.dtype is key.dtype is value.dtype):
         raise RuntimeError(
             f"Expected query, key, and value to have the same dtype, but got query.dtype: "
-            f"{_TYPE_NAMES[query.dtype.name]} key.dtype: {_TYPE_NAMES[key.dtype.name]} and "
-            f"value.dtype: {_TYPE_NAMES[value.dtype.name]} instead."
+            f"{query.dtype.type_name} key.dtype: {key.dtype.type_name} and "
+            f"value.dtype: {value.dtype.type_name} instead."
         )
     if is_causal and attn_mask is not None:
         raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set when is_causal=True")

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 
 from .. import _dtypes
 from .._foreign import not_a_tensor
-from .._tensor import _TYPE_NAMES, Tensor
+from .._tensor import Tensor
 from ._core import Op, apply
 from .elementwise import COMPARISONS, broadcast_shape
 
@@ -48,7 +48,7 @@ def _check_close_args(name, input, other):
     _require_tensor(name, "input", 1, input)
     _require_tensor(name, "other", 2, other)
     if input.dtype is not other.dtype:
-        raise RuntimeError(f"{_TYPE_NAMES[input.dtype.name]} did not match {_TYPE_NAMES[other.dtype.name]}")
+        raise RuntimeError(f"{input.dtype.type_name} did not match {other.dtype.type_name}")
 
 
 def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):

@@ -4,7 +4,7 @@ import jax.numpy as jnp
 
 from .. import _dtypes
 from .._foreign import not_a_tensor
-from .._tensor import _TYPE_NAMES, Tensor
+from .._tensor import Tensor
 from ._core import SAVES_NOTHING, Op, apply
 from .elementwise import broadcast_shape
 
@@ -46,7 +46,7 @@ def addcmul(input, tensor1, tensor2, *, value=1):
     """input + value * tensor1 * tensor2, elementwise (broadcast)."""
     dtype, value = _operands("addcmul", input, tensor1, tensor2, value)
     if dtype is _dtypes.bool:
-        raise NotImplementedError(f"\"addcmul_cpu_out\" not implemented for '{_TYPE_NAMES[dtype.name]}'")
+        raise NotImplementedError(f"\"addcmul_cpu_out\" not implemented for '{dtype.type_name}'")
     return apply(_ADDCMUL, [input, tensor1, tensor2, value], dtype=dtype.np)
 
 

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 
 from .. import _dtypes
 from .._meta import device_for
-from .._tensor import _TYPE_NAMES, Tensor, type_name
+from .._tensor import Tensor, type_name
 from ._core import Op, apply
 from .placement import _never, to
 from .shape import reshape
@@ -172,12 +172,12 @@ def _complex_pair(name, a, b):
         if not t.dtype.is_floating_point or t.dtype in (_dtypes.bfloat16,):
             raise RuntimeError(
                 f"Expected both inputs to be Half, Float or Double tensors but got "
-                f"{_TYPE_NAMES[a.dtype.name]} and {_TYPE_NAMES[b.dtype.name]}"
+                f"{a.dtype.type_name} and {b.dtype.type_name}"
             )
     if a.dtype is not b.dtype:
         raise RuntimeError(
-            f"Expected object of scalar type {_TYPE_NAMES[a.dtype.name]} but got scalar type "
-            f"{_TYPE_NAMES[b.dtype.name]} for second argument"
+            f"Expected object of scalar type {a.dtype.type_name} but got scalar type "
+            f"{b.dtype.type_name} for second argument"
         )
 
 
@@ -205,7 +205,7 @@ def view_as_complex(input):
     if input.dtype not in (_dtypes.float32, _dtypes.float64):
         raise RuntimeError(
             f"view_as_complex is only supported for float and double tensors, but got a tensor of "
-            f"scalar type: {_TYPE_NAMES[input.dtype.name]}"
+            f"scalar type: {input.dtype.type_name}"
         )
     if input.ndim == 0 or input.shape[-1] != 2:
         raise RuntimeError("Tensor must have a last dimension of size 2")

@@ -11,7 +11,7 @@ import jax.scipy.linalg as jsl
 import numpy as np
 
 from .. import _dtypes
-from .._tensor import _TYPE_NAMES, Tensor
+from .._tensor import Tensor
 from ._core import Op, apply
 from ._derivatives import with_derivative_of
 from .linalg import LinAlgError, _failed_minor, _hermitian, _matrix, _result, _swap, _traced, inv, slogdet, solve
@@ -165,7 +165,7 @@ def linalg_lu_solve(LU, pivots, B, *, left=True, adjoint=False):
     if LU.dtype is not B.dtype:
         raise RuntimeError(
             f"linalg.lu_solve: Expected LU and B to have the same dtype, but found LU of type "
-            f"{_TYPE_NAMES[LU.dtype.name]} and B of type {_TYPE_NAMES[B.dtype.name]} instead"
+            f"{LU.dtype.type_name} and B of type {B.dtype.type_name} instead"
         )
     return apply(_LU_SOLVE, [LU, pivots.detach(), B], left=bool(left), adjoint=bool(adjoint))
 
@@ -206,7 +206,7 @@ def solve_triangular(A, B, *, upper, left=True, unitriangular=False):
     if A.dtype is not B.dtype:
         raise RuntimeError(
             f"linalg.solve_triangular: Expected A and B to have the same dtype, but found A of type "
-            f"{_TYPE_NAMES[A.dtype.name]} and B of type {_TYPE_NAMES[B.dtype.name]} instead"
+            f"{A.dtype.type_name} and B of type {B.dtype.type_name} instead"
         )
     n = A.shape[-1]
     if (B.shape[-2] if left else B.shape[-1]) != n:
@@ -268,7 +268,7 @@ def cholesky_solve(B, L, upper=False):
     if B.dtype is not L.dtype:
         raise RuntimeError(
             f"Expected b and A to have the same dtype, but found b of type "
-            f"{_TYPE_NAMES[B.dtype.name]} and A of type {_TYPE_NAMES[L.dtype.name]} instead."
+            f"{B.dtype.type_name} and A of type {L.dtype.type_name} instead."
         )
     return apply(_CHOLESKY_SOLVE, [B, L], upper=bool(upper))
 
@@ -455,7 +455,7 @@ def lstsq(A, B, rcond=None, *, driver=None):
     if A.dtype is not B.dtype:
         raise RuntimeError(
             f"torch.linalg.lstsq: Expected input and other to have the same dtype, but got input's "
-            f"dtype {_TYPE_NAMES[A.dtype.name]} and other's dtype {_TYPE_NAMES[B.dtype.name]}"
+            f"dtype {A.dtype.type_name} and other's dtype {B.dtype.type_name}"
         )
     vector = B.ndim == A.ndim - 1
     m, n = A.shape[-2:]

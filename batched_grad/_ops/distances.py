@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _dtypes
-from .._tensor import _TYPE_NAMES, _wrap_dim
+from .._tensor import _wrap_dim
 from ._core import Op, apply
 from ._derivatives import first_order_only
 from ._public import write_out
@@ -63,7 +63,7 @@ _NORMALIZE = Op("normalize", _normalize, "DivBackward0")
 def _floating(fn, *tensors):
     for x in tensors:
         if not (x.dtype.is_floating_point or x.dtype.is_complex):
-            raise RuntimeError(f"{fn} only supports floating-point dtypes, {_TYPE_NAMES[x.dtype.name]} given")
+            raise RuntimeError(f"{fn} only supports floating-point dtypes, {x.dtype.type_name} given")
 
 
 def dist(input, other, p=2):

@@ -4,7 +4,6 @@ torch's derivatives (JAX differentiates eigenvalues only)."""
 import jax
 import jax.numpy as jnp
 
-from .._tensor import _TYPE_NAMES
 from ._core import SAVES_RESULT, Op, apply
 from .linalg import _matrix, _result
 
@@ -39,7 +38,7 @@ _EIGVALS = Op("linalg_eigvals", lambda a: _eig(a)[0], backward_name="LinalgEigBa
 
 def _check(name, A):
     if A.ndim >= 2 and not (A.dtype.is_floating_point or A.dtype.is_complex):
-        raise RuntimeError(f"Unknown Complex ScalarType for {_TYPE_NAMES[A.dtype.name]}")
+        raise RuntimeError(f"Unknown Complex ScalarType for {A.dtype.type_name}")
     _matrix(name, A)
 
 

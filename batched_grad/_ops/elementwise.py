@@ -7,14 +7,14 @@ import numpy as np
 
 from .. import _dtypes
 from .._foreign import not_a_tensor
-from .._tensor import _TYPE_NAMES, Tensor
+from .._tensor import Tensor
 from . import _derivatives
 from ._core import SAVES_BOTH, SAVES_INPUT, SAVES_RESULT, Op, apply
 from ._host_forms import ARITHMETIC_VJPS, small_floats
 
 
 def _type_name(d):
-    return _TYPE_NAMES[d.name]
+    return d.type_name
 
 
 def _c_name(d):

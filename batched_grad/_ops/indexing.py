@@ -8,10 +8,10 @@ import numpy as np
 
 from .. import _dtypes
 from .._foreign import not_a_tensor
-from .._tensor import _TYPE_NAMES, Tensor, _wrap_dim, type_name
+from .._tensor import Tensor, _wrap_dim, type_name
 from ._core import SAVES_INDICES, Op, apply
 from .reduction import values_indices
-from .shape import _SELECT, _SLICE, C_TYPE_NAMES, broadcast_shapes, decode_index, encode_index, reshape, sum_to
+from .shape import _SELECT, _SLICE, broadcast_shapes, decode_index, encode_index, reshape, sum_to
 
 _INDEX_TYPES = "only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables are valid indices"
 
@@ -359,7 +359,7 @@ def setitem(input, index, value):
     if arrays and isinstance(value, Tensor) and value.dtype is not input.dtype:
         raise RuntimeError(
             f"Index put requires the source and destination dtypes match, got "
-            f"{_TYPE_NAMES[input.dtype.name]} for the destination and {_TYPE_NAMES[value.dtype.name]} "
+            f"{input.dtype.type_name} for the destination and {value.dtype.type_name} "
             "for the source."
         )
     lead = 0
@@ -527,9 +527,7 @@ def scatter_add(input, dim, index, src):
 def take_along_dim(input, indices, dim=None):
     """input's values at `indices` along `dim` (input and indices broadcast against each other elsewhere)."""
     if indices.dtype is not _dtypes.int64:
-        raise RuntimeError(
-            f"torch.take_along_dim(): dtype of indices should be Long but got {_TYPE_NAMES[indices.dtype.name]}"
-        )
+        raise RuntimeError(f"torch.take_along_dim(): dtype of indices should be Long but got {indices.dtype.type_name}")
     if dim is None:
         input, indices, d = reshape(input, -1), reshape(indices, -1), 0
     else:
@@ -574,7 +572,7 @@ def masked_fill(input, mask, value):
     if not isinstance(mask, Tensor) or mask.dtype is not _dtypes.bool:
         raise RuntimeError(
             "masked_fill_ only supports boolean masks, but got mask with dtype "
-            f"{C_TYPE_NAMES.get(getattr(mask, 'dtype', None) and mask.dtype.name, type(mask).__name__)}"
+            f"{mask.dtype.cpp_name if isinstance(mask, Tensor) else type(mask).__name__}"
         )
     is_tensor = isinstance(value, Tensor)
     if is_tensor and value.ndim:

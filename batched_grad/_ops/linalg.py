@@ -11,15 +11,15 @@ import numpy as np
 import scipy.linalg
 
 from .. import _dtypes
-from .._tensor import _TYPE_NAMES, Tensor, _wrap_dim
+from .._tensor import Tensor, _wrap_dim
 from ._core import SAVES_BOTH, SAVES_RESULT, Op, apply
 from ._host_forms import small_floats
 from .reduction import matrix_norm, vector_norm
-from .shape import C_TYPE_NAMES, broadcast_shapes
+from .shape import broadcast_shapes
 
 
 def _type(t):
-    return _TYPE_NAMES[t.dtype.name]
+    return t.dtype.type_name
 
 
 # ---- products -----------------------------------------------------------------------------------
@@ -47,10 +47,7 @@ _SHAPE_ERRORS = {
 _DTYPE_ERRORS = {
     "dot": lambda a, b: f"dot : expected both vectors to have same dtype, but found {_type(a)} and {_type(b)}",
     "mv": lambda a, b: f"addmv input tensors must have the same dtype, but got {_type(b)}, {_type(a)}, and {_type(b)}",
-    "mm": lambda a, b: (
-        f"expected m1 and m2 to have the same dtype, but got: {C_TYPE_NAMES[a.dtype.name]} != "
-        f"{C_TYPE_NAMES[b.dtype.name]}"
-    ),
+    "mm": lambda a, b: f"expected m1 and m2 to have the same dtype, but got: {a.dtype.cpp_name} != {b.dtype.cpp_name}",
     "bmm": lambda a, b: f"expected scalar type {_type(a)} but found {_type(b)}",
 }
 _NDIM_ERRORS = {

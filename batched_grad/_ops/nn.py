@@ -15,7 +15,7 @@ from jax.custom_derivatives import SymbolicZero
 from .. import _dtypes
 from .._foreign import not_a_tensor
 from .._lazy import NeedsTracing
-from .._tensor import _TYPE_NAMES, Tensor, _wrap_dim
+from .._tensor import Tensor, _wrap_dim
 from . import _derivatives
 from ._core import SAVES_RESULT, Op, apply
 
@@ -40,7 +40,7 @@ def _check_tensor(fn, name, x, position=1):
 def _require_float(kernel, dtype):
     """torch's NotImplementedError for kernels without an integer or bool version."""
     if not (dtype.is_floating_point or dtype.is_complex):
-        raise NotImplementedError(f"\"{kernel}\" not implemented for '{_TYPE_NAMES[dtype.name]}'")
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{dtype.type_name}'")
 
 
 def _tuple(value, n, name):
@@ -437,7 +437,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
     if input.dtype.is_floating_point or input.dtype.is_complex or input.dtype is _dtypes.bool:
         raise RuntimeError(
             "Expected tensor for argument #1 'indices' to have one of the following scalar types: "
-            f"Long, Int; but got torch.{_TYPE_NAMES[input.dtype.name]}Tensor instead (while checking "
+            f"Long, Int; but got torch.{input.dtype.type_name}Tensor instead (while checking "
             "arguments for embedding)"
         )
     if weight.ndim != 2:

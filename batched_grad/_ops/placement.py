@@ -7,7 +7,7 @@ from .. import _dtypes
 from .._devices import only_cpu, resolve
 from .._grad_mode import is_grad_enabled
 from .._meta import NO_DATA, is_meta, onto_meta
-from .._tensor import _TYPE_NAMES, Tensor, device, type_name
+from .._tensor import Tensor, device, type_name
 from ._core import Op, apply, apply_onto_meta
 
 _TO = Op("to_copy", lambda a, *, dtype: a.astype(dtype), linear=True, backward_name="ToCopyBackward0", diagonal=True)
@@ -19,7 +19,7 @@ _TO_DEVICE = Op(
     diagonal=True,
 )
 _TO_META = Op("to_copy", onto_meta, linear=True, backward_name="ToCopyBackward0")
-_BY_TYPE_NAME = {f"torch.{name}Tensor": getattr(_dtypes, dtype) for dtype, name in _TYPE_NAMES.items()}
+_BY_TYPE_NAME = {f"torch.{d.type_name}Tensor": d for d in _dtypes.ALL}
 _DEVICE_TYPES = (str, device, int)
 
 

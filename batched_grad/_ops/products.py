@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 
 from .. import _dtypes
-from .._tensor import _TYPE_NAMES, _wrap_dim
+from .._tensor import _wrap_dim
 from ._core import Op, apply
 from .linalg import _NDIM_ERRORS, _check_product, _matrix, inv, matmul, outer
 from .shape import expanded_shape
@@ -48,8 +48,7 @@ def _fused_product(name, input, shape, operands, beta, alpha):
     expanded_shape(input, tuple(shape))
     if input.dtype is not operands[0].dtype:
         raise RuntimeError(
-            f"self and mat2 must have the same dtype, but got {_TYPE_NAMES[input.dtype.name]} and "
-            f"{_TYPE_NAMES[operands[1].dtype.name]}"
+            f"self and mat2 must have the same dtype, but got {input.dtype.type_name} and {operands[1].dtype.type_name}"
         )
     beta, alpha = _scalars(input, beta, alpha)
     return apply(_FUSED[name], [input, *operands], beta=beta, alpha=alpha)
@@ -130,8 +129,8 @@ def vdot(input, other):
         raise RuntimeError(f"1D tensors expected, but got {input.ndim}D and {other.ndim}D tensors")
     if input.dtype is not other.dtype:
         raise RuntimeError(
-            f"vdot : expected both vectors to have same dtype, but found {_TYPE_NAMES[input.dtype.name]} "
-            f"and {_TYPE_NAMES[other.dtype.name]}"
+            f"vdot : expected both vectors to have same dtype, but found {input.dtype.type_name} "
+            f"and {other.dtype.type_name}"
         )
     if input.shape != other.shape:
         raise RuntimeError(
@@ -220,7 +219,7 @@ def matrix_exp(A):
         )
     if not (A.dtype.is_floating_point or A.dtype.is_complex):
         raise RuntimeError(
-            f"linalg.matrix_exp: Expected a floating point or complex tensor as input. Got {_TYPE_NAMES[A.dtype.name]}"
+            f"linalg.matrix_exp: Expected a floating point or complex tensor as input. Got {A.dtype.type_name}"
         )
     return apply(_MATRIX_EXP, [A])
 

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _dtypes
-from .._tensor import _TYPE_NAMES, _wrap_dim
+from .._tensor import _wrap_dim
 from . import _derivatives
 from ._core import SAVES_BOTH, SAVES_INDICES, SAVES_INPUT, Op, apply
 
@@ -51,7 +51,7 @@ def _sum_host_vjp(ct, operands, avals, *, axis, keepdim, dtype):
 
 def _require_float(what, d):
     if _dtypes.category(d) < 2:
-        raise RuntimeError(what.format(_TYPE_NAMES[d.name]))
+        raise RuntimeError(what.format(d.type_name))
 
 
 # sum, mean and prod over every element (dim None) or over `dim`: torch's two overloads, Backward0 and Backward1

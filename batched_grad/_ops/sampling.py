@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from .. import _dtypes
-from .._tensor import _TYPE_NAMES, Tensor
+from .._tensor import Tensor
 from ._core import Op, apply
 from ._derivatives import without_derivative
 from .indexing import _concrete
@@ -47,7 +47,7 @@ def _assign_draw(self, op, values):
 
 def _float_only(self, kernel):
     if not (self.dtype.is_floating_point or self.dtype.is_complex):
-        raise NotImplementedError(f"\"{kernel}\" not implemented for '{_TYPE_NAMES[self.dtype.name]}'")
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{self.dtype.type_name}'")
 
 
 def uniform_(self, from_=0.0, to=1.0, *, generator=None):

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _dtypes
-from .._tensor import _TYPE_NAMES, Tensor, _wrap_dim
+from .._tensor import Tensor, _wrap_dim
 from ._core import Op, apply
 from ._derivatives import with_derivative_of
 from .indexing import _check_index, _check_range, setitem
@@ -64,7 +64,7 @@ def _index_operands(name, input, dim, index, source=None):
             {"index_add": "index out of range in self", "index_copy": f"index_copy_(): {error}"}.get(name, str(error))
         ) from None
     if isinstance(source, Tensor) and source.dtype is not input.dtype:
-        this, that = _TYPE_NAMES[input.dtype.name], _TYPE_NAMES[source.dtype.name]
+        this, that = input.dtype.type_name, source.dtype.type_name
         raise RuntimeError(
             f"index_add_(): self ({this}) and source ({that}) must have the same scalar type"
             if name == "index_add"
@@ -122,14 +122,14 @@ def _check_flat_range(index, n):
 
 def take(input, index):
     """The elements of the flattened input at `index` (of index's shape)."""
-    _check_index(index, "take(): Expected a long tensor for index, but got " + _TYPE_NAMES[index.dtype.name])
+    _check_index(index, "take(): Expected a long tensor for index, but got " + index.dtype.type_name)
     _check_flat_range(index, input.numel())
     return apply(_TAKE, [input, index])
 
 
 def put(input, index, source, accumulate=False):
     """A copy of input with source written (added, with `accumulate`) at the flat positions `index`."""
-    _check_index(index, "put_(): Expected a long tensor for index, but got " + _TYPE_NAMES[index.dtype.name])
+    _check_index(index, "put_(): Expected a long tensor for index, but got " + index.dtype.type_name)
     if index.numel() != source.numel():
         raise IndexError(
             f"put_(): Expected source and index to have the same number of elements, but got "
@@ -138,8 +138,8 @@ def put(input, index, source, accumulate=False):
     if source.dtype is not input.dtype:
         raise RuntimeError(
             f"put_(): self and source expected to have the same dtype, but got "
-            f"self.dtype = {_TYPE_NAMES[input.dtype.name]} and source.dtype = "
-            f"{_TYPE_NAMES[source.dtype.name]}"
+            f"self.dtype = {input.dtype.type_name} and source.dtype = "
+            f"{source.dtype.type_name}"
         )
     _check_flat_range(index, input.numel())
     return apply(_PUT, [input, index, source], accumulate=bool(accumulate))
@@ -226,12 +226,12 @@ def masked_scatter(input, mask, source):
     """A copy of input with the elements of source, in order, at the positions where mask is True."""
     if mask.dtype is not _dtypes.bool:
         raise RuntimeError(
-            f"masked_scatter_ only supports boolean masks, but got mask with dtype {_TYPE_NAMES[mask.dtype.name]}"
+            f"masked_scatter_ only supports boolean masks, but got mask with dtype {mask.dtype.type_name}"
         )
     if source.dtype is not input.dtype:
         raise RuntimeError(
             f"masked_scatter: expected self and source to have same dtypes but got "
-            f"{_TYPE_NAMES[input.dtype.name]} and {_TYPE_NAMES[source.dtype.name]}"
+            f"{input.dtype.type_name} and {source.dtype.type_name}"
         )
     from .indexing import _concrete
 

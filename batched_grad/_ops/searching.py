@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _dtypes
-from .._tensor import _TYPE_NAMES, Tensor, _wrap_dim
+from .._tensor import Tensor, _wrap_dim
 from ._core import Op, apply
 from ._derivatives import raises_in_backward
 from .indexing import nonzero
@@ -97,7 +97,7 @@ def unravel_index(indices, shape):
     """The coordinates in `shape` of flat indices, one int64 tensor per dim."""
     values = indices if isinstance(indices, Tensor) else Tensor._wrap(np.asarray(indices))
     if values.dtype.is_floating_point or values.dtype.is_complex or values.dtype is _dtypes.bool:
-        raise TypeError(f"expected 'indices' to be integer dtype, but got {_TYPE_NAMES[values.dtype.name]}")
+        raise TypeError(f"expected 'indices' to be integer dtype, but got {values.dtype.type_name}")
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
     flat = np.asarray(_host_values(values)).astype(np.int64)
     total = int(np.prod(shape))
@@ -164,7 +164,7 @@ def histc(input, bins=100, min=0, max=0):  # noqa: A002
     """A histogram of `bins` equal bins over [min, max] (the data's range when both are 0); elements outside are
     ignored."""
     if not input.dtype.is_floating_point:
-        raise NotImplementedError(f"\"histogram_cpu\" not implemented for '{_TYPE_NAMES[input.dtype.name]}'")
+        raise NotImplementedError(f"\"histogram_cpu\" not implemented for '{input.dtype.type_name}'")
     if bins <= 0:
         raise RuntimeError("torch.histc(): bins must be > 0, but got " + str(bins) + " for dim 0")
     if min > max:

@@ -27,22 +27,6 @@ def _dims(dims):
     return (dims,) if isinstance(dims, int) else tuple(dims)
 
 
-C_TYPE_NAMES = {
-    "float64": "double",
-    "float32": "float",
-    "float16": "c10::Half",
-    "bfloat16": "c10::BFloat16",
-    "int64": "long int",
-    "int32": "int",
-    "int16": "short int",
-    "int8": "signed char",
-    "uint8": "unsigned char",
-    "bool": "bool",
-    "complex64": "c10::complex<float>",
-    "complex128": "c10::complex<double>",
-}
-
-
 def _check_unique(dims):
     for d in dims:
         if dims.count(d) > 1:

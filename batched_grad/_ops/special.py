@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import jax.scipy.special as jsp
 
 from .. import _dtypes
-from .._tensor import _TYPE_NAMES, Tensor
+from .._tensor import Tensor
 from . import _derivatives
 from ._core import SAVES_INPUT, SAVES_NOTHING, SAVES_RESULT, Op, apply
 from ._derivatives import raises_in_backward, without_derivative
@@ -53,7 +53,7 @@ def _first_not_differentiable(name, f):
 def _kernel_for(kernel, kinds, d):
     """torch's NotImplementedError when its kernel has no version for dtype d (of a kind in `kinds`)."""
     if d.np.kind in kinds:
-        raise NotImplementedError(f"\"{kernel}\" not implemented for '{_TYPE_NAMES[d.name]}'")
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{d.type_name}'")
 
 
 def _checked(fn, check):
@@ -221,7 +221,7 @@ def mvlgamma(input, p):
     if p < 1:
         raise RuntimeError("p has to be greater than or equal to 1")
     if not input.dtype.is_floating_point:
-        raise RuntimeError("mvlgamma is not implemented for " + _TYPE_NAMES[input.dtype.name])
+        raise RuntimeError("mvlgamma is not implemented for " + input.dtype.type_name)
     return apply(_MVLGAMMA, [input], p=int(p), dtype=input.dtype.np)
 
 
@@ -332,7 +332,7 @@ def _float_power_(self, exponent):
             else "Double"
         )
         raise RuntimeError(
-            f"the base given to float_power_ has dtype {_TYPE_NAMES[self.dtype.name]} but the "
+            f"the base given to float_power_ has dtype {self.dtype.type_name} but the "
             f"operation's result requires dtype {wanted}"
         )
     return self._assign(float_power(self, exponent))

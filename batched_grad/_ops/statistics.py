@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _dtypes
-from .._tensor import _TYPE_NAMES, Tensor, _wrap_dim
+from .._tensor import Tensor, _wrap_dim
 from ._core import SAVES_INDICES, Op, apply
 from .elementwise import clamp, where
 from .indexing import sort
@@ -54,7 +54,7 @@ def nanmean(input, dim=None, keepdim=False, *, dtype=None):
     """mean of the elements that are not nan."""
     if not (input.dtype.is_floating_point or input.dtype.is_complex):
         raise RuntimeError(
-            f"nanmean(): expected input to have floating point or complex dtype but got {_TYPE_NAMES[input.dtype.name]}"
+            f"nanmean(): expected input to have floating point or complex dtype but got {input.dtype.type_name}"
         )
     count = _sum(input.isnan().logical_not(), dim, keepdim)
     return nansum(input, dim, keepdim, dtype=dtype) / count

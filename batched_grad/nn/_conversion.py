@@ -8,7 +8,7 @@ from .. import _dtypes
 from .._grad_mode import no_grad
 from .._meta import MODULE_NO_DATA, is_meta, meta_value
 from .._ops import to as _to_dtype
-from .._tensor import _TYPE_NAMES, Tensor, device
+from .._tensor import Tensor, device
 from .._x64 import scoped
 
 _SIGNATURES = (
@@ -16,7 +16,7 @@ _SIGNATURES = (
     " * (torch.dtype dtype, bool non_blocking = False)\n"
     " * (Tensor tensor, bool non_blocking = False)\n"
 )
-_DTYPES_BY_TYPE_NAME = {f"{name}Tensor": _dtypes.from_numpy_dtype(np_name) for np_name, name in _TYPE_NAMES.items()}
+_DTYPES_BY_TYPE_NAME = {f"{d.type_name}Tensor": d for d in _dtypes.ALL}
 NO_ACCELERATOR = "Cannot access accelerator device when none is available."
 
 

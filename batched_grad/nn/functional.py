@@ -37,7 +37,7 @@ from .._ops.nn import (
     softmax,
     softplus,
 )
-from .._tensor import _TYPE_NAMES, Tensor
+from .._tensor import Tensor
 from .losses import FUNCTIONS as _LOSSES
 from .losses import legacy_reduction
 
@@ -233,7 +233,7 @@ def _check_classes(fn, input, target, weight, probabilities=False):
     _check_tensor(fn, "input", input)
     _check_tensor(fn, "target", target, 2)
     if not input.dtype.is_floating_point:
-        raise NotImplementedError(f"\"{fn}\" not implemented for '{_TYPE_NAMES[input.dtype.name]}'")
+        raise NotImplementedError(f"\"{fn}\" not implemented for '{input.dtype.type_name}'")
     if input.ndim == 0:
         raise ValueError(f"{fn}: expected input of shape (C,), (N, C) or (N, C, d1, ...), but got a 0-dim tensor")
     expected = tuple(input.shape[:1] + input.shape[2:]) if input.ndim > 1 else ()
@@ -262,7 +262,7 @@ def _check_classes(fn, input, target, weight, probabilities=False):
 
 def _check_targets(target, classes, ignore_index):
     if target.dtype not in (_dtypes.int64, _dtypes.uint8):
-        raise RuntimeError(f"expected scalar type Long but found {_TYPE_NAMES[target.dtype.name]}")
+        raise RuntimeError(f"expected scalar type Long but found {target.dtype.type_name}")
     if _is_concrete(target):
         values = _host(target)
         bad = values[(values != ignore_index) & ((values < 0) | (values >= classes))]
