@@ -191,3 +191,8 @@ def _array_dtype(x):
 def float_result(d):
     """The dtype of an op that always produces floats (sqrt, mean, true division, ...)."""
     return d if d.is_floating_point or d.is_complex else get_default_dtype()
+
+
+def not_implemented(kernel, dtype):
+    """torch's error for a kernel without a version for `dtype`."""
+    return NotImplementedError(f"\"{kernel}\" not implemented for '{dtype.type_name}'")

@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _dtypes
+from ._dtypes import not_implemented
 from ._foreign import not_a_tensor, reject_torch_tensors
 from ._generator import resolve
 from ._host import share
@@ -291,7 +292,7 @@ def arange(start, end=None, step=1, *, dtype=None, requires_grad=False, device=N
         dtype = _dtypes.int64 if builtins.all(_is_int(v) for v in (start, end, step)) else _dtypes.get_default_dtype()
     d = _dtypes.to_dtype(dtype)
     if d is _dtypes.bool or d.is_complex:
-        raise NotImplementedError(f"\"arange_cpu\" not implemented for '{d.type_name}'")
+        raise not_implemented("arange_cpu", d)
     if step == 0:
         raise RuntimeError("step must be nonzero")
     if (end - start) * step < 0:
@@ -357,7 +358,7 @@ def full_like(input, fill_value, *, dtype=None, requires_grad=False, device=None
 def _float_dtype(dtype, kernel):
     d = _dtype_or_default(dtype)
     if not (d.is_floating_point or d.is_complex):
-        raise NotImplementedError(f"\"{kernel}\" not implemented for '{d.type_name}'")
+        raise not_implemented(kernel, d)
     return d
 
 

@@ -11,7 +11,7 @@ from .._tensor import _wrap_dim
 from . import _derivatives
 from ._core import Op, apply
 from .elementwise import UNARY
-from .nn import _check_tensor, _require_float, softmax
+from .nn import _check_tensor, _require_inexact, softmax
 from .random_draws import sample
 
 _SELU_ALPHA, _SELU_SCALE = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
@@ -63,7 +63,7 @@ _OPS = {name: Op(name, f, _NAMES.get(name), diagonal=True, inputs=1) for name, (
 
 def _activation(name, input, inplace=False, numbers=(), **static):
     _check_tensor(name, "input", input)
-    _require_float(_KERNELS[name][1], input.dtype)
+    _require_inexact(_KERNELS[name][1], input.dtype)
     out = apply(_OPS[name], [input, *numbers], **static)
     return input._assign(out) if inplace else out
 
@@ -138,7 +138,7 @@ def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
     if not training:
         return _activation("leaky_rrelu", input, inplace, slope=(float(lower) + float(upper)) / 2)
     _check_tensor("rrelu", "input", input)
-    _require_float("rrelu_with_noise_out_cpu", input.dtype)
+    _require_inexact("rrelu_with_noise_out_cpu", input.dtype)
     slopes = sample(
         None, "rrelu", input.shape, lambda bits, size: bits.uniform(lower, upper, size).astype(input.dtype.np)
     )
@@ -167,7 +167,7 @@ def glu(input, dim=-1):
     axis = _wrap_dim(dim, input.ndim)
     if input.shape[axis] % 2:
         raise RuntimeError(f"Halving dimension must be even, but dimension {axis} is size {input.shape[axis]}")
-    _require_float("glu_cpu", input.dtype)
+    _require_inexact("glu_cpu", input.dtype)
     return apply(_GLU, [input], axis=axis)
 
 

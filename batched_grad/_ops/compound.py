@@ -3,6 +3,7 @@
 import jax.numpy as jnp
 
 from .. import _dtypes
+from .._dtypes import not_implemented
 from .._foreign import not_a_tensor
 from .._tensor import Tensor
 from ._core import SAVES_NOTHING, Op, apply
@@ -46,7 +47,7 @@ def addcmul(input, tensor1, tensor2, *, value=1):
     """input + value * tensor1 * tensor2, elementwise (broadcast)."""
     dtype, value = _operands("addcmul", input, tensor1, tensor2, value)
     if dtype is _dtypes.bool:
-        raise NotImplementedError(f"\"addcmul_cpu_out\" not implemented for '{dtype.type_name}'")
+        raise not_implemented("addcmul_cpu_out", dtype)
     return apply(_ADDCMUL, [input, tensor1, tensor2, value], dtype=dtype.np)
 
 

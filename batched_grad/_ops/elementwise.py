@@ -6,19 +6,12 @@ import jax.scipy.special as jsp
 import numpy as np
 
 from .. import _dtypes
+from .._dtypes import not_implemented
 from .._foreign import not_a_tensor
 from .._tensor import Tensor
 from . import _derivatives
 from ._core import SAVES_BOTH, SAVES_INPUT, SAVES_RESULT, Op, apply
 from ._host_forms import ARITHMETIC_VJPS, small_floats
-
-
-def _type_name(d):
-    return d.type_name
-
-
-def _c_name(d):
-    return {"float32": "float", "float64": "double", "int64": "long int", "int32": "int"}.get(d.name, d.name)
 
 
 def _dtype_of(x):
@@ -159,7 +152,7 @@ _BOOL_ERRORS = {
 
 def _check_dtype(name, d):
     if d.np.kind in _NO_KERNEL.get(name, ""):
-        raise NotImplementedError(f"\"{name}_cpu\" not implemented for '{_type_name(d)}'")
+        raise not_implemented(f"{name}_cpu", d)
     if d is _dtypes.bool and name in _BOOL_ERRORS:
         raise RuntimeError(_BOOL_ERRORS[name])
     if d.is_complex and name in _COMPLEX_ERRORS:
@@ -541,8 +534,7 @@ def where(condition, input=None, other=None):
         return nonzero(condition, as_tuple=True)
     if condition.dtype is not _dtypes.bool:
         raise RuntimeError(
-            "where expected condition to be a boolean tensor, but got a tensor with dtype "
-            f"{_type_name(condition.dtype)}"
+            f"where expected condition to be a boolean tensor, but got a tensor with dtype {condition.dtype.type_name}"
         )
     return _apply(_WHERE, [condition, input, other], dtype=_dtypes.result_type(input, other).np)
 
@@ -562,7 +554,7 @@ def lerp(input, end, weight):
         raise not_a_tensor("lerp", "end", end, 2)
     for arg, x in (("end", end), ("weight", weight)):
         if isinstance(x, Tensor) and x.dtype is not input.dtype and (arg == "end" or x.ndim > 0):
-            raise RuntimeError(f"expected dtype {_c_name(input.dtype)} for `{arg}` but got dtype {_c_name(x.dtype)}")
+            raise RuntimeError(f"expected dtype {input.dtype.cpp_name} for `{arg}` but got dtype {x.dtype.cpp_name}")
     if not (input.dtype.is_floating_point or input.dtype.is_complex):
-        raise NotImplementedError(f"\"lerp_kernel_scalar\" not implemented for '{_type_name(input.dtype)}'")
+        raise not_implemented("lerp_kernel_scalar", input.dtype)
     return _apply(_LERP, [input, end, weight], dtype=input.dtype.np)

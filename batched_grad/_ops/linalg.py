@@ -11,6 +11,7 @@ import numpy as np
 import scipy.linalg
 
 from .. import _dtypes
+from .._dtypes import not_implemented
 from .._tensor import Tensor, _wrap_dim
 from ._core import SAVES_BOTH, SAVES_RESULT, Op, apply
 from ._host_forms import small_floats
@@ -289,7 +290,7 @@ def trace(input):
     if input.ndim != 2:
         raise RuntimeError(f"trace: expected a matrix, but got tensor with dim {input.ndim}")
     if input.dtype is _dtypes.bool:
-        raise NotImplementedError("\"trace\" not implemented for 'Bool'")
+        raise not_implemented("trace", _dtypes.bool)
     dtype = _dtypes.int64 if _dtypes.category(input.dtype) < 2 else input.dtype
     return apply(_TRACE, [input], dtype=dtype.np)
 
@@ -351,7 +352,7 @@ def _matrix(name, A, square=True):
         raise RuntimeError(f"linalg.{name}: The input tensor A must have at least 2 dimensions.")
     if not (A.dtype.is_floating_point or A.dtype.is_complex):
         if name == "eigh":
-            raise NotImplementedError(f"\"linalg_eigh_cpu\" not implemented for '{_type(A)}'")
+            raise not_implemented("linalg_eigh_cpu", A.dtype)
         raise RuntimeError(f"linalg.{name}: Expected a floating point or complex tensor as input. Got {_type(A)}")
     if square and A.shape[-1] != A.shape[-2]:
         raise RuntimeError(

@@ -13,6 +13,7 @@ import numpy as np
 from jax.custom_derivatives import SymbolicZero
 
 from .. import _dtypes
+from .._dtypes import not_implemented
 from .._foreign import not_a_tensor
 from .._lazy import NeedsTracing
 from .._tensor import Tensor, _wrap_dim
@@ -37,10 +38,10 @@ def _check_tensor(fn, name, x, position=1):
         raise not_a_tensor(fn, name, x, position)
 
 
-def _require_float(kernel, dtype):
+def _require_inexact(kernel, dtype):
     """torch's NotImplementedError for kernels without an integer or bool version."""
     if not (dtype.is_floating_point or dtype.is_complex):
-        raise NotImplementedError(f"\"{kernel}\" not implemented for '{dtype.type_name}'")
+        raise not_implemented(kernel, dtype)
 
 
 def _tuple(value, n, name):
@@ -72,7 +73,7 @@ _ACTIVATION_OPS = {name: Op(name, f, diagonal=True, inputs=1) for name, (f, _) i
 
 def _activation(name, input, inplace=False, numbers=(), **static):
     _check_tensor(name, "input", input)
-    _require_float(_ACTIVATIONS[name][1], input.dtype)
+    _require_inexact(_ACTIVATIONS[name][1], input.dtype)
     out = apply(_ACTIVATION_OPS[name], [input, *numbers], **static)
     return input._assign(out) if inplace else out
 
@@ -125,7 +126,7 @@ def _softmax_dim(name, ndim, dim):
 def _softmax(op, name, input, dim, dtype):
     _check_tensor(name, "input", input)
     d = input.dtype if dtype is None else _dtypes.to_dtype(dtype)
-    _require_float(f"{name}_lastdim_kernel_impl", d)
+    _require_inexact(f"{name}_lastdim_kernel_impl", d)
     return apply(op, [input], axis=_softmax_dim(name, input.ndim, dim), dtype=d.np)
 
 

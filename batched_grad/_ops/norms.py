@@ -9,7 +9,7 @@ import numpy as np
 
 from .._grad_mode import no_grad
 from ._core import Op, apply
-from .nn import _check_tensor, _require_float
+from .nn import _check_tensor, _require_inexact
 
 
 def _group_norm(x, *affine, groups, eps, has_weight):
@@ -45,7 +45,7 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
                 f"Expected {name} to be a vector of size equal to the number of channels in input, but "
                 f"got {name} of shape {list(t.shape)} and input of shape {list(input.shape)}"
             )
-    _require_float("group_norm", input.dtype)
+    _require_inexact("group_norm", input.dtype)
     affine = [p for p in (weight, bias) if p is not None]
     return apply(_GROUP_NORM, [input] + affine, groups=int(num_groups), eps=float(eps), has_weight=weight is not None)
 

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._core import Op, apply
-from .nn import _check_tensor, _require_float, _tuple
+from .nn import _check_tensor, _require_inexact, _tuple
 
 
 def _pool_window(x, init, reducer, *, window, stride, padding, dilation):
@@ -149,7 +149,7 @@ def _pool_geometry(fn, n, input, kernel_size, stride, padding, dilation, ceil_mo
 
 
 def _max_pool_nd(n, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices):
-    _require_float(f"max_pool{n}d", input.dtype)
+    _require_inexact(f"max_pool{n}d", input.dtype)
     geometry = _pool_geometry(f"max_pool{n}d", n, input, kernel_size, stride, padding, dilation, ceil_mode)
     out = apply(_MAX_POOL[n], [input], **geometry)
     return (out, apply(_MAX_POOL_INDICES, [input.detach()], **geometry)) if return_indices else out
@@ -170,7 +170,7 @@ def _one_d(pool, input, *args):
     if input.ndim not in (2, 3):
         raise RuntimeError(_ONE_D_DIMS[fn].format(list(input.shape), ndim=input.ndim))
     if fn == "max_pool1d":
-        _require_float("max_pool1d_impl", input.dtype)
+        _require_inexact("max_pool1d_impl", input.dtype)
     out = pool(input.unsqueeze(-2), *args)
     return tuple(o.squeeze(-2) for o in out) if isinstance(out, tuple) else out.squeeze(-2)
 
@@ -202,7 +202,7 @@ def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
 
 
 def _avg_pool_nd(n, input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
-    _require_float(f"avg_pool{n}d", input.dtype)
+    _require_inexact(f"avg_pool{n}d", input.dtype)
     if divisor_override is not None and (not isinstance(divisor_override, int) or divisor_override <= 0):
         raise RuntimeError("divisor must be not zero")
     geometry = _pool_geometry(f"avg_pool{n}d", n, input, kernel_size, stride, padding, 1, ceil_mode)
@@ -310,7 +310,7 @@ def _output_size(fn, n, input, output_size):
 
 def _adaptive_avg_nd(n, input, output_size):
     outs = _output_size(f"adaptive_avg_pool{n}d", n, input, output_size)
-    _require_float("adaptive_avg_pool2d" if n == 2 else "adaptive_avg_pool3d_cpu", input.dtype)
+    _require_inexact("adaptive_avg_pool2d" if n == 2 else "adaptive_avg_pool3d_cpu", input.dtype)
     if set(outs) == {1}:  # torch takes the mean
         return input.mean(tuple(range(-n, 0)), keepdim=True)
     return apply(_ADAPTIVE_AVG[n], [input], outs=outs)
@@ -334,7 +334,7 @@ def adaptive_avg_pool3d(input, output_size):
 
 def _adaptive_max_nd(n, input, output_size, return_indices):
     outs = _output_size(f"adaptive_max_pool{n}d", n, input, output_size)
-    _require_float("adaptive_max_pool2d" if n == 2 else "adaptive_max_pool3d_cpu", input.dtype)
+    _require_inexact("adaptive_max_pool2d" if n == 2 else "adaptive_max_pool3d_cpu", input.dtype)
     out = apply(_ADAPTIVE_MAX[n], [input], outs=outs)
     return (out, apply(_ADAPTIVE_MAX_INDICES, [input.detach()], outs=outs)) if return_indices else out
 

@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from .. import _dtypes
+from .._dtypes import not_implemented
 from .._tensor import Tensor
 from ._core import Op, apply
 from ._derivatives import without_derivative
@@ -47,7 +48,7 @@ def _assign_draw(self, op, values):
 
 def _float_only(self, kernel):
     if not (self.dtype.is_floating_point or self.dtype.is_complex):
-        raise NotImplementedError(f"\"{kernel}\" not implemented for '{self.dtype.type_name}'")
+        raise not_implemented(kernel, self.dtype)
 
 
 def uniform_(self, from_=0.0, to=1.0, *, generator=None):

@@ -5,6 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _dtypes
+from .._dtypes import not_implemented
 from .._tensor import Tensor, _wrap_dim
 from ._core import Op, apply
 from ._derivatives import raises_in_backward
@@ -164,7 +165,7 @@ def histc(input, bins=100, min=0, max=0):  # noqa: A002
     """A histogram of `bins` equal bins over [min, max] (the data's range when both are 0); elements outside are
     ignored."""
     if not input.dtype.is_floating_point:
-        raise NotImplementedError(f"\"histogram_cpu\" not implemented for '{input.dtype.type_name}'")
+        raise not_implemented("histogram_cpu", input.dtype)
     if bins <= 0:
         raise RuntimeError("torch.histc(): bins must be > 0, but got " + str(bins) + " for dim 0")
     if min > max:

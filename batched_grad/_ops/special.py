@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import jax.scipy.special as jsp
 
 from .. import _dtypes
+from .._dtypes import not_implemented
 from .._tensor import Tensor
 from . import _derivatives
 from ._core import SAVES_INPUT, SAVES_NOTHING, SAVES_RESULT, Op, apply
@@ -53,7 +54,7 @@ def _first_not_differentiable(name, f):
 def _kernel_for(kernel, kinds, d):
     """torch's NotImplementedError when its kernel has no version for dtype d (of a kind in `kinds`)."""
     if d.np.kind in kinds:
-        raise NotImplementedError(f"\"{kernel}\" not implemented for '{d.type_name}'")
+        raise not_implemented(kernel, d)
 
 
 def _checked(fn, check):

@@ -4,6 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._dtypes import not_implemented
 from .._grad_mode import is_grad_enabled
 from .._tensor import Tensor, _wrap_dim
 from ._core import Op, apply
@@ -45,7 +46,7 @@ def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=No
     `return_inverse` also where each element (slice) of `input` went, with `return_counts` how often each occurs.
     NaNs are distinct from each other. The values are not differentiable (backward raises, as torch's)."""
     if input.dtype.is_complex:
-        raise NotImplementedError(f"\"unique\" not implemented for '{input.dtype.type_name}'")
+        raise not_implemented("unique", input.dtype)
     a = _host_values(input)
     if dim is None:
         flat = input.reshape(-1)

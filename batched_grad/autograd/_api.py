@@ -28,7 +28,7 @@ CREATE_GRAPH_CYCLE = (
 )
 
 
-def _as_tuple(x):
+def _tuple_of(x):
     if isinstance(x, (Tensor, GradientEdge)):
         return (x,)
     reject_torch_tensors(x)
@@ -46,7 +46,7 @@ def _inputs_tuple(inputs, fn_name):
             "Other Mapping types are not supported."
         )
     else:
-        inputs = _as_tuple(inputs)
+        inputs = _tuple_of(inputs)
     if not inputs:
         raise RuntimeError(f"`inputs` argument to `{fn_name}()` cannot be empty.")
     return inputs
@@ -223,7 +223,7 @@ def grad(
     if allow_unused is None:
         allow_unused = materialize_grads
     keys = list(inputs.keys()) if type(inputs) is dict else None
-    outputs = _as_tuple(outputs)
+    outputs = _tuple_of(outputs)
     inputs = _inputs_tuple(inputs, "grad")
     if not only_inputs:
         warnings.warn(
@@ -281,7 +281,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         grad_tensors = grad_variables
     if inputs is not None:
         inputs = _inputs_tuple(inputs, "backward")
-    tensors = _as_tuple(tensors)
+    tensors = _tuple_of(tensors)
     grads = _make_grads(tensors, _tensor_or_tensors_to_tuple(grad_tensors, len(tensors)), False)
     if create_graph:
         warn_once(CREATE_GRAPH_CYCLE, stacklevel=4)  # past _x64.scoped

@@ -134,7 +134,7 @@ class _TracedFunction:
         return self._hash
 
 
-def _standard_basis(numels, dtypes):
+def _identity_tangents(numels, dtypes):
     """One (total, numel_i) block per primal: together the rows are the identity of the flattened primals."""
     total, offset, blocks = sum(numels), 0, []
     for n, dtype in zip(numels, dtypes):
@@ -160,7 +160,7 @@ def _jacobian_blocks(*arrays, traced, hessian, chunk_size):
         # an integer output has float0 tangents; its Jacobian is zeros of its own dtype, as torch's
         return tuple(jnp.zeros_like(o) if t.dtype == jax.dtypes.float0 else t for o, t in zip(outs, out_tangents))
 
-    columns = map_rows(column, _standard_basis(numels, [p.dtype for p in primals]), chunk_size)
+    columns = map_rows(column, _identity_tangents(numels, [p.dtype for p in primals]), chunk_size)
     splits = np.cumsum(numels)[:-1].tolist()
     return tuple(
         jnp.moveaxis(piece, 0, -1).reshape(col.shape[1:] + p.shape)

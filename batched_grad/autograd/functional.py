@@ -53,7 +53,7 @@ _CONSTANT_GRAD_MESSAGE = (
 )
 
 
-def _as_tuple(inp, arg_name, fn_name):
+def _tensor_tuple(inp, arg_name, fn_name):
     """(was it a tuple, the tuple of Tensors); torch's TypeError for anything that is not a Tensor."""
     is_tuple = isinstance(inp, tuple)
     items = inp if is_tuple else (inp,)
@@ -106,7 +106,7 @@ def _preprocess_v(v, other, is_other_tuple, create_graph, fn_name, none_message)
         if len(other) != 1 or other[0].numel() != 1:
             raise RuntimeError(none_message)
         return None
-    v = _grad_preprocess(_as_tuple(v, "v", fn_name)[1], create_graph, need_graph=False)
+    v = _grad_preprocess(_tensor_tuple(v, "v", fn_name)[1], create_graph, need_graph=False)
     _validate_v(v, other, is_other_tuple)
     return v
 
@@ -175,9 +175,9 @@ def vjp(func, inputs, v=None, create_graph=False, strict=False):
     differentiable; with `strict`, an input that no output depends on raises instead of giving zeros.
     """
     with enable_grad():
-        is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "vjp")
+        is_inputs_tuple, inputs = _tensor_tuple(inputs, "inputs", "vjp")
         inputs = _grad_preprocess(inputs, create_graph, need_graph=True)
-        is_outputs_tuple, outputs = _as_tuple(func(*inputs), _OUTPUTS, "vjp")
+        is_outputs_tuple, outputs = _tensor_tuple(func(*inputs), _OUTPUTS, "vjp")
         _check_requires_grad(outputs, "outputs", strict)
         v = _preprocess_v(
             v,
@@ -203,7 +203,7 @@ def jvp(func, inputs, v=None, create_graph=False, strict=False):
     """
     with enable_grad():
         is_inputs_tuple, inputs, v = _inputs_and_v(inputs, v, create_graph, "jvp")
-        is_outputs_tuple, outputs = _as_tuple(func(*inputs), _OUTPUTS, "jvp")
+        is_outputs_tuple, outputs = _tensor_tuple(func(*inputs), _OUTPUTS, "jvp")
         _check_requires_grad(outputs, "outputs", strict)
         grad_outputs = tuple(zeros_like(out, requires_grad=True) for out in outputs)
         grad_inputs = _autograd_grad(outputs, inputs, grad_outputs, create_graph=True)
@@ -216,7 +216,7 @@ def jvp(func, inputs, v=None, create_graph=False, strict=False):
 
 def _inputs_and_v(inputs, v, create_graph, fn_name):
     """Preprocessed inputs and a v shaped like them (jvp, vhp, hvp): (is_inputs_tuple, inputs, v)."""
-    is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", fn_name)
+    is_inputs_tuple, inputs = _tensor_tuple(inputs, "inputs", fn_name)
     inputs = _grad_preprocess(inputs, create_graph, need_graph=True)
     v = _preprocess_v(
         v,
@@ -250,17 +250,17 @@ def _check_forward_mode(create_graph, strict, vectorize):
         )
 
 
-def _standard_basis(outputs, numels):
+def _identity_cotangents(outputs, numels):
     """One (total, numel_i) block per output, together the identity: the cotangents of a whole Jacobian."""
     total, offset, blocks = sum(numels), 0, []
     for out, n in zip(outputs, numels):
-        blocks.append(Tensor._wrap(_identity_block(total, n, offset, out.dtype.np)))
+        blocks.append(Tensor._wrap(_identity_columns(total, n, offset, out.dtype.np)))
         offset += n
     return tuple(blocks)
 
 
 @functools.lru_cache(maxsize=32)
-def _identity_block(total, n, offset, dtype):
+def _identity_columns(total, n, offset, dtype):
     """Columns offset..offset+n of the (total, total) identity, made and moved to the device once (it is immutable,
     so every Jacobian of that size shares it)."""
     return to_device(np.eye(total, n, k=-offset, dtype=dtype))
@@ -276,7 +276,7 @@ def _jacobian_vectorized(outputs, inputs, create_graph, chunk_size):
     grads = _autograd_grad(
         flat_outputs,
         inputs,
-        _standard_basis(outputs, numels),
+        _identity_cotangents(outputs, numels),
         create_graph=create_graph,
         is_grads_batched=True,
         chunk_size=chunk_size,
@@ -353,20 +353,20 @@ def jacobian(
         'more performant. Otherwise, prefer to use "reverse-mode".',
     )
     if strategy == "forward-mode":
-        is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "jacobian")
+        is_inputs_tuple, inputs = _tensor_tuple(inputs, "inputs", "jacobian")
         _check_forward_mode(create_graph, strict, vectorize)
         try:
             blocks, is_outputs_tuple = forward_jacobian(
-                func, inputs, lambda out: _as_tuple(out, _OUTPUTS, "jacobian"), chunk_size=chunk_size
+                func, inputs, lambda out: _tensor_tuple(out, _OUTPUTS, "jacobian"), chunk_size=chunk_size
             )
         except Untraceable:  # func reads concrete values: the same Jacobian by reverse mode
             return jacobian(func, inputs if is_inputs_tuple else inputs[0], vectorize=True, chunk_size=chunk_size)
         return _tuple_postprocess(blocks, (is_outputs_tuple, is_inputs_tuple))
 
     with enable_grad():
-        is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "jacobian")
+        is_inputs_tuple, inputs = _tensor_tuple(inputs, "inputs", "jacobian")
         inputs = _grad_preprocess(inputs, create_graph, need_graph=True)
-        is_outputs_tuple, outputs = _as_tuple(func(*inputs), _OUTPUTS, "jacobian")
+        is_outputs_tuple, outputs = _tensor_tuple(func(*inputs), _OUTPUTS, "jacobian")
         _check_requires_grad(outputs, "outputs", strict)
         if vectorize:
             if strict:
@@ -385,7 +385,7 @@ def _single_output(func, fn_name, strict):
 
     def checked(*inputs):
         out = func(*inputs)
-        is_tuple, outputs = _as_tuple(out, _OUTPUTS, fn_name)
+        is_tuple, outputs = _tensor_tuple(out, _OUTPUTS, fn_name)
         _check_requires_grad(outputs, "outputs", strict)
         if is_tuple:
             raise RuntimeError(f"The function given to {fn_name} should return a single Tensor")
@@ -416,7 +416,7 @@ def hessian(
     `jacobian`; "forward-mode" is forward over reverse in one compiled program.
     """
     chunk_size = check_chunk_size(chunk_size)
-    is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "hessian")
+    is_inputs_tuple, inputs = _tensor_tuple(inputs, "inputs", "hessian")
     _check_strategy(outer_jacobian_strategy, "")
     scalar_func = _single_output(func, "hessian", strict)
     if outer_jacobian_strategy == "forward-mode":
@@ -452,7 +452,7 @@ def _hessian_setup(func, inputs, v, create_graph, strict, fn_name):
     """The shared start of vhp and hvp: preprocessed inputs and v, the checked output and its gradient."""
     is_inputs_tuple, inputs, v = _inputs_and_v(inputs, v, create_graph, fn_name)
     out = func(*inputs)
-    is_outputs_tuple, outputs = _as_tuple(out, _OUTPUTS, fn_name)
+    is_outputs_tuple, outputs = _tensor_tuple(out, _OUTPUTS, fn_name)
     _check_requires_grad(outputs, "outputs", strict)
     if is_outputs_tuple:
         raise RuntimeError(f"The function given to {fn_name} should return a single Tensor")

@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import _dtypes
+from .._dtypes import not_implemented
 from .._grad_mode import no_grad
 from .._ops import UNARY, _derivatives, attention, conv_transpose, dropouts, layers, norms, pooling
 from .._ops import interpolate as _interpolate
@@ -233,7 +234,7 @@ def _check_classes(fn, input, target, weight, probabilities=False):
     _check_tensor(fn, "input", input)
     _check_tensor(fn, "target", target, 2)
     if not input.dtype.is_floating_point:
-        raise NotImplementedError(f"\"{fn}\" not implemented for '{input.dtype.type_name}'")
+        raise not_implemented(fn, input.dtype)
     if input.ndim == 0:
         raise ValueError(f"{fn}: expected input of shape (C,), (N, C) or (N, C, d1, ...), but got a 0-dim tensor")
     expected = tuple(input.shape[:1] + input.shape[2:]) if input.ndim > 1 else ()
