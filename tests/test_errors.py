@@ -15,8 +15,8 @@ def _x(lib):
     return lib.tensor([1.0, 2.0, 3.0], requires_grad=True)
 
 
-def _raise(lib, case):
-    x = _x(lib)
+def _raise_numbered(lib, x, case):
+    """The cases of the catalogue's numbered messages (M1 to M22)."""
     grad = lib.autograd.grad
     if case == "M1":
         grad(x * 2, x)
@@ -55,7 +55,13 @@ def _raise(lib, case):
         lib.ones(3, dtype=lib.int64, requires_grad=True)
     elif case == "M2":
         grad((x.to(lib.complex64) * 2).sum(), x)
-    elif case == "leaf_inplace":
+    else:
+        raise AssertionError(case)
+
+
+def _raise_named(lib, x, case):
+    """The named misuses of tensors, hooks and graphs."""
+    if case == "leaf_inplace":
         x.add_(1)
     elif case == "hook_size":
         x.register_hook(lambda g: g[:2])
@@ -79,6 +85,14 @@ def _raise(lib, case):
         y.backward()
     else:
         raise AssertionError(case)
+
+
+def _raise(lib, case):
+    x = _x(lib)
+    if case.startswith("M"):
+        _raise_numbered(lib, x, case)
+    else:
+        _raise_named(lib, x, case)
 
 
 CASES = [

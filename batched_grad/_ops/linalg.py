@@ -175,14 +175,19 @@ def _sublist_equation(args):
     return ",".join(letters(s) for s in pairs[1::2]) + out, list(pairs[0::2])
 
 
-def einsum(*args):
-    """Einstein summation: einsum("ij,jk->ik", a, b), einsum(eq, [a, b]) or the sublist form."""
+def _equation_and_operands(args):
+    """einsum's arguments in any of its three forms as (equation, operands)."""
     if isinstance(args[0], Tensor):
-        equation, operands = _sublist_equation(args)
-    else:
-        equation, operands = args[0], args[1:]
-        if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
-            operands = tuple(operands[0])
+        return _sublist_equation(args)
+    equation, operands = args[0], args[1:]
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    return equation, operands
+
+
+def _checked_equation(equation, operands):
+    """(the equation without spaces, its input terms): checked for its characters, its output subscripts and its
+    number of operands."""
     for k, c in enumerate(equation):
         if not (c in _LETTERS or c in " ,.->"):
             raise RuntimeError(
@@ -201,6 +206,12 @@ def einsum(*args):
             f"einsum(): {'fewer' if len(operands) < len(terms) else 'more'} operands were provided than "
             "specified in the equation"
         )
+    return equation, terms
+
+
+def _broadcast_operand_shapes(terms, operands):
+    """Each operand's shape with its size-1 dims broadcast to the size of their subscript in the other operands,
+    after checking the operands' dtypes, ranks and sizes against the terms."""
     sizes, labelled = {}, []
     for k, (term, op) in enumerate(zip(terms, operands)):
         if op.dtype is not operands[0].dtype:
@@ -225,7 +236,14 @@ def einsum(*args):
             if label and seen == 1:
                 sizes[label] = n
     # torch broadcasts size-1 dims of a subscript against the others; jnp.einsum does not
-    shapes = tuple(tuple(sizes[c] if c else n for c, n in zip(labels, shape)) for labels, shape in labelled)
+    return tuple(tuple(sizes[c] if c else n for c, n in zip(labels, shape)) for labels, shape in labelled)
+
+
+def einsum(*args):
+    """Einstein summation: einsum("ij,jk->ik", a, b), einsum(eq, [a, b]) or the sublist form."""
+    equation, operands = _equation_and_operands(args)
+    equation, terms = _checked_equation(equation, operands)
+    shapes = _broadcast_operand_shapes(terms, operands)
     return apply(_EINSUM, list(operands), equation=equation, shapes=shapes)
 
 

@@ -154,7 +154,8 @@ class RNNBase(Module):
                 raise RuntimeError(f"Expected {what} size {shape}, got {list(state.shape)}")
         return states
 
-    def forward(self, input, hx=None):
+    def _time_major_input(self, input, hx):
+        """(input as (time, batch, features), hx with a batch dimension, whether the input was unbatched), checked."""
         if not hasattr(input, "ndim"):
             raise TypeError(f"{type(self).__name__}: batched_grad has no PackedSequence; pass a padded Tensor")
         if input.ndim not in (2, 3):
@@ -167,7 +168,10 @@ class RNNBase(Module):
             raise RuntimeError(
                 f"input.size(-1) must be equal to input_size. Expected {self.input_size}, got {x.shape[-1]}"
             )
-        states = self._initial_state(x, hx)
+        return x, hx, unbatched
+
+    def _run_layers(self, x, states):
+        """(the last layer's output, each state's final value per layer and direction)."""
         finals = [[] for _ in states]
         directions = ("", "_reverse") if self.bidirectional else ("",)
         for layer in range(self.num_layers):
@@ -188,6 +192,11 @@ class RNNBase(Module):
             x = outputs[0] if len(outputs) == 1 else cat(outputs, -1)
             if self.dropout and self.training and layer < self.num_layers - 1:
                 x = F.dropout(x, self.dropout, True)
+        return x, finals
+
+    def forward(self, input, hx=None):
+        x, hx, unbatched = self._time_major_input(input, hx)
+        x, finals = self._run_layers(x, self._initial_state(x, hx))
         output = x.squeeze(1) if unbatched else (x.transpose(0, 1) if self.batch_first else x)
         hidden = tuple(stack(final) for final in finals)
         if unbatched:
