@@ -20,7 +20,7 @@ def _first_out_of_range(values, size):
     return int(bad.flat[0]) if bad.size else None
 
 
-def _as_tuple(index):
+def _index_tuple(index):
     """torch's treatSequenceAsTuple: a short list holding tensors, sequences, slices, None or ... is a tuple."""
     if isinstance(index, tuple):
         return index
@@ -112,7 +112,7 @@ def _parse(shape, index):
     advanced index of the result, with ("array", k) placeholders for the integer arrays, which are returned
     separately. Also torch's name for the node of a basic index."""
     single_slice = isinstance(index, slice)
-    items = [_kind(i) for i in _as_tuple(index)]
+    items = [_kind(i) for i in _index_tuple(index)]
     ndim = len(shape)
     consumed = sum(1 for k, _ in items if k in ("int", "slice", "array")) + sum(v.ndim for k, v in items if k == "mask")
     basic, advanced, arrays, names = [], [], [], []
