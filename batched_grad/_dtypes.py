@@ -7,6 +7,7 @@ import jax
 import ml_dtypes  # bfloat16's NumPy dtype, shipped with JAX
 import numpy as np
 
+from ._foreign import TORCH_TENSOR_PASSED, is_torch_tensor
 from ._x64 import scoped
 
 _CATEGORY = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
@@ -181,8 +182,6 @@ def _array_dtype(x):
     try:
         return from_numpy_dtype(x.dtype)
     except TypeError:
-        from ._foreign import TORCH_TENSOR_PASSED, is_torch_tensor
-
         if is_torch_tensor(x):
             raise TypeError(TORCH_TENSOR_PASSED) from None
         raise

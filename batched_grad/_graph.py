@@ -7,6 +7,7 @@ import traceback
 import weakref
 from collections import OrderedDict, namedtuple
 
+from ._grad_mode import is_grad_enabled
 from ._host import unshared
 
 _anomaly = {"enabled": False, "check_nan": True}
@@ -151,7 +152,6 @@ class Node:
         """This node's backward applied to `grad_outputs` (one per output of torch_outputs(); None for none): the
         gradients for its inputs, a tuple (one Tensor or None per edge) or the one Tensor of a single-edge node.
         Recorded when grad mode is on, as torch's. Hooks do not run."""
-        from ._grad_mode import is_grad_enabled
         from ._tensor import Tensor
 
         outputs = self.torch_outputs()

@@ -17,7 +17,7 @@ import numpy as np
 
 from ._foreign import not_a_tensor
 from ._inplace import DETACH, _ops_of, _view_value
-from ._tensor import Tensor
+from ._tensor import Tensor, _wrap_dim
 from ._x64 import scoped
 
 _ALIGNMENT = 64
@@ -124,7 +124,6 @@ def stride(self, dim=None):
     strides = strides if strides is not None and self.numel() else _contiguous_strides(tuple(self.shape))
     if dim is None:
         return tuple(strides)
-    from ._tensor import _wrap_dim
 
     return strides[_wrap_dim(dim, self.ndim)]
 

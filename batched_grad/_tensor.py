@@ -8,6 +8,7 @@ import jax
 import numpy as np
 
 from . import _dtypes, _graph
+from ._format import format_tensor
 from ._grad_mode import _check_bool, is_grad_enabled
 from ._host import fits, is_shared, read_before, to_device
 from ._inplace import DETACH, LEAF_INPLACE, VIEW_OF_LEAF_INPLACE, InPlace, _ops_of, remember_view  # noqa: F401
@@ -536,7 +537,6 @@ class Tensor(InPlace):
         return object.__format__(self, spec)
 
     def __repr__(self):
-        from ._format import format_tensor
 
         return format_tensor(self)
 

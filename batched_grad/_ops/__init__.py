@@ -3,7 +3,7 @@ generated from them."""
 
 import jax.numpy as jnp
 
-from .. import _dtypes, _layout
+from .. import _dtypes, _factories, _layout
 from .._compiled import set_background_compile, wait_for_compiles
 from .._grad_mode import is_grad_enabled
 from .._lazy import compile_count
@@ -387,7 +387,6 @@ def _conversion(name, dtype):
 
 def _new_factory(kind):
     def method(self, *args, size=None, dtype=None, requires_grad=False, device=None):
-        from .. import _factories
 
         if size is not None:
             if args:

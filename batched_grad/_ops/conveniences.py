@@ -6,6 +6,7 @@ can_cast, typename)."""
 import jax.numpy as jnp
 
 from .. import _dtypes
+from .._factories import empty, full, tensor
 from .._meta import device_for
 from .._tensor import Tensor, type_name
 from ._core import Op, apply
@@ -15,7 +16,6 @@ from .shape import reshape
 
 def new_full(self, size, fill_value, *, dtype=None, requires_grad=False, device=None):
     """A tensor of `size` filled with fill_value, with this tensor's dtype and device unless `dtype` or `device`."""
-    from .._factories import full
 
     return full(
         tuple(size), fill_value, dtype=dtype or self.dtype, requires_grad=requires_grad, device=device_for(device, self)
@@ -25,14 +25,12 @@ def new_full(self, size, fill_value, *, dtype=None, requires_grad=False, device=
 def new_empty(self, *size, dtype=None, requires_grad=False, device=None):
     """A tensor of `size` (its values unspecified: zeros here), with this tensor's dtype and device unless `dtype` or
     `device`."""
-    from .._factories import empty
 
     return empty(*size, dtype=dtype or self.dtype, requires_grad=requires_grad, device=device_for(device, self))
 
 
 def new_tensor(self, data, dtype=None, requires_grad=False, device=None):
     """tensor(data) with this tensor's dtype and device unless `dtype` or `device` (a copy, outside the graph)."""
-    from .._factories import tensor
 
     if isinstance(data, Tensor):
         data = data.detach().numpy()

@@ -4,6 +4,7 @@ window functions (hann, hamming, blackman, bartlett, kaiser), and torch's detach
 import numpy as np
 
 from .. import _dtypes
+from .._factories import as_tensor, tensor
 from .._tensor import Tensor
 
 
@@ -103,7 +104,6 @@ def kaiser_window(
 
 def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=False):
     """obj as a Tensor: a Tensor itself (converted to `dtype`), sharing memory where it can unless copy=True."""
-    from .._factories import as_tensor, tensor
 
     if isinstance(obj, Tensor):
         out = obj if dtype is None else obj.to(dtype)

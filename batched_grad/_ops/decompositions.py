@@ -14,12 +14,28 @@ from .. import _dtypes
 from .._tensor import Tensor
 from ._core import Op, apply
 from ._derivatives import with_derivative_of
-from .linalg import LinAlgError, _failed_minor, _hermitian, _matrix, _result, _swap, _traced, inv, slogdet, solve
+from .linalg import (
+    _CHOLESKY,
+    _INV,
+    _SOLVE,
+    LinAlgError,
+    _failed_minor,
+    _hermitian,
+    _matrix,
+    _result,
+    _swap,
+    _traced,
+    inv,
+    slogdet,
+    solve,
+)
 from .linalg import cholesky as linalg_cholesky
 from .linalg import det as linalg_det
 from .linalg import diagonal as _diagonal
 from .linalg import qr as linalg_qr
 from .linalg import svd as linalg_svd
+from .reduction import linalg_norm
+from .shape import cat
 
 _RESULTS = {
     name: _result(name, fields)
@@ -317,7 +333,6 @@ def cholesky_ex(A, *, upper=False, check_errors=False):
     _matrix("cholesky_ex", A)
     if check_errors:
         return _RESULTS["linalg_cholesky_ex"](linalg_cholesky(A, upper=upper), _int32(np.zeros(A.shape[:-2])))
-    from .linalg import _CHOLESKY
 
     out = apply(_CHOLESKY, [A], upper=bool(upper))
     return _RESULTS["linalg_cholesky_ex"](out, _minor_info(A))
@@ -328,7 +343,6 @@ def inv_ex(A, *, check_errors=False):
     _matrix("inv_ex", A)
     if check_errors:
         return _RESULTS["linalg_inv_ex"](inv(A), _int32(np.zeros(A.shape[:-2])))
-    from .linalg import _INV
 
     info = apply(_LU_INFO, [apply(_LU_FACTOR, [A.detach()])[0]])
     return _RESULTS["linalg_inv_ex"](apply(_INV, [A]), info)
@@ -339,7 +353,6 @@ def solve_ex(A, B, *, left=True, check_errors=False):
     _matrix("solve_ex", A)
     if check_errors:
         return _RESULTS["linalg_solve_ex"](solve(A, B, left=left), _int32(np.zeros(A.shape[:-2])))
-    from .linalg import _SOLVE
 
     info = apply(_LU_INFO, [apply(_LU_FACTOR, [A.detach()])[0]])
     vector = B.ndim == 1 or (B.ndim == A.ndim - 1 and B.shape == A.shape[:-1])
@@ -441,7 +454,6 @@ def cond(A, p=None):
         ratio = s[..., 0] / s[..., -1]
         return ratio if p != -2 else s[..., -1] / s[..., 0]
     _matrix("cond", A)
-    from .reduction import linalg_norm
 
     return linalg_norm(A, p, (-2, -1)) * linalg_norm(inv(A), p, (-2, -1))
 
@@ -514,7 +526,6 @@ def linalg_vander(x, *, N=None):
         raise RuntimeError("N must be greater than 1.")
     d = x.dtype if x.dtype.is_floating_point or x.dtype.is_complex else _dtypes.int64
     powers = x.to(d).unsqueeze(-1).expand(*x.shape, n - 1).cumprod(-1)
-    from .shape import cat
 
     return cat([x.new_ones(tuple(x.shape) + (1,), dtype=d), powers], -1)
 

@@ -12,6 +12,7 @@ from .._tensor import Tensor
 from . import _derivatives
 from ._core import SAVES_BOTH, SAVES_INPUT, SAVES_RESULT, Op, apply
 from ._host_forms import ARITHMETIC_VJPS, small_floats
+from .indexing import nonzero
 
 
 def _dtype_of(x):
@@ -529,8 +530,6 @@ _WHERE = Op(
 def where(condition, input=None, other=None):
     """Elements of `input` where `condition`, else of `other`; `where(condition)` is nonzero(as_tuple=True)."""
     if input is None and other is None:
-        from .indexing import nonzero
-
         return nonzero(condition, as_tuple=True)
     if condition.dtype is not _dtypes.bool:
         raise RuntimeError(

@@ -3,9 +3,12 @@ torch.convolution and constant_pad_nd, torch.lu, torch.range, unsafe_chunk, torc
 histogramdd, and the Tensor methods apply_, map_, map2_, const_data_ptr, dim_order, conj_physical(_)."""
 
 import warnings
+from collections import namedtuple
 
 import numpy as np
 
+from .. import _dtypes
+from .._factories import arange
 from .._tensor import Tensor, _wrap_dim, warn_once
 from . import conv_transpose
 from . import nn as _nn
@@ -13,6 +16,7 @@ from .complex_parts import conj
 from .decompositions import lu_factor_ex
 from .scatters import scatter_reduce
 from .shape import cat, chunk, narrow
+from .unique import _host_values
 
 _REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
 
@@ -112,7 +116,6 @@ def lu(A, pivot=True, get_infos=False):
 
 def range_(start, end, step=1, *, dtype=None, requires_grad=False, device=None):
     """The values start, start + step, ... up to and including end (deprecated: arange excludes end)."""
-    from .._factories import arange
 
     warnings.warn(
         "torch.range is deprecated and will be removed in a future release because its behavior is "
@@ -122,7 +125,6 @@ def range_(start, end, step=1, *, dtype=None, requires_grad=False, device=None):
         stacklevel=2,
     )
     count = int(np.floor((end - start) / step)) + 1
-    from .. import _dtypes
 
     d = dtype if dtype is not None else _dtypes.get_default_dtype()
     return arange(count, dtype=_dtypes.float64).mul(step).add(start).to(d).requires_grad_(requires_grad)
@@ -219,9 +221,6 @@ def index_reduce(input, dim, index, source, reduce, *, include_self=True):
 
 def histogramdd(input, bins=10, *, range=None, weight=None, density=False):  # noqa: A002
     """(hist, bin_edges): NumPy's histogramdd of the rows of `input` (N, D)."""
-    from collections import namedtuple
-
-    from .unique import _host_values
 
     points = np.asarray(_host_values(input)).reshape(-1, input.shape[-1])
     edges = (

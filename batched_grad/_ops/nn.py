@@ -19,6 +19,9 @@ from .._lazy import NeedsTracing
 from .._tensor import Tensor, _wrap_dim
 from . import _derivatives
 from ._core import SAVES_RESULT, Op, apply
+from .elementwise import broadcast_shape
+from .random_draws import sample
+from .shape import expanded_shape
 
 
 def _is_concrete(x):
@@ -162,8 +165,6 @@ _LINEAR = Op("linear", _linear, multilinear=True, backward_name=_linear_name)
 def _check_linear_bias(input_shape, features, bias):
     """torch's errors for a bias that does not fit: its addmm expands the bias to (rows, features); for input of
     other ranks with a bias of another rank, it adds the bias in place to the product."""
-    from .elementwise import broadcast_shape
-    from .shape import expanded_shape
 
     if len(input_shape) == 2 or bias.ndim == 1:
         expanded_shape(bias, (max(1, math.prod(input_shape[:-1])), features))
@@ -532,7 +533,6 @@ _DROPOUT = Op(
 def dropout(input, p=0.5, training=True, inplace=False):
     """Zero each element with probability p (drawn from batched_grad's generator) and scale the rest by
     1 / (1 - p); the identity when not training."""
-    from .random_draws import sample
 
     _check_tensor("dropout", "input", input)
     if not 0 <= p <= 1:

@@ -9,7 +9,8 @@ import numpy as np
 
 from .._grad_mode import no_grad
 from ._core import Op, apply
-from .nn import _check_tensor, _require_inexact
+from .nn import _check_tensor, _require_inexact, pad
+from .pooling import avg_pool2d, avg_pool3d
 
 
 def _group_norm(x, *affine, groups, eps, has_weight):
@@ -103,8 +104,6 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
 
 def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
     """input / (k + alpha * mean of x^2 over `size` neighbouring channels) ** beta."""
-    from .nn import pad
-    from .pooling import avg_pool2d, avg_pool3d
 
     if input.ndim < 3:
         raise ValueError(f"Expected 3D or higher dimensionality{' ' * 26}input (got {input.ndim} dimensions)")

@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 
 from .. import _dtypes
+from .._factories import eye
 from .._tensor import _wrap_dim
 from ._core import Op, apply
 from .linalg import _NDIM_ERRORS, _check_product, _matrix, inv, matmul, outer
@@ -191,8 +192,6 @@ def matrix_power(input, n):
     """input multiplied by itself n times (the identity for 0, powers of the inverse for negative n)."""
     _matrix("matrix_power", input)
     if n == 0:
-        from .._factories import eye
-
         return eye(input.shape[-1], dtype=input.dtype).expand(input.shape).clone()
     base = inv(input) if n < 0 else input
     if abs(n) == 1:

@@ -9,7 +9,7 @@ from .. import _dtypes
 from .._tensor import Tensor, _wrap_dim
 from ._core import Op, apply
 from ._derivatives import with_derivative_of
-from .indexing import _check_index, _check_range, setitem
+from .indexing import _check_index, _check_range, _concrete, setitem
 from .linalg import diagonal
 from .nn import _check_tensor
 
@@ -112,7 +112,6 @@ _PUT = Op("put", _put, linear=True)
 
 
 def _check_flat_range(index, n):
-    from .indexing import _concrete
 
     values = _concrete(index)
     if values is not None and values.size and (values.min() < -n or values.max() >= n):
@@ -233,7 +232,6 @@ def masked_scatter(input, mask, source):
             f"masked_scatter: expected self and source to have same dtypes but got "
             f"{input.dtype.type_name} and {source.dtype.type_name}"
         )
-    from .indexing import _concrete
 
     values = _concrete(mask)
     if values is not None:

@@ -1,6 +1,8 @@
 """Searching and counting, with integer (or count) results: searchsorted, bucketize, isin, argwhere,
 nonzero_static, unravel_index, unique_consecutive, bincount, histc and histogram."""
 
+from collections import namedtuple
+
 import jax.numpy as jnp
 import numpy as np
 
@@ -176,7 +178,6 @@ def histc(input, bins=100, min=0, max=0):  # noqa: A002
 def histogram(input, bins=100, *, range=None, weight=None, density=False):  # noqa: A002
     """(hist, bin_edges): NumPy's histogram of the flattened input, with `bins` equal bins (over `range` or the
     data's) or the given edges."""
-    from collections import namedtuple
 
     a = np.asarray(_host_values(input)).reshape(-1)
     edges = np.asarray(_host_values(bins)) if isinstance(bins, Tensor) else int(bins)

@@ -11,6 +11,7 @@ from vmap._batching import check_chunk_size
 
 from .. import _engine
 from .._batched import batched_backward
+from .._dtypes import from_numpy_dtype
 from .._factories import zeros
 from .._foreign import reject_torch_tensors
 from .._graph import GradientEdge, edge_of
@@ -55,7 +56,6 @@ def _inputs_tuple(inputs, fn_name):
 def _output_meta(out):
     if isinstance(out, GradientEdge):
         shape, dtype = out.node.out_meta[out.output_nr]
-        from .._dtypes import from_numpy_dtype
 
         return Size(shape), from_numpy_dtype(dtype), True
     if not isinstance(out, Tensor):

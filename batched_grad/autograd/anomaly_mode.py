@@ -1,5 +1,7 @@
 """Anomaly detection: record forward tracebacks, check backward results for NaN."""
 
+import functools
+
 from .._graph import _anomaly
 
 
@@ -49,7 +51,6 @@ class detect_anomaly:
         _anomaly.update(self.prev)
 
     def __call__(self, func):
-        import functools
 
         @functools.wraps(func)
         def wrapper(*args, **kwargs):

@@ -5,6 +5,8 @@ import collections.abc
 import contextlib
 
 from .._ops import stack
+from ..nn.batchnorm import _BatchNorm
+from ..nn.normalization import _InstanceNorm
 
 
 def _named_tensors(module):
@@ -147,8 +149,6 @@ def stack_module_state(models):
 def replace_all_batch_norm_modules_(root):
     """Make every batch-norm module in `root` use the batch's statistics always (no running statistics), in place,
     as torch.func needs under vmap; returns root."""
-    from ..nn.batchnorm import _BatchNorm
-    from ..nn.normalization import _InstanceNorm
 
     for module in root.modules():
         if isinstance(module, _BatchNorm) and not isinstance(module, _InstanceNorm) and module.track_running_stats:

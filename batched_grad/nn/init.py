@@ -5,8 +5,11 @@ import math
 import warnings
 
 from .. import _factories
+from .._factories import rand, randn
 from .._generator import resolve
 from .._grad_mode import no_grad
+from .._ops.linalg import diag, qr
+from .._ops.sampling import randperm
 
 _LINEAR = ("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d")
 _GAINS = {**dict.fromkeys(_LINEAR, 1), "sigmoid": 1, "tanh": 5.0 / 3, "relu": math.sqrt(2.0), "selu": 3.0 / 4}
@@ -112,7 +115,6 @@ def xavier_normal_(tensor, gain=1.0, generator=None):
 
 def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
     """Fill with samples of N(mean, std^2) truncated to [a, b] (inverse-CDF sampling, as torch)."""
-    from .._factories import rand
 
     if mean < a - 2 * std or mean > b + 2 * std:
         warnings.warn(
@@ -133,8 +135,6 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
 def orthogonal_(tensor, gain=1, generator=None):
     """Fill with a (semi-)orthogonal matrix (of the tensor flattened to (rows, rest)): Q of the QR decomposition of
     a normal matrix, its columns' signs fixed by R's diagonal, times gain."""
-    from .._factories import randn
-    from .._ops.linalg import diag, qr
 
     if tensor.ndim < 2:
         raise ValueError("Only tensors with 2 or more dimensions are supported")
@@ -153,8 +153,6 @@ def orthogonal_(tensor, gain=1, generator=None):
 
 def sparse_(tensor, sparsity, std=0.01, generator=None):
     """Fill a 2-D tensor with N(0, std^2) samples and zero ceil(sparsity * rows) random rows of each column."""
-    from .._factories import randn
-    from .._ops.sampling import randperm
 
     if tensor.ndim != 2:
         raise ValueError("Only tensors with 2 dimensions are supported")

@@ -6,6 +6,7 @@ recompile."""
 import copy
 from collections import defaultdict
 
+from .._factories import zeros_like
 from .._grad_mode import enable_grad, no_grad
 from .._tensor import Tensor, type_name
 from .._x64 import scoped
@@ -55,7 +56,6 @@ class Optimizer:
 
     def zero_grad(self, set_to_none=True):
         """Reset every parameter's .grad: to None (default), or to zeros."""
-        from .._factories import zeros_like
 
         for group in self.param_groups:
             for p in group["params"]:
