@@ -1,5 +1,8 @@
 """Elementwise ops: unary math, binary arithmetic with torch's promotion, comparisons, clamp, where, lerp."""
 
+from collections.abc import Callable
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 import jax.scipy.special as jsp
@@ -60,40 +63,22 @@ def _on_floats(torch_derivative, plain):
 
 
 # ---- unary ------------------------------------------------------------------------------------------------
-_FLOAT_UNARY = {  # integer and bool inputs promote to the default float dtype, like torch
-    "exp": jnp.exp,
-    "expm1": jnp.expm1,
-    "log": jnp.log,
-    "log1p": jnp.log1p,
-    "log2": jnp.log2,
-    "log10": jnp.log10,
-    "sqrt": jnp.sqrt,
-    "rsqrt": _derivatives.rsqrt,
-    "reciprocal": jnp.reciprocal,
-    "sin": jnp.sin,
-    "cos": jnp.cos,
-    "tan": jnp.tan,
-    "asin": jnp.arcsin,
-    "acos": jnp.arccos,
-    "atan": jnp.arctan,
-    "sinh": jnp.sinh,
-    "cosh": jnp.cosh,
-    "tanh": jnp.tanh,
-    "asinh": jnp.arcsinh,
-    "acosh": jnp.arccosh,
-    "atanh": jnp.arctanh,
-    "sigmoid": jax.nn.sigmoid,
-    "erf": jsp.erf,
-    "erfc": jsp.erfc,
-    "exp2": jnp.exp2,
-    "sinc": jnp.sinc,
-    "deg2rad": jnp.deg2rad,
-    "rad2deg": jnp.rad2deg,
-    "lgamma": jsp.gammaln,
-    "digamma": _derivatives.digamma,
-    "erfinv": jsp.erfinv,
-    "i0": jsp.i0,
-}
+class Unary(NamedTuple):
+    """One unary op. `fn`: its function on arrays. `float_result`: integer and bool inputs promote to the default
+    float dtype, as torch's (else the result keeps the input dtype, or takes `result_dtype(input dtype)`).
+    `saves_result`: torch's derivative reads the result, not the input (Op.torch_saves). `backward_name`: torch's
+    node name, where it is not the op's. `no_kernel`: the dtype kinds torch has no kernel for (NotImplementedError).
+    `bool_error`: torch's error for a bool input. `linear`: Op.linear. `host`: a NumPy form for small floats."""
+
+    fn: Callable
+    float_result: bool = True
+    saves_result: bool = False
+    backward_name: str | None = None
+    no_kernel: str = ""
+    result_dtype: Callable | None = None
+    bool_error: str | None = None
+    linear: bool = False
+    host: Callable | None = None
 
 
 def _sign(a):
@@ -106,89 +91,111 @@ def _unit(z):
     return jnp.where(zero, 0, z / jnp.where(zero, 1, jnp.abs(z)))
 
 
-_SAME_UNARY = {  # the result keeps the input dtype
-    "neg": jnp.negative,
-    "abs": _on_floats(_derivatives.abs_, jnp.abs),
-    "sign": _sign,
-    "square": jnp.square,
-    "floor": jnp.floor,
-    "ceil": jnp.ceil,
-    "trunc": jnp.trunc,
-    "frac": lambda a: a - jnp.trunc(a),
-    "relu": _on_floats(_derivatives.relu, jax.nn.relu),
-    "sgn": lambda a: _unit(a) if jnp.issubdtype(a.dtype, jnp.complexfloating) else _sign(a),
+_NEG_BOOL = (
+    "Negation, the `-` operator, on a bool tensor is not supported. If you are trying to invert a mask, use the `~` "
+    "or `logical_not()` operator instead."
+)
+_SUB_BOOL = (
+    "Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to invert a mask, use the "
+    "`~` or `logical_not()` operator instead."
+)
+
+
+def _square_dtype(d):
+    return _dtypes.int64 if d is _dtypes.bool else d  # torch computes bool ** 2 in int64
+
+
+_SAME = {"float_result": False}  # the result keeps the input dtype
+_UNARY_ROWS = {
+    "exp": Unary(jnp.exp, saves_result=True),
+    "expm1": Unary(jnp.expm1, saves_result=True),
+    "log": Unary(jnp.log),
+    "log1p": Unary(jnp.log1p, backward_name="Log1PBackward0"),
+    "log2": Unary(jnp.log2),
+    "log10": Unary(jnp.log10),
+    "sqrt": Unary(jnp.sqrt, saves_result=True),
+    "rsqrt": Unary(_derivatives.rsqrt, saves_result=True),
+    "reciprocal": Unary(jnp.reciprocal, saves_result=True),
+    "sin": Unary(jnp.sin),
+    "cos": Unary(jnp.cos),
+    "tan": Unary(jnp.tan, saves_result=True),
+    "asin": Unary(jnp.arcsin),
+    "acos": Unary(jnp.arccos),
+    "atan": Unary(jnp.arctan),
+    "sinh": Unary(jnp.sinh),
+    "cosh": Unary(jnp.cosh),
+    "tanh": Unary(jnp.tanh, saves_result=True, host=np.tanh),
+    "asinh": Unary(jnp.arcsinh),
+    "acosh": Unary(jnp.arccosh),
+    "atanh": Unary(jnp.arctanh),
+    "sigmoid": Unary(jax.nn.sigmoid, saves_result=True),
+    "erf": Unary(jsp.erf),
+    "erfc": Unary(jsp.erfc),
+    "exp2": Unary(jnp.exp2, saves_result=True),
+    "sinc": Unary(jnp.sinc),
+    "deg2rad": Unary(jnp.deg2rad, backward_name="Deg2RadBackward0"),
+    "rad2deg": Unary(jnp.rad2deg, backward_name="Rad2DegBackward0"),
+    "lgamma": Unary(jsp.gammaln),
+    "digamma": Unary(_derivatives.digamma),
+    "erfinv": Unary(jsp.erfinv),
+    "i0": Unary(jsp.i0),
+    "neg": Unary(jnp.negative, **_SAME, bool_error=_NEG_BOOL, linear=True, host=np.negative),
+    "abs": Unary(_on_floats(_derivatives.abs_, jnp.abs), **_SAME, no_kernel="b"),
+    "sign": Unary(_sign, **_SAME),
+    # torch computes bool ** 2 in int64
+    "square": Unary(
+        jnp.square,
+        **_SAME,
+        backward_name="PowBackward0",
+        result_dtype=lambda d: _dtypes.int64 if d is _dtypes.bool else d,
+    ),
+    "floor": Unary(jnp.floor, **_SAME, no_kernel="b"),
+    "ceil": Unary(jnp.ceil, **_SAME, no_kernel="b"),
+    "trunc": Unary(jnp.trunc, **_SAME, no_kernel="b"),
+    "frac": Unary(lambda a: a - jnp.trunc(a), **_SAME, no_kernel="biu"),
+    "relu": Unary(_on_floats(_derivatives.relu, jax.nn.relu), **_SAME, saves_result=True, no_kernel="b"),
+    "sgn": Unary(lambda a: _unit(a) if jnp.issubdtype(a.dtype, jnp.complexfloating) else _sign(a), **_SAME),
 }
-_HOST_UNARY = {name: small_floats(f) for name, f in {"neg": np.negative, "tanh": np.tanh}.items()}
-_RESULT_DTYPE = {"square": lambda d: _dtypes.int64 if d is _dtypes.bool else d}  # torch computes bool**2 in int64
-_UNARY_NAMES = {
-    "log1p": "Log1PBackward0",
-    "square": "PowBackward0",
-    "deg2rad": "Deg2RadBackward0",
-    "rad2deg": "Rad2DegBackward0",
-}  # torch's names, where not the op's name
-# torch's derivative of these reads the result, not the input (Op.torch_saves)
-_RESULT_SAVED = {"exp", "expm1", "sqrt", "rsqrt", "reciprocal", "tan", "tanh", "sigmoid", "relu", "exp2"}
-_NO_KERNEL = {  # dtype kinds torch has no kernel for (by kernel name): NotImplementedError
-    "abs": "b",
-    "floor": "b",
-    "ceil": "b",
-    "round": "b",
-    "trunc": "b",
-    "frac": "biu",
-    "relu": "b",
-    "div_floor": "bc",
-    "remainder": "bc",
-    "fmod": "bc",
-    "hypot": "biuc",
-    "atan2": "c",
-}
-_COMPLEX_ERRORS = {name: f"{name} not implemented for complex tensors." for name in ("maximum", "minimum")}
-_BOOL_ERRORS = {
-    "neg": "Negation, the `-` operator, on a bool tensor is not supported. If you are trying to invert a mask, "
-    "use the `~` or `logical_not()` operator instead.",
-    "sub": "Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to invert a "
-    "mask, use the `~` or `logical_not()` operator instead.",
-}
 
 
-def _check_dtype(name, d):
-    if d.np.kind in _NO_KERNEL.get(name, ""):
-        raise not_implemented(f"{name}_cpu", d)
-    if d is _dtypes.bool and name in _BOOL_ERRORS:
-        raise RuntimeError(_BOOL_ERRORS[name])
-    if d.is_complex and name in _COMPLEX_ERRORS:
-        raise RuntimeError(_COMPLEX_ERRORS[name])
+def _check_dtype(kernel, d, no_kernel="", bool_error=None, complex_error=False):
+    """torch's errors for a dtype its kernel lacks: a kind in `no_kernel` (NotImplementedError), bool, complex."""
+    if d.np.kind in no_kernel:
+        raise not_implemented(f"{kernel}_cpu", d)
+    if d is _dtypes.bool and bool_error is not None:
+        raise RuntimeError(bool_error)
+    if d.is_complex and complex_error:
+        raise RuntimeError(f"{kernel} not implemented for complex tensors.")
 
 
-def _unary_op(name, f, float_result):
+def _unary_op(name, row):
     op = Op(
         name,
-        lambda a, *, dtype: f(a.astype(dtype)),
-        _UNARY_NAMES.get(name),
-        linear=name == "neg",
+        lambda a, *, dtype: row.fn(a.astype(dtype)),
+        row.backward_name,
+        linear=row.linear,
         diagonal=True,
-        torch_saves=SAVES_RESULT if name in _RESULT_SAVED else SAVES_INPUT,
-        host=_HOST_UNARY.get(name),
+        torch_saves=SAVES_RESULT if row.saves_result else SAVES_INPUT,
+        host=row.host and small_floats(row.host),
         host_vjp=ARITHMETIC_VJPS.get(name),
     )
-    rule = _dtypes.float_result if float_result else _RESULT_DTYPE.get(name, lambda d: d)
+    rule = _dtypes.float_result if row.float_result else row.result_dtype or (lambda d: d)
 
     def public(input):
         dtype = input.dtype
-        _check_dtype(name, dtype)
+        _check_dtype(name, dtype, row.no_kernel, row.bool_error)
         return apply(op, [input], dtype=rule(dtype).np)
 
     return _named(public, name, f"Elementwise {name} of `input` (torch.{name}).")
 
 
-UNARY = {name: _unary_op(name, f, True) for name, f in _FLOAT_UNARY.items()}
-UNARY.update({name: _unary_op(name, f, False) for name, f in _SAME_UNARY.items()})
+UNARY = {name: _unary_op(name, row) for name, row in _UNARY_ROWS.items()}
 _ROUND = Op("round", lambda a, *, decimals: jnp.round(a, decimals))
 
 
 def round(input, *, decimals=0):  # noqa: A001  (torch's name)
     """Round half to even, to `decimals` decimal places."""
-    _check_dtype("round", input.dtype)
+    _check_dtype("round", input.dtype, no_kernel="b")
     return apply(_ROUND, [input], decimals=int(decimals))
 
 
@@ -205,16 +212,19 @@ def _binary_op(
     overloads=(),
     torch_saves=SAVES_INPUT,
     kernel=None,
+    no_kernel="",
+    complex_error=False,
     tensors_only=False,
     host=None,
 ):
     """`overloads`: {(input is a Tensor, other is a Tensor): (torch's backward name, Op.torch_saves)} where torch
     records another overload of the op (`2 ** x` is PowBackward2, and its derivative reads the result). `kernel`:
-    torch's kernel name, when it differs from `name`, for the dtypes it lacks (_NO_KERNEL). `tensors_only`: torch
+    torch's kernel name in its dtype errors, when it differs from `name`; `no_kernel` and `complex_error`: the dtypes
+    it lacks (_check_dtype). `tensors_only`: torch
     takes no number for either operand. `host`: a NumPy function computing it (Op.host, for small float operands)."""
     kernel = kernel or name
     host = host and small_floats(host)
-    checked = kernel in _NO_KERNEL or kernel in _COMPLEX_ERRORS
+    checked = no_kernel or complex_error
 
     def make(backward_name=None, saves=torch_saves):
         return Op(
@@ -245,7 +255,7 @@ def _binary_op(
         else:
             dtype = _dtypes.result_type(input, other)
         if checked:
-            _check_dtype(kernel, dtype)
+            _check_dtype(kernel, dtype, no_kernel, complex_error=complex_error)
         if float_result:
             dtype = _dtypes.float_result(dtype)
         chosen = ops.get((isinstance(input, Tensor), isinstance(other, Tensor)), op) if ops else op
@@ -302,27 +312,33 @@ floor_divide = _binary_op(
     jnp.floor_divide,
     "floor(input / other), elementwise (zero gradient).",
     kernel="div_floor",
+    no_kernel="bc",
     two_numbers=True,
 )
-remainder = _binary_op("remainder", _remainder, "Python's modulus, elementwise: the result has the sign of `other`.")
-fmod = _binary_op("fmod", jnp.fmod, "C's remainder, elementwise: the result has the sign of `input`.")
+remainder = _binary_op(
+    "remainder", _remainder, "Python's modulus, elementwise: the result has the sign of `other`.", no_kernel="bc"
+)
+fmod = _binary_op("fmod", jnp.fmod, "C's remainder, elementwise: the result has the sign of `input`.", no_kernel="bc")
 atan2 = _binary_op(
     "atan2",
     _derivatives.atan2,
     "The angle of the point (other, input), elementwise, in [-pi, pi].",
     float_result=True,
+    no_kernel="c",
     tensors_only=True,
 )
 maximum = _binary_op(
     "maximum",
     _on_floats(_derivatives.maximum, jnp.maximum),
     "The larger of `input` and `other`, elementwise (at ties each gets half the gradient).",
+    complex_error=True,
     tensors_only=True,
 )
 minimum = _binary_op(
     "minimum",
     _on_floats(_derivatives.minimum, jnp.minimum),
     "The smaller of `input` and `other`, elementwise (at ties each gets half the gradient).",
+    complex_error=True,
     tensors_only=True,
 )
 hypot = _binary_op(
@@ -330,6 +346,7 @@ hypot = _binary_op(
     _derivatives.hypot,
     "sqrt(input ** 2 + other ** 2), elementwise.",
     float_result=True,
+    no_kernel="biuc",
     torch_saves=SAVES_BOTH,
     tensors_only=True,
 )
@@ -354,7 +371,7 @@ def add(input, other, *, alpha=1):
 def sub(input, other, *, alpha=1):
     """input - alpha * other."""
     if _dtypes.bool in (_dtype_of(input), _dtype_of(other)):
-        raise RuntimeError(_BOOL_ERRORS["sub"])
+        raise RuntimeError(_SUB_BOOL)
     return _sub(input, _scaled(other, alpha, input))
 
 
