@@ -46,15 +46,10 @@ from .elementwise import (
     UNARY,
     add,
     atan2,
-    clamp,
-    clamp_max,
-    clamp_min,
-    clip,
     div,
     floor_divide,
     fmod,
     hypot,
-    lerp,
     maximum,
     minimum,
     mul,
@@ -64,7 +59,6 @@ from .elementwise import (
     rsub,
     sub,
     true_divide,
-    where,
 )
 from .grids import meshgrid
 from .indexing import (
@@ -139,6 +133,7 @@ from .shape import (
     view_as,
     vstack,
 )
+from .ternary import clamp, clamp_max, clamp_min, clip, lerp, where
 from .unique import unique
 
 globals().update(UNARY)

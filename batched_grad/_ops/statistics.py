@@ -12,12 +12,12 @@ import numpy as np
 from .. import _dtypes
 from .._tensor import Tensor, _wrap_dim
 from ._core import SAVES_INDICES, Op, apply
-from .elementwise import clamp, where
 from .indexing import sort
 from .linalg import slogdet
 from .reduction import cumsum, dims
 from .reduction import sum as _sum
 from .shape import cat, narrow, unsqueeze
+from .ternary import clamp, where
 
 _RESULTS = {
     name: namedtuple(name, fields)

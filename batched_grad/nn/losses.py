@@ -13,9 +13,10 @@ from .. import _dtypes
 from .._ops._core import Op, apply
 from .._ops._derivatives import first_order_only
 from .._ops.distances import pairwise_distance
-from .._ops.elementwise import _check_broadcast, clamp_min, minimum
+from .._ops.elementwise import _check_broadcast, minimum
 from .._ops.nn import _check_tensor, _host, _is_concrete
 from .._ops.special import _xlogy
+from .._ops.ternary import clamp_min
 from .._tensor import Tensor
 
 _REDUCE = {"none": lambda loss: loss, "mean": jnp.mean, "sum": jnp.sum}
