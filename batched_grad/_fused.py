@@ -19,7 +19,7 @@ from vmap._shards import replicated
 from . import _basis, _graph, _lazy
 from ._graph import AccumulateGrad, SavedValue
 from ._host import unshared
-from ._lazy import CallStep, Output, Pending, hashed_once, intern, read
+from ._lazy import CallStep, Output, Pending, hashed_once, intern, read, record
 from ._meta import MetaValue
 from ._ops._core import Op, OpNode, _read_by, _vjp_spec, apply, reads_of, vjp_reads
 from ._tensor import Tensor
@@ -45,9 +45,6 @@ class NodeEntry(NamedTuple):
 
 
 LEAF = NodeEntry(None, (), (), None)  # the entry of a leaf (an AccumulateGrad node without hooks)
-
-# a record from a tuple of its fields, without NamedTuple's Python-level __new__: walks run at every backward call
-_record = tuple.__new__
 
 
 @hashed_once
@@ -91,7 +88,7 @@ class _Encoder:
             call = value.call
             i = self.calls.get(call)
             if i is not None:
-                return _record(Output, (i, value.k))
+                return record(Output, (i, value.k))
             if call.result is not None:
                 value = call.result[value.k]
             elif call.mapped:  # stays deferred: only the recorded program op can take it
@@ -140,9 +137,9 @@ class _Encoder:
             saved.append(r)
             if fused_call:
                 args.append(r if a is s and r is not None else ref(a))
-        forward = _record(ForwardCall, (tuple(args), call.keep)) if fused_call else None
-        edges = tuple([None if e is None else _record(Output, (index[e.node], e.output_nr)) for e in node.edges])
-        return _record(NodeEntry, (node.sig, edges, tuple(saved), forward))
+        forward = record(ForwardCall, (tuple(args), call.keep)) if fused_call else None
+        edges = tuple([None if e is None else record(Output, (index[e.node], e.output_nr)) for e in node.edges])
+        return record(NodeEntry, (node.sig, edges, tuple(saved), forward))
 
 
 def _fusible(node):
@@ -192,10 +189,10 @@ def walk(root_nodes, roots, root_grads, captures, accumulate, batch):
     grads = [encoder.ref(unshared(g._v)) if b is None else None for g, b in zip(root_grads, basis)]
     key = WalkKey(
         tuple(entries),
-        tuple([Output(index[e.node], e.output_nr) for e in roots]),
+        tuple([record(Output, (index[e.node], e.output_nr)) for e in roots]),
         tuple(grads),
         tuple([(g._v.shape, g._v.dtype) for g in root_grads]),
-        tuple([Output(index.get(e.node), e.output_nr) for e in captures]),
+        tuple([record(Output, (index.get(e.node), e.output_nr)) for e in captures]),
         accumulate,
         batch,
     )

@@ -163,6 +163,10 @@ class StructureKey(NamedTuple):
     mapped: tuple
 
 
+# a record from the tuple of its fields, without NamedTuple's Python-level __new__: keys are built at every call
+record = tuple.__new__
+
+
 def read(ref, frontier, results):
     """The value of a reference: a slot of `frontier`, or an Output among `results` (per step, its outputs)."""
     return frontier[ref] if type(ref) is int else results[ref.pos][ref.k]
@@ -421,9 +425,9 @@ def _structure(targets, mapped=None, outputs=()):
         return slot
 
     def arg(a):
-        return Output(index[a.call], a.k) if type(a) is Pending and a.call in index else ref(a)
+        return record(Output, (index[a.call], a.k)) if type(a) is Pending and a.call in index else ref(a)
 
-    steps = tuple([CallStep(call.sig, tuple([arg(a) for a in call.args])) for call in order])
+    steps = tuple([record(CallStep, (call.sig, tuple([arg(a) for a in call.args]))) for call in order])
     outs = tuple([arg(v) for v in outputs])
     key = intern(StructureKey(steps, tuple([(i, frontier[i].shape) for i in batched])))
     return order, frontier, key, outs

@@ -171,6 +171,11 @@ def _apply(op, operands, static):
         outs, gradients, node = _deferred_results(op, operands, arrays, outs, recording, mapped)
     else:
         outs, gradients = _computed_now(op, operands, arrays, static)
+    if not op.multi and not op.view:  # the common case: one output, not a view
+        result = Tensor._wrap(outs[0], node if gradients[0] else None)
+        if node is not None and op.torch_saves is not SAVES_INPUT:
+            node.check_where_torch_does([result])
+        return result
     return _wrapped(op, operands, static, outs, gradients, node)
 
 
@@ -226,12 +231,7 @@ def _computed_now(op, operands, arrays, static):
 
 
 def _wrapped(op, operands, static, outs, gradients, node):
-    """The op's result Tensors (views of the first operand for a view op), checked where torch checks them."""
-    if not op.multi and not op.view:  # the common case: one output, not a view
-        result = Tensor._wrap(outs[0], node if gradients[0] else None)
-        if node is not None and op.torch_saves is not SAVES_INPUT:
-            node.check_where_torch_does([result])
-        return result
+    """The result Tensors of a multi-output or view op (views of the first operand), checked where torch checks."""
     results = [Tensor._wrap(o, node if d else None, i) for i, (o, d) in enumerate(zip(outs, gradients))]
     if node is not None and op.torch_saves is not SAVES_INPUT:
         node.check_where_torch_does(results)
