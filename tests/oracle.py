@@ -59,47 +59,61 @@ def _flat_tensors(out):
     return [out]
 
 
+def _requiring_grad(values, kind):
+    return [v for v in values if isinstance(v, kind) and v.requires_grad]
+
+
+def _zeros_for_none(grads, inputs, zeros_like):
+    """Unused inputs' None grads as zeros, so that the two libraries' grads compare element by element."""
+    return tuple(zeros_like(x) if g is None else g for g, x in zip(grads, inputs))
+
+
+def _check_forward(fn, torch_fn, inputs, t_inputs, rtol, atol):
+    """The forward values agree; the outputs that require grad, in batched_grad and in torch."""
+    out = fn(*inputs)
+    t_out = torch_fn(*t_inputs)
+    assert_same(out, t_out, rtol, atol)
+    outs = _requiring_grad(_flat_tensors(out), bg.Tensor)
+    t_outs = _requiring_grad(_flat_tensors(t_out), torch.Tensor)
+    assert len(outs) == len(t_outs)
+    return outs, t_outs
+
+
+def _check_vjp(outs, t_outs, diff, t_diff, rng, rtol, atol, **grad_kw):
+    """The grads of random cotangents of `outs` (the same in both libraries) agree; they are returned, Nones as
+    zeros. grad_kw: batched_grad's extra keywords (torch frees its graph after the call unless create_graph)."""
+    cots = [rng.standard_normal(o.shape).astype(to_numpy(o).dtype) for o in outs]
+    create_graph = grad_kw.get("create_graph", False)
+    g = bg.autograd.grad(outs, diff, [bg.tensor(c) for c in cots], allow_unused=True, **grad_kw)
+    tg = torch.autograd.grad(
+        t_outs, t_diff, [torch.from_numpy(c) for c in cots], create_graph=create_graph, allow_unused=True
+    )
+    tg = _zeros_for_none(tg, t_diff, torch.zeros_like)
+    g = _zeros_for_none(g, diff, bg.zeros_like)
+    assert_same(g, tg, rtol, atol)
+    return g, tg
+
+
 def check_op(fn, torch_fn, inputs, *, grad=True, gradgrad=True, batched=True, rtol=1e-6, atol=1e-8, seed=0):
     """Check fn(*inputs) against torch_fn(*inputs): forward values, then (for float inputs that require grad)
     grad of a random projection of the outputs, then the double backward of that grad; with `batched`, also
     that is_grads_batched=True equals the per-row loop at first and second order."""
     t_inputs = to_torch(inputs)
-    out = fn(*inputs)
-    t_out = torch_fn(*t_inputs)
-    assert_same(out, t_out, rtol, atol)
-    outs = [o for o in _flat_tensors(out) if isinstance(o, bg.Tensor) and o.requires_grad]
-    t_outs = [o for o in _flat_tensors(t_out) if isinstance(o, torch.Tensor) and o.requires_grad]
-    diff = [x for x in inputs if isinstance(x, bg.Tensor) and x.requires_grad]
-    t_diff = [x for x in t_inputs if isinstance(x, torch.Tensor) and x.requires_grad]
-    assert len(outs) == len(t_outs)
+    outs, t_outs = _check_forward(fn, torch_fn, inputs, t_inputs, rtol, atol)
     if not grad or not outs:
         return
+    diff, t_diff = _requiring_grad(inputs, bg.Tensor), _requiring_grad(t_inputs, torch.Tensor)
     rng = np.random.default_rng(seed)
-    cots = [rng.standard_normal(o.shape).astype(to_numpy(o).dtype) for o in outs]
-    g = bg.autograd.grad(
-        outs, diff, [bg.tensor(c) for c in cots], create_graph=gradgrad, retain_graph=True, allow_unused=True
-    )
-    tg = torch.autograd.grad(
-        t_outs, t_diff, [torch.from_numpy(c) for c in cots], create_graph=gradgrad, allow_unused=True
-    )
-    tg = tuple(torch.zeros_like(x) if t is None else t for t, x in zip(tg, t_diff))
-    g = tuple(bg.zeros_like(x) if t is None else t for t, x in zip(g, diff))
-    assert_same(g, tg, rtol, atol)
+    g, tg = _check_vjp(outs, t_outs, diff, t_diff, rng, rtol, atol, create_graph=gradgrad, retain_graph=True)
     if batched:
         check_batched(outs, diff, rng, rtol, atol)
     pairs = [(a, b) for a, b in zip(g, tg) if a.requires_grad and b.requires_grad] if gradgrad else []
     if not pairs:
         return
-    vs = [rng.standard_normal(a.shape).astype(to_numpy(a).dtype) for a, _ in pairs]
-    gg = bg.autograd.grad(
-        [a for a, _ in pairs], diff, [bg.tensor(v) for v in vs], allow_unused=True, retain_graph=batched
-    )
-    tgg = torch.autograd.grad([b for _, b in pairs], t_diff, [torch.from_numpy(v) for v in vs], allow_unused=True)
-    tgg = tuple(torch.zeros_like(x) if t is None else t for t, x in zip(tgg, t_diff))
-    gg = tuple(bg.zeros_like(x) if t is None else t for t, x in zip(gg, diff))
-    assert_same(gg, tgg, rtol, atol)
+    firsts, t_firsts = [a for a, _ in pairs], [b for _, b in pairs]
+    _check_vjp(firsts, t_firsts, diff, t_diff, rng, rtol, atol, retain_graph=batched)
     if batched:
-        check_batched([a for a, _ in pairs], diff, rng, rtol, atol)
+        check_batched(firsts, diff, rng, rtol, atol)
 
 
 def check_batched(outs, inputs, rng, rtol=1e-6, atol=1e-8, batch=3):

@@ -1,231 +1,149 @@
-"""Every op of SPEC §2 under is_grads_batched=True: the batched grad equals the stacked per-row grads at first
-and second order, and no built-in op falls back to the per-row loop. Each family's ops are concatenated into
-one output so that one compiled program per family covers them all."""
+"""Every op of the op database (tests/op_db.py) that it marks as supporting batched grad, under
+is_grads_batched=True: the batched grad equals the stacked per-row grads at first and second order, and no built-in
+op falls back to the per-row loop. Each family's ops are concatenated into one output so that one compiled program
+per family covers them all; an op the database records as a known failure here runs alone, as an expected failure.
+An op left out has its reason in its record (test_op_db.py checks that there is one).
 
+The default tier checks every such op with a backward of its own that compiles quickly, at first order in every leaf
+and at second order in the leaf most ops of its family read, and the Jacobian seeds of the families _basis.py has
+rules for; the slow tier (pytest -m slow) adds the ops the database marks slow, the aliases and in-place forms, the
+second order in every leaf, the other families' Jacobian seeds and the Jacobians' second derivatives."""
+
+import collections
 import warnings
 
 import numpy as np
 import pytest
 
 import batched_grad as bg
+import op_db
 import vmap
 from batched_grad import _lazy
 
 B = 3
 
 
-def _inputs(seed=0):
-    rng = np.random.default_rng(seed)
-    a = lambda low, high, *shape: bg.tensor(rng.uniform(low, high, shape or (3, 3)), requires_grad=True)
-    spd = rng.standard_normal((3, 3))
-    return {
-        "x": a(-1, 1),
-        "y": a(-1, 1),
-        "p": a(0.5, 2),
-        "u": a(-0.9, 0.9),
-        "n1": a(1.1, 3),
-        "v": a(-1, 1, 3),
-        "t": a(-1, 1, 2, 3, 3),
-        "spd": bg.tensor(spd @ spd.T + 3 * np.eye(3), requires_grad=True),
-    }
+def _swept(entry):
+    return entry.batched and "batched" not in entry.xfail
 
 
-UNARY = [
-    "exp",
-    "expm1",
-    "sqrt",
-    "rsqrt",
-    "reciprocal",
-    "sin",
-    "cos",
-    "tan",
-    "atan",
-    "sinh",
-    "cosh",
-    "tanh",
-    "asinh",
-    "sigmoid",
-    "erf",
-    "erfc",
-    "neg",
-    "abs",
-    "sign",
-    "square",
-    "floor",
-    "ceil",
-    "round",
-    "trunc",
-    "frac",
+def _slow(family, part=None):
+    case = f"{family}:{part}" if part else family
+    return pytest.param(case, marks=pytest.mark.slow, id=case)
+
+
+def _families(test):
+    return sorted({e.family for e in op_db.ENTRIES if _swept(e) and test(e)})
+
+
+# the default tier checks each family's ops that have a backward of their own (not aliases or in-place forms, which
+# reach their base's) and compile quickly; the slow tier checks the rest
+FAMILIES = _families(lambda e: not e.slow and not e.alias_of)
+SLOW = [_slow(f, "slow") for f in _families(lambda e: e.slow)]
+FORMS = [_slow(f, "forms") for f in _families(lambda e: e.alias_of)]
+# the families of the ops that batched_grad/_basis.py has rules for (elementwise ops, reshapes, matrix products):
+# their Jacobian test runs in the default tier, the others' in the slow tier
+BASIS_FAMILIES = ["binary", "linalg", "shape", "unary"]
+JACOBIAN_FAMILIES = [f if f in BASIS_FAMILIES else _slow(f) for f in FAMILIES]
+KNOWN_FAILURES = [
+    pytest.param(f"op:{e.name}", marks=pytest.mark.xfail(strict=True, reason=e.xfail["batched"]))
+    for e in op_db.ENTRIES
+    if e.batched and "batched" in e.xfail
 ]
-FAMILIES = {
-    "elementwise": lambda m, i: (
-        [getattr(m, n)(i["x"]) for n in UNARY]
-        + [
-            m.log(i["p"]),
-            m.log1p(i["p"]),
-            m.log2(i["p"]),
-            m.log10(i["p"]),
-            m.asin(i["u"]),
-            m.acos(i["u"]),
-            m.atanh(i["u"]),
-            m.acosh(i["n1"]),
-            m.add(i["x"], i["y"], alpha=2),
-            m.sub(i["x"], i["v"]),
-            m.mul(i["x"], i["y"]),
-            m.div(i["x"], i["p"]),
-            m.true_divide(i["y"], i["p"]),
-            m.floor_divide(i["x"], i["p"]),
-            m.remainder(i["x"], i["p"]),
-            m.fmod(i["x"], i["p"]),
-            m.pow(i["p"], i["y"]),
-            i["x"] ** 3,
-            m.atan2(i["x"], i["p"]),
-            m.maximum(i["x"], i["y"]),
-            m.minimum(i["x"], i["y"]),
-            m.hypot(i["x"], i["y"]),
-            m.clamp(i["x"], -0.5, 0.5),
-            m.clip(i["y"], max=0.2),
-            m.where(i["x"] > i["y"], i["x"], i["y"] * 2),
-            m.lerp(i["x"], i["y"], 0.3),
-            2.0 - i["x"] / 3.0,
-        ]
-    ),
-    "reductions": lambda m, i: [
-        m.sum(i["t"], 1),
-        m.mean(i["t"], (0, 2)),
-        m.prod(i["x"], 0),
-        m.amax(i["t"], -1),
-        m.amin(i["x"]),
-        m.max(i["x"], 1).values,
-        m.min(i["x"], 0).values,
-        m.max(i["y"]),
-        m.var(i["t"], 1),
-        m.std(i["x"], 0),
-        m.norm(i["x"]),
-        m.logsumexp(i["t"], 2),
-        m.cumsum(i["x"], 1),
-        m.cumprod(i["x"], 0),
-        i["x"].std(correction=0),
-    ],
-    "linalg": lambda m, i: [
-        m.matmul(i["t"], i["x"]),
-        m.mm(i["x"], i["y"]),
-        m.bmm(i["t"], i["t"]),
-        m.mv(i["x"], i["v"]),
-        m.dot(i["v"], i["v"]),
-        m.outer(i["v"], i["v"]),
-        m.einsum("bij,jk->bik", i["t"], i["y"]),
-        m.tensordot(i["t"], i["x"], 1),
-        m.trace(i["x"]),
-        m.diag(i["v"]),
-        m.diag(i["x"]),
-        m.diagonal(i["t"], 0, 1, 2),
-        m.tril(i["x"]),
-        m.triu(i["y"], 1),
-        m.linalg.norm(i["x"]),
-        m.linalg.solve(i["spd"], i["x"]),
-        m.linalg.inv(i["spd"]),
-        m.linalg.det(i["spd"]),
-        m.linalg.slogdet(i["spd"]).logabsdet,
-        m.linalg.cholesky(i["spd"]),
-        m.linalg.eigh(i["spd"]).eigenvalues,
-        m.linalg.svd(i["spd"]).S,
-        m.linalg.qr(i["spd"]).R.abs(),
-    ],
-    "shape": lambda m, i: [
-        i["t"].reshape(6, 3),
-        i["x"].view(9),
-        i["x"].view_as(i["y"]),
-        m.flatten(i["t"], 1),
-        m.unflatten(i["v"], 0, (1, 3)),
-        m.squeeze(i["x"][None]),
-        m.unsqueeze(i["v"], 1),
-        i["v"].expand(2, 3),
-        i["v"].expand_as(i["x"]),
-        m.broadcast_to(i["v"], (2, 3)),
-        m.permute(i["t"], (2, 0, 1)),
-        m.transpose(i["t"], 0, 2),
-        m.movedim(i["t"], 0, -1),
-        m.t(i["x"]),
-        i["x"].T,
-        i["t"].mT,
-        m.cat([i["x"], i["y"]], 1),
-        m.concat([i["x"], i["y"]]),
-        m.stack([i["x"], i["y"]], 2),
-        m.hstack([i["v"], i["v"]]),
-        m.vstack([i["v"], i["v"]]),
-        *m.split(i["x"], 2, 1),
-        *m.chunk(i["t"], 2),
-        *m.unbind(i["x"], 1),
-        m.flip(i["x"], [0, 1]),
-        m.roll(i["x"], 1, 0),
-        i["v"].repeat(2, 2),
-        m.tile(i["v"], (2,)),
-        m.narrow(i["x"], 1, 1, 2),
-        m.select(i["t"], 1, 2),
-    ],
-    "indexing": lambda m, i: [
-        i["x"][1],
-        i["x"][:, 1:],
-        i["t"][..., None, 0],
-        i["x"][m.tensor([2, 0, 2])],
-        i["x"][i["y"] > 0],
-        i["x"][[0, 2], [1, 1]],
-        m.index_select(i["x"], 1, m.tensor([2, 0])),
-        m.gather(i["x"], 1, m.tensor([[0, 0], [1, 2], [2, 1]])),
-        m.scatter(i["x"], 0, m.tensor([[2, 1, 0]]), i["y"]),
-        m.scatter_add(i["x"], 1, m.tensor([[0, 0, 1]] * 3), i["y"]),
-        m.take_along_dim(i["x"], m.tensor([[0], [2], [1]]), 1),
-        m.masked_fill(i["x"], i["y"] > 0, 0.5),
-        m.masked_select(i["x"], i["y"] < 0),
-        m.sort(i["x"], 1).values,
-        m.topk(i["x"], 2, 0).values,
-    ],
-}
 
 
-def _setitem(m, i):
-    z = i["x"] * 1
-    z[0, 1:] = i["y"][2, :2]
-    z[m.tensor([2])] = 0.0
-    return [z]
+def _flat(out):
+    if isinstance(out, (tuple, list)):
+        return [t for o in out for t in _flat(o)]
+    return [out]
 
 
-FAMILIES["setitem"] = _setitem
+def _entries(case):
+    """The records a case runs: one known failure ("op:name"), or a family's swept ones: "family" (those the default
+    tier checks), "family:slow" (slow to compile) or "family:forms" (aliases and in-place forms)."""
+    if case.startswith("op:"):
+        return [op_db.BY_NAME[case[3:]]]
+    family, _, part = case.partition(":")
+    parts = {"slow": lambda e: e.slow, "forms": lambda e: e.alias_of and not e.slow}
+    test = parts.get(part, lambda e: not e.slow and not e.alias_of)
+    return [e for e in op_db.entries(family) if _swept(e) and test(e)]
 
 
-def _output(name, inputs):
-    return bg.cat([o.reshape(-1) for o in FAMILIES[name](bg, inputs)])
+def _outputs(entries):
+    """The float64 outputs of every record's calls (sample and variants), those of the records that are twice
+    differentiable, and the float leaves they read, the leaf most records read first; records with arguments of the
+    same shape and domain share one leaf."""
+    cache = {}
+    outs, twice = [], []
+    readers = collections.Counter(a for e in entries for a in dict.fromkeys(e.args) if a.domain.differentiable)
+    for entry in entries:
+        args = op_db.make_args(entry, bg, cache=cache)
+        for call in entry.calls().values():
+            new = [o for o in _flat(call(bg, *args)) if isinstance(o, bg.Tensor) and o.dtype == bg.float64]
+            assert any(o.requires_grad for o in new), f"{entry.name}: no output requires grad"
+            outs += new
+            twice += new if entry.gradgrad else []
+    leaves = [cache[a] for a, _ in readers.most_common()]
+    return outs, twice, leaves
 
 
-@pytest.mark.parametrize("name", sorted(FAMILIES))
-def test_batched_equals_per_row_loop_at_first_and_second_order(name, monkeypatch):
-    monkeypatch.setattr(_lazy, "FUSE_AFTER", 0)  # one program per family instead of a kernel per op
-    inputs = _inputs()
-    leaves = [x for x in inputs.values()]
-    out = _output(name, inputs)
+def _cat(outs):
+    return bg.cat([o.reshape(-1) for o in outs]) if outs else None
+
+
+def _random_like(rng, tensors, batch=()):
+    return [bg.tensor(rng.standard_normal(batch + tuple(t.shape))) for t in tensors]
+
+
+def _second_order_grads(out, leaves, rng):
+    """The grads (of a random projection of `out`) that can be differentiated again."""
+    if out is None:
+        return []
+    grads = bg.autograd.grad(out, leaves, _random_like(rng, [out]), create_graph=True, allow_unused=True)
+    return [g for g in grads if g is not None and g.requires_grad]
+
+
+def _assert_rows(batched, rows, b):
+    for got, want in zip(batched, rows):
+        assert (got is None) == (want is None)
+        if got is not None:
+            np.testing.assert_allclose(got[b].numpy(), want.numpy(), rtol=1e-9, atol=1e-12)
+
+
+def _check_batched_equals_rows(entries, every_leaf):
+    """First order in every leaf; second order in the leaf most records read, or in every leaf."""
+    outs, twice, leaves = _outputs(entries)
+    out = _cat(outs)
     rng = np.random.default_rng(1)
-    cots = bg.tensor(rng.standard_normal((B,) + tuple(out.shape)))
+    cots = _random_like(rng, [out], (B,))[0]
     with vmap.fallback_warnings(), warnings.catch_warnings():
         warnings.simplefilter("error", vmap.FallbackWarning)
         batched = bg.autograd.grad(out, leaves, cots, retain_graph=True, allow_unused=True, is_grads_batched=True)
-        (g,) = bg.autograd.grad(
-            out, [inputs["x"]], bg.tensor(rng.standard_normal(tuple(out.shape))), create_graph=True, allow_unused=True
-        )
-        v2 = bg.tensor(rng.standard_normal((B, 3, 3)))
-        linear = g is None or not g.requires_grad  # a family linear in x has no second derivative to check
+        grads = _second_order_grads(_cat(twice), leaves if every_leaf else leaves[:1], rng)
+        v2 = _random_like(rng, grads, (B,))
         second = (
-            []
-            if linear
-            else bg.autograd.grad(g, leaves, v2, retain_graph=True, allow_unused=True, is_grads_batched=True)
+            bg.autograd.grad(grads, leaves, v2, retain_graph=True, allow_unused=True, is_grads_batched=True)
+            if grads
+            else []
         )
     for b in range(B):
-        row = bg.autograd.grad(out, leaves, cots[b], retain_graph=True, allow_unused=True)
-        row2 = [] if linear else bg.autograd.grad(g, leaves, v2[b], retain_graph=True, allow_unused=True)
-        for got, want in [*zip(batched, row), *zip(second, row2)]:
-            assert (got is None) == (want is None)
-            if got is not None:
-                np.testing.assert_allclose(got[b].numpy(), want.numpy(), rtol=1e-9, atol=1e-12)
+        _assert_rows(batched, bg.autograd.grad(out, leaves, cots[b], retain_graph=True, allow_unused=True), b)
+        if grads:
+            rows = bg.autograd.grad(grads, leaves, [v[b] for v in v2], retain_graph=True, allow_unused=True)
+            _assert_rows(second, rows, b)
+
+
+@pytest.mark.parametrize("case", FAMILIES + SLOW + FORMS + KNOWN_FAILURES)
+def test_batched_equals_per_row_loop_at_first_and_second_order(case, monkeypatch):
+    monkeypatch.setattr(_lazy, "FUSE_AFTER", 0)  # one program per family instead of a kernel per op
+    _check_batched_equals_rows(_entries(case), every_leaf=False)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", FAMILIES + [p.values[0] for p in SLOW + FORMS] + KNOWN_FAILURES)
+def test_batched_equals_per_row_loop_at_second_order_in_every_leaf(case, monkeypatch):
+    monkeypatch.setattr(_lazy, "FUSE_AFTER", 0)
+    _check_batched_equals_rows(_entries(case), every_leaf=True)
 
 
 def _seeds(outputs, dense):
@@ -233,36 +151,58 @@ def _seeds(outputs, dense):
     numels = [o.numel() for o in outputs]
     eye = np.eye(sum(numels))
     blocks = np.split(eye, np.cumsum(numels)[:-1], axis=1)
-    for block in blocks if dense else ():
+    for block in blocks if dense and len(eye) > 1 else ():
         block[tuple(np.argwhere(block == 0)[0])] = -0.0  # the same numbers, not the identity's bits: plain cotangents
     return [bg.tensor(b.reshape((len(eye),) + tuple(o.shape))) for b, o in zip(blocks, outputs)]
 
 
-@pytest.mark.parametrize("name", sorted(FAMILIES))
-def test_jacobian_seeds_carried_as_rows_equal_dense_cotangents(name, monkeypatch):
-    """The identity as grad_outputs (a Jacobian) takes the rules of batched_grad/_basis.py; the same values
-    given as ordinary cotangents take the plain batched VJPs: first and second derivatives agree."""
-    monkeypatch.setattr(_lazy, "FUSE_AFTER", 0)
-    inputs = _inputs()
-    leaves = [x for x in inputs.values()]
-    outputs = [o for o in FAMILIES[name](bg, inputs) if o.requires_grad]
-    results = []
-    for dense in (False, True):
-        first = bg.autograd.grad(
-            outputs, leaves, _seeds(outputs, dense), retain_graph=True, allow_unused=True, is_grads_batched=True
-        )
-        jac = bg.autograd.grad(
-            outputs,
-            inputs["x"],
-            _seeds(outputs, dense),
-            retain_graph=True,
-            create_graph=True,
-            allow_unused=True,
-            is_grads_batched=True,
-        )[0]
-        second = bg.autograd.grad((jac * jac).sum(), leaves, allow_unused=True) if jac.requires_grad else ()
-        results.append([*first, jac, *second])
+def _first_derivatives(outputs, twice, leaves, dense):
+    """Every output's Jacobian in every leaf (its rows)."""
+    return bg.autograd.grad(
+        outputs, leaves, _seeds(outputs, dense), retain_graph=True, allow_unused=True, is_grads_batched=True
+    )
+
+
+def _second_derivatives(outputs, twice, leaves, dense):
+    """The Jacobian of the twice differentiable outputs in the leaf most records read, with its graph, and the
+    derivatives of its squared norm in every leaf."""
+    if not twice:
+        return []
+    jac = bg.autograd.grad(
+        twice,
+        leaves[0],
+        _seeds(twice, dense),
+        retain_graph=True,
+        create_graph=True,
+        allow_unused=True,
+        is_grads_batched=True,
+    )[0]
+    if jac is None or not jac.requires_grad:
+        return [jac]
+    return [jac, *bg.autograd.grad((jac * jac).sum(), leaves, retain_graph=True, allow_unused=True)]
+
+
+def _check_seeds_as_rows(case, derivatives):
+    """The identity as grad_outputs (a Jacobian) takes the rules of batched_grad/_basis.py; the same values given
+    as ordinary cotangents take the plain batched VJPs: the derivatives agree."""
+    outs, twice, leaves = _outputs(_entries(case))
+    outputs = [o for o in outs if o.requires_grad]
+    twice = [o for o in twice if o.requires_grad]
+    results = [derivatives(outputs, twice, leaves, dense) for dense in (False, True)]
     for got, want in zip(*results):
         assert (got is None) == (want is None)
         if got is not None:
             np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("case", JACOBIAN_FAMILIES + SLOW + FORMS + KNOWN_FAILURES)
+def test_jacobian_seeds_carried_as_rows_equal_dense_cotangents(case, monkeypatch):
+    monkeypatch.setattr(_lazy, "FUSE_AFTER", 0)
+    _check_seeds_as_rows(case, _first_derivatives)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", FAMILIES + [p.values[0] for p in SLOW + FORMS] + KNOWN_FAILURES)
+def test_jacobian_seeds_carried_as_rows_equal_dense_cotangents_at_second_order(case, monkeypatch):
+    monkeypatch.setattr(_lazy, "FUSE_AFTER", 0)
+    _check_seeds_as_rows(case, _second_derivatives)

@@ -1,6 +1,8 @@
 """Elementwise, comparison and logic ops against torch 2.13: values, dtypes, first and second derivatives.
 
-Most tables hold `fn(m, *inputs)` written once against a module `m`, run with m=batched_grad and m=torch."""
+The ops and their input domains come from the op database (tests/op_db.py): its unary and binary families, less the
+aliases and the ops it says this sweep leaves out (each with its reason). The other tables hold `fn(m, *inputs)`
+written once against a module `m`, run with m=batched_grad and m=torch."""
 
 import operator
 
@@ -9,9 +11,15 @@ import pytest
 import torch
 
 import batched_grad as bg
+import op_db
 from oracle import assert_same, check_both, raises_like, rand, to_torch
 
-WIDE, POS, UNIT, NEAR1 = (-3.0, 3.0), (0.5, 2.0), (-0.9, 0.9), (1.1, 3.0)
+
+def _domain(arg):
+    return (arg.domain.low, arg.domain.high)
+
+
+WIDE, POS = _domain(op_db.Arg((), op_db.REAL)), _domain(op_db.Arg((), op_db.POS))
 
 
 def leaves(*specs):
@@ -24,107 +32,99 @@ def leaves(*specs):
 
 
 # ---- unary ----------------------------------------------------------------------------------------------
-UNARY = {
-    "neg": WIDE,
-    "abs": WIDE,
-    "sign": WIDE,
-    "exp": WIDE,
-    "expm1": WIDE,
-    "log": POS,
-    "log1p": (-0.5, 2.0),
-    "log2": POS,
-    "log10": POS,
-    "sqrt": POS,
-    "rsqrt": POS,
-    "square": WIDE,
-    "reciprocal": POS,
-    "sin": WIDE,
-    "cos": WIDE,
-    "tan": (-1.2, 1.2),
-    "asin": UNIT,
-    "acos": UNIT,
-    "atan": WIDE,
-    "sinh": WIDE,
-    "cosh": WIDE,
-    "tanh": WIDE,
-    "asinh": WIDE,
-    "acosh": NEAR1,
-    "atanh": UNIT,
-    "sigmoid": WIDE,
-    "erf": WIDE,
-    "erfc": WIDE,
-    "floor": WIDE,
-    "ceil": WIDE,
-    "round": WIDE,
-    "trunc": WIDE,
-    "frac": WIDE,
-}
+def _swept(entry):
+    """A record this file sweeps: not an alias, in torch under the same name, not left out (op_db says why)."""
+    return entry.alias_of is None and not {"elementwise", "oracle"} & set(entry.why) and hasattr(torch, entry.name)
+
+
+def _method(name):
+    return callable(getattr(torch.Tensor, name, None))
+
+
+def _tensor_args(entry, kind=None):
+    return all(a.domain.differentiable for a in entry.args) and (kind is None or len(entry.args) == kind)
+
+
+UNARY = {e.name: e for e in op_db.entries("unary", differentiable=True) if _swept(e) and _tensor_args(e, 1)}
+PREDICATES = [e.name for e in op_db.entries("unary") if e.result == "bool" and _swept(e) and _tensor_args(e, 1)]
 
 
 @pytest.mark.parametrize("name", UNARY)
 def test_unary(name):
-    (x,) = leaves(((3, 3), UNARY[name]))
-    check_both(lambda m, x: getattr(m, name)(x), [x])
-    # the method form on a non-contiguous view (a transpose) of the leaf
-    check_both(lambda m, x: getattr(x.mT, name)(), [x], gradgrad=False)
+    entry = UNARY[name]
+    (x,) = leaves(((3, 3), _domain(entry.args[0])))
+    check_both(entry.call, [x])
+    if _method(name):  # the method form on a non-contiguous view (a transpose) of the leaf
+        check_both(op_db.as_method(entry, lambda t: t.mT), [x], gradgrad=False)
 
 
-BOOL_SPECIAL = ["neg", "abs", "sign", "square", "floor", "ceil", "round", "trunc", "frac", "exp", "logical_not"]
-
-
-@pytest.mark.parametrize(
-    "name,dtype",
-    [(n, "int64") for n in list(UNARY) + ["isnan", "isfinite", "logical_not"]] + [(n, "bool") for n in BOOL_SPECIAL],
-)
+@pytest.mark.parametrize("dtype", ["int64", "bool"])
+@pytest.mark.parametrize("name", list(UNARY) + PREDICATES)
 def test_unary_dtypes(name, dtype):
+    call = op_db.BY_NAME[name].call
     x = bg.tensor([[1, 0, 3], [2, 1, 0]]).to(getattr(bg, dtype))
     try:
-        expected = getattr(torch, name)(to_torch(x))
+        expected = call(torch, to_torch(x))
     except Exception:
-        return raises_like(lambda m, x: getattr(m, name)(x), [x])
-    assert_same(getattr(bg, name)(x), expected, rtol=1e-6)
+        return raises_like(call, [x])
+    assert_same(call(bg, x), expected, rtol=1e-6)
 
 
 # ---- binary arithmetic ----------------------------------------------------------------------------------
-BINARY = {  # name: (domain of input, domain of other)
-    "add": (WIDE, WIDE),
-    "sub": (WIDE, WIDE),
-    "mul": (WIDE, WIDE),
-    "div": (WIDE, POS),
-    "true_divide": (WIDE, POS),
-    "remainder": (WIDE, POS),
-    "fmod": (WIDE, POS),
-    "pow": (POS, WIDE),
-    "atan2": (WIDE, WIDE),
-    "maximum": (WIDE, WIDE),
-    "minimum": (WIDE, WIDE),
-    "hypot": (WIDE, WIDE),
-}
+BINARY = {e.name: e for e in op_db.entries("binary", differentiable=True) if _swept(e) and _tensor_args(e, 2)}
 SHAPES = {"row": [(3, 3), (3,)], "outer": [(3, 1), (1, 3)]}  # broadcasting one side, both sides
 
 
 @pytest.mark.parametrize("shapes", SHAPES)
 @pytest.mark.parametrize("name", BINARY)
 def test_binary(name, shapes):
-    a, b = leaves(*zip(SHAPES[shapes], BINARY[name]))
-    check_both(lambda m, a, b: getattr(m, name)(a, b), [a, b])
-    if shapes == "row":  # the method form, on a transposed view
-        check_both(lambda m, a, b: getattr(a.mT, name)(b), [a, b], gradgrad=False)
+    entry = BINARY[name]
+    a, b = leaves(*zip(SHAPES[shapes], map(_domain, entry.args)))
+    check_both(entry.call, [a, b])
+    if shapes == "row" and _method(name):  # the method form, on a transposed view
+        check_both(op_db.as_method(entry, lambda t: t.mT), [a, b], gradgrad=False)
 
 
-@pytest.mark.parametrize("name", ["add", "sub", "mul", "div", "true_divide", "remainder", "fmod", "pow"])
+WITH_NUMBER = {e.name: e for e in op_db.entries("binary") if e.number_call and _swept(e)}
+
+
+@pytest.mark.parametrize("name", WITH_NUMBER)
 def test_binary_with_python_number(name):
-    (a,) = leaves(((3, 3), BINARY[name][0]))
-    check_both(lambda m, a: getattr(m, name)(a, 1.5), [a])  # (int numbers: test_operators_with_numbers_both_orders)
+    entry = WITH_NUMBER[name]
+    (a,) = leaves(((3, 3), _domain(entry.args[0])))
+    # (int numbers: test_operators_with_numbers_both_orders)
+    check_both(lambda m, a: entry.number_call(m, a, 1.5), [a])
+
+
+VARIANTS = {
+    name: (call, e)
+    for e in op_db.entries(("unary", "binary"), differentiable=True)
+    if _swept(e)
+    for name, call in e.calls().items()
+    if name != e.name
+}
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_variants(name):
+    """The ops' calls with other keyword arguments or argument kinds (the database's variants)."""
+    call, entry = VARIANTS[name]
+    check_both(call, leaves(*[(a.shape, _domain(a)) for a in entry.args]))
+
+
+def _operator(op, name):
+    """The operator, and the domains of the tensor on its left and on its right (those of the op `name`)."""
+    left, right = (_domain(a) for a in op_db.BY_NAME[name].args)
+    return op, left, right
 
 
 OPERATORS = {  # name: (operator, domain of the tensor when it is on the left, ... on the right)
-    "add": (operator.add, WIDE, WIDE),
-    "sub": (operator.sub, WIDE, WIDE),
-    "mul": (operator.mul, WIDE, WIDE),
-    "truediv": (operator.truediv, WIDE, POS),
-    "mod": (operator.mod, WIDE, POS),
-    "pow": (operator.pow, POS, WIDE),
+    "add": _operator(operator.add, "add"),
+    "sub": _operator(operator.sub, "sub"),
+    "mul": _operator(operator.mul, "mul"),
+    "truediv": _operator(operator.truediv, "div"),
+    "mod": _operator(operator.mod, "remainder"),
+    "pow": _operator(operator.pow, "pow"),
 }
 
 
@@ -285,7 +285,7 @@ def test_clamp_min_above_max_gives_max():
 
 
 # ---- comparisons and logic -------------------------------------------------------------------------------
-COMPARE = ["eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or"]
+COMPARE = [e.name for e in op_db.entries("binary") if e.result == "bool" and _swept(e)]
 
 
 @pytest.mark.parametrize("name", COMPARE)
@@ -320,7 +320,7 @@ def test_comparison_operators(op):
 
 def test_predicates_and_logical_not():
     x = bg.tensor([1.0, float("nan"), float("inf"), -float("inf"), 0.0], dtype=bg.float64)
-    for name in ("isnan", "isfinite", "logical_not"):
+    for name in PREDICATES:
         check_both(lambda m, x: getattr(m, name)(x), [x])
         check_both(lambda m, x: getattr(x, name)(), [x])
 
