@@ -151,39 +151,8 @@ def apply(op, operands, **static):
 
 
 def _apply(op, operands, static):
-    arrays, recording, pending, mapped, host_data = _operand_arrays(operands)
-    recording = recording and is_grad_enabled()
-    deferred = recording or pending
-    # a recorded or deferred op runs on the host when computed (_lazy)
-    outs = on_host(op, arrays, static) if op.host is not None and not deferred else None
-    for i in host_data if outs is None else ():  # read by a kernel, or kept by a deferred op: moved on a second read
-        v = operands[i]._v  # (moved already where the op reads the tensor twice)
-        arrays[i] = host_read(operands[i], v) if type(v) is np.ndarray else v
-    node = None
-    if outs is not None:
-        gradients = [differentiable(o.dtype) for o in outs]
-    elif deferred and MetaValue in map(type, arrays):
-        outs, gradients, node = _on_meta(op, operands, arrays, static, recording)
-    elif deferred:
-        outs = defer(op, static, arrays, mapped)  # computed when read, fused with what reads it
-        if not outs:  # a multi-output op with no outputs (a backward program whose inputs are all unreached)
-            return ()
-        outs, gradients, node = _deferred_results(op, operands, arrays, outs, recording, mapped)
-    else:
-        outs, gradients = _computed_now(op, operands, arrays, static)
-    if not op.multi and not op.view:  # the common case: one output, not a view
-        result = Tensor._wrap(outs[0], node if gradients[0] else None)
-        if node is not None and op.torch_saves is not SAVES_INPUT:
-            node.check_where_torch_does([result])
-        return result
-    return _wrapped(op, operands, static, outs, gradients, node)
-
-
-def _operand_arrays(operands):
-    """One pass over the operands: (their arrays, whether a Tensor requires grad, whether an array is deferred,
-    whether one is a row of a vmap.vmap input, the positions of host arrays not shared with NumPy)."""
     arrays, recording, pending, mapped, host_data = [], False, False, False, []
-    for x in operands:
+    for x in operands:  # one pass: the arrays, and whether the op is recorded or reads deferred values
         if isinstance(x, Tensor):
             a = x._v
             if type(a) is np.ndarray:
@@ -197,7 +166,30 @@ def _operand_arrays(operands):
         if type(a) is Pending:
             pending, mapped = True, mapped or a.call.mapped
         arrays.append(a)
-    return arrays, recording, pending, mapped, host_data
+    recording = recording and is_grad_enabled()
+    deferred = recording or pending
+    # a recorded or deferred op runs on the host when computed (_lazy)
+    outs = on_host(op, arrays, static) if op.host is not None and not deferred else None
+    if host_data and outs is None:
+        _read_host_data(operands, arrays, host_data)
+    if outs is not None:
+        return _wrapped(op, operands, static, outs, [differentiable(o.dtype) for o in outs], None)
+    if not deferred:
+        return _wrapped(op, operands, static, *_computed_now(op, operands, arrays, static), None)
+    if MetaValue in map(type, arrays):
+        return _wrapped(op, operands, static, *_on_meta(op, operands, arrays, static, recording))
+    outs = defer(op, static, arrays, mapped)  # computed when read, fused with what reads it
+    if not outs:  # a multi-output op with no outputs (a backward program whose inputs are all unreached)
+        return ()
+    return _wrapped(op, operands, static, *_deferred_results(op, operands, arrays, outs, recording, mapped))
+
+
+def _read_host_data(operands, arrays, host_data):
+    """The host arrays read by a kernel, or kept by a deferred op: moved to the device on a second read (moved
+    already where the op reads the tensor twice)."""
+    for i in host_data:
+        v = operands[i]._v
+        arrays[i] = host_read(operands[i], v) if type(v) is np.ndarray else v
 
 
 def _deferred_results(op, operands, arrays, outs, recording, mapped):
@@ -231,7 +223,12 @@ def _computed_now(op, operands, arrays, static):
 
 
 def _wrapped(op, operands, static, outs, gradients, node):
-    """The result Tensors of a multi-output or view op (views of the first operand), checked where torch checks."""
+    """The op's result Tensors (views of the first operand for a view op), checked where torch checks them."""
+    if not op.multi and not op.view:  # the common case: one output, not a view
+        result = Tensor._wrap(outs[0], node if gradients[0] else None)
+        if node is not None and op.torch_saves is not SAVES_INPUT:
+            node.check_where_torch_does([result])
+        return result
     results = [Tensor._wrap(o, node if d else None, i) for i, (o, d) in enumerate(zip(outs, gradients))]
     if node is not None and op.torch_saves is not SAVES_INPUT:
         node.check_where_torch_does(results)
