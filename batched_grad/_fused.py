@@ -187,7 +187,7 @@ def walk(root_nodes, roots, root_grads, captures, accumulate, batch):
         entries.append(entry)
     basis = (None,) * len(root_grads) if batch is None else batch.basis
     grads = [encoder.ref(unshared(g._v)) if b is None else None for g, b in zip(root_grads, basis)]
-    key = WalkKey(
+    fields = (
         tuple(entries),
         tuple([record(Output, (index[e.node], e.output_nr)) for e in roots]),
         tuple(grads),
@@ -196,7 +196,7 @@ def walk(root_nodes, roots, root_grads, captures, accumulate, batch):
         accumulate,
         batch,
     )
-    return Walk(nodes, intern(key), encoder.frontier, encoder.direct)
+    return record(Walk, (nodes, intern(record(WalkKey, fields)), encoder.frontier, encoder.direct))
 
 
 class Step(NamedTuple):
