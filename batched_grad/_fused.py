@@ -82,6 +82,7 @@ class _Encoder:
 
     def __init__(self):
         self.calls, self.frontier, self.direct = {}, [], True
+        self.tracing = tracing()  # read once: a walk neither enters nor leaves a trace
 
     def ref(self, value):
         if type(value) is Pending:
@@ -122,7 +123,7 @@ class _Encoder:
         call_args = None if call is None else call.args  # before its result: another thread sets the result first
         # the program computes this node's forward call too; inside a trace only one that reads a traced value (its
         # result is a tracer either way), not one whose result may be read after the trace (_tracing.py)
-        fused_call = call_args is not None and call.result is None and (not tracing() or self.traced(call_args))
+        fused_call = call_args is not None and call.result is None and (not self.tracing or self.traced(call_args))
         if fused_call:
             self.direct = self.direct and not call.mapped
             self.calls[call] = i
