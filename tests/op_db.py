@@ -1008,9 +1008,9 @@ _NN["max_pool3d"] = _nn("max_pool3d", lambda m, x: m.max_pool3d(x, 2), Arg((1, 2
 _NN["adaptive_avg_pool1d"] = _nn("adaptive_avg_pool1d", lambda m, x: m.adaptive_avg_pool1d(x, 2), Arg((1, 2, 5), REAL))
 _NN["adaptive_max_pool1d"] = _nn(
     "adaptive_max_pool1d",
-    lambda m, x: m.adaptive_max_pool1d(x, 2),
+    lambda m, x: m.adaptive_max_pool1d(x, 2)[0],
     Arg((1, 2, 5), REAL),
-    notes="the values only, as F.adaptive_max_pool1d gives them (torch.adaptive_max_pool1d also gives the indices)",
+    notes="torch.adaptive_max_pool1d gives (values, indices): the sweeps read the values",
 )
 _ONCE = dict(gradgrad=False, notes="torch has no second derivative (_cdist_backward / _pdist_backward)")
 _NN["cdist"] = _nn("cdist", _by_name("cdist"), Arg((3, 2), REAL), Arg((4, 2), REAL), **_ONCE)

@@ -95,6 +95,19 @@ def test_indices(name):
         check_both(lambda m, x: INDICES[name](_f(m), x)[0], [x], gradgrad=False)
 
 
+def test_torch_adaptive_max_pool1d_gives_values_and_indices():
+    """torch.adaptive_max_pool1d returns (values, indices) and takes no return_indices; nn.functional's returns the
+    values alone unless asked."""
+    x = bg.tensor(np.random.default_rng(3).standard_normal((2, 3, 8)), requires_grad=True)
+    values, indices = bg.adaptive_max_pool1d(x, 3)
+    want_values, want_indices = torch.adaptive_max_pool1d(to_torch(x), 3)
+    assert_same((values, indices), (want_values, want_indices))
+    assert values.grad_fn.name() == want_values.grad_fn.name() and not indices.requires_grad
+    check_both(lambda m, t: m.adaptive_max_pool1d(t, 3)[0], [x], gradgrad=False)
+    raises_like_torch(lambda m: m.adaptive_max_pool1d(m.ones(1, 2, 5), 2, True))
+    assert isinstance(F.adaptive_max_pool1d(x, 3), bg.Tensor)
+
+
 def test_nan_windows():
     x = bg.tensor([[[[1.0, float("nan"), 3.0, 0.5], [float("nan"), 2.0, -1.0, 4.0]]]], requires_grad=True)
     for name in ("max_pool2d", "adaptive_max_pool2d"):

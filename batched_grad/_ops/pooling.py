@@ -346,6 +346,15 @@ def adaptive_max_pool1d(input, output_size, return_indices=False):
     return tuple(o.squeeze(-2) for o in out) if return_indices else out.squeeze(-2)
 
 
+def _torch_adaptive_max_pool1d(input, output_size):
+    """The maximum over each of output_size windows that tile the last dim, and its index: torch's function returns
+    both (nn.functional's returns the values unless return_indices)."""
+    return adaptive_max_pool1d(input, output_size, return_indices=True)
+
+
+_torch_adaptive_max_pool1d.__name__ = _torch_adaptive_max_pool1d.__qualname__ = "adaptive_max_pool1d"
+
+
 def adaptive_max_pool2d(input, output_size, return_indices=False):
     """The maximum over each window of an output_size grid over the last two dims."""
     return _adaptive_max_nd(2, input, output_size, return_indices)
@@ -496,7 +505,7 @@ TORCH = {
         "max_pool3d",
         "avg_pool1d",
         "adaptive_avg_pool1d",
-        "adaptive_max_pool1d",
         "max_pool1d_with_indices",
     )
 }
+TORCH["adaptive_max_pool1d"] = _torch_adaptive_max_pool1d
