@@ -36,16 +36,25 @@ _hardswish = _derivatives.with_partials(
 )
 
 
+def _hardshrink(a, lambd):  # the numbers are operands (0-d arrays), in the input's dtype as torch compares them
+    lambd = lambd.astype(a.dtype)
+    return jnp.where((a >= -lambd) & (a <= lambd), 0, a).astype(a.dtype)
+
+
+def _threshold(a, threshold, value):
+    return jnp.where(a > threshold.astype(a.dtype), a, value.astype(a.dtype))
+
+
 _KERNELS = {  # name: (JAX function of the array and static parameters, torch's kernel name for dtype errors)
     "hardtanh": (_hardtanh, "hardtanh_backward_cpu"),
     "hardsigmoid": (_hardsigmoid, "hardsigmoid_cpu"),
     "hardswish": (_hardswish, "hardswish_cpu"),
-    "hardshrink": (lambda a, *, lambd: jnp.where((a >= -lambd) & (a <= lambd), 0, a).astype(a.dtype), "hardshrink_cpu"),
+    "hardshrink": (_hardshrink, "hardshrink_cpu"),
     "softshrink": (
         lambda a, *, lambd: jnp.where(a > lambd, a - lambd, jnp.where(a < -lambd, a + lambd, 0)).astype(a.dtype),
         "softshrink_cpu",
     ),
-    "threshold": (lambda a, *, threshold, value: jnp.where(a > threshold, a, value).astype(a.dtype), "threshold_cpu"),
+    "threshold": (_threshold, "threshold_cpu"),
     "log_sigmoid": (jax.nn.log_sigmoid, "log_sigmoid_cpu"),
     "mish": (lambda a: a * jnp.tanh(jax.nn.softplus(a)), "mish_cpu"),
     "selu": (lambda a: _derivatives.elu_like(a, alpha=_SELU_ALPHA, scale=_SELU_SCALE), "elu_cpu"),
@@ -92,7 +101,7 @@ def hardswish(input, inplace=False):
 
 def hardshrink(input, lambd=0.5):
     """x where |x| > lambd, else 0."""
-    return _activation("hardshrink", input, lambd=float(lambd))
+    return _activation("hardshrink", input, numbers=(float(lambd),))
 
 
 def softshrink(input, lambd=0.5):
@@ -107,7 +116,7 @@ def softshrink(input, lambd=0.5):
 
 def threshold(input, threshold, value, inplace=False):
     """x where x > threshold, else value."""
-    return _activation("threshold", input, inplace, threshold=float(threshold), value=float(value))
+    return _activation("threshold", input, inplace, numbers=(float(threshold), float(value)))
 
 
 def logsigmoid(input):
