@@ -171,11 +171,15 @@ def float_power(input, exponent):
 
 
 # ---- unary ops with parameters ------------------------------------------------------------------------------
-def _logit(a, *, eps, dtype):
+def _logit(a, *, dtype):
     a = a.astype(dtype)
-    if eps is not None:  # torch clamps into [eps, 1 - eps]: the derivative is 0 outside
-        a = jnp.where(a < eps, eps, jnp.where(a > 1 - eps, 1 - eps, a)).astype(dtype)
     return jnp.log(a / (1 - a))
+
+
+def _logit_clamped(a, eps, *, dtype):  # eps is an operand (a 0-d array): a new value compiles nothing
+    a, eps = a.astype(dtype), eps.astype(dtype)
+    # torch clamps into [eps, 1 - eps]: the derivative is 0 outside
+    return _logit(jnp.where(a < eps, eps, jnp.where(a > 1 - eps, 1 - eps, a)), dtype=dtype)
 
 
 def _polygamma(a, *, n, dtype):
@@ -194,6 +198,7 @@ def _frexp(a):
 
 
 _LOGIT = Op("logit", _logit, diagonal=True)
+_LOGIT_CLAMPED = Op("logit", _logit_clamped, diagonal=True, inputs=1)
 _POLYGAMMA = Op("polygamma", _polygamma, diagonal=True)
 _MVLGAMMA = Op("mvlgamma", _mvlgamma, diagonal=True)
 _NAN_TO_NUM = Op(
@@ -207,7 +212,10 @@ _BITWISE_NOT = Op("bitwise_not", jnp.invert)
 
 def logit(input, eps=None):
     """log(p / (1 - p)), with p clamped into [eps, 1 - eps] when eps is given."""
-    return apply(_LOGIT, [input], eps=None if eps is None else float(eps), dtype=_dtypes.float_result(input.dtype).np)
+    dtype = _dtypes.float_result(input.dtype).np
+    if eps is None:
+        return apply(_LOGIT, [input], dtype=dtype)
+    return apply(_LOGIT_CLAMPED, [input, float(eps)], dtype=dtype)
 
 
 def polygamma(n, input):
