@@ -222,16 +222,16 @@ class BackwardPlan(NamedTuple):
 
 
 class Template:
-    """What a WalkKey implies, derived once: the BackwardPlan, the nodes whose backward runs (`runs`, in order) and
-    the leaves that get a gradient, what each capture reads, and for the fused program the forward CallSteps
+    """What a WalkKey implies, derived once: the BackwardPlan (with the leaves that get a gradient and what each
+    capture reads), the nodes whose backward runs (`runs`, in order), and for the fused program the forward CallSteps
     (`forward`), where the backward's saved values and root cotangents are found (`reads`), and which forward
     results it returns (`kept`: (node, step) pairs); `shards`: the devices the rows of its batch are split over,
     or None; `fused`: the compiled Program of the forward and backward, made at its first use."""
 
-    __slots__ = ("plan", "runs", "leaves", "captured", "forward", "reads", "kept", "shards", "fused")
+    __slots__ = ("plan", "runs", "forward", "reads", "kept", "shards", "fused")
 
     def __init__(self, plan, runs, forward, reads, kept):
-        self.plan, self.runs, self.leaves, self.captured = plan, runs, plan.leaves, plan.captures
+        self.plan, self.runs = plan, runs
         self.forward, self.reads, self.kept = forward, reads, kept
         self.shards = None if plan.batch is None else plan.batch.shards
         self.fused = None
@@ -439,11 +439,11 @@ def run(w, root_grads, create_graph, release):
         outs = iter(apply(BACKWARD_OP, saved + grads, plan=t.plan))
     else:
         outs = iter([Tensor._wrap(o) for o in _run_fused(w, t)])
-    captured = [None if c is None else next(outs) for c in t.captured]
+    captured = [None if c is None else next(outs) for c in t.plan.captures]
     if release:
         for i in t.runs:
             nodes[i].release()
-    return captured, [nodes[i] for i in t.leaves], list(outs)
+    return captured, [nodes[i] for i in t.plan.leaves], list(outs)
 
 
 def _run_fused(w, t):

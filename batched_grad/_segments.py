@@ -141,8 +141,8 @@ def run(w, root_grads, create_graph, release, limit):
             for i in seg.runs:
                 nodes[i].release()
     wrap = (lambda v: v) if recorded else Tensor._wrap
-    captured = [None if c is None else wrap(values[c]) for c in t.captured]
-    return captured, [nodes[i] for i in t.leaves], [wrap(values[Output(i, 0)]) for i in t.leaves]
+    captured = [None if c is None else wrap(values[c]) for c in t.plan.captures]
+    return captured, [nodes[i] for i in t.plan.leaves], [wrap(values[Output(i, 0)]) for i in t.plan.leaves]
 
 
 def _inputs(w, t, root_grads, create_graph, recorded):
