@@ -8,6 +8,13 @@ import functools
 import inspect
 import sys
 import threading
+import warnings
+
+CLASS_DECORATION = (
+    "Decorating classes is deprecated and will be disabled in future versions. You should only decorate functions "
+    "or methods. To preserve the current behavior of class decoration, you can directly decorate the `__init__` "
+    "method and nothing else."
+)
 
 
 class _State(threading.local):
@@ -95,6 +102,10 @@ class _GradMode:
         return ()
 
     def __call__(self, func):
+        if inspect.isclass(func):  # as torch: the class becomes a function that constructs it under the mode
+            warnings.warn(CLASS_DECORATION, FutureWarning, stacklevel=2)
+            cls = func
+            func = lambda *args, **kwargs: cls(*args, **kwargs)
         if inspect.isgeneratorfunction(func):
             return _wrap_generator(self.clone, func)
 

@@ -46,11 +46,14 @@ class InPlace:
 
     def _check_inplace(self):
         """torch's check_inplace: a view (that requires grad) of a leaf, then a leaf that requires grad."""
-        if not is_grad_enabled() or not self.requires_grad:
+        if not is_grad_enabled():
             return
-        if self._view is not None and DETACH not in self._view[1] and self._view[0].grad_fn is None:
+        view = self._view
+        # a view requires grad with its base, also one taken before the base was made to require grad
+        requires_grad = self.requires_grad or (view is not None and view[0].requires_grad)
+        if requires_grad and view is not None and DETACH not in view[1] and view[0].grad_fn is None:
             raise RuntimeError(VIEW_OF_LEAF_INPLACE)
-        if self.grad_fn is None:
+        if self.requires_grad and self.grad_fn is None:
             raise RuntimeError(LEAF_INPLACE)
 
     def _assign(self, result):

@@ -425,6 +425,8 @@ class Tensor(InPlace):
             raise TypeError(f"Variable data has to be a tensor, but got {type(other).__name__}")
         if is_batched(self._v) or is_batched(other._v):
             raise RuntimeError("mutating directly with `.data` under vmap transform is not allowed.")
+        if self.requires_grad and not (other.dtype.is_floating_point or other.dtype.is_complex):
+            raise RuntimeError("data set to a tensor that requires gradients must be floating point or complex dtype")
         self._v = other._value  # the other's values, not written into memory shared with NumPy (as torch)
         for ref in self._views or ():  # old views keep the old values
             if ref() is not None:

@@ -119,3 +119,21 @@ def test_inference_mode_flag():
     assert not _grad_mode.is_inference_mode_enabled() and bg.is_grad_enabled()
     with pytest.raises(TypeError, match="inference_mode\\(\\): argument 'mode' \\(position 1\\) must be bool, not str"):
         bg.inference_mode("yes")
+
+
+@pytest.mark.parametrize("m", [bg, pytest.importorskip("torch")], ids=["bg", "torch"])
+def test_decorating_a_class_warns_and_constructs_it_without_grad(m):
+    seen = []
+
+    with pytest.warns(FutureWarning, match="Decorating classes is deprecated"):
+
+        @m.no_grad()
+        class Probe:
+            def __init__(self):
+                seen.append(m.is_grad_enabled())
+
+            def method(self):
+                seen.append(m.is_grad_enabled())
+
+    Probe().method()
+    assert seen == [False, True]  # the constructor runs under the mode, later method calls do not

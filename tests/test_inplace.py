@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import batched_grad as bg
+from oracle import raises_like_torch
 from test_tensor import _restore_modes, assert_like_torch, outcome  # noqa: F401
 
 INPLACE_CALLS = [
@@ -350,3 +351,32 @@ def test_optimizer_style_updates_match_torch():
     np.testing.assert_allclose(results[0][0], results[1][0], rtol=1e-5)
     assert results[0][1:3] == results[1][1:3] == (True, True)
     assert not results[0][3].any() and not results[1][3].any()
+
+
+def test_a_view_taken_before_its_base_required_grad_refuses_in_place_like_torch():
+    def write_through(m, through_view):
+        base = m.zeros(2, 3)
+        view = base[:]
+        base.requires_grad = True
+        (view if through_view else base).add_(5)
+
+    for through_view in (False, True):
+        raises_like_torch(lambda m: write_through(m, through_view))
+
+    def view_made_to_require_grad(m):
+        view = m.zeros(2, 3)[:]
+        view.requires_grad_()
+        view.mul_(2)
+
+    raises_like_torch(view_made_to_require_grad)
+
+
+def test_setting_data_of_a_tensor_that_requires_grad_to_integers_raises_like_torch():
+    def assign(m):
+        x = m.ones(3, requires_grad=True)
+        x.data = m.tensor([1, 2, 3])
+
+    raises_like_torch(assign)
+    x = bg.ones(3)
+    x.data = bg.tensor([1, 2, 3])  # allowed where no gradient is needed
+    assert x.dtype == bg.int64
