@@ -342,15 +342,16 @@ def _traced_rows(args, plan, vjp):
     n = sum(sum(step.spec.saved_mask) for step in plan.steps)
     row_plan = intern(plan._replace(batch=None))
 
-    def row(index, *cts):
-        cts = iter(cts)
+    def row(*args):
+        saved, index, cts = args[:n], args[n], iter(args[n + 1 :])
         rows = [
             next(cts) if b is None else _basis.BasisRow(index, b.offset, jnp.ones(b.row_shape, b.dtype))
             for b in batch.basis
         ]
-        return traced_backward(*args[:n], *rows, plan=row_plan, vjp=vjp)
+        return traced_backward(*saved, *rows, plan=row_plan, vjp=vjp)
 
-    return map_rows(row, (jnp.arange(batch.padded),) + tuple(args[n:]), batch.chunk_size, batch.shards)
+    batched = (jnp.arange(batch.padded),) + tuple(args[n:])
+    return map_rows(row, batched, batch.chunk_size, batch.shards, shared=tuple(args[:n]))
 
 
 def backward_reads(plan):

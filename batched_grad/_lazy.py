@@ -452,11 +452,14 @@ def _run_mapped(*frontier, steps, batched, outs, chunk_size, shards):
     """The calls of a structure for every row of the mapped arrays (jax.vmap, or lax.map in chunks; on each
     device's own rows with `shards`)."""
 
-    def row(*rows):
-        values = list(frontier)
-        for i, r in zip(batched, rows):
-            values[i] = r
+    unbatched = [i for i in range(len(frontier)) if i not in batched]
+
+    def row(*args):
+        values = [None] * len(frontier)
+        for i, v in zip(unbatched + list(batched), args):
+            values[i] = v
         results = run_steps(values, steps)
         return tuple(read(o, values, results) for o in outs)
 
-    return map_rows(row, tuple(frontier[i] for i in batched), chunk_size, shards)
+    shared = tuple(frontier[i] for i in unbatched)
+    return map_rows(row, tuple(frontier[i] for i in batched), chunk_size, shards, shared=shared)

@@ -97,6 +97,22 @@ def case_jacobian_seeds():
     report("jacobian_seeds", got, want)
 
 
+def case_elementwise_jacobian():
+    """A user's own identity, split over the devices, for ops whose VJP broadcasts the values it saved (pow, cumsum,
+    a product): after the same calls with an unsplit identity, so that the fused program runs on each device."""
+    x = bg.tensor(rng.standard_normal(48).astype(np.float32), requires_grad=True)
+    functions = [lambda x: x**2, lambda x: x.cumsum(0) ** 2, lambda x: x.sin() * x]
+
+    def jacobians(identity):
+        return [bg.autograd.grad(f(x), x, identity, is_grads_batched=True)[0] for f in functions]
+
+    want = jacobians(bg.eye(48))
+    for _ in range(3):
+        jacobians(bg.eye(48))
+        got = jacobians(bg.from_jax(jax.device_put(np.eye(48, dtype=np.float32), ROWS)))
+    report("elementwise_jacobian", got, want)
+
+
 def case_per_sample():
     """Per-sample gradients with vmap.vmap over examples split over the devices."""
     X = rng.standard_normal((32, 6)).astype(np.float32)

@@ -10,7 +10,17 @@ import sys
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-CASES = ["unpadded", "padded", "shard_rows", "two_axis_mesh", "chunked", "jacobian_seeds", "per_sample", "create_graph"]
+CASES = [
+    "unpadded",
+    "padded",
+    "shard_rows",
+    "two_axis_mesh",
+    "chunked",
+    "jacobian_seeds",
+    "elementwise_jacobian",
+    "per_sample",
+    "create_graph",
+]
 
 
 @pytest.fixture(scope="module")
@@ -35,6 +45,7 @@ def reports():
         "shard_rows",
         "chunked",
         "jacobian_seeds",
+        "elementwise_jacobian",
         "per_sample",
         "per_sample_chunked",
         "create_graph",

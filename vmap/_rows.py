@@ -6,18 +6,20 @@ import jax
 from ._shards import map_shards
 
 
-def map_rows(fn, batched, chunk_size=None, shards=None):
-    """fn applied to each row of the arrays in `batched` (a tuple), stacked along axis 0.
+def map_rows(fn, batched, chunk_size=None, shards=None, shared=()):
+    """fn(*shared, *row) for each row of the arrays in `batched` (a tuple), stacked along axis 0; `shared` are
+    arrays every row reads whole.
 
     `chunk_size=None` vectorizes all rows at once (jax.vmap); `chunk_size=k` processes k rows at a time
     inside one compiled program (lax.map with batch_size), bounding memory with identical results. With `shards`
-    (vmap/_shards.py) each device maps its own rows, `chunk_size` of them at a time.
+    (vmap/_shards.py) each device maps its own rows, `chunk_size` of them at a time, and reads its copy of `shared`.
     """
     if shards is not None:
-        return map_shards(lambda *block: map_rows(fn, block, chunk_size), batched, shards)
+        k = len(shared)
+        return map_shards(lambda *a: map_rows(fn, a[k:], chunk_size, shared=a[:k]), batched, shards, shared)
     if chunk_size is None:
-        return jax.vmap(fn)(*batched)
-    return jax.lax.map(lambda row: fn(*row), batched, batch_size=chunk_size)
+        return jax.vmap(lambda *row: fn(*shared, *row))(*batched)
+    return jax.lax.map(lambda row: fn(*shared, *row), batched, batch_size=chunk_size)
 
 
 def bucket(size, chunk_size=None, blocks=1):

@@ -70,15 +70,16 @@ def place_rows(array, devices=None):
     return jax.device_put(array, NamedSharding(Mesh(np.array(devices), ("rows",)), PartitionSpec("rows")))
 
 
-def map_shards(fn, batched, shards):
-    """fn(the arrays of `batched`: each device's own block of rows) on every device, its results' rows kept where
-    they are (sharded as `batched`). Values that fn reads besides its arguments are replicated."""
+def map_shards(fn, batched, shards, shared=()):
+    """fn(*shared, *the arrays of `batched`: each device's own block of rows) on every device, its results' rows kept
+    where they are (sharded as `batched`). `shared` are replicated on every device and passed, not closed over:
+    inside shard_map a closed-over array of the enclosing program keeps that program's mesh, which JAX's ops there
+    refuse ("Context mesh ... should match the mesh of sharding")."""
     spec = PartitionSpec(shards.axis)
+    in_specs = (PartitionSpec(),) * len(shared) + (spec,) * len(batched)
     # check_vma=False: a row's VJP pairs a cotangent that varies over the devices with primal values that do not,
     # which JAX's check of varying axes would refuse
-    return jax.shard_map(fn, mesh=shards.mesh, in_specs=(spec,) * len(batched), out_specs=spec, check_vma=False)(
-        *batched
-    )
+    return jax.shard_map(fn, mesh=shards.mesh, in_specs=in_specs, out_specs=spec, check_vma=False)(*shared, *batched)
 
 
 @functools.lru_cache(maxsize=256)

@@ -337,7 +337,8 @@ def _vjp_fn(*args, spec):
     if batch is not None:  # cotangents carry a leading batch axis; saved values do not
         n = sum(saved_mask)
         row_spec = spec._replace(batch=None)
-        return map_rows(lambda *cts: _vjp_fn(*args[:n], *cts, spec=row_spec), args[n:], batch.chunk_size, batch.shards)
+        row = lambda *a: _vjp_fn(*a, spec=row_spec)
+        return map_rows(row, args[n:], batch.chunk_size, batch.shards, shared=args[:n])
     args = iter(args)
     primals = [next(args) if s else jnp.zeros(shape, dtype) for (shape, dtype), s in zip(sig.avals, saved_mask)]
     cts = [next(args) if m else None for m in ct_mask]
