@@ -26,6 +26,16 @@ def small_floats(f):
     return host
 
 
+def in_float64_host(f):
+    """The NumPy function `f` computed in float64 for a float32 operand and rounded back: the host form of an op
+    whose kernel does the same (elementwise.in_float64), so both round the same accurate value."""
+
+    def wide(a):
+        return f(a.astype(np.float64)).astype(a.dtype) if a.dtype == np.float32 else f(a)
+
+    return wide
+
+
 def small_float_vjp(rule):
     """The host VJP (Op.host_vjp) of an elementwise op whose gradients are `rule(ct, *operands)` (one per operand,
     None where the operand is not saved), each of the output's shape: operands cast to the cotangent's dtype, as the
@@ -45,6 +55,17 @@ def small_float_vjp(rule):
     return host_vjp
 
 
+def _tanh_vjp(ct, x):
+    # JAX's VJP of tanh computed in float64 and rounded (elementwise.in_float64), operation for operation: with
+    # t = tanh(x), g = ct (1 - t), then g + g t
+    wide = ct.dtype == np.float32
+    ct, x = (ct.astype(np.float64), x.astype(np.float64)) if wide else (ct, x)
+    t = np.tanh(x)
+    g = ct * (1 - t)
+    grad = g + g * t
+    return (grad.astype(np.float32) if wide else grad,)
+
+
 def _mul_vjp(ct, a, b):
     return (None if b is None else ct * b), (None if a is None else ct * a)
 
@@ -59,5 +80,5 @@ ARITHMETIC_VJPS = {  # by op name
     "mul": small_float_vjp(_mul_vjp),
     "div": small_float_vjp(_div_vjp),
     "neg": small_float_vjp(lambda ct, a: (-ct,)),
-    "tanh": small_float_vjp(lambda ct, x: (ct * (1 - np.tanh(x) ** 2),)),
+    "tanh": small_float_vjp(_tanh_vjp),
 }
