@@ -27,6 +27,7 @@ from ._args import (
     differentiable_inputs,
     reaches_outside,
     replaced,
+    retire,
     selected,
     split_aux,
 )
@@ -158,7 +159,7 @@ def _jvp_by_reverse_mode(func, primals, flat_tangents, strict, has_aux):
     respect to u, of <VJP(u), t>; recorded where the results must stay differentiable outside."""
     grad_outside = is_grad_enabled()
     with enable_grad():
-        inputs, spec = differentiable_inputs(primals, grad_outside)
+        inputs, spec = differentiable_inputs(primals)
         output, aux = split_aux(func(*spec.unflatten(inputs)), has_aux, JVP)
         flat_output, out_spec = flatten(output)
         check_tensor_outputs(flat_output, JVP)
@@ -172,6 +173,7 @@ def _jvp_by_reverse_mode(func, primals, flat_tangents, strict, has_aux):
         vjps = _gradients(flat_output, inputs, probes, create_graph=True)
         inner = sum((v * t).sum() for v, t in zip(vjps, flat_tangents))
         out_tangents = _gradients([inner], probes, [None], create_graph=keep)
+    retire(inputs + probes)
     result = (out_spec.unflatten(_detached_unless(flat_output, keep)), out_spec.unflatten(out_tangents))
     return result + (_detached_unless(aux, keep),) if has_aux else result
 
