@@ -131,3 +131,83 @@ GRAD_MODES = {
 @pytest.mark.parametrize("name", list(GRAD_MODES))
 def test_the_grad_mode_at_the_call_of_a_vjp_fn_decides_as_torch_func(name):
     assert_same(GRAD_MODES[name](bg, bg.func), GRAD_MODES[name](torch, torch.func), rtol=1e-6, atol=1e-10)
+
+
+# ---- in-place writes into the arguments of vmap and jvp reach the caller's tensors --------------------------------
+
+A = RNG.standard_normal((3, 2))
+B = RNG.standard_normal((3, 2))
+C = RNG.standard_normal((3, 2))
+D = RNG.standard_normal((3, 2))
+
+
+def _jvp_writing(F, f):
+    return lambda x, xt, y, yt: F.jvp(f, (x, y), (xt, yt))
+
+
+def _copy_into_first(x, y):
+    x.copy_(y)
+    return x
+
+
+def _copy_into_strided_view(x, y):
+    view = x[::2]
+    view.copy_(y)
+    return view, x
+
+
+def _after(m, F, call, *arrays):
+    """`call(F, *tensors)` on float64 tensors of `arrays`, then the tensors as the caller sees them afterwards."""
+    tensors = [t(m, a) for a in arrays]
+    return call(F, *tensors), tensors
+
+
+WRITES = {
+    "jvp": lambda m, F: _after(m, F, lambda F, *ts: _jvp_writing(F, _copy_into_first)(*ts), A, B, C, D),
+    "jvp, a scaled write": lambda m, F: _after(
+        m, F, lambda F, x, xt: F.jvp(lambda p: p.mul_(3).sin(), (x,), (xt,)), A, B
+    ),
+    "vmap of jvp": lambda m, F: _after(m, F, lambda F, *ts: F.vmap(_jvp_writing(F, _copy_into_first))(*ts), A, B, C, D),
+    "vmap of jvp, in_dims 1, unbatched source": lambda m, F: _after(
+        m,
+        F,
+        lambda F, *ts: F.vmap(_jvp_writing(F, _copy_into_first), in_dims=(1, 1, None, None))(*ts),
+        A,
+        B,
+        C[:, 0],
+        D[:, 0],
+    ),
+    "vmap of jvp, through a view": lambda m, F: _after(
+        m,
+        F,
+        lambda F, *ts: F.vmap(_jvp_writing(F, _copy_into_strided_view), in_dims=(1, 1, 0, 0))(*ts),
+        A,
+        B,
+        C[:2, :],
+        D[:2, :],
+    ),
+    "vmap": lambda m, F: _after(m, F, lambda F, x: F.vmap(lambda r: r.add_(1.5))(x), A),
+    "vmap, in_dims 1, result not the argument": lambda m, F: _after(
+        m, F, lambda F, x: F.vmap(lambda r: r.mul_(2).sum(), in_dims=1)(x), A
+    ),
+    "vmap in chunks": lambda m, F: _after(m, F, lambda F, x: F.vmap(lambda r: r.mul_(-1), chunk_size=2)(x), A),
+    "nested vmap": lambda m, F: _after(m, F, lambda F, x: F.vmap(F.vmap(lambda r: r.sub_(0.5)))(x), A),
+    "vmap over a view": lambda m, F: _after(m, F, lambda F, x: F.vmap(lambda r: r.mul_(10))(x[:, 1]), A),
+}
+
+
+@pytest.mark.parametrize("name", list(WRITES))
+def test_in_place_writes_under_vmap_and_jvp_reach_the_callers_tensors_as_torch(name):
+    assert_same(WRITES[name](bg, bg.func), WRITES[name](torch, torch.func), rtol=1e-6, atol=1e-10)
+
+
+def test_a_write_under_vmap_is_differentiable_with_respect_to_a_captured_tensor():
+    def run(m, F):
+        w = t(m, A[0], requires_grad=True)
+        x = t(m, B)
+        out = F.vmap(lambda r: r.mul_(w).sin())(x)
+        total = (x**2).sum() + out.sum()
+        first = m.autograd.grad(total, w, retain_graph=True)
+        return x, first, m.autograd.grad(total, w)  # again: the backward's rerun starts from what func saw
+
+    assert_same(run(bg, bg.func), run(torch, torch.func), rtol=1e-6, atol=1e-10)
