@@ -2,6 +2,8 @@
 differentiates (fresh graph inputs standing for the caller's tensors), and whether its results must stay
 differentiable outside it."""
 
+import weakref
+
 from vmap._pytree import flatten
 
 from .._graph import AccumulateGrad
@@ -48,26 +50,54 @@ def replaced(args, argnums, new):
     return tuple(args)
 
 
-def differentiable_inputs(tree, grad_outside):
+def differentiable_inputs(tree):
     """Fresh graph inputs for the tensors of `tree` (leaves, spec): a gradient taken with respect to one counts only
-    the uses through it, not those of the caller's tensor it stands for. Where the caller's tensor requires grad and
-    grad mode was on outside (`grad_outside`), the input is a recorded copy of it, so that results stay
-    differentiable with respect to it; otherwise a new leaf holding its value (JAX's value itself: a transform
-    traced in forward mode sees its tangent)."""
+    the uses through it, not those of the caller's tensor it stands for. Where the caller's tensor requires grad, the
+    input is a recorded copy of it (recorded even under no_grad outside: a vjp_fn called later with grad mode on
+    must give gradients differentiable with respect to it); otherwise a new leaf holding its value (JAX's value
+    itself: a transform traced in forward mode sees its tangent)."""
     leaves, spec = flatten(tree)
     fresh = []
     for x in leaves:
         if not isinstance(x, Tensor):
             raise ValueError(f"Thing passed to transform API must be Tensor, got {type(x)}")
-        fresh.append(clone(x) if grad_outside and x.requires_grad else Tensor._wrap(x._v, requires_grad=True))
+        fresh.append(clone(x) if x.requires_grad else Tensor._wrap(x._v, requires_grad=True))
     return fresh, spec
 
 
+# The fresh leaves of transforms that have returned. A vjp_fn called later records its gradients through its
+# transform's fresh leaves; they stand for tensors that did not require grad outside, so no transform around the
+# call differentiates with respect to them (as torch's wrappers of an exited level are plain tensors again).
+# Keyed by id (a Tensor's == is elementwise, so no WeakSet); an entry leaves with its tensor.
+_retired = {}
+
+
+def retire(tensors):
+    """Mark the fresh leaves among `tensors` as belonging to a transform that has returned."""
+    for x in tensors:
+        if isinstance(x, Tensor) and x.grad_fn is None:
+            key = id(x)
+            _retired[key] = weakref.ref(x, lambda _, key=key: _retired.pop(key, None))
+
+
+def _is_retired(leaf):
+    ref = _retired.get(id(leaf))
+    return ref is not None and ref() is leaf
+
+
+def _is_outside_leaf(leaf, own):
+    return leaf.requires_grad and id(leaf) not in own and not _is_retired(leaf)
+
+
 def reaches_outside(outputs, inputs):
-    """Whether the graph of `outputs` reaches a leaf that requires grad other than the fresh leaves in `inputs`:
-    then a gradient of them must be recorded (create_graph) to stay differentiable with respect to it."""
+    """Whether the graph of `outputs` (or an output itself) reaches a leaf that requires grad other than the fresh
+    leaves in `inputs` and those of returned transforms: then a gradient of them must be recorded (create_graph)
+    to stay differentiable with respect to it."""
     own = {id(x) for x in inputs if x.grad_fn is None}
-    stack = [o.grad_fn for o in outputs if isinstance(o, Tensor) and o.grad_fn is not None]
+    tensors = [o for o in outputs if isinstance(o, Tensor)]
+    if any(o.grad_fn is None and _is_outside_leaf(o, own) for o in tensors):
+        return True
+    stack = [o.grad_fn for o in tensors if o.grad_fn is not None]
     seen = set()
     while stack:
         node = stack.pop()
@@ -75,7 +105,7 @@ def reaches_outside(outputs, inputs):
             continue
         seen.add(id(node))
         if type(node) is AccumulateGrad:
-            if id(node.variable) not in own:
+            if _is_outside_leaf(node.variable, own):
                 return True
             continue
         stack.extend(edge.node for edge in node.edges if edge is not None)

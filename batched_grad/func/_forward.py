@@ -27,6 +27,7 @@ from ._args import (
     differentiable_inputs,
     reaches_outside,
     replaced,
+    retire,
     selected,
     split_aux,
 )
@@ -76,10 +77,12 @@ def _check_pair(primals, tangents):
 
 
 class _Outputs:
-    """What f returned while traced, kept as structures: its outputs' and aux's specs and leaf counts."""
+    """What f returned while traced, kept as structures: its outputs' and aux's specs and leaf counts; with
+    `written`, the primals it wrote into in place are outputs too, after its own."""
 
     def __init__(self, has_aux):
         self.has_aux = has_aux
+        self.written, self.written_values = [], []
 
     def __call__(self, result):
         output, aux = split_aux(result, self.has_aux, JVP)
@@ -88,7 +91,20 @@ class _Outputs:
         aux_leaves, self.aux_spec = flatten(aux)
         self.aux_tensors = [i for i, x in enumerate(aux_leaves) if isinstance(x, Tensor)]
         self.aux_others = [x for x in aux_leaves if not isinstance(x, Tensor)]
-        return True, tuple(self.flat_output) + tuple(aux_leaves[i] for i in self.aux_tensors)
+        tensors = tuple(self.flat_output) + tuple(self.written_values)
+        return True, tensors + tuple(aux_leaves[i] for i in self.aux_tensors)
+
+    def noting_writes(self, func):
+        """`func` of the primals, noting which of them it writes into in place (by their version counters)."""
+
+        def run(*xs):
+            versions = [x._version for x in xs]
+            result = func(*xs)
+            self.written = [k for k, (x, v) in enumerate(zip(xs, versions)) if x._version != v]
+            self.written_values = [xs[k] for k in self.written]
+            return result
+
+        return run
 
     def aux(self, tensors):
         tensors, others = iter(tensors), iter(self.aux_others)
@@ -124,22 +140,34 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     flat_primals, spec, flat_tangents = _check_pair(primals, tangents)
     outputs = _Outputs(has_aux)
     try:
-        closed, _ = _traced(lambda *xs: func(*spec.unflatten(xs)), flat_primals, outputs)
+        closed, _ = _traced(outputs.noting_writes(lambda *xs: func(*spec.unflatten(xs))), flat_primals, outputs)
     except (Untraceable, _CapturesGrad):  # f reads values, or must stay differentiable: by reverse mode, recorded
         return _jvp_by_reverse_mode(func, primals, flat_tangents, strict, has_aux)
-    n_out = len(outputs.flat_output)
+    n_out, n_written = len(outputs.flat_output), len(outputs.written)
     if strict:
         _check_strict(closed, len(flat_primals), n_out)
+    n_tangents = n_out + n_written
     results = apply(
         _JVP_OP,
         list(closed.consts) + list(flat_primals) + list(flat_tangents),
         traced=_TracedFunction(closed.jaxpr),
         n_primals=len(flat_primals),
-        n_tangents_out=n_out,
+        n_tangents_out=n_tangents,
     )
-    values, aux_values, out_tangents = results[:n_out], results[n_out:-n_out], results[-n_out:]
-    result = (outputs.spec.unflatten(values), outputs.spec.unflatten(out_tangents))
+    values, aux_values, out_tangents = results[:n_out], results[n_tangents:-n_tangents], results[-n_tangents:]
+    _write_back(outputs.written, flat_primals, flat_tangents, results[n_out:n_tangents], out_tangents[n_out:])
+    result = (outputs.spec.unflatten(values), outputs.spec.unflatten(out_tangents[:n_out]))
     return result + (outputs.aux(aux_values),) if has_aux else result
+
+
+def _write_back(written, primals, tangents, values, value_tangents):
+    """As torch.func's jvp, whose primals are the caller's tensors made dual: what f wrote into a primal in place
+    is written into the caller's tensor, and its tangent into the caller's tangent (unless that is the primal itself,
+    as linearize passes it)."""
+    for k, value, tangent in zip(written, values, value_tangents):
+        primals[k].copy_(value)
+        if tangents[k] is not primals[k]:
+            tangents[k].copy_(tangent)
 
 
 def _check_strict(closed, n_primals, n_out):
@@ -158,7 +186,7 @@ def _jvp_by_reverse_mode(func, primals, flat_tangents, strict, has_aux):
     respect to u, of <VJP(u), t>; recorded where the results must stay differentiable outside."""
     grad_outside = is_grad_enabled()
     with enable_grad():
-        inputs, spec = differentiable_inputs(primals, grad_outside)
+        inputs, spec = differentiable_inputs(primals)
         output, aux = split_aux(func(*spec.unflatten(inputs)), has_aux, JVP)
         flat_output, out_spec = flatten(output)
         check_tensor_outputs(flat_output, JVP)
@@ -172,6 +200,7 @@ def _jvp_by_reverse_mode(func, primals, flat_tangents, strict, has_aux):
         vjps = _gradients(flat_output, inputs, probes, create_graph=True)
         inner = sum((v * t).sum() for v, t in zip(vjps, flat_tangents))
         out_tangents = _gradients([inner], probes, [None], create_graph=keep)
+    retire(inputs + probes)
     result = (out_spec.unflatten(_detached_unless(flat_output, keep)), out_spec.unflatten(out_tangents))
     return result + (_detached_unless(aux, keep),) if has_aux else result
 

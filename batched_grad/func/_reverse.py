@@ -22,6 +22,7 @@ from ._args import (
     differentiable_inputs,
     reaches_outside,
     replaced,
+    retire,
     selected,
     split_aux,
 )
@@ -55,16 +56,24 @@ def _gradients(outputs, inputs, cotangents, create_graph):
 
 class _Recorded:
     """f applied to fresh inputs for the arguments at `argnums`, under grad mode: its output, aux, the fresh inputs
-    and their structure, and whether gradients must be recorded to stay differentiable outside."""
+    and their structure, whether its output depends on tensors outside that require grad (`reaches_outside`), and
+    whether gradients must be recorded now to stay differentiable outside (`keep_graph`: that, with grad mode on)."""
 
     def __init__(self, func, args, kwargs, argnums, has_aux, api):
         grad_outside = is_grad_enabled()
         with enable_grad():
-            self.inputs, self.spec = differentiable_inputs(selected(args, argnums), grad_outside)
+            self.inputs, self.spec = differentiable_inputs(selected(args, argnums))
             output = func(*replaced(args, argnums, self.spec.unflatten(self.inputs)), **kwargs)
             self.output, self.aux = split_aux(output, has_aux, api)
         self.flat_output, self.output_spec = flatten(self.output)
-        self.keep_graph = grad_outside and reaches_outside(self.flat_output, self.inputs)
+        self.reaches_outside = reaches_outside(self.flat_output, self.inputs)
+        self.keep_graph = grad_outside and self.reaches_outside
+
+    def __enter__(self):  # the transform runs: its fresh inputs are retired when it returns
+        return self
+
+    def __exit__(self, *exc):
+        retire(self.inputs)
 
 
 def grad_and_value(func, argnums=0, has_aux=False):
@@ -75,24 +84,28 @@ def grad_and_value(func, argnums=0, has_aux=False):
     @scoped
     def wrapper(*args, **kwargs):
         argnums_ = check_argnums(argnums, len(args))
-        run = _Recorded(func, args, kwargs, argnums_, has_aux, "grad_and_value(f)(*args)")
-        output = run.output
-        if not isinstance(output, Tensor):
-            raise RuntimeError(f"grad_and_value(f)(*args): Expected f(*args) to return a Tensor, got {type(output)}")
-        if output.dim() != 0:
-            raise RuntimeError(
-                "grad_and_value(f)(*args): Expected f(*args) to return a scalar Tensor, got tensor "
-                f"with {output.dim()} dims. Maybe you wanted to use the vjp or jacrev APIs instead?"
-            )
-        with enable_grad():
-            grads = _gradients([output], run.inputs, [None], run.keep_graph)
-        gradient = run.spec.unflatten(grads)
-        output = _detached_unless(output, run.keep_graph)
-        if has_aux:
-            return gradient, (output, _detached_unless(run.aux, run.keep_graph))
-        return gradient, output
+        with _Recorded(func, args, kwargs, argnums_, has_aux, "grad_and_value(f)(*args)") as run:
+            return _gradient_and_value(run, has_aux)
 
     return wrapper
+
+
+def _gradient_and_value(run, has_aux):
+    output = run.output
+    if not isinstance(output, Tensor):
+        raise RuntimeError(f"grad_and_value(f)(*args): Expected f(*args) to return a Tensor, got {type(output)}")
+    if output.dim() != 0:
+        raise RuntimeError(
+            "grad_and_value(f)(*args): Expected f(*args) to return a scalar Tensor, got tensor "
+            f"with {output.dim()} dims. Maybe you wanted to use the vjp or jacrev APIs instead?"
+        )
+    with enable_grad():
+        grads = _gradients([output], run.inputs, [None], run.keep_graph)
+    gradient = run.spec.unflatten(grads)
+    output = _detached_unless(output, run.keep_graph)
+    if has_aux:
+        return gradient, (output, _detached_unless(run.aux, run.keep_graph))
+    return gradient, output
 
 
 def grad(func, argnums=0, has_aux=False):
@@ -119,8 +132,11 @@ def _check_floating_outputs(outputs):
 @scoped
 def vjp(func, *primals, has_aux=False):
     """(func(*primals), vjp_fn[, aux]): vjp_fn(cotangents) gives the gradients for every primal, shaped as
-    `primals`."""
+    `primals`. As torch.func's, the grad mode in force when vjp_fn is called decides whether its gradients are
+    recorded: then they are differentiable with respect to the cotangents and to the tensors outside that func's
+    output depends on, even when vjp itself ran under no_grad."""
     run = _Recorded(func, primals, {}, tuple(range(len(primals))), has_aux, "vjp(f, *primals)")
+    retire(run.inputs)
     check_tensor_outputs(run.flat_output, "vjp(f, *primals)")
     _check_floating_outputs(run.flat_output)
 
@@ -134,8 +150,9 @@ def vjp(func, *primals, has_aux=False):
                 f"primal output: {run.output_spec.pprint()}"
             )
         record = is_grad_enabled() if create_graph is None else create_graph
+        differentiable = run.reaches_outside or reaches_outside(flat_cotangents, ())
         with enable_grad():
-            grads = _gradients(run.flat_output, run.inputs, flat_cotangents, record and run.keep_graph)
+            grads = _gradients(run.flat_output, run.inputs, flat_cotangents, record and differentiable)
         return run.spec.unflatten(grads)
 
     output = _detached_unless(run.output, run.keep_graph)
@@ -166,11 +183,11 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
     def wrapper(*args, **kwargs):
         _check_real(args, "jacrev", "inputs")
         argnums_ = check_argnums(argnums, len(args))
-        run = _Recorded(func, args, kwargs, argnums_, has_aux, "vjp(f, *primals)")
-        check_tensor_outputs(run.flat_output, "vjp(f, *primals)")
-        _check_real(run.flat_output, "jacrev", "outputs")
-        _check_floating_outputs(run.flat_output)
-        blocks = _jacobian_blocks(run, chunk_size)
+        with _Recorded(func, args, kwargs, argnums_, has_aux, "vjp(f, *primals)") as run:
+            check_tensor_outputs(run.flat_output, "vjp(f, *primals)")
+            _check_real(run.flat_output, "jacrev", "outputs")
+            _check_floating_outputs(run.flat_output)
+            blocks = _jacobian_blocks(run, chunk_size)
         per_output = [run.spec.unflatten(row) for row in blocks]
         jacobian = run.output_spec.unflatten(_detached_unless(per_output, run.keep_graph))
         return (jacobian, _detached_unless(run.aux, run.keep_graph)) if has_aux else jacobian

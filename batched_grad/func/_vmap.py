@@ -17,7 +17,7 @@ from vmap._rows import map_rows
 from vmap._shards import first_shards, split_as
 
 from .._generator import default_generator
-from .._grad_mode import is_grad_enabled
+from .._grad_mode import is_grad_enabled, no_grad
 from .._graph import sequence_mark
 from .._lazy import MAPPED, NeedsTracing, Pending, evaluate_mapped, mapped_input
 from .._meta import VMAP_OVER_META, is_meta
@@ -54,21 +54,24 @@ def vmap(func, in_dims=0, out_dims=0, *, chunk_size=None, randomness="error"):
         if shards is not None:
             arrays = [split_as(a, shards) for a in arrays]
 
-        start, recorded = sequence_mark(), []
+        start, recorded, written = sequence_mark(), [], []
         rng_state = default_generator.get_state() if randomness != "error" else None  # for a backward's rerun
         # mapped arguments that require grad: their rows are leaves that require grad, so that the results say
         # whether they depend on them
         differentiable = [i for i in mapped if is_grad_enabled() and flat_args[i].requires_grad]
 
         def run(rows, trace=None):
-            """func on Tensors of `rows` in place of the mapped arguments: its result's leaves and structure; notes
-            where they reach the graph made before the call and which of them require grad."""
+            """func on Tensors of `rows` in place of the mapped arguments: its result's leaves, then the rows that
+            it wrote into in place (`written`), and its result's structure; notes where they reach the graph made
+            before the call and which of them require grad."""
             call = list(flat_args)
             for i, r in zip(mapped, rows):
                 call[i] = Tensor._wrap(r).requires_grad_() if i in differentiable else Tensor._wrap(r)
             level = Level(randomness, trace, size, Tensor._wrap(rows[-1]) if randomness == "different" else None)
             with running(level):
                 leaves, spec = flatten(func(*args_spec.unflatten(call), **kwargs))
+                written[:] = [i for i in mapped if call[i]._version]
+                leaves = leaves + [call[i] for i in written]
                 if is_grad_enabled():
                     recorded[:] = [
                         outside_edges(leaves, start, is_batched),
@@ -80,13 +83,17 @@ def vmap(func, in_dims=0, out_dims=0, *, chunk_size=None, randomness="error"):
             leaves, spec = _deferred(run, arrays, chunk_size, shards)
         except NeedsTracing:  # func reads values: trace it, every op dispatched under jax.vmap
             leaves, spec = _traced(func, run, arrays, size, chunk_size, shards)
-        dims = _flat_out_dims(func, out_dims, spec, leaves)
+        n_results = len(leaves) - len(written)
+        dims = _flat_out_dims(func, out_dims, spec, leaves[:n_results]) + [dims_in[i] for i in written]
         placed = _place(func, leaves, dims, size)
         if recorded and (any(recorded[0]) or differentiable):  # recorded[0]: (edges, through), outside_edges
             inputs = [(i, flat_args[i], dims_in[i]) for i in differentiable]
-            call = VmapCall(vmap, func, args, kwargs, in_dims, randomness, rng_state)
+            seen = _as_seen(args, args_spec, flat_args, written)
+            call = VmapCall(vmap, func, seen, kwargs, in_dims, randomness, rng_state, tuple(written))
             _record(placed, leaves, dims, recorded, inputs, call)
-        return spec.unflatten(placed)
+        for i, value in zip(written, placed[n_results:]):  # as torch's: the caller's tensor holds what func wrote
+            flat_args[i].copy_(value)
+        return spec.unflatten(placed[:n_results])
 
     return vectorized
 
@@ -201,6 +208,14 @@ def _traced(func, run, arrays, size, chunk_size, shards):
                 x = Tensor._wrap(stacked[x.k][0])
         leaves.append(x)
     return leaves, spec
+
+
+def _as_seen(args, args_spec, flat_args, written):
+    """The arguments as func saw them, for a backward's rerun: copies of those it wrote into, as they were."""
+    if not written:
+        return args
+    with no_grad():
+        return args_spec.unflatten([x.detach().clone() if i in written else x for i, x in enumerate(flat_args)])
 
 
 def _record(placed, leaves, dims, recorded, inputs, call):

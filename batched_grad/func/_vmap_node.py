@@ -20,7 +20,9 @@ from ..autograd._api import grad
 
 class VmapCall(NamedTuple):
     """A vmap.vmap call, for the rerun of its function in the backward: `vmap` is the transform itself, which the
-    rerun calls again; `rng_state`: the default generator's state before func ran, or None."""
+    rerun calls again; `rng_state`: the default generator's state before func ran, or None; `written`: the flat
+    indices of the arguments func wrote into in place (`args` holds their values as func saw them), whose rows'
+    final values are results after func's own."""
 
     vmap: Callable
     func: Callable
@@ -29,6 +31,7 @@ class VmapCall(NamedTuple):
     in_dims: object
     randomness: str
     rng_state: object
+    written: tuple = ()
 
 
 def _made_before(node, start, is_batched):
@@ -119,7 +122,8 @@ class VmapNode(_graph.Node):
         )
 
     def _backward(self, cotangents, create_graph):
-        vmap, func, args, kwargs, in_dims, randomness, rng_state = self.call
+        vmap, func, args, kwargs, in_dims, randomness, rng_state, written = self.call
+        args = _unwritten(args, written)
         cotangents = [
             zeros(shape, dtype=dtype) if c is None else c for c, (shape, dtype) in zip(cotangents, self.out_meta)
         ]
@@ -133,6 +137,7 @@ class VmapNode(_graph.Node):
                 flat[i] = row
             with enable_grad():
                 leaves, _ = flatten(func(*spec.unflatten(flat), **kwargs))
+                leaves += [flat[i] for i in written]
                 outs = [leaves[k] for k in rows_k]
                 pairs = [(o, c) for o, c in zip(outs, cts) if o.requires_grad]
                 targets = edges + rows
@@ -177,6 +182,17 @@ def _drawing_again(rng_state):
         yield
     finally:
         default_generator.set_state(current)
+
+
+def _unwritten(args, written):
+    """`args` with fresh tensors for those the rerun writes into in place, so that each rerun sees them as the
+    forward did."""
+    if not written:
+        return args
+    flat, spec = flatten(args)
+    for i in written:
+        flat[i] = Tensor._wrap(flat[i]._v)
+    return spec.unflatten(flat)
 
 
 def _differentiable(row):
