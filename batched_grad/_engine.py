@@ -4,6 +4,7 @@ import contextlib
 import functools
 import threading
 import warnings
+from collections import namedtuple
 
 import jax.numpy as jnp
 import numpy as np
@@ -112,15 +113,20 @@ def _deliver(buffers, edge, grad):
 def run_backward(roots, root_grads, captures, *, retain_graph, create_graph, accumulate, batch=None):
     """Propagate `root_grads` (Tensors) from the `roots` (GradientEdges) through the graph.
 
-    `captures` lists GradientEdges whose incoming gradient is returned (None when unreached). When
-    `accumulate`, every reached leaf's `.grad` is accumulated into. With a `batch` (vmap._batching.Batch),
+    Without `accumulate` (grad()), `captures` lists GradientEdges whose incoming gradient is returned (None when
+    unreached). With it (backward()), every reached leaf's `.grad` is accumulated into; where `captures` are given
+    (backward's `inputs`), their nodes are the ones it runs to, as torch's: each runs whole (its hooks, a leaf's
+    accumulation), and only the nodes that lead to one run. With a `batch` (vmap._batching.Batch),
     every gradient carries a leading batch axis and each node's backward runs over all rows at once, or over
     `batch.chunk_size` rows at a time (vmap/_chunks.py).
     A structure seen often enough runs as one compiled program (a large one as a sequence of programs,
     _segments.py); otherwise each node runs in turn.
     """
     root_nodes = list(dict.fromkeys([e.node for e in roots]))
-    walk = _fused.walk(root_nodes, roots, root_grads, captures, accumulate, None if batch is None else batch.fused_key)
+    to_inputs = accumulate and bool(captures)
+    fused_key = None if batch is None else batch.fused_key
+    # a program runs to backward's inputs by capturing their gradients: a leaf's is accumulated here
+    walk = _fused.walk(root_nodes, roots, root_grads, captures, accumulate and not to_inputs, fused_key)
     fuse_now = batch is not None and (batch.shards is not None or batch.chunk_size == AUTO)
     if batch is not None and batch.chunk_size == AUTO:
         batch, walk = _auto_chunk(walk, batch, root_grads, create_graph)
@@ -130,6 +136,8 @@ def run_backward(roots, root_grads, captures, *, retain_graph, create_graph, acc
             results, leaves, leaf_grads = run(walk, root_grads, create_graph, release=not retain_graph)
             for leaf, g in zip(leaves, leaf_grads):
                 _accumulate(leaf.variable, g, create_graph)
+            if to_inputs:
+                return _accumulate_inputs(captures, results, create_graph)
             return results
         # while its program compiles, the forward that program computes is not fused (and compiled) on its own
         with _lazy.unfused() if compiling else contextlib.nullcontext():
@@ -145,13 +153,25 @@ def run_backward(roots, root_grads, captures, *, retain_graph, create_graph, acc
             )
 
 
+def _accumulate_inputs(captures, grads, create_graph):
+    """backward(inputs=...) run as a program: the captured gradients of the leaves among the inputs accumulate
+    into their `.grad` (a leaf with hooks, or a non-leaf input, which retains its gradient, runs per node)."""
+    for edge, g in zip(captures, grads):
+        if g is not None and type(edge.node) is AccumulateGrad:
+            _accumulate(edge.node.variable, g, create_graph)
+    return [None] * len(captures)
+
+
 def _per_node(walk, roots, root_grads, captures, *, retain_graph, create_graph, accumulate, batch):
     """The per-node tier: the walk's nodes in turn, over all rows of a batch at once or a chunk at a time."""
-    wanted = {}
-    for i, edge in enumerate(captures):
-        wanted.setdefault(edge.node, []).append((edge.output_nr, i))
+    wanted, targets = {}, frozenset()
+    if accumulate:  # backward(inputs=...): the inputs' nodes run whole
+        targets = frozenset([e.node for e in captures])
+    else:
+        for i, edge in enumerate(captures):
+            wanted.setdefault(edge.node, []).append((edge.output_nr, i))
     order = walk.nodes[::-1]
-    needed = _needed(order, wanted) if captures else None
+    needed = _needed(order, targets or wanted) if captures else None
 
     def walk_rows(grads, rows, retain):
         buffers = {}
@@ -161,8 +181,7 @@ def _per_node(walk, roots, root_grads, captures, *, retain_graph, create_graph, 
             order,
             buffers,
             needed,
-            wanted,
-            len(captures),
+            _Wanted(wanted, targets, len(captures)),
             retain_graph=retain,
             create_graph=create_graph,
             accumulate=accumulate,
@@ -252,29 +271,35 @@ def _run_accumulate(node, grad, create_graph, batch):
         run_posthooks(hooks.post, [], [grad], batch)
 
 
-def _run_nodes(order, buffers, needed, wanted, n_captures, *, retain_graph, create_graph, accumulate, batch):
+class _Wanted(namedtuple("_Wanted", ["captures", "targets", "count"])):
+    """What a per-node walk is for: `captures` maps a node to the (output, result index) pairs whose gradients
+    grad() returns, `targets` are the nodes backward(inputs=...) runs to (they run even where none of their own
+    edges leads on), `count` is the number of results."""
+
+
+def _run_nodes(order, buffers, needed, wanted, *, retain_graph, create_graph, accumulate, batch):
     """The per-node walk: hooks, retain_grad, captures, then each node's backward in topological order."""
     for node in order:  # each node's backward reads its saved values: keep them once computed
         for s in node.saved_values():
             _lazy.keep(s.value)
-    results = [None] * n_captures
+    results = [None] * wanted.count
     for node in order:
         cotangents = buffers.pop(node, None)
         if cotangents is None or (needed is not None and node not in needed):
             continue
         if isinstance(node, AccumulateGrad):
             grad = _leaf_gradient(node, cotangents[0], batch)
-            for _, i in wanted.get(node, ()):
+            for _, i in wanted.captures.get(node, ()):
                 results[i] = grad
             if accumulate:
                 _run_accumulate(node, grad, create_graph, batch)
             continue
         _run_tensor_hooks(node, cotangents, create_graph, batch)
-        for nr, i in wanted.get(node, ()):
+        for nr, i in wanted.captures.get(node, ()):
             results[i] = cotangents[nr]
         edges_needed = None if needed is None else tuple([e is not None and e.node in needed for e in node.edges])
-        if edges_needed is not None and True not in edges_needed:
-            continue
+        if edges_needed is not None and True not in edges_needed and node not in wanted.targets:
+            continue  # grad() only captures what reaches this node
         grads = _node_gradients(node, cotangents, create_graph, batch, edges_needed)
         if not retain_graph:
             node.release()

@@ -488,6 +488,8 @@ class OpNode(_graph.Node):
         saved = [s.unpack(create_graph) if isinstance(s, _graph.SavedValue) else s for s in self.saved if s is not None]
         spec = self.spec(ct_mask, None if batch is None else batch.kernel_key, needed)
         want = spec.want
+        if not want:  # backward(inputs=...) runs an input's node that leads to no other input: nothing to compute
+            return [None] * len(self.edges)
         grads = apply(VJP, saved + [c for c in cts if c is not None], spec=spec)
         result = [None] * len(self.edges)
         for i, g in zip(want, grads):
