@@ -2,6 +2,7 @@
 
 import contextlib
 import functools
+import sys
 import threading
 import warnings
 from collections import namedtuple
@@ -51,11 +52,14 @@ def _own(grad, create_graph):
     return Tensor._wrap(unshared(grad._detached_value()))
 
 
-def _accumulate(variable, grad, create_graph):
+def _accumulate(variable, grad, create_graph, take=False):
+    """Add `grad` into `variable.grad`, then run the leaf's post-accumulate-grad hooks. With `take` (nothing but the
+    engine holds `grad`, which passes it on to AccumulateGrad's hooks) a first gradient becomes `.grad` itself, as
+    torch's AccumulateGrad steals it: in-place changes of `.grad` show in the gradient those hooks see."""
     with _grad_lock:
         old = variable._grad
         if old is None:
-            variable._grad = _own(grad, create_graph)
+            variable._grad = grad.detach() if take else _own(grad, create_graph)
         elif create_graph:
             variable._grad = old + grad
         else:
@@ -64,6 +68,18 @@ def _accumulate(variable, grad, create_graph):
             old._counter.value += 1
     if variable._post_accumulate_hooks:
         run_post_accumulate_hooks(variable)
+
+
+def _references(holder):
+    return sys.getrefcount(holder[0])
+
+
+_ALONE = _references([object()])  # what _references sees of an object that only its list holds
+
+
+def _only_held_by(holder):
+    """Whether the Tensor in `holder` (a one-element list) is held by nothing else, as torch's use_count tells."""
+    return _references(holder) <= _ALONE
 
 
 def _retain(tensor, grad, create_graph):
@@ -259,16 +275,19 @@ def _run_prehooks(node, hooks, cotangents, batch):
         cotangents[k] = g
 
 
-def _run_accumulate(node, grad, create_graph, batch):
-    """An AccumulateGrad node run by backward(): its pre-hooks, the accumulation into `.grad` (and the leaf's
-    post-accumulate-grad hooks), its hooks."""
+def _run_accumulate(node, holder, create_graph, batch):
+    """An AccumulateGrad node run by backward() on the gradient in `holder` (a list the engine holds it in, and
+    nothing else of the engine): its pre-hooks, the accumulation into `.grad` (and the leaf's post-accumulate-grad
+    hooks), its hooks."""
     hooks = node.node_hooks
     if hooks and hooks.pre:
-        (grad,) = run_prehooks(hooks.pre, [grad], batch)
-    if grad is not None:
-        _accumulate(node.variable, grad, create_graph)
+        (holder[0],) = run_prehooks(hooks.pre, [holder[0]], batch)
+    if holder[0] is not None:
+        # torch's .grad takes over a first gradient nobody else holds (a copy is the same where no hook sees it)
+        take = bool(hooks and hooks.post) and not create_graph and holder[0]._view is None and _only_held_by(holder)
+        _accumulate(node.variable, holder[0], create_graph, take)
     if hooks and hooks.post:
-        run_posthooks(hooks.post, [], [grad], batch)
+        run_posthooks(hooks.post, [], [holder[0]], batch)
 
 
 class _Wanted(namedtuple("_Wanted", ["captures", "targets", "count"])):
@@ -288,11 +307,11 @@ def _run_nodes(order, buffers, needed, wanted, *, retain_graph, create_graph, ac
         if cotangents is None or (needed is not None and node not in needed):
             continue
         if isinstance(node, AccumulateGrad):
-            grad = _leaf_gradient(node, cotangents[0], batch)
+            cotangents[0] = _leaf_gradient(node, cotangents[0], batch)
             for _, i in wanted.captures.get(node, ()):
-                results[i] = grad
+                results[i] = cotangents[0]
             if accumulate:
-                _run_accumulate(node, grad, create_graph, batch)
+                _run_accumulate(node, cotangents, create_graph, batch)
             continue
         _run_tensor_hooks(node, cotangents, create_graph, batch)
         for nr, i in wanted.captures.get(node, ()):
@@ -300,13 +319,17 @@ def _run_nodes(order, buffers, needed, wanted, *, retain_graph, create_graph, ac
         edges_needed = None if needed is None else tuple([e is not None and e.node in needed for e in node.edges])
         if edges_needed is not None and True not in edges_needed and node not in wanted.targets:
             continue  # grad() only captures what reaches this node
-        grads = _node_gradients(node, cotangents, create_graph, batch, edges_needed)
+        _deliver_all(buffers, node.edges, _node_gradients(node, cotangents, create_graph, batch, edges_needed))
         if not retain_graph:
             node.release()
-        for edge, g in zip(node.edges, grads):
-            if edge is not None:
-                _deliver(buffers, edge, g)
     return results
+
+
+def _deliver_all(buffers, edges, grads):
+    """Each of a node's gradients to where its edge leads (the walk keeps no other reference to them)."""
+    for edge, g in zip(edges, grads):
+        if edge is not None:
+            _deliver(buffers, edge, g)
 
 
 def _leaf_gradient(node, grad, batch):

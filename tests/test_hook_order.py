@@ -102,3 +102,71 @@ def test_backward_to_some_leaves_accumulates_only_theirs_in_every_tier(engine_ti
     assert bg_x is None and torch_x is None
     np.testing.assert_allclose(bg_w, torch_w, rtol=1e-6)
     np.testing.assert_allclose(seen[:3], seen[3:], rtol=1e-6)
+
+
+def _add_half_to_grad(leaf):
+    leaf.grad.add_(0.5)
+
+
+def _accumulation_log(m, make_loss, tensor_hook=None):
+    """What AccumulateGrad's hook sees as its gradient, and the leaf's `.grad`, when a post-accumulate-grad hook
+    adds 0.5 to `.grad` in place. `make_loss(x)` gives (the loss, its grad_output); `tensor_hook` goes on x."""
+    x = m.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    seen = []
+    accumulator = x.view_as(x).grad_fn.next_functions[0][0]
+    if tensor_hook is not None:
+        x.register_hook(tensor_hook)
+    x.register_post_accumulate_grad_hook(_add_half_to_grad)
+    accumulator.register_hook(lambda grad_inputs, grad_outputs: seen.append(grad_outputs[0].tolist()))
+    loss, grad_output = make_loss(x)
+    loss.backward(grad_output)
+    return seen, x.grad.tolist(), None if grad_output is None else grad_output.tolist()
+
+
+def test_post_accumulate_grad_hooks_run_between_accumulate_grads_pre_hooks_and_hooks_as_torch():
+    """torch's order: tensor hook, AccumulateGrad pre-hook, post-accumulate-grad hook, AccumulateGrad hook, with
+    `.grad` the very gradient the pre-hook returned (torch's test: ((1 - 2) / 5 + 0.5) * 10 = 3)."""
+
+    def scenario(m):
+        x = m.rand(3, requires_grad=True)
+        accumulator = x.view_as(x).grad_fn.next_functions[0][0]
+        x.register_hook(lambda g: g.sub(2.0))
+        accumulator.register_prehook(lambda gs: (gs[0].div(5.0),))
+        x.register_post_accumulate_grad_hook(_add_half_to_grad)
+
+        def hook(grad_inputs, grad_outputs):
+            x.grad = grad_outputs[0].mul(10)
+
+        accumulator.register_hook(hook)
+        x.sum().backward()
+        return x.grad.tolist()
+
+    assert scenario(torch) == pytest.approx([3.0, 3.0, 3.0])
+    assert scenario(bg) == pytest.approx([3.0, 3.0, 3.0])
+
+
+def _stash(stashed):
+    def hook(g):
+        stashed.append(g)  # the user now holds the gradient: torch copies it into .grad
+
+    return hook
+
+
+LOSSES = {
+    "from a node": (lambda m: lambda x: ((x * 2).sum(), None), None),
+    "replaced by a tensor hook": (lambda m: lambda x: ((x * 2).sum(), None), lambda g: g * 3),
+    "held by a tensor hook": (lambda m: lambda x: ((x * 2).sum(), None), "stash"),
+    "the caller's grad_output": (lambda m: lambda x: (x, m.tensor([1.0, 1.0, 1.0])), None),
+}
+
+
+@pytest.mark.parametrize("loss, tensor_hook", LOSSES.values(), ids=LOSSES.keys())
+def test_grad_takes_over_a_gradient_nobody_else_holds_as_torch(loss, tensor_hook):
+    """`.grad` is the incoming gradient itself only where nothing else holds it: the caller's grad_output, or a
+    gradient a hook kept, is copied (the in-place change of .grad does not reach them)."""
+    logs = []
+    for m in (bg, torch):
+        stashed = []
+        hook = _stash(stashed) if tensor_hook == "stash" else tensor_hook
+        logs.append(_accumulation_log(m, loss(m), hook) + tuple(s.tolist() for s in stashed))
+    assert logs[0] == logs[1]
