@@ -99,8 +99,12 @@ def run_posthooks(hooks, grad_inputs, grad_outputs, batch):
 
 
 def run_post_accumulate_hooks(tensor):
-    """A leaf's post-accumulate-grad hooks, each called with the leaf once its `.grad` holds the new gradient."""
+    """A leaf's post-accumulate-grad hooks, each called with the leaf once its `.grad` holds the new gradient. They
+    must return None: a Tensor is refused as torch refuses it (the `.grad` it was given to change stays)."""
     for hook in list(tensor._post_accumulate_hooks.values()):
         result = hook(tensor)
-        if result is not None and not isinstance(result, Tensor):
+        if result is None:
+            continue
+        if not isinstance(result, Tensor):
             raise TypeError(f"expected Variable, but hook returned '{python_type_name(result)}'")
+        raise RuntimeError("Tensor post accumulate grad hooks should return None.")

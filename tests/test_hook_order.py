@@ -170,3 +170,17 @@ def test_grad_takes_over_a_gradient_nobody_else_holds_as_torch(loss, tensor_hook
         hook = _stash(stashed) if tensor_hook == "stash" else tensor_hook
         logs.append(_accumulation_log(m, loss(m), hook) + tuple(s.tolist() for s in stashed))
     assert logs[0] == logs[1]
+
+
+@pytest.mark.parametrize("returned", [lambda t: t.grad * 2, lambda t: t.grad.add_(1.0), lambda t: "done"])
+def test_a_post_accumulate_grad_hook_returning_something_raises_as_torch(returned):
+    """Such a hook must return None: torch refuses a Tensor with a RuntimeError (after the accumulation, whose
+    `.grad` stays) and anything else with a TypeError."""
+    outcomes = []
+    for m in (bg, torch):
+        x = m.tensor([1.0, 2.0], requires_grad=True)
+        x.register_post_accumulate_grad_hook(returned)
+        with pytest.raises((RuntimeError, TypeError)) as caught:
+            (x * 3).sum().backward()
+        outcomes.append((type(caught.value).__name__, str(caught.value), x.grad.tolist()))
+    assert outcomes[0] == outcomes[1]
