@@ -172,15 +172,28 @@ def test_grad_takes_over_a_gradient_nobody_else_holds_as_torch(loss, tensor_hook
     assert logs[0] == logs[1]
 
 
-@pytest.mark.parametrize("returned", [lambda t: t.grad * 2, lambda t: t.grad.add_(1.0), lambda t: "done"])
+RETURNS = {
+    "a new tensor": lambda t: t.grad * 2,
+    "its .grad": lambda t: t.grad.add_(1.0),
+    "the leaf itself": lambda t: t,
+    "a string": lambda t: "done",
+}
+
+
+@pytest.mark.parametrize("returned", RETURNS.values(), ids=RETURNS.keys())
 def test_a_post_accumulate_grad_hook_returning_something_raises_as_torch(returned):
-    """Such a hook must return None: torch refuses a Tensor with a RuntimeError (after the accumulation, whose
-    `.grad` stays) and anything else with a TypeError."""
+    """Such a hook must return None or the leaf it was given: torch refuses another Tensor with a RuntimeError once
+    every hook has run (the next one is given that Tensor) and anything else with a TypeError at once."""
     outcomes = []
     for m in (bg, torch):
         x = m.tensor([1.0, 2.0], requires_grad=True)
+        given = []
         x.register_post_accumulate_grad_hook(returned)
-        with pytest.raises((RuntimeError, TypeError)) as caught:
+        x.register_post_accumulate_grad_hook(lambda t, x=x: given.append(t is x))
+        try:
             (x * 3).sum().backward()
-        outcomes.append((type(caught.value).__name__, str(caught.value), x.grad.tolist()))
+            outcome = None
+        except (RuntimeError, TypeError) as error:
+            outcome = (type(error).__name__, str(error))
+        outcomes.append((outcome, given, x.grad.tolist()))
     assert outcomes[0] == outcomes[1]
