@@ -2,8 +2,10 @@
 
 import contextlib
 import functools
+import sys
 import threading
 import warnings
+from collections import namedtuple
 
 import jax.numpy as jnp
 import numpy as np
@@ -50,11 +52,14 @@ def _own(grad, create_graph):
     return Tensor._wrap(unshared(grad._detached_value()))
 
 
-def _accumulate(variable, grad, create_graph):
+def _accumulate(variable, grad, create_graph, take=False):
+    """Add `grad` into `variable.grad`, then run the leaf's post-accumulate-grad hooks. With `take` (nothing but the
+    engine holds `grad`, which passes it on to AccumulateGrad's hooks) a first gradient becomes `.grad` itself, as
+    torch's AccumulateGrad steals it: in-place changes of `.grad` show in the gradient those hooks see."""
     with _grad_lock:
         old = variable._grad
         if old is None:
-            variable._grad = _own(grad, create_graph)
+            variable._grad = grad.detach() if take else _own(grad, create_graph)
         elif create_graph:
             variable._grad = old + grad
         else:
@@ -63,6 +68,18 @@ def _accumulate(variable, grad, create_graph):
             old._counter.value += 1
     if variable._post_accumulate_hooks:
         run_post_accumulate_hooks(variable)
+
+
+def _references(holder):
+    return sys.getrefcount(holder[0])
+
+
+_ALONE = _references([object()])  # what _references sees of an object that only its list holds
+
+
+def _only_held_by(holder):
+    """Whether the Tensor in `holder` (a one-element list) is held by nothing else, as torch's use_count tells."""
+    return _references(holder) <= _ALONE
 
 
 def _retain(tensor, grad, create_graph):
@@ -112,15 +129,20 @@ def _deliver(buffers, edge, grad):
 def run_backward(roots, root_grads, captures, *, retain_graph, create_graph, accumulate, batch=None):
     """Propagate `root_grads` (Tensors) from the `roots` (GradientEdges) through the graph.
 
-    `captures` lists GradientEdges whose incoming gradient is returned (None when unreached). When
-    `accumulate`, every reached leaf's `.grad` is accumulated into. With a `batch` (vmap._batching.Batch),
+    Without `accumulate` (grad()), `captures` lists GradientEdges whose incoming gradient is returned (None when
+    unreached). With it (backward()), every reached leaf's `.grad` is accumulated into; where `captures` are given
+    (backward's `inputs`), their nodes are the ones it runs to, as torch's: each runs whole (its hooks, a leaf's
+    accumulation), and only the nodes that lead to one run. With a `batch` (vmap._batching.Batch),
     every gradient carries a leading batch axis and each node's backward runs over all rows at once, or over
     `batch.chunk_size` rows at a time (vmap/_chunks.py).
     A structure seen often enough runs as one compiled program (a large one as a sequence of programs,
     _segments.py); otherwise each node runs in turn.
     """
     root_nodes = list(dict.fromkeys([e.node for e in roots]))
-    walk = _fused.walk(root_nodes, roots, root_grads, captures, accumulate, None if batch is None else batch.fused_key)
+    to_inputs = accumulate and bool(captures)
+    fused_key = None if batch is None else batch.fused_key
+    # a program runs to backward's inputs by capturing their gradients: a leaf's is accumulated here
+    walk = _fused.walk(root_nodes, roots, root_grads, captures, accumulate and not to_inputs, fused_key)
     fuse_now = batch is not None and (batch.shards is not None or batch.chunk_size == AUTO)
     if batch is not None and batch.chunk_size == AUTO:
         batch, walk = _auto_chunk(walk, batch, root_grads, create_graph)
@@ -130,6 +152,8 @@ def run_backward(roots, root_grads, captures, *, retain_graph, create_graph, acc
             results, leaves, leaf_grads = run(walk, root_grads, create_graph, release=not retain_graph)
             for leaf, g in zip(leaves, leaf_grads):
                 _accumulate(leaf.variable, g, create_graph)
+            if to_inputs:
+                return _accumulate_inputs(captures, results, create_graph)
             return results
         # while its program compiles, the forward that program computes is not fused (and compiled) on its own
         with _lazy.unfused() if compiling else contextlib.nullcontext():
@@ -145,13 +169,25 @@ def run_backward(roots, root_grads, captures, *, retain_graph, create_graph, acc
             )
 
 
+def _accumulate_inputs(captures, grads, create_graph):
+    """backward(inputs=...) run as a program: the captured gradients of the leaves among the inputs accumulate
+    into their `.grad` (a leaf with hooks, or a non-leaf input, which retains its gradient, runs per node)."""
+    for edge, g in zip(captures, grads):
+        if g is not None and type(edge.node) is AccumulateGrad:
+            _accumulate(edge.node.variable, g, create_graph)
+    return [None] * len(captures)
+
+
 def _per_node(walk, roots, root_grads, captures, *, retain_graph, create_graph, accumulate, batch):
     """The per-node tier: the walk's nodes in turn, over all rows of a batch at once or a chunk at a time."""
-    wanted = {}
-    for i, edge in enumerate(captures):
-        wanted.setdefault(edge.node, []).append((edge.output_nr, i))
+    wanted, targets = {}, frozenset()
+    if accumulate:  # backward(inputs=...): the inputs' nodes run whole
+        targets = frozenset([e.node for e in captures])
+    else:
+        for i, edge in enumerate(captures):
+            wanted.setdefault(edge.node, []).append((edge.output_nr, i))
     order = walk.nodes[::-1]
-    needed = _needed(order, wanted) if captures else None
+    needed = _needed(order, targets or wanted) if captures else None
 
     def walk_rows(grads, rows, retain):
         buffers = {}
@@ -161,8 +197,7 @@ def _per_node(walk, roots, root_grads, captures, *, retain_graph, create_graph, 
             order,
             buffers,
             needed,
-            wanted,
-            len(captures),
+            _Wanted(wanted, targets, len(captures)),
             retain_graph=retain,
             create_graph=create_graph,
             accumulate=accumulate,
@@ -240,48 +275,61 @@ def _run_prehooks(node, hooks, cotangents, batch):
         cotangents[k] = g
 
 
-def _run_accumulate(node, grad, create_graph, batch):
-    """An AccumulateGrad node run by backward(): its pre-hooks, the accumulation into `.grad` (and the leaf's
-    post-accumulate-grad hooks), its hooks."""
+def _run_accumulate(node, holder, create_graph, batch):
+    """An AccumulateGrad node run by backward() on the gradient in `holder` (a list the engine holds it in, and
+    nothing else of the engine): its pre-hooks, the accumulation into `.grad` (and the leaf's post-accumulate-grad
+    hooks), its hooks."""
     hooks = node.node_hooks
     if hooks and hooks.pre:
-        (grad,) = run_prehooks(hooks.pre, [grad], batch)
-    if grad is not None:
-        _accumulate(node.variable, grad, create_graph)
+        (holder[0],) = run_prehooks(hooks.pre, [holder[0]], batch)
+    if holder[0] is not None:
+        # torch's .grad takes over a first gradient nobody else holds (a copy is the same where no hook sees it)
+        take = bool(hooks and hooks.post) and not create_graph and holder[0]._view is None and _only_held_by(holder)
+        _accumulate(node.variable, holder[0], create_graph, take)
     if hooks and hooks.post:
-        run_posthooks(hooks.post, [], [grad], batch)
+        run_posthooks(hooks.post, [], [holder[0]], batch)
 
 
-def _run_nodes(order, buffers, needed, wanted, n_captures, *, retain_graph, create_graph, accumulate, batch):
+class _Wanted(namedtuple("_Wanted", ["captures", "targets", "count"])):
+    """What a per-node walk is for: `captures` maps a node to the (output, result index) pairs whose gradients
+    grad() returns, `targets` are the nodes backward(inputs=...) runs to (they run even where none of their own
+    edges leads on), `count` is the number of results."""
+
+
+def _run_nodes(order, buffers, needed, wanted, *, retain_graph, create_graph, accumulate, batch):
     """The per-node walk: hooks, retain_grad, captures, then each node's backward in topological order."""
     for node in order:  # each node's backward reads its saved values: keep them once computed
         for s in node.saved_values():
             _lazy.keep(s.value)
-    results = [None] * n_captures
+    results = [None] * wanted.count
     for node in order:
         cotangents = buffers.pop(node, None)
         if cotangents is None or (needed is not None and node not in needed):
             continue
         if isinstance(node, AccumulateGrad):
-            grad = _leaf_gradient(node, cotangents[0], batch)
-            for _, i in wanted.get(node, ()):
-                results[i] = grad
+            cotangents[0] = _leaf_gradient(node, cotangents[0], batch)
+            for _, i in wanted.captures.get(node, ()):
+                results[i] = cotangents[0]
             if accumulate:
-                _run_accumulate(node, grad, create_graph, batch)
+                _run_accumulate(node, cotangents, create_graph, batch)
             continue
         _run_tensor_hooks(node, cotangents, create_graph, batch)
-        for nr, i in wanted.get(node, ()):
+        for nr, i in wanted.captures.get(node, ()):
             results[i] = cotangents[nr]
         edges_needed = None if needed is None else tuple([e is not None and e.node in needed for e in node.edges])
-        if edges_needed is not None and True not in edges_needed:
-            continue
-        grads = _node_gradients(node, cotangents, create_graph, batch, edges_needed)
+        if edges_needed is not None and True not in edges_needed and node not in wanted.targets:
+            continue  # grad() only captures what reaches this node
+        _deliver_all(buffers, node.edges, _node_gradients(node, cotangents, create_graph, batch, edges_needed))
         if not retain_graph:
             node.release()
-        for edge, g in zip(node.edges, grads):
-            if edge is not None:
-                _deliver(buffers, edge, g)
     return results
+
+
+def _deliver_all(buffers, edges, grads):
+    """Each of a node's gradients to where its edge leads (the walk keeps no other reference to them)."""
+    for edge, g in zip(edges, grads):
+        if edge is not None:
+            _deliver(buffers, edge, g)
 
 
 def _leaf_gradient(node, grad, batch):

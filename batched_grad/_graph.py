@@ -247,6 +247,15 @@ class SavedValue:
         self.version = self.counter.value
         self.freed = False
 
+    @classmethod
+    def of_operand(cls, value):
+        """An operand given as a number or sequence (a list of indices, a Python scalar), which torch turns into a
+        tensor and saves as any other: freed with the graph, never changed in place."""
+        saved = cls.__new__(cls)
+        saved.value, saved.edge_node, saved.output_nr, saved.leaf = value, None, 0, None
+        saved.counter, saved.version, saved.requires_grad, saved.freed = UNCHANGING, 0, False, False
+        return saved
+
     def check(self):
         if self.freed:
             raise RuntimeError(BACKWARD_TWICE)

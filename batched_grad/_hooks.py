@@ -99,8 +99,16 @@ def run_posthooks(hooks, grad_inputs, grad_outputs, batch):
 
 
 def run_post_accumulate_hooks(tensor):
-    """A leaf's post-accumulate-grad hooks, each called with the leaf once its `.grad` holds the new gradient."""
+    """A leaf's post-accumulate-grad hooks, each called once its `.grad` holds the new gradient. As torch's, a hook
+    must return None (or what it was given): a non-Tensor is a TypeError at once, another Tensor is passed to the
+    hooks after it and makes a RuntimeError once they have run."""
+    given, replaced = tensor, False
     for hook in list(tensor._post_accumulate_hooks.values()):
-        result = hook(tensor)
-        if result is not None and not isinstance(result, Tensor):
+        result = hook(given)
+        if result is None or result is given:
+            continue
+        if not isinstance(result, Tensor):
             raise TypeError(f"expected Variable, but hook returned '{python_type_name(result)}'")
+        given, replaced = result, True
+    if replaced:
+        raise RuntimeError("Tensor post accumulate grad hooks should return None.")

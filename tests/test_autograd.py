@@ -34,6 +34,46 @@ def test_graph_without_saved_values_can_be_walked_twice():
     bg.autograd.grad(y, x)
 
 
+def _assigned_through_a_list(m, x):
+    c = m.zeros(3, dtype=m.float64)
+    c[[1, 2]] = x[[1, 1]]  # torch's test of a backward twice through saved values
+    return c
+
+
+GIVEN_AS_NUMBERS_OR_LISTS = {
+    "indices as a list": lambda m, x: x[[1, 1, 0]],
+    "indices as a NumPy array": lambda m, x: x[np.array([2, 0])],
+    "a mask as a NumPy array": lambda m, x: x[np.array([True, False, True])],
+    "an index tensor": lambda m, x: x[m.tensor([2, 2])],
+    "assignment through a list": lambda m, x: _assigned_through_a_list(m, x),
+    "a number times": lambda m, x: x * 2.0,
+    "an integer times": lambda m, x: 3 * x,
+    "divided by a number": lambda m, x: x / 4.0,
+    "plus a number (nothing saved)": lambda m, x: x + 1,
+    "minus an integer (nothing saved)": lambda m, x: 2 - x,
+}
+
+
+@pytest.mark.parametrize("make", GIVEN_AS_NUMBERS_OR_LISTS.values(), ids=GIVEN_AS_NUMBERS_OR_LISTS.keys())
+def test_a_second_backward_through_numbers_or_lists_torch_saves_raises_as_torch(make):
+    """torch makes an index list or a number operand a tensor and saves it: freed by the first backward, the second
+    raises "Specify retain_graph=True" (add and sub save nothing). With retain_graph both run."""
+    outcomes = []
+    for m in (bg, torch):
+        x = m.tensor([1.0, -2.0, 3.0], dtype=m.float64, requires_grad=True)
+        y = make(m, x)
+        ones = m.ones(y.shape, dtype=m.float64)
+        y.backward(ones, retain_graph=True)
+        y.backward(ones)
+        try:
+            y.backward(ones)
+            outcome = None
+        except RuntimeError as error:
+            outcome = str(error)
+        outcomes.append((outcome, x.grad.tolist()))
+    assert outcomes[0] == outcomes[1]
+
+
 @pytest.mark.parametrize("order", [2, 3])
 def test_higher_order_derivatives(order):
     x, tx = pair(4)

@@ -235,3 +235,82 @@ def test_gradient_of_another_dtype_is_cast_to_the_input_dtype_like_torch(chained
         out = make(lib, from_numpy).apply(x.exp() if chained else x)
         grads.append(lib.autograd.grad(out.sum(), x)[0])
     assert_same(grads[0], grads[1], rtol=1e-6)
+
+
+def _returns_twice(lib, log):
+    """A Function whose forward returns one new tensor twice (between them another output), saved for backward."""
+
+    class Twice(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            doubled = x * 2
+            ctx.save_for_backward(doubled)
+            return doubled, x * 3, doubled
+
+        @staticmethod
+        def backward(ctx, g_first, g_middle, g_last):
+            (doubled,) = ctx.saved_tensors
+            log.append(("saved output_nr", doubled.output_nr, doubled.grad_fn is not None))
+            log.append(("grads", g_first.tolist(), g_middle.tolist(), g_last.tolist()))
+            return g_first * 2 + g_middle * 3 + g_last * 2
+
+    return Twice
+
+
+def test_a_tensor_returned_twice_is_one_output_object_as_torchs():
+    """torch hands back the same object for both, as the later output (output_nr 2): gradients of both uses reach
+    backward through that output, and the saved tensor is that output."""
+    logs = []
+    for lib in (bg, torch):
+        log = []
+        x = lib.tensor([1.0, -2.0], requires_grad=True)
+        first, middle, last = _returns_twice(lib, log).apply(x)
+        log.append(("same object", first is last, first.output_nr, middle.output_nr))
+        (first * 5 + last + middle).sum().backward()
+        logs.append((log, x.grad.tolist()))
+    assert logs[0] == logs[1]
+
+
+def test_gradcheck_of_a_function_returning_a_tensor_twice():
+    def twice_summed(x):
+        first, _, last = _returns_twice(bg, []).apply(x)
+        assert first is last
+        return first + last
+
+    x = bg.randn(3, dtype=bg.float64, requires_grad=True)
+    assert bg.autograd.gradcheck(twice_summed, (x,))
+    assert bg.autograd.gradgradcheck(twice_summed, (x,))
+
+
+def test_saved_tensors_keep_their_output_nr_and_grad_fn_when_backward_records_nothing():
+    """An output of another node saved for backward: unpacked with its grad_fn and output_nr in any grad mode."""
+    outcomes = []
+    for lib in (bg, torch):
+        seen = []
+
+        class Halves(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x[:2], x[2:]
+
+            @staticmethod
+            def backward(ctx, *grads):
+                return lib.cat(grads)
+
+        class SaveInput(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, t):
+                ctx.save_for_backward(t)
+                return t * 2
+
+            @staticmethod
+            def backward(ctx, g):
+                (t,) = ctx.saved_tensors
+                seen.append((t.output_nr, t.requires_grad, t.grad_fn.name()))
+                return g * 2
+
+        _, second = Halves.apply(lib.tensor([1.0, 2.0, 3.0, 4.0], requires_grad=True))
+        for create_graph in (False, True):
+            SaveInput.apply(second).sum().backward(create_graph=create_graph)
+        outcomes.append((second.output_nr, seen))
+    assert outcomes[0] == outcomes[1]

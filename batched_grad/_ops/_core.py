@@ -412,6 +412,21 @@ def _backward_name(sig):
     return name if type(name) is str else name(sig)
 
 
+def _saved_operand(op, index, operand, array):
+    """What a node saves of operand `index`: a Tensor's SavedValue; an operand given as a number or a list as a
+    SavedValue too where torch makes it a tensor it saves (freed with the graph), else as it is."""
+    if isinstance(operand, Tensor):
+        return _graph.SavedValue(operand)
+    return _graph.SavedValue.of_operand(array) if _freed_with_graph(op, index, array) else array
+
+
+def _freed_with_graph(op, index, array):
+    """Whether torch saves an operand given as a number or a list as a tensor: one of its inputs (not a Scalar past
+    `Op.inputs`), other than a number of a linear op, whose VJP reads only its index and mask operands (add's
+    integer `other` is saved here but read by no VJP, and torch saves none)."""
+    return (op.inputs is None or index < op.inputs) and not (op.linear and np.ndim(array) == 0)
+
+
 class OpNode(_graph.Node):
     """A node recorded by `apply`; its backward applies the op's VJP as another op (so it can be recorded)."""
 
@@ -430,8 +445,8 @@ class OpNode(_graph.Node):
             self.edges = edges[: sig.op.inputs]
         self.saved = tuple(
             [
-                None if not m else _graph.SavedValue(x) if isinstance(x, Tensor) else a
-                for x, a, m in zip(operands, arrays, self.saved_mask)
+                _saved_operand(sig.op, i, x, a) if m else None
+                for i, (x, a, m) in enumerate(zip(operands, arrays, self.saved_mask))
             ]
         )
 
@@ -489,6 +504,8 @@ class OpNode(_graph.Node):
         saved = [s.unpack(create_graph) if isinstance(s, _graph.SavedValue) else s for s in self.saved if s is not None]
         spec = self.spec(ct_mask, None if batch is None else batch.kernel_key, needed)
         want = spec.want
+        if not want:  # backward(inputs=...) runs an input's node that leads to no other input: nothing to compute
+            return [None] * len(self.edges)
         grads = apply(VJP, saved + [c for c in cts if c is not None], spec=spec)
         result = [None] * len(self.edges)
         for i, g in zip(want, grads):

@@ -291,10 +291,4 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     for x in inputs or ():
         if isinstance(x, Tensor) and x.grad_fn is not None:
             x.retain_grad()  # as torch: non-leaf inputs get .grad through retain_grad
-    result = _engine.run_backward(
-        roots, grads, captures, retain_graph=retain_graph, create_graph=create_graph, accumulate=inputs is None
-    )
-    for x, g in zip(inputs or (), result):
-        leaf = x.node.variable if isinstance(x, GradientEdge) and hasattr(x.node, "variable") else x
-        if g is not None and isinstance(leaf, Tensor) and leaf.grad_fn is None:
-            _engine._accumulate(leaf, g, create_graph)
+    _engine.run_backward(roots, grads, captures, retain_graph=retain_graph, create_graph=create_graph, accumulate=True)

@@ -80,7 +80,8 @@ class FunctionCtx:
         """The tensors given to save_for_backward (checked against in-place changes since)."""
         if self._saved is None:
             return ()
-        return tuple(s.unpack(is_grad_enabled()) if s is not None else None for s in self._saved)
+        # as torch's, in any grad mode: a saved output or non-leaf keeps its grad_fn and output_nr
+        return tuple(s.unpack(True) if s is not None else None for s in self._saved)
 
     def mark_non_differentiable(self, *tensors):
         """Mark outputs as not differentiable: they do not require grad, and their gradients are zero."""
@@ -215,7 +216,7 @@ class Function:
         outs = output if is_tuple else (output,)
         dirty = _bump_dirty(ctx.dirty_tensors)
         node = FunctionNode(cls, ctx, args, outs) if is_grad_enabled() and any(ctx.needs_input_grad) else None
-        received = [_received_output(o, k, node, ctx, args, dirty, len(outs)) for k, o in enumerate(outs)]
+        received = _received_outputs(outs, node, ctx, args, dirty)
         returned = {id(o) for o in outs}
         if any(id(t) not in returned for t in ctx.dirty_tensors):
             raise RuntimeError(DIRTY_NOT_RETURNED)
@@ -241,6 +242,22 @@ def _is_differentiable(output, node, ctx):
         and id(output) not in ctx.non_differentiable
         and (output.dtype.is_floating_point or output.dtype.is_complex)
     )
+
+
+def _received_outputs(outs, node, ctx, args, dirty):
+    """What the caller of apply receives for each output of forward. A new tensor that forward returns more than
+    once is received as one object each time, as torch's: the output it was returned as last (its output_nr)."""
+    received, first = [], {}
+    for k, output in enumerate(outs):
+        again = first.get(id(output)) if isinstance(output, Tensor) else None
+        if again is None:
+            again = first[id(output)] = _received_output(output, k, node, ctx, args, dirty, len(outs))
+        elif again.grad_fn is node and node is not None and not any(output is a for a in args):
+            again._output_nr = k
+        else:  # an input returned again is received as another alias of it, as torch's
+            again = _received_output(output, k, node, ctx, args, dirty, len(outs))
+        received.append(again)
+    return received
 
 
 def _received_output(output, k, node, ctx, args, dirty, n_outputs):
