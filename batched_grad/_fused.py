@@ -21,7 +21,7 @@ from ._graph import AccumulateGrad, SavedValue
 from ._host import unshared
 from ._lazy import CallStep, Output, Pending, hashed_once, intern, read, record
 from ._meta import MetaValue
-from ._ops._core import Op, OpNode, _read_by, _vjp_spec, apply, reads_of, vjp_reads
+from ._ops._core import Op, OpNode, _read_by, _vjp_spec, apply, reads_of, vjp_dependencies, vjp_links
 from ._tensor import Tensor
 from ._tracing import is_tracer, tracing
 
@@ -357,6 +357,15 @@ def _traced_rows(args, plan, vjp):
 def backward_reads(plan):
     """Per output of the traced backward of `plan`, a bitmask of its arguments it reads (the saved values of its
     steps in order, then its root cotangents), found from the steps' VJPs."""
+    return _backward_masks(plan, vjp_dependencies)
+
+
+def backward_links(plan):
+    """As backward_reads, the arguments each output links to (a fused op's gradient links to all its VJP reads)."""
+    return _backward_masks(plan, vjp_links)
+
+
+def _backward_masks(plan, vjp_masks):
     bases = (None,) * len(plan.roots) if plan.batch is None else plan.batch.basis
     arg = sum([sum(step.spec.saved_mask) for step in plan.steps])
     reads = {}
@@ -367,7 +376,7 @@ def backward_reads(plan):
     for step in plan.steps:
         spec, n = step.spec, sum(step.spec.saved_mask)
         ct_reads = [reads[Output(step.node, k)] for k, m in zip(spec.sig.diff_outs, spec.ct_mask) if m]
-        for slot, mask in zip(step.targets, vjp_reads(spec)):  # mask: over the VJP's saved values, then cotangents
+        for slot, mask in zip(step.targets, vjp_masks(spec)):  # mask: over the VJP's saved values, then cotangents
             read_mask = (mask & ((1 << n) - 1)) << first
             for i, ct in enumerate(ct_reads):
                 if mask >> (n + i) & 1:
@@ -384,6 +393,7 @@ BACKWARD_OP = Op(
     backward_name="BackwardProgram",
     whole_backward=True,
     reads=backward_reads,
+    links=backward_links,
 )
 
 

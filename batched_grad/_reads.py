@@ -1,10 +1,16 @@
 """Which arguments each output of a JAX function reads, found by walking its jaxpr once. A recorded backward
 (create_graph=True) links each gradient only to the values it reads, so that, as in torch, a gradient that does
-not depend on an input is None for it rather than a zero."""
+not depend on an input is None for it rather than a zero.
+
+Where `differentiable_only`, a value of an integer or bool dtype (a comparison's mask, an index) or behind a
+stop_gradient reads nothing: no gradient flows through it, and torch computes such masks outside the graph
+(clamp's, maximum's and the margin losses' derivatives select the cotangent by a mask of the input, yet do not
+depend on the input)."""
 
 import functools
 
 import jax
+import jax.numpy as jnp
 from jax.extend.core import ClosedJaxpr, Jaxpr, Literal
 
 from ._x64 import scoped
@@ -25,14 +31,14 @@ _CALLS = {
 
 
 @scoped
-def output_reads(fn, avals):
+def output_reads(fn, avals, differentiable_only=False):
     """Per output of `fn` applied to arrays of `avals` ((shape, dtype) pairs), a bitmask of the arguments it
     depends on (bit i: argument i)."""
     structs = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in avals]
-    return tuple(_jaxpr_reads(jax.make_jaxpr(fn)(*structs).jaxpr))
+    return tuple(_jaxpr_reads(jax.make_jaxpr(fn)(*structs).jaxpr, differentiable_only))
 
 
-def _jaxpr_reads(jaxpr):
+def _jaxpr_reads(jaxpr, differentiable_only):
     reads = {v: 1 << i for i, v in enumerate(jaxpr.invars)}
 
     def read(v):
@@ -42,11 +48,20 @@ def _jaxpr_reads(jaxpr):
         ins = [read(v) for v in eqn.invars]
         body = _body(eqn)
         if body is not None:  # a call: each output reads what its body's output reads
-            outs = [_combine(ins, mask) for mask in _jaxpr_reads(body)]
+            outs = [_combine(ins, mask) for mask in _jaxpr_reads(body, differentiable_only)]
         else:  # any other primitive: every output reads every input
             outs = [_combine(ins, -1)] * len(eqn.outvars)
+        if differentiable_only:
+            outs = [
+                m if _inexact(v) and eqn.primitive.name != "stop_gradient" else 0 for v, m in zip(eqn.outvars, outs)
+            ]
         reads.update(zip(eqn.outvars, outs))
     return [read(v) for v in jaxpr.outvars]
+
+
+def _inexact(var):
+    dtype = getattr(var.aval, "dtype", None)  # a token has none
+    return dtype is not None and jnp.issubdtype(dtype, jnp.inexact)
 
 
 def _body(eqn):

@@ -9,7 +9,7 @@ import functools
 from typing import NamedTuple
 
 from . import _basis, _lazy
-from ._fused import BackwardPlan, Step, backward_reads, template, traced_backward
+from ._fused import BackwardPlan, Step, backward_links, backward_reads, template, traced_backward
 from ._graph import SavedValue
 from ._host import unshared
 from ._lazy import Output, intern, kernel
@@ -36,6 +36,7 @@ SEGMENT = Op(
     backward_name="BackwardProgram",
     whole_backward=True,
     reads=backward_reads,
+    links=backward_links,
 )
 
 

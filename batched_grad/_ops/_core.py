@@ -42,7 +42,14 @@ class Op:
     `backward_name`: torch's name of the op's nodes, or a function of the Signature that gives it (where torch's
     name depends on static params or operand ranks).
     `reads`: for a recorded backward (create_graph=True), a function of the static params giving, per output, a
-    bitmask of the operands it reads: a recorded output links only to those (None: each reads every operand).
+    bitmask of the operands it depends on: only those get a gradient from it (None: each reads every operand).
+    `links` (optional): as `reads`, the operands each output links to (requires grad through), where that is more
+    than what it depends on (a gradient of a `fused` op); None: those it reads.
+    `fused` (optional): a Fused record (_fused_backward.py) where torch's backward of the op is one node (a kernel
+    such as native_layer_norm_backward) that reads the inputs and the cotangents for every gradient: a recorded
+    gradient (create_graph=True) links to them all, so it requires grad when any of them does, and every operand
+    is saved, as torch saves them. Its own gradients are those the math gives: None for an input it does not
+    depend on, unless the record's `zeros` says torch's gives zeros there.
     `host` (optional): the op computed with NumPy, `host(*arrays, **static)` giving what `fn` gives (or None where
     it does not apply), which runs instead of a kernel on the CPU backend when every operand is concrete
     (_host.on_host), whether the op is computed now or deferred and computed alone (_lazy): no compile for a new
@@ -71,6 +78,8 @@ class Op:
         "diagonal",
         "torch_saves",
         "reads",
+        "links",
+        "fused",
         "host",
         "host_vjp",
         "inputs",
@@ -90,12 +99,15 @@ class Op:
         diagonal=False,
         torch_saves=SAVES_INPUT,
         reads=None,
+        links=None,
+        fused=None,
         host=None,
         host_vjp=None,
         inputs=None,
     ):
         self.name, self.fn, self.linear, self.view, self.multi = name, fn, linear, view, multi
         self.reads, self.host, self.host_vjp, self.inputs = reads, host, host_vjp, inputs
+        self.links, self.fused = links or reads, fused
         self.multilinear, self.whole_backward = multilinear, whole_backward
         self.view_step, self.diagonal = view_step, diagonal
         self.torch_saves = torch_saves
@@ -199,7 +211,7 @@ def _deferred_results(op, operands, arrays, outs, recording, mapped):
     if recording:
         linked = -1
         if op.reads is not None:  # a recorded backward: each output links only to the operands it reads
-            gradients, linked = _links(gradients, reads_of(sig), operands)
+            gradients, linked = _links(gradients, links_of(sig), operands)
         if True in gradients:
             node = OpNode(outs[0].call, operands, arrays, linked)
     elif not mapped:  # outside the graph (and vmap.vmap): compute now, as a chain of
@@ -256,7 +268,7 @@ def _meta_results(op, operands, arrays, static, recording):
         call.result = tuple(outs)  # complete: nothing to compute
         linked = -1
         if op.reads is not None:
-            gradients, linked = _links(gradients, reads_of(sig), operands)
+            gradients, linked = _links(gradients, links_of(sig), operands)
         if True in gradients:
             node = OpNode(call, operands, arrays, linked)
     return outs, gradients, node
@@ -293,6 +305,13 @@ def reads_of(sig):
     """Per output of `sig`, a bitmask of the operands it reads, for an op with `reads`; else None."""
     reads = sig.op.reads
     return None if reads is None else reads(**dict(sig.static))
+
+
+@functools.lru_cache(maxsize=8192)
+def links_of(sig):
+    """Per output of `sig`, a bitmask of the operands it links to, for an op with `reads`; else None."""
+    links = sig.op.links
+    return None if links is None else links(**dict(sig.static))
 
 
 def _links(differentiable, reads, operands):
@@ -368,7 +387,36 @@ def _vjp_reads(spec):
     sig = spec.sig
     avals = [a for a, s in zip(sig.avals, spec.saved_mask) if s]
     avals += [sig.out_avals[k] for k, m in zip(sig.diff_outs, spec.ct_mask) if m]
-    return output_reads(functools.partial(_vjp_fn, spec=spec), avals)
+    return output_reads(functools.partial(_vjp_fn, spec=spec), avals, differentiable_only=True)
+
+
+def vjp_links(spec):
+    """Per gradient of a VJP, a bitmask of the VJP's arguments it links to: those it reads, and for a fused op the
+    operands torch's backward node reads (Fused.links) and the cotangents."""
+    reads, fused = vjp_reads(spec), spec.sig.op.fused
+    if fused is None:
+        return reads
+    args = [i for i, s in enumerate(spec.saved_mask) if s]  # the saved operands, as the VJP's first arguments
+    links = fused.links(spec.sig)
+    linked = [sum([1 << k for k, i in enumerate(args) if links[w] >> i & 1]) for w in spec.want]
+    return tuple([r | (m and m | _cotangent_args(spec)) for r, m in zip(reads, linked)])
+
+
+def vjp_dependencies(spec):
+    """Per gradient of a VJP, a bitmask of the VJP's arguments it gets a gradient for: those it reads; for a fused
+    op whose node's derivative gives zeros where a gradient does not depend on an input, those it links to; and a
+    fused op's bias gradient, the cotangent summed, depends on the cotangent only (the jaxpr walk sees more where
+    one product computes it with the weight's)."""
+    fused = spec.sig.op.fused
+    if fused is not None and fused.zeros:
+        return vjp_links(spec)
+    bias = None if fused is None else fused.bias_of(spec.sig)
+    return tuple([r & _cotangent_args(spec) if w == bias else r for w, r in zip(spec.want, vjp_reads(spec))])
+
+
+def _cotangent_args(spec):
+    """A bitmask of a VJP's cotangent arguments (they follow its saved operands)."""
+    return ((1 << sum(spec.ct_mask)) - 1) << sum(spec.saved_mask)
 
 
 def _vjp_on_host(*args, spec):
@@ -388,16 +436,18 @@ def _vjp_on_host(*args, spec):
     return tuple([np.asarray(grads[i], sig.avals[i][1]) for i in want])
 
 
-VJP = Op("vjp", _vjp_fn, multi=True, reads=vjp_reads, host=_vjp_on_host)
+VJP = Op("vjp", _vjp_fn, multi=True, reads=vjp_dependencies, links=vjp_links, host=_vjp_on_host)
 
 
 @functools.lru_cache(maxsize=8192)
 def _layout(sig, grads):
     """The operands that get a gradient (`grads`: a bool per operand), and which ones the node saves. A linear op's
     VJP needs only its integer operands (indices, masks), never its float values; a multilinear op's VJP needs an
-    operand only when another operand gets a gradient."""
+    operand only when another operand gets a gradient; a fused op saves them all."""
     op = sig.op
     want = tuple([i for i, g in enumerate(grads) if g])
+    if op.fused is not None:  # torch's backward node saves every input
+        return want, (True,) * len(grads)
     alone = op.multilinear if len(want) == 1 else False  # True, the operands it is linear in, or False
     return want, tuple(
         [

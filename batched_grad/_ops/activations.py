@@ -10,6 +10,7 @@ import numpy as np
 from .._tensor import _wrap_dim
 from . import _derivatives
 from ._core import Op, apply
+from ._fused_backward import FUSED_ZEROS
 from .elementwise import UNARY
 from .nn import _check_tensor, _require_inexact, softmax
 from .random_draws import sample
@@ -67,7 +68,11 @@ _NAMES = {
     "celu": "CeluBackward0",
     "leaky_rrelu": "RreluWithNoiseBackward0",
 }
-_OPS = {name: Op(name, f, _NAMES.get(name), diagonal=True, inputs=1) for name, (f, _) in _KERNELS.items()}
+# torch's backward of each is a kernel (hardtanh_backward, ...) that reads the input, and its derivative in the
+# input is zeros where the math has none
+_OPS = {
+    name: Op(name, f, _NAMES.get(name), diagonal=True, inputs=1, fused=FUSED_ZEROS) for name, (f, _) in _KERNELS.items()
+}
 
 
 def _activation(name, input, inplace=False, numbers=(), **static):
@@ -156,7 +161,11 @@ def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
 
 
 _RRELU_NOISE = Op(
-    "rrelu", lambda a, slopes: jnp.where(a > 0, a, a * slopes.astype(a.dtype)), "RreluWithNoiseBackward0", diagonal=True
+    "rrelu",
+    lambda a, slopes: jnp.where(a > 0, a, a * slopes.astype(a.dtype)),
+    "RreluWithNoiseBackward0",
+    diagonal=True,
+    fused=FUSED_ZEROS,
 )
 
 
@@ -188,7 +197,7 @@ def _prelu(a, w):
     return jnp.where(a > 0, a, a * slope)
 
 
-_PRELU = Op("prelu", _prelu, "PreluKernelBackward0")
+_PRELU = Op("prelu", _prelu, "PreluKernelBackward0", fused=FUSED_ZEROS)
 
 
 def prelu(input, weight):

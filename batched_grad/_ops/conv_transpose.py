@@ -5,7 +5,7 @@ import jax
 import jax.numpy as jnp
 
 from ._core import Op, apply
-from .nn import _check_tensor, _tuple, batched_input
+from .nn import CONV_BACKWARD, _check_tensor, _tuple, batched_input
 
 _NAMES = {1: ("width",), 2: ("height", "width"), 3: ("depth", "height", "width")}
 
@@ -34,7 +34,7 @@ def _conv_transpose(x, w, *bias, stride, padding, output_padding, dilation, grou
     return out + bias[0].reshape((-1,) + (1,) * n) if bias else out
 
 
-_CONV_TRANSPOSE = Op("convolution", _conv_transpose, multilinear=True)
+_CONV_TRANSPOSE = Op("convolution", _conv_transpose, multilinear=True, fused=CONV_BACKWARD)
 
 
 def _transposed(n, input, weight, bias, stride, padding, output_padding, groups, dilation):

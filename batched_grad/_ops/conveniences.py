@@ -3,6 +3,7 @@ is_signed, is_nonzero, is_same_size, is_conj, ...), the remaining dtype conversi
 angle, complex and polar, view_as_real/view_as_complex, and torch's type utilities (promote_types, result_type,
 can_cast, typename)."""
 
+import jax
 import jax.numpy as jnp
 
 from .. import _dtypes
@@ -10,6 +11,7 @@ from .._factories import empty, full, tensor
 from .._meta import device_for
 from .._tensor import Tensor, type_name
 from ._core import Op, apply
+from ._fused_backward import FUSED_ZEROS
 from .placement import _never, to
 from .shape import reshape
 
@@ -143,12 +145,13 @@ def _angle(a, *, dtype):
     if jnp.iscomplexobj(a):  # torch's derivative is 0 at 0 (the inner `where` keeps nan out of it)
         zero = a == 0
         return jnp.where(zero, 0, jnp.angle(jnp.where(zero, 1, a))).astype(dtype)
-    return jnp.angle(a).astype(dtype)
+    return jax.lax.stop_gradient(jnp.angle(a)).astype(dtype)  # a real's angle is constant: torch's derivative is 0
 
 
 _ANGLE = Op("angle", _angle, diagonal=True)
 _COMPLEX = Op("complex", lambda re, im: jax_complex(re, im))
-_POLAR = Op("polar", lambda r, theta: jax_complex(r * jnp.cos(theta), r * jnp.sin(theta)))
+# torch's derivative reads the result (and so both inputs)
+_POLAR = Op("polar", lambda r, theta: jax_complex(r * jnp.cos(theta), r * jnp.sin(theta)), fused=FUSED_ZEROS)
 _VIEW_AS_REAL = Op("view_as_real", lambda z: jnp.stack([jnp.real(z), jnp.imag(z)], -1), linear=True)
 _VIEW_AS_COMPLEX = Op("view_as_complex", lambda a: jax_complex(a[..., 0], a[..., 1]), linear=True)
 

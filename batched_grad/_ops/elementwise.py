@@ -15,6 +15,7 @@ from .._foreign import not_a_tensor
 from .._tensor import Tensor
 from . import _derivatives
 from ._core import SAVES_BOTH, SAVES_INPUT, SAVES_RESULT, Op, apply
+from ._fused_backward import FUSED_ZEROS, Fused
 from ._host_forms import ARITHMETIC_VJPS, in_float64_host, small_floats
 
 
@@ -68,7 +69,8 @@ class Unary(NamedTuple):
     float dtype, as torch's (else the result keeps the input dtype, or takes `result_dtype(input dtype)`).
     `saves_result`: torch's derivative reads the result, not the input (Op.torch_saves). `backward_name`: torch's
     node name, where it is not the op's. `no_kernel`: the dtype kinds torch has no kernel for (NotImplementedError).
-    `bool_error`: torch's error for a bool input. `linear`: Op.linear. `host`: a NumPy form for small floats."""
+    `bool_error`: torch's error for a bool input. `linear`: Op.linear. `host`: a NumPy form for small floats.
+    `fused`: Op.fused."""
 
     fn: Callable
     float_result: bool = True
@@ -79,6 +81,7 @@ class Unary(NamedTuple):
     bool_error: str | None = None
     linear: bool = False
     host: Callable | None = None
+    fused: Fused | None = None
 
 
 def in_float64(fn):
@@ -167,7 +170,9 @@ _UNARY_ROWS = {
     "ceil": Unary(jnp.ceil, **_SAME, no_kernel="b"),
     "trunc": Unary(jnp.trunc, **_SAME, no_kernel="b"),
     "frac": Unary(lambda a: a - jnp.trunc(a), **_SAME, no_kernel="biu"),
-    "relu": Unary(_on_floats(_derivatives.relu, jax.nn.relu), **_SAME, saves_result=True, no_kernel="b"),
+    "relu": Unary(
+        _on_floats(_derivatives.relu, jax.nn.relu), **_SAME, saves_result=True, no_kernel="b", fused=FUSED_ZEROS
+    ),
     "sgn": Unary(lambda a: _unit(a) if jnp.issubdtype(a.dtype, jnp.complexfloating) else _sign(a), **_SAME),
 }
 
@@ -190,6 +195,7 @@ def _unary_op(name, row):
         linear=row.linear,
         diagonal=True,
         torch_saves=SAVES_RESULT if row.saves_result else SAVES_INPUT,
+        fused=row.fused,
         host=row.host and small_floats(row.host),
         host_vjp=ARITHMETIC_VJPS.get(name),
     )
@@ -225,6 +231,7 @@ def _binary_op(
     two_numbers=False,
     overloads=(),
     torch_saves=SAVES_INPUT,
+    fused=None,
     kernel=None,
     no_kernel="",
     complex_error=False,
@@ -234,8 +241,8 @@ def _binary_op(
     """`overloads`: {(input is a Tensor, other is a Tensor): (torch's backward name, Op.torch_saves)} where torch
     records another overload of the op (`2 ** x` is PowBackward2, and its derivative reads the result). `kernel`:
     torch's kernel name in its dtype errors, when it differs from `name`; `no_kernel` and `complex_error`: the dtypes
-    it lacks (_check_dtype). `tensors_only`: torch
-    takes no number for either operand. `host`: a NumPy function computing it (Op.host, for small float operands)."""
+    it lacks (_check_dtype). `tensors_only`: torch takes no number for either operand. `fused`: Op.fused. `host`: a
+    NumPy function computing it (Op.host, for small float operands)."""
     kernel = kernel or name
     host = host and small_floats(host)
     checked = no_kernel or complex_error
@@ -249,6 +256,7 @@ def _binary_op(
             multilinear=multilinear,
             diagonal=True,
             torch_saves=saves,
+            fused=fused,
             host=host,
             host_vjp=host and ARITHMETIC_VJPS.get(name),
         )

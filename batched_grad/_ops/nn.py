@@ -19,6 +19,7 @@ from .._lazy import NeedsTracing
 from .._tensor import Tensor, _wrap_dim
 from . import _derivatives
 from ._core import SAVES_RESULT, Op, apply
+from ._fused_backward import FUSED, FUSED_ZEROS, Fused, last_operand_if
 from .elementwise import broadcast_shape
 from .random_draws import sample
 from .shape import expanded_shape
@@ -71,7 +72,11 @@ _ACTIVATIONS = {  # name: (JAX function of the array and static parameters, torc
     "silu": (lambda a: a * jax.nn.sigmoid(a), "silu_cpu"),
     "softplus": (_softplus, "softplus_cpu"),
 }
-_ACTIVATION_OPS = {name: Op(name, f, diagonal=True, inputs=1) for name, (f, _) in _ACTIVATIONS.items()}
+# torch's backward of each is a kernel (leaky_relu_backward, ...) that reads the input, and its derivative in the
+# input is zeros where the math has none
+_ACTIVATION_OPS = {
+    name: Op(name, f, diagonal=True, inputs=1, fused=FUSED_ZEROS) for name, (f, _) in _ACTIVATIONS.items()
+}
 
 
 def _activation(name, input, inplace=False, numbers=(), **static):
@@ -283,7 +288,9 @@ def _taps_product(taps, w, bias=None):
     return out.reshape((taps.shape[0], out_channels) + taps.shape[3:])
 
 
-_CONV = Op("convolution", _conv, multilinear=True)
+# convolution_backward reads the input and the weight, and of the bias only its size
+CONV_BACKWARD = Fused(bias=last_operand_if(lambda sig: len(sig.avals) == 3), reads_bias=False)
+_CONV = Op("convolution", _conv, multilinear=True, fused=CONV_BACKWARD)
 
 
 def _conv_padding(padding, n, kernel, dilation, stride):
@@ -389,7 +396,7 @@ def _layer_norm(x, *affine, axes, eps, has_weight):
     return out + affine[0] if affine else out
 
 
-_LAYER_NORM = Op("native_layer_norm", _layer_norm)
+_LAYER_NORM = Op("native_layer_norm", _layer_norm, fused=FUSED)
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):

@@ -9,6 +9,7 @@ import numpy as np
 
 from .._grad_mode import no_grad
 from ._core import Op, apply
+from ._fused_backward import Fused, last_operand_if
 from .nn import _check_tensor, _require_inexact, pad
 from .pooling import avg_pool2d, avg_pool3d
 
@@ -25,7 +26,14 @@ def _group_norm(x, *affine, groups, eps, has_weight):
     return out + affine[0].reshape(channel) if affine else out
 
 
-_GROUP_NORM = Op("native_group_norm", _group_norm)
+# torch's backward under create_graph reads the input, the weight and the statistics (which require grad when any
+# operand does) for the input's and weight's gradients, and sums the cotangent apart for the bias's
+_GROUP_NORM_BIAS = last_operand_if(lambda sig: len(sig.avals) == 2 + dict(sig.static)["has_weight"])
+_GROUP_NORM = Op(
+    "native_group_norm",
+    _group_norm,
+    fused=Fused(bias=_GROUP_NORM_BIAS, apart=lambda sig: (_GROUP_NORM_BIAS(sig),)),
+)
 
 
 def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):

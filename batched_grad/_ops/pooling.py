@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._core import Op, apply
+from ._fused_backward import FUSED_ZEROS
 from .nn import _check_tensor, _require_inexact, _tuple
 
 
@@ -89,8 +90,16 @@ def _avg_pool(x, *, divisor, count_pad, **geometry):
     return total / counts
 
 
-_MAX_POOL = {n: Op(f"max_pool{n}d", _max_pool, backward_name=f"MaxPool{n}DWithIndicesBackward0") for n in (2, 3)}
-_AVG_POOL = {n: Op(f"avg_pool{n}d", _avg_pool, linear=True, backward_name=f"AvgPool{n}DBackward0") for n in (2, 3)}
+# torch's backward of a pooling is a kernel that reads the input (max_pool2d_with_indices_backward, ...); its
+# derivative in the input is zeros
+_MAX_POOL = {
+    n: Op(f"max_pool{n}d", _max_pool, backward_name=f"MaxPool{n}DWithIndicesBackward0", fused=FUSED_ZEROS)
+    for n in (2, 3)
+}
+_AVG_POOL = {
+    n: Op(f"avg_pool{n}d", _avg_pool, linear=True, backward_name=f"AvgPool{n}DBackward0", fused=FUSED_ZEROS)
+    for n in (2, 3)
+}
 
 
 def _max_pool_indices(x, *, window, stride, padding, dilation):
@@ -286,9 +295,12 @@ def _adaptive_max_indices(x, *, outs):
 
 
 _ADAPTIVE_AVG = {
-    n: Op(f"adaptive_avg_pool{n}d", _adaptive_avg, f"AdaptiveAvgPool{n}DBackward0", linear=True) for n in (2, 3)
+    n: Op(f"adaptive_avg_pool{n}d", _adaptive_avg, f"AdaptiveAvgPool{n}DBackward0", linear=True, fused=FUSED_ZEROS)
+    for n in (2, 3)
 }
-_ADAPTIVE_MAX = {n: Op(f"adaptive_max_pool{n}d", _adaptive_max, f"AdaptiveMaxPool{n}DBackward0") for n in (2, 3)}
+_ADAPTIVE_MAX = {
+    n: Op(f"adaptive_max_pool{n}d", _adaptive_max, f"AdaptiveMaxPool{n}DBackward0", fused=FUSED_ZEROS) for n in (2, 3)
+}
 _ADAPTIVE_MAX_INDICES = Op("adaptive_max_pool_indices", _adaptive_max_indices)
 
 

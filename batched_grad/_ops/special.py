@@ -14,6 +14,7 @@ from .._tensor import Tensor
 from . import _derivatives
 from ._core import SAVES_INPUT, SAVES_NOTHING, SAVES_RESULT, Op, apply
 from ._derivatives import raises_in_backward, without_derivative
+from ._fused_backward import Fused
 from .elementwise import PREDICATES, _binary_op, _named, in_float64, pow
 from .placement import to
 
@@ -101,6 +102,8 @@ copysign = _binary_op(
     jnp.copysign,
     "The magnitude of `input` with the sign of `other`.",
     float_result=True,
+    # torch's derivative in the input reads the input and the result; in `other` it is zeros
+    fused=Fused(apart=lambda sig: (1,), zeros=True),
     overloads={(True, False): ("CopysignBackward1", SAVES_INPUT)},
 )
 fmax = _binary_op(

@@ -13,6 +13,7 @@ from .._grad_mode import no_grad
 from .._ops import UNARY, _derivatives, attention, conv_transpose, dropouts, layers, norms, pooling
 from .._ops import interpolate as _interpolate
 from .._ops._core import SAVES_NOTHING, Op, apply
+from .._ops._fused_backward import FUSED_ZEROS, Fused, last_operand_if
 from .._ops.activations import FUNCTIONAL as _ACTIVATIONS
 from .._ops.activations import _inplace_of
 from .._ops.distances import cosine_similarity, normalize, pairwise_distance, pdist
@@ -224,6 +225,7 @@ _NLL = Op(
     "nll_loss",
     lambda logp, target, *weight, **static: _nll(logp, target, weight[0] if weight else None, **static),
     backward_name=_nll_name,
+    fused=FUSED_ZEROS,  # nll_loss_backward reads the input; its derivative in it is zeros
 )
 # torch composes cross_entropy: its derivative reads intermediates (log-probabilities), not the input
 _CROSS_ENTROPY = Op("cross_entropy", _cross_entropy, backward_name=_cross_entropy_name, torch_saves=SAVES_NOTHING)
@@ -394,7 +396,12 @@ def _batch_norm(x, *params, eps, training, has_weight, has_bias):
     return out + params[0].reshape(shape) if has_bias else out
 
 
-_BATCH_NORM = Op("native_batch_norm", _batch_norm)
+# native_batch_norm_backward reads the input and the weight, not the bias
+_BATCH_NORM = Op(
+    "native_batch_norm",
+    _batch_norm,
+    fused=Fused(bias=last_operand_if(lambda sig: dict(sig.static)["has_bias"]), reads_bias=False),
+)
 
 
 def _batch_statistics(x):
