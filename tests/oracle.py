@@ -53,6 +53,31 @@ def assert_same(actual, expected, rtol=1e-6, atol=1e-8, check_dtype=True):
     np.testing.assert_allclose(to_numpy(actual), to_numpy(expected), rtol=rtol, atol=atol, equal_nan=True)
 
 
+def assert_float32_as_accurate(actual, torch32, torch64, roundings, factor=8):
+    """A float32 result judged by its distance from torch's float64 result, against torch's own float32 distance.
+
+    Which roundings a float32 computation gets depends on the CPU on both sides (vector width, FMA contraction, the
+    kernels NumPy, XLA, MKL and ATen pick for it), so closeness to torch's float32 bits holds on one CPU and not on
+    another; accuracy holds on all. torch's float32 error measures what the computation's conditioning makes of
+    float32 rounding; `roundings` (about the number of dependent float32 steps behind each value) bounds it from
+    below where torch happens to land near the float64 value. Allowed: `factor` times the larger of the two."""
+    if isinstance(torch64, (tuple, list)):
+        assert isinstance(actual, (tuple, list)) and len(actual) == len(torch64), (actual, torch64)
+        for a, t32, t64 in zip(actual, torch32, torch64):
+            assert_float32_as_accurate(a, t32, t64, roundings, factor)
+        return
+    got, t32, t64 = (np.asarray(to_numpy(v)) for v in (actual, torch32, torch64))
+    assert got.dtype == t32.dtype == np.float32 and got.shape == t64.shape, (got.dtype, t32.dtype, got.shape, t64.shape)
+    got, t32, t64 = (v.astype(np.float64) for v in (got, t32, t64))
+    torch_error = np.abs(t32 - t64).max(initial=0.0)
+    floor = roundings * np.finfo(np.float32).eps * np.abs(t64).max(initial=0.0)
+    error = np.abs(got - t64).max(initial=0.0)
+    assert error <= factor * max(torch_error, floor), (
+        f"float32 error {error:.3g} against float64; torch's float32 error {torch_error:.3g}, "
+        f"{roundings} roundings of the scale {floor:.3g}"
+    )
+
+
 def _flat_tensors(out):
     if isinstance(out, (tuple, list)):
         return [t for o in out for t in _flat_tensors(o)]

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import batched_grad as bg
-from oracle import assert_same, raises_like_torch
+from oracle import assert_float32_as_accurate, assert_same, raises_like_torch
 
 
 def _problem(m, dtype):
@@ -25,6 +25,30 @@ def _run(m, make, dtype, steps=10):
         loss_fn().backward()
         opt.step()
     return params, opt
+
+
+def assert_steps_like_torch(run, make, dtype, steps):
+    """`run(m, make, dtype)` -> (params, optimizer) after `steps` steps, for bg and for torch: the parameters and every
+    state entry, in float64 to round-off, in float32 as accurate as torch's float32 (checked against float64)."""
+    got, opt = run(bg, make, getattr(bg, dtype))
+    want, t_opt = run(torch, make, getattr(torch, dtype))
+    truth, truth_opt = run(torch, make, torch.float64) if dtype == "float32" else (want, t_opt)
+
+    def check(actual, expected, exact):
+        if isinstance(expected, (int, float)):  # a step count kept as a number
+            assert actual == expected, (actual, expected)
+        elif dtype == "float64":
+            assert_same(actual, expected, 1e-11, 1e-13)
+        else:
+            assert_float32_as_accurate(actual, expected, exact, roundings=steps)
+
+    check(*([p.detach() for p in ps] for ps in (got, want, truth)))
+    for p, q, r in zip(got, want, truth):
+        state, t_state, exact_state = opt.state[p], t_opt.state[q], truth_opt.state[r]
+        assert list(state) == list(t_state), (list(state), list(t_state))
+        for key in state:
+            check(state[key], t_state[key], exact_state[key])
+    return opt, t_opt
 
 
 OPTIMIZERS = {
@@ -49,11 +73,7 @@ OPTIMIZERS = {
     + [("sgd_nesterov", "float32"), ("adam_amsgrad_decay_maximize", "float32")],
 )
 def test_ten_steps_match_torch(name, dtype):
-    got, _ = _run(bg, OPTIMIZERS[name], getattr(bg, dtype))
-    want, _ = _run(torch, OPTIMIZERS[name], getattr(torch, dtype))
-    assert_same(
-        [p.detach() for p in got], [p.detach() for p in want], *((1e-12, 1e-14) if dtype == "float64" else (2e-5, 1e-6))
-    )
+    assert_steps_like_torch(_run, OPTIMIZERS[name], dtype, steps=10)
 
 
 def test_closure_state_dict_and_zero_grad():

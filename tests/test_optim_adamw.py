@@ -11,6 +11,7 @@ import torch
 
 import batched_grad as bg
 from oracle import assert_same, raises_like_torch
+from test_optim import assert_steps_like_torch
 
 
 def _problem(m, dtype):
@@ -46,15 +47,7 @@ ADAMW = {
 @pytest.mark.parametrize("name", sorted(ADAMW))
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_adamw_steps_match_torch(name, dtype):
-    params, opt = _train(bg, ADAMW[name], getattr(bg, dtype))
-    t_params, t_opt = _train(torch, ADAMW[name], getattr(torch, dtype))
-    tol = (1e-12, 1e-14) if dtype == "float64" else (2e-5, 1e-6)
-    assert_same([p.detach() for p in params], [p.detach() for p in t_params], *tol)
-    for p, t_p in zip(params, t_params):
-        state, t_state = opt.state[p], t_opt.state[t_p]
-        assert sorted(state) == sorted(t_state)
-        for key in state:
-            assert_same(state[key], t_state[key], *tol)
+    opt, t_opt = assert_steps_like_torch(_train, ADAMW[name], dtype, steps=8)
     assert repr(opt) == repr(t_opt)
     assert opt.defaults == t_opt.defaults
 
@@ -136,12 +129,8 @@ def test_a_torch_style_custom_optimizer_runs_unchanged_and_matches_torch(dtype):
     def make(m, params):
         return _momentum_sgd(m)([{"params": [params[0]], "weight_decay": 0.1}, {"params": [params[1]]}], lr=0.05)
 
-    params, opt = _train(bg, make, getattr(bg, dtype))
-    t_params, t_opt = _train(torch, make, getattr(torch, dtype))
-    tol = (1e-12, 1e-14) if dtype == "float64" else (2e-5, 1e-6)
-    assert_same([p.detach() for p in params], [p.detach() for p in t_params], *tol)
-    assert opt.state[params[0]]["step"] == t_opt.state[t_params[0]]["step"] == 8
-    assert_same(opt.state[params[1]]["momentum_buffer"], t_opt.state[t_params[1]]["momentum_buffer"], *tol)
+    opt, t_opt = assert_steps_like_torch(_train, make, dtype, steps=8)
+    assert [s["step"] for s in opt.state.values()] == [s["step"] for s in t_opt.state.values()] == [8, 8]
     assert repr(opt) == repr(t_opt)
     state, t_state = opt.state_dict(), t_opt.state_dict()
     assert state["param_groups"] == t_state["param_groups"] and sorted(state["state"]) == sorted(t_state["state"])

@@ -7,7 +7,7 @@ import torch
 
 import batched_grad as bg
 from oracle import assert_same, raises_like_torch
-from test_optim import _problem, _run
+from test_optim import _problem, _run, assert_steps_like_torch
 
 OPTIMIZERS = {
     "rmsprop": lambda m: lambda p: m.optim.RMSprop(p, lr=0.01),
@@ -53,15 +53,7 @@ OPTIMIZERS = {
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("name", OPTIMIZERS)
 def test_ten_steps_match_torch(name, dtype):
-    got, opt = _run(bg, OPTIMIZERS[name], getattr(bg, dtype))
-    want, t_opt = _run(torch, OPTIMIZERS[name], getattr(torch, dtype))
-    tol = (1e-11, 1e-13) if dtype == "float64" else (2e-5, 1e-6)
-    assert_same([p.detach() for p in got], [p.detach() for p in want], *tol)
-    for p, q in zip(got, want):
-        state, t_state = opt.state[p], t_opt.state[q]
-        assert list(state) == list(t_state), (list(state), list(t_state))
-        for key in state:
-            assert_same(state[key], t_state[key], *tol)
+    assert_steps_like_torch(_run, OPTIMIZERS[name], dtype, steps=10)
 
 
 @pytest.mark.parametrize("name", ["rmsprop-all", "adagrad", "nadam", "asgd-averaging", "rprop"])
