@@ -257,7 +257,8 @@ def test_hook_that_keeps_its_argument_sees_real_rows():
     m = x * 1
     m.register_hook(lambda g: kept.append(g))
     with vmap.fallback_warnings(), pytest.warns(vmap.FallbackWarning, match="leaked tracer"):
-        bg.autograd.grad(m * 2, x, bg.eye(3, dtype=bg.float64), is_grads_batched=True)
+        # retained: m = x * 1 saves the number 1, freed with the graph as torch frees it
+        bg.autograd.grad(m * 2, x, bg.eye(3, dtype=bg.float64), is_grads_batched=True, retain_graph=True)
     assert [k.tolist() for k in kept[1:]] == (2 * np.eye(3)).tolist()  # kept[0]: the vectorization attempt
     kept.clear()  # the hook is now known to need rows: no second attempt
     bg.autograd.grad(m * 3, x, bg.eye(3, dtype=bg.float64), is_grads_batched=True)
