@@ -22,8 +22,8 @@ COMPILE = (
     "loop or branch in it runs as traced; a branch on a tensor's value is refused"
 )
 STRIDES = (
-    "explicit strides and in-place shape/storage changes (as_strided, resize_, set_, t_, unsqueeze_, ...): "
-    "batched_grad tensors are immutable JAX arrays of a fixed shape; views are recorded as chains of view ops"
+    "explicit strides and storage changes (as_strided, set_, empty_strided, ...): batched_grad tensors are JAX "
+    "arrays without strides; views are recorded as chains of view ops"
 )
 STORAGE = "storage objects and memory placement (storage(), pinning, shared memory, DLPack, buffers from files)"
 COPY_VARIANTS = (
@@ -186,7 +186,7 @@ OMITTED = {
             sym_sum compiled_with_cxx11_abi""",
         ),
         **_names(COMPILE, "cond while_loop"),
-        **_names(STRIDES, "as_strided as_strided_ as_strided_scatter empty_strided empty_permuted resize_as_"),
+        **_names(STRIDES, "as_strided as_strided_ as_strided_scatter empty_strided empty_permuted"),
         **_names(STORAGE, "is_storage from_file frombuffer from_dlpack to_dlpack get_file_path"),
         **_names(
             COPY_VARIANTS,
@@ -242,8 +242,7 @@ OMITTED = {
         **_names(DISTRIBUTED, "is_distributed share_memory_ is_shared"),
         **_names(
             STRIDES,
-            """as_strided as_strided_ as_strided_scatter new_empty_strided resize resize_ resize_as
-            resize_as_ set_ is_set_to t_ transpose_ swapaxes_ swapdims_ squeeze_ unsqueeze_""",
+            "as_strided as_strided_ as_strided_scatter new_empty_strided set_ is_set_to",
         ),
         **_names(STORAGE, "storage untyped_storage storage_type pin_memory is_pinned module_load"),
         **_names(COPY_VARIANTS, "narrow_copy slice_inverse"),

@@ -22,6 +22,7 @@ from . import (
     distances,
     dropouts,
     inplace,
+    inplace_views,
     layers,
     legacy,
     norms,
@@ -156,6 +157,7 @@ _TORCH_MORE = {
     **creation.FUNCTIONS,
     **sampling.FUNCTIONS,
     **legacy.FUNCTIONS,
+    **inplace_views.FUNCTIONS,
 }
 globals().update(_TORCH_MORE)
 # torch's other names for the same functions
@@ -714,6 +716,8 @@ _METHODS.update(
 )
 _METHODS.update({f"{name}_": _in_place_version(name, _METHODS[name]) for name in _exposed("inplace")})
 _METHODS.update({name: _inplace_method(name, fn) for name, fn in inplace.METHODS.items()})
+_METHODS.update(inplace_views.METHODS)
+_METHODS.update(inplace_views.OUT_OF_PLACE)
 _METHODS.update(dist=distances.dist)
 _METHODS.update(
     {
