@@ -5,7 +5,7 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
-from .. import _dtypes, _factories, _layout
+from .. import _dtypes, _factories, _layout, _legacy_constructors
 from .._compiled import set_background_compile, wait_for_compiles
 from .._grad_mode import is_grad_enabled
 from .._lazy import compile_count
@@ -670,6 +670,7 @@ _METHODS.update(
     type_as=_type_as,
     new_zeros=_new_factory("zeros"),
     new_ones=_new_factory("ones"),
+    new=_legacy_constructors.new,
     **{name: _conversion(name, dtype) for name, dtype in _CONVERSIONS.items()},
     __getitem__=getitem,
     __setitem__=_setitem,
