@@ -83,6 +83,7 @@ from ._grad_mode import (
     set_grad_enabled,
 )
 from ._info import finfo, iinfo
+from ._legacy_constructors import TYPED as _TYPED
 from ._ops import *  # noqa: F401,F403  (every op of the table, under torch's name)
 from ._ops import clone, compile_count, jax_function, set_background_compile, to, wait_for_compiles
 from ._ops.legacy import range_ as range  # noqa: A004  (torch's name)
@@ -91,5 +92,6 @@ from .autograd import grad
 from .autograd.anomaly_mode import is_anomaly_check_nan_enabled, is_anomaly_enabled, set_anomaly_enabled
 from .func import vmap  # vmap.vmap, as torch.vmap is torch.func.vmap
 
+globals().update(_TYPED)  # FloatTensor, LongTensor, ...: torch's legacy typed constructors
 newaxis = None  # as torch.newaxis, for x[:, newaxis]
 __version__ = "0.1.0"

@@ -72,11 +72,12 @@ def add_hook(hooks, fn):
 class VersionCounter:
     """Shared by a tensor and its views; in-place ops bump it, saved values remember it."""
 
-    __slots__ = ("value", "modified_by")
+    __slots__ = ("value", "modified_by", "reshaped")
 
     def __init__(self):
         self.value = 0
         self.modified_by = None  # the node of the last recorded in-place op, for the error message
+        self.reshaped = None  # (old shape, new shape) of the last in-place view op (squeeze_, t_), for that message
 
 
 UNCHANGING = VersionCounter()  # the counter of a saved value whose in-place changes torch does not check
@@ -205,7 +206,7 @@ class Node:
 
     def keep_saved_versions(self, counter):
         """This node's own in-place op saved the pre-update value (an immutable array): it stays valid."""
-        counter.modified_by = self
+        counter.modified_by, counter.reshaped = self, None
         for s in self.saved_values():
             if s.counter is counter:
                 s.version = counter.value
@@ -263,7 +264,10 @@ class SavedValue:
             # torch names the saved variable's current grad_fn: the recorded in-place op, else its creator (none
             # for a detached alias, which shares the version counter but not the graph)
             node = (self.counter.modified_by or self.edge_node) if self.edge_node is not None else None
-            raise modified_error(self.value.shape, self.value.dtype, node, self.counter.value, self.version)
+            shape, reshaped = self.value.shape, self.counter.reshaped
+            if reshaped is not None and tuple(shape) == reshaped[0]:  # torch names the tensor as it is now
+                shape = reshaped[1]
+            raise modified_error(shape, self.value.dtype, node, self.counter.value, self.version)
 
     def array(self):
         """The saved value (an array or a Pending one), after the freed/version checks."""

@@ -88,6 +88,26 @@ class InPlace:
                 )
         return self
 
+    def _assign_view(self, result, undo):
+        """torch's in-place view ops (squeeze_, t_, ...): `self` takes the place of `result`, a view of itself of
+        another shape: its value, its node and its place among its base's views. Views of a tensor that is no view
+        stay where they are: their chains start with `undo` now, the steps that undo the op."""
+        if self._view is None:
+            for ref in self._views or ():
+                view = ref()
+                if view is not None and view is not result:
+                    root, chain = view._view
+                    view._view = (root, undo + chain)
+        else:
+            self._view = result._view
+        shape = tuple(self.shape)
+        self._rebind(result)
+        counter = self._counter
+        counter.value += 1
+        if self.grad_fn is not None and self.grad_fn is result.grad_fn:
+            counter.modified_by, counter.reshaped = result.grad_fn, (shape, tuple(result.shape))
+        return self
+
     @scoped
     def _rebase(self, result):
         """Make `self`, its base and the views sharing its values hold `result` (same shape and dtype); with grad

@@ -22,8 +22,8 @@ COMPILE = (
     "loop or branch in it runs as traced; a branch on a tensor's value is refused"
 )
 STRIDES = (
-    "explicit strides and in-place shape/storage changes (as_strided, resize_, set_, t_, unsqueeze_, ...): "
-    "batched_grad tensors are immutable JAX arrays of a fixed shape; views are recorded as chains of view ops"
+    "explicit strides and storage changes (as_strided, set_, empty_strided, ...): batched_grad tensors are JAX "
+    "arrays without strides; views are recorded as chains of view ops"
 )
 STORAGE = "storage objects and memory placement (storage(), pinning, shared memory, DLPack, buffers from files)"
 COPY_VARIANTS = (
@@ -52,7 +52,10 @@ INFERENCE = (
     "marked (no inference-tensor restrictions)"
 )
 INTERNAL = "internal helpers of torch itself (type dispatch, __torch_function__ overrides, documentation text)"
-LEGACY = "legacy API kept for old code (Variable flags, old constructors and containers): use the current form"
+LEGACY = (
+    "legacy API kept for old code (Variable's volatile and reinforce, nn.Container): no effect or no use in torch 2; "
+    "use the current form"
+)
 SAMPLERS = "random samplers rarely used in autograd code (binomial); not yet implemented"
 LOW_RANK = (
     "iterative and randomized eigen/SVD solvers written in torch's Python (lobpcg, pca_lowrank, svd_lowrank): "
@@ -186,7 +189,7 @@ OMITTED = {
             sym_sum compiled_with_cxx11_abi""",
         ),
         **_names(COMPILE, "cond while_loop"),
-        **_names(STRIDES, "as_strided as_strided_ as_strided_scatter empty_strided empty_permuted resize_as_"),
+        **_names(STRIDES, "as_strided as_strided_ as_strided_scatter empty_strided empty_permuted"),
         **_names(STORAGE, "is_storage from_file frombuffer from_dlpack to_dlpack get_file_path"),
         **_names(
             COPY_VARIANTS,
@@ -242,8 +245,7 @@ OMITTED = {
         **_names(DISTRIBUTED, "is_distributed share_memory_ is_shared"),
         **_names(
             STRIDES,
-            """as_strided as_strided_ as_strided_scatter new_empty_strided resize resize_ resize_as
-            resize_as_ set_ is_set_to t_ transpose_ swapaxes_ swapdims_ squeeze_ unsqueeze_""",
+            "as_strided as_strided_ as_strided_scatter new_empty_strided set_ is_set_to",
         ),
         **_names(STORAGE, "storage untyped_storage storage_type pin_memory is_pinned module_load"),
         **_names(COPY_VARIANTS, "narrow_copy slice_inverse"),
@@ -252,7 +254,7 @@ OMITTED = {
         **_names(FFT, "stft istft"),
         **_names(INFERENCE, "is_inference"),
         **_names(INTERNAL, "index hash_tensor as_subclass to_padded_tensor"),
-        **_names(LEGACY, "new volatile reinforce"),
+        **_names(LEGACY, "volatile reinforce"),
         **_names(LAPACK_RAW, "geqrf ormqr"),
         "layout": "torch.layout objects: batched_grad tensors are dense (strided) only, and have no layout attribute",
         "grad_dtype": "new in torch 2.13 (a .grad of another dtype than its tensor): not yet supported",

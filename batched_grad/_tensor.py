@@ -177,8 +177,12 @@ class Tensor(InPlace):
         t._counter = _graph.VersionCounter()
         return t
 
-    def __init__(self, *args, **kwargs):
-        raise TypeError("create tensors with batched_grad.tensor(data), not Tensor(...)")
+    def __new__(cls, *args, **kwargs):
+        """torch's legacy constructor: Tensor() (empty), Tensor(2, 3) or Tensor(torch.Size) (of that shape),
+        Tensor(data) (a sequence or array, in the default dtype), Tensor(tensor) (an alias of it)."""
+        from ._legacy_constructors import construct
+
+        return construct(None, args, kwargs, cls=cls)
 
     @property
     def _value(self):

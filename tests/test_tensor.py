@@ -369,11 +369,6 @@ def test_repr_under_float64_default():
         assert repr(eval(code, {"m": bg})) == repr(eval(code, {"m": torch}))
 
 
-def test_tensor_constructor_is_not_public():
-    with pytest.raises(TypeError, match="batched_grad.tensor"):
-        bg.Tensor([1.0])
-
-
 def test_jax_roundtrip_and_traced_repr():
     x = bg.tensor([1.0, 2.0])
     assert isinstance(x.jax(), jax.Array) and x.jax() is x._value

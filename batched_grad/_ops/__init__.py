@@ -5,7 +5,7 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
-from .. import _dtypes, _factories, _layout
+from .. import _dtypes, _factories, _layout, _legacy_constructors
 from .._compiled import set_background_compile, wait_for_compiles
 from .._grad_mode import is_grad_enabled
 from .._lazy import compile_count
@@ -22,6 +22,7 @@ from . import (
     distances,
     dropouts,
     inplace,
+    inplace_views,
     layers,
     legacy,
     norms,
@@ -156,6 +157,7 @@ _TORCH_MORE = {
     **creation.FUNCTIONS,
     **sampling.FUNCTIONS,
     **legacy.FUNCTIONS,
+    **inplace_views.FUNCTIONS,
 }
 globals().update(_TORCH_MORE)
 # torch's other names for the same functions
@@ -668,6 +670,7 @@ _METHODS.update(
     type_as=_type_as,
     new_zeros=_new_factory("zeros"),
     new_ones=_new_factory("ones"),
+    new=_legacy_constructors.new,
     **{name: _conversion(name, dtype) for name, dtype in _CONVERSIONS.items()},
     __getitem__=getitem,
     __setitem__=_setitem,
@@ -714,6 +717,8 @@ _METHODS.update(
 )
 _METHODS.update({f"{name}_": _in_place_version(name, _METHODS[name]) for name in _exposed("inplace")})
 _METHODS.update({name: _inplace_method(name, fn) for name, fn in inplace.METHODS.items()})
+_METHODS.update(inplace_views.METHODS)
+_METHODS.update(inplace_views.OUT_OF_PLACE)
 _METHODS.update(dist=distances.dist)
 _METHODS.update(
     {

@@ -97,7 +97,8 @@ def cuda(self, device=None, non_blocking=False):
 
 def type_(self, dtype=None, non_blocking=False):
     """With no argument, the tensor's type as torch names it ('torch.FloatTensor', 'torch.cuda.FloatTensor');
-    given a dtype or such a name, this tensor converted to it."""
+    given a dtype, such a name, a typed tensor class (bg.FloatTensor) or bg.Tensor (the default dtype), this tensor
+    converted to it."""
     if dtype is None:
         name = type_name(self._v.dtype)
         if is_meta(self):
@@ -111,6 +112,14 @@ def type_(self, dtype=None, non_blocking=False):
         return to(self, "cuda" if on_cuda else "cpu", target, non_blocking)
     if isinstance(dtype, _dtypes.dtype):
         return to(self, dtype, non_blocking)
+    if isinstance(dtype, type):  # bg.Tensor (the default dtype) or a typed tensor class (bg.FloatTensor)
+        if dtype is Tensor:
+            return to(self, _dtypes.get_default_dtype(), non_blocking)
+        from .._legacy_constructors import LegacyTensorType
+
+        if isinstance(dtype, LegacyTensorType):
+            return to(self, dtype.dtype, non_blocking)
+        raise ValueError(f"invalid type: '{dtype.__name__}'")
     raise TypeError("dtype must be a type, str, or dtype object")
 
 

@@ -120,6 +120,11 @@ _RESHAPE = {
         "SqueezeBackward2",
         "UnsqueezeBackward0",
         "AliasBackward0",
+        # the in-place forms (squeeze_, unsqueeze_)
+        "SqueezeBackward3",
+        "SqueezeBackward4",
+        "SqueezeBackward5",
+        "UnsqueezeBackward1",
     )
 }
 _PERMUTE = {
@@ -132,7 +137,7 @@ _PERMUTE = {
         host=lambda a, *, axes: np.transpose(a, axes),
         host_vjp=_permute_host_vjp,
     )
-    for name in ("PermuteBackward0", "TransposeBackward0", "TBackward0")
+    for name in ("PermuteBackward0", "TransposeBackward0", "TBackward0", "TransposeBackward1", "TBackward1")
 }
 _EXPAND = Op(
     "expand",
@@ -242,15 +247,25 @@ def unflatten(input, dim, sizes):
 def squeeze(input, dim=None):
     """Drop size-1 dimensions (all, or those in `dim`)."""
     name = "SqueezeBackward0" if dim is None else "SqueezeBackward1" if isinstance(dim, int) else "SqueezeBackward2"
+    return _reshaped(input, squeezed_shape(input, dim), name)
+
+
+def squeezed_shape(input, dim):
+    """The shape of squeeze(input, dim)."""
     axes = range(input.ndim) if dim is None else [_wrap_dim(d, input.ndim) for d in _dims(dim)]
     drop = {a for a in axes if input.ndim and input.shape[a] == 1}
-    return _reshaped(input, tuple(s for i, s in enumerate(input.shape) if i not in drop), name)
+    return tuple(s for i, s in enumerate(input.shape) if i not in drop)
 
 
 def unsqueeze(input, dim):
     """A view with a size-1 dimension inserted at `dim`."""
+    return _reshaped(input, unsqueezed_shape(input, dim), "UnsqueezeBackward0")
+
+
+def unsqueezed_shape(input, dim):
+    """The shape of unsqueeze(input, dim)."""
     d = _wrap_dim(dim, input.ndim + 1)
-    return _reshaped(input, input.shape[:d] + (1,) + input.shape[d:], "UnsqueezeBackward0")
+    return input.shape[:d] + (1,) + input.shape[d:]
 
 
 def _permuted(input, axes, name="PermuteBackward0"):
@@ -274,11 +289,16 @@ def permute(input, *dims):
 
 def transpose(input, dim0, dim1):
     """A view with dimensions `dim0` and `dim1` swapped."""
+    return _permuted(input, transposed_axes(input, dim0, dim1), "TransposeBackward0")
+
+
+def transposed_axes(input, dim0, dim1):
+    """The axes (of permute) of transpose(input, dim0, dim1)."""
     axes = list(range(input.ndim))
     d0, d1 = _wrap_dim(dim0, input.ndim), _wrap_dim(dim1, input.ndim)
     if input.ndim:
         axes[d0], axes[d1] = axes[d1], axes[d0]
-    return _permuted(input, axes, "TransposeBackward0")
+    return axes
 
 
 def swapaxes(input, axis0, axis1):
@@ -288,9 +308,14 @@ def swapaxes(input, axis0, axis1):
 
 def t(input):
     """The transpose of a matrix; 0-D and 1-D tensors are returned as they are."""
+    return _permuted(input, matrix_transposed_axes(input, "t()"), "TBackward0")
+
+
+def matrix_transposed_axes(input, name):
+    """The axes (of permute) of t(input); `name` is the function's in torch's error for more than 2 dimensions."""
     if input.ndim > 2:
-        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {input.ndim}D")
-    return _permuted(input, tuple(reversed(range(input.ndim))), "TBackward0")
+        raise RuntimeError(f"{name} expects a tensor with <= 2 dimensions, but self is {input.ndim}D")
+    return tuple(reversed(range(input.ndim)))
 
 
 def movedim(input, source, destination):
@@ -581,7 +606,13 @@ _MULTI_VIEW = (
 
 def scatter_into_view(base, src, chain):
     """The new value of `base` after its view `chain` was overwritten by `src` (recorded)."""
-    if any(op.multi for op, _, _ in chain) and src.requires_grad and is_grad_enabled():
+    check_multi_view(base, chain, src.requires_grad)
+    return apply(_SCATTER_INTO_VIEW, [base, src], chain=chain)
+
+
+def check_multi_view(base, chain, requires_grad):
+    """torch's error for an in-place change (that requires grad) of one of several views an op returned."""
+    if any(op.multi for op, _, _ in chain) and requires_grad and is_grad_enabled():
         op, _, k = chain[-1]  # torch names the view's own node
         where = (
             f"Output {k} of {op.backward_name.replace('Backward0', '')} is a view and is being modified inplace."
@@ -589,7 +620,6 @@ def scatter_into_view(base, src, chain):
             else "A view was created in no_grad mode and is being modified inplace with grad mode enabled."
         )
         raise RuntimeError(f"{where} {_MULTI_VIEW}")
-    return apply(_SCATTER_INTO_VIEW, [base, src], chain=chain)
 
 
 def replay_view(base, chain):

@@ -292,7 +292,10 @@ def _rebased_dirty(tensor, k, node, is_input, n_outputs):
     if view is not None and DETACH not in view[1] and tensor.requires_grad and view[0].grad_fn is None:
         raise RuntimeError(VIEW_OF_LEAF_INPLACE)
     tensor._grad = None
-    tensor._counter.modified_by = node  # named by the error of a backward that needed the old values
+    tensor._counter.modified_by, tensor._counter.reshaped = (
+        node,
+        None,
+    )  # named by the error of a backward that needed the old values
     tensor._rebase(Tensor._wrap(tensor._v, grad_fn=node, output_nr=k))
     return tensor
 

@@ -18,9 +18,6 @@ class Parameter(Tensor):
         param._set_requires_grad(bool(requires_grad), REQUIRES_GRAD_DTYPE)
         return param
 
-    def __init__(self, data=None, requires_grad=True):
-        """Everything is done in __new__; this only stops Tensor.__init__, which refuses direct construction."""
-
     def __repr__(self):
         return "Parameter containing:\n" + super().__repr__()
 
