@@ -150,3 +150,78 @@ def test_nested_detect_anomaly_warns_for_each_and_restores_the_outer_check_nan(l
             second_backward(lib, nan_making_functions(lib, 4), nan_at=0)  # nan not checked: no error
         assert not lib.is_anomaly_enabled() and lib.is_anomaly_check_nan_enabled()
     assert [str(w.message)[:35] for w in caught] == ["Anomaly Detection has been enabled."] * 2
+
+
+UNDEFINED_NOT_HANDLED = "Expected backward function to handle undefined output grads"
+CHECK_IS_NEW = "Backwards compatibility: New undefined gradient support checking feature"
+
+
+def clone_with_hook_failing_on_none(x):
+    def refuse_none(g):
+        if g is None:
+            raise RuntimeError("this hook needs a gradient")
+
+    y = x.clone()
+    y.register_hook(refuse_none)
+    return y
+
+
+@pytest.mark.parametrize("lib", LIBS)
+@pytest.mark.parametrize("fast_mode", [False, True])
+def test_gradcheck_fails_a_single_output_whose_hook_refuses_an_undefined_grad(lib, fast_mode):
+    x = lib.ones(2, dtype=lib.float64, requires_grad=True)
+    with pytest.warns(UserWarning, match=CHECK_IS_NEW):
+        with pytest.raises(RuntimeError, match=UNDEFINED_NOT_HANDLED) as failure:
+            lib.autograd.gradcheck(clone_with_hook_failing_on_none, (x,), fast_mode=fast_mode)
+    assert type(failure.value).__name__ == "GradcheckError"
+    assert str(failure.value.__cause__) == "this hook needs a gradient"
+    with pytest.warns(UserWarning, match=CHECK_IS_NEW):
+        assert lib.autograd.gradcheck(clone_with_hook_failing_on_none, (x,), raise_exception=False) is False
+    assert lib.autograd.gradcheck(clone_with_hook_failing_on_none, (x,), check_undefined_grad=False)
+
+
+def unmaterialized_pair(lib, backward):
+    class Pair(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.set_materialize_grads(False)
+            return x * 2, x * 3
+
+    Pair.backward = staticmethod(backward)
+    return Pair
+
+
+@pytest.mark.parametrize("lib", LIBS)
+def test_gradcheck_fails_a_backward_returning_a_number_for_all_grads_undefined(lib):
+    def backward(ctx, a, b):
+        present = [g * k for g, k in ((a, 2), (b, 3)) if g is not None]
+        return sum(present) if present else 0.0  # a float, not a Tensor: the engine refuses it
+
+    pair = unmaterialized_pair(lib, backward)
+    with pytest.warns(UserWarning, match=CHECK_IS_NEW):
+        with pytest.raises(RuntimeError, match=UNDEFINED_NOT_HANDLED) as failure:
+            lib.autograd.gradcheck(pair.apply, (lib.ones(2, dtype=lib.float64, requires_grad=True),))
+    assert str(failure.value.__cause__) == "expected Variable or None (got float)"
+
+
+@pytest.mark.parametrize("lib", LIBS)
+def test_custom_backward_gradients_are_checked_as_torch_checks_them(lib):
+    cases = [
+        (lambda g: (2.0, None, None), r"expected Variable or None \(got float\)"),
+        (lambda g: (g, lib.ones(1), None), "returned a gradient different than None at position 2, but the corresp"),
+        (lambda g: (g, None, "grad"), r"expected Variable or None \(got str\)"),  # an input not requiring grad
+    ]
+    for gradients, message in cases:
+
+        class Shifted(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, factor, other):
+                return x * factor + other
+
+            @staticmethod
+            def backward(ctx, g, gradients=gradients):
+                return gradients(g)
+
+        out = Shifted.apply(lib.ones(2, requires_grad=True), 2.0, lib.zeros(2))
+        with pytest.raises(RuntimeError, match=message):
+            out.sum().backward()
