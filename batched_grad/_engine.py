@@ -13,7 +13,7 @@ import numpy as np
 from vmap._chunks import in_chunks
 from vmap._memory import AUTO, auto_chunk
 
-from . import _fused, _fusion, _graph, _lazy, _segments
+from . import _anomaly, _fused, _fusion, _graph, _lazy, _segments
 from ._grad_mode import set_grad_enabled
 from ._graph import AccumulateGrad
 from ._hooks import run_post_accumulate_hooks, run_posthooks, run_prehooks, run_tensor_hooks
@@ -102,17 +102,13 @@ def _call(node, cotangents, create_graph, batch, needed):
     if not _graph._anomaly["enabled"]:
         return node.backward_needed(cotangents, create_graph, batch, needed)
     try:
-        grads = node.backward_needed(cotangents, create_graph, batch, needed)
+        with _anomaly.running(node):
+            grads = node.backward_needed(cotangents, create_graph, batch, needed)
         if _graph._anomaly["check_nan"]:
             _check_anomaly(node, grads)
         return grads
     except Exception:
-        if node.trace:
-            warnings.warn(
-                f"Error detected in {node.name()}. Traceback of forward call that caused the error:\n{node.trace}",
-                UserWarning,
-                stacklevel=3,
-            )
+        _anomaly.warn_forward_traces(node)
         raise
 
 

@@ -3,14 +3,14 @@
 import itertools
 import re
 import threading
-import traceback
 import weakref
 from collections import OrderedDict, namedtuple
 
+from ._anomaly import mode as _anomaly
+from ._anomaly import record as _forward_record
 from ._grad_mode import is_grad_enabled
 from ._host import unshared
 
-_anomaly = {"enabled": False, "check_nan": True}
 _lock = threading.Lock()  # guards the creation of per-tensor and per-node state that threads may share
 _sequence = itertools.count()
 
@@ -97,7 +97,7 @@ class Node:
         "tensor_pre_hooks",
         "retained",
         "node_hooks",
-        "trace",
+        "forward",
         "_metadata",
         "sequence_nr",
         "__weakref__",
@@ -110,7 +110,7 @@ class Node:
         self.tensor_pre_hooks = None  # {output_nr: OrderedDict(id -> fn)}
         self.retained = None  # {output_nr: weakref to the tensor that retains its grad}
         self.node_hooks = None  # NodeHooks, made by register_hook or register_prehook
-        self.trace = "".join(traceback.format_stack()[:-3]) if _anomaly["enabled"] else None
+        self.forward = _forward_record() if _anomaly["enabled"] else None  # anomaly mode's _anomaly.ForwardRecord
         self._metadata = None
         self.sequence_nr = next(_sequence)
 
@@ -300,9 +300,17 @@ def modified_error(shape, dtype, node, version, expected, output_nr=0):
     return RuntimeError(
         "one of the variables needed for gradient computation has been modified by an inplace operation: "
         f"[{type_name(dtype)} {list(shape)}]{where} is at version {version}; expected version {expected} instead. "
-        "Hint: enable anomaly detection to find the operation that failed to compute its gradient, with "
-        "torch.autograd.set_detect_anomaly(True, check_nan=False)."
+        f"{_ANOMALY_HINTS[_anomaly['enabled']]}"
     )
+
+
+# the hint closing the in-place modification error: anomaly mode's warnings show where the failing node was made
+_ANOMALY_HINTS = {
+    False: "Hint: enable anomaly detection to find the operation that failed to compute its gradient, with "
+    "torch.autograd.set_detect_anomaly(True, check_nan=False).",
+    True: "Hint: the backtrace further above shows the operation that failed to compute its gradient. The variable "
+    "in question was changed in there or anywhere later. Good luck!",
+}
 
 
 def _short_name(node):

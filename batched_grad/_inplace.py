@@ -9,10 +9,19 @@ import jax.numpy as jnp
 from . import _dtypes, _graph
 from ._budget import Jitted
 from ._grad_mode import is_grad_enabled
+from ._vmap_levels import is_batched
 from ._x64 import scoped
 
 LEAF_INPLACE = "a leaf Variable that requires grad is being used in an in-place operation."
 VIEW_OF_LEAF_INPLACE = "a view of a leaf Variable that requires grad is being used in an in-place operation."
+# torch.func.vmap's error for an in-place op whose result varies across the rows of a running vmap while the tensor
+# written into does not (an argument with in_dim None, or a tensor made outside the vmapped function)
+BATCHED_INTO_UNBATCHED = (
+    "vmap: inplace arithmetic(self, *extra_args) is not possible because there exists a Tensor `other` in "
+    "extra_args that has more elements than `self`. This happened due to `other` being vmapped over but `self` "
+    "not being vmapped over in a vmap. Please try to use out-of-place operators instead of inplace arithmetic. "
+    "If said operator is being called inside the PyTorch framework, please file a bug report instead."
+)
 # A step in a view chain that shares values but not the graph (detach(), .data): writes through it are
 # value-only for the base, and the base's in-place updates reach it as values only.
 DETACH = (None, (), 0)
@@ -59,6 +68,8 @@ class InPlace:
     def _assign(self, result):
         """Make `self` hold `result` (an out-of-place result of the in-place op); update views and version."""
         self._check_inplace()
+        if is_batched(result._v) and not is_batched(self._v):
+            raise RuntimeError(BATCHED_INTO_UNBATCHED)
         if result.shape != self.shape:
             raise RuntimeError(
                 f"output with shape {list(self.shape)} doesn't match the broadcast shape {list(result.shape)}"

@@ -18,6 +18,7 @@ from .._host import to_device
 from .._ops._core import Op, apply
 from .._tensor import Tensor
 from ._api import grad
+from .function import Function
 
 
 class GradcheckError(RuntimeError):
@@ -383,22 +384,53 @@ def _check_backward_mul_by_grad_output(outputs, diff_inputs):
 
 
 def _check_undefined_grad(func, inputs, diff_inputs):
-    """With several differentiable outputs, leave each one's grad undefined in turn (the others get zeros): the
-    node that made it receives None for it (a Function with set_materialize_grads(False) sees None), and the
-    backward must neither fail nor produce nonzero gradients. (A node whose grads are all undefined never runs.)"""
-    n = len(_differentiable(_call(func, inputs)))
-    for undefined in range(n if n > 1 else 0):
-        outputs = _differentiable(_call(func, inputs))
-        rest = outputs[:undefined] + outputs[undefined + 1 :]
-        try:
-            grads = grad(rest, diff_inputs, _zero_grad_outputs(rest), allow_unused=True)
-        except Exception as e:
-            raise GradcheckError(
-                f"Expected backward function to handle undefined output grads: with the grad of "
-                f"output {undefined} undefined, backward raised {type(e).__name__}: {e}"
-            ) from e
-        if any(g is not None and np.any(np.asarray(g._value) != 0) for g in grads):
-            raise GradcheckError(
-                "Expected all input grads to be undefined or zero when all output grads are "
-                f"undefined or zero (the grad of output {undefined} undefined, the others zero)."
-            )
+    """torch's check of undefined output gradients: the nodes that made func's outputs receive None for all of
+    them, then (with several outputs) for each in turn while the others get zeros; backward must neither fail
+    nor produce nonzero input gradients."""
+    outputs = _differentiable(_call(func, inputs))
+    cases = [[_UndefinedGrad.apply(o) for o in outputs]]
+    for undefined in range(len(outputs) if len(outputs) > 1 else 0):
+        fresh = _differentiable(_call(func, inputs))
+        cases.append([_UndefinedGrad.apply(o) if i == undefined else o for i, o in enumerate(fresh)])
+    for case in cases:
+        _check_undefined_grad_case(case, diff_inputs)
+
+
+def _check_undefined_grad_case(outputs, diff_inputs):
+    try:
+        grads = grad(outputs, diff_inputs, _zero_grad_outputs(outputs), allow_unused=True)
+    except RuntimeError as e:  # as torch's, another exception type is the function's own failure
+        _warn_undefined_grad_check_is_new()
+        raise GradcheckError(
+            "Expected backward function to handle undefined output grads. Please look at "
+            '"Notes about undefined output gradients" in "tools/autograd/derivatives.yaml"'
+        ) from e
+    if any(g is not None and np.any(np.asarray(g._value) != 0) for g in grads):
+        _warn_undefined_grad_check_is_new()
+        raise GradcheckError(
+            "Expected all input grads to be undefined or zero when all output grads are undefined or zero. Please "
+            'look at "Notes about undefined output gradients" in "tools/autograd/derivatives.yaml"'
+        )
+
+
+def _warn_undefined_grad_check_is_new():
+    warnings.warn(
+        "Backwards compatibility: New undefined gradient support checking feature is enabled by default, but it "
+        "may break existing callers of this function. If this is true for you, you can call this function with "
+        '"check_undefined_grad=False" to disable the feature',
+        UserWarning,
+        stacklevel=3,
+    )
+
+
+class _UndefinedGrad(Function):
+    """An identity whose backward leaves its input's gradient undefined (torch._C._functions.UndefinedGrad): the
+    node that made the input receives None, as when an output of it is unused."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return None

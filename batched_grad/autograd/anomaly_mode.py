@@ -1,6 +1,7 @@
 """Anomaly detection: record forward tracebacks, check backward results for NaN."""
 
 import functools
+import warnings
 
 from .._graph import _anomaly
 
@@ -37,15 +38,16 @@ class set_detect_anomaly:
 
 
 class detect_anomaly:
-    """Context manager and decorator enabling anomaly detection inside it."""
+    """Context manager enabling anomaly detection inside it (and, beyond torch, a decorator doing so around each
+    call). Making one warns that the mode is on, as torch's does; the mode it restores is the one of that time."""
 
     def __init__(self, check_nan=True):
+        self.prev = dict(_anomaly)
         self.check_nan = check_nan
+        warnings.warn(ENABLED_WARNING, UserWarning, stacklevel=2)
 
     def __enter__(self):
-        self.prev = dict(_anomaly)
         _anomaly.update(enabled=True, check_nan=self.check_nan)
-        return self
 
     def __exit__(self, *exc):
         _anomaly.update(self.prev)
@@ -54,7 +56,12 @@ class detect_anomaly:
 
         @functools.wraps(func)
         def wrapper(*args, **kwargs):
-            with detect_anomaly(self.check_nan):
+            with set_detect_anomaly(True, self.check_nan):
                 return func(*args, **kwargs)
 
         return wrapper
+
+
+ENABLED_WARNING = (
+    "Anomaly Detection has been enabled. This mode will increase the runtime and should only be enabled for debugging."
+)

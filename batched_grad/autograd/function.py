@@ -9,7 +9,7 @@ from .. import _graph
 from .._dtypes import to_dtype
 from .._grad_mode import is_grad_enabled, no_grad, set_grad_enabled
 from .._rowwise import run_batched
-from .._tensor import DETACH, VIEW_OF_LEAF_INPLACE, Tensor, _ops_of
+from .._tensor import DETACH, VIEW_OF_LEAF_INPLACE, Tensor, _ops_of, python_type_name
 from . import _vmap_rule
 
 DIRTY_LEAF = "a leaf Variable that requires grad has been used in an in-place operation."
@@ -100,7 +100,7 @@ class FunctionCtx:
 class FunctionNode(_graph.Node):
     """The node of a Function.apply; its backward calls the user's backward with Tensors."""
 
-    __slots__ = ("function", "ctx")
+    __slots__ = ("function", "ctx", "tensor_inputs")
     backward_without_gradients = True  # as torch's: reached with no gradient, it runs on zeros (or Nones)
 
     def __init__(self, function, ctx, args, outs):
@@ -108,6 +108,7 @@ class FunctionNode(_graph.Node):
         # one gradient per output reaches backward, None for an output that is not a Tensor
         super().__init__(edges, tuple((o._v.shape, o._v.dtype) if isinstance(o, Tensor) else None for o in outs))
         self.function, self.ctx = function, ctx
+        self.tensor_inputs = tuple(isinstance(a, Tensor) for a in args)  # which inputs may get a gradient
 
     def name(self):
         return f"{self.function.__name__}Backward"
@@ -130,6 +131,18 @@ class FunctionNode(_graph.Node):
             key=self.function,
         )
 
+    def _check_gradient_kind(self, i, g):
+        """torch's errors for backward's gradient `g` of input `i`: not None for an input that was not a Tensor,
+        or neither a Tensor nor None (even for a Tensor that does not require grad)."""
+        if not self.tensor_inputs[i]:
+            if g is not None:
+                raise RuntimeError(
+                    f"function {self.name()} returned a gradient different than None at position {i + 1}, but the "
+                    "corresponding forward input was not a Variable"
+                )
+        elif g is not None and not isinstance(g, Tensor):
+            raise RuntimeError(f"expected Variable or None (got {python_type_name(g)})")
+
     def _backward_rows(self, cotangents, create_graph):
         """The user's backward on unbatched cotangents, with torch's checks on what it returns."""
         from .. import zeros
@@ -151,14 +164,10 @@ class FunctionNode(_graph.Node):
             )
         result = []
         for i, (g, edge) in enumerate(zip(grads, self.edges)):
+            self._check_gradient_kind(i, g)
             if edge is None or g is None:
                 result.append(None)
                 continue
-            if not isinstance(g, Tensor):
-                raise TypeError(
-                    f"function {self.name()} returned a gradient of type {type(g).__name__} at "
-                    f"index {i}; expected a Tensor or None"
-                )
             shape, dtype = edge.node.out_meta[edge.output_nr]
             if tuple(g.shape) != tuple(shape):
                 raise RuntimeError(

@@ -54,7 +54,7 @@ def vmap(func, in_dims=0, out_dims=0, *, chunk_size=None, randomness="error"):
         if shards is not None:
             arrays = [split_as(a, shards) for a in arrays]
 
-        start, recorded, written = sequence_mark(), [], []
+        start, recorded, written, returned = sequence_mark(), [], [], {}
         rng_state = default_generator.get_state() if randomness != "error" else None  # for a backward's rerun
         # mapped arguments that require grad: their rows are leaves that require grad, so that the results say
         # whether they depend on them
@@ -71,6 +71,8 @@ def vmap(func, in_dims=0, out_dims=0, *, chunk_size=None, randomness="error"):
             with running(level):
                 leaves, spec = flatten(func(*args_spec.unflatten(call), **kwargs))
                 written[:] = [i for i in mapped if call[i]._version]
+                returned.clear()  # result k: mapped argument i's row itself
+                returned.update((k, i) for k, x in enumerate(leaves) for i in mapped if x is call[i])
                 leaves = leaves + [call[i] for i in written]
                 if is_grad_enabled():
                     recorded[:] = [
@@ -93,6 +95,9 @@ def vmap(func, in_dims=0, out_dims=0, *, chunk_size=None, randomness="error"):
             _record(placed, leaves, dims, recorded, inputs, call)
         for i, value in zip(written, placed[n_results:]):  # as torch's: the caller's tensor holds what func wrote
             flat_args[i].copy_(value)
+        for k, i in returned.items():
+            if k < n_results:
+                placed[k] = _argument_as_result(flat_args[i], dims_in[i], dims[k])
         return spec.unflatten(placed[:n_results])
 
     return vectorized
@@ -260,6 +265,13 @@ def _place(func, leaves, dims, size):
         else:
             placed.append(x)
     return placed
+
+
+def _argument_as_result(argument, in_dim, out_dim):
+    """A mapped argument whose row func returned as it is: as torch's, the caller's tensor itself where its batch
+    axis stays in place, else a view of it with the axis moved (sharing its storage)."""
+    out_dim = _out_dim(out_dim, argument.ndim)
+    return argument if out_dim == in_dim else argument.movedim(in_dim, out_dim)
 
 
 def _out_dim(d, ndim):
