@@ -8,6 +8,9 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
+import warnings
+import zlib
 
 import numpy as np
 import pytest
@@ -198,3 +201,61 @@ def test_set_compilation_cache_checks_its_argument():
         bg.set_compilation_cache(b"cache")
     with pytest.raises(ValueError, match="argument 'path' must be a directory path or None, not ''"):
         bg.set_compilation_cache("")
+
+
+def test_entries_jax_cannot_load_warn_once_in_all_and_are_replaced(tmp_path):
+    cache = str(tmp_path / "cache")
+    first = run(WORKLOAD, cache)
+    damaged = entries(cache)
+    assert len(damaged) > 1
+    for entry in damaged:  # a payload JAX cannot load, under a checksum that holds
+        payload = b"not an executable"
+        with open(entry, "wb") as f:
+            f.write(_cache._MAGIC + zlib.crc32(payload).to_bytes(4, "big") + payload)
+    second = run(WORKLOAD, cache)
+    assert second["hits"] == 0 and second["real_compiles"] == first["real_compiles"]
+    assert len(second["warnings"]) == 1 and "cannot be loaded" in second["warnings"][0], second["warnings"]
+    assert_matches_torch(second)
+    third = run(WORKLOAD, cache)
+    assert third["real_compiles"] == 0 and third["warnings"] == []
+
+
+def test_probes_of_one_directory_at_once_keep_it_on(tmp_path):
+    """Processes started together (a job array, pytest-xdist) probe a shared directory at once: each probe is a file
+    of its own, so another's, present at that moment (here one that stays, and that no file can replace), and
+    eight threads probing together leave the cache on."""
+    path, turned_off = tmp_path / "shared", []
+    (path / ".probe").mkdir(parents=True)
+
+    def probe():
+        for _ in range(50):
+            cache = _cache.DiskCache(str(path))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                if not _cache._usable(cache):
+                    turned_off.append(cache)
+
+    threads = [threading.Thread(target=probe) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert turned_off == [] and os.listdir(path) == [".probe"]
+
+
+def test_a_directory_that_cannot_be_written_is_still_read(tmp_path, monkeypatch):
+    cache_dir = tmp_path / "prebuilt"
+    run(WORKLOAD, str(cache_dir))  # a cache built by another process
+    kept = entries(str(cache_dir))
+
+    def read_only_file_system(*args, **kwargs):
+        raise OSError(30, "Read-only file system")
+
+    monkeypatch.setattr(_cache.tempfile, "mkstemp", read_only_file_system)
+    cache = _cache.DiskCache(os.path.join(str(cache_dir), _cache.host_kind()))
+    with pytest.warns(UserWarning, match="cannot write to it: Read-only file system; its entries are read"):
+        assert _cache._usable(cache)
+    key = os.path.basename(kept[0])[: -len(_cache._SUFFIX)]
+    assert cache.get(key) is not None  # read
+    cache.put("new-entry", b"program")  # not written, no error
+    assert entries(str(cache_dir)) == kept

@@ -21,6 +21,12 @@ class Parameter(Tensor):
     def __init__(self, data=None, requires_grad=True):
         """Everything is done in __new__; this only stops Tensor.__init__, which refuses direct construction."""
 
+    def __deepcopy__(self, memo):
+        """A new Parameter with the same values and requires_grad; as torch's, without the gradient."""
+        copied = type(self)._wrap(self._value, requires_grad=self._requires_grad)
+        memo[id(self)] = copied
+        return copied
+
     def __repr__(self):
         return "Parameter containing:\n" + super().__repr__()
 
