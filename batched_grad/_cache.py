@@ -78,6 +78,7 @@ class DiskCache(CacheInterface):
     def __init__(self, path):
         self._path = path
         self.usable = True
+        self.writable = True  # False: a directory that can be read but not written (a pre-built cache, shared)
         self._warned = False
         self._lock = threading.Lock()
 
@@ -100,7 +101,7 @@ class DiskCache(CacheInterface):
         return payload
 
     def put(self, key, value):
-        if not self.usable:
+        if not (self.usable and self.writable):
             return
         header = _MAGIC + zlib.crc32(value).to_bytes(4, "big")
         try:
@@ -109,12 +110,18 @@ class DiskCache(CacheInterface):
             self.disable(f"cannot write to it: {e.strerror or e}")
 
     def _drop(self, entry, reason):
-        self.warn(f"{reason}; it is compiled again and replaced")
+        self.warn(f"{reason}; it is compiled again" + ("" if self.writable else " (not replaced: read-only)"))
         try:
             os.remove(entry)
         except OSError:
             pass
         return None
+
+    def unloadable(self, key, error):
+        """An entry whose checksum holds but which JAX cannot load (written by another jaxlib, or damaged before its
+        checksum was taken): dropped like a corrupt one, with the cache's one warning."""
+        entry = os.path.join(self._path, key + _SUFFIX)
+        return self._drop(entry, f"entry {os.path.basename(entry)} cannot be loaded ({type(error).__name__}: {error})")
 
     def disable(self, reason):
         self.usable = False
@@ -144,14 +151,21 @@ def write_whole(path, data):
 
 
 def _usable(cache):
-    """Create the directory and write a file in it; on failure, turn `cache` off with its one warning."""
+    """Create the directory and write a file of this process's own in it (processes sharing the directory probe it
+    at once). A directory that can be read but not written is read only; one that cannot be read or created turns
+    `cache` off. Either costs the cache's one warning."""
     try:
         os.makedirs(cache._path, exist_ok=True)
-        probe = os.path.join(cache._path, ".probe")
-        write_whole(probe, b"")
+        fd, probe = tempfile.mkstemp(dir=cache._path, prefix=".probe-")
+        os.close(fd)
         os.remove(probe)
     except OSError as e:
-        cache.disable(f"cannot create or write to it: {e.strerror or e}")
+        reason = e.strerror or e
+        if os.path.isdir(cache._path) and os.access(cache._path, os.R_OK | os.X_OK):
+            cache.writable = False
+            cache.warn(f"cannot write to it: {reason}; its entries are read, new programs are not kept")
+        else:
+            cache.disable(f"cannot create or write to it: {reason}")
     return cache.usable
 
 
@@ -190,17 +204,26 @@ def _cpp_log_level():
 
 
 def _quiet_loads(load):
-    """JAX's read of a cache entry, with XLA's C++ log limited to fatal errors while it loads one of ours."""
+    """JAX's read of a cache entry, with XLA's C++ log limited to fatal errors while it loads one of ours, and an
+    entry JAX cannot load dropped as a miss."""
 
     @functools.wraps(load)
-    def load_quietly(*args, **kwargs):
-        if absl_set_min_log_level is None or not isinstance(_jax_cache._cache, DiskCache):
-            return load(*args, **kwargs)
-        absl_set_min_log_level(3)
+    def load_quietly(key, *args, **kwargs):
+        cache = _jax_cache._cache
+        if not isinstance(cache, DiskCache):
+            return load(key, *args, **kwargs)
+        if absl_set_min_log_level is not None:
+            absl_set_min_log_level(3)
         try:
-            return load(*args, **kwargs)
+            return load(key, *args, **kwargs)
+        except Exception as error:  # JAX would warn once per entry: ours warns once in all and drops the entry
+            if jax.config.jax_raise_persistent_cache_errors:
+                raise
+            cache.unloadable(key, error)
+            return None, None
         finally:
-            absl_set_min_log_level(_cpp_log_level())
+            if absl_set_min_log_level is not None:
+                absl_set_min_log_level(_cpp_log_level())
 
     load_quietly.quiet = True
     return load_quietly

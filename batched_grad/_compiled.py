@@ -2,6 +2,7 @@
 of earlier ones, and which can compile in a background thread while the caller computes the same values with per-op
 kernels (set_background_compile)."""
 
+import atexit
 import functools
 import os
 import sys
@@ -18,7 +19,7 @@ _spares_lock = threading.Lock()
 
 # a structure's fused program compiles in a background thread while per-op kernels answer ("0" turns it off)
 _background = [os.environ.get("BATCHED_GRAD_BACKGROUND_COMPILE", "1") != "0"]
-_compiling = set()  # the threads compiling programs now
+_compiling = set()  # the Events of the programs compiling now, each set when its compile has finished
 
 
 def set_background_compile(enabled):
@@ -31,9 +32,14 @@ def set_background_compile(enabled):
 
 
 def wait_for_compiles():
-    """Wait until every fused program compiling in the background is ready."""
-    for thread in list(_compiling):
-        thread.join()
+    """Wait until every fused program compiling in the background is ready. Waits on what each compile sets when it
+    finishes, not on Thread.join: a join interrupted by Ctrl-C marks the thread stopped while it still compiles, and
+    the interpreter would then not wait for it at exit (XLA aborts a process that exits mid-compile)."""
+    for done in list(_compiling):
+        done.wait()
+
+
+atexit.register(wait_for_compiles)  # after threading's own wait at exit, which an interrupted join can defeat
 
 
 RECYCLE_BYTES = 1 << 20  # results at least this large are written into the memory of earlier ones no longer held
@@ -77,7 +83,8 @@ class Program:
         self.plain = Jitted(fn)
         self.reusing = Jitted(functools.partial(_after_spares, fn), donate_argnums=0, keep_unused=True)
         self.large, self.spares = None, []
-        self.ready, self.compiling = False, None  # ready: compiled (called once); compiling: its background thread
+        # ready: compiled (called once); compiling: an Event its background compile sets when it ends
+        self.ready, self.compiling = False, None
 
     def ready_or_compiling(self, args):
         """Whether the program is compiled; if not, its compile is started in a background thread (once), which
@@ -86,9 +93,9 @@ class Program:
             return True
         if self.compiling is None:
             # not a daemon: the interpreter waits for it at exit (XLA aborts the process if it is stopped mid-compile)
-            self.compiling = threading.Thread(target=self._compile, args=(args,), name="batched_grad compile")
+            self.compiling = threading.Event()
             _compiling.add(self.compiling)
-            self.compiling.start()
+            threading.Thread(target=self._compile, args=(args,), name="batched_grad compile").start()
             return False
         return self.ready
 
@@ -98,8 +105,10 @@ class Program:
             jax.block_until_ready(self.plain(*args))
         except Exception:  # the caller's own call raises it again, where it can be seen
             pass
-        self.ready = True
-        _compiling.discard(self.compiling)
+        finally:
+            self.ready = True
+            _compiling.discard(self.compiling)
+            self.compiling.set()
 
     def __call__(self, *args):
         if not tracing():

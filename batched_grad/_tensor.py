@@ -532,10 +532,10 @@ class Tensor(InPlace):
         return t
 
     def __reduce_ex__(self, protocol):
-        v = self._value
+        v = self._value  # a non-leaf comes back as a leaf that requires grad, as torch's
         if type(v) is MetaValue:
-            return rebuild_meta, (type(self), v.shape, v.dtype, self._requires_grad)
-        return _rebuild, (type(self), np.asarray(v), self._requires_grad)
+            return rebuild_meta, (type(self), v.shape, v.dtype, self.requires_grad)
+        return _rebuild, (type(self), np.asarray(v), self.requires_grad)
 
     def __format__(self, spec):
         if self.ndim == 0 and type(self._v) is not MetaValue:

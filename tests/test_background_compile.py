@@ -2,6 +2,7 @@
 (bg.set_background_compile): every call gives torch's values whichever tier computes it, the program compiles once,
 and once it is ready the structure runs as that one program."""
 
+import signal
 import subprocess
 import sys
 import textwrap
@@ -92,6 +93,42 @@ def test_a_process_may_exit_while_a_program_compiles():
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "done"
+
+
+# a 60-layer chain whose batched Jacobian's third call starts a compile of a few seconds, interrupted by Ctrl-C
+# (SIGINT from a timer) while wait_for_compiles() waits for it
+_INTERRUPTED_WAIT = """
+import os, signal, threading
+import batched_grad as bg
+bg.set_background_compile(True)
+bg.set_compilation_cache(None)
+W = bg.randn(12, 12, dtype=bg.float64) / 4
+x = bg.randn(12, requires_grad=True, dtype=bg.float64)
+for _ in range(3):
+    h = x
+    for _ in range(60):
+        h = bg.tanh(W @ h) + 0.1 * h
+    bg.autograd.grad(h, x, bg.eye(12, dtype=bg.float64), is_grads_batched=True)
+threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
+"""
+
+
+_WAITS = {
+    "caught": "try:\n    bg.wait_for_compiles()\nexcept KeyboardInterrupt:\n    print('interrupted')\n"
+    "bg.wait_for_compiles()",
+    "not-caught": "bg.wait_for_compiles()",
+}
+
+
+@pytest.mark.parametrize("wait", _WAITS)
+def test_ctrl_c_while_waiting_for_compiles_leaves_a_clean_exit(wait):
+    script = _INTERRUPTED_WAIT + _WAITS[wait]
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert "terminate called" not in result.stderr and "FATAL" not in result.stderr, result.stderr[-2000:]
+    if wait == "caught":
+        assert result.returncode == 0 and result.stdout.strip() == "interrupted", result.stderr[-2000:]
+    else:  # Python's exit for an uncaught KeyboardInterrupt: killed by SIGINT
+        assert result.returncode == -signal.SIGINT and "KeyboardInterrupt" in result.stderr, result.stderr[-2000:]
 
 
 def test_set_background_compile_takes_a_bool():

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import zlib
 
 import numpy as np
 import pytest
@@ -58,12 +59,12 @@ PREAMBLE = textwrap.dedent("""
 """)
 
 
-def run(body, cache_dir, **environ):
-    """Run PREAMBLE + body in a fresh process with BATCHED_GRAD_CACHE_DIR=cache_dir; its report as a dict."""
+def run(body, cache_dir, prelude="", **environ):
+    """Run prelude + PREAMBLE + body in a fresh process with BATCHED_GRAD_CACHE_DIR=cache_dir; its report as a
+    dict."""
     env = dict(os.environ, BATCHED_GRAD_CACHE_DIR=cache_dir, PYTHONPATH=REPO, **environ)
-    done = subprocess.run(
-        [sys.executable, "-c", PREAMBLE + textwrap.dedent(body)], env=env, capture_output=True, text=True, timeout=300
-    )
+    script = prelude + PREAMBLE + textwrap.dedent(body)
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "AOT result" not in done.stderr  # XLA's log line for every loaded CPU executable is silenced
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -198,3 +199,52 @@ def test_set_compilation_cache_checks_its_argument():
         bg.set_compilation_cache(b"cache")
     with pytest.raises(ValueError, match="argument 'path' must be a directory path or None, not ''"):
         bg.set_compilation_cache("")
+
+
+def test_entries_jax_cannot_load_warn_once_in_all_and_are_replaced(tmp_path):
+    cache = str(tmp_path / "cache")
+    first = run(WORKLOAD, cache)
+    damaged = entries(cache)
+    assert len(damaged) > 1
+    for entry in damaged:  # a payload JAX cannot load, under a checksum that holds
+        payload = b"not an executable"
+        with open(entry, "wb") as f:
+            f.write(_cache._MAGIC + zlib.crc32(payload).to_bytes(4, "big") + payload)
+    second = run(WORKLOAD, cache)
+    assert second["hits"] == 0 and second["real_compiles"] == first["real_compiles"]
+    assert len(second["warnings"]) == 1 and "cannot be loaded" in second["warnings"][0], second["warnings"]
+    assert_matches_torch(second)
+    third = run(WORKLOAD, cache)
+    assert third["real_compiles"] == 0 and third["warnings"] == []
+
+
+def test_another_process_probing_the_directory_at_once_leaves_it_on(tmp_path):
+    """Processes started together (a job array, pytest-xdist) probe a shared directory at once: each probe is a file
+    of its own, so another's, present at that moment (here one that stays, and that no file can replace), changes
+    nothing."""
+    cache = tmp_path / "shared"
+    (cache / _cache.host_kind() / ".probe").mkdir(parents=True)
+    first = run(WORKLOAD, str(cache))
+    second = run(WORKLOAD, str(cache))
+    assert first["warnings"] == second["warnings"] == [] and first["real_compiles"] > 0
+    assert second["real_compiles"] == 0 and second["hits"] == first["real_compiles"]
+
+
+# a file system mounted read-only: making a file in it fails
+READ_ONLY = """
+import errno, tempfile
+def read_only_file_system(*args, **kwargs):
+    raise OSError(errno.EROFS, "Read-only file system")
+tempfile.mkstemp = read_only_file_system
+"""
+
+
+def test_a_prebuilt_cache_on_a_read_only_file_system_is_read(tmp_path):
+    cache = str(tmp_path / "prebuilt")
+    first = run(WORKLOAD, cache)
+    built = [(entry, os.path.getmtime(entry)) for entry in entries(cache)]
+    second = run(WORKLOAD, cache, prelude=READ_ONLY)
+    assert len(second["warnings"]) == 1 and "its entries are read" in second["warnings"][0], second["warnings"]
+    assert second["real_compiles"] == 0 and second["hits"] == first["real_compiles"]
+    assert_matches_torch(second)
+    assert [(entry, os.path.getmtime(entry)) for entry in entries(cache)] == built

@@ -224,6 +224,10 @@ COPIES = [
     "import pickle\nx = m.tensor([1., 2.], requires_grad=True)\nd = x.detach()\ny = pickle.loads(pickle.dumps(x))\n"
     "y, y.dtype, y.is_leaf",
     "import pickle\npickle.loads(pickle.dumps(m.tensor([1, 2], dtype=m.int16)))",
+    "import pickle\nx = m.tensor([1., 2.], requires_grad=True)\ny = pickle.loads(pickle.dumps(x * 2))\n"
+    "y, y.requires_grad, y.is_leaf",
+    "import copy\np = m.nn.Parameter(m.ones(2))\np.grad = m.ones(2)\nq = copy.deepcopy(p)\nq, q.grad, type(q).__name__",
+    "import copy\nlayer = m.nn.Linear(2, 1)\nlayer(m.ones(2)).sum().backward()\ncopy.deepcopy(layer).weight.grad",
 ]
 
 DTYPE_NAMES = [

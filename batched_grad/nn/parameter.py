@@ -18,6 +18,12 @@ class Parameter(Tensor):
         param._set_requires_grad(bool(requires_grad), REQUIRES_GRAD_DTYPE)
         return param
 
+    def __deepcopy__(self, memo):
+        """A new Parameter with the same values and requires_grad; as torch's, without the gradient."""
+        copied = type(self)._wrap(self._value, requires_grad=self._requires_grad)
+        memo[id(self)] = copied
+        return copied
+
     def __repr__(self):
         return "Parameter containing:\n" + super().__repr__()
 
