@@ -69,15 +69,28 @@ def add_hook(hooks, fn):
     return handle
 
 
-class VersionCounter:
-    """Shared by a tensor and its views; in-place ops bump it, saved values remember it."""
+birth_mark = 0  # the mark that a version counter made now carries (func transforms tell captured tensors by it)
 
-    __slots__ = ("value", "modified_by", "reshaped")
+
+def new_birth_mark():
+    """A mark above that of every version counter made so far, carried by those made from now on."""
+    global birth_mark
+    with _lock:
+        birth_mark += 1
+        return birth_mark
+
+
+class VersionCounter:
+    """Shared by a tensor and its views; in-place ops bump it, saved values remember it. `born`: the birth mark
+    when it was made, i.e. when the storage it counts the changes of was made."""
+
+    __slots__ = ("value", "modified_by", "reshaped", "born")
 
     def __init__(self):
         self.value = 0
         self.modified_by = None  # the node of the last recorded in-place op, for the error message
         self.reshaped = None  # (old shape, new shape) of the last in-place view op (squeeze_, t_), for that message
+        self.born = birth_mark
 
 
 UNCHANGING = VersionCounter()  # the counter of a saved value whose in-place changes torch does not check

@@ -6,7 +6,7 @@ import weakref
 
 import jax.numpy as jnp
 
-from . import _dtypes, _graph
+from . import _dtypes, _graph, _transform_levels
 from ._budget import Jitted
 from ._grad_mode import is_grad_enabled
 from ._vmap_levels import is_batched
@@ -65,8 +65,12 @@ class InPlace:
         if self.requires_grad and self.grad_fn is None:
             raise RuntimeError(LEAF_INPLACE)
 
-    def _assign(self, result):
-        """Make `self` hold `result` (an out-of-place result of the in-place op); update views and version."""
+    def _assign(self, result, op=None, args=(), kwargs=None):
+        """Make `self` hold `result` (an out-of-place result of the in-place method `op`, called with `args` and
+        `kwargs`; None for an out= argument, which torch's check of captures leaves alone); update views and
+        version."""
+        if op is not None and _transform_levels.levels():
+            _transform_levels.check_not_captured(self, op, args, kwargs)
         self._check_inplace()
         if is_batched(result._v) and not is_batched(self._v):
             raise RuntimeError(BATCHED_INTO_UNBATCHED)

@@ -15,7 +15,8 @@ from ._inplace import DETACH, LEAF_INPLACE, VIEW_OF_LEAF_INPLACE, InPlace, _ops_
 from ._lazy import Pending, materialize
 from ._meta import COPY_ERROR, ITEM_ERROR, NUMPY_ERROR, MetaValue, rebuild_meta
 from ._tracing import ValueRead, compiling, is_tracer
-from ._vmap_levels import is_batched
+from ._transform_levels import REQUIRES_GRAD_INSIDE, RETAIN_GRAD_INSIDE, in_transform
+from ._vmap_levels import VMAP_CONTROL_FLOW, VMAP_ITEM, is_batched
 
 _PLATFORM_DEVICES = {"cpu": "cpu", "gpu": "cuda", "cuda": "cuda", "rocm": "cuda", "tpu": "xla", "METAL": "mps"}
 
@@ -284,8 +285,15 @@ class Tensor(InPlace):
         self._set_requires_grad(flag, REQUIRES_GRAD_DTYPE[0].lower() + REQUIRES_GRAD_DTYPE[1:])
 
     def requires_grad_(self, requires_grad=True):
-        """Set requires_grad on this leaf in place and return it (True on a non-leaf is a no-op)."""
+        """Set requires_grad on this leaf in place and return it (True on a non-leaf is a no-op). As torch's, refused
+        inside the function of a function transform (batched_grad.func, vmap.vmap)."""
         _check_bool("requires_grad_", "requires_grad", requires_grad)
+        if in_transform():
+            raise RuntimeError(REQUIRES_GRAD_INSIDE)
+        return self._requires_grad_(requires_grad)
+
+    def _requires_grad_(self, requires_grad=True):
+        """requires_grad_ for batched_grad itself (a factory's requires_grad=True), also inside a transform."""
         if not (requires_grad and self.grad_fn is not None):  # True on a non-leaf is a no-op
             self._set_requires_grad(requires_grad, "only Tensors of floating point dtype can require gradients")
         return self
@@ -337,6 +345,12 @@ class Tensor(InPlace):
         """Make backward() populate `.grad` of this non-leaf tensor too."""
         if not self.requires_grad:
             raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        if in_transform():
+            raise RuntimeError(RETAIN_GRAD_INSIDE)
+        self._retain_grad()
+
+    def _retain_grad(self):
+        """retain_grad for batched_grad itself (backward's non-leaf inputs), also inside a transform."""
         if self.grad_fn is not None and not self._retains_grad:
             self._retains_grad = True
             self._register_retain()
@@ -480,6 +494,8 @@ class Tensor(InPlace):
         """The value of a one-element tensor as a Python number."""
         if self.numel() != 1:
             raise RuntimeError(f"a Tensor with {self.numel()} elements cannot be converted to Scalar")
+        if is_batched(self._v):
+            raise RuntimeError(VMAP_ITEM)
         return (
             self._array(ITEM_ERROR, "Tensor.item() (or bool(), float(), int(): a branch on a tensor)")
             .reshape(())
@@ -495,6 +511,8 @@ class Tensor(InPlace):
         if self.numel() != 1:
             amount = "no values" if self.numel() == 0 else "more than one value"
             raise RuntimeError(f"Boolean value of Tensor with {amount} is ambiguous")
+        if is_batched(self._v):
+            raise RuntimeError(VMAP_CONTROL_FLOW)
         return bool(self.item())
 
     def __float__(self):

@@ -27,6 +27,15 @@ class _Running(threading.local):
 
 _running = _Running()
 
+VMAP_ITEM = (
+    "vmap: It looks like you're calling .item() on a Tensor. We don't support vmap over calling .item() on a "
+    "Tensor, please try to rewrite what you're doing with other operations. If error is occurring somewhere inside "
+    "PyTorch internals, please file a bug report."
+)
+VMAP_CONTROL_FLOW = (
+    "vmap: It looks like you're attempting to use a Tensor in some data-dependent control flow. We don't support "
+    "that yet, please file an issue at https://github.com/pytorch/pytorch/issues ."
+)
 RANDOMNESS_ERROR = (
     "vmap: called random operation while in randomness error mode. Please either use the 'same' or "
     "'different' randomness flags on vmap or perform the randomness operation out of vmap"

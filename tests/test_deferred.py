@@ -142,7 +142,7 @@ def test_vmap_traces_a_function_that_reads_values():
         return y if float(abs(y).sum()) >= 0 else -y  # a Python branch on a value: not vectorizable
 
     X = bg.randn(4, 3)
-    with pytest.raises(RuntimeError, match="could not be vectorized"):
+    with pytest.raises(RuntimeError, match=r"vmap: It looks like you're calling \.item\(\) on a Tensor"):  # torch's
         vmap.vmap(branchy)(X)
     doubled = vmap.vmap(lambda x: x * 2 if x.shape[0] == 3 else x)(X)  # shape branches need no values
     np.testing.assert_allclose(doubled.numpy(), X.numpy() * 2)

@@ -5,7 +5,7 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
-from .. import _dtypes, _factories, _layout, _legacy_constructors
+from .. import _dtypes, _factories, _layout, _legacy_constructors, _transform_levels
 from .._compiled import set_background_compile, wait_for_compiles
 from .._grad_mode import is_grad_enabled
 from .._lazy import compile_count
@@ -228,7 +228,9 @@ def _inplace(name, fn, doc):
     """The in-place method `name`: fn(self, ...) written into self (its version, views and graph updated)."""
 
     def method(self, *args, **kwargs):
-        return self._assign(fn(self, *args, **kwargs))
+        if _transform_levels.levels():  # before the op's own checks, as torch's
+            _transform_levels.check_not_captured(self, name, args, kwargs)
+        return self._assign(fn(self, *args, **kwargs), name, args, kwargs)
 
     method.__name__ = method.__qualname__ = name
     method.__doc__ = doc

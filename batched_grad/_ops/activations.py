@@ -79,7 +79,7 @@ def _activation(name, input, inplace=False, numbers=(), **static):
     _check_tensor(name, "input", input)
     _require_inexact(_KERNELS[name][1], input.dtype)
     out = apply(_OPS[name], [input, *numbers], **static)
-    return input._assign(out) if inplace else out
+    return input._assign(out, f"{name}_") if inplace else out
 
 
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
@@ -157,7 +157,7 @@ def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
         None, "rrelu", input.shape, lambda bits, size: bits.uniform(lower, upper, size).astype(input.dtype.np)
     )
     out = apply(_RRELU_NOISE, [input, slopes])
-    return input._assign(out) if inplace else out
+    return input._assign(out, "rrelu_with_noise_") if inplace else out
 
 
 _RRELU_NOISE = Op(

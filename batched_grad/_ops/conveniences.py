@@ -137,7 +137,7 @@ def fill_diagonal_(self, fill_value, wrap=False):
         raise RuntimeError("dimensions must larger than 1")
     if self.ndim > 2 and len(set(self.shape)) != 1:
         raise RuntimeError("all dimensions of input must be of equal length")
-    return self._assign(apply(_FILL_DIAGONAL, [self, fill_value], wrap=bool(wrap)))
+    return self._assign(apply(_FILL_DIAGONAL, [self, fill_value], wrap=bool(wrap)), "fill_diagonal_")
 
 
 # ---- complex numbers ----------------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from .._tensor import Tensor
 def _made(values, dtype, requires_grad, default=None):
     d = _dtypes.to_dtype(dtype) if dtype is not None else (default or _dtypes.get_default_dtype())
     out = Tensor._wrap(np.asarray(values).astype(d.np))
-    return out.requires_grad_() if requires_grad else out
+    return out._requires_grad_() if requires_grad else out
 
 
 def logspace(start, end, steps, base=10.0, *, dtype=None, requires_grad=False, device=None):
@@ -113,7 +113,7 @@ def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=False):
             raise ValueError("can't alias tensor from torch.asarray: its dtype would change")
     else:
         out = tensor(obj, dtype=dtype) if copy else as_tensor(obj, dtype=dtype)
-    return out.requires_grad_() if requires_grad else out
+    return out._requires_grad_() if requires_grad else out
 
 
 def detach(input):

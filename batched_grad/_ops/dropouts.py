@@ -30,7 +30,7 @@ def _feature_dropout(input, p, training, inplace, fn):
         return input
     keep = _keep(input, p, True, fn) * (0.0 if p == 1 else 1.0 / (1.0 - p))
     out = apply(_SCALE, [input, keep])
-    return input._assign(out) if inplace else out
+    return input._assign(out, "mul_") if inplace else out
 
 
 def _channel_dropout(n, input, p, training, inplace):
@@ -68,7 +68,7 @@ def _channel_dropout(n, input, p, training, inplace):
     if not training or p == 0:
         return input
     out = _feature_dropout(input.unsqueeze(0), p, training, False, fn).squeeze(0)
-    return input._assign(out) if inplace else out
+    return input._assign(out, "mul_") if inplace else out
 
 
 def dropout1d(input, p=0.5, training=True, inplace=False):
@@ -98,7 +98,7 @@ def _alpha(input, p, training, inplace, per_channel, fn):
     # kept values become a x + b, dropped ones SELU's saturation value, mapped the same way
     shift = (keep - 1) * (_ALPHA * a) + _ALPHA * a * p
     out = apply(_SCALE, [input, keep * a]) + shift
-    return input._assign(out) if inplace else out
+    return input._assign(out, "mul_") if inplace else out
 
 
 def alpha_dropout(input, p=0.5, training=False, inplace=False):

@@ -264,16 +264,16 @@ def setitem(input, index, value):
         value = reshape(value, vshape[lead:])
     mask = _single_mask(index)
     if mask is not None and len(v) <= input.ndim - mask.ndim:  # one value for every element masked: no new shape
-        input._assign(apply(_MASKED_PUT, [input, value, mask]))
+        input._assign(apply(_MASKED_PUT, [input, value, mask]), "index_put_")
         return
     if arrays:
-        input._assign(apply(_INDEX_PUT, [input, value] + arrays, structure=structure))
+        input._assign(apply(_INDEX_PUT, [input, value] + arrays, structure=structure), "index_put_")
         return
     template, positions = _template(structure[0], tuple(input.shape))
     if positions:
-        input._assign(apply(_DYNAMIC_COPY_SLICES, [input, value, *positions], template=template))
+        input._assign(apply(_DYNAMIC_COPY_SLICES, [input, value, *positions], template=template), "copy_")
     else:
-        input._assign(apply(_COPY_SLICES, [input, value], structure=structure))
+        input._assign(apply(_COPY_SLICES, [input, value], structure=structure), "copy_")
 
 
 # ---- gather / scatter family --------------------------------------------------------------------

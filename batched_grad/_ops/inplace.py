@@ -52,10 +52,12 @@ def _compare_inplace(name):
 
     def method(self, other):
         if not _recording(self, other):
-            return self._assign(COMPARISONS[compare](self, other))
+            return self._assign(COMPARISONS[compare](self, other), f"{name}_", (other,))
         dtype = _dtypes.result_type(self, other)
         return self._assign(
-            apply(_COMPARE_OPS[compare, isinstance(other, Tensor)], [self, other], compare=compare, dtype=dtype.np)
+            apply(_COMPARE_OPS[compare, isinstance(other, Tensor)], [self, other], compare=compare, dtype=dtype.np),
+            f"{name}_",
+            (other,),
         )
 
     return method
@@ -63,8 +65,8 @@ def _compare_inplace(name):
 
 def _logical_not_inplace(self):
     if not _recording(self):
-        return self._assign(PREDICATES["logical_not"](self))
-    return self._assign(apply(_LOGICAL_NOT, [self]))
+        return self._assign(PREDICATES["logical_not"](self), "logical_not_")
+    return self._assign(apply(_LOGICAL_NOT, [self]), "logical_not_")
 
 
 _NO_DERIVATIVE = {  # name: (JAX function, torch's node name, the error its backward raises)
@@ -81,7 +83,9 @@ def _underivable_unary(name):
 
     def method(self):
         result = UNARY[name](self)
-        return self._assign(apply(op, [self]) if _recording(self) and result.dtype is self.dtype else result)
+        return self._assign(
+            apply(op, [self]) if _recording(self) and result.dtype is self.dtype else result, f"{name}_"
+        )
 
     return method
 
@@ -101,7 +105,7 @@ def _floor_divide_inplace(self, other):
     result = floor_divide(self, other)  # torch's checks of the operands
     if _recording(self, other) and result.dtype is self.dtype:
         result = apply(_FLOOR_DIVIDE, [self, other])
-    return self._assign(result)
+    return self._assign(result, "floor_divide_", (other,))
 
 
 METHODS = {f"{name}_": _compare_inplace(name) for name in [*_COMPARE, *_ALIASES]}

@@ -127,7 +127,7 @@ def range_(start, end, step=1, *, dtype=None, requires_grad=False, device=None):
     count = int(np.floor((end - start) / step)) + 1
 
     d = dtype if dtype is not None else _dtypes.get_default_dtype()
-    return arange(count, dtype=_dtypes.float64).mul(step).add(start).to(d).requires_grad_(requires_grad)
+    return arange(count, dtype=_dtypes.float64).mul(step).add(start).to(d)._requires_grad_(requires_grad)
 
 
 def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
@@ -275,7 +275,7 @@ def conj_physical(input):
 
 def conj_physical_(self):
     """In-place conj_physical."""
-    return self._assign(conj(self)) if self.dtype.is_complex else self
+    return self._assign(conj(self), "conj_physical_") if self.dtype.is_complex else self
 
 
 FUNCTIONS = {

@@ -83,7 +83,7 @@ def _activation(name, input, inplace=False, numbers=(), **static):
     _check_tensor(name, "input", input)
     _require_inexact(_ACTIVATIONS[name][1], input.dtype)
     out = apply(_ACTIVATION_OPS[name], [input, *numbers], **static)
-    return input._assign(out) if inplace else out
+    return input._assign(out, f"{name}_") if inplace else out
 
 
 def leaky_relu(input, negative_slope=0.01, inplace=False):
@@ -548,7 +548,7 @@ def dropout(input, p=0.5, training=True, inplace=False):
         return input
     keep = sample(None, "dropout", input.shape, lambda bits, size: bits.random(size) >= p)
     out = apply(_DROPOUT, [input, keep], scale=0.0 if p == 1 else 1.0 / (1.0 - p))
-    return input._assign(out) if inplace else out
+    return input._assign(out, "mul_") if inplace else out
 
 
 __all__ = [

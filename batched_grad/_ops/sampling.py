@@ -43,7 +43,7 @@ def _fill(self, name, generator, draw):
 
 def _assign_draw(self, op, values):
     check_inplace(self, values)
-    return self._assign(apply(op, [self, values]))
+    return self._assign(apply(op, [self, values]), op.name)
 
 
 def _float_only(self, kernel):
@@ -127,7 +127,7 @@ def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, requires_gra
             raise TypeError("normal() missing required argument 'size' for number mean and std")
         d = _dtypes.to_dtype(dtype) if dtype is not None else _dtypes.get_default_dtype()
         out = sample(generator, "normal", size, lambda bits, s: (mean + std * bits.standard_normal(s)).astype(d.np))
-        return out.requires_grad_() if requires_grad else out
+        return out._requires_grad_() if requires_grad else out
     values = _concrete(std) if isinstance(std, Tensor) else None
     if values is not None and (values < 0).any():
         raise RuntimeError("normal expects all elements of std >= 0.0")
@@ -204,7 +204,7 @@ def randperm(n, *, generator=None, dtype=None, requires_grad=False, device=None)
         (n,),
         lambda bits, size: bits.permuted(np.broadcast_to(np.arange(n), size), axis=-1).astype(d.np),
     )
-    return out.requires_grad_() if requires_grad else out
+    return out._requires_grad_() if requires_grad else out
 
 
 METHODS = {

@@ -348,7 +348,7 @@ def _float_power_(self, exponent):
             f"the base given to float_power_ has dtype {self.dtype.type_name} but the "
             f"operation's result requires dtype {wanted}"
         )
-    return self._assign(float_power(self, exponent))
+    return self._assign(float_power(self, exponent), "float_power_", (exponent,))
 
 
 _polygamma_method.__name__ = "polygamma"

@@ -290,5 +290,5 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     captures = _input_edges(inputs, retain=True) if inputs is not None else []
     for x in inputs or ():
         if isinstance(x, Tensor) and x.grad_fn is not None:
-            x.retain_grad()  # as torch: non-leaf inputs get .grad through retain_grad
+            x._retain_grad()  # as torch: non-leaf inputs get .grad through retain_grad
     _engine.run_backward(roots, grads, captures, retain_graph=retain_graph, create_graph=create_graph, accumulate=True)

@@ -10,6 +10,7 @@ from .._dtypes import to_dtype
 from .._grad_mode import is_grad_enabled, no_grad, set_grad_enabled
 from .._rowwise import run_batched
 from .._tensor import DETACH, VIEW_OF_LEAF_INPLACE, Tensor, _ops_of, python_type_name
+from .._transform_levels import NO_SETUP_CONTEXT, in_transform
 from . import _vmap_rule
 
 DIRTY_LEAF = "a leaf Variable that requires grad has been used in an in-place operation."
@@ -208,6 +209,8 @@ class Function:
     @classmethod
     def apply(cls, *args, **kwargs):
         """Run forward and record a node whose backward is this class's backward."""
+        if cls.setup_context is None and in_transform():
+            raise RuntimeError(NO_SETUP_CONTEXT)
         if getattr(_forward_ad, "checking", False):
             raise NotImplementedError(NO_JVP)
         ctx = FunctionCtx()

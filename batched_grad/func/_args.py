@@ -121,6 +121,14 @@ def check_tensor_outputs(leaves, api):
             raise RuntimeError(f"{api}: expected f(*primals) to return only tensors, got unsupported type {type(o)}")
 
 
+def check_aux(aux):
+    """torch's check that f's aux is a pytree of Tensors only (no numbers, strings or None)."""
+    for x in flatten(aux)[0]:
+        if not isinstance(x, Tensor):
+            raise RuntimeError(f"Expected tensors, got unsupported type {type(x)}")
+    return aux
+
+
 def split_aux(output, has_aux, api):
     """(output, aux) of f's result: with has_aux, f must return a pair."""
     if not has_aux:

@@ -18,11 +18,13 @@ from .._grad_mode import enable_grad, is_grad_enabled
 from .._ops._core import Op, apply
 from .._reads import output_reads
 from .._tensor import Tensor
+from .._transform_levels import grad_level
 from .._vmap_levels import randomness_mode
 from .._x64 import scoped
 from ..autograd._functional_forward import Untraceable, _trace, _TracedFunction, forward_jacobian
 from ._args import (
     check_argnums,
+    check_aux,
     check_tensor_outputs,
     differentiable_inputs,
     reaches_outside,
@@ -88,11 +90,9 @@ class _Outputs:
         output, aux = split_aux(result, self.has_aux, JVP)
         self.flat_output, self.spec = flatten(output)
         check_tensor_outputs(self.flat_output, JVP)
-        aux_leaves, self.aux_spec = flatten(aux)
-        self.aux_tensors = [i for i, x in enumerate(aux_leaves) if isinstance(x, Tensor)]
-        self.aux_others = [x for x in aux_leaves if not isinstance(x, Tensor)]
+        aux_leaves, self.aux_spec = flatten(check_aux(aux) if self.has_aux else ())
         tensors = tuple(self.flat_output) + tuple(self.written_values)
-        return True, tensors + tuple(aux_leaves[i] for i in self.aux_tensors)
+        return True, tensors + tuple(aux_leaves)
 
     def noting_writes(self, func):
         """`func` of the primals, noting which of them it writes into in place (by their version counters)."""
@@ -107,9 +107,7 @@ class _Outputs:
         return run
 
     def aux(self, tensors):
-        tensors, others = iter(tensors), iter(self.aux_others)
-        leaves = [next(tensors) if i in self.aux_tensors else next(others) for i in range(self.aux_spec.num_leaves)]
-        return self.aux_spec.unflatten(leaves)
+        return self.aux_spec.unflatten(list(tensors))
 
 
 class _CapturesGrad(Exception):
@@ -135,6 +133,11 @@ def _traced(func, inputs, outputs):
 @scoped
 def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     """(func(*primals), the JVP along `tangents`[, aux]), as torch.func.jvp."""
+    with grad_level(primals, tangents):  # tangents: jvp itself writes what f wrote into a primal into its tangent
+        return _jvp(func, primals, tangents, strict, has_aux)
+
+
+def _jvp(func, primals, tangents, strict, has_aux):
     if not isinstance(primals, tuple):
         raise RuntimeError(f"{JVP}: Expected primals to be a tuple. E.g. it should be valid to call f(*primals).")
     flat_primals, spec, flat_tangents = _check_pair(primals, tangents)
@@ -190,6 +193,8 @@ def _jvp_by_reverse_mode(func, primals, flat_tangents, strict, has_aux):
         output, aux = split_aux(func(*spec.unflatten(inputs)), has_aux, JVP)
         flat_output, out_spec = flatten(output)
         check_tensor_outputs(flat_output, JVP)
+        if has_aux:
+            check_aux(aux)
         if strict and not any(o.requires_grad for o in flat_output):
             raise RuntimeError(
                 f"{JVP[:-1]}, strict=True): The output of f is independent of the inputs. This is "
@@ -231,27 +236,33 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
                 f"Only allowed values for randomness are 'error', 'different', or 'same'. Got {randomness}"
             )
         argnums_ = check_argnums(argnums, len(args))
-        leaves, spec = flatten(selected(args, argnums_))
-        outputs = _Outputs(has_aux)
-
-        def flat_func(*xs):
-            return func(*replaced(args, argnums_, spec.unflatten(xs)), **kwargs)
-
-        if randomness == "different":
-            return _jacfwd_by_columns(flat_func, leaves, spec, has_aux)
-
-        try:
-            with randomness_mode(randomness):
-                blocks, _ = forward_jacobian(flat_func, leaves, outputs, trace=_traced, recorded=is_grad_enabled())
-        except (Untraceable, _CapturesGrad):  # f reads values, or must stay differentiable: by reverse mode
-            return jacrev(func, argnums, has_aux=has_aux)(*args, **kwargs)
-        n_out = len(outputs.flat_output)
-        jacobian = outputs.spec.unflatten([spec.unflatten(list(row)) for row in blocks[:n_out]])
-        if has_aux:  # aux from one more call of f (the traced call's aux values are tracers)
-            return jacobian, split_aux(flat_func(*leaves), has_aux, JVP)[1]
-        return jacobian
+        with grad_level(args, kwargs):
+            return _jacfwd(func, args, kwargs, argnums_, has_aux, randomness)
 
     return wrapper
+
+
+def _jacfwd(func, args, kwargs, argnums, has_aux, randomness):
+    """jacfwd(func, argnums, has_aux, randomness=randomness)(*args, **kwargs), `argnums` checked."""
+    leaves, spec = flatten(selected(args, argnums))
+    outputs = _Outputs(has_aux)
+
+    def flat_func(*xs):
+        return func(*replaced(args, argnums, spec.unflatten(xs)), **kwargs)
+
+    if randomness == "different":
+        return _jacfwd_by_columns(flat_func, leaves, spec, has_aux)
+
+    try:
+        with randomness_mode(randomness):
+            blocks, _ = forward_jacobian(flat_func, leaves, outputs, trace=_traced, recorded=is_grad_enabled())
+    except (Untraceable, _CapturesGrad):  # f reads values, or must stay differentiable: by reverse mode
+        return jacrev(func, argnums, has_aux=has_aux)(*args, **kwargs)
+    n_out = len(outputs.flat_output)
+    jacobian = outputs.spec.unflatten([spec.unflatten(list(row)) for row in blocks[:n_out]])
+    if has_aux:  # aux from one more call of f (the traced call's aux values are tracers)
+        return jacobian, split_aux(flat_func(*leaves), has_aux, JVP)[1]
+    return jacobian
 
 
 def _jacfwd_by_columns(flat_func, leaves, spec, has_aux):

@@ -13,11 +13,13 @@ from vmap._pytree import flatten
 from .._factories import zeros_like
 from .._grad_mode import enable_grad, is_grad_enabled
 from .._tensor import Tensor
+from .._transform_levels import grad_level
 from .._x64 import scoped
 from ..autograd._api import grad as _autograd_grad
 from ..autograd.functional import _jacobian_vectorized
 from ._args import (
     check_argnums,
+    check_aux,
     check_tensor_outputs,
     differentiable_inputs,
     reaches_outside,
@@ -84,7 +86,10 @@ def grad_and_value(func, argnums=0, has_aux=False):
     @scoped
     def wrapper(*args, **kwargs):
         argnums_ = check_argnums(argnums, len(args))
-        with _Recorded(func, args, kwargs, argnums_, has_aux, "grad_and_value(f)(*args)") as run:
+        with (
+            grad_level(args, kwargs),
+            _Recorded(func, args, kwargs, argnums_, has_aux, "grad_and_value(f)(*args)") as run,
+        ):
             return _gradient_and_value(run, has_aux)
 
     return wrapper
@@ -104,7 +109,7 @@ def _gradient_and_value(run, has_aux):
     gradient = run.spec.unflatten(grads)
     output = _detached_unless(output, run.keep_graph)
     if has_aux:
-        return gradient, (output, _detached_unless(run.aux, run.keep_graph))
+        return gradient, (output, _detached_unless(check_aux(run.aux), run.keep_graph))
     return gradient, output
 
 
@@ -135,10 +140,13 @@ def vjp(func, *primals, has_aux=False):
     `primals`. As torch.func's, the grad mode in force when vjp_fn is called decides whether its gradients are
     recorded: then they are differentiable with respect to the cotangents and to the tensors outside that func's
     output depends on, even when vjp itself ran under no_grad."""
-    run = _Recorded(func, primals, {}, tuple(range(len(primals))), has_aux, "vjp(f, *primals)")
+    with grad_level(primals):
+        run = _Recorded(func, primals, {}, tuple(range(len(primals))), has_aux, "vjp(f, *primals)")
     retire(run.inputs)
     check_tensor_outputs(run.flat_output, "vjp(f, *primals)")
     _check_floating_outputs(run.flat_output)
+    if has_aux:
+        check_aux(run.aux)
 
     @scoped
     def vjp_fn(cotangents, retain_graph=True, create_graph=None):
@@ -183,11 +191,13 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
     def wrapper(*args, **kwargs):
         _check_real(args, "jacrev", "inputs")
         argnums_ = check_argnums(argnums, len(args))
-        with _Recorded(func, args, kwargs, argnums_, has_aux, "vjp(f, *primals)") as run:
+        with grad_level(args, kwargs), _Recorded(func, args, kwargs, argnums_, has_aux, "vjp(f, *primals)") as run:
             check_tensor_outputs(run.flat_output, "vjp(f, *primals)")
             _check_real(run.flat_output, "jacrev", "outputs")
             _check_floating_outputs(run.flat_output)
             blocks = _jacobian_blocks(run, chunk_size)
+            if has_aux:
+                check_aux(run.aux)
         per_output = [run.spec.unflatten(row) for row in blocks]
         jacobian = run.output_spec.unflatten(_detached_unless(per_output, run.keep_graph))
         return (jacobian, _detached_unless(run.aux, run.keep_graph)) if has_aux else jacobian

@@ -66,7 +66,7 @@ def vmap(func, in_dims=0, out_dims=0, *, chunk_size=None, randomness="error"):
             before the call and which of them require grad."""
             call = list(flat_args)
             for i, r in zip(mapped, rows):
-                call[i] = Tensor._wrap(r).requires_grad_() if i in differentiable else Tensor._wrap(r)
+                call[i] = Tensor._wrap(r, requires_grad=i in differentiable)
             level = Level(randomness, trace, size, Tensor._wrap(rows[-1]) if randomness == "different" else None)
             with running(level):
                 leaves, spec = flatten(func(*args_spec.unflatten(call), **kwargs))

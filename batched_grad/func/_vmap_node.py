@@ -197,7 +197,7 @@ def _unwritten(args, written):
 
 def _differentiable(row):
     """A mapped argument's row as a leaf that requires grad (as it is when the rerun records it already)."""
-    return row if row.requires_grad else row.detach().requires_grad_()
+    return row if row.requires_grad else row.detach()._requires_grad_()
 
 
 def _zeros_for(edge):

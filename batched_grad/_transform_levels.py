@@ -1,0 +1,120 @@
+"""The grad-type function transforms (batched_grad.func's grad, vjp, jacrev, jvp, jacfwd) whose functions are running
+in this thread, innermost last, and what torch refuses inside a function transform (these, or vmap.vmap): an in-place
+write into a tensor that the function captured rather than received or made, requires_grad_(), retain_grad()."""
+
+import contextlib
+import threading
+from typing import NamedTuple
+
+from vmap._pytree import flatten
+
+from . import _graph
+from ._vmap_levels import _running as _running_vmaps
+
+CAPTURED_MUTATION = (
+    "During a grad (vjp, jvp, grad, etc) transform, the function provided attempted to call in-place operation "
+    "({}) that would mutate a captured Tensor. This is not supported; please rewrite the function being transformed "
+    "to explicitly accept the mutated Tensor(s) as inputs."
+)
+REQUIRES_GRAD_INSIDE = (
+    "You are attempting to call Tensor.requires_grad_() (or perhaps using torch.autograd.functional.* APIs) inside "
+    "of a function being transformed by a functorch transform. This is unsupported, please attempt to use the "
+    "functorch transforms (e.g. grad, vjp, jacrev, jacfwd, hessian) or call requires_grad_() outside of a function "
+    "being transformed instead."
+)
+RETAIN_GRAD_INSIDE = (
+    "You are attempting to call Tensor.retain_grad() inside of a function being transformed by a functorch "
+    "transform. This is unsupported, please attempt to use the functorch transforms (e.g. grad, vjp, jacrev, jacfwd, "
+    "hessian) or call retain_grad() outside of a function being transformed instead."
+)
+NO_SETUP_CONTEXT = (
+    "In order to use an autograd.Function with functorch transforms (vmap, grad, jvp, jacrev, ...), it must "
+    "override the setup_context staticmethod. For more details, please see "
+    "https://pytorch.org/docs/main/notes/extending.func.html"
+)
+
+
+class GradLevel(NamedTuple):
+    """A running grad-type transform: storages made from `mark` on were made inside it; `received` holds the version
+    counters (storages) of the tensors passed to it, by id, which its function may write into too."""
+
+    mark: int
+    received: dict
+
+
+class _Running(threading.local):
+    def __init__(self):
+        self.levels = []
+
+
+_running = _Running()
+
+
+@contextlib.contextmanager
+def grad_level(*received):
+    """Within it, a grad-type transform runs, called with the pytrees `received` (its arguments)."""
+    leaves, _ = flatten(received)
+    counters = {id(c): c for c in (getattr(x, "_counter", None) for x in leaves) if c is not None}
+    _running.levels.append(GradLevel(_graph.new_birth_mark(), counters))
+    try:
+        yield
+    finally:
+        _running.levels.pop()
+
+
+def levels():
+    """The running grad-type transforms of this thread, innermost last."""
+    return _running.levels
+
+
+def in_transform():
+    """Whether the function of a function transform (grad-type or vmap.vmap) is running in this thread."""
+    return bool(_running.levels) or bool(_running_vmaps.calls)
+
+
+def check_not_captured(tensor, op, args=(), kwargs=None):
+    """torch's refusal of an in-place op `op` (a method name) with operands `args`/`kwargs` into `tensor` when it is
+    a capture of a running grad-type transform: its storage was made before the transform began and not passed to
+    it. Every running level checks, as each of torch's grad interpreters does on the way down."""
+    counter = tensor._counter
+    for level in _running.levels:
+        if counter.born < level.mark and id(counter) not in level.received:
+            raise RuntimeError(CAPTURED_MUTATION.format(aten_name(op, args, kwargs or {})))
+
+
+_NUMBERS_AS_TENSORS = (".Tensor", ".Tensor")
+# the overload torch names for an in-place method: (the operand that decides it, as (position after self, keyword),
+# or None for any operand; the overload when it is a Tensor; when it is a number). Other methods have none.
+_OVERLOADS = {
+    "add_": (None, *_NUMBERS_AS_TENSORS),
+    "sub_": (None, *_NUMBERS_AS_TENSORS),
+    "mul_": (None, *_NUMBERS_AS_TENSORS),
+    "div_": (None, *_NUMBERS_AS_TENSORS),
+    "clamp_": (None, ".Tensor", ""),
+    "clamp_min_": (None, ".Tensor", ""),
+    "clamp_max_": (None, ".Tensor", ""),
+    "pow_": ((0, "exponent"), ".Tensor", ".Scalar"),
+    "fill_": ((0, "value"), ".Tensor", ".Scalar"),
+    "fmod_": ((0, "other"), ".Tensor", ".Scalar"),
+    "remainder_": ((0, "other"), ".Tensor", ".Scalar"),
+    "lerp_": ((1, "weight"), ".Tensor", ".Scalar"),
+    "masked_fill_": ((1, "value"), ".Tensor", ".Scalar"),
+    "scatter_": ((2, "src"), ".src", ".value"),
+    **{f"{c}_": ((0, "other"), ".Tensor", ".Scalar") for c in ("eq", "ne", "lt", "le", "gt", "ge")},
+}
+
+
+def aten_name(op, args, kwargs):
+    """torch's name of the in-place method `op` called with `args`/`kwargs`, e.g. aten::pow_.Scalar."""
+    if op not in _OVERLOADS:
+        return f"aten::{op}"
+    decides, tensor_overload, number_overload = _OVERLOADS[op]
+    if decides is None:
+        operands = list(args) + list(kwargs.values())
+    else:
+        position, keyword = decides
+        operands = [args[position] if position < len(args) else kwargs.get(keyword)]
+    overload = tensor_overload if any(hasattr(x, "_counter") for x in operands) else number_overload
+    if op == "div_" and kwargs.get("rounding_mode") is not None:
+        overload = ".Tensor_mode"
+    return f"aten::{op}{overload}"
