@@ -266,3 +266,72 @@ RULE_RETURNS = {
 @pytest.mark.parametrize("returns", list(RULE_RETURNS))
 def test_what_a_vmap_staticmethod_returns_is_checked_like_torch(returns):
     raises_like_torch(lambda lib: lib.func.vmap(_zeros_with_rule(lib, RULE_RETURNS[returns]).apply)(lib.ones(2, 3)))
+
+
+def make_deep_reentrant(lib, calls):
+    """A Function whose backward runs backward() on a new application of itself, one step lower, until below 0:
+    reentrant backwards nested as deep as the starting value."""
+
+    class DeepReentrant(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            with lib.enable_grad():
+                ctx.x = x.detach().requires_grad_() - 1
+            return ctx.x.detach()
+
+        @staticmethod
+        def backward(ctx, g):
+            calls.append((float(ctx.x.detach()), lib.is_grad_enabled()))  # grad mode carried onto a new thread
+            if ctx.x < 0:
+                return g * 2
+            with lib.enable_grad():
+                DeepReentrant.apply(ctx.x).sum().backward()
+            return g * 2
+
+    return DeepReentrant
+
+
+def _deep_reentrant_backward(lib, depth):
+    calls = []
+    v = lib.tensor(float(depth), requires_grad=True)
+    make_deep_reentrant(lib, calls).apply(v).sum().backward()
+    return calls, v.grad
+
+
+@pytest.mark.parametrize("depth", [150, pytest.param(2000, marks=pytest.mark.slow)])
+def test_reentrant_backward_nested_past_the_recursion_limit_runs_like_torch(depth):
+    calls, grad = _deep_reentrant_backward(bg, depth)
+    t_calls, t_grad = _deep_reentrant_backward(torch, depth)
+    assert calls == t_calls and len(calls) == depth + 1
+    assert_same(grad, t_grad)
+
+
+def test_an_error_deep_in_nested_reentrant_backwards_reaches_the_caller():
+    class Failing(bg.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 1
+
+        @staticmethod
+        def backward(ctx, g):
+            raise KeyError("deepest")
+
+    def nest(level):
+        class Nest(bg.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.x = x.detach()
+                return x * 1
+
+            @staticmethod
+            def backward(ctx, g):
+                with bg.enable_grad():
+                    inner = ctx.x.requires_grad_()
+                    (nest(level - 1) if level else Failing).apply(inner).sum().backward()
+                return g
+
+        return Nest
+
+    x = bg.tensor(1.0, requires_grad=True)
+    with pytest.raises(KeyError, match="deepest"):
+        nest(100).apply(x).sum().backward()
