@@ -19,6 +19,7 @@ from ._graph import AccumulateGrad
 from ._hooks import run_post_accumulate_hooks, run_posthooks, run_prehooks, run_tensor_hooks
 from ._host import host_arrays, to_device, unshared
 from ._meta import MetaValue
+from ._reentrant import escapes_deep_nesting
 from ._tensor import Tensor
 
 # .grad is read, added to and written back: threads running backward() into one leaf take turns, as torch's
@@ -122,6 +123,7 @@ def _deliver(buffers, edge, grad):
         slot[edge.output_nr] = _add(slot[edge.output_nr], grad)
 
 
+@escapes_deep_nesting
 def run_backward(roots, root_grads, captures, *, retain_graph, create_graph, accumulate, batch=None):
     """Propagate `root_grads` (Tensors) from the `roots` (GradientEdges) through the graph.
 

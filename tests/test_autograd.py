@@ -138,6 +138,23 @@ def test_gradient_edge_inputs_and_outputs():
     assert_same(run(bg, x), run(torch, tx))
 
 
+def test_a_gradient_edge_as_an_output_takes_an_implicit_gradient():
+    x, tx = pair(2)
+
+    def run(lib, x):
+        scalar = x.sin().cos().sum()
+        other = (x * x).sum()
+        edge = lib.autograd.graph.get_gradient_edge(scalar)
+        (implicit,) = lib.autograd.grad(edge, x, retain_graph=True)  # a scalar's edge: a gradient of one
+        (mixed,) = lib.autograd.grad((edge, other), x, retain_graph=True)
+        lib.autograd.backward((edge, other), retain_graph=True)
+        del scalar  # the edge keeps its part of the graph alive
+        lib.autograd.backward(edge)
+        return implicit, mixed, x.grad
+
+    assert_same(run(bg, x), run(torch, tx))
+
+
 def test_non_leaf_inputs_and_retain_grad():
     x, tx = pair(3)
 

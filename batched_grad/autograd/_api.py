@@ -127,7 +127,8 @@ def _make_grads(outputs, grads, is_grads_batched):
                         f"If `is_grads_batched=True`, grad_outputs[{i}] cannot be None: pass a tensor of shape "
                         f"(B,) + {tuple(shape)} holding the B cotangents of output[{i}]."
                     )
-                ones = meta_value(shape, dtype.np) if is_meta(out) else _ones(tuple(shape), dtype.np)
+                on_meta = isinstance(out, Tensor) and is_meta(out)  # a GradientEdge's gradient is made off it
+                ones = meta_value(shape, dtype.np) if on_meta else _ones(tuple(shape), dtype.np)
                 result.append(Tensor._wrap(ones))
             else:
                 result.append(None)

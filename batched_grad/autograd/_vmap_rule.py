@@ -1,7 +1,11 @@
 """A Function's `vmap(info, in_dims, *args)` staticmethod as the batching rule of its `apply` (torch.func's
 contract), through jax.custom_batching.custom_vmap: wherever `apply` runs on batched values (inside
 `vmap.vmap`, or inside a backward that the vmap layer vectorizes), the rule computes the whole batch at once,
-so a forward that leaves JAX (NumPy, `.item()`) still runs vectorized."""
+so a forward that leaves JAX (NumPy, `.item()`) still runs vectorized.
+
+A Function with `generate_vmap_rule = True` has no rule to apply: its forward (and its backward, under a grad
+transform) runs on the batched values as any Tensor code does, so jax.vmap batches it. Inside `vmap.vmap`, a
+Function must say which of the two it uses, as torch.func requires (`check_vmappable`)."""
 
 import collections
 
@@ -17,18 +21,60 @@ from .._vmap_levels import in_vmap_randomness
 
 VmapInfo = collections.namedtuple("VmapInfo", ["batch_size", "randomness"])
 
+_DETAILS = "For more details, please see https://pytorch.org/docs/main/notes/extending.func.html"
+NO_SETUP_CONTEXT = (
+    "In order to use an autograd.Function with functorch transforms (vmap, grad, jvp, jacrev, ...), it must "
+    f"override the setup_context staticmethod. {_DETAILS}"
+)
+NO_VMAP_SUPPORT = (
+    "You tried to vmap over {name}, but it does not have vmap support. Please override and implement the vmap "
+    f"staticmethod or set generate_vmap_rule=True. {_DETAILS}"
+)
+TWO_VMAP_RULES = (
+    "You tried to vmap over {name}, but it has both generate_vmap_rule=True and an overridden vmap staticmethod. "
+    "Please set generate_vmap_rule=False or delete the overridden vmap staticmethod to avoid ambiguity. "
+    f"{_DETAILS}"
+)
+KWARG_TENSORS = (
+    "Run vmap on autograd.Function with kwarg-only Tensor args. Please do not pass kwarg-only Tensors to "
+    "autograd.Function. Got: {kwargs}"
+)
+
+
+def check_vmappable(cls, has_rule, kwargs):
+    """torch.func's checks on a Function applied inside vmap.vmap (whether or not its arguments are batched): it
+    has setup_context, no Tensor among the keyword-only arguments, and exactly one way to be batched: a vmap
+    staticmethod (`has_rule`) or generate_vmap_rule=True."""
+    if cls.setup_context is None:
+        raise RuntimeError(NO_SETUP_CONTEXT)
+    if any(isinstance(x, Tensor) for x in _pytree.flatten(kwargs)[0]):
+        raise NotImplementedError(KWARG_TENSORS.format(kwargs=kwargs))
+    if cls.generate_vmap_rule and has_rule:
+        raise RuntimeError(TWO_VMAP_RULES.format(name=cls.__name__))
+    if not cls.generate_vmap_rule and not has_rule:
+        raise RuntimeError(NO_VMAP_SUPPORT.format(name=cls.__name__))
+
 
 def is_traced(args):
     return any(isinstance(a, Tensor) and isinstance(a._value, jax.core.Tracer) for a in args)
 
 
+def _check_two_returns(returned):
+    """torch's check that a vmap staticmethod returned (output, out_dims)."""
+    expected = (
+        "Expected the vmap staticmethod to have two returns, an output and out_dims with pytree structure "
+        "compatible with the output. "
+    )
+    if not isinstance(returned, tuple):
+        raise RuntimeError(expected + f"Got a {type(returned)} instead")
+    if len(returned) != 2:
+        raise RuntimeError(expected + f"Got {len(returned)} returns instead")
+
+
 def apply_rule(cls, args, kwargs):
     """`cls.forward(*args)` on traced Tensors, batched by `cls.vmap` wherever a vmap is active."""
     if cls.setup_context is None:
-        raise RuntimeError(
-            f"In order to use an autograd.Function ({cls.__name__}) with a vmap staticmethod, it "
-            "must override the setup_context staticmethod and define forward(*args) without ctx."
-        )
+        raise RuntimeError(NO_SETUP_CONTEXT)
     positions = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
     structure = []
 
@@ -62,15 +108,18 @@ def apply_rule(cls, args, kwargs):
     def rule(axis_size, in_batched, *arrays):
         batched = dict(zip(positions, in_batched))
         in_dims = tuple(0 if batched.get(i) else None for i in range(len(args)))
-        out, out_dims = cls.vmap(
+        returned = cls.vmap(
             VmapInfo(axis_size, in_vmap_randomness() or "error"), in_dims, *with_arrays(arrays), **kwargs
         )
+        _check_two_returns(returned)
+        out, out_dims = returned
         outs = flatten(out)
-        dims = out_dims if isinstance(out_dims, (tuple, list)) else (out_dims,) * len(outs)
-        if len(dims) != len(outs):
-            raise ValueError(
-                f"{cls.__name__}.vmap returned {len(outs)} outputs but {len(dims)} out_dims; "
-                "return one out_dim (an int or None) per output."
+        dims = _pytree.broadcast_prefix(out_dims, structure[0])
+        if dims is None:
+            raise RuntimeError(
+                "The autograd.Function's vmap staticmethod returned an incompatible (output, out_dims) tuple. "
+                f"Expected out_dims={out_dims} to be compatible with the structure of `output`. out_dims has "
+                f"structure {_pytree.flatten(out_dims)[1]} but output has structure {structure[0]}. {_DETAILS}"
             )
         return (
             [o if d is None else jax.numpy.moveaxis(o, d, 0) for o, d in zip(outs, dims)],

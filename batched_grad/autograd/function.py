@@ -2,6 +2,7 @@
 
 import contextlib
 import functools
+import inspect
 import threading
 import warnings
 
@@ -11,6 +12,7 @@ from .._grad_mode import is_grad_enabled, no_grad, set_grad_enabled
 from .._rowwise import run_batched
 from .._tensor import DETACH, VIEW_OF_LEAF_INPLACE, Tensor, _ops_of, python_type_name
 from .._transform_levels import NO_SETUP_CONTEXT, in_transform
+from .._vmap_levels import in_vmap_randomness
 from . import _vmap_rule
 
 DIRTY_LEAF = "a leaf Variable that requires grad has been used in an in-place operation."
@@ -58,6 +60,16 @@ class FunctionCtx:
         self.needs_input_grad = ()
         self.non_differentiable = set()
         self.materialize_grads = True
+
+    def save_for_forward(self, *tensors):
+        """Save tensors for a forward-mode `jvp` staticmethod (torch's contract); forward-mode AD through a Function
+        is refused here, so they are only kept."""
+        if not all(t is None or isinstance(t, Tensor) for t in tensors):
+            raise AssertionError(
+                "save_for_forward expects all arguments to be tensors; you should save non-tensors as attributes on "
+                "ctx."
+            )
+        self.saved_for_forward = tensors
 
     def save_for_backward(self, *tensors):
         """Save tensors for backward; read them back as ctx.saved_tensors. As in torch, they are saved once forward
@@ -154,7 +166,7 @@ class FunctionNode(_graph.Node):
                 for c, meta in zip(cotangents, self.out_meta)
             ]
         with set_grad_enabled(create_graph):
-            grads = self.function.backward(self.ctx, *cotangents)
+            grads = _user_backward(self.function)(self.ctx, *cotangents)
         grads = grads if isinstance(grads, tuple) else (grads,)
         if len(grads) > len(self.edges) and all(g is None for g in grads[len(self.edges) :]):
             grads = grads[: len(self.edges)]  # extra trailing Nones are accepted, as torch does
@@ -170,6 +182,8 @@ class FunctionNode(_graph.Node):
                 result.append(None)
                 continue
             shape, dtype = edge.node.out_meta[edge.output_nr]
+            if tuple(g.shape) != tuple(shape) and _expands_to(shape, g.shape):
+                g = g.sum_to_size(tuple(shape))  # as torch's: a broadcast gradient is summed back to its input
             if tuple(g.shape) != tuple(shape):
                 raise RuntimeError(
                     f"Function {self.name()} returned an invalid gradient at index {i} - got "
@@ -191,14 +205,24 @@ class Function:
 
     @staticmethod
     def backward(ctx, *grad_outputs):
-        """Gradients of the inputs from gradients of the outputs; subclasses define it."""
+        """Gradients of the inputs from gradients of the outputs; subclasses define it (or `vjp`, its alias)."""
         raise NotImplementedError(
             "You must implement either the backward or vjp method for your custom "
             "autograd.Function to use it with backward mode AD."
         )
 
+    vjp = backward  # as torch's: a subclass defines one of the two
+
     setup_context = None  # define it to use the `forward(*args)` style
-    vmap = None  # define a staticmethod vmap(info, in_dims, *args) -> (output, out_dims) as the batching rule
+    generate_vmap_rule = False  # True: under vmap.vmap, forward and backward run on the batched values
+
+    @staticmethod
+    def vmap(info, in_dims, *args):
+        """Override with the batching rule: (output, out_dims) for the whole batch (or set generate_vmap_rule)."""
+        raise NotImplementedError(
+            "To use autograd.Function with vmap, you must either override the vmap staticmethod or set "
+            "generate_vmap_rule=True."
+        )
 
     def __init__(self, *args, **kwargs):
         raise RuntimeError(
@@ -213,10 +237,15 @@ class Function:
             raise RuntimeError(NO_SETUP_CONTEXT)
         if getattr(_forward_ad, "checking", False):
             raise NotImplementedError(NO_JVP)
+        if cls.setup_context is not None:
+            args, kwargs = _bound_arguments(cls.forward, args, kwargs)
+        has_rule = cls.vmap is not Function.vmap
+        if in_vmap_randomness() is not None:  # inside vmap.vmap
+            _vmap_rule.check_vmappable(cls, has_rule, kwargs)
         ctx = FunctionCtx()
         ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
         with no_grad():
-            if cls.vmap is not None and _vmap_rule.is_traced(args):
+            if has_rule and _vmap_rule.is_traced(args):
                 output = _vmap_rule.apply_rule(cls, args, kwargs)
                 cls.setup_context(ctx, args, output)
             elif cls.setup_context is not None:
@@ -235,6 +264,47 @@ class Function:
         if node is not None:
             ctx._save({id(o): r for o, r in zip(outs, received) if not any(o is a for a in args)})
         return tuple(received) if is_tuple else received[0]
+
+
+@functools.lru_cache(maxsize=1024)
+def _signature(forward):
+    """forward's signature, and whether binding can change a call's arguments (keyword or default parameters)."""
+    signature = inspect.signature(forward)
+    plain = all(
+        p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
+        for p in signature.parameters.values()
+    )
+    return signature, plain
+
+
+def _bound_arguments(forward, args, kwargs):
+    """The call's arguments as torch passes them to a `forward(*args)`-style Function: keyword arguments that name
+    a positional parameter become positional, and omitted parameters take their defaults (setup_context's inputs
+    and needs_input_grad then count them)."""
+    signature, plain = _signature(forward)
+    if plain and not kwargs:
+        return args, kwargs
+    bound = signature.bind(*args, **kwargs)
+    bound.apply_defaults()
+    return bound.args, bound.kwargs
+
+
+def _expands_to(shape, target):
+    """Whether `shape` broadcasts to `target` (torch's is_expandable_to)."""
+    if len(shape) > len(target):
+        return False
+    return all(n == t or n == 1 for n, t in zip(reversed(tuple(shape)), reversed(tuple(target))))
+
+
+def _user_backward(function):
+    """The backward a Function defines, under either of its names (torch's check that it defines only one)."""
+    backward, vjp = function.backward, function.vjp
+    if backward is not Function.backward and vjp is not Function.vjp:
+        raise RuntimeError(
+            "Implementing both 'backward' and 'vjp' for a custom Function is not allowed. You should only "
+            "implement one of them."
+        )
+    return vjp if vjp is not Function.vjp else backward
 
 
 def _bump_dirty(tensors):
