@@ -1120,6 +1120,14 @@ for _name, _call in [
     ("triu_indices", lambda m: m.triu_indices(3, 4, 1)),
 ]:
     _OTHERS[_name] = _other(_name, _call, family="creation", **_FROM_NUMBERS)
+_OTHERS["resize_as_"] = _other(
+    "resize_as_",
+    lambda m, x, template: m.resize_as_(x.detach().clone(), template),
+    X,
+    T,
+    family="shape",
+    **_no_grad("torch refuses to resize a tensor that requires grad"),
+)
 _QUERY = _no_grad("a Python value, not a tensor", "python")
 for _name, _call, _args in [
     ("numel", _by_name("numel"), (X,)),

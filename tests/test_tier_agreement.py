@@ -98,10 +98,11 @@ def _vmapped(sweep):
     """The ops and their derivatives in one vmap.vmap program over two rows (the sample cut in halves)."""
 
     def per_row(*xs):
-        values, grads = sweep.forward_and_derivatives([x.requires_grad_() for x in xs])
+        values, grads = sweep.forward_and_derivatives(list(xs))
         return [v for vs in values for v in vs], grads
 
-    flat, grads = vmap.vmap(per_row)(*[bg.tensor(x.reshape(2, -1)) for x in sweep.inputs])
+    rows = [bg.tensor(x.reshape(2, -1), requires_grad=True) for x in sweep.inputs]  # not inside vmap: torch refuses
+    flat, grads = vmap.vmap(per_row)(*rows)
     flat = iter([v.numpy().reshape(-1) for v in flat])
     counts = [len(_float_outputs(e, bg.tensor(x[:1]))) for e, x in zip(sweep.ops, sweep.inputs)]
     return [[next(flat) for _ in range(n)] for n in counts], [g.numpy().reshape(-1) for g in grads]

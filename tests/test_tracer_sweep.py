@@ -126,6 +126,9 @@ def _parameter_grad(m, w, row):
 
 
 def _row_jacobian(m, w, row):
+    # inside vmap, torch.func's jacrev: torch refuses autograd.functional there (ours too); its loop uses the latter
+    if m is bg:
+        return bg.func.jacrev(lambda z: f_vec(w, z))(row)
     return _functional(m).jacobian(lambda z: f_vec(w, z), row)
 
 
