@@ -341,7 +341,6 @@ OUT_OF_SCOPE_MODULES = {
     "torch.cuda.Event": CUDA,
     "torch.cuda.stream": CUDA,
     "torch.cuda.amp": CUDA,
-    "torch.backends.cudnn": CUDA,
     "torch.ao": QUANTIZED,
     "torch.quantization": QUANTIZED,
     "torch.distributed": DISTRIBUTED,
