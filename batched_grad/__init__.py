@@ -14,6 +14,7 @@ from . import (  # noqa: E402  # noqa: E402
     _ops,  # noqa: E402
     autograd,
     cuda,
+    fft,
     func,  # noqa: E402
     linalg,
     nn,

@@ -46,7 +46,10 @@ THREADS = (
 )
 SERIALIZATION = "torch's file format (torch.save / torch.load): use NumPy or JAX serialization of Tensor.numpy()"
 NAMED = "named tensors (names, refine_names): experimental in torch, not implemented"
-FFT = "short-time Fourier transforms need torch.fft's transforms, and batched_grad has no torch.fft namespace"
+FFT = (
+    "short-time Fourier transforms (stft / istft: windowed frames, overlap-add): not yet implemented; the transforms "
+    "of torch.fft are in batched_grad.fft"
+)
 INFERENCE = (
     "inference tensors: inference_mode here switches recording off, but tensors made under it are not "
     "marked (no inference-tensor restrictions)"
@@ -298,6 +301,7 @@ OMITTED = {
         **_names(REPARAMETRIZE, "weight_norm remove_weight_norm spectral_norm remove_spectral_norm"),
         **_names(MEMORY_FORMAT, "convert_conv2d_weight_memory_format convert_conv3d_weight_memory_format"),
     },
+    "torch.fft": {},
     "torch.linalg": {
         **_names(LDL, "ldl_factor ldl_factor_ex ldl_solve"),
         **_names(INTERNAL, "common_notes"),

@@ -12,6 +12,7 @@ pytest.importorskip("torch")
 import torch
 import torch.autograd.functional
 import torch.autograd.graph
+import torch.fft
 import torch.func
 import torch.linalg
 import torch.nn.functional
@@ -22,6 +23,7 @@ import torch.optim
 import batched_grad as bg
 import batched_grad.autograd.functional  # noqa: E402,F401
 import batched_grad.autograd.graph  # noqa: E402,F401
+import batched_grad.fft  # noqa: E402,F401
 import batched_grad.func  # noqa: E402,F401
 from batched_grad._omitted import OMITTED
 
@@ -35,6 +37,7 @@ NAMESPACES = {
     "torch.nn.init": (torch.nn.init, bg.nn.init, "functions"),
     "torch.nn.utils": (torch.nn.utils, bg.nn.utils, "all"),
     "torch.linalg": (torch.linalg, bg.linalg, "all"),
+    "torch.fft": (torch.fft, bg.fft, "functions"),
     "torch.optim": (torch.optim, bg.optim, "optimizers"),
     "torch.autograd": (torch.autograd, bg.autograd, "all"),
     "torch.autograd.functional": (torch.autograd.functional, bg.autograd.functional, "all"),
