@@ -19,6 +19,7 @@ from . import (  # noqa: E402  # noqa: E402
     linalg,
     nn,
     optim,
+    special,
     testing,
 )
 from ._budget import set_cache_limit

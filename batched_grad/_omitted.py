@@ -50,6 +50,10 @@ FFT = (
     "short-time Fourier transforms (stft / istft: windowed frames, overlap-add): not yet implemented; the transforms "
     "of torch.fft are in batched_grad.fft"
 )
+SPECIAL_FUNCTIONS = (
+    "special functions torch does not differentiate (Bessel functions of the second kind, modified Bessel functions "
+    "K, Airy Ai, the orthogonal polynomials), which JAX has no forms of: not yet implemented"
+)
 INFERENCE = (
     "inference tensors: inference_mode here switches recording off, but tensors made under it are not "
     "marked (no inference-tensor restrictions)"
@@ -302,6 +306,16 @@ OMITTED = {
         **_names(MEMORY_FORMAT, "convert_conv2d_weight_memory_format convert_conv3d_weight_memory_format"),
     },
     "torch.fft": {},
+    "torch.special": {
+        **_names(
+            SPECIAL_FUNCTIONS,
+            """airy_ai bessel_y0 bessel_y1 modified_bessel_k0 modified_bessel_k1 scaled_modified_bessel_k0
+            scaled_modified_bessel_k1 chebyshev_polynomial_t chebyshev_polynomial_u chebyshev_polynomial_v
+            chebyshev_polynomial_w shifted_chebyshev_polynomial_t shifted_chebyshev_polynomial_u
+            shifted_chebyshev_polynomial_v shifted_chebyshev_polynomial_w hermite_polynomial_h hermite_polynomial_he
+            laguerre_polynomial_l legendre_polynomial_p""",
+        ),
+    },
     "torch.linalg": {
         **_names(LDL, "ldl_factor ldl_factor_ex ldl_solve"),
         **_names(INTERNAL, "common_notes"),
