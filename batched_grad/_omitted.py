@@ -44,7 +44,6 @@ THREADS = (
     "thread, determinism and numeric-mode settings of torch's CPU kernels: XLA runs the programs; a switch "
     "here would change nothing"
 )
-SERIALIZATION = "torch's file format (torch.save / torch.load): use NumPy or JAX serialization of Tensor.numpy()"
 NAMED = "named tensors (names, refine_names): experimental in torch, not implemented"
 FFT = (
     "short-time Fourier transforms (stft / istft: windowed frames, overlap-add): not yet implemented; the transforms "
@@ -222,7 +221,6 @@ OMITTED = {
             get_float32_matmul_precision set_float32_matmul_precision set_flush_denormal set_warn_always
             is_warn_always_enabled set_printoptions thread_safe_generator""",
         ),
-        **_names(SERIALIZATION, "save load"),
         **_names(FFT, "stft istft"),
         **_names(INFERENCE, "is_inference"),
         **_names(INTERNAL, "classproperty hash_tensor"),
