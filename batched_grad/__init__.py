@@ -14,10 +14,12 @@ from . import (  # noqa: E402  # noqa: E402
     _ops,  # noqa: E402
     autograd,
     cuda,
+    fft,
     func,  # noqa: E402
     linalg,
     nn,
     optim,
+    special,
     testing,
 )
 from ._budget import set_cache_limit
@@ -87,6 +89,7 @@ from ._legacy_constructors import TYPED as _TYPED
 from ._ops import *  # noqa: F401,F403  (every op of the table, under torch's name)
 from ._ops import clone, compile_count, jax_function, set_background_compile, to, wait_for_compiles
 from ._ops.legacy import range_ as range  # noqa: A004  (torch's name)
+from ._serialization import load, save
 from ._tensor import Size, Tensor, device
 from .autograd import grad
 from .autograd.anomaly_mode import is_anomaly_check_nan_enabled, is_anomaly_enabled, set_anomaly_enabled

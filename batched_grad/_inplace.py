@@ -6,7 +6,7 @@ import weakref
 
 import jax.numpy as jnp
 
-from . import _dtypes, _graph, _transform_levels
+from . import _dtypes, _dual, _graph, _transform_levels
 from ._budget import Jitted
 from ._grad_mode import is_grad_enabled
 from ._vmap_levels import is_batched
@@ -86,6 +86,8 @@ class InPlace:
                 )
             result = result.to(self.dtype)
         self._rebase(result)
+        if _dual.LEVELS.tangents is not None:  # self takes the result's tangent (or loses its own)
+            _dual.set_tangent(self, _dual.tangent_of(result))
         self._counter.value += 1
         if result.grad_fn is not None:
             result.grad_fn.keep_saved_versions(self._counter)

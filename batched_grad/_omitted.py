@@ -44,9 +44,15 @@ THREADS = (
     "thread, determinism and numeric-mode settings of torch's CPU kernels: XLA runs the programs; a switch "
     "here would change nothing"
 )
-SERIALIZATION = "torch's file format (torch.save / torch.load): use NumPy or JAX serialization of Tensor.numpy()"
 NAMED = "named tensors (names, refine_names): experimental in torch, not implemented"
-FFT = "short-time Fourier transforms need torch.fft's transforms, and batched_grad has no torch.fft namespace"
+FFT = (
+    "short-time Fourier transforms (stft / istft: windowed frames, overlap-add): not yet implemented; the transforms "
+    "of torch.fft are in batched_grad.fft"
+)
+SPECIAL_FUNCTIONS = (
+    "special functions torch does not differentiate (Bessel functions of the second kind, modified Bessel functions "
+    "K, Airy Ai, the orthogonal polynomials), which JAX has no forms of: not yet implemented"
+)
 INFERENCE = (
     "inference tensors: inference_mode here switches recording off, but tensors made under it are not "
     "marked (no inference-tensor restrictions)"
@@ -215,7 +221,6 @@ OMITTED = {
             get_float32_matmul_precision set_float32_matmul_precision set_flush_denormal set_warn_always
             is_warn_always_enabled set_printoptions thread_safe_generator""",
         ),
-        **_names(SERIALIZATION, "save load"),
         **_names(FFT, "stft istft"),
         **_names(INFERENCE, "is_inference"),
         **_names(INTERNAL, "classproperty hash_tensor"),
@@ -297,6 +302,17 @@ OMITTED = {
     "torch.nn.utils": {
         **_names(REPARAMETRIZE, "weight_norm remove_weight_norm spectral_norm remove_spectral_norm"),
         **_names(MEMORY_FORMAT, "convert_conv2d_weight_memory_format convert_conv3d_weight_memory_format"),
+    },
+    "torch.fft": {},
+    "torch.special": {
+        **_names(
+            SPECIAL_FUNCTIONS,
+            """airy_ai bessel_y0 bessel_y1 modified_bessel_k0 modified_bessel_k1 scaled_modified_bessel_k0
+            scaled_modified_bessel_k1 chebyshev_polynomial_t chebyshev_polynomial_u chebyshev_polynomial_v
+            chebyshev_polynomial_w shifted_chebyshev_polynomial_t shifted_chebyshev_polynomial_u
+            shifted_chebyshev_polynomial_v shifted_chebyshev_polynomial_w hermite_polynomial_h hermite_polynomial_he
+            laguerre_polynomial_l legendre_polynomial_p""",
+        ),
     },
     "torch.linalg": {
         **_names(LDL, "ldl_factor ldl_factor_ex ldl_solve"),

@@ -12,17 +12,21 @@ pytest.importorskip("torch")
 import torch
 import torch.autograd.functional
 import torch.autograd.graph
+import torch.fft
 import torch.func
 import torch.linalg
 import torch.nn.functional
 import torch.nn.init
 import torch.nn.utils
 import torch.optim
+import torch.special
 
 import batched_grad as bg
 import batched_grad.autograd.functional  # noqa: E402,F401
 import batched_grad.autograd.graph  # noqa: E402,F401
+import batched_grad.fft  # noqa: E402,F401
 import batched_grad.func  # noqa: E402,F401
+import batched_grad.special  # noqa: E402,F401
 from batched_grad._omitted import OMITTED
 
 # which public names count: "functions" (callables that are not classes, and dtypes), "classes", "optimizers"
@@ -35,6 +39,8 @@ NAMESPACES = {
     "torch.nn.init": (torch.nn.init, bg.nn.init, "functions"),
     "torch.nn.utils": (torch.nn.utils, bg.nn.utils, "all"),
     "torch.linalg": (torch.linalg, bg.linalg, "all"),
+    "torch.fft": (torch.fft, bg.fft, "functions"),
+    "torch.special": (torch.special, bg.special, "functions"),
     "torch.optim": (torch.optim, bg.optim, "optimizers"),
     "torch.autograd": (torch.autograd, bg.autograd, "all"),
     "torch.autograd.functional": (torch.autograd.functional, bg.autograd.functional, "all"),

@@ -12,6 +12,8 @@ from vmap._rows import map_rows
 
 from .. import _graph
 from .._dtypes import differentiable
+from .._dual import LEVELS as DUAL_LEVELS
+from .._dual import apply_dual
 from .._foreign import TORCH_TENSOR_PASSED, is_torch_tensor
 from .._grad_mode import is_grad_enabled
 from .._host import host_read, is_shared, on_host, to_device
@@ -157,7 +159,10 @@ def apply(op, operands, **static):
     rows of a vmap.vmap input. An op outside the graph that reads deferred values computes them now."""
     previous = swap_x64(True)
     try:
-        return _apply(op, operands, tuple(static.items()) if len(static) < 2 else tuple(sorted(static.items())))
+        static = tuple(static.items()) if len(static) < 2 else tuple(sorted(static.items()))
+        if DUAL_LEVELS.tangents is not None:  # a forward-mode AD level is open (_dual.py)
+            return apply_dual(_apply, op, operands, static)
+        return _apply(op, operands, static)
     finally:
         set_x64(previous)
 

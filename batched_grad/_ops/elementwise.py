@@ -210,13 +210,15 @@ def _unary_op(name, row):
 
 
 UNARY = {name: _unary_op(name, row) for name, row in _UNARY_ROWS.items()}
+# torch records its `decimals` overload (RoundBackward1) whenever decimals is given, even as 0
 _ROUND = Op("round", lambda a, *, decimals: jnp.round(a, decimals))
+_ROUND_DECIMALS = Op("round", lambda a, *, decimals: jnp.round(a, decimals), backward_name="RoundBackward1")
 
 
-def round(input, *, decimals=0):  # noqa: A001  (torch's name)
+def round(input, *, decimals=None):  # noqa: A001  (torch's name)
     """Round half to even, to `decimals` decimal places."""
     _check_dtype("round", input.dtype, no_kernel="b")
-    return apply(_ROUND, [input], decimals=int(decimals))
+    return apply(_ROUND if decimals is None else _ROUND_DECIMALS, [input], decimals=int(decimals or 0))
 
 
 # ---- binary arithmetic ------------------------------------------------------------------------------------

@@ -1,0 +1,85 @@
+"""torch.autograd.forward_ad: forward-mode AD by dual tensors, on eager code.
+
+    with forward_ad.dual_level():
+        y = f(forward_ad.make_dual(x, v))
+        jvp = forward_ad.unpack_dual(y).tangent
+
+Each op on a dual tensor also computes its result's tangent (batched_grad/_dual.py). As torch, one level is open at a
+time, and closing it drops every tangent."""
+
+from typing import NamedTuple
+
+from .. import _dual
+from .._tensor import Tensor
+
+__all__ = ["UnpackedDualTensor", "enter_dual_level", "exit_dual_level", "make_dual", "unpack_dual", "dual_level"]
+
+
+class UnpackedDualTensor(NamedTuple):
+    """A dual tensor's primal (a view of it without tangent) and its tangent (None where it has none)."""
+
+    primal: Tensor
+    tangent: Tensor | None
+
+
+def enter_dual_level():
+    """Open a forward AD level and return its index (torch has one level at a time)."""
+    return _dual.enter()
+
+
+def exit_dual_level(*, level=None):
+    """Close the forward AD level: every tangent recorded in it is dropped."""
+    _dual.exit(level)
+
+
+def _check_level(level, name):
+    if _dual.LEVELS.tangents is None:
+        raise RuntimeError(
+            "Trying to create a dual Tensor for forward AD but no level exists, make sure to enter_dual_level() first."
+        )
+    if level is not None and level != _dual.LEVELS.level:
+        raise RuntimeError(f"Invalid level given to {name}")
+
+
+def _untangented_view(tensor):
+    """A view of `tensor` (sharing its values and version) that has no tangent."""
+    view = tensor.view_as(tensor)
+    _dual.set_tangent(view, None)
+    return view
+
+
+def make_dual(tensor, tangent, *, level=None):
+    """A view of `tensor` carrying `tangent` (of its shape): the ops applied to it compute their results' tangents."""
+    _check_level(level, "_make_dual")
+    if not (tensor.dtype.is_floating_point or tensor.dtype.is_complex):
+        raise ValueError(f"Expected primal to be floating point or complex, but got: {tensor.dtype!r}")
+    if not (tangent.dtype.is_floating_point or tangent.dtype.is_complex):
+        raise ValueError(f"Expected tangent to be floating point or complex, but got: {tangent.dtype!r}")
+    if tuple(tangent.shape) != tuple(tensor.shape):
+        raise RuntimeError(
+            "Trying to set a forward gradient that has a different size than that of the original Tensor, this is "
+            f"not supported. Tensor is of size {list(tensor.shape)} while the given forward gradient is of size "
+            f"{list(tangent.shape)}."
+        )
+    dual = _untangented_view(tensor)
+    _dual.set_tangent(dual, tangent)
+    return dual
+
+
+def unpack_dual(tensor, *, level=None):
+    """(primal, tangent) of a dual tensor: a view of it without tangent, and its tangent (None if it has none)."""
+    tangent = _dual.tangent_of(tensor)
+    if tangent is None:
+        return UnpackedDualTensor(tensor, None)
+    return UnpackedDualTensor(_untangented_view(tensor), tangent)
+
+
+class dual_level:
+    """Context manager opening a forward AD level for its block (enter_dual_level / exit_dual_level)."""
+
+    def __enter__(self):
+        return enter_dual_level()
+
+    def __exit__(self, *exc):
+        exit_dual_level()
+        return False

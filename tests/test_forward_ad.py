@@ -1,0 +1,111 @@
+"""batched_grad.autograd.forward_ad against torch 2.13: tangents of dual tensors through elementwise ops, products,
+reductions, indexing, nn.functional ops and in-place updates; forward-mode Jacobian columns; tangents that are
+differentiable by reverse mode; the level rules and torch's errors."""
+
+import numpy as np
+import pytest
+import torch
+import torch.autograd.forward_ad as tfw
+
+import batched_grad as bg
+import batched_grad.autograd.forward_ad as fw
+from oracle import assert_same, raises_like_torch, to_torch
+
+RNG = np.random.default_rng(11)
+X = bg.tensor(RNG.standard_normal((3, 4)))
+V = bg.tensor(RNG.standard_normal((3, 4)))
+W = bg.tensor(RNG.standard_normal((4, 5)))
+
+FUNCTIONS = {
+    "elementwise": lambda m, x: (x.sin() * x.exp() + x**2 / (1 + x.abs())).tanh(),
+    "matmul": lambda m, x: x @ m.tensor(W.numpy()) if m is bg else x @ to_torch(W),
+    "reductions": lambda m, x: m.stack([x.sum(), x.mean(), x.norm(), x.logsumexp(dim=(0, 1)), x.amax()]),
+    "per_dim": lambda m, x: x.var(dim=1) + x.prod(dim=1) + x.cumsum(1)[:, -1],
+    "indexing": lambda m, x: x[1:, ::2] * x[m.tensor([0, 2])][:, :2],
+    "shape": lambda m, x: m.cat([x.T.reshape(2, 6), x.flip(0).reshape(2, 6)]).unsqueeze(0).expand(2, 4, 6),
+    "nn": lambda m, x: (
+        m.nn.functional.log_softmax(m.nn.functional.gelu(x), dim=-1) + m.nn.functional.layer_norm(x, (4,))
+    ),
+    "where_max": lambda m, x: m.where(x > 0, x, x * 0.1) + m.maximum(x, x.flip(1)),
+    "complex": lambda m, x: m.fft.rfft(x * x, dim=1).abs(),
+}
+
+
+def _jvp(module, ad, f, x, v):
+    with ad.dual_level():
+        out = f(module, ad.make_dual(x, v))
+        return ad.unpack_dual(out)
+
+
+@pytest.mark.parametrize("name", sorted(FUNCTIONS))
+def test_tangents_as_torch(name):
+    f = FUNCTIONS[name]
+    primal, tangent = _jvp(bg, fw, f, X, V)
+    t_primal, t_tangent = _jvp(torch, tfw, f, to_torch(X), to_torch(V))
+    assert_same(primal, t_primal, rtol=1e-5, atol=1e-6)
+    assert_same(tangent, t_tangent, rtol=1e-5, atol=1e-6)
+
+
+def test_jacobian_columns_by_forward_mode():
+    x = bg.tensor(RNG.standard_normal(3), dtype=bg.float64)
+    f = lambda m, x: m.stack([x[0] * x[1], x.sin().sum(), (x**3)[2]])  # noqa: E731
+    columns = []
+    with fw.dual_level():
+        for i in range(3):
+            columns.append(fw.unpack_dual(f(bg, fw.make_dual(x, bg.eye(3, dtype=bg.float64)[i]))).tangent)
+    expected = torch.autograd.functional.jacobian(lambda t: f(torch, t), to_torch(x))
+    assert_same(bg.stack(columns, 1), expected)
+
+
+def test_inplace_update_carries_the_tangent():
+    def f(m, x):
+        y = x.clone()
+        y.mul_(x)
+        y[0] = 1.0  # a constant written: that row's tangent becomes 0
+        return y.add_(x.cos())
+
+    assert_same(_jvp(bg, fw, f, X, V).tangent, _jvp(torch, tfw, f, to_torch(X), to_torch(V)).tangent)
+
+
+def test_tangent_is_differentiable_by_reverse_mode():
+    x = bg.tensor(X.numpy(), requires_grad=True)
+    tx = to_torch(x, requires_grad=True)
+    with fw.dual_level():
+        (g,) = bg.autograd.grad(fw.unpack_dual((fw.make_dual(x, V) ** 3).sum()).tangent, x)
+    with tfw.dual_level():
+        (tg,) = torch.autograd.grad(tfw.unpack_dual((tfw.make_dual(tx, to_torch(V)) ** 3).sum()).tangent, tx)
+    assert_same(g, tg)
+
+
+def test_levels_and_plain_tensors():
+    with fw.dual_level() as level:
+        assert level == 0
+        dual = fw.make_dual(X, V)
+        assert dual._base is X and fw.unpack_dual(X).tangent is None
+        assert fw.unpack_dual(dual.detach()).tangent is None
+        assert fw.unpack_dual(dual.argmax()).tangent is None  # an integer result has no tangent
+        primal, tangent = fw.unpack_dual(dual)
+        assert fw.unpack_dual(primal).tangent is None and tangent is V
+        assert isinstance(fw.unpack_dual(dual), fw.UnpackedDualTensor)
+    assert fw.unpack_dual(dual).tangent is None  # closing the level drops the tangents
+    assert fw.enter_dual_level() == 0
+    fw.exit_dual_level()
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda m, ad: ad.make_dual(m.ones(3), m.ones(3)),
+        lambda m, ad: _in_level(ad, lambda: ad.make_dual(m.ones(3), m.ones(4))),
+        lambda m, ad: _in_level(ad, lambda: ad.make_dual(m.arange(3), m.arange(3))),
+        lambda m, ad: _in_level(ad, lambda: ad.make_dual(m.ones(3), m.ones(3), level=3)),
+        lambda m, ad: _in_level(ad, ad.enter_dual_level),
+    ],
+)
+def test_errors_as_torch(call):
+    raises_like_torch(lambda m: call(m, tfw if m is torch else fw))
+
+
+def _in_level(ad, f):
+    with ad.dual_level():
+        return f()
