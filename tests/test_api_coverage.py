@@ -18,6 +18,7 @@ import torch.nn.functional
 import torch.nn.init
 import torch.nn.utils
 import torch.optim
+import torch.optim.lr_scheduler
 
 import batched_grad as bg
 import batched_grad.autograd.functional  # noqa: E402,F401
@@ -36,6 +37,7 @@ NAMESPACES = {
     "torch.nn.utils": (torch.nn.utils, bg.nn.utils, "all"),
     "torch.linalg": (torch.linalg, bg.linalg, "all"),
     "torch.optim": (torch.optim, bg.optim, "optimizers"),
+    "torch.optim.lr_scheduler": (torch.optim.lr_scheduler, bg.optim.lr_scheduler, "all"),
     "torch.autograd": (torch.autograd, bg.autograd, "all"),
     "torch.autograd.functional": (torch.autograd.functional, bg.autograd.functional, "all"),
     "torch.autograd.graph": (torch.autograd.graph, bg.autograd.graph, "all"),
