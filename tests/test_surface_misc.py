@@ -1,0 +1,94 @@
+"""Names that ordinary PyTorch programs call and expect to exist: torch.cuda's seeding and queries,
+torch.backends' switches, new attributes on tensors, range indices, state_dicts of shared modules and the module
+paths of torch.nn.modules; each compared with torch 2.13."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import batched_grad as bg  # noqa: E402
+
+no_gpu = pytest.mark.skipif(bg.cuda.is_available(), reason="torch's behaviour without CUDA")
+
+
+def _outcome(call):
+    try:
+        return ("returns", call())
+    except Exception as error:  # noqa: BLE001  (compared with torch's)
+        return (type(error).__name__, str(error))
+
+
+@no_gpu
+@pytest.mark.parametrize(
+    "name, args",
+    [
+        ("manual_seed", (3,)),
+        ("manual_seed_all", (3,)),
+        ("is_available", ()),
+        ("device_count", ()),
+        ("is_initialized", ()),
+        ("synchronize", ()),
+        ("empty_cache", ()),
+        ("current_device", ()),
+        ("get_device_name", ()),
+        ("memory_allocated", ()),
+        ("max_memory_allocated", ()),
+        ("is_bf16_supported", ()),
+        ("seed", ()),
+        ("seed_all", ()),
+    ],
+)
+def test_cuda_calls_without_a_gpu_match_torch(name, args):
+    ours = _outcome(lambda: getattr(bg.cuda, name)(*args))
+    assert ours == _outcome(lambda: getattr(torch.cuda, name)(*args))
+
+
+def test_cuda_manual_seed_leaves_the_host_stream_alone():
+    bg.manual_seed(5)
+    expected = bg.rand(3)
+    bg.manual_seed(5)
+    bg.cuda.manual_seed(11)
+    bg.cuda.manual_seed_all(12)
+    assert bg.equal(bg.rand(3), expected)
+
+
+def test_cudnn_switches_are_settable_as_torch():
+    cudnn = bg.backends.cudnn
+    names = ("deterministic", "benchmark", "enabled", "allow_tf32")
+    assert [getattr(cudnn, n) for n in names] == [getattr(torch.backends.cudnn, n) for n in names]
+    saved = [getattr(cudnn, n) for n in names]
+    try:
+        cudnn.deterministic, cudnn.benchmark = True, True
+        assert cudnn.deterministic and cudnn.benchmark
+        with cudnn.flags(enabled=False):
+            assert not cudnn.enabled and not cudnn.deterministic
+        assert cudnn.enabled and cudnn.deterministic
+    finally:
+        for name, value in zip(names, saved):
+            setattr(cudnn, name, value)
+
+
+@no_gpu
+def test_backend_queries_match_torch_without_accelerators():
+    assert bg.backends.mps.is_available() is torch.backends.mps.is_available() is False
+    assert bg.backends.mps.is_built() is torch.backends.mps.is_built()
+    assert bg.backends.cudnn.is_available() is torch.backends.cudnn.is_available()
+    assert bg.backends.cudnn.version() == torch.backends.cudnn.version()
+    assert bg.backends.cuda.is_built() is torch.backends.cuda.is_built()
+
+
+def test_cuda_matmul_switches_match_torch():
+    names = ("allow_tf32", "allow_fp16_reduced_precision_reduction", "allow_bf16_reduced_precision_reduction")
+    matmul = bg.backends.cuda.matmul
+    assert [getattr(matmul, n) for n in names] == [getattr(torch.backends.cuda.matmul, n) for n in names]
+    matmul.allow_tf32 = True
+    try:
+        assert matmul.allow_tf32 is True
+    finally:
+        matmul.allow_tf32 = False
+    for lib in (torch, bg):
+        with pytest.raises(AttributeError, match="Unknown attribute no_such_switch"):
+            lib.backends.cuda.matmul.no_such_switch = 1
+    bg.backends.cuda.enable_flash_sdp(False)
+    assert bg.backends.cuda.flash_sdp_enabled() is False
+    bg.backends.cuda.enable_flash_sdp(True)
