@@ -92,3 +92,30 @@ def test_cuda_matmul_switches_match_torch():
     bg.backends.cuda.enable_flash_sdp(False)
     assert bg.backends.cuda.flash_sdp_enabled() is False
     bg.backends.cuda.enable_flash_sdp(True)
+
+
+# ---- attributes a program adds to tensors ----------------------------------------------------------------------
+def test_tensors_and_parameters_take_new_attributes():
+    for lib in (torch, bg):
+        t = lib.ones(3)
+        t.my_flag = 1
+        p = lib.nn.Parameter(lib.zeros(2))
+        p.hess = t
+        assert t.my_flag == 1 and p.hess is t
+        assert vars(t) == {"my_flag": 1}
+        assert "my_flag" not in vars(t.detach()) and "my_flag" not in vars(t.clone())
+
+
+def test_added_attributes_follow_deepcopy_and_pickle_as_torch():
+    import copy
+    import pickle
+
+    for lib in (torch, bg):
+        t = lib.ones(2)
+        t.note = [1, 2]
+        assert copy.deepcopy(t).note == [1, 2]
+        assert copy.deepcopy(t).note is not t.note
+        assert pickle.loads(pickle.dumps(t)).note == [1, 2]
+        p = lib.nn.Parameter(lib.ones(2))
+        p.hess = 3
+        assert not hasattr(copy.deepcopy(p), "hess")  # torch's Parameter copy drops them
