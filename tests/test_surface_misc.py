@@ -119,3 +119,48 @@ def test_added_attributes_follow_deepcopy_and_pickle_as_torch():
         p = lib.nn.Parameter(lib.ones(2))
         p.hess = 3
         assert not hasattr(copy.deepcopy(p), "hess")  # torch's Parameter copy drops them
+
+
+# ---- range indices -------------------------------------------------------------------------------------------------
+RANGE_INDICES = {
+    "rows": lambda lib: (range(2),),
+    "rows-and-columns": lambda lib: (range(3), lib.tensor([0, 3, 1])),
+    "two-ranges": lambda lib: (range(3), range(1, 4)),
+    "stepped-columns": lambda lib: (slice(None), range(0, 4, 2)),
+    "empty": lambda lib: (range(0),),
+    "in-a-list": lambda lib: [range(2), [1, 2]],
+}
+
+
+@pytest.mark.parametrize("name", sorted(RANGE_INDICES))
+def test_range_indices_as_torch(name):
+    import numpy as np
+
+    results = []
+    for lib in (torch, bg):
+        x = lib.arange(12.0).reshape(3, 4).requires_grad_()
+        index = RANGE_INDICES[name](lib)
+        with pytest.warns(UserWarning) if isinstance(index, list) and lib is torch else _nothing():
+            y = x[index if isinstance(index, list) else tuple(index)]
+        (y * y).sum().backward()
+        results.append((np.asarray(y.detach().tolist()), np.asarray(x.grad.tolist())))
+    assert results[1][0].shape == results[0][0].shape
+    np.testing.assert_array_equal(results[1][0], results[0][0])
+    np.testing.assert_array_equal(results[1][1], results[0][1])
+
+
+def test_range_index_assignment_and_bounds_as_torch():
+    outcomes = []
+    for lib in (torch, bg):
+        x = lib.zeros(3, 4)
+        x[range(3), range(3)] = 1.0
+        outcomes.append(x.tolist())
+        with pytest.raises(IndexError, match="index 3 is out of bounds for dimension 0 with size 3"):
+            x[range(4)]
+    assert outcomes[1] == outcomes[0]
+
+
+def _nothing():
+    import contextlib
+
+    return contextlib.nullcontext()
