@@ -164,3 +164,33 @@ def _nothing():
     import contextlib
 
     return contextlib.nullcontext()
+
+
+# ---- state_dicts of shared modules and parameters ------------------------------------------------------------------
+def _shared_models(lib):
+    """A model with one Linear registered twice, and one Parameter under two names."""
+    lin = lib.nn.Linear(2, 2)
+    model = lib.nn.Sequential(lib.nn.ModuleList([lin, lib.nn.ReLU(), lin]), lib.nn.Linear(2, 1))
+    model[1].tied = model[1].weight
+    return model
+
+
+def test_state_dict_keeps_every_name_of_a_shared_module():
+    mine, theirs = _shared_models(bg), _shared_models(torch)
+    assert list(mine.state_dict()) == list(theirs.state_dict())
+    assert len(list(mine.parameters())) == len(list(theirs.parameters())) == 4
+    assert [n for n, _ in mine.named_parameters()] == [n for n, _ in theirs.named_parameters()]
+
+
+def test_load_state_dict_of_a_shared_module_as_torch():
+    mine, source = _shared_models(bg), _shared_models(bg)
+    mine.load_state_dict(source.state_dict())
+    for key, value in source.state_dict().items():
+        assert bg.equal(mine.state_dict()[key], value)
+    errors = []
+    for model in (mine, _shared_models(torch)):
+        state = {k: v for k, v in model.state_dict().items() if not k.startswith("0.2.")}
+        with pytest.raises(RuntimeError) as info:
+            model.load_state_dict(state)
+        errors.append(str(info.value).split("\n", 1)[1])
+    assert errors[0] == errors[1]
