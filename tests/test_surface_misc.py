@@ -194,3 +194,57 @@ def test_load_state_dict_of_a_shared_module_as_torch():
             model.load_state_dict(state)
         errors.append(str(info.value).split("\n", 1)[1])
     assert errors[0] == errors[1]
+
+
+# ---- torch.nn.modules' file layout --------------------------------------------------------------------------------
+def _layout_classes():
+    from batched_grad.nn.modules import TORCH_FILES
+
+    return [(file, name) for file, names in TORCH_FILES.items() for name in names.split()]
+
+
+def test_nn_modules_paths_name_torchs_classes():
+    import importlib
+
+    for file, name in _layout_classes():
+        ours = importlib.import_module(f"batched_grad.nn.modules.{file}")
+        theirs = importlib.import_module(f"torch.nn.modules.{file}")
+        assert getattr(ours, name).__name__ == getattr(theirs, name).__name__ == name
+        if not name.startswith("_") and hasattr(torch.nn, name):
+            assert getattr(ours, name) is getattr(bg.nn, name)
+            assert getattr(bg.nn.modules, name) is getattr(bg.nn, name)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="layers that reuse a sibling by subclassing it (SiLU(Mish), Conv2d(Conv1d), ZeroPad1d(ConstantPad1d), "
+    "AvgPool1d outside _AvgPoolNd, ...) are subclasses where torch's are not; not yet split into shared bases",
+)
+def test_nn_modules_class_hierarchy_matches_torch():
+    """Every subclass relation among the classes of the layout is torch's (so isinstance against a private base
+    such as _BatchNorm, _NormBase, _ConvNd, _Loss or _DropoutNd answers as in torch)."""
+    import importlib
+
+    pairs = [
+        (importlib.import_module(f"batched_grad.nn.modules.{f}"), importlib.import_module(f"torch.nn.modules.{f}"), n)
+        for f, n in _layout_classes()
+    ]
+    wrong = [
+        (a_name, b_name)
+        for a_ours, a_theirs, a_name in pairs
+        for b_ours, b_theirs, b_name in pairs
+        if issubclass(getattr(a_ours, a_name), getattr(b_ours, b_name))
+        != issubclass(getattr(a_theirs, a_name), getattr(b_theirs, b_name))
+    ]
+    assert not wrong
+
+
+def test_isinstance_against_private_bases_as_torch():
+    from batched_grad.nn.modules.batchnorm import _BatchNorm, _NormBase
+
+    for norm in (bg.nn.BatchNorm1d(3), bg.nn.BatchNorm2d(3), bg.nn.BatchNorm3d(3)):
+        assert isinstance(norm, _BatchNorm) and isinstance(norm, _NormBase)
+    assert not isinstance(bg.nn.InstanceNorm2d(3), _BatchNorm)
+    assert isinstance(bg.nn.InstanceNorm2d(3), _NormBase)
+    assert isinstance(bg.nn.CrossEntropyLoss(), bg.nn.modules.loss._WeightedLoss)
+    assert isinstance(bg.nn.Conv2d(1, 1, 1), bg.nn.modules.conv._ConvNd)
