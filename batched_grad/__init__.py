@@ -13,6 +13,7 @@ from math import e, inf, nan, pi  # noqa: E402  (torch's constants)
 from . import (  # noqa: E402  # noqa: E402
     _ops,  # noqa: E402
     autograd,
+    backends,
     cuda,
     fft,
     func,  # noqa: E402

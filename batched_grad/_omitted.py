@@ -322,6 +322,7 @@ OMITTED = {
         **_names(OPTIMIZERS, "Adafactor Muon"),
         **_names(SPARSE, "SparseAdam"),
     },
+    "torch.optim.lr_scheduler": {},
     "torch.autograd": {
         **_names(ENGINE_THREADS, "set_multithreading_enabled enforce_grad_layout_policy"),
         **_names(NESTED_IO, "NestedIOFunction"),

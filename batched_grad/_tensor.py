@@ -165,6 +165,7 @@ class Tensor(InPlace):
         "_retains_grad",
         "_accumulator",
         "__weakref__",
+        "__dict__",  # attributes a program adds (p.hess = ...), as on torch's tensors; made at the first one
     )
     __array_priority__ = 1000  # NumPy defers binary operators to Tensor
 
@@ -547,13 +548,16 @@ class Tensor(InPlace):
         memo[id(self)] = t
         if self._grad is not None:
             t._grad = copy.deepcopy(self._grad, memo)
+        if self.__dict__:  # attributes the program added, deep-copied as torch does
+            t.__dict__.update(copy.deepcopy(self.__dict__, memo))
         return t
 
     def __reduce_ex__(self, protocol):
         v = self._value  # a non-leaf comes back as a leaf that requires grad, as torch's
+        added = self.__dict__ or None  # attributes the program added travel with it, as torch's
         if type(v) is MetaValue:
-            return rebuild_meta, (type(self), v.shape, v.dtype, self.requires_grad)
-        return _rebuild, (type(self), np.asarray(v), self.requires_grad)
+            return rebuild_meta, (type(self), v.shape, v.dtype, self.requires_grad), added
+        return _rebuild, (type(self), np.asarray(v), self.requires_grad), added
 
     def __format__(self, spec):
         if self.ndim == 0 and type(self._v) is not MetaValue:

@@ -19,6 +19,7 @@ import torch.nn.functional
 import torch.nn.init
 import torch.nn.utils
 import torch.optim
+import torch.optim.lr_scheduler
 import torch.special
 
 import batched_grad as bg
@@ -42,6 +43,7 @@ NAMESPACES = {
     "torch.fft": (torch.fft, bg.fft, "functions"),
     "torch.special": (torch.special, bg.special, "functions"),
     "torch.optim": (torch.optim, bg.optim, "optimizers"),
+    "torch.optim.lr_scheduler": (torch.optim.lr_scheduler, bg.optim.lr_scheduler, "all"),
     "torch.autograd": (torch.autograd, bg.autograd, "all"),
     "torch.autograd.functional": (torch.autograd.functional, bg.autograd.functional, "all"),
     "torch.autograd.graph": (torch.autograd.graph, bg.autograd.graph, "all"),

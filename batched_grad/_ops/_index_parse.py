@@ -27,7 +27,9 @@ def _index_tuple(index):
     if (
         isinstance(index, list)
         and len(index) < 32
-        and any(isinstance(i, (Tensor, list, tuple, np.ndarray, slice)) or i is None or i is Ellipsis for i in index)
+        and any(
+            isinstance(i, (Tensor, list, tuple, range, np.ndarray, slice)) or i is None or i is Ellipsis for i in index
+        )
     ):
         return tuple(index)
     return (index,)
@@ -43,7 +45,7 @@ def _kind(i):
         return "int", int(i)
     if isinstance(i, slice):
         return "slice", slice(*(None if v is None else int(v) for v in (i.start, i.stop, i.step)))
-    if isinstance(i, (Tensor, list, tuple, np.ndarray)):
+    if isinstance(i, (Tensor, list, tuple, range, np.ndarray)):  # a range is a sequence of ints, as in torch
         a = i._value if isinstance(i, Tensor) else np.asarray(i)
         a = a.astype(np.int64) if a.size == 0 and not isinstance(i, Tensor) else a  # [] indexes nothing
         if a.dtype == np.bool_ or a.dtype == np.uint8:

@@ -11,10 +11,7 @@ from . import pooling as _pooling
 from . import rnn as _rnn
 from . import transformer as _transformer
 from .attention import MultiheadAttention
-from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
-from .containers import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
-from .module import Module
-from .modules import (
+from .basic import (
     GELU,
     Conv1d,
     Conv2d,
@@ -34,6 +31,9 @@ from .modules import (
     Softplus,
     Tanh,
 )
+from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
+from .containers import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
+from .module import Module
 from .parameter import Parameter
 
 
@@ -48,6 +48,8 @@ def _classes(module):
 _LAYER_MODULES = (_activation, _layers, _loss, _normalization, _padding, _pooling, _rnn, _transformer)
 _LAYERS = {name: cls for module in _LAYER_MODULES for name, cls in _classes(module).items()}
 globals().update(_LAYERS)
+
+from . import modules  # noqa: E402  (torch.nn.modules' file layout, over the classes above)
 
 __all__ = [
     "BatchNorm1d",
@@ -81,6 +83,7 @@ __all__ = [
     "Tanh",
     "functional",
     "init",
+    "modules",
     "utils",
     *_LAYERS,
 ]

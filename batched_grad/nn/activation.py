@@ -3,8 +3,8 @@ op with the options it was built with, and prints them as torch's does."""
 
 from .. import _factories
 from . import functional as F
+from .basic import _Stateless
 from .module import Module
-from .modules import _Stateless
 from .parameter import Parameter
 
 

@@ -9,8 +9,8 @@ from .. import _dtypes, _factories
 from .._ops.shape import cat
 from . import functional as F
 from . import init
+from .basic import Linear
 from .module import Module
-from .modules import Linear
 from .parameter import Parameter
 
 

@@ -9,8 +9,9 @@ from .module import Module
 from .parameter import Parameter
 
 
-class _BatchNorm(Module):
-    """Normalizes each feature (dim 1) over the batch; `momentum=None` keeps a cumulative average."""
+class _NormBase(Module):
+    """The per-feature scale and shift and the running statistics shared by batch and instance normalization
+    (torch's _NormBase); `momentum=None` keeps a cumulative average."""
 
     def __init__(
         self,
@@ -62,6 +63,16 @@ class _BatchNorm(Module):
     def _check_input_dim(self, input):
         raise NotImplementedError
 
+    def extra_repr(self):
+        return (
+            f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
+            f"bias={self.bias is not None}, track_running_stats={self.track_running_stats}"
+        )
+
+
+class _BatchNorm(_NormBase):
+    """Batch normalization over the batch (and spatial) dimensions, with running statistics."""
+
     def forward(self, input):
         self._check_input_dim(input)
         factor = 0.0 if self.momentum is None else self.momentum
@@ -81,12 +92,6 @@ class _BatchNorm(Module):
             use_batch_stats,
             factor,
             self.eps,
-        )
-
-    def extra_repr(self):
-        return (
-            f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
-            f"bias={self.bias is not None}, track_running_stats={self.track_running_stats}"
         )
 
 

@@ -322,7 +322,8 @@ class Module:
     def state_dict(self, destination=None, prefix="", keep_vars=False):
         """An OrderedDict of every parameter and persistent buffer by dotted name (detached unless keep_vars)."""
         destination = OrderedDict() if destination is None else destination
-        for module_prefix, module in self.named_modules(prefix=prefix.rstrip(".")):
+        # every name a module is registered under has its keys, as torch's (parameters() still lists each once)
+        for module_prefix, module in self.named_modules(prefix=prefix.rstrip("."), remove_duplicate=False):
             skip = module.__dict__.get("_non_persistent", ())
             for registry in ("_parameters", "_buffers"):
                 for name, value in getattr(module, registry).items():

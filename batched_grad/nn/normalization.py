@@ -6,7 +6,7 @@ import warnings
 from .. import _factories
 from . import functional as F
 from . import init
-from .batchnorm import _BatchNorm
+from .batchnorm import _NormBase
 from .module import Module
 from .parameter import Parameter
 
@@ -43,7 +43,7 @@ class GroupNorm(Module):
         )
 
 
-class _InstanceNorm(_BatchNorm):
+class _InstanceNorm(_NormBase):
     """instance_norm with torch's _InstanceNorm options: no affine parameters and no running statistics by default."""
 
     no_batch_dim = 2

@@ -14,9 +14,9 @@ from .._grad_mode import is_grad_enabled
 from . import functional as F
 from . import init
 from .attention import MultiheadAttention, _as_additive
+from .basic import GELU, Dropout, LayerNorm, Linear, ReLU
 from .containers import ModuleList
 from .module import Module
-from .modules import GELU, Dropout, LayerNorm, Linear, ReLU
 
 _ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}
 

@@ -1,6 +1,7 @@
 """torch.optim's optimizers, each step one compiled update per parameter group: SGD, Adam, AdamW, RMSprop,
 Adagrad, Adadelta, Adamax, NAdam, RAdam, Rprop and ASGD; and LBFGS, whose step runs a closure several times."""
 
+from . import lr_scheduler
 from .adam import Adam, AdamW
 from .adaptive import ASGD, Adadelta, Adagrad, Adamax, NAdam, RAdam, RMSprop, Rprop
 from .lbfgs import LBFGS
@@ -21,4 +22,5 @@ __all__ = [
     "RMSprop",
     "Rprop",
     "SGD",
+    "lr_scheduler",
 ]

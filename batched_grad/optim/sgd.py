@@ -7,14 +7,15 @@ from .._tensor import Tensor
 from .optimizer import Optimizer, values
 
 
-@functools.partial(Jitted, static_argnames=("weight_decay", "momentum", "dampening", "nesterov", "maximize"))
-def _sgd(params, grads, buffers, lr, *, weight_decay, momentum, dampening, nesterov, maximize):
+# lr and momentum are arguments, not constants: schedulers (OneCycleLR, CyclicLR) change both every step
+@functools.partial(Jitted, static_argnames=("weight_decay", "uses_momentum", "dampening", "nesterov", "maximize"))
+def _sgd(params, grads, buffers, lr, momentum, *, weight_decay, uses_momentum, dampening, nesterov, maximize):
     new_params, new_buffers = [], []
     for p, g, buf in zip(params, grads, buffers):
         g = -g if maximize else g
         if weight_decay != 0:
             g = g + weight_decay * p
-        if momentum != 0:
+        if uses_momentum:
             buf = g if buf is None else buf * momentum + (1 - dampening) * g
             g = g + momentum * buf if nesterov else buf
         new_params.append(p + -lr * g)
@@ -72,8 +73,9 @@ class SGD(Optimizer):
             values([p.grad for p in params]),
             buffers,
             float(group["lr"]),
+            float(group["momentum"]),
             weight_decay=float(group["weight_decay"]),
-            momentum=float(group["momentum"]),
+            uses_momentum=group["momentum"] != 0,
             dampening=float(group["dampening"]),
             nesterov=bool(group["nesterov"]),
             maximize=bool(group["maximize"]),

@@ -9,6 +9,8 @@ from .._ops.shape import flatten
 from .._tensor import Size
 from . import functional as F
 from . import init
+from .layers import _DropoutNd
+from .loss import _Loss, _WeightedLoss
 from .module import Module
 from .parameter import Parameter
 
@@ -330,20 +332,11 @@ class Flatten(_Stateless):
         return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
 
 
-class Dropout(Module):
+class Dropout(_DropoutNd):
     """Zeroes elements with probability p while training; the identity in eval mode."""
-
-    def __init__(self, p=0.5, inplace=False):
-        super().__init__()
-        if not 0 <= p <= 1:
-            raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
-        self.p, self.inplace = p, inplace
 
     def forward(self, input):
         return F.dropout(input, self.p, self.training, self.inplace)
-
-    def extra_repr(self):
-        return f"p={self.p}, inplace={self.inplace}"
 
 
 class LayerNorm(Module):
@@ -422,27 +415,21 @@ class Embedding(Module):
         return s + (f", padding_idx={self.padding_idx}" if self.padding_idx is not None else "")
 
 
-class MSELoss(Module):
+class MSELoss(_Loss):
     """mse_loss as a module."""
-
-    def __init__(self, size_average=None, reduce=None, reduction="mean"):
-        super().__init__()
-        self.reduction = F.legacy_reduction(size_average, reduce, reduction)
 
     def forward(self, input, target):
         return F.mse_loss(input, target, reduction=self.reduction)
 
 
-class CrossEntropyLoss(Module):
+class CrossEntropyLoss(_WeightedLoss):
     """cross_entropy as a module; `weight` is a buffer."""
 
     def __init__(
         self, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean", label_smoothing=0.0
     ):
-        super().__init__()
-        self.register_buffer("weight", weight)
-        reduction = F.legacy_reduction(size_average, reduce, reduction)
-        self.ignore_index, self.reduction, self.label_smoothing = ignore_index, reduction, label_smoothing
+        super().__init__(weight, size_average, reduce, reduction)
+        self.ignore_index, self.label_smoothing = ignore_index, label_smoothing
 
     def forward(self, input, target):
         return F.cross_entropy(

@@ -1,0 +1,54 @@
+"""torch.backends.cuda: the cuBLAS matmul precision switches (`matmul.allow_tf32`, reduced-precision reductions) and
+the scaled-dot-product-attention kernel choices, settable as torch's; XLA chooses its own kernels, so they are
+recorded and change nothing."""
+
+from .. import cuda as _cuda
+
+
+class _Switches:
+    """A fixed set of named boolean switches: setting or reading any other name is torch's AttributeError."""
+
+    def __init__(self, **defaults):
+        object.__setattr__(self, "_values", dict(defaults))
+
+    def __getattr__(self, name):
+        values = object.__getattribute__(self, "_values")
+        if name not in values:
+            raise AttributeError(f"Unknown attribute {name}")
+        return values[name]
+
+    def __setattr__(self, name, value):
+        if name not in self._values:
+            raise AttributeError(f"Unknown attribute {name}")
+        self._values[name] = value
+
+
+matmul = _Switches(
+    allow_tf32=False,
+    allow_fp16_reduced_precision_reduction=True,
+    allow_bf16_reduced_precision_reduction=True,
+    allow_fp16_accumulation=False,
+)
+_sdp = {"flash": True, "mem_efficient": True, "math": True, "cudnn": True}
+
+
+def is_built():
+    """Whether this process has a GPU backend (torch: whether it was built with CUDA)."""
+    return _cuda.is_available()
+
+
+def _sdp_switch(kind):
+    def enable(enabled):
+        _sdp[kind] = bool(enabled)
+
+    def query():
+        return _sdp[kind]
+
+    enable.__name__, query.__name__ = f"enable_{kind}_sdp", f"{kind}_sdp_enabled"
+    return enable, query
+
+
+enable_flash_sdp, flash_sdp_enabled = _sdp_switch("flash")
+enable_mem_efficient_sdp, mem_efficient_sdp_enabled = _sdp_switch("mem_efficient")
+enable_math_sdp, math_sdp_enabled = _sdp_switch("math")
+enable_cudnn_sdp, cudnn_sdp_enabled = _sdp_switch("cudnn")
