@@ -215,11 +215,6 @@ def test_nn_modules_paths_name_torchs_classes():
             assert getattr(bg.nn.modules, name) is getattr(bg.nn, name)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="layers that reuse a sibling by subclassing it (SiLU(Mish), Conv2d(Conv1d), ZeroPad1d(ConstantPad1d), "
-    "AvgPool1d outside _AvgPoolNd, ...) are subclasses where torch's are not; not yet split into shared bases",
-)
 def test_nn_modules_class_hierarchy_matches_torch():
     """Every subclass relation among the classes of the layout is torch's (so isinstance against a private base
     such as _BatchNorm, _NormBase, _ConvNd, _Loss or _DropoutNd answers as in torch)."""

@@ -49,28 +49,10 @@ class ReLU6(Hardtanh):
     extra_repr = _inplace_repr
 
 
-class Hardsigmoid(_Stateless):
-    """relu6(x + 3) / 6, elementwise."""
+class _InplaceOption(_Stateless):
+    """An elementwise activation whose only option is `inplace` (torch's classes of these share no base)."""
 
-    fn, options = F.hardsigmoid, ("inplace",)
-
-    def __init__(self, inplace=False):
-        super().__init__(inplace=inplace)
-
-    def extra_repr(self):
-        return ""
-
-
-class Hardswish(Hardsigmoid):
-    """x * relu6(x + 3) / 6, elementwise."""
-
-    fn = F.hardswish
-
-
-class Mish(_Stateless):
-    """x * tanh(softplus(x)), elementwise."""
-
-    fn, options = F.mish, ("inplace",)
+    options = ("inplace",)
 
     def __init__(self, inplace=False):
         super().__init__(inplace=inplace)
@@ -78,22 +60,42 @@ class Mish(_Stateless):
     extra_repr = _inplace_repr
 
 
-class SiLU(Mish):
+def _no_repr(self):
+    return ""
+
+
+class Hardsigmoid(_InplaceOption):
+    """relu6(x + 3) / 6, elementwise."""
+
+    fn, extra_repr = F.hardsigmoid, _no_repr
+
+
+class Hardswish(_InplaceOption):
+    """x * relu6(x + 3) / 6, elementwise."""
+
+    fn, extra_repr = F.hardswish, _no_repr
+
+
+class Mish(_InplaceOption):
+    """x * tanh(softplus(x)), elementwise."""
+
+    fn = F.mish
+
+
+class SiLU(_InplaceOption):
     """x * sigmoid(x), elementwise."""
 
     fn = F.silu
 
 
-class SELU(Mish):
+class SELU(_InplaceOption):
     """scale * elu(x, alpha) with the self-normalizing constants, elementwise."""
 
     fn = F.selu
 
 
-class Hardshrink(_Stateless):
-    """x where |x| > lambd, else 0, elementwise."""
-
-    fn, options = F.hardshrink, ("lambd",)
+class _Shrink(_Stateless):
+    options = ("lambd",)
 
     def __init__(self, lambd=0.5):
         super().__init__(lambd=lambd)
@@ -102,7 +104,13 @@ class Hardshrink(_Stateless):
         return f"{self.lambd}"
 
 
-class Softshrink(Hardshrink):
+class Hardshrink(_Shrink):
+    """x where |x| > lambd, else 0, elementwise."""
+
+    fn = F.hardshrink
+
+
+class Softshrink(_Shrink):
     """x - lambd above lambd, x + lambd below -lambd, else 0, elementwise."""
 
     fn = F.softshrink
@@ -138,10 +146,8 @@ class Threshold(_Stateless):
         return _with_inplace(f"threshold={self.threshold}, value={self.value}", self.inplace)
 
 
-class ELU(_Stateless):
-    """x where x > 0, else alpha * (exp(x) - 1), elementwise."""
-
-    fn, options = F.elu, ("alpha", "inplace")
+class _ExponentialUnit(_Stateless):
+    options = ("alpha", "inplace")
 
     def __init__(self, alpha=1.0, inplace=False):
         super().__init__(alpha=alpha, inplace=inplace)
@@ -150,7 +156,13 @@ class ELU(_Stateless):
         return _with_inplace(f"alpha={self.alpha}", self.inplace)
 
 
-class CELU(ELU):
+class ELU(_ExponentialUnit):
+    """x where x > 0, else alpha * (exp(x) - 1), elementwise."""
+
+    fn = F.elu
+
+
+class CELU(_ExponentialUnit):
     """x where x > 0, else alpha * (exp(x / alpha) - 1), elementwise."""
 
     fn = F.celu
@@ -191,10 +203,8 @@ class GLU(_Stateless):
         super().__init__(dim=dim)
 
 
-class Softmax(_Stateless):
-    """softmax along `dim`."""
-
-    fn, options = F.softmax, ("dim",)
+class _AlongDim(_Stateless):
+    options = ("dim",)
 
     def __init__(self, dim=None):
         super().__init__(dim=dim)
@@ -203,13 +213,19 @@ class Softmax(_Stateless):
         return f"dim={self.dim}"
 
 
-class LogSoftmax(Softmax):
+class Softmax(_AlongDim):
+    """softmax along `dim`."""
+
+    fn = F.softmax
+
+
+class LogSoftmax(_AlongDim):
     """log_softmax along `dim`."""
 
     fn = F.log_softmax
 
 
-class Softmin(Softmax):
+class Softmin(_AlongDim):
     """softmin (softmax of -x) along `dim`."""
 
     fn = F.softmin

@@ -131,11 +131,7 @@ class _ConvNd(Module):
         return s
 
 
-class Conv1d(_ConvNd):
-    """1-D cross-correlation with weight of shape (out_channels, in_channels / groups, k)."""
-
-    n = 1
-
+def _conv(n, doc):
     def __init__(
         self,
         in_channels,
@@ -150,21 +146,27 @@ class Conv1d(_ConvNd):
         device=None,
         dtype=None,
     ):
-        super().__init__(
-            in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias, padding_mode, device, dtype
+        _ConvNd.__init__(
+            self,
+            in_channels,
+            out_channels,
+            kernel_size,
+            stride,
+            padding,
+            dilation,
+            groups,
+            bias,
+            padding_mode,
+            device,
+            dtype,
         )
 
-
-class Conv2d(Conv1d):
-    """2-D cross-correlation with weight of shape (out_channels, in_channels / groups, kh, kw)."""
-
-    n = 2
+    return type(f"Conv{n}d", (_ConvNd,), {"n": n, "__init__": __init__, "__doc__": doc, "__module__": __name__})
 
 
-class Conv3d(Conv1d):
-    """3-D cross-correlation with weight of shape (out_channels, in_channels / groups, kd, kh, kw)."""
-
-    n = 3
+Conv1d = _conv(1, "1-D cross-correlation with weight of shape (out_channels, in_channels / groups, k).")
+Conv2d = _conv(2, "2-D cross-correlation with weight of shape (out_channels, in_channels / groups, kh, kw).")
+Conv3d = _conv(3, "3-D cross-correlation with weight of shape (out_channels, in_channels / groups, kd, kh, kw).")
 
 
 class _ConvTransposeNd(_ConvNd):

@@ -67,18 +67,19 @@ class Unfold(Module):
         return f"kernel_size={self.kernel_size}, dilation={self.dilation}, padding={self.padding}, stride={self.stride}"
 
 
-class Fold(Unfold):
+class Fold(Module):
     """fold (col2im) as a module."""
 
     def __init__(self, output_size, kernel_size, dilation=1, padding=0, stride=1):
-        super().__init__(kernel_size, dilation, padding, stride)
+        super().__init__()
         self.output_size = output_size
+        self.kernel_size, self.dilation, self.padding, self.stride = kernel_size, dilation, padding, stride
 
     def forward(self, input):
         return F.fold(input, self.output_size, self.kernel_size, self.dilation, self.padding, self.stride)
 
     def extra_repr(self):
-        return f"output_size={self.output_size}, " + super().extra_repr()
+        return f"output_size={self.output_size}, " + Unfold.extra_repr(self)
 
 
 class Unflatten(Module):

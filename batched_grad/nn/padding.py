@@ -43,18 +43,22 @@ class _ZeroPad(_ConstantPad):
 
 
 def _pads(n, mode, kind, doc):
+    # as torch's, ZeroPad{n}d is a ConstantPad{n}d (made before it) with the value 0
+    bases = {"ConstantPad": (_ConstantPad,), "ZeroPad": (_ZeroPad, globals().get(f"ConstantPad{n}d"))}
     return type(
         f"{kind}{n}d",
-        (_Pad if kind != "ConstantPad" else _ConstantPad,) if kind != "ZeroPad" else (_ZeroPad,),
+        bases.get(kind, (_Pad,)),
         {"n": n, "mode": mode, "__doc__": doc.format(n=n), "__module__": __name__},
     )
 
 
 _KINDS = {
-    "ZeroPad": ("constant", "Pads the last {n} dims with zeros."),
     "ConstantPad": ("constant", "Pads the last {n} dims with `value`."),
+    "ZeroPad": ("constant", "Pads the last {n} dims with zeros."),
     "ReflectionPad": ("reflect", "Pads the last {n} dims with their reflection (the edge not repeated)."),
     "ReplicationPad": ("replicate", "Pads the last {n} dims by repeating their edge values."),
     "CircularPad": ("circular", "Pads the last {n} dims by wrapping around."),
 }
-globals().update({f"{kind}{n}d": _pads(n, mode, kind, doc) for kind, (mode, doc) in _KINDS.items() for n in (1, 2, 3)})
+for _kind, (_mode, _doc) in _KINDS.items():
+    for _n in (1, 2, 3):
+        globals()[f"{_kind}{_n}d"] = _pads(_n, _mode, _kind, _doc)

@@ -54,22 +54,6 @@ class MaxPool3d(_MaxPoolNd):
     fn = F.max_pool3d
 
 
-class AvgPool1d(Module):
-    """avg_pool1d as a module; the stride defaults to the kernel size."""
-
-    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
-        super().__init__()
-        self.kernel_size = _single(kernel_size, 1)
-        self.stride = _single(stride if stride is not None else kernel_size, 1)
-        self.padding, self.ceil_mode, self.count_include_pad = _single(padding, 1), ceil_mode, count_include_pad
-
-    def forward(self, input):
-        return F.avg_pool1d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode, self.count_include_pad)
-
-    def extra_repr(self):
-        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
-
-
 class _AvgPoolNd(Module):
     fn = None
 
@@ -94,6 +78,19 @@ class _AvgPoolNd(Module):
 
     def extra_repr(self):
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class AvgPool1d(_AvgPoolNd):
+    """avg_pool1d as a module; the stride defaults to the kernel size."""
+
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+        Module.__init__(self)
+        self.kernel_size = _single(kernel_size, 1)
+        self.stride = _single(stride if stride is not None else kernel_size, 1)
+        self.padding, self.ceil_mode, self.count_include_pad = _single(padding, 1), ceil_mode, count_include_pad
+
+    def forward(self, input):
+        return F.avg_pool1d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode, self.count_include_pad)
 
 
 class AvgPool2d(_AvgPoolNd):
@@ -123,22 +120,24 @@ class _AdaptivePool(Module):
         return f"output_size={self.output_size}"
 
 
-class AdaptiveAvgPool1d(_AdaptivePool):
-    """adaptive_avg_pool1d as a module."""
-
-    fn = F.adaptive_avg_pool1d
-
+class _AdaptiveAvgPoolNd(_AdaptivePool):
     def __init__(self, output_size):
         super().__init__(output_size)
 
 
-class AdaptiveAvgPool2d(AdaptiveAvgPool1d):
+class AdaptiveAvgPool1d(_AdaptiveAvgPoolNd):
+    """adaptive_avg_pool1d as a module."""
+
+    fn = F.adaptive_avg_pool1d
+
+
+class AdaptiveAvgPool2d(_AdaptiveAvgPoolNd):
     """adaptive_avg_pool2d as a module."""
 
     fn = F.adaptive_avg_pool2d
 
 
-class AdaptiveAvgPool3d(AdaptiveAvgPool1d):
+class AdaptiveAvgPool3d(_AdaptiveAvgPoolNd):
     """adaptive_avg_pool3d as a module."""
 
     fn = F.adaptive_avg_pool3d

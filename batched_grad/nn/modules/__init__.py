@@ -53,7 +53,7 @@ TORCH_FILES = {
     "pixelshuffle": "PixelShuffle PixelUnshuffle",
     "pooling": """_MaxPoolNd MaxPool1d MaxPool2d MaxPool3d MaxUnpool1d MaxUnpool2d MaxUnpool3d _AvgPoolNd AvgPool1d
         AvgPool2d AvgPool3d LPPool1d LPPool2d LPPool3d AdaptiveMaxPool1d AdaptiveMaxPool2d AdaptiveMaxPool3d
-        AdaptiveAvgPool1d AdaptiveAvgPool2d AdaptiveAvgPool3d""",
+        _AdaptiveAvgPoolNd AdaptiveAvgPool1d AdaptiveAvgPool2d AdaptiveAvgPool3d""",
     "rnn": "RNNBase RNN LSTM GRU RNNCellBase RNNCell LSTMCell GRUCell",
     "sparse": "Embedding",
     "transformer": """Transformer TransformerEncoder TransformerDecoder TransformerEncoderLayer
