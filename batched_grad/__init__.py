@@ -19,6 +19,7 @@ from . import (  # noqa: E402  # noqa: E402
     nn,
     optim,
     testing,
+    utils,
 )
 from ._budget import set_cache_limit
 from ._cache import set_compilation_cache
