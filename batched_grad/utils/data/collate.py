@@ -99,11 +99,11 @@ def _collate_fields(batch, collate_fn_map):
     """Collate a batch of sequences field by field (namedtuples keep their type, tuples become lists)."""
     sample = batch[0]
     if isinstance(sample, tuple) and hasattr(sample, "_fields"):
-        return type(sample)(*(collate(list(field), collate_fn_map=collate_fn_map) for field in zip(*batch)))
+        return type(sample)(*(collate(field, collate_fn_map=collate_fn_map) for field in zip(*batch)))
     size = len(sample)
     if any(len(other) != size for other in batch):
         raise RuntimeError("each element in list of batch should be of equal size")
-    fields = [collate(list(field), collate_fn_map=collate_fn_map) for field in zip(*batch)]
+    fields = [collate(field, collate_fn_map=collate_fn_map) for field in zip(*batch)]
     return fields if isinstance(sample, tuple) else _rebuild_sequence(sample, fields)
 
 

@@ -28,13 +28,15 @@ class MultiProcessingDataLoaderIter(BaseDataLoaderIter):
             init_fn=loader.worker_init_fn,
             num_workers=self._num_workers,
         )
-        self._result_queue = context.Queue()
+        self._result_queue, self._done_event = context.Queue(), context.Event()
         self._index_queues, self._workers = [], []
         for worker_id in range(self._num_workers):
             index_queue = context.Queue()
             index_queue.cancel_join_thread()
             process = context.Process(
-                target=_worker.worker_loop, args=(config, worker_id, index_queue, self._result_queue), daemon=True
+                target=_worker.worker_loop,
+                args=(config, worker_id, index_queue, self._result_queue, self._done_event),
+                daemon=True,
             )
             process.start()
             self._index_queues.append(index_queue)
@@ -130,6 +132,7 @@ class MultiProcessingDataLoaderIter(BaseDataLoaderIter):
         if self._shutdown:
             return
         self._shutdown = True
+        self._done_event.set()
         for index_queue in self._index_queues:
             index_queue.put(None)
         for process in self._workers:

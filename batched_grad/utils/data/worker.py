@@ -5,6 +5,7 @@ whose JAX runtime is already running."""
 
 import dataclasses
 import multiprocessing
+import multiprocessing.forkserver
 import os
 import queue
 import random
@@ -14,7 +15,7 @@ import numpy as np
 from ... import _generator
 from .fetch import ExceptionWrapper, IterableFetcher, MapFetcher
 
-_POLL_S = 1.0  # how often an idle worker checks that the main process is still alive
+_POLL_S = 0.1  # how often an idle worker checks that the main process is alive and has not ended the pass
 RESUME = "resume"  # persistent workers: start a new pass (the worker acknowledges with the same word)
 
 
@@ -102,20 +103,19 @@ def _fetch(fetcher, index, worker_id):
         return ExceptionWrapper(f"in DataLoader worker process {worker_id}")
 
 
-def worker_loop(config, worker_id, index_queue, result_queue):
-    """A worker's life: answer each (task id, indices) with (task id, batch) until None arrives or the main process
-    is gone."""
+def worker_loop(config, worker_id, index_queue, result_queue, done_event):
+    """A worker's life: answer each (task id, indices) with (task id, batch) until None arrives, `done_event` is
+    set, or the main process is gone. (The event also reaches a worker when the main process shuts down from a
+    garbage collection whose cycle already closed the index queues.)"""
     fetcher = _start(config, worker_id)
     parent = os.getppid()
-    while True:
+    while not done_event.is_set() and os.getppid() == parent:
         try:
             task = index_queue.get(timeout=_POLL_S)
         except queue.Empty:
-            if os.getppid() != parent:
-                return
             continue
         if task is None:
-            return
+            break
         if task == RESUME:
             fetcher = fetcher if isinstance(fetcher, ExceptionWrapper) else _restart(config, worker_id)
             result_queue.put((RESUME, None))
@@ -123,10 +123,19 @@ def worker_loop(config, worker_id, index_queue, result_queue):
         task_id, index = task
         result_queue.put((task_id, _fetch(fetcher, index, worker_id)))
         del index
+    if done_event.is_set():  # nobody reads what is still buffered: do not wait to flush it at exit
+        result_queue.cancel_join_thread()
 
 
 def default_context():
     """The start method for workers when none is given: 'forkserver' where the platform has it, else 'spawn'.
-    Forking a process whose JAX runtime runs threads can deadlock the child, so 'fork' is used only on request."""
-    methods = multiprocessing.get_all_start_methods()
-    return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+    Forking a process whose JAX runtime runs threads can deadlock the child, so 'fork' is used only on request.
+    The fork server imports batched_grad before its first fork (importing starts no JAX runtime), so a worker
+    starts without importing JAX again."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    preloaded = list(getattr(multiprocessing.forkserver._forkserver, "_preload_modules", None) or [])
+    if "batched_grad" not in preloaded:
+        context.set_forkserver_preload([*preloaded, "batched_grad"])
+    return context
