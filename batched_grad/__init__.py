@@ -22,6 +22,7 @@ from . import (  # noqa: E402  # noqa: E402
     optim,
     special,
     testing,
+    utils,
 )
 from ._budget import set_cache_limit
 from ._cache import set_compilation_cache

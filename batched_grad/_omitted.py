@@ -141,6 +141,11 @@ def _names(reason, names):
     return dict.fromkeys(names.split(), reason)
 
 
+DATAPIPES = (
+    "torchdata's DataPipes (IterDataPipe, MapDataPipe and their decorators and type validation), frozen in torch "
+    "and superseded by Dataset + DataLoader, which are here"
+)
+
 OMITTED = {
     "torch": {
         **_names(
@@ -340,6 +345,14 @@ OMITTED = {
             """region_activation_memory_budget set_override_stale_capture_stream
             set_warn_on_accumulate_grad_stream_mismatch""",
         ),
+    },
+    "torch.utils.data": {
+        **_names(
+            DATAPIPES,
+            """DFIterDataPipe DataChunk IterDataPipe MapDataPipe functional_datapipe guaranteed_datapipes_determinism
+            non_deterministic runtime_validation runtime_validation_disabled argument_validation""",
+        ),
+        **_names(DISTRIBUTED, "DistributedSampler"),
     },
     "torch.func": {
         **_names(FUNCTIONALIZE, "functionalize debug_unwrap"),

@@ -21,6 +21,7 @@ import torch.nn.utils
 import torch.optim
 import torch.optim.lr_scheduler
 import torch.special
+import torch.utils.data
 
 import batched_grad as bg
 import batched_grad.autograd.functional  # noqa: E402,F401
@@ -28,6 +29,7 @@ import batched_grad.autograd.graph  # noqa: E402,F401
 import batched_grad.fft  # noqa: E402,F401
 import batched_grad.func  # noqa: E402,F401
 import batched_grad.special  # noqa: E402,F401
+import batched_grad.utils.data  # noqa: E402,F401
 from batched_grad._omitted import OMITTED
 
 # which public names count: "functions" (callables that are not classes, and dtypes), "classes", "optimizers"
@@ -48,6 +50,7 @@ NAMESPACES = {
     "torch.autograd.functional": (torch.autograd.functional, bg.autograd.functional, "all"),
     "torch.autograd.graph": (torch.autograd.graph, bg.autograd.graph, "all"),
     "torch.func": (torch.func, bg.func, "all"),
+    "torch.utils.data": (torch.utils.data, bg.utils.data, "all"),
 }
 _KINDS = {
     "functions": lambda v: isinstance(v, torch.dtype) or (callable(v) and not isinstance(v, type)),
