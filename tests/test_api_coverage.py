@@ -12,6 +12,7 @@ pytest.importorskip("torch")
 import torch
 import torch.autograd.functional
 import torch.autograd.graph
+import torch.distributions
 import torch.func
 import torch.linalg
 import torch.nn.functional
@@ -22,6 +23,7 @@ import torch.optim
 import batched_grad as bg
 import batched_grad.autograd.functional  # noqa: E402,F401
 import batched_grad.autograd.graph  # noqa: E402,F401
+import batched_grad.distributions  # noqa: E402,F401
 import batched_grad.func  # noqa: E402,F401
 from batched_grad._omitted import OMITTED
 
@@ -40,6 +42,7 @@ NAMESPACES = {
     "torch.autograd.functional": (torch.autograd.functional, bg.autograd.functional, "all"),
     "torch.autograd.graph": (torch.autograd.graph, bg.autograd.graph, "all"),
     "torch.func": (torch.func, bg.func, "all"),
+    "torch.distributions": (torch.distributions, bg.distributions, "all"),
 }
 _KINDS = {
     "functions": lambda v: isinstance(v, torch.dtype) or (callable(v) and not isinstance(v, type)),
