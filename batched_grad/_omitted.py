@@ -134,6 +134,10 @@ FUNCTIONALIZE = (
     "trace through JAX, which is functional already, and have no wrapper levels to remove"
 )
 REARRANGE = "rearrange (einops patterns on first-class dims): needs an einops pattern parser; not yet implemented"
+RARE_FAMILIES = (
+    "distribution families and transforms rarely used in autograd code: not yet ported; the common families, "
+    "Independent, MixtureSameFamily and TransformedDistribution with the elementwise transforms are here"
+)
 NESTED_IO = "NestedIOFunction: torch's legacy autograd.Function with nested inputs; use autograd.Function"
 
 
@@ -357,6 +361,17 @@ OMITTED = {
     "torch.func": {
         **_names(FUNCTIONALIZE, "functionalize debug_unwrap"),
         **_names(REARRANGE, "rearrange"),
+    },
+    "torch.distributions": {
+        **_names(
+            RARE_FAMILIES,
+            """Binomial CatTransform Cauchy Chi2 ContinuousBernoulli CorrCholeskyTransform
+            CumulativeDistributionTransform FisherSnedecor GeneralizedPareto Geometric Gumbel HalfCauchy HalfNormal
+            IndependentTransform InverseGamma Kumaraswamy LKJCholesky LogisticNormal LowerCholeskyTransform
+            Multinomial NegativeBinomial OneHotCategoricalStraightThrough Pareto PositiveDefiniteTransform
+            RelaxedBernoulli RelaxedOneHotCategorical ReshapeTransform SoftmaxTransform StackTransform
+            StickBreakingTransform VonMises Weibull Wishart biject_to transform_to""",
+        ),
     },
 }
 

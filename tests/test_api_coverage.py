@@ -12,6 +12,7 @@ pytest.importorskip("torch")
 import torch
 import torch.autograd.functional
 import torch.autograd.graph
+import torch.distributions
 import torch.fft
 import torch.func
 import torch.linalg
@@ -26,6 +27,7 @@ import torch.utils.data
 import batched_grad as bg
 import batched_grad.autograd.functional  # noqa: E402,F401
 import batched_grad.autograd.graph  # noqa: E402,F401
+import batched_grad.distributions  # noqa: E402,F401
 import batched_grad.fft  # noqa: E402,F401
 import batched_grad.func  # noqa: E402,F401
 import batched_grad.special  # noqa: E402,F401
@@ -51,6 +53,7 @@ NAMESPACES = {
     "torch.autograd.graph": (torch.autograd.graph, bg.autograd.graph, "all"),
     "torch.func": (torch.func, bg.func, "all"),
     "torch.utils.data": (torch.utils.data, bg.utils.data, "all"),
+    "torch.distributions": (torch.distributions, bg.distributions, "all"),
 }
 _KINDS = {
     "functions": lambda v: isinstance(v, torch.dtype) or (callable(v) and not isinstance(v, type)),

@@ -1,0 +1,90 @@
+"""Helpers of the distributions: broadcasting parameters, probabilities and logits, and the draws of noise from
+batched_grad's generator (a reparameterized sample is a differentiable function of the parameters and this noise)."""
+
+import numbers
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import batched_grad as bg
+
+from .._ops.random_draws import sample
+from .distribution import _lazy_property as lazy_property
+
+__all__ = [
+    "broadcast_all",
+    "clamp_probs",
+    "lazy_property",
+    "logits_to_probs",
+    "probs_to_logits",
+    "standard_gamma",
+    "standard_normal",
+    "uniform",
+]
+
+euler_constant = 0.57721566490153286060
+
+
+def broadcast_all(*values):
+    """The values broadcast to one shape; numbers become tensors of the first tensor's dtype (else the default)."""
+    if not all(isinstance(v, (bg.Tensor, numbers.Number)) for v in values):
+        raise ValueError(
+            "Input arguments must all be instances of Number, torch.Tensor or objects implementing __torch_function__."
+        )
+    tensors = [v for v in values if isinstance(v, bg.Tensor)]
+    dtype = tensors[0].dtype if tensors else bg.get_default_dtype()
+    return bg.broadcast_tensors(*[v if isinstance(v, bg.Tensor) else bg.tensor(v, dtype=dtype) for v in values])
+
+
+def clamp_probs(probs):
+    """Probabilities clamped into [eps, 1 - eps] of their dtype."""
+    eps = bg.finfo(probs.dtype).eps
+    return probs.clamp(min=eps, max=1 - eps)
+
+
+def logits_to_probs(logits, is_binary=False):
+    """sigmoid(logits) for a binary event, else softmax over the last dimension."""
+    return bg.sigmoid(logits) if is_binary else bg.softmax(logits, dim=-1)
+
+
+def probs_to_logits(probs, is_binary=False):
+    """log-odds of binary probabilities, else log-probabilities (clamped away from 0 and 1)."""
+    clamped = clamp_probs(probs)
+    return bg.log(clamped) - bg.log1p(-clamped) if is_binary else bg.log(clamped)
+
+
+def _draw(name, shape, dtype, draw):
+    return sample(None, name, tuple(shape), lambda bits, size: draw(bits, size).astype(dtype.np))
+
+
+def standard_normal(shape, dtype):
+    """N(0, 1) noise of `shape` from the default generator."""
+    return _draw("normal", shape, dtype, lambda bits, size: bits.standard_normal(size))
+
+
+def uniform(shape, dtype):
+    """U[0, 1) noise of `shape` from the default generator."""
+    return _draw("rand", shape, dtype, lambda bits, size: bits.random(size))
+
+
+def standard_exponential(shape, dtype):
+    """Exp(1) noise of `shape` from the default generator."""
+    return _draw("exponential", shape, dtype, lambda bits, size: bits.standard_exponential(size))
+
+
+def _jax_gamma(key, concentration):
+    # jax.random.gamma differentiates its sample w.r.t. the concentration by implicit reparameterization:
+    # dx/da = -(dF/da) / (dF/dx) for the gamma CDF F, so the sample keeps a gradient without fixed-size noise
+    rng = jax.random.wrap_key_data(key.astype(jnp.uint32))
+    return jax.random.gamma(rng, concentration, concentration.shape, dtype=concentration.dtype)
+
+
+_GAMMA = bg.jax_function(_jax_gamma)
+
+
+def standard_gamma(concentration):
+    """Gamma(concentration, 1) samples of concentration's shape, differentiable in the concentration; the JAX key
+    is drawn from the default generator (so bg.manual_seed fixes the draw, and vmap's randomness applies)."""
+    key = sample(None, "_standard_gamma", (2,), lambda bits, size: bits.integers(0, 2**31, size, dtype=np.int64))
+    return _GAMMA(key, concentration)
