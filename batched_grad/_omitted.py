@@ -381,7 +381,11 @@ OMITTED = {
 # accept it as out of scope for an autograd front end on JAX/XLA).
 PROFILER = "torch.profiler and torch.autograd.profiler: XLA programs are profiled with JAX's profiler, not torch's"
 ONNX = "torch.onnx export: batched_grad programs are JAX programs; export them with JAX's tools"
+PRIVATE = "torch's private internals (torch._C, torch._vmap_internals, _cast_*): not an API, replaced by public ones"
 OUT_OF_SCOPE_MODULES = {
+    "torch._C": PRIVATE,
+    "torch._vmap_internals": PRIVATE,
+    "torch._cast_Long": PRIVATE,
     "torch.cuda.Stream": CUDA,
     "torch.cuda.Event": CUDA,
     "torch.cuda.stream": CUDA,

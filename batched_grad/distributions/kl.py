@@ -11,7 +11,7 @@ from .discrete import Bernoulli, Categorical, OneHotCategorical, Poisson
 from .distribution import Distribution
 from .multivariate import MultivariateNormal, _batch_mahalanobis
 from .simplex import Beta, Dirichlet
-from .transforms import _sum_rightmost
+from .utils import _sum_rightmost
 
 __all__ = ["kl_divergence", "register_kl"]
 

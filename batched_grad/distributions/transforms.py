@@ -7,7 +7,7 @@ import numbers
 import batched_grad as bg
 
 from . import constraints
-from .utils import broadcast_all
+from .utils import _sum_rightmost, broadcast_all
 
 __all__ = [
     "AbsTransform",
@@ -21,11 +21,6 @@ __all__ = [
     "Transform",
     "identity_transform",
 ]
-
-
-def _sum_rightmost(value, dim):
-    """value summed over its `dim` rightmost dimensions."""
-    return value if dim == 0 else value.reshape(tuple(value.shape[: value.dim() - dim]) + (-1,)).sum(-1)
 
 
 class Transform:

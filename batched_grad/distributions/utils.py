@@ -37,6 +37,11 @@ def broadcast_all(*values):
     return bg.broadcast_tensors(*[v if isinstance(v, bg.Tensor) else bg.tensor(v, dtype=dtype) for v in values])
 
 
+def _sum_rightmost(value, dim):
+    """value summed over its `dim` rightmost dimensions (torch.distributions.utils' helper of that name)."""
+    return value if dim == 0 else value.reshape(tuple(value.shape[: value.dim() - dim]) + (-1,)).sum(-1)
+
+
 def clamp_probs(probs):
     """Probabilities clamped into [eps, 1 - eps] of their dtype."""
     eps = bg.finfo(probs.dtype).eps

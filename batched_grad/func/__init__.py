@@ -3,7 +3,13 @@ function and take batched_grad.autograd.grad of it; `jvp`, `linearize`, `jacfwd`
 forward-mode op; `vmap` is vmap.vmap. Every transform composes with every other, and with autograd.grad inside."""
 
 from ._forward import hessian, jacfwd, jvp, linearize
-from ._module import functional_call, replace_all_batch_norm_modules_, stack_module_state
+from ._module import (
+    functional_call,
+    make_functional,
+    make_functional_with_buffers,
+    replace_all_batch_norm_modules_,
+    stack_module_state,
+)
 from ._reverse import grad, grad_and_value, jacrev, vjp
 from ._vmap import vmap
 

@@ -6,6 +6,7 @@ import contextlib
 
 from .._ops import stack
 from ..nn.batchnorm import _BatchNorm
+from ..nn.module import Module
 from ..nn.normalization import _InstanceNorm
 
 
@@ -157,3 +158,51 @@ def replace_all_batch_norm_modules_(root):
             module.num_batches_tracked = None
             module.track_running_stats = False
     return root
+
+
+class FunctionalModule(Module):
+    """functorch's stateless form of a module: `fmodel(params, *args)` runs it with `params` (in the order of its
+    named_parameters) in place of its parameters."""
+
+    def __init__(self, module, names):
+        super().__init__()
+        self.stateless_model, self.param_names = module, names
+
+    def forward(self, params, *args, **kwargs):
+        return functional_call(self.stateless_model, dict(zip(self.param_names, params)), args, kwargs)
+
+
+class FunctionalModuleWithBuffers(FunctionalModule):
+    """functorch's stateless form of a module with its buffers too: `fmodel(params, buffers, *args)`."""
+
+    def __init__(self, module, names, buffer_names):
+        super().__init__(module, names)
+        self.buffer_names = buffer_names
+
+    def forward(self, params, buffers, *args, **kwargs):
+        tensors = {**dict(zip(self.param_names, params)), **dict(zip(self.buffer_names, buffers))}
+        return functional_call(self.stateless_model, tensors, args, kwargs)
+
+
+def _parameters_of(module, disable_autograd_tracking):
+    names, params = zip(*module.named_parameters()) if list(module.parameters()) else ((), ())
+    params = tuple(p.detach() for p in params) if disable_autograd_tracking else tuple(params)
+    return names, params
+
+
+def make_functional(model, disable_autograd_tracking=False):
+    """functorch.make_functional (deprecated there for torch.func.functional_call): (fmodel, params), where
+    fmodel(params, *args) is the model run with `params` in place of its parameters."""
+    names, params = _parameters_of(model, disable_autograd_tracking)
+    if len(list(model.buffers())) > 0:
+        raise RuntimeError(
+            "make_functional(model): `model` has buffers. Please use make_functional_with_buffers(model) instead."
+        )
+    return FunctionalModule(model, names), params
+
+
+def make_functional_with_buffers(model, disable_autograd_tracking=False):
+    """functorch.make_functional_with_buffers: (fmodel, params, buffers), fmodel(params, buffers, *args)."""
+    names, params = _parameters_of(model, disable_autograd_tracking)
+    buffer_names, buffers = zip(*model.named_buffers()) if list(model.buffers()) else ((), ())
+    return FunctionalModuleWithBuffers(model, names, buffer_names), params, tuple(buffers)
