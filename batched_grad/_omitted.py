@@ -58,10 +58,6 @@ INFERENCE = (
     "marked (no inference-tensor restrictions)"
 )
 INTERNAL = "internal helpers of torch itself (type dispatch, __torch_function__ overrides, documentation text)"
-LEGACY = (
-    "legacy API kept for old code (Variable's volatile and reinforce, nn.Container): no effect or no use in torch 2; "
-    "use the current form"
-)
 SAMPLERS = "random samplers rarely used in autograd code (binomial); not yet implemented"
 LOW_RANK = (
     "iterative and randomized eigen/SVD solvers written in torch's Python (lobpcg, pca_lowrank, svd_lowrank): "
@@ -268,7 +264,6 @@ OMITTED = {
         **_names(FFT, "stft istft"),
         **_names(INFERENCE, "is_inference"),
         **_names(INTERNAL, "index hash_tensor as_subclass to_padded_tensor"),
-        **_names(LEGACY, "volatile reinforce"),
         **_names(LAPACK_RAW, "geqrf ormqr"),
         "layout": "torch.layout objects: batched_grad tensors are dense (strided) only, and have no layout attribute",
         "grad_dtype": "new in torch 2.13 (a .grad of another dtype than its tensor): not yet supported",
@@ -287,7 +282,6 @@ OMITTED = {
         **_names(RARE_LAYERS, "AdaptiveLogSoftmaxWithLoss CrossMapLRN2d"),
         **_names(FUSED_NEW, "LinearCrossEntropyLoss LinearCrossEntropyOptions"),
         **_names(BUFFER, "Buffer"),
-        **_names(LEGACY, "Container"),
     },
     "torch.nn.functional": {
         **_names(EMBEDDING_BAG, "embedding_bag"),

@@ -2,6 +2,8 @@
 (FloatTensor, LongTensor, ...) as constructors, isinstance() types and .type() arguments, Tensor.new(...), and
 autograd.Variable."""
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -224,3 +226,26 @@ def test_constructed_tensors_are_writable_leaves():
         t.fill_(1.5)
         w = lib.nn.Parameter(lib.Tensor(2, 3).uniform_(-1, 1))
         assert t.tolist() == [[1.5] * 3] * 2 and w.is_leaf and w.requires_grad and w.shape == (2, 3)
+
+
+def _warnings_and_outcome(m, code):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            result = repr(eval(code, {"m": m}))
+        except RuntimeError as error:
+            result = f"RuntimeError: {error}"
+    return result, [(w.category.__name__, str(w.message)) for w in caught]
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "m.ones(2).volatile",
+        "setattr(m.ones(2), 'volatile', True)",
+        "m.ones(2).reinforce(1.0)",
+        "m.nn.Container(a=m.nn.Linear(1, 1))",
+    ],
+)
+def test_removed_and_deprecated_names_warn_or_raise_as_torch(code):
+    assert _warnings_and_outcome(bg, code) == _warnings_and_outcome(torch, code)

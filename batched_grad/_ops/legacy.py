@@ -297,9 +297,52 @@ FUNCTIONS = {
     )
 }
 range_.__name__ = range_.__qualname__ = "range"  # batched_grad.range (kept out of _ops' globals: a builtin)
+_REINFORCE_REMOVED = """reinforce() was removed.
+Use torch.distributions instead.
+See https://pytorch.org/docs/main/distributions.html
+
+Instead of:
+
+probs = policy_network(state)
+action = probs.multinomial()
+next_state, reward = env.step(action)
+action.reinforce(reward)
+action.backward()
+
+Use:
+
+probs = policy_network(state)
+# NOTE: categorical is equivalent to what used to be called multinomial
+m = torch.distributions.Categorical(probs)
+action = m.sample()
+next_state, reward = env.step(action)
+loss = -m.log_prob(action) * reward
+loss.backward()
+"""
+
+
+def reinforce(self, reward):
+    """Removed in torch (as here): raises torch's RuntimeError pointing to torch.distributions."""
+    raise RuntimeError(_REINFORCE_REMOVED)
+
+
+def _get_volatile(self):
+    warnings.warn("volatile was removed (Variable.volatile is always False)", UserWarning, stacklevel=2)
+    return False
+
+
+def _set_volatile(self, value):
+    warnings.warn(
+        "volatile was removed and now has no effect. Use `with torch.no_grad():` instead.", UserWarning, stacklevel=2
+    )
+
+
 METHODS = {
+    "volatile": property(_get_volatile, _set_volatile, doc="Always False, with torch's warning (removed in torch)."),
+} | {
     f.__name__: f
     for f in (
+        reinforce,
         apply_,
         map_,
         map2_,

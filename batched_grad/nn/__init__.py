@@ -32,7 +32,7 @@ from .basic import (
     Tanh,
 )
 from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
-from .containers import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
+from .containers import Container, ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .module import Module
 from .parameter import Parameter
 
@@ -72,6 +72,7 @@ __all__ = [
     "Module",
     "MultiheadAttention",
     "ModuleDict",
+    "Container",
     "ModuleList",
     "Parameter",
     "ParameterDict",

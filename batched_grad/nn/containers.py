@@ -3,6 +3,7 @@ parameters, registered so that parameters(), state_dict(), to() and repr() see w
 ("0.weight", "layers.2.bias")."""
 
 import operator
+import warnings
 from collections import OrderedDict, abc
 from itertools import chain
 
@@ -121,6 +122,21 @@ class Sequential(_IndexedModules):
         for module in sequential:
             self.append(module)
         return self
+
+
+class Container(Module):
+    """Deprecated in torch (FutureWarning): a Module holding the modules given as keyword arguments."""
+
+    def __init__(self, **kwargs):
+        warnings.warn(
+            "`nn.Container` is deprecated. All of its functionality is now implemented in `nn.Module`. Subclass that "
+            "instead.",
+            FutureWarning,
+            stacklevel=2,
+        )
+        super().__init__()
+        for key, value in kwargs.items():
+            self.add_module(key, value)
 
 
 class ModuleList(_IndexedModules):

@@ -33,7 +33,7 @@ TORCH_FILES = {
         Softmin Softmax Softmax2d LogSoftmax""",
     "batchnorm": "_NormBase _BatchNorm BatchNorm1d BatchNorm2d BatchNorm3d",
     "channelshuffle": "ChannelShuffle",
-    "container": "Sequential ModuleList ModuleDict ParameterList ParameterDict",
+    "container": "Container Sequential ModuleList ModuleDict ParameterList ParameterDict",
     "conv": "_ConvNd Conv1d Conv2d Conv3d _ConvTransposeNd ConvTranspose1d ConvTranspose2d ConvTranspose3d",
     "distance": "PairwiseDistance CosineSimilarity",
     "dropout": "_DropoutNd Dropout Dropout1d Dropout2d Dropout3d AlphaDropout FeatureAlphaDropout",
