@@ -141,3 +141,17 @@ def test_step_updates_in_place_and_compiles_once_per_structure():
 )
 def test_bad_arguments_raise_like_torch(case):
     raises_like_torch(case)
+
+
+def test_load_state_dict_makes_new_groups_as_torch():
+    def after_load(m):
+        p = m.nn.Parameter(m.ones(2))
+        opt = m.optim.SGD([p], lr=0.1, momentum=0.9)
+        p.grad = m.ones(2)
+        opt.step()
+        old_list, old_group = opt.param_groups, opt.param_groups[0]
+        opt.load_state_dict(opt.state_dict())
+        group = opt.param_groups[0]
+        return opt.param_groups is old_list, group is old_group, group["params"][0] is p, group["lr"]
+
+    assert after_load(bg) == after_load(torch)

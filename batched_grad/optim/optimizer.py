@@ -106,8 +106,9 @@ class Optimizer:
             )
         params = {i: p for g, s in zip(self.param_groups, groups) for i, p in zip(s["params"], g["params"])}
         self.state = defaultdict(dict, {params[i]: copy.copy(s) for i, s in state_dict["state"].items()})
-        for group, saved in zip(self.param_groups, groups):
-            group.update({k: v for k, v in saved.items() if k != "params"})
+        # new group dicts in a new list, as torch's: whoever shared the old ones (a wrapping optimizer, a scheduler
+        # made before) no longer reaches these
+        self.param_groups = [{**saved, "params": group["params"]} for group, saved in zip(self.param_groups, groups)]
 
     def __repr__(self):
         text = f"{type(self).__name__} ("

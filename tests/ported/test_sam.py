@@ -108,13 +108,6 @@ def two_blobs():
 
 
 @pytest.mark.filterwarnings("ignore:Detected call of `lr_scheduler.step\\(\\)` before `optimizer.step\\(\\)`")
-@pytest.mark.xfail(
-    strict=True,
-    reason="batched_grad's Optimizer.load_state_dict updates the existing param_group dicts in place, where torch "
-    "replaces optimizer.param_groups with new dicts; so after base_optimizer.load_state_dict the SAM and base "
-    "optimizers still share their groups under batched_grad (the scheduler's lr reaches the base SGD) but not "
-    "under torch: losses differ from the second step after the checkpoint's next scheduler step",
-)
 def test_sam_with_checkpoint_matches_torch(two_blobs, tmp_path):
     rng, inputs, labels = two_blobs
     state = mlp_state(rng, [5, 10, 2])
