@@ -195,6 +195,39 @@ class Module:
             if child is not None:
                 yield from child.named_modules(memo, f"{prefix}.{name}" if prefix else name, remove_duplicate)
 
+    def get_submodule(self, target):
+        """The submodule at the dotted path `target` ("" is this module)."""
+        found = self
+        for name in target.split(".") if target else ():
+            if not hasattr(found, name):
+                raise AttributeError(f"{found._get_name()} has no attribute `{name}`")
+            found = getattr(found, name)
+            if not isinstance(found, Module):
+                raise AttributeError(f"`{name}` is not an nn.Module")
+        return found
+
+    def _get_member(self, target):
+        """(owner module, name, value) of the attribute at the dotted path `target`."""
+        path, _, name = target.rpartition(".")
+        owner = self.get_submodule(path)
+        if not hasattr(owner, name):
+            raise AttributeError(f"{owner._get_name()} has no attribute `{name}`")
+        return owner, name, getattr(owner, name)
+
+    def get_parameter(self, target):
+        """The Parameter at the dotted path `target` ("block.0.weight")."""
+        _, name, found = self._get_member(target)
+        if not isinstance(found, Parameter):
+            raise AttributeError(f"`{name}` is not an nn.Parameter")
+        return found
+
+    def get_buffer(self, target):
+        """The buffer at the dotted path `target` ("bn.running_mean")."""
+        owner, name, found = self._get_member(target)
+        if name not in owner._buffers:
+            raise AttributeError(f"`{name}` is not a buffer")
+        return found
+
     def modules(self):
         """This module and every descendant."""
         return (m for _, m in self.named_modules())
