@@ -1,11 +1,12 @@
 """torch names that public code uses, against torch: Module.get_submodule/get_parameter/get_buffer, memory formats,
 the random module, the CPU-only cuda functions and nn.utils.rnn's padding and packing."""
 
+import numpy as np
 import pytest
 import torch
 
 import batched_grad as bg
-from oracle import raises_like_torch
+from oracle import assert_same, raises_like_torch
 
 
 def _net(lib):
@@ -37,3 +38,55 @@ def test_get_submodule_parameter_and_buffer():
 )
 def test_get_member_errors_as_torch(lookup):
     raises_like_torch(lambda lib: lookup(_net(lib)))
+
+
+FORMATS = ("preserve_format", "contiguous_format", "channels_last", "channels_last_3d")
+FORMAT_TAKERS = {  # name: fn(lib, tensor, memory format)
+    "clone": lambda lib, x, f: x.clone(memory_format=f),
+    "torch.clone": lambda lib, x, f: lib.clone(x, memory_format=f),
+    "contiguous": lambda lib, x, f: x.contiguous(memory_format=f),
+    "to": lambda lib, x, f: x.to(lib.float64, memory_format=f),
+    "empty_like": lambda lib, x, f: lib.empty_like(x, memory_format=f).shape,
+    "zeros_like": lambda lib, x, f: lib.zeros_like(x, memory_format=f),
+    "ones_like": lambda lib, x, f: lib.ones_like(x, memory_format=f),
+    "full_like": lambda lib, x, f: lib.full_like(x, 2.5, memory_format=f),
+    "rand_like": lambda lib, x, f: lib.rand_like(x, memory_format=f).shape,
+    "randn_like": lambda lib, x, f: lib.randn_like(x, memory_format=f).shape,
+}
+
+
+def test_memory_format_objects_print_as_torch():
+    for name in FORMATS:
+        fmt = getattr(bg, name)
+        assert isinstance(fmt, bg.memory_format)
+        assert (repr(fmt), str(fmt)) == (repr(getattr(torch, name)), str(getattr(torch, name)))
+    import pickle
+
+    assert pickle.loads(pickle.dumps(bg.channels_last)) is bg.channels_last
+
+
+@pytest.mark.parametrize("taker", FORMAT_TAKERS)
+@pytest.mark.parametrize("shape", [(2, 3, 4, 5), (2, 3)])
+def test_memory_format_keyword_keeps_values(taker, shape):
+    fn = FORMAT_TAKERS[taker]
+    x = bg.arange(float(np.prod(shape))).reshape(shape)
+    for name in FORMATS:
+        if name.startswith("channels_last") and len(shape) != (4 if name == "channels_last" else 5):
+            raises_like_torch(lambda lib: fn(lib, lib.ones(shape), getattr(lib, name)))
+            continue
+        got, want = fn(bg, x, getattr(bg, name)), fn(torch, torch.tensor(x.numpy()), getattr(torch, name))
+        if isinstance(got, bg.Tensor):
+            assert_same(got, want)
+            assert got.is_contiguous()
+        else:
+            assert tuple(got) == tuple(want)
+
+
+def test_memory_format_of_wrong_type_raises_as_torch():
+    raises_like_torch(lambda lib: lib.ones(2).clone(memory_format="channels_last"))
+
+
+def test_module_to_accepts_memory_format():
+    layer = bg.nn.Conv2d(2, 3, 1).to(memory_format=bg.channels_last)
+    out = layer(bg.ones(1, 2, 4, 4))
+    assert tuple(out.shape) == (1, 3, 4, 4)
