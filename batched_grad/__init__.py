@@ -20,6 +20,7 @@ from . import (  # noqa: E402  # noqa: E402
     linalg,
     nn,
     optim,
+    random,
     special,
     testing,
     utils,

@@ -90,3 +90,49 @@ def test_module_to_accepts_memory_format():
     layer = bg.nn.Conv2d(2, 3, 1).to(memory_format=bg.channels_last)
     out = layer(bg.ones(1, 2, 4, 4))
     assert tuple(out.shape) == (1, 3, 4, 4)
+
+
+def test_random_module_seeds_and_restores_the_default_generator():
+    assert bg.random.default_generator is bg.default_generator
+    bg.random.manual_seed(3)
+    assert bg.random.initial_seed() == 3
+    state = bg.random.get_rng_state()
+    first = bg.rand(3)
+    bg.random.set_rng_state(state)
+    assert_same(bg.rand(3), first)
+
+
+@pytest.mark.parametrize("lib", [bg, torch])
+def test_fork_rng_restores_the_state_after_the_block(lib):
+    lib.manual_seed(5)
+    with lib.random.fork_rng():
+        inside = lib.rand(4)
+    after = lib.rand(4)
+    assert np.array_equal(np.asarray(inside), np.asarray(after))
+    with pytest.raises(KeyError), lib.random.fork_rng(devices=[]):
+        lib.rand(2)
+        raise KeyError
+    assert not np.array_equal(np.asarray(lib.rand(4)), np.asarray(after))
+    with lib.random.fork_rng(enabled=False):
+        lib.rand(1)
+
+
+@pytest.mark.skipif(bg.cuda.is_available(), reason="compares with torch built without CUDA")
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda lib: lib.cuda.set_device(0),
+        lambda lib: lib.cuda.set_device("cpu"),
+        lambda lib: lib.cuda.reset_peak_memory_stats(),
+        lambda lib: lib.cuda.get_device_properties(0),
+    ],
+)
+def test_cuda_calls_without_a_gpu_raise_as_torch(call):
+    raises_like_torch(call)
+
+
+@pytest.mark.skipif(bg.cuda.is_available(), reason="compares with torch built without CUDA")
+def test_cuda_memory_counts_without_a_gpu_are_zero_as_torch():
+    for name in ("memory_reserved", "max_memory_reserved", "memory_allocated", "max_memory_allocated"):
+        assert getattr(bg.cuda, name)() == getattr(torch.cuda, name)() == 0
+    assert bg.cuda.set_device(-1) is torch.cuda.set_device(-1) is None
