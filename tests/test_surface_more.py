@@ -136,3 +136,71 @@ def test_cuda_memory_counts_without_a_gpu_are_zero_as_torch():
     for name in ("memory_reserved", "max_memory_reserved", "memory_allocated", "max_memory_allocated"):
         assert getattr(bg.cuda, name)() == getattr(torch.cuda, name)() == 0
     assert bg.cuda.set_device(-1) is torch.cuda.set_device(-1) is None
+
+
+def _sequences(lib, lengths=(2, 4, 3), features=2):
+    rng = np.random.default_rng(7)
+    return [lib.tensor(rng.standard_normal((n, features)), requires_grad=True) for n in lengths]
+
+
+@pytest.mark.parametrize("batch_first", [False, True])
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_pad_sequence_as_torch(batch_first, side):
+    def run(lib):
+        seqs = _sequences(lib)
+        padded = lib.nn.utils.rnn.pad_sequence(seqs, batch_first=batch_first, padding_value=-1.5, padding_side=side)
+        (padded * padded).sum().backward()
+        return padded, [s.grad for s in seqs]
+
+    (got, got_grads), (want, want_grads) = run(bg), run(torch)
+    assert_same(got, want)
+    for g, w in zip(got_grads, want_grads):
+        assert_same(g, w)
+
+
+@pytest.mark.parametrize("batch_first", [False, True])
+@pytest.mark.parametrize("enforce_sorted", [False, True])
+def test_pack_and_pad_packed_sequence_as_torch(batch_first, enforce_sorted):
+    lengths = [4, 3, 2] if enforce_sorted else [2, 4, 3]
+
+    def run(lib):
+        rnn = lib.nn.utils.rnn
+        seqs = _sequences(lib, lengths)
+        padded = rnn.pad_sequence(seqs, batch_first=batch_first)
+        packed = rnn.pack_padded_sequence(padded, lengths, batch_first=batch_first, enforce_sorted=enforce_sorted)
+        unpacked, out_lengths = rnn.pad_packed_sequence(packed, batch_first=batch_first, total_length=5)
+        (unpacked.cumsum(0) ** 2).sum().backward()
+        return packed, unpacked, out_lengths, [s.grad for s in seqs]
+
+    got, want = run(bg), run(torch)
+    for field in ("data", "batch_sizes", "sorted_indices", "unsorted_indices"):
+        g, w = getattr(got[0], field), getattr(want[0], field)
+        assert (g is None) == (w is None)
+        if g is not None:
+            assert_same(g, w)
+    for g, w in zip(got[1:3] + tuple(got[3]), want[1:3] + tuple(want[3])):
+        assert_same(g, w)
+
+
+def test_pack_sequence_round_trip():
+    seqs = _sequences(bg, (3, 1, 2))
+    packed = bg.nn.utils.rnn.pack_sequence(seqs, enforce_sorted=False)
+    assert isinstance(packed, tuple) and packed._fields == torch.nn.utils.rnn.PackedSequence._fields
+    for got, want in zip(bg.nn.utils.rnn.unpack_sequence(packed), seqs):
+        assert_same(got, want.detach().numpy())
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda lib: lib.nn.utils.rnn.pad_sequence([lib.ones(2)], padding_side="middle"),
+        lambda lib: lib.nn.utils.rnn.pad_sequence([]),
+        lambda lib: lib.nn.utils.rnn.pack_padded_sequence(lib.ones(3, 2), [1, 3]),
+        lambda lib: lib.nn.utils.rnn.pack_padded_sequence(lib.ones(3, 2), [0, 3], enforce_sorted=False),
+        lambda lib: lib.nn.utils.rnn.pad_packed_sequence(
+            lib.nn.utils.rnn.pack_padded_sequence(lib.ones(3, 2), [3, 2]), total_length=2
+        ),
+    ],
+)
+def test_rnn_utils_errors_as_torch(call):
+    raises_like_torch(call)
