@@ -198,3 +198,23 @@ def test_removable_handle_importable_as_torch():
     with layer.register_forward_hook(lambda m, args, out: out * 2):
         assert_same(layer(bg.ones(2)), torch.full((2,), 2.0))
     assert_same(layer(bg.ones(2)), torch.ones(2))
+
+
+def test_backward_hook_result_is_differentiated_again_with_create_graph():
+    def run(lib):
+        layer, x = _linear(lib), _input(lib, 2, 3)
+        layer.register_full_backward_hook(lambda m, g_in, g_out: (g_in[0] * g_in[0],))
+        (grad_x,) = lib.autograd.grad((layer(x) ** 2).sum(), x, create_graph=True)
+        (second,) = lib.autograd.grad(grad_x.sum(), x)
+        return grad_x, second
+
+    for got, want in zip(run(bg), run(torch)):
+        assert_same(got, want)
+
+
+def test_module_unpickled_without_hook_registries_gets_them():
+    layer = bg.nn.Linear(3, 2)
+    state = {k: v for k, v in layer.__dict__.items() if "hooks" not in k}
+    restored = bg.nn.Linear.__new__(bg.nn.Linear)
+    restored.__setstate__(state)
+    assert restored._forward_hooks == {} and tuple(restored(bg.ones(1, 3)).shape) == (1, 2)

@@ -117,6 +117,12 @@ class Module:
         else:
             object.__setattr__(self, name, value)
 
+    def __setstate__(self, state):
+        """Unpickling: a module saved before it had hook registries gets empty ones, as torch's does."""
+        self.__dict__.update(state)
+        for registry in _module_hooks.HOOK_DICTS:
+            self.__dict__.setdefault(registry, OrderedDict())
+
     def __getattr__(self, name):
         for registry in _REGISTRIES:
             entries = self.__dict__.get(registry)
