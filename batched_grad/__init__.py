@@ -20,6 +20,7 @@ from . import (  # noqa: E402  # noqa: E402
     linalg,
     nn,
     optim,
+    random,
     special,
     testing,
     utils,
@@ -88,6 +89,7 @@ from ._grad_mode import (
 )
 from ._info import finfo, iinfo
 from ._legacy_constructors import TYPED as _TYPED
+from ._memory_format import channels_last, channels_last_3d, contiguous_format, memory_format, preserve_format
 from ._ops import *  # noqa: F401,F403  (every op of the table, under torch's name)
 from ._ops import clone, compile_count, jax_function, set_background_compile, to, wait_for_compiles
 from ._ops.legacy import range_ as range  # noqa: A004  (torch's name)

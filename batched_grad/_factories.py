@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _dtypes
+from . import _dtypes, _memory_format
 from ._dtypes import not_implemented
 from ._foreign import not_a_tensor, reject_torch_tensors
 from ._generator import resolve
@@ -324,33 +324,35 @@ def linspace(start, end, steps, *, dtype=None, requires_grad=False, device=None)
     return _finish(values.astype(d.np), requires_grad, device)
 
 
-def _like(input, dtype, fn):
+def _like(input, dtype, fn, memory_format=None):
+    """The shape and dtype of a *_like result (the memory format checked, as torch checks it)."""
     if not isinstance(input, Tensor):
         raise not_a_tensor(fn, "input", input, 1)
+    _memory_format.check(memory_format, fn, input.dim())
     return tuple(input.shape), (_dtypes.to_dtype(dtype) if dtype is not None else input.dtype)
 
 
-def zeros_like(input, *, dtype=None, requires_grad=False, device=None):
+def zeros_like(input, *, dtype=None, requires_grad=False, device=None, memory_format=None):
     """Zeros with `input`'s shape and dtype (unless `dtype`)."""
-    shape, d = _like(input, dtype, "zeros_like")
+    shape, d = _like(input, dtype, "zeros_like", memory_format)
     return zeros(shape, dtype=d, requires_grad=requires_grad, device=device_for(device, input))
 
 
-def ones_like(input, *, dtype=None, requires_grad=False, device=None):
+def ones_like(input, *, dtype=None, requires_grad=False, device=None, memory_format=None):
     """Ones with `input`'s shape and dtype (unless `dtype`)."""
-    shape, d = _like(input, dtype, "ones_like")
+    shape, d = _like(input, dtype, "ones_like", memory_format)
     return ones(shape, dtype=d, requires_grad=requires_grad, device=device_for(device, input))
 
 
-def empty_like(input, *, dtype=None, requires_grad=False, device=None):
+def empty_like(input, *, dtype=None, requires_grad=False, device=None, memory_format=None):
     """An uninitialized tensor (zeros here) with `input`'s shape and dtype (unless `dtype`)."""
-    shape, d = _like(input, dtype, "empty_like")
+    shape, d = _like(input, dtype, "empty_like", memory_format)
     return empty(shape, dtype=d, requires_grad=requires_grad, device=device_for(device, input))
 
 
-def full_like(input, fill_value, *, dtype=None, requires_grad=False, device=None):
+def full_like(input, fill_value, *, dtype=None, requires_grad=False, device=None, memory_format=None):
     """`fill_value` with `input`'s shape and dtype (unless `dtype`)."""
-    shape, d = _like(input, dtype, "full_like")
+    shape, d = _like(input, dtype, "full_like", memory_format)
     return full(shape, fill_value, dtype=d, requires_grad=requires_grad, device=device_for(device, input))
 
 
@@ -430,7 +432,9 @@ def _check_random_bounds(low, high, d):
         raise RuntimeError(f"to - 1 is out of bounds for {d.cpp_name}")
 
 
-def randint_like(input, low=None, high=None, *, dtype=None, requires_grad=False, generator=None, device=None):
+def randint_like(
+    input, low=None, high=None, *, dtype=None, requires_grad=False, generator=None, device=None, memory_format=None
+):
     """Integers in [low, high) with `input`'s shape and dtype (unless `dtype`); randint_like(input, high) also
     works."""
     if high is None and low is None:
@@ -440,7 +444,7 @@ def randint_like(input, low=None, high=None, *, dtype=None, requires_grad=False,
     low = 0 if low is None else low
     if not (_is_int(low) and _is_int(high)):
         raise TypeError(f"randint_like(): arguments 'low' and 'high' must be ints, but got {low!r} and {high!r}")
-    shape, d = _like(input, dtype, "randint_like")
+    shape, d = _like(input, dtype, "randint_like", memory_format)
     return randint(
         low,
         high,
@@ -452,9 +456,9 @@ def randint_like(input, low=None, high=None, *, dtype=None, requires_grad=False,
     )
 
 
-def rand_like(input, *, generator=None, dtype=None, requires_grad=False, device=None):
+def rand_like(input, *, generator=None, dtype=None, requires_grad=False, device=None, memory_format=None):
     """Uniform samples in [0, 1) with `input`'s shape and dtype (unless `dtype`)."""
-    shape, d = _like(input, dtype, "rand_like")
+    shape, d = _like(input, dtype, "rand_like", memory_format)
     return rand(
         shape,
         dtype=d,
@@ -464,9 +468,9 @@ def rand_like(input, *, generator=None, dtype=None, requires_grad=False, device=
     )
 
 
-def randn_like(input, *, generator=None, dtype=None, requires_grad=False, device=None):
+def randn_like(input, *, generator=None, dtype=None, requires_grad=False, device=None, memory_format=None):
     """Standard normal samples with `input`'s shape and dtype (unless `dtype`)."""
-    shape, d = _like(input, dtype, "randn_like")
+    shape, d = _like(input, dtype, "randn_like", memory_format)
     return randn(
         shape,
         dtype=d,

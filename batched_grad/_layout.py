@@ -134,9 +134,12 @@ def storage_offset(self):
     return _view_layout(self)[0]
 
 
-def contiguous(self):
+def contiguous(self, memory_format=None):
     """This tensor if it is contiguous, else a contiguous copy of it (recorded: CloneBackward0)."""
+    from . import _memory_format
     from ._ops import clone
+
+    _memory_format.check(memory_format, "contiguous", self.dim())
 
     return self if is_contiguous(self) else clone(self)
 

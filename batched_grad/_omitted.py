@@ -102,8 +102,8 @@ BUFFER = (
     "nn.Buffer markers (a module attribute registering itself as a buffer): not yet implemented; use register_buffer"
 )
 REPARAMETRIZE = (
-    "weight/spectral normalization by module forward pre-hooks (weight_norm, spectral_norm and their "
-    "removal): batched_grad's Module has no forward hooks yet"
+    "weight/spectral normalization (weight_norm, spectral_norm and their removal, which torch makes of module "
+    "forward pre-hooks): not yet implemented"
 )
 MEMORY_FORMAT = "memory formats (channels_last): batched_grad tensors have no memory-format choice"
 OPTIMIZERS = (

@@ -2,11 +2,18 @@
 empty_cache), answered from JAX's GPU backend. Without one, the calls that need a GPU raise torch's error for a
 build without CUDA, and the rest do what torch does then (seeding is accepted, memory counts are 0)."""
 
+from collections import namedtuple
+
 import jax
 
 from ._devices import jax_devices
 
 NO_CUDA = "Torch not compiled with CUDA enabled"
+_current = [0]  # the index of the current GPU, which set_device changes
+_peak_at_reset = {}  # GPU index -> its peak bytes in use when reset_peak_memory_stats was called
+
+# what get_device_properties reports (torch's _CudaDeviceProperties' main fields)
+DeviceProperties = namedtuple("DeviceProperties", "name major minor total_memory multi_processor_count")
 
 
 def is_available():
@@ -34,16 +41,42 @@ def _gpus():
 def _gpu(device):
     """The JAX device of a torch GPU spec (None: the current one, an int, 'cuda:1', a batched_grad.device)."""
     gpus = _gpus()
+    return gpus[_index(device)]
+
+
+def _index(device):
     index = getattr(device, "index", device)
     if isinstance(index, str):
         index = int(index.partition(":")[2] or 0)
-    return gpus[index or 0]
+    return _current[0] if index is None else index
 
 
 def current_device():
-    """The index of the current GPU: 0 (JAX places on the first GPU unless told otherwise)."""
+    """The index of the current GPU: 0 unless set_device chose another."""
     _gpus()
-    return 0
+    return _current[0]
+
+
+def set_device(device):
+    """Make GPU `device` the current one (where new arrays go); a negative index changes nothing, as torch's.
+    Without a GPU this raises the AttributeError of torch built without CUDA."""
+    if getattr(device, "type", "cuda") != "cuda" or (isinstance(device, str) and not device.startswith("cuda")):
+        raise ValueError(f"Expected a cuda device, but got: {device}")
+    index = _index(device) if not isinstance(device, int) else device
+    if index < 0:
+        return
+    if not is_available():
+        raise AttributeError("module 'torch._C' has no attribute '_cuda_setDevice'")
+    jax.config.update("jax_default_device", _gpus()[index])
+    _current[0] = index
+
+
+def get_device_properties(device=None):
+    """The GPU's name, compute capability (major, minor), memory in bytes and multiprocessor count."""
+    gpu = _gpu(device)
+    major, _, minor = str(getattr(gpu, "compute_capability", "0.0")).partition(".")
+    total = (gpu.memory_stats() or {}).get("bytes_limit", 0)
+    return DeviceProperties(gpu.device_kind, int(major), int(minor or 0), total, getattr(gpu, "core_count", 0))
 
 
 def get_device_name(device=None):
@@ -73,7 +106,31 @@ def max_memory_allocated(device=None):
     """The peak bytes of GPU memory in use (0 without a GPU, as torch)."""
     if not is_available():
         return 0
-    return _gpu(device).memory_stats().get("peak_bytes_in_use", 0)
+    stats = _gpu(device).memory_stats()
+    peak = stats.get("peak_bytes_in_use", 0)
+    # JAX's peak cannot be reset: after reset_peak_memory_stats it counts once it passes the peak of then
+    return peak if peak > _peak_at_reset.get(_index(device), -1) else stats.get("bytes_in_use", 0)
+
+
+def reset_peak_memory_stats(device=None):
+    """Start the peak counts afresh. Without a GPU this raises the AttributeError of torch built without CUDA."""
+    if not is_available():
+        raise AttributeError("module 'torch._C' has no attribute '_cuda_resetPeakMemoryStats'")
+    _peak_at_reset[_index(device)] = _gpu(device).memory_stats().get("peak_bytes_in_use", 0)
+
+
+def memory_reserved(device=None):
+    """The bytes of GPU memory the allocator holds (0 without a GPU, as torch)."""
+    if not is_available():
+        return 0
+    return _gpu(device).memory_stats().get("bytes_reserved", 0)
+
+
+def max_memory_reserved(device=None):
+    """The peak bytes of GPU memory the allocator held (0 without a GPU, as torch)."""
+    if not is_available():
+        return 0
+    return _gpu(device).memory_stats().get("peak_bytes_reserved", 0)
 
 
 def manual_seed(seed):
@@ -106,14 +163,19 @@ __all__ = [
     "device_count",
     "empty_cache",
     "get_device_name",
+    "get_device_properties",
     "is_available",
     "is_bf16_supported",
     "is_initialized",
     "manual_seed",
     "manual_seed_all",
     "max_memory_allocated",
+    "max_memory_reserved",
     "memory_allocated",
+    "memory_reserved",
+    "reset_peak_memory_stats",
     "seed",
     "seed_all",
+    "set_device",
     "synchronize",
 ]

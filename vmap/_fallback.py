@@ -31,13 +31,15 @@ def run_batched(name, fn, cotangents, batch, *, key=None):
     real). `key` remembers a step that could not be vectorized, so that it goes straight to the rows next time."""
     reason = _known_unvectorizable.get(key) if key is not None else None
     if reason is None:
+        traced = []  # which outputs were defined, once fn has returned in the trace
         try:
             with jax.checking_leaks():  # a side effect that keeps a traced value must see real rows instead
-                return _vectorized(fn, cotangents)
+                return _vectorized(fn, cotangents, traced)
         except UNVECTORIZABLE as error:
             reason = type(error).__name__
         except Exception as error:
-            if not _is_tracer_leak(error):
+            # JAX's report of a leak fails for some chains of referrers (a closure cell: IndexError)
+            if not (_is_tracer_leak(error) or (traced and isinstance(error, IndexError))):
                 raise
             reason = "a side effect kept a traced value (leaked tracer)"
         if key is not None:
@@ -84,9 +86,8 @@ def _is_tracer_leak(error):
     return kind is not None and type(error) is kind[0] and str(error).startswith(kind[1])
 
 
-def _vectorized(fn, cotangents):
+def _vectorized(fn, cotangents, defined):
     present = [i for i, c in enumerate(cotangents) if c is not None]
-    defined = []
 
     def row(*arrays):
         cts = [None] * len(cotangents)

@@ -194,8 +194,11 @@ _COPY = Op(
 )
 
 
-def clone(input):
-    """A copy that stays in the graph."""
+def clone(input, *, memory_format=None):
+    """A copy that stays in the graph (contiguous, whatever `memory_format`)."""
+    from .. import _memory_format
+
+    _memory_format.check(memory_format, "clone", input.dim())
     return apply(_CLONE, [input])
 
 

@@ -3,7 +3,7 @@ get_device)."""
 
 import jax
 
-from .. import _dtypes
+from .. import _dtypes, _memory_format
 from .._devices import only_cpu, resolve
 from .._grad_mode import is_grad_enabled
 from .._meta import NO_DATA, is_meta, onto_meta
@@ -49,12 +49,13 @@ def _to_arguments(args, device, dtype, non_blocking, copy):
     return device, dtype, flags[1]
 
 
-def to(input, *args, device=None, dtype=None, non_blocking=False, copy=False):
+def to(input, *args, device=None, dtype=None, non_blocking=False, copy=False, memory_format=None):
     """This tensor on `device` (a string such as 'cpu' or 'cuda:0', a batched_grad.device, or an index) and of
     `dtype`, given positionally, by keyword, or as another tensor's; `input` itself when nothing changes, unless
     `copy=True`. Moving to a device JAX lacks here raises torch's error; on the meta device a tensor keeps its
     shape and dtype but no values, and moving one off it raises torch's NotImplementedError."""
     device, dtype, copy = _to_arguments(args, device, dtype, non_blocking, copy)
+    _memory_format.check(memory_format, "to", input.dim())
     d = input.dtype if dtype is None else _dtypes.to_dtype(dtype)
     result = input if device is None else _to_device(input, device)
     if d is not result.dtype or (copy and result is input):

@@ -4,7 +4,7 @@ meta device."""
 
 import jax
 
-from .. import _dtypes
+from .. import _dtypes, _memory_format
 from .._grad_mode import no_grad
 from .._meta import MODULE_NO_DATA, is_meta, meta_value
 from .._ops import to as _to_dtype
@@ -44,10 +44,13 @@ def _is_device(value):
 
 def parse_to(args, kwargs):
     """(device, dtype, non_blocking) from Module.to's arguments: (device=None, dtype=None, non_blocking=False),
-    (dtype, non_blocking=False) or (tensor, non_blocking=False), positionally or by keyword. (JAX's transfers
-    never block the caller, so every move is non-blocking in torch's sense.)"""
+    (dtype, non_blocking=False) or (tensor, non_blocking=False), positionally or by keyword, and a memory_format.
+    (JAX's transfers never block the caller, so every move is non-blocking in torch's sense.)"""
     if "copy" in kwargs:
         raise RuntimeError(".to() does not accept copy argument")
+    kwargs = dict(kwargs)
+    # torch converts only 4-d and 5-d tensors to channels_last(_3d); batched_grad's layout stays row-major
+    _memory_format.check(kwargs.pop("memory_format", None), "to")
     first = args[0] if args else None
     if isinstance(first, Tensor):
         names = ("tensor", "non_blocking")

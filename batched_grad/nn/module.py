@@ -9,7 +9,7 @@ from .. import _dtypes
 from .._factories import empty_like, zeros_like
 from .._grad_mode import no_grad
 from .._tensor import Tensor, type_name
-from . import _conversion
+from . import _conversion, _module_hooks
 from .parameter import Parameter
 
 COMPLEX_MODULES = (
@@ -20,6 +20,8 @@ COMPLEX_MODULES = (
 )
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 _REGISTRIES = ("_parameters", "_buffers", "_modules")
+_GLOBAL_PRE, _GLOBAL_POST = _module_hooks.global_forward_pre_hooks, _module_hooks.global_forward_hooks
+_GLOBAL_BACKWARD_PRE, _GLOBAL_BACKWARD = _module_hooks.global_backward_pre_hooks, _module_hooks.global_backward_hooks
 
 
 def _set_data(tensor, value):
@@ -41,7 +43,7 @@ class Module:
 
     def __init__(self):
         object.__setattr__(self, "training", True)
-        for registry in _REGISTRIES:
+        for registry in _REGISTRIES + _module_hooks.HOOK_DICTS:
             object.__setattr__(self, registry, OrderedDict())
 
     def forward(self, *args, **kwargs):
@@ -49,7 +51,34 @@ class Module:
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required "forward" function')
 
     def __call__(self, *args, **kwargs):
+        if self._forward_hooks or self._forward_pre_hooks or self._backward_hooks or self._backward_pre_hooks:
+            return _module_hooks.call_with_hooks(self, args, kwargs)
+        if _GLOBAL_PRE or _GLOBAL_POST or _GLOBAL_BACKWARD_PRE or _GLOBAL_BACKWARD:
+            return _module_hooks.call_with_hooks(self, args, kwargs)
         return self.forward(*args, **kwargs)
+
+    # ---- hooks -------------------------------------------------------------------------------------------------
+    def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
+        """hook(module, args) -> None or new args (hook(module, args, kwargs) -> None or (args, kwargs) with
+        with_kwargs), run before forward."""
+        flags = [self._forward_pre_hooks_with_kwargs] if with_kwargs else []
+        return _module_hooks.add(self._forward_pre_hooks, hook, prepend, flags)
+
+    def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False, always_call=False):
+        """hook(module, args, output) -> None or a new output (hook(module, args, kwargs, output) with
+        with_kwargs), run after forward; with always_call also when forward raises."""
+        flags = [self._forward_hooks_with_kwargs] if with_kwargs else []
+        flags += [self._forward_hooks_always_called] if always_call else []
+        return _module_hooks.add(self._forward_hooks, hook, prepend, flags)
+
+    def register_full_backward_pre_hook(self, hook, prepend=False):
+        """hook(module, grad_output) -> None or a new grad_output, run when the output's gradients are known."""
+        return _module_hooks.add(self._backward_pre_hooks, hook, prepend)
+
+    def register_full_backward_hook(self, hook, prepend=False):
+        """hook(module, grad_input, grad_output) -> None or a new grad_input, run when the gradients with respect
+        to the module's Tensor inputs are known."""
+        return _module_hooks.add(self._backward_hooks, hook, prepend)
 
     # ---- registration -----------------------------------------------------------------------------------
     def _registry(self, kind):
@@ -87,6 +116,12 @@ class Module:
             self._buffers[name] = value
         else:
             object.__setattr__(self, name, value)
+
+    def __setstate__(self, state):
+        """Unpickling: a module saved before it had hook registries gets empty ones, as torch's does."""
+        self.__dict__.update(state)
+        for registry in _module_hooks.HOOK_DICTS:
+            self.__dict__.setdefault(registry, OrderedDict())
 
     def __getattr__(self, name):
         for registry in _REGISTRIES:
@@ -165,6 +200,39 @@ class Module:
         for name, child in self._modules.items():
             if child is not None:
                 yield from child.named_modules(memo, f"{prefix}.{name}" if prefix else name, remove_duplicate)
+
+    def get_submodule(self, target):
+        """The submodule at the dotted path `target` ("" is this module)."""
+        found = self
+        for name in target.split(".") if target else ():
+            if not hasattr(found, name):
+                raise AttributeError(f"{found._get_name()} has no attribute `{name}`")
+            found = getattr(found, name)
+            if not isinstance(found, Module):
+                raise AttributeError(f"`{name}` is not an nn.Module")
+        return found
+
+    def _get_member(self, target):
+        """(owner module, name, value) of the attribute at the dotted path `target`."""
+        path, _, name = target.rpartition(".")
+        owner = self.get_submodule(path)
+        if not hasattr(owner, name):
+            raise AttributeError(f"{owner._get_name()} has no attribute `{name}`")
+        return owner, name, getattr(owner, name)
+
+    def get_parameter(self, target):
+        """The Parameter at the dotted path `target` ("block.0.weight")."""
+        _, name, found = self._get_member(target)
+        if not isinstance(found, Parameter):
+            raise AttributeError(f"`{name}` is not an nn.Parameter")
+        return found
+
+    def get_buffer(self, target):
+        """The buffer at the dotted path `target` ("bn.running_mean")."""
+        owner, name, found = self._get_member(target)
+        if name not in owner._buffers:
+            raise AttributeError(f"`{name}` is not a buffer")
+        return found
 
     def modules(self):
         """This module and every descendant."""

@@ -1,5 +1,6 @@
-"""torch.utils for batched_grad: the data-loading package (batched_grad.utils.data)."""
+"""torch.utils for batched_grad: the data-loading package (batched_grad.utils.data) and hook handles
+(batched_grad.utils.hooks)."""
 
-from . import data
+from . import data, hooks
 
-__all__ = ["data"]
+__all__ = ["data", "hooks"]

@@ -7,6 +7,7 @@ import sys
 import types
 
 from .. import (
+    _module_hooks,
     activation,
     attention,
     basic,
@@ -84,3 +85,8 @@ for _file, _names in TORCH_FILES.items():
     for _name in globals()[_file].__all__:
         globals()[_name] = getattr(globals()[_file], _name)
 del _file, _names, _name
+
+# torch.nn.modules.module's functions that register hooks of every module
+for _name in _module_hooks.GLOBAL_REGISTRATIONS:
+    setattr(module, _name, getattr(_module_hooks, _name))
+del _name

@@ -1,6 +1,6 @@
 """torch.nn.utils: parameters as one vector and back, gradient clipping, batch-norm fusion, skip_init."""
 
-from . import clip_grad, convert_parameters, fusion
+from . import clip_grad, convert_parameters, fusion, rnn
 from .clip_grad import clip_grad_norm_, clip_grad_value_, clip_grads_with_norm_, get_total_norm
 from .convert_parameters import parameters_to_vector, vector_to_parameters
 from .fusion import (
@@ -23,6 +23,7 @@ __all__ = [
     "fuse_linear_bn_weights",
     "get_total_norm",
     "parameters_to_vector",
+    "rnn",
     "skip_init",
     "vector_to_parameters",
 ]
