@@ -149,37 +149,44 @@ def new(self, *args, **kwargs):
 
 class LegacyTensorType(type):
     """The class of the typed tensor classes (torch.tensortype): FloatTensor(...) constructs a tensor of its dtype
-    as Tensor(...) does, and isinstance(x, FloatTensor) holds for a cpu tensor of that dtype."""
+    as Tensor(...) does, and isinstance(x, FloatTensor) holds for a tensor of that dtype on the class's device type
+    (cpu, or cuda for torch.cuda.FloatTensor and its kind)."""
 
     def __call__(cls, *args, **kwargs):
-        return construct(cls.dtype, args, kwargs)
+        if not cls.is_cuda:
+            return construct(cls.dtype, args, kwargs)
+        from . import cuda
+
+        if not cuda.is_available():
+            raise TypeError(f"type torch.cuda.{cls.__name__} not available. Torch not compiled with CUDA enabled.")
+        return construct(cls.dtype, args, kwargs).to("cuda")
 
     def __instancecheck__(cls, instance):
-        return isinstance(instance, Tensor) and instance.dtype is cls.dtype and instance.device.type == "cpu"
+        device = "cuda" if cls.is_cuda else "cpu"
+        return isinstance(instance, Tensor) and instance.dtype is cls.dtype and instance.device.type == device
 
     def __repr__(cls):
-        return f"<class 'torch.{cls.__name__}'>"
+        return f"<class 'torch.{'cuda.' * cls.is_cuda}{cls.__name__}'>"
 
 
-def _typed(d):
+def _typed(d, cuda):
     name = f"{d.type_name}Tensor"
-    attributes = {"dtype": d, "is_cuda": False, "is_sparse": False, "__module__": "batched_grad"}
+    attributes = {"dtype": d, "is_cuda": cuda, "is_sparse": False, "__module__": "batched_grad" + ".cuda" * cuda}
     attributes["__doc__"] = f"The legacy constructor of {d} tensors, and their type for isinstance()."
     return LegacyTensorType(name, (), attributes)
 
 
-TYPED = {
-    f"{d.type_name}Tensor": _typed(d)
-    for d in (
-        _dtypes.float32,
-        _dtypes.float64,
-        _dtypes.float16,
-        _dtypes.bfloat16,
-        _dtypes.uint8,
-        _dtypes.int8,
-        _dtypes.int16,
-        _dtypes.int32,
-        _dtypes.int64,
-        _dtypes.bool,
-    )
-}
+_LEGACY_DTYPES = (
+    _dtypes.float32,
+    _dtypes.float64,
+    _dtypes.float16,
+    _dtypes.bfloat16,
+    _dtypes.uint8,
+    _dtypes.int8,
+    _dtypes.int16,
+    _dtypes.int32,
+    _dtypes.int64,
+    _dtypes.bool,
+)
+TYPED = {f"{d.type_name}Tensor": _typed(d, cuda=False) for d in _LEGACY_DTYPES}
+CUDA_TYPED = {f"{d.type_name}Tensor": _typed(d, cuda=True) for d in _LEGACY_DTYPES}

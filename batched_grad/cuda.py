@@ -179,3 +179,18 @@ __all__ = [
     "set_device",
     "synchronize",
 ]
+
+
+def _typed_classes():
+    from ._legacy_constructors import CUDA_TYPED  # imports Tensor: after this module, which Tensor's module imports
+
+    return CUDA_TYPED
+
+
+def __getattr__(name):
+    """torch.cuda.FloatTensor and its kind: constructors of GPU tensors (torch's TypeError without a GPU), and types
+    for isinstance()."""
+    typed = _typed_classes()
+    if name in typed:
+        return typed[name]
+    raise AttributeError(f"module 'batched_grad.cuda' has no attribute '{name}'")

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import batched_grad as bg
+from oracle import raises_like_torch
 from test_tensor import _restore_modes  # noqa: F401
 
 TYPED = ["FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "ByteTensor", "CharTensor", "ShortTensor",
@@ -249,3 +250,12 @@ def _warnings_and_outcome(m, code):
 )
 def test_removed_and_deprecated_names_warn_or_raise_as_torch(code):
     assert _warnings_and_outcome(bg, code) == _warnings_and_outcome(torch, code)
+
+
+@pytest.mark.skipif(bg.cuda.is_available() or torch.cuda.is_available(), reason="the behaviour without a GPU")
+@pytest.mark.parametrize("name", ["FloatTensor", "DoubleTensor", "LongTensor", "BoolTensor"])
+def test_cuda_typed_classes_without_a_gpu_as_torch(name):
+    ours, theirs = getattr(bg.cuda, name), getattr(torch.cuda, name)
+    assert repr(ours) == repr(theirs)
+    assert isinstance(bg.ones(1), ours) == isinstance(torch.ones(1), theirs) is False
+    raises_like_torch(lambda m: getattr(m.cuda, name)(2))
