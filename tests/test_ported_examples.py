@@ -10,39 +10,18 @@ import numpy as np
 import torch as real_torch
 
 import batched_grad
+from ported._harness import assert_trees_close
 
 LIBRARIES = {"torch": real_torch, "batched_grad": batched_grad}
 FLOAT32 = {"rtol": 1e-4, "atol": 1e-5}
 FLOAT64 = {"rtol": 1e-9, "atol": 1e-12}
 
 
-def _numpy(value):
-    return np.asarray(value.detach().cpu().numpy()) if hasattr(value, "detach") else np.asarray(value)
-
-
-def _assert_trees_close(actual, expected, path, tolerance):
-    if isinstance(expected, dict):
-        assert list(actual) == list(expected), f"{path}: keys {list(actual)} != {list(expected)}"
-        for key in expected:
-            _assert_trees_close(actual[key], expected[key], f"{path}[{key!r}]", tolerance)
-    elif isinstance(expected, (list, tuple)):
-        assert type(actual) is type(expected) and len(actual) == len(expected), f"{path}: {actual!r} != {expected!r}"
-        for i, (a, e) in enumerate(zip(actual, expected)):
-            _assert_trees_close(a, e, f"{path}[{i}]", tolerance)
-    elif isinstance(expected, (str, int)):
-        assert actual == expected and type(actual) is type(expected), f"{path}: {actual!r} != {expected!r}"
-    else:
-        assert type(actual).__name__ == type(expected).__name__, f"{path}: {type(actual)} != {type(expected)}"
-        a, e = _numpy(actual), _numpy(expected)
-        assert a.shape == e.shape and a.dtype == e.dtype, f"{path}: {a.shape} {a.dtype} != {e.shape} {e.dtype}"
-        np.testing.assert_allclose(a, e, err_msg=path, **tolerance)
-
-
 def run_both(script, *args, tolerance=FLOAT32):
     """script(torch, *args) with torch and with batched_grad; asserts that the results agree and returns them."""
     expected = script(real_torch, *args)
     actual = script(batched_grad, *args)
-    _assert_trees_close(actual, expected, script.__name__, tolerance)
+    assert_trees_close(actual, expected, script.__name__, tolerance)
     return expected, actual
 
 
