@@ -102,3 +102,5 @@ from .func import vmap  # vmap.vmap, as torch.vmap is torch.func.vmap
 globals().update(_TYPED)  # FloatTensor, LongTensor, ...: torch's legacy typed constructors
 newaxis = None  # as torch.newaxis, for x[:, newaxis]
 __version__ = "0.1.0"
+
+from . import distributions  # noqa: E402  (last: it is written with the public names above)

@@ -4,9 +4,6 @@ Jacobian summed over layers, the log-density under a standard normal base distri
 training with Adam under a StepLR schedule. Weights and data come from NumPy."""
 
 import numpy as np
-import pytest
-
-import batched_grad  # noqa: F401  (read by the xfail condition below)
 
 from ._harness import run_both
 
@@ -106,15 +103,6 @@ def two_moons(rng, count):
     return np.stack([x, y], axis=1) + 0.1 * rng.normal(size=(count, 2))
 
 
-# The condition is a string so that pytest reads it when the test runs: another test file that imports
-# batched_grad.distributions itself makes the attribute exist.
-@pytest.mark.xfail(
-    "not hasattr(batched_grad, 'distributions')",
-    raises=AttributeError,
-    strict=True,
-    reason="AttributeError: module 'batched_grad' has no attribute 'distributions' -- `import batched_grad` does not "
-    "import its distributions subpackage, whereas `import torch` makes torch.distributions available",
-)
 def test_realnvp_flow_matches_torch():
     rng = np.random.default_rng(9)
     expected, _ = run_both(realnvp_program, coupling_state(rng, 4), two_moons(rng, 48))
