@@ -293,7 +293,7 @@ def test_randint_like(dtype):
     r = bg.randint_like(x, 5)
     assert r.shape == x.shape and r.dtype is x.dtype and 0 <= r.min().item() and r.max().item() < 5
     r = bg.randint_like(x, 3, 7)
-    assert r.min().item() >= 3 and r.max().item() < 7 and len(set(r.tolist()[0] + r.tolist()[1])) > 1
+    assert r.min().item() >= 3 and r.max().item() < 7 and len(set(r.flatten().tolist())) > 1  # 150 draws
     r = bg.randint_like(x, low=2, high=4, dtype=bg.int64)
     assert r.dtype is bg.int64 and set(np.unique(r.numpy()).tolist()) <= {2, 3}
     assert bg.randint_like(x, high=5).shape == x.shape

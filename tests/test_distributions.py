@@ -106,6 +106,7 @@ def test_poisson_log_prob_gradient_matches_torch():
     _close(mine, expected)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", CASES)
 def test_sample_shapes(name):
     ours, theirs, _, _ = _both(name)
@@ -130,6 +131,7 @@ _MOMENT_CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", _MOMENT_CASES)
 def test_sample_moments_match_the_distribution(name):
     bg.manual_seed(0)
@@ -289,6 +291,7 @@ def test_constraints_check_like_torch():
         assert repr(getattr(D.constraints, name)) == repr(getattr(TD.constraints, name))
 
 
+@pytest.mark.slow
 def test_gamma_rsample_gradient_is_the_implicit_reparameterization():
     # d x / d alpha = -(dF/dalpha)/(dF/dx) for the Gamma CDF F: checked by finite differences of torch's CDF
     alpha = bg.tensor([0.7, 2.0, 5.0], dtype=bg.float64, requires_grad=True)
@@ -301,6 +304,7 @@ def test_gamma_rsample_gradient_is_the_implicit_reparameterization():
     np.testing.assert_allclose(grad.numpy(), (-d_alpha / density).numpy(), rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_log_prob_under_vmap_and_batched_grads_with_create_graph():
     loc = bg.tensor([0.3, -0.2], dtype=bg.float64, requires_grad=True)
     values = bg.tensor([[0.1, 0.2], [1.0, -1.0], [0.0, 0.5]], dtype=bg.float64)

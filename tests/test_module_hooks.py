@@ -149,6 +149,7 @@ def test_backward_hook_wrong_count_raises_as_torch():
     raises_like_torch(run)
 
 
+@pytest.mark.slow
 def test_full_backward_hook_sees_rows_with_batched_grads():
     def run(lib):
         layer, x = _linear(lib), _input(lib, 4, 3)
