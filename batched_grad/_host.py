@@ -56,7 +56,8 @@ def share(array):
 
 def is_shared(array):
     """Whether `array` (a Tensor's host data) is memory shared with the user."""
-    return array in _shared
+    ref = _shared._refs.get(id(array))
+    return ref is not None and ref() is array
 
 
 def unshared(value):
@@ -137,4 +138,6 @@ def on_host(op, arrays, static):
     out = op.host(*host, **dict(static))
     if out is None:
         return None
-    return tuple([np.asarray(o) for o in (out if op.multi else (out,))])  # a NumPy scalar (x[i]) as a 0-d array
+    if not op.multi:
+        return (out if type(out) is np.ndarray else np.asarray(out),)  # a NumPy scalar (x[i]) as a 0-d array
+    return tuple([np.asarray(o) for o in out])
