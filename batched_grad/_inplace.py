@@ -181,7 +181,7 @@ class InPlace:
 
     def _rebind(self, src):
         """Take `src`'s value; with grad mode on also its place in the graph (off: the value changes silently)."""
-        self._value = src._v
+        self._value = src._held
         if is_grad_enabled() and (src.grad_fn is not None or self.grad_fn is not None):
             self.grad_fn, self._output_nr = src.grad_fn, src._output_nr
             if self._retains_grad and self.grad_fn is not None:

@@ -199,6 +199,16 @@ class Tensor(InPlace):
                     compiling.copies[id(copy)] = self
                 return copy
             v = self._v = to_device(v)
+            if compiling.name is not None:  # bg.compile reads this constant of its trace from the Tensor
+                compiling.copies[id(v)] = self
+        return v
+
+    @property
+    def _held(self):
+        """The value, computed now if deferred, wherever it is: a host array stays on the host."""
+        v = self._v
+        if type(v) is Pending:
+            v = self._v = materialize(v)
         return v
 
     @_value.setter
