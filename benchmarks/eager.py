@@ -43,7 +43,7 @@ from absl import app, flags
 import batched_grad as bg
 
 FLAGS = flags.FLAGS
-flags.DEFINE_bool("quick", False, "Fewer repeats and runs (about 3 minutes on 2 cores).")
+flags.DEFINE_bool("quick", False, "Fewer repeats and runs (3-4 minutes on 2 cores).")
 flags.DEFINE_integer("repeats", None, "Timing repeats of rows 1-6 (default 11, 3 with --quick).")
 flags.DEFINE_integer("runs", None, "Fresh-process runs of rows 7-8 (default 3, 1 with --quick).")
 flags.DEFINE_list("rows", None, "Row numbers to run (default all).")
@@ -167,6 +167,8 @@ def new_sizes(rng, number, repeats):
         "v[v > c].pow(2).mean()": lambda t, k: t["v"][t["v"] > thresholds[k]].pow(2).mean(),
     }
     tensors = {name: {"x": lib.tensor(x), "v": lib.tensor(v)} for name, lib in LIBS.items()}
+    if len(ops) * (1 + number * repeats) >= SIZES:
+        raise app.UsageError(f"--repeats: row 3 has sizes for at most {(SIZES // len(ops) - 1) // number} repeats")
     fresh = iter(rng.permutation(np.arange(1, SIZES)).tolist())  # no size serves two ops: each op compiles its own
     rows = []
     for label, op in ops.items():
@@ -383,6 +385,9 @@ def main(argv):
         f"runs {runs}, {environment()}",
         flush=True,
     )
+    # rows 1-6 compile into an empty cache of their own: row 3's new sizes are compiles on every run of the script
+    cache = tempfile.TemporaryDirectory(prefix="eager-cache-")
+    bg.set_compilation_cache(cache.name)
     start, rng, rows = time.perf_counter(), np.random.default_rng(0), []
     if 1 in wanted:
         rows += steady_rows(1, small_ops, rng, 1000, repeats)
@@ -425,6 +430,8 @@ def main(argv):
                 f"  median ratio over {len(program)} programs: cold / torch {over(medians['bg cold'], 1)}, "
                 f"warm / torch {over(medians['bg warm'], 1)}"
             )
+    bg.set_compilation_cache(None)
+    cache.cleanup()
     print(f"\ntotal {time.perf_counter() - start:.0f} s, load average {os.getloadavg()[0]:.1f}")
 
 
