@@ -21,6 +21,7 @@ from vmap._rows import map_rows
 from .._grad_mode import no_grad
 from .._ops._core import Op, apply
 from .._tensor import Tensor
+from ._function_jvp import forward_tracing
 
 try:  # the trace under jax.make_jaxpr, without the jit wrapper it makes for every new function
     from jax.extend.linear_util import wrap_init
@@ -44,7 +45,9 @@ def _trace(func, inputs, as_outputs):
     is_tuple = []
 
     def traced(*arrays):
-        with no_grad():  # nothing needs recording; the inputs keep requires_grad, which the function may read
+        # nothing needs recording; the inputs keep requires_grad, which the function may read. A custom Function
+        # applied in the trace ties its outputs to its jvp staticmethod (_function_jvp.py)
+        with no_grad(), forward_tracing():
             result = func(*[Tensor._wrap(a, requires_grad=x.requires_grad) for a, x in zip(arrays, inputs)])
         flag, outputs = as_outputs(result)
         is_tuple.append(flag)
