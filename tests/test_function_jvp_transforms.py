@@ -1,7 +1,6 @@
 """A custom Function's `jvp` staticmethod in the forward-mode transforms, against torch 2.13: func.jvp, jacfwd and
-linearize (traced), func.jvp of a function whose results must stay differentiable with respect to a captured tensor
-(op by op), autograd.functional's forward-mode Jacobian, and gradcheck's check_forward_ad, which checks the jvp
-while check_backward_ad checks the backward. Dual tensors are in test_function_jvp.py."""
+linearize, autograd.functional's forward-mode Jacobian, and gradcheck's check_forward_ad, which checks the jvp while
+check_backward_ad checks the backward. Dual tensors are in test_function_jvp.py."""
 
 import itertools
 
@@ -110,27 +109,6 @@ def test_a_function_without_jvp_is_refused_by_func_jvp():
 
     got, _ = raises_like_torch(run)
     assert isinstance(got, NotImplementedError)
-
-
-def test_func_jvp_through_a_captured_tensor_that_requires_grad_uses_the_jvp():
-    """The results must stay differentiable with respect to w: the JVP is taken op by op, the jvp giving the
-    Function's tangent, which is itself differentiable."""
-
-    def run(m):
-        Sin, w = make_sin(m), _tensor(m, [1.0, 2, 3], requires_grad=True)
-        value, tangent = m.func.jvp(lambda a: Sin.apply(a * w, w, 2.0), (_tensor(m, X),), (_tensor(m, T),))
-        return value, tangent, m.autograd.grad((value + tangent).sum(), w)
-
-    assert_same(run(bg), run(torch))
-
-
-def test_func_jvp_of_a_function_that_reads_values_uses_the_jvp():
-    def run(m):
-        Sin = make_sin(m)
-        f = lambda a: Sin.apply(a, a, 2.0) if float(a.sum()) > 0 else a  # noqa: E731
-        return m.func.jvp(f, (_tensor(m, X),), (_tensor(m, T),))
-
-    assert_same(run(bg), run(torch))
 
 
 def make_exp(m, jvp_scale=1.0):

@@ -12,9 +12,8 @@ from jax.extend.core import ClosedJaxpr, jaxpr_as_fun
 
 from vmap._pytree import flatten
 
-from .. import _dual
 from .._dtypes import float64
-from .._factories import eye, zeros_like
+from .._factories import eye
 from .._grad_mode import enable_grad, is_grad_enabled
 from .._ops._core import Op, apply
 from .._reads import output_reads
@@ -22,7 +21,6 @@ from .._tensor import Tensor
 from .._transform_levels import grad_level
 from .._vmap_levels import randomness_mode
 from .._x64 import scoped
-from ..autograd import forward_ad
 from ..autograd._functional_forward import Untraceable, _trace, _TracedFunction, forward_jacobian
 from ._args import (
     check_argnums,
@@ -186,13 +184,9 @@ def _check_strict(closed, n_primals, n_out):
 
 
 def _jvp_by_reverse_mode(func, primals, flat_tangents, strict, has_aux):
-    """The JVP of a function that reads values or whose results must stay differentiable with respect to captured
-    tensors, op by op on dual tensors (autograd.forward_ad, whose tangents are recorded ops and whose custom
-    Functions use their jvp staticmethod), as torch.func's. Inside an open dual level (torch has one at a time), by
-    reverse mode: the VJP is linear in its cotangent u, so the JVP along t is the gradient, with respect to u, of
-    <VJP(u), t>; recorded where the results must stay differentiable outside."""
-    if _dual.LEVELS.tangents is None:
-        return _jvp_by_dual_tensors(func, primals, flat_tangents, strict, has_aux)
+    """The JVP by reverse mode, for a function that reads values or whose results must stay differentiable with
+    respect to captured tensors: the VJP is linear in its cotangent u, so the JVP along t is the gradient, with
+    respect to u, of <VJP(u), t>; recorded where the results must stay differentiable outside."""
     grad_outside = is_grad_enabled()
     with enable_grad():
         inputs, spec = differentiable_inputs(primals)
@@ -213,32 +207,6 @@ def _jvp_by_reverse_mode(func, primals, flat_tangents, strict, has_aux):
         out_tangents = _gradients([inner], probes, [None], create_graph=keep)
     retire(inputs + probes)
     result = (out_spec.unflatten(_detached_unless(flat_output, keep)), out_spec.unflatten(out_tangents))
-    return result + (_detached_unless(aux, keep),) if has_aux else result
-
-
-def _jvp_by_dual_tensors(func, primals, flat_tangents, strict, has_aux):
-    grad_outside = is_grad_enabled()
-    with enable_grad(), forward_ad.dual_level():
-        inputs, spec = differentiable_inputs(primals)
-        duals = [forward_ad.make_dual(x, t) for x, t in zip(inputs, flat_tangents)]
-        output, aux = split_aux(func(*spec.unflatten(duals)), has_aux, JVP)
-        flat_output, out_spec = flatten(output)
-        check_tensor_outputs(flat_output, JVP)
-        if has_aux:
-            check_aux(aux)
-        if strict and not any(o.requires_grad for o in flat_output):
-            raise RuntimeError(
-                f"{JVP[:-1]}, strict=True): The output of f is independent of the inputs. This is "
-                "not allowed with strict=True."
-            )
-        keep = grad_outside and reaches_outside(flat_output, inputs)
-        out_tangents = [_dual.tangent_of(o) for o in flat_output]
-        out_tangents = [zeros_like(o) if t is None else t for o, t in zip(flat_output, out_tangents)]
-    retire(inputs)
-    result = (
-        out_spec.unflatten(_detached_unless(flat_output, keep)),
-        out_spec.unflatten(_detached_unless(out_tangents, keep)),
-    )
     return result + (_detached_unless(aux, keep),) if has_aux else result
 
 
