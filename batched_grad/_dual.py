@@ -69,10 +69,13 @@ class suspended:
     __slots__ = ("tangents",)
 
     def __enter__(self):
-        self.tangents, LEVELS.tangents = LEVELS.tangents, None
+        self.tangents = LEVELS.tangents
+        if self.tangents is not None:  # else nothing to do (nor to undo: another thread may open a level meanwhile)
+            LEVELS.tangents = None
 
     def __exit__(self, *exc):
-        LEVELS.tangents = self.tangents
+        if self.tangents is not None:
+            LEVELS.tangents = self.tangents
         return False
 
 

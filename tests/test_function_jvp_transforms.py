@@ -143,6 +143,22 @@ def test_autograd_functional_forward_mode_jacobian_uses_the_jvp():
     assert_same(run(bg), run(torch))
 
 
+def test_autograd_functional_forward_over_reverse_hessian_as_torch():
+    """The inner gradient by the Functions' backwards, the outer Jacobian by forward mode, where an output a
+    backward saved gets its tangent from the jvp."""
+
+    def run(m):
+        Exp, Sin = make_exp(m, 5.0), make_sin(m)
+
+        def f(a, b):
+            return (Exp.apply(a) * Sin.apply(b, a, 2.0)).sum()
+
+        inputs = (_tensor(m, X), _tensor(m, [0.3, -0.2, 0.1]))
+        return m.autograd.functional.hessian(f, inputs, vectorize=True, outer_jacobian_strategy="forward-mode")
+
+    assert_same(run(bg), run(torch))
+
+
 @pytest.mark.parametrize("fast_mode", [False, True])
 def test_gradcheck_forward_ad_checks_the_jvp(fast_mode):
     def run(m, scale):

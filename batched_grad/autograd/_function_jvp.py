@@ -11,7 +11,9 @@ Forward mode reaches a Function.apply in two ways:
   gives the user's jvp at the values it is called with (`tied_outputs`).
 
 A Function without a jvp raises torch's NotImplementedError when a tangent reaches it, and only then. In both ways
-the jvp runs with forward mode off, reading through `ctx.saved_tensors` what `ctx.save_for_forward` saved."""
+the jvp reads through `ctx.saved_tensors` what `ctx.save_for_forward` saved. The JVP rule of a tie runs on traced
+values of its own, which no dual tensor's tangent reaches, and perhaps in another thread (a program compiled in the
+background): it leaves the dual level, which all threads share, alone."""
 
 import functools
 import itertools
@@ -68,6 +70,7 @@ VIEW_OF_OTHER = "A custom Function is returning a view but the jvp is not return
 
 class _Tracing(threading.local):
     depth = 0  # the forward-mode traces running in this thread (_functional_forward._trace)
+    ties = 0  # the Function applications tied to their jvp in this thread, ever
 
 
 TRACING = _Tracing()
@@ -112,12 +115,11 @@ def _jvp_argument(arg, tangent, materialize):
 
 
 def _call_user_jvp(cls, ctx, tangents):
-    """cls.jvp(ctx, *tangents) with forward mode off and ctx.saved_tensors giving what save_for_forward saved; its
-    result as a tuple, each element checked to be a Tensor or None."""
+    """cls.jvp(ctx, *tangents) with ctx.saved_tensors giving what save_for_forward saved; its result as a tuple,
+    each element checked to be a Tensor or None."""
     ctx._saved_for_jvp = tuple(getattr(ctx, "saved_for_forward", ()))
     try:
-        with _dual.suspended():
-            result = cls.jvp(ctx, *tangents)
+        result = cls.jvp(ctx, *tangents)
     finally:
         ctx._saved_for_jvp = None
     result = result if isinstance(result, tuple) else (result,)
@@ -159,9 +161,10 @@ def set_dual_tangents(cls, ctx, args, outs, received, dirty):
     if all(t is None for t in input_tangents):
         return
     versions = [t._version if t is not None else None for t in input_tangents]
-    result = _call_user_jvp(
-        cls, ctx, [_jvp_argument(a, t, ctx.materialize_grads) for a, t in zip(args, input_tangents)]
-    )
+    with _dual.suspended():  # as torch's, the jvp runs with forward mode off
+        result = _call_user_jvp(
+            cls, ctx, [_jvp_argument(a, t, ctx.materialize_grads) for a, t in zip(args, input_tangents)]
+        )
     differentiable = differentiable_outputs(outs, ctx)
     _check_tangents(result, differentiable, [o.shape if isinstance(o, Tensor) else None for o in outs])
     bases = {id(_base_of(a)): k for k, a in enumerate(args) if isinstance(a, Tensor)}
@@ -320,6 +323,7 @@ def tied_outputs(cls, ctx, args, kwargs, input_values, outs, is_tuple, received,
         return received
     call = _Call(cls, args, kwargs, ctx, outs, is_tuple)
     token, tie = _tie(call)
+    TRACING.ties += 1
     tied = iter(tie(token, *input_values, *[o._value for o in received if isinstance(o, Tensor)]))
     result, made = [], {}
     for o in received:
