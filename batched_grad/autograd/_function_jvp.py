@@ -169,23 +169,28 @@ def set_dual_tangents(cls, ctx, args, outs, received, dirty):
     _check_tangents(result, differentiable, [o.shape if isinstance(o, Tensor) else None for o in outs])
     bases = {id(_base_of(a)): k for k, a in enumerate(args) if isinstance(a, Tensor)}
     for raw, out, g, ok in zip(outs, received, result, differentiable):
-        if not ok:
-            continue
-        k = next((k for k, a in enumerate(args) if a is raw), None)
-        if id(raw) in dirty:
-            if k is None:
-                raise RuntimeError(DIRTY_NOT_INPUT)
-            if input_tangents[k] is not None:  # its tangent, changed in place, stays the input's
-                if g._version == versions[k]:
-                    raise RuntimeError(DIRTY_NOT_MODIFIED)
-                if g is not input_tangents[k]:
-                    raise RuntimeError(DIRTY_NOT_RETURNED)
-                continue
-        elif k is not None or raw._base is not None:
-            k = k if k is not None else bases.get(id(raw._base))
-            if k is not None and input_tangents[k] is not None:
-                _check_view_tangent(g, input_tangents[k])
-        _dual.set_tangent(out, g)
+        if ok and _takes_tangent(raw, g, args, bases, input_tangents, versions, id(raw) in dirty):
+            _dual.set_tangent(out, g)
+
+
+def _takes_tangent(raw, g, args, bases, input_tangents, versions, dirty):
+    """Whether an output (`raw`, as forward returned it) takes the jvp's tangent `g`, after torch's checks: an input
+    written in place keeps its own tangent, changed in place by the jvp; an input or a view of one gets a view."""
+    k = next((k for k, a in enumerate(args) if a is raw), None)
+    if dirty:
+        if k is None:
+            raise RuntimeError(DIRTY_NOT_INPUT)
+        if input_tangents[k] is not None:  # its tangent, changed in place, stays the input's
+            if g._version == versions[k]:
+                raise RuntimeError(DIRTY_NOT_MODIFIED)
+            if g is not input_tangents[k]:
+                raise RuntimeError(DIRTY_NOT_RETURNED)
+            return False
+    elif k is not None or raw._base is not None:
+        k = k if k is not None else bases.get(id(raw._base))
+        if k is not None and input_tangents[k] is not None:
+            _check_view_tangent(g, input_tangents[k])
+    return True
 
 
 def _check_view_tangent(g, input_tangent):
