@@ -98,9 +98,6 @@ FUSED_NEW = (
     "fused or grouped kernels new in torch 2.x (linear_cross_entropy, grouped_mm, scaled_mm with float8 "
     "scales): not yet implemented; compose F.linear with F.cross_entropy"
 )
-BUFFER = (
-    "nn.Buffer markers (a module attribute registering itself as a buffer): not yet implemented; use register_buffer"
-)
 REPARAMETRIZE = (
     "weight/spectral normalization (weight_norm, spectral_norm and their removal, which torch makes of module "
     "forward pre-hooks): not yet implemented"
@@ -281,7 +278,6 @@ OMITTED = {
         **_names(FRACTIONAL, "FractionalMaxPool2d FractionalMaxPool3d"),
         **_names(RARE_LAYERS, "AdaptiveLogSoftmaxWithLoss CrossMapLRN2d"),
         **_names(FUSED_NEW, "LinearCrossEntropyLoss LinearCrossEntropyOptions"),
-        **_names(BUFFER, "Buffer"),
     },
     "torch.nn.functional": {
         **_names(EMBEDDING_BAG, "embedding_bag"),

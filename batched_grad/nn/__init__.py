@@ -1,4 +1,4 @@
-"""torch.nn's core: Module, Parameter, the containers, the common layers and losses, `functional`, `init` and
+"""torch.nn's core: Module, Parameter, Buffer, the containers, the common layers and losses, `functional`, `init` and
 `utils`."""
 
 from . import activation as _activation
@@ -34,7 +34,7 @@ from .basic import (
 from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
 from .containers import Container, ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .module import Module
-from .parameter import Parameter
+from .parameter import Buffer, Parameter
 
 
 def _classes(module):
@@ -53,6 +53,7 @@ from . import modules  # noqa: E402  (torch.nn.modules' file layout, over the cl
 
 __all__ = [
     "BatchNorm1d",
+    "Buffer",
     "BatchNorm2d",
     "BatchNorm3d",
     "GELU",

@@ -10,7 +10,7 @@ from .._factories import empty_like, zeros_like
 from .._grad_mode import no_grad
 from .._tensor import Tensor, type_name
 from . import _conversion, _module_hooks
-from .parameter import Parameter
+from .parameter import Buffer, Parameter
 
 COMPLEX_MODULES = (
     "Complex modules are a new feature under active development whose design may change, and some modules might "
@@ -108,10 +108,14 @@ class Module:
                     f"cannot assign '{_typename(value)}' as child module '{name}' (torch.nn.Module or None expected)"
                 )
             self._modules[name] = None
+        elif isinstance(value, Buffer):
+            self._registry("_buffers")
+            self.register_buffer(name, value, value.persistent)
         elif name in self.__dict__.get("_buffers", ()):
             if value is not None and not isinstance(value, Tensor):
                 raise TypeError(
-                    f"cannot assign '{_typename(value)}' as buffer '{name}' (torch.Tensor or None expected)"
+                    f"cannot assign '{_typename(value)}' as buffer '{name}' "
+                    "(torch.nn.Buffer, torch.Tensor or None expected)"
                 )
             self._buffers[name] = value
         else:
