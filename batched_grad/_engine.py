@@ -13,7 +13,7 @@ import numpy as np
 from vmap._chunks import in_chunks
 from vmap._memory import AUTO, auto_chunk
 
-from . import _anomaly, _fused, _fusion, _graph, _lazy, _segments
+from . import _anomaly, _fused, _fusion, _graph, _lazy, _saved_hooks, _segments
 from ._grad_mode import set_grad_enabled
 from ._graph import AccumulateGrad
 from ._hooks import run_post_accumulate_hooks, run_posthooks, run_prehooks, run_tensor_hooks
@@ -144,7 +144,7 @@ def run_backward(roots, root_grads, captures, *, retain_graph, create_graph, acc
     fuse_now = batch is not None and (batch.shards is not None or batch.chunk_size == AUTO)
     if batch is not None and batch.chunk_size == AUTO:
         batch, walk = _auto_chunk(walk, batch, root_grads, create_graph)
-    with set_grad_enabled(create_graph):
+    with set_grad_enabled(create_graph), _saved_hooks.kept():
         run, compiling = _compiled_run(walk, create_graph, fuse_now)
         if run is not None:
             results, leaves, leaf_grads = run(walk, root_grads, create_graph, release=not retain_graph)

@@ -133,6 +133,8 @@ class _Encoder:
                 value = s.value  # before `freed`: another thread's release marks it freed first
                 if s.freed or s.counter.value != s.version:
                     return None  # the per-node engine raises torch's error if the node runs
+                if s.packed is not None:
+                    return None  # saved under saved_tensors_hooks: the per-node engine unpacks it
                 s = value
             r = None if s is None else ref(s)
             saved.append(r)

@@ -6,6 +6,7 @@ import threading
 import weakref
 from collections import OrderedDict, namedtuple
 
+from . import _saved_hooks
 from ._anomaly import mode as _anomaly
 from ._anomaly import record as _forward_record
 from ._grad_mode import is_grad_enabled
@@ -250,16 +251,30 @@ class AccumulateGrad(Node):
 class SavedValue:
     """A tensor value saved for backward: its array, how to rejoin the graph, and its version."""
 
-    __slots__ = ("value", "edge_node", "output_nr", "leaf", "counter", "version", "requires_grad", "freed")
+    __slots__ = (
+        "value",
+        "edge_node",
+        "output_nr",
+        "leaf",
+        "counter",
+        "version",
+        "requires_grad",
+        "freed",
+        "packed",  # (what the pack hook returned, the unpack hook) when saved under saved_tensors_hooks, else None
+    )
 
     def __init__(self, tensor):
-        self.value = unshared(tensor._v)  # possibly Pending: saving does not compute it
         self.edge_node, self.output_nr = tensor.grad_fn, tensor._output_nr
         self.requires_grad = self.edge_node is not None or tensor._requires_grad
         self.leaf = tensor if self.edge_node is None and self.requires_grad else None
         self.counter = tensor._counter
         self.version = self.counter.value
         self.freed = False
+        hooks = _saved_hooks.innermost()
+        if hooks is None:
+            self.value, self.packed = unshared(tensor._v), None  # possibly Pending: saving does not compute it
+        else:
+            self.value, self.packed = None, _pack(tensor, hooks)
 
     @classmethod
     def of_operand(cls, value):
@@ -268,12 +283,13 @@ class SavedValue:
         saved = cls.__new__(cls)
         saved.value, saved.edge_node, saved.output_nr, saved.leaf = value, None, 0, None
         saved.counter, saved.version, saved.requires_grad, saved.freed = UNCHANGING, 0, False, False
+        saved.packed = None
         return saved
 
     def check(self):
         if self.freed:
             raise RuntimeError(BACKWARD_TWICE)
-        if self.counter.value != self.version:
+        if self.packed is None and self.counter.value != self.version:  # torch checks no version of a packed one
             # torch names the saved variable's current grad_fn: the recorded in-place op, else its creator (none
             # for a detached alias, which shares the version counter but not the graph)
             node = (self.counter.modified_by or self.edge_node) if self.edge_node is not None else None
@@ -284,14 +300,16 @@ class SavedValue:
 
     def array(self):
         """The saved value (an array or a Pending one), after the freed/version checks."""
-        value = self.value  # read before the check: another thread's free() marks it freed before dropping it
-        self.check()
-        return value
+        value, packed = self.value, self.packed  # read before the check: another thread's free() marks it freed
+        self.check()  # before dropping them
+        return value if packed is None else unshared(_unpacked(packed)._v)
 
     def unpack(self, graph_mode):
         """The saved value as a Tensor; with `graph_mode` it is still connected to the graph."""
         from ._tensor import Tensor
 
+        if self.packed is not None:
+            return self._unpack_hooked(graph_mode)
         value = self.array()
         if not graph_mode or not self.requires_grad:
             return Tensor._wrap(value)
@@ -299,9 +317,57 @@ class SavedValue:
             return self.leaf
         return Tensor._wrap(value, grad_fn=self.edge_node, output_nr=self.output_nr)
 
+    def _unpack_hooked(self, graph_mode):
+        """What the unpack hook returns, as the saved tensor: in `graph_mode` its values take the saved tensor's
+        place in the graph (a saved leaf's gradient still reaches the leaf), as torch's."""
+        from ._tensor import Tensor
+
+        packed = self.packed
+        self.check()
+        value = unshared(_unpacked(packed)._v)
+        if not graph_mode or not self.requires_grad:
+            return Tensor._wrap(value)
+        if self.leaf is None:
+            return Tensor._wrap(value, grad_fn=self.edge_node, output_nr=self.output_nr)
+        standin = Tensor._wrap(value, requires_grad=True)
+        standin._accumulator = weakref.ref(edge_of(self.leaf).node)  # the leaf's AccumulateGrad node
+        return standin
+
     def free(self):
         self.freed = True  # first: a reader that still sees the value then sees it freed (array())
-        self.value = None
+        self.value = self.packed = None
+
+
+PACK_HOOK_IN_PLACE = (
+    "A saved tensor pack hook is modifying its input in place. Tensors provided as input to pack hook cannot be "
+    "modified by in-place operations as this can lead to unexpected side-effects. Please open an issue if you need "
+    "to perform in-place operations on the input to a pack hook."
+)
+
+
+def _pack(tensor, hooks):
+    """(pack(tensor), unpack): the pack hook runs under no_grad and may not change the tensor in place, as torch's."""
+    from ._grad_mode import no_grad
+
+    pack_hook, unpack_hook = hooks
+    version = tensor._counter.value
+    with no_grad():
+        packed = pack_hook(tensor)
+    if tensor._counter.value != version:
+        raise RuntimeError(PACK_HOOK_IN_PLACE)
+    return packed, unpack_hook
+
+
+def _unpacked(packed):
+    from ._tensor import Tensor
+
+    value, unpack_hook = packed
+    tensor = unpack_hook(value)
+    if not isinstance(tensor, Tensor):
+        raise TypeError(
+            f"Output of saved tensor unpack_hook expected to be a Tensor but got result of type {type(tensor).__name__}"
+        )
+    return tensor
 
 
 def modified_error(shape, dtype, node, version, expected, output_nr=0):

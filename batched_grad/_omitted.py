@@ -108,9 +108,8 @@ OPTIMIZERS = (
     "Adadelta, Adamax, NAdam, RAdam, Rprop, ASGD and LBFGS are here"
 )
 SAVED_HOOKS = (
-    "hooks on the values saved for backward (saved_tensors_hooks, save_on_cpu, disable_saved_tensors_hooks, "
-    "allow_mutation_on_saved_tensors): batched_grad saves JAX arrays inside compiled backward programs, "
-    "not tensors a pack/unpack hook could replace"
+    "allow_mutation_on_saved_tensors (cloning a saved tensor when it is changed in place later): not yet "
+    "implemented; saved_tensors_hooks, save_on_cpu and disable_saved_tensors_hooks are here"
 )
 MULTI_GRAD_HOOK = (
     "register_multi_grad_hook needs the engine to tell which of several tensors one backward pass will "
@@ -330,8 +329,7 @@ OMITTED = {
     "torch.autograd.graph": {
         **_names(
             SAVED_HOOKS,
-            """saved_tensors_hooks save_on_cpu disable_saved_tensors_hooks
-            allow_mutation_on_saved_tensors""",
+            "allow_mutation_on_saved_tensors",
         ),
         **_names(MULTI_GRAD_HOOK, "register_multi_grad_hook"),
         **_names(

@@ -12,6 +12,7 @@ from vmap._pytree import flatten
 
 from .._factories import zeros_like
 from .._grad_mode import enable_grad, is_grad_enabled
+from .._saved_hooks import unsupported_in_transforms
 from .._tensor import Tensor
 from .._transform_levels import grad_level
 from .._x64 import scoped
@@ -83,6 +84,7 @@ def grad_and_value(func, argnums=0, has_aux=False):
     (gradient, (output, aux))."""
 
     @functools.wraps(func)
+    @unsupported_in_transforms
     @scoped
     def wrapper(*args, **kwargs):
         argnums_ = check_argnums(argnums, len(args))
@@ -134,6 +136,7 @@ def _check_floating_outputs(outputs):
             )
 
 
+@unsupported_in_transforms
 @scoped
 def vjp(func, *primals, has_aux=False):
     """(func(*primals), vjp_fn[, aux]): vjp_fn(cotangents) gives the gradients for every primal, shaped as
@@ -187,6 +190,7 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
     chunk_size = check_chunk_size(chunk_size)
 
     @functools.wraps(func)
+    @unsupported_in_transforms
     @scoped
     def wrapper(*args, **kwargs):
         _check_real(args, "jacrev", "inputs")
