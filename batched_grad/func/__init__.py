@@ -4,6 +4,7 @@ forward-mode op; `vmap` is vmap.vmap. Every transform composes with every other,
 
 from ._forward import hessian, jacfwd, jvp, linearize
 from ._module import (
+    combine_state_for_ensemble,
     functional_call,
     make_functional,
     make_functional_with_buffers,

@@ -130,15 +130,20 @@ def _stacked_leaf(tensors, name):
     return result.detach().requires_grad_() if all(requires) else result
 
 
+def _check_ensemble(models, api):
+    """torch's checks of the models stacked for an ensemble: some, all in one mode, all of one class."""
+    if len(models) == 0:
+        raise RuntimeError(f"{api}: Expected at least one model, got 0.")
+    if not (all(m.training for m in models) or not any(m.training for m in models)):
+        raise RuntimeError(f"{api}: Expected all models to have the same training/eval mode.")
+    if not all(type(m) is type(models[0]) for m in models):
+        raise RuntimeError(f"{api}: Expected all models to be of the same class.")
+
+
 def stack_module_state(models):
     """({name: the parameters of `models` stacked}, {name: their buffers stacked}), for vmap over the models."""
     models = list(models)
-    if len(models) == 0:
-        raise RuntimeError("stack_module_state: Expected at least one model, got 0.")
-    if not (all(m.training for m in models) or not any(m.training for m in models)):
-        raise RuntimeError("stack_module_state: Expected all models to have the same training/eval mode.")
-    if not all(type(m) is type(models[0]) for m in models):
-        raise RuntimeError("stack_module_state: Expected all models to be of the same class.")
+    _check_ensemble(models, "stack_module_state")
     params = [dict(m.named_parameters()) for m in models]
     buffers = [dict(m.named_buffers()) for m in models]
     return (
@@ -206,3 +211,15 @@ def make_functional_with_buffers(model, disable_autograd_tracking=False):
     names, params = _parameters_of(model, disable_autograd_tracking)
     buffer_names, buffers = zip(*model.named_buffers()) if list(model.buffers()) else ((), ())
     return FunctionalModuleWithBuffers(model, names, buffer_names), params, tuple(buffers)
+
+
+def combine_state_for_ensemble(models):
+    """functorch.combine_state_for_ensemble (deprecated there for torch.func.stack_module_state): (fmodel, params,
+    buffers) for vmap over `models` (of one class, in one mode): fmodel is the first model's
+    make_functional_with_buffers form; params and buffers are each model's stacked along a new first dimension,
+    detached."""
+    _check_ensemble(models, "combine_state_for_ensemble")
+    made = [make_functional_with_buffers(model) for model in models]
+    params = tuple(stack(group).detach() for group in zip(*[p for _, p, _ in made]))
+    buffers = tuple(stack(group).detach() for group in zip(*[b for _, _, b in made]))
+    return made[0][0], params, buffers
