@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 
 from ._dtypes import differentiable
+from ._tracing import is_tracer
 
 
 class _Tangents:
@@ -40,11 +41,35 @@ class _Tangents:
             del self.entries[id(t)]
 
 
+class _NoTangents(_Tangents):
+    """The tangents seen while forward gradients are switched off: none, and none kept."""
+
+    def get(self, t):
+        return None
+
+    def set(self, t, tangent):
+        pass
+
+    def pop(self, t):
+        pass
+
+
+NO_TANGENTS = _NoTangents()
+
+ON, SUSPENDED, OFF = "on", "suspended", "off"  # the modes of forward gradients
+
+
 class _Levels:
-    """The open dual level (torch has at most one) and its tangents; None when none is open."""
+    """The open dual level (torch has at most one: `open`, its tangents, None when none is open), the mode of
+    forward gradients, and `tangents`, what ops consult: `open` in mode ON; None while SUSPENDED (a custom
+    Function's forward and jvp: the one attribute test of the fast path); NO_TANGENTS while OFF
+    (forward_ad._set_fwd_grad_enabled(False)), where ops also cut the tangents of traced results (apply_dual)."""
 
     def __init__(self):
-        self.level, self.tangents = -1, None
+        self.level, self.open, self.mode, self.tangents = -1, None, ON, None
+
+    def sync(self):
+        self.tangents = self.open if self.mode is ON else NO_TANGENTS if self.mode is OFF else None
 
 
 LEVELS = _Levels()
@@ -62,38 +87,66 @@ def set_tangent(t, tangent):
         LEVELS.tangents.set(t, tangent)
 
 
-class suspended:
-    """Within it, forward-mode AD is off, as torch runs a custom Function's forward and jvp: ops compute no tangents
-    and tensors show none. The open level's tangents are kept for after."""
+def fwd_grad_enabled():
+    return LEVELS.mode is ON
 
-    __slots__ = ("tangents",)
+
+class _mode:
+    """Forward gradients in `mode` within it (on entering it, or where `now`, at once), the previous mode after."""
+
+    __slots__ = ("mode", "previous")
+
+    def __init__(self, mode, now=False):
+        self.mode, self.previous = mode, None
+        if now:
+            self.__enter__()
 
     def __enter__(self):
-        self.tangents = LEVELS.tangents
-        if self.tangents is not None:  # else nothing to do (nor to undo: another thread may open a level meanwhile)
-            LEVELS.tangents = None
+        if self.previous is None:
+            self.previous = LEVELS.mode
+            LEVELS.mode = self.mode
+            LEVELS.sync()
 
     def __exit__(self, *exc):
-        if self.tangents is not None:
-            LEVELS.tangents = self.tangents
+        LEVELS.mode = self.previous
+        LEVELS.sync()
         return False
 
 
+def suspended():
+    """Within it, forward-mode AD is off, as torch runs a custom Function's forward and jvp: ops compute no tangents
+    and tensors show none. The open level's tangents are kept for after."""
+    return _mode(SUSPENDED)
+
+
+def switched_on():
+    """Within it, forward gradients are on, as torch.func's forward-mode transforms run the function they
+    transform."""
+    return _mode(ON)
+
+
+def set_fwd_grad_enabled(mode):
+    """Forward gradients on or off from now (as torch's, at construction) until the returned context exits."""
+    return _mode(ON if mode else OFF, now=True)
+
+
 def enter():
-    if LEVELS.tangents is not None:
+    if LEVELS.open is not None:
         raise RuntimeError("Nested forward mode AD is not supported at the moment")
-    LEVELS.level, LEVELS.tangents = 0, _Tangents()
+    LEVELS.level, LEVELS.open = 0, _Tangents()
+    LEVELS.sync()
     return LEVELS.level
 
 
 def exit(level=None):  # noqa: A001  (torch's exit_dual_level calls it so)
-    if LEVELS.tangents is None:
+    if LEVELS.open is None:
         raise RuntimeError("Dual level must be a positive number.")
     if level is not None and level != LEVELS.level:
         raise RuntimeError(
             "Trying to exit a forward AD level that was not the last one that was created. This is not supported."
         )
-    LEVELS.level, LEVELS.tangents = -1, None
+    LEVELS.level, LEVELS.open = -1, None
+    LEVELS.sync()
 
 
 @functools.lru_cache(maxsize=4096)
@@ -131,6 +184,8 @@ def apply_dual(run, op, operands, static):
     from ._tensor import Tensor
 
     tangents = LEVELS.tangents
+    if tangents is NO_TANGENTS:
+        return _without_tangents(run(op, operands, static))
     duals = [i for i, x in enumerate(operands) if isinstance(x, Tensor) and tangents.get(x) is not None]
     result = run(op, operands, static)
     if not duals:
@@ -142,4 +197,22 @@ def apply_dual(run, op, operands, static):
     for r, t in zip(results, out_tangents):
         if isinstance(r, Tensor) and differentiable(r._v.dtype):
             tangents.set(r, t)
+    return result
+
+
+def _without_tangents(result):
+    """An op's result computed with forward gradients off: where traced by a forward-mode transform (jvp, jacfwd),
+    its values carry no tangent. (JAX takes reverse mode from forward mode, so a reverse-mode derivative through the
+    traced function does not reach past them either; torch's reverse mode would.)"""
+    from ._lazy import Pending
+    from ._tensor import Tensor
+
+    for r in result if isinstance(result, (tuple, list)) else (result,):
+        if not isinstance(r, Tensor):
+            continue
+        v = r._v
+        if type(v) is Pending and not v.call.mapped:  # recorded (a transform's trace records under enable_grad)
+            v = r._value
+        if is_tracer(v):
+            r._v = jax.lax.stop_gradient(v)
     return result

@@ -33,7 +33,7 @@ def exit_dual_level(*, level=None):
 
 
 def _check_level(level, name):
-    if _dual.LEVELS.tangents is None:
+    if _dual.LEVELS.open is None:
         raise RuntimeError(
             "Trying to create a dual Tensor for forward AD but no level exists, make sure to enter_dual_level() first."
         )
@@ -44,7 +44,8 @@ def _check_level(level, name):
 def _untangented_view(tensor):
     """A view of `tensor` (sharing its values and version) that has no tangent."""
     view = tensor.view_as(tensor)
-    _dual.set_tangent(view, None)
+    if _dual.LEVELS.open is not None:
+        _dual.LEVELS.open.pop(view)
     return view
 
 
@@ -62,7 +63,7 @@ def make_dual(tensor, tangent, *, level=None):
             f"{list(tangent.shape)}."
         )
     dual = _untangented_view(tensor)
-    _dual.set_tangent(dual, tangent)
+    _dual.LEVELS.open.set(dual, tangent)  # hidden while forward gradients are off, as torch's
     return dual
 
 
@@ -72,6 +73,28 @@ def unpack_dual(tensor, *, level=None):
     if tangent is None:
         return UnpackedDualTensor(tensor, None)
     return UnpackedDualTensor(_untangented_view(tensor), tangent)
+
+
+def _is_fwd_grad_enabled():
+    """Whether forward gradients are on: ops on dual tensors compute their tangents (off in a custom Function's
+    forward and jvp, and under _set_fwd_grad_enabled(False))."""
+    return _dual.fwd_grad_enabled()
+
+
+class _set_fwd_grad_enabled:
+    """Switch forward gradients on or off when made (as torch's private helper), until its `with` block exits.
+    Off, ops compute no tangents and dual tensors show none, and a forward-mode transform's trace (jvp, jacfwd)
+    gets no tangent through what is computed meanwhile; jvp, jacfwd and hessian switch them on for the function
+    they transform. Unlike torch's, the mode is the process's (as the dual level is), not the thread's."""
+
+    def __init__(self, mode):
+        self._mode = _dual.set_fwd_grad_enabled(mode)
+
+    def __enter__(self):
+        pass
+
+    def __exit__(self, *exc):
+        return self._mode.__exit__(*exc)
 
 
 class dual_level:

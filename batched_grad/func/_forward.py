@@ -12,6 +12,7 @@ from jax.extend.core import ClosedJaxpr, jaxpr_as_fun
 
 from vmap._pytree import flatten
 
+from .. import _dual
 from .._dtypes import float64
 from .._factories import eye
 from .._grad_mode import enable_grad, is_grad_enabled
@@ -133,7 +134,8 @@ def _traced(func, inputs, outputs):
 @scoped
 def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     """(func(*primals), the JVP along `tangents`[, aux]), as torch.func.jvp."""
-    with grad_level(primals, tangents):  # tangents: jvp itself writes what f wrote into a primal into its tangent
+    # tangents: jvp itself writes what f wrote into a primal into its tangent
+    with grad_level(primals, tangents), _dual.switched_on():
         return _jvp(func, primals, tangents, strict, has_aux)
 
 
@@ -236,7 +238,7 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
                 f"Only allowed values for randomness are 'error', 'different', or 'same'. Got {randomness}"
             )
         argnums_ = check_argnums(argnums, len(args))
-        with grad_level(args, kwargs):
+        with grad_level(args, kwargs), _dual.switched_on():
             return _jacfwd(func, args, kwargs, argnums_, has_aux, randomness)
 
     return wrapper
