@@ -314,3 +314,36 @@ def test_saved_tensors_keep_their_output_nr_and_grad_fn_when_backward_records_no
             SaveInput.apply(second).sum().backward(create_graph=create_graph)
         outcomes.append((second.output_nr, seen))
     assert outcomes[0] == outcomes[1]
+
+
+def _node_names(m):
+    class FooBar(m.autograd.Function):
+        @staticmethod
+        def forward(x):
+            return x.clone()
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            pass
+
+        @staticmethod
+        def backward(ctx, grad_output):
+            return grad_output
+
+    seen = []
+
+    def f(x):
+        node = FooBar.apply(x).grad_fn
+        seen.append((type(node).__name__, node.name(), type(node).__module__.split(".", 1)[1]))
+        return x.sum() * 0 + FooBar.apply(x).sum()
+
+    x = m.tensor([1.0, 2.0])
+    m.func.grad(f)(x)  # torch records a copy of the Function it generates inside grad-type transforms
+    m.func.vjp(f, x)
+    f(m.ones(2, requires_grad=True))
+    first, second = (FooBar.apply(m.ones(1, requires_grad=True)) for _ in range(2))
+    return seen, type(first.grad_fn) is type(second.grad_fn), isinstance(first.grad_fn, m.autograd.graph.Node)
+
+
+def test_a_functions_node_class_is_named_as_torchs():
+    assert _node_names(bg) == _node_names(torch)

@@ -3,6 +3,7 @@
 import functools
 import inspect
 import warnings
+import weakref
 
 from .. import _dual, _graph
 from .._dtypes import to_dtype
@@ -10,6 +11,7 @@ from .._grad_mode import is_grad_enabled, no_grad, set_grad_enabled
 from .._rowwise import run_batched
 from .._tensor import DETACH, VIEW_OF_LEAF_INPLACE, Tensor, _ops_of, python_type_name
 from .._transform_levels import NO_SETUP_CONTEXT, in_transform
+from .._transform_levels import levels as grad_levels
 from .._vmap_levels import in_vmap_randomness
 from . import _function_jvp, _vmap_rule
 from ._function_jvp import NO_JVP
@@ -96,7 +98,8 @@ class FunctionCtx:
 
 
 class FunctionNode(_graph.Node):
-    """The node of a Function.apply; its backward calls the user's backward with Tensors."""
+    """The node of a Function.apply; its backward calls the user's backward with Tensors. Each Function has its own
+    subclass, named as torch's (node_class)."""
 
     __slots__ = ("function", "ctx", "tensor_inputs")
     backward_without_gradients = True  # as torch's: reached with no gradient, it runs on zeros (or Nones)
@@ -109,7 +112,7 @@ class FunctionNode(_graph.Node):
         self.tensor_inputs = tuple(isinstance(a, Tensor) for a in args)  # which inputs may get a gradient
 
     def name(self):
-        return f"{self.function.__name__}Backward"
+        return type(self).__name__
 
     def saved_values(self):
         return [s for s in self.ctx._saved or () if isinstance(s, _graph.SavedValue)]
@@ -179,6 +182,21 @@ class FunctionNode(_graph.Node):
         return result
 
 
+_NODE_CLASSES = weakref.WeakKeyDictionary()  # a Function subclass -> {generated: the class of its nodes}
+
+
+def node_class(function, generated):
+    """The class of a Function's nodes, named as torch's: <Name>Backward, or <Name>GeneratedBackward where it is
+    recorded inside a grad-type transform of torch.func (`generated`: torch runs a copy it generates there)."""
+    classes = _NODE_CLASSES.setdefault(function, {})
+    made = classes.get(generated)
+    if made is None:
+        name = f"{function.__name__}{'Generated' if generated else ''}Backward"
+        attributes = {"__slots__": (), "__module__": FunctionNode.__module__, "__qualname__": name}
+        made = classes[generated] = type(name, (FunctionNode,), attributes)
+    return made
+
+
 class Function:
     """Subclass with `forward(ctx, *args)` (or `forward(*args)` + `setup_context(ctx, inputs, output)`) and
     `backward(ctx, *grad_outputs)`; call it with `MyFunction.apply(*args)`."""
@@ -246,7 +264,8 @@ class Function:
         is_tuple = isinstance(output, tuple)
         outs = output if is_tuple else (output,)
         dirty = _bump_dirty(ctx.dirty_tensors)
-        node = FunctionNode(cls, ctx, args, outs) if is_grad_enabled() and any(ctx.needs_input_grad) else None
+        recorded = is_grad_enabled() and any(ctx.needs_input_grad)
+        node = node_class(cls, bool(grad_levels()))(cls, ctx, args, outs) if recorded else None
         received = _received_outputs(outs, node, ctx, args, dirty)
         returned = {id(o) for o in outs}
         if any(id(t) not in returned for t in ctx.dirty_tensors):
