@@ -292,3 +292,31 @@ def test_grad_of_a_function_that_reads_values_still_works():
         return m.func.grad(lambda x: (x * x.detach().sum().item()).sum() if x.sum() > 0 else x.sum())(_x(m))
 
     np.testing.assert_allclose(run(bg).numpy(), run(torch).numpy(), rtol=1e-6)
+
+
+COMPLEX_CASES = {
+    "complex_input": (lambda m, x: x.conj(), lambda m: m.tensor([1.0 + 2.0j, -0.5j])),
+    "complex_output": (lambda m, x: m.conj(x * 0.5j), lambda m: m.tensor([1.0, 2.0])),
+    "complex_output_among_several": (lambda m, x: (x.sin(), x * 1j), lambda m: m.tensor([1.0, 2.0])),
+    "complex_output_of_a_function_that_reads_values": (
+        lambda m, x: x * (1j if float(x.sum()) > 0 else -1j),
+        lambda m: m.tensor([1.0, 2.0]),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(COMPLEX_CASES))
+def test_jacfwd_refuses_complex_tensors_like_torch(case):
+    f, make_x = COMPLEX_CASES[case]
+    raises_like_torch(lambda m: m.func.jacfwd(lambda x: f(m, x))(make_x(m)))
+
+
+def test_hessian_refuses_a_complex_input_in_its_outer_jacfwd_like_torch():
+    f, make_x = COMPLEX_CASES["complex_input"]
+    raises_like_torch(lambda m: m.func.hessian(lambda x: f(m, x).abs().sum())(make_x(m)))
+
+
+def test_jacfwd_refuses_complex_outputs_with_randomness_different_and_allows_complex_aux():
+    raises_like_torch(lambda m: m.func.jacfwd(lambda x: x * 1j, randomness="different")(m.tensor([1.0])))
+    jacobian, aux = bg.func.jacfwd(lambda x: (x.sin(), x * 1j), has_aux=True)(bg.tensor([0.0, 1.0]))
+    assert aux.dtype.is_complex and not jacobian.dtype.is_complex

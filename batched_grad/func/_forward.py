@@ -34,7 +34,7 @@ from ._args import (
     selected,
     split_aux,
 )
-from ._reverse import _detached_unless, _gradients, jacrev
+from ._reverse import _check_real, _detached_unless, _gradients, jacrev
 from ._vmap import vmap
 
 JVP = "jvp(f, primals, tangents)"
@@ -233,15 +233,29 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
     @functools.wraps(func)
     @scoped
     def wrapper(*args, **kwargs):
+        _check_real(args, "jacfwd", "inputs")
         if randomness not in _RANDOMNESS:
             raise RuntimeError(
                 f"Only allowed values for randomness are 'error', 'different', or 'same'. Got {randomness}"
             )
         argnums_ = check_argnums(argnums, len(args))
         with grad_level(args, kwargs), _dual.switched_on():
-            return _jacfwd(func, args, kwargs, argnums_, has_aux, randomness)
+            return _jacfwd(_with_real_outputs(func, has_aux), args, kwargs, argnums_, has_aux, randomness)
 
     return wrapper
+
+
+def _with_real_outputs(func, has_aux):
+    """`func`, refusing complex outputs as torch.func.jacfwd does (aux may be complex)."""
+
+    @functools.wraps(func)
+    def checked(*args, **kwargs):
+        result = func(*args, **kwargs)
+        output = result[0] if has_aux and isinstance(result, tuple) and len(result) == 2 else result
+        _check_real(output, "jacfwd", "outputs")
+        return result
+
+    return checked
 
 
 def _jacfwd(func, args, kwargs, argnums, has_aux, randomness):
