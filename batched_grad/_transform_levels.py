@@ -36,10 +36,12 @@ NO_SETUP_CONTEXT = (
 
 class GradLevel(NamedTuple):
     """A running grad-type transform: storages made from `mark` on were made inside it; `received` holds the version
-    counters (storages) of the tensors passed to it, by id, which its function may write into too."""
+    counters (storages) of the tensors passed to it, by id, which its function may write into too; `forward`: a
+    forward-mode one (jvp, jacfwd), which holds torch's one forward AD level while it runs."""
 
     mark: int
     received: dict
+    forward: bool = False
 
 
 class _Running(threading.local):
@@ -51,11 +53,12 @@ _running = _Running()
 
 
 @contextlib.contextmanager
-def grad_level(*received):
-    """Within it, a grad-type transform runs, called with the pytrees `received` (its arguments)."""
+def grad_level(*received, forward=False):
+    """Within it, a grad-type transform runs, called with the pytrees `received` (its arguments); `forward`: a
+    forward-mode one."""
     leaves, _ = flatten(received)
     counters = {id(c): c for c in (getattr(x, "_counter", None) for x in leaves) if c is not None}
-    _running.levels.append(GradLevel(_graph.new_birth_mark(), counters))
+    _running.levels.append(GradLevel(_graph.new_birth_mark(), counters, forward))
     try:
         yield
     finally:
@@ -65,6 +68,11 @@ def grad_level(*received):
 def levels():
     """The running grad-type transforms of this thread, innermost last."""
     return _running.levels
+
+
+def in_forward_transform():
+    """Whether the function of a forward-mode transform (jvp, jacfwd) is running in this thread."""
+    return any(level.forward for level in _running.levels)
 
 
 def in_transform():

@@ -320,3 +320,42 @@ def test_jacfwd_refuses_complex_outputs_with_randomness_different_and_allows_com
     raises_like_torch(lambda m: m.func.jacfwd(lambda x: x * 1j, randomness="different")(m.tensor([1.0])))
     jacobian, aux = bg.func.jacfwd(lambda x: (x.sin(), x * 1j), has_aux=True)(bg.tensor([0.0, 1.0]))
     assert aux.dtype.is_complex and not jacobian.dtype.is_complex
+
+
+def _forward_jacobian(m, x):
+    return m.autograd.functional.jacobian(lambda y: y.sin().sum(), x, strategy="forward-mode", vectorize=True)
+
+
+def _forward_hessian(m, x):
+    f = lambda y: y.sin().sum()  # noqa: E731
+    return m.autograd.functional.hessian(f, x, outer_jacobian_strategy="forward-mode", vectorize=True)
+
+
+FORWARD_FUNCTIONAL_PLACES = {
+    "vmap": lambda m, g: m.func.vmap(g)(m.tensor([X3, X3])),
+    "jvp": lambda m, g: m.func.jvp(g, (m.tensor(X3),), (m.tensor(X3),)),
+    "jacfwd": lambda m, g: m.func.jacfwd(g)(m.tensor(X3)),
+    "hessian": lambda m, g: m.func.hessian(lambda x: g(x).sum())(m.tensor(X3)),
+    "dual_level": lambda m, g: _under_dual_level(m, g),
+}
+
+
+def _under_dual_level(m, g):
+    with m.autograd.forward_ad.dual_level():
+        return g(m.tensor(X3))
+
+
+@pytest.mark.parametrize("where", list(FORWARD_FUNCTIONAL_PLACES))
+@pytest.mark.parametrize("api", ["jacobian", "hessian"])
+def test_autograd_functional_forward_mode_refuses_where_torchs_forward_ad_level_cannot_run(api, where):
+    of = _forward_jacobian if api == "jacobian" else _forward_hessian
+    raises_like_torch(lambda m: FORWARD_FUNCTIONAL_PLACES[where](m, lambda x: of(m, x)))
+
+
+def test_forward_mode_hessian_inside_grad_is_refused_and_a_captured_input_under_vmap_is_not():
+    raises_like_torch(lambda m: m.func.grad(lambda x: _forward_hessian(m, m.tensor(X3)).sum() * x)(m.tensor(1.0)))
+
+    def captured(m):
+        return m.func.vmap(lambda s: _forward_jacobian(m, m.tensor(X3)) * s)(m.tensor([1.0, 2.0]))
+
+    np.testing.assert_allclose(captured(bg).numpy(), captured(torch).numpy(), rtol=1e-6)

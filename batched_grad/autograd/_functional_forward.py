@@ -18,9 +18,12 @@ from vmap._fallback import UNVECTORIZABLE
 from vmap._memory import AUTO, auto_chunk, lowerable
 from vmap._rows import map_rows
 
+from .. import _dual
 from .._grad_mode import no_grad
 from .._ops._core import Op, apply
 from .._tensor import Tensor
+from .._transform_levels import REQUIRES_GRAD_INSIDE, in_forward_transform, in_transform
+from .._vmap_levels import is_batched
 from ._function_jvp import TRACING, forward_tracing
 
 try:  # the trace under jax.make_jaxpr, without the jit wrapper it makes for every new function
@@ -37,6 +40,36 @@ class Untraceable(Exception):
 class AppliesFunction(Exception):
     """A Hessian's function applies a custom Function, whose backward must give the inner gradient (as torch's):
     JAX's reverse mode of the trace would transpose its jvp instead."""
+
+
+NESTED_FORWARD = "Nested forward mode AD is not supported at the moment"
+MAKE_DUAL_UNDER_VMAP = (
+    "Batching rule not implemented for aten::_make_dual; the fallback path doesn't work on out= or view ops."
+)
+
+
+def check_forward_mode(create_graph, strict, vectorize, inputs, hessian=False):
+    """torch's refusals of autograd.functional's forward mode, in torch's order: its flags; then what torch's
+    forward AD level meets where it runs: one already open (a dual level, or jvp/jacfwd running), inputs batched by
+    a running vmap (whose make_dual has no batching rule), and for a Hessian, the inner gradient's requires_grad_()
+    inside any function transform."""
+    for flag, name, error in ((create_graph, "create_graph", NotImplementedError), (strict, "strict", RuntimeError)):
+        if flag:
+            raise error(
+                f'torch.autograd.functional.jacobian: `{name}=True` and `strategy="forward-mode"` are not '
+                f'supported together (yet). Please either set `{name}=False` or `strategy="reverse-mode"`.'
+            )
+    if not vectorize:
+        raise NotImplementedError(
+            "Computing Jacobian using forward-AD or forward-over-reverse Hessian is"
+            "only implemented for `vectorize=True`."
+        )
+    if _dual.LEVELS.open is not None or in_forward_transform():
+        raise RuntimeError(NESTED_FORWARD)
+    if any(is_batched(x._v) for x in inputs):
+        raise RuntimeError(MAKE_DUAL_UNDER_VMAP)
+    if hessian and in_transform():
+        raise RuntimeError(REQUIRES_GRAD_INSIDE)
 
 
 def _check_primals(inputs):

@@ -15,7 +15,7 @@ from .._ops import stack
 from .._tensor import Tensor
 from .._x64 import scoped
 from ._api import grad as _grad
-from ._functional_forward import AppliesFunction, Untraceable, forward_jacobian
+from ._functional_forward import AppliesFunction, Untraceable, check_forward_mode, forward_jacobian
 
 __all__ = ["vjp", "jvp", "jacobian", "hessian", "hvp", "vhp"]
 
@@ -235,21 +235,6 @@ def _check_strategy(strategy, hint):
         raise AssertionError('Expected strategy to be either "forward-mode" or "reverse-mode".' + hint)
 
 
-def _check_forward_mode(create_graph, strict, vectorize):
-    """torch's refusals for forward mode, in torch's order."""
-    for flag, name, error in ((create_graph, "create_graph", NotImplementedError), (strict, "strict", RuntimeError)):
-        if flag:
-            raise error(
-                f'torch.autograd.functional.jacobian: `{name}=True` and `strategy="forward-mode"` are not '
-                f'supported together (yet). Please either set `{name}=False` or `strategy="reverse-mode"`.'
-            )
-    if not vectorize:
-        raise NotImplementedError(
-            "Computing Jacobian using forward-AD or forward-over-reverse Hessian is"
-            "only implemented for `vectorize=True`."
-        )
-
-
 def _identity_cotangents(outputs, numels):
     """One (total, numel_i) block per output, together the identity: the cotangents of a whole Jacobian."""
     total, offset, blocks = sum(numels), 0, []
@@ -354,7 +339,7 @@ def jacobian(
     )
     if strategy == "forward-mode":
         is_inputs_tuple, inputs = _tensor_tuple(inputs, "inputs", "jacobian")
-        _check_forward_mode(create_graph, strict, vectorize)
+        check_forward_mode(create_graph, strict, vectorize, inputs)
         try:
             blocks, is_outputs_tuple = forward_jacobian(
                 func, inputs, lambda out: _tensor_tuple(out, _OUTPUTS, "jacobian"), chunk_size=chunk_size
@@ -420,7 +405,7 @@ def hessian(
     _check_strategy(outer_jacobian_strategy, "")
     scalar_func = _single_output(func, "hessian", strict)
     if outer_jacobian_strategy == "forward-mode":
-        _check_forward_mode(create_graph, strict, vectorize)
+        check_forward_mode(create_graph, strict, vectorize, inputs, hessian=True)
         try:
             try:
                 blocks, _ = forward_jacobian(

@@ -135,7 +135,7 @@ def _traced(func, inputs, outputs):
 def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     """(func(*primals), the JVP along `tangents`[, aux]), as torch.func.jvp."""
     # tangents: jvp itself writes what f wrote into a primal into its tangent
-    with grad_level(primals, tangents), _dual.switched_on():
+    with grad_level(primals, tangents, forward=True), _dual.switched_on():
         return _jvp(func, primals, tangents, strict, has_aux)
 
 
@@ -239,7 +239,7 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
                 f"Only allowed values for randomness are 'error', 'different', or 'same'. Got {randomness}"
             )
         argnums_ = check_argnums(argnums, len(args))
-        with grad_level(args, kwargs), _dual.switched_on():
+        with grad_level(args, kwargs, forward=True), _dual.switched_on():
             return _jacfwd(_with_real_outputs(func, has_aux), args, kwargs, argnums_, has_aux, randomness)
 
     return wrapper
