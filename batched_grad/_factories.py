@@ -15,6 +15,7 @@ from ._generator import resolve
 from ._host import share
 from ._meta import MetaValue, device_for, meta_value, names_meta
 from ._ops.random_draws import sample
+from ._ops.rows_like import rows_like
 from ._tensor import REQUIRES_GRAD_DTYPE, Tensor, python_type_name, warn_once
 from ._x64 import scoped
 
@@ -335,25 +336,25 @@ def _like(input, dtype, fn, memory_format=None):
 def zeros_like(input, *, dtype=None, requires_grad=False, device=None, memory_format=None):
     """Zeros with `input`'s shape and dtype (unless `dtype`)."""
     shape, d = _like(input, dtype, "zeros_like", memory_format)
-    return zeros(shape, dtype=d, requires_grad=requires_grad, device=device_for(device, input))
+    return rows_like(zeros(shape, dtype=d, device=device_for(device, input)), input, requires_grad)
 
 
 def ones_like(input, *, dtype=None, requires_grad=False, device=None, memory_format=None):
     """Ones with `input`'s shape and dtype (unless `dtype`)."""
     shape, d = _like(input, dtype, "ones_like", memory_format)
-    return ones(shape, dtype=d, requires_grad=requires_grad, device=device_for(device, input))
+    return rows_like(ones(shape, dtype=d, device=device_for(device, input)), input, requires_grad)
 
 
 def empty_like(input, *, dtype=None, requires_grad=False, device=None, memory_format=None):
     """An uninitialized tensor (zeros here) with `input`'s shape and dtype (unless `dtype`)."""
     shape, d = _like(input, dtype, "empty_like", memory_format)
-    return empty(shape, dtype=d, requires_grad=requires_grad, device=device_for(device, input))
+    return rows_like(empty(shape, dtype=d, device=device_for(device, input)), input, requires_grad)
 
 
 def full_like(input, fill_value, *, dtype=None, requires_grad=False, device=None, memory_format=None):
     """`fill_value` with `input`'s shape and dtype (unless `dtype`)."""
     shape, d = _like(input, dtype, "full_like", memory_format)
-    return full(shape, fill_value, dtype=d, requires_grad=requires_grad, device=device_for(device, input))
+    return rows_like(full(shape, fill_value, dtype=d, device=device_for(device, input)), input, requires_grad)
 
 
 # ---- random ---------------------------------------------------------------------------------------------

@@ -120,3 +120,46 @@ def test_identity_result_moved_keeps_the_gradient_path(lib):
     moved = vmap_of(lib)(lambda a: a, out_dims=1)(leaf)
     (moved * lib.arange(2.0)).sum().backward()
     assert leaf.grad.tolist() == [[0.0, 0.0, 0.0], [1.0, 1.0, 1.0]]
+
+
+MADE_AFTER = {
+    "new_zeros": lambda lib, x: x.new_zeros(3),
+    "new_empty": lambda lib, x: x.new_empty(3),
+    "new_ones": lambda lib, x: x.new_ones((3,)),
+    "new_full": lambda lib, x: x.new_full((3,), 2.0),
+    "zeros_like": lambda lib, x: lib.zeros_like(x[:3]),
+    "ones_like": lambda lib, x: lib.ones_like(x[:3]),
+    "empty_like": lambda lib, x: lib.empty_like(x[:3]),
+    "full_like": lambda lib, x: lib.full_like(x[:3], 5.0),
+}
+WRITES = {
+    "copy_": lambda made, y: made.copy_(y),
+    "zero_then_add_": lambda made, y: made.zero_().add_(y),
+    "fill_then_mul_": lambda made, y: made.fill_(2.0).mul_(y),
+    "fill_tensor_then_sub_": lambda made, y: made.fill_(made.new_tensor(1.0)).sub_(y),
+}
+
+
+@pytest.mark.parametrize("write", list(WRITES))
+@pytest.mark.parametrize("factory", list(MADE_AFTER))
+def test_a_tensor_made_after_a_mapped_one_takes_a_batched_write_as_torchs(factory, write):
+    def run(lib):
+        x, y = pair(lib, 2, 4)
+        return vmap_of(lib)(lambda x, y: WRITES[write](MADE_AFTER[factory](lib, x), y[:3]))(x, y)
+
+    np.testing.assert_allclose(run(bg).numpy(), run(torch).numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("factory", ["new_zeros", "new_empty"])
+def test_per_sample_gradients_through_a_new_tensor_written_in_place(factory):
+    def run(lib):
+        x, y = pair(lib, 3, 5)
+
+        def loss(y_row, x_row):
+            made = getattr(x_row, factory)(5)
+            made.copy_(y_row)
+            return (made * made).sum()
+
+        return vmap_of(lib)(lib.func.grad(loss))(y, x)
+
+    np.testing.assert_allclose(run(bg).numpy(), run(torch).numpy(), rtol=1e-6)

@@ -104,6 +104,7 @@ from .reduction import (
     var,
     var_mean,
 )
+from .rows_like import rows_like, rows_of
 from .shape import (
     broadcast_to,
     cat,
@@ -267,18 +268,21 @@ def _in_place_version(name, fn):
     return _inplace(f"{name}_", fn, f"In-place version of {name}.\n\n{fn.__doc__}")
 
 
-_ZERO = Op("zero", lambda a: jnp.zeros_like(a), linear=True, host=np.zeros_like)
+_ZERO = Op("zero", lambda a: rows_of(jnp.zeros_like(a), a), linear=True, host=np.zeros_like)
 # the number is an operand (a 0-d array): a new value compiles nothing
 _FILL_NUMBER = Op(
     "fill",
-    lambda a, v: jnp.full_like(a, v),
+    lambda a, v: rows_of(jnp.full_like(a, v), a),
     linear=True,
     backward_name="FillBackward2",
     inputs=1,
     host=lambda a, v: np.full_like(a, v) if _exact_cast(v, a.dtype) else None,
 )
 _FILL_TENSOR = Op(
-    "fill", lambda a, v: jnp.broadcast_to(v.astype(a.dtype), a.shape), linear=True, backward_name="FillBackward3"
+    "fill",
+    lambda a, v: rows_of(jnp.broadcast_to(v.astype(a.dtype), a.shape), a),
+    linear=True,
+    backward_name="FillBackward3",
 )
 
 
@@ -419,9 +423,8 @@ def _new_factory(kind):
             if args:
                 raise TypeError(f"new_{kind}() got multiple values for argument 'size'")
             args = (size,)
-        return getattr(_factories, kind)(
-            *args, dtype=dtype or self.dtype, requires_grad=requires_grad, device=device_for(device, self)
-        )
+        made = getattr(_factories, kind)(*args, dtype=dtype or self.dtype, device=device_for(device, self))
+        return rows_like(made, self, requires_grad)
 
     method.__name__ = method.__qualname__ = f"new_{kind}"
     method.__doc__ = (

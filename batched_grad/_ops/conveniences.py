@@ -13,22 +13,22 @@ from .._tensor import Tensor, type_name
 from ._core import Op, apply
 from ._fused_backward import FUSED_ZEROS
 from .placement import _never, to
+from .rows_like import rows_like
 from .shape import reshape
 
 
 def new_full(self, size, fill_value, *, dtype=None, requires_grad=False, device=None):
     """A tensor of `size` filled with fill_value, with this tensor's dtype and device unless `dtype` or `device`."""
 
-    return full(
-        tuple(size), fill_value, dtype=dtype or self.dtype, requires_grad=requires_grad, device=device_for(device, self)
-    )
+    made = full(tuple(size), fill_value, dtype=dtype or self.dtype, device=device_for(device, self))
+    return rows_like(made, self, requires_grad)
 
 
 def new_empty(self, *size, dtype=None, requires_grad=False, device=None):
     """A tensor of `size` (its values unspecified: zeros here), with this tensor's dtype and device unless `dtype` or
     `device`."""
 
-    return empty(*size, dtype=dtype or self.dtype, requires_grad=requires_grad, device=device_for(device, self))
+    return rows_like(empty(*size, dtype=dtype or self.dtype, device=device_for(device, self)), self, requires_grad)
 
 
 def new_tensor(self, data, dtype=None, requires_grad=False, device=None):
