@@ -335,3 +335,77 @@ def test_an_error_deep_in_nested_reentrant_backwards_reaches_the_caller():
     x = bg.tensor(1.0, requires_grad=True)
     with pytest.raises(KeyError, match="deepest"):
         nest(100).apply(x).sum().backward()
+
+
+def _returning_input(m, save, returned=lambda inputs, made: inputs[0], dirty=False, non_differentiable=False):
+    class ReturnsInput(m.autograd.Function):
+        @staticmethod
+        def forward(x):
+            return x.mul_(1) if dirty else x
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            if dirty:
+                ctx.mark_dirty(inputs[0])
+            if non_differentiable:
+                ctx.mark_non_differentiable(output)
+            save(ctx, inputs[0], output)
+
+        @staticmethod
+        def backward(ctx, grad_output):
+            return grad_output
+
+        @staticmethod
+        def jvp(ctx, tangent):
+            return tangent.view_as(tangent)
+
+    return ReturnsInput
+
+
+SAVES = {
+    "input_for_backward": lambda ctx, x, out: ctx.save_for_backward(x),
+    "output_for_backward": lambda ctx, x, out: ctx.save_for_backward(out),
+    "input_for_forward": lambda ctx, x, out: ctx.save_for_forward(x),
+}
+
+
+@pytest.mark.parametrize("save", list(SAVES))
+@pytest.mark.parametrize(
+    "call",
+    ["apply", "apply_requires_grad", "apply_integer", "apply_no_grad", "non_differentiable", "grad", "jvp", "dual"],
+)
+def test_an_input_returned_as_is_and_saved_raises_like_torch(save, call):
+    def run(m):
+        function = _returning_input(m, SAVES[save], non_differentiable=call == "non_differentiable")
+        x, t = m.tensor(2.0), m.tensor(1.0)
+        if call == "apply_requires_grad":
+            return function.apply(m.tensor(2.0, requires_grad=True).clone())
+        if call == "apply_integer":
+            return function.apply(m.tensor(2))
+        if call == "apply_no_grad":  # nothing recorded: an input that requires grad comes back detached, unchecked
+            with m.no_grad():
+                function.apply(m.tensor(2.0, requires_grad=True))
+            return function.apply(x)
+        if call == "grad":
+            return m.func.grad(lambda y: function.apply(y.clone()))(x)
+        if call == "jvp":
+            return m.func.jvp(lambda y: function.apply(y.clone()), (x,), (t,))
+        if call == "dual":
+            with m.autograd.forward_ad.dual_level():
+                return function.apply(m.autograd.forward_ad.make_dual(x, t))
+        return function.apply(x)
+
+    raises_like_torch(run)
+
+
+def test_saving_a_view_of_the_returned_input_or_marking_it_dirty_is_allowed_saving_it_is_not():
+    def run(m, save, dirty):
+        x = m.tensor([2.0, 3.0], requires_grad=True).clone()
+        y = _returning_input(m, save, dirty=dirty).apply(x)
+        y.sum().backward()
+        return y is x
+
+    view = lambda ctx, x, out: ctx.save_for_backward(x.view_as(x))  # noqa: E731
+    assert run(bg, view, False) is run(torch, view, False) is False
+    assert run(bg, SAVES["input_for_backward"], True) is run(torch, SAVES["input_for_backward"], True) is True
+    raises_like_torch(lambda m: run(m, SAVES["input_for_backward"], False))

@@ -34,6 +34,13 @@ DIRTY_NOT_RETURNED = (
 )
 
 
+RETURNED_INPUT_SAVED = (
+    "An input that has been returned as-is as output is being saved for backward. This is not supported if you "
+    "override setup_context. You should return and save a view of the input instead, e.g. with x.view_as(x) or "
+    "setup ctx inside the forward function itself."
+)
+
+
 class FunctionCtx:
     """The `ctx` a Function's forward fills and its backward reads."""
 
@@ -266,6 +273,8 @@ class Function:
         dirty = _bump_dirty(ctx.dirty_tensors)
         recorded = is_grad_enabled() and any(ctx.needs_input_grad)
         node = node_class(cls, bool(grad_levels()))(cls, ctx, args, outs) if recorded else None
+        if cls.setup_context is not None:
+            _check_returned_inputs_not_saved(outs, node, ctx, args, dirty)
         received = _received_outputs(outs, node, ctx, args, dirty)
         returned = {id(o) for o in outs}
         if any(id(t) not in returned for t in ctx.dirty_tensors):
@@ -339,6 +348,19 @@ def _is_differentiable(output, node, ctx):
         and id(output) not in ctx.non_differentiable
         and (output.dtype.is_floating_point or output.dtype.is_complex)
     )
+
+
+def _check_returned_inputs_not_saved(outs, node, ctx, args, dirty):
+    """torch's refusal, for a Function with setup_context, of an input that forward returns as it is (not marked
+    dirty) and setup_context saves (for backward or for forward): the caller receives an alias of it, not the tensor
+    saved. As torch's, an input that requires grad returned where nothing is recorded is received detached,
+    unchecked."""
+    saved = {id(t) for t in (*ctx.to_save, *getattr(ctx, "saved_for_forward", ())) if isinstance(t, Tensor)}
+    for output in outs:
+        if not isinstance(output, Tensor) or id(output) not in saved or id(output) in dirty:
+            continue
+        if any(output is a for a in args) and (_is_differentiable(output, node, ctx) or not output.requires_grad):
+            raise RuntimeError(RETURNED_INPUT_SAVED)
 
 
 def _received_outputs(outs, node, ctx, args, dirty):
