@@ -13,7 +13,7 @@ import numpy as np
 from vmap._chunks import in_chunks
 from vmap._memory import AUTO, auto_chunk
 
-from . import _anomaly, _fused, _fusion, _graph, _lazy, _segments
+from . import _anomaly, _fused, _fusion, _graph, _graph_task, _lazy, _segments
 from ._grad_mode import set_grad_enabled
 from ._graph import AccumulateGrad
 from ._hooks import run_post_accumulate_hooks, run_posthooks, run_prehooks, run_tensor_hooks
@@ -125,6 +125,24 @@ def _deliver(buffers, edge, grad):
 
 @escapes_deep_nesting
 def run_backward(roots, root_grads, captures, *, retain_graph, create_graph, accumulate, batch=None):
+    """_run_backward as this thread's current backward (_graph_task.py): the callbacks queued while it runs run at
+    its end, in the grad mode it was called in."""
+    with _graph_task.running(_graph_task.GraphTask(captures, accumulate)) as task:
+        results = _run_backward(
+            roots,
+            root_grads,
+            captures,
+            task,
+            retain_graph=retain_graph,
+            create_graph=create_graph,
+            accumulate=accumulate,
+            batch=batch,
+        )
+        task.run_callbacks()
+    return results
+
+
+def _run_backward(roots, root_grads, captures, task, *, retain_graph, create_graph, accumulate, batch):
     """Propagate `root_grads` (Tensors) from the `roots` (GradientEdges) through the graph.
 
     Without `accumulate` (grad()), `captures` lists GradientEdges whose incoming gradient is returned (None when
@@ -141,6 +159,7 @@ def run_backward(roots, root_grads, captures, *, retain_graph, create_graph, acc
     fused_key = None if batch is None else batch.fused_key
     # a program runs to backward's inputs by capturing their gradients: a leaf's is accumulated here
     walk = _fused.walk(root_nodes, roots, root_grads, captures, accumulate and not to_inputs, fused_key)
+    task.order = walk.nodes
     fuse_now = batch is not None and (batch.shards is not None or batch.chunk_size == AUTO)
     if batch is not None and batch.chunk_size == AUTO:
         batch, walk = _auto_chunk(walk, batch, root_grads, create_graph)

@@ -115,10 +115,6 @@ SAVED_HOOKS = (
     "allow_mutation_on_saved_tensors): batched_grad saves JAX arrays inside compiled backward programs, "
     "not tensors a pack/unpack hook could replace"
 )
-MULTI_GRAD_HOOK = (
-    "register_multi_grad_hook needs the engine to tell which of several tensors one backward pass will "
-    "reach (torch's per-graph-task bookkeeping); batched_grad's engine does not expose that to hooks"
-)
 ENGINE_THREADS = (
     "engine threading and gradient-layout policies (set_multithreading_enabled, "
     "enforce_grad_layout_policy): batched_grad's backward runs on the calling thread and .grad has no "
@@ -337,7 +333,6 @@ OMITTED = {
             """saved_tensors_hooks save_on_cpu disable_saved_tensors_hooks
             allow_mutation_on_saved_tensors""",
         ),
-        **_names(MULTI_GRAD_HOOK, "register_multi_grad_hook"),
         **_names(
             STREAM_SETTINGS,
             """region_activation_memory_budget set_override_stale_capture_stream

@@ -1,7 +1,9 @@
-"""Public graph types and helpers: GradientEdge, get_gradient_edge, Node, increment_version."""
+"""Public graph types and helpers: GradientEdge, get_gradient_edge, Node, increment_version,
+register_multi_grad_hook."""
 
 from .._graph import GradientEdge, Node, get_gradient_edge
 from .._tensor import Tensor
+from ._multi_grad import register_multi_grad_hook
 
 
 def increment_version(tensor):
@@ -11,4 +13,4 @@ def increment_version(tensor):
         t._counter.value += 1
 
 
-__all__ = ["GradientEdge", "Node", "get_gradient_edge", "increment_version"]
+__all__ = ["GradientEdge", "Node", "get_gradient_edge", "increment_version", "register_multi_grad_hook"]
