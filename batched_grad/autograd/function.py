@@ -10,7 +10,7 @@ from .._grad_mode import is_grad_enabled, no_grad, set_grad_enabled
 from .._rowwise import run_batched
 from .._tensor import DETACH, VIEW_OF_LEAF_INPLACE, Tensor, _ops_of, python_type_name
 from .._transform_levels import NO_SETUP_CONTEXT, in_transform
-from .._vmap_levels import in_vmap_randomness
+from .._vmap_levels import in_prototype_vmap, in_vmap_randomness
 from . import _function_jvp, _vmap_rule
 from ._function_jvp import NO_JVP
 
@@ -223,12 +223,13 @@ class Function:
     @classmethod
     def apply(cls, *args, **kwargs):
         """Run forward and record a node whose backward is this class's backward."""
-        if cls.setup_context is None and in_transform():
+        prototype = in_prototype_vmap()  # torch's prototype vmap runs any Function on the batched values
+        if cls.setup_context is None and in_transform() and not prototype:
             raise RuntimeError(NO_SETUP_CONTEXT)
         if cls.setup_context is not None:
             args, kwargs = _bound_arguments(cls.forward, args, kwargs)
         has_rule = cls.vmap is not Function.vmap
-        if in_vmap_randomness() is not None:  # inside vmap.vmap
+        if in_vmap_randomness() is not None and not prototype:  # inside vmap.vmap
             _vmap_rule.check_vmappable(cls, has_rule, kwargs)
         ctx = FunctionCtx()
         ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
