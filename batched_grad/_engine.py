@@ -13,7 +13,7 @@ import numpy as np
 from vmap._chunks import in_chunks
 from vmap._memory import AUTO, auto_chunk
 
-from . import _anomaly, _fused, _fusion, _graph, _graph_task, _lazy, _segments
+from . import _anomaly, _fused, _fusion, _grad_dtype, _graph, _graph_task, _lazy, _segments
 from ._grad_mode import set_grad_enabled
 from ._graph import AccumulateGrad
 from ._hooks import run_post_accumulate_hooks, run_posthooks, run_prehooks, run_tensor_hooks
@@ -57,6 +57,7 @@ def _accumulate(variable, grad, create_graph, take=False):
     """Add `grad` into `variable.grad`, then run the leaf's post-accumulate-grad hooks. With `take` (nothing but the
     engine holds `grad`, which passes it on to AccumulateGrad's hooks) a first gradient becomes `.grad` itself, as
     torch's AccumulateGrad steals it: in-place changes of `.grad` show in the gradient those hooks see."""
+    grad = _grad_dtype.for_leaf(variable, grad)
     with _grad_lock:
         old = variable._grad
         if old is None:
@@ -65,7 +66,9 @@ def _accumulate(variable, grad, create_graph, take=False):
             variable._grad = old + grad
         else:
             if type(old._v) is not MetaValue:  # a meta gradient stays one: shape and dtype, no values to add
-                old._value = old._value + grad._value
+                # in place: the sum keeps the dtype of .grad (which differs from the gradient's only where the
+                # leaf's grad_dtype is None)
+                old._value = (old._value + grad._value).astype(old._v.dtype)
             old._counter.value += 1
     if variable._post_accumulate_hooks:
         run_post_accumulate_hooks(variable)
@@ -171,7 +174,7 @@ def _run_backward(roots, root_grads, captures, task, *, retain_graph, create_gra
                 _accumulate(leaf.variable, g, create_graph)
             if to_inputs:
                 return _accumulate_inputs(captures, results, create_graph)
-            return results
+            return [_captured(edge, g) for edge, g in zip(captures, results)]
         # while its program compiles, the forward that program computes is not fused (and compiled) on its own
         with _lazy.unfused() if compiling else contextlib.nullcontext():
             return _per_node(
@@ -184,6 +187,11 @@ def _run_backward(roots, root_grads, captures, task, *, retain_graph, create_gra
                 accumulate=accumulate,
                 batch=batch,
             )
+
+
+def _captured(edge, grad):
+    """grad()'s result for a captured edge: a leaf's gradient cast to its grad_dtype."""
+    return _grad_dtype.for_leaf(edge.node.variable, grad) if type(edge.node) is AccumulateGrad else grad
 
 
 def _accumulate_inputs(captures, grads, create_graph):
@@ -350,7 +358,8 @@ def _deliver_all(buffers, edges, grads):
 
 
 def _leaf_gradient(node, grad, batch):
-    """A leaf's gradient after its tensor hooks."""
+    """A leaf's gradient, cast to its grad_dtype, after its tensor hooks."""
+    grad = _grad_dtype.for_leaf(node.variable, grad)
     hooks = node.variable._hooks
     return run_tensor_hooks(hooks, grad, batch) if hooks else grad
 

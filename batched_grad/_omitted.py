@@ -262,7 +262,6 @@ OMITTED = {
         **_names(INTERNAL, "index hash_tensor as_subclass to_padded_tensor"),
         **_names(LAPACK_RAW, "geqrf ormqr"),
         "layout": "torch.layout objects: batched_grad tensors are dense (strided) only, and have no layout attribute",
-        "grad_dtype": "new in torch 2.13 (a .grad of another dtype than its tensor): not yet supported",
     },
     "torch.nn": {
         **_names(

@@ -6,6 +6,7 @@ import warnings
 
 from .. import _dual, _graph
 from .._dtypes import to_dtype
+from .._grad_dtype import for_edge
 from .._grad_mode import is_grad_enabled, no_grad, set_grad_enabled
 from .._rowwise import run_batched
 from .._tensor import DETACH, VIEW_OF_LEAF_INPLACE, Tensor, _ops_of, python_type_name
@@ -174,8 +175,8 @@ class FunctionNode(_graph.Node):
                     f"Function {self.name()} returned an invalid gradient at index {i} - got "
                     f"{list(g.shape)} but expected shape compatible with {list(shape)}"
                 )
-            dtype = to_dtype(dtype)  # torch casts a gradient to its input's dtype
-            result.append(g if g.dtype is dtype else g.to(dtype))
+            dtype = for_edge(edge, to_dtype(dtype))  # torch casts a gradient to its input's dtype (a leaf's grad_dtype)
+            result.append(g if dtype is None or g.dtype is dtype else g.to(dtype))
         return result
 
 
