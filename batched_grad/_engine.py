@@ -308,8 +308,8 @@ def _run_accumulate(node, holder, create_graph, batch):
     if hooks and hooks.pre:
         (holder[0],) = run_prehooks(hooks.pre, [holder[0]], batch)
     if holder[0] is not None:
-        # torch's .grad takes over a first gradient nobody else holds (a copy is the same where no hook sees it)
-        take = bool(hooks and hooks.post) and not create_graph and holder[0]._view is None and _only_held_by(holder)
+        # torch's .grad takes over a first gradient nobody else holds (its storage: the same data_ptr)
+        take = not create_graph and holder[0]._view is None and _only_held_by(holder)
         _accumulate(node.variable, holder[0], create_graph, take)
     if hooks and hooks.post:
         run_posthooks(hooks.post, [], [holder[0]], batch)

@@ -172,6 +172,7 @@ class Tensor(InPlace):
         "_retains_grad",
         "_accumulator",
         "_grad_dtype",  # unset while it is the tensor's dtype (_grad_dtype.py)
+        "_creation",  # unset for a view made the ordinary way, or no view (_view_meta.py)
         "__weakref__",
         "__dict__",  # attributes a program adds (p.hess = ...), as on torch's tensors; made at the first one
     )

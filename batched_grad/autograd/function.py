@@ -11,6 +11,7 @@ from .._grad_mode import is_grad_enabled, no_grad, set_grad_enabled
 from .._rowwise import run_batched
 from .._tensor import DETACH, VIEW_OF_LEAF_INPLACE, Tensor, _ops_of, python_type_name
 from .._transform_levels import NO_SETUP_CONTEXT, in_transform
+from .._view_meta import check_view_creation, note_custom_function_output
 from .._vmap_levels import in_prototype_vmap, in_vmap_randomness
 from . import _function_jvp, _vmap_rule
 from ._function_jvp import NO_JVP
@@ -43,6 +44,7 @@ class FunctionCtx:
         self.needs_input_grad = ()
         self.non_differentiable = set()
         self.materialize_grads = True
+        self._materialize_non_diff_grads = True  # False: the outputs marked non-differentiable get None, not zeros
         self._saved_for_jvp = None  # while the jvp staticmethod runs: what save_for_forward saved
 
     def save_for_forward(self, *tensors):
@@ -95,11 +97,17 @@ class FunctionCtx:
         """Whether undefined output gradients reach backward as zeros (True, the default) or as None."""
         self.materialize_grads = bool(value)
 
+    @property
+    def saved_variables(self):
+        """Deprecated alias of saved_tensors (with torch's DeprecationWarning)."""
+        warnings.warn("'saved_variables' is deprecated; use 'saved_tensors'", DeprecationWarning, stacklevel=2)
+        return self.saved_tensors
+
 
 class FunctionNode(_graph.Node):
     """The node of a Function.apply; its backward calls the user's backward with Tensors."""
 
-    __slots__ = ("function", "ctx", "tensor_inputs")
+    __slots__ = ("function", "ctx", "tensor_inputs", "non_differentiable")
     backward_without_gradients = True  # as torch's: reached with no gradient, it runs on zeros (or Nones)
 
     def __init__(self, function, ctx, args, outs):
@@ -108,6 +116,7 @@ class FunctionNode(_graph.Node):
         super().__init__(edges, tuple((o._v.shape, o._v.dtype) if isinstance(o, Tensor) else None for o in outs))
         self.function, self.ctx = function, ctx
         self.tensor_inputs = tuple(isinstance(a, Tensor) for a in args)  # which inputs may get a gradient
+        self.non_differentiable = frozenset(k for k, o in enumerate(outs) if id(o) in ctx.non_differentiable)
 
     def name(self):
         return f"{self.function.__name__}Backward"
@@ -147,9 +156,10 @@ class FunctionNode(_graph.Node):
         from .. import zeros
 
         if self.ctx.materialize_grads:
+            kept_none = self.non_differentiable if not self.ctx._materialize_non_diff_grads else ()
             cotangents = [
-                zeros(meta[0], dtype=meta[1]) if c is None and meta is not None else c
-                for c, meta in zip(cotangents, self.out_meta)
+                zeros(meta[0], dtype=meta[1]) if c is None and meta is not None and k not in kept_none else c
+                for k, (c, meta) in enumerate(zip(cotangents, self.out_meta))
             ]
         with set_grad_enabled(create_graph):
             grads = _user_backward(self.function)(self.ctx, *cotangents)
@@ -328,21 +338,24 @@ def _received_outputs(outs, node, ctx, args, dirty):
     """What the caller of apply receives for each output of forward. A new tensor that forward returns more than
     once is received as one object each time, as torch's: the output it was returned as last (its output_nr)."""
     received, first = [], {}
+    counts = (len(outs), sum([isinstance(o, Tensor) for o in outs]))
     for k, output in enumerate(outs):
         again = first.get(id(output)) if isinstance(output, Tensor) else None
         if again is None:
-            again = first[id(output)] = _received_output(output, k, node, ctx, args, dirty, len(outs))
+            again = first[id(output)] = _received_output(output, k, node, ctx, args, dirty, counts)
         elif again.grad_fn is node and node is not None and not any(output is a for a in args):
             again._output_nr = k
         else:  # an input returned again is received as another alias of it, as torch's
-            again = _received_output(output, k, node, ctx, args, dirty, len(outs))
+            again = _received_output(output, k, node, ctx, args, dirty, counts)
         received.append(again)
     return received
 
 
-def _received_output(output, k, node, ctx, args, dirty, n_outputs):
+def _received_output(output, k, node, ctx, args, dirty, counts):
     """What the caller of apply receives for output k of forward (torch's set_history): the output joined to
-    `node` (None when nothing is recorded), a dirty input itself, a non-Tensor as it is."""
+    `node` (None when nothing is recorded), a dirty input itself, a non-Tensor as it is. `counts`: how many outputs
+    forward returned, and how many of them are Tensors."""
+    n_outputs, n_tensors = counts
     if not isinstance(output, Tensor):
         return output
     differentiable = _is_differentiable(output, node, ctx)
@@ -353,26 +366,44 @@ def _received_output(output, k, node, ctx, args, dirty, n_outputs):
     if node is None:
         if any(output is a for a in args):  # an input returned as-is is received as an alias of it, as torch's
             with no_grad(), _dual.suspended():
-                return output.detach() if output.requires_grad else output.view_as(output)
-        return output
-    if any(output is a for a in args) or output.grad_fn is not None or output._requires_grad:
+                output = output.detach() if output.requires_grad else output.view_as(output)
+        return _custom_view(output, n_tensors)
+    if any(output is a for a in args):  # received as a view of the input, whose history is this node
+        with no_grad(), _dual.suspended():
+            output = output.view_as(output)
+    elif output.grad_fn is not None or output._requires_grad:
         output = Tensor._wrap(output._value)
     if differentiable:
         output.grad_fn, output._output_nr = node, k
+    return _custom_view(output, n_tensors)
+
+
+def _custom_view(output, n_tensors):
+    """`output` of a Function that returned `n_tensors` Tensors, noted as a view made in one where it is a view
+    (torch forbids writing it in place while recording)."""
+    view = output._view
+    if view is not None and DETACH not in view[1]:
+        note_custom_function_output(output, n_tensors > 1)
     return output
 
 
 def _rebased_dirty(tensor, k, node, is_input, n_outputs):
     """`tensor`, modified in place by forward, as output k of `node`: its gradient is dropped, and its base and
     views are recorded around its new place in the graph, as an in-place op's are."""
-    if tensor.grad_fn is None and tensor._requires_grad:
+    view = tensor._view
+    is_view = view is not None and DETACH not in view[1]
+    # as torch's, a view without history requires grad with its base: a leaf that requires grad
+    if tensor.grad_fn is None and (tensor._requires_grad or (is_view and view[0].requires_grad)):
         raise RuntimeError(DIRTY_LEAF)
     if not is_input:
+        if is_view:  # of an input or not, a view is never an input itself
+            raise RuntimeError(DIRTY_NOT_INPUT)
         warnings.warn(DIRTY_NOT_INPUT, UserWarning, stacklevel=5)
-    view = tensor._view
     if view is not None and _ops_of(view[1]) and n_outputs > 1:
         raise RuntimeError(DIRTY_VIEW_WITH_OUTPUTS)
-    if view is not None and DETACH not in view[1] and tensor.requires_grad and view[0].grad_fn is None:
+    if is_view:
+        check_view_creation(tensor)
+    if is_view and tensor.requires_grad and view[0].grad_fn is None:
         raise RuntimeError(VIEW_OF_LEAF_INPLACE)
     tensor._grad = None
     tensor._counter.modified_by, tensor._counter.reshaped = (
