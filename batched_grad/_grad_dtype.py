@@ -1,11 +1,11 @@
 """A leaf's grad_dtype (torch 2.13): the dtype its `.grad` must have and its incoming gradients are cast to. It
 defaults to the leaf's dtype; None lets a gradient keep whatever dtype it arrives with. Kept in the Tensor's
-`_grad_dtype` slot, which stays unset while the default holds."""
+`_grad_dtype` slot, which holds AS_DTYPE while the default holds."""
 
 from ._dtypes import dtype as _dtype_type
 from ._graph import AccumulateGrad
 
-_UNSET = object()
+AS_DTYPE = object()  # a leaf's grad_dtype is its dtype
 
 ALREADY_A_GRADIENT = (
     "Cannot set grad_dtype to '{}' because there is already a gradient with dtype '{}'. Please clear the gradient "
@@ -15,8 +15,8 @@ ALREADY_A_GRADIENT = (
 
 def grad_dtype_of(tensor):
     """The leaf's grad_dtype: a dtype, or None for any."""
-    value = getattr(tensor, "_grad_dtype", _UNSET)
-    return tensor.dtype if value is _UNSET else value
+    value = tensor._grad_dtype
+    return tensor.dtype if value is AS_DTYPE else value
 
 
 def get_grad_dtype(tensor):

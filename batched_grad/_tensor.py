@@ -9,7 +9,7 @@ import numpy as np
 
 from . import _dtypes, _graph
 from ._format import format_tensor
-from ._grad_dtype import get_grad_dtype, grad_dtype_of, set_grad_dtype
+from ._grad_dtype import AS_DTYPE, get_grad_dtype, grad_dtype_of, set_grad_dtype
 from ._grad_mode import _check_bool, is_grad_enabled
 from ._host import fits, is_shared, read_before, to_device, unshared
 from ._inplace import DETACH, LEAF_INPLACE, VIEW_OF_LEAF_INPLACE, InPlace, _ops_of, remember_view  # noqa: F401
@@ -171,8 +171,8 @@ class Tensor(InPlace):
         "_post_accumulate_hooks",
         "_retains_grad",
         "_accumulator",
-        "_grad_dtype",  # unset while it is the tensor's dtype (_grad_dtype.py)
-        "_creation",  # unset for a view made the ordinary way, or no view (_view_meta.py)
+        "_grad_dtype",  # AS_DTYPE while it is the tensor's dtype (_grad_dtype.py)
+        "_creation",  # None for a view made the ordinary way, or no view (_view_meta.py)
         "__weakref__",
         "__dict__",  # attributes a program adds (p.hess = ...), as on torch's tensors; made at the first one
     )
@@ -183,7 +183,8 @@ class Tensor(InPlace):
         t = object.__new__(cls)
         t._v, t.grad_fn, t._output_nr = value, grad_fn, output_nr
         t._requires_grad = requires_grad
-        t._grad = t._view = t._views = t._hooks = t._post_accumulate_hooks = t._accumulator = None
+        t._grad = t._view = t._views = t._hooks = t._post_accumulate_hooks = t._accumulator = t._creation = None
+        t._grad_dtype = AS_DTYPE
         t._retains_grad = False
         t._counter = _graph.VersionCounter()
         return t

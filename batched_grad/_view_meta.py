@@ -1,15 +1,15 @@
 """How a view was made (torch's CreationMeta), which decides whether it may be written in place while the write is
 recorded: a view made with grad mode off or in inference mode, one of several views one op returns (unbind,
-split, ...), or one a custom Function returned cannot be, and torch's error says which. A view made the ordinary
-way leaves the Tensor's `_creation` slot unset; a view of a view takes its base's kind unless its own is special
-(inference mode's kind is never overridden)."""
+split, ...), or one a custom Function returned cannot be, and torch's error says which. The Tensor's `_creation`
+slot holds the kind, None (DEFAULT) for a view made the ordinary way; a view of a view takes its base's kind unless
+its own is special (inference mode's kind is never overridden)."""
 
 import re
 
 from . import _grad_mode
 
 DEFAULT, NO_GRAD_MODE, INFERENCE_MODE, MULTI_OUTPUT_NODE, IN_CUSTOM_FUNCTION = (
-    "default",
+    None,
     "no_grad_mode",
     "inference_mode",
     "multi_output_node",
@@ -42,11 +42,11 @@ _REASONS = {
 
 def creation_of(tensor):
     """The kind of view `tensor` is (DEFAULT for an ordinary view, or for a tensor that is no view)."""
-    return getattr(tensor, "_creation", DEFAULT)
+    return tensor._creation
 
 
 def _propagated(previous, new):
-    if new == DEFAULT or previous == INFERENCE_MODE:
+    if new is DEFAULT or previous == INFERENCE_MODE:
         return previous
     return new
 
@@ -55,19 +55,15 @@ def note_view(src, view, multi):
     """Record the kind of `view`, just made from `src` by a view op (`multi`: one of several views it returns)."""
     state = _grad_mode._state
     new = INFERENCE_MODE if state.inference else NO_GRAD_MODE if not state.enabled else DEFAULT
-    if new == DEFAULT and multi:
+    if new is DEFAULT and multi:
         new = MULTI_OUTPUT_NODE
-    kind = _propagated(creation_of(src) if src._view is not None else DEFAULT, new)
-    if kind != DEFAULT:
-        view._creation = kind
+    view._creation = _propagated(creation_of(src) if src._view is not None else DEFAULT, new)
 
 
 def note_custom_function_output(view, multi):
     """`view`, a view a custom Function returned (or an input it returned as-is), is of that kind, or with `multi`
     (the Function returned several tensors) one of several views."""
-    kind = _propagated(creation_of(view), MULTI_OUTPUT_NODE if multi else IN_CUSTOM_FUNCTION)
-    if kind != DEFAULT:
-        view._creation = kind
+    view._creation = _propagated(creation_of(view), MULTI_OUTPUT_NODE if multi else IN_CUSTOM_FUNCTION)
 
 
 def _short_name(node):
@@ -78,7 +74,7 @@ def check_view_creation(tensor, indirect=False):
     """torch's error where a recorded in-place write (into `tensor`, a view, or with `indirect` into its base or
     another view of it) meets a view whose kind forbids it."""
     kind = creation_of(tensor)
-    if kind == DEFAULT:
+    if kind is DEFAULT:
         return
     node = tensor.grad_fn
     changed = "its base or another view of its base has been" if indirect else "is being"

@@ -136,3 +136,10 @@ def test_grad_dtype_holds_once_the_backward_is_one_compiled_program():
             assert g.dtype is m.float64 and g.tolist() == [2.0, 4.0]
             (x * x).sum().backward()
         assert x.grad.dtype is m.float64 and x.grad.tolist() == [10.0, 20.0]
+
+
+def test_every_name_dir_lists_is_an_attribute():
+    x = bg.randn(3, 3)
+    for tensor in (x, x[:2], x.t(), bg.ones(2, 2, requires_grad=True)):  # leaves (grad_dtype's rule)
+        missing = [name for name in dir(tensor) if name != "imag" and not hasattr(tensor, name)]
+        assert missing == []
