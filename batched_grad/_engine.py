@@ -13,7 +13,7 @@ import numpy as np
 from vmap._chunks import in_chunks
 from vmap._memory import AUTO, auto_chunk
 
-from . import _anomaly, _fused, _fusion, _graph, _lazy, _saved_hooks, _segments
+from . import _anomaly, _fused, _fusion, _grad_dtype, _graph, _graph_task, _lazy, _saved_hooks, _segments
 from ._grad_mode import set_grad_enabled
 from ._graph import AccumulateGrad
 from ._hooks import run_post_accumulate_hooks, run_posthooks, run_prehooks, run_tensor_hooks
@@ -57,6 +57,7 @@ def _accumulate(variable, grad, create_graph, take=False):
     """Add `grad` into `variable.grad`, then run the leaf's post-accumulate-grad hooks. With `take` (nothing but the
     engine holds `grad`, which passes it on to AccumulateGrad's hooks) a first gradient becomes `.grad` itself, as
     torch's AccumulateGrad steals it: in-place changes of `.grad` show in the gradient those hooks see."""
+    grad = _grad_dtype.for_leaf(variable, grad)
     with _grad_lock:
         old = variable._grad
         if old is None:
@@ -65,7 +66,9 @@ def _accumulate(variable, grad, create_graph, take=False):
             variable._grad = old + grad
         else:
             if type(old._v) is not MetaValue:  # a meta gradient stays one: shape and dtype, no values to add
-                old._value = old._value + grad._value
+                # in place: the sum keeps the dtype of .grad (which differs from the gradient's only where the
+                # leaf's grad_dtype is None)
+                old._value = (old._value + grad._value).astype(old._v.dtype)
             old._counter.value += 1
     if variable._post_accumulate_hooks:
         run_post_accumulate_hooks(variable)
@@ -125,6 +128,24 @@ def _deliver(buffers, edge, grad):
 
 @escapes_deep_nesting
 def run_backward(roots, root_grads, captures, *, retain_graph, create_graph, accumulate, batch=None):
+    """_run_backward as this thread's current backward (_graph_task.py): the callbacks queued while it runs run at
+    its end, in the grad mode it was called in."""
+    with _graph_task.running(_graph_task.GraphTask(captures, accumulate)) as task:
+        results = _run_backward(
+            roots,
+            root_grads,
+            captures,
+            task,
+            retain_graph=retain_graph,
+            create_graph=create_graph,
+            accumulate=accumulate,
+            batch=batch,
+        )
+        task.run_callbacks()
+    return results
+
+
+def _run_backward(roots, root_grads, captures, task, *, retain_graph, create_graph, accumulate, batch):
     """Propagate `root_grads` (Tensors) from the `roots` (GradientEdges) through the graph.
 
     Without `accumulate` (grad()), `captures` lists GradientEdges whose incoming gradient is returned (None when
@@ -141,6 +162,7 @@ def run_backward(roots, root_grads, captures, *, retain_graph, create_graph, acc
     fused_key = None if batch is None else batch.fused_key
     # a program runs to backward's inputs by capturing their gradients: a leaf's is accumulated here
     walk = _fused.walk(root_nodes, roots, root_grads, captures, accumulate and not to_inputs, fused_key)
+    task.order = walk.nodes
     fuse_now = batch is not None and (batch.shards is not None or batch.chunk_size == AUTO)
     if batch is not None and batch.chunk_size == AUTO:
         batch, walk = _auto_chunk(walk, batch, root_grads, create_graph)
@@ -152,7 +174,7 @@ def run_backward(roots, root_grads, captures, *, retain_graph, create_graph, acc
                 _accumulate(leaf.variable, g, create_graph)
             if to_inputs:
                 return _accumulate_inputs(captures, results, create_graph)
-            return results
+            return [_captured(edge, g) for edge, g in zip(captures, results)]
         # while its program compiles, the forward that program computes is not fused (and compiled) on its own
         with _lazy.unfused() if compiling else contextlib.nullcontext():
             return _per_node(
@@ -165,6 +187,11 @@ def run_backward(roots, root_grads, captures, *, retain_graph, create_graph, acc
                 accumulate=accumulate,
                 batch=batch,
             )
+
+
+def _captured(edge, grad):
+    """grad()'s result for a captured edge: a leaf's gradient cast to its grad_dtype."""
+    return _grad_dtype.for_leaf(edge.node.variable, grad) if type(edge.node) is AccumulateGrad else grad
 
 
 def _accumulate_inputs(captures, grads, create_graph):
@@ -281,8 +308,8 @@ def _run_accumulate(node, holder, create_graph, batch):
     if hooks and hooks.pre:
         (holder[0],) = run_prehooks(hooks.pre, [holder[0]], batch)
     if holder[0] is not None:
-        # torch's .grad takes over a first gradient nobody else holds (a copy is the same where no hook sees it)
-        take = bool(hooks and hooks.post) and not create_graph and holder[0]._view is None and _only_held_by(holder)
+        # torch's .grad takes over a first gradient nobody else holds (its storage: the same data_ptr)
+        take = not create_graph and holder[0]._view is None and _only_held_by(holder)
         _accumulate(node.variable, holder[0], create_graph, take)
     if hooks and hooks.post:
         run_posthooks(hooks.post, [], [holder[0]], batch)
@@ -331,7 +358,8 @@ def _deliver_all(buffers, edges, grads):
 
 
 def _leaf_gradient(node, grad, batch):
-    """A leaf's gradient after its tensor hooks."""
+    """A leaf's gradient, cast to its grad_dtype, after its tensor hooks."""
+    grad = _grad_dtype.for_leaf(node.variable, grad)
     hooks = node.variable._hooks
     return run_tensor_hooks(hooks, grad, batch) if hooks else grad
 

@@ -9,6 +9,7 @@ import jax.numpy as jnp
 from . import _dtypes, _dual, _graph, _transform_levels
 from ._budget import Jitted
 from ._grad_mode import is_grad_enabled
+from ._view_meta import check_view_creation
 from ._vmap_levels import is_batched
 from ._x64 import scoped
 
@@ -53,15 +54,20 @@ class InPlace:
 
     __slots__ = ()
 
-    def _check_inplace(self):
-        """torch's check_inplace: a view (that requires grad) of a leaf, then a leaf that requires grad."""
+    def _check_inplace(self, result=None):
+        """torch's check_inplace before an in-place write (whose out-of-place `result` may be given): a view whose
+        kind forbids a recorded write (_view_meta.py), a view (that requires grad) of a leaf, then a leaf that
+        requires grad."""
         if not is_grad_enabled():
             return
         view = self._view
         # a view requires grad with its base, also one taken before the base was made to require grad
         requires_grad = self.requires_grad or (view is not None and view[0].requires_grad)
-        if requires_grad and view is not None and DETACH not in view[1] and view[0].grad_fn is None:
-            raise RuntimeError(VIEW_OF_LEAF_INPLACE)
+        if view is not None and DETACH not in view[1]:
+            if requires_grad or (result is not None and result.requires_grad):  # the write is recorded
+                check_view_creation(self)
+            if requires_grad and view[0].grad_fn is None:
+                raise RuntimeError(VIEW_OF_LEAF_INPLACE)
         if self.requires_grad and self.grad_fn is None:
             raise RuntimeError(LEAF_INPLACE)
 
@@ -71,7 +77,7 @@ class InPlace:
         version."""
         if op is not None and _transform_levels.levels():
             _transform_levels.check_not_captured(self, op, args, kwargs)
-        self._check_inplace()
+        self._check_inplace(result)
         if is_batched(result._v) and not is_batched(self._v):
             raise RuntimeError(BATCHED_INTO_UNBATCHED)
         if result._v.shape != self._v.shape:

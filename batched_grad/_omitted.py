@@ -111,10 +111,6 @@ SAVED_HOOKS = (
     "allow_mutation_on_saved_tensors (cloning a saved tensor when it is changed in place later): not yet "
     "implemented; saved_tensors_hooks, save_on_cpu and disable_saved_tensors_hooks are here"
 )
-MULTI_GRAD_HOOK = (
-    "register_multi_grad_hook needs the engine to tell which of several tensors one backward pass will "
-    "reach (torch's per-graph-task bookkeeping); batched_grad's engine does not expose that to hooks"
-)
 ENGINE_THREADS = (
     "engine threading and gradient-layout policies (set_multithreading_enabled, "
     "enforce_grad_layout_policy): batched_grad's backward runs on the calling thread and .grad has no "
@@ -262,7 +258,6 @@ OMITTED = {
         **_names(INTERNAL, "index hash_tensor as_subclass to_padded_tensor"),
         **_names(LAPACK_RAW, "geqrf ormqr"),
         "layout": "torch.layout objects: batched_grad tensors are dense (strided) only, and have no layout attribute",
-        "grad_dtype": "new in torch 2.13 (a .grad of another dtype than its tensor): not yet supported",
     },
     "torch.nn": {
         **_names(
@@ -331,7 +326,6 @@ OMITTED = {
             SAVED_HOOKS,
             "allow_mutation_on_saved_tensors",
         ),
-        **_names(MULTI_GRAD_HOOK, "register_multi_grad_hook"),
         **_names(
             STREAM_SETTINGS,
             """region_activation_memory_budget set_override_stale_capture_stream

@@ -9,6 +9,7 @@ import numpy as np
 
 from . import _dtypes, _graph
 from ._format import format_tensor
+from ._grad_dtype import AS_DTYPE, get_grad_dtype, grad_dtype_of, set_grad_dtype
 from ._grad_mode import _check_bool, is_grad_enabled
 from ._host import fits, is_shared, read_before, to_device, unshared
 from ._inplace import DETACH, LEAF_INPLACE, VIEW_OF_LEAF_INPLACE, InPlace, _ops_of, remember_view  # noqa: F401
@@ -49,6 +50,12 @@ SCALAR_REQUIRES_GRAD = (
     "Converting a tensor with requires_grad=True to a scalar may lead to unexpected behavior.\n"
     "Consider using tensor.detach() first."
 )
+_UNDELETABLE = {  # torch's errors for `del tensor.<name>`
+    "data": "Deleting tensor data is not allowed. Delete tensor instead!",
+    "requires_grad": "requires_grad must be a bool",
+    "_grad_fn": "Deletion of _grad_fn not allowed. Detach tensor instead!",
+    "_backward_hooks": "Deletion of _backwards_hooks not allowed!",
+}
 _warned = set()
 
 
@@ -164,6 +171,8 @@ class Tensor(InPlace):
         "_post_accumulate_hooks",
         "_retains_grad",
         "_accumulator",
+        "_grad_dtype",  # AS_DTYPE while it is the tensor's dtype (_grad_dtype.py)
+        "_creation",  # None for a view made the ordinary way, or no view (_view_meta.py)
         "__weakref__",
         "__dict__",  # attributes a program adds (p.hess = ...), as on torch's tensors; made at the first one
     )
@@ -174,7 +183,8 @@ class Tensor(InPlace):
         t = object.__new__(cls)
         t._v, t.grad_fn, t._output_nr = value, grad_fn, output_nr
         t._requires_grad = requires_grad
-        t._grad = t._view = t._views = t._hooks = t._post_accumulate_hooks = t._accumulator = None
+        t._grad = t._view = t._views = t._hooks = t._post_accumulate_hooks = t._accumulator = t._creation = None
+        t._grad_dtype = AS_DTYPE
         t._retains_grad = False
         t._counter = _graph.VersionCounter()
         return t
@@ -340,8 +350,9 @@ class Tensor(InPlace):
                 raise TypeError(
                     f"assigned grad expected to be a Tensor or None but got grad of type {type(value).__name__}"
                 )
-            if value.dtype is not self.dtype:
-                raise RuntimeError(GRAD_DTYPE.format(value.dtype.cpp_name, self.dtype.type_name))
+            want = grad_dtype_of(self)
+            if want is not None and value.dtype is not want:
+                raise RuntimeError(GRAD_DTYPE.format(value.dtype.cpp_name, want.type_name))
             if value.shape != self.shape:
                 raise RuntimeError(
                     f"attempting to assign a gradient of size '{list(value.shape)}' to a tensor of "
@@ -349,6 +360,28 @@ class Tensor(InPlace):
                     "the same size"
                 )
         self._grad = value
+
+    @grad.deleter
+    def grad(self):
+        self._grad = None
+
+    @property
+    def grad_dtype(self):
+        """The dtype `.grad` must have and incoming gradients are cast to (a leaf's; default: its dtype), or None to
+        let gradients keep theirs."""
+        return get_grad_dtype(self)
+
+    @grad_dtype.setter
+    def grad_dtype(self, value):
+        set_grad_dtype(self, value)
+
+    def __delattr__(self, name):
+        """As torch's: the autograd attributes cannot be deleted (`del t.grad` sets it to None)."""
+        if name in _UNDELETABLE:
+            raise RuntimeError(_UNDELETABLE[name])
+        if name in Tensor.__slots__:
+            raise AttributeError(f"attribute {name!r} of 'Tensor' objects is not writable")
+        object.__delattr__(self, name)
 
     @property
     def retains_grad(self):

@@ -2,6 +2,7 @@
 `.data` ask of them. The transform itself is batched_grad/func/_vmap.py."""
 
 import contextlib
+import functools
 import threading
 from typing import NamedTuple
 
@@ -26,6 +27,7 @@ class _Running(threading.local):
 
     def __init__(self):
         self.calls = []
+        self.prototype = []  # the positions in `calls` of the calls made by prototype_vmap
 
 
 _running = _Running()
@@ -42,6 +44,11 @@ VMAP_CONTROL_FLOW = (
 RANDOMNESS_ERROR = (
     "vmap: called random operation while in randomness error mode. Please either use the 'same' or "
     "'different' randomness flags on vmap or perform the randomness operation out of vmap"
+)
+
+PROTOTYPE_RANDOMNESS = (
+    "vmap: We do not yet support calling random operations inside of vmap. Please perform random operations "
+    "outside of vmap as a workaround"
 )
 
 
@@ -72,8 +79,33 @@ def random_rows():
     outermost first; torch's error if one of the running calls refuses random draws."""
     calls = _running.calls
     if any(level.randomness == "error" for level in calls):
-        raise RuntimeError(RANDOMNESS_ERROR)
+        raise RuntimeError(PROTOTYPE_RANDOMNESS if in_prototype_vmap() else RANDOMNESS_ERROR)
     return [level for level in calls if level.randomness == "different"]
+
+
+def prototype_vmap(func):
+    """torch._vmap_internals._vmap, the prototype vmap that gradcheck batches forward-mode derivatives with: vmap.vmap
+    of `func` (inputs and outputs batched along axis 0), where a custom Function needs neither setup_context nor a
+    vmap rule (its forward and jvp run on the batched values) and random draws are refused with its message."""
+    from .func import vmap
+
+    vectorized = vmap(func)
+
+    @functools.wraps(func)
+    def batched(*args):
+        _running.prototype.append(len(_running.calls))  # the position its call will take
+        try:
+            return vectorized(*args)
+        finally:
+            _running.prototype.pop()
+
+    return batched
+
+
+def in_prototype_vmap():
+    """Whether the innermost running vmap call is one of prototype_vmap's."""
+    prototype = _running.prototype
+    return bool(prototype) and prototype[-1] == len(_running.calls) - 1
 
 
 def is_batched(value):

@@ -137,3 +137,17 @@ def test_decorating_a_class_warns_and_constructs_it_without_grad(m):
 
     Probe().method()
     assert seen == [False, True]  # the constructor runs under the mode, later method calls do not
+
+
+def test_autograd_grad_mode_module_path():
+    torch = pytest.importorskip("torch")
+    theirs = pytest.importorskip("torch.autograd.grad_mode")
+    import batched_grad.autograd.grad_mode as ours
+
+    for name in ("no_grad", "enable_grad", "set_grad_enabled", "inference_mode"):
+        assert getattr(theirs, name) is getattr(torch, name)
+        assert getattr(ours, name) is getattr(bg, name)
+        assert getattr(bg.autograd.grad_mode, name) is getattr(bg, name)
+    x = bg.ones(2, requires_grad=True)
+    with bg.autograd.grad_mode.no_grad():
+        assert (x * 2).grad_fn is None

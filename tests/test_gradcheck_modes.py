@@ -166,9 +166,172 @@ def test_mode_argument_errors_match_torch(case):
     assert isinstance(got, AssertionError) and str(got) == str(want)
 
 
-def test_forward_mode_limits_say_what_to_do_instead():
-    z = bg.tensor([1 + 2j, 0.5 - 1j], dtype=bg.complex128, requires_grad=True)
-    with pytest.raises(ValueError, match="real inputs only, and input 0 is complex"):
-        gradcheck(lambda a: a * a, (z,), check_forward_ad=True)
-    with pytest.raises(RuntimeError, match="reads values of its inputs.*check_backward_ad=True"):
-        gradcheck(lambda a: a * 2 if a.sum().item() > 0 else a, (_x(bg),), check_forward_ad=True)
+def _scaled_tangent(m, x, scale):
+    """x, whose forward-mode tangent (inside a dual level) is scaled: a wrong forward derivative."""
+    if m.autograd.forward_ad._current_level >= 0:
+        primal, tangent = m.autograd.forward_ad.unpack_dual(x)
+        if tangent is not None:
+            x = m.autograd.forward_ad.make_dual(primal, tangent * scale)
+    return x
+
+
+@pytest.mark.parametrize("fast_mode", [False, True])
+def test_forward_mode_calls_func_on_dual_tensors_and_checks_complex_inputs_as_torch(fast_mode):
+    """Complex inputs are checked as their real and imaginary parts; func may read values (it runs eagerly)."""
+    z = [2 * m.rand(2, dtype=m.complex128) - 1 for m in (bg, torch)]
+
+    def check(m, fn, scale=1.0):
+        x = z[m is torch].clone().requires_grad_()
+        return m.autograd.gradcheck(
+            lambda a: fn(m, _scaled_tangent(m, a, scale)), (x,), check_forward_ad=True, fast_mode=fast_mode
+        )
+
+    for m in (bg, torch):
+        assert check(m, lambda m, a: a * a.conj() + a.exp())
+        assert check(m, lambda m, a: a * 2 if a.abs().sum().item() > 0 else a)
+    got, want = raises_like_torch(lambda m: check(m, lambda m, a: a * a, scale=1j))
+    assert type(got).__name__ == "GradcheckError"
+    assert (
+        str(got).split("\n")[0]
+        == str(want).split("\n")[0]
+        == (
+            "While considering the imaginary part of complex inputs only, Jacobian computed with forward mode "
+            "mismatch for output 0 with respect to input 0,"
+        )
+    )
+
+
+def test_forward_ad_current_level():
+    for m in (bg, torch):
+        assert m.autograd.forward_ad._current_level == -1
+        with m.autograd.forward_ad.dual_level():
+            assert m.autograd.forward_ad._current_level == 0
+        assert m.autograd.forward_ad._current_level == -1
+
+
+def _passing_jvp(m, calls, check_inputs=False):
+    """A Function of two inputs whose jvp passes the tangents through, counting its calls; with `check_inputs`,
+    its forward asserts that, inside a dual level, its inputs do not require grad."""
+
+    class PassTwo(m.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, y):
+            if check_inputs and m.autograd.forward_ad._current_level >= 0:
+                assert not x.requires_grad and not y.requires_grad
+            return x.clone(), y.clone()
+
+        @staticmethod
+        def jvp(ctx, x_t, y_t):
+            calls.append(1)
+            return x_t, y_t
+
+    return PassTwo.apply
+
+
+@pytest.mark.parametrize("numel", [1, 2])
+def test_forward_mode_calls_the_jvp_as_often_as_torch(numel):
+    """One call per input element (slow mode), two per input for undefined tangents (one where that input is the
+    only dual one), three per input for batched forward grads (a batch of two, then each)."""
+    counts = []
+    for m in (bg, torch):
+        calls, per_setting = [], []
+        for y_requires_grad, undefined, batched in [
+            (True, False, False),
+            (True, True, False),
+            (True, True, True),
+            (False, True, True),
+        ]:
+            calls.clear()
+            x = m.rand(numel, dtype=m.float64, requires_grad=True)
+            y = m.rand(numel, dtype=m.float64, requires_grad=y_requires_grad)
+            assert m.autograd.gradcheck(
+                _passing_jvp(m, calls, check_inputs=True),
+                (x, y),
+                check_forward_ad=True,
+                check_backward_ad=False,
+                check_undefined_grad=undefined,
+                check_batched_forward_grad=batched,
+            )
+            per_setting.append(len(calls))
+        counts.append(per_setting)
+    assert counts[0] == counts[1]
+
+
+def test_batched_forward_grad_checks_functions_and_plain_code():
+    for m in (bg, torch):
+        x = m.rand(3, dtype=m.float64, requires_grad=True)
+        for fn, inputs in [
+            (lambda a, k: (a.clone(), (a + k).sin()), (x, 2)),
+            (lambda a, c: a * 3, (x, x.detach().clone())),  # c has no tangent
+        ]:
+            assert m.autograd.gradcheck(
+                fn, inputs, check_forward_ad=True, check_backward_ad=False, check_batched_forward_grad=True
+            )
+
+
+def test_batched_forward_grad_refuses_a_random_draw_in_a_jvp_as_torch():
+    def noisy(m):
+        class Noisy(m.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x * 2
+
+            @staticmethod
+            def vjp(ctx, g):
+                return g * 2
+
+            @staticmethod
+            def jvp(ctx, t):
+                m.randn_like(t)
+                return t * 2
+
+        return Noisy.apply
+
+    got, want = raises_like_torch(
+        lambda m: m.autograd.gradcheck(noisy(m), (_x(m),), check_forward_ad=True, check_batched_forward_grad=True)
+    )
+    assert type(got).__name__ == "GradcheckError"
+    assert "vmap: We do not yet support calling random operations inside of vmap" in str(got)
+    assert str(got).startswith("While computing batched gradients, got: vmap: We do not yet support")
+
+
+def test_batched_forward_grad_needs_forward_ad_as_torch():
+    got, want = raises_like_torch(lambda m: m.autograd.gradcheck(m.sin, (_x(m),), check_batched_forward_grad=True))
+    assert isinstance(got, AssertionError) and str(got) == str(want)
+
+
+def test_batched_forward_grad_catches_a_jvp_that_differs_on_a_batch():
+    """A jvp that is wrong on its sixth call: three calls for the slow-mode Jacobian of a 3-element input, two for
+    the tangents one at a time, then the batch of two, whose result then differs."""
+
+    def wrong_once_batched(m):
+        calls = []
+
+        class Drifting(m.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x * 2
+
+            @staticmethod
+            def vjp(ctx, g):
+                return g * 2
+
+            @staticmethod
+            def jvp(ctx, t):
+                calls.append(1)
+                return t * (3 if len(calls) == 6 else 2)
+
+        return Drifting.apply
+
+    got, want = raises_like_torch(
+        lambda m: m.autograd.gradcheck(
+            wrong_once_batched(m),
+            (m.rand(3, dtype=m.float64, requires_grad=True),),
+            check_forward_ad=True,
+            check_backward_ad=False,
+            check_undefined_grad=False,
+            check_batched_forward_grad=True,
+        )
+    )
+    assert type(got).__name__ == type(want).__name__ == "GradcheckError"
+    assert str(got).startswith("For output 0 and input 0:") and str(want).startswith("For output 0 and input 0:")

@@ -119,6 +119,22 @@ def test_edge_values():
     assert_same(bg.isreal(z), torch.isreal(to_torch(z)))
 
 
+def test_nextafter_gradient_is_zero_at_a_tie():
+    """torch's derivative: the gradient passes to `input` where it differs from `other`, none where they are equal
+    (nextafter(x, x) is x), and none to `other`; the forward mode alike."""
+    grads, tangents = [], []
+    for m in (bg, torch):
+        x = m.tensor([1.0, 2.0, 3.0, -1.0], dtype=m.float64, requires_grad=True)
+        y = m.tensor([1.0, 5.0, 0.0, -1.0], dtype=m.float64, requires_grad=True)
+        g = m.tensor([1.0, 2.0, 3.0, 4.0], dtype=m.float64)
+        grads.append([t.tolist() for t in m.autograd.grad(m.nextafter(x, y), (x, y), g)])
+        with m.autograd.forward_ad.dual_level():
+            dual = m.autograd.forward_ad.make_dual(x.detach(), m.ones(4, dtype=m.float64))
+            tangents.append(m.autograd.forward_ad.unpack_dual(m.nextafter(dual, y.detach())).tangent.tolist())
+    assert grads[0] == grads[1] == [[0.0, 2.0, 3.0, 0.0], [0.0] * 4]
+    assert tangents[0] == tangents[1] == [0.0, 1.0, 1.0, 0.0]
+
+
 def test_fmax_ties_send_the_gradient_to_input():
     for fn in ("fmax", "fmin"):
         x, y = bg.tensor([1.0, 2.0], requires_grad=True), bg.tensor([1.0, 0.0], requires_grad=True)

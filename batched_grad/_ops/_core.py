@@ -22,6 +22,7 @@ from .._lazy import Call, Pending, Signature, defer, kernel, materialize, signat
 from .._meta import MetaValue, check_devices, meta_value, shapes_of
 from .._reads import output_reads
 from .._tensor import DETACH, Tensor, remember_view
+from .._view_meta import note_view
 from .._x64 import set_x64, swap_x64
 
 # what torch's derivative of an op reads (Op.torch_saves)
@@ -276,6 +277,7 @@ def _wrapped(op, operands, static, outs, gradients, node):
         step_op, step_static = op.view_step(operands, **dict(static)) if op.view_step else (op, static)
         for k, r in enumerate(results):
             _make_view(operands[0], r, (step_op, step_static, k))
+            note_view(operands[0], r, op.multi)
     return tuple(results) if op.multi else results[0]
 
 

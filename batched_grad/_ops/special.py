@@ -35,9 +35,10 @@ def _fmin(a, b):
     return jnp.where((a <= b) | jnp.isnan(b), a, b)
 
 
-def _nextafter(a, b):  # torch's derivative: 1 for `a`, 0 for `b`
+def _nextafter(a, b):  # torch's derivative: 1 for `a` where a != b (0 at a tie), 0 for `b`
     a0, b0 = jax.lax.stop_gradient(a), jax.lax.stop_gradient(b)
-    return a + (jnp.nextafter(a0, b0) - a0)
+    step = jnp.nextafter(a0, b0)
+    return jnp.where(a0 != b0, a + (step - a0), step)
 
 
 _heaviside = without_derivative(

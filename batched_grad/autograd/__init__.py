@@ -1,7 +1,7 @@
 """batched_grad.autograd: grad, backward, Function, graph edges, anomaly mode, the functional API, gradcheck."""
 
 from .._grad_mode import enable_grad, inference_mode, no_grad, set_grad_enabled
-from . import forward_ad, functional, graph
+from . import forward_ad, functional, grad_mode, graph
 from ._api import backward, grad
 from .anomaly_mode import detect_anomaly, set_detect_anomaly
 from .function import Function, FunctionCtx, once_differentiable
@@ -13,6 +13,7 @@ __all__ = [
     "grad",
     "functional",
     "graph",
+    "grad_mode",
     "Function",
     "FunctionCtx",
     "once_differentiable",

@@ -5,10 +5,10 @@ Forward mode reaches a Function.apply in two ways:
 - dual tensors (autograd.forward_ad): once forward and setup_context have run, an input with a tangent makes apply
   call the user's jvp with the inputs' tangents, and the outputs take the tangents it returns, after torch's checks
   (`set_dual_tangents`);
-- JAX traces (func.jvp, jacfwd, hessian, linearize, autograd.functional's forward-mode Jacobian, gradcheck's
-  check_forward_ad): the function is traced into a jaxpr whose jax.jvp is taken later, inside an op's kernel. There
-  the outputs pass through a jax.custom_jvp "tie" of (inputs, outputs) whose value is the outputs and whose JVP rule
-  gives the user's jvp at the values it is called with (`tied_outputs`).
+- JAX traces (func.jvp, jacfwd, hessian, linearize, autograd.functional's forward-mode Jacobian): the function
+  is traced into a jaxpr whose jax.jvp is taken later, inside an op's kernel. There the outputs pass through a
+  jax.custom_jvp "tie" of (inputs, outputs) whose value is the outputs and whose JVP rule gives the user's jvp at
+  the values it is called with (`tied_outputs`).
 
 A Function without a jvp raises torch's NotImplementedError when a tangent reaches it, and only then. In both ways
 the jvp reads through `ctx.saved_tensors` what `ctx.save_for_forward` saved. The JVP rule of a tie runs on traced

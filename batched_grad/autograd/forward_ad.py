@@ -15,6 +15,13 @@ from .._tensor import Tensor
 __all__ = ["UnpackedDualTensor", "enter_dual_level", "exit_dual_level", "make_dual", "unpack_dual", "dual_level"]
 
 
+def __getattr__(name):
+    """`_current_level`: the open level's index, -1 while none is open (torch's module variable)."""
+    if name == "_current_level":
+        return _dual.LEVELS.level
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 class UnpackedDualTensor(NamedTuple):
     """A dual tensor's primal (a view of it without tangent) and its tangent (None where it has none)."""
 

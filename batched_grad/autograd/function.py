@@ -7,12 +7,14 @@ import weakref
 
 from .. import _dual, _graph
 from .._dtypes import to_dtype
+from .._grad_dtype import for_edge
 from .._grad_mode import is_grad_enabled, no_grad, set_grad_enabled
 from .._rowwise import run_batched
 from .._tensor import DETACH, VIEW_OF_LEAF_INPLACE, Tensor, _ops_of, python_type_name
 from .._transform_levels import NO_SETUP_CONTEXT, in_transform
 from .._transform_levels import levels as grad_levels
-from .._vmap_levels import in_vmap_randomness
+from .._view_meta import check_view_creation, note_custom_function_output
+from .._vmap_levels import in_prototype_vmap, in_vmap_randomness
 from . import _function_jvp, _vmap_rule
 from ._function_jvp import NO_JVP
 
@@ -51,6 +53,7 @@ class FunctionCtx:
         self.needs_input_grad = ()
         self.non_differentiable = set()
         self.materialize_grads = True
+        self._materialize_non_diff_grads = True  # False: the outputs marked non-differentiable get None, not zeros
         self._saved_for_jvp = None  # while the jvp staticmethod runs: what save_for_forward saved
 
     def save_for_forward(self, *tensors):
@@ -103,12 +106,18 @@ class FunctionCtx:
         """Whether undefined output gradients reach backward as zeros (True, the default) or as None."""
         self.materialize_grads = bool(value)
 
+    @property
+    def saved_variables(self):
+        """Deprecated alias of saved_tensors (with torch's DeprecationWarning)."""
+        warnings.warn("'saved_variables' is deprecated; use 'saved_tensors'", DeprecationWarning, stacklevel=2)
+        return self.saved_tensors
+
 
 class FunctionNode(_graph.Node):
     """The node of a Function.apply; its backward calls the user's backward with Tensors. Each Function has its own
     subclass, named as torch's (node_class)."""
 
-    __slots__ = ("function", "ctx", "tensor_inputs")
+    __slots__ = ("function", "ctx", "tensor_inputs", "non_differentiable")
     backward_without_gradients = True  # as torch's: reached with no gradient, it runs on zeros (or Nones)
 
     def __init__(self, function, ctx, args, outs):
@@ -117,6 +126,7 @@ class FunctionNode(_graph.Node):
         super().__init__(edges, tuple((o._v.shape, o._v.dtype) if isinstance(o, Tensor) else None for o in outs))
         self.function, self.ctx = function, ctx
         self.tensor_inputs = tuple(isinstance(a, Tensor) for a in args)  # which inputs may get a gradient
+        self.non_differentiable = frozenset(k for k, o in enumerate(outs) if id(o) in ctx.non_differentiable)
 
     def name(self):
         return type(self).__name__
@@ -156,9 +166,10 @@ class FunctionNode(_graph.Node):
         from .. import zeros
 
         if self.ctx.materialize_grads:
+            kept_none = self.non_differentiable if not self.ctx._materialize_non_diff_grads else ()
             cotangents = [
-                zeros(meta[0], dtype=meta[1]) if c is None and meta is not None else c
-                for c, meta in zip(cotangents, self.out_meta)
+                zeros(meta[0], dtype=meta[1]) if c is None and meta is not None and k not in kept_none else c
+                for k, (c, meta) in enumerate(zip(cotangents, self.out_meta))
             ]
         with set_grad_enabled(create_graph):
             grads = _user_backward(self.function)(self.ctx, *cotangents)
@@ -184,8 +195,8 @@ class FunctionNode(_graph.Node):
                     f"Function {self.name()} returned an invalid gradient at index {i} - got "
                     f"{list(g.shape)} but expected shape compatible with {list(shape)}"
                 )
-            dtype = to_dtype(dtype)  # torch casts a gradient to its input's dtype
-            result.append(g if g.dtype is dtype else g.to(dtype))
+            dtype = for_edge(edge, to_dtype(dtype))  # torch casts a gradient to its input's dtype (a leaf's grad_dtype)
+            result.append(g if dtype is None or g.dtype is dtype else g.to(dtype))
         return result
 
 
@@ -248,26 +259,19 @@ class Function:
     @classmethod
     def apply(cls, *args, **kwargs):
         """Run forward and record a node whose backward is this class's backward."""
-        if cls.setup_context is None and in_transform():
+        prototype = in_prototype_vmap()  # torch's prototype vmap runs any Function on the batched values
+        if cls.setup_context is None and in_transform() and not prototype:
             raise RuntimeError(NO_SETUP_CONTEXT)
         if cls.setup_context is not None:
             args, kwargs = _bound_arguments(cls.forward, args, kwargs)
         has_rule = cls.vmap is not Function.vmap
-        if in_vmap_randomness() is not None:  # inside vmap.vmap
+        if in_vmap_randomness() is not None and not prototype:  # inside vmap.vmap
             _vmap_rule.check_vmappable(cls, has_rule, kwargs)
         ctx = FunctionCtx()
         ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
         traced_inputs = _function_jvp.traced_input_values(args)  # None unless in a forward-mode trace
         dual = _dual.LEVELS.tangents is not None
-        with no_grad(), _dual.suspended():  # as torch's, forward runs with forward-mode AD off
-            if has_rule and _vmap_rule.is_traced(args):
-                output = _vmap_rule.apply_rule(cls, args, kwargs)
-                cls.setup_context(ctx, args, output)
-            elif cls.setup_context is not None:
-                output = cls.forward(*args, **kwargs)
-                cls.setup_context(ctx, args, output)
-            else:
-                output = cls.forward(ctx, *args, **kwargs)
+        output = _run_forward(cls, ctx, args, kwargs, has_rule)
         is_tuple = isinstance(output, tuple)
         outs = output if is_tuple else (output,)
         dirty = _bump_dirty(ctx.dirty_tensors)
@@ -288,6 +292,20 @@ class Function:
         if node is not None:
             ctx._save({id(o): r for o, r in zip(outs, received) if not any(o is a for a in args)})
         return tuple(received) if is_tuple else received[0]
+
+
+def _run_forward(cls, ctx, args, kwargs, has_rule):
+    """The Function's output: its vmap rule's on batched values, else its forward's; as torch's, with grad mode
+    and forward-mode AD off, and setup_context called on it."""
+    with no_grad(), _dual.suspended():
+        if has_rule and _vmap_rule.is_traced(args):
+            output = _vmap_rule.apply_rule(cls, args, kwargs)
+        elif cls.setup_context is not None:
+            output = cls.forward(*args, **kwargs)
+        else:
+            return cls.forward(ctx, *args, **kwargs)
+        cls.setup_context(ctx, args, output)
+        return output
 
 
 @functools.lru_cache(maxsize=1024)
@@ -367,21 +385,24 @@ def _received_outputs(outs, node, ctx, args, dirty):
     """What the caller of apply receives for each output of forward. A new tensor that forward returns more than
     once is received as one object each time, as torch's: the output it was returned as last (its output_nr)."""
     received, first = [], {}
+    counts = (len(outs), sum([isinstance(o, Tensor) for o in outs]))
     for k, output in enumerate(outs):
         again = first.get(id(output)) if isinstance(output, Tensor) else None
         if again is None:
-            again = first[id(output)] = _received_output(output, k, node, ctx, args, dirty, len(outs))
+            again = first[id(output)] = _received_output(output, k, node, ctx, args, dirty, counts)
         elif again.grad_fn is node and node is not None and not any(output is a for a in args):
             again._output_nr = k
         else:  # an input returned again is received as another alias of it, as torch's
-            again = _received_output(output, k, node, ctx, args, dirty, len(outs))
+            again = _received_output(output, k, node, ctx, args, dirty, counts)
         received.append(again)
     return received
 
 
-def _received_output(output, k, node, ctx, args, dirty, n_outputs):
+def _received_output(output, k, node, ctx, args, dirty, counts):
     """What the caller of apply receives for output k of forward (torch's set_history): the output joined to
-    `node` (None when nothing is recorded), a dirty input itself, a non-Tensor as it is."""
+    `node` (None when nothing is recorded), a dirty input itself, a non-Tensor as it is. `counts`: how many outputs
+    forward returned, and how many of them are Tensors."""
+    n_outputs, n_tensors = counts
     if not isinstance(output, Tensor):
         return output
     differentiable = _is_differentiable(output, node, ctx)
@@ -392,26 +413,44 @@ def _received_output(output, k, node, ctx, args, dirty, n_outputs):
     if node is None:
         if any(output is a for a in args):  # an input returned as-is is received as an alias of it, as torch's
             with no_grad(), _dual.suspended():
-                return output.detach() if output.requires_grad else output.view_as(output)
-        return output
-    if any(output is a for a in args) or output.grad_fn is not None or output._requires_grad:
+                output = output.detach() if output.requires_grad else output.view_as(output)
+        return _custom_view(output, n_tensors)
+    if any(output is a for a in args):  # received as a view of the input, whose history is this node
+        with no_grad(), _dual.suspended():
+            output = output.view_as(output)
+    elif output.grad_fn is not None or output._requires_grad:
         output = Tensor._wrap(output._value)
     if differentiable:
         output.grad_fn, output._output_nr = node, k
+    return _custom_view(output, n_tensors)
+
+
+def _custom_view(output, n_tensors):
+    """`output` of a Function that returned `n_tensors` Tensors, noted as a view made in one where it is a view
+    (torch forbids writing it in place while recording)."""
+    view = output._view
+    if view is not None and DETACH not in view[1]:
+        note_custom_function_output(output, n_tensors > 1)
     return output
 
 
 def _rebased_dirty(tensor, k, node, is_input, n_outputs):
     """`tensor`, modified in place by forward, as output k of `node`: its gradient is dropped, and its base and
     views are recorded around its new place in the graph, as an in-place op's are."""
-    if tensor.grad_fn is None and tensor._requires_grad:
+    view = tensor._view
+    is_view = view is not None and DETACH not in view[1]
+    # as torch's, a view without history requires grad with its base: a leaf that requires grad
+    if tensor.grad_fn is None and (tensor._requires_grad or (is_view and view[0].requires_grad)):
         raise RuntimeError(DIRTY_LEAF)
     if not is_input:
+        if is_view:  # of an input or not, a view is never an input itself
+            raise RuntimeError(DIRTY_NOT_INPUT)
         warnings.warn(DIRTY_NOT_INPUT, UserWarning, stacklevel=5)
-    view = tensor._view
     if view is not None and _ops_of(view[1]) and n_outputs > 1:
         raise RuntimeError(DIRTY_VIEW_WITH_OUTPUTS)
-    if view is not None and DETACH not in view[1] and tensor.requires_grad and view[0].grad_fn is None:
+    if is_view:
+        check_view_creation(tensor)
+    if is_view and tensor.requires_grad and view[0].grad_fn is None:
         raise RuntimeError(VIEW_OF_LEAF_INPLACE)
     tensor._grad = None
     tensor._counter.modified_by, tensor._counter.reshaped = (

@@ -1,15 +1,18 @@
-"""torch.autograd.gradcheck's module: gradcheck and gradgradcheck (the checks themselves are in _gradcheck.py), and
-the forward-mode checks of `check_forward_ad=True`, whose Jacobians come from JAX's forward mode on a trace of the
-function (autograd/_functional_forward.py). `check_backward_ad=False` leaves out every check of the backward."""
+"""torch.autograd.gradcheck's module: gradcheck and gradgradcheck (the backward's checks are in _gradcheck.py, the
+forward mode's, on dual tensors, in _gradcheck_forward.py). `check_backward_ad=False` leaves out every check of the
+backward."""
+
+import warnings
 
 import numpy as np
 
 from .._dtypes import float32, float64
 from .._factories import rand
+from .._host import to_device
 from .._lazy import unfused
+from .._tensor import Tensor
 from .._x64 import scoped
 from ._api import grad
-from ._functional_forward import Untraceable, forward_jacobian
 from ._gradcheck import (
     GradcheckError,
     _as_tuple,
@@ -19,102 +22,15 @@ from ._gradcheck import (
     _check_jacobians,
     _check_requires_grad,
     _check_undefined_grad,
-    _check_zero_numerical,
     _differentiable,
-    _differentiable_float_positions,
     _numerical_jacobian,
     _requires_grad,
-    _show,
     _warn_non_double,
-    fast_probes,
-    slow_mode_text,
 )
+from ._gradcheck_forward import check_batched_forward_grad as _check_batched_forward_grad
+from ._gradcheck_forward import check_forward_ad as _check_forward_ad
 
-__all__ = ["GradcheckError", "gradcheck", "gradgradcheck"]
-
-
-# ---- forward mode ----------------------------------------------------------------------------------------------
-
-
-def _forward_mismatch_msg(analytical, numerical, output_idx, input_idx):
-    return (
-        f"Jacobian computed with forward mode mismatch for output {output_idx:d} with respect to input "
-        f"{input_idx:d},\nnumerical:{_show(numerical)}\nanalytical:{_show(analytical)}\n"
-    )
-
-
-def _forward_jacobians(func, inputs, diff_idx, func_out):
-    """[input][output]: the forward-mode Jacobian (input numel, output numel) of each differentiable output with
-    respect to each differentiable input, the other arguments held fixed."""
-    out_idx = [k for k, o in enumerate(func_out) if o.requires_grad]
-
-    def of_differentiable(*xs):
-        args = list(inputs)
-        for i, x in zip(diff_idx, xs):
-            args[i] = x
-        return func(*args)
-
-    def as_outputs(result):
-        outputs = _as_tuple(result)
-        return True, tuple(outputs[k] for k in out_idx)
-
-    try:  # a custom Function's jvp staticmethod gives its tangents (torch's error where it has none)
-        blocks, _ = forward_jacobian(of_differentiable, [inputs[i] for i in diff_idx], as_outputs)
-    except Untraceable as error:
-        raise RuntimeError(
-            f"gradcheck(check_forward_ad=True) takes forward-mode derivatives on a JAX trace of func, "
-            f"but func reads values of its inputs ({error}): .item(), NumPy or a branch on values "
-            "cannot be traced. Check it with check_backward_ad=True instead."
-        ) from None
-    return [
-        [
-            np.asarray(blocks[j][n]._value).reshape(func_out[k].numel(), inputs[i].numel()).T
-            for j, k in enumerate(out_idx)
-        ]
-        for n, i in enumerate(diff_idx)
-    ]
-
-
-def _check_forward_jacobians(func, inputs, func_out, opts):
-    """The forward-mode Jacobians against central differences: in full (slow mode), or projected on random unit
-    vectors u (inputs) and v (outputs) as the backward's fast mode does."""
-    diff_idx = [i for i, x in enumerate(inputs) if _requires_grad(x)]
-    for i in diff_idx:
-        if inputs[i].is_complex():
-            raise ValueError(
-                f"gradcheck(check_forward_ad=True) checks real inputs only, and input {i} is complex: "
-                "check it with check_backward_ad=True instead."
-            )
-    (_fast_forward if opts["fast_mode"] else _slow_forward)(func, inputs, func_out, diff_idx, opts)
-
-
-def _slow_forward(func, inputs, func_out, diff_idx, opts):
-    numerical = [_numerical_jacobian(func, inputs, i, func_out, opts["eps"]) for i in diff_idx]
-    if not _differentiable(func_out):
-        for per_input in numerical:
-            _check_zero_numerical(per_input)
-        return
-    keep = _differentiable_float_positions(func_out)
-    for i, per_input in enumerate(_forward_jacobians(func, inputs, diff_idx, func_out)):
-        for j, a in enumerate(per_input):
-            n = numerical[i][keep[j]]
-            if not np.allclose(a, n, opts["rtol"], opts["atol"]):
-                raise GradcheckError(_forward_mismatch_msg(a, n, j, i))
-
-
-def _fast_forward(func, inputs, func_out, diff_idx, opts):
-    probes = fast_probes(func, inputs, func_out, diff_idx, opts)
-    if probes is None:
-        return
-    all_u, all_v, jvps = probes
-    eps, keep = opts["eps"], _differentiable_float_positions(func_out)
-    for i, per_input in enumerate(_forward_jacobians(func, inputs, diff_idx, func_out)):
-        for j, jacobian in enumerate(per_input):
-            u, v = all_u[i], all_v[j]
-            a, n = v @ (u @ jacobian), v @ jvps[i][keep[j]]
-            if not np.allclose(a, n, opts["rtol"], opts["atol"] * float(u.sum()) * float(v.sum())):
-                slow = _numerical_jacobian(func, inputs, diff_idx[i], func_out, eps)[keep[j]]
-                raise GradcheckError(_forward_mismatch_msg(a, n, j, i) + slow_mode_text(slow, jacobian, opts))
+__all__ = ["GradcheckError", "gradcheck", "gradgradcheck", "get_numerical_jacobian", "get_analytical_jacobian"]
 
 
 # ---- public API -------------------------------------------------------------------------------------------
@@ -143,6 +59,7 @@ def gradcheck(
     check_undefined_grad=True,
     check_grad_dtypes=False,
     check_batched_grad=False,
+    check_batched_forward_grad=False,
     check_forward_ad=False,
     check_backward_ad=True,
     fast_mode=False,
@@ -152,15 +69,18 @@ def gradcheck(
     `inputs` is a Tensor or a tuple of arguments; the Tensors with requires_grad=True (float64 for the default
     tolerances) are checked, for every differentiable output of `func`. Slow mode compares full Jacobians,
     `fast_mode=True` one random projection u^T J v per input and output. `check_backward_ad` checks the backward
-    (vector-Jacobian products), `check_forward_ad` the forward mode (Jacobian-vector products, on a JAX trace of
-    func; real inputs); `check_batched_grad=True` also compares `grad(..., is_grads_batched=True)` with the loop
-    of unbatched `grad` calls. Returns True, or raises GradcheckError (returns False when
-    `raise_exception=False`).
+    (vector-Jacobian products), `check_forward_ad` the forward mode (Jacobian-vector products, with func called on
+    dual tensors); `check_batched_grad=True` also compares `grad(..., is_grads_batched=True)` with the loop of
+    unbatched `grad` calls, and `check_batched_forward_grad=True` the forward-mode tangents of a batch of input
+    tangents (vmap of the jvp) with those of each in turn. Returns True, or raises GradcheckError (returns False
+    when `raise_exception=False`).
     """
     if not (check_forward_ad or check_backward_ad):
         raise AssertionError("Expected at least one of check_forward_ad or check_backward_ad to be True")
     if check_batched_grad and not check_backward_ad:
         raise AssertionError("Setting check_batched_grad=True requires check_backward_ad to be True")
+    if check_batched_forward_grad and not check_forward_ad:
+        raise AssertionError("Setting check_batched_forward_grad=True requires check_forward_ad to be True")
     if not callable(func):
         raise TypeError(f"gradcheck: func must be callable, but got {type(func).__name__}")
     opts = dict(
@@ -176,7 +96,9 @@ def gradcheck(
         if check_backward_ad:
             _check_jacobians(func, inputs, func_out, opts)
         if check_forward_ad:
-            _check_forward_jacobians(func, inputs, func_out, opts)
+            _check_forward_ad(func, inputs, func_out, opts, check_undefined_grad)
+        if check_batched_forward_grad:
+            _check_batched_forward_grad(func, inputs)
         if not check_backward_ad:
             return True
         diff_inputs = [x for x in inputs if _requires_grad(x)]
@@ -251,3 +173,77 @@ def gradgradcheck(
         check_batched_grad=check_batched_grad,
         fast_mode=fast_mode,
     )
+
+
+# ---- torch's deprecated Jacobian helpers ------------------------------------------------------------------
+
+
+def _deprecated(name):
+    warnings.warn(
+        f"`{name}` was part of PyTorch's private API and not meant to be exposed. We are deprecating it and it will "
+        "be removed in a future version of PyTorch. If you have a specific use for this or feature request for this "
+        "to be a stable API, please file us an issue at https://github.com/pytorch/pytorch/issues/new",
+        FutureWarning,
+        stacklevel=3,
+    )
+
+
+def _check_grad_out(grad_out, name):
+    if grad_out != 1.0:  # kept in the signature for old callers only
+        raise ValueError(f"Expected grad_out to be 1.0. {name} no longer supports values of grad_out != 1.0.")
+
+
+def _no_complex_output(outputs, name):
+    if any(o.is_complex() for o in outputs):
+        raise ValueError(
+            f"Expected output to be non-complex. {name} no longer supports functions that return complex outputs."
+        )
+
+
+def get_numerical_jacobian(fn, inputs, target=None, eps=1e-3, grad_out=1.0):
+    """Deprecated, as torch's: the central-difference Jacobians of the first output of `fn(inputs)` (fn takes the
+    tuple of inputs) with respect to each tensor of `target` (default: `inputs`) that requires grad, each of shape
+    (its numel, the output's numel). The target tensors are perturbed in place."""
+    _deprecated("get_numerical_jacobian")
+    _check_grad_out(grad_out, "get_numerical_jacobian")
+    inputs = _as_tuple(inputs)
+    outputs = _call(lambda *xs: fn(xs), inputs)
+    _no_complex_output(outputs, "get_numerical_jacobian")
+    targets = tuple(x for x in (inputs if target is None else _as_tuple(target)) if _requires_grad(x))
+    call = lambda *_: fn(inputs)  # noqa: E731  (the targets are read through `inputs`, which share their values)
+    return tuple(
+        Tensor._wrap(to_device(_numerical_jacobian(call, targets, k, outputs, eps)[0])) for k in range(len(targets))
+    )
+
+
+def _jacobian_rows(output, diff_inputs):
+    """The analytical Jacobians (input numel, output numel) of `output` by one vjp per one-hot cotangent, and
+    whether every gradient had its input's size, and its dtype."""
+    n, sizes_ok, types_ok = output.numel(), True, True
+    jacobians = [np.zeros((x.numel(), n), x._v.dtype) for x in diff_inputs]
+    for j, c in enumerate(np.eye(n, dtype=output._v.dtype).reshape((n,) + tuple(output.shape))):
+        grads = grad(output, diff_inputs, Tensor._wrap(to_device(c)), retain_graph=True, allow_unused=True)
+        for jacobian, g, x in zip(jacobians, grads, diff_inputs):
+            if g is None:
+                continue
+            if g.shape != x.shape:
+                sizes_ok = False
+            elif g.dtype != x.dtype:
+                types_ok = False
+            if g.numel() == x.numel():
+                jacobian[:, j] = np.asarray(g._value).reshape(-1)
+    return jacobians, sizes_ok, types_ok
+
+
+def get_analytical_jacobian(inputs, output, nondet_tol=0.0, grad_out=1.0):
+    """Deprecated, as torch's: (the backward's Jacobians of `output` with respect to each tensor of `inputs` that
+    requires grad, each of shape (its numel, the output's numel); whether a second computation gave the same values
+    within `nondet_tol`; whether the gradients had their inputs' sizes; and their dtypes)."""
+    _deprecated("get_analytical_jacobian")
+    _check_grad_out(grad_out, "get_analytical_jacobian")
+    _no_complex_output((output,), "get_analytical_jacobian")
+    diff_inputs = [x for x in _as_tuple(inputs) if _requires_grad(x)]
+    first, sizes_ok, types_ok = _jacobian_rows(output, diff_inputs)
+    second, _, _ = _jacobian_rows(output, diff_inputs)
+    reentrant = all(a.size == 0 or np.abs(a - b).max() <= nondet_tol for a, b in zip(first, second))
+    return tuple(Tensor._wrap(to_device(a)) for a in first), reentrant, sizes_ok, types_ok

@@ -1,5 +1,6 @@
-"""Public graph types and helpers: GradientEdge, get_gradient_edge, Node, increment_version, and the hooks on the
-tensors saved for backward (saved_tensors_hooks, save_on_cpu, disable_saved_tensors_hooks)."""
+"""Public graph types and helpers: GradientEdge, get_gradient_edge, Node, increment_version,
+register_multi_grad_hook, and the hooks on the tensors saved for backward (saved_tensors_hooks, save_on_cpu,
+disable_saved_tensors_hooks)."""
 
 import contextlib
 
@@ -7,6 +8,7 @@ from .. import _saved_hooks
 from .._factories import empty
 from .._graph import GradientEdge, Node, get_gradient_edge
 from .._tensor import Tensor
+from ._multi_grad import register_multi_grad_hook
 
 
 def increment_version(tensor):
@@ -69,6 +71,7 @@ __all__ = [
     "disable_saved_tensors_hooks",
     "get_gradient_edge",
     "increment_version",
+    "register_multi_grad_hook",
     "save_on_cpu",
     "saved_tensors_hooks",
 ]

@@ -5,6 +5,7 @@ import warnings
 import numpy as np
 
 from .._dtypes import get_default_dtype
+from .._graph_task import ExecutionEngine
 from .._tensor import REQUIRES_GRAD_DTYPE, Tensor, python_type_name
 
 _NO_DATA = object()
@@ -18,6 +19,8 @@ class _VariableMeta(type):
 class Variable(metaclass=_VariableMeta):
     """Variable(data, requires_grad=False): a new leaf sharing `data`'s values and version counter (as
     data.detach()), requiring grad if asked; every Tensor is an instance of Variable, as in torch."""
+
+    _execution_engine = ExecutionEngine()
 
     def __new__(cls, data=_NO_DATA, requires_grad=False, volatile=False):
         if volatile:

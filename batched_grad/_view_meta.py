@@ -1,0 +1,93 @@
+"""How a view was made (torch's CreationMeta), which decides whether it may be written in place while the write is
+recorded: a view made with grad mode off or in inference mode, one of several views one op returns (unbind,
+split, ...), or one a custom Function returned cannot be, and torch's error says which. The Tensor's `_creation`
+slot holds the kind, None (DEFAULT) for a view made the ordinary way; a view of a view takes its base's kind unless
+its own is special (inference mode's kind is never overridden)."""
+
+import re
+
+from . import _grad_mode
+
+DEFAULT, NO_GRAD_MODE, INFERENCE_MODE, MULTI_OUTPUT_NODE, IN_CUSTOM_FUNCTION = (
+    None,
+    "no_grad_mode",
+    "inference_mode",
+    "multi_output_node",
+    "in_custom_function",
+)
+
+_REASONS = {
+    MULTI_OUTPUT_NODE: (
+        "This view is the output of a function that returns multiple views. Such functions do not allow the output "
+        "views to be modified inplace. You should replace the inplace operation by an out-of-place one."
+    ),
+    NO_GRAD_MODE: (
+        "Given that this use case is ambiguous and error-prone, it is forbidden. You can clarify your code by moving "
+        "both the view and the inplace either both inside the no_grad block (if you don't want the inplace to be "
+        "tracked) or both outside (if you want the inplace to be tracked)."
+    ),
+    INFERENCE_MODE: (
+        "Given that this use case is ambiguous and error-prone, it is forbidden. You can clarify your code by moving "
+        "both the view and the inplace either both inside the inference_mode block (if you don't want the inplace to "
+        "be tracked) or both outside (if you want the inplace to be tracked)."
+    ),
+    IN_CUSTOM_FUNCTION: (
+        "This view was created inside a custom Function (or because an input was returned as-is) and the autograd "
+        "logic to handle view+inplace would override the custom backward associated with the custom Function, "
+        "leading to incorrect gradients. This behavior is forbidden. You can fix this by cloning the output of the "
+        "custom Function."
+    ),
+}
+
+
+def creation_of(tensor):
+    """The kind of view `tensor` is (DEFAULT for an ordinary view, or for a tensor that is no view)."""
+    return tensor._creation
+
+
+def _propagated(previous, new):
+    if new is DEFAULT or previous == INFERENCE_MODE:
+        return previous
+    return new
+
+
+def note_view(src, view, multi):
+    """Record the kind of `view`, just made from `src` by a view op (`multi`: one of several views it returns)."""
+    state = _grad_mode._state
+    new = INFERENCE_MODE if state.inference else NO_GRAD_MODE if not state.enabled else DEFAULT
+    if new is DEFAULT and multi:
+        new = MULTI_OUTPUT_NODE
+    view._creation = _propagated(creation_of(src) if src._view is not None else DEFAULT, new)
+
+
+def note_custom_function_output(view, multi):
+    """`view`, a view a custom Function returned (or an input it returned as-is), is of that kind, or with `multi`
+    (the Function returned several tensors) one of several views."""
+    view._creation = _propagated(creation_of(view), MULTI_OUTPUT_NODE if multi else IN_CUSTOM_FUNCTION)
+
+
+def _short_name(node):
+    return re.sub(r"Backward\d*$", "", node.name())
+
+
+def check_view_creation(tensor, indirect=False):
+    """torch's error where a recorded in-place write (into `tensor`, a view, or with `indirect` into its base or
+    another view of it) meets a view whose kind forbids it."""
+    kind = creation_of(tensor)
+    if kind is DEFAULT:
+        return
+    node = tensor.grad_fn
+    changed = "its base or another view of its base has been" if indirect else "is being"
+    if kind in (NO_GRAD_MODE, INFERENCE_MODE) or node is None:
+        prefix = (
+            f"Output {tensor._output_nr} of {_short_name(node)} is a view of a view which was created in"
+            if node is not None
+            else "A view was created in"
+        )
+        if kind == INFERENCE_MODE:
+            message = f"{prefix} inference mode and {changed} modified inplace in normal mode."
+        else:
+            message = f"{prefix} no_grad mode and {changed} modified inplace with grad mode enabled."
+    else:
+        message = f"Output {tensor._output_nr} of {_short_name(node)} is a view and {changed} modified inplace."
+    raise RuntimeError(f"{message} {_REASONS[kind]}")
