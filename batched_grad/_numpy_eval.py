@@ -1,0 +1,239 @@
+"""Host forms derived from an op's JAX function: on the CPU backend an op without a hand-written host form
+(Op.host), and a VJP without a hand-written one (Op.host_vjp), run with NumPy by evaluating the function's jaxpr
+primitive by primitive (_numpy_rows.py), so that a new size compiles nothing.
+
+A jaxpr is traced once per op, static parameters and *pattern* of operand shapes, not per size: every dimension of
+two or more is a symbolic size (jax.export.symbolic_shape, constrained to be at least 2), equal sizes one symbol, and
+sizes 0 and 1 stay as they are (they change what broadcasting and squeezing do). The sizes are bound when it runs. A
+function that depends on a size in a way a symbolic trace cannot decide (a reshape to a fixed shape, a size compared
+with another) raises while traced, and is traced with its concrete shapes instead, once per shape.
+
+A jaxpr holding a primitive without a row, an array of another dtype (complex, float16) or an effect has no
+derived form: the op runs as its kernel, and that answer is cached too. So does an operand or intermediate array of
+more than HOST_ELEMENTS elements (_ops/_host_forms.py).
+
+The rows give XLA's values (see _numpy_rows.py: exact operations bit for bit, transcendental functions within 2
+ulp, sums up to their order), so a value computed here agrees with the kernel's and a fused program's within the
+tier rule (tests/test_tier_agreement.py, tests/test_numpy_eval.py)."""
+
+import collections
+import functools
+import threading
+
+import jax
+import numpy as np
+from jax.export import is_symbolic_dim, symbolic_shape
+
+from ._numpy_program import Unsupported, flatten, supported
+from ._x64 import scoped
+
+MAX_PROGRAMS = 2048  # traced jaxprs kept, least recently used dropped
+_CONCRETE = object()  # cached for a pattern whose symbolic trace failed: trace the concrete shapes
+_MISSING = object()
+
+
+# ---- tracing, once per pattern of shapes -------------------------------------------------------------------------
+def _pattern(avals, symbolic=True):
+    """(pattern, sizes): per aval its dtype and dims, each dim of 2 or more (with `symbolic`) as -1 - the index of
+    its value in `sizes`, the distinct such values in order of appearance."""
+    sizes, pattern = [], []
+    for shape, dtype in avals:
+        dims = []
+        for n in shape:
+            if n < 2 or not symbolic:
+                dims.append(n)
+                continue
+            try:
+                i = sizes.index(n)
+            except ValueError:
+                i = len(sizes)
+                sizes.append(n)
+            dims.append(-1 - i)
+        pattern.append((tuple(dims), np.dtype(dtype)))
+    return tuple(pattern), tuple(sizes)
+
+
+def _structs(pattern, count):
+    """ShapeDtypeStructs of `pattern` with `count` symbolic sizes, and the symbols' names."""
+    names = tuple([f"n{i}" for i in range(count)])
+    dims = symbolic_shape(", ".join(names), constraints=[f"{n} >= 2" for n in names]) if count else ()
+    return [jax.ShapeDtypeStruct(tuple([dims[-1 - d] if d < 0 else d for d in s]), t) for s, t in pattern], names
+
+
+@scoped
+def _trace(build, pattern, count, multi):
+    """The Program of the function `build(structs)` gives (with its argument structs), traced on `pattern`; None
+    where it has no derived form; _CONCRETE where a symbolic trace failed."""
+    try:
+        structs, names = _structs(pattern, count)
+        fn, args = build(structs)
+        closed, out = jax.make_jaxpr(fn, return_shape=True)(*args)
+    except Exception:  # a size the trace cannot decide, or an error the kernel raises in its own words
+        return _CONCRETE if count else None
+    leaves, tree = jax.tree_util.tree_flatten(out)
+    if tree != jax.tree_util.tree_structure(tuple(leaves) if multi else leaves[0]):
+        return None  # not a single array, or a flat tuple of them for a multi-output op
+    try:
+        return flatten(closed, names)
+    except Unsupported:
+        return None
+
+
+_programs = collections.OrderedDict()
+_lock = threading.Lock()
+
+
+def _traced(key, build, pattern, count, multi):
+    with _lock:
+        program = _programs.get((key, pattern), _MISSING)
+        if program is not _MISSING:
+            _programs.move_to_end((key, pattern))
+            return program
+    program = _trace(build, pattern, count, multi)
+    with _lock:
+        _programs[(key, pattern)] = program
+        while len(_programs) > MAX_PROGRAMS:
+            _programs.popitem(last=False)
+    return program
+
+
+def program_for(key, build, avals, multi):
+    """(Program, sizes) for the function identified by `key` that `build` traces, on operands of `avals` (the
+    pattern's shapes and dtypes); None where it has no derived form."""
+    pattern, sizes = _pattern(avals)
+    program = _traced(key, build, pattern, len(sizes), multi)
+    if program is _CONCRETE:
+        pattern, sizes = _pattern(avals, symbolic=False)
+        program = _traced(key, build, pattern, 0, multi)
+    return None if program is None else (program, sizes)
+
+
+# ---- evaluation ---------------------------------------------------------------------------------------------------
+def _resolve(value, env, memo):
+    """`value` (a param or a shape) with its symbolic sizes bound by `env` (name -> size); `memo` keeps the value
+    of each symbolic expression met."""
+    if is_symbolic_dim(value):
+        found = memo.get(value)
+        if found is None:
+            found = memo[value] = int(value._evaluate(env))
+        return found
+    if isinstance(value, (tuple, list)):
+        return type(value)([_resolve(v, env, memo) for v in value])
+    return value
+
+
+@functools.lru_cache(maxsize=4096)
+def _bound(program, sizes):
+    """(steps, largest array's size, argument shapes, output ShapeDtypeStructs) of `program` with its symbols bound
+    to `sizes`."""
+    resolve = functools.partial(_resolve, env=dict(zip(program.names, sizes)), memo={})
+    steps = program.steps
+    if program.names:
+        steps = [
+            (fn, ins, outs, {k: resolve(v) for k, v in params.items()}, dtypes, multi)
+            for fn, ins, outs, params, dtypes, multi in steps
+        ]
+    largest = max([int(np.prod(resolve(s), dtype=np.int64)) for s in program.shapes], default=0)
+    outs = [jax.ShapeDtypeStruct(resolve(s), d) for s, d in program.out_avals]
+    return steps, largest, [resolve(s) for s in program.in_shapes], outs
+
+
+def _host_elements():
+    from ._ops import _host_forms  # read when called: tests lower the bound
+
+    return _host_forms.HOST_ELEMENTS
+
+
+def evaluate(program, sizes, arrays):
+    """The outputs (a list of NumPy arrays) of `program` on `arrays`, or None where an array is too large."""
+    steps, largest, in_shapes, _ = _bound(program, sizes)
+    if largest > _host_elements() or [a.shape for a in arrays] != in_shapes:
+        return None
+    registers = program.registers.copy()
+    for slot, a in zip(program.in_slots, arrays):
+        registers[slot] = a
+    with np.errstate(all="ignore"):  # inf and nan as XLA gives them, without NumPy's warnings
+        for fn, ins, outs, params, dtypes, multi in steps:
+            out = fn(*[registers[i] for i in ins], **params)
+            for slot, value, dtype in zip(outs, out if multi else (out,), dtypes):
+                if type(value) is not np.ndarray or value.dtype != dtype:
+                    value = np.asarray(value, dtype)
+                registers[slot] = value
+    return [registers[s] for s in program.out_slots]
+
+
+def _forward(op, static, avals):
+    """(Program, sizes) of `op.fn(*operands, **static)` on operands of `avals`; None where it has no derived form."""
+    if op.whole_backward:
+        return None  # a backward program: a kernel compiled once per structure
+    for _, dtype in avals:
+        if not supported(np.dtype(dtype)):
+            return None
+    build = lambda structs: (functools.partial(op.fn, **dict(static)), structs)
+    return program_for((op, static), build, avals, op.multi)
+
+
+def _vjp(vjp_fn, spec):
+    """(Program, sizes) of a node's VJP, `vjp_fn(*saved operands, *cotangents, spec=spec)` (_ops/_core.py); None
+    where it has no derived form. Traced once per pattern of the op's operand shapes: the VJP of the op on symbolic
+    operands of that pattern, its cotangents of the shapes its outputs have there."""
+    sig = spec.sig
+    if spec.batch is not None:
+        return None  # batched cotangents: a kernel maps the VJP over their rows
+    for _, dtype in sig.avals:
+        if not supported(np.dtype(dtype)):
+            return None
+
+    def build(structs):
+        from ._lazy import Signature
+
+        out = jax.eval_shape(functools.partial(sig.op.fn, **dict(sig.static)), *structs)
+        outs = tuple(out) if sig.op.multi else (out,)
+        symbolic = Signature(
+            sig.op, sig.static, tuple([(s.shape, s.dtype) for s in structs]), tuple([(o.shape, o.dtype) for o in outs])
+        )
+        saved = [s for s, m in zip(structs, spec.saved_mask) if m]
+        cotangents = [outs[k] for k, m in zip(symbolic.diff_outs, spec.ct_mask) if m]
+        return functools.partial(vjp_fn, spec=spec._replace(sig=symbolic)), saved + cotangents
+
+    key = (vjp_fn, sig.op, sig.static, spec.saved_mask, spec.want, spec.ct_mask)
+    return program_for(key, build, sig.avals, True)
+
+
+def derived(op, arrays, static):
+    """What `op.fn(*arrays, **static)` gives (a tuple for a multi-output op), with NumPy; None where the op has no
+    derived form on these operands (NumPy arrays)."""
+    found = _forward(op, static, [(a.shape, a.dtype) for a in arrays])
+    outs = None if found is None else evaluate(*found, arrays)
+    if outs is None:
+        return None
+    return tuple(outs) if op.multi else outs[0]
+
+
+def derived_vjp(vjp_fn, spec, arrays):
+    """The gradients (a tuple) that a node's VJP `vjp_fn(*arrays, spec=spec)` gives, with NumPy; None where it has
+    no derived form."""
+    found = _vjp(vjp_fn, spec)
+    outs = None if found is None else evaluate(*found, arrays)
+    return None if outs is None else tuple(outs)
+
+
+@functools.cache
+def _vjp_op():
+    from ._ops._core import VJP
+
+    return VJP
+
+
+def out_avals(op, static, avals):
+    """ShapeDtypeStructs of the outputs of `op` on operands of `avals`, from its derived program: no trace for a
+    new size (a deferred op's Signature); None where it has none."""
+    found = _vjp(op.fn, dict(static)["spec"]) if op is _vjp_op() else _forward(op, static, avals)
+    return None if found is None else _bound(*found)[3]
+
+
+def clear():
+    """Forget the traced jaxprs."""
+    with _lock:
+        _programs.clear()
+    _bound.cache_clear()
