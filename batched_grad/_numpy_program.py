@@ -69,12 +69,16 @@ class _Step:
         return self.eqn.primitive.name
 
     def shape(self):
-        """The shape of an elementwise step's region, or None where it joins none."""
+        """The shape of an elementwise step's region (its result's), or None where it joins none."""
         eqn = self.eqn
         if eqn.primitive.name not in _GROUPED or len(eqn.outvars) != 1:
             return None
         shape = tuple(eqn.outvars[0].aval.shape)
-        return shape if all([tuple(a.aval.shape) in (shape, ()) for a in eqn.invars]) else None
+        for a in eqn.invars:  # operands of its shape, scalars, or broadcasting along dimensions of 1
+            dims = tuple(a.aval.shape)
+            if dims and (len(dims) != len(shape) or not all([d == 1 or d == n for d, n in zip(dims, shape)])):
+                return None
+        return shape
 
 
 class _Flattener:
@@ -254,9 +258,10 @@ def _region_kernel(structure, results):
 
 
 def _run_region(kernel, full, *arrays):
-    """A region's results on `arrays`: those of its shape (`full`) flattened and padded with zeros to a bucket."""
+    """A region's results on `arrays`: those not scalars (`full`) broadcast to its shape, flattened and padded with
+    zeros to a bucket."""
     shapes = [a.shape for a, f in zip(arrays, full) if f]
-    shape = shapes[0] if shapes else ()
+    shape = np.broadcast_shapes(*shapes) if shapes else ()
     n = int(np.prod(shape, dtype=np.int64))
     bucket, growth = BUCKETS
     while bucket < n:
@@ -265,7 +270,7 @@ def _run_region(kernel, full, *arrays):
     for a, f in zip(arrays, full):
         if f:
             padded = np.zeros(bucket, a.dtype)
-            padded[:n] = a.reshape(-1)
+            padded[:n] = np.broadcast_to(a, shape).reshape(-1)
             a = padded
         args.append(a)
     previous = swap_x64(True)

@@ -201,7 +201,7 @@ def _dot_general(a, b, dimension_numbers, preferred_element_type=None, **_):
     k = int(np.prod([a.shape[d] for d in a_contract], dtype=np.int64))
     lhs = np.transpose(a, [*a_batch, *a_free, *a_contract]).reshape(*batch, int(np.prod(m, dtype=np.int64)), k)
     rhs = np.transpose(b, [*b_batch, *b_contract, *b_free]).reshape(*batch, k, int(np.prod(n, dtype=np.int64)))
-    return np.matmul(lhs, rhs).reshape(*batch, *m, *n)
+    return np.matmul(lhs, rhs).reshape(tuple(batch + m + n))
 
 
 # ---- reductions ------------------------------------------------------------------------------------------------
