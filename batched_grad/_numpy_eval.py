@@ -17,6 +17,7 @@ ulp, sums up to their order), so a value computed here agrees with the kernel's 
 tier rule (tests/test_tier_agreement.py, tests/test_numpy_eval.py)."""
 
 import collections
+import enum
 import functools
 import threading
 
@@ -36,14 +37,14 @@ _MISSING = object()
 
 
 # ---- tracing, once per pattern of shapes -------------------------------------------------------------------------
-def _pattern(avals, symbolic=True):
-    """(pattern, sizes): per aval its dtype and dims, each dim of 2 or more (with `symbolic`) as -1 - the index of
-    its value in `sizes`, the distinct such values in order of appearance."""
+def _pattern(avals, fixed):
+    """(pattern, sizes): per aval its dtype and dims, each dim of 2 or more not in `fixed` (a set of sizes; None:
+    all of them) as -1 - the index of its value in `sizes`, the distinct such values in order of appearance."""
     sizes, pattern = [], []
     for shape, dtype in avals:
         dims = []
         for n in shape:
-            if n < 2 or not symbolic:
+            if n < 2 or fixed is None or n in fixed:
                 dims.append(n)
                 continue
             try:
@@ -54,6 +55,32 @@ def _pattern(avals, symbolic=True):
             dims.append(-1 - i)
         pattern.append((tuple(dims), np.dtype(dtype)))
     return tuple(pattern), tuple(sizes)
+
+
+_PLAIN = (type(None), bool, float, complex, str, bytes, type, np.dtype, enum.Enum, type(Ellipsis))
+
+
+def _ints(value, found):
+    """Add the ints in a static param to `found`; False where it holds an object whose sizes cannot be seen."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        found.add(int(value))
+        return True
+    if isinstance(value, _PLAIN) or isinstance(value, np.floating):
+        return True
+    if isinstance(value, slice):
+        value = (value.start, value.stop, value.step)
+    if isinstance(value, (tuple, list, frozenset)):
+        return all([_ints(v, found) for v in value])
+    return False
+
+
+@functools.lru_cache(maxsize=4096)
+def _fixed_sizes(static):
+    """The sizes a static param names (a reshape's shape, a split's sizes), which stay concrete in a symbolic trace:
+    a symbolic size equal to one would compare unequal to it. None where some param is an opaque object (a traced
+    function, whose shapes are fixed inside it): then every size stays concrete."""
+    found = set()
+    return frozenset(found) if _ints(static, found) else None
 
 
 def _structs(pattern, count):
@@ -102,13 +129,14 @@ def _traced(key, build, pattern, count, multi):
     return program
 
 
-def program_for(key, build, avals, multi):
+def program_for(key, build, avals, multi, static=()):
     """(Program, sizes) for the function identified by `key` that `build` traces, on operands of `avals` (the
-    pattern's shapes and dtypes); None where it has no derived form."""
-    pattern, sizes = _pattern(avals)
+    pattern's shapes and dtypes) with static params `static`; None where it has no derived form."""
+    fixed = _fixed_sizes(static)
+    pattern, sizes = _pattern(avals, fixed)
     program = _traced(key, build, pattern, len(sizes), multi)
     if program is _CONCRETE:
-        pattern, sizes = _pattern(avals, symbolic=False)
+        pattern, sizes = _pattern(avals, None)
         program = _traced(key, build, pattern, 0, multi)
     return None if program is None else (program, sizes)
 
@@ -177,7 +205,7 @@ def _forward(op, static, avals):
         if not supported(np.dtype(dtype)):
             return None
     build = lambda structs: (functools.partial(op.fn, **dict(static)), structs)
-    return program_for((op, static), build, avals, op.multi)
+    return program_for((op, static), build, avals, op.multi, static)
 
 
 def _vjp(vjp_fn, spec):
@@ -204,7 +232,7 @@ def _vjp(vjp_fn, spec):
         return functools.partial(vjp_fn, spec=spec._replace(sig=symbolic)), saved + cotangents
 
     key = (vjp_fn, sig.op, sig.static, spec.saved_mask, spec.want, spec.ct_mask)
-    return program_for(key, build, sig.avals, True)
+    return program_for(key, build, sig.avals, True, sig.static)
 
 
 def derived(op, arrays, static):
