@@ -95,20 +95,30 @@ def _trace(build, pattern, count, multi):
     """The Program of the function `build(structs)` gives (with its argument structs), traced on `pattern`; None
     where it has no derived form; _CONCRETE where a symbolic trace failed or holds what has no row (a slice whose
     bounds a symbolic size leaves open is a gather): the concrete shapes may do."""
+    # Traced in a generator's frame, whose callers are not linked to the frames it leaves: a symbolic trace leaves
+    # exceptions in reference cycles with their frames (JAX keeps the TypeError of operator.index on a symbolic
+    # size), and each such frame kept would keep its callers' frames, and the Tensors of `apply`, until the cycle
+    # collector runs.
+    return next(_tracing(build, pattern, count, multi))
+
+
+def _tracing(build, pattern, count, multi):
     failed = _CONCRETE if count else None
     try:
         structs, names = _structs(pattern, count)
         fn, args = build(structs)
         closed, out = jax.make_jaxpr(fn, return_shape=True)(*args)
     except Exception:  # a size the trace cannot decide, or an error the kernel raises in its own words
-        return failed
+        yield failed
+        return
     leaves, tree = jax.tree_util.tree_flatten(out)
     if not multi and len(leaves) != 1 or tree != jax.tree_util.tree_structure(tuple(leaves) if multi else leaves[0]):
-        return None  # not a single array, or a flat tuple of them for a multi-output op
+        yield None  # not a single array, or a flat tuple of them for a multi-output op
+        return
     try:
-        return flatten(closed, names)
+        yield flatten(closed, names)
     except Unsupported:
-        return failed
+        yield failed
 
 
 _programs = collections.OrderedDict()
