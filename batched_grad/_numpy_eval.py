@@ -29,9 +29,6 @@ from ._numpy_program import Unsupported, flatten, supported
 from ._x64 import scoped
 
 MAX_PROGRAMS = 2048  # traced jaxprs kept, least recently used dropped
-# the calls on given shapes computed here; from the next one on the op's kernel compiles (once) and answers, faster
-# than the NumPy form once compiled
-KERNEL_AFTER = 2
 _CONCRETE = object()  # cached for a pattern whose symbolic trace failed: trace the concrete shapes
 _MISSING = object()
 
@@ -167,8 +164,8 @@ def _resolve(value, env, memo):
 
 @functools.lru_cache(maxsize=4096)
 def _bound(program, sizes):
-    """(steps, largest array's size, argument shapes, output ShapeDtypeStructs, [calls evaluated]) of `program`
-    with its symbols bound to `sizes`."""
+    """(steps, largest array's size, argument shapes, output ShapeDtypeStructs) of `program` with its symbols bound
+    to `sizes`."""
     resolve = functools.partial(_resolve, env=dict(zip(program.names, sizes)), memo={})
     steps = program.steps
     if program.names:
@@ -178,7 +175,7 @@ def _bound(program, sizes):
         ]
     largest = max([int(np.prod(resolve(s), dtype=np.int64)) for s in program.shapes], default=0)
     outs = [jax.ShapeDtypeStruct(resolve(s), d) for s, d in program.out_avals]
-    return steps, largest, [resolve(s) for s in program.in_shapes], outs, [0]
+    return steps, largest, [resolve(s) for s in program.in_shapes], outs
 
 
 def _host_elements():
@@ -188,12 +185,10 @@ def _host_elements():
 
 
 def evaluate(program, sizes, arrays):
-    """The outputs (a list of NumPy arrays) of `program` on `arrays`; None where an array is too large, or after
-    KERNEL_AFTER calls on these shapes."""
-    steps, largest, in_shapes, _, calls = _bound(program, sizes)
-    if largest > _host_elements() or calls[0] >= KERNEL_AFTER or [a.shape for a in arrays] != in_shapes:
+    """The outputs (a list of NumPy arrays) of `program` on `arrays`; None where an array is too large."""
+    steps, largest, in_shapes, _ = _bound(program, sizes)
+    if largest > _host_elements() or [a.shape for a in arrays] != in_shapes:
         return None
-    calls[0] += 1
     registers = program.registers.copy()
     for slot, a in zip(program.in_slots, arrays):
         registers[slot] = a

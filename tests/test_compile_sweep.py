@@ -23,8 +23,7 @@ def _count_xla_compile(event, duration, **kwargs):
 jax.monitoring.register_event_duration_secs_listener(_count_xla_compile)
 
 N = 20
-WARMUP = 5  # the first few values or sizes may compile (a new dtype, a first kernel; an op without a hand-written
-# host form computes its first calls on one shape on the host and compiles its kernel on the next: _numpy_eval.py)
+WARMUP = 3  # the first few values or sizes may compile (a new dtype, a first kernel)
 
 
 def _rng(i):
