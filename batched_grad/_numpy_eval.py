@@ -1,20 +1,27 @@
 """Host forms derived from an op's JAX function: on the CPU backend an op without a hand-written host form
-(Op.host), and a VJP without a hand-written one (Op.host_vjp), run with NumPy by evaluating the function's jaxpr
-primitive by primitive (_numpy_rows.py), so that a new size compiles nothing.
+(Op.host), and a VJP without a hand-written one (Op.host_vjp), run on the host by evaluating the function's jaxpr
+step by step (_numpy_program.py: NumPy rows, and XLA kernels compiled per bucket of sizes for the elementwise
+regions NumPy would round differently), so that a new size compiles nothing. They run on every call where they
+apply, as the hand-written forms do: a value does not depend on how often it was computed.
 
 A jaxpr is traced once per op, static parameters and *pattern* of operand shapes, not per size: every dimension of
-two or more is a symbolic size (jax.export.symbolic_shape, constrained to be at least 2), equal sizes one symbol, and
-sizes 0 and 1 stay as they are (they change what broadcasting and squeezing do). The sizes are bound when it runs. A
-function that depends on a size in a way a symbolic trace cannot decide (a reshape to a fixed shape, a size compared
-with another) raises while traced, and is traced with its concrete shapes instead, once per shape.
+two or more is a symbolic size (jax.export.symbolic_shape, constrained to be at least 2), equal sizes one symbol;
+sizes 0 and 1 stay as they are (they change what broadcasting and squeezing do), and so do sizes a static param
+names (a symbolic size would compare unequal to them). The sizes are bound when it runs. A function that depends
+on a size in a way a symbolic trace cannot decide (a reshape to a fixed shape) raises while traced, or holds a
+primitive without a row (a slice with open bounds is a gather), and is then traced with its concrete shapes, once
+per shape; so is every op whose static params hold an opaque object (a traced function, with shapes inside it).
+Deferred ops take their output shapes from the same jaxprs (_lazy.signature), without a trace for a new size.
 
 A jaxpr holding a primitive without a row, an array of another dtype (complex, float16) or an effect has no
-derived form: the op runs as its kernel, and that answer is cached too. So does an operand or intermediate array of
-more than HOST_ELEMENTS elements (_ops/_host_forms.py).
+derived form: the op runs as its kernel, and that answer is cached too. So do operands or intermediate arrays of
+more than HOST_ELEMENTS elements (_ops/_host_forms.py), and batched cotangents.
 
-The rows give XLA's values (see _numpy_rows.py: exact operations bit for bit, transcendental functions within 2
-ulp, sums up to their order), so a value computed here agrees with the kernel's and a fused program's within the
-tier rule (tests/test_tier_agreement.py, tests/test_numpy_eval.py)."""
+Values: exact operations give XLA's bits, transcendental functions and multiply-adds run as XLA's kernels, and sums
+(reductions, matrix products) differ from XLA's by their order, within n eps of the scale of a sum of n terms, as
+torch's own paths differ; XLA's algebraic rewrites (a division by a broadcast value computed as a multiplication
+by its reciprocal) also make the kernel differ by an ulp there. tests/test_tier_agreement.py and
+tests/test_numpy_eval.py check the agreement with the kernels and fused programs."""
 
 import collections
 import enum
@@ -178,16 +185,17 @@ def _bound(program, sizes):
     return steps, largest, [resolve(s) for s in program.in_shapes], outs
 
 
-def _host_elements():
-    from ._ops import _host_forms  # read when called: tests lower the bound
+@functools.cache
+def _host_forms():
+    from ._ops import _host_forms  # imported when first needed: _ops imports this module
 
-    return _host_forms.HOST_ELEMENTS
+    return _host_forms
 
 
 def evaluate(program, sizes, arrays):
     """The outputs (a list of NumPy arrays) of `program` on `arrays`; None where an array is too large."""
     steps, largest, in_shapes, _ = _bound(program, sizes)
-    if largest > _host_elements() or [a.shape for a in arrays] != in_shapes:
+    if largest > _host_forms().HOST_ELEMENTS or [a.shape for a in arrays] != in_shapes:
         return None
     registers = program.registers.copy()
     for slot, a in zip(program.in_slots, arrays):

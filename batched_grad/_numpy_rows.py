@@ -7,9 +7,8 @@ conversion of nan and of values out of range, signed zeros in max, min and sign,
 multiplications. Sums and products (reduce_sum, dot_general, cumsum) give the same values up to the order of
 summation, a few ulp of the sum's scale, as torch's own paths differ.
 
-Transcendental functions (exp, log, sin, tanh, pow, erf, lgamma, ...) run as XLA's own elementwise kernels, on the
-operands flattened and padded to a bucket of sizes (16, 64, 256, ... elements): compiled once per function, dtype and
-bucket, never per shape, and so with XLA's values. NumPy's are not close enough: computed in float64 and rounded they
+Transcendental functions (exp, log, sin, tanh, pow, erf, lgamma, ...) have no row: they run as XLA's own kernels
+(_numpy_program.py), with XLA's values. NumPy's are not close enough: computed in float64 and rounded they
 are within 1-2 ulp of XLA's float32 values (and 1-2 ulp in float64 for exp, log, sin, cos, tan, asin, acos, atan,
 atan2, asinh, pow; measured on 200k points each), but XLA's own forms are up to 5 ulp off for float32 exp just below
 overflow and several ulp to 129 ulp off elsewhere (float32 / float64: exp2 68 / 90, expm1 5 / 4, tanh 4 / 7, sinh
