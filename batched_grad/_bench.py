@@ -8,7 +8,16 @@ import sys
 
 from ._demo import Progress
 
-SCRIPTS = ("overhead.py", "batched.py", "functional.py", "func.py", "coldstart.py", "scale.py", "loops.py")
+SCRIPTS = (
+    "overhead.py",
+    "batched.py",
+    "functional.py",
+    "func.py",
+    "coldstart.py",
+    "scale.py",
+    "loops.py",
+    "eager.py",
+)
 INSTALL = "pip install -e '.[bench]'"
 CHECKOUT_BENCHMARKS = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"  # with an editable install
 

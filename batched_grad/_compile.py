@@ -309,22 +309,31 @@ def _changes(before, held):
     return writes, created
 
 
+def _window(array):
+    """The memory a NumPy array shows: its first element's address, shape, strides and dtype. Host arrays are often
+    views (slices, broadcasts) whose `base` is another tensor's array, so a view is known by its window."""
+    return array.__array_interface__["data"][0], array.shape, array.strides, array.dtype.str
+
+
 def _sources(consts, before):
     """(index, _Source) for each constant of the trace that is a live Tensor's value or .grad (matched by identity),
     read afresh at each call; the others are arrays nothing else holds, passed as they are."""
-    owners = {}
+    owners, windows = {}, {}
     for t, (v, grad) in before.items():
         for value in (v, t._v):  # its value before the call, or the one a first read moved to the device
             owners.setdefault(id(value), (t, False))
+            if type(value) is np.ndarray:
+                windows.setdefault(_window(value), (t, False))
         if grad is not None:
             owners[id(grad._v)] = (t, True)  # a tensor's .grad is read through the tensor: it may be replaced
-    owners.update({k: (t, False) for k, t in compiling.copies.items()})
+    # host data of a tensor that existed before the call, moved to the device (or copied) while the trace read it
+    owners.update({k: (t, False) for k, t in compiling.copies.items() if t in before})
     compiling.copies.clear()
     sources = []
     for i, c in enumerate(consts):
         owner = owners.get(id(c))
         if owner is None and isinstance(c, np.ndarray):  # JAX holds a NumPy constant as a view of it
-            owner = owners.get(id(c.base))
+            owner = windows.get(_window(c)) or owners.get(id(c.base))
         if owner is not None:
             sources.append((i, _Source(weakref.ref(owner[0]), owner[1])))
     return sources

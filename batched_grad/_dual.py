@@ -62,6 +62,23 @@ def set_tangent(t, tangent):
         LEVELS.tangents.set(t, tangent)
 
 
+class suspended:
+    """Within it, forward-mode AD is off, as torch runs a custom Function's forward and jvp: ops compute no tangents
+    and tensors show none. The open level's tangents are kept for after."""
+
+    __slots__ = ("tangents",)
+
+    def __enter__(self):
+        self.tangents = LEVELS.tangents
+        if self.tangents is not None:  # else nothing to do (nor to undo: another thread may open a level meanwhile)
+            LEVELS.tangents = None
+
+    def __exit__(self, *exc):
+        if self.tangents is not None:
+            LEVELS.tangents = self.tangents
+        return False
+
+
 def enter():
     if LEVELS.tangents is not None:
         raise RuntimeError("Nested forward mode AD is not supported at the moment")

@@ -74,11 +74,11 @@ class InPlace:
         self._check_inplace()
         if is_batched(result._v) and not is_batched(self._v):
             raise RuntimeError(BATCHED_INTO_UNBATCHED)
-        if result.shape != self.shape:
+        if result._v.shape != self._v.shape:
             raise RuntimeError(
                 f"output with shape {list(self.shape)} doesn't match the broadcast shape {list(result.shape)}"
             )
-        if result.dtype is not self.dtype:
+        if result._v.dtype != self._v.dtype:
             if _dtypes.category(result.dtype) > _dtypes.category(self.dtype):
                 raise RuntimeError(
                     f"result type {result.dtype.type_name} can't be cast to the desired output type "
@@ -125,14 +125,18 @@ class InPlace:
             counter.modified_by, counter.reshaped = result.grad_fn, (shape, tuple(result.shape))
         return self
 
-    @scoped
     def _rebase(self, result):
         """Make `self`, its base and the views sharing its values hold `result` (same shape and dtype); with grad
         mode on, `self` takes `result`'s place in the graph and its base and views are recorded around it."""
         if self._view is None:
             self._rebind(result)
-            self._refresh_views(skip=None, graph=True)
+            if self._views:
+                self._refresh_views(skip=None, graph=True)
             return
+        self._rebase_view(result)
+
+    @scoped
+    def _rebase_view(self, result):
         base, chain = self._view
         ops = _ops_of(chain)
         graph = len(ops) == len(chain)
@@ -177,12 +181,13 @@ class InPlace:
 
     def _rebind(self, src):
         """Take `src`'s value; with grad mode on also its place in the graph (off: the value changes silently)."""
-        self._value = src._value
+        self._value = src._held
         if is_grad_enabled() and (src.grad_fn is not None or self.grad_fn is not None):
             self.grad_fn, self._output_nr = src.grad_fn, src._output_nr
             if self._retains_grad and self.grad_fn is not None:
                 self._register_retain()
 
+    @scoped
     def _refresh_views(self, skip, graph):
         """Bring this base's views up to date after it changed; graph views rejoin the graph if `graph`."""
         from ._ops.shape import replay_view

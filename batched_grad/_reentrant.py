@@ -28,9 +28,9 @@ def _thread_states():
     engine)."""
     import vmap
 
-    from .autograd import function
+    from .autograd import _function_jvp
 
-    return [_grad_mode._state, _vmap_levels._running, _tracing.compiling, vmap._thread, function._forward_ad]
+    return [_grad_mode._state, _vmap_levels._running, _tracing.compiling, vmap._thread, _function_jvp.TRACING]
 
 
 def _snapshot():

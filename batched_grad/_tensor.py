@@ -10,7 +10,7 @@ import numpy as np
 from . import _dtypes, _graph
 from ._format import format_tensor
 from ._grad_mode import _check_bool, is_grad_enabled
-from ._host import fits, is_shared, read_before, to_device
+from ._host import fits, is_shared, read_before, to_device, unshared
 from ._inplace import DETACH, LEAF_INPLACE, VIEW_OF_LEAF_INPLACE, InPlace, _ops_of, remember_view  # noqa: F401
 from ._lazy import Pending, materialize
 from ._meta import COPY_ERROR, ITEM_ERROR, NUMPY_ERROR, MetaValue, rebuild_meta
@@ -199,15 +199,28 @@ class Tensor(InPlace):
                     compiling.copies[id(copy)] = self
                 return copy
             v = self._v = to_device(v)
+            if compiling.name is not None:  # bg.compile reads this constant of its trace from the Tensor
+                compiling.copies[id(v)] = self
+        return v
+
+    @property
+    def _held(self):
+        """The value, computed now if deferred, wherever it is: a host array stays on the host."""
+        v = self._v
+        if type(v) is Pending:
+            v = self._v = materialize(v)
         return v
 
     @_value.setter
     def _value(self, value):
+        """Hold `value` (an array, a deferred or host value) where it is: nothing moves between host and device."""
         v = self._v
-        if type(v) is np.ndarray and is_shared(v) and fits(v, value):  # an in-place change of from_numpy's memory
-            np.copyto(v, np.asarray(value))
-        else:
-            self._v = value
+        if type(v) is np.ndarray and is_shared(v):  # an in-place change of from_numpy's memory
+            value = materialize(value) if type(value) is Pending else value
+            if fits(v, value):
+                np.copyto(v, np.asarray(value))
+                return
+        self._v = unshared(value)
 
     # ---- metadata -------------------------------------------------------------------------------
     @property

@@ -5,6 +5,9 @@ import contextlib
 import threading
 from typing import NamedTuple
 
+from jax._src import core as _jax_core
+from jax._src.interpreters.batching import BatchTracer
+
 from ._lazy import Pending, materialize
 
 
@@ -84,3 +87,61 @@ def is_batched(value):
         value = materialize(value)  # a recorded op on traced rows is deferred without being marked mapped
     trace = getattr(value, "_trace", None)
     return trace is not None and any(trace is level.trace for level in calls)
+
+
+# A Function's vmap staticmethod runs on a level's batched values themselves, as torch.func's does: the row values
+# its function sees are JAX BatchTracers of the level's trace, each holding the batched array and the axis its rows
+# are on; the rule's results are wrapped back the same way. (JAX has no public API for this: custom_vmap would
+# trace the Function's forward for the results' shapes and move every batch axis to 0.)
+
+
+def batching_level(values):
+    """The innermost running vmap.vmap call that some of `values` (arrays) vary across, when it runs traced; None
+    if there is none."""
+    for level in reversed(_running.calls):
+        if level.trace is not None and any(_is_row_of(v, level) for v in values):
+            return level
+    return None
+
+
+def _is_row_of(value, level):
+    return isinstance(value, BatchTracer) and value._trace is level.trace and value.batch_dim is not None
+
+
+def unbatched(value, level):
+    """A row value of `level` as its batched array and the axis of its rows; (value, None) for a value that does
+    not vary across the level's rows."""
+    if _is_row_of(value, level):
+        return value.val, value.batch_dim
+    return value, None
+
+
+def batched(array, dim, level):
+    """The row value of `level` whose rows are `array`'s axis `dim` (made non-negative, of the level's size)."""
+    size = level.trace.axis_data.size
+    if array.shape[dim] != size:
+        raise RuntimeError(
+            f"vmap: an autograd.Function's vmap staticmethod returned an output of shape {list(array.shape)} with "
+            f"out_dim {dim}, which has {array.shape[dim]} rows; the batch has {size}"
+        )
+    return BatchTracer(level.trace, array, dim)
+
+
+def batch_size(level):
+    """The number of rows `level`'s trace maps at once (a chunk's with chunk_size)."""
+    return level.trace.axis_data.size
+
+
+@contextlib.contextmanager
+def below(level):
+    """Within it, `level` and the calls inside it are not running, and JAX traces into what encloses its trace:
+    code sees the level's batched arrays as they are."""
+    calls = _running.calls
+    k = next(i for i, call in enumerate(calls) if call is level)
+    inner = calls[k:]
+    del calls[k:]
+    try:
+        with _jax_core.set_current_trace(level.trace.parent_trace):
+            yield
+    finally:
+        calls.extend(inner)

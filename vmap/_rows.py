@@ -6,9 +6,10 @@ import jax
 from ._shards import map_shards
 
 
-def map_rows(fn, batched, chunk_size=None, shards=None, shared=()):
+def map_rows(fn, batched, chunk_size=None, shards=None, shared=(), in_axes=0):
     """fn(*shared, *row) for each row of the arrays in `batched` (a tuple), stacked along axis 0; `shared` are
-    arrays every row reads whole.
+    arrays every row reads whole. `in_axes` (jax.vmap's, for the arrays of `batched`) says where their rows are
+    when all rows are vectorized at once; chunks and shards take them on axis 0.
 
     `chunk_size=None` vectorizes all rows at once (jax.vmap); `chunk_size=k` processes k rows at a time
     inside one compiled program (lax.map with batch_size), bounding memory with identical results. With `shards`
@@ -18,7 +19,7 @@ def map_rows(fn, batched, chunk_size=None, shards=None, shared=()):
         k = len(shared)
         return map_shards(lambda *a: map_rows(fn, a[k:], chunk_size, shared=a[:k]), batched, shards, shared)
     if chunk_size is None:
-        return jax.vmap(lambda *row: fn(*shared, *row))(*batched)
+        return jax.vmap(lambda *row: fn(*shared, *row), in_axes=in_axes)(*batched)
     return jax.lax.map(lambda row: fn(*shared, *row), batched, batch_size=chunk_size)
 
 

@@ -4,6 +4,7 @@ generated from them."""
 from typing import NamedTuple
 
 import jax.numpy as jnp
+import numpy as np
 
 from .. import _dtypes, _factories, _layout, _legacy_constructors, _transform_levels
 from .._compiled import set_background_compile, wait_for_compiles
@@ -186,11 +187,26 @@ ALIASES = {
 globals().update({alias: globals()[name] for alias, name in ALIASES.items()})
 
 _CLONE = Op("clone", lambda a: a + jnp.zeros((), a.dtype), linear=True, diagonal=True)
+
+
+def _exact_cast(values, dtype):
+    """Whether NumPy casts `values` to `dtype` as the kernel does: not complex to real (the kernel warns), nor nan or
+    inf to an integer (NumPy's result differs)."""
+    if np.iscomplexobj(values):
+        return np.iscomplexobj(np.empty((), dtype))
+    return values.dtype.kind != "f" or dtype.kind in "fc" or bool(np.isfinite(values).all())
+
+
+def _copy_on_host(a, src):
+    return np.broadcast_to(src.astype(a.dtype, copy=False), a.shape) if _exact_cast(src, a.dtype) else None
+
+
 _COPY = Op(
     "copy",
     lambda a, src: jnp.broadcast_to(src.astype(a.dtype), a.shape),
     linear=True,
     backward_name="torch::autograd::CopyBackwards",
+    host=_copy_on_host,
 )
 
 
@@ -251,9 +267,16 @@ def _in_place_version(name, fn):
     return _inplace(f"{name}_", fn, f"In-place version of {name}.\n\n{fn.__doc__}")
 
 
-_ZERO = Op("zero", lambda a: jnp.zeros_like(a), linear=True)
+_ZERO = Op("zero", lambda a: jnp.zeros_like(a), linear=True, host=np.zeros_like)
 # the number is an operand (a 0-d array): a new value compiles nothing
-_FILL_NUMBER = Op("fill", lambda a, v: jnp.full_like(a, v), linear=True, backward_name="FillBackward2", inputs=1)
+_FILL_NUMBER = Op(
+    "fill",
+    lambda a, v: jnp.full_like(a, v),
+    linear=True,
+    backward_name="FillBackward2",
+    inputs=1,
+    host=lambda a, v: np.full_like(a, v) if _exact_cast(v, a.dtype) else None,
+)
 _FILL_TENSOR = Op(
     "fill", lambda a, v: jnp.broadcast_to(v.astype(a.dtype), a.shape), linear=True, backward_name="FillBackward3"
 )

@@ -158,14 +158,37 @@ def apply(op, operands, **static):
 
     A recorded op is deferred: its outputs are Pending values (_lazy.py), computed when read; so is any op on the
     rows of a vmap.vmap input. An op outside the graph that reads deferred values computes them now."""
+    static = tuple(static.items()) if len(static) < 2 else tuple(sorted(static.items()))
+    if op.host is not None and DUAL_LEVELS.tangents is None:
+        outs = _computed_on_host(op, operands, static)
+        if outs is not None:
+            if not op.multi and not op.view:
+                return Tensor._wrap(outs[0])
+            return _wrapped(op, operands, static, outs, [differentiable(o.dtype) for o in outs], None)
     previous = swap_x64(True)
     try:
-        static = tuple(static.items()) if len(static) < 2 else tuple(sorted(static.items()))
         if DUAL_LEVELS.tangents is not None:  # a forward-mode AD level is open (_dual.py)
             return apply_dual(_apply, op, operands, static)
         return _apply(op, operands, static)
     finally:
         set_x64(previous)
+
+
+def _computed_on_host(op, operands, static):
+    """The outputs of `op` computed now by its host form, without entering JAX's 64-bit mode; None where the op is
+    recorded or deferred, an operand is not a concrete value on the host's device, or the host form does not apply
+    (then `_apply` decides)."""
+    values = []
+    for x in operands:
+        if isinstance(x, Tensor):
+            if (x._requires_grad or x.grad_fn is not None) and is_grad_enabled():
+                return None
+            values.append(x._v)
+        elif type(x) is float or (type(x) is int and fits_int64(x)):
+            values.append(np.asarray(x))
+        else:
+            return None
+    return on_host(op, values, static)
 
 
 def _apply(op, operands, static):

@@ -21,6 +21,7 @@ from vmap._rows import map_rows
 from .._grad_mode import no_grad
 from .._ops._core import Op, apply
 from .._tensor import Tensor
+from ._function_jvp import TRACING, forward_tracing
 
 try:  # the trace under jax.make_jaxpr, without the jit wrapper it makes for every new function
     from jax.extend.linear_util import wrap_init
@@ -31,6 +32,11 @@ except ImportError:  # pragma: no cover - depends on the JAX version
 
 class Untraceable(Exception):
     """The function cannot be traced with abstract values (it reads concrete values of its inputs)."""
+
+
+class AppliesFunction(Exception):
+    """A Hessian's function applies a custom Function, whose backward must give the inner gradient (as torch's):
+    JAX's reverse mode of the trace would transpose its jvp instead."""
 
 
 def _check_primals(inputs):
@@ -44,7 +50,9 @@ def _trace(func, inputs, as_outputs):
     is_tuple = []
 
     def traced(*arrays):
-        with no_grad():  # nothing needs recording; the inputs keep requires_grad, which the function may read
+        # nothing needs recording; the inputs keep requires_grad, which the function may read. A custom Function
+        # applied in the trace ties its outputs to its jvp staticmethod (_function_jvp.py)
+        with no_grad(), forward_tracing():
             result = func(*[Tensor._wrap(a, requires_grad=x.requires_grad) for a, x in zip(arrays, inputs)])
         flag, outputs = as_outputs(result)
         is_tuple.append(flag)
@@ -191,11 +199,15 @@ def _auto_chunk(traced, hessian, arrays):
 def forward_jacobian(func, inputs, as_outputs, *, hessian=False, chunk_size=None, trace=None, recorded=False):
     """Jacobian blocks (a tuple over outputs of tuples over inputs) of `func` at `inputs` by forward mode,
     and whether func returned a tuple. With `hessian`, `func` returns one single-element Tensor and the
-    blocks are the Hessian (forward over reverse). Raises Untraceable when func cannot be traced. `trace(func,
+    blocks are the Hessian (forward over reverse; AppliesFunction where func applies a custom Function). Raises
+    Untraceable when func cannot be traced. `trace(func,
     inputs, as_outputs)` gives the closed jaxpr (default: _trace's); `recorded`: the blocks are differentiable with
     respect to the inputs (torch.func's jacfwd), not cut from the graph (autograd.functional's)."""
     _check_primals(inputs)
+    ties = TRACING.ties
     closed, is_outputs_tuple = (trace or _trace)(func, inputs, as_outputs)
+    if hessian and TRACING.ties != ties:
+        raise AppliesFunction
     primals = inputs if recorded else [Tensor._wrap(x._v) for x in inputs]  # a cut traced value keeps its tangent
     traced = _TracedFunction(closed.jaxpr)
     if chunk_size == AUTO:

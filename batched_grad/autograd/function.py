@@ -1,19 +1,18 @@
 """User-defined differentiable functions: Function with forward/backward and a ctx, once_differentiable."""
 
-import contextlib
 import functools
 import inspect
-import threading
 import warnings
 
-from .. import _graph
+from .. import _dual, _graph
 from .._dtypes import to_dtype
 from .._grad_mode import is_grad_enabled, no_grad, set_grad_enabled
 from .._rowwise import run_batched
 from .._tensor import DETACH, VIEW_OF_LEAF_INPLACE, Tensor, _ops_of, python_type_name
 from .._transform_levels import NO_SETUP_CONTEXT, in_transform
 from .._vmap_levels import in_vmap_randomness
-from . import _vmap_rule
+from . import _function_jvp, _vmap_rule
+from ._function_jvp import NO_JVP
 
 DIRTY_LEAF = "a leaf Variable that requires grad has been used in an in-place operation."
 DIRTY_NOT_INPUT = (
@@ -27,23 +26,6 @@ DIRTY_VIEW_WITH_OUTPUTS = (
     "it into two Functions: one doing the inplace that returns a single Tensor and a second one that does the other "
     "operations). You can ask on the forum https://discuss.pytorch.org/ if you need help to do this change."
 )
-NO_JVP = "You must implement the jvp function for custom autograd.Function to use it with forward mode AD."
-_forward_ad = threading.local()  # .checking: gradcheck(check_forward_ad=True) is tracing its function
-
-
-@contextlib.contextmanager
-def refused_in_forward_ad():
-    """Inside, Function.apply raises torch's error for forward-mode AD through a custom Function: a Function has
-    no jvp here, and torch's forward mode needs one (differentiating its forward instead would check the wrong
-    thing)."""
-    before = getattr(_forward_ad, "checking", False)
-    _forward_ad.checking = True
-    try:
-        yield
-    finally:
-        _forward_ad.checking = before
-
-
 DIRTY_NOT_RETURNED = (
     "Some elements marked as dirty during the forward method were not returned as output. The "
     "inputs that are modified inplace must all be outputs of the Function."
@@ -60,10 +42,10 @@ class FunctionCtx:
         self.needs_input_grad = ()
         self.non_differentiable = set()
         self.materialize_grads = True
+        self._saved_for_jvp = None  # while the jvp staticmethod runs: what save_for_forward saved
 
     def save_for_forward(self, *tensors):
-        """Save tensors for a forward-mode `jvp` staticmethod (torch's contract); forward-mode AD through a Function
-        is refused here, so they are only kept."""
+        """Save tensors for the `jvp` staticmethod, which reads them as ctx.saved_tensors."""
         if not all(t is None or isinstance(t, Tensor) for t in tensors):
             raise AssertionError(
                 "save_for_forward expects all arguments to be tensors; you should save non-tensors as attributes on "
@@ -90,7 +72,10 @@ class FunctionCtx:
 
     @property
     def saved_tensors(self):
-        """The tensors given to save_for_backward (checked against in-place changes since)."""
+        """The tensors given to save_for_backward (checked against in-place changes since); inside the jvp
+        staticmethod, those given to save_for_forward."""
+        if self._saved_for_jvp is not None:
+            return self._saved_for_jvp
         if self._saved is None:
             return ()
         # as torch's, in any grad mode: a saved output or non-leaf keeps its grad_fn and output_nr
@@ -213,6 +198,11 @@ class Function:
 
     vjp = backward  # as torch's: a subclass defines one of the two
 
+    @staticmethod
+    def jvp(ctx, *grad_inputs):
+        """Tangents of the outputs from tangents of the inputs (forward-mode AD); subclasses define it."""
+        raise NotImplementedError(NO_JVP)
+
     setup_context = None  # define it to use the `forward(*args)` style
     generate_vmap_rule = False  # True: under vmap.vmap, forward and backward run on the batched values
 
@@ -235,8 +225,6 @@ class Function:
         """Run forward and record a node whose backward is this class's backward."""
         if cls.setup_context is None and in_transform():
             raise RuntimeError(NO_SETUP_CONTEXT)
-        if getattr(_forward_ad, "checking", False):
-            raise NotImplementedError(NO_JVP)
         if cls.setup_context is not None:
             args, kwargs = _bound_arguments(cls.forward, args, kwargs)
         has_rule = cls.vmap is not Function.vmap
@@ -244,7 +232,9 @@ class Function:
             _vmap_rule.check_vmappable(cls, has_rule, kwargs)
         ctx = FunctionCtx()
         ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
-        with no_grad():
+        traced_inputs = _function_jvp.traced_input_values(args)  # None unless in a forward-mode trace
+        dual = _dual.LEVELS.tangents is not None
+        with no_grad(), _dual.suspended():  # as torch's, forward runs with forward-mode AD off
             if has_rule and _vmap_rule.is_traced(args):
                 output = _vmap_rule.apply_rule(cls, args, kwargs)
                 cls.setup_context(ctx, args, output)
@@ -261,6 +251,12 @@ class Function:
         returned = {id(o) for o in outs}
         if any(id(t) not in returned for t in ctx.dirty_tensors):
             raise RuntimeError(DIRTY_NOT_RETURNED)
+        if dual:
+            _function_jvp.set_dual_tangents(cls, ctx, args, outs, received, dirty)
+        if traced_inputs is not None:
+            received = _function_jvp.tied_outputs(
+                cls, ctx, args, kwargs, traced_inputs, outs, is_tuple, received, dirty
+            )
         if node is not None:
             ctx._save({id(o): r for o, r in zip(outs, received) if not any(o is a for a in args)})
         return tuple(received) if is_tuple else received[0]
@@ -353,6 +349,9 @@ def _received_output(output, k, node, ctx, args, dirty, n_outputs):
             return _rebased_dirty(output, k, node, any(output is a for a in args), n_outputs)
         return output.detach() if output.requires_grad else output
     if node is None:
+        if any(output is a for a in args):  # an input returned as-is is received as an alias of it, as torch's
+            with no_grad(), _dual.suspended():
+                return output.detach() if output.requires_grad else output.view_as(output)
         return output
     if any(output is a for a in args) or output.grad_fn is not None or output._requires_grad:
         output = Tensor._wrap(output._value)

@@ -15,7 +15,7 @@ from .._ops import stack
 from .._tensor import Tensor
 from .._x64 import scoped
 from ._api import grad as _grad
-from ._functional_forward import Untraceable, forward_jacobian
+from ._functional_forward import AppliesFunction, Untraceable, forward_jacobian
 
 __all__ = ["vjp", "jvp", "jacobian", "hessian", "hvp", "vhp"]
 
@@ -422,9 +422,13 @@ def hessian(
     if outer_jacobian_strategy == "forward-mode":
         _check_forward_mode(create_graph, strict, vectorize)
         try:
-            blocks, _ = forward_jacobian(
-                scalar_func, inputs, lambda out: (False, (out,)), hessian=True, chunk_size=chunk_size
-            )
+            try:
+                blocks, _ = forward_jacobian(
+                    scalar_func, inputs, lambda out: (False, (out,)), hessian=True, chunk_size=chunk_size
+                )
+            except AppliesFunction:  # a custom Function's backward gives the gradient, as torch's: by the engine
+                gradient = _engine_gradient(scalar_func)
+                blocks, _ = forward_jacobian(gradient, inputs, lambda g: (True, g), chunk_size=chunk_size)
         except Untraceable:  # func reads concrete values: the same Hessian by reverse mode
             outer_jacobian_strategy = "reverse-mode"
         else:
@@ -446,6 +450,20 @@ def hessian(
         chunk_size=chunk_size,
     )
     return _tuple_postprocess(result, (is_inputs_tuple, is_inputs_tuple))
+
+
+def _engine_gradient(scalar_func):
+    """The function of the inputs giving the gradient of `scalar_func` by the engine (whose custom Functions use
+    their backward), for a forward-mode Jacobian of it in a trace: the inputs become fresh leaves holding the same
+    traced values."""
+
+    def gradient(*inputs):
+        leaves = [Tensor._wrap(x._v, requires_grad=True) for x in inputs]
+        with enable_grad():
+            (rows,) = _jacobian_rows((scalar_func(*leaves),), leaves, create_graph=True, strict=False)
+        return rows
+
+    return gradient
 
 
 def _hessian_setup(func, inputs, v, create_graph, strict, fn_name):

@@ -48,8 +48,13 @@ def vmap(func, in_dims=0, out_dims=0, *, chunk_size=None, randomness="error"):
         arrays = [
             flat_args[i]._value if dims_in[i] == 0 else jnp.moveaxis(flat_args[i]._value, dims_in[i], 0) for i in mapped
         ]
+        # the mapped arguments as given, with their in_dims: where traced rows keep them (as torch's BatchedTensors
+        # do; a Function's vmap staticmethod sees them there)
+        in_place = ([flat_args[i]._value for i in mapped], [dims_in[i] for i in mapped])
         if randomness == "different":  # the rows' indices, mapped too: a row's draws are its row of (size, ...) ones
-            arrays.append(np.arange(size, dtype=np.int32))
+            rows_index = np.arange(size, dtype=np.int32)
+            arrays.append(rows_index)
+            in_place = (in_place[0] + [rows_index], in_place[1] + [0])
         shards = first_shards(arrays)  # each device maps its own rows of every mapped array
         if shards is not None:
             arrays = [split_as(a, shards) for a in arrays]
@@ -84,7 +89,7 @@ def vmap(func, in_dims=0, out_dims=0, *, chunk_size=None, randomness="error"):
         try:
             leaves, spec = _deferred(run, arrays, chunk_size, shards)
         except NeedsTracing:  # func reads values: trace it, every op dispatched under jax.vmap
-            leaves, spec = _traced(func, run, arrays, size, chunk_size, shards)
+            leaves, spec = _traced(func, run, arrays, size, chunk_size, shards, in_place)
         n_results = len(leaves) - len(written)
         dims = _flat_out_dims(func, out_dims, spec, leaves[:n_results]) + [dims_in[i] for i in written]
         placed = _place(func, leaves, dims, size)
@@ -156,11 +161,12 @@ def _deferred(run, arrays, chunk_size, shards):
     return leaves, spec
 
 
-def _traced(func, run, arrays, size, chunk_size, shards):
-    """Run func under jax.vmap (or lax.map in chunks, on each device's rows with `shards`) on traced rows. Results
-    traced by the vmap leave it stacked; the others are kept as they are (a Tensor of concrete values, or of an
-    enclosing trace's) or, in chunks or shards, where they are traced by lax.map's loop or shard_map, leave it
-    stacked too and come back as their first row."""
+def _traced(func, run, arrays, size, chunk_size, shards, in_place):
+    """Run func under jax.vmap (or lax.map in chunks, on each device's rows with `shards`) on traced rows: of
+    `arrays` (rows on axis 0), or under jax.vmap of the arrays of `in_place` where their in_dims put the rows.
+    Results traced by the vmap leave it stacked; the others are kept as they are (a Tensor of concrete values, or
+    of an enclosing trace's) or, in chunks or shards, where they are traced by lax.map's loop or shard_map, leave
+    it stacked too and come back as their first row."""
     chunk_size = chunk_size if size else None  # no rows: nothing to chunk
     if chunk_size == AUTO:  # running func again for each chunk size tried would repeat its side effects
         warnings.warn(
@@ -193,7 +199,10 @@ def _traced(func, run, arrays, size, chunk_size, shards):
         return tuple(through)
 
     try:
-        stacked = map_rows(row, tuple(arrays), chunk_size, shards)
+        if chunk_size is None and shards is None:
+            stacked = map_rows(row, tuple(in_place[0]), in_axes=tuple(in_place[1]))
+        else:
+            stacked = map_rows(row, tuple(arrays), chunk_size, shards)
     except UNVECTORIZABLE as error:
         raise RuntimeError(
             f"vmap: {getattr(func, '__qualname__', func)} could not be vectorized "

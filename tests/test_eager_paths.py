@@ -1,0 +1,113 @@
+"""Eager code around the batched calls on the CPU backend: in-place updates and small ops keep their values where
+they are (no move between host and device per call) and compile nothing once warm; their values are torch's."""
+
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+import batched_grad as bg
+from batched_grad import _host
+
+
+@pytest.fixture
+def moves(monkeypatch):
+    """A list that gets one entry per array moved from the host to the device (every module's to_device)."""
+    moved = []
+
+    def counting(array):
+        moved.append(array.shape)
+        return original(array)
+
+    original = _host.to_device
+    for name, module in list(sys.modules.items()):
+        if name.startswith("batched_grad") and getattr(module, "to_device", None) is original:
+            monkeypatch.setattr(module, "to_device", counting)
+    return moved
+
+
+def _updates(lib, p, g):
+    """A loop of the in-place updates optimizers and Krylov solvers write, and the values it leaves."""
+    with lib.no_grad():
+        for _ in range(5):
+            p.add_(g, alpha=-0.1)
+            p.mul_(0.9)
+            p.sub_(g)
+            p.addcmul_(g, g, value=0.5)
+            p.clamp_(-3.0, 3.0)
+        q = p.clone()
+        q.zero_()
+        q.copy_(p)
+        q.fill_(2.5)
+    return p, q
+
+
+def test_in_place_updates_move_nothing_and_match_torch(moves):
+    rng = np.random.default_rng(0)
+    p0, g0 = rng.standard_normal(1000).astype(np.float32), rng.standard_normal(1000).astype(np.float32)
+    p, g = bg.tensor(p0), bg.tensor(g0)
+    _updates(bg, p, g)  # warm: a first call may compile, and moves each number constant once
+    compiles, moved = bg.compile_count(), len(moves)
+    got = _updates(bg, p, g)
+    assert len(moves) == moved, "an in-place update moved its value between host and device"
+    assert bg.compile_count() == compiles
+    t_p = torch.tensor(p0)
+    _updates(torch, t_p, torch.tensor(g0))
+    expected = _updates(torch, t_p, torch.tensor(g0))
+    for a, e in zip(got, expected):
+        np.testing.assert_allclose(a.numpy(), e.numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_an_sgd_step_written_by_hand_moves_its_parameter_at_most_once(moves):
+    rng = np.random.default_rng(1)
+    w0, x0 = rng.standard_normal((8, 4)).astype(np.float32), rng.standard_normal((16, 4)).astype(np.float32)
+
+    def train(lib, steps):
+        w, x = lib.tensor(w0, requires_grad=True), lib.tensor(x0)
+        for _ in range(steps):
+            loss = (x @ w.t()).tanh().pow(2).mean()
+            loss.backward()
+            with lib.no_grad():
+                w -= 0.1 * w.grad
+                w.grad.zero_()
+        return w.detach().numpy()
+
+    train(bg, 3)
+    moved = len(moves)
+    got = train(bg, 3)
+    # the updated parameter, read by the next step's forward and backward programs, and the two fresh inputs
+    assert len(moves) - moved <= 3 + 2
+    np.testing.assert_allclose(got, train(torch, 3), rtol=1e-5, atol=1e-6)
+
+
+def test_host_data_moved_to_the_device_keeps_64_bit_dtypes():
+    for dtype in (np.float64, np.int64, np.complex128, np.float32, np.bool_):
+        moved = _host.to_device(np.arange(6).reshape(2, 3).astype(dtype))
+        assert moved.dtype == dtype
+        assert np.asarray(moved).dtype == dtype  # read back outside JAX's 64-bit mode too
+    strided = np.arange(12.0).reshape(3, 4)[:, ::2]
+    np.testing.assert_array_equal(np.asarray(_host.to_device(strided)), strided)
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "a = m.zeros(3, dtype=m.int64); a.fill_(2.7); a",
+        "a = m.zeros(3, dtype=m.int32); a.copy_(m.tensor([1.7, -2.7, 3.2])); a",
+        "a = m.zeros(2, 3); a.copy_(m.tensor([1.5, 2.5, 3.5])); a",
+        "a = m.zeros(3, dtype=m.bool); a.fill_(2); a",
+        "a = m.ones(3, dtype=m.float64); a.copy_(m.tensor([1, 2, 3])); a.zero_(); a",
+    ],
+)
+def test_copy_fill_and_zero_cast_as_torch(code):
+    got, expected = _run(code, bg), _run(code, torch)
+    assert str(got.dtype) == str(expected.dtype)
+    np.testing.assert_array_equal(got.numpy(), expected.numpy())
+
+
+def _run(code, lib):
+    *statements, last = code.split("; ")
+    scope = {"m": lib}
+    exec("\n".join(statements), scope)
+    return eval(last, scope)
