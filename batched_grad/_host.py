@@ -17,6 +17,7 @@ import weakref
 import jax
 import numpy as np
 
+from ._numpy_eval import derived, out_avals
 from ._tracing import compiling, eagerly, tracing
 from ._x64 import scoped
 
@@ -167,14 +168,24 @@ def host_arrays(arrays):
 
 
 def on_host(op, arrays, static):
-    """The outputs (a tuple of NumPy arrays) of `op` (an _ops._core.Op with a `host` form) computed on the host, or
-    None where it runs as a kernel: off the CPU backend, in a trace, or where its host form does not apply."""
+    """The outputs (a tuple of NumPy arrays) of `op` (an _ops._core.Op) computed on the host, by its `host` form or,
+    where it has none, the form derived from its function (_numpy_eval.py); or None where it runs as a kernel: off
+    the CPU backend, in a trace, or where its host form does not apply."""
     host = host_arrays(arrays)
     if host is None:
         return None
-    out = op.host(*host, **dict(static))
+    out = op.host(*host, **dict(static)) if op.host is not None else derived(op, host, static)
     if out is None:
         return None
     if not op.multi:
         return (out if type(out) is np.ndarray else np.asarray(out),)  # a NumPy scalar (x[i]) as a 0-d array
     return tuple([np.asarray(o) for o in out])
+
+
+def host_out_avals(op, static, avals):
+    """ShapeDtypeStructs of the outputs of `op` on operands of `avals` where ops run on the host (the CPU backend,
+    outside a trace), from the jaxpr its derived form traced once per pattern of shapes: no trace for a new size.
+    Else, or where it has no derived form, None."""
+    if _cpu_device_set() is None or tracing():
+        return None
+    return out_avals(op, static, avals)

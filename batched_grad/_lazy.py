@@ -21,7 +21,7 @@ from . import _budget, _fusion
 from ._budget import Jitted
 from ._compiled import Program
 from ._dtypes import differentiable
-from ._host import on_host
+from ._host import host_out_avals, on_host
 from ._tracing import is_tracer, tracing
 from ._x64 import scoped
 
@@ -123,11 +123,14 @@ _signatures = {}
 
 def signature(op, static, avals, arrays=None):
     """The one Signature of `op` with `static` on operands of `avals`. Its output avals come from the op's host form
-    run on `arrays` (the operands) where it has one that applies, else from jax.eval_shape (a trace)."""
+    run on `arrays` (the operands) where it has one that applies, else from its derived form's jaxpr where it has one
+    (_numpy_eval.py), else from jax.eval_shape (a trace)."""
     key = (op, static, avals)
     sig = _signatures.get(key)
     if sig is None:
         out = None if arrays is None or op.host is None else on_host(op, arrays, static)
+        if out is None:
+            out = host_out_avals(op, static, avals)
         if out is None:
             structs = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in avals]
             out = jax.eval_shape(functools.partial(op.fn, **dict(static)), *structs)
@@ -318,7 +321,7 @@ def _run(call):
     its kernel."""
     args = [a.call.result[a.k] if type(a) is Pending else a for a in call.args]
     op = call.op
-    result = None if op.host is None else on_host(op, args, call.sig.static)
+    result = on_host(op, args, call.sig.static)
     if result is None:
         out = kernel(op, call.sig.static)(*args)
         result = out if op.multi else (out,)

@@ -20,6 +20,7 @@ from .._host import host_read, is_shared, on_host, to_device
 from .._layout import note_base
 from .._lazy import Call, Pending, Signature, defer, kernel, materialize, signature
 from .._meta import MetaValue, check_devices, meta_value, shapes_of
+from .._numpy_eval import derived_vjp
 from .._reads import output_reads
 from .._tensor import DETACH, Tensor, remember_view
 from .._view_meta import note_view
@@ -210,7 +211,7 @@ def _apply(op, operands, static):
     recording = recording and is_grad_enabled()
     deferred = recording or pending
     # a recorded or deferred op runs on the host when computed (_lazy)
-    outs = on_host(op, arrays, static) if op.host is not None and not deferred else None
+    outs = None if deferred else on_host(op, arrays, static)
     if host_data and outs is None:
         _read_host_data(operands, arrays, host_data)
     if outs is not None:
@@ -450,11 +451,12 @@ def _cotangent_args(spec):
 
 
 def _vjp_on_host(*args, spec):
-    """A one-output op's VJP with NumPy, by its host_vjp (None where it has none, or for a batch of rows)."""
+    """A node's VJP with NumPy: a one-output op's by its host_vjp, any other's derived from its jaxpr (None where it
+    has none: _numpy_eval.py)."""
     sig, saved_mask, want, ct_mask, batch = spec
     rule = sig.op.host_vjp
     if rule is None or batch is not None or len(sig.out_avals) != 1:
-        return None
+        return derived_vjp(_vjp_fn, spec, args)
     n = sum(saved_mask)
     saved = iter(args[:n])
     operands = [next(saved) if s else None for s in saved_mask]

@@ -1,0 +1,287 @@
+"""Host forms derived from an op's JAX function: on the CPU backend an op without a hand-written host form
+(Op.host), and a VJP without a hand-written one (Op.host_vjp), run on the host by evaluating the function's jaxpr
+step by step (_numpy_program.py: NumPy rows, and XLA kernels compiled per bucket of sizes for the elementwise
+regions NumPy would round differently), so that a new size compiles nothing. They run on every call where they
+apply, as the hand-written forms do: a value does not depend on how often it was computed.
+
+A jaxpr is traced once per op, static parameters and *pattern* of operand shapes, not per size: every dimension of
+two or more is a symbolic size (jax.export.symbolic_shape, constrained to be at least 2), equal sizes one symbol;
+sizes 0 and 1 stay as they are (they change what broadcasting and squeezing do), and so do sizes a static param
+names (a symbolic size would compare unequal to them). The sizes are bound when it runs. A function that depends
+on a size in a way a symbolic trace cannot decide (a reshape to a fixed shape) raises while traced, or holds a
+primitive without a row (a slice with open bounds is a gather), and is then traced with its concrete shapes, once
+per shape; so is every op whose static params hold an opaque object (a traced function, with shapes inside it).
+Deferred ops take their output shapes from the same jaxprs (_lazy.signature), without a trace for a new size.
+
+A jaxpr holding a primitive without a row, an array of another dtype (complex, float16) or an effect has no
+derived form: the op runs as its kernel, and that answer is cached too. So do operands or intermediate arrays of
+more than HOST_ELEMENTS elements (_ops/_host_forms.py), and batched cotangents.
+
+Values: exact operations give XLA's bits, transcendental functions and multiply-adds run as XLA's kernels, and sums
+(reductions, matrix products) differ from XLA's by their order, within n eps of the scale of a sum of n terms, as
+torch's own paths differ; XLA's algebraic rewrites (a division by a broadcast value computed as a multiplication
+by its reciprocal) also make the kernel differ by an ulp there. tests/test_tier_agreement.py and
+tests/test_numpy_eval.py check the agreement with the kernels and fused programs."""
+
+import collections
+import enum
+import functools
+import threading
+
+import jax
+import numpy as np
+from jax.export import is_symbolic_dim, symbolic_shape
+
+from ._numpy_program import Unsupported, flatten, supported
+from ._x64 import scoped
+
+MAX_PROGRAMS = 2048  # traced jaxprs kept, least recently used dropped
+_CONCRETE = object()  # cached for a pattern whose symbolic trace failed: trace the concrete shapes
+_MISSING = object()
+
+
+# ---- tracing, once per pattern of shapes -------------------------------------------------------------------------
+def _pattern(avals, fixed):
+    """(pattern, sizes): per aval its dtype and dims, each dim of 2 or more not in `fixed` (a set of sizes; None:
+    all of them) as -1 - the index of its value in `sizes`, the distinct such values in order of appearance."""
+    sizes, pattern = [], []
+    for shape, dtype in avals:
+        dims = []
+        for n in shape:
+            if n < 2 or fixed is None or n in fixed:
+                dims.append(n)
+                continue
+            try:
+                i = sizes.index(n)
+            except ValueError:
+                i = len(sizes)
+                sizes.append(n)
+            dims.append(-1 - i)
+        pattern.append((tuple(dims), np.dtype(dtype)))
+    return tuple(pattern), tuple(sizes)
+
+
+_PLAIN = (type(None), bool, float, complex, str, bytes, type, np.dtype, enum.Enum, type(Ellipsis))
+
+
+def _ints(value, found):
+    """Add the ints in a static param to `found`; False where it holds an object whose sizes cannot be seen."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        found.add(int(value))
+        return True
+    if isinstance(value, _PLAIN) or isinstance(value, np.floating):
+        return True
+    if isinstance(value, slice):
+        value = (value.start, value.stop, value.step)
+    if isinstance(value, (tuple, list, frozenset)):
+        return all([_ints(v, found) for v in value])
+    return False
+
+
+@functools.lru_cache(maxsize=4096)
+def _fixed_sizes(static):
+    """The sizes a static param names (a reshape's shape, a split's sizes), which stay concrete in a symbolic trace:
+    a symbolic size equal to one would compare unequal to it. None where some param is an opaque object (a traced
+    function, whose shapes are fixed inside it): then every size stays concrete."""
+    found = set()
+    return frozenset(found) if _ints(static, found) else None
+
+
+def _structs(pattern, count):
+    """ShapeDtypeStructs of `pattern` with `count` symbolic sizes, and the symbols' names."""
+    names = tuple([f"n{i}" for i in range(count)])
+    dims = symbolic_shape(", ".join(names), constraints=[f"{n} >= 2" for n in names]) if count else ()
+    return [jax.ShapeDtypeStruct(tuple([dims[-1 - d] if d < 0 else d for d in s]), t) for s, t in pattern], names
+
+
+@scoped
+def _trace(build, pattern, count, multi):
+    """The Program of the function `build(structs)` gives (with its argument structs), traced on `pattern`; None
+    where it has no derived form; _CONCRETE where a symbolic trace failed or holds what has no row (a slice whose
+    bounds a symbolic size leaves open is a gather): the concrete shapes may do."""
+    # Traced in a generator's frame, whose callers are not linked to the frames it leaves: a symbolic trace leaves
+    # exceptions in reference cycles with their frames (JAX keeps the TypeError of operator.index on a symbolic
+    # size), and each such frame kept would keep its callers' frames, and the Tensors of `apply`, until the cycle
+    # collector runs.
+    return next(_tracing(build, pattern, count, multi))
+
+
+def _tracing(build, pattern, count, multi):
+    failed = _CONCRETE if count else None
+    try:
+        structs, names = _structs(pattern, count)
+        fn, args = build(structs)
+        closed, out = jax.make_jaxpr(fn, return_shape=True)(*args)
+    except Exception:  # a size the trace cannot decide, or an error the kernel raises in its own words
+        yield failed
+        return
+    leaves, tree = jax.tree_util.tree_flatten(out)
+    if not multi and len(leaves) != 1 or tree != jax.tree_util.tree_structure(tuple(leaves) if multi else leaves[0]):
+        yield None  # not a single array, or a flat tuple of them for a multi-output op
+        return
+    try:
+        yield flatten(closed, names)
+    except Unsupported:
+        yield failed
+
+
+_programs = collections.OrderedDict()
+_lock = threading.Lock()
+
+
+def _traced(key, build, pattern, count, multi):
+    with _lock:
+        program = _programs.get((key, pattern), _MISSING)
+        if program is not _MISSING:
+            _programs.move_to_end((key, pattern))
+            return program
+    program = _trace(build, pattern, count, multi)
+    with _lock:
+        _programs[(key, pattern)] = program
+        while len(_programs) > MAX_PROGRAMS:
+            _programs.popitem(last=False)
+    return program
+
+
+def program_for(key, build, avals, multi, static=()):
+    """(Program, sizes) for the function identified by `key` that `build` traces, on operands of `avals` (the
+    pattern's shapes and dtypes) with static params `static`; None where it has no derived form."""
+    fixed = _fixed_sizes(static)
+    pattern, sizes = _pattern(avals, fixed)
+    program = _traced(key, build, pattern, len(sizes), multi)
+    if program is _CONCRETE:
+        pattern, sizes = _pattern(avals, None)
+        program = _traced(key, build, pattern, 0, multi)
+    return None if program is None else (program, sizes)
+
+
+# ---- evaluation ---------------------------------------------------------------------------------------------------
+def _resolve(value, env, memo):
+    """`value` (a param or a shape) with its symbolic sizes bound by `env` (name -> size); `memo` keeps the value
+    of each symbolic expression met."""
+    if is_symbolic_dim(value):
+        found = memo.get(value)
+        if found is None:
+            found = memo[value] = int(value._evaluate(env))
+        return found
+    if isinstance(value, (tuple, list)):
+        return type(value)([_resolve(v, env, memo) for v in value])
+    return value
+
+
+@functools.lru_cache(maxsize=4096)
+def _bound(program, sizes):
+    """(steps, largest array's size, argument shapes, output ShapeDtypeStructs) of `program` with its symbols bound
+    to `sizes`."""
+    resolve = functools.partial(_resolve, env=dict(zip(program.names, sizes)), memo={})
+    steps = program.steps
+    if program.names:
+        steps = [
+            (fn, ins, outs, {k: resolve(v) for k, v in params.items()}, dtypes, multi)
+            for fn, ins, outs, params, dtypes, multi in steps
+        ]
+    largest = max([int(np.prod(resolve(s), dtype=np.int64)) for s in program.shapes], default=0)
+    outs = [jax.ShapeDtypeStruct(resolve(s), d) for s, d in program.out_avals]
+    return steps, largest, [resolve(s) for s in program.in_shapes], outs
+
+
+@functools.cache
+def _host_forms():
+    from ._ops import _host_forms  # imported when first needed: _ops imports this module
+
+    return _host_forms
+
+
+def evaluate(program, sizes, arrays):
+    """The outputs (a list of NumPy arrays) of `program` on `arrays`; None where an array is too large."""
+    steps, largest, in_shapes, _ = _bound(program, sizes)
+    if largest > _host_forms().HOST_ELEMENTS or [a.shape for a in arrays] != in_shapes:
+        return None
+    registers = program.registers.copy()
+    for slot, a in zip(program.in_slots, arrays):
+        registers[slot] = a
+    with np.errstate(all="ignore"):  # inf and nan as XLA gives them, without NumPy's warnings
+        for fn, ins, outs, params, dtypes, multi in steps:
+            out = fn(*[registers[i] for i in ins], **params)
+            for slot, value, dtype in zip(outs, out if multi else (out,), dtypes):
+                if type(value) is not np.ndarray or value.dtype != dtype:
+                    value = np.asarray(value, dtype)
+                registers[slot] = value
+    return [registers[s] for s in program.out_slots]
+
+
+def _forward(op, static, avals):
+    """(Program, sizes) of `op.fn(*operands, **static)` on operands of `avals`; None where it has no derived form."""
+    if op.whole_backward:
+        return None  # a backward program: a kernel compiled once per structure
+    for _, dtype in avals:
+        if not supported(np.dtype(dtype)):
+            return None
+    build = lambda structs: (functools.partial(op.fn, **dict(static)), structs)
+    return program_for((op, static), build, avals, op.multi, static)
+
+
+def _vjp(vjp_fn, spec):
+    """(Program, sizes) of a node's VJP, `vjp_fn(*saved operands, *cotangents, spec=spec)` (_ops/_core.py); None
+    where it has no derived form. Traced once per pattern of the op's operand shapes: the VJP of the op on symbolic
+    operands of that pattern, its cotangents of the shapes its outputs have there."""
+    sig = spec.sig
+    if spec.batch is not None:
+        return None  # batched cotangents: a kernel maps the VJP over their rows
+    for _, dtype in sig.avals:
+        if not supported(np.dtype(dtype)):
+            return None
+
+    def build(structs):
+        from ._lazy import Signature
+
+        out = jax.eval_shape(functools.partial(sig.op.fn, **dict(sig.static)), *structs)
+        outs = tuple(out) if sig.op.multi else (out,)
+        symbolic = Signature(
+            sig.op, sig.static, tuple([(s.shape, s.dtype) for s in structs]), tuple([(o.shape, o.dtype) for o in outs])
+        )
+        saved = [s for s, m in zip(structs, spec.saved_mask) if m]
+        cotangents = [outs[k] for k, m in zip(symbolic.diff_outs, spec.ct_mask) if m]
+        return functools.partial(vjp_fn, spec=spec._replace(sig=symbolic)), saved + cotangents
+
+    key = (vjp_fn, sig.op, sig.static, spec.saved_mask, spec.want, spec.ct_mask)
+    return program_for(key, build, sig.avals, True, sig.static)
+
+
+def derived(op, arrays, static):
+    """What `op.fn(*arrays, **static)` gives (a tuple for a multi-output op), with NumPy; None where the op has no
+    derived form on these operands (NumPy arrays)."""
+    found = _forward(op, static, [(a.shape, a.dtype) for a in arrays])
+    outs = None if found is None else evaluate(*found, arrays)
+    if outs is None:
+        return None
+    return tuple(outs) if op.multi else outs[0]
+
+
+def derived_vjp(vjp_fn, spec, arrays):
+    """The gradients (a tuple) that a node's VJP `vjp_fn(*arrays, spec=spec)` gives, with NumPy; None where it has
+    no derived form."""
+    found = _vjp(vjp_fn, spec)
+    outs = None if found is None else evaluate(*found, arrays)
+    return None if outs is None else tuple(outs)
+
+
+@functools.cache
+def _vjp_op():
+    from ._ops._core import VJP
+
+    return VJP
+
+
+def out_avals(op, static, avals):
+    """ShapeDtypeStructs of the outputs of `op` on operands of `avals`, from its derived program: no trace for a
+    new size (a deferred op's Signature); None where it has none."""
+    found = _vjp(op.fn, dict(static)["spec"]) if op is _vjp_op() else _forward(op, static, avals)
+    return None if found is None else _bound(*found)[3]
+
+
+def clear():
+    """Forget the traced jaxprs."""
+    with _lock:
+        _programs.clear()
+    _bound.cache_clear()

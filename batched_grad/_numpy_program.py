@@ -1,0 +1,281 @@
+"""A jaxpr flattened into a Program for _numpy_eval.py: a list of steps over numbered registers, each a NumPy row
+(_numpy_rows.py) or an elementwise region computed by an XLA kernel.
+
+Calls of other jaxprs (jit, custom_jvp_call, custom_vjp_call, checkpoint) are inlined. The elementwise steps are
+then grouped into regions: the steps of one result shape (operands of that shape or scalars), until something
+other than an elementwise step of that shape reads one of their results. A region runs with NumPy, step by step,
+where that gives XLA's bits: where it holds only exact operations and no product that is added or subtracted. Where
+it holds a transcendental function, or a product added to something (which XLA's CPU code contracts into one fused
+multiply-add, rounded once), the region runs as one XLA kernel, as it runs inside the op's own kernel: on its
+operands flattened and padded to a bucket of sizes (BUCKETS), so that it compiles once per region and bucket, never
+per shape."""
+
+import functools
+
+import jax
+import numpy as np
+from jax.extend import core as jcore
+
+from ._budget import Jitted
+from ._numpy_rows import ELEMENTWISE, MULTIPLE, ROWS, TRANSCENDENTAL
+from ._x64 import set_x64, swap_x64
+
+BUCKETS = (16, 4)  # a region kernel's smallest bucket of elements, and the factor from one bucket to the next
+F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
+_IGNORED_PARAMS = frozenset({"sharding", "out_sharding", "precision", "weak_type"})
+_NONE_ONLY = ("accuracy", "out_dtype")  # params the rows compute only at their default, None
+# primitives that call a jaxpr (param name of the jaxpr): inlined
+_CALLS = {
+    "jit": "jaxpr",
+    "pjit": "jaxpr",
+    "closed_call": "call_jaxpr",
+    "core_call": "call_jaxpr",
+    "custom_jvp_call": "call_jaxpr",
+    "custom_vjp_call": "call_jaxpr",
+    "remat2": "jaxpr",
+    "checkpoint": "jaxpr",
+}
+_GROUPED = ELEMENTWISE | TRANSCENDENTAL
+_PRODUCTS = frozenset({"mul", "square", "integer_pow"})
+_SUMS = frozenset({"add", "add_any", "sub"})
+
+
+def supported(dtype):
+    """Whether arrays of `dtype` can be computed here: float32, float64, integers and bool."""
+    return dtype.kind in "iub" or dtype == F32 or dtype == F64
+
+
+class Unsupported(Exception):
+    """A jaxpr that has no Program."""
+
+
+class Program:
+    """A jaxpr flattened: `steps` holds (function, argument registers, output registers, params, output dtypes,
+    whether it gives a tuple); `registers` the initial registers (constants filled in); `names` the symbolic sizes
+    the params and shapes may hold; `shapes` the shapes of every array, for the size bound; `in_shapes` and
+    `in_slots` those of the arguments; `out_slots` and `out_avals` (shape, dtype) those of the outputs."""
+
+    __slots__ = ("steps", "registers", "in_slots", "in_shapes", "out_slots", "out_avals", "shapes", "names")
+
+
+class _Step:
+    __slots__ = ("eqn", "ins", "outs", "row")
+
+    def __init__(self, eqn, ins, outs, row):
+        self.eqn, self.ins, self.outs, self.row = eqn, ins, outs, row
+
+    @property
+    def name(self):
+        return self.eqn.primitive.name
+
+    def shape(self):
+        """The shape of an elementwise step's region (its result's), or None where it joins none."""
+        eqn = self.eqn
+        if eqn.primitive.name not in _GROUPED or len(eqn.outvars) != 1:
+            return None
+        shape = tuple(eqn.outvars[0].aval.shape)
+        for a in eqn.invars:  # operands of its shape, scalars, or broadcasting along dimensions of 1
+            dims = tuple(a.aval.shape)
+            if dims and (len(dims) != len(shape) or not all([d == 1 or d == n for d, n in zip(dims, shape)])):
+                return None
+        return shape
+
+
+class _Flattener:
+    def __init__(self):
+        self.registers, self.steps, self.shapes, self.slots = [], [], [], {}
+
+    def new(self, value=None):
+        self.registers.append(value)
+        return len(self.registers) - 1
+
+    def define(self, var):
+        aval = var.aval
+        if not isinstance(aval, jax.core.ShapedArray) or not supported(np.dtype(aval.dtype)):
+            raise Unsupported(f"an array of {aval}")
+        self.shapes.append(tuple(aval.shape))
+        self.slots[var] = slot = self.new()
+        return slot
+
+    def read(self, atom):
+        if isinstance(atom, jcore.Literal):
+            return self.new(np.asarray(atom.val, atom.aval.dtype))
+        return self.slots[atom]
+
+    def jaxpr(self, jaxpr, consts, in_slots):
+        """Add the steps of `jaxpr` reading `in_slots`; the registers of its outputs."""
+        if jaxpr.effects:
+            raise Unsupported("effects")
+        for var, value in zip(jaxpr.constvars, consts):
+            self.slots[var] = self.new(np.asarray(value))
+        for var, slot in zip(jaxpr.invars, in_slots):
+            self.slots[var] = slot
+        for eqn in jaxpr.eqns:
+            self.equation(eqn)
+        return [self.read(a) for a in jaxpr.outvars]
+
+    def equation(self, eqn):
+        name = eqn.primitive.name
+        ins = tuple([self.read(a) for a in eqn.invars])
+        if name in _CALLS:
+            sub = eqn.params[_CALLS[name]]
+            inner, consts = (sub.jaxpr, sub.consts) if isinstance(sub, jcore.ClosedJaxpr) else (sub, ())
+            if len(inner.invars) != len(ins):
+                raise Unsupported(f"{name} with {len(ins)} operands for {len(inner.invars)} inputs")
+            for var, slot in zip(eqn.outvars, self.jaxpr(inner, consts, ins)):
+                self.slots[var] = slot
+            return
+        row = ROWS.get(name)
+        if row is None and name not in TRANSCENDENTAL:
+            raise Unsupported(f"no row for {name}")
+        if row is not None and any([eqn.params.get(k) is not None for k in _NONE_ONLY]):
+            raise Unsupported(f"{name} with {eqn.params}")
+        self.steps.append(_Step(eqn, ins, tuple([self.define(v) for v in eqn.outvars]), row))
+
+
+def flatten(closed, names):
+    """The Program of `closed` (a ClosedJaxpr) whose shapes may hold the symbolic sizes `names`; raises Unsupported
+    where it has none."""
+    flat = _Flattener()
+    in_slots = [flat.define(v) for v in closed.jaxpr.invars]
+    out_slots = flat.jaxpr(closed.jaxpr, closed.consts, in_slots)
+    program = Program()
+    program.steps = _grouped(flat.steps, flat.registers, out_slots)
+    program.registers, program.shapes = flat.registers, list(set(flat.shapes))
+    program.in_slots, program.out_slots, program.names = tuple(in_slots), tuple(out_slots), names
+    program.in_shapes = [tuple(v.aval.shape) for v in closed.jaxpr.invars]
+    program.out_avals = [(tuple(v.aval.shape), np.dtype(v.aval.dtype)) for v in closed.jaxpr.outvars]
+    return program
+
+
+def _row_step(step):
+    eqn = step.eqn
+    params = {k: v for k, v in eqn.params.items() if k not in _IGNORED_PARAMS and k not in _NONE_ONLY}
+    dtypes = tuple([np.dtype(v.aval.dtype) for v in eqn.outvars])
+    return (step.row, step.ins, step.outs, params, dtypes, step.name in MULTIPLE)
+
+
+def _grouped(steps, registers, out_slots):
+    """The steps as run: NumPy rows, and elementwise regions grouped (the module's docstring)."""
+    readers = {}  # register -> the steps reading it
+    for i, step in enumerate(steps):
+        for slot in step.ins:
+            readers.setdefault(slot, set()).add(i)
+    producer = {slot: i for i, step in enumerate(steps) for slot in step.outs}
+    region_of, open_regions, out = {}, {}, []
+
+    def close(shape):
+        region = open_regions.pop(shape)
+        out.extend(_region_steps([steps[i] for i in region], region, registers, readers, out_slots))
+
+    for i, step in enumerate(steps):
+        shape = step.shape()
+        for slot in step.ins:  # a region read by anything but a step joining it is complete
+            j = producer.get(slot)
+            if j is not None and j in region_of and region_of[j] in open_regions and region_of[j] != shape:
+                close(region_of[j])
+        if shape is None:
+            out.append(_row_step(step))
+            continue
+        open_regions.setdefault(shape, []).append(i)
+        region_of[i] = shape
+    for shape in list(open_regions):
+        close(shape)
+    return out
+
+
+def _needs_kernel(members):
+    """Whether a region's values differ with NumPy: it computes a transcendental function, or adds a product (XLA
+    contracts `a * b + c` into a fused multiply-add)."""
+    made = {slot: step for step in members for slot in step.outs}
+    for step in members:
+        if step.name in TRANSCENDENTAL:
+            return True
+        if step.name in _SUMS and np.dtype(step.eqn.outvars[0].aval.dtype).kind == "f":
+            for slot in step.ins:
+                source = made.get(slot)
+                if source is not None and source.name == "neg":
+                    source = made.get(source.ins[0])
+                if source is not None and source.name in _PRODUCTS:
+                    if source.name != "integer_pow" or abs(source.eqn.params["y"]) >= 2:
+                        return True
+    return False
+
+
+def _region_steps(members, indices, registers, readers, out_slots):
+    """The steps running a region: its members as NumPy rows, or one XLA kernel."""
+    if not _needs_kernel(members):
+        return [_row_step(step) for step in members]
+    inside, inputs, full, structure = set(indices), [], [], []
+    value = {}  # register -> ("value", member, output) within the region
+    for m, step in enumerate(members):
+        refs = []
+        for slot, var in zip(step.ins, step.eqn.invars):
+            if slot in value:
+                refs.append(value[slot])
+            elif registers[slot] is not None and np.ndim(registers[slot]) == 0:  # a literal: a constant there too
+                constant = registers[slot]
+                refs.append(("constant", constant.dtype.str, constant.tobytes()))
+            else:
+                if slot not in inputs:
+                    inputs.append(slot)
+                    full.append(tuple(var.aval.shape) != ())  # else a scalar, passed as it is
+                refs.append(("input", inputs.index(slot)))
+        for k, slot in enumerate(step.outs):
+            value[slot] = ("value", m, k)
+        structure.append((step.eqn.primitive, tuple(sorted(step.eqn.params.items())), tuple(refs)))
+    results, dtypes = [], []
+    for step in members:
+        for slot, var in zip(step.outs, step.eqn.outvars):
+            if slot in out_slots or readers.get(slot, set()) - inside:  # read after the region
+                results.append(slot)
+                dtypes.append(np.dtype(var.aval.dtype))
+    kernel = _region_kernel(tuple(structure), tuple([value[s] for s in results]))
+    run = functools.partial(_run_region, kernel, tuple(full))
+    return [(run, tuple(inputs), tuple(results), {}, tuple(dtypes), True)]
+
+
+@functools.lru_cache(maxsize=1024)
+def _region_kernel(structure, results):
+    """The XLA kernel of a region's `structure` (per member its primitive, params and operands) giving `results`."""
+
+    def region(*inputs):
+        values = []
+        for primitive, params, refs in structure:
+            args = []
+            for ref in refs:
+                if ref[0] == "input":
+                    args.append(inputs[ref[1]])
+                elif ref[0] == "value":
+                    args.append(values[ref[1]][ref[2]])
+                else:
+                    args.append(np.frombuffer(ref[2], np.dtype(ref[1])).reshape(()))
+            out = primitive.bind(*args, **dict(params))
+            values.append(out if primitive.multiple_results else (out,))
+        return tuple([values[m][k] for _, m, k in results])
+
+    return Jitted(region)
+
+
+def _run_region(kernel, full, *arrays):
+    """A region's results on `arrays`: those not scalars (`full`) broadcast to its shape, flattened and padded with
+    zeros to a bucket."""
+    shapes = [a.shape for a, f in zip(arrays, full) if f]
+    shape = np.broadcast_shapes(*shapes) if shapes else ()
+    n = int(np.prod(shape, dtype=np.int64))
+    bucket, growth = BUCKETS
+    while bucket < n:
+        bucket *= growth
+    args = []
+    for a, f in zip(arrays, full):
+        if f:
+            padded = np.zeros(bucket, a.dtype)
+            padded[:n] = np.broadcast_to(a, shape).reshape(-1)
+            a = padded
+        args.append(a)
+    previous = swap_x64(True)
+    try:
+        outs = kernel(*args)
+    finally:
+        set_x64(previous)
+    return tuple([np.asarray(o)[:n].reshape(shape) if shapes else np.asarray(o) for o in outs])
