@@ -7,6 +7,7 @@ import copy
 import functools
 
 import numpy as np
+import pytest
 import torch as real_torch
 
 import batched_grad
@@ -103,6 +104,7 @@ def cnn_per_sample(torch, state, images, labels):
     }
 
 
+@pytest.mark.slow  # several seconds: the default suite stays under 10 minutes on 2 cores
 def test_per_sample_gradients_of_a_cnn():
     rng = np.random.default_rng(0)
     state = random_state(rng, {"conv1": (4, 1, 3, 3), "conv2": (6, 4, 3, 3), "fc1": (16, 96), "fc2": (3, 16)})
@@ -235,6 +237,7 @@ def neural_tangent_kernels(torch, state, x_train, x_test):
     return results
 
 
+@pytest.mark.slow  # several seconds: the default suite stays under 10 minutes on 2 cores
 def test_neural_tangent_kernels():
     rng = np.random.default_rng(2)
     state = random_state(rng, {"conv1": (4, 2, 3, 3), "conv2": (4, 4, 3, 3), "fc": (3, 36)})
@@ -363,6 +366,7 @@ def burgers_pinn(torch, state, interior, initial, boundary, steps=4):
     }
 
 
+@pytest.mark.slow  # several seconds: the default suite stays under 10 minutes on 2 cores
 def test_burgers_pinn_training():
     rng = np.random.default_rng(4)
     state = random_state(rng, {"0": (16, 2), "2": (16, 16), "4": (1, 16)})
