@@ -126,12 +126,13 @@ _DEVICE_DTYPES = frozenset(
 @functools.cache
 def _put_on_first_device():
     """jax.device_put(array) for a NumPy array of a dtype JAX has, where no default device is set: the batched copy
-    it ends in, 3-6 us against about 30 us of Python around it. None where JAX's private entry point is missing."""
+    it ends in, 3-6 us against about 30 us of Python around it. None where JAX's private entry point is missing.
+    The device is this process's first (jax.devices()[0] is process 0's under jax.distributed)."""
     try:
         from jax._src import core
         from jax._src.lib import xla_client
 
-        device = jax.devices()[0]
+        device = jax.local_devices()[0]
         sharding = jax.sharding.SingleDeviceSharding(device)
         put = xla_client.batched_device_put
     except (ImportError, AttributeError):  # pragma: no cover - depends on the JAX version
@@ -147,7 +148,7 @@ def _put_on_first_device():
 @functools.cache
 def _cpu_device_set():
     """The default device, as Array.devices() gives it, where JAX's default backend is the CPU; else None."""
-    return {jax.devices()[0]} if jax.default_backend() == "cpu" else None
+    return {jax.local_devices()[0]} if jax.default_backend() == "cpu" else None
 
 
 def host_arrays(arrays):
