@@ -16,6 +16,13 @@ torch.set_default_dtype(torch.float32)
 # the float dtypes of the op tables' tests, with their tolerances; the float32 cases run in the slow suite
 FLOATS = {"float64": (bg.float64, dict(rtol=1e-6, atol=1e-8)), "float32": (bg.float32, dict(rtol=1e-4, atol=1e-5))}
 FLOAT_PARAMS = ["float64", pytest.param("float32", marks=pytest.mark.slow)]
+# (dtype, batched) for the op tables: the is_grads_batched comparison against the per-row loop compiles a vmapped
+# program per op (half of those tables' time), so it runs in the slow tier; test_batched_ops covers every op batched
+FLOAT_TIERS = [
+    pytest.param("float64", False, id="float64"),
+    pytest.param("float64", True, marks=pytest.mark.slow, id="float64-batched"),
+    pytest.param("float32", False, marks=pytest.mark.slow, id="float32"),
+]
 
 
 def to_torch(x, requires_grad=None):

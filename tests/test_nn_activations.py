@@ -9,7 +9,7 @@ import torch
 import batched_grad as bg
 import batched_grad.nn as nn
 import batched_grad.nn.functional as F
-from oracle import FLOAT_PARAMS, FLOATS, assert_same, check_both, raises_like_torch, to_torch
+from oracle import FLOAT_TIERS, FLOATS, assert_same, check_both, raises_like_torch, to_torch
 
 # the kinks of every piecewise function among the values (-3, 3, 6, +-1, +-0.5, 0)
 KINKS = [-4.0, -3.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0, 3.0, 6.0, 7.0, -0.25]
@@ -42,14 +42,14 @@ def _module(name):
     return torch.nn.functional if name == "torch" else F
 
 
-@pytest.mark.parametrize("dtype", FLOAT_PARAMS)
+@pytest.mark.parametrize(("dtype", "batched"), FLOAT_TIERS)
 @pytest.mark.parametrize("name", CALLS)
-def test_values_and_derivatives(name, dtype):
+def test_values_and_derivatives(name, dtype, batched):
     x = bg.tensor(KINKS, dtype=FLOATS[dtype][0], requires_grad=True)
     check_both(
         lambda m, x: CALLS[name](torch.nn.functional if m is torch else F, x),
         [x],
-        batched=dtype == "float64",
+        batched=batched,
         gradgrad=name != "hardsigmoid",
         **FLOATS[dtype][1],
     )

@@ -12,7 +12,7 @@ import torch
 import batched_grad as bg
 import batched_grad.nn as nn
 import batched_grad.nn.functional as F
-from oracle import FLOAT_PARAMS, FLOATS, assert_same, check_both, raises_like_torch, to_torch
+from oracle import FLOAT_TIERS, FLOATS, assert_same, check_both, raises_like_torch, to_torch
 
 
 def _f(m):
@@ -115,15 +115,15 @@ CALLS = {  # name: (call of (F, x, w), x shape, w shape)
 }
 
 
-@pytest.mark.parametrize("dtype", FLOAT_PARAMS)
+@pytest.mark.parametrize(("dtype", "batched"), FLOAT_TIERS)
 @pytest.mark.parametrize("name", CALLS)
-def test_values_and_derivatives(name, dtype):
+def test_values_and_derivatives(name, dtype, batched):
     call, xs, ws = CALLS[name]
     tol = dict(FLOATS[dtype][1]) if dtype == "float64" else dict(rtol=5e-4, atol=5e-5)
     check_both(
         lambda m, x, w: call(_f(m), x, w),
         [leaf(dtype, *xs), leaf(dtype, *ws, seed=1)],
-        batched=dtype == "float64",
+        batched=batched,
         gradgrad=name not in FLASH,
         **tol,
     )

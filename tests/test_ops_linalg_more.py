@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import batched_grad as bg
-from oracle import FLOAT_PARAMS, assert_same, check_both, raises_like_torch, to_torch
+from oracle import FLOAT_TIERS, assert_same, check_both, raises_like_torch, to_torch
 
 FLOATS = {"float64": (bg.float64, dict(rtol=1e-6, atol=1e-8)), "float32": (bg.float32, dict(rtol=2e-4, atol=2e-5))}
 pytestmark = pytest.mark.filterwarnings("ignore:torch.*is deprecated", "ignore:.*deprecated in favor of")
@@ -100,15 +100,15 @@ CALLS = {
 }
 
 
-@pytest.mark.parametrize("dtype", FLOAT_PARAMS)
+@pytest.mark.parametrize(("dtype", "batched"), FLOAT_TIERS)
 @pytest.mark.parametrize("name", CALLS)
-def test_values_and_derivatives(name, dtype):
+def test_values_and_derivatives(name, dtype, batched):
     inputs = data(dtype)
     keys = sorted(inputs)
     check_both(
         lambda m, *xs: CALLS[name](m, dict(zip(keys, xs))),
         [inputs[k] for k in keys],
-        batched=dtype == "float64",
+        batched=batched,
         gradgrad=name not in ("lstsq", "householder_product"),
         **FLOATS[dtype][1],
     )

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import batched_grad as bg
-from oracle import FLOAT_PARAMS, FLOATS, assert_same, check_both, raises_like_torch, to_torch
+from oracle import FLOAT_TIERS, FLOATS, assert_same, check_both, raises_like_torch, to_torch
 
 
 def leaf(dtype, *shape, seed=0):
@@ -66,11 +66,11 @@ CALLS = {
 }
 
 
-@pytest.mark.parametrize("dtype", FLOAT_PARAMS)
+@pytest.mark.parametrize(("dtype", "batched"), FLOAT_TIERS)
 @pytest.mark.parametrize("name", CALLS)
-def test_values_and_derivatives(name, dtype):
+def test_values_and_derivatives(name, dtype, batched):
     x = leaf(dtype, 3, 4, 5)
-    check_both(lambda m, x: CALLS[name](m, x), [x], batched=dtype == "float64", **FLOATS[dtype][1])
+    check_both(lambda m, x: CALLS[name](m, x), [x], batched=batched, **FLOATS[dtype][1])
 
 
 # torch's trapezoid multiplies by dx with its Tensor-Scalar overload (MulBackward1), which batched_grad's single
@@ -95,11 +95,11 @@ MATRICES = {
 }
 
 
-@pytest.mark.parametrize("dtype", FLOAT_PARAMS)
+@pytest.mark.parametrize(("dtype", "batched"), FLOAT_TIERS)
 @pytest.mark.parametrize("name", MATRICES)
-def test_matrix_statistics(name, dtype):
+def test_matrix_statistics(name, dtype, batched):
     x = leaf(dtype, 3, 4, seed=5)
-    check_both(lambda m, x: MATRICES[name](m, x), [x], batched=dtype == "float64", **FLOATS[dtype][1])
+    check_both(lambda m, x: MATRICES[name](m, x), [x], batched=batched, **FLOATS[dtype][1])
 
 
 def test_ties_and_nan():

@@ -5,7 +5,6 @@ a training loop over a DataLoader."""
 import collections
 import gc
 import pickle
-import time
 
 import numpy as np
 import pytest
@@ -284,9 +283,9 @@ def test_workers_of_a_pass_collected_in_a_cycle_exit_promptly():
     error = failed_pass()
     workers = error.__traceback__.tb_next.tb_frame.f_locals["self"]._workers
     del error
-    start = time.perf_counter()
     gc.collect()
-    assert time.perf_counter() - start < 3 and not any(w.is_alive() for w in workers)
+    # each exited by itself when told to (exit code 0), none terminated after the join's timeout
+    assert [w.exitcode for w in workers] == [0] * len(workers)
 
 
 def test_training_loop_over_a_dataloader():
