@@ -150,7 +150,7 @@ def _fusible(node):
     """Whether a node other than a leaf can be part of a fused program: a table op without hooks or retained
     gradients whose results torch's backward reads were not changed in place (else the per-node engine runs it,
     and raises torch's error where there is one)."""
-    if type(node) is not OpNode or node.tensor_pre_hooks or node.retained or node.node_hooks:
+    if not isinstance(node, OpNode) or node.tensor_pre_hooks or node.retained or node.node_hooks:
         return False
     return all([s.counter.value == s.version for s in node.saved_results])
 

@@ -252,7 +252,7 @@ def _deferred_results(op, operands, arrays, outs, recording, mapped):
         if op.reads is not None:  # a recorded backward: each output links only to the operands it reads
             gradients, linked = _links(gradients, links_of(sig), operands)
         if True in gradients:
-            node = OpNode(outs[0].call, operands, arrays, linked)
+            node = node_class(sig)(outs[0].call, operands, arrays, linked)
     elif not mapped:  # outside the graph (and vmap.vmap): compute now, as a chain of
         outs = [materialize(p) for p in outs]  # such ops would keep all its deferred inputs alive
     return outs, gradients, node
@@ -310,7 +310,7 @@ def _meta_results(op, operands, arrays, static, recording):
         if op.reads is not None:
             gradients, linked = _links(gradients, links_of(sig), operands)
         if True in gradients:
-            node = OpNode(call, operands, arrays, linked)
+            node = node_class(sig)(call, operands, arrays, linked)
     return outs, gradients, node
 
 
@@ -503,6 +503,31 @@ def _backward_name(sig):
     return name if type(name) is str else name(sig)
 
 
+def _node_name(sig):
+    """torch's name of the node recording `sig`; a recorded backward (create_graph=True) is named after the op it
+    differentiates, as torch's TanhBackwardBackward0."""
+    if sig.op is VJP:
+        name = _backward_name(dict(sig.static)["spec"].sig)
+        return name[:-1] + "Backward0" if name.endswith("Backward0") else name + "Backward"
+    return _backward_name(sig)
+
+
+_NODE_CLASSES = {}
+
+
+@functools.lru_cache(maxsize=8192)
+def node_class(sig):
+    """The class of the nodes recording `sig`: an OpNode subclass per torch name, named as torch's node class
+    (type(grad_fn).__name__ is AddBackward0, CopyBackwards), as graph printers show it."""
+    name = _node_name(sig)
+    made = _NODE_CLASSES.get(name)
+    if made is None:
+        short = name.split("::")[-1]
+        attributes = {"__slots__": (), "torch_name": name, "__module__": OpNode.__module__, "__qualname__": short}
+        made = _NODE_CLASSES[name] = type(short, (OpNode,), attributes)
+    return made
+
+
 def _saved_operand(op, index, operand, array):
     """What a node saves of operand `index`: a Tensor's SavedValue; an operand given as a number or a list as a
     SavedValue too where torch makes it a tensor it saves (freed with the graph), else as it is."""
@@ -542,11 +567,10 @@ class OpNode(_graph.Node):
             ]
         )
 
+    torch_name = None  # set by each subclass (node_class)
+
     def name(self):
-        if self.sig.op is VJP:  # a recorded backward (create_graph=True): named after the op it differentiates,
-            name = _backward_name(dict(self.sig.static)["spec"].sig)  # as torch's TanhBackwardBackward0
-            return name[:-1] + "Backward0" if name.endswith("Backward0") else name + "Backward"
-        return _backward_name(self.sig)
+        return self.torch_name or _node_name(self.sig)
 
     def saved_values(self):
         return [s for s in self.saved if type(s) is SavedValue]

@@ -1,4 +1,5 @@
-"""User-defined differentiable functions: Function with forward/backward and a ctx, once_differentiable."""
+"""User-defined differentiable functions: Function with forward/backward and a ctx (once_differentiable is in
+_once_differentiable.py)."""
 
 import functools
 import inspect
@@ -18,6 +19,7 @@ from .._view_meta import check_view_creation, note_custom_function_output
 from .._vmap_levels import in_prototype_vmap, in_vmap_randomness
 from . import _function_jvp, _vmap_rule
 from ._function_jvp import NO_JVP
+from ._once_differentiable import once_differentiable  # noqa: F401  (torch.autograd.function's)
 
 DIRTY_LEAF = "a leaf Variable that requires grad has been used in an in-place operation."
 DIRTY_NOT_INPUT = (
@@ -507,44 +509,3 @@ def _rebased_dirty(tensor, k, node, is_input, n_outputs):
     )  # named by the error of a backward that needed the old values
     tensor._rebase(Tensor._wrap(tensor._v, grad_fn=node, output_nr=k))
     return tensor
-
-
-class _OnceDifferentiableNode(_graph.Node):
-    __slots__ = ("fn_name",)
-
-    def __init__(self, fn_name, edges, out_meta):
-        super().__init__(edges, out_meta)
-        self.fn_name = fn_name
-
-    def name(self):
-        return "torch::autograd::Error"
-
-    def backward(self, cotangents, create_graph, batch=None):
-        raise RuntimeError("trying to differentiate twice a function that was marked with @once_differentiable")
-
-
-def once_differentiable(backward):
-    """Run `backward` without recording; differentiating its result again raises a clear error."""
-
-    @functools.wraps(backward)
-    def wrapper(ctx, *grad_outputs):
-        with no_grad():
-            grads = backward(ctx, *grad_outputs)
-        if not is_grad_enabled():
-            return grads
-        edges = tuple(_graph.edge_of(g) for g in grad_outputs if isinstance(g, Tensor) and g.requires_grad)
-        if not edges:
-            return grads
-        single = not isinstance(grads, tuple)
-        grads = (grads,) if single else grads
-        tensors = [g for g in grads if isinstance(g, Tensor)]
-        node = _OnceDifferentiableNode(backward.__qualname__, edges, tuple((g._v.shape, g._v.dtype) for g in tensors))
-        out, k = [], 0
-        for g in grads:
-            if isinstance(g, Tensor):
-                g = Tensor._wrap(g._value, grad_fn=node, output_nr=k)
-                k += 1
-            out.append(g)
-        return out[0] if single else tuple(out)
-
-    return wrapper
