@@ -117,6 +117,7 @@ class Node:
         "__weakref__",
     )
     backward_without_gradients = False  # whether backward() runs when no output has a gradient (a Function's does)
+    sig = None  # a recorded op's Signature (OpNode's slot)
 
     def __init__(self, edges, out_meta):
         self.edges = edges
@@ -199,7 +200,7 @@ class Node:
     def torch_outputs(self):
         """The outputs whose gradients torch's node takes (its arguments, what its hooks see): a recorded op's
         differentiable outputs (not max's indices), every output of another node."""
-        sig = getattr(self, "sig", None)
+        sig = self.sig
         return tuple(range(len(self.out_meta))) if sig is None else sig.diff_outs
 
     def pre_hooks_for(self, output_nr):
