@@ -44,12 +44,16 @@ def _add(a, b):
 
 
 def _own(grad, create_graph):
-    """`grad` as a `.grad` starts from it: under create_graph a gradient in the graph as it is, else a new Tensor of
-    its values (memory shared with NumPy copied). As torch clones a gradient that something else holds, in-place
-    changes of `.grad` (accumulation included) then do not reach the tensor the engine passed, which may be the
-    caller's grad_output, nor do its changes reach `.grad`."""
+    """`grad` as a `.grad` starts from it: under create_graph a copy recorded in the graph (torch's CopyBackwards),
+    else a new Tensor of its values (memory shared with NumPy copied). As torch clones a gradient that something else
+    holds, in-place changes of `.grad` (accumulation included) then do not reach the tensor the engine passed, which
+    may be the caller's grad_output, nor do its changes reach `.grad`."""
     if create_graph:
-        return grad if grad.requires_grad else Tensor._wrap(unshared(grad._v))
+        if not grad.requires_grad:
+            return Tensor._wrap(unshared(grad._v))
+        from ._ops import fresh_copy
+
+        return fresh_copy(grad)
     return Tensor._wrap(unshared(grad._detached_value()))
 
 

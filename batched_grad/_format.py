@@ -7,6 +7,7 @@ import numpy as np
 
 from . import _dtypes
 from ._meta import MetaValue
+from ._view_meta import grad_fn_unavailable
 
 _PRECISION, _THRESHOLD, _EDGE, _LINEWIDTH = 4, 1000, 3, 80
 
@@ -122,7 +123,9 @@ def format_tensor(t):
             suffixes.append(f"dtype={t.dtype!r}")
     else:
         body, suffixes = _values_body(t, indent), _value_suffixes(t, default)
-    if t.grad_fn is not None:
+    if grad_fn_unavailable(t):  # torch's grad_fn raises for it
+        suffixes.append("grad_fn=<Invalid>")
+    elif t.grad_fn is not None:
         suffixes.append(f"grad_fn=<{t.grad_fn.name().rsplit('::', 1)[-1]}>")
     elif t.requires_grad:
         suffixes.append("requires_grad=True")

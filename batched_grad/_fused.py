@@ -17,11 +17,12 @@ from vmap._rows import map_rows
 from vmap._shards import replicated
 
 from . import _basis, _graph, _lazy
-from ._graph import AccumulateGrad, SavedValue
+from ._graph import AccumulateGrad
 from ._host import unshared
 from ._lazy import CallStep, Output, Pending, hashed_once, intern, read, record
 from ._meta import MetaValue
 from ._ops._core import Op, OpNode, _read_by, _vjp_spec, apply, reads_of, vjp_dependencies, vjp_links
+from ._saved import SavedValue
 from ._tensor import Tensor
 from ._tracing import is_tracer, tracing
 
@@ -131,7 +132,7 @@ class _Encoder:
         for s, a in zip(node.saved, call_args if fused_call else node.saved):
             if type(s) is SavedValue:
                 value = s.value  # before `freed`: another thread's release marks it freed first
-                if s.freed or s.counter.value != s.version:
+                if s.stale():
                     return None  # the per-node engine raises torch's error if the node runs
                 if s.packed is not None:
                     return None  # saved under saved_tensors_hooks: the per-node engine unpacks it
@@ -149,9 +150,9 @@ def _fusible(node):
     """Whether a node other than a leaf can be part of a fused program: a table op without hooks or retained
     gradients whose results torch's backward reads were not changed in place (else the per-node engine runs it,
     and raises torch's error where there is one)."""
-    if type(node) is not OpNode or node.tensor_pre_hooks or node.retained or node.node_hooks:
+    if not isinstance(node, OpNode) or node.tensor_pre_hooks or node.retained or node.node_hooks:
         return False
-    return not node.guards or all(counter.value == version for counter, version, _ in node.guards)
+    return all([s.counter.value == s.version for s in node.saved_results])
 
 
 def _topological(root_nodes):

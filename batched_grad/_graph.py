@@ -1,16 +1,13 @@
 """The recorded graph: nodes, edges, saved values, hooks and anomaly bookkeeping."""
 
 import itertools
-import re
 import threading
 import weakref
 from collections import OrderedDict, namedtuple
 
-from . import _saved_hooks
 from ._anomaly import mode as _anomaly
 from ._anomaly import record as _forward_record
 from ._grad_mode import is_grad_enabled
-from ._host import unshared
 
 _lock = threading.Lock()  # guards the creation of per-tensor and per-node state that threads may share
 _sequence = itertools.count()
@@ -19,14 +16,6 @@ _sequence = itertools.count()
 def sequence_mark():
     """A number below the sequence_nr of every node made from now on."""
     return next(_sequence)
-
-
-BACKWARD_TWICE = (
-    "Trying to backward through the graph a second time (or directly access saved tensors after they "
-    "have already been freed). Saved intermediate values of the graph are freed when you call .backward() "
-    "or autograd.grad(). Specify retain_graph=True if you need to backward through the graph a second time "
-    "or if you need to access saved tensors after calling backward."
-)
 
 
 class GradientEdge(namedtuple("GradientEdge", ["node", "output_nr"])):
@@ -85,13 +74,24 @@ class VersionCounter:
     """Shared by a tensor and its views; in-place ops bump it, saved values remember it. `born`: the birth mark
     when it was made, i.e. when the storage it counts the changes of was made."""
 
-    __slots__ = ("value", "modified_by", "reshaped", "born")
+    __slots__ = ("value", "_modified_by", "reshaped", "born")
 
     def __init__(self):
         self.value = 0
-        self.modified_by = None  # the node of the last recorded in-place op, for the error message
+        self._modified_by = None
         self.reshaped = None  # (old shape, new shape) of the last in-place view op (squeeze_, t_), for that message
         self.born = birth_mark
+
+    @property
+    def modified_by(self):
+        """The node of the last recorded in-place op, for the error message (held weakly: that node may save a
+        value of this counter, and would otherwise never be freed without the garbage collector)."""
+        ref = self._modified_by
+        return None if ref is None else ref()
+
+    @modified_by.setter
+    def modified_by(self, node):
+        self._modified_by = None if node is None else weakref.ref(node)
 
 
 UNCHANGING = VersionCounter()  # the counter of a saved value whose in-place changes torch does not check
@@ -117,6 +117,7 @@ class Node:
         "__weakref__",
     )
     backward_without_gradients = False  # whether backward() runs when no output has a gradient (a Function's does)
+    sig = None  # a recorded op's Signature (OpNode's slot)
 
     def __init__(self, edges, out_meta):
         self.edges = edges
@@ -130,6 +131,18 @@ class Node:
 
     def __repr__(self):
         return f"<{self.name().split('::')[-1]} object at {hex(id(self))}>"
+
+    def __getattr__(self, name):
+        """torch's `_saved_<name>` and `_raw_saved_<name>` of the values this node saved (_saved.exposed)."""
+        if name.startswith("_saved_") or name.startswith("_raw_saved_"):
+            from ._saved import exposed
+
+            return exposed(self, name)
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def torch_saved(self):
+        """{name: SavedValue, None or a number} of what torch's node of the same kind saves, by torch's names."""
+        return {}
 
     def _sequence_nr(self):
         """The order in which nodes were made, as torch's: a node made later has a larger number."""
@@ -187,7 +200,7 @@ class Node:
     def torch_outputs(self):
         """The outputs whose gradients torch's node takes (its arguments, what its hooks see): a recorded op's
         differentiable outputs (not max's indices), every output of another node."""
-        sig = getattr(self, "sig", None)
+        sig = self.sig
         return tuple(range(len(self.out_meta))) if sig is None else sig.diff_outs
 
     def pre_hooks_for(self, output_nr):
@@ -246,157 +259,6 @@ class AccumulateGrad(Node):
 
             _accumulate(self.variable, cotangents[0], create_graph)
         return ()
-
-
-class SavedValue:
-    """A tensor value saved for backward: its array, how to rejoin the graph, and its version."""
-
-    __slots__ = (
-        "value",
-        "edge_node",
-        "output_nr",
-        "leaf",
-        "counter",
-        "version",
-        "requires_grad",
-        "freed",
-        "packed",  # (what the pack hook returned, the unpack hook) when saved under saved_tensors_hooks, else None
-    )
-
-    def __init__(self, tensor):
-        self.edge_node, self.output_nr = tensor.grad_fn, tensor._output_nr
-        self.requires_grad = self.edge_node is not None or tensor._requires_grad
-        self.leaf = tensor if self.edge_node is None and self.requires_grad else None
-        self.counter = tensor._counter
-        self.version = self.counter.value
-        self.freed = False
-        hooks = _saved_hooks.innermost()
-        if hooks is None:
-            self.value, self.packed = unshared(tensor._v), None  # possibly Pending: saving does not compute it
-        else:
-            self.value, self.packed = None, _pack(tensor, hooks)
-
-    @classmethod
-    def of_operand(cls, value):
-        """An operand given as a number or sequence (a list of indices, a Python scalar), which torch turns into a
-        tensor and saves as any other: freed with the graph, never changed in place."""
-        saved = cls.__new__(cls)
-        saved.value, saved.edge_node, saved.output_nr, saved.leaf = value, None, 0, None
-        saved.counter, saved.version, saved.requires_grad, saved.freed = UNCHANGING, 0, False, False
-        saved.packed = None
-        return saved
-
-    def check(self):
-        if self.freed:
-            raise RuntimeError(BACKWARD_TWICE)
-        if self.packed is None and self.counter.value != self.version:  # torch checks no version of a packed one
-            # torch names the saved variable's current grad_fn: the recorded in-place op, else its creator (none
-            # for a detached alias, which shares the version counter but not the graph)
-            node = (self.counter.modified_by or self.edge_node) if self.edge_node is not None else None
-            shape, reshaped = self.value.shape, self.counter.reshaped
-            if reshaped is not None and tuple(shape) == reshaped[0]:  # torch names the tensor as it is now
-                shape = reshaped[1]
-            raise modified_error(shape, self.value.dtype, node, self.counter.value, self.version)
-
-    def array(self):
-        """The saved value (an array or a Pending one), after the freed/version checks."""
-        value, packed = self.value, self.packed  # read before the check: another thread's free() marks it freed
-        self.check()  # before dropping them
-        return value if packed is None else unshared(_unpacked(packed)._v)
-
-    def unpack(self, graph_mode):
-        """The saved value as a Tensor; with `graph_mode` it is still connected to the graph."""
-        from ._tensor import Tensor
-
-        if self.packed is not None:
-            return self._unpack_hooked(graph_mode)
-        value = self.array()
-        if not graph_mode or not self.requires_grad:
-            return Tensor._wrap(value)
-        if self.leaf is not None:
-            return self.leaf
-        return Tensor._wrap(value, grad_fn=self.edge_node, output_nr=self.output_nr)
-
-    def _unpack_hooked(self, graph_mode):
-        """What the unpack hook returns, as the saved tensor: in `graph_mode` its values take the saved tensor's
-        place in the graph (a saved leaf's gradient still reaches the leaf), as torch's."""
-        from ._tensor import Tensor
-
-        packed = self.packed
-        self.check()
-        value = unshared(_unpacked(packed)._v)
-        if not graph_mode or not self.requires_grad:
-            return Tensor._wrap(value)
-        if self.leaf is None:
-            return Tensor._wrap(value, grad_fn=self.edge_node, output_nr=self.output_nr)
-        standin = Tensor._wrap(value, requires_grad=True)
-        standin._accumulator = weakref.ref(edge_of(self.leaf).node)  # the leaf's AccumulateGrad node
-        return standin
-
-    def free(self):
-        self.freed = True  # first: a reader that still sees the value then sees it freed (array())
-        self.value = self.packed = None
-
-
-PACK_HOOK_IN_PLACE = (
-    "A saved tensor pack hook is modifying its input in place. Tensors provided as input to pack hook cannot be "
-    "modified by in-place operations as this can lead to unexpected side-effects. Please open an issue if you need "
-    "to perform in-place operations on the input to a pack hook."
-)
-
-
-def _pack(tensor, hooks):
-    """(pack(tensor), unpack): the pack hook runs under no_grad and may not change the tensor in place, as torch's."""
-    from ._grad_mode import no_grad
-
-    pack_hook, unpack_hook = hooks
-    version = tensor._counter.value
-    with no_grad():
-        packed = pack_hook(tensor)
-    if tensor._counter.value != version:
-        raise RuntimeError(PACK_HOOK_IN_PLACE)
-    return packed, unpack_hook
-
-
-def _unpacked(packed):
-    from ._tensor import Tensor
-
-    value, unpack_hook = packed
-    tensor = unpack_hook(value)
-    if not isinstance(tensor, Tensor):
-        raise TypeError(
-            f"Output of saved tensor unpack_hook expected to be a Tensor but got result of type {type(tensor).__name__}"
-        )
-    return tensor
-
-
-def modified_error(shape, dtype, node, version, expected, output_nr=0):
-    """torch's error for a backward that needs a value (of `shape` and `dtype`, output `output_nr` of `node`, or of
-    no node) which an in-place op has changed since it was saved."""
-    from ._tensor import type_name
-
-    where = f", which is output {output_nr} of {_short_name(node)}," if node is not None else ""
-    return RuntimeError(
-        "one of the variables needed for gradient computation has been modified by an inplace operation: "
-        f"[{type_name(dtype)} {list(shape)}]{where} is at version {version}; expected version {expected} instead. "
-        f"{_ANOMALY_HINTS[_anomaly['enabled']]}"
-    )
-
-
-# the hint closing the in-place modification error: anomaly mode's warnings show where the failing node was made
-_ANOMALY_HINTS = {
-    False: "Hint: enable anomaly detection to find the operation that failed to compute its gradient, with "
-    "torch.autograd.set_detect_anomaly(True, check_nan=False).",
-    True: "Hint: the backtrace further above shows the operation that failed to compute its gradient. The variable "
-    "in question was changed in there or anywhere later. Good luck!",
-}
-
-
-def _short_name(node):
-    """torch's short name of a node in this message: AddBackward0 -> Add, MaxBackward1 -> Max1; namespaced names
-    stay whole."""
-    name = node.name()
-    return re.sub(r"Backward0?(\d*)$", r"\1", name) if "::" not in name else name
 
 
 def edge_of(tensor):

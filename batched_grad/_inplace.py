@@ -9,6 +9,7 @@ import jax.numpy as jnp
 from . import _dtypes, _dual, _graph, _transform_levels
 from ._budget import Jitted
 from ._grad_mode import is_grad_enabled
+from ._saved import SavedValue
 from ._view_meta import check_view_creation
 from ._vmap_levels import is_batched
 from ._x64 import scoped
@@ -96,19 +97,7 @@ class InPlace:
             _dual.set_tangent(self, _dual.tangent_of(result))
         self._counter.value += 1
         if result.grad_fn is not None:
-            result.grad_fn.keep_saved_versions(self._counter)
-            # like torch: the op's own saved `self` is an unshared snapshot (torch saves a clone); other operands
-            # sharing self's storage were saved before this update, so a backward through them must fail
-            for i, s in enumerate(getattr(result.grad_fn, "saved", ())):
-                if isinstance(s, _graph.SavedValue) and s.counter is self._counter:
-                    s.counter, s.version = (_graph.VersionCounter(), 0) if i == 0 else (s.counter, s.version - 1)
-            if getattr(result.grad_fn, "guards", ()):  # the op's result that torch saves is `self` now
-                result.grad_fn.guards = tuple(
-                    [
-                        (self._counter, self._counter.value, k) if c is result._counter else (c, v, k)
-                        for c, v, k in result.grad_fn.guards
-                    ]
-                )
+            _saved_before_update(result.grad_fn, self, result)
         return self
 
     def _assign_view(self, result, undo):
@@ -208,6 +197,24 @@ class InPlace:
                 view._rebind(replay_view(self, chain))
             else:
                 view._value = _view_value_jit(self._value, ops) if ops else self._value
+
+
+def _saved_before_update(node, tensor, result):
+    """After `node`'s in-place op wrote `result` into `tensor`: what the node saved of it is a snapshot of the old
+    values (torch saves a clone), no longer `tensor` itself, which is now the node's output (holding it would make a
+    cycle); other saved operands sharing its storage were saved before this update, so a backward through them must
+    fail; and a result torch saves is `tensor` now."""
+    counter = tensor._counter
+    node.keep_saved_versions(counter)
+    for i, s in enumerate(getattr(node, "saved", ())):
+        if isinstance(s, SavedValue) and s.counter is counter:
+            s.counter, s.version = (_graph.VersionCounter(), 0) if i == 0 else (s.counter, s.version - 1)
+            s.original = None
+    for s in getattr(node, "saved_results", ()):
+        if s.counter is result._counter:
+            s.counter, s.version = counter, counter.value
+            if s.output is not None:
+                s.output = weakref.ref(tensor)
 
 
 def remember_view(root, view):

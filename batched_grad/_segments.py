@@ -10,10 +10,10 @@ from typing import NamedTuple
 
 from . import _basis, _lazy
 from ._fused import BackwardPlan, Step, backward_links, backward_reads, template, traced_backward
-from ._graph import SavedValue
 from ._host import unshared
 from ._lazy import Output, intern, kernel
 from ._ops._core import VJP, Op, apply
+from ._saved import SavedValue
 from ._tensor import Tensor
 
 

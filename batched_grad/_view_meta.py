@@ -1,8 +1,9 @@
 """How a view was made (torch's CreationMeta), which decides whether it may be written in place while the write is
 recorded: a view made with grad mode off or in inference mode, one of several views one op returns (unbind,
 split, ...), or one a custom Function returned cannot be, and torch's error says which. The Tensor's `_creation`
-slot holds the kind, None (DEFAULT) for a view made the ordinary way; a view of a view takes its base's kind unless
-its own is special (inference mode's kind is never overridden)."""
+slot holds the kind, None (DEFAULT) for a view made the ordinary way, (kind, version when made) for one made with
+grad mode off or in inference mode; a view of a view takes its base's kind unless its own is special (inference
+mode's kind is never overridden)."""
 
 import re
 
@@ -40,9 +41,30 @@ _REASONS = {
 }
 
 
+_MODE_KINDS = (NO_GRAD_MODE, INFERENCE_MODE)  # kept with the version the view had when made: (kind, version)
+
+
 def creation_of(tensor):
     """The kind of view `tensor` is (DEFAULT for an ordinary view, or for a tensor that is no view)."""
-    return tensor._creation
+    kind = tensor._creation
+    return kind[0] if type(kind) is tuple else kind
+
+
+def _set_creation(view, kind):
+    if kind != creation_of(view):
+        view._creation = (kind, view._counter.value) if kind in _MODE_KINDS else kind
+
+
+def grad_fn_unavailable(tensor):
+    """Whether torch raises on reading `tensor.grad_fn`: a view made with grad mode off (or in inference mode) of a
+    base that requires grad, changed in place (itself, its base or another view of it) since it was made. torch
+    cannot rebuild such a view's history, and its repr shows grad_fn=<Invalid>."""
+    kind, view = tensor._creation, tensor._view
+    if type(kind) is not tuple or view is None or not view[0].requires_grad:
+        return False
+    from ._inplace import DETACH
+
+    return DETACH not in view[1] and tensor._counter.value != kind[1]
 
 
 def _propagated(previous, new):
@@ -57,13 +79,13 @@ def note_view(src, view, multi):
     new = INFERENCE_MODE if state.inference else NO_GRAD_MODE if not state.enabled else DEFAULT
     if new is DEFAULT and multi:
         new = MULTI_OUTPUT_NODE
-    view._creation = _propagated(creation_of(src) if src._view is not None else DEFAULT, new)
+    _set_creation(view, _propagated(creation_of(src) if src._view is not None else DEFAULT, new))
 
 
 def note_custom_function_output(view, multi):
     """`view`, a view a custom Function returned (or an input it returned as-is), is of that kind, or with `multi`
     (the Function returned several tensors) one of several views."""
-    view._creation = _propagated(creation_of(view), MULTI_OUTPUT_NODE if multi else IN_CUSTOM_FUNCTION)
+    _set_creation(view, _propagated(creation_of(view), MULTI_OUTPUT_NODE if multi else IN_CUSTOM_FUNCTION))
 
 
 def _short_name(node):

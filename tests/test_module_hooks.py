@@ -219,3 +219,23 @@ def test_module_unpickled_without_hook_registries_gets_them():
     restored = bg.nn.Linear.__new__(bg.nn.Linear)
     restored.__setstate__(state)
     assert restored._forward_hooks == {} and tuple(restored(bg.ones(1, 3)).shape) == (1, 2)
+
+
+def _hook_calls_in_double_backward(lib):
+    """How many times a loss module's full backward hook runs in a first backward with create_graph and then in a
+    backward of that gradient (which reaches the input through what the loss saved, not through its output)."""
+    x = _input(lib, 3)
+    target = _input(lib, 3, seed=2, requires_grad=False)
+    loss = lib.nn.MSELoss()
+    calls = []
+    loss.register_full_backward_hook(lambda module, grad_input, grad_output: calls.append("hook"))
+    (gradient,) = lib.autograd.grad(loss(x, target), x, create_graph=True)
+    first = len(calls)
+    (second,) = lib.autograd.grad(gradient.sum(), x)
+    return first, len(calls), second
+
+
+def test_full_backward_hook_does_not_run_again_in_a_double_backward():
+    ours, theirs = _hook_calls_in_double_backward(bg), _hook_calls_in_double_backward(torch)
+    assert ours[:2] == theirs[:2] == (1, 1)
+    assert_same(ours[2], theirs[2])

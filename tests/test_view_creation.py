@@ -178,3 +178,24 @@ def test_function_outputs_that_are_views_still_differentiate():
         (t.sum() * 2 + (u * u).sum()).backward()
         grads.append(a.grad.tolist())
     assert grads[0] == grads[1]
+
+
+def _reprs_of_views_changed_in_place(m):
+    leaf = m.ones(2, requires_grad=True)
+    with m.no_grad():
+        changed = leaf[:]
+        changed *= 2  # a view made and changed with grad mode off
+    base = leaf.clone()
+    with m.no_grad():
+        other = base[:1]
+        untouched = base[1:]
+    base.mul_(3)  # changes the base of views made with grad mode off
+    plain = m.ones(2)
+    with m.no_grad():
+        free = plain[:]
+        free += 1  # its base requires no grad: nothing to rebuild
+    return [repr(changed), repr(other), repr(untouched), repr(free)]
+
+
+def test_a_no_grad_view_changed_in_place_prints_an_invalid_grad_fn():
+    assert _reprs_of_views_changed_in_place(bg) == _reprs_of_views_changed_in_place(torch)

@@ -211,6 +211,13 @@ _COPY = Op(
 )
 
 
+def fresh_copy(tensor):
+    """A new tensor of `tensor`'s values, recorded as torch's copy into a new empty tensor (CopyBackwards, whose first
+    edge, the empty tensor's, is None): a leaf's first .grad under create_graph, as torch's AccumulateGrad makes it."""
+    blank = Tensor._wrap(np.broadcast_to(np.zeros((), tensor._v.dtype), tuple(tensor.shape)))
+    return apply(_COPY, [blank, tensor])
+
+
 def clone(input, *, memory_format=None):
     """A copy that stays in the graph (contiguous, whatever `memory_format`)."""
     from .. import _memory_format

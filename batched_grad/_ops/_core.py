@@ -22,6 +22,7 @@ from .._lazy import Call, Pending, Signature, defer, kernel, materialize, signat
 from .._meta import MetaValue, check_devices, meta_value, shapes_of
 from .._numpy_eval import derived_vjp
 from .._reads import output_reads
+from .._saved import SavedValue, modified_error
 from .._tensor import DETACH, Tensor, remember_view
 from .._view_meta import note_view
 from .._x64 import set_x64, swap_x64
@@ -67,6 +68,9 @@ class Op:
     "indices" (its integer outputs): exp and tanh read the result, prod the input and the result, sort the indices,
     a composite such as cross_entropy only intermediates. Our backward reads the operands whatever it is: they are
     immutable arrays, so only where the version check looks moves.
+    `saved_names`: torch's names of the operands (per position, None for one torch's node does not show), by which
+    a node shows what it saved as `_saved_<name>` / `_raw_saved_<name>`; `saved_static`: the static parameters it
+    shows by their own names (pow's exponent). The results torch saves are shown as `result` and `indices`.
     """
 
     __slots__ = (
@@ -87,6 +91,8 @@ class Op:
         "host",
         "host_vjp",
         "inputs",
+        "saved_names",
+        "saved_static",
     )
 
     def __init__(
@@ -108,6 +114,8 @@ class Op:
         host=None,
         host_vjp=None,
         inputs=None,
+        saved_names=(),
+        saved_static=(),
     ):
         self.name, self.fn, self.linear, self.view, self.multi = name, fn, linear, view, multi
         self.reads, self.host, self.host_vjp, self.inputs = reads, host, host_vjp, inputs
@@ -115,6 +123,7 @@ class Op:
         self.multilinear, self.whole_backward = multilinear, whole_backward
         self.view_step, self.diagonal = view_step, diagonal
         self.torch_saves = torch_saves
+        self.saved_names, self.saved_static = saved_names, saved_static
         self.backward_name = backward_name or "".join(p.capitalize() for p in name.split("_")) + "Backward0"
 
     def __repr__(self):
@@ -243,7 +252,7 @@ def _deferred_results(op, operands, arrays, outs, recording, mapped):
         if op.reads is not None:  # a recorded backward: each output links only to the operands it reads
             gradients, linked = _links(gradients, links_of(sig), operands)
         if True in gradients:
-            node = OpNode(outs[0].call, operands, arrays, linked)
+            node = node_class(sig)(outs[0].call, operands, arrays, linked)
     elif not mapped:  # outside the graph (and vmap.vmap): compute now, as a chain of
         outs = [materialize(p) for p in outs]  # such ops would keep all its deferred inputs alive
     return outs, gradients, node
@@ -301,7 +310,7 @@ def _meta_results(op, operands, arrays, static, recording):
         if op.reads is not None:
             gradients, linked = _links(gradients, links_of(sig), operands)
         if True in gradients:
-            node = OpNode(call, operands, arrays, linked)
+            node = node_class(sig)(call, operands, arrays, linked)
     return outs, gradients, node
 
 
@@ -494,12 +503,37 @@ def _backward_name(sig):
     return name if type(name) is str else name(sig)
 
 
+def _node_name(sig):
+    """torch's name of the node recording `sig`; a recorded backward (create_graph=True) is named after the op it
+    differentiates, as torch's TanhBackwardBackward0."""
+    if sig.op is VJP:
+        name = _backward_name(dict(sig.static)["spec"].sig)
+        return name[:-1] + "Backward0" if name.endswith("Backward0") else name + "Backward"
+    return _backward_name(sig)
+
+
+_NODE_CLASSES = {}
+
+
+@functools.lru_cache(maxsize=8192)
+def node_class(sig):
+    """The class of the nodes recording `sig`: an OpNode subclass per torch name, named as torch's node class
+    (type(grad_fn).__name__ is AddBackward0, CopyBackwards), as graph printers show it."""
+    name = _node_name(sig)
+    made = _NODE_CLASSES.get(name)
+    if made is None:
+        short = name.split("::")[-1]
+        attributes = {"__slots__": (), "torch_name": name, "__module__": OpNode.__module__, "__qualname__": short}
+        made = _NODE_CLASSES[name] = type(short, (OpNode,), attributes)
+    return made
+
+
 def _saved_operand(op, index, operand, array):
     """What a node saves of operand `index`: a Tensor's SavedValue; an operand given as a number or a list as a
     SavedValue too where torch makes it a tensor it saves (freed with the graph), else as it is."""
     if isinstance(operand, Tensor):
-        return _graph.SavedValue(operand)
-    return _graph.SavedValue.of_operand(array) if _freed_with_graph(op, index, array) else array
+        return SavedValue(operand)
+    return SavedValue.of_operand(array) if _freed_with_graph(op, index, array) else array
 
 
 def _freed_with_graph(op, index, array):
@@ -512,7 +546,7 @@ def _freed_with_graph(op, index, array):
 class OpNode(_graph.Node):
     """A node recorded by `apply`; its backward applies the op's VJP as another op (so it can be recorded)."""
 
-    __slots__ = ("sig", "saved", "saved_mask", "want", "call", "guards")
+    __slots__ = ("sig", "saved", "saved_mask", "want", "call", "saved_results")
 
     def __init__(self, call, operands, arrays, linked=-1):
         """`linked`: a bitmask of the operands that get an edge (among those that require grad)."""
@@ -521,7 +555,8 @@ class OpNode(_graph.Node):
             [_graph.edge_of(x) if linked >> i & 1 and _requires_grad(x) else None for i, x in enumerate(operands)]
         )
         super().__init__(edges, sig.out_avals)
-        self.sig, self.call, self.guards = sig, call, ()  # call: the deferred forward (a fused backward runs it)
+        self.sig, self.call = sig, call  # call: the deferred forward (a fused backward runs it)
+        self.saved_results = ()  # the outputs torch's node saves (check_where_torch_does)
         self.want, self.saved_mask = _layout(sig, tuple([e is not None for e in edges]))
         if sig.op.inputs is not None:  # trailing number operands: no edge, as torch's node has none for them
             self.edges = edges[: sig.op.inputs]
@@ -532,39 +567,46 @@ class OpNode(_graph.Node):
             ]
         )
 
+    torch_name = None  # set by each subclass (node_class)
+
     def name(self):
-        if self.sig.op is VJP:  # a recorded backward (create_graph=True): named after the op it differentiates,
-            name = _backward_name(dict(self.sig.static)["spec"].sig)  # as torch's TanhBackwardBackward0
-            return name[:-1] + "Backward0" if name.endswith("Backward0") else name + "Backward"
-        return _backward_name(self.sig)
+        return self.torch_name or _node_name(self.sig)
 
     def saved_values(self):
-        return [s for s in self.saved if type(s) is _graph.SavedValue]
+        return [s for s in self.saved if type(s) is SavedValue]
 
     def check_where_torch_does(self, results):
         """Version-check what torch saves (Op.torch_saves) among the first operand and the `results` (Tensors, in
-        output order): `guards` holds (version counter, version, output index) per result checked."""
+        output order): the results it saves are saved here too, as outputs (read by _saved_result, not by the VJP,
+        which reads the operands)."""
         saves, first = self.sig.op.torch_saves, self.saved[0]
-        if "input" not in saves and type(first) is _graph.SavedValue:  # an in-place change of it leaves this
-            first.counter, first.version = _graph.UNCHANGING, 0  # backward valid
-        self.guards = tuple(
+        if "input" not in saves and type(first) is SavedValue:  # an in-place change of it leaves this backward
+            first.counter, first.version, first.original = _graph.UNCHANGING, 0, None  # valid: not torch's
+        self.saved_results = tuple(
             [
-                (r._counter, r._counter.value, k)
-                for k, r in enumerate(results)
+                SavedValue(r, self, hooks=False)
+                for r in results
                 if ("result" if r.grad_fn is self else "indices") in saves
             ]
         )
 
     def check_results(self):
-        for counter, version, k in self.guards:
-            if counter.value != version:
-                shape, dtype = self.sig.out_avals[k]
-                node = self if self.sig.differentiable[k] else None  # torch names no node for indices
-                raise _graph.modified_error(shape, dtype, node, counter.value, version, k)
+        for s in self.saved_results:
+            if s.counter.value != s.version:
+                shape, dtype = self.sig.out_avals[s.output_nr]
+                node = self if s.requires_grad else None  # torch names no node for indices
+                raise modified_error(shape, dtype, node, s.counter.value, s.version, s.output_nr)
 
     def release(self):
         super().release()
+        for s in self.saved_results:
+            s.free()
         self.call = None
+
+    def torch_saved(self):
+        from ._saved_names import torch_saved
+
+        return torch_saved(self)
 
     def spec(self, ct_mask, batch=None, needed=None):
         """The VJP's spec for cotangents on the outputs of `ct_mask`: gradients for the operands they read (of those
@@ -583,7 +625,7 @@ class OpNode(_graph.Node):
         cts = [cotangents[k] for k in self.sig.diff_outs]
         ct_mask = tuple(c is not None for c in cts)
         self.check_results()
-        saved = [s.unpack(create_graph) if isinstance(s, _graph.SavedValue) else s for s in self.saved if s is not None]
+        saved = [s.unpack(create_graph) if isinstance(s, SavedValue) else s for s in self.saved if s is not None]
         spec = self.spec(ct_mask, None if batch is None else batch.kernel_key, needed)
         want = spec.want
         if not want:  # backward(inputs=...) runs an input's node that leads to no other input: nothing to compute

@@ -198,6 +198,7 @@ def _unary_op(name, row):
         fused=row.fused,
         host=row.host and small_floats(row.host),
         host_vjp=ARITHMETIC_VJPS.get(name),
+        saved_names=() if row.linear else ("self",),
     )
     rule = _dtypes.float_result if row.float_result else row.result_dtype or (lambda d: d)
 
@@ -239,12 +240,14 @@ def _binary_op(
     complex_error=False,
     tensors_only=False,
     host=None,
+    saved_names=("self", "other"),
 ):
     """`overloads`: {(input is a Tensor, other is a Tensor): (torch's backward name, Op.torch_saves)} where torch
     records another overload of the op (`2 ** x` is PowBackward2, and its derivative reads the result). `kernel`:
     torch's kernel name in its dtype errors, when it differs from `name`; `no_kernel` and `complex_error`: the dtypes
     it lacks (_check_dtype). `tensors_only`: torch takes no number for either operand. `fused`: Op.fused. `host`: a
-    NumPy function computing it (Op.host, for small float operands)."""
+    NumPy function computing it (Op.host, for small float operands). `saved_names`: torch's names of the operands
+    (Op.saved_names; a linear op's node saves neither)."""
     kernel = kernel or name
     host = host and small_floats(host)
     checked = no_kernel or complex_error
@@ -261,6 +264,7 @@ def _binary_op(
             fused=fused,
             host=host,
             host_vjp=host and ARITHMETIC_VJPS.get(name),
+            saved_names=() if linear else saved_names,
         )
 
     op, ops = make(), {kinds: make(*overload) for kinds, overload in dict(overloads).items()}
@@ -375,7 +379,10 @@ hypot = _binary_op(
     tensors_only=True,
 )
 _pow = _binary_op(
-    "pow", _pow_fn, overloads={(True, True): ("PowBackward1", SAVES_BOTH), (False, True): ("PowBackward2", SAVES_BOTH)}
+    "pow",
+    _pow_fn,
+    overloads={(True, True): ("PowBackward1", SAVES_BOTH), (False, True): ("PowBackward2", SAVES_BOTH)},
+    saved_names=("self", "exponent"),
 )
 
 
@@ -424,10 +431,20 @@ def true_divide(input, other):
 # program, as constants: XLA then simplifies the power as torch does. Any other number exponent is an operand, so
 # that a new value compiles nothing.
 _POW_SCALAR = Op(
-    "pow", lambda a, *, exponent, dtype: _pow_fn(a.astype(dtype), jnp.asarray(exponent, dtype)), diagonal=True
+    "pow",
+    lambda a, *, exponent, dtype: _pow_fn(a.astype(dtype), jnp.asarray(exponent, dtype)),
+    diagonal=True,
+    saved_names=("self",),
+    saved_static=("exponent",),
 )
 _CONSTANT_EXPONENTS = frozenset({-2, -1, -0.5, 0, 0.5, 1, 2, 3})
-_POW_NUMBER = Op("pow", lambda a, b, *, dtype: _pow_fn(a.astype(dtype), b.astype(dtype)), diagonal=True, inputs=1)
+_POW_NUMBER = Op(
+    "pow",
+    lambda a, b, *, dtype: _pow_fn(a.astype(dtype), b.astype(dtype)),
+    diagonal=True,
+    inputs=1,
+    saved_names=("self", "exponent"),
+)
 
 
 def pow(input, exponent):  # noqa: A001

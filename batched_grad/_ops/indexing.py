@@ -164,6 +164,7 @@ _DYNAMIC_BASIC = {
         backward_name=name,
         host=_view_on_host,
         host_vjp=_view_host_vjp,
+        inputs=1,  # the positions are numbers: torch's node has one edge
     )
     for name, op in _BASIC.items()
 }

@@ -1,6 +1,7 @@
 """batched_grad.autograd: grad, backward, Function, graph edges, anomaly mode, the functional API, gradcheck."""
 
 from .._grad_mode import enable_grad, inference_mode, no_grad, set_grad_enabled
+from .._saved import SavedTensor  # noqa: F401  (torch's, not in its __all__: made by the nodes only)
 from . import forward_ad, functional, grad_mode, graph
 from ._api import backward, grad
 from .anomaly_mode import detect_anomaly, set_detect_anomaly

@@ -1,4 +1,5 @@
-"""User-defined differentiable functions: Function with forward/backward and a ctx, once_differentiable."""
+"""User-defined differentiable functions: Function with forward/backward and a ctx (once_differentiable is in
+_once_differentiable.py)."""
 
 import functools
 import inspect
@@ -10,6 +11,7 @@ from .._dtypes import to_dtype
 from .._grad_dtype import for_edge
 from .._grad_mode import is_grad_enabled, no_grad, set_grad_enabled
 from .._rowwise import run_batched
+from .._saved import BACKWARD_TWICE, SavedTensor, SavedValue
 from .._tensor import DETACH, VIEW_OF_LEAF_INPLACE, Tensor, _ops_of, python_type_name
 from .._transform_levels import NO_SETUP_CONTEXT, in_transform
 from .._transform_levels import levels as grad_levels
@@ -17,6 +19,7 @@ from .._view_meta import check_view_creation, note_custom_function_output
 from .._vmap_levels import in_prototype_vmap, in_vmap_randomness
 from . import _function_jvp, _vmap_rule
 from ._function_jvp import NO_JVP
+from ._once_differentiable import once_differentiable  # noqa: F401  (torch.autograd.function's)
 
 DIRTY_LEAF = "a leaf Variable that requires grad has been used in an in-place operation."
 DIRTY_NOT_INPUT = (
@@ -36,6 +39,10 @@ DIRTY_NOT_RETURNED = (
 )
 
 
+CLEARED_ON_ACCESS = (
+    "saved_tensors can only be accessed once when clear_saved_tensors_on_access=True is set on the "
+    "autograd.Function. Either access saved_tensors only once, or set clear_saved_tensors_on_access=False."
+)
 RETURNED_INPUT_SAVED = (
     "An input that has been returned as-is as output is being saved for backward. This is not supported if you "
     "override setup_context. You should return and save a view of the input instead, e.g. with x.view_as(x) or "
@@ -49,6 +56,10 @@ class FunctionCtx:
     def __init__(self):
         self.to_save = ()
         self._saved = None  # the SavedValues, made when forward has returned
+        self._node = None  # a weak reference to the Function's node, once recorded
+        self._clear_on_access = False  # the Function's clear_saved_tensors_on_access
+        self._cleared = False  # saved_tensors was read once with _clear_on_access
+        self._released = False  # the node's backward freed what it saved
         self.dirty_tensors = ()
         self.needs_input_grad = ()
         self.non_differentiable = set()
@@ -75,12 +86,18 @@ class FunctionCtx:
                 )
         self.to_save = tensors
 
-    def _save(self, received):
-        """Save `to_save`, each of forward's new results replaced by the output the caller received for it
-        (`received` maps the id of a result to that output); an input is saved as the input."""
-        self._saved = tuple(
-            _graph.SavedValue(received.get(id(t), t)) if isinstance(t, Tensor) else t for t in self.to_save
-        )
+    def _save(self, replaced, outputs, node):
+        """Save `to_save` for `node`, each of forward's new results replaced by the output the caller received for
+        it (`replaced` maps the id of a result to that output); an input is saved as the input, the `outputs` the
+        caller received (a dirty input among them) as outputs, as torch's. `to_save` is dropped, as torch's."""
+        outputs = {id(r) for r in outputs if isinstance(r, Tensor)}
+        saved = []
+        for t in self.to_save:
+            if isinstance(t, Tensor):
+                t = replaced.get(id(t), t)
+                t = SavedValue(t, node if id(t) in outputs else None)
+            saved.append(t)
+        self._saved, self._node, self.to_save = tuple(saved), weakref.ref(node), ()
 
     @property
     def saved_tensors(self):
@@ -88,10 +105,19 @@ class FunctionCtx:
         staticmethod, those given to save_for_forward."""
         if self._saved_for_jvp is not None:
             return self._saved_for_jvp
+        if self._cleared:
+            raise RuntimeError(CLEARED_ON_ACCESS)
         if self._saved is None:
             return ()
         # as torch's, in any grad mode: a saved output or non-leaf keeps its grad_fn and output_nr
-        return tuple(s.unpack(True) if s is not None else None for s in self._saved)
+        node = self._node()
+        tensors = tuple(s.unpack_for(node) if s is not None else None for s in self._saved)
+        if self._clear_on_access:  # the caller's references are the last ones
+            for s in self._saved:
+                if s is not None:
+                    s.free()
+            self._saved, self._cleared = (), True
+        return tensors
 
     def mark_non_differentiable(self, *tensors):
         """Mark outputs as not differentiable: they do not require grad, and their gradients are zero."""
@@ -132,7 +158,28 @@ class FunctionNode(_graph.Node):
         return type(self).__name__
 
     def saved_values(self):
-        return [s for s in self.ctx._saved or () if isinstance(s, _graph.SavedValue)]
+        return [s for s in self.ctx._saved or () if isinstance(s, SavedValue)]
+
+    def release(self):
+        super().release()
+        self.ctx._released = True
+
+    @property
+    def saved_tensors(self):
+        """ctx.saved_tensors, read from the node (torch's node of a Function is its ctx)."""
+        self._check_not_released()
+        return self.ctx.saved_tensors
+
+    @property
+    def _raw_saved_tensors(self):
+        """A SavedTensor per tensor given to save_for_backward (register_hooks on it)."""
+        self._check_not_released()
+        saved = self.ctx._saved or ()
+        return tuple(SavedTensor._of(s, self) if s is None or isinstance(s, SavedValue) else s for s in saved)
+
+    def _check_not_released(self):
+        if self.ctx._released:
+            raise RuntimeError(BACKWARD_TWICE)
 
     def __call__(self, *grad_outputs):
         raise TypeError(f"'{self.name()}' object is not callable")  # as torch's nodes of a custom Function
@@ -240,6 +287,7 @@ class Function:
         raise NotImplementedError(NO_JVP)
 
     setup_context = None  # define it to use the `forward(*args)` style
+    clear_saved_tensors_on_access = False  # True: ctx.saved_tensors may be read once, then drops them
     generate_vmap_rule = False  # True: under vmap.vmap, forward and backward run on the batched values
 
     @staticmethod
@@ -268,6 +316,7 @@ class Function:
         if in_vmap_randomness() is not None and not prototype:  # inside vmap.vmap
             _vmap_rule.check_vmappable(cls, has_rule, kwargs)
         ctx = FunctionCtx()
+        ctx._clear_on_access = cls.clear_saved_tensors_on_access
         ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
         traced_inputs = _function_jvp.traced_input_values(args)  # None unless in a forward-mode trace
         dual = _dual.LEVELS.tangents is not None
@@ -283,6 +332,7 @@ class Function:
         returned = {id(o) for o in outs}
         if any(id(t) not in returned for t in ctx.dirty_tensors):
             raise RuntimeError(DIRTY_NOT_RETURNED)
+        ctx.dirty_tensors = ()  # dropped, as torch's: a dirty output that ctx held would be in a reference cycle
         if dual:
             _function_jvp.set_dual_tangents(cls, ctx, args, outs, received, dirty)
         if traced_inputs is not None:
@@ -290,7 +340,7 @@ class Function:
                 cls, ctx, args, kwargs, traced_inputs, outs, is_tuple, received, dirty
             )
         if node is not None:
-            ctx._save({id(o): r for o, r in zip(outs, received) if not any(o is a for a in args)})
+            ctx._save({id(o): r for o, r in zip(outs, received) if not any(o is a for a in args)}, received, node)
         return tuple(received) if is_tuple else received[0]
 
 
@@ -459,44 +509,3 @@ def _rebased_dirty(tensor, k, node, is_input, n_outputs):
     )  # named by the error of a backward that needed the old values
     tensor._rebase(Tensor._wrap(tensor._v, grad_fn=node, output_nr=k))
     return tensor
-
-
-class _OnceDifferentiableNode(_graph.Node):
-    __slots__ = ("fn_name",)
-
-    def __init__(self, fn_name, edges, out_meta):
-        super().__init__(edges, out_meta)
-        self.fn_name = fn_name
-
-    def name(self):
-        return "torch::autograd::Error"
-
-    def backward(self, cotangents, create_graph, batch=None):
-        raise RuntimeError("trying to differentiate twice a function that was marked with @once_differentiable")
-
-
-def once_differentiable(backward):
-    """Run `backward` without recording; differentiating its result again raises a clear error."""
-
-    @functools.wraps(backward)
-    def wrapper(ctx, *grad_outputs):
-        with no_grad():
-            grads = backward(ctx, *grad_outputs)
-        if not is_grad_enabled():
-            return grads
-        edges = tuple(_graph.edge_of(g) for g in grad_outputs if isinstance(g, Tensor) and g.requires_grad)
-        if not edges:
-            return grads
-        single = not isinstance(grads, tuple)
-        grads = (grads,) if single else grads
-        tensors = [g for g in grads if isinstance(g, Tensor)]
-        node = _OnceDifferentiableNode(backward.__qualname__, edges, tuple((g._v.shape, g._v.dtype) for g in tensors))
-        out, k = [], 0
-        for g in grads:
-            if isinstance(g, Tensor):
-                g = Tensor._wrap(g._value, grad_fn=node, output_nr=k)
-                k += 1
-            out.append(g)
-        return out[0] if single else tuple(out)
-
-    return wrapper

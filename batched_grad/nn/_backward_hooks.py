@@ -151,7 +151,9 @@ class _InputHookNode(_HookNode):
 
     def backward(self, cotangents, create_graph, batch=None):
         state = self.state
-        kept = list(state.grad_outputs or (None,) * state.n_outputs)
+        if state.grad_outputs is None:  # the gradient reached the inputs without passing through the module's
+            return list(cotangents)  # outputs (a double backward through what the module saved): no hook runs
+        kept = list(state.grad_outputs)
         state.grad_outputs = None
         n = len(cotangents)
         if batch is None:
