@@ -5,7 +5,7 @@ import math
 import jax
 import numpy as np
 
-from . import _dtypes
+from . import _dtypes, _nesting
 from ._meta import MetaValue
 from ._view_meta import grad_fn_unavailable
 
@@ -95,40 +95,57 @@ def _values_str(a, indent):
     return _body(a, indent, summarize, [_Formatter(p) for p in parts])
 
 
-def _values_body(t, indent):
-    """The values as torch prints them (a traced tensor's shape and dtype)."""
-    if isinstance(t._value, jax.core.Tracer):
-        return f"<traced {t.dtype.name}{list(t.shape)}>"
-    return _values_str(np.asarray(t._value), indent)
+def _values_body(value, dtype, indent):
+    """The values as torch prints them (a traced value's shape and dtype)."""
+    if isinstance(value, jax.core.Tracer):
+        return f"<traced {dtype.name}{list(value.shape)}>"
+    return _values_str(np.asarray(value), indent)
 
 
-def _value_suffixes(t, default):
+def _value_suffixes(shape, dtype, default):
     """The size and dtype suffixes of a tensor with values: shown where the values do not tell them."""
-    if t.numel() == 0:
-        size = [f"size={tuple(t.shape)}"] if t.ndim != 1 else []
-        return size + ([f"dtype={t.dtype!r}"] if t.dtype is not default else [])
-    if t.dtype not in (default, _dtypes._to_complex(default), _dtypes.int64, _dtypes.bool):
-        return [f"dtype={t.dtype!r}"]
+    if math.prod(shape) == 0:
+        size = [f"size={tuple(shape)}"] if len(shape) != 1 else []
+        return size + ([f"dtype={dtype!r}"] if dtype is not default else [])
+    if dtype not in (default, _dtypes._to_complex(default), _dtypes.int64, _dtypes.bool):
+        return [f"dtype={dtype!r}"]
     return []
 
 
+def autograd_suffixes(t):
+    """What repr says of a tensor's place in the graph: its grad_fn, or requires_grad for a leaf."""
+    if grad_fn_unavailable(t):  # torch's grad_fn raises for it
+        return ["grad_fn=<Invalid>"]
+    if t.grad_fn is not None:
+        return [f"grad_fn=<{t.grad_fn.name().rsplit('::', 1)[-1]}>"]
+    return ["requires_grad=True"] if t.requires_grad else []
+
+
 def format_tensor(t):
-    """repr(t) as torch prints it."""
+    """repr(t) as torch prints it: inside running function transforms, with the wrappers of the levels that wrap it
+    (_wrappers.py)."""
+    if _nesting.levels():
+        from ._wrappers import wrapped_repr
+
+        text = wrapped_repr(t)
+        if text is not None:
+            return text
+    return format_value(t._v if type(t._v) is MetaValue else t._value, t.dtype, autograd_suffixes(t))
+
+
+def format_value(value, dtype, extra):
+    """The repr torch gives a tensor of `value` (an array, or a MetaValue) and `dtype`, with the suffixes `extra`."""
     prefix = "tensor("
     indent = len(prefix)
     default = _dtypes.get_default_dtype()
-    if type(t._v) is MetaValue:  # a meta tensor: no values
-        body, suffixes = "...", ["device='meta'", f"size={tuple(t.shape)}"]
-        if t.dtype is not default:
-            suffixes.append(f"dtype={t.dtype!r}")
+    shape = tuple(value.shape)
+    if type(value) is MetaValue:  # a meta tensor: no values
+        body, suffixes = "...", ["device='meta'", f"size={shape}"]
+        if dtype is not default:
+            suffixes.append(f"dtype={dtype!r}")
     else:
-        body, suffixes = _values_body(t, indent), _value_suffixes(t, default)
-    if grad_fn_unavailable(t):  # torch's grad_fn raises for it
-        suffixes.append("grad_fn=<Invalid>")
-    elif t.grad_fn is not None:
-        suffixes.append(f"grad_fn=<{t.grad_fn.name().rsplit('::', 1)[-1]}>")
-    elif t.requires_grad:
-        suffixes.append("requires_grad=True")
+        body, suffixes = _values_body(value, dtype, indent), _value_suffixes(shape, dtype, default)
+    suffixes += extra
     out = prefix + body
     last_line = len(out) - out.rfind("\n") + 1
     for s in suffixes:

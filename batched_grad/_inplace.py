@@ -40,9 +40,19 @@ def _view_value(base, chain):
     return base
 
 
+def written_through(src, chain):
+    """The values that writing `src` into the view `chain` stores in its base: through each step that changes
+    the elements (conj), whose function is its own inverse."""
+    for op, _, _ in chain:
+        if op.involution:
+            src = op.fn(src)
+    return src
+
+
 def _scatter_value(base, src, chain):
     """`base` with the elements that its view `chain` selects replaced by `src` (exact, any dtype)."""
     idx = _view_value(jnp.arange(base.size).reshape(base.shape), chain)
+    src = written_through(src, chain)
     return base.ravel().at[idx.ravel()].set(src.ravel().astype(base.dtype)).reshape(base.shape)
 
 
@@ -76,7 +86,7 @@ class InPlace:
         """Make `self` hold `result` (an out-of-place result of the in-place method `op`, called with `args` and
         `kwargs`; None for an out= argument, which torch's check of captures leaves alone); update views and
         version."""
-        if op is not None and _transform_levels.levels():
+        if op is not None and _transform_levels.guards_captures():
             _transform_levels.check_not_captured(self, op, args, kwargs)
         self._check_inplace(result)
         if is_batched(result._v) and not is_batched(self._v):

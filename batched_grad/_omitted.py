@@ -117,10 +117,6 @@ ENGINE_THREADS = (
     "layout to enforce"
 )
 STREAM_SETTINGS = "CUDA-stream settings of torch's autograd engine and activation-memory budgets of torch.compile"
-FUNCTIONALIZE = (
-    "functionalize and debug_unwrap act on torch's functorch wrapper tensors; batched_grad's transforms "
-    "trace through JAX, which is functional already, and have no wrapper levels to remove"
-)
 REARRANGE = "rearrange (einops patterns on first-class dims): needs an einops pattern parser; not yet implemented"
 RARE_FAMILIES = (
     "distribution families and transforms rarely used in autograd code: not yet ported; the common families, "
@@ -341,7 +337,6 @@ OMITTED = {
         **_names(DISTRIBUTED, "DistributedSampler"),
     },
     "torch.func": {
-        **_names(FUNCTIONALIZE, "functionalize debug_unwrap"),
         **_names(REARRANGE, "rearrange"),
     },
     "torch.distributions": {

@@ -44,7 +44,7 @@ class _Writer:
         k = self.index.get(id(t))
         if k is None:
             k = self.index[id(t)] = len(self.arrays)
-            a = np.asarray(t.detach().numpy())
+            a = np.asarray(t.detach().numpy(force=True))
             self.arrays.append(a.view(np.uint16) if t.dtype is _dtypes.bfloat16 else a)
         kind = "parameter" if isinstance(t, Parameter) else "tensor"
         return {kind: k, "dtype": t.dtype.name, "requires_grad": bool(t.requires_grad)}

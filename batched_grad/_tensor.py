@@ -509,6 +509,10 @@ class Tensor(InPlace):
         `force=True`."""
         if self.requires_grad and is_grad_enabled() and not force:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
+        if not force and self.is_conj():
+            raise RuntimeError(
+                "Can't call numpy() on Tensor that has conjugate bit set. Use tensor.resolve_conj().numpy() instead."
+            )
         return self._array(NUMPY_ERROR, "Tensor.numpy()")
 
     def __array__(self, dtype=None, copy=None):

@@ -1,6 +1,7 @@
-"""The grad-type function transforms (batched_grad.func's grad, vjp, jacrev, jvp, jacfwd) whose functions are running
-in this thread, innermost last, and what torch refuses inside a function transform (these, or vmap.vmap): an in-place
-write into a tensor that the function captured rather than received or made, requires_grad_(), retain_grad()."""
+"""The grad-type function transforms (batched_grad.func's grad, vjp, jacrev, jvp, jacfwd) and the functionalize
+calls whose functions are running in this thread, innermost last, and what torch refuses inside a function transform
+(these, or vmap.vmap): an in-place write into a tensor that the function captured rather than received or made (for
+functionalize, one whose new value comes from the function's own tensors), requires_grad_(), retain_grad()."""
 
 import contextlib
 import threading
@@ -8,7 +9,7 @@ from typing import NamedTuple
 
 from vmap._pytree import flatten
 
-from . import _graph
+from . import _graph, _nesting
 from ._vmap_levels import _running as _running_vmaps
 
 CAPTURED_MUTATION = (
@@ -32,21 +33,37 @@ NO_SETUP_CONTEXT = (
     "override the setup_context staticmethod. For more details, please see "
     "https://pytorch.org/docs/main/notes/extending.func.html"
 )
+FUNCTIONAL_INTO_CAPTURED = (
+    "functionalize: the function called the in-place operation ({}) on a Tensor it captured, with operands made "
+    "inside it: mutating a non-functional tensor with a functional tensor is not allowed. Please ensure that all of "
+    "your inputs are wrapped inside of a functionalize() call (pass the mutated Tensor as an input)."
+)
 
 
 class GradLevel(NamedTuple):
     """A running grad-type transform: storages made from `mark` on were made inside it; `received` holds the version
     counters (storages) of the tensors passed to it, by id, which its function may write into too; `forward`: a
-    forward-mode one (jvp, jacfwd), which holds torch's one forward AD level while it runs."""
+    forward-mode one (jvp, jacfwd), which holds torch's one forward AD level while it runs; `stands_for`: the
+    caller's tensor that each of its fresh inputs stands for, by the input's id."""
 
     mark: int
     received: dict
     forward: bool = False
+    stands_for: dict = None
+
+
+class FunctionalLevel(NamedTuple):
+    """A running functionalize call: storages made from `mark` on are its function's own (torch's FunctionalTensors);
+    `stands_for`: the caller's tensor that each of its inputs stands for, by the input's id."""
+
+    mark: int
+    stands_for: dict
 
 
 class _Running(threading.local):
     def __init__(self):
         self.levels = []
+        self.functional = []
 
 
 _running = _Running()
@@ -58,11 +75,30 @@ def grad_level(*received, forward=False):
     forward-mode one."""
     leaves, _ = flatten(received)
     counters = {id(c): c for c in (getattr(x, "_counter", None) for x in leaves) if c is not None}
-    _running.levels.append(GradLevel(_graph.new_birth_mark(), counters, forward))
+    level = GradLevel(_graph.new_birth_mark(), counters, forward, {})
+    _running.levels.append(level)
     try:
-        yield
+        with _nesting.pushed(level):
+            yield level
     finally:
         _running.levels.pop()
+
+
+@contextlib.contextmanager
+def functional_level():
+    """Within it, a functionalize call runs its function (the FunctionalLevel is yielded)."""
+    level = FunctionalLevel(_graph.new_birth_mark(), {})
+    _running.functional.append(level)
+    try:
+        with _nesting.pushed(level):
+            yield level
+    finally:
+        _running.functional.pop()
+
+
+def note_stand_ins(callers, inputs):
+    """The innermost running grad-type transform made `inputs` to stand for the caller's tensors `callers`."""
+    _running.levels[-1].stands_for.update((id(x), c) for x, c in zip(inputs, callers))
 
 
 def levels():
@@ -76,18 +112,30 @@ def in_forward_transform():
 
 
 def in_transform():
-    """Whether the function of a function transform (grad-type or vmap.vmap) is running in this thread."""
-    return bool(_running.levels) or bool(_running_vmaps.calls)
+    """Whether the function of a function transform (grad-type, vmap.vmap or functionalize) is running in this
+    thread."""
+    return bool(_running.levels) or bool(_running_vmaps.calls) or bool(_running.functional)
+
+
+def guards_captures():
+    """Whether a running transform refuses some in-place writes into captured tensors (check_not_captured)."""
+    return bool(_running.levels) or bool(_running.functional)
 
 
 def check_not_captured(tensor, op, args=(), kwargs=None):
     """torch's refusal of an in-place op `op` (a method name) with operands `args`/`kwargs` into `tensor` when it is
     a capture of a running grad-type transform: its storage was made before the transform began and not passed to
-    it. Every running level checks, as each of torch's grad interpreters does on the way down."""
+    it. Every running level checks, as each of torch's grad interpreters does on the way down. A functionalize call
+    refuses the write where an operand is its function's own, so the captured tensor would take a value it made."""
     counter = tensor._counter
     for level in _running.levels:
         if counter.born < level.mark and id(counter) not in level.received:
             raise RuntimeError(CAPTURED_MUTATION.format(aten_name(op, args, kwargs or {})))
+    for level in _running.functional:
+        if counter.born < level.mark:
+            operands = list(args) + list((kwargs or {}).values())
+            if any(getattr(getattr(x, "_counter", None), "born", -1) >= level.mark for x in operands):
+                raise RuntimeError(FUNCTIONAL_INTO_CAPTURED.format(aten_name(op, args, kwargs or {})))
 
 
 _NUMBERS_AS_TENSORS = (".Tensor", ".Tensor")

@@ -9,17 +9,20 @@ from typing import NamedTuple
 from jax._src import core as _jax_core
 from jax._src.interpreters.batching import BatchTracer
 
+from . import _nesting
 from ._lazy import Pending, materialize
 
 
 class Level(NamedTuple):
     """A vmap.vmap call whose function is running: its randomness; the jax trace of its rows when it runs traced,
-    else None; and for randomness="different", its batch size and a Tensor of the row's index."""
+    else None; for randomness="different", its batch size and a Tensor of the row's index; `arguments`: the caller's
+    tensor that each mapped argument's row Tensor stands for, by the row's id."""
 
     randomness: str
     trace: object = None
     size: int = 0
     row: object = None
+    arguments: object = None
 
 
 class _Running(threading.local):
@@ -57,7 +60,8 @@ def running(level):
     """Within it, `level` is the innermost running vmap call."""
     _running.calls.append(level)
     try:
-        yield
+        with _nesting.pushed(level):
+            yield
     finally:
         _running.calls.pop()
 
@@ -173,7 +177,7 @@ def below(level):
     inner = calls[k:]
     del calls[k:]
     try:
-        with _jax_core.set_current_trace(level.trace.parent_trace):
+        with _nesting.hidden_from(level), _jax_core.set_current_trace(level.trace.parent_trace):
             yield
     finally:
         calls.extend(inner)

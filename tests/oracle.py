@@ -36,7 +36,7 @@ def to_torch(x, requires_grad=None):
 
 def to_numpy(x):
     if isinstance(x, bg.Tensor):
-        return np.asarray(x.detach().numpy())
+        return np.asarray(x.detach().numpy(force=True))
     if isinstance(x, torch.Tensor):
         return x.detach().numpy(force=True)  # force: torch returns ZeroTensors for some double-backward results
     return np.asarray(x)

@@ -429,3 +429,48 @@ def test_a_grad_inside_vmap_compiles_once_and_not_again_on_later_calls():
     )
     np.testing.assert_allclose(grads.numpy(), expected.numpy(), rtol=1e-12)
     assert compiles[0] > 0 and compiles[1:] == [0, 0, 0, 0]
+
+
+# ---- ops vmap has no rule for ----------------------------------------------------------------------------------------
+
+_OUT_CALLS = {
+    "unary": lambda lib, x, y: lib.abs(x, out=y),
+    "binary tensor": lambda lib, x, y: lib.add(x, x, out=y),
+    "binary number": lambda lib, x, y: lib.mul(x, 2.0, out=y),
+    "pow number": lambda lib, x, y: lib.pow(x, 2.0, out=y),
+    "pow tensor": lambda lib, x, y: lib.pow(x, x, out=y),
+    "number pow": lambda lib, x, y: lib.pow(2.0, x, out=y),
+    "clamp": lambda lib, x, y: lib.clamp(x, min=0.1, out=y),
+    "clip tensor": lambda lib, x, y: lib.clip(x, min=x, out=y),
+    "fmod": lambda lib, x, y: lib.fmod(x, 0.3, out=y),
+    "lt": lambda lib, x, y: lib.lt(x, x, out=y.bool()),
+    "div floor": lambda lib, x, y: lib.div(x, 2.0, rounding_mode="floor", out=y),
+    "round decimals": lambda lib, x, y: lib.round(x, decimals=1, out=y),
+    "lerp": lambda lib, x, y: lib.lerp(x, y, 0.5, out=y),
+    "where": lambda lib, x, y: lib.where(x > 0, x, y, out=y),
+    "normalize": lambda lib, x, y: lib.nn.functional.normalize(x, dim=0, out=y),
+}
+
+
+@pytest.mark.parametrize("call", list(_OUT_CALLS), ids=list(_OUT_CALLS))
+def test_an_op_with_out_on_rows_is_refused_with_torchs_message(call):
+    raises_as_torch(
+        lambda lib, vmap_fn: vmap_fn(lambda x, y: _OUT_CALLS[call](lib, x, y))(rows(lib, 2, 3), rows(lib, 2, 3))
+    )
+
+
+def test_an_op_with_out_is_refused_when_only_out_varies_and_runs_when_nothing_does():
+    raises_as_torch(
+        lambda lib, vmap_fn: vmap_fn(lambda x, y: lib.abs(x, out=y), in_dims=(None, 0))(lib.ones(3), rows(lib, 2, 3))
+    )
+
+    def case(lib, vmap_fn):
+        out = lib.empty(3)
+        return vmap_fn(lambda x: lib.abs(lib.ones(3), out=out), out_dims=None)(rows(lib, 2, 3)), out
+
+    same_as_torch(case)
+
+
+@pytest.mark.parametrize("fn", ["equal", "allclose"])
+def test_whole_tensor_comparisons_of_rows_are_refused_with_torchs_message(fn):
+    raises_as_torch(lambda lib, vmap_fn: vmap_fn(getattr(lib, fn))(rows(lib, 2, 3), rows(lib, 2, 3)))

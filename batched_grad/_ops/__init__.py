@@ -255,7 +255,7 @@ def _inplace(name, fn, doc):
     """The in-place method `name`: fn(self, ...) written into self (its version, views and graph updated)."""
 
     def method(self, *args, **kwargs):
-        if _transform_levels.levels():  # before the op's own checks, as torch's
+        if _transform_levels.guards_captures():  # before the op's own checks, as torch's
             _transform_levels.check_not_captured(self, name, args, kwargs)
         return self._assign(fn(self, *args, **kwargs), name, args, kwargs)
 
@@ -815,4 +815,4 @@ __all__ = sorted(
 )
 
 _OUT_RULES = {name: row.out for name, row in _EXPOSED.items() if row.out is not None}
-globals().update({_name: public(globals()[_name], _OUT_RULES.get(_name)) for _name in __all__})
+globals().update({_name: public(globals()[_name], _OUT_RULES.get(_name), _name) for _name in __all__})

@@ -39,6 +39,8 @@ class Op:
     `multilinear`: linear in each operand separately (mul, matmul): an operand is saved only when another
     operand requires grad, as torch does; or a tuple of the operands it is linear in (the numerator of a division).
     `view`: the outputs alias operand 0 (they share its version counter and see its in-place updates).
+    `involution`: a view whose elements are its base's through an elementwise function that is its own inverse
+    (conj): what is written into it reaches the base through that function.
     `view_step`: for a view op with more operands than the viewed one, `view_step(operands, **static)` gives the
     (op, static) of a one-operand op computing the same view, which the view's chain records.
     `whole_backward`: a whole backward program: the deferred values it reads are compiled into it at once.
@@ -80,6 +82,7 @@ class Op:
         "linear",
         "multilinear",
         "view",
+        "involution",
         "view_step",
         "multi",
         "whole_backward",
@@ -103,6 +106,7 @@ class Op:
         linear=False,
         multilinear=False,
         view=False,
+        involution=False,
         view_step=None,
         multi=False,
         whole_backward=False,
@@ -121,7 +125,7 @@ class Op:
         self.reads, self.host, self.host_vjp, self.inputs = reads, host, host_vjp, inputs
         self.links, self.fused = links or reads, fused
         self.multilinear, self.whole_backward = multilinear, whole_backward
-        self.view_step, self.diagonal = view_step, diagonal
+        self.view_step, self.diagonal, self.involution = view_step, diagonal, involution
         self.torch_saves = torch_saves
         self.saved_names, self.saved_static = saved_names, saved_static
         self.backward_name = backward_name or "".join(p.capitalize() for p in name.split("_")) + "Backward0"

@@ -6,6 +6,7 @@ import jax.numpy as jnp
 from .. import _dtypes
 from .._foreign import not_a_tensor
 from .._tensor import Tensor
+from .._vmap_levels import is_batched
 from ._core import Op, apply
 from .elementwise import COMPARISONS, broadcast_shape
 
@@ -65,6 +66,11 @@ def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
 def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     """Whether every element of `input` is close to `other`'s (isclose(...).all()), as a Python bool."""
     _check_close_args("allclose", input, other)
+    if is_batched(input._v) or is_batched(other._v):
+        raise RuntimeError(
+            "vmap over torch.allclose isn't supported yet. Please file an issue at "
+            "https://github.com/pytorch/pytorch/issues if you need this feature."
+        )
     return bool(isclose(input, other, rtol, atol, equal_nan).all())
 
 
@@ -73,6 +79,8 @@ def equal(input, other):
     equal to NaN), as a Python bool."""
     _require_tensor("equal", "input", 1, input)
     _require_tensor("equal", "other", 2, other)
+    if is_batched(input._v) or is_batched(other._v):  # a Python bool cannot vary across the rows
+        raise RuntimeError("Batching rule not implemented for aten::equal. We could not generate a fallback.")
     if input.shape != other.shape:
         return False
     return bool(COMPARISONS["eq"](input, other).all())

@@ -12,6 +12,7 @@ from .._meta import device_for
 from .._tensor import Tensor, type_name
 from ._core import Op, apply
 from ._fused_backward import FUSED_ZEROS
+from .complex_parts import is_conj, resolve_conj
 from .placement import _never, to
 from .rows_like import rows_like
 from .shape import reshape
@@ -78,19 +79,9 @@ def is_same_size(self, other):
     return tuple(self.shape) == tuple(other.shape)
 
 
-def is_conj(self):
-    """False: conj() makes a new tensor here (torch's lazy conjugate bit is never set)."""
-    return False
-
-
 def is_neg(self):
     """False: batched_grad has no lazy negation bit."""
     return False
-
-
-def resolve_conj(self):
-    """This tensor (no lazy conjugation to materialize)."""
-    return self
 
 
 def resolve_neg(self):
@@ -198,6 +189,12 @@ def view_as_real(input):
     """A complex tensor as real pairs: a last dim of 2 (real, imaginary); a copy here, not a view."""
     if not input.dtype.is_complex:
         raise RuntimeError("view_as_real is only supported for complex tensors")
+    if is_conj(input):
+        raise RuntimeError(
+            "view_as_real doesn't work on unresolved conjugated tensors.  To resolve the conjugate tensor so you can "
+            "view it as real, use self.resolve_conj(); however, be warned that the resulting tensor will NOT alias "
+            "the original."
+        )
     return apply(_VIEW_AS_REAL, [input])
 
 

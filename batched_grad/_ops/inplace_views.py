@@ -91,6 +91,12 @@ def t_(self):
     return _in_place_view(self, lambda t: _permuted(t, matrix_transposed_axes(t, "t_()"), "TBackward1"))
 
 
+def reshape_in_place(self, shape):
+    """Give this tensor the shape `shape` (of as many elements), in place, its elements in row-major order: how
+    functionalize gives an input the shape its function gave it in place (torch's as_strided_)."""
+    return _in_place_view(self, lambda t: _reshaped(t, shape, "AsStridedBackward0"))
+
+
 # ---- resize --------------------------------------------------------------------------------------------------------
 
 

@@ -12,7 +12,7 @@ from .._factories import arange
 from .._tensor import Tensor, _wrap_dim, warn_once
 from . import conv_transpose
 from . import nn as _nn
-from .complex_parts import conj
+from .complex_parts import conj_physical, conj_physical_
 from .decompositions import lu_factor_ex
 from .scatters import scatter_reduce
 from .shape import cat, chunk, narrow
@@ -239,21 +239,21 @@ def histogramdd(input, bins=10, *, range=None, weight=None, density=False):  # n
 # ---- Tensor methods ----------------------------------------------------------------------------------------------
 def apply_(self, callable):  # noqa: A002
     """Replace each element x by callable(x), in place (a Python loop on the host; not recorded)."""
-    values = np.vectorize(callable, otypes=[self.dtype.np])(np.asarray(self.detach().numpy()))
+    values = np.vectorize(callable, otypes=[self.dtype.np])(np.asarray(self.detach().numpy(force=True)))
     return self.copy_(Tensor._wrap(values))
 
 
 def map_(self, tensor, callable):  # noqa: A002
     """Replace each element x by callable(x, y), y the matching element of `tensor` (broadcast), in place."""
-    other = np.broadcast_to(np.asarray(tensor.detach().numpy()), tuple(self.shape))
-    values = np.vectorize(callable, otypes=[self.dtype.np])(np.asarray(self.detach().numpy()), other)
+    other = np.broadcast_to(np.asarray(tensor.detach().numpy(force=True)), tuple(self.shape))
+    values = np.vectorize(callable, otypes=[self.dtype.np])(np.asarray(self.detach().numpy(force=True)), other)
     return self.copy_(Tensor._wrap(values))
 
 
 def map2_(self, x, y, callable):  # noqa: A002
     """Replace each element s by callable(s, x, y) with the matching elements of x and y, in place."""
-    a, b = (np.broadcast_to(np.asarray(t.detach().numpy()), tuple(self.shape)) for t in (x, y))
-    values = np.vectorize(callable, otypes=[self.dtype.np])(np.asarray(self.detach().numpy()), a, b)
+    a, b = (np.broadcast_to(np.asarray(t.detach().numpy(force=True)), tuple(self.shape)) for t in (x, y))
+    values = np.vectorize(callable, otypes=[self.dtype.np])(np.asarray(self.detach().numpy(force=True)), a, b)
     return self.copy_(Tensor._wrap(values))
 
 
@@ -266,16 +266,6 @@ def dim_order(self, *, ambiguity_check=False):
     """The dims from outermost to innermost in memory (by decreasing stride)."""
     strides = self.stride()
     return tuple(sorted(range(self.ndim), key=lambda d: -strides[d]))
-
-
-def conj_physical(input):
-    """The complex conjugate, materialized (conj() already is, here)."""
-    return conj(input)
-
-
-def conj_physical_(self):
-    """In-place conj_physical."""
-    return self._assign(conj(self), "conj_physical_") if self.dtype.is_complex else self
 
 
 FUNCTIONS = {

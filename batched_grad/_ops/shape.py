@@ -9,6 +9,7 @@ import numpy as np
 
 from .. import _dtypes
 from .._grad_mode import is_grad_enabled
+from .._inplace import written_through
 from .._tensor import Tensor, _wrap_dim, type_name
 from ._core import Op, apply
 
@@ -125,6 +126,8 @@ _RESHAPE = {
         "SqueezeBackward4",
         "SqueezeBackward5",
         "UnsqueezeBackward1",
+        # functionalize's write-back of an input's new shape (torch's as_strided_)
+        "AsStridedBackward0",
     )
 }
 _PERMUTE = {
@@ -587,6 +590,7 @@ def _view_fn(chain):
 def _scatter_fn(base, src, *, chain):
     # the view of an array of flat positions tells which element of base each view element is
     positions = _view_fn(chain)(jnp.arange(base.size).reshape(base.shape))
+    src = written_through(src, chain)
     flat = (
         base.reshape(-1)
         .at[positions.reshape(-1)]

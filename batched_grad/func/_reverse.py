@@ -12,12 +12,13 @@ from vmap._pytree import flatten
 
 from .._factories import zeros_like
 from .._grad_mode import enable_grad, is_grad_enabled
+from .._ops import cat
 from .._saved_hooks import unsupported_in_transforms
 from .._tensor import Tensor
-from .._transform_levels import grad_level
+from .._transform_levels import grad_level, note_stand_ins
 from .._x64 import scoped
 from ..autograd._api import grad as _autograd_grad
-from ..autograd.functional import _jacobian_vectorized
+from ..autograd.functional import _identity_columns, _jacobian_vectorized
 from ._args import (
     check_argnums,
     check_aux,
@@ -65,7 +66,9 @@ class _Recorded:
     def __init__(self, func, args, kwargs, argnums, has_aux, api):
         grad_outside = is_grad_enabled()
         with enable_grad():
-            self.inputs, self.spec = differentiable_inputs(selected(args, argnums))
+            callers = selected(args, argnums)
+            self.inputs, self.spec = differentiable_inputs(callers)
+            note_stand_ins(flatten(callers)[0], self.inputs)
             output = func(*replaced(args, argnums, self.spec.unflatten(self.inputs)), **kwargs)
             self.output, self.aux = split_aux(output, has_aux, api)
         self.flat_output, self.output_spec = flatten(self.output)
@@ -181,10 +184,13 @@ def _check_real(tree, api, what):
             )
 
 
-def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
+def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, _preallocate_and_copy=False):
     """A function returning the Jacobian of func w.r.t. args[argnums] by reverse mode: for each output leaf, the
     structure of args[argnums] (a tuple over argnums for a tuple), each block shaped output.shape + input.shape.
-    `chunk_size` bounds how many rows of the basis run at once ("auto": as many as the memory budget allows)."""
+    `chunk_size` bounds how many rows of the basis run at once ("auto": as many as the memory budget allows, in one
+    program). With a number of rows, as torch's: each chunk of the basis is one batched gradient (a chunk of one
+    row, one plain gradient), and the chunks' rows are concatenated or, with `_preallocate_and_copy`, copied into a
+    Jacobian allocated first (which holds one chunk's rows at a time besides the result)."""
     if isinstance(chunk_size, (int, float)) and not chunk_size > 0:
         raise ValueError("jacrev: `chunk_size` should be greater than 0.")
     chunk_size = check_chunk_size(chunk_size)
@@ -199,7 +205,7 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
             check_tensor_outputs(run.flat_output, "vjp(f, *primals)")
             _check_real(run.flat_output, "jacrev", "outputs")
             _check_floating_outputs(run.flat_output)
-            blocks = _jacobian_blocks(run, chunk_size)
+            blocks = _jacobian_blocks(run, chunk_size, _preallocate_and_copy)
             if has_aux:
                 check_aux(run.aux)
         per_output = [run.spec.unflatten(row) for row in blocks]
@@ -209,17 +215,67 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
     return wrapper
 
 
-def _jacobian_blocks(run, chunk_size):
-    """Per output leaf, its Jacobian block for each fresh input: one batched grad over the outputs that require
-    grad, zeros for the others (they depend on no input), as torch.func's."""
-    differentiable = [o for o in run.flat_output if o.requires_grad]
+def _jacobian_blocks(run, chunk_size, preallocate):
+    """Per output leaf, its Jacobian block for each fresh input: from the outputs that require grad, zeros for the
+    others (they depend on no input), as torch.func's."""
+    differentiable = tuple(o for o in run.flat_output if o.requires_grad)
     rows = iter(())
     if differentiable:
+        inputs = tuple(run.inputs)
         with enable_grad():
-            rows = iter(_jacobian_vectorized(tuple(differentiable), tuple(run.inputs), run.keep_graph, chunk_size))
+            if isinstance(chunk_size, int) and chunk_size < sum(o.numel() for o in differentiable):
+                rows = iter(_jacobian_in_chunks(differentiable, inputs, run.keep_graph, chunk_size, preallocate))
+            else:
+                rows = iter(_jacobian_vectorized(differentiable, inputs, run.keep_graph, chunk_size))
     return [
         next(rows)
         if o.requires_grad
         else tuple(zeros_like(x).expand(tuple(o.shape) + tuple(x.shape)) for x in run.inputs)
         for o in run.flat_output
     ]
+
+
+def _jacobian_in_chunks(outputs, inputs, create_graph, chunk_size, preallocate):
+    """The Jacobian blocks (per output, per input) from the standard basis `chunk_size` rows at a time: each chunk
+    one batched grad (a chunk of one row, one plain grad, which has none of batching's limits), and per input the
+    chunks' rows concatenated or, with `preallocate`, copied into a (rows, *input.shape) tensor made first."""
+    numels = [o.numel() for o in outputs]
+    total = sum(numels)
+    flat_outputs = [o.reshape(-1) for o in outputs]
+    basis = [Tensor._wrap(_identity_columns(total, n, offset, o.dtype.np)) for o, n, offset in _offsets(outputs)]
+    jacobians = [x.new_zeros((total, *x.shape)) if preallocate else [] for x in inputs]
+    for start in range(0, total, chunk_size):
+        stop = min(start + chunk_size, total)
+        if chunk_size == 1:
+            grads = _gradients(flat_outputs, inputs, [b[start] for b in basis], create_graph)
+            grads = [g.unsqueeze(0) for g in grads]
+        else:
+            grads = _autograd_grad(
+                flat_outputs,
+                inputs,
+                [b[start:stop] for b in basis],
+                retain_graph=True,
+                create_graph=create_graph,
+                allow_unused=True,
+                is_grads_batched=True,
+            )
+            grads = [zeros_like(x).expand((stop - start, *x.shape)) if g is None else g for g, x in zip(grads, inputs)]
+        for jacobian, g in zip(jacobians, grads):
+            if preallocate:
+                jacobian[start:stop].copy_(g)
+            else:
+                jacobian.append(g)
+    if not preallocate:
+        jacobians = [cat(chunks) for chunks in jacobians]
+    per_input = []
+    for jacobian, x in zip(jacobians, inputs):
+        blocks = jacobian.split(numels) if len(outputs) > 1 else (jacobian,)
+        per_input.append([b.view(tuple(o.shape) + tuple(x.shape)) for b, o in zip(blocks, outputs)])
+    return tuple(zip(*per_input))
+
+
+def _offsets(outputs):
+    offset = 0
+    for o in outputs:
+        yield o, o.numel(), offset
+        offset += o.numel()

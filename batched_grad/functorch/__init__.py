@@ -54,10 +54,12 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     return _func.jvp(func, primals, tangents, strict=strict, has_aux=has_aux)
 
 
-def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
+def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, _preallocate_and_copy=False):
     """torch.func.jacrev, deprecated under this name."""
     _warn_deprecated("jacrev")
-    return _func.jacrev(func, argnums, has_aux=has_aux, chunk_size=chunk_size)
+    return _func.jacrev(
+        func, argnums, has_aux=has_aux, chunk_size=chunk_size, _preallocate_and_copy=_preallocate_and_copy
+    )
 
 
 def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
@@ -70,6 +72,12 @@ def hessian(func, argnums=0):
     """torch.func.hessian, deprecated under this name."""
     _warn_deprecated("hessian")
     return _func.hessian(func, argnums=argnums)
+
+
+def functionalize(func, *, remove="mutations"):
+    """torch.func.functionalize, deprecated under this name."""
+    _warn_deprecated("functionalize")
+    return _func.functionalize(func, remove=remove)
 
 
 def make_functional(model, disable_autograd_tracking=False):
@@ -100,6 +108,7 @@ __all__ = [
     "FunctionalModuleWithBuffers",
     "combine_state_for_ensemble",
     "experimental",
+    "functionalize",
     "grad",
     "grad_and_value",
     "hessian",
