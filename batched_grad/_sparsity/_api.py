@@ -104,7 +104,7 @@ def _coordinates(pattern, shape, argname):
     array = np.asarray(pattern)
     if array.dtype != bool:
         raise TypeError(
-            f"{argname}: expected None, \"auto\", a boolean array, a scipy.sparse matrix or (rows, cols) "
+            f'{argname}: expected None, "auto", a boolean array, a scipy.sparse matrix or (rows, cols) '
             f"coordinates; got an array of dtype {array.dtype}"
         )
     if tuple(array.shape) not in shape:

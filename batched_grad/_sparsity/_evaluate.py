@@ -44,9 +44,7 @@ def _source(sparsity, mode):
 
 def _compressed(grads, refs, k, dtype):
     """The (k, total) compressed products from per-tensor batched gradients (None: zeros)."""
-    parts = [
-        zeros((k, x.numel()), dtype=dtype) if g is None else g.reshape(k, x.numel()) for g, x in zip(grads, refs)
-    ]
+    parts = [zeros((k, x.numel()), dtype=dtype) if g is None else g.reshape(k, x.numel()) for g, x in zip(grads, refs)]
     return parts[0] if len(parts) == 1 else cat(parts, dim=1)
 
 
@@ -79,7 +77,9 @@ def jacobian_values(outputs, inputs, sparsity, mode, create_graph, chunk_size):
         return zeros(0, dtype=dtype), None
     with enable_grad():
         if mode == "reverse":
-            grads = _batched(outputs, inputs, _seed_blocks(sparsity, mode, outputs, out_sizes), create_graph, chunk_size)
+            grads = _batched(
+                outputs, inputs, _seed_blocks(sparsity, mode, outputs, out_sizes), create_graph, chunk_size
+            )
             compressed = _compressed(grads, inputs, k, dtype)
         else:
             probes = [zeros_like(o, requires_grad=True) for o in outputs]

@@ -63,4 +63,3 @@ def prefix_pairs(shape, axis, reverse):
 def line_map(shape, axis):
     """group_map over `axis` alone: the line (along `axis`) each element is on."""
     return group_map(shape, [d for d in range(len(shape)) if d != axis])
-

@@ -87,8 +87,7 @@ class SparseMatrix:
             v = v.reshape(-1)
         if v.ndim not in (1, 2) or v.shape[0] != self.shape[1]:
             raise ValueError(
-                f"SparseMatrix @ v: v must have shape ({self.shape[1]},) or ({self.shape[1]}, k), got "
-                f"{tuple(v.shape)}"
+                f"SparseMatrix @ v: v must have shape ({self.shape[1]},) or ({self.shape[1]}, k), got {tuple(v.shape)}"
             )
         rows, cols = Tensor._wrap(self.rows), Tensor._wrap(self.cols)
         products = self.values.reshape((-1,) + (1,) * (v.ndim - 1)) * v.index_select(0, cols)
@@ -111,6 +110,4 @@ class SparseMatrix:
         """The transpose, as a SparseMatrix (in CSR order of its own)."""
         order = np.lexsort((self.rows, self.cols))
         values = self.values.index_select(0, Tensor._wrap(order)) if self.nnz else self.values
-        return SparseMatrix(
-            values, self.cols[order], self.rows[order], self.shape[::-1], self.in_shape, self.out_shape
-        )
+        return SparseMatrix(values, self.cols[order], self.rows[order], self.shape[::-1], self.in_shape, self.out_shape)

@@ -165,9 +165,7 @@ def call(ctx, eqn, ins):
 
 def cond(ctx, eqn, ins):
     branches = [run(ctx, b, ins[1:]) for b in eqn.params["branches"]]
-    return [
-        Var(_sets.union([b[k].sets for b in branches], ctx.width), v.aval.shape) for k, v in enumerate(eqn.outvars)
-    ]
+    return [Var(_sets.union([b[k].sets for b in branches], ctx.width), v.aval.shape) for k, v in enumerate(eqn.outvars)]
 
 
 def _unknown(x):
@@ -178,9 +176,7 @@ def _fixpoint(ctx, body, fixed, carries, extra=()):
     """Run `body` on fixed + carries + extra until the carries' sets stop growing; returns the last outputs."""
     for _ in range(MAX_LOOP_ROUNDS):
         outs = run(ctx, body, fixed + carries + list(extra))
-        grown = [
-            Var(_sets.union([c.sets, o.sets], ctx.width), c.shape) for c, o in zip(carries, outs[: len(carries)])
-        ]
+        grown = [Var(_sets.union([c.sets, o.sets], ctx.width), c.shape) for c, o in zip(carries, outs[: len(carries)])]
         if all(_same(g.sets, c.sets) for g, c in zip(grown, carries)):
             return outs
         carries = grown
@@ -223,9 +219,7 @@ def scan(ctx, eqn, ins):
         outs = _fixpoint(ctx, p["jaxpr"], fixed, [_unknown(x) for x in ins[n_consts : n_consts + n_carry]], xs)
     except _LoopTooLong:
         return _rules.fallback(ctx, eqn, ins)
-    carries = [
-        Var(_sets.union([x.sets, o.sets], ctx.width), x.shape) for x, o in zip(ins[n_consts:], outs[:n_carry])
-    ]
+    carries = [Var(_sets.union([x.sets, o.sets], ctx.width), x.shape) for x, o in zip(ins[n_consts:], outs[:n_carry])]
     ys = []
     for v, o in zip(eqn.outvars[n_carry:], outs[n_carry:]):
         shape = v.aval.shape

@@ -17,7 +17,7 @@ from .._graph import AccumulateGrad, SavedValue, edge_of
 from .._lazy import Pending, materialize
 from .._ops._core import OpNode
 from .._tracing import is_tracer
-from .._x64 import swap_x64, set_x64
+from .._x64 import set_x64, swap_x64
 from . import _sets
 from ._propagate import Propagation, Var, run
 from ._rules import inexact

@@ -36,9 +36,9 @@ ELEMENTWISE = frozenset(
         "bessel_i1e", "cbrt", "ceil", "clamp", "complex", "conj", "convert_element_type", "copy", "copy_p", "cos",
         "cosh", "digamma", "div", "eq", "erf", "erf_inv", "erfc", "exp", "exp2", "expm1", "floor", "ge", "gt",
         "igamma", "igamma_grad_a", "igammac", "imag", "integer_pow", "is_finite", "le", "lgamma", "log", "log1p",
-        "logistic", "lt", "max", "min", "mul", "ne", "neg", "nextafter", "not", "or", "polygamma", "pow", "random_gamma_grad",
-        "real", "reduce_precision", "regularized_incomplete_beta", "rem", "round", "rsqrt", "select_n", "sign", "sin",
-        "sinh", "sqrt", "square", "stop_gradient", "sub", "tan", "tanh", "xor", "zeta",
+        "logistic", "lt", "max", "min", "mul", "ne", "neg", "nextafter", "not", "or", "polygamma", "pow",
+        "random_gamma_grad", "real", "reduce_precision", "regularized_incomplete_beta", "rem", "round", "rsqrt",
+        "select_n", "sign", "sin", "sinh", "sqrt", "square", "stop_gradient", "sub", "tan", "tanh", "xor", "zeta",
     }
 )  # fmt: skip
 # primitives that only move elements: their rows in _numpy_rows run on arrays of element numbers
@@ -174,14 +174,22 @@ def dot_general(ctx, eqn, ins):
     nb, nl = len(lb), len(lf)
     out_dims = list(range(len(out_shape)))
     # per operand: union over the contracted dims, then spread over the other operand's free dims
-    left = _sets.group(lhs.sets, group_map(lhs.shape, [*lb, *lf]), size_of([lhs.shape[d] for d in [*lb, *lf]]), ctx.width)
-    right = _sets.group(rhs.sets, group_map(rhs.shape, [*rb, *rf]), size_of([rhs.shape[d] for d in [*rb, *rf]]), ctx.width)
+    left = _sets.group(
+        lhs.sets, group_map(lhs.shape, [*lb, *lf]), size_of([lhs.shape[d] for d in [*lb, *lf]]), ctx.width
+    )
+    right = _sets.group(
+        rhs.sets, group_map(rhs.shape, [*rb, *rf]), size_of([rhs.shape[d] for d in [*rb, *rf]]), ctx.width
+    )
     left_out = _sets.take(left, group_map(out_shape, out_dims[: nb + nl]))
     right_out = _sets.take(right, group_map(out_shape, out_dims[:nb] + out_dims[nb + nl :]))
     if ctx.hessian and lhs.sets is not None and rhs.sets is not None:
         # bilinear: each lhs element interacts with the rhs elements it meets, per (batch, contracted) position
-        lk = _sets.group(lhs.sets, group_map(lhs.shape, [*lb, *lc]), size_of([lhs.shape[d] for d in [*lb, *lc]]), ctx.width)
-        rk = _sets.group(rhs.sets, group_map(rhs.shape, [*rb, *rc]), size_of([rhs.shape[d] for d in [*rb, *rc]]), ctx.width)
+        lk = _sets.group(
+            lhs.sets, group_map(lhs.shape, [*lb, *lc]), size_of([lhs.shape[d] for d in [*lb, *lc]]), ctx.width
+        )
+        rk = _sets.group(
+            rhs.sets, group_map(rhs.shape, [*rb, *rc]), size_of([rhs.shape[d] for d in [*rb, *rc]]), ctx.width
+        )
         ctx.interact(lk, rk)
     return [_sets.union([left_out, right_out], ctx.width)]
 
@@ -309,7 +317,9 @@ RULES = {
     **{name: move for name in MOVES},
     **{name: reduction for name in ("reduce_sum", "reduce_max", "reduce_min", "reduce_prod")},
     **{name: cumulative for name in ("cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp")},
-    **{name: scatter for name in ("scatter", "scatter-add", "scatter-sub", "scatter-mul", "scatter-min", "scatter-max")},
+    **{
+        name: scatter for name in ("scatter", "scatter-add", "scatter-sub", "scatter-mul", "scatter-min", "scatter-max")
+    },
     **{name: identities for name in IDENTITIES},
     "dot_general": dot_general,
     "sort": sort,

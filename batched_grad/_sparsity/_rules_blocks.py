@@ -107,8 +107,7 @@ def batch_dense(core):
         if ctx.hessian and not linear:
             ctx.interact(per_batch, per_batch)
         return [
-            _sets.take(per_batch, group_map(v.aval.shape, kept)) if inexact(v.aval.dtype) else None
-            for v in eqn.outvars
+            _sets.take(per_batch, group_map(v.aval.shape, kept)) if inexact(v.aval.dtype) else None for v in eqn.outvars
         ]
 
     return rule
@@ -121,7 +120,9 @@ LINALG = (
 )  # fmt: skip
 
 RULES = {
-    **{name: reduce_window for name in ("reduce_window_sum", "reduce_window_max", "reduce_window_min", "reduce_window")},
+    **{
+        name: reduce_window for name in ("reduce_window_sum", "reduce_window_max", "reduce_window_min", "reduce_window")
+    },
     **{name: _MATRIX for name in LINALG},
     "conv_general_dilated": conv,
     "fft": batch_dense(lambda eqn: (len(eqn.params["fft_lengths"]), True)),

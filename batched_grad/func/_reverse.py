@@ -13,6 +13,7 @@ from vmap._pytree import flatten
 from .._factories import zeros_like
 from .._grad_mode import enable_grad, is_grad_enabled
 from .._saved_hooks import unsupported_in_transforms
+from .._sparsity._api import check_arguments, sparse_hessian, sparse_jacobian
 from .._tensor import Tensor
 from .._transform_levels import grad_level
 from .._x64 import scoped
@@ -181,13 +182,22 @@ def _check_real(tree, api, what):
             )
 
 
-def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
+def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, sparsity=None, output=None):
     """A function returning the Jacobian of func w.r.t. args[argnums] by reverse mode: for each output leaf, the
     structure of args[argnums] (a tuple over argnums for a tuple), each block shaped output.shape + input.shape.
-    `chunk_size` bounds how many rows of the basis run at once ("auto": as many as the memory budget allows)."""
+    `chunk_size` bounds how many rows of the basis run at once ("auto": as many as the memory budget allows).
+    `sparsity` ("auto" or a pattern) and `output` as in autograd.functional.jacobian: each block a SparseMatrix
+    computed from one seed per color, in the mode with fewer colors (reverse on a tie)."""
+    return _jacobian_transform(func, argnums, has_aux, chunk_size, sparsity, output, "reverse")
+
+
+def _jacobian_transform(func, argnums, has_aux, chunk_size, sparsity, output, preferred):
+    """jacrev, and jacfwd with sparsity (`preferred`: the mode taken on a tie of colors)."""
     if isinstance(chunk_size, (int, float)) and not chunk_size > 0:
         raise ValueError("jacrev: `chunk_size` should be greater than 0.")
     chunk_size = check_chunk_size(chunk_size)
+    if sparsity is not None or output is not None:
+        check_arguments(sparsity, output)
 
     @functools.wraps(func)
     @unsupported_in_transforms
@@ -199,7 +209,12 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
             check_tensor_outputs(run.flat_output, "vjp(f, *primals)")
             _check_real(run.flat_output, "jacrev", "outputs")
             _check_floating_outputs(run.flat_output)
-            blocks = _jacobian_blocks(run, chunk_size)
+            if sparsity is None:
+                blocks = _jacobian_blocks(run, chunk_size)
+            else:
+                blocks = sparse_jacobian(
+                    run.flat_output, run.inputs, sparsity, preferred, run.keep_graph, chunk_size, output or "sparse"
+                )
             if has_aux:
                 check_aux(run.aux)
         per_output = [run.spec.unflatten(row) for row in blocks]
@@ -223,3 +238,27 @@ def _jacobian_blocks(run, chunk_size):
         else tuple(zeros_like(x).expand(tuple(o.shape) + tuple(x.shape)) for x in run.inputs)
         for o in run.flat_output
     ]
+
+
+def sparse_hessian_transform(func, argnums, sparsity, output):
+    """func.hessian with `sparsity`: the Hessian of func's scalar output from one batched Hessian-vector product
+    per color, blocks structured as jacfwd(jacrev(func))'s."""
+    check_arguments(sparsity, output)
+
+    @functools.wraps(func)
+    @unsupported_in_transforms
+    @scoped
+    def wrapper(*args, **kwargs):
+        _check_real(args, "hessian", "inputs")
+        argnums_ = check_argnums(argnums, len(args))
+        with grad_level(args, kwargs), _Recorded(func, args, kwargs, argnums_, False, "hessian(f)(*args)") as run:
+            value = run.output
+            if not isinstance(value, Tensor) or value.numel() != 1:
+                raise RuntimeError(
+                    "hessian(f, sparsity=...)(*args): Expected f(*args) to return a single-element Tensor, got "
+                    + (f"a Tensor of shape {tuple(value.shape)}" if isinstance(value, Tensor) else f"{type(value)}")
+                )
+            blocks = sparse_hessian(value, run.inputs, sparsity, run.keep_graph, None, output or "sparse")
+        return run.spec.unflatten([run.spec.unflatten(list(row)) for row in blocks])
+
+    return wrapper
