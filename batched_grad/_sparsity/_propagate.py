@@ -46,6 +46,12 @@ class Propagation:
         self.used = set()
         self.in_custom = False
         self.dense = set()
+        self.exact = True  # no rule took a superset (the sweep test checks equality then)
+
+    def approximate(self):
+        """A rule took a superset of what the derivative's nonzeros can be at every point (a max, a where, a
+        dense fallback)."""
+        self.exact = False
 
     def interact(self, a, b):
         i, j = _sets.cross(a, b)
@@ -103,9 +109,9 @@ def run(ctx, jaxpr, args):
 
 
 def _constant(value):
+    """A literal or a constant of the jaxpr: part of the op's structure, so its value may shape the pattern."""
     value = np.asarray(value) if not isinstance(value, np.ndarray) else value
-    known = value if not _rules.inexact(value.dtype) and value.size <= MAX_VALUE_ELEMENTS else None
-    return Var(None, np.shape(value), known)
+    return Var(None, np.shape(value), value if value.size <= MAX_VALUE_ELEMENTS else None)
 
 
 def equation(ctx, eqn, ins):
@@ -126,10 +132,11 @@ def equation(ctx, eqn, ins):
 
 
 def _values(eqn, ins):
-    """(value, origin) of each output where it is an integer or boolean array computable now, else (None,)."""
+    """(value, origin) of each output where it is computable now (its operands' values known, none depending on
+    an input), else (None,)."""
     unknown = [(None,)] * len(eqn.outvars)
     name = eqn.primitive.name
-    if name not in ROWS or any(_rules.inexact(v.aval.dtype) for v in eqn.outvars):
+    if name not in ROWS or any(x.sets is not None for x in ins):
         return unknown
     if any(x.value is None for x in ins) or sum(size_of(v.aval.shape) for v in eqn.outvars) > MAX_VALUE_ELEMENTS:
         return unknown
@@ -164,6 +171,7 @@ def call(ctx, eqn, ins):
 
 
 def cond(ctx, eqn, ins):
+    ctx.approximate()
     branches = [run(ctx, b, ins[1:]) for b in eqn.params["branches"]]
     return [Var(_sets.union([b[k].sets for b in branches], ctx.width), v.aval.shape) for k, v in enumerate(eqn.outvars)]
 
@@ -194,6 +202,7 @@ def _same(a, b):
 
 
 def while_loop(ctx, eqn, ins):
+    ctx.approximate()
     p = eqn.params
     nc, nb = p["cond_nconsts"], p["body_nconsts"]
     fixed = [_unknown(x) for x in ins[nc : nc + nb]]
@@ -207,6 +216,7 @@ def while_loop(ctx, eqn, ins):
 def scan(ctx, eqn, ins):
     """Each step sees the union over steps of its slice of the scanned arrays; its outputs, stacked, each hold
     what the step's do."""
+    ctx.approximate()
     p = eqn.params
     n_consts, n_carry = p["num_consts"], p["num_carry"]
     fixed = [_unknown(x) for x in ins[:n_consts]]

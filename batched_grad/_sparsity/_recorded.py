@@ -153,6 +153,7 @@ def _node(ctx, pos, node, operands):
     jaxpr = node_jaxpr(node.sig) if type(node) is OpNode else None
     if jaxpr is None:
         ctx.warn_dense(node.name())
+        ctx.approximate()
         return _dense_node(ctx, node, operands)
     args = []
     for k, (shape, dtype) in enumerate(node.sig.avals):

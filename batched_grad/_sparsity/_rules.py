@@ -55,28 +55,73 @@ def inexact(dtype):
     return jax.dtypes.issubdtype(dtype, np.inexact)
 
 
-def spread(sets, size):
-    """`sets` of one element (a scalar operand) repeated `size` times; others as they are."""
-    if sets is None or sets.size == size:
+def spread(sets, shape, out_shape):
+    """The sets of an operand of `shape` broadcast to `out_shape` (elementwise primitives broadcast scalars and
+    dims of size 1)."""
+    if sets is None or tuple(shape) == tuple(out_shape):
         return sets
-    return _sets.take(sets, np.zeros(size, np.int64))
+    shape = (1,) * (len(out_shape) - len(shape)) + tuple(shape)
+    numbers = np.arange(sets.size, dtype=np.int64).reshape(shape)
+    return _sets.take(sets, np.broadcast_to(numbers, out_shape).ravel())
 
 
 # ---- elementwise -----------------------------------------------------------------------------------------------
+# elementwise primitives whose derivative in an operand may vanish on a region (a max's unselected operand), or
+# everywhere (the imaginary part of a real number: a complex number's parts share one set)
+PIECEWISE = frozenset({"max", "min", "clamp", "select_n", "real", "imag"})
+
+
 def elementwise(ctx, eqn, ins):
     name = eqn.primitive.name
-    size = size_of(eqn.outvars[0].aval.shape)
-    operands = [spread(x.sets, size) for x in ins]
-    if name == "select_n":  # the predicate selects; it has no derivative
-        operands[0] = None
-    if name in ZERO_DERIVATIVE and not ctx.in_custom:  # inside a custom_jvp, a straight-through rule may differ
-        return [None]
+    out_shape = eqn.outvars[0].aval.shape
+    operands = [spread(x.sets, x.shape, out_shape) for x in ins]
+    if name in ZERO_DERIVATIVE:
+        if not ctx.in_custom:
+            return [None]
+        ctx.approximate()  # inside a custom_jvp, a straight-through rule may pass the derivative on
     if name == "integer_pow" and eqn.params["y"] == 0:
         return [None]
+    if name == "select_n":
+        operands = _selected(ctx, ins[0], operands[1:], out_shape)
+    elif name == "mul":
+        operands = _masked(ctx, ins, operands, out_shape)
+    elif name in PIECEWISE or (name == "rem" and operands[1] is not None):
+        ctx.approximate()
     out = _sets.union(operands, ctx.width)
     if ctx.hessian and out is not None:
         _elementwise_pairs(ctx, name, eqn, operands, out)
     return [out]
+
+
+def _broadcast_value(var, out_shape):
+    value = np.asarray(var.value).reshape((1,) * (len(out_shape) - len(var.shape)) + tuple(var.shape))
+    return np.broadcast_to(value, out_shape).ravel()
+
+
+def _selected(ctx, predicate, cases, shape):
+    """select_n's cases, each kept where the predicate picks it when the predicate is known (a constant of the
+    op, or integer operands whose values the pattern then depends on); all of them where it varies."""
+    if predicate.value is None:
+        ctx.approximate()
+        return cases
+    ctx.use(predicate.origin)
+    which = _broadcast_value(predicate, shape).astype(np.int64)
+    everywhere = np.arange(size_of(shape), dtype=np.int64)
+    return [None if s is None else _sets.take(s, np.where(which == k, everywhere, -1)) for k, s in enumerate(cases)]
+
+
+def _masked(ctx, ins, operands, shape):
+    """A product's operands, each kept only where the other is not a known zero (a mask of the op)."""
+    masked = list(operands)
+    for k, other in ((0, ins[1]), (1, ins[0])):
+        if operands[k] is not None and other.sets is None and other.value is None:
+            ctx.approximate()  # a constant that may hold zeros (a dropout's mask)
+        if operands[k] is not None and other.value is not None and other.sets is None:
+            ctx.use(other.origin)
+            nonzero = _broadcast_value(other, shape) != 0
+            if not nonzero.all():
+                masked[k] = _sets.take(operands[k], np.where(nonzero, np.arange(size_of(shape), dtype=np.int64), -1))
+    return masked
 
 
 def _elementwise_pairs(ctx, name, eqn, operands, out):
@@ -156,6 +201,8 @@ def move(ctx, eqn, ins):
 # ---- reductions and contractions ------------------------------------------------------------------------------
 def reduction(ctx, eqn, ins):
     (x,) = ins[:1]
+    if eqn.primitive.name in ("reduce_max", "reduce_min"):
+        ctx.approximate()
     axes = eqn.params["axes"]
     shape = x.shape
     kept = [d for d in range(len(shape)) if d not in axes]
@@ -171,17 +218,8 @@ def dot_general(ctx, eqn, ins):
     lf = [d for d in range(len(lhs.shape)) if d not in lc and d not in lb]
     rf = [d for d in range(len(rhs.shape)) if d not in rc and d not in rb]
     out_shape = eqn.outvars[0].aval.shape
-    nb, nl = len(lb), len(lf)
-    out_dims = list(range(len(out_shape)))
-    # per operand: union over the contracted dims, then spread over the other operand's free dims
-    left = _sets.group(
-        lhs.sets, group_map(lhs.shape, [*lb, *lf]), size_of([lhs.shape[d] for d in [*lb, *lf]]), ctx.width
-    )
-    right = _sets.group(
-        rhs.sets, group_map(rhs.shape, [*rb, *rf]), size_of([rhs.shape[d] for d in [*rb, *rf]]), ctx.width
-    )
-    left_out = _sets.take(left, group_map(out_shape, out_dims[: nb + nl]))
-    right_out = _sets.take(right, group_map(out_shape, out_dims[:nb] + out_dims[nb + nl :]))
+    left = _contracted(ctx, lhs, (lb, lf, lc), rhs, (rb, rf, rc), out_shape, first=True)
+    right = _contracted(ctx, rhs, (rb, rf, rc), lhs, (lb, lf, lc), out_shape, first=False)
     if ctx.hessian and lhs.sets is not None and rhs.sets is not None:
         # bilinear: each lhs element interacts with the rhs elements it meets, per (batch, contracted) position
         lk = _sets.group(
@@ -191,11 +229,48 @@ def dot_general(ctx, eqn, ins):
             rhs.sets, group_map(rhs.shape, [*rb, *rc]), size_of([rhs.shape[d] for d in [*rb, *rc]]), ctx.width
         )
         ctx.interact(lk, rk)
-    return [_sets.union([left_out, right_out], ctx.width)]
+    return [_sets.union([left, right], ctx.width)]
+
+
+MAX_MASKED_PAIRS = 20_000_000
+
+
+def _contracted(ctx, x, dims, other, other_dims, out_shape, first):
+    """The sets a dot_general's output gets from operand `x` (dims: its batch, free and contracted dims): output
+    (b, i, j) reads x's elements along the contracted dims, all of them, or where `other` is a known constant,
+    those its nonzeros meet."""
+    if x.sets is None:
+        return None
+    batch, free, contract = dims
+    o_batch, o_free, o_contract = other_dims
+    sizes = [[x.shape[d] for d in ds] for ds in dims]
+    n_batch, n_free, n_contract = (size_of(s) for s in sizes)
+    n_other = size_of([other.shape[d] for d in o_free])
+    if other.sets is None and other.value is not None:
+        weights = np.transpose(np.asarray(other.value), [*o_batch, *o_contract, *o_free])
+        weights = weights.reshape(n_batch, n_contract, n_other)
+        b, k, g = np.nonzero(weights)
+        if len(b) * n_free <= MAX_MASKED_PAIRS:
+            ctx.use(other.origin)
+            numbers = np.arange(size_of(x.shape), dtype=np.int64).reshape(x.shape)
+            numbers = np.transpose(numbers, [*batch, *free, *contract]).reshape(n_batch, n_free, n_contract)
+            f = np.arange(n_free, dtype=np.int64)[:, None]
+            sources = numbers[b, :, k].T  # (n_free, nnz)
+            outs = (b * n_free + f) * n_other + g if first else (b * n_other + g) * n_free + f
+            return _sets.gather_union(x.sets, outs.ravel(), sources.ravel(), size_of(out_shape), ctx.width)
+    if other.sets is None or (other.sets.lengths() == 0).any():
+        ctx.approximate()  # the other operand may hold zeros that this union does not see
+    reduced = _sets.group(x.sets, group_map(x.shape, [*batch, *free]), n_batch * n_free, ctx.width)
+    out_dims = list(range(len(out_shape)))
+    nb, nf = len(batch), len(free)
+    spread_dims = out_dims[: nb + nf] if first else out_dims[:nb] + out_dims[len(out_shape) - nf :]
+    return _sets.take(reduced, group_map(out_shape, spread_dims))
 
 
 def cumulative(ctx, eqn, ins):
     (x,) = ins
+    if eqn.primitive.name in ("cummax", "cummin"):
+        ctx.approximate()
     outs, sources = prefix_pairs(x.shape, eqn.params["axis"], eqn.params["reverse"])
     out = _sets.gather_union(x.sets, outs, sources, size_of(x.shape), ctx.width)
     if ctx.hessian and out is not None and eqn.primitive.name in ("cumprod", "cumlogsumexp"):
@@ -205,6 +280,7 @@ def cumulative(ctx, eqn, ins):
 
 def along_lines(ctx, eqn, ins, axis):
     """Every output element depends on the whole line (along `axis`) of every operand it is in (sort, top_k)."""
+    ctx.approximate()
     shape = ins[0].shape
     lines = line_map(shape, axis)
     n_lines = size_of(shape) // max(shape[axis], 1)
@@ -249,6 +325,8 @@ def scatter(ctx, eqn, ins):
     if indices.value is None:
         return fallback(ctx, eqn, ins, warn=False)
     ctx.use(indices.origin)
+    if eqn.primitive.name in ("scatter", "scatter-min", "scatter-max"):
+        ctx.approximate()
     size = size_of(operand.shape)
     out = operand.sets
     if updates.sets is not None:
@@ -296,6 +374,7 @@ def fallback(ctx, eqn, ins, warn=True):
     """Each output depends on everything the operands depend on; every pair of those interacts."""
     if warn:
         ctx.warn_dense(eqn.primitive.name)
+    ctx.approximate()
     present = [x.sets for x in ins if x.sets is not None]
     if not present:
         return [None] * len(eqn.outvars)

@@ -12,6 +12,8 @@ from ._rules import fallback, inexact
 def reduce_window(ctx, eqn, ins):
     """reduce_window_sum/max/min and the generic reduce_window (operands, then their init values)."""
     p = eqn.params
+    if eqn.primitive.name != "reduce_window_sum":
+        ctx.approximate()
     operands = ins if eqn.primitive.name != "reduce_window" else ins[: len(ins) // 2]
     shape, out_shape = operands[0].shape, eqn.outvars[0].aval.shape
     outs, sources, _ = window_pairs(
@@ -91,6 +93,7 @@ def batch_dense(core):
     the primitive is linear (an FFT)."""
 
     def rule(ctx, eqn, ins):
+        ctx.approximate()
         rank, linear = core(eqn)
         nb = len(ins[0].shape) - rank
         batch = tuple(ins[0].shape[:nb])
