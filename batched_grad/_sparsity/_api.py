@@ -9,7 +9,7 @@ import numpy as np
 
 from .._tensor import Tensor
 from . import _pattern
-from ._evaluate import check_covered, hessian_values, jacobian_values
+from ._evaluate import block_values, check_covered, hessian_parts, jacobian_parts
 from ._matrix import SparseMatrix
 from ._pattern import Sparsity
 from ._recorded import detect, operand_value, walk
@@ -161,14 +161,13 @@ def _numel(shape):
 
 def _blocks(values, sparsity, out_shapes, in_shapes, output):
     """blocks[i][j]: the SparseMatrix (or, output="dense", the dense Tensor shaped out_i + in_j) of output i and
-    input j."""
+    input j, from the values of each block."""
     out_sizes, in_sizes = [_numel(s) for s in out_shapes], [_numel(s) for s in in_shapes]
     result = []
     for i, row in enumerate(sparsity.blocks(out_sizes, in_sizes)):
         blocks = []
-        for j, (positions, rows, cols) in enumerate(row):
-            vals = values if positions is None else values[Tensor._wrap(positions)]
-            block = SparseMatrix(vals, rows, cols, (out_sizes[i], in_sizes[j]), out_shapes[i], in_shapes[j])
+        for j, (_, rows, cols) in enumerate(row):
+            block = SparseMatrix(values[i][j], rows, cols, (out_sizes[i], in_sizes[j]), out_shapes[i], in_shapes[j])
             if output == "dense":
                 block = block.to_dense().view(tuple(out_shapes[i]) + tuple(in_shapes[j]))
             blocks.append(block)
@@ -185,9 +184,13 @@ def sparse_jacobian(outputs, inputs, sparsity, preferred, create_graph, chunk_si
     else:
         pattern = given(sparsity, _shapes(out_shapes, in_shapes), argname)
     mode = pattern.best_mode(preferred)
-    values, compressed = jacobian_values(outputs, inputs, pattern, mode, create_graph, chunk_size)
+    parts = jacobian_parts(outputs, inputs, pattern, mode, create_graph, chunk_size)
     if not auto:
-        check_covered(pattern, mode, compressed, argname)
+        check_covered(parts, pattern, mode, argname)
+    # each block in the dtype of the dense Jacobian of the API's mode (the inputs' in reverse, the outputs' in forward)
+    dtypes = [[x.dtype if preferred == "reverse" else o.dtype for x in inputs] for o in outputs]
+    values = block_values(parts, pattern, mode, [o.numel() for o in outputs], [x.numel() for x in inputs], dtypes)
+    values = [[v if v.dtype == d else v.to(d) for v, d in zip(row, drow)] for row, drow in zip(values, dtypes)]
     return _blocks(values, pattern, out_shapes, in_shapes, output)
 
 
@@ -200,7 +203,9 @@ def sparse_hessian(output_value, inputs, sparsity, create_graph, chunk_size, out
     else:
         pattern = given(sparsity, _shapes(in_shapes, in_shapes), argname, symmetric=True)
     mode = pattern.best_mode("reverse")
-    values, compressed = hessian_values(output_value, inputs, pattern, mode, create_graph, chunk_size)
+    parts = hessian_parts(output_value, inputs, pattern, mode, create_graph, chunk_size)
     if not auto:
-        check_covered(pattern, mode, compressed, argname)
+        check_covered(parts, pattern, mode, argname)
+    sizes = [x.numel() for x in inputs]
+    values = block_values(parts, pattern, mode, sizes, sizes, [[x.dtype for x in inputs] for _ in inputs])
     return _blocks(values, pattern, in_shapes, in_shapes, output)

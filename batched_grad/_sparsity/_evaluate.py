@@ -15,7 +15,6 @@ from .._factories import zeros, zeros_like
 from .._grad_mode import enable_grad
 from .._host import host_arrays, to_device
 from .._lazy import materialize
-from .._ops import cat
 from .._tensor import Tensor
 from ..autograd._api import grad
 
@@ -35,31 +34,13 @@ def _seed_blocks(sparsity, mode, like, sizes):
     return [Tensor._wrap(a) for a in found]
 
 
-def _source(sparsity, mode):
-    key = ("source", mode)
-    found = sparsity._plans.get(key)
-    if found is None:
-        found = sparsity._plans[key] = to_device(sparsity.plan(mode)[1])
-    return Tensor._wrap(found)
-
-
-def _compressed(grads, refs, k, dtype):
-    """The (k, total) compressed products from per-tensor batched gradients (None: zeros)."""
+def _parts(grads, refs, k, dtypes):
+    """The (k, numel) compressed products per tensor of `refs` from batched gradients (None: zeros of `dtypes`)."""
     parts = []
-    for g, x in zip(grads, refs):
+    for g, x, dtype in zip(grads, refs, dtypes):
         shape = (k, x.numel())
         parts.append(zeros(shape, dtype=dtype) if g is None else g if tuple(g.shape) == shape else g.reshape(shape))
-    return parts[0] if len(parts) == 1 else cat(parts, dim=1)
-
-
-def _decompressed(compressed, sparsity, mode):
-    """The nonzeros gathered from the compressed products: with NumPy where they are concrete on the CPU and need
-    no graph (a fifth of a kernel's time), else as an indexing op (recorded under create_graph)."""
-    if not compressed.requires_grad:
-        host = host_arrays([materialize(compressed._v)])
-        if host is not None:
-            return Tensor._wrap(host[0].reshape(-1)[sparsity.plan(mode)[1]])
-    return compressed.reshape(-1)[_source(sparsity, mode)]
+    return parts
 
 
 def _batched(outputs, inputs, seeds, create_graph, chunk_size):
@@ -80,65 +61,99 @@ def _batched(outputs, inputs, seeds, create_graph, chunk_size):
     )
 
 
-def jacobian_values(outputs, inputs, sparsity, mode, create_graph, chunk_size):
-    """The values (a 1-D Tensor, CSR order) of the Jacobian of `outputs` with respect to `inputs` (Tensors of
-    the recorded graph) at the nonzeros of `sparsity`, computed in `mode`; the compressed products too."""
-    out_sizes, in_sizes = [o.numel() for o in outputs], [x.numel() for x in inputs]
-    dtype = outputs[0].dtype
-    seeds, _ = sparsity.plan(mode)
-    k = seeds.shape[0]
+def jacobian_parts(outputs, inputs, sparsity, mode, create_graph, chunk_size):
+    """The compressed products of the Jacobian of `outputs` with respect to `inputs` (Tensors of the recorded
+    graph) in `mode`: S J per input ("reverse"), J S^T per output ("forward"); None for a pattern without
+    nonzeros."""
+    k = sparsity.plan(mode)[0].shape[0]
     if k == 0:
-        return zeros(0, dtype=dtype), None
+        return None
+    out_sizes, in_sizes = [o.numel() for o in outputs], [x.numel() for x in inputs]
     with enable_grad():
         if mode == "reverse":
-            grads = _batched(
-                outputs, inputs, _seed_blocks(sparsity, mode, outputs, out_sizes), create_graph, chunk_size
-            )
-            compressed = _compressed(grads, inputs, k, dtype)
-        else:
-            probes = [zeros_like(o, requires_grad=True) for o in outputs]
-            pulled = grad(outputs, inputs, probes, create_graph=True, allow_unused=True)
-            tangents = _seed_blocks(sparsity, mode, inputs, in_sizes)
-            grads = _batched(list(pulled), probes, tangents, create_graph, chunk_size)
-            compressed = _compressed(grads, outputs, k, dtype)
-    return _decompressed(compressed, sparsity, mode), compressed
+            seeds = _seed_blocks(sparsity, mode, outputs, out_sizes)
+            grads = _batched(outputs, inputs, seeds, create_graph, chunk_size)
+            return _parts(grads, inputs, k, [x.dtype for x in inputs])
+        probes = [zeros_like(o, requires_grad=True) for o in outputs]
+        pulled = grad(outputs, inputs, probes, create_graph=True, allow_unused=True)
+        tangents = _seed_blocks(sparsity, mode, inputs, in_sizes)
+        grads = _batched(list(pulled), probes, tangents, create_graph, chunk_size)
+        return _parts(grads, outputs, k, [o.dtype for o in outputs])
 
 
-def hessian_values(output, inputs, sparsity, mode, create_graph, chunk_size):
-    """The values of the Hessian of the single-element `output` with respect to `inputs` at the nonzeros of
-    `sparsity`: one batched Hessian-vector product per color, of one create_graph gradient."""
-    sizes = [x.numel() for x in inputs]
-    seeds, _ = sparsity.plan(mode)
-    k = seeds.shape[0]
+def hessian_parts(output, inputs, sparsity, mode, create_graph, chunk_size):
+    """The compressed products H S^T of the Hessian of the single-element `output`, per input: one batched
+    Hessian-vector product per color, of one create_graph gradient; None for a pattern without nonzeros."""
+    k = sparsity.plan(mode)[0].shape[0]
     if k == 0:
-        return zeros(0, dtype=output.dtype), None
+        return None
     with enable_grad():
         gradient = grad([output], inputs, create_graph=True, allow_unused=True)
-        tangents = _seed_blocks(sparsity, mode, inputs, sizes)
+        tangents = _seed_blocks(sparsity, mode, inputs, [x.numel() for x in inputs])
         grads = _batched(list(gradient), inputs, tangents, create_graph, chunk_size)
-        compressed = _compressed(grads, inputs, k, output.dtype)
-    return _decompressed(compressed, sparsity, mode), compressed
+        return _parts(grads, inputs, k, [x.dtype for x in inputs])
 
 
-def check_covered(sparsity, mode, compressed, argname):
+def block_values(parts, sparsity, mode, out_sizes, in_sizes, dtypes):
+    """values[i][j]: the nonzeros of block (output i, input j), CSR order, gathered from the compressed parts
+    (per input, or per output in forward mode); `dtypes[i][j]` for a pattern without nonzeros."""
+    blocks = sparsity.blocks(out_sizes, in_sizes)
+    if parts is None:
+        return [[zeros(0, dtype=d) for d in row] for row in dtypes]
+    sources = _block_sources(sparsity, mode, out_sizes, in_sizes)
+    return [
+        [_gather(parts[j if mode != "forward" else i], sources[i][j]) for j in range(len(in_sizes))]
+        for i in range(len(blocks))
+    ]
+
+
+def _block_sources(sparsity, mode, out_sizes, in_sizes):
+    """Per block, where each of its nonzeros is in its part, flattened (NumPy int64)."""
+    key = ("sources", mode, tuple(out_sizes), tuple(in_sizes))
+    found = sparsity._plans.get(key)
+    if found is None:
+        source = sparsity.plan(mode)[1]
+        along = sparsity.shape[0] if mode == "forward" else sparsity.shape[1]
+        colors, position = np.divmod(source, along)
+        sizes = out_sizes if mode == "forward" else in_sizes
+        starts = np.cumsum([0, *sizes])
+        found = []
+        for i, row in enumerate(sparsity.blocks(out_sizes, in_sizes)):
+            found.append([])
+            for j, (positions, _, _) in enumerate(row):
+                p = i if mode == "forward" else j
+                c, t = (colors, position) if positions is None else (colors[positions], position[positions])
+                found[-1].append(c * sizes[p] + (t - starts[p]))
+        sparsity._plans[key] = found
+    return found
+
+
+def _gather(part, source):
+    """part.reshape(-1)[source]: with NumPy where the part is concrete on the CPU and needs no graph (a fifth of a
+    kernel's time), else as an indexing op (recorded under create_graph)."""
+    if not part.requires_grad:
+        host = host_arrays([materialize(part._v)])
+        if host is not None:
+            return Tensor._wrap(host[0].reshape(-1)[source])
+    return part.reshape(-1)[Tensor._wrap(to_device(source))]
+
+
+def check_covered(parts, sparsity, mode, argname):
     """A user's pattern must hold every nonzero: a compressed slot that no nonzero of the pattern is read from must
     be zero, else the function has a nonzero outside the pattern (which would also corrupt a nonzero sharing its
     color)."""
-    if compressed is None:
+    if parts is None:
         return
+    compressed = np.concatenate([np.asarray(p.detach().numpy()) for p in parts], axis=1)
     key = ("uncovered", mode)
     uncovered = sparsity._plans.get(key)
     if uncovered is None:
-        mask = np.ones(compressed.numel(), bool)
+        mask = np.ones(compressed.size, bool)
         mask[sparsity.plan(mode)[1]] = False
         uncovered = sparsity._plans[key] = np.flatnonzero(mask)
-    if not len(uncovered):
-        return
-    values = np.asarray(compressed.detach().reshape(-1).numpy())[uncovered]
-    bad = np.flatnonzero(values != 0)
+    bad = np.flatnonzero(compressed.reshape(-1)[uncovered] != 0)
     if len(bad):
-        k = compressed.shape[0]
-        color, position = divmod(int(uncovered[bad[0]]), compressed.numel() // k)
+        color, position = divmod(int(uncovered[bad[0]]), compressed.shape[1])
         side = "row" if mode == "forward" else "column"
         raise ValueError(
             f"{argname}: the given pattern is missing entries: the derivative is nonzero outside it ({len(bad)} "
