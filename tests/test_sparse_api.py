@@ -57,17 +57,17 @@ X = bg.tensor(np.random.default_rng(0).uniform(-1, 1, 40))
 def test_stencil_jacobian_equals_dense(strategy):
     J = jacobian(stencil, X, sparsity="auto", strategy=strategy)
     assert isinstance(J, SparseMatrix) and J.shape == (39, 40) and J.nnz == 78
-    _assert_equal(J, jacobian(stencil, X))
+    _assert_equal(J, jacobian(stencil, X, vectorize=True))
     dense = jacobian(stencil, X, sparsity="auto", output="dense", strategy=strategy)
     assert tuple(dense.shape) == (39, 40)
-    _assert_equal(dense, jacobian(stencil, X))
+    _assert_equal(dense, jacobian(stencil, X, vectorize=True))
 
 
 def test_bratu_jacobian_has_five_colors_and_equals_dense():
     u = bg.tensor(np.random.default_rng(1).uniform(0, 1, 64))
     pattern = jacobian_sparsity(bratu, u)
     assert pattern.nnz == 5 * 64 - 4 * 8 and pattern.n_colors == 5
-    _assert_equal(jacobian(bratu, u, sparsity="auto"), jacobian(bratu, u))
+    _assert_equal(jacobian(bratu, u, sparsity="auto"), jacobian(bratu, u, vectorize=True))
 
 
 def test_rosenbrock_hessian_is_star_colored_with_three_colors():
@@ -75,8 +75,8 @@ def test_rosenbrock_hessian_is_star_colored_with_three_colors():
     pattern = hessian_sparsity(rosenbrock, x)
     assert pattern.mode == "symmetric" and pattern.n_colors == 3 and pattern.nnz == 30 + 2 * 29
     H = hessian(rosenbrock, x, sparsity="auto")
-    _assert_equal(H, hessian(rosenbrock, x))
-    _assert_equal(func.hessian(rosenbrock, sparsity="auto")(x), hessian(rosenbrock, x))
+    _assert_equal(H, hessian(rosenbrock, x, vectorize=True))
+    _assert_equal(func.hessian(rosenbrock, sparsity="auto")(x), hessian(rosenbrock, x, vectorize=True))
 
 
 def test_block_diagonal_mlp_input_jacobian_takes_reverse_mode():
@@ -86,7 +86,7 @@ def test_block_diagonal_mlp_input_jacobian_takes_reverse_mode():
     f = lambda x: mlp_inputs(x, w1, w2)
     pattern = jacobian_sparsity(f, x, strategy="forward-mode")
     assert pattern.mode == "reverse" and pattern.n_colors == 2  # rows: 2 per sample; columns would take 4
-    _assert_equal(jacobian(f, x, sparsity="auto"), jacobian(f, x))
+    _assert_equal(jacobian(f, x, sparsity="auto"), jacobian(f, x, vectorize=True))
 
 
 def test_tuple_inputs_and_outputs_give_blocks_as_the_dense_jacobian():
@@ -94,7 +94,7 @@ def test_tuple_inputs_and_outputs_give_blocks_as_the_dense_jacobian():
         return a * b.sum(), bg.sin(a[:3]) * b[0]
 
     a, b = bg.tensor([0.5, -1.0, 2.0, 0.3]), bg.tensor([1.5, 0.2, -0.7])
-    sparse, dense = jacobian(f, (a, b), sparsity="auto"), jacobian(f, (a, b))
+    sparse, dense = jacobian(f, (a, b), sparsity="auto"), jacobian(f, (a, b), vectorize=True)
     for i in range(2):
         for j in range(2):
             assert sparse[i][j].out_shape == tuple(dense[i][j].shape[:1])
@@ -119,7 +119,7 @@ def test_create_graph_values_are_differentiable():
     J = jacobian(lambda x: stencil(x) * x[1:], x, sparsity="auto", create_graph=True)
     assert J.values.requires_grad
     (got,) = bg.autograd.grad((J.values**2).sum(), x)
-    dense = jacobian(lambda x: stencil(x) * x[1:], x, create_graph=True)
+    dense = jacobian(lambda x: stencil(x) * x[1:], x, create_graph=True, vectorize=True)
     (want,) = bg.autograd.grad((dense**2).sum(), x)
     np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-12)
 
@@ -131,7 +131,7 @@ def test_a_structure_seen_again_is_neither_detected_nor_colored_again():
     detections, colorings = _api.COUNTS["detections"], _pattern.COUNTS["colorings"]
     for seed in range(4):
         x = bg.tensor(np.random.default_rng(seed).standard_normal(30))
-        _assert_equal(jacobian(f, x, sparsity="auto"), jacobian(f, x))
+        _assert_equal(jacobian(f, x, sparsity="auto"), jacobian(f, x, vectorize=True))
     assert _api.COUNTS["detections"] == detections + 1
     assert _pattern.COUNTS["colorings"] == colorings + 2  # rows and columns, once
     jacobian(f, bg.zeros(31), sparsity="auto")  # another shape: another structure
@@ -152,7 +152,7 @@ def test_slices_at_other_offsets_are_other_patterns():
     a = jacobian(lambda x: x[2:] - x[:-2], bg.ones(8), sparsity="auto")
     b = jacobian(lambda x: x[1:-1] - x[:-2], bg.ones(8), sparsity="auto")  # same ops, shapes and dtypes
     assert sorted(zip(a.rows.tolist(), a.cols.tolist())) != sorted(zip(b.rows.tolist(), b.cols.tolist()))
-    _assert_equal(b, jacobian(lambda x: x[1:-1] - x[:-2], bg.ones(8)))
+    _assert_equal(b, jacobian(lambda x: x[1:-1] - x[:-2], bg.ones(8), vectorize=True))
 
 
 def test_indexing_with_an_index_tensor_is_exact_for_its_values():
@@ -167,7 +167,7 @@ def test_indexing_with_an_index_tensor_is_exact_for_its_values():
 # ---- the SparseMatrix record ----------------------------------------------------------------------------------
 def test_sparse_matrix_products_and_conversions():
     J = jacobian(stencil, X, sparsity="auto")
-    dense = jacobian(stencil, X)
+    dense = jacobian(stencil, X, vectorize=True)
     v = bg.tensor(np.random.default_rng(4).standard_normal(40))
     np.testing.assert_allclose((J @ v).numpy(), (dense @ v).numpy(), atol=1e-12)
     V = bg.tensor(np.random.default_rng(5).standard_normal((40, 3)))
@@ -209,7 +209,7 @@ def test_user_patterns_in_every_form():
     scipy = pytest.importorskip("scipy.sparse")
     forms.append(scipy.csr_matrix(p))
     for pattern in forms:
-        _assert_equal(jacobian(stencil, X, sparsity=pattern), jacobian(stencil, X))
+        _assert_equal(jacobian(stencil, X, sparsity=pattern), jacobian(stencil, X, vectorize=True))
 
 
 def test_bad_patterns_raise_errors_naming_the_argument():
@@ -242,7 +242,7 @@ def test_a_primitive_without_a_rule_is_dense_with_one_warning(monkeypatch):
     with pytest.warns(UserWarning, match="no rule for the JAX primitive 'cumsum'"):
         J = jacobian(lambda x: bg.cumsum(x, 0) * 2, bg.ones(5), sparsity="auto")
     assert J.nnz == 25
-    _assert_equal(J, jacobian(lambda x: bg.cumsum(x, 0) * 2, bg.ones(5)))
+    _assert_equal(J, jacobian(lambda x: bg.cumsum(x, 0) * 2, bg.ones(5), vectorize=True))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         jacobian(lambda x: bg.cumsum(x, 0) * 3, bg.ones(6), sparsity="auto")  # warned once

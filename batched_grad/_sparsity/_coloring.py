@@ -110,10 +110,50 @@ def _best(attempts, lower_bound):
     return np.asarray(best, np.int64)
 
 
+def distinct_rows(indptr, indices):
+    """The pattern without its repeated rows (a row holding the same columns as an earlier one): they add no
+    conflict, and a block-diagonal Jacobian repeats each row of a block as many times as the block has rows."""
+    n = len(indptr) - 1
+    lengths = np.diff(indptr)
+    if n < 2 or len(indices) == 0:
+        return indptr, indices
+    weights = np.random.default_rng(0).integers(1, 2**61, size=2, dtype=np.int64)
+    nonempty = lengths > 0
+    # two wrapping hashes of each row's columns, then an exact check against the first row of each hash
+    h = np.zeros((2, n), np.int64)
+    with np.errstate(over="ignore"):
+        for k in range(2):
+            h[k][nonempty] = np.add.reduceat((indices + 1) * weights[k] ^ (indices * 31 + 7), indptr[:-1][nonempty])
+    order = np.lexsort((np.arange(n), h[1], h[0], lengths))
+    same = np.zeros(n, bool)
+    same[1:] = (lengths[order[1:]] == lengths[order[:-1]]) & (h[:, order[1:]] == h[:, order[:-1]]).all(axis=0)
+    first = order[np.maximum.accumulate(np.where(same, 0, np.arange(n)))]  # each row's first equal-hash row
+    candidate = first != order
+    duplicate = np.zeros(n, bool)
+    if candidate.any():
+        mine, theirs = order[candidate], first[candidate]
+        a = indices[_ranges(indptr[mine], lengths[mine])]
+        b = indices[_ranges(indptr[theirs], lengths[theirs])]
+        starts = np.concatenate([[0], np.cumsum(lengths[mine])[:-1]])
+        equal = np.minimum.reduceat((a == b).view(np.int8), starts).astype(bool) if len(a) else np.ones(len(mine), bool)
+        duplicate[mine[equal]] = True
+    if not duplicate.any():
+        return indptr, indices
+    keep = ~duplicate
+    kept_lengths = lengths[keep]
+    new_indptr = np.concatenate([[0], np.cumsum(kept_lengths)]).astype(np.int64)
+    return new_indptr, indices[_ranges(indptr[:-1][keep], kept_lengths)]
+
+
+def _ranges(starts, lengths):
+    return _sets.ranges(starts, lengths)
+
+
 def distance2_coloring(indptr, indices, n_vertices):
     """Colors of the vertices (columns of the pattern given by its rows `indptr`, `indices`) such that no row
     holds two of one color. A row of k entries needs k colors, so an attempt that reaches the longest row's length
     ends the search."""
+    indptr, indices = distinct_rows(indptr, indices)
     rows = Adjacency(indptr, indices)
     columns = Adjacency(*transpose(indptr, indices, n_vertices))
     lower_bound = int(np.diff(indptr).max(initial=0))

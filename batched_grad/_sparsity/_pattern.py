@@ -80,9 +80,21 @@ class Sparsity:
         if preferred not in ("reverse", "forward"):
             raise ValueError(f"mode must be 'reverse' or 'forward', got {preferred!r}")
         other = "forward" if preferred == "reverse" else "reverse"
-        candidates = (["symmetric"] if self.symmetric else []) + [preferred, other]
-        counts = {m: _count(self.coloring(m)) for m in candidates}
-        return min(candidates, key=lambda m: counts[m])
+        best, fewest = None, None
+        for mode in (["symmetric"] if self.symmetric else []) + [preferred, other]:
+            if fewest is not None and fewest <= self._lower_bound(mode):
+                continue  # this mode cannot do better: not colored at all
+            count = _count(self.coloring(mode))
+            if fewest is None or count < fewest:
+                best, fewest = mode, count
+        return best
+
+    def _lower_bound(self, mode):
+        """Colors that `mode` needs at least: a column's rows all differ in reverse mode, a row's columns in
+        forward mode (and in a star coloring, a vertex and its neighbours)."""
+        if mode == "reverse":
+            return int(np.bincount(self.indices, minlength=1).max(initial=0))
+        return int(np.diff(self.indptr).max(initial=0))
 
     def choose(self, preferred):
         """Set `mode` (and so `colors`, `n_colors`) to best_mode(preferred); returns self."""

@@ -67,7 +67,8 @@ class Propagation:
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
         i = np.concatenate([p[0] for p in self.pairs] + [p[1] for p in self.pairs])
         j = np.concatenate([p[1] for p in self.pairs] + [p[0] for p in self.pairs])
-        return np.divmod(np.unique(i * self.width + j), self.width)
+        pairs = _sets.from_pairs(i, j, self.width, self.width)
+        return _sets.row_ids(pairs), pairs.indices
 
     def use(self, origin):
         self.used |= origin
