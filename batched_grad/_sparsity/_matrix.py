@@ -27,14 +27,17 @@ class SparseMatrix:
 
     @property
     def nnz(self):
+        """The number of stored nonzeros."""
         return len(self.rows)
 
     @property
     def dtype(self):
+        """The dtype of the values."""
         return self.values.dtype
 
     @property
     def indptr(self):
+        """The CSR row pointers (NumPy int64, m + 1 of them)."""
         if self._indptr is None:
             indptr = np.zeros(self.shape[0] + 1, np.int64)
             np.cumsum(np.bincount(self.rows, minlength=self.shape[0]), out=indptr[1:])
@@ -64,12 +67,15 @@ class SparseMatrix:
         return csr if format == "csr" else csr.asformat(format)
 
     def tocsr(self):
+        """scipy.sparse.csr_matrix of the matrix."""
         return self.to_scipy("csr")
 
     def tocsc(self):
+        """scipy.sparse.csc_matrix of the matrix."""
         return self.to_scipy("csc")
 
     def tocoo(self):
+        """scipy.sparse.coo_matrix of the matrix."""
         return self.to_scipy("coo")
 
     def to_bcoo(self):

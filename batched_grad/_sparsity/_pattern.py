@@ -32,22 +32,27 @@ class Sparsity:
     # ---- structure ---------------------------------------------------------------------------------------------
     @property
     def nnz(self):
+        """The number of nonzeros."""
         return len(self.indices)
 
     @property
     def rows(self):
+        """The row of each nonzero (NumPy int64, CSR order)."""
         return np.repeat(np.arange(self.shape[0], dtype=np.int64), np.diff(self.indptr))
 
     @property
     def cols(self):
+        """The column of each nonzero (NumPy int64, CSR order)."""
         return self.indices
 
     def to_dense(self):
+        """The pattern as a NumPy boolean array."""
         dense = np.zeros(self.shape, bool)
         dense[self.rows, self.cols] = True
         return dense
 
     def to_scipy(self, format="csr"):
+        """The pattern as a scipy.sparse matrix of booleans (`format`: "csr", "csc", "coo", ...)."""
         import scipy.sparse
 
         data = np.ones(self.nnz, bool)
@@ -103,10 +108,13 @@ class Sparsity:
 
     @property
     def colors(self):
+        """The colors of `mode` (NumPy int64: per row in reverse mode, per column otherwise), None before one is
+        chosen."""
         return None if self.mode is None else self.coloring(self.mode)
 
     @property
     def n_colors(self):
+        """How many colors `mode` takes: the number of products a Jacobian (Hessian) costs."""
         return None if self.mode is None else _count(self.colors)
 
     def plan(self, mode):
