@@ -147,9 +147,14 @@ def check_covered(parts, sparsity, mode, argname):
     compressed = np.concatenate([np.asarray(p.detach().numpy()) for p in parts], axis=1)
     key = ("uncovered", mode)
     uncovered = sparsity._plans.get(key)
-    if uncovered is None:
+    if uncovered is None:  # the slots some nonzero of the pattern adds to (a star coloring reads only some of them)
+        colors, rows, cols = sparsity.coloring(mode), sparsity.rows, sparsity.cols
+        m, n = sparsity.shape
+        covered = (
+            colors[rows] * n + cols if mode == "reverse" else colors[cols] * (m if mode == "forward" else n) + rows
+        )
         mask = np.ones(compressed.size, bool)
-        mask[sparsity.plan(mode)[1]] = False
+        mask[covered] = False
         uncovered = sparsity._plans[key] = np.flatnonzero(mask)
     bad = np.flatnonzero(compressed.reshape(-1)[uncovered] != 0)
     if len(bad):
