@@ -9,7 +9,7 @@ import numpy as np
 
 from .._tensor import Tensor
 from . import _pattern
-from ._evaluate import block_values, check_covered, hessian_parts, jacobian_parts
+from ._evaluate import block_values, check_pattern, hessian_parts, jacobian_parts
 from ._matrix import SparseMatrix
 from ._pattern import Sparsity
 from ._recorded import detect, operand_value, walk
@@ -184,9 +184,9 @@ def sparse_jacobian(outputs, inputs, sparsity, preferred, create_graph, chunk_si
     else:
         pattern = given(sparsity, _shapes(out_shapes, in_shapes), argname)
     mode = pattern.best_mode(preferred)
-    parts = jacobian_parts(outputs, inputs, pattern, mode, create_graph, chunk_size)
+    parts = jacobian_parts(outputs, inputs, pattern, mode, create_graph, chunk_size, probe=not auto)
     if not auto:
-        check_covered(parts, pattern, mode, argname)
+        check_pattern(parts, pattern, mode, argname)
     # each block in the dtype of the dense Jacobian of the API's mode (the inputs' in reverse, the outputs' in forward)
     dtypes = [[x.dtype if preferred == "reverse" else o.dtype for x in inputs] for o in outputs]
     values = block_values(parts, pattern, mode, [o.numel() for o in outputs], [x.numel() for x in inputs], dtypes)
@@ -203,9 +203,9 @@ def sparse_hessian(output_value, inputs, sparsity, create_graph, chunk_size, out
     else:
         pattern = given(sparsity, _shapes(in_shapes, in_shapes), argname, symmetric=True)
     mode = pattern.best_mode("reverse")
-    parts = hessian_parts(output_value, inputs, pattern, mode, create_graph, chunk_size)
+    parts = hessian_parts(output_value, inputs, pattern, mode, create_graph, chunk_size, probe=not auto)
     if not auto:
-        check_covered(parts, pattern, mode, argname)
+        check_pattern(parts, pattern, mode, argname)
     sizes = [x.numel() for x in inputs]
     values = block_values(parts, pattern, mode, sizes, sizes, [[x.dtype for x in inputs] for _ in inputs])
     return _blocks(values, pattern, in_shapes, in_shapes, output)

@@ -19,13 +19,22 @@ from .._tensor import Tensor
 from ..autograd._api import grad
 
 
-def _seed_blocks(sparsity, mode, like, sizes):
-    """The seeds of `mode` as Tensors, one (n_colors, numel) block per tensor of `like` (in its dtype), kept on the
-    pattern per split and dtype."""
-    key = ("seeds", mode, tuple(sizes), tuple(x.dtype for x in like))
+def probe_seed(sparsity, mode):
+    """A random seed (fixed per pattern and mode) sent along with a user's pattern's seeds: its product, computed
+    by the derivative itself, must equal the one the decompressed nonzeros give."""
+    size = sparsity.shape[0] if mode == "reverse" else sparsity.shape[1]
+    return np.random.default_rng(size).standard_normal(size)
+
+
+def _seed_blocks(sparsity, mode, like, sizes, probe):
+    """The seeds of `mode` as Tensors, one (n_colors, numel) block per tensor of `like` (in its dtype), then the
+    probe seed's row where `probe`; kept on the pattern per split and dtype."""
+    key = ("seeds", mode, tuple(sizes), tuple(x.dtype for x in like), probe)
     found = sparsity._plans.get(key)
     if found is None:
         seeds, _ = sparsity.plan(mode)
+        if probe:
+            seeds = np.concatenate([seeds, probe_seed(sparsity, mode)[None]])
         start, found = 0, []
         for x, n in zip(like, sizes):
             found.append(to_device(np.ascontiguousarray(seeds[:, start : start + n], x.dtype.np)))
@@ -61,35 +70,36 @@ def _batched(outputs, inputs, seeds, create_graph, chunk_size):
     )
 
 
-def jacobian_parts(outputs, inputs, sparsity, mode, create_graph, chunk_size):
+def jacobian_parts(outputs, inputs, sparsity, mode, create_graph, chunk_size, probe=False):
     """The compressed products of the Jacobian of `outputs` with respect to `inputs` (Tensors of the recorded
-    graph) in `mode`: S J per input ("reverse"), J S^T per output ("forward"); None for a pattern without
-    nonzeros."""
-    k = sparsity.plan(mode)[0].shape[0]
+    graph) in `mode`: S J per input ("reverse"), J S^T per output ("forward"), with the probe seed's product as
+    one more row where `probe`; None for a pattern without nonzeros (and no probe)."""
+    k = sparsity.plan(mode)[0].shape[0] + probe
     if k == 0:
         return None
     out_sizes, in_sizes = [o.numel() for o in outputs], [x.numel() for x in inputs]
     with enable_grad():
         if mode == "reverse":
-            seeds = _seed_blocks(sparsity, mode, outputs, out_sizes)
+            seeds = _seed_blocks(sparsity, mode, outputs, out_sizes, probe)
             grads = _batched(outputs, inputs, seeds, create_graph, chunk_size)
             return _parts(grads, inputs, k, [x.dtype for x in inputs])
         probes = [zeros_like(o, requires_grad=True) for o in outputs]
         pulled = grad(outputs, inputs, probes, create_graph=True, allow_unused=True)
-        tangents = _seed_blocks(sparsity, mode, inputs, in_sizes)
+        tangents = _seed_blocks(sparsity, mode, inputs, in_sizes, probe)
         grads = _batched(list(pulled), probes, tangents, create_graph, chunk_size)
         return _parts(grads, outputs, k, [o.dtype for o in outputs])
 
 
-def hessian_parts(output, inputs, sparsity, mode, create_graph, chunk_size):
+def hessian_parts(output, inputs, sparsity, mode, create_graph, chunk_size, probe=False):
     """The compressed products H S^T of the Hessian of the single-element `output`, per input: one batched
-    Hessian-vector product per color, of one create_graph gradient; None for a pattern without nonzeros."""
-    k = sparsity.plan(mode)[0].shape[0]
+    Hessian-vector product per color (and the probe's), of one create_graph gradient; None for a pattern without
+    nonzeros."""
+    k = sparsity.plan(mode)[0].shape[0] + probe
     if k == 0:
         return None
     with enable_grad():
         gradient = grad([output], inputs, create_graph=True, allow_unused=True)
-        tangents = _seed_blocks(sparsity, mode, inputs, [x.numel() for x in inputs])
+        tangents = _seed_blocks(sparsity, mode, inputs, [x.numel() for x in inputs], probe)
         grads = _batched(list(gradient), inputs, tangents, create_graph, chunk_size)
         return _parts(grads, inputs, k, [x.dtype for x in inputs])
 
@@ -138,30 +148,38 @@ def _gather(part, source):
     return part.reshape(-1)[Tensor._wrap(to_device(source))]
 
 
-def check_covered(parts, sparsity, mode, argname):
-    """A user's pattern must hold every nonzero: a compressed slot that no nonzero of the pattern is read from must
-    be zero, else the function has a nonzero outside the pattern (which would also corrupt a nonzero sharing its
-    color)."""
+def check_pattern(parts, sparsity, mode, argname):
+    """A user's pattern must hold every nonzero. Two checks, on the host: a compressed slot that no nonzero of the
+    pattern adds to must be zero; and the probe seed's product (the last row of the parts) must equal the one the
+    decompressed nonzeros give, to rounding: a nonzero outside the pattern that shares a slot with one inside
+    corrupts that one, and the probe's product shows it."""
     if parts is None:
         return
-    compressed = np.concatenate([np.asarray(p.detach().numpy()) for p in parts], axis=1)
-    key = ("uncovered", mode)
-    uncovered = sparsity._plans.get(key)
-    if uncovered is None:  # the slots some nonzero of the pattern adds to (a star coloring reads only some of them)
-        colors, rows, cols = sparsity.coloring(mode), sparsity.rows, sparsity.cols
-        m, n = sparsity.shape
-        covered = (
-            colors[rows] * n + cols if mode == "reverse" else colors[cols] * (m if mode == "forward" else n) + rows
-        )
-        mask = np.ones(compressed.size, bool)
-        mask[covered] = False
-        uncovered = sparsity._plans[key] = np.flatnonzero(mask)
-    bad = np.flatnonzero(compressed.reshape(-1)[uncovered] != 0)
-    if len(bad):
-        color, position = divmod(int(uncovered[bad[0]]), compressed.shape[1])
-        side = "row" if mode == "forward" else "column"
+    compressed = np.concatenate([np.asarray(p.detach().numpy(), np.float64) for p in parts], axis=1)
+    product, compressed = compressed[-1], compressed[:-1]
+    m, n = sparsity.shape
+    colors, rows, cols = sparsity.coloring(mode), sparsity.rows, sparsity.cols
+    if mode == "reverse":
+        covered = colors[rows] * n + cols
+    else:
+        covered = colors[cols] * (m if mode == "forward" else n) + rows
+    mask = np.ones(compressed.size, bool)
+    mask[covered] = False
+    outside = np.flatnonzero(compressed.reshape(-1)[mask] != 0)
+    probe = probe_seed(sparsity, mode)
+    values = compressed.reshape(-1)[sparsity.plan(mode)[1]] if len(compressed) else np.zeros(0)
+    if mode == "reverse":  # u^T J
+        terms, at, size = probe[rows] * values, cols, n
+    else:  # J v (H v)
+        terms, at, size = values * probe[cols], rows, m
+    expected = np.bincount(at, weights=terms, minlength=size)
+    scale = np.bincount(at, weights=np.abs(terms), minlength=size) + np.abs(product)
+    tolerance = 1e-4 if min(p.dtype.itemsize for p in parts) < 8 else 1e-9
+    wrong = np.flatnonzero(np.abs(expected - product) > tolerance * np.maximum(scale, np.finfo(float).tiny))
+    if len(outside) or len(wrong):
+        side = "column" if mode == "reverse" else "row"
+        where = f"{side} {int(wrong[0])}" if len(wrong) else f"{len(outside)} compressed values"
         raise ValueError(
-            f"{argname}: the given pattern is missing entries: the derivative is nonzero outside it ({len(bad)} "
-            f"compressed values, e.g. {side} {position} with the seed of color {color}). Pass a pattern that "
-            'holds every nonzero, or sparsity="auto".'
+            f"{argname}: the given pattern is missing entries: the derivative is nonzero outside it (at {where}). "
+            'Pass a pattern that holds every nonzero, or sparsity="auto".'
         )
