@@ -11,6 +11,7 @@ budgets apply to it."""
 
 import numpy as np
 
+from .._batched import fixed_rows
 from .._factories import zeros, zeros_like
 from .._grad_mode import enable_grad
 from .._host import host_arrays, to_device
@@ -37,7 +38,7 @@ def _seed_blocks(sparsity, mode, like, sizes, probe):
             seeds = np.concatenate([seeds, probe_seed(sparsity, mode)[None]])
         start, found = 0, []
         for x, n in zip(like, sizes):
-            found.append(to_device(np.ascontiguousarray(seeds[:, start : start + n], x.dtype.np)))
+            found.append(fixed_rows(to_device(np.ascontiguousarray(seeds[:, start : start + n], x.dtype.np))))
             start += n
         sparsity._plans[key] = found
     return [Tensor._wrap(a) for a in found]
