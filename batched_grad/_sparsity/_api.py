@@ -4,6 +4,7 @@ result as SparseMatrix blocks (or dense ones with output="dense")."""
 
 import collections
 import hashlib
+import threading
 
 import numpy as np
 
@@ -20,6 +21,7 @@ MAX_ENTRIES = 256  # structures whose patterns are kept, least recently used dro
 _detected = collections.OrderedDict()  # (hessian, structural key) -> _Entry
 _given = collections.OrderedDict()  # a user's pattern, by its contents -> Sparsity
 OUTPUTS = ("sparse", "dense")
+_lock = threading.Lock()
 
 
 class _Entry:
@@ -53,7 +55,9 @@ def detected(outputs, inputs, hessian):
     entry = _detected.get(key) if recorded.key is not None else None
     fingerprint = None
     if entry is not None:
-        _detected.move_to_end(key)
+        with _lock:
+            if key in _detected:
+                _detected.move_to_end(key)
         fingerprint = _fingerprint(recorded, entry.used)
         found = entry.found.get(fingerprint)
         if found is not None:
@@ -71,12 +75,13 @@ def detected(outputs, inputs, hessian):
         sparsity = _pattern.from_sets(out_sets, [o.numel() for o in outputs], width)
     if recorded.key is not None:
         used = tuple(sorted(ctx.used))
-        if entry is None or entry.used != used:
-            entry = _detected[key] = _Entry(used)
-            fingerprint = _fingerprint(recorded, used)
-        entry.found[fingerprint] = sparsity
-        while len(_detected) > MAX_ENTRIES:
-            _detected.popitem(last=False)
+        with _lock:  # threads may detect at once: each keeps its own result, the dict stays whole
+            if entry is None or entry.used != used:
+                entry = _detected[key] = _Entry(used)
+                fingerprint = _fingerprint(recorded, used)
+            entry.found[fingerprint] = sparsity
+            while len(_detected) > MAX_ENTRIES:
+                _detected.popitem(last=False)
     return sparsity
 
 
@@ -133,9 +138,11 @@ def given(pattern, shapes, argname, symmetric=False):
         from . import _sets
 
         sets = _sets.from_pairs(rows, cols, m, max(n, 1))
-        found = _given[key] = Sparsity((m, n), sets.indptr, sets.indices, symmetric=symmetric)
-        while len(_given) > MAX_ENTRIES:
-            _given.popitem(last=False)
+        found = Sparsity((m, n), sets.indptr, sets.indices, symmetric=symmetric)
+        with _lock:
+            _given[key] = found
+            while len(_given) > MAX_ENTRIES:
+                _given.popitem(last=False)
     return found
 
 
