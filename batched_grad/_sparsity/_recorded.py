@@ -26,6 +26,7 @@ from ._propagate import Propagation, Var, run
 from ._rules import inexact
 
 LEAF = ("leaf",)
+MAX_CONSTANT_ELEMENTS = 1_000_000  # float operands that depend on no input, read for their zeros up to this size
 
 
 class Recorded(NamedTuple):
@@ -172,10 +173,14 @@ def _node(ctx, pos, node, operands):
     args = []
     for k, (shape, dtype) in enumerate(node.sig.avals):
         sets = operands[k] if k < len(operands) else None
-        if inexact(dtype):
+        if sets is not None:
             args.append(Var(sets, shape))
-        else:
+        elif not inexact(dtype) or int(np.prod(shape, dtype=np.int64)) <= MAX_CONSTANT_ELEMENTS:
+            # a value that depends on no input: indices, masks, a kernel's zeros may shape the pattern (a rule
+            # that reads one marks it, and the pattern is then cached with its value)
             args.append(Var(None, shape, operand_value(node, k), frozenset({(pos, k)})))
+        else:
+            args.append(Var(None, shape))
     return [v.sets for v in run(ctx, jaxpr, args)]
 
 

@@ -49,6 +49,12 @@ MOVES = frozenset(
     }
 )  # fmt: skip
 IDENTITIES = frozenset({"optimization_barrier", "device_put", "sharding_constraint"})
+# moves of elements without a row there
+EXTRA_MOVES = {
+    "stack": lambda *arrays, axis: np.stack(arrays, axis),
+    "unstack": lambda a, axis: tuple(np.moveaxis(a, axis, 0)),
+    "tile": lambda a, reps: np.tile(a, reps),
+}
 
 
 def inexact(dtype):
@@ -117,9 +123,9 @@ def _masked(ctx, ins, operands, shape):
         if operands[k] is not None and other.sets is None and other.value is None:
             ctx.approximate()  # a constant that may hold zeros (a dropout's mask)
         if operands[k] is not None and other.value is not None and other.sets is None:
-            ctx.use(other.origin)
             nonzero = _broadcast_value(other, shape) != 0
-            if not nonzero.all():
+            if not nonzero.all():  # only a pruning makes the pattern hold for this value alone
+                ctx.use(other.origin)
                 masked[k] = _sets.take(operands[k], np.where(nonzero, np.arange(size_of(shape), dtype=np.int64), -1))
     return masked
 
@@ -193,7 +199,7 @@ def move(ctx, eqn, ins):
     arrays, stacked = _numbered(ins, keep)
     if name == "pad" and ins[1].sets is None:
         arrays[1] = np.array(-1, np.int64)
-    result = ROWS[name](*arrays, **eqn.params)
+    result = (ROWS.get(name) or EXTRA_MOVES[name])(*arrays, **eqn.params)
     results = result if isinstance(result, tuple) else (result,)
     return [_sets.take(stacked, np.asarray(r).ravel()) for r in results]
 
@@ -246,7 +252,8 @@ def _contracted(ctx, x, dims, other, other_dims, out_shape, first):
     sizes = [[x.shape[d] for d in ds] for ds in dims]
     n_batch, n_free, n_contract = (size_of(s) for s in sizes)
     n_other = size_of([other.shape[d] for d in o_free])
-    if other.sets is None and other.value is not None:
+    zeros = other.sets is None and other.value is not None and not np.all(other.value)
+    if zeros:  # a constant with zeros: only the products it does not zero out (a mask, a selection matrix)
         weights = np.transpose(np.asarray(other.value), [*o_batch, *o_contract, *o_free])
         weights = weights.reshape(n_batch, n_contract, n_other)
         b, k, g = np.nonzero(weights)
@@ -258,7 +265,11 @@ def _contracted(ctx, x, dims, other, other_dims, out_shape, first):
             sources = numbers[b, :, k].T  # (n_free, nnz)
             outs = (b * n_free + f) * n_other + g if first else (b * n_other + g) * n_free + f
             return _sets.gather_union(x.sets, outs.ravel(), sources.ravel(), size_of(out_shape), ctx.width)
-    if other.sets is None or (other.sets.lengths() == 0).any():
+    if (
+        (other.sets is None and other.value is None)
+        or zeros
+        or (other.sets is not None and not other.sets.lengths().all())
+    ):
         ctx.approximate()  # the other operand may hold zeros that this union does not see
     reduced = _sets.group(x.sets, group_map(x.shape, [*batch, *free]), n_batch * n_free, ctx.width)
     out_dims = list(range(len(out_shape)))
@@ -393,7 +404,7 @@ def identities(ctx, eqn, ins):
 
 RULES = {
     **{name: elementwise for name in ELEMENTWISE},
-    **{name: move for name in MOVES},
+    **{name: move for name in MOVES | EXTRA_MOVES.keys()},
     **{name: reduction for name in ("reduce_sum", "reduce_max", "reduce_min", "reduce_prod")},
     **{name: cumulative for name in ("cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp")},
     **{

@@ -55,6 +55,9 @@ def conv(ctx, eqn, ins):
     out_s = _flat(out_coords, ospec[2:], out_spatial)
     left = right = None
     if lhs.sets is not None:  # union over the group's channels, then over the window
+        keep = _kernel_offsets(ctx, rhs, rspec, n_window)
+        if keep is not None:
+            outs, sources = outs[keep[offsets]], sources[keep[offsets]]
         coords = np.indices(lhs.shape, dtype=np.int64).reshape(len(lhs.shape), -1)
         by_group = (coords[lspec[0]] * groups + coords[lspec[1]] // (c // groups)) * s_in + _flat(
             coords, lspec[2:], in_spatial
@@ -78,6 +81,24 @@ def conv(ctx, eqn, ins):
     if ctx.hessian and left is not None and right is not None:
         ctx.interact(left, right)
     return [_sets.union([left, right], ctx.width)]
+
+
+def _kernel_offsets(ctx, rhs, rspec, n_window):
+    """Which window offsets a constant kernel does not zero out for every channel pair (a 5-point stencil written
+    as a 3x3 kernel), or None where all count; the pattern then holds for this kernel's zeros alone."""
+    if rhs.sets is not None:
+        return None
+    if rhs.value is None:
+        ctx.approximate()  # a kernel of unknown values may hold zeros
+        return None
+    nonzero = np.transpose(np.asarray(rhs.value) != 0, rspec).reshape(-1, n_window)
+    keep = nonzero.any(axis=0)
+    if keep.all():
+        return None
+    ctx.use(rhs.origin)
+    if not (nonzero == keep).all():
+        ctx.approximate()  # channels with zeros at other offsets read this union of them
+    return keep
 
 
 def _flat(coords, dims, sizes):
