@@ -259,3 +259,27 @@ def test_a_primitive_without_a_rule_is_dense_with_one_warning(monkeypatch):
         warnings.simplefilter("error")
         jacobian(lambda x: bg.cumsum(x, 0) * 3, bg.ones(6), sparsity="auto")  # warned once
     assert _rules.RULES["cumsum"] is not None
+
+
+def test_a_stencil_written_as_a_convolution_takes_the_kernels_zeros():
+    kernel = bg.tensor([[0.0, 1.0, 0.0], [1.0, -4.0, 1.0], [0.0, 1.0, 0.0]], dtype=bg.float64).reshape(1, 1, 3, 3)
+
+    def f(u):
+        grid = u.reshape(1, 1, 8, 8)
+        return (bg.nn.functional.conv2d(grid, kernel, padding=1) + 0.1 * bg.exp(grid)).reshape(-1)
+
+    u = bg.tensor(np.random.default_rng(8).uniform(0, 1, 64))
+    pattern = jacobian_sparsity(f, u)
+    assert pattern.nnz == 5 * 64 - 4 * 8 and pattern.n_colors == 5
+    _assert_equal(jacobian(f, u, sparsity="auto"), jacobian(f, u, vectorize=True))
+    kernel.fill_(1.0)  # another kernel: the pattern depends on its zeros, so it is found again
+    assert jacobian_sparsity(f, u).nnz == 9 * 64 - 4 * 3 * 8 + 4
+    _assert_equal(jacobian(f, u, sparsity="auto"), jacobian(f, u, vectorize=True))
+
+
+def test_inside_bg_compile_the_sparse_jacobian_is_one_program():
+    step = bg.compile(lambda x: jacobian(stencil, x, sparsity="auto").values)
+    for seed in range(3):
+        x = bg.tensor(np.random.default_rng(seed).uniform(-1, 1, 40))
+        np.testing.assert_allclose(step(x).numpy(), jacobian(stencil, x, sparsity="auto").values.numpy(), atol=0)
+    assert step.compiles == 1
