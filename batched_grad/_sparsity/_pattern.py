@@ -5,7 +5,6 @@ import numpy as np
 
 from . import _coloring, _sets
 
-MODES = ("reverse", "forward", "symmetric")
 COUNTS = {"colorings": 0}  # colorings computed in this process (tests count them)
 
 

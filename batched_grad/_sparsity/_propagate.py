@@ -10,7 +10,6 @@ mark it used: the pattern then holds only for those values, and is cached with t
 
 import warnings
 
-import jax
 import numpy as np
 from jax.extend.core import ClosedJaxpr, Jaxpr, Literal
 
@@ -245,8 +244,3 @@ CALLS = {
     "while": while_loop,
     "scan": scan,
 }
-
-
-def jaxpr_of(fn, avals):
-    """The closed jaxpr of `fn` at `avals` ((shape, dtype) pairs)."""
-    return jax.make_jaxpr(fn)(*[jax.ShapeDtypeStruct(s, d) for s, d in avals])
