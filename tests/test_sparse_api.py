@@ -283,3 +283,24 @@ def test_inside_bg_compile_the_sparse_jacobian_is_one_program():
         x = bg.tensor(np.random.default_rng(seed).uniform(-1, 1, 40))
         np.testing.assert_allclose(step(x).numpy(), jacobian(stencil, x, sparsity="auto").values.numpy(), atol=0)
     assert step.compiles == 1
+
+
+def test_a_custom_function_is_dense_for_its_operands_with_a_warning():
+    class Cube(bg.autograd.Function):
+        @staticmethod
+        def forward(ctx, a):
+            ctx.save_for_backward(a)
+            return a**3
+
+        @staticmethod
+        def backward(ctx, g):
+            (a,) = ctx.saved_tensors
+            return 3 * a**2 * g
+
+    def f(x):
+        return Cube.apply(x[1:]) + x[:-1]
+
+    with pytest.warns(UserWarning, match="cannot see inside the recorded node 'CubeBackward'"):
+        J = jacobian(f, X, sparsity="auto")
+    _assert_equal(J, jacobian(f, X, vectorize=True))
+    assert J.nnz > 2 * 39  # a superset: the Function's outputs depend on all it reads

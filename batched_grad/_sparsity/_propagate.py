@@ -72,16 +72,22 @@ class Propagation:
     def use(self, origin):
         self.used |= origin
 
-    def warn_dense(self, name):
-        self.dense.add(name)
+    def warn_dense(self, name, node=False):
+        """`name` (a primitive, or with `node` a recorded node that is not a table op) got the dense fallback."""
+        self.dense.add((name, node))
 
     def warn(self):
         new = sorted(self.dense - _warned)
         _warned.update(new)
-        for name in new:
+        for name, node in new:
+            what = (
+                f"cannot see inside the recorded node {name!r} (not a table op)"
+                if node
+                else (f"has no rule for the JAX primitive {name!r}")
+            )
             warnings.warn(
-                f"sparsity detection has no rule for the JAX primitive {name!r}: each of its outputs is taken to "
-                "depend on every input element its operands depend on",
+                f"sparsity detection {what}: each of its outputs is taken to depend on every input element its "
+                "operands depend on",
                 stacklevel=4,
             )
 

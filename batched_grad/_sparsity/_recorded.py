@@ -167,7 +167,7 @@ def _node(ctx, pos, node, operands):
         return [None]
     jaxpr = node_jaxpr(node.sig) if type(node) is OpNode else None
     if jaxpr is None:
-        ctx.warn_dense(node.name())
+        ctx.warn_dense(node.name(), node=True)
         ctx.approximate()
         return _dense_node(ctx, node, operands)
     args = []
