@@ -241,6 +241,9 @@ def test_bad_patterns_raise_errors_naming_the_argument():
         jacobian(stencil, X, sparsity="auto", output="coo")
     with pytest.raises(RuntimeError, match="`strict=True` and `sparsity`"):
         jacobian(stencil, X, sparsity="auto", strict=True)
+    with pytest.raises(ValueError, match="output='sparse' needs a pattern"):
+        jacobian(stencil, X, output="sparse")
+    _assert_equal(jacobian(stencil, X, output="dense"), jacobian(stencil, X, vectorize=True))  # dense either way
 
 
 def test_a_primitive_without_a_rule_is_dense_with_one_warning(monkeypatch):

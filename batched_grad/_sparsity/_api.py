@@ -148,10 +148,15 @@ def given(pattern, shapes, argname, symmetric=False):
 
 # ---- the APIs --------------------------------------------------------------------------------------------------
 def check_arguments(sparsity, output, argname="sparsity"):
+    """Whether the sparse path runs (`sparsity` given), after checking both arguments: `output` is None, "sparse"
+    or "dense" ("sparse" only with a sparsity; "dense" without one is the dense result anyway)."""
     if output not in (None, *OUTPUTS):
         raise ValueError(f"output: expected 'sparse' or 'dense', got {output!r}")
     if isinstance(sparsity, str) and sparsity != "auto":
         raise ValueError(f'{argname}: expected None, "auto" or a pattern, got the string {sparsity!r}')
+    if sparsity is None and output == "sparse":
+        raise ValueError(f"output='sparse' needs a pattern: pass {argname}=\"auto\" or a pattern")
+    return sparsity is not None
 
 
 def _shapes(out_shapes, in_shapes):

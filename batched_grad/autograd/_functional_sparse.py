@@ -3,7 +3,7 @@ hessian_sparsity: the function is recorded as for a dense Jacobian, then its pat
 and the nonzeros computed with one batched call of one seed per color (batched_grad/_sparsity)."""
 
 from .._grad_mode import enable_grad
-from .._sparsity._api import check_arguments, detected, sparse_hessian, sparse_jacobian
+from .._sparsity._api import detected, sparse_hessian, sparse_jacobian
 from .._x64 import scoped
 
 _MODES = {"reverse-mode": "reverse", "forward-mode": "forward"}
@@ -22,7 +22,6 @@ def jacobian_with_sparsity(func, inputs, create_graph, strict, strategy, chunk_s
     output="dense", the dense Tensor)."""
     from .functional import _OUTPUTS, _grad_preprocess, _tensor_tuple, _tuple_postprocess
 
-    check_arguments(sparsity, output)
     _no_strict(strict, "jacobian")
     with enable_grad():
         is_inputs_tuple, inputs = _tensor_tuple(inputs, "inputs", "jacobian")
@@ -38,7 +37,6 @@ def hessian_with_sparsity(func, inputs, create_graph, strict, chunk_size, sparsi
     """hessian(..., sparsity=...): blocks [i][j] over the inputs, as the dense Hessian's structure."""
     from .functional import _grad_preprocess, _single_output, _tensor_tuple, _tuple_postprocess
 
-    check_arguments(sparsity, output)
     _no_strict(strict, "hessian")
     is_inputs_tuple, inputs = _tensor_tuple(inputs, "inputs", "hessian")
     scalar_func = _single_output(func, "hessian", strict)

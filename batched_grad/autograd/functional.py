@@ -13,6 +13,7 @@ from .._grad_mode import enable_grad, is_grad_enabled, set_grad_enabled
 from .._host import to_device
 from .._ops import stack
 from .._sparsity import SparseMatrix, Sparsity
+from .._sparsity._api import check_arguments
 from .._tensor import Tensor
 from .._x64 import scoped
 from ._api import grad as _grad
@@ -346,7 +347,7 @@ def jacobian(
         ' Hint: If your function has more outputs than inputs, "forward-mode" tends to be '
         'more performant. Otherwise, prefer to use "reverse-mode".',
     )
-    if sparsity is not None or output is not None:
+    if check_arguments(sparsity, output):
         return jacobian_with_sparsity(func, inputs, create_graph, strict, strategy, chunk_size, sparsity, output)
     if strategy == "forward-mode":
         is_inputs_tuple, inputs = _tensor_tuple(inputs, "inputs", "jacobian")
@@ -415,7 +416,7 @@ def hessian(
     `jacobian`: the Hessian-vector products of one seed per color of a star coloring, as one batched call.
     """
     chunk_size = check_chunk_size(chunk_size)
-    if sparsity is not None or output is not None:
+    if check_arguments(sparsity, output):
         _check_strategy(outer_jacobian_strategy, "")
         return hessian_with_sparsity(func, inputs, create_graph, strict, chunk_size, sparsity, output)
     is_inputs_tuple, inputs = _tensor_tuple(inputs, "inputs", "hessian")

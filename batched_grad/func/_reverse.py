@@ -196,8 +196,7 @@ def _jacobian_transform(func, argnums, has_aux, chunk_size, sparsity, output, pr
     if isinstance(chunk_size, (int, float)) and not chunk_size > 0:
         raise ValueError("jacrev: `chunk_size` should be greater than 0.")
     chunk_size = check_chunk_size(chunk_size)
-    if sparsity is not None or output is not None:
-        check_arguments(sparsity, output)
+    check_arguments(sparsity, output)
 
     @functools.wraps(func)
     @unsupported_in_transforms
