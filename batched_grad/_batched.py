@@ -32,11 +32,12 @@ def batched_backward(roots, grads, captures, *, retain_graph, create_graph, chun
     if shards is not None:  # the constant grad_outputs split as the first split one (a recorded one stays as it is)
         grads = [Tensor._wrap(_shards.split_as(g._value, shards)) if _constant(g) else g for g in grads]
     basis = tuple([basis_block(g) for g in grads])
-    # a Jacobian's batch size is fixed by the structure: no padding needed; else a bucket of rows (on each device), a
-    # multiple of the chunk ("auto" chooses a power of two)
+    # a Jacobian's batch size is fixed by the structure, and so is a sparse Jacobian's (its seeds): no padding
+    # needed; else a bucket of rows (on each device), a multiple of the chunk ("auto" chooses a power of two)
+    fixed = shards is None and all(b is not None or _is_fixed(g._v) for b, g in zip(basis, grads))
     padded = (
         sizes[0]
-        if None not in basis
+        if fixed
         else bucket(sizes[0], None if chunk_size == AUTO else chunk_size, 1 if shards is None else shards.count)
     )
     batch = Batch(sizes[0], padded, chunk_size, basis, shards)
@@ -66,6 +67,23 @@ def shard_rows(tensor, devices=None):
 
 
 _device_blocks = {}  # id(device array) -> (weakref to it, its basis_block): a device array is immutable
+_fixed_rows = {}  # id(device array) -> weakref to it: seeds whose number of rows a structure fixes
+
+
+def fixed_rows(array):
+    """Mark a device array of grad_outputs as rows whose number is fixed by the structure (a sparse Jacobian's
+    seeds, one per color), so that a batch of them is not padded to a bucket: padding only saves compiles for
+    batch sizes that vary, and would add rows of work here (5 colors run as 8)."""
+    key = id(array)
+    _fixed_rows[key] = weakref.ref(
+        array, lambda ref: _fixed_rows.pop(key, None) if _fixed_rows.get(key) is ref else None
+    )
+    return array
+
+
+def _is_fixed(v):
+    ref = _fixed_rows.get(id(v))
+    return ref is not None and ref() is v
 
 
 def basis_block(g):

@@ -12,12 +12,16 @@ from .._factories import zeros_like
 from .._grad_mode import enable_grad, is_grad_enabled, set_grad_enabled
 from .._host import to_device
 from .._ops import stack
+from .._sparsity import SparseMatrix, Sparsity
+from .._sparsity._api import check_arguments
 from .._tensor import Tensor
 from .._x64 import scoped
 from ._api import grad as _grad
 from ._functional_forward import AppliesFunction, Untraceable, check_forward_mode, forward_jacobian
+from ._functional_sparse import hessian_sparsity, hessian_with_sparsity, jacobian_sparsity, jacobian_with_sparsity
 
 __all__ = ["vjp", "jvp", "jacobian", "hessian", "hvp", "vhp"]
+__all__ += ["jacobian_sparsity", "hessian_sparsity", "Sparsity", "SparseMatrix"]  # sparse Jacobians and Hessians
 
 _OUTPUTS = "outputs of the user-provided function"
 _STRATEGIES = ("forward-mode", "reverse-mode")
@@ -323,13 +327,19 @@ def _block(rows, shape):
 
 @scoped
 def jacobian(
-    func, inputs, create_graph=False, strict=False, vectorize=False, strategy="reverse-mode", *, chunk_size=None
-):
+    func, inputs, create_graph=False, strict=False, vectorize=False, strategy="reverse-mode", *, chunk_size=None,
+    sparsity=None, output=None
+):  # fmt: skip
     """The Jacobian of `func` at `inputs`: a Tensor for a Tensor input and output, a tuple over inputs or over
     outputs, or a tuple (over outputs) of tuples (over inputs), each block shaped output.shape + input.shape.
 
     `vectorize=True` computes it with one batched grad call (reverse mode) or one compiled program of JVPs
     (`strategy="forward-mode"`, which requires vectorize=True); `chunk_size` bounds how many rows run at once.
+
+    `sparsity="auto"` (detected from the recorded graph) or a pattern (a boolean array of shape (m, n) or
+    output.shape + input.shape, a scipy.sparse matrix, (rows, cols) coordinates, or a Sparsity) computes it with
+    one batched call of one seed per color, in the mode with fewer colors (`strategy`'s on a tie); each block is
+    then a SparseMatrix, or with `output="dense"` the dense Tensor.
     """
     chunk_size = check_chunk_size(chunk_size)
     _check_strategy(
@@ -337,6 +347,8 @@ def jacobian(
         ' Hint: If your function has more outputs than inputs, "forward-mode" tends to be '
         'more performant. Otherwise, prefer to use "reverse-mode".',
     )
+    if check_arguments(sparsity, output):
+        return jacobian_with_sparsity(func, inputs, create_graph, strict, strategy, chunk_size, sparsity, output)
     if strategy == "forward-mode":
         is_inputs_tuple, inputs = _tensor_tuple(inputs, "inputs", "jacobian")
         check_forward_mode(create_graph, strict, vectorize, inputs)
@@ -393,14 +405,20 @@ def hessian(
     outer_jacobian_strategy="reverse-mode",
     *,
     chunk_size=None,
+    sparsity=None,
+    output=None,
 ):
     """The Hessian of a function returning one single-element Tensor: a Tensor for a Tensor input, else a tuple
     of tuples whose block [i][j] has shape inputs[i].shape + inputs[j].shape.
 
     The outer Jacobian (of the gradient) follows `vectorize`, `outer_jacobian_strategy` and `chunk_size` as in
-    `jacobian`; "forward-mode" is forward over reverse in one compiled program.
+    `jacobian`; "forward-mode" is forward over reverse in one compiled program. `sparsity` and `output` as in
+    `jacobian`: the Hessian-vector products of one seed per color of a star coloring, as one batched call.
     """
     chunk_size = check_chunk_size(chunk_size)
+    if check_arguments(sparsity, output):
+        _check_strategy(outer_jacobian_strategy, "")
+        return hessian_with_sparsity(func, inputs, create_graph, strict, chunk_size, sparsity, output)
     is_inputs_tuple, inputs = _tensor_tuple(inputs, "inputs", "hessian")
     _check_strategy(outer_jacobian_strategy, "")
     scalar_func = _single_output(func, "hessian", strict)

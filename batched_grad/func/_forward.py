@@ -18,6 +18,7 @@ from .._factories import eye
 from .._grad_mode import enable_grad, is_grad_enabled
 from .._ops._core import Op, apply
 from .._reads import output_reads
+from .._sparsity._api import check_arguments
 from .._tensor import Tensor
 from .._transform_levels import grad_level
 from .._vmap_levels import randomness_mode
@@ -34,7 +35,7 @@ from ._args import (
     selected,
     split_aux,
 )
-from ._reverse import _check_real, _detached_unless, _gradients, jacrev
+from ._reverse import _check_real, _detached_unless, _gradients, _jacobian_transform, jacrev, sparse_hessian_transform
 from ._vmap import vmap
 
 JVP = "jvp(f, primals, tangents)"
@@ -227,8 +228,11 @@ def linearize(func, *primals):
 _RANDOMNESS = ("error", "same", "different")
 
 
-def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
-    """A function returning the Jacobian of func w.r.t. args[argnums] by forward mode, structured as jacrev's."""
+def jacfwd(func, argnums=0, has_aux=False, *, randomness="error", sparsity=None, output=None):
+    """A function returning the Jacobian of func w.r.t. args[argnums] by forward mode, structured as jacrev's.
+    `sparsity` ("auto" or a pattern) and `output` as in jacrev; forward mode is taken on a tie of colors."""
+    if check_arguments(sparsity, output):
+        return _jacobian_transform(func, argnums, has_aux, None, sparsity, output, "forward")
 
     @functools.wraps(func)
     @scoped
@@ -315,6 +319,10 @@ def _jacfwd_by_columns(flat_func, leaves, spec, has_aux):
     return jacobian, aux_spec.unflatten([a[0] if isinstance(a, Tensor) else a for a in flat_aux])
 
 
-def hessian(func, argnums=0):
-    """A function returning the Hessian of func's scalar output w.r.t. args[argnums]: jacfwd of jacrev."""
+def hessian(func, argnums=0, *, sparsity=None, output=None):
+    """A function returning the Hessian of func's scalar output w.r.t. args[argnums]: jacfwd of jacrev. With
+    `sparsity` ("auto" or a pattern), from one batched Hessian-vector product per color of a star coloring, each
+    block a SparseMatrix (or dense with output="dense")."""
+    if check_arguments(sparsity, output):
+        return sparse_hessian_transform(func, argnums, sparsity, output)
     return jacfwd(jacrev(func, argnums), argnums)

@@ -14,6 +14,7 @@ from .._factories import zeros_like
 from .._grad_mode import enable_grad, is_grad_enabled
 from .._ops import cat
 from .._saved_hooks import unsupported_in_transforms
+from .._sparsity._api import check_arguments, sparse_hessian, sparse_jacobian
 from .._tensor import Tensor
 from .._transform_levels import grad_level, note_stand_ins
 from .._x64 import scoped
@@ -184,16 +185,24 @@ def _check_real(tree, api, what):
             )
 
 
-def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, _preallocate_and_copy=False):
+def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, _preallocate_and_copy=False, sparsity=None, output=None):
     """A function returning the Jacobian of func w.r.t. args[argnums] by reverse mode: for each output leaf, the
     structure of args[argnums] (a tuple over argnums for a tuple), each block shaped output.shape + input.shape.
     `chunk_size` bounds how many rows of the basis run at once ("auto": as many as the memory budget allows, in one
     program). With a number of rows, as torch's: each chunk of the basis is one batched gradient (a chunk of one
     row, one plain gradient), and the chunks' rows are concatenated or, with `_preallocate_and_copy`, copied into a
-    Jacobian allocated first (which holds one chunk's rows at a time besides the result)."""
+    Jacobian allocated first (which holds one chunk's rows at a time besides the result).
+    `sparsity` ("auto" or a pattern) and `output` as in autograd.functional.jacobian: each block a SparseMatrix
+    computed from one seed per color, in the mode with fewer colors (reverse on a tie)."""
+    return _jacobian_transform(func, argnums, has_aux, chunk_size, sparsity, output, "reverse", _preallocate_and_copy)
+
+
+def _jacobian_transform(func, argnums, has_aux, chunk_size, sparsity, output, preferred, preallocate=False):
+    """jacrev, and jacfwd with sparsity (`preferred`: the mode taken on a tie of colors)."""
     if isinstance(chunk_size, (int, float)) and not chunk_size > 0:
         raise ValueError("jacrev: `chunk_size` should be greater than 0.")
     chunk_size = check_chunk_size(chunk_size)
+    check_arguments(sparsity, output)
 
     @functools.wraps(func)
     @unsupported_in_transforms
@@ -205,7 +214,12 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, _preallocate_and_
             check_tensor_outputs(run.flat_output, "vjp(f, *primals)")
             _check_real(run.flat_output, "jacrev", "outputs")
             _check_floating_outputs(run.flat_output)
-            blocks = _jacobian_blocks(run, chunk_size, _preallocate_and_copy)
+            if sparsity is None:
+                blocks = _jacobian_blocks(run, chunk_size, preallocate)
+            else:
+                blocks = sparse_jacobian(
+                    run.flat_output, run.inputs, sparsity, preferred, run.keep_graph, chunk_size, output or "sparse"
+                )
             if has_aux:
                 check_aux(run.aux)
         per_output = [run.spec.unflatten(row) for row in blocks]
@@ -279,3 +293,27 @@ def _offsets(outputs):
     for o in outputs:
         yield o, o.numel(), offset
         offset += o.numel()
+
+
+def sparse_hessian_transform(func, argnums, sparsity, output):
+    """func.hessian with `sparsity`: the Hessian of func's scalar output from one batched Hessian-vector product
+    per color, blocks structured as jacfwd(jacrev(func))'s."""
+    check_arguments(sparsity, output)
+
+    @functools.wraps(func)
+    @unsupported_in_transforms
+    @scoped
+    def wrapper(*args, **kwargs):
+        _check_real(args, "hessian", "inputs")
+        argnums_ = check_argnums(argnums, len(args))
+        with grad_level(args, kwargs), _Recorded(func, args, kwargs, argnums_, False, "hessian(f)(*args)") as run:
+            value = run.output
+            if not isinstance(value, Tensor) or value.numel() != 1:
+                raise RuntimeError(
+                    "hessian(f, sparsity=...)(*args): Expected f(*args) to return a single-element Tensor, got "
+                    + (f"a Tensor of shape {tuple(value.shape)}" if isinstance(value, Tensor) else f"{type(value)}")
+                )
+            blocks = sparse_hessian(value, run.inputs, sparsity, run.keep_graph, None, output or "sparse")
+        return run.spec.unflatten([run.spec.unflatten(list(row)) for row in blocks])
+
+    return wrapper
