@@ -16,9 +16,10 @@ from jax.extend.core import ClosedJaxpr, DebugInfo
 from jax.extend.linear_util import wrap_init
 from jax.interpreters.partial_eval import trace_to_jaxpr_dynamic
 
-from .._graph import AccumulateGrad, SavedValue, edge_of
+from .._graph import AccumulateGrad, edge_of
 from .._lazy import Pending, materialize
 from .._ops._core import OpNode
+from .._saved import SavedValue
 from .._tracing import is_tracer
 from .._x64 import set_x64, swap_x64
 from . import _sets
@@ -80,9 +81,9 @@ def _ref(edge, index, input_edges):
 def _key(nodes, index, input_edges, out_edges, n_inputs):
     entries = []
     for node in nodes:
-        if type(node) is AccumulateGrad:
+        if isinstance(node, AccumulateGrad):
             entries.append(LEAF)
-        elif type(node) is OpNode:
+        elif isinstance(node, OpNode):
             entries.append((node.sig, tuple([_ref(e, index, input_edges) for e in node.edges])))
         else:
             return None
@@ -163,9 +164,9 @@ def _edge_sets(edge, input_edges, index, produced, inputs):
 
 def _node(ctx, pos, node, operands):
     """The output sets of one node, given its operands' sets (one per edge)."""
-    if type(node) is AccumulateGrad:
+    if isinstance(node, AccumulateGrad):
         return [None]
-    jaxpr = node_jaxpr(node.sig) if type(node) is OpNode else None
+    jaxpr = node_jaxpr(node.sig) if isinstance(node, OpNode) else None
     if jaxpr is None:
         ctx.warn_dense(node.name(), node=True)
         ctx.approximate()
