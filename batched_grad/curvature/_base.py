@@ -63,7 +63,8 @@ class LinearOperator:
             rows = X.reshape(1, n) if is_vector else X.T
             return self._split_rows(rows), False, is_vector
         if isinstance(X, (list, tuple)) and X and all(isinstance(x, Tensor) for x in X):
-            return self._columns_of_list(list(X)) + (None,)
+            columns, is_vector = self._columns_of_list(list(X))
+            return columns, True, is_vector
         raise ValueError(
             f"{type(self).__name__} @ X: X must be a Tensor, a list of Tensors or a linear operator, "
             f"but got {type(X).__name__}"
@@ -78,7 +79,7 @@ class LinearOperator:
             return [x.unsqueeze(0) for x in X], True
         trailing = {g[-1] for g in got if g}
         if all(len(g) == len(s) + 1 and g[:-1] == s for g, s in zip(got, shapes)) and len(trailing) == 1:
-            return [x.movedim(-1, 0) for x in X], True
+            return [x.movedim(-1, 0) for x in X], False
         raise ValueError(
             f"{type(self).__name__} @ X: the Tensors of X must have the shapes {shapes}, each with an optional "
             f"trailing axis of the same number of columns, but got {got}"

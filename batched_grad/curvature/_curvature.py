@@ -9,7 +9,7 @@ import numpy as np
 
 from .._tensor import Tensor
 from ._base import LinearOperator
-from ._programs import FunctionalModel, program
+from ._programs import FunctionalModel, as_factor, program
 
 
 class CurvatureLinearOperator(LinearOperator):
@@ -50,7 +50,7 @@ class CurvatureLinearOperator(LinearOperator):
         self._model_func, self._loss_func, self._data = model_func, loss_func, data
         self._progressbar = progressbar
         self._batch_size_fn = (lambda X: X.shape[0]) if batch_size_fn is None else batch_size_fn
-        self._functional = FunctionalModel(model_func, self._params)
+        self._functional = FunctionalModel(model_func, loss_func, self._params)
         if num_data is None:
             num_data = sum(self._batch_size_fn(X) for X, _ in self._loop_over_data("_N_data"))
         self._N_data = num_data
@@ -100,15 +100,21 @@ class CurvatureLinearOperator(LinearOperator):
     def _matmat(self, M):
         total = None
         for X, y in self._loop_over_data("_matmat"):
-            part = self._matmat_batch(X, y, M, self._get_normalization_factor(X, y))
+            part = self._matmat_batch(X, y, M, self._factor(X, y))
             total = part if total is None else [a + b for a, b in zip(total, part)]
         return total
 
     def _matmat_batch(self, X, y, M, factor):
         raise NotImplementedError(f"{type(self).__name__} does not implement _matmat_batch")
 
-    def _program(self, kind, build, options=()):
-        return program(kind, [self._model_func, self._loss_func, *self._params], options, build)
+    def _run(self, kind, build, data, columns, options=()):
+        """The cached program `kind` (its function made by `build()`) on this batch's `data` and `columns`."""
+        objects = [self._model_func, self._loss_func, *self._params]
+        run = program(kind, objects, options, build, traceable=self._functional.traceable)
+        return run(self._functional.state(), data, columns)
+
+    def _factor(self, X, y):
+        return as_factor(self._get_normalization_factor(X, y), self._params[0])
 
     def _loop_over_data(self, desc=None):
         """The batches (X, y), reported on stderr with `progressbar`."""
@@ -131,22 +137,23 @@ class CurvatureLinearOperator(LinearOperator):
 
     # -- loss and gradient ------------------------------------------------------------------------------------------
 
-    def _loss_and_gradient_program(self):
-        model, loss_func = self._functional, self._loss_func
+    def _loss_and_gradient(self, X, y):
+        model = self._functional
 
         def build():
-            def loss_and_gradient(X, y, factor):
+            def loss_and_gradient(state, data, columns):
                 from ..autograd import grad
 
-                leaves = model.leaves()
-                prediction = model(leaves, X)
-                loss = loss_func(prediction, y) * factor
+                X, y, factor = data
+                leaves = model.leaves(state)
+                prediction = model(state, leaves, X)
+                loss = model.loss(state, prediction, y) * factor
                 grads = grad(loss, leaves, allow_unused=True, materialize_grads=True)
                 return [prediction.detach(), loss.detach(), *grads]
 
             return loss_and_gradient
 
-        return self._program("loss_and_gradient", build)
+        return self._run("loss_and_gradient", build, (X, y, self._factor(X, y)), [])
 
     def data_prediction_loss_gradient(self, desc="batch_prediction_loss_gradient"):
         """Per batch: ((X, y), prediction, loss, gradient), the loss and gradient scaled by the batch's weight (None
@@ -155,9 +162,8 @@ class CurvatureLinearOperator(LinearOperator):
             for X, y in self._loop_over_data(desc):
                 yield (X, y), self._model_func(X).detach(), None, None
             return
-        run = self._loss_and_gradient_program()
         for X, y in self._loop_over_data(desc):
-            prediction, loss, *grads = run(X, y, self._get_normalization_factor(X, y))
+            prediction, loss, *grads = self._loss_and_gradient(X, y)
             yield (X, y), prediction, loss, grads
 
     def gradient_and_loss(self):

@@ -8,6 +8,7 @@ import warnings
 import numpy as np
 
 from ._base import LinearOperator
+from ._probes import dtype_of, product
 
 _DEFAULTS = {
     "tolerance": 1.0,  # the mean residual norm (of the normalized right-hand sides) at which CG stops
@@ -58,20 +59,17 @@ def conjugate_gradients(A, rhs, tolerance, eps, stop_updating_after, max_iter, i
     """Solve A X = rhs for the columns of `rhs` (N, K) together: one product with all K columns per iteration."""
     from .. import as_tensor
 
-    def product(columns):  # (N, K) -> A (N, K)
-        return np.asarray(A._matmat_rows(as_tensor(np.ascontiguousarray(columns.T), dtype=A.dtype)).numpy()).T
-
     def precondition(r):
         if preconditioner is None:
             return r.copy()
-        return np.asarray(preconditioner(as_tensor(r, dtype=A.dtype)).numpy())
+        return np.asarray(preconditioner(as_tensor(r, dtype=dtype_of(A))).numpy())
 
     rhs_norm = np.linalg.norm(rhs, axis=0, keepdims=True)
     rhs_is_zero = rhs_norm < eps
     rhs_norm = np.where(rhs_is_zero, 1.0, rhs_norm)
     rhs = rhs / rhs_norm
     guess = np.zeros_like(rhs) if initial_guess is None else _as_columns(initial_guess, rhs.shape) / rhs_norm
-    residual = rhs - product(guess)
+    residual = rhs - product(A, guess)
     result = guess.copy()
     if np.isnan(residual).any():
         raise RuntimeError("CGInverseLinearOperator: the product with A gave NaNs")
@@ -84,7 +82,7 @@ def conjugate_gradients(A, rhs, tolerance, eps, stop_updating_after, max_iter, i
     inner = (preconditioned * residual).sum(0, keepdims=True)
     reached = False
     for step in range(max_iter):
-        products = product(direction)
+        products = product(A, direction)
         alpha = _safe_divide(inner, (direction * products).sum(0, keepdims=True), eps)
         alpha = np.where(converged, 0.0, alpha)
         residual = residual - alpha * products

@@ -62,14 +62,13 @@ class JacobianLinearOperator(_JacobianBase):
         model = self._functional
 
         def build():
-            def jacobian_product(X, *M):
-                leaves = model.leaves()
-                return [jacobian_columns(model(leaves, X), leaves, list(M))]
+            def jacobian_product(state, X, M):
+                leaves = model.leaves(state)
+                return [jacobian_columns(model(state, leaves, X), leaves, list(M))]
 
             return jacobian_product
 
-        run = self._program("jacobian", build)
-        parts = [run(X, *M)[0] for X, _ in self._loop_over_data("_matmat")]
+        parts = [self._run("jacobian", build, X, M)[0] for X, _ in self._loop_over_data("_matmat")]
         return [cat(parts, dim=1)]
 
     def _adjoint(self):
@@ -87,17 +86,16 @@ class TransposedJacobianLinearOperator(_JacobianBase):
         (columns,) = M
 
         def build():
-            def transposed_jacobian_product(X, columns):
-                leaves = model.leaves()
-                return batched_grad([model(leaves, X)], leaves, [columns])
+            def transposed_jacobian_product(state, X, columns):
+                leaves = model.leaves(state)
+                return batched_grad([model(state, leaves, X)], leaves, list(columns))
 
             return transposed_jacobian_product
 
-        run = self._program("transposed_jacobian", build)
         total, start = None, 0
         for X, _ in self._loop_over_data("_matmat"):
             size = self._batch_size_fn(X)
-            part = run(X, columns[:, start : start + size])
+            part = self._run("transposed_jacobian", build, X, [columns[:, start : start + size]])
             total = part if total is None else [a + b for a, b in zip(total, part)]
             start += size
         if start != columns.shape[1]:

@@ -20,14 +20,15 @@ class HessianLinearOperator(CurvatureLinearOperator):
     SUPPORTS_BLOCKS = True
 
     def _matmat_batch(self, X, y, M, factor):
-        model, loss_func, blocks = self._functional, self._loss_func, tuple(self._block_sizes)
+        model, blocks = self._functional, tuple(self._block_sizes)
 
         def build():
-            def hessian_product(X, y, factor, *M):
+            def hessian_product(state, data, M):
                 from ..autograd import grad
 
-                leaves = model.leaves()
-                loss = loss_func(model(leaves, X), y) * factor
+                X, y, factor = data
+                leaves = model.leaves(state)
+                loss = model.loss(state, model(state, leaves, X), y) * factor
                 result, start = [], 0
                 for size in blocks:
                     block = leaves[start : start + size]
@@ -38,7 +39,7 @@ class HessianLinearOperator(CurvatureLinearOperator):
 
             return hessian_product
 
-        return self._program("hessian", build, blocks)(X, y, factor, *M)
+        return self._run("hessian", build, (X, y, factor), M, blocks)
 
 
 class GGNLinearOperator(CurvatureLinearOperator):
@@ -48,23 +49,24 @@ class GGNLinearOperator(CurvatureLinearOperator):
     SELF_ADJOINT = True
 
     def _matmat_batch(self, X, y, M, factor):
-        model, loss_func = self._functional, self._loss_func
+        model = self._functional
 
         def build():
-            def ggn_product(X, y, factor, *M):
+            def ggn_product(state, data, M):
                 from ..autograd import grad
 
-                leaves = model.leaves()
-                out = model(leaves, X)
+                X, y, factor = data
+                leaves = model.leaves(state)
+                out = model(state, leaves, X)
                 JM = jacobian_columns(out, leaves, list(M))
                 prediction = out.detach().requires_grad_()
-                (gradient,) = grad(loss_func(prediction, y) * factor, prediction, create_graph=True)
+                (gradient,) = grad(model.loss(state, prediction, y) * factor, prediction, create_graph=True)
                 (HJM,) = batched_grad([gradient], [prediction], [JM])
                 return batched_grad([out], leaves, [HJM])
 
             return ggn_product
 
-        return self._program("ggn", build)(X, y, factor, *M)
+        return self._run("ggn", build, (X, y, factor), M)
 
 
 def _flatten(out, loss_func):
@@ -97,17 +99,20 @@ def _check_loss(op, loss_func):
         raise NotImplementedError(f"{type(op).__name__}: loss_func must be one of {names}, but got {loss_func}")
 
 
-def _outer_product_program(model, loss_func, weights):
+def _outer_product_program(model, weights):
     """The program of J^T (sum_s g_s g_s^T) J M for an output-space weighting built by `weights(out, y, extra)`
     (out detached) -> (G `(S, terms, C)`, scale): the empirical Fisher (S = 1, G the loss's gradients) and the MC
     Fisher (G sampled would-be gradients)."""
 
-    def product(X, y, factor, extra, *M):
+    loss_func = model.loss_func
+
+    def product(state, data, M):
         from .. import einsum
 
-        leaves = model.leaves()
-        out = model(leaves, X)
-        G, scale = weights(out.detach(), y, extra)
+        X, y, factor, extra = data
+        leaves = model.leaves(state)
+        out = model(state, leaves, X)
+        G, scale = weights(state, out.detach(), y, extra)
         JM = _flatten_rows(jacobian_columns(out, leaves, list(M)), loss_func)
         projections = einsum("ktc,stc->kst", JM, G)
         W = einsum("kst,stc->ktc", projections, G) * (factor * scale)
@@ -135,16 +140,16 @@ class EFLinearOperator(CurvatureLinearOperator):
         _check_loss(self, self._loss_func)
         model, loss_func = self._functional, self._loss_func
 
-        def gradients(out, y, _):
+        def gradients(state, out, y, _):
             from ..autograd import grad
 
             prediction = out.requires_grad_()
-            (g,) = grad(loss_func(prediction, y), prediction)
+            (g,) = grad(model.loss(state, prediction, y), prediction)
             flat = _flatten(g, loss_func)
             c = _reduction_factor(loss_func, *flat.shape)
             return (flat * c).unsqueeze(0), 1.0 / c
 
-        return self._program("ef", lambda: _outer_product_program(model, loss_func, gradients))(X, y, factor, 0, *M)
+        return self._run("ef", lambda: _outer_product_program(model, gradients), (X, y, factor, 0), M)
 
 
 class FisherMCLinearOperator(CurvatureLinearOperator):
@@ -195,21 +200,22 @@ class FisherMCLinearOperator(CurvatureLinearOperator):
         from .. import no_grad
 
         loss_func, samples = self._loss_func, self._mc_samples
+        state = self._functional.state()
         with no_grad():
-            prediction = self._functional(self._functional.leaves(), X)
-        noise = self._draw_noise(_flatten(prediction, loss_func).shape, y)
+            prediction = self._functional(state, self._functional.leaves(state), X)
+        noise = self._draw_noise(self._generator, tuple(_flatten(prediction, loss_func).shape), y)
 
         def build():
-            def sampled(out, y, noise):
+            def sampled(state, out, y, noise):
                 flat = _flatten(out, loss_func)
                 G = sample_output_gradients(loss_func, flat, noise)
                 return G, 1.0 / (samples * _reduction_factor(loss_func, *flat.shape))
 
-            return _outer_product_program(self._functional, loss_func, sampled)
+            return _outer_product_program(self._functional, sampled)
 
-        return self._program("fisher_mc", build, samples)(X, y, factor, noise, *M)
+        return self._run("fisher_mc", build, (X, y, factor, noise), M, samples)
 
-    def _draw_noise(self, flat_shape, y):
+    def _draw_noise(self, generator, flat_shape, y):
         """The draws behind one batch's sampled targets: standard normals `(S, terms, C)` for MSELoss, uniforms
         `(S, terms)` for CrossEntropyLoss, uniforms `(S, terms, C)` for BCEWithLogitsLoss."""
         from .. import rand, randn
@@ -217,10 +223,10 @@ class FisherMCLinearOperator(CurvatureLinearOperator):
         terms, classes = flat_shape
         shape = (self._mc_samples, terms) + (() if isinstance(self._loss_func, CrossEntropyLoss) else (classes,))
         if isinstance(self._loss_func, MSELoss):
-            return randn(*shape, generator=self._generator, dtype=self.dtype)
+            return randn(*shape, generator=generator, dtype=self.dtype)
         if isinstance(self._loss_func, BCEWithLogitsLoss) and not bool(((y == 0) | (y == 1)).all()):
             raise NotImplementedError("FisherMCLinearOperator: BCEWithLogitsLoss needs binary targets (0, 1)")
-        return rand(*shape, generator=self._generator, dtype=self.dtype)
+        return rand(*shape, generator=generator, dtype=self.dtype)
 
 
 def sample_output_gradients(loss_func, flat, noise):

@@ -1,55 +1,156 @@
-"""What runs one data batch's product: a function of Tensors compiled by bg.compile into one XLA program per
-signature (the batch's and the columns' shapes), with the operator's K columns as one batch of cotangents
-(`is_grads_batched=True`, chunk_size="auto": as many columns at once as the memory budget allows). A model that
-reads values (`.item()`, a branch on a tensor) cannot be compiled: its products run through the engine eagerly.
+"""What runs one data batch's product: a function of Tensors traced once per signature (the shapes of the batch and
+of the columns) into one XLA program, whose K columns go through the backward as one batch of cotangents
+(`is_grads_batched=True`). The model's parameters and buffers (and the loss module's) are the program's inputs,
+read afresh at every call, so a product after a training step sees the new weights.
+
+Columns run all at once when the compiled program fits `vmap.memory_budget()` (XLA's own memory analysis of it);
+otherwise in the largest chunks that fit, each chunk a call of one program compiled for that many columns. A model
+that reads values (`.item()`, a branch on a tensor), or a model_func that is not a Module holding the parameters,
+is not traced: its products run through the engine eagerly, all columns in one batched backward.
 
 Programs are kept per (kind, model, loss, parameters, options), so a new operator over the same model (one per
-training step, say) reuses the compiled program instead of tracing it again."""
+training step, say) reuses the compiled program."""
 
 import collections
 import threading
 
+import jax
+import numpy as np
+
+from vmap._memory import largest_chunk, lowerable, memory_budget, program_bytes
+from vmap._pytree import flatten
+
 from .. import _compile
 from .._grad_mode import enable_grad
 from .._tensor import Tensor
+from .._tracing import compiling
+from .._x64 import scoped
 from ..autograd import grad
 from ..func import functional_call
 from ..nn import Module
 
-AUTO = "auto"  # the chunk of columns: the largest whose program fits vmap.memory_budget()
 _MAX_PROGRAMS = 64
+_MAX_SIGNATURES = 16  # compiled executables kept per program
 _programs = collections.OrderedDict()  # key -> (the objects the key names, _Program)
 _lock = threading.Lock()
+EAGER = "eager"
+
+
+class _Compiled:
+    """One signature's executables: for all columns, and for a chunk of them where all do not fit the budget."""
+
+    def __init__(self, jitted, positions, leaves, column_positions):
+        self.jitted, self.positions, self.column_positions = jitted, positions, column_positions
+        arrays = [leaves[i]._value for i in positions]
+        self.whole = self._compile(arrays)
+        rows = leaves[column_positions[0]].shape[0] if column_positions else 0
+        self.chunk, self.chunked = None, None
+        if rows > 1 and program_bytes(self.whole) > memory_budget():
+            self.chunk = largest_chunk(
+                lambda c: self.whole if c is None else self._compile(self._sliced(arrays, c)), rows
+            )
+            self.chunked = self._compile(self._sliced(arrays, self.chunk))
+
+    def _compile(self, arrays):
+        compiling.name = "a curvature operator's product"
+        try:
+            return self.jitted.lower(*lowerable(arrays)).compile()
+        finally:
+            compiling.name = None
+
+    def _sliced(self, arrays, rows):
+        columns = {self.positions.index(i) for i in self.column_positions}
+        return [
+            jax.ShapeDtypeStruct((rows, *a.shape[1:]), a.dtype) if j in columns else a for j, a in enumerate(arrays)
+        ]
+
+    def __call__(self, leaves):
+        arrays = [leaves[i]._value for i in self.positions]
+        if self.chunk is None:
+            return [Tensor._wrap(a) for a in self.whole(*arrays)]
+        return self._in_chunks(arrays)
+
+    def _in_chunks(self, arrays):
+        import jax.numpy as jnp
+
+        columns = [self.positions.index(i) for i in self.column_positions]
+        rows, parts = arrays[columns[0]].shape[0], []
+        for start in range(0, rows, self.chunk):
+            call = list(arrays)
+            for j in columns:
+                block = arrays[j][start : start + self.chunk]
+                pad = self.chunk - block.shape[0]
+                call[j] = jnp.pad(block, [(0, pad)] + [(0, 0)] * (block.ndim - 1)) if pad else block
+            outs = self.chunked(*call)
+            parts.append([o[: min(self.chunk, rows - start)] for o in outs])
+        return [Tensor._wrap(jnp.concatenate(pieces, axis=0)) for pieces in zip(*parts)]
 
 
 class _Program:
-    """fn(*args) -> list of Tensors, compiled; run eagerly from the first call whose trace needs a value."""
+    """fn(state, data, columns) -> list of Tensors (each with the columns leading where there are columns), compiled
+    per signature; `state` a dict of the model's (and loss's) Tensors, `data` a pytree of Tensors and constants,
+    `columns` a list of `(K, ...)` Tensors."""
 
-    def __init__(self, fn):
-        self._fn, self._compiled, self._eager = fn, _compile.compile(fn), False
+    def __init__(self, fn, traceable):
+        self._fn, self._traceable = fn, traceable
+        self._signatures = collections.OrderedDict()
 
-    def __call__(self, *args):
-        with enable_grad():
-            if not self._eager:
-                try:
-                    return list(self._compiled(*args))
-                except RuntimeError as error:
-                    if not isinstance(error.__cause__, _compile._CONCRETE):
-                        raise
-                    self._eager = True
-            return [r.detach() for r in self._fn(*args)]
+    @scoped
+    def __call__(self, state, data, columns):
+        leaves, spec = flatten((state, data, list(columns)))
+        compiled = EAGER if not self._traceable else self._compiled(leaves, spec, len(columns))
+        if compiled is EAGER:
+            with enable_grad():
+                return [r.detach() for r in self._fn(state, data, list(columns))]
+        return compiled(leaves)
+
+    def _compiled(self, leaves, spec, num_columns):
+        signature = (spec, tuple(_part(x) for x in leaves))
+        compiled = self._signatures.get(signature)
+        if compiled is None:
+            compiled = self._trace(leaves, spec, num_columns)
+            self._signatures[signature] = compiled
+            while len(self._signatures) > _MAX_SIGNATURES:
+                self._signatures.popitem(last=False)
+        else:
+            self._signatures.move_to_end(signature)
+        return compiled
+
+    def _trace(self, leaves, spec, num_columns):
+        positions = [i for i, x in enumerate(leaves) if isinstance(x, Tensor)]
+        column_positions = positions[len(positions) - num_columns :] if num_columns else []
+        fn = self._fn
+
+        def on_arrays(*arrays):
+            call = list(leaves)
+            for i, a in zip(positions, arrays):
+                call[i] = Tensor._wrap(a)
+            state, data, columns = spec.unflatten(call)
+            with enable_grad():
+                return tuple(o._value for o in fn(state, data, columns))
+
+        try:
+            return _Compiled(jax.jit(on_arrays), positions, leaves, column_positions)
+        except _compile._CONCRETE:
+            return EAGER
 
 
-def program(kind, objects, options, build):
+def _part(x):
+    if isinstance(x, Tensor):
+        return (tuple(x.shape), x.dtype)
+    return (type(x), x)
+
+
+def program(kind, objects, options, build, traceable=True):
     """The cached _Program for `kind` over `objects` (model, loss, parameters: compared by identity) and hashable
     `options`; `build()` makes its function the first time."""
-    key = (kind, tuple(id(o) for o in objects), options)
+    key = (kind, tuple(id(o) for o in objects), options, traceable)
     with _lock:
         entry = _programs.get(key)
         if entry is not None and all(a is b for a, b in zip(entry[0], objects)):
             _programs.move_to_end(key)
             return entry[1]
-        made = _Program(build())
+        made = _Program(build(), traceable)
         _programs[key] = (tuple(objects), made)
         while len(_programs) > _MAX_PROGRAMS:
             _programs.popitem(last=False)
@@ -57,14 +158,16 @@ def program(kind, objects, options, build):
 
 
 class FunctionalModel:
-    """model_func(X) as a function of leaves standing for `params`: a Module that holds every parameter is called
-    with fresh leaves in their place (torch.func.functional_call), so that frozen parameters and `.grad` are left
-    alone; any other callable is differentiated with respect to the parameters themselves."""
+    """model_func and loss_func as functions of their state. A model_func that is a Module holding every parameter
+    is called with its parameters and buffers given (torch.func.functional_call), those in `params` replaced by
+    fresh leaves, so that its products can be traced with the state as inputs and frozen parameters and `.grad`
+    are left alone. Any other callable is differentiated with respect to the parameters themselves, eagerly."""
 
-    def __init__(self, model_func, params):
-        self.model_func, self.params = model_func, list(params)
+    def __init__(self, model_func, loss_func, params):
+        self.model_func, self.loss_func, self.params = model_func, loss_func, list(params)
         self.names = _parameter_names(model_func, self.params)
-        if self.names is None:
+        self.traceable = self.names is not None
+        if not self.traceable:
             frozen = [i for i, p in enumerate(self.params) if not p.requires_grad]
             if frozen:
                 raise ValueError(
@@ -72,15 +175,35 @@ class FunctionalModel:
                     "parameters is differentiated with respect to them, so each must require grad"
                 )
 
-    def leaves(self):
-        if self.names is None:
-            return self.params
-        return [p.detach().requires_grad_() for p in self.params]
+    def state(self):
+        """{name: Tensor}: the model's parameters and buffers, and the loss module's (under 'loss.')."""
+        if not self.traceable:
+            return {}
+        state = dict(self.model_func.named_parameters())
+        state.update(self.model_func.named_buffers())
+        if isinstance(self.loss_func, Module):
+            state.update({f"loss.{k}": v for k, v in self.loss_func.named_parameters()})
+            state.update({f"loss.{k}": v for k, v in self.loss_func.named_buffers()})
+        return state
 
-    def __call__(self, leaves, X):
-        if self.names is None:
+    def leaves(self, state):
+        """The Tensors to differentiate with respect to, standing for `params`."""
+        if not self.traceable:
+            return self.params
+        return [state[name].detach().requires_grad_() for name in self.names]
+
+    def __call__(self, state, leaves, X):
+        if not self.traceable:
             return self.model_func(X)
-        return functional_call(self.model_func, dict(zip(self.names, leaves)), (X,))
+        model_state = {k: v for k, v in state.items() if not k.startswith("loss.")}
+        model_state.update(zip(self.names, leaves))
+        return functional_call(self.model_func, model_state, (X,))
+
+    def loss(self, state, prediction, y):
+        loss_state = {k[5:]: v for k, v in state.items() if k.startswith("loss.")}
+        if loss_state:
+            return functional_call(self.loss_func, loss_state, (prediction, y))
+        return self.loss_func(prediction, y)
 
 
 def _parameter_names(model_func, params):
@@ -114,7 +237,6 @@ def batched_grad(outputs, inputs, columns, retain_graph=True):
         is_grads_batched=True,
         retain_graph=retain_graph,
         allow_unused=True,
-        chunk_size=AUTO,
     )
     return [zeros_for(rows, x.shape, x) if r is None else r for r, x in zip(results, inputs)]
 
@@ -132,3 +254,10 @@ def jacobian_columns(out, leaves, columns):
         return zeros_for(columns[0].shape[0], out.shape, out)
     (result,) = batched_grad([t for t, _ in pairs], [u], [c for _, c in pairs])
     return result
+
+
+def as_factor(value, like):
+    """A batch's weight as a 0-d Tensor (an input of the program, so batches of other sizes share it)."""
+    from .. import tensor
+
+    return tensor(np.asarray(value, dtype=np.float64), dtype=like.dtype)
