@@ -110,6 +110,18 @@ def test_check_deterministic_and_gradient_and_loss(ce):
         close(a, b)
 
 
+def test_columns_in_chunks_under_a_small_memory_budget(hessians, ce):
+    import vmap
+
+    A, B = hessians
+    V = columns(np.random.default_rng(15), ce.P, 5)
+    vmap.set_memory_budget(1)  # nothing fits: one column at a time
+    try:
+        close(A @ bg.tensor(V), B @ torch.tensor(V))
+    finally:
+        vmap.set_memory_budget(None)
+
+
 def test_list_format(hessians, ce):
     A, B = hessians
     rng = np.random.default_rng(4)

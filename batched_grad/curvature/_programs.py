@@ -105,7 +105,7 @@ class _Program:
         return compiled(leaves)
 
     def _compiled(self, leaves, spec, num_columns):
-        signature = (spec, tuple(_part(x) for x in leaves))
+        signature = (spec, tuple(_part(x) for x in leaves), memory_budget())  # the chunk depends on the budget
         compiled = self._signatures.get(signature)
         if compiled is None:
             compiled = self._trace(leaves, spec, num_columns)
