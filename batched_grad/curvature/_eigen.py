@@ -26,14 +26,37 @@ def _select(theta, k, which):
 
 
 def _orthonormal_extension(V, R, floor):
-    """An orthonormal basis of R's part orthogonal to V's columns (two passes of Gram-Schmidt), less the columns
-    that are (numerically) in V's span."""
-    for _ in range(2):
-        R = R - V @ (V.T @ R)
-    Q, triangle = np.linalg.qr(R)
-    keep = np.abs(np.diag(triangle)) > floor
-    Q = Q[:, keep]
-    return Q - V @ (V.T @ Q)
+    """An orthonormal basis (as rows) of the part of R's rows orthogonal to V's rows, less the directions that are
+    (numerically) in V's span. Ritz residuals are orthogonal to V already, up to rounding: one pass of Gram-Schmidt,
+    and a second only for rows it shortened much (Daniel, Gragg, Kaufman and Stewart's criterion)."""
+    before = np.linalg.norm(R, axis=1)
+    R = R - (R @ V.T) @ V
+    if np.any(np.linalg.norm(R, axis=1) < 0.7 * before):
+        R = R - (R @ V.T) @ V
+    Q, triangle = np.linalg.qr(R.T)
+    return np.ascontiguousarray(Q[:, np.abs(np.diag(triangle)) > floor].T)
+
+
+class _Basis:
+    """The Krylov basis V and its products AV as rows of preallocated arrays (no copies as it grows), and the
+    Rayleigh quotient T = V A V^T, extended block by block."""
+
+    def __init__(self, dim, limit):
+        self.V, self.AV, self.m = np.empty((limit, dim)), np.empty((limit, dim)), 0
+        self.T = np.zeros((0, 0))
+
+    def extend(self, E, AE):
+        m, n = self.m, E.shape[0]
+        corner = self.V[:m] @ AE.T
+        self.T = _symmetric(np.block([[self.T, corner], [corner.T, E @ AE.T]]))
+        self.V[m : m + n], self.AV[m : m + n], self.m = E, AE, m + n
+
+    def restart(self, S):
+        """Keep the Ritz vectors V^T S (and their products); T becomes their Ritz values' diagonal."""
+        kept = S.shape[1]
+        V, AV = S.T @ self.V[: self.m], S.T @ self.AV[: self.m]
+        self.T = _symmetric(V @ AV.T)
+        self.V[:kept], self.AV[:kept], self.m = V, AV, kept
 
 
 def top_eigenvalues(A, k=1, which="LA", *, tol=1e-6, max_iter=200, max_basis=None, generator=None):
@@ -52,29 +75,35 @@ def top_eigenvalues(A, k=1, which="LA", *, tol=1e-6, max_iter=200, max_basis=Non
     limit = min(dim, max_basis or max(20 * k, 60))
     if limit < 2 * k:
         raise ValueError(f"max_basis ({limit}) must be at least 2 k = {2 * k}")
-    V, _ = np.linalg.qr(draw_probes(dim, k, "normal", generator=generator))
-    AV = product(A, V)
+    basis = _Basis(dim, limit)
+    E, _ = np.linalg.qr(draw_probes(dim, k, "normal", generator=generator))
+    basis.extend(E.T, _rows_product(A, E.T))
     for _ in range(max_iter):
-        theta, S = np.linalg.eigh(_symmetric(V.T @ AV))
+        theta, S = np.linalg.eigh(basis.T)
         wanted = _select(theta, k, which)
-        Y, AY = V @ S[:, wanted], AV @ S[:, wanted]
-        R = AY - Y * theta[wanted]
+        V, AV = basis.V[: basis.m], basis.AV[: basis.m]
+        Y = S[:, wanted].T @ V
+        R = S[:, wanted].T @ AV - theta[wanted][:, None] * Y
         scale = np.maximum(np.abs(theta[wanted]), np.abs(theta).max() * 1e-8)
-        if np.all(np.linalg.norm(R, axis=0) <= tol * scale):
-            return result(theta[wanted], A), result(Y, A)
-        if V.shape[1] + k > limit:  # thick restart: keep the best Ritz vectors (and their products)
-            kept = _select(theta, limit - k - (limit - k) // 3, which)
-            V, AV = V @ S[:, kept], AV @ S[:, kept]
-        extension = _orthonormal_extension(V, R, 1e-12 * max(1.0, np.linalg.norm(R)))
-        if extension.shape[1] == 0:  # the basis spans an invariant subspace: its Ritz pairs are exact
-            extension = _orthonormal_extension(V, draw_probes(dim, k, "normal", generator=generator), 1e-12)
-            if extension.shape[1] == 0:
-                return result(theta[wanted], A), result(Y, A)
-        V, AV = np.concatenate([V, extension], axis=1), np.concatenate([AV, product(A, extension)], axis=1)
+        if np.all(np.linalg.norm(R, axis=1) <= tol * scale):
+            return result(theta[wanted], A), result(Y.T, A)
+        if basis.m + k > limit:  # thick restart from the best Ritz vectors
+            basis.restart(S[:, _select(theta, limit - k - (limit - k) // 3, which)])
+            V = basis.V[: basis.m]
+        E = _orthonormal_extension(V, R, 1e-12 * max(1.0, np.linalg.norm(R)))
+        if E.shape[0] == 0:  # the basis spans an invariant subspace: its Ritz pairs are exact
+            E = _orthonormal_extension(V, draw_probes(dim, k, "normal", generator=generator).T, 1e-12)
+            if E.shape[0] == 0:
+                return result(theta[wanted], A), result(Y.T, A)
+        basis.extend(E, _rows_product(A, E))
     raise RuntimeError(
         f"top_eigenvalues: {k} eigenpair(s) ({which}) did not converge to tol={tol} in {max_iter} block products; "
         "raise max_iter or tol"
     )
+
+
+def _rows_product(A, rows):
+    return np.ascontiguousarray(product(A, np.ascontiguousarray(rows.T)).T)
 
 
 def _symmetric(T):
