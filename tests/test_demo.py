@@ -116,7 +116,7 @@ def _fake_benchmarks(folder, exit_codes):
 
 @pytest.mark.parametrize("full, flags", [(False, ["--quick"]), (True, [])])
 def test_bench_runs_every_script_quick_unless_full(tmp_path, capfd, full, flags):
-    folder = _fake_benchmarks(tmp_path, [0, 3, 0, 5, 0, 0, 0, 0])
+    folder = _fake_benchmarks(tmp_path, [0, 3, 0, 5, 0, 0, 0, 0, 0])
     assert _bench.run(_bench.locate(folder), full=full, stream=io.StringIO()) == ["batched.py", "func.py"]
     out = capfd.readouterr().out
     for name in _bench.SCRIPTS:
@@ -128,7 +128,8 @@ def test_bench_names_missing_scripts_and_a_missing_torch(tmp_path, monkeypatch):
     with pytest.raises(
         _bench.SetupError,
         match=re.escape(
-            f"{tmp_path} lacks the benchmark scripts functional.py, func.py, coldstart.py, scale.py, loops.py, eager.py"
+            f"{tmp_path} lacks the benchmark scripts functional.py, func.py, coldstart.py, scale.py, loops.py, "
+            "eager.py, curvature.py"
         ),
     ):
         _bench.locate(folder)
