@@ -108,6 +108,7 @@ class LinearOperator:
 
     @property
     def T(self):  # noqa: N802  (torch's name)
+        """The adjoint (the transpose), as `adjoint()`."""
         return self.adjoint()
 
     def _adjoint(self):
@@ -133,11 +134,13 @@ class LinearOperator:
 
     @property
     def dtype(self):
-        raise NotImplementedError
+        """The dtype of the operator's products (subclasses say)."""
+        raise NotImplementedError(f"{type(self).__name__} does not say its dtype")
 
     @property
     def device(self):
-        raise NotImplementedError
+        """The device of the operator's products (subclasses say)."""
+        raise NotImplementedError(f"{type(self).__name__} does not say its device")
 
     def to_scipy(self, dtype=None):
         """A `scipy.sparse.linalg.LinearOperator` whose products run through this operator (for `eigsh`, `cg`,

@@ -83,6 +83,7 @@ class CurvatureLinearOperator(LinearOperator):
 
     @property
     def dtype(self):
+        """The parameters' dtype (RuntimeError if they have several)."""
         dtypes = {p.dtype for p in self._params}
         if len(dtypes) != 1:
             raise RuntimeError(f"{type(self).__name__}: the parameters have several dtypes {dtypes}")
@@ -90,6 +91,7 @@ class CurvatureLinearOperator(LinearOperator):
 
     @property
     def device(self):
+        """The parameters' device (RuntimeError if they live on several)."""
         devices = {str(p.device) for p in self._params}
         if len(devices) != 1:
             raise RuntimeError(f"{type(self).__name__}: the parameters live on several devices {devices}")

@@ -35,8 +35,8 @@ class CGInverseLinearOperator(LinearOperator):
         super().__init__(A._in_shape, A._out_shape)
         self._A, self._cg_hyperparameters = A, dict(cg_hyperparameters)
 
-    dtype = property(lambda self: self._A.dtype)
-    device = property(lambda self: self._A.device)
+    dtype = property(lambda self: self._A.dtype, doc="A's dtype.")
+    device = property(lambda self: self._A.device, doc="A's device.")
 
     def _adjoint(self):
         return CGInverseLinearOperator(self._A.adjoint(), **self._cg_hyperparameters)

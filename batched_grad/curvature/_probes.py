@@ -9,7 +9,7 @@ from ._base import LinearOperator
 DISTRIBUTIONS = ("rademacher", "normal")
 
 
-def draw_probes(dim, num, distribution="rademacher", dtype=None, generator=None):
+def draw_probes(dim, num, distribution="rademacher", generator=None):
     """`num` probe vectors of length `dim` as the columns of a float64 array `(dim, num)`, drawn in one call from
     batched_grad's generator (`generator`, else the default one that `bg.manual_seed` seeds): i.i.d. signs
     ('rademacher') or standard normals ('normal'); each column in turn holds the values a draw of `(dim,)` would."""

@@ -149,6 +149,7 @@ class LanczosApproximateSpectrumCached(_LanczosSpectrumCached):
         self._boundaries = approximate_boundaries(A, boundaries_tol, boundaries)
 
     def approximate_spectrum(self, num_repeats=1, num_points=1024, kappa=3.0, margin=0.05):
+        """(grid, density) from the first `num_repeats` kept Lanczos runs (made now if missing)."""
         runs = self._get_lanczos_iters(num_repeats)
         return _averaged([spectrum_from_lanczos(r, self._boundaries, num_points, kappa, margin) for r in runs], self._A)
 
@@ -161,6 +162,7 @@ class LanczosApproximateLogSpectrumCached(_LanczosSpectrumCached):
         self._boundaries = approximate_boundaries_abs(A, boundaries_tol, boundaries)
 
     def approximate_log_spectrum(self, num_repeats=1, num_points=1024, kappa=3.0, margin=0.05, epsilon=1e-5):
+        """(grid, density) of log(|A| + epsilon I) from the first `num_repeats` kept Lanczos runs."""
         runs = self._get_lanczos_iters(num_repeats)
         spectra = [log_spectrum_from_lanczos(r, self._boundaries, num_points, kappa, margin, epsilon) for r in runs]
         return _averaged(spectra, self._A)
