@@ -50,6 +50,7 @@ FLAGS = flags.FLAGS
 flags.DEFINE_bool("quick", False, "The MLP only, k up to 64, 3 repeats, no memory table.")
 flags.DEFINE_integer("repeats", 3, "Timing repeats per measurement (the tables show medians and minima).")
 flags.DEFINE_integer("torch_threads", 1, "torch.set_num_threads (1 by default, as in the other benchmarks).")
+flags.DEFINE_list("models", ["mlp", "cnn"], "The models to run (mlp, cnn); --quick runs the MLP only.")
 flags.DEFINE_string("memory_probe", None, "Internal: 'model:operator:k:peer' -> print the RSS growth of one product.")
 
 OPERATORS = ("HessianLinearOperator", "GGNLinearOperator", "EFLinearOperator")
@@ -249,7 +250,8 @@ def main(argv):
     )
     start = time.perf_counter()
     rng = np.random.default_rng(0)
-    for model, label in (MLP,) if quick else (MLP, CNN):
+    chosen = ["mlp"] if quick else FLAGS.models
+    for model, label in [m for m in (MLP, CNN) if m[0] in chosen]:
         run_model(model, label, quick, repeats, rng)
     print(f"\ntotal {time.perf_counter() - start:.0f} s, load average {os.getloadavg()[0]:.1f}")
 

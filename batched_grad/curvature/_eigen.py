@@ -25,16 +25,20 @@ def _select(theta, k, which):
     return np.array(list(dict.fromkeys(ends))[:k])
 
 
-def _orthonormal_extension(V, R, floor):
+def _orthonormal_extension(V, R):
     """An orthonormal basis (as rows) of the part of R's rows orthogonal to V's rows, less the directions that are
-    (numerically) in V's span. Ritz residuals are orthogonal to V already, up to rounding: one pass of Gram-Schmidt,
-    and a second only for rows it shortened much (Daniel, Gragg, Kaufman and Stewart's criterion)."""
-    before = np.linalg.norm(R, axis=1)
-    R = R - (R @ V.T) @ V
-    if np.any(np.linalg.norm(R, axis=1) < 0.7 * before):
+    (numerically) in V's span. Each row is scaled to norm 1 first, so that a small residual loses no accuracy, then
+    projected out of V twice (classical Gram-Schmidt with reorthogonalization); rows left shorter than 1e-8 are in
+    V's span up to rounding."""
+    R = R / np.linalg.norm(R, axis=1, keepdims=True)
+    for _ in range(2):
         R = R - (R @ V.T) @ V
+    R = R[np.linalg.norm(R, axis=1) > 1e-8]
+    if R.shape[0] == 0:
+        return R
     Q, triangle = np.linalg.qr(R.T)
-    return np.ascontiguousarray(Q[:, np.abs(np.diag(triangle)) > floor].T)
+    Q = Q[:, np.abs(np.diag(triangle)) > 1e-8].T
+    return np.ascontiguousarray(Q - (Q @ V.T) @ V)
 
 
 class _Basis:
@@ -85,14 +89,15 @@ def top_eigenvalues(A, k=1, which="LA", *, tol=1e-6, max_iter=200, max_basis=Non
         Y = S[:, wanted].T @ V
         R = S[:, wanted].T @ AV - theta[wanted][:, None] * Y
         scale = np.maximum(np.abs(theta[wanted]), np.abs(theta).max() * 1e-8)
-        if np.all(np.linalg.norm(R, axis=1) <= tol * scale):
+        open_pairs = np.linalg.norm(R, axis=1) > tol * scale
+        if not open_pairs.any():
             return result(theta[wanted], A), result(Y.T, A)
         if basis.m + k > limit:  # thick restart from the best Ritz vectors
             basis.restart(S[:, _select(theta, limit - k - (limit - k) // 3, which)])
             V = basis.V[: basis.m]
-        E = _orthonormal_extension(V, R, 1e-12 * max(1.0, np.linalg.norm(R)))
+        E = _orthonormal_extension(V, R[open_pairs])
         if E.shape[0] == 0:  # the basis spans an invariant subspace: its Ritz pairs are exact
-            E = _orthonormal_extension(V, draw_probes(dim, k, "normal", generator=generator).T, 1e-12)
+            E = _orthonormal_extension(V, draw_probes(dim, k, "normal", generator=generator).T)
             if E.shape[0] == 0:
                 return result(theta[wanted], A), result(Y.T, A)
         basis.extend(E, _rows_product(A, E))

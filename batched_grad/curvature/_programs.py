@@ -13,6 +13,7 @@ training step, say) reuses the compiled program."""
 
 import collections
 import threading
+import time
 
 import jax
 import numpy as np
@@ -34,10 +35,14 @@ _MAX_SIGNATURES = 16  # compiled executables kept per program
 _programs = collections.OrderedDict()  # key -> (the objects the key names, _Program)
 _lock = threading.Lock()
 EAGER = "eager"
+TUNE_FROM = 8  # columns: a product with this many or more is timed at its first call, at once against one by one
 
 
 class _Compiled:
-    """One signature's executables: for all columns, and for a chunk of them where all do not fit the budget."""
+    """One signature's executables: for all columns, and for a chunk of them where all do not fit the budget, or
+    where one column at a time runs faster (measured at the first call: XLA vectorizes some backwards poorly over
+    columns; a convolution whose kernel varies by column becomes a grouped convolution, and the CNN of
+    benchmarks/curvature.py took 10 s for 64 Hessian columns at once against 3 s one at a time)."""
 
     def __init__(self, jitted, positions, leaves, column_positions):
         self.jitted, self.positions, self.column_positions = jitted, positions, column_positions
@@ -45,7 +50,9 @@ class _Compiled:
         self.whole = self._compile(arrays)
         rows = leaves[column_positions[0]].shape[0] if column_positions else 0
         self.chunk, self.chunked = None, None
+        self.untuned = rows >= TUNE_FROM
         if rows > 1 and program_bytes(self.whole) > memory_budget():
+            self.untuned = False
             self.chunk = largest_chunk(
                 lambda c: self.whole if c is None else self._compile(self._sliced(arrays, c)), rows
             )
@@ -66,15 +73,35 @@ class _Compiled:
 
     def __call__(self, leaves):
         arrays = [leaves[i]._value for i in self.positions]
+        if self.untuned:
+            return self._tune(arrays)
         if self.chunk is None:
             return [Tensor._wrap(a) for a in self.whole(*arrays)]
-        return self._in_chunks(arrays)
+        return [Tensor._wrap(a) for a in self._in_chunks(arrays)]
 
-    def _in_chunks(self, arrays):
+    def _tune(self, arrays):
+        """This call with all columns at once, timed against two columns one at a time; the faster way (with a
+        margin for the noise of one measurement) runs the later calls."""
+        self.untuned = False
+        start = time.perf_counter()
+        outs = jax.block_until_ready(self.whole(*arrays))
+        whole_s = time.perf_counter() - start
+        self.chunk, self.chunked = 1, self._compile(self._sliced(arrays, 1))
+        jax.block_until_ready(self._in_chunks(arrays, rows=1))  # its first run, untimed
+        start = time.perf_counter()
+        jax.block_until_ready(self._in_chunks(arrays, rows=2))
+        per_column_s = (time.perf_counter() - start) / 2
+        rows = arrays[self.positions.index(self.column_positions[0])].shape[0]
+        if per_column_s * rows > 0.7 * whole_s:
+            self.chunk, self.chunked = None, None
+        return [Tensor._wrap(a) for a in outs]
+
+    def _in_chunks(self, arrays, rows=None):
+        """The product over the first `rows` columns (all by default), `self.chunk` columns per call."""
         import jax.numpy as jnp
 
         columns = [self.positions.index(i) for i in self.column_positions]
-        rows, parts = arrays[columns[0]].shape[0], []
+        rows, parts = rows or arrays[columns[0]].shape[0], []
         for start in range(0, rows, self.chunk):
             call = list(arrays)
             for j in columns:
@@ -83,7 +110,7 @@ class _Compiled:
                 call[j] = jnp.pad(block, [(0, pad)] + [(0, 0)] * (block.ndim - 1)) if pad else block
             outs = self.chunked(*call)
             parts.append([o[: min(self.chunk, rows - start)] for o in outs])
-        return [Tensor._wrap(jnp.concatenate(pieces, axis=0)) for pieces in zip(*parts)]
+        return [jnp.concatenate(pieces, axis=0) for pieces in zip(*parts)]
 
 
 class _Program:
