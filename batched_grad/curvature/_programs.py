@@ -42,7 +42,8 @@ class _Compiled:
     """One signature's executables: for all columns, and for a chunk of them where all do not fit the budget, or
     where one column at a time runs faster (measured at the first call: XLA vectorizes some backwards poorly over
     columns; a convolution whose kernel varies by column becomes a grouped convolution, and the CNN of
-    benchmarks/curvature.py took 10 s for 64 Hessian columns at once against 3 s one at a time)."""
+    benchmarks/curvature.py took 10 s for 64 Hessian columns at once against 3 s one at a time). The timing is at
+    the second call, the first having paid for first runs and fresh memory."""
 
     def __init__(self, jitted, positions, leaves, column_positions):
         self.jitted, self.positions, self.column_positions = jitted, positions, column_positions
@@ -50,9 +51,9 @@ class _Compiled:
         self.whole = self._compile(arrays)
         rows = leaves[column_positions[0]].shape[0] if column_positions else 0
         self.chunk, self.chunked = None, None
-        self.untuned = rows >= TUNE_FROM
+        self.untuned = 2 if rows >= TUNE_FROM else 0  # calls left until the timing (the first one warms up)
         if rows > 1 and program_bytes(self.whole) > memory_budget():
-            self.untuned = False
+            self.untuned = 0
             self.chunk = largest_chunk(
                 lambda c: self.whole if c is None else self._compile(self._sliced(arrays, c)), rows
             )
@@ -73,16 +74,17 @@ class _Compiled:
 
     def __call__(self, leaves):
         arrays = [leaves[i]._value for i in self.positions]
-        if self.untuned:
+        if self.untuned == 1:
             return self._tune(arrays)
+        self.untuned = max(self.untuned - 1, 0)
         if self.chunk is None:
             return [Tensor._wrap(a) for a in self.whole(*arrays)]
         return [Tensor._wrap(a) for a in self._in_chunks(arrays)]
 
     def _tune(self, arrays):
-        """This call with all columns at once, timed against two columns one at a time; the faster way (with a
-        margin for the noise of one measurement) runs the later calls."""
-        self.untuned = False
+        """This call (the second) with all columns at once, timed against two columns one at a time; the faster way
+        (with a margin for the noise of one measurement) runs the later calls."""
+        self.untuned = 0
         start = time.perf_counter()
         outs = jax.block_until_ready(self.whole(*arrays))
         whole_s = time.perf_counter() - start
