@@ -437,3 +437,25 @@ def test_nondeterministic_data_is_caught(ce):
 
     with pytest.raises(RuntimeError, match="deterministic"):
         curvature.HessianLinearOperator(ce.models["bg"], ce.losses["bg"], ce.params("bg"), Shuffled())
+
+
+def test_models_that_cannot_be_traced_run_eagerly(ce, hessians):
+    """A model_func that is not a Module holding the parameters, and a model that reads a value, run through the
+    engine eagerly, with the same results."""
+    model = ce.models["bg"]
+    V = bg.tensor(columns(np.random.default_rng(16), ce.P, 3))
+    expected = np.asarray((hessians[0] @ V).numpy())
+    plain = curvature.HessianLinearOperator(lambda X: model(X), ce.losses["bg"], ce.params("bg"), ce.data["bg"])
+    close(plain @ V, expected)
+
+    class ReadsAValue(bg.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = model
+
+        def forward(self, x):
+            out = self.inner(x)
+            return 2 * out if float(out.detach().abs().max()) > 1e9 else out
+
+    reading = curvature.HessianLinearOperator(ReadsAValue(), ce.losses["bg"], ce.params("bg"), ce.data["bg"])
+    close(reading @ V, expected)
