@@ -35,15 +35,16 @@ _MAX_SIGNATURES = 16  # compiled executables kept per program
 _programs = collections.OrderedDict()  # key -> (the objects the key names, _Program)
 _lock = threading.Lock()
 EAGER = "eager"
-TUNE_FROM = 8  # columns: a product with this many or more is timed at its first call, at once against one by one
+TUNE_FROM = 8  # columns: a product with this many or more is timed, all at once against in chunks of TUNE_CHUNKS
+TUNE_CHUNKS = (1, 16)  # one column at a time (convolutions), or chunks whose intermediates stay in cache
 
 
 class _Compiled:
     """One signature's executables: for all columns, and for a chunk of them where all do not fit the budget, or
-    where one column at a time runs faster (measured at the first call: XLA vectorizes some backwards poorly over
-    columns; a convolution whose kernel varies by column becomes a grouped convolution, and the CNN of
-    benchmarks/curvature.py took 10 s for 64 Hessian columns at once against 3 s one at a time). The timing is at
-    the second call, the first having paid for first runs and fresh memory."""
+    where chunks run faster (measured at the second call, the first having paid for first runs and fresh memory).
+    XLA vectorizes some backwards poorly over columns: a convolution whose kernel varies by column becomes a grouped
+    convolution, and the CNN of benchmarks/curvature.py took 10 s for 64 Hessian columns at once against 3 s one at a
+    time; and the MLP's 64 columns at once took longer than four chunks of 16 (270 ms against 4 x 29 ms)."""
 
     def __init__(self, jitted, positions, leaves, column_positions):
         self.jitted, self.positions, self.column_positions = jitted, positions, column_positions
@@ -82,20 +83,24 @@ class _Compiled:
         return [Tensor._wrap(a) for a in self._in_chunks(arrays)]
 
     def _tune(self, arrays):
-        """This call (the second) with all columns at once, timed against two columns one at a time; the faster way
-        (with a margin for the noise of one measurement) runs the later calls."""
+        """This call (the second) with all columns at once, timed against chunks of TUNE_CHUNKS columns (those up
+        to half the columns), each timed on one warm chunk; the fastest way, by a margin for the noise of one
+        measurement, runs the later calls."""
         self.untuned = 0
         start = time.perf_counter()
         outs = jax.block_until_ready(self.whole(*arrays))
-        whole_s = time.perf_counter() - start
-        self.chunk, self.chunked = 1, self._compile(self._sliced(arrays, 1))
-        jax.block_until_ready(self._in_chunks(arrays, rows=1))  # its first run, untimed
-        start = time.perf_counter()
-        jax.block_until_ready(self._in_chunks(arrays, rows=2))
-        per_column_s = (time.perf_counter() - start) / 2
+        best = 0.7 * (time.perf_counter() - start)
         rows = arrays[self.positions.index(self.column_positions[0])].shape[0]
-        if per_column_s * rows > 0.7 * whole_s:
-            self.chunk, self.chunked = None, None
+        choice = (None, None)
+        for chunk in [c for c in TUNE_CHUNKS if 2 * c <= rows]:
+            self.chunk, self.chunked = chunk, self._compile(self._sliced(arrays, chunk))
+            jax.block_until_ready(self._in_chunks(arrays, rows=chunk))  # its first run, untimed
+            start = time.perf_counter()
+            jax.block_until_ready(self._in_chunks(arrays, rows=chunk))
+            estimate = (time.perf_counter() - start) / chunk * rows
+            if estimate < best:
+                best, choice = estimate, (chunk, self.chunked)
+        self.chunk, self.chunked = choice
         return [Tensor._wrap(a) for a in outs]
 
     def _in_chunks(self, arrays, rows=None):
