@@ -9,7 +9,13 @@ nbformat = pytest.importorskip("nbformat")
 NotebookClient = pytest.importorskip("nbclient").NotebookClient
 
 NOTEBOOK_DIR = pathlib.Path(__file__).resolve().parents[1] / "notebooks"
-NOTEBOOKS = ["01_jacobians", "02_per_sample_gradients", "03_hessian_vector_products", "04_porting_from_torch_func"]
+NOTEBOOKS = [
+    "01_jacobians",
+    "02_per_sample_gradients",
+    "03_hessian_vector_products",
+    "04_porting_from_torch_func",
+    "06_curvature",
+]
 CELL_TIMEOUT_S = 120
 
 
