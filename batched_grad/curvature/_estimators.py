@@ -62,7 +62,8 @@ def xtrace(A, num_matvecs, distribution="rademacher", *, generator=None):
     Q, R = np.linalg.qr(AW)
     AQ = product(A, Q)
     S = _leave_one_out(Q, R)
-    traces = np.einsum("ki,ki->", Q, AQ) - np.einsum("ij,ki,kl,lj->j", S, Q, AQ, S)
+    QT_A_Q = Q.T @ AQ
+    traces = np.trace(QT_A_Q) - np.einsum("ij,ik,kj->j", S, QT_A_Q, S)
     A_P_W = AW - AQ @ _deflated(S, Q.T @ W)
     PT_A_P_W = A_P_W - Q @ _deflated(S, Q.T @ A_P_W)
     return result(np.mean(traces + (W * PT_A_P_W).sum(0)), A)
@@ -79,7 +80,7 @@ def xdiag(A, num_matvecs, *, generator=None):
     Q, R = np.linalg.qr(AW)
     QT_A = product(A, Q, adjoint=True).T
     S = _leave_one_out(Q, R)
-    diagonal = np.einsum("ij,ji->i", Q, QT_A) - np.einsum("ij,jk,lk,li->i", Q, S, S, QT_A) / n
+    diagonal = (Q * QT_A.T).sum(1) - ((Q @ (S @ S.T)) * QT_A.T).sum(1) / n
     A_complement_W = AW - Q @ _deflated(S, QT_A @ W)
     diagonal = diagonal + (W * A_complement_W / W**2).sum(1) / n
     return result(diagonal, A)
