@@ -18,6 +18,7 @@ SCRIPTS = (
     "loops.py",
     "eager.py",
     "sparse.py",
+    "curvature.py",
 )
 INSTALL = "pip install -e '.[bench]'"
 CHECKOUT_BENCHMARKS = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"  # with an editable install

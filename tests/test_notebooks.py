@@ -16,6 +16,7 @@ NOTEBOOKS = [
     "03_hessian_vector_products",
     "04_porting_from_torch_func",
     "05_sparse_jacobians",
+    "06_curvature",
 ]
 SHOWS_FALLBACK = NOTEBOOKS[:4]  # the notebooks on batched backward each show the per-row fallback's warning once
 CELL_TIMEOUT_S = 120
