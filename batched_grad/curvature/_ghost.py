@@ -1,0 +1,271 @@
+"""Per-sample gradients of one layer's parameters, and their squared norms, from what the layer saw: its inputs and
+the gradient of the per-sample losses with respect to its output.
+
+For a linear map y_t = W a_t (t over the positions of a sequence, or of an image for a convolution) the gradient of
+sample i is G_i^T A_i, with A_i (T, d_in) its inputs and G_i (T, d_out) its output gradients, and
+
+    ||G_i^T A_i||_F^2 = <A_i A_i^T, G_i G_i^T>_F          (the ghost-norm identity)
+
+which costs T^2 (d_in + d_out) per sample against T d_in d_out for forming the gradient: the cheaper of the two is
+used. Embedding is the same with one-hot inputs (A_i A_i^T is "same index"); LayerNorm's per-sample gradients are
+as small as its parameters and are formed. Any other layer's per-sample gradients come from batched_grad.func's
+vmap(grad) over the layer alone (functional_call), with its output gradient as the cotangent.
+
+A layer called several times in one forward contributes the sum of its calls: the calls are joined along the
+sequence axis (the identity holds for the sum), or their formed gradients are added."""
+
+from dataclasses import dataclass
+
+from .. import Tensor, arange, bmm, cat, func, zeros
+from ..nn import basic
+from ..nn import functional as F
+
+
+@dataclass
+class Call:
+    """One call of a layer: its positional and keyword arguments (detached), its output tensors and, after the
+    backward, the per-sample losses' gradients with respect to them (None where an output does not reach them)."""
+
+    args: tuple
+    kwargs: dict
+    outputs: list
+    grad_outputs: list = None
+
+
+def _rows(t, batch):
+    """`t` as (batch, T, d): its leading axis the batch, its last the features, T every axis between."""
+    return t.reshape(batch, -1, t.shape[-1])
+
+
+def _matched_sq_norms(A, G):
+    """||G_i^T A_i||_F^2 for each i, A (n, T, d_in), G (n, T, d_out): by the Gram matrices or by the products,
+    whichever takes fewer multiplications."""
+    T, d_in, d_out = A.shape[1], A.shape[2], G.shape[2]
+    if T == 1:
+        return A.square().sum((1, 2)) * G.square().sum((1, 2))
+    if T * T * (d_in + d_out) <= T * d_in * d_out:
+        return (bmm(A, A.transpose(1, 2)) * bmm(G, G.transpose(1, 2))).sum((1, 2))
+    return bmm(G.transpose(1, 2), A).square().sum((1, 2))
+
+
+def _sum_of_calls(per_call):
+    """{name: per-sample tensor} summed over the calls' dicts."""
+    total = {}
+    for grads in per_call:
+        for name, g in grads.items():
+            total[name] = g if name not in total else total[name] + g
+    return total
+
+
+# ---------------------------------------------------------------- Linear
+
+
+def _linear_sequences(module, calls, batch):
+    A = cat([_rows(c.args[0], batch) for c in calls], 1)
+    G = cat([_rows(c.grad_outputs[0], batch) for c in calls], 1)
+    return A, G
+
+
+def _linear_sq_norms(module, calls, names, batch):
+    A, G = _linear_sequences(module, calls, batch)
+    norms = {"weight": lambda: _matched_sq_norms(A, G), "bias": lambda: G.sum(1).square().sum(1)}
+    return {name: norms[name]() for name in names}
+
+
+def _linear_grads(module, calls, names, batch):
+    A, G = _linear_sequences(module, calls, batch)
+    grads = {"weight": lambda: bmm(G.transpose(1, 2), A), "bias": lambda: G.sum(1)}
+    return {name: grads[name]() for name in names}
+
+
+# ---------------------------------------------------------------- Conv1d, Conv2d
+
+
+def _conv_pads(module, spatial):
+    """The (left, right) zero or mode padding of each spatial axis, as the module applies it."""
+    if module.padding == "valid":
+        return [(0, 0)] * len(spatial)
+    if module.padding == "same":
+        totals = [d * (k - 1) for d, k in zip(module.dilation, module.kernel_size)]
+        return [(t // 2, t - t // 2) for t in totals]
+    return [(p, p) for p in module.padding]
+
+
+def _conv_sequences(module, call, batch):
+    """The call as a grouped linear map: inputs (batch * groups, L, C_in/groups * k) and output gradients
+    (batch * groups, L, C_out/groups), L the output positions (im2col by unfold)."""
+    x, g, groups = call.args[0], call.grad_outputs[0], module.groups
+    if x.ndim != module.n + 2:
+        raise ValueError(
+            f"per-sample gradients of {type(module).__name__} need a batched input of {module.n + 2} dims "
+            f"(batch first), but got an input of shape {list(x.shape)}"
+        )
+    pads = _conv_pads(module, x.shape[2:])
+    flat_pads = tuple(p for pair in reversed(pads) for p in pair)
+    if any(flat_pads):
+        mode = "constant" if module.padding_mode == "zeros" else module.padding_mode
+        x = F.pad(x, flat_pads, mode=mode)
+    kernel, stride, dilation = module.kernel_size, module.stride, module.dilation
+    if module.n == 1:  # as a 2-d convolution of height 1
+        x, kernel, stride, dilation = x.unsqueeze(2), (1, *kernel), (1, *stride), (1, *dilation)
+    columns = F.unfold(x, kernel, dilation=dilation, stride=stride)  # (batch, C_in * k, L)
+    A = columns.reshape(batch * groups, -1, columns.shape[-1]).transpose(1, 2)
+    G = g.reshape(batch * groups, g.shape[1] // groups, -1).transpose(1, 2)
+    return A, G
+
+
+def _conv_joined(module, calls, batch):
+    pairs = [_conv_sequences(module, c, batch) for c in calls]
+    return cat([a for a, _ in pairs], 1), cat([g for _, g in pairs], 1)
+
+
+def _conv_sq_norms(module, calls, names, batch):
+    A, G = _conv_joined(module, calls, batch)
+    groups = module.groups
+    norms = {
+        "weight": lambda: _matched_sq_norms(A, G).reshape(batch, groups).sum(1),
+        "bias": lambda: G.sum(1).square().reshape(batch, -1).sum(1),
+    }
+    return {name: norms[name]() for name in names}
+
+
+def _conv_grads(module, calls, names, batch):
+    A, G = _conv_joined(module, calls, batch)
+    shape = module.weight.shape
+    grads = {
+        "weight": lambda: bmm(G.transpose(1, 2), A).reshape(batch, *shape),
+        "bias": lambda: G.sum(1).reshape(batch, -1),
+    }
+    return {name: grads[name]() for name in names}
+
+
+# ---------------------------------------------------------------- Embedding
+
+
+def _embedding_sequences(module, calls, batch):
+    """The looked-up indices (batch, T) and their output gradients (batch, T, D), rows at padding_idx zeroed (they
+    get no gradient)."""
+    index = cat([c.args[0].reshape(batch, -1) for c in calls], 1)
+    G = cat([_rows(c.grad_outputs[0], batch) for c in calls], 1)
+    if module.padding_idx is not None:
+        G = G * (index != module.padding_idx).unsqueeze(-1).to(G.dtype)
+    return index, G
+
+
+def _embedding_scattered(module, index, G, batch):
+    """The per-sample gradients (batch, num_embeddings, D): each output gradient added to its index's row."""
+    rows = module.num_embeddings
+    flat = (index + arange(batch).unsqueeze(1) * rows).reshape(-1)
+    summed = zeros(batch * rows, G.shape[-1], dtype=G.dtype).index_add(0, flat, G.reshape(-1, G.shape[-1]))
+    return summed.reshape(batch, rows, -1)
+
+
+def _embedding_sq_norms(module, calls, names, batch):
+    index, G = _embedding_sequences(module, calls, batch)
+    T = index.shape[1]
+    if T * T <= T + module.num_embeddings:  # the Gram matrix is smaller than the scattered gradient
+        same = (index.unsqueeze(2) == index.unsqueeze(1)).to(G.dtype)
+        return {"weight": (same * bmm(G, G.transpose(1, 2))).sum((1, 2))}
+    return {"weight": _embedding_scattered(module, index, G, batch).square().sum((1, 2))}
+
+
+def _embedding_grads(module, calls, names, batch):
+    index, G = _embedding_sequences(module, calls, batch)
+    return {"weight": _embedding_scattered(module, index, G, batch)}
+
+
+# ---------------------------------------------------------------- LayerNorm
+
+
+def _layer_norm_grads(module, calls, names, batch):
+    axes = tuple(range(-len(module.normalized_shape), 0))
+
+    def one_call(call):
+        x, g = call.args[0], call.grad_outputs[0]
+        mean = x.mean(axes, keepdim=True)
+        var = (x - mean).square().mean(axes, keepdim=True)
+        x_hat = (x - mean) / (var + module.eps).sqrt()
+        shape = (batch, -1, *module.normalized_shape)
+        grads = {"weight": lambda: (g * x_hat).reshape(shape).sum(1), "bias": lambda: g.reshape(shape).sum(1)}
+        return {name: grads[name]() for name in names}
+
+    return _sum_of_calls(one_call(c) for c in calls)
+
+
+# ---------------------------------------------------------------- any other layer: vmap(grad)
+
+
+def _batched_positions(values, batch):
+    """in_dims for `values`: 0 for a tensor whose leading axis is the batch, None for anything else."""
+    return tuple(0 if isinstance(v, Tensor) and v.ndim and v.shape[0] == batch else None for v in values)
+
+
+def flat_tensors(value):
+    """The tensors of a module's output (a tensor, or tuples, lists and dicts of them), in order."""
+    if isinstance(value, Tensor):
+        return [value]
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, (tuple, list)):
+        return [t for v in value for t in flat_tensors(v)]
+    return []
+
+
+def vmap_grads(module, calls, names, batch, params=None):
+    """Per-sample gradients of `names` (dotted, relative to `module`) by vmap(grad) over one call of the module on
+    one sample, the cotangent its output gradients: sum_k <module(x_i)_k, g_ik>. Arguments whose leading axis is
+    the batch are mapped, the others (and keyword arguments) passed whole; every output must be batch first."""
+    if params is None:
+        params = {name: module.get_parameter(name).detach() for name in names}
+
+    def one_call(call):
+        used = [(k, g) for k, g in enumerate(call.grad_outputs) if g is not None]
+        for k, g in used:
+            if g.ndim == 0 or g.shape[0] != batch:
+                raise ValueError(
+                    f"per-sample gradients of {type(module).__name__} by vmap(grad): its output {k} of shape "
+                    f"{list(g.shape)} is not batch first (batch {batch})"
+                )
+        in_dims = _batched_positions(call.args, batch)
+
+        def inner_product(p, args, grad_outputs):
+            args = tuple(a.unsqueeze(0) if d == 0 else a for a, d in zip(args, in_dims))
+            out = flat_tensors(func.functional_call(module, p, args, call.kwargs))
+            return sum((out[k] * g.unsqueeze(0)).sum() for (k, _), g in zip(used, grad_outputs))
+
+        per_sample = func.vmap(func.grad(inner_product), in_dims=(None, in_dims, 0))
+        return per_sample(params, call.args, [g for _, g in used])
+
+    return _sum_of_calls(one_call(c) for c in calls)
+
+
+def _from_grads(grads_rule):
+    def sq_norms(module, calls, names, batch):
+        grads = grads_rule(module, calls, names, batch)
+        return {name: g.reshape(batch, -1).square().sum(1) for name, g in grads.items()}
+
+    return sq_norms
+
+
+@dataclass(frozen=True)
+class Rule:
+    """How a layer kind's per-sample quantities are computed: squared norms (batch,) and formed gradients
+    (batch, *shape), each a function (module, calls, parameter names, batch) -> {name: tensor}."""
+
+    sq_norms: object
+    grads: object
+
+
+RULES = {
+    basic.Linear: Rule(_linear_sq_norms, _linear_grads),
+    basic.Conv1d: Rule(_conv_sq_norms, _conv_grads),
+    basic.Conv2d: Rule(_conv_sq_norms, _conv_grads),
+    basic.Embedding: Rule(_embedding_sq_norms, _embedding_grads),
+    basic.LayerNorm: Rule(_from_grads(_layer_norm_grads), _layer_norm_grads),
+}
+FALLBACK = Rule(_from_grads(vmap_grads), vmap_grads)
+
+
+def rule_for(module):
+    """The rule of `module`'s exact type (a subclass may compute something else), else vmap(grad)."""
+    return RULES.get(type(module), FALLBACK)
