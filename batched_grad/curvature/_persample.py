@@ -67,16 +67,27 @@ def _unreduced(loss_fn):
         loss_fn.reduction = reduction
 
 
-def per_sample_losses(model, loss_fn, inputs, targets, clone_outputs=False):
-    """(losses (B,), the model's output, {module: [Call]}) from one recorded forward."""
+def check_samples_independent(model):
+    """Refuse a model whose modules mix the samples of a batch (BatchNorm in training mode)."""
     for name, module in model.named_modules():
         if isinstance(module, _BatchNorm) and module.training:
             raise ValueError(
                 f"per-sample gradients of model: its module {name or 'model'} ({type(module).__name__}) is in "
                 "training mode, where batch statistics mix the samples; use GroupNorm or LayerNorm, or call .eval()"
             )
+
+
+def forward(model, inputs, clone_outputs):
+    """The model's output on `inputs` (a tensor, or a tuple of positional arguments) and {module: [Call]}."""
+    check_samples_independent(model)
     with recording(model, clone_outputs) as calls:
         output = model(*_as_args(inputs))
+    return output, calls
+
+
+def per_sample_losses(model, loss_fn, inputs, targets, clone_outputs=False):
+    """(losses (B,), the model's output, {module: [Call]}) from one recorded forward."""
+    output, calls = forward(model, inputs, clone_outputs)
     with _unreduced(loss_fn):
         losses = loss_fn(output) if targets is None else loss_fn(output, targets)
     if not isinstance(losses, Tensor) or losses.ndim != 1:
@@ -145,15 +156,23 @@ def handlers(model, calls):
     return list(chosen.values())
 
 
-def output_grads(losses, handlers_, calls):
-    """Fill each handled call's grad_outputs with the gradient of sum(losses) with respect to its outputs (None where
-    an output does not reach the losses); the graph is kept for a second backward. False if an output was changed in
-    place after its layer returned it (then its gradient would be the changed tensor's)."""
+def output_grads(root, handlers_, calls, grad_output=None, is_grads_batched=False):
+    """Fill each handled call's grad_outputs with the gradient of `root` (with `grad_output`, a batch of them when
+    `is_grads_batched`) with respect to its outputs (None where an output does not reach `root`); the graph is kept.
+    False if an output was changed in place after its layer returned it (its gradient would be the changed
+    tensor's)."""
     needed = [(call, k, t) for h in handlers_ for call in calls[h.module] for k, t in enumerate(call.outputs)]
     if any(t._version != call.versions[k] for call, k, t in needed):
         return False
     differentiable = [(call, k, t) for call, k, t in needed if t.requires_grad]
-    grads = grad(losses.sum(), [t for _, _, t in differentiable], retain_graph=True, allow_unused=True)
+    grads = grad(
+        root,
+        [t for _, _, t in differentiable],
+        grad_output,
+        retain_graph=True,
+        allow_unused=True,
+        is_grads_batched=is_grads_batched,
+    )
     for h in handlers_:
         for call in calls[h.module]:
             call.grad_outputs = [None] * len(call.outputs)
@@ -162,15 +181,28 @@ def output_grads(losses, handlers_, calls):
     return True
 
 
+def rule_results(handlers_, calls, kind, batch):
+    """{parameter name: what each handler's rule gives for `kind` ("sq_norms" or "grads")} over its calls that
+    reached the root of the backward."""
+    result = {}
+    for h in handlers_:
+        reached = [c for c in calls[h.module] if any(g is not None for g in c.grad_outputs)]
+        if reached:
+            values = getattr(h.rule, kind)(h.module, reached, list(h.names), batch)
+            result.update({h.names[local]: v for local, v in values.items()})
+    return result
+
+
 class Capture:
     """A forward and a backward to the layer outputs, recorded: the per-sample losses, their batch size, and what
     each parameter's per-sample quantities are computed from."""
 
     def __init__(self, model, loss_fn, inputs, targets=None, clone_outputs=False):
         self.losses, self.output, self.calls = per_sample_losses(model, loss_fn, inputs, targets, clone_outputs)
+        self.cloned = clone_outputs
         self.batch = self.losses.shape[0]
         self.handlers = handlers(model, self.calls)
-        self.clean = output_grads(self.losses, self.handlers, self.calls)
+        self.clean = output_grads(self.losses.sum(), self.handlers, self.calls)
 
     @classmethod
     def run(cls, model, loss_fn, inputs, targets=None, clone_outputs=False):
@@ -180,23 +212,13 @@ class Capture:
             capture = cls(model, loss_fn, inputs, targets, clone_outputs=True)
         return capture
 
-    def _per_parameter(self, kind):
-        result = {}
-        for h in self.handlers:
-            calls = [c for c in self.calls[h.module] if any(g is not None for g in c.grad_outputs)]
-            if not calls:
-                continue
-            values = getattr(h.rule, kind)(h.module, calls, list(h.names), self.batch)
-            result.update({h.names[local]: v for local, v in values.items()})
-        return result
-
     def sq_norms(self):
         """{parameter name: squared per-sample gradient norms (B,)} of every parameter that reached the losses."""
-        return self._per_parameter("sq_norms")
+        return rule_results(self.handlers, self.calls, "sq_norms", self.batch)
 
     def grads(self):
         """{parameter name: per-sample gradients (B, *shape)}, formed."""
-        return self._per_parameter("grads")
+        return rule_results(self.handlers, self.calls, "grads", self.batch)
 
 
 def total_norms(sq_norms, batch, like):

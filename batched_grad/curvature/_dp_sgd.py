@@ -1,0 +1,111 @@
+"""DP-SGD (Abadi et al., 2016) with ghost clipping (Opacus' grad_sample_mode="ghost"): each sample's gradient
+clipped to norm C by a factor from its ghost norm, without forming it. One backward gives the per-sample norms
+(_persample.py); a second, of sum_i min(1, C / (norm_i + 1e-6)) loss_i on the same graph, gives the sum of the
+clipped gradients; Gaussian noise of standard deviation noise_multiplier * C is added and the sum divided by the
+(expected) batch size, into each parameter's .grad."""
+
+from collections import namedtuple
+
+from .. import Tensor, randn
+from ..autograd import grad
+from ._persample import Capture, total_norms
+
+DPStep = namedtuple("DPStep", ["loss", "per_sample_norms", "clip_factors"])
+DPStep.__doc__ = """What a DP-SGD step computed: the mean of the per-sample losses (detached), each sample's gradient
+norm before clipping (B,), and the factor its gradient was scaled by (B,)."""
+
+CLIP_EPS = 1e-6  # Opacus' guard in max_grad_norm / (norm + eps)
+
+
+def _check_positive(name, value, allow_zero=False):
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0 or (value == 0 and not allow_zero):
+        bound = "non-negative" if allow_zero else "positive"
+        raise ValueError(f"{name} must be a {bound} number, but got {value!r}")
+
+
+class GhostClipping:
+    """DP-SGD steps for `model` with per-sample clipping by ghost norms, as Opacus'
+    GradSampleModuleFastGradientClipping with use_ghost_clipping=True:
+
+        dp = GhostClipping(model, max_grad_norm=1.0, noise_multiplier=1.1)
+        for x, y in loader:
+            optimizer.zero_grad()
+            dp.step(nn.CrossEntropyLoss(), x, y)  # sets every trainable parameter's .grad
+            optimizer.step()
+
+    `loss_fn(model(*inputs), targets)` must give the per-sample losses, or be a loss module (its reduction is set to
+    'none' for the call). Noise is drawn with `generator` (a batched_grad.Generator) when given;
+    `expected_batch_size` (Opacus' name, for Poisson sampling) divides the sum instead of the batch's size."""
+
+    def __init__(self, model, max_grad_norm, noise_multiplier=0.0, *, expected_batch_size=None, generator=None):
+        _check_positive("max_grad_norm", max_grad_norm)
+        _check_positive("noise_multiplier", noise_multiplier, allow_zero=True)
+        if expected_batch_size is not None and (not isinstance(expected_batch_size, int) or expected_batch_size < 1):
+            raise ValueError(f"expected_batch_size must be a positive int or None, but got {expected_batch_size!r}")
+        self.model, self.max_grad_norm, self.noise_multiplier = model, max_grad_norm, noise_multiplier
+        self.expected_batch_size, self.generator = expected_batch_size, generator
+        self.clone_outputs = False  # set once a layer's output was changed in place: copy them from then on
+
+    def _capture(self, loss_fn, inputs, targets):
+        capture = Capture.run(self.model, loss_fn, inputs, targets, self.clone_outputs)
+        self.clone_outputs = capture.cloned
+        return capture
+
+    def per_sample_norms(self, loss_fn, inputs, targets=None):
+        """Each sample's gradient norm over the trainable parameters (B,), by ghost norms."""
+        capture = self._capture(loss_fn, inputs, targets)
+        return total_norms(capture.sq_norms(), capture.batch, capture.losses.detach())
+
+    def _noise(self, params, noise):
+        """Standard normal draws shaped as `params`: `noise` (one tensor per parameter) if given, else drawn."""
+        if noise is None:
+            return [randn(p.shape, dtype=p.dtype, generator=self.generator) for p in params]
+        noise = list(noise)
+        if len(noise) != len(params) or any(tuple(n.shape) != tuple(p.shape) for n, p in zip(noise, params)):
+            raise ValueError(
+                f"noise must hold one tensor per trainable parameter, shaped {[list(p.shape) for p in params]}, "
+                f"but got {[list(n.shape) if isinstance(n, Tensor) else type(n).__name__ for n in noise]}"
+            )
+        return noise
+
+    def step(self, loss_fn, inputs, targets=None, *, optimizer=None, noise=None):
+        """One DP-SGD gradient: clipped per-sample gradients summed, noise added, divided by the batch size, into
+        each trainable parameter's .grad (replacing it); then optimizer.step() if an optimizer is given. `noise`
+        (one standard normal tensor per trainable parameter, in named_parameters order) replaces the draws. A
+        DPStep."""
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        capture = self._capture(loss_fn, inputs, targets)
+        losses = capture.losses
+        norms = total_norms(capture.sq_norms(), capture.batch, losses.detach())
+        factors = (self.max_grad_norm / (norms + CLIP_EPS)).clamp(max=1.0)
+        clipped = grad((losses * factors.detach()).sum(), params, allow_unused=True)
+        clipped = [p.new_zeros(p.shape) if g is None else g for p, g in zip(params, clipped)]
+        scale = self.noise_multiplier * self.max_grad_norm
+        if scale:
+            clipped = [g + z * scale for g, z in zip(clipped, self._noise(params, noise))]
+        denominator = self.expected_batch_size or capture.batch
+        for p, g in zip(params, clipped):
+            p.grad = (g / denominator).detach()
+        if optimizer is not None:
+            optimizer.step()
+        return DPStep(losses.detach().mean(), norms.detach(), factors.detach())
+
+
+def dp_sgd_step(
+    model,
+    loss_fn,
+    inputs,
+    targets=None,
+    *,
+    max_grad_norm,
+    noise_multiplier,
+    optimizer=None,
+    generator=None,
+    noise=None,
+    expected_batch_size=None,
+):
+    """One DP-SGD step with ghost clipping: GhostClipping(model, ...).step(...); see GhostClipping. A DPStep."""
+    clipping = GhostClipping(
+        model, max_grad_norm, noise_multiplier, expected_batch_size=expected_batch_size, generator=generator
+    )
+    return clipping.step(loss_fn, inputs, targets, optimizer=optimizer, noise=noise)
