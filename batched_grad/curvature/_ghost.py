@@ -211,12 +211,13 @@ def flat_tensors(value):
     return []
 
 
-def vmap_grads(module, calls, names, batch, params=None):
+def vmap_grads(module, calls, names, batch):
     """Per-sample gradients of `names` (dotted, relative to `module`) by vmap(grad) over one call of the module on
     one sample, the cotangent its output gradients: sum_k <module(x_i)_k, g_ik>. Arguments whose leading axis is
     the batch are mapped, the others (and keyword arguments) passed whole; every output must be batch first."""
-    if params is None:
-        params = {name: module.get_parameter(name).detach() for name in names}
+    params = {name: module.get_parameter(name).detach() for name in names}
+    # the module's other parameters enter as constants, so that the results do not require grad
+    constants = {name: p.detach() for name, p in module.named_parameters() if name not in params}
 
     def one_call(call):
         used = [(k, g) for k, g in enumerate(call.grad_outputs) if g is not None]
@@ -230,7 +231,7 @@ def vmap_grads(module, calls, names, batch, params=None):
 
         def inner_product(p, args, grad_outputs):
             args = tuple(a.unsqueeze(0) if d == 0 else a for a, d in zip(args, in_dims))
-            out = flat_tensors(func.functional_call(module, p, args, call.kwargs))
+            out = flat_tensors(func.functional_call(module, {**constants, **p}, args, call.kwargs))
             return sum((out[k] * g.unsqueeze(0)).sum() for (k, _), g in zip(used, grad_outputs))
 
         per_sample = func.vmap(func.grad(inner_product), in_dims=(None, in_dims, 0))
