@@ -14,17 +14,18 @@ vmap(grad) over the layer alone (functional_call), with its output gradient as t
 A layer called several times in one forward contributes the sum of its calls: the calls are joined along the
 sequence axis (the identity holds for the sum), or their formed gradients are added."""
 
+import itertools
 from dataclasses import dataclass
 
-from .. import Tensor, arange, bmm, cat, func, zeros
+from .. import Tensor, arange, bmm, cat, func, stack, zeros
 from ..nn import basic
 from ..nn import functional as F
 
 
 @dataclass
 class Call:
-    """One call of a layer: its positional and keyword arguments (detached), its output tensors and, after the
-    backward, the per-sample losses' gradients with respect to them (None where an output does not reach them)."""
+    """One call of a layer: its positional and keyword arguments, its output tensors and, after the backward, the
+    gradients with respect to them (None where an output does not reach the root), the arguments then detached."""
 
     args: tuple
     kwargs: dict
@@ -91,50 +92,58 @@ def _conv_pads(module, spatial):
     return [(p, p) for p in module.padding]
 
 
-def _conv_sequences(module, call, batch):
-    """The call as a grouped linear map: inputs (batch * groups, L, C_in/groups * k) and output gradients
-    (batch * groups, L, C_out/groups), L the output positions (im2col by unfold)."""
+def _conv_taps(module, call, batch):
+    """The call as a grouped linear map, one kernel tap at a time (no im2col copy of the input): for each tap the
+    input positions it multiplies, (batch * groups, C_in/groups, L), and the output gradients
+    (batch * groups, C_out/groups, L), L the output positions."""
     x, g, groups = call.args[0], call.grad_outputs[0], module.groups
     if x.ndim != module.n + 2:
         raise ValueError(
             f"per-sample gradients of {type(module).__name__} need a batched input of {module.n + 2} dims "
             f"(batch first), but got an input of shape {list(x.shape)}"
         )
-    pads = _conv_pads(module, x.shape[2:])
-    flat_pads = tuple(p for pair in reversed(pads) for p in pair)
+    flat_pads = tuple(p for pair in reversed(_conv_pads(module, x.shape[2:])) for p in pair)
     if any(flat_pads):
-        mode = "constant" if module.padding_mode == "zeros" else module.padding_mode
-        x = F.pad(x, flat_pads, mode=mode)
-    kernel, stride, dilation = module.kernel_size, module.stride, module.dilation
-    if module.n == 1:  # as a 2-d convolution of height 1
-        x, kernel, stride, dilation = x.unsqueeze(2), (1, *kernel), (1, *stride), (1, *dilation)
-    columns = F.unfold(x, kernel, dilation=dilation, stride=stride)  # (batch, C_in * k, L)
-    A = columns.reshape(batch * groups, -1, columns.shape[-1]).transpose(1, 2)
-    G = g.reshape(batch * groups, g.shape[1] // groups, -1).transpose(1, 2)
-    return A, G
+        x = F.pad(x, flat_pads, mode="constant" if module.padding_mode == "zeros" else module.padding_mode)
+    out = g.shape[2:]
+    taps = []
+    for offsets in itertools.product(*(range(k) for k in module.kernel_size)):
+        window = zip(offsets, module.dilation, module.stride, out)
+        index = (slice(None), slice(None)) + tuple(slice(o * d, o * d + s * (n - 1) + 1, s) for o, d, s, n in window)
+        taps.append(x[index].reshape(batch * groups, x.shape[1] // groups, -1))
+    return taps, g.reshape(batch * groups, g.shape[1] // groups, -1)
 
 
 def _conv_joined(module, calls, batch):
-    pairs = [_conv_sequences(module, c, batch) for c in calls]
-    return cat([a for a, _ in pairs], 1), cat([g for _, g in pairs], 1)
+    """_conv_taps of every call, joined along the output positions."""
+    per_call = [_conv_taps(module, c, batch) for c in calls]
+    taps = [cat([t[j] for t, _ in per_call], 2) for j in range(len(per_call[0][0]))]
+    return taps, cat([g for _, g in per_call], 2)
+
+
+def _conv_weight_sq_norms(taps, G):
+    """sum over taps of ||G_i S_ij^T||^2, by the Gram matrices (sum_j S_j^T S_j) . (G^T G) when cheaper."""
+    L, d_in, d_out = G.shape[2], taps[0].shape[1] * len(taps), G.shape[1]
+    if L * (d_in + d_out) <= d_in * d_out:
+        gram = sum(bmm(t.transpose(1, 2), t) for t in taps)
+        return (gram * bmm(G.transpose(1, 2), G)).sum((1, 2))
+    return sum(bmm(G, t.transpose(1, 2)).square().sum((1, 2)) for t in taps)
 
 
 def _conv_sq_norms(module, calls, names, batch):
-    A, G = _conv_joined(module, calls, batch)
-    groups = module.groups
+    taps, G = _conv_joined(module, calls, batch)
     norms = {
-        "weight": lambda: _matched_sq_norms(A, G).reshape(batch, groups).sum(1),
-        "bias": lambda: G.sum(1).square().reshape(batch, -1).sum(1),
+        "weight": lambda: _conv_weight_sq_norms(taps, G).reshape(batch, module.groups).sum(1),
+        "bias": lambda: G.sum(2).square().reshape(batch, -1).sum(1),
     }
     return {name: norms[name]() for name in names}
 
 
 def _conv_grads(module, calls, names, batch):
-    A, G = _conv_joined(module, calls, batch)
-    shape = module.weight.shape
+    taps, G = _conv_joined(module, calls, batch)
     grads = {
-        "weight": lambda: bmm(G.transpose(1, 2), A).reshape(batch, *shape),
-        "bias": lambda: G.sum(1).reshape(batch, -1),
+        "weight": lambda: stack([bmm(G, t.transpose(1, 2)) for t in taps], -1).reshape(batch, *module.weight.shape),
+        "bias": lambda: G.sum(2).reshape(batch, -1),
     }
     return {name: grads[name]() for name in names}
 

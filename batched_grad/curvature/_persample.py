@@ -35,7 +35,7 @@ def recording(model, clone_outputs):
 
     def keep(module, args, kwargs, output):
         outputs = flat_tensors(output)
-        call = Call(tuple(_detached(a) for a in args), {k: _detached(v) for k, v in kwargs.items()}, outputs)
+        call = Call(args, kwargs, outputs)  # detached after the backward: detach() here would compute them
         call.versions = [t._version for t in outputs]
         calls.setdefault(module, []).append(call)
         return _cloned(output) if clone_outputs else None
@@ -176,6 +176,8 @@ def output_grads(root, handlers_, calls, grad_output=None, is_grads_batched=Fals
     for h in handlers_:
         for call in calls[h.module]:
             call.grad_outputs = [None] * len(call.outputs)
+            call.args = tuple(_detached(a) for a in call.args)
+            call.kwargs = {k: _detached(v) for k, v in call.kwargs.items()}
     for (call, k, _), g in zip(differentiable, grads):
         call.grad_outputs[k] = g
     return True
