@@ -331,6 +331,24 @@ def test_ghost_clipping_draws_noise_from_its_generator():
         np.testing.assert_allclose(b, a / 2, rtol=1e-12)
 
 
+def test_compiled_steps_equal_eager_ones_with_fresh_noise_each_step():
+    x, y = as_bg(inputs(4)), as_bg(labels())
+    trained = {}
+    for compiled in (False, True):
+        _, b_model = pair(mlp)
+        optimizer = bg.optim.SGD(b_model.parameters(), lr=0.5)
+        generator = bg.Generator().manual_seed(7)
+        dp = GhostClipping(b_model, 1.0, 0.5, generator=generator, compile=compiled)
+        steps = [dp.step(nn.CrossEntropyLoss(), x, y, optimizer=optimizer) for _ in range(3)]
+        trained[compiled] = [p.detach().numpy().copy() for p in b_model.parameters()]
+        assert steps[0].loss.item() != steps[2].loss.item()
+    for a, b in zip(trained[False], trained[True]):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-15)
+    plain = GhostClipping(b_model, 1.0, 0.5)  # compiled by the user, drawing inside: refused
+    with pytest.raises(RuntimeError, match="every call would add the same noise"):
+        bg.compile(lambda x, y: plain.step(nn.CrossEntropyLoss(), x, y))(x, y)
+
+
 def test_ghost_clipping_copies_outputs_once_an_in_place_change_is_seen():
     t_model, b_model = pair(
         lambda lib: lib.nn.Sequential(lib.nn.Linear(4, 6), lib.nn.ReLU(inplace=True), lib.nn.Linear(6, 3))

@@ -7,6 +7,8 @@ clipped gradients; Gaussian noise of standard deviation noise_multiplier * C is 
 from collections import namedtuple
 
 from .. import Tensor, randn
+from .. import compile as compile_step
+from .._tracing import compiling
 from ..autograd import grad
 from ._persample import Capture, total_norms
 
@@ -27,7 +29,7 @@ class GhostClipping:
     """DP-SGD steps for `model` with per-sample clipping by ghost norms, as Opacus'
     GradSampleModuleFastGradientClipping with use_ghost_clipping=True:
 
-        dp = GhostClipping(model, max_grad_norm=1.0, noise_multiplier=1.1)
+        dp = GhostClipping(model, max_grad_norm=1.0, noise_multiplier=1.1, compile=True)
         for x, y in loader:
             optimizer.zero_grad()
             dp.step(nn.CrossEntropyLoss(), x, y)  # sets every trainable parameter's .grad
@@ -35,31 +37,61 @@ class GhostClipping:
 
     `loss_fn(model(*inputs), targets)` must give the per-sample losses, or be a loss module (its reduction is set to
     'none' for the call). Noise is drawn with `generator` (a batched_grad.Generator) when given;
-    `expected_batch_size` (Opacus' name, for Poisson sampling) divides the sum instead of the batch's size."""
+    `expected_batch_size` (Opacus' name, for Poisson sampling) divides the sum instead of the batch's size. With
+    `compile=True` each step after the first runs as one program (bg.compile, one per loss_fn and optimizer), the
+    noise drawn outside it."""
 
-    def __init__(self, model, max_grad_norm, noise_multiplier=0.0, *, expected_batch_size=None, generator=None):
+    def __init__(
+        self, model, max_grad_norm, noise_multiplier=0.0, *, expected_batch_size=None, generator=None, compile=False
+    ):
         _check_positive("max_grad_norm", max_grad_norm)
         _check_positive("noise_multiplier", noise_multiplier, allow_zero=True)
         if expected_batch_size is not None and (not isinstance(expected_batch_size, int) or expected_batch_size < 1):
             raise ValueError(f"expected_batch_size must be a positive int or None, but got {expected_batch_size!r}")
+        if not isinstance(compile, bool):
+            raise TypeError(f"compile must be a bool, but got {type(compile).__name__}")
         self.model, self.max_grad_norm, self.noise_multiplier = model, max_grad_norm, noise_multiplier
-        self.expected_batch_size, self.generator = expected_batch_size, generator
+        self.expected_batch_size, self.generator, self.compile = expected_batch_size, generator, compile
         self.clone_outputs = False  # set once a layer's output was changed in place: copy them from then on
+        self._programs = {}  # (what, id(loss_fn), id(optimizer)) -> (the compiled function, what it holds)
 
     def _capture(self, loss_fn, inputs, targets):
         capture = Capture.run(self.model, loss_fn, inputs, targets, self.clone_outputs)
         self.clone_outputs = capture.cloned
         return capture
 
+    def _compiled(self, what, fn, *held):
+        """bg.compile(fn), kept for the objects `held` (a loss_fn, an optimizer) it closes over."""
+        key = (what, *map(id, held))
+        if key not in self._programs or any(a is not b for a, b in zip(self._programs[key][1], held)):
+            self._programs[key] = (compile_step(fn), held)
+        return self._programs[key][0]
+
     def per_sample_norms(self, loss_fn, inputs, targets=None):
         """Each sample's gradient norm over the trainable parameters (B,), by ghost norms."""
-        capture = self._capture(loss_fn, inputs, targets)
-        return total_norms(capture.sq_norms(), capture.batch, capture.losses.detach())
 
-    def _noise(self, params, noise):
-        """Standard normal draws shaped as `params`: `noise` (one tensor per parameter) if given, else drawn."""
-        if noise is None:
-            return [randn(p.shape, dtype=p.dtype, generator=self.generator) for p in params]
+        def norms(inputs, targets):
+            capture = self._capture(loss_fn, inputs, targets)
+            return total_norms(capture.sq_norms(), capture.batch, capture.losses.detach())
+
+        run = self._compiled("norms", norms, loss_fn) if self.compile else norms
+        return run(inputs, targets)
+
+    def _trainable(self):
+        return [p for p in self.model.parameters() if p.requires_grad]
+
+    def _draw(self, params):
+        """Standard normal draws shaped as `params`, from the generator."""
+        if compiling.name is not None:
+            raise RuntimeError(
+                f"GhostClipping.step inside bg.compile({compiling.name}): draws made while a step is traced are "
+                "fixed into its program, so every call would add the same noise; draw it outside the compiled "
+                "function and pass it as noise= (one standard normal tensor per trainable parameter), or use "
+                "GhostClipping(..., compile=True)"
+            )
+        return [randn(p.shape, dtype=p.dtype, generator=self.generator) for p in params]
+
+    def _checked(self, params, noise):
         noise = list(noise)
         if len(noise) != len(params) or any(tuple(n.shape) != tuple(p.shape) for n, p in zip(noise, params)):
             raise ValueError(
@@ -71,21 +103,38 @@ class GhostClipping:
     def step(self, loss_fn, inputs, targets=None, *, optimizer=None, noise=None):
         """One DP-SGD gradient: clipped per-sample gradients summed, noise added, divided by the batch size, into
         each trainable parameter's .grad (replacing it); then optimizer.step() if an optimizer is given. `noise`
-        (one standard normal tensor per trainable parameter, in named_parameters order) replaces the draws. A
+        (one standard normal tensor per trainable parameter, in parameters() order) replaces the draws. A
         DPStep."""
-        params = [p for p in self.model.parameters() if p.requires_grad]
+        params = self._trainable()
+        if self.noise_multiplier:
+            noise = self._draw(params) if noise is None else self._checked(params, noise)
+        else:
+            noise = None
+
+        def dp_step(inputs, targets, noise):
+            return self._step(loss_fn, inputs, targets, optimizer, noise)
+
+        return (self._compiled("step", dp_step, loss_fn, optimizer) if self.compile else dp_step)(
+            inputs, targets, noise
+        )
+
+    def _step(self, loss_fn, inputs, targets, optimizer, noise):
+        params = self._trainable()
         capture = self._capture(loss_fn, inputs, targets)
         losses = capture.losses
         norms = total_norms(capture.sq_norms(), capture.batch, losses.detach())
         factors = (self.max_grad_norm / (norms + CLIP_EPS)).clamp(max=1.0)
         clipped = grad((losses * factors.detach()).sum(), params, allow_unused=True)
         clipped = [p.new_zeros(p.shape) if g is None else g for p, g in zip(params, clipped)]
-        scale = self.noise_multiplier * self.max_grad_norm
-        if scale:
-            clipped = [g + z * scale for g, z in zip(clipped, self._noise(params, noise))]
+        if noise is not None:
+            scale = self.noise_multiplier * self.max_grad_norm
+            clipped = [g + z * scale for g, z in zip(clipped, noise)]
         denominator = self.expected_batch_size or capture.batch
         for p, g in zip(params, clipped):
-            p.grad = (g / denominator).detach()
+            if p.grad is None:
+                p.grad = (g / denominator).detach()
+            else:  # in place, so that a compiled step keeps the same .grad tensors
+                p.grad.copy_(g / denominator)
         if optimizer is not None:
             optimizer.step()
         return DPStep(losses.detach().mean(), norms.detach(), factors.detach())
@@ -104,7 +153,8 @@ def dp_sgd_step(
     noise=None,
     expected_batch_size=None,
 ):
-    """One DP-SGD step with ghost clipping: GhostClipping(model, ...).step(...); see GhostClipping. A DPStep."""
+    """One DP-SGD step with ghost clipping: GhostClipping(model, ...).step(...) (not compiled); see GhostClipping.
+    A DPStep."""
     clipping = GhostClipping(
         model, max_grad_norm, noise_multiplier, expected_batch_size=expected_batch_size, generator=generator
     )
