@@ -17,6 +17,7 @@ SCRIPTS = (
     "scale.py",
     "loops.py",
     "eager.py",
+    "persample.py",
 )
 INSTALL = "pip install -e '.[bench]'"
 CHECKOUT_BENCHMARKS = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"  # with an editable install
