@@ -56,7 +56,8 @@ def norms_of(grads):
 
 
 def check_against_oracles(build, x, y, classes=3):
-    """Ghost norms, per parameter and in total, and the formed per-sample gradients, equal to both oracles'."""
+    """Ghost norms, per parameter and in total, the formed per-sample gradients and the DP-SGD step's clipped sums
+    equal to the oracles'."""
     t_model, b_model = pair(build)
     expected = torch_per_sample_grads(t_model, x, y)
     ours_by_vmap = bg_per_sample_grads(b_model, as_bg(x), as_bg(y))
@@ -70,6 +71,14 @@ def check_against_oracles(build, x, y, classes=3):
         np.testing.assert_allclose(formed[name].numpy(), expected[name].numpy(), rtol=1e-10, atol=1e-12)
     total = np.sqrt(sum(n**2 for n in norms_of(expected).values()))
     np.testing.assert_allclose(per_sample_grad_norms(b_model, loss, as_bg(x), as_bg(y)).numpy(), total, rtol=1e-10)
+    # the DP-SGD step's clipped sum, layer by layer, against the formed gradients clipped by hand (half clipped)
+    bound = float(np.median(total))
+    dp_sgd_step(b_model, loss, as_bg(x), as_bg(y), max_grad_norm=bound, noise_multiplier=0.0)
+    factors = np.minimum(1.0, bound / (total + 1e-6))
+    for name, p in b_model.named_parameters():
+        if p.requires_grad:
+            clipped = np.einsum("i,i...->...", factors, expected[name].numpy()) / B
+            np.testing.assert_allclose(p.grad.numpy(), clipped, rtol=1e-10, atol=1e-14, err_msg=name)
 
 
 def labels(classes=3, seed=1):

@@ -1,15 +1,17 @@
 """DP-SGD (Abadi et al., 2016) with ghost clipping (Opacus' grad_sample_mode="ghost"): each sample's gradient
-clipped to norm C by a factor from its ghost norm, without forming it. One backward gives the per-sample norms
-(_persample.py); a second, of sum_i min(1, C / (norm_i + 1e-6)) loss_i on the same graph, gives the sum of the
-clipped gradients; Gaussian noise of standard deviation noise_multiplier * C is added and the sum divided by the
-(expected) batch size, into each parameter's .grad."""
+clipped to norm C by a factor f_i = min(1, C / (norm_i + 1e-6)) from its ghost norm, without forming it. One
+backward gives the layers' output gradients and from them the per-sample norms (_persample.py). Where Opacus runs a
+second backward of sum_i f_i loss_i, the clipped sum sum_i f_i g_i is computed from the same recorded inputs and
+output gradients, layer by layer ("book-keeping", Bu et al. 2023): for Linear (f G)^T A, equal to what the second
+backward gives at the cost of one weight gradient, without the backward through the rest of the network. Gaussian
+noise of standard deviation noise_multiplier * C is added and the sum divided by the (expected) batch size, into
+each parameter's .grad."""
 
 from collections import namedtuple
 
 from .. import Tensor, randn
 from .. import compile as compile_step
 from .._tracing import compiling
-from ..autograd import grad
 from ._persample import Capture, total_norms
 
 DPStep = namedtuple("DPStep", ["loss", "per_sample_norms", "clip_factors"])
@@ -119,13 +121,14 @@ class GhostClipping:
         )
 
     def _step(self, loss_fn, inputs, targets, optimizer, noise):
-        params = self._trainable()
+        named = [(name, p) for name, p in self.model.named_parameters() if p.requires_grad]
+        params = [p for _, p in named]
         capture = self._capture(loss_fn, inputs, targets)
         losses = capture.losses
         norms = total_norms(capture.sq_norms(), capture.batch, losses.detach())
         factors = (self.max_grad_norm / (norms + CLIP_EPS)).clamp(max=1.0)
-        clipped = grad((losses * factors.detach()).sum(), params, allow_unused=True)
-        clipped = [p.new_zeros(p.shape) if g is None else g for p, g in zip(params, clipped)]
+        sums = capture.weighted_sums(factors)
+        clipped = [sums[name] if name in sums else p.new_zeros(p.shape) for name, p in named]
         if noise is not None:
             scale = self.noise_multiplier * self.max_grad_norm
             clipped = [g + z * scale for g, z in zip(clipped, noise)]

@@ -17,7 +17,8 @@ sequence axis (the identity holds for the sum), or their formed gradients are ad
 import itertools
 from dataclasses import dataclass
 
-from .. import Tensor, arange, bmm, cat, func, stack, zeros
+from .. import Tensor, arange, bmm, cat, einsum, enable_grad, func, stack, zeros
+from ..autograd import grad
 from ..nn import basic
 from ..nn import functional as F
 
@@ -77,6 +78,13 @@ def _linear_grads(module, calls, names, batch):
     A, G = _linear_sequences(module, calls, batch)
     grads = {"weight": lambda: bmm(G.transpose(1, 2), A), "bias": lambda: G.sum(1)}
     return {name: grads[name]() for name in names}
+
+
+def _linear_weighted_sums(module, calls, names, batch, weights):
+    A, G = _linear_sequences(module, calls, batch)
+    G = (G * weights.reshape(batch, 1, 1)).reshape(-1, G.shape[-1])
+    sums = {"weight": lambda: G.transpose(0, 1) @ A.reshape(-1, A.shape[-1]), "bias": lambda: G.sum(0)}
+    return {name: sums[name]() for name in names}
 
 
 # ---------------------------------------------------------------- Conv1d, Conv2d
@@ -148,6 +156,19 @@ def _conv_grads(module, calls, names, batch):
     return {name: grads[name]() for name in names}
 
 
+def _conv_weighted_sums(module, calls, names, batch, weights):
+    taps, G = _conv_joined(module, calls, batch)
+    groups = module.groups
+    G = G.reshape(batch, groups, *G.shape[1:]) * weights.reshape(batch, 1, 1, 1)
+
+    def weight():
+        per_tap = [einsum("bgol,bgil->goi", G, t.reshape(batch, groups, *t.shape[1:])) for t in taps]
+        return stack(per_tap, -1).reshape(module.weight.shape)
+
+    sums = {"weight": weight, "bias": lambda: G.sum((0, 3)).reshape(-1)}
+    return {name: sums[name]() for name in names}
+
+
 # ---------------------------------------------------------------- Embedding
 
 
@@ -181,6 +202,12 @@ def _embedding_sq_norms(module, calls, names, batch):
 def _embedding_grads(module, calls, names, batch):
     index, G = _embedding_sequences(module, calls, batch)
     return {"weight": _embedding_scattered(module, index, G, batch)}
+
+
+def _embedding_weighted_sums(module, calls, names, batch, weights):
+    index, G = _embedding_sequences(module, calls, batch)
+    G = (G * weights.reshape(batch, 1, 1)).reshape(-1, G.shape[-1])
+    return {"weight": zeros(module.num_embeddings, G.shape[-1], dtype=G.dtype).index_add(0, index.reshape(-1), G)}
 
 
 # ---------------------------------------------------------------- LayerNorm
@@ -249,6 +276,22 @@ def vmap_grads(module, calls, names, batch):
     return _sum_of_calls(one_call(c) for c in calls)
 
 
+def recomputed_weighted_sums(module, calls, names, batch, weights):
+    """sum_i weights_i * (the gradient of sample i) for `names`: one VJP of the module recomputed on the whole
+    batch (its recorded arguments, detached), the cotangent each output gradient times the sample's weight."""
+    params = {name: module.get_parameter(name).detach().requires_grad_(True) for name in names}
+    constants = {name: p.detach() for name, p in module.named_parameters() if name not in params}
+    per_call = []
+    for call in calls:
+        with enable_grad():
+            out = flat_tensors(func.functional_call(module, {**constants, **params}, call.args, call.kwargs))
+            used = [(out[k], g) for k, g in enumerate(call.grad_outputs) if g is not None]
+            total = sum((o * (g * weights.reshape(batch, *[1] * (g.ndim - 1)))).sum() for o, g in used)
+            grads = grad(total, list(params.values()), allow_unused=True, materialize_grads=True)
+        per_call.append(dict(zip(params, grads)))
+    return _sum_of_calls(per_call)
+
+
 def _from_grads(grads_rule):
     def sq_norms(module, calls, names, batch):
         grads = grads_rule(module, calls, names, batch)
@@ -257,23 +300,33 @@ def _from_grads(grads_rule):
     return sq_norms
 
 
+def _weighted_from_grads(grads_rule):
+    def weighted_sums(module, calls, names, batch, weights):
+        grads = grads_rule(module, calls, names, batch)
+        return {name: (g * weights.reshape(batch, *[1] * (g.ndim - 1))).sum(0) for name, g in grads.items()}
+
+    return weighted_sums
+
+
 @dataclass(frozen=True)
 class Rule:
-    """How a layer kind's per-sample quantities are computed: squared norms (batch,) and formed gradients
-    (batch, *shape), each a function (module, calls, parameter names, batch) -> {name: tensor}."""
+    """How a layer kind's per-sample quantities are computed, each a function (module, calls, parameter names,
+    batch, ...) -> {name: tensor}: squared norms (batch,), formed gradients (batch, *shape), and the sum of the
+    per-sample gradients weighted by `weights` (batch,), shaped as the parameter (DP-SGD's clipped sum)."""
 
     sq_norms: object
     grads: object
+    weighted_sums: object
 
 
 RULES = {
-    basic.Linear: Rule(_linear_sq_norms, _linear_grads),
-    basic.Conv1d: Rule(_conv_sq_norms, _conv_grads),
-    basic.Conv2d: Rule(_conv_sq_norms, _conv_grads),
-    basic.Embedding: Rule(_embedding_sq_norms, _embedding_grads),
-    basic.LayerNorm: Rule(_from_grads(_layer_norm_grads), _layer_norm_grads),
+    basic.Linear: Rule(_linear_sq_norms, _linear_grads, _linear_weighted_sums),
+    basic.Conv1d: Rule(_conv_sq_norms, _conv_grads, _conv_weighted_sums),
+    basic.Conv2d: Rule(_conv_sq_norms, _conv_grads, _conv_weighted_sums),
+    basic.Embedding: Rule(_embedding_sq_norms, _embedding_grads, _embedding_weighted_sums),
+    basic.LayerNorm: Rule(_from_grads(_layer_norm_grads), _layer_norm_grads, _weighted_from_grads(_layer_norm_grads)),
 }
-FALLBACK = Rule(_from_grads(vmap_grads), vmap_grads)
+FALLBACK = Rule(_from_grads(vmap_grads), vmap_grads, recomputed_weighted_sums)
 
 
 def rule_for(module):

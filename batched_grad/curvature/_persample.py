@@ -183,14 +183,14 @@ def output_grads(root, handlers_, calls, grad_output=None, is_grads_batched=Fals
     return True
 
 
-def rule_results(handlers_, calls, kind, batch):
-    """{parameter name: what each handler's rule gives for `kind` ("sq_norms" or "grads")} over its calls that
-    reached the root of the backward."""
+def rule_results(handlers_, calls, kind, batch, *extra):
+    """{parameter name: what each handler's rule gives for `kind` ("sq_norms", "grads", or "weighted_sums" with
+    the weights as `extra`)} over its calls that reached the root of the backward."""
     result = {}
     for h in handlers_:
         reached = [c for c in calls[h.module] if any(g is not None for g in c.grad_outputs)]
         if reached:
-            values = getattr(h.rule, kind)(h.module, reached, list(h.names), batch)
+            values = getattr(h.rule, kind)(h.module, reached, list(h.names), batch, *extra)
             result.update({h.names[local]: v for local, v in values.items()})
     return result
 
@@ -221,6 +221,11 @@ class Capture:
     def grads(self):
         """{parameter name: per-sample gradients (B, *shape)}, formed."""
         return rule_results(self.handlers, self.calls, "grads", self.batch)
+
+    def weighted_sums(self, weights):
+        """{parameter name: sum_i weights_i * (the gradient of sample i)}, shaped as the parameter, from the same
+        recorded quantities (no second backward)."""
+        return rule_results(self.handlers, self.calls, "weighted_sums", self.batch, weights)
 
 
 def total_norms(sq_norms, batch, like):
