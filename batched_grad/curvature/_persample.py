@@ -158,7 +158,7 @@ def handlers(model, calls):
 
 def output_grads(root, handlers_, calls, grad_output=None, is_grads_batched=False):
     """Fill each handled call's grad_outputs with the gradient of `root` (with `grad_output`, a batch of them when
-    `is_grads_batched`) with respect to its outputs (None where an output does not reach `root`); the graph is kept.
+    `is_grads_batched`) with respect to its outputs (None where an output does not reach `root`); the graph is freed.
     False if an output was changed in place after its layer returned it (its gradient would be the changed
     tensor's)."""
     needed = [(call, k, t) for h in handlers_ for call in calls[h.module] for k, t in enumerate(call.outputs)]
@@ -169,7 +169,6 @@ def output_grads(root, handlers_, calls, grad_output=None, is_grads_batched=Fals
         root,
         [t for _, _, t in differentiable],
         grad_output,
-        retain_graph=True,
         allow_unused=True,
         is_grads_batched=is_grads_batched,
     )
