@@ -14,8 +14,8 @@ Every peer's norms are checked against torch.func's before timing. Tables: a. st
 interleaved repeats); b. peak memory of one steady-state call, each peer in a fresh process (VmHWM reset before the
 call, large allocations unmapped when freed: MALLOC_MMAP_THRESHOLD_), against the size of the per-sample gradients
 (B x P) and of B + P numbers; c. one DP-SGD step (clip to C = 1, noise sigma = 1, into .grad): GhostClipping
-(compile=True), clipping by hand over torch.func's per-sample gradients, Opacus' two-backward ghost clipping;
-d. targets.
+(compile=True; one backward, the clipped sum from the recorded layer quantities), clipping by hand over
+torch.func's per-sample gradients, Opacus' ghost clipping (two backwards); d. targets.
 
     python benchmarks/persample.py            # about 3 minutes on a loaded 2-core machine
     python benchmarks/persample.py --quick    # about 1.5 minutes: 3 repeats, one call per block
