@@ -30,16 +30,43 @@ def _loss_hessian_blocks(loss_fn, output, targets):
     return columns.reshape(size, batch, size).permute(1, 2, 0)
 
 
+FORMED_ELEMENTS = 2**24  # per-(column, sample) gradients formed at a time, per layer
+
+
 def _repeated(call, columns, batch):
-    """The call with every batch-first argument repeated `columns` times: rows (column, sample), column-major."""
+    """The call for the cotangent columns `columns` (a range): every batch-first argument (keywords too) repeated
+    once per column, the output gradients of those columns; rows (column, sample), column-major."""
+    count = len(columns)
 
     def rows(a):
         if isinstance(a, Tensor) and a.ndim and a.shape[0] == batch:
-            return a.unsqueeze(0).expand(columns, *a.shape).reshape(columns * batch, *a.shape[1:])
+            return a.unsqueeze(0).expand(count, *a.shape).reshape(count * batch, *a.shape[1:])
         return a
 
-    grad_outputs = [None if g is None else g.reshape(columns * batch, *g.shape[2:]) for g in call.grad_outputs]
-    return Call(tuple(rows(a) for a in call.args), call.kwargs, call.outputs, grad_outputs)
+    grad_outputs = [
+        None if g is None else g[columns.start : columns.stop].reshape(count * batch, *g.shape[2:])
+        for g in call.grad_outputs
+    ]
+    kwargs = {k: rows(v) for k, v in call.kwargs.items()}
+    return Call(tuple(rows(a) for a in call.args), kwargs, call.outputs, grad_outputs)
+
+
+def _signed_square_sums(handler, calls, signs, batch):
+    """{name: sum over (column, sample) of sign * gradient^2} for the handler's parameters, the per-(column,
+    sample) gradients formed a few columns at a time (FORMED_ELEMENTS)."""
+    size = signs.shape[0]
+    elements = batch * sum(handler.module.get_parameter(local).numel() for local in handler.names)
+    step = max(1, FORMED_ELEMENTS // max(1, elements))
+    total = {}
+    for start in range(0, size, step):
+        columns = range(start, min(size, start + step))
+        repeated = {handler.module: [_repeated(c, columns, batch) for c in calls[handler.module]]}
+        grads = rule_results([handler], repeated, "grads", len(columns) * batch)
+        weights = signs[start : columns.stop].reshape(-1)
+        for name, g in grads.items():
+            value = (weights.reshape(-1, *[1] * (g.ndim - 1)) * g.square()).sum(0)
+            total[name] = value if name not in total else total[name] + value
+    return total
 
 
 def diag_ggn(model, loss_fn, inputs, targets=None):
@@ -59,7 +86,9 @@ def diag_ggn(model, loss_fn, inputs, targets=None):
         layers = handlers(model, calls)
         if output_grads(output, layers, calls, cotangents, is_grads_batched=True):
             break
-    signs = values.sign().transpose(0, 1).reshape(size * batch)  # rows (column, sample), as the cotangents
-    repeated = {h.module: [_repeated(c, size, batch) for c in calls[h.module]] for h in layers}
-    grads = rule_results(layers, repeated, "grads", size * batch)
-    return {name: (signs.reshape(-1, *[1] * (g.ndim - 1)) * g.square()).sum(0) for name, g in grads.items()}
+    signs = values.sign().transpose(0, 1)  # (column, sample), as the cotangents
+    diagonal = {}
+    for h in layers:
+        if any(g is not None for c in calls[h.module] for g in c.grad_outputs):
+            diagonal.update(_signed_square_sums(h, calls, signs, batch))
+    return diagonal

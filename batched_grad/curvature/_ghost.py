@@ -32,6 +32,12 @@ class Call:
     kwargs: dict
     outputs: list
     grad_outputs: list = None
+    versions: list = None  # the outputs' versions when the layer returned them
+
+    @property
+    def input(self):
+        """The layer's input: its first positional argument, or its `input` keyword."""
+        return self.args[0] if self.args else self.kwargs["input"]
 
 
 def _rows(t, batch):
@@ -63,7 +69,7 @@ def _sum_of_calls(per_call):
 
 
 def _linear_sequences(module, calls, batch):
-    A = cat([_rows(c.args[0], batch) for c in calls], 1)
+    A = cat([_rows(c.input, batch) for c in calls], 1)
     G = cat([_rows(c.grad_outputs[0], batch) for c in calls], 1)
     return A, G
 
@@ -104,7 +110,7 @@ def _conv_taps(module, call, batch):
     """The call as a grouped linear map, one kernel tap at a time (no im2col copy of the input): for each tap the
     input positions it multiplies, (batch * groups, C_in/groups, L), and the output gradients
     (batch * groups, C_out/groups, L), L the output positions."""
-    x, g, groups = call.args[0], call.grad_outputs[0], module.groups
+    x, g, groups = call.input, call.grad_outputs[0], module.groups
     if x.ndim != module.n + 2:
         raise ValueError(
             f"per-sample gradients of {type(module).__name__} need a batched input of {module.n + 2} dims "
@@ -175,7 +181,7 @@ def _conv_weighted_sums(module, calls, names, batch, weights):
 def _embedding_sequences(module, calls, batch):
     """The looked-up indices (batch, T) and their output gradients (batch, T, D), rows at padding_idx zeroed (they
     get no gradient)."""
-    index = cat([c.args[0].reshape(batch, -1) for c in calls], 1)
+    index = cat([c.input.reshape(batch, -1) for c in calls], 1)
     G = cat([_rows(c.grad_outputs[0], batch) for c in calls], 1)
     if module.padding_idx is not None:
         G = G * (index != module.padding_idx).unsqueeze(-1).to(G.dtype)
@@ -217,7 +223,7 @@ def _layer_norm_grads(module, calls, names, batch):
     axes = tuple(range(-len(module.normalized_shape), 0))
 
     def one_call(call):
-        x, g = call.args[0], call.grad_outputs[0]
+        x, g = call.input, call.grad_outputs[0]
         mean = x.mean(axes, keepdim=True)
         var = (x - mean).square().mean(axes, keepdim=True)
         x_hat = (x - mean) / (var + module.eps).sqrt()

@@ -35,8 +35,8 @@ def recording(model, clone_outputs):
 
     def keep(module, args, kwargs, output):
         outputs = flat_tensors(output)
-        call = Call(args, kwargs, outputs)  # detached after the backward: detach() here would compute them
-        call.versions = [t._version for t in outputs]
+        # the arguments are detached after the backward: detach() here would compute them now
+        call = Call(args, kwargs, outputs, versions=[t._version for t in outputs])
         calls.setdefault(module, []).append(call)
         return _cloned(output) if clone_outputs else None
 
@@ -130,8 +130,8 @@ def _called_ancestor(model, prefix, calls):
 
 
 def handlers(model, calls):
-    """The Handlers of every trainable parameter that the forward used (an uncalled owner with no called module
-    above it: unused, its per-sample gradients zero), keyed by its full name."""
+    """The Handlers of the trainable parameters that the forward used; a parameter whose owner was not called and has
+    no called module above it was not used (its per-sample gradients are zero) and is left out."""
     chosen = {}
     for entries in _owners(model).values():
         called = [e for e in entries if e[0] in calls]
