@@ -11,8 +11,10 @@ used. Embedding is the same with one-hot inputs (A_i A_i^T is "same index"); Lay
 as small as its parameters and are formed. Any other layer's per-sample gradients come from batched_grad.func's
 vmap(grad) over the layer alone (functional_call), with its output gradient as the cotangent.
 
+A convolution is such a map tap by tap of its kernel (each tap a strided slice of the input: no im2col copy).
 A layer called several times in one forward contributes the sum of its calls: the calls are joined along the
-sequence axis (the identity holds for the sum), or their formed gradients are added."""
+sequence axis (the identity holds for the sum), or their formed gradients are added. Each rule also gives
+sum_i w_i (gradient of sample i) for weights w, DP-SGD's clipped sum: for a linear map (w G)^T A."""
 
 import itertools
 from dataclasses import dataclass
