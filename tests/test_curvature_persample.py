@@ -377,6 +377,18 @@ def test_ghost_clipping_copies_outputs_once_an_in_place_change_is_seen():
     np.testing.assert_allclose(norms.numpy(), expected, rtol=1e-10)
 
 
+def test_ghost_norms_equal_opacus_ghost_norms():
+    opacus = pytest.importorskip("opacus.grad_sample")
+    t_model, b_model = pair(
+        lambda lib: lib.nn.Sequential(lib.nn.Conv1d(2, 3, 3), lib.nn.Flatten(), lib.nn.Linear(12, 3))
+    )
+    x, y = inputs(2, 6), labels()
+    wrapped = opacus.GradSampleModuleFastGradientClipping(t_model, loss_reduction="sum", max_grad_norm=1.0)
+    torch.nn.functional.cross_entropy(wrapped(x), y, reduction="none").sum().backward()
+    ours = per_sample_grad_norms(b_model, nn.CrossEntropyLoss(), as_bg(x), as_bg(y))
+    np.testing.assert_allclose(ours.numpy(), wrapped.get_norm_sample().numpy(), rtol=1e-10)
+
+
 # ---------------------------------------------------------------- the GGN diagonal
 
 
