@@ -3,9 +3,10 @@ clipped to norm C by a factor f_i = min(1, C / (norm_i + 1e-6)) from its ghost n
 backward gives the layers' output gradients and from them the per-sample norms (_persample.py). Where Opacus runs a
 second backward of sum_i f_i loss_i, the clipped sum sum_i f_i g_i is computed from the same recorded inputs and
 output gradients, layer by layer ("book-keeping", Bu et al. 2023): for Linear (f G)^T A, equal to what the second
-backward gives at the cost of one weight gradient, without the backward through the rest of the network. Gaussian
-noise of standard deviation noise_multiplier * C is added and the sum divided by the (expected) batch size, into
-each parameter's .grad."""
+backward gives at the cost of one weight gradient, without the backward through the rest of the network. Where a
+layer's norms formed its per-sample gradients anyway (the products route, LayerNorm, vmap(grad)), they are kept and
+weighted instead (mixed ghost clipping). Gaussian noise of standard deviation noise_multiplier * C is added and the
+sum divided by the (expected) batch size, into each parameter's .grad."""
 
 from collections import namedtuple
 
@@ -19,6 +20,7 @@ DPStep.__doc__ = """What a DP-SGD step computed: the mean of the per-sample loss
 norm before clipping (B,), and the factor its gradient was scaled by (B,)."""
 
 CLIP_EPS = 1e-6  # Opacus' guard in max_grad_norm / (norm + eps)
+KEPT_ELEMENTS = 2**24  # a layer's per-sample gradients formed for its norms are kept for the clipped sum up to this
 
 
 def _check_positive(name, value, allow_zero=False):
@@ -125,7 +127,7 @@ class GhostClipping:
         params = [p for _, p in named]
         capture = self._capture(loss_fn, inputs, targets)
         losses = capture.losses
-        norms = total_norms(capture.sq_norms(), capture.batch, losses.detach())
+        norms = total_norms(capture.sq_norms_keeping_formed(KEPT_ELEMENTS), capture.batch, losses.detach())
         factors = (self.max_grad_norm / (norms + CLIP_EPS)).clamp(max=1.0)
         sums = capture.weighted_sums(factors)
         clipped = [sums[name] if name in sums else p.new_zeros(p.shape) for name, p in named]

@@ -17,6 +17,7 @@ sequence axis (the identity holds for the sum), or their formed gradients are ad
 sum_i w_i (gradient of sample i) for weights w, DP-SGD's clipped sum: for a linear map (w G)^T A."""
 
 import itertools
+import math
 from dataclasses import dataclass
 
 from .. import Tensor, arange, bmm, cat, einsum, enable_grad, func, stack, zeros
@@ -86,6 +87,12 @@ def _linear_grads(module, calls, names, batch):
     A, G = _linear_sequences(module, calls, batch)
     grads = {"weight": lambda: bmm(G.transpose(1, 2), A), "bias": lambda: G.sum(1)}
     return {name: grads[name]() for name in names}
+
+
+def _linear_formed_first(module, calls, batch):
+    """Whether the products, not the Gram matrices, give the norms (T (d_in + d_out) > d_in d_out)."""
+    T = sum(c.input.numel() for c in calls) // (batch * module.in_features)
+    return T > 1 and T * (module.in_features + module.out_features) > module.in_features * module.out_features
 
 
 def _linear_weighted_sums(module, calls, names, batch, weights):
@@ -162,6 +169,14 @@ def _conv_grads(module, calls, names, batch):
         "bias": lambda: G.sum(2).reshape(batch, -1),
     }
     return {name: grads[name]() for name in names}
+
+
+def _conv_formed_first(module, calls, batch):
+    """Whether the products, not the Gram matrices, give the norms (as in _conv_weight_sq_norms)."""
+    L = sum(c.grad_outputs[0][0, 0].numel() for c in calls)
+    d_in = module.in_channels // module.groups * math.prod(module.kernel_size)
+    d_out = module.out_channels // module.groups
+    return L * (d_in + d_out) > d_in * d_out
 
 
 def _conv_weighted_sums(module, calls, names, batch, weights):
@@ -316,25 +331,38 @@ def _weighted_from_grads(grads_rule):
     return weighted_sums
 
 
+def _never(module, calls, batch):
+    return False
+
+
+def _always(module, calls, batch):
+    return True
+
+
 @dataclass(frozen=True)
 class Rule:
     """How a layer kind's per-sample quantities are computed, each a function (module, calls, parameter names,
     batch, ...) -> {name: tensor}: squared norms (batch,), formed gradients (batch, *shape), and the sum of the
-    per-sample gradients weighted by `weights` (batch,), shaped as the parameter (DP-SGD's clipped sum)."""
+    per-sample gradients weighted by `weights` (batch,), shaped as the parameter (DP-SGD's clipped sum);
+    `formed_first(module, calls, batch)`: whether the norms form the per-sample gradients anyway (then a DP step
+    keeps them for its weighted sum rather than computing it again)."""
 
     sq_norms: object
     grads: object
     weighted_sums: object
+    formed_first: object
 
 
 RULES = {
-    basic.Linear: Rule(_linear_sq_norms, _linear_grads, _linear_weighted_sums),
-    basic.Conv1d: Rule(_conv_sq_norms, _conv_grads, _conv_weighted_sums),
-    basic.Conv2d: Rule(_conv_sq_norms, _conv_grads, _conv_weighted_sums),
-    basic.Embedding: Rule(_embedding_sq_norms, _embedding_grads, _embedding_weighted_sums),
-    basic.LayerNorm: Rule(_from_grads(_layer_norm_grads), _layer_norm_grads, _weighted_from_grads(_layer_norm_grads)),
+    basic.Linear: Rule(_linear_sq_norms, _linear_grads, _linear_weighted_sums, _linear_formed_first),
+    basic.Conv1d: Rule(_conv_sq_norms, _conv_grads, _conv_weighted_sums, _conv_formed_first),
+    basic.Conv2d: Rule(_conv_sq_norms, _conv_grads, _conv_weighted_sums, _conv_formed_first),
+    basic.Embedding: Rule(_embedding_sq_norms, _embedding_grads, _embedding_weighted_sums, _never),
+    basic.LayerNorm: Rule(
+        _from_grads(_layer_norm_grads), _layer_norm_grads, _weighted_from_grads(_layer_norm_grads), _always
+    ),
 }
-FALLBACK = Rule(_from_grads(vmap_grads), vmap_grads, recomputed_weighted_sums)
+FALLBACK = Rule(_from_grads(vmap_grads), vmap_grads, recomputed_weighted_sums, _always)
 
 
 def rule_for(module):

@@ -182,14 +182,19 @@ def output_grads(root, handlers_, calls, grad_output=None, is_grads_batched=Fals
     return True
 
 
+def reached(handler, calls):
+    """The handler's calls whose outputs reached the root of the backward."""
+    return [c for c in calls[handler.module] if any(g is not None for g in c.grad_outputs)]
+
+
 def rule_results(handlers_, calls, kind, batch, *extra):
     """{parameter name: what each handler's rule gives for `kind` ("sq_norms", "grads", or "weighted_sums" with
     the weights as `extra`)} over its calls that reached the root of the backward."""
     result = {}
     for h in handlers_:
-        reached = [c for c in calls[h.module] if any(g is not None for g in c.grad_outputs)]
-        if reached:
-            values = getattr(h.rule, kind)(h.module, reached, list(h.names), batch, *extra)
+        used = reached(h, calls)
+        if used:
+            values = getattr(h.rule, kind)(h.module, used, list(h.names), batch, *extra)
             result.update({h.names[local]: v for local, v in values.items()})
     return result
 
@@ -204,6 +209,7 @@ class Capture:
         self.batch = self.losses.shape[0]
         self.handlers = handlers(model, self.calls)
         self.clean = output_grads(self.losses.sum(), self.handlers, self.calls)
+        self.formed = {}  # per-sample gradients kept by sq_norms_keeping_formed
 
     @classmethod
     def run(cls, model, loss_fn, inputs, targets=None, clone_outputs=False):
@@ -221,10 +227,29 @@ class Capture:
         """{parameter name: per-sample gradients (B, *shape)}, formed."""
         return rule_results(self.handlers, self.calls, "grads", self.batch)
 
+    def sq_norms_keeping_formed(self, limit):
+        """(sq_norms(), {parameter name: per-sample gradients}) where a layer's norms form its per-sample gradients
+        anyway (the products route, LayerNorm, vmap(grad)) and they hold at most `limit` numbers: kept for
+        weighted_sums."""
+        sq_norms = {}
+        for h in self.handlers:
+            used = reached(h, self.calls)
+            size = self.batch * sum(h.module.get_parameter(local).numel() for local in h.names)
+            if used and size <= limit and h.rule.formed_first(h.module, used, self.batch):
+                grads = {h.names[k]: g for k, g in h.rule.grads(h.module, used, list(h.names), self.batch).items()}
+                self.formed.update(grads)
+                sq_norms.update({name: g.reshape(self.batch, -1).square().sum(1) for name, g in grads.items()})
+            else:
+                sq_norms.update(rule_results([h], self.calls, "sq_norms", self.batch))
+        return sq_norms
+
     def weighted_sums(self, weights):
         """{parameter name: sum_i weights_i * (the gradient of sample i)}, shaped as the parameter, from the same
-        recorded quantities (no second backward)."""
-        return rule_results(self.handlers, self.calls, "weighted_sums", self.batch, weights)
+        recorded quantities (no second backward); from the kept per-sample gradients where there are some."""
+        formed = self.formed
+        sums = {name: (weights.reshape(-1, *[1] * (g.ndim - 1)) * g).sum(0) for name, g in formed.items()}
+        rest = [h for h in self.handlers if not all(name in formed for name in h.names.values())]
+        return {**sums, **rule_results(rest, self.calls, "weighted_sums", self.batch, weights)}
 
 
 def total_norms(sq_norms, batch, like):
