@@ -131,13 +131,15 @@ def test_linear_without_and_with_sequence_axes():
 @pytest.mark.parametrize(
     "conv",
     [
-        dict(dims=2, args=(2, 4, 3), kwargs=dict(padding=1)),
+        pytest.param(dict(dims=2, args=(2, 4, 3), kwargs=dict(padding=1)), marks=pytest.mark.slow),
         dict(dims=2, args=(4, 6, (3, 2)), kwargs=dict(stride=(2, 1), padding=(1, 0), groups=2, bias=False)),
         dict(dims=2, args=(4, 6, 3), kwargs=dict(stride=2)),  # 4 positions: by the Gram matrices
-        dict(dims=2, args=(2, 3, 3), kwargs=dict(padding="same", dilation=2)),
+        pytest.param(dict(dims=2, args=(2, 3, 3), kwargs=dict(padding="same", dilation=2)), marks=pytest.mark.slow),
         dict(dims=2, args=(2, 3, 2), kwargs=dict(padding=(1, 2), padding_mode="replicate")),
-        dict(dims=1, args=(2, 4, 4), kwargs=dict(padding="same")),
-        dict(dims=1, args=(2, 4, 3), kwargs=dict(padding=2, padding_mode="circular")),
+        pytest.param(dict(dims=1, args=(2, 4, 4), kwargs=dict(padding="same")), marks=pytest.mark.slow),
+        pytest.param(
+            dict(dims=1, args=(2, 4, 3), kwargs=dict(padding=2, padding_mode="circular")), marks=pytest.mark.slow
+        ),
         dict(dims=1, args=(4, 4, 2), kwargs=dict(stride=2, dilation=2, groups=4, padding=1, padding_mode="reflect")),
     ],
 )
