@@ -118,9 +118,8 @@ class GhostClipping:
         def dp_step(inputs, targets, noise):
             return self._step(loss_fn, inputs, targets, optimizer, noise)
 
-        return (self._compiled("step", dp_step, loss_fn, optimizer) if self.compile else dp_step)(
-            inputs, targets, noise
-        )
+        run = self._compiled("step", dp_step, loss_fn, optimizer) if self.compile else dp_step
+        return run(inputs, targets, noise)
 
     def _step(self, loss_fn, inputs, targets, optimizer, noise):
         named = [(name, p) for name, p in self.model.named_parameters() if p.requires_grad]
