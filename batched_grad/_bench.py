@@ -19,6 +19,7 @@ SCRIPTS = (
     "eager.py",
     "sparse.py",
     "curvature.py",
+    "persample.py",
 )
 INSTALL = "pip install -e '.[bench]'"
 CHECKOUT_BENCHMARKS = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"  # with an editable install

@@ -129,7 +129,7 @@ def test_bench_names_missing_scripts_and_a_missing_torch(tmp_path, monkeypatch):
         _bench.SetupError,
         match=re.escape(
             f"{tmp_path} lacks the benchmark scripts functional.py, func.py, coldstart.py, scale.py, loops.py, "
-            "eager.py, sparse.py, curvature.py"
+            "eager.py, sparse.py, curvature.py, persample.py"
         ),
     ):
         _bench.locate(folder)
