@@ -15,9 +15,13 @@ import collections
 import functools
 import os
 import threading
+import time
 from typing import NamedTuple
 
 import jax
+import numpy as np
+
+from . import _names, _payback, _store
 
 ENV_VAR = "BATCHED_GRAD_CACHE_BYTES"
 FIXED_BYTES = 512 << 10  # per executable
@@ -88,38 +92,86 @@ def traces():
 
 class Jitted:
     """`jax.jit(fn, **options)` whose executables count against the budget. Evicted, it forgets them (a fresh
-    jax.jit of a fresh wrapper, so no JAX cache keyed by the old one keeps them) and stays usable."""
+    jax.jit of a fresh wrapper, so no JAX cache keyed by the old one keeps them) and stays usable.
 
-    __slots__ = ("fn", "options", "jit", "traced", "nbytes", "executables")
+    `name` (a value _names.py can describe: a kernel's op and static params, a program's structural key) names what
+    `fn` computes in every process: its executables are then kept in the store (_store.py), and a later process
+    loads them at the point JAX would trace `fn`, without tracing it; those calls go to the loaded executables by
+    their arguments' avals. `size`: the ops of a fused program, whose compile times the cost model learns from."""
 
-    def __init__(self, fn, **options):
-        self.fn, self.options = fn, options
+    __slots__ = (
+        "fn",
+        "options",
+        "jit",
+        "traced",
+        "started",
+        "nbytes",
+        "executables",
+        "name",
+        "size",
+        "described",
+        "loaded",
+    )
+
+    def __init__(self, fn, name=None, size=None, **options):
+        self.fn, self.options, self.name, self.size = fn, options, name, size
+        self.described = [_UNDESCRIBED]  # the name's text, made at the first trace (shared with the wrapper)
+        self.loaded = None  # {call signature: executable loaded from the store}
         self._fresh()
 
     def _fresh(self):
-        fn, traced = self.fn, [0]  # the wrapper counts its own traces: a thread's trace is not another's compile
+        fn, traced, started = self.fn, [0], [0.0]  # a thread's trace is not another's compile
+        name, options, described = self.name, self.options, self.described
 
         @functools.wraps(fn)
         def counted(*args, **kwargs):
+            if name is not None and not kwargs and not _unstored.flag and _store.active():
+                key = _store_key(name, options, described, args, traced_args=True)
+                compiled = None if key is None else _store.load(key)
+                if compiled is not None:  # found: no trace (the caller runs it)
+                    raise _Loaded(compiled)
+            started[0] = time.perf_counter()
             _traces[0] += 1
             traced[0] += 1
             return fn(*args, **kwargs)
 
-        self.jit, self.traced = jax.jit(counted, **self.options), traced
+        self.jit, self.traced, self.started = jax.jit(counted, **options), traced, started
         self.nbytes = self.executables = 0
+        self.loaded = None
 
     def __call__(self, *args, **kwargs):
+        loaded = self.loaded
+        if loaded is not None:
+            compiled = loaded.get(_call_signature(args))
+            if compiled is not None:
+                _touch_if_held(self)
+                return compiled(*args)
         traced = self.traced
         before = traced[0]
-        out = self.jit(*args, **kwargs)
+        try:
+            out = self.jit(*args, **kwargs)
+        except _Loaded as found:
+            return self._run_loaded(found.compiled, args, kwargs)
         if traced[0] != before:  # traced: compiled, or staged into an outer trace (then its results are tracers)
             _charge(self, args, kwargs, out)
         elif self.executables:
-            try:
-                _touch(self)
-            except KeyError:  # evicted by another thread meanwhile
-                pass
+            _touch_if_held(self)
         return out
+
+    def _run_loaded(self, compiled, args, kwargs):
+        """A call whose executable the store held: kept for the later calls with these avals, and run. Inside an
+        outer trace (tracer arguments) the function is traced into it instead, without the store."""
+        if any([isinstance(a, jax.core.Tracer) for a in args]):
+            _unstored.flag = True
+            try:
+                return self(*args, **kwargs)
+            finally:
+                _unstored.flag = False
+        if self.loaded is None:
+            self.loaded = {}
+        self.loaded[_call_signature(args)] = compiled
+        _hold(self, FIXED_BYTES + BYTES_PER_HLO_CHAR * len(compiled.as_text() or ""))
+        return compiled(*args)
 
     def forget(self):
         """Drop the executables (JAX frees them once nothing else refers to them)."""
@@ -127,17 +179,82 @@ class Jitted:
         self._fresh()
 
 
-def estimate(jitted, args, kwargs):
-    """The estimated bytes of the executable `jitted` has for these arguments (just compiled: lowering and compiling
-    again find it in JAX's caches, about 0.2 ms)."""
-    compiled = jitted.lower(*args, **kwargs).compile()
-    return FIXED_BYTES + BYTES_PER_HLO_CHAR * len(compiled.as_text())
+_UNDESCRIBED = object()
+
+
+class _Loaded(Exception):
+    """Raised out of a trace whose executable the store holds: the caller runs that instead."""
+
+    def __init__(self, compiled):
+        super().__init__("an executable found in the store")
+        self.compiled = compiled
+
+
+class _Unstored(threading.local):
+    flag = False  # this thread traces without the store (the call is part of an outer trace)
+
+
+_unstored = _Unstored()
+
+
+def _call_signature(args):
+    """What selects a loaded executable for a call: the 64-bit mode and each argument's shape, dtype and weak type."""
+    return (jax.enable_x64.value,) + tuple([_argument_signature(a) for a in args])
+
+
+def _argument_signature(a):
+    if type(a) is np.ndarray:
+        return a.shape, a.dtype, False
+    if isinstance(a, jax.Array):
+        return a.shape, a.dtype, a.weak_type
+    return jax.typeof(a)
+
+
+def _store_key(name, options, described, args, traced_args):
+    """The store's key of a program named `name` for these arguments (tracers of its trace, or the concrete
+    arguments of a call); None where the name has no stable text."""
+    text = described[0]
+    if text is _UNDESCRIBED:
+        text = described[0] = _names.describe(name)
+    if text is None:
+        return None
+    avals = [a.aval if traced_args else jax.typeof(a) for a in args]
+    return _store.key_text(text, options, avals)
+
+
+def stored(jitted, args):
+    """Whether the store holds the executable `jitted` would run on these (concrete) arguments."""
+    if jitted.name is None or not _store.active():
+        return False
+    key = _store_key(jitted.name, jitted.options, jitted.described, args, traced_args=False)
+    return key is not None and _store.contains(key)
 
 
 def _charge(jitted, args, kwargs, out):
     if any([isinstance(o, jax.core.Tracer) for o in jax.tree_util.tree_leaves(out)]):
         return  # staged into another program: nothing was compiled
-    nbytes = estimate(jitted.jit, args, kwargs)
+    seconds = time.perf_counter() - jitted.started[0]  # its trace, lowering, compile (and first run)
+    _payback.add_one_time(seconds)
+    if jitted.size is not None:
+        _payback.note_compile(jitted.size, seconds)
+    compiled = jitted.jit.lower(*args, **kwargs).compile()  # found in JAX's caches, about 0.2 ms
+    if jitted.name is not None and not kwargs and _store.active():
+        key = _store_key(jitted.name, jitted.options, jitted.described, args, traced_args=False)
+        if key is not None:
+            _store.save(key, compiled)
+    _hold(jitted, FIXED_BYTES + BYTES_PER_HLO_CHAR * len(compiled.as_text()))
+
+
+def _touch_if_held(jitted):
+    if jitted.executables:
+        try:
+            _touch(jitted)
+        except KeyError:  # evicted by another thread meanwhile
+            pass
+
+
+def _hold(jitted, nbytes):
+    """Count one more executable of `jitted`, of `nbytes` (estimated), against the budget."""
     with _lock:
         if jitted.executables:
             _touch(jitted)

@@ -57,6 +57,7 @@ def default_directory():
     return os.path.join(base, "batched_grad")
 
 
+@functools.cache
 def host_kind():
     """A short name for this machine's kind of CPU: a hash of its architecture and instruction-set flags (its host
     name where the flags cannot be read)."""
@@ -170,17 +171,23 @@ def _usable(cache):
 
 
 def use(path):
-    """Serve JAX's persistent compilation cache from `path` (a str), or turn it off (None)."""
+    """Serve JAX's persistent compilation cache and the store of executables (_store.py) from `path` (a str), or turn
+    them off (None)."""
+    from . import _store
+
     if _jax_cache is not None:
         _jax_cache.reset_cache()
     if path is None:
         jax.config.update("jax_compilation_cache_dir", None)
+        _store.use(None)
         return
     path = os.path.abspath(os.path.expanduser(path))
     cache = DiskCache(os.path.join(path, host_kind()))
     if not _usable(cache):
         jax.config.update("jax_compilation_cache_dir", None)
+        _store.use(None)
         return
+    _store.use(path, writable=cache.writable)
     jax.config.update("jax_compilation_cache_dir", path)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
@@ -254,3 +261,8 @@ def setup():
         _jax_cache.get_executable_and_time = _quiet_loads(_jax_cache.get_executable_and_time)
     if jax.config.jax_compilation_cache_dir is None:
         use(default_directory())
+    else:  # JAX's cache stays where the user put it; the store of executables takes the default directory
+        from . import _store
+
+        directory = default_directory()
+        _store.use(None if directory is None else os.path.abspath(os.path.expanduser(directory)))

@@ -254,7 +254,7 @@ def _region_kernel(structure, results):
             values.append(out if primitive.multiple_results else (out,))
         return tuple([values[m][k] for _, m, k in results])
 
-    return Jitted(region)
+    return Jitted(region, name=("region", structure, results))
 
 
 def _run_region(kernel, full, *arrays):

@@ -170,7 +170,9 @@ def _run_segment(seg, args, recorded, direct):
     unless the walk reads rows of a vmap.vmap input, so that the next segment is not fused with it)."""
     if not recorded:
         program = _lazy.program_for(
-            intern(("segment", seg.plan)), lambda: functools.partial(_traced_segment, plan=seg.plan)
+            intern(("segment", seg.plan)),
+            lambda: functools.partial(_traced_segment, plan=seg.plan),
+            len(seg.plan.steps),
         )
         return program(*args)
     outs = apply(SEGMENT, args, plan=seg.plan)

@@ -12,6 +12,9 @@ os.environ["BATCHED_GRAD_CACHE_DIR"] = _SESSION_CACHE
 # Fused programs compile when first needed, so that which tier runs a call does not depend on timing; the
 # background compile has tests of its own (test_background_compile.py).
 os.environ["BATCHED_GRAD_BACKGROUND_COMPILE"] = "0"
+# Likewise a structure runs as its own program from its third sighting on, not when the time it spent would pay for
+# its compile (that cost model has tests of its own: test_payback.py).
+os.environ["BATCHED_GRAD_FUSE_AFTER"] = "2"
 
 import pytest  # noqa: E402
 
