@@ -21,7 +21,8 @@ written turns writing off (reading goes on), one that cannot be read turns the s
 
 It lives in the compilation cache's directory (`$BATCHED_GRAD_CACHE_DIR`, else `$XDG_CACHE_HOME/batched_grad`, else
 `~/.cache/batched_grad`), under `programs/`, and is switched with it (`set_compilation_cache`); an empty
-`BATCHED_GRAD_CACHE_DIR` turns both off, `BATCHED_GRAD_STORE=0` this store alone. Loading an executable runs code: use directories only you can write to."""
+`BATCHED_GRAD_CACHE_DIR` turns both off, `BATCHED_GRAD_STORE=0` this store alone. Loading an executable runs
+code: use directories only you can write to."""
 
 import atexit
 import hashlib
