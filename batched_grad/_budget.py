@@ -21,7 +21,7 @@ from typing import NamedTuple
 import jax
 import numpy as np
 
-from . import _names, _payback, _store
+from . import _cache, _names, _payback, _store
 
 ENV_VAR = "BATCHED_GRAD_CACHE_BYTES"
 FIXED_BYTES = 512 << 10  # per executable
@@ -120,7 +120,9 @@ class Jitted:
         self._fresh()
 
     def _fresh(self):
-        fn, traced, started = self.fn, [0], [0.0]  # a thread's trace is not another's compile
+        # started: when the last trace began, and the count of JAX's cache hits then (a thread's trace is not
+        # another's compile)
+        fn, traced, started = self.fn, [0], [0.0, 0]
         name, options, described = self.name, self.options, self.described
 
         @functools.wraps(fn)
@@ -130,7 +132,9 @@ class Jitted:
                 compiled = None if key is None else _store.load(key)
                 if compiled is not None:  # found: no trace (the caller runs it)
                     raise _Loaded(compiled)
-            started[0] = time.perf_counter()
+            started[0], started[1] = time.perf_counter(), _cache.hits.count
+            if name is not None:  # what JAX loads from its cache cannot be serialized again: keep what it read
+                _cache.hits.wanted, _cache.hits.serialized = True, None
             _traces[0] += 1
             traced[0] += 1
             return fn(*args, **kwargs)
@@ -198,8 +202,17 @@ _unstored = _Unstored()
 
 
 def _call_signature(args):
-    """What selects a loaded executable for a call: the 64-bit mode and each argument's shape, dtype and weak type."""
-    return (jax.enable_x64.value,) + tuple([_argument_signature(a) for a in args])
+    """What selects a loaded executable for a call: the 64-bit mode and each argument's shape, dtype and weak type
+    (and the structure of arguments that are pytrees)."""
+    try:
+        return (jax.enable_x64.value,) + tuple([_argument_signature(a) for a in args])
+    except _NotAnArray:
+        leaves, tree = jax.tree_util.tree_flatten(args)
+        return (jax.enable_x64.value, tree) + tuple([_argument_signature(a) for a in leaves])
+
+
+class _NotAnArray(Exception):
+    pass
 
 
 def _argument_signature(a):
@@ -207,6 +220,8 @@ def _argument_signature(a):
         return a.shape, a.dtype, False
     if isinstance(a, jax.Array):
         return a.shape, a.dtype, a.weak_type
+    if isinstance(a, (tuple, list, dict)) or a is None:
+        raise _NotAnArray
     return jax.typeof(a)
 
 
@@ -218,8 +233,9 @@ def _store_key(name, options, described, args, traced_args):
         text = described[0] = _names.describe(name)
     if text is None:
         return None
-    avals = [a.aval if traced_args else jax.typeof(a) for a in args]
-    return _store.key_text(text, options, avals)
+    leaves, tree = jax.tree_util.tree_flatten(args)
+    avals = [a.aval if traced_args else jax.typeof(a) for a in leaves]
+    return _store.key_text(text, options, str(tree), avals)
 
 
 def stored(jitted, args):
@@ -238,10 +254,15 @@ def _charge(jitted, args, kwargs, out):
     if jitted.size is not None:
         _payback.note_compile(jitted.size, seconds)
     compiled = jitted.jit.lower(*args, **kwargs).compile()  # found in JAX's caches, about 0.2 ms
-    if jitted.name is not None and not kwargs and _store.active():
-        key = _store_key(jitted.name, jitted.options, jitted.described, args, traced_args=False)
-        if key is not None:
-            _store.save(key, compiled)
+    if jitted.name is not None:
+        hits, serialized = _cache.hits, None
+        hits.wanted = False
+        if hits.count != jitted.started[1]:  # loaded from JAX's cache: stored with the bytes that entry held
+            serialized = hits.serialized if hits.count == jitted.started[1] + 1 else None
+        if not kwargs and _store.active() and (serialized is not None or hits.count == jitted.started[1]):
+            key = _store_key(jitted.name, jitted.options, jitted.described, args, traced_args=False)
+            if key is not None:
+                _store.save(key, compiled, serialized)
     _hold(jitted, FIXED_BYTES + BYTES_PER_HLO_CHAR * len(compiled.as_text()))
 
 

@@ -173,16 +173,16 @@ def aval_text(aval):
     return f"{np.dtype(aval.dtype).name}{list(aval.shape)}{'w' if aval.weak_type else ''}"
 
 
-def key_text(name, options, avals):
+def key_text(name, options, tree, avals):
     """The full key of a program: the environment, JAX's settings, the program's stable name (text), its jit
-    options, its arguments' avals and the 64-bit mode."""
+    options, the structure of its arguments (`tree`, a pytree's text) and their avals, and the 64-bit mode."""
     return "\n".join(
         [
             _environment(),
             _settings(),
             f"program {name}",
             f"options {sorted(options.items())!r}",
-            "arguments " + ";".join([aval_text(a) for a in avals]),
+            f"arguments {tree} " + ";".join([aval_text(a) for a in avals]),
             f"x64 {jax.enable_x64.value}",
         ]
     )
@@ -246,6 +246,30 @@ def _decode(data, key):
         return f"cannot be read ({type(error).__name__})"
 
 
+def _serialize(compiled, executable_bytes):
+    """(pickled executable, in_tree, out_tree), as jax.experimental.serialize_executable.serialize gives them, with
+    the XLA executable's own bytes where given (from JAX's cache entry)."""
+    from jax.experimental import serialize_executable
+
+    if executable_bytes is None:
+        return serialize_executable.serialize(compiled)
+    from jax._src.lib import _jax
+    from jax._src.lib import xla_client as xc
+
+    class Pickler(serialize_executable._JaxPjrtPickler):
+        def persistent_id(self, obj):
+            if isinstance(obj, (xc.LoadedExecutable, _jax.Executable)):
+                return ("exec", executable_bytes)
+            return super().persistent_id(obj)
+
+    if compiled._params.const_args:
+        raise NotImplementedError("an executable with constant arguments")
+    args_info, in_tree = jax.tree_util.tree_flatten(compiled.args_info)
+    with io.BytesIO() as f:
+        Pickler(f).dump((compiled._executable._unloaded_executable, args_info, compiled._no_kwargs))
+        return f.getvalue(), in_tree, compiled.out_tree
+
+
 def _deserialize(serialized, in_tree, out_tree):
     from jax.experimental.serialize_executable import deserialize_and_load
 
@@ -282,11 +306,12 @@ _pending = queue.Queue()
 _writer = []  # the writer thread, once started
 
 
-def save(key, compiled):
-    """Keep `compiled` (a jax.stages.Compiled) under `key`, written by a background thread."""
+def save(key, compiled, serialized=None):
+    """Keep `compiled` (a jax.stages.Compiled) under `key`, written by a background thread; `serialized`: the bytes
+    of its XLA executable where it was loaded from JAX's cache (whose copy cannot be serialized again)."""
     if _state.directory is None or not _state.writable:
         return
-    _pending.put((_state.directory, key, compiled))
+    _pending.put((_state.directory, key, compiled, serialized))
     with _lock:
         if not _writer:
             thread = threading.Thread(target=_write_entries, name="batched_grad store", daemon=True)
@@ -305,21 +330,18 @@ atexit.register(flush)
 
 def _write_entries():
     while True:
-        directory, key, compiled = _pending.get()
+        directory, key, compiled, serialized = _pending.get()
         try:
-            _write_entry(directory, key, compiled)
+            _write_entry(directory, key, compiled, serialized)
         except Exception:  # an executable that cannot be serialized (it holds constants): not kept
             pass
         finally:
             _pending.task_done()
 
 
-def _write_entry(directory, key, compiled):
-    from jax.experimental.serialize_executable import serialize
-
-    serialized, in_tree, out_tree = serialize(compiled)
+def _write_entry(directory, key, compiled, serialized):
     with io.BytesIO() as f:
-        pickle.dump((serialized, in_tree, out_tree), f, protocol=pickle.HIGHEST_PROTOCOL)
+        pickle.dump(_serialize(compiled, serialized), f, protocol=pickle.HIGHEST_PROTOCOL)
         payload = f.getvalue()
     text = key.encode()
     body = len(text).to_bytes(4, "big") + text + payload
