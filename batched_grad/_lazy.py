@@ -17,7 +17,7 @@ from vmap._memory import AUTO, auto_chunk, lowerable
 from vmap._rows import map_rows
 from vmap._shards import replicated
 
-from . import _budget, _fusion, _payback
+from . import _budget, _fusion, _payback, _store
 from ._budget import Jitted
 from ._compiled import Program
 from ._dtypes import differentiable
@@ -157,14 +157,21 @@ def signature(op, static, avals, arrays=None):
         out = None if arrays is None or op.host is None else on_host(op, arrays, static)
         if out is None:
             out = host_out_avals(op, static, avals)
-        if out is None:
-            structs = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in avals]
-            out = jax.eval_shape(functools.partial(op.fn, **dict(static)), *structs)
-            out = out if op.multi else (out,)
+        if out is not None:
+            out_avals = tuple([(o.shape, o.dtype) for o in out])
+        else:  # a trace, kept in the store across processes
+            out_avals = _store.remembered("avals", key, lambda: _traced_avals(op, static, avals))
         if len(_signatures) > 8192:
             _signatures.clear()
-        sig = _signatures[key] = Signature(op, static, avals, tuple([(o.shape, o.dtype) for o in out]))
+        sig = _signatures[key] = Signature(op, static, avals, out_avals)
     return sig
+
+
+def _traced_avals(op, static, avals):
+    """The (shape, dtype) of each output of `op` on operands of `avals`, from jax.eval_shape (a trace)."""
+    structs = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in avals]
+    out = jax.eval_shape(functools.partial(op.fn, **dict(static)), *structs)
+    return tuple([(o.shape, o.dtype) for o in (out if op.multi else (out,))])
 
 
 class Output(NamedTuple):

@@ -14,10 +14,15 @@ The file is named by a hash of that text and holds the text itself: an entry who
 another program, a hash collision) is never used, nor is a truncated or corrupt one (a checksum); either warns once
 and is dropped, and the program is compiled again.
 
-The store is used in processes whose default backend has one device (no default device set): an executable is
-compiled for the devices it runs on. Programs without a stable name (a user's function inside a kernel) compile as
-usual. Entries are written by a background thread (a process that exits waits for it); a directory that cannot be
-written turns writing off (reading goes on), one that cannot be read turns the store off, each with one warning.
+Values that JAX traces a function to find (a derived host form's program, an op's output avals, which arguments a
+VJP's outputs read) are kept the same way (`remembered`), under their own kind of key, so that a later process
+skips those traces too.
+
+Executables are kept and loaded in processes whose default backend has one device (no default device set): an
+executable is compiled for the devices it runs on. Programs without a stable name (a user's function inside a
+kernel) compile as usual. Entries are written by a background thread (a process that exits waits for it); a
+directory that cannot be written turns writing off (reading goes on), one that cannot be read turns the store off,
+each with one warning.
 
 It lives in the compilation cache's directory (`$BATCHED_GRAD_CACHE_DIR`, else `$XDG_CACHE_HOME/batched_grad`, else
 `~/.cache/batched_grad`), under `programs/`, and is switched with it (`set_compilation_cache`); an empty
@@ -39,12 +44,13 @@ import zlib
 import jax
 import numpy as np
 
+from . import _names
 from ._cache import _cpp_log_level, absl_set_min_log_level, host_kind, write_whole
 
 ENV_VAR = "BATCHED_GRAD_STORE"  # "0": no store of executables (JAX's persistent cache stays)
 FORMAT = "BGX1"  # the magic of an entry, and part of every key: a new layout is a new store
 _HEADER = len(FORMAT) + 8  # magic, CRC-32 of the rest, length of the key text
-_SUFFIX = ".exe"
+_EXECUTABLE, _VALUE = ".exe", ".val"  # the suffixes of the two kinds of entries
 # JAX settings that change what a trace produces (not the 64-bit mode: part of each program's key)
 _SETTINGS = (
     "jax_default_matmul_precision",
@@ -70,7 +76,7 @@ class _State:
 
 
 _state = _State()
-_state.counts = {"loaded": 0, "saved": 0, "missed": 0, "rejected": 0}
+_state.counts = {"loaded": 0, "saved": 0, "missed": 0, "rejected": 0, "remembered": 0}
 _lock = threading.Lock()
 
 
@@ -85,8 +91,9 @@ def use(directory, writable=True):
 
 
 def counts():
-    """How many executables this process loaded, saved, looked up in vain, and refused (corrupt, or keyed by another
-    text), as a dict: for tests, and to see what the store does."""
+    """How many executables this process loaded, how many entries it saved, looked up in vain and refused (corrupt,
+    or keyed by another text), and how many traced values it found (`remembered`), as a dict: for tests, and to see
+    what the store does."""
     return dict(_state.counts)
 
 
@@ -188,9 +195,8 @@ def key_text(name, options, tree, avals):
     )
 
 
-def _path(key, directory=None):
-    name = hashlib.sha256(key.encode()).hexdigest()[:40] + _SUFFIX
-    return os.path.join(directory or _state.directory, name)
+def _path(key, suffix=_EXECUTABLE):
+    return os.path.join(_state.directory, hashlib.sha256(key.encode()).hexdigest()[:40] + suffix)
 
 
 # ---- reading ----------------------------------------------------------------------------------------------------
@@ -201,25 +207,13 @@ def contains(key):
 
 def load(key):
     """The executable (a jax.stages.Compiled) kept under `key`, or None."""
-    if _state.directory is None:
-        return None
-    path = _path(key)
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
-        _state.counts["missed"] += 1
-        return None
-    except OSError as e:
-        _refuse(path, f"cannot read entry {os.path.basename(path)}: {e.strerror or e}")
-        return None
     start = time.perf_counter()
-    found = _decode(data, key)
-    if isinstance(found, str):
-        _refuse(path, f"entry {os.path.basename(path)} {found}")
+    found = _read(key)
+    if found is None:
         return None
+    data, path = found
     try:
-        compiled = _deserialize(*found)
+        compiled = _deserialize(*pickle.loads(data))
     except Exception as error:  # written by another jaxlib, or damaged before its checksum was taken
         _refuse(path, f"entry {os.path.basename(path)} cannot be loaded ({type(error).__name__}: {error})")
         return None
@@ -230,8 +224,29 @@ def load(key):
     return compiled
 
 
+def _read(key, suffix=_EXECUTABLE):
+    """(the payload of the entry kept under `key`, its path), or None: missing, or refused with one warning."""
+    if _state.directory is None:
+        return None
+    path = _path(key, suffix)
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        _state.counts["missed"] += 1
+        return None
+    except OSError as e:
+        _refuse(path, f"cannot read entry {os.path.basename(path)}: {e.strerror or e}")
+        return None
+    found = _decode(data, key)
+    if isinstance(found, str):
+        _refuse(path, f"entry {os.path.basename(path)} {found}")
+        return None
+    return found, path
+
+
 def _decode(data, key):
-    """(serialized executable, in_tree, out_tree) from an entry's bytes, or why it is refused (a str)."""
+    """The payload of an entry's bytes, or why it is refused (a str)."""
     body = data[len(FORMAT) + 4 :]
     if data[: len(FORMAT)] != FORMAT.encode() or len(data) < _HEADER:
         return "is not an entry of this store"
@@ -240,10 +255,37 @@ def _decode(data, key):
     size = int.from_bytes(body[:4], "big")
     if body[4 : 4 + size] != key.encode():
         return "was written for another program, version or machine"
-    try:
-        return pickle.loads(body[4 + size :])
-    except Exception as error:
-        return f"cannot be read ({type(error).__name__})"
+    return body[4 + size :]
+
+
+# ---- values derived from traces ---------------------------------------------------------------------------------
+def remembered(kind, name, compute, encode=pickle.dumps, decode=pickle.loads):
+    """`compute()`, kept in the store under the stable text of `name` (_names.py) and `kind`: a value JAX traces a
+    function to find (a host form's program, an op's output avals, what a VJP's outputs read), found again in a
+    later process without the trace. Computed as it is where the store is off or `name` has no stable text. A value
+    that cannot be decoded (or encoded) is computed (and not kept)."""
+    if _state.directory is None:
+        return compute()
+    text = _names.describe(name)
+    if text is None:
+        return compute()
+    key = "\n".join([_environment(), _settings(), f"{kind} {text}", f"x64 {jax.enable_x64.value}"])
+    found = _read(key, _VALUE)
+    if found is not None:
+        try:
+            value = decode(found[0])
+            _state.counts["remembered"] += 1
+            return value
+        except Exception:  # written by another version of the code that reads it: computed again below
+            pass
+    value = compute()
+    if _state.writable:
+        try:
+            _pending.put((_path(key, _VALUE), key, None, encode(value)))
+        except Exception:  # a value that holds what cannot be encoded: not kept
+            return value
+        _start_writer()
+    return value
 
 
 def _serialize(compiled, executable_bytes):
@@ -311,7 +353,11 @@ def save(key, compiled, serialized=None):
     of its XLA executable where it was loaded from JAX's cache (whose copy cannot be serialized again)."""
     if _state.directory is None or not _state.writable:
         return
-    _pending.put((_state.directory, key, compiled, serialized))
+    _pending.put((_path(key), key, compiled, serialized))
+    _start_writer()
+
+
+def _start_writer():
     with _lock:
         if not _writer:
             thread = threading.Thread(target=_write_entries, name="batched_grad store", daemon=True)
@@ -330,25 +376,30 @@ atexit.register(flush)
 
 def _write_entries():
     while True:
-        directory, key, compiled, serialized = _pending.get()
+        path, key, compiled, serialized = _pending.get()
         try:
-            _write_entry(directory, key, compiled, serialized)
+            _write_entry(path, key, compiled, serialized)
         except Exception:  # an executable that cannot be serialized (it holds constants): not kept
             pass
         finally:
             _pending.task_done()
 
 
-def _write_entry(directory, key, compiled, serialized):
-    with io.BytesIO() as f:
-        pickle.dump(_serialize(compiled, serialized), f, protocol=pickle.HIGHEST_PROTOCOL)
-        payload = f.getvalue()
+def _write_entry(path, key, compiled, serialized):
+    """An executable's entry (`compiled`, with its XLA executable's bytes where `serialized` is given), or with no
+    executable, a value's entry of the bytes `serialized`."""
+    if compiled is None:
+        payload = serialized
+    else:
+        with io.BytesIO() as f:
+            pickle.dump(_serialize(compiled, serialized), f, protocol=pickle.HIGHEST_PROTOCOL)
+            payload = f.getvalue()
     text = key.encode()
     body = len(text).to_bytes(4, "big") + text + payload
     data = FORMAT.encode() + zlib.crc32(body).to_bytes(4, "big") + body
     try:
-        os.makedirs(directory, exist_ok=True)
-        write_whole(_path(key, directory), data)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        write_whole(path, data)
     except OSError as e:
         _state.writable = False
         _warn(f"cannot write to it: {e.strerror or e}; entries are read, new programs are not kept")
