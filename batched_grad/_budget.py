@@ -239,10 +239,11 @@ def _store_key(name, options, described, args, traced_args):
 
 
 def stored(jitted, args):
-    """Whether the store holds the executable `jitted` would run on these (concrete) arguments."""
+    """Whether the store holds the executable `jitted` would run on these (concrete) arguments (a sequence, each
+    passed as a positional argument)."""
     if jitted.name is None or not _store.active():
         return False
-    key = _store_key(jitted.name, jitted.options, jitted.described, args, traced_args=False)
+    key = _store_key(jitted.name, jitted.options, jitted.described, tuple(args), traced_args=False)
     return key is not None and _store.contains(key)
 
 

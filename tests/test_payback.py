@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import batched_grad as bg
-from batched_grad import _budget, _fused, _lazy, _payback, _store
+from batched_grad import _fused, _lazy, _payback, _store
 
 
 class SteppingClock:
@@ -106,17 +106,17 @@ def test_the_spent_time_decides_whatever_the_count(cost_model):
     assert _compiled_or_loaded() > before
 
 
-def test_a_stored_program_is_loaded_once_the_runs_pay_for_a_load(cost_model, monkeypatch):
+def test_a_stored_program_is_loaded_once_the_runs_pay_for_a_load(cost_model, program_store):
     x0, w0 = _data(15)
-    bg.set_fuse_after(0)  # compile the structure's program, which the store keeps
+    bg.set_fuse_after(2)  # two runs op by op, then the structure's program, compiled and stored
     try:
-        _energy_grad(bg, x0, w0)
+        for _ in range(3):
+            _energy_grad(bg, x0, w0)
     finally:
         bg.set_fuse_after(None)
     _store.flush()
-    _fused.template.cache_clear()  # forget the programs in memory: only the store has them
+    _fused.template.cache_clear()  # forget the programs in memory (the kernels stay): only the store has them
     _lazy._program_cache.clear()
-    _budget.clear()
     _payback.clear()
     _lazy._seen.clear()
     cost_model.step = 0.004  # a run pays for a load (PRIOR_LOAD) in two sightings, for a compile in far more

@@ -22,15 +22,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture
-def store(tmp_path, monkeypatch):
-    """A store of this test's own in tmp_path (the state of the suite's restored after)."""
-    _store.flush()
-    for field in ("directory", "writable", "warned"):
-        monkeypatch.setattr(_store._state, field, getattr(_store._state, field))
-    _store.use(str(tmp_path))
-    assert _store.active()
-    yield tmp_path
-    _store.flush()
+def store(program_store):
+    return program_store
 
 
 def _op_of(fn, *args):
@@ -165,8 +158,8 @@ def test_a_program_in_a_process_without_a_store_is_compiled(store, monkeypatch):
     assert (traces, loads) == (1, 0) and _entries(store) == []
 
 
-def test_set_compilation_cache_moves_the_store_and_an_unusable_directory_turns_it_off(tmp_path):
-    previous = _store._state.directory
+def test_set_compilation_cache_moves_the_store_and_an_unusable_directory_turns_it_off(program_store, tmp_path):
+    cache_dir = jax.config.jax_compilation_cache_dir  # the suite's, set back after
     blocker = tmp_path / "a file"
     blocker.write_text("not a directory")
     try:
@@ -178,8 +171,7 @@ def test_set_compilation_cache_moves_the_store_and_an_unusable_directory_turns_i
         bg.set_compilation_cache(None)
         assert not _store.active()
     finally:
-        bg.set_compilation_cache(os.path.dirname(os.path.dirname(previous)))
-    assert _store._state.directory == previous
+        bg.set_compilation_cache(cache_dir)
 
 
 # ---- fresh processes -----------------------------------------------------------------------------------------------
@@ -214,7 +206,8 @@ WORKLOAD = textwrap.dedent("""
 
 def _process(cache, **environ):
     env = dict(os.environ, BATCHED_GRAD_CACHE_DIR=str(cache), PYTHONPATH=REPO, **environ)
-    env.pop("BATCHED_GRAD_FUSE_AFTER", None)  # the default: the cost model
+    env.pop("BATCHED_GRAD_FUSE_AFTER", None)  # the defaults: the cost model, the store on
+    env.pop("BATCHED_GRAD_STORE", None)
     done = subprocess.run([sys.executable, "-c", WORKLOAD], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "AOT result" not in done.stderr  # XLA's log line for every loaded CPU executable is silenced
