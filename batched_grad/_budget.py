@@ -127,7 +127,7 @@ class Jitted:
 
         @functools.wraps(fn)
         def counted(*args, **kwargs):
-            if name is not None and not kwargs and not _unstored.flag and _store.active():
+            if name is not None and not kwargs and not _unstored.flag and _at_top_level() and _store.active():
                 key = _store_key(name, options, described, args, traced_args=True)
                 compiled = None if key is None else _store.load(key)
                 if compiled is not None:  # found: no trace (the caller runs it)
@@ -199,6 +199,21 @@ class _Unstored(threading.local):
 
 
 _unstored = _Unstored()
+
+try:  # JAX has no public test of whether a trace is staged into an outer one
+    from jax._src.core import EvalTrace as _EvalTrace
+    from jax._src.core import trace_ctx as _trace_ctx
+except ImportError:  # pragma: no cover - depends on the JAX version
+    _EvalTrace = _trace_ctx = None
+
+
+def _at_top_level():
+    """Inside a jit's trace: whether that jit was called at the top level (its executable will run), not inside an
+    outer trace (a fused program's, vmap's), which stages it and would have no use for a stored executable."""
+    if _trace_ctx is None:
+        return True  # a found executable is refused by _run_loaded where the call is staged
+    parent = getattr(_trace_ctx.trace, "parent_trace", None)
+    return parent is None or type(parent) is _EvalTrace
 
 
 def _call_signature(args):

@@ -67,6 +67,17 @@ def test_a_kernel_made_anew_loads_its_executable_without_tracing(store):
     np.testing.assert_allclose(first, torch.tanh(torch.tensor(X)).numpy(), rtol=1e-15)
 
 
+def test_a_kernel_staged_into_an_outer_trace_does_not_look_the_store_up(store):
+    _counted(_new_kernel(bg.tan), X)
+    _store.flush()
+    kernel, before = _new_kernel(bg.tan), _store.counts()
+    with jax.enable_x64(True):
+        staged = np.asarray(jax.jit(lambda a: kernel(a) * 2)(X))
+    assert _store.counts() == before  # neither loaded nor looked up: its executable would not run
+    np.testing.assert_allclose(staged, 2 * np.tan(X), rtol=1e-14)
+    assert _counted(_new_kernel(bg.tan), X)[1:] == (0, 1)  # called at the top level, it is loaded
+
+
 def test_a_corrupt_entry_warns_once_is_compiled_again_and_replaced(store):
     expected, _, _ = _counted(_new_kernel(bg.sin), X)
     _store.flush()
