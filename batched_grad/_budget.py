@@ -104,7 +104,6 @@ class Jitted:
         "options",
         "jit",
         "traced",
-        "started",
         "nbytes",
         "executables",
         "name",
@@ -120,9 +119,7 @@ class Jitted:
         self._fresh()
 
     def _fresh(self):
-        # started: when the last trace began, and the count of JAX's cache hits then (a thread's trace is not
-        # another's compile)
-        fn, traced, started = self.fn, [0], [0.0, 0]
+        fn, traced = self.fn, [0]  # the wrapper counts its own traces: a thread's trace is not another's compile
         name, options, described = self.name, self.options, self.described
 
         @functools.wraps(fn)
@@ -132,14 +129,18 @@ class Jitted:
                 compiled = None if key is None else _store.load(key)
                 if compiled is not None:  # found: no trace (the caller runs it)
                     raise _Loaded(compiled)
-            started[0], started[1] = time.perf_counter(), _cache.hits.count
-            if name is not None:  # what JAX loads from its cache cannot be serialized again: keep what it read
-                _cache.hits.wanted, _cache.hits.serialized = True, None
+            start = time.perf_counter()
             _traces[0] += 1
             traced[0] += 1
-            return fn(*args, **kwargs)
+            out = fn(*args, **kwargs)
+            # when this thread's trace began, and its count of JAX's cache hits once traced: a hit after that is
+            # this program's (compiles that ran inside the trace, of values computed eagerly, are not)
+            _started.marks[id(traced)] = start, _cache.hits.count
+            if name is not None:  # what JAX loads from its cache cannot be serialized again: keep what it read
+                _cache.hits.wanted, _cache.hits.serialized = True, None
+            return out
 
-        self.jit, self.traced, self.started = jax.jit(counted, **options), traced, started
+        self.jit, self.traced = jax.jit(counted, **options), traced
         self.nbytes = self.executables = 0
         self.loaded = None
 
@@ -192,6 +193,14 @@ class _Loaded(Exception):
     def __init__(self, compiled):
         super().__init__("an executable found in the store")
         self.compiled = compiled
+
+
+class _Started(threading.local):
+    def __init__(self):
+        self.marks = {}  # id of a Jitted's trace counter -> (start, JAX cache hits) of this thread's last trace
+
+
+_started = _Started()
 
 
 class _Unstored(threading.local):
@@ -263,19 +272,21 @@ def stored(jitted, args):
 
 
 def _charge(jitted, args, kwargs, out):
+    start, hits_then = _started.marks.pop(id(jitted.traced), (None, None))  # this thread's trace of it
     if any([isinstance(o, jax.core.Tracer) for o in jax.tree_util.tree_leaves(out)]):
         return  # staged into another program: nothing was compiled
-    seconds = time.perf_counter() - jitted.started[0]  # its trace, lowering, compile (and first run)
-    _payback.add_one_time(seconds)
-    if jitted.size is not None:
-        _payback.note_compile(jitted.size, seconds)
+    if start is not None:
+        seconds = time.perf_counter() - start  # its trace, lowering, compile (and first run)
+        _payback.add_one_time(seconds)
+        if jitted.size is not None:
+            _payback.note_compile(jitted.size, seconds)
     compiled = jitted.jit.lower(*args, **kwargs).compile()  # found in JAX's caches, about 0.2 ms
-    if jitted.name is not None:
+    if jitted.name is not None and start is not None:
         hits, serialized = _cache.hits, None
         hits.wanted = False
-        if hits.count != jitted.started[1]:  # loaded from JAX's cache: stored with the bytes that entry held
-            serialized = hits.serialized if hits.count == jitted.started[1] + 1 else None
-        if not kwargs and _store.active() and (serialized is not None or hits.count == jitted.started[1]):
+        if hits.count != hits_then:  # loaded from JAX's cache: stored with the bytes that entry held
+            serialized = hits.serialized if hits.count == hits_then + 1 else None
+        if not kwargs and _store.active() and (serialized is not None or hits.count == hits_then):
             key = _store_key(jitted.name, jitted.options, jitted.described, args, traced_args=False)
             if key is not None:
                 _store.save(key, compiled, serialized)
