@@ -290,7 +290,7 @@ def _compiled_run(walk, create_graph, fuse_now):
     whose chunk was chosen from its program's memory) the program compiles now, in this thread."""
     if walk.key is None or not (
         fuse_now
-        or _lazy.should_fuse(walk.key, len(walk.nodes), lambda: _fused.stored(walk))
+        or _lazy.should_fuse(walk.key, _program_sizes(walk), lambda: _fused.stored(walk))
         or (not walk.direct and _lazy.fusing())
     ):
         return None, False
@@ -299,6 +299,15 @@ def _compiled_run(walk, create_graph, fuse_now):
     if fuse_now or _fused.ready(walk, create_graph):
         return _fused.run, False
     return None, True
+
+
+def _program_sizes(walk):
+    """What the walk's programs are sized by for the cost of compiling them (_payback.compile_estimate): its nodes,
+    or where it runs in segments, the steps of each distinct segment."""
+    limit = _fusion.segment_size()
+    if _fusion.allows(len(walk.nodes)) or limit is None:
+        return len(walk.nodes)
+    return _segments.distinct_sizes(_fused.template(walk.key).plan, limit)
 
 
 def _run_prehooks(node, hooks, cotangents, batch):

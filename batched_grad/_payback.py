@@ -109,9 +109,11 @@ def _prior(size):
 
 
 def compile_estimate(size):
-    """The predicted seconds of compiling the program of a structure of `size` ops."""
+    """The predicted seconds of compiling the program of a structure of `size` ops, or the programs of a structure
+    run in segments (`size` a tuple: the ops of each distinct segment, equal segments sharing one program)."""
     total, count = _compiles
-    return _prior(size) * (math.exp(total / count) if count else 1.0)
+    sizes = size if isinstance(size, tuple) else (size,)
+    return sum([_prior(n) for n in sizes]) * (math.exp(total / count) if count else 1.0)
 
 
 def load_estimate():
@@ -121,9 +123,9 @@ def load_estimate():
 
 
 def pays_back(key, size, stored=None):
-    """Whether the structure `key` (of `size` ops) has spent at least what its program costs: its compile, or, where
-    `stored()` says the store holds the executable, its load (`stored` is asked once per structure, and only once
-    the spent time has reached the load's cost)."""
+    """Whether the structure `key` (of `size` ops: see compile_estimate) has spent at least what its program costs:
+    its compile, or, where `stored()` says the store holds the executable, its load (`stored` is asked once per
+    structure, and only once the spent time has reached the load's cost)."""
     spent = _spent.get(key, 0.0)
     if spent <= 0.0:
         return False

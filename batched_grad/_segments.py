@@ -124,6 +124,12 @@ def layout(plan, limit):
     return tuple(segments)
 
 
+def distinct_sizes(plan, limit):
+    """The steps of each distinct program of the backward `plan` cut into segments of at most `limit` steps (equal
+    segments, those of a long uniform chain, share one)."""
+    return tuple([len(p.steps) for p in dict.fromkeys([seg.plan for seg in layout(plan, limit)])])
+
+
 def run(w, root_grads, create_graph, release, limit):
     """Run a walk's backward as segments of at most `limit` steps, as _fused.run does whole: (captured gradients,
     leaves, their gradients). Each segment is recorded as one differentiable op with `create_graph`."""

@@ -191,3 +191,22 @@ def test_the_environment_variable_sets_a_count(monkeypatch):
     monkeypatch.setenv(_payback.ENV, "often")
     with pytest.warns(UserWarning, match="BATCHED_GRAD_FUSE_AFTER must be an int >= 0, but got 'often'"):
         assert _payback.from_environment() is None
+
+
+def test_a_structure_in_segments_is_priced_by_its_distinct_segments(monkeypatch):
+    """A long chain runs its backward in segments of which most are equal and share one program: its compile is
+    predicted from the distinct ones, not from every node."""
+    from batched_grad import _engine, _fusion, _segments
+
+    monkeypatch.setattr(_fusion, "_mode", ["auto"])
+    monkeypatch.setattr(_fusion, "MAX_OPS", 8)
+    x = bg.tensor(np.linspace(0.5, 1.5, 4), requires_grad=True)
+    y = x
+    for _ in range(40):
+        y = y * 1.001 + 0.5
+    loss = y.sum()
+    walk = _fused.walk([loss.grad_fn], [bg.autograd.graph.GradientEdge(loss.grad_fn, 0)], [bg.ones(())], [], True, None)
+    sizes = _engine._program_sizes(walk)
+    assert isinstance(sizes, tuple) and sum(sizes) < len(walk.nodes) / 2
+    assert sizes == _segments.distinct_sizes(_fused.template(walk.key).plan, 8)
+    assert _payback.compile_estimate(sizes) < _payback.compile_estimate(len(walk.nodes))
