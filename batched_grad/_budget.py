@@ -15,7 +15,6 @@ import collections
 import functools
 import os
 import threading
-import time
 from typing import NamedTuple
 
 import jax
@@ -129,13 +128,13 @@ class Jitted:
                 compiled = None if key is None else _store.load(key)
                 if compiled is not None:  # found: no trace (the caller runs it)
                     raise _Loaded(compiled)
-            start = time.perf_counter()
+            mark = _payback.one_time_mark()
             _traces[0] += 1
             traced[0] += 1
             out = fn(*args, **kwargs)
             # when this thread's trace began, and its count of JAX's cache hits once traced: a hit after that is
             # this program's (compiles that ran inside the trace, of values computed eagerly, are not)
-            _started.marks[id(traced)] = start, _cache.hits.count
+            _started.marks[id(traced)] = mark, _cache.hits.count
             if name is not None:  # what JAX loads from its cache cannot be serialized again: keep what it read
                 _cache.hits.wanted, _cache.hits.serialized = True, None
             return out
@@ -276,8 +275,7 @@ def _charge(jitted, args, kwargs, out):
     if any([isinstance(o, jax.core.Tracer) for o in jax.tree_util.tree_leaves(out)]):
         return  # staged into another program: nothing was compiled
     if start is not None:
-        seconds = time.perf_counter() - start  # its trace, lowering, compile (and first run)
-        _payback.add_one_time(seconds)
+        seconds = _payback.one_time_since(start)  # its trace, lowering, compile (and first run)
         if jitted.size is not None:
             _payback.note_compile(jitted.size, seconds)
     compiled = jitted.jit.lower(*args, **kwargs).compile()  # found in JAX's caches, about 0.2 ms

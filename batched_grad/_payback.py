@@ -73,6 +73,20 @@ def add_one_time(seconds):
     _local.seconds = one_time() + seconds
 
 
+def one_time_mark():
+    """A mark from which `one_time_since` counts a piece of one-time work."""
+    return time.perf_counter(), one_time()
+
+
+def one_time_since(mark):
+    """Count the time since `mark` as one-time work, less what was counted inside it meanwhile (a trace that
+    compiled a kernel); the seconds since `mark`."""
+    start, counted = mark
+    elapsed = time.perf_counter() - start
+    add_one_time(max(0.0, elapsed - (one_time() - counted)))
+    return elapsed
+
+
 def clock():
     """This thread's time without its one-time work: the difference of two readings is what a run cost beyond
     its compiles."""

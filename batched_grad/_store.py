@@ -37,14 +37,13 @@ import pickle
 import queue
 import sys
 import threading
-import time
 import warnings
 import zlib
 
 import jax
 import numpy as np
 
-from . import _names
+from . import _names, _payback
 from ._cache import _cpp_log_level, absl_set_min_log_level, host_kind, write_whole
 
 ENV_VAR = "BATCHED_GRAD_STORE"  # "0": no store of executables (JAX's persistent cache stays)
@@ -207,7 +206,7 @@ def contains(key):
 
 def load(key):
     """The executable (a jax.stages.Compiled) kept under `key`, or None."""
-    start = time.perf_counter()
+    mark = _payback.one_time_mark()
     found = _read(key)
     if found is None:
         return None
@@ -218,9 +217,7 @@ def load(key):
         _refuse(path, f"entry {os.path.basename(path)} cannot be loaded ({type(error).__name__}: {error})")
         return None
     _state.counts["loaded"] += 1
-    from ._payback import note_load
-
-    note_load(time.perf_counter() - start)
+    _payback.note_load(_payback.one_time_since(mark))  # not time a structure spends running
     return compiled
 
 
@@ -263,7 +260,15 @@ def remembered(kind, name, compute, encode=pickle.dumps, decode=pickle.loads):
     """`compute()`, kept in the store under the stable text of `name` (_names.py) and `kind`: a value JAX traces a
     function to find (a host form's program, an op's output avals, what a VJP's outputs read), found again in a
     later process without the trace. Computed as it is where the store is off or `name` has no stable text. A value
-    that cannot be decoded (or encoded) is computed (and not kept)."""
+    that cannot be decoded (or encoded) is computed (and not kept). Either is one-time work (_payback.py)."""
+    mark = _payback.one_time_mark()
+    try:
+        return _remembered(kind, name, compute, encode, decode)
+    finally:
+        _payback.one_time_since(mark)
+
+
+def _remembered(kind, name, compute, encode, decode):
     if _state.directory is None:
         return compute()
     text = _names.describe(name)

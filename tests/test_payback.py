@@ -210,3 +210,22 @@ def test_a_structure_in_segments_is_priced_by_its_distinct_segments(monkeypatch)
     assert isinstance(sizes, tuple) and sum(sizes) < len(walk.nodes) / 2
     assert sizes == _segments.distinct_sizes(_fused.template(walk.key).plan, 8)
     assert _payback.compile_estimate(sizes) < _payback.compile_estimate(len(walk.nodes))
+
+
+def test_traces_and_loads_are_one_time_work_counted_once(program_store):
+    """A value found by a trace (a host form's program, an op's avals) counts as one-time work, whether traced or
+    read from the store, and work nested inside it (a compile during the trace) is not counted twice."""
+    import time
+
+    def traced():
+        time.sleep(0.02)
+        inner = _payback.one_time_mark()
+        time.sleep(0.02)
+        _payback.one_time_since(inner)  # counted inside: part of the outer piece, not added again
+        return 7
+
+    before = _payback.one_time()
+    start = time.perf_counter()
+    assert _store.remembered("test", ("a value of test_payback",), traced) == 7
+    elapsed = time.perf_counter() - start
+    assert 0.04 <= _payback.one_time() - before <= elapsed + 1e-9
