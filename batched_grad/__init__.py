@@ -88,6 +88,7 @@ from ._grad_mode import (
     set_grad_enabled,
 )
 from ._info import finfo, iinfo
+from ._lazy import set_fuse_after
 from ._legacy_constructors import TYPED as _TYPED
 from ._memory_format import channels_last, channels_last_3d, contiguous_format, memory_format, preserve_format
 from ._ops import *  # noqa: F401,F403  (every op of the table, under torch's name)

@@ -34,6 +34,7 @@ try:  # JAX's store behind its persistent cache, replaced by ours below
     from jax._src.compilation_cache_interface import CacheInterface
 
     _jax_cache.reset_cache, _jax_cache._cache_initialized_mutex, _jax_cache.get_executable_and_time  # noqa: B018
+    _jax_cache.extract_executable_and_time, _jax_cache.decompress_executable  # noqa: B018
 except (ImportError, AttributeError):  # another JAX's layout: its own store, through its public settings only
     _jax_cache, CacheInterface = None, object
 
@@ -57,6 +58,7 @@ def default_directory():
     return os.path.join(base, "batched_grad")
 
 
+@functools.cache
 def host_kind():
     """A short name for this machine's kind of CPU: a hash of its architecture and instruction-set flags (its host
     name where the flags cannot be read)."""
@@ -170,17 +172,23 @@ def _usable(cache):
 
 
 def use(path):
-    """Serve JAX's persistent compilation cache from `path` (a str), or turn it off (None)."""
+    """Serve JAX's persistent compilation cache and the store of executables (_store.py) from `path` (a str), or turn
+    them off (None)."""
+    from . import _store
+
     if _jax_cache is not None:
         _jax_cache.reset_cache()
     if path is None:
         jax.config.update("jax_compilation_cache_dir", None)
+        _store.use(None)
         return
     path = os.path.abspath(os.path.expanduser(path))
     cache = DiskCache(os.path.join(path, host_kind()))
     if not _usable(cache):
         jax.config.update("jax_compilation_cache_dir", None)
+        _store.use(None)
         return
+    _store.use(path, writable=cache.writable)
     jax.config.update("jax_compilation_cache_dir", path)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
@@ -203,19 +211,55 @@ def _cpp_log_level():
         return 1
 
 
+class _Hits(threading.local):
+    """This thread's hits of JAX's persistent cache. An executable JAX loaded from its cache cannot be serialized
+    again (its code is missing from the copy: it fails when run), so the store of executables (_store.py) keeps
+    the serialized bytes the entry held instead: `wanted` asks for them at the next hit."""
+
+    count = 0
+    wanted = False
+    serialized = None  # the serialized executable of the last hit while wanted, where it could be read back
+
+
+hits = _Hits()
+_counting = [False]  # whether _count_hits listens to JAX's events
+
+
+def _count_hits(name, **kwargs):
+    if name == "/jax/compilation_cache/cache_hits":
+        hits.count += 1
+
+
+def _serialized_entry(cache, key):
+    """The serialized executable JAX's cache entry `key` holds (the payload JAX decompresses and loads), or None."""
+    try:
+        data = cache.get(key)
+        return (
+            None if data is None else _jax_cache.extract_executable_and_time(_jax_cache.decompress_executable(data))[0]
+        )
+    except Exception:
+        return None
+
+
 def _quiet_loads(load):
     """JAX's read of a cache entry, with XLA's C++ log limited to fatal errors while it loads one of ours, and an
-    entry JAX cannot load dropped as a miss."""
+    entry JAX cannot load dropped as a miss; the entry's serialized executable kept where `hits.wanted`."""
 
     @functools.wraps(load)
     def load_quietly(key, *args, **kwargs):
         cache = _jax_cache._cache
         if not isinstance(cache, DiskCache):
-            return load(key, *args, **kwargs)
+            found = load(key, *args, **kwargs)
+            if hits.wanted and found[0] is not None:
+                hits.serialized = _serialized_entry(cache, key)
+            return found
         if absl_set_min_log_level is not None:
             absl_set_min_log_level(3)
         try:
-            return load(key, *args, **kwargs)
+            found = load(key, *args, **kwargs)
+            if hits.wanted and found[0] is not None:
+                hits.serialized = _serialized_entry(cache, key)
+            return found
         except Exception as error:  # JAX would warn once per entry: ours warns once in all and drops the entry
             if jax.config.jax_raise_persistent_cache_errors:
                 raise
@@ -252,5 +296,13 @@ def setup():
     """At import: the directory the environment names, unless the user already gave JAX one."""
     if _jax_cache is not None and not getattr(_jax_cache.get_executable_and_time, "quiet", False):
         _jax_cache.get_executable_and_time = _quiet_loads(_jax_cache.get_executable_and_time)
+    if not _counting[0]:
+        jax.monitoring.register_event_listener(_count_hits)
+        _counting[0] = True
     if jax.config.jax_compilation_cache_dir is None:
         use(default_directory())
+    else:  # JAX's cache stays where the user put it; the store of executables takes the default directory
+        from . import _store
+
+        directory = default_directory()
+        _store.use(None if directory is None else os.path.abspath(os.path.expanduser(directory)))

@@ -11,7 +11,7 @@ import threading
 import jax
 import numpy as np
 
-from ._budget import Jitted
+from ._budget import Jitted, stored
 from ._tracing import is_tracer, tracing
 from ._x64 import scoped
 
@@ -79,9 +79,16 @@ class Program:
 
     __slots__ = ("plain", "reusing", "large", "spares", "ready", "compiling")
 
-    def __init__(self, fn):
-        self.plain = Jitted(fn)
-        self.reusing = Jitted(functools.partial(_after_spares, fn), donate_argnums=0, keep_unused=True)
+    def __init__(self, fn, key=None, size=None):
+        """`fn` computes the structure `key` (its stable name in the store of executables) of `size` ops."""
+        named = key is not None
+        self.plain = Jitted(fn, name=("program", key) if named else None, size=size)
+        self.reusing = Jitted(
+            functools.partial(_after_spares, fn),
+            name=("reusing program", key) if named else None,
+            donate_argnums=0,
+            keep_unused=True,
+        )
         self.large, self.spares = None, []
         # ready: compiled (called once); compiling: an Event its background compile sets when it ends
         self.ready, self.compiling = False, None
@@ -92,12 +99,18 @@ class Program:
         if self.ready or not _background[0] or tracing():
             return True
         if self.compiling is None:
+            if self.stored(args):  # loaded from the store, in the caller's thread: nothing to wait for
+                return True
             # not a daemon: the interpreter waits for it at exit (XLA aborts the process if it is stopped mid-compile)
             self.compiling = threading.Event()
             _compiling.add(self.compiling)
             threading.Thread(target=self._compile, args=(args,), name="batched_grad compile").start()
             return False
         return self.ready
+
+    def stored(self, args):
+        """Whether the store of executables holds this program's for these arguments."""
+        return stored(self.plain, args)
 
     @scoped
     def _compile(self, args):

@@ -13,7 +13,7 @@ import numpy as np
 from vmap._chunks import in_chunks
 from vmap._memory import AUTO, auto_chunk
 
-from . import _anomaly, _fused, _fusion, _grad_dtype, _graph, _graph_task, _lazy, _saved_hooks, _segments
+from . import _anomaly, _fused, _fusion, _grad_dtype, _graph, _graph_task, _lazy, _payback, _saved_hooks, _segments
 from ._grad_mode import set_grad_enabled
 from ._graph import AccumulateGrad
 from ._hooks import run_post_accumulate_hooks, run_posthooks, run_prehooks, run_tensor_hooks
@@ -180,8 +180,9 @@ def _run_backward(roots, root_grads, captures, task, *, retain_graph, create_gra
                 return _accumulate_inputs(captures, results, create_graph)
             return [_captured(edge, g) for edge, g in zip(captures, results)]
         # while its program compiles, the forward that program computes is not fused (and compiled) on its own
+        start = _payback.clock()
         with _lazy.unfused() if compiling else contextlib.nullcontext():
-            return _per_node(
+            results = _per_node(
                 walk,
                 roots,
                 root_grads,
@@ -191,6 +192,9 @@ def _run_backward(roots, root_grads, captures, task, *, retain_graph, create_gra
                 accumulate=accumulate,
                 batch=batch,
             )
+        if walk.key is not None:
+            _payback.note_unfused(walk.key, _payback.clock() - start)
+        return results
 
 
 def _captured(edge, grad):
@@ -288,13 +292,26 @@ def _compiled_run(walk, create_graph, fuse_now):
     recorded as its program from the first sighting: the whole function compiles as one program anyway, whose
     structure must not change from call to call. With `fuse_now` (a batch whose rows are split over devices, or
     whose chunk was chosen from its program's memory) the program compiles now, in this thread."""
-    if walk.key is None or not (fuse_now or _lazy.should_fuse(walk.key) or (not walk.direct and _lazy.fusing())):
+    if walk.key is None or not (
+        fuse_now
+        or _lazy.should_fuse(walk.key, _program_sizes(walk), lambda: _fused.stored(walk))
+        or (not walk.direct and _lazy.fusing())
+    ):
         return None, False
     if not _fusion.allows(len(walk.nodes)):
         return functools.partial(_segments.run, limit=_fusion.segment_size()), False
     if fuse_now or _fused.ready(walk, create_graph):
         return _fused.run, False
     return None, True
+
+
+def _program_sizes(walk):
+    """What the walk's programs are sized by for the cost of compiling them (_payback.compile_estimate): its nodes,
+    or where it runs in segments, the steps of each distinct segment."""
+    limit = _fusion.segment_size()
+    if _fusion.allows(len(walk.nodes)) or limit is None:
+        return len(walk.nodes)
+    return _segments.distinct_sizes(_fused.template(walk.key).plan, limit)
 
 
 def _run_prehooks(node, hooks, cotangents, batch):

@@ -408,6 +408,15 @@ def ready(w, create_graph):
     return _with_fused(template(w.key), w.key).fused.ready_or_compiling(w.frontier)
 
 
+def stored(w):
+    """Whether the store of executables holds the fused program of the walk `w` (only one computed now, whose rows
+    are not split over devices)."""
+    if not w.direct:
+        return False
+    t = _with_fused(template(w.key), w.key)
+    return t.shards is None and t.fused.stored(w.frontier)
+
+
 def rebatched(w, batch):
     """The walk `w` with the batch of its key replaced by `batch` (a ProgramBatch): its structure run otherwise."""
     return w._replace(key=intern(w.key._replace(batch=batch)))
@@ -428,7 +437,7 @@ def compile_now(w, root_grads, create_graph):
 def _with_fused(t, key):
     """The template `t` of `key`, with its fused Program (made once)."""
     if t.fused is None:
-        t.fused = _lazy.program_for(key, lambda: functools.partial(_forward_and_backward, t=t))
+        t.fused = _lazy.program_for(key, lambda: functools.partial(_forward_and_backward, t=t), len(key.entries))
     return t
 
 

@@ -37,8 +37,8 @@ _mode = [_from_environment()]
 
 def set_fusion(mode):
     """Choose when structures run as one compiled program: "auto" (the default, or $BATCHED_GRAD_FUSION): those
-    seen more than twice, split when larger than 256 ops; "off": per-op kernels only; "always": fused whatever
-    their size."""
+    whose runs pay for their compile (set_fuse_after), split when larger than 256 ops; "off": per-op kernels only;
+    "always": fused whatever their size."""
     _mode[0] = _check(mode, "set_fusion(): mode")
 
 

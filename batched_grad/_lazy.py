@@ -17,7 +17,7 @@ from vmap._memory import AUTO, auto_chunk, lowerable
 from vmap._rows import map_rows
 from vmap._shards import replicated
 
-from . import _budget, _fusion
+from . import _budget, _fusion, _payback, _store
 from ._budget import Jitted
 from ._compiled import Program
 from ._dtypes import differentiable
@@ -28,7 +28,9 @@ from ._x64 import scoped
 # One evaluation at a time: threads reading one deferred graph share its calls, whose results are published (and
 # their arguments dropped) under this lock. Reentrant: an op's function may read a Tensor while it is traced.
 lock = threading.RLock()
-FUSE_AFTER = 2  # a structure's first evaluations run per-op kernels (shared across structures); then it is fused
+# None: a structure runs as its own program once the time spent running it per op would pay for its compile
+# (_payback.py); an int n: from its (n+1)-th sighting on (set_fuse_after, $BATCHED_GRAD_FUSE_AFTER)
+FUSE_AFTER = _payback.from_environment()
 _seen = {}
 _program_cache = {}
 
@@ -80,16 +82,40 @@ def fusing():
     return _fusing[-1] and _fusion.get_fusion() != "off"
 
 
-def should_fuse(key):
-    """Count one more sighting of a structure; True once it has been seen more than FUSE_AFTER times, unless
-    fusion is off (_fusion.py decides whether it runs whole or in segments)."""
+def should_fuse(key, size, stored=None):
+    """Count one more sighting of a structure of `size` ops; whether it runs as its own program now: once the time
+    it spent running per op pays for that program's compile, or its load where `stored()` says the store holds it
+    (_payback.py), or with a fixed FUSE_AFTER once it has been seen more than that many times; never where fusion
+    is off (_fusion.py decides whether it runs whole or in segments)."""
     if not fusing():
         return False
     count = _seen.get(key, 0) + 1
     if len(_seen) > 4096:  # forget one-off structures rather than grow without bound
         _seen.clear()
     _seen[key] = count
-    return count > FUSE_AFTER
+    if FUSE_AFTER is not None:
+        return count > FUSE_AFTER
+    return _payback.pays_back(key, size, stored)
+
+
+def set_fuse_after(n):
+    """When a structure (deferred forward calls, a backward walk) runs as one compiled program: None (the default)
+    once the time spent running it op by op reaches what its compile is estimated to cost, measured in this process
+    (or its load, where the store of executables holds it); an int n >= 0: from its (n+1)-th sighting on. Returns
+    the previous setting. $BATCHED_GRAD_FUSE_AFTER sets it at import."""
+    global FUSE_AFTER
+    _payback.check_fuse_after(n)
+    previous, FUSE_AFTER = FUSE_AFTER, n
+    return previous
+
+
+def _per_op(calls, key):
+    """Run `calls` (topological order) each on its own, counting the time against the structure `key`."""
+    start = _payback.clock()
+    for call in calls:
+        _run(call)
+    if len(calls) > 1:
+        _payback.note_unfused(key, _payback.clock() - start)
 
 
 def compile_count():
@@ -101,7 +127,7 @@ def compile_count():
 def kernel(op, static):
     """The compiled forward of `op` with `static` (a tuple of (name, value) pairs); JAX caches by avals, and the
     budget bounds what it keeps."""
-    return Jitted(functools.partial(op.fn, **dict(static)))
+    return Jitted(functools.partial(op.fn, **dict(static)), name=("kernel", op, static))
 
 
 class Signature:
@@ -131,14 +157,21 @@ def signature(op, static, avals, arrays=None):
         out = None if arrays is None or op.host is None else on_host(op, arrays, static)
         if out is None:
             out = host_out_avals(op, static, avals)
-        if out is None:
-            structs = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in avals]
-            out = jax.eval_shape(functools.partial(op.fn, **dict(static)), *structs)
-            out = out if op.multi else (out,)
+        if out is not None:
+            out_avals = tuple([(o.shape, o.dtype) for o in out])
+        else:  # a trace, kept in the store across processes
+            out_avals = _store.remembered("avals", key, lambda: _traced_avals(op, static, avals))
         if len(_signatures) > 8192:
             _signatures.clear()
-        sig = _signatures[key] = Signature(op, static, avals, tuple([(o.shape, o.dtype) for o in out]))
+        sig = _signatures[key] = Signature(op, static, avals, out_avals)
     return sig
+
+
+def _traced_avals(op, static, avals):
+    """The (shape, dtype) of each output of `op` on operands of `avals`, from jax.eval_shape (a trace)."""
+    structs = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in avals]
+    out = jax.eval_shape(functools.partial(op.fn, **dict(static)), *structs)
+    return tuple([(o.shape, o.dtype) for o in (out if op.multi else (out,))])
 
 
 class Output(NamedTuple):
@@ -268,23 +301,32 @@ def _evaluate(target):
             return
         calls, frontier, key, _ = _structure([target])
     if len(calls) > 1:
+        outputs = {c for c in calls if c.keep or c is target}
         # a backward program fuses with the calls it reads
-        if any(c.op.whole_backward for c in calls) or (_fusion.allows(len(calls)) and should_fuse(key)):
-            _run_fused(calls, frontier, key, {c for c in calls if c.keep or c is target})
+        if any(c.op.whole_backward for c in calls) or (
+            _fusion.allows(len(calls))
+            and should_fuse(key, len(calls), lambda: _fused_program(calls, key, outputs)[0].stored(frontier))
+        ):
+            _run_fused(calls, frontier, key, outputs)
             return
         limit = _fusion.segment_size()
         if limit is not None and len(calls) > limit:
             _run_segments(calls, target, limit)
             return
-    for call in calls:  # topological order: every call's pending args are computed before it
-        _run(call)
+    _per_op(calls, key)  # topological order: every call's pending args are computed before it
+
+
+def _fused_program(calls, key, outputs):
+    """The Program of a structure's `calls` returning the results of `outputs`, and which of the calls those are."""
+    kept = tuple([i for i, c in enumerate(calls) if c in outputs])
+    make = lambda: functools.partial(_run_kept, steps=key.steps, kept=kept)  # noqa: E731
+    return program_for(intern((key, kept)), make, len(calls)), kept
 
 
 def _run_fused(calls, frontier, key, outputs):
     """The `calls` of a structure as one compiled program. Only the results of `outputs` leave it: XLA fuses the
     rest away."""
-    kept = tuple([i for i, c in enumerate(calls) if c in outputs])
-    program = program_for(intern((key, kept)), lambda: functools.partial(_run_kept, steps=key.steps, kept=kept))
+    program, kept = _fused_program(calls, key, outputs)
     if not program.ready_or_compiling(frontier) and not any(c.op.whole_backward for c in calls):
         for call in calls:  # per-op kernels until the fused program is ready
             _run(call)
@@ -309,11 +351,14 @@ def _run_segments(calls, target, limit):
     for end in range(limit, len(calls) + limit, limit):
         outputs = {c for c in calls[end - limit : end] if c.keep or c is target or last_read.get(c, -1) >= end}
         segment, frontier, key, _ = _structure(list(outputs))
-        if len(segment) > 1 and should_fuse(key):
+        if len(segment) > 1 and should_fuse(
+            key,
+            len(segment),
+            lambda: _fused_program(segment, key, outputs)[0].stored(frontier),  # noqa: B023
+        ):
             _run_fused(segment, frontier, key, outputs)
         else:
-            for call in segment:
-                _run(call)
+            _per_op(segment, key)
 
 
 def _run(call):
@@ -363,6 +408,7 @@ def evaluate_mapped(values, mapped, chunk_size=None, shards=None):
                     chunk_size=chunk,
                     shards=shards,
                 ),
+                len(key.steps),
             )
 
         if chunk_size == AUTO:
@@ -373,14 +419,15 @@ def evaluate_mapped(values, mapped, chunk_size=None, shards=None):
         return program(chunk_size)(*frontier)
 
 
-def program_for(key, make_fn):
-    """The compiled Program of a structure, made by `make_fn()` the first time (at most 1024 kept, like kernels;
-    the budget bounds their executables)."""
+def program_for(key, make_fn, size):
+    """The compiled Program of a structure of `size` ops, made by `make_fn()` the first time (at most 1024 kept,
+    like kernels; the budget bounds their executables). The key names it in the store of executables: it fixes
+    what the program computes."""
     program = _program_cache.get(key)
     if program is None:
         if len(_program_cache) > 1024:
             _program_cache.clear()
-        program = _program_cache[key] = Program(make_fn())
+        program = _program_cache[key] = Program(make_fn(), key, size)
     return program
 
 

@@ -32,7 +32,8 @@ import jax
 import numpy as np
 from jax.export import is_symbolic_dim, symbolic_shape
 
-from ._numpy_program import Unsupported, flatten, supported
+from . import _store
+from ._numpy_program import Unsupported, dumps, flatten, loads, supported
 from ._x64 import scoped
 
 MAX_PROGRAMS = 2048  # traced jaxprs kept, least recently used dropped
@@ -135,12 +136,29 @@ def _traced(key, build, pattern, count, multi):
         if program is not _MISSING:
             _programs.move_to_end((key, pattern))
             return program
-    program = _trace(build, pattern, count, multi)
+    program = _store.remembered(
+        "host form", (key, pattern, count, multi), lambda: _trace(build, pattern, count, multi), _encode, _decode
+    )
     with _lock:
         _programs[(key, pattern)] = program
         while len(_programs) > MAX_PROGRAMS:
             _programs.popitem(last=False)
     return program
+
+
+def _encode(program):
+    """A traced result's bytes in the store: a Program, None (no derived form) or _CONCRETE."""
+    if program is None or program is _CONCRETE:
+        return b"none" if program is None else b"concrete"
+    return b"program" + dumps(program)
+
+
+def _decode(data):
+    if data in (b"none", b"concrete"):
+        return None if data == b"none" else _CONCRETE
+    if not data.startswith(b"program"):
+        raise ValueError("not a traced result")
+    return loads(data[len(b"program") :])
 
 
 def program_for(key, build, avals, multi, static=()):

@@ -8,12 +8,20 @@ where that gives XLA's bits: where it holds only exact operations and no product
 it holds a transcendental function, or a product added to something (which XLA's CPU code contracts into one fused
 multiply-add, rounded once), the region runs as one XLA kernel, as it runs inside the op's own kernel: on its
 operands flattened and padded to a bucket of sizes (BUCKETS), so that it compiles once per region and bucket, never
-per shape."""
+per shape.
+
+A Program is kept in the store across processes (_store.remembered): `dumps` pickles it with the primitives it
+calls named by where JAX's modules hold them, so that a later process finds it without tracing the op's jaxpr."""
 
 import functools
+import importlib
+import io
+import pickle
+import sys
 
 import jax
 import numpy as np
+from jax.export import is_symbolic_dim, symbolic_shape
 from jax.extend import core as jcore
 
 from ._budget import Jitted
@@ -254,7 +262,7 @@ def _region_kernel(structure, results):
             values.append(out if primitive.multiple_results else (out,))
         return tuple([values[m][k] for _, m, k in results])
 
-    return Jitted(region)
+    return Jitted(region, name=("region", structure, results))
 
 
 def _run_region(kernel, full, *arrays):
@@ -279,3 +287,74 @@ def _run_region(kernel, full, *arrays):
     finally:
         set_x64(previous)
     return tuple([np.asarray(o)[:n].reshape(shape) if shapes else np.asarray(o) for o in outs])
+
+
+# ---- a Program kept across processes (_store.remembered) -----------------------------------------------------------
+class _Pickler(pickle.Pickler):
+    """Pickles a Program: a JAX primitive by where its module holds it (the live object is found again), a row by
+    its primitive's name, a region's kernel by its structure (made again by _region_kernel); the rest as usual."""
+
+    def reducer_override(self, obj):
+        if isinstance(obj, jcore.Primitive):
+            return _primitive_at, _place_of(obj)
+        if is_symbolic_dim(obj):  # its own pickling hashes it before its state is set
+            return _symbolic_dim, (str(obj),)
+        if type(obj) is Jitted and obj.name is not None and obj.name[0] == "region":
+            return _region_kernel, obj.name[1:]
+        name = _row_names().get(id(obj)) if callable(obj) else None
+        if name is not None:
+            return _row, (name,)
+        return NotImplemented
+
+
+def dumps(program):
+    """A Program's bytes (raises where it holds what cannot be pickled)."""
+    with io.BytesIO() as f:
+        _Pickler(f, protocol=pickle.HIGHEST_PROTOCOL).dump(program)
+        return f.getvalue()
+
+
+def loads(data):
+    """The Program of `dumps`'s bytes."""
+    return pickle.loads(data)
+
+
+@functools.cache
+def _row_names():
+    return {id(fn): name for name, fn in ROWS.items()}
+
+
+def _row(name):
+    return ROWS[name]
+
+
+@functools.lru_cache(maxsize=4096)
+def _symbolic_dim(text):
+    """A symbolic size from its text (a Program only evaluates its sizes: each may have a scope of its own)."""
+    return symbolic_shape(f"({text},)")[0]
+
+
+_places = {}  # id(primitive) -> (module, attribute, name), found once
+
+
+def _place_of(primitive):
+    """(module, attribute, primitive name) of a module attribute holding `primitive` (JAX's modules searched)."""
+    place = _places.get(id(primitive))
+    if place is None:
+        for module_name, module in list(sys.modules.items()):
+            if module is None or not module_name.startswith("jax"):
+                continue
+            for attribute, value in list(vars(module).items()):
+                if isinstance(value, jcore.Primitive):
+                    _places.setdefault(id(value), (module_name, attribute, value.name))
+        place = _places.get(id(primitive))
+        if place is None:
+            raise pickle.PicklingError(f"primitive {primitive.name} is held by no module of JAX")
+    return place
+
+
+def _primitive_at(module_name, attribute, name):
+    primitive = getattr(importlib.import_module(module_name), attribute)
+    if not isinstance(primitive, jcore.Primitive) or primitive.name != name:
+        raise pickle.UnpicklingError(f"{module_name}.{attribute} is not the primitive {name}")
+    return primitive

@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 from jax.extend.core import ClosedJaxpr, Jaxpr, Literal
 
+from . import _store
 from ._x64 import scoped
 
 # primitives that apply their body once to exactly their inputs, and the parameter that holds the body (some names
@@ -33,9 +34,13 @@ _CALLS = {
 @scoped
 def output_reads(fn, avals, differentiable_only=False):
     """Per output of `fn` applied to arrays of `avals` ((shape, dtype) pairs), a bitmask of the arguments it
-    depends on (bit i: argument i)."""
-    structs = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in avals]
-    return tuple(_jaxpr_reads(jax.make_jaxpr(fn)(*structs).jaxpr, differentiable_only))
+    depends on (bit i: argument i). Kept in the store across processes where `fn` has a stable name."""
+
+    def walk():
+        structs = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in avals]
+        return tuple(_jaxpr_reads(jax.make_jaxpr(fn)(*structs).jaxpr, differentiable_only))
+
+    return _store.remembered("reads", (fn, avals, differentiable_only), walk)
 
 
 def _jaxpr_reads(jaxpr, differentiable_only):

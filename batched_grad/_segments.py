@@ -124,6 +124,12 @@ def layout(plan, limit):
     return tuple(segments)
 
 
+def distinct_sizes(plan, limit):
+    """The steps of each distinct program of the backward `plan` cut into segments of at most `limit` steps (equal
+    segments, those of a long uniform chain, share one)."""
+    return tuple([len(p.steps) for p in dict.fromkeys([seg.plan for seg in layout(plan, limit)])])
+
+
 def run(w, root_grads, create_graph, release, limit):
     """Run a walk's backward as segments of at most `limit` steps, as _fused.run does whole: (captured gradients,
     leaves, their gradients). Each segment is recorded as one differentiable op with `create_graph`."""
@@ -170,7 +176,9 @@ def _run_segment(seg, args, recorded, direct):
     unless the walk reads rows of a vmap.vmap input, so that the next segment is not fused with it)."""
     if not recorded:
         program = _lazy.program_for(
-            intern(("segment", seg.plan)), lambda: functools.partial(_traced_segment, plan=seg.plan)
+            intern(("segment", seg.plan)),
+            lambda: functools.partial(_traced_segment, plan=seg.plan),
+            len(seg.plan.steps),
         )
         return program(*args)
     outs = apply(SEGMENT, args, plan=seg.plan)

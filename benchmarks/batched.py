@@ -28,7 +28,6 @@ from absl import app, flags
 
 import batched_grad as bg
 import vmap
-from batched_grad import _lazy
 from vmap import _fallback
 
 FLAGS = flags.FLAGS
@@ -48,7 +47,11 @@ flags.DEFINE_integer(
     "default 2, 0 (skipped) with --quick.",
 )
 
-FUSE_WARMUP = _lazy.FUSE_AFTER + 2  # calls of a structure after which it surely runs as one fused program
+# The steady state of the fused programs, reached in a known number of calls: each structure is compiled from its
+# third sighting on (by default a structure is compiled once its per-op runs have paid for the compile, _payback.py)
+FUSE_AFTER = 2
+bg.set_fuse_after(FUSE_AFTER)
+FUSE_WARMUP = FUSE_AFTER + 2  # calls of a structure after which it surely runs as one fused program
 BG_IGB, T_IGB, T_LOOP, T_JACREV, JAX = (
     "bg is_grads_batched",
     "torch is_grads_batched",
@@ -494,7 +497,7 @@ def main(argv):
     print(
         f"batched_grad {bg.__version__}, jax {jax.__version__}, torch {torch.__version__} "
         f"(torch threads {torch.get_num_threads()}), {os.cpu_count()} CPUs, repeats {repeats}, "
-        f"FUSE_AFTER {_lazy.FUSE_AFTER}, load average {os.getloadavg()[0]:.1f}, {environment()}"
+        f"FUSE_AFTER {FUSE_AFTER}, load average {os.getloadavg()[0]:.1f}, {environment()}"
     )
     rng = np.random.default_rng(0)
     start = time.perf_counter()

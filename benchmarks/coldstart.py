@@ -22,6 +22,7 @@ The tree under test is whatever `import batched_grad` finds (PYTHONPATH), so two
     python benchmarks/coldstart.py            # 6 workloads, 20 warm calls, JAX's cache too
     python benchmarks/coldstart.py --quick    # workloads 1, 2, 4, 6; 5 warm calls; no JAX cache processes
     python benchmarks/coldstart.py --runs 3   # the whole thing three times, medians reported
+    python benchmarks/coldstart.py --save run1.json; ... ; python benchmarks/coldstart.py --merge run1.json,...
 """
 
 import importlib.metadata
@@ -46,6 +47,8 @@ flags.DEFINE_list("workloads", None, "Workload numbers to run (default all; 1,2,
 flags.DEFINE_bool("jax_cache", None, "Also time jax.jit with JAX's persistent cache (default on; off with --quick).")
 flags.DEFINE_integer("torch_threads", 1, "torch.set_num_threads (1 by default, as in benchmarks/overhead.py).")
 flags.DEFINE_integer("timeout", 900, "Seconds a worker process may take before it is stopped.")
+flags.DEFINE_string("save", None, "Also write the runs' figures to this JSON file (for --merge).")
+flags.DEFINE_list("merge", None, "Report the medians over the runs saved in these JSON files (--save), run nothing.")
 flags.DEFINE_enum(
     "worker", None, ["bg", "torch", "jax"], "Internal: run one workload with this library, print its record and exit."
 )
@@ -53,7 +56,7 @@ flags.DEFINE_integer("workload", None, "Internal: the workload number of --worke
 flags.DEFINE_string("result", None, "Internal: where --worker saves its result (.npy).")
 
 CALLS_COUNTED = 5  # calls 1-5 are timed one by one; the warm calls follow
-WARM_UP_REPEATS = 5  # of the unrelated graph: past FUSE_AFTER, so the fused tier's machinery has started too
+WARM_UP_REPEATS = 5  # of the unrelated graph: its kernels compiled, and its structures' per-op time counted
 RECORD = "RECORD "
 
 
@@ -322,6 +325,8 @@ def row(runs, number):
         times(ratio(get("bg 1", "first"), floor), "{:.2f}"),
         times(ratio(get("bg 2", "first"), 3 * (torch_first or 0)), "{:.2f}"),
         times(ratio(get("bg 1", "next4"), 3 * (get("torch", "next4") or 0)), "{:.2f}"),
+        times(ratio(get("bg 1", "first"), 5 * (torch_first or 0)), "{:.2f}"),
+        times(ratio(get("bg 2", "first"), 2 * (torch_first or 0)), "{:.2f}"),
     ]
 
 
@@ -342,6 +347,8 @@ HEADER = [
     "p1 / max(10x torch, jax)",
     "p2 / 3x torch",
     "2-5 / 3x torch",
+    "p1 / 5x torch",
+    "p2 / 2x torch",
 ]
 
 
@@ -355,8 +362,8 @@ def report(runs, numbers):
         f"cache; warm: median of {FLAGS.warm_calls} calls after call 5 (bg's from p1); slowest: of all "
         f"{CALLS_COUNTED + FLAGS.warm_calls} calls; compiles: bg.compile_count() "
         f"over calls 1 to {CALLS_COUNTED + FLAGS.warm_calls} of the workload, then (XLA) the compiles XLA ran, "
-        "loads from the persistent cache excluded; RSS: the process's peak. Last three columns: the "
-        "targets of issue 19, met at <= 1.",
+        "loads from the persistent cache excluded; RSS: the process's peak. Last five columns: the "
+        "targets of issue 19 (p1, p2, calls 2-5), then of issue 31 (p1, p2), met at <= 1.",
         HEADER,
         [row(runs, n) for n in numbers],
         left=2,
@@ -385,6 +392,12 @@ def main(argv):
     numbers = (
         [int(n) for n in FLAGS.workloads] if FLAGS.workloads else QUICK_WORKLOADS if FLAGS.quick else list(WORKLOADS)
     )
+    if FLAGS.merge:  # runs made apart (interleaved with another tree's, say), reported together
+        runs = []
+        for path in FLAGS.merge:
+            with open(path) as f:
+                runs += [{int(n): r for n, r in run.items()} for run in json.load(f)]
+        return report(runs, [n for n in numbers if all(n in r for r in runs)])
     from _timing import environment
 
     import batched_grad as bg  # for the header; it also sets the XLA flags that every worker then inherits
@@ -398,6 +411,9 @@ def main(argv):
     )
     start = time.perf_counter()
     runs = [run_once(numbers, run + 1) for run in range(FLAGS.runs)]
+    if FLAGS.save:
+        with open(FLAGS.save, "w") as f:
+            json.dump(runs, f)
     report(runs, numbers)
     print(f"\ntotal {time.perf_counter() - start:.0f} s, load average {os.getloadavg()[0]:.1f}")
 

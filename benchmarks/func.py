@@ -30,14 +30,17 @@ from absl import app, flags
 import batched_grad as bg
 import batched_grad.func  # noqa: F401 - bg.func
 import batched_grad.nn.functional  # noqa: F401 - bg.nn.functional
-from batched_grad import _lazy
 
 FLAGS = flags.FLAGS
 flags.DEFINE_bool("quick", False, "3 repeats and shorter timed blocks (about 20 s).")
 flags.DEFINE_integer("repeats", None, "Timing repeats per measurement (default 9, 3 with --quick).")
 flags.DEFINE_integer("torch_threads", 1, "torch.set_num_threads (1 by default, as in benchmarks/overhead.py).")
 
-FUSE_WARMUP = _lazy.FUSE_AFTER + 2  # calls of a structure after which it surely runs as one fused program
+# The steady state of the fused programs, reached in a known number of calls: each structure is compiled from its
+# third sighting on (by default a structure is compiled once its per-op runs have paid for the compile, _payback.py)
+FUSE_AFTER = 2
+bg.set_fuse_after(FUSE_AFTER)
+FUSE_WARMUP = FUSE_AFTER + 2  # calls of a structure after which it surely runs as one fused program
 BG, TORCH, JAX = "batched_grad.func", "torch.func", "jax.jit"
 MLP_SMALL = [("Linear", 32, 64), ("Tanh",), ("Linear", 64, 16)]
 BG_OVER_JAX = 1.5  # the target: bg's median within this factor of jax.jit's
@@ -330,7 +333,7 @@ def main(argv):
     print(
         f"batched_grad {bg.__version__}, jax {jax.__version__}, torch {torch.__version__} "
         f"(torch threads {torch.get_num_threads()}), {os.cpu_count()} CPUs, repeats {repeats}, "
-        f"FUSE_AFTER {_lazy.FUSE_AFTER}, load average {os.getloadavg()[0]:.1f}, {environment()}, "
+        f"FUSE_AFTER {FUSE_AFTER}, load average {os.getloadavg()[0]:.1f}, {environment()}, "
         f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '(unset)')} (the JAX peer's too)"
     )
     rng = np.random.default_rng(0)

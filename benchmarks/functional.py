@@ -32,14 +32,17 @@ import batched_grad as bg
 import batched_grad.autograd.functional  # noqa: F401 - bg.autograd.functional
 import batched_grad.nn.functional as F
 import vmap
-from batched_grad import _lazy
 
 FLAGS = flags.FLAGS
 flags.DEFINE_bool("quick", False, "3 repeats; the eye(B) peers of workloads 2-3 skipped (about a minute).")
 flags.DEFINE_integer("repeats", None, "Timing repeats per measurement (default 9, 3 with --quick).")
 flags.DEFINE_integer("torch_threads", 1, "torch.set_num_threads (1 by default, as in benchmarks/overhead.py).")
 
-FUSE_WARMUP = _lazy.FUSE_AFTER + 2  # calls of a structure after which it surely runs as one fused program
+# The steady state of the fused programs, reached in a known number of calls: each structure is compiled from its
+# third sighting on (by default a structure is compiled once its per-op runs have paid for the compile, _payback.py)
+FUSE_AFTER = 2
+bg.set_fuse_after(FUSE_AFTER)
+FUSE_WARMUP = FUSE_AFTER + 2  # calls of a structure after which it surely runs as one fused program
 BG_VMAP, BG_IGB = "bg vmap.vmap(grad)", "bg grad(eye(B), is_grads_batched)"
 T_LOOP, T_IGB, T_FUNC = "torch per-sample loop", "torch is_grads_batched", "torch.func.vmap(grad)"
 JAX = "jax.jit(jax.vmap(jax.grad))"
@@ -327,7 +330,7 @@ def main(argv):
     print(
         f"batched_grad {bg.__version__}, jax {jax.__version__}, torch {torch.__version__} "
         f"(torch threads {torch.get_num_threads()}), {os.cpu_count()} CPUs, repeats {repeats}, "
-        f"FUSE_AFTER {_lazy.FUSE_AFTER}, load average {os.getloadavg()[0]:.1f}, {environment()}"
+        f"FUSE_AFTER {FUSE_AFTER}, load average {os.getloadavg()[0]:.1f}, {environment()}"
     )
     start = time.perf_counter()
     workloads = [

@@ -19,7 +19,6 @@ from absl import app, flags
 import batched_grad as bg
 import batched_grad.func  # noqa: F401 - bg.func
 import batched_grad.nn.functional  # noqa: F401 - bg.nn.functional
-from batched_grad import _lazy
 
 FLAGS = flags.FLAGS
 flags.DEFINE_bool("quick", False, "Smaller sizes and 3 repeats: a check of the script itself (10-20 s on a CPU).")
@@ -40,7 +39,11 @@ flags.DEFINE_string(
 )
 
 BG, TORCH, JAX = "batched_grad", "torch", "jax.jit"
-FUSE_WARMUP = _lazy.FUSE_AFTER + 2  # calls of a structure after which it surely runs as one fused program
+# The steady state of the fused programs, reached in a known number of calls: each structure is compiled from its
+# third sighting on (by default a structure is compiled once its per-op runs have paid for the compile, _payback.py)
+FUSE_AFTER = 2
+bg.set_fuse_after(FUSE_AFTER)
+FUSE_WARMUP = FUSE_AFTER + 2  # calls of a structure after which it surely runs as one fused program
 MAX_CALLS = 50  # calls per timed block, at most
 CHECK_CHUNK = 1 << 20  # elements compared at a time
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -353,7 +356,7 @@ def environment(start_up):
         "XLA_PYTHON_CLIENT_PREALLOCATE / MEM_FRACTION": " / ".join(
             os.environ.get(f"XLA_PYTHON_CLIENT_{k}", "(unset)") for k in ("PREALLOCATE", "MEM_FRACTION")
         ),
-        "FUSE_AFTER": _lazy.FUSE_AFTER,
+        "FUSE_AFTER": FUSE_AFTER,
     }
 
 

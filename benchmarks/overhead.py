@@ -21,7 +21,6 @@ from _timing import compare, fmt, ratio, ready, stat, table
 from absl import app, flags
 
 import batched_grad as bg
-from batched_grad import _lazy
 
 FLAGS = flags.FLAGS
 flags.DEFINE_bool("quick", False, "Fewer iterations and repeats (under 30 s).")
@@ -34,7 +33,11 @@ flags.DEFINE_integer(
 )
 
 WIDTH, BATCH, DEPTH = 64, 32, 3
-FUSE_WARMUP = _lazy.FUSE_AFTER + 2  # calls of a structure after which it surely runs as one fused program
+# The steady state of the fused programs, reached in a known number of calls: each structure is compiled from its
+# third sighting on (by default a structure is compiled once its per-op runs have paid for the compile, _payback.py)
+FUSE_AFTER = 2
+bg.set_fuse_after(FUSE_AFTER)
+FUSE_WARMUP = FUSE_AFTER + 2  # calls of a structure after which it surely runs as one fused program
 
 
 # ---------------------------------------------------------------- a. per-op recording cost
@@ -154,11 +157,11 @@ def grad_of_prebuilt(forward, grad, count):
 @contextlib.contextmanager
 def per_node_tier():
     """Pin the engine to its first tier (per-node cached VJP kernels), as on a structure's first two calls."""
-    saved, _lazy.FUSE_AFTER = _lazy.FUSE_AFTER, 10**9
+    saved = bg.set_fuse_after(10**9)
     try:
         yield
     finally:
-        _lazy.FUSE_AFTER = saved
+        bg.set_fuse_after(saved)
 
 
 def bench_mlp(rng, number, repeats):
@@ -315,7 +318,7 @@ def main(argv):
     print(
         f"batched_grad {bg.__version__}, jax {jax.__version__}, torch {torch.__version__} "
         f"(torch threads {torch.get_num_threads()}), {os.cpu_count()} CPUs, repeats {repeats}, "
-        f"FUSE_AFTER {_lazy.FUSE_AFTER}, load average {os.getloadavg()[0]:.1f}"
+        f"FUSE_AFTER {FUSE_AFTER}, load average {os.getloadavg()[0]:.1f}"
     )
     rng = np.random.default_rng(0)
     start = time.perf_counter()

@@ -12,6 +12,13 @@ os.environ["BATCHED_GRAD_CACHE_DIR"] = _SESSION_CACHE
 # Fused programs compile when first needed, so that which tier runs a call does not depend on timing; the
 # background compile has tests of its own (test_background_compile.py).
 os.environ["BATCHED_GRAD_BACKGROUND_COMPILE"] = "0"
+# Likewise a structure runs as its own program from its third sighting on, not when the time it spent would pay for
+# its compile (that cost model has tests of its own: test_payback.py).
+os.environ["BATCHED_GRAD_FUSE_AFTER"] = "2"
+# Every test traces what it compiles (counts of compiles stay exact whatever ran before it): the store of executables,
+# which would load what an earlier test compiled, is off unless a test turns it on (the `program_store` fixture).
+# BATCHED_GRAD_STORE=1 runs the suite with it.
+os.environ.setdefault("BATCHED_GRAD_STORE", "0")
 
 import pytest  # noqa: E402
 
@@ -42,6 +49,21 @@ def release_compiled_programs():
     import jax
 
     jax.clear_caches()
+
+
+@pytest.fixture
+def program_store(tmp_path, monkeypatch):
+    """The store of executables on, in a directory of the test's own (the suite's state restored after)."""
+    from batched_grad import _store
+
+    _store.flush()
+    for field in ("directory", "writable", "warned"):
+        monkeypatch.setattr(_store._state, field, getattr(_store._state, field))
+    monkeypatch.delenv(_store.ENV_VAR, raising=False)
+    _store.use(str(tmp_path))
+    assert _store.active()
+    yield tmp_path
+    _store.flush()
 
 
 @pytest.fixture

@@ -61,8 +61,9 @@ PREAMBLE = textwrap.dedent("""
 
 def run(body, cache_dir, prelude="", **environ):
     """Run prelude + PREAMBLE + body in a fresh process with BATCHED_GRAD_CACHE_DIR=cache_dir; its report as a
-    dict."""
-    env = dict(os.environ, BATCHED_GRAD_CACHE_DIR=cache_dir, PYTHONPATH=REPO, **environ)
+    dict. The store of executables is off (BATCHED_GRAD_STORE=0), as it would serve what JAX's cache serves here:
+    it has tests of its own (test_program_store.py)."""
+    env = dict(os.environ, BATCHED_GRAD_CACHE_DIR=cache_dir, PYTHONPATH=REPO, BATCHED_GRAD_STORE="0", **environ)
     script = prelude + PREAMBLE + textwrap.dedent(body)
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
