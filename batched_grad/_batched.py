@@ -34,7 +34,7 @@ def batched_backward(roots, grads, captures, *, retain_graph, create_graph, chun
     basis = tuple([basis_block(g) for g in grads])
     # a Jacobian's batch size is fixed by the structure, and so is a sparse Jacobian's (its seeds): no padding
     # needed; else a bucket of rows (on each device), a multiple of the chunk ("auto" chooses a power of two)
-    fixed = shards is None and all(b is not None or _is_fixed(g._v) for b, g in zip(basis, grads))
+    fixed = all(b is not None or (shards is None and _is_fixed(g._v)) for b, g in zip(basis, grads))
     padded = (
         sizes[0]
         if fixed
