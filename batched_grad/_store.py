@@ -31,6 +31,7 @@ code: use directories only you can write to."""
 
 import atexit
 import hashlib
+import importlib.util
 import io
 import os
 import pickle
@@ -71,6 +72,7 @@ class _State:
     writable = True
     warned = False
     environment = None  # the environment's part of every key, made at the first use
+    sources = None  # (thread, {"digest": ...}) finding the sources' digest, started by the first `use`
     counts = None
 
 
@@ -87,6 +89,8 @@ def use(directory, writable=True):
     with _lock:
         _state.directory = None if directory is None else os.path.join(directory, "programs", host_kind())
         _state.writable, _state.warned = writable, False
+        if _state.directory is not None and _state.sources is None:
+            _state.sources = _digest_in_background(_state.directory, writable)
 
 
 def counts():
@@ -111,12 +115,27 @@ def _single_device():
 
 
 # ---- keys -------------------------------------------------------------------------------------------------------
-def _sources_digest():
-    """A digest of the sources of batched_grad and vmap: their files' contents, found again only when a file's size
-    or modification time changed (memoized in the store's directory)."""
-    import vmap
+def _digest_in_background(directory, writable):
+    """Start finding the sources' digest in a thread (it may read every source file, 4-8 ms, while the import goes
+    on); the first key waits for it."""
+    found = {}
 
-    roots = [os.path.dirname(os.path.abspath(m.__file__)) for m in (sys.modules["batched_grad"], vmap)]
+    def find():
+        try:
+            found["digest"] = _sources_digest(directory, writable)
+        except Exception:  # no digest: a key of this process's own, which no other process's entry matches
+            found["digest"] = "unknown " + os.urandom(16).hex()
+
+    thread = threading.Thread(target=find, name="batched_grad sources", daemon=True)
+    thread.start()
+    return thread, found
+
+
+def _sources_digest(directory, writable):
+    """A digest of the sources of batched_grad and vmap: their files' contents, found again only when a file's size
+    or modification time changed (memoized in `directory`)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    roots = [here, os.path.dirname(importlib.util.find_spec("vmap").origin)]
     files = []
     for root in roots:
         for folder, dirs, names in os.walk(root):
@@ -126,7 +145,7 @@ def _sources_digest():
     for path in files:
         info = os.stat(path)
         stamp.update(f"{path}|{info.st_size}|{info.st_mtime_ns}\n".encode())
-    memo = os.path.join(_state.directory, f"sources-{stamp.hexdigest()[:32]}")
+    memo = os.path.join(directory, f"sources-{stamp.hexdigest()[:32]}")
     try:
         with open(memo) as f:
             digest = f.read().strip()
@@ -140,9 +159,9 @@ def _sources_digest():
             content.update(os.path.relpath(path, os.path.dirname(os.path.dirname(path))).encode() + b"\0")
             content.update(f.read())
     digest = content.hexdigest()
-    if _state.writable:
+    if writable:
         try:
-            os.makedirs(_state.directory, exist_ok=True)
+            os.makedirs(directory, exist_ok=True)
             write_whole(memo, digest.encode())
         except OSError:
             pass
@@ -156,12 +175,16 @@ def _environment():
 
         from . import __version__
 
+        if _state.sources is None:
+            _state.sources = _digest_in_background(_state.directory, _state.writable)
+        thread, found = _state.sources
+        thread.join()
         device = jax.devices()[0]
         parts = [
             FORMAT,
             f"python {sys.implementation.name} {sys.version_info[:3]}",
             f"jax {jax.__version__} jaxlib {jaxlib.__version__} numpy {np.__version__}",
-            f"batched_grad {__version__} sources {_sources_digest()}",
+            f"batched_grad {__version__} sources {found['digest']}",
             f"backend {device.platform} {device.client.platform_version} {device.device_kind}",
             f"XLA_FLAGS {os.environ.get('XLA_FLAGS', '')}",
             f"host {host_kind()}",
@@ -284,11 +307,8 @@ def _remembered(kind, name, compute, encode, decode):
         except Exception:  # written by another version of the code that reads it: computed again below
             pass
     value = compute()
-    if _state.writable:
-        try:
-            _pending.put((_path(key, _VALUE), key, None, encode(value)))
-        except Exception:  # a value that holds what cannot be encoded: not kept
-            return value
+    if _state.writable:  # encoded by the writer (one that cannot be encoded is not kept)
+        _pending.put((_path(key, _VALUE), key, None, (value, encode)))
         _start_writer()
     return value
 
@@ -384,7 +404,7 @@ def _write_entries():
         path, key, compiled, serialized = _pending.get()
         try:
             _write_entry(path, key, compiled, serialized)
-        except Exception:  # an executable that cannot be serialized (it holds constants): not kept
+        except Exception:  # an executable or value that cannot be serialized (constants, an object): not kept
             pass
         finally:
             _pending.task_done()
@@ -392,9 +412,10 @@ def _write_entries():
 
 def _write_entry(path, key, compiled, serialized):
     """An executable's entry (`compiled`, with its XLA executable's bytes where `serialized` is given), or with no
-    executable, a value's entry of the bytes `serialized`."""
+    executable, a value's entry (`serialized`: the value and the function encoding it)."""
     if compiled is None:
-        payload = serialized
+        value, encode = serialized
+        payload = encode(value)
     else:
         with io.BytesIO() as f:
             pickle.dump(_serialize(compiled, serialized), f, protocol=pickle.HIGHEST_PROTOCOL)
