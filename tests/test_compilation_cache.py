@@ -16,6 +16,8 @@ import pytest
 import batched_grad as bg
 from batched_grad import _cache
 
+pytestmark = pytest.mark.slow  # fresh processes per case: in CI's second step
+
 torch = pytest.importorskip("torch")
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
