@@ -12,7 +12,7 @@ SavedTensor, which can register hooks on it."""
 import re
 import weakref
 
-from . import _dual, _saved_hooks
+from . import _saved_hooks
 from ._anomaly import mode as _anomaly
 from ._graph import UNCHANGING, edge_of
 from ._host import unshared
@@ -206,12 +206,8 @@ class SavedValue:
 
         ref = self.output
         output = ref() if ref is not None else None
-        if output is not None:  # with its forward-mode tangent, as torch's SavedVariable keeps the forward grad
-            data = output.detach()
-            tangent = _dual.tangent_of(output)
-            if tangent is not None:
-                _dual.set_tangent(data, tangent)
-            return data
+        if output is not None:
+            return output.detach()
         data = Tensor._wrap(self.value)
         if self.counter is not UNCHANGING:
             data._counter = self.counter
