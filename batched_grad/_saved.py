@@ -207,7 +207,9 @@ class SavedValue:
         ref = self.output
         output = ref() if ref is not None else None
         if output is not None:
-            return output.detach()
+            data = output._alias(traced_derivative=True)
+            data._counter = output._counter
+            return data
         data = Tensor._wrap(self.value)
         if self.counter is not UNCHANGING:
             data._counter = self.counter

@@ -442,17 +442,19 @@ class Tensor(InPlace):
 
         backward(self, gradient, retain_graph, create_graph, inputs=inputs)
 
-    def _alias(self):
+    def _alias(self, traced_derivative=False):
         """A new leaf sharing this tensor's values (in-place writes flow both ways) but not its graph. Host data
         is shared as it is (nothing writes into it): it moves to the device when an op reads it, not here, unless
-        an op has read it already (the functional API's input, detached on every call, moves once)."""
-        t = Tensor._wrap(self._detached_value())
+        an op has read it already (the functional API's input, detached on every call, moves once). With
+        `traced_derivative`, a value traced by a JAX transform keeps its derivative (torch's tensor_data of a
+        saved tensor keeps its forward gradient)."""
+        t = Tensor._wrap(self._detached_value(stop_gradient=not traced_derivative))
         root, chain = self._view if self._view is not None else (self, ())
         t._view = (root, chain + (DETACH,))
         remember_view(root, t)
         return t
 
-    def _detached_value(self):
+    def _detached_value(self, stop_gradient=True):
         """This tensor's value as a tensor outside the graph holds it: host data as it is (moved to the device if
         an op has read it already), a row of vmap.vmap still deferred, a traced value with its derivative stopped."""
         v = self._v
@@ -460,7 +462,7 @@ class Tensor(InPlace):
             v = self._v = to_device(v)
         if type(v) is not np.ndarray and not (type(v) is Pending and v.call.mapped):
             v = self._value
-            if is_tracer(v):  # traced by a JAX transform (forward mode, jax.jit): no derivative flows through it
+            if stop_gradient and is_tracer(v):  # traced by a JAX transform (forward mode, jax.jit): no derivative flows through it
                 v = jax.lax.stop_gradient(v)
         return v
 

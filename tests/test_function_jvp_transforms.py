@@ -143,11 +143,6 @@ def test_autograd_functional_forward_mode_jacobian_uses_the_jvp():
     assert_same(run(bg), run(torch))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="regressed when saved outputs became new tensors in ctx.saved_tensors (torch's SavedVariable): the "
-    "backward reads the output without the tangent of the Function's jvp; open in issue 29",
-)
 def test_autograd_functional_forward_over_reverse_hessian_as_torch():
     """The inner gradient by the Functions' backwards, the outer Jacobian by forward mode, where an output a
     backward saved gets its tangent from the jvp."""
@@ -160,6 +155,29 @@ def test_autograd_functional_forward_over_reverse_hessian_as_torch():
 
         inputs = (_tensor(m, X), _tensor(m, [0.3, -0.2, 0.1]))
         return m.autograd.functional.hessian(f, inputs, vectorize=True, outer_jacobian_strategy="forward-mode")
+
+    assert_same(run(bg), run(torch))
+
+
+@pytest.mark.parametrize(
+    "use",
+    [
+        lambda y, c: (y * c).sum(),  # the product also saves the output, as an input of its own
+        lambda y, c: y.dot(c),
+        lambda y, c: (y * c * 2).sum(),
+        lambda y, c: (y * 3 + c).sum(),  # the output is read only by the Function's own backward
+    ],
+)
+def test_forward_over_reverse_reads_a_saved_output_with_its_tangent(use):
+    """The backward of a Function that saved its output reads it with the tangent its jvp gave, also when another
+    op saved the same output for its own backward."""
+
+    def run(m):
+        Exp = make_exp(m, 5.0)
+        inputs = (_tensor(m, X), _tensor(m, [0.3, -0.2, 0.1]))
+        return m.autograd.functional.hessian(
+            lambda a, c: use(Exp.apply(a), c), inputs, vectorize=True, outer_jacobian_strategy="forward-mode"
+        )
 
     assert_same(run(bg), run(torch))
 
