@@ -462,7 +462,8 @@ class Tensor(InPlace):
             v = self._v = to_device(v)
         if type(v) is not np.ndarray and not (type(v) is Pending and v.call.mapped):
             v = self._value
-            if stop_gradient and is_tracer(v):  # traced by a JAX transform (forward mode, jax.jit): no derivative flows through it
+            # traced by a JAX transform (forward mode, jax.jit): no derivative flows through it
+            if stop_gradient and is_tracer(v):
                 v = jax.lax.stop_gradient(v)
         return v
 
