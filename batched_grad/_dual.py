@@ -80,6 +80,22 @@ def tangent_of(t):
     return None if tangents is None else tangents.get(t)
 
 
+def saved_tangent(t):
+    """What a saved tensor keeps of `t`'s tangent: (the open level's table, the tangent), or None."""
+    tangents = LEVELS.open
+    if tangents is None:
+        return None
+    tangent = tangents.get(t)
+    return None if tangent is None else (tangents, tangent)
+
+
+def restore_tangent(t, saved):
+    """`t`, a saved tensor read back, with the tangent `saved` kept while that level is still open."""
+    if saved is not None and saved[0] is LEVELS.tangents:
+        saved[0].set(t, saved[1])
+    return t
+
+
 def set_tangent(t, tangent):
     if tangent is None:
         LEVELS.tangents.pop(t)

@@ -12,7 +12,7 @@ SavedTensor, which can register hooks on it."""
 import re
 import weakref
 
-from . import _saved_hooks
+from . import _dual, _saved_hooks
 from ._anomaly import mode as _anomaly
 from ._graph import UNCHANGING, edge_of
 from ._host import unshared
@@ -61,6 +61,7 @@ class SavedValue:
         "original",  # the tensor itself, where torch saves it as it is (an input, a leaf): read back as itself
         "owner",  # for an output: a weak reference to the node that saved it (the output's grad_fn)
         "output",  # for an output: a weak reference to the tensor, whose later in-place writes its reads see
+        "tangent",  # its forward-mode tangent when saved (_dual.saved_tangent), restored on reading, as torch's
     )
 
     def __init__(self, tensor, owner=None, hooks=True):
@@ -74,6 +75,7 @@ class SavedValue:
         self.version = self.counter.value
         self.freed = False
         self.owner = self.output = self.original = None
+        self.tangent = _dual.saved_tangent(tensor)
         if owner is not None:
             self.owner = weakref.ref(owner)
         pair = _saved_hooks.innermost() if hooks else None
@@ -93,7 +95,7 @@ class SavedValue:
         saved = cls.__new__(cls)
         saved.value, saved.edge_node, saved.output_nr, saved.leaf = value, None, 0, None
         saved.counter, saved.version, saved.requires_grad, saved.freed = UNCHANGING, 0, False, False
-        saved.packed = saved.original = saved.owner = saved.output = None
+        saved.packed = saved.original = saved.owner = saved.output = saved.tangent = None
         return saved
 
     def check(self):
@@ -145,10 +147,12 @@ class SavedValue:
             return self._unpack_hooked(graph_mode)
         value = self.array()
         if not graph_mode or not self.requires_grad:
-            return Tensor._wrap(value)
+            return _dual.restore_tangent(Tensor._wrap(value), self.tangent)
         if self.leaf is not None:
             return self.leaf
-        return Tensor._wrap(value, grad_fn=self._grad_fn(), output_nr=self.output_nr)
+        return _dual.restore_tangent(
+            Tensor._wrap(value, grad_fn=self._grad_fn(), output_nr=self.output_nr), self.tangent
+        )
 
     def _grad_fn(self):
         owner = self.owner
@@ -193,7 +197,7 @@ class SavedValue:
                 result = Tensor._wrap(unshared(data._v), requires_grad=self.requires_grad)
         elif packed is None:  # a fresh alias of the output: it takes its place in the graph
             data.grad_fn, data._output_nr = grad_fn, self.output_nr
-            return data
+            return _dual.restore_tangent(data, self.tangent)
         else:
             result = Tensor._wrap(unshared(data._v), grad_fn=grad_fn, output_nr=self.output_nr)
         result._counter = data._counter
@@ -228,7 +232,7 @@ class SavedValue:
 
     def free(self):
         self.freed = True  # first: a reader that still sees the value then sees it freed (array())
-        self.value = self.packed = self.original = self.output = None
+        self.value = self.packed = self.original = self.output = self.tangent = None
 
 
 def _check_hook_arguments(hooks):

@@ -77,6 +77,57 @@ def test_tangent_is_differentiable_by_reverse_mode():
     assert_same(g, tg)
 
 
+def _exp_function(m):
+    """exp as a custom Function that saves its output for backward, with a jvp."""
+
+    class Exp(m.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            y = x.exp()
+            ctx.save_for_backward(y)
+            ctx.save_for_forward(y)
+            return y
+
+        @staticmethod
+        def backward(ctx, g):
+            (y,) = ctx.saved_tensors
+            return g * y
+
+        @staticmethod
+        def jvp(ctx, t):
+            (y,) = ctx.saved_tensors
+            return t * y
+
+    return Exp
+
+
+FORWARD_OVER_REVERSE = {
+    "tanh_matmul": lambda m, x, w: (x @ w).tanh().pow(2).sum(),
+    "softmax": lambda m, x, w: (m.nn.functional.softmax(x @ w, dim=-1) * w[0]).sum(),
+    "layer_norm": lambda m, x, w: m.nn.functional.layer_norm(x * w[:, 1], (4,)).sin().sum(),
+    "saved_output": lambda m, x, w: (_exp_function(m).apply(x) @ w).sum(),  # the output is saved twice
+    "intermediate": lambda m, x, w: ((x * x + 1).sqrt() / (w.abs() + 1).sum()).sum(),
+}
+
+
+@pytest.mark.parametrize("create_graph", [True, False])
+@pytest.mark.parametrize("name", sorted(FORWARD_OVER_REVERSE))
+def test_gradients_of_dual_inputs_carry_tangents(name, create_graph):
+    """Forward over reverse with dual tensors: the gradients have the tangents of the backward's values, saved
+    outputs included (a saved tensor keeps its tangent, as torch's)."""
+    f = FORWARD_OVER_REVERSE[name]
+
+    def run(m, ad):
+        x = m.tensor(X.numpy(), dtype=m.float64, requires_grad=True)
+        w = m.tensor(W.numpy(), dtype=m.float64, requires_grad=True)
+        with ad.dual_level():
+            dual = ad.make_dual(x, m.tensor(V.numpy(), dtype=m.float64))
+            grads = m.autograd.grad(f(m, dual, w), (dual, w), create_graph=create_graph)
+            return [tuple(t.detach() for t in ad.unpack_dual(g)) for g in grads]
+
+    assert_same(run(bg, fw), run(torch, tfw))
+
+
 def test_levels_and_plain_tensors():
     with fw.dual_level() as level:
         assert level == 0
