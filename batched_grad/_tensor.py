@@ -570,15 +570,21 @@ class Tensor(InPlace):
         return bool(self.item())
 
     def __float__(self):
-        if self.requires_grad:
-            warn_once(SCALAR_REQUIRES_GRAD)
+        self._warn_if_converted_with_grad()
         return float(self._scalar())
 
     def __int__(self):
         return int(self._scalar())
 
     def __complex__(self):
+        self._warn_if_converted_with_grad()
         return complex(self._scalar())
+
+    def _warn_if_converted_with_grad(self):
+        """torch's warning when float() or complex() drops a gradient: only while grad mode is on (an optimizer's
+        step, under no_grad, converts its closure's loss without it)."""
+        if self.requires_grad and is_grad_enabled():
+            warn_once(SCALAR_REQUIRES_GRAD)
 
     def __index__(self):
         if self.dtype.is_floating_point or self.dtype.is_complex or self.numel() != 1:

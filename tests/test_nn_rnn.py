@@ -160,3 +160,36 @@ def test_initialization_and_dropout_between_layers():
 )
 def test_errors(call):
     raises_like_torch(call)
+
+
+@pytest.mark.parametrize(
+    "name, enforce_sorted", [("rnn", True), ("gru", True), ("lstm-projection", False), ("lstm-batch-first", False)]
+)
+def test_packed_sequences_match_torch(name, enforce_sorted):
+    """A PackedSequence in, a PackedSequence out: each sequence runs for its own length (the reverse direction starts
+    at its own last step), given states and final states in the caller's order; gradients reach the padded input,
+    the states and every parameter."""
+    cls, args, kwargs = LAYERS[name]
+    ours, theirs = _pair(cls, args, kwargs)
+    batch_first = kwargs.get("batch_first", False)
+    lengths = [5, 4, 2] if enforce_sorted else [2, 5, 4]
+    directions = 2 if kwargs.get("bidirectional") else 1
+    layers = args[2] if len(args) > 2 else kwargs.get("num_layers", 1)
+    hidden = kwargs.get("proj_size") or args[1]
+
+    def run(m, module, padded, h0):
+        rnn_utils = m.nn.utils.rnn
+        packed = rnn_utils.pack_padded_sequence(padded, lengths, batch_first=batch_first, enforce_sorted=enforce_sorted)
+        state = (h0, h0[..., :1].expand(*h0.shape[:-1], args[1]) * 0.5) if cls == "LSTM" else h0
+        out, final = module(packed, state)
+        unpacked, out_lengths = rnn_utils.pad_packed_sequence(out, batch_first=batch_first)
+        finals = list(final) if cls == "LSTM" else [final]
+        loss = (unpacked**2).sum() + sum((f * f.cos()).sum() for f in finals)
+        leaves = [padded, h0, *module.parameters()]
+        return [out.data, out.batch_sizes, out_lengths, *finals, *m.autograd.grad(loss, leaves)]
+
+    padded = _input((3, 5, 3) if batch_first else (5, 3, 3))
+    h0 = _input((directions * layers, 3, hidden), seed=2)
+    got = run(bg, ours, padded, h0)
+    want = run(torch, theirs, to_torch(padded), to_torch(h0))
+    assert_same(got, want, rtol=1e-9, atol=1e-11)

@@ -9,9 +9,6 @@ import torch
 import batched_grad as bg
 from oracle import assert_same, raises_like_torch
 
-# the step takes float() of the closure's loss, which warns as torch's does
-pytestmark = pytest.mark.filterwarnings("ignore:Converting a tensor with requires_grad=True to a scalar")
-
 
 def _least_squares(m, dtype):
     """A small nonlinear least-squares fit of two parameters (w, b): the parameters and the loss of them."""
@@ -54,7 +51,7 @@ def _run(m, problem, options, dtype, steps):
     opt = m.optim.LBFGS(params, **options)
     calls = []
     closure = _closure(opt, loss_fn, params, calls)
-    returned = [float(opt.step(closure)) for _ in range(steps)]
+    returned = [opt.step(closure).item() for _ in range(steps)]
     return params, opt, returned, calls
 
 
@@ -121,7 +118,7 @@ def test_converged_parameters_stop_after_one_evaluation():
         with m.no_grad():
             params[0].fill_(1.0)  # the minimum
         opt, calls = m.optim.LBFGS(params), []
-        assert float(opt.step(_closure(opt, loss_fn, params, calls))) == 0.0
+        assert opt.step(_closure(opt, loss_fn, params, calls)).item() == 0.0
         assert dict(opt.state[params[0]]) == {"func_evals": 1, "n_iter": 0} and calls == [0.0]
 
 

@@ -398,3 +398,17 @@ def test_once_per_process_warnings(code, message, monkeypatch):
         warnings.simplefilter("error")
         eval(code)
     assert not [w for w in bg._tensor._warned if not w.startswith(message)]
+
+
+def test_scalar_conversion_warns_only_in_grad_mode(monkeypatch):
+    """torch warns when float() or complex() drops a gradient while grad mode is on; under no_grad (an optimizer's
+    step converting its closure's loss) it does not, and int() never does."""
+    monkeypatch.setattr(bg._tensor, "_warned", set())
+    t = bg.tensor([2.0], requires_grad=True) * 3
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with bg.no_grad():
+            assert float(t) == 6.0 and complex(t) == 6.0
+        assert int(t) == 6
+    with pytest.warns(UserWarning, match="Converting a tensor with requires_grad=True"):
+        complex(t)

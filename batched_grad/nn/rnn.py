@@ -7,14 +7,17 @@ import warnings
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .. import _factories
 from .._ops._core import Op, apply
 from .._ops.shape import cat, stack
+from .._tensor import Tensor
 from . import functional as F
 from . import init
 from .module import Module
 from .parameter import Parameter
+from .utils.rnn import PackedSequence, pad_packed_sequence
 
 _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
 
@@ -37,21 +40,32 @@ def _step(mode, x_proj, h, c, w_hh, b_hh, w_hr):
     return (jnp.tanh(gates) if mode == "RNN_TANH" else jax.nn.relu(gates)), c
 
 
-def _layer(x, h0, *arrays, mode, reverse, has_bias, has_proj):
-    """One direction of one layer over the sequence x (L, N, H_in): (outputs, h_n[, c_n])."""
+def _layer(x, h0, *arrays, mode, reverse, has_bias, has_proj, masked=False):
+    """One direction of one layer over the sequence x (L, N, H_in): (outputs, h_n[, c_n]). With `masked`, the last
+    array is a (L, N) mask of the steps each sequence has (a packed batch): the state passes a missing step
+    unchanged and its output there is zero, so each sequence's h_n is the state after its own last step, in either
+    direction."""
     arrays = list(arrays)
+    mask = arrays.pop() if masked else None
     c0 = arrays.pop(0) if mode == "LSTM" else None
     w_ih, w_hh = arrays.pop(0), arrays.pop(0)
     b_ih, b_hh = (arrays.pop(0), arrays.pop(0)) if has_bias else (None, None)
     w_hr = arrays.pop(0) if has_proj else None
     projected = x @ w_ih.T + (b_ih if b_ih is not None else 0)
 
-    def body(state, x_proj):
+    def body(state, step):
+        x_proj, present = step
         h, c = _step(mode, x_proj, state[0], state[1], w_hh, b_hh, w_hr)
-        return (h, c), h
+        if present is None:
+            return (h, c), h
+        present = present[:, None]
+        h = jnp.where(present, h, state[0])
+        if mode == "LSTM":
+            c = jnp.where(present, c, state[1])
+        return (h, c), jnp.where(present, h, 0)
 
     (h_n, c_n), outputs = jax.lax.scan(
-        body, (h0, c0 if c0 is not None else jnp.zeros((), x.dtype)), projected, reverse=reverse
+        body, (h0, c0 if c0 is not None else jnp.zeros((), x.dtype)), (projected, mask), reverse=reverse
     )
     return (outputs, h_n, c_n) if mode == "LSTM" else (outputs, h_n)
 
@@ -156,21 +170,26 @@ class RNNBase(Module):
 
     def _time_major_input(self, input, hx):
         """(input as (time, batch, features), hx with a batch dimension, whether the input was unbatched), checked."""
-        if not hasattr(input, "ndim"):
-            raise TypeError(f"{type(self).__name__}: batched_grad has no PackedSequence; pass a padded Tensor")
+        if not isinstance(input, Tensor):
+            raise TypeError(
+                f"{type(self).__name__}: expected input to be a Tensor or a PackedSequence, got {type(input).__name__}"
+            )
         if input.ndim not in (2, 3):
             raise ValueError(f"{type(self).__name__}: Expected input to be 2D or 3D, got {input.ndim}D instead")
         unbatched = input.ndim == 2
         x = input.unsqueeze(1) if unbatched else (input.transpose(0, 1) if self.batch_first else input)
         if unbatched and hx is not None:
             hx = tuple(s.unsqueeze(1) for s in hx) if self.mode == "LSTM" else hx.unsqueeze(1)
+        self._check_input_size(x)
+        return x, hx, unbatched
+
+    def _check_input_size(self, x):
         if x.shape[-1] != self.input_size:
             raise RuntimeError(
                 f"input.size(-1) must be equal to input_size. Expected {self.input_size}, got {x.shape[-1]}"
             )
-        return x, hx, unbatched
 
-    def _run_layers(self, x, states):
+    def _run_layers(self, x, states, mask=None):
         """(the last layer's output, each state's final value per layer and direction)."""
         finals = [[] for _ in states]
         directions = ("", "_reverse") if self.bidirectional else ("",)
@@ -180,11 +199,15 @@ class RNNBase(Module):
                 row = layer * len(directions) + d
                 out = apply(
                     _LAYER,
-                    [x] + [s[row] for s in states] + self._layer_parameters(layer, suffix),
+                    [x]
+                    + [s[row] for s in states]
+                    + self._layer_parameters(layer, suffix)
+                    + ([mask] * (mask is not None)),
                     mode=self.mode,
                     reverse=d == 1,
                     has_bias=bool(self.bias),
                     has_proj=self.proj_size > 0,
+                    masked=mask is not None,
                 )
                 outputs.append(out[0])
                 for final, value in zip(finals, out[1:]):
@@ -195,12 +218,31 @@ class RNNBase(Module):
         return x, finals
 
     def forward(self, input, hx=None):
+        if isinstance(input, PackedSequence):
+            return self._forward_packed(input, hx)
         x, hx, unbatched = self._time_major_input(input, hx)
         x, finals = self._run_layers(x, self._initial_state(x, hx))
         output = x.squeeze(1) if unbatched else (x.transpose(0, 1) if self.batch_first else x)
         hidden = tuple(stack(final) for final in finals)
         if unbatched:
             hidden = tuple(h.squeeze(1) for h in hidden)
+        return output, (hidden if self.mode == "LSTM" else hidden[0])
+
+    def _forward_packed(self, packed, hx):
+        """A packed batch: the layers run over it padded (in its sorted order) with each sequence's steps masked;
+        the output is packed as the input was, and hx and the final states are in the caller's order, as torch's."""
+        x, lengths = pad_packed_sequence(PackedSequence(packed.data, packed.batch_sizes))
+        self._check_input_size(x)
+        steps = np.arange(x.shape[0])[:, None] < np.asarray(lengths.tolist())[None, :]
+        if hx is not None and packed.sorted_indices is not None:
+            order = packed.sorted_indices
+            hx = tuple(s.index_select(1, order) for s in hx) if self.mode == "LSTM" else hx.index_select(1, order)
+        out, finals = self._run_layers(x, self._initial_state(x, hx), _factories.tensor(steps))
+        data = cat([out[t, :size] for t, size in enumerate(packed.batch_sizes.tolist())])
+        hidden = tuple(stack(final) for final in finals)
+        if packed.unsorted_indices is not None:
+            hidden = tuple(h.index_select(1, packed.unsorted_indices) for h in hidden)
+        output = PackedSequence(data, packed.batch_sizes, packed.sorted_indices, packed.unsorted_indices)
         return output, (hidden if self.mode == "LSTM" else hidden[0])
 
     def extra_repr(self):
@@ -350,6 +392,23 @@ class RNNCellBase(Module):
 
     def _projections(self, x, h):
         return F.linear(x, self.weight_ih, self.bias_ih), F.linear(h, self.weight_hh, self.bias_hh)
+
+    def _forward_packed(self, packed, hx):
+        """A packed batch: the layers run over it padded (in its sorted order) with each sequence's steps masked;
+        the output is packed as the input was, and hx and the final states are in the caller's order, as torch's."""
+        x, lengths = pad_packed_sequence(PackedSequence(packed.data, packed.batch_sizes))
+        self._check_input_size(x)
+        steps = np.arange(x.shape[0])[:, None] < np.asarray(lengths.tolist())[None, :]
+        if hx is not None and packed.sorted_indices is not None:
+            order = packed.sorted_indices
+            hx = tuple(s.index_select(1, order) for s in hx) if self.mode == "LSTM" else hx.index_select(1, order)
+        out, finals = self._run_layers(x, self._initial_state(x, hx), _factories.tensor(steps))
+        data = cat([out[t, :size] for t, size in enumerate(packed.batch_sizes.tolist())])
+        hidden = tuple(stack(final) for final in finals)
+        if packed.unsorted_indices is not None:
+            hidden = tuple(h.index_select(1, packed.unsorted_indices) for h in hidden)
+        output = PackedSequence(data, packed.batch_sizes, packed.sorted_indices, packed.unsorted_indices)
+        return output, (hidden if self.mode == "LSTM" else hidden[0])
 
     def extra_repr(self):
         s = f"{self.input_size}, {self.hidden_size}"

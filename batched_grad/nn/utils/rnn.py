@@ -1,7 +1,7 @@
 """torch.nn.utils.rnn: sequences of different lengths padded into one tensor (pad_sequence, unpad_sequence) or
 packed time step by time step (PackedSequence, pack_padded_sequence, pad_packed_sequence, pack_sequence,
-unpack_sequence). Everything is made of recorded ops, so gradients flow back to the sequences. (batched_grad's
-recurrent modules take padded tensors, not PackedSequence.)"""
+unpack_sequence). Everything is made of recorded ops, so gradients flow back to the sequences; the recurrent
+modules take a PackedSequence as torch's do."""
 
 from collections import namedtuple
 
