@@ -241,6 +241,31 @@ def _serialized_entry(cache, key):
         return None
 
 
+class _QuietXla:
+    """Within it, XLA's C++ log shows fatal errors only (loading an executable of ours logs an error for each XLA
+    tuning flag that is not a host feature, openxla/xla#44565). The log level is one setting for the process: it is
+    restored when the last thread inside leaves, so that a load in another thread stays quiet."""
+
+    def __init__(self):
+        self._lock, self._inside = threading.Lock(), 0
+
+    def __enter__(self):
+        with self._lock:
+            if self._inside == 0 and absl_set_min_log_level is not None:
+                absl_set_min_log_level(3)
+            self._inside += 1
+
+    def __exit__(self, *exc):
+        with self._lock:
+            self._inside -= 1
+            if self._inside == 0 and absl_set_min_log_level is not None:
+                absl_set_min_log_level(_cpp_log_level())
+        return False
+
+
+quiet_xla = _QuietXla()
+
+
 def _quiet_loads(load):
     """JAX's read of a cache entry, with XLA's C++ log limited to fatal errors while it loads one of ours, and an
     entry JAX cannot load dropped as a miss; the entry's serialized executable kept where `hits.wanted`."""
@@ -253,10 +278,9 @@ def _quiet_loads(load):
             if hits.wanted and found[0] is not None:
                 hits.serialized = _serialized_entry(cache, key)
             return found
-        if absl_set_min_log_level is not None:
-            absl_set_min_log_level(3)
         try:
-            found = load(key, *args, **kwargs)
+            with quiet_xla:
+                found = load(key, *args, **kwargs)
             if hits.wanted and found[0] is not None:
                 hits.serialized = _serialized_entry(cache, key)
             return found
@@ -265,9 +289,6 @@ def _quiet_loads(load):
                 raise
             cache.unloadable(key, error)
             return None, None
-        finally:
-            if absl_set_min_log_level is not None:
-                absl_set_min_log_level(_cpp_log_level())
 
     load_quietly.quiet = True
     return load_quietly

@@ -45,7 +45,7 @@ import jax
 import numpy as np
 
 from . import _names, _payback
-from ._cache import _cpp_log_level, absl_set_min_log_level, host_kind, write_whole
+from ._cache import host_kind, quiet_xla, write_whole
 
 ENV_VAR = "BATCHED_GRAD_STORE"  # "0": no store of executables (JAX's persistent cache stays)
 FORMAT = "BGX1"  # the magic of an entry, and part of every key: a new layout is a new store
@@ -340,14 +340,8 @@ def _serialize(compiled, executable_bytes):
 def _deserialize(serialized, in_tree, out_tree):
     from jax.experimental.serialize_executable import deserialize_and_load
 
-    # XLA logs an error for each CPU executable loaded whose tuning flags are not host features (openxla/xla#44565)
-    if absl_set_min_log_level is not None:
-        absl_set_min_log_level(3)
-    try:
+    with quiet_xla:
         return deserialize_and_load(serialized, in_tree, out_tree)
-    finally:
-        if absl_set_min_log_level is not None:
-            absl_set_min_log_level(_cpp_log_level())
 
 
 def _refuse(path, reason):
