@@ -306,12 +306,12 @@ def _compiled_run(walk, create_graph, fuse_now):
 
 
 def _program_sizes(walk):
-    """What the walk's programs are sized by for the cost of compiling them (_payback.compile_estimate): its nodes,
-    or where it runs in segments, the steps of each distinct segment."""
+    """A function giving what the walk's programs are made of, for the cost of compiling them
+    (_payback.compile_estimate): the ops of its nodes, or where it runs in segments, of each distinct segment."""
     limit = _fusion.segment_size()
     if _fusion.allows(len(walk.nodes)) or limit is None:
-        return len(walk.nodes)
-    return _segments.distinct_sizes(_fused.template(walk.key).plan, limit)
+        return functools.partial(_fused.mix, walk.key)
+    return functools.partial(_segments.distinct_mixes, _fused.template(walk.key).plan, limit)
 
 
 def _run_prehooks(node, hooks, cotangents, batch):

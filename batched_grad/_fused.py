@@ -16,7 +16,7 @@ from vmap._memory import lowerable
 from vmap._rows import map_rows
 from vmap._shards import replicated
 
-from . import _basis, _graph, _lazy
+from . import _basis, _graph, _lazy, _payback
 from ._graph import AccumulateGrad
 from ._host import unshared
 from ._lazy import CallStep, Output, Pending, hashed_once, intern, read, record
@@ -437,8 +437,13 @@ def compile_now(w, root_grads, create_graph):
 def _with_fused(t, key):
     """The template `t` of `key`, with its fused Program (made once)."""
     if t.fused is None:
-        t.fused = _lazy.program_for(key, lambda: functools.partial(_forward_and_backward, t=t), len(key.entries))
+        t.fused = _lazy.program_for(key, lambda: functools.partial(_forward_and_backward, t=t), lambda: mix(key))
     return t
+
+
+def mix(key):
+    """The ops of the walk `key` (_payback.Mix): its nodes' (each computed with its forward in the fused program)."""
+    return _payback.mix_of([entry.sig for entry in key.entries])
 
 
 def _placed(frontier, shards):
