@@ -8,16 +8,16 @@ without a program reaches what its program is estimated to cost: the rule that n
 better choice made in hindsight, whatever the number of repeats. A script that runs a loop ten times then
 compiles only the structures whose runs are slow, and a long loop compiles every structure it repeats.
 
-The estimates are measured in this process. A program's compile is predicted from the ops it is made of (its
-Mix): PRIOR_FIXED plus a prior per op, which XLA's compile of that op sets: a node of plain float arithmetic (add,
-mul, ...) fuses into a loop with its neighbours and adds about 2 ms, most others (tanh and the functions computed in
-float64, exp, log1p, matmul, reductions) 20-55 ms each (measured on the 2-core benchmark machine, forward and VJP
-of one node). Each compile then corrects what is predicted: an op's prior is scaled by the geometric mean of
-measured over predicted of the compiles it took part in, each weighted by its share of their prediction, and the ops
-not compiled yet (and the fixed part) by that mean over every compile so far (1 before the first); a program whose
-executable the store holds (_store.py) costs the mean time its loads took (PRIOR_LOAD before the first). The time
-spent without a program excludes what this thread spent compiling kernels and tracing host forms meanwhile
-(one-time work, which a program would not save).
+The estimates are measured in this process. A program's compile is predicted from the ops it is made of (its Mix):
+PRIOR_FIXED plus a prior per op, which XLA's compile of that op sets: a node of plain float arithmetic (add, mul,
+...), a view, relu, abs, sqrt or sin fuses into a loop with its neighbours and is priced 1.5 ms, the others (tanh
+and the functions computed in float64, exp, log1p, matmul, reductions: 20-55 ms measured) 30 ms, forward and VJP of
+one node on the 2-core benchmark machine. Each compile then corrects what is predicted: an op's prior is scaled by
+the geometric mean of measured over predicted of the compiles it took part in, each weighted by its share of their
+prediction, and the ops not compiled yet (and the fixed part) by that mean over every compile so far (1 before the
+first); a program whose executable the store holds (_store.py) costs the mean time its loads took (PRIOR_LOAD before
+the first). The time spent without a program excludes what this thread spent compiling kernels and tracing host
+forms meanwhile (one-time work, which a program would not save).
 
 `set_fuse_after(n)` (or BATCHED_GRAD_FUSE_AFTER=n) replaces the model by a count: a structure is compiled from its
 (n+1)-th sighting on, whatever the times (the tests use it, so that which tier runs a call does not depend on
