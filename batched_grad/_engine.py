@@ -307,7 +307,7 @@ def _compiled_run(walk, create_graph, fuse_now):
     whose chunk was chosen from its program's memory) the program compiles now, in this thread."""
     if walk.key is None or not (
         fuse_now
-        or _lazy.should_fuse(walk.key, _program_sizes(walk), lambda: _fused.stored(walk))
+        or _lazy.should_fuse(walk.key, functools.partial(_program_mixes, walk), lambda: _fused.stored(walk))
         or (not walk.direct and _lazy.fusing())
     ):
         return None, False
@@ -318,13 +318,13 @@ def _compiled_run(walk, create_graph, fuse_now):
     return None, True
 
 
-def _program_sizes(walk):
-    """A function giving what the walk's programs are made of, for the cost of compiling them
-    (_payback.compile_estimate): the ops of its nodes, or where it runs in segments, of each distinct segment."""
+def _program_mixes(walk):
+    """What the walk's programs are made of, for the cost of compiling them (_payback.compile_estimate): the ops of
+    its nodes, or where it runs in segments, of each distinct segment. The cost model asks once per structure."""
     limit = _fusion.segment_size()
     if _fusion.allows(len(walk.nodes)) or limit is None:
-        return functools.partial(_fused.mix, walk.key)
-    return functools.partial(_segments.distinct_mixes, _fused.template(walk.key).plan, limit)
+        return _fused.mix(walk.key)
+    return _segments.distinct_mixes(_fused.template(walk.key).plan, limit)
 
 
 def _run_prehooks(node, hooks, cotangents, batch):

@@ -207,7 +207,7 @@ def test_a_structure_in_segments_is_priced_by_its_distinct_segments(monkeypatch)
         y = y * 1.001 + 0.5
     loss = y.sum()
     walk = _fused.walk([loss.grad_fn], [bg.autograd.graph.GradientEdge(loss.grad_fn, 0)], [bg.ones(())], [], True, None)
-    mixes = _engine._program_sizes(walk)()
+    mixes = _engine._program_mixes(walk)
     assert isinstance(mixes, tuple) and sum([n for m in mixes for _, n, _ in m]) < len(walk.nodes) / 2
     assert mixes == _segments.distinct_mixes(_fused.template(walk.key).plan, 8)
     whole = _fused.mix(walk.key)
