@@ -70,12 +70,25 @@ def _accumulate(variable, grad, create_graph, take=False):
             variable._grad = old + grad
         else:
             if type(old._v) is not MetaValue:  # a meta gradient stays one: shape and dtype, no values to add
-                # in place: the sum keeps the dtype of .grad (which differs from the gradient's only where the
-                # leaf's grad_dtype is None)
-                old._value = (old._value + grad._value).astype(old._v.dtype)
+                old._value = _sum_into(old, grad)
             old._counter.value += 1
     if variable._post_accumulate_hooks:
         run_post_accumulate_hooks(variable)
+
+
+_HOST_SUM_DTYPES = frozenset([np.dtype(np.float32), np.dtype(np.float64)])
+
+
+def _sum_into(old, grad):
+    """`.grad` (the Tensor `old`) plus `grad`, in the dtype of `.grad` (which differs from the gradient's only where
+    the leaf's grad_dtype is None). Floats of one dtype on the CPU backend add with NumPy, where both already are
+    or can be read without a copy: the sum stays on the host, as the in-place updates that follow it read it."""
+    a, b = old._v, grad._v
+    if a.dtype == b.dtype and a.dtype in _HOST_SUM_DTYPES and a.shape == b.shape:
+        host = host_arrays([a, b])  # None for a deferred value
+        if host is not None:
+            return np.add(host[0], host[1])
+    return (old._value + grad._value).astype(a.dtype)
 
 
 def _references(holder):
@@ -294,7 +307,7 @@ def _compiled_run(walk, create_graph, fuse_now):
     whose chunk was chosen from its program's memory) the program compiles now, in this thread."""
     if walk.key is None or not (
         fuse_now
-        or _lazy.should_fuse(walk.key, _program_sizes(walk), lambda: _fused.stored(walk))
+        or _lazy.should_fuse(walk.key, functools.partial(_program_mixes, walk), lambda: _fused.stored(walk))
         or (not walk.direct and _lazy.fusing())
     ):
         return None, False
@@ -305,13 +318,13 @@ def _compiled_run(walk, create_graph, fuse_now):
     return None, True
 
 
-def _program_sizes(walk):
-    """What the walk's programs are sized by for the cost of compiling them (_payback.compile_estimate): its nodes,
-    or where it runs in segments, the steps of each distinct segment."""
+def _program_mixes(walk):
+    """What the walk's programs are made of, for the cost of compiling them (_payback.compile_estimate): the ops of
+    its nodes, or where it runs in segments, of each distinct segment. The cost model asks once per structure."""
     limit = _fusion.segment_size()
     if _fusion.allows(len(walk.nodes)) or limit is None:
-        return len(walk.nodes)
-    return _segments.distinct_sizes(_fused.template(walk.key).plan, limit)
+        return _fused.mix(walk.key)
+    return _segments.distinct_mixes(_fused.template(walk.key).plan, limit)
 
 
 def _run_prehooks(node, hooks, cotangents, batch):

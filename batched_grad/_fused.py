@@ -16,7 +16,7 @@ from vmap._memory import lowerable
 from vmap._rows import map_rows
 from vmap._shards import replicated
 
-from . import _basis, _graph, _lazy
+from . import _basis, _graph, _lazy, _payback
 from ._graph import AccumulateGrad
 from ._host import unshared
 from ._lazy import CallStep, Output, Pending, hashed_once, intern, read, record
@@ -116,9 +116,10 @@ class _Encoder:
 
     def node(self, node, i, index):
         """The NodeEntry of node `i` (its edges lead to nodes of `index`), or None if it cannot be fused."""
-        if type(node) is AccumulateGrad:
+        kind = type(node)
+        if kind is AccumulateGrad:
             return None if node.variable._hooks or node.node_hooks else LEAF
-        if not _fusible(node):
+        if not (kind is OpNode or isinstance(node, OpNode)) or not _fusible(node):
             return None
         call = node.call
         call_args = None if call is None else call.args  # before its result: another thread sets the result first
@@ -132,10 +133,10 @@ class _Encoder:
         for s, a in zip(node.saved, call_args if fused_call else node.saved):
             if type(s) is SavedValue:
                 value = s.value  # before `freed`: another thread's release marks it freed first
-                if s.stale():
-                    return None  # the per-node engine raises torch's error if the node runs
                 if s.packed is not None:
                     return None  # saved under saved_tensors_hooks: the per-node engine unpacks it
+                if s.stale():
+                    return None  # the per-node engine raises torch's error if the node runs
                 s = value
             r = None if s is None else ref(s)
             saved.append(r)
@@ -147,12 +148,15 @@ class _Encoder:
 
 
 def _fusible(node):
-    """Whether a node other than a leaf can be part of a fused program: a table op without hooks or retained
-    gradients whose results torch's backward reads were not changed in place (else the per-node engine runs it,
-    and raises torch's error where there is one)."""
-    if not isinstance(node, OpNode) or node.tensor_pre_hooks or node.retained or node.node_hooks:
+    """Whether an OpNode can be part of a fused program: a table op without hooks or retained gradients whose results
+    torch's backward reads were not changed in place (else the per-node engine runs it, and raises torch's error
+    where there is one)."""
+    if node.tensor_pre_hooks or node.retained or node.node_hooks:
         return False
-    return all([s.counter.value == s.version for s in node.saved_results])
+    for s in node.saved_results:
+        if s.counter.value != s.version:
+            return False
+    return True
 
 
 def _topological(root_nodes):
@@ -437,8 +441,13 @@ def compile_now(w, root_grads, create_graph):
 def _with_fused(t, key):
     """The template `t` of `key`, with its fused Program (made once)."""
     if t.fused is None:
-        t.fused = _lazy.program_for(key, lambda: functools.partial(_forward_and_backward, t=t), len(key.entries))
+        t.fused = _lazy.program_for(key, lambda: functools.partial(_forward_and_backward, t=t), lambda: mix(key))
     return t
+
+
+def mix(key):
+    """The ops of the walk `key` (_payback.Mix): its nodes' (each computed with its forward in the fused program)."""
+    return _payback.mix_of([entry.sig for entry in key.entries])
 
 
 def _placed(frontier, shards):

@@ -82,11 +82,16 @@ def fusing():
     return _fusing[-1] and _fusion.get_fusion() != "off"
 
 
-def should_fuse(key, size, stored=None):
-    """Count one more sighting of a structure of `size` ops; whether it runs as its own program now: once the time
-    it spent running per op pays for that program's compile, or its load where `stored()` says the store holds it
-    (_payback.py), or with a fixed FUSE_AFTER once it has been seen more than that many times; never where fusion
-    is off (_fusion.py decides whether it runs whole or in segments)."""
+def mix_of_steps(key):
+    """A function giving the ops of the structure `key` (_payback.Mix), which the cost model calls once per key."""
+    return lambda: _payback.mix_of([step.sig for step in key.steps])
+
+
+def should_fuse(key, mix, stored=None):
+    """Count one more sighting of a structure of the ops `mix` (see _payback.pays_back); whether it runs as its own
+    program now: once the time it spent running per op pays for that program's compile, or its load where
+    `stored()` says the store holds it (_payback.py), or with a fixed FUSE_AFTER once it has been seen more than that
+    many times; never where fusion is off (_fusion.py decides whether it runs whole or in segments)."""
     if not fusing():
         return False
     count = _seen.get(key, 0) + 1
@@ -95,7 +100,7 @@ def should_fuse(key, size, stored=None):
     _seen[key] = count
     if FUSE_AFTER is not None:
         return count > FUSE_AFTER
-    return _payback.pays_back(key, size, stored)
+    return _payback.pays_back(key, mix, stored)
 
 
 def set_fuse_after(n):
@@ -305,7 +310,7 @@ def _evaluate(target):
         # a backward program fuses with the calls it reads
         if any(c.op.whole_backward for c in calls) or (
             _fusion.allows(len(calls))
-            and should_fuse(key, len(calls), lambda: _fused_program(calls, key, outputs)[0].stored(frontier))
+            and should_fuse(key, mix_of_steps(key), lambda: _fused_program(calls, key, outputs)[0].stored(frontier))
         ):
             _run_fused(calls, frontier, key, outputs)
             return
@@ -320,7 +325,7 @@ def _fused_program(calls, key, outputs):
     """The Program of a structure's `calls` returning the results of `outputs`, and which of the calls those are."""
     kept = tuple([i for i, c in enumerate(calls) if c in outputs])
     make = lambda: functools.partial(_run_kept, steps=key.steps, kept=kept)  # noqa: E731
-    return program_for(intern((key, kept)), make, len(calls)), kept
+    return program_for(intern((key, kept)), make, mix_of_steps(key)), kept
 
 
 def _run_fused(calls, frontier, key, outputs):
@@ -353,7 +358,7 @@ def _run_segments(calls, target, limit):
         segment, frontier, key, _ = _structure(list(outputs))
         if len(segment) > 1 and should_fuse(
             key,
-            len(segment),
+            mix_of_steps(key),
             lambda: _fused_program(segment, key, outputs)[0].stored(frontier),  # noqa: B023
         ):
             _run_fused(segment, frontier, key, outputs)
@@ -408,7 +413,7 @@ def evaluate_mapped(values, mapped, chunk_size=None, shards=None):
                     chunk_size=chunk,
                     shards=shards,
                 ),
-                len(key.steps),
+                mix_of_steps(key),
             )
 
         if chunk_size == AUTO:
@@ -419,15 +424,15 @@ def evaluate_mapped(values, mapped, chunk_size=None, shards=None):
         return program(chunk_size)(*frontier)
 
 
-def program_for(key, make_fn, size):
-    """The compiled Program of a structure of `size` ops, made by `make_fn()` the first time (at most 1024 kept,
-    like kernels; the budget bounds their executables). The key names it in the store of executables: it fixes
-    what the program computes."""
+def program_for(key, make_fn, mix):
+    """The compiled Program of a structure of the ops `mix` (a _payback.Mix, or a function giving it), made by
+    `make_fn()` the first time (at most 1024 kept, like kernels; the budget bounds their executables). The key names
+    it in the store of executables: it fixes what the program computes."""
     program = _program_cache.get(key)
     if program is None:
         if len(_program_cache) > 1024:
             _program_cache.clear()
-        program = _program_cache[key] = Program(make_fn(), key, size)
+        program = _program_cache[key] = Program(make_fn(), key, mix() if callable(mix) else mix)
     return program
 
 

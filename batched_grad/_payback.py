@@ -8,11 +8,16 @@ without a program reaches what its program is estimated to cost: the rule that n
 better choice made in hindsight, whatever the number of repeats. A script that runs a loop ten times then
 compiles only the structures whose runs are slow, and a long loop compiles every structure it repeats.
 
-The estimates are measured in this process: the compile of a program of n ops is predicted as a factor times
-(PRIOR_FIXED + PRIOR_PER_OP * n), the factor the geometric mean of measured over predicted for the programs compiled
-so far (1 before the first); a program whose executable the store holds (_store.py) costs the mean time its loads
-took (PRIOR_LOAD before the first). The time spent without a program excludes what this thread spent compiling
-kernels and tracing host forms meanwhile (one-time work, which a program would not save).
+The estimates are measured in this process. A program's compile is predicted from the ops it is made of (its Mix):
+PRIOR_FIXED plus a prior per op, which XLA's compile of that op sets: a node of plain float arithmetic (add, mul,
+...), a view, relu, abs, sqrt or sin fuses into a loop with its neighbours and is priced 1.5 ms, the others (tanh
+and the functions computed in float64, exp, log1p, matmul, reductions: 20-55 ms measured) 30 ms, forward and VJP of
+one node on the 2-core benchmark machine. Each compile then corrects what is predicted: an op's prior is scaled by
+the geometric mean of measured over predicted of the compiles it took part in, each weighted by its share of their
+prediction, and the ops not compiled yet (and the fixed part) by that mean over every compile so far (1 before the
+first); a program whose executable the store holds (_store.py) costs the mean time its loads took (PRIOR_LOAD before
+the first). The time spent without a program excludes what this thread spent compiling kernels and tracing host
+forms meanwhile (one-time work, which a program would not save).
 
 `set_fuse_after(n)` (or BATCHED_GRAD_FUSE_AFTER=n) replaces the model by a count: a structure is compiled from its
 (n+1)-th sighting on, whatever the times (the tests use it, so that which tier runs a call does not depend on
@@ -25,17 +30,24 @@ import time
 import warnings
 
 ENV = "BATCHED_GRAD_FUSE_AFTER"
-# a fused program's trace, lowering and XLA compile on the 2-core benchmark machine: about 0.03 s plus 0.01 s per
-# node of its structure (a 6-node gradient 60-80 ms, 18 nodes 0.2 s, 66 nodes 0.67 s, 130 nodes 1.3 s)
-PRIOR_FIXED = 0.03
-PRIOR_PER_OP = 0.01
+# a fused program's trace, lowering and XLA compile on the 2-core benchmark machine (forward and backward of a chain
+# of n nodes on 32 floats, fitted over n = 4, 16, 48): about 0.05-0.08 s, plus per node 1.5-2 ms for float
+# arithmetic (mul and add: 11 nodes 0.08 s, 99 nodes 0.22 s; a 256-step backward segment of them 0.2-0.3 s), sin,
+# and, within 2x of those, relu, abs, sqrt and views (reshape, permute); 43 ms for tanh (computed in float64),
+# 41 ms for sigmoid, 54 ms for a 32x32 matrix-vector product, 40-55 ms for exp, log1p, or a mean
+PRIOR_FIXED = 0.05
+PRIOR_PER_OP = 0.03
+PRIOR_CHEAP = 0.0015
+CHEAP = frozenset({"add", "sub", "mul", "div", "neg", "rsub", "relu", "abs", "sqrt", "sin"})  # and every view op
 PRIOR_LOAD = 0.005  # loading an executable from the store: deserializing it (2-3 ms for a small one)
 _LIMIT = 4096  # structures whose spent time is kept (then forgotten, as the sighting counts are)
 
 _lock = threading.Lock()
 _spent = {}  # structural key -> seconds spent running it without its program
 _stored = {}  # structural key -> whether the store holds its program's executable
-_compiles = [0.0, 0]  # sum of log(measured / predicted), count
+_compiles = [0.0, 0]  # sum of log(measured / prior), count
+_learned = {}  # op name -> [sum of share * log(measured / prior), sum of shares] over the compiles it took part in
+_mixes = {}  # structural key -> its Mix (or tuple of Mixes), made once
 _loads = [0.0, 0]  # sum of seconds, count
 _local = threading.local()
 
@@ -104,11 +116,47 @@ def note_unfused(key, seconds):
         _spent[key] = _spent.get(key, 0.0) + seconds
 
 
-def note_compile(size, seconds):
-    """A program of a structure of `size` ops took `seconds` to trace, lower and compile."""
+class Mix(tuple):
+    """The ops of a structure's program: ((op name, count, prior seconds per node), ...), sorted by name."""
+
+
+def op_prior(op):
+    """The prior seconds a node of the table op `op` adds to the compile of a program."""
+    return PRIOR_CHEAP if op.view or op.name in CHEAP else PRIOR_PER_OP
+
+
+def mix_of(sigs):
+    """The Mix of the Signatures `sigs` (None, a leaf's, counts for nothing)."""
+    counts = {}
+    for sig in sigs:
+        if sig is not None:
+            op = sig.op
+            entry = counts.get(op.name)
+            counts[op.name] = [1, op_prior(op)] if entry is None else [entry[0] + 1, entry[1]]
+    return Mix([(name, count, prior) for name, (count, prior) in sorted(counts.items())])
+
+
+def _priors(mix):
+    """[(op name, or None for the fixed part; its prior seconds)] of a program of `mix` (or of an op count)."""
+    if isinstance(mix, int):  # ops of unknown kinds
+        return [(None, PRIOR_FIXED + PRIOR_PER_OP * mix)]
+    return [(None, PRIOR_FIXED)] + [(name, count * prior) for name, count, prior in mix]
+
+
+def note_compile(mix, seconds):
+    """A program of the ops `mix` (a Mix, or a count of ops of unknown kinds) took `seconds` to trace, lower and
+    compile."""
+    priors = _priors(mix)
+    total = sum([p for _, p in priors])
+    ratio = math.log(max(seconds, 1e-4) / total)
     with _lock:
-        _compiles[0] += math.log(max(seconds, 1e-4) / _prior(size))
+        _compiles[0] += ratio
         _compiles[1] += 1
+        for name, p in priors:
+            if name is not None:
+                learned = _learned.setdefault(name, [0.0, 0.0])
+                learned[0] += p / total * ratio
+                learned[1] += p / total
 
 
 def note_load(seconds):
@@ -118,16 +166,19 @@ def note_load(seconds):
         _loads[1] += 1
 
 
-def _prior(size):
-    return PRIOR_FIXED + PRIOR_PER_OP * size
+def _factor(name, overall):
+    learned = _learned.get(name)
+    return math.exp(learned[0] / learned[1]) if learned is not None and learned[1] > 0 else overall
 
 
-def compile_estimate(size):
-    """The predicted seconds of compiling the program of a structure of `size` ops, or the programs of a structure
-    run in segments (`size` a tuple: the ops of each distinct segment, equal segments sharing one program)."""
+def compile_estimate(mix):
+    """The predicted seconds of compiling the program of a structure of the ops `mix` (a Mix, or a count of ops of
+    unknown kinds), or the programs of a structure run in segments (a tuple of them: one per distinct segment,
+    equal segments sharing one program)."""
     total, count = _compiles
-    sizes = size if isinstance(size, tuple) else (size,)
-    return sum([_prior(n) for n in sizes]) * (math.exp(total / count) if count else 1.0)
+    overall = math.exp(total / count) if count else 1.0
+    mixes = mix if isinstance(mix, tuple) and not isinstance(mix, Mix) else (mix,)
+    return sum([p * _factor(name, overall) for m in mixes for name, p in _priors(m)])
 
 
 def load_estimate():
@@ -136,14 +187,22 @@ def load_estimate():
     return total / count if count else PRIOR_LOAD
 
 
-def pays_back(key, size, stored=None):
-    """Whether the structure `key` (of `size` ops: see compile_estimate) has spent at least what its program costs:
-    its compile, or, where `stored()` says the store holds the executable, its load (`stored` is asked once per
-    structure, and only once the spent time has reached the load's cost)."""
+def pays_back(key, mix, stored=None):
+    """Whether the structure `key` (of the ops `mix`: see compile_estimate; or a function making them, called once
+    per structure) has spent at least what its program costs: its compile, or, where `stored()` says the store holds
+    the executable, its load (`stored` is asked once per structure, and only once the spent time has reached the
+    load's cost)."""
     spent = _spent.get(key, 0.0)
     if spent <= 0.0:
         return False
-    if spent >= compile_estimate(size):
+    if callable(mix):
+        made = _mixes.get(key)
+        if made is None:
+            if len(_mixes) > _LIMIT:
+                _mixes.clear()
+            made = _mixes[key] = mix()
+        mix = made
+    if spent >= compile_estimate(mix):
         return True
     if stored is None or spent < load_estimate():
         return False

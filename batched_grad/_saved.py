@@ -16,6 +16,7 @@ from . import _dual, _saved_hooks
 from ._anomaly import mode as _anomaly
 from ._graph import UNCHANGING, edge_of
 from ._host import unshared
+from ._lazy import Pending
 
 BACKWARD_TWICE = (
     "Trying to backward through the graph a second time (or directly access saved tensors after they "
@@ -134,10 +135,17 @@ class SavedValue:
             raise modified_error(shape, self.value.dtype, node, self.counter.value, self.version, output_nr)
 
     def array(self):
-        """The saved value (an array or a Pending one), after the engine's checks."""
+        """The saved value (an array or a Pending one), after the engine's checks. A Pending one whose call has been
+        computed is replaced by its array: an op reading it then runs now rather than deferred behind it."""
         value, packed = self.value, self.packed  # read before the check: another thread's free() marks it freed
         self.check()  # before dropping them
-        return value if packed is None else unshared(_unpacked(packed)._v)
+        if packed is not None:
+            return unshared(_unpacked(packed)._v)
+        if type(value) is Pending and value.call.result is not None:
+            value = value.call.result[value.k]
+            if self.value is not None:  # not freed meanwhile
+                self.value = value
+        return value
 
     def unpack(self, graph_mode):
         """The saved value as a Tensor for the engine; with `graph_mode` it is still connected to the graph."""

@@ -8,7 +8,7 @@ compile time and memory grow at most linearly with the graph. The forward is com
 import functools
 from typing import NamedTuple
 
-from . import _basis, _lazy
+from . import _basis, _lazy, _payback
 from ._fused import BackwardPlan, Step, backward_links, backward_reads, template, traced_backward
 from ._host import unshared
 from ._lazy import Output, intern, kernel
@@ -124,10 +124,14 @@ def layout(plan, limit):
     return tuple(segments)
 
 
-def distinct_sizes(plan, limit):
-    """The steps of each distinct program of the backward `plan` cut into segments of at most `limit` steps (equal
-    segments, those of a long uniform chain, share one)."""
-    return tuple([len(p.steps) for p in dict.fromkeys([seg.plan for seg in layout(plan, limit)])])
+def _mix(plan):
+    return _payback.mix_of([step.spec.sig for step in plan.steps])
+
+
+def distinct_mixes(plan, limit):
+    """The ops (_payback.Mix) of each distinct program of the backward `plan` cut into segments of at most `limit`
+    steps (equal segments, those of a long uniform chain, share one)."""
+    return tuple([_mix(p) for p in dict.fromkeys([seg.plan for seg in layout(plan, limit)])])
 
 
 def run(w, root_grads, create_graph, release, limit):
@@ -178,7 +182,7 @@ def _run_segment(seg, args, recorded, direct):
         program = _lazy.program_for(
             intern(("segment", seg.plan)),
             lambda: functools.partial(_traced_segment, plan=seg.plan),
-            len(seg.plan.steps),
+            lambda: _mix(seg.plan),
         )
         return program(*args)
     outs = apply(SEGMENT, args, plan=seg.plan)
