@@ -122,6 +122,10 @@ RARE_FAMILIES = (
     "distribution families and transforms rarely used in autograd code: not yet ported; the common families, "
     "Independent, MixtureSameFamily and TransformedDistribution with the elementwise transforms are here"
 )
+SELECTIVE_CHECKPOINT = (
+    "selective activation checkpointing (a policy choosing per ATen op what to save or recompute): needs "
+    "torch's dispatch modes; checkpoint and checkpoint_sequential, both variants, are here"
+)
 NESTED_IO = "NestedIOFunction: torch's legacy autograd.Function with nested inputs; use autograd.Function"
 
 
@@ -335,6 +339,12 @@ OMITTED = {
             non_deterministic runtime_validation runtime_validation_disabled argument_validation""",
         ),
         **_names(DISTRIBUTED, "DistributedSampler"),
+    },
+    "torch.utils.checkpoint": {
+        **_names(
+            SELECTIVE_CHECKPOINT,
+            "CheckpointPolicy SelectiveCheckpointContext create_selective_checkpoint_contexts SAC_IGNORED_OPS",
+        ),
     },
     "torch.func": {
         **_names(REARRANGE, "rearrange"),

@@ -22,6 +22,7 @@ import torch.nn.utils
 import torch.optim
 import torch.optim.lr_scheduler
 import torch.special
+import torch.utils.checkpoint
 import torch.utils.data
 
 import batched_grad as bg
@@ -31,6 +32,7 @@ import batched_grad.distributions  # noqa: E402,F401
 import batched_grad.fft  # noqa: E402,F401
 import batched_grad.func  # noqa: E402,F401
 import batched_grad.special  # noqa: E402,F401
+import batched_grad.utils.checkpoint  # noqa: E402,F401
 import batched_grad.utils.data  # noqa: E402,F401
 from batched_grad._omitted import OMITTED
 
@@ -53,6 +55,7 @@ NAMESPACES = {
     "torch.autograd.graph": (torch.autograd.graph, bg.autograd.graph, "all"),
     "torch.func": (torch.func, bg.func, "all"),
     "torch.utils.data": (torch.utils.data, bg.utils.data, "all"),
+    "torch.utils.checkpoint": (torch.utils.checkpoint, bg.utils.checkpoint, "all"),
     "torch.distributions": (torch.distributions, bg.distributions, "all"),
 }
 _KINDS = {
