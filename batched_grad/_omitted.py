@@ -98,9 +98,9 @@ FUSED_NEW = (
     "fused or grouped kernels new in torch 2.x (linear_cross_entropy, grouped_mm, scaled_mm with float8 "
     "scales): not yet implemented; compose F.linear with F.cross_entropy"
 )
-REPARAMETRIZE = (
-    "weight/spectral normalization (weight_norm, spectral_norm and their removal, which torch makes of module "
-    "forward pre-hooks): not yet implemented"
+ORTHOGONAL = (
+    "the orthogonal parametrization (matrix_exp / Cayley / Householder maps onto orthogonal matrices): not yet "
+    "ported; register_parametrization, weight_norm and spectral_norm are here"
 )
 MEMORY_FORMAT = "memory formats (channels_last): batched_grad tensors have no memory-format choice"
 OPTIMIZERS = (
@@ -293,9 +293,10 @@ OMITTED = {
     },
     "torch.nn.init": {},
     "torch.nn.utils": {
-        **_names(REPARAMETRIZE, "weight_norm remove_weight_norm spectral_norm remove_spectral_norm"),
         **_names(MEMORY_FORMAT, "convert_conv2d_weight_memory_format convert_conv3d_weight_memory_format"),
     },
+    "torch.nn.utils.parametrize": {},
+    "torch.nn.utils.parametrizations": {**_names(ORTHOGONAL, "orthogonal")},
     "torch.fft": {},
     "torch.special": {
         **_names(

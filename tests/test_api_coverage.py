@@ -19,6 +19,8 @@ import torch.linalg
 import torch.nn.functional
 import torch.nn.init
 import torch.nn.utils
+import torch.nn.utils.parametrizations
+import torch.nn.utils.parametrize
 import torch.optim
 import torch.optim.lr_scheduler
 import torch.special
@@ -45,6 +47,8 @@ NAMESPACES = {
     "torch.nn.functional": (torch.nn.functional, bg.nn.functional, "functions"),
     "torch.nn.init": (torch.nn.init, bg.nn.init, "functions"),
     "torch.nn.utils": (torch.nn.utils, bg.nn.utils, "all"),
+    "torch.nn.utils.parametrize": (torch.nn.utils.parametrize, bg.nn.utils.parametrize, "all"),
+    "torch.nn.utils.parametrizations": (torch.nn.utils.parametrizations, bg.nn.utils.parametrizations, "all"),
     "torch.linalg": (torch.linalg, bg.linalg, "all"),
     "torch.fft": (torch.fft, bg.fft, "functions"),
     "torch.special": (torch.special, bg.special, "functions"),
