@@ -317,6 +317,7 @@ OMITTED = {
         **_names(SPARSE, "SparseAdam"),
     },
     "torch.optim.lr_scheduler": {},
+    "torch.optim.swa_utils": {},
     "torch.autograd": {
         **_names(ENGINE_THREADS, "set_multithreading_enabled enforce_grad_layout_policy"),
         **_names(NESTED_IO, "NestedIOFunction"),

@@ -23,6 +23,7 @@ import torch.nn.utils.parametrizations
 import torch.nn.utils.parametrize
 import torch.optim
 import torch.optim.lr_scheduler
+import torch.optim.swa_utils
 import torch.special
 import torch.utils.checkpoint
 import torch.utils.data
@@ -54,6 +55,7 @@ NAMESPACES = {
     "torch.special": (torch.special, bg.special, "functions"),
     "torch.optim": (torch.optim, bg.optim, "optimizers"),
     "torch.optim.lr_scheduler": (torch.optim.lr_scheduler, bg.optim.lr_scheduler, "all"),
+    "torch.optim.swa_utils": (torch.optim.swa_utils, bg.optim.swa_utils, "all"),
     "torch.autograd": (torch.autograd, bg.autograd, "all"),
     "torch.autograd.functional": (torch.autograd.functional, bg.autograd.functional, "all"),
     "torch.autograd.graph": (torch.autograd.graph, bg.autograd.graph, "all"),
