@@ -9,7 +9,7 @@ SPARSE = "sparse tensors: batched_grad tensors are dense JAX arrays (no sparse l
 QUANTIZED = "quantized tensors and quantization kernels: no quantized dtypes or qschemes"
 NARROW_DTYPES = "dtypes JAX has no arrays of (complex32, float8/float4, sub-byte and unsigned 16-64-bit integers)"
 CUDA = (
-    "CUDA/accelerator runtime control (streams, events, autocast, cuDNN/MIOpen/MKLDNN switches): JAX and XLA "
+    "CUDA/accelerator runtime control (streams, events, IPU/XLA autocast, cuDNN/MIOpen/MKLDNN switches): JAX and XLA "
     "place and compile; there is no per-op kernel or precision switch to set"
 )
 BACKEND_KERNELS = (
@@ -163,11 +163,7 @@ OMITTED = {
         ),
         **_names(
             CUDA,
-            """autocast_decrement_nesting autocast_increment_nesting clear_autocast_cache
-            get_autocast_cpu_dtype get_autocast_dtype get_autocast_gpu_dtype get_autocast_ipu_dtype
-            get_autocast_xla_dtype is_autocast_cache_enabled is_autocast_cpu_enabled is_autocast_enabled
-            is_autocast_ipu_enabled is_autocast_xla_enabled set_autocast_cache_enabled set_autocast_cpu_dtype
-            set_autocast_cpu_enabled set_autocast_dtype set_autocast_enabled set_autocast_gpu_dtype
+            """get_autocast_ipu_dtype get_autocast_xla_dtype is_autocast_ipu_enabled is_autocast_xla_enabled
             set_autocast_ipu_dtype set_autocast_ipu_enabled set_autocast_xla_dtype set_autocast_xla_enabled
             cudnn_is_acceptable is_vulkan_available get_device_module set_default_device set_default_tensor_type
             profiler_allow_cudagraph_cupti_lazy_reinit_cuda12""",
@@ -342,6 +338,7 @@ OMITTED = {
         ),
         **_names(DISTRIBUTED, "DistributedSampler"),
     },
+    "torch.amp": {},
     "torch.utils.checkpoint": {
         **_names(
             SELECTIVE_CHECKPOINT,
@@ -378,7 +375,6 @@ OUT_OF_SCOPE_MODULES = {
     "torch.cuda.Stream": CUDA,
     "torch.cuda.Event": CUDA,
     "torch.cuda.stream": CUDA,
-    "torch.cuda.amp": CUDA,
     "torch.ao": QUANTIZED,
     "torch.quantization": QUANTIZED,
     "torch.distributed": DISTRIBUTED,

@@ -10,6 +10,7 @@ import pytest
 
 pytest.importorskip("torch")
 import torch
+import torch.amp
 import torch.autograd.functional
 import torch.autograd.graph
 import torch.distributions
@@ -62,6 +63,7 @@ NAMESPACES = {
     "torch.func": (torch.func, bg.func, "all"),
     "torch.utils.data": (torch.utils.data, bg.utils.data, "all"),
     "torch.utils.checkpoint": (torch.utils.checkpoint, bg.utils.checkpoint, "all"),
+    "torch.amp": (torch.amp, bg.amp, "all"),
     "torch.distributions": (torch.distributions, bg.distributions, "all"),
 }
 _KINDS = {
