@@ -19,6 +19,7 @@ from . import (  # noqa: E402  # noqa: E402
     cuda,
     fft,
     func,  # noqa: E402
+    jit,
     linalg,
     nn,
     optim,
