@@ -27,6 +27,7 @@ from . import (  # noqa: E402  # noqa: E402
     special,
     testing,
     utils,
+    version,
 )
 from ._budget import set_cache_limit
 from ._cache import set_compilation_cache
@@ -123,6 +124,6 @@ from .func import vmap  # vmap.vmap, as torch.vmap is torch.func.vmap
 
 globals().update(_TYPED)  # FloatTensor, LongTensor, ...: torch's legacy typed constructors
 newaxis = None  # as torch.newaxis, for x[:, newaxis]
-__version__ = "0.1.0"
+__version__ = version.__version__
 
 from . import distributions  # noqa: E402  (last: it is written with the public names above)
