@@ -231,3 +231,18 @@ def test_graph_exec_group_recomputes_once_for_several_backward_calls():
     (ours, grad), (theirs, t_grad) = _recomputations_in_a_group(bg), _recomputations_in_a_group(torch)
     assert ours == theirs
     assert_same(grad, t_grad)
+
+
+def _batched_and_second_order(m):
+    x = m.tensor(X, requires_grad=True)
+    y = m.utils.checkpoint.checkpoint(lambda t: (t.sin() * t).sum(1), x, use_reentrant=False)
+    (rows,) = m.autograd.grad(y, x, m.eye(2, dtype=m.float64), is_grads_batched=True)
+
+    def energy(t):
+        return m.utils.checkpoint.checkpoint(lambda u: (u.exp() * u).sum(), t, use_reentrant=False)
+
+    return rows, m.autograd.functional.hessian(energy, m.tensor([0.1, 0.2], dtype=m.float64))
+
+
+def test_non_reentrant_with_batched_grads_and_hessian():
+    assert_same(_batched_and_second_order(bg), _batched_and_second_order(torch))
