@@ -98,10 +98,6 @@ FUSED_NEW = (
     "fused or grouped kernels new in torch 2.x (linear_cross_entropy, grouped_mm, scaled_mm with float8 "
     "scales): not yet implemented; compose F.linear with F.cross_entropy"
 )
-ORTHOGONAL = (
-    "the orthogonal parametrization (matrix_exp / Cayley / Householder maps onto orthogonal matrices): not yet "
-    "ported; register_parametrization, weight_norm and spectral_norm are here"
-)
 MEMORY_FORMAT = "memory formats (channels_last): batched_grad tensors have no memory-format choice"
 OPTIMIZERS = (
     "optimizers new in torch 2.x, not yet ported: Adafactor and Muon; SGD, Adam(W), RMSprop, Adagrad, "
@@ -292,7 +288,7 @@ OMITTED = {
         **_names(MEMORY_FORMAT, "convert_conv2d_weight_memory_format convert_conv3d_weight_memory_format"),
     },
     "torch.nn.utils.parametrize": {},
-    "torch.nn.utils.parametrizations": {**_names(ORTHOGONAL, "orthogonal")},
+    "torch.nn.utils.parametrizations": {},
     "torch.fft": {},
     "torch.special": {
         **_names(

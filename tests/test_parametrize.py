@@ -205,3 +205,52 @@ def test_errors_match_torch(call):
 
 def test_import_forms():
     assert register_parametrization is bg.nn.utils.parametrize.register_parametrization
+
+
+def _orthogonal_layer(m, orthogonal_map, shape=(3, 3), complex_=False):
+    layer = m.nn.Linear(shape[1], shape[0], bias=False)
+    values = np.linspace(-1.0, 1.2, shape[0] * shape[1]).reshape(shape) + np.eye(*shape)
+    with m.no_grad():
+        layer.weight.copy_(m.tensor(values, dtype=m.float32))
+    m.nn.utils.parametrizations.orthogonal(layer, orthogonal_map=orthogonal_map)
+    x = m.tensor(np.linspace(-1, 1, 2 * shape[1]).reshape(2, shape[1]), dtype=m.float32)
+    layer(x).pow(3).sum().backward()
+    p = layer.parametrizations.weight
+    weight = layer.weight
+    gram = weight.mT @ weight if shape[0] >= shape[1] else weight @ weight.mT
+    return sorted(layer.state_dict()), (weight, gram, p.original.grad)
+
+
+@pytest.mark.parametrize("orthogonal_map", [None, "matrix_exp", "cayley", "householder"])
+def test_orthogonal_parametrization_of_a_square_weight_matches_torch(orthogonal_map):
+    ours, theirs = _orthogonal_layer(bg, orthogonal_map), _orthogonal_layer(torch, orthogonal_map)
+    assert ours[0] == theirs[0]
+    assert_same(ours[1], theirs[1], rtol=1e-4, atol=1e-5)
+
+
+def test_orthogonal_non_square_weight_has_orthonormal_columns():
+    """Its base is completed by random columns (as torch's), so only the structure is compared."""
+    bg.manual_seed(0)
+    _, (weight, gram, grad) = _orthogonal_layer(bg, None, shape=(4, 2))
+    np.testing.assert_allclose(gram.detach().numpy(), np.eye(2), atol=1e-5)
+    assert grad.shape == (4, 2)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda m: m.nn.utils.parametrizations.orthogonal(m.nn.Linear(3, 3), orthogonal_map="qr"),
+        lambda m: m.nn.utils.parametrizations.orthogonal(m.nn.Linear(3, 3), name="bias"),
+        lambda m: m.nn.utils.parametrizations.orthogonal(m.nn.Linear(3, 3), name="nothing"),
+    ],
+    ids=["unknown_map", "vector", "no_such_weight"],
+)
+def test_orthogonal_errors_match_torch(call):
+    raises_like_torch(call)
+
+
+def test_orthogonal_householder_without_trivialization_is_refused_by_name():
+    with pytest.raises(NotImplementedError, match="geqrf"):
+        bg.nn.utils.parametrizations.orthogonal(
+            bg.nn.Linear(3, 3), orthogonal_map="householder", use_trivialization=False
+        )

@@ -1,4 +1,5 @@
-"""torch.nn.utils.parametrizations: weight and spectral normalization as parametrizations (parametrize.py).
+"""torch.nn.utils.parametrizations: weight and spectral normalization as parametrizations (parametrize.py), and
+orthogonal (_orthogonal.py).
 
 weight_norm keeps `parametrizations.<name>.original0` (g, the norms) and `original1` (v, the direction);
 spectral_norm keeps the weight as `original` and the power iteration's vectors as the buffers `_u` and `_v` of
@@ -10,8 +11,9 @@ from ..._tensor import Tensor
 from ..functional import normalize
 from ..module import Module
 from . import parametrize
+from ._orthogonal import orthogonal
 
-__all__ = ["spectral_norm", "weight_norm"]
+__all__ = ["orthogonal", "spectral_norm", "weight_norm"]
 
 
 def norm_except_dim(v, pow=2, dim=0):  # noqa: A002  (torch's name)
