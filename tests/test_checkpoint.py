@@ -246,3 +246,47 @@ def _batched_and_second_order(m):
 
 def test_non_reentrant_with_batched_grads_and_hessian():
     assert_same(_batched_and_second_order(bg), _batched_and_second_order(torch))
+
+
+def _batch_norm_inside(m, reentrant):
+    """The recomputation runs the batch norm again, so its running statistics move twice, as torch's do."""
+    bn = m.nn.BatchNorm1d(4, momentum=0.5)
+    x = m.tensor(X, dtype=m.float32, requires_grad=True)
+    y = m.utils.checkpoint.checkpoint(lambda t: bn(t).tanh(), x, use_reentrant=reentrant)
+    y.pow(2).sum().backward()
+    return x.grad, bn.running_mean, bn.running_var, int(bn.num_batches_tracked)
+
+
+@VARIANTS
+def test_batch_norm_statistics_update_in_the_recomputation_as_torch(reentrant):
+    ours, theirs = _batch_norm_inside(bg, reentrant), _batch_norm_inside(torch, reentrant)
+    assert ours[3] == theirs[3]
+    assert_same(ours[:3], theirs[:3], rtol=1e-5, atol=1e-6)
+
+
+def _context_fn_log(m):
+    import contextlib
+
+    log = []
+
+    @contextlib.contextmanager
+    def tagged(name):
+        log.append(f"enter {name}")
+        yield
+        log.append(f"exit {name}")
+
+    x = m.tensor(X, requires_grad=True)
+    y = m.utils.checkpoint.checkpoint(
+        lambda t: (log.append("run"), t.exp())[1],
+        x,
+        use_reentrant=False,
+        context_fn=lambda: (tagged("forward"), tagged("recompute")),
+    )
+    y.sum().backward()
+    return log, x.grad
+
+
+def test_context_fn_wraps_the_forward_and_the_recomputation():
+    ours, theirs = _context_fn_log(bg), _context_fn_log(torch)
+    assert ours[0] == theirs[0]
+    assert_same(ours[1], theirs[1])
