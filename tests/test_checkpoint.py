@@ -290,3 +290,20 @@ def test_context_fn_wraps_the_forward_and_the_recomputation():
     ours, theirs = _context_fn_log(bg), _context_fn_log(torch)
     assert ours[0] == theirs[0]
     assert_same(ours[1], theirs[1])
+
+
+def _inputs_without_grad(m):
+    """torch's known pitfall: the reentrant variant's output needs an input requiring grad; parameters inside the
+    function are not enough. The non-reentrant variant records them."""
+    layer = m.nn.Linear(2, 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        reentrant = m.utils.checkpoint.checkpoint(layer, m.ones(1, 2), use_reentrant=True)
+    plain = m.utils.checkpoint.checkpoint(layer, m.ones(1, 2), use_reentrant=False)
+    plain.sum().backward()
+    doubled, three = m.utils.checkpoint.checkpoint(lambda t: (t * 2, 3), m.ones(2, requires_grad=True), use_reentrant=1)
+    return reentrant.requires_grad, plain.requires_grad, layer.weight.grad is not None, three, doubled.requires_grad
+
+
+def test_which_outputs_require_grad_matches_torch():
+    assert _inputs_without_grad(bg) == _inputs_without_grad(torch) == (False, True, True, 3, True)
