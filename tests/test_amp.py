@@ -178,3 +178,27 @@ def test_grad_scaler_state_dict_round_trip():
 
 def test_import_forms():
     assert ImportedGradScaler is bg.amp.GradScaler and bg.autocast is bg.amp.autocast
+
+
+def test_custom_fwd_and_bwd_decorators_match_torch():
+    def run(m):
+        x = m.tensor([0.5, -1.0, 2.0], requires_grad=True)
+
+        class Cube(m.autograd.Function):
+            @staticmethod
+            @m.amp.custom_fwd(device_type="cpu", cast_inputs=m.float32)
+            def forward(ctx, t):
+                ctx.save_for_backward(t)
+                return t**3
+
+            @staticmethod
+            @m.amp.custom_bwd(device_type="cpu")
+            def backward(ctx, grad):
+                (t,) = ctx.saved_tensors
+                assert not m.is_autocast_enabled("cpu")
+                return grad * 3 * t**2
+
+        Cube.apply(x).sum().backward()
+        return x.grad
+
+    assert_same(run(bg), run(torch))
