@@ -12,11 +12,14 @@ from math import e, inf, nan, pi  # noqa: E402  (torch's constants)
 
 from . import (  # noqa: E402  # noqa: E402
     _ops,  # noqa: E402
+    amp,
     autograd,
     backends,
+    cpu,
     cuda,
     fft,
     func,  # noqa: E402
+    jit,
     linalg,
     nn,
     optim,
@@ -24,6 +27,7 @@ from . import (  # noqa: E402  # noqa: E402
     special,
     testing,
     utils,
+    version,
 )
 from ._budget import set_cache_limit
 from ._cache import set_compilation_cache
@@ -96,12 +100,30 @@ from ._ops import clone, compile_count, jax_function, set_background_compile, to
 from ._ops.legacy import range_ as range  # noqa: A004  (torch's name)
 from ._serialization import load, save
 from ._tensor import Size, Tensor, device
+from .amp import autocast
+from .amp.autocast_mode import (
+    autocast_decrement_nesting,
+    autocast_increment_nesting,
+    clear_autocast_cache,
+    get_autocast_cpu_dtype,
+    get_autocast_dtype,
+    get_autocast_gpu_dtype,
+    is_autocast_cache_enabled,
+    is_autocast_cpu_enabled,
+    is_autocast_enabled,
+    set_autocast_cache_enabled,
+    set_autocast_cpu_dtype,
+    set_autocast_cpu_enabled,
+    set_autocast_dtype,
+    set_autocast_enabled,
+    set_autocast_gpu_dtype,
+)
 from .autograd import grad
 from .autograd.anomaly_mode import is_anomaly_check_nan_enabled, is_anomaly_enabled, set_anomaly_enabled
 from .func import vmap  # vmap.vmap, as torch.vmap is torch.func.vmap
 
 globals().update(_TYPED)  # FloatTensor, LongTensor, ...: torch's legacy typed constructors
 newaxis = None  # as torch.newaxis, for x[:, newaxis]
-__version__ = "0.1.0"
+__version__ = version.__version__
 
 from . import distributions  # noqa: E402  (last: it is written with the public names above)

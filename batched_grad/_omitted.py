@@ -9,7 +9,7 @@ SPARSE = "sparse tensors: batched_grad tensors are dense JAX arrays (no sparse l
 QUANTIZED = "quantized tensors and quantization kernels: no quantized dtypes or qschemes"
 NARROW_DTYPES = "dtypes JAX has no arrays of (complex32, float8/float4, sub-byte and unsigned 16-64-bit integers)"
 CUDA = (
-    "CUDA/accelerator runtime control (streams, events, autocast, cuDNN/MIOpen/MKLDNN switches): JAX and XLA "
+    "CUDA/accelerator runtime control (streams, events, IPU/XLA autocast, cuDNN/MIOpen/MKLDNN switches): JAX and XLA "
     "place and compile; there is no per-op kernel or precision switch to set"
 )
 BACKEND_KERNELS = (
@@ -98,10 +98,6 @@ FUSED_NEW = (
     "fused or grouped kernels new in torch 2.x (linear_cross_entropy, grouped_mm, scaled_mm with float8 "
     "scales): not yet implemented; compose F.linear with F.cross_entropy"
 )
-REPARAMETRIZE = (
-    "weight/spectral normalization (weight_norm, spectral_norm and their removal, which torch makes of module "
-    "forward pre-hooks): not yet implemented"
-)
 MEMORY_FORMAT = "memory formats (channels_last): batched_grad tensors have no memory-format choice"
 OPTIMIZERS = (
     "optimizers new in torch 2.x, not yet ported: Adafactor and Muon; SGD, Adam(W), RMSprop, Adagrad, "
@@ -121,6 +117,10 @@ REARRANGE = "rearrange (einops patterns on first-class dims): needs an einops pa
 RARE_FAMILIES = (
     "distribution families and transforms rarely used in autograd code: not yet ported; the common families, "
     "Independent, MixtureSameFamily and TransformedDistribution with the elementwise transforms are here"
+)
+SELECTIVE_CHECKPOINT = (
+    "selective activation checkpointing (a policy choosing per ATen op what to save or recompute): needs "
+    "torch's dispatch modes; checkpoint and checkpoint_sequential, both variants, are here"
 )
 NESTED_IO = "NestedIOFunction: torch's legacy autograd.Function with nested inputs; use autograd.Function"
 
@@ -159,11 +159,7 @@ OMITTED = {
         ),
         **_names(
             CUDA,
-            """autocast_decrement_nesting autocast_increment_nesting clear_autocast_cache
-            get_autocast_cpu_dtype get_autocast_dtype get_autocast_gpu_dtype get_autocast_ipu_dtype
-            get_autocast_xla_dtype is_autocast_cache_enabled is_autocast_cpu_enabled is_autocast_enabled
-            is_autocast_ipu_enabled is_autocast_xla_enabled set_autocast_cache_enabled set_autocast_cpu_dtype
-            set_autocast_cpu_enabled set_autocast_dtype set_autocast_enabled set_autocast_gpu_dtype
+            """get_autocast_ipu_dtype get_autocast_xla_dtype is_autocast_ipu_enabled is_autocast_xla_enabled
             set_autocast_ipu_dtype set_autocast_ipu_enabled set_autocast_xla_dtype set_autocast_xla_enabled
             cudnn_is_acceptable is_vulkan_available get_device_module set_default_device set_default_tensor_type
             profiler_allow_cudagraph_cupti_lazy_reinit_cuda12""",
@@ -289,9 +285,10 @@ OMITTED = {
     },
     "torch.nn.init": {},
     "torch.nn.utils": {
-        **_names(REPARAMETRIZE, "weight_norm remove_weight_norm spectral_norm remove_spectral_norm"),
         **_names(MEMORY_FORMAT, "convert_conv2d_weight_memory_format convert_conv3d_weight_memory_format"),
     },
+    "torch.nn.utils.parametrize": {},
+    "torch.nn.utils.parametrizations": {},
     "torch.fft": {},
     "torch.special": {
         **_names(
@@ -312,6 +309,7 @@ OMITTED = {
         **_names(SPARSE, "SparseAdam"),
     },
     "torch.optim.lr_scheduler": {},
+    "torch.optim.swa_utils": {},
     "torch.autograd": {
         **_names(ENGINE_THREADS, "set_multithreading_enabled enforce_grad_layout_policy"),
         **_names(NESTED_IO, "NestedIOFunction"),
@@ -335,6 +333,13 @@ OMITTED = {
             non_deterministic runtime_validation runtime_validation_disabled argument_validation""",
         ),
         **_names(DISTRIBUTED, "DistributedSampler"),
+    },
+    "torch.amp": {},
+    "torch.utils.checkpoint": {
+        **_names(
+            SELECTIVE_CHECKPOINT,
+            "CheckpointPolicy SelectiveCheckpointContext create_selective_checkpoint_contexts SAC_IGNORED_OPS",
+        ),
     },
     "torch.func": {
         **_names(REARRANGE, "rearrange"),
@@ -366,7 +371,6 @@ OUT_OF_SCOPE_MODULES = {
     "torch.cuda.Stream": CUDA,
     "torch.cuda.Event": CUDA,
     "torch.cuda.stream": CUDA,
-    "torch.cuda.amp": CUDA,
     "torch.ao": QUANTIZED,
     "torch.quantization": QUANTIZED,
     "torch.distributed": DISTRIBUTED,

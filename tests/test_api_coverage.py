@@ -10,6 +10,7 @@ import pytest
 
 pytest.importorskip("torch")
 import torch
+import torch.amp
 import torch.autograd.functional
 import torch.autograd.graph
 import torch.distributions
@@ -19,9 +20,13 @@ import torch.linalg
 import torch.nn.functional
 import torch.nn.init
 import torch.nn.utils
+import torch.nn.utils.parametrizations
+import torch.nn.utils.parametrize
 import torch.optim
 import torch.optim.lr_scheduler
+import torch.optim.swa_utils
 import torch.special
+import torch.utils.checkpoint
 import torch.utils.data
 
 import batched_grad as bg
@@ -31,6 +36,7 @@ import batched_grad.distributions  # noqa: E402,F401
 import batched_grad.fft  # noqa: E402,F401
 import batched_grad.func  # noqa: E402,F401
 import batched_grad.special  # noqa: E402,F401
+import batched_grad.utils.checkpoint  # noqa: E402,F401
 import batched_grad.utils.data  # noqa: E402,F401
 from batched_grad._omitted import OMITTED
 
@@ -43,16 +49,21 @@ NAMESPACES = {
     "torch.nn.functional": (torch.nn.functional, bg.nn.functional, "functions"),
     "torch.nn.init": (torch.nn.init, bg.nn.init, "functions"),
     "torch.nn.utils": (torch.nn.utils, bg.nn.utils, "all"),
+    "torch.nn.utils.parametrize": (torch.nn.utils.parametrize, bg.nn.utils.parametrize, "all"),
+    "torch.nn.utils.parametrizations": (torch.nn.utils.parametrizations, bg.nn.utils.parametrizations, "all"),
     "torch.linalg": (torch.linalg, bg.linalg, "all"),
     "torch.fft": (torch.fft, bg.fft, "functions"),
     "torch.special": (torch.special, bg.special, "functions"),
     "torch.optim": (torch.optim, bg.optim, "optimizers"),
     "torch.optim.lr_scheduler": (torch.optim.lr_scheduler, bg.optim.lr_scheduler, "all"),
+    "torch.optim.swa_utils": (torch.optim.swa_utils, bg.optim.swa_utils, "all"),
     "torch.autograd": (torch.autograd, bg.autograd, "all"),
     "torch.autograd.functional": (torch.autograd.functional, bg.autograd.functional, "all"),
     "torch.autograd.graph": (torch.autograd.graph, bg.autograd.graph, "all"),
     "torch.func": (torch.func, bg.func, "all"),
     "torch.utils.data": (torch.utils.data, bg.utils.data, "all"),
+    "torch.utils.checkpoint": (torch.utils.checkpoint, bg.utils.checkpoint, "all"),
+    "torch.amp": (torch.amp, bg.amp, "all"),
     "torch.distributions": (torch.distributions, bg.distributions, "all"),
 }
 _KINDS = {

@@ -1,7 +1,8 @@
 """torch.optim's optimizers, each step one compiled update per parameter group: SGD, Adam, AdamW, RMSprop,
-Adagrad, Adadelta, Adamax, NAdam, RAdam, Rprop and ASGD; and LBFGS, whose step runs a closure several times."""
+Adagrad, Adadelta, Adamax, NAdam, RAdam, Rprop and ASGD; and LBFGS, whose step runs a closure several times. The
+lr schedulers are in lr_scheduler, weight averaging (SWA, EMA) in swa_utils."""
 
-from . import lr_scheduler
+from . import lr_scheduler, swa_utils
 from .adam import Adam, AdamW
 from .adaptive import ASGD, Adadelta, Adagrad, Adamax, NAdam, RAdam, RMSprop, Rprop
 from .lbfgs import LBFGS
@@ -23,4 +24,5 @@ __all__ = [
     "Rprop",
     "SGD",
     "lr_scheduler",
+    "swa_utils",
 ]

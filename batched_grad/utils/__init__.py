@@ -1,6 +1,6 @@
-"""torch.utils for batched_grad: the data-loading package (batched_grad.utils.data) and hook handles
-(batched_grad.utils.hooks)."""
+"""torch.utils for batched_grad: the data-loading package (batched_grad.utils.data), hook handles
+(batched_grad.utils.hooks) and activation checkpointing (batched_grad.utils.checkpoint)."""
 
-from . import data, hooks
+from . import _pytree, checkpoint, data, hooks  # noqa: F401  (_pytree: torch.utils._pytree, private in torch)
 
-__all__ = ["data", "hooks"]
+__all__ = ["checkpoint", "data", "hooks"]

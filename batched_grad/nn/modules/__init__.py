@@ -90,3 +90,5 @@ del _file, _names, _name
 for _name in _module_hooks.GLOBAL_REGISTRATIONS:
     setattr(module, _name, getattr(_module_hooks, _name))
 del _name
+
+from . import utils  # noqa: E402  (torch.nn.modules.utils: _single, _pair, ...)

@@ -1,6 +1,7 @@
-"""torch.nn.utils: parameters as one vector and back, gradient clipping, batch-norm fusion, skip_init."""
+"""torch.nn.utils: parameters as one vector and back, gradient clipping, batch-norm fusion, skip_init,
+parametrizations (parametrize, parametrizations) and the hook forms of weight and spectral normalization."""
 
-from . import clip_grad, convert_parameters, fusion, rnn
+from . import clip_grad, convert_parameters, fusion, parametrizations, parametrize, rnn
 from .clip_grad import clip_grad_norm_, clip_grad_value_, clip_grads_with_norm_, get_total_norm
 from .convert_parameters import parameters_to_vector, vector_to_parameters
 from .fusion import (
@@ -11,6 +12,8 @@ from .fusion import (
     fuse_linear_bn_weights,
     skip_init,
 )
+from .spectral_norm import remove_spectral_norm, spectral_norm
+from .weight_norm import remove_weight_norm, weight_norm
 
 __all__ = [
     "clip_grad_norm",
@@ -23,7 +26,13 @@ __all__ = [
     "fuse_linear_bn_weights",
     "get_total_norm",
     "parameters_to_vector",
+    "parametrizations",
+    "parametrize",
+    "remove_spectral_norm",
+    "remove_weight_norm",
     "rnn",
     "skip_init",
+    "spectral_norm",
     "vector_to_parameters",
+    "weight_norm",
 ]

@@ -6,7 +6,8 @@ from collections import namedtuple
 
 import jax
 
-from ._devices import jax_devices
+from .._devices import jax_devices
+from . import amp  # noqa: E402,F401  (torch.cuda.amp)
 
 NO_CUDA = "Torch not compiled with CUDA enabled"
 _current = [0]  # the index of the current GPU, which set_device changes
@@ -182,7 +183,7 @@ __all__ = [
 
 
 def _typed_classes():
-    from ._legacy_constructors import CUDA_TYPED  # imports Tensor: after this module, which Tensor's module imports
+    from .._legacy_constructors import CUDA_TYPED  # imports Tensor: after this module, which Tensor's module imports
 
     return CUDA_TYPED
 
