@@ -81,6 +81,9 @@ class Sparsity:
     def best_mode(self, preferred):
         """The mode with the fewest colors (`preferred`, "reverse" or "forward", on a tie); a symmetric pattern
         takes its star coloring unless a distance-2 coloring has fewer colors."""
+        found = self._plans.get(("best", preferred))
+        if found is not None:
+            return found
         if preferred not in ("reverse", "forward"):
             raise ValueError(f"mode must be 'reverse' or 'forward', got {preferred!r}")
         other = "forward" if preferred == "reverse" else "reverse"
@@ -91,6 +94,7 @@ class Sparsity:
             count = _count(self.coloring(mode))
             if fewest is None or count < fewest:
                 best, fewest = mode, count
+        self._plans[("best", preferred)] = best
         return best
 
     def _lower_bound(self, mode):
