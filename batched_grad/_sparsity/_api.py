@@ -223,7 +223,7 @@ def sparse_jacobian(outputs, inputs, sparsity, preferred, create_graph, chunk_si
     mode = pattern.best_mode(preferred)
     if auto and used is not None and _program.runnable(inputs, outputs, create_graph, chunk_size):
         out_sizes = [o.numel() for o in outputs]
-        values = _program.nonzeros(recorded, inputs, out_sizes, pattern, mode, False, used)
+        values = _program.nonzeros(recorded, inputs, out_sizes, pattern, pattern.program_mode(preferred), False, used)
         if values is not None:
             return _blocks(values, pattern, out_shapes, in_shapes, output)
     parts = jacobian_parts(outputs, inputs, pattern, mode, create_graph, chunk_size, probe=not auto)
