@@ -20,6 +20,7 @@ import numpy as np
 from .._fused import _fusible
 from .._graph import AccumulateGrad, _anomaly
 from .._lazy import materialize
+from .._meta import MetaValue
 from .._ops._core import OpNode
 from .._tensor import Tensor
 from .._tracing import compiling, is_tracer
@@ -102,14 +103,16 @@ def runnable(inputs, outputs, create_graph, chunk_size):
     dtypes = {x.dtype for x in inputs} | {o.dtype for o in outputs}
     if len(dtypes) != 1 or not next(iter(dtypes)).is_floating_point:
         return False
+    if any(type(x._v) is MetaValue for x in inputs):
+        return False
     return compiling.name is not None or not any(is_tracer(x._v) for x in inputs)
 
 
 def nonzeros(recorded, inputs, out_sizes, sparsity, mode, hessian, used):
     """values[i][j] of each block of the pattern's nonzeros (Tensors, CSR order), from the structure's program; None
     where this call cannot run as one (the engine's path answers)."""
-    plans = sparsity._plans
-    key = ("program", mode, hessian, tuple([(tuple(x.shape), x.dtype) for x in inputs]))
+    plans, xs = sparsity._plans, [materialize(x._v) for x in inputs]
+    key = ("program", mode, hessian, tuple([(x.shape, x.dtype) for x in xs]))
     program = plans.get(key)
     if program is None:
         seen = plans.get(("sightings",) + key, 0) + 1
@@ -130,9 +133,8 @@ def nonzeros(recorded, inputs, out_sizes, sparsity, mode, hessian, used):
         if value is None:
             return None
         args.append(value)
-    values = program.jit([materialize(x._v) for x in inputs], args)
-    flat = iter(values)
-    return [[Tensor._wrap(next(flat)) for _ in row] for row in program.blocks]
+    values = iter(program.jit(xs, args))
+    return [[Tensor._wrap(next(values)) for _ in row] for row in program.blocks]
 
 
 class _Program:
