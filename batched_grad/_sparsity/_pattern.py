@@ -66,10 +66,13 @@ class Sparsity:
     def coloring(self, mode):
         """The colors of `mode` (per row for "reverse", per column for "forward" and "symmetric")."""
         colors = self._colorings.get(mode)
+        if colors is None and mode != "symmetric":  # a pattern equal to its transpose colors rows as columns
+            colors = self._colorings.get("forward" if mode == "reverse" else "reverse")
+            colors = colors if colors is not None and self._equals_transpose() else None
         if colors is None:
             COUNTS["colorings"] += 1
             if mode == "reverse":
-                t_indptr, t_indices = _coloring.transpose(self.indptr, self.indices, self.shape[1])
+                t_indptr, t_indices = self._transpose()
                 colors = _coloring.distance2_coloring(t_indptr, t_indices, self.shape[0])
             elif mode == "forward":
                 colors = _coloring.distance2_coloring(self.indptr, self.indices, self.shape[1])
@@ -77,6 +80,18 @@ class Sparsity:
                 colors = _coloring.star_coloring(self.indptr, self.indices)
             self._colorings[mode] = colors
         return colors
+
+    def _transpose(self):
+        found = self._plans.get("transpose")
+        if found is None:
+            found = self._plans["transpose"] = _coloring.transpose(self.indptr, self.indices, self.shape[1])
+        return found
+
+    def _equals_transpose(self):
+        if self.shape[0] != self.shape[1]:
+            return False
+        t_indptr, t_indices = self._transpose()
+        return np.array_equal(t_indptr, self.indptr) and np.array_equal(t_indices, self.indices)
 
     def best_mode(self, preferred):
         """The mode with the fewest colors (`preferred`, "reverse" or "forward", on a tie); a symmetric pattern
