@@ -380,3 +380,10 @@ def test_warm_calls_follow_new_values_of_the_inputs_and_of_captured_tensors():
         x = bg.tensor(np.random.default_rng(seed).standard_normal((5, 3)))
         w.data = bg.tensor(np.random.default_rng(10 + seed).standard_normal((3, 2)))
         _assert_equal(jacobian(f, x, sparsity="auto"), jacobian(f, x, vectorize=True))
+
+
+def test_a_square_symmetric_pattern_computes_its_compiled_program_in_forward_mode():
+    pattern = jacobian_sparsity(bratu, bg.tensor(np.random.default_rng(3).uniform(0, 1, 49)))
+    assert pattern.mode == "reverse"  # the strategy's mode on a tie of colors
+    assert pattern.program_mode("reverse") == "forward"  # JVPs need no transposed ops
+    assert pattern.coloring("forward") is pattern.coloring("reverse")  # the row coloring, not colored again

@@ -69,6 +69,8 @@ class Sparsity:
         if colors is None and mode != "symmetric":  # a pattern equal to its transpose colors rows as columns
             colors = self._colorings.get("forward" if mode == "reverse" else "reverse")
             colors = colors if colors is not None and self._equals_transpose() else None
+            if colors is not None:
+                self._colorings[mode] = colors
         if colors is None:
             COUNTS["colorings"] += 1
             if mode == "reverse":

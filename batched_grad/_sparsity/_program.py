@@ -2,9 +2,10 @@
 program per (pattern, mode, inputs): the recorded forward replayed as a JAX function of the inputs, its products
 with one seed per color (jax.vjp or jax.jvp over the seeds, or the jvp of jax.grad for a Hessian, vmapped), and
 the gather of the pattern's values out of them, all fused by XLA. Its arguments are the inputs' values and the
-operands of the recorded ops that depend on no input; the seeds are made inside the program from the colors, and
-the integer operands the pattern depends on (a slice's start, a gather's indices) are its constants, as they are
-the pattern's (so a slice's derivative is a static pad, not a scatter into zeros).
+operands of the recorded ops that depend on no input. The seeds are constants of the program, and so are the integer
+operands the pattern depends on (a slice's start, a gather's indices), as they are the pattern's: XLA folds what
+depends on them alone (a stencil's whole tangent but for the nonlinear terms), and a slice's derivative is a static
+slice or pad, not a scatter into zeros.
 
 It runs where the engine's batched backward would add nothing: no create_graph, no chunk_size, no hooks, no
 anomaly mode, one floating dtype for every input and output, and every recorded node a table op whose operands
@@ -158,8 +159,10 @@ class _Program:
         sources = [s for row in self.blocks for s in row]
         dtype = inputs[0].dtype.np
 
-        def seeds():  # one row per color marking its rows (reverse) or columns, made in the program
-            return (jnp.asarray(colors, np.int32)[None, :] == jnp.arange(k, dtype=np.int32)[:, None]).astype(dtype)
+        seed_rows = sparsity.plan(mode)[0].astype(dtype)
+
+        def seeds():  # one row per color marking its rows (reverse) or columns
+            return jnp.asarray(seed_rows)
 
         def split(flat, sizes, shapes):
             starts = np.cumsum([0, *sizes])
