@@ -307,3 +307,83 @@ def test_a_custom_function_is_dense_for_its_operands_with_a_warning():
         J = jacobian(f, X, sparsity="auto")
     _assert_equal(J, jacobian(f, X, vectorize=True))
     assert J.nnz > 2 * 39  # a superset: the Function's outputs depend on all it reads
+
+
+W1, W2 = bg.tensor(np.linspace(-1, 1, 12).reshape(3, 4)), bg.tensor(np.linspace(-1, 1, 8).reshape(4, 2))
+
+
+def _programs():
+    """The compiled sparse programs kept on the detected patterns."""
+    return [
+        p
+        for entry in _api._detected.values()
+        for pattern in entry.found.values()
+        for key, p in pattern._plans.items()
+        if key[0] == "program" and p
+    ]
+
+
+@pytest.mark.parametrize(
+    "f, x, compute",
+    [
+        (stencil, X, jacobian),
+        (bratu, bg.tensor(np.random.default_rng(1).uniform(0, 1, 36)), jacobian),
+        (rosenbrock, X, hessian),
+        (
+            lambda x: bg.tanh(x @ W1) @ W2,
+            bg.tensor(np.arange(12.0).reshape(4, 3) / 9),
+            jacobian,
+        ),
+    ],
+    ids=["stencil", "bratu", "rosenbrock", "mlp"],
+)
+def test_warm_calls_run_one_program_per_structure_equal_to_dense(f, x, compute):
+    _api._detected.clear()
+    dense = compute(f, x, vectorize=True)
+    for call in range(4):  # the first sighting runs the engine's path, the later ones the structure's program
+        _assert_equal(compute(f, x, sparsity="auto"), dense)
+        assert len(_programs()) == (call > 0)
+    _assert_equal(compute(f, x, sparsity="auto", output="dense"), dense)
+
+
+def test_warm_calls_with_tuple_inputs_and_outputs_give_the_dense_blocks():
+    def f(a, b):
+        return a[1:] * b[:-1], bg.exp(a) + b.sum()
+
+    a, b = bg.tensor(np.linspace(-1, 1, 6)), bg.tensor(np.linspace(0, 2, 6))
+    dense = jacobian(f, (a, b), vectorize=True)
+    for _ in range(3):
+        sparse = jacobian(f, (a, b), sparsity="auto")
+        for i in range(2):
+            for j in range(2):
+                _assert_equal(sparse[i][j], dense[i][j])
+
+
+def test_a_hook_inside_the_function_is_honoured_on_warm_calls():
+    def f(x):
+        y = x[1:] * x[:-1]
+        y.register_hook(lambda g: 2 * g)
+        return bg.sin(y)
+
+    dense = jacobian(f, X, vectorize=True)
+    for _ in range(3):
+        _assert_equal(jacobian(f, X, sparsity="auto"), dense)
+
+
+def test_warm_calls_follow_new_values_of_the_inputs_and_of_captured_tensors():
+    w = bg.tensor(np.random.default_rng(2).standard_normal((3, 2)))
+
+    def f(x):
+        return bg.tanh(x @ w)
+
+    for seed in range(4):
+        x = bg.tensor(np.random.default_rng(seed).standard_normal((5, 3)))
+        w.data = bg.tensor(np.random.default_rng(10 + seed).standard_normal((3, 2)))
+        _assert_equal(jacobian(f, x, sparsity="auto"), jacobian(f, x, vectorize=True))
+
+
+def test_a_square_symmetric_pattern_computes_its_compiled_program_in_forward_mode():
+    pattern = jacobian_sparsity(bratu, bg.tensor(np.random.default_rng(3).uniform(0, 1, 49)))
+    assert pattern.mode == "reverse"  # the strategy's mode on a tie of colors
+    assert pattern.program_mode("reverse") == "forward"  # JVPs need no transposed ops
+    assert pattern.coloring("forward") is pattern.coloring("reverse")  # the row coloring, not colored again

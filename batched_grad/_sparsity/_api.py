@@ -4,16 +4,20 @@ result as SparseMatrix blocks (or dense ones with output="dense")."""
 
 import collections
 import hashlib
+import math
 import threading
+import weakref
 
+import jax
 import numpy as np
 
 from .._tensor import Tensor
-from . import _pattern
+from .._tracing import is_tracer
+from . import _pattern, _program
 from ._evaluate import block_values, check_pattern, hessian_parts, jacobian_parts
 from ._matrix import SparseMatrix
 from ._pattern import Sparsity
-from ._recorded import detect, operand_value, walk
+from ._recorded import detect, operand, walk
 from ._sets import TooDense
 
 COUNTS = {"detections": 0}
@@ -34,22 +38,42 @@ class _Entry:
         self.used, self.found = used, {}
 
 
+_parts = {}  # id(a device array) -> (a weak reference to it, its part of a fingerprint): a device array is immutable
+
+
 def _fingerprint(recorded, used):
-    parts = []
-    for pos, k in used:
-        value = operand_value(recorded.nodes[pos], k)
-        if value is None:
-            parts.append(None)
-            continue
-        data = np.ascontiguousarray(value).tobytes()
-        parts.append((value.dtype.str, value.shape, data if len(data) <= 64 else hashlib.sha1(data).digest()))
-    return tuple(parts)
+    return tuple([_part(operand(recorded.nodes[pos], k)) for pos, k in used])
+
+
+def _part(value):
+    """What a fingerprint holds of one operand value: its dtype, shape and bytes (a digest of them where long);
+    None for a value not known (a tracer). The part of a device array (a slice's start, interned) is kept."""
+    if value is None or is_tracer(value) or not hasattr(value, "dtype"):
+        return None
+    cached = isinstance(value, jax.Array)
+    if cached:
+        hit = _parts.get(id(value))
+        if hit is not None and hit[0]() is value:
+            return hit[1]
+    array = np.asarray(value)
+    data = np.ascontiguousarray(array).tobytes()
+    part = (array.dtype.str, array.shape, data if len(data) <= 64 else hashlib.sha1(data).digest())
+    if cached:
+        if len(_parts) > 4096:
+            _parts.clear()
+        _parts[id(value)] = (weakref.ref(value), part)  # an id reused by another array fails the `is` above
+    return part
 
 
 def detected(outputs, inputs, hessian):
     """The Sparsity of the Jacobian of `outputs` (or the Hessian of the one output) with respect to `inputs`,
     from the recorded graph between them: detected once per structure (and values of the integer operands the
     pattern depends on), then found by its key."""
+    return _detected_in(outputs, inputs, hessian)[0]
+
+
+def _detected_in(outputs, inputs, hessian):
+    """(the Sparsity (see detected), the Recorded graph, the operand slots whose values it depends on)."""
     recorded = walk(outputs, inputs)
     key = (hessian, recorded.key)
     entry = _detected.get(key) if recorded.key is not None else None
@@ -61,7 +85,7 @@ def detected(outputs, inputs, hessian):
         fingerprint = _fingerprint(recorded, entry.used)
         found = entry.found.get(fingerprint)
         if found is not None:
-            return found
+            return found, recorded, entry.used
     COUNTS["detections"] += 1
     sizes = [x.numel() for x in inputs]
     try:
@@ -82,7 +106,8 @@ def detected(outputs, inputs, hessian):
             entry.found[fingerprint] = sparsity
             while len(_detected) > MAX_ENTRIES:
                 _detected.popitem(last=False)
-    return sparsity
+        return sparsity, recorded, used
+    return sparsity, recorded, None
 
 
 # ---- a user's pattern ------------------------------------------------------------------------------------------
@@ -168,7 +193,7 @@ def _shapes(out_shapes, in_shapes):
 
 
 def _numel(shape):
-    return int(np.prod(shape, dtype=np.int64))
+    return math.prod(shape)
 
 
 def _blocks(values, sparsity, out_shapes, in_shapes, output):
@@ -192,10 +217,15 @@ def sparse_jacobian(outputs, inputs, sparsity, preferred, create_graph, chunk_si
     out_shapes, in_shapes = [tuple(o.shape) for o in outputs], [tuple(x.shape) for x in inputs]
     auto = isinstance(sparsity, str)
     if auto:
-        pattern = detected(outputs, inputs, hessian=False)
+        pattern, recorded, used = _detected_in(outputs, inputs, hessian=False)
     else:
         pattern = given(sparsity, _shapes(out_shapes, in_shapes), argname)
     mode = pattern.best_mode(preferred)
+    if auto and used is not None and _program.runnable(inputs, outputs, create_graph, chunk_size):
+        out_sizes = [o.numel() for o in outputs]
+        values = _program.nonzeros(recorded, inputs, out_sizes, pattern, pattern.program_mode(preferred), False, used)
+        if values is not None:
+            return _blocks(values, pattern, out_shapes, in_shapes, output)
     parts = jacobian_parts(outputs, inputs, pattern, mode, create_graph, chunk_size, probe=not auto)
     if not auto:
         check_pattern(parts, pattern, mode, argname)
@@ -211,10 +241,14 @@ def sparse_hessian(output_value, inputs, sparsity, create_graph, chunk_size, out
     in_shapes = [tuple(x.shape) for x in inputs]
     auto = isinstance(sparsity, str)
     if auto:
-        pattern = detected([output_value], inputs, hessian=True)
+        pattern, recorded, used = _detected_in([output_value], inputs, hessian=True)
     else:
         pattern = given(sparsity, _shapes(in_shapes, in_shapes), argname, symmetric=True)
     mode = pattern.best_mode("reverse")
+    if auto and used is not None and _program.runnable(inputs, [output_value], create_graph, chunk_size):
+        values = _program.nonzeros(recorded, inputs, None, pattern, mode, True, used)
+        if values is not None:
+            return _blocks(values, pattern, in_shapes, in_shapes, output)
     parts = hessian_parts(output_value, inputs, pattern, mode, create_graph, chunk_size, probe=not auto)
     if not auto:
         check_pattern(parts, pattern, mode, argname)

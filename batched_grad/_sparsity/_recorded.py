@@ -114,20 +114,24 @@ def node_jaxpr(sig):
         set_x64(previous)
 
 
-def operand_value(node, k):
-    """The value of operand `k` of a recorded table op, as a NumPy array, where it can be had (None: unknown)."""
+def operand(node, k):
+    """The value of operand `k` of a recorded table op as it was given (a tracer inside a trace), None where it was
+    not kept (its call ran and its backward does not save it)."""
     call = node.call
-    value = None
     if call is not None and call.args is not None:
         value = call.args[k]
     elif node.saved_mask[k]:
         value = node.saved[k]
         value = value.value if type(value) is SavedValue else value
-    if value is None:
+    else:
         return None
-    if type(value) is Pending:
-        value = materialize(value)
-    if is_tracer(value) or not hasattr(value, "dtype"):
+    return materialize(value) if type(value) is Pending else value
+
+
+def operand_value(node, k):
+    """The value of operand `k` of a recorded table op, as a NumPy array, where it can be had (None: unknown)."""
+    value = operand(node, k)
+    if value is None or is_tracer(value) or not hasattr(value, "dtype"):
         return None
     return np.asarray(value)
 
