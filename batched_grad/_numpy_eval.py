@@ -1,8 +1,8 @@
 """Host forms derived from an op's JAX function: on the CPU backend an op without a hand-written host form
 (Op.host), and a VJP without a hand-written one (Op.host_vjp), run on the host by evaluating the function's jaxpr
-step by step (_numpy_program.py: NumPy rows, and XLA kernels compiled per bucket of sizes for the elementwise
-regions NumPy would round differently), so that a new size compiles nothing. They run on every call where they
-apply, as the hand-written forms do: a value does not depend on how often it was computed.
+step by step (_numpy_program.py: NumPy rows, and XLA kernels compiled once per elementwise region NumPy would
+round differently, run on chunks of a fixed size), so that a new size compiles nothing. They run on every call where
+they apply, as the hand-written forms do: a value does not depend on how often it was computed.
 
 A jaxpr is traced once per op, static parameters and *pattern* of operand shapes, not per size: every dimension of
 two or more is a symbolic size (jax.export.symbolic_shape, constrained to be at least 2), equal sizes one symbol;
@@ -183,7 +183,8 @@ def _resolve(value, env, memo):
             found = memo[value] = int(value._evaluate(env))
         return found
     if isinstance(value, (tuple, list)):
-        return type(value)([_resolve(v, env, memo) for v in value])
+        items = [_resolve(v, env, memo) for v in value]
+        return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)  # a NamedTuple's fields
     return value
 
 
