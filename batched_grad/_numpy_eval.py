@@ -219,14 +219,18 @@ def evaluate(program, sizes, arrays):
     registers = program.registers.copy()
     for slot, a in zip(program.in_slots, arrays):
         registers[slot] = a
-    with np.errstate(all="ignore"):  # inf and nan as XLA gives them, without NumPy's warnings
-        for fn, ins, outs, params, dtypes, multi in steps:
-            out = fn(*[registers[i] for i in ins], **params)
-            for slot, value, dtype in zip(outs, out if multi else (out,), dtypes):
-                if type(value) is not np.ndarray or value.dtype != dtype:
-                    value = np.asarray(value, dtype)
-                registers[slot] = value
-    return [registers[s] for s in program.out_slots]
+    # inf and nan as XLA gives them, without NumPy's warnings
+    return _host_forms().ignoring_float_errors(_run_steps, steps, registers, program.out_slots)
+
+
+def _run_steps(steps, registers, out_slots):
+    for fn, ins, outs, params, dtypes, multi in steps:
+        out = fn(*[registers[i] for i in ins], **params)
+        for slot, value, dtype in zip(outs, out if multi else (out,), dtypes):
+            if type(value) is not np.ndarray or value.dtype != dtype:
+                value = np.asarray(value, dtype)
+            registers[slot] = value
+    return [registers[s] for s in out_slots]
 
 
 def _forward(op, static, avals):
@@ -267,10 +271,20 @@ def _vjp(vjp_fn, spec):
     return program_for(key, build, sig.avals, True, sig.static)
 
 
+_found = {}  # (op, static, operand avals) -> what _forward gives: an op called again on the same shapes finds it here
+
+
 def derived(op, arrays, static):
     """What `op.fn(*arrays, **static)` gives (a tuple for a multi-output op), with NumPy; None where the op has no
     derived form on these operands (NumPy arrays)."""
-    found = _forward(op, static, [(a.shape, a.dtype) for a in arrays])
+    avals = tuple([(a.shape, a.dtype) for a in arrays])
+    key = (op, static, avals)
+    found = _found.get(key, _MISSING)
+    if found is _MISSING:
+        found = _forward(op, static, avals)
+        if len(_found) >= MAX_PROGRAMS:
+            _found.clear()
+        _found[key] = found
     outs = None if found is None else evaluate(*found, arrays)
     if outs is None:
         return None
@@ -303,4 +317,5 @@ def clear():
     """Forget the traced jaxprs."""
     with _lock:
         _programs.clear()
+        _found.clear()
     _bound.cache_clear()
