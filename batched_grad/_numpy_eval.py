@@ -218,19 +218,31 @@ def _size_of(expr, env):
     return int(expr._evaluate(env)) if code is None else eval(code, _SIZE_FUNCTIONS, env)
 
 
+def _holds_symbolic(value):
+    if isinstance(value, (tuple, list)):
+        return any([_holds_symbolic(v) for v in value])
+    return is_symbolic_dim(value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _symbolic_params(program):
+    """Per step of `program`, the names of its params that hold symbolic sizes (most hold none)."""
+    return [tuple([k for k, v in params.items() if _holds_symbolic(v)]) for _, _, _, params, _, _ in program.steps]
+
+
 @functools.lru_cache(maxsize=4096)
 def _bound(program, sizes):
-    """(steps, largest array's size, argument shapes, output ShapeDtypeStructs) of `program` with its symbols bound
-    to `sizes`."""
+    """(steps, largest array's size, argument shapes, output (shape, dtype) pairs) of `program` with its symbols
+    bound to `sizes`."""
     resolve = functools.partial(_resolve, env=dict(zip(program.names, sizes)), memo={})
     steps = program.steps
     if program.names:
         steps = [
-            (fn, ins, outs, {k: resolve(v) for k, v in params.items()}, dtypes, multi)
-            for fn, ins, outs, params, dtypes, multi in steps
+            (fn, ins, outs, {**params, **{k: resolve(params[k]) for k in names}} if names else params, dtypes, multi)
+            for (fn, ins, outs, params, dtypes, multi), names in zip(steps, _symbolic_params(program))
         ]
     largest = max([int(np.prod(resolve(s), dtype=np.int64)) for s in program.shapes], default=0)
-    outs = [jax.ShapeDtypeStruct(resolve(s), d) for s, d in program.out_avals]
+    outs = [(resolve(s), d) for s, d in program.out_avals]
     return steps, largest, [resolve(s) for s in program.in_shapes], outs
 
 
@@ -340,7 +352,7 @@ def out_avals(op, static, avals):
     """ShapeDtypeStructs of the outputs of `op` on operands of `avals`, from its derived program: no trace for a
     new size (a deferred op's Signature); None where it has none."""
     found = _vjp(op.fn, dict(static)["spec"]) if op is _vjp_op() else _forward(op, static, avals)
-    return None if found is None else _bound(*found)[3]
+    return None if found is None else [jax.ShapeDtypeStruct(s, d) for s, d in _bound(*found)[3]]
 
 
 def clear():
@@ -350,3 +362,4 @@ def clear():
         _found.clear()
         _size_code.clear()
     _bound.cache_clear()
+    _symbolic_params.cache_clear()
