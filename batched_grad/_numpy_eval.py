@@ -26,6 +26,7 @@ tests/test_numpy_eval.py check the agreement with the kernels and fused programs
 import collections
 import enum
 import functools
+import math
 import operator
 import threading
 
@@ -178,6 +179,8 @@ def program_for(key, build, avals, multi, static=()):
 def _resolve(value, env, memo):
     """`value` (a param or a shape) with its symbolic sizes bound by `env` (name -> size); `memo` keeps the value
     of each symbolic expression met."""
+    if type(value) is int:
+        return value
     if is_symbolic_dim(value):
         found = memo.get(value)
         if found is None:
@@ -241,7 +244,7 @@ def _bound(program, sizes):
             (fn, ins, outs, {**params, **{k: resolve(params[k]) for k in names}} if names else params, dtypes, multi)
             for (fn, ins, outs, params, dtypes, multi), names in zip(steps, _symbolic_params(program))
         ]
-    largest = max([int(np.prod(resolve(s), dtype=np.int64)) for s in program.shapes], default=0)
+    largest = max([math.prod(resolve(s)) for s in program.shapes], default=0)
     outs = [(resolve(s), d) for s, d in program.out_avals]
     return steps, largest, [resolve(s) for s in program.in_shapes], outs
 
