@@ -173,8 +173,12 @@ def on_host(op, arrays, static):
     where it has none, the form derived from its function (_numpy_eval.py); or None where it runs as a kernel: off
     the CPU backend, in a trace, or where its host form does not apply."""
     host = host_arrays(arrays)
-    if host is None:
-        return None
+    return None if host is None else computed_on_host(op, host, static)
+
+
+def computed_on_host(op, host, static):
+    """on_host's outputs on operands already on the host (host_arrays' answer); None where the host form does not
+    apply to them."""
     out = op.host(*host, **dict(static)) if op.host is not None else derived(op, host, static)
     if out is None:
         return None

@@ -177,6 +177,113 @@ def _dynamic_slice(a, *starts, slice_sizes):
     return a[tuple([slice(s, s + k) for s, k in zip(at, slice_sizes)])]
 
 
+def _gather(operand, indices, *, dimension_numbers, slice_sizes, mode, fill_value=None, **_):
+    """XLA's gather, the index vector the last dimension of `indices` (as JAX emits it): per batch position of the
+    indices, the slice of `slice_sizes` starting there, its start clamped to fit (or, in FILL_OR_DROP mode, the
+    slice filled with `fill_value` where it does not fit, as JAX lowers that mode); exact, any dtype."""
+    dims = dimension_numbers
+    batch_shape = indices.shape[:-1]
+    rank = len(batch_shape) + len(dims.offset_dims)
+    batch_at = [d for d in range(rank) if d not in dims.offset_dims]  # output dims of the batch positions
+    shape = [1] * rank
+
+    def batch_shaped(a):  # an array of the batch's shape, laid along the output's batch dims
+        at = list(shape)
+        for p, n in zip(batch_at, batch_shape):
+            at[p] = n
+        return np.broadcast_to(a, batch_shape).reshape(at)
+
+    fill = str(mode) == "GatherScatterMode.FILL_OR_DROP"
+    index, fits = [np.zeros((), np.int64)] * operand.ndim, np.ones(batch_shape, bool)
+    for k, d in enumerate(dims.start_index_map):
+        start, top = indices[..., k].astype(np.int64), operand.shape[d] - slice_sizes[d]
+        if fill:
+            fits &= (start >= 0) & (start <= top)
+        index[d] = batch_shaped(np.clip(start, 0, top))
+    for d, b in zip(dims.operand_batching_dims, dims.start_indices_batching_dims):
+        along = [1] * len(batch_shape)
+        along[b] = batch_shape[b]
+        index[d] = batch_shaped(np.arange(batch_shape[b]).reshape(along))
+    out_shape = list(shape)
+    for p, n in zip(batch_at, batch_shape):
+        out_shape[p] = n
+    kept = [
+        d for d in range(operand.ndim) if d not in dims.collapsed_slice_dims and d not in dims.operand_batching_dims
+    ]
+    for d, p in zip(kept, dims.offset_dims):
+        along = list(shape)
+        along[p] = out_shape[p] = slice_sizes[d]
+        index[d] = index[d] + np.arange(slice_sizes[d]).reshape(along)
+    out = np.broadcast_to(operand[tuple(index)] if operand.ndim else operand, out_shape)
+    if not fill or fits.all():
+        return np.array(out)
+    return np.where(batch_shaped(fits), out, _fill_value(operand.dtype, fill_value))
+
+
+def _fill_value(dtype, value):
+    """What JAX's gather fills where a slice does not fit: `value`, or by default nan, the lowest signed integer, the
+    highest unsigned one, True."""
+    if value is not None:
+        return np.asarray(value, dtype)
+    if dtype.kind == "f":
+        return np.asarray(np.nan, dtype)
+    if dtype.kind == "b":
+        return np.asarray(True)
+    info = np.iinfo(dtype)
+    return np.asarray(info.min if dtype.kind == "i" else info.max, dtype)
+
+
+def _scatter(combine):
+    """XLA's scatter whose updates are combined into the operand by the ufunc `combine` (None: written), the index
+    vector the last dimension of `indices`: per batch position of the indices, the window of `updates` at the
+    start it gives; a window that does not fit is dropped (XLA's CPU code, and JAX's FILL_OR_DROP mode), or its
+    start clamped in CLIP mode. Where windows overlap, updates apply in order, as XLA's CPU loop applies them."""
+
+    def scatter(operand, indices, updates, *, dimension_numbers, mode, **_):
+        dims = dimension_numbers
+        batch_shape = indices.shape[:-1]
+        batch_at = [d for d in range(updates.ndim) if d not in dims.update_window_dims]
+        shape = [1] * updates.ndim
+
+        def batch_shaped(a):
+            at = list(shape)
+            for p, n in zip(batch_at, batch_shape):
+                at[p] = n
+            return np.broadcast_to(a, batch_shape).reshape(at)
+
+        kept = [d for d in range(operand.ndim) if d not in dims.inserted_window_dims and d not in
+                dims.operand_batching_dims]  # fmt: skip
+        window = [1] * operand.ndim
+        for d, p in zip(kept, dims.update_window_dims):
+            window[d] = updates.shape[p]
+        clip = str(mode) == "GatherScatterMode.CLIP"
+        index, fits = [np.zeros((), np.int64)] * operand.ndim, np.ones(batch_shape, bool)
+        for k, d in enumerate(dims.scatter_dims_to_operand_dims):
+            start, top = indices[..., k].astype(np.int64), operand.shape[d] - window[d]
+            if clip:
+                start = np.clip(start, 0, top)
+            fits &= (start >= 0) & (start <= top)
+            index[d] = batch_shaped(start)
+        for d, b in zip(dims.operand_batching_dims, dims.scatter_indices_batching_dims):
+            along = [1] * len(batch_shape)
+            along[b] = batch_shape[b]
+            index[d] = batch_shaped(np.arange(batch_shape[b]).reshape(along))
+        for d, p in zip(kept, dims.update_window_dims):
+            along = list(shape)
+            along[p] = window[d]
+            index[d] = index[d] + np.arange(window[d]).reshape(along)
+        where = np.broadcast_to(batch_shaped(fits), updates.shape)
+        index = tuple([np.broadcast_to(i, updates.shape)[where] for i in index])
+        out = operand.copy()
+        if combine is None:
+            out[index] = updates[where]
+        else:
+            combine.at(out, index, updates[where])
+        return out
+
+    return scatter
+
+
 def _dynamic_update_slice(a, update, *starts):
     at = [int(min(max(int(s), 0), n - k)) for s, n, k in zip(starts, a.shape, update.shape)]
     out = a.copy()
@@ -299,6 +406,7 @@ ROWS = {
     "expand_dims": lambda a, dimensions: np.expand_dims(a, tuple(dimensions)),
     "transpose": lambda a, permutation: np.transpose(a, permutation),
     "rev": lambda a, dimensions: np.flip(a, tuple(dimensions)),
+    "tile": lambda a, reps: np.tile(a, tuple(reps)),
     "slice": _slice,
     "pad": _pad,
     "concatenate": lambda *arrays, dimension: np.concatenate(arrays, axis=dimension),
@@ -306,6 +414,10 @@ ROWS = {
     "iota": _iota,
     "dynamic_slice": _dynamic_slice,
     "dynamic_update_slice": _dynamic_update_slice,
+    "gather": _gather,
+    "scatter": _scatter(None),
+    "scatter-add": _scatter(np.add),
+    "scatter-mul": _scatter(np.multiply),
     "dot_general": _dot_general,
     "reduce_sum": _reduce(np.add, lambda d: 0),
     "reduce_prod": _reduce(np.multiply, lambda d: 1),

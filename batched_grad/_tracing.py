@@ -16,6 +16,18 @@ except ImportError:  # pragma: no cover - depends on the JAX version
         return False
 
 
+try:  # trace_state_clean's test read directly: it costs four Python calls, on every op
+    from jax._src.core import axis_env_state, eval_trace, top_axis_env, trace_state_strong_ref
+
+    if _outside_every_trace() and trace_state_strong_ref.value is eval_trace and axis_env_state.value is top_axis_env:
+
+        def _outside_every_trace():
+            return trace_state_strong_ref.value is eval_trace and axis_env_state.value is top_axis_env
+
+except ImportError:  # pragma: no cover - depends on the JAX version
+    pass
+
+
 def tracing():
     """Whether a JAX transformation is tracing now."""
     return not _outside_every_trace()

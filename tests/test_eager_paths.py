@@ -81,6 +81,22 @@ def test_an_sgd_step_written_by_hand_moves_its_parameter_at_most_once(moves):
     np.testing.assert_allclose(got, train(torch, 3), rtol=1e-5, atol=1e-6)
 
 
+def test_a_new_number_operand_moves_nothing_on_the_host(moves):
+    """Ops without a hand-written host form (a comparison, a power, a clamp) run by their derived forms: a Python number
+    that changes every call (a threshold, an exponent) stays on the host too."""
+    v0 = np.random.default_rng(2).standard_normal(300).astype(np.float32)
+
+    def masked(lib, c):
+        v = lib.tensor(v0)
+        return v[v > c].pow(2.5 + c).clamp(0.1, 2.0 + c).mean()
+
+    masked(bg, 0.25)  # warm: traces each op's jaxpr and compiles its elementwise kernels
+    moved = len(moves)
+    for c in np.linspace(-0.5, 0.5, 7):
+        np.testing.assert_allclose(masked(bg, float(c)).numpy(), masked(torch, float(c)).numpy(), rtol=1e-5)
+    assert len(moves) == moved, "a number operand was moved to the device"
+
+
 def test_host_data_moved_to_the_device_keeps_64_bit_dtypes():
     for dtype in (np.float64, np.int64, np.complex128, np.float32, np.bool_):
         moved = _host.to_device(np.arange(6).reshape(2, 3).astype(dtype))

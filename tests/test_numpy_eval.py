@@ -14,9 +14,8 @@ from batched_grad._ops import _host_forms
 from oracle import assert_same
 
 CPU = jax.default_backend() == "cpu"
-SIZES = range(100, 120)  # 20 new sizes, all in one bucket of the elementwise kernels (64 < k <= 256)
-# a call before the sizes: it traces each op's jaxpr for its pattern of shapes and compiles the elementwise kernels of
-# the bucket
+SIZES = range(100, 120)  # 20 new sizes
+# a call before the sizes: it traces each op's jaxpr for its pattern of shapes and compiles its elementwise kernels
 WARM_UP = (99,)
 pytestmark = pytest.mark.skipif(not CPU, reason="host forms run on the CPU backend only")
 

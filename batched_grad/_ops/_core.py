@@ -16,7 +16,7 @@ from .._dual import LEVELS as DUAL_LEVELS
 from .._dual import apply_dual
 from .._foreign import TORCH_TENSOR_PASSED, is_torch_tensor
 from .._grad_mode import is_grad_enabled
-from .._host import host_read, is_shared, on_host, to_device
+from .._host import computed_on_host, host_arrays, host_read, is_shared, on_host, to_device
 from .._layout import note_base
 from .._lazy import Call, Pending, Signature, defer, kernel, materialize, signature
 from .._meta import MetaValue, check_devices, meta_value, shapes_of
@@ -173,39 +173,54 @@ def apply(op, operands, **static):
     A recorded op is deferred: its outputs are Pending values (_lazy.py), computed when read; so is any op on the
     rows of a vmap.vmap input. An op outside the graph that reads deferred values computes them now."""
     static = tuple(static.items()) if len(static) < 2 else tuple(sorted(static.items()))
-    if op.host is not None and DUAL_LEVELS.tangents is None:
+    tried = False
+    if DUAL_LEVELS.tangents is None:
         outs = _computed_on_host(op, operands, static)
         if outs is not None:
-            if not op.multi and not op.view:
+            if outs is _DECLINED:
+                tried = True
+            elif not op.multi and not op.view:
                 return Tensor._wrap(outs[0])
-            return _wrapped(op, operands, static, outs, [differentiable(o.dtype) for o in outs], None)
+            else:
+                return _wrapped(op, operands, static, outs, [differentiable(o.dtype) for o in outs], None)
     previous = swap_x64(True)
     try:
         if DUAL_LEVELS.tangents is not None:  # a forward-mode AD level is open (_dual.py)
             return apply_dual(_apply, op, operands, static)
-        return _apply(op, operands, static)
+        return _apply(op, operands, static, tried)
     finally:
         set_x64(previous)
 
 
+_DECLINED = object()  # _computed_on_host's answer where the host form was tried on these operands and does not apply
+
+
 def _computed_on_host(op, operands, static):
-    """The outputs of `op` computed now by its host form, without entering JAX's 64-bit mode; None where the op is
-    recorded or deferred, an operand is not a concrete value on the host's device, or the host form does not apply
-    (then `_apply` decides)."""
+    """The outputs of `op` computed now by its host form (hand-written or derived), without entering JAX's 64-bit
+    mode nor moving a number operand to the device; None where the op is recorded or deferred, or an operand is
+    not a concrete, unshared value on the host's device or a float or int (then `_apply` decides); _DECLINED where
+    the host form does not apply to these operands (then the op runs as its kernel)."""
     values = []
     for x in operands:
         if isinstance(x, Tensor):
             if (x._requires_grad or x.grad_fn is not None) and is_grad_enabled():
                 return None
-            values.append(x._v)
+            v = x._v
+            if type(v) is np.ndarray and is_shared(v):
+                return None  # memory shared with NumPy: `_apply` reads a copy
+            values.append(v)
         elif type(x) is float or (type(x) is int and fits_int64(x)):
             values.append(np.asarray(x))
         else:
             return None
-    return on_host(op, values, static)
+    host = host_arrays(values)
+    if host is None:
+        return None
+    outs = computed_on_host(op, host, static)
+    return _DECLINED if outs is None else outs
 
 
-def _apply(op, operands, static):
+def _apply(op, operands, static, host_tried=False):
     arrays, recording, pending, mapped, host_data = [], False, False, False, []
     for x in operands:  # one pass: the arrays, and whether the op is recorded or reads deferred values
         if isinstance(x, Tensor):
@@ -224,7 +239,7 @@ def _apply(op, operands, static):
     recording = recording and is_grad_enabled()
     deferred = recording or pending
     # a recorded or deferred op runs on the host when computed (_lazy)
-    outs = None if deferred else on_host(op, arrays, static)
+    outs = None if deferred or host_tried else on_host(op, arrays, static)
     if host_data and outs is None:
         _read_host_data(operands, arrays, host_data)
     if outs is not None:

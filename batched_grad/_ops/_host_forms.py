@@ -11,7 +11,7 @@ try:  # np.errstate costs 0.75 us a use, as much as a small ufunc; setting its c
 
     _IGNORE_ALL = _make_extobj(all="ignore")
 
-    def _ignoring_float_errors(f, *args):
+    def ignoring_float_errors(f, *args):
         token = _extobj_contextvar.set(_IGNORE_ALL)
         try:
             return f(*args)
@@ -20,7 +20,7 @@ try:  # np.errstate costs 0.75 us a use, as much as a small ufunc; setting its c
 
 except ImportError:  # pragma: no cover - depends on the NumPy version
 
-    def _ignoring_float_errors(f, *args):
+    def ignoring_float_errors(f, *args):
         with np.errstate(all="ignore"):
             return f(*args)
 
@@ -49,7 +49,7 @@ def small_floats(f):
                     return None
                 a = a.astype(dtype)
             operands.append(a)
-        return _ignoring_float_errors(f, *operands)  # inf and nan as the kernel gives them, without NumPy's warnings
+        return ignoring_float_errors(f, *operands)  # inf and nan as the kernel gives them, without NumPy's warnings
 
     return host
 
@@ -74,7 +74,7 @@ def small_float_vjp(rule):
         if ct.dtype not in _FLOATS or ct.size > HOST_ELEMENTS:
             return None
         operands = [None if o is None else o.astype(ct.dtype, copy=False) for o in operands]
-        grads = _ignoring_float_errors(rule, ct, *operands)
+        grads = ignoring_float_errors(rule, ct, *operands)
         return [
             None if g is None else np.array(sum_to(np.broadcast_to(g, ct.shape), shape), dtype)
             for g, (shape, dtype) in zip(grads, avals)

@@ -3,6 +3,7 @@
 import jax
 import numpy as np
 
+from .._host import unshared
 from .._tensor import Tensor
 from .shape import encode_index
 
@@ -46,7 +47,7 @@ def _kind(i):
     if isinstance(i, slice):
         return "slice", slice(*(None if v is None else int(v) for v in (i.start, i.stop, i.step)))
     if isinstance(i, (Tensor, list, tuple, range, np.ndarray)):  # a range is a sequence of ints, as in torch
-        a = i._value if isinstance(i, Tensor) else np.asarray(i)
+        a = unshared(i._held) if isinstance(i, Tensor) else np.asarray(i)  # a host index stays on the host
         a = a.astype(np.int64) if a.size == 0 and not isinstance(i, Tensor) else a  # [] indexes nothing
         if a.dtype == np.bool_ or a.dtype == np.uint8:
             if isinstance(a, jax.core.Tracer):

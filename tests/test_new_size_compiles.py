@@ -1,0 +1,103 @@
+"""A new size compiles nothing, op by op of the op database (tests/op_db.py): on the CPU backend an op outside the
+graph runs on the host (a hand-written or derived host form, _numpy_eval.py), so that after it ran at one size, the
+same call at sizes never seen compiles no XLA kernel, whatever bucket of sizes they fall in. Counted with
+bg.compile_count(), not timed. The ops whose host forms are still missing are listed in GAPS with the primitive that
+has no NumPy row, as strict xfails: one that starts passing must leave the list."""
+
+import jax
+import numpy as np
+import pytest
+
+import batched_grad as bg
+from op_db import ENTRIES
+
+pytestmark = pytest.mark.skipif(jax.default_backend() != "cpu", reason="host forms run on the CPU backend only")
+
+FAMILIES = ("unary", "binary", "reductions", "statistics", "indexing", "shape", "linalg")
+# each record's sizes 3 and 2 become these (a (3, 3) argument: 49, then 169, 961 elements), so that the sizes
+# counted fall in other buckets of sizes than the warm-up's (16, 64, 256, 1024, ...)
+WARM_UP, NEW = (7, 11), ((13, 17), (31, 29))
+
+_SORT = "sort (no NumPy row)"
+_LINALG = "a decomposition (no NumPy row)"
+GAPS = {  # call name -> what compiles
+    "logcumsumexp": "cumlogsumexp (no NumPy row)",
+    "median": _SORT,
+    "median-all": _SORT,
+    "nanmedian": _SORT,
+    "kthvalue": _SORT,
+    "msort": _SORT,
+    "quantile": _SORT,
+    "nanquantile": _SORT,
+    "sort": _SORT,
+    "topk": "top_k (no NumPy row)",
+    "searchsorted": _SORT,
+    "nonzero_static": _SORT,
+    "corrcoef": _LINALG,
+    "logdet": _LINALG,
+    "matrix_exp": _LINALG,
+    "det": _LINALG,
+    "inverse": _LINALG,
+    "pinverse": _LINALG,
+    "cholesky": _LINALG,
+    "cholesky_inverse": _LINALG,
+    "lu": _LINALG,
+    "qr": _LINALG,
+    "svd": _LINALG,
+    "linalg.cholesky": _LINALG,
+    "linalg.eigh": _LINALG,
+    "linalg.svd": _LINALG,
+    "linalg.qr": _LINALG,
+    "diagflat": "its result has more than HOST_ELEMENTS elements at the new sizes: a kernel",
+}
+
+
+def _calls():
+    for entry in ENTRIES:
+        if entry.family in FAMILIES and "float32" in entry.dtypes:
+            for name, call in entry.calls().items():
+                marks = [pytest.mark.xfail(strict=True, reason=GAPS[name])] if name in GAPS else []
+                yield pytest.param(entry, call, id=name, marks=marks)
+
+
+def _tensors(entry, sizes):
+    """The record's arguments with its sizes 3 and 2 replaced by `sizes`."""
+    rng = np.random.default_rng(0)
+    out = []
+    for arg in entry.args:
+        shape = tuple([{3: sizes[0], 2: sizes[1]}.get(d, d) for d in arg.shape])
+        value = arg.domain.sample(rng, shape)
+        out.append(bg.tensor(value.astype(np.float32) if arg.domain.kind == "float" else value))
+    return out
+
+
+def _run(entry, call, sizes):
+    out = call(bg, *_tensors(entry, sizes))
+    for o in out if isinstance(out, (tuple, list)) else [out]:
+        if isinstance(o, bg.Tensor):
+            o.numpy()
+
+
+@pytest.mark.parametrize("entry, call", list(_calls()))
+def test_a_new_size_compiles_nothing(entry, call):
+    try:
+        _run(entry, call, WARM_UP)
+    except (RuntimeError, ValueError, IndexError) as e:  # a call whose sizes are fixed (view(9), a 3-vector cross)
+        pytest.skip(f"the call takes no other sizes: {e}")
+    before = bg.compile_count()
+    for sizes in NEW:
+        _run(entry, call, sizes)
+    assert bg.compile_count() == before, "a new size compiled a kernel"
+
+
+def test_most_calls_of_these_families_take_new_sizes():
+    """The sweep above is no sweep of skips: the records of these families mostly take other sizes."""
+    taken = 0
+    for param in _calls():
+        entry, call = param.values
+        try:
+            _run(entry, call, WARM_UP)
+            taken += 1
+        except (RuntimeError, ValueError, IndexError):
+            pass
+    assert taken >= 300
