@@ -7,7 +7,7 @@ import math
 
 from ..nn import BCEWithLogitsLoss, CrossEntropyLoss, MSELoss
 from ._curvature import CurvatureLinearOperator
-from ._programs import batched_grad, jacobian_columns
+from ._programs import batched_grad, jacobian_columns, loss_of_arrays, traced
 
 SUPPORTED_LOSSES = (MSELoss, CrossEntropyLoss, BCEWithLogitsLoss)
 
@@ -27,6 +27,8 @@ class HessianLinearOperator(CurvatureLinearOperator):
                 from ..autograd import grad
 
                 X, y, factor = data
+                if traced(factor):
+                    return _hessian_columns(model, state, data, M, blocks)
                 leaves = model.leaves(state)
                 loss = model.loss(state, model(state, leaves, X), y) * factor
                 result, start = [], 0
@@ -40,6 +42,32 @@ class HessianLinearOperator(CurvatureLinearOperator):
             return hessian_product
 
         return self._run("hessian", build, (X, y, factor), M, blocks)
+
+
+def _hessian_columns(model, state, data, M, blocks):
+    """Inside a traced program, the Hessian's products forward-over-reverse: the JVP of the gradient's program with
+    each column (vmapped over the columns), per block. The forward and the gradient run once for all columns; each
+    column adds one linear pass through them, with no second backward over the backward's saved values."""
+    import jax
+
+    from .._tensor import Tensor
+
+    arrays = [leaf._value for leaf in model.leaves(state)]
+    loss = loss_of_arrays(model, state, *data)
+    result, start = [], 0
+    for size in blocks:
+        end = start + size
+
+        def block_loss(block, start=start, end=end):
+            return loss(arrays[:start] + list(block) + arrays[end:])
+
+        gradient = jax.grad(block_loss)
+        primal = arrays[start:end]
+        columns = [m._value for m in M[start:end]]
+        products = jax.vmap(lambda v, g=gradient, p=primal: jax.jvp(g, (p,), (v,))[1])(columns)
+        result += [Tensor._wrap(p) for p in products]
+        start = end
+    return result
 
 
 class GGNLinearOperator(CurvatureLinearOperator):

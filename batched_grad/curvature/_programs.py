@@ -290,6 +290,24 @@ def jacobian_columns(out, leaves, columns):
     return result
 
 
+def traced(t):
+    """Whether Tensor `t` is a value being traced into a program (not an eager one)."""
+    return isinstance(t._value, jax.core.Tracer)
+
+
+def loss_of_arrays(model, state, X, y, factor):
+    """The batch's scaled loss as a function of the parameters' arrays (in `model.names`' order), for JAX's own
+    transformations inside a traced program: the model runs on them without recording a graph."""
+    from .. import no_grad
+
+    def loss(arrays):
+        with no_grad():
+            leaves = [Tensor._wrap(a) for a in arrays]
+            return (model.loss(state, model(state, leaves, X), y) * factor)._value
+
+    return loss
+
+
 def as_factor(value, like):
     """A batch's weight as a 0-d Tensor (an input of the program, so batches of other sizes share it)."""
     from .. import tensor
