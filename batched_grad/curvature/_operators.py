@@ -218,11 +218,10 @@ class FisherMCLinearOperator(CurvatureLinearOperator):
             batch_size_fn=batch_size_fn,
         )
 
-    def _matmat(self, M):
+    def _begin_product(self):
         from .. import Generator
 
         self._generator = Generator().manual_seed(self._seed)
-        return super()._matmat(M)
 
     def _matmat_batch(self, X, y, M, factor):
         from .. import no_grad
