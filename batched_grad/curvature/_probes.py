@@ -23,11 +23,11 @@ def draw_probe_rows(dim, num, distribution="rademacher", generator=None):
     if distribution not in DISTRIBUTIONS:
         raise ValueError(f"distribution must be one of {DISTRIBUTIONS}, but got {distribution!r}")
     draw = randn if distribution == "normal" else rand
-    rows = np.array(draw(num, dim, generator=generator, dtype=float64).numpy(), dtype=np.float64)
-    if distribution == "rademacher":
-        rows -= 0.5
-        np.copysign(1.0, rows, out=rows)  # -1 below 0.5, else 1
-    return rows
+    drawn = np.asarray(draw(num, dim, generator=generator, dtype=float64).numpy(), dtype=np.float64)
+    if distribution == "normal":
+        return np.array(drawn)
+    rows = np.subtract(drawn, 0.5)
+    return np.copysign(1.0, rows, out=rows)  # -1 below 0.5, else 1
 
 
 def square_size(A):
