@@ -42,9 +42,9 @@ TUNE_CHUNKS = (1, 16)  # one column at a time (convolutions), or chunks whose in
 class _Compiled:
     """One signature's executables: for all columns, and for a chunk of them where all do not fit the budget, or
     where chunks run faster (measured at the second call, the first having paid for first runs and fresh memory).
-    XLA vectorizes some backwards poorly over columns: a convolution whose kernel varies by column becomes a grouped
-    convolution, and the CNN of benchmarks/curvature.py took 10 s for 64 Hessian columns at once against 3 s one at a
-    time; and the MLP's 64 columns at once took longer than four chunks of 16 (270 ms against 4 x 29 ms)."""
+    XLA vectorizes some products poorly over columns: with the Hessian's backward of a backward, the CNN of
+    benchmarks/curvature.py took 10 s for 64 columns at once against 3 s one at a time, and the MLP's 64 columns at
+    once took longer than four chunks of 16 (270 ms against 4 x 29 ms)."""
 
     def __init__(self, jitted, positions, leaves, column_positions):
         self.jitted, self.positions, self.column_positions = jitted, positions, column_positions
