@@ -240,19 +240,21 @@ def _on_rows(build, shapes):
     back flattened into one `(K, N)` Tensor, plus the earlier total where there is one."""
     sizes = [int(np.prod(s, dtype=np.int64)) for s in shapes]
 
-    def made():
+    def on_rows(fn):
         from .. import cat
 
-        fn = build()
-
-        def on_rows(state, data, columns):
+        def run(state, data, columns):
             rows, *total = columns
             k = rows.shape[0]
             M = [p.reshape(k, *s) for p, s in zip(rows.split(sizes, dim=1), shapes)]
             product = cat([a.reshape(k, -1) for a in fn(state, data, M)], dim=1)
             return [product + total[0] if total else product]
 
-        return on_rows
+        return run
+
+    def made():
+        fns = build()
+        return [on_rows(f) for f in fns] if isinstance(fns, list) else on_rows(fns)
 
     return made
 

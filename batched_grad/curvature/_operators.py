@@ -25,12 +25,12 @@ class HessianLinearOperator(CurvatureLinearOperator):
         model, blocks = self._functional, tuple(self._block_sizes)
 
         def build():
-            def hessian_product(state, data, M):
+            def hessian_product(state, data, M, order="forward"):
                 from ..autograd import grad
 
                 X, y, factor = data
                 if traced(factor):
-                    return _hessian_columns(model, state, data, M, blocks)
+                    return _hessian_columns(model, state, data, M, blocks, order)
                 leaves = model.leaves(state)
                 loss = model.loss(state, model(state, leaves, X), y) * factor
                 result, start = [], 0
@@ -41,15 +41,18 @@ class HessianLinearOperator(CurvatureLinearOperator):
                     start += size
                 return result
 
-            return hessian_product
+            # backward-over-forward as the alternative that the program's tuning times against it
+            return [hessian_product, lambda state, data, M: hessian_product(state, data, M, "reverse")]
 
         return self._run("hessian", build, (X, y, factor), M, blocks)
 
 
-def _hessian_columns(model, state, data, M, blocks):
-    """Inside a traced program, the Hessian's products forward-over-reverse: the JVP of the gradient's program with
-    each column (vmapped over the columns), per block. The forward and the gradient run once for all columns; each
-    column adds one linear pass through them, with no second backward over the backward's saved values."""
+def _hessian_columns(model, state, data, M, blocks, order):
+    """Inside a traced program, the Hessian's products per block: `order` "forward", forward-over-reverse (the JVP of
+    the gradient's program with each column, vmapped over the columns: the forward and the gradient run once for all
+    columns, each column adds one linear pass through them); "reverse", the VJP of the gradient with each column
+    (the Hessian is symmetric), which on the MLP of benchmarks/curvature.py ran 16-64 columns faster (it does not
+    transpose the first layer's tangents), and on its CNN 2x-3x slower."""
     import jax
 
     from .._tensor import Tensor
@@ -66,7 +69,11 @@ def _hessian_columns(model, state, data, M, blocks):
         gradient = jax.grad(block_loss)
         primal = arrays[start:end]
         columns = [m._value for m in M[start:end]]
-        products = jax.vmap(lambda v, g=gradient, p=primal: jax.jvp(g, (p,), (v,))[1])(columns)
+        if order == "forward":
+            products = jax.vmap(lambda v, g=gradient, p=primal: jax.jvp(g, (p,), (v,))[1])(columns)
+        else:
+            _, vjp = jax.vjp(gradient, primal)
+            (products,) = jax.vmap(vjp)(columns)
         result += [Tensor._wrap(p) for p in products]
         start = end
     return result
