@@ -3,7 +3,8 @@ risk, with curvlinops 3's names, arguments and scaling. Each batch's product wit
 forward once, then the columns as one batch of cotangents through the backward (or through a backward of a
 backward: J v is the VJP of J^T u with respect to u). The Hessian's traced program runs forward-over-reverse instead
 (the gradient's JVP with each column): on the CNN of benchmarks/curvature.py that halved the time of one column and
-of 64 at once against the backward of the backward, and compiled in less than half the time."""
+of 64 at once against the backward of the backward, and compiled in less than half the time; many columns time it
+against the gradient's VJP (_hessian_columns)."""
 
 import math
 
