@@ -15,6 +15,7 @@ same probes or start vectors) before anything is timed.
 
     python benchmarks/curvature.py            # MLP and CNN, k up to 256 (about 15 minutes on a loaded machine)
     python benchmarks/curvature.py --quick    # the MLP, k up to 64, no memory table (about 2 minutes)
+    python benchmarks/curvature.py --models=cnn --sections=products,estimators --ks=1,64   # a selection
 """
 
 import os
@@ -51,6 +52,9 @@ flags.DEFINE_bool("quick", False, "The MLP only, k up to 64, 3 repeats, no memor
 flags.DEFINE_integer("repeats", 3, "Timing repeats per measurement (the tables show medians and minima).")
 flags.DEFINE_integer("torch_threads", 1, "torch.set_num_threads (1 by default, as in the other benchmarks).")
 flags.DEFINE_list("models", ["mlp", "cnn"], "The models to run (mlp, cnn); --quick runs the MLP only.")
+SECTIONS = ("products", "estimators", "spectra", "top", "memory")
+flags.DEFINE_list("sections", list(SECTIONS), f"The tables to make, of {', '.join(SECTIONS)}.")
+flags.DEFINE_list("ks", None, "The products' column counts (default 1, 16, 64, 256; 1, 64 with --quick).")
 flags.DEFINE_string("memory_probe", None, "Internal: 'model:operator:k:peer' -> print the RSS growth of one product.")
 
 OPERATORS = ("HessianLinearOperator", "GGNLinearOperator", "EFLinearOperator")
@@ -216,21 +220,25 @@ def memory(model, ks):
     return rows
 
 
-def run_model(model, label, quick, repeats, rng):
+def run_model(model, label, quick, repeats, rng, sections):
     print(f"\n== {label} ==", flush=True)
     problem = Problem(model)
     print(f"  {problem.P} parameters, {problem.N} data points", flush=True)
-    ks = (1, 64) if quick else (1, 16, 64, 256)
-    rows = products(problem, ks, repeats, rng)
-    header = ["operator", "k", "bg", "curvlinops", "speedup", "bg first", "max rel diff"]
-    table(f"{label}: products (ms, median (min) of {repeats}; the first bg call, with its compile)", header, rows)
-    header = ["estimator", "probes", "bg", "curvlinops", "speedup", "check"]
-    table(f"{label}: estimators of the Hessian (ms)", header, estimators(problem, repeats))
-    header = ["workload", "bg", "curvlinops", "PyHessian loop", "vs curvlinops", "vs PyHessian", "check"]
-    table(f"{label}: spectra (ms)", header, spectra(problem, repeats))
-    header = ["workload", "bg", "PyHessian loop", "eigsh(curvlinops)", "vs PyHessian", "vs eigsh", "agreement"]
-    table(f"{label}: top eigenvalues (ms)", header, top_eigenvalues(problem, repeats))
-    if not quick:
+    ks = [int(k) for k in FLAGS.ks] if FLAGS.ks else (1, 64) if quick else (1, 16, 64, 256)
+    if "products" in sections:
+        rows = products(problem, ks, repeats, rng)
+        header = ["operator", "k", "bg", "curvlinops", "speedup", "bg first", "max rel diff"]
+        table(f"{label}: products (ms, median (min) of {repeats}; the first bg call, with its compile)", header, rows)
+    if "estimators" in sections:
+        header = ["estimator", "probes", "bg", "curvlinops", "speedup", "check"]
+        table(f"{label}: estimators of the Hessian (ms)", header, estimators(problem, repeats))
+    if "spectra" in sections:
+        header = ["workload", "bg", "curvlinops", "PyHessian loop", "vs curvlinops", "vs PyHessian", "check"]
+        table(f"{label}: spectra (ms)", header, spectra(problem, repeats))
+    if "top" in sections:
+        header = ["workload", "bg", "PyHessian loop", "eigsh(curvlinops)", "vs PyHessian", "vs eigsh", "agreement"]
+        table(f"{label}: top eigenvalues (ms)", header, top_eigenvalues(problem, repeats))
+    if not quick and "memory" in sections:
         header = ["product", "bg", "curvlinops"]
         table(f"{label}: peak RSS growth during one product (fresh process each)", header, memory(model, (64, 256)))
 
@@ -252,7 +260,7 @@ def main(argv):
     rng = np.random.default_rng(0)
     chosen = ["mlp"] if quick else FLAGS.models
     for model, label in [m for m in (MLP, CNN) if m[0] in chosen]:
-        run_model(model, label, quick, repeats, rng)
+        run_model(model, label, quick, repeats, rng, FLAGS.sections)
     print(f"\ntotal {time.perf_counter() - start:.0f} s, load average {os.getloadavg()[0]:.1f}")
 
 

@@ -302,7 +302,7 @@ def test_estimators_on_an_operator_draw_one_batch(hessians, monkeypatch):
         feed_probes(monkeypatch, module, curvature.draw_probes(A.shape[0], 3, generator=bg.Generator().manual_seed(5)))
         close(getattr(curvature, name)(A, 3, generator=bg.Generator().manual_seed(5)), getattr(curvlinops, name)(B, 3))
     products = []
-    monkeypatch.setattr(A, "_matmat", lambda M, inner=A._matmat: products.append(M[0].shape[0]) or inner(M))
+    monkeypatch.setattr(A, "_matmat_rows", lambda R, inner=A._matmat_rows: products.append(R.shape[0]) or inner(R))
     curvature.hutchinson_trace(A, 3)
     assert products == [3]
 

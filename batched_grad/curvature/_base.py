@@ -37,8 +37,12 @@ class LinearOperator:
         X's format: a Tensor `(M,)` / `(M, K)`, or a list in the output space's shapes."""
         if isinstance(X, LinearOperator):
             return _ChainLinearOperator(self, X)
-        columns, as_list, is_vector = self._columns_of(X)
-        return self._format(self._matmat(columns), as_list, is_vector)
+        if isinstance(X, Tensor):
+            rows, is_vector = self._rows_of(X)
+            product = self._matmat_rows(rows)
+            return product[0] if is_vector else product.T
+        columns, is_vector = self._columns_of(X)
+        return self._format(self._matmat(columns), is_vector)
 
     def _matmat(self, M):
         raise NotImplementedError(f"{type(self).__name__} does not implement _matmat")
@@ -47,24 +51,25 @@ class LinearOperator:
         """The product with the columns of R given as rows: R `(K, N)` -> `(K, M)` (what the estimators use)."""
         from .. import cat
 
-        pieces = R.split(self._in_shape_flat, dim=1)
-        M = [p.reshape(R.shape[0], *s) for p, s in zip(pieces, self._in_shape)]
-        return cat([a.reshape(R.shape[0], -1) for a in self._matmat(M)], dim=1)
+        AM = self._matmat(self._split_rows(R))
+        if len(AM) != len(self._out_shape):
+            raise ValueError(f"{type(self).__name__}: the product has {len(AM)} Tensors, not {len(self._out_shape)}")
+        return cat([a.reshape(R.shape[0], -1) for a in AM], dim=1)
+
+    def _rows_of(self, X):
+        """(the columns of Tensor X as the rows of a `(K, N)` Tensor, whether X was a vector)."""
+        n = self.shape[1]
+        if X.ndim not in (1, 2) or X.shape[0] != n:
+            raise ValueError(
+                f"{type(self).__name__} @ X: X must have shape ({n},) or ({n}, K), but got {tuple(X.shape)}"
+            )
+        is_vector = X.ndim == 1
+        return (X.reshape(1, n) if is_vector else X.T), is_vector
 
     def _columns_of(self, X):
-        """(X as a list of `(K, *shape)` Tensors, whether X was a list, whether X was a vector)."""
-        if isinstance(X, Tensor):
-            n = self.shape[1]
-            if X.ndim not in (1, 2) or X.shape[0] != n:
-                raise ValueError(
-                    f"{type(self).__name__} @ X: X must have shape ({n},) or ({n}, K), but got {tuple(X.shape)}"
-                )
-            is_vector = X.ndim == 1
-            rows = X.reshape(1, n) if is_vector else X.T
-            return self._split_rows(rows), False, is_vector
+        """(X, a list of Tensors, as a list of `(K, *shape)` Tensors, whether X was a vector)."""
         if isinstance(X, (list, tuple)) and X and all(isinstance(x, Tensor) for x in X):
-            columns, is_vector = self._columns_of_list(list(X))
-            return columns, True, is_vector
+            return self._columns_of_list(list(X))
         raise ValueError(
             f"{type(self).__name__} @ X: X must be a Tensor, a list of Tensors or a linear operator, "
             f"but got {type(X).__name__}"
@@ -89,16 +94,11 @@ class LinearOperator:
         k = rows.shape[0]
         return [p.reshape(k, *s) for p, s in zip(rows.split(self._in_shape_flat, dim=1), self._in_shape)]
 
-    def _format(self, AM, as_list, is_vector):
-        from .. import cat
-
+    def _format(self, AM, is_vector):
+        """The product `(K, *out_shape[j])` in the input list's format: the output space's shapes, K trailing."""
         if len(AM) != len(self._out_shape):
             raise ValueError(f"{type(self).__name__}: the product has {len(AM)} Tensors, not {len(self._out_shape)}")
-        if as_list:
-            return [a[0] for a in AM] if is_vector else [a.movedim(0, -1) for a in AM]
-        k = AM[0].shape[0]
-        rows = cat([a.reshape(k, -1) for a in AM], dim=1)
-        return rows[0] if is_vector else rows.T
+        return [a[0] for a in AM] if is_vector else [a.movedim(0, -1) for a in AM]
 
     # -- adjoints and algebra ---------------------------------------------------------------------------------------
 

@@ -100,17 +100,38 @@ class CurvatureLinearOperator(LinearOperator):
     # -- the product ------------------------------------------------------------------------------------------------
 
     def _matmat(self, M):
+        self._begin_product()
         total = None
         for X, y in self._loop_over_data("_matmat"):
             part = self._matmat_batch(X, y, M, self._factor(X, y))
             total = part if total is None else [a + b for a, b in zip(total, part)]
         return total
 
+    def _matmat_rows(self, R):
+        """The product with the rows of R `(K, N)`, as rows: each batch's program takes R whole (its split into the
+        parameters' shapes, the concatenation of its products and the sum over batches happen inside it, where XLA
+        fuses them into their neighbours, not as passes over K x N numbers each)."""
+        if type(self)._matmat_batch is CurvatureLinearOperator._matmat_batch:
+            return super()._matmat_rows(R)
+        self._begin_product()
+        total = None
+        for X, y in self._loop_over_data("_matmat"):
+            (total,) = self._matmat_batch(X, y, _Rows(R, total), self._factor(X, y))
+        return total
+
+    def _begin_product(self):
+        """Called before each product's pass over the data."""
+
     def _matmat_batch(self, X, y, M, factor):
         raise NotImplementedError(f"{type(self).__name__} does not implement _matmat_batch")
 
     def _run(self, kind, build, data, columns, options=()):
-        """The cached program `kind` (its function made by `build()`) on this batch's `data` and `columns`."""
+        """The cached program `kind` (its function made by `build()`) on this batch's `data` and `columns` (a list of
+        `(K, *shape)` Tensors, or _Rows: then the program's product is one `(K, N)` Tensor)."""
+        if isinstance(columns, _Rows):
+            kind, options = f"{kind} on rows", (options, columns.total is not None)
+            build = _on_rows(build, self._in_shape)
+            columns = columns.tensors()
         objects = [self._model_func, self._loss_func, *self._params]
         run = program(kind, objects, options, build, traceable=self._functional.traceable)
         return run(self._functional.state(), data, columns)
@@ -202,6 +223,40 @@ class CurvatureLinearOperator(LinearOperator):
         v = rand(self.shape[1], dtype=self.dtype)
         if not np.allclose(_numpy(self @ v), _numpy(self @ v), rtol=rtol, atol=atol):
             raise RuntimeError("Check for deterministic matvec failed.")
+
+
+class _Rows:
+    """Columns given as the rows of one `(K, N)` Tensor, with the sum of the earlier batches' products (or None)."""
+
+    def __init__(self, rows, total):
+        self.rows, self.total = rows, total
+
+    def tensors(self):
+        return [self.rows] if self.total is None else [self.rows, self.total]
+
+
+def _on_rows(build, shapes):
+    """build for a program on _Rows: the rows split into `shapes` go through `build()`'s function, whose products come
+    back flattened into one `(K, N)` Tensor, plus the earlier total where there is one."""
+    sizes = [int(np.prod(s, dtype=np.int64)) for s in shapes]
+
+    def on_rows(fn):
+        from .. import cat
+
+        def run(state, data, columns):
+            rows, *total = columns
+            k = rows.shape[0]
+            M = [p.reshape(k, *s) for p, s in zip(rows.split(sizes, dim=1), shapes)]
+            product = cat([a.reshape(k, -1) for a in fn(state, data, M)], dim=1)
+            return [product + total[0] if total else product]
+
+        return run
+
+    def made():
+        fns = build()
+        return [on_rows(f) for f in fns] if isinstance(fns, list) else on_rows(fns)
+
+    return made
 
 
 def _numpy(t):

@@ -5,7 +5,7 @@ Rayleigh-Ritz on the whole basis. The vector algebra runs in NumPy on the host."
 
 import numpy as np
 
-from ._probes import draw_probes, product, result, square_size
+from ._probes import draw_probes, product_rows, result, square_size
 
 WHICH = ("LA", "SA", "LM", "SM", "BE")
 
@@ -86,7 +86,7 @@ def top_eigenvalues(A, k=1, which="LA", *, tol=1e-6, max_iter=200, max_basis=Non
         raise ValueError(f"block_size must be an int in [1, k = {k}], but got {block_size!r}")
     basis = _Basis(dim, limit)
     E, _ = np.linalg.qr(draw_probes(dim, block, "normal", generator=generator))
-    basis.extend(E.T, _rows_product(A, E.T))
+    basis.extend(E.T, product_rows(A, E.T))
     for _ in range(max_iter):
         theta, S = np.linalg.eigh(basis.T)
         wanted = _select(theta, k, which)
@@ -105,15 +105,11 @@ def top_eigenvalues(A, k=1, which="LA", *, tol=1e-6, max_iter=200, max_basis=Non
             E = _orthonormal_extension(V, draw_probes(dim, block, "normal", generator=generator).T)
             if E.shape[0] == 0:
                 return result(theta[wanted], A), result(Y.T, A)
-        basis.extend(E, _rows_product(A, E))
+        basis.extend(E, product_rows(A, E))
     raise RuntimeError(
         f"top_eigenvalues: {k} eigenpair(s) ({which}) did not converge to tol={tol} in {max_iter} block products; "
         "raise max_iter or tol"
     )
-
-
-def _rows_product(A, rows):
-    return np.ascontiguousarray(product(A, np.ascontiguousarray(rows.T)).T)
 
 
 def _symmetric(T):

@@ -5,23 +5,23 @@ that `bg.manual_seed` seeds draws the probes."""
 
 import numpy as np
 
-from ._probes import check_matvecs, draw_probes, product, result, square_size
+from ._probes import check_matvecs, draw_probe_rows, draw_probes, product, product_rows, result, square_size
 
 
 def hutchinson_trace(A, num_matvecs, distribution="rademacher", *, generator=None):
     """Girard-Hutchinson: mean over `num_matvecs` probes v (E[v v^T] = I) of v^T A v."""
     dim = square_size(A)
     check_matvecs(A, num_matvecs)
-    G = draw_probes(dim, num_matvecs, distribution, generator=generator)
-    return result(np.einsum("ij,ij->", G, product(A, G)) / num_matvecs, A)
+    G = draw_probe_rows(dim, num_matvecs, distribution, generator=generator)
+    return result(np.einsum("ij,ij->", G, product_rows(A, G)) / num_matvecs, A)
 
 
 def hutchinson_diag(A, num_matvecs, distribution="rademacher", *, generator=None):
     """Bekas et al.: mean over `num_matvecs` probes v of v * (A v), elementwise."""
     dim = square_size(A)
     check_matvecs(A, num_matvecs)
-    G = draw_probes(dim, num_matvecs, distribution, generator=generator)
-    return result(np.einsum("ij,ij->i", G, product(A, G)) / num_matvecs, A)
+    G = draw_probe_rows(dim, num_matvecs, distribution, generator=generator)
+    return result(np.einsum("ij,ij->j", G, product_rows(A, G)) / num_matvecs, A)
 
 
 def hutchpp_trace(A, num_matvecs, distribution="rademacher", *, generator=None):

@@ -13,15 +13,21 @@ def draw_probes(dim, num, distribution="rademacher", generator=None):
     """`num` probe vectors of length `dim` as the columns of a float64 array `(dim, num)`, drawn in one call from
     batched_grad's generator (`generator`, else the default one that `bg.manual_seed` seeds): i.i.d. signs
     ('rademacher') or standard normals ('normal'); each column in turn holds the values a draw of `(dim,)` would."""
+    return draw_probe_rows(dim, num, distribution, generator).T
+
+
+def draw_probe_rows(dim, num, distribution="rademacher", generator=None):
+    """draw_probes' probes as the rows of a C-contiguous array `(num, dim)` (the layout of a batched product)."""
     from .. import float64, rand, randn
 
     if distribution not in DISTRIBUTIONS:
         raise ValueError(f"distribution must be one of {DISTRIBUTIONS}, but got {distribution!r}")
     draw = randn if distribution == "normal" else rand
-    rows = np.asarray(draw(num, dim, generator=generator, dtype=float64).numpy())
-    if distribution == "rademacher":
-        rows = np.where(rows < 0.5, -1.0, 1.0)
-    return np.ascontiguousarray(rows.T)
+    drawn = np.asarray(draw(num, dim, generator=generator, dtype=float64).numpy(), dtype=np.float64)
+    if distribution == "normal":
+        return np.array(drawn)
+    rows = np.subtract(drawn, 0.5)
+    return np.copysign(1.0, rows, out=rows)  # -1 below 0.5, else 1
 
 
 def square_size(A):
@@ -50,16 +56,21 @@ def dtype_of(A):
 
 
 def product(A, columns, adjoint=False):
-    """A @ columns (or A^T @ columns) for a NumPy array `(dim, K)`: one batched product of an operator with all K
-    columns, or a matrix product for a Tensor or array; a float64 array `(dim, K)`."""
+    """A @ columns (or A^T @ columns) for a NumPy array `(dim, K)`: product_rows on its transpose; `(dim, K)`."""
+    return product_rows(A, columns.T, adjoint).T
+
+
+def product_rows(A, rows, adjoint=False):
+    """The products of A (or A^T) with the rows of a NumPy array `(K, dim)`, as rows: one batched product of an
+    operator with all K rows, or a matrix product for a Tensor or array; a float64 array `(K, dim)`."""
     from .. import as_tensor
 
     if isinstance(A, LinearOperator):
         op = A.adjoint() if adjoint else A
-        rows = as_tensor(np.ascontiguousarray(columns.T), dtype=op.dtype)
-        return np.ascontiguousarray(np.asarray(op._matmat_rows(rows).numpy(), dtype=np.float64).T)
+        R = as_tensor(np.ascontiguousarray(rows), dtype=op.dtype)
+        return np.asarray(op._matmat_rows(R).numpy(), dtype=np.float64)
     matrix = np.asarray(A.detach().numpy() if isinstance(A, Tensor) else A, dtype=np.float64)
-    return (matrix.T if adjoint else matrix) @ columns
+    return rows @ (matrix if adjoint else matrix.T)
 
 
 def result(value, A):

@@ -42,12 +42,13 @@ TUNE_CHUNKS = (1, 16)  # one column at a time (convolutions), or chunks whose in
 class _Compiled:
     """One signature's executables: for all columns, and for a chunk of them where all do not fit the budget, or
     where chunks run faster (measured at the second call, the first having paid for first runs and fresh memory).
-    XLA vectorizes some backwards poorly over columns: a convolution whose kernel varies by column becomes a grouped
-    convolution, and the CNN of benchmarks/curvature.py took 10 s for 64 Hessian columns at once against 3 s one at a
-    time; and the MLP's 64 columns at once took longer than four chunks of 16 (270 ms against 4 x 29 ms)."""
+    XLA vectorizes some products poorly over columns: with the Hessian's backward of a backward, the CNN of
+    benchmarks/curvature.py took 10 s for 64 columns at once against 3 s one at a time, and the MLP's 64 columns at
+    once took longer than four chunks of 16 (270 ms against 4 x 29 ms)."""
 
-    def __init__(self, jitted, positions, leaves, column_positions):
+    def __init__(self, jitted, positions, leaves, column_positions, alternatives=()):
         self.jitted, self.positions, self.column_positions = jitted, positions, column_positions
+        self.alternatives = alternatives  # jitted functions of the same product, timed against it at the tuning
         arrays = [leaves[i]._value for i in positions]
         self.whole = self._compile(arrays)
         rows = leaves[column_positions[0]].shape[0] if column_positions else 0
@@ -60,10 +61,10 @@ class _Compiled:
             )
             self.chunked = self._compile(self._sliced(arrays, self.chunk))
 
-    def _compile(self, arrays):
+    def _compile(self, arrays, jitted=None):
         compiling.name = "a curvature operator's product"
         try:
-            return self.jitted.lower(*lowerable(arrays)).compile()
+            return (jitted or self.jitted).lower(*lowerable(arrays)).compile()
         finally:
             compiling.name = None
 
@@ -83,13 +84,22 @@ class _Compiled:
         return [Tensor._wrap(a) for a in self._in_chunks(arrays)]
 
     def _tune(self, arrays):
-        """This call (the second) with all columns at once, timed against chunks of TUNE_CHUNKS columns (those up
-        to half the columns), each timed on one warm chunk; the fastest way, by a margin for the noise of one
-        measurement, runs the later calls."""
+        """This call (the second) with all columns at once, timed against each alternative program with all
+        columns (its first run untimed) and against chunks of TUNE_CHUNKS columns (those up to half the columns), each
+        timed on one warm chunk; the fastest way, chunks by a margin for the noise of one measurement, runs the later
+        calls."""
         self.untuned = 0
         start = time.perf_counter()
         outs = jax.block_until_ready(self.whole(*arrays))
-        best = 0.7 * (time.perf_counter() - start)
+        whole = time.perf_counter() - start
+        for jitted in self.alternatives:
+            compiled = self._compile(arrays, jitted)
+            jax.block_until_ready(compiled(*arrays))
+            start = time.perf_counter()
+            jax.block_until_ready(compiled(*arrays))
+            if time.perf_counter() - start < whole:
+                whole, self.whole, self.jitted = time.perf_counter() - start, compiled, jitted
+        best = 0.7 * whole
         rows = arrays[self.positions.index(self.column_positions[0])].shape[0]
         choice = (None, None)
         for chunk in [c for c in TUNE_CHUNKS if 2 * c <= rows]:
@@ -125,8 +135,9 @@ class _Program:
     per signature; `state` a dict of the model's (and loss's) Tensors, `data` a pytree of Tensors and constants,
     `columns` a list of `(K, ...)` Tensors."""
 
-    def __init__(self, fn, traceable):
-        self._fn, self._traceable = fn, traceable
+    def __init__(self, fns, traceable):
+        fns = fns if isinstance(fns, list) else [fns]  # the product and alternative programs of it
+        self._fn, self._alternatives, self._traceable = fns[0], fns[1:], traceable
         self._signatures = collections.OrderedDict()
 
     @scoped
@@ -153,18 +164,21 @@ class _Program:
     def _trace(self, leaves, spec, num_columns):
         positions = [i for i, x in enumerate(leaves) if isinstance(x, Tensor)]
         column_positions = positions[len(positions) - num_columns :] if num_columns else []
-        fn = self._fn
 
-        def on_arrays(*arrays):
-            call = list(leaves)
-            for i, a in zip(positions, arrays):
-                call[i] = Tensor._wrap(a)
-            state, data, columns = spec.unflatten(call)
-            with enable_grad():
-                return tuple(o._value for o in fn(state, data, columns))
+        def on_arrays(fn):
+            def run(*arrays):
+                call = list(leaves)
+                for i, a in zip(positions, arrays):
+                    call[i] = Tensor._wrap(a)
+                state, data, columns = spec.unflatten(call)
+                with enable_grad():
+                    return tuple(o._value for o in fn(state, data, columns))
 
+            return jax.jit(run)
+
+        alternatives = [on_arrays(f) for f in self._alternatives] if num_columns else []
         try:
-            return _Compiled(jax.jit(on_arrays), positions, leaves, column_positions)
+            return _Compiled(on_arrays(self._fn), positions, leaves, column_positions, alternatives)
         except _compile._CONCRETE:
             return EAGER
 
@@ -288,6 +302,24 @@ def jacobian_columns(out, leaves, columns):
         return zeros_for(columns[0].shape[0], out.shape, out)
     (result,) = batched_grad([t for t, _ in pairs], [u], [c for _, c in pairs])
     return result
+
+
+def traced(t):
+    """Whether Tensor `t` is a value being traced into a program (not an eager one)."""
+    return isinstance(t._value, jax.core.Tracer)
+
+
+def loss_of_arrays(model, state, X, y, factor):
+    """The batch's scaled loss as a function of the parameters' arrays (in `model.names`' order), for JAX's own
+    transformations inside a traced program: the model runs on them without recording a graph."""
+    from .. import no_grad
+
+    def loss(arrays):
+        with no_grad():
+            leaves = [Tensor._wrap(a) for a in arrays]
+            return (model.loss(state, model(state, leaves, X), y) * factor)._value
+
+    return loss
 
 
 def as_factor(value, like):
