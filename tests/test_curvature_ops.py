@@ -122,6 +122,23 @@ def test_columns_in_chunks_under_a_small_memory_budget(hessians, ce):
         vmap.set_memory_budget(None)
 
 
+def test_an_alternative_order_that_fails_is_not_taken(ce, monkeypatch):
+    """Many-column Hessian products time the reverse order against forward-over-reverse at their second call; an
+    order that cannot be compiled or run leaves the product on the other one."""
+    plain = operators._hessian_columns
+
+    def reverse_fails(model, state, data, M, blocks, order):
+        if order == "reverse":
+            raise RuntimeError("this order cannot run")
+        return plain(model, state, data, M, blocks, order)
+
+    monkeypatch.setattr(operators, "_hessian_columns", reverse_fails)
+    A, B = ce.ours("HessianLinearOperator", check_deterministic=False), ce.theirs("HessianLinearOperator")
+    V = columns(np.random.default_rng(4), ce.P, 8)
+    for _ in range(3):  # the second call times the orders
+        close(A @ bg.tensor(V), B @ torch.tensor(V))
+
+
 def test_list_format(hessians, ce):
     A, B = hessians
     rng = np.random.default_rng(4)

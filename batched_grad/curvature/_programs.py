@@ -93,8 +93,11 @@ class _Compiled:
         outs = jax.block_until_ready(self.whole(*arrays))
         whole = time.perf_counter() - start
         for jitted in self.alternatives:
-            compiled = self._compile(arrays, jitted)
-            jax.block_until_ready(compiled(*arrays))
+            try:
+                compiled = self._compile(arrays, jitted)
+                jax.block_until_ready(compiled(*arrays))
+            except Exception:  # an alternative only competes: one that cannot compile or run is not taken
+                continue
             start = time.perf_counter()
             jax.block_until_ready(compiled(*arrays))
             if time.perf_counter() - start < whole:
