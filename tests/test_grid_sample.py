@@ -58,6 +58,8 @@ CASES = [
     if not (dims == 3 and mode == "bicubic")
 ]
 DTYPES = ["float64", pytest.param("float32", marks=pytest.mark.slow)]
+# a float32 grid gradient sums up to 16 taps' products, scaled by size / 2: near 0 it keeps ~1e-5 of rounding
+TOLERANCES = {"float64": FLOATS["float64"][1], "float32": dict(rtol=1e-4, atol=5e-5)}
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -70,7 +72,7 @@ def test_values_and_gradients_match_torch(dims, mode, padding, aligned, dtype):
         [x, grid],
         gradgrad=False,
         batched=False,
-        **FLOATS[dtype][1],
+        **TOLERANCES[dtype],
     )
 
 
