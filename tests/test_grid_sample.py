@@ -234,3 +234,14 @@ def test_align_corners_default_warns_as_torch():
         assert tuple(out.shape) == (1, 1, 2, 2)
     assert [m[:2] for m in messages[1]] == [m[:2] for m in messages[0]] and len(messages[0]) == 1
     assert messages[1][0][2] == __file__  # pointed at the caller
+
+
+def test_node_shows_what_it_saved_as_torch():
+    x, grid = _input(2, "float64", seed=17), _grid(2, "float64", seed=18)
+    out = F.grid_sample(x, grid, mode="nearest", padding_mode="reflection", align_corners=True)
+    expected = torch.nn.functional.grid_sample(*to_torch([x, grid]), "nearest", "reflection", True)
+    node, t_node = out.grad_fn, expected.grad_fn
+    for name in ("interpolation_mode", "padding_mode", "align_corners"):
+        assert getattr(node, f"_saved_{name}") == getattr(t_node, f"_saved_{name}")
+    assert_same(node._saved_input, t_node._saved_input)
+    assert_same(node._saved_grid, t_node._saved_grid)

@@ -99,9 +99,10 @@ def _taps(g, size, mode, padding_mode, align_corners, dims):
     return [(low, low + 1 - c), (low + 1, c - low)]
 
 
-def _grid_sample(input, grid, *, mode, padding_mode, align_corners):
+def _grid_sample(input, grid, *, interpolation_mode, padding_mode, align_corners):
     """input (N, C, *spatial) read at grid (N, *out, n), whose last axis holds (x, y[, z]): the coordinate of the
-    last spatial dim first."""
+    last spatial dim first. The modes are torch's enum values."""
+    mode, padding_mode = _MODES[interpolation_mode], _PADDINGS[padding_mode]
     dtype = input.dtype
     if dtype in (jnp.float16, jnp.bfloat16):  # coordinates and sums in float32, the result rounded once
         input, grid = input.astype(jnp.float32), grid.astype(jnp.float32)
@@ -132,7 +133,12 @@ def _sampler_backward_name(sig):
 # torch's backward is one kernel (grid_sampler_2d_backward) reading the input, the grid and the cotangent: a recorded
 # gradient links to them all
 _GRID_SAMPLER = Op(
-    "grid_sampler", _grid_sample, backward_name=_sampler_backward_name, fused=FUSED, saved_names=("input", "grid")
+    "grid_sampler",
+    _grid_sample,
+    backward_name=_sampler_backward_name,
+    fused=FUSED,
+    saved_names=("input", "grid"),
+    saved_static=("interpolation_mode", "padding_mode", "align_corners"),
 )
 
 
@@ -188,8 +194,8 @@ def _sample(input, grid, interpolation_mode, padding_mode, align_corners, dims=N
     return apply(
         _GRID_SAMPLER,
         [input, grid],
-        mode=_MODES[interpolation_mode],
-        padding_mode=_PADDINGS[padding_mode],
+        interpolation_mode=int(interpolation_mode),
+        padding_mode=int(padding_mode),
         align_corners=bool(align_corners),
     )
 
@@ -248,7 +254,12 @@ def _affine_grid(theta, *, spatial, align_corners):
 
 
 _AFFINE_GRID = Op(
-    "affine_grid_generator", _affine_grid, linear=True, backward_name="AffineGridGeneratorBackward0", saved_names=()
+    "affine_grid_generator",
+    _affine_grid,
+    linear=True,
+    backward_name="AffineGridGeneratorBackward0",
+    saved_names=(),
+    saved_static=("align_corners",),
 )
 
 
