@@ -245,3 +245,27 @@ def test_node_shows_what_it_saved_as_torch():
         assert getattr(node, f"_saved_{name}") == getattr(t_node, f"_saved_{name}")
     assert_same(node._saved_input, t_node._saved_input)
     assert_same(node._saved_grid, t_node._saved_grid)
+
+
+@pytest.mark.parametrize("dims", [2, 3])
+def test_non_finite_and_huge_points_as_torch(dims):
+    """nan, +-inf and +-1e10 coordinates: torch's 2-D kernel clips a nan to 0 and lets a non-finite weight through
+    zeros padding; its 3-D kernel clips a nan to the upper border and reads non-finite points as outside."""
+    special = [float("nan"), float("inf"), -float("inf"), 1e10, -1e10]
+    points = []
+    for d in range(dims):
+        for v in special:
+            p = [0.3] * dims
+            p[d] = v
+            points.append(p)
+    shape = (1, len(points), 1, dims) if dims == 2 else (1, 1, len(points), 1, dims)
+    grid = bg.tensor(np.array(points).reshape(shape))
+    x = bg.tensor(
+        np.arange(1.0, 1 + 3 * 4 * (2 if dims == 3 else 1)).reshape((1, 1) + ((2,) if dims == 3 else ()) + (3, 4))
+    )
+    for mode in MODES if dims == 2 else MODES[:2]:
+        for padding in PADDINGS:
+            for aligned in (False, True):
+                out = F.grid_sample(x, grid, mode, padding, aligned)
+                expected = torch.nn.functional.grid_sample(*to_torch([x, grid]), mode, padding, aligned)
+                assert_same(out, expected)

@@ -41,10 +41,13 @@ def _unnormalize(g, size, align_corners, dims):
     return ((g + 1) * size - 1) / 2
 
 
-def _clip(c, size):
-    # as ATen's clip_coordinates_set_grad: the borders count as outside, where the derivative is 0
-    high = size - 1
-    return jnp.where(c <= 0, jnp.zeros_like(c), jnp.where(c >= high, jnp.full_like(c, high), c))
+def _clip(c, size, dims):
+    # ATen's derivative: the borders count as outside, where it is 0. A nan goes to 0 in its 2-D kernel, to the
+    # upper border in its 3-D one.
+    zero, high = jnp.zeros_like(c), jnp.full_like(c, size - 1)
+    if dims == 2:
+        return jnp.where(c > 0, jnp.where(c < size - 1, c, high), zero)
+    return jnp.where(c <= 0, zero, jnp.where(c < size - 1, c, high))
 
 
 def _reflect(c, twice_low, twice_high):
@@ -60,13 +63,13 @@ def _reflect(c, twice_low, twice_high):
     return jnp.where(even, extra + low, span - extra + low)
 
 
-def _padded(c, size, padding_mode, align_corners):
+def _padded(c, size, padding_mode, align_corners, dims):
     """A pixel coordinate moved inside [0, size - 1] as the padding mode does (zeros leaves it: reads outside are 0)."""
     if padding_mode == "border":
-        return _clip(c, size)
+        return _clip(c, size, dims)
     if padding_mode == "reflection":
         bounds = (0, 2 * (size - 1)) if align_corners else (-1, 2 * size - 1)
-        return _clip(_reflect(c, *bounds), size)
+        return _clip(_reflect(c, *bounds), size, dims)
     return c
 
 
@@ -89,10 +92,10 @@ def _taps(g, size, mode, padding_mode, align_corners, dims):
     if mode == "bicubic":  # the taps are padded, not the point
         low = jnp.floor(c)
         weights = _cubic_coefficients(c - low)
-        return [(_padded(low - 1 + k, size, padding_mode, align_corners), w) for k, w in enumerate(weights)]
-    c = _padded(c, size, padding_mode, align_corners)
-    # ATen reads a non-finite or int-overflowing coordinate as -100 (outside)
-    c = jnp.where(jnp.isfinite(c) & (jnp.abs(c) < 2.0**31), c, jnp.full_like(c, -100))
+        return [(_padded(low - 1 + k, size, padding_mode, align_corners, dims), w) for k, w in enumerate(weights)]
+    c = _padded(c, size, padding_mode, align_corners, dims)
+    if dims == 3:  # ATen's 3-D kernel reads a non-finite or int-overflowing coordinate as -100 (outside)
+        c = jnp.where(jnp.isfinite(c) & (jnp.abs(c) < 2.0**31), c, jnp.full_like(c, -100))
     if mode == "nearest":
         return [(jnp.round(c), jnp.ones_like(c))]  # half to even, as nearbyint
     low = jnp.floor(c)
