@@ -123,7 +123,7 @@ def _grid_sample(input, grid, *, interpolation_mode, padding_mode, align_corners
         for (position, w), size in zip(corner, spatial):
             weight = weight * w
             inside = inside & (position >= 0) & (position <= size - 1)
-            index = index * size + jnp.clip(position, 0, size - 1).astype(jnp.int32)
+            index = index * size + jnp.where(inside, position, 0).astype(jnp.int32)  # 0 where unread (or nan)
         values = jax.vmap(lambda a, i: a[:, i])(flat, index)
         out = out + weight[:, None, :] * jnp.where(inside[:, None, :], values, 0)
     return out.reshape((batch, channels) + out_spatial).astype(dtype)
