@@ -83,10 +83,6 @@ CTC = (
     "connectionist temporal classification (F.ctc_loss, CTCLoss): needs a dynamic-programming loss over alignments; "
     "not yet implemented"
 )
-SPATIAL = (
-    "spatial transformer sampling (affine_grid, grid_sample and their ATen forms): not yet implemented "
-    "(interpolate is here)"
-)
 FRACTIONAL = (
     "fractional max pooling (random pooling regions): not yet implemented; max_pool*d and adaptive_max_pool*d are here"
 )
@@ -197,7 +193,7 @@ OMITTED = {
             """batch_norm_backward_elemt batch_norm_backward_reduce batch_norm_elemt
             batch_norm_gather_stats batch_norm_gather_stats_with_counts batch_norm_stats batch_norm_update_stats
             native_batch_norm native_channel_shuffle native_dropout native_group_norm native_layer_norm native_norm
-            norm_except_dim embedding_renorm_ affine_grid_generator""",
+            norm_except_dim embedding_renorm_""",
         ),
         **_names(CUDNN_FLAG, "batch_norm group_norm instance_norm"),
         **_names(REMOVED, "eig lstsq matrix_rank solve symeig"),
@@ -219,7 +215,6 @@ OMITTED = {
         **_names(RNN, "lstm lstm_cell gru gru_cell rnn_relu rnn_relu_cell rnn_tanh rnn_tanh_cell"),
         **_names(EMBEDDING_BAG, "embedding_bag"),
         **_names(CTC, "ctc_loss"),
-        **_names(SPATIAL, "grid_sampler grid_sampler_2d grid_sampler_3d"),
         **_names(RARE_LAYERS, "conv_tbc"),
     },
     "torch.Tensor": {
@@ -268,7 +263,6 @@ OMITTED = {
     "torch.nn.functional": {
         **_names(EMBEDDING_BAG, "embedding_bag"),
         **_names(CTC, "ctc_loss"),
-        **_names(SPATIAL, "affine_grid grid_sample"),
         **_names(
             FRACTIONAL,
             """fractional_max_pool2d fractional_max_pool2d_with_indices fractional_max_pool3d

@@ -67,6 +67,7 @@ WELL = Domain("well conditioned (a + 3 I)", -1.0, 1.0, "shifted")
 LOWER = Domain("lower triangular, positive diagonal", -1.0, 1.0, "lower")
 INDEX3 = Domain("indices in [0, 3)", 0, 3, "int")
 SMALL_INT = Domain("integers in [1, 9)", 1, 9, "int")
+GRID = Domain("sampling points around [-1, 1]", -1.3, 1.3)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -972,6 +973,34 @@ _NN["convolution"] = _nn(
     },
 )
 _NN["bilinear"] = _nn("bilinear", _by_name("bilinear"), Arg((2, 3), REAL), Arg((2, 2), REAL), Arg((4, 3, 2), REAL))
+_NN["grid_sampler"] = _nn(
+    "grid_sampler",
+    lambda m, x, g: m.grid_sampler(x, g, 0, 0, False),
+    Arg((2, 2, 3, 4), REAL),
+    Arg((2, 3, 2, 2), GRID),
+    variants={
+        "nearest-border": lambda m, x, g: m.grid_sampler(x, g, 1, 1, True),
+        "bicubic-reflection": lambda m, x, g: m.grid_sampler(x, g, 2, 2, False),
+    },
+)
+_NN["grid_sampler_2d"] = _nn(
+    "grid_sampler_2d",
+    lambda m, x, g: m.grid_sampler_2d(x, g, 0, 2, True),
+    Arg((1, 2, 3, 3), REAL),
+    Arg((1, 2, 3, 2), GRID),
+)
+_NN["grid_sampler_3d"] = _nn(
+    "grid_sampler_3d",
+    lambda m, x, g: m.grid_sampler_3d(x, g, 0, 1, False),
+    Arg((1, 2, 2, 3, 2), REAL),
+    Arg((1, 2, 1, 2, 3), GRID),
+)
+_NN["affine_grid_generator"] = _nn(
+    "affine_grid_generator",
+    lambda m, t: m.affine_grid_generator(t, [2, 1, 3, 4], False),
+    Arg((2, 2, 3), REAL),
+    variants={"3d-aligned": lambda m, t: m.affine_grid_generator(t.reshape(1, 3, 4), [1, 1, 2, 2, 3], True)},
+)
 _NN["prelu"] = _nn("prelu", lambda m, x, w: m.prelu(x, w), Arg((2, 3, 2), REAL), Arg((3,), POS))
 _NN["celu"] = _nn("celu", lambda m, x: m.celu(x, 0.7), X, number_call=lambda m, x, c: m.celu(x, c))
 _NN["selu"] = _nn("selu", _by_name("selu"), X)
@@ -1061,6 +1090,18 @@ _NN["nn.functional.elu"] = _nn(
     lambda m, x: m.nn.functional.elu(x, 0.7),
     X,
     number_call=lambda m, x, c: m.nn.functional.elu(x, 0.5 + c),
+)
+_NN["nn.functional.grid_sample"] = _nn(
+    "nn.functional.grid_sample",
+    lambda m, x, g: m.nn.functional.grid_sample(x, g, padding_mode="border", align_corners=False),
+    Arg((1, 2, 3, 4), REAL),
+    Arg((1, 3, 2, 2), GRID),
+    variants={"bicubic": lambda m, x, g: m.nn.functional.grid_sample(x, g, "bicubic", "zeros", True)},
+)
+_NN["nn.functional.affine_grid"] = _nn(
+    "nn.functional.affine_grid",
+    lambda m, t: m.nn.functional.affine_grid(t, (2, 1, 3, 4), align_corners=True),
+    Arg((2, 2, 3), REAL),
 )
 _NN["nn.functional.hardtanh"] = _nn(
     "nn.functional.hardtanh",

@@ -33,6 +33,7 @@ from . import (
     sampling,
     scatters,
     searching,
+    spatial,
     special,
     statistics,
 )
@@ -146,7 +147,7 @@ globals().update(special.FUNCTIONS)
 globals().update(activations.TORCH)
 globals().update(distances.TORCH)
 globals().update(pooling.TORCH)
-_TORCH_NN = {**norms.TORCH, **layers.TORCH, **dropouts.TORCH, **conv_transpose.FUNCTIONAL}
+_TORCH_NN = {**norms.TORCH, **layers.TORCH, **dropouts.TORCH, **conv_transpose.FUNCTIONAL, **spatial.TORCH}
 globals().update(_TORCH_NN)
 _TORCH_MORE = {
     **arrange.FUNCTIONS,

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 from .. import _dtypes
 from .._dtypes import not_implemented
 from .._grad_mode import no_grad
-from .._ops import UNARY, _derivatives, attention, conv_transpose, dropouts, layers, norms, pooling
+from .._ops import UNARY, _derivatives, attention, conv_transpose, dropouts, layers, norms, pooling, spatial
 from .._ops import interpolate as _interpolate
 from .._ops._core import SAVES_NOTHING, Op, apply
 from .._ops._fused_backward import FUSED_ZEROS, Fused, last_operand_if
@@ -61,6 +61,7 @@ _OPS = {
     **_interpolate.FUNCTIONAL,
     **dropouts.FUNCTIONAL,
     **attention.FUNCTIONAL,
+    **spatial.FUNCTIONAL,
 }
 globals().update(_OPS)
 relu_, elu_, leaky_relu_ = (_inplace_of(f) for f in (relu, elu, leaky_relu))
