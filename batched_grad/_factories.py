@@ -366,10 +366,12 @@ def _float_dtype(dtype, kernel):
 
 
 def _sample(draw, shape, d, complex_scale):
-    """Real samples, or complex ones from independent real and imaginary halves scaled like torch's."""
+    """Real samples `draw(shape, real_dtype)` (NumPy's float32 or float64), or complex ones from independent real
+    and imaginary halves scaled like torch's."""
+    real = np.float64 if d.np in (np.float64, np.complex128) else np.float32
     if not d.is_complex:
-        return draw(shape).astype(d.np)
-    return ((draw(shape) + 1j * draw(shape)) * complex_scale).astype(d.np)
+        return draw(shape, real).astype(d.np)
+    return ((draw(shape, real) + 1j * draw(shape, real)) * complex_scale).astype(d.np)
 
 
 def rand(*args, size=_NO_SIZE, dtype=None, requires_grad=False, generator=None, device=None):
@@ -378,7 +380,7 @@ def rand(*args, size=_NO_SIZE, dtype=None, requires_grad=False, generator=None, 
     d = _float_dtype(dtype, "check_uniform_bounds")
     shape = _varargs_size("rand", args, size)
     return _made(
-        lambda: sample(generator, "rand", shape, lambda bits, s: _sample(bits.random, s, d, 1.0)),
+        lambda: sample(generator, "rand", shape, lambda bits, s: _sample(bits.uniform, s, d, 1.0)),
         shape,
         d,
         requires_grad,
@@ -392,7 +394,7 @@ def randn(*args, size=_NO_SIZE, dtype=None, requires_grad=False, generator=None,
     d = _float_dtype(dtype, "normal_kernel_cpu")
     shape = _varargs_size("randn", args, size)
     return _made(
-        lambda: sample(generator, "randn", shape, lambda bits, s: _sample(bits.standard_normal, s, d, math.sqrt(0.5))),
+        lambda: sample(generator, "randn", shape, lambda bits, s: _sample(bits.normal, s, d, math.sqrt(0.5))),
         shape,
         d,
         requires_grad,
@@ -410,7 +412,7 @@ def randint(low=0, high=None, size=None, *, dtype=None, requires_grad=False, gen
     _check_random_bounds(low, high, d)
     shape = _tuple_size("randint", size)
     return _made(
-        lambda: sample(generator, "randint", shape, lambda bits, s: bits.integers(low, high, s).astype(d.np)),
+        lambda: sample(generator, "randint", shape, lambda bits, s: bits.integers(s, low, high, d.np)),
         shape,
         d,
         requires_grad,

@@ -146,6 +146,10 @@ def celu(input, alpha=1.0, inplace=False):
     return _activation("celu", input, inplace, alpha=float(alpha))
 
 
+def _real(input):
+    return np.float64 if input.dtype.np == np.float64 else np.float32
+
+
 def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
     """Leaky relu with slope (lower + upper) / 2; while training, each non-positive element gets its own slope
     drawn uniformly from [lower, upper] (batched_grad's generator)."""
@@ -154,7 +158,7 @@ def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
     _check_tensor("rrelu", "input", input)
     _require_inexact("rrelu_with_noise_out_cpu", input.dtype)
     slopes = sample(
-        None, "rrelu", input.shape, lambda bits, size: bits.uniform(lower, upper, size).astype(input.dtype.np)
+        None, "rrelu", input.shape, lambda b, size: b.uniform(size, _real(input), lower, upper).astype(input.dtype.np)
     )
     out = apply(_RRELU_NOISE, [input, slopes])
     return input._assign(out, "rrelu_with_noise_") if inplace else out

@@ -5,9 +5,10 @@ import math
 import warnings
 
 from .. import _factories
-from .._factories import rand, randn
+from .._factories import randn
 from .._generator import resolve
 from .._grad_mode import no_grad
+from .._ops import sampling
 from .._ops.linalg import diag, qr
 from .._ops.sampling import randperm
 
@@ -42,13 +43,15 @@ def _fill(tensor, value):
 def uniform_(tensor, a=0.0, b=1.0, generator=None):
     """Fill with samples of U(a, b), drawn from `generator` (the default one if None)."""
     generator = resolve(generator, "uniform_")
-    return _fill(tensor, _factories.rand(*tensor.shape, dtype=tensor.dtype, generator=generator) * (b - a) + a)
+    with no_grad():
+        return sampling.uniform_(tensor, a, b, generator=generator)
 
 
 def normal_(tensor, mean=0.0, std=1.0, generator=None):
     """Fill with samples of N(mean, std^2), drawn from `generator` (the default one if None)."""
     generator = resolve(generator, "normal_")
-    return _fill(tensor, _factories.randn(*tensor.shape, dtype=tensor.dtype, generator=generator) * std + mean)
+    with no_grad():
+        return sampling.normal_(tensor, mean, std, generator=generator)
 
 
 def constant_(tensor, val):
@@ -126,9 +129,12 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
         (1 + math.erf((a - mean) / std / math.sqrt(2.0))) / 2,
         (1 + math.erf((b - mean) / std / math.sqrt(2.0))) / 2,
     )
-    u = rand(*tensor.shape, dtype=tensor.dtype, generator=resolve(generator, "trunc_normal_")) * (
-        2 * high - 2 * low
-    ) + (2 * low - 1)
+    u = sampling.uniform_(
+        _factories.empty(tuple(tensor.shape), dtype=tensor.dtype),
+        2 * low - 1,
+        2 * high - 1,
+        generator=resolve(generator, "trunc_normal_"),
+    )
     return _fill(tensor, (u.erfinv() * (std * math.sqrt(2.0)) + mean).clamp(a, b))
 
 
