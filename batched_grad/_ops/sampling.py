@@ -55,10 +55,10 @@ def _real(self):
     return _real_of(self.dtype)
 
 
-def _bernoulli_rows(bits, probabilities, size):
-    """bernoulli against a tensor of probabilities, once per vmap row in `size`'s leading dimensions."""
-    rows = math.prod(size[: len(size) - probabilities.ndim])
-    return np.stack([bits.bernoulli_tensor(probabilities) for _ in range(rows)]).reshape(size)
+def _uniform_for(p):
+    """torch's uniform against a tensor of probabilities `p`: double for float64 probabilities, else float."""
+    real = np.float64 if p.dtype is _dtypes.float64 else np.float32
+    return lambda bits, size: bits.unit(math.prod(size), real == np.float64).reshape(size)
 
 
 def _float_only(self, kernel):
@@ -84,9 +84,8 @@ def bernoulli_(self, p=0.5, *, generator=None):
     """Fill with 1 (probability p, a number or a tensor) or 0, in place."""
     if not isinstance(p, Tensor):
         return _fill(self, "bernoulli2", generator, lambda bits, size: bits.bernoulli(size, p))
-    probabilities = np.broadcast_to(np.asarray(p.detach().numpy()), tuple(self.shape))
-    drawn = sample(generator, "bernoulli_", self.shape, lambda bits, size: _bernoulli_rows(bits, probabilities, size))
-    return _assign_draw(self, _FILL["bernoulli1"], drawn)
+    uniform = sample(generator, "bernoulli_", self.shape, _uniform_for(p))
+    return _assign_draw(self, _FILL["bernoulli1"], uniform < p.detach())
 
 
 def exponential_(self, lambd=1.0, *, generator=None):
@@ -175,9 +174,8 @@ _BERNOULLI_P = Op(
 def bernoulli(input, p=None, *, generator=None):
     """1 with probability input (or p, a number), else 0, elementwise (zero derivative)."""
     if p is None:
-        probabilities = np.asarray(input.detach().numpy())
-        drawn = sample(generator, "bernoulli", input.shape, lambda b, size: _bernoulli_rows(b, probabilities, size))
-        return apply(_ZEROED, [input, drawn])
+        uniform = sample(generator, "bernoulli", input.shape, _uniform_for(input))
+        return apply(_ZEROED, [input, uniform < input.detach()])
     drawn = sample(generator, "bernoulli", input.shape, lambda bits, size: bits.bernoulli(size, p))
     return apply(_BERNOULLI_P, [input, drawn])
 
