@@ -53,6 +53,13 @@ def test_floating_draws_are_torchs(fill, dtype, n, seed):
     _same_draws(lambda m: FILLS[fill](m, n, getattr(m, dtype)), seed)
 
 
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("dtype", ("complex64", "complex128"))
+@pytest.mark.parametrize("fill", ("rand", "randn"))
+def test_complex_draws_interleave_real_and_imaginary_parts_as_torchs(fill, dtype, n):
+    _same_draws(lambda m: getattr(m, fill)(n, dtype=getattr(m, dtype)), seed=4)
+
+
 INTEGER_DRAWS = {
     "randint small range": lambda m, n: m.randint(0, 10, (n,)),
     "randint range of 2**28 or more": lambda m, n: m.randint(-5, 2**40, (n,)),
