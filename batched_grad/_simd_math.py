@@ -4,7 +4,8 @@ The results are torch's bit for bit; a fused multiply-add is emulated exactly th
 
 import numpy as np
 
-_F32, _I32 = np.float32, np.int32
+_F32, _I32, _U64 = np.float32, np.int32, np.uint64
+_BELOW_FLOAT, _HALF_FLOAT = 2**29 - 1, 2**28  # the 29 float64 mantissa bits a float32 drops; a tie's pattern
 _LOG_P = (
     7.0376836292e-2,
     -1.1514610310e-1,
@@ -27,18 +28,19 @@ _SIN_P = (_F32(-1.9515295891e-4), _F32(8.3321608736e-3), _F32(-1.6666654611e-1))
 def fma(a, b, c):
     """a * b + c rounded once to float32. The product of two float32s is exact in float64; the sum is rounded
     twice (to float64, then float32), which errs only when the float64 sum falls exactly halfway between two
-    float32s: then the sum's rounding error says which side the exact value lies on."""
-    a, b, c = (np.asarray(x, np.float64) for x in (a, b, c))
-    product = a * b
+    (normal) float32s: there the sum's rounding error says which side the exact value lies on."""
+    product = np.asarray(a, np.float64) * np.asarray(b, np.float64)
+    c = np.asarray(c, np.float64)
     total = product + c
-    back = total - product
-    error = (product - (total - back)) + (c - back)  # exact: total + error == product + c
     rounded = total.astype(_F32)
-    gap = total - rounded.astype(np.float64)
-    neighbour = np.nextafter(rounded, np.where(gap > 0, np.inf, -np.inf).astype(_F32)).astype(np.float64)
-    halfway = (gap != 0) & (2 * np.abs(gap) == np.abs(neighbour - rounded.astype(np.float64)))
-    nudged = np.nextafter(total, np.where(error > 0, np.inf, -np.inf)).astype(_F32)
-    return np.where(halfway & (error != 0), nudged, rounded)
+    halfway = (total.view(np.uint64) & _U64(_BELOW_FLOAT)) == _U64(_HALF_FLOAT)
+    if halfway.any():
+        p, t, c = product[halfway], total[halfway], np.broadcast_to(c, total.shape)[halfway]
+        back = t - p
+        error = (p - (t - back)) + (c - back)  # exact: t + error == p + c
+        nudged = np.nextafter(t, np.where(error > 0, np.inf, -np.inf)).astype(_F32)
+        rounded[halfway] = np.where(error != 0, nudged, rounded[halfway])
+    return rounded
 
 
 def log(x):
