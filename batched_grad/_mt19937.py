@@ -42,16 +42,17 @@ class Stream:
             return (self.random64(n) & _U64(2**_DOUBLE_BITS - 1)).astype(np.float64) * 2.0**-_DOUBLE_BITS
         return (self.random(n) & _U64(2**_FLOAT_BITS - 1)).astype(np.float32) * np.float32(2.0**-_FLOAT_BITS)
 
-    def uniform(self, size, dtype, low=0.0, high=1.0):
-        """uniform_(low, high): x * (high - low) + low in the dtype (fused on torch's x86 build)."""
+    def uniform(self, size, dtype, low=0.0, high=1.0, fused=True):
+        """uniform_(low, high): x * (high - low) + low in the dtype, a fused multiply-add as torch's vectorized
+        CPU kernels are built (`fused=False`: torch's kernels outside them, e.g. rrelu's)."""
         double = np.dtype(dtype) == np.float64
         x = self.unit(math.prod(size), double)
         if double:
             low, high = float(low), float(high)
-            out = x if (low, high) == (0.0, 1.0) else _fma64(x, high - low, low)
+            out = x if (low, high) == (0.0, 1.0) else (_fma64(x, high - low, low) if fused else x * (high - low) + low)
         else:
             low, high = np.float32(low), np.float32(high)
-            out = _simd_math.fma(x, high - low, low)
+            out = _simd_math.fma(x, high - low, low) if fused else x * (high - low) + low
         return out.reshape(size).astype(dtype)
 
     def normal(self, size, dtype, mean=0.0, std=1.0):

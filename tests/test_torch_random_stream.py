@@ -173,3 +173,11 @@ def test_a_seeded_training_script_prints_torchs_losses():
 
     expected, got = script(torch), script(bg)
     np.testing.assert_allclose(got, expected, rtol=1e-5)  # the arithmetic may round differently; the draws do not
+
+
+def test_rrelu_draws_torchs_slopes_for_non_positive_inputs():
+    results = []
+    for m in (torch, bg):
+        m.manual_seed(5)
+        results.append(m.nn.functional.rrelu(-m.linspace(0.1, 3, 50), training=True).numpy())
+    np.testing.assert_array_max_ulp(results[1], results[0], maxulp=1)  # torch multiplies by the double slope
