@@ -180,4 +180,4 @@ def test_rrelu_draws_torchs_slopes_for_non_positive_inputs():
     for m in (torch, bg):
         m.manual_seed(5)
         results.append(m.nn.functional.rrelu(-m.linspace(0.1, 3, 50), training=True).numpy())
-    np.testing.assert_array_max_ulp(results[1], results[0], maxulp=1)  # torch multiplies by the double slope
+    np.testing.assert_array_max_ulp(results[1], results[0], maxulp=2)  # torch multiplies by the double slope

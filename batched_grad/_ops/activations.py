@@ -153,7 +153,7 @@ def _slopes(bits, size, lower, upper, dtype):
 def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
     """Leaky relu with slope (lower + upper) / 2; while training, each non-positive element gets its own slope
     drawn uniformly from [lower, upper] (torch's double uniform; torch draws only for the non-positive elements,
-    this draws one per element, so the two agree when all are non-positive, to an ulp: torch multiplies by the
+    this draws one per element, so the two agree when all are non-positive, to 2 ulps: torch multiplies by the
     double slope)."""
     if not training:
         return _activation("leaky_rrelu", input, inplace, slope=(float(lower) + float(upper)) / 2)
