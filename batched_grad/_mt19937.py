@@ -110,6 +110,23 @@ class Stream:
         u = self.unit(math.prod(size), True).tolist()
         return (-1.0 / rate * np.array([math.log1p(-v) for v in u], np.float64)).reshape(size).astype(dtype)
 
+    def cauchy(self, size, dtype, median, sigma):
+        """cauchy_(median, sigma): median + sigma * tan(pi * (u - 0.5)) in double (fused)."""
+        u = self.unit(math.prod(size), True).tolist()
+        tangents = np.array([math.tan(math.pi * (v - 0.5)) for v in u], np.float64)
+        return _fma64(tangents, float(sigma), float(median)).reshape(size).astype(dtype)
+
+    def log_normal(self, size, dtype, mean, std):
+        """log_normal_(mean, std): exp of torch's scalar normal draws (Box-Muller with its cached value)."""
+        values = [math.exp(self._scalar_normal(mean, std)) for _ in range(math.prod(size))]
+        return np.array(values, np.float64).reshape(size).astype(dtype)
+
+    def geometric(self, size, dtype, p):
+        """geometric_(p): ceil(log(u) / log(1 - p)) in double."""
+        u, denominator = self.unit(math.prod(size), True).tolist(), math.log(1.0 - p)
+        values = [math.ceil(math.log(v) / denominator) if v > 0 else math.inf for v in u]
+        return np.array(values, np.float64).reshape(size).astype(dtype)
+
     def randperm(self, n):
         """torch's CPU randperm: a Fisher-Yates shuffle of 0..n-1 swapping i with i + random() % (n - i); for n of
         2**32 / 20 or more the inside-out shuffle with random64()."""

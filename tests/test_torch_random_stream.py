@@ -37,6 +37,9 @@ FILLS = {
     "uniform_(a, b)": lambda m, n, d: m.empty(n, dtype=d).uniform_(-0.123, 0.456),
     "bernoulli_(p)": lambda m, n, d: m.empty(n, dtype=d).bernoulli_(0.3),
     "exponential_": lambda m, n, d: m.empty(n, dtype=d).exponential_(2.5),
+    "cauchy_": lambda m, n, d: m.empty(n, dtype=d).cauchy_(0.3, 2.0),
+    "log_normal_": lambda m, n, d: m.empty(n, dtype=d).log_normal_(0.3, 0.5),
+    "geometric_": lambda m, n, d: m.empty(n, dtype=d).geometric_(0.3),
     "dropout": lambda m, n, d: m.nn.functional.dropout(m.ones(n, dtype=d) * 1.3, 0.3),
     "rand_like": lambda m, n, d: m.rand_like(m.zeros(n, dtype=d)),
     "randn_like": lambda m, n, d: m.randn_like(m.zeros(n, dtype=d)),
@@ -71,6 +74,10 @@ INTEGER_DRAWS = {
     "random_() float32": lambda m, n: m.empty(n).random_(),
     "random_(to)": lambda m, n: m.empty(n, dtype=m.int64).random_(100),
     "randperm": lambda m, n: m.randperm(n),
+    "multinomial with replacement": lambda m, n: m.multinomial(m.tensor([[0.1, 0.2, 0.7], [3.0, 1.0, 2.0]]), n, True),
+    "multinomial of one sample": lambda m, n: m.multinomial(m.linspace(0.1, 1, n), 1),
+    "multinomial without replacement": lambda m, n: m.multinomial(m.linspace(0.1, 1, n, dtype=m.float64), (n + 1) // 2),
+    "WeightedRandomSampler": lambda m, n: m.tensor(list(m.utils.data.WeightedRandomSampler([0.1, 0.5, 0.4], n))),
 }
 
 

@@ -116,20 +116,20 @@ def random_(self, from_=0, to=None, *, generator=None):
 def cauchy_(self, median=0.0, sigma=1.0, *, generator=None):
     """Fill with Cauchy samples, in place."""
     _float_only(self, "cauchy_cpu")
-    return _fill(self, "cauchy", generator, lambda bits, size: median + sigma * bits.seed_numpy().standard_cauchy(size))
+    return _fill(self, "cauchy", generator, lambda bits, size: bits.cauchy(size, _real(self), median, sigma))
 
 
 def log_normal_(self, mean=1.0, std=2.0, *, generator=None):
     """Fill with log-normal samples (exp of a normal of the given mean and std), in place."""
     _float_only(self, "log_normal_cpu")
-    return _fill(self, "log_normal", generator, lambda bits, size: bits.seed_numpy().lognormal(mean, std, size))
+    return _fill(self, "log_normal", generator, lambda bits, size: bits.log_normal(size, _real(self), mean, std))
 
 
 def geometric_(self, p, *, generator=None):
     """Fill with geometric samples (the number of Bernoulli(p) trials to the first success), in place."""
     if not 0 < p < 1:
         raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={p}")
-    return _fill(self, "geometric", generator, lambda bits, size: bits.seed_numpy().geometric(p, size))
+    return _fill(self, "geometric", generator, lambda bits, size: bits.geometric(size, _real(self), p))
 
 
 # ---- out-of-place samplers --------------------------------------------------------------------------------------
@@ -180,6 +180,26 @@ def bernoulli(input, p=None, *, generator=None):
     return apply(_BERNOULLI_P, [input, drawn])
 
 
+def _with_replacement(stream, rows, num_samples):
+    """torch's CPU sampling with replacement: each row's running sums (in the row's dtype) divided by the total,
+    then per sample a double uniform placed by binary search (the first sum not below it)."""
+    picks = []
+    for row in rows:
+        cumulative = np.cumsum(row, dtype=row.dtype)
+        cumulative = cumulative / cumulative[-1]
+        picks.append(np.searchsorted(cumulative, stream.unit(num_samples, True), side="left"))
+    return np.minimum(np.asarray(picks), rows.shape[1] - 1)
+
+
+def _by_exponential_race(stream, rows, num_samples):
+    """torch's sampling without replacement (and of one sample): q ~ Exp(1) for every entry, then the indices of
+    the num_samples largest p / q (argmax for one)."""
+    ratios = rows / stream.exponential(rows.shape, rows.dtype, 1.0)
+    if num_samples == 1:
+        return np.argmax(ratios, axis=1)[:, None]
+    return np.argsort(-ratios, axis=1, kind="stable")[:, :num_samples]
+
+
 def multinomial(input, num_samples, replacement=False, *, generator=None):
     """Indices drawn from each row of (unnormalized) probabilities `input`, with or without replacement."""
     probabilities = np.asarray(input.detach().numpy(), np.float64)
@@ -194,14 +214,15 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):
         raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
     shape = tuple(input.shape[:-1]) + (num_samples,)
 
+    real = input.dtype.np if input.dtype.np in (np.float32, np.float64) else np.float32
+    given = np.asarray(input.detach().numpy(), real).reshape(rows.shape)
+
     def draw(stream, size):  # size: a draw per row of a vmap with randomness="different", then shape
-        bits = stream.seed_numpy()
-        draws_per_row = math.prod(size[: len(size) - len(shape)])
-        picks = [
-            bits.choice(len(r), num_samples, replace=replacement, p=r / r.sum())
-            for _ in range(draws_per_row)
-            for r in rows
-        ]
+        repeats = math.prod(size[: len(size) - len(shape)])
+        if replacement and num_samples > 1:
+            picks = [_with_replacement(stream, given, num_samples) for _ in range(repeats)]
+        else:
+            picks = [_by_exponential_race(stream, given, num_samples) for _ in range(repeats)]
         return np.asarray(picks, np.int64).reshape(size)
 
     return sample(generator, "multinomial", shape, draw)
