@@ -77,6 +77,7 @@ INTEGER_DRAWS = {
     "multinomial with replacement": lambda m, n: m.multinomial(m.tensor([[0.1, 0.2, 0.7], [3.0, 1.0, 2.0]]), n, True),
     "multinomial of one sample": lambda m, n: m.multinomial(m.linspace(0.1, 1, n), 1),
     "multinomial without replacement": lambda m, n: m.multinomial(m.linspace(0.1, 1, n, dtype=m.float64), (n + 1) // 2),
+    "poisson": lambda m, n: m.poisson(m.linspace(0, 40, n, dtype=m.float64)),
     "WeightedRandomSampler": lambda m, n: m.tensor(list(m.utils.data.WeightedRandomSampler([0.1, 0.5, 0.4], n))),
 }
 

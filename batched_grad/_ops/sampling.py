@@ -231,7 +231,7 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):
 def poisson(input, generator=None):
     """Poisson samples with rates `input` (zero derivative)."""
     rates = np.asarray(input.detach().numpy())
-    counts = sample(generator, "poisson", input.shape, lambda bits, size: bits.seed_numpy().poisson(rates, size))
+    counts = sample(generator, "poisson", input.shape, lambda bits, size: bits.poisson(np.broadcast_to(rates, size)))
     return apply(_POISSON, [input, counts])
 
 
