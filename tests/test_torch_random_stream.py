@@ -189,3 +189,13 @@ def test_rrelu_draws_torchs_slopes_for_non_positive_inputs():
         m.manual_seed(5)
         results.append(m.nn.functional.rrelu(-m.linspace(0.1, 3, 50), training=True).numpy())
     np.testing.assert_array_max_ulp(results[1], results[0], maxulp=2)  # torch multiplies by the double slope
+
+
+def test_the_float32_fused_multiply_add_rounds_once():
+    from batched_grad._simd_math import fma
+
+    # (1 + 2**-12)**2 = 1 + 2**-11 + 2**-24 lies halfway between two float32s; a tiny addend decides the side,
+    # which the float64 sum alone loses
+    x = np.float32(1 + 2**-12)
+    got = fma(np.full(3, x), x, np.array([2**-60, -(2**-60), 0.0], np.float32))
+    np.testing.assert_array_equal(got - 1, np.array([2**-11 + 2**-23, 2**-11, 2**-11], np.float32))
