@@ -366,10 +366,24 @@ def _float_dtype(dtype, kernel):
 
 
 def _sample(draw, shape, d, complex_scale):
-    """Real samples, or complex ones from independent real and imaginary halves scaled like torch's."""
+    """Real samples `draw(shape, real_dtype, scale)` (NumPy's float32 or float64); complex ones as torch's: the
+    real and imaginary parts interleaved, one draw of twice the elements with its spread scaled."""
+    real = np.float64 if d.np in (np.float64, np.complex128) else np.float32
     if not d.is_complex:
-        return draw(shape).astype(d.np)
-    return ((draw(shape) + 1j * draw(shape)) * complex_scale).astype(d.np)
+        return draw(shape, real, 1.0).astype(d.np)
+    pairs = draw(tuple(shape) + (2,), real, complex_scale)
+    return (pairs[..., 0] + 1j * pairs[..., 1]).astype(d.np)
+
+
+_COMPLEX_STD = 1.0 / math.sqrt(2.0)  # torch: std / sqrt(2) for each part of a complex normal
+
+
+def _uniform_of(bits):
+    return lambda size, real, _: bits.uniform(size, real)
+
+
+def _normal_of(bits):
+    return lambda size, real, std: bits.normal(size, real, 0.0, std)
 
 
 def rand(*args, size=_NO_SIZE, dtype=None, requires_grad=False, generator=None, device=None):
@@ -378,7 +392,7 @@ def rand(*args, size=_NO_SIZE, dtype=None, requires_grad=False, generator=None, 
     d = _float_dtype(dtype, "check_uniform_bounds")
     shape = _varargs_size("rand", args, size)
     return _made(
-        lambda: sample(generator, "rand", shape, lambda bits, s: _sample(bits.random, s, d, 1.0)),
+        lambda: sample(generator, "rand", shape, lambda bits, s: _sample(_uniform_of(bits), s, d, 1.0)),
         shape,
         d,
         requires_grad,
@@ -392,7 +406,7 @@ def randn(*args, size=_NO_SIZE, dtype=None, requires_grad=False, generator=None,
     d = _float_dtype(dtype, "normal_kernel_cpu")
     shape = _varargs_size("randn", args, size)
     return _made(
-        lambda: sample(generator, "randn", shape, lambda bits, s: _sample(bits.standard_normal, s, d, math.sqrt(0.5))),
+        lambda: sample(generator, "randn", shape, lambda bits, s: _sample(_normal_of(bits), s, d, _COMPLEX_STD)),
         shape,
         d,
         requires_grad,
@@ -410,7 +424,7 @@ def randint(low=0, high=None, size=None, *, dtype=None, requires_grad=False, gen
     _check_random_bounds(low, high, d)
     shape = _tuple_size("randint", size)
     return _made(
-        lambda: sample(generator, "randint", shape, lambda bits, s: bits.integers(low, high, s).astype(d.np)),
+        lambda: sample(generator, "randint", shape, lambda bits, s: bits.integers(s, low, high, d.np)),
         shape,
         d,
         requires_grad,

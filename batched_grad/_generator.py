@@ -1,18 +1,23 @@
-"""torch.Generator: a seeded stream of random numbers (NumPy's PCG64 underneath), and the default generator that
-rand, randn, randint, dropout and nn.init draw from when no `generator=` is given."""
+"""torch.Generator: a seeded stream of random numbers, torch's CPU stream (a 32-bit Mersenne Twister and torch's
+transformations, _mt19937.py), and the default generator that rand, randn, randint, dropout and nn.init draw from
+when no `generator=` is given."""
 
 import secrets
+import struct
 
 import numpy as np
 
 from . import _dtypes
+from ._mt19937 import Stream
 from ._tensor import Tensor, device, python_type_name
 
 DEFAULT_SEED = 67280421310721  # torch's seed of a new Generator
-_SEED_BYTES, _WORD_BYTES, _FLAG_BYTES = 8, 16, 4
-# get_state()'s layout, little-endian: the initial seed, PCG64's 128-bit state and increment, then NumPy's
-# buffered half-word (a flag and its 32 bits)
-STATE_SIZE = _SEED_BYTES + 2 * _WORD_BYTES + 2 * _FLAG_BYTES
+_WORDS = 624  # MT19937's state
+# torch's CPUGeneratorImplState, little-endian: the initial seed, MT19937's `left`, `seeded`, `next` and its 624
+# words (each in 64 bits), the legacy Box-Muller fields (x, the cached double normal sample, rho, its valid flag),
+# then the cached float normal sample and its flag; 5056 bytes with the C struct's padding
+_HEAD, _NORMAL, _FLOAT = struct.Struct("<QiiQ"), struct.Struct("<dddi4x"), struct.Struct("<f?3x")
+STATE_SIZE = _HEAD.size + 8 * _WORDS + _NORMAL.size + _FLOAT.size
 
 
 def _seed_value(seed):
@@ -49,7 +54,7 @@ class Generator:
     def manual_seed(self, seed):
         """Restart the stream from `seed` (an int); returns the generator."""
         self._seed = _seed_value(seed)
-        self._bits = np.random.Generator(np.random.PCG64(self._seed))
+        self._bits = Stream(self._seed)
         return self
 
     def seed(self):
@@ -63,36 +68,40 @@ class Generator:
         return self._seed
 
     def get_state(self):
-        """The generator's state as a uint8 Tensor (a copy), for set_state."""
-        state = self._bits.bit_generator.state
-        words = (state["state"]["state"], state["state"]["inc"])
+        """The generator's state as a uint8 Tensor of torch's layout (a copy), for set_state."""
+        bits = self._bits
+        engine = bits.engine.state["state"]
+        position = 0 if bits.fresh else int(engine["pos"])
+        left = 1 if bits.fresh else _WORDS + 1 - position
+        double, single = bits.next_double_normal, bits.next_float_normal
         data = (
-            self._seed.to_bytes(_SEED_BYTES, "little")
-            + b"".join(w.to_bytes(_WORD_BYTES, "little") for w in words)
-            + state["has_uint32"].to_bytes(_FLAG_BYTES, "little")
-            + state["uinteger"].to_bytes(_FLAG_BYTES, "little")
+            _HEAD.pack(self._seed, left, 1, position)
+            + np.asarray(engine["key"], "<u8").tobytes()
+            + _NORMAL.pack(0.0, double or 0.0, 0.0, double is not None)
+            + _FLOAT.pack(single or 0.0, single is not None)
         )
         return Tensor._wrap(np.frombuffer(data, np.uint8).copy())
 
     def set_state(self, new_state):
-        """Restore a state from get_state() (this generator's or another's, its seed included); returns the
-        generator."""
+        """Restore a state from get_state() (this generator's or another's, its seed included, or torch's
+        get_rng_state()); returns the generator."""
         data = _state_bytes(new_state)
-        fields, at = [], 0
-        for size in (_SEED_BYTES, _WORD_BYTES, _WORD_BYTES, _FLAG_BYTES, _FLAG_BYTES):
-            fields.append(int.from_bytes(data[at : at + size], "little"))
-            at += size
-        seed, state, inc, has_uint32, uinteger = fields
-        if inc % 2 == 0 or has_uint32 > 1:  # PCG64 needs an odd increment
-            raise RuntimeError("Invalid PCG64 state")
-        bits = np.random.PCG64()
-        bits.state = {
-            "bit_generator": "PCG64",
-            "state": {"state": state, "inc": inc},
-            "has_uint32": has_uint32,
-            "uinteger": uinteger,
+        seed, left, _, position = _HEAD.unpack_from(data)
+        words = np.frombuffer(data, "<u8", _WORDS, _HEAD.size)
+        _, double, _, double_valid = _NORMAL.unpack_from(data, _HEAD.size + 8 * _WORDS)
+        single, single_valid = _FLOAT.unpack_from(data, STATE_SIZE - _FLOAT.size)
+        fresh = left == 1 and position == 0
+        if not (1 <= left <= _WORDS and (fresh or position == _WORDS + 1 - left)) or (words >> 32).any():
+            raise RuntimeError("Invalid mt19937 state")
+        bits = Stream(0)
+        bits.engine.state = {
+            "bit_generator": "MT19937",
+            "state": {"key": words.astype(np.uint32), "pos": _WORDS if fresh else position},
         }
-        self._seed, self._bits = seed, np.random.Generator(bits)
+        bits.fresh = fresh
+        bits.next_double_normal = double if double_valid else None
+        bits.next_float_normal = single if single_valid else None
+        self._seed, self._bits = seed, bits
         return self
 
     def clone_state(self):
@@ -107,7 +116,7 @@ def _state_bytes(new_state):
         raise TypeError("RNG state must be a torch.ByteTensor")
     if new_state.numel() != STATE_SIZE:
         raise RuntimeError(
-            f"Expected a PCG64 generator state of size {STATE_SIZE} but found the input RNG state "
+            f"Expected a CPUGeneratorImplState of size {STATE_SIZE} but found the input RNG state "
             f"size to be {new_state.numel()}"
         )
     return np.asarray(new_state._value).tobytes()

@@ -90,9 +90,9 @@ def test_a_state_of_the_wrong_size_is_refused_naming_both_sizes(bad):
 
 
 def test_a_state_that_no_generator_can_have_is_refused():
-    for m, name in ((torch, "mt19937"), (bg, "PCG64")):
+    for m in (torch, bg):
         zeros = m.zeros(m.Generator().get_state().numel(), dtype=m.uint8)
-        with pytest.raises(RuntimeError, match=f"^Invalid {name} state$"):
+        with pytest.raises(RuntimeError, match="^Invalid mt19937 state$"):
             m.Generator().set_state(zeros)
 
 

@@ -126,7 +126,7 @@ def test_a_backward_through_the_results_sees_the_forwards_draws():
     (g,) = bg.autograd.grad(out.sum(), w)
     pre = x @ w.detach().T
     expected = ((1 - bg.tanh(pre) ** 2) * noise).T @ x
-    np.testing.assert_allclose(g.numpy(), expected.numpy(), rtol=1e-5)
+    np.testing.assert_allclose(g.numpy(), expected.numpy(), rtol=1e-5, atol=1e-6)  # a sum that nearly cancels
 
 
 def test_per_sample_gradients_with_dropout_use_each_samples_mask():

@@ -146,15 +146,24 @@ def celu(input, alpha=1.0, inplace=False):
     return _activation("celu", input, inplace, alpha=float(alpha))
 
 
+def _slopes(bits, size, lower, upper, dtype):
+    return bits.uniform(size, np.float64, lower, upper, fused=False).astype(dtype)
+
+
 def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
     """Leaky relu with slope (lower + upper) / 2; while training, each non-positive element gets its own slope
-    drawn uniformly from [lower, upper] (batched_grad's generator)."""
+    drawn uniformly from [lower, upper] (torch's double uniform; torch draws only for the non-positive elements,
+    this draws one per element, so the two agree when all are non-positive, to 2 ulps: torch multiplies by the
+    double slope)."""
     if not training:
         return _activation("leaky_rrelu", input, inplace, slope=(float(lower) + float(upper)) / 2)
     _check_tensor("rrelu", "input", input)
     _require_inexact("rrelu_with_noise_out_cpu", input.dtype)
     slopes = sample(
-        None, "rrelu", input.shape, lambda bits, size: bits.uniform(lower, upper, size).astype(input.dtype.np)
+        None,
+        "rrelu",
+        input.shape,
+        lambda b, size: b.uniform(size, np.float64, lower, upper, fused=False).astype(input.dtype.np),
     )
     out = apply(_RRELU_NOISE, [input, slopes])
     return input._assign(out, "rrelu_with_noise_") if inplace else out

@@ -99,7 +99,7 @@ def scaled_dot_product_attention(
                 None,
                 "scaled_dot_product_attention",
                 shape,
-                lambda bits, size: ((bits.random(size) >= dropout_p) * scale_kept).astype(query.dtype.np),
+                lambda bits, size: (bits.bernoulli(size, 1 - dropout_p) * scale_kept).astype(query.dtype.np),
             )
         )
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)

@@ -7,7 +7,7 @@ import warnings
 import numpy as np
 
 from ._core import Op, apply
-from .nn import _check_tensor, dropout, softmax
+from .nn import _check_tensor, dropout, kept_scale, softmax
 from .random_draws import sample
 
 _ALPHA = 1.7580993408473766  # -SELU's negative saturation value
@@ -22,13 +22,13 @@ def _check_p(p):
 def _keep(input, p, per_channel, fn):
     """Bernoulli(1 - p) draws: one per element, or one per (sample, channel) broadcast over the rest."""
     shape = tuple(input.shape[:2]) + (1,) * (input.ndim - 2) if per_channel else tuple(input.shape)
-    return sample(None, fn, shape, lambda bits, size: (bits.random(size) >= p).astype(input.dtype.np))
+    return sample(None, fn, shape, lambda bits, size: bits.bernoulli(size, 1 - p).astype(input.dtype.np))
 
 
 def _feature_dropout(input, p, training, inplace, fn):
     if not training or p == 0:
         return input
-    keep = _keep(input, p, True, fn) * (0.0 if p == 1 else 1.0 / (1.0 - p))
+    keep = _keep(input, p, True, fn) * kept_scale(p, input.dtype)
     out = apply(_SCALE, [input, keep])
     return input._assign(out, "mul_") if inplace else out
 
@@ -121,7 +121,7 @@ def gumbel_softmax(logits, tau=1.0, hard=False, eps=1e-10, dim=-1):
         None,
         "gumbel_softmax",
         logits.shape,
-        lambda bits, size: -np.log(bits.exponential(size=size)).astype(logits.dtype.np),
+        lambda bits, size: -np.log(bits.exponential(size, logits.dtype.np, 1.0)),
     )
     y_soft = softmax((logits + gumbels) / tau, dim)
     if not hard:

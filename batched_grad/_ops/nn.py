@@ -537,6 +537,14 @@ _DROPOUT = Op(
 )
 
 
+def kept_scale(p, dtype):
+    """torch's 1 / (1 - p) for the kept elements, divided in the tensor's dtype (0 for p = 1)."""
+    if p == 1:
+        return 0.0
+    real = np.float64 if dtype.np == np.float64 else np.float32
+    return float(real(1) / real(1 - p))
+
+
 def dropout(input, p=0.5, training=True, inplace=False):
     """Zero each element with probability p (drawn from batched_grad's generator) and scale the rest by
     1 / (1 - p); the identity when not training."""
@@ -546,8 +554,8 @@ def dropout(input, p=0.5, training=True, inplace=False):
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0:
         return input
-    keep = sample(None, "dropout", input.shape, lambda bits, size: bits.random(size) >= p)
-    out = apply(_DROPOUT, [input, keep], scale=0.0 if p == 1 else 1.0 / (1.0 - p))
+    keep = sample(None, "dropout", input.shape, lambda bits, size: bits.bernoulli(size, 1 - p))
+    out = apply(_DROPOUT, [input, keep], scale=kept_scale(p, input.dtype))
     return input._assign(out, "mul_") if inplace else out
 
 

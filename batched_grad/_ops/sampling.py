@@ -46,6 +46,21 @@ def _assign_draw(self, op, values):
     return self._assign(apply(op, [self, values]), op.name)
 
 
+def _real_of(d):
+    """The NumPy dtype torch's kernels compute a floating dtype's draws in: float64, or float32 for the others."""
+    return np.float64 if d.np in (np.float64, np.complex128) else np.float32
+
+
+def _real(self):
+    return _real_of(self.dtype)
+
+
+def _uniform_for(p):
+    """torch's uniform against a tensor of probabilities `p`: double for float64 probabilities, else float."""
+    real = np.float64 if p.dtype is _dtypes.float64 else np.float32
+    return lambda bits, size: bits.unit(math.prod(size), real == np.float64).reshape(size)
+
+
 def _float_only(self, kernel):
     if not (self.dtype.is_floating_point or self.dtype.is_complex):
         raise not_implemented(kernel, self.dtype)
@@ -54,7 +69,7 @@ def _float_only(self, kernel):
 def uniform_(self, from_=0.0, to=1.0, *, generator=None):
     """Fill with uniform samples in [from_, to), in place."""
     _float_only(self, "check_uniform_bounds")
-    return _fill(self, "uniform", generator, lambda bits, size: bits.uniform(from_, to, size))
+    return _fill(self, "uniform", generator, lambda bits, size: bits.uniform(size, _real(self), from_, to))
 
 
 def normal_(self, mean=0.0, std=1.0, *, generator=None):
@@ -62,14 +77,14 @@ def normal_(self, mean=0.0, std=1.0, *, generator=None):
     _float_only(self, "normal_kernel_cpu")
     if std < 0:
         raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
-    return _fill(self, "normal", generator, lambda bits, size: bits.normal(mean, std, size))
+    return _fill(self, "normal", generator, lambda bits, size: bits.normal(size, _real(self), mean, std))
 
 
 def bernoulli_(self, p=0.5, *, generator=None):
     """Fill with 1 (probability p, a number or a tensor) or 0, in place."""
     if not isinstance(p, Tensor):
-        return _fill(self, "bernoulli2", generator, lambda bits, size: bits.random(size) < p)
-    uniform = sample(generator, "bernoulli_", self.shape, lambda bits, size: bits.random(size))
+        return _fill(self, "bernoulli2", generator, lambda bits, size: bits.bernoulli(size, p))
+    uniform = sample(generator, "bernoulli_", self.shape, _uniform_for(p))
     return _assign_draw(self, _FILL["bernoulli1"], uniform < p.detach())
 
 
@@ -78,41 +93,43 @@ def exponential_(self, lambd=1.0, *, generator=None):
     _float_only(self, "exponential_cpu")
     if lambd <= 0:
         raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={lambd}")
-    return _fill(self, "exponential", generator, lambda bits, size: bits.exponential(1.0 / lambd, size))
+    return _fill(self, "exponential", generator, lambda bits, size: bits.exponential(size, _real(self), lambd))
 
 
 def random_(self, from_=0, to=None, *, generator=None):
     """Fill with integers drawn uniformly from [from_, to) (to defaults to the dtype's range), in place."""
     if to is None:
         from_, to = (0, from_) if from_ else (0, None)
-    if to is None:
-        to = (
-            2 ** (np.finfo(self.dtype.np).nmant + 1)
+    if to is None:  # torch's full range: a word modulo 2**digits + 1 for floats, the maximum + 1 for integers
+        double_words = self.dtype in (_dtypes.float64, _dtypes.int64)
+        span = (
+            2 ** (np.finfo(self.dtype.np).nmant + 1) + 1
             if self.dtype.is_floating_point
             else (2 if self.dtype is _dtypes.bool else int(np.iinfo(self.dtype.np).max) + 1)
         )
+        return _fill(self, "random", generator, lambda bits, size: bits.full_range(size, np.int64, span, double_words))
     if from_ >= to:
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={from_} >= to={to}")
-    return _fill(self, "random", generator, lambda bits, size: bits.integers(from_, to, size))
+    return _fill(self, "random", generator, lambda bits, size: bits.integers(size, from_, to, np.int64))
 
 
 def cauchy_(self, median=0.0, sigma=1.0, *, generator=None):
     """Fill with Cauchy samples, in place."""
     _float_only(self, "cauchy_cpu")
-    return _fill(self, "cauchy", generator, lambda bits, size: median + sigma * bits.standard_cauchy(size))
+    return _fill(self, "cauchy", generator, lambda bits, size: bits.cauchy(size, _real(self), median, sigma))
 
 
 def log_normal_(self, mean=1.0, std=2.0, *, generator=None):
     """Fill with log-normal samples (exp of a normal of the given mean and std), in place."""
     _float_only(self, "log_normal_cpu")
-    return _fill(self, "log_normal", generator, lambda bits, size: bits.lognormal(mean, std, size))
+    return _fill(self, "log_normal", generator, lambda bits, size: bits.log_normal(size, _real(self), mean, std))
 
 
 def geometric_(self, p, *, generator=None):
     """Fill with geometric samples (the number of Bernoulli(p) trials to the first success), in place."""
     if not 0 < p < 1:
         raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={p}")
-    return _fill(self, "geometric", generator, lambda bits, size: bits.geometric(p, size))
+    return _fill(self, "geometric", generator, lambda bits, size: bits.geometric(size, _real(self), p))
 
 
 # ---- out-of-place samplers --------------------------------------------------------------------------------------
@@ -126,7 +143,7 @@ def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, requires_gra
         if size is None:
             raise TypeError("normal() missing required argument 'size' for number mean and std")
         d = _dtypes.to_dtype(dtype) if dtype is not None else _dtypes.get_default_dtype()
-        out = sample(generator, "normal", size, lambda bits, s: (mean + std * bits.standard_normal(s)).astype(d.np))
+        out = sample(generator, "normal", size, lambda bits, s: bits.normal(s, _real_of(d), mean, std).astype(d.np))
         return out._requires_grad_() if requires_grad else out
     values = _concrete(std) if isinstance(std, Tensor) else None
     if values is not None and (values < 0).any():
@@ -135,7 +152,7 @@ def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, requires_gra
         raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
     d = mean.dtype if isinstance(mean, Tensor) else std.dtype  # torch: the dtype of mean, if a Tensor
     shape = np.broadcast_shapes(*[tuple(t.shape) for t in tensors])
-    eps = sample(generator, "normal", shape, lambda bits, s: bits.standard_normal(s).astype(d.np))
+    eps = sample(generator, "normal", shape, lambda bits, s: bits.normal(s, _real_of(d)).astype(d.np))
     mean_ = mean.to(d) if isinstance(mean, Tensor) else mean
     std_ = std.to(d) if isinstance(std, Tensor) else std
     return apply(_NORMAL, [mean_, std_, eps])
@@ -156,8 +173,31 @@ _BERNOULLI_P = Op(
 
 def bernoulli(input, p=None, *, generator=None):
     """1 with probability input (or p, a number), else 0, elementwise (zero derivative)."""
-    uniform = sample(generator, "bernoulli", input.shape, lambda bits, size: bits.random(size))
-    return apply(_ZEROED if p is None else _BERNOULLI_P, [input, uniform < (input.detach() if p is None else p)])
+    if p is None:
+        uniform = sample(generator, "bernoulli", input.shape, _uniform_for(input))
+        return apply(_ZEROED, [input, uniform < input.detach()])
+    drawn = sample(generator, "bernoulli", input.shape, lambda bits, size: bits.bernoulli(size, p))
+    return apply(_BERNOULLI_P, [input, drawn])
+
+
+def _with_replacement(stream, rows, num_samples):
+    """torch's CPU sampling with replacement: each row's running sums (in the row's dtype) divided by the total,
+    then per sample a double uniform placed by binary search (the first sum not below it)."""
+    picks = []
+    for row in rows:
+        cumulative = np.cumsum(row, dtype=row.dtype)
+        cumulative = cumulative / cumulative[-1]
+        picks.append(np.searchsorted(cumulative, stream.unit(num_samples, True), side="left"))
+    return np.minimum(np.asarray(picks), rows.shape[1] - 1)
+
+
+def _by_exponential_race(stream, rows, num_samples):
+    """torch's sampling without replacement (and of one sample): q ~ Exp(1) for every entry, then the indices of
+    the num_samples largest p / q (argmax for one)."""
+    ratios = rows / stream.exponential(rows.shape, rows.dtype, 1.0)
+    if num_samples == 1:
+        return np.argmax(ratios, axis=1)[:, None]
+    return np.argsort(-ratios, axis=1, kind="stable")[:, :num_samples]
 
 
 def multinomial(input, num_samples, replacement=False, *, generator=None):
@@ -174,13 +214,15 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):
         raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
     shape = tuple(input.shape[:-1]) + (num_samples,)
 
-    def draw(bits, size):  # size: a draw per row of a vmap with randomness="different", then shape
-        draws_per_row = math.prod(size[: len(size) - len(shape)])
-        picks = [
-            bits.choice(len(r), num_samples, replace=replacement, p=r / r.sum())
-            for _ in range(draws_per_row)
-            for r in rows
-        ]
+    real = input.dtype.np if input.dtype.np in (np.float32, np.float64) else np.float32
+    given = np.asarray(input.detach().numpy(), real).reshape(rows.shape)
+
+    def draw(stream, size):  # size: a draw per row of a vmap with randomness="different", then shape
+        repeats = math.prod(size[: len(size) - len(shape)])
+        if replacement and num_samples > 1:
+            picks = [_with_replacement(stream, given, num_samples) for _ in range(repeats)]
+        else:
+            picks = [_by_exponential_race(stream, given, num_samples) for _ in range(repeats)]
         return np.asarray(picks, np.int64).reshape(size)
 
     return sample(generator, "multinomial", shape, draw)
@@ -189,7 +231,7 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):
 def poisson(input, generator=None):
     """Poisson samples with rates `input` (zero derivative)."""
     rates = np.asarray(input.detach().numpy())
-    counts = sample(generator, "poisson", input.shape, lambda bits, size: bits.poisson(rates, size))
+    counts = sample(generator, "poisson", input.shape, lambda bits, size: bits.poisson(np.broadcast_to(rates, size)))
     return apply(_POISSON, [input, counts])
 
 
@@ -202,7 +244,7 @@ def randperm(n, *, generator=None, dtype=None, requires_grad=False, device=None)
         generator,
         "randperm",
         (n,),
-        lambda bits, size: bits.permuted(np.broadcast_to(np.arange(n), size), axis=-1).astype(d.np),
+        lambda bits, size: np.stack([bits.randperm(n) for _ in range(math.prod(size[:-1]))]).reshape(size).astype(d.np),
     )
     return out._requires_grad_() if requires_grad else out
 

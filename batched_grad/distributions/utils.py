@@ -59,23 +59,28 @@ def probs_to_logits(probs, is_binary=False):
     return bg.log(clamped) - bg.log1p(-clamped) if is_binary else bg.log(clamped)
 
 
+def _real(dtype):
+    """The NumPy dtype torch's kernels draw a floating dtype in: float64, or float32 for the others."""
+    return np.float64 if dtype.np == np.float64 else np.float32
+
+
 def _draw(name, shape, dtype, draw):
     return sample(None, name, tuple(shape), lambda bits, size: draw(bits, size).astype(dtype.np))
 
 
 def standard_normal(shape, dtype):
     """N(0, 1) noise of `shape` from the default generator."""
-    return _draw("normal", shape, dtype, lambda bits, size: bits.standard_normal(size))
+    return _draw("normal", shape, dtype, lambda bits, size: bits.normal(size, _real(dtype)))
 
 
 def uniform(shape, dtype):
     """U[0, 1) noise of `shape` from the default generator."""
-    return _draw("rand", shape, dtype, lambda bits, size: bits.random(size))
+    return _draw("rand", shape, dtype, lambda bits, size: bits.uniform(size, _real(dtype)))
 
 
 def standard_exponential(shape, dtype):
     """Exp(1) noise of `shape` from the default generator."""
-    return _draw("exponential", shape, dtype, lambda bits, size: bits.standard_exponential(size))
+    return _draw("exponential", shape, dtype, lambda bits, size: bits.exponential(size, _real(dtype), 1.0))
 
 
 def _jax_gamma(key, concentration):
@@ -91,5 +96,5 @@ _GAMMA = bg.jax_function(_jax_gamma)
 def standard_gamma(concentration):
     """Gamma(concentration, 1) samples of concentration's shape, differentiable in the concentration; the JAX key
     is drawn from the default generator (so bg.manual_seed fixes the draw, and vmap's randomness applies)."""
-    key = sample(None, "_standard_gamma", (2,), lambda bits, size: bits.integers(0, 2**31, size, dtype=np.int64))
+    key = sample(None, "_standard_gamma", (2,), lambda bits, size: bits.integers(size, 0, 2**31, np.int64))
     return _GAMMA(key, concentration)

@@ -5,11 +5,13 @@ import math
 import warnings
 
 from .. import _factories
-from .._factories import rand, randn
+from .._factories import randn
 from .._generator import resolve
 from .._grad_mode import no_grad
+from .._ops import sampling
 from .._ops.linalg import diag, qr
 from .._ops.sampling import randperm
+from .._ops.ternary import where
 
 _LINEAR = ("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d")
 _GAINS = {**dict.fromkeys(_LINEAR, 1), "sigmoid": 1, "tanh": 5.0 / 3, "relu": math.sqrt(2.0), "selu": 3.0 / 4}
@@ -42,13 +44,15 @@ def _fill(tensor, value):
 def uniform_(tensor, a=0.0, b=1.0, generator=None):
     """Fill with samples of U(a, b), drawn from `generator` (the default one if None)."""
     generator = resolve(generator, "uniform_")
-    return _fill(tensor, _factories.rand(*tensor.shape, dtype=tensor.dtype, generator=generator) * (b - a) + a)
+    with no_grad():
+        return sampling.uniform_(tensor, a, b, generator=generator)
 
 
 def normal_(tensor, mean=0.0, std=1.0, generator=None):
     """Fill with samples of N(mean, std^2), drawn from `generator` (the default one if None)."""
     generator = resolve(generator, "normal_")
-    return _fill(tensor, _factories.randn(*tensor.shape, dtype=tensor.dtype, generator=generator) * std + mean)
+    with no_grad():
+        return sampling.normal_(tensor, mean, std, generator=generator)
 
 
 def constant_(tensor, val):
@@ -114,7 +118,9 @@ def xavier_normal_(tensor, gain=1.0, generator=None):
 
 
 def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
-    """Fill with samples of N(mean, std^2) truncated to [a, b] (inverse-CDF sampling, as torch)."""
+    """Fill with samples of N(mean, std^2) truncated to [a, b], by rejection as torch: when [a, b] holds more than
+    30% of the mass, normal draws redrawn (all elements, kept where in range) until all fall in [a, b]; otherwise
+    uniform candidates in [a, b] accepted with probability pdf / peak pdf, the rejected ones drawn again."""
 
     if mean < a - 2 * std or mean > b + 2 * std:
         warnings.warn(
@@ -122,14 +128,36 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
             "be incorrect.",
             stacklevel=2,
         )
-    low, high = (
-        (1 + math.erf((a - mean) / std / math.sqrt(2.0))) / 2,
-        (1 + math.erf((b - mean) / std / math.sqrt(2.0))) / 2,
-    )
-    u = rand(*tensor.shape, dtype=tensor.dtype, generator=resolve(generator, "trunc_normal_")) * (
-        2 * high - 2 * low
-    ) + (2 * low - 1)
-    return _fill(tensor, (u.erfinv() * (std * math.sqrt(2.0)) + mean).clamp(a, b))
+    generator = resolve(generator, "trunc_normal_")
+
+    def cdf(x):
+        return (1 + math.erf(x / math.sqrt(2.0))) / 2
+
+    shape, dtype = tuple(tensor.shape), tensor.dtype
+    with no_grad():
+        if cdf((b - mean) / std) - cdf((a - mean) / std) > 0.3:
+            low, high = (_factories.tensor(v, dtype=dtype).item() for v in (a, b))
+            result = sampling.normal_(_factories.empty(shape, dtype=dtype), mean, std, generator=generator)
+            while bool(((result < low) | (result > high)).any()):
+                redrawn = sampling.normal_(_factories.empty(shape, dtype=dtype), mean, std, generator=generator)
+                result = where((result < low) | (result > high), redrawn, result)
+            return _fill(tensor, result)
+        log_peak = -0.5 * ((max(a, min(mean, b)) - mean) / std) ** 2
+
+        def candidates():
+            drawn = sampling.uniform_(_factories.empty(shape, dtype=dtype), a, b, generator=generator)
+            return drawn, ((drawn - mean) / std) ** 2 * -0.5 - log_peak
+
+        def rejected(log_pdf):
+            return sampling.uniform_(_factories.empty(shape, dtype=dtype), generator=generator).log() > log_pdf
+
+        result, log_pdf = candidates()
+        pending = rejected(log_pdf)
+        while bool(pending.any()):
+            drawn, log_pdf = candidates()
+            result = where(pending, drawn, result)
+            pending = where(pending, rejected(log_pdf), pending)
+        return _fill(tensor, result)
 
 
 def orthogonal_(tensor, gain=1, generator=None):

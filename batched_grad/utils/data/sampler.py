@@ -1,7 +1,7 @@
 """torch.utils.data's samplers: iterables of dataset indices (or of lists of indices, for BatchSampler).
 
-The random ones draw from batched_grad's generators (NumPy's PCG64), so a seed gives the same order on every run but
-not torch's order for that seed (torch's CPU generator is a Mersenne Twister)."""
+The random ones draw from batched_grad's generators, which reproduce torch's CPU stream: a seed gives torch's order
+for that seed."""
 
 import itertools
 

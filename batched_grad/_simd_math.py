@@ -1,0 +1,82 @@
+"""torch's float32 Box-Muller on x86 CPUs: the log and sincos of avx_mathfun.h (Cephes polynomials, 8 lanes at a
+time) as the AVX2 build of torch runs them, with the multiply-adds its compiler fuses, in NumPy float32 arithmetic.
+The results are torch's bit for bit; a fused multiply-add is emulated exactly through float64 (`fma`)."""
+
+import numpy as np
+
+_F32, _I32, _U64 = np.float32, np.int32, np.uint64
+_BELOW_FLOAT, _HALF_FLOAT = 2**29 - 1, 2**28  # the 29 float64 mantissa bits a float32 drops; a tie's pattern
+_LOG_P = (
+    7.0376836292e-2,
+    -1.1514610310e-1,
+    1.1676998740e-1,
+    -1.2420140846e-1,
+    1.4249322787e-1,
+    -1.6668057665e-1,
+    2.0000714765e-1,
+    -2.4999993993e-1,
+    3.3333331174e-1,
+)
+_LOG_Q1, _LOG_Q2 = _F32(-2.12194440e-4), _F32(0.693359375)
+_SQRT_HALF = _F32(0.707106781186547524)
+_FOUR_OVER_PI = _F32(1.27323954473516)
+_MINUS_DP = (_F32(-0.78515625), _F32(-2.4187564849853515625e-4), _F32(-3.77489497744594108e-8))
+_COS_P = (_F32(2.443315711809948e-005), _F32(-1.388731625493765e-003), _F32(4.166664568298827e-002))
+_SIN_P = (_F32(-1.9515295891e-4), _F32(8.3321608736e-3), _F32(-1.6666654611e-1))
+
+
+def fma(a, b, c):
+    """a * b + c rounded once to float32. The product of two float32s is exact in float64; the sum is rounded
+    twice (to float64, then float32), which errs only when the float64 sum falls exactly halfway between two
+    (normal) float32s: there the sum's rounding error says which side the exact value lies on."""
+    product = np.asarray(a, np.float64) * np.asarray(b, np.float64)
+    c = np.asarray(c, np.float64)
+    total = product + c
+    rounded = total.astype(_F32)
+    halfway = (total.view(np.uint64) & _U64(_BELOW_FLOAT)) == _U64(_HALF_FLOAT)
+    if halfway.any():
+        p, t, c = product[halfway], total[halfway], np.broadcast_to(c, total.shape)[halfway]
+        back = t - p
+        error = (p - (t - back)) + (c - back)  # exact: t + error == p + c
+        nudged = np.nextafter(t, np.where(error > 0, np.inf, -np.inf)).astype(_F32)
+        rounded[halfway] = np.where(error != 0, nudged, rounded[halfway])
+    return rounded
+
+
+def log(x):
+    """avx_mathfun's log256_ps for positive float32 `x`."""
+    x = np.maximum(x, np.array(0x00800000, _I32).view(_F32))
+    exponent = (x.view(_I32) >> 23) - 0x7F
+    x = ((x.view(_I32) & ~0x7F800000) | np.array(0.5, _F32).view(_I32)).view(_F32)
+    e = exponent.astype(_F32) + _F32(1)
+    small = x < _SQRT_HALF
+    e = e - np.where(small, _F32(1), _F32(0))
+    x = (x - _F32(1)) + np.where(small, x, _F32(0))
+    z = x * x
+    y = np.full_like(x, _F32(_LOG_P[0]))
+    for p in _LOG_P[1:]:
+        y = fma(y, x, _F32(p))
+    y = fma(y * x, z, e * _LOG_Q1)
+    y = fma(z, _F32(-0.5), y)
+    return fma(e, _LOG_Q2, x + y)
+
+
+def sincos(x):
+    """avx_mathfun's sincos256_ps for float32 `x`: (sin, cos)."""
+    sin_negative = np.signbit(x)
+    x = np.abs(x)
+    octant = ((x * _FOUR_OVER_PI).astype(_I32) + 1) & ~1
+    y = octant.astype(_F32)
+    sin_negative = sin_negative ^ ((octant & 4) != 0)
+    cos_negative = (~(octant - 2) & 4) != 0
+    first_polynomial_is_cos = (octant & 2) == 0
+    for dp in _MINUS_DP:  # x - y * pi/4 in three parts
+        x = fma(y, dp, x)
+    z = x * x
+    cos_poly = fma(fma(np.full_like(x, _COS_P[0]), z, _COS_P[1]), z, _COS_P[2]) * z
+    cos_poly = fma(cos_poly, z, -(z * _F32(0.5))) + _F32(1)
+    sin_poly = fma(fma(np.full_like(x, _SIN_P[0]), z, _SIN_P[1]), z, _SIN_P[2]) * z
+    sin_poly = fma(sin_poly, x, x)
+    sin = np.where(first_polynomial_is_cos, sin_poly, cos_poly)
+    cos = np.where(first_polynomial_is_cos, cos_poly, sin_poly)
+    return np.where(sin_negative, -sin, sin), np.where(cos_negative, -cos, cos)
