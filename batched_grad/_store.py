@@ -77,7 +77,7 @@ class _State:
 
 
 _state = _State()
-_state.counts = {"loaded": 0, "saved": 0, "missed": 0, "rejected": 0, "remembered": 0}
+_state.counts = {"loaded": 0, "saved": 0, "not kept": 0, "missed": 0, "rejected": 0, "remembered": 0}
 _lock = threading.Lock()
 
 
@@ -94,9 +94,9 @@ def use(directory, writable=True):
 
 
 def counts():
-    """How many executables this process loaded, how many entries it saved, looked up in vain and refused (corrupt,
-    or keyed by another text), and how many traced values it found (`remembered`), as a dict: for tests, and to see
-    what the store does."""
+    """How many executables this process loaded, how many entries it saved, did not keep (calls into libraries),
+    looked up in vain and refused (corrupt, or keyed by another text), and how many traced values it found
+    (`remembered`), as a dict: for tests, and to see what the store does."""
     return dict(_state.counts)
 
 
@@ -411,6 +411,11 @@ def _write_entry(path, key, compiled, serialized):
         value, encode = serialized
         payload = encode(value)
     else:
+        if "custom-call" in (compiled.as_text() or ""):
+            # a call into a library (LAPACK, the FFT) that JAX registers while lowering: a later process that loads
+            # the executable without lowering anything would call an unregistered target and crash
+            _state.counts["not kept"] += 1
+            return
         with io.BytesIO() as f:
             pickle.dump(_serialize(compiled, serialized), f, protocol=pickle.HIGHEST_PROTOCOL)
             payload = f.getvalue()

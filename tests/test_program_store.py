@@ -329,3 +329,31 @@ def test_functools_partial_and_closures_are_named_by_what_they_hold():
     assert _names.describe(make(np.add, 1)) != _names.describe(make(np.add, 2))
     tanh, _ = _op_of(bg.tanh)
     assert _names.describe(tanh) is not None and "op:tanh" in _names.describe(tanh)
+
+
+LIBRARY_CALLS = textwrap.dedent("""
+    import json
+    import batched_grad as bg
+    from batched_grad import _store
+    a = bg.tensor([[2.0, 0.0, 0.0], [0.5, 1.5, 0.0], [0.1, -0.3, 1.2]])
+    b = bg.tensor([[1.0, 2.0], [0.0, 1.0], [3.0, -1.0]])
+    mvn = bg.distributions.MultivariateNormal(bg.zeros(3), scale_tril=a)
+    results = [mvn.log_prob(b.T), bg.linalg.solve_triangular(a, b, upper=False), bg.linalg.cholesky(a @ a.T),
+               bg.fft.rfft(b[:, 0]).abs(), bg.linalg.inv(a)]
+    _store.flush()
+    print(json.dumps(dict(**_store.counts(), results=[r.numpy().tolist() for r in results])))
+""")
+
+
+def test_a_program_calling_into_a_library_is_not_kept(tmp_path):
+    """LAPACK's and the FFT's entry points are registered with XLA while a program calling them is lowered: an
+    executable of such a program loaded by a process that lowered nothing would call an unregistered target (a
+    segmentation fault). Such programs are compiled in each process instead."""
+    env = dict(os.environ, BATCHED_GRAD_CACHE_DIR=str(tmp_path), PYTHONPATH=REPO)
+    env.pop("BATCHED_GRAD_STORE", None)
+    runs = []
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", LIBRARY_CALLS], env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-2000:]
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    assert runs[0]["not kept"] > 0 and runs[1]["results"] == runs[0]["results"]
