@@ -8,6 +8,7 @@ from .._dtypes import not_implemented
 from .._dual import tangent_of
 from .._grad_mode import is_grad_enabled
 from .._tensor import Tensor, _wrap_dim
+from .._vmap_levels import refuse_dynamic_shape
 from ._core import Op, apply
 from ._derivatives import raises_in_backward
 from ._forward_refused import not_implemented_forward
@@ -49,6 +50,7 @@ def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=No
     NaNs are distinct from each other. The values are not differentiable (backward raises, as torch's)."""
     if input.dtype.is_complex:
         raise not_implemented("unique", input.dtype)
+    refuse_dynamic_shape(input, "_unique2" if dim is None else "unique_dim")
     a = _host_values(input)
     if dim is None:
         flat = input.reshape(-1)
