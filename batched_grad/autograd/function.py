@@ -299,9 +299,20 @@ class Function:
         )
 
     def __init__(self, *args, **kwargs):
+        # as torch's: an instance only warns; calling it (a legacy Function's non-static forward) raises
+        warnings.warn(
+            f"{self.__class__} should not be instantiated. Methods on autograd functions are all static, so you "
+            "should invoke them on the class itself. Instantiating an autograd function will raise an error in a "
+            "future version of PyTorch.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+
+    def __call__(self, *args, **kwargs):
         raise RuntimeError(
-            "Legacy autograd function with non-static forward method is deprecated. Please use new-"
-            "style autograd function with static forward method."
+            "Legacy autograd function with non-static forward method is deprecated. Please use new-style autograd "
+            "function with static forward method. (Example: "
+            "https://pytorch.org/docs/stable/autograd.html#torch.autograd.Function)"
         )
 
     @classmethod
