@@ -95,7 +95,7 @@ from ._ops import *  # noqa: F401,F403  (every op of the table, under torch's na
 from ._ops import clone, compile_count, jax_function, set_background_compile, to, wait_for_compiles
 from ._ops.legacy import range_ as range  # noqa: A004  (torch's name)
 from ._serialization import load, save
-from ._tensor import Size, Tensor, device
+from ._tensor import Size, Tensor, device, is_warn_always_enabled, set_warn_always
 from .autograd import grad
 from .autograd.anomaly_mode import is_anomaly_check_nan_enabled, is_anomaly_enabled, set_anomaly_enabled
 from .func import vmap  # vmap.vmap, as torch.vmap is torch.func.vmap
