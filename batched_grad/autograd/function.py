@@ -262,6 +262,13 @@ def node_class(function, generated):
     return made
 
 
+class _NodeClassOf:
+    """`Function._backward_cls`, torch's name for the class of a Function's nodes (its grad_fn's class)."""
+
+    def __get__(self, instance, owner):
+        return node_class(owner, False)
+
+
 class Function:
     """Subclass with `forward(ctx, *args)` (or `forward(*args)` + `setup_context(ctx, inputs, output)`) and
     `backward(ctx, *grad_outputs)`; call it with `MyFunction.apply(*args)`."""
@@ -287,6 +294,7 @@ class Function:
         raise NotImplementedError(NO_JVP)
 
     setup_context = None  # define it to use the `forward(*args)` style
+    _backward_cls = _NodeClassOf()
     clear_saved_tensors_on_access = False  # True: ctx.saved_tensors may be read once, then drops them
     generate_vmap_rule = False  # True: under vmap.vmap, forward and backward run on the batched values
 
@@ -353,6 +361,15 @@ class Function:
         if node is not None:
             ctx._save({id(o): r for o, r in zip(outs, received) if not any(o is a for a in args)}, received, node)
         return tuple(received) if is_tuple else received[0]
+
+
+class InplaceFunction(Function):
+    """torch's legacy base class of Functions that may work in place (kept by torch for old code): a Function whose
+    instances remember `inplace`."""
+
+    def __init__(self, inplace=False):
+        super().__init__()
+        self.inplace = inplace
 
 
 def _run_forward(cls, ctx, args, kwargs, has_rule):
