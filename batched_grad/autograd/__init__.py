@@ -1,5 +1,7 @@
 """batched_grad.autograd: grad, backward, Function, graph edges, anomaly mode, the functional API, gradcheck."""
 
+import batched_grad as torch  # noqa: F401  (torch.autograd imports torch, so torch.autograd.torch is torch)
+
 from .._grad_mode import enable_grad, inference_mode, no_grad, set_grad_enabled
 from .._saved import SavedTensor  # noqa: F401  (torch's, not in its __all__: made by the nodes only)
 from . import forward_ad, functional, grad_mode, graph
