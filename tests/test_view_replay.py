@@ -51,3 +51,16 @@ def test_the_switch_restores_and_decorates():
 
         assert not m.autograd.is_view_replay_enabled()
         assert inside() and not m.autograd.is_view_replay_enabled()
+
+
+def test_functionalize_replays_the_views_it_regenerates():
+    def run(m):
+        def f(x):
+            base = x.clone()
+            view = base[0]
+            base.add_(1)
+            return view
+
+        return m.func.functionalize(f)(m.ones(2, 3, requires_grad=True)).grad_fn.name()
+
+    assert run(bg) == run(torch) == "SelectBackward0"

@@ -11,6 +11,7 @@ from .. import _dtypes
 from .._grad_mode import is_grad_enabled, is_view_replay_enabled
 from .._inplace import written_through
 from .._tensor import Tensor, _wrap_dim, type_name
+from .._transform_levels import in_functionalize
 from ._core import Op, apply
 
 
@@ -638,9 +639,11 @@ _AS_STRIDED_VIEW = Op("as_strided", _chain_view, linear=True, view=True, backwar
 
 
 def regenerated_view(base, chain):
-    """A view of `base` made again after one of them changed in place, as torch's: one as_strided node of the base,
-    or, with view replay on (_force_original_view_tracking), its chain of view ops replayed."""
-    if is_view_replay_enabled():
+    """A view of `base` made again after one of them changed in place, as torch's: one as_strided node of the base;
+    its chain of view ops replayed with view replay on (_force_original_view_tracking), inside functionalize (whose
+    views torch always replays) and for an output of a multi-output view op (which keeps refusing in-place
+    writes)."""
+    if is_view_replay_enabled() or in_functionalize() or any(op.multi for op, _, _ in chain):
         return replay_view(base, chain)
     return apply(_AS_STRIDED_VIEW, [base], chain=tuple(chain))
 
