@@ -99,7 +99,7 @@ from ._ops import *  # noqa: F401,F403  (every op of the table, under torch's na
 from ._ops import clone, compile_count, jax_function, set_background_compile, to, wait_for_compiles
 from ._ops.legacy import range_ as range  # noqa: A004  (torch's name)
 from ._serialization import load, save
-from ._tensor import Size, Tensor, device
+from ._tensor import Size, Tensor, device, is_warn_always_enabled, set_warn_always
 from .amp import autocast
 from .amp.autocast_mode import (
     autocast_decrement_nesting,

@@ -241,6 +241,8 @@ class _NotAnArray(Exception):
 def _argument_signature(a):
     if type(a) is np.ndarray:
         return a.shape, a.dtype, False
+    if isinstance(a, jax.core.Tracer):  # an outer trace's value (a jax.Array too): never a loaded executable's
+        return type(a)
     if isinstance(a, jax.Array):
         return a.shape, a.dtype, a.weak_type
     if isinstance(a, (tuple, list, dict)) or a is None:

@@ -206,8 +206,12 @@ def apply_dual(run, op, operands, static):
     result = run(op, operands, static)
     if not duals:
         return result
-    jvp_operands = list(operands) + [tangents.get(operands[i]) for i in duals]
-    out_tangents = run(_jvp_op(op, tuple(duals)), jvp_operands, static)
+    if op.view and duals == [0]:
+        # a view's tangent is the same view of the viewed tensor's tangent, and a view of it (as torch's)
+        out_tangents = run(op, [tangents.get(operands[0])] + list(operands[1:]), static)
+    else:
+        jvp_operands = list(operands) + [tangents.get(operands[i]) for i in duals]
+        out_tangents = run(_jvp_op(op, tuple(duals)), jvp_operands, static)
     results = result if op.multi else (result,)
     out_tangents = out_tangents if op.multi else (out_tangents,)
     for r, t in zip(results, out_tangents):

@@ -20,6 +20,7 @@ CLASS_DECORATION = (
 class _State(threading.local):
     enabled = True  # the defaults of every thread (class attributes: read as fast as instance ones)
     inference = False
+    view_replay = False  # _force_original_view_tracking
 
 
 _state = _State()
@@ -168,3 +169,41 @@ class inference_mode(_GradMode):
 
     def _args(self):
         return (self.inference,)
+
+
+def is_view_replay_enabled():
+    """Whether a view modified in place gets its history by replaying its chain of view ops (one node per view op,
+    as the view was made), rather than as one as_strided of its base (torch's default on CPU)."""
+    return _state.view_replay
+
+
+class _force_original_view_tracking:
+    """View replay on (True) or off (False): from construction (a call), inside the block (a context manager), or
+    inside calls (a decorator), as torch's."""
+
+    def __init__(self, mode):
+        self.prev, self.mode = _state.view_replay, mode
+        _state.view_replay = mode
+
+    def __enter__(self):
+        _state.view_replay = self.mode
+
+    def __exit__(self, *exc):
+        _state.view_replay = self.prev
+
+    def clone(self):
+        prev = _state.view_replay
+        c = _force_original_view_tracking(self.mode)
+        _state.view_replay = prev
+        c.prev = prev
+        return c
+
+    def __call__(self, func):
+        _state.view_replay = self.prev
+
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            with self.clone():
+                return func(*args, **kwargs)
+
+        return wrapper

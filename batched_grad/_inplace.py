@@ -176,9 +176,9 @@ class InPlace:
         """After an in-place op through this view, hold `result` as a view of the updated base, as torch does: the
         view's gradient is its own (retain_grad() and hooks registered from now on see it), and its base's includes
         it."""
-        from ._ops.shape import replay_view
+        from ._ops.shape import regenerated_view
 
-        view = replay_view(base, chain)
+        view = regenerated_view(base, chain)
         self._value = result._value
         self.grad_fn, self._output_nr = view.grad_fn, view._output_nr
         if self._retains_grad:
@@ -195,7 +195,7 @@ class InPlace:
     @scoped
     def _refresh_views(self, skip, graph):
         """Bring this base's views up to date after it changed; graph views rejoin the graph if `graph`."""
-        from ._ops.shape import replay_view
+        from ._ops.shape import regenerated_view
 
         for ref in self._views or ():
             view = ref()
@@ -204,7 +204,7 @@ class InPlace:
             chain = view._view[1]
             ops = _ops_of(chain)
             if graph and len(ops) == len(chain):
-                view._rebind(replay_view(self, chain))
+                view._rebind(regenerated_view(self, chain))
             else:
                 view._value = _view_value_jit(self._value, ops) if ops else self._value
 

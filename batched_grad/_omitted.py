@@ -203,8 +203,8 @@ OMITTED = {
             """get_num_threads set_num_threads get_num_interop_threads set_num_interop_threads
             init_num_threads use_deterministic_algorithms are_deterministic_algorithms_enabled
             is_deterministic_algorithms_warn_only_enabled get_deterministic_debug_mode set_deterministic_debug_mode
-            get_float32_matmul_precision set_float32_matmul_precision set_flush_denormal set_warn_always
-            is_warn_always_enabled set_printoptions thread_safe_generator""",
+            get_float32_matmul_precision set_float32_matmul_precision set_flush_denormal set_printoptions
+            thread_safe_generator""",
         ),
         **_names(FFT, "stft istft"),
         **_names(INFERENCE, "is_inference"),

@@ -28,9 +28,7 @@ def _thread_states():
     engine)."""
     import vmap
 
-    from .autograd import _function_jvp
-
-    return [_grad_mode._state, _vmap_levels._running, _tracing.compiling, vmap._thread, _function_jvp.TRACING]
+    return [_grad_mode._state, _vmap_levels._running, _tracing.compiling, vmap._thread, _tracing.TRACING]
 
 
 def _snapshot():

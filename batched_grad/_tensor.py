@@ -57,13 +57,27 @@ _UNDELETABLE = {  # torch's errors for `del tensor.<name>`
     "_backward_hooks": "Deletion of _backwards_hooks not allowed!",
 }
 _warned = set()
+_warn_always = [False]
 
 
 def warn_once(message, stacklevel=3):
-    """torch's TORCH_WARN_ONCE: each message at most once per process."""
-    if message not in _warned:
+    """torch's TORCH_WARN_ONCE: each message at most once per process, or every time while set_warn_always(True)."""
+    if _warn_always[0] or message not in _warned:
         _warned.add(message)
         warnings.warn(message, UserWarning, stacklevel=stacklevel)
+
+
+def set_warn_always(b):
+    """With True, the warnings given once per process (such as backward's create_graph warning) are given every
+    time; False restores the default."""
+    if type(b) is not bool:
+        raise RuntimeError(f"setWarnOnlyOnce expects a bool, but got {type(b).__name__}")
+    _warn_always[0] = b
+
+
+def is_warn_always_enabled():
+    """Whether set_warn_always(True) is in effect."""
+    return _warn_always[0]
 
 
 def python_type_name(value):

@@ -56,3 +56,25 @@ compiling = _Compiling()
 def eagerly():
     """A context in which JAX computes from concrete arrays now, even inside a trace: concrete results."""
     return jax.ensure_compile_time_eval() if tracing() else contextlib.nullcontext()
+
+
+class _Tracing(threading.local):
+    depth = 0  # the forward-mode traces running in this thread (_functional_forward._trace)
+    ties = 0  # the Function applications tied to their jvp in this thread, ever
+
+
+TRACING = _Tracing()
+
+
+class forward_tracing:
+    """Within it, Tensor code is being traced into a jaxpr whose JVP will be taken: a Function.apply on traced values
+    ties its outputs to its jvp."""
+
+    __slots__ = ()
+
+    def __enter__(self):
+        TRACING.depth += 1
+
+    def __exit__(self, *exc):
+        TRACING.depth -= 1
+        return False

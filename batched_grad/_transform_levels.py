@@ -111,6 +111,11 @@ def in_forward_transform():
     return any(level.forward for level in _running.levels)
 
 
+def in_functionalize():
+    """Whether the function of a functionalize call is running in this thread."""
+    return bool(_running.functional)
+
+
 def in_transform():
     """Whether the function of a function transform (grad-type, vmap.vmap or functionalize) is running in this
     thread."""

@@ -49,6 +49,21 @@ RANDOMNESS_ERROR = (
     "'different' randomness flags on vmap or perform the randomness operation out of vmap"
 )
 
+DYNAMIC_SHAPE = (
+    "vmap: We do not support batching operators that can output dynamic shape. Attempted to vmap over aten::{}. "
+    "Please file an issue at https://github.com/pytorch/pytorch/issues if you need this feature."
+)
+BOOLEAN_MASK = (
+    "vmap: We do not support batching operators that can support dynamic shape. Attempting to batch over indexing "
+    "with a boolean mask."
+)
+NO_RULE = "Batching rule not implemented for aten::{}. We could not generate a fallback."
+MASKED_SELECT_MASK = (
+    "vmap: Attempted to vmap over `mask` in torch.masked_select(self, mask) We cannot support this because for each "
+    "batch this would return a differently shaped Tensor. Please file an issue at "
+    "https://github.com/pytorch/pytorch/issues if you need this feature."
+)
+
 PROTOTYPE_RANDOMNESS = (
     "vmap: We do not yet support calling random operations inside of vmap. Please perform random operations "
     "outside of vmap as a workaround"
@@ -123,6 +138,14 @@ def is_batched(value):
         value = materialize(value)  # a recorded op on traced rows is deferred without being marked mapped
     trace = getattr(value, "_trace", None)
     return trace is not None and any(trace is level.trace for level in calls)
+
+
+def refuse_dynamic_shape(tensor, name, message=DYNAMIC_SHAPE):
+    """torch's error for an op whose result's size depends on the values of `tensor` (`name`: its aten operator),
+    where those vary across the rows of a running vmap.vmap: each row would give a result of another size. (A
+    batched backward, is_grads_batched, instead runs such a step per row: SPEC's deliberate difference.)"""
+    if is_batched(tensor._v):
+        raise RuntimeError(message.format(name))
 
 
 # A Function's vmap staticmethod runs on a level's batched values themselves, as torch.func's does: the row values

@@ -379,6 +379,16 @@ def test_variable_without_data_and_with_volatile():
     assert str(caught[0].message) == "volatile was removed and now has no effect. Use `with torch.no_grad():` instead."
 
 
+def test_autograd_reexports_the_package_and_volatile_reads_false():
+    # torch.autograd imports torch, and older code reaches torch through it
+    for m in (bg, torch):
+        assert m.autograd.torch is m
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert m.autograd.torch.ones(2).volatile is False
+        assert "volatile" in str(caught[0].message)
+
+
 @pytest.mark.parametrize(
     "call",
     [

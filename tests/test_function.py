@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import batched_grad as bg
-from oracle import assert_same
+from oracle import assert_same, raises_like_torch
 
 
 def make_functions(lib):
@@ -347,3 +347,30 @@ def _node_names(m):
 
 def test_a_functions_node_class_is_named_as_torchs():
     assert _node_names(bg) == _node_names(torch)
+
+
+def _legacy(m):
+    class Legacy(m.autograd.Function):  # forward is an instance method: torch's deprecated style
+        def forward(self, x):
+            return x * 2
+
+    return Legacy
+
+
+def test_instantiating_a_legacy_function_only_warns():
+    for m in (bg, torch):
+        with pytest.warns(DeprecationWarning, match="should not be instantiated"):
+            instance = _legacy(m)()
+        x = m.ones(2, requires_grad=True)
+        instance.forward(x).sum().backward()  # its methods are plain methods, as torch's
+        assert x.grad.tolist() == [2.0, 2.0]
+
+
+def test_calling_a_legacy_function_raises_torch_error():
+    def run(m):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            instance = _legacy(m)()
+        instance(m.ones(2))
+
+    raises_like_torch(run)

@@ -10,7 +10,7 @@ import torch
 
 import batched_grad as bg
 import vmap
-from oracle import assert_same
+from oracle import assert_same, raises_like_torch
 
 
 def dirty_functions(lib):
@@ -353,3 +353,41 @@ def test_extra_trailing_gradients_are_accepted_only_when_all_none():
             assert seen[1] == seen[0], name
         else:
             assert_same(seen[1], seen[0])
+
+
+def _add_in_place(m):
+    class AddInPlace(m.autograd.function.InplaceFunction):
+        @staticmethod
+        def forward(ctx, a, b):
+            ctx.mark_dirty(a)
+            return a.add_(b), b * 3
+
+        @staticmethod
+        def backward(ctx, grad_a, grad_b):
+            return grad_a, grad_a + 3 * grad_b
+
+    return AddInPlace
+
+
+def test_inplace_function_subclass_modifies_a_tensor_that_needs_no_grad():
+    def run(m):
+        x, y = m.ones(2, 2), m.full((2, 2), 2.0, requires_grad=True)
+        function = _add_in_place(m)
+        q, p = function.apply(x, y)
+        assert q is x and q.requires_grad
+        assert type(q.grad_fn) is function._backward_cls
+        assert type(q.grad_fn).__name__ == "AddInPlaceBackward"
+        (q.sum() + p.sum()).backward()
+        return x, y.grad
+
+    assert_same(run(bg), run(torch))
+
+
+def test_inplace_function_itself():
+    def run(m):
+        cls = m.autograd.function.InplaceFunction
+        with pytest.warns(DeprecationWarning):
+            assert cls(inplace=True).inplace is True
+        cls.apply(m.ones(2, requires_grad=True))  # it has no forward
+
+    raises_like_torch(run)

@@ -343,6 +343,31 @@ def test_view_rules_as_torch(forward, jvp, tangent_is_view):
     assert isinstance(got, RuntimeError)
 
 
+def test_a_view_of_a_dual_tensor_has_a_view_of_its_tangent():
+    def run(m):
+        fw = m.autograd.forward_ad
+        with fw.dual_level():
+            tangent = _tensor(m, [3.0, 4, 5])
+            x = fw.make_dual(_tensor(m, [1.0, 2, 3]), tangent)
+            head = fw.unpack_dual(x[:2]).tangent
+            same = fw.unpack_dual(x.view_as(x)).tangent
+            return head, head._base is tangent, same._base is tangent
+
+    assert_same(run(bg), run(torch))
+
+
+def test_view_of_a_viewed_input_must_share_its_tangents_base():
+    # the input is itself a view of a dual tensor, so its tangent is a view: the jvp's result must view that base
+    def run(m):
+        fw = m.autograd.forward_ad
+        with fw.dual_level():
+            x = fw.make_dual(_tensor(m, [1.0, 2, 3]), _tensor(m, [3.0, 4, 5]))
+            _view(m, lambda x: x[:2], lambda t: (t * 1)[:2]).apply(x.view_as(x))
+
+    got, _ = raises_like_torch(run)
+    assert isinstance(got, RuntimeError)
+
+
 def test_the_jvp_tangent_is_differentiable_by_reverse_mode():
     def run(m):
         x = _tensor(m, [1.0, 2, 3], requires_grad=True)

@@ -392,3 +392,20 @@ def test_forward_mode_traces_the_jaxpr_jax_make_jaxpr_gives():
         return v
 
     jax.vmap(row)(jnp.ones((2, 3)))
+
+
+@pytest.mark.parametrize(
+    "shapes", [[(2, 3)], [()], [(2,), (3,), ()], [(2, 3), (3,), (3, 4, 2)]], ids=["one", "scalar", "three", "mixed"]
+)
+def test_standard_basis_blocks_as_torch(shapes):
+    def run(m):
+        dtypes = [m.float64, m.float32, m.float64][: len(shapes)] if len(shapes) > 1 else [m.float32]
+        tensors = tuple(m.zeros(s, dtype=d) for s, d in zip(shapes, dtypes))
+        return m.autograd.functional._construct_standard_basis_for(tensors, tuple(t.numel() for t in tensors))
+
+    assert_same(run(bg), run(torch))
+
+
+def test_standard_basis_checks_its_arguments_as_torch():
+    raises_like_torch(lambda m: m.autograd.functional._construct_standard_basis_for((m.zeros(2),), (2, 1)))
+    raises_like_torch(lambda m: m.autograd.functional._construct_standard_basis_for((), ()))

@@ -78,6 +78,17 @@ def test_a_kernel_staged_into_an_outer_trace_does_not_look_the_store_up(store):
     assert _counted(_new_kernel(bg.tan), X)[1:] == (0, 1)  # called at the top level, it is loaded
 
 
+def test_a_kernel_with_a_loaded_executable_is_traced_inside_an_outer_trace(store):
+    # the loaded executable serves concrete calls only: a tracer of the same shape is traced into its trace
+    _counted(_new_kernel(bg.sin), X)
+    _store.flush()
+    kernel = _new_kernel(bg.sin)
+    assert _counted(kernel, X)[1:] == (0, 1)
+    with jax.enable_x64(True):
+        mapped = np.asarray(jax.vmap(kernel)(np.stack([X, 2 * X])))
+    np.testing.assert_allclose(mapped, np.sin(np.stack([X, 2 * X])), rtol=1e-14)
+
+
 def test_a_corrupt_entry_warns_once_is_compiled_again_and_replaced(store):
     expected, _, _ = _counted(_new_kernel(bg.sin), X)
     _store.flush()

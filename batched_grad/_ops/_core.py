@@ -26,6 +26,7 @@ from .._saved import SavedValue, modified_error
 from .._tensor import DETACH, Tensor, remember_view
 from .._view_meta import note_view
 from .._x64 import set_x64, swap_x64
+from ._forward_refused import checked_forward
 
 # what torch's derivative of an op reads (Op.torch_saves)
 SAVES_INPUT, SAVES_RESULT, SAVES_BOTH = frozenset({"input"}), frozenset({"result"}), frozenset({"input", "result"})
@@ -73,6 +74,9 @@ class Op:
     `saved_names`: torch's names of the operands (per position, None for one torch's node does not show), by which
     a node shows what it saved as `_saved_<name>` / `_raw_saved_<name>`; `saved_static`: the static parameters it
     shows by their own names (pow's exponent). The results torch saves are shown as `result` and `indices`.
+    `forward_error` (optional): for an op torch has no forward-mode derivative of, `forward_error(*operands,
+    **static)` gives the exception torch raises when an operand has a tangent (None where the op has one there);
+    forward-mode AD raises it instead of differentiating the op (_forward_refused.py).
     """
 
     __slots__ = (
@@ -96,6 +100,7 @@ class Op:
         "inputs",
         "saved_names",
         "saved_static",
+        "forward_error",
     )
 
     def __init__(
@@ -120,6 +125,7 @@ class Op:
         inputs=None,
         saved_names=(),
         saved_static=(),
+        forward_error=None,
     ):
         self.name, self.fn, self.linear, self.view, self.multi = name, fn, linear, view, multi
         self.reads, self.host, self.host_vjp, self.inputs = reads, host, host_vjp, inputs
@@ -128,6 +134,7 @@ class Op:
         self.view_step, self.diagonal, self.involution = view_step, diagonal, involution
         self.torch_saves = torch_saves
         self.saved_names, self.saved_static = saved_names, saved_static
+        self.forward_error = forward_error
         self.backward_name = backward_name or "".join(p.capitalize() for p in name.split("_")) + "Backward0"
 
     def __repr__(self):
@@ -173,6 +180,8 @@ def apply(op, operands, **static):
     A recorded op is deferred: its outputs are Pending values (_lazy.py), computed when read; so is any op on the
     rows of a vmap.vmap input. An op outside the graph that reads deferred values computes them now."""
     static = tuple(static.items()) if len(static) < 2 else tuple(sorted(static.items()))
+    if op.forward_error is not None:
+        op = checked_forward(op, operands, static)
     tried = False
     if DUAL_LEVELS.tangents is None:
         outs = _computed_on_host(op, operands, static)

@@ -5,6 +5,7 @@ import numpy as np
 
 from .._host import unshared
 from .._tensor import Tensor
+from .._vmap_levels import BOOLEAN_MASK, refuse_dynamic_shape
 from .shape import encode_index
 
 _INDEX_TYPES = "only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables are valid indices"
@@ -51,6 +52,8 @@ def _kind(i):
         a = a.astype(np.int64) if a.size == 0 and not isinstance(i, Tensor) else a  # [] indexes nothing
         if a.dtype == np.bool_ or a.dtype == np.uint8:
             if isinstance(a, jax.core.Tracer):
+                if isinstance(i, Tensor):
+                    refuse_dynamic_shape(i, None, BOOLEAN_MASK)
                 return "array", a  # JAX raises NonConcreteBooleanIndexError: the trigger for the per-row fallback
             return ("bool", bool(a)) if a.ndim == 0 else ("mask", np.asarray(a, bool))
         if a.dtype.kind not in "iu":

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 from .. import _dtypes
 from ._core import Op, apply
 from ._derivatives import first_order_only
+from ._forward_refused import not_implemented_forward
 from .nn import _check_tensor
 from .random_draws import sample
 
@@ -42,7 +43,12 @@ def _first_order_attention(*arrays, **static):
 
 # torch takes its CPU flash-attention kernel (one node, no double backward) for 4-D inputs of one head size without
 # dropout or a mask that requires grad, and composes matmul and softmax (differentiable again) otherwise
-_FLASH = Op("scaled_dot_product_attention", _first_order_attention, "ScaledDotProductFlashAttentionForCpuBackward0")
+_FLASH = Op(
+    "scaled_dot_product_attention",
+    _first_order_attention,
+    "ScaledDotProductFlashAttentionForCpuBackward0",
+    forward_error=not_implemented_forward("_scaled_dot_product_flash_attention_for_cpu"),
+)
 _MATH = Op(
     "scaled_dot_product_attention",
     _attention,

@@ -9,6 +9,7 @@ from .. import _dtypes
 from .._tensor import _wrap_dim
 from ._core import Op, apply
 from ._derivatives import first_order_only
+from ._forward_refused import not_implemented_forward
 from ._public import write_out
 from .elementwise import broadcast_shape
 from .nn import _check_tensor
@@ -23,7 +24,7 @@ def _no_double_backward(name):
     return lambda: NotImplementedError(f"the derivative for '_{name}_backward' is not implemented.")
 
 
-def _cdist(a, b, *, p):
+def _cdist(a, b, *, p, by_matmul):  # by_matmul: torch's kernel (_cdist_forward_error)
     # every row of a against every row of b: (..., P, M) and (..., R, M) give (..., P, R)
     return first_order_only(
         lambda a, b: _norm(a[..., :, None, :] - b[..., None, :, :], p, -1), _no_double_backward("cdist")
@@ -51,8 +52,14 @@ def _normalize(a, *, p, axis, eps):
 
 
 _DIST = Op("dist", lambda a, b, *, p: _norm(a - b, p, None))
-_CDIST = Op("cdist", _cdist)
-_PDIST = Op("pdist", _pdist, "PdistBackward0")
+
+
+def _cdist_forward_error(a, b, *, p, by_matmul):
+    return not_implemented_forward("_euclidean_dist" if by_matmul else "_cdist_forward")()
+
+
+_CDIST = Op("cdist", _cdist, forward_error=_cdist_forward_error)
+_PDIST = Op("pdist", _pdist, "PdistBackward0", forward_error=not_implemented_forward("_pdist_forward"))
 _PAIRWISE = Op(
     "pairwise_distance", lambda a, b, *, p, eps, keepdim: _norm(a - b + eps, p, -1, keepdim), "NormBackward1"
 )
@@ -92,7 +99,13 @@ def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
     if p < 0:
         raise RuntimeError(f"cdist only supports non-negative p values, got {p}")
     _floating("cdist", x1, x2)
-    return apply(_CDIST, [x1, x2], p=float(p))
+    # torch computes Euclidean distances through a matrix product (its _euclidean_dist) when asked to, or by default
+    # for more than 25 rows on either side
+    by_matmul = p == 2 and (
+        compute_mode == "use_mm_for_euclid_dist"
+        or (compute_mode == "use_mm_for_euclid_dist_if_necessary" and max(x1.shape[-2], x2.shape[-2]) > 25)
+    )
+    return apply(_CDIST, [x1, x2], p=float(p), by_matmul=by_matmul)
 
 
 def pdist(input, p=2):

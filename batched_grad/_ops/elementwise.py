@@ -241,13 +241,14 @@ def _binary_op(
     tensors_only=False,
     host=None,
     saved_names=("self", "other"),
+    forward_error=None,
 ):
     """`overloads`: {(input is a Tensor, other is a Tensor): (torch's backward name, Op.torch_saves)} where torch
     records another overload of the op (`2 ** x` is PowBackward2, and its derivative reads the result). `kernel`:
     torch's kernel name in its dtype errors, when it differs from `name`; `no_kernel` and `complex_error`: the dtypes
     it lacks (_check_dtype). `tensors_only`: torch takes no number for either operand. `fused`: Op.fused. `host`: a
     NumPy function computing it (Op.host, for small float operands). `saved_names`: torch's names of the operands
-    (Op.saved_names; a linear op's node saves neither)."""
+    (Op.saved_names; a linear op's node saves neither). `forward_error`: Op.forward_error."""
     kernel = kernel or name
     host = host and small_floats(host)
     checked = no_kernel or complex_error
@@ -265,6 +266,7 @@ def _binary_op(
             host=host,
             host_vjp=host and ARITHMETIC_VJPS.get(name),
             saved_names=() if linear else saved_names,
+            forward_error=forward_error,
         )
 
     op, ops = make(), {kinds: make(*overload) for kinds, overload in dict(overloads).items()}

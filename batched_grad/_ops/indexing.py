@@ -9,6 +9,7 @@ import numpy as np
 from .. import _dtypes
 from .._foreign import not_a_tensor
 from .._tensor import Tensor, _wrap_dim, type_name
+from .._vmap_levels import DYNAMIC_SHAPE, MASKED_SELECT_MASK, NO_RULE, refuse_dynamic_shape
 from ._core import SAVES_INDICES, Op, apply
 from ._index_parse import _concrete, _first_out_of_range, _parse
 from .reduction import values_indices
@@ -469,6 +470,7 @@ def masked_select(input, mask):
     """The elements of `input` where `mask` is True, as a 1-D tensor (the two broadcast)."""
     if not isinstance(mask, Tensor) or mask.dtype is not _dtypes.bool:
         raise RuntimeError("masked_select: expected BoolTensor for mask")
+    refuse_dynamic_shape(mask, "masked_select", MASKED_SELECT_MASK)
     shape = broadcast_shapes(input.shape, mask.shape) or (1,)
     where = np.nonzero(np.broadcast_to(np.asarray(mask._value), shape))
     return apply(_MASKED_SELECT, [input] + [w.astype(np.int64) for w in where], shape=shape)
@@ -476,6 +478,7 @@ def masked_select(input, mask):
 
 def nonzero(input, *, as_tuple=False):
     """Indices of the non-zero elements: an (n, ndim) int64 tensor, or a tuple of 1-D tensors."""
+    refuse_dynamic_shape(input, "nonzero_numpy" if as_tuple else "nonzero", NO_RULE if as_tuple else DYNAMIC_SHAPE)
     a = np.asarray(input._value)
     if as_tuple:
         return tuple(Tensor._wrap(i.astype(np.int64)) for i in np.nonzero(a.reshape(a.shape or (1,))))

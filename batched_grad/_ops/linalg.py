@@ -411,6 +411,15 @@ _QR_R = (
 )
 
 
+def _qr_forward_error(a, *, mode):
+    """torch's forward-mode derivative of QR raises as its backward does."""
+    if mode == "r":
+        return RuntimeError(_QR_R)
+    if mode == "complete" and a.shape[-2] > a.shape[-1]:
+        return RuntimeError(_QR_COMPLETE)
+    return None
+
+
 def _qr_fn(a, *, mode):
     if mode == "r":
         return _raise_in_backward(jnp.linalg.qr(a, mode="r"), _QR_R)
@@ -458,8 +467,14 @@ _EIGH = Op(
     torch_saves=SAVES_RESULT,
 )
 _SVD = Op("linalg_svd", _svd_fn, multi=True, torch_saves=SAVES_RESULT)
-_QR = Op("linalg_qr", _qr_fn, multi=True, torch_saves=SAVES_RESULT)
-_QR_R_ONLY = Op("linalg_qr", _qr_fn, backward_name="LinalgQrBackward0", torch_saves=SAVES_RESULT)
+_QR = Op("linalg_qr", _qr_fn, multi=True, torch_saves=SAVES_RESULT, forward_error=_qr_forward_error)
+_QR_R_ONLY = Op(
+    "linalg_qr",
+    _qr_fn,
+    backward_name="LinalgQrBackward0",
+    torch_saves=SAVES_RESULT,
+    forward_error=_qr_forward_error,
+)
 
 
 def _traced(*tensors):

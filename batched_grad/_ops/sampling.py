@@ -11,6 +11,7 @@ from .._dtypes import not_implemented
 from .._tensor import Tensor
 from ._core import Op, apply
 from ._derivatives import without_derivative
+from ._forward_refused import unsupported_forward
 from .indexing import _concrete
 from .random_draws import check_inplace, sample
 
@@ -168,6 +169,7 @@ _BERNOULLI_P = Op(
         lambda: RuntimeError("derivative for aten::bernoulli is not implemented"),
     ),
     "torch::autograd::NotImplemented",
+    forward_error=unsupported_forward("bernoulli"),
 )
 
 

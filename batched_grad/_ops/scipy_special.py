@@ -8,6 +8,7 @@ import jax.scipy.special as jsp
 
 from .._grad_mode import no_grad
 from ._derivatives import without_derivative
+from ._forward_refused import not_implemented_forward
 from .elementwise import Unary, _binary_op, _named, _unary_op, in_float64
 
 
@@ -75,5 +76,9 @@ FUNCTIONS["xlog1py"] = _binary_op(
     float_result=True,
 )
 FUNCTIONS["zeta"] = _binary_op(
-    "zeta", _zeta, "The Hurwitz zeta function zeta(input, other) (no derivative, as torch).", float_result=True
+    "zeta",
+    _zeta,
+    "The Hurwitz zeta function zeta(input, other) (no derivative, as torch).",
+    float_result=True,
+    forward_error=not_implemented_forward("special_zeta"),
 )

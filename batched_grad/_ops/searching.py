@@ -9,6 +9,7 @@ import numpy as np
 from .. import _dtypes
 from .._dtypes import not_implemented
 from .._tensor import Tensor, _wrap_dim
+from .._vmap_levels import refuse_dynamic_shape
 from ._core import Op, apply
 from ._derivatives import raises_in_backward
 from .indexing import nonzero
@@ -111,6 +112,7 @@ def unravel_index(indices, shape):
 def unique_consecutive(input, return_inverse=False, return_counts=False, dim=None):
     """The first element (or slice along `dim`) of each run of equal consecutive ones; with `return_inverse` each
     element's run, with `return_counts` each run's length. The values are not differentiable (as torch's)."""
+    refuse_dynamic_shape(input, "unique_consecutive" if dim is None else "unique_dim_consecutive")
     a = _host_values(input)
     if dim is None:
         flat = a.reshape(-1)

@@ -8,9 +8,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _dtypes
-from .._grad_mode import is_grad_enabled
+from .._grad_mode import is_grad_enabled, is_view_replay_enabled
 from .._inplace import written_through
 from .._tensor import Tensor, _wrap_dim, type_name
+from .._transform_levels import in_functionalize
 from ._core import Op, apply
 
 
@@ -624,6 +625,27 @@ def check_multi_view(base, chain, requires_grad):
             else "A view was created in no_grad mode and is being modified inplace with grad mode enabled."
         )
         raise RuntimeError(f"{where} {_MULTI_VIEW}")
+
+
+def _chain_view(a, *, chain):
+    for op, static, k in chain:
+        out = op.fn(a, **dict(static))
+        a = out[k] if op.multi else out
+    return a
+
+
+# a view re-derived at once from its base, as torch's as_strided of the base
+_AS_STRIDED_VIEW = Op("as_strided", _chain_view, linear=True, view=True, backward_name="AsStridedBackward0")
+
+
+def regenerated_view(base, chain):
+    """A view of `base` made again after one of them changed in place, as torch's: one as_strided node of the base;
+    its chain of view ops replayed with view replay on (_force_original_view_tracking), inside functionalize (whose
+    views torch always replays) and for an output of a multi-output view op (which keeps refusing in-place
+    writes)."""
+    if is_view_replay_enabled() or in_functionalize() or any(op.multi for op, _, _ in chain):
+        return replay_view(base, chain)
+    return apply(_AS_STRIDED_VIEW, [base], chain=tuple(chain))
 
 
 def replay_view(base, chain):

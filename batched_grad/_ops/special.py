@@ -14,6 +14,7 @@ from .._tensor import Tensor
 from . import _derivatives
 from ._core import SAVES_INPUT, SAVES_NOTHING, SAVES_RESULT, Op, apply
 from ._derivatives import raises_in_backward, without_derivative
+from ._forward_refused import not_implemented_forward, unsupported_forward
 from ._fused_backward import Fused
 from .elementwise import PREDICATES, _binary_op, _named, in_float64, pow
 from .placement import to
@@ -119,7 +120,11 @@ nextafter = _binary_op(
 )
 heaviside = _checked(
     _binary_op(
-        "heaviside", _heaviside, "The step function: 0 below zero, 1 above, `values` at zero.", tensors_only=True
+        "heaviside",
+        _heaviside,
+        "The step function: 0 below zero, 1 above, `values` at zero.",
+        tensors_only=True,
+        forward_error=unsupported_forward("heaviside"),
     ),
     _same_dtype("heaviside"),
 )
@@ -130,6 +135,7 @@ igamma = _checked(
         "The regularized lower incomplete gamma function P(input, other).",
         float_result=True,
         tensors_only=True,
+        forward_error=not_implemented_forward("igamma"),
     ),
     _kernel_check("igamma_cpu", "biuc"),
 )
@@ -140,6 +146,7 @@ igammac = _checked(
         "The regularized upper incomplete gamma function Q(input, other).",
         float_result=True,
         tensors_only=True,
+        forward_error=not_implemented_forward("igammac"),
     ),
     _kernel_check("igammac_cpu", "biuc"),
 )

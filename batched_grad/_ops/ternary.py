@@ -7,6 +7,7 @@ from .. import _dtypes
 from .._dtypes import not_implemented
 from .._foreign import not_a_tensor
 from .._tensor import Tensor
+from .._vmap_levels import refuse_dynamic_shape
 from ._core import Op
 from .elementwise import _apply
 from .indexing import nonzero
@@ -87,6 +88,7 @@ _WHERE = Op(
 def where(condition, input=None, other=None):
     """Elements of `input` where `condition`, else of `other`; `where(condition)` is nonzero(as_tuple=True)."""
     if input is None and other is None:
+        refuse_dynamic_shape(condition, "where")
         return nonzero(condition, as_tuple=True)
     if condition.dtype is not _dtypes.bool:
         raise RuntimeError(

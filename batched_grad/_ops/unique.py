@@ -5,10 +5,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._dtypes import not_implemented
+from .._dual import tangent_of
 from .._grad_mode import is_grad_enabled
 from .._tensor import Tensor, _wrap_dim
+from .._vmap_levels import refuse_dynamic_shape
 from ._core import Op, apply
 from ._derivatives import raises_in_backward
+from ._forward_refused import not_implemented_forward
 
 _TRACED = (
     "unique() needs the values of the tensor, which a trace (vmap.vmap, a compiled function, forward mode) "
@@ -24,7 +27,7 @@ def _pick(a, positions, *, axis, name):
 # the distinct values are elements of the input taken at their first positions; torch records them, without a
 # derivative
 _UNIQUE = {
-    name: Op(name, _pick, backward_name=backward)
+    name: Op(name, _pick, backward_name=backward, forward_error=not_implemented_forward(name))
     for name, backward in (
         ("_unique2", "Unique2Backward0"),
         ("unique_dim", "UniqueDimBackward0"),
@@ -47,6 +50,7 @@ def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=No
     NaNs are distinct from each other. The values are not differentiable (backward raises, as torch's)."""
     if input.dtype.is_complex:
         raise not_implemented("unique", input.dtype)
+    refuse_dynamic_shape(input, "_unique2" if dim is None else "unique_dim")
     a = _host_values(input)
     if dim is None:
         flat = input.reshape(-1)
@@ -72,6 +76,6 @@ def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=No
 
 def _taken(input, positions, axis, name):
     positions = positions.astype(np.int64)
-    if input.requires_grad and is_grad_enabled():
+    if (input.requires_grad and is_grad_enabled()) or tangent_of(input) is not None:
         return apply(_UNIQUE[name], [input, positions], axis=axis, name=name)
     return Tensor._wrap(np.take(_host_values(input), positions, axis=axis))

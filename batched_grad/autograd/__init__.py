@@ -1,6 +1,15 @@
 """batched_grad.autograd: grad, backward, Function, graph edges, anomaly mode, the functional API, gradcheck."""
 
-from .._grad_mode import enable_grad, inference_mode, no_grad, set_grad_enabled
+import batched_grad as torch  # noqa: F401  (torch.autograd imports torch, so torch.autograd.torch is torch)
+
+from .._grad_mode import (
+    _force_original_view_tracking,  # noqa: F401  (torch's, private)
+    enable_grad,
+    inference_mode,
+    is_view_replay_enabled,  # noqa: F401  (torch's, not in its __all__)
+    no_grad,
+    set_grad_enabled,
+)
 from .._saved import SavedTensor  # noqa: F401  (torch's, not in its __all__: made by the nodes only)
 from . import forward_ad, functional, grad_mode, graph
 from ._api import backward, grad

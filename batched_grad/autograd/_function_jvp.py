@@ -17,7 +17,6 @@ background): it leaves the dual level, which all threads share, alone."""
 
 import functools
 import itertools
-import threading
 
 import jax
 import jax.numpy as jnp
@@ -29,7 +28,7 @@ from vmap._pytree import flatten
 from .. import _dual
 from .._grad_mode import no_grad
 from .._tensor import Tensor, python_type_name
-from .._tracing import is_tracer
+from .._tracing import TRACING, is_tracer
 
 NO_JVP = "You must implement the jvp function for custom autograd.Function to use it with forward mode AD."
 WRONG_COUNT = "Function's jvp returned an invalid number of forward gradients (expected {} but got {})"
@@ -66,28 +65,6 @@ VIEW_OF_OTHER_BASE = (
     "input."
 )
 VIEW_OF_OTHER = "A custom Function is returning a view but the jvp is not returning a view of the given grad input."
-
-
-class _Tracing(threading.local):
-    depth = 0  # the forward-mode traces running in this thread (_functional_forward._trace)
-    ties = 0  # the Function applications tied to their jvp in this thread, ever
-
-
-TRACING = _Tracing()
-
-
-class forward_tracing:
-    """Within it, Tensor code is being traced into a jaxpr whose JVP will be taken: a Function.apply on traced values
-    ties its outputs to its jvp."""
-
-    __slots__ = ()
-
-    def __enter__(self):
-        TRACING.depth += 1
-
-    def __exit__(self, *exc):
-        TRACING.depth -= 1
-        return False
 
 
 def _is_differentiable_dtype(t):

@@ -22,9 +22,9 @@ from .. import _dual
 from .._grad_mode import no_grad
 from .._ops._core import Op, apply
 from .._tensor import Tensor
+from .._tracing import TRACING, forward_tracing
 from .._transform_levels import REQUIRES_GRAD_INSIDE, in_forward_transform, in_transform
 from .._vmap_levels import is_batched
-from ._function_jvp import TRACING, forward_tracing
 
 try:  # the trace under jax.make_jaxpr, without the jit wrapper it makes for every new function
     from jax.extend.linear_util import wrap_init

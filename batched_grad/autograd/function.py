@@ -262,6 +262,13 @@ def node_class(function, generated):
     return made
 
 
+class _NodeClassOf:
+    """`Function._backward_cls`, torch's name for the class of a Function's nodes (its grad_fn's class)."""
+
+    def __get__(self, instance, owner):
+        return node_class(owner, False)
+
+
 class Function:
     """Subclass with `forward(ctx, *args)` (or `forward(*args)` + `setup_context(ctx, inputs, output)`) and
     `backward(ctx, *grad_outputs)`; call it with `MyFunction.apply(*args)`."""
@@ -287,6 +294,7 @@ class Function:
         raise NotImplementedError(NO_JVP)
 
     setup_context = None  # define it to use the `forward(*args)` style
+    _backward_cls = _NodeClassOf()
     clear_saved_tensors_on_access = False  # True: ctx.saved_tensors may be read once, then drops them
     generate_vmap_rule = False  # True: under vmap.vmap, forward and backward run on the batched values
 
@@ -299,9 +307,20 @@ class Function:
         )
 
     def __init__(self, *args, **kwargs):
+        # as torch's: an instance only warns; calling it (a legacy Function's non-static forward) raises
+        warnings.warn(
+            f"{self.__class__} should not be instantiated. Methods on autograd functions are all static, so you "
+            "should invoke them on the class itself. Instantiating an autograd function will raise an error in a "
+            "future version of PyTorch.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+
+    def __call__(self, *args, **kwargs):
         raise RuntimeError(
-            "Legacy autograd function with non-static forward method is deprecated. Please use new-"
-            "style autograd function with static forward method."
+            "Legacy autograd function with non-static forward method is deprecated. Please use new-style autograd "
+            "function with static forward method. (Example: "
+            "https://pytorch.org/docs/stable/autograd.html#torch.autograd.Function)"
         )
 
     @classmethod
@@ -342,6 +361,15 @@ class Function:
         if node is not None:
             ctx._save({id(o): r for o, r in zip(outs, received) if not any(o is a for a in args)}, received, node)
         return tuple(received) if is_tuple else received[0]
+
+
+class InplaceFunction(Function):
+    """torch's legacy base class of Functions that may work in place (kept by torch for old code): a Function whose
+    instances remember `inplace`."""
+
+    def __init__(self, inplace=False):
+        super().__init__()
+        self.inplace = inplace
 
 
 def _run_forward(cls, ctx, args, kwargs, has_rule):

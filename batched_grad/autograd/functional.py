@@ -248,6 +248,19 @@ def _identity_cotangents(outputs, numels):
     return tuple(blocks)
 
 
+def _construct_standard_basis_for(tensors, tensor_numels):
+    """torch's name (private, used by code that builds Jacobians itself) for the identity of size sum(tensor_numels)
+    split into one (total, numel) block of columns per tensor, in that tensor's dtype."""
+    if len(tensors) != len(tensor_numels):
+        raise AssertionError(
+            "Expected tensors and tensor_numels to have the same length, but got "
+            f"{len(tensors)} and {len(tensor_numels)}"
+        )
+    if len(tensors) == 0:
+        raise AssertionError("Expected at least one tensor")
+    return _identity_cotangents(tensors, tuple(tensor_numels))
+
+
 @functools.lru_cache(maxsize=32)
 def _identity_columns(total, n, offset, dtype):
     """Columns offset..offset+n of the (total, total) identity, made and moved to the device once (it is immutable,

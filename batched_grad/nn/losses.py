@@ -12,6 +12,7 @@ import jax.numpy as jnp
 from .. import _dtypes
 from .._ops._core import Op, apply
 from .._ops._derivatives import first_order_only
+from .._ops._forward_refused import not_implemented_forward
 from .._ops.distances import pairwise_distance
 from .._ops.elementwise import _check_broadcast, minimum
 from .._ops.nn import _check_tensor, _host, _is_concrete
@@ -60,10 +61,15 @@ def _named_by_reduction(none, **others):
     return lambda sig: names[dict(sig.static)["reduction"]]
 
 
-def _loss_op(name, f, none_name=None, **names):
+def _loss_op(name, f, none_name=None, forward_error=None, **names):
     """An op computing the elementwise loss f(*arrays, **static), reduced by the static `reduction`."""
     backward_name = _named_by_reduction(none_name, **names) if none_name else None
-    return Op(name, lambda *arrays, reduction, **static: _REDUCE[reduction](f(*arrays, **static)), backward_name)
+    return Op(
+        name,
+        lambda *arrays, reduction, **static: _REDUCE[reduction](f(*arrays, **static)),
+        backward_name,
+        forward_error=forward_error,
+    )
 
 
 def _kl(x, t, *, log_target):
@@ -320,7 +326,11 @@ def _first_order(f, name):
     return lambda *arrays, **static: first_order_only(lambda *a: f(*a, **static), error)(*arrays)
 
 
-_MULTI_MARGIN = _loss_op("multi_margin_loss", _first_order(_multi_margin, "multi_margin_loss"))
+_MULTI_MARGIN = _loss_op(
+    "multi_margin_loss",
+    _first_order(_multi_margin, "multi_margin_loss"),
+    forward_error=not_implemented_forward("multi_margin_loss"),
+)
 
 
 def _check_classes(input, target):
@@ -361,7 +371,11 @@ def _multilabel_margin(x, y):
     return loss if x.ndim == 2 else loss[0]
 
 
-_MULTILABEL_MARGIN = _loss_op("multilabel_margin_loss", _first_order(_multilabel_margin, "multilabel_margin_loss"))
+_MULTILABEL_MARGIN = _loss_op(
+    "multilabel_margin_loss",
+    _first_order(_multilabel_margin, "multilabel_margin_loss"),
+    forward_error=not_implemented_forward("multilabel_margin_loss_forward"),
+)
 
 
 def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):

@@ -1,0 +1,60 @@
+"""Under vmap, an op whose result's size depends on the values of a batched operand (nonzero, where(cond), unique,
+unique_consecutive, masked_select over a batched mask, indexing with a batched boolean mask) raises torch's error;
+the same ops on unbatched operands inside vmap run, and a batched backward still runs such a step per row."""
+
+import pytest
+import torch
+
+import batched_grad as bg
+import vmap
+from oracle import assert_same, raises_like_torch
+
+REFUSED = {
+    "nonzero": lambda m, a: a.nonzero(),
+    "nonzero_as_tuple": lambda m, a: a.nonzero(as_tuple=True),
+    "where_condition_only": lambda m, a: m.where(a > 0),
+    "unique": lambda m, a: m.unique(a),
+    "unique_dim": lambda m, a: m.unique(a, dim=0),
+    "unique_consecutive": lambda m, a: m.unique_consecutive(a),
+    "masked_select_batched_mask": lambda m, a: a.masked_select(a > 0),
+    "boolean_mask_index": lambda m, a: a[a > 0],
+}
+
+
+def _x(m):
+    return m.tensor([[0.5, -1.0, 2.0], [0.0, 3.0, -0.5]])
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED))
+def test_dynamic_shape_op_on_batched_values_raises_torch_error(name):
+    f = REFUSED[name]
+    raises_like_torch(lambda m: m.func.vmap(lambda a: f(m, a))(_x(m)))
+
+
+def test_unbatched_mask_inside_vmap_runs():
+    def run(m):
+        mask = m.tensor([True, False, True])
+        return m.func.vmap(lambda a: a.masked_select(mask) + a[mask])(_x(m))
+
+    assert_same(run(bg), run(torch))
+
+
+def test_batched_backward_still_runs_rows():
+    # SPEC: a backward step that cannot be vectorized runs per row (torch raises here)
+    class ReadsNonzero(bg.autograd.Function):
+        @staticmethod
+        def forward(x):
+            return x * 2
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            pass
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * (g.nonzero().shape[0] > -1) * 2
+
+    x = bg.ones(3, requires_grad=True)
+    with vmap.fallback_warnings(False):
+        (g,) = bg.autograd.grad(ReadsNonzero.apply(x), x, bg.eye(3), is_grads_batched=True)
+    assert_same(g, 2 * torch.eye(3))
