@@ -129,8 +129,19 @@ class _Encoder:
         if fused_call:
             self.direct = self.direct and not call.mapped
             self.calls[call] = i
-        ref, saved, args = self.ref, [], [] if fused_call else None
-        for s, a in zip(node.saved, call_args if fused_call else node.saved):
+        refs = self._saved_refs(node, call_args if fused_call else None)
+        if refs is None:
+            return None
+        saved, args = refs
+        forward = record(ForwardCall, (tuple(args), call.keep)) if fused_call else None
+        edges = tuple([None if e is None else record(Output, (index[e.node], e.output_nr)) for e in node.edges])
+        return record(NodeEntry, (node.sig, edges, tuple(saved), forward))
+
+    def _saved_refs(self, node, call_args):
+        """(the refs of the node's saved values, the refs of its forward call's `call_args` where the program
+        computes that call, else None); None if a saved value keeps the node out of the program."""
+        ref, saved, args = self.ref, [], [] if call_args is not None else None
+        for s, a in zip(node.saved, call_args if call_args is not None else node.saved):
             if type(s) is SavedValue:
                 value = s.value  # before `freed`: another thread's release marks it freed first
                 if s.packed is not None:
@@ -140,11 +151,9 @@ class _Encoder:
                 s = value
             r = None if s is None else ref(s)
             saved.append(r)
-            if fused_call:
+            if args is not None:
                 args.append(r if a is s and r is not None else ref(a))
-        forward = record(ForwardCall, (tuple(args), call.keep)) if fused_call else None
-        edges = tuple([None if e is None else record(Output, (index[e.node], e.output_nr)) for e in node.edges])
-        return record(NodeEntry, (node.sig, edges, tuple(saved), forward))
+        return saved, args
 
 
 def _fusible(node):
