@@ -128,6 +128,7 @@ def _same_start(net, t_net):
             p.copy_(bg.tensor(t_p.detach().numpy()))
 
 
+@pytest.mark.slow
 def test_spatial_transformer_training_matches_torch():
     torch.manual_seed(0)
     net, t_net = _network(bg), _network(torch)

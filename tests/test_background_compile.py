@@ -132,6 +132,7 @@ _WAITS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("wait", _WAITS)
 def test_ctrl_c_while_waiting_for_compiles_leaves_a_clean_exit(wait):
     for layers in (60, 240):  # a longer chain where the compile had finished before the interrupt came

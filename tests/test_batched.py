@@ -251,6 +251,7 @@ def test_hooks_and_function_backward_see_per_row_shapes():
     np.testing.assert_allclose(g.numpy(), 20 * np.eye(3))
 
 
+@pytest.mark.slow
 def test_hook_that_keeps_its_argument_sees_real_rows():
     x, _ = pair(3)
     kept = []

@@ -26,6 +26,7 @@ def _torch_hessians(p, dtype):
     return torch.func.vmap(torch.func.jacrev(torch.func.jacrev(f)))(torch.tensor(p["X"], dtype=dtype)).numpy()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "dtype, tol, vectorize, sizes",
     [

@@ -195,6 +195,7 @@ def _check_seeds_as_rows(case, derivatives):
             np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", JACOBIAN_FAMILIES + SLOW + FORMS + KNOWN_FAILURES)
 def test_jacobian_seeds_carried_as_rows_equal_dense_cotangents(case, monkeypatch):
     monkeypatch.setattr(_lazy, "FUSE_AFTER", 0)

@@ -76,6 +76,7 @@ def _assert_trains_like_torch(**training):
     return step
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "options",
     [{"lr": 0.1}, {"lr": 0.1, "momentum": 0.9}, {"lr": 0.05, "momentum": 0.9, "nesterov": True, "weight_decay": 0.01}],
@@ -90,6 +91,7 @@ def test_an_sgd_training_step_matches_torch_and_updates_the_parameters(options, 
     assert step.compiles == (2 if "momentum" in options and zero_grad == "last" else traces)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "optimizer, options",
     [("Adam", {"lr": 0.05}), ("Adam", {"lr": 0.05, "amsgrad": True}), ("AdamW", {"lr": 0.05, "weight_decay": 0.1})],
@@ -137,6 +139,7 @@ def _cg_iteration(x, v):
     return bg.stack([alpha * v, r, r + ((r * r).sum() / rr) * v])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", WORKLOADS)
 def test_every_transform_compiles_to_one_program_with_the_eager_results(name):
     fn = WORKLOADS[name]

@@ -167,6 +167,7 @@ def _check_like_torch(name, op, values):
                     np.testing.assert_allclose(s_a, s_e, rtol=1e-6, atol=1e-9, err_msg=of)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(CASES))
 def test_gradient_links_and_second_order_match_torch(name):
     _check_like_torch(name, *CASES[name])

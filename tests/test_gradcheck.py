@@ -190,6 +190,7 @@ def _inputs(shapes, low, high):
     return tuple(rand(*s, low=low, high=high, seed=k) for k, s in enumerate(shapes))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fn, shapes, low, high", ELEMENTWISE + REDUCTIONS + LINALG + SHAPE + INDEXING)
 def test_gradcheck_every_op(fn, shapes, low, high):
     assert gradcheck(fn, _inputs(shapes, low, high), check_batched_grad=True)

@@ -62,6 +62,7 @@ DTYPES = ["float64", pytest.param("float32", marks=pytest.mark.slow)]
 TOLERANCES = {"float64": FLOATS["float64"][1], "float32": dict(rtol=1e-4, atol=5e-5)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize(("dims", "mode", "padding", "aligned"), CASES)
 def test_values_and_gradients_match_torch(dims, mode, padding, aligned, dtype):
@@ -76,6 +77,7 @@ def test_values_and_gradients_match_torch(dims, mode, padding, aligned, dtype):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("dims", "mode", "padding", "aligned"),
     [(2, "bilinear", "zeros", False), (2, "bicubic", "reflection", True), (3, "bilinear", "border", False)],

@@ -300,6 +300,7 @@ TORCH_SAVES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("changed", ["y", "z"])
 @pytest.mark.parametrize("op", TORCH_SAVES)
 def test_inplace_change_of_what_torch_saves_raises_like_torch(op, changed, engine_tier):

@@ -28,6 +28,7 @@ def test_chunks_give_torchs_jacobian(chunk_size, preallocate):
     assert_same(case(bg), case(torch))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("preallocate", [False, True])
 def test_chunked_jacobians_compose_under_vmap_and_jacrev(preallocate):
     def g(x):

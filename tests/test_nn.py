@@ -149,6 +149,7 @@ def test_functional_kinks_match_torch(name):
     check_both(fn, inputs, gradgrad=name != "elu_at_0_and_nan")
 
 
+@pytest.mark.slow
 def test_functional_batched_grads_equal_the_per_row_loop_without_fallback(monkeypatch):
     """Every op above in one output (one fused program, to bound compile time): is_grads_batched=True equals the
     per-row loop, and no op falls back to it (second derivatives are checked op by op above)."""

@@ -75,6 +75,7 @@ def test_layers_match_torch(name):
     _compare(ours, theirs, [_input(shape)], gradgrad=name in ("lstm", "gru", "rnn"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["rnn", "lstm-projection", "gru-stacked-bidirectional"])
 def test_given_states_and_unbatched_input(name):
     cls, args, kwargs = LAYERS[name]

@@ -4,12 +4,14 @@ import pathlib
 import re
 
 import numpy as np
+import pytest
 
 import batched_grad as bg
 
 README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
 
 
+@pytest.mark.slow
 def test_readme_python_examples_run_and_give_the_shapes_they_promise():
     namespace = {}
     for block in re.findall(r"```python\n(.*?)```", README.read_text(), re.S):

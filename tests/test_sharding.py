@@ -37,6 +37,7 @@ def reports():
     return {r["case"]: r for r in map(json.loads, done.stdout.splitlines())}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "case",
     [

@@ -288,6 +288,7 @@ def test_inside_bg_compile_the_sparse_jacobian_is_one_program():
     assert step.compiles == 1
 
 
+@pytest.mark.slow
 def test_a_custom_function_is_dense_for_its_operands_with_a_warning():
     class Cube(bg.autograd.Function):
         @staticmethod

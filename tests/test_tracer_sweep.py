@@ -207,7 +207,9 @@ def _assert_matches(actual, expected):
         assert actual == expected
     else:
         assert tuple(actual.shape) == tuple(expected.shape)
-        np.testing.assert_allclose(actual.detach().numpy(), expected.detach().numpy(), rtol=1e-5, atol=1e-6)
+        expected = expected.detach().numpy()
+        scale = max(1.0, float(np.abs(expected).max(initial=0.0)))  # float32 round-off is relative to the largest
+        np.testing.assert_allclose(actual.detach().numpy(), expected, rtol=1e-5, atol=1e-6 * scale)
 
 
 def _tensors(x):
@@ -242,6 +244,7 @@ def _run_interleaved(names, repeats=3):
     _assert_matches(g, torch.autograd.grad(f_scalar(reference, x_torch), x_torch)[0])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("first", list(TRANSFORMS))
 def test_each_transform_interleaved_with_every_other(first):
     for second in TRANSFORMS:
