@@ -10,6 +10,7 @@ import torch.autograd.forward_ad as tfw
 import batched_grad as bg
 import batched_grad.autograd.forward_ad as fw
 from oracle import assert_same, raises_like_torch, to_torch
+from test_function_jvp_transforms import make_exp
 
 RNG = np.random.default_rng(11)
 X = bg.tensor(RNG.standard_normal((3, 4)))
@@ -77,35 +78,11 @@ def test_tangent_is_differentiable_by_reverse_mode():
     assert_same(g, tg)
 
 
-def _exp_function(m):
-    """exp as a custom Function that saves its output for backward, with a jvp."""
-
-    class Exp(m.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            y = x.exp()
-            ctx.save_for_backward(y)
-            ctx.save_for_forward(y)
-            return y
-
-        @staticmethod
-        def backward(ctx, g):
-            (y,) = ctx.saved_tensors
-            return g * y
-
-        @staticmethod
-        def jvp(ctx, t):
-            (y,) = ctx.saved_tensors
-            return t * y
-
-    return Exp
-
-
 FORWARD_OVER_REVERSE = {
     "tanh_matmul": lambda m, x, w: (x @ w).tanh().pow(2).sum(),
     "softmax": lambda m, x, w: (m.nn.functional.softmax(x @ w, dim=-1) * w[0]).sum(),
     "layer_norm": lambda m, x, w: m.nn.functional.layer_norm(x * w[:, 1], (4,)).sin().sum(),
-    "saved_output": lambda m, x, w: (_exp_function(m).apply(x) @ w).sum(),  # the output is saved twice
+    "saved_output": lambda m, x, w: (make_exp(m).apply(x) @ w).sum(),  # the output is saved twice
     "intermediate": lambda m, x, w: ((x * x + 1).sqrt() / (w.abs() + 1).sum()).sum(),
 }
 

@@ -393,23 +393,6 @@ class RNNCellBase(Module):
     def _projections(self, x, h):
         return F.linear(x, self.weight_ih, self.bias_ih), F.linear(h, self.weight_hh, self.bias_hh)
 
-    def _forward_packed(self, packed, hx):
-        """A packed batch: the layers run over it padded (in its sorted order) with each sequence's steps masked;
-        the output is packed as the input was, and hx and the final states are in the caller's order, as torch's."""
-        x, lengths = pad_packed_sequence(PackedSequence(packed.data, packed.batch_sizes))
-        self._check_input_size(x)
-        steps = np.arange(x.shape[0])[:, None] < np.asarray(lengths.tolist())[None, :]
-        if hx is not None and packed.sorted_indices is not None:
-            order = packed.sorted_indices
-            hx = tuple(s.index_select(1, order) for s in hx) if self.mode == "LSTM" else hx.index_select(1, order)
-        out, finals = self._run_layers(x, self._initial_state(x, hx), _factories.tensor(steps))
-        data = cat([out[t, :size] for t, size in enumerate(packed.batch_sizes.tolist())])
-        hidden = tuple(stack(final) for final in finals)
-        if packed.unsorted_indices is not None:
-            hidden = tuple(h.index_select(1, packed.unsorted_indices) for h in hidden)
-        output = PackedSequence(data, packed.batch_sizes, packed.sorted_indices, packed.unsorted_indices)
-        return output, (hidden if self.mode == "LSTM" else hidden[0])
-
     def extra_repr(self):
         s = f"{self.input_size}, {self.hidden_size}"
         if self.bias is not True:
