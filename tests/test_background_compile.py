@@ -78,6 +78,7 @@ def test_a_call_does_not_wait_for_its_programs_compile(background, monkeypatch):
     np.testing.assert_allclose(_chain(bg, values).numpy(), g.numpy(), rtol=1e-14)
 
 
+@pytest.mark.slow
 def test_a_process_may_exit_while_a_program_compiles():
     script = textwrap.dedent("""
         import batched_grad as bg

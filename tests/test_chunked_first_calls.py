@@ -187,6 +187,7 @@ _MEMORY = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the peak RSS from /proc/self/status")
 def test_a_first_call_in_chunks_holds_a_fraction_of_the_memory_of_one_over_all_rows():
     done = subprocess.run([sys.executable, "-c", _MEMORY], capture_output=True, text=True, timeout=300)

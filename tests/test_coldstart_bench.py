@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 import torch
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -38,6 +39,7 @@ def run_worker(tmp_path, library, workload, warm_calls):
     return json.loads(line[len("RECORD ") :]), np.load(result)
 
 
+@pytest.mark.slow
 def test_the_worker_times_the_mlp_jacobian_and_saves_torchs_result(tmp_path):
     record, jacobian = run_worker(tmp_path, "bg", 1, warm_calls=2)
     assert len(record["seconds"]) == len(record["compiles"]) == 5 + 2

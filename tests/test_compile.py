@@ -189,6 +189,7 @@ _STEP_IN_A_PROCESS = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_a_compiled_step_is_found_in_the_persistent_cache_by_a_later_process():
     runs = [
         subprocess.run([sys.executable, "-c", _STEP_IN_A_PROCESS], capture_output=True, text=True, timeout=300)

@@ -77,6 +77,7 @@ def test_auto_chooses_a_chunk_that_fits_once_per_structure(budget, monkeypatch):
     assert len(analysed) > first and analysed[-1] <= vmap.memory_budget() < chosen
 
 
+@pytest.mark.slow
 def test_auto_everywhere_matches_torch(budget):
     budget(2 << 20)
     f, x = _wide(bg)
@@ -156,6 +157,7 @@ _WITHIN_BUDGET = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the peak RSS from /proc/self/status")
 def test_a_jacobian_many_times_the_budget_runs_within_it():
     done = subprocess.run([sys.executable, "-c", _WITHIN_BUDGET], capture_output=True, text=True, timeout=300)

@@ -19,6 +19,7 @@ def _free_port():
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="CPU collectives (gloo) as tested on Linux")
 def test_two_processes_compute_a_jacobian_split_over_their_devices():
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu")
