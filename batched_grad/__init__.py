@@ -10,7 +10,7 @@ _cache.setup()  # the persistent compilation cache, before the first compile
 
 from math import e, inf, nan, pi  # noqa: E402  (torch's constants)
 
-from . import (  # noqa: E402  # noqa: E402
+from . import (  # noqa: E402
     _ops,  # noqa: E402
     amp,
     autograd,
@@ -26,6 +26,7 @@ from . import (  # noqa: E402  # noqa: E402
     random,
     special,
     testing,
+    torch_version,
     utils,
     version,
 )

@@ -2,6 +2,7 @@
 torch.version (a CPU build's values) and torch.utils._pytree (flatten, unflatten, map, key paths, TreeSpec)."""
 
 import collections
+import operator
 from collections import OrderedDict, defaultdict, deque, namedtuple
 
 import pytest
@@ -50,6 +51,29 @@ def test_version_is_a_cpu_builds():
     for name in ("cuda", "hip", "rocm", "xpu", "debug"):
         assert getattr(bg.version, name) == getattr(torch.version, name), name
     assert isinstance(bg.version.git_version, str) and bg.version.__version__ == bg.__version__
+
+
+def test_version_compares_as_torch_213s_does():
+    """Code that branches on the torch version takes torch 2.13's branch; the comparisons follow torch's
+    TorchVersion (PEP 440 order against strings and tuples, string order for a string that is not a version)."""
+    from torch.torch_version import TorchVersion
+
+    assert bg.__version__.split("+")[0] == torch.__version__.split("+")[0] == "2.13.0"
+    others = ["2.0", "2.13", "2.13.0", "2.13.0+cpu", "2.13.1", "2.14.0a0", "2.13.0rc1", "2.13.0.post1"]
+    others += ["2.13.0.dev20250101", "1.13.0+cu117", "abc", (2, 13), (2, 12, 9), (1, 8), (2, 13, 0), 3]
+    compare = (operator.lt, operator.le, operator.gt, operator.ge, operator.eq, operator.ne)
+    for mine in ("2.13.0+cpu", "2.0.0a0", "1.13.1", "2.13.0", str(bg.__version__)):
+        for other in others:
+            for op in compare:
+                want = _outcome(op, TorchVersion(mine), other)
+                assert _outcome(op, bg.torch_version.TorchVersion(mine), other) == want, (mine, op, other)
+
+
+def _outcome(op, version, other):
+    try:
+        return op(version, other)
+    except TypeError as error:
+        return type(error)
 
 
 TREES = {
