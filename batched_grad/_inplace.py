@@ -113,13 +113,16 @@ class InPlace:
     def _assign_view(self, result, undo):
         """torch's in-place view ops (squeeze_, t_, ...): `self` takes the place of `result`, a view of itself of
         another shape: its value, its node and its place among its base's views. Views of a tensor that is no view
-        stay where they are: their chains start with `undo` now, the steps that undo the op."""
+        stay where they are: their chains start with `undo` now, the steps that undo the op (None where the op
+        cannot be undone: they lose their link to it)."""
         if self._view is None:
             for ref in self._views or ():
                 view = ref()
                 if view is not None and view is not result:
                     root, chain = view._view
-                    view._view = (root, undo + chain)
+                    view._view = None if undo is None else (root, undo + chain)
+            if undo is None:
+                self._views = None
         else:
             self._view = result._view
         shape = tuple(self.shape)
