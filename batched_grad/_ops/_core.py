@@ -77,6 +77,8 @@ class Op:
     `forward_error` (optional): for an op torch has no forward-mode derivative of, `forward_error(*operands,
     **static)` gives the exception torch raises when an operand has a tangent (None where the op has one there);
     forward-mode AD raises it instead of differentiating the op (_forward_refused.py).
+    `expose` (optional): `expose(node)` gives a recorded node the structure torch's graph has around it, made when its
+    next_functions are first read (nodes torch records that the op's one node stands for: linear's weight.t()).
     """
 
     __slots__ = (
@@ -101,6 +103,7 @@ class Op:
         "saved_names",
         "saved_static",
         "forward_error",
+        "expose",
     )
 
     def __init__(
@@ -126,6 +129,7 @@ class Op:
         saved_names=(),
         saved_static=(),
         forward_error=None,
+        expose=None,
     ):
         self.name, self.fn, self.linear, self.view, self.multi = name, fn, linear, view, multi
         self.reads, self.host, self.host_vjp, self.inputs = reads, host, host_vjp, inputs
@@ -135,6 +139,7 @@ class Op:
         self.torch_saves = torch_saves
         self.saved_names, self.saved_static = saved_names, saved_static
         self.forward_error = forward_error
+        self.expose = expose
         self.backward_name = backward_name or "".join(p.capitalize() for p in name.split("_")) + "Backward0"
 
     def __repr__(self):
@@ -571,6 +576,17 @@ def _freed_with_graph(op, index, array):
     return (op.inputs is None or index < op.inputs) and not (op.linear and np.ndim(array) == 0)
 
 
+def node_after_the_fact(sig, edges, sequence_nr):
+    """A node of the op `sig` (a linear one: it saves nothing) whose operands' edges are `edges`, made after the
+    nodes it leads to were recorded, with the sequence number `sequence_nr` (which its place among them gives)."""
+    node = node_class(sig).__new__(node_class(sig))
+    _graph.Node.__init__(node, edges, sig.out_avals)
+    node.sequence_nr, node.sig, node.call, node.saved_results = sequence_nr, sig, None, ()
+    node.want, node.saved_mask = _layout(sig, tuple([e is not None for e in edges]))
+    node.saved = (None,) * len(edges)
+    return node
+
+
 class OpNode(_graph.Node):
     """A node recorded by `apply`; its backward applies the op's VJP as another op (so it can be recorded)."""
 
@@ -596,6 +612,20 @@ class OpNode(_graph.Node):
         )
 
     torch_name = None  # set by each subclass (node_class)
+
+    @property
+    def next_functions(self):
+        expose = self.sig.op.expose
+        if expose is not None:
+            expose(self)
+        return _graph.Node.next_functions.fget(self)
+
+    def rewire(self, sig, edges, saved):
+        """Stand for the op `sig` on operands with `edges` and `saved` values from now on, as the same node (its
+        identity and hooks stay). Its deferred forward call is that of the op it stood for: a fused program reads its
+        saved values instead."""
+        self.sig, self.edges, self.saved, self.call = sig, edges, saved, None
+        self.want, self.saved_mask = _layout(sig, tuple([e is not None for e in edges]))
 
     def name(self):
         return self.torch_name or _node_name(self.sig)
