@@ -18,6 +18,7 @@ from .._foreign import not_a_tensor
 from .._grad_mode import is_grad_enabled
 from .._graph import GradientEdge, sequence_mark
 from .._lazy import NeedsTracing, signature
+from .._meta import MetaValue, check_devices
 from .._tensor import Tensor, _wrap_dim
 from . import _derivatives
 from ._core import SAVES_RESULT, Op, apply, node_after_the_fact
@@ -218,9 +219,12 @@ def linear(input, weight, bias=None):
         )
     if bias is not None and tuple(bias.shape) != weight.shape[:1]:
         _check_linear_bias(input.shape, weight.shape[0], bias)
+    operands = [input, weight] if bias is None else [bias, input, weight]
+    if type(input._v) is MetaValue or type(weight._v) is MetaValue or type(operands[0]._v) is MetaValue:
+        check_devices(_LINEAR, operands[-2:] + operands[:-2])  # torch checks the input's device first
     if weight.requires_grad and is_grad_enabled():
         sequence_mark()  # the number torch's weight.t() node gets, for the node _expose_t may make
-    return apply(_LINEAR, ([] if bias is None else [bias]) + [input, weight], weight_t=False)
+    return apply(_LINEAR, operands, weight_t=False)
 
 
 def _conv(x, w, *bias, stride, padding, dilation, groups):
