@@ -149,10 +149,14 @@ class InPlace:
         ops = _ops_of(chain)
         graph = len(ops) == len(chain)
         if graph:
+            from ._ops.copy_slices import copy_slices
             from ._ops.shape import scatter_into_view
 
-            self._bypass_node(result.grad_fn, base, chain)
-            base._rebind(scatter_into_view(base, result, chain))
+            written = copy_slices(base, self, result, chain) if is_grad_enabled() else None
+            if written is None:
+                self._bypass_node(result.grad_fn, base, chain)
+                written = scatter_into_view(base, result, chain)
+            base._rebind(written)
         else:
             base._value = _scatter_value_jit(base._value, result._value, ops) if ops else result._value
         if graph and is_grad_enabled() and base.grad_fn is not None:

@@ -2,6 +2,7 @@
 through a compiled-kernel cache and records a node whose VJP is JAX's, traced in a cached kernel."""
 
 import functools
+import itertools
 from typing import NamedTuple
 
 import jax
@@ -21,7 +22,7 @@ from .._layout import note_base
 from .._lazy import Call, Pending, Signature, defer, kernel, materialize, signature
 from .._meta import MetaValue, check_devices, meta_value, shapes_of
 from .._numpy_eval import derived_vjp
-from .._reads import output_reads
+from .._reads import output_copies, output_reads
 from .._saved import SavedValue, modified_error
 from .._tensor import DETACH, Tensor, remember_view
 from .._view_meta import note_view
@@ -463,6 +464,18 @@ def _vjp_reads(spec):
     return output_reads(functools.partial(_vjp_fn, spec=spec), avals, differentiable_only=True)
 
 
+@functools.lru_cache(maxsize=8192)
+def _vjp_copies(spec):
+    """Per gradient of a VJP, the position among its cotangent arguments of the one it is exactly (torch's formulas
+    `grad` for add, sub, clone: no node between them), or -1."""
+    sig = spec.sig
+    avals = [a for a, s in zip(sig.avals, spec.saved_mask) if s]
+    avals += [sig.out_avals[k] for k, m in zip(sig.diff_outs, spec.ct_mask) if m]
+    n = sum(spec.saved_mask)
+    copies = output_copies(functools.partial(_vjp_fn, spec=spec), avals)
+    return tuple([c - n if c >= n else -1 for c in copies])
+
+
 def vjp_links(spec):
     """Per gradient of a VJP, a bitmask of the VJP's arguments it links to: those it reads, and for a fused op the
     operands torch's backward node reads (Fused.links) and the cotangents."""
@@ -688,7 +701,13 @@ class OpNode(_graph.Node):
         want = spec.want
         if not want:  # backward(inputs=...) runs an input's node that leads to no other input: nothing to compute
             return [None] * len(self.edges)
-        grads = apply(VJP, saved + [c for c in cts if c is not None], spec=spec)
+        given = [c for c in cts if c is not None]
+        copies = _vjp_copies(spec._replace(batch=None)) if create_graph and not self.sig.op.view else ()
+        if copies and -1 not in copies:  # every gradient is a cotangent as it is: no node for them, as torch's
+            grads = [given[c] for c in copies]
+        else:
+            grads = apply(VJP, saved + given, spec=spec)
+            grads = [given[c] if c >= 0 else g for c, g in itertools.zip_longest(copies, grads, fillvalue=-1)]
         result = [None] * len(self.edges)
         for i, g in zip(want, grads):
             result[i] = g
