@@ -135,21 +135,26 @@ def _matmul(values, cts, spec):
 
 
 def _linear(values, cts, spec):
-    """x @ w.T + bias (nn.functional.linear) for a 1-D or 2-D real x: a product with b = w.T, and the bias
-    gradient the cotangent's column sums (s at j)."""
+    """bias + x @ w.T (nn.functional.linear, its operands in torch's addmm order: bias, x, w) for a 1-D or 2-D real
+    x: a product with b = w.T (given as such where the weight is recorded transposed), and the bias gradient the
+    cotangent's column sums (s at j)."""
     (ct,) = cts
-    avals = spec.sig.avals
+    sig = spec.sig
+    avals, weight_t = sig.avals, dict(sig.static)["weight_t"]
     if not _real(avals, 2):
         return None
-    (sx, _), ((m, k), dw) = avals[:2]
-    x, w, *_ = _operands(values, spec)
+    (sx, _), (sw, dw) = avals[-2:]
+    m, k = (sw[1], sw[0]) if weight_t else sw
+    *_, x, w = _operands(values, spec)
     p = sx[0] if len(sx) == 2 else 1
     entry = _entry(ct, p, m)
+    first = len(avals) - 2  # the position of x (after the bias, if any)
     grads = {
-        0: lambda: _left(entry, w.T, p).reshape(sx),
-        1: lambda: _right_rows(entry, x.reshape(p, k), m),
-        2: lambda: _right(entry, jnp.ones((p, 1), dw), m).reshape(m),
+        first: lambda: _left(entry, w if weight_t else w.T, p).reshape(sx),
+        first + 1: lambda: (_right if weight_t else _right_rows)(entry, x.reshape(p, k), m),
     }
+    if first:
+        grads[0] = lambda: _right(entry, jnp.ones((p, 1), dw), m).reshape(m)
     return [grads[j]() for j in spec.want]
 
 

@@ -2,6 +2,7 @@
 
 import contextlib
 import functools
+import heapq
 import sys
 import threading
 import warnings
@@ -37,6 +38,34 @@ def _needed(order, wanted):
                     needed.add(node)
                     break
     return needed
+
+
+def execution_order(nodes):
+    """The order in which torch's engine runs `nodes` (a walk's nodes, each after the nodes its edges lead to): a
+    node is ready once every node with an edge to it has run, and of the ready nodes a leaf's AccumulateGrad runs
+    first, then the node made last (the highest sequence number)."""
+    waiting = {}
+    for node in nodes:
+        for e in node.edges:
+            if e is not None:
+                waiting[e.node] = waiting.get(e.node, 0) + 1
+    ready = [_priority(node) for node in nodes if node not in waiting]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        node = heapq.heappop(ready)[-1]
+        order.append(node)
+        for e in node.edges:
+            if e is not None:
+                left = waiting[e.node] = waiting[e.node] - 1
+                if not left:
+                    heapq.heappush(ready, _priority(e.node))
+    return order
+
+
+def _priority(node):
+    """A node's place in the ready queue (smallest first): AccumulateGrad nodes, then the latest made."""
+    return (type(node) is not AccumulateGrad, -node.sequence_nr, node)
 
 
 def _add(a, b):
@@ -232,7 +261,7 @@ def _per_node(walk, roots, root_grads, captures, *, retain_graph, create_graph, 
     else:
         for i, edge in enumerate(captures):
             wanted.setdefault(edge.node, []).append((edge.output_nr, i))
-    order = walk.nodes[::-1]
+    order = execution_order(walk.nodes)
     needed = _needed(order, targets or wanted) if captures else None
 
     def walk_rows(grads, rows, retain):

@@ -113,13 +113,16 @@ class InPlace:
     def _assign_view(self, result, undo):
         """torch's in-place view ops (squeeze_, t_, ...): `self` takes the place of `result`, a view of itself of
         another shape: its value, its node and its place among its base's views. Views of a tensor that is no view
-        stay where they are: their chains start with `undo` now, the steps that undo the op."""
+        stay where they are: their chains start with `undo` now, the steps that undo the op (None where the op
+        cannot be undone: they lose their link to it)."""
         if self._view is None:
             for ref in self._views or ():
                 view = ref()
                 if view is not None and view is not result:
                     root, chain = view._view
-                    view._view = (root, undo + chain)
+                    view._view = None if undo is None else (root, undo + chain)
+            if undo is None:
+                self._views = None
         else:
             self._view = result._view
         shape = tuple(self.shape)
@@ -146,10 +149,14 @@ class InPlace:
         ops = _ops_of(chain)
         graph = len(ops) == len(chain)
         if graph:
+            from ._ops.copy_slices import copy_slices
             from ._ops.shape import scatter_into_view
 
-            self._bypass_node(result.grad_fn, base, chain)
-            base._rebind(scatter_into_view(base, result, chain))
+            written = copy_slices(base, self, result, chain) if is_grad_enabled() else None
+            if written is None:
+                self._bypass_node(result.grad_fn, base, chain)
+                written = scatter_into_view(base, result, chain)
+            base._rebind(written)
         else:
             base._value = _scatter_value_jit(base._value, result._value, ops) if ops else result._value
         if graph and is_grad_enabled() and base.grad_fn is not None:

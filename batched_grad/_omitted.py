@@ -22,7 +22,7 @@ COMPILE = (
     "loop or branch in it runs as traced; a branch on a tensor's value is refused"
 )
 STRIDES = (
-    "explicit strides and storage changes (as_strided, set_, empty_strided, ...): batched_grad tensors are JAX "
+    "explicit strides of new storage (empty_strided, as_strided_scatter, ...): batched_grad tensors are JAX "
     "arrays without strides; views are recorded as chains of view ops"
 )
 STORAGE = "storage objects and memory placement (storage(), pinning, shared memory, DLPack, buffers from files)"
@@ -180,7 +180,7 @@ OMITTED = {
             sym_sum compiled_with_cxx11_abi""",
         ),
         **_names(COMPILE, "cond while_loop"),
-        **_names(STRIDES, "as_strided as_strided_ as_strided_scatter empty_strided empty_permuted"),
+        **_names(STRIDES, "as_strided_scatter empty_strided empty_permuted"),
         **_names(STORAGE, "is_storage from_file frombuffer from_dlpack to_dlpack get_file_path"),
         **_names(
             COPY_VARIANTS,
@@ -234,7 +234,7 @@ OMITTED = {
         **_names(DISTRIBUTED, "is_distributed share_memory_ is_shared"),
         **_names(
             STRIDES,
-            "as_strided as_strided_ as_strided_scatter new_empty_strided set_ is_set_to",
+            "as_strided_scatter new_empty_strided",
         ),
         **_names(STORAGE, "storage untyped_storage storage_type pin_memory is_pinned module_load"),
         **_names(COPY_VARIANTS, "narrow_copy slice_inverse"),

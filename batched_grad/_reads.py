@@ -43,6 +43,20 @@ def output_reads(fn, avals, differentiable_only=False):
     return _store.remembered("reads", (fn, avals, differentiable_only), walk)
 
 
+@scoped
+def output_copies(fn, avals):
+    """Per output of `fn` applied to arrays of `avals`, the position of the argument it is exactly (the same array:
+    no op between them), or -1. Kept in the store across processes where `fn` has a stable name."""
+
+    def walk():
+        structs = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in avals]
+        jaxpr = jax.make_jaxpr(fn)(*structs).jaxpr
+        position = {v: i for i, v in enumerate(jaxpr.invars)}
+        return tuple([-1 if isinstance(v, Literal) else position.get(v, -1) for v in jaxpr.outvars])
+
+    return _store.remembered("copies", (fn, avals), walk)
+
+
 def _jaxpr_reads(jaxpr, differentiable_only):
     reads = {v: 1 << i for i, v in enumerate(jaxpr.invars)}
 

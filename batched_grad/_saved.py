@@ -12,11 +12,14 @@ SavedTensor, which can register hooks on it."""
 import re
 import weakref
 
+import jax.numpy as jnp
+import numpy as np
+
 from . import _dual, _saved_hooks
 from ._anomaly import mode as _anomaly
 from ._graph import UNCHANGING, edge_of
 from ._host import unshared
-from ._lazy import Pending
+from ._lazy import Pending, materialize
 
 BACKWARD_TWICE = (
     "Trying to backward through the graph a second time (or directly access saved tensors after they "
@@ -238,6 +241,18 @@ class SavedValue:
         self.packed = _pack(data, (pack_hook, unpack_hook))
         self.value = self.original = self.output = None
 
+    def transposed(self, node):
+        """This saved matrix as its transpose, the output of `node` (a transpose made after it was saved), at the
+        version it was saved at: read back, its value is transposed (a packed one, as its unpack hook gives it)."""
+        t = SavedValue.__new__(SavedValue)
+        t.edge_node, t.output_nr, t.leaf, t.requires_grad = node, 0, None, self.requires_grad
+        t.counter, t.version, t.freed = self.counter, self.version, self.freed
+        t.owner = t.output = t.original = None
+        t.tangent = None if self.tangent is None else (self.tangent[0], self.tangent[1].mT)
+        t.value = None if self.value is None else _transpose(materialize(self.value))
+        t.packed = None if self.packed is None else (self.packed[0], _transposing(self.packed[1]))
+        return t
+
     def free(self):
         self.freed = True  # first: a reader that still sees the value then sees it freed (array())
         self.value = self.packed = self.original = self.output = self.tangent = None
@@ -274,6 +289,18 @@ def _pack(tensor, hooks):
     if tensor._counter.value != version:
         raise RuntimeError(PACK_HOOK_IN_PLACE)
     return packed, unpack_hook
+
+
+def _transpose(array):
+    return array.T if type(array) is np.ndarray else jnp.swapaxes(array, -1, -2)
+
+
+def _transposing(unpack_hook):
+    def unpack_transposed(packed):
+        tensor = unpack_hook(packed)
+        return tensor.mT if hasattr(tensor, "mT") else tensor  # not a Tensor: _unpacked raises torch's error
+
+    return unpack_transposed
 
 
 def _unpacked(packed):

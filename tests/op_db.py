@@ -790,6 +790,13 @@ _SHAPES["repeat_interleave"] = _shape(
 )
 _SHAPES["narrow"] = _shape("narrow", lambda m, x: m.narrow(x, 1, 1, 2), X)
 _SHAPES["select"] = _shape("select", lambda m, t: m.select(t, 1, 2), T)
+_SHAPES["as_strided"] = _shape(
+    "as_strided",
+    lambda m, x: m.as_strided(x, (2, 2), (1, 3), 1),
+    X,
+    variants={"overlapping": lambda m, x: m.as_strided(x, (3, 2), (1, 1))},
+)
+_SHAPES["as_strided_"] = _shape("as_strided_", lambda m, x: m.as_strided_(x * 1, (2, 2), (1, 3), 1), X)
 _SHAPES["block_diag"] = _shape("block_diag", lambda m, x, v: m.block_diag(x, v, x[0, 0]), X, V)
 _SHAPES["cartesian_prod"] = _shape("cartesian_prod", lambda m, v, w: m.cartesian_prod(v, w), V, Arg((2,), REAL))
 _SHAPES["combinations"] = _shape("combinations", lambda m, v: m.combinations(v, 2), V)

@@ -36,6 +36,7 @@ from . import (
     spatial,
     special,
     statistics,
+    strided,
 )
 from ._core import Op, apply
 from ._public import public
@@ -161,6 +162,7 @@ _TORCH_MORE = {
     **sampling.FUNCTIONS,
     **legacy.FUNCTIONS,
     **inplace_views.FUNCTIONS,
+    **strided.FUNCTIONS,
 }
 globals().update(_TORCH_MORE)
 # torch's other names for the same functions
@@ -758,6 +760,7 @@ _METHODS.update({f"{name}_": _in_place_version(name, _METHODS[name]) for name in
 _METHODS.update({name: _inplace_method(name, fn) for name, fn in inplace.METHODS.items()})
 _METHODS.update(inplace_views.METHODS)
 _METHODS.update(inplace_views.OUT_OF_PLACE)
+_METHODS.update(strided.METHODS)
 _METHODS.update(dist=distances.dist)
 _METHODS.update(
     {

@@ -2,6 +2,7 @@
 through a compiled-kernel cache and records a node whose VJP is JAX's, traced in a cached kernel."""
 
 import functools
+import itertools
 from typing import NamedTuple
 
 import jax
@@ -21,7 +22,7 @@ from .._layout import note_base
 from .._lazy import Call, Pending, Signature, defer, kernel, materialize, signature
 from .._meta import MetaValue, check_devices, meta_value, shapes_of
 from .._numpy_eval import derived_vjp
-from .._reads import output_reads
+from .._reads import output_copies, output_reads
 from .._saved import SavedValue, modified_error
 from .._tensor import DETACH, Tensor, remember_view
 from .._view_meta import note_view
@@ -77,6 +78,8 @@ class Op:
     `forward_error` (optional): for an op torch has no forward-mode derivative of, `forward_error(*operands,
     **static)` gives the exception torch raises when an operand has a tangent (None where the op has one there);
     forward-mode AD raises it instead of differentiating the op (_forward_refused.py).
+    `expose` (optional): `expose(node)` gives a recorded node the structure torch's graph has around it, made when its
+    next_functions are first read (nodes torch records that the op's one node stands for: linear's weight.t()).
     """
 
     __slots__ = (
@@ -101,6 +104,7 @@ class Op:
         "saved_names",
         "saved_static",
         "forward_error",
+        "expose",
     )
 
     def __init__(
@@ -126,6 +130,7 @@ class Op:
         saved_names=(),
         saved_static=(),
         forward_error=None,
+        expose=None,
     ):
         self.name, self.fn, self.linear, self.view, self.multi = name, fn, linear, view, multi
         self.reads, self.host, self.host_vjp, self.inputs = reads, host, host_vjp, inputs
@@ -135,6 +140,7 @@ class Op:
         self.torch_saves = torch_saves
         self.saved_names, self.saved_static = saved_names, saved_static
         self.forward_error = forward_error
+        self.expose = expose
         self.backward_name = backward_name or "".join(p.capitalize() for p in name.split("_")) + "Backward0"
 
     def __repr__(self):
@@ -458,6 +464,18 @@ def _vjp_reads(spec):
     return output_reads(functools.partial(_vjp_fn, spec=spec), avals, differentiable_only=True)
 
 
+@functools.lru_cache(maxsize=8192)
+def _vjp_copies(spec):
+    """Per gradient of a VJP, the position among its cotangent arguments of the one it is exactly (torch's formulas
+    `grad` for add, sub, clone: no node between them), or -1."""
+    sig = spec.sig
+    avals = [a for a, s in zip(sig.avals, spec.saved_mask) if s]
+    avals += [sig.out_avals[k] for k, m in zip(sig.diff_outs, spec.ct_mask) if m]
+    n = sum(spec.saved_mask)
+    copies = output_copies(functools.partial(_vjp_fn, spec=spec), avals)
+    return tuple([c - n if c >= n else -1 for c in copies])
+
+
 def vjp_links(spec):
     """Per gradient of a VJP, a bitmask of the VJP's arguments it links to: those it reads, and for a fused op the
     operands torch's backward node reads (Fused.links) and the cotangents."""
@@ -571,6 +589,17 @@ def _freed_with_graph(op, index, array):
     return (op.inputs is None or index < op.inputs) and not (op.linear and np.ndim(array) == 0)
 
 
+def node_after_the_fact(sig, edges, sequence_nr):
+    """A node of the op `sig` (a linear one: it saves nothing) whose operands' edges are `edges`, made after the
+    nodes it leads to were recorded, with the sequence number `sequence_nr` (which its place among them gives)."""
+    node = node_class(sig).__new__(node_class(sig))
+    _graph.Node.__init__(node, edges, sig.out_avals)
+    node.sequence_nr, node.sig, node.call, node.saved_results = sequence_nr, sig, None, ()
+    node.want, node.saved_mask = _layout(sig, tuple([e is not None for e in edges]))
+    node.saved = (None,) * len(edges)
+    return node
+
+
 class OpNode(_graph.Node):
     """A node recorded by `apply`; its backward applies the op's VJP as another op (so it can be recorded)."""
 
@@ -596,6 +625,20 @@ class OpNode(_graph.Node):
         )
 
     torch_name = None  # set by each subclass (node_class)
+
+    @property
+    def next_functions(self):
+        expose = self.sig.op.expose
+        if expose is not None:
+            expose(self)
+        return _graph.Node.next_functions.fget(self)
+
+    def rewire(self, sig, edges, saved):
+        """Stand for the op `sig` on operands with `edges` and `saved` values from now on, as the same node (its
+        identity and hooks stay). Its deferred forward call is that of the op it stood for: a fused program reads its
+        saved values instead."""
+        self.sig, self.edges, self.saved, self.call = sig, edges, saved, None
+        self.want, self.saved_mask = _layout(sig, tuple([e is not None for e in edges]))
 
     def name(self):
         return self.torch_name or _node_name(self.sig)
@@ -658,7 +701,13 @@ class OpNode(_graph.Node):
         want = spec.want
         if not want:  # backward(inputs=...) runs an input's node that leads to no other input: nothing to compute
             return [None] * len(self.edges)
-        grads = apply(VJP, saved + [c for c in cts if c is not None], spec=spec)
+        given = [c for c in cts if c is not None]
+        copies = _vjp_copies(spec._replace(batch=None)) if create_graph and not self.sig.op.view else ()
+        if copies and -1 not in copies:  # every gradient is a cotangent as it is: no node for them, as torch's
+            grads = [given[c] for c in copies]
+        else:
+            grads = apply(VJP, saved + given, spec=spec)
+            grads = [given[c] if c >= 0 else g for c, g in itertools.zip_longest(copies, grads, fillvalue=-1)]
         result = [None] * len(self.edges)
         for i, g in zip(want, grads):
             result[i] = g

@@ -54,15 +54,16 @@ _UNDO = {
 }
 
 
-def _in_place_view(self, make):
-    """`self` made, in place, into the view `make(self)` of itself."""
+def _in_place_view(self, make, undo=None):
+    """`self` made, in place, into the view `make(self)` of itself; `undo(static, shape)` gives the steps back
+    from it (by default those of its view op's kind), or None where there are none."""
     self._check_inplace()
     if self._view is not None:
         check_multi_view(self._view[0], self._view[1], self.requires_grad)
     shape = tuple(self.shape)
     result = make(self)
     op, static, _ = result._view[1][-1]
-    return self._assign_view(result, _UNDO[op.name](static, shape))
+    return self._assign_view(result, (undo or _UNDO[op.name])(static, shape))
 
 
 def squeeze_(self, dim=None):

@@ -15,10 +15,13 @@ from jax.custom_derivatives import SymbolicZero
 from .. import _dtypes
 from .._dtypes import not_implemented
 from .._foreign import not_a_tensor
-from .._lazy import NeedsTracing
+from .._grad_mode import is_grad_enabled
+from .._graph import GradientEdge, sequence_mark
+from .._lazy import NeedsTracing, signature
+from .._meta import MetaValue, check_devices
 from .._tensor import Tensor, _wrap_dim
 from . import _derivatives
-from ._core import SAVES_RESULT, Op, apply
+from ._core import SAVES_RESULT, Op, apply, node_after_the_fact
 from ._fused_backward import FUSED, FUSED_ZEROS, Fused, last_operand_if
 from .elementwise import broadcast_shape
 from .random_draws import sample
@@ -149,13 +152,16 @@ def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
 
 
 # ---- linear and convolution ---------------------------------------------------------------------------------
-def _linear(x, w, *bias):
-    out = jnp.matmul(x, w.T)
+def _linear(*operands, weight_t):
+    """bias + x @ w.T, the operands in torch's addmm order (bias, x, weight) or (x, weight) without a bias; with
+    `weight_t` the weight operand is already transposed (torch's weight.t(), recorded as its own node)."""
+    *bias, x, w = operands
+    out = jnp.matmul(x, w if weight_t else w.T)
     return out + bias[0] if bias else out
 
 
 def _linear_name(sig):  # torch's last recorded op, by input rank (1, 2, more) and whether there is a bias
-    rank, bias = min(len(sig.avals[0][0]), 3), len(sig.avals) == 3
+    rank, bias = min(len(sig.avals[-2][0]), 3), len(sig.avals) == 3
     return {
         1: ("SqueezeBackward4", "ViewBackward0"),
         2: ("MmBackward0", "AddmmBackward0"),
@@ -164,7 +170,28 @@ def _linear_name(sig):  # torch's last recorded op, by input rank (1, 2, more) a
 
 
 # affine in each operand: an operand's own value never enters its VJP, so multilinear saving is exact
-_LINEAR = Op("linear", _linear, multilinear=True, backward_name=_linear_name)
+_LINEAR = Op("linear", _linear, multilinear=True, backward_name=_linear_name, expose=lambda node: _expose_t(node))
+# torch's weight.t() inside linear: a node of its own (TBackward0) between the product and the weight. It is made
+# when the graph is first looked at (the product node's next_functions), not at every forward: until then the
+# product differentiates the weight itself, which is the same gradient, and nothing can tell the node is missing
+_WEIGHT_T = Op("t", lambda w: w.T, linear=True, backward_name="TBackward0")
+
+
+def _expose_t(node):
+    """Give a recorded linear node torch's structure: its weight edge leads to a TBackward0 node (made just before
+    it, as torch's weight.t()), which leads to the weight; the node then differentiates the transposed weight, and
+    saves it (the saved weight, transposed, with the weight's version)."""
+    sig, edge = node.sig, node.edges[-1]
+    if dict(sig.static)["weight_t"] or edge is None:
+        return
+    (shape, dtype) = sig.avals[-1]
+    transpose = node_after_the_fact(signature(_WEIGHT_T, (), ((shape, dtype),)), (edge,), node.sequence_nr - 1)
+    saved = node.saved[-1]
+    node.rewire(
+        signature(_LINEAR, (("weight_t", True),), sig.avals[:-1] + ((shape[::-1], dtype),)),
+        node.edges[:-1] + (GradientEdge(transpose, 0),),
+        node.saved[:-1] + (None if saved is None else saved.transposed(transpose),),
+    )
 
 
 def _check_linear_bias(input_shape, features, bias):
@@ -180,7 +207,8 @@ def _check_linear_bias(input_shape, features, bias):
 
 
 def linear(input, weight, bias=None):
-    """input @ weight.T + bias."""
+    """input @ weight.T + bias, recorded as torch's addmm(bias, input, weight.t()) (mm without a bias): one node,
+    whose weight.t() node is made when its next_functions are read (_expose_t)."""
     _check_tensor("linear", "input", input)
     _check_tensor("linear", "weight", weight, 2)
     if input.shape[-1:] != weight.shape[-1:]:
@@ -191,7 +219,12 @@ def linear(input, weight, bias=None):
         )
     if bias is not None and tuple(bias.shape) != weight.shape[:1]:
         _check_linear_bias(input.shape, weight.shape[0], bias)
-    return apply(_LINEAR, [input, weight] + ([] if bias is None else [bias]))
+    operands = [input, weight] if bias is None else [bias, input, weight]
+    if type(input._v) is MetaValue or type(weight._v) is MetaValue or type(operands[0]._v) is MetaValue:
+        check_devices(_LINEAR, operands[-2:] + operands[:-2])  # torch checks the input's device first
+    if weight.requires_grad and is_grad_enabled():
+        sequence_mark()  # the number torch's weight.t() node gets, for the node _expose_t may make
+    return apply(_LINEAR, operands, weight_t=False)
 
 
 def _conv(x, w, *bias, stride, padding, dilation, groups):
