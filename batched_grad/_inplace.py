@@ -180,7 +180,7 @@ class InPlace:
 
         view = regenerated_view(base, chain)
         self._value = result._value
-        self.grad_fn, self._output_nr = view.grad_fn, view._output_nr
+        self._node, self._output_nr = view._node, view._output_nr
         if self._retains_grad:
             self._register_retain()
 
@@ -188,7 +188,7 @@ class InPlace:
         """Take `src`'s value; with grad mode on also its place in the graph (off: the value changes silently)."""
         self._value = src._held
         if is_grad_enabled() and (src.grad_fn is not None or self.grad_fn is not None):
-            self.grad_fn, self._output_nr = src.grad_fn, src._output_nr
+            self._node, self._output_nr = src._node, src._output_nr
             if self._retains_grad and self.grad_fn is not None:
                 self._register_retain()
 
