@@ -15,8 +15,9 @@ from .._dtypes import differentiable
 from .._dual import LEVELS as DUAL_LEVELS
 from .._dual import apply_dual
 from .._foreign import TORCH_TENSOR_PASSED, is_torch_tensor
+from .._grad_mode import _state as GRAD_MODE
 from .._grad_mode import is_grad_enabled
-from .._host import computed_on_host, host_arrays, host_read, is_shared, on_host, to_device
+from .._host import computed_on_host, cpu_device_set, device_array_on_host, host_read, is_shared, on_host, to_device
 from .._layout import note_base
 from .._lazy import Call, Pending, Signature, defer, kernel, materialize, signature
 from .._meta import MetaValue, check_devices, meta_value, shapes_of
@@ -24,6 +25,7 @@ from .._numpy_eval import derived_vjp
 from .._reads import output_reads
 from .._saved import SavedValue, modified_error
 from .._tensor import DETACH, Tensor, remember_view
+from .._tracing import _outside_every_trace as outside_every_trace
 from .._view_meta import note_view
 from .._x64 import set_x64, swap_x64
 from ._forward_refused import checked_forward
@@ -179,19 +181,19 @@ def apply(op, operands, **static):
 
     A recorded op is deferred: its outputs are Pending values (_lazy.py), computed when read; so is any op on the
     rows of a vmap.vmap input. An op outside the graph that reads deferred values computes them now."""
-    static = tuple(static.items()) if len(static) < 2 else tuple(sorted(static.items()))
     if op.forward_error is not None:
-        op = checked_forward(op, operands, static)
+        op = checked_forward(op, operands, _static_key(static))
     tried = False
     if DUAL_LEVELS.tangents is None:
-        outs = _computed_on_host(op, operands, static)
-        if outs is not None:
-            if outs is _DECLINED:
-                tried = True
-            elif not op.multi and not op.view:
-                return Tensor._wrap(outs[0])
-            else:
-                return _wrapped(op, operands, static, outs, [differentiable(o.dtype) for o in outs], None)
+        out = _computed_on_host(op, operands, static)
+        if out is _DECLINED:
+            tried = True
+        elif out is not None:
+            if not op.multi and not op.view:
+                return Tensor._wrap(out)
+            outs = out if op.multi else (out,)
+            return _wrapped(op, operands, _static_key(static), outs, [differentiable(o.dtype) for o in outs], None)
+    static = _static_key(static)
     previous = swap_x64(True)
     try:
         if DUAL_LEVELS.tangents is not None:  # a forward-mode AD level is open (_dual.py)
@@ -201,32 +203,64 @@ def apply(op, operands, **static):
         set_x64(previous)
 
 
+def _static_key(static):
+    """An op's static params (a dict) as the sorted tuple of their items that keys its kernels and signatures."""
+    return tuple(static.items()) if len(static) < 2 else tuple(sorted(static.items()))
+
+
 _DECLINED = object()  # _computed_on_host's answer where the host form was tried on these operands and does not apply
 
 
 def _computed_on_host(op, operands, static):
-    """The outputs of `op` computed now by its host form (hand-written or derived), without entering JAX's 64-bit
-    mode nor moving a number operand to the device; None where the op is recorded or deferred, or an operand is
-    not a concrete, unshared value on the host's device or a float or int (then `_apply` decides); _DECLINED where
-    the host form does not apply to these operands (then the op runs as its kernel)."""
+    """The output of `op` (a tuple for a multi-output op) computed now by its host form (hand-written or derived), on
+    its static params `static` (a dict), without entering JAX's 64-bit mode nor moving a number operand to the
+    device; None where the op is recorded or deferred, or an operand is not a concrete, unshared value on the
+    host's device or a float or int (then `_apply` decides); _DECLINED where the host form does not apply to these
+    operands (then the op runs as its kernel). One pass over the operands: this is every eager op's path."""
+    recording = GRAD_MODE.enabled
     values = []
     for x in operands:
         if isinstance(x, Tensor):
-            if (x._requires_grad or x.grad_fn is not None) and is_grad_enabled():
+            if recording and (x._requires_grad or x._node is not None):
                 return None
             v = x._v
-            if type(v) is np.ndarray and is_shared(v):
-                return None  # memory shared with NumPy: `_apply` reads a copy
+            if type(v) is np.ndarray:
+                if v.base is not None and is_shared(v):  # memory shared with NumPy (a view): `_apply` reads a copy
+                    return None
+            else:
+                v = device_array_on_host(v)
+                if v is None:
+                    return None
             values.append(v)
         elif type(x) is float or (type(x) is int and fits_int64(x)):
             values.append(np.asarray(x))
         else:
             return None
-    host = host_arrays(values)
-    if host is None:
+    if not outside_every_trace() or cpu_device_set() is None:  # _host.ops_run_on_host, on every eager op's path
         return None
-    outs = computed_on_host(op, host, static)
-    return _DECLINED if outs is None else outs
+    out = computed_on_host(op, values, static)
+    return _DECLINED if out is None else out
+
+
+def apply_in_place(op, tensor, *others, **static):
+    """`tensor` holding op(tensor, *others, **static) computed now on the host, its version
+    bumped: the whole of an in-place op where nothing else follows from it (no graph, views, tangents nor
+    transform that watches the write: the caller checks that), which is then the op's own in-place lane (an
+    `in_place` attribute of its function, that the in-place method tries first). None where that does not hold, or
+    the result would not fit `tensor` as it is, or computing it fails: the caller takes the in-place path of
+    _inplace.py, which covers every case and raises torch's errors."""
+    if tensor._view is not None or tensor._views or DUAL_LEVELS.tangents is not None:
+        return None
+    try:
+        out = _computed_on_host(op, (tensor, *others), static)
+    except Exception:  # operands that do not broadcast, say: the general path says so in torch's words
+        return None
+    held = tensor._v
+    if type(out) is not np.ndarray or out.shape != held.shape or out.dtype != held.dtype:
+        return None
+    tensor._v = out
+    tensor._counter.value += 1
+    return tensor
 
 
 def _apply(op, operands, static, host_tried=False):

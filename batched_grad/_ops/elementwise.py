@@ -14,7 +14,7 @@ from .._dtypes import not_implemented
 from .._foreign import not_a_tensor
 from .._tensor import Tensor
 from . import _derivatives
-from ._core import SAVES_BOTH, SAVES_INPUT, SAVES_RESULT, Op, apply
+from ._core import SAVES_BOTH, SAVES_INPUT, SAVES_RESULT, Op, apply, apply_in_place
 from ._fused_backward import FUSED_ZEROS, Fused
 from ._host_forms import ARITHMETIC_VJPS, in_float64_host, small_floats
 
@@ -202,10 +202,23 @@ def _unary_op(name, row):
     )
     rule = _dtypes.float_result if row.float_result else row.result_dtype or (lambda d: d)
 
+    results = {}  # {NumPy dtype of a float or complex input: of the result}: what the row gives for it
+
     def public(input):
-        dtype = input.dtype
-        _check_dtype(name, dtype, row.no_kernel, row.bool_error)
-        return apply(op, [input], dtype=rule(dtype).np)
+        result = results.get(input._v.dtype)
+        if result is None:
+            dtype = input.dtype
+            _check_dtype(name, dtype, row.no_kernel, row.bool_error)
+            result = rule(dtype).np
+            if dtype.is_floating_point or dtype.is_complex:  # an integer's result follows the default dtype
+                results[input._v.dtype] = result
+        return apply(op, [input], dtype=result)
+
+    def in_place(input):
+        result = results.get(input._v.dtype)  # a dtype not met yet: the general path checks it
+        return None if result is None else apply_in_place(op, input, dtype=result)
+
+    public.in_place = in_place
 
     return _named(public, name, f"Elementwise {name} of `input` (torch.{name}).")
 
@@ -252,6 +265,7 @@ def _binary_op(
     kernel = kernel or name
     host = host and small_floats(host)
     checked = no_kernel or complex_error
+    promotes = checked or float_result  # even two operands of one dtype go through _result_dtype
 
     def make(backward_name=None, saves=torch_saves):
         return Op(
@@ -271,7 +285,8 @@ def _binary_op(
 
     op, ops = make(), {kinds: make(*overload) for kinds, overload in dict(overloads).items()}
 
-    def public(input, other):
+    def resolved(input, other):
+        """(the op to apply, the NumPy dtype it computes in, its operands), torch's errors for what it refuses."""
         if tensors_only:
             for position, (argument, value) in enumerate((("input", input), ("other", other)), 1):
                 if not isinstance(value, Tensor):
@@ -280,17 +295,35 @@ def _binary_op(
             if not two_numbers:
                 raise not_a_tensor(name, "input", input)
             input = Tensor._wrap(np.asarray(input, _dtypes.scalar_dtype(input).np))  # torch.add(1, 2) is tensor(3)
-        if isinstance(input, Tensor) and isinstance(other, Tensor) and input._v.dtype == other._v.dtype:
-            dtype = input.dtype  # the common case, without promotion
+        if promotes or not (isinstance(input, Tensor) and isinstance(other, Tensor)):
+            dtype = _result_dtype(input, other)
         else:
-            dtype = _dtypes.result_type(input, other)
+            dtype = input._v.dtype
+            if dtype != other._v.dtype:  # else the common case: two Tensors of one dtype, without promotion
+                dtype = _result_dtype(input, other)
+        chosen = ops.get((isinstance(input, Tensor), isinstance(other, Tensor)), op) if ops else op
+        return chosen, dtype, [input, other]
+
+    def _result_dtype(input, other):
+        """The NumPy dtype the op computes in: torch's promotion, checked where torch has no kernel for it."""
+        dtype = _dtypes.result_type(input, other)
         if checked:
             _check_dtype(kernel, dtype, no_kernel, complex_error=complex_error)
-        if float_result:
-            dtype = _dtypes.float_result(dtype)
-        chosen = ops.get((isinstance(input, Tensor), isinstance(other, Tensor)), op) if ops else op
-        return _apply(chosen, [input, other], dtype=dtype.np)
+        return _dtypes.float_result(dtype).np if float_result else dtype.np
 
+    def public(input, other):
+        chosen, dtype, operands = resolved(input, other)
+        try:
+            return apply(chosen, operands, dtype=dtype)
+        except (TypeError, ValueError):
+            _check_broadcast(operands)
+            raise
+
+    def in_place(input, other):
+        chosen, dtype, operands = resolved(input, other)
+        return apply_in_place(chosen, *operands, dtype=dtype)
+
+    public.in_place = in_place
     return _named(public, name, doc)
 
 
@@ -401,16 +434,29 @@ def add(input, other, *, alpha=1):
     return _add(input, _scaled(other, alpha, input))
 
 
+def _add_in_place(input, other, *, alpha=1):
+    return _add.in_place(input, _scaled(other, alpha, input))
+
+
 def sub(input, other, *, alpha=1):
     """input - alpha * other."""
+    return _sub(input, _subtrahend(input, other, alpha))
+
+
+def _sub_in_place(input, other, *, alpha=1):
+    return _sub.in_place(input, _subtrahend(input, other, alpha))
+
+
+def _subtrahend(input, other, alpha):
     if _dtypes.bool in (_dtype_of(input), _dtype_of(other)):
         raise RuntimeError(_SUB_BOOL)
-    return _sub(input, _scaled(other, alpha, input))
+    return _scaled(other, alpha, input)
 
 
-def mul(input, other):
-    """Elementwise product."""
-    return _mul(input, other)
+add.in_place, sub.in_place = _add_in_place, _sub_in_place
+
+
+mul = _named(_mul, "mul", "Elementwise product.")
 
 
 def div(input, other, *, rounding_mode=None):
@@ -422,6 +468,13 @@ def div(input, other, *, rounding_mode=None):
     if rounding_mode == "floor":
         return floor_divide(input, other)
     raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '{rounding_mode}'")
+
+
+def _div_in_place(input, other, *, rounding_mode=None):
+    return _true_div.in_place(input, other) if rounding_mode is None else None
+
+
+div.in_place = _div_in_place
 
 
 def true_divide(input, other):
