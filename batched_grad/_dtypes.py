@@ -168,18 +168,18 @@ _RESULT_TYPES = {}  # {(the default float dtype, per operand its kind): the resu
 
 def result_type(*operands):
     """torch.result_type over Tensors and Python numbers (dimension-aware promotion). Where every operand is a
-    Python number or has a dtype of this module's (a Tensor), the result is looked up by what it depends on: each
-    operand's dtype and whether it is 0-d, or the type of each number, and the default float dtype."""
+    Python number or a Tensor, the result is looked up by what it depends on: the type of each number, the NumPy
+    dtype of each Tensor's value and whether it is 0-d, and the default float dtype."""
     key = [_default_float[0]]
     for x in operands:
         kind = type(x)
         if kind in _PYTHON_NUMBERS:
             key.append(kind)
             continue
-        d = getattr(x, "dtype", None)
-        if type(d) is not dtype:
+        value = getattr(x, "_v", None)  # a Tensor's value (an array, or what stands for one)
+        if value is None:
             return _result_type(operands)
-        key.append((d, len(x.shape) == 0))
+        key.append((value.dtype, not value.shape))
     key = tuple(key)
     found = _RESULT_TYPES.get(key)
     if found is None:

@@ -21,18 +21,26 @@ def small_floats(f):
             dtype = np.dtype(dtype)
             if dtype not in _FLOATS:
                 return None
-        operands = []
         for a in arrays:
-            if a.size > HOST_ELEMENTS:
-                return None
-            if a.dtype != dtype:
-                if not given:
-                    return None
-                a = a.astype(dtype)
-            operands.append(a)
-        return f(*operands)  # computed_on_host ignores float errors around it
+            if a.dtype != dtype or a.size > HOST_ELEMENTS:
+                return _cast(f, arrays, dtype, given)
+        return f(*arrays)  # the common case, operands of the op's dtype; computed_on_host ignores float errors
 
     return host
+
+
+def _cast(f, arrays, dtype, given):
+    """small_floats' host form on operands of which some are not of `dtype`: cast to it where the op names it."""
+    operands = []
+    for a in arrays:
+        if a.size > HOST_ELEMENTS:
+            return None
+        if a.dtype != dtype:
+            if not given:
+                return None
+            a = a.astype(dtype)
+        operands.append(a)
+    return f(*operands)
 
 
 def in_float64_host(f):

@@ -265,7 +265,7 @@ def _binary_op(
     kernel = kernel or name
     host = host and small_floats(host)
     checked = no_kernel or complex_error
-    promotes = checked or float_result  # even two operands of one dtype go through _result_dtype
+    plain = not (checked or float_result)  # two Tensors of one dtype compute in it, unchecked
 
     def make(backward_name=None, saves=torch_saves):
         return Op(
@@ -285,8 +285,9 @@ def _binary_op(
 
     op, ops = make(), {kinds: make(*overload) for kinds, overload in dict(overloads).items()}
 
-    def resolved(input, other):
-        """(the op to apply, the NumPy dtype it computes in, its operands), torch's errors for what it refuses."""
+    def promoted(input, other):
+        """(the input, a Tensor where both operands are numbers; the NumPy dtype the op computes in), torch's errors
+        for what it refuses."""
         if tensors_only:
             for position, (argument, value) in enumerate((("input", input), ("other", other)), 1):
                 if not isinstance(value, Tensor):
@@ -295,33 +296,30 @@ def _binary_op(
             if not two_numbers:
                 raise not_a_tensor(name, "input", input)
             input = Tensor._wrap(np.asarray(input, _dtypes.scalar_dtype(input).np))  # torch.add(1, 2) is tensor(3)
-        if promotes or not (isinstance(input, Tensor) and isinstance(other, Tensor)):
-            dtype = _result_dtype(input, other)
-        else:
-            dtype = input._v.dtype
-            if dtype != other._v.dtype:  # else the common case: two Tensors of one dtype, without promotion
-                dtype = _result_dtype(input, other)
-        chosen = ops.get((isinstance(input, Tensor), isinstance(other, Tensor)), op) if ops else op
-        return chosen, dtype, [input, other]
-
-    def _result_dtype(input, other):
-        """The NumPy dtype the op computes in: torch's promotion, checked where torch has no kernel for it."""
         dtype = _dtypes.result_type(input, other)
         if checked:
             _check_dtype(kernel, dtype, no_kernel, complex_error=complex_error)
-        return _dtypes.float_result(dtype).np if float_result else dtype.np
+        return input, _dtypes.float_result(dtype).np if float_result else dtype.np
 
     def public(input, other):
-        chosen, dtype, operands = resolved(input, other)
+        if plain and isinstance(input, Tensor) and isinstance(other, Tensor) and input._v.dtype == other._v.dtype:
+            dtype = input._v.dtype  # the common case: two Tensors of one dtype, without promotion
+        else:
+            input, dtype = promoted(input, other)
+        chosen = ops.get((isinstance(input, Tensor), isinstance(other, Tensor)), op) if ops else op
         try:
-            return apply(chosen, operands, dtype=dtype)
+            return apply(chosen, [input, other], dtype=dtype)
         except (TypeError, ValueError):
-            _check_broadcast(operands)
+            _check_broadcast([input, other])
             raise
 
     def in_place(input, other):
-        chosen, dtype, operands = resolved(input, other)
-        return apply_in_place(chosen, *operands, dtype=dtype)
+        if plain and isinstance(other, Tensor) and input._v.dtype == other._v.dtype:
+            dtype = input._v.dtype
+        else:
+            input, dtype = promoted(input, other)
+        chosen = ops.get((True, isinstance(other, Tensor)), op) if ops else op
+        return apply_in_place(chosen, input, other, dtype=dtype)
 
     public.in_place = in_place
     return _named(public, name, doc)

@@ -94,43 +94,75 @@ def _folded(sa, sb):
     return "bmm", (batch,) + ((1,) + sa if len(sa) == 1 else sa[-2:]), (batch,) + sb[-2:]
 
 
+_CHECKED = {}  # {(kernel, operand shapes and dtypes): its op}: the operands of a product that passed torch's checks
+_MAX_CHECKED = 4096
+
+
+def _checked(kernel, a, b, check):
+    """The op of the product `kernel` ("matmul", "dot", ...) of the Tensors `a` and `b`, which `check(kernel, a, b)`
+    gives after torch's checks, found again for operands of the same shapes and dtypes."""
+    va, vb = a._v, b._v
+    key = (kernel, va.shape, vb.shape, va.dtype, vb.dtype)
+    op = _CHECKED.get(key)
+    if op is None:
+        op = check(kernel, a, b)
+        if len(_CHECKED) >= _MAX_CHECKED:
+            _CHECKED.clear()
+        _CHECKED[key] = op
+    return op
+
+
 def matmul(input, other):
     """Matrix product with torch's rules for 1-D and batched operands."""
+    if isinstance(input, Tensor) and isinstance(other, Tensor):
+        return apply(_checked("matmul", input, other, _matmul_op), [input, other])
+    return apply(_matmul_op("matmul", input, other), [input, other])
+
+
+def _matmul_op(_, input, other):
     sa, sb = tuple(input.shape), tuple(other.shape)
     if not sa or not sb:
         raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are {len(sa)}D and {len(sb)}D")
     kind, a_shape, b_shape = _folded(sa, sb)
     _check_product(kind, input, other, a_shape, b_shape)
-    name = _MATMUL_NAMES.get((len(sa), len(sb)), "UnsafeViewBackward0")
-    return apply(_PRODUCTS[name], [input, other])
+    return _PRODUCTS[_MATMUL_NAMES.get((len(sa), len(sb)), "UnsafeViewBackward0")]
 
 
-def _product(kind, name, a, b):
+_KERNEL_NAMES = {"dot": "DotBackward0", "mv": "MvBackward0", "mm": "MmBackward0", "bmm": "BmmBackward0"}
+
+
+def _product(kind, a, b):
+    if isinstance(a, Tensor) and isinstance(b, Tensor):
+        return apply(_checked(kind, a, b, _product_op), [a, b])
+    return apply(_product_op(kind, a, b), [a, b])
+
+
+def _product_op(kind, a, b):
     error = _NDIM_ERRORS[kind](a, b)
     if error:
         raise RuntimeError(error)
     _check_product(kind, a, b, tuple(a.shape), tuple(b.shape))
-    return apply(_PRODUCTS[name], [a, b])
+    return _PRODUCTS[_KERNEL_NAMES[kind]]
 
 
 def mm(input, mat2):
     """(n, m) @ (m, p)."""
-    return _product("mm", "MmBackward0", input, mat2)
+    return _product("mm", input, mat2)
 
 
 def bmm(input, mat2):
     """(b, n, m) @ (b, m, p)."""
-    return _product("bmm", "BmmBackward0", input, mat2)
+    return _product("bmm", input, mat2)
 
 
 def mv(input, vec):
     """(n, m) @ (m,)."""
-    return _product("mv", "MvBackward0", input, vec)
+    return _product("mv", input, vec)
 
 
 def dot(input, other):
     """Inner product of two 1-D tensors."""
-    return _product("dot", "DotBackward0", input, other)
+    return _product("dot", input, other)
 
 
 _OUTER = Op(
