@@ -243,13 +243,16 @@ def _computed_on_host(op, operands, static):
 
 
 def apply_in_place(op, tensor, *others, **static):
-    """`tensor` holding op(tensor, *others, **static) computed now on the host, its version
-    bumped: the whole of an in-place op where nothing else follows from it (no graph, views, tangents nor
-    transform that watches the write: the caller checks that), which is then the op's own in-place lane (an
-    `in_place` attribute of its function, that the in-place method tries first). None where that does not hold, or
-    the result would not fit `tensor` as it is, or computing it fails: the caller takes the in-place path of
-    _inplace.py, which covers every case and raises torch's errors."""
-    if tensor._view is not None or tensor._views or DUAL_LEVELS.tangents is not None:
+    """`tensor` holding op(tensor, *others, **static) computed now on the host, as do its plain aliases (detach(),
+    .data, a .grad: InPlace._aliases), its version bumped: the whole of an in-place op where nothing else follows
+    from it (no graph, other views, tangents nor transform that watches the write: the caller checks that), which
+    is then the op's own in-place lane (an `in_place` attribute of its function, that the in-place method tries
+    first). None where that does not hold, or the result would not fit `tensor` as it is, or computing it fails:
+    the caller takes the in-place path of _inplace.py, which covers every case and raises torch's errors."""
+    if DUAL_LEVELS.tangents is not None:
+        return None
+    aliases = () if tensor._view is None and not tensor._views else tensor._aliases()
+    if aliases is None:
         return None
     try:
         out = _computed_on_host(op, (tensor, *others), static)
@@ -259,6 +262,8 @@ def apply_in_place(op, tensor, *others, **static):
     if type(out) is not np.ndarray or out.shape != held.shape or out.dtype != held.dtype:
         return None
     tensor._v = out
+    for alias in aliases:
+        alias._v = out
     tensor._counter.value += 1
     return tensor
 

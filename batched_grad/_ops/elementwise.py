@@ -112,6 +112,10 @@ _NEG_BOOL = (
     "Negation, the `-` operator, on a bool tensor is not supported. If you are trying to invert a mask, use the `~` "
     "or `logical_not()` operator instead."
 )
+_SUB_BOOLS = (
+    "Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or `logical_xor()` operator "
+    "instead."
+)
 _SUB_BOOL = (
     "Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to invert a mask, use the "
     "`~` or `logical_not()` operator instead."
@@ -433,7 +437,7 @@ def add(input, other, *, alpha=1):
 
 
 def _add_in_place(input, other, *, alpha=1):
-    return _add.in_place(input, _scaled(other, alpha, input))
+    return _add.in_place(input, other if alpha == 1 else _scaled(other, alpha, input))
 
 
 def sub(input, other, *, alpha=1):
@@ -446,8 +450,9 @@ def _sub_in_place(input, other, *, alpha=1):
 
 
 def _subtrahend(input, other, alpha):
-    if _dtypes.bool in (_dtype_of(input), _dtype_of(other)):
-        raise RuntimeError(_SUB_BOOL)
+    bools = [_dtype_of(input), _dtype_of(other)].count(_dtypes.bool)
+    if bools:
+        raise RuntimeError(_SUB_BOOLS if bools == 2 else _SUB_BOOL)
     return _scaled(other, alpha, input)
 
 
