@@ -23,6 +23,9 @@ from ._numpy_eval import derived, out_avals
 from ._tracing import _outside_every_trace, compiling, eagerly, tracing
 from ._x64 import scoped
 
+HOST_ELEMENTS = 1 << 16  # operands larger than this run as kernels (host forms of small float operands)
+HOST_FLOATS = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
+
 
 class _ArraysById:
     """A set of NumPy arrays known by identity, held weakly: an array leaves it when it dies."""

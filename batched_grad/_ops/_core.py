@@ -14,10 +14,22 @@ from .. import _graph
 from .._dtypes import differentiable
 from .._dual import LEVELS as DUAL_LEVELS
 from .._dual import apply_dual
+from .._float_errors import ignore as ignore_float_errors
+from .._float_errors import restore as restore_float_errors
 from .._foreign import TORCH_TENSOR_PASSED, is_torch_tensor
 from .._grad_mode import _state as GRAD_MODE
 from .._grad_mode import is_grad_enabled
-from .._host import computed_on_host, cpu_device_set, device_array_on_host, host_read, is_shared, on_host, to_device
+from .._host import (
+    HOST_ELEMENTS,
+    HOST_FLOATS,
+    computed_on_host,
+    cpu_device_set,
+    device_array_on_host,
+    host_read,
+    is_shared,
+    on_host,
+    to_device,
+)
 from .._layout import note_base
 from .._lazy import Call, Pending, Signature, defer, kernel, materialize, signature
 from .._meta import MetaValue, check_devices, meta_value, shapes_of
@@ -63,7 +75,9 @@ class Op:
     `host` (optional): the op computed with NumPy, `host(*arrays, **static)` giving what `fn` gives (or None where
     it does not apply), which runs instead of a kernel on the CPU backend when every operand is concrete
     (_host.on_host), whether the op is computed now or deferred and computed alone (_lazy): no compile for a new
-    shape. `host_vjp` (optional): `host_vjp(cotangent, operands, avals, **static)` gives, with NumPy, the gradient
+    shape; where it is small_floats' form, `numpy` is its NumPy function, which the eager path calls directly on
+    operands of the op's float dtype. `host_vjp` (optional): `host_vjp(cotangent, operands, avals, **static)` gives,
+    with NumPy, the gradient
     of each operand (None for those without one) of a one-output op, from its output's cotangent and the operands
     its node saves (None for the others); or None where it does not apply.
     `inputs` (optional): how many leading operands are torch's inputs; the others (numbers passed as operands so
@@ -99,6 +113,7 @@ class Op:
         "fused",
         "host",
         "host_vjp",
+        "numpy",
         "inputs",
         "saved_names",
         "saved_static",
@@ -131,6 +146,7 @@ class Op:
     ):
         self.name, self.fn, self.linear, self.view, self.multi = name, fn, linear, view, multi
         self.reads, self.host, self.host_vjp, self.inputs = reads, host, host_vjp, inputs
+        self.numpy = getattr(host, "numpy", None)
         self.links, self.fused = links or reads, fused
         self.multilinear, self.whole_backward = multilinear, whole_backward
         self.view_step, self.diagonal, self.involution = view_step, diagonal, involution
@@ -216,8 +232,12 @@ def _computed_on_host(op, operands, static):
     its static params `static` (a dict), without entering JAX's 64-bit mode nor moving a number operand to the
     device; None where the op is recorded or deferred, or an operand is not a concrete, unshared value on the
     host's device or a float or int (then `_apply` decides); _DECLINED where the host form does not apply to these
-    operands (then the op runs as its kernel). One pass over the operands: this is every eager op's path."""
+    operands (then the op runs as its kernel). One pass over the operands, which also tells whether they all have
+    the op's float dtype, so that the NumPy function of its host form runs as it is (Op.numpy): this is every eager
+    op's path."""
     recording = GRAD_MODE.enabled
+    numpy_fn = op.numpy
+    dtype = None if numpy_fn is None else static.get("dtype")
     values = []
     for x in operands:
         if isinstance(x, Tensor):
@@ -231,13 +251,26 @@ def _computed_on_host(op, operands, static):
                 v = device_array_on_host(v)
                 if v is None:
                     return None
+            if numpy_fn is not None:
+                if dtype is None:
+                    dtype = v.dtype  # an op without a dtype param computes in its operands' one dtype
+                if v.dtype != dtype or v.size > HOST_ELEMENTS:
+                    numpy_fn = None
             values.append(v)
         elif type(x) is float or (type(x) is int and fits_int64(x)):
             values.append(np.asarray(x))
+            numpy_fn = None
         else:
             return None
     if not outside_every_trace() or cpu_device_set() is None:  # _host.ops_run_on_host, on every eager op's path
         return None
+    if numpy_fn is not None and dtype in HOST_FLOATS:
+        token = ignore_float_errors()
+        try:
+            out = numpy_fn(*values)
+        finally:
+            restore_float_errors(token)
+        return out if type(out) is np.ndarray else np.asarray(out)
     out = computed_on_host(op, values, static)
     return _DECLINED if out is None else out
 

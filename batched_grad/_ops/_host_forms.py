@@ -4,28 +4,28 @@ compiles nothing. Only for float32/float64 results of small operands (large ones
 import numpy as np
 
 from .._float_errors import ignoring_float_errors
+from .._host import HOST_ELEMENTS, HOST_FLOATS
 from .shape import sum_to
-
-HOST_ELEMENTS = 1 << 16  # operands larger than this run as kernels
-_FLOATS = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
 
 
 def small_floats(f):
     """The host form of the NumPy function `f`: operands cast to the op's `dtype` param (or all of one float dtype
-    where it has none), as its kernel casts them; None (a kernel) for other dtypes or large operands."""
+    where it has none), as its kernel casts them; None (a kernel) for other dtypes or large operands. Its `numpy`
+    attribute is `f`, which the eager path calls directly on operands that already have the op's dtype (Op.numpy)."""
 
     def host(*arrays, dtype=None):
         given = dtype is not None
         dtype = dtype if given else arrays[0].dtype
-        if dtype not in _FLOATS:
+        if dtype not in HOST_FLOATS:
             dtype = np.dtype(dtype)
-            if dtype not in _FLOATS:
+            if dtype not in HOST_FLOATS:
                 return None
         for a in arrays:
             if a.dtype != dtype or a.size > HOST_ELEMENTS:
                 return _cast(f, arrays, dtype, given)
         return f(*arrays)  # the common case, operands of the op's dtype; computed_on_host ignores float errors
 
+    host.numpy = f
     return host
 
 
@@ -60,7 +60,7 @@ def small_float_vjp(rule):
     large cotangents."""
 
     def host_vjp(ct, operands, avals, **static):
-        if ct.dtype not in _FLOATS or ct.size > HOST_ELEMENTS:
+        if ct.dtype not in HOST_FLOATS or ct.size > HOST_ELEMENTS:
             return None
         operands = [None if o is None else o.astype(ct.dtype, copy=False) for o in operands]
         grads = ignoring_float_errors(rule, ct, *operands)
