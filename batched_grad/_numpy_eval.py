@@ -15,7 +15,7 @@ Deferred ops take their output shapes from the same jaxprs (_lazy.signature), wi
 
 A jaxpr holding a primitive without a row, an array of another dtype (complex, float16) or an effect has no
 derived form: the op runs as its kernel, and that answer is cached too. So do operands or intermediate arrays of
-more than HOST_ELEMENTS elements (_ops/_host_forms.py), and batched cotangents.
+more than HOST_ELEMENTS elements (_host.py), and batched cotangents.
 
 Values: exact operations give XLA's bits, transcendental functions and multiply-adds run as XLA's kernels, and sums
 (reductions, matrix products) differ from XLA's by their order, within n eps of the scale of a sum of n terms, as
@@ -34,7 +34,7 @@ import jax
 import numpy as np
 from jax.export import is_symbolic_dim, symbolic_shape
 
-from . import _store
+from . import _host, _store
 from ._float_errors import ignore as ignore_float_errors
 from ._float_errors import restore as restore_float_errors
 from ._numpy_program import Unsupported, dumps, flatten, loads, supported
@@ -251,18 +251,11 @@ def _bound(program, sizes):
     return steps, largest, [resolve(s) for s in program.in_shapes], outs
 
 
-@functools.cache
-def _host_forms():
-    from ._ops import _host_forms  # imported when first needed: _ops imports this module
-
-    return _host_forms
-
-
 def evaluate(program, sizes, arrays):
     """The outputs (a list of NumPy arrays) of `program` on `arrays`; None where an array is too large. Inf and nan
     come as XLA gives them, without NumPy's warnings."""
     steps, largest, in_shapes, _ = _bound(program, sizes)
-    if largest > _host_forms().HOST_ELEMENTS or [a.shape for a in arrays] != in_shapes:
+    if largest > _host.HOST_ELEMENTS or [a.shape for a in arrays] != in_shapes:
         return None
     token = ignore_float_errors()
     try:
@@ -347,11 +340,14 @@ def derived(op, arrays, static):
     """What `op.fn(*arrays, **static)` gives (a tuple for a multi-output op), with NumPy; None where the op has no
     derived form on these operands (NumPy arrays). `static`: the op's static params, a dict. Float errors as the
     caller handles them (computed_on_host ignores them)."""
-    avals = tuple([(a.shape, a.dtype) for a in arrays])
-    key = (op, tuple(static.items()), avals)  # in the order given: the sorted items key the traced programs
+    # static params in the order given (the sorted items key the traced programs); one operand's aval flat
+    if len(arrays) == 1:
+        key = (op, tuple(static.items()), arrays[0].shape, arrays[0].dtype)
+    else:
+        key = (op, tuple(static.items()), tuple([(a.shape, a.dtype) for a in arrays]))
     found = _found.get(key, _MISSING)
     if found is _MISSING:
-        found = _bound_forward(op, tuple(sorted(static.items())), avals)
+        found = _bound_forward(op, tuple(sorted(static.items())), tuple([(a.shape, a.dtype) for a in arrays]))
         if len(_found) >= MAX_PROGRAMS:
             _found.clear()
         _found[key] = found
@@ -369,7 +365,7 @@ def _bound_forward(op, static, avals):
         return None
     program, sizes = forward
     steps, largest, in_shapes, _ = _bound(program, sizes)
-    if largest > _host_forms().HOST_ELEMENTS or [shape for shape, _ in avals] != in_shapes:
+    if largest > _host.HOST_ELEMENTS or [shape for shape, _ in avals] != in_shapes:
         return None
     return _runner(program, steps)
 

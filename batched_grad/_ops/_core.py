@@ -10,7 +10,7 @@ import numpy as np
 
 from vmap._rows import map_rows
 
-from .. import _graph
+from .. import _graph, _host
 from .._dtypes import differentiable
 from .._dual import LEVELS as DUAL_LEVELS
 from .._dual import apply_dual
@@ -20,7 +20,6 @@ from .._foreign import TORCH_TENSOR_PASSED, is_torch_tensor
 from .._grad_mode import _state as GRAD_MODE
 from .._grad_mode import is_grad_enabled
 from .._host import (
-    HOST_ELEMENTS,
     HOST_FLOATS,
     computed_on_host,
     cpu_device_set,
@@ -224,6 +223,7 @@ def _static_key(static):
     return tuple(static.items()) if len(static) < 2 else tuple(sorted(static.items()))
 
 
+_EXACT_INTS = 2**53  # the ints float64 holds exactly
 _DECLINED = object()  # _computed_on_host's answer where the host form was tried on these operands and does not apply
 
 
@@ -237,8 +237,10 @@ def _computed_on_host(op, operands, static):
     op's path."""
     recording = GRAD_MODE.enabled
     numpy_fn = op.numpy
-    dtype = None if numpy_fn is None else static.get("dtype")
-    values = []
+    dtype = limit = None
+    if numpy_fn is not None:
+        dtype, limit = static.get("dtype"), _host.HOST_ELEMENTS
+    values, numbers = [], False
     for x in operands:
         if isinstance(x, Tensor):
             if recording and (x._requires_grad or x._node is not None):
@@ -254,12 +256,14 @@ def _computed_on_host(op, operands, static):
             if numpy_fn is not None:
                 if dtype is None:
                     dtype = v.dtype  # an op without a dtype param computes in its operands' one dtype
-                if v.dtype != dtype or v.size > HOST_ELEMENTS:
+                if v.dtype != dtype or v.size > limit:
                     numpy_fn = None
             values.append(v)
         elif type(x) is float or (type(x) is int and fits_int64(x)):
-            values.append(np.asarray(x))
-            numpy_fn = None
+            values.append(x)  # the NumPy function casts a Python number to the op's dtype, as the kernel does
+            numbers = True
+            if dtype is None or (type(x) is int and not -_EXACT_INTS <= x <= _EXACT_INTS):
+                numpy_fn = None  # NumPy would round a larger int to a float twice (through float64)
         else:
             return None
     if not outside_every_trace() or cpu_device_set() is None:  # _host.ops_run_on_host, on every eager op's path
@@ -270,7 +274,12 @@ def _computed_on_host(op, operands, static):
             out = numpy_fn(*values)
         finally:
             restore_float_errors(token)
-        return out if type(out) is np.ndarray else np.asarray(out)
+        if type(out) is not np.ndarray:
+            out = np.asarray(out)
+        if out.dtype == dtype:  # else NumPy before 2.0 promoted for a number's value
+            return out
+    if numbers:
+        values = [np.asarray(v) if type(v) is float or type(v) is int else v for v in values]
     out = computed_on_host(op, values, static)
     return _DECLINED if out is None else out
 

@@ -3,8 +3,9 @@ compiles nothing. Only for float32/float64 results of small operands (large ones
 
 import numpy as np
 
+from .. import _host
 from .._float_errors import ignoring_float_errors
-from .._host import HOST_ELEMENTS, HOST_FLOATS
+from .._host import HOST_FLOATS
 from .shape import sum_to
 
 
@@ -21,7 +22,7 @@ def small_floats(f):
             if dtype not in HOST_FLOATS:
                 return None
         for a in arrays:
-            if a.dtype != dtype or a.size > HOST_ELEMENTS:
+            if a.dtype != dtype or a.size > _host.HOST_ELEMENTS:
                 return _cast(f, arrays, dtype, given)
         return f(*arrays)  # the common case, operands of the op's dtype; computed_on_host ignores float errors
 
@@ -33,7 +34,7 @@ def _cast(f, arrays, dtype, given):
     """small_floats' host form on operands of which some are not of `dtype`: cast to it where the op names it."""
     operands = []
     for a in arrays:
-        if a.size > HOST_ELEMENTS:
+        if a.size > _host.HOST_ELEMENTS:
             return None
         if a.dtype != dtype:
             if not given:
@@ -60,7 +61,7 @@ def small_float_vjp(rule):
     large cotangents."""
 
     def host_vjp(ct, operands, avals, **static):
-        if ct.dtype not in HOST_FLOATS or ct.size > HOST_ELEMENTS:
+        if ct.dtype not in HOST_FLOATS or ct.size > _host.HOST_ELEMENTS:
             return None
         operands = [None if o is None else o.astype(ct.dtype, copy=False) for o in operands]
         grads = ignoring_float_errors(rule, ct, *operands)
