@@ -120,13 +120,17 @@ class InPlace:
         root, chain = self._view if self._view is not None else (self, ())
         if any([step is not DETACH for step in chain]):
             return None
-        aliases = [] if root is self else [root]
+        aliases, dead = [] if root is self else [root], False
         for ref in root._views or ():
             view = ref()
-            if view is not None and view is not self:
+            if view is None:
+                dead = True
+            elif view is not self:
                 if any([step is not DETACH for step in view._view[1]]):
                     return None
                 aliases.append(view)
+        if dead:
+            _forget_dead_views(root)
         for t in aliases:
             if type(t._v) is np.ndarray and is_shared(t._v):
                 return None
@@ -247,6 +251,16 @@ def _saved_before_update(node, tensor, result):
             s.counter, s.version = counter, counter.value
             if s.output is not None:
                 s.output = weakref.ref(tensor)
+
+
+def _forget_dead_views(root):
+    """Drop the references to views of `root` that died (a `.detach().numpy()` that read a parameter, say), so that
+    in-place writes into it find no views to look at once none is alive. Under the lock of remember_view."""
+    _graph._lock.acquire()
+    try:
+        root._views = [r for r in root._views or () if r() is not None] or None
+    finally:
+        _graph._lock.release()
 
 
 def remember_view(root, view):

@@ -48,6 +48,9 @@ def _plain(value):
         "p = m.ones(2, 3); p.add_(m.arange(3.0)); p.copy_(m.tensor([1.0, 2.0, 3.0])); p",  # broadcast operands
         "p = m.ones(4, dtype=m.int64); p.mul_(3); p.add_(m.ones(4, dtype=m.int64), alpha=2); p",
         "p = m.ones(3, dtype=m.float64); p.fill_(2.5); p.mul_(m.tensor(2.0)); p",
+        "p = m.ones(2, dtype=m.complex64); p.add_(m.ones(2, dtype=m.complex64), alpha=0.5); p.sub_(1, alpha=2j); p",
+        "p = m.ones(2, dtype=m.bool); p.add_(m.ones(2, dtype=m.bool), alpha=True); p",
+        "p = m.ones(2, dtype=m.float16); p.mul_(3.5); p.add_(2, alpha=3); p",
         "a = np.ones(3, np.float32); t = m.from_numpy(a); t.add_(m.ones(3)); t.mul_(2.0); (t, a)",  # shared memory
         "p = m.ones(3, requires_grad=True); g = m.full((3,), 0.5); "
         "m.set_grad_enabled(False); p.add_(g, alpha=-0.1); p.mul_(0.5); m.set_grad_enabled(True); p",
@@ -65,6 +68,11 @@ def test_in_place_ops_give_torchs_values_dtypes_and_versions(code):
         "m.ones(3).mul_(m.ones(4))",  # shapes that do not broadcast
         "m.ones(3, requires_grad=True).add_(1.0)",  # a leaf that requires grad, in grad mode
         "m.ones(3, dtype=m.bool).sub_(m.ones(3, dtype=m.bool))",
+        "m.ones(3, dtype=m.bool) - True",
+        "m.ones(2, dtype=m.int64).add_(m.ones(2, dtype=m.int64), alpha=0.5)",  # add and sub's checks of alpha
+        "m.add(m.ones(2, dtype=m.int64), m.ones(2, dtype=m.int64), alpha=1.0)",
+        "m.ones(2).add_(m.ones(2), alpha=True)",
+        "m.sub(m.ones(2), m.ones(2), alpha=1j)",
     ],
 )
 def test_in_place_ops_raise_torchs_errors(code):

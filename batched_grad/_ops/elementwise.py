@@ -270,6 +270,7 @@ def _binary_op(
     host = host and small_floats(host)
     checked = no_kernel or complex_error
     plain = not (checked or float_result)  # two Tensors of one dtype compute in it, unchecked
+    numbers = not tensors_only  # a Python number may be an operand
 
     def make(backward_name=None, saves=torch_saves):
         return Op(
@@ -306,8 +307,18 @@ def _binary_op(
         return input, _dtypes.float_result(dtype).np if float_result else dtype.np
 
     def public(input, other):
-        if plain and isinstance(input, Tensor) and isinstance(other, Tensor) and input._v.dtype == other._v.dtype:
-            dtype = input._v.dtype  # the common case: two Tensors of one dtype, without promotion
+        # the common cases, where promotion keeps the Tensor input's dtype: a Tensor of that dtype, a float or an int
+        # with a float or complex Tensor
+        if (
+            plain
+            and isinstance(input, Tensor)
+            and (
+                other._v.dtype == input._v.dtype
+                if isinstance(other, Tensor)
+                else numbers and (type(other) is float or type(other) is int) and input._v.dtype.kind in "fc"
+            )
+        ):
+            dtype = input._v.dtype
         else:
             input, dtype = promoted(input, other)
         chosen = ops.get((isinstance(input, Tensor), isinstance(other, Tensor)), op) if ops else op
@@ -318,7 +329,11 @@ def _binary_op(
             raise
 
     def in_place(input, other):
-        if plain and isinstance(other, Tensor) and input._v.dtype == other._v.dtype:
+        if plain and (
+            other._v.dtype == input._v.dtype
+            if isinstance(other, Tensor)
+            else numbers and (type(other) is float or type(other) is int) and input._v.dtype.kind in "fc"
+        ):
             dtype = input._v.dtype
         else:
             input, dtype = promoted(input, other)
@@ -424,11 +439,26 @@ _pow = _binary_op(
 
 
 def _scaled(other, alpha, input):
+    """alpha * other for add and sub, after torch's check of alpha against their result's dtype (an int suits
+    every dtype, and a float any float or complex result: checked without promotion where `input` is one)."""
+    if type(alpha) is not int and not (
+        type(alpha) is float and isinstance(input, Tensor) and input._v.dtype.kind in "fc"
+    ):
+        _check_alpha(alpha, _dtypes.result_type(input, other))
     if alpha == 1:
         return other
-    if isinstance(alpha, float) and not _dtypes.result_type(input, other).is_floating_point:
-        raise RuntimeError("For integral input tensors, argument alpha must not be a floating point number.")
     return mul(other, alpha) if isinstance(other, Tensor) else other * alpha
+
+
+def _check_alpha(alpha, dtype):
+    """torch's checks of alpha: a bool one only for a bool result, a float one only for a float or complex result, a
+    complex one only for a complex result."""
+    if isinstance(alpha, (bool, np.bool_)) and dtype is not _dtypes.bool:
+        raise RuntimeError("Boolean alpha only supported for Boolean results.")
+    if not (dtype.is_floating_point or dtype.is_complex or isinstance(alpha, (int, np.integer, np.bool_))):
+        raise RuntimeError("For integral input tensors, argument alpha must not be a floating point number.")
+    if not dtype.is_complex and isinstance(alpha, (complex, np.complexfloating)):
+        raise RuntimeError("For non-complex input tensors, argument alpha must not be a complex number.")
 
 
 def add(input, other, *, alpha=1):
@@ -437,7 +467,7 @@ def add(input, other, *, alpha=1):
 
 
 def _add_in_place(input, other, *, alpha=1):
-    return _add.in_place(input, other if alpha == 1 else _scaled(other, alpha, input))
+    return _add.in_place(input, other if type(alpha) is int and alpha == 1 else _scaled(other, alpha, input))
 
 
 def sub(input, other, *, alpha=1):
