@@ -68,8 +68,15 @@ _PRODUCT_NAMES = (
     "BmmBackward0",
     "UnsafeViewBackward0",
 )
+# the inner product of two vectors by np.dot: the same BLAS sum as np.matmul's, for less than its dispatch
 _PRODUCTS = {
-    name: Op("matmul", jnp.matmul, backward_name=name, multilinear=True, host=small_floats(np.matmul))
+    name: Op(
+        "matmul",
+        jnp.matmul,
+        backward_name=name,
+        multilinear=True,
+        host=small_floats(np.dot if name == "DotBackward0" else np.matmul),
+    )
     for name in _PRODUCT_NAMES
 }
 
@@ -98,51 +105,46 @@ _CHECKED = {}  # {(kernel, operand shapes and dtypes): its op}: the operands of 
 _MAX_CHECKED = 4096
 
 
-def _checked(kernel, a, b, check):
-    """The op of the product `kernel` ("matmul", "dot", ...) of the Tensors `a` and `b`, which `check(kernel, a, b)`
-    gives after torch's checks, found again for operands of the same shapes and dtypes."""
+def _product(kernel, a, b):
+    """The product `kernel` ("matmul", "dot", "mv", "mm" or "bmm") of `a` and `b`, after torch's checks, which are
+    remembered for Tensors of the same shapes and dtypes."""
+    if not (isinstance(a, Tensor) and isinstance(b, Tensor)):
+        return apply(_checked_op(kernel, a, b), [a, b])
     va, vb = a._v, b._v
     key = (kernel, va.shape, vb.shape, va.dtype, vb.dtype)
     op = _CHECKED.get(key)
     if op is None:
-        op = check(kernel, a, b)
+        op = _checked_op(kernel, a, b)
         if len(_CHECKED) >= _MAX_CHECKED:
             _CHECKED.clear()
         _CHECKED[key] = op
-    return op
+    return apply(op, [a, b])
 
 
-def matmul(input, other):
-    """Matrix product with torch's rules for 1-D and batched operands."""
-    if isinstance(input, Tensor) and isinstance(other, Tensor):
-        return apply(_checked("matmul", input, other, _matmul_op), [input, other])
-    return apply(_matmul_op("matmul", input, other), [input, other])
-
-
-def _matmul_op(_, input, other):
-    sa, sb = tuple(input.shape), tuple(other.shape)
-    if not sa or not sb:
-        raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are {len(sa)}D and {len(sb)}D")
-    kind, a_shape, b_shape = _folded(sa, sb)
-    _check_product(kind, input, other, a_shape, b_shape)
-    return _PRODUCTS[_MATMUL_NAMES.get((len(sa), len(sb)), "UnsafeViewBackward0")]
+def _checked_op(kernel, a, b):
+    """The op of the product `kernel` of `a` and `b`, or torch's error for them."""
+    if kernel == "matmul":
+        sa, sb = tuple(a.shape), tuple(b.shape)
+        if not sa or not sb:
+            raise RuntimeError(
+                f"both arguments to matmul need to be at least 1D, but they are {len(sa)}D and {len(sb)}D"
+            )
+        kind, a_shape, b_shape = _folded(sa, sb)
+        _check_product(kind, a, b, a_shape, b_shape)
+        return _PRODUCTS[_MATMUL_NAMES.get((len(sa), len(sb)), "UnsafeViewBackward0")]
+    error = _NDIM_ERRORS[kernel](a, b)
+    if error:
+        raise RuntimeError(error)
+    _check_product(kernel, a, b, tuple(a.shape), tuple(b.shape))
+    return _PRODUCTS[_KERNEL_NAMES[kernel]]
 
 
 _KERNEL_NAMES = {"dot": "DotBackward0", "mv": "MvBackward0", "mm": "MmBackward0", "bmm": "BmmBackward0"}
 
 
-def _product(kind, a, b):
-    if isinstance(a, Tensor) and isinstance(b, Tensor):
-        return apply(_checked(kind, a, b, _product_op), [a, b])
-    return apply(_product_op(kind, a, b), [a, b])
-
-
-def _product_op(kind, a, b):
-    error = _NDIM_ERRORS[kind](a, b)
-    if error:
-        raise RuntimeError(error)
-    _check_product(kind, a, b, tuple(a.shape), tuple(b.shape))
-    return _PRODUCTS[_KERNEL_NAMES[kind]]
+def matmul(input, other):
+    """Matrix product with torch's rules for 1-D and batched operands."""
+    return _product("matmul", input, other)
 
 
 def mm(input, mat2):
