@@ -177,6 +177,14 @@ def ops_run_on_host():
     return cpu_device_set() is not None and _outside_every_trace()
 
 
+def host_array(value):
+    """A Tensor's value as a NumPy array where an op may read it so on the host: host data not shared with NumPy as
+    it is, a concrete array on the default CPU device as a NumPy array sharing its memory; else None."""
+    if type(value) is np.ndarray:
+        return None if is_shared(value) else value
+    return device_array_on_host(value)
+
+
 def device_array_on_host(a):
     """A concrete JAX array on the default CPU device as a NumPy array sharing its memory; None for anything else (a
     deferred, traced, meta or sharded value)."""

@@ -23,7 +23,7 @@ from .._host import (
     HOST_FLOATS,
     computed_on_host,
     cpu_device_set,
-    device_array_on_host,
+    host_array,
     host_read,
     is_shared,
     on_host,
@@ -223,7 +223,6 @@ def _static_key(static):
     return tuple(static.items()) if len(static) < 2 else tuple(sorted(static.items()))
 
 
-_EXACT_INTS = 2**53  # the ints float64 holds exactly
 _DECLINED = object()  # _computed_on_host's answer where the host form was tried on these operands and does not apply
 
 
@@ -246,11 +245,8 @@ def _computed_on_host(op, operands, static):
             if recording and (x._requires_grad or x._node is not None):
                 return None
             v = x._v
-            if type(v) is np.ndarray:
-                if v.base is not None and is_shared(v):  # memory shared with NumPy (a view): `_apply` reads a copy
-                    return None
-            else:
-                v = device_array_on_host(v)
+            if type(v) is not np.ndarray or v.base is not None:  # a device array, or a view (of NumPy's memory?)
+                v = host_array(v)
                 if v is None:
                     return None
             if numpy_fn is not None:
@@ -259,11 +255,13 @@ def _computed_on_host(op, operands, static):
                 if v.dtype != dtype or v.size > limit:
                     numpy_fn = None
             values.append(v)
-        elif type(x) is float or (type(x) is int and fits_int64(x)):
+        elif type(x) is float or type(x) is int:
+            kind = _number_kind(x, dtype)
+            if kind is None:
+                return None
             values.append(x)  # the NumPy function casts a Python number to the op's dtype, as the kernel does
             numbers = True
-            if dtype is None or (type(x) is int and not -_EXACT_INTS <= x <= _EXACT_INTS):
-                numpy_fn = None  # NumPy would round a larger int to a float twice (through float64)
+            numpy_fn = numpy_fn if kind else None
         else:
             return None
     if not outside_every_trace() or cpu_device_set() is None:  # _host.ops_run_on_host, on every eager op's path
@@ -271,17 +269,30 @@ def _computed_on_host(op, operands, static):
     if numpy_fn is not None and dtype in HOST_FLOATS:
         token = ignore_float_errors()
         try:
-            out = numpy_fn(*values)
+            out = np.asarray(numpy_fn(*values))  # a NumPy scalar (np.dot's) as a 0-d array
         finally:
             restore_float_errors(token)
-        if type(out) is not np.ndarray:
-            out = np.asarray(out)
         if out.dtype == dtype:  # else NumPy before 2.0 promoted for a number's value
             return out
-    if numbers:
-        values = [np.asarray(v) if type(v) is float or type(v) is int else v for v in values]
-    out = computed_on_host(op, values, static)
+    out = computed_on_host(op, _number_arrays(values) if numbers else values, static)
     return _DECLINED if out is None else out
+
+
+_EXACT_INTS = 2**53  # the ints float64 holds exactly
+
+
+def _number_kind(x, dtype):
+    """For a Python float or int operand: None where the op refuses it (an int beyond int64's range), True where the
+    host form's NumPy function may take it as it is (the op has a dtype param, and an int is one float64 holds
+    exactly: NumPy would round a larger one twice, through float64), else False."""
+    if type(x) is int and not fits_int64(x):
+        return None
+    return dtype is not None and (type(x) is float or -_EXACT_INTS <= x <= _EXACT_INTS)
+
+
+def _number_arrays(values):
+    """The host operands with their Python numbers as 0-d arrays, as host forms take them."""
+    return [np.asarray(v) if type(v) is float or type(v) is int else v for v in values]
 
 
 def apply_in_place(op, tensor, *others, **static):
