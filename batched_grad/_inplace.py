@@ -118,7 +118,7 @@ class InPlace:
         as the general path does; None where one of them is another view (a slice, a transpose) or holds memory
         shared with NumPy."""
         root, chain = self._view if self._view is not None else (self, ())
-        if any([step is not DETACH for step in chain]):
+        if chain.count(DETACH) != len(chain):
             return None
         aliases, dead = [] if root is self else [root], False
         for ref in root._views or ():
@@ -126,7 +126,8 @@ class InPlace:
             if view is None:
                 dead = True
             elif view is not self:
-                if any([step is not DETACH for step in view._view[1]]):
+                chain = view._view[1]
+                if chain.count(DETACH) != len(chain):
                     return None
                 aliases.append(view)
         if dead:
