@@ -290,9 +290,20 @@ def _binary_op(
 
     op, ops = make(), {kinds: make(*overload) for kinds, overload in dict(overloads).items()}
 
-    def promoted(input, other):
-        """(the input, a Tensor where both operands are numbers; the NumPy dtype the op computes in), torch's errors
-        for what it refuses."""
+    def resolved(input, other):
+        """(the input, a Tensor where both operands are numbers; the NumPy dtype the op computes in; the op to apply),
+        torch's errors for what it refuses. The common cases take no promotion call: promotion keeps the Tensor
+        input's dtype with a Tensor of that dtype, or with a float or an int where it is float or complex."""
+        if (
+            plain
+            and isinstance(input, Tensor)
+            and (
+                other._v.dtype == input._v.dtype
+                if isinstance(other, Tensor)
+                else numbers and (type(other) is float or type(other) is int) and input._v.dtype.kind in "fc"
+            )
+        ):
+            return input, input._v.dtype, ops.get((True, isinstance(other, Tensor)), op) if ops else op
         if tensors_only:
             for position, (argument, value) in enumerate((("input", input), ("other", other)), 1):
                 if not isinstance(value, Tensor):
@@ -304,24 +315,11 @@ def _binary_op(
         dtype = _dtypes.result_type(input, other)
         if checked:
             _check_dtype(kernel, dtype, no_kernel, complex_error=complex_error)
-        return input, _dtypes.float_result(dtype).np if float_result else dtype.np
+        chosen = ops.get((isinstance(input, Tensor), isinstance(other, Tensor)), op) if ops else op
+        return input, _dtypes.float_result(dtype).np if float_result else dtype.np, chosen
 
     def public(input, other):
-        # the common cases, where promotion keeps the Tensor input's dtype: a Tensor of that dtype, a float or an int
-        # with a float or complex Tensor
-        if (
-            plain
-            and isinstance(input, Tensor)
-            and (
-                other._v.dtype == input._v.dtype
-                if isinstance(other, Tensor)
-                else numbers and (type(other) is float or type(other) is int) and input._v.dtype.kind in "fc"
-            )
-        ):
-            dtype = input._v.dtype
-        else:
-            input, dtype = promoted(input, other)
-        chosen = ops.get((isinstance(input, Tensor), isinstance(other, Tensor)), op) if ops else op
+        input, dtype, chosen = resolved(input, other)
         try:
             return apply(chosen, [input, other], dtype=dtype)
         except (TypeError, ValueError):
@@ -329,15 +327,7 @@ def _binary_op(
             raise
 
     def in_place(input, other):
-        if plain and (
-            other._v.dtype == input._v.dtype
-            if isinstance(other, Tensor)
-            else numbers and (type(other) is float or type(other) is int) and input._v.dtype.kind in "fc"
-        ):
-            dtype = input._v.dtype
-        else:
-            input, dtype = promoted(input, other)
-        chosen = ops.get((True, isinstance(other, Tensor)), op) if ops else op
+        input, dtype, chosen = resolved(input, other)
         return apply_in_place(chosen, input, other, dtype=dtype)
 
     public.in_place = in_place
