@@ -8,6 +8,8 @@ from .._float_errors import ignoring_float_errors
 from .._host import HOST_FLOATS
 from .shape import sum_to
 
+_FLOAT32, _FLOAT64 = np.dtype(np.float32), np.dtype(np.float64)
+
 
 def small_floats(f):
     """The host form of the NumPy function `f`: operands cast to the op's `dtype` param (or all of one float dtype
@@ -49,7 +51,7 @@ def in_float64_host(f):
     whose kernel does the same (elementwise.in_float64), so both round the same accurate value."""
 
     def wide(a):
-        return f(a.astype(np.float64)).astype(a.dtype) if a.dtype == np.float32 else f(a)
+        return f(a.astype(_FLOAT64)).astype(_FLOAT32) if a.dtype == _FLOAT32 else f(a)
 
     return wide
 
