@@ -162,8 +162,32 @@ def scalar_dtype(x):
     raise TypeError(f"expected a Tensor or a Python number, but got {type(x).__name__}")
 
 
+_PYTHON_NUMBERS = frozenset({builtins.bool, int, float, complex})
+_RESULT_TYPES = {}  # {(the default float dtype, per operand its kind): the result dtype}
+
+
 def result_type(*operands):
-    """torch.result_type over Tensors and Python numbers (dimension-aware promotion)."""
+    """torch.result_type over Tensors and Python numbers (dimension-aware promotion). Where every operand is a
+    Python number or a Tensor, the result is looked up by what it depends on: the type of each number, the NumPy
+    dtype of each Tensor's value and whether it is 0-d, and the default float dtype."""
+    key = [_default_float[0]]
+    for x in operands:
+        kind = type(x)
+        if kind in _PYTHON_NUMBERS:
+            key.append(kind)
+            continue
+        value = getattr(x, "_v", None)  # a Tensor's value (an array, or what stands for one)
+        if value is None:
+            return _result_type(operands)
+        key.append((value.dtype, not value.shape))
+    key = tuple(key)
+    found = _RESULT_TYPES.get(key)
+    if found is None:
+        found = _RESULT_TYPES[key] = _result_type(operands)
+    return found
+
+
+def _result_type(operands):
     dim = zero = wrapped = None
     for x in operands:
         d = None if isinstance(x, np.generic) else getattr(x, "dtype", None)  # NumPy scalars act as numbers

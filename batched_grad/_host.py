@@ -17,9 +17,14 @@ import weakref
 import jax
 import numpy as np
 
+from ._float_errors import ignore as ignore_float_errors
+from ._float_errors import restore as restore_float_errors
 from ._numpy_eval import derived, out_avals
-from ._tracing import compiling, eagerly, tracing
+from ._tracing import _outside_every_trace, compiling, eagerly, tracing
 from ._x64 import scoped
+
+HOST_ELEMENTS = 1 << 16  # operands larger than this run as kernels (host forms of small float operands)
+HOST_FLOATS = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
 
 
 class _ArraysById:
@@ -146,7 +151,7 @@ def _put_on_first_device():
 
 
 @functools.cache
-def _cpu_device_set():
+def cpu_device_set():
     """The default device, as Array.devices() gives it, where JAX's default backend is the CPU; else None."""
     return {jax.local_devices()[0]} if jax.default_backend() == "cpu" else None
 
@@ -155,17 +160,37 @@ def host_arrays(arrays):
     """The operands of an op as NumPy arrays sharing their memory, where the op may run on the host instead of in a
     kernel: on the CPU backend, outside any trace, each a NumPy array or a concrete JAX array on the default device
     (not a deferred, traced, meta or sharded value). Else None."""
-    devices = _cpu_device_set()
-    if devices is None or tracing():
+    if not ops_run_on_host():
         return None
     host = []
     for a in arrays:
         if type(a) is not np.ndarray:
-            if not isinstance(a, jax.Array) or isinstance(a, jax.core.Tracer) or a.devices() != devices:
+            a = device_array_on_host(a)
+            if a is None:
                 return None
-            a = np.asarray(a)
         host.append(a)
     return host
+
+
+def ops_run_on_host():
+    """Whether an op on concrete operands runs on the host now: on the CPU backend, outside any trace."""
+    return cpu_device_set() is not None and _outside_every_trace()
+
+
+def host_array(value):
+    """A Tensor's value as a NumPy array where an op may read it so on the host: host data not shared with NumPy as
+    it is, a concrete array on the default CPU device as a NumPy array sharing its memory; else None."""
+    if type(value) is np.ndarray:
+        return None if is_shared(value) else value
+    return device_array_on_host(value)
+
+
+def device_array_on_host(a):
+    """A concrete JAX array on the default CPU device as a NumPy array sharing its memory; None for anything else (a
+    deferred, traced, meta or sharded value)."""
+    if not isinstance(a, jax.Array) or isinstance(a, jax.core.Tracer) or a.devices() != cpu_device_set():
+        return None
+    return np.asarray(a)
 
 
 def on_host(op, arrays, static):
@@ -173,17 +198,28 @@ def on_host(op, arrays, static):
     where it has none, the form derived from its function (_numpy_eval.py); or None where it runs as a kernel: off
     the CPU backend, in a trace, or where its host form does not apply."""
     host = host_arrays(arrays)
-    return None if host is None else computed_on_host(op, host, static)
+    if host is None:
+        return None
+    out = computed_on_host(op, host, dict(static))
+    if out is None or op.multi:
+        return out
+    return (out,)
 
 
 def computed_on_host(op, host, static):
-    """on_host's outputs on operands already on the host (host_arrays' answer); None where the host form does not
-    apply to them."""
-    out = op.host(*host, **dict(static)) if op.host is not None else derived(op, host, static)
+    """The output of `op` (a tuple of them for a multi-output op) on operands already on the host (host_arrays'
+    answer), its static params given as a dict: a NumPy array for a NumPy scalar (x[i]); None where the host form
+    does not apply to them. Inf and nan come as the kernel gives them, without NumPy's warnings."""
+    form = op.host
+    token = ignore_float_errors()
+    try:
+        out = derived(op, host, static) if form is None else form(*host, **static)
+    finally:
+        restore_float_errors(token)
     if out is None:
         return None
     if not op.multi:
-        return (out if type(out) is np.ndarray else np.asarray(out),)  # a NumPy scalar (x[i]) as a 0-d array
+        return out if type(out) is np.ndarray else np.asarray(out)
     return tuple([np.asarray(o) for o in out])
 
 
@@ -191,6 +227,6 @@ def host_out_avals(op, static, avals):
     """ShapeDtypeStructs of the outputs of `op` on operands of `avals` where ops run on the host (the CPU backend,
     outside a trace), from the jaxpr its derived form traced once per pattern of shapes: no trace for a new size.
     Else, or where it has no derived form, None."""
-    if _cpu_device_set() is None or tracing():
+    if cpu_device_set() is None or tracing():
         return None
     return out_avals(op, static, avals)

@@ -5,10 +5,12 @@ methods from InPlace."""
 import weakref
 
 import jax.numpy as jnp
+import numpy as np
 
 from . import _dtypes, _dual, _graph, _transform_levels
 from ._budget import Jitted
 from ._grad_mode import is_grad_enabled
+from ._host import is_shared
 from ._saved import SavedValue
 from ._view_meta import check_view_creation
 from ._vmap_levels import is_batched
@@ -110,6 +112,31 @@ class InPlace:
             _saved_before_update(result.grad_fn, self, result)
         return self
 
+    def _aliases(self):
+        """The other tensors holding this one's elements as they are (its view base and the base's views, where each
+        is a plain alias: detach(), .data, a .grad that took over a gradient), which a write into it gives its result
+        as the general path does; None where one of them is another view (a slice, a transpose) or holds memory
+        shared with NumPy."""
+        root, chain = self._view if self._view is not None else (self, ())
+        if chain.count(DETACH) != len(chain):
+            return None
+        aliases, dead = [] if root is self else [root], False
+        for ref in root._views or ():
+            view = ref()
+            if view is None:
+                dead = True
+            elif view is not self:
+                chain = view._view[1]
+                if chain.count(DETACH) != len(chain):
+                    return None
+                aliases.append(view)
+        if dead:
+            _forget_dead_views(root)
+        for t in aliases:
+            if type(t._v) is np.ndarray and is_shared(t._v):
+                return None
+        return aliases
+
     def _assign_view(self, result, undo):
         """torch's in-place view ops (squeeze_, t_, ...): `self` takes the place of `result`, a view of itself of
         another shape: its value, its node and its place among its base's views. Views of a tensor that is no view
@@ -158,7 +185,7 @@ class InPlace:
                 written = scatter_into_view(base, result, chain)
             base._rebind(written)
         else:
-            base._value = _scatter_value_jit(base._value, result._value, ops) if ops else result._value
+            base._value = _scatter_value_jit(base._value, result._value, ops) if ops else result._held
         if graph and is_grad_enabled() and base.grad_fn is not None:
             self._rejoin_base(result, base, chain)
         else:
@@ -186,8 +213,8 @@ class InPlace:
         from ._ops.shape import regenerated_view
 
         view = regenerated_view(base, chain)
-        self._value = result._value
-        self.grad_fn, self._output_nr = view.grad_fn, view._output_nr
+        self._value = result._held
+        self._node, self._output_nr = view._node, view._output_nr
         if self._retains_grad:
             self._register_retain()
 
@@ -195,7 +222,7 @@ class InPlace:
         """Take `src`'s value; with grad mode on also its place in the graph (off: the value changes silently)."""
         self._value = src._held
         if is_grad_enabled() and (src.grad_fn is not None or self.grad_fn is not None):
-            self.grad_fn, self._output_nr = src.grad_fn, src._output_nr
+            self._node, self._output_nr = src._node, src._output_nr
             if self._retains_grad and self.grad_fn is not None:
                 self._register_retain()
 
@@ -213,7 +240,7 @@ class InPlace:
             if graph and len(ops) == len(chain):
                 view._rebind(regenerated_view(self, chain))
             else:
-                view._value = _view_value_jit(self._value, ops) if ops else self._value
+                view._value = _view_value_jit(self._value, ops) if ops else self._held
 
 
 def _saved_before_update(node, tensor, result):
@@ -232,6 +259,16 @@ def _saved_before_update(node, tensor, result):
             s.counter, s.version = counter, counter.value
             if s.output is not None:
                 s.output = weakref.ref(tensor)
+
+
+def _forget_dead_views(root):
+    """Drop the references to views of `root` that died (a `.detach().numpy()` that read a parameter, say), so that
+    in-place writes into it find no views to look at once none is alive. Under the lock of remember_view."""
+    _graph._lock.acquire()
+    try:
+        root._views = [r for r in root._views or () if r() is not None] or None
+    finally:
+        _graph._lock.release()
 
 
 def remember_view(root, view):

@@ -15,7 +15,7 @@ Deferred ops take their output shapes from the same jaxprs (_lazy.signature), wi
 
 A jaxpr holding a primitive without a row, an array of another dtype (complex, float16) or an effect has no
 derived form: the op runs as its kernel, and that answer is cached too. So do operands or intermediate arrays of
-more than HOST_ELEMENTS elements (_ops/_host_forms.py), and batched cotangents.
+more than HOST_ELEMENTS elements (_host.py), and batched cotangents.
 
 Values: exact operations give XLA's bits, transcendental functions and multiply-adds run as XLA's kernels, and sums
 (reductions, matrix products) differ from XLA's by their order, within n eps of the scale of a sum of n terms, as
@@ -34,7 +34,9 @@ import jax
 import numpy as np
 from jax.export import is_symbolic_dim, symbolic_shape
 
-from . import _store
+from . import _host, _store
+from ._float_errors import ignore as ignore_float_errors
+from ._float_errors import restore as restore_float_errors
 from ._numpy_program import Unsupported, dumps, flatten, loads, supported
 from ._x64 import scoped
 
@@ -249,33 +251,48 @@ def _bound(program, sizes):
     return steps, largest, [resolve(s) for s in program.in_shapes], outs
 
 
-@functools.cache
-def _host_forms():
-    from ._ops import _host_forms  # imported when first needed: _ops imports this module
-
-    return _host_forms
-
-
 def evaluate(program, sizes, arrays):
-    """The outputs (a list of NumPy arrays) of `program` on `arrays`; None where an array is too large."""
+    """The outputs (a list of NumPy arrays) of `program` on `arrays`; None where an array is too large. Inf and nan
+    come as XLA gives them, without NumPy's warnings."""
     steps, largest, in_shapes, _ = _bound(program, sizes)
-    if largest > _host_forms().HOST_ELEMENTS or [a.shape for a in arrays] != in_shapes:
+    if largest > _host.HOST_ELEMENTS or [a.shape for a in arrays] != in_shapes:
         return None
+    token = ignore_float_errors()
+    try:
+        return _run(program, steps, arrays)
+    finally:
+        restore_float_errors(token)
+
+
+def _run(program, steps, arrays):
+    """The outputs of `program`, its `steps` bound to the sizes of `arrays`, on `arrays` (float errors as the caller
+    handles them)."""
     registers = program.registers.copy()
     for slot, a in zip(program.in_slots, arrays):
         registers[slot] = a
-    # inf and nan as XLA gives them, without NumPy's warnings
-    return _host_forms().ignoring_float_errors(_run_steps, steps, registers, program.out_slots)
-
-
-def _run_steps(steps, registers, out_slots):
     for fn, ins, outs, params, dtypes, multi in steps:
-        out = fn(*[registers[i] for i in ins], **params)
+        out = fn(*map(registers.__getitem__, ins), **params)
         for slot, value, dtype in zip(outs, out if multi else (out,), dtypes):
             if type(value) is not np.ndarray or value.dtype != dtype:
                 value = np.asarray(value, dtype)
             registers[slot] = value
-    return [registers[s] for s in out_slots]
+    return list(map(registers.__getitem__, program.out_slots))
+
+
+def _runner(program, steps):
+    """A function of the arrays giving the outputs of `program` (its `steps` bound to their sizes): a program of one
+    step on its arguments in order (one primitive: most ops) calls that step's function directly."""
+    if len(steps) == 1:
+        fn, ins, outs, params, dtypes, multi = steps[0]
+        if not multi and len(dtypes) == 1 and ins == program.in_slots and outs == program.out_slots:
+            (dtype,) = dtypes
+
+            def run(arrays):
+                out = fn(*arrays, **params)
+                return [out if type(out) is np.ndarray and out.dtype == dtype else np.asarray(out, dtype)]
+
+            return run
+    return functools.partial(_run, program, steps)
 
 
 def _forward(op, static, avals):
@@ -316,24 +333,41 @@ def _vjp(vjp_fn, spec):
     return program_for(key, build, sig.avals, True, sig.static)
 
 
-_found = {}  # (op, static, operand avals) -> what _forward gives: an op called again on the same shapes finds it here
+_found = {}  # (op, static, operand avals) -> the runner of its derived form on them (_runner), or None if it has none
 
 
 def derived(op, arrays, static):
     """What `op.fn(*arrays, **static)` gives (a tuple for a multi-output op), with NumPy; None where the op has no
-    derived form on these operands (NumPy arrays)."""
-    avals = tuple([(a.shape, a.dtype) for a in arrays])
-    key = (op, static, avals)
+    derived form on these operands (NumPy arrays). `static`: the op's static params, a dict. Float errors as the
+    caller handles them (computed_on_host ignores them)."""
+    # static params in the order given (the sorted items key the traced programs); one operand's aval flat
+    if len(arrays) == 1:
+        key = (op, tuple(static.items()), arrays[0].shape, arrays[0].dtype)
+    else:
+        key = (op, tuple(static.items()), tuple([(a.shape, a.dtype) for a in arrays]))
     found = _found.get(key, _MISSING)
     if found is _MISSING:
-        found = _forward(op, static, avals)
+        found = _bound_forward(op, tuple(sorted(static.items())), tuple([(a.shape, a.dtype) for a in arrays]))
         if len(_found) >= MAX_PROGRAMS:
             _found.clear()
         _found[key] = found
-    outs = None if found is None else evaluate(*found, arrays)
-    if outs is None:
+    if found is None:
         return None
+    outs = found(arrays)
     return tuple(outs) if op.multi else outs[0]
+
+
+def _bound_forward(op, static, avals):
+    """The runner of op's derived form on operands of `avals`; None where it has none, or one of its arrays is too
+    large for the host."""
+    forward = _forward(op, static, avals)
+    if forward is None:
+        return None
+    program, sizes = forward
+    steps, largest, in_shapes, _ = _bound(program, sizes)
+    if largest > _host.HOST_ELEMENTS or [shape for shape, _ in avals] != in_shapes:
+        return None
+    return _runner(program, steps)
 
 
 def derived_vjp(vjp_fn, spec, arrays):

@@ -313,7 +313,10 @@ def _dot_general(a, b, dimension_numbers, preferred_element_type=None, **_):
 # ---- reductions ------------------------------------------------------------------------------------------------
 def _reduce(ufunc, identity):
     def reduce(a, axes, **_):
-        return ufunc.reduce(a, axis=tuple(axes), dtype=a.dtype, initial=identity(a.dtype))
+        dtype, axes = a.dtype, tuple(axes)
+        # ufunc.reduce(array, axis, dtype, out, keepdims, initial): over every axis into a 0-d array, not a scalar
+        out = np.empty((), dtype) if len(axes) == a.ndim else None
+        return ufunc.reduce(a, axes, dtype, out, False, identity(dtype))
 
     return reduce
 

@@ -207,7 +207,7 @@ class SavedValue:
             if result is None:
                 result = Tensor._wrap(unshared(data._v), requires_grad=self.requires_grad)
         elif packed is None:  # a fresh alias of the output: it takes its place in the graph
-            data.grad_fn, data._output_nr = grad_fn, self.output_nr
+            data._node, data._output_nr = grad_fn, self.output_nr
             return _dual.restore_tangent(data, self.tangent)
         else:
             result = Tensor._wrap(unshared(data._v), grad_fn=grad_fn, output_nr=self.output_nr)

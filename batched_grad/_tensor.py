@@ -50,12 +50,13 @@ SCALAR_REQUIRES_GRAD = (
     "Converting a tensor with requires_grad=True to a scalar may lead to unexpected behavior.\n"
     "Consider using tensor.detach() first."
 )
-_UNDELETABLE = {  # torch's errors for `del tensor.<name>`
+_UNDELETABLE = {  # torch's errors for `del tensor.<name>` (the properties' deleters)
     "data": "Deleting tensor data is not allowed. Delete tensor instead!",
     "requires_grad": "requires_grad must be a bool",
     "_grad_fn": "Deletion of _grad_fn not allowed. Detach tensor instead!",
     "_backward_hooks": "Deletion of _backwards_hooks not allowed!",
 }
+_NOT_WRITABLE = "attribute '{}' of 'Tensor' objects is not writable"
 _warned = set()
 _warn_always = [False]
 
@@ -175,7 +176,7 @@ class Tensor(InPlace):
     __slots__ = (
         "_v",
         "_requires_grad",
-        "grad_fn",
+        "_node",  # grad_fn: a slot of another name, so that `del t.grad_fn` fails as torch's
         "_output_nr",
         "_grad",
         "_counter",
@@ -195,7 +196,7 @@ class Tensor(InPlace):
     @classmethod
     def _wrap(cls, value, grad_fn=None, output_nr=0, requires_grad=False):
         t = object.__new__(cls)
-        t._v, t.grad_fn, t._output_nr = value, grad_fn, output_nr
+        t._v, t._node, t._output_nr = value, grad_fn, output_nr
         t._requires_grad = requires_grad
         t._grad = t._view = t._views = t._hooks = t._post_accumulate_hooks = t._accumulator = t._creation = None
         t._grad_dtype = AS_DTYPE
@@ -314,13 +315,17 @@ class Tensor(InPlace):
     @property
     def requires_grad(self):
         """Whether gradients are computed for this tensor (settable on leaves)."""
-        return self.grad_fn is not None or self._requires_grad
+        return self._node is not None or self._requires_grad
 
     @requires_grad.setter
     def requires_grad(self, flag):
         if not isinstance(flag, bool):
             raise RuntimeError("requires_grad must be a bool")
         self._set_requires_grad(flag, REQUIRES_GRAD_DTYPE[0].lower() + REQUIRES_GRAD_DTYPE[1:])
+
+    @requires_grad.deleter
+    def requires_grad(self):
+        raise RuntimeError(_UNDELETABLE["requires_grad"])
 
     def requires_grad_(self, requires_grad=True):
         """Set requires_grad on this leaf in place and return it (True on a non-leaf is a no-op). As torch's, refused
@@ -389,13 +394,39 @@ class Tensor(InPlace):
     def grad_dtype(self, value):
         set_grad_dtype(self, value)
 
-    def __delattr__(self, name):
-        """As torch's: the autograd attributes cannot be deleted (`del t.grad` sets it to None)."""
-        if name in _UNDELETABLE:
-            raise RuntimeError(_UNDELETABLE[name])
-        if name in Tensor.__slots__:
-            raise AttributeError(f"attribute {name!r} of 'Tensor' objects is not writable")
-        object.__delattr__(self, name)
+    @property
+    def grad_fn(self):
+        """The node that made this tensor (None for a leaf)."""
+        return self._node
+
+    @grad_fn.setter
+    def grad_fn(self, value):
+        raise AttributeError(_NOT_WRITABLE.format("grad_fn"))
+
+    @grad_fn.deleter
+    def grad_fn(self):
+        raise AttributeError(_NOT_WRITABLE.format("grad_fn"))
+
+    @property
+    def _grad_fn(self):
+        """grad_fn, by torch's other name for it (which cannot be deleted)."""
+        return self._node
+
+    @_grad_fn.deleter
+    def _grad_fn(self):
+        raise RuntimeError(_UNDELETABLE["_grad_fn"])
+
+    @property
+    def _backward_hooks(self):
+        """The hooks register_hook added to this tensor, by their handles' ids (None before the first)."""
+        node = self._node
+        if node is None:
+            return self._hooks
+        return None if node.tensor_pre_hooks is None else node.tensor_pre_hooks.get(self._output_nr)
+
+    @_backward_hooks.deleter
+    def _backward_hooks(self):
+        raise RuntimeError(_UNDELETABLE["_backward_hooks"])
 
     @property
     def retains_grad(self):
@@ -491,7 +522,7 @@ class Tensor(InPlace):
         """Detach this tensor from the graph in place: it becomes a leaf that does not require grad."""
         if self._view is not None and DETACH not in self._view[1]:
             raise RuntimeError(DETACH_VIEW)
-        self.grad_fn, self._output_nr, self._requires_grad = None, 0, False
+        self._node, self._output_nr, self._requires_grad = None, 0, False
         return self
 
     @property
@@ -514,6 +545,10 @@ class Tensor(InPlace):
             if ref() is not None:
                 ref()._view = None
         self._views = None
+
+    @data.deleter
+    def data(self):
+        raise RuntimeError(_UNDELETABLE["data"])
 
     # ---- conversion ---------------------------------------------------------------------------------
     def jax(self):

@@ -13,8 +13,7 @@ import pytest
 import torch
 
 import batched_grad as bg
-from batched_grad import _budget, _lazy, _store
-from batched_grad._ops import _host_forms
+from batched_grad import _budget, _host, _lazy, _store
 
 _xla_compiles = []
 jax.monitoring.register_event_duration_secs_listener(
@@ -31,7 +30,7 @@ def budget(monkeypatch):
     """Restores the limits in force, and starts from an empty budget. Ops run as kernels, not on the host (whose
     derived forms compile a kernel per bucket of sizes, not per size). The store of executables is off: an evicted
     program would load from it instead of compiling again (test_program_store.py)."""
-    monkeypatch.setattr(_host_forms, "HOST_ELEMENTS", 0)
+    monkeypatch.setattr(_host, "HOST_ELEMENTS", 0)
     monkeypatch.setattr(_store._state, "directory", None)
     limits = _budget.set_cache_limit()
     _budget.clear()

@@ -127,3 +127,23 @@ def _run(code, lib):
     scope = {"m": lib}
     exec("\n".join(statements), scope)
     return eval(last, scope)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_number_operands_give_torchs_values(dtype):
+    """A Python number reaches the host form's NumPy function as it is (cast to the op's dtype there, as the kernel
+    casts it): floats that round, overflow or underflow in float32, and ints float64 holds exactly or not."""
+    x0 = np.array([1.5, -2.25, 3.0, 1e-3], dtype)
+    numbers = [0.1, 1e300, -1e-50, 16777217, 2**53 + 1, -(2**62) - 777, 3]
+    outputs = {}
+    for lib in (bg, torch):
+        x = lib.tensor(x0)
+        results = [op(x, n) for n in numbers for op in (lambda x, n: x + n, lambda x, n: n - x, lambda x, n: x * n)]
+        p = lib.tensor(x0)
+        for n in numbers[:3]:
+            p.mul_(n).add_(n, alpha=2)
+        results.append(p)
+        outputs[lib] = results
+    for got, expected in zip(outputs[bg], outputs[torch]):
+        assert str(got.dtype) == str(expected.dtype)
+        np.testing.assert_array_equal(got.numpy(), expected.numpy())

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import batched_grad as bg
-from batched_grad._ops import _host_forms
+from batched_grad import _host
 from oracle import assert_same
 
 CPU = jax.default_backend() == "cpu"
@@ -73,7 +73,7 @@ def test_other_dtypes_as_torch(make):
 
 
 def test_large_operands_run_as_kernels(monkeypatch):
-    monkeypatch.setattr(_host_forms, "HOST_ELEMENTS", 8)
+    monkeypatch.setattr(_host, "HOST_ELEMENTS", 8)
     x = np.linspace(-2.0, 2.0, 11).astype(np.float32)
     before = bg.compile_count()
     got = bg.tanh(bg.tensor(x) * 3)

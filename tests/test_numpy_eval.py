@@ -9,8 +9,7 @@ import torch
 from jax import lax
 
 import batched_grad as bg
-from batched_grad import _numpy_eval, _numpy_rows
-from batched_grad._ops import _host_forms
+from batched_grad import _host, _numpy_eval, _numpy_rows
 from oracle import assert_same
 
 CPU = jax.default_backend() == "cpu"
@@ -108,7 +107,7 @@ def test_values_agree_with_the_kernel(name, dtype, monkeypatch):
     ours = _operands(bg, dtype)
     sizes = (101, 117)
     derived = [row(bg, *ours, k).numpy() for k in sizes]
-    monkeypatch.setattr(_host_forms, "HOST_ELEMENTS", 0)
+    monkeypatch.setattr(_host, "HOST_ELEMENTS", 0)
     kernel = [row(bg, *ours, k).numpy() for k in sizes]
     for n, d, k in zip(sizes, derived, kernel):
         if name == "softmax":
@@ -130,7 +129,7 @@ def test_elementwise_chains_agree_bit_for_bit_with_the_kernel(monkeypatch):
         lambda t: bg.where(t > 0, bg.log1p(t.abs()), bg.expm1(t)),
     ]
     derived = [f(x).numpy() for f in chains]
-    monkeypatch.setattr(_host_forms, "HOST_ELEMENTS", 0)
+    monkeypatch.setattr(_host, "HOST_ELEMENTS", 0)
     for d, f in zip(derived, chains):
         np.testing.assert_array_equal(d, f(x).numpy())
 
@@ -254,7 +253,7 @@ def test_repeated_calls_give_the_same_bits_and_compile_nothing():
 
 
 def test_large_operands_and_other_dtypes_run_as_kernels(monkeypatch):
-    monkeypatch.setattr(_host_forms, "HOST_ELEMENTS", 64)
+    monkeypatch.setattr(_host, "HOST_ELEMENTS", 64)
     x = bg.tensor(_values(np.float32))
     x[:70].mean()
     before = bg.compile_count()

@@ -10,8 +10,7 @@ import pytest
 
 import batched_grad as bg
 import vmap
-from batched_grad import _fused, _fusion, _lazy
-from batched_grad._ops import _host_forms
+from batched_grad import _fused, _fusion, _host, _lazy
 from op_db import REAL, entries
 
 ULPS = 2
@@ -74,7 +73,7 @@ def _numpy(values, grads):
 def _eager(sweep, monkeypatch, host):
     """Each op alone: its host form (where it has one) or, with `host` False, its kernel; the per-node backward."""
     if not host:
-        monkeypatch.setattr(_host_forms, "HOST_ELEMENTS", 0)
+        monkeypatch.setattr(_host, "HOST_ELEMENTS", 0)
     monkeypatch.setattr(_lazy, "FUSE_AFTER", 10**9)
     with bg.no_grad():
         alone = [[v.numpy() for v in _float_outputs(e, bg.tensor(x))] for e, x in zip(sweep.ops, sweep.inputs)]

@@ -1,6 +1,7 @@
 """The op table's public face: module functions with torch's names, and the Tensor methods and operators
 generated from them."""
 
+import functools
 from typing import NamedTuple
 
 import jax.numpy as jnp
@@ -38,7 +39,7 @@ from . import (
     statistics,
     strided,
 )
-from ._core import Op, apply
+from ._core import Op, apply, apply_in_place
 from ._public import public
 from .closeness import allclose, equal, is_complex, is_floating_point, is_tensor, isclose, numel
 from .complex_parts import conj, imag, real
@@ -202,7 +203,11 @@ def _exact_cast(values, dtype):
 
 
 def _copy_on_host(a, src):
-    return np.broadcast_to(src.astype(a.dtype, copy=False), a.shape) if _exact_cast(src, a.dtype) else None
+    if src.dtype != a.dtype:
+        if not _exact_cast(src, a.dtype):
+            return None
+        src = src.astype(a.dtype)
+    return src if src.shape == a.shape else np.broadcast_to(src, a.shape)  # host data is never written into
 
 
 _COPY = Op(
@@ -255,11 +260,17 @@ def jax_function(fn):
 
 
 def _inplace(name, fn, doc):
-    """The in-place method `name`: fn(self, ...) written into self (its version, views and graph updated)."""
+    """The in-place method `name`: fn(self, ...) written into self (its version, views and graph updated). Where
+    `fn` has an in-place lane (`fn.in_place`, _core.apply_in_place), the method tries it first."""
+    lane = getattr(fn, "in_place", None)
 
     def method(self, *args, **kwargs):
         if _transform_levels.guards_captures():  # before the op's own checks, as torch's
             _transform_levels.check_not_captured(self, name, args, kwargs)
+        elif lane is not None:
+            done = lane(self, *args, **kwargs)
+            if done is not None:
+                return done
         return self._assign(fn(self, *args, **kwargs), name, args, kwargs)
 
     method.__name__ = method.__qualname__ = name
@@ -278,7 +289,7 @@ def _in_place_version(name, fn):
     return _inplace(f"{name}_", fn, f"In-place version of {name}.\n\n{fn.__doc__}")
 
 
-_ZERO = Op("zero", lambda a: rows_of(jnp.zeros_like(a), a), linear=True, host=np.zeros_like)
+_ZERO = Op("zero", lambda a: rows_of(jnp.zeros_like(a), a), linear=True, host=lambda a: np.zeros(a.shape, a.dtype))
 # the number is an operand (a 0-d array): a new value compiles nothing
 _FILL_NUMBER = Op(
     "fill",
@@ -310,6 +321,14 @@ def _zero(self):
     return apply(_ZERO, [self])
 
 
+def _fill_in_place(self, value):
+    return None if isinstance(value, Tensor) else apply_in_place(_FILL_NUMBER, self, value)
+
+
+_zero.in_place = functools.partial(apply_in_place, _ZERO)
+_fill.in_place = _fill_in_place
+
+
 def fill(input, value):
     """A tensor like input filled with `value` (a number or a 0-dim tensor, whose derivative it takes)."""
     return _fill(input, value)
@@ -317,6 +336,9 @@ def fill(input, value):
 
 def _copy(self, src):
     return apply(_COPY, [self, src])
+
+
+_copy.in_place = functools.partial(apply_in_place, _COPY)
 
 
 def _reversed(fn):

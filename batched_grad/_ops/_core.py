@@ -11,13 +11,25 @@ import numpy as np
 
 from vmap._rows import map_rows
 
-from .. import _graph
+from .. import _graph, _host
 from .._dtypes import differentiable
 from .._dual import LEVELS as DUAL_LEVELS
 from .._dual import apply_dual
+from .._float_errors import ignore as ignore_float_errors
+from .._float_errors import restore as restore_float_errors
 from .._foreign import TORCH_TENSOR_PASSED, is_torch_tensor
+from .._grad_mode import _state as GRAD_MODE
 from .._grad_mode import is_grad_enabled
-from .._host import computed_on_host, host_arrays, host_read, is_shared, on_host, to_device
+from .._host import (
+    HOST_FLOATS,
+    computed_on_host,
+    cpu_device_set,
+    host_array,
+    host_read,
+    is_shared,
+    on_host,
+    to_device,
+)
 from .._layout import note_base
 from .._lazy import Call, Pending, Signature, defer, kernel, materialize, signature
 from .._meta import MetaValue, check_devices, meta_value, shapes_of
@@ -25,6 +37,7 @@ from .._numpy_eval import derived_vjp
 from .._reads import output_copies, output_reads
 from .._saved import SavedValue, modified_error
 from .._tensor import DETACH, Tensor, remember_view
+from .._tracing import _outside_every_trace as outside_every_trace
 from .._view_meta import note_view
 from .._x64 import set_x64, swap_x64
 from ._forward_refused import checked_forward
@@ -62,7 +75,9 @@ class Op:
     `host` (optional): the op computed with NumPy, `host(*arrays, **static)` giving what `fn` gives (or None where
     it does not apply), which runs instead of a kernel on the CPU backend when every operand is concrete
     (_host.on_host), whether the op is computed now or deferred and computed alone (_lazy): no compile for a new
-    shape. `host_vjp` (optional): `host_vjp(cotangent, operands, avals, **static)` gives, with NumPy, the gradient
+    shape; where it is small_floats' form, `numpy` is its NumPy function, which the eager path calls directly on
+    operands of the op's float dtype. `host_vjp` (optional): `host_vjp(cotangent, operands, avals, **static)` gives,
+    with NumPy, the gradient
     of each operand (None for those without one) of a one-output op, from its output's cotangent and the operands
     its node saves (None for the others); or None where it does not apply.
     `inputs` (optional): how many leading operands are torch's inputs; the others (numbers passed as operands so
@@ -100,6 +115,7 @@ class Op:
         "fused",
         "host",
         "host_vjp",
+        "numpy",
         "inputs",
         "saved_names",
         "saved_static",
@@ -134,6 +150,7 @@ class Op:
     ):
         self.name, self.fn, self.linear, self.view, self.multi = name, fn, linear, view, multi
         self.reads, self.host, self.host_vjp, self.inputs = reads, host, host_vjp, inputs
+        self.numpy = getattr(host, "numpy", None)
         self.links, self.fused = links or reads, fused
         self.multilinear, self.whole_backward = multilinear, whole_backward
         self.view_step, self.diagonal, self.involution = view_step, diagonal, involution
@@ -185,19 +202,19 @@ def apply(op, operands, **static):
 
     A recorded op is deferred: its outputs are Pending values (_lazy.py), computed when read; so is any op on the
     rows of a vmap.vmap input. An op outside the graph that reads deferred values computes them now."""
-    static = tuple(static.items()) if len(static) < 2 else tuple(sorted(static.items()))
     if op.forward_error is not None:
-        op = checked_forward(op, operands, static)
+        op = checked_forward(op, operands, _static_key(static))
     tried = False
     if DUAL_LEVELS.tangents is None:
-        outs = _computed_on_host(op, operands, static)
-        if outs is not None:
-            if outs is _DECLINED:
-                tried = True
-            elif not op.multi and not op.view:
-                return Tensor._wrap(outs[0])
-            else:
-                return _wrapped(op, operands, static, outs, [differentiable(o.dtype) for o in outs], None)
+        out = _computed_on_host(op, operands, static)
+        if out is _DECLINED:
+            tried = True
+        elif out is not None:
+            if not op.multi and not op.view:
+                return Tensor._wrap(out)
+            outs = out if op.multi else (out,)
+            return _wrapped(op, operands, _static_key(static), outs, [differentiable(o.dtype) for o in outs], None)
+    static = _static_key(static)
     previous = swap_x64(True)
     try:
         if DUAL_LEVELS.tangents is not None:  # a forward-mode AD level is open (_dual.py)
@@ -207,32 +224,107 @@ def apply(op, operands, **static):
         set_x64(previous)
 
 
+def _static_key(static):
+    """An op's static params (a dict) as the sorted tuple of their items that keys its kernels and signatures."""
+    return tuple(static.items()) if len(static) < 2 else tuple(sorted(static.items()))
+
+
 _DECLINED = object()  # _computed_on_host's answer where the host form was tried on these operands and does not apply
 
 
 def _computed_on_host(op, operands, static):
-    """The outputs of `op` computed now by its host form (hand-written or derived), without entering JAX's 64-bit
-    mode nor moving a number operand to the device; None where the op is recorded or deferred, or an operand is
-    not a concrete, unshared value on the host's device or a float or int (then `_apply` decides); _DECLINED where
-    the host form does not apply to these operands (then the op runs as its kernel)."""
-    values = []
+    """The output of `op` (a tuple for a multi-output op) computed now by its host form (hand-written or derived), on
+    its static params `static` (a dict), without entering JAX's 64-bit mode nor moving a number operand to the
+    device; None where the op is recorded or deferred, or an operand is not a concrete, unshared value on the
+    host's device or a float or int (then `_apply` decides); _DECLINED where the host form does not apply to these
+    operands (then the op runs as its kernel). One pass over the operands, which also tells whether they all have
+    the op's float dtype, so that the NumPy function of its host form runs as it is (Op.numpy): this is every eager
+    op's path."""
+    recording = GRAD_MODE.enabled
+    numpy_fn = op.numpy
+    dtype = limit = None
+    if numpy_fn is not None:
+        dtype, limit = static.get("dtype"), _host.HOST_ELEMENTS
+    values, numbers = [], False
     for x in operands:
         if isinstance(x, Tensor):
-            if (x._requires_grad or x.grad_fn is not None) and is_grad_enabled():
+            if recording and (x._requires_grad or x._node is not None):
                 return None
             v = x._v
-            if type(v) is np.ndarray and is_shared(v):
-                return None  # memory shared with NumPy: `_apply` reads a copy
+            if type(v) is not np.ndarray or v.base is not None:  # a device array, or a view (of NumPy's memory?)
+                v = host_array(v)
+                if v is None:
+                    return None
+            if numpy_fn is not None:
+                if dtype is None:
+                    dtype = v.dtype  # an op without a dtype param computes in its operands' one dtype
+                if v.dtype != dtype or v.size > limit:
+                    numpy_fn = None
             values.append(v)
-        elif type(x) is float or (type(x) is int and fits_int64(x)):
-            values.append(np.asarray(x))
+        elif type(x) is float or type(x) is int:
+            kind = _number_kind(x, dtype)
+            if kind is None:
+                return None
+            values.append(x)  # the NumPy function casts a Python number to the op's dtype, as the kernel does
+            numbers = True
+            numpy_fn = numpy_fn if kind else None
         else:
             return None
-    host = host_arrays(values)
-    if host is None:
+    if not outside_every_trace() or cpu_device_set() is None:  # _host.ops_run_on_host, on every eager op's path
         return None
-    outs = computed_on_host(op, host, static)
-    return _DECLINED if outs is None else outs
+    if numpy_fn is not None and dtype in HOST_FLOATS:
+        token = ignore_float_errors()
+        try:
+            out = np.asarray(numpy_fn(*values))  # a NumPy scalar (np.dot's) as a 0-d array
+        finally:
+            restore_float_errors(token)
+        if out.dtype == dtype:  # else NumPy before 2.0 promoted for a number's value
+            return out
+    out = computed_on_host(op, _number_arrays(values) if numbers else values, static)
+    return _DECLINED if out is None else out
+
+
+_EXACT_INTS = 2**53  # the ints float64 holds exactly
+
+
+def _number_kind(x, dtype):
+    """For a Python float or int operand: None where the op refuses it (an int beyond int64's range), True where the
+    host form's NumPy function may take it as it is (the op has a dtype param, and an int is one float64 holds
+    exactly: NumPy would round a larger one twice, through float64), else False."""
+    if type(x) is int and not fits_int64(x):
+        return None
+    return dtype is not None and (type(x) is float or -_EXACT_INTS <= x <= _EXACT_INTS)
+
+
+def _number_arrays(values):
+    """The host operands with their Python numbers as 0-d arrays, as host forms take them."""
+    return [np.asarray(v) if type(v) is float or type(v) is int else v for v in values]
+
+
+def apply_in_place(op, tensor, *others, **static):
+    """`tensor` holding op(tensor, *others, **static) computed now on the host, as do its plain aliases (detach(),
+    .data, a .grad: InPlace._aliases), its version bumped: the whole of an in-place op where nothing else follows
+    from it (no graph, other views, tangents nor transform that watches the write: the caller checks that), which
+    is then the op's own in-place lane (an `in_place` attribute of its function, that the in-place method tries
+    first). None where that does not hold, or the result would not fit `tensor` as it is, or computing it fails:
+    the caller takes the in-place path of _inplace.py, which covers every case and raises torch's errors."""
+    if DUAL_LEVELS.tangents is not None:
+        return None
+    aliases = () if tensor._view is None and not tensor._views else tensor._aliases()
+    if aliases is None:
+        return None
+    try:
+        out = _computed_on_host(op, (tensor, *others), static)
+    except Exception:  # operands that do not broadcast, say: the general path says so in torch's words
+        return None
+    held = tensor._v
+    if type(out) is not np.ndarray or out.shape != held.shape or out.dtype != held.dtype:
+        return None
+    tensor._v = out
+    for alias in aliases:
+        alias._v = out
+    tensor._counter.value += 1
+    return tensor
 
 
 def _apply(op, operands, static, host_tried=False):

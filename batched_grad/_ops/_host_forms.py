@@ -3,55 +3,47 @@ compiles nothing. Only for float32/float64 results of small operands (large ones
 
 import numpy as np
 
+from .. import _host
+from .._float_errors import ignoring_float_errors
+from .._host import HOST_FLOATS
 from .shape import sum_to
 
-try:  # np.errstate costs 0.75 us a use, as much as a small ufunc; setting its context variable costs 0.1 us
-    from numpy._core._ufunc_config import _extobj_contextvar
-    from numpy._core.umath import _make_extobj
-
-    _IGNORE_ALL = _make_extobj(all="ignore")
-
-    def ignoring_float_errors(f, *args):
-        token = _extobj_contextvar.set(_IGNORE_ALL)
-        try:
-            return f(*args)
-        finally:
-            _extobj_contextvar.reset(token)
-
-except ImportError:  # pragma: no cover - depends on the NumPy version
-
-    def ignoring_float_errors(f, *args):
-        with np.errstate(all="ignore"):
-            return f(*args)
-
-
-HOST_ELEMENTS = 1 << 16  # operands larger than this run as kernels
-_FLOATS = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
+_FLOAT32, _FLOAT64 = np.dtype(np.float32), np.dtype(np.float64)
 
 
 def small_floats(f):
     """The host form of the NumPy function `f`: operands cast to the op's `dtype` param (or all of one float dtype
-    where it has none), as its kernel casts them; None (a kernel) for other dtypes or large operands."""
+    where it has none), as its kernel casts them; None (a kernel) for other dtypes or large operands. Its `numpy`
+    attribute is `f`, which the eager path calls directly on operands that already have the op's dtype (Op.numpy)."""
 
     def host(*arrays, dtype=None):
         given = dtype is not None
         dtype = dtype if given else arrays[0].dtype
-        if dtype not in _FLOATS:
+        if dtype not in HOST_FLOATS:
             dtype = np.dtype(dtype)
-            if dtype not in _FLOATS:
+            if dtype not in HOST_FLOATS:
                 return None
-        operands = []
         for a in arrays:
-            if a.size > HOST_ELEMENTS:
-                return None
-            if a.dtype != dtype:
-                if not given:
-                    return None
-                a = a.astype(dtype)
-            operands.append(a)
-        return ignoring_float_errors(f, *operands)  # inf and nan as the kernel gives them, without NumPy's warnings
+            if a.dtype != dtype or a.size > _host.HOST_ELEMENTS:
+                return _cast(f, arrays, dtype, given)
+        return f(*arrays)  # the common case, operands of the op's dtype; computed_on_host ignores float errors
 
+    host.numpy = f
     return host
+
+
+def _cast(f, arrays, dtype, given):
+    """small_floats' host form on operands of which some are not of `dtype`: cast to it where the op names it."""
+    operands = []
+    for a in arrays:
+        if a.size > _host.HOST_ELEMENTS:
+            return None
+        if a.dtype != dtype:
+            if not given:
+                return None
+            a = a.astype(dtype)
+        operands.append(a)
+    return f(*operands)
 
 
 def in_float64_host(f):
@@ -59,7 +51,7 @@ def in_float64_host(f):
     whose kernel does the same (elementwise.in_float64), so both round the same accurate value."""
 
     def wide(a):
-        return f(a.astype(np.float64)).astype(a.dtype) if a.dtype == np.float32 else f(a)
+        return f(a.astype(_FLOAT64)).astype(_FLOAT32) if a.dtype == _FLOAT32 else f(a)
 
     return wide
 
@@ -71,7 +63,7 @@ def small_float_vjp(rule):
     large cotangents."""
 
     def host_vjp(ct, operands, avals, **static):
-        if ct.dtype not in _FLOATS or ct.size > HOST_ELEMENTS:
+        if ct.dtype not in HOST_FLOATS or ct.size > _host.HOST_ELEMENTS:
             return None
         operands = [None if o is None else o.astype(ct.dtype, copy=False) for o in operands]
         grads = ignoring_float_errors(rule, ct, *operands)

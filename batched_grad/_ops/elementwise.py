@@ -14,7 +14,7 @@ from .._dtypes import not_implemented
 from .._foreign import not_a_tensor
 from .._tensor import Tensor
 from . import _derivatives
-from ._core import SAVES_BOTH, SAVES_INPUT, SAVES_RESULT, Op, apply
+from ._core import SAVES_BOTH, SAVES_INPUT, SAVES_RESULT, Op, apply, apply_in_place
 from ._fused_backward import FUSED_ZEROS, Fused
 from ._host_forms import ARITHMETIC_VJPS, in_float64_host, small_floats
 
@@ -112,6 +112,10 @@ _NEG_BOOL = (
     "Negation, the `-` operator, on a bool tensor is not supported. If you are trying to invert a mask, use the `~` "
     "or `logical_not()` operator instead."
 )
+_SUB_BOOLS = (
+    "Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or `logical_xor()` operator "
+    "instead."
+)
 _SUB_BOOL = (
     "Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to invert a mask, use the "
     "`~` or `logical_not()` operator instead."
@@ -202,10 +206,23 @@ def _unary_op(name, row):
     )
     rule = _dtypes.float_result if row.float_result else row.result_dtype or (lambda d: d)
 
+    results = {}  # {NumPy dtype of a float or complex input: of the result}: what the row gives for it
+
     def public(input):
-        dtype = input.dtype
-        _check_dtype(name, dtype, row.no_kernel, row.bool_error)
-        return apply(op, [input], dtype=rule(dtype).np)
+        result = results.get(input._v.dtype)
+        if result is None:
+            dtype = input.dtype
+            _check_dtype(name, dtype, row.no_kernel, row.bool_error)
+            result = rule(dtype).np
+            if dtype.is_floating_point or dtype.is_complex:  # an integer's result follows the default dtype
+                results[input._v.dtype] = result
+        return apply(op, [input], dtype=result)
+
+    def in_place(input):
+        result = results.get(input._v.dtype)  # a dtype not met yet: the general path checks it
+        return None if result is None else apply_in_place(op, input, dtype=result)
+
+    public.in_place = in_place
 
     return _named(public, name, f"Elementwise {name} of `input` (torch.{name}).")
 
@@ -252,6 +269,8 @@ def _binary_op(
     kernel = kernel or name
     host = host and small_floats(host)
     checked = no_kernel or complex_error
+    plain = not (checked or float_result)  # two Tensors of one dtype compute in it, unchecked
+    numbers = not tensors_only  # a Python number may be an operand
 
     def make(backward_name=None, saves=torch_saves):
         return Op(
@@ -271,7 +290,20 @@ def _binary_op(
 
     op, ops = make(), {kinds: make(*overload) for kinds, overload in dict(overloads).items()}
 
-    def public(input, other):
+    def resolved(input, other):
+        """(the input, a Tensor where both operands are numbers; the NumPy dtype the op computes in; the op to apply),
+        torch's errors for what it refuses. The common cases take no promotion call: promotion keeps the Tensor
+        input's dtype with a Tensor of that dtype, or with a float or an int where it is float or complex."""
+        if (
+            plain
+            and isinstance(input, Tensor)
+            and (
+                other._v.dtype == input._v.dtype
+                if isinstance(other, Tensor)
+                else numbers and (type(other) is float or type(other) is int) and input._v.dtype.kind in "fc"
+            )
+        ):
+            return input, input._v.dtype, ops.get((True, isinstance(other, Tensor)), op) if ops else op
         if tensors_only:
             for position, (argument, value) in enumerate((("input", input), ("other", other)), 1):
                 if not isinstance(value, Tensor):
@@ -280,17 +312,25 @@ def _binary_op(
             if not two_numbers:
                 raise not_a_tensor(name, "input", input)
             input = Tensor._wrap(np.asarray(input, _dtypes.scalar_dtype(input).np))  # torch.add(1, 2) is tensor(3)
-        if isinstance(input, Tensor) and isinstance(other, Tensor) and input._v.dtype == other._v.dtype:
-            dtype = input.dtype  # the common case, without promotion
-        else:
-            dtype = _dtypes.result_type(input, other)
+        dtype = _dtypes.result_type(input, other)
         if checked:
             _check_dtype(kernel, dtype, no_kernel, complex_error=complex_error)
-        if float_result:
-            dtype = _dtypes.float_result(dtype)
         chosen = ops.get((isinstance(input, Tensor), isinstance(other, Tensor)), op) if ops else op
-        return _apply(chosen, [input, other], dtype=dtype.np)
+        return input, _dtypes.float_result(dtype).np if float_result else dtype.np, chosen
 
+    def public(input, other):
+        input, dtype, chosen = resolved(input, other)
+        try:
+            return apply(chosen, [input, other], dtype=dtype)
+        except (TypeError, ValueError):
+            _check_broadcast([input, other])
+            raise
+
+    def in_place(input, other):
+        input, dtype, chosen = resolved(input, other)
+        return apply_in_place(chosen, input, other, dtype=dtype)
+
+    public.in_place = in_place
     return _named(public, name, doc)
 
 
@@ -389,11 +429,26 @@ _pow = _binary_op(
 
 
 def _scaled(other, alpha, input):
+    """alpha * other for add and sub, after torch's check of alpha against their result's dtype (an int suits
+    every dtype, and a float any float or complex result: checked without promotion where `input` is one)."""
+    if type(alpha) is not int and not (
+        type(alpha) is float and isinstance(input, Tensor) and input._v.dtype.kind in "fc"
+    ):
+        _check_alpha(alpha, _dtypes.result_type(input, other))
     if alpha == 1:
         return other
-    if isinstance(alpha, float) and not _dtypes.result_type(input, other).is_floating_point:
-        raise RuntimeError("For integral input tensors, argument alpha must not be a floating point number.")
     return mul(other, alpha) if isinstance(other, Tensor) else other * alpha
+
+
+def _check_alpha(alpha, dtype):
+    """torch's checks of alpha: a bool one only for a bool result, a float one only for a float or complex result, a
+    complex one only for a complex result."""
+    if isinstance(alpha, (bool, np.bool_)) and dtype is not _dtypes.bool:
+        raise RuntimeError("Boolean alpha only supported for Boolean results.")
+    if not (dtype.is_floating_point or dtype.is_complex or isinstance(alpha, (int, np.integer, np.bool_))):
+        raise RuntimeError("For integral input tensors, argument alpha must not be a floating point number.")
+    if not dtype.is_complex and isinstance(alpha, (complex, np.complexfloating)):
+        raise RuntimeError("For non-complex input tensors, argument alpha must not be a complex number.")
 
 
 def add(input, other, *, alpha=1):
@@ -401,16 +456,30 @@ def add(input, other, *, alpha=1):
     return _add(input, _scaled(other, alpha, input))
 
 
+def _add_in_place(input, other, *, alpha=1):
+    return _add.in_place(input, other if type(alpha) is int and alpha == 1 else _scaled(other, alpha, input))
+
+
 def sub(input, other, *, alpha=1):
     """input - alpha * other."""
-    if _dtypes.bool in (_dtype_of(input), _dtype_of(other)):
-        raise RuntimeError(_SUB_BOOL)
-    return _sub(input, _scaled(other, alpha, input))
+    return _sub(input, _subtrahend(input, other, alpha))
 
 
-def mul(input, other):
-    """Elementwise product."""
-    return _mul(input, other)
+def _sub_in_place(input, other, *, alpha=1):
+    return _sub.in_place(input, _subtrahend(input, other, alpha))
+
+
+def _subtrahend(input, other, alpha):
+    bools = [_dtype_of(input), _dtype_of(other)].count(_dtypes.bool)
+    if bools:
+        raise RuntimeError(_SUB_BOOLS if bools == 2 else _SUB_BOOL)
+    return _scaled(other, alpha, input)
+
+
+add.in_place, sub.in_place = _add_in_place, _sub_in_place
+
+
+mul = _named(_mul, "mul", "Elementwise product.")
 
 
 def div(input, other, *, rounding_mode=None):
@@ -422,6 +491,13 @@ def div(input, other, *, rounding_mode=None):
     if rounding_mode == "floor":
         return floor_divide(input, other)
     raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '{rounding_mode}'")
+
+
+def _div_in_place(input, other, *, rounding_mode=None):
+    return _true_div.in_place(input, other) if rounding_mode is None else None
+
+
+div.in_place = _div_in_place
 
 
 def true_divide(input, other):

@@ -68,8 +68,15 @@ _PRODUCT_NAMES = (
     "BmmBackward0",
     "UnsafeViewBackward0",
 )
+# the inner product of two vectors by np.dot: the same BLAS sum as np.matmul's, for less than its dispatch
 _PRODUCTS = {
-    name: Op("matmul", jnp.matmul, backward_name=name, multilinear=True, host=small_floats(np.matmul))
+    name: Op(
+        "matmul",
+        jnp.matmul,
+        backward_name=name,
+        multilinear=True,
+        host=small_floats(np.dot if name == "DotBackward0" else np.matmul),
+    )
     for name in _PRODUCT_NAMES
 }
 
@@ -94,43 +101,70 @@ def _folded(sa, sb):
     return "bmm", (batch,) + ((1,) + sa if len(sa) == 1 else sa[-2:]), (batch,) + sb[-2:]
 
 
-def matmul(input, other):
-    """Matrix product with torch's rules for 1-D and batched operands."""
-    sa, sb = tuple(input.shape), tuple(other.shape)
-    if not sa or not sb:
-        raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are {len(sa)}D and {len(sb)}D")
-    kind, a_shape, b_shape = _folded(sa, sb)
-    _check_product(kind, input, other, a_shape, b_shape)
-    name = _MATMUL_NAMES.get((len(sa), len(sb)), "UnsafeViewBackward0")
-    return apply(_PRODUCTS[name], [input, other])
+_CHECKED = {}  # {(kernel, operand shapes and dtypes): its op}: the operands of a product that passed torch's checks
+_MAX_CHECKED = 4096
 
 
-def _product(kind, name, a, b):
-    error = _NDIM_ERRORS[kind](a, b)
+def _product(kernel, a, b):
+    """The product `kernel` ("matmul", "dot", "mv", "mm" or "bmm") of `a` and `b`, after torch's checks, which are
+    remembered for Tensors of the same shapes and dtypes."""
+    if not (isinstance(a, Tensor) and isinstance(b, Tensor)):
+        return apply(_checked_op(kernel, a, b), [a, b])
+    va, vb = a._v, b._v
+    key = (kernel, va.shape, vb.shape, va.dtype, vb.dtype)
+    op = _CHECKED.get(key)
+    if op is None:
+        op = _checked_op(kernel, a, b)
+        if len(_CHECKED) >= _MAX_CHECKED:
+            _CHECKED.clear()
+        _CHECKED[key] = op
+    return apply(op, [a, b])
+
+
+def _checked_op(kernel, a, b):
+    """The op of the product `kernel` of `a` and `b`, or torch's error for them."""
+    if kernel == "matmul":
+        sa, sb = tuple(a.shape), tuple(b.shape)
+        if not sa or not sb:
+            raise RuntimeError(
+                f"both arguments to matmul need to be at least 1D, but they are {len(sa)}D and {len(sb)}D"
+            )
+        kind, a_shape, b_shape = _folded(sa, sb)
+        _check_product(kind, a, b, a_shape, b_shape)
+        return _PRODUCTS[_MATMUL_NAMES.get((len(sa), len(sb)), "UnsafeViewBackward0")]
+    error = _NDIM_ERRORS[kernel](a, b)
     if error:
         raise RuntimeError(error)
-    _check_product(kind, a, b, tuple(a.shape), tuple(b.shape))
-    return apply(_PRODUCTS[name], [a, b])
+    _check_product(kernel, a, b, tuple(a.shape), tuple(b.shape))
+    return _PRODUCTS[_KERNEL_NAMES[kernel]]
+
+
+_KERNEL_NAMES = {"dot": "DotBackward0", "mv": "MvBackward0", "mm": "MmBackward0", "bmm": "BmmBackward0"}
+
+
+def matmul(input, other):
+    """Matrix product with torch's rules for 1-D and batched operands."""
+    return _product("matmul", input, other)
 
 
 def mm(input, mat2):
     """(n, m) @ (m, p)."""
-    return _product("mm", "MmBackward0", input, mat2)
+    return _product("mm", input, mat2)
 
 
 def bmm(input, mat2):
     """(b, n, m) @ (b, m, p)."""
-    return _product("bmm", "BmmBackward0", input, mat2)
+    return _product("bmm", input, mat2)
 
 
 def mv(input, vec):
     """(n, m) @ (m,)."""
-    return _product("mv", "MvBackward0", input, vec)
+    return _product("mv", input, vec)
 
 
 def dot(input, other):
     """Inner product of two 1-D tensors."""
-    return _product("dot", "DotBackward0", input, other)
+    return _product("dot", input, other)
 
 
 _OUTER = Op(

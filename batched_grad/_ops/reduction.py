@@ -74,7 +74,11 @@ _ANY = _reduce_op("any", jnp.any)
 def _accumulating_dtype(input, dtype):
     if dtype is not None:
         return _dtypes.to_dtype(dtype)
-    return _dtypes.int64 if _dtypes.category(input.dtype) < 2 else input.dtype
+    return _ACCUMULATING[input._v.dtype]
+
+
+# {NumPy dtype of an input: the dtype torch sums or multiplies it in}: integers and bool in int64
+_ACCUMULATING = {d.np: _dtypes.int64 if _dtypes.category(d) < 2 else d for d in _dtypes.ALL}
 
 
 def sum(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A001

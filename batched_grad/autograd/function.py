@@ -499,7 +499,7 @@ def _received_output(output, k, node, ctx, args, dirty, counts):
     elif output.grad_fn is not None or output._requires_grad:
         output = Tensor._wrap(output._value)
     if differentiable:
-        output.grad_fn, output._output_nr = node, k
+        output._node, output._output_nr = node, k
     return _custom_view(output, n_tensors)
 
 

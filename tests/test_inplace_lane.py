@@ -1,0 +1,134 @@
+"""The lean path of in-place ops (_core.apply_in_place): where nothing follows from a write (no graph, views,
+tangents nor capturing transform), an in-place op on host data takes its host result as the tensor's value. Every
+other case takes the general path; either way the values, dtypes, versions, views and errors are torch's, the value
+stays on the host, and nothing compiles."""
+
+import sys
+
+import jax
+import numpy as np
+import pytest
+import torch
+
+import batched_grad as bg
+from batched_grad import _host
+from oracle import raises_like_torch
+
+
+def _run(code, lib):
+    """The value of the last `; `-separated statement of `code`, run with `m` as the library."""
+    *statements, last = code.split("; ")
+    scope = {"m": lib, "np": np}
+    exec("\n".join(statements), scope)
+    return eval(last, scope)
+
+
+def _plain(value):
+    """Tensors as (values, dtype name, version), for comparing what bg and torch give."""
+    if isinstance(value, (tuple, list)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (bg.Tensor, torch.Tensor)):
+        return value.detach().numpy().tolist(), str(value.dtype), value._version
+    return value.tolist() if isinstance(value, np.ndarray) else value
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "p = m.arange(4.0); p.add_(m.ones(4)); p.sub_(m.full((4,), 0.5), alpha=2); p.mul_(3); p.div_(2.0); p",
+        "p = m.arange(4.0); p.tanh_(); p.exp_(); p",
+        "p = m.ones(4); v = p[1:3]; p.add_(m.ones(4)); p.mul_(2.0); (p, v)",  # a base with a view
+        "p = m.ones(4); p[:2].mul_(3.0); p",  # a view written into
+        "p = m.ones(4); d = p.detach(); p.sub_(m.full((4,), 0.5)); (p, d)",  # storage shared by detach()
+        "p = m.ones(4); q = p.data; p.zero_(); (p, q)",
+        "p = m.ones(4); d = p.detach(); e = d.detach(); d.mul_(3.0); e.add_(m.ones(4)); (p, d, e)",  # into an alias
+        "p = m.ones(4); d = p.detach(); v = p[1:]; d.mul_(3.0); (p, d, v)",  # an alias of a base with a view
+        "a = np.ones(3, np.float32); t = m.from_numpy(a); d = t.detach(); d.add_(m.ones(3)); (t, d, a)",
+        "p = m.ones(4); p.add_(m.ones(4, dtype=m.float64)); p",  # computed in float64, cast back
+        "p = m.ones(2, 3); p.add_(m.arange(3.0)); p.copy_(m.tensor([1.0, 2.0, 3.0])); p",  # broadcast operands
+        "p = m.ones(4, dtype=m.int64); p.mul_(3); p.add_(m.ones(4, dtype=m.int64), alpha=2); p",
+        "p = m.ones(3, dtype=m.float64); p.fill_(2.5); p.mul_(m.tensor(2.0)); p",
+        "p = m.ones(2, dtype=m.complex64); p.add_(m.ones(2, dtype=m.complex64), alpha=0.5); p.sub_(1, alpha=2j); p",
+        "p = m.ones(2, dtype=m.bool); p.add_(m.ones(2, dtype=m.bool), alpha=True); p",
+        "p = m.ones(2, dtype=m.float16); p.mul_(3.5); p.add_(2, alpha=3); p",
+        "a = np.ones(3, np.float32); t = m.from_numpy(a); t.add_(m.ones(3)); t.mul_(2.0); (t, a)",  # shared memory
+        "p = m.ones(3, requires_grad=True); g = m.full((3,), 0.5); "
+        "m.set_grad_enabled(False); p.add_(g, alpha=-0.1); p.mul_(0.5); m.set_grad_enabled(True); p",
+    ],
+)
+def test_in_place_ops_give_torchs_values_dtypes_and_versions(code):
+    assert _plain(_run(code, bg)) == _plain(_run(code, torch))
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "m.ones(4, dtype=m.int64).add_(m.ones(4))",  # a float result into an integer tensor
+        "m.ones(3).add_(m.ones(2, 3))",  # a result larger than the tensor
+        "m.ones(3).mul_(m.ones(4))",  # shapes that do not broadcast
+        "m.ones(3, requires_grad=True).add_(1.0)",  # a leaf that requires grad, in grad mode
+        "m.ones(3, dtype=m.bool).sub_(m.ones(3, dtype=m.bool))",
+        "m.ones(3, dtype=m.bool) - True",
+        "m.ones(2, dtype=m.int64).add_(m.ones(2, dtype=m.int64), alpha=0.5)",  # add and sub's checks of alpha
+        "m.add(m.ones(2, dtype=m.int64), m.ones(2, dtype=m.int64), alpha=1.0)",
+        "m.ones(2).add_(m.ones(2), alpha=True)",
+        "m.sub(m.ones(2), m.ones(2), alpha=1j)",
+    ],
+)
+def test_in_place_ops_raise_torchs_errors(code):
+    raises_like_torch(lambda m: _run(code, m))
+
+
+def test_an_operand_that_requires_grad_records_the_in_place_op():
+    code = "p = m.full((3,), 3.0); w = m.full((3,), 2.0, requires_grad=True); p.mul_(w); (p, w)"
+    (got, w), (expected, t_w) = _run(code, bg), _run(code, torch)
+    assert got.requires_grad and type(got.grad_fn).__name__ == type(expected.grad_fn).__name__ == "MulBackward0"
+    (g,) = bg.autograd.grad(got.sum(), w)
+    (t_g,) = torch.autograd.grad(expected.sum(), t_w)
+    np.testing.assert_array_equal(g.numpy(), t_g.numpy())
+
+
+@pytest.fixture
+def moves(monkeypatch):
+    """A list that gets one entry per array moved to the device: by any module's to_device, or by jax.device_put."""
+    moved = []
+    original, put = _host.to_device, jax.device_put
+    for name, module in list(sys.modules.items()):
+        if name.startswith("batched_grad") and getattr(module, "to_device", None) is original:
+            monkeypatch.setattr(module, "to_device", lambda a: moved.append(a.shape) or original(a))
+    monkeypatch.setattr(jax, "device_put", lambda *a, **k: moved.append("device_put") or put(*a, **k))
+    return moved
+
+
+def _optimizer_steps(lib, p, steps):
+    """Hand-written SGD with momentum on a parameter whose .grad a backward made: the in-place updates alone."""
+    buf = lib.zeros_like(p)
+    with lib.no_grad():
+        for _ in range(steps):
+            buf.mul_(0.9).add_(p.grad)
+            p.add_(buf, alpha=-0.01)
+            p.sub_(p, alpha=1e-4)
+    p.grad.zero_()
+    return p
+
+
+def test_optimizer_updates_stay_on_the_host_and_compile_nothing(moves):
+    rng = np.random.default_rng(5)
+    w0, x0 = rng.standard_normal(64).astype(np.float32), rng.standard_normal(64).astype(np.float32)
+    ps = {}
+    for lib in (bg, torch):
+        p = ps[lib] = lib.tensor(w0, requires_grad=True)
+        (p * lib.tensor(x0)).tanh().sum().backward()
+    _optimizer_steps(bg, ps[bg], 1)  # warm: a first call may compile
+    (ps[bg] * bg.tensor(x0)).tanh().sum().backward()
+    moved, compiles = len(moves), bg.compile_count()
+    _optimizer_steps(bg, ps[bg], 20)
+    assert len(moves) == moved, f"the updates moved {moves[moved:]} to the device"
+    assert bg.compile_count() == compiles
+    assert type(ps[bg]._v) is np.ndarray and type(ps[bg].grad._v) is np.ndarray
+    _optimizer_steps(torch, ps[torch], 1)
+    (ps[torch] * torch.tensor(x0)).tanh().sum().backward()
+    _optimizer_steps(torch, ps[torch], 20)
+    assert ps[bg]._version == ps[torch]._version
+    np.testing.assert_allclose(ps[bg].detach().numpy(), ps[torch].detach().numpy(), rtol=1e-5, atol=1e-6)
+    assert not ps[bg].grad.numpy().any()
