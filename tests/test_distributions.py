@@ -149,8 +149,8 @@ def test_sample_moments_match_the_distribution(name):
 
 @pytest.mark.parametrize("name", ["Normal", "MultivariateNormal", "Laplace", "Exponential"])
 def test_rsample_gradient_matches_torch_for_the_same_noise(name):
-    # our noise and torch's differ; the sample is a deterministic function of the parameters and the noise, so
-    # the gradient of sum(x * w) is checked through torch run on the noise that our sample implies
+    # the sample is a deterministic function of the parameters and the noise, so the gradient of sum(x * w) is
+    # checked through torch run on the noise that our sample implies (whatever noise torch would draw)
     ours, theirs, our_params, their_params = _both(name, requires_grad=True)
     bg.manual_seed(3)
     x = ours.rsample((2,))
@@ -291,17 +291,79 @@ def test_constraints_check_like_torch():
         assert repr(getattr(D.constraints, name)) == repr(getattr(TD.constraints, name))
 
 
-@pytest.mark.slow
-def test_gamma_rsample_gradient_is_the_implicit_reparameterization():
-    # d x / d alpha = -(dF/dalpha)/(dF/dx) for the Gamma CDF F: checked by finite differences of torch's CDF
-    alpha = bg.tensor([0.7, 2.0, 5.0], dtype=bg.float64, requires_grad=True)
-    bg.manual_seed(1)
-    x = D.Gamma(alpha, bg.ones(3, dtype=bg.float64)).rsample()
-    (grad,) = bg.autograd.grad(x.sum(), [alpha])
-    a, xs, h = torch.tensor([0.7, 2.0, 5.0], dtype=torch.float64), torch.tensor(x.detach().numpy()), 1e-6
-    d_alpha = (torch.special.gammainc(a + h, xs) - torch.special.gammainc(a - h, xs)) / (2 * h)
-    density = TD.Gamma(a, torch.ones(3, dtype=torch.float64)).log_prob(xs).exp()
-    np.testing.assert_allclose(grad.numpy(), (-d_alpha / density).numpy(), rtol=1e-5)
+# every family's draws are torch's for the same seed: its samplers run on the same stream (Categorical's multinomial,
+# the gamma rejection sampler of Gamma, Beta, Dirichlet and StudentT, ...)
+_DRAWN = [name for name in CASES if name not in ("MultivariateNormalCov", "MultivariateNormalPrec")]
+
+
+def _draws(module, name, dtype):
+    params, _ = CASES[name]
+    dist = getattr(module.distributions, _family(name))(
+        **{k: module.tensor(v, dtype=getattr(module, dtype)) for k, v in params.items()}
+    )
+    module.manual_seed(11)
+    draws = [dist.sample((3,)), dist.sample()]
+    if dist.has_rsample:
+        draws.append(dist.rsample((2,)))
+    return [d.double().numpy() for d in draws]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("name", _DRAWN)
+def test_draws_are_torchs_for_the_same_seed(name, dtype):
+    tolerance = dict(rtol=1e-6, atol=1e-7) if dtype == "float32" else dict(rtol=1e-13, atol=1e-15)
+    for ours, theirs in zip(_draws(bg, name, dtype), _draws(torch, name, dtype), strict=True):
+        np.testing.assert_allclose(ours, theirs, **tolerance)
+
+
+def test_mixture_draws_are_torchs_for_the_same_seed():
+    def draws(m):
+        dist = m.distributions
+        mixture = dist.MixtureSameFamily(
+            dist.Categorical(m.tensor([0.3, 0.7])), dist.Normal(m.tensor([0.0, 5.0]), m.tensor([1.0, 0.5]))
+        )
+        m.manual_seed(2)
+        return mixture.sample((6,)).numpy()
+
+    np.testing.assert_array_equal(draws(bg), draws(torch))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_gamma_and_student_t_rsample_gradients_are_torchs(dtype):
+    # torch's implicit reparameterization gradient of its gamma draws (a series, a saddle point expansion and a
+    # rational approximation by regime of alpha and x), through Gamma's rate and StudentT's chi-square
+    def gradients(m):
+        d = getattr(m, dtype)
+        alpha = m.tensor([0.3, 0.9, 2.0, 5.0, 12.0, 40.0], dtype=d, requires_grad=True)
+        rate = m.tensor([1.5, 0.5, 2.0, 1.0, 0.7, 3.0], dtype=d, requires_grad=True)
+        m.manual_seed(5)
+        x = m.distributions.Gamma(alpha, rate).rsample((3,))
+        weights = m.arange(18, dtype=d).reshape(3, 6)
+        df = m.tensor([3.0, 7.5], dtype=d, requires_grad=True)
+        m.manual_seed(6)
+        t = m.distributions.StudentT(df, 0.5, 2.0).rsample((4,))
+        return m.autograd.grad((x * weights).sum(), [alpha, rate]) + m.autograd.grad(t.sin().sum(), [df])
+
+    tolerance = dict(rtol=1e-5) if dtype == "float32" else dict(rtol=1e-12)
+    for ours, theirs in zip(gradients(bg), gradients(torch), strict=True):
+        np.testing.assert_allclose(ours.numpy(), theirs.numpy(), **tolerance)
+
+
+def test_draws_while_tracing_keep_their_support():
+    # under vmap the parameters are traced: the draws are then JAX's (keyed by the default generator)
+    bg.manual_seed(0)
+
+    def draw(c):
+        simplex = bg.stack([c, c + 1])
+        return (
+            D.Gamma(c, 1.0).rsample(),
+            D.Dirichlet(simplex).rsample(),
+            D.Categorical(logits=bg.stack([c, -c])).sample(),
+        )
+
+    gammas, simplex, indices = vmap.vmap(draw, randomness="different")(bg.tensor([0.5, 2.0, 3.0]))
+    assert (gammas.numpy() > 0).all() and np.allclose(simplex.sum(-1).numpy(), 1.0)
+    assert set(indices.tolist()) <= {0, 1}
 
 
 @pytest.mark.slow
