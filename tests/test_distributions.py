@@ -1,6 +1,8 @@
 """batched_grad.distributions against torch.distributions: densities, moments, entropies, CDFs, KL values and their
 gradients in float64; sample shapes and moments; validate_args' errors; rsample and log_prob under transforms."""
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -347,6 +349,46 @@ def test_gamma_and_student_t_rsample_gradients_are_torchs(dtype):
     tolerance = dict(rtol=1e-5) if dtype == "float32" else dict(rtol=1e-12)
     for ours, theirs in zip(gradients(bg), gradients(torch), strict=True):
         np.testing.assert_allclose(ours.numpy(), theirs.numpy(), **tolerance)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_dirichlet_and_beta_rsample_gradients_are_torchs(dtype):
+    # torch's Dirichlet gradient, from each coordinate's Beta marginal: Taylor series near 0 and 1, a saddle point
+    # expansion for large concentrations, a rational approximation between (Beta draws through a 2-D Dirichlet)
+    def gradients(m):
+        d = getattr(m, dtype)
+        c = m.tensor([[0.3, 2.0, 3.0], [8.0, 12.0, 0.7], [15.0, 20.0, 30.0]], dtype=d, requires_grad=True)
+        a = m.tensor([0.5, 2.0, 9.0], dtype=d, requires_grad=True)
+        b = m.tensor([1.5, 0.4, 11.0], dtype=d, requires_grad=True)
+        m.manual_seed(7)
+        z = m.distributions.Dirichlet(c).rsample((2,))
+        x = m.distributions.Beta(a, b).rsample((3,))
+        weights = m.arange(18, dtype=d).reshape(2, 3, 3)
+        return m.autograd.grad((z * weights).sum() + x.sin().sum(), [c, a, b])
+
+    tolerance = dict(rtol=1e-5, atol=1e-7) if dtype == "float32" else dict(rtol=1e-11, atol=1e-14)
+    for ours, theirs in zip(gradients(bg), gradients(torch), strict=True):
+        np.testing.assert_allclose(ours.numpy(), theirs.numpy(), **tolerance)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_implicit_gradient_formulas_are_torchs_across_their_regimes(dtype):
+    from batched_grad.distributions import _implicit_gradients as implicit
+
+    grid = np.array([0.05, 0.3, 0.9, 1.7, 4.0, 7.5, 9.0, 25.0])
+    alpha, x = (v.ravel().astype(dtype) for v in np.meshgrid(grid, grid * 0.97))
+    with jax.enable_x64(True):  # as batched_grad's ops run them: the formulas accumulate in double
+        gamma = implicit._torch_gamma_gradient(jnp.asarray(alpha), jnp.asarray(x))
+    expected = torch._standard_gamma_grad(torch.tensor(alpha), torch.tensor(x))
+    tolerance = dict(rtol=1e-5, atol=1e-7) if dtype == "float32" else dict(rtol=1e-11, atol=1e-14)
+    np.testing.assert_allclose(np.asarray(gamma), expected.numpy(), **tolerance)
+    share = np.linspace(0.01, 0.99, 9).astype(dtype)
+    s, a = (v.ravel() for v in np.meshgrid(share, grid.astype(dtype)))
+    total = (a / np.where(s > 0.5, 1 - s, s) * 0.5 + a).astype(dtype)  # totals above alpha, near and far from it
+    with jax.enable_x64(True):
+        dirichlet = implicit._torch_dirichlet_gradient(jnp.asarray(s), jnp.asarray(a), jnp.asarray(total))
+    expected = torch._dirichlet_grad(torch.tensor(s), torch.tensor(a), torch.tensor(total))
+    np.testing.assert_allclose(np.asarray(dirichlet), expected.numpy(), **tolerance)
 
 
 def test_draws_while_tracing_keep_their_support():

@@ -11,6 +11,7 @@ import batched_grad as bg
 
 from .._ops._index_parse import _concrete
 from .._ops.random_draws import sample
+from ._implicit_gradients import dirichlet_draw, gamma_draw
 from .distribution import _lazy_property as lazy_property
 
 __all__ = [
@@ -85,83 +86,15 @@ def standard_exponential(shape, dtype):
     return _draw("exponential", shape, dtype, lambda bits, size: bits.exponential(size, _real(dtype), 1.0))
 
 
-def _torch_gamma_gradient(alpha, x):
-    """torch's standard_gamma_grad_one, elementwise in double: the reparameterized gradient dx/dalpha =
-    -(dF/dalpha) / (dF/dx) of a standard Gamma(alpha) draw x, by a Taylor series below x = 0.8, Rice's saddle point
-    expansion above alpha = 8, and a bivariate rational approximation between."""
-    a, x = alpha.astype(jnp.float64), x.astype(jnp.float64)
-    safe_x = jnp.maximum(x, jnp.finfo(jnp.float64).tiny)
-    # Taylor series of the regularized lower incomplete gamma function and its alpha-derivative
-    numer, denom = jnp.ones_like(x), a
-    series1, series2 = numer / denom, numer / (denom * denom)
-    for i in range(1, 6):
-        numer = numer * (-x / i)
-        denom = denom + 1
-        series1, series2 = series1 + numer / denom, series2 + numer / (denom * denom)
-    pow_x_alpha = jnp.power(safe_x, a)
-    pdf = jnp.power(safe_x, a - 1) * jnp.exp(-x)
-    cdf_alpha = (jnp.log(safe_x) - jax.scipy.special.digamma(a)) * pow_x_alpha * series1 - pow_x_alpha * series2
-    taylor = -cdf_alpha / pdf
-    taylor = jnp.where(jnp.isnan(taylor), 0.0, taylor)
-    # Rice saddle point expansion (large alpha), with its own rational form near x = alpha
-    near = (
-        (1 + 24 * a * (1 + 12 * a))
-        * (1440 * a * a + 6 * x * (53 - 120 * x) - 65 * x * x / a + a * (107 + 3600 * x))
-        / (1244160 * a * a * a * a)
-    )
-    root = jnp.sqrt(8 * a)
-    gap = jnp.where(x == a, 1.0, a - x)
-    term2 = root / gap
-    term3 = jnp.power(jnp.abs(x - a - a * jnp.log(safe_x / a)), -1.5)
-    term23 = jnp.where(x < a, term2 - term3, term2 + term3)
-    term1 = jnp.log(safe_x / a) * term23 - jnp.sqrt(2 / a) * (a + x) / (gap * gap)
-    stirling = 1 + 1 / (12 * a) * (1 + 1 / (24 * a))
-    saddle = jnp.where((0.9 * a <= x) & (x <= 1.1 * a), near, -stirling * x * term1 / root)
-    # bivariate rational approximation in u = log(x / alpha), v = log(alpha)
-    u, v = jnp.log(safe_x / a), jnp.log(a)
-    coef = [c0 + u * (c1 + u * c2) for c0, c1, c2 in zip(*_GAMMA_GRAD_COEFFICIENTS)]
-    p = coef[0] + v * (coef[1] + v * (coef[2] + v * coef[3]))
-    q = coef[4] + v * (coef[5] + v * (coef[6] + v * coef[7]))
-    rational = jnp.exp(p / q)
-    result = jnp.where(x < 0.8, taylor, jnp.where(a > 8.0, saddle, rational))
-    return result.astype(alpha.dtype)
-
-
-_GAMMA_GRAD_COEFFICIENTS = (
-    (0.16009398, -0.094634809, 0.025146376, -0.0030648343, 1, 0.32668115, 0.10406089, 0.0014179084),
-    (0.53487893, 0.1298071, 0.065735949, -0.0015649758, 0.16639465, 0.020070113, -0.0035938915, -0.00058392623),
-    (
-        0.040121004,
-        -0.0065914022,
-        -0.0026286047,
-        -0.0013441777,
-        0.017050642,
-        -0.0021309326,
-        0.00085092367,
-        -1.5247877e-07,
-    ),
-)
-
-
-@jax.custom_jvp
-def _gamma_draw(concentration, drawn):
-    return drawn
-
-
-@_gamma_draw.defjvp
-def _gamma_draw_jvp(primals, tangents):
-    concentration, drawn = primals
-    return drawn, _torch_gamma_gradient(concentration, drawn) * tangents[0]
-
-
 def _drawn_by_jax(key, concentration):
     rng = jax.random.wrap_key_data(key.astype(jnp.uint32))
     drawn = jax.random.gamma(rng, jax.lax.stop_gradient(concentration), concentration.shape, dtype=concentration.dtype)
-    return _gamma_draw(concentration, drawn)
+    return gamma_draw(concentration, drawn)
 
 
-_GAMMA_OF_DRAW = bg.jax_function(_gamma_draw)
+_GAMMA_OF_DRAW = bg.jax_function(gamma_draw)
 _GAMMA_BY_JAX = bg.jax_function(_drawn_by_jax)
+_DIRICHLET_OF_DRAW = bg.jax_function(dirichlet_draw)
 
 
 def standard_gamma(concentration):
@@ -184,24 +117,22 @@ def standard_gamma(concentration):
 
 
 def sample_dirichlet(concentration):
-    """Draws on the simplex (concentration's last dimension) differentiable through normalized standard_gamma
-    draws. Where the concentration's values are known, the values are torch's _sample_dirichlet (double gamma
-    draws, normalized, clamped into (0, 1)); the gradient is that of those gamma draws normalized."""
+    """Draws on the simplex (concentration's last dimension), differentiable in the concentration as torch's
+    _sample_dirichlet (its reparameterized gradient, from each coordinate's Beta marginal). Where the
+    concentration's values are known the draws are torch's (double gamma draws normalized, clamped into (0, 1));
+    while tracing, normalized standard_gamma draws."""
     alphas = _concrete(concentration.detach())
     if alphas is None:
-        gammas = standard_gamma(concentration)
+        gammas = standard_gamma(concentration).detach()
         ratios = gammas / gammas.sum(-1, keepdim=True)
         finfo = bg.finfo(ratios.dtype)
-        return ratios + (ratios.clamp(min=finfo.tiny, max=1 - finfo.eps / 2) - ratios).detach()
+        return _DIRICHLET_OF_DRAW(concentration, ratios.clamp(min=finfo.tiny, max=1 - finfo.eps / 2))
     real = _real(concentration.dtype)
 
-    def draw(bits, size):  # the double gamma draws and torch's normalized values (exact in double), stacked
-        gammas = bits.standard_gamma(np.broadcast_to(alphas, size[:-1]), np.float64)
+    def draw(bits, size):
+        gammas = bits.standard_gamma(np.broadcast_to(alphas, size), np.float64)
         ratios = (gammas / gammas.sum(-1, keepdims=True)).astype(real)
-        ratios = np.clip(ratios, np.finfo(real).tiny, np.nextafter(real(1), real(0)))
-        return np.stack([gammas, ratios.astype(np.float64)], -1)
+        return np.clip(ratios, np.finfo(real).tiny, np.nextafter(real(1), real(0)))
 
-    drawn = sample(None, "_sample_dirichlet", alphas.shape + (2,), draw)
-    gammas = _GAMMA_OF_DRAW(concentration.double(), drawn[..., 0])
-    ratios = (gammas / gammas.sum(-1, keepdim=True)).to(concentration.dtype)
-    return ratios + (drawn[..., 1].to(ratios.dtype) - ratios).detach()
+    drawn = sample(None, "_sample_dirichlet", alphas.shape, draw)
+    return _DIRICHLET_OF_DRAW(concentration, drawn.to(concentration.dtype))
