@@ -568,8 +568,8 @@ def _save_order(names, count):
 def _saved_operand(op, index, operand, array):
     """What a node saves of operand `index`: a Tensor's SavedValue; an operand given as a number or a list as a
     SavedValue too where torch makes it a tensor it saves (freed with the graph), else as it is."""
-    if isinstance(operand, Tensor):
-        return SavedValue(operand)
+    if isinstance(operand, Tensor):  # the saved-tensor hooks see only what torch's node saves (exp: its result)
+        return SavedValue(operand, hooks=index > 0 or "input" in op.torch_saves)
     return SavedValue.of_operand(array) if _freed_with_graph(op, index, array) else array
 
 
@@ -619,11 +619,7 @@ class OpNode(_graph.Node):
         if "input" not in saves and type(first) is SavedValue:  # an in-place change of it leaves this backward
             first.counter, first.version, first.original = _graph.UNCHANGING, 0, None  # valid: not torch's
         self.saved_results = tuple(
-            [
-                SavedValue(r, self, hooks=False)
-                for r in results
-                if ("result" if r.grad_fn is self else "indices") in saves
-            ]
+            [SavedValue(r, self) for r in results if ("result" if r.grad_fn is self else "indices") in saves]
         )
 
     def check_results(self):
@@ -655,11 +651,16 @@ class OpNode(_graph.Node):
         return _vjp_spec(sig, self.saved_mask, want, ct_mask, batch)
 
     def _unpacked(self, create_graph):
-        """The saved operands' values (those saved, in operand order), read in the order torch's node reads them."""
+        """The saved operands' values (those saved, in operand order), read in the order torch's node reads them;
+        then the results torch saves are unpacked as its node does (their unpack hooks run), though the VJP here
+        reads the operands only."""
         values = list(self.saved)
         for i in _save_order(self.sig.op.saved_names, len(values)):
             if isinstance(values[i], SavedValue):
                 values[i] = values[i].unpack(create_graph)
+        for s in self.saved_results:
+            if s.packed is not None:
+                s.unpack(create_graph)
         return [v for v, s in zip(values, self.saved) if s is not None]
 
     def backward(self, cotangents, create_graph, batch=None):
