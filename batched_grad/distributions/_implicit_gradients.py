@@ -74,16 +74,25 @@ _GAMMA_GRAD_COEFFICIENTS = (
 )
 
 
-@jax.custom_jvp
-def gamma_draw(concentration, drawn):
-    """`drawn` (standard Gamma(concentration) draws), differentiable in the concentration by torch's gradient."""
-    return drawn
+def _draw_with_tangent(name, tangent):
+    """A JAX function (concentration, drawn) -> drawn, named `name`, whose derivative in the concentration is
+    tangent(concentration, drawn, d_concentration) (the draw itself is a constant)."""
+
+    @jax.custom_jvp
+    def draw(concentration, drawn):
+        return drawn
+
+    @draw.defjvp
+    def _jvp(primals, tangents):
+        concentration, drawn = primals
+        return drawn, tangent(concentration, drawn, tangents[0])
+
+    draw.__name__ = name
+    return draw
 
 
-@gamma_draw.defjvp
-def _gamma_draw_jvp(primals, tangents):
-    concentration, drawn = primals
-    return drawn, _torch_gamma_gradient(concentration, drawn) * tangents[0]
+# standard Gamma(concentration) draws
+gamma_draw = _draw_with_tangent("gamma_draw", lambda c, x, dc: _torch_gamma_gradient(c, x) * dc)
 
 
 def _beta_grad_alpha_small(x, alpha, beta):
@@ -220,17 +229,13 @@ _DIRICHLET_RATIONAL = (
 )
 
 
-@jax.custom_jvp
-def dirichlet_draw(concentration, drawn):
-    """`drawn` (Dirichlet(concentration) draws), differentiable in the concentration by torch's gradient."""
-    return drawn
-
-
-@dirichlet_draw.defjvp
-def _dirichlet_draw_jvp(primals, tangents):
+def _dirichlet_tangent(concentration, drawn, d_concentration):
     # torch's backward gives grad_c = D * (g - sum(x * g)) for D = dirichlet_grad(x, c, sum(c)); its transpose,
     # dx = D * dc - x * sum(D * dc), is the tangent
-    concentration, drawn = primals
     total = jnp.broadcast_to(concentration.sum(-1, keepdims=True), concentration.shape)
-    scaled = _torch_dirichlet_gradient(drawn, concentration, total) * tangents[0]
-    return drawn, scaled - drawn * scaled.sum(-1, keepdims=True)
+    scaled = _torch_dirichlet_gradient(drawn, concentration, total) * d_concentration
+    return scaled - drawn * scaled.sum(-1, keepdims=True)
+
+
+# Dirichlet(concentration) draws (the simplex along the last dimension)
+dirichlet_draw = _draw_with_tangent("dirichlet_draw", _dirichlet_tangent)
