@@ -191,7 +191,23 @@ def _jvp_op(op, duals):
         )
         return out_tangents if op.multi else out_tangents[0]
 
-    return Op(f"{op.name}_jvp", fn, backward_name=f"{op.backward_name[:-9]}JvpBackward0", multi=op.multi)
+    return Op(f"{op.name}_jvp", fn, backward_name=_jvp_name(op, n), multi=op.multi)
+
+
+def _jvp_name(op, n):
+    """The node name of `op`'s tangent op (with `n` tangent operands after the op's own): the op's name with Jvp
+    before its Backward suffix; where the op's name is a function of its Signature, it is given the op's own
+    Signature (the avals less the tangents')."""
+    from ._lazy import Signature
+
+    if isinstance(op.backward_name, str):
+        return f"{op.backward_name[:-9]}JvpBackward0"
+
+    def name(sig):
+        own = Signature(op, sig.static, sig.avals[: len(sig.avals) - n], sig.out_avals)
+        return f"{op.backward_name(own)[:-9]}JvpBackward0"
+
+    return name
 
 
 def apply_dual(run, op, operands, static):

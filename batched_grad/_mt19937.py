@@ -13,6 +13,7 @@ _U64 = np.uint64
 _FLOAT_BITS, _DOUBLE_BITS = 24, 53
 SMALL_NORMAL = 16  # fewer elements: scalar Box-Muller; otherwise normal_fill's blocks of 16
 RANDOM64_RANGE = 1 << 28  # integer ranges from here on draw random64()
+_ONE_THIRD_F, _SQUEEZE_F = float(np.float32(1) / np.float32(3)), float(np.float32(0.0331))  # C's 1.0f / 3.0f, 0.0331f
 
 
 class Stream:
@@ -159,6 +160,38 @@ class Stream:
             accept = math.log(v) + math.log(inverse_alpha) - math.log(a / (us * us) + b)
             if accept <= -rate + k * log_rate - math.lgamma(k + 1.0):
                 return k
+
+    def standard_gamma(self, alphas, dtype):
+        """torch's CPU _standard_gamma, element by element: each alpha drawn by `_gamma` in the arithmetic of
+        `dtype`, at least the dtype's smallest normal number."""
+        single = np.dtype(dtype) != np.float64
+        tiny = np.finfo(dtype).tiny
+        draws = [max(tiny, self._gamma(alpha, single)) for alpha in alphas.ravel().tolist()]
+        return np.array(draws, dtype).reshape(alphas.shape)
+
+    def _gamma(self, alpha, single):
+        """torch's sample_gamma (Marsaglia and Tsang's rejection method) on double uniforms and scalar normal
+        draws; an alpha below 1 is raised by 1 and its draw scaled by u ** (1 / alpha). `single`: alpha's own
+        arithmetic (torch's scalar_t) is float32, where C's float constants (1.0f / 3.0f, 0.0331f) round too."""
+        real = np.float32 if single else float
+        alpha, scale = real(alpha), 1.0
+        if alpha < 1:
+            if alpha == 0:
+                return 0.0
+            scale = math.pow(1.0 - float(self.unit(1, True)[0]), float(real(1.0) / alpha))
+            alpha = real(alpha + real(1.0))
+        d = float(alpha - real(_ONE_THIRD_F))
+        c = 1.0 / math.sqrt(9.0 * d)
+        while True:
+            x, y = 0.0, 0.0
+            while y <= 0:
+                x = self._scalar_normal(0.0, 1.0)
+                y = 1.0 + c * x
+            v = y * y * y
+            u = 1.0 - float(self.unit(1, True)[0])
+            xx = x * x
+            if u < 1.0 - _SQUEEZE_F * xx * xx or math.log(u) < 0.5 * xx + d * (1.0 - v + math.log(v)):
+                return scale * d * v
 
     def randperm(self, n):
         """torch's CPU randperm: a Fisher-Yates shuffle of 0..n-1 swapping i with i + random() % (n - i); for n of

@@ -15,7 +15,10 @@ CUDA = (
 BACKEND_KERNELS = (
     "backend-specific ATen kernels (cuDNN, MIOpen, MKLDNN, FBGEMM) behind torch's public ops; the public ops are here"
 )
-DISTRIBUTED = "distributed and multiprocessing machinery (DataParallel, SyncBatchNorm, shared memory): out of scope"
+DISTRIBUTED = (
+    "distributed and multiprocessing machinery (DistributedDataParallel, multi-GPU DataParallel, SyncBatchNorm, "
+    "shared memory): out of scope"
+)
 JIT = "TorchScript / FX / torch.compile internals (IR, schemas, symbolic shapes, type comments): out of scope"
 COMPILE = (
     "torch.compile's control-flow operators (cond, while_loop): bg.compile traces a step's Python once, so a "
@@ -253,7 +256,7 @@ OMITTED = {
             LazyConvTranspose3d LazyBatchNorm1d LazyBatchNorm2d LazyBatchNorm3d LazyInstanceNorm1d LazyInstanceNorm2d
             LazyInstanceNorm3d UninitializedParameter UninitializedBuffer""",
         ),
-        **_names(DISTRIBUTED, "DataParallel SyncBatchNorm"),
+        **_names(DISTRIBUTED, "SyncBatchNorm"),
         **_names(EMBEDDING_BAG, "EmbeddingBag"),
         **_names(CTC, "CTCLoss"),
         **_names(FRACTIONAL, "FractionalMaxPool2d FractionalMaxPool3d"),
@@ -338,6 +341,9 @@ OMITTED = {
     "torch.func": {
         **_names(REARRANGE, "rearrange"),
     },
+    "torch.nn.parallel": {
+        **_names(DISTRIBUTED, "DistributedDataParallel replicate scatter gather parallel_apply"),
+    },
     "torch.distributions": {
         **_names(
             RARE_FAMILIES,
@@ -369,7 +375,6 @@ OUT_OF_SCOPE_MODULES = {
     "torch.quantization": QUANTIZED,
     "torch.distributed": DISTRIBUTED,
     "torch.multiprocessing": DISTRIBUTED,
-    "torch.nn.parallel": DISTRIBUTED,
     "torch.jit": JIT,
     "torch.fx": JIT,
     "torch.onnx": ONNX,

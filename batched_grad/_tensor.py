@@ -61,10 +61,12 @@ _warned = set()
 _warn_always = [False]
 
 
-def warn_once(message, stacklevel=3):
-    """torch's TORCH_WARN_ONCE: each message at most once per process, or every time while set_warn_always(True)."""
-    if _warn_always[0] or message not in _warned:
-        _warned.add(message)
+def warn_once(message, stacklevel=3, key=None):
+    """torch's TORCH_WARN_ONCE: each message (or each `key`, where one call site warns with several messages) at
+    most once per process, or every time while set_warn_always(True)."""
+    key = message if key is None else key
+    if _warn_always[0] or key not in _warned:
+        _warned.add(key)
         warnings.warn(message, UserWarning, stacklevel=stacklevel)
 
 

@@ -19,6 +19,7 @@ import torch.func
 import torch.linalg
 import torch.nn.functional
 import torch.nn.init
+import torch.nn.parallel
 import torch.nn.utils
 import torch.nn.utils.parametrizations
 import torch.nn.utils.parametrize
@@ -48,6 +49,7 @@ NAMESPACES = {
     "torch.nn": (torch.nn, bg.nn, "classes"),
     "torch.nn.functional": (torch.nn.functional, bg.nn.functional, "functions"),
     "torch.nn.init": (torch.nn.init, bg.nn.init, "functions"),
+    "torch.nn.parallel": (torch.nn.parallel, bg.nn.parallel, "all"),
     "torch.nn.utils": (torch.nn.utils, bg.nn.utils, "all"),
     "torch.nn.utils.parametrize": (torch.nn.utils.parametrize, bg.nn.utils.parametrize, "all"),
     "torch.nn.utils.parametrizations": (torch.nn.utils.parametrizations, bg.nn.utils.parametrizations, "all"),

@@ -1,6 +1,8 @@
 """batched_grad.distributions against torch.distributions: densities, moments, entropies, CDFs, KL values and their
 gradients in float64; sample shapes and moments; validate_args' errors; rsample and log_prob under transforms."""
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -149,8 +151,8 @@ def test_sample_moments_match_the_distribution(name):
 
 @pytest.mark.parametrize("name", ["Normal", "MultivariateNormal", "Laplace", "Exponential"])
 def test_rsample_gradient_matches_torch_for_the_same_noise(name):
-    # our noise and torch's differ; the sample is a deterministic function of the parameters and the noise, so
-    # the gradient of sum(x * w) is checked through torch run on the noise that our sample implies
+    # the sample is a deterministic function of the parameters and the noise, so the gradient of sum(x * w) is
+    # checked through torch run on the noise that our sample implies (whatever noise torch would draw)
     ours, theirs, our_params, their_params = _both(name, requires_grad=True)
     bg.manual_seed(3)
     x = ours.rsample((2,))
@@ -291,17 +293,119 @@ def test_constraints_check_like_torch():
         assert repr(getattr(D.constraints, name)) == repr(getattr(TD.constraints, name))
 
 
-@pytest.mark.slow
-def test_gamma_rsample_gradient_is_the_implicit_reparameterization():
-    # d x / d alpha = -(dF/dalpha)/(dF/dx) for the Gamma CDF F: checked by finite differences of torch's CDF
-    alpha = bg.tensor([0.7, 2.0, 5.0], dtype=bg.float64, requires_grad=True)
-    bg.manual_seed(1)
-    x = D.Gamma(alpha, bg.ones(3, dtype=bg.float64)).rsample()
-    (grad,) = bg.autograd.grad(x.sum(), [alpha])
-    a, xs, h = torch.tensor([0.7, 2.0, 5.0], dtype=torch.float64), torch.tensor(x.detach().numpy()), 1e-6
-    d_alpha = (torch.special.gammainc(a + h, xs) - torch.special.gammainc(a - h, xs)) / (2 * h)
-    density = TD.Gamma(a, torch.ones(3, dtype=torch.float64)).log_prob(xs).exp()
-    np.testing.assert_allclose(grad.numpy(), (-d_alpha / density).numpy(), rtol=1e-5)
+# every family's draws are torch's for the same seed: its samplers run on the same stream (Categorical's multinomial,
+# the gamma rejection sampler of Gamma, Beta, Dirichlet and StudentT, ...)
+_DRAWN = [name for name in CASES if name not in ("MultivariateNormalCov", "MultivariateNormalPrec")]
+
+
+def _draws(module, name, dtype):
+    params, _ = CASES[name]
+    dist = getattr(module.distributions, _family(name))(
+        **{k: module.tensor(v, dtype=getattr(module, dtype)) for k, v in params.items()}
+    )
+    module.manual_seed(11)
+    draws = [dist.sample((3,)), dist.sample()]
+    if dist.has_rsample:
+        draws.append(dist.rsample((2,)))
+    return [d.double().numpy() for d in draws]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("name", _DRAWN)
+def test_draws_are_torchs_for_the_same_seed(name, dtype):
+    tolerance = dict(rtol=1e-6, atol=1e-7) if dtype == "float32" else dict(rtol=1e-13, atol=1e-15)
+    for ours, theirs in zip(_draws(bg, name, dtype), _draws(torch, name, dtype), strict=True):
+        np.testing.assert_allclose(ours, theirs, **tolerance)
+
+
+def test_mixture_draws_are_torchs_for_the_same_seed():
+    def draws(m):
+        dist = m.distributions
+        mixture = dist.MixtureSameFamily(
+            dist.Categorical(m.tensor([0.3, 0.7])), dist.Normal(m.tensor([0.0, 5.0]), m.tensor([1.0, 0.5]))
+        )
+        m.manual_seed(2)
+        return mixture.sample((6,)).numpy()
+
+    np.testing.assert_array_equal(draws(bg), draws(torch))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_gamma_and_student_t_rsample_gradients_are_torchs(dtype):
+    # torch's implicit reparameterization gradient of its gamma draws (a series, a saddle point expansion and a
+    # rational approximation by regime of alpha and x), through Gamma's rate and StudentT's chi-square
+    def gradients(m):
+        d = getattr(m, dtype)
+        alpha = m.tensor([0.3, 0.9, 2.0, 5.0, 12.0, 40.0], dtype=d, requires_grad=True)
+        rate = m.tensor([1.5, 0.5, 2.0, 1.0, 0.7, 3.0], dtype=d, requires_grad=True)
+        m.manual_seed(5)
+        x = m.distributions.Gamma(alpha, rate).rsample((3,))
+        weights = m.arange(18, dtype=d).reshape(3, 6)
+        df = m.tensor([3.0, 7.5], dtype=d, requires_grad=True)
+        m.manual_seed(6)
+        t = m.distributions.StudentT(df, 0.5, 2.0).rsample((4,))
+        return m.autograd.grad((x * weights).sum(), [alpha, rate]) + m.autograd.grad(t.sin().sum(), [df])
+
+    tolerance = dict(rtol=1e-5) if dtype == "float32" else dict(rtol=1e-12)
+    for ours, theirs in zip(gradients(bg), gradients(torch), strict=True):
+        np.testing.assert_allclose(ours.numpy(), theirs.numpy(), **tolerance)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_dirichlet_and_beta_rsample_gradients_are_torchs(dtype):
+    # torch's Dirichlet gradient, from each coordinate's Beta marginal: Taylor series near 0 and 1, a saddle point
+    # expansion for large concentrations, a rational approximation between (Beta draws through a 2-D Dirichlet)
+    def gradients(m):
+        d = getattr(m, dtype)
+        c = m.tensor([[0.3, 2.0, 3.0], [8.0, 12.0, 0.7], [15.0, 20.0, 30.0]], dtype=d, requires_grad=True)
+        a = m.tensor([0.5, 2.0, 9.0], dtype=d, requires_grad=True)
+        b = m.tensor([1.5, 0.4, 11.0], dtype=d, requires_grad=True)
+        m.manual_seed(7)
+        z = m.distributions.Dirichlet(c).rsample((2,))
+        x = m.distributions.Beta(a, b).rsample((3,))
+        weights = m.arange(18, dtype=d).reshape(2, 3, 3)
+        return m.autograd.grad((z * weights).sum() + x.sin().sum(), [c, a, b])
+
+    tolerance = dict(rtol=1e-5, atol=1e-7) if dtype == "float32" else dict(rtol=1e-11, atol=1e-14)
+    for ours, theirs in zip(gradients(bg), gradients(torch), strict=True):
+        np.testing.assert_allclose(ours.numpy(), theirs.numpy(), **tolerance)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_implicit_gradient_formulas_are_torchs_across_their_regimes(dtype):
+    from batched_grad.distributions import _implicit_gradients as implicit
+
+    grid = np.array([0.05, 0.3, 0.9, 1.7, 4.0, 7.5, 9.0, 25.0])
+    alpha, x = (v.ravel().astype(dtype) for v in np.meshgrid(grid, grid * 0.97))
+    with jax.enable_x64(True):  # as batched_grad's ops run them: the formulas accumulate in double
+        gamma = implicit._torch_gamma_gradient(jnp.asarray(alpha), jnp.asarray(x))
+    expected = torch._standard_gamma_grad(torch.tensor(alpha), torch.tensor(x))
+    tolerance = dict(rtol=1e-5, atol=1e-7) if dtype == "float32" else dict(rtol=1e-11, atol=1e-14)
+    np.testing.assert_allclose(np.asarray(gamma), expected.numpy(), **tolerance)
+    share = np.linspace(0.01, 0.99, 9).astype(dtype)
+    s, a = (v.ravel() for v in np.meshgrid(share, grid.astype(dtype)))
+    total = (a / np.where(s > 0.5, 1 - s, s) * 0.5 + a).astype(dtype)  # totals above alpha, near and far from it
+    with jax.enable_x64(True):
+        dirichlet = implicit._torch_dirichlet_gradient(jnp.asarray(s), jnp.asarray(a), jnp.asarray(total))
+    expected = torch._dirichlet_grad(torch.tensor(s), torch.tensor(a), torch.tensor(total))
+    np.testing.assert_allclose(np.asarray(dirichlet), expected.numpy(), **tolerance)
+
+
+def test_draws_while_tracing_keep_their_support():
+    # under vmap the parameters are traced: the draws are then JAX's (keyed by the default generator)
+    bg.manual_seed(0)
+
+    def draw(c):
+        simplex = bg.stack([c, c + 1])
+        return (
+            D.Gamma(c, 1.0).rsample(),
+            D.Dirichlet(simplex).rsample(),
+            D.Categorical(logits=bg.stack([c, -c])).sample(),
+        )
+
+    gammas, simplex, indices = vmap.vmap(draw, randomness="different")(bg.tensor([0.5, 2.0, 3.0]))
+    assert (gammas.numpy() > 0).all() and np.allclose(simplex.sum(-1).numpy(), 1.0)
+    assert set(indices.tolist()) <= {0, 1}
 
 
 @pytest.mark.slow

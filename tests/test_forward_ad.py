@@ -16,6 +16,8 @@ RNG = np.random.default_rng(11)
 X = bg.tensor(RNG.standard_normal((3, 4)))
 V = bg.tensor(RNG.standard_normal((3, 4)))
 W = bg.tensor(RNG.standard_normal((4, 5)))
+LINEAR_W, LINEAR_B = RNG.standard_normal((5, 4)), RNG.standard_normal(5)
+BILINEAR_W = RNG.standard_normal((5, 4, 4))
 
 FUNCTIONS = {
     "elementwise": lambda m, x: (x.sin() * x.exp() + x**2 / (1 + x.abs())).tanh(),
@@ -29,6 +31,14 @@ FUNCTIONS = {
     ),
     "where_max": lambda m, x: m.where(x > 0, x, x * 0.1) + m.maximum(x, x.flip(1)),
     "complex": lambda m, x: m.fft.rfft(x * x, dim=1).abs(),
+    # ops whose node name depends on their operands (the tangent op is named from the op's own operands)
+    "linear": lambda m, x: (
+        m.nn.functional.linear(x, m.tensor(LINEAR_W), m.tensor(LINEAR_B))
+        + m.nn.functional.linear(x.unsqueeze(0), m.tensor(LINEAR_W))[0]
+        + m.nn.functional.linear(x[0], m.tensor(LINEAR_W), m.tensor(LINEAR_B))
+    ),
+    "bilinear": lambda m, x: m.nn.functional.bilinear(x, x.flip(0), m.tensor(BILINEAR_W), m.tensor(LINEAR_B)),
+    "interpolate": lambda m, x: m.nn.functional.interpolate(x[None], scale_factor=2, mode="linear"),
 }
 
 

@@ -50,6 +50,58 @@ def _double_backward_through_unpacked(m):
     return log, first, second
 
 
+# what ops' nodes save: torch saves (and its backward reads) the inputs sorted by name, then the results; an input
+# its formula does not read is not saved (exp, tanh, softmax, ... save only their result)
+SAVING_SEVERAL = {
+    "exp": lambda m, a, b: a.exp(),
+    "tanh_sigmoid": lambda m, a, b: a.tanh() + b.sigmoid(),
+    "softmax": lambda m, a, b: a.reshape(2, 3).softmax(-1) * b.reshape(2, 3).log_softmax(-1),
+    "relu": lambda m, a, b: a.relu() * b,
+    "norm_max_prod": lambda m, a, b: a.norm() + b.max() + a.prod(),
+    "logsumexp": lambda m, a, b: a.reshape(2, 3).logsumexp(1),
+    "pow": lambda m, a, b: a.abs() ** b,
+    "hypot": lambda m, a, b: m.hypot(a, b),
+    "sqrt": lambda m, a, b: a.abs().sqrt(),
+    "mul": lambda m, a, b: a * b,
+    "div": lambda m, a, b: a / b,
+    "sub_mul": lambda m, a, b: (a - b) * (b - a),
+    "atan2": lambda m, a, b: m.atan2(a, b),
+    "maximum": lambda m, a, b: m.maximum(a, b),
+    "xlogy": lambda m, a, b: m.xlogy(a, b.abs()),
+    "grid_sample": lambda m, a, b: m.nn.functional.grid_sample(
+        a.reshape(1, 1, 2, 3), b.reshape(1, 1, 3, 2).tanh(), align_corners=False
+    ),
+}
+
+
+def _pack_and_unpack_order(m, f):
+    """The tensors the op's node packs and its backward unpacks, in order, named by which input they are."""
+    a = m.tensor([0.5, -1.0, 2.0, 0.3, -0.7, 1.5], requires_grad=True)
+    b = m.tensor([1.5, 0.25, -0.5, -2.0, 0.8, 0.6], requires_grad=True)
+    x, y = a * 1, b * 1  # fresh non-leaf inputs, recognisable by identity when packed
+    names, log = {id(x): "a", id(y): "b"}, []
+
+    def pack(t):
+        log.append(("pack", names.get(id(t), "other")))
+        return names.get(id(t), "other"), t
+
+    def unpack(packed):
+        log.append(("unpack", packed[0]))
+        return packed[1]
+
+    with m.autograd.graph.saved_tensors_hooks(pack, unpack):
+        out = f(m, x, y)
+    out.sum().backward()
+    return log
+
+
+@pytest.mark.parametrize("name", sorted(SAVING_SEVERAL))
+def test_saved_tensors_are_packed_and_unpacked_as_torchs(name):
+    ours = _pack_and_unpack_order(bg, SAVING_SEVERAL[name])
+    theirs = _pack_and_unpack_order(torch, SAVING_SEVERAL[name])
+    assert ours == theirs
+
+
 def test_create_graph_connects_the_unpacked_leaf_to_its_gradient():
     ours, theirs = _double_backward_through_unpacked(bg), _double_backward_through_unpacked(torch)
     assert ours[0] == theirs[0]  # unpack runs under grad mode when the backward is recorded

@@ -170,13 +170,21 @@ def test_saved_values_read_through_the_default_hooks(m):
     assert m.allclose(a.grad, 4 * a.detach())
 
 
-def test_a_result_torch_saves_is_not_packed_where_the_backward_reads_the_input():
-    # exp's backward here reads its input (packed), where torch's reads the result: the result is kept as it is
-    with bg.autograd.graph.saved_tensors_hooks(lambda t: 2 * t, lambda t: t):
-        a = bg.randn(5, requires_grad=True)
+@BOTH
+def test_a_result_torch_saves_goes_through_the_pack_hook_and_the_input_does_not(m):
+    # exp's node saves its result: the hooks see it (not the input), and _saved_result reads it back through them
+    packed = []
+
+    def pack(t):
+        packed.append(t)
+        return 2 * t
+
+    with m.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        a = m.randn(5, requires_grad=True)
         z = a.exp()
-    assert bg.equal(z.grad_fn._saved_result.detach(), z.detach())
-    assert z.grad_fn._raw_saved_result.unpack_hook is None
+    assert len(packed) == 1 and m.equal(packed[0], z)
+    assert m.equal(z.grad_fn._saved_result.detach(), 2 * z.detach())
+    assert z.grad_fn._raw_saved_result.unpack_hook is not None
 
 
 @BOTH

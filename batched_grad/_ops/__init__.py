@@ -21,6 +21,7 @@ from . import (
     conveniences,
     creation,
     decompositions,
+    deprecated_signatures,
     distances,
     dropouts,
     inplace,
@@ -815,12 +816,22 @@ _METHODS.update(
     }
 )
 
+# torch's deprecated signatures (the scalar first) on the methods of the ops that have them; the functions below
+_DEPRECATED = {n: _METHODS[n] for op in deprecated_signatures.NAMES for n in (op, f"{op}_") if n in _METHODS}
+_METHODS.update({n: deprecated_signatures.accepting(n, fn, method=True) for n, fn in _DEPRECATED.items()})
 
 for _name, _fn in _METHODS.items():
     setattr(Tensor, _name, _fn)
 
 # torch's module-level in-place functions (torch.relu_(x) is x.relu_())
 globals().update({f"{name}_": _METHODS[f"{name}_"] for name in _exposed("function_inplace")})
+globals().update(
+    {
+        n: deprecated_signatures.accepting(n, _DEPRECATED[n] if n.endswith("_") else globals()[n], method=False)
+        for n in _DEPRECATED
+        if n in globals()
+    }
+)
 
 # the public op functions, re-exported by batched_grad (modules such as .linalg stay out of the star-import)
 __all__ = sorted(

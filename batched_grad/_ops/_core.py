@@ -666,11 +666,20 @@ def node_class(sig):
     return made
 
 
+@functools.lru_cache(maxsize=256)
+def _save_order(names, count):
+    """The positions of `count` operands in the order torch's node saves them (pack hooks see them in this order)
+    and its backward reads them: its generated code sorts the saved inputs by name (mul saves `other`, then
+    `self`); operands it does not name follow in their order."""
+    named = sorted((name, i) for i, name in enumerate(names) if name is not None)
+    return tuple([i for _, i in named] + [i for i in range(count) if i >= len(names) or names[i] is None])
+
+
 def _saved_operand(op, index, operand, array):
     """What a node saves of operand `index`: a Tensor's SavedValue; an operand given as a number or a list as a
     SavedValue too where torch makes it a tensor it saves (freed with the graph), else as it is."""
-    if isinstance(operand, Tensor):
-        return SavedValue(operand)
+    if isinstance(operand, Tensor):  # the saved-tensor hooks see only what torch's node saves (exp: its result)
+        return SavedValue(operand, hooks=index > 0 or "input" in op.torch_saves)
     return SavedValue.of_operand(array) if _freed_with_graph(op, index, array) else array
 
 
@@ -709,12 +718,11 @@ class OpNode(_graph.Node):
         self.want, self.saved_mask = _layout(sig, tuple([e is not None for e in edges]))
         if sig.op.inputs is not None:  # trailing number operands: no edge, as torch's node has none for them
             self.edges = edges[: sig.op.inputs]
-        self.saved = tuple(
-            [
-                _saved_operand(sig.op, i, x, a) if m else None
-                for i, (x, a, m) in enumerate(zip(operands, arrays, self.saved_mask))
-            ]
-        )
+        saved = [None] * len(operands)
+        for i in _save_order(sig.op.saved_names, len(operands)):
+            if self.saved_mask[i]:
+                saved[i] = _saved_operand(sig.op, i, operands[i], arrays[i])
+        self.saved = tuple(saved)
 
     torch_name = None  # set by each subclass (node_class)
 
@@ -746,11 +754,7 @@ class OpNode(_graph.Node):
         if "input" not in saves and type(first) is SavedValue:  # an in-place change of it leaves this backward
             first.counter, first.version, first.original = _graph.UNCHANGING, 0, None  # valid: not torch's
         self.saved_results = tuple(
-            [
-                SavedValue(r, self, hooks=False)
-                for r in results
-                if ("result" if r.grad_fn is self else "indices") in saves
-            ]
+            [SavedValue(r, self) for r in results if ("result" if r.grad_fn is self else "indices") in saves]
         )
 
     def check_results(self):
@@ -781,6 +785,19 @@ class OpNode(_graph.Node):
             want = tuple([i for i in want if needed[i]])
         return _vjp_spec(sig, self.saved_mask, want, ct_mask, batch)
 
+    def _unpacked(self, create_graph):
+        """The saved operands' values (those saved, in operand order), read in the order torch's node reads them;
+        then the results torch saves are unpacked as its node does (their unpack hooks run), though the VJP here
+        reads the operands only."""
+        values = list(self.saved)
+        for i in _save_order(self.sig.op.saved_names, len(values)):
+            if isinstance(values[i], SavedValue):
+                values[i] = values[i].unpack(create_graph)
+        for s in self.saved_results:
+            if s.packed is not None:
+                s.unpack(create_graph)
+        return [v for v, s in zip(values, self.saved) if s is not None]
+
     def backward(self, cotangents, create_graph, batch=None):
         return self.backward_needed(cotangents, create_graph, batch, None)
 
@@ -788,7 +805,7 @@ class OpNode(_graph.Node):
         cts = [cotangents[k] for k in self.sig.diff_outs]
         ct_mask = tuple(c is not None for c in cts)
         self.check_results()
-        saved = [s.unpack(create_graph) if isinstance(s, SavedValue) else s for s in self.saved if s is not None]
+        saved = self._unpacked(create_graph)
         spec = self.spec(ct_mask, None if batch is None else batch.kernel_key, needed)
         want = spec.want
         if not want:  # backward(inputs=...) runs an input's node that leads to no other input: nothing to compute

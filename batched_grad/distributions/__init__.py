@@ -1,6 +1,7 @@
 """batched_grad.distributions: torch.distributions' families, built from batched_grad ops so that log_prob,
 entropy, rsample and kl_divergence differentiate (create_graph and is_grads_batched included) and run inside
-vmap.vmap and batched_grad.func's transforms. Samples come from batched_grad's generator (bg.manual_seed)."""
+vmap.vmap and batched_grad.func's transforms. Samples come from batched_grad's generator (bg.manual_seed): where the
+parameters' values are known they are torch's draws for the same seed; while tracing, JAX's."""
 
 from . import constraints, transforms
 from .composite import Independent, LogNormal, MixtureSameFamily, TransformedDistribution

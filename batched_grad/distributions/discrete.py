@@ -6,6 +6,7 @@ import numbers
 
 import batched_grad as bg
 
+from .._ops._index_parse import _concrete
 from . import constraints
 from .continuous import ExponentialFamily
 from .distribution import Distribution
@@ -137,9 +138,13 @@ class Categorical(Distribution):
     variance = property(lambda self: bg.full(self._extended_shape(), math.nan, dtype=self.probs.dtype))
 
     def sample(self, sample_shape=()):
-        # inverse CDF: the number of cumulative probabilities below a uniform draw is the drawn index
+        """torch's draw where the probabilities are known: multinomial with replacement on each distribution's row;
+        while tracing (bg.compile, vmap), the index of the first cumulative probability above a uniform draw."""
         shape = self._extended_shape(sample_shape)
         with bg.no_grad():
+            if _concrete(self.probs) is not None:
+                rows = self.probs.reshape(-1, self._num_events)
+                return bg.multinomial(rows, math.prod(sample_shape), True).T.reshape(shape)
             u = uniform(tuple(shape) + (1,), self.probs.dtype)
             below = (self.probs.cumsum(-1) <= u).sum(-1)
             return below.clamp(max=self._num_events - 1).long()

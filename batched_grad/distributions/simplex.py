@@ -5,8 +5,8 @@ import numbers
 import batched_grad as bg
 
 from . import constraints
-from .continuous import ExponentialFamily, _clamped_below
-from .utils import broadcast_all, standard_gamma
+from .continuous import ExponentialFamily
+from .utils import broadcast_all, sample_dirichlet
 
 __all__ = ["Beta", "Dirichlet"]
 
@@ -35,11 +35,7 @@ class Dirichlet(ExponentialFamily):
 
     def rsample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
-        gammas = standard_gamma(self.concentration.expand(shape))
-        gammas = _clamped_below(gammas, bg.finfo(gammas.dtype).tiny)
-        draw = gammas / gammas.sum(-1, keepdim=True)
-        finfo = bg.finfo(draw.dtype)
-        return draw + (draw.clamp(min=finfo.tiny, max=1 - finfo.eps) - draw).detach()
+        return sample_dirichlet(self.concentration.expand(shape))
 
     def log_prob(self, value):
         if self._validate_args:

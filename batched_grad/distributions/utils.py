@@ -9,7 +9,9 @@ import numpy as np
 
 import batched_grad as bg
 
+from .._ops._index_parse import _concrete
 from .._ops.random_draws import sample
+from ._implicit_gradients import dirichlet_draw, gamma_draw
 from .distribution import _lazy_property as lazy_property
 
 __all__ = [
@@ -18,6 +20,7 @@ __all__ = [
     "lazy_property",
     "logits_to_probs",
     "probs_to_logits",
+    "sample_dirichlet",
     "standard_gamma",
     "standard_normal",
     "uniform",
@@ -83,18 +86,53 @@ def standard_exponential(shape, dtype):
     return _draw("exponential", shape, dtype, lambda bits, size: bits.exponential(size, _real(dtype), 1.0))
 
 
-def _jax_gamma(key, concentration):
-    # jax.random.gamma differentiates its sample w.r.t. the concentration by implicit reparameterization:
-    # dx/da = -(dF/da) / (dF/dx) for the gamma CDF F, so the sample keeps a gradient without fixed-size noise
+def _drawn_by_jax(key, concentration):
     rng = jax.random.wrap_key_data(key.astype(jnp.uint32))
-    return jax.random.gamma(rng, concentration, concentration.shape, dtype=concentration.dtype)
+    drawn = jax.random.gamma(rng, jax.lax.stop_gradient(concentration), concentration.shape, dtype=concentration.dtype)
+    return gamma_draw(concentration, drawn)
 
 
-_GAMMA = bg.jax_function(_jax_gamma)
+_GAMMA_OF_DRAW = bg.jax_function(gamma_draw)
+_GAMMA_BY_JAX = bg.jax_function(_drawn_by_jax)
+_DIRICHLET_OF_DRAW = bg.jax_function(dirichlet_draw)
 
 
 def standard_gamma(concentration):
-    """Gamma(concentration, 1) samples of concentration's shape, differentiable in the concentration; the JAX key
-    is drawn from the default generator (so bg.manual_seed fixes the draw, and vmap's randomness applies)."""
-    key = sample(None, "_standard_gamma", (2,), lambda bits, size: bits.integers(size, 0, 2**31, np.int64))
-    return _GAMMA(key, concentration)
+    """Gamma(concentration, 1) draws of concentration's shape, differentiable in the concentration as torch's
+    _standard_gamma (its implicit reparameterization gradient). Where the concentration's values are known, the
+    draws are torch's (its sampler on the default generator's stream); while tracing (bg.compile, vmap) they are
+    JAX's, keyed by a draw from the default generator."""
+    alphas = _concrete(concentration.detach())
+    if alphas is None:
+        key = sample(None, "_standard_gamma", (2,), lambda bits, size: bits.integers(size, 0, 2**31, np.int64))
+        return _GAMMA_BY_JAX(key, concentration)
+    real = _real(concentration.dtype)
+    drawn = sample(
+        None,
+        "_standard_gamma",
+        alphas.shape,
+        lambda bits, size: bits.standard_gamma(np.broadcast_to(alphas, size), real),
+    )
+    return _GAMMA_OF_DRAW(concentration, drawn.to(concentration.dtype))
+
+
+def sample_dirichlet(concentration):
+    """Draws on the simplex (concentration's last dimension), differentiable in the concentration as torch's
+    _sample_dirichlet (its reparameterized gradient, from each coordinate's Beta marginal). Where the
+    concentration's values are known the draws are torch's (double gamma draws normalized, clamped into (0, 1));
+    while tracing, normalized standard_gamma draws."""
+    alphas = _concrete(concentration.detach())
+    if alphas is None:
+        gammas = standard_gamma(concentration).detach()
+        ratios = gammas / gammas.sum(-1, keepdim=True)
+        finfo = bg.finfo(ratios.dtype)
+        return _DIRICHLET_OF_DRAW(concentration, ratios.clamp(min=finfo.tiny, max=1 - finfo.eps / 2))
+    real = _real(concentration.dtype)
+
+    def draw(bits, size):
+        gammas = bits.standard_gamma(np.broadcast_to(alphas, size), np.float64)
+        ratios = (gammas / gammas.sum(-1, keepdims=True)).astype(real)
+        return np.clip(ratios, np.finfo(real).tiny, np.nextafter(real(1), real(0)))
+
+    drawn = sample(None, "_sample_dirichlet", alphas.shape, draw)
+    return _DIRICHLET_OF_DRAW(concentration, drawn.to(concentration.dtype))

@@ -1,8 +1,8 @@
-"""torch.nn's core: Module, Parameter, Buffer, the containers, the common layers and losses, `functional`, `init` and
-`utils`."""
+"""torch.nn's core: Module, Parameter, Buffer, the containers, the common layers and losses, `functional`, `init`,
+`parallel` and `utils`."""
 
 from . import activation as _activation
-from . import functional, init, utils
+from . import functional, init, parallel, utils
 from . import layers as _layers
 from . import loss as _loss
 from . import normalization as _normalization
@@ -34,6 +34,7 @@ from .basic import (
 from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
 from .containers import Container, ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .module import Module
+from .parallel import DataParallel
 from .parameter import Buffer, Parameter
 
 
@@ -64,6 +65,7 @@ __all__ = [
     "ConvTranspose2d",
     "ConvTranspose3d",
     "CrossEntropyLoss",
+    "DataParallel",
     "Dropout",
     "Embedding",
     "Flatten",
@@ -86,6 +88,7 @@ __all__ = [
     "functional",
     "init",
     "modules",
+    "parallel",
     "utils",
     *_LAYERS,
 ]
