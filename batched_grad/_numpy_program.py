@@ -9,6 +9,10 @@ it holds a transcendental function, or a product added to something (which XLA's
 multiply-add, rounded once), the region runs as one XLA kernel, as it runs inside the op's own kernel: on its
 operands flattened, padded and cut into chunks of CHUNK elements, so that it compiles once per region, never per
 shape or size (each element's value depends on its operands' elements alone, not on where it sits in the array).
+In a program whose float64 values are its own wider precision (it takes and gives no float64 array: an op computed
+in float64 for float32 operands, as tanh, its VJP, the VJP of that), the transcendental functions and multiply-adds
+computed in float64 run with NumPy too (_numpy_rows.WIDENED): NumPy's and XLA's float64 values round to the same
+float32 one, as the hand-written host forms of tanh and its VJP already compute it.
 
 A Program is kept in the store across processes (_store.remembered): `dumps` pickles it with the primitives it
 calls named by where JAX's modules hold them, so that a later process finds it without tracing the op's jaxpr."""
@@ -25,7 +29,7 @@ from jax.export import is_symbolic_dim, symbolic_shape
 from jax.extend import core as jcore
 
 from ._budget import Jitted
-from ._numpy_rows import ELEMENTWISE, MULTIPLE, ROWS, TRANSCENDENTAL
+from ._numpy_rows import ELEMENTWISE, MULTIPLE, ROWS, TRANSCENDENTAL, WIDENED
 from ._x64 import set_x64, swap_x64
 
 # the elements a region kernel computes per call: smaller regions are padded to it, larger ones run chunk by
@@ -150,7 +154,7 @@ def flatten(closed, names):
     in_slots = [flat.define(v) for v in closed.jaxpr.invars]
     out_slots = flat.jaxpr(closed.jaxpr, closed.consts, in_slots)
     program = Program()
-    program.steps = _grouped(flat.steps, flat.registers, out_slots)
+    program.steps = _grouped(flat.steps, flat.registers, out_slots, _widened(closed))
     program.registers, program.shapes = flat.registers, list(set(flat.shapes))
     program.in_slots, program.out_slots, program.names = tuple(in_slots), tuple(out_slots), names
     program.in_shapes = [tuple(v.aval.shape) for v in closed.jaxpr.invars]
@@ -158,14 +162,20 @@ def flatten(closed, names):
     return program
 
 
+def _widened(closed):
+    """Whether the float64 values of a jaxpr are its own wider precision: it takes and gives no float64 array."""
+    return not any([np.dtype(v.aval.dtype) == F64 for v in closed.jaxpr.invars + closed.jaxpr.outvars])
+
+
 def _row_step(step):
     eqn = step.eqn
     params = {k: v for k, v in eqn.params.items() if k not in _IGNORED_PARAMS and k not in _NONE_ONLY}
     dtypes = tuple([np.dtype(v.aval.dtype) for v in eqn.outvars])
-    return (step.row, step.ins, step.outs, params, dtypes, step.name in MULTIPLE)
+    row = step.row if step.row is not None else WIDENED[step.name]
+    return (row, step.ins, step.outs, params, dtypes, step.name in MULTIPLE)
 
 
-def _grouped(steps, registers, out_slots):
+def _grouped(steps, registers, out_slots, widened):
     """The steps as run: NumPy rows, and elementwise regions grouped (the module's docstring)."""
     readers = {}  # register -> the steps reading it
     for i, step in enumerate(steps):
@@ -176,7 +186,7 @@ def _grouped(steps, registers, out_slots):
 
     def close(shape):
         region = open_regions.pop(shape)
-        out.extend(_region_steps([steps[i] for i in region], region, registers, readers, out_slots))
+        out.extend(_region_steps([steps[i] for i in region], region, registers, readers, out_slots, widened))
 
     for i, step in enumerate(steps):
         shape = step.shape()
@@ -194,14 +204,18 @@ def _grouped(steps, registers, out_slots):
     return out
 
 
-def _needs_kernel(members):
+def _needs_kernel(members, widened):
     """Whether a region's values differ with NumPy: it computes a transcendental function, or adds a product (XLA
-    contracts `a * b + c` into a fused multiply-add)."""
+    contracts `a * b + c` into a fused multiply-add). Not where that is done in float64 in a `widened` program (one
+    whose float64 values are rounded to a narrower dtype before they leave it): NumPy's float64 value and XLA's round
+    to the same float32 one."""
     made = {slot: step for step in members for slot in step.outs}
     for step in members:
+        wide = widened and np.dtype(step.eqn.outvars[0].aval.dtype) == F64
         if step.name in TRANSCENDENTAL:
-            return True
-        if step.name in _SUMS and np.dtype(step.eqn.outvars[0].aval.dtype).kind == "f":
+            if not (wide and step.name in WIDENED and step.eqn.params.get("accuracy") is None):
+                return True
+        elif step.name in _SUMS and np.dtype(step.eqn.outvars[0].aval.dtype).kind == "f" and not wide:
             for slot in step.ins:
                 source = made.get(slot)
                 if source is not None and source.name == "neg":
@@ -212,9 +226,9 @@ def _needs_kernel(members):
     return False
 
 
-def _region_steps(members, indices, registers, readers, out_slots):
+def _region_steps(members, indices, registers, readers, out_slots, widened):
     """The steps running a region: its members as NumPy rows, or one XLA kernel."""
-    if not _needs_kernel(members):
+    if not _needs_kernel(members, widened):
         return [_row_step(step) for step in members]
     inside, inputs, full, structure = set(indices), [], [], []
     value = {}  # register -> ("value", member, output) within the region
