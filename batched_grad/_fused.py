@@ -168,6 +168,28 @@ def _fusible(node):
     return True
 
 
+def plain(root_nodes):
+    """Whether every node reached from `root_nodes` is a table op or a leaf that a fused program can run (see
+    _Encoder.node), outside anomaly mode: a backward through them runs no user code (no hook, custom Function or
+    saved-tensor hook), so one call over many rows of cotangents cannot be told from a call per row."""
+    if _graph._anomaly["enabled"]:
+        return False
+    for node in _topological(root_nodes)[0]:
+        if type(node) is AccumulateGrad:
+            if node.variable._hooks or node.node_hooks:
+                return False
+        elif not isinstance(node, OpNode) or not _fusible(node) or not _plain_saved(node):
+            return False
+    return True
+
+
+def _plain_saved(node):
+    for s in node.saved:
+        if type(s) is SavedValue and (s.packed is not None or s.stale()):
+            return False
+    return True
+
+
 def _topological(root_nodes):
     """Every node reached from `root_nodes`, each after all the nodes its edges lead to; the position of each."""
     nodes, index, seen = [], {}, set()

@@ -1,0 +1,128 @@
+"""First calls of small functional-API calls (autograd.functional, torch.func, is_grads_batched) compile nothing:
+the rows of a Jacobian or Hessian run as one batched backward, each node's VJP of all rows at once on the host (a
+derived NumPy program, traced once per pattern of shapes, so a new number of rows compiles nothing either), and an op
+computed in float64 for float32 operands (tanh) runs with NumPy's float64 there too. Counted in compiles and calls of
+the engine, not in time."""
+
+import jax
+import numpy as np
+import pytest
+import torch
+
+import batched_grad as bg
+import batched_grad.autograd.functional as F
+from batched_grad import _engine, _lazy
+from oracle import assert_same as _assert_same
+
+pytestmark = pytest.mark.skipif(jax.default_backend() != "cpu", reason="host forms run on the CPU backend only")
+
+
+@pytest.fixture(autouse=True)
+def first_sightings(monkeypatch):
+    """Every call is a structure's first call: the per-node tier, as a script's first calls run it."""
+    monkeypatch.setattr(_lazy, "FUSE_AFTER", 10**9)
+
+
+def _mlp(lib, n, seed):
+    """f(x) = tanh(W2 tanh(W1 x)) and s(x) = sum(f(x)^2), in float32, on shapes of their own (no other test warms
+    them)."""
+    rng = np.random.default_rng(seed)
+    w1, w2 = (lib.tensor((rng.standard_normal(s) / 3).astype(np.float32)) for s in ((n + 3, n), (4, n + 3)))
+
+    def f(x):
+        return lib.tanh(w2 @ lib.tanh(w1 @ x))
+
+    def s(x):
+        y = f(x)
+        return (y * y).sum()
+
+    return f, s, lib.tensor(rng.standard_normal(n).astype(np.float32))
+
+
+def assert_same(actual, expected):
+    _assert_same(actual, expected, rtol=1e-4, atol=1e-6)  # float32, as torch's own paths differ
+
+
+def _count_backwards(monkeypatch):
+    calls = []
+    real = _engine.run_backward
+    monkeypatch.setattr(_engine, "run_backward", lambda *a, **k: calls.append(k.get("batch")) or real(*a, **k))
+    return calls
+
+
+def test_first_jacobians_and_hessians_compile_nothing():
+    f, s, x = _mlp(bg, 9, seed=0)
+    tf, ts, tx = _mlp(torch, 9, seed=0)
+    before = bg.compile_count()
+    for vectorize in (False, True):
+        assert_same(F.jacobian(f, x, vectorize=vectorize), torch.autograd.functional.jacobian(tf, tx))
+        assert_same(F.hessian(s, x, vectorize=vectorize), torch.autograd.functional.hessian(ts, tx))
+    assert_same(bg.func.jacrev(f)(x), torch.func.jacrev(tf)(tx))
+    assert bg.compile_count() == before
+
+
+def test_a_hessians_rows_run_as_one_batched_backward(monkeypatch):
+    _, s, x = _mlp(bg, 11, seed=1)
+    _, ts, tx = _mlp(torch, 11, seed=1)
+    backwards = _count_backwards(monkeypatch)
+    assert_same(F.hessian(s, x), torch.autograd.functional.hessian(ts, tx))
+    # the gradient (recorded), then its Jacobian: one backward over its 11 rows, not 11 backwards
+    assert len(backwards) == 2 and backwards[0] is None and backwards[1].size == 11
+
+
+def test_a_hook_in_the_graph_keeps_torchs_loop_over_rows(monkeypatch):
+    def seen(lib, calls):
+        rng = np.random.default_rng(2)
+        w = lib.tensor(rng.standard_normal((5, 3)))
+
+        def f(x):
+            h = w @ x
+            h.register_hook(lambda g: calls.append(tuple(g.shape)))
+            return lib.tanh(h)
+
+        return lib.autograd.functional.jacobian(f, lib.tensor(rng.standard_normal(3)))
+
+    ours, theirs = [], []
+    backwards = _count_backwards(monkeypatch)
+    assert_same(seen(bg, ours), seen(torch, theirs))
+    assert ours == theirs == [(5,)] * 5  # the hook sees each row's gradient, once a row
+    assert len(backwards) == 5
+
+
+def test_a_new_number_of_rows_compiles_nothing(kernel_calls):
+    f, _, x = _mlp(bg, 6, seed=3)
+    tf, _, tx = _mlp(torch, 6, seed=3)
+    x.requires_grad_()
+    tx.requires_grad_()
+    before = bg.compile_count()
+    for rows in (3, 5, 17):
+        v = np.random.default_rng(rows).standard_normal((rows, 4)).astype(np.float32)
+        (got,) = bg.autograd.grad(f(x), x, bg.tensor(v), is_grads_batched=True)
+        (expected,) = torch.autograd.grad(tf(tx), tx, torch.tensor(v), is_grads_batched=True)
+        assert_same(got, expected)
+    assert bg.compile_count() == before
+    assert kernel_calls == []  # each node's VJP of all rows runs on the host
+
+
+def test_float32_tanh_derivatives_run_on_the_host_within_an_ulp_of_the_kernels(monkeypatch):
+    """tanh is computed in float64 for float32 operands; its VJP and its VJP's VJP (traced programs) run that part
+    with NumPy's float64 functions and multiply-adds, as tanh's hand-written host forms do: no kernel, and float32
+    values that round as the kernels' do (a difference only where a saturated derivative cancels, far below the
+    scale of the result)."""
+    from batched_grad._ops import _host_forms
+
+    x0 = np.linspace(-9.0, 9.0, 1201, dtype=np.float32)
+
+    def derivatives():
+        x = bg.tensor(x0, requires_grad=True)
+        (g,) = bg.autograd.grad(bg.tanh(x).sum(), x, create_graph=True)
+        (h,) = bg.autograd.grad((g * g).sum(), x)
+        return g.detach().numpy(), h.numpy()
+
+    before = bg.compile_count()
+    host = derivatives()
+    assert bg.compile_count() == before
+    monkeypatch.setattr(_host_forms, "HOST_ELEMENTS", 0)  # every op and VJP as its kernel
+    for ours, kernel in zip(host, derivatives()):
+        np.testing.assert_allclose(ours, kernel, rtol=0, atol=4 * np.finfo(np.float32).eps * np.abs(kernel).max())
+        np.testing.assert_array_equal(ours[np.abs(x0) < 4], kernel[np.abs(x0) < 4])
