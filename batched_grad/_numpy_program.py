@@ -293,9 +293,12 @@ def _run_region(kernel, full, *arrays):
     args = []
     for a, f in zip(arrays, full):
         if f:
-            padded = np.zeros(chunks * CHUNK, a.dtype)
-            padded[:n] = np.broadcast_to(a, shape).reshape(-1)
-            a = padded
+            flat = np.broadcast_to(a, shape).reshape(-1)
+            # padded with the last element: values the region computes at its usual speed (zeros may take slow
+            # paths, as pow(0, y) and the subnormal numbers it can make)
+            a = np.empty(chunks * CHUNK, a.dtype)
+            a[:n] = flat
+            a[n:] = flat[n - 1] if n else 0
         args.append(a)
     if chunks == 1:
         return tuple([np.asarray(o)[:n].reshape(shape) for o in _call(kernel, args)])
