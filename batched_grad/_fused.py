@@ -18,10 +18,10 @@ from vmap._shards import replicated
 
 from . import _basis, _graph, _lazy, _payback
 from ._graph import AccumulateGrad
-from ._host import unshared
+from ._host import computed_on_host, unshared
 from ._lazy import CallStep, Output, Pending, hashed_once, intern, read, record
 from ._meta import MetaValue
-from ._ops._core import Op, OpNode, _read_by, _vjp_spec, apply, reads_of, vjp_dependencies, vjp_links
+from ._ops._core import VJP, Op, OpNode, _read_by, _vjp_spec, apply, reads_of, vjp_dependencies, vjp_links
 from ._saved import SavedValue
 from ._tensor import Tensor
 from ._tracing import is_tracer, tracing
@@ -424,6 +424,29 @@ def _backward_masks(plan, vjp_masks):
     return tuple([reads[c] for c in plan.captures if c is not None] + [reads[Output(i, 0)] for i in plan.leaves])
 
 
+class _NoHostForm(Exception):
+    """A step of a backward whose VJP has no host form on its arguments."""
+
+
+def _host_vjp(values, cts, spec):
+    grads = computed_on_host(VJP, list(values) + [_basis.dense(c) for c in cts], (("spec", spec),))
+    if grads is None:
+        raise _NoHostForm
+    return grads
+
+
+def _backward_on_host(*arrays, plan):
+    """The host form of a recorded backward program (BACKWARD_OP, on host arrays): its steps in turn, each node's VJP
+    by its host form, as the per-node tier computes it; None (its kernel) for batched cotangents or where a step's VJP
+    has no host form."""
+    if plan.batch is not None:
+        return None
+    try:
+        return traced_backward(*arrays, plan=plan, vjp=_host_vjp)
+    except _NoHostForm:
+        return None
+
+
 BACKWARD_OP = Op(
     "backward_program",
     traced_backward,
@@ -432,6 +455,7 @@ BACKWARD_OP = Op(
     whole_backward=True,
     reads=backward_reads,
     links=backward_links,
+    host=_backward_on_host,
 )
 
 

@@ -12,7 +12,10 @@ shape or size (each element's value depends on its operands' elements alone, not
 In a program whose float64 values are its own wider precision (it takes and gives no float64 array: an op computed
 in float64 for float32 operands, as tanh, its VJP, the VJP of that), the transcendental functions and multiply-adds
 computed in float64 run with NumPy too (_numpy_rows.WIDENED): NumPy's and XLA's float64 values round to the same
-float32 one, as the hand-written host forms of tanh and its VJP already compute it.
+float32 one, as the hand-written host forms of tanh and its VJP already compute it. A pow whose exponent the jaxpr
+fixes (a literal, or computed from literals: x ** 2 and its derivative 2 * x ** (2 - 1)) is no transcendental
+function where that exponent is 0, 1, 2 or 3: XLA's simplifier computes it as 1, a, a * a or a * a * a, and so do the
+rows (_EXACT_POWERS).
 
 A Program is kept in the store across processes (_store.remembered): `dumps` pickles it with the primitives it
 calls named by where JAX's modules hold them, so that a later process finds it without tracing the op's jaxpr."""
@@ -73,10 +76,11 @@ class Program:
 
 
 class _Step:
-    __slots__ = ("eqn", "ins", "outs", "row")
+    __slots__ = ("eqn", "ins", "outs", "row", "power")
 
-    def __init__(self, eqn, ins, outs, row):
+    def __init__(self, eqn, ins, outs, row, power=None):
         self.eqn, self.ins, self.outs, self.row = eqn, ins, outs, row
+        self.power = power  # a pow's exponent where XLA computes it exactly (_EXACT_POWERS)
 
     @property
     def name(self):
@@ -95,9 +99,27 @@ class _Step:
         return shape
 
 
+def _exact_power(power):
+    """pow(a, b) where b is `power` throughout, as XLA's simplifier computes it for an exponent it knows: 1, a, a * a
+    or a * a * a (bit for bit, measured on the CPU backend; other exponents it computes by its general pow)."""
+
+    def power_of(a, b):
+        r = np.ones_like(a) if power == 0 else a if power == 1 else a * a if power == 2 else a * a * a
+        return r if r.shape == b.shape or b.ndim == 0 else np.broadcast_to(r, np.broadcast_shapes(r.shape, b.shape))
+
+    return power_of
+
+
+_EXACT_POWERS = {p: _exact_power(p) for p in (0.0, 1.0, 2.0, 3.0)}
+_MOVES = frozenset(
+    {"broadcast_in_dim", "reshape", "squeeze", "expand_dims"}
+)  # keep a value that is the same throughout
+
+
 class _Flattener:
     def __init__(self):
         self.registers, self.steps, self.shapes, self.slots = [], [], [], {}
+        self.uniform = {}  # register -> the one value (0-d) all its elements hold, where the jaxpr alone fixes it
 
     def new(self, value=None):
         self.registers.append(value)
@@ -113,15 +135,36 @@ class _Flattener:
 
     def read(self, atom):
         if isinstance(atom, jcore.Literal):
-            return self.new(np.asarray(atom.val, atom.aval.dtype))
+            return self.constant(np.asarray(atom.val, atom.aval.dtype))
         return self.slots[atom]
+
+    def constant(self, value):
+        slot = self.new(value)
+        if 0 < value.size <= CHUNK and (value == value.flat[0]).all():
+            self.uniform[slot] = value.reshape(-1)[0:1].reshape(())
+        return slot
+
+    def fold(self, name, row, ins, outs, params):
+        """Note the value of an elementwise step or a move whose operands each hold one value throughout."""
+        if len(outs) != 1 or not ins or any([i not in self.uniform for i in ins]):
+            return
+        if name in _MOVES:
+            self.uniform[outs[0]] = self.uniform[ins[0]]
+        elif name in ELEMENTWISE:
+            try:
+                with np.errstate(all="ignore"):
+                    value = np.asarray(row(*[self.uniform[i] for i in ins], **params))
+            except Exception:  # a row that needs more than 0-d operands: not folded
+                return
+            if value.ndim == 0:
+                self.uniform[outs[0]] = value
 
     def jaxpr(self, jaxpr, consts, in_slots):
         """Add the steps of `jaxpr` reading `in_slots`; the registers of its outputs."""
         if jaxpr.effects:
             raise Unsupported("effects")
         for var, value in zip(jaxpr.constvars, consts):
-            self.slots[var] = self.new(np.asarray(value))
+            self.slots[var] = self.constant(np.asarray(value))
         for var, slot in zip(jaxpr.invars, in_slots):
             self.slots[var] = slot
         for eqn in jaxpr.eqns:
@@ -139,12 +182,19 @@ class _Flattener:
             for var, slot in zip(eqn.outvars, self.jaxpr(inner, consts, ins)):
                 self.slots[var] = slot
             return
-        row = ROWS.get(name)
+        row, power = ROWS.get(name), None
+        if name == "pow" and ins[1] in self.uniform:  # an exponent the jaxpr fixes: XLA knows it when it compiles
+            power = float(self.uniform[ins[1]])
+            row = _EXACT_POWERS.get(power)
+            power = power if row is not None else None
         if row is None and name not in TRANSCENDENTAL:
             raise Unsupported(f"no row for {name}")
         if row is not None and any([eqn.params.get(k) is not None for k in _NONE_ONLY]):
             raise Unsupported(f"{name} with {eqn.params}")
-        self.steps.append(_Step(eqn, ins, tuple([self.define(v) for v in eqn.outvars]), row))
+        outs = tuple([self.define(v) for v in eqn.outvars])
+        if row is not None:
+            self.fold(name, row, ins, outs, _params(eqn))
+        self.steps.append(_Step(eqn, ins, outs, row, power))
 
 
 def flatten(closed, names):
@@ -167,9 +217,13 @@ def _widened(closed):
     return not any([np.dtype(v.aval.dtype) == F64 for v in closed.jaxpr.invars + closed.jaxpr.outvars])
 
 
+def _params(eqn):
+    return {k: v for k, v in eqn.params.items() if k not in _IGNORED_PARAMS and k not in _NONE_ONLY}
+
+
 def _row_step(step):
     eqn = step.eqn
-    params = {k: v for k, v in eqn.params.items() if k not in _IGNORED_PARAMS and k not in _NONE_ONLY}
+    params = _params(eqn)
     dtypes = tuple([np.dtype(v.aval.dtype) for v in eqn.outvars])
     row = step.row if step.row is not None else WIDENED[step.name]
     return (row, step.ins, step.outs, params, dtypes, step.name in MULTIPLE)
@@ -212,7 +266,7 @@ def _needs_kernel(members, widened):
     made = {slot: step for step in members for slot in step.outs}
     for step in members:
         wide = widened and np.dtype(step.eqn.outvars[0].aval.dtype) == F64
-        if step.name in TRANSCENDENTAL:
+        if step.name in TRANSCENDENTAL and step.row is None:
             if not (wide and step.name in WIDENED and step.eqn.params.get("accuracy") is None):
                 return True
         elif step.name in _SUMS and np.dtype(step.eqn.outvars[0].aval.dtype).kind == "f" and not wide:
@@ -220,7 +274,7 @@ def _needs_kernel(members, widened):
                 source = made.get(slot)
                 if source is not None and source.name == "neg":
                     source = made.get(source.ins[0])
-                if source is not None and source.name in _PRODUCTS:
+                if source is not None and (source.name in _PRODUCTS or source.power in (2.0, 3.0)):
                     if source.name != "integer_pow" or abs(source.eqn.params["y"]) >= 2:
                         return True
     return False
@@ -353,10 +407,15 @@ def loads(data):
 
 @functools.cache
 def _row_names():
-    return {id(fn): name for name, fn in ROWS.items()}
+    names = {id(fn): name for name, fn in ROWS.items()}
+    names.update({id(fn): ("widened", name) for name, fn in WIDENED.items()})
+    names.update({id(fn): ("power", p) for p, fn in _EXACT_POWERS.items()})
+    return names
 
 
 def _row(name):
+    if type(name) is tuple:
+        return WIDENED[name[1]] if name[0] == "widened" else _EXACT_POWERS[name[1]]
     return ROWS[name]
 
 

@@ -11,7 +11,7 @@ import torch
 
 import batched_grad as bg
 import batched_grad.autograd.functional as F
-from batched_grad import _engine, _lazy
+from batched_grad import _budget, _engine, _lazy
 from oracle import assert_same as _assert_same
 
 pytestmark = pytest.mark.skipif(jax.default_backend() != "cpu", reason="host forms run on the CPU backend only")
@@ -59,6 +59,46 @@ def test_first_jacobians_and_hessians_compile_nothing():
         assert_same(F.hessian(s, x, vectorize=vectorize), torch.autograd.functional.hessian(ts, tx))
     assert_same(bg.func.jacrev(f)(x), torch.func.jacrev(tf)(tx))
     assert bg.compile_count() == before
+
+
+@pytest.fixture
+def jitted_calls(monkeypatch):
+    """Every call of a compiled program, kernel or region kernel (one XLA dispatch each)."""
+    calls = []
+    real = _budget.Jitted.__call__
+
+    def counting(self, *args, **kwargs):
+        calls.append(self.name[0] if isinstance(self.name, tuple) else self.name)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(_budget.Jitted, "__call__", counting)
+    return calls
+
+
+def test_first_calls_of_second_derivatives_dispatch_no_compiled_code(jitted_calls):
+    """Hessian-vector products, double backward and per-sample gradients under vmap (a backward program recorded
+    inside the function, computed a row at a time by its steps' host VJPs): no compile and no XLA call. s's square
+    is x ** 2, whose derivatives XLA computes exactly (2 * x ** 1 is 2 * x), so NumPy gives its bits."""
+    f, s, x = _mlp(bg, 7, seed=4)
+    tf, ts, tx = _mlp(torch, 7, seed=4)
+
+    def squared(lib, fn):
+        return lambda x: (fn(x) ** 2).sum()
+
+    v = np.random.default_rng(5).standard_normal(7).astype(np.float32)
+    before = bg.compile_count()
+    for name in ("hvp", "vhp"):
+        ours = getattr(F, name)(squared(bg, f), x, bg.tensor(v))
+        theirs = getattr(torch.autograd.functional, name)(squared(torch, tf), tx, torch.tensor(v))
+        assert_same(ours[1], theirs[1])
+    xr, txr = x.detach().requires_grad_(), tx.detach().requires_grad_()
+    (g,) = bg.autograd.grad(squared(bg, f)(xr), xr, create_graph=True)
+    (tg,) = torch.autograd.grad(squared(torch, tf)(txr), txr, create_graph=True)
+    assert_same(bg.autograd.grad(g.sum(), xr)[0], torch.autograd.grad(tg.sum(), txr)[0])
+    xs = np.random.default_rng(6).standard_normal((5, 7)).astype(np.float32)
+    assert_same(bg.func.vmap(bg.func.grad(s))(bg.tensor(xs)), torch.func.vmap(torch.func.grad(ts))(torch.tensor(xs)))
+    assert bg.compile_count() == before
+    assert jitted_calls == []
 
 
 def test_a_hessians_rows_run_as_one_batched_backward(monkeypatch):
