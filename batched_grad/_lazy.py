@@ -432,15 +432,20 @@ def evaluate_mapped(values, mapped, chunk_size=None, shards=None):
 def _rows_on_host(key, frontier, outs):
     """The outputs `outs` of a vmap.vmap structure `key` on `frontier`, computed a row at a time by its ops' host forms
     (rows of its mapped arrays, NumPy views, and the rest whole), stacked: the per-op tier of a mapped structure, which
-    compiles nothing. None where it does not apply (an array not on the host, no rows, an op without a host form);
-    the structure's program computes them then."""
+    compiles nothing. None where it does not apply (an array not on the host, no rows, an op without a host form) or
+    where its rows, at the time the first ones took, would cost more than the structure's program is estimated to
+    (_payback.within); the structure's program computes them then."""
     arrays = host_arrays(frontier)
     size = key.mapped[0][1][0] if key.mapped else 0
     if arrays is None or size == 0:
         return None
-    batched = {i for i, _ in key.mapped}
+    batched, mix = {i for i, _ in key.mapped}, mix_of_steps(key)
     start, rows = _payback.clock(), [[] for _ in outs]
     for r in range(size):
+        elapsed = _payback.clock() - start
+        if r and not _payback.within(key, mix, elapsed / r * size):
+            _payback.note_unfused(key, elapsed)  # the rest would cost more than the program: it computes them all
+            return None
         values = [a[r] if i in batched else a for i, a in enumerate(arrays)]
         results = []
         for sig, args in key.steps:

@@ -195,13 +195,7 @@ def pays_back(key, mix, stored=None):
     spent = _spent.get(key, 0.0)
     if spent <= 0.0:
         return False
-    if callable(mix):
-        made = _mixes.get(key)
-        if made is None:
-            if len(_mixes) > _LIMIT:
-                _mixes.clear()
-            made = _mixes[key] = mix()
-        mix = made
+    mix = _made(key, mix)
     if spent >= compile_estimate(mix):
         return True
     if stored is None or spent < load_estimate():
@@ -210,6 +204,25 @@ def pays_back(key, mix, stored=None):
     if found is None:
         found = _stored[key] = bool(stored())
     return found
+
+
+def within(key, mix, seconds):
+    """Whether the structure `key` (of the ops `mix`, as in pays_back) running `seconds` more without its program
+    would still have spent less than that program's estimated compile: a long loop of one-off work (many rows on
+    the host) stops at that point rather than after it."""
+    return _spent.get(key, 0.0) + seconds < compile_estimate(_made(key, mix))
+
+
+def _made(key, mix):
+    """The Mix of `key`: `mix`, or what the function `mix` gives, made once per structure."""
+    if not callable(mix):
+        return mix
+    made = _mixes.get(key)
+    if made is None:
+        if len(_mixes) > _LIMIT:
+            _mixes.clear()
+        made = _mixes[key] = mix()
+    return made
 
 
 def spent(key):

@@ -166,3 +166,18 @@ def test_float32_tanh_derivatives_run_on_the_host_within_an_ulp_of_the_kernels(m
     for ours, kernel in zip(host, derivatives()):
         np.testing.assert_allclose(ours, kernel, rtol=0, atol=4 * np.finfo(np.float32).eps * np.abs(kernel).max())
         np.testing.assert_array_equal(ours[np.abs(x0) < 4], kernel[np.abs(x0) < 4])
+
+
+@pytest.mark.parametrize("estimate", [0.0, 1e9])
+def test_vmaps_rows_stop_on_the_host_where_their_program_would_cost_less(monkeypatch, estimate):
+    """Once the rows done show that the rest would cost more than the structure's program is estimated to, the
+    program computes them all (compiled now); otherwise every row runs on the host. The values are the same."""
+    from batched_grad import _payback
+
+    monkeypatch.setattr(_payback, "compile_estimate", lambda mix: estimate)
+    _, s, _ = _mlp(bg, 5, seed=7 if estimate else 8)
+    _, ts, _ = _mlp(torch, 5, seed=7 if estimate else 8)
+    xs = np.random.default_rng(9).standard_normal((6, 5)).astype(np.float32)
+    before = bg.compile_count()
+    assert_same(bg.func.vmap(bg.func.grad(s))(bg.tensor(xs)), torch.func.vmap(torch.func.grad(ts))(torch.tensor(xs)))
+    assert (bg.compile_count() > before) == (estimate == 0.0)
