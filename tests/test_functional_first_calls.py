@@ -101,6 +101,33 @@ def test_first_calls_of_second_derivatives_dispatch_no_compiled_code(jitted_call
     assert jitted_calls == []
 
 
+def test_a_first_forward_mode_jacobian_compiles_nothing():
+    """The traced function's constants (the weights it closes over, host arrays) reach the Jacobian op as NumPy
+    arrays, so its host form computes it: the trace stages its ops' kernels, and nothing is compiled."""
+    f, _, x = _mlp(bg, 8, seed=10)
+    tf, _, tx = _mlp(torch, 8, seed=10)
+    before = _compiles()
+    assert_same(bg.func.jacfwd(f)(x), torch.func.jacfwd(tf)(tx))
+    ours = F.jacobian(f, x, vectorize=True, strategy="forward-mode")
+    assert_same(ours, torch.autograd.functional.jacobian(tf, tx, vectorize=True, strategy="forward-mode"))
+    assert _compiles() == before
+
+
+def _compiles():
+    """XLA compiles so far in this process (a trace that only stages a kernel into another program compiles none)."""
+    return _xla_compiles[0]
+
+
+_xla_compiles = [0]
+jax.monitoring.register_event_duration_secs_listener(
+    lambda event, seconds, **_: (
+        _xla_compiles.__setitem__(0, _xla_compiles[0] + 1)
+        if event == "/jax/core/compile/backend_compile_duration"
+        else None
+    )
+)
+
+
 def test_a_hessians_rows_run_as_one_batched_backward(monkeypatch):
     _, s, x = _mlp(bg, 11, seed=1)
     _, ts, tx = _mlp(torch, 11, seed=1)
