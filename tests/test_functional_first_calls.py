@@ -113,6 +113,22 @@ def test_a_first_forward_mode_jacobian_compiles_nothing():
     assert _compiles() == before
 
 
+def test_a_first_forward_over_reverse_hessian_computes_its_concrete_values_on_the_host(monkeypatch):
+    """torch.func.hessian (jacfwd of jacrev) traces jacrev's backward; the values in that trace that read no traced
+    value (a root cotangent's VJP) are computed now, by their host forms, not by a kernel compiled for each op and
+    shape. What compiles is the Hessian program's region kernels (its float32 multiply-adds, which XLA contracts),
+    once per region."""
+    from batched_grad import _numpy_program
+
+    regions, real = set(), _numpy_program._call
+    monkeypatch.setattr(_numpy_program, "_call", lambda kernel, args: regions.add(kernel) or real(kernel, args))
+    _, s, x = _mlp(bg, 6, seed=11)
+    _, ts, tx = _mlp(torch, 6, seed=11)
+    before = _compiles()
+    assert_same(bg.func.hessian(s)(x), torch.func.hessian(ts)(tx))
+    assert _compiles() - before <= len(regions)
+
+
 def _compiles():
     """XLA compiles so far in this process (a trace that only stages a kernel into another program compiles none)."""
     return _xla_compiles[0]
