@@ -19,6 +19,9 @@ first); a program whose executable the store holds (_store.py) costs the mean ti
 the first). The time spent without a program excludes what this thread spent compiling kernels and tracing host
 forms meanwhile (one-time work, which a program would not save).
 
+Within one call, a loop of work without a program (a vmap.vmap structure's rows on the host) stops where the rows
+done show that finishing would spend more than the program costs (`within`): the program then computes them.
+
 `set_fuse_after(n)` (or BATCHED_GRAD_FUSE_AFTER=n) replaces the model by a count: a structure is compiled from its
 (n+1)-th sighting on, whatever the times (the tests use it, so that which tier runs a call does not depend on
 timing; benchmarks of the steady state use it to reach the fused programs in a known number of calls)."""
