@@ -434,7 +434,8 @@ def _rows_on_host(key, frontier, outs):
     (rows of its mapped arrays, NumPy views, and the rest whole), stacked: the per-op tier of a mapped structure, which
     compiles nothing. None where it does not apply (an array not on the host, no rows, an op without a host form) or
     where its rows, at the time the first ones took, would cost more than the structure's program is estimated to
-    (_payback.within); the structure's program computes them then."""
+    (_payback.within; not with a fixed FUSE_AFTER, whose tiers do not depend on timing); the structure's program
+    computes them then."""
     arrays = host_arrays(frontier)
     size = key.mapped[0][1][0] if key.mapped else 0
     if arrays is None or size == 0:
@@ -443,7 +444,7 @@ def _rows_on_host(key, frontier, outs):
     start, rows = _payback.clock(), [[] for _ in outs]
     for r in range(size):
         elapsed = _payback.clock() - start
-        if r and not _payback.within(key, mix, elapsed / r * size):
+        if r and FUSE_AFTER is None and not _payback.within(key, mix, elapsed / r * size):
             _payback.note_unfused(key, elapsed)  # the rest would cost more than the program: it computes them all
             return None
         values = [a[r] if i in batched else a for i, a in enumerate(arrays)]

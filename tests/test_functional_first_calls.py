@@ -217,6 +217,7 @@ def test_vmaps_rows_stop_on_the_host_where_their_program_would_cost_less(monkeyp
     program computes them all (compiled now); otherwise every row runs on the host. The values are the same."""
     from batched_grad import _payback
 
+    monkeypatch.setattr(_lazy, "FUSE_AFTER", None)  # the cost model, whose estimate is set here
     monkeypatch.setattr(_payback, "compile_estimate", lambda mix: estimate)
     _, s, _ = _mlp(bg, 5, seed=7 if estimate else 8)
     _, ts, _ = _mlp(torch, 5, seed=7 if estimate else 8)
