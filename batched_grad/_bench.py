@@ -20,6 +20,7 @@ SCRIPTS = (
     "sparse.py",
     "curvature.py",
     "persample.py",
+    "functional_calls.py",
 )
 INSTALL = "pip install -e '.[bench]'"
 CHECKOUT_BENCHMARKS = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"  # with an editable install

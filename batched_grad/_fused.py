@@ -18,10 +18,10 @@ from vmap._shards import replicated
 
 from . import _basis, _graph, _lazy, _payback
 from ._graph import AccumulateGrad
-from ._host import unshared
+from ._host import computed_on_host, unshared
 from ._lazy import CallStep, Output, Pending, hashed_once, intern, read, record
 from ._meta import MetaValue
-from ._ops._core import Op, OpNode, _read_by, _vjp_spec, apply, reads_of, vjp_dependencies, vjp_links
+from ._ops._core import VJP, Op, OpNode, _read_by, _vjp_spec, apply, reads_of, vjp_dependencies, vjp_links
 from ._saved import SavedValue
 from ._tensor import Tensor
 from ._tracing import is_tracer, tracing
@@ -164,6 +164,28 @@ def _fusible(node):
         return False
     for s in node.saved_results:
         if s.counter.value != s.version or s.packed is not None:  # packed: the per-node engine unpacks it
+            return False
+    return True
+
+
+def plain(root_nodes):
+    """Whether every node reached from `root_nodes` is a table op or a leaf that a fused program can run (see
+    _Encoder.node), outside anomaly mode: a backward through them runs no user code (no hook, custom Function or
+    saved-tensor hook), so one call over many rows of cotangents cannot be told from a call per row."""
+    if _graph._anomaly["enabled"]:
+        return False
+    for node in _topological(root_nodes)[0]:
+        if type(node) is AccumulateGrad:
+            if node.variable._hooks or node.node_hooks:
+                return False
+        elif not isinstance(node, OpNode) or not _fusible(node) or not _plain_saved(node):
+            return False
+    return True
+
+
+def _plain_saved(node):
+    for s in node.saved:
+        if type(s) is SavedValue and (s.packed is not None or s.stale()):
             return False
     return True
 
@@ -402,6 +424,29 @@ def _backward_masks(plan, vjp_masks):
     return tuple([reads[c] for c in plan.captures if c is not None] + [reads[Output(i, 0)] for i in plan.leaves])
 
 
+class _NoHostForm(Exception):
+    """A step of a backward whose VJP has no host form on its arguments."""
+
+
+def _host_vjp(values, cts, spec):
+    grads = computed_on_host(VJP, list(values) + [_basis.dense(c) for c in cts], (("spec", spec),))
+    if grads is None:
+        raise _NoHostForm
+    return grads
+
+
+def _backward_on_host(*arrays, plan):
+    """The host form of a recorded backward program (BACKWARD_OP, on host arrays): its steps in turn, each node's VJP
+    by its host form, as the per-node tier computes it; None (its kernel) for batched cotangents or where a step's VJP
+    has no host form."""
+    if plan.batch is not None:
+        return None
+    try:
+        return traced_backward(*arrays, plan=plan, vjp=_host_vjp)
+    except _NoHostForm:
+        return None
+
+
 BACKWARD_OP = Op(
     "backward_program",
     traced_backward,
@@ -410,6 +455,7 @@ BACKWARD_OP = Op(
     whole_backward=True,
     reads=backward_reads,
     links=backward_links,
+    host=_backward_on_host,
 )
 
 

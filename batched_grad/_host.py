@@ -156,11 +156,12 @@ def cpu_device_set():
     return {jax.local_devices()[0]} if jax.default_backend() == "cpu" else None
 
 
-def host_arrays(arrays):
+def host_arrays(arrays, in_trace=False):
     """The operands of an op as NumPy arrays sharing their memory, where the op may run on the host instead of in a
-    kernel: on the CPU backend, outside any trace, each a NumPy array or a concrete JAX array on the default device
-    (not a deferred, traced, meta or sharded value). Else None."""
-    if not ops_run_on_host():
+    kernel: on the CPU backend, outside any trace (or inside one, with `in_trace`, for values kept after it), each a
+    NumPy array or a concrete JAX array on the default device (not a deferred, traced, meta or sharded value). Else
+    None."""
+    if cpu_device_set() is None or not (in_trace or _outside_every_trace()):
         return None
     host = []
     for a in arrays:

@@ -12,6 +12,7 @@ import threading
 from typing import NamedTuple
 
 import jax
+import numpy as np
 
 from vmap._memory import AUTO, auto_chunk, lowerable
 from vmap._rows import map_rows
@@ -21,7 +22,7 @@ from . import _budget, _fusion, _payback, _store
 from ._budget import Jitted
 from ._compiled import Program
 from ._dtypes import differentiable
-from ._host import host_out_avals, on_host
+from ._host import computed_on_host, host_arrays, host_out_avals, on_host
 from ._tracing import is_tracer, tracing
 from ._x64 import scoped
 
@@ -399,6 +400,10 @@ def evaluate_mapped(values, mapped, chunk_size=None, shards=None):
     with lock:
         targets = [v.call for v in values if _uncomputed(v)]
         _, frontier, key, outs = _structure(targets, mapped, values)
+        if shards is None and chunk_size != AUTO and not should_fuse(key, mix_of_steps(key)):
+            rows = _rows_on_host(key, frontier, outs)
+            if rows is not None:
+                return rows
         if shards is not None:
             frontier = [replicated(a, shards) for a in frontier]
 
@@ -422,6 +427,37 @@ def evaluate_mapped(values, mapped, chunk_size=None, shards=None):
                 ("vmap", key, outs, shards), lambda k: program(k).plain.jit.lower(*lowerable(frontier)).compile(), rows
             )
         return program(chunk_size)(*frontier)
+
+
+def _rows_on_host(key, frontier, outs):
+    """The outputs `outs` of a vmap.vmap structure `key` on `frontier`, computed a row at a time by its ops' host forms
+    (rows of its mapped arrays, NumPy views, and the rest whole), stacked: the per-op tier of a mapped structure, which
+    compiles nothing. None where it does not apply (an array not on the host, no rows, an op without a host form) or
+    where its rows, at the time the first ones took, would cost more than the structure's program is estimated to
+    (_payback.within; not with a fixed FUSE_AFTER, whose tiers do not depend on timing); the structure's program
+    computes them then."""
+    arrays = host_arrays(frontier)
+    size = key.mapped[0][1][0] if key.mapped else 0
+    if arrays is None or size == 0:
+        return None
+    batched, mix = {i for i, _ in key.mapped}, mix_of_steps(key)
+    start, rows = _payback.clock(), [[] for _ in outs]
+    for r in range(size):
+        elapsed = _payback.clock() - start
+        if r and FUSE_AFTER is None and not _payback.within(key, mix, elapsed / r * size):
+            _payback.note_unfused(key, elapsed)  # the rest would cost more than the program: it computes them all
+            return None
+        values = [a[r] if i in batched else a for i, a in enumerate(arrays)]
+        results = []
+        for sig, args in key.steps:
+            out = computed_on_host(sig.op, [read(ref, values, results) for ref in args], sig.static)
+            if out is None:
+                return None
+            results.append(out)
+        for found, ref in zip(rows, outs):
+            found.append(read(ref, values, results))
+    _payback.note_unfused(key, _payback.clock() - start)
+    return [np.stack(found) for found in rows]
 
 
 def program_for(key, make_fn, mix):

@@ -13,11 +13,16 @@ primitive without a row (a slice with open bounds is a gather), and is then trac
 per shape; so is every op whose static params hold an opaque object (a traced function, with shapes inside it).
 Deferred ops take their output shapes from the same jaxprs (_lazy.signature), without a trace for a new size.
 
+A VJP of batched cotangents (is_grads_batched, a Jacobian's rows) is traced as jax.vmap of the VJP, the number of
+rows one more symbolic size: every row runs in one NumPy program, and a new number of rows compiles nothing (rows
+taken in chunks inside a program or split over devices run as kernels).
+
 A jaxpr holding a primitive without a row, an array of another dtype (complex, float16) or an effect has no
 derived form: the op runs as its kernel, and that answer is cached too. So do operands or intermediate arrays of
-more than HOST_ELEMENTS elements (_host.py), and batched cotangents.
+more than HOST_ELEMENTS elements (_host.py).
 
-Values: exact operations give XLA's bits, transcendental functions and multiply-adds run as XLA's kernels, and sums
+Values: exact operations give XLA's bits, transcendental functions and multiply-adds run as XLA's kernels (but for
+those computed in float64 for narrower operands: _numpy_program.py), and sums
 (reductions, matrix products) differ from XLA's by their order, within n eps of the scale of a sum of n terms, as
 torch's own paths differ; XLA's algebraic rewrites (a division by a broadcast value computed as a multiplication
 by its reciprocal) also make the kernel differ by an ulp there. tests/test_tier_agreement.py and
@@ -306,31 +311,50 @@ def _forward(op, static, avals):
     return program_for((op, static), build, avals, op.multi, static)
 
 
-def _vjp(vjp_fn, spec):
+def _vjp(vjp_fn, spec, rows=None):
     """(Program, sizes) of a node's VJP, `vjp_fn(*saved operands, *cotangents, spec=spec)` (_ops/_core.py); None
     where it has no derived form. Traced once per pattern of the op's operand shapes: the VJP of the op on symbolic
-    operands of that pattern, its cotangents of the shapes its outputs have there."""
-    sig = spec.sig
-    if spec.batch is not None:
-        return None  # batched cotangents: a kernel maps the VJP over their rows
+    operands of that pattern, its cotangents of the shapes its outputs have there. Batched cotangents (`spec.batch`,
+    whose `rows` lead each cotangent) are mapped over by jax.vmap in the trace, their number of rows one more size of
+    the pattern: every row runs in one NumPy program, which compiles nothing for a new number of rows. Rows taken in
+    chunks or split over devices have no derived form (a kernel maps them)."""
+    sig, batch = spec.sig, spec.batch
+    if batch is not None and (batch.chunk_size is not None or batch.shards is not None):
+        return None
     for _, dtype in sig.avals:
         if not supported(np.dtype(dtype)):
             return None
+    # the number of rows enters the pattern as the shape of one more (unread) operand
+    avals = sig.avals if batch is None else sig.avals + (((rows,), _ROWS),)
 
     def build(structs):
         from ._lazy import Signature
 
+        lead = () if batch is None else structs.pop().shape
         out = jax.eval_shape(functools.partial(sig.op.fn, **dict(sig.static)), *structs)
         outs = tuple(out) if sig.op.multi else (out,)
         symbolic = Signature(
             sig.op, sig.static, tuple([(s.shape, s.dtype) for s in structs]), tuple([(o.shape, o.dtype) for o in outs])
         )
         saved = [s for s, m in zip(structs, spec.saved_mask) if m]
-        cotangents = [outs[k] for k, m in zip(symbolic.diff_outs, spec.ct_mask) if m]
+        cotangents = [
+            jax.ShapeDtypeStruct(lead + outs[k].shape, outs[k].dtype)
+            for k, m in zip(symbolic.diff_outs, spec.ct_mask)
+            if m
+        ]
         return functools.partial(vjp_fn, spec=spec._replace(sig=symbolic)), saved + cotangents
 
-    key = (vjp_fn, sig.op, sig.static, spec.saved_mask, spec.want, spec.ct_mask)
-    return program_for(key, build, sig.avals, True, sig.static)
+    key = (vjp_fn, sig.op, sig.static, spec.saved_mask, spec.want, spec.ct_mask, batch is not None)
+    return program_for(key, build, avals, True, sig.static)
+
+
+_ROWS = np.dtype(np.int32)  # the dtype of the pseudo-operand whose shape is the number of rows
+
+
+def _rows(spec, shapes):
+    """The number of rows of a batched VJP's cotangents (the shape of its first one among `shapes`, the VJP's
+    operands' shapes), or None unbatched."""
+    return None if spec.batch is None else shapes[sum(spec.saved_mask)][0]
 
 
 _found = {}  # (op, static, operand avals) -> the runner of its derived form on them (_runner), or None if it has none
@@ -373,7 +397,7 @@ def _bound_forward(op, static, avals):
 def derived_vjp(vjp_fn, spec, arrays):
     """The gradients (a tuple) that a node's VJP `vjp_fn(*arrays, spec=spec)` gives, with NumPy; None where it has
     no derived form."""
-    found = _vjp(vjp_fn, spec)
+    found = _vjp(vjp_fn, spec, _rows(spec, [a.shape for a in arrays]))
     outs = None if found is None else evaluate(*found, arrays)
     return None if outs is None else tuple(outs)
 
@@ -388,7 +412,11 @@ def _vjp_op():
 def out_avals(op, static, avals):
     """ShapeDtypeStructs of the outputs of `op` on operands of `avals`, from its derived program: no trace for a
     new size (a deferred op's Signature); None where it has none."""
-    found = _vjp(op.fn, dict(static)["spec"]) if op is _vjp_op() else _forward(op, static, avals)
+    if op is _vjp_op():
+        spec = dict(static)["spec"]
+        found = _vjp(op.fn, spec, _rows(spec, [shape for shape, _ in avals]))
+    else:
+        found = _forward(op, static, avals)
     return None if found is None else [jax.ShapeDtypeStruct(s, d) for s, d in _bound(*found)[3]]
 
 

@@ -9,6 +9,13 @@ it holds a transcendental function, or a product added to something (which XLA's
 multiply-add, rounded once), the region runs as one XLA kernel, as it runs inside the op's own kernel: on its
 operands flattened, padded and cut into chunks of CHUNK elements, so that it compiles once per region, never per
 shape or size (each element's value depends on its operands' elements alone, not on where it sits in the array).
+In a program whose float64 values are its own wider precision (it takes and gives no float64 array: an op computed
+in float64 for float32 operands, as tanh, its VJP, the VJP of that), the transcendental functions and multiply-adds
+computed in float64 run with NumPy too (_numpy_rows.WIDENED): NumPy's and XLA's float64 values round to the same
+float32 one, as the hand-written host forms of tanh and its VJP already compute it. A pow whose exponent the jaxpr
+fixes (a literal, or computed from literals: x ** 2 and its derivative 2 * x ** (2 - 1)) is no transcendental
+function where that exponent is 0, 1, 2 or 3: XLA's simplifier computes it as 1, a, a * a or a * a * a, and so do the
+rows (_EXACT_POWERS).
 
 A Program is kept in the store across processes (_store.remembered): `dumps` pickles it with the primitives it
 calls named by where JAX's modules hold them, so that a later process finds it without tracing the op's jaxpr."""
@@ -25,7 +32,7 @@ from jax.export import is_symbolic_dim, symbolic_shape
 from jax.extend import core as jcore
 
 from ._budget import Jitted
-from ._numpy_rows import ELEMENTWISE, MULTIPLE, ROWS, TRANSCENDENTAL
+from ._numpy_rows import ELEMENTWISE, MULTIPLE, ROWS, TRANSCENDENTAL, WIDENED
 from ._x64 import set_x64, swap_x64
 
 # the elements a region kernel computes per call: smaller regions are padded to it, larger ones run chunk by
@@ -69,10 +76,11 @@ class Program:
 
 
 class _Step:
-    __slots__ = ("eqn", "ins", "outs", "row")
+    __slots__ = ("eqn", "ins", "outs", "row", "power")
 
-    def __init__(self, eqn, ins, outs, row):
+    def __init__(self, eqn, ins, outs, row, power=None):
         self.eqn, self.ins, self.outs, self.row = eqn, ins, outs, row
+        self.power = power  # a pow's exponent where XLA computes it exactly (_EXACT_POWERS)
 
     @property
     def name(self):
@@ -91,9 +99,27 @@ class _Step:
         return shape
 
 
+def _exact_power(power):
+    """pow(a, b) where b is `power` throughout, as XLA's simplifier computes it for an exponent it knows: 1, a, a * a
+    or a * a * a (bit for bit, measured on the CPU backend; other exponents it computes by its general pow)."""
+
+    def power_of(a, b):
+        r = np.ones_like(a) if power == 0 else a if power == 1 else a * a if power == 2 else a * a * a
+        return r if r.shape == b.shape or b.ndim == 0 else np.broadcast_to(r, np.broadcast_shapes(r.shape, b.shape))
+
+    return power_of
+
+
+_EXACT_POWERS = {p: _exact_power(p) for p in (0.0, 1.0, 2.0, 3.0)}
+_MOVES = frozenset(
+    {"broadcast_in_dim", "reshape", "squeeze", "expand_dims"}
+)  # keep a value that is the same throughout
+
+
 class _Flattener:
     def __init__(self):
         self.registers, self.steps, self.shapes, self.slots = [], [], [], {}
+        self.uniform = {}  # register -> the one value (0-d) all its elements hold, where the jaxpr alone fixes it
 
     def new(self, value=None):
         self.registers.append(value)
@@ -109,15 +135,36 @@ class _Flattener:
 
     def read(self, atom):
         if isinstance(atom, jcore.Literal):
-            return self.new(np.asarray(atom.val, atom.aval.dtype))
+            return self.constant(np.asarray(atom.val, atom.aval.dtype))
         return self.slots[atom]
+
+    def constant(self, value):
+        slot = self.new(value)
+        if 0 < value.size <= CHUNK and (value == value.flat[0]).all():
+            self.uniform[slot] = value.reshape(-1)[0:1].reshape(())
+        return slot
+
+    def fold(self, name, row, ins, outs, params):
+        """Note the value of an elementwise step or a move whose operands each hold one value throughout."""
+        if len(outs) != 1 or not ins or any([i not in self.uniform for i in ins]):
+            return
+        if name in _MOVES:
+            self.uniform[outs[0]] = self.uniform[ins[0]]
+        elif name in ELEMENTWISE:
+            try:
+                with np.errstate(all="ignore"):
+                    value = np.asarray(row(*[self.uniform[i] for i in ins], **params))
+            except Exception:  # a row that needs more than 0-d operands: not folded
+                return
+            if value.ndim == 0:
+                self.uniform[outs[0]] = value
 
     def jaxpr(self, jaxpr, consts, in_slots):
         """Add the steps of `jaxpr` reading `in_slots`; the registers of its outputs."""
         if jaxpr.effects:
             raise Unsupported("effects")
         for var, value in zip(jaxpr.constvars, consts):
-            self.slots[var] = self.new(np.asarray(value))
+            self.slots[var] = self.constant(np.asarray(value))
         for var, slot in zip(jaxpr.invars, in_slots):
             self.slots[var] = slot
         for eqn in jaxpr.eqns:
@@ -135,12 +182,19 @@ class _Flattener:
             for var, slot in zip(eqn.outvars, self.jaxpr(inner, consts, ins)):
                 self.slots[var] = slot
             return
-        row = ROWS.get(name)
+        row, power = ROWS.get(name), None
+        if name == "pow" and ins[1] in self.uniform:  # an exponent the jaxpr fixes: XLA knows it when it compiles
+            power = float(self.uniform[ins[1]])
+            row = _EXACT_POWERS.get(power)
+            power = power if row is not None else None
         if row is None and name not in TRANSCENDENTAL:
             raise Unsupported(f"no row for {name}")
         if row is not None and any([eqn.params.get(k) is not None for k in _NONE_ONLY]):
             raise Unsupported(f"{name} with {eqn.params}")
-        self.steps.append(_Step(eqn, ins, tuple([self.define(v) for v in eqn.outvars]), row))
+        outs = tuple([self.define(v) for v in eqn.outvars])
+        if row is not None:
+            self.fold(name, row, ins, outs, _params(eqn))
+        self.steps.append(_Step(eqn, ins, outs, row, power))
 
 
 def flatten(closed, names):
@@ -150,7 +204,7 @@ def flatten(closed, names):
     in_slots = [flat.define(v) for v in closed.jaxpr.invars]
     out_slots = flat.jaxpr(closed.jaxpr, closed.consts, in_slots)
     program = Program()
-    program.steps = _grouped(flat.steps, flat.registers, out_slots)
+    program.steps = _grouped(flat.steps, flat.registers, out_slots, _widened(closed))
     program.registers, program.shapes = flat.registers, list(set(flat.shapes))
     program.in_slots, program.out_slots, program.names = tuple(in_slots), tuple(out_slots), names
     program.in_shapes = [tuple(v.aval.shape) for v in closed.jaxpr.invars]
@@ -158,14 +212,24 @@ def flatten(closed, names):
     return program
 
 
+def _widened(closed):
+    """Whether the float64 values of a jaxpr are its own wider precision: it takes and gives no float64 array."""
+    return not any([np.dtype(v.aval.dtype) == F64 for v in closed.jaxpr.invars + closed.jaxpr.outvars])
+
+
+def _params(eqn):
+    return {k: v for k, v in eqn.params.items() if k not in _IGNORED_PARAMS and k not in _NONE_ONLY}
+
+
 def _row_step(step):
     eqn = step.eqn
-    params = {k: v for k, v in eqn.params.items() if k not in _IGNORED_PARAMS and k not in _NONE_ONLY}
+    params = _params(eqn)
     dtypes = tuple([np.dtype(v.aval.dtype) for v in eqn.outvars])
-    return (step.row, step.ins, step.outs, params, dtypes, step.name in MULTIPLE)
+    row = step.row if step.row is not None else WIDENED[step.name]
+    return (row, step.ins, step.outs, params, dtypes, step.name in MULTIPLE)
 
 
-def _grouped(steps, registers, out_slots):
+def _grouped(steps, registers, out_slots, widened):
     """The steps as run: NumPy rows, and elementwise regions grouped (the module's docstring)."""
     readers = {}  # register -> the steps reading it
     for i, step in enumerate(steps):
@@ -176,7 +240,7 @@ def _grouped(steps, registers, out_slots):
 
     def close(shape):
         region = open_regions.pop(shape)
-        out.extend(_region_steps([steps[i] for i in region], region, registers, readers, out_slots))
+        out.extend(_region_steps([steps[i] for i in region], region, registers, readers, out_slots, widened))
 
     for i, step in enumerate(steps):
         shape = step.shape()
@@ -194,27 +258,31 @@ def _grouped(steps, registers, out_slots):
     return out
 
 
-def _needs_kernel(members):
+def _needs_kernel(members, widened):
     """Whether a region's values differ with NumPy: it computes a transcendental function, or adds a product (XLA
-    contracts `a * b + c` into a fused multiply-add)."""
+    contracts `a * b + c` into a fused multiply-add). Not where that is done in float64 in a `widened` program (one
+    whose float64 values are rounded to a narrower dtype before they leave it): NumPy's float64 value and XLA's round
+    to the same float32 one."""
     made = {slot: step for step in members for slot in step.outs}
     for step in members:
-        if step.name in TRANSCENDENTAL:
-            return True
-        if step.name in _SUMS and np.dtype(step.eqn.outvars[0].aval.dtype).kind == "f":
+        wide = widened and np.dtype(step.eqn.outvars[0].aval.dtype) == F64
+        if step.name in TRANSCENDENTAL and step.row is None:
+            if not (wide and step.name in WIDENED and step.eqn.params.get("accuracy") is None):
+                return True
+        elif step.name in _SUMS and np.dtype(step.eqn.outvars[0].aval.dtype).kind == "f" and not wide:
             for slot in step.ins:
                 source = made.get(slot)
                 if source is not None and source.name == "neg":
                     source = made.get(source.ins[0])
-                if source is not None and source.name in _PRODUCTS:
+                if source is not None and (source.name in _PRODUCTS or source.power in (2.0, 3.0)):
                     if source.name != "integer_pow" or abs(source.eqn.params["y"]) >= 2:
                         return True
     return False
 
 
-def _region_steps(members, indices, registers, readers, out_slots):
+def _region_steps(members, indices, registers, readers, out_slots, widened):
     """The steps running a region: its members as NumPy rows, or one XLA kernel."""
-    if not _needs_kernel(members):
+    if not _needs_kernel(members, widened):
         return [_row_step(step) for step in members]
     inside, inputs, full, structure = set(indices), [], [], []
     value = {}  # register -> ("value", member, output) within the region
@@ -279,9 +347,12 @@ def _run_region(kernel, full, *arrays):
     args = []
     for a, f in zip(arrays, full):
         if f:
-            padded = np.zeros(chunks * CHUNK, a.dtype)
-            padded[:n] = np.broadcast_to(a, shape).reshape(-1)
-            a = padded
+            flat = np.broadcast_to(a, shape).reshape(-1)
+            # padded with the last element: values the region computes at its usual speed (zeros may take slow
+            # paths, as pow(0, y) and the subnormal numbers it can make)
+            a = np.empty(chunks * CHUNK, a.dtype)
+            a[:n] = flat
+            a[n:] = flat[n - 1] if n else 0
         args.append(a)
     if chunks == 1:
         return tuple([np.asarray(o)[:n].reshape(shape) for o in _call(kernel, args)])
@@ -336,10 +407,15 @@ def loads(data):
 
 @functools.cache
 def _row_names():
-    return {id(fn): name for name, fn in ROWS.items()}
+    names = {id(fn): name for name, fn in ROWS.items()}
+    names.update({id(fn): ("widened", name) for name, fn in WIDENED.items()})
+    names.update({id(fn): ("power", p) for p, fn in _EXACT_POWERS.items()})
+    return names
 
 
 def _row(name):
+    if type(name) is tuple:
+        return WIDENED[name[1]] if name[0] == "widened" else _EXACT_POWERS[name[1]]
     return ROWS[name]
 
 

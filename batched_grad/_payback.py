@@ -19,6 +19,9 @@ first); a program whose executable the store holds (_store.py) costs the mean ti
 the first). The time spent without a program excludes what this thread spent compiling kernels and tracing host
 forms meanwhile (one-time work, which a program would not save).
 
+Within one call, a loop of work without a program (a vmap.vmap structure's rows on the host) stops where the rows
+done show that finishing would spend more than the program costs (`within`): the program then computes them.
+
 `set_fuse_after(n)` (or BATCHED_GRAD_FUSE_AFTER=n) replaces the model by a count: a structure is compiled from its
 (n+1)-th sighting on, whatever the times (the tests use it, so that which tier runs a call does not depend on
 timing; benchmarks of the steady state use it to reach the fused programs in a known number of calls)."""
@@ -195,13 +198,7 @@ def pays_back(key, mix, stored=None):
     spent = _spent.get(key, 0.0)
     if spent <= 0.0:
         return False
-    if callable(mix):
-        made = _mixes.get(key)
-        if made is None:
-            if len(_mixes) > _LIMIT:
-                _mixes.clear()
-            made = _mixes[key] = mix()
-        mix = made
+    mix = _made(key, mix)
     if spent >= compile_estimate(mix):
         return True
     if stored is None or spent < load_estimate():
@@ -210,6 +207,25 @@ def pays_back(key, mix, stored=None):
     if found is None:
         found = _stored[key] = bool(stored())
     return found
+
+
+def within(key, mix, seconds):
+    """Whether the structure `key` (of the ops `mix`, as in pays_back) running `seconds` more without its program
+    would still have spent less than that program's estimated compile: a long loop of one-off work (many rows on
+    the host) stops at that point rather than after it."""
+    return _spent.get(key, 0.0) + seconds < compile_estimate(_made(key, mix))
+
+
+def _made(key, mix):
+    """The Mix of `key`: `mix`, or what the function `mix` gives, made once per structure."""
+    if not callable(mix):
+        return mix
+    made = _mixes.get(key)
+    if made is None:
+        if len(_mixes) > _LIMIT:
+            _mixes.clear()
+        made = _mixes[key] = mix()
+    return made
 
 
 def spent(key):

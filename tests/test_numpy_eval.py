@@ -2,6 +2,8 @@
 slice x[:k], a mask, a reshape) the ops without a hand-written host form and their VJPs compile nothing, their values
 match torch's and the kernel's within the tier rule, and what has no derived form still runs as a kernel."""
 
+import functools
+
 import jax
 import numpy as np
 import pytest
@@ -207,6 +209,35 @@ def test_rows_give_xla_bits_on_special_values(case):
     assert len(got) == len(expected)
     for g, w in zip(got, expected):
         _assert_same_bits(g, w)
+
+
+def _kernels(fn, *arrays):
+    """How many region kernels the derived program of `fn` runs."""
+    flat = lambda *a: tuple(jax.tree_util.tree_leaves(fn(*a)))
+    program, _ = _numpy_eval.program_for(
+        fn, lambda structs: (flat, structs), [(a.shape, a.dtype) for a in arrays], True
+    )
+    return sum([isinstance(step[0], functools.partial) for step in program.steps])
+
+
+def test_a_power_the_jaxpr_fixes_runs_with_numpy_bit_for_bit():
+    """XLA's simplifier computes pow(a, b) for an exponent it knows when it compiles (0, 1, 2 or 3, also where the
+    program computes it from constants, as a derivative's b - 1) as 1, a, a * a, a * a * a: the rows give those bits
+    without a kernel. A square that is added to something is a multiply-add (a kernel), and an exponent the program
+    reads is XLA's general pow (a kernel)."""
+    x = np.concatenate([SPECIAL, np.random.default_rng(0).standard_normal(300) * 30]).astype(np.float32)
+
+    def fixed(a):
+        three = jax.numpy.full_like(a, 3.0)
+        return tuple([lax.pow(a, np.float32(p)) for p in (0, 1, 2, 3)]) + (lax.pow(a, three - 1), lax.pow(a, three))
+
+    cases = [(fixed, (x,), 0), (lambda a: lax.pow(a, np.float32(2)) + a, (x,), 1), (lax.pow, (x, np.roll(x, 7)), 1)]
+    for fn, arrays, kernels in cases:
+        assert _kernels(fn, *arrays) == kernels
+        with jax.enable_x64(True):
+            expected = jax.tree_util.tree_leaves(jax.jit(fn)(*arrays))
+        for got, want in zip(_evaluated(fn, *arrays), expected):
+            _assert_same_bits(got, want)
 
 
 def test_a_jaxpr_is_traced_once_per_pattern_of_sizes():

@@ -410,7 +410,8 @@ def test_graph_flags_that_are_integers_work_as_their_truth_value(value):
 
 def test_a_grad_inside_vmap_compiles_once_and_not_again_on_later_calls():
     """The backward inside the function is recorded as one program from the first call, so the function's structure,
-    and its one compiled program, are the same on every call."""
+    and its one compiled program, are the same on every call. Its first calls, before that program pays back (the
+    suite's FUSE_AFTER: two), run a row at a time with the ops' host forms, and compile nothing."""
     rng = np.random.default_rng(0)
     w = bg.tensor(rng.standard_normal((5, 3)))
     xs = bg.tensor(rng.standard_normal((4, 5)))
@@ -419,16 +420,16 @@ def test_a_grad_inside_vmap_compiles_once_and_not_again_on_later_calls():
         return (bg.tanh(x @ w) ** 2).sum()
 
     per_sample = bg.func.vmap(bg.func.grad(loss), in_dims=(None, 0))
+    expected = torch.func.vmap(torch.func.grad(lambda w, x: (torch.tanh(x @ w) ** 2).sum()), in_dims=(None, 0))(
+        torch.tensor(w.numpy()), torch.tensor(xs.numpy())
+    )
     compiles = []
     for _ in range(5):
         before = bg.compile_count()
         grads = per_sample(w, xs)
         compiles.append(bg.compile_count() - before)
-    expected = torch.func.vmap(torch.func.grad(lambda w, x: (torch.tanh(x @ w) ** 2).sum()), in_dims=(None, 0))(
-        torch.tensor(w.numpy()), torch.tensor(xs.numpy())
-    )
-    np.testing.assert_allclose(grads.numpy(), expected.numpy(), rtol=1e-12)
-    assert compiles[0] > 0 and compiles[1:] == [0, 0, 0, 0]
+        np.testing.assert_allclose(grads.numpy(), expected.numpy(), rtol=1e-12)
+    assert compiles[:2] == [0, 0] and compiles[2] > 0 and compiles[3:] == [0, 0]
 
 
 # ---- ops vmap has no rule for ----------------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from .._host import (
     computed_on_host,
     cpu_device_set,
     host_array,
+    host_arrays,
     host_read,
     is_shared,
     on_host,
@@ -457,7 +458,11 @@ def _concrete_if_untraced(op, static, arrays, outs):
     may be kept after it (an in-place op on a tensor made before the trace), so must not be tracers (_tracing.py)."""
     if any([isinstance(a, jax.core.Tracer) for a in arrays]):
         return outs
+    host = host_arrays(arrays, in_trace=True)
     with jax.ensure_compile_time_eval():
+        found = None if host is None else computed_on_host(op, host, static)  # no eager compile per op and shape
+        if found is not None:
+            return found
         out = kernel(op, static)(*arrays)
     return out if op.multi else (out,)
 

@@ -101,6 +101,12 @@ def _trace(func, inputs, as_outputs):
 _DEBUG_INFO = DebugInfo("a forward-mode transform", "f", None, None)  # what JAX's errors name
 
 
+def constants(closed):
+    """The constants of a closed jaxpr as the operands of an op: a host array JAX holds as its own NumPy subclass (a
+    value the function closed over) as a plain NumPy array, which the op's host form can read."""
+    return [np.asarray(c) if isinstance(c, np.ndarray) else c for c in closed.consts]
+
+
 def _jaxpr_of(fn, arrays):
     """The closed jaxpr of `fn` (arrays -> a tuple of arrays) at the avals of `arrays`, as jax.make_jaxpr gives it.
     Traced directly: make_jaxpr wraps the function in a fresh jax.jit and prepares it for compiling, 0.1-0.2 ms a
@@ -244,7 +250,7 @@ def forward_jacobian(func, inputs, as_outputs, *, hessian=False, chunk_size=None
     primals = inputs if recorded else [Tensor._wrap(x._v) for x in inputs]  # a cut traced value keeps its tangent
     traced = _TracedFunction(closed.jaxpr)
     if chunk_size == AUTO:
-        chunk_size = _auto_chunk(traced, hessian, list(closed.consts) + [x._value for x in inputs])
-    blocks = apply(_JACOBIAN, list(closed.consts) + primals, traced=traced, hessian=hessian, chunk_size=chunk_size)
+        chunk_size = _auto_chunk(traced, hessian, constants(closed) + [x._value for x in inputs])
+    blocks = apply(_JACOBIAN, constants(closed) + primals, traced=traced, hessian=hessian, chunk_size=chunk_size)
     n = len(inputs)
     return tuple(blocks[i : i + n] for i in range(0, len(blocks), n)), is_outputs_tuple

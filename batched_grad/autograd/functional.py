@@ -8,6 +8,7 @@ import numpy as np
 
 from vmap._batching import check_chunk_size
 
+from .. import _fused
 from .._factories import zeros_like
 from .._grad_mode import enable_grad, is_grad_enabled, set_grad_enabled
 from .._host import to_device
@@ -262,6 +263,12 @@ def _construct_standard_basis_for(tensors, tensor_numels):
 
 
 @functools.lru_cache(maxsize=32)
+def _identity_rows(n, shape, dtype):
+    """The (n, n) identity with each row shaped `shape`, made and moved to the device once."""
+    return to_device(np.eye(n, dtype=dtype).reshape((n,) + shape))
+
+
+@functools.lru_cache(maxsize=32)
 def _identity_columns(total, n, offset, dtype):
     """Columns offset..offset+n of the (total, total) identity, made and moved to the device once (it is immutable,
     so every Jacobian of that size shares it)."""
@@ -307,9 +314,15 @@ def _gradient_blocks(out, inputs, create_graph):
 
 def _jacobian_rows(outputs, inputs, create_graph, strict):
     """The Jacobian one output element at a time, as torch's loop (a one-hot cotangent selects the element,
-    so every row reuses one backward structure)."""
+    so every row reuses one backward structure). Where that backward runs no user code (no hook, custom Function
+    or saved-tensor hook) and records nothing, an output's rows run as one batched grad call instead, which cannot
+    be told from the loop but by float rounding: on the host it computes each node's VJP for all rows at once, and
+    compiled, as one program."""
     jacobian = []
     for i, out in enumerate(outputs):
+        if out.numel() > 1 and not create_graph and out.grad_fn is not None and _fused.plain([out.grad_fn]):
+            jacobian.append(_rows_at_once(i, out, inputs, strict))
+            continue
         rows = tuple([] for _ in inputs)
         if out.numel() == 1 and out.dtype.is_floating_point:
             one_hots = [None]  # the implicit grad_output of a real scalar: a shared device constant
@@ -320,17 +333,35 @@ def _jacobian_rows(outputs, inputs, create_graph, strict):
             grads = _autograd_grad((out,), inputs, (one_hot,), retain_graph=True, create_graph=create_graph)
             for j, (row, g, x) in enumerate(zip(rows, grads, inputs)):
                 if g is None:
-                    if strict:
-                        raise RuntimeError(
-                            f"Output {i} of the user-provided function is independent of input {j}. "
-                            "This is not allowed in strict mode."
-                        )
+                    _check_independent(strict, i, j)
                     g = zeros_like(x)
                 elif strict and create_graph and not g.requires_grad:
                     raise RuntimeError(_CONSTANT_GRAD_MESSAGE.format(what="jacobian", i=i))  # torch names output i
                 row.append(g)
         jacobian.append(tuple(_block(row, tuple(out.shape) + tuple(x.shape)) for row, x in zip(rows, inputs)))
     return tuple(jacobian)
+
+
+def _check_independent(strict, i, j):
+    if strict:
+        raise RuntimeError(
+            f"Output {i} of the user-provided function is independent of input {j}. This is not allowed in strict mode."
+        )
+
+
+def _rows_at_once(i, out, inputs, strict):
+    """The blocks of output `i`'s Jacobian rows (one per input), by one batched grad call over the one-hots."""
+    basis = Tensor._wrap(_identity_rows(out.numel(), tuple(out.shape), out.dtype.np))
+    grads = _autograd_grad((out,), inputs, (basis,), retain_graph=True, is_grads_batched=True)
+    blocks = []
+    for j, (g, x) in enumerate(zip(grads, inputs)):
+        shape = tuple(out.shape) + tuple(x.shape)
+        if g is None:
+            _check_independent(strict, i, j)
+            blocks.append(zeros_like(x).expand(shape))
+        else:
+            blocks.append(g if tuple(g.shape) == shape else g.view(shape))
+    return tuple(blocks)
 
 
 def _block(rows, shape):

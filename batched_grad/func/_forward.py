@@ -23,7 +23,7 @@ from .._tensor import Tensor
 from .._transform_levels import grad_level
 from .._vmap_levels import randomness_mode
 from .._x64 import scoped
-from ..autograd._functional_forward import Untraceable, _trace, _TracedFunction, forward_jacobian
+from ..autograd._functional_forward import Untraceable, _trace, _TracedFunction, constants, forward_jacobian
 from ._args import (
     check_argnums,
     check_aux,
@@ -155,7 +155,7 @@ def _jvp(func, primals, tangents, strict, has_aux):
     n_tangents = n_out + n_written
     results = apply(
         _JVP_OP,
-        list(closed.consts) + list(flat_primals) + list(flat_tangents),
+        constants(closed) + list(flat_primals) + list(flat_tangents),
         traced=_TracedFunction(closed.jaxpr),
         n_primals=len(flat_primals),
         n_tangents_out=n_tangents,

@@ -261,7 +261,8 @@ def _place(func, leaves, dims, size):
             if d is None:
                 raise ValueError(f"vmap({name}, ...): `{name}` can not return a BatchedTensor when out_dim is None")
             d = _out_dim(d, x.array.ndim)
-            placed.append(Tensor._wrap(jnp.moveaxis(x.array, 0, d) if d else x.array))
+            move = np.moveaxis if type(x.array) is np.ndarray else jnp.moveaxis  # rows computed on the host stay there
+            placed.append(Tensor._wrap(move(x.array, 0, d) if d else x.array))
         elif isinstance(x, Tensor) and d is not None:  # the same for every row: expanded, as torch does
             expanded = x.expand((size,) + tuple(x.shape))
             d = _out_dim(d, expanded.ndim)
