@@ -429,7 +429,7 @@ class _NoHostForm(Exception):
 
 
 def _host_vjp(values, cts, spec):
-    grads = computed_on_host(VJP, list(values) + [_basis.dense(c) for c in cts], (("spec", spec),))
+    grads = computed_on_host(VJP, list(values) + [_basis.dense(c) for c in cts], {"spec": spec})
     if grads is None:
         raise _NoHostForm
     return grads

@@ -450,10 +450,10 @@ def _rows_on_host(key, frontier, outs):
         values = [a[r] if i in batched else a for i, a in enumerate(arrays)]
         results = []
         for sig, args in key.steps:
-            out = computed_on_host(sig.op, [read(ref, values, results) for ref in args], sig.static)
+            out = computed_on_host(sig.op, [read(ref, values, results) for ref in args], dict(sig.static))
             if out is None:
                 return None
-            results.append(out)
+            results.append(out if sig.op.multi else (out,))
         for found, ref in zip(rows, outs):
             found.append(read(ref, values, results))
     _payback.note_unfused(key, _payback.clock() - start)

@@ -460,9 +460,9 @@ def _concrete_if_untraced(op, static, arrays, outs):
         return outs
     host = host_arrays(arrays, in_trace=True)
     with jax.ensure_compile_time_eval():
-        found = None if host is None else computed_on_host(op, host, static)  # no eager compile per op and shape
+        found = None if host is None else computed_on_host(op, host, dict(static))  # no eager compile per op and shape
         if found is not None:
-            return found
+            return found if op.multi else (found,)
         out = kernel(op, static)(*arrays)
     return out if op.multi else (out,)
 

@@ -286,7 +286,7 @@ def set_(self, *args, **kwargs):
     else:
         _share(self, alias)
     if recorded is not None:
-        self.grad_fn, self._output_nr = recorded.grad_fn, 0
+        self._node, self._output_nr = recorded.grad_fn, 0
     self._accumulator = None
     self._counter.value += 1
     return self
