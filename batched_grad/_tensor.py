@@ -422,9 +422,16 @@ class Tensor(InPlace):
     def _backward_hooks(self):
         """The hooks register_hook added to this tensor, by their handles' ids (None before the first)."""
         node = self._node
-        if node is None:
-            return self._hooks
-        return None if node.tensor_pre_hooks is None else node.tensor_pre_hooks.get(self._output_nr)
+        registered = (
+            None if node is None or node.tensor_pre_hooks is None else node.tensor_pre_hooks.get(self._output_nr)
+        )
+        return self._hooks if registered is None else registered
+
+    @_backward_hooks.setter
+    def _backward_hooks(self, hooks):
+        """A dict of hooks put in place of register_hook's (None for none), as torch's legacy code assigns it: a
+        leaf's run when its gradient is computed; a non-leaf keeps the dict, but as in torch its hooks do not run."""
+        self._hooks = hooks
 
     @_backward_hooks.deleter
     def _backward_hooks(self):

@@ -3,6 +3,8 @@ they may replace, their errors, their handles), hooks on AccumulateGrad nodes,
 Tensor.register_post_accumulate_grad_hook, and calling a grad_fn directly. Also: hooks see rows under
 is_grads_batched, and a graph without hooks still fuses."""
 
+from collections import OrderedDict
+
 import numpy as np
 import pytest
 import torch
@@ -396,3 +398,23 @@ def test_a_graph_fuses_again_once_its_node_hooks_are_removed(monkeypatch):
     for _ in range(4):
         assert_same(grads(False)[0], plain)
     assert fused
+
+
+def test_assigned_backward_hooks_dicts_act_as_torchs():
+    """Legacy code assigns `t._backward_hooks = OrderedDict()` and fills it: a leaf's hooks then run on its
+    gradient; a non-leaf keeps the dict but torch runs none of its hooks; None drops what register_hook added."""
+    results = []
+    for m in (bg, torch):
+        a = m.tensor([1.0, 2.0], requires_grad=True)
+        a._backward_hooks = OrderedDict()
+        a._backward_hooks["double"] = lambda g: g * 2
+        b = a * 1
+        b._backward_hooks = OrderedDict(triple=lambda g: g * 3)
+        assert list(b._backward_hooks) == ["triple"]
+        b.sum().backward()
+        c = m.tensor([1.0, 2.0], requires_grad=True)
+        c.register_hook(lambda g: g * 5)
+        c._backward_hooks = None
+        (c * 1).sum().backward()
+        results.append((a.grad.tolist(), c.grad.tolist(), c._backward_hooks))
+    assert results[0] == results[1] == ([2.0, 2.0], [1.0, 1.0], None)
