@@ -268,3 +268,46 @@ def test_reassigning_a_parameter_keeps_its_place_and_an_attribute_can_become_one
         lin.sub = m.nn.Parameter(m.ones(1))
         assert [n for n, _ in lin.named_parameters()] == ["weight", "bias", "extra", "sub"]
         assert list(lin._modules) == []
+
+
+def _shared_layers(m):
+    """A model whose two children share one Linear, and a parameter registered under two names."""
+    shared = m.nn.Linear(2, 2)
+    model = m.nn.Sequential(shared, m.nn.Tanh(), shared)
+    model.scale = m.nn.Parameter(m.ones(1))
+    model.tail = m.nn.Linear(2, 1)
+    model.tail.gain = model.scale
+    model.register_buffer("steps", m.zeros(1))
+    model.tail.register_buffer("steps_again", model.steps)
+    return model
+
+
+def test_traversals_with_and_without_duplicates_as_torchs():
+    seen = []
+    for m in (bg, torch):
+        model = _shared_layers(m)
+        seen.append(
+            [
+                [name for name, _ in model.named_parameters(remove_duplicate=flag)]
+                + [name for name, _ in model.named_buffers(remove_duplicate=flag)]
+                + [type(sub).__name__ for sub in model.modules(remove_duplicate=flag)]
+                for flag in (True, False)
+            ]
+        )
+    assert seen[0] == seen[1]
+    assert len(seen[0][1]) > len(seen[0][0])
+
+
+def test_set_submodule_replaces_as_torchs():
+    def replace(m, target, strict, module=None):
+        model = m.nn.Sequential(m.nn.Linear(2, 2), m.nn.Sequential(m.nn.ReLU()))
+        model.scale = m.nn.Parameter(m.ones(1))
+        model.set_submodule(target, m.nn.Tanh() if module is None else module, strict=strict)
+        return [type(sub).__name__ for sub in model.modules()]
+
+    for target, strict in [("1.0", False), ("1.0", True), ("1.extra", False), ("0", True)]:
+        assert replace(bg, target, strict) == replace(torch, target, strict)
+    for target, strict, module in [("", False, None), ("1.extra", True, None), ("scale", False, None)]:
+        raises_like_torch(lambda m: replace(m, target, strict, module))
+    raises_like_torch(lambda m: replace(m, "0", False, "not a module"))
+    raises_like_torch(lambda m: replace(m, "missing.path", False))

@@ -238,9 +238,24 @@ class Module:
             raise AttributeError(f"`{name}` is not a buffer")
         return found
 
-    def modules(self):
-        """This module and every descendant."""
-        return (m for _, m in self.named_modules())
+    def set_submodule(self, target, module, strict=False):
+        """Put `module` at the dotted path `target`, replacing what is there (which must be a module); with
+        `strict`, only an existing attribute may be replaced."""
+        if target == "":
+            raise ValueError("Cannot set the submodule without a target name!")
+        if not isinstance(module, Module):
+            raise ValueError(f"`module` is not an nn.Module, found {type(module)}")
+        path, _, name = target.rpartition(".")
+        parent = self.get_submodule(path)
+        if strict and not hasattr(parent, name):
+            raise AttributeError(f"{parent._get_name()} has no attribute `{name}`")
+        if hasattr(parent, name) and not isinstance(getattr(parent, name), Module):
+            raise AttributeError(f"`{name}` is not an nn.Module")
+        setattr(parent, name, module)
+
+    def modules(self, remove_duplicate=True):
+        """This module and every descendant (a module reached twice, twice without `remove_duplicate`)."""
+        return (m for _, m in self.named_modules(remove_duplicate=remove_duplicate))
 
     def named_children(self):
         """(name, module) for the direct children."""
@@ -250,27 +265,29 @@ class Module:
         """The direct children."""
         return (m for _, m in self.named_children())
 
-    def _named_members(self, registry, prefix, recurse):
+    def _named_members(self, registry, prefix, recurse, remove_duplicate):
         seen = set()
-        modules = self.named_modules(prefix=prefix) if recurse else [(prefix, self)]
+        modules = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) if recurse else [(prefix, self)]
         for module_prefix, module in modules:
             for name, value in getattr(module, registry).items():
                 if value is None or id(value) in seen:
                     continue
-                seen.add(id(value))
+                if remove_duplicate:
+                    seen.add(id(value))
                 yield (f"{module_prefix}.{name}" if module_prefix else name), value
 
-    def named_parameters(self, prefix="", recurse=True):
-        """(dotted name, Parameter) pairs, each parameter once."""
-        return self._named_members("_parameters", prefix, recurse)
+    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
+        """(dotted name, Parameter) pairs, each parameter once (under every name it has, without
+        `remove_duplicate`)."""
+        return self._named_members("_parameters", prefix, recurse, remove_duplicate)
 
     def parameters(self, recurse=True):
         """The Parameters of this module and (with `recurse`) its descendants."""
         return (p for _, p in self.named_parameters(recurse=recurse))
 
-    def named_buffers(self, prefix="", recurse=True):
-        """(dotted name, buffer) pairs."""
-        return self._named_members("_buffers", prefix, recurse)
+    def named_buffers(self, prefix="", recurse=True, remove_duplicate=True):
+        """(dotted name, buffer) pairs, each buffer once (under every name it has, without `remove_duplicate`)."""
+        return self._named_members("_buffers", prefix, recurse, remove_duplicate)
 
     def buffers(self, recurse=True):
         """The buffers of this module and its descendants."""
