@@ -29,7 +29,7 @@ POST_HOOK_RETURNED = (
 )
 
 
-class IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
+class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
     """load_state_dict's result: the keys the module expected but did not get, and those it did not expect."""
 
     __slots__ = ()
@@ -185,7 +185,7 @@ class ModuleState:
     def load_state_dict(self, state_dict, strict=True, assign=False):
         """Load parameters, persistent buffers and extra state from `state_dict` into this module and its
         descendants (copied in place, or with `assign` the state dict's tensors themselves); with `strict` the keys
-        must match state_dict()'s. Returns IncompatibleKeys(missing_keys, unexpected_keys)."""
+        must match state_dict()'s. Returns _IncompatibleKeys(missing_keys, unexpected_keys)."""
         if not isinstance(state_dict, Mapping):
             raise TypeError(f"Expected state_dict to be dict-like, got {type(state_dict)}.")
         missing_keys, unexpected_keys, error_msgs = [], [], []
@@ -203,7 +203,7 @@ class ModuleState:
             raise RuntimeError(
                 f"Error(s) in loading state_dict for {type(self).__name__}:\n\t" + "\n\t".join(error_msgs)
             )
-        return IncompatibleKeys(missing_keys, unexpected_keys)
+        return _IncompatibleKeys(missing_keys, unexpected_keys)
 
 
 def _quoted(keys):
@@ -222,7 +222,7 @@ def _load_tree(module, state_dict, prefix, metadata, assign, lists):
             child_prefix = prefix + name + "."
             child_state = {k: v for k, v in state_dict.items() if k.startswith(child_prefix)}
             _load_tree(child, child_state, child_prefix, metadata, assign, lists)
-    incompatible = IncompatibleKeys(missing_keys, unexpected_keys)
+    incompatible = _IncompatibleKeys(missing_keys, unexpected_keys)
     for hook in module._load_state_dict_post_hooks.values():
         if hook(module, incompatible) is not None:
             raise AssertionError(POST_HOOK_RETURNED)
