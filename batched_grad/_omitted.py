@@ -76,7 +76,7 @@ RNN = (
 )
 LAZY = (
     "lazy modules (Lazy*, UninitializedParameter/Buffer): they infer shapes at the first call through "
-    "placeholder parameters and load_state_dict hooks that batched_grad's Module does not have"
+    "placeholder parameters that batched_grad's Module does not have"
 )
 EMBEDDING_BAG = (
     "EmbeddingBag and F.embedding_bag (bags given by offsets, reduced by sum/mean/max): not yet "

@@ -25,6 +25,10 @@ HOOK_DICTS = (
     "_forward_hooks_always_called",
     "_backward_pre_hooks",
     "_backward_hooks",
+    "_state_dict_pre_hooks",
+    "_state_dict_hooks",
+    "_load_state_dict_pre_hooks",
+    "_load_state_dict_post_hooks",
 )
 
 

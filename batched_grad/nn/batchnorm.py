@@ -11,7 +11,10 @@ from .parameter import Parameter
 
 class _NormBase(Module):
     """The per-feature scale and shift and the running statistics shared by batch and instance normalization
-    (torch's _NormBase); `momentum=None` keeps a cumulative average."""
+    (torch's _NormBase); `momentum=None` keeps a cumulative average. Version 2 added num_batches_tracked: an
+    older checkpoint without it loads with the module's own count (0 when it has none)."""
+
+    _version = 2
 
     def __init__(
         self,
@@ -62,6 +65,18 @@ class _NormBase(Module):
 
     def _check_input_dim(self, input):
         raise NotImplementedError
+
+    def _load_from_state_dict(
+        self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+    ):
+        version = local_metadata.get("version", None)
+        key = prefix + "num_batches_tracked"
+        if (version is None or version < 2) and self.track_running_stats and key not in state_dict:
+            own = self.num_batches_tracked
+            state_dict[key] = own if own is not None else _factories.tensor(0, dtype=_dtypes.int64)
+        super()._load_from_state_dict(
+            state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+        )
 
     def extra_repr(self):
         return (

@@ -1,15 +1,15 @@
 """Module: torch.nn.Module's registration of parameters, buffers and submodules through attribute assignment,
-with traversal, train/eval, zero_grad, conversions (to, cpu, cuda, float, double, half, bfloat16, type),
-state_dict/load_state_dict and torch's repr."""
+with traversal, train/eval, zero_grad, conversions (to, cpu, cuda, float, double, half, bfloat16, type)
+and torch's repr; state_dict/load_state_dict come from ModuleState."""
 
 import warnings
-from collections import OrderedDict, namedtuple
+from collections import OrderedDict
 
 from .. import _dtypes
 from .._factories import empty_like, zeros_like
-from .._grad_mode import no_grad
 from .._tensor import Tensor, type_name
 from . import _conversion, _module_hooks
+from ._module_state import ModuleState
 from .parameter import Buffer, Parameter
 
 COMPLEX_MODULES = (
@@ -18,7 +18,6 @@ COMPLEX_MODULES = (
     "https://github.com/pytorch/pytorch/issues/new?template=bug-report.yml if a complex module does not work as "
     "expected."
 )
-IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 _REGISTRIES = ("_parameters", "_buffers", "_modules")
 _GLOBAL_PRE, _GLOBAL_POST = _module_hooks.global_forward_pre_hooks, _module_hooks.global_forward_hooks
 _GLOBAL_BACKWARD_PRE, _GLOBAL_BACKWARD = _module_hooks.global_backward_pre_hooks, _module_hooks.global_backward_hooks
@@ -38,7 +37,7 @@ def _typename(value):
     return type_name(value.dtype.np) if isinstance(value, Tensor) else type(value).__name__
 
 
-class Module:
+class Module(ModuleState):
     """Base class of layers: assign Parameters and Modules as attributes and they are registered."""
 
     def __init__(self):
@@ -406,53 +405,6 @@ class Module:
     def bfloat16(self):
         """Cast floating point parameters and buffers to bfloat16."""
         return self._cast_floating(_dtypes.bfloat16)
-
-    # ---- state ---------------------------------------------------------------------------------------------------
-    def state_dict(self, destination=None, prefix="", keep_vars=False):
-        """An OrderedDict of every parameter and persistent buffer by dotted name (detached unless keep_vars)."""
-        destination = OrderedDict() if destination is None else destination
-        # every name a module is registered under has its keys, as torch's (parameters() still lists each once)
-        for module_prefix, module in self.named_modules(prefix=prefix.rstrip("."), remove_duplicate=False):
-            skip = module.__dict__.get("_non_persistent", ())
-            for registry in ("_parameters", "_buffers"):
-                for name, value in getattr(module, registry).items():
-                    if value is not None and name not in skip:
-                        key = f"{module_prefix}.{name}" if module_prefix else name
-                        destination[key] = value if keep_vars else value.detach()
-        return destination
-
-    def load_state_dict(self, state_dict, strict=True, assign=False):
-        """Copy values from `state_dict` into the parameters and buffers; with `strict`, the keys must match."""
-        own = self.state_dict(keep_vars=True)
-        missing = [k for k in own if k not in state_dict]
-        unexpected = [k for k in state_dict if k not in own]
-        errors = []
-        if strict:
-            if unexpected:
-                errors.append("Unexpected key(s) in state_dict: " + ", ".join(f'"{k}"' for k in unexpected) + ". ")
-            if missing:
-                errors.append("Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in missing) + ". ")
-        for key, target in own.items():
-            if key not in state_dict:
-                continue
-            value = state_dict[key]
-            if not isinstance(value, Tensor):
-                errors.append(
-                    f'While copying the parameter named "{key}", expected torch.Tensor or Tensor-like '
-                    f"object from checkpoint but received {type(value)}"
-                )
-            elif value.shape != target.shape:
-                errors.append(
-                    f"size mismatch for {key}: copying a param with shape {value.shape!r} from "
-                    f"checkpoint, the shape in current model is {target.shape!r}."
-                )
-        if errors:
-            raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t" + "\n\t".join(errors))
-        with no_grad():
-            for key, target in own.items():
-                if key in state_dict:
-                    target.copy_(state_dict[key])
-        return IncompatibleKeys(missing, unexpected)
 
     # ---- printing --------------------------------------------------------------------------------------------
     def extra_repr(self):

@@ -43,6 +43,14 @@ class GroupNorm(Module):
         )
 
 
+RUNNING_STATS_UNEXPECTED = (
+    "Unexpected running stats buffer(s) {names} for {klass} with track_running_stats=False. If state_dict is a "
+    "checkpoint saved before 0.4.0, this may be expected because {klass} does not track running stats by default "
+    "since 0.4.0. Please remove these keys from state_dict. If the running stats are actually needed, instead set "
+    "track_running_stats=True in {klass} to enable them. See the documentation of {klass} for details."
+)
+
+
 class _InstanceNorm(_NormBase):
     """instance_norm with torch's _InstanceNorm options: no affine parameters and no running statistics by default."""
 
@@ -52,6 +60,24 @@ class _InstanceNorm(_NormBase):
         self, num_features, eps=1e-5, momentum=0.1, affine=False, track_running_stats=False, device=None, dtype=None
     ):
         super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
+
+    def _load_from_state_dict(
+        self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+    ):
+        # a checkpoint without version (before torch 0.4) may hold running stats this module does not track
+        if local_metadata.get("version", None) is None and not self.track_running_stats:
+            stale = [prefix + name for name in ("running_mean", "running_var") if prefix + name in state_dict]
+            if stale:
+                error_msgs.append(
+                    RUNNING_STATS_UNEXPECTED.format(
+                        names=" and ".join(f'"{k}"' for k in stale), klass=type(self).__name__
+                    )
+                )
+                for key in stale:
+                    state_dict.pop(key)
+        super()._load_from_state_dict(
+            state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+        )
 
     def _check_input_dim(self, input):
         n = type(self).no_batch_dim
