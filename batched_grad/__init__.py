@@ -82,6 +82,7 @@ from ._factories import (
     zeros,
     zeros_like,
 )
+from ._format import set_printoptions
 from ._fusion import get_fusion, set_fusion
 from ._generator import Generator, default_generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
 from ._grad_mode import (
@@ -100,6 +101,21 @@ from ._ops import *  # noqa: F401,F403  (every op of the table, under torch's na
 from ._ops import clone, compile_count, jax_function, set_background_compile, to, wait_for_compiles
 from ._ops.legacy import range_ as range  # noqa: A004  (torch's name)
 from ._serialization import load, save
+from ._settings import (
+    are_deterministic_algorithms_enabled,
+    get_deterministic_debug_mode,
+    get_float32_matmul_precision,
+    get_num_interop_threads,
+    get_num_threads,
+    init_num_threads,
+    is_deterministic_algorithms_warn_only_enabled,
+    set_deterministic_debug_mode,
+    set_float32_matmul_precision,
+    set_flush_denormal,
+    set_num_interop_threads,
+    set_num_threads,
+    use_deterministic_algorithms,
+)
 from ._tensor import Size, Tensor, device, is_warn_always_enabled, set_warn_always
 from .amp import autocast
 from .amp.autocast_mode import (

@@ -44,8 +44,8 @@ CUDNN_FLAG = (
 REMOVED = "removed from torch 2 (calling it raises there): use the torch.linalg function"
 DEPRECATED_JIT = "deprecated names kept by torch only for TorchScript: use linalg.vector_norm / linalg.matrix_norm"
 THREADS = (
-    "thread, determinism and numeric-mode settings of torch's CPU kernels: XLA runs the programs; a switch "
-    "here would change nothing"
+    "the thread-local generator of DataLoader's thread workers (thread_safe_generator): batched_grad's DataLoader "
+    "runs its workers as processes"
 )
 NAMED = "named tensors (names, refine_names): experimental in torch, not implemented"
 FFT = (
@@ -201,14 +201,7 @@ OMITTED = {
         **_names(CUDNN_FLAG, "batch_norm group_norm instance_norm"),
         **_names(REMOVED, "eig lstsq matrix_rank solve symeig"),
         **_names(DEPRECATED_JIT, "frobenius_norm nuclear_norm"),
-        **_names(
-            THREADS,
-            """get_num_threads set_num_threads get_num_interop_threads set_num_interop_threads
-            init_num_threads use_deterministic_algorithms are_deterministic_algorithms_enabled
-            is_deterministic_algorithms_warn_only_enabled get_deterministic_debug_mode set_deterministic_debug_mode
-            get_float32_matmul_precision set_float32_matmul_precision set_flush_denormal set_printoptions
-            thread_safe_generator""",
-        ),
+        **_names(THREADS, "thread_safe_generator"),
         **_names(FFT, "stft istft"),
         **_names(INFERENCE, "is_inference"),
         **_names(INTERNAL, "classproperty hash_tensor"),
