@@ -33,7 +33,7 @@ from . import (  # noqa: E402
 from ._budget import set_cache_limit
 from ._cache import set_compilation_cache
 from ._compile import compile  # noqa: A004  (torch.compile's name)
-from ._devices import get_default_device
+from ._devices import get_default_device, set_default_device
 from ._dtypes import (
     bfloat16,
     bool,
@@ -96,6 +96,7 @@ from ._grad_mode import (
 from ._info import finfo, iinfo
 from ._lazy import set_fuse_after
 from ._legacy_constructors import TYPED as _TYPED
+from ._legacy_constructors import set_default_tensor_type
 from ._memory_format import channels_last, channels_last_3d, contiguous_format, memory_format, preserve_format
 from ._ops import *  # noqa: F401,F403  (every op of the table, under torch's name)
 from ._ops import clone, compile_count, jax_function, set_background_compile, to, wait_for_compiles

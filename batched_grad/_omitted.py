@@ -160,7 +160,7 @@ OMITTED = {
             CUDA,
             """get_autocast_ipu_dtype get_autocast_xla_dtype is_autocast_ipu_enabled is_autocast_xla_enabled
             set_autocast_ipu_dtype set_autocast_ipu_enabled set_autocast_xla_dtype set_autocast_xla_enabled
-            cudnn_is_acceptable is_vulkan_available get_device_module set_default_device set_default_tensor_type
+            cudnn_is_acceptable is_vulkan_available get_device_module
             profiler_allow_cudagraph_cupti_lazy_reinit_cuda12""",
         ),
         **_names(
