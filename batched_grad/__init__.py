@@ -17,6 +17,7 @@ from . import (  # noqa: E402
     backends,
     cpu,
     cuda,
+    distributed,
     fft,
     func,  # noqa: E402
     jit,
