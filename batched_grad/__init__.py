@@ -22,6 +22,7 @@ from . import (  # noqa: E402
     func,  # noqa: E402
     jit,
     linalg,
+    multiprocessing,
     nn,
     optim,
     random,
