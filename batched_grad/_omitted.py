@@ -63,8 +63,8 @@ INFERENCE = (
 INTERNAL = "internal helpers of torch itself (type dispatch, __torch_function__ overrides, documentation text)"
 SAMPLERS = "random samplers rarely used in autograd code (binomial); not yet implemented"
 LOW_RANK = (
-    "iterative and randomized eigen/SVD solvers written in torch's Python (lobpcg, pca_lowrank, svd_lowrank): "
-    "not ported; use linalg.eigh / linalg.svd"
+    "the LOBPCG eigensolver written in torch's Python (lobpcg): not ported; use linalg.eigh, or svd_lowrank / "
+    "pca_lowrank for a few leading singular pairs"
 )
 LAPACK_RAW = (
     "raw LAPACK pieces of QR (geqrf's Householder form, ormqr): linalg.qr and linalg.householder_product are here"
@@ -206,7 +206,7 @@ OMITTED = {
         **_names(INFERENCE, "is_inference"),
         **_names(INTERNAL, "classproperty hash_tensor"),
         **_names(SAMPLERS, "binomial"),
-        **_names(LOW_RANK, "lobpcg pca_lowrank svd_lowrank"),
+        **_names(LOW_RANK, "lobpcg"),
         **_names(LAPACK_RAW, "geqrf ormqr"),
         **_names(RNN, "lstm lstm_cell gru gru_cell rnn_relu rnn_relu_cell rnn_tanh rnn_tanh_cell"),
         **_names(EMBEDDING_BAG, "embedding_bag"),
