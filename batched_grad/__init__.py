@@ -97,9 +97,9 @@ from ._grad_mode import (
 )
 from ._info import finfo, iinfo
 from ._lazy import set_fuse_after
-from ._lowrank import pca_lowrank, svd_lowrank
 from ._legacy_constructors import TYPED as _TYPED
 from ._legacy_constructors import set_default_tensor_type
+from ._lowrank import pca_lowrank, svd_lowrank
 from ._memory_format import channels_last, channels_last_3d, contiguous_format, memory_format, preserve_format
 from ._ops import *  # noqa: F401,F403  (every op of the table, under torch's name)
 from ._ops import clone, compile_count, jax_function, set_background_compile, to, wait_for_compiles

@@ -74,10 +74,6 @@ RNN = (
     "torch's functional recurrent forms (lstm, gru, rnn_tanh, ..., taking flat weight lists; nn.LSTM's internals): "
     "not provided; the modules nn.RNN, LSTM, GRU and their cells are here"
 )
-LAZY = (
-    "lazy modules (Lazy*, UninitializedParameter/Buffer): they infer shapes at the first call through "
-    "placeholder parameters that batched_grad's Module does not have"
-)
 EMBEDDING_BAG = (
     "EmbeddingBag and F.embedding_bag (bags given by offsets, reduced by sum/mean/max): not yet "
     "implemented; embedding is here"
@@ -243,12 +239,6 @@ OMITTED = {
         "layout": "torch.layout objects: batched_grad tensors are dense (strided) only, and have no layout attribute",
     },
     "torch.nn": {
-        **_names(
-            LAZY,
-            """LazyLinear LazyConv1d LazyConv2d LazyConv3d LazyConvTranspose1d LazyConvTranspose2d
-            LazyConvTranspose3d LazyBatchNorm1d LazyBatchNorm2d LazyBatchNorm3d LazyInstanceNorm1d LazyInstanceNorm2d
-            LazyInstanceNorm3d UninitializedParameter UninitializedBuffer""",
-        ),
         **_names(DISTRIBUTED, "SyncBatchNorm"),
         **_names(EMBEDDING_BAG, "EmbeddingBag"),
         **_names(CTC, "CTCLoss"),
