@@ -48,10 +48,6 @@ THREADS = (
     "runs its workers as processes"
 )
 NAMED = "named tensors (names, refine_names): experimental in torch, not implemented"
-FFT = (
-    "short-time Fourier transforms (stft / istft: windowed frames, overlap-add): not yet implemented; the transforms "
-    "of torch.fft are in batched_grad.fft"
-)
 SPECIAL_FUNCTIONS = (
     "special functions torch does not differentiate (Bessel functions of the second kind, modified Bessel functions "
     "K, Airy Ai, the orthogonal polynomials), which JAX has no forms of: not yet implemented"
@@ -198,7 +194,6 @@ OMITTED = {
         **_names(REMOVED, "eig lstsq matrix_rank solve symeig"),
         **_names(DEPRECATED_JIT, "frobenius_norm nuclear_norm"),
         **_names(THREADS, "thread_safe_generator"),
-        **_names(FFT, "stft istft"),
         **_names(INFERENCE, "is_inference"),
         **_names(INTERNAL, "classproperty hash_tensor"),
         **_names(SAMPLERS, "binomial"),
@@ -232,7 +227,6 @@ OMITTED = {
         **_names(COPY_VARIANTS, "narrow_copy slice_inverse"),
         **_names(REMOVED, "eig lstsq solve symeig"),
         **_names(NAMED, "name"),
-        **_names(FFT, "stft istft"),
         **_names(INFERENCE, "is_inference"),
         **_names(INTERNAL, "index hash_tensor as_subclass to_padded_tensor"),
         **_names(LAPACK_RAW, "geqrf ormqr"),
