@@ -74,10 +74,6 @@ EMBEDDING_BAG = (
     "EmbeddingBag and F.embedding_bag (bags given by offsets, reduced by sum/mean/max): not yet "
     "implemented; embedding is here"
 )
-CTC = (
-    "connectionist temporal classification (F.ctc_loss, CTCLoss): needs a dynamic-programming loss over alignments; "
-    "not yet implemented"
-)
 FRACTIONAL = (
     "fractional max pooling (random pooling regions): not yet implemented; max_pool*d and adaptive_max_pool*d are here"
 )
@@ -201,7 +197,6 @@ OMITTED = {
         **_names(LAPACK_RAW, "geqrf ormqr"),
         **_names(RNN, "lstm lstm_cell gru gru_cell rnn_relu rnn_relu_cell rnn_tanh rnn_tanh_cell"),
         **_names(EMBEDDING_BAG, "embedding_bag"),
-        **_names(CTC, "ctc_loss"),
         **_names(RARE_LAYERS, "conv_tbc"),
     },
     "torch.Tensor": {
@@ -235,14 +230,12 @@ OMITTED = {
     "torch.nn": {
         **_names(DISTRIBUTED, "SyncBatchNorm"),
         **_names(EMBEDDING_BAG, "EmbeddingBag"),
-        **_names(CTC, "CTCLoss"),
         **_names(FRACTIONAL, "FractionalMaxPool2d FractionalMaxPool3d"),
         **_names(RARE_LAYERS, "AdaptiveLogSoftmaxWithLoss CrossMapLRN2d"),
         **_names(FUSED_NEW, "LinearCrossEntropyLoss LinearCrossEntropyOptions"),
     },
     "torch.nn.functional": {
         **_names(EMBEDDING_BAG, "embedding_bag"),
-        **_names(CTC, "ctc_loss"),
         **_names(
             FRACTIONAL,
             """fractional_max_pool2d fractional_max_pool2d_with_indices fractional_max_pool3d

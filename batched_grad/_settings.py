@@ -75,10 +75,12 @@ def use_deterministic_algorithms(mode, *, warn_only=False):
 
 
 def are_deterministic_algorithms_enabled():
+    """Whether use_deterministic_algorithms(True) is in effect."""
     return _settings.deterministic
 
 
 def is_deterministic_algorithms_warn_only_enabled():
+    """The warn_only flag of the last use_deterministic_algorithms call."""
     return _settings.deterministic_warn_only
 
 
@@ -98,12 +100,14 @@ def set_deterministic_debug_mode(debug_mode):
 
 
 def get_deterministic_debug_mode():
+    """0 (deterministic algorithms off), 1 (on, warn only) or 2 (on)."""
     if not _settings.deterministic:
         return 0
     return 1 if _settings.deterministic_warn_only else 2
 
 
 def get_float32_matmul_precision():
+    """The last set_float32_matmul_precision: "highest" (the default), "high" or "medium"."""
     return _settings.matmul_precision
 
 

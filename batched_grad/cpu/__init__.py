@@ -19,6 +19,7 @@ def device_count():
 
 
 def current_device():
+    """The cpu, the only cpu device."""
     return "cpu"
 
 

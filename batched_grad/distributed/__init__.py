@@ -24,14 +24,17 @@ def is_torchelastic_launched():
 
 
 def is_nccl_available():
+    """False: no NCCL backend (no process groups here)."""
     return False
 
 
 def is_gloo_available():
+    """False: no Gloo backend (no process groups here)."""
     return False
 
 
 def is_mpi_available():
+    """False: no MPI backend (no process groups here)."""
     return False
 
 

@@ -50,6 +50,7 @@ class LazyModuleMixin:
         raise NotImplementedError(f"initialize_parameters is not implemented for {type(self).__name__}")
 
     def has_uninitialized_params(self):
+        """Whether a parameter or buffer is still a placeholder."""
         return any(is_lazy(t) for t in itertools.chain(self._parameters.values(), self._buffers.values()))
 
     def _infer_parameters(self, module, args, kwargs=None):

@@ -47,8 +47,8 @@ TORCH_FILES = {
         LazyInstanceNorm3d""",
     "lazy": "LazyModuleMixin",
     "linear": "Identity Linear NonDynamicallyQuantizableLinear Bilinear LazyLinear",
-    "loss": """_Loss _WeightedLoss L1Loss NLLLoss NLLLoss2d PoissonNLLLoss GaussianNLLLoss KLDivLoss MSELoss BCELoss
-        BCEWithLogitsLoss HingeEmbeddingLoss MultiLabelMarginLoss SmoothL1Loss HuberLoss SoftMarginLoss
+    "loss": """_Loss _WeightedLoss CTCLoss L1Loss NLLLoss NLLLoss2d PoissonNLLLoss GaussianNLLLoss KLDivLoss MSELoss
+        BCELoss BCEWithLogitsLoss HingeEmbeddingLoss MultiLabelMarginLoss SmoothL1Loss HuberLoss SoftMarginLoss
         CrossEntropyLoss MultiLabelSoftMarginLoss CosineEmbeddingLoss MarginRankingLoss MultiMarginLoss
         TripletMarginLoss TripletMarginWithDistanceLoss""",
     "module": "Module",
