@@ -1,7 +1,7 @@
 """torch.nn.utils: parameters as one vector and back, gradient clipping, batch-norm fusion, skip_init,
 parametrizations (parametrize, parametrizations) and the hook forms of weight and spectral normalization."""
 
-from . import clip_grad, convert_parameters, fusion, parametrizations, parametrize, rnn
+from . import clip_grad, convert_parameters, fusion, parametrizations, parametrize, prune, rnn
 from .clip_grad import clip_grad_norm_, clip_grad_value_, clip_grads_with_norm_, get_total_norm
 from .convert_parameters import parameters_to_vector, vector_to_parameters
 from .fusion import (
