@@ -28,7 +28,7 @@ STRIDES = (
     "explicit strides of new storage (empty_strided, as_strided_scatter, ...): batched_grad tensors are JAX "
     "arrays without strides; views are recorded as chains of view ops"
 )
-STORAGE = "storage objects and memory placement (storage(), pinning, shared memory, DLPack, buffers from files)"
+STORAGE = "storage objects and memory placement (storage(), pinning, shared memory, buffers from files)"
 COPY_VARIANTS = (
     "the *_copy functions of functionalization (view_copy, t_copy, ...), for torch's compilers: use the "
     "view op, then .clone()"
@@ -184,7 +184,7 @@ OMITTED = {
         ),
         **_names(COMPILE, "cond while_loop"),
         **_names(STRIDES, "as_strided_scatter empty_strided empty_permuted"),
-        **_names(STORAGE, "is_storage from_file frombuffer from_dlpack to_dlpack get_file_path"),
+        **_names(STORAGE, "is_storage from_file frombuffer get_file_path"),
         **_names(
             COPY_VARIANTS,
             """alias_copy as_strided_copy detach_copy diagonal_copy expand_copy narrow_copy
