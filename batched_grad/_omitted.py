@@ -121,6 +121,14 @@ SELECTIVE_CHECKPOINT = (
     "selective activation checkpointing (a policy choosing per ATen op what to save or recompute): needs "
     "torch's dispatch modes; checkpoint and checkpoint_sequential, both variants, are here"
 )
+CALLGRIND = (
+    "Callgrind instruction counts (Timer.collect_callgrind and its stats): torch runs the statement under valgrind "
+    "with its own C++ bindings; batched_grad's Timer measures wall time"
+)
+BENCHMARK_FUZZER = (
+    "torch.utils.benchmark's fuzzer (random benchmark inputs: Fuzzer, FuzzedTensor, FuzzedParameter, ...): not "
+    "yet ported; Timer, Measurement and Compare are here"
+)
 NESTED_IO = "NestedIOFunction: torch's legacy autograd.Function with nested inputs; use autograd.Function"
 
 
@@ -333,6 +341,14 @@ OMITTED = {
     },
     "torch.func": {
         **_names(REARRANGE, "rearrange"),
+    },
+    "torch.nn.utils.prune": {},
+    "torch.nn.utils.stateless": {},
+    "torch.nn.utils.init": {},
+    "torch.utils.dlpack": {},
+    "torch.utils.benchmark": {
+        **_names(CALLGRIND, "CallgrindStats CopyIfCallgrind FunctionCount FunctionCounts"),
+        **_names(BENCHMARK_FUZZER, "Fuzzer FuzzedParameter FuzzedSparseTensor FuzzedTensor ParameterAlias Number"),
     },
     "torch.nn.parallel": {
         **_names(DISTRIBUTED, "DistributedDataParallel replicate scatter gather parallel_apply"),

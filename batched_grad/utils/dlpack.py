@@ -20,6 +20,8 @@ __all__ = ["DLDeviceType", "from_dlpack"]
 
 
 class DLDeviceType(enum.IntEnum):
+    """DLPack's device kinds, with their protocol numbers."""
+
     kDLCPU = 1
     kDLCUDA = 2
     kDLCUDAHost = 3

@@ -51,6 +51,7 @@ class TaskSpec:
         return f"stmt:{f' ({self.sub_label})' if self.sub_label else ''}\n{textwrap.indent(self.stmt, '  ')}"
 
     def setup_str(self):
+        """The setup as printed: nothing for "pass", else after "setup:" (indented below it when several lines)."""
         if self.setup == "pass" or not self.setup:
             return ""
         return f"setup:\n{textwrap.indent(self.setup, '  ')}" if "\n" in self.setup else f"setup: {self.setup}"
@@ -91,20 +92,24 @@ class Measurement:
 
     @property
     def times(self):
+        """Seconds per run of each block."""
         return [t / self.number_per_run for t in self.raw_times]
 
     @property
     def median(self):
+        """The median of the per-run times."""
         self._lazy_init()
         return self._median
 
     @property
     def mean(self):
+        """The mean of the per-run times."""
         self._lazy_init()
         return self._mean
 
     @property
     def iqr(self):
+        """The interquartile range of the per-run times."""
         self._lazy_init()
         return self._p75 - self._p25
 
@@ -121,6 +126,7 @@ class Measurement:
 
     @property
     def has_warnings(self):
+        """Whether the interquartile range is 10% of the median or more."""
         self._lazy_init()
         return bool(self._warnings)
 
@@ -144,14 +150,17 @@ class Measurement:
         )
 
     def meets_confidence(self, threshold=_IQR_WARN_THRESHOLD):
+        """Whether the interquartile range is under `threshold` of the median."""
         return self.iqr / self.median < threshold
 
     @property
     def title(self):
+        """The task's title."""
         return self.task_spec.title
 
     @property
     def as_row_name(self):
+        """The name of this Measurement's row in a Compare table: sub_label, else the statement."""
         return self.sub_label or self.stmt or "[Unknown]"
 
     def __repr__(self):
@@ -197,6 +206,7 @@ def select_unit(t):
 
 
 def unit_to_english(u):
+    """The unit's English name: "us" -> "microsecond"."""
     return {"ns": "nanosecond", "us": "microsecond", "ms": "millisecond", "s": "second"}[u]
 
 
@@ -210,6 +220,7 @@ def trim_sigfig(x, n):
 
 
 def ordered_unique(elements):
+    """The distinct elements in the order they first appear."""
     return list(dict.fromkeys(elements))
 
 

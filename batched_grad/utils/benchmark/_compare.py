@@ -20,6 +20,8 @@ TERMINATE = "\033[0m"
 
 
 class Colorize(enum.Enum):
+    """How Compare colors its cells: not at all, against the best of each column, or of each row."""
+
     NONE = "none"
     COLUMNWISE = "columnwise"
     ROWWISE = "rowwise"
@@ -239,6 +241,7 @@ class Compare:
         self._highlight_warnings = True
 
     def print(self):
+        """Print the tables."""
         print(str(self))
 
     def _render(self):

@@ -27,6 +27,8 @@ def timer():
 
 
 class Language(enum.Enum):
+    """The language of a Timer's statement (only PYTHON runs here)."""
+
     PYTHON = 0
     CPP = 1
 
@@ -145,9 +147,11 @@ class Timer:
             )
 
     def repeat(self, repeat=-1, number=-1):
+        """Not provided, as in torch: use blocked_autorange."""
         raise NotImplementedError("See `Timer.blocked_autorange.`")
 
     def autorange(self, callback=None):
+        """Not provided, as in torch: use blocked_autorange."""
         raise NotImplementedError("See `Timer.blocked_autorange.`")
 
     def _measurement_loop(self, number, stop, min_run_time, max_run_time=None, callback=None):
