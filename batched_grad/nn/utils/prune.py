@@ -227,44 +227,48 @@ class Identity(BasePruningMethod):
         return super().apply(module, name)
 
 
-class RandomUnstructured(BasePruningMethod):
-    """Prune `amount` entries (a count, or a fraction of the tensor) chosen at random."""
+class _ByScore(BasePruningMethod):
+    """Unstructured pruning of the `amount` entries (a count, or a fraction of the tensor) whose scores are the
+    largest (or smallest, `_prunes_largest` False) on top of the mask so far."""
 
     PRUNING_TYPE = "unstructured"
+    _prunes_largest = True
 
     def __init__(self, amount):
         _check_amount(amount)
         self.amount = amount
 
+    @abstractmethod
+    def _scores(self, t):
+        """The score of each entry of t."""
+
     def compute_mask(self, t, default_mask):
         count = _count_to_prune(self.amount, t.nelement())
         mask = default_mask.clone()
-        if count != 0:
-            chosen = _ops.topk(_factories.rand_like(t).view(-1), k=count).indices
+        if count != 0:  # random scores are drawn only then, as torch draws them
+            chosen = _ops.topk(self._scores(t).view(-1), k=count, largest=self._prunes_largest).indices
             mask.view(-1)[chosen] = 0
         return mask
+
+
+class RandomUnstructured(_ByScore):
+    """Prune `amount` entries (a count, or a fraction of the tensor) chosen at random."""
+
+    def _scores(self, t):
+        return _factories.rand_like(t)
 
     @classmethod
     def apply(cls, module, name, amount):
         return super().apply(module, name, amount=amount)
 
 
-class L1Unstructured(BasePruningMethod):
+class L1Unstructured(_ByScore):
     """Prune the `amount` entries (a count, or a fraction of the tensor) of smallest absolute value."""
 
-    PRUNING_TYPE = "unstructured"
+    _prunes_largest = False
 
-    def __init__(self, amount):
-        _check_amount(amount)
-        self.amount = amount
-
-    def compute_mask(self, t, default_mask):
-        count = _count_to_prune(self.amount, t.nelement())
-        mask = default_mask.clone()
-        if count != 0:
-            smallest = _ops.topk(t.abs().view(-1), k=count, largest=False).indices
-            mask.view(-1)[smallest] = 0
-        return mask
+    def _scores(self, t):
+        return t.abs()
 
     @classmethod
     def apply(cls, module, name, amount, importance_scores=None):
