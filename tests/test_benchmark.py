@@ -5,11 +5,13 @@ the same times), the helpers, Timer's methods, checks and messages, and that a t
 import timeit
 
 import pytest
+import torch
 import torch.utils.benchmark as torch_benchmark
 
 import batched_grad as bg
 import batched_grad.utils.benchmark as benchmark
 from batched_grad._lazy import Pending
+from oracle import assert_same
 
 TIMES = {
     "one": [2.5e-3],
@@ -192,3 +194,74 @@ def test_a_jacobian_tutorial_flow_runs():
     assert gain >= 0 and "1 measurement, 5 runs , 1 thread" in repr(vectorized)
     table = str(benchmark.Compare([rows, vectorized]))
     assert table.startswith("[") and "jacobian" in table and "rows" in table and "jacrev" in table
+
+
+def fuzzer_of(module, seed):
+    """A Fuzzer of torch.utils.benchmark's kinds: log-uniform, uniform and strict parameters, parameter-named sizes,
+    steps and dims, a random layout, element limits and a constraint that rejects some draws."""
+    b = module.utils.benchmark
+    return b.Fuzzer(
+        parameters=[
+            b.FuzzedParameter("rows", minval=1, maxval=64, distribution="loguniform"),
+            b.FuzzedParameter("cols", minval=2, maxval=10, distribution="uniform"),
+            b.FuzzedParameter("depth", minval=1, maxval=3, distribution="uniform"),
+            b.FuzzedParameter("dims", minval=2, maxval=3, distribution="uniform"),
+            [
+                b.FuzzedParameter("step", minval=1, maxval=3, distribution="uniform", strict=True),
+                b.FuzzedParameter("scale", minval=0.5, maxval=2.5, distribution="uniform"),
+            ],
+        ],
+        tensors=[
+            b.FuzzedTensor(
+                "x",
+                size=("rows", "cols", "depth"),
+                steps=("step", 1),
+                dim_parameter="dims",
+                probability_contiguous=0.4,
+                max_elements=600,
+            ),
+            [b.FuzzedTensor("n", size=("cols", 4), dtype=module.int32, probability_contiguous=0.0, min_elements=4)],
+        ],  # fmt: skip
+        constraints=[lambda p: p["rows"] * p["cols"] < 40],
+        seed=seed,
+    )
+
+
+@pytest.mark.parametrize("seed", [0, pytest.param(7, marks=pytest.mark.slow)])  # each new shape compiles
+def test_fuzzer_draws_match_torch(seed):
+    ours, theirs = fuzzer_of(bg, seed), fuzzer_of(torch, seed)
+    for (tensors, properties, params), (t_tensors, t_properties, t_params) in zip(ours.take(4), theirs.take(4)):
+        assert params == pytest.approx(t_params)
+        for name in ("x", "n"):
+            assert_same(tensors[name], t_tensors[name])
+            got, want = properties[name], t_properties[name]
+            assert list(got["order"]) == list(want["order"]) and got["steps"] == want["steps"]
+            for key in ("numel", "is_contiguous", "dtype"):
+                assert got[key] == want[key], key
+    assert ours.rejection_rate == theirs.rejection_rate > 0
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda b: b.FuzzedParameter("a", 1, 4, distribution="normal"),
+        lambda b: b.FuzzedParameter("a", distribution={1: 0.5, 2: 0.5}),  # torch's inverted normalization check
+        lambda b: b.FuzzedParameter("a", distribution={1: -0.5, 2: 1.5}),
+        lambda b: b.Fuzzer([b.FuzzedParameter("a", 1, 2, "uniform")], [b.FuzzedTensor("a", size=(2,))]),
+        lambda b: next(b.Fuzzer([b.FuzzedParameter("a", 1, 2, "uniform")], [], constraints=[lambda p: False]).take(1)),
+        lambda b: b.Fuzzer._resolve_aliases({"a": b.ParameterAlias("b"), "b": b.ParameterAlias("a")}),
+    ],
+)
+def test_fuzzer_errors_match_torch(call):
+    with pytest.raises(Exception) as want:
+        call(torch_benchmark)
+    with pytest.raises(type(want.value)) as got:
+        call(benchmark)
+    assert str(got.value) == str(want.value)
+
+
+def test_parameter_aliases_resolve():
+    params = {"a": 3, "b": benchmark.ParameterAlias("a"), "c": benchmark.ParameterAlias("b")}
+    t_params = {"a": 3, "b": torch_benchmark.ParameterAlias("a"), "c": torch_benchmark.ParameterAlias("b")}
+    assert benchmark.Fuzzer._resolve_aliases(params) == torch_benchmark.Fuzzer._resolve_aliases(t_params)
+    assert repr(benchmark.ParameterAlias("a")) == repr(torch_benchmark.ParameterAlias("a"))
