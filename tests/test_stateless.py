@@ -109,6 +109,7 @@ def test_stack_weights_sets_the_restore_order(stack_weights):
             m.nn.Sequential(*[m.nn.Linear(2, 2)] * 2), {"0.weight": m.ones(2, 2), "1.weight": m.zeros(2, 2)}
         ),
         lambda m: m.nn.utils.stateless.functional_call(m.nn.DataParallel(m.nn.Linear(2, 2)), {}, m.ones(2)),
+        lambda m: m.jit.trace(lambda x: m.func.functional_call(m.nn.Linear(2, 2), {}, (x,)), (m.ones(1, 2),)),
     ],
 )
 def test_errors_match_torch(call):
