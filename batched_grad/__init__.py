@@ -142,6 +142,7 @@ from .amp.autocast_mode import (
 from .autograd import grad
 from .autograd.anomaly_mode import is_anomaly_check_nan_enabled, is_anomaly_enabled, set_anomaly_enabled
 from .func import vmap  # vmap.vmap, as torch.vmap is torch.func.vmap
+from .utils.dlpack import from_dlpack, to_dlpack
 
 globals().update(_TYPED)  # FloatTensor, LongTensor, ...: torch's legacy typed constructors
 newaxis = None  # as torch.newaxis, for x[:, newaxis]

@@ -28,7 +28,7 @@ STRIDES = (
     "explicit strides of new storage (empty_strided, as_strided_scatter, ...): batched_grad tensors are JAX "
     "arrays without strides; views are recorded as chains of view ops"
 )
-STORAGE = "storage objects and memory placement (storage(), pinning, shared memory, DLPack, buffers from files)"
+STORAGE = "storage objects and memory placement (storage(), pinning, shared memory, buffers from files)"
 COPY_VARIANTS = (
     "the *_copy functions of functionalization (view_copy, t_copy, ...), for torch's compilers: use the "
     "view op, then .clone()"
@@ -109,6 +109,14 @@ SELECTIVE_CHECKPOINT = (
     "selective activation checkpointing (a policy choosing per ATen op what to save or recompute): needs "
     "torch's dispatch modes; checkpoint and checkpoint_sequential, both variants, are here"
 )
+CALLGRIND = (
+    "Callgrind instruction counts (Timer.collect_callgrind and its stats): torch runs the statement under valgrind "
+    "with its own C++ bindings; batched_grad's Timer measures wall time"
+)
+SPARSE_FUZZER = (
+    "torch.utils.benchmark's sparse fuzzer (FuzzedSparseTensor, and numbers.Number, which its module re-exports): "
+    "batched_grad tensors are dense JAX arrays; Fuzzer and FuzzedTensor are here"
+)
 NESTED_IO = "NestedIOFunction: torch's legacy autograd.Function with nested inputs; use autograd.Function"
 
 
@@ -172,7 +180,7 @@ OMITTED = {
         ),
         **_names(COMPILE, "cond while_loop"),
         **_names(STRIDES, "as_strided_scatter empty_strided empty_permuted"),
-        **_names(STORAGE, "is_storage from_file frombuffer from_dlpack to_dlpack get_file_path"),
+        **_names(STORAGE, "is_storage from_file frombuffer get_file_path"),
         **_names(
             COPY_VARIANTS,
             """alias_copy as_strided_copy detach_copy diagonal_copy expand_copy narrow_copy
@@ -310,6 +318,14 @@ OMITTED = {
     },
     "torch.func": {
         **_names(REARRANGE, "rearrange"),
+    },
+    "torch.nn.utils.prune": {},
+    "torch.nn.utils.stateless": {},
+    "torch.nn.utils.init": {},
+    "torch.utils.dlpack": {},
+    "torch.utils.benchmark": {
+        **_names(CALLGRIND, "CallgrindStats CopyIfCallgrind FunctionCount FunctionCounts"),
+        **_names(SPARSE_FUZZER, "FuzzedSparseTensor Number"),
     },
     "torch.nn.parallel": {
         **_names(DISTRIBUTED, "DistributedDataParallel replicate scatter gather parallel_apply"),

@@ -594,6 +594,16 @@ class Tensor(InPlace):
             )
         return self._array(NUMPY_ERROR, "Tensor.numpy()")
 
+    def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
+        from .utils.dlpack import tensor_dlpack
+
+        return tensor_dlpack(self, stream, max_version, dl_device, copy)
+
+    def __dlpack_device__(self):
+        from .utils.dlpack import tensor_dlpack_device
+
+        return tensor_dlpack_device(self)
+
     def __array__(self, dtype=None, copy=None):
         a = self._array(NUMPY_ERROR, "a conversion to a NumPy array")
         if dtype is not None and a.dtype != dtype:
