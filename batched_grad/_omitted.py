@@ -86,10 +86,6 @@ FUSED_NEW = (
     "scales): not yet implemented; compose F.linear with F.cross_entropy"
 )
 MEMORY_FORMAT = "memory formats (channels_last): batched_grad tensors have no memory-format choice"
-OPTIMIZERS = (
-    "optimizers new in torch 2.x, not yet ported: Adafactor and Muon; SGD, Adam(W), RMSprop, Adagrad, "
-    "Adadelta, Adamax, NAdam, RAdam, Rprop, ASGD and LBFGS are here"
-)
 SAVED_HOOKS = (
     "allow_mutation_on_saved_tensors (cloning a saved tensor when it is changed in place later): not yet "
     "implemented; saved_tensors_hooks, save_on_cpu and disable_saved_tensors_hooks are here"
@@ -280,7 +276,6 @@ OMITTED = {
         **_names(INTERNAL, "common_notes"),
     },
     "torch.optim": {
-        **_names(OPTIMIZERS, "Adafactor Muon"),
         **_names(SPARSE, "SparseAdam"),
     },
     "torch.optim.lr_scheduler": {},

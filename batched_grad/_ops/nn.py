@@ -156,8 +156,13 @@ def _linear(*operands, weight_t):
     """bias + x @ w.T, the operands in torch's addmm order (bias, x, weight) or (x, weight) without a bias; with
     `weight_t` the weight operand is already transposed (torch's weight.t(), recorded as its own node)."""
     *bias, x, w = operands
-    out = jnp.matmul(x, w if weight_t else w.T)
-    return out + bias[0] if bias else out
+    w = w if weight_t else w.T
+    if not bias:
+        return jnp.matmul(x, w)
+    dtype = jnp.result_type(x, w)
+    if dtype in (jnp.bfloat16, jnp.float16) and x.ndim == 2:  # torch's addmm adds the bias in float32, rounds once
+        return (jnp.matmul(x, w, preferred_element_type=jnp.float32) + bias[0].astype(jnp.float32)).astype(dtype)
+    return jnp.matmul(x, w) + bias[0]
 
 
 def _linear_name(sig):  # torch's last recorded op, by input rank (1, 2, more) and whether there is a bias
