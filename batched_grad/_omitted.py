@@ -340,12 +340,10 @@ OMITTED = {
     "torch.distributions": {
         **_names(
             RARE_FAMILIES,
-            """Binomial CatTransform Cauchy Chi2 ContinuousBernoulli CorrCholeskyTransform
-            CumulativeDistributionTransform FisherSnedecor GeneralizedPareto Geometric Gumbel HalfCauchy HalfNormal
-            IndependentTransform InverseGamma Kumaraswamy LKJCholesky LogisticNormal LowerCholeskyTransform
-            Multinomial NegativeBinomial OneHotCategoricalStraightThrough Pareto PositiveDefiniteTransform
-            RelaxedBernoulli RelaxedOneHotCategorical ReshapeTransform SoftmaxTransform StackTransform
-            StickBreakingTransform VonMises Weibull Wishart biject_to transform_to""",
+            """CatTransform ContinuousBernoulli CorrCholeskyTransform CumulativeDistributionTransform
+            IndependentTransform LKJCholesky LogisticNormal LowerCholeskyTransform OneHotCategoricalStraightThrough
+            PositiveDefiniteTransform RelaxedBernoulli RelaxedOneHotCategorical ReshapeTransform SoftmaxTransform
+            StackTransform StickBreakingTransform VonMises Wishart biject_to transform_to""",
         ),
     },
 }

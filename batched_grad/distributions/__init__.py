@@ -6,10 +6,13 @@ parameters' values are known they are torch's draws for the same seed; while tra
 from . import constraints, transforms
 from .composite import Independent, LogNormal, MixtureSameFamily, TransformedDistribution
 from .continuous import Exponential, ExponentialFamily, Gamma, Laplace, Normal, StudentT, Uniform
+from .counts import Binomial, Geometric, Multinomial, NegativeBinomial
 from .discrete import Bernoulli, Categorical, OneHotCategorical, Poisson
 from .distribution import Distribution
 from .kl import kl_divergence, register_kl
+from .location_scale import Cauchy, Chi2, Gumbel, HalfCauchy, HalfNormal
 from .multivariate import LowRankMultivariateNormal, MultivariateNormal
+from .shape_families import FisherSnedecor, GeneralizedPareto, InverseGamma, Kumaraswamy, Pareto, Weibull
 from .simplex import Beta, Dirichlet
 from .transforms import (
     AbsTransform,
@@ -29,22 +32,36 @@ __all__ = [
     "AffineTransform",
     "Bernoulli",
     "Beta",
+    "Binomial",
     "Categorical",
+    "Cauchy",
+    "Chi2",
     "ComposeTransform",
     "Dirichlet",
     "Distribution",
     "ExpTransform",
     "Exponential",
     "ExponentialFamily",
+    "FisherSnedecor",
     "Gamma",
+    "GeneralizedPareto",
+    "Geometric",
+    "Gumbel",
+    "HalfCauchy",
+    "HalfNormal",
     "Independent",
+    "InverseGamma",
+    "Kumaraswamy",
     "Laplace",
     "LogNormal",
     "LowRankMultivariateNormal",
     "MixtureSameFamily",
+    "Multinomial",
     "MultivariateNormal",
+    "NegativeBinomial",
     "Normal",
     "OneHotCategorical",
+    "Pareto",
     "Poisson",
     "PowerTransform",
     "SigmoidTransform",
@@ -54,6 +71,7 @@ __all__ = [
     "Transform",
     "TransformedDistribution",
     "Uniform",
+    "Weibull",
     "constraints",
     "identity_transform",
     "kl_divergence",

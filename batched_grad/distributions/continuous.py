@@ -19,10 +19,17 @@ class ExponentialFamily(Distribution):
 
 
 class _Elementwise(Distribution):
-    """A family whose parameters (the keys of arg_constraints, in order) broadcast to the batch shape."""
+    """A family whose parameters (the keys of arg_constraints, in order, unless `_stored` names the members held
+    instead) broadcast to the batch shape."""
+
+    _stored = None
+
+    @classmethod
+    def _stored_names(cls):
+        return list(cls._stored or cls.arg_constraints)
 
     def __init__(self, *params, validate_args=None):
-        names = list(type(self).arg_constraints)
+        names = self._stored_names()
         for name, value in zip(names, broadcast_all(*params)):
             setattr(self, name, value)
         numbers_only = all(isinstance(p, numbers.Number) for p in params)
@@ -32,7 +39,7 @@ class _Elementwise(Distribution):
     def expand(self, batch_shape, _instance=None):
         new = self._get_checked_instance(type(self), _instance)
         batch_shape = bg.Size(batch_shape)
-        for name in type(self).arg_constraints:
+        for name in self._stored_names():
             setattr(new, name, getattr(self, name).expand(batch_shape))
         self._expand_extra(new, batch_shape)
         Distribution.__init__(new, batch_shape, validate_args=False)

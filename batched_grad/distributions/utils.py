@@ -21,6 +21,7 @@ __all__ = [
     "logits_to_probs",
     "probs_to_logits",
     "sample_dirichlet",
+    "standard_cauchy",
     "standard_gamma",
     "standard_normal",
     "uniform",
@@ -76,9 +77,14 @@ def standard_normal(shape, dtype):
     return _draw("normal", shape, dtype, lambda bits, size: bits.normal(size, _real(dtype)))
 
 
-def uniform(shape, dtype):
-    """U[0, 1) noise of `shape` from the default generator."""
-    return _draw("rand", shape, dtype, lambda bits, size: bits.uniform(size, _real(dtype)))
+def uniform(shape, dtype, low=0.0, high=1.0):
+    """U[low, high) noise of `shape` from the default generator (torch's rand, or uniform_(low, high))."""
+    return _draw("rand", shape, dtype, lambda bits, size: bits.uniform(size, _real(dtype), low, high))
+
+
+def standard_cauchy(shape, dtype):
+    """Cauchy(0, 1) noise of `shape` from the default generator (torch's cauchy_)."""
+    return _draw("cauchy", shape, dtype, lambda bits, size: bits.cauchy(size, _real(dtype), 0.0, 1.0))
 
 
 def standard_exponential(shape, dtype):
