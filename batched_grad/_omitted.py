@@ -340,9 +340,8 @@ OMITTED = {
     "torch.distributions": {
         **_names(
             RARE_FAMILIES,
-            """CatTransform ContinuousBernoulli CorrCholeskyTransform CumulativeDistributionTransform
-            IndependentTransform LKJCholesky LogisticNormal LowerCholeskyTransform OneHotCategoricalStraightThrough
-            PositiveDefiniteTransform RelaxedBernoulli RelaxedOneHotCategorical ReshapeTransform SoftmaxTransform
+            """CatTransform CorrCholeskyTransform CumulativeDistributionTransform IndependentTransform LKJCholesky
+            LogisticNormal LowerCholeskyTransform PositiveDefiniteTransform ReshapeTransform SoftmaxTransform
             StackTransform StickBreakingTransform VonMises Wishart biject_to transform_to""",
         ),
     },

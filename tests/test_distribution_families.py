@@ -44,6 +44,27 @@ CASES = {
         (),
     ),
     "Multinomial": ("Multinomial", dict(total_count=7, probs=_SIMPLEX), np.array([[1.0, 3.0, 3.0], [0, 0, 7]]), ()),
+    "ContinuousBernoulli": (
+        "ContinuousBernoulli",
+        dict(probs=np.array([0.2, 0.5, 0.9])),
+        np.array([0.3, 0.5, 0.99]),
+        ("cdf", "icdf"),
+    ),
+    "ContinuousBernoulliLogits": ("ContinuousBernoulli", dict(logits=_VEC), _UNIT, ("cdf", "icdf")),
+    "RelaxedBernoulli": ("RelaxedBernoulli", dict(temperature=np.array(0.7), probs=_UNIT), _UNIT, ()),
+    "RelaxedBernoulliLogits": ("RelaxedBernoulli", dict(temperature=np.array(2.5), logits=_VEC), _UNIT, ()),
+    "RelaxedOneHotCategorical": (
+        "RelaxedOneHotCategorical",
+        dict(temperature=np.array(0.7), logits=_SIMPLEX * 3),
+        _SIMPLEX[::-1].copy(),
+        (),
+    ),
+    "OneHotCategoricalStraightThrough": (
+        "OneHotCategoricalStraightThrough",
+        dict(probs=_SIMPLEX),
+        np.array([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]]),
+        (),
+    ),
 }
 # torch's Kumaraswamy.mode takes log1p(-concentration0), NaN for every concentration0 > 1 (see test below)
 _NOT_COMPARED = {"Kumaraswamy": ("mode",)}
@@ -194,6 +215,13 @@ def _error(make):
         lambda lib, dists: dists.Weibull(lib.tensor([1.0]), lib.tensor([-2.0]), validate_args=True),
         lambda lib, dists: dists.InverseGamma(lib.tensor([1.0]), lib.tensor([-2.0]), validate_args=True),
         lambda lib, dists: dists.FisherSnedecor(lib.tensor([1.0]), lib.tensor([-2.0]), validate_args=True),
+        lambda lib, dists: dists.ContinuousBernoulli(lib.tensor([1.5]), validate_args=True),
+        lambda lib, dists: dists.ContinuousBernoulli(lib.tensor([0.5]), validate_args=True).log_prob(lib.tensor([2.0])),
+        lambda lib, dists: dists.RelaxedBernoulli(lib.tensor(0.5), lib.tensor([1.5]), validate_args=True),
+        lambda lib, dists: dists.RelaxedOneHotCategorical(lib.tensor(0.5), lib.tensor([0.5, -0.5]), validate_args=True),
+        lambda lib, dists: dists.OneHotCategoricalStraightThrough(lib.tensor([0.5, 0.5]), validate_args=True).log_prob(
+            lib.tensor([0.5, 0.5])
+        ),
     ],
 )
 def test_validate_args_errors_match_torch(make):

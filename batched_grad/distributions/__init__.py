@@ -12,6 +12,12 @@ from .distribution import Distribution
 from .kl import kl_divergence, register_kl
 from .location_scale import Cauchy, Chi2, Gumbel, HalfCauchy, HalfNormal
 from .multivariate import LowRankMultivariateNormal, MultivariateNormal
+from .relaxed import (
+    ContinuousBernoulli,
+    OneHotCategoricalStraightThrough,
+    RelaxedBernoulli,
+    RelaxedOneHotCategorical,
+)
 from .shape_families import FisherSnedecor, GeneralizedPareto, InverseGamma, Kumaraswamy, Pareto, Weibull
 from .simplex import Beta, Dirichlet
 from .transforms import (
@@ -37,6 +43,7 @@ __all__ = [
     "Cauchy",
     "Chi2",
     "ComposeTransform",
+    "ContinuousBernoulli",
     "Dirichlet",
     "Distribution",
     "ExpTransform",
@@ -61,9 +68,12 @@ __all__ = [
     "NegativeBinomial",
     "Normal",
     "OneHotCategorical",
+    "OneHotCategoricalStraightThrough",
     "Pareto",
     "Poisson",
     "PowerTransform",
+    "RelaxedBernoulli",
+    "RelaxedOneHotCategorical",
     "SigmoidTransform",
     "SoftplusTransform",
     "StudentT",
