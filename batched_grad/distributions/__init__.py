@@ -3,8 +3,9 @@ entropy, rsample and kl_divergence differentiate (create_graph and is_grads_batc
 vmap.vmap and batched_grad.func's transforms. Samples come from batched_grad's generator (bg.manual_seed): where the
 parameters' values are known they are torch's draws for the same seed; while tracing, JAX's."""
 
-from . import constraints, transforms
+from . import constraint_registry, constraints, transforms
 from .composite import Independent, LogNormal, MixtureSameFamily, TransformedDistribution
+from .constraint_registry import biject_to, transform_to
 from .continuous import Exponential, ExponentialFamily, Gamma, Laplace, Normal, StudentT, Uniform
 from .counts import Binomial, Geometric, Multinomial, NegativeBinomial
 from .discrete import Bernoulli, Categorical, OneHotCategorical, Poisson
@@ -19,15 +20,25 @@ from .relaxed import (
     RelaxedOneHotCategorical,
 )
 from .shape_families import FisherSnedecor, GeneralizedPareto, InverseGamma, Kumaraswamy, Pareto, Weibull
-from .simplex import Beta, Dirichlet
+from .simplex import Beta, Dirichlet, LogisticNormal
 from .transforms import (
     AbsTransform,
     AffineTransform,
+    CatTransform,
     ComposeTransform,
+    CorrCholeskyTransform,
+    CumulativeDistributionTransform,
     ExpTransform,
+    IndependentTransform,
+    LowerCholeskyTransform,
+    PositiveDefiniteTransform,
     PowerTransform,
+    ReshapeTransform,
     SigmoidTransform,
+    SoftmaxTransform,
     SoftplusTransform,
+    StackTransform,
+    StickBreakingTransform,
     TanhTransform,
     Transform,
     identity_transform,
@@ -39,11 +50,14 @@ __all__ = [
     "Bernoulli",
     "Beta",
     "Binomial",
+    "CatTransform",
     "Categorical",
     "Cauchy",
     "Chi2",
     "ComposeTransform",
     "ContinuousBernoulli",
+    "CorrCholeskyTransform",
+    "CumulativeDistributionTransform",
     "Dirichlet",
     "Distribution",
     "ExpTransform",
@@ -57,11 +71,14 @@ __all__ = [
     "HalfCauchy",
     "HalfNormal",
     "Independent",
+    "IndependentTransform",
     "InverseGamma",
     "Kumaraswamy",
     "Laplace",
     "LogNormal",
+    "LogisticNormal",
     "LowRankMultivariateNormal",
+    "LowerCholeskyTransform",
     "MixtureSameFamily",
     "Multinomial",
     "MultivariateNormal",
@@ -71,20 +88,28 @@ __all__ = [
     "OneHotCategoricalStraightThrough",
     "Pareto",
     "Poisson",
+    "PositiveDefiniteTransform",
     "PowerTransform",
     "RelaxedBernoulli",
     "RelaxedOneHotCategorical",
+    "ReshapeTransform",
     "SigmoidTransform",
+    "SoftmaxTransform",
     "SoftplusTransform",
+    "StackTransform",
+    "StickBreakingTransform",
     "StudentT",
     "TanhTransform",
     "Transform",
     "TransformedDistribution",
     "Uniform",
     "Weibull",
+    "biject_to",
+    "constraint_registry",
     "constraints",
     "identity_transform",
     "kl_divergence",
     "register_kl",
+    "transform_to",
     "transforms",
 ]

@@ -24,7 +24,9 @@ __all__ = [
     "standard_cauchy",
     "standard_gamma",
     "standard_normal",
+    "tril_matrix_to_vec",
     "uniform",
+    "vec_to_tril_matrix",
 ]
 
 euler_constant = 0.57721566490153286060
@@ -142,3 +144,36 @@ def sample_dirichlet(concentration):
 
     drawn = sample(None, "_sample_dirichlet", alphas.shape, draw)
     return _DIRICHLET_OF_DRAW(concentration, drawn.to(concentration.dtype))
+
+
+def _tril_indices(n, diag):
+    """The (row, column) indices of the entries on or below diagonal `diag` of an n x n matrix, in row order."""
+    rows, cols = np.nonzero(np.arange(n) < np.arange(n)[:, None] + (diag + 1))
+    return rows, cols
+
+
+def tril_matrix_to_vec(mat, diag=0):
+    """The entries of the (batched) square matrix on or below diagonal `diag`, in row order."""
+    n = mat.shape[-1]
+    if diag < -n or diag >= n:
+        raise ValueError(f"diag ({diag}) provided is outside [{-n}, {n - 1}].")
+    rows, cols = _tril_indices(n, diag)
+    return mat[..., bg.tensor(rows), bg.tensor(cols)]
+
+
+def vec_to_tril_matrix(vec, diag=0):
+    """The (batched) square matrix whose entries on or below diagonal `diag` are vec's, in row order (0 above)."""
+    # the positive root of n^2 + (1 + 2 diag) n - |diag| (diag + 1) - 2 len(vec) = 0
+    length = vec.shape[-1]
+    n = (-(1 + 2 * diag) + ((1 + 2 * diag) ** 2 + 8 * length + 4 * abs(diag) * (diag + 1)) ** 0.5) / 2
+    if round(n) - n > bg.finfo(vec.dtype).eps:
+        raise ValueError(
+            f"The size of last dimension is {length} which cannot be expressed as "
+            "the lower triangular part of a square D x D matrix."
+        )
+    n = round(n)
+    rows, cols = _tril_indices(n, diag)
+    slots = np.full(n * n, length)  # entries above the diagonal read the appended zero
+    slots[rows * n + cols] = np.arange(len(rows))
+    padded = bg.cat([vec, bg.zeros(tuple(vec.shape[:-1]) + (1,), dtype=vec.dtype)], -1)
+    return padded[..., bg.tensor(slots)].reshape(tuple(vec.shape[:-1]) + (n, n))
