@@ -12,6 +12,7 @@ from .discrete import Bernoulli, Categorical, OneHotCategorical, Poisson
 from .distribution import Distribution
 from .kl import kl_divergence, register_kl
 from .location_scale import Cauchy, Chi2, Gumbel, HalfCauchy, HalfNormal
+from .matrix_families import LKJCholesky, Wishart
 from .multivariate import LowRankMultivariateNormal, MultivariateNormal
 from .relaxed import (
     ContinuousBernoulli,
@@ -43,6 +44,7 @@ from .transforms import (
     Transform,
     identity_transform,
 )
+from .von_mises import VonMises
 
 __all__ = [
     "AbsTransform",
@@ -74,6 +76,7 @@ __all__ = [
     "IndependentTransform",
     "InverseGamma",
     "Kumaraswamy",
+    "LKJCholesky",
     "Laplace",
     "LogNormal",
     "LogisticNormal",
@@ -103,7 +106,9 @@ __all__ = [
     "Transform",
     "TransformedDistribution",
     "Uniform",
+    "VonMises",
     "Weibull",
+    "Wishart",
     "biject_to",
     "constraint_registry",
     "constraints",
