@@ -14,8 +14,16 @@ __all__ = ["ExponentialFamily", "Exponential", "Gamma", "Laplace", "Normal", "St
 
 
 class ExponentialFamily(Distribution):
-    """The base of the exponential-family distributions (torch's marker class; each family here writes its own
-    entropy in closed form)."""
+    """The base of the exponential-family distributions, density exp(<t(x), theta> - F(theta) + k(x)): a family
+    giving its natural parameters theta and log normalizer F has kl_divergence with itself as the Bregman
+    divergence of F (each family here writes its entropy in closed form)."""
+
+    @property
+    def _natural_params(self):
+        raise NotImplementedError
+
+    def _log_normalizer(self, *natural_params):
+        raise NotImplementedError
 
 
 class _Elementwise(Distribution):
