@@ -13,47 +13,13 @@ from .._ops.random_draws import sample
 from . import constraints
 from ._binomial_draws import binomial
 from .continuous import Gamma
-from .discrete import Categorical, _expand_probs_or_logits, _one_of
+from .discrete import Categorical, _BinaryParameter
 from .distribution import Distribution
-from .utils import broadcast_all, lazy_property, logits_to_probs, probs_to_logits, uniform
+from .utils import broadcast_all, lazy_property, uniform
 
 __all__ = ["Binomial", "Geometric", "Multinomial", "NegativeBinomial"]
 
 _BCE = bg.nn.functional.binary_cross_entropy_with_logits
-
-
-class _BinaryParameter(Distribution):
-    """A family with one success probability per batch entry, given as probs or logits, and for the counting
-    families a number of trials `total_count` broadcast with it."""
-
-    def _set_probs_or_logits(self, probs, logits, total_count=None):
-        _one_of(probs, logits)
-        given = probs if probs is not None else logits
-        if total_count is None:
-            (self._param,) = broadcast_all(given)
-        else:
-            self.total_count, self._param = broadcast_all(total_count, given)
-            self.total_count = self.total_count.type_as(self._param)
-        setattr(self, "probs" if probs is not None else "logits", self._param)
-        return given
-
-    def _expand_into(self, new, batch_shape):
-        if "total_count" in self.__dict__:
-            new.total_count = self.total_count.expand(batch_shape)
-        _expand_probs_or_logits(self, new, batch_shape)
-        Distribution.__init__(new, batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
-
-    @lazy_property
-    def logits(self):
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self):
-        return logits_to_probs(self.logits, is_binary=True)
-
-    param_shape = property(lambda self: self._param.size())
 
 
 class Geometric(_BinaryParameter):

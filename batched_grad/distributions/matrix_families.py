@@ -13,9 +13,9 @@ from . import constraints
 from .continuous import ExponentialFamily
 from .distribution import Distribution
 from .location_scale import Chi2
-from .multivariate import _precision_to_scale_tril
+from .multivariate import _MATRIX_ARGS, _FromScaleTril, _precision_to_scale_tril
 from .simplex import Beta
-from .utils import broadcast_all, lazy_property, standard_normal
+from .utils import broadcast_all, standard_normal
 
 __all__ = ["LKJCholesky", "Wishart"]
 
@@ -85,10 +85,7 @@ def _mvdigamma(x, p):
     return bg.digamma(x.unsqueeze(-1) - halves).sum(-1)
 
 
-_MATRIX_ARGS = ("covariance_matrix", "precision_matrix", "scale_tril")
-
-
-class Wishart(ExponentialFamily):
+class Wishart(_FromScaleTril, ExponentialFamily):
     """The Wishart distribution of `df` degrees of freedom and scale matrix given as one of covariance_matrix,
     precision_matrix or scale_tril: the law of sum_i x_i x_i^T for df draws x_i ~ N(0, Sigma)."""
 
@@ -158,20 +155,6 @@ class Wishart(ExponentialFamily):
 
     def _matrix_shape(self):
         return self._batch_shape + self._event_shape
-
-    @lazy_property
-    def scale_tril(self):
-        return self._unbroadcasted_scale_tril.expand(self._matrix_shape())
-
-    @lazy_property
-    def covariance_matrix(self):
-        tril = self._unbroadcasted_scale_tril
-        return (tril @ tril.transpose(-2, -1)).expand(self._matrix_shape())
-
-    @lazy_property
-    def precision_matrix(self):
-        identity = bg.eye(self._event_shape[-1], dtype=self._unbroadcasted_scale_tril.dtype)
-        return bg.cholesky_solve(identity, self._unbroadcasted_scale_tril).expand(self._matrix_shape())
 
     def _df_matrix(self):
         return self.df.view(self._batch_shape + (1, 1))

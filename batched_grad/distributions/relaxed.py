@@ -9,8 +9,7 @@ import batched_grad as bg
 from . import constraints
 from .composite import TransformedDistribution
 from .continuous import ExponentialFamily
-from .counts import _BinaryParameter
-from .discrete import Categorical, OneHotCategorical
+from .discrete import Categorical, OneHotCategorical, _BinaryParameter
 from .distribution import Distribution
 from .transforms import ExpTransform, SigmoidTransform
 from .utils import broadcast_all, clamp_probs, lazy_property, logits_to_probs, uniform
