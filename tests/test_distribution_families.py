@@ -10,6 +10,7 @@ import torch.distributions as TD
 
 import batched_grad as bg
 import batched_grad.distributions as D
+import vmap
 from oracle import raises_like_torch
 
 _VEC = np.array([0.3, -1.2, 2.0])
@@ -285,3 +286,27 @@ def test_wishart_rsample_redraws_as_torch_and_differentiates(name):
         results.append(lib.autograd.grad((x * weights).sum(), params))
     for mine, reference in zip(*results, strict=True):
         _close(mine, reference, rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.slow
+def test_families_draw_and_evaluate_under_vmap():
+    # under vmap the parameters are traced: draws are JAX's, keyed by the default generator, and each row's
+    # log_prob is the one computed outside vmap for that row's parameter
+    c = bg.tensor([0.5, 1.0, 2.0], dtype=bg.float64)
+
+    def families(c):
+        return [D.Gumbel(c, 1.0), D.HalfNormal(c), D.Weibull(c, 2.0), D.Kumaraswamy(c, 2.0), D.InverseGamma(c + 1, 1.0)]
+
+    def row(c):
+        dists = families(c)
+        draws = [d.rsample() for d in dists]
+        value = bg.tensor(0.3, dtype=bg.float64)
+        fixed = D.Geometric(probs=c / 3).log_prob(value * 10) + D.VonMises(c, c).log_prob(value)
+        return bg.stack(draws), bg.stack([d.log_prob(x) for d, x in zip(dists, draws)]), fixed
+
+    bg.manual_seed(0)
+    draws, log_probs, fixed = vmap.vmap(row, randomness="different")(c)
+    outside = bg.stack([d.log_prob(draws[:, i]) for i, d in enumerate(families(c))], 1)
+    _close(log_probs, outside)
+    value = bg.tensor(0.3, dtype=bg.float64)
+    _close(fixed, D.Geometric(probs=c / 3).log_prob(value * 10) + D.VonMises(c, c).log_prob(value))

@@ -14,7 +14,7 @@ from . import constraints
 from ._binomial_draws import binomial
 from .continuous import Gamma
 from .discrete import Categorical, _BinaryParameter
-from .distribution import Distribution
+from .distribution import Distribution, _all_true
 from .utils import broadcast_all, lazy_property, uniform
 
 __all__ = ["Binomial", "Geometric", "Multinomial", "NegativeBinomial"]
@@ -32,7 +32,7 @@ class Geometric(_BinaryParameter):
         given = self._set_probs_or_logits(probs, logits)
         batch_shape = bg.Size() if isinstance(given, numbers.Number) else self._param.size()
         super().__init__(batch_shape, validate_args=validate_args)
-        if self._validate_args and probs is not None and not bool((self.probs > 0).all()):
+        if self._validate_args and probs is not None and not _all_true(self.probs > 0):
             value = self.probs
             raise ValueError(
                 f"Expected parameter probs ({type(value).__name__} of shape {tuple(value.shape)}) of distribution "

@@ -8,6 +8,7 @@ import batched_grad as bg
 from .continuous import Exponential, Gamma, Laplace, Normal, Uniform
 from .counts import Binomial, Geometric
 from .discrete import Bernoulli, Poisson
+from .distribution import _all_true
 from .kl import _kl_normal_normal, register_kl
 from .location_scale import Cauchy, Gumbel, HalfNormal
 from .relaxed import ContinuousBernoulli
@@ -33,7 +34,7 @@ def _x_log_x(tensor):
 
 @register_kl(Binomial, Binomial)
 def _kl_binomial_binomial(p, q):
-    if bool((p.total_count < q.total_count).any()):
+    if not _all_true(p.total_count >= q.total_count):
         raise NotImplementedError("KL between Binomials where q.total_count > p.total_count is not implemented")
     kl = p.total_count * (p.probs * (p.logits - q.logits) + (-p.probs).log1p() - (-q.probs).log1p())
     return _infinite_where(kl, p.total_count > q.total_count)

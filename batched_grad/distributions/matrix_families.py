@@ -11,7 +11,7 @@ import batched_grad as bg
 
 from . import constraints
 from .continuous import ExponentialFamily
-from .distribution import Distribution
+from .distribution import Distribution, _all_true
 from .location_scale import Chi2
 from .multivariate import _MATRIX_ARGS, _FromScaleTril, _precision_to_scale_tril
 from .simplex import Beta
@@ -79,7 +79,7 @@ _LOG_2 = math.log(2)
 
 def _mvdigamma(x, p):
     """The multivariate digamma function: sum_i digamma(x - i / 2), i < p."""
-    if not bool(x.gt((p - 1) / 2).all()):
+    if not _all_true(x.gt((p - 1) / 2)):
         raise AssertionError("Wrong domain for multivariate digamma function.")
     halves = bg.arange(p, dtype=x.dtype).div(2).expand(tuple(x.shape) + (-1,))
     return bg.digamma(x.unsqueeze(-1) - halves).sum(-1)
@@ -117,10 +117,10 @@ class Wishart(_FromScaleTril, ExponentialFamily):
             batch_shape = bg.broadcast_shapes(tuple(param.shape[:-2]), tuple(df.shape))
             self.df = df.expand(batch_shape)
         event_shape = param.shape[-2:]
-        if bool(self.df.le(event_shape[-1] - 1).any()):
+        if not _all_true(self.df.gt(event_shape[-1] - 1)):
             raise ValueError(f"Value of df={df} expected to be greater than ndim - 1 = {event_shape[-1] - 1}.")
         setattr(self, name, param.expand(tuple(batch_shape) + (-1, -1)))
-        if bool(self.df.lt(event_shape[-1]).any()):
+        if not _all_true(self.df.ge(event_shape[-1])):
             warnings.warn(
                 "Low df values detected. Singular samples are highly likely to occur for ndim - 1 < df < ndim.",
                 stacklevel=2,

@@ -10,7 +10,7 @@ from . import constraints
 from .composite import TransformedDistribution
 from .continuous import ExponentialFamily
 from .discrete import Categorical, OneHotCategorical, _BinaryParameter
-from .distribution import Distribution
+from .distribution import Distribution, _all_true
 from .transforms import ExpTransform, SigmoidTransform
 from .utils import broadcast_all, clamp_probs, lazy_property, logits_to_probs, uniform
 
@@ -164,7 +164,7 @@ class ContinuousBernoulli(_BinaryParameter, ExponentialFamily):
     def __init__(self, probs=None, logits=None, lims=(0.499, 0.501), validate_args=None):
         given = self._set_probs_or_logits(probs, logits)
         if probs is not None:
-            if validate_args is not None and not bool(self.arg_constraints["probs"].check(self.probs).all()):
+            if validate_args is not None and not _all_true(self.arg_constraints["probs"].check(self.probs)):
                 raise ValueError("The parameter probs has invalid values")
             self.probs = self._param = clamp_probs(self.probs)
         self._lims = lims
