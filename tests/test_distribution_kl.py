@@ -142,3 +142,40 @@ def test_different_exponential_families_have_no_bregman_divergence():
             lib.distributions.kl_divergence(wishart, lib.distributions.Poisson(lib.tensor(1.0)))
         errors.append(str(info.value))
     assert errors[0] == errors[1]
+
+
+def _rate_family(dists):
+    class RateFamily(dists.ExponentialFamily):
+        """An exponential distribution written only through its exponential-family form."""
+
+        arg_constraints = {}
+        _mean_carrier_measure = 0
+
+        def __init__(self, rate):
+            self.rate = rate
+            super().__init__(rate.shape, validate_args=False)
+
+        @property
+        def _natural_params(self):
+            return (-self.rate,)
+
+        def _log_normalizer(self, theta):
+            return -(-theta).log()
+
+    return RateFamily
+
+
+def test_exponential_family_entropy_and_bregman_divergence_from_the_log_normalizer():
+    results = []
+    for lib in (bg, torch):
+        family = _rate_family(lib.distributions)
+        p_rate = lib.tensor([0.5, 2.0], dtype=lib.float64, requires_grad=True)
+        q_rate = lib.tensor([1.5, 0.7], dtype=lib.float64, requires_grad=True)
+        p, q = family(p_rate), family(q_rate)
+        kl, entropy = lib.distributions.kl_divergence(p, q), p.entropy()
+        grads = lib.autograd.grad(kl.sum() + entropy.sum(), [p_rate, q_rate], allow_unused=True)
+        results.append([kl, entropy, *[g for g in grads if g is not None]])
+    for mine, expected in zip(*results, strict=True):
+        np.testing.assert_allclose(mine.detach().numpy(), expected.detach().numpy(), rtol=1e-10)
+    expected_kl = TD.kl_divergence(TD.Exponential(torch.tensor([0.5, 2.0])), TD.Exponential(torch.tensor([1.5, 0.7])))
+    np.testing.assert_allclose(results[0][0].detach().numpy(), expected_kl.numpy(), rtol=1e-6)

@@ -15,8 +15,8 @@ __all__ = ["ExponentialFamily", "Exponential", "Gamma", "Laplace", "Normal", "St
 
 class ExponentialFamily(Distribution):
     """The base of the exponential-family distributions, density exp(<t(x), theta> - F(theta) + k(x)): a family
-    giving its natural parameters theta and log normalizer F has kl_divergence with itself as the Bregman
-    divergence of F (each family here writes its entropy in closed form)."""
+    giving its natural parameters theta, log normalizer F and mean carrier measure E[k(x)] has its entropy, and
+    kl_divergence with itself as the Bregman divergence of F (each family here writes its entropy in closed form)."""
 
     @property
     def _natural_params(self):
@@ -24,6 +24,20 @@ class ExponentialFamily(Distribution):
 
     def _log_normalizer(self, *natural_params):
         raise NotImplementedError
+
+    @property
+    def _mean_carrier_measure(self):
+        raise NotImplementedError
+
+    def entropy(self):
+        """-E[k(x)] + F(theta) - <theta, grad F(theta)>, the gradient of the log normalizer by autograd."""
+        params = [theta.detach().requires_grad_() for theta in self._natural_params]
+        log_normalizer = self._log_normalizer(*params)
+        gradients = bg.autograd.grad(log_normalizer.sum(), params, create_graph=True)
+        result = log_normalizer - self._mean_carrier_measure
+        for theta, gradient in zip(params, gradients):
+            result = result - (theta * gradient).reshape(self._batch_shape + (-1,)).sum(-1)
+        return result
 
 
 class _Elementwise(Distribution):
