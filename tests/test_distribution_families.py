@@ -310,3 +310,15 @@ def test_families_draw_and_evaluate_under_vmap():
     _close(log_probs, outside)
     value = bg.tensor(0.3, dtype=bg.float64)
     _close(fixed, D.Geometric(probs=c / 3).log_prob(value * 10) + D.VonMises(c, c).log_prob(value))
+
+
+@pytest.mark.slow
+def test_binomial_draws_while_tracing_are_jaxs_within_the_support():
+    bg.manual_seed(0)
+    counts = bg.tensor([5.0, 50.0, 200.0])
+    draws = vmap.vmap(lambda p: D.Binomial(counts, p).sample((400,)), randomness="different")(bg.tensor([0.2, 0.5]))
+    values = draws.numpy()
+    assert values.shape == (2, 400, 3) and (values >= 0).all() and (values <= counts.numpy()).all()
+    assert (values == np.round(values)).all()
+    expected = np.array([[0.2], [0.5]]) * counts.numpy()
+    np.testing.assert_allclose(values.mean(1), expected, rtol=0.1)

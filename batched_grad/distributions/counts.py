@@ -4,6 +4,8 @@ mixture) and Multinomial (counts of Categorical draws), each given probs or logi
 import math
 import numbers
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 import batched_grad as bg
@@ -66,8 +68,8 @@ class Geometric(_BinaryParameter):
 
 class Binomial(_BinaryParameter):
     """The number of successes in `total_count` Bernoulli(probs) trials. Draws are torch's for the same seed
-    (its inversion and BTRS rejection samplers, run here element by element) where the parameters are known;
-    while tracing they cannot be drawn."""
+    (its inversion and BTRS rejection samplers, run here element by element) where the parameters' values are
+    known; while tracing (bg.compile, vmap) they are JAX's, keyed by a draw from the default generator."""
 
     arg_constraints = {
         "total_count": constraints.nonnegative_integer,
@@ -93,15 +95,17 @@ class Binomial(_BinaryParameter):
 
     def sample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
-        counts = _concrete(self.total_count.detach().expand(shape))
-        probs = _concrete(self.probs.detach().expand(shape))
-        if counts is None or probs is None:
-            raise RuntimeError("Binomial.sample: the parameters' values must be known (not traced) to draw")
-        dtype = self.probs.dtype
-        drawn = sample(
-            None, "binomial", shape, lambda bits, size: binomial(bits, *_rows(counts, probs, size), dtype.np)
-        )
-        return drawn.to(dtype)
+        with bg.no_grad():
+            total_count, probs = self.total_count.expand(shape), self.probs.expand(shape)
+            counts, known_probs = _concrete(total_count), _concrete(probs)
+            if counts is None or known_probs is None:
+                key = sample(None, "binomial", (2,), lambda bits, size: bits.integers(size, 0, 2**31, np.int64))
+                return _BINOMIAL_BY_JAX(key, total_count, probs)
+            dtype = self.probs.dtype
+            drawn = sample(
+                None, "binomial", shape, lambda bits, size: binomial(bits, *_rows(counts, known_probs, size), dtype.np)
+            )
+            return drawn.to(dtype)
 
     def log_prob(self, value):
         if self._validate_args:
@@ -129,6 +133,14 @@ class Binomial(_BinaryParameter):
         count = self._homogeneous_count("enumerate_support")
         values = bg.arange(1 + count, dtype=self._param.dtype).view((-1,) + (1,) * len(self._batch_shape))
         return values.expand((-1,) + tuple(self._batch_shape)) if expand else values
+
+
+def _binomial_by_jax(key, counts, probs):
+    rng = jax.random.wrap_key_data(key.astype(jnp.uint32))
+    return jax.random.binomial(rng, counts, probs, counts.shape, dtype=probs.dtype)
+
+
+_BINOMIAL_BY_JAX = bg.jax_function(_binomial_by_jax)
 
 
 def _rows(counts, probs, size):
