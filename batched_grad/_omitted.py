@@ -97,10 +97,6 @@ ENGINE_THREADS = (
 )
 STREAM_SETTINGS = "CUDA-stream settings of torch's autograd engine and activation-memory budgets of torch.compile"
 REARRANGE = "rearrange (einops patterns on first-class dims): needs an einops pattern parser; not yet implemented"
-RARE_FAMILIES = (
-    "distribution families and transforms rarely used in autograd code: not yet ported; the common families, "
-    "Independent, MixtureSameFamily and TransformedDistribution with the elementwise transforms are here"
-)
 SELECTIVE_CHECKPOINT = (
     "selective activation checkpointing (a policy choosing per ATen op what to save or recompute): needs "
     "torch's dispatch modes; checkpoint and checkpoint_sequential, both variants, are here"
@@ -325,17 +321,7 @@ OMITTED = {
     "torch.nn.parallel": {
         **_names(DISTRIBUTED, "DistributedDataParallel replicate scatter gather parallel_apply"),
     },
-    "torch.distributions": {
-        **_names(
-            RARE_FAMILIES,
-            """Binomial CatTransform Cauchy Chi2 ContinuousBernoulli CorrCholeskyTransform
-            CumulativeDistributionTransform FisherSnedecor GeneralizedPareto Geometric Gumbel HalfCauchy HalfNormal
-            IndependentTransform InverseGamma Kumaraswamy LKJCholesky LogisticNormal LowerCholeskyTransform
-            Multinomial NegativeBinomial OneHotCategoricalStraightThrough Pareto PositiveDefiniteTransform
-            RelaxedBernoulli RelaxedOneHotCategorical ReshapeTransform SoftmaxTransform StackTransform
-            StickBreakingTransform VonMises Weibull Wishart biject_to transform_to""",
-        ),
-    },
+    "torch.distributions": {},
 }
 
 
