@@ -10,10 +10,10 @@ import numpy as np
 
 import batched_grad as bg
 
+from .._binomial_draws import binomial
 from .._ops._index_parse import _concrete
 from .._ops.random_draws import sample
 from . import constraints
-from ._binomial_draws import binomial
 from .continuous import Gamma
 from .discrete import Categorical, _BinaryParameter
 from .distribution import Distribution, _all_true
