@@ -76,10 +76,7 @@ EMBEDDING_BAG = (
 FRACTIONAL = (
     "fractional max pooling (random pooling regions): not yet implemented; max_pool*d and adaptive_max_pool*d are here"
 )
-RARE_LAYERS = (
-    "rarely used layers (AdaptiveLogSoftmaxWithLoss, CrossMapLRN2d, conv_tbc): not yet implemented; "
-    "LocalResponseNorm and conv1d are here"
-)
+RARE_LAYERS = "rarely used layers (CrossMapLRN2d, conv_tbc): not yet implemented; LocalResponseNorm and conv1d are here"
 FUSED_NEW = (
     "fused or grouped kernels new in torch 2.x (linear_cross_entropy, grouped_mm, scaled_mm with float8 "
     "scales): not yet implemented; compose F.linear with F.cross_entropy"
@@ -229,7 +226,7 @@ OMITTED = {
         **_names(DISTRIBUTED, "SyncBatchNorm"),
         **_names(EMBEDDING_BAG, "EmbeddingBag"),
         **_names(FRACTIONAL, "FractionalMaxPool2d FractionalMaxPool3d"),
-        **_names(RARE_LAYERS, "AdaptiveLogSoftmaxWithLoss CrossMapLRN2d"),
+        **_names(RARE_LAYERS, "CrossMapLRN2d"),
         **_names(FUSED_NEW, "LinearCrossEntropyLoss LinearCrossEntropyOptions"),
     },
     "torch.nn.functional": {

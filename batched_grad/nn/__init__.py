@@ -2,6 +2,7 @@
 `parallel` and `utils`."""
 
 from . import activation as _activation
+from . import adaptive as _adaptive
 from . import functional, init, parallel, utils
 from . import layers as _layers
 from . import lazy as _lazy
@@ -47,7 +48,7 @@ def _classes(module):
     }
 
 
-_LAYER_MODULES = (_activation, _layers, _lazy, _loss, _normalization, _padding, _pooling, _rnn, _transformer)
+_LAYER_MODULES = (_activation, _adaptive, _layers, _lazy, _loss, _normalization, _padding, _pooling, _rnn, _transformer)
 _LAYERS = {name: cls for module in _LAYER_MODULES for name, cls in _classes(module).items()}
 globals().update(_LAYERS)
 

@@ -9,6 +9,7 @@ import types
 from .. import (
     _module_hooks,
     activation,
+    adaptive,
     attention,
     basic,
     batchnorm,
@@ -25,11 +26,25 @@ from .. import (
     transformer,
 )
 
-_DEFINED_IN = (activation, attention, basic, batchnorm, containers, layers, lazy, loss, losses, module, normalization)
+_DEFINED_IN = (
+    activation,
+    adaptive,
+    attention,
+    basic,
+    batchnorm,
+    containers,
+    layers,
+    lazy,
+    loss,
+    losses,
+    module,
+    normalization,
+)
 _DEFINED_IN += (padding, pooling, rnn, transformer)
 
 # torch's file -> the classes it defines that batched_grad has
 TORCH_FILES = {
+    "adaptive": "AdaptiveLogSoftmaxWithLoss",
     "activation": """Threshold ReLU RReLU Hardtanh ReLU6 Sigmoid Hardsigmoid Tanh SiLU Mish Hardswish ELU CELU SELU
         GLU GELU Hardshrink LeakyReLU LogSigmoid Softplus Softshrink MultiheadAttention PReLU Softsign Tanhshrink
         Softmin Softmax Softmax2d LogSoftmax""",
