@@ -57,6 +57,9 @@ class Op:
     `view`: the outputs alias operand 0 (they share its version counter and see its in-place updates).
     `involution`: a view whose elements are its base's through an elementwise function that is its own inverse
     (conj): what is written into it reaches the base through that function.
+    `replayed`: a view op that torch re-derives by calling it again, not by as_strided of its base (its view has
+    another dtype or a conjugate/negative bit: view_as_real, view_as_complex, conj, _neg_view); one that is no
+    involution reinterprets complex elements as (real, imaginary) pairs of its last dimension or back.
     `view_step`: for a view op with more operands than the viewed one, `view_step(operands, **static)` gives the
     (op, static) of a one-operand op computing the same view, which the view's chain records.
     `whole_backward`: a whole backward program: the deferred values it reads are compiled into it at once.
@@ -106,6 +109,7 @@ class Op:
         "multilinear",
         "view",
         "involution",
+        "replayed",
         "view_step",
         "multi",
         "whole_backward",
@@ -133,6 +137,7 @@ class Op:
         multilinear=False,
         view=False,
         involution=False,
+        replayed=False,
         view_step=None,
         multi=False,
         whole_backward=False,
@@ -155,6 +160,7 @@ class Op:
         self.links, self.fused = links or reads, fused
         self.multilinear, self.whole_backward = multilinear, whole_backward
         self.view_step, self.diagonal, self.involution = view_step, diagonal, involution
+        self.replayed = replayed
         self.torch_saves = torch_saves
         self.saved_names, self.saved_static = saved_names, saved_static
         self.forward_error = forward_error

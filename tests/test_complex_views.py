@@ -1,0 +1,188 @@
+"""view_as_real, view_as_complex, real and imag as torch 2.13's views: writes through them reach their base (and the
+base's writes reach them), gradients of in-place ops through them and through their base are torch's, their nodes
+after an in-place update are the ones torch's view functions replay, and their strides and offsets are torch's."""
+
+import numpy as np
+import pytest
+import torch
+
+import batched_grad as bg
+from oracle import assert_same
+
+rs = np.random.RandomState(3)
+Z = (rs.rand(2, 3) + 1j * rs.rand(2, 3)).astype(np.complex64)
+PAIRS = rs.rand(2, 3, 2).astype(np.float32)
+
+
+def _complex_leaf(m):
+    return m.tensor(Z, requires_grad=True)
+
+
+def _pairs_leaf(m):
+    return m.tensor(PAIRS, requires_grad=True)
+
+
+# each case: (m) -> (leaf, tensor to backpropagate from); the leaf's gradient, the output's node name and value are
+# compared with torch's
+def _write_through_view_as_real(m):
+    x = _complex_leaf(m)
+    out = m.view_as_real(x.clone())
+    out.mul_(m.tensor(PAIRS))
+    return x, out
+
+
+def _write_through_a_slice_of_view_as_real(m):
+    x = _complex_leaf(m)
+    out = m.view_as_real(x.clone())[:, 1:]
+    out.mul_(2)
+    return x, out
+
+
+def _base_written_after_view_as_real(m):
+    x = _complex_leaf(m)
+    a = x.clone()
+    out = m.view_as_real(a)
+    a.mul_(1j)
+    return x, out
+
+
+def _view_as_real_of_a_row(m):
+    x = _complex_leaf(m)
+    out = m.view_as_real(x.clone()[1])
+    out.mul_(3)
+    return x, out
+
+
+def _write_through_view_as_complex(m):
+    x = _pairs_leaf(m)
+    out = m.view_as_complex(x.clone())
+    out.mul_(m.tensor(Z))
+    return x, out
+
+
+def _base_written_after_view_as_complex(m):
+    x = _pairs_leaf(m)
+    a = x.clone()
+    out = m.view_as_complex(a)
+    a.mul_(2)
+    return x, out
+
+
+def _sibling_view_written(m):
+    x = _complex_leaf(m)
+    a = x.clone()
+    out = m.view_as_real(a)
+    a[0].mul_(2j)
+    return x, out
+
+
+def _write_through_real(m):
+    x = _complex_leaf(m)
+    a = x.clone()
+    a.real.mul_(3)
+    return x, a
+
+
+def _write_through_imag(m):
+    x = _complex_leaf(m)
+    a = x.clone()
+    a.imag.mul_(3)
+    return x, a
+
+
+def _write_through_imag_of_conj(m):
+    x = _complex_leaf(m)
+    a = x.clone()
+    a.conj().imag.mul_(3)
+    return x, a
+
+
+def _write_through_transposed_view_as_real(m):
+    x = _complex_leaf(m)
+    out = m.view_as_real(x.clone()).transpose(0, 1)
+    out.mul_(2)
+    return x, out
+
+
+CASES = [
+    _write_through_view_as_real,
+    _write_through_a_slice_of_view_as_real,
+    _base_written_after_view_as_real,
+    _view_as_real_of_a_row,
+    _write_through_view_as_complex,
+    _base_written_after_view_as_complex,
+    _sibling_view_written,
+    _write_through_real,
+    _write_through_imag,
+    _write_through_imag_of_conj,
+    _write_through_transposed_view_as_real,
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.__name__.strip("_"))
+def test_in_place_through_complex_views_matches_torch(case):
+    results = []
+    for m in (torch, bg):
+        leaf, out = case(m)
+        seed = np.arange(out.numel()).reshape(tuple(out.shape))
+        seed = (seed * (1 + 2j)).astype(np.complex64) if out.is_complex() else seed.astype(np.float32)
+        name = out.grad_fn.name()
+        value = out.detach().clone()
+        out.backward(m.tensor(seed))
+        results.append((name, value, leaf.grad))
+    (t_name, t_value, t_grad), (b_name, b_value, b_grad) = results
+    assert b_name == t_name
+    assert_same(b_value, t_value, rtol=1e-6, atol=1e-6)
+    assert_same(b_grad, t_grad, rtol=1e-6, atol=1e-6)
+
+
+def test_writes_reach_base_and_views_see_base_writes():
+    def case(m):
+        a = m.tensor(Z.copy())
+        pairs = m.view_as_real(a)
+        pairs[0, 1, 1] = 7.0
+        re, im = a.real, a.imag
+        a.mul_(2)
+        im.add_(1)
+        f = m.tensor(PAIRS.copy())
+        c = m.view_as_complex(f)
+        c[1, 2] = 5 - 4j
+        return [a, pairs, re, im, f, c, a.conj().imag]
+
+    for b, t in zip(case(bg), case(torch)):
+        assert_same(b, t, rtol=1e-6, atol=1e-6)
+
+
+def test_views_report_torch_base_strides_and_offset():
+    def case(m):
+        a = m.tensor(Z)
+        f = m.tensor(PAIRS)
+        views = [m.view_as_real(a), a.real, a[1].imag, m.view_as_real(a[:, 1:]), m.view_as_complex(f[1])]
+        return [(v._base is a or v._base is f, v.stride(), v.storage_offset(), v.is_contiguous()) for v in views]
+
+    assert case(bg) == case(torch)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda m: m.zeros(3, 2).t().contiguous().t(),
+        lambda m: m.zeros(3, 3)[:, 1:],
+        lambda m: m.zeros(7)[1:].view(3, 2),
+    ],
+    ids=["last-stride", "odd-stride", "odd-offset"],
+)
+def test_view_as_complex_refuses_torch_layouts(make):
+    with pytest.raises(RuntimeError) as expected:
+        torch.view_as_complex(make(torch))
+    with pytest.raises(RuntimeError, match=str(expected.value)):
+        bg.view_as_complex(make(bg))
+
+
+def test_imag_of_a_conjugated_view_is_a_negative_view():
+    def case(m):
+        a = m.tensor(Z)
+        im = a.conj().imag
+        return [im.is_neg(), a.imag.is_neg(), im.resolve_neg().is_neg(), a.real.is_neg(), im._base is a]
+
+    assert case(bg) == case(torch)
