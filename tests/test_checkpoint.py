@@ -307,3 +307,60 @@ def _inputs_without_grad(m):
 
 def test_which_outputs_require_grad_matches_torch():
     assert _inputs_without_grad(bg) == _inputs_without_grad(torch) == (False, True, True, 3, True)
+
+
+def _keeps_what_it_saved(m, seen):
+    """A Function that saves its second input and, in backward, records what it reads back."""
+
+    class KeepSecond(m.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, kept):
+            ctx.save_for_backward(kept)
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, grad):
+            seen.append(ctx.saved_tensors[0])
+            return grad * 2, None
+
+    return KeepSecond
+
+
+def test_recomputation_reads_back_the_input_tensors_themselves():
+    for m in (torch, bg):
+        seen = []
+        keep = _keeps_what_it_saved(m, seen)
+        a, b = m.tensor(1.5, requires_grad=True), m.tensor(3.0)
+        m.utils.checkpoint.checkpoint(keep.apply, a, b, use_reentrant=False).backward()
+        assert seen[0] is b, m.__name__
+
+
+def test_early_stopped_recomputation_leaves_no_cycle():
+    """The recomputation stops at the last tensor the backward needs, inside a Function's saving of its output: that
+    output, once the backward is done, is freed by reference counting alone (no collector), as torch's."""
+    import gc
+    import weakref
+
+    for m in (torch, bg):
+        refs = []
+
+        class SavesItsOutput(m.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                y = x.clone()
+                ctx.save_for_backward(y)
+                refs.append(weakref.ref(y))
+                return y
+
+            @staticmethod
+            def backward(ctx, grad):
+                _ = ctx.saved_tensors
+                return grad
+
+        x = m.ones(3, requires_grad=True)
+        gc.disable()
+        try:
+            m.utils.checkpoint.checkpoint(SavesItsOutput.apply, x, use_reentrant=False).sum().backward()
+            assert [r() for r in refs] == [None, None], m.__name__
+        finally:
+            gc.enable()

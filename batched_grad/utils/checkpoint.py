@@ -249,7 +249,9 @@ class _Frame:
         self.saved_args = [SavedValue(a) if isinstance(a, Tensor) else a for a in args]
 
     def inputs(self):
-        return [a.unpack(True) if isinstance(a, SavedValue) else a for a in self.saved_args]
+        """The inputs for a recomputation: each tensor itself, as torch's saved inputs are read back (a new tensor
+        in its place in the graph where an enclosing checkpoint's hooks packed it)."""
+        return [a.unpack_for(None) if isinstance(a, SavedValue) else a for a in self.saved_args]
 
     def pack(self, tensor):
         holder = _Holder()
