@@ -14,116 +14,38 @@ Z = (rs.rand(2, 3) + 1j * rs.rand(2, 3)).astype(np.complex64)
 PAIRS = rs.rand(2, 3, 2).astype(np.float32)
 
 
-def _complex_leaf(m):
-    return m.tensor(Z, requires_grad=True)
+# each case: (the leaf's values, the view of its clone `a`, the write (m, a, view), whether to backpropagate from the
+# view or from `a`); the leaf's gradient, the output's node name and value are compared with torch's
+CASES = {
+    "write_through_view_as_real": (Z, lambda m, a: m.view_as_real(a), lambda m, a, v: v.mul_(m.tensor(PAIRS)), 1),
+    "write_through_a_slice_of_view_as_real": (Z, lambda m, a: m.view_as_real(a)[:, 1:], lambda m, a, v: v.mul_(2), 1),
+    "base_written_after_view_as_real": (Z, lambda m, a: m.view_as_real(a), lambda m, a, v: a.mul_(1j), 1),
+    "view_as_real_of_a_row": (Z, lambda m, a: m.view_as_real(a[1]), lambda m, a, v: v.mul_(3), 1),
+    "write_through_view_as_complex": (PAIRS, lambda m, a: m.view_as_complex(a), lambda m, a, v: v.mul_(m.tensor(Z)), 1),
+    "base_written_after_view_as_complex": (PAIRS, lambda m, a: m.view_as_complex(a), lambda m, a, v: a.mul_(2), 1),
+    "sibling_view_written": (Z, lambda m, a: m.view_as_real(a), lambda m, a, v: a[0].mul_(2j), 1),
+    "write_through_real": (Z, lambda m, a: a.real, lambda m, a, v: v.mul_(3), 0),
+    "write_through_imag": (Z, lambda m, a: a.imag, lambda m, a, v: v.mul_(3), 0),
+    "write_through_imag_of_conj": (Z, lambda m, a: a.conj().imag, lambda m, a, v: v.mul_(3), 0),
+    "write_through_transposed_view_as_real": (
+        Z,
+        lambda m, a: m.view_as_real(a).transpose(0, 1),
+        lambda m, a, v: v.mul_(2),
+        1,
+    ),
+}
 
 
-def _pairs_leaf(m):
-    return m.tensor(PAIRS, requires_grad=True)
-
-
-# each case: (m) -> (leaf, tensor to backpropagate from); the leaf's gradient, the output's node name and value are
-# compared with torch's
-def _write_through_view_as_real(m):
-    x = _complex_leaf(m)
-    out = m.view_as_real(x.clone())
-    out.mul_(m.tensor(PAIRS))
-    return x, out
-
-
-def _write_through_a_slice_of_view_as_real(m):
-    x = _complex_leaf(m)
-    out = m.view_as_real(x.clone())[:, 1:]
-    out.mul_(2)
-    return x, out
-
-
-def _base_written_after_view_as_real(m):
-    x = _complex_leaf(m)
-    a = x.clone()
-    out = m.view_as_real(a)
-    a.mul_(1j)
-    return x, out
-
-
-def _view_as_real_of_a_row(m):
-    x = _complex_leaf(m)
-    out = m.view_as_real(x.clone()[1])
-    out.mul_(3)
-    return x, out
-
-
-def _write_through_view_as_complex(m):
-    x = _pairs_leaf(m)
-    out = m.view_as_complex(x.clone())
-    out.mul_(m.tensor(Z))
-    return x, out
-
-
-def _base_written_after_view_as_complex(m):
-    x = _pairs_leaf(m)
-    a = x.clone()
-    out = m.view_as_complex(a)
-    a.mul_(2)
-    return x, out
-
-
-def _sibling_view_written(m):
-    x = _complex_leaf(m)
-    a = x.clone()
-    out = m.view_as_real(a)
-    a[0].mul_(2j)
-    return x, out
-
-
-def _write_through_real(m):
-    x = _complex_leaf(m)
-    a = x.clone()
-    a.real.mul_(3)
-    return x, a
-
-
-def _write_through_imag(m):
-    x = _complex_leaf(m)
-    a = x.clone()
-    a.imag.mul_(3)
-    return x, a
-
-
-def _write_through_imag_of_conj(m):
-    x = _complex_leaf(m)
-    a = x.clone()
-    a.conj().imag.mul_(3)
-    return x, a
-
-
-def _write_through_transposed_view_as_real(m):
-    x = _complex_leaf(m)
-    out = m.view_as_real(x.clone()).transpose(0, 1)
-    out.mul_(2)
-    return x, out
-
-
-CASES = [
-    _write_through_view_as_real,
-    _write_through_a_slice_of_view_as_real,
-    _base_written_after_view_as_real,
-    _view_as_real_of_a_row,
-    _write_through_view_as_complex,
-    _base_written_after_view_as_complex,
-    _sibling_view_written,
-    _write_through_real,
-    _write_through_imag,
-    _write_through_imag_of_conj,
-    _write_through_transposed_view_as_real,
-]
-
-
-@pytest.mark.parametrize("case", CASES, ids=lambda c: c.__name__.strip("_"))
+@pytest.mark.parametrize("case", CASES)
 def test_in_place_through_complex_views_matches_torch(case):
+    values, view_of, write, from_view = CASES[case]
     results = []
     for m in (torch, bg):
-        leaf, out = case(m)
+        leaf = m.tensor(values, requires_grad=True)
+        a = leaf.clone()
+        view = view_of(m, a)
+        write(m, a, view)
+        out = view if from_view else a
         seed = np.arange(out.numel()).reshape(tuple(out.shape))
         seed = (seed * (1 + 2j)).astype(np.complex64) if out.is_complex() else seed.astype(np.float32)
         name = out.grad_fn.name()
