@@ -108,3 +108,35 @@ def test_imag_of_a_conjugated_view_is_a_negative_view():
         return [im.is_neg(), a.imag.is_neg(), im.resolve_neg().is_neg(), a.real.is_neg(), im._base is a]
 
     assert case(bg) == case(torch)
+
+
+def test_assigning_real_and_imag_writes_the_parts():
+    def case(m):
+        a = m.zeros(2, dtype=m.complex64)
+        a.imag = m.ones(2)
+        a.real = 5
+        b = m.zeros(2)
+        b.real = m.tensor([1.0, 2.0])
+        return [a, b]
+
+    for b, t in zip(case(bg), case(torch)):
+        assert_same(b, t)
+
+
+@pytest.mark.parametrize(
+    "write",
+    [
+        lambda m: setattr(m.zeros(2, dtype=m.complex64), "real", m.ones(3)),
+        lambda m: setattr(m.zeros(2), "imag", m.ones(2)),
+        lambda m: m.zeros(2, dtype=m.complex64).conj().imag.numpy(),
+        lambda m: m.zeros(3).copy_(m.ones(3, 1)),
+        lambda m: m.zeros(2, 3).copy_(m.ones(4, 3)),
+    ],
+    ids=["real-shape", "imag-of-real", "numpy-of-negative-view", "copy-broadcast", "copy-size"],
+)
+def test_errors_match_torch(write):
+    with pytest.raises(RuntimeError) as expected:
+        write(torch)
+    with pytest.raises(RuntimeError) as actual:
+        write(bg)
+    assert str(actual.value) == str(expected.value)

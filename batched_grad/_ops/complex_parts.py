@@ -120,4 +120,16 @@ def resolve_neg(self):
     return self.clone() if is_neg(self) else self
 
 
-METHODS = {"real": property(real, doc=real.__doc__), "imag": property(imag, doc=imag.__doc__), "conj": conj}
+def _set_real(self, value):
+    real(self).copy_(value)
+
+
+def _set_imag(self, value):
+    imag(self).copy_(value)
+
+
+METHODS = {
+    "real": property(real, _set_real, doc=real.__doc__ + " Assigning to it writes the real parts."),
+    "imag": property(imag, _set_imag, doc=imag.__doc__ + " Assigning to it writes the imaginary parts."),
+    "conj": conj,
+}
