@@ -204,11 +204,16 @@ def _device_number(kind, key):
     return to_device(np.asarray(float.fromhex(key) if kind is float else key))
 
 
+OP_LOGS = []  # the operator logs in force (checkpoint's debug mode): the innermost records each op run
+
+
 def apply(op, operands, **static):
     """Run `op` on operands (Tensors or numbers) and record it when grad mode is on and any operand requires grad.
 
     A recorded op is deferred: its outputs are Pending values (_lazy.py), computed when read; so is any op on the
     rows of a vmap.vmap input. An op outside the graph that reads deferred values computes them now."""
+    if OP_LOGS:
+        OP_LOGS[-1].record(op, operands)
     if op.forward_error is not None:
         op = checked_forward(op, operands, _static_key(static))
     tried = False
@@ -315,7 +320,7 @@ def apply_in_place(op, tensor, *others, **static):
     is then the op's own in-place lane (an `in_place` attribute of its function, that the in-place method tries
     first). None where that does not hold, or the result would not fit `tensor` as it is, or computing it fails:
     the caller takes the in-place path of _inplace.py, which covers every case and raises torch's errors."""
-    if DUAL_LEVELS.tangents is not None:
+    if DUAL_LEVELS.tangents is not None or OP_LOGS:  # logged ops take the general path, which logs them
         return None
     aliases = () if tensor._view is None and not tensor._views else tensor._aliases()
     if aliases is None:
