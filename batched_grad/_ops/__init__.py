@@ -111,6 +111,7 @@ from .reduction import (
 )
 from .rows_like import rows_like, rows_of
 from .shape import (
+    broadcast_shapes,
     broadcast_to,
     cat,
     chunk,
@@ -338,6 +339,10 @@ def fill(input, value):
 
 
 def _copy(self, src):
+    if isinstance(src, Tensor):  # torch's errors for a source that does not broadcast to this tensor's shape
+        shape = broadcast_shapes(tuple(self.shape), tuple(src.shape))
+        if shape != tuple(self.shape):
+            raise RuntimeError(f"output with shape {list(self.shape)} doesn't match the broadcast shape {list(shape)}")
     return apply(_COPY, [self, src])
 
 
