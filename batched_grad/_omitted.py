@@ -87,9 +87,7 @@ SAVED_HOOKS = (
     "implemented; saved_tensors_hooks, save_on_cpu and disable_saved_tensors_hooks are here"
 )
 ENGINE_THREADS = (
-    "engine threading and gradient-layout policies (set_multithreading_enabled, "
-    "enforce_grad_layout_policy): batched_grad's backward runs on the calling thread and .grad has no "
-    "layout to enforce"
+    "the gradient-layout policy of torch's engine (enforce_grad_layout_policy): .grad has no layout to enforce"
 )
 STREAM_SETTINGS = "CUDA-stream settings of torch's autograd engine and activation-memory budgets of torch.compile"
 REARRANGE = "rearrange (einops patterns on first-class dims): needs an einops pattern parser; not yet implemented"
@@ -272,7 +270,7 @@ OMITTED = {
     "torch.optim.lr_scheduler": {},
     "torch.optim.swa_utils": {},
     "torch.autograd": {
-        **_names(ENGINE_THREADS, "set_multithreading_enabled enforce_grad_layout_policy"),
+        **_names(ENGINE_THREADS, "enforce_grad_layout_policy"),
         **_names(NESTED_IO, "NestedIOFunction"),
     },
     "torch.autograd.functional": {},

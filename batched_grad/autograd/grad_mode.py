@@ -30,6 +30,7 @@ class set_multithreading_enabled:
         _multithreading[0] = self.prev
 
     def clone(self):
+        """A new context manager of the same mode (torch's decorator protocol)."""
         return type(self)(self.mode)
 
     __call__ = _GradMode.__call__
