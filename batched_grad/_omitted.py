@@ -78,9 +78,9 @@ LAZY = (
     "lazy modules (Lazy*, UninitializedParameter/Buffer): they infer shapes at the first call through "
     "placeholder parameters that batched_grad's Module does not have"
 )
-EMBEDDING_BAG = (
-    "EmbeddingBag and F.embedding_bag (bags given by offsets, reduced by sum/mean/max): not yet "
-    "implemented; embedding is here"
+EMBEDDING_BAG_ATEN = (
+    "torch.embedding_bag, the ATen form of F.embedding_bag returning its CPU kernel's bookkeeping (offset2bag, "
+    "bag_size, max_indices) beside the bags: F.embedding_bag and nn.EmbeddingBag are here"
 )
 CTC = (
     "connectionist temporal classification (F.ctc_loss, CTCLoss): needs a dynamic-programming loss over alignments; "
@@ -196,7 +196,7 @@ OMITTED = {
             """batch_norm_backward_elemt batch_norm_backward_reduce batch_norm_elemt
             batch_norm_gather_stats batch_norm_gather_stats_with_counts batch_norm_stats batch_norm_update_stats
             native_batch_norm native_channel_shuffle native_dropout native_group_norm native_layer_norm native_norm
-            norm_except_dim embedding_renorm_""",
+            norm_except_dim""",
         ),
         **_names(CUDNN_FLAG, "batch_norm group_norm instance_norm"),
         **_names(REMOVED, "eig lstsq matrix_rank solve symeig"),
@@ -216,7 +216,7 @@ OMITTED = {
         **_names(LOW_RANK, "lobpcg pca_lowrank svd_lowrank"),
         **_names(LAPACK_RAW, "geqrf ormqr"),
         **_names(RNN, "lstm lstm_cell gru gru_cell rnn_relu rnn_relu_cell rnn_tanh rnn_tanh_cell"),
-        **_names(EMBEDDING_BAG, "embedding_bag"),
+        **_names(EMBEDDING_BAG_ATEN, "embedding_bag"),
         **_names(CTC, "ctc_loss"),
         **_names(RARE_LAYERS, "conv_tbc"),
     },
@@ -257,14 +257,12 @@ OMITTED = {
             LazyInstanceNorm3d UninitializedParameter UninitializedBuffer""",
         ),
         **_names(DISTRIBUTED, "SyncBatchNorm"),
-        **_names(EMBEDDING_BAG, "EmbeddingBag"),
         **_names(CTC, "CTCLoss"),
         **_names(FRACTIONAL, "FractionalMaxPool2d FractionalMaxPool3d"),
         **_names(RARE_LAYERS, "AdaptiveLogSoftmaxWithLoss CrossMapLRN2d"),
         **_names(FUSED_NEW, "LinearCrossEntropyLoss LinearCrossEntropyOptions"),
     },
     "torch.nn.functional": {
-        **_names(EMBEDDING_BAG, "embedding_bag"),
         **_names(CTC, "ctc_loss"),
         **_names(
             FRACTIONAL,

@@ -899,6 +899,12 @@ _INDEXING["topk"] = _indexing("topk", lambda m, x: m.topk(x, 2, 0), X, notes="(v
 _INDEXING["embedding"] = _indexing(
     "embedding", lambda m, w: m.embedding(w, m.tensor([[0, 2], [1, 0]])), Arg((3, 4), REAL), notes="weight first"
 )
+_INDEXING["embedding_renorm_"] = _indexing(
+    "embedding_renorm_",
+    lambda m, w: m.embedding_renorm_(w.detach().clone(), m.tensor([0, 2, 2]), 1.5, 2.0),
+    Arg((3, 4), REAL),
+    **_no_grad("torch has no derivative of embedding_renorm_"),
+)
 _INDEXING["argsort"] = _indexing("argsort", lambda m, x: m.argsort(x, 1), **INT_RESULT)
 _INDEXING["nonzero"] = _indexing("nonzero", lambda m, x: m.nonzero(x > 0), **INT_RESULT)
 _INDEXING["argwhere"] = _indexing("argwhere", lambda m, x: m.argwhere(x > 0), **INT_RESULT)
@@ -1117,6 +1123,32 @@ _NN["nn.functional.hardtanh"] = _nn(
     number_call=lambda m, x, c: m.nn.functional.hardtanh(x, -c, c),
 )
 
+
+
+def _embedding_bag(mode, **kw):
+    def call(m, w, p):
+        F = m.nn.functional
+        indices, offsets = m.tensor([0, 2, 1, 2, 0, 1]), m.tensor([0, 2, 2, 5])
+        if mode == "sum":
+            return F.embedding_bag(indices, w, offsets, mode=mode, per_sample_weights=p, **kw)
+        return F.embedding_bag(indices, w * p[:3, None], offsets, mode=mode, **kw)
+
+    return call
+
+
+_NN["nn.functional.embedding_bag"] = _nn(
+    "nn.functional.embedding_bag",
+    _embedding_bag("sum"),
+    Arg((3, 4), REAL),
+    Arg((6,), REAL),
+    variants={
+        "mean-padding": _embedding_bag("mean", padding_idx=2),
+        "max": _embedding_bag("max"),
+        "sum-last-offset": _embedding_bag("sum", include_last_offset=True, scale_grad_by_freq=True),
+        "rows": lambda m, w, p: m.nn.functional.embedding_bag(m.tensor([[0, 1], [2, 2]]), w * p[:3, None], mode="max"),
+    },
+    notes="bags of rows of w (an empty one too); p: per-sample weights (sum) or a row scale (mean, max)",
+)
 
 # ---- random draws, factories, queries -------------------------------------------------------------------------
 def _other(name, call, *args, family, **kw):

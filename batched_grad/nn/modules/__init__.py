@@ -21,11 +21,12 @@ from .. import (
     padding,
     pooling,
     rnn,
+    sparse,
     transformer,
 )
 
 _DEFINED_IN = (activation, attention, basic, batchnorm, containers, layers, loss, losses, module, normalization)
-_DEFINED_IN += (padding, pooling, rnn, transformer)
+_DEFINED_IN += (padding, pooling, rnn, sparse, transformer)
 
 # torch's file -> the classes it defines that batched_grad has
 TORCH_FILES = {
@@ -56,7 +57,7 @@ TORCH_FILES = {
         AvgPool2d AvgPool3d LPPool1d LPPool2d LPPool3d AdaptiveMaxPool1d AdaptiveMaxPool2d AdaptiveMaxPool3d
         _AdaptiveAvgPoolNd AdaptiveAvgPool1d AdaptiveAvgPool2d AdaptiveAvgPool3d""",
     "rnn": "RNNBase RNN LSTM GRU RNNCellBase RNNCell LSTMCell GRUCell",
-    "sparse": "Embedding",
+    "sparse": "Embedding EmbeddingBag",
     "transformer": """Transformer TransformerEncoder TransformerDecoder TransformerEncoderLayer
         TransformerDecoderLayer""",
     "upsampling": "Upsample UpsamplingNearest2d UpsamplingBilinear2d",
