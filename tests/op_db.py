@@ -1128,7 +1128,8 @@ _NN["nn.functional.hardtanh"] = _nn(
 def _embedding_bag(mode, **kw):
     def call(m, w, p):
         F = m.nn.functional
-        indices, offsets = m.tensor([0, 2, 1, 2, 0, 1]), m.tensor([0, 2, 2, 5])
+        last = [6] if kw.get("include_last_offset") else []  # the closing offset is the input's length
+        indices, offsets = m.tensor([0, 2, 1, 2, 0, 1]), m.tensor([0, 2, 2, 5] + last)
         if mode == "sum":
             return F.embedding_bag(indices, w, offsets, mode=mode, per_sample_weights=p, **kw)
         return F.embedding_bag(indices, w * p[:3, None], offsets, mode=mode, **kw)
@@ -1144,7 +1145,7 @@ _NN["nn.functional.embedding_bag"] = _nn(
     variants={
         "mean-padding": _embedding_bag("mean", padding_idx=2),
         "max": _embedding_bag("max"),
-        "sum-last-offset": _embedding_bag("sum", include_last_offset=True, scale_grad_by_freq=True),
+        "sum-last-offset": _embedding_bag("sum", include_last_offset=True),
         "rows": lambda m, w, p: m.nn.functional.embedding_bag(m.tensor([[0, 1], [2, 2]]), w * p[:3, None], mode="max"),
     },
     notes="bags of rows of w (an empty one too); p: per-sample weights (sum) or a row scale (mean, max)",

@@ -24,14 +24,6 @@ def _bag_of_each_index(offsets, n):
     return jnp.searchsorted(offsets, jnp.arange(n), side="right") - 1
 
 
-def _scaled_by_frequency(rows, w, indices):
-    # the value is rows itself (r + (r - r) / f is r exactly); the gradient reaching each table row is divided by the
-    # number of times its index occurs in the whole input, as torch's scale_grad_by_freq
-    counts = jnp.zeros(w.shape[0], w.dtype).at[indices].add(1)
-    fixed = jax.lax.stop_gradient(rows)
-    return fixed + (rows - fixed) / counts[indices][:, None]
-
-
 def _bag_max(rows, kept, bag, bags):
     """Per bag and feature, the row of the first index holding the largest value (torch's max_indices), so the
     gradient goes to that one row; an empty bag (or one of padding only) gives zeros."""
@@ -49,10 +41,8 @@ def _bag_max(rows, kept, bag, bags):
     return jnp.take_along_axis(padded, jnp.minimum(first, n), axis=0)
 
 
-def _embedding_bag(w, indices, offsets, *sample_weights, mode, bags, padding_idx, scale_grad_by_freq):
+def _embedding_bag(w, indices, offsets, *sample_weights, mode, bags, padding_idx):
     rows = jnp.take(w, indices, axis=0)
-    if scale_grad_by_freq:
-        rows = _scaled_by_frequency(rows, w, indices)
     if sample_weights:
         rows = rows * sample_weights[0][:, None]
     bag = _bag_of_each_index(offsets, indices.shape[0])
@@ -92,9 +82,7 @@ def _bags_of(input, offsets, per_sample_weights, include_last_offset):
             )
         if input.shape[1] == 0:
             raise RuntimeError("step must be nonzero")
-        from .arrange import arange
-
-        offsets = arange(0, input.numel(), input.shape[1], dtype=input.dtype)
+        offsets = Tensor._wrap(np.arange(0, input.numel(), input.shape[1], dtype=input.dtype.np))
         flat_weights = None if per_sample_weights is None else per_sample_weights.reshape(-1)
         return input.reshape(-1), offsets, flat_weights, False
     if input.ndim != 1:
@@ -131,8 +119,11 @@ def _check_values(indices, offsets, rows):
             raise RuntimeError(_INDEX_SIZE)
     if _is_concrete(indices) and indices.numel():
         values = _host(indices)
-        if values.min() < 0 or values.max() >= rows:
-            raise RuntimeError(_INDEX_SIZE)
+        bad = np.flatnonzero((values < 0) | (values >= rows))
+        if bad.size:
+            raise RuntimeError(
+                f"Index {bad[0]} of input takes value {values[bad[0]]} which is not in the valid range [0, {rows})"
+            )
 
 
 def _checked_mode(mode, scale_grad_by_freq, sparse):
@@ -142,6 +133,11 @@ def _checked_mode(mode, scale_grad_by_freq, sparse):
         raise ValueError("max mode does not support scaling the gradient by the frequency")
     if mode == "max" and sparse:
         raise ValueError("max mode does not support sparse weights")
+    if scale_grad_by_freq:
+        raise NotImplementedError(
+            "embedding_bag: scale_grad_by_freq=True is not supported; pass scale_grad_by_freq=False (the gradient "
+            "then reaches each row once per occurrence of its index)"
+        )
     if sparse:
         raise NotImplementedError(
             "embedding_bag: sparse=True asks for the weight's gradient as a sparse tensor, and batched_grad has no "
@@ -195,10 +191,13 @@ def embedding_bag(
     padding_idx=None,
 ):
     """Sums, means or maxima of bags of rows of `weight`: one bag per row of a 2-D `input`, or the bags of a 1-D
-    `input` starting at each of `offsets` (with include_last_offset, the last offset closes the last bag). Entries
+    `input` starting at each of `offsets` (with include_last_offset, the last offset ends the last bag: torch
+    documents it as the input's length, and its kernels disagree on a smaller one; here indices past it are left
+    out). Entries
     at `padding_idx` are left out of their bag (and its count); an empty bag gives zeros. `per_sample_weights`
     (mode 'sum') scales each looked-up row; `max_norm` first renormalizes the looked-up rows of `weight` in place.
-    sparse=True is refused: torch gives the weight a sparse gradient, which batched_grad has no tensors for."""
+    sparse=True is refused (torch gives the weight a sparse gradient, which batched_grad has no tensors for), and so
+    is scale_grad_by_freq=True."""
     _check_tensor("embedding_bag", "input", input)
     _check_tensor("embedding_bag", "weight", weight, 2)
     if weight.dtype in (_dtypes.int64, _dtypes.int32) and input.dtype.is_floating_point:
@@ -234,7 +233,6 @@ def embedding_bag(
         mode=mode,
         bags=bags,
         padding_idx=padding_idx,
-        scale_grad_by_freq=bool(scale_grad_by_freq),
     )
 
 
