@@ -1124,7 +1124,6 @@ _NN["nn.functional.hardtanh"] = _nn(
 )
 
 
-
 def _embedding_bag(mode, **kw):
     def call(m, w, p):
         F = m.nn.functional
@@ -1150,6 +1149,7 @@ _NN["nn.functional.embedding_bag"] = _nn(
     },
     notes="bags of rows of w (an empty one too); p: per-sample weights (sum) or a row scale (mean, max)",
 )
+
 
 # ---- random draws, factories, queries -------------------------------------------------------------------------
 def _other(name, call, *args, family, **kw):

@@ -116,9 +116,10 @@ def test_max_norm_renormalizes_the_looked_up_rows_in_place(mode):
 def test_embedding_max_norm_and_embedding_renorm_match_torch():
     a = np.random.default_rng(7).uniform(-2, 2, (5, 3))
     w, t_w = bg.tensor(a), torch.tensor(a)
-    assert_same(F(bg).embedding(bg.tensor([[4, 1], [1, 0]]), w, max_norm=1.0), F(torch).embedding(
-        torch.tensor([[4, 1], [1, 0]]), t_w, max_norm=1.0
-    ))
+    assert_same(
+        F(bg).embedding(bg.tensor([[4, 1], [1, 0]]), w, max_norm=1.0),
+        F(torch).embedding(torch.tensor([[4, 1], [1, 0]]), t_w, max_norm=1.0),
+    )
     assert_same(w, t_w)
     bg.embedding_renorm_(w, bg.tensor([2, 3]), 0.5, float("inf"))
     torch.embedding_renorm_(t_w, torch.tensor([2, 3]), 0.5, float("inf"))
@@ -171,7 +172,9 @@ ERRORS = {
     "mode": lambda m: F(m).embedding_bag(m.tensor([0, 1]), m.ones(3, 2), m.tensor([0]), mode="min"),
     "max_scale": lambda m: F(m).embedding_bag(m.tensor([0]), m.ones(3, 2), m.tensor([0]), 1, 2, True, "max"),
     "max_sparse": lambda m: F(m).embedding_bag(m.tensor([0]), m.ones(3, 2), m.tensor([0]), mode="max", sparse=True),
-    "weights_mean": lambda m: F(m).embedding_bag(m.tensor([0]), m.ones(3, 2), m.tensor([0]), per_sample_weights=m.ones(1)),
+    "weights_mean": lambda m: F(m).embedding_bag(
+        m.tensor([0]), m.ones(3, 2), m.tensor([0]), per_sample_weights=m.ones(1)
+    ),
     "weights_shape": lambda m: F(m).embedding_bag(
         m.tensor([0, 1]), m.ones(3, 2), m.tensor([0]), mode="sum", per_sample_weights=m.ones(3)
     ),

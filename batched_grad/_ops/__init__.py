@@ -151,7 +151,14 @@ globals().update(special.FUNCTIONS)
 globals().update(activations.TORCH)
 globals().update(distances.TORCH)
 globals().update(pooling.TORCH)
-_TORCH_NN = {**norms.TORCH, **layers.TORCH, **embeddings.TORCH, **dropouts.TORCH, **conv_transpose.FUNCTIONAL, **spatial.TORCH}
+_TORCH_NN = {
+    **norms.TORCH,
+    **layers.TORCH,
+    **embeddings.TORCH,
+    **dropouts.TORCH,
+    **conv_transpose.FUNCTIONAL,
+    **spatial.TORCH,
+}
 globals().update(_TORCH_NN)
 _TORCH_MORE = {
     **arrange.FUNCTIONS,

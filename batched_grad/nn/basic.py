@@ -418,7 +418,14 @@ class Embedding(Module):
 
     @classmethod
     def from_pretrained(
-        cls, embeddings, freeze=True, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False, sparse=False
+        cls,
+        embeddings,
+        freeze=True,
+        padding_idx=None,
+        max_norm=None,
+        norm_type=2.0,
+        scale_grad_by_freq=False,
+        sparse=False,
     ):
         """An Embedding whose table is the 2-D `embeddings` (not trained when `freeze`)."""
         if embeddings.dim() != 2:
