@@ -50,11 +50,27 @@ class Module(ModuleState):
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required "forward" function')
 
     def __call__(self, *args, **kwargs):
+        compiled = self.__dict__.get("_compiled_call_impl")
+        if compiled is not None:
+            return compiled(*args, **kwargs)
+        return self._call_impl(*args, **kwargs)
+
+    def _call_impl(self, *args, **kwargs):
         if self._forward_hooks or self._forward_pre_hooks or self._backward_hooks or self._backward_pre_hooks:
             return _module_hooks.call_with_hooks(self, args, kwargs)
         if _GLOBAL_PRE or _GLOBAL_POST or _GLOBAL_BACKWARD_PRE or _GLOBAL_BACKWARD:
             return _module_hooks.call_with_hooks(self, args, kwargs)
         return self.forward(*args, **kwargs)
+
+    def compile(self, *args, **kwargs):
+        """Compile this module's calls in place with bg.compile(*args, **kwargs) (torch.compile's arguments): the
+        module stays itself (its parameters, state-dict keys and attributes unchanged); its calls, hooks included,
+        run through the compiled program."""
+        from .._compile import compile_forward  # the compiler imports nn lazily too
+
+        if args:
+            raise TypeError(f"Module.compile() takes torch.compile's keyword arguments, but got {len(args)} positional")
+        object.__setattr__(self, "_compiled_call_impl", compile_forward(self._call_impl, **kwargs))
 
     # ---- hooks -------------------------------------------------------------------------------------------------
     def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
