@@ -9,6 +9,7 @@ from .. import _dtypes
 from .._factories import empty_like, zeros_like
 from .._tensor import Tensor, type_name
 from . import _conversion, _module_hooks
+from ._legacy_backward_hooks import MIXED as MIXED_BACKWARD_HOOKS
 from ._module_state import ModuleState
 from .parameter import Buffer, Parameter
 
@@ -93,7 +94,19 @@ class Module(ModuleState):
     def register_full_backward_hook(self, hook, prepend=False):
         """hook(module, grad_input, grad_output) -> None or a new grad_input, run when the gradients with respect
         to the module's Tensor inputs are known."""
+        if self.__dict__.get("_is_full_backward_hook") is False:
+            raise RuntimeError(MIXED_BACKWARD_HOOKS)
+        object.__setattr__(self, "_is_full_backward_hook", True)
         return _module_hooks.add(self._backward_hooks, hook, prepend)
+
+    def register_backward_hook(self, hook):
+        """torch's deprecated non-full form: hook(module, grad_input, grad_output) is registered, at each call, on
+        the grad_fn of the result's first Tensor, and sees that node's gradients only (torch's FutureWarning says
+        when that is not the whole module); register_full_backward_hook gives the module's."""
+        if self.__dict__.get("_is_full_backward_hook") is True:
+            raise RuntimeError(MIXED_BACKWARD_HOOKS)
+        object.__setattr__(self, "_is_full_backward_hook", False)
+        return _module_hooks.add(self._backward_hooks, hook)
 
     # ---- registration -----------------------------------------------------------------------------------
     def _registry(self, kind):
