@@ -2,11 +2,13 @@
 weights, max_norm's in-place renormalization, gradients to the table and the weights (first and second order,
 is_grads_batched), vmap over bags of indices, the module's construction and torch's errors."""
 
+import jax
 import numpy as np
 import pytest
 import torch
 
 import batched_grad as bg
+from batched_grad import _host
 from oracle import assert_same, check_both, raises_like_torch, rand, to_torch
 
 F = lambda m: m.nn.functional  # noqa: E731
@@ -54,8 +56,11 @@ CASES = {  # name: (fn(module, *inputs), inputs)
 }
 
 
+@pytest.mark.parametrize("tier", ["host", "kernel"])
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_embedding_bag_matches_torch_with_grad_and_double_backward(name):
+def test_embedding_bag_matches_torch_with_grad_and_double_backward(name, tier, monkeypatch):
+    if tier == "kernel":  # the JAX form, which the NumPy host form stands in for on small CPU operands
+        monkeypatch.setattr(_host, "HOST_ELEMENTS", 0)
     fn, inputs = CASES[name]
     # torch has no second derivative through the per-sample weights' gradient (ours is JAX's)
     check_both(fn, inputs, gradgrad=len(inputs) == 1, rtol=1e-9, atol=1e-12)
@@ -76,6 +81,22 @@ def test_float32_sums_and_means_agree_with_torch():
         got = F(bg).embedding_bag(bg.tensor(tokens), bg.tensor(w), bg.tensor(offsets), mode=mode)
         want = F(torch).embedding_bag(torch.tensor(tokens), torch.tensor(w), torch.tensor(offsets), mode=mode)
         assert_same(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_new_bag_layout_compiles_nothing_on_the_host():
+    w = rand(6, 3, seed=8)
+    rng = np.random.default_rng(9)
+    F(bg).embedding_bag(bg.tensor([0, 1]), w, bg.tensor([0]), mode="max").sum().backward()
+    before = bg.compile_count()
+    for n in (5, 9, 13):
+        tokens, offsets = rng.integers(0, 6, n), [0, n // 3, n // 2]
+        for mode in ("sum", "mean", "max"):
+            got = F(bg).embedding_bag(bg.tensor(tokens), w, bg.tensor(offsets), mode=mode)
+            want = F(torch).embedding_bag(torch.tensor(tokens), to_torch(w), torch.tensor(offsets), mode=mode)
+            assert_same(got, want, rtol=1e-12, atol=1e-12)
+            got.sum().backward()
+    if jax.default_backend() == "cpu":
+        assert bg.compile_count() == before
 
 
 def test_vmap_over_bags_of_indices_equals_the_loop():

@@ -8,11 +8,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import _dtypes
+from .. import _dtypes, _host
 from .._grad_mode import is_grad_enabled, no_grad
 from .._tensor import Tensor
 from ._core import Op, apply
-from .nn import _check_tensor, _host, _is_concrete
+from .nn import _check_tensor, _is_concrete
+from .nn import _host as _values
 
 _MODES = ("sum", "mean", "max")
 _RENORM_EPS = 1e-7  # torch's embedding_renorm_ divides max_norm by norm + 1e-7
@@ -59,7 +60,72 @@ def _embedding_bag(w, indices, offsets, *sample_weights, mode, bags, padding_idx
     return total / jnp.maximum(sizes, 1)[:, None]
 
 
-_EMBEDDING_BAG = Op("embedding_bag", _embedding_bag)
+def _host_layout(w, indices, offsets, mode, bags, padding_idx):
+    """With NumPy: each index's bag (`bags` past the closing offset), which indices count, and for mode 'max' the
+    position of the first largest value per bag and feature (-1 for an empty bag)."""
+    bag = np.searchsorted(offsets, np.arange(indices.shape[0]), side="right") - 1
+    kept = bag < bags
+    if padding_idx is not None:
+        kept &= indices != padding_idx
+    if mode != "max":
+        return bag, kept, None
+    first = np.full((bags, w.shape[1]), -1)
+    for b in range(bags):
+        members = np.flatnonzero(kept & (bag == b))
+        if members.size:
+            first[b] = members[np.argmax(w[indices[members]], axis=0)]
+    return bag, kept, first
+
+
+def _on_host(w, indices):
+    """Whether the host forms take these operands: the rows they gather are small (larger ones run as kernels)."""
+    return indices.size * w.shape[1] <= _host.HOST_ELEMENTS
+
+
+def _host_embedding_bag(w, indices, offsets, *sample_weights, mode, bags, padding_idx):
+    if not _on_host(w, indices):
+        return None
+    bag, kept, first = _host_layout(w, indices, offsets, mode, bags, padding_idx)
+    out = np.zeros((bags, w.shape[1]), w.dtype)
+    if mode == "max":
+        found = first >= 0
+        out[found] = w[indices[first[found]], np.nonzero(found)[1]]
+        return out
+    rows = w[indices[kept]]
+    if sample_weights:
+        rows = rows * sample_weights[0][kept][:, None]
+    np.add.at(out, bag[kept], rows)
+    if mode == "mean":
+        out /= np.maximum(np.bincount(bag[kept], minlength=bags)[:bags], 1).astype(w.dtype)[:, None]
+    return out
+
+
+def _host_embedding_bag_vjp(ct, operands, avals, *, mode, bags, padding_idx):
+    """The gradients of the table and of the per-sample weights, with NumPy, from the bags' cotangent."""
+    w, indices, offsets, *sample_weights = operands
+    if w is None or indices is None or offsets is None or any(x is None for x in sample_weights):
+        return None
+    if not _on_host(w, indices):
+        return None
+    bag, kept, first = _host_layout(w, indices, offsets, mode, bags, padding_idx)
+    grad = np.zeros(*avals[0])
+    if mode == "max":
+        found = first >= 0
+        np.add.at(grad, (indices[first[found]], np.nonzero(found)[1]), ct[found])
+        return (grad, None, None)
+    rows = ct[bag[kept]]
+    if mode == "mean":
+        rows = rows / np.maximum(np.bincount(bag[kept], minlength=bags)[:bags], 1).astype(ct.dtype)[bag[kept], None]
+    if not sample_weights:
+        np.add.at(grad, indices[kept], rows)
+        return (grad, None, None)
+    np.add.at(grad, indices[kept], rows * sample_weights[0][kept][:, None])
+    weights_grad = np.zeros(*avals[3])
+    weights_grad[kept] = (rows * w[indices[kept]]).sum(axis=1)
+    return (grad, None, None, weights_grad)
+
+
+_EMBEDDING_BAG = Op("embedding_bag", _embedding_bag, host=_host_embedding_bag, host_vjp=_host_embedding_bag_vjp)
 
 
 def _checked_index_tensor(name, x):
@@ -104,7 +170,7 @@ _INDEX_SIZE = (
 def _check_values(indices, offsets, rows):
     """torch's checks of the index and offset values (skipped for traced values, as every value check here)."""
     if _is_concrete(offsets) and offsets.numel():
-        bounds = _host(offsets)
+        bounds = _values(offsets)
         if bounds[0] != 0:
             raise RuntimeError(
                 "offsets[0] has to be 0, i.e., the first sequence in the mini-batch has to start from position 0. "
@@ -118,7 +184,7 @@ def _check_values(indices, offsets, rows):
         if np.any(np.diff(bounds) < 0):
             raise RuntimeError(_INDEX_SIZE)
     if _is_concrete(indices) and indices.numel():
-        values = _host(indices)
+        values = _values(indices)
         bad = np.flatnonzero((values < 0) | (values >= rows))
         if bad.size:
             raise RuntimeError(
@@ -258,12 +324,12 @@ def renorm_rows_(input, indices, max_norm, norm_type):
             "embedding_renorm_ (max_norm): which rows are scaled depends on the values of the indices and the "
             "weight, which are not known inside a transform; renormalize the weight before it, or pass max_norm=None"
         )
-    rows = np.unique(_host(indices).reshape(-1))
+    rows = np.unique(_values(indices).reshape(-1))
     if not rows.size:
         return input
     with no_grad():
         looked_up = input[Tensor._wrap(rows)]
-        norms = _row_norms(_host(looked_up), float(norm_type)).astype(np.float64)
+        norms = _row_norms(_values(looked_up), float(norm_type)).astype(np.float64)
         scale = np.where(norms > max_norm, max_norm / (norms + _RENORM_EPS), 1.0)
         input[Tensor._wrap(rows)] = looked_up * Tensor._wrap(scale.astype(input.dtype.np)[:, None])
     return input
