@@ -3,6 +3,7 @@ mapped onto what bg.compile does (fullgraph, backend, disable, recompile_limit, 
 without arguments; compile(module) and Module.compile as torch's. Results are compared with torch run eagerly
 (torch's eager backend: the results torch.compile gives, without a C++ toolchain)."""
 
+import copy
 import inspect
 import warnings
 
@@ -151,6 +152,8 @@ def test_module_compile_in_place_trains_like_torch():
     with bg.no_grad(), torch.no_grad():  # no graph needed: the compiled program runs
         assert_same(net(bg.tensor(x)), t_net(torch.tensor(x)), rtol=1e-5, atol=1e-6)
     assert net._compiled_call_impl.compiles == 1
+    copied = copy.deepcopy(net)  # as torch's: what compile() made is left out of copies and pickles
+    assert "_compiled_call_impl" not in copied.__dict__ and list(copied.state_dict()) == keys
 
 
 def test_compile_of_a_module_is_torchs_optimized_module():

@@ -149,6 +149,12 @@ class Module(ModuleState):
         else:
             object.__setattr__(self, name, value)
 
+    def __getstate__(self):
+        """Pickling and deepcopy leave out what Module.compile made, as torch's: the copy runs uncompiled."""
+        state = self.__dict__.copy()
+        state.pop("_compiled_call_impl", None)
+        return state
+
     def __setstate__(self, state):
         """Unpickling: a module saved before it had hook registries gets empty ones, as torch's does."""
         self.__dict__.update(state)
