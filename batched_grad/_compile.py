@@ -85,18 +85,9 @@ def compile(
     compiled module (compile(module), Module.compile) is a forward whose results a backward outside differentiates:
     its signatures whose results require grad run eagerly, with a warning (torch's results), and those under
     no_grad run the program. A compiled function's results do not record, so a backward through them raises."""
-    settings = _settings(
-        fullgraph=fullgraph,
-        dynamic=dynamic,
-        backend=backend,
-        mode=mode,
-        options=options,
-        name=name,
-        disable=disable,
-        recompile_limit=recompile_limit,
-        isolate_recompiles=isolate_recompiles,
-        shapes_spec=shapes_spec,
-    )
+    keywords = dict(locals())  # the keyword arguments, as given
+    del keywords["model"]
+    settings = _settings(**keywords)
     if model is None:
         return functools.partial(_compile_model, settings=settings)
     return _compile_model(model, settings)
