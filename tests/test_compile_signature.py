@@ -29,6 +29,7 @@ def _graph_break(m, x):
     return y - 1
 
 
+@pytest.mark.slow  # compiles several programs (the first: torch.compile's import)
 def test_default_fullgraph_false_falls_back_with_torchs_results():
     step = bg.compile(lambda x: _graph_break(bg, x))
     t_step = torch.compile(lambda x: _graph_break(torch, x), backend="eager")
@@ -50,6 +51,7 @@ def test_fullgraph_true_raises_where_no_whole_graph_exists():
         step(bg.ones(3))
 
 
+@pytest.mark.slow  # compiles several programs
 def test_decorator_with_and_without_arguments_and_disable():
     def f(x):
         return (x * 3).sum()
@@ -101,6 +103,7 @@ def test_model_none_and_arguments_of_the_wrong_kind():
         bg.compile(lambda x: x, shapes_spec=object())
 
 
+@pytest.mark.slow  # compiles several programs
 def test_recompile_limit_runs_further_signatures_eagerly_or_raises():
     step = bg.compile(lambda x: x * 2, recompile_limit=2)
     for n in (1, 2):
@@ -128,6 +131,7 @@ def _same_weights(net, t_net):
             t_p.copy_(torch.from_numpy(np.array(p.detach().numpy())))
 
 
+@pytest.mark.slow  # compiles several programs
 def test_module_compile_in_place_trains_like_torch():
     net, t_net = _net(bg), _net(torch)
     _same_weights(net, t_net)

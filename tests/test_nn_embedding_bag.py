@@ -56,7 +56,7 @@ CASES = {  # name: (fn(module, *inputs), inputs)
 }
 
 
-@pytest.mark.parametrize("tier", ["host", "kernel"])
+@pytest.mark.parametrize("tier", ["host", pytest.param("kernel", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_embedding_bag_matches_torch_with_grad_and_double_backward(name, tier, monkeypatch):
     if tier == "kernel":  # the JAX form, which the NumPy host form stands in for on small CPU operands
