@@ -320,6 +320,8 @@ class _Step:
             return tuple(results + [v for _, kind, v in writes if kind != "no grad"] + [t._v for t in created])
 
         compiling.name = _name(fn)
+        # copies noted by a trace that stopped at a value read are stale: their ids may now be this trace's constants
+        compiling.copies.clear()
         try:
             closed = _jaxpr_of(traced, [leaves[i]._value for i in positions])
         finally:

@@ -42,6 +42,14 @@ def test_default_fullgraph_false_falls_back_with_torchs_results():
         assert_same(got, t_step(torch.tensor(a)), rtol=1e-12, atol=1e-12)
 
 
+def test_a_trace_stopped_by_a_value_read_leaves_nothing_for_the_next_trace():
+    # a stopped trace's notes of the NumPy memory it copied once matched, by a reused id, a later trace's constant
+    for _ in range(2):
+        with pytest.warns(UserWarning, match="these calls run eagerly"):
+            bg.compile(lambda x: _graph_break(bg, x))(bg.tensor(np.linspace(-0.7, 1.3, 6)))
+    assert bg.compile(lambda x: (x * 3).sum())(bg.ones(2)).item() == 6.0
+
+
 def test_fullgraph_true_raises_where_no_whole_graph_exists():
     @bg.compile(fullgraph=True, name="branching_step")
     def step(x):
