@@ -17,10 +17,12 @@ from . import (  # noqa: E402
     backends,
     cpu,
     cuda,
+    distributed,
     fft,
     func,  # noqa: E402
     jit,
     linalg,
+    multiprocessing,
     nn,
     optim,
     random,
@@ -33,7 +35,7 @@ from . import (  # noqa: E402
 from ._budget import set_cache_limit
 from ._cache import set_compilation_cache
 from ._compile import compile  # noqa: A004  (torch.compile's name)
-from ._devices import get_default_device
+from ._devices import get_default_device, set_default_device
 from ._dtypes import (
     bfloat16,
     bool,
@@ -82,6 +84,7 @@ from ._factories import (
     zeros,
     zeros_like,
 )
+from ._format import set_printoptions
 from ._fusion import get_fusion, set_fusion
 from ._generator import Generator, default_generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
 from ._grad_mode import (
@@ -95,11 +98,28 @@ from ._grad_mode import (
 from ._info import finfo, iinfo
 from ._lazy import set_fuse_after
 from ._legacy_constructors import TYPED as _TYPED
+from ._legacy_constructors import set_default_tensor_type
+from ._lowrank import pca_lowrank, svd_lowrank
 from ._memory_format import channels_last, channels_last_3d, contiguous_format, memory_format, preserve_format
 from ._ops import *  # noqa: F401,F403  (every op of the table, under torch's name)
 from ._ops import clone, compile_count, jax_function, set_background_compile, to, wait_for_compiles
 from ._ops.legacy import range_ as range  # noqa: A004  (torch's name)
 from ._serialization import load, save
+from ._settings import (
+    are_deterministic_algorithms_enabled,
+    get_deterministic_debug_mode,
+    get_float32_matmul_precision,
+    get_num_interop_threads,
+    get_num_threads,
+    init_num_threads,
+    is_deterministic_algorithms_warn_only_enabled,
+    set_deterministic_debug_mode,
+    set_float32_matmul_precision,
+    set_flush_denormal,
+    set_num_interop_threads,
+    set_num_threads,
+    use_deterministic_algorithms,
+)
 from ._tensor import Size, Tensor, device, is_warn_always_enabled, set_warn_always
 from .amp import autocast
 from .amp.autocast_mode import (
@@ -122,6 +142,7 @@ from .amp.autocast_mode import (
 from .autograd import grad
 from .autograd.anomaly_mode import is_anomaly_check_nan_enabled, is_anomaly_enabled, set_anomaly_enabled
 from .func import vmap  # vmap.vmap, as torch.vmap is torch.func.vmap
+from .utils.dlpack import from_dlpack, to_dlpack
 
 globals().update(_TYPED)  # FloatTensor, LongTensor, ...: torch's legacy typed constructors
 newaxis = None  # as torch.newaxis, for x[:, newaxis]

@@ -5,7 +5,7 @@ import functools
 
 import jax
 
-from ._tensor import device
+from ._tensor import _default_device, default_device, device
 
 _PLATFORMS = {"cpu": "cpu", "cuda": "gpu"}
 NO_CUDA = "CUDA is not available: JAX has no GPU backend in this process (batched_grad.cuda.is_available() is False)"
@@ -57,6 +57,21 @@ def resolve(spec):
 
 
 def get_default_device():
-    """The device new tensors are made on: the device of JAX's default backend (cuda:0 where it is a GPU, else
-    the cpu)."""
+    """The device new tensors are made on: set_default_device's or the running `with device(...)` block's, else
+    the device of JAX's default backend (cuda:0 where it is a GPU, else the cpu)."""
+    chosen = default_device()
+    if chosen is not None:
+        return chosen
     return device("cpu") if jax.default_backend() == "cpu" else device("cuda", 0)
+
+
+def set_default_device(spec):
+    """torch.set_default_device: the device of tensors the factories make when given none (None: back to JAX's
+    default). The meta device makes tensors without values; cuda needs a GPU when a tensor is made, as torch's."""
+    if spec is not None:
+        if isinstance(spec, int) and not isinstance(spec, bool):
+            spec = device("cuda", spec)
+        elif not isinstance(spec, (str, device)):
+            raise TypeError(f"set_default_device(): expected a device, a string or None, but got {type(spec).__name__}")
+        spec = device(spec)
+    _default_device[0] = spec

@@ -33,22 +33,26 @@ READ_ONLY_ARRAY = (
 _NEGATIVE_SIZE = {"zeros": "zeros: Dimension size must be non-negative."}  # torch's wording differs per factory
 
 
-def _finish(value, requires_grad, device=None):
-    """A new leaf holding `value` (host data, or a Tensor's), or only its shape and dtype where `device` names the
-    meta device."""
-    if isinstance(value, Tensor):
-        t = value
-    else:
-        t = Tensor._wrap(meta_value(value.shape, value.dtype) if names_meta(device) else value)
+def _leaf(value, requires_grad):
+    """A new leaf holding `value` (host data, a meta value, or a Tensor's)."""
+    t = value if isinstance(value, Tensor) else Tensor._wrap(value)
     if requires_grad:
         t._set_requires_grad(True, REQUIRES_GRAD_DTYPE)
     return t
 
 
+def _finish(value, requires_grad, device):
+    """A new leaf holding `value`, or only its shape and dtype where `device` (None: the default) names the meta
+    device."""
+    if names_meta(device) and not isinstance(value, Tensor):
+        value = meta_value(value.shape, value.dtype)
+    return _leaf(value, requires_grad)
+
+
 def _made(make, shape, d, requires_grad, device):
     """A new leaf of `shape` and dtype `d`: the host data `make()` makes, or on the meta device none (nothing is
     made, nor drawn from a generator)."""
-    return _finish(meta_value(shape, d.np) if names_meta(device) else make(), requires_grad)
+    return _leaf(meta_value(shape, d.np) if names_meta(device) else make(), requires_grad)
 
 
 # ---- tensor(data): torch's dtype inference and shape checks ---------------------------------------------
@@ -133,10 +137,10 @@ def tensor(data, dtype=None, requires_grad=False, device=None):
         with np.errstate(over="ignore"):  # like torch, out-of-range floats become inf
             value = np.array(_numbers(data) if not isinstance(data, range) else list(data), dtype=d.np)
     if isinstance(value, MetaValue) or names_meta(device):  # no values to copy, or none kept
-        return _finish(meta_value(value.shape, d.np), requires_grad)
+        return _leaf(meta_value(value.shape, d.np), requires_grad)
     if isinstance(value, jax.Array):
-        return _finish(jnp.asarray(value, dtype=d.np), requires_grad)
-    return _finish(np.array(value, dtype=d.np), requires_grad)  # a host copy, moved to the device when first used
+        return _leaf(jnp.asarray(value, dtype=d.np), requires_grad)
+    return _leaf(np.array(value, dtype=d.np), requires_grad)  # a host copy, moved to the device when first used
 
 
 def as_tensor(data, dtype=None, device=None):

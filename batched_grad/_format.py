@@ -1,6 +1,7 @@
 """Tensor repr: torch's _tensor_str algorithm applied to NumPy arrays."""
 
 import math
+from dataclasses import dataclass
 
 import jax
 import numpy as np
@@ -9,7 +10,39 @@ from . import _dtypes, _nesting
 from ._meta import MetaValue
 from ._view_meta import grad_fn_unavailable
 
-_PRECISION, _THRESHOLD, _EDGE, _LINEWIDTH = 4, 1000, 3, 80
+
+@dataclass
+class PrintOptions:
+    precision: int = 4
+    threshold: float = 1000
+    edgeitems: int = 3
+    linewidth: int = 80
+    sci_mode: bool = None  # None: chosen from the values, as torch does
+
+
+PRINT_OPTS = PrintOptions()
+_PROFILES = {
+    "default": PrintOptions(),
+    "short": PrintOptions(precision=2, edgeitems=2),
+    "full": PrintOptions(threshold=math.inf),
+}
+
+
+def set_printoptions(precision=None, threshold=None, edgeitems=None, linewidth=None, profile=None, sci_mode=None):
+    """torch.set_printoptions: how tensors print. `profile` ("default", "short", "full") sets the first four, then
+    each one given overrides it; `sci_mode` True or False forces scientific notation on or off, None (the default at
+    every call, as in torch) lets the values choose."""
+    if profile is not None:
+        if profile not in _PROFILES:
+            raise ValueError(f"set_printoptions(): profile must be one of {sorted(_PROFILES)}, got {profile!r}")
+        preset = _PROFILES[profile]
+        PRINT_OPTS.precision, PRINT_OPTS.threshold = preset.precision, preset.threshold
+        PRINT_OPTS.edgeitems, PRINT_OPTS.linewidth = preset.edgeitems, preset.linewidth
+    given = {"precision": precision, "threshold": threshold, "edgeitems": edgeitems, "linewidth": linewidth}
+    for name, value in given.items():
+        if value is not None:
+            setattr(PRINT_OPTS, name, value)
+    PRINT_OPTS.sci_mode = sci_mode
 
 
 class _Formatter:
@@ -26,20 +59,21 @@ class _Formatter:
             return
         lo, hi = np.abs(vals).min(), np.abs(vals).max()
         self.int_mode = bool(np.all(vals == np.ceil(vals)))
-        self.sci_mode = bool(hi / lo > 1000.0 or hi > 1.0e8 or lo < 1.0e-4)
+        chosen = bool(hi / lo > 1000.0 or hi > 1.0e8 or lo < 1.0e-4)
+        self.sci_mode = chosen if PRINT_OPTS.sci_mode is None else PRINT_OPTS.sci_mode
         extra = 1 if self.int_mode and not self.sci_mode else 0  # the "." after integer-valued floats
         self.width = max(len(self._raw(v)) + extra for v in vals.tolist())
 
     def _raw(self, v):
         if self.sci_mode:
-            return f"{v:.{_PRECISION}e}"
-        return f"{v:.0f}" if self.int_mode else f"{v:.{_PRECISION}f}"
+            return f"{v:.{PRINT_OPTS.precision}e}"
+        return f"{v:.0f}" if self.int_mode else f"{v:.{PRINT_OPTS.precision}f}"
 
     def format(self, v):
         if not self.floating:
             s = str(v)
         elif self.sci_mode:
-            s = f"{v:{self.width}.{_PRECISION}e}"
+            s = f"{v:{self.width}.{PRINT_OPTS.precision}e}"
         else:
             s = self._raw(v) + ("." if self.int_mode and math.isfinite(v) else "")
         return s.rjust(self.width)
@@ -56,8 +90,8 @@ def _summarized(a):
     """The elements a summarized print shows (torch's get_summarized_data)."""
     if a.ndim == 0:
         return a
-    if a.shape[0] > 2 * _EDGE:
-        a = np.concatenate([a[:_EDGE], a[-_EDGE:]])
+    if a.shape[0] > 2 * PRINT_OPTS.edgeitems:
+        a = np.concatenate([a[: PRINT_OPTS.edgeitems], a[-PRINT_OPTS.edgeitems :]])
     return a if a.ndim == 1 else np.stack([_summarized(x) for x in a])
 
 
@@ -66,20 +100,20 @@ def _body(a, indent, summarize, fmts):
         return _element(a.item(), fmts)
     if a.ndim == 1:
         width = fmts[0].width + 2 + (fmts[1].width + 1 if len(fmts) > 1 else 0)
-        per_line = max(1, (_LINEWIDTH - indent) // width)
-        if summarize and a.shape[0] > 2 * _EDGE:
+        per_line = max(1, (PRINT_OPTS.linewidth - indent) // width)
+        if summarize and a.shape[0] > 2 * PRINT_OPTS.edgeitems:
             data = (
-                [_element(v, fmts) for v in a[:_EDGE].tolist()]
+                [_element(v, fmts) for v in a[: PRINT_OPTS.edgeitems].tolist()]
                 + [" ..."]
-                + [_element(v, fmts) for v in a[-_EDGE:].tolist()]
+                + [_element(v, fmts) for v in a[-PRINT_OPTS.edgeitems :].tolist()]
             )
         else:
             data = [_element(v, fmts) for v in a.tolist()]
         lines = [", ".join(data[i : i + per_line]) for i in range(0, len(data), per_line)]
         return "[" + (",\n" + " " * (indent + 1)).join(lines) + "]"
     rows = range(a.shape[0])
-    if summarize and a.shape[0] > 2 * _EDGE:
-        rows = list(range(_EDGE)) + [None] + list(range(a.shape[0] - _EDGE, a.shape[0]))
+    if summarize and a.shape[0] > 2 * PRINT_OPTS.edgeitems:
+        rows = list(range(PRINT_OPTS.edgeitems)) + [None] + list(range(a.shape[0] - PRINT_OPTS.edgeitems, a.shape[0]))
     slices = ["..." if i is None else _body(a[i], indent + 1, summarize, fmts) for i in rows]
     return "[" + ("," + "\n" * (a.ndim - 1) + " " * (indent + 1)).join(slices) + "]"
 
@@ -87,7 +121,7 @@ def _body(a, indent, summarize, fmts):
 def _values_str(a, indent):
     if a.size == 0:
         return "[]"
-    summarize = a.size > _THRESHOLD
+    summarize = a.size > PRINT_OPTS.threshold
     if a.dtype.kind == "V" or a.dtype.kind == "f":  # bfloat16's NumPy kind is "V"
         a = a.astype(np.float64)
     shown = _summarized(a) if summarize else a
@@ -149,7 +183,7 @@ def format_value(value, dtype, extra):
     out = prefix + body
     last_line = len(out) - out.rfind("\n") + 1
     for s in suffixes:
-        if last_line + len(s) + 2 > _LINEWIDTH:
+        if last_line + len(s) + 2 > PRINT_OPTS.linewidth:
             out += ",\n" + " " * indent + s
             last_line = indent + len(s)
         else:

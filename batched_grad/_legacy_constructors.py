@@ -5,6 +5,7 @@ values, converted to the constructor's dtype); a tensor (an alias of it: its val
 Only `device` (the cpu) is accepted as a keyword, besides `size` or `data` alone."""
 
 import operator
+import warnings
 
 import jax
 import numpy as np
@@ -190,3 +191,32 @@ _LEGACY_DTYPES = (
 )
 TYPED = {f"{d.type_name}Tensor": _typed(d, cuda=False) for d in _LEGACY_DTYPES}
 CUDA_TYPED = {f"{d.type_name}Tensor": _typed(d, cuda=True) for d in _LEGACY_DTYPES}
+
+
+def set_default_tensor_type(t):
+    """torch's deprecated set_default_tensor_type: a floating typed class (or its name, 'torch.DoubleTensor')
+    sets the default dtype, and the device: cuda for torch.cuda's classes, else JAX's default."""
+    from . import cuda
+    from ._devices import set_default_device
+
+    warnings.warn(
+        "torch.set_default_tensor_type() is deprecated as of PyTorch 2.1, please use torch.set_default_dtype() and "
+        "torch.set_default_device() as alternatives.",
+        UserWarning,
+        stacklevel=2,
+    )
+    if isinstance(t, str):
+        module, _, name = t.rpartition(".")
+        t = {"torch": TYPED, "torch.cuda": CUDA_TYPED}.get(module, {}).get(name)
+        if t is None:
+            raise TypeError(
+                f"set_default_tensor_type(): expected the name of a typed tensor class, got '{module}.{name}'"
+            )
+    if not isinstance(t, LegacyTensorType):
+        raise TypeError("invalid type object: only floating-point types are supported as the default type")
+    if t.is_cuda and not cuda.is_available():
+        raise TypeError(f"type torch.cuda.{t.__name__} not available. Torch not compiled with CUDA enabled.")
+    if not t.dtype.is_floating_point:
+        raise TypeError("only floating-point types are supported as the default type")
+    _dtypes.set_default_dtype(t.dtype)
+    set_default_device("cuda" if t.is_cuda else None)

@@ -67,16 +67,21 @@ def is_meta(tensor):
 
 
 def names_meta(spec):
-    """Whether a device argument (a string, a batched_grad.device, an int or None) names the meta device."""
-    from ._tensor import device
+    """Whether a device argument (a string, a batched_grad.device, an int, or None for the default device) names
+    the meta device."""
+    from ._tensor import default_device, device
 
+    if spec is None:
+        spec = default_device()
     return isinstance(spec, (str, device)) and device(spec).type == "meta"
 
 
 def device_for(spec, like):
-    """The device argument of a *_like or new_* factory: `spec` if given, else the meta device where the tensor
-    `like` is a meta tensor (None otherwise: the default device)."""
-    return spec if spec is not None or not is_meta(like) else "meta"
+    """The device argument of a *_like or new_* factory: `spec` if given, else `like`'s (meta or not; the default
+    device does not apply)."""
+    if spec is not None:
+        return spec
+    return "meta" if is_meta(like) else "cpu"
 
 
 _COPIES = frozenset({"copy", "index_put", "copy_slices"})  # ops writing operand 1 into (a copy of) operand 0

@@ -28,7 +28,7 @@ STRIDES = (
     "explicit strides of new storage (empty_strided, as_strided_scatter, ...): batched_grad tensors are JAX "
     "arrays without strides; views are recorded as chains of view ops"
 )
-STORAGE = "storage objects and memory placement (storage(), pinning, shared memory, DLPack, buffers from files)"
+STORAGE = "storage objects and memory placement (storage(), pinning, shared memory, buffers from files)"
 COPY_VARIANTS = (
     "the *_copy functions of functionalization (view_copy, t_copy, ...), for torch's compilers: use the "
     "view op, then .clone()"
@@ -44,14 +44,10 @@ CUDNN_FLAG = (
 REMOVED = "removed from torch 2 (calling it raises there): use the torch.linalg function"
 DEPRECATED_JIT = "deprecated names kept by torch only for TorchScript: use linalg.vector_norm / linalg.matrix_norm"
 THREADS = (
-    "thread, determinism and numeric-mode settings of torch's CPU kernels: XLA runs the programs; a switch "
-    "here would change nothing"
+    "the thread-local generator of DataLoader's thread workers (thread_safe_generator): batched_grad's DataLoader "
+    "runs its workers as processes"
 )
 NAMED = "named tensors (names, refine_names): experimental in torch, not implemented"
-FFT = (
-    "short-time Fourier transforms (stft / istft: windowed frames, overlap-add): not yet implemented; the transforms "
-    "of torch.fft are in batched_grad.fft"
-)
 SPECIAL_FUNCTIONS = (
     "special functions torch does not differentiate (Bessel functions of the second kind, modified Bessel functions "
     "K, Airy Ai, the orthogonal polynomials), which JAX has no forms of: not yet implemented"
@@ -63,8 +59,8 @@ INFERENCE = (
 INTERNAL = "internal helpers of torch itself (type dispatch, __torch_function__ overrides, documentation text)"
 SAMPLERS = "random samplers rarely used in autograd code (binomial); not yet implemented"
 LOW_RANK = (
-    "iterative and randomized eigen/SVD solvers written in torch's Python (lobpcg, pca_lowrank, svd_lowrank): "
-    "not ported; use linalg.eigh / linalg.svd"
+    "the LOBPCG eigensolver written in torch's Python (lobpcg): not ported; use linalg.eigh, or svd_lowrank / "
+    "pca_lowrank for a few leading singular pairs"
 )
 LAPACK_RAW = (
     "raw LAPACK pieces of QR (geqrf's Householder form, ormqr): linalg.qr and linalg.householder_product are here"
@@ -74,17 +70,9 @@ RNN = (
     "torch's functional recurrent forms (lstm, gru, rnn_tanh, ..., taking flat weight lists; nn.LSTM's internals): "
     "not provided; the modules nn.RNN, LSTM, GRU and their cells are here"
 )
-LAZY = (
-    "lazy modules (Lazy*, UninitializedParameter/Buffer): they infer shapes at the first call through "
-    "placeholder parameters that batched_grad's Module does not have"
-)
 EMBEDDING_BAG_ATEN = (
     "torch.embedding_bag, the ATen form of F.embedding_bag returning its CPU kernel's bookkeeping (offset2bag, "
     "bag_size, max_indices) beside the bags: F.embedding_bag and nn.EmbeddingBag are here"
-)
-CTC = (
-    "connectionist temporal classification (F.ctc_loss, CTCLoss): needs a dynamic-programming loss over alignments; "
-    "not yet implemented"
 )
 FRACTIONAL = (
     "fractional max pooling (random pooling regions): not yet implemented; max_pool*d and adaptive_max_pool*d are here"
@@ -120,6 +108,14 @@ RARE_FAMILIES = (
 SELECTIVE_CHECKPOINT = (
     "selective activation checkpointing (a policy choosing per ATen op what to save or recompute): needs "
     "torch's dispatch modes; checkpoint and checkpoint_sequential, both variants, are here"
+)
+CALLGRIND = (
+    "Callgrind instruction counts (Timer.collect_callgrind and its stats): torch runs the statement under valgrind "
+    "with its own C++ bindings; batched_grad's Timer measures wall time"
+)
+SPARSE_FUZZER = (
+    "torch.utils.benchmark's sparse fuzzer (FuzzedSparseTensor, and numbers.Number, which its module re-exports): "
+    "batched_grad tensors are dense JAX arrays; Fuzzer and FuzzedTensor are here"
 )
 NESTED_IO = "NestedIOFunction: torch's legacy autograd.Function with nested inputs; use autograd.Function"
 
@@ -160,7 +156,7 @@ OMITTED = {
             CUDA,
             """get_autocast_ipu_dtype get_autocast_xla_dtype is_autocast_ipu_enabled is_autocast_xla_enabled
             set_autocast_ipu_dtype set_autocast_ipu_enabled set_autocast_xla_dtype set_autocast_xla_enabled
-            cudnn_is_acceptable is_vulkan_available get_device_module set_default_device set_default_tensor_type
+            cudnn_is_acceptable is_vulkan_available get_device_module
             profiler_allow_cudagraph_cupti_lazy_reinit_cuda12""",
         ),
         **_names(
@@ -184,7 +180,7 @@ OMITTED = {
         ),
         **_names(COMPILE, "cond while_loop"),
         **_names(STRIDES, "as_strided_scatter empty_strided empty_permuted"),
-        **_names(STORAGE, "is_storage from_file frombuffer from_dlpack to_dlpack get_file_path"),
+        **_names(STORAGE, "is_storage from_file frombuffer get_file_path"),
         **_names(
             COPY_VARIANTS,
             """alias_copy as_strided_copy detach_copy diagonal_copy expand_copy narrow_copy
@@ -201,23 +197,14 @@ OMITTED = {
         **_names(CUDNN_FLAG, "batch_norm group_norm instance_norm"),
         **_names(REMOVED, "eig lstsq matrix_rank solve symeig"),
         **_names(DEPRECATED_JIT, "frobenius_norm nuclear_norm"),
-        **_names(
-            THREADS,
-            """get_num_threads set_num_threads get_num_interop_threads set_num_interop_threads
-            init_num_threads use_deterministic_algorithms are_deterministic_algorithms_enabled
-            is_deterministic_algorithms_warn_only_enabled get_deterministic_debug_mode set_deterministic_debug_mode
-            get_float32_matmul_precision set_float32_matmul_precision set_flush_denormal set_printoptions
-            thread_safe_generator""",
-        ),
-        **_names(FFT, "stft istft"),
+        **_names(THREADS, "thread_safe_generator"),
         **_names(INFERENCE, "is_inference"),
         **_names(INTERNAL, "classproperty hash_tensor"),
         **_names(SAMPLERS, "binomial"),
-        **_names(LOW_RANK, "lobpcg pca_lowrank svd_lowrank"),
+        **_names(LOW_RANK, "lobpcg"),
         **_names(LAPACK_RAW, "geqrf ormqr"),
         **_names(RNN, "lstm lstm_cell gru gru_cell rnn_relu rnn_relu_cell rnn_tanh rnn_tanh_cell"),
         **_names(EMBEDDING_BAG_ATEN, "embedding_bag"),
-        **_names(CTC, "ctc_loss"),
         **_names(RARE_LAYERS, "conv_tbc"),
     },
     "torch.Tensor": {
@@ -243,27 +230,18 @@ OMITTED = {
         **_names(COPY_VARIANTS, "narrow_copy slice_inverse"),
         **_names(REMOVED, "eig lstsq solve symeig"),
         **_names(NAMED, "name"),
-        **_names(FFT, "stft istft"),
         **_names(INFERENCE, "is_inference"),
         **_names(INTERNAL, "index hash_tensor as_subclass to_padded_tensor"),
         **_names(LAPACK_RAW, "geqrf ormqr"),
         "layout": "torch.layout objects: batched_grad tensors are dense (strided) only, and have no layout attribute",
     },
     "torch.nn": {
-        **_names(
-            LAZY,
-            """LazyLinear LazyConv1d LazyConv2d LazyConv3d LazyConvTranspose1d LazyConvTranspose2d
-            LazyConvTranspose3d LazyBatchNorm1d LazyBatchNorm2d LazyBatchNorm3d LazyInstanceNorm1d LazyInstanceNorm2d
-            LazyInstanceNorm3d UninitializedParameter UninitializedBuffer""",
-        ),
         **_names(DISTRIBUTED, "SyncBatchNorm"),
-        **_names(CTC, "CTCLoss"),
         **_names(FRACTIONAL, "FractionalMaxPool2d FractionalMaxPool3d"),
         **_names(RARE_LAYERS, "AdaptiveLogSoftmaxWithLoss CrossMapLRN2d"),
         **_names(FUSED_NEW, "LinearCrossEntropyLoss LinearCrossEntropyOptions"),
     },
     "torch.nn.functional": {
-        **_names(CTC, "ctc_loss"),
         **_names(
             FRACTIONAL,
             """fractional_max_pool2d fractional_max_pool2d_with_indices fractional_max_pool3d
@@ -338,6 +316,14 @@ OMITTED = {
     },
     "torch.func": {
         **_names(REARRANGE, "rearrange"),
+    },
+    "torch.nn.utils.prune": {},
+    "torch.nn.utils.stateless": {},
+    "torch.nn.utils.init": {},
+    "torch.utils.dlpack": {},
+    "torch.utils.benchmark": {
+        **_names(CALLGRIND, "CallgrindStats CopyIfCallgrind FunctionCount FunctionCounts"),
+        **_names(SPARSE_FUZZER, "FuzzedSparseTensor Number"),
     },
     "torch.nn.parallel": {
         **_names(DISTRIBUTED, "DistributedDataParallel replicate scatter gather parallel_apply"),

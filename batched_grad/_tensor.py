@@ -138,8 +138,19 @@ _TORCH_DEVICES = (
 )
 
 
+_default_device = [None]  # set_default_device's device (None: JAX's default backend)
+_device_blocks = []  # the devices of the `with device(...)` blocks running, innermost last
+
+
+def default_device():
+    """The device factories make tensors on when given none: the innermost `with device(...)` block's, else
+    set_default_device's; None for JAX's default backend."""
+    return _device_blocks[-1] if _device_blocks else _default_device[0]
+
+
 class device:
-    """Where a tensor lives, printed like torch: device(type='cpu'), str() 'cpu'."""
+    """Where a tensor lives, printed like torch: device(type='cpu'), str() 'cpu'. As a context manager, the device
+    of the factories called in its block (torch's: `with device("meta"):` builds a module without values)."""
 
     __slots__ = ("type", "index")
 
@@ -170,6 +181,13 @@ class device:
 
     def __hash__(self):
         return hash(str(self))
+
+    def __enter__(self):
+        _device_blocks.append(self)
+        return self
+
+    def __exit__(self, *exc):
+        _device_blocks.pop()
 
 
 class Tensor(InPlace):
@@ -575,6 +593,16 @@ class Tensor(InPlace):
                 "Can't call numpy() on Tensor that has conjugate bit set. Use tensor.resolve_conj().numpy() instead."
             )
         return self._array(NUMPY_ERROR, "Tensor.numpy()")
+
+    def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
+        from .utils.dlpack import tensor_dlpack
+
+        return tensor_dlpack(self, stream, max_version, dl_device, copy)
+
+    def __dlpack_device__(self):
+        from .utils.dlpack import tensor_dlpack_device
+
+        return tensor_dlpack_device(self)
 
     def __array__(self, dtype=None, copy=None):
         a = self._array(NUMPY_ERROR, "a conversion to a NumPy array")

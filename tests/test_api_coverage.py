@@ -23,12 +23,16 @@ import torch.nn.parallel
 import torch.nn.utils
 import torch.nn.utils.parametrizations
 import torch.nn.utils.parametrize
+import torch.nn.utils.prune
+import torch.nn.utils.stateless
 import torch.optim
 import torch.optim.lr_scheduler
 import torch.optim.swa_utils
 import torch.special
+import torch.utils.benchmark
 import torch.utils.checkpoint
 import torch.utils.data
+import torch.utils.dlpack
 
 import batched_grad as bg
 import batched_grad.autograd.functional  # noqa: E402,F401
@@ -37,6 +41,7 @@ import batched_grad.distributions  # noqa: E402,F401
 import batched_grad.fft  # noqa: E402,F401
 import batched_grad.func  # noqa: E402,F401
 import batched_grad.special  # noqa: E402,F401
+import batched_grad.utils.benchmark  # noqa: E402,F401
 import batched_grad.utils.checkpoint  # noqa: E402,F401
 import batched_grad.utils.data  # noqa: E402,F401
 from batched_grad._omitted import OMITTED
@@ -53,6 +58,9 @@ NAMESPACES = {
     "torch.nn.utils": (torch.nn.utils, bg.nn.utils, "all"),
     "torch.nn.utils.parametrize": (torch.nn.utils.parametrize, bg.nn.utils.parametrize, "all"),
     "torch.nn.utils.parametrizations": (torch.nn.utils.parametrizations, bg.nn.utils.parametrizations, "all"),
+    "torch.nn.utils.prune": (torch.nn.utils.prune, bg.nn.utils.prune, "all"),
+    "torch.nn.utils.stateless": (torch.nn.utils.stateless, bg.nn.utils.stateless, "all"),
+    "torch.nn.utils.init": (torch.nn.utils.init, bg.nn.utils.init, "all"),
     "torch.linalg": (torch.linalg, bg.linalg, "all"),
     "torch.fft": (torch.fft, bg.fft, "functions"),
     "torch.special": (torch.special, bg.special, "functions"),
@@ -65,6 +73,8 @@ NAMESPACES = {
     "torch.func": (torch.func, bg.func, "all"),
     "torch.utils.data": (torch.utils.data, bg.utils.data, "all"),
     "torch.utils.checkpoint": (torch.utils.checkpoint, bg.utils.checkpoint, "all"),
+    "torch.utils.dlpack": (torch.utils.dlpack, bg.utils.dlpack, "all"),
+    "torch.utils.benchmark": (torch.utils.benchmark, bg.utils.benchmark, "all"),
     "torch.amp": (torch.amp, bg.amp, "all"),
     "torch.distributions": (torch.distributions, bg.distributions, "all"),
 }

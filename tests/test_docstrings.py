@@ -20,8 +20,13 @@ NAMESPACES = [
     "batched_grad.nn.functional",
     "batched_grad.nn.init",
     "batched_grad.nn.utils",
+    "batched_grad.nn.utils.init",
+    "batched_grad.nn.utils.prune",
+    "batched_grad.nn.utils.stateless",
     "batched_grad.optim",
     "batched_grad.testing",
+    "batched_grad.utils.benchmark",
+    "batched_grad.utils.dlpack",
     "vmap",
 ]
 PROJECT = ("batched_grad", "vmap")

@@ -69,6 +69,9 @@ FUNCTIONAL = {  # name: (fn(module, *inputs), inputs)
     "pad_reflect": (lambda m, x: F(m).pad(x, (2, 1), mode="reflect"), [rand(1, 2, 4)]),
     "pad_replicate": (lambda m, x: F(m).pad(x, (1, 1, 2, 0), mode="replicate"), [rand(1, 2, 3, 3)]),
     "pad_circular": (lambda m, x: F(m).pad(x, (2, 1), mode="circular"), [rand(1, 2, 4)]),
+    "pad_reflect_crop": (lambda m, x: F(m).pad(x, (-1, 2), mode="reflect"), [rand(1, 2, 6)]),
+    "pad_replicate_wide": (lambda m, x: F(m).pad(x, (5, -2, 0, 7), mode="replicate"), [rand(1, 2, 3, 4)]),
+    "pad_circular_crop": (lambda m, x: F(m).pad(x, (2, -1), mode="circular"), [rand(1, 2, 5)]),
     "mse_loss": (lambda m, x, y: F(m).mse_loss(x, y), [rand(3, 4), rand(3, 4, seed=1)]),
     "l1_loss_sum": (lambda m, x, y: F(m).l1_loss(x, y, reduction="sum"), [rand(3, 4), rand(3, 4, seed=1)]),
     "smooth_l1_loss": (
@@ -224,6 +227,8 @@ def test_forward_only_ops_match_torch(case):
         lambda m: F(m).pad(m.zeros(2, 3), (1, 2, 3)),
         lambda m: F(m).pad(m.zeros(2, 3), (1, 1), mode="bogus"),
         lambda m: F(m).pad(m.zeros(2, 3), (-3, -1)),
+        lambda m: F(m).pad(m.zeros(1, 2, 4), (1, 4), mode="reflect"),
+        lambda m: F(m).pad(m.zeros(1, 2, 4), (5, 0), mode="circular"),
         lambda m: F(m).linear(m.zeros(2, 3), m.zeros(4, 3), m.zeros(3)),
         lambda m: F(m).linear(m.zeros(5, 2, 3), m.zeros(4, 3), m.zeros(3, 4)),
         lambda m: F(m).linear(m.zeros(5, 2, 3), m.zeros(4, 3), m.zeros(7, 2, 4)),

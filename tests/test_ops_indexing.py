@@ -263,6 +263,11 @@ ERRORS = [
     ("topk_k", lambda m: m.topk(X(m, 3), 4)),
     ("topk_negative_k", lambda m: m.topk(X(m, 3), -1)),
     ("sort_dim", lambda m: m.sort(X(m, 3), 1)),
+    ("scalar_int_index", lambda m: m.tensor(1.5)[0]),
+    ("scalar_numpy_int_index", lambda m: m.tensor(1.5)[np.int64(0)]),
+    ("scalar_slice_index", lambda m: m.tensor(1.5)[:]),
+    ("scalar_tuple_index", lambda m: m.tensor(1.5)[0,]),
+    ("scalar_int_setitem", lambda m: m.tensor(1.5).__setitem__(0, 2.0)),
 ]
 
 

@@ -308,3 +308,31 @@ def test_training_loop_over_a_dataloader():
 def test_loader_iterator_cannot_be_pickled():
     with pytest.raises(NotImplementedError):
         pickle.dumps(iter(DataLoader([1, 2])))
+
+
+class TorchSamples(tud.Dataset):
+    """A dataset from a torch-based library (as torchvision's, whose transforms end in torch tensors)."""
+
+    def __len__(self):
+        return 5
+
+    def __getitem__(self, i):
+        image = torch.arange(6, dtype=torch.float32).reshape(2, 3) * i
+        return image, torch.tensor(i), {"mask": torch.tensor([i % 2 == 0]), "half": torch.ones(2, dtype=torch.float16)}
+
+
+@pytest.mark.parametrize("batch_size", [None, 2])
+def test_torch_tensors_of_a_dataset_become_batches_as_in_torch(batch_size):
+    ours = list(DataLoader(TorchSamples(), batch_size=batch_size))
+    theirs = list(tud.DataLoader(TorchSamples(), batch_size=batch_size))
+    assert len(ours) == len(theirs)
+    for a, b in zip(ours, theirs):
+        assert_same_batch(a, b)
+
+
+def test_a_dataset_torch_tensor_that_requires_grad_is_refused():
+    samples = [torch.ones(2, requires_grad=True)] * 2
+    with pytest.raises(TypeError, match="a torch.Tensor was passed"):
+        bud.default_collate(samples)
+    with pytest.raises(TypeError, match="a torch.Tensor was passed"):
+        bud.default_convert(samples[0])

@@ -36,6 +36,7 @@ from . import (
     sampling,
     scatters,
     searching,
+    short_time_fft,
     spatial,
     special,
     statistics,
@@ -170,6 +171,7 @@ _TORCH_MORE = {
     **conveniences.FUNCTIONS,
     **creation.FUNCTIONS,
     **sampling.FUNCTIONS,
+    **short_time_fft.FUNCTIONS,
     **legacy.FUNCTIONS,
     **inplace_views.FUNCTIONS,
     **strided.FUNCTIONS,
@@ -734,7 +736,18 @@ _METHODS = dict(UNARY, **COMPARISONS, **PREDICATES)
 _METHODS.update({name: globals()[name] for name in _exposed("method")})
 _METHODS.update(special.METHODS)
 _METHODS.update(activations.METHODS)
-for _module in (arrange, scatters, searching, statistics, products, decompositions, conveniences, sampling, legacy):
+for _module in (
+    arrange,
+    scatters,
+    searching,
+    statistics,
+    products,
+    decompositions,
+    conveniences,
+    sampling,
+    legacy,
+    short_time_fft,
+):
     _METHODS.update(_module.METHODS)
 _METHODS.update({alias: _METHODS[name] for alias, name in ALIASES.items()})
 _METHODS.update(

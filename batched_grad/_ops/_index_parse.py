@@ -113,13 +113,26 @@ def _parse_array(v, size, n_adv, basic, advanced, arrays):
     arrays.append(v)
 
 
+def _check_scalar_index(index):
+    """torch's errors for a lone int or slice indexing a 0-dim tensor (old code's `loss.data[0]`)."""
+    if isinstance(index, (int, np.integer)) and not isinstance(index, (bool, np.bool_)):
+        raise IndexError(
+            "invalid index of a 0-dim tensor. Use `tensor.item()` in Python or `tensor.item<T>()` in C++ to convert "
+            "a 0-dim tensor to a number"
+        )
+    if isinstance(index, slice):
+        raise IndexError("slice() cannot be applied to a 0-dim tensor.")
+
+
 def _parse(shape, index):
     """Split an index into torch's two passes: a basic index (ints select, slices, None/bools add axes), then an
     advanced index of the result, with ("array", k) placeholders for the integer arrays, which are returned
     separately. Also torch's name for the node of a basic index."""
     single_slice = isinstance(index, slice)
-    items = [_kind(i) for i in _index_tuple(index)]
     ndim = len(shape)
+    if ndim == 0:
+        _check_scalar_index(index)
+    items = [_kind(i) for i in _index_tuple(index)]
     consumed = sum(1 for k, _ in items if k in ("int", "slice", "array")) + sum(v.ndim for k, v in items if k == "mask")
     basic, advanced, arrays, names = [], [], [], []
     dim = n_adv = 0

@@ -73,7 +73,21 @@ def binary_cross_entropy_with_logits(input, target, weight=None, pos_weight=None
     )
 
 
+def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction=0, zero_infinity=False):
+    """F.ctc_loss with torch's integer reduction (torch.ctc_loss's binding defaults to 0, per-sample losses)."""
+    return _functional().ctc_loss(
+        log_probs,
+        targets,
+        input_lengths,
+        target_lengths,
+        blank,
+        reduction=_reduction(reduction),
+        zero_infinity=zero_infinity,
+    )
+
+
 _LOSSES = (
+    ctc_loss,
     kl_div,
     hinge_embedding_loss,
     margin_ranking_loss,

@@ -530,14 +530,24 @@ def pad(input, pad, mode="constant", value=None):
         raise NotImplementedError(f"Unrecognised padding mode {mode}")
     if value:
         raise ValueError(f'Padding mode "{mode}" doesn\'t take in value argument.')
-    for dim, (lo, hi) in enumerate(pairs):
-        limit = input.shape[dim] - (mode == "reflect")
-        if (lo or hi) and (min(lo, hi) < 0 or max(lo, hi) > limit):
-            raise RuntimeError(
-                f"{mode} padding of {(lo, hi)} at dimension {dim} must be non-negative and at most "
-                f"{limit} for input of shape {list(input.shape)}"
-            )
+    _check_mode_padding(mode, input.shape, pairs)
+    if any(lo < 0 or hi < 0 for lo, hi in pairs):  # a negative padding crops that side first, as torch's
+        input = input[tuple(slice(max(-lo, 0), size - max(-hi, 0)) for size, (lo, hi) in zip(input.shape, pairs))]
+        pairs = [(max(lo, 0), max(hi, 0)) for lo, hi in pairs]
     return apply(_MODE_PAD, [input], pads=tuple(map(tuple, pairs)), mode=_PAD_MODES[mode])
+
+
+def _check_mode_padding(mode, shape, pairs):
+    """torch's limits: a reflection shorter than its dimension, a circular padding wrapping at most once
+    (replication has none)."""
+    for dim, (lo, hi) in enumerate(pairs):
+        if mode == "reflect" and max(lo, hi) >= shape[dim]:
+            raise RuntimeError(
+                "Argument #4: Padding size should be less than the corresponding input dimension, but got: padding "
+                f"({lo}, {hi}) at dimension {dim} of input {list(shape)}"
+            )
+        if mode == "circular" and max(lo, hi) > shape[dim]:
+            raise RuntimeError("Padding value causes wrapping around more than once.")
 
 
 _ONE_HOT = Op("one_hot", lambda a, *, classes: (a[..., None] == jnp.arange(classes)).astype(jnp.int64))

@@ -8,6 +8,7 @@ import numpy as np
 
 from .. import _dtypes
 from .._dtypes import not_implemented
+from .._meta import is_meta
 from .._tensor import Tensor
 from ._core import Op, apply
 from ._derivatives import without_derivative
@@ -37,8 +38,11 @@ _FILL.update(
 
 
 def _fill(self, name, generator, draw):
-    """Fill `self` in place with what `draw(bits, size)` draws (random_draws.sample)."""
+    """Fill `self` in place with what `draw(bits, size)` draws (random_draws.sample). A meta tensor has no values
+    to fill: nothing is drawn, as in torch."""
     op = _FILL[name]
+    if is_meta(self):
+        return _assign_draw(self, op, self)
     return _assign_draw(self, op, sample(generator, op.name, self.shape, draw))
 
 
@@ -85,6 +89,8 @@ def bernoulli_(self, p=0.5, *, generator=None):
     """Fill with 1 (probability p, a number or a tensor) or 0, in place."""
     if not isinstance(p, Tensor):
         return _fill(self, "bernoulli2", generator, lambda bits, size: bits.bernoulli(size, p))
+    if is_meta(self):
+        return _assign_draw(self, _FILL["bernoulli1"], self)
     uniform = sample(generator, "bernoulli_", self.shape, _uniform_for(p))
     return _assign_draw(self, _FILL["bernoulli1"], uniform < p.detach())
 

@@ -2,94 +2,12 @@
 buffers; stack_module_state stacks the state of several identical modules for vmap (model ensembling)."""
 
 import collections.abc
-import contextlib
 
 from .._ops import stack
 from ..nn.batchnorm import _BatchNorm
 from ..nn.module import Module
 from ..nn.normalization import _InstanceNorm
-
-
-def _named_tensors(module):
-    """{dotted name: tensor} of every parameter and buffer, tied ones under each of their names."""
-    named = {}
-    for prefix, sub in module.named_modules(remove_duplicate=False):
-        for registry in ("_parameters", "_buffers"):
-            for name, tensor in sub.__dict__[registry].items():
-                if tensor is not None:
-                    named[f"{prefix}.{name}" if prefix else name] = tensor
-    return named
-
-
-def _untied(module, given):
-    """`given` with a value for a tied tensor given under one name also set under its other names."""
-    names_of = {}
-    for name, tensor in _named_tensors(module).items():
-        names_of.setdefault(id(tensor), set()).add(name)
-    tied = {name: names for names in names_of.values() if len(names) > 1 for name in names}
-    untied = dict(given)
-    for name in [n for n in given if n in tied]:
-        names = tied[name]
-        if len(names & set(given)) > 1 and len({id(given[n]) for n in names if n in given}) != 1:
-            raise ValueError(
-                f"functional_call got multiple values for keys {sorted(names)}, which are tied. "
-                "Consider using tie_weights=False"
-            )
-        for other in names:
-            untied[other] = given[name]
-    return untied
-
-
-def _check_keys(module, given):
-    expected = set(_named_tensors(module))
-    unexpected, missing = sorted(set(given) - expected), sorted(expected - set(given))
-    errors = []
-    if unexpected:
-        errors.append(f"Unexpected key(s): {', '.join(map(repr, unexpected))}.")
-    if missing:
-        errors.append(f"Missing key(s): {', '.join(map(repr, missing))}.")
-    if errors:
-        raise RuntimeError(
-            "Error(s) in reparametrizing for {}:\n\t{}".format(type(module).__name__, "\n\t".join(errors))
-        )
-
-
-def _owner(module, name):
-    """(the submodule holding the dotted `name`, its registry dict, the attribute name); registry None when the
-    name is not a parameter or buffer (it is then set as a plain attribute, as torch does)."""
-    *path, attr = name.split(".")
-    for part in path:
-        module = getattr(module, part)
-    for registry in ("_parameters", "_buffers"):
-        if attr in module.__dict__[registry]:
-            return module, module.__dict__[registry], attr
-    return module, None, attr
-
-
-@contextlib.contextmanager
-def _swapped(module, tensors):
-    saved = []
-    try:
-        for name, tensor in tensors.items():
-            owner, registry, attr = _owner(module, name)
-            if registry is None:
-                saved.append((owner, None, attr, owner.__dict__.get(attr, _ABSENT)))
-                object.__setattr__(owner, attr, tensor)
-            else:
-                saved.append((owner, registry, attr, registry[attr]))
-                registry[attr] = tensor
-        yield
-    finally:
-        for owner, registry, attr, old in reversed(saved):
-            if registry is not None:
-                registry[attr] = old
-            elif old is _ABSENT:
-                object.__delattr__(owner, attr)
-            else:
-                object.__setattr__(owner, attr, old)
-
-
-_ABSENT = object()
+from ..nn.utils.stateless import _functional_call
 
 
 def _merged(parameter_and_buffer_dicts):
@@ -113,13 +31,7 @@ def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, 
     """module(*args, **kwargs) with the given tensors in place of the parameters and buffers of those names (the
     others as they are); the module is left as it was."""
     tensors = _merged(parameter_and_buffer_dicts)
-    if tie_weights:
-        tensors = _untied(module, tensors)
-    if strict:
-        _check_keys(module, tensors)
-    args = () if args is None else args if isinstance(args, tuple) else (args,)
-    with _swapped(module, tensors):
-        return module(*args, **(kwargs or {}))
+    return _functional_call(module, tensors, args, kwargs, tie_weights=tie_weights, strict=strict)
 
 
 def _stacked_leaf(tensors, name):

@@ -4,6 +4,7 @@
 from . import activation as _activation
 from . import functional, init, parallel, utils
 from . import layers as _layers
+from . import lazy as _lazy
 from . import loss as _loss
 from . import normalization as _normalization
 from . import padding as _padding
@@ -36,7 +37,7 @@ from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
 from .containers import Container, ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .module import Module
 from .parallel import DataParallel
-from .parameter import Buffer, Parameter
+from .parameter import Buffer, Parameter, UninitializedBuffer, UninitializedParameter
 
 
 def _classes(module):
@@ -47,7 +48,7 @@ def _classes(module):
     }
 
 
-_LAYER_MODULES = (_activation, _layers, _loss, _normalization, _padding, _pooling, _rnn, _sparse, _transformer)
+_LAYER_MODULES = (_activation, _layers, _lazy, _loss, _normalization, _padding, _pooling, _rnn, _sparse, _transformer)
 _LAYERS = {name: cls for module in _LAYER_MODULES for name, cls in _classes(module).items()}
 globals().update(_LAYERS)
 

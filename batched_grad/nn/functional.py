@@ -51,6 +51,7 @@ from .._ops.nn import (
     softplus,
 )
 from .._tensor import Tensor
+from .ctc import ctc_loss
 from .losses import FUNCTIONS as _LOSSES
 from .losses import legacy_reduction
 
@@ -467,6 +468,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
 from .attention import multi_head_attention_forward  # noqa: E402
 
 __all__ = [
+    "ctc_loss",
     *_ACTIVATIONS,
     *_LOSSES,
     *_OPS,

@@ -150,6 +150,19 @@ class PoissonNLLLoss(_Loss):
         )
 
 
+class CTCLoss(_Loss):
+    """ctc_loss as a module."""
+
+    def __init__(self, blank=0, reduction="mean", zero_infinity=False):
+        super().__init__(reduction=reduction)
+        self.blank, self.zero_infinity = blank, zero_infinity
+
+    def forward(self, log_probs, targets, input_lengths, target_lengths):
+        return F.ctc_loss(
+            log_probs, targets, input_lengths, target_lengths, self.blank, self.reduction, self.zero_infinity
+        )
+
+
 class GaussianNLLLoss(_Loss):
     """gaussian_nll_loss as a module."""
 

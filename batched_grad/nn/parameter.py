@@ -1,4 +1,5 @@
-"""Parameter and Buffer: the Tensors that Module.__setattr__ registers as a parameter or as a buffer."""
+"""Parameter and Buffer: the Tensors that Module.__setattr__ registers as a parameter or as a buffer; and the
+placeholders of a lazy module's ones until its first forward (UninitializedParameter, UninitializedBuffer)."""
 
 from .._factories import empty
 from .._tensor import REQUIRES_GRAD_DTYPE, Tensor
@@ -55,3 +56,79 @@ class Buffer(Tensor, metaclass=_BufferMeta):
         marked.persistent = persistent
         marked._is_buffer = True
         return marked
+
+
+NO_SHAPE = (
+    "Can't access the shape of an uninitialized parameter or buffer. This error usually happens in `load_state_dict` "
+    "when trying to load an uninitialized parameter into an initialized one. Call `forward` to initialize the "
+    "parameters before accessing their attributes."
+)
+
+
+class _Uninitialized:
+    """What UninitializedParameter and UninitializedBuffer share: no shape until materialize() gives them values,
+    turning them into cls_to_become."""
+
+    __slots__ = ()
+    cls_to_become = None
+
+    def materialize(self, shape, device=None, dtype=None):
+        """Give the placeholder values of `shape` (uninitialized: zeros here), of its dtype unless `dtype`, and make
+        it a cls_to_become (the same object)."""
+        self.data = empty(shape, dtype=dtype or self.dtype)
+        self.__class__ = self.cls_to_become
+
+    @property
+    def shape(self):
+        raise RuntimeError(NO_SHAPE)
+
+    def share_memory_(self):
+        raise RuntimeError(
+            "Can't share memory on an uninitialized parameter or buffer. Call `forward` to initialize the parameters "
+            "before calling `module.share_memory()`."
+        )
+
+    def __repr__(self):
+        return f"<{type(self).__name__}>"
+
+    __str__ = __repr__
+
+    def __reduce_ex__(self, protocol):
+        return type(self), (self.requires_grad,)
+
+    def __deepcopy__(self, memo):
+        copied = type(self)(self.requires_grad, dtype=self.dtype)
+        memo[id(self)] = copied
+        return copied
+
+
+def _placeholder(dtype):
+    return empty(0, dtype=dtype, device="meta")
+
+
+class UninitializedParameter(_Uninitialized, Parameter):
+    """A parameter whose shape is not known yet (a lazy module's, until its first forward)."""
+
+    __slots__ = ()
+    cls_to_become = Parameter
+
+    def __new__(cls, requires_grad=True, device=None, dtype=None):
+        return Parameter.__new__(cls, _placeholder(dtype), requires_grad)
+
+
+class UninitializedBuffer(_Uninitialized, Tensor):
+    """A buffer whose shape is not known yet (a lazy normalization's running statistics)."""
+
+    __slots__ = ()
+    cls_to_become = Tensor
+
+    def __new__(cls, requires_grad=False, device=None, dtype=None, persistent=True):
+        buffer = cls._wrap(_placeholder(dtype)._value)
+        if requires_grad:
+            buffer._set_requires_grad(True, REQUIRES_GRAD_DTYPE)
+        buffer.persistent = persistent
+        return buffer
+
+
+def is_lazy(t):
+    return isinstance(t, _Uninitialized)

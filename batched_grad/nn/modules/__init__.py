@@ -14,6 +14,7 @@ from .. import (
     batchnorm,
     containers,
     layers,
+    lazy,
     loss,
     losses,
     module,
@@ -25,7 +26,7 @@ from .. import (
     transformer,
 )
 
-_DEFINED_IN = (activation, attention, basic, batchnorm, containers, layers, loss, losses, module, normalization)
+_DEFINED_IN = (activation, attention, basic, batchnorm, containers, layers, lazy, loss, losses, module, normalization)
 _DEFINED_IN += (padding, pooling, rnn, sparse, transformer)
 
 # torch's file -> the classes it defines that batched_grad has
@@ -33,18 +34,22 @@ TORCH_FILES = {
     "activation": """Threshold ReLU RReLU Hardtanh ReLU6 Sigmoid Hardsigmoid Tanh SiLU Mish Hardswish ELU CELU SELU
         GLU GELU Hardshrink LeakyReLU LogSigmoid Softplus Softshrink MultiheadAttention PReLU Softsign Tanhshrink
         Softmin Softmax Softmax2d LogSoftmax""",
-    "batchnorm": "_NormBase _BatchNorm BatchNorm1d BatchNorm2d BatchNorm3d",
+    "batchnorm": """_NormBase _BatchNorm BatchNorm1d BatchNorm2d BatchNorm3d LazyBatchNorm1d LazyBatchNorm2d
+        LazyBatchNorm3d""",
     "channelshuffle": "ChannelShuffle",
     "container": "Container Sequential ModuleList ModuleDict ParameterList ParameterDict",
-    "conv": "_ConvNd Conv1d Conv2d Conv3d _ConvTransposeNd ConvTranspose1d ConvTranspose2d ConvTranspose3d",
+    "conv": """_ConvNd Conv1d Conv2d Conv3d _ConvTransposeNd ConvTranspose1d ConvTranspose2d ConvTranspose3d LazyConv1d
+        LazyConv2d LazyConv3d LazyConvTranspose1d LazyConvTranspose2d LazyConvTranspose3d""",
     "distance": "PairwiseDistance CosineSimilarity",
     "dropout": "_DropoutNd Dropout Dropout1d Dropout2d Dropout3d AlphaDropout FeatureAlphaDropout",
     "flatten": "Flatten Unflatten",
     "fold": "Fold Unfold",
-    "instancenorm": "_InstanceNorm InstanceNorm1d InstanceNorm2d InstanceNorm3d",
-    "linear": "Identity Linear NonDynamicallyQuantizableLinear Bilinear",
-    "loss": """_Loss _WeightedLoss L1Loss NLLLoss NLLLoss2d PoissonNLLLoss GaussianNLLLoss KLDivLoss MSELoss BCELoss
-        BCEWithLogitsLoss HingeEmbeddingLoss MultiLabelMarginLoss SmoothL1Loss HuberLoss SoftMarginLoss
+    "instancenorm": """_InstanceNorm InstanceNorm1d InstanceNorm2d InstanceNorm3d LazyInstanceNorm1d LazyInstanceNorm2d
+        LazyInstanceNorm3d""",
+    "lazy": "LazyModuleMixin",
+    "linear": "Identity Linear NonDynamicallyQuantizableLinear Bilinear LazyLinear",
+    "loss": """_Loss _WeightedLoss CTCLoss L1Loss NLLLoss NLLLoss2d PoissonNLLLoss GaussianNLLLoss KLDivLoss MSELoss
+        BCELoss BCEWithLogitsLoss HingeEmbeddingLoss MultiLabelMarginLoss SmoothL1Loss HuberLoss SoftMarginLoss
         CrossEntropyLoss MultiLabelSoftMarginLoss CosineEmbeddingLoss MarginRankingLoss MultiMarginLoss
         TripletMarginLoss TripletMarginWithDistanceLoss""",
     "module": "Module",

@@ -1,7 +1,8 @@
-"""torch.nn.utils: parameters as one vector and back, gradient clipping, batch-norm fusion, skip_init,
-parametrizations (parametrize, parametrizations) and the hook forms of weight and spectral normalization."""
+"""torch.nn.utils: parameters as one vector and back, gradient clipping, batch-norm fusion, skip_init (init),
+parametrizations (parametrize, parametrizations), the hook forms of weight and spectral normalization, pruning
+(prune) and the deprecated stateless.functional_call."""
 
-from . import clip_grad, convert_parameters, fusion, parametrizations, parametrize, rnn
+from . import clip_grad, convert_parameters, fusion, init, parametrizations, parametrize, prune, rnn, stateless
 from .clip_grad import clip_grad_norm_, clip_grad_value_, clip_grads_with_norm_, get_total_norm
 from .convert_parameters import parameters_to_vector, vector_to_parameters
 from .fusion import (
@@ -10,8 +11,8 @@ from .fusion import (
     fuse_conv_bn_weights,
     fuse_linear_bn_eval,
     fuse_linear_bn_weights,
-    skip_init,
 )
+from .init import skip_init
 from .spectral_norm import remove_spectral_norm, spectral_norm
 from .weight_norm import remove_weight_norm, weight_norm
 

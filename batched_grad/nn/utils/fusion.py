@@ -1,8 +1,7 @@
 """Folding an eval-mode batch normalization into the convolution or linear layer before it (the fused layer computes
-bn(layer(x)) in one step), skip_init, and clip_grad_norm under its deprecated name."""
+bn(layer(x)) in one step), and clip_grad_norm under its deprecated name."""
 
 import copy
-import inspect
 import warnings
 
 from ... import _factories
@@ -62,14 +61,6 @@ def fuse_linear_bn_eval(linear, bn):
         fused.weight, fused.bias, bn.running_mean, bn.running_var, bn.eps, bn.weight, bn.bias
     )
     return fused
-
-
-def skip_init(module_cls, *args, **kwargs):
-    """module_cls(*args, **kwargs) whose parameters' values are not to be relied on (torch leaves them
-    uninitialized; here they are the class's own initialization); the class must take a `device` argument."""
-    if "device" not in inspect.signature(module_cls).parameters:
-        raise RuntimeError("Module must support a 'device' arg to skip initialization")
-    return module_cls(*args, **kwargs)
 
 
 def clip_grad_norm(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False, foreach=None):

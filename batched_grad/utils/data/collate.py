@@ -1,6 +1,10 @@
 """default_collate and default_convert: turn the samples of a batch into batched Tensors, through dicts, tuples,
 lists and namedtuples, as torch.utils.data does (Python floats become float64, ints int64, NumPy data keeps its
-dtype; strings and bytes stay lists)."""
+dtype; strings and bytes stay lists).
+
+A dataset from a torch-based library (torchvision's transforms end in torch tensors) yields torch.Tensors: they are
+data at this boundary, so they are converted, keeping their dtype, like NumPy arrays. One that requires grad is a
+torch graph's value, not data, and is refused."""
 
 import collections.abc
 import copy
@@ -10,6 +14,7 @@ import numpy as np
 
 from ... import _dtypes
 from ..._factories import as_tensor, tensor
+from ..._foreign import TORCH_TENSOR_PASSED, is_torch_tensor
 from ..._ops import stack
 from ..._tensor import Tensor
 
@@ -49,11 +54,20 @@ def _rebuild_sequence(sample, values):
         return values
 
 
+def _from_torch(t):
+    """A torch.Tensor of a dataset as a Tensor of the same dtype and values."""
+    if t.requires_grad:
+        raise TypeError(TORCH_TENSOR_PASSED)
+    return as_tensor(t.detach().cpu().numpy())
+
+
 def default_convert(data):
-    """Convert the NumPy arrays and scalars inside `data` (nested in mappings and sequences) to Tensors; tuples
-    become lists, as torch; everything else is left as it is."""
+    """Convert the NumPy arrays and scalars (and torch.Tensors) inside `data` (nested in mappings and sequences) to
+    Tensors; tuples become lists, as torch; everything else is left as it is."""
     if isinstance(data, Tensor):
         return data
+    if is_torch_tensor(data):
+        return _from_torch(data)
     if _is_numpy_data(data):
         if isinstance(data, np.ndarray) and _STRING_OR_OBJECT_DTYPE.search(data.dtype.str):
             return data
@@ -122,6 +136,8 @@ def collate(batch, *, collate_fn_map=None):
         return _rebuild_mapping(sample, values)
     if isinstance(sample, collections.abc.Sequence):
         return _collate_fields(batch, collate_fn_map)
+    if is_torch_tensor(sample):
+        return collate([_from_torch(b) for b in batch], collate_fn_map=collate_fn_map)
     raise TypeError(default_collate_err_msg_format.format(type(sample)))
 
 

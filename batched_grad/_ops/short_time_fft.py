@@ -1,0 +1,186 @@
+"""torch.stft and torch.istft, composed of differentiable ops: frames by unfold, the window, an FFT per frame; the
+inverse by an inverse FFT per frame, the window again, overlap-add (fold) and the division by the summed squared
+window. Arguments, defaults, shapes, warnings and errors are torch's."""
+
+import warnings
+
+from .. import _factories
+from .._tensor import Tensor, warn_once
+from .arrange import unfold as _frames_of
+from .conveniences import view_as_real
+from .fft import FUNCTIONS as _FFT
+from .layers import fold
+from .nn import pad
+from .shape import cat
+
+RECTANGULAR_STFT = (
+    "A window was not provided. A rectangular window will be applied,which is known to cause spectral leakage. "
+    "Other windows such as torch.hann_window or torch.hamming_window are recommended to reduce spectral leakage.To "
+    "suppress this warning and use a rectangular window, explicitly set `window=torch.ones(n_fft, device=<device>)`."
+)
+RECTANGULAR_ISTFT = (
+    "A window was not provided. A rectangular window will be applied.Please provide the same window used by stft to "
+    "make the inversion lossless.To suppress this warning and use a rectangular window, explicitly set "
+    "`window=torch.ones(n_fft, device=<device>)`."
+)
+REAL_NEEDS_RETURN_COMPLEX = (
+    "stft requires the return_complex parameter be given for real inputs, and will further require that "
+    "return_complex=True in a future PyTorch release."
+)
+RETURN_REAL_DEPRECATED = (
+    "stft with return_complex=False is deprecated. In a future pytorch release, stft will return complex tensors for "
+    "all inputs, and return_complex=False will raise an error.\nNote: you can still call torch.view_as_real on the "
+    "complex output to recover the old return format."
+)
+SHORTER_THAN_LENGTH = (
+    "The length of signal is shorter than the length parameter. Result is being padded with zeros in the tail. "
+    "Please check your center and hop_length settings."
+)
+
+
+def _sizes(name, n_fft, hop_length, win_length, signal_length=None):
+    """hop_length and win_length with torch's defaults (n_fft // 4, n_fft), checked."""
+    hop_length = n_fft // 4 if hop_length is None else hop_length
+    win_length = n_fft if win_length is None else win_length
+    if signal_length is not None and not 0 < n_fft <= signal_length:
+        raise RuntimeError(f"{name}: expected 0 < n_fft < {signal_length}, but got n_fft={n_fft}")
+    if hop_length <= 0:
+        raise RuntimeError(f"{name}: expected hop_length > 0, but got hop_length={hop_length}")
+    if not 0 < win_length <= n_fft:
+        raise RuntimeError(f"{name}: expected 0 < win_length <= n_fft, but got win_length={win_length}")
+    return hop_length, win_length
+
+
+def _padded_window(name, window, win_length, n_fft, dtype, rectangular):
+    """The window over a whole frame: `window` (ones if None, with torch's warning) centered in n_fft samples."""
+    if window is None:
+        warn_once(rectangular)
+        window = _factories.ones(win_length, dtype=dtype)
+    elif window.ndim != 1 or window.shape[0] != win_length:
+        raise RuntimeError(
+            f"{name}: expected a 1D window tensor of size equal to win_length={win_length}, but got window with size "
+            f"{list(window.shape)}"
+        )
+    left = (n_fft - win_length) // 2
+    if win_length == n_fft:
+        return window
+    zeros = _factories.zeros
+    return cat([zeros(left, dtype=window.dtype), window, zeros(n_fft - win_length - left, dtype=window.dtype)])
+
+
+def _real_dtype(t):
+    return t.real.dtype if t.is_complex() else t.dtype
+
+
+def stft(
+    input,
+    n_fft,
+    hop_length=None,
+    win_length=None,
+    window=None,
+    center=True,
+    pad_mode="reflect",
+    normalized=False,
+    onesided=None,
+    return_complex=None,
+    align_to_window=None,
+):
+    """The short-time Fourier transform of a 1-D signal or a batch of them (B, L): (B?, n_fft // 2 + 1 or n_fft,
+    frames), each column the FFT of a windowed frame of n_fft samples, frames hop_length apart. center pads the
+    signal by n_fft // 2 on both sides (pad_mode); normalized scales by n_fft**-0.5; onesided keeps the
+    non-negative frequencies (the default for real input and window)."""
+    if window is None:
+        warn_once(RECTANGULAR_STFT)
+    complex_in = input.is_complex() or (window is not None and window.is_complex())
+    if return_complex is None:
+        if not complex_in:
+            raise RuntimeError(REAL_NEEDS_RETURN_COMPLEX)
+        return_complex = True
+    elif not return_complex:
+        warnings.warn(RETURN_REAL_DEPRECATED, UserWarning, stacklevel=2)
+    if center and align_to_window is not None:
+        raise RuntimeError("stft align_to_window should only be set when center = false")
+    if input.ndim not in (1, 2):
+        raise RuntimeError(f"stft: expected a 1D or 2D tensor, but got {input.ndim}D tensor")
+    x = input
+    if center:
+        half = n_fft // 2
+        x = pad(x.view((1,) * (3 - x.ndim) + tuple(x.shape)), [half, half], pad_mode).view(x.shape[:-1] + (-1,))
+    hop_length, win_length = _sizes("stft", n_fft, hop_length, win_length, x.shape[-1])
+    if window is not None:
+        window = _padded_window("stft", window, win_length, n_fft, None, RECTANGULAR_STFT)
+    else:
+        window = _padded_window("stft", None, win_length, n_fft, _real_dtype(input), RECTANGULAR_STFT)
+    if align_to_window:  # each frame's window starts at a multiple of hop_length in the signal
+        left = (n_fft - win_length) // 2
+        x = pad(x, [left, left])
+    onesided = not complex_in if onesided is None else onesided
+    if onesided and complex_in:
+        raise RuntimeError("Cannot have onesided output if window or input is complex")
+    frames = _frames_of(x, -1, n_fft, hop_length) * window
+    spectrum = (_FFT["rfft"] if onesided else _FFT["fft"])(frames, dim=-1, norm="ortho" if normalized else None)
+    spectrum = spectrum.transpose(-1, -2)
+    return spectrum if return_complex else view_as_real(spectrum)
+
+
+def _overlap_add(frames, hop_length, size):
+    """Frames (B, n_frames, n_fft) added into (B, size) at multiples of hop_length."""
+    columns = frames.transpose(1, 2)
+    return fold(columns, (1, size), (1, frames.shape[-1]), stride=(1, hop_length))[:, 0, 0]
+
+
+def istft(
+    input,
+    n_fft,
+    hop_length=None,
+    win_length=None,
+    window=None,
+    center=True,
+    normalized=False,
+    onesided=None,
+    length=None,
+    return_complex=False,
+):
+    """The inverse of stft: the frames' inverse FFTs, windowed, overlap-added and divided by the overlap-added
+    squared window (which must not vanish: torch's NOLA check). `length` trims or zero-pads the signal."""
+    if not isinstance(input, Tensor) or not input.is_complex():
+        raise RuntimeError(
+            "istft requires a complex-valued input tensor matching the output from stft with return_complex=True."
+        )
+    if input.ndim not in (2, 3):
+        raise RuntimeError(f"istft: expected a tensor with 2 or 3 dimensions of complex, but got {input.ndim}D")
+    hop_length, win_length = _sizes("istft", n_fft, hop_length, win_length)
+    window = _padded_window("istft", window, win_length, n_fft, _real_dtype(input), RECTANGULAR_ISTFT)
+    onesided = input.shape[-2] != n_fft if onesided is None else onesided
+    if onesided and return_complex:
+        raise RuntimeError("cannot have onesided output if window or input is complex")
+    batched = input if input.ndim == 3 else input.unsqueeze(0)
+    spectra = batched.transpose(1, 2)  # (B, n_frames, frequencies)
+    norm = "ortho" if normalized else "backward"
+    if onesided:
+        frames = _FFT["irfft"](spectra, n=n_fft, dim=-1, norm=norm)
+    else:
+        frames = _FFT["ifft"](spectra, n=n_fft, dim=-1, norm=norm)
+        frames = frames if return_complex else frames.real
+    n_frames = frames.shape[1]
+    size = n_fft + hop_length * (n_frames - 1)
+    if frames.is_complex():
+        signal = _overlap_add((frames * window).real, hop_length, size)
+        signal = signal + 1j * _overlap_add((frames * window).imag, hop_length, size)
+    else:
+        signal = _overlap_add(frames * window, hop_length, size)
+    envelope = _overlap_add((window * window).abs().expand(1, n_frames, n_fft), hop_length, size)[0]
+    start = n_fft // 2 if center else 0
+    end = start + length if length is not None else (size - n_fft // 2 if center else size)
+    signal, envelope = signal[:, start : min(end, size)], envelope[start : min(end, size)]
+    if bool((envelope.abs() < 1e-11).any()):
+        raise RuntimeError("istft: window overlap add min: 1")
+    signal = signal / envelope
+    if end > size:
+        warn_once(SHORTER_THAN_LENGTH)
+        signal = pad(signal, [0, end - size])
+    return signal if input.ndim == 3 else signal[0]
+
+
+FUNCTIONS = {"stft": stft, "istft": istft}
+METHODS = dict(FUNCTIONS)

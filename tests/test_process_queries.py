@@ -1,0 +1,43 @@
+"""The queries scripts guard their code with. torch.distributed's: with no process groups here, is_available() is
+False, nothing is initialized, and the calls that need the default group raise torch's error for a process that has
+none. torch.cpu's: one device, always available."""
+
+import pytest
+import torch.distributed as torch_dist
+
+import batched_grad as bg
+
+
+def test_guards_keep_a_script_off_its_distributed_branch():
+    assert bg.distributed.is_available() is False
+    assert bg.distributed.is_initialized() is torch_dist.is_initialized() is False
+    assert not (bg.distributed.is_available() and bg.distributed.is_initialized())
+    assert not any(f() for f in (bg.distributed.is_nccl_available, bg.distributed.is_mpi_available))
+
+
+def test_torchelastic_launch_is_read_from_the_environment(monkeypatch):
+    monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
+    assert bg.distributed.is_torchelastic_launched() is torch_dist.is_torchelastic_launched() is False
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "run-1")
+    assert bg.distributed.is_torchelastic_launched() is torch_dist.is_torchelastic_launched() is True
+
+
+@pytest.mark.parametrize("name", ["get_rank", "get_world_size"])
+def test_calls_needing_the_default_group_fail_as_in_torch(name):
+    with pytest.raises(ValueError) as theirs:
+        getattr(torch_dist, name)()
+    with pytest.raises(ValueError) as ours:
+        getattr(bg.distributed, name)()
+    assert str(ours.value) == str(theirs.value)
+
+
+def test_starting_a_process_group_is_refused_by_name():
+    with pytest.raises(RuntimeError, match="no torch.distributed process groups"):
+        bg.distributed.init_process_group("gloo", rank=0, world_size=1)
+
+
+def test_cpu_queries_answer_as_torch():
+    import torch
+
+    for name in ("is_available", "device_count", "current_device", "synchronize"):
+        assert getattr(bg.cpu, name)() == getattr(torch.cpu, name)(), name
