@@ -20,4 +20,7 @@ class OptimizedModule(Module):
         try:
             return super().__getattr__(name)
         except AttributeError:
-            return getattr(self._modules["_orig_mod"], name)
+            original = self.__dict__.get("_modules", {}).get("_orig_mod")
+            if original is None:  # not made yet
+                raise
+            return getattr(original, name)
