@@ -69,9 +69,9 @@ RNN = (
     "torch's functional recurrent forms (lstm, gru, rnn_tanh, ..., taking flat weight lists; nn.LSTM's internals): "
     "not provided; the modules nn.RNN, LSTM, GRU and their cells are here"
 )
-EMBEDDING_BAG = (
-    "EmbeddingBag and F.embedding_bag (bags given by offsets, reduced by sum/mean/max): not yet "
-    "implemented; embedding is here"
+EMBEDDING_BAG_ATEN = (
+    "torch.embedding_bag, the ATen form of F.embedding_bag returning its CPU kernel's bookkeeping (offset2bag, "
+    "bag_size, max_indices) beside the bags: F.embedding_bag and nn.EmbeddingBag are here"
 )
 FRACTIONAL = (
     "fractional max pooling (random pooling regions): not yet implemented; max_pool*d and adaptive_max_pool*d are here"
@@ -178,7 +178,7 @@ OMITTED = {
             """batch_norm_backward_elemt batch_norm_backward_reduce batch_norm_elemt
             batch_norm_gather_stats batch_norm_gather_stats_with_counts batch_norm_stats batch_norm_update_stats
             native_batch_norm native_channel_shuffle native_dropout native_group_norm native_layer_norm native_norm
-            norm_except_dim embedding_renorm_""",
+            norm_except_dim""",
         ),
         **_names(CUDNN_FLAG, "batch_norm group_norm instance_norm"),
         **_names(REMOVED, "eig lstsq matrix_rank solve symeig"),
@@ -189,7 +189,7 @@ OMITTED = {
         **_names(LOW_RANK, "lobpcg"),
         **_names(LAPACK_RAW, "geqrf ormqr"),
         **_names(RNN, "lstm lstm_cell gru gru_cell rnn_relu rnn_relu_cell rnn_tanh rnn_tanh_cell"),
-        **_names(EMBEDDING_BAG, "embedding_bag"),
+        **_names(EMBEDDING_BAG_ATEN, "embedding_bag"),
         **_names(RARE_LAYERS, "conv_tbc"),
     },
     "torch.Tensor": {
@@ -222,13 +222,11 @@ OMITTED = {
     },
     "torch.nn": {
         **_names(DISTRIBUTED, "SyncBatchNorm"),
-        **_names(EMBEDDING_BAG, "EmbeddingBag"),
         **_names(FRACTIONAL, "FractionalMaxPool2d FractionalMaxPool3d"),
         **_names(RARE_LAYERS, "CrossMapLRN2d"),
         **_names(FUSED_NEW, "LinearCrossEntropyLoss LinearCrossEntropyOptions"),
     },
     "torch.nn.functional": {
-        **_names(EMBEDDING_BAG, "embedding_bag"),
         **_names(
             FRACTIONAL,
             """fractional_max_pool2d fractional_max_pool2d_with_indices fractional_max_pool3d

@@ -24,6 +24,7 @@ from . import (
     deprecated_signatures,
     distances,
     dropouts,
+    embeddings,
     inplace,
     inplace_views,
     layers,
@@ -152,7 +153,14 @@ globals().update(special.FUNCTIONS)
 globals().update(activations.TORCH)
 globals().update(distances.TORCH)
 globals().update(pooling.TORCH)
-_TORCH_NN = {**norms.TORCH, **layers.TORCH, **dropouts.TORCH, **conv_transpose.FUNCTIONAL, **spatial.TORCH}
+_TORCH_NN = {
+    **norms.TORCH,
+    **layers.TORCH,
+    **embeddings.TORCH,
+    **dropouts.TORCH,
+    **conv_transpose.FUNCTIONAL,
+    **spatial.TORCH,
+}
 globals().update(_TORCH_NN)
 _TORCH_MORE = {
     **arrange.FUNCTIONS,

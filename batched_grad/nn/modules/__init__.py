@@ -23,6 +23,7 @@ from .. import (
     padding,
     pooling,
     rnn,
+    sparse,
     transformer,
 )
 
@@ -40,7 +41,7 @@ _DEFINED_IN = (
     module,
     normalization,
 )
-_DEFINED_IN += (padding, pooling, rnn, transformer)
+_DEFINED_IN += (padding, pooling, rnn, sparse, transformer)
 
 # torch's file -> the classes it defines that batched_grad has
 TORCH_FILES = {
@@ -76,7 +77,7 @@ TORCH_FILES = {
         AvgPool2d AvgPool3d LPPool1d LPPool2d LPPool3d AdaptiveMaxPool1d AdaptiveMaxPool2d AdaptiveMaxPool3d
         _AdaptiveAvgPoolNd AdaptiveAvgPool1d AdaptiveAvgPool2d AdaptiveAvgPool3d""",
     "rnn": "RNNBase RNN LSTM GRU RNNCellBase RNNCell LSTMCell GRUCell",
-    "sparse": "Embedding",
+    "sparse": "Embedding EmbeddingBag",
     "transformer": """Transformer TransformerEncoder TransformerDecoder TransformerEncoderLayer
         TransformerDecoderLayer""",
     "upsampling": "Upsample UpsamplingNearest2d UpsamplingBilinear2d",
