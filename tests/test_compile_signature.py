@@ -15,6 +15,15 @@ import batched_grad as bg
 from oracle import assert_same, raises_like_torch
 
 
+@pytest.fixture(autouse=True)
+def keep_torchs_distribution_validation():
+    """torch.compile switches off torch.distributions' argument validation for the whole process: put it back, so
+    that later tests comparing with torch's distributions see torch's defaults."""
+    default = torch.distributions.Distribution._validate_args
+    yield
+    torch.distributions.Distribution.set_default_validate_args(default)
+
+
 def test_signature_is_torchs():
     ours, theirs = inspect.signature(bg.compile), inspect.signature(torch.compile)
     assert list(ours.parameters) == list(theirs.parameters)

@@ -210,15 +210,18 @@ def _lazy_norm(eager):
         self._lazy_init(affine, track_running_stats, bias, dtype)
         self._register_lazy_hooks()
 
-    return _lazy_class(eager, _LazyNormMixin, __init__)
+    # as torch's: a subclass of the private base (_BatchNorm, _InstanceNorm) with the eager class's own checks,
+    # not of the eager class itself
+    own = {k: v for k, v in vars(eager).items() if k not in ("__dict__", "__weakref__", "__doc__", "__module__")}
+    return _lazy_class(eager, _LazyNormMixin, __init__, base=eager.__bases__[0], extra=own)
 
 
-def _lazy_class(eager, mixin, init):
+def _lazy_class(eager, mixin, init, base=None, extra=None):
     """Lazy<eager>: the mixin's lazy behaviour over `eager`, built by `init` (`eager` set up with zero sizes, then
     the placeholders, then the hooks), becoming `eager` at its first forward."""
-    attributes = {"cls_to_become": eager, "__init__": init, "__module__": __name__}
+    attributes = {**(extra or {}), "cls_to_become": eager, "__init__": init, "__module__": __name__}
     attributes["__doc__"] = f"{eager.__name__} whose input size is read from its first input."
-    return type(f"Lazy{eager.__name__}", (mixin, eager), attributes)
+    return type(f"Lazy{eager.__name__}", (mixin, base or eager), attributes)
 
 
 LazyConv1d, LazyConv2d, LazyConv3d = (_lazy_conv(c) for c in (Conv1d, Conv2d, Conv3d))
