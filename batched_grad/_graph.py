@@ -21,6 +21,11 @@ def sequence_mark():
 class GradientEdge(namedtuple("GradientEdge", ["node", "output_nr"])):
     """Where a gradient enters the graph: output `output_nr` of `node`."""
 
+    __slots__ = ()
+
+
+_edge = tuple.__new__  # GradientEdge from (node, output_nr) without namedtuple's Python-level __new__: one per edge
+
 
 class RemovableHandle:
     """Returned by register_hook; `.remove()` unregisters the hook."""
@@ -263,14 +268,15 @@ class AccumulateGrad(Node):
 
 def edge_of(tensor):
     """The GradientEdge a tensor's cotangent flows into, or None if it does not require grad."""
-    if tensor.grad_fn is not None:
-        return GradientEdge(tensor.grad_fn, tensor._output_nr)
+    node = tensor._node
+    if node is not None:
+        return _edge(GradientEdge, (node, tensor._output_nr))
     if tensor._requires_grad:
         # the leaf's AccumulateGrad node, held weakly as torch does: the graph's edges keep it alive, and a leaf is
         # not in a cycle with it
         ref = tensor._accumulator
         node = ref() if ref is not None else None
-        return GradientEdge(node if node is not None else _new_accumulator(tensor), 0)
+        return _edge(GradientEdge, (node if node is not None else _new_accumulator(tensor), 0))
     return None
 
 

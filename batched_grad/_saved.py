@@ -71,21 +71,22 @@ class SavedValue:
     def __init__(self, tensor, owner=None, hooks=True):
         """Save `tensor`; `owner`: the node it is an output of (torch's is_output). `hooks`: whether the
         saved-tensor hooks in force pack it."""
-        self.edge_node = tensor.grad_fn if owner is None else None
+        node = tensor._node
+        self.edge_node = node if owner is None else None
         self.output_nr = tensor._output_nr
-        self.requires_grad = tensor.grad_fn is not None or tensor._requires_grad
-        self.leaf = tensor if tensor.grad_fn is None and self.requires_grad else None
-        self.counter = tensor._counter
-        self.version = self.counter.value
+        self.requires_grad = requires_grad = node is not None or tensor._requires_grad
+        self.leaf = tensor if node is None and requires_grad else None
+        self.counter = counter = tensor._counter
+        self.version = counter.value
         self.freed = False
         self.owner = self.output = self.original = None
-        self.tangent = _dual.saved_tangent(tensor)
+        self.tangent = None if _dual.LEVELS.open is None else _dual.saved_tangent(tensor)
         if owner is not None:
             self.owner = weakref.ref(owner)
         pair = _saved_hooks.innermost() if hooks else None
         if pair is None:
             self.value, self.packed = unshared(tensor._v), None  # possibly Pending: saving does not compute it
-            if owner is None or tensor.grad_fn is None:
+            if owner is None or node is None:
                 self.original = tensor
             else:
                 self.output = weakref.ref(tensor)

@@ -97,12 +97,12 @@ def table(title, header, rows, left=1):
 RTOL, ATOL = 1e-4, 1e-5  # float32 results of different summation orders agree to this
 
 
-def check(results, reference_name):
+def check(results, reference_name, rtol=RTOL):
     """Every peer's result must match the reference (np.allclose); returns the largest absolute difference."""
     ref = results[reference_name]
     worst = 0.0
     for name, r in results.items():
-        if r.shape != ref.shape or not np.allclose(r, ref, rtol=RTOL, atol=ATOL):
+        if r.shape != ref.shape or not np.allclose(r, ref, rtol=rtol, atol=ATOL):
             diff = np.abs(r - ref).max() if r.shape == ref.shape else f"shape {r.shape} vs {ref.shape}"
             raise AssertionError(f"{name} disagrees with {reference_name}: max |diff| {diff}")
         worst = max(worst, float(np.abs(r - ref).max()))

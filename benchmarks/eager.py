@@ -37,7 +37,7 @@ import numpy as np
 import torch
 from _cold_workloads import chain, chain_data
 from _eager_workers import FIRST_CALLS, RECORD, ported_programs
-from _timing import WARMUP_S, check, compare, environment, ratio, stat, table
+from _timing import RTOL, WARMUP_S, check, compare, environment, ratio, stat, table
 from absl import app, flags
 
 import batched_grad as bg
@@ -254,17 +254,19 @@ def chain_grad(rng):
     return {name: call(lib) for name, lib in LIBS.items()}
 
 
-LOOPS = {  # row: (what, peers, calls per timed block)
-    4: ("Newton-CG, 10 HVPs, n=256, in-place updates", newton_cg, 5),
-    5: ("SGD step, MLP 32-64-1, batch 32, backward()", sgd_mlp, 20),
-    6: ("2000-op chain on 1000 elements, forward + grad", chain_grad, 3),
+LOOPS = {  # row: (what, peers, calls per timed block, rtol of the check)
+    # CG's ten float32 iterations amplify rounding: torch's d and bg's each differ from float64's by about 4e-5
+    # (relative 1e-4 on an entry of 0.28), so row 4 checks to 1e-3
+    4: ("Newton-CG, 10 HVPs, n=256, in-place updates", newton_cg, 5, 1e-3),
+    5: ("SGD step, MLP 32-64-1, batch 32, backward()", sgd_mlp, 20, RTOL),
+    6: ("2000-op chain on 1000 elements, forward + grad", chain_grad, 3, RTOL),
 }
 
 
 def loop_row(number, rng, repeats):
-    what, make, calls = LOOPS[number]
+    what, make, calls, rtol = LOOPS[number]
     peers = make(rng)
-    check({name: numpy_of(fn()) for name, fn in peers.items()}, "torch")  # row 5: after one step from equal weights
+    check({name: numpy_of(fn()) for name, fn in peers.items()}, "torch", rtol)  # row 5: one step from equal weights
     settle(peers)
     return row(number, what, "ms", *measure(peers, calls, repeats))
 

@@ -138,6 +138,15 @@ def test_gradient_edge_inputs_and_outputs():
     assert_same(run(bg, x), run(torch, tx))
 
 
+def test_a_gradient_edge_is_a_plain_named_tuple_as_torchs():
+    x, tx = pair(3)
+    edges = [lib.autograd.graph.get_gradient_edge(v.exp()) for lib, v in ((bg, x), (torch, tx))]
+    for edge in edges:
+        assert isinstance(edge, tuple) and edge.output_nr == 0 and edge[0] is edge.node
+    assert hasattr(edges[0], "__dict__") == hasattr(edges[1], "__dict__")  # no dict per edge
+    assert type(edges[0].node).__name__ == type(edges[1].node).__name__ == "ExpBackward0"
+
+
 def test_a_gradient_edge_as_an_output_takes_an_implicit_gradient():
     x, tx = pair(2)
 

@@ -48,6 +48,10 @@ def _plain(value):
         "p = m.ones(2, 3); p.add_(m.arange(3.0)); p.copy_(m.tensor([1.0, 2.0, 3.0])); p",  # broadcast operands
         "p = m.ones(4, dtype=m.int64); p.mul_(3); p.add_(m.ones(4, dtype=m.int64), alpha=2); p",
         "p = m.ones(3, dtype=m.float64); p.fill_(2.5); p.mul_(m.tensor(2.0)); p",
+        # a 0-d tensor alpha (CG's step size), 1 among them
+        "p = m.ones(4); p.add_(m.full((4,), 3.0), alpha=m.tensor(0.5)); p.sub_(m.ones(4), alpha=m.tensor(1.0)); "
+        "p.add_(m.full((4,), 2.0), alpha=m.tensor(1)); p.sub_(m.ones(4), alpha=m.tensor(-0.25, dtype=m.float64)); p",
+        "p = m.ones(2, dtype=m.int64); p.add_(m.ones(2, dtype=m.int64), alpha=m.tensor(2)); p",
         "p = m.ones(2, dtype=m.complex64); p.add_(m.ones(2, dtype=m.complex64), alpha=0.5); p.sub_(1, alpha=2j); p",
         "p = m.ones(2, dtype=m.bool); p.add_(m.ones(2, dtype=m.bool), alpha=True); p",
         "p = m.ones(2, dtype=m.float16); p.mul_(3.5); p.add_(2, alpha=3); p",
@@ -72,6 +76,9 @@ def test_in_place_ops_give_torchs_values_dtypes_and_versions(code):
         "m.ones(2, dtype=m.int64).add_(m.ones(2, dtype=m.int64), alpha=0.5)",  # add and sub's checks of alpha
         "m.add(m.ones(2, dtype=m.int64), m.ones(2, dtype=m.int64), alpha=1.0)",
         "m.ones(2).add_(m.ones(2), alpha=True)",
+        "m.ones(2, dtype=m.int64).add_(m.ones(2, dtype=m.int64), alpha=m.tensor(0.5))",  # a tensor alpha's kind
+        "m.ones(2).add_(m.ones(2), alpha=m.tensor(True))",
+        "m.ones(2).sub_(m.ones(2), alpha=m.tensor(1j))",
         "m.sub(m.ones(2), m.ones(2), alpha=1j)",
     ],
 )
@@ -132,3 +139,21 @@ def test_optimizer_updates_stay_on_the_host_and_compile_nothing(moves):
     assert ps[bg]._version == ps[torch]._version
     np.testing.assert_allclose(ps[bg].detach().numpy(), ps[torch].detach().numpy(), rtol=1e-5, atol=1e-6)
     assert not ps[bg].grad.numpy().any()
+
+
+def test_a_tensor_alpha_on_the_host_scales_without_a_comparison(monkeypatch):
+    """add_ and sub_ with a one-element Tensor alpha whose value is on the host (CG's step size) read it to tell 1
+    from the other values, rather than compare tensors (an op, its result and a read of that); the other alphas
+    compare as before."""
+    compared = []
+    equal = bg.Tensor.__eq__
+    monkeypatch.setattr(bg.Tensor, "__eq__", lambda a, b: compared.append(b) or equal(a, b))
+    p, g = bg.ones(4), bg.full((4,), 2.0)
+    for alpha in (bg.tensor(0.5), bg.tensor(1.0), bg.tensor([1.0]), bg.tensor(-0.25) * bg.tensor(2.0)):
+        p.add_(g, alpha=alpha)
+        p.sub_(g, alpha=alpha)
+    assert compared == []
+    np.testing.assert_array_equal(p.numpy(), np.ones(4, np.float32))
+    with pytest.raises(RuntimeError, match="more than one value is ambiguous"):
+        p.add_(g, alpha=bg.ones(2))  # compared: bool() of the comparison raises
+    assert len(compared) == 1

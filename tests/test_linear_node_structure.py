@@ -136,3 +136,22 @@ def test_saved_tensor_hooks_unpack_once_each_after_the_graph_was_looked_at():
     assert sorted(unpacked) == [(2, 4), (3, 4)]  # the weight is packed before the graph shows its transpose
     assert_same(x.grad, torch.ones(2, 3) @ torch.arange(12.0).reshape(3, 4))
     assert_same(w.grad, torch.ones(3, 2) @ torch.ones(2, 4))
+
+
+def test_recording_a_linear_layer_makes_no_torch_size(monkeypatch):
+    """linear's checks read its operands' shapes as tuples: recording a layer makes no torch.Size (a Python object
+    per read, on every forward); shapes that do not fit still raise torch's messages."""
+    from batched_grad import _tensor
+
+    made = []
+    size = _tensor.Size
+    x, w, b = bg.ones(5, 4), bg.ones(3, 4, requires_grad=True), bg.zeros(3, requires_grad=True)
+    earlier = bg.nn.functional.linear(x, w, b)  # its graph holds the leaves' AccumulateGrad nodes
+    monkeypatch.setattr(_tensor, "Size", lambda shape: made.append(shape) or size(shape))
+    y = bg.nn.functional.linear(x, w, b)
+    assert made == [] and earlier.grad_fn is not None
+    assert_same(y, torch.full((5, 3), 4.0))
+    with pytest.raises(RuntimeError, match=r"mat1 and mat2 shapes cannot be multiplied \(5x4 and 3x2\)"):
+        bg.nn.functional.linear(x, bg.ones(2, 3))
+    with pytest.raises(RuntimeError, match="expanded size"):
+        bg.nn.functional.linear(x, w, bg.zeros(2))

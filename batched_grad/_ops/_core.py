@@ -340,8 +340,8 @@ def apply_in_place(op, tensor, *others, **static):
 
 
 def _apply(op, operands, static, host_tried=False):
-    arrays, recording, pending, mapped, host_data = [], False, False, False, []
-    for x in operands:  # one pass: the arrays, and whether the op is recorded or reads deferred values
+    arrays, recording, pending, mapped, meta, host_data = [], False, False, False, False, []
+    for x in operands:  # one pass: the arrays, and whether the op is recorded or reads deferred or meta values
         if isinstance(x, Tensor):
             a = x._v
             if type(a) is np.ndarray:
@@ -349,11 +349,14 @@ def _apply(op, operands, static, host_tried=False):
                     a = host_read(x, a)  # a copy: the user may write into it later
                 else:
                     host_data.append(len(arrays))
-            recording = recording or x.grad_fn is not None or x._requires_grad
+            recording = recording or x._node is not None or x._requires_grad
         else:
             a = _number_array(x) if isinstance(x, _NUMBERS) else _array_operand(x)
-        if type(a) is Pending:
+        kind = type(a)
+        if kind is Pending:
             pending, mapped = True, mapped or a.call.mapped
+        elif kind is MetaValue:
+            meta = True
         arrays.append(a)
     recording = recording and is_grad_enabled()
     deferred = recording or pending
@@ -365,7 +368,7 @@ def _apply(op, operands, static, host_tried=False):
         return _wrapped(op, operands, static, outs, [differentiable(o.dtype) for o in outs], None)
     if not deferred:
         return _wrapped(op, operands, static, *_computed_now(op, operands, arrays, static), None)
-    if MetaValue in map(type, arrays):
+    if meta:
         return _wrapped(op, operands, static, *_on_meta(op, operands, arrays, static, recording))
     outs = defer(op, static, arrays, mapped)  # computed when read, fused with what reads it
     if not outs:  # a multi-output op with no outputs (a backward program whose inputs are all unreached)
@@ -724,10 +727,10 @@ class OpNode(_graph.Node):
 
     def __init__(self, call, operands, arrays, linked=-1):
         """`linked`: a bitmask of the operands that get an edge (among those that require grad)."""
-        sig = call.sig
-        edges = tuple(
-            [_graph.edge_of(x) if linked >> i & 1 and _requires_grad(x) else None for i, x in enumerate(operands)]
-        )
+        sig, edges = call.sig, []
+        for i, x in enumerate(operands):
+            edges.append(_graph.edge_of(x) if linked >> i & 1 and isinstance(x, Tensor) else None)
+        edges = tuple(edges)
         super().__init__(edges, sig.out_avals)
         self.sig, self.call = sig, call  # call: the deferred forward (a fused backward runs it)
         self.saved_results = ()  # the outputs torch's node saves (check_where_torch_does)

@@ -12,6 +12,7 @@ import numpy as np
 from .. import _dtypes
 from .._dtypes import not_implemented
 from .._foreign import not_a_tensor
+from .._host import host_array
 from .._tensor import Tensor
 from . import _derivatives
 from ._core import SAVES_BOTH, SAVES_INPUT, SAVES_RESULT, Op, apply, apply_in_place
@@ -430,25 +431,50 @@ _pow = _binary_op(
 
 def _scaled(other, alpha, input):
     """alpha * other for add and sub, after torch's check of alpha against their result's dtype (an int suits
-    every dtype, and a float any float or complex result: checked without promotion where `input` is one)."""
+    every dtype, and a float or a Tensor any float or complex result: checked without promotion where `input` is
+    one)."""
     if type(alpha) is not int and not (
-        type(alpha) is float and isinstance(input, Tensor) and input._v.dtype.kind in "fc"
+        (type(alpha) is float or isinstance(alpha, Tensor) and alpha.dtype.is_floating_point)
+        and isinstance(input, Tensor)
+        and input._v.dtype.kind in "fc"
     ):
         _check_alpha(alpha, _dtypes.result_type(input, other))
-    if alpha == 1:
+    if _is_one(alpha):
         return other
     return mul(other, alpha) if isinstance(other, Tensor) else other * alpha
 
 
+def _is_one(alpha):
+    """bool(alpha == 1); a one-element Tensor alpha with its value on the host (a step size computed by the ops
+    before, as CG's) is read as it is, without the comparison op and its result."""
+    if isinstance(alpha, Tensor):
+        value = host_array(alpha._v)
+        if value is not None and value.size == 1:
+            return value.item() == 1
+    return bool(alpha == 1)
+
+
 def _check_alpha(alpha, dtype):
     """torch's checks of alpha: a bool one only for a bool result, a float one only for a float or complex result, a
-    complex one only for a complex result."""
+    complex one only for a complex result. A Tensor alpha is checked as a number of its kind, as torch reads a 0-d
+    tensor alpha as the number it holds."""
+    if isinstance(alpha, Tensor):
+        alpha = _number_of_kind(alpha.dtype)
     if isinstance(alpha, (bool, np.bool_)) and dtype is not _dtypes.bool:
         raise RuntimeError("Boolean alpha only supported for Boolean results.")
     if not (dtype.is_floating_point or dtype.is_complex or isinstance(alpha, (int, np.integer, np.bool_))):
         raise RuntimeError("For integral input tensors, argument alpha must not be a floating point number.")
     if not dtype.is_complex and isinstance(alpha, (complex, np.complexfloating)):
         raise RuntimeError("For non-complex input tensors, argument alpha must not be a complex number.")
+
+
+def _number_of_kind(dtype):
+    """A Python number of `dtype`'s kind: bool, int, float or complex."""
+    if dtype is _dtypes.bool:
+        return True
+    if dtype.is_complex:
+        return 1j
+    return 1.0 if dtype.is_floating_point else 1
 
 
 def add(input, other, *, alpha=1):

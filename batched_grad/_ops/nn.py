@@ -216,13 +216,14 @@ def linear(input, weight, bias=None):
     whose weight.t() node is made when its next_functions are read (_expose_t)."""
     _check_tensor("linear", "input", input)
     _check_tensor("linear", "weight", weight, 2)
-    if input.shape[-1:] != weight.shape[-1:]:
+    features = weight._v.shape  # the values' shapes: tuples, without a torch.Size made per read
+    if input._v.shape[-1:] != features[-1:]:
         rows = int(np.prod(input.shape[:-1]))
         raise RuntimeError(
             f"mat1 and mat2 shapes cannot be multiplied ({rows}x{input.shape[-1]} and "
             f"{'x'.join(map(str, reversed(weight.shape)))})"
         )
-    if bias is not None and tuple(bias.shape) != weight.shape[:1]:
+    if bias is not None and (bias._v.shape if isinstance(bias, Tensor) else tuple(bias.shape)) != features[:1]:
         _check_linear_bias(input.shape, weight.shape[0], bias)
     operands = [input, weight] if bias is None else [bias, input, weight]
     if type(input._v) is MetaValue or type(weight._v) is MetaValue or type(operands[0]._v) is MetaValue:
