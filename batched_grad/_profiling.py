@@ -81,11 +81,26 @@ def torch_name(op_name):
 class Span:
     """One timed range: an op, a backward node or a record_function, with the spans that ran inside it."""
 
-    __slots__ = ("name", "start_ns", "end_ns", "thread", "shapes", "stack", "children", "parent", "kind", "id", "args")
+    __slots__ = (
+        "name",
+        "start_ns",
+        "end_ns",
+        "thread",
+        "shapes",
+        "stack",
+        "children",
+        "parent",
+        "kind",
+        "id",
+        "args",
+        "sequence_nr",
+        "fwd_thread",
+    )
 
     def __init__(self, name, kind, thread, shapes, stack, parent, id):
         self.name, self.kind, self.thread, self.shapes, self.stack = name, kind, thread, shapes, stack
         self.parent, self.children, self.id, self.args = parent, [], id, None
+        self.sequence_nr, self.fwd_thread = -1, 0  # an op's node, a backward span's node; the node's forward thread
         self.start_ns = self.end_ns = None
 
 
@@ -95,6 +110,7 @@ class Session:
     def __init__(self, record_shapes, with_stack):
         self.record_shapes, self.with_stack = record_shapes, with_stack
         self.spans, self.open, self.lock = [], {}, threading.Lock()
+        self.forward_threads = {}  # sequence_nr -> the thread whose op recorded that node
         self.start_ns, self.wall_start_ns = time.perf_counter_ns(), time.time_ns()
         self.end_ns = None
 
@@ -174,6 +190,25 @@ def _shape_of(x):
     return list(x.shape) if isinstance(x, Tensor) else []
 
 
+def _torch_order(op_name, shapes):
+    """Operand shapes in the order of torch's arguments: linear's row takes (bias, input, weight)."""
+    return shapes[1:] + shapes[:1] if op_name == "linear" and len(shapes) == 3 else shapes
+
+
+def _note_node(session, span, result):
+    """Mark an op's span with the sequence number of the node it recorded (as torch's autograd ops are)."""
+    first = result[0] if isinstance(result, (tuple, list)) and result else result
+    node = first._node if isinstance(first, Tensor) else None
+    if node is not None and getattr(node, "sequence_nr", None) is not None:
+        span.sequence_nr = node.sequence_nr
+        session.forward_threads[node.sequence_nr] = span.thread
+
+
+def _node_span(session, span, node):
+    span.sequence_nr = node.sequence_nr
+    span.fwd_thread = session.forward_threads.get(node.sequence_nr, span.thread)
+
+
 def computed(result):
     """`result` (a Tensor, or a tuple or list of them), its deferred values computed and device work finished."""
     for t in result if isinstance(result, (tuple, list)) else (result,):
@@ -193,11 +228,13 @@ def recorded_op(apply, op, operands, static):
     if session is None:  # stopped meanwhile (another thread)
         PROFILING.hand(op)
         return apply(op, operands, **static)
-    shapes = [_shape_of(x) for x in operands] if session.record_shapes else ()
+    shapes = _torch_order(op.name, [_shape_of(x) for x in operands]) if session.record_shapes else ()
     span = session.enter(torch_name(op.name), "cpu_op", shapes)
     try:
         PROFILING.hand(op)
-        return computed(apply(op, operands, **static))
+        result = computed(apply(op, operands, **static))
+        _note_node(session, span, result)
+        return result
     finally:
         session.exit(span)
 
@@ -211,8 +248,10 @@ def evaluated_node(call, node, cotangents, *args):
         return call(node, cotangents, *args)
     name = node.name()
     outer = session.enter(ENGINE_PREFIX + name, "cpu_op")
+    _node_span(session, outer, node)
     try:
         inner = session.enter(name, "cpu_op", [_shape_of(c) for c in cotangents] if session.record_shapes else ())
+        _node_span(session, inner, node)
         try:
             return computed(call(node, cotangents, *args))
         finally:

@@ -127,7 +127,10 @@ def _activities(activities, use_cuda):
     """The activities to record: those given (all supported ones by default), CUDA dropped with torch's warning
     where JAX has no GPU."""
     if use_cuda is not None:
-        warnings.warn("The attribute `use_cuda` will be deprecated soon, please use ``use_device = 'cuda'`` instead.")
+        warnings.warn(
+            "The attribute `use_cuda` will be deprecated soon, please use ``use_device = 'cuda'`` instead.",
+            stacklevel=3,
+        )
     chosen = set(supported_activities() if activities is None else activities)
     if use_cuda:
         chosen.add(ProfilerActivity.CUDA)
@@ -262,7 +265,7 @@ class profile:
         """Run what moving from phase `previous` to `current` (None: stopping) takes (_TRANSITIONS)."""
         for step in _TRANSITIONS.get((previous, current), ()):
             if step.startswith("Incorrect schedule"):
-                warnings.warn(step)
+                warnings.warn(step, stacklevel=3)
             else:
                 getattr(self, "_" + step)()
 

@@ -12,12 +12,15 @@ class FunctionEvent:
     times in microseconds from the profiler's start."""
 
     def __init__(self, span, origin_ns):
-        self.id, self.name, self.key = span.id + 1, span.name, span.name
+        self.id, self.trace_name = span.id + 1, span.name
+        # the steps of a schedule aggregate under one name, as torch's: ProfilerStep#3 is ProfilerStep*
+        self.name = self.key = "ProfilerStep*" if span.name.startswith("ProfilerStep#") else span.name
         self.thread = span.thread
         self.input_shapes = span.shapes
         self.stack = span.stack
         self.is_user_annotation = span.kind == "user_annotation"
         self.args = span.args
+        self.sequence_nr, self.fwd_thread = span.sequence_nr, span.fwd_thread
         self.start_us = (span.start_ns - origin_ns) / 1000
         self.end_us = ((span.end_ns if span.end_ns is not None else span.start_ns) - origin_ns) / 1000
         self.cpu_parent, self.cpu_children = None, []
@@ -171,6 +174,8 @@ def chrome_trace(events, trace_name, base_ns):
     ]
     for event in events:
         args = {"External id": event.id, "Ev Idx": event.id - 1}
+        if event.sequence_nr >= 0:
+            args["Sequence number"], args["Fwd thread id"] = event.sequence_nr, event.fwd_thread
         if event.input_shapes:
             args["Input Dims"] = event.input_shapes
         if event.args is not None:
@@ -179,7 +184,7 @@ def chrome_trace(events, trace_name, base_ns):
             {
                 "ph": "X",
                 "cat": "user_annotation" if event.is_user_annotation else "cpu_op",
-                "name": event.name,
+                "name": event.trace_name,
                 "pid": pid,
                 "tid": event.thread,
                 "ts": event.start_us,

@@ -7,8 +7,8 @@ from .. import _profiling
 
 class record_function(contextlib.ContextDecorator):
     """A labelled range (a context manager, or a decorator of a function): while a profiler records, the time and
-    the ops inside it are one span named `name` (a "user_annotation"); `args`, a string, goes with it into the trace. Without a
-    profiler it costs nothing."""
+    the ops inside it are one span named `name` (a "user_annotation"); `args`, a string, goes with it into the
+    trace. Without a profiler it costs nothing."""
 
     def __init__(self, name, args=None):
         if not isinstance(name, str):

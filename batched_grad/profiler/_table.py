@@ -38,14 +38,18 @@ def build_table(events, *, sort_by, row_limit, widths, header, top_level_events_
         lines += ["=" * line_length, "This report only display top-level ops statistics"]
     lines += [rule, row.format(*headers), rule]
     shown = 0
+    shown_widths = (
+        max_name,
+        columns[len(_TIME_HEADERS) + 1][0] if has_shapes else None,
+        columns[-1][0] if stacks else None,
+    )
     for event in events:
         if shown == row_limit:
             break
         if top_level_events_only and event.cpu_parent is not None:
             continue
         shown += 1
-        shapes_width = columns[len(_TIME_HEADERS) + 1][0] if has_shapes else None
-        lines += _rows(event, row, len(headers), total, (max_name, shapes_width, columns[-1][0] if stacks else None), time_unit)
+        lines += _rows(event, row, len(headers), total, shown_widths, time_unit)
     lines += [rule, f"Self CPU time total: {_time(total, time_unit)}"]
     return "\n".join(lines) + "\n"
 
