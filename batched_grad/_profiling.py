@@ -95,20 +95,22 @@ class Span:
         "args",
         "sequence_nr",
         "fwd_thread",
+        "bytes",
     )
 
     def __init__(self, name, kind, thread, shapes, stack, parent, id):
         self.name, self.kind, self.thread, self.shapes, self.stack = name, kind, thread, shapes, stack
         self.parent, self.children, self.id, self.args = parent, [], id, None
         self.sequence_nr, self.fwd_thread = -1, 0  # an op's node, a backward span's node; the node's forward thread
+        self.bytes = 0  # the bytes of the arrays an op made (profile_memory)
         self.start_ns = self.end_ns = None
 
 
 class Session:
     """The spans recorded between a profiler's start and stop, each thread's open spans kept on its own stack."""
 
-    def __init__(self, record_shapes, with_stack):
-        self.record_shapes, self.with_stack = record_shapes, with_stack
+    def __init__(self, record_shapes, with_stack, profile_memory=False):
+        self.record_shapes, self.with_stack, self.profile_memory = record_shapes, with_stack, profile_memory
         self.spans, self.open, self.lock = [], {}, threading.Lock()
         self.forward_threads = {}  # sequence_nr -> the thread whose op recorded that node
         self.start_ns, self.wall_start_ns = time.perf_counter_ns(), time.time_ns()
@@ -171,7 +173,10 @@ PROFILING = _State()
 def start(session):
     """Record into `session` from now on; one session at a time."""
     if PROFILING.session is not None:
-        raise RuntimeError("Profiler is already enabled on this thread")
+        raise RuntimeError(
+            "A profiler is already recording: batched_grad records into one profiler at a time; stop it before "
+            "starting another"
+        )
     PROFILING.session = session
     _lazy._fusing.append(False)  # per-op and per-node runs while recording: each op's time is its own
     PROFILING.on = True
@@ -193,6 +198,12 @@ def _shape_of(x):
 def _torch_order(op_name, shapes):
     """Operand shapes in the order of torch's arguments: linear's row takes (bias, input, weight)."""
     return shapes[1:] + shapes[:1] if op_name == "linear" and len(shapes) == 3 else shapes
+
+
+def _bytes_made(result):
+    """The bytes of the arrays of an op's result Tensors."""
+    outs = result if isinstance(result, (tuple, list)) else (result,)
+    return sum([t.numel() * t.element_size() for t in outs if isinstance(t, Tensor)])
 
 
 def _note_node(session, span, result):
@@ -234,6 +245,8 @@ def recorded_op(apply, op, operands, static):
         PROFILING.hand(op)
         result = computed(apply(op, operands, **static))
         _note_node(session, span, result)
+        if session.profile_memory and not op.view:  # a view makes no array: it shares its base's
+            span.bytes = _bytes_made(result)
         return result
     finally:
         session.exit(span)

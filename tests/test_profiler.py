@@ -201,6 +201,20 @@ def test_chrome_trace_is_valid_json_with_complete_events(tmp_path):
     assert json.loads(gzip.decompress(gz.read_bytes()))["traceEvents"]
 
 
+def test_profile_memory_counts_the_bytes_each_op_makes_as_torch():
+    def memory(lib):
+        x = lib.ones(4, 8)
+        with lib.profiler.profile(profile_memory=True) as prof:
+            x.exp()[0]
+        return {a.key: (a.self_cpu_memory_usage, a.cpu_memory_usage) for a in prof.key_averages()}, prof
+
+    (ours, prof), (theirs, _) = memory(bg), memory(torch)
+    assert ours["aten::exp"] == theirs["aten::exp"] == (128, 128)
+    assert ours["aten::select"] == theirs["aten::select"] == (0, 0)  # a view makes no array
+    titles = _layout(prof.key_averages().table())[0]
+    assert titles[6:9] == ["CPU Mem", "Self CPU Mem", "# of Calls"]
+
+
 def _run_steps(lib, steps, **schedule):
     ready = []
     with warnings.catch_warnings():
@@ -266,12 +280,15 @@ def test_start_stop_and_errors_as_torch():
     prof.stop()
     assert not bg.autograd._profiler_enabled() and not _profiling.PROFILING.on
     assert _names(prof) == {"aten::exp": 1}
+    with bg.profiler.profile():
+        with pytest.raises(RuntimeError, match="one profiler at a time"):
+            bg.profiler.profile().start()
     with pytest.raises(AssertionError, match="No valid profiler activities found"):
         bg.profiler.profile(activities=["cpu"])
 
 
 def test_refusals_name_the_argument():
-    for name in ("profile_memory", "with_flops", "with_modules"):
+    for name in ("with_flops", "with_modules"):
         with pytest.raises(NotImplementedError, match=name):
             bg.profiler.profile(**{name: True})
     with pytest.raises(NotImplementedError, match="NVTX"):

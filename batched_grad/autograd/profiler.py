@@ -11,7 +11,6 @@ __all__ = ["profile", "record_function", "emit_nvtx", "emit_itt", "EventList", "
 
 _REFUSED = {
     "with_flops": "FLOP counts",
-    "profile_memory": "memory profiling (JAX allocates the arrays; no per-op allocation is seen here)",
     "with_modules": "the nn.Module hierarchy of each op",
 }
 
@@ -40,7 +39,7 @@ class profile:
         use_cpu=True,
         acc_events=False,
     ):
-        flags = {"with_flops": with_flops, "profile_memory": profile_memory, "with_modules": with_modules}
+        flags = {"with_flops": with_flops, "with_modules": with_modules}
         for name, value in flags.items():
             if value:
                 raise NotImplementedError(f"profile({name}=True): {_REFUSED[name]} is not recorded by batched_grad")
@@ -52,6 +51,7 @@ class profile:
                 raise ValueError(f"profile(): the device {use_device!r} is not available to profile here")
         self.enabled, self.use_device = bool(enabled), use_device
         self.record_shapes, self.with_stack, self.acc_events = bool(record_shapes), bool(with_stack), bool(acc_events)
+        self.profile_memory = bool(profile_memory)
         self.use_kineto = use_kineto  # either way the same spans are recorded
         self.entered = False
         self._session = None
@@ -63,7 +63,7 @@ class profile:
         if self.entered:
             raise RuntimeError("Profiler context manager is not reentrant")
         self.entered = True
-        self._session = _profiling.Session(self.record_shapes, self.with_stack)
+        self._session = _profiling.Session(self.record_shapes, self.with_stack, self.profile_memory)
         _profiling.start(self._session)
         return self
 
@@ -88,7 +88,7 @@ class profile:
     def _events(self):
         if self._session is not None:
             raise RuntimeError("Profiler didn't finish running")
-        return self._function_events if self._function_events is not None else EventList()
+        return self._function_events if self._function_events is not None else EventList((), self.profile_memory)
 
     def key_averages(self, group_by_input_shape=False, group_by_stack_n=0, group_by_overload_name=False):
         if group_by_overload_name:

@@ -117,7 +117,6 @@ def tensorboard_trace_handler(dir_name, worker_name=None, use_gzip=False):
 
 
 _REFUSED = {
-    "profile_memory": "memory profiling (JAX allocates the arrays; no per-op allocation is seen here)",
     "with_flops": "FLOP counts",
     "with_modules": "the nn.Module hierarchy of each op",
 }
@@ -197,7 +196,7 @@ class profile:
         custom_trace_id_callback=None,
         post_processing_timeout_s=None,
     ):
-        flags = {"profile_memory": profile_memory, "with_flops": with_flops, "with_modules": with_modules}
+        flags = {"with_flops": with_flops, "with_modules": with_modules}
         for name, value in flags.items():
             if value:
                 raise NotImplementedError(f"profile({name}=True): {_REFUSED[name]} is not recorded by batched_grad")
@@ -214,6 +213,7 @@ class profile:
             raise TypeError(f"profile(): on_trace_ready must be callable, not {type(on_trace_ready).__name__}")
         self.activities = _activities(activities, use_cuda)
         self.record_shapes, self.with_stack, self.acc_events = bool(record_shapes), bool(with_stack), bool(acc_events)
+        self.profile_memory = bool(profile_memory)
         self.schedule = schedule if schedule is not None else _always_record
         self.record_steps = schedule is not None
         self.on_trace_ready = on_trace_ready
@@ -275,7 +275,7 @@ class profile:
     def _start_trace(self):
         if not self._prepared:
             raise AssertionError("Profiler must be initialized before starting trace")
-        self._session = _profiling.Session(self.record_shapes, self.with_stack)
+        self._session = _profiling.Session(self.record_shapes, self.with_stack, self.profile_memory)
         _profiling.start(self._session)
 
     def _stop_trace(self):

@@ -21,6 +21,7 @@ class FunctionEvent:
         self.is_user_annotation = span.kind == "user_annotation"
         self.args = span.args
         self.sequence_nr, self.fwd_thread = span.sequence_nr, span.fwd_thread
+        self.self_cpu_memory_usage = span.bytes
         self.start_us = (span.start_ns - origin_ns) / 1000
         self.end_us = ((span.end_ns if span.end_ns is not None else span.start_ns) - origin_ns) / 1000
         self.cpu_parent, self.cpu_children = None, []
@@ -37,6 +38,11 @@ class FunctionEvent:
     @property
     def cpu_time(self):
         return self.cpu_time_total
+
+    @property
+    def cpu_memory_usage(self):
+        """The bytes of the arrays made by its op and the ops inside it."""
+        return self.self_cpu_memory_usage + sum([child.cpu_memory_usage for child in self.cpu_children])
 
     # device time: these spans are host wall time, the device's work included (the profiler waits for it)
     self_device_time_total = device_time_total = device_time = 0.0
@@ -56,6 +62,7 @@ class FunctionEventAvg:
     def __init__(self, key, input_shapes=None, stack=None):
         self.key, self.input_shapes, self.stack = key, input_shapes, stack
         self.count, self.cpu_time_total, self.self_cpu_time_total = 0, 0.0, 0.0
+        self.cpu_memory_usage = self.self_cpu_memory_usage = 0
         self.node_id, self.is_async, self.is_remote, self.cpu_parent = -1, False, False, None
         self.is_user_annotation = False
 
@@ -65,6 +72,8 @@ class FunctionEventAvg:
         self.count += event.count
         self.cpu_time_total += event.cpu_time_total
         self.self_cpu_time_total += event.self_cpu_time_total
+        self.cpu_memory_usage += event.cpu_memory_usage
+        self.self_cpu_memory_usage += event.self_cpu_memory_usage
         self.is_user_annotation = event.is_user_annotation
         return self
 
@@ -84,7 +93,12 @@ class FunctionEventAvg:
 
 
 class EventList(list):
-    """A list of FunctionEvents (or of their averages) with torch's reports of them."""
+    """A list of FunctionEvents (or of their averages) with torch's reports of them; `profile_memory`: whether the
+    table shows the bytes the ops made."""
+
+    def __init__(self, events=(), profile_memory=False):
+        super().__init__(events)
+        self.profile_memory = profile_memory
 
     @property
     def self_cpu_time_total(self):
@@ -106,7 +120,7 @@ class EventList(list):
                 stack = event.stack[:group_by_stack_n] if group_by_stack_n > 0 else None
                 group = groups[key] = FunctionEventAvg(event.key, shapes, stack)
             group.add(event)
-        return EventList(groups.values())
+        return EventList(groups.values(), self.profile_memory)
 
     def total_average(self):
         total = FunctionEventAvg("Total")
@@ -137,6 +151,7 @@ class EventList(list):
             header=header,
             top_level_events_only=top_level_events_only,
             time_unit=time_unit,
+            profile_memory=self.profile_memory,
         )
 
     def export_chrome_trace(self, path):
@@ -157,7 +172,7 @@ def events_of(session: Session):
             parent = events[span.parent.id]
             event.cpu_parent = parent
             parent.cpu_children.append(event)
-    result = EventList(events)
+    result = EventList(events, session.profile_memory)
     result.base_ns = session.wall_start_ns
     return result
 
@@ -178,6 +193,8 @@ def chrome_trace(events, trace_name, base_ns):
             args["Sequence number"], args["Fwd thread id"] = event.sequence_nr, event.fwd_thread
         if event.input_shapes:
             args["Input Dims"] = event.input_shapes
+        if event.self_cpu_memory_usage:
+            args["Bytes"] = event.self_cpu_memory_usage
         if event.args is not None:
             args["Record function args"] = event.args
         trace.append(
@@ -200,6 +217,14 @@ def chrome_trace(events, trace_name, base_ns):
         "traceEvents": trace,
         "traceName": str(trace_name),
     }
+
+
+def _format_memory(nbytes):
+    """A number of bytes as torch's tables print it."""
+    for unit, size in (("GB", 1024**3), ("MB", 1024**2), ("KB", 1024)):
+        if abs(nbytes) >= size:
+            return f"{nbytes / size:.2f} {unit}"
+    return f"{nbytes} B"
 
 
 def _format_time(time_us):

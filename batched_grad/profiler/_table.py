@@ -1,14 +1,15 @@
 """torch's profiler summary table: right-aligned columns two spaces apart, a dashed rule above and below the header
 and at the end, then the total self CPU time."""
 
-from ._events import _format_time
+from ._events import _format_memory, _format_time
 
 _COLUMN = 12  # the width of every numeric column
 _SPACING = 2
-_TIME_HEADERS = ["Self CPU %", "Self CPU", "CPU total %", "CPU total", "CPU time avg", "# of Calls"]
+_TIME_HEADERS = ["Self CPU %", "Self CPU", "CPU total %", "CPU total", "CPU time avg"]
+_MEMORY_HEADERS = ["CPU Mem", "Self CPU Mem"]
 
 
-def build_table(events, *, sort_by, row_limit, widths, header, top_level_events_only, time_unit):
+def build_table(events, *, sort_by, row_limit, widths, header, top_level_events_only, time_unit, profile_memory):
     """The table of `events` (FunctionEvents or their averages); `widths`: the largest name, input-shapes and source
     columns."""
     if len(events) == 0:
@@ -19,8 +20,8 @@ def build_table(events, *, sort_by, row_limit, widths, header, top_level_events_
     has_shapes = any(event.input_shapes for event in events)
     stacks = [event.stack for event in events if event.stack]
     columns = [(_capped(max(len(event.key) for event in events) + 4, max_name), ">")]
-    columns += [(_COLUMN, ">")] * len(_TIME_HEADERS)
-    headers = ["Name", *_TIME_HEADERS]
+    headers = ["Name", *_TIME_HEADERS, *(_MEMORY_HEADERS if profile_memory else ()), "# of Calls"]
+    columns += [(_COLUMN, ">")] * (len(headers) - 1)
     if has_shapes:
         headers.append("Input Shapes")
         columns.append((_capped(max(len(str(event.input_shapes)) for event in events) + 4, max_shapes), ">"))
@@ -38,11 +39,8 @@ def build_table(events, *, sort_by, row_limit, widths, header, top_level_events_
         lines += ["=" * line_length, "This report only display top-level ops statistics"]
     lines += [rule, row.format(*headers), rule]
     shown = 0
-    shown_widths = (
-        max_name,
-        columns[len(_TIME_HEADERS) + 1][0] if has_shapes else None,
-        columns[-1][0] if stacks else None,
-    )
+    shapes_width = columns[headers.index("Input Shapes")][0] if has_shapes else None
+    shown_widths = (max_name, shapes_width, columns[-1][0] if stacks else None, profile_memory)
     for event in events:
         if shown == row_limit:
             break
@@ -56,8 +54,8 @@ def build_table(events, *, sort_by, row_limit, widths, header, top_level_events_
 
 def _rows(event, row, width, total, widths, time_unit):
     """The event's row, and where stacks are shown, a row per further frame and an empty row; `widths`: the name's
-    limit, the input-shapes and source columns' widths (None where not shown)."""
-    max_name, shapes_width, src_width = widths
+    limit, the input-shapes and source columns' widths (None where not shown), whether memory columns are shown."""
+    max_name, shapes_width, src_width, profile_memory = widths
     name = event.key
     if max_name is not None and len(name) >= max_name - 3:
         name = name[: max_name - 3] + "..."
@@ -68,8 +66,10 @@ def _rows(event, row, width, total, widths, time_unit):
         _share(event.cpu_time_total, total),
         _time(event.cpu_time_total, time_unit),
         _time(event.cpu_time, time_unit),
-        event.count,
     ]
+    if profile_memory:
+        values += [_format_memory(event.cpu_memory_usage), _format_memory(event.self_cpu_memory_usage)]
+    values.append(event.count)
     if shapes_width is not None:
         values.append(str(event.input_shapes)[:shapes_width])
     if src_width is None:
