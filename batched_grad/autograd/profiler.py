@@ -4,15 +4,11 @@ nothing to emit here."""
 
 from .. import _profiling
 from ..cuda import is_available as _gpu_available
+from ..profiler import refuse_unrecorded
 from ..profiler._events import EventList, FunctionEvent, FunctionEventAvg, events_of
 from ..profiler._record import record_function
 
 __all__ = ["profile", "record_function", "emit_nvtx", "emit_itt", "EventList", "FunctionEvent", "FunctionEventAvg"]
-
-_REFUSED = {
-    "with_flops": "FLOP counts",
-    "with_modules": "the nn.Module hierarchy of each op",
-}
 
 
 def _profiler_enabled():
@@ -39,10 +35,7 @@ class profile:
         use_cpu=True,
         acc_events=False,
     ):
-        flags = {"with_flops": with_flops, "with_modules": with_modules}
-        for name, value in flags.items():
-            if value:
-                raise NotImplementedError(f"profile({name}=True): {_REFUSED[name]} is not recorded by batched_grad")
+        refuse_unrecorded(with_flops=with_flops, with_modules=with_modules)
         if not use_cpu:
             raise NotImplementedError("profile(use_cpu=False): batched_grad records host spans only (use_cpu=True)")
         if use_cuda or use_device not in (None, "cuda"):

@@ -122,6 +122,13 @@ _REFUSED = {
 }
 
 
+def refuse_unrecorded(**flags):
+    """NotImplementedError for a flag (with_flops, with_modules) asking for what is not recorded here."""
+    for name, value in flags.items():
+        if value:
+            raise NotImplementedError(f"profile({name}=True): {_REFUSED[name]} is not recorded by batched_grad")
+
+
 def _activities(activities, use_cuda):
     """The activities to record: those given (all supported ones by default), CUDA dropped with torch's warning
     where JAX has no GPU."""
@@ -196,10 +203,7 @@ class profile:
         custom_trace_id_callback=None,
         post_processing_timeout_s=None,
     ):
-        flags = {"with_flops": with_flops, "with_modules": with_modules}
-        for name, value in flags.items():
-            if value:
-                raise NotImplementedError(f"profile({name}=True): {_REFUSED[name]} is not recorded by batched_grad")
+        refuse_unrecorded(with_flops=with_flops, with_modules=with_modules)
         others = {
             "experimental_config": experimental_config,
             "execution_trace_observer": execution_trace_observer,
