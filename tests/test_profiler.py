@@ -185,6 +185,53 @@ def test_table_sorts_and_limits_rows():
         prof.key_averages().table(sort_by="no_such_column")
 
 
+def test_with_stack_groups_by_the_callers_frames(tmp_path):
+    def one_place():
+        return bg.ones(2).exp()
+
+    with bg.profiler.profile(with_stack=True) as prof:
+        one_place()
+        one_place()
+        bg.ones(2).exp()
+    (exp_event, *_) = [e for e in prof.events() if e.name == "aten::exp"]
+    assert "one_place" in exp_event.stack[0] and __file__ in exp_event.stack[0]
+    groups = [a for a in prof.key_averages(group_by_stack_n=1) if a.key == "aten::exp"]
+    assert sorted(a.count for a in groups) == [1, 2]
+    table = prof.key_averages(group_by_stack_n=1).table()
+    assert "Source Location" in table.splitlines()[1] and "one_place" in table
+    path = tmp_path / "stacks.txt"
+    prof.export_stacks(str(path), "self_cpu_time_total")
+    lines = path.read_text().splitlines()
+    assert len(lines) == 3 and all(line.rsplit(" ", 1)[1].isdigit() for line in lines)
+    assert "one_place" in lines[0].rsplit(" ", 1)[0].split(";")[-1]  # the innermost frame last
+
+
+def test_top_level_only_and_time_unit():
+    with bg.profiler.profile() as prof:
+        with bg.profiler.record_function("outer"):
+            bg.ones(2).exp()
+    rows = prof.events().table(top_level_events_only=True, time_unit="ms").splitlines()
+    assert rows[1] == "This report only display top-level ops statistics"
+    body = rows[5:-2]
+    assert len(body) == 1 and body[0].strip().startswith("outer") and body[0].split()[2].endswith("ms")
+
+
+@pytest.mark.parametrize("steps", [3, 4])
+def test_acc_events_keeps_every_cycle_as_torch(steps):
+    def counts(lib):
+        sched = lib.profiler.schedule(wait=0, warmup=1, active=1)
+        found = []
+        for acc in (False, True):
+            with lib.profiler.profile(schedule=sched, acc_events=acc) as prof:
+                for _ in range(steps):
+                    lib.ones(2).exp()
+                    prof.step()
+            found.append(_names(prof, "ProfilerStep*").get("aten::exp"))
+        return found
+
+    assert counts(bg) == counts(torch)
+
+
 def test_chrome_trace_is_valid_json_with_complete_events(tmp_path):
     prof = _profiled_step(bg, record_shapes=True)
     path = tmp_path / "trace.json"

@@ -314,6 +314,10 @@ class profile:
             raise NotImplementedError("key_averages(group_by_overload_name=True): batched_grad's ops have no overloads")
         return self._recorded("getting key averages").key_averages(group_by_input_shape, group_by_stack_n)
 
+    def export_stacks(self, path, metric="self_cpu_time_total"):
+        """Write the recorded stacks (with_stack=True; else none) in the flame-graph format, weighted by `metric`."""
+        self._recorded("exporting stacks").export_stacks(path, metric)
+
     def export_chrome_trace(self, path):
         """Write the trace as Chrome trace JSON to `path` (gzipped where it ends in .gz)."""
         events = self._recorded("exporting chrome trace")

@@ -159,6 +159,15 @@ class EventList(list):
         with open(path, "w") as f:
             json.dump(chrome_trace(self, path, getattr(self, "base_ns", 0)), f)
 
+    def export_stacks(self, path, metric="self_cpu_time_total"):
+        """Write, per event recorded with its stack (with_stack=True), a line `outer;...;inner value` (the
+        flame-graph format) with its `metric` as an integer, where that is positive."""
+        with open(path, "w") as f:
+            for event in self:
+                value = int(getattr(event, metric.replace("cuda", "device")))
+                if event.stack and value > 0:
+                    f.write(";".join(reversed(event.stack)) + f" {value}\n")
+
     def __str__(self):
         return self.table()
 
