@@ -233,17 +233,24 @@ def computed(result):
     return result
 
 
+def _handed(key, run, *args, **kwargs):
+    """`run(*args, **kwargs)`, the entry point it reaches letting `key` through unrecorded (PROFILING.claims)."""
+    PROFILING.hand(key)
+    try:
+        return run(*args, **kwargs)
+    finally:
+        PROFILING.hand(None)  # where `run` failed before its entry point claimed it
+
+
 def recorded_op(apply, op, operands, static):
     """`apply(op, operands, **static)` as one span named after torch's ATen op."""
     session = PROFILING.session
     if session is None:  # stopped meanwhile (another thread)
-        PROFILING.hand(op)
-        return apply(op, operands, **static)
+        return _handed(op, apply, op, operands, **static)
     shapes = _torch_order(op.name, [_shape_of(x) for x in operands]) if session.record_shapes else ()
     span = session.enter(torch_name(op.name), "cpu_op", shapes)
     try:
-        PROFILING.hand(op)
-        result = computed(apply(op, operands, **static))
+        result = computed(_handed(op, apply, op, operands, **static))
         _note_node(session, span, result)
         if session.profile_memory and not op.view:  # a view makes no array: it shares its base's
             span.bytes = _bytes_made(result)
@@ -256,36 +263,41 @@ def evaluated_node(call, node, cotangents, *args):
     """A backward node's `call(node, cotangents, *args)` as torch's engine shows it: an evaluate_function span holding
     the node's own span."""
     session = PROFILING.session
-    PROFILING.hand(node)
     if session is None:
-        return call(node, cotangents, *args)
-    name = node.name()
-    outer = session.enter(ENGINE_PREFIX + name, "cpu_op")
-    _node_span(session, outer, node)
-    try:
-        inner = session.enter(name, "cpu_op", [_shape_of(c) for c in cotangents] if session.record_shapes else ())
-        _node_span(session, inner, node)
-        try:
-            return computed(call(node, cotangents, *args))
-        finally:
-            session.exit(inner)
-    finally:
-        session.exit(outer)
+        return _handed(node, call, node, cotangents, *args)
+    shapes = [_shape_of(c) for c in cotangents] if session.record_shapes else ()
+    return _engine_spans(
+        session, node, node.name(), shapes, lambda: computed(_handed(node, call, node, cotangents, *args))
+    )
 
 
 def accumulated(run, node, holder, *args):
     """A leaf's AccumulateGrad run by the engine, `run(node, holder, *args)`, as torch's engine shows it."""
     session = PROFILING.session
-    PROFILING.hand(node)
     if session is None:
-        return run(node, holder, *args)
-    outer = session.enter(ENGINE_PREFIX + ACCUMULATE_GRAD, "cpu_op")
+        return _handed(node, run, node, holder, *args)
+
+    def accumulate():
+        result = _handed(node, run, node, holder, *args)
+        computed(node.variable.grad)
+        return result
+
+    shapes = [_shape_of(holder[0])] if session.record_shapes else ()
+    return _engine_spans(session, None, ACCUMULATE_GRAD, shapes, accumulate)
+
+
+def _engine_spans(session, node, name, shapes, run):
+    """`run()` inside the spans torch's engine records for a node named `name`: evaluate_function, holding the node's
+    own span (with its cotangents' `shapes`); both carry the sequence number of `node` (None: AccumulateGrad's)."""
+    outer = session.enter(ENGINE_PREFIX + name, "cpu_op")
     try:
-        inner = session.enter(ACCUMULATE_GRAD, "cpu_op", [_shape_of(holder[0])] if session.record_shapes else ())
+        inner = session.enter(name, "cpu_op", shapes)
+        if node is not None:
+            _node_span(session, outer, node)
+            _node_span(session, inner, node)
         try:
-            return run(node, holder, *args)
+            return run()
         finally:
-            computed(node.variable.grad)
             session.exit(inner)
     finally:
         session.exit(outer)
