@@ -105,6 +105,7 @@ from ._memory_format import channels_last, channels_last_3d, contiguous_format, 
 from ._ops import *  # noqa: F401,F403  (every op of the table, under torch's name)
 from ._ops import clone, compile_count, jax_function, set_background_compile, to, wait_for_compiles
 from ._ops.legacy import range_ as range  # noqa: A004  (torch's name)
+from ._ops.unique import _unique, _unique2  # noqa: F401  (torch's, private)
 from ._serialization import load, save
 from ._settings import (
     are_deterministic_algorithms_enabled,

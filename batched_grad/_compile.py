@@ -26,6 +26,7 @@ import numpy as np
 
 from vmap._pytree import flatten
 
+from . import _compile_args
 from ._grad_mode import is_grad_enabled
 from ._tensor import Tensor
 from ._tracing import ValueRead, compiling
@@ -43,25 +44,114 @@ _CONCRETE = (
 )
 
 
-def compile(fn=None, *, fullgraph=True):
-    """Decorator: `fn` recorded on its first call per input signature (the arguments' pytree structure, each Tensor's
-    shape, dtype and requires_grad, the other arguments by value, and grad mode) into one compiled XLA program, which
-    later calls run without recording. `fullgraph=False` runs a signature whose function reads values eagerly (with
-    a warning) instead of raising."""
-    if fn is None:
-        return functools.partial(compile, fullgraph=fullgraph)
-    if not callable(fn):
-        raise TypeError(f"compile(): argument 'fn' must be callable, but got {type(fn).__name__}")
-    if not isinstance(fullgraph, bool):
-        raise TypeError(f"compile(): argument 'fullgraph' must be a bool, but got {type(fullgraph).__name__}")
-    return functools.wraps(fn)(CompiledFunction(fn, fullgraph))
+def compile(
+    model=None,
+    *,
+    fullgraph=True,
+    dynamic=None,
+    backend=None,
+    mode=None,
+    options=None,
+    name=None,
+    disable=False,
+    recompile_limit=None,
+    isolate_recompiles=False,
+    shapes_spec=None,
+):
+    """torch.compile: `model` (a function or an nn.Module; without it, a decorator) recorded on its first call per
+    input signature (the arguments' pytree structure, each Tensor's shape, dtype and requires_grad, the other
+    arguments by value, and grad mode) into one compiled XLA program, which later calls run without recording.
+
+    fullgraph: True (the default here, where torch's is False) raises when a signature's function cannot be traced
+        whole (it reads a tensor's value: `.item()`, a branch on a tensor), naming the read; False runs that
+        signature eagerly, with a warning, where torch would break the graph: the same results.
+    dynamic: a program is specialized to its input shapes (torch's dynamic=False); with None or True a new shape
+        traces and compiles one more program, where torch might compile a shape-generic kernel instead: the
+        results are the same, only the compile count differs.
+    backend: None or "inductor" (torch's default) or "openxla" compile; "eager" and "aot_eager" run the function
+        as it is (torch's debugging backends, whose results are eager); torch's other backends are refused by name,
+        an unknown one raises torch's InvalidBackend.
+    mode, options: inductor's kernel choices, autotuning and CUDA graphs (speed, not results): checked as torch
+        does (an unknown mode raises its error; not both at once); XLA compiles the same program whatever they say.
+    name: the compiled region's name in bg.compile's warnings and errors (the function's name otherwise).
+    disable: True returns `model` itself, as torch's no-op.
+    recompile_limit: at most this many programs (signatures); a further signature runs eagerly, or raises with
+        fullgraph=True (torch's FailOnRecompileLimitHit); None: no limit.
+    isolate_recompiles: each compile() call here has its own programs already (what torch's True asks for); sharing
+        them (torch's False) changes which calls compile, not results.
+    shapes_spec: torch's symbolic shapes; only None is accepted.
+
+    A program's results carry no graph (the step is meant to be whole: forward, backward and update inside). A
+    compiled module (compile(module), Module.compile) is a forward whose results a backward outside differentiates:
+    its signatures whose results require grad run eagerly, with a warning (torch's results), and those under
+    no_grad run the program. A compiled function's results do not record, so a backward through them raises."""
+    keywords = dict(locals())  # the keyword arguments, as given
+    del keywords["model"]
+    settings = _settings(**keywords)
+    if model is None:
+        return functools.partial(_compile_model, settings=settings)
+    return _compile_model(model, settings)
+
+
+def compile_forward(forward, **kwargs):
+    """compile(forward, **kwargs) for a module's call (Module.compile, compile(module)): a signature whose results
+    require grad runs eagerly, since a backward outside the call differentiates them."""
+    return _compile_model(forward, _settings(**kwargs), forward=True)
+
+
+def _settings(
+    fullgraph=True,
+    dynamic=None,
+    backend=None,
+    mode=None,
+    options=None,
+    name=None,
+    disable=False,
+    recompile_limit=None,
+    isolate_recompiles=False,
+    shapes_spec=None,
+):
+    """compile()'s keyword arguments checked, as a dict (those with no effect past the check left out)."""
+    _compile_args.check(
+        fullgraph=fullgraph,
+        dynamic=dynamic,
+        mode=mode,
+        options=options,
+        name=name,
+        disable=disable,
+        recompile_limit=recompile_limit,
+        isolate_recompiles=isolate_recompiles,
+        shapes_spec=shapes_spec,
+    )
+    return dict(fullgraph=fullgraph, backend=backend, name=name, disable=disable, recompile_limit=recompile_limit)
+
+
+def _compile_model(model, settings, forward=False):
+    if model is None:
+        raise RuntimeError("Model can't be None")
+    if not callable(model):
+        raise TypeError(f"compile(): argument 'model' must be callable, but got {type(model).__name__}")
+    eager = _compile_args.eager_backend(settings["backend"])
+    if settings["disable"]:
+        return model
+    from .nn.module import Module
+
+    if isinstance(model, Module):
+        from .nn._compiled_module import OptimizedModule
+
+        return OptimizedModule(model, _compile_model(model.__call__, settings, forward=True))
+    if eager:
+        return model
+    compiled = CompiledFunction(model, settings["fullgraph"], settings["name"], settings["recompile_limit"], forward)
+    return functools.wraps(model)(compiled)
 
 
 class CompiledFunction:
     """The function bg.compile returns; `compiles` counts its traces (each compiled into one program)."""
 
-    def __init__(self, fn, fullgraph):
-        self.fn, self.fullgraph = fn, fullgraph
+    def __init__(self, fn, fullgraph, name=None, recompile_limit=None, forward=False):
+        self.fn, self.fullgraph, self.recompile_limit, self.forward = fn, fullgraph, recompile_limit, forward
+        self.name = name or _name(fn)
         self._steps = {}  # signature -> _Step, or EAGER
         self._lock = threading.Lock()
         self.compiles = 0
@@ -84,26 +174,34 @@ class CompiledFunction:
 
     def _record(self, signature, leaves, spec):
         previous = self._steps.get(signature)
+        if previous is None and self.recompile_limit is not None and self.compiles >= self.recompile_limit:
+            return self._over_the_limit(signature, leaves, spec)
         try:
-            step = _Step.trace(self.fn, leaves, spec)
-        except _CONCRETE as error:
-            if self.fullgraph:
-                raise RuntimeError(
-                    f"bg.compile({_name(self.fn)}): {_read_message(error)}; compile a function that "
-                    "does not read values, or pass fullgraph=False to run such calls eagerly"
-                ) from error
+            step = _Step.trace(self.fn, leaves, spec, self.forward)
+        except ResultsNeedGraph:
             warnings.warn(
-                f"bg.compile({_name(self.fn)}): {_read_message(error)}; these calls run eagerly (fullgraph=False)",
+                f"bg.compile({self.name}): the function's results require grad (a backward outside it would run "
+                "through them), and a compiled program returns values without a graph; these calls run eagerly",
                 UserWarning,
                 stacklevel=4,
             )
-            self._steps[signature] = EAGER
-            args, kwargs = spec.unflatten(leaves)
-            return self.fn(*args, **kwargs)
+            return self._eager(signature, leaves, spec)
+        except _CONCRETE as error:
+            if self.fullgraph:
+                raise RuntimeError(
+                    f"bg.compile({self.name}): {_read_message(error)}; compile a function that "
+                    "does not read values, or pass fullgraph=False to run such calls eagerly"
+                ) from error
+            warnings.warn(
+                f"bg.compile({self.name}): {_read_message(error)}; these calls run eagerly (fullgraph=False)",
+                UserWarning,
+                stacklevel=4,
+            )
+            return self._eager(signature, leaves, spec)
         self.compiles += 1
         if step.created and previous is not None:  # new state again: not kept between calls
             warnings.warn(
-                f"bg.compile({_name(self.fn)}): the function keeps new tensors at every call (state "
+                f"bg.compile({self.name}): the function keeps new tensors at every call (state "
                 "replaced rather than updated in place), which a compiled program cannot read back; "
                 "these calls run eagerly",
                 UserWarning,
@@ -115,8 +213,24 @@ class CompiledFunction:
             self._steps[signature] = step
         return step.run(leaves)
 
+    def _over_the_limit(self, signature, leaves, spec):
+        message = f"bg.compile({self.name}): a new input signature past recompile_limit={self.recompile_limit}"
+        if self.fullgraph:
+            raise RuntimeError(f"{message} (torch's FailOnRecompileLimitHit with fullgraph=True)")
+        warnings.warn(f"{message}: these calls run eagerly", UserWarning, stacklevel=4)
+        return self._eager(signature, leaves, spec)
+
+    def _eager(self, signature, leaves, spec):
+        self._steps[signature] = EAGER
+        args, kwargs = spec.unflatten(leaves)
+        return self.fn(*args, **kwargs)
+
 
 EAGER = "eager"  # a signature whose calls run the function as it is
+
+
+class ResultsNeedGraph(Exception):
+    """Raised in a trace whose results require grad: the program's results have no graph to differentiate."""
 
 
 def _name(fn):
@@ -185,7 +299,7 @@ class _Step:
     )
 
     @classmethod
-    def trace(cls, fn, leaves, spec):
+    def trace(cls, fn, leaves, spec, forward=False):
         before = _live_tensors()
         positions = [i for i, x in enumerate(leaves) if isinstance(x, Tensor)]
         found = {}
@@ -198,11 +312,16 @@ class _Step:
             outs, found["spec"] = flatten(fn(*args, **kwargs))
             found["results"] = [_TENSOR if isinstance(o, Tensor) else _constant_result(fn, o) for o in outs]
             results = [o._value for o in outs if isinstance(o, Tensor)]
+            needs_graph = any(isinstance(o, Tensor) and o.requires_grad for o in outs)
             del outs, args, kwargs  # what only the results' graphs hold is not state the function keeps
             found["writes"], found["created"] = writes, created = _changes(before, call)
+            if forward and needs_graph and not writes:
+                raise ResultsNeedGraph  # a module's results, which a backward outside the call will need
             return tuple(results + [v for _, kind, v in writes if kind != "no grad"] + [t._v for t in created])
 
         compiling.name = _name(fn)
+        # copies noted by a trace that stopped at a value read are stale: their ids may now be this trace's constants
+        compiling.copies.clear()
         try:
             closed = _jaxpr_of(traced, [leaves[i]._value for i in positions])
         finally:

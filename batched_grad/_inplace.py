@@ -2,8 +2,10 @@
 the result of one (its base and its other views follow), and the registry of a base's views. Tensor inherits these
 methods from InPlace."""
 
+import math
 import weakref
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -44,22 +46,71 @@ def _view_value(base, chain):
 
 def written_through(src, chain):
     """The values that writing `src` into the view `chain` stores in its base: through each step that changes
-    the elements (conj), whose function is its own inverse."""
+    the elements (conj, a negative view), whose function is its own inverse."""
     for op, _, _ in chain:
         if op.involution:
             src = op.fn(src)
     return src
 
 
-def _scatter_value(base, src, chain):
-    """`base` with the elements that its view `chain` selects replaced by `src` (exact, any dtype)."""
-    idx = _view_value(jnp.arange(base.size).reshape(base.shape), chain)
+def _reinterprets(chain):
+    """Whether a step of the view `chain` reinterprets complex elements as (real, imaginary) pairs, or back."""
+    return any(op.replayed and not op.involution for op, _, _ in chain)
+
+
+def _step_positions(positions, op, static, k):
+    if op.involution:
+        return positions
+    if op.replayed:  # view_as_real: a complex view's pair of arrays becomes a last dimension; view_as_complex: back
+        return jnp.stack(positions, -1) if type(positions) is tuple else (positions[..., 0], positions[..., 1])
+    if type(positions) is tuple:
+        return tuple(_step_positions(p, op, static, k) for p in positions)
+    out = op.fn(positions, **dict(static))
+    return out[k] if op.multi else out
+
+
+def component_positions(shape, is_complex, chain):
+    """Where each element of the view `chain` of a root of `shape` lies among the root's scalar components (a
+    complex element is two, real then imaginary): an int array, or for a complex view a pair of them (the real
+    parts', the imaginary parts')."""
+    positions = jnp.arange(math.prod(shape)).reshape(shape)
+    if is_complex:
+        positions = (2 * positions, 2 * positions + 1)
+    for step in chain:
+        positions = _step_positions(positions, *step)
+    return positions
+
+
+def element_positions(shape, is_complex, chain):
+    """Where each element of the view `chain` of a root of `shape` lies in the root's storage, in units of the
+    view's own elements (as torch's offset and strides count them)."""
+    if not _reinterprets(chain):
+        return _view_value(jnp.arange(math.prod(shape)).reshape(shape), chain)
+    positions = component_positions(shape, is_complex, chain)
+    return positions[0] // 2 if type(positions) is tuple else positions
+
+
+def scatter_through(base, src, chain):
+    """`base` with the elements that its view `chain` selects replaced by `src`, broadcast to the view (exact, any
+    dtype; through a view that reinterprets complex elements, component by component)."""
     src = written_through(src, chain)
-    return base.ravel().at[idx.ravel()].set(src.ravel().astype(base.dtype)).reshape(base.shape)
+    if not _reinterprets(chain):
+        positions = _view_value(jnp.arange(base.size).reshape(base.shape), chain)
+        values = jnp.broadcast_to(src, positions.shape).astype(base.dtype)
+        return base.reshape(-1).at[positions.reshape(-1)].set(values.reshape(-1)).reshape(base.shape)
+    is_complex = jnp.iscomplexobj(base)
+    positions = component_positions(base.shape, is_complex, chain)
+    if type(positions) is tuple:
+        src = jnp.broadcast_to(src, positions[0].shape)
+        positions, src = jnp.stack(positions, -1), jnp.stack([jnp.real(src), jnp.imag(src)], -1)
+    parts = jnp.stack([jnp.real(base), jnp.imag(base)], -1) if is_complex else base
+    values = jnp.broadcast_to(src, positions.shape).astype(parts.dtype)
+    parts = parts.reshape(-1).at[positions.reshape(-1)].set(values.reshape(-1)).reshape(parts.shape)
+    return jax.lax.complex(parts[..., 0], parts[..., 1]) if is_complex else parts
 
 
 _view_value_jit = Jitted(_view_value, static_argnums=1)
-_scatter_value_jit = Jitted(_scatter_value, static_argnums=2)
+_scatter_value_jit = Jitted(scatter_through, static_argnums=2)
 
 
 class InPlace:

@@ -8,15 +8,13 @@ one stable, 64-byte aligned range per root, never reused."""
 
 import functools
 import itertools
-import math
 import threading
 import weakref
 
-import jax.numpy as jnp
 import numpy as np
 
 from ._foreign import not_a_tensor
-from ._inplace import DETACH, _ops_of, _view_value
+from ._inplace import DETACH, _ops_of, element_positions
 from ._tensor import Tensor, _wrap_dim
 from ._x64 import scoped
 
@@ -58,10 +56,10 @@ def _storage_address(root):
 
 @functools.lru_cache(maxsize=1024)
 @scoped
-def _strides(root_shape, chain):
+def _strides(root_shape, root_complex, chain):
     """(offset, strides) of the view `chain` of a contiguous root, strides None where the view is not strided (a
     reshape of a non-contiguous view, which torch would copy)."""
-    positions = np.asarray(_view_value(jnp.arange(math.prod(root_shape)).reshape(root_shape), chain))
+    positions = np.asarray(element_positions(root_shape, root_complex, chain))
     if positions.size == 0:
         return 0, None
     offset = int(positions.flat[0])
@@ -82,7 +80,7 @@ def _view_layout(t):
         return 0, None
     root, chain = t._view
     ops = _ops_of(chain)
-    return _strides(tuple(root.shape), ops) if ops else (0, None)
+    return _strides(tuple(root.shape), root.dtype.is_complex, ops) if ops else (0, None)
 
 
 def data_ptr(self):

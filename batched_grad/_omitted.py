@@ -57,7 +57,6 @@ INFERENCE = (
     "marked (no inference-tensor restrictions)"
 )
 INTERNAL = "internal helpers of torch itself (type dispatch, __torch_function__ overrides, documentation text)"
-SAMPLERS = "random samplers rarely used in autograd code (binomial); not yet implemented"
 LOW_RANK = (
     "the LOBPCG eigensolver written in torch's Python (lobpcg): not ported; use linalg.eigh, or svd_lowrank / "
     "pca_lowrank for a few leading singular pairs"
@@ -70,41 +69,28 @@ RNN = (
     "torch's functional recurrent forms (lstm, gru, rnn_tanh, ..., taking flat weight lists; nn.LSTM's internals): "
     "not provided; the modules nn.RNN, LSTM, GRU and their cells are here"
 )
-EMBEDDING_BAG = (
-    "EmbeddingBag and F.embedding_bag (bags given by offsets, reduced by sum/mean/max): not yet "
-    "implemented; embedding is here"
+EMBEDDING_BAG_ATEN = (
+    "torch.embedding_bag, the ATen form of F.embedding_bag returning its CPU kernel's bookkeeping (offset2bag, "
+    "bag_size, max_indices) beside the bags: F.embedding_bag and nn.EmbeddingBag are here"
 )
 FRACTIONAL = (
     "fractional max pooling (random pooling regions): not yet implemented; max_pool*d and adaptive_max_pool*d are here"
 )
-RARE_LAYERS = (
-    "rarely used layers (AdaptiveLogSoftmaxWithLoss, CrossMapLRN2d, conv_tbc): not yet implemented; "
-    "LocalResponseNorm and conv1d are here"
-)
+RARE_LAYERS = "rarely used layers (CrossMapLRN2d, conv_tbc): not yet implemented; LocalResponseNorm and conv1d are here"
 FUSED_NEW = (
     "fused or grouped kernels new in torch 2.x (linear_cross_entropy, grouped_mm, scaled_mm with float8 "
     "scales): not yet implemented; compose F.linear with F.cross_entropy"
 )
 MEMORY_FORMAT = "memory formats (channels_last): batched_grad tensors have no memory-format choice"
-OPTIMIZERS = (
-    "optimizers new in torch 2.x, not yet ported: Adafactor and Muon; SGD, Adam(W), RMSprop, Adagrad, "
-    "Adadelta, Adamax, NAdam, RAdam, Rprop, ASGD and LBFGS are here"
-)
 SAVED_HOOKS = (
     "allow_mutation_on_saved_tensors (cloning a saved tensor when it is changed in place later): not yet "
     "implemented; saved_tensors_hooks, save_on_cpu and disable_saved_tensors_hooks are here"
 )
 ENGINE_THREADS = (
-    "engine threading and gradient-layout policies (set_multithreading_enabled, "
-    "enforce_grad_layout_policy): batched_grad's backward runs on the calling thread and .grad has no "
-    "layout to enforce"
+    "the gradient-layout policy of torch's engine (enforce_grad_layout_policy): .grad has no layout to enforce"
 )
 STREAM_SETTINGS = "CUDA-stream settings of torch's autograd engine and activation-memory budgets of torch.compile"
 REARRANGE = "rearrange (einops patterns on first-class dims): needs an einops pattern parser; not yet implemented"
-RARE_FAMILIES = (
-    "distribution families and transforms rarely used in autograd code: not yet ported; the common families, "
-    "Independent, MixtureSameFamily and TransformedDistribution with the elementwise transforms are here"
-)
 SELECTIVE_CHECKPOINT = (
     "selective activation checkpointing (a policy choosing per ATen op what to save or recompute): needs "
     "torch's dispatch modes; checkpoint and checkpoint_sequential, both variants, are here"
@@ -192,7 +178,7 @@ OMITTED = {
             """batch_norm_backward_elemt batch_norm_backward_reduce batch_norm_elemt
             batch_norm_gather_stats batch_norm_gather_stats_with_counts batch_norm_stats batch_norm_update_stats
             native_batch_norm native_channel_shuffle native_dropout native_group_norm native_layer_norm native_norm
-            norm_except_dim embedding_renorm_""",
+            norm_except_dim""",
         ),
         **_names(CUDNN_FLAG, "batch_norm group_norm instance_norm"),
         **_names(REMOVED, "eig lstsq matrix_rank solve symeig"),
@@ -200,11 +186,10 @@ OMITTED = {
         **_names(THREADS, "thread_safe_generator"),
         **_names(INFERENCE, "is_inference"),
         **_names(INTERNAL, "classproperty hash_tensor"),
-        **_names(SAMPLERS, "binomial"),
         **_names(LOW_RANK, "lobpcg"),
         **_names(LAPACK_RAW, "geqrf ormqr"),
         **_names(RNN, "lstm lstm_cell gru gru_cell rnn_relu rnn_relu_cell rnn_tanh rnn_tanh_cell"),
-        **_names(EMBEDDING_BAG, "embedding_bag"),
+        **_names(EMBEDDING_BAG_ATEN, "embedding_bag"),
         **_names(RARE_LAYERS, "conv_tbc"),
     },
     "torch.Tensor": {
@@ -237,13 +222,11 @@ OMITTED = {
     },
     "torch.nn": {
         **_names(DISTRIBUTED, "SyncBatchNorm"),
-        **_names(EMBEDDING_BAG, "EmbeddingBag"),
         **_names(FRACTIONAL, "FractionalMaxPool2d FractionalMaxPool3d"),
-        **_names(RARE_LAYERS, "AdaptiveLogSoftmaxWithLoss CrossMapLRN2d"),
+        **_names(RARE_LAYERS, "CrossMapLRN2d"),
         **_names(FUSED_NEW, "LinearCrossEntropyLoss LinearCrossEntropyOptions"),
     },
     "torch.nn.functional": {
-        **_names(EMBEDDING_BAG, "embedding_bag"),
         **_names(
             FRACTIONAL,
             """fractional_max_pool2d fractional_max_pool2d_with_indices fractional_max_pool3d
@@ -280,13 +263,12 @@ OMITTED = {
         **_names(INTERNAL, "common_notes"),
     },
     "torch.optim": {
-        **_names(OPTIMIZERS, "Adafactor Muon"),
         **_names(SPARSE, "SparseAdam"),
     },
     "torch.optim.lr_scheduler": {},
     "torch.optim.swa_utils": {},
     "torch.autograd": {
-        **_names(ENGINE_THREADS, "set_multithreading_enabled enforce_grad_layout_policy"),
+        **_names(ENGINE_THREADS, "enforce_grad_layout_policy"),
         **_names(NESTED_IO, "NestedIOFunction"),
     },
     "torch.autograd.functional": {},
@@ -330,17 +312,7 @@ OMITTED = {
     "torch.nn.parallel": {
         **_names(DISTRIBUTED, "DistributedDataParallel replicate scatter gather parallel_apply"),
     },
-    "torch.distributions": {
-        **_names(
-            RARE_FAMILIES,
-            """Binomial CatTransform Cauchy Chi2 ContinuousBernoulli CorrCholeskyTransform
-            CumulativeDistributionTransform FisherSnedecor GeneralizedPareto Geometric Gumbel HalfCauchy HalfNormal
-            IndependentTransform InverseGamma Kumaraswamy LKJCholesky LogisticNormal LowerCholeskyTransform
-            Multinomial NegativeBinomial OneHotCategoricalStraightThrough Pareto PositiveDefiniteTransform
-            RelaxedBernoulli RelaxedOneHotCategorical ReshapeTransform SoftmaxTransform StackTransform
-            StickBreakingTransform VonMises Weibull Wishart biject_to transform_to""",
-        ),
-    },
+    "torch.distributions": {},
 }
 
 

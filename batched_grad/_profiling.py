@@ -20,6 +20,7 @@ ACCUMULATE_GRAD = "torch::autograd::AccumulateGrad"
 # the ops whose torch (ATen) name is not "aten::" + their row's name; rows of batched_grad's own machinery have none
 _TORCH_NAMES = {
     "to_copy": "aten::_to_copy",
+    "neg_view": "aten::_neg_view",
     "cross_entropy": "aten::cross_entropy_loss",
     "multi_dot": "aten::linalg_multi_dot",
     **{
@@ -46,6 +47,7 @@ _TORCH_NAMES = {
 # rows that are batched_grad's machinery or composites torch runs as several ATen ops: named in its own namespace
 OWN_ROWS = frozenset(
     {
+        "_binomial_by_jax",
         "_drawn_by_jax",
         "adaptive_max_pool_indices",
         "backward_program",

@@ -592,6 +592,10 @@ class Tensor(InPlace):
             raise RuntimeError(
                 "Can't call numpy() on Tensor that has conjugate bit set. Use tensor.resolve_conj().numpy() instead."
             )
+        if not force and self.is_neg():
+            raise RuntimeError(
+                "Can't call numpy() on Tensor that has negative bit set. Use tensor.resolve_neg().numpy() instead."
+            )
         return self._array(NUMPY_ERROR, "Tensor.numpy()")
 
     def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):

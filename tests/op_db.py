@@ -899,6 +899,12 @@ _INDEXING["topk"] = _indexing("topk", lambda m, x: m.topk(x, 2, 0), X, notes="(v
 _INDEXING["embedding"] = _indexing(
     "embedding", lambda m, w: m.embedding(w, m.tensor([[0, 2], [1, 0]])), Arg((3, 4), REAL), notes="weight first"
 )
+_INDEXING["embedding_renorm_"] = _indexing(
+    "embedding_renorm_",
+    lambda m, w: m.embedding_renorm_(w.detach().clone(), m.tensor([0, 2, 2]), 1.5, 2.0),
+    Arg((3, 4), REAL),
+    **_no_grad("torch has no derivative of embedding_renorm_"),
+)
 _INDEXING["argsort"] = _indexing("argsort", lambda m, x: m.argsort(x, 1), **INT_RESULT)
 _INDEXING["nonzero"] = _indexing("nonzero", lambda m, x: m.nonzero(x > 0), **INT_RESULT)
 _INDEXING["argwhere"] = _indexing("argwhere", lambda m, x: m.argwhere(x > 0), **INT_RESULT)
@@ -1118,7 +1124,53 @@ _NN["nn.functional.hardtanh"] = _nn(
 )
 
 
+def _embedding_bag(mode, **kw):
+    def call(m, w, p):
+        F = m.nn.functional
+        last = [6] if kw.get("include_last_offset") else []  # the closing offset is the input's length
+        indices, offsets = m.tensor([0, 2, 1, 2, 0, 1]), m.tensor([0, 2, 2, 5] + last)
+        if mode == "sum":
+            return F.embedding_bag(indices, w, offsets, mode=mode, per_sample_weights=p, **kw)
+        return F.embedding_bag(indices, w * p[:3, None], offsets, mode=mode, **kw)
+
+    return call
+
+
+_NN["nn.functional.embedding_bag"] = _nn(
+    "nn.functional.embedding_bag",
+    _embedding_bag("sum"),
+    Arg((3, 4), REAL),
+    Arg((6,), REAL),
+    variants={
+        "mean-padding": _embedding_bag("mean", padding_idx=2),
+        "max": _embedding_bag("max"),
+        "sum-last-offset": _embedding_bag("sum", include_last_offset=True),
+        "rows": lambda m, w, p: m.nn.functional.embedding_bag(m.tensor([[0, 1], [2, 2]]), w * p[:3, None], mode="max"),
+    },
+    notes="bags of rows of w (an empty one too); p: per-sample weights (sum) or a row scale (mean, max)",
+)
+
+
 # ---- random draws, factories, queries -------------------------------------------------------------------------
+def _hann_spectrum(m, x):
+    return m.stft(x, 4, hop_length=2, window=m.hann_window(4, dtype=x.dtype), return_complex=True)
+
+
+_NN["stft"] = _nn("stft", lambda m, x: _hann_spectrum(m, x).abs(), Arg((12,), REAL))
+_NN["istft"] = _nn(
+    "istft",
+    lambda m, x: m.istft(_hann_spectrum(m, x) * 2, 4, hop_length=2, window=m.hann_window(4, dtype=x.dtype)),
+    Arg((12,), REAL),
+)
+_NN["ctc_loss"] = _nn(
+    "ctc_loss",
+    lambda m, x: m.ctc_loss(x.log_softmax(-1), m.tensor([[1, 2], [2, 1]]), m.tensor([4, 3]), m.tensor([2, 2])),
+    Arg((4, 2, 3), REAL),
+    gradgrad=False,
+    notes="torch has no second derivative of ctc_loss",
+)
+
+
 def _other(name, call, *args, family, **kw):
     return _add(_entry(name, family, call, *args, **kw))
 
@@ -1148,6 +1200,17 @@ _OTHERS["poisson"] = _other(
     family="random",
     why={"oracle": _RANDOM},
     notes="zero derivative of the draw",
+)
+_OTHERS["binomial"] = _other(
+    "binomial",
+    lambda m, c, p: m.binomial(m.floor(c * 4), p),
+    PX,
+    Arg((3, 3), PROB),
+    family="random",
+    why={"oracle": _RANDOM, "batched": f"{NOT_DIFF}: torch's binomial has no derivative"},
+    differentiable=False,
+    gradgrad=False,
+    batched=False,
 )
 _OTHERS["multinomial"] = _other(
     "multinomial", lambda m, p: m.multinomial(p, 2), PX, family="random", **_no_grad("integer draws", "int")

@@ -97,9 +97,45 @@ def test_non_reentrant_double_backward_matches_torch():
     assert_same(_double_backward_through_checkpoint(bg), _double_backward_through_checkpoint(torch))
 
 
-def test_debug_logs_are_refused_by_name():
-    with pytest.raises(NotImplementedError, match="debug=True"):
-        bg.utils.checkpoint.checkpoint(lambda t: t, bg.ones(1), use_reentrant=False, debug=True)
+def _changing_function(m):
+    """A function whose recomputation runs other ops than its first call, saving a tensor of another shape."""
+    calls = []
+
+    def fn(x):
+        calls.append(x)
+        return x.sin().exp() if len(calls) == 1 else x.sin() * m.tensor([1.0, 2.0])
+
+    return fn
+
+
+def _mismatch_message(m, debug, debug_enabled):
+    x = m.tensor([0.5], requires_grad=True)
+    with m.utils.checkpoint.set_checkpoint_debug_enabled(debug_enabled):
+        out = m.utils.checkpoint.checkpoint(_changing_function(m), x, use_reentrant=False, debug=debug)
+        with pytest.raises(m.utils.checkpoint.CheckpointError) as caught:
+            out.backward()
+    return str(caught.value)
+
+
+@pytest.mark.parametrize("debug, debug_enabled", [(True, None), (False, True), (True, False)])
+def test_debug_mode_reports_a_mismatch_with_the_ops_each_pass_ran(debug, debug_enabled):
+    expected, message = _mismatch_message(torch, debug, debug_enabled), _mismatch_message(bg, debug, debug_enabled)
+    logged = debug if debug_enabled is None else debug_enabled
+    heading = "You are seeing this error because you passed `debug=True` to checkpoint"
+    assert (heading in message) == (heading in expected) == logged
+    if not logged:  # torch's message then adds a tip about torch.compile
+        assert expected.startswith(message)
+        return
+    # the logs name batched_grad's ops (torch's name ATen operators) and the lines of this file that ran them
+    forward, recompute = message.split("Operations executed during the original forward:")[1].split(
+        "Operations executed during recomputation:"
+    )
+    assert forward.split() == ["sin(torch.float32[1])", "exp(torch.float32[1])"]
+    assert recompute.split("+---")[0].split() == ["sin(torch.float32[1])", "mul(torch.float32[1],", "torch.float32[2])"]
+    assert f"{__file__}:" in message
+    banners = [[line for line in m.splitlines() if line.startswith(("+", "|"))] for m in (message, expected)]
+    assert banners[0] == banners[1]
+    assert message.split("+---")[-1] == expected.split("+---")[-1]
 
 
 def test_non_reentrant_retain_graph_backward_twice_recomputes_again():
@@ -307,3 +343,60 @@ def _inputs_without_grad(m):
 
 def test_which_outputs_require_grad_matches_torch():
     assert _inputs_without_grad(bg) == _inputs_without_grad(torch) == (False, True, True, 3, True)
+
+
+def _keeps_what_it_saved(m, seen):
+    """A Function that saves its second input and, in backward, records what it reads back."""
+
+    class KeepSecond(m.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, kept):
+            ctx.save_for_backward(kept)
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, grad):
+            seen.append(ctx.saved_tensors[0])
+            return grad * 2, None
+
+    return KeepSecond
+
+
+def test_recomputation_reads_back_the_input_tensors_themselves():
+    for m in (torch, bg):
+        seen = []
+        keep = _keeps_what_it_saved(m, seen)
+        a, b = m.tensor(1.5, requires_grad=True), m.tensor(3.0)
+        m.utils.checkpoint.checkpoint(keep.apply, a, b, use_reentrant=False).backward()
+        assert seen[0] is b, m.__name__
+
+
+def test_early_stopped_recomputation_leaves_no_cycle():
+    """The recomputation stops at the last tensor the backward needs, inside a Function's saving of its output: that
+    output, once the backward is done, is freed by reference counting alone (no collector), as torch's."""
+    import gc
+    import weakref
+
+    for m in (torch, bg):
+        refs = []
+
+        class SavesItsOutput(m.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                y = x.clone()
+                ctx.save_for_backward(y)
+                refs.append(weakref.ref(y))
+                return y
+
+            @staticmethod
+            def backward(ctx, grad):
+                _ = ctx.saved_tensors
+                return grad
+
+        x = m.ones(3, requires_grad=True)
+        gc.disable()
+        try:
+            m.utils.checkpoint.checkpoint(SavesItsOutput.apply, x, use_reentrant=False).sum().backward()
+            assert [r() for r in refs] == [None, None], m.__name__
+        finally:
+            gc.enable()

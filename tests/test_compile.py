@@ -252,7 +252,7 @@ def test_reading_a_value_is_a_clear_error_or_runs_eagerly():
         r".* at .*test_compile.py:\d+ \(if x.sum\(\) > 0:\)"
     )
     with pytest.raises(RuntimeError, match=message):
-        bg.compile(branch)(bg.ones(3))
+        bg.compile(branch)(bg.ones(3))  # fullgraph=True by default (SPEC section 5)
     eager = bg.compile(branch, fullgraph=False)
     with pytest.warns(UserWarning, match="these calls run eagerly"):
         np.testing.assert_allclose(eager(bg.ones(3)).numpy(), 2.0)
@@ -283,7 +283,7 @@ def test_results_may_be_nested_and_hold_constants():
 
 
 def test_bad_arguments_are_named():
-    with pytest.raises(TypeError, match="compile\\(\\): argument 'fn' must be callable, but got int"):
+    with pytest.raises(TypeError, match="compile\\(\\): argument 'model' must be callable, but got int"):
         bg.compile(5)
     with pytest.raises(TypeError, match="argument 'fullgraph' must be a bool, but got str"):
         bg.compile(lambda x: x, fullgraph="yes")

@@ -178,3 +178,54 @@ def test_functorch_experimental_keeps_replace_all_batch_norm_modules_without_war
         warnings.simplefilter("error")
         model = experimental.replace_all_batch_norm_modules_(bg.nn.Sequential(bg.nn.BatchNorm1d(2)))
     assert model[0].running_mean is None and not model[0].track_running_stats
+
+
+def _classifier_class(m, with_norm):
+    class Classifier(m.nn.Module):
+        def __init__(self, hidden):
+            super().__init__()
+            self.fc1, self.fc2 = m.nn.Linear(2, hidden), m.nn.Linear(hidden, 3)
+            self.norm = m.nn.BatchNorm1d(hidden) if with_norm else None
+
+        def forward(self, x):
+            h = self.fc1(x)
+            if self.norm is not None:
+                h = self.norm(h)
+            return m.nn.functional.log_softmax(self.fc2(m.relu(h)), -1)
+
+    return Classifier
+
+
+@pytest.mark.parametrize("with_buffers", [False, True], ids=["weights", "weights-and-buffers"])
+def test_functional_init_ensemble_runs_each_model_under_vmap(with_buffers):
+    """functional_init builds an ensemble of a model class: the stacked weights (and buffers), given to torch's and
+    ours, run under vmap to the same outputs, one model per row."""
+    from torch._functorch.make_functional import functional_init as theirs
+    from torch._functorch.make_functional import functional_init_with_buffers as theirs_with_buffers
+
+    from batched_grad._functorch.make_functional import functional_init, functional_init_with_buffers
+
+    inits = {
+        torch: theirs_with_buffers if with_buffers else theirs,
+        bg: functional_init_with_buffers if with_buffers else functional_init,
+    }
+    made = {m: init(_classifier_class(m, with_buffers), (4,))(5) for m, init in inits.items()}
+    n = 2 if with_buffers else 1  # (weights, buffers, fn, names...) or (weights, fn, names)
+    t_state, t_fn, b_fn = made[torch][:n], made[torch][n], made[bg][n]
+    assert made[bg][n + 1 :] == made[torch][n + 1 :]
+    assert [[tuple(t.shape) for t in group] for group in made[bg][:n]] == [
+        [tuple(t.shape) for t in group] for group in t_state
+    ]
+    # the same numbers in both: torch's stacked state, copied
+    b_state = [tuple(bg.tensor(t.numpy()) for t in group) for group in t_state]
+    x = np.random.default_rng(2).standard_normal((4, 7, 2)).astype(np.float32)
+    expected = torch.func.vmap(t_fn)(*t_state, (torch.tensor(x),))
+    assert_same(bg.func.vmap(b_fn)(*b_state, (bg.tensor(x),)), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_functional_init_refuses_torch_ensemble_shapes():
+    from batched_grad._functorch.make_functional import functional_init
+
+    for shape, message in (((2, 2), "NYI: ensemble_shape with more than 1 element"), ((0,), "num_models 0")):
+        with pytest.raises(ValueError, match=message):
+            functional_init(_classifier_class(bg, False), shape)(5)

@@ -85,3 +85,30 @@ def test_once_differentiable_results_lead_to_an_error_node_over_fresh_leaves():
     assert leaf.is_leaf and leaf.requires_grad  # not `a`: nothing reaches the inputs' graph
     with pytest.raises(RuntimeError, match="marked with @once_differentiable"):
         ours[0].sum().backward()
+
+
+def test_node_is_a_virtual_base_of_every_node_class():
+    def case(m):
+        node = m.autograd.graph.Node
+        a = m.rand(3, requires_grad=True)
+        b = a.exp()
+
+        class Identity(m.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x.clone()
+
+            @staticmethod
+            def backward(ctx, grad):
+                return grad
+
+        nodes = [b.grad_fn, b.grad_fn.next_functions[0][0], Identity.apply(a).grad_fn]
+        return [
+            [isinstance(n, node) for n in nodes],
+            [issubclass(type(n), node) for n in nodes],
+            [node in type(n).mro() for n in nodes],
+            [isinstance(x, node) for x in (None, 1, node, a)],
+            issubclass(node, node),
+        ]
+
+    assert case(bg) == case(torch)

@@ -388,3 +388,15 @@ def test_a_square_symmetric_pattern_computes_its_compiled_program_in_forward_mod
     assert pattern.mode == "reverse"  # the strategy's mode on a tie of colors
     assert pattern.program_mode("reverse") == "forward"  # JVPs need no transposed ops
     assert pattern.coloring("forward") is pattern.coloring("reverse")  # the row coloring, not colored again
+
+
+def test_a_complex_modulus_couples_its_real_and_imaginary_parts_in_the_hessian():
+    # |re + i im| is the root of a sum of squares, not piecewise linear as a real abs: its parts interact
+    def modulus(x):
+        return bg.complex(x[0::2], x[1::2]).abs().sum()
+
+    x = bg.tensor(np.random.default_rng(4).uniform(0.5, 1.5, 8))
+    pattern = hessian_sparsity(modulus, x).to_dense()
+    dense = hessian(modulus, x, vectorize=True).numpy() != 0
+    assert not np.any(dense & ~pattern)
+    _assert_equal(hessian(modulus, x, sparsity="auto"), hessian(modulus, x, vectorize=True))

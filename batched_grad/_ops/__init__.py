@@ -24,6 +24,7 @@ from . import (
     deprecated_signatures,
     distances,
     dropouts,
+    embeddings,
     inplace,
     inplace_views,
     layers,
@@ -111,6 +112,7 @@ from .reduction import (
 )
 from .rows_like import rows_like, rows_of
 from .shape import (
+    broadcast_shapes,
     broadcast_to,
     cat,
     chunk,
@@ -151,7 +153,14 @@ globals().update(special.FUNCTIONS)
 globals().update(activations.TORCH)
 globals().update(distances.TORCH)
 globals().update(pooling.TORCH)
-_TORCH_NN = {**norms.TORCH, **layers.TORCH, **dropouts.TORCH, **conv_transpose.FUNCTIONAL, **spatial.TORCH}
+_TORCH_NN = {
+    **norms.TORCH,
+    **layers.TORCH,
+    **embeddings.TORCH,
+    **dropouts.TORCH,
+    **conv_transpose.FUNCTIONAL,
+    **spatial.TORCH,
+}
 globals().update(_TORCH_NN)
 _TORCH_MORE = {
     **arrange.FUNCTIONS,
@@ -338,6 +347,10 @@ def fill(input, value):
 
 
 def _copy(self, src):
+    if isinstance(src, Tensor):  # torch's errors for a source that does not broadcast to this tensor's shape
+        shape = broadcast_shapes(tuple(self.shape), tuple(src.shape))
+        if shape != tuple(self.shape):
+            raise RuntimeError(f"output with shape {list(self.shape)} doesn't match the broadcast shape {list(shape)}")
     return apply(_COPY, [self, src])
 
 

@@ -58,6 +58,9 @@ class Op:
     `view`: the outputs alias operand 0 (they share its version counter and see its in-place updates).
     `involution`: a view whose elements are its base's through an elementwise function that is its own inverse
     (conj): what is written into it reaches the base through that function.
+    `replayed`: a view op that torch re-derives by calling it again, not by as_strided of its base (its view has
+    another dtype or a conjugate/negative bit: view_as_real, view_as_complex, conj, _neg_view); one that is no
+    involution reinterprets complex elements as (real, imaginary) pairs of its last dimension or back.
     `view_step`: for a view op with more operands than the viewed one, `view_step(operands, **static)` gives the
     (op, static) of a one-operand op computing the same view, which the view's chain records.
     `whole_backward`: a whole backward program: the deferred values it reads are compiled into it at once.
@@ -107,6 +110,7 @@ class Op:
         "multilinear",
         "view",
         "involution",
+        "replayed",
         "view_step",
         "multi",
         "whole_backward",
@@ -134,6 +138,7 @@ class Op:
         multilinear=False,
         view=False,
         involution=False,
+        replayed=False,
         view_step=None,
         multi=False,
         whole_backward=False,
@@ -156,6 +161,7 @@ class Op:
         self.links, self.fused = links or reads, fused
         self.multilinear, self.whole_backward = multilinear, whole_backward
         self.view_step, self.diagonal, self.involution = view_step, diagonal, involution
+        self.replayed = replayed
         self.torch_saves = torch_saves
         self.saved_names, self.saved_static = saved_names, saved_static
         self.forward_error = forward_error
@@ -199,6 +205,9 @@ def _device_number(kind, key):
     return to_device(np.asarray(float.fromhex(key) if kind is float else key))
 
 
+OP_LOGS = []  # the operator logs in force (checkpoint's debug mode): the innermost records each op run
+
+
 def apply(op, operands, **static):
     """Run `op` on operands (Tensors or numbers) and record it when grad mode is on and any operand requires grad.
 
@@ -206,6 +215,8 @@ def apply(op, operands, **static):
     rows of a vmap.vmap input. An op outside the graph that reads deferred values computes them now."""
     if PROFILING.on and PROFILING.claims(op):  # a profiler is recording: the op runs as its span (_profiling.py)
         return recorded_op(apply, op, operands, static)
+    if OP_LOGS:
+        OP_LOGS[-1].record(op, operands)
     if op.forward_error is not None:
         op = checked_forward(op, operands, _static_key(static))
     tried = False
@@ -312,7 +323,7 @@ def apply_in_place(op, tensor, *others, **static):
     is then the op's own in-place lane (an `in_place` attribute of its function, that the in-place method tries
     first). None where that does not hold, or the result would not fit `tensor` as it is, or computing it fails:
     the caller takes the in-place path of _inplace.py, which covers every case and raises torch's errors."""
-    if DUAL_LEVELS.tangents is not None:
+    if DUAL_LEVELS.tangents is not None or OP_LOGS:  # logged ops take the general path, which logs them
         return None
     aliases = () if tensor._view is None and not tensor._views else tensor._aliases()
     if aliases is None:

@@ -12,7 +12,7 @@ from .._meta import device_for
 from .._tensor import Tensor, type_name
 from ._core import Op, apply
 from ._fused_backward import FUSED_ZEROS
-from .complex_parts import is_conj, resolve_conj
+from .complex_parts import is_conj, is_neg, resolve_conj, resolve_neg, view_as_complex, view_as_real
 from .placement import _never, to
 from .rows_like import rows_like
 from .shape import reshape
@@ -79,16 +79,6 @@ def is_same_size(self, other):
     return tuple(self.shape) == tuple(other.shape)
 
 
-def is_neg(self):
-    """False: batched_grad has no lazy negation bit."""
-    return False
-
-
-def resolve_neg(self):
-    """This tensor (no lazy negation to materialize)."""
-    return self
-
-
 def _conversion(name, dtype):
     def method(self, memory_format=None):
         return to(self, dtype)
@@ -143,8 +133,6 @@ _ANGLE = Op("angle", _angle, diagonal=True)
 _COMPLEX = Op("complex", lambda re, im: jax_complex(re, im))
 # torch's derivative reads the result (and so both inputs)
 _POLAR = Op("polar", lambda r, theta: jax_complex(r * jnp.cos(theta), r * jnp.sin(theta)), fused=FUSED_ZEROS)
-_VIEW_AS_REAL = Op("view_as_real", lambda z: jnp.stack([jnp.real(z), jnp.imag(z)], -1), linear=True)
-_VIEW_AS_COMPLEX = Op("view_as_complex", lambda a: jax_complex(a[..., 0], a[..., 1]), linear=True)
 
 
 def jax_complex(re, im):
@@ -183,31 +171,6 @@ def polar(abs, angle):  # noqa: A002
     """abs * (cos(angle) + i sin(angle)), elementwise."""
     _complex_pair("polar", abs, angle)
     return apply(_POLAR, [abs, angle])
-
-
-def view_as_real(input):
-    """A complex tensor as real pairs: a last dim of 2 (real, imaginary); a copy here, not a view."""
-    if not input.dtype.is_complex:
-        raise RuntimeError("view_as_real is only supported for complex tensors")
-    if is_conj(input):
-        raise RuntimeError(
-            "view_as_real doesn't work on unresolved conjugated tensors.  To resolve the conjugate tensor so you can "
-            "view it as real, use self.resolve_conj(); however, be warned that the resulting tensor will NOT alias "
-            "the original."
-        )
-    return apply(_VIEW_AS_REAL, [input])
-
-
-def view_as_complex(input):
-    """A real tensor whose last dim is 2 as complex numbers; a copy here, not a view."""
-    if input.dtype not in (_dtypes.float32, _dtypes.float64):
-        raise RuntimeError(
-            f"view_as_complex is only supported for float and double tensors, but got a tensor of "
-            f"scalar type: {input.dtype.type_name}"
-        )
-    if input.ndim == 0 or input.shape[-1] != 2:
-        raise RuntimeError("Tensor must have a last dimension of size 2")
-    return apply(_VIEW_AS_COMPLEX, [input])
 
 
 # ---- torch's type utilities -------------------------------------------------------------------------------------

@@ -156,8 +156,13 @@ def _linear(*operands, weight_t):
     """bias + x @ w.T, the operands in torch's addmm order (bias, x, weight) or (x, weight) without a bias; with
     `weight_t` the weight operand is already transposed (torch's weight.t(), recorded as its own node)."""
     *bias, x, w = operands
-    out = jnp.matmul(x, w if weight_t else w.T)
-    return out + bias[0] if bias else out
+    w = w if weight_t else w.T
+    if not bias:
+        return jnp.matmul(x, w)
+    dtype = jnp.result_type(x, w)
+    if dtype in (jnp.bfloat16, jnp.float16) and x.ndim == 2:  # torch's addmm adds the bias in float32, rounds once
+        return (jnp.matmul(x, w, preferred_element_type=jnp.float32) + bias[0].astype(jnp.float32)).astype(dtype)
+    return jnp.matmul(x, w) + bias[0]
 
 
 def _linear_name(sig):  # torch's last recorded op, by input rank (1, 2, more) and whether there is a bias
@@ -473,7 +478,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
     """Rows of `weight` looked up by the integer tensor `input`; rows at `padding_idx` get no gradient."""
     _check_tensor("embedding", "input", input)
     _check_tensor("embedding", "weight", weight, 2)
-    for name, value in (("max_norm", max_norm), ("scale_grad_by_freq", scale_grad_by_freq), ("sparse", sparse)):
+    for name, value in (("scale_grad_by_freq", scale_grad_by_freq), ("sparse", sparse)):
         if value:
             raise NotImplementedError(f"embedding: {name}={value!r} is not supported; leave it at its default.")
     if input.dtype.is_floating_point or input.dtype.is_complex or input.dtype is _dtypes.bool:
@@ -491,6 +496,10 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
         padding_idx %= rows
     if _is_concrete(input) and input.numel() and not (0 <= _host(input).min() and _host(input).max() < rows):
         raise IndexError("index out of range in self")
+    if max_norm is not None:
+        from .embeddings import renorm_rows_  # embeddings imports this module
+
+        renorm_rows_(weight, input, max_norm, norm_type)
     return apply(_EMBEDDING, [weight, input], padding_idx=padding_idx)
 
 

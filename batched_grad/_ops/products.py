@@ -24,13 +24,22 @@ _PRODUCT_OF = {
 
 def _fused(name):
     def fn(input, a, b, *, beta, alpha):
+        dtype = jnp.result_type(input, a, b)
+        if dtype in _HALF_FLOATS and name in _GEMMS:  # torch's GEMMs accumulate and scale in float32, round once
+            input, a, b = (x.astype(jnp.float32) for x in (input, a, b))
         product = _PRODUCT_OF[name](a, b)
         scaled = product if alpha == 1 else product * alpha
         if beta == 0:  # torch ignores input then (its nan and inf do not propagate)
-            return jnp.broadcast_to(scaled, jnp.broadcast_shapes(input.shape, scaled.shape)).astype(product.dtype)
-        return (input if beta == 1 else input * beta) + scaled
+            out = jnp.broadcast_to(scaled, jnp.broadcast_shapes(input.shape, scaled.shape))
+        else:
+            out = (input if beta == 1 else input * beta) + scaled
+        return out.astype(dtype)
 
     return Op(name, fn)
+
+
+_HALF_FLOATS = (jnp.bfloat16, jnp.float16)
+_GEMMS = ("addmm", "addmv", "baddbmm")
 
 
 _FUSED = {name: _fused(name) for name in _PRODUCT_OF}

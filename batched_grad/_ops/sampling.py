@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from .. import _dtypes
+from .._binomial_draws import binomial as binomial_draws
 from .._dtypes import not_implemented
 from .._meta import is_meta
 from .._tensor import Tensor
@@ -243,6 +244,35 @@ def poisson(input, generator=None):
     return apply(_POISSON, [input, counts])
 
 
+_BINOMIAL = Op(
+    "binomial",
+    without_derivative(
+        lambda count, prob, sample: sample.astype(count.dtype),
+        lambda: RuntimeError("derivative for aten::binomial is not implemented"),
+    ),
+    "torch::autograd::NotImplemented",
+    forward_error=unsupported_forward("binomial"),
+)
+
+
+def binomial(count, prob, generator=None):
+    """Binomial(count, prob) draws, elementwise, by torch's CPU sampler on the generator's stream (no derivative)."""
+    for name, t in (("count", count), ("prob", prob)):
+        if not t.dtype.is_floating_point:
+            raise ValueError(f"binomial only supports floating-point dtypes for {name}, got: {t.dtype.type_name}")
+    shape = np.broadcast_shapes(tuple(count.shape), tuple(prob.shape))
+    counts, probs = (np.broadcast_to(np.asarray(t.detach().numpy()), shape) for t in (count, prob))
+    drawn = sample(
+        generator,
+        "binomial",
+        shape,
+        lambda bits, size: binomial_draws(
+            bits, np.broadcast_to(counts, size), np.broadcast_to(probs, size), count.dtype.np
+        ),
+    )
+    return apply(_BINOMIAL, [count, prob, drawn])
+
+
 def randperm(n, *, generator=None, dtype=None, requires_grad=False, device=None):
     """A random permutation of 0..n-1 (int64 unless `dtype`)."""
     if n < 0:
@@ -272,4 +302,4 @@ METHODS = {
         multinomial,
     )
 }
-FUNCTIONS = {f.__name__: f for f in (normal, bernoulli, multinomial, poisson, randperm)}
+FUNCTIONS = {f.__name__: f for f in (normal, bernoulli, binomial, multinomial, poisson, randperm)}

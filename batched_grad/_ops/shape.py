@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import _dtypes
 from .._grad_mode import is_grad_enabled, is_view_replay_enabled
-from .._inplace import written_through
+from .._inplace import scatter_through
 from .._tensor import Tensor, _wrap_dim, type_name
 from .._transform_levels import in_functionalize
 from ._core import Op, apply
@@ -589,15 +589,7 @@ def _view_fn(chain):
 
 
 def _scatter_fn(base, src, *, chain):
-    # the view of an array of flat positions tells which element of base each view element is
-    positions = _view_fn(chain)(jnp.arange(base.size).reshape(base.shape))
-    src = written_through(src, chain)
-    flat = (
-        base.reshape(-1)
-        .at[positions.reshape(-1)]
-        .set(jnp.broadcast_to(src, positions.shape).reshape(-1).astype(base.dtype))
-    )
-    return flat.reshape(base.shape)
+    return scatter_through(base, src, chain)
 
 
 _SCATTER_INTO_VIEW = Op("copy_slices", _scatter_fn, linear=True, backward_name="torch::autograd::CopySlices")
@@ -645,7 +637,16 @@ def regenerated_view(base, chain):
     writes)."""
     if is_view_replay_enabled() or in_functionalize() or any(op.multi for op, _, _ in chain):
         return replay_view(base, chain)
-    return apply(_AS_STRIDED_VIEW, [base], chain=tuple(chain))
+    first = next((i for i, (op, _, _) in enumerate(chain) if op.replayed), None)
+    if first is None:
+        return apply(_AS_STRIDED_VIEW, [base], chain=tuple(chain))
+    # torch's view function: the steps before the first replayed op as one as_strided, then that op, and each later
+    # step as a replayed op or one as_strided
+    out = apply(_AS_STRIDED_VIEW, [base], chain=tuple(chain[:first])) if first else base
+    for step in chain[first:]:
+        op, static, _ = step
+        out = apply(op, [out], **dict(static)) if op.replayed else apply(_AS_STRIDED_VIEW, [out], chain=(step,))
+    return out
 
 
 def replay_view(base, chain):

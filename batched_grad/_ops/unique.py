@@ -29,6 +29,7 @@ def _pick(a, positions, *, axis, name):
 _UNIQUE = {
     name: Op(name, _pick, backward_name=backward, forward_error=not_implemented_forward(name))
     for name, backward in (
+        ("_unique", "UniqueBackward0"),
         ("_unique2", "Unique2Backward0"),
         ("unique_dim", "UniqueDimBackward0"),
         ("unique_consecutive", "UniqueConsecutiveBackward0"),
@@ -53,12 +54,7 @@ def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=No
     refuse_dynamic_shape(input, "_unique2" if dim is None else "unique_dim")
     a = _host_values(input)
     if dim is None:
-        flat = input.reshape(-1)
-        _, first, inverse, counts = np.unique(
-            a.reshape(-1), return_index=True, return_inverse=True, return_counts=True, equal_nan=False
-        )
-        values = _taken(flat, first, 0, "_unique2")
-        inverse = inverse.reshape(a.shape)
+        values, inverse, counts = _flat_unique(input, a, "_unique2")
     else:
         if input.ndim == 0:
             raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
@@ -72,6 +68,38 @@ def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=No
     if return_counts:
         results += (Tensor._wrap(counts.astype(np.int64)),)
     return results if len(results) > 1 else values
+
+
+def _flat_unique(input, a, name):
+    """(distinct values, inverse indices in the input's shape, counts) of the elements of `input` (whose values are
+    the array `a`), the values recorded as torch's op `name`."""
+    _, first, inverse, counts = np.unique(
+        a.reshape(-1), return_index=True, return_inverse=True, return_counts=True, equal_nan=False
+    )
+    return _taken(input.reshape(-1), first, 0, name), inverse.reshape(a.shape), counts
+
+
+def _unique_parts(input, name, wanted):
+    """torch's _unique and _unique2: the distinct elements of `input` and, per flag of `wanted` (return_inverse,
+    return_counts), those indices, or an empty int64 tensor where the flag is off."""
+    if input.dtype.is_complex:
+        raise not_implemented("unique", input.dtype)
+    refuse_dynamic_shape(input, name)
+    values, *extras = _flat_unique(input, _host_values(input), name)
+    empty = np.zeros(0, np.int64)
+    return (values,) + tuple(Tensor._wrap(e.astype(np.int64) if w else empty) for e, w in zip(extras, wanted))
+
+
+def _unique(input, sorted=True, return_inverse=False):  # noqa: A002  (torch's names)
+    """torch._unique: (the distinct elements in ascending order, sorted or not as on torch's CPU, the inverse
+    indices or an empty tensor)."""
+    return _unique_parts(input, "_unique", (return_inverse,))
+
+
+def _unique2(input, sorted=True, return_inverse=False, return_counts=False):  # noqa: A002
+    """torch._unique2: (the distinct elements in ascending order, sorted or not as on torch's CPU, the inverse
+    indices or an empty tensor, the counts or an empty tensor)."""
+    return _unique_parts(input, "_unique2", (return_inverse, return_counts))
 
 
 def _taken(input, positions, axis, name):

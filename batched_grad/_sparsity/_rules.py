@@ -17,7 +17,8 @@ from .._numpy_rows import ROWS
 from . import _sets
 from ._maps import group_map, line_map, prefix_pairs, size_of
 
-# second derivatives of elementwise primitives: LINEAR have none (or none almost everywhere: piecewise linear ones),
+# second derivatives of elementwise primitives: LINEAR have none (or none almost everywhere: piecewise linear ones;
+# abs only of a real number: a complex one's is the root of a sum of squares),
 # BILINEAR only between distinct operands (mul), DIVISION in the divisor; every other elementwise primitive is taken
 # as nonlinear in all its operands together
 LINEAR = frozenset(
@@ -131,7 +132,12 @@ def _masked(ctx, ins, operands, shape):
 
 
 def _elementwise_pairs(ctx, name, eqn, operands, out):
-    if name in LINEAR or name in ZERO_DERIVATIVE or (name == "integer_pow" and eqn.params["y"] == 1):
+    complex_abs = name == "abs" and jax.dtypes.issubdtype(eqn.invars[0].aval.dtype, np.complexfloating)
+    if (
+        (name in LINEAR and not complex_abs)
+        or name in ZERO_DERIVATIVE
+        or (name == "integer_pow" and eqn.params["y"] == 1)
+    ):
         return
     if name in BILINEAR:
         if operands[0] is not None and operands[1] is not None:

@@ -91,13 +91,15 @@ class FunctionCtx:
         it (`replaced` maps the id of a result to that output); an input is saved as the input, the `outputs` the
         caller received (a dirty input among them) as outputs, as torch's. `to_save` is dropped, as torch's."""
         outputs = {id(r) for r in outputs if isinstance(r, Tensor)}
+        # dropped first: a pack hook that raises (a checkpoint's early stop) leaves no cycle output -> node -> ctx
+        to_save, self.to_save = self.to_save, ()
         saved = []
-        for t in self.to_save:
+        for t in to_save:
             if isinstance(t, Tensor):
                 t = replaced.get(id(t), t)
                 t = SavedValue(t, node if id(t) in outputs else None)
             saved.append(t)
-        self._saved, self._node, self.to_save = tuple(saved), weakref.ref(node), ()
+        self._saved, self._node = tuple(saved), weakref.ref(node)
 
     @property
     def saved_tensors(self):

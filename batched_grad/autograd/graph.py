@@ -2,13 +2,47 @@
 register_multi_grad_hook, and the hooks on the tensors saved for backward (saved_tensors_hooks, save_on_cpu,
 disable_saved_tensors_hooks)."""
 
+import abc
 import contextlib
 
-from .. import _saved_hooks
+from .. import _graph, _saved_hooks
 from .._factories import empty
-from .._graph import GradientEdge, Node, get_gradient_edge
+from .._graph import GradientEdge, get_gradient_edge
 from .._tensor import Tensor
 from ._multi_grad import register_multi_grad_hook
+
+
+class Node(abc.ABC):
+    """The type of the graph's nodes (a tensor's grad_fn, the nodes of next_functions), as torch's: a virtual base
+    class, which every node is an instance of while it is in no node class's mro."""
+
+    @abc.abstractmethod
+    def name(self):
+        """The node's name (MulBackward0, torch::autograd::AccumulateGrad, ...)."""
+
+    @property
+    @abc.abstractmethod
+    def next_functions(self):
+        """(node, output_nr) for each input edge, (None, 0) where there is none."""
+
+    @property
+    @abc.abstractmethod
+    def metadata(self):
+        """A dict for user annotations, kept with the node."""
+
+    @abc.abstractmethod
+    def register_hook(self, fn):
+        """fn(grad_inputs, grad_outputs) runs after the node's backward; a handle removes it."""
+
+    @abc.abstractmethod
+    def register_prehook(self, fn):
+        """fn(grad_outputs) runs before the node's backward; a handle removes it."""
+
+    @classmethod
+    def __subclasshook__(cls, candidate):
+        if cls is Node and issubclass(candidate, _graph.Node):
+            return True
+        return NotImplemented
 
 
 def increment_version(tensor):

@@ -25,8 +25,8 @@ class TransformedDistribution(Distribution):
             self.transforms = transforms
         else:
             raise ValueError(f"transforms must be a Transform or a list of Transforms, but was {transforms}")
-        self.base_dist = base_distribution
         base_shape = base_distribution.batch_shape + base_distribution.event_shape
+        base_event_dim = len(base_distribution.event_shape)
         chain = ComposeTransform(self.transforms)
         if len(base_shape) < chain.domain.event_dim:
             raise ValueError(
@@ -34,7 +34,15 @@ class TransformedDistribution(Distribution):
                 f"but got {base_shape}."
             )
         shape = chain.forward_shape(base_shape)
-        event_dim = max(chain.codomain.event_dim, len(base_distribution.event_shape))
+        expanded_base_shape = chain.inverse_shape(shape)
+        if base_shape != expanded_base_shape:  # the transforms' parameters broadcast the base's batch
+            base_distribution = base_distribution.expand(
+                expanded_base_shape[: len(expanded_base_shape) - base_event_dim]
+            )
+        if chain.domain.event_dim > base_event_dim:  # the transforms act on whole events of more dimensions
+            base_distribution = Independent(base_distribution, chain.domain.event_dim - base_event_dim)
+        self.base_dist = base_distribution
+        event_dim = max(chain.codomain.event_dim, base_event_dim + chain.codomain.event_dim - chain.domain.event_dim)
         cut = len(shape) - event_dim
         super().__init__(bg.Size(shape[:cut]), bg.Size(shape[cut:]), validate_args=validate_args)
 

@@ -14,15 +14,44 @@ __all__ = ["ExponentialFamily", "Exponential", "Gamma", "Laplace", "Normal", "St
 
 
 class ExponentialFamily(Distribution):
-    """The base of the exponential-family distributions (torch's marker class; each family here writes its own
-    entropy in closed form)."""
+    """The base of the exponential-family distributions, density exp(<t(x), theta> - F(theta) + k(x)): a family
+    giving its natural parameters theta, log normalizer F and mean carrier measure E[k(x)] has its entropy, and
+    kl_divergence with itself as the Bregman divergence of F (each family here writes its entropy in closed form)."""
+
+    @property
+    def _natural_params(self):
+        raise NotImplementedError
+
+    def _log_normalizer(self, *natural_params):
+        raise NotImplementedError
+
+    @property
+    def _mean_carrier_measure(self):
+        raise NotImplementedError
+
+    def entropy(self):
+        """-E[k(x)] + F(theta) - <theta, grad F(theta)>, the gradient of the log normalizer by autograd."""
+        params = [theta.detach().requires_grad_() for theta in self._natural_params]
+        log_normalizer = self._log_normalizer(*params)
+        gradients = bg.autograd.grad(log_normalizer.sum(), params, create_graph=True)
+        result = log_normalizer - self._mean_carrier_measure
+        for theta, gradient in zip(params, gradients):
+            result = result - (theta * gradient).reshape(self._batch_shape + (-1,)).sum(-1)
+        return result
 
 
 class _Elementwise(Distribution):
-    """A family whose parameters (the keys of arg_constraints, in order) broadcast to the batch shape."""
+    """A family whose parameters (the keys of arg_constraints, in order, unless `_stored` names the members held
+    instead) broadcast to the batch shape."""
+
+    _stored = None
+
+    @classmethod
+    def _stored_names(cls):
+        return list(cls._stored or cls.arg_constraints)
 
     def __init__(self, *params, validate_args=None):
-        names = list(type(self).arg_constraints)
+        names = self._stored_names()
         for name, value in zip(names, broadcast_all(*params)):
             setattr(self, name, value)
         numbers_only = all(isinstance(p, numbers.Number) for p in params)
@@ -32,7 +61,7 @@ class _Elementwise(Distribution):
     def expand(self, batch_shape, _instance=None):
         new = self._get_checked_instance(type(self), _instance)
         batch_shape = bg.Size(batch_shape)
-        for name in type(self).arg_constraints:
+        for name in self._stored_names():
             setattr(new, name, getattr(self, name).expand(batch_shape))
         self._expand_extra(new, batch_shape)
         Distribution.__init__(new, batch_shape, validate_args=False)

@@ -30,25 +30,24 @@ def _expand_probs_or_logits(self, new, shape):
             new._param = getattr(new, name)
 
 
-class Bernoulli(ExponentialFamily):
-    """1 with probability `probs` (or sigmoid(`logits`)), else 0."""
+class _BinaryParameter(Distribution):
+    """A family with one success probability per batch entry, given as probs or logits, and for the counting
+    families a number of trials `total_count` broadcast with it."""
 
-    arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
-    support = constraints.boolean
-    has_enumerate_support = True
-    _mean_carrier_measure = 0
-
-    def __init__(self, probs=None, logits=None, validate_args=None):
+    def _set_probs_or_logits(self, probs, logits, total_count=None):
         _one_of(probs, logits)
         given = probs if probs is not None else logits
-        (self._param,) = broadcast_all(given)
+        if total_count is None:
+            (self._param,) = broadcast_all(given)
+        else:
+            self.total_count, self._param = broadcast_all(total_count, given)
+            self.total_count = self.total_count.type_as(self._param)
         setattr(self, "probs" if probs is not None else "logits", self._param)
-        batch_shape = bg.Size() if isinstance(given, numbers.Number) else self._param.size()
-        super().__init__(batch_shape, validate_args=validate_args)
+        return given
 
-    def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(Bernoulli, _instance)
-        batch_shape = bg.Size(batch_shape)
+    def _expand_into(self, new, batch_shape):
+        if "total_count" in self.__dict__:
+            new.total_count = self.total_count.expand(batch_shape)
         _expand_probs_or_logits(self, new, batch_shape)
         Distribution.__init__(new, batch_shape, validate_args=False)
         new._validate_args = self._validate_args
@@ -63,6 +62,24 @@ class Bernoulli(ExponentialFamily):
         return logits_to_probs(self.logits, is_binary=True)
 
     param_shape = property(lambda self: self._param.size())
+
+
+class Bernoulli(_BinaryParameter, ExponentialFamily):
+    """1 with probability `probs` (or sigmoid(`logits`)), else 0."""
+
+    arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
+    support = constraints.boolean
+    has_enumerate_support = True
+    _mean_carrier_measure = 0
+
+    def __init__(self, probs=None, logits=None, validate_args=None):
+        given = self._set_probs_or_logits(probs, logits)
+        batch_shape = bg.Size() if isinstance(given, numbers.Number) else self._param.size()
+        super().__init__(batch_shape, validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        return self._expand_into(self._get_checked_instance(Bernoulli, _instance), bg.Size(batch_shape))
+
     mean = property(lambda self: self.probs)
     variance = property(lambda self: self.probs * (1 - self.probs))
 

@@ -6,10 +6,16 @@ import math
 import batched_grad as bg
 
 from .composite import Independent, TransformedDistribution
-from .continuous import Exponential, Gamma, Laplace, Normal, Uniform
+from .continuous import Exponential, ExponentialFamily, Gamma, Laplace, Normal, Uniform
 from .discrete import Bernoulli, Categorical, OneHotCategorical, Poisson
 from .distribution import Distribution
-from .multivariate import MultivariateNormal, _batch_mahalanobis
+from .multivariate import (
+    LowRankMultivariateNormal,
+    MultivariateNormal,
+    _batch_mahalanobis,
+    _lowrank_logdet,
+    _lowrank_mahalanobis,
+)
 from .simplex import Beta, Dirichlet
 from .utils import _sum_rightmost
 
@@ -89,6 +95,92 @@ def _kl_mvn_mvn(p, q):
     trace = solved.pow(2).sum((-2, -1))  # tr(Sigma_q^{-1} Sigma_p)
     mahalanobis = _batch_mahalanobis(q_tril, q.loc - p.loc)
     return half_log_det_ratio + 0.5 * (trace + mahalanobis - n)
+
+
+def _check_event_shapes(p, q, what):
+    if p.event_shape != q.event_shape:
+        raise ValueError(f"KL-divergence between two {what} with different event shapes cannot be computed")
+
+
+def _batch_trace_xxt(matrix):
+    """trace(X X^T) of each matrix of a batch."""
+    return matrix.pow(2).sum((-2, -1))
+
+
+def _lowrank_terms(q, loc_p):
+    """log det(Sigma_q), the Mahalanobis term of p's mean under q, and A with Sigma_q^{-1} = D^{-1} - A^T A."""
+    factor, diag, capacitance = q._unbroadcasted_cov_factor, q._unbroadcasted_cov_diag, q._capacitance_tril
+    log_det = _lowrank_logdet(factor, diag, capacitance)
+    mahalanobis = _lowrank_mahalanobis(factor, diag, q.loc - loc_p, capacitance)
+    a = bg.linalg.solve_triangular(capacitance, factor.mT / diag.unsqueeze(-2), upper=False)
+    return log_det, mahalanobis, a
+
+
+def _p_lowrank_log_det(p):
+    return _lowrank_logdet(p._unbroadcasted_cov_factor, p._unbroadcasted_cov_diag, p._capacitance_tril)
+
+
+@register_kl(LowRankMultivariateNormal, LowRankMultivariateNormal)
+def _kl_lowrank_lowrank(p, q):
+    _check_event_shapes(p, q, "Low Rank Multivariate Normals")
+    log_det_q, mahalanobis, a = _lowrank_terms(q, p.loc)
+    p_factor, p_diag, q_diag = p._unbroadcasted_cov_factor, p._unbroadcasted_cov_diag, q._unbroadcasted_cov_diag
+    # tr(Sigma_q^{-1} Sigma_p) with Sigma_q^{-1} = D_q^{-1} - A^T A and Sigma_p = D_p + W_p W_p^T
+    trace = (
+        (p_diag / q_diag).sum(-1)
+        + _batch_trace_xxt(p_factor * q_diag.rsqrt().unsqueeze(-1))
+        - _batch_trace_xxt(a * p_diag.sqrt().unsqueeze(-2))
+        - _batch_trace_xxt(a.matmul(p_factor))
+    )
+    return 0.5 * (log_det_q - _p_lowrank_log_det(p) + trace + mahalanobis - p.event_shape[0])
+
+
+@register_kl(MultivariateNormal, LowRankMultivariateNormal)
+def _kl_mvn_lowrank(p, q):
+    _check_event_shapes(p, q, "(Low Rank) Multivariate Normals")
+    log_det_q, mahalanobis, a = _lowrank_terms(q, p.loc)
+    p_tril = p._unbroadcasted_scale_tril
+    log_det_p = 2 * p_tril.diagonal(dim1=-2, dim2=-1).log().sum(-1)
+    trace = _batch_trace_xxt(p_tril * q._unbroadcasted_cov_diag.rsqrt().unsqueeze(-1)) - _batch_trace_xxt(
+        a.matmul(p_tril)
+    )
+    return 0.5 * (log_det_q - log_det_p + trace + mahalanobis - p.event_shape[0])
+
+
+@register_kl(LowRankMultivariateNormal, MultivariateNormal)
+def _kl_lowrank_mvn(p, q):
+    _check_event_shapes(p, q, "(Low Rank) Multivariate Normals")
+    q_tril = q._unbroadcasted_scale_tril
+    log_det_q = 2 * q_tril.diagonal(dim1=-2, dim2=-1).log().sum(-1)
+    mahalanobis = _batch_mahalanobis(q_tril, q.loc - p.loc)
+    n = p.event_shape[0]
+    batch = tuple(bg.broadcast_shapes(tuple(q_tril.shape[:-2]), tuple(p._unbroadcasted_cov_factor.shape[:-2])))
+    q_tril = q_tril.expand(batch + (n, n))
+    p_factor = p._unbroadcasted_cov_factor.expand(batch + (n, p.cov_factor.size(-1)))
+    p_diag_root = bg.diag_embed(p._unbroadcasted_cov_diag.sqrt()).expand(batch + (n, n))
+    trace = _batch_trace_xxt(bg.linalg.solve_triangular(q_tril, p_factor, upper=False)) + _batch_trace_xxt(
+        bg.linalg.solve_triangular(q_tril, p_diag_root, upper=False)
+    )
+    return 0.5 * (log_det_q - _p_lowrank_log_det(p) + trace + mahalanobis - n)
+
+
+@register_kl(ExponentialFamily, ExponentialFamily)
+def _kl_expfamily_expfamily(p, q):
+    """The Bregman divergence of the log normalizer F between the natural parameters:
+    F(theta_q) - F(theta_p) - <theta_q - theta_p, grad F(theta_p)>."""
+    if type(p) is not type(q):
+        raise NotImplementedError(
+            "The cross KL-divergence between different exponential families cannot "
+            "                            be computed using Bregman divergences"
+        )
+    p_params = [theta.detach().requires_grad_() for theta in p._natural_params]
+    q_params = q._natural_params
+    log_normalizer_p = p._log_normalizer(*p_params)
+    gradients = bg.autograd.grad(log_normalizer_p.sum(), p_params, create_graph=True)
+    result = q._log_normalizer(*q_params) - log_normalizer_p
+    for p_theta, q_theta, gradient in zip(p_params, q_params, gradients):
+        result = result - _sum_rightmost((q_theta - p_theta) * gradient, len(q.event_shape))
+    return result
 
 
 @register_kl(Categorical, Categorical)
@@ -183,3 +275,7 @@ def _kl_transformed_transformed(p, q):
     if p.transforms != q.transforms or p.event_shape != q.event_shape:
         raise NotImplementedError
     return kl_divergence(p.base_dist, q.base_dist)
+
+
+# the pairs of the less common families and of different families register there
+from . import kl_pairs  # noqa: E402,F401

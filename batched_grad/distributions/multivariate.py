@@ -36,7 +36,25 @@ def _precision_to_scale_tril(precision):
 _MATRIX_ARGS = ("scale_tril", "covariance_matrix", "precision_matrix")
 
 
-class MultivariateNormal(Distribution):
+class _FromScaleTril:
+    """The matrices of a distribution given by the lower Cholesky factor L of its covariance (or scale) matrix,
+    each computed when read and expanded to `_matrix_shape()`: L, L L^T and (L L^T)^{-1}."""
+
+    @lazy_property
+    def scale_tril(self):
+        return self._unbroadcasted_scale_tril.expand(self._matrix_shape())
+
+    @lazy_property
+    def covariance_matrix(self):
+        tril = self._unbroadcasted_scale_tril
+        return bg.matmul(tril, tril.mT).expand(self._matrix_shape())
+
+    @lazy_property
+    def precision_matrix(self):
+        return bg.cholesky_inverse(self._unbroadcasted_scale_tril).expand(self._matrix_shape())
+
+
+class MultivariateNormal(_FromScaleTril, Distribution):
     """N(loc, Sigma) over the last dimension, Sigma given as exactly one of covariance_matrix, precision_matrix or
     scale_tril (its lower Cholesky factor)."""
 
@@ -84,19 +102,6 @@ class MultivariateNormal(Distribution):
 
     def _matrix_shape(self):
         return self._batch_shape + self._event_shape + self._event_shape
-
-    @lazy_property
-    def scale_tril(self):
-        return self._unbroadcasted_scale_tril.expand(self._matrix_shape())
-
-    @lazy_property
-    def covariance_matrix(self):
-        tril = self._unbroadcasted_scale_tril
-        return bg.matmul(tril, tril.mT).expand(self._matrix_shape())
-
-    @lazy_property
-    def precision_matrix(self):
-        return bg.cholesky_inverse(self._unbroadcasted_scale_tril).expand(self._matrix_shape())
 
     mean = property(lambda self: self.loc)
     mode = property(lambda self: self.loc)

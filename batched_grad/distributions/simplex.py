@@ -1,14 +1,17 @@
-"""Dirichlet and Beta (a Dirichlet of two components), reparameterized through normalized Gamma draws."""
+"""Dirichlet and Beta (a Dirichlet of two components), reparameterized through normalized Gamma draws, and the
+logistic-normal distribution (a Normal vector broken onto the simplex)."""
 
 import numbers
 
 import batched_grad as bg
 
 from . import constraints
-from .continuous import ExponentialFamily
+from .composite import TransformedDistribution
+from .continuous import ExponentialFamily, Normal
+from .structured_transforms import StickBreakingTransform
 from .utils import broadcast_all, sample_dirichlet
 
-__all__ = ["Beta", "Dirichlet"]
+__all__ = ["Beta", "Dirichlet", "LogisticNormal"]
 
 
 class Dirichlet(ExponentialFamily):
@@ -127,3 +130,24 @@ class Beta(ExponentialFamily):
 
     def entropy(self):
         return self._dirichlet.entropy()
+
+
+class LogisticNormal(TransformedDistribution):
+    """The logistic-normal distribution on the simplex: a Normal(loc, scale) vector of K - 1 coordinates through
+    the StickBreakingTransform."""
+
+    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
+    support = constraints.simplex
+    has_rsample = True
+
+    def __init__(self, loc, scale, validate_args=None):
+        base = Normal(loc, scale, validate_args=validate_args)
+        if not base.batch_shape:
+            base = base.expand([1])
+        super().__init__(base, StickBreakingTransform(), validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        return super().expand(batch_shape, _instance=self._get_checked_instance(LogisticNormal, _instance))
+
+    loc = property(lambda self: self.base_dist.base_dist.loc)
+    scale = property(lambda self: self.base_dist.base_dist.scale)

@@ -1,5 +1,6 @@
 """torch.distributions.transforms: invertible maps with the log |det J| that TransformedDistribution needs; the
-common elementwise ones (exp, affine, sigmoid, tanh, power, softplus, abs) and their composition."""
+common elementwise ones (exp, affine, sigmoid, tanh, power, softplus, abs) and their composition (the transforms of
+whole events are in structured_transforms, named here too)."""
 
 import math
 import numbers
@@ -12,11 +13,21 @@ from .utils import _sum_rightmost, broadcast_all
 __all__ = [
     "AbsTransform",
     "AffineTransform",
+    "CatTransform",
     "ComposeTransform",
+    "CorrCholeskyTransform",
+    "CumulativeDistributionTransform",
     "ExpTransform",
+    "IndependentTransform",
+    "LowerCholeskyTransform",
+    "PositiveDefiniteTransform",
     "PowerTransform",
+    "ReshapeTransform",
     "SigmoidTransform",
+    "SoftmaxTransform",
     "SoftplusTransform",
+    "StackTransform",
+    "StickBreakingTransform",
     "TanhTransform",
     "Transform",
     "identity_transform",
@@ -390,3 +401,18 @@ class AffineTransform(Transform):
         return bg.broadcast_shapes(shape, getattr(self.loc, "shape", ()), getattr(self.scale, "shape", ()))
 
     inverse_shape = forward_shape
+
+
+# the transforms of whole events live beside these; torch.distributions.transforms names them all
+from .structured_transforms import (  # noqa: E402
+    CatTransform,
+    CorrCholeskyTransform,
+    CumulativeDistributionTransform,
+    IndependentTransform,
+    LowerCholeskyTransform,
+    PositiveDefiniteTransform,
+    ReshapeTransform,
+    SoftmaxTransform,
+    StackTransform,
+    StickBreakingTransform,
+)

@@ -21,9 +21,12 @@ __all__ = [
     "logits_to_probs",
     "probs_to_logits",
     "sample_dirichlet",
+    "standard_cauchy",
     "standard_gamma",
     "standard_normal",
+    "tril_matrix_to_vec",
     "uniform",
+    "vec_to_tril_matrix",
 ]
 
 euler_constant = 0.57721566490153286060
@@ -76,9 +79,14 @@ def standard_normal(shape, dtype):
     return _draw("normal", shape, dtype, lambda bits, size: bits.normal(size, _real(dtype)))
 
 
-def uniform(shape, dtype):
-    """U[0, 1) noise of `shape` from the default generator."""
-    return _draw("rand", shape, dtype, lambda bits, size: bits.uniform(size, _real(dtype)))
+def uniform(shape, dtype, low=0.0, high=1.0):
+    """U[low, high) noise of `shape` from the default generator (torch's rand, or uniform_(low, high))."""
+    return _draw("rand", shape, dtype, lambda bits, size: bits.uniform(size, _real(dtype), low, high))
+
+
+def standard_cauchy(shape, dtype):
+    """Cauchy(0, 1) noise of `shape` from the default generator (torch's cauchy_)."""
+    return _draw("cauchy", shape, dtype, lambda bits, size: bits.cauchy(size, _real(dtype), 0.0, 1.0))
 
 
 def standard_exponential(shape, dtype):
@@ -136,3 +144,36 @@ def sample_dirichlet(concentration):
 
     drawn = sample(None, "_sample_dirichlet", alphas.shape, draw)
     return _DIRICHLET_OF_DRAW(concentration, drawn.to(concentration.dtype))
+
+
+def _tril_indices(n, diag):
+    """The (row, column) indices of the entries on or below diagonal `diag` of an n x n matrix, in row order."""
+    rows, cols = np.nonzero(np.arange(n) < np.arange(n)[:, None] + (diag + 1))
+    return rows, cols
+
+
+def tril_matrix_to_vec(mat, diag=0):
+    """The entries of the (batched) square matrix on or below diagonal `diag`, in row order."""
+    n = mat.shape[-1]
+    if diag < -n or diag >= n:
+        raise ValueError(f"diag ({diag}) provided is outside [{-n}, {n - 1}].")
+    rows, cols = _tril_indices(n, diag)
+    return mat[..., bg.tensor(rows), bg.tensor(cols)]
+
+
+def vec_to_tril_matrix(vec, diag=0):
+    """The (batched) square matrix whose entries on or below diagonal `diag` are vec's, in row order (0 above)."""
+    # the positive root of n^2 + (1 + 2 diag) n - |diag| (diag + 1) - 2 len(vec) = 0
+    length = vec.shape[-1]
+    n = (-(1 + 2 * diag) + ((1 + 2 * diag) ** 2 + 8 * length + 4 * abs(diag) * (diag + 1)) ** 0.5) / 2
+    if round(n) - n > bg.finfo(vec.dtype).eps:
+        raise ValueError(
+            f"The size of last dimension is {length} which cannot be expressed as "
+            "the lower triangular part of a square D x D matrix."
+        )
+    n = round(n)
+    rows, cols = _tril_indices(n, diag)
+    slots = np.full(n * n, length)  # entries above the diagonal read the appended zero
+    slots[rows * n + cols] = np.arange(len(rows))
+    padded = bg.cat([vec, bg.zeros(tuple(vec.shape[:-1]) + (1,), dtype=vec.dtype)], -1)
+    return padded[..., bg.tensor(slots)].reshape(tuple(vec.shape[:-1]) + (n, n))

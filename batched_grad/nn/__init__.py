@@ -2,6 +2,7 @@
 `parallel` and `utils`."""
 
 from . import activation as _activation
+from . import adaptive as _adaptive
 from . import functional, init, parallel, utils
 from . import layers as _layers
 from . import lazy as _lazy
@@ -10,6 +11,7 @@ from . import normalization as _normalization
 from . import padding as _padding
 from . import pooling as _pooling
 from . import rnn as _rnn
+from . import sparse as _sparse
 from . import transformer as _transformer
 from .attention import MultiheadAttention
 from .basic import (
@@ -47,7 +49,8 @@ def _classes(module):
     }
 
 
-_LAYER_MODULES = (_activation, _layers, _lazy, _loss, _normalization, _padding, _pooling, _rnn, _transformer)
+_LAYER_MODULES = (_activation, _adaptive, _layers, _lazy, _loss, _normalization, _padding, _pooling, _rnn, _sparse)
+_LAYER_MODULES += (_transformer,)
 _LAYERS = {name: cls for module in _LAYER_MODULES for name, cls in _classes(module).items()}
 globals().update(_LAYERS)
 

@@ -7,6 +7,7 @@ from collections import OrderedDict
 
 from ..utils.hooks import RemovableHandle
 from ._backward_hooks import BackwardHook
+from ._legacy_backward_hooks import register_on_result
 
 # the hooks of every module (torch.nn.modules.module's globals)
 global_forward_pre_hooks = OrderedDict()
@@ -130,7 +131,9 @@ def _run_always_called_hooks(module, args, kwargs, result, called):
 
 def call_with_hooks(module, args, kwargs):
     """module(*args, **kwargs) with its hooks and the global ones."""
-    backward_hooks = [*global_backward_hooks.values(), *module._backward_hooks.values()]
+    non_full = module.__dict__.get("_is_full_backward_hook") is False  # register_backward_hook's hooks
+    own_backward_hooks = list(module._backward_hooks.values())
+    backward_hooks = [*global_backward_hooks.values(), *([] if non_full else own_backward_hooks)]
     backward_pre_hooks = [*global_backward_pre_hooks.values(), *module._backward_pre_hooks.values()]
     called, result = set(), None
     try:
@@ -143,6 +146,8 @@ def call_with_hooks(module, args, kwargs):
         result = _run_forward_hooks(module, args, kwargs, result, called)
         if backward_hook is not None:
             result = backward_hook.setup_output_hook(result)
+        if non_full and own_backward_hooks:
+            register_on_result(module, own_backward_hooks, args, result)
         return result
     except Exception:
         _run_always_called_hooks(module, args, kwargs, result, called)

@@ -416,6 +416,33 @@ class Embedding(Module):
         s = f"{self.num_embeddings}, {self.embedding_dim}"
         return s + (f", padding_idx={self.padding_idx}" if self.padding_idx is not None else "")
 
+    @classmethod
+    def from_pretrained(
+        cls,
+        embeddings,
+        freeze=True,
+        padding_idx=None,
+        max_norm=None,
+        norm_type=2.0,
+        scale_grad_by_freq=False,
+        sparse=False,
+    ):
+        """An Embedding whose table is the 2-D `embeddings` (not trained when `freeze`)."""
+        if embeddings.dim() != 2:
+            raise AssertionError("Embeddings parameter is expected to be 2-dimensional")
+        rows, cols = embeddings.shape
+        return cls(
+            num_embeddings=rows,
+            embedding_dim=cols,
+            _weight=embeddings,
+            _freeze=freeze,
+            padding_idx=padding_idx,
+            max_norm=max_norm,
+            norm_type=norm_type,
+            scale_grad_by_freq=scale_grad_by_freq,
+            sparse=sparse,
+        )
+
 
 class MSELoss(_Loss):
     """mse_loss as a module."""

@@ -10,7 +10,18 @@ import jax.numpy as jnp
 from .. import _dtypes
 from .._dtypes import not_implemented
 from .._grad_mode import no_grad
-from .._ops import UNARY, _derivatives, attention, conv_transpose, dropouts, layers, norms, pooling, spatial
+from .._ops import (
+    UNARY,
+    _derivatives,
+    attention,
+    conv_transpose,
+    dropouts,
+    embeddings,
+    layers,
+    norms,
+    pooling,
+    spatial,
+)
 from .._ops import interpolate as _interpolate
 from .._ops._core import SAVES_NOTHING, Op, apply
 from .._ops._fused_backward import FUSED_ZEROS, Fused, last_operand_if
@@ -59,6 +70,7 @@ _OPS = {
     **norms.FUNCTIONAL,
     **conv_transpose.FUNCTIONAL,
     **layers.FUNCTIONAL,
+    **embeddings.FUNCTIONAL,
     **_interpolate.FUNCTIONAL,
     **dropouts.FUNCTIONAL,
     **attention.FUNCTIONAL,

@@ -9,6 +9,7 @@ from .. import _dtypes
 from .._factories import empty_like, zeros_like
 from .._tensor import Tensor, type_name
 from . import _conversion, _module_hooks
+from ._legacy_backward_hooks import MIXED as MIXED_BACKWARD_HOOKS
 from ._module_state import ModuleState
 from .parameter import Buffer, Parameter
 
@@ -50,11 +51,27 @@ class Module(ModuleState):
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required "forward" function')
 
     def __call__(self, *args, **kwargs):
+        compiled = self.__dict__.get("_compiled_call_impl")
+        if compiled is not None:
+            return compiled(*args, **kwargs)
+        return self._call_impl(*args, **kwargs)
+
+    def _call_impl(self, *args, **kwargs):
         if self._forward_hooks or self._forward_pre_hooks or self._backward_hooks or self._backward_pre_hooks:
             return _module_hooks.call_with_hooks(self, args, kwargs)
         if _GLOBAL_PRE or _GLOBAL_POST or _GLOBAL_BACKWARD_PRE or _GLOBAL_BACKWARD:
             return _module_hooks.call_with_hooks(self, args, kwargs)
         return self.forward(*args, **kwargs)
+
+    def compile(self, *args, **kwargs):
+        """Compile this module's calls in place with bg.compile(*args, **kwargs) (torch.compile's arguments): the
+        module stays itself (its parameters, state-dict keys and attributes unchanged); its calls, hooks included,
+        run through the compiled program."""
+        from .._compile import compile_forward  # the compiler imports nn lazily too
+
+        if args:
+            raise TypeError(f"Module.compile() takes torch.compile's keyword arguments, but got {len(args)} positional")
+        object.__setattr__(self, "_compiled_call_impl", compile_forward(self._call_impl, **kwargs))
 
     # ---- hooks -------------------------------------------------------------------------------------------------
     def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
@@ -77,7 +94,19 @@ class Module(ModuleState):
     def register_full_backward_hook(self, hook, prepend=False):
         """hook(module, grad_input, grad_output) -> None or a new grad_input, run when the gradients with respect
         to the module's Tensor inputs are known."""
+        if self.__dict__.get("_is_full_backward_hook") is False:
+            raise RuntimeError(MIXED_BACKWARD_HOOKS)
+        object.__setattr__(self, "_is_full_backward_hook", True)
         return _module_hooks.add(self._backward_hooks, hook, prepend)
+
+    def register_backward_hook(self, hook):
+        """torch's deprecated non-full form: hook(module, grad_input, grad_output) is registered, at each call, on
+        the grad_fn of the result's first Tensor, and sees that node's gradients only (torch's FutureWarning says
+        when that is not the whole module); register_full_backward_hook gives the module's."""
+        if self.__dict__.get("_is_full_backward_hook") is True:
+            raise RuntimeError(MIXED_BACKWARD_HOOKS)
+        object.__setattr__(self, "_is_full_backward_hook", False)
+        return _module_hooks.add(self._backward_hooks, hook)
 
     # ---- registration -----------------------------------------------------------------------------------
     def _registry(self, kind):
@@ -119,6 +148,12 @@ class Module(ModuleState):
             self._buffers[name] = value
         else:
             object.__setattr__(self, name, value)
+
+    def __getstate__(self):
+        """Pickling and deepcopy leave out what Module.compile made, as torch's: the copy runs uncompiled."""
+        state = self.__dict__.copy()
+        state.pop("_compiled_call_impl", None)
+        return state
 
     def __setstate__(self, state):
         """Unpickling: a module saved before it had hook registries gets empty ones, as torch's does."""

@@ -1,22 +1,26 @@
 """torch.optim's optimizers, each step one compiled update per parameter group: SGD, Adam, AdamW, RMSprop,
-Adagrad, Adadelta, Adamax, NAdam, RAdam, Rprop and ASGD; and LBFGS, whose step runs a closure several times. The
-lr schedulers are in lr_scheduler, weight averaging (SWA, EMA) in swa_utils."""
+Adagrad, Adadelta, Adamax, NAdam, RAdam, Rprop and ASGD; Adafactor and Muon (matrix_optimizers, torch's updates in
+Tensor ops); and LBFGS, whose step runs a closure several times. The lr schedulers are in lr_scheduler, weight
+averaging (SWA, EMA) in swa_utils."""
 
 from . import lr_scheduler, swa_utils
 from .adam import Adam, AdamW
 from .adaptive import ASGD, Adadelta, Adagrad, Adamax, NAdam, RAdam, RMSprop, Rprop
 from .lbfgs import LBFGS
+from .matrix_optimizers import Adafactor, Muon
 from .optimizer import Optimizer
 from .sgd import SGD
 
 __all__ = [
     "ASGD",
     "Adadelta",
+    "Adafactor",
     "Adagrad",
     "Adam",
     "AdamW",
     "Adamax",
     "LBFGS",
+    "Muon",
     "NAdam",
     "Optimizer",
     "RAdam",

@@ -10,9 +10,11 @@ Two variants, as torch's:
 - non-reentrant (`use_reentrant=False`): the function runs with grad on under saved-tensor hooks that keep a holder
   in place of each tensor saved for backward; reading the first of them back in a backward runs the function again
   (random state restored) under hooks that collect the recomputed tensors, each given back once. Works with
-  autograd.grad, keyword arguments, nested checkpoints and parameters the function closes over.
+  autograd.grad, keyword arguments, nested checkpoints and parameters the function closes over. With `debug=True`
+  a mismatch between the tensors saved in the forward and in the recomputation is reported with the logs of the
+  ops each ran (_checkpoint_debug.py).
 
-There are no dispatch modes here: `debug=True` (operator logs) and selective checkpointing are not provided."""
+There are no dispatch modes here: selective checkpointing is not provided."""
 
 import contextlib
 import uuid
@@ -28,6 +30,7 @@ from ..autograd import backward as _backward
 from ..autograd.function import Function
 from ..autograd.graph import saved_tensors_hooks
 from ..random import fork_rng
+from ._checkpoint_debug import OperatorLog, debug_message
 
 __all__ = [
     "CheckpointError",
@@ -45,10 +48,6 @@ __all__ = [
     "set_device_states",
 ]
 
-_DEBUG_NOT_PROVIDED = (
-    "torch.utils.checkpoint: debug=True (logs of the operators run in the forward and the recomputation) is not "
-    "provided by batched_grad, which has no dispatch modes to record them; pass debug=False"
-)
 _DEBUG_TIP = """
 Tip: To see a more detailed error message, either pass `debug=True` to
 `torch.utils.checkpoint.checkpoint(...)` or wrap the code block
@@ -238,8 +237,9 @@ class _Frame:
     """One non-reentrant checkpoint call: its inputs (saved as a node saves tensors, so an enclosing checkpoint
     recomputes them), a weak reference per tensor its forward saved, and what each backward recomputed."""
 
-    def __init__(self, recompute, early_stop, check_metadata):
+    def __init__(self, recompute, early_stop, check_metadata, error_cb=None):
         self.recompute, self.early_stop, self.check_metadata = recompute, early_stop, check_metadata
+        self.error_cb = error_cb  # debug mode: raises its own CheckpointError in place of one found unpacking
         self.saved_args = []
         self.weak_holders, self.metadatas = [], []
         self.recomputed, self.counters, self.done = {}, {}, set()
@@ -249,7 +249,9 @@ class _Frame:
         self.saved_args = [SavedValue(a) if isinstance(a, Tensor) else a for a in args]
 
     def inputs(self):
-        return [a.unpack(True) if isinstance(a, SavedValue) else a for a in self.saved_args]
+        """The inputs for a recomputation: each tensor itself, as torch's saved inputs are read back (a new tensor
+        in its place in the graph where an enclosing checkpoint's hooks packed it)."""
+        return [a.unpack_for(None) if isinstance(a, SavedValue) else a for a in self.saved_args]
 
     def pack(self, tensor):
         holder = _Holder()
@@ -259,6 +261,14 @@ class _Frame:
         return holder
 
     def unpack(self, holder):
+        if self.error_cb is None:
+            return self._unpack(holder)
+        try:
+            return self._unpack(holder)
+        except CheckpointError as error:
+            self.error_cb(error)
+
+    def _unpack(self, holder):
         gid = GraphExecGroup._current
         if gid is None:
             gid = _graph_task.current_id()
@@ -338,13 +348,25 @@ class _RecomputeHooks(saved_tensors_hooks):
         super().__init__(lambda tensor: frame.record_recomputed(gid, tensor), lambda tensor: tensor)
 
 
+def _debug_context_and_cb():
+    """debug mode's context_fn (logs of the ops of the forward and of the latest recomputation) and the callback
+    that reports a mismatch with them."""
+    forward_log, recompute_log = OperatorLog(), OperatorLog()
+
+    def error_cb(error):
+        raise CheckpointError(debug_message(forward_log, recompute_log)) from error
+
+    return (lambda: (forward_log, recompute_log)), error_cb
+
+
 def _checkpoint_without_reentrant(
     function, preserve_rng_state, context_fn, determinism_check, debug, early_stop, args, kwargs
 ):
+    error_cb = None
     if _debug_enabled if _debug_enabled is not None else debug:
         if context_fn is not noop_context_fn:
             raise ValueError("debug=True is incompatible with non-default context_fn")
-        raise NotImplementedError(_DEBUG_NOT_PROVIDED)
+        context_fn, error_cb = _debug_context_and_cb()
     if determinism_check not in ("default", "none"):
         raise ValueError(f"determinism_check should be one of ['default', 'none'], but got {determinism_check}")
     forward_context, recompute_context = context_fn()
@@ -359,7 +381,8 @@ def _checkpoint_without_reentrant(
 
     if not is_grad_enabled():
         return function(*args, **kwargs)
-    frame = _Frame(recompute, _early_stop if _early_stop is not None else early_stop, determinism_check == "default")
+    early_stop = _early_stop if _early_stop is not None else early_stop
+    frame = _Frame(recompute, early_stop, determinism_check == "default", error_cb)
     frame.save_inputs(args)
     suppressed = True
     with saved_tensors_hooks(frame.pack, frame.unpack), forward_context:

@@ -9,6 +9,7 @@ import types
 from .. import (
     _module_hooks,
     activation,
+    adaptive,
     attention,
     basic,
     batchnorm,
@@ -22,14 +23,29 @@ from .. import (
     padding,
     pooling,
     rnn,
+    sparse,
     transformer,
 )
 
-_DEFINED_IN = (activation, attention, basic, batchnorm, containers, layers, lazy, loss, losses, module, normalization)
-_DEFINED_IN += (padding, pooling, rnn, transformer)
+_DEFINED_IN = (
+    activation,
+    adaptive,
+    attention,
+    basic,
+    batchnorm,
+    containers,
+    layers,
+    lazy,
+    loss,
+    losses,
+    module,
+    normalization,
+)
+_DEFINED_IN += (padding, pooling, rnn, sparse, transformer)
 
 # torch's file -> the classes it defines that batched_grad has
 TORCH_FILES = {
+    "adaptive": "AdaptiveLogSoftmaxWithLoss",
     "activation": """Threshold ReLU RReLU Hardtanh ReLU6 Sigmoid Hardsigmoid Tanh SiLU Mish Hardswish ELU CELU SELU
         GLU GELU Hardshrink LeakyReLU LogSigmoid Softplus Softshrink MultiheadAttention PReLU Softsign Tanhshrink
         Softmin Softmax Softmax2d LogSoftmax""",
@@ -61,7 +77,7 @@ TORCH_FILES = {
         AvgPool2d AvgPool3d LPPool1d LPPool2d LPPool3d AdaptiveMaxPool1d AdaptiveMaxPool2d AdaptiveMaxPool3d
         _AdaptiveAvgPoolNd AdaptiveAvgPool1d AdaptiveAvgPool2d AdaptiveAvgPool3d""",
     "rnn": "RNNBase RNN LSTM GRU RNNCellBase RNNCell LSTMCell GRUCell",
-    "sparse": "Embedding",
+    "sparse": "Embedding EmbeddingBag",
     "transformer": """Transformer TransformerEncoder TransformerDecoder TransformerEncoderLayer
         TransformerDecoderLayer""",
     "upsampling": "Upsample UpsamplingNearest2d UpsamplingBilinear2d",
