@@ -25,6 +25,7 @@ from . import (  # noqa: E402
     multiprocessing,
     nn,
     optim,
+    profiler,
     random,
     special,
     testing,

@@ -20,6 +20,7 @@ from ._graph import AccumulateGrad
 from ._hooks import run_post_accumulate_hooks, run_posthooks, run_prehooks, run_tensor_hooks
 from ._host import host_arrays, to_device, unshared
 from ._meta import MetaValue
+from ._profiling import PROFILING, accumulated, evaluated_node
 from ._reentrant import escapes_deep_nesting
 from ._tensor import Tensor
 
@@ -149,6 +150,8 @@ def _check_anomaly(node, grads):
 
 
 def _call(node, cotangents, create_graph, batch, needed):
+    if PROFILING.on and PROFILING.claims(node):  # a profiler is recording: the node runs as its spans
+        return evaluated_node(_call, node, cotangents, create_graph, batch, needed)
     if not _graph._anomaly["enabled"]:
         return node.backward_needed(cotangents, create_graph, batch, needed)
     try:
@@ -367,6 +370,8 @@ def _run_accumulate(node, holder, create_graph, batch):
     """An AccumulateGrad node run by backward() on the gradient in `holder` (a list the engine holds it in, and
     nothing else of the engine): its pre-hooks, the accumulation into `.grad` (and the leaf's post-accumulate-grad
     hooks), its hooks."""
+    if PROFILING.on and PROFILING.claims(node):  # a profiler is recording: the accumulation runs as its spans
+        return accumulated(_run_accumulate, node, holder, create_graph, batch)
     hooks = node.node_hooks
     if hooks and hooks.pre:
         (holder[0],) = run_prehooks(hooks.pre, [holder[0]], batch)

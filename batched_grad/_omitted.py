@@ -319,7 +319,6 @@ OMITTED = {
 # ---- whole torch submodules out of scope --------------------------------------------------------------------------
 # tests/test_usage_coverage.py counts a used torch name under one of these prefixes as accounted for (a user would
 # accept it as out of scope for an autograd front end on JAX/XLA).
-PROFILER = "torch.profiler and torch.autograd.profiler: XLA programs are profiled with JAX's profiler, not torch's"
 ONNX = "torch.onnx export: batched_grad programs are JAX programs; export them with JAX's tools"
 PRIVATE = "torch's private internals (torch._C, torch._vmap_internals, _cast_*): not an API, replaced by public ones"
 OUT_OF_SCOPE_MODULES = {
@@ -336,6 +335,4 @@ OUT_OF_SCOPE_MODULES = {
     "torch.jit": JIT,
     "torch.fx": JIT,
     "torch.onnx": ONNX,
-    "torch.profiler": PROFILER,
-    "torch.autograd.profiler": PROFILER,
 }

@@ -35,6 +35,7 @@ from .._layout import note_base
 from .._lazy import Call, Pending, Signature, defer, kernel, materialize, signature
 from .._meta import MetaValue, check_devices, meta_value, shapes_of
 from .._numpy_eval import derived_vjp
+from .._profiling import PROFILING, recorded_op
 from .._reads import output_copies, output_reads
 from .._saved import SavedValue, modified_error
 from .._tensor import DETACH, Tensor, remember_view
@@ -212,6 +213,8 @@ def apply(op, operands, **static):
 
     A recorded op is deferred: its outputs are Pending values (_lazy.py), computed when read; so is any op on the
     rows of a vmap.vmap input. An op outside the graph that reads deferred values computes them now."""
+    if PROFILING.on and PROFILING.claims(op):  # a profiler is recording: the op runs as its span (_profiling.py)
+        return recorded_op(apply, op, operands, static)
     if OP_LOGS:
         OP_LOGS[-1].record(op, operands)
     if op.forward_error is not None:

@@ -11,12 +11,13 @@ from .._grad_mode import (
     set_grad_enabled,
 )
 from .._saved import SavedTensor  # noqa: F401  (torch's, not in its __all__: made by the nodes only)
-from . import forward_ad, functional, grad_mode, graph
+from . import forward_ad, functional, grad_mode, graph, profiler
 from ._api import backward, grad
 from .anomaly_mode import detect_anomaly, set_detect_anomaly
 from .function import Function, FunctionCtx, once_differentiable
 from .grad_mode import _unsafe_preserve_version_counter, set_multithreading_enabled  # noqa: F401
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck
+from .profiler import _profiler_enabled  # noqa: F401  (torch's, private)
 from .variable import Variable
 
 __all__ = [
