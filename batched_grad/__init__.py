@@ -24,6 +24,7 @@ from . import (  # noqa: E402
     linalg,
     multiprocessing,
     nn,
+    onnx,
     optim,
     random,
     special,

@@ -41,3 +41,18 @@ def test_cpu_queries_answer_as_torch():
 
     for name in ("is_available", "device_count", "current_device", "synchronize"):
         assert getattr(bg.cpu, name)() == getattr(torch.cpu, name)(), name
+
+
+def test_onnx_module_imports_and_reports_no_export_in_progress():
+    import torch.onnx as torch_onnx
+
+    import batched_grad.onnx
+
+    assert batched_grad.onnx.is_in_onnx_export() is torch_onnx.is_in_onnx_export() is False
+    assert bg.onnx is batched_grad.onnx
+
+
+def test_onnx_export_is_refused_with_the_exporter_error():
+    with pytest.raises(RuntimeError, match="cannot be exported to ONNX") as caught:
+        bg.onnx.export(bg.nn.Linear(2, 1), (bg.zeros(1, 2),), "model.onnx")
+    assert type(caught.value).__name__ == "OnnxExporterError"
