@@ -20,6 +20,7 @@ from . import (  # noqa: E402
     distributed,
     fft,
     func,  # noqa: E402
+    hub,
     jit,
     linalg,
     multiprocessing,
