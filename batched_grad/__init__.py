@@ -12,6 +12,7 @@ from math import e, inf, nan, pi  # noqa: E402  (torch's constants)
 
 from . import (  # noqa: E402
     _ops,  # noqa: E402
+    accelerator,
     amp,
     autograd,
     backends,
@@ -33,6 +34,7 @@ from . import (  # noqa: E402
     torch_version,
     utils,
     version,
+    xpu,
 )
 from ._budget import set_cache_limit
 from ._cache import set_compilation_cache
@@ -99,9 +101,9 @@ from ._grad_mode import (
 )
 from ._info import finfo, iinfo
 from ._lazy import set_fuse_after
-from ._lowrank import pca_lowrank, svd_lowrank
 from ._legacy_constructors import TYPED as _TYPED
 from ._legacy_constructors import set_default_tensor_type
+from ._lowrank import pca_lowrank, svd_lowrank
 from ._memory_format import channels_last, channels_last_3d, contiguous_format, memory_format, preserve_format
 from ._ops import *  # noqa: F401,F403  (every op of the table, under torch's name)
 from ._ops import clone, compile_count, jax_function, set_background_compile, to, wait_for_compiles
