@@ -12,6 +12,7 @@ from math import e, inf, nan, pi  # noqa: E402  (torch's constants)
 
 from . import (  # noqa: E402
     _ops,  # noqa: E402
+    accelerator,
     amp,
     autograd,
     backends,
@@ -20,10 +21,12 @@ from . import (  # noqa: E402
     distributed,
     fft,
     func,  # noqa: E402
+    hub,
     jit,
     linalg,
     multiprocessing,
     nn,
+    onnx,
     optim,
     profiler,
     random,
@@ -32,6 +35,7 @@ from . import (  # noqa: E402
     torch_version,
     utils,
     version,
+    xpu,
 )
 from ._budget import set_cache_limit
 from ._cache import set_compilation_cache

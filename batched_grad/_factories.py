@@ -1,6 +1,7 @@
 """Tensor factories: tensor, as_tensor, from_numpy, zeros/ones/full/eye/arange/linspace, *_like, random."""
 
 import builtins
+import collections.abc
 import math
 import warnings
 
@@ -20,7 +21,6 @@ from ._tensor import REQUIRES_GRAD_DTYPE, Tensor, python_type_name, warn_once
 from ._x64 import scoped
 
 _ARRAYS = (np.ndarray, np.generic, jax.Array)
-_SEQUENCES = (list, tuple, range)
 COPY_CONSTRUCT_WARNING = (
     "To copy construct from a tensor, it is recommended to use sourceTensor.detach().clone() or "
     "sourceTensor.detach().clone().requires_grad_(True), rather than torch.tensor(sourceTensor)."
@@ -56,6 +56,12 @@ def _made(make, shape, d, requires_grad, device):
 
 
 # ---- tensor(data): torch's dtype inference and shape checks ---------------------------------------------
+def _is_sequence(data):
+    """Whether tensor() reads `data` as a sequence, as torch does any Python sequence (list, tuple, range, deque,
+    array.array, ...) but a string."""
+    return isinstance(data, collections.abc.Sequence) and not isinstance(data, (str, bytes, bytearray))
+
+
 def _infer_dtype(data):
     """torch's infer_scalar_type: numbers get the defaults, arrays and Tensors keep theirs, lists promote."""
     if isinstance(data, Tensor):
@@ -64,12 +70,12 @@ def _infer_dtype(data):
         return _dtypes.from_numpy_dtype(data.dtype)
     if isinstance(data, (bool, int, float, complex)):
         return _dtypes.scalar_dtype(data)
-    if isinstance(data, _SEQUENCES):
+    if _is_sequence(data):
         result = None
         for item in data:
             result = _dtypes.promote_types(result, _infer_dtype(item))
         return result or _dtypes.get_default_dtype()
-    if isinstance(data, str):
+    if isinstance(data, (str, bytes)):
         raise TypeError(f"new(): invalid data type '{type(data).__name__}'")
     reject_torch_tensors(data)
     raise RuntimeError(f"Could not infer dtype of {type(data).__name__}")
@@ -78,7 +84,7 @@ def _infer_dtype(data):
 def _sizes(data):
     """The shape torch reads from nested sequences: follow the first element down."""
     sizes = []
-    while isinstance(data, _SEQUENCES):
+    while _is_sequence(data):
         sizes.append(len(data))
         if not data:
             break
@@ -89,7 +95,7 @@ def _sizes(data):
 
 
 def _check_nested(data, sizes, dim=0):
-    if not isinstance(data, _SEQUENCES):
+    if not _is_sequence(data):
         if isinstance(data, Tensor) and dim:
             if data.numel() != 1:
                 raise ValueError("only one element tensors can be converted to Python scalars")
@@ -109,11 +115,11 @@ def _numbers(data):
     """Nested sequences with each Tensor in them (one element each) replaced by its number."""
     if isinstance(data, Tensor):
         return data.item()
-    return [_numbers(x) for x in data] if isinstance(data, _SEQUENCES) else data
+    return [_numbers(x) for x in data] if _is_sequence(data) else data
 
 
 def _check_int_range(data):
-    if isinstance(data, _SEQUENCES):
+    if _is_sequence(data):
         for item in data:
             _check_int_range(item)
     elif isinstance(data, int) and not -(2**63) <= data < 2**63:
@@ -422,6 +428,8 @@ def randint(low=0, high=None, size=None, *, dtype=None, requires_grad=False, gen
     """Integers in [low, high) (randint(high, size) also works), from `generator` (the default one if None)."""
     if size is None:
         low, high, size = 0, low, high
+    elif high is None:
+        low, high = 0, low
     d = _dtypes.to_dtype(dtype) if dtype is not None else _dtypes.int64
     if high is None or not (_is_int(low) and _is_int(high)):
         raise TypeError(f"randint(): arguments 'low' and 'high' must be ints, but got {low!r} and {high!r}")

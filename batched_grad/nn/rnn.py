@@ -150,6 +150,17 @@ class RNNBase(Module):
         )
         return [getattr(self, f"{name}_l{layer}{suffix}") for name in names]
 
+    def flatten_parameters(self):
+        """Nothing to pack: torch packs the weights into one buffer only for cuDNN, and here (as with torch on the
+        CPU) each weight stays its own array."""
+
+    @property
+    def all_weights(self):
+        """Each layer's and direction's parameters, in torch's order: [[weight_ih, weight_hh, bias_ih, bias_hh,
+        weight_hr if any], ...]."""
+        directions = ("", "_reverse") if self.bidirectional else ("",)
+        return [self._layer_parameters(layer, suffix) for layer in range(self.num_layers) for suffix in directions]
+
     def _initial_state(self, x, hx):
         directions = 2 if self.bidirectional else 1
         real_hidden = self.proj_size if self.proj_size > 0 else self.hidden_size
