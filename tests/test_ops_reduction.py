@@ -272,3 +272,15 @@ ERRORS = {  # id: (fn(m, *inputs), inputs, message part)
 def test_errors(name):
     fn, inputs, match = ERRORS[name]
     raises_like(fn, inputs, match)
+
+
+def test_an_explicit_dim_none_takes_torchs_dim_overload():
+    # torch's sum and mean without a dim are one overload (Backward0); any dim argument, None included, the other
+    for lib in (torch, bg):
+        x = lib.ones(2, 3, requires_grad=True)
+        nodes = [x.sum(), x.sum(dim=None), lib.sum(x, None, True), x.mean(), x.mean(dim=None), x.sum(dtype=lib.float64)]
+        names = [t.grad_fn.name().rsplit("::", 1)[-1] for t in nodes]
+        if lib is torch:
+            expected = names
+    assert names == expected
+    assert expected[:2] == ["SumBackward0", "SumBackward1"]

@@ -81,10 +81,27 @@ def _accumulating_dtype(input, dtype):
 _ACCUMULATING = {d.np: _dtypes.int64 if _dtypes.category(d) < 2 else d for d in _dtypes.ALL}
 
 
-def sum(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A001
+class _AllDims:
+    """The default `dim` of sum and mean: torch picks its all-elements overload (Backward0) only when no `dim` is
+    passed; an explicit dim=None takes the dim overload (Backward1), over all dims as well."""
+
+    def __repr__(self):
+        return "None"
+
+
+_ALL_DIMS = _AllDims()
+
+
+def _dim_overload(dim):
+    """(torch's overload: 0 without a dim argument, else 1; the dim, None for all)."""
+    return (0, None) if dim is _ALL_DIMS else (1, dim)
+
+
+def sum(input, dim=_ALL_DIMS, keepdim=False, *, dtype=None):  # noqa: A001
     """Sum over `dim` (all dims by default); integer and bool inputs sum in int64."""
+    overload, dim = _dim_overload(dim)
     return apply(
-        _SUM[dim is not None],
+        _SUM[overload],
         [input],
         axis=dims(dim, input.ndim),
         keepdim=keepdim,
@@ -92,13 +109,14 @@ def sum(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A001
     )
 
 
-def mean(input, dim=None, keepdim=False, *, dtype=None):
+def mean(input, dim=_ALL_DIMS, keepdim=False, *, dtype=None):
     """Mean over `dim`; the input (or `dtype`) must be floating point or complex."""
+    overload, dim = _dim_overload(dim)
     d = _dtypes.to_dtype(dtype) if dtype is not None else input.dtype
     _require_float(
         "mean(): could not infer output dtype. Input dtype must be either a floating point or complex dtype. Got: {}", d
     )
-    return apply(_MEAN[dim is not None], [input], axis=dims(dim, input.ndim), keepdim=keepdim, dtype=d.np)
+    return apply(_MEAN[overload], [input], axis=dims(dim, input.ndim), keepdim=keepdim, dtype=d.np)
 
 
 def prod(input, dim=None, keepdim=False, *, dtype=None):
