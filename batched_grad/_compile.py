@@ -16,6 +16,7 @@ raises an error naming the read (fullgraph=True), or runs that signature eagerly
 
 import functools
 import gc
+import inspect
 import threading
 import traceback
 import warnings
@@ -99,31 +100,19 @@ def compile_forward(forward, **kwargs):
     return _compile_model(forward, _settings(**kwargs), forward=True)
 
 
-def _settings(
-    fullgraph=True,
-    dynamic=None,
-    backend=None,
-    mode=None,
-    options=None,
-    name=None,
-    disable=False,
-    recompile_limit=None,
-    isolate_recompiles=False,
-    shapes_spec=None,
-):
-    """compile()'s keyword arguments checked, as a dict (those with no effect past the check left out)."""
-    _compile_args.check(
-        fullgraph=fullgraph,
-        dynamic=dynamic,
-        mode=mode,
-        options=options,
-        name=name,
-        disable=disable,
-        recompile_limit=recompile_limit,
-        isolate_recompiles=isolate_recompiles,
-        shapes_spec=shapes_spec,
-    )
-    return dict(fullgraph=fullgraph, backend=backend, name=name, disable=disable, recompile_limit=recompile_limit)
+def _settings(**given):
+    """compile()'s keyword arguments (its defaults where not given) checked, as a dict (those with no effect past
+    the check left out)."""
+    unknown = sorted(set(given) - set(_DEFAULTS))
+    if unknown:
+        raise TypeError(f"compile() got an unexpected keyword argument '{unknown[0]}'")
+    arguments = {**_DEFAULTS, **given}
+    _compile_args.check(**{k: v for k, v in arguments.items() if k != "backend"})
+    return {k: arguments[k] for k in ("fullgraph", "backend", "name", "disable", "recompile_limit")}
+
+
+# compile()'s keyword arguments and their defaults, read from its signature (one place for both)
+_DEFAULTS = {k: p.default for k, p in inspect.signature(compile).parameters.items() if k != "model"}
 
 
 def _compile_model(model, settings, forward=False):
