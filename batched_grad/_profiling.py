@@ -73,11 +73,12 @@ OWN_ROWS = frozenset(
 )
 
 
-def torch_name(op_name):
-    """The name a profiler shows for the op row `op_name`: torch's ATen name, or batched_grad's for its own rows."""
-    if op_name in OWN_ROWS:
-        return "batched_grad::" + op_name
-    return _TORCH_NAMES.get(op_name) or "aten::" + op_name
+def torch_name(op):
+    """The name a profiler shows for the op row `op`: torch's ATen name, or batched_grad's for its own rows (and
+    for the rows made at run time: forward-mode tangents, jax_function's)."""
+    if op.name in OWN_ROWS or op.name.endswith("_jvp") or str(op.backward_name).startswith("JaxFunction_"):
+        return "batched_grad::" + op.name
+    return _TORCH_NAMES.get(op.name) or "aten::" + op.name
 
 
 class Span:
@@ -250,7 +251,7 @@ def recorded_op(apply, op, operands, static):
     if session is None:  # stopped meanwhile (another thread)
         return _handed(op, apply, op, operands, **static)
     shapes = _torch_order(op.name, [_shape_of(x) for x in operands]) if session.record_shapes else ()
-    span = session.enter(torch_name(op.name), "cpu_op", shapes)
+    span = session.enter(torch_name(op), "cpu_op", shapes)
     try:
         result = computed(_handed(op, apply, op, operands, **static))
         _note_node(session, span, result)

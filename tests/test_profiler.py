@@ -2,20 +2,24 @@
 node names, call counts, nesting, self and total times), schedules and on_trace_ready, the table's layout, the Chrome
 trace, and the errors."""
 
+import gc
 import gzip
 import json
 import time
 import warnings
 
+import jax.numpy as jnp
 import pytest
 import torch
 import torch.autograd.profiler
 import torch.profiler
 
 import batched_grad as bg
+import batched_grad.autograd.forward_ad as fwAD
 import batched_grad.autograd.profiler
 import batched_grad.profiler
 from batched_grad import _profiling
+from batched_grad._ops._core import Op
 from batched_grad.profiler import ProfilerAction
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -380,15 +384,23 @@ def test_no_profiler_means_no_recording():
 
 
 def test_op_names_are_aten_ops_or_batched_grads_own():
-    import gc
-
-    from batched_grad._ops._core import Op
-
-    rows = {o.name for o in gc.get_objects() if isinstance(o, Op)}
-    unknown = [n for n in rows if _profiling.torch_name(n).startswith("aten::") and not _aten(n)]
+    rows = [o for o in gc.get_objects() if isinstance(o, Op)]
+    unknown = [o.name for o in rows if _profiling.torch_name(o).startswith("aten::") and not _aten(o)]
     assert not unknown, unknown
-    assert _profiling.OWN_ROWS <= rows
+    assert _profiling.OWN_ROWS <= {o.name for o in rows}
 
 
-def _aten(name):
-    return hasattr(torch.ops.aten, _profiling.torch_name(name)[len("aten::") :])
+def test_rows_made_at_run_time_are_batched_grads_own():
+    bg.jax_function(lambda x: jnp.sin(x) * 2)(bg.ones(2, requires_grad=True))
+    with fwAD.dual_level():
+        (fwAD.make_dual(bg.ones(2), bg.ones(2)) > 0.5).float().sum()
+    made = [
+        o
+        for o in gc.get_objects()
+        if isinstance(o, Op) and (o.name.endswith("_jvp") or str(o.backward_name).startswith("JaxFunction_"))
+    ]
+    assert made and all(_profiling.torch_name(o).startswith("batched_grad::") for o in made)
+
+
+def _aten(op):
+    return hasattr(torch.ops.aten, _profiling.torch_name(op)[len("aten::") :])
