@@ -53,6 +53,7 @@ OWN_ROWS = frozenset(
         "backward_program",
         "backward_segment",
         "copy_slices",
+        "copy_slices_of",
         "dirichlet_draw",
         "forward_jacobian",
         "gamma_draw",

@@ -51,10 +51,9 @@ def _sizes(name, n_fft, hop_length, win_length, signal_length=None):
     return hop_length, win_length
 
 
-def _padded_window(name, window, win_length, n_fft, dtype, rectangular):
-    """The window over a whole frame: `window` (ones if None, with torch's warning) centered in n_fft samples."""
+def _padded_window(name, window, win_length, n_fft, dtype):
+    """The window over a whole frame: `window` (ones if None) centered in n_fft samples."""
     if window is None:
-        warn_once(rectangular)
         window = _factories.ones(win_length, dtype=dtype)
     elif window.ndim != 1 or window.shape[0] != win_length:
         raise RuntimeError(
@@ -107,10 +106,7 @@ def stft(
         half = n_fft // 2
         x = pad(x.view((1,) * (3 - x.ndim) + tuple(x.shape)), [half, half], pad_mode).view(x.shape[:-1] + (-1,))
     hop_length, win_length = _sizes("stft", n_fft, hop_length, win_length, x.shape[-1])
-    if window is not None:
-        window = _padded_window("stft", window, win_length, n_fft, None, RECTANGULAR_STFT)
-    else:
-        window = _padded_window("stft", None, win_length, n_fft, _real_dtype(input), RECTANGULAR_STFT)
+    window = _padded_window("stft", window, win_length, n_fft, _real_dtype(input))
     if align_to_window:  # each frame's window starts at a multiple of hop_length in the signal
         left = (n_fft - win_length) // 2
         x = pad(x, [left, left])
@@ -150,7 +146,9 @@ def istft(
     if input.ndim not in (2, 3):
         raise RuntimeError(f"istft: expected a tensor with 2 or 3 dimensions of complex, but got {input.ndim}D")
     hop_length, win_length = _sizes("istft", n_fft, hop_length, win_length)
-    window = _padded_window("istft", window, win_length, n_fft, _real_dtype(input), RECTANGULAR_ISTFT)
+    if window is None:
+        warn_once(RECTANGULAR_ISTFT)
+    window = _padded_window("istft", window, win_length, n_fft, _real_dtype(input))
     onesided = input.shape[-2] != n_fft if onesided is None else onesided
     if onesided and return_complex:
         raise RuntimeError("cannot have onesided output if window or input is complex")
