@@ -3,7 +3,8 @@
 The file is a zip: `structure.json` describes the object (dicts, OrderedDicts, lists, tuples, numbers, strings,
 None, dtypes, devices, sizes, and tensors by index) and `tensors/<index>.npy` holds each tensor's values (read with
 NumPy's allow_pickle=False). A tensor saved twice is stored once and loads as one tensor, as torch's shared storages
-do. An object holding anything else is saved as `data.pkl`, a pickle, which only `weights_only=False` loads."""
+do. An object holding anything else is saved as `data.pkl`, a pickle, which only `weights_only=False` loads.
+load also reads what torch.save wrote (_torch_checkpoint.py)."""
 
 import collections
 import io
@@ -16,6 +17,7 @@ import numpy as np
 
 from . import _dtypes
 from ._tensor import Size, Tensor, device
+from ._torch_checkpoint import is_torch_archive, load_torch_archive
 
 _STRUCTURE, _PICKLE = "structure.json", "data.pkl"
 _FORMAT = "batched_grad.save/1"
@@ -150,8 +152,10 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=No
             if structure.get("format") != _FORMAT:
                 raise pickle.UnpicklingError(f"Weights only load failed: not a file of {_FORMAT}")
             return _Reader(archive).build(structure["object"])
+        if is_torch_archive(names):
+            return load_torch_archive(archive, weights_only, pickle_load_args)
         if _PICKLE not in names:
-            raise RuntimeError("load: the file was not written by batched_grad.save")
+            raise RuntimeError("load: the file was written neither by batched_grad.save nor by torch.save")
         if weights_only:
             raise pickle.UnpicklingError(
                 "Weights only load failed. The file holds objects other than tensors and plain containers, saved "

@@ -1,0 +1,75 @@
+"""Checkpoints written by torch.save, read by batched_grad.load: a model's state dict (with its metadata) loads into
+the same batched_grad model with equal values; every dtype, views sharing a storage, parameters, sizes, dtypes,
+optimizer state; weights_only refuses other objects, which weights_only=False unpickles."""
+
+import numpy as np
+import pytest
+import torch
+
+import batched_grad as bg
+
+
+class Note:
+    """An object that is not a tensor or a container."""
+
+    def __init__(self, text):
+        self.text = text
+
+
+def _model(lib):
+    return lib.nn.Sequential(lib.nn.Linear(3, 2), lib.nn.BatchNorm1d(2))
+
+
+def test_a_state_dict_loads_into_the_same_model(tmp_path):
+    torch.manual_seed(0)
+    theirs = _model(torch)
+    theirs(torch.randn(4, 3))  # running statistics and num_batches_tracked move
+    torch.save(theirs.state_dict(), tmp_path / "model.pt")
+    state = bg.load(tmp_path / "model.pt")
+    assert list(state) == list(theirs.state_dict()) and state._metadata == theirs.state_dict()._metadata
+    ours = _model(bg)
+    ours.load_state_dict(state)
+    for (name, a), b in zip(ours.state_dict().items(), theirs.state_dict().values()):
+        np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=name)
+
+
+def test_values_dtypes_views_and_containers(tmp_path):
+    base = torch.arange(10.0)
+    saved = {
+        "views": [base[2:5], base[::3], torch.arange(6).view(2, 3).t()],
+        "dtypes": [torch.ones(2, dtype=d) for d in (torch.float16, torch.bfloat16, torch.float64, torch.int32)],
+        "others": (torch.tensor([True, False]), torch.tensor([1 + 2j]), torch.Size([2, 3]), torch.float64, 3, "x"),
+        "parameter": torch.nn.Parameter(torch.ones(2)),
+    }
+    torch.save(saved, tmp_path / "mixed.pt")
+    loaded = bg.load(tmp_path / "mixed.pt")
+    for a, b in zip(loaded["views"] + loaded["dtypes"], saved["views"] + saved["dtypes"]):
+        assert str(a.dtype) == str(b.dtype)
+        np.testing.assert_array_equal(a.float().numpy(), b.float().numpy())
+    flags, number, size, dtype, count, text = loaded["others"]
+    assert flags.tolist() == [True, False] and number.tolist() == [1 + 2j]
+    assert (size, dtype, count, text) == (bg.Size([2, 3]), bg.float64, 3, "x")
+    assert isinstance(loaded["parameter"], bg.nn.Parameter) and loaded["parameter"].requires_grad
+
+
+def test_optimizer_state_resumes(tmp_path):
+    torch.manual_seed(0)
+    model = _model(torch)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    model(torch.randn(4, 3)).sum().backward()
+    optimizer.step()
+    torch.save({"optimizer": optimizer.state_dict(), "epoch": 7}, tmp_path / "checkpoint.pt")
+    checkpoint = bg.load(tmp_path / "checkpoint.pt")
+    ours = bg.optim.Adam(_model(bg).parameters(), lr=0.5)
+    ours.load_state_dict(checkpoint["optimizer"])
+    assert checkpoint["epoch"] == 7 and ours.param_groups[0]["lr"] == 0.01
+    np.testing.assert_array_equal(
+        ours.state_dict()["state"][0]["exp_avg"].numpy(), optimizer.state_dict()["state"][0]["exp_avg"].numpy()
+    )
+
+
+def test_weights_only_refuses_other_objects(tmp_path):
+    torch.save({"note": Note("hello")}, tmp_path / "note.pt")
+    with pytest.raises(Exception, match="Weights only load failed"):
+        bg.load(tmp_path / "note.pt")
+    assert bg.load(tmp_path / "note.pt", weights_only=False)["note"].text == "hello"
