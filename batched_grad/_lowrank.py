@@ -14,16 +14,15 @@ def _range_basis(A, q, niter, M):
     """Q with q orthonormal columns whose span approximates the range of A - M (M None: of A), without forming
     A - M."""
 
-    def times(X, right):
-        product = A @ right if not X else A.mH @ right
-        if M is not None:
-            product = product - (M @ right if not X else M.mH @ right)
-        return product
+    def times(right, adjoint=False):
+        """(A - M) @ right, or its adjoint's product."""
+        a, m = (A.mH, None if M is None else M.mH) if adjoint else (A, M)
+        return a @ right if m is None else a @ right - m @ right
 
-    Q = linalg.qr(times(False, randn(A.shape[-1], q, dtype=_floating(A)))).Q
+    Q = linalg.qr(times(randn(A.shape[-1], q, dtype=_floating(A)))).Q
     for _ in range(niter):
-        Q = linalg.qr(times(True, Q)).Q
-        Q = linalg.qr(times(False, Q)).Q
+        Q = linalg.qr(times(Q, adjoint=True)).Q
+        Q = linalg.qr(times(Q)).Q
     return Q
 
 

@@ -49,8 +49,19 @@ def _classes(module):
     }
 
 
-_LAYER_MODULES = (_activation, _adaptive, _layers, _lazy, _loss, _normalization, _padding, _pooling, _rnn, _sparse)
-_LAYER_MODULES += (_transformer,)
+_LAYER_MODULES = (
+    _activation,
+    _adaptive,
+    _layers,
+    _lazy,
+    _loss,
+    _normalization,
+    _padding,
+    _pooling,
+    _rnn,
+    _sparse,
+    _transformer,
+)
 _LAYERS = {name: cls for module in _LAYER_MODULES for name, cls in _classes(module).items()}
 globals().update(_LAYERS)
 

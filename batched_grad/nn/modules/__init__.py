@@ -40,8 +40,12 @@ _DEFINED_IN = (
     losses,
     module,
     normalization,
+    padding,
+    pooling,
+    rnn,
+    sparse,
+    transformer,
 )
-_DEFINED_IN += (padding, pooling, rnn, sparse, transformer)
 
 # torch's file -> the classes it defines that batched_grad has
 TORCH_FILES = {
