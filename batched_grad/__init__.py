@@ -155,3 +155,10 @@ newaxis = None  # as torch.newaxis, for x[:, newaxis]
 __version__ = version.__version__
 
 from . import distributions  # noqa: E402  (last: it is written with the public names above)
+
+import gc  # noqa: E402
+
+# Importing JAX and batched_grad leaves ~130k long-lived objects. Recorded graphs make many small objects that outlive
+# the young generations, so full collections come every few thousand ops, each traversing all of those (tens of ms).
+# They live as long as the process: the collector's permanent generation keeps them out of its traversals.
+gc.freeze()
