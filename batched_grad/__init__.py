@@ -30,6 +30,7 @@ from . import (  # noqa: E402
     optim,
     profiler,
     random,
+    sparse,
     special,
     testing,
     torch_version,
@@ -127,6 +128,7 @@ from ._settings import (
     use_deterministic_algorithms,
 )
 from ._tensor import Size, Tensor, device, is_warn_always_enabled, set_warn_always
+from .sparse import layout, sparse_coo, sparse_coo_tensor, spmm, strided
 from .amp import autocast
 from .amp.autocast_mode import (
     autocast_decrement_nesting,

@@ -45,7 +45,23 @@ def public(fn, out=None, name=None):
                 _say_if_torch(args + (out,), kwargs)
                 raise
 
-    return function
+    return _sparse_aware(function, name) if name in SPARSE_DISPATCHED else function
+
+
+# the functions that take a sparse COO operand (first or second): a sparse operand runs their sparse form
+SPARSE_DISPATCHED = frozenset({"mm", "matmul", "add", "sub", "mul", "div", "neg", "t", "transpose", "sum"})
+
+
+def _sparse_aware(function, name):
+    @functools.wraps(function)
+    def dispatch(*args, **kwargs):
+        for a in args[:2]:
+            forms = getattr(a, "_sparse_forms", None)
+            if forms is not None:
+                return forms[name](*args, **kwargs)
+        return function(*args, **kwargs)
+
+    return dispatch
 
 
 def _say_if_torch(args, kwargs):

@@ -1,0 +1,114 @@
+"""torch.sparse for COO tensors: the sparse products and reductions, and the layout's constructors."""
+
+from .. import _dtypes
+from .._tensor import Tensor
+from . import _math
+from ._construct import coalesce, sparse_coo_tensor, to_dense, to_sparse, to_sparse_coo
+from ._coo import SparseCOO, layout, sparse_coo, strided
+from ._math import addmm, log_softmax, mm, softmax
+
+__all__ = ["addmm", "log_softmax", "mm", "softmax", "sum", "FloatTensor", "DoubleTensor", "LongTensor"]
+
+
+def sum(input, dim=None, dtype=None):  # noqa: A001  (torch.sparse's name)
+    """The sum of a sparse tensor's elements (a dense 0-dim tensor), or over `dim` (sparse while sparse dimensions
+    remain)."""
+    if not isinstance(input, SparseCOO):
+        return input.sum() if dim is None else input.sum(dim, dtype=dtype)
+    return _math.sparse_sum(input, dim, dtype=dtype)
+
+
+def spmm(input, mat2):
+    """sparse @ dense (torch.spmm)."""
+    return _math.sparse_dense_mm(input, mat2, "spmm")
+
+
+def _legacy(dtype):
+    def construct(*args):
+        if len(args) in (2, 3) and all(isinstance(a, Tensor) for a in args[:2]):
+            size = args[2] if len(args) == 3 else None
+            return sparse_coo_tensor(args[0], args[1], size, dtype=dtype)
+        if all(isinstance(n, int) for n in args):
+            import numpy as np
+
+            return sparse_coo_tensor(np.zeros((len(args), 0), np.int64), _empty(dtype, (0,)), args, dtype=dtype)
+        raise TypeError(
+            f"torch.sparse.{dtype.type_name}Tensor() takes (indices, values[, size]) or sizes (ints), but got "
+            f"({', '.join(type(a).__name__ for a in args)})"
+        )
+
+    construct.__name__ = construct.__qualname__ = f"{dtype.type_name}Tensor"
+    construct.__doc__ = f"torch.sparse's legacy constructor of {dtype!r} COO tensors: (indices, values[, size])."
+    return construct
+
+
+def _empty(dtype, shape):
+    from .._factories import zeros
+
+    return zeros(shape, dtype=dtype)
+
+
+FloatTensor = _legacy(_dtypes.float32)
+DoubleTensor = _legacy(_dtypes.float64)
+LongTensor = _legacy(_dtypes.int64)
+
+
+def _layout(self):
+    return strided
+
+
+# the sparse tensor's own forms of Tensor's methods (a dense op on it says the op is not provided: _coo.py)
+SPARSE_METHODS = {
+    "coalesce": coalesce,
+    "to_dense": to_dense,
+    "to_sparse": to_sparse,
+    "to_sparse_coo": to_sparse_coo,
+    "mm": _math.mm,
+    "matmul": _math.matmul,
+    "__matmul__": _math.matmul,
+    "__rmatmul__": lambda self, other: _math.matmul(other, self),
+    "add": _math.add,
+    "__add__": _math.add,
+    "__radd__": lambda self, other: _math.add(other, self),
+    "sub": _math.sub,
+    "__sub__": _math.sub,
+    "__rsub__": lambda self, other: _math.sub(other, self),
+    "mul": _math.mul,
+    "__mul__": _math.mul,
+    "__rmul__": _math.mul,
+    "div": _math.div,
+    "__truediv__": _math.div,
+    "neg": _math.neg,
+    "__neg__": _math.neg,
+    "t": _math.t,
+    "transpose": _math.transpose,
+    "sum": _math.sparse_sum,
+    "to": _math.to,
+    **{name: _math.cast(dtype) for name, dtype in {"float": _dtypes.float32, "double": _dtypes.float64}.items()},
+}
+# the module functions (torch.mm, torch.add, ...) that take a sparse operand: their sparse forms
+SPARSE_FUNCTIONS = {
+    "mm": _math.mm,
+    "matmul": _math.matmul,
+    "add": _math.add,
+    "sub": _math.sub,
+    "mul": _math.mul,
+    "div": _math.div,
+    "neg": _math.neg,
+    "t": _math.t,
+    "transpose": _math.transpose,
+    "sum": _math.sparse_sum,
+}
+# the dense tensor's methods of the sparse layout
+DENSE_METHODS = {
+    "to_dense": to_dense,
+    "to_sparse": to_sparse,
+    "to_sparse_coo": to_sparse_coo,
+    "layout": property(_layout, doc="The memory layout: torch.strided for a dense tensor."),
+}
+
+for _name, _fn in SPARSE_METHODS.items():
+    setattr(SparseCOO, _name, _fn)
+for _name, _fn in DENSE_METHODS.items():
+    setattr(Tensor, _name, _fn)
+SparseCOO._sparse_forms = SPARSE_FUNCTIONS
