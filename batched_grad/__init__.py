@@ -128,7 +128,6 @@ from ._settings import (
     use_deterministic_algorithms,
 )
 from ._tensor import Size, Tensor, device, is_warn_always_enabled, set_warn_always
-from .sparse import layout, sparse_coo, sparse_coo_tensor, spmm, strided
 from .amp import autocast
 from .amp.autocast_mode import (
     autocast_decrement_nesting,
@@ -150,6 +149,7 @@ from .amp.autocast_mode import (
 from .autograd import grad
 from .autograd.anomaly_mode import is_anomaly_check_nan_enabled, is_anomaly_enabled, set_anomaly_enabled
 from .func import vmap  # vmap.vmap, as torch.vmap is torch.func.vmap
+from .sparse import layout, sparse_coo, sparse_coo_tensor, spmm, strided
 from .utils.dlpack import from_dlpack, to_dlpack
 
 globals().update(_TYPED)  # FloatTensor, LongTensor, ...: torch's legacy typed constructors

@@ -57,6 +57,15 @@ def _layout(self):
     return strided
 
 
+def _sparse_only(name, kind="sparse coordinate tensor"):
+    def method(self):
+        raise RuntimeError(f"{name} expected {kind} layout but got Strided")
+
+    method.__name__ = name
+    method.__doc__ = f"A sparse tensor's {name}() (a dense tensor raises, as torch's)."
+    return method
+
+
 # the sparse tensor's own forms of Tensor's methods (a dense op on it says the op is not provided: _coo.py)
 SPARSE_METHODS = {
     "coalesce": coalesce,
@@ -105,6 +114,11 @@ DENSE_METHODS = {
     "to_sparse": to_sparse,
     "to_sparse_coo": to_sparse_coo,
     "layout": property(_layout, doc="The memory layout: torch.strided for a dense tensor."),
+    "is_sparse": property(lambda self: False, doc="False: a dense (strided) tensor."),
+    "sparse_dim": lambda self: 0,
+    "dense_dim": lambda self: self.ndim,
+    **{name: _sparse_only(name) for name in ("coalesce", "is_coalesced", "indices")},
+    "values": _sparse_only("values", "sparse tensor"),
 }
 
 for _name, _fn in SPARSE_METHODS.items():

@@ -1,0 +1,49 @@
+"""The engine's view of sparse tensors: a sparse tensor is differentiated through its values tensor, and a gradient
+for it comes back as a sparse tensor with its indices."""
+
+from .._tensor import Tensor
+from ._construct import linear_index, to_dense
+from ._coo import SparseCOO
+
+
+def any_sparse(tensors):
+    """Whether a sparse tensor is among `tensors` (tensors, GradientEdges, None)."""
+    return any(getattr(x, "_sparse_forms", None) is not None for x in tensors)
+
+
+def engine_tensors(tensors):
+    """`tensors` with each sparse one replaced by its values tensor."""
+    return tuple(x._coo_values if isinstance(x, SparseCOO) else x for x in tensors)
+
+
+def _at_indices(out, grad):
+    """The gradient of a sparse output's values: `grad` (dense or sparse, of the output's size) read at its
+    indices."""
+    if not isinstance(grad, Tensor) or grad.shape != out.shape:
+        got = list(grad.shape) if isinstance(grad, Tensor) else type(grad).__name__
+        raise RuntimeError(
+            f"Mismatch in shape: grad_output has a shape of {got} and output[0] has a shape of {list(out.shape)}."
+        )
+    dense = to_dense(grad).reshape(-1, *out.shape[out.sparse_dim() :])
+    return dense.index_select(0, linear_index(out))
+
+
+def engine_gradients(outputs, grads):
+    """grad_outputs for the outputs' engine tensors: a sparse output's gradient read at its indices, a sparse
+    gradient of a dense output made dense."""
+    return tuple(
+        _at_indices(out, g)
+        if isinstance(out, SparseCOO) and g is not None
+        else to_dense(g)
+        if isinstance(g, SparseCOO)
+        else g
+        for out, g in zip(outputs, grads)
+    )
+
+
+def sparse_gradients(grads, inputs):
+    """The engine's gradients of `inputs`: a sparse input's (its values') as a sparse tensor with its indices."""
+    return tuple(
+        SparseCOO._of(x._coo_indices, g, x.shape, x._coalesced) if isinstance(x, SparseCOO) and g is not None else g
+        for g, x in zip(grads, inputs)
+    )
