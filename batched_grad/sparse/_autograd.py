@@ -3,7 +3,7 @@ for it comes back as a sparse tensor with its indices."""
 
 from .._tensor import Tensor
 from ._construct import linear_index, to_dense
-from ._coo import SparseCOO
+from ._coo import SparseCOO, sparse_gradient
 
 
 def any_sparse(tensors):
@@ -44,6 +44,5 @@ def engine_gradients(outputs, grads):
 def sparse_gradients(grads, inputs):
     """The engine's gradients of `inputs`: a sparse input's (its values') as a sparse tensor with its indices."""
     return tuple(
-        SparseCOO._of(x._coo_indices, g, x.shape, x._coalesced) if isinstance(x, SparseCOO) and g is not None else g
-        for g, x in zip(grads, inputs)
+        sparse_gradient(x, g) if isinstance(x, SparseCOO) and g is not None else g for g, x in zip(grads, inputs)
     )

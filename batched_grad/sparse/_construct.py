@@ -155,6 +155,8 @@ def to_sparse(self, sparse_dim=None, *, layout=None, blocksize=None, dense_dim=N
             )
         return coalesce(self)
     sparse_dim = self.ndim if sparse_dim is None else sparse_dim
+    if sparse_dim == 0 and self.ndim:
+        raise RuntimeError("dense_to_sparse: sparse_dim argument must be in >0 when self.dim()>0")
     if not 0 <= sparse_dim <= self.ndim:
         raise RuntimeError(
             f"dense_to_sparse: sparse_dim argument must be in [0,{self.ndim}] range, but {sparse_dim} is given"

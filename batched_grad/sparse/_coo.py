@@ -2,16 +2,15 @@
 size. Its autograd identity is its values tensor: requires_grad, grad_fn and .grad are the values', so gradients reach
 a sparse tensor through the ordinary engine and come back with its pattern."""
 
-import jax
+import numpy as np
 
 from .. import _dtypes
+from .._factories import tensor
 from .._format import PRINT_OPTS, _value_suffixes, _values_body, autograd_suffixes
+from .._meta import SPARSE_NOT_PROVIDED, NoDenseValue
 from .._tensor import Size, Tensor
 
-NOT_PROVIDED = (
-    "this operation is not provided for sparse COO tensors (layout torch.sparse_coo); convert the tensor with "
-    ".to_dense() first"
-)
+NOT_PROVIDED = SPARSE_NOT_PROVIDED
 
 
 class layout:
@@ -42,7 +41,7 @@ class SparseCOO(Tensor):
     def _of(cls, indices, values, size, coalesced=False):
         """The sparse tensor of `indices` (int64, sparse_dim x nnz), `values` (nnz x dense dims) and `size`, as they
         are (the caller checked them)."""
-        t = cls._wrap(jax.ShapeDtypeStruct(tuple(size), values._v.dtype))
+        t = cls._wrap(NoDenseValue(size, values._v.dtype))
         t._coo_indices, t._coo_values, t._coalesced = indices, values, bool(coalesced)
         return t
 
@@ -141,7 +140,7 @@ class SparseCOO(Tensor):
     def grad(self):
         """The accumulated gradient: a sparse tensor with this tensor's indices, None until backward() reaches it."""
         g = self._coo_values.grad
-        return None if g is None else SparseCOO._of(self._coo_indices, g, self.shape, self._coalesced)
+        return None if g is None else sparse_gradient(self, g)
 
     @grad.setter
     def grad(self, value):
@@ -208,6 +207,21 @@ class SparseCOO(Tensor):
         return format_sparse(self)
 
     __str__ = __repr__
+
+
+def sparse_gradient(s, values_grad):
+    """The gradient of `s` as torch gives it, from its values' gradient: on s's indices, each position once (sorted,
+    where s is not coalesced). Every op reads a sparse tensor as the dense tensor it stands for, so the entries that
+    share a position have one gradient."""
+    if s._coalesced:
+        return SparseCOO._of(s._coo_indices, values_grad, s.shape, True)
+    host = np.asarray(s._coo_indices.detach()._value)
+    sparse_shape = tuple(s.shape[: s.sparse_dim()])
+    flat = np.ravel_multi_index(tuple(host), sparse_shape) if host.size else np.zeros(host.shape[1], np.int64)
+    unique, first = np.unique(flat, return_index=True)
+    positions = tensor(first.astype(np.int64))
+    indices = tensor(np.stack(np.unravel_index(unique, sparse_shape)).reshape(len(sparse_shape), -1).astype(np.int64))
+    return SparseCOO._of(indices, values_grad.index_select(0, positions), s.shape, False)
 
 
 def _rebuild(indices, values, size, coalesced):

@@ -120,6 +120,8 @@ def add(input, other, *, alpha=1):
         raise RuntimeError(
             f"add: expected 'self' and 'other' to have same size, but {list(input.shape)} != {list(other.shape)}"
         )
+    if input._coo_indices is other._coo_indices:  # one pattern (s + s, s - 2 * s): the values add
+        return _with_values(input, input._coo_values + other._coo_values * alpha)
     both = _cat_sparse(input, other, alpha)
     return coalesce(both) if input._coalesced and other._coalesced else both
 
