@@ -27,7 +27,7 @@ def _legacy(dtype):
     def construct(*args):
         if len(args) in (2, 3) and all(isinstance(a, Tensor) for a in args[:2]):
             size = args[2] if len(args) == 3 else None
-            return sparse_coo_tensor(args[0], args[1], size, dtype=dtype)
+            return sparse_coo_tensor(args[0], args[1], size)  # the values keep their dtype, as torch's
         if all(isinstance(n, int) for n in args):
             import numpy as np
 
