@@ -8,9 +8,14 @@ import pytest
 import torch
 
 import batched_grad as bg
+from batched_grad._ops._public import SPARSE_DISPATCHED, SPARSE_VALUEWISE
 from oracle import assert_same
 
-warnings.filterwarnings("ignore", message="Sparse invariant checks are implicitly disabled")
+pytestmark = pytest.mark.filterwarnings(  # torch's own notes on its sparse kernels
+    "ignore:Sparse invariant checks are implicitly disabled",
+    "ignore:Sparse CSR tensor support is in beta state",
+    "ignore:log1p_backward",
+)
 
 INDICES = [[0, 1, 1, 2, 0], [2, 0, 2, 1, 2]]  # (0, 2) twice: an uncoalesced tensor
 VALUES = [3.0, 4.0, 5.0, 6.0, 1.0]
@@ -81,12 +86,20 @@ def test_to_sparse_of_a_dense_tensor(sparse_dim):
     assert_same_sparse(x.to_sparse_coo(), tx.to_sparse_coo())
 
 
-def test_legacy_typed_constructors():
-    s, t = both(lambda m: m.sparse.FloatTensor(m.tensor(INDICES), m.tensor(VALUES), m.Size([3, 3])))
-    assert_same_sparse(s, t)
-    d, td = both(lambda m: m.sparse.DoubleTensor(m.tensor(INDICES), m.tensor(VALUES, dtype=m.float64)))
-    assert_same_sparse(d, td)
-    assert d.dtype is bg.float64
+def test_legacy_typed_constructors_warn_as_torch():
+    for build in (
+        lambda m: m.sparse.FloatTensor(m.tensor(INDICES), m.tensor(VALUES), m.Size([3, 3])),
+        lambda m: m.sparse.DoubleTensor(m.tensor(INDICES), m.tensor(VALUES, dtype=m.float64)),
+    ):
+        with warnings.catch_warnings(record=True) as ours:
+            warnings.simplefilter("always")
+            s = build(bg)
+        with warnings.catch_warnings(record=True) as theirs:
+            warnings.simplefilter("always")
+            t = build(torch)
+        assert_same_sparse(s, t)
+        assert [str(w.message) for w in ours] == [str(w.message).split(" (Triggered")[0] for w in theirs]
+    assert both(lambda m: repr(m.sparse.LongTensor(2, 3))) == (repr(torch.sparse.LongTensor(2, 3)),) * 2
 
 
 def test_dense_tensor_queries_raise_as_torch():
@@ -346,3 +359,38 @@ def test_two_layer_gcn_trains_as_torch():
     assert losses[-1] < losses[0]
     for p, tp in zip(params, t_params):
         assert_same(p, tp, rtol=1e-4, atol=1e-5)
+
+
+# ---- elementwise functions of the values ----------------------------------------------------------------------------
+@pytest.mark.parametrize("name", SPARSE_VALUEWISE)
+def test_zero_preserving_functions_apply_to_the_values(name):
+    positive = [0.2, 0.7, 0.4, 0.9, 0.1]
+    s, t = both(lambda m: sparse(m, values=positive, requires_grad=True))
+    out, t_out = getattr(bg, name)(s), getattr(torch, name)(t)
+    assert_same_sparse(out, t_out, rtol=1e-5, atol=1e-6)
+    assert_same_sparse(getattr(s, name)(), getattr(t, name)(), rtol=1e-5, atol=1e-6)
+    if not (t_out.dtype.is_floating_point and t_out.requires_grad):
+        return
+    out.to_dense().sum().backward()
+    try:
+        t_out.to_dense().sum().backward()
+    except (NotImplementedError, RuntimeError):  # torch's backward of some (sin, sqrt, ...) has no sparse kernel
+        expected = torch.func.grad(lambda v: getattr(torch, name)(v).sum())(t.coalesce()._values().detach())
+        assert_same(s.grad._values(), expected, rtol=1e-5, atol=1e-6)
+        return
+    assert_same(s.grad.to_dense(), t.grad.to_dense(), rtol=1e-5, atol=1e-6)
+
+
+def test_pow_clone_and_the_zeroth_power():
+    s, t = both(lambda m: sparse(m, requires_grad=True))
+    assert_same_sparse(s**2, t**2)
+    assert_same_sparse(bg.pow(s, 3), torch.pow(t, 3))
+    assert_same_sparse(s.clone(), t.clone())
+    assert_same_sparse(bg.clone(s.coalesce()), torch.clone(t.coalesce()))
+    with pytest.raises(RuntimeError, match="cannot raise to zeroth power on sparse tensor"):
+        s.pow(0)
+
+
+def test_every_dispatched_function_has_a_sparse_form():
+    assert set(bg.sparse.SPARSE_FUNCTIONS) == SPARSE_DISPATCHED
+    assert all(getattr(bg.sparse.SparseCOO, name) is not getattr(bg.Tensor, name) for name in SPARSE_DISPATCHED)

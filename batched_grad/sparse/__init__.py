@@ -1,6 +1,9 @@
 """torch.sparse for COO tensors: the sparse products and reductions, and the layout's constructors."""
 
+import warnings
+
 from .. import _dtypes
+from .._ops._public import SPARSE_DISPATCHED, SPARSE_VALUEWISE
 from .._tensor import Tensor
 from . import _math
 from ._construct import coalesce, sparse_coo_tensor, to_dense, to_sparse, to_sparse_coo
@@ -26,7 +29,13 @@ def spmm(input, mat2):
 def _legacy(dtype):
     def construct(*args):
         if len(args) in (2, 3) and all(isinstance(a, Tensor) for a in args[:2]):
-            size = args[2] if len(args) == 3 else None
+            shape, size = ("shape, ", args[2]) if len(args) == 3 else ("", None)
+            warnings.warn(
+                f"torch.sparse.SparseTensor(indices, values, {shape}*, device=) is deprecated.  Please use "
+                f"torch.sparse_coo_tensor(indices, values, {shape}dtype=, device=).",
+                UserWarning,
+                stacklevel=2,
+            )
             return sparse_coo_tensor(args[0], args[1], size)  # the values keep their dtype, as torch's
         if all(isinstance(n, int) for n in args):
             import numpy as np
@@ -66,35 +75,6 @@ def _sparse_only(name, kind="sparse coordinate tensor"):
     return method
 
 
-# the sparse tensor's own forms of Tensor's methods (a dense op on it says the op is not provided: _coo.py)
-SPARSE_METHODS = {
-    "coalesce": coalesce,
-    "to_dense": to_dense,
-    "to_sparse": to_sparse,
-    "to_sparse_coo": to_sparse_coo,
-    "mm": _math.mm,
-    "matmul": _math.matmul,
-    "__matmul__": _math.matmul,
-    "__rmatmul__": lambda self, other: _math.matmul(other, self),
-    "add": _math.add,
-    "__add__": _math.add,
-    "__radd__": lambda self, other: _math.add(other, self),
-    "sub": _math.sub,
-    "__sub__": _math.sub,
-    "__rsub__": lambda self, other: _math.sub(other, self),
-    "mul": _math.mul,
-    "__mul__": _math.mul,
-    "__rmul__": _math.mul,
-    "div": _math.div,
-    "__truediv__": _math.div,
-    "neg": _math.neg,
-    "__neg__": _math.neg,
-    "t": _math.t,
-    "transpose": _math.transpose,
-    "sum": _math.sparse_sum,
-    "to": _math.to,
-    **{name: _math.cast(dtype) for name, dtype in {"float": _dtypes.float32, "double": _dtypes.float64}.items()},
-}
 # the module functions (torch.mm, torch.add, ...) that take a sparse operand: their sparse forms
 SPARSE_FUNCTIONS = {
     "mm": _math.mm,
@@ -103,10 +83,37 @@ SPARSE_FUNCTIONS = {
     "sub": _math.sub,
     "mul": _math.mul,
     "div": _math.div,
-    "neg": _math.neg,
+    "pow": _math.pow,
     "t": _math.t,
     "transpose": _math.transpose,
     "sum": _math.sparse_sum,
+    "clone": _math.clone,
+    **{name: _math.valuewise(name) for name in SPARSE_VALUEWISE},
+}
+if set(SPARSE_FUNCTIONS) != SPARSE_DISPATCHED:
+    raise ImportError(f"sparse forms missing for {sorted(SPARSE_DISPATCHED - set(SPARSE_FUNCTIONS))}")
+# the sparse tensor's own forms of Tensor's methods (a dense op on it says the op is not provided)
+SPARSE_METHODS = {
+    **SPARSE_FUNCTIONS,
+    "coalesce": coalesce,
+    "to_dense": to_dense,
+    "to_sparse": to_sparse,
+    "to_sparse_coo": to_sparse_coo,
+    "__matmul__": _math.matmul,
+    "__rmatmul__": lambda self, other: _math.matmul(other, self),
+    "__add__": _math.add,
+    "__radd__": lambda self, other: _math.add(other, self),
+    "__sub__": _math.sub,
+    "__rsub__": lambda self, other: _math.sub(other, self),
+    "__mul__": _math.mul,
+    "__rmul__": _math.mul,
+    "__truediv__": _math.div,
+    "__neg__": SPARSE_FUNCTIONS["neg"],
+    "__pow__": _math.pow,
+    "to": _math.to,
+    "cpu": lambda self: _math.to(self, "cpu"),
+    "cuda": lambda self, device=None, non_blocking=False: _math.to(self, "cuda" if device is None else device),
+    **{name: _math.cast(dtype) for name, dtype in {"float": _dtypes.float32, "double": _dtypes.float64}.items()},
 }
 # the dense tensor's methods of the sparse layout
 DENSE_METHODS = {

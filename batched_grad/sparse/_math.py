@@ -165,9 +165,35 @@ def div(input, other):
     return _with_values(input, input._coo_values / other)
 
 
-def neg(input):
-    """-input, with the same indices."""
-    return _with_values(input, -input._coo_values)
+_LINEAR = {"neg", "negative", "conj"}  # f(a + b) = f(a) + f(b): duplicates may stay
+
+
+def valuewise(name):
+    """The sparse form of an elementwise function that keeps zeros zero: the function of the values (coalesced
+    first, unless the function is additive)."""
+
+    def function(input, *args, **kwargs):
+        s = input if name in _LINEAR else coalesce(input)
+        return _with_values(s, getattr(s._coo_values, name)(*args, **kwargs))
+
+    function.__name__ = name
+    function.__doc__ = f"{name} of each specified element (the values), with the same indices."
+    return function
+
+
+def pow(input, exponent):
+    """input ** exponent for a nonzero number exponent, on the specified elements."""
+    if not isinstance(input, SparseCOO) or not isinstance(exponent, numbers.Number):
+        raise RuntimeError("pow: a sparse tensor can be raised only to a number power (a sparse exponent is dense)")
+    if exponent == 0:
+        raise RuntimeError("pow: cannot raise to zeroth power on sparse tensor; it would make the result tensor dense")
+    s = coalesce(input)
+    return _with_values(s, s._coo_values**exponent)
+
+
+def clone(input, *, memory_format=None):
+    """A copy: its own indices and values, in the graph as the values' clone."""
+    return SparseCOO._of(input._coo_indices.clone(), input._coo_values.clone(), input.shape, input._coalesced)
 
 
 def transpose(input, dim0, dim1):
