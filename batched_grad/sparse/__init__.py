@@ -2,7 +2,10 @@
 
 import warnings
 
+import numpy as np
+
 from .. import _dtypes
+from .._factories import zeros
 from .._ops._public import SPARSE_DISPATCHED, SPARSE_VALUEWISE
 from .._tensor import Tensor
 from . import _math
@@ -26,21 +29,21 @@ def spmm(input, mat2):
     return _math.sparse_dense_mm(input, mat2, "spmm")
 
 
+_LEGACY_DEPRECATED = (
+    "torch.sparse.SparseTensor({}*, device=) is deprecated.  Please use torch.sparse_coo_tensor({}dtype=, device=)."
+)
+
+
 def _legacy(dtype):
     def construct(*args):
         if len(args) in (2, 3) and all(isinstance(a, Tensor) for a in args[:2]):
-            shape, size = ("shape, ", args[2]) if len(args) == 3 else ("", None)
-            warnings.warn(
-                f"torch.sparse.SparseTensor(indices, values, {shape}*, device=) is deprecated.  Please use "
-                f"torch.sparse_coo_tensor(indices, values, {shape}dtype=, device=).",
-                UserWarning,
-                stacklevel=2,
-            )
+            form = "indices, values, shape, " if len(args) == 3 else "indices, values, "
+            warnings.warn(_LEGACY_DEPRECATED.format(form, form), UserWarning, stacklevel=2)
+            size = args[2] if len(args) == 3 else None
             return sparse_coo_tensor(args[0], args[1], size)  # the values keep their dtype, as torch's
         if all(isinstance(n, int) for n in args):
-            import numpy as np
-
-            return sparse_coo_tensor(np.zeros((len(args), 0), np.int64), _empty(dtype, (0,)), args, dtype=dtype)
+            warnings.warn(_LEGACY_DEPRECATED.format("shape, ", "shape, "), UserWarning, stacklevel=2)
+            return sparse_coo_tensor(np.zeros((len(args), 0), np.int64), zeros(0, dtype=dtype), args)
         raise TypeError(
             f"torch.sparse.{dtype.type_name}Tensor() takes (indices, values[, size]) or sizes (ints), but got "
             f"({', '.join(type(a).__name__ for a in args)})"
@@ -49,12 +52,6 @@ def _legacy(dtype):
     construct.__name__ = construct.__qualname__ = f"{dtype.type_name}Tensor"
     construct.__doc__ = f"torch.sparse's legacy constructor of {dtype!r} COO tensors: (indices, values[, size])."
     return construct
-
-
-def _empty(dtype, shape):
-    from .._factories import zeros
-
-    return zeros(shape, dtype=dtype)
 
 
 FloatTensor = _legacy(_dtypes.float32)

@@ -89,7 +89,8 @@ def sparse_coo_tensor(
         values = values.detach().requires_grad_()
     elif values.requires_grad:
         values = values.view(values.shape)  # a node of its own: the sparse tensor is not the values' leaf
-    return SparseCOO._of(indices, values, Size(size), bool(is_coalesced))
+    coalesced = indices.shape[1] <= 1 if is_coalesced is None else bool(is_coalesced)  # torch's default
+    return SparseCOO._of(indices, values, Size(size), coalesced)
 
 
 def _strides(shape):
