@@ -63,6 +63,16 @@ def _layout(self):
     return strided
 
 
+def _dense_sparse_dim(self):
+    """0: a dense tensor has no sparse dimensions."""
+    return 0
+
+
+def _dense_dense_dim(self):
+    """The number of dimensions: all of a dense tensor's are dense."""
+    return self.ndim
+
+
 def _sparse_only(name, kind="sparse coordinate tensor"):
     def method(self):
         raise RuntimeError(f"{name} expected {kind} layout but got Strided")
@@ -119,8 +129,8 @@ DENSE_METHODS = {
     "to_sparse_coo": to_sparse_coo,
     "layout": property(_layout, doc="The memory layout: torch.strided for a dense tensor."),
     "is_sparse": property(lambda self: False, doc="False: a dense (strided) tensor."),
-    "sparse_dim": lambda self: 0,
-    "dense_dim": lambda self: self.ndim,
+    "sparse_dim": _dense_sparse_dim,
+    "dense_dim": _dense_dense_dim,
     **{name: _sparse_only(name) for name in ("coalesce", "is_coalesced", "indices")},
     "values": _sparse_only("values", "sparse tensor"),
 }
