@@ -394,3 +394,24 @@ def test_pow_clone_and_the_zeroth_power():
 def test_every_dispatched_function_has_a_sparse_form():
     assert set(bg.sparse.SPARSE_FUNCTIONS) == SPARSE_DISPATCHED
     assert all(getattr(bg.sparse.SparseCOO, name) is not getattr(bg.Tensor, name) for name in SPARSE_DISPATCHED)
+
+
+def test_tensor_conveniences_on_a_sparse_tensor():
+    s, t = both(lambda m: sparse(m, UNIQUE, VALUES[:4], requires_grad=True))
+    assert s.type() == t.type() == "torch.sparse.FloatTensor"
+    for name in ("long", "int", "half", "bool", "double", "float"):
+        assert_same_sparse(getattr(s, name)(), getattr(t, name)())
+    assert_same_sparse(s.type(bg.float64), t.type(torch.float64))
+    assert_same_sparse(s.T, t.T)
+    assert_same_sparse(s.data, t.data)
+    assert not s.data.requires_grad and s.detach().grad_fn is None
+    one, t_one = both(lambda m: m.sparse_coo_tensor([[1]], [2.5], (3,)))
+    assert one.sum().item() == t_one.sum().item() == 2.5
+    with pytest.raises(RuntimeError, match="Boolean value of Tensor with more than one value is ambiguous"):
+        bool(s)
+
+
+def test_batched_gradients_of_sparse_inputs_are_refused():
+    s = sparse(bg, requires_grad=True)
+    with pytest.raises(RuntimeError, match="is_grads_batched=True is not provided with sparse COO"):
+        bg.autograd.grad(bg.sparse.mm(s, bg.ones(3, 2)), s, bg.ones(4, 3, 2), is_grads_batched=True)

@@ -238,6 +238,8 @@ def grad(
     grad_outputs = _tensor_or_tensors_to_tuple(grad_outputs, len(outputs))
     sparse_inputs = inputs
     if any_sparse(outputs + inputs + grad_outputs):  # differentiated through their values tensors
+        if is_grads_batched:
+            raise RuntimeError("grad(): is_grads_batched=True is not provided with sparse COO outputs or inputs")
         grad_outputs = engine_gradients(outputs, grad_outputs)
         outputs, inputs = engine_tensors(outputs), engine_tensors(inputs)
     grads = _make_grads(outputs, grad_outputs, is_grads_batched)

@@ -99,6 +99,14 @@ SPARSE_FUNCTIONS = {
 }
 if set(SPARSE_FUNCTIONS) != SPARSE_DISPATCHED:
     raise ImportError(f"sparse forms missing for {sorted(SPARSE_DISPATCHED - set(SPARSE_FUNCTIONS))}")
+_CASTS = {
+    "float": _dtypes.float32,
+    "double": _dtypes.float64,
+    "half": _dtypes.float16,
+    "long": _dtypes.int64,
+    "int": _dtypes.int32,
+    "bool": _dtypes.bool,
+}
 # the sparse tensor's own forms of Tensor's methods (a dense op on it says the op is not provided)
 SPARSE_METHODS = {
     **SPARSE_FUNCTIONS,
@@ -120,7 +128,7 @@ SPARSE_METHODS = {
     "to": _math.to,
     "cpu": lambda self: _math.to(self, "cpu"),
     "cuda": lambda self, device=None, non_blocking=False: _math.to(self, "cuda" if device is None else device),
-    **{name: _math.cast(dtype) for name, dtype in {"float": _dtypes.float32, "double": _dtypes.float64}.items()},
+    **{name: _math.cast(dtype) for name, dtype in _CASTS.items()},
 }
 # the dense tensor's methods of the sparse layout
 DENSE_METHODS = {

@@ -185,10 +185,27 @@ class SparseCOO(Tensor):
         raise RuntimeError("Cannot access data pointer of Tensor that doesn't have storage")
 
     def item(self):
-        raise RuntimeError(NOT_PROVIDED)
+        """The one element's value, as a Python number."""
+        return self.to_dense().item()
 
     def __bool__(self):
-        raise RuntimeError(NOT_PROVIDED)
+        return bool(self.to_dense())
+
+    @property
+    def data(self):
+        """The same indices and values outside the graph (the values' .data)."""
+        return SparseCOO._of(self._coo_indices, self._coo_values.data, self.shape, self._coalesced)
+
+    @property
+    def T(self):
+        """The transpose of a tensor of at most 2 dimensions."""
+        return self.t()
+
+    def type(self, dtype=None, non_blocking=False):
+        """The type name (torch.sparse.FloatTensor, ...) without `dtype`; with one, the tensor with values of it."""
+        if dtype is None:
+            return f"torch.sparse.{self.dtype.type_name}Tensor"
+        return self.to(dtype)
 
     def __reduce_ex__(self, protocol):
         return _rebuild, (self._coo_indices, self._coo_values.detach(), tuple(self.shape), self._coalesced)
