@@ -6,6 +6,7 @@ import numpy as np
 
 from .. import _dtypes
 from .._factories import zeros
+from .._ops import _CONVERSIONS
 from .._ops._public import SPARSE_DISPATCHED, SPARSE_VALUEWISE
 from .._tensor import Tensor
 from . import _math
@@ -99,14 +100,6 @@ SPARSE_FUNCTIONS = {
 }
 if set(SPARSE_FUNCTIONS) != SPARSE_DISPATCHED:
     raise ImportError(f"sparse forms missing for {sorted(SPARSE_DISPATCHED - set(SPARSE_FUNCTIONS))}")
-_CASTS = {
-    "float": _dtypes.float32,
-    "double": _dtypes.float64,
-    "half": _dtypes.float16,
-    "long": _dtypes.int64,
-    "int": _dtypes.int32,
-    "bool": _dtypes.bool,
-}
 # the sparse tensor's own forms of Tensor's methods (a dense op on it says the op is not provided)
 SPARSE_METHODS = {
     **SPARSE_FUNCTIONS,
@@ -128,7 +121,7 @@ SPARSE_METHODS = {
     "to": _math.to,
     "cpu": lambda self: _math.to(self, "cpu"),
     "cuda": lambda self, device=None, non_blocking=False: _math.to(self, "cuda" if device is None else device),
-    **{name: _math.cast(dtype) for name, dtype in _CASTS.items()},
+    **{name: _math.cast(dtype) for name, dtype in _CONVERSIONS.items()},
 }
 # the dense tensor's methods of the sparse layout
 DENSE_METHODS = {
