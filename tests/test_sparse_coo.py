@@ -415,3 +415,26 @@ def test_batched_gradients_of_sparse_inputs_are_refused():
     s = sparse(bg, requires_grad=True)
     with pytest.raises(RuntimeError, match="is_grads_batched=True is not provided with sparse COO"):
         bg.autograd.grad(bg.sparse.mm(s, bg.ones(3, 2)), s, bg.ones(4, 3, 2), is_grads_batched=True)
+
+
+def _renormalized(m, rng):
+    """The preprocessing of the public GCN examples: a sparse integer adjacency, self-loops added densely, degrees
+    scaled on both sides by sparse diagonal matrices, features row-scaled by one."""
+    v, e = 30, 70
+    edges = rng.integers(0, v, (e, 2)).astype(np.int32)
+    features = m.tensor((rng.random((v, 6)) < 0.3).astype(np.float32))
+    scale = 1 / m.sum(features, dim=1)
+    scale[scale == float("inf")] = 0
+    features = m.diag(scale).to_sparse() @ features
+    adj = m.eye(v) + m.sparse_coo_tensor(edges.T, m.ones(e), (v, v), dtype=m.int64)
+    degree = m.sqrt(1 / m.sum(adj, dim=1))
+    degree = m.diag(degree).to_sparse()
+    return features.to_sparse(), (degree @ adj @ degree).to_sparse()
+
+
+def test_the_examples_adjacency_preprocessing_matches_torch():
+    (f, adj), (tf, t_adj) = (_renormalized(m, np.random.default_rng(7)) for m in (bg, torch))
+    assert_same_sparse(f, tf, rtol=1e-6)
+    assert_same_sparse(adj, t_adj, rtol=1e-6)
+    w = np.random.default_rng(8).standard_normal((6, 4)).astype(np.float32)
+    assert_same(bg.spmm(adj, bg.mm(f, bg.tensor(w))), torch.spmm(t_adj, torch.mm(tf, torch.tensor(w))), rtol=1e-5)
