@@ -200,7 +200,7 @@ OMITTED = {
         **_names(
             SPARSE,
             """crow_indices col_indices ccol_indices row_indices
-            sparse_mask sparse_resize_ sparse_resize_and_clear_ resize_as_sparse_
+            sparse_resize_ sparse_resize_and_clear_ resize_as_sparse_
             to_sparse_csr to_sparse_csc to_sparse_bsr to_sparse_bsc smm sspaddmm""",
         ),
         **_names(

@@ -438,3 +438,14 @@ def test_the_examples_adjacency_preprocessing_matches_torch():
     assert_same_sparse(adj, t_adj, rtol=1e-6)
     w = np.random.default_rng(8).standard_normal((6, 4)).astype(np.float32)
     assert_same(bg.spmm(adj, bg.mm(f, bg.tensor(w))), torch.spmm(t_adj, torch.mm(tf, torch.tensor(w))), rtol=1e-5)
+
+
+def test_sparse_mask_reads_a_tensor_at_the_masks_positions():
+    d, td = (m.arange(9.0).reshape(3, 3).requires_grad_() for m in (bg, torch))
+    for mask, t_mask in (both(sparse), both(lambda m: sparse(m).coalesce())):
+        assert_same_sparse(d.sparse_mask(mask), td.sparse_mask(t_mask))
+    assert_same_sparse(sparse(bg).sparse_mask(sparse(bg)), sparse(torch).sparse_mask(sparse(torch)))
+    (d.sparse_mask(mask).to_dense() * 2).sum().backward()
+    (td.sparse_mask(t_mask).to_dense() * 2).sum().backward()
+    assert_same(d.grad, td.grad)
+    assert_same(bg.addmm(bg.ones(3, 2), mask, bg.ones(3, 2)), torch.addmm(torch.ones(3, 2), t_mask, torch.ones(3, 2)))

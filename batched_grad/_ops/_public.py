@@ -56,7 +56,7 @@ SPARSE_VALUEWISE = (
 ).split()
 # the functions that take a sparse COO operand (first or second): a sparse operand runs their sparse form
 SPARSE_DISPATCHED = frozenset(
-    {"mm", "matmul", "add", "sub", "mul", "div", "pow", "t", "transpose", "sum", "clone", *SPARSE_VALUEWISE}
+    {"mm", "matmul", "addmm", "add", "sub", "mul", "div", "pow", "t", "transpose", "sum", "clone", *SPARSE_VALUEWISE}
 )
 
 

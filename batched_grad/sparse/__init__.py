@@ -87,6 +87,7 @@ def _sparse_only(name, kind="sparse coordinate tensor"):
 SPARSE_FUNCTIONS = {
     "mm": _math.mm,
     "matmul": _math.matmul,
+    "addmm": _math.addmm,
     "add": _math.add,
     "sub": _math.sub,
     "mul": _math.mul,
@@ -104,6 +105,7 @@ if set(SPARSE_FUNCTIONS) != SPARSE_DISPATCHED:
 SPARSE_METHODS = {
     **SPARSE_FUNCTIONS,
     "coalesce": coalesce,
+    "sparse_mask": _math.sparse_mask,
     "to_dense": to_dense,
     "to_sparse": to_sparse,
     "to_sparse_coo": to_sparse_coo,
@@ -128,6 +130,7 @@ DENSE_METHODS = {
     "to_dense": to_dense,
     "to_sparse": to_sparse,
     "to_sparse_coo": to_sparse_coo,
+    "sparse_mask": _math.sparse_mask,
     "layout": property(_layout, doc="The memory layout: torch.strided for a dense tensor."),
     "is_sparse": property(lambda self: False, doc="False: a dense (strided) tensor."),
     "sparse_dim": _dense_sparse_dim,

@@ -131,6 +131,22 @@ def sub(input, other, *, alpha=1):
     return add(input, other, alpha=-alpha)
 
 
+def sparse_mask(input, mask):
+    """The elements of `input` (dense or sparse) at the positions `mask` (sparse, of its size) specifies, as a sparse
+    tensor with mask's indices."""
+    if not isinstance(mask, SparseCOO):
+        raise RuntimeError(
+            f"sparse_mask expects mask to be sparse COO, but got a dense tensor of size {list(mask.shape)}"
+        )
+    if input.shape != mask.shape:
+        raise RuntimeError(
+            f"sparse_mask(): operands have incompatible sizes; self has size {list(input.shape)} but mask has size "
+            f"{list(mask.shape)}."
+        )
+    dense = to_dense(input).reshape(-1, *input.shape[mask.sparse_dim() :])
+    return _with_values(mask, dense.index_select(0, linear_index(mask)))
+
+
 def _intersect(a, b):
     """a * b of two sparse tensors of one size: the values at the indices both specify."""
     ca, cb = coalesce(a), coalesce(b)
