@@ -449,3 +449,24 @@ def test_sparse_mask_reads_a_tensor_at_the_masks_positions():
     (td.sparse_mask(t_mask).to_dense() * 2).sum().backward()
     assert_same(d.grad, td.grad)
     assert_same(bg.addmm(bg.ones(3, 2), mask, bg.ones(3, 2)), torch.addmm(torch.ones(3, 2), t_mask, torch.ones(3, 2)))
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda m, a: m.spmm(a, a),
+        lambda m, a: m.sparse.mm(a, a),
+        lambda m, a: m.sparse.addmm(a, a, a),
+        lambda m, a: m.spmm(a, sparse(m, UNIQUE, VALUES[:4]).to_dense()[:2].to_sparse()),
+    ],
+)
+def test_torch_sparse_products_take_dense_operands_too(call):
+    a, ta = both(lambda m: m.arange(6.0).reshape(2, 3)[:, :2])
+    assert_same(call(bg, a), call(torch, ta))
+
+
+def test_torch_sparse_reductions_refuse_a_dense_tensor():
+    with pytest.raises(RuntimeError, match="coalesce expected sparse coordinate tensor layout but got Strided"):
+        bg.sparse.sum(bg.ones(2, 2))
+    with pytest.raises(RuntimeError, match="input must be a sparse COO tensor"):
+        bg.sparse.softmax(bg.ones(2, 2), 1)

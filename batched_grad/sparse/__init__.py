@@ -21,13 +21,13 @@ def sum(input, dim=None, dtype=None):  # noqa: A001  (torch.sparse's name)
     """The sum of a sparse tensor's elements (a dense 0-dim tensor), or over `dim` (sparse while sparse dimensions
     remain)."""
     if not isinstance(input, SparseCOO):
-        return input.sum() if dim is None else input.sum(dim, dtype=dtype)
+        raise RuntimeError("coalesce expected sparse coordinate tensor layout but got Strided")
     return _math.sparse_sum(input, dim, dtype=dtype)
 
 
 def spmm(input, mat2):
-    """sparse @ dense (torch.spmm)."""
-    return _math.sparse_dense_mm(input, mat2, "spmm")
+    """input @ mat2 with either sparse (torch.spmm; dense operands give their dense product)."""
+    return _math.mm(input, mat2)
 
 
 _LEGACY_DEPRECATED = (

@@ -75,8 +75,10 @@ def sparse_sparse_mm(a, b):
 
 def mm(mat1, mat2):
     """torch.sparse.mm / torch.spmm / torch.mm with a sparse operand: sparse @ dense and dense @ sparse give a dense
-    matrix, sparse @ sparse a sparse one."""
+    matrix, sparse @ sparse a sparse one (and dense @ dense the dense product)."""
     sparse1, sparse2 = isinstance(mat1, SparseCOO), isinstance(mat2, SparseCOO)
+    if not (sparse1 or sparse2):
+        return _ops.mm(mat1, mat2)
     if sparse1 and sparse2:
         return sparse_sparse_mm(mat1, mat2)
     return sparse_dense_mm(mat1, mat2) if sparse1 else dense_sparse_mm(mat1, mat2)
@@ -267,6 +269,8 @@ def _groups(s, dim):
 
 
 def _softmax_parts(input, dim, dtype, name):
+    if not isinstance(input, SparseCOO):
+        raise RuntimeError(f"torch.sparse.{name}: input must be a sparse COO tensor, but got a dense one")
     if input.dense_dim():
         raise RuntimeError(f"{name}: sparse tensors with dense dimensions are not provided")
     s = coalesce(input)
