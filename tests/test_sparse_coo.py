@@ -470,3 +470,21 @@ def test_torch_sparse_reductions_refuse_a_dense_tensor():
         bg.sparse.sum(bg.ones(2, 2))
     with pytest.raises(RuntimeError, match="input must be a sparse COO tensor"):
         bg.sparse.softmax(bg.ones(2, 2), 1)
+
+
+def test_a_custom_function_refuses_a_sparse_input_that_requires_grad():
+    class Product(bg.autograd.Function):
+        @staticmethod
+        def forward(ctx, s, d):
+            ctx.s = s
+            return bg.sparse.mm(s, d)
+
+        @staticmethod
+        def backward(ctx, g):
+            return None, bg.sparse.mm(ctx.s.t(), g)
+
+    d = bg.ones(3, 2, requires_grad=True)
+    with pytest.raises(RuntimeError, match="Product.apply: a sparse COO input that requires grad is not provided"):
+        Product.apply(sparse(bg, requires_grad=True), d)
+    Product.apply(sparse(bg), d).sum().backward()  # a sparse input that does not require grad is an ordinary one
+    assert_same(d.grad, sparse(torch).to_dense().sum(0).unsqueeze(1).expand(3, 2))

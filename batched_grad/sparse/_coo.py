@@ -11,8 +11,6 @@ from .._memory_format import TorchConstant
 from .._meta import SPARSE_NOT_PROVIDED, NoDenseValue
 from .._tensor import Size, Tensor
 
-NOT_PROVIDED = SPARSE_NOT_PROVIDED
-
 
 class layout(TorchConstant):  # noqa: N801 (torch's name)
     """A tensor's memory layout: torch.strided (dense) or torch.sparse_coo."""
@@ -44,11 +42,11 @@ class SparseCOO(Tensor):
     # ---- metadata -------------------------------------------------------------------------------
     @property
     def _value(self):
-        raise RuntimeError(NOT_PROVIDED)
+        raise RuntimeError(SPARSE_NOT_PROVIDED)
 
     @property
     def _held(self):
-        raise RuntimeError(NOT_PROVIDED)
+        raise RuntimeError(SPARSE_NOT_PROVIDED)
 
     @property
     def device(self):
