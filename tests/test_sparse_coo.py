@@ -1,6 +1,7 @@
 """Sparse COO tensors against torch 2.13: construction, queries, reprs, the sparse products and reductions, their
 gradients (sparse for a sparse input, with its indices), the errors, and a two-layer GCN trained step by step."""
 
+import re
 import warnings
 
 import numpy as np
@@ -488,3 +489,20 @@ def test_a_custom_function_refuses_a_sparse_input_that_requires_grad():
         Product.apply(sparse(bg, requires_grad=True), d)
     Product.apply(sparse(bg), d).sum().backward()  # a sparse input that does not require grad is an ordinary one
     assert_same(d.grad, sparse(torch).to_dense().sum(0).unsqueeze(1).expand(3, 2))
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda m, s: 1 + s,
+        lambda m, s: m.add(1, s),
+        lambda m, s: 1 - s,
+        lambda m, s: s - 1,
+        lambda m, s: m.sparse.addmm(m.ones(3, 3), s, s),
+    ],
+)
+def test_numbers_and_sparse_second_factors_get_torchs_errors(build):
+    with pytest.raises(RuntimeError) as theirs:
+        build(torch, sparse(torch))
+    with pytest.raises(RuntimeError, match=re.escape(str(theirs.value))):
+        build(bg, sparse(bg))

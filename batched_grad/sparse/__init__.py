@@ -112,7 +112,7 @@ SPARSE_METHODS = {
     "__matmul__": _math.matmul,
     "__rmatmul__": lambda self, other: _math.matmul(other, self),
     "__add__": _math.add,
-    "__radd__": lambda self, other: _math.add(other, self),
+    "__radd__": _math.radd,
     "__sub__": _math.sub,
     "__rsub__": lambda self, other: _math.sub(other, self),
     "__mul__": _math.mul,

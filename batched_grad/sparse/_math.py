@@ -93,8 +93,12 @@ def matmul(input, other):
 
 def addmm(input, mat1, mat2, *, beta=1, alpha=1):
     """beta * input + alpha * (mat1 @ mat2) with mat1 sparse (torch.sparse.addmm)."""
-    product = mm(mat1, mat2)
-    return input * beta + product * alpha if not isinstance(product, SparseCOO) else to_dense(product) * alpha + input
+    if isinstance(mat2, SparseCOO):
+        raise RuntimeError(
+            "addmm_sparse_dense: expected either 'mat1' to have sparse layout and 'mat2' to have strided layout, got "
+            f"'mat1' with layout {'Sparse' if isinstance(mat1, SparseCOO) else 'Strided'} and 'mat2' with layout Sparse"
+        )
+    return input * beta + mm(mat1, mat2) * alpha
 
 
 def _cat_sparse(a, b, alpha):
@@ -108,8 +112,8 @@ def add(input, other, *, alpha=1):
     """sparse + sparse (sparse; coalesced when both are) and dense + sparse (dense); sparse + dense is refused, as
     torch refuses it."""
     if not isinstance(input, SparseCOO):
-        if not isinstance(other, Tensor) or input.shape != other.shape:
-            got = list(input.shape) if isinstance(input, Tensor) else type(input).__name__
+        if not isinstance(input, Tensor) or input.shape != other.shape:
+            got = list(input.shape) if isinstance(input, Tensor) else []  # a number: torch's 0-dim tensor
             raise RuntimeError(
                 f"add: expected 'self' and 'other' to have same size, but self has size {got} while other has size "
                 f"{list(other.shape)} (FYI: dense-sparse addition does not currently support broadcasting)"
@@ -126,6 +130,11 @@ def add(input, other, *, alpha=1):
         return _with_values(input, input._coo_values + other._coo_values * alpha)
     both = _cat_sparse(input, other, alpha)
     return coalesce(both) if input._coalesced and other._coalesced else both
+
+
+def radd(self, other):
+    """other + self: dense + sparse, or (a number first) torch's refusal of sparse + dense."""
+    return add(other, self) if isinstance(other, Tensor) else add(self, other)
 
 
 def sub(input, other, *, alpha=1):
