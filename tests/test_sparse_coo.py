@@ -506,3 +506,28 @@ def test_numbers_and_sparse_second_factors_get_torchs_errors(build):
         build(torch, sparse(torch))
     with pytest.raises(RuntimeError, match=re.escape(str(theirs.value))):
         build(bg, sparse(bg))
+
+
+def test_masked_gradcheck_of_sparse_inputs():
+    s = sparse(bg, UNIQUE, VALUES[:4], dtype=bg.float64, requires_grad=True)
+    d = bg.rand(3, 2, dtype=bg.float64, requires_grad=True)
+    assert bg.autograd.gradcheck(lambda s, d: bg.sparse.mm(s, d), (s, d), masked=True)
+    assert bg.autograd.gradcheck(lambda s: bg.sparse.log_softmax(s, 0), (s,), masked=True)
+    assert bg.autograd.gradgradcheck(lambda s, d: bg.sparse.mm(s, d) ** 2, (s, d), masked=True)
+    with pytest.raises(RuntimeError, match="checked on its specified elements only: pass masked=True"):
+        bg.autograd.gradcheck(lambda s: s.to_dense(), (s,))
+
+    class WrongSquare(bg.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return 3 * x * g  # should be 2 * x * g
+
+    assert not bg.autograd.gradcheck(
+        lambda s: WrongSquare.apply(s.to_dense()), (s,), masked=True, raise_exception=False
+    )

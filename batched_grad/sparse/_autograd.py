@@ -46,3 +46,31 @@ def sparse_gradients(grads, inputs):
     return tuple(
         sparse_gradient(x, g) if isinstance(x, SparseCOO) and g is not None else g for g, x in zip(grads, inputs)
     )
+
+
+def _dense_outputs(out):
+    """`out` (a tensor or a tuple of them) with its sparse tensors made dense."""
+    if isinstance(out, (tuple, list)):
+        return type(out)(_dense_outputs(o) for o in out)
+    return to_dense(out) if isinstance(out, SparseCOO) else out
+
+
+def on_values(func, inputs, masked, name):
+    """(func of the sparse inputs' values, those values): a gradient check of a function of sparse tensors compares
+    the derivatives with respect to their specified elements (torch's masked=True), through dense outputs."""
+    if not masked:
+        raise RuntimeError(
+            f"{name}: the gradient of a sparse COO input is checked on its specified elements only: pass masked=True"
+        )
+
+    def of_values(*args):
+        rebuilt = [
+            SparseCOO._of(x._coo_indices, a, x.shape, x._coalesced) if isinstance(x, SparseCOO) else a
+            for a, x in zip(args, inputs)
+        ]
+        return _dense_outputs(func(*rebuilt, *args[len(inputs) :]))
+
+    values = tuple(
+        x._coo_values.detach().requires_grad_(x.requires_grad) if isinstance(x, SparseCOO) else x for x in inputs
+    )
+    return of_values, values
