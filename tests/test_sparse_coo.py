@@ -11,6 +11,7 @@ import torch
 import batched_grad as bg
 from batched_grad._ops._public import SPARSE_DISPATCHED, SPARSE_VALUEWISE
 from oracle import assert_same
+from test_gradcheck import FUNCTIONS
 
 pytestmark = pytest.mark.filterwarnings(  # torch's own notes on its sparse kernels
     "ignore:Sparse invariant checks are implicitly disabled",
@@ -516,18 +517,5 @@ def test_masked_gradcheck_of_sparse_inputs():
     assert bg.autograd.gradgradcheck(lambda s, d: bg.sparse.mm(s, d) ** 2, (s, d), masked=True)
     with pytest.raises(RuntimeError, match="checked on its specified elements only: pass masked=True"):
         bg.autograd.gradcheck(lambda s: s.to_dense(), (s,))
-
-    class WrongSquare(bg.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            ctx.save_for_backward(x)
-            return x * x
-
-        @staticmethod
-        def backward(ctx, g):
-            (x,) = ctx.saved_tensors
-            return 3 * x * g  # should be 2 * x * g
-
-    assert not bg.autograd.gradcheck(
-        lambda s: WrongSquare.apply(s.to_dense()), (s,), masked=True, raise_exception=False
-    )
+    wrong = FUNCTIONS[bg]["WrongBackward"]  # x * x with a backward of 3x
+    assert not bg.autograd.gradcheck(lambda s: wrong.apply(s.to_dense()), (s,), masked=True, raise_exception=False)
