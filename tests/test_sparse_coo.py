@@ -519,3 +519,27 @@ def test_masked_gradcheck_of_sparse_inputs():
         bg.autograd.gradcheck(lambda s: s.to_dense(), (s,))
     wrong = FUNCTIONS[bg]["WrongBackward"]  # x * x with a backward of 3x
     assert not bg.autograd.gradcheck(lambda s: wrong.apply(s.to_dense()), (s,), masked=True, raise_exception=False)
+
+
+def _module_with_a_sparse_buffer(m):
+    class Propagate(m.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("adj", sparse(m, UNIQUE, VALUES[:4]))
+            self.lin = m.nn.Linear(3, 2)
+
+        def forward(self, x):
+            return m.spmm(self.adj, self.lin(x))
+
+    return Propagate()
+
+
+def test_a_sparse_buffer_converts_and_loads_with_its_module():
+    model, t_model = _module_with_a_sparse_buffer(bg), _module_with_a_sparse_buffer(torch)
+    for convert in (lambda mod: mod.double(), lambda mod: mod.to("cpu"), lambda mod: mod.float()):
+        assert_same_sparse(convert(model).adj, convert(t_model).adj)
+    source = dict(_module_with_a_sparse_buffer(bg).state_dict(), adj=sparse(bg, UNIQUE, [1.0, 2.0, 3.0, 4.0]))
+    model.load_state_dict(source)
+    assert_same_sparse(model.adj, sparse(torch, UNIQUE, [1.0, 2.0, 3.0, 4.0]))
+    with pytest.raises(RuntimeError, match="outside the graph only"):
+        sparse(bg, requires_grad=True).copy_(sparse(bg))

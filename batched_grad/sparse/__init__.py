@@ -121,6 +121,7 @@ SPARSE_METHODS = {
     "__neg__": SPARSE_FUNCTIONS["neg"],
     "__pow__": _math.pow,
     "to": _math.to,
+    "copy_": _math.copy_,
     "cpu": lambda self: _math.to(self, "cpu"),
     "cuda": lambda self, device=None, non_blocking=False: _math.to(self, "cuda" if device is None else device),
     **{name: _math.cast(dtype) for name, dtype in _CONVERSIONS.items()},

@@ -7,6 +7,8 @@ import numpy as np
 
 from .. import _dtypes, _ops
 from .._factories import tensor, zeros
+from .._grad_mode import is_grad_enabled
+from .._meta import NoDenseValue
 from .._tensor import Tensor, _wrap_dim
 from ._construct import _host_indices, coalesce, linear_index, to_dense
 from ._coo import SparseCOO
@@ -320,3 +322,16 @@ def cast(dtype):
     method.__name__ = dtype.name
     method.__doc__ = f"The sparse tensor with {dtype!r} values."
     return method
+
+
+def copy_(self, src, non_blocking=False):
+    """Make this sparse tensor a copy of the sparse `src` (its indices, values cast to this dtype, size), in place and
+    outside the graph (as load_state_dict copies under no_grad)."""
+    if not isinstance(src, SparseCOO):
+        raise RuntimeError("copy_: a sparse COO tensor can be copied only from a sparse COO tensor; got a dense one")
+    if is_grad_enabled() and (self.requires_grad or src.requires_grad):
+        raise RuntimeError("copy_ into a sparse COO tensor is provided outside the graph only (under no_grad)")
+    values = src._coo_values.to(self.dtype).clone()
+    self._coo_indices, self._coo_values, self._coalesced = src._coo_indices.clone(), values, src._coalesced
+    self._v = NoDenseValue(src.shape, values._v.dtype)
+    return self
