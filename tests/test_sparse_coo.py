@@ -543,3 +543,26 @@ def test_a_sparse_buffer_converts_and_loads_with_its_module():
     assert_same_sparse(model.adj, sparse(torch, UNIQUE, [1.0, 2.0, 3.0, 4.0]))
     with pytest.raises(RuntimeError, match="outside the graph only"):
         sparse(bg, requires_grad=True).copy_(sparse(bg))
+
+
+@pytest.mark.parametrize(
+    "pair",
+    [
+        lambda m: (sparse(m), sparse(m, UNIQUE, VALUES[:4])),
+        lambda m: (sparse(m), sparse(m).to_dense()),
+        lambda m: (sparse(m, UNIQUE, VALUES[:4]), sparse(m, UNIQUE, [3.0, 4.0, 5.0, 6.5])),
+        lambda m: (sparse(m), sparse(m, size=(3, 4))),
+    ],
+)
+def test_assert_close_compares_sparse_tensors_as_torch(pair):
+    with pytest.raises(AssertionError) as theirs:
+        torch.testing.assert_close(*pair(torch))
+    with pytest.raises(AssertionError, match=re.escape(str(theirs.value).splitlines()[0])):
+        bg.testing.assert_close(*pair(bg))
+
+
+def test_assert_close_accepts_equal_sparse_tensors_and_other_layouts_when_told():
+    bg.testing.assert_close(sparse(bg), sparse(bg))
+    bg.testing.assert_close(sparse(bg), sparse(bg).to_dense(), check_layout=False)
+    with pytest.raises(AssertionError):
+        bg.testing.assert_close(sparse(bg), sparse(bg).to_dense() + 1, check_layout=False)
