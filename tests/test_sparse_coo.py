@@ -566,3 +566,13 @@ def test_assert_close_accepts_equal_sparse_tensors_and_other_layouts_when_told()
     bg.testing.assert_close(sparse(bg), sparse(bg).to_dense(), check_layout=False)
     with pytest.raises(AssertionError):
         bg.testing.assert_close(sparse(bg), sparse(bg).to_dense() + 1, check_layout=False)
+
+
+def test_backward_with_sparse_inputs_fills_only_their_grad():
+    x, tx = both(lambda m: m.tensor([[0.0, 1.0], [2.0, 0.0]], requires_grad=True))
+    d, td = both(lambda m: m.full((2, 2), 3.0, requires_grad=True))
+    s, t = x.to_sparse(), tx.to_sparse()  # not leaves: their gradients are kept because they are the inputs
+    bg.sparse.mm(s, d).sum().backward(inputs=[s])
+    torch.sparse.mm(t, td).sum().backward(inputs=[t])
+    assert_same_sparse(s.grad, t.grad, flag=False)
+    assert d.grad is None and td.grad is None and x.grad is None and tx.grad is None
