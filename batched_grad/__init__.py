@@ -30,6 +30,7 @@ from . import (  # noqa: E402
     optim,
     profiler,
     random,
+    sparse,
     special,
     testing,
     torch_version,
@@ -148,6 +149,7 @@ from .amp.autocast_mode import (
 from .autograd import grad
 from .autograd.anomaly_mode import is_anomaly_check_nan_enabled, is_anomaly_enabled, set_anomaly_enabled
 from .func import vmap  # vmap.vmap, as torch.vmap is torch.func.vmap
+from .sparse import layout, sparse_coo, sparse_coo_tensor, spmm, strided
 from .utils.dlpack import from_dlpack, to_dlpack
 
 globals().update(_TYPED)  # FloatTensor, LongTensor, ...: torch's legacy typed constructors

@@ -6,8 +6,8 @@ no layout."""
 from ._tensor import python_type_name
 
 
-class memory_format:  # noqa: N801 (torch's name)
-    """One of torch's memory formats; prints as torch's (torch.channels_last)."""
+class TorchConstant:
+    """A named constant of torch's (a memory format, a layout): prints as torch's (torch.channels_last)."""
 
     __slots__ = ("name",)
 
@@ -19,6 +19,12 @@ class memory_format:  # noqa: N801 (torch's name)
 
     def __reduce__(self):
         return self.name  # pickled as the module-level object of that name
+
+
+class memory_format(TorchConstant):  # noqa: N801 (torch's name)
+    """One of torch's memory formats; prints as torch's (torch.channels_last)."""
+
+    __slots__ = ()
 
 
 memory_format.__module__ = "batched_grad"

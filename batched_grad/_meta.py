@@ -51,6 +51,29 @@ class MetaValue:
         return f"MetaValue(shape={self.shape}, dtype={self.dtype})"
 
 
+SPARSE_NOT_PROVIDED = (
+    "this operation is not provided for sparse COO tensors (layout torch.sparse_coo); convert the tensor with "
+    ".to_dense() first"
+)
+
+
+class NoDenseValue:
+    """What a sparse tensor holds where a dense tensor holds its array (batched_grad/sparse): its shape and dtype;
+    an op that reads it as an array raises."""
+
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype = tuple(shape), dtype
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    def __array__(self, dtype=None, copy=None):
+        raise RuntimeError(SPARSE_NOT_PROVIDED)
+
+
 def meta_value(shape, dtype):
     """The value of a meta tensor of `shape` and `dtype` (a NumPy dtype)."""
     return MetaValue(shape, dtype)

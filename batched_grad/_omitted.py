@@ -5,7 +5,11 @@ counterpart or is listed here, and that no listed name exists (so the list stays
 autograd / func name is listed only with what blocks it here."""
 
 # ---- reasons -------------------------------------------------------------------------------------------------------
-SPARSE = "sparse tensors: batched_grad tensors are dense JAX arrays (no sparse layouts)"
+SPARSE = "sparse layouts other than COO (CSR, CSC, BSR, BSC) and the sparse ops batched_grad.sparse does not provide"
+SPARSE_GRADIENTS = (
+    "sparse gradients of dense parameters (Embedding(sparse=True) and the optimizer made for them): the engine "
+    "gives a dense parameter a dense gradient; sparse COO tensors themselves get sparse gradients"
+)
 QUANTIZED = "quantized tensors and quantization kernels: no quantized dtypes or qschemes"
 NARROW_DTYPES = "dtypes JAX has no arrays of (complex32, float8/float4, sub-byte and unsigned 16-64-bit integers)"
 CUDA = (
@@ -119,8 +123,8 @@ OMITTED = {
     "torch": {
         **_names(
             SPARSE,
-            """sparse_coo_tensor sparse_csr_tensor sparse_csc_tensor sparse_bsr_tensor sparse_bsc_tensor
-            sparse_compressed_tensor resize_as_sparse_ smm spmm dsmm hsmm hspmm sspaddmm saddmm ccol_indices_copy
+            """sparse_csr_tensor sparse_csc_tensor sparse_bsr_tensor sparse_bsc_tensor
+            sparse_compressed_tensor resize_as_sparse_ smm dsmm hsmm hspmm sspaddmm saddmm ccol_indices_copy
             col_indices_copy crow_indices_copy row_indices_copy indices_copy values_copy segment_reduce""",
         ),
         **_names(
@@ -195,9 +199,9 @@ OMITTED = {
     "torch.Tensor": {
         **_names(
             SPARSE,
-            """coalesce is_coalesced indices values crow_indices col_indices ccol_indices row_indices
-            dense_dim sparse_dim sparse_mask sparse_resize_ sparse_resize_and_clear_ resize_as_sparse_ to_dense
-            to_sparse to_sparse_coo to_sparse_csr to_sparse_csc to_sparse_bsr to_sparse_bsc smm sspaddmm""",
+            """crow_indices col_indices ccol_indices row_indices
+            sparse_resize_ sparse_resize_and_clear_ resize_as_sparse_
+            to_sparse_csr to_sparse_csc to_sparse_bsr to_sparse_bsc smm sspaddmm""",
         ),
         **_names(
             QUANTIZED,
@@ -218,7 +222,6 @@ OMITTED = {
         **_names(INFERENCE, "is_inference"),
         **_names(INTERNAL, "index hash_tensor as_subclass to_padded_tensor"),
         **_names(LAPACK_RAW, "geqrf ormqr"),
-        "layout": "torch.layout objects: batched_grad tensors are dense (strided) only, and have no layout attribute",
     },
     "torch.nn": {
         **_names(DISTRIBUTED, "SyncBatchNorm"),
@@ -263,7 +266,7 @@ OMITTED = {
         **_names(INTERNAL, "common_notes"),
     },
     "torch.optim": {
-        **_names(SPARSE, "SparseAdam"),
+        **_names(SPARSE_GRADIENTS, "SparseAdam"),
     },
     "torch.optim.lr_scheduler": {},
     "torch.optim.swa_utils": {},

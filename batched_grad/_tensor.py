@@ -212,6 +212,7 @@ class Tensor(InPlace):
         "__dict__",  # attributes a program adds (p.hess = ...), as on torch's tensors; made at the first one
     )
     __array_priority__ = 1000  # NumPy defers binary operators to Tensor
+    _sparse_forms = None  # a sparse tensor's table of the module functions' sparse forms (sparse/__init__.py)
 
     @classmethod
     def _wrap(cls, value, grad_fn=None, output_nr=0, requires_grad=False):

@@ -47,7 +47,8 @@ def assert_close(
             f"{'rtol' if rtol is None else 'atol'}."
         )
     try:
-        _compare(actual, expected, (), dict(rtol=rtol, atol=atol, equal_nan=equal_nan, check_dtype=check_dtype))
+        options = dict(rtol=rtol, atol=atol, equal_nan=equal_nan, check_dtype=check_dtype)
+        _compare(actual, expected, (), options, check_layout)
     except _Mismatch as error:
         message = error.message
         if error.path:
@@ -61,10 +62,12 @@ def _is_number(x):
     return isinstance(x, (bool, int, float, complex))
 
 
-def _compare(actual, expected, path, options):
+def _compare(actual, expected, path, options, check_layout):
     if actual is None and expected is None:
         return
     if isinstance(actual, Tensor) and isinstance(expected, Tensor):
+        if actual.is_sparse or expected.is_sparse:
+            return _compare_sparse(actual, expected, path, options, check_layout)
         return _compare_tensors(actual, expected, path, **options)
     if _is_number(actual) and _is_number(expected):
         return _compare_numbers(actual, expected, path, **options)
@@ -78,7 +81,7 @@ def _compare(actual, expected, path, options):
                 path,
             )
         for key in expected:
-            _compare(actual[key], expected[key], path + (key,), options)
+            _compare(actual[key], expected[key], path + (key,), options, check_layout)
         return
     if (
         isinstance(actual, Sequence)
@@ -91,13 +94,43 @@ def _compare(actual, expected, path, options):
                 AssertionError, f"The length of the sequences mismatch: {len(actual)} != {len(expected)}", path
             )
         for i, (a, e) in enumerate(zip(actual, expected)):
-            _compare(a, e, path + (i,), options)
+            _compare(a, e, path + (i,), options, check_layout)
         return
     raise _Mismatch(
         TypeError,
         f"No comparison pair was able to handle inputs of type {_type_repr(actual)} and {_type_repr(expected)}.",
         path,
     )
+
+
+def _compare_sparse(actual, expected, path, options, check_layout):
+    """Sparse COO operands, as torch compares them: the layouts (both made dense when they differ and check_layout is
+    False), the numbers of sparse dimensions and of specified values, the indices (equal), the values (close)."""
+    if actual.shape != expected.shape:
+        raise _Mismatch(
+            AssertionError,
+            f"The values for attribute 'shape' do not match: {actual.shape!r} != {expected.shape!r}.",
+            path,
+        )
+    if actual.layout is not expected.layout:
+        if check_layout:
+            raise _Mismatch(
+                AssertionError,
+                f"The values for attribute 'layout' do not match: {actual.layout!r} != {expected.layout!r}.",
+                path,
+            )
+        return _compare_tensors(actual.to_dense(), expected.to_dense(), path, **options)
+    for what, a, e in (
+        ("sparse dimensions", actual.sparse_dim(), expected.sparse_dim()),
+        ("specified values", actual._nnz(), expected._nnz()),
+    ):
+        if a != e:
+            raise _Mismatch(
+                AssertionError, f"The number of {what} in sparse COO tensors does not match: {a} != {e}", path
+            )
+    exact = dict(options, rtol=0, atol=0)
+    _compare_tensors(actual._indices(), expected._indices(), path, **exact, what="Sparse COO indices")
+    _compare_tensors(actual._values().detach(), expected._values().detach(), path, **options, what="Sparse COO values")
 
 
 def _type_repr(x):
@@ -147,7 +180,7 @@ def _message(what, rtol, atol, extra, absolute, relative):
     return "\n".join(lines)
 
 
-def _compare_tensors(actual, expected, path, *, rtol, atol, equal_nan, check_dtype):
+def _compare_tensors(actual, expected, path, *, rtol, atol, equal_nan, check_dtype, what="Tensor-likes"):
     if actual.shape != expected.shape:
         raise _Mismatch(
             AssertionError,
@@ -173,10 +206,10 @@ def _compare_tensors(actual, expected, path, *, rtol, atol, equal_nan, check_dty
         return
     if a.ndim == 0:
         raise _Mismatch(AssertionError, _scalar_message(*scalars, rtol, atol), path)
-    raise _Mismatch(AssertionError, _tensor_message(a, e, matches, rtol, atol), path)
+    raise _Mismatch(AssertionError, _tensor_message(a, e, matches, rtol, atol, what), path)
 
 
-def _tensor_message(a, e, matches, rtol, atol):
+def _tensor_message(a, e, matches, rtol, atol, what):
     count, mismatched = matches.size, int((~matches).sum())
     extra = f"Mismatched elements: {mismatched} / {count} ({mismatched / count:.1%})"
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
@@ -190,7 +223,7 @@ def _tensor_message(a, e, matches, rtol, atol):
         nan = np.flatnonzero(np.isnan(values))  # torch.max propagates nan
         i = int(nan[0]) if nan.size else int(np.argmax(values))
         found.append((values[i].item(), tuple(int(k) for k in np.unravel_index(i, a.shape))))
-    return _message("Tensor-likes", rtol, atol, extra, *found)
+    return _message(what, rtol, atol, extra, *found)
 
 
 __all__ = ["assert_close"]

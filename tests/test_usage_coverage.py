@@ -91,7 +91,7 @@ def test_the_usage_weighted_coverage_reaches_the_threshold():
 def test_resolution_and_omissions_are_consulted():
     assert is_covered("torch.autograd.grad") and is_covered("Tensor.detach")
     assert omitted_reason("torch.distributed.all_reduce") is not None
-    assert omitted_reason("torch.sparse_coo_tensor") is not None
+    assert omitted_reason("torch.sparse_csr_tensor") is not None
     assert not resolves("batched_grad.no_such_name")
 
 

@@ -33,7 +33,7 @@ from .._host import (
 )
 from .._layout import note_base
 from .._lazy import Call, Pending, Signature, defer, kernel, materialize, signature
-from .._meta import MetaValue, check_devices, meta_value, shapes_of
+from .._meta import SPARSE_NOT_PROVIDED, MetaValue, NoDenseValue, check_devices, meta_value, shapes_of
 from .._numpy_eval import derived_vjp
 from .._profiling import PROFILING, recorded_op
 from .._reads import output_copies, output_reads
@@ -360,6 +360,8 @@ def _apply(op, operands, static, host_tried=False):
             pending, mapped = True, mapped or a.call.mapped
         elif kind is MetaValue:
             meta = True
+        elif kind is NoDenseValue:
+            raise RuntimeError(SPARSE_NOT_PROVIDED)
         arrays.append(a)
     recording = recording and is_grad_enabled()
     deferred = recording or pending

@@ -45,7 +45,31 @@ def public(fn, out=None, name=None):
                 _say_if_torch(args + (out,), kwargs)
                 raise
 
-    return function
+    return _sparse_aware(function, name) if name in SPARSE_DISPATCHED else function
+
+
+# the elementwise functions that keep zeros zero: on a sparse COO tensor they apply to its values
+SPARSE_VALUEWISE = (
+    "abs absolute sqrt sin tan tanh relu sign sgn floor ceil round trunc fix frac expm1 log1p asin arcsin atan "
+    "arctan sinh asinh arcsinh atanh arctanh erf erfinv square rad2deg deg2rad neg negative isnan isinf signbit "
+    "isposinf isneginf nan_to_num conj"
+).split()
+# the functions that take a sparse COO operand (first or second): a sparse operand runs their sparse form
+SPARSE_DISPATCHED = frozenset(
+    {"mm", "matmul", "addmm", "add", "sub", "mul", "div", "pow", "t", "transpose", "sum", "clone", *SPARSE_VALUEWISE}
+)
+
+
+def _sparse_aware(function, name):
+    @functools.wraps(function)
+    def dispatch(*args, **kwargs):
+        for a in args[:2]:
+            forms = getattr(a, "_sparse_forms", None)
+            if forms is not None:
+                return forms[name](*args, **kwargs)
+        return function(*args, **kwargs)
+
+    return dispatch
 
 
 def _say_if_torch(args, kwargs):

@@ -206,8 +206,8 @@ def _checked_mode(mode, scale_grad_by_freq, sparse):
         )
     if sparse:
         raise NotImplementedError(
-            "embedding_bag: sparse=True asks for the weight's gradient as a sparse tensor, and batched_grad has no "
-            "sparse tensors (its gradients are dense arrays); pass sparse=False, which gives the same values densely"
+            "embedding_bag: sparse=True asks for the weight's gradient as a sparse tensor, and the engine gives a "
+            "dense weight a dense gradient; pass sparse=False, which gives the same values densely"
         )
 
 
@@ -262,8 +262,8 @@ def embedding_bag(
     out). Entries
     at `padding_idx` are left out of their bag (and its count); an empty bag gives zeros. `per_sample_weights`
     (mode 'sum') scales each looked-up row; `max_norm` first renormalizes the looked-up rows of `weight` in place.
-    sparse=True is refused (torch gives the weight a sparse gradient, which batched_grad has no tensors for), and so
-    is scale_grad_by_freq=True."""
+    sparse=True is refused (torch gives the weight a sparse gradient; the engine gives a dense weight a dense one),
+    and so is scale_grad_by_freq=True."""
     _check_tensor("embedding_bag", "input", input)
     _check_tensor("embedding_bag", "weight", weight, 2)
     if weight.dtype in (_dtypes.int64, _dtypes.int32) and input.dtype.is_floating_point:

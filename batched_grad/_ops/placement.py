@@ -147,7 +147,6 @@ METHODS = {
     "type": type_,
     "is_cuda": property(is_cuda),
     "get_device": get_device,
-    "is_sparse": _never("sparse"),
     "is_meta": property(is_meta, doc="Whether the tensor is a meta tensor: a shape and a dtype, without values."),
     "is_quantized": _never("quantized"),
 }

@@ -20,6 +20,7 @@ from .._lazy import keep
 from .._meta import is_meta, meta_value
 from .._tensor import Size, Tensor, warn_once
 from .._x64 import scoped
+from ..sparse._autograd import any_sparse, engine_gradients, engine_tensors, sparse_gradients
 
 CREATE_GRAPH_CYCLE = (
     "Using backward() with create_graph=True will create a reference cycle between the parameter and its gradient "
@@ -234,7 +235,14 @@ def grad(
             FutureWarning,
             stacklevel=3,
         )
-    grads = _make_grads(outputs, _tensor_or_tensors_to_tuple(grad_outputs, len(outputs)), is_grads_batched)
+    grad_outputs = _tensor_or_tensors_to_tuple(grad_outputs, len(outputs))
+    sparse_inputs = inputs
+    if any_sparse(outputs + inputs + grad_outputs):  # differentiated through their values tensors
+        if is_grads_batched:
+            raise RuntimeError("grad(): is_grads_batched=True is not provided with sparse COO outputs or inputs")
+        grad_outputs = engine_gradients(outputs, grad_outputs)
+        outputs, inputs = engine_tensors(outputs), engine_tensors(inputs)
+    grads = _make_grads(outputs, grad_outputs, is_grads_batched)
     retain_graph, create_graph = _graph_flags(retain_graph, create_graph)
     roots = _root_edges(outputs, grads)
     captures = _input_edges(inputs, retain=False)
@@ -247,6 +255,7 @@ def grad(
             roots, grads, captures, retain_graph=retain_graph, create_graph=create_graph, accumulate=False
         )
     result = _finish(result, inputs, grads, allow_unused, materialize_grads, create_graph, is_grads_batched)
+    result = sparse_gradients(result, sparse_inputs) if sparse_inputs is not inputs else result
     return dict(zip(keys, result)) if keys is not None else result
 
 
@@ -284,7 +293,11 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     if inputs is not None:
         inputs = _inputs_tuple(inputs, "backward")
     tensors = _tuple_of(tensors)
-    grads = _make_grads(tensors, _tensor_or_tensors_to_tuple(grad_tensors, len(tensors)), False)
+    grad_tensors = _tensor_or_tensors_to_tuple(grad_tensors, len(tensors))
+    if any_sparse(tensors + (inputs or ()) + grad_tensors):  # differentiated through their values tensors
+        grad_tensors = engine_gradients(tensors, grad_tensors)
+        tensors, inputs = engine_tensors(tensors), inputs and engine_tensors(inputs)
+    grads = _make_grads(tensors, grad_tensors, False)
     if create_graph:
         warn_once(CREATE_GRAPH_CYCLE, stacklevel=4)  # past _x64.scoped
     retain_graph, create_graph = _graph_flags(retain_graph, create_graph)

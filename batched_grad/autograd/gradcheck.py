@@ -12,6 +12,7 @@ from .._host import to_device
 from .._lazy import unfused
 from .._tensor import Tensor
 from .._x64 import scoped
+from ..sparse._autograd import any_sparse, on_values
 from ._api import grad
 from ._gradcheck import (
     GradcheckError,
@@ -63,6 +64,7 @@ def gradcheck(
     check_forward_ad=False,
     check_backward_ad=True,
     fast_mode=False,
+    masked=None,
 ):
     """Check the gradients of `func` at `inputs` against central finite differences (torch.autograd.gradcheck).
 
@@ -73,7 +75,8 @@ def gradcheck(
     dual tensors); `check_batched_grad=True` also compares `grad(..., is_grads_batched=True)` with the loop of
     unbatched `grad` calls, and `check_batched_forward_grad=True` the forward-mode tangents of a batch of input
     tangents (vmap of the jvp) with those of each in turn. Returns True, or raises GradcheckError (returns False
-    when `raise_exception=False`).
+    when `raise_exception=False`). Sparse COO inputs need `masked=True`: the derivatives with respect to their
+    specified elements are checked.
     """
     if not (check_forward_ad or check_backward_ad):
         raise AssertionError("Expected at least one of check_forward_ad or check_backward_ad to be True")
@@ -87,6 +90,8 @@ def gradcheck(
         eps=eps, atol=atol, rtol=rtol, nondet_tol=nondet_tol, check_grad_dtypes=check_grad_dtypes, fast_mode=fast_mode
     )
     inputs = _as_tuple(inputs)
+    if any_sparse(inputs):
+        func, inputs = on_values(func, inputs, masked, "gradcheck")
     _check_requires_grad(inputs)
     _warn_non_double(inputs)
 
@@ -138,9 +143,11 @@ def gradgradcheck(
     check_grad_dtypes=False,
     check_batched_grad=False,
     fast_mode=False,
+    masked=False,
 ):
     """Check the second derivatives of `func` (torch.autograd.gradgradcheck): gradcheck of the function
-    (inputs, grad_outputs) -> grad(func(inputs), inputs, grad_outputs, create_graph=True).
+    (inputs, grad_outputs) -> grad(func(inputs), inputs, grad_outputs, create_graph=True). Sparse COO inputs need
+    `masked=True`, as gradcheck's.
 
     `grad_outputs` default to random Tensors in [-1, 1) shaped like the differentiable outputs, requiring grad.
     `gen_non_contig_grad_outputs` is accepted for compatibility; Tensors have no strides here.
@@ -148,6 +155,8 @@ def gradgradcheck(
     if not callable(func):
         raise TypeError(f"gradgradcheck: func must be callable, but got {type(func).__name__}")
     inputs = _as_tuple(inputs)
+    if any_sparse(inputs):
+        func, inputs = on_values(func, inputs, masked, "gradgradcheck")
     _check_requires_grad(inputs)
     if grad_outputs is None:
         grad_outputs = tuple(_random_grad_output(o) for o in _differentiable(_call(func, inputs)))

@@ -132,6 +132,8 @@ def convert(tensor, where=None, dtype=None):
     """`tensor` with `dtype` (None: its own) on the device `where` (None: where it is); the tensor itself when
     nothing changes, else a new tensor outside the graph. A module's tensor moves onto the meta device, not off it
     (torch's NotImplementedError, which names to_empty)."""
+    if tensor._sparse_forms is not None:  # a sparse COO tensor: its values convert
+        return tensor.to(*(a for a in (where, dtype) if a is not None))
     result = tensor
     with no_grad():
         if dtype is not None and dtype is not tensor.dtype:
