@@ -29,6 +29,7 @@ from vmap._pytree import flatten
 
 from . import _compile_args
 from ._grad_mode import is_grad_enabled
+from ._lazy import next_call_number
 from ._tensor import Tensor
 from ._tracing import ValueRead, compiling
 from ._x64 import scoped
@@ -308,13 +309,13 @@ class _Step:
                 raise ResultsNeedGraph  # a module's results, which a backward outside the call will need
             return tuple(results + [v for _, kind, v in writes if kind != "no grad"] + [t._v for t in created])
 
-        compiling.name = _name(fn)
+        compiling.name, compiling.first_call = _name(fn), next_call_number()
         # copies noted by a trace that stopped at a value read are stale: their ids may now be this trace's constants
         compiling.copies.clear()
         try:
             closed = _jaxpr_of(traced, [leaves[i]._value for i in positions])
         finally:
-            compiling.name = None
+            compiling.name = compiling.first_call = None
             for t, (v, grad) in before.items():  # the function's changes are the program's outputs, not the trace's
                 if t._v is not v or t._grad is not grad:
                     t._v, t._grad = v, grad
@@ -395,7 +396,7 @@ def _changes(before, held):
     `held` (its arguments) and the new .grad of a tensor."""
     writes, grads = [], set()
     for t, (v, grad) in before.items():
-        if t._v is not v and isinstance(t._v, jax.core.Tracer):
+        if t._v is not v and isinstance(t._value, jax.core.Tracer):  # a deferred write computed now, in the trace
             writes.append((t, "value", t._v))
         if t._grad is not grad:
             if t._grad is None:
