@@ -101,6 +101,17 @@ from ._grad_mode import (
     set_grad_enabled,
 )
 from ._info import finfo, iinfo
+from ._layout_types import (
+    _mkldnn,  # noqa: F401  (torch's, private)
+    jagged,
+    layout,
+    sparse_bsc,
+    sparse_bsr,
+    sparse_coo,
+    sparse_csc,
+    sparse_csr,
+    strided,
+)
 from ._lazy import set_fuse_after
 from ._legacy_constructors import TYPED as _TYPED
 from ._legacy_constructors import set_default_tensor_type

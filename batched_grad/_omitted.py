@@ -218,7 +218,6 @@ OMITTED = {
         **_names(INFERENCE, "is_inference"),
         **_names(INTERNAL, "index hash_tensor as_subclass to_padded_tensor"),
         **_names(LAPACK_RAW, "geqrf ormqr"),
-        "layout": "torch.layout objects: batched_grad tensors are dense (strided) only, and have no layout attribute",
     },
     "torch.nn": {
         **_names(DISTRIBUTED, "SyncBatchNorm"),

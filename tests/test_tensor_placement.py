@@ -227,6 +227,58 @@ def test_where_a_tensor_is():
     assert x.cpu() is x and x.device == bg.device("cpu")
 
 
+LAYOUT_NAMES = ("strided", "sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc", "_mkldnn", "jagged")
+
+
+def test_layouts_and_tensor_metadata_as_torch():
+    import pickle
+
+    for name in LAYOUT_NAMES:
+        ours = getattr(bg, name)
+        assert isinstance(ours, bg.layout) and repr(ours) == repr(getattr(torch, name))
+        assert pickle.loads(pickle.dumps(ours)) is ours
+    x, t = bg.ones(2, 3)[:, 1], torch.ones(2, 3)[:, 1]
+    assert repr(x.layout) == repr(t.layout) == "torch.strided" and x.layout is bg.strided
+    assert x.to("meta").layout is bg.strided
+    flags = [a for a in dir(t) if a.startswith("is_") and not callable(getattr(t, a))]
+    assert {a: getattr(x, a) for a in flags} == {a: getattr(t, a) for a in flags}
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda m: m.hann_window(4, layout=m.strided),
+        lambda m: m.tril_indices(3, 3, layout=m.strided),
+        lambda m: m.fft.rfftfreq(4, layout=m.strided),
+    ],
+    ids=["window", "triangle", "frequencies"],
+)
+def test_strided_layout_argument_is_accepted(call):
+    assert_same(call(bg), call(torch))
+
+
+@pytest.mark.parametrize(
+    "make", [lambda m: m.kaiser_window(4, layout="strided"), lambda m: m.triu_indices(2, 2, layout=1)]
+)
+def test_layout_argument_of_wrong_type(make):
+    with pytest.raises(TypeError, match="layout"):  # torch lists its overloads
+        make(torch)
+    with pytest.raises(TypeError, match="argument 'layout' must be torch.layout, not (str|int)"):
+        make(bg)
+
+
+def test_layouts_other_than_strided_are_refused():
+    with pytest.raises(RuntimeError, match="not implemented for sparse types"):  # torch can't make it either
+        torch.hann_window(3, layout=torch.sparse_coo)
+    for call in (
+        lambda: bg.hann_window(3, layout=bg.sparse_coo),
+        lambda: bg.tril_indices(3, 3, layout=bg.sparse_csr),
+        lambda: bg.fft.fftfreq(3, layout=bg.jagged),
+    ):
+        with pytest.raises(NotImplementedError, match="only layout=torch.strided"):
+            call()
+
+
 @pytest.mark.skipif(not bg.cuda.is_available(), reason="needs a JAX GPU backend")
 def test_to_cuda_and_back():
     x = bg.arange(6.0, requires_grad=True)

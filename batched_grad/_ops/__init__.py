@@ -7,7 +7,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 import numpy as np
 
-from .. import _dtypes, _factories, _layout, _legacy_constructors, _transform_levels
+from .. import _dtypes, _factories, _layout, _layout_types, _legacy_constructors, _transform_levels
 from .._compiled import set_background_compile, wait_for_compiles
 from .._grad_mode import is_grad_enabled
 from .._lazy import compile_count
@@ -802,6 +802,7 @@ _METHODS.update(
     H=property(_H),
     adjoint=_adjoint,
     **_layout.METHODS,
+    **_layout_types.METHODS,
     **placement.METHODS,
     **complex_parts.METHODS,
 )

@@ -3,7 +3,7 @@ window functions (hann, hamming, blackman, bartlett, kaiser), and torch's detach
 
 import numpy as np
 
-from .. import _dtypes
+from .. import _dtypes, _layout_types
 from .._factories import as_tensor, tensor
 from .._tensor import Tensor
 
@@ -26,7 +26,8 @@ def scalar_tensor(s, *, dtype=None, requires_grad=False, device=None):
     return _made(s, dtype, requires_grad)
 
 
-def _triangle_indices(name, row, col, offset, dtype, lower):
+def _triangle_indices(name, row, col, offset, dtype, layout, lower):
+    _layout_types.check(layout, name)
     if row < 0 or col < 0:
         raise RuntimeError(f"row must be non-negative, got{row}" if row < 0 else f"col must be non-negative, got{col}")
     rows, cols = np.tril_indices(row, offset, col) if lower else np.triu_indices(row, offset, col)
@@ -35,15 +36,16 @@ def _triangle_indices(name, row, col, offset, dtype, lower):
 
 def tril_indices(row, col, offset=0, *, dtype=None, device=None, layout=None):
     """The (2, N) coordinates of the lower triangle (on and below diagonal `offset`) of a row x col matrix."""
-    return _triangle_indices("tril_indices", row, col, offset, dtype, True)
+    return _triangle_indices("tril_indices", row, col, offset, dtype, layout, True)
 
 
 def triu_indices(row, col, offset=0, *, dtype=None, device=None, layout=None):
     """The (2, N) coordinates of the upper triangle (on and above diagonal `offset`) of a row x col matrix."""
-    return _triangle_indices("triu_indices", row, col, offset, dtype, False)
+    return _triangle_indices("triu_indices", row, col, offset, dtype, layout, False)
 
 
-def _window(name, length, periodic, formula, dtype, requires_grad):
+def _window(name, length, periodic, formula, dtype, requires_grad, layout):
+    _layout_types.check(layout, name)
     if length < 0:
         raise RuntimeError(f"{name} requires non-negative window_length, got window_length={length}")
     d = _dtypes.to_dtype(dtype) if dtype is not None else _dtypes.get_default_dtype()
@@ -58,7 +60,13 @@ def _window(name, length, periodic, formula, dtype, requires_grad):
 def hann_window(window_length, periodic=True, *, dtype=None, requires_grad=False, device=None, layout=None):
     """The Hann window 0.5 - 0.5 cos(2 pi n / N) (periodic: N = window_length, else window_length - 1)."""
     return _window(
-        "hann_window", window_length, periodic, lambda x: 0.5 - 0.5 * np.cos(2 * np.pi * x), dtype, requires_grad
+        "hann_window",
+        window_length,
+        periodic,
+        lambda x: 0.5 - 0.5 * np.cos(2 * np.pi * x),
+        dtype,
+        requires_grad,
+        layout,
     )
 
 
@@ -67,7 +75,13 @@ def hamming_window(
 ):
     """The Hamming window alpha - beta cos(2 pi n / N)."""
     return _window(
-        "hamming_window", window_length, periodic, lambda x: alpha - beta * np.cos(2 * np.pi * x), dtype, requires_grad
+        "hamming_window",
+        window_length,
+        periodic,
+        lambda x: alpha - beta * np.cos(2 * np.pi * x),
+        dtype,
+        requires_grad,
+        layout,
     )
 
 
@@ -80,12 +94,15 @@ def blackman_window(window_length, periodic=True, *, dtype=None, requires_grad=F
         lambda x: 0.42 - 0.5 * np.cos(2 * np.pi * x) + 0.08 * np.cos(4 * np.pi * x),
         dtype,
         requires_grad,
+        layout,
     )
 
 
 def bartlett_window(window_length, periodic=True, *, dtype=None, requires_grad=False, device=None, layout=None):
     """The triangular Bartlett window 1 - |2 n / N - 1|."""
-    return _window("bartlett_window", window_length, periodic, lambda x: 1 - np.abs(2 * x - 1), dtype, requires_grad)
+    return _window(
+        "bartlett_window", window_length, periodic, lambda x: 1 - np.abs(2 * x - 1), dtype, requires_grad, layout
+    )
 
 
 def kaiser_window(
@@ -99,6 +116,7 @@ def kaiser_window(
         lambda x: np.i0(beta * np.sqrt(np.clip(1 - (2 * x - 1) ** 2, 0, None))) / np.i0(beta),
         dtype,
         requires_grad,
+        layout,
     )
 
 

@@ -7,7 +7,7 @@ truncating to the sizes asked), so its gradient is JAX's VJP; the engine's conju
 import jax.numpy as jnp
 import numpy as np
 
-from .. import _dtypes
+from .. import _dtypes, _layout_types
 from .._tensor import _wrap_dim
 from ._core import Op, apply
 from .shape import roll
@@ -160,7 +160,8 @@ for _kind, _doc in _DOCS.items():
 
 
 # ---- frequencies and shifts -------------------------------------------------------------------------------------
-def _frequencies(values, dtype, requires_grad):
+def _frequencies(name, values, dtype, requires_grad, layout):
+    _layout_types.check(layout, name)
     from .._factories import tensor
 
     d = _dtypes.get_default_dtype() if dtype is None else _dtypes.to_dtype(dtype)
@@ -169,12 +170,12 @@ def _frequencies(values, dtype, requires_grad):
 
 def fftfreq(n, d=1.0, *, dtype=None, device=None, requires_grad=False, layout=None, out=None):
     """The sample frequencies of an n-point fft with sample spacing d: [0, 1, ..., -1] / (d * n)."""
-    return _frequencies(np.fft.fftfreq(n, d), dtype, requires_grad)
+    return _frequencies("fft_fftfreq", np.fft.fftfreq(n, d), dtype, requires_grad, layout)
 
 
 def rfftfreq(n, d=1.0, *, dtype=None, device=None, requires_grad=False, layout=None, out=None):
     """The sample frequencies of an n-point rfft with sample spacing d: [0, 1, ..., n // 2] / (d * n)."""
-    return _frequencies(np.fft.rfftfreq(n, d), dtype, requires_grad)
+    return _frequencies("fft_rfftfreq", np.fft.rfftfreq(n, d), dtype, requires_grad, layout)
 
 
 def _shift(input, dim, sign):

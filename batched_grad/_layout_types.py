@@ -1,0 +1,46 @@
+"""torch's layouts: torch.strided, sparse_coo, sparse_csr, sparse_csc, sparse_bsr, sparse_bsc, _mkldnn and jagged,
+of type torch.layout. batched_grad's tensors are dense JAX arrays, so every tensor's `layout` is torch.strided, and a
+factory's `layout` argument is checked: the default (None) or torch.strided, anything else refused."""
+
+from ._tensor import python_type_name
+
+
+class layout:  # noqa: N801 (torch's name)
+    """One of torch's tensor layouts; prints as torch's (torch.sparse_coo)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return f"torch.{self.name}"
+
+    def __reduce__(self):
+        return self.name  # pickled as the module-level object of that name
+
+
+layout.__module__ = "batched_grad"
+strided = layout("strided")
+sparse_coo = layout("sparse_coo")
+sparse_csr = layout("sparse_csr")
+sparse_csc = layout("sparse_csc")
+sparse_bsr = layout("sparse_bsr")
+sparse_bsc = layout("sparse_bsc")
+_mkldnn = layout("_mkldnn")
+jagged = layout("jagged")
+
+
+def check(value, fn):
+    """The `layout` argument of the factory `fn`: None or torch.strided, the only layout batched_grad makes."""
+    if value is None or value is strided:
+        return
+    if not isinstance(value, layout):
+        raise TypeError(f"{fn}(): argument 'layout' must be torch.layout, not {python_type_name(value)}")
+    raise NotImplementedError(
+        f"{fn}(): layout={value!r} is not supported: batched_grad tensors are dense, so only layout=torch.strided "
+        "(the default) can be made"
+    )
+
+
+METHODS = {"layout": property(lambda self: strided, doc="torch.strided: every batched_grad tensor is dense.")}
