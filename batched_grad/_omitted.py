@@ -196,7 +196,7 @@ OMITTED = {
         **_names(
             SPARSE,
             """coalesce is_coalesced indices values crow_indices col_indices ccol_indices row_indices
-            dense_dim sparse_dim sparse_mask sparse_resize_ sparse_resize_and_clear_ resize_as_sparse_ to_dense
+            dense_dim sparse_dim sparse_mask sparse_resize_ sparse_resize_and_clear_ resize_as_sparse_
             to_sparse to_sparse_coo to_sparse_csr to_sparse_csc to_sparse_bsr to_sparse_bsc smm sspaddmm""",
         ),
         **_names(

@@ -134,6 +134,14 @@ def get_device(self):
     return self.device.index if is_cuda(self) else -1
 
 
+def to_dense(self, dtype=None, *, masked_grad=None):
+    """The tensor itself (every batched_grad tensor is dense, torch.strided), converted to `dtype` if given;
+    `masked_grad` concerns sparse layouts only, as in torch."""
+    if masked_grad is not None and not isinstance(masked_grad, bool):
+        raise TypeError(f"to_dense(): argument 'masked_grad' must be bool, not {type(masked_grad).__name__}")
+    return self if dtype is None or _dtypes.to_dtype(dtype) is self.dtype else to(self, dtype)
+
+
 def _never(what):
     prop = property(lambda self: False)
     prop.__doc__ = f"False: batched_grad has no {what} tensors."
@@ -147,6 +155,7 @@ METHODS = {
     "type": type_,
     "is_cuda": property(is_cuda),
     "get_device": get_device,
+    "to_dense": to_dense,
     "is_sparse": _never("sparse"),
     "is_meta": property(is_meta, doc="Whether the tensor is a meta tensor: a shape and a dtype, without values."),
     "is_quantized": _never("quantized"),
