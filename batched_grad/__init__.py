@@ -119,6 +119,8 @@ from ._lowrank import pca_lowrank, svd_lowrank
 from ._memory_format import channels_last, channels_last_3d, contiguous_format, memory_format, preserve_format
 from ._ops import *  # noqa: F401,F403  (every op of the table, under torch's name)
 from ._ops import clone, compile_count, jax_function, set_background_compile, to, wait_for_compiles
+from ._ops._out_rules import OUT_RULES as _OUT_RULES
+from ._ops._public import with_out as _with_out
 from ._ops.legacy import range_ as range  # noqa: A004  (torch's name)
 from ._ops.unique import _unique, _unique2  # noqa: F401  (torch's, private)
 from ._serialization import load, save
@@ -162,6 +164,8 @@ from .func import vmap  # vmap.vmap, as torch.vmap is torch.func.vmap
 from .utils.dlpack import from_dlpack, to_dlpack
 
 globals().update(_TYPED)  # FloatTensor, LongTensor, ...: torch's legacy typed constructors
+_FACTORIES = ("arange", "empty", "eye", "full", "linspace", "ones", "rand", "randint", "randn", "range", "zeros")
+globals().update(_with_out({name: globals()[name] for name in _FACTORIES}, _OUT_RULES["torch"]))
 newaxis = None  # as torch.newaxis, for x[:, newaxis]
 __version__ = version.__version__
 
