@@ -2,33 +2,19 @@
 of type torch.layout. batched_grad's tensors are dense JAX arrays, so every tensor's `layout` is torch.strided, and a
 factory's `layout` argument is checked: the default (None) or torch.strided, anything else refused."""
 
+from ._memory_format import TorchConstant
 from ._tensor import python_type_name
 
 
-class layout:  # noqa: N801 (torch's name)
+class layout(TorchConstant):  # noqa: N801 (torch's name)
     """One of torch's tensor layouts; prints as torch's (torch.sparse_coo)."""
 
-    __slots__ = ("name",)
-
-    def __init__(self, name):
-        self.name = name
-
-    def __repr__(self):
-        return f"torch.{self.name}"
-
-    def __reduce__(self):
-        return self.name  # pickled as the module-level object of that name
+    __slots__ = ()
 
 
 layout.__module__ = "batched_grad"
-strided = layout("strided")
-sparse_coo = layout("sparse_coo")
-sparse_csr = layout("sparse_csr")
-sparse_csc = layout("sparse_csc")
-sparse_bsr = layout("sparse_bsr")
-sparse_bsc = layout("sparse_bsc")
-_mkldnn = layout("_mkldnn")
-jagged = layout("jagged")
+NAMES = ("strided", "sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc", "_mkldnn", "jagged")
+strided, sparse_coo, sparse_csr, sparse_csc, sparse_bsr, sparse_bsc, _mkldnn, jagged = map(layout, NAMES)
 
 
 def check(value, fn):

@@ -6,8 +6,9 @@ no layout."""
 from ._tensor import python_type_name
 
 
-class memory_format:  # noqa: N801 (torch's name)
-    """One of torch's memory formats; prints as torch's (torch.channels_last)."""
+class TorchConstant:
+    """An object torch keeps at module level (torch.channels_last, torch.strided): prints as torch's, pickles as
+    the module-level object of its name."""
 
     __slots__ = ("name",)
 
@@ -18,7 +19,13 @@ class memory_format:  # noqa: N801 (torch's name)
         return f"torch.{self.name}"
 
     def __reduce__(self):
-        return self.name  # pickled as the module-level object of that name
+        return self.name
+
+
+class memory_format(TorchConstant):  # noqa: N801 (torch's name)
+    """One of torch's memory formats; prints as torch's (torch.channels_last)."""
+
+    __slots__ = ()
 
 
 memory_format.__module__ = "batched_grad"
