@@ -2,6 +2,8 @@
 of type torch.layout. batched_grad's tensors are dense JAX arrays, so every tensor's `layout` is torch.strided, and a
 factory's `layout` argument is checked: the default (None) or torch.strided, anything else refused."""
 
+import functools
+
 from ._memory_format import TorchConstant
 from ._tensor import python_type_name
 
@@ -15,6 +17,17 @@ class layout(TorchConstant):  # noqa: N801 (torch's name)
 layout.__module__ = "batched_grad"
 NAMES = ("strided", "sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc", "_mkldnn", "jagged")
 strided, sparse_coo, sparse_csr, sparse_csc, sparse_bsr, sparse_bsc, _mkldnn, jagged = map(layout, NAMES)
+
+
+def takes_layout(factory):
+    """`factory` with torch's `layout` keyword, checked (check) before the call, which does not see it."""
+
+    @functools.wraps(factory)
+    def made(*args, layout=None, **kwargs):
+        check(layout, made.__name__)  # the name it is given, which a method's maker may set after this
+        return factory(*args, **kwargs)
+
+    return made
 
 
 def check(value, fn):

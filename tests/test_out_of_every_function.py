@@ -88,6 +88,7 @@ CALLS = [
     ("linalg_slogdet", lambda m: m.linalg.slogdet(_x(m)[:, :2], out=(_e(m), _e(m)))),
     ("special_xlogy", lambda m: m.special.xlogy(_x(m), 2.0, out=_e(m))),
     ("fft", lambda m: m.fft.fft(_x(m), out=_e(m, "complex64"))),
+    ("fftfreq_of_out_dtype", lambda m: m.fft.fftfreq(4, out=_e(m, "float64"))),
     ("divide_alias", lambda m: m.divide(_x(m), 2, out=_e(m))),
 ]
 

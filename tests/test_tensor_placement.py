@@ -250,8 +250,19 @@ def test_layouts_and_tensor_metadata_as_torch():
         lambda m: m.hann_window(4, layout=m.strided),
         lambda m: m.tril_indices(3, 3, layout=m.strided),
         lambda m: m.fft.rfftfreq(4, layout=m.strided),
+        lambda m: m.zeros(2, 3, dtype=m.float64, layout=m.ones(1).layout),
+        lambda m: m.arange(5, layout=m.strided),
+        lambda m: m.full((2,), 3.0, layout=m.strided),
+        lambda m: m.eye(3, layout=m.strided),
+        lambda m: m.linspace(0, 1, 5, layout=m.strided),
+        lambda m: m.logspace(0, 1, 3, layout=m.strided),
+        lambda m: m.ones_like(m.ones(2, 2), layout=m.strided),
+        lambda m: m.ones(2).new_zeros(3, layout=m.strided),
+        lambda m: m.ones(2).new_full((2,), 4.0, layout=m.strided),
+        lambda m: m.randperm(4, layout=m.strided).sort().values,
     ],
-    ids=["window", "triangle", "frequencies"],
+    ids=["window", "triangle", "frequencies", "zeros", "arange", "full", "eye", "linspace", "logspace", "like"]
+    + ["new_zeros", "new_full", "randperm"],
 )
 def test_strided_layout_argument_is_accepted(call):
     assert_same(call(bg), call(torch))
@@ -274,6 +285,9 @@ def test_layouts_other_than_strided_are_refused():
         lambda: bg.hann_window(3, layout=bg.sparse_coo),
         lambda: bg.tril_indices(3, 3, layout=bg.sparse_csr),
         lambda: bg.fft.fftfreq(3, layout=bg.jagged),
+        lambda: bg.zeros(2, layout=bg.sparse_coo),
+        lambda: bg.rand(2, layout=bg._mkldnn),
+        lambda: bg.ones(2).new_ones(2, layout=bg.sparse_csr),
     ):
         with pytest.raises(NotImplementedError, match="only layout=torch.strided"):
             call()

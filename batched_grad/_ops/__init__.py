@@ -466,6 +466,7 @@ def _conversion(name, dtype):
 
 
 def _new_factory(kind):
+    @_layout_types.takes_layout
     def method(self, *args, size=None, dtype=None, requires_grad=False, device=None):
 
         if size is not None:

@@ -39,9 +39,12 @@ OUT_RULES = {
         """bessel_j0 bessel_j1 entr erfcx gammainc gammaincc i0e i1 i1e log_ndtr logit logsumexp modified_bessel_i0
         modified_bessel_i1 multigammaln ndtr ndtri polygamma round spherical_bessel_j0 xlog1py xlogy zeta""",
     ),
-    "fft": _rules(
-        "same",
-        """fft fft2 fftn hfft hfft2 hfftn ifft ifft2 ifftn ihfft ihfft2 ihfftn irfft irfft2 irfftn rfft rfft2
-        rfftn""",
-    ),
+    "fft": {
+        **_rules(
+            "same",
+            """fft fft2 fftn hfft hfft2 hfftn ifft ifft2 ifftn ihfft ihfft2 ihfftn irfft irfft2 irfftn rfft rfft2
+            rfftn""",
+        ),
+        **_rules("factory", "fftfreq rfftfreq"),
+    },
 }

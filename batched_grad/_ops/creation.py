@@ -3,8 +3,9 @@ window functions (hann, hamming, blackman, bartlett, kaiser), and torch's detach
 
 import numpy as np
 
-from .. import _dtypes, _layout_types
+from .. import _dtypes
 from .._factories import as_tensor, tensor
+from .._layout_types import takes_layout
 from .._tensor import Tensor
 
 
@@ -14,6 +15,7 @@ def _made(values, dtype, requires_grad, default=None):
     return out._requires_grad_() if requires_grad else out
 
 
+@takes_layout
 def logspace(start, end, steps, base=10.0, *, dtype=None, requires_grad=False, device=None):
     """`steps` values base ** x for x evenly spaced from start to end."""
     if steps < 0:
@@ -21,31 +23,32 @@ def logspace(start, end, steps, base=10.0, *, dtype=None, requires_grad=False, d
     return _made(np.power(float(base), np.linspace(float(start), float(end), int(steps))), dtype, requires_grad)
 
 
+@takes_layout
 def scalar_tensor(s, *, dtype=None, requires_grad=False, device=None):
     """A 0-dim tensor holding the number s (of the default float dtype unless `dtype`)."""
     return _made(s, dtype, requires_grad)
 
 
-def _triangle_indices(name, row, col, offset, dtype, layout, lower):
-    _layout_types.check(layout, name)
+def _triangle_indices(name, row, col, offset, dtype, lower):
     if row < 0 or col < 0:
         raise RuntimeError(f"row must be non-negative, got{row}" if row < 0 else f"col must be non-negative, got{col}")
     rows, cols = np.tril_indices(row, offset, col) if lower else np.triu_indices(row, offset, col)
     return _made(np.stack([rows, cols]), dtype, False, _dtypes.int64)
 
 
-def tril_indices(row, col, offset=0, *, dtype=None, device=None, layout=None):
+@takes_layout
+def tril_indices(row, col, offset=0, *, dtype=None, device=None):
     """The (2, N) coordinates of the lower triangle (on and below diagonal `offset`) of a row x col matrix."""
-    return _triangle_indices("tril_indices", row, col, offset, dtype, layout, True)
+    return _triangle_indices("tril_indices", row, col, offset, dtype, True)
 
 
-def triu_indices(row, col, offset=0, *, dtype=None, device=None, layout=None):
+@takes_layout
+def triu_indices(row, col, offset=0, *, dtype=None, device=None):
     """The (2, N) coordinates of the upper triangle (on and above diagonal `offset`) of a row x col matrix."""
-    return _triangle_indices("triu_indices", row, col, offset, dtype, layout, False)
+    return _triangle_indices("triu_indices", row, col, offset, dtype, False)
 
 
-def _window(name, length, periodic, formula, dtype, requires_grad, layout):
-    _layout_types.check(layout, name)
+def _window(name, length, periodic, formula, dtype, requires_grad):
     if length < 0:
         raise RuntimeError(f"{name} requires non-negative window_length, got window_length={length}")
     d = _dtypes.to_dtype(dtype) if dtype is not None else _dtypes.get_default_dtype()
@@ -57,7 +60,8 @@ def _window(name, length, periodic, formula, dtype, requires_grad, layout):
     return _made(formula(np.arange(length) / span), d, requires_grad)
 
 
-def hann_window(window_length, periodic=True, *, dtype=None, requires_grad=False, device=None, layout=None):
+@takes_layout
+def hann_window(window_length, periodic=True, *, dtype=None, requires_grad=False, device=None):
     """The Hann window 0.5 - 0.5 cos(2 pi n / N) (periodic: N = window_length, else window_length - 1)."""
     return _window(
         "hann_window",
@@ -66,12 +70,12 @@ def hann_window(window_length, periodic=True, *, dtype=None, requires_grad=False
         lambda x: 0.5 - 0.5 * np.cos(2 * np.pi * x),
         dtype,
         requires_grad,
-        layout,
     )
 
 
+@takes_layout
 def hamming_window(
-    window_length, periodic=True, alpha=0.54, beta=0.46, *, dtype=None, requires_grad=False, device=None, layout=None
+    window_length, periodic=True, alpha=0.54, beta=0.46, *, dtype=None, requires_grad=False, device=None
 ):
     """The Hamming window alpha - beta cos(2 pi n / N)."""
     return _window(
@@ -81,11 +85,11 @@ def hamming_window(
         lambda x: alpha - beta * np.cos(2 * np.pi * x),
         dtype,
         requires_grad,
-        layout,
     )
 
 
-def blackman_window(window_length, periodic=True, *, dtype=None, requires_grad=False, device=None, layout=None):
+@takes_layout
+def blackman_window(window_length, periodic=True, *, dtype=None, requires_grad=False, device=None):
     """The Blackman window 0.42 - 0.5 cos(2 pi n / N) + 0.08 cos(4 pi n / N)."""
     return _window(
         "blackman_window",
@@ -94,20 +98,17 @@ def blackman_window(window_length, periodic=True, *, dtype=None, requires_grad=F
         lambda x: 0.42 - 0.5 * np.cos(2 * np.pi * x) + 0.08 * np.cos(4 * np.pi * x),
         dtype,
         requires_grad,
-        layout,
     )
 
 
-def bartlett_window(window_length, periodic=True, *, dtype=None, requires_grad=False, device=None, layout=None):
+@takes_layout
+def bartlett_window(window_length, periodic=True, *, dtype=None, requires_grad=False, device=None):
     """The triangular Bartlett window 1 - |2 n / N - 1|."""
-    return _window(
-        "bartlett_window", window_length, periodic, lambda x: 1 - np.abs(2 * x - 1), dtype, requires_grad, layout
-    )
+    return _window("bartlett_window", window_length, periodic, lambda x: 1 - np.abs(2 * x - 1), dtype, requires_grad)
 
 
-def kaiser_window(
-    window_length, periodic=True, beta=12.0, *, dtype=None, requires_grad=False, device=None, layout=None
-):
+@takes_layout
+def kaiser_window(window_length, periodic=True, beta=12.0, *, dtype=None, requires_grad=False, device=None):
     """The Kaiser window I0(beta sqrt(1 - (2 n / N - 1)^2)) / I0(beta)."""
     return _window(
         "kaiser_window",
@@ -116,7 +117,6 @@ def kaiser_window(
         lambda x: np.i0(beta * np.sqrt(np.clip(1 - (2 * x - 1) ** 2, 0, None))) / np.i0(beta),
         dtype,
         requires_grad,
-        layout,
     )
 
 

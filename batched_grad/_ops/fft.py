@@ -7,7 +7,8 @@ truncating to the sizes asked), so its gradient is JAX's VJP; the engine's conju
 import jax.numpy as jnp
 import numpy as np
 
-from .. import _dtypes, _layout_types
+from .. import _dtypes
+from .._layout_types import takes_layout
 from .._tensor import _wrap_dim
 from ._core import Op, apply
 from .shape import roll
@@ -160,22 +161,23 @@ for _kind, _doc in _DOCS.items():
 
 
 # ---- frequencies and shifts -------------------------------------------------------------------------------------
-def _frequencies(name, values, dtype, requires_grad, layout):
-    _layout_types.check(layout, name)
+def _frequencies(values, dtype, requires_grad):
     from .._factories import tensor
 
     d = _dtypes.get_default_dtype() if dtype is None else _dtypes.to_dtype(dtype)
     return tensor(values.astype(d.np), dtype=d, requires_grad=requires_grad)
 
 
-def fftfreq(n, d=1.0, *, dtype=None, device=None, requires_grad=False, layout=None, out=None):
+@takes_layout
+def fftfreq(n, d=1.0, *, dtype=None, device=None, requires_grad=False):
     """The sample frequencies of an n-point fft with sample spacing d: [0, 1, ..., -1] / (d * n)."""
-    return _frequencies("fft_fftfreq", np.fft.fftfreq(n, d), dtype, requires_grad, layout)
+    return _frequencies(np.fft.fftfreq(n, d), dtype, requires_grad)
 
 
-def rfftfreq(n, d=1.0, *, dtype=None, device=None, requires_grad=False, layout=None, out=None):
+@takes_layout
+def rfftfreq(n, d=1.0, *, dtype=None, device=None, requires_grad=False):
     """The sample frequencies of an n-point rfft with sample spacing d: [0, 1, ..., n // 2] / (d * n)."""
-    return _frequencies("fft_rfftfreq", np.fft.rfftfreq(n, d), dtype, requires_grad, layout)
+    return _frequencies(np.fft.rfftfreq(n, d), dtype, requires_grad)
 
 
 def _shift(input, dim, sign):
