@@ -1,5 +1,6 @@
-"""The module functions' face: the out= keyword of torch's elementwise functions, and torch's errors for it; a
-function that fails on a torch.Tensor argument says that it got one."""
+"""The module functions' face: the out= keyword of torch's functions (with the dtype rules of _out_rules.py and of
+the exposure table), and torch's errors for it; a function that fails on a torch.Tensor argument says that it got
+one."""
 
 import collections
 import functools
