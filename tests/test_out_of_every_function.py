@@ -90,6 +90,8 @@ CALLS = [
     ("fft", lambda m: m.fft.fft(_x(m), out=_e(m, "complex64"))),
     ("fftfreq_of_out_dtype", lambda m: m.fft.fftfreq(4, out=_e(m, "float64"))),
     ("divide_alias", lambda m: m.divide(_x(m), 2, out=_e(m))),
+    ("randint_into_float", lambda m: m.randint(3, (4,), out=_e(m)).clamp(max=-1)),
+    ("linspace_into_int", lambda m: m.linspace(0, 4, 3, out=_e(m, "int64"))),
 ]
 
 
@@ -105,6 +107,13 @@ def test_out_returns_the_tensors_given():
     assert repr(result).startswith("torch.return_types.aminmax_out(\nmin=")
 
 
+def test_a_factory_asked_for_grad_makes_out_require_it():
+    out = bg.empty(0)
+    result = bg.ones(2, out=out, requires_grad=True)
+    want = torch.ones(2, out=torch.empty(0), requires_grad=True)
+    assert result is out and out.requires_grad is want.requires_grad is True and out.is_leaf
+
+
 ERRORS = [
     ("tuple_for_one_result", lambda m: m.cumsum(_x(m), 0, out=(_e(m),))),
     ("tensor_for_two_results", lambda m: m.aminmax(_x(m), out=_e(m))),
@@ -113,6 +122,7 @@ ERRORS = [
     ("float_result_into_int", lambda m: m.copysign(_x(m), 1.0, out=_e(m, "int64"))),
     ("mm_other_dtype", lambda m: m.mm(_x(m), _x(m).T, out=_e(m, "float64"))),
     ("requires_grad", lambda m: m.aminmax(m.ones(2, requires_grad=True), out=(_e(m), _e(m)))),
+    ("factory_dtype_not_out_dtype", lambda m: m.zeros(2, dtype=m.float32, out=_e(m, "float64"))),
 ]
 
 

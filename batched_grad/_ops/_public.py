@@ -76,8 +76,9 @@ def write_out(name, out, fn, args, kwargs, rule="cast"):
             f"{name}(): functions with out=... arguments don't support automatic differentiation, but "
             "one of the arguments requires grad."
         )
-    if rule == "factory" and kwargs.get("dtype") is None:
-        kwargs = {**kwargs, "dtype": outs[0].dtype}
+    made_requiring_grad = False
+    if rule == "factory":
+        kwargs, made_requiring_grad = _factory_arguments(kwargs, outs[0])
     result = fn(*args, **kwargs)
     if any([is_batched(x._v) for x in operands]):  # torch.func.vmap has no rule for an op with out=
         raise RuntimeError(
@@ -90,7 +91,21 @@ def write_out(name, out, fn, args, kwargs, rule="cast"):
         return _out_result(type(result))(*written) if hasattr(result, "_fields") else tuple(written)
     if isinstance(out, (tuple, list)):
         raise TypeError(f"{name}(): argument 'out' must be Tensor, not {type(out).__name__}")
-    return _write_one(out, result, rule(*args, **kwargs) if callable(rule) else rule)
+    written = _write_one(out, result, rule(*args, **kwargs) if callable(rule) else rule)
+    return written.requires_grad_() if made_requiring_grad else written
+
+
+def _factory_arguments(kwargs, out):
+    """A factory's keywords for writing into `out`: out's dtype (a dtype given must be it), and requires_grad taken
+    out (out itself is made to require grad, as torch does)."""
+    kwargs = dict(kwargs)
+    dtype = kwargs.get("dtype")
+    if dtype is not None and _dtypes.to_dtype(dtype) is not out.dtype:
+        raise RuntimeError(
+            f"dtype {_dtypes.to_dtype(dtype).type_name} does not match dtype of out parameter ({out.dtype.type_name})"
+        )
+    kwargs["dtype"] = out.dtype
+    return kwargs, bool(kwargs.pop("requires_grad", False))
 
 
 @functools.cache
