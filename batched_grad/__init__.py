@@ -1,5 +1,7 @@
 """batched_grad: PyTorch's autograd API (grad, backward, is_grads_batched) on JAX arrays."""
 
+import gc
+
 from . import _xla_flags
 
 _xla_flags.apply()  # before JAX starts its CPU backend
@@ -102,6 +104,17 @@ from ._grad_mode import (
     set_grad_enabled,
 )
 from ._info import finfo, iinfo
+from ._layout_types import (
+    _mkldnn,  # noqa: F401  (torch's, private)
+    jagged,
+    layout,
+    sparse_bsc,
+    sparse_bsr,
+    sparse_coo,
+    sparse_csc,
+    sparse_csr,
+    strided,
+)
 from ._lazy import set_fuse_after
 from ._legacy_constructors import TYPED as _TYPED
 from ._legacy_constructors import set_default_tensor_type
@@ -109,6 +122,8 @@ from ._lowrank import pca_lowrank, svd_lowrank
 from ._memory_format import channels_last, channels_last_3d, contiguous_format, memory_format, preserve_format
 from ._ops import *  # noqa: F401,F403  (every op of the table, under torch's name)
 from ._ops import clone, compile_count, jax_function, set_background_compile, to, wait_for_compiles
+from ._ops._out_rules import OUT_RULES as _OUT_RULES
+from ._ops._public import with_out as _with_out
 from ._ops.legacy import range_ as range  # noqa: A004  (torch's name)
 from ._ops.unique import _unique, _unique2  # noqa: F401  (torch's, private)
 from ._serialization import load, save
@@ -149,16 +164,16 @@ from .amp.autocast_mode import (
 from .autograd import grad
 from .autograd.anomaly_mode import is_anomaly_check_nan_enabled, is_anomaly_enabled, set_anomaly_enabled
 from .func import vmap  # vmap.vmap, as torch.vmap is torch.func.vmap
-from .sparse import layout, sparse_coo, sparse_coo_tensor, spmm, strided
+from .sparse import sparse_coo_tensor, spmm
 from .utils.dlpack import from_dlpack, to_dlpack
 
 globals().update(_TYPED)  # FloatTensor, LongTensor, ...: torch's legacy typed constructors
+_FACTORIES = ("arange", "empty", "eye", "full", "linspace", "ones", "rand", "randint", "randn", "range", "zeros")
+globals().update(_with_out({name: globals()[name] for name in _FACTORIES}, _OUT_RULES["torch"]))
 newaxis = None  # as torch.newaxis, for x[:, newaxis]
 __version__ = version.__version__
 
 from . import distributions  # noqa: E402  (last: it is written with the public names above)
-
-import gc  # noqa: E402
 
 # Importing JAX and batched_grad leaves ~130k long-lived objects. Recorded graphs make many small objects that outlive
 # the young generations, so full collections come every few thousand ops, each traversing all of those (tens of ms).

@@ -14,6 +14,7 @@ from ._dtypes import not_implemented
 from ._foreign import not_a_tensor, reject_torch_tensors
 from ._generator import resolve
 from ._host import share
+from ._layout_types import takes_layout
 from ._meta import MetaValue, device_for, meta_value, names_meta
 from ._ops.random_draws import sample
 from ._ops.rows_like import rows_like
@@ -251,6 +252,7 @@ def _number(x):
 
 # Constant tensors are built in NumPy and kept on the host until first used, like bg.tensor's data: jnp.zeros,
 # jnp.eye and even jnp.asarray compile a small program for every new shape.
+@takes_layout
 def zeros(*args, size=_NO_SIZE, dtype=None, requires_grad=False, device=None):
     """A tensor of zeros of the given size (ints, one sequence, or `size=`), of the default float dtype unless
     `dtype`."""
@@ -258,6 +260,7 @@ def zeros(*args, size=_NO_SIZE, dtype=None, requires_grad=False, device=None):
     return _made(lambda: np.zeros(shape, d.np), shape, d, requires_grad, device)
 
 
+@takes_layout
 def ones(*args, size=_NO_SIZE, dtype=None, requires_grad=False, device=None):
     """A tensor of ones of the given size (ints, one sequence, or `size=`), of the default float dtype unless
     `dtype`."""
@@ -265,12 +268,14 @@ def ones(*args, size=_NO_SIZE, dtype=None, requires_grad=False, device=None):
     return _made(lambda: np.ones(shape, d.np), shape, d, requires_grad, device)
 
 
+@takes_layout
 def empty(*args, size=_NO_SIZE, dtype=None, requires_grad=False, device=None):
     """Uninitialized in torch; zeros here."""
     shape, d = _varargs_size("empty", args, size), _dtype_or_default(dtype)
     return _made(lambda: np.zeros(shape, d.np), shape, d, requires_grad, device)
 
 
+@takes_layout
 def full(size, fill_value, *, dtype=None, requires_grad=False, device=None):
     """A tensor of `size` filled with `fill_value`; the dtype follows the value (bool, int64, default float)."""
     fill_value = _number(fill_value)
@@ -284,6 +289,7 @@ def _filled(shape, fill_value, d):
         return np.full(shape, fill_value, d.np)
 
 
+@takes_layout
 def eye(n, m=None, *, dtype=None, requires_grad=False, device=None):
     """An n x m (n x n by default) matrix with ones on the diagonal and zeros elsewhere."""
     for position, name, v in ((1, "n", n), (2, "m", m)):
@@ -294,6 +300,7 @@ def eye(n, m=None, *, dtype=None, requires_grad=False, device=None):
     return _finish(np.eye(n, n if m is None else m, dtype=_dtype_or_default(dtype).np), requires_grad, device)
 
 
+@takes_layout
 def arange(start, end=None, step=1, *, dtype=None, requires_grad=False, device=None):
     """Values from `start` to `end` (exclusive) by `step`; int64 when all are integers."""
     start, end, step = _number(start), _number(end), _number(step)
@@ -317,6 +324,7 @@ def arange(start, end=None, step=1, *, dtype=None, requires_grad=False, device=N
     return _finish(values.astype(d.np), requires_grad, device)
 
 
+@takes_layout
 def linspace(start, end, steps, *, dtype=None, requires_grad=False, device=None):
     """`steps` evenly spaced values from `start` to `end` (both included)."""
     if not _is_int(steps):
@@ -343,24 +351,28 @@ def _like(input, dtype, fn, memory_format=None):
     return tuple(input.shape), (_dtypes.to_dtype(dtype) if dtype is not None else input.dtype)
 
 
+@takes_layout
 def zeros_like(input, *, dtype=None, requires_grad=False, device=None, memory_format=None):
     """Zeros with `input`'s shape and dtype (unless `dtype`)."""
     shape, d = _like(input, dtype, "zeros_like", memory_format)
     return rows_like(zeros(shape, dtype=d, device=device_for(device, input)), input, requires_grad)
 
 
+@takes_layout
 def ones_like(input, *, dtype=None, requires_grad=False, device=None, memory_format=None):
     """Ones with `input`'s shape and dtype (unless `dtype`)."""
     shape, d = _like(input, dtype, "ones_like", memory_format)
     return rows_like(ones(shape, dtype=d, device=device_for(device, input)), input, requires_grad)
 
 
+@takes_layout
 def empty_like(input, *, dtype=None, requires_grad=False, device=None, memory_format=None):
     """An uninitialized tensor (zeros here) with `input`'s shape and dtype (unless `dtype`)."""
     shape, d = _like(input, dtype, "empty_like", memory_format)
     return rows_like(empty(shape, dtype=d, device=device_for(device, input)), input, requires_grad)
 
 
+@takes_layout
 def full_like(input, fill_value, *, dtype=None, requires_grad=False, device=None, memory_format=None):
     """`fill_value` with `input`'s shape and dtype (unless `dtype`)."""
     shape, d = _like(input, dtype, "full_like", memory_format)
@@ -396,6 +408,7 @@ def _normal_of(bits):
     return lambda size, real, std: bits.normal(size, real, 0.0, std)
 
 
+@takes_layout
 def rand(*args, size=_NO_SIZE, dtype=None, requires_grad=False, generator=None, device=None):
     """Uniform samples in [0, 1) of the given size (ints, one sequence, or `size=`), from `generator` (a
     bg.Generator; the default one if None)."""
@@ -410,6 +423,7 @@ def rand(*args, size=_NO_SIZE, dtype=None, requires_grad=False, generator=None, 
     )
 
 
+@takes_layout
 def randn(*args, size=_NO_SIZE, dtype=None, requires_grad=False, generator=None, device=None):
     """Standard normal samples of the given size (ints, one sequence, or `size=`), from `generator` (a bg.Generator;
     the default one if None)."""
@@ -424,6 +438,7 @@ def randn(*args, size=_NO_SIZE, dtype=None, requires_grad=False, generator=None,
     )
 
 
+@takes_layout
 def randint(low=0, high=None, size=None, *, dtype=None, requires_grad=False, generator=None, device=None):
     """Integers in [low, high) (randint(high, size) also works), from `generator` (the default one if None)."""
     if size is None:
@@ -459,6 +474,7 @@ def _check_random_bounds(low, high, d):
         raise RuntimeError(f"to - 1 is out of bounds for {d.cpp_name}")
 
 
+@takes_layout
 def randint_like(
     input, low=None, high=None, *, dtype=None, requires_grad=False, generator=None, device=None, memory_format=None
 ):
@@ -483,6 +499,7 @@ def randint_like(
     )
 
 
+@takes_layout
 def rand_like(input, *, generator=None, dtype=None, requires_grad=False, device=None, memory_format=None):
     """Uniform samples in [0, 1) with `input`'s shape and dtype (unless `dtype`)."""
     shape, d = _like(input, dtype, "rand_like", memory_format)
@@ -495,6 +512,7 @@ def rand_like(input, *, generator=None, dtype=None, requires_grad=False, device=
     )
 
 
+@takes_layout
 def randn_like(input, *, generator=None, dtype=None, requires_grad=False, device=None, memory_format=None):
     """Standard normal samples with `input`'s shape and dtype (unless `dtype`)."""
     shape, d = _like(input, dtype, "randn_like", memory_format)

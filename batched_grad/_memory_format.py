@@ -7,7 +7,8 @@ from ._tensor import python_type_name
 
 
 class TorchConstant:
-    """A named constant of torch's (a memory format, a layout): prints as torch's (torch.channels_last)."""
+    """An object torch keeps at module level (torch.channels_last, torch.strided): prints as torch's, pickles as
+    the module-level object of its name."""
 
     __slots__ = ("name",)
 
@@ -18,7 +19,7 @@ class TorchConstant:
         return f"torch.{self.name}"
 
     def __reduce__(self):
-        return self.name  # pickled as the module-level object of that name
+        return self.name
 
 
 class memory_format(TorchConstant):  # noqa: N801 (torch's name)

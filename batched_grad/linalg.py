@@ -2,6 +2,8 @@
 
 from ._ops import decompositions as _decompositions
 from ._ops import products as _products
+from ._ops._out_rules import OUT_RULES as _OUT_RULES
+from ._ops._public import with_out as _with_out
 from ._ops.arrange import linalg_cross as cross
 from ._ops.eig import eig, eigvals
 from ._ops.linalg import LinAlgError, cholesky, det, eigh, inv, norm, qr, slogdet, solve, svd
@@ -29,3 +31,5 @@ __all__ = [
     *_products.LINALG,
     *_decompositions.LINALG,
 ]
+
+globals().update(_with_out({name: globals()[name] for name in __all__}, _OUT_RULES["linalg"]))

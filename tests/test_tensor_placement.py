@@ -227,6 +227,72 @@ def test_where_a_tensor_is():
     assert x.cpu() is x and x.device == bg.device("cpu")
 
 
+LAYOUT_NAMES = ("strided", "sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc", "_mkldnn", "jagged")
+
+
+def test_layouts_and_tensor_metadata_as_torch():
+    import pickle
+
+    for name in LAYOUT_NAMES:
+        ours = getattr(bg, name)
+        assert isinstance(ours, bg.layout) and repr(ours) == repr(getattr(torch, name))
+        assert pickle.loads(pickle.dumps(ours)) is ours
+    x, t = bg.ones(2, 3)[:, 1], torch.ones(2, 3)[:, 1]
+    assert repr(x.layout) == repr(t.layout) == "torch.strided" and x.layout is bg.strided
+    assert x.to("meta").layout is bg.strided
+    flags = [a for a in dir(t) if a.startswith("is_") and not callable(getattr(t, a))]
+    assert {a: getattr(x, a) for a in flags} == {a: getattr(t, a) for a in flags}
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda m: m.hann_window(4, layout=m.strided),
+        lambda m: m.tril_indices(3, 3, layout=m.strided),
+        lambda m: m.fft.rfftfreq(4, layout=m.strided),
+        lambda m: m.zeros(2, 3, dtype=m.float64, layout=m.ones(1).layout),
+        lambda m: m.arange(5, layout=m.strided),
+        lambda m: m.full((2,), 3.0, layout=m.strided),
+        lambda m: m.eye(3, layout=m.strided),
+        lambda m: m.linspace(0, 1, 5, layout=m.strided),
+        lambda m: m.logspace(0, 1, 3, layout=m.strided),
+        lambda m: m.ones_like(m.ones(2, 2), layout=m.strided),
+        lambda m: m.ones(2).new_zeros(3, layout=m.strided),
+        lambda m: m.ones(2).new_full((2,), 4.0, layout=m.strided),
+        lambda m: m.randperm(4, layout=m.strided).sort().values,
+    ],
+    ids=["window", "triangle", "frequencies", "zeros", "arange", "full", "eye", "linspace", "logspace", "like"]
+    + ["new_zeros", "new_full", "randperm"],
+)
+def test_strided_layout_argument_is_accepted(call):
+    assert_same(call(bg), call(torch))
+
+
+@pytest.mark.parametrize(
+    "make", [lambda m: m.kaiser_window(4, layout="strided"), lambda m: m.triu_indices(2, 2, layout=1)]
+)
+def test_layout_argument_of_wrong_type(make):
+    with pytest.raises(TypeError, match="layout"):  # torch lists its overloads
+        make(torch)
+    with pytest.raises(TypeError, match="argument 'layout' must be torch.layout, not (str|int)"):
+        make(bg)
+
+
+def test_layouts_other_than_strided_are_refused():
+    with pytest.raises(RuntimeError, match="not implemented for sparse types"):  # torch can't make it either
+        torch.hann_window(3, layout=torch.sparse_coo)
+    for call in (
+        lambda: bg.hann_window(3, layout=bg.sparse_coo),
+        lambda: bg.tril_indices(3, 3, layout=bg.sparse_csr),
+        lambda: bg.fft.fftfreq(3, layout=bg.jagged),
+        lambda: bg.zeros(2, layout=bg.sparse_coo),
+        lambda: bg.rand(2, layout=bg._mkldnn),
+        lambda: bg.ones(2).new_ones(2, layout=bg.sparse_csr),
+    ):
+        with pytest.raises(NotImplementedError, match=r"dense tensors only \(layout=torch.strided"):
+            call()
+
+
 @pytest.mark.skipif(not bg.cuda.is_available(), reason="needs a JAX GPU backend")
 def test_to_cuda_and_back():
     x = bg.arange(6.0, requires_grad=True)

@@ -31,6 +31,22 @@ _NODES = {
 _NAMEDTUPLE = ("namedtuple", type, list, lambda c, xs: c._make(xs))
 
 
+def register_node(cls, flatten_fn, unflatten_fn):
+    """Make instances of `cls` containers (torch.utils._pytree.register_pytree_node's functions):
+    flatten_fn(node) -> (children, context), unflatten_fn(children, context) -> node."""
+    _NODES[cls] = (
+        cls.__name__,
+        lambda x: flatten_fn(x)[1],
+        lambda x: list(flatten_fn(x)[0]),
+        lambda c, xs: unflatten_fn(xs, c),
+    )
+
+
+def deregister_node(cls):
+    """Undo register_node(cls, ...)."""
+    del _NODES[cls]
+
+
 def _node(x):
     kind = type(x)
     node = _NODES.get(kind)

@@ -7,7 +7,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 import numpy as np
 
-from .. import _dtypes, _factories, _layout, _legacy_constructors, _transform_levels
+from .. import _dtypes, _factories, _layout, _layout_types, _legacy_constructors, _transform_levels
 from .._compiled import set_background_compile, wait_for_compiles
 from .._grad_mode import is_grad_enabled
 from .._lazy import compile_count
@@ -43,6 +43,7 @@ from . import (
     strided,
 )
 from ._core import Op, apply, apply_in_place
+from ._out_rules import OUT_RULES
 from ._public import public
 from .closeness import allclose, equal, is_complex, is_floating_point, is_tensor, isclose, numel
 from .complex_parts import conj, imag, real
@@ -465,6 +466,7 @@ def _conversion(name, dtype):
 
 
 def _new_factory(kind):
+    @_layout_types.takes_layout
     def method(self, *args, size=None, dtype=None, requires_grad=False, device=None):
 
         if size is not None:
@@ -878,4 +880,6 @@ __all__ = sorted(
 )
 
 _OUT_RULES = {name: row.out for name, row in _EXPOSED.items() if row.out is not None}
+_OUT_RULES.update({alias: _OUT_RULES[name] for alias, name in ALIASES.items() if name in _OUT_RULES})
+_OUT_RULES = {**OUT_RULES["torch"], **_OUT_RULES}
 globals().update({_name: public(globals()[_name], _OUT_RULES.get(_name), _name) for _name in __all__})

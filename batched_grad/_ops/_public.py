@@ -1,11 +1,14 @@
-"""The module functions' face: the out= keyword of torch's elementwise functions, and torch's errors for it; a
-function that fails on a torch.Tensor argument says that it got one."""
+"""The module functions' face: the out= keyword of torch's functions (with the dtype rules of _out_rules.py and of
+the exposure table), and torch's errors for it; a function that fails on a torch.Tensor argument says that it got
+one."""
 
+import collections
 import functools
 import warnings
 
 import numpy as np
 
+from .. import _dtypes
 from .._foreign import TORCH_TENSOR_PASSED, has_torch_tensor, not_a_tensor
 from .._grad_mode import is_grad_enabled, no_grad
 from .._tensor import Tensor
@@ -72,6 +75,11 @@ def _sparse_aware(function, name):
     return dispatch
 
 
+def with_out(functions, rules):
+    """`functions` (name -> function) as exported, with out= where `rules` (name -> dtype rule) lists the name."""
+    return {name: public(fn, rules[name], name) if name in rules else fn for name, fn in functions.items()}
+
+
 def _say_if_torch(args, kwargs):
     if has_torch_tensor(args, kwargs):
         raise TypeError(TORCH_TENSOR_PASSED) from None
@@ -79,29 +87,86 @@ def _say_if_torch(args, kwargs):
 
 def write_out(name, out, fn, args, kwargs, rule="cast"):
     """fn(*args, **kwargs) written into `out` (resized if its shape differs, cast to its dtype where `rule` lets
-    torch cast), as torch's out= does; `out` is returned."""
-    if not isinstance(out, Tensor):
-        raise not_a_tensor(name, "out", out)
-    operands = [x for x in (*args, *kwargs.values(), out) if isinstance(x, Tensor)]
+    torch cast), as torch's out= does; `out` is returned. A function of several results takes a tuple of as many
+    tensors, each written with its result's exact dtype, and returns them as its result's (named) tuple. A factory
+    (rule "factory") makes its result in out's dtype unless given one."""
+    outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
+    for o in outs:
+        if not isinstance(o, Tensor):
+            raise not_a_tensor(name, "out", out)
+    operands = [x for x in (*args, *kwargs.values(), *outs) if isinstance(x, Tensor)]
     if is_grad_enabled() and any(x.requires_grad for x in operands):
         raise RuntimeError(
             f"{name}(): functions with out=... arguments don't support automatic differentiation, but "
             "one of the arguments requires grad."
         )
+    made_requiring_grad = False
+    if rule == "factory":
+        kwargs, made_requiring_grad = _factory_arguments(kwargs, outs[0])
     result = fn(*args, **kwargs)
     if any([is_batched(x._v) for x in operands]):  # torch.func.vmap has no rule for an op with out=
         raise RuntimeError(
             f"Batching rule not implemented for aten::{out_overload(name, args, kwargs)}; the fallback path doesn't "
             "work on out= or view ops."
         )
-    rule = rule(*args, **kwargs) if callable(rule) else rule
-    if result.dtype is not out.dtype and rule != "cast":
-        got, expected = out.dtype.type_name, result.dtype.type_name
+    if isinstance(result, tuple):
+        _check_out_tuple(name, out, len(result))
+        written = [_write_one(o, r, "same") for o, r in zip(outs, result)]
+        return _out_result(type(result))(*written) if hasattr(result, "_fields") else tuple(written)
+    if isinstance(out, (tuple, list)):
+        raise TypeError(f"{name}(): argument 'out' must be Tensor, not {type(out).__name__}")
+    written = _write_one(out, result, rule(*args, **kwargs) if callable(rule) else rule)
+    return written.requires_grad_() if made_requiring_grad else written
+
+
+def _factory_arguments(kwargs, out):
+    """A factory's keywords for writing into `out`: out's dtype (a dtype given must be it), and requires_grad taken
+    out (out itself is made to require grad, as torch does)."""
+    kwargs = dict(kwargs)
+    dtype = kwargs.get("dtype")
+    if dtype is not None and _dtypes.to_dtype(dtype) is not out.dtype:
         raise RuntimeError(
-            f"Found dtype {got} but expected {expected}"
-            if rule == "exact"
-            else f"Expected out type to be {expected} but got {got}"
+            f"dtype {_dtypes.to_dtype(dtype).type_name} does not match dtype of out parameter ({out.dtype.type_name})"
         )
+    kwargs["dtype"] = out.dtype
+    return kwargs, bool(kwargs.pop("requires_grad", False))
+
+
+@functools.cache
+def _out_result(result_type):
+    """The named tuple torch returns from out= (torch.return_types.sort_out) for the one of its plain form."""
+    name, fields = f"{result_type.__name__}_out", result_type._fields
+    cls = collections.namedtuple(name, fields)
+    cls.__repr__ = lambda self: (
+        f"torch.return_types.{name}(\n" + ",\n".join(f"{f}={v!r}" for f, v in zip(fields, self)) + ")"
+    )
+    return cls
+
+
+def _check_out_tuple(name, out, count):
+    if not isinstance(out, (tuple, list)):
+        raise TypeError(f"{name}(): argument 'out' must be tuple of Tensors, not {type(out).__name__}")
+    if len(out) != count:
+        raise TypeError(f"expected tuple of {count} elements but got {len(out)}")
+
+
+def _write_one(out, result, rule):
+    """`result` written into the tensor `out` under the dtype rule ("cast", "exact", "same", "where" or
+    "factory")."""
+    if result.dtype is not out.dtype:
+        if rule == "same":
+            raise RuntimeError(
+                f"Expected out tensor to have dtype {result.dtype.cpp_name}, but got {out.dtype.cpp_name} instead"
+            )
+        got, expected = out.dtype.type_name, result.dtype.type_name
+        if rule == "cast" and _dtypes.category(result.dtype) > _dtypes.category(out.dtype):  # torch's can_cast
+            raise RuntimeError(f"result type {expected} can't be cast to the desired output type {got}")
+        if rule not in ("cast", "factory"):
+            raise RuntimeError(
+                f"Found dtype {got} but expected {expected}"
+                if rule == "exact"
+                else f"Expected out type to be {expected} but got {got}"
+            )
     if result.shape != out.shape:
         _resize(out, result.shape)
     with no_grad():

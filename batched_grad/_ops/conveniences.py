@@ -8,6 +8,7 @@ import jax.numpy as jnp
 
 from .. import _dtypes
 from .._factories import empty, full, tensor
+from .._layout_types import takes_layout
 from .._meta import device_for
 from .._tensor import Tensor, type_name
 from ._core import Op, apply
@@ -18,6 +19,7 @@ from .rows_like import rows_like
 from .shape import reshape
 
 
+@takes_layout
 def new_full(self, size, fill_value, *, dtype=None, requires_grad=False, device=None):
     """A tensor of `size` filled with fill_value, with this tensor's dtype and device unless `dtype` or `device`."""
 
@@ -25,6 +27,7 @@ def new_full(self, size, fill_value, *, dtype=None, requires_grad=False, device=
     return rows_like(made, self, requires_grad)
 
 
+@takes_layout
 def new_empty(self, *size, dtype=None, requires_grad=False, device=None):
     """A tensor of `size` (its values unspecified: zeros here), with this tensor's dtype and device unless `dtype` or
     `device`."""
@@ -32,6 +35,7 @@ def new_empty(self, *size, dtype=None, requires_grad=False, device=None):
     return rows_like(empty(*size, dtype=dtype or self.dtype, device=device_for(device, self)), self, requires_grad)
 
 
+@takes_layout
 def new_tensor(self, data, dtype=None, requires_grad=False, device=None):
     """tensor(data) with this tensor's dtype and device unless `dtype` or `device` (a copy, outside the graph)."""
 

@@ -5,6 +5,7 @@ import numpy as np
 
 from .. import _dtypes
 from .._factories import as_tensor, tensor
+from .._layout_types import takes_layout
 from .._tensor import Tensor
 
 
@@ -14,6 +15,7 @@ def _made(values, dtype, requires_grad, default=None):
     return out._requires_grad_() if requires_grad else out
 
 
+@takes_layout
 def logspace(start, end, steps, base=10.0, *, dtype=None, requires_grad=False, device=None):
     """`steps` values base ** x for x evenly spaced from start to end."""
     if steps < 0:
@@ -21,6 +23,7 @@ def logspace(start, end, steps, base=10.0, *, dtype=None, requires_grad=False, d
     return _made(np.power(float(base), np.linspace(float(start), float(end), int(steps))), dtype, requires_grad)
 
 
+@takes_layout
 def scalar_tensor(s, *, dtype=None, requires_grad=False, device=None):
     """A 0-dim tensor holding the number s (of the default float dtype unless `dtype`)."""
     return _made(s, dtype, requires_grad)
@@ -33,12 +36,14 @@ def _triangle_indices(name, row, col, offset, dtype, lower):
     return _made(np.stack([rows, cols]), dtype, False, _dtypes.int64)
 
 
-def tril_indices(row, col, offset=0, *, dtype=None, device=None, layout=None):
+@takes_layout
+def tril_indices(row, col, offset=0, *, dtype=None, device=None):
     """The (2, N) coordinates of the lower triangle (on and below diagonal `offset`) of a row x col matrix."""
     return _triangle_indices("tril_indices", row, col, offset, dtype, True)
 
 
-def triu_indices(row, col, offset=0, *, dtype=None, device=None, layout=None):
+@takes_layout
+def triu_indices(row, col, offset=0, *, dtype=None, device=None):
     """The (2, N) coordinates of the upper triangle (on and above diagonal `offset`) of a row x col matrix."""
     return _triangle_indices("triu_indices", row, col, offset, dtype, False)
 
@@ -55,23 +60,36 @@ def _window(name, length, periodic, formula, dtype, requires_grad):
     return _made(formula(np.arange(length) / span), d, requires_grad)
 
 
-def hann_window(window_length, periodic=True, *, dtype=None, requires_grad=False, device=None, layout=None):
+@takes_layout
+def hann_window(window_length, periodic=True, *, dtype=None, requires_grad=False, device=None):
     """The Hann window 0.5 - 0.5 cos(2 pi n / N) (periodic: N = window_length, else window_length - 1)."""
     return _window(
-        "hann_window", window_length, periodic, lambda x: 0.5 - 0.5 * np.cos(2 * np.pi * x), dtype, requires_grad
+        "hann_window",
+        window_length,
+        periodic,
+        lambda x: 0.5 - 0.5 * np.cos(2 * np.pi * x),
+        dtype,
+        requires_grad,
     )
 
 
+@takes_layout
 def hamming_window(
-    window_length, periodic=True, alpha=0.54, beta=0.46, *, dtype=None, requires_grad=False, device=None, layout=None
+    window_length, periodic=True, alpha=0.54, beta=0.46, *, dtype=None, requires_grad=False, device=None
 ):
     """The Hamming window alpha - beta cos(2 pi n / N)."""
     return _window(
-        "hamming_window", window_length, periodic, lambda x: alpha - beta * np.cos(2 * np.pi * x), dtype, requires_grad
+        "hamming_window",
+        window_length,
+        periodic,
+        lambda x: alpha - beta * np.cos(2 * np.pi * x),
+        dtype,
+        requires_grad,
     )
 
 
-def blackman_window(window_length, periodic=True, *, dtype=None, requires_grad=False, device=None, layout=None):
+@takes_layout
+def blackman_window(window_length, periodic=True, *, dtype=None, requires_grad=False, device=None):
     """The Blackman window 0.42 - 0.5 cos(2 pi n / N) + 0.08 cos(4 pi n / N)."""
     return _window(
         "blackman_window",
@@ -83,14 +101,14 @@ def blackman_window(window_length, periodic=True, *, dtype=None, requires_grad=F
     )
 
 
-def bartlett_window(window_length, periodic=True, *, dtype=None, requires_grad=False, device=None, layout=None):
+@takes_layout
+def bartlett_window(window_length, periodic=True, *, dtype=None, requires_grad=False, device=None):
     """The triangular Bartlett window 1 - |2 n / N - 1|."""
     return _window("bartlett_window", window_length, periodic, lambda x: 1 - np.abs(2 * x - 1), dtype, requires_grad)
 
 
-def kaiser_window(
-    window_length, periodic=True, beta=12.0, *, dtype=None, requires_grad=False, device=None, layout=None
-):
+@takes_layout
+def kaiser_window(window_length, periodic=True, beta=12.0, *, dtype=None, requires_grad=False, device=None):
     """The Kaiser window I0(beta sqrt(1 - (2 n / N - 1)^2)) / I0(beta)."""
     return _window(
         "kaiser_window",

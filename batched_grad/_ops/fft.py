@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _dtypes
+from .._layout_types import takes_layout
 from .._tensor import _wrap_dim
 from ._core import Op, apply
 from .shape import roll
@@ -167,12 +168,14 @@ def _frequencies(values, dtype, requires_grad):
     return tensor(values.astype(d.np), dtype=d, requires_grad=requires_grad)
 
 
-def fftfreq(n, d=1.0, *, dtype=None, device=None, requires_grad=False, layout=None, out=None):
+@takes_layout
+def fftfreq(n, d=1.0, *, dtype=None, device=None, requires_grad=False):
     """The sample frequencies of an n-point fft with sample spacing d: [0, 1, ..., -1] / (d * n)."""
     return _frequencies(np.fft.fftfreq(n, d), dtype, requires_grad)
 
 
-def rfftfreq(n, d=1.0, *, dtype=None, device=None, requires_grad=False, layout=None, out=None):
+@takes_layout
+def rfftfreq(n, d=1.0, *, dtype=None, device=None, requires_grad=False):
     """The sample frequencies of an n-point rfft with sample spacing d: [0, 1, ..., n // 2] / (d * n)."""
     return _frequencies(np.fft.rfftfreq(n, d), dtype, requires_grad)
 

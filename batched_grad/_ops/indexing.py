@@ -11,6 +11,7 @@ from .._foreign import not_a_tensor
 from .._tensor import Tensor, _wrap_dim, type_name
 from .._vmap_levels import DYNAMIC_SHAPE, MASKED_SELECT_MASK, NO_RULE, refuse_dynamic_shape
 from ._core import SAVES_INDICES, Op, apply
+from ._derivatives import with_derivative_of
 from ._index_parse import _concrete, _first_out_of_range, _parse
 from .reduction import values_indices
 from .shape import _SELECT, _SLICE, broadcast_shapes, decode_index, encode_index, reshape, sum_to
@@ -281,21 +282,43 @@ def setitem(input, index, value):
 # ---- gather / scatter family --------------------------------------------------------------------
 
 
+def on_vectors(kernel, *, promoted, like):
+    """`kernel` seeing each 0-dim operand at a position in `promoted` as a 1-element vector, as torch's gather and
+    scatter kernels do (ensure_nonempty_dim); its result takes the shape of operand `like`."""
+
+    @functools.wraps(kernel)
+    def run(*operands, **params):
+        shape = operands[like].shape
+        operands = [x.reshape(1) if k in promoted and x.ndim == 0 else x for k, x in enumerate(operands)]
+        return kernel(*operands, **params).reshape(shape)
+
+    return run
+
+
+def _written(a, where, src):
+    """a with src written at `where`: the value torch writes (the last of duplicates), the derivative torch gives
+    (every duplicate's source gets its position's gradient; the input gets none where it was overwritten)."""
+    kept = jnp.ones_like(a).at[where].set(0)
+    return with_derivative_of(a.at[where].set(src), a * kept + jnp.zeros_like(a).at[where].add(src))
+
+
 def _gather_fn(a, idx, *, axis):
-    if a.ndim == 0:
-        return a
+    if idx.size == 0:
+        return jnp.zeros(idx.shape, a.dtype)
     a = a[tuple(slice(None) if d == axis else slice(0, n) for d, n in enumerate(idx.shape))]
     return jnp.take_along_axis(a, idx, axis=axis)
 
 
 def _scatter_fn(a, idx, src, *, axis, reduce):
-    if a.ndim == 0:
-        return src.astype(a.dtype) if reduce is None else (a + src if reduce == "add" else a * src).astype(a.dtype)
+    if idx.size == 0:
+        return a
     grids = jnp.meshgrid(*[jnp.arange(n) for n in idx.shape], indexing="ij")
     grids[axis] = idx
     src = jnp.broadcast_to(src, idx.shape) if src.ndim == 0 else src[tuple(slice(0, n) for n in idx.shape)]
+    if reduce is None:
+        return _written(a, tuple(grids), src.astype(a.dtype))
     at = a.at[tuple(grids)]
-    return {None: at.set, "add": at.add, "multiply": at.multiply}[reduce](src.astype(a.dtype))
+    return {"add": at.add, "multiply": at.multiply}[reduce](src.astype(a.dtype))
 
 
 def _take_along_fn(a, idx, *, axis, shape):
@@ -310,9 +333,9 @@ def _index_select_fn(a, idx, *, axis):
 
 
 _INDEX_SELECT = Op("index_select", _index_select_fn, linear=True)
-_GATHER = Op("gather", _gather_fn, linear=True)
+_GATHER = Op("gather", on_vectors(_gather_fn, promoted=(0, 1), like=1), linear=True)
 _SCATTER = {
-    name: Op("scatter", _scatter_fn, linear=True, backward_name=name)
+    name: Op("scatter", on_vectors(_scatter_fn, promoted=(0, 1), like=0), linear=True, backward_name=name)
     for name in ("ScatterBackward0", "ScatterBackward1", "ScatterAddBackward0")
 }
 _TAKE_ALONG = Op("take_along_dim", _take_along_fn, linear=True, backward_name="GatherBackward0")
@@ -338,6 +361,8 @@ def index_select(input, dim, index):
     if index.ndim > 1:
         raise IndexError("index_select(): Index is supposed to be a vector")
     d = _wrap_dim(dim, input.ndim)
+    if input.ndim == 0 and index.numel() != 1:
+        raise RuntimeError(f"index_select(): Index to scalar can have only 1 value, got {index.numel()} value(s)")
     values = _concrete(index)
     n = input.shape[d] if input.ndim else 1
     if values is not None and values.size and (values.min() < 0 or values.max() >= n):
@@ -351,9 +376,15 @@ def _same_ndim(index, other, what):
 
 
 def gather(input, dim, index, *, sparse_grad=False):
-    """out[i][j] = input[index[i][j]][j] for dim=0 (and so on)."""
+    """out[i][j] = input[index[i][j]][j] for dim=0 (and so on). With sparse_grad=True torch makes input's gradient
+    a sparse tensor; batched_grad has only dense tensors, so it is the same values, dense (x.grad.to_dense() is
+    x.grad)."""
+    if not isinstance(sparse_grad, bool):
+        raise TypeError(f"gather(): argument 'sparse_grad' must be bool, not {type(sparse_grad).__name__}")
     _check_index(index, "gather(): Expected dtype int32/int64 for index")
     d = _wrap_dim(dim, input.ndim)
+    if index.numel() == 0:  # torch skips every shape check: the result is index-shaped and empty
+        return apply(_GATHER, [input, index], axis=d)
     _same_ndim(index, input, "input")
     for k, (i, s) in enumerate(zip(index.shape, input.shape)):
         if k != d and i > s:
@@ -365,6 +396,25 @@ def gather(input, dim, index, *, sparse_grad=False):
     return apply(_GATHER, [input, index], axis=d)
 
 
+def check_scatter_shapes(input, d, index, source=None):
+    """torch's shape checks of a scatter of the tensor `source` (None: a number) at `index` along `d` of `input`, a
+    0-dim operand counting as a 1-element vector; an empty index passes them all."""
+    if index.numel() == 0:
+        return
+    _same_ndim(index, input, "self")
+    for k, i in enumerate(index.shape):
+        if source is not None and k >= max(source.ndim, 1):
+            _wrap_dim(k, source.ndim)  # torch reads src.size(k) first: IndexError, dimension out of range
+        if (k != d and i > input.shape[k]) or (source is not None and i > (source.shape[k] if source.ndim else 1)):
+            src = f" and to be no larger size than src {list(source.shape)}" if source is not None else ""
+            raise RuntimeError(
+                f"Expected index {list(index.shape)} to be no larger than self {list(input.shape)} "
+                f"apart from dimension {d}{src}"
+            )
+    if source is not None:
+        _same_ndim(index, source, "src")
+
+
 def _scatter(name, input, dim, index, source, reduce):
     _check_index(index, f"{name}(): Expected dtype int32/int64 for index")
     if reduce not in (None, "add", "multiply"):
@@ -373,16 +423,7 @@ def _scatter(name, input, dim, index, source, reduce):
     is_tensor = isinstance(source, Tensor)
     if is_tensor and source.dtype is not input.dtype:
         raise RuntimeError(f"{name}(): Expected self.dtype to be equal to src.dtype")
-    _same_ndim(index, input, "self")
-    if is_tensor:
-        _same_ndim(index, source, "src")
-    for k, i in enumerate(index.shape):
-        if (k != d and i > input.shape[k]) or (is_tensor and source.ndim and i > source.shape[k]):
-            src = f" and to be no larger size than src {list(source.shape)}" if is_tensor else ""
-            raise RuntimeError(
-                f"Expected index {list(index.shape)} to be no larger than self {list(input.shape)} "
-                f"apart from dimension {d}{src}"
-            )
+    check_scatter_shapes(input, d, index, source if is_tensor else None)
     _check_range(index, input.shape[d] if input.ndim else 1, d)
     backward = (
         "ScatterAddBackward0" if name == "scatter_add" else "ScatterBackward0" if is_tensor else "ScatterBackward1"
@@ -421,6 +462,8 @@ def take_along_dim(input, indices, dim=None):
                 "dimensions for indices"
             )
         d = _wrap_dim(dim, input.ndim)
+        if input.ndim == 0:
+            raise IndexError(f"Dimension specified as {d} but tensor has no dimensions")
     sizes = list(input.shape)
     sizes[d] = indices.shape[d]
     shape = broadcast_shapes(sizes, indices.shape)

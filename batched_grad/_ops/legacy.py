@@ -9,6 +9,7 @@ import numpy as np
 
 from .. import _dtypes
 from .._factories import arange
+from .._layout_types import takes_layout
 from .._tensor import Tensor, _wrap_dim, warn_once
 from . import conv_transpose
 from . import nn as _nn
@@ -128,6 +129,7 @@ def lu(A, pivot=True, get_infos=False):
     return tuple(factors) if get_infos else tuple(factors)[:2]
 
 
+@takes_layout
 def range_(start, end, step=1, *, dtype=None, requires_grad=False, device=None):
     """The values start, start + step, ... up to and including end (deprecated: arange excludes end)."""
 

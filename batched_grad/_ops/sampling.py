@@ -9,6 +9,7 @@ import numpy as np
 from .. import _dtypes
 from .._binomial_draws import binomial as binomial_draws
 from .._dtypes import not_implemented
+from .._layout_types import takes_layout
 from .._meta import is_meta
 from .._tensor import Tensor
 from ._core import Op, apply
@@ -273,6 +274,7 @@ def binomial(count, prob, generator=None):
     return apply(_BINOMIAL, [count, prob, drawn])
 
 
+@takes_layout
 def randperm(n, *, generator=None, dtype=None, requires_grad=False, device=None):
     """A random permutation of 0..n-1 (int64 unless `dtype`)."""
     if n < 0:

@@ -9,7 +9,7 @@ from .. import _dtypes
 from .._tensor import Tensor, _wrap_dim
 from ._core import Op, apply
 from ._derivatives import with_derivative_of
-from .indexing import _check_index, _check_range, _concrete, setitem
+from .indexing import _check_index, _check_range, _concrete, _written, check_scatter_shapes, on_vectors, setitem
 from .linalg import diagonal
 from .nn import _check_tensor
 
@@ -17,13 +17,6 @@ from .nn import _check_tensor
 def _at(shape, axis, index):
     """The index of the positions `index` (1-D) along `axis` of an array of `shape`."""
     return (slice(None),) * axis + (index,)
-
-
-def _written(a, where, src):
-    """a with src written at `where`: the value torch writes (the last of duplicates), the derivative torch gives
-    (every duplicate's source gets its position's gradient; the input gets none where it was overwritten)."""
-    kept = jnp.ones_like(a).at[where].set(0)
-    return with_derivative_of(a.at[where].set(src), a * kept + jnp.zeros_like(a).at[where].add(src))
 
 
 def _index_add(a, idx, src, *, axis, alpha):
@@ -40,10 +33,13 @@ def _index_fill(a, idx, value, *, axis):
     )
 
 
-_INDEX_ADD = Op("index_add", _index_add, linear=True)
-_INDEX_COPY = Op("index_copy", _index_copy, linear=True)
+_INDEX_ADD = Op("index_add", on_vectors(_index_add, promoted=(0, 2), like=0), linear=True)
+_INDEX_COPY = Op("index_copy", on_vectors(_index_copy, promoted=(0, 2), like=0), linear=True)
 _INDEX_FILL = {
-    tensor: Op("index_fill", _index_fill, f"IndexFillBackward{int(tensor)}", linear=True) for tensor in (False, True)
+    tensor: Op(
+        "index_fill", on_vectors(_index_fill, promoted=(0,), like=0), f"IndexFillBackward{int(tensor)}", linear=True
+    )
+    for tensor in (False, True)
 }
 
 
@@ -74,15 +70,67 @@ def _index_operands(name, input, dim, index, source=None):
     return d
 
 
+def _no_dimensions(d):
+    return IndexError(f"Dimension specified as {d} but tensor has no dimensions")
+
+
+def _check_index_add_source(input, d, count, source):
+    """torch's checks of index_add's source against input and the `count` indices (0-dim tensors included)."""
+    if d != 0 and d >= source.ndim:
+        raise RuntimeError(
+            f"index_add_(): Indexing dim {d} is out of bounds of the source tensor with dim {source.ndim}"
+        )
+    if source.ndim == 0 and count != 1:
+        raise _no_dimensions(d)  # torch's message reads source.size(dim) of the 0-dim source
+    if source.ndim and count != source.shape[d]:
+        raise RuntimeError(
+            f"index_add_(): Number of indices ({count}) should be equal to source.size(dim): ({source.shape[d]}), "
+            f"for dim: {d}"
+        )
+    this, that = list(input.shape), list(source.shape)
+    if input.ndim and source.ndim:
+        del this[d], that[d]
+    if this != that:
+        raise RuntimeError(
+            "source tensor shape must match self tensor shape, excluding the specified dimension. "
+            f"Got self.shape = {list(input.shape)} source.shape = {list(source.shape)}"
+        )
+
+
+def _check_index_copy_source(input, d, count, source):
+    """torch's checks of index_copy's source against input and the `count` indices (0-dim tensors included)."""
+    if source.ndim == 0 and count != 1:
+        raise IndexError(f"index_copy_(): When source is scalar, index should have one element (got {count})")
+    if source.ndim != input.ndim and source.ndim and input.ndim:
+        raise IndexError(
+            "index_copy_(): When source and destination are not scalars, their dimensionality must match. "
+            f"Source dimensionality ({source.ndim}), destination dimensionality ({input.ndim})"
+        )
+    this = [n for k, n in enumerate(input.shape) if k != d]
+    that = [n for k, n in enumerate(source.shape) if k != d]
+    if this != that:
+        raise RuntimeError(
+            "index_copy_(): Source/destination tensor must have same slice shapes. Destination slice shape: "
+            f"{' '.join(map(str, this))} at dimension {d} and source slice shape: {' '.join(map(str, that))} at "
+            "dimension 0."
+        )
+    if source.ndim and count != source.shape[d]:
+        raise IndexError(
+            f"index_copy_(): Number of indices ({count}) should be equal to source.size(dim) ({source.shape[d]})"
+        )
+
+
 def index_add(input, dim, index, source, *, alpha=1):
     """A copy of input with alpha * source added at `index` along `dim` (duplicates accumulate)."""
     d = _index_operands("index_add", input, dim, index, source)
+    _check_index_add_source(input, d, index.numel(), source)
     return apply(_INDEX_ADD, [input, index.reshape(-1), source], axis=d, alpha=alpha)
 
 
 def index_copy(input, dim, index, source):
     """A copy of input with the slices of `source` written at `index` along `dim`."""
     d = _index_operands("index_copy", input, dim, index, source)
+    _check_index_copy_source(input, d, index.numel(), source)
     return apply(_INDEX_COPY, [input, index.reshape(-1), source], axis=d)
 
 
@@ -257,6 +305,8 @@ def index_put(input, indices, values, accumulate=False):
 
 
 def _scatter_reduce(a, idx, src, *, axis, reduce, include_self):
+    if idx.size == 0:
+        return a
     grids = list(jnp.meshgrid(*[jnp.arange(n) for n in idx.shape], indexing="ij"))
     grids[axis] = idx
     where = tuple(grids)
@@ -300,7 +350,7 @@ def _dense_reduce(a, idx, src, hit, axis, reduce, include_self):
     return with_derivative_of(value, jnp.where(hit > 0, shared, a))
 
 
-_SCATTER_REDUCE = Op("scatter_reduce", _scatter_reduce)
+_SCATTER_REDUCE = Op("scatter_reduce", on_vectors(_scatter_reduce, promoted=(0, 1, 2), like=0))
 _REDUCTIONS = ("sum", "prod", "mean", "amax", "amin")
 
 
@@ -315,6 +365,7 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
     if src.dtype is not input.dtype:
         raise RuntimeError("scatter_reduce(): Expected self.dtype to be equal to src.dtype")
     d = _wrap_dim(dim, max(input.ndim, 1))
+    check_scatter_shapes(input, d, index, src)
     _check_range(index, input.shape[d] if input.ndim else 1, d)
     return apply(_SCATTER_REDUCE, [input, index, src], axis=d, reduce=reduce, include_self=bool(include_self))
 

@@ -6,12 +6,13 @@ import numpy as np
 
 from .. import _dtypes
 from .._factories import zeros
+from .._layout_types import sparse_coo, strided
 from .._ops import _CONVERSIONS
 from .._ops._public import SPARSE_DISPATCHED, SPARSE_VALUEWISE
 from .._tensor import Tensor
 from . import _math
 from ._construct import coalesce, sparse_coo_tensor, to_dense, to_sparse, to_sparse_coo
-from ._coo import SparseCOO, layout, sparse_coo, strided
+from ._coo import SparseCOO
 from ._math import addmm, log_softmax, mm, softmax
 
 __all__ = ["addmm", "log_softmax", "mm", "softmax", "sum", "FloatTensor", "DoubleTensor", "LongTensor"]

@@ -8,6 +8,7 @@ import numpy as np
 
 from .. import _dtypes, _ops
 from .._factories import tensor, zeros
+from .._layout_types import sparse_coo
 from .._tensor import Size, Tensor
 from .._tracing import is_tracer
 from ._coo import SparseCOO
@@ -104,18 +105,19 @@ def linear_index(s):
     return (s._coo_indices * strides.unsqueeze(1)).sum(0)
 
 
-def to_dense(self, dtype=None, *, masked_grad=True):
+def to_dense(self, dtype=None, *, masked_grad=None):
     """The dense tensor with the values summed at their indices (zeros elsewhere); differentiable in the values, whose
-    gradient is the dense gradient read at the indices (torch's masked_grad=True)."""
+    gradient is the dense gradient read at the indices (torch's masked_grad=True). A dense tensor: itself, or
+    converted to `dtype`."""
+    if masked_grad is not None and not isinstance(masked_grad, bool):
+        raise TypeError(f"to_dense(): argument 'masked_grad' must be bool, not {type(masked_grad).__name__}")
+    if not isinstance(self, SparseCOO):
+        return self if dtype is None or _dtypes.to_dtype(dtype) is self.dtype else self.to(dtype)
     if masked_grad is False:
         raise RuntimeError(
             "to_dense(masked_grad=False) is not provided: a sparse tensor's gradient here always has its indices "
             "(masked_grad=True)"
         )
-    if not isinstance(self, SparseCOO):
-        if dtype is not None:
-            raise RuntimeError("dtype argument is not supported by to_dense of a strided tensor")
-        return self
     if dtype is not None:
         raise RuntimeError("dtype argument is not supported by sparse_to_dense")
     sparse_shape, dense_shape = self.shape[: self.sparse_dim()], self.shape[self.sparse_dim() :]
@@ -143,7 +145,7 @@ def coalesce(self):
 def to_sparse(self, sparse_dim=None, *, layout=None, blocksize=None, dense_dim=None):
     """This tensor in COO form (coalesced): the positions of the first `sparse_dim` dimensions (all by default)
     whose slices have a nonzero element, with those slices as values."""
-    if layout is not None and repr(layout) != "torch.sparse_coo" or blocksize is not None or dense_dim is not None:
+    if layout is not None and layout is not sparse_coo or blocksize is not None or dense_dim is not None:
         raise RuntimeError(
             f"to_sparse(): only the COO layout is provided (layout=torch.sparse_coo, no blocksize or dense_dim); got "
             f"layout={layout!r}, blocksize={blocksize!r}, dense_dim={dense_dim!r}"

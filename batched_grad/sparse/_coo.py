@@ -7,20 +7,9 @@ import numpy as np
 from .. import _dtypes
 from .._factories import tensor
 from .._format import PRINT_OPTS, _value_suffixes, _values_body, autograd_suffixes
-from .._memory_format import TorchConstant
+from .._layout_types import sparse_coo
 from .._meta import SPARSE_NOT_PROVIDED, NoDenseValue
 from .._tensor import Size, Tensor
-
-
-class layout(TorchConstant):  # noqa: N801 (torch's name)
-    """A tensor's memory layout: torch.strided (dense) or torch.sparse_coo."""
-
-    __slots__ = ()
-
-
-layout.__module__ = "batched_grad"
-strided = layout("strided")
-sparse_coo = layout("sparse_coo")
 
 
 class SparseCOO(Tensor):

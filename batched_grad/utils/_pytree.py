@@ -5,10 +5,13 @@ As torch's: None is a leaf, dicts keep their insertion order, and TreeSpec print
 import collections
 import dataclasses
 
+from vmap._pytree import deregister_node, register_node
+
 __all__ = [
     "LeafSpec",
     "TreeSpec",
     "keystr",
+    "register_dataclass",
     "register_pytree_node",
     "tree_all",
     "tree_any",
@@ -71,6 +74,66 @@ def register_pytree_node(cls, flatten_fn, unflatten_fn, *, serialized_type_name=
         return [k for k, _ in flatten_with_keys_fn(node)[0]]
 
     _NODES[cls] = (flatten_fn, unflatten_fn, keys)
+    register_node(cls, flatten_fn, unflatten_fn)  # the transforms' (torch.func's) flattening sees it too
+
+
+def _deregister_pytree_node(cls):
+    """Undo register_pytree_node(cls, ...) (torch's private helper, which its tests use to clean up)."""
+    del _NODES[cls]
+    deregister_node(cls)
+
+
+def _check_field_names(cls, field_names, drop_field_names):
+    expected = {f.name for f in dataclasses.fields(cls) if f.init} - set(drop_field_names)
+    if expected == set(field_names):
+        return
+    message = "field_names does not include all dataclass fields.\n"
+    if missing := expected - set(field_names):
+        message += (
+            f"Missing fields in `field_names`: {missing}. If you want to include these fields in the pytree, please "
+            "add them to `field_names`, otherwise please add them to `drop_field_names`.\n"
+        )
+    if unexpected := set(field_names) - expected:
+        message += (
+            f"Unexpected fields in `field_names`: {unexpected}. Please remove these fields, or add them to "
+            "`drop_field_names`.\n"
+        )
+    raise ValueError(message)
+
+
+def register_dataclass(cls, *, field_names=None, drop_field_names=None, serialized_type_name=None):
+    """Make instances of `cls`, a dataclass (or a class built from the keyword arguments `field_names`), nodes whose
+    children are its fields' values; a field holding None is kept in the context, not a leaf. As torch's: a
+    dataclass's fields are all its init fields unless `field_names` lists them, which must then be those not in
+    `drop_field_names`."""
+    if not dataclasses.is_dataclass(cls):
+        if field_names is None:
+            raise ValueError(
+                f"field_names must be specified with a list of all fields used to initialize {cls}, as it is not a "
+                "dataclass."
+            )
+    elif field_names is None:
+        field_names = [f.name for f in dataclasses.fields(cls) if f.init]
+    else:
+        _check_field_names(cls, field_names, drop_field_names or ())
+    names = list(field_names)
+
+    def flatten(node):
+        values = {name: getattr(node, name) for name in names}
+        kept = [name for name in names if values[name] is not None]
+        return [values[name] for name in kept], [kept, [name for name in names if values[name] is None]]
+
+    def unflatten(children, context):
+        kept, empty = context
+        return cls(**dict(zip(kept, children)), **dict.fromkeys(empty))
+
+    def flatten_with_keys(node):
+        children, context = flatten(node)
+        return [(GetAttrKey(name), child) for name, child in zip(context[0], children)], context
+
+    register_pytree_node(
+        cls, flatten, unflatten, serialized_type_name=serialized_type_name, flatten_with_keys_fn=flatten_with_keys
+    )
 
 
 def _is_namedtuple_instance(node):
