@@ -101,6 +101,42 @@ def test_adam_steps_compile_and_match_torch(optimizer, options):
     assert step.compiles == 2  # its state (step count on the device, moments) made at the first step
 
 
+def _optimizer_losses(lib, optimizer, steps, compiled):
+    lib.manual_seed(0)
+    model = lib.nn.Sequential(lib.nn.Linear(4, 8), lib.nn.Tanh(), lib.nn.Linear(8, 1))
+    opt = getattr(lib.optim, optimizer)(model.parameters(), lr=0.01)
+    x, y = lib.randn(16, 4), lib.randn(16, 1)
+
+    def step():
+        opt.zero_grad()
+        loss = lib.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    step = bg.compile(step) if compiled else step
+    return [step().item() for _ in range(steps)], [p.detach().numpy() for p in model.parameters()]
+
+
+def _assert_optimizer_compiles_like_torch(optimizer, steps):
+    """The optimizers that keep float32 scalars as state and compute step-dependent factors from them."""
+    ours, ours_params = _optimizer_losses(bg, optimizer, steps, compiled=True)
+    theirs, their_params = _optimizer_losses(torch, optimizer, steps, compiled=False)
+    np.testing.assert_allclose(ours, theirs, rtol=1e-5)
+    for a, b in zip(ours_params, their_params):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_radam_compiles_through_its_rectification_switch():
+    _assert_optimizer_compiles_like_torch("RAdam", steps=8)  # the variance becomes tractable at step 6
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("optimizer", ["RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "Rprop", "ASGD"])
+def test_optimizers_with_scalar_state_compile_and_match_torch(optimizer):
+    _assert_optimizer_compiles_like_torch(optimizer, steps=6)
+
+
 W = np.random.default_rng(3).standard_normal((5, 3)).astype(np.float32)
 
 

@@ -1,15 +1,36 @@
 """The machinery of optimizers whose update is elementwise per parameter: per-parameter state (arrays, and the
 float32 scalars torch keeps as tensors), step counting, and one compiled update per group of parameters at the same
-step, with the step-dependent scalars computed on the host in double precision as torch's single-tensor code does."""
+step, with the step-dependent scalars computed on the host in double precision as torch's single-tensor code does.
+Inside bg.compile's trace the counts and scalars are values of the program: each parameter's scalars are computed
+by it, in double precision, from the counts and scalars it reads (the functions below take host floats or arrays)."""
 
 import functools
+import math
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from .._budget import Jitted
 from .._factories import tensor
 from .._tensor import Tensor
+from .._tracing import compiling
 from .optimizer import Optimizer, values
+
+
+def sqrt(x):
+    return jnp.sqrt(x) if isinstance(x, jax.Array) else math.sqrt(x)
+
+
+def maximum(a, b):
+    return jnp.maximum(a, b) if isinstance(a, jax.Array) or isinstance(b, jax.Array) else max(a, b)
+
+
+def float32_product(a, b):
+    """a * b as torch computes it in float32 tensors, as a double."""
+    if isinstance(a, jax.Array) or isinstance(b, jax.Array):
+        return (jnp.float32(a) * jnp.float32(b)).astype(jnp.float64)
+    return float(np.float32(a) * np.float32(b))
 
 
 def check_range(name, value, low=0.0, high=None, low_open=False):
@@ -57,6 +78,9 @@ class ElementwiseOptimizer(Optimizer):
 
     def _update(self, group, params):
         states = [self._init_state(p, group) for p in params]
+        if compiling.stages():
+            self._update_traced(group, params, states)
+            return
         keys = [(float(s["step"].item()) + 1,) + tuple(float(s[n].item()) for n in self.scalars) for s in states]
         flags = tuple(sorted(self._flags(group).items()))
         for key in sorted(set(keys)):
@@ -75,6 +99,20 @@ class ElementwiseOptimizer(Optimizer):
                 states[i]["step"] = tensor(key[0])
                 states[i].update({n: Tensor._wrap(a) for n, a in new_states[k].items()})
                 states[i].update({n: tensor(float(np.float32(v))) for n, v in new_scalars.items()})
+
+    def _update_traced(self, group, params, states):
+        """Inside bg.compile's trace: each parameter with the scalars of its own step count, its state written in
+        place (the program writes it back after every call)."""
+        flags = tuple(sorted(self._flags(group).items()))
+        for p, s in zip(params, states):
+            step = s["step"]._value.astype(jnp.float64) + 1
+            hyper, new_scalars = self._hyper(group, step, {n: s[n]._value.astype(jnp.float64) for n in self.scalars})
+            names = [n for n in self.arrays if n in s]
+            (new_param,), (new_state,) = _compiled(type(self)._rule)(
+                values([p]), values([p.grad]), [{n: s[n]._value for n in names}], hyper, flags
+            )
+            self._write([p, *(s[n] for n in names)], [new_param, *(new_state[n] for n in names)])
+            self._write([s["step"], *(s[n] for n in new_scalars)], [step, *new_scalars.values()])
 
     def _flags(self, group):
         return {}

@@ -3,11 +3,11 @@ NAdam, RAdam, Rprop and ASGD."""
 
 import math
 
+import jax
 import jax.numpy as jnp
-import numpy as np
 
 from .._factories import full_like, zeros_like
-from ._elementwise import ElementwiseOptimizer, check_range
+from ._elementwise import ElementwiseOptimizer, check_range, float32_product, maximum, sqrt
 
 _UNSUPPORTED = ("capturable", "differentiable", "fused")
 
@@ -329,7 +329,7 @@ class NAdam(ElementwiseOptimizer):
         mu = beta1 * (1.0 - 0.5 * 0.96 ** (step * psi))
         mu_next = beta1 * (1.0 - 0.5 * 0.96 ** ((step + 1) * psi))
         # torch keeps mu_product in a float32 tensor and multiplies it in float32
-        mu_product = float(np.float32(scalars["mu_product"]) * np.float32(mu))
+        mu_product = float32_product(scalars["mu_product"], mu)
         return (
             lr,
             float(beta1),
@@ -347,6 +347,17 @@ class NAdam(ElementwiseOptimizer):
         denom = jnp.sqrt(exp_avg_sq / bias_correction2) + eps
         p = p + grad_step * (g / denom)
         return p + avg_step * (exp_avg / denom), dict(exp_avg=exp_avg, exp_avg_sq=exp_avg_sq)
+
+
+def _rectification(rho_t, rho_inf):
+    """RAdam's variance rectification, 0 while the variance is not tractable (rho_t <= 5), where the formula's value
+    may be a division by zero."""
+    if isinstance(rho_t, jax.Array):
+        squared = (rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t)
+        return jnp.where(rho_t > 5.0, jnp.sqrt(squared), 0.0)
+    if rho_t <= 5.0:
+        return 0.0
+    return math.sqrt((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t))
 
 
 def _decayed_moments(p, g, s, lr, beta1, beta2, flags):
@@ -409,18 +420,14 @@ class RAdam(ElementwiseOptimizer):
         bias_correction1, bias_correction2 = 1 - beta1**step, 1 - beta2**step
         rho_inf = 2 / (1 - beta2) - 1
         rho_t = rho_inf - 2 * step * (beta2**step) / bias_correction2
-        rect = (
-            math.sqrt((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t))
-            if rho_t > 5.0
-            else 0.0
-        )
+        rect = _rectification(rho_t, rho_inf)
         return (
             lr,
             float(beta1),
             float(beta2),
             float(group["eps"]),
             bias_correction1,
-            math.sqrt(bias_correction2),
+            sqrt(bias_correction2),
             rect,
         ), {}
 
@@ -530,8 +537,8 @@ class ASGD(ElementwiseOptimizer):
 
     def _hyper(self, group, step, scalars):
         lr, lambd, alpha, t0 = (float(group[k]) for k in ("lr", "lambd", "alpha", "t0"))
-        new = {"eta": lr / ((1 + lambd * lr * step) ** alpha), "mu": 1 / max(1, step - t0)}
-        return (float(scalars["eta"]), lambd, float(scalars["mu"])), new
+        new = {"eta": lr / ((1 + lambd * lr * step) ** alpha), "mu": 1 / maximum(1, step - t0)}
+        return (scalars["eta"], lambd, scalars["mu"]), new
 
     @staticmethod
     def _rule(p, g, s, hyper, flags):
