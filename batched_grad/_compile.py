@@ -23,13 +23,16 @@ import warnings
 import weakref
 
 import jax
+import jax.numpy as jnp
 import numpy as np
+from jax._src.interpreters import partial_eval as pe
+from jax.extend.core import ClosedJaxpr
 
 from vmap._pytree import flatten
 
 from . import _compile_args
 from ._grad_mode import is_grad_enabled
-from ._lazy import next_call_number
+from ._lazy import Pending, materialize
 from ._tensor import Tensor
 from ._tracing import ValueRead, compiling
 from ._x64 import scoped
@@ -292,9 +295,11 @@ class _Step:
     def trace(cls, fn, leaves, spec, forward=False):
         before = _live_tensors()
         positions = [i for i, x in enumerate(leaves) if isinstance(x, Tensor)]
+        captured = _captured(before, leaves)
         found = {}
 
         def traced(*arrays):
+            lifted = {t: _lifted(t) for t in captured}
             call = list(leaves)
             for i, a in zip(positions, arrays):
                 call[i] = Tensor._wrap(a, requires_grad=leaves[i].requires_grad)
@@ -304,18 +309,18 @@ class _Step:
             results = [o._value for o in outs if isinstance(o, Tensor)]
             needs_graph = any(isinstance(o, Tensor) and o.requires_grad for o in outs)
             del outs, args, kwargs  # what only the results' graphs hold is not state the function keeps
-            found["writes"], found["created"] = writes, created = _changes(before, call)
+            found["writes"], found["created"] = writes, created = _changes(before, lifted, call)
             if forward and needs_graph and not writes:
                 raise ResultsNeedGraph  # a module's results, which a backward outside the call will need
             return tuple(results + [v for _, kind, v in writes if kind != "no grad"] + [t._v for t in created])
 
-        compiling.name, compiling.first_call = _name(fn), next_call_number()
+        compiling.name = _name(fn)
         # copies noted by a trace that stopped at a value read are stale: their ids may now be this trace's constants
         compiling.copies.clear()
         try:
             closed = _jaxpr_of(traced, [leaves[i]._value for i in positions])
         finally:
-            compiling.name = compiling.first_call = None
+            compiling.name = None
             for t, (v, grad) in before.items():  # the function's changes are the program's outputs, not the trace's
                 if t._v is not v or t._grad is not grad:
                     t._v, t._grad = v, grad
@@ -325,6 +330,7 @@ class _Step:
         # a .grad the step sets was there or not: the trace accumulated into it or made it (checked at every call)
         step.had_grad = [(ref, before[ref()][1] is not None) for ref, kind in step.writes if kind != "value"]
         step.created, step.retrace = found["created"], False
+        closed = _without_unread_constants(closed)
         step.sources = _sources(closed.consts, before)
         # the tensors read, alive until the first run, which computes this call: one the function replaced (state
         # it keeps anew) is gone after it
@@ -389,14 +395,46 @@ def _live_tensors():
     return {o: (o._v, o._grad) for o in gc.get_objects() if issubclass(type(o), Tensor)}
 
 
-def _changes(before, held):
+def _captured(before, leaves):
+    """The live tensors other than the arguments whose values the trace reads as its inputs: each holding a dense
+    value (deferred ones computed now, before the trace)."""
+    arguments = {id(x) for x in leaves}
+    for t in before:
+        if type(t._v) is Pending:
+            t._v = materialize(t._v)
+    return [t for t in before if id(t) not in arguments and _dense(t._v)]
+
+
+def _dense(value):
+    return type(value) is np.ndarray or (isinstance(value, jax.Array) and not isinstance(value, jax.core.Tracer))
+
+
+def _lifted(tensor):
+    """Inside the trace: a captured tensor's value made a value of the trace (a constant of the program, read from
+    the tensor at every call), so that what is computed from it is computed by the program at every call, not once
+    now (it would otherwise be computed eagerly: it reads no tracer)."""
+    tensor._v = lifted = jnp.array(tensor._value, copy=True)
+    return lifted
+
+
+def _without_unread_constants(closed):
+    """`closed` without the constants (captured tensors' values) that nothing it returns reads."""
+    jaxpr, n = pe.convert_constvars_jaxpr(closed.jaxpr), len(closed.consts)
+    arguments = len(jaxpr.invars) - n
+    jaxpr, used = pe.dce_jaxpr(jaxpr, [True] * len(jaxpr.outvars), instantiate=[False] * n + [True] * arguments)
+    kept = sum(used[:n])
+    jaxpr = jaxpr.replace(constvars=jaxpr.invars[:kept], invars=jaxpr.invars[kept:])
+    return ClosedJaxpr(jaxpr, [c for c, u in zip(closed.consts, used) if u])
+
+
+def _changes(before, lifted, held):
     """Inside the trace, after the function ran: (writes, created). writes: (tensor, kind, traced value or None) for
     each Tensor that existed before and whose value or .grad the function changed ("value", "grad", "no grad");
     created: each new Tensor holding a traced value that outlives the call (state the function keeps), other than
     `held` (its arguments) and the new .grad of a tensor."""
     writes, grads = [], set()
     for t, (v, grad) in before.items():
-        if t._v is not v and isinstance(t._value, jax.core.Tracer):  # a deferred write computed now, in the trace
+        if t._v is not v and t._v is not lifted.get(t) and isinstance(t._value, jax.core.Tracer):
             writes.append((t, "value", t._v))
         if t._grad is not grad:
             if t._grad is None:

@@ -23,7 +23,7 @@ from ._budget import Jitted
 from ._compiled import Program
 from ._dtypes import differentiable
 from ._host import computed_on_host, host_arrays, host_out_avals, on_host
-from ._tracing import compiling, is_tracer, tracing
+from ._tracing import is_tracer, tracing
 from ._x64 import scoped
 
 # One evaluation at a time: threads reading one deferred graph share its calls, whose results are published (and
@@ -230,11 +230,6 @@ class Call:
 _created = itertools.count()
 
 
-def next_call_number():
-    """The creation number the next deferred Call will have (a number taken: none will have it)."""
-    return next(_created) + 1
-
-
 _creation = operator.attrgetter("created")
 
 
@@ -388,14 +383,11 @@ def _run(call):
 
 def _run_untraced(calls):
     """Inside a trace: run now, outside it, the calls (in topological order) that read no tracer, as their results
-    may be read after it (a captured tensor's deferred value; _tracing.py), except those bg.compile's trace made,
-    which are its program's whatever they read. Whether there were any."""
+    may be read after it (a captured tensor's deferred value; _tracing.py). Whether there were any."""
     traced = set()
     with jax.ensure_compile_time_eval():
         for call in calls:
-            if compiling.stages(call.created) or any(
-                [is_tracer(a) or (type(a) is Pending and a.call in traced) for a in call.args]
-            ):
+            if any([is_tracer(a) or (type(a) is Pending and a.call in traced) for a in call.args]):
                 traced.add(call)
             else:
                 _run(call)

@@ -42,18 +42,12 @@ class ValueRead(RuntimeError):
 
 
 class _Compiling(threading.local):
-    """In this thread: the name of the function bg.compile is tracing (None when none is), the copies of memory
+    """In this thread: the name of the function bg.compile is tracing (None when none is), and the copies of memory
     shared with NumPy read meanwhile, {id(copy): the Tensor} (each read copies it, so the trace's constant is found
-    by this), and the creation number of the trace's first deferred call (calls made before it are state, computed
-    eagerly; those it makes are staged into its program, whatever they read)."""
+    by this)."""
 
     def __init__(self):
-        self.name, self.copies, self.first_call = None, {}, None
-
-    def stages(self, created=None):
-        """Whether bg.compile traces a program now and, given a deferred call's creation number, whether that call
-        is part of it."""
-        return self.first_call is not None and (created is None or created >= self.first_call)
+        self.name, self.copies = None, {}
 
 
 compiling = _Compiling()

@@ -291,6 +291,20 @@ def test_a_function_of_captured_state_alone_computes_it_at_every_call():
     assert total.compiles == 1
 
 
+def test_transforms_of_captured_tensors_alone_are_computed_at_every_call():
+    """vmap(jacrev(...)) over captured data only, inside a compiled function without arguments."""
+    torch.manual_seed(0)
+    w, b, x = torch.randn(3, 4), torch.randn(3), torch.randn(5, 4)
+    ours_w, ours_b, ours_x = (bg.tensor(t.numpy()) for t in (w, b, x))
+    jacobians = bg.compile(lambda: bg.func.vmap(bg.func.jacrev(lambda v: bg.tanh(ours_w @ v + ours_b)))(ours_x).sum())
+    for _ in range(3):
+        expected = torch.func.vmap(torch.func.jacrev(lambda v: torch.tanh(w @ v + b)))(x).sum()
+        np.testing.assert_allclose(jacobians().item(), expected.item(), rtol=1e-5)
+        w.mul_(1.1)
+        with bg.no_grad():
+            ours_w.mul_(1.1)
+
+
 def test_a_training_step_over_a_captured_model_and_optimizer_matches_torch():
     def losses(lib):
         lib.manual_seed(0)

@@ -40,7 +40,6 @@ from .._reads import output_copies, output_reads
 from .._saved import SavedValue, modified_error
 from .._tensor import DETACH, Tensor, remember_view
 from .._tracing import _outside_every_trace as outside_every_trace
-from .._tracing import compiling
 from .._view_meta import note_view
 from .._x64 import set_x64, swap_x64
 from ._forward_refused import checked_forward
@@ -475,9 +474,8 @@ def apply_onto_meta(op, tensor, **static):
 
 def _concrete_if_untraced(op, static, arrays, outs):
     """`outs`, the traced outputs of op on `arrays`, computed again outside the trace when no array is a tracer: they
-    may be kept after it (an in-place op on a tensor made before the trace), so must not be tracers (_tracing.py).
-    bg.compile's trace keeps them: its program computes them at every call, and writes back what is kept."""
-    if compiling.stages() or any([isinstance(a, jax.core.Tracer) for a in arrays]):
+    may be kept after it (an in-place op on a tensor made before the trace), so must not be tracers (_tracing.py)."""
+    if any([isinstance(a, jax.core.Tracer) for a in arrays]):
         return outs
     host = host_arrays(arrays, in_trace=True)
     with jax.ensure_compile_time_eval():

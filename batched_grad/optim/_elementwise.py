@@ -78,7 +78,7 @@ class ElementwiseOptimizer(Optimizer):
 
     def _update(self, group, params):
         states = [self._init_state(p, group) for p in params]
-        if compiling.stages():
+        if compiling.name is not None:  # bg.compile traces the step
             self._update_traced(group, params, states)
             return
         keys = [(float(s["step"].item()) + 1,) + tuple(float(s[n].item()) for n in self.scalars) for s in states]
