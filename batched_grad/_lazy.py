@@ -228,8 +228,6 @@ class Call:
 
 
 _created = itertools.count()
-
-
 _creation = operator.attrgetter("created")
 
 
