@@ -5,6 +5,7 @@ window. Arguments, defaults, shapes, warnings and errors are torch's."""
 import warnings
 
 from .. import _factories
+from .._autocast import autocast_policy
 from .._tensor import Tensor, warn_once
 from .arrange import unfold as _frames_of
 from .conveniences import view_as_real
@@ -71,6 +72,7 @@ def _real_dtype(t):
     return t.real.dtype if t.is_complex() else t.dtype
 
 
+@autocast_policy("fp32")
 def stft(
     input,
     n_fft,

@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._autocast import autocast_policy
 from .._dtypes import not_implemented
 from ._core import Op, apply
 from ._fused_backward import FUSED
@@ -219,6 +220,7 @@ def grid_sampler_3d(input, grid, interpolation_mode, padding_mode, align_corners
     return _sample(input, grid, interpolation_mode, padding_mode, align_corners, dims=3)
 
 
+@autocast_policy("fp32")
 def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
     """The input (N, C, H, W) or (N, C, D, H, W) read at the grid's points (N, H_out, W_out, 2) or
     (N, D_out, H_out, W_out, 3), given as (x, y[, z]) in [-1, 1] (further out, the padding mode decides)."""

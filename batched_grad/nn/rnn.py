@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _factories
+from .._autocast import autocast_policy
 from .._ops._core import Op, apply
 from .._ops.shape import cat, stack
 from .._tensor import Tensor
@@ -71,6 +72,14 @@ def _layer(x, h0, *arrays, mode, reverse, has_bias, has_proj, masked=False):
 
 
 _LAYER = Op("rnn_layer", _layer, multi=True)
+
+
+def _layer(operands, **static):
+    return apply(_LAYER, operands, **static)
+
+
+# torch's CPU autocast runs LSTM and RNN layers (not GRU's) as mkldnn_rnn_layer, an op on its lower-precision list
+_lower_precision_layer = autocast_policy("lower")(_layer)
 
 
 def _uniform_by_hidden_size(module):
@@ -208,8 +217,7 @@ class RNNBase(Module):
             outputs = []
             for d, suffix in enumerate(directions):
                 row = layer * len(directions) + d
-                out = apply(
-                    _LAYER,
+                out = (_layer if self.mode == "GRU" else _lower_precision_layer)(
                     [x]
                     + [s[row] for s in states]
                     + self._layer_parameters(layer, suffix)
