@@ -16,6 +16,7 @@ import numpy as np
 from ._foreign import not_a_tensor
 from ._inplace import DETACH, _ops_of, element_positions
 from ._tensor import Tensor, _wrap_dim
+from ._tracing import eagerly
 from ._x64 import scoped
 
 _ALIGNMENT = 64
@@ -80,7 +81,10 @@ def _view_layout(t):
         return 0, None
     root, chain = t._view
     ops = _ops_of(chain)
-    return _strides(tuple(root.shape), root.dtype.is_complex, ops) if ops else (0, None)
+    if not ops:
+        return 0, None
+    with eagerly():  # the layout is static: computed from an arange now, not staged into a trace being compiled
+        return _strides(tuple(root.shape), root.dtype.is_complex, ops)
 
 
 def data_ptr(self):
