@@ -130,6 +130,22 @@ def stride(self, dim=None):
     return strides[_wrap_dim(dim, self.ndim)]
 
 
+def dense_order(self):
+    """The order of `self`'s dims from the outermost in its storage, where it is a permutation of a row-major layout
+    with no gaps (torch's non-overlapping and dense) that is not row-major itself; None otherwise. torch's empty_like
+    keeps such a layout, and a draw that fills it (dropout's mask) runs through the storage in this order."""
+    strides = _view_layout(self)[1]
+    if strides is None or self.numel() < 2:
+        return None
+    order = sorted(range(self.ndim), key=lambda d: -strides[d])  # stable: a size-1 dim keeps its place
+    expected = 1
+    for d in reversed(order):
+        if self.shape[d] != 1 and strides[d] != expected:
+            return None
+        expected *= self.shape[d]
+    return None if order == sorted(order) else order
+
+
 def storage_offset(self):
     """The position of the first element in the storage it shares with its base (0 for a tensor that is not a
     view)."""
