@@ -18,7 +18,6 @@ from .._dtypes import not_implemented
 from .._foreign import not_a_tensor
 from .._grad_mode import is_grad_enabled
 from .._graph import GradientEdge, sequence_mark
-from .._layout import dense_order
 from .._lazy import NeedsTracing, signature
 from .._meta import MetaValue, check_devices
 from .._tensor import Tensor, _wrap_dim
@@ -26,7 +25,7 @@ from . import _derivatives
 from ._core import SAVES_RESULT, Op, apply, node_after_the_fact
 from ._fused_backward import FUSED, FUSED_ZEROS, Fused, last_operand_if
 from .elementwise import broadcast_shape
-from .random_draws import sample
+from .random_draws import sample_like
 from .shape import expanded_shape
 
 
@@ -621,11 +620,7 @@ def dropout(input, p=0.5, training=True, inplace=False):
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0:
         return input
-    order = dense_order(input)  # torch draws the mask through the storage of a permuted layout, in memory order
-    shape = input.shape if order is None else [input.shape[d] for d in order]
-    keep = sample(None, "dropout", shape, lambda bits, size: bits.bernoulli(size, 1 - p))
-    if order is not None:
-        keep = keep.permute(*np.argsort(order).tolist())
+    keep = sample_like(None, "dropout", input, lambda bits, size: bits.bernoulli(size, 1 - p))
     out = apply(_DROPOUT, [input, keep], scale=kept_scale(p, input.dtype))
     return input._assign(out, "mul_") if inplace else out
 
