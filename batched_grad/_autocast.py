@@ -5,6 +5,7 @@ ones are never cast. The function then runs with autocast suspended, as torch's 
 the autocast key: what it calls inside is not cast again."""
 
 import functools
+import sys
 import threading
 
 from ._dtypes import float32
@@ -70,3 +71,16 @@ def autocast_policy(policy):
         return cast_call
 
     return decorate
+
+
+_WRAPPER_CODE = autocast_policy("lower")(lambda: None).__code__  # every listed function's wrapper runs this code
+
+
+def wrapped_stacklevel(level):
+    """The stacklevel for warnings.warn, called in a function reached through listed functions' wrappers, that
+    points where `level` points without them: each wrapper frame on the way is one more to skip."""
+    frame, walked, counted = sys._getframe(1), 0, 0
+    while counted < level - 1 and frame.f_back is not None:
+        frame, walked = frame.f_back, walked + 1
+        counted += frame.f_code is not _WRAPPER_CODE
+    return walked + 1

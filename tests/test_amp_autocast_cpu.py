@@ -125,3 +125,24 @@ def test_region_state_nesting_and_custom_fwd_cast_inputs():
         finally:
             m.set_autocast_enabled("cpu", False)
         assert (x @ x).dtype == m.float32
+
+
+def test_warnings_of_listed_functions_point_at_the_caller_in_and_out_of_a_region():
+    """A listed function's cast wrapper is one more frame: its warnings still name the line that called it."""
+    import warnings
+
+    def caught(call):
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            call()
+        return [w.filename for w in seen]
+
+    def calls():
+        bg.nn.functional.grid_sample(bg.ones(1, 1, 2, 2), bg.zeros(1, 1, 1, 2))
+        bg.nn.functional.mse_loss(bg.ones(2, 1), bg.ones(2))
+        bg.nn.functional.kl_div(bg.zeros(2), bg.ones(2), size_average=True)
+
+    for enabled in (False, True):
+        with bg.autocast("cpu", enabled=enabled):
+            files = caught(calls)
+        assert len(files) == 4 and set(files) == {__file__}, files

@@ -11,7 +11,7 @@ import jax.scipy.linalg as jsl
 import numpy as np
 
 from .. import _dtypes
-from .._autocast import autocast_policy
+from .._autocast import autocast_policy, wrapped_stacklevel
 from .._tensor import Tensor
 from ._core import Op, apply
 from ._derivatives import with_derivative_of
@@ -196,7 +196,7 @@ def lu_solve(b, LU_data, LU_pivots):
         "PyTorch release.\nNote that torch.linalg.lu_solve has its arguments reversed.\nX = "
         "torch.lu_solve(B, LU, pivots)\nshould be replaced with\nX = torch.linalg.lu_solve(LU, pivots, B)",
         UserWarning,
-        stacklevel=2,
+        stacklevel=wrapped_stacklevel(2),
     )
     return linalg_lu_solve(LU_data, LU_pivots, b)
 
@@ -310,7 +310,7 @@ def cholesky(A, upper=False):
         "This transform will produce equivalent results for all valid (symmetric positive definite) "
         "inputs.",
         UserWarning,
-        stacklevel=2,
+        stacklevel=wrapped_stacklevel(2),
     )
     return apply(_TORCH_CHOLESKY, [A], upper=bool(upper)) if A.ndim >= 2 else linalg_cholesky(A)
 

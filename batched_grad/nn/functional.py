@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import _dtypes
-from .._autocast import autocast_policy
+from .._autocast import autocast_policy, wrapped_stacklevel
 from .._dtypes import not_implemented
 from .._grad_mode import no_grad
 from .._ops import (
@@ -138,7 +138,7 @@ def _distance_loss(name, input, target, reduction, **static):
             f"({input.shape!r}). This will likely lead to incorrect results due to broadcasting. Please "
             "ensure they have the same size.",
             UserWarning,
-            stacklevel=3,
+            stacklevel=wrapped_stacklevel(3),
         )
         _check_broadcast([input, target])
     return apply(_DISTANCE_OPS[name], [input, target], dtype=d.np, reduction=reduction, **static)

@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import _dtypes
-from .._autocast import autocast_policy
+from .._autocast import autocast_policy, wrapped_stacklevel
 from .._ops._core import Op, apply
 from .._ops._derivatives import first_order_only
 from .._ops._forward_refused import not_implemented_forward
@@ -47,7 +47,7 @@ def legacy_reduction(size_average, reduce, reduction):
     warnings.warn(
         f"size_average and reduce args will be deprecated, please use reduction='{reduction}' instead.",
         UserWarning,
-        stacklevel=3,
+        stacklevel=wrapped_stacklevel(3),
     )
     return reduction
 
@@ -97,7 +97,7 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
     log_target); reduction 'batchmean' divides the sum by the batch size."""
     reduction = legacy_reduction(size_average, reduce, reduction)
     if reduction == "mean":
-        warnings.warn(_KL_MEAN, UserWarning, stacklevel=2)
+        warnings.warn(_KL_MEAN, UserWarning, stacklevel=wrapped_stacklevel(2))
     if reduction != "batchmean":
         _check_reduction(reduction)
     d = _floating("kl_div", input, target)
