@@ -92,6 +92,7 @@ from ._factories import (
     zeros,
     zeros_like,
 )
+from ._foreach import FUNCTIONS as _FOREACH
 from ._format import set_printoptions
 from ._fusion import get_fusion, set_fusion
 from ._generator import Generator, default_generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
@@ -170,6 +171,7 @@ from .utils.dlpack import from_dlpack, to_dlpack
 globals().update(_TYPED)  # FloatTensor, LongTensor, ...: torch's legacy typed constructors
 _FACTORIES = ("arange", "empty", "eye", "full", "linspace", "ones", "rand", "randint", "randn", "range", "zeros")
 globals().update(_with_out({name: globals()[name] for name in _FACTORIES}, _OUT_RULES["torch"]))
+globals().update(_FOREACH)  # torch._foreach_add, ...: an op over each tensor of a list
 newaxis = None  # as torch.newaxis, for x[:, newaxis]
 __version__ = version.__version__
 

@@ -15,7 +15,10 @@ import numpy as np
 
 from ._foreign import not_a_tensor
 from ._inplace import DETACH, _ops_of, element_positions
+from ._memory_format import channels_last, channels_last_3d
+from ._memory_format import check as check_memory_format
 from ._tensor import Tensor, _wrap_dim
+from ._tracing import eagerly
 from ._x64 import scoped
 
 _ALIGNMENT = 64
@@ -80,7 +83,10 @@ def _view_layout(t):
         return 0, None
     root, chain = t._view
     ops = _ops_of(chain)
-    return _strides(tuple(root.shape), root.dtype.is_complex, ops) if ops else (0, None)
+    if not ops:
+        return 0, None
+    with eagerly():  # the layout is static: computed from an arange now, not staged into a trace being compiled
+        return _strides(tuple(root.shape), root.dtype.is_complex, ops)
 
 
 def data_ptr(self):
@@ -92,18 +98,36 @@ def data_ptr(self):
     return _storage_address(root) + _view_layout(self)[0] * self.element_size()
 
 
-def is_contiguous(self):
+# the dims of a channels-last layout from the innermost (channels) out, by rank
+_CHANNELS_LAST_ORDER = {channels_last: (4, (1, 3, 2, 0)), channels_last_3d: (5, (1, 4, 3, 2, 0))}
+
+
+def is_contiguous(self, memory_format=None):
     """Whether the elements lie in row-major order with no gaps, as torch's is_contiguous() (a transpose, a column,
-    a strided slice or an expansion of a tensor is not; a tensor made by an op is)."""
+    a strided slice or an expansion of a tensor is not; a tensor made by an op is); with memory_format=channels_last
+    (channels_last_3d), whether they lie densely with the channels innermost, read from the same strides (a tensor
+    made by an op is row-major here, whatever memory format it was asked for)."""
+    check_memory_format(memory_format, "is_contiguous")
     strides = _view_layout(self)[1]
+    if memory_format in _CHANNELS_LAST_ORDER:
+        rank, order = _CHANNELS_LAST_ORDER[memory_format]
+        if self.ndim != rank:
+            return False
+        strides = strides if strides is not None else _contiguous_strides(tuple(self.shape))
+        return _dense_in(order, self.shape, strides)
     if strides is None or self.numel() == 0:
         return True
+    return _dense_in(reversed(range(self.ndim)), self.shape, strides)
+
+
+def _dense_in(order, shape, strides):
+    """Whether the dims, innermost first in `order`, step through the storage densely (size-1 dims skipped)."""
     expected = 1
-    for n, s in zip(reversed(self.shape), reversed(strides)):
-        if n != 1:
-            if s != expected:
+    for d in order:
+        if shape[d] != 1:
+            if strides[d] != expected:
                 return False
-            expected *= n
+            expected *= shape[d]
     return True
 
 
@@ -124,6 +148,22 @@ def stride(self, dim=None):
         return tuple(strides)
 
     return strides[_wrap_dim(dim, self.ndim)]
+
+
+def dense_order(self):
+    """The order of `self`'s dims from the outermost in its storage, where it is a permutation of a row-major layout
+    with no gaps (torch's non-overlapping and dense) that is not row-major itself; None otherwise. torch's empty_like
+    keeps such a layout, and a draw that fills it (dropout's mask) runs through the storage in this order."""
+    strides = _view_layout(self)[1]
+    if strides is None or self.numel() < 2:
+        return None
+    order = sorted(range(self.ndim), key=lambda d: -strides[d])  # stable: a size-1 dim keeps its place
+    expected = 1
+    for d in reversed(order):
+        if self.shape[d] != 1 and strides[d] != expected:
+            return None
+        expected *= self.shape[d]
+    return None if order == sorted(order) else order
 
 
 def storage_offset(self):

@@ -151,3 +151,22 @@ def test_spatial_transformer_training_matches_torch():
             assert_same(p.detach(), t_p.detach(), rtol=1e-4, atol=1e-5), name
     # the affine map has moved away from the identity: the grid's gradient reached the localization net
     assert float(net.fc_loc[2].weight.detach().abs().sum()) > 0
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_base_grid_rounds_as_torchs_so_sampling_gradients_take_its_side(dtype, align_corners):
+    """affine_grid's base coordinates are torch's linspace, scaled in theta's dtype: the grid equals torch's bit for
+    bit, so points on pixel centres take the same one-sided derivative in grid_sample."""
+
+    def run(m):
+        theta = m.tensor([[[1.0, 0.0, 0.2], [0.0, 1.0, 0.0]]] * 2, dtype=getattr(m, dtype), requires_grad=True)
+        image = m.tensor(np.random.default_rng(0).standard_normal((2, 1, 6, 7)), dtype=getattr(m, dtype))
+        grid = m.nn.functional.affine_grid(theta, (2, 1, 6, 7), align_corners=align_corners)
+        out = m.nn.functional.grid_sample(image, grid, align_corners=align_corners)
+        (out * m.arange(out.numel(), dtype=out.dtype).view(out.shape)).sum().backward()
+        return grid.detach(), theta.grad
+
+    (grid, grad), (want_grid, want_grad) = run(bg), run(torch)
+    np.testing.assert_array_equal(grid.numpy(), want_grid.numpy())
+    assert_same(grad, want_grad, rtol=1e-5 if dtype == "float32" else 1e-10)

@@ -133,3 +133,19 @@ def test_assigning_real_and_imag_writes_the_parts():
 )
 def test_errors_match_torch(write):
     raises_like_torch(write)
+
+
+def test_view_as_complex_inside_a_compiled_function_reads_its_layout_without_values():
+    """The layout check of view_as_complex (each pair adjacent, at an even offset) runs on the shapes of the views;
+    inside bg.compile's trace it is computed now, not staged: rotary embeddings compile as torch.compile runs them."""
+
+    def rotate(m, x, angles):
+        pairs = m.view_as_complex(x.reshape(*x.shape[:-1], -1, 2))
+        return m.view_as_real(pairs * m.polar(m.ones_like(angles), angles)).flatten(-2)
+
+    x, angles = rs.standard_normal((3, 4)), rs.standard_normal((3, 2))
+    expected = rotate(torch, torch.tensor(x), torch.tensor(angles))
+    compiled = bg.compile(lambda a, b: rotate(bg, a, b), fullgraph=True)
+    assert_same(compiled(bg.tensor(x), bg.tensor(angles)), expected)
+    with pytest.raises(RuntimeError, match="storage_offset divisible by 2"):
+        bg.compile(lambda a: bg.view_as_complex(a[:, 1:3]), fullgraph=True)(bg.tensor(x))

@@ -389,3 +389,13 @@ def test_factories_follow_float64_default():
         "m.randint(3, (2,)).dtype",
     ]:
         assert_like_torch(code)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("ends", [(-1.0, 1.0), (-3.5, 2.25), (1e-4, 0.02), (5.0, -1.0)])
+def test_short_linspace_is_torchs_bit_for_bit(ends, dtype):
+    """Shorter than two of torch's kernel vectors, linspace fills each half from its own end with fused
+    multiply-adds (one rounding each): the same values bit for bit, the middle of an odd count included."""
+    for steps in range(1, 8 if dtype == "float64" else 16):
+        got = bg.linspace(*ends, steps, dtype=getattr(bg, dtype)).numpy()
+        np.testing.assert_array_equal(got, torch.linspace(*ends, steps, dtype=getattr(torch, dtype)).numpy())

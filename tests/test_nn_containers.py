@@ -311,3 +311,25 @@ def test_set_submodule_replaces_as_torchs():
         raises_like_torch(lambda m: replace(m, target, strict, module))
     raises_like_torch(lambda m: replace(m, "0", False, "not a module"))
     raises_like_torch(lambda m: replace(m, "missing.path", False))
+
+
+def test_train_and_eval_reach_a_childs_own_train_override():
+    """torch's Module.train sets its own flag and calls each child's train(mode): a child that overrides train (LoRA
+    layers merge their update into the weight on eval) runs its override."""
+
+    def run(m):
+        class Merging(m.nn.Linear):
+            merged = False
+
+            def train(self, mode=True):
+                m.nn.Linear.train(self, mode)
+                self.merged = not mode
+                return self
+
+        model = m.nn.Sequential(m.nn.Sequential(Merging(2, 2)), m.nn.ReLU())
+        model.eval()
+        after_eval = (model[0][0].merged, model[0][0].training, model.training)
+        model.train()
+        return after_eval, (model[0][0].merged, model[0][0].training, model[1].training)
+
+    assert run(bg) == run(torch) == ((True, False, False), (False, True, True))

@@ -194,3 +194,21 @@ def test_packed_sequences_match_torch(name, enforce_sorted):
     got = run(bg, ours, padded, h0)
     want = run(torch, theirs, to_torch(padded), to_torch(h0))
     assert_same(got, want, rtol=1e-9, atol=1e-11)
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+def test_dropout_between_layers_of_a_packed_batch_draws_torchs_mask(kind):
+    """Between layers torch drops out the packed data (its rows in packed order), not a padded tensor: the same seed
+    gives the same outputs, gradients and the same draws afterwards."""
+
+    def run(m):
+        m.manual_seed(3)
+        module = getattr(m.nn, kind)(3, 4, num_layers=3, bidirectional=True, batch_first=True, dropout=0.3)
+        x = m.tensor(np.random.default_rng(1).standard_normal((3, 5, 3)), dtype=m.float32, requires_grad=True)
+        packed = m.nn.utils.rnn.pack_padded_sequence(x, m.tensor([5, 2, 4]), batch_first=True, enforce_sorted=False)
+        out, _ = module(packed)
+        unpacked = m.nn.utils.rnn.pad_packed_sequence(out, batch_first=True)[0]
+        unpacked.pow(2).sum().backward()
+        return unpacked, x.grad, m.rand(2)
+
+    assert_same(run(bg), run(torch), rtol=1e-5, atol=1e-6)

@@ -200,3 +200,26 @@ def test_as_strided_backward_as_one_program():
     expected = torch.autograd.grad((tx.exp().as_strided((3, 2), (1, 1)) ** 2).sum(), tx)[0]
     for g in grads:  # per node first, then the fused program
         assert_same(g, expected)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda m: m.ones(2, 3, 4, 5),
+        lambda m: m.ones(2, 3, 4, 5).permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2),
+        lambda m: m.ones(2, 1, 1, 1),
+        lambda m: m.ones(2, 3),
+        lambda m: m.ones(2, 3, 4, 5, 6).permute(0, 2, 3, 4, 1).contiguous().permute(0, 4, 1, 2, 3),
+        lambda m: m.ones(2, 3).t(),
+    ],
+    ids=["row_major", "channels_last_view", "ones_sized", "matrix", "channels_last_3d_view", "transpose"],
+)
+def test_is_contiguous_in_each_memory_format_reads_the_strides(make):
+    """is_contiguous(memory_format=...) as torch answers it from the strides: channels-last formats need the
+    channels innermost and the matching rank; preserve_format and contiguous_format ask for row-major."""
+    formats = ("contiguous_format", "preserve_format", "channels_last", "channels_last_3d")
+    for name in formats:
+        assert make(bg).is_contiguous(memory_format=getattr(bg, name)) == make(torch).is_contiguous(
+            memory_format=getattr(torch, name)
+        ), name
+    raises_like_torch(lambda m: make(m).is_contiguous(memory_format=3))

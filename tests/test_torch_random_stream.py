@@ -199,3 +199,40 @@ def test_the_float32_fused_multiply_add_rounds_once():
     x = np.float32(1 + 2**-12)
     got = fma(np.full(3, x), x, np.array([2**-60, -(2**-60), 0.0], np.float32))
     np.testing.assert_array_equal(got - 1, np.array([2**-11 + 2**-23, 2**-11, 2**-11], np.float32))
+
+
+@pytest.mark.parametrize(
+    "view",
+    [
+        lambda lib, x: x.t(),  # a transpose: the mask runs through the storage, not the logical order
+        lambda lib, x: x.reshape(2, 3, 4).permute(2, 0, 1),
+        lambda lib, x: x[:, ::2],  # gaps: torch's empty_like makes a row-major mask
+        lambda lib, x: x.reshape(2, 12).transpose(0, 1)[:, :1],  # a column of a transpose: one element apart
+    ],
+    ids=["transpose", "permute", "strided_slice", "column"],
+)
+def test_dropout_of_a_permuted_view_draws_its_mask_in_storage_order(view):
+    """torch's dropout fills a mask made by empty_like, which keeps a dense permuted layout: the draws follow the
+    storage (a batch_first attention output, a transpose, is one such input)."""
+    _same_draws(lambda lib: lib.nn.functional.dropout(view(lib, lib.arange(24.0).reshape(6, 4)), 0.4))
+
+
+@pytest.mark.parametrize(
+    "fill",
+    [
+        lambda v: v.uniform_(-1, 1),
+        lambda v: v.bernoulli_(0.3),
+        lambda v: v.exponential_(2.0),
+        lambda v: v.random_(0, 9),
+    ],
+    ids=["uniform_", "bernoulli_", "exponential_", "random_"],
+)
+def test_an_in_place_fill_of_a_transposed_view_runs_through_the_storage(fill):
+    """torch fills a view in the order of its memory: the base holds the same draws as a fill of the base itself."""
+
+    def program(lib):
+        base = lib.zeros(3, 5)
+        fill(base.t())
+        return base
+
+    _same_draws(program)

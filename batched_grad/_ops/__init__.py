@@ -347,7 +347,7 @@ def fill(input, value):
     return _fill(input, value)
 
 
-def _copy(self, src):
+def _copy(self, src, non_blocking=False):  # noqa: ARG001  (a copy on the CPU is synchronous either way, as torch's)
     if isinstance(src, Tensor):  # torch's errors for a source that does not broadcast to this tensor's shape
         shape = broadcast_shapes(tuple(self.shape), tuple(src.shape))
         if shape != tuple(self.shape):
@@ -355,7 +355,11 @@ def _copy(self, src):
     return apply(_COPY, [self, src])
 
 
-_copy.in_place = functools.partial(apply_in_place, _COPY)
+def _copy_in_place(self, src, non_blocking=False):  # noqa: ARG001  (as _copy)
+    return apply_in_place(_COPY, self, src)
+
+
+_copy.in_place = _copy_in_place
 
 
 def _reversed(fn):

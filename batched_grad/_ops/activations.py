@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._autocast import autocast_policy
 from .._tensor import _wrap_dim
 from . import _derivatives
 from ._core import Op, apply
@@ -209,6 +210,7 @@ def _prelu(a, w):
 _PRELU = Op("prelu", _prelu, "PreluKernelBackward0", fused=FUSED_ZEROS)
 
 
+@autocast_policy("lower")
 def prelu(input, weight):
     """x where x > 0, else weight * x; `weight` holds one slope or one per channel (dim 1)."""
     _check_tensor("prelu", "input", input)

@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import _dtypes
+from .._autocast import autocast_policy
 from ._core import Op, apply
 from ._derivatives import first_order_only
 from ._forward_refused import not_implemented_forward
@@ -71,6 +72,7 @@ def _mask_kind(attn_mask, query):
     return "float"
 
 
+@autocast_policy("lower")
 def scaled_dot_product_attention(
     query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False
 ):

@@ -6,6 +6,7 @@ lazy (conj: a view whose elements are its base's conjugated, as torch's conjugat
 import jax.numpy as jnp
 
 from .. import _dtypes
+from .._autocast import autocast_policy
 from .._layout import storage_offset, stride
 from ._core import Op, apply
 from .shape import _SELECT, encode_index
@@ -34,6 +35,7 @@ def view_as_real(input):
     return apply(_VIEW_AS_REAL, [input])
 
 
+@autocast_policy("fp32")
 def view_as_complex(input):
     """A real tensor whose last dim is 2 as complex numbers: a view of it."""
     if input.dtype not in (_dtypes.float32, _dtypes.float64):

@@ -4,6 +4,7 @@ a convolution of the stride-dilated input with the flipped, transposed kernel (X
 import jax
 import jax.numpy as jnp
 
+from .._autocast import autocast_policy
 from ._core import Op, apply
 from .nn import CONV_BACKWARD, _check_tensor, _tuple, batched_input
 
@@ -73,16 +74,19 @@ def _transposed(n, input, weight, bias, stride, padding, output_padding, groups,
     return out.squeeze(0) if unbatched else out
 
 
+@autocast_policy("lower")
 def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
     """The transposed 1-D convolution of (N, C_in, L) with (C_in, C_out / groups, k)."""
     return _transposed(1, input, weight, bias, stride, padding, output_padding, groups, dilation)
 
 
+@autocast_policy("lower")
 def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
     """The transposed 2-D convolution of (N, C_in, H, W) with (C_in, C_out / groups, kh, kw)."""
     return _transposed(2, input, weight, bias, stride, padding, output_padding, groups, dilation)
 
 
+@autocast_policy("lower")
 def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
     """The transposed 3-D convolution of (N, C_in, D, H, W) with (C_in, C_out / groups, kd, kh, kw)."""
     return _transposed(3, input, weight, bias, stride, padding, output_padding, groups, dilation)

@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import _dtypes
+from .._autocast import autocast_policy
 from .._factories import empty, full, tensor
 from .._layout_types import takes_layout
 from .._meta import device_for
@@ -171,6 +172,7 @@ def complex(real, imag):  # noqa: A001  (torch's name)
     return apply(_COMPLEX, [real, imag])
 
 
+@autocast_policy("fp32")
 def polar(abs, angle):  # noqa: A002
     """abs * (cos(angle) + i sin(angle)), elementwise."""
     _complex_pair("polar", abs, angle)

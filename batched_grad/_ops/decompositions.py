@@ -11,6 +11,7 @@ import jax.scipy.linalg as jsl
 import numpy as np
 
 from .. import _dtypes
+from .._autocast import autocast_policy, wrapped_stacklevel
 from .._tensor import Tensor
 from ._core import Op, apply
 from ._derivatives import with_derivative_of
@@ -125,6 +126,7 @@ def lu_factor_ex(A, *, pivot=True, check_errors=False):
     return _RESULTS["linalg_lu_factor_ex"](lu, pivots, info)
 
 
+@autocast_policy("fp32")
 def lu_factor(A, *, pivot=True):
     """(LU, pivots): the LU factorization with partial pivoting, packed (pivots 1-based, int32)."""
     lu, pivots, info = lu_factor_ex(A, pivot=pivot)
@@ -186,6 +188,7 @@ def linalg_lu_solve(LU, pivots, B, *, left=True, adjoint=False):
     return apply(_LU_SOLVE, [LU, pivots.detach(), B], left=bool(left), adjoint=bool(adjoint))
 
 
+@autocast_policy("fp32")
 def lu_solve(b, LU_data, LU_pivots):
     """torch.lu_solve (deprecated, arguments reversed): linalg.lu_solve(LU_data, LU_pivots, b)."""
     warnings.warn(
@@ -193,7 +196,7 @@ def lu_solve(b, LU_data, LU_pivots):
         "PyTorch release.\nNote that torch.linalg.lu_solve has its arguments reversed.\nX = "
         "torch.lu_solve(B, LU, pivots)\nshould be replaced with\nX = torch.linalg.lu_solve(LU, pivots, B)",
         UserWarning,
-        stacklevel=2,
+        stacklevel=wrapped_stacklevel(2),
     )
     return linalg_lu_solve(LU_data, LU_pivots, b)
 
@@ -273,6 +276,7 @@ _CHOLESKY_SOLVE = Op("cholesky_solve", _cholesky_solve)
 _CHOLESKY_INVERSE = Op("cholesky_inverse", _cholesky_inverse)
 
 
+@autocast_policy("fp32")
 def cholesky_solve(B, L, upper=False):
     """X with A @ X = B for A = L @ L^H given its Cholesky factor L (U^H U with upper)."""
     if B.ndim < 2 or L.ndim < 2:
@@ -289,12 +293,14 @@ def cholesky_solve(B, L, upper=False):
     return apply(_CHOLESKY_SOLVE, [B, L], upper=bool(upper))
 
 
+@autocast_policy("fp32")
 def cholesky_inverse(L, upper=False):
     """The inverse of A = L @ L^H (U^H U with upper) from its Cholesky factor."""
     _matrix("cholesky_inverse", L)
     return apply(_CHOLESKY_INVERSE, [L], upper=bool(upper))
 
 
+@autocast_policy("fp32")
 def cholesky(A, upper=False):
     """torch.cholesky (deprecated): linalg.cholesky, or its conjugate transpose with upper."""
     warnings.warn(
@@ -304,7 +310,7 @@ def cholesky(A, upper=False):
         "This transform will produce equivalent results for all valid (symmetric positive definite) "
         "inputs.",
         UserWarning,
-        stacklevel=2,
+        stacklevel=wrapped_stacklevel(2),
     )
     return apply(_TORCH_CHOLESKY, [A], upper=bool(upper)) if A.ndim >= 2 else linalg_cholesky(A)
 
@@ -327,6 +333,7 @@ def _minor_info(A):
     return _int32(np.asarray(orders).reshape(A.shape[:-2]))
 
 
+@autocast_policy("fp32")
 def cholesky_ex(A, *, upper=False, check_errors=False):
     """(L, info): linalg.cholesky, with info > 0 the order of the first leading minor that is not
     positive-definite instead of an error (unless check_errors)."""
@@ -338,6 +345,7 @@ def cholesky_ex(A, *, upper=False, check_errors=False):
     return _RESULTS["linalg_cholesky_ex"](out, _minor_info(A))
 
 
+@autocast_policy("fp32")
 def inv_ex(A, *, check_errors=False):
     """(inverse, info): linalg.inv, with info > 0 naming a zero pivot instead of an error (unless check_errors)."""
     _matrix("inv_ex", A)
@@ -368,12 +376,14 @@ _EIGVALSH = Op(
 )
 
 
+@autocast_policy("fp32")
 def svdvals(A, *, driver=None):
     """The singular values of A, descending."""
     _matrix("svdvals", A, square=False)
     return apply(_SVDVALS, [A])
 
 
+@autocast_policy("fp32")
 def eigvalsh(A, UPLO="L"):
     """The eigenvalues (ascending) of the Hermitian matrix whose UPLO triangle A holds."""
     _matrix("eigvalsh", A)
@@ -458,6 +468,7 @@ def cond(A, p=None):
     return linalg_norm(A, p, (-2, -1)) * linalg_norm(inv(A), p, (-2, -1))
 
 
+@autocast_policy("fp32")
 def lstsq(A, B, rcond=None, *, driver=None):
     """(solution, residuals, rank, singular_values) of the least-squares problem min ||A X - B||, as torch's
     CPU drivers report them (gelsy by default: no residuals or singular values)."""
@@ -543,6 +554,7 @@ def _householder_product(a, tau):
 _HOUSEHOLDER = Op("linalg_householder_product", _householder_product)
 
 
+@autocast_policy("fp32")
 def householder_product(A, tau):
     """The first n columns of the product of the Householder reflectors I - tau_i v_i v_i^H stored in A's columns
     (LAPACK's orgqr)."""

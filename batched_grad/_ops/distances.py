@@ -6,6 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _dtypes
+from .._autocast import autocast_policy
 from .._tensor import _wrap_dim
 from ._core import Op, apply
 from ._derivatives import first_order_only
@@ -82,6 +83,7 @@ def dist(input, other, p=2):
     return apply(_DIST, [input.to(d), other.to(d)], p=float(p))
 
 
+@autocast_policy("fp32")
 def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
     """The p-norm distance between each row of x1 (..., P, M) and each row of x2 (..., R, M): (..., P, R)."""
     if compute_mode not in (

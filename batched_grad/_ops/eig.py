@@ -4,6 +4,7 @@ torch's derivatives (JAX differentiates eigenvalues only)."""
 import jax
 import jax.numpy as jnp
 
+from .._autocast import autocast_policy
 from ._core import SAVES_RESULT, Op, apply
 from .linalg import _matrix, _result
 
@@ -42,6 +43,7 @@ def _check(name, A):
     _matrix(name, A)
 
 
+@autocast_policy("fp32")
 def eig(A):
     """(eigenvalues, eigenvectors) of a square matrix (or of each in a batch), complex: A @ V = V @ diag(L), each
     eigenvector of unit norm. Its backward is torch's; torch also checks that a loss does not depend on the
@@ -50,6 +52,7 @@ def eig(A):
     return eig_result(*apply(_EIG, [A]))
 
 
+@autocast_policy("fp32")
 def eigvals(A):
     """The eigenvalues of a square matrix (or of each in a batch), complex (eig(A).eigenvalues)."""
     _check("eigvals", A)

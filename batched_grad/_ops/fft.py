@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _dtypes
+from .._autocast import autocast_policy
 from .._layout_types import takes_layout
 from .._tensor import _wrap_dim
 from ._core import Op, apply
@@ -158,6 +159,9 @@ for _kind, _doc in _DOCS.items():
     FUNCTIONS[_kind] = _one_dim(_kind, _doc + _SUFFIXES[""])
     FUNCTIONS[_kind + "2"] = _n_dim(_kind, _kind + "2", (-2, -1), _doc + _SUFFIXES["2"])
     FUNCTIONS[_kind + "n"] = _n_dim(_kind, _kind + "n", None, _doc + _SUFFIXES["n"])
+# torch's CPU autocast runs these in float32 (all but hfft2, hfftn, ihfft2, ihfftn)
+for _name in [name for name in FUNCTIONS if not name.startswith(("hfft", "ihfft")) or name in ("hfft", "ihfft")]:
+    FUNCTIONS[_name] = autocast_policy("fp32")(FUNCTIONS[_name])
 
 
 # ---- frequencies and shifts -------------------------------------------------------------------------------------

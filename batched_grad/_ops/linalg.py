@@ -11,6 +11,7 @@ import numpy as np
 import scipy.linalg
 
 from .. import _dtypes
+from .._autocast import autocast_policy
 from .._dtypes import not_implemented
 from .._tensor import Tensor, _wrap_dim
 from ._core import SAVES_BOTH, SAVES_RESULT, Op, apply
@@ -142,16 +143,19 @@ def _checked_op(kernel, a, b):
 _KERNEL_NAMES = {"dot": "DotBackward0", "mv": "MvBackward0", "mm": "MmBackward0", "bmm": "BmmBackward0"}
 
 
+@autocast_policy("lower")
 def matmul(input, other):
     """Matrix product with torch's rules for 1-D and batched operands."""
     return _product("matmul", input, other)
 
 
+@autocast_policy("lower")
 def mm(input, mat2):
     """(n, m) @ (m, p)."""
     return _product("mm", input, mat2)
 
 
+@autocast_policy("lower")
 def bmm(input, mat2):
     """(b, n, m) @ (b, m, p)."""
     return _product("bmm", input, mat2)
@@ -273,6 +277,7 @@ def _broadcast_operand_shapes(terms, operands):
     return tuple(tuple(sizes[c] if c else n for c, n in zip(labels, shape)) for labels, shape in labelled)
 
 
+@autocast_policy("lower")
 def einsum(*args):
     """Einstein summation: einsum("ij,jk->ik", a, b), einsum(eq, [a, b]) or the sublist form."""
     equation, operands = _equation_and_operands(args)
@@ -286,6 +291,7 @@ _TENSORDOT = Op(
 )
 
 
+@autocast_policy("lower")
 def tensordot(a, b, dims=2):
     """Contract a's dims_a with b's dims_b (or a's last `dims` with b's first `dims`)."""
     if isinstance(dims, Tensor):
@@ -337,6 +343,7 @@ _TRIANGLE = {
 }
 
 
+@autocast_policy("fp32")
 def trace(input):
     """The sum of the main diagonal of a matrix."""
     if input.ndim != 2:
@@ -544,6 +551,7 @@ def _failed_minor(matrix):
     return matrix.shape[-1]
 
 
+@autocast_policy("fp32")
 def solve(A, B, *, left=True):
     """X with A @ X = B (or X @ A = B when left=False); B may be a (batch of) vector(s)."""
     _matrix("solve", A)
@@ -568,6 +576,7 @@ def solve(A, B, *, left=True):
     return out
 
 
+@autocast_policy("fp32")
 def inv(A):
     """The inverse of a square matrix (or of each in a batch); LinAlgError when one is singular."""
     _matrix("inv", A)
@@ -593,6 +602,7 @@ def slogdet(A):
     return slogdet_result(*apply(_SLOGDET, [A]))
 
 
+@autocast_policy("fp32")
 def cholesky(A, *, upper=False):
     """L with A = L @ L.mH for a Hermitian positive-definite A (U with A = U.mH @ U when upper)."""
     _matrix("cholesky", A)
@@ -609,6 +619,7 @@ def cholesky(A, *, upper=False):
     return out
 
 
+@autocast_policy("fp32")
 def eigh(A, UPLO="L"):
     """(eigenvalues ascending, eigenvectors) of the Hermitian matrix whose UPLO triangle A holds."""
     _matrix("eigh", A)
@@ -617,12 +628,14 @@ def eigh(A, UPLO="L"):
     return eigh_result(*apply(_EIGH, [A], upper=UPLO == "U"))
 
 
+@autocast_policy("fp32")
 def svd(A, full_matrices=True, *, driver=None):
     """(U, S, Vh) with A = U @ diag(S) @ Vh, singular values descending; reduced when not full_matrices."""
     _matrix("svd", A, square=False)
     return svd_result(*apply(_SVD, [A], full_matrices=bool(full_matrices)))
 
 
+@autocast_policy("fp32")
 def qr(A, mode="reduced"):
     """(Q, R) with A = Q @ R, Q orthonormal columns and R upper triangular; mode 'reduced', 'complete' or 'r'."""
     _matrix("qr", A, square=False)

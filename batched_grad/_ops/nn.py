@@ -13,6 +13,7 @@ import numpy as np
 from jax.custom_derivatives import SymbolicZero
 
 from .. import _dtypes
+from .._autocast import autocast_policy
 from .._dtypes import not_implemented
 from .._foreign import not_a_tensor
 from .._grad_mode import is_grad_enabled
@@ -24,7 +25,7 @@ from . import _derivatives
 from ._core import SAVES_RESULT, Op, apply, node_after_the_fact
 from ._fused_backward import FUSED, FUSED_ZEROS, Fused, last_operand_if
 from .elementwise import broadcast_shape
-from .random_draws import sample
+from .random_draws import sample_like
 from .shape import expanded_shape
 
 
@@ -211,6 +212,7 @@ def _check_linear_bias(input_shape, features, bias):
         raise RuntimeError(f"output with shape {list(out)} doesn't match the broadcast shape {list(shape)}")
 
 
+@autocast_policy("lower")
 def linear(input, weight, bias=None):
     """input @ weight.T + bias, recorded as torch's addmm(bias, input, weight.t()) (mm without a bias): one node,
     whose weight.t() node is made when its next_functions are read (_expose_t)."""
@@ -410,16 +412,19 @@ def _convolution(n, input, weight, bias, stride, padding, dilation, groups):
     return out.squeeze(0) if unbatched else out
 
 
+@autocast_policy("lower")
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """1-D cross-correlation of (N, C_in, L) with (C_out, C_in / groups, k); padding may be 'valid' or 'same'."""
     return _convolution(1, input, weight, bias, stride, padding, dilation, groups)
 
 
+@autocast_policy("lower")
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """2-D cross-correlation of (N, C_in, H, W) with (C_out, C_in / groups, kh, kw)."""
     return _convolution(2, input, weight, bias, stride, padding, dilation, groups)
 
 
+@autocast_policy("lower")
 def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """3-D cross-correlation of (N, C_in, D, H, W) with (C_out, C_in / groups, kd, kh, kw)."""
     return _convolution(3, input, weight, bias, stride, padding, dilation, groups)
@@ -540,7 +545,15 @@ def pad(input, pad, mode="constant", value=None):
     if any(lo < 0 or hi < 0 for lo, hi in pairs):  # a negative padding crops that side first, as torch's
         input = input[tuple(slice(max(-lo, 0), size - max(-hi, 0)) for size, (lo, hi) in zip(input.shape, pairs))]
         pairs = [(max(lo, 0), max(hi, 0)) for lo, hi in pairs]
-    return apply(_MODE_PAD, [input], pads=tuple(map(tuple, pairs)), mode=_PAD_MODES[mode])
+    listed = mode == "replicate" or (mode == "reflect" and n < 3)
+    return (_mode_pad_in_float32 if listed else _mode_pad)(input, tuple(map(tuple, pairs)), _PAD_MODES[mode])
+
+
+def _mode_pad(input, pads, mode):
+    return apply(_MODE_PAD, [input], pads=pads, mode=mode)
+
+
+_mode_pad_in_float32 = autocast_policy("fp32")(_mode_pad)  # torch's reflection_pad1d/2d and replication_pad1d/2d/3d
 
 
 def _check_mode_padding(mode, shape, pairs):
@@ -607,7 +620,7 @@ def dropout(input, p=0.5, training=True, inplace=False):
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0:
         return input
-    keep = sample(None, "dropout", input.shape, lambda bits, size: bits.bernoulli(size, 1 - p))
+    keep = sample_like(None, "dropout", input, lambda bits, size: bits.bernoulli(size, 1 - p))
     out = apply(_DROPOUT, [input, keep], scale=kept_scale(p, input.dtype))
     return input._assign(out, "mul_") if inplace else out
 

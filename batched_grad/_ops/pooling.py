@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._autocast import autocast_policy
 from ._core import Op, apply
 from ._fused_backward import FUSED_ZEROS
 from .nn import _check_tensor, _require_inexact, _tuple
@@ -205,6 +206,7 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     return _max_pool_nd(2, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
 
 
+@autocast_policy("fp32")
 def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
     """The maximum over each (dilated) window of the last three dims; padding counts as -inf."""
     return _max_pool_nd(3, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
@@ -239,6 +241,7 @@ def avg_pool2d(
     return _avg_pool_nd(2, input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
 
 
+@autocast_policy("fp32")
 def avg_pool3d(
     input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None
 ):
@@ -339,6 +342,7 @@ def adaptive_avg_pool2d(input, output_size):
     return _adaptive_avg_nd(2, input, output_size)
 
 
+@autocast_policy("fp32")
 def adaptive_avg_pool3d(input, output_size):
     """The mean over each window of an output_size grid over the last three dims."""
     return _adaptive_avg_nd(3, input, output_size)
@@ -372,6 +376,7 @@ def adaptive_max_pool2d(input, output_size, return_indices=False):
     return _adaptive_max_nd(2, input, output_size, return_indices)
 
 
+@autocast_policy("fp32")
 def adaptive_max_pool3d(input, output_size, return_indices=False):
     """The maximum over each window of an output_size grid over the last three dims."""
     return _adaptive_max_nd(3, input, output_size, return_indices)
@@ -453,11 +458,13 @@ def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_siz
     ).squeeze(-2)
 
 
+@autocast_policy("fp32")
 def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
     """The inverse of max_pool2d: each value written at its index (from return_indices), zeros elsewhere."""
     return _max_unpool_nd(2, input, indices, kernel_size, stride, padding, output_size)
 
 
+@autocast_policy("fp32")
 def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
     """The inverse of max_pool3d: each value written at its index (from return_indices), zeros elsewhere."""
     return _max_unpool_nd(3, input, indices, kernel_size, stride, padding, output_size)

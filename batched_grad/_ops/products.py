@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 
 from .. import _dtypes
+from .._autocast import autocast_policy
 from .._factories import eye
 from .._tensor import _wrap_dim
 from ._core import Op, apply
@@ -86,6 +87,7 @@ def _shape_of(kind, a, b):
     return _SHAPES[kind](a.shape, b.shape)
 
 
+@autocast_policy("lower")
 def addmm(input, mat1, mat2, *, beta=1, alpha=1):
     """beta * input + alpha * (mat1 @ mat2) for matrices (input broadcast to the product's shape)."""
     return _fused_product("addmm", input, _shape_of("mm", mat1, mat2), [mat1, mat2], beta, alpha)
@@ -102,11 +104,13 @@ def addmv(input, mat, vec, *, beta=1, alpha=1):
     return _fused_product("addmv", input, _shape_of("mv", mat, vec), [mat, vec], beta, alpha)
 
 
+@autocast_policy("lower")
 def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
     """beta * input + alpha * (batch1 @ batch2), batch by batch."""
     return _fused_product("baddbmm", input, _shape_of("bmm", batch1, batch2), [batch1, batch2], beta, alpha)
 
 
+@autocast_policy("lower")
 def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
     """beta * input + alpha * sum over the batch of batch1[i] @ batch2[i]."""
     shape = _shape_of("bmm", batch1, batch2)[1:]
@@ -122,6 +126,7 @@ _INNER = Op("inner", lambda a, b: jnp.inner(a, b), multilinear=True, backward_na
 _VDOT = Op("vdot", lambda a, b: jnp.vdot(a, b), multilinear=True)
 
 
+@autocast_policy("lower")
 def inner(input, other):
     """The sum of products over the last dim of both (a product with a number for 0-D operands)."""
     if input.ndim and other.ndim and input.shape[-1] != other.shape[-1]:
@@ -154,6 +159,7 @@ def vdot(input, other):
 _MULTI_DOT = Op("multi_dot", lambda *ms: jnp.linalg.multi_dot(ms), multilinear=True, backward_name="ViewBackward0")
 
 
+@autocast_policy("lower")
 def multi_dot(tensors):
     """The product of two or more matrices (the first and last may be vectors), in the cheapest order."""
     tensors = list(tensors)
@@ -191,12 +197,14 @@ def chain_matmul(*matrices):
     return multi_dot(matrices)
 
 
+@autocast_policy("lower")
 def vecdot(x, y, *, dim=-1):
     """sum(conj(x) * y) over `dim` (the operands broadcast)."""
     d = _wrap_dim(dim, max(x.ndim, y.ndim))
     return (x.conj() * y).sum(d - max(x.ndim, y.ndim))
 
 
+@autocast_policy("lower")
 def matrix_power(input, n):
     """input multiplied by itself n times (the identity for 0, powers of the inverse for negative n)."""
     _matrix("matrix_power", input)

@@ -2,8 +2,10 @@
 row draws its own, as one draw for all rows of which each row reads its own."""
 
 import jax
+import numpy as np
 
 from .._generator import resolve
+from .._layout import dense_order
 from .._tensor import Tensor
 from .._vmap_levels import is_batched, random_rows
 from ._core import Op, apply
@@ -25,6 +27,17 @@ def sample(generator, fn, shape, draw):
     for level in levels:  # outermost first: the row of each vmap call's own axis
         value = apply(_ROW, [value, level.row])
     return value
+
+
+def sample_like(generator, fn, like, draw):
+    """sample() of `like`'s shape drawn through `like`'s storage: where it is a dense permuted view (torch's
+    empty_like keeps that layout, and an in-place fill of a view runs through its memory), the draws fill the
+    storage in order and the result is permuted back to `like`'s dims."""
+    order = dense_order(like)
+    if order is None:
+        return sample(generator, fn, like.shape, draw)
+    value = sample(generator, fn, [like.shape[d] for d in order], draw)
+    return value.permute(*np.argsort(order).tolist())
 
 
 def check_inplace(target, value):

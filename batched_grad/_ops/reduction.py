@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _dtypes
+from .._autocast import autocast_policy
 from .._tensor import _wrap_dim
 from . import _derivatives
 from ._core import SAVES_BOTH, SAVES_INDICES, SAVES_INPUT, Op, apply
@@ -119,6 +120,7 @@ def mean(input, dim=_ALL_DIMS, keepdim=False, *, dtype=None):
     return apply(_MEAN[overload], [input], axis=dims(dim, input.ndim), keepdim=keepdim, dtype=d.np)
 
 
+@autocast_policy("fp32")
 def prod(input, dim=None, keepdim=False, *, dtype=None):
     """Product over one `dim` (or all elements)."""
     if dim is not None and not isinstance(dim, int):

@@ -16,7 +16,7 @@ from ._core import Op, apply
 from ._derivatives import without_derivative
 from ._forward_refused import unsupported_forward
 from .indexing import _concrete
-from .random_draws import check_inplace, sample
+from .random_draws import check_inplace, sample, sample_like
 
 # an in-place fill replaces the values: its derivative for the old ones is 0
 _FILL = {
@@ -45,7 +45,9 @@ def _fill(self, name, generator, draw):
     op = _FILL[name]
     if is_meta(self):
         return _assign_draw(self, op, self)
-    return _assign_draw(self, op, sample(generator, op.name, self.shape, draw))
+    if name in ("normal", "log_normal"):  # torch's normal fill of a non-contiguous view is another algorithm
+        return _assign_draw(self, op, sample(generator, op.name, self.shape, draw))
+    return _assign_draw(self, op, sample_like(generator, op.name, self, draw))
 
 
 def _assign_draw(self, op, values):
@@ -93,7 +95,7 @@ def bernoulli_(self, p=0.5, *, generator=None):
         return _fill(self, "bernoulli2", generator, lambda bits, size: bits.bernoulli(size, p))
     if is_meta(self):
         return _assign_draw(self, _FILL["bernoulli1"], self)
-    uniform = sample(generator, "bernoulli_", self.shape, _uniform_for(p))
+    uniform = sample_like(generator, "bernoulli_", self, _uniform_for(p))
     return _assign_draw(self, _FILL["bernoulli1"], uniform < p.detach())
 
 

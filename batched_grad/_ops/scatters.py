@@ -6,6 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _dtypes
+from .._autocast import autocast_policy
 from .._tensor import Tensor, _wrap_dim
 from ._core import Op, apply
 from ._derivatives import with_derivative_of
@@ -127,6 +128,7 @@ def index_add(input, dim, index, source, *, alpha=1):
     return apply(_INDEX_ADD, [input, index.reshape(-1), source], axis=d, alpha=alpha)
 
 
+@autocast_policy("promote")
 def index_copy(input, dim, index, source):
     """A copy of input with the slices of `source` written at `index` along `dim`."""
     d = _index_operands("index_copy", input, dim, index, source)

@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _dtypes
+from .._autocast import autocast_policy
 from .._grad_mode import is_grad_enabled, is_view_replay_enabled
 from .._inplace import scatter_through
 from .._tensor import Tensor, _wrap_dim, type_name
@@ -477,6 +478,7 @@ def _tensor_list(name, tensors):
     return list(tensors)
 
 
+@autocast_policy("promote")
 def cat(tensors, dim=0):
     """Concatenate along an existing dimension (1-D empty tensors are skipped, as in torch)."""
     tensors = _tensor_list("cat", tensors)
@@ -509,6 +511,7 @@ def concat(tensors, dim=0):
 concatenate = concat
 
 
+@autocast_policy("promote")
 def stack(tensors, dim=0):
     """Stack along a new dimension."""
     tensors = _tensor_list("stack", tensors)

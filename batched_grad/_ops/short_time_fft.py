@@ -5,6 +5,7 @@ window. Arguments, defaults, shapes, warnings and errors are torch's."""
 import warnings
 
 from .. import _factories
+from .._autocast import autocast_policy, wrapped_stacklevel
 from .._tensor import Tensor, warn_once
 from .arrange import unfold as _frames_of
 from .conveniences import view_as_real
@@ -71,6 +72,7 @@ def _real_dtype(t):
     return t.real.dtype if t.is_complex() else t.dtype
 
 
+@autocast_policy("fp32")
 def stft(
     input,
     n_fft,
@@ -89,14 +91,14 @@ def stft(
     signal by n_fft // 2 on both sides (pad_mode); normalized scales by n_fft**-0.5; onesided keeps the
     non-negative frequencies (the default for real input and window)."""
     if window is None:
-        warn_once(RECTANGULAR_STFT)
+        warn_once(RECTANGULAR_STFT, stacklevel=wrapped_stacklevel(2) + 1)
     complex_in = input.is_complex() or (window is not None and window.is_complex())
     if return_complex is None:
         if not complex_in:
             raise RuntimeError(REAL_NEEDS_RETURN_COMPLEX)
         return_complex = True
     elif not return_complex:
-        warnings.warn(RETURN_REAL_DEPRECATED, UserWarning, stacklevel=2)
+        warnings.warn(RETURN_REAL_DEPRECATED, UserWarning, stacklevel=wrapped_stacklevel(2))
     if center and align_to_window is not None:
         raise RuntimeError("stft align_to_window should only be set when center = false")
     if input.ndim not in (1, 2):

@@ -12,7 +12,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._autocast import autocast_policy, wrapped_stacklevel
 from .._dtypes import not_implemented
+from .._factories import linspace_values
 from ._core import Op, apply
 from ._fused_backward import FUSED
 from .nn import _check_tensor
@@ -219,6 +221,7 @@ def grid_sampler_3d(input, grid, interpolation_mode, padding_mode, align_corners
     return _sample(input, grid, interpolation_mode, padding_mode, align_corners, dims=3)
 
 
+@autocast_policy("fp32")
 def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
     """The input (N, C, H, W) or (N, C, D, H, W) read at the grid's points (N, H_out, W_out, 2) or
     (N, D_out, H_out, W_out, 3), given as (x, y[, z]) in [-1, 1] (further out, the padding mode decides)."""
@@ -232,25 +235,27 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
             f"but got: '{padding_mode}'"
         )
     if align_corners is None:
-        warnings.warn(_ALIGN_CORNERS_DEFAULT, UserWarning, stacklevel=2)
+        warnings.warn(_ALIGN_CORNERS_DEFAULT, UserWarning, stacklevel=wrapped_stacklevel(2))
         align_corners = False
     return grid_sampler(input, grid, _MODES.index(mode), _PADDINGS.index(padding_mode), align_corners)
 
 
 # ---- affine_grid --------------------------------------------------------------------------------------------------
-def _base_coordinates(steps, align_corners):
+def _base_coordinates(steps, align_corners, work):
     """The normalized coordinates of `steps` pixel centres: -1 .. 1, or the centres of equal cells when not aligned
-    to the corners; 0 for one pixel."""
+    to the corners; 0 for one pixel. Rounded as torch's: its linspace, scaled by steps - 1 then divided by steps,
+    in the NumPy float type `work` (theta's)."""
     if steps <= 1:
-        return np.zeros(max(steps, 0))
-    line = np.linspace(-1.0, 1.0, steps)
-    return line if align_corners else line * (steps - 1) / steps
+        return np.zeros(max(steps, 0), work)
+    line = linspace_values(-1.0, 1.0, steps, work)
+    return line if align_corners else line * work(steps - 1) / work(steps)
 
 
 def _affine_grid(theta, *, spatial, align_corners):
     """theta (N, n, n + 1) applied to the homogeneous base grid (*spatial, n + 1), whose last axis holds
     (x, y[, z], 1): (N, *spatial, n)."""
-    lines = [_base_coordinates(s, align_corners) for s in reversed(spatial)]  # x first: the last dim's
+    work = np.float64 if theta.dtype == jnp.float64 else np.float32
+    lines = [_base_coordinates(s, align_corners, work) for s in reversed(spatial)]  # x first: the last dim's
     points = list(np.meshgrid(*lines[::-1], indexing="ij"))[::-1]
     base = np.stack(points + [np.ones(spatial)], -1).astype(theta.dtype)
     return jnp.einsum("...k,njk->n...j", jnp.asarray(base), theta)

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _dtypes
+from .._autocast import autocast_policy
 from .._tensor import Tensor, _wrap_dim
 from ._core import SAVES_INDICES, Op, apply
 from .indexing import sort
@@ -323,12 +324,14 @@ def _quantiles(name, input, q, dim, keepdim, interpolation):
     )
 
 
+@autocast_policy("fp32")
 def quantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):
     """The q-th quantiles (q a number or a 1-D tensor in [0, 1]) over `dim` (all elements when None), interpolated
     between order statistics as `interpolation` says; nan if any element is."""
     return _quantiles("quantile", input, q, dim, keepdim, interpolation)
 
 
+@autocast_policy("fp32")
 def nanquantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):
     """quantile ignoring nan (nan only where every element is)."""
     return _quantiles("nanquantile", input, q, dim, keepdim, interpolation)

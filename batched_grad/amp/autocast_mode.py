@@ -1,14 +1,16 @@
 """torch.amp.autocast and the autocast state functions, as torch 2.13 has them on a CPU build.
 
-torch's autocast runs the ops of its per-device lists in a lower precision (on CPU: bfloat16 for matmul, linear,
-convolutions, ...; float32 for the losses, reductions and solvers of its other list). batched_grad does not
-implement those casts, so an autocast region that would be enabled is refused (NotImplementedError) rather than
-run at full precision. What torch disables with a warning is disabled here with the same warning: CUDA autocast
-without a GPU, a dtype the device does not support. `enabled=False` runs the region as it is, exactly as torch."""
+torch's autocast runs the ops of its per-device lists in a lower precision (on CPU: bfloat16 or float16 for matmul,
+linear, convolutions, ...; float32 for the losses, reductions and solvers of its other list). An enabled CPU region
+makes those casts (_autocast.py holds the policies; the listed functions carry them). Autocast on the other device
+types is refused (NotImplementedError) rather than run at full precision. What torch disables with a warning is
+disabled here with the same warning: CUDA autocast without a GPU, a dtype the device does not support.
+`enabled=False` runs the region as it is, exactly as torch."""
 
 import functools
 import warnings
 
+from .._autocast import REGION, cast_tree
 from .._devices import jax_devices
 from .._dtypes import bfloat16, float16
 
@@ -21,7 +23,7 @@ _NOT_IMPLEMENTED = (
     "its lists in reduced precision, which batched_grad does not do (an enabled region would silently run in full "
     "precision); pass enabled=False, or cast the model and inputs to {dtype} yourself"
 )
-_enabled = {}  # device type -> whether autocast is on (never True here: enabling is refused)
+_enabled = {}  # device type -> whether autocast is on (only "cpu" can be: the others are refused)
 _dtype = {"cpu": bfloat16}  # device type -> its autocast dtype (float16 for the others, as torch's)
 _state = {"cache_enabled": True, "nesting": 0}
 
@@ -48,13 +50,19 @@ def is_autocast_enabled(device_type=None):
 
 
 def set_autocast_enabled(device_type, enabled=None):
-    """Switch autocast for `device_type` (one argument: for CUDA); switching it on is refused (not implemented)."""
+    """Switch autocast for `device_type` (one argument: for CUDA); switching it on for a device other than the CPU
+    is refused (not implemented)."""
     if enabled is None:
         device_type, enabled = "cuda", device_type
     _check_device_type(device_type)
-    if enabled:
+    if enabled and device_type != "cpu":
         raise NotImplementedError(_NOT_IMPLEMENTED.format(device=device_type, dtype=get_autocast_dtype(device_type)))
-    _enabled[device_type] = False
+    _enabled[device_type] = bool(enabled)
+    _sync_cpu_region()
+
+
+def _sync_cpu_region():
+    REGION.dtype = _dtype["cpu"] if _enabled.get("cpu", False) else None
 
 
 def get_autocast_dtype(device_type):
@@ -67,15 +75,16 @@ def set_autocast_dtype(device_type, dtype):
     """Set the dtype autocast would use on `device_type`."""
     _check_device_type(device_type)
     _dtype[device_type] = dtype
+    _sync_cpu_region()
 
 
 def is_autocast_cache_enabled():
-    """Whether autocast keeps the casts of leaf tensors (torch's cache; nothing is cast here)."""
+    """Whether autocast keeps the casts of leaf tensors (torch's cache; here each call casts anew)."""
     return _state["cache_enabled"]
 
 
 def set_autocast_cache_enabled(enabled):
-    """Switch the autocast cache on or off (it holds nothing here)."""
+    """Switch the autocast cache on or off (it holds nothing here: each call casts anew)."""
     _state["cache_enabled"] = bool(enabled)
 
 
@@ -92,7 +101,7 @@ def autocast_decrement_nesting():
 
 
 def clear_autocast_cache():
-    """Nothing is cached: no casts are made."""
+    """Nothing is cached: each call casts anew."""
 
 
 def autocast_decorator(autocast_instance, func):
@@ -107,8 +116,9 @@ def autocast_decorator(autocast_instance, func):
 
 
 class autocast:  # noqa: N801  (torch's name)
-    """Context manager and decorator: torch's autocast region. Enabled, it is refused (see the module's docstring);
-    disabled (enabled=False, or disabled by torch's rules with its warning), it runs the region unchanged."""
+    """Context manager and decorator: torch's autocast region. Enabled, it casts on the CPU and is refused on the
+    other devices (see the module's docstring); disabled (enabled=False, or disabled by torch's rules with its
+    warning), it runs the region unchanged."""
 
     def __init__(self, device_type, dtype=None, enabled=True, cache_enabled=None):
         if not isinstance(device_type, str):
@@ -132,7 +142,7 @@ class autocast:  # noqa: N801  (torch's name)
                     stacklevel=2,
                 )
                 enabled = False
-        if enabled:
+        if enabled and device_type != "cpu":
             raise NotImplementedError(_NOT_IMPLEMENTED.format(device=device_type, dtype=self.fast_dtype))
         self._enabled = enabled
 
@@ -165,8 +175,8 @@ class autocast:  # noqa: N801  (torch's name)
 
 
 def custom_fwd(fwd=None, *, device_type, cast_inputs=None):
-    """Decorator of a custom Function's forward: it records the autocast state for custom_bwd (and, were autocast
-    on, would run with `cast_inputs`; it never is here, so the forward runs as given)."""
+    """Decorator of a custom Function's forward: it records the autocast state for custom_bwd; with `cast_inputs`
+    in an enabled region, the forward runs outside autocast with its floating arguments cast to `cast_inputs`."""
     if not isinstance(device_type, str):
         raise ValueError(f"Expected `device_type` of type `str`, got: `{type(device_type)}`")
     if fwd is None:
@@ -176,7 +186,10 @@ def custom_fwd(fwd=None, *, device_type, cast_inputs=None):
     def decorate_fwd(*args, **kwargs):
         args[0]._dtype = get_autocast_dtype(device_type)
         args[0]._fwd_used_autocast = is_autocast_enabled(device_type) if cast_inputs is None else False
-        return fwd(*args, **kwargs)
+        if cast_inputs is None or not is_autocast_enabled(device_type):
+            return fwd(*args, **kwargs)
+        with autocast(device_type=device_type, enabled=False):
+            return fwd(*cast_tree(args, cast_inputs), **cast_tree(kwargs, cast_inputs))
 
     return decorate_fwd
 

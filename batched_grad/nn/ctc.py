@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import _dtypes, _factories
+from .._autocast import autocast_policy
 from .._ops._core import Op, apply
 from .._ops.nn import pad
 from .._ops.shape import stack
@@ -97,6 +98,7 @@ def _padded_targets(targets, target_lengths):
     return stack(rows) if rows else _factories.zeros(0, width, dtype=_dtypes.int64)
 
 
+@autocast_policy("fp32")
 def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean", zero_infinity=False):
     """The CTC loss of log_probs (T, N, C), or (T, C) for one sequence, against targets (N, S) padded or the 1-D
     concatenation of the targets; reduction 'mean' divides each loss by its target length, then averages."""

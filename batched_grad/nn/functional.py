@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import _dtypes
+from .._autocast import autocast_policy, wrapped_stacklevel
 from .._dtypes import not_implemented
 from .._grad_mode import no_grad
 from .._ops import (
@@ -137,12 +138,13 @@ def _distance_loss(name, input, target, reduction, **static):
             f"({input.shape!r}). This will likely lead to incorrect results due to broadcasting. Please "
             "ensure they have the same size.",
             UserWarning,
-            stacklevel=3,
+            stacklevel=wrapped_stacklevel(3),
         )
         _check_broadcast([input, target])
     return apply(_DISTANCE_OPS[name], [input, target], dtype=d.np, reduction=reduction, **static)
 
 
+@autocast_policy("fp32")
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     """Mean (or sum, or none) of the squared differences."""
     reduction = legacy_reduction(size_average, reduce, reduction)
@@ -158,12 +160,14 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
     return weighted.sum() if reduction == "sum" else weighted.sum() / weight.sum()
 
 
+@autocast_policy("fp32")
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """Mean (or sum, or none) of the absolute differences."""
     reduction = legacy_reduction(size_average, reduce, reduction)
     return _distance_loss("l1_loss", input, target, reduction)
 
 
+@autocast_policy("fp32")
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
     """Huber-like loss: 0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta."""
     reduction = legacy_reduction(size_average, reduce, reduction)
@@ -287,6 +291,7 @@ def _check_targets(target, classes, ignore_index):
             raise IndexError(f"Target {bad.flat[0]} is out of bounds.")
 
 
+@autocast_policy("fp32")
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
     """The negative log-likelihood of class indices `target` under log-probabilities `input` (classes in dim 1)."""
     reduction = legacy_reduction(size_average, reduce, reduction)
@@ -301,6 +306,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     )
 
 
+@autocast_policy("fp32")
 def cross_entropy(
     input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean", label_smoothing=0.0
 ):
@@ -348,6 +354,7 @@ def _check_binary(fn, input, target, message):
         raise ValueError(message.format(target=target.shape, input=input.shape))
 
 
+@autocast_policy("fp32")
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
     """-(t log(x) + (1 - t) log(1 - x)) for probabilities `input` in [0, 1], each log clamped at -100."""
     reduction = legacy_reduction(size_average, reduce, reduction)
@@ -375,6 +382,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     return apply(_BCE, [input, target] + ([] if weight is None else [weight]), reduction=reduction)
 
 
+@autocast_policy("fp32")
 def binary_cross_entropy_with_logits(
     input, target, weight=None, size_average=None, reduce=None, reduction="mean", pos_weight=None
 ):

@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import _dtypes
+from .._autocast import autocast_policy, wrapped_stacklevel
 from .._ops._core import Op, apply
 from .._ops._derivatives import first_order_only
 from .._ops._forward_refused import not_implemented_forward
@@ -46,7 +47,7 @@ def legacy_reduction(size_average, reduce, reduction):
     warnings.warn(
         f"size_average and reduce args will be deprecated, please use reduction='{reduction}' instead.",
         UserWarning,
-        stacklevel=3,
+        stacklevel=wrapped_stacklevel(3),
     )
     return reduction
 
@@ -90,12 +91,13 @@ def _kl_reduced(loss, reduction, ndim):
     return _REDUCE[reduction](loss)
 
 
+@autocast_policy("fp32")
 def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
     """The Kullback-Leibler divergence of `target` from `input` (log-probabilities; `target` too when
     log_target); reduction 'batchmean' divides the sum by the batch size."""
     reduction = legacy_reduction(size_average, reduce, reduction)
     if reduction == "mean":
-        warnings.warn(_KL_MEAN, UserWarning, stacklevel=2)
+        warnings.warn(_KL_MEAN, UserWarning, stacklevel=wrapped_stacklevel(2))
     if reduction != "batchmean":
         _check_reduction(reduction)
     d = _floating("kl_div", input, target)
@@ -123,6 +125,7 @@ def _floating(fn, input, target):
     return _dtypes.float_result(_dtypes.result_type(input, target))
 
 
+@autocast_policy("fp32")
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     """0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta), for d = input - target; `weight` scales each
     element's loss."""
@@ -142,6 +145,7 @@ def _reduced(loss, reduction):
     return loss if reduction == "none" else loss.mean() if reduction == "mean" else loss.sum()
 
 
+@autocast_policy("fp32")
 def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """log(1 + exp(-target * input)), for targets of +-1."""
     reduction = legacy_reduction(size_average, reduce, reduction)
@@ -155,6 +159,7 @@ _MARGIN_RANKING = _loss_op(
 )
 
 
+@autocast_policy("fp32")
 def margin_ranking_loss(input1, input2, target, margin=0, size_average=None, reduce=None, reduction="mean"):
     """max(0, -target * (input1 - input2) + margin), for targets of +-1."""
     reduction = legacy_reduction(size_average, reduce, reduction)
@@ -176,6 +181,7 @@ def _hinge(x, y, *, margin):
 _HINGE = _loss_op("hinge_embedding_loss", _hinge, "AddBackward0")
 
 
+@autocast_policy("fp32")
 def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None, reduction="mean"):
     """input where target is 1, max(0, margin - input) where it is -1."""
     reduction = legacy_reduction(size_average, reduce, reduction)
@@ -199,6 +205,7 @@ _POISSON = {
 }
 
 
+@autocast_policy("fp32")
 def poisson_nll_loss(
     input, target, log_input=True, full=False, size_average=None, eps=1e-8, reduce=None, reduction="mean"
 ):
@@ -268,6 +275,7 @@ def _cosine_embedding(a, b, y, *, margin, axis):
 _COSINE_EMBEDDING = _loss_op("cosine_embedding_loss", _cosine_embedding, "AddBackward0")
 
 
+@autocast_policy("fp32")
 def cosine_embedding_loss(input1, input2, target, margin=0, size_average=None, reduce=None, reduction="mean"):
     """1 - cos(input1, input2) where target is 1, max(0, cos - margin) where it is -1 (cosines along dim 1, or 0
     for 1-D inputs)."""
@@ -347,6 +355,7 @@ def _check_classes(input, target):
             raise RuntimeError("target out of range")
 
 
+@autocast_policy("fp32")
 def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None, reduce=None, reduction="mean"):
     """The multi-class hinge loss: the mean over classes j != y of max(0, margin - x[y] + x[j]) ** p."""
     reduction = legacy_reduction(size_average, reduce, reduction)
@@ -378,6 +387,7 @@ _MULTILABEL_MARGIN = _loss_op(
 )
 
 
+@autocast_policy("fp32")
 def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """The multi-label hinge loss: for each target class y (listed before the first -1 of `target`) and each
     other class j, max(0, 1 - (x[y] - x[j])), summed and divided by the number of classes."""
@@ -388,6 +398,7 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     return apply(_MULTILABEL_MARGIN, [input, target], reduction=reduction)
 
 
+@autocast_policy("fp32")
 def triplet_margin_loss(
     anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False, size_average=None, reduce=None, reduction="mean"
 ):

@@ -329,11 +329,13 @@ class Module(ModuleState):
 
     # ---- modes and gradients -----------------------------------------------------------------------------------
     def train(self, mode=True):
-        """Set training mode (Dropout drops) on this module and its descendants."""
+        """Set training mode (Dropout drops) on this module, then call each child's train(mode): a subclass that
+        overrides train (to merge weights on eval, say) is reached, as torch reaches it."""
         if not isinstance(mode, bool):
             raise ValueError("training mode is expected to be boolean")
-        for module in self.modules():
-            object.__setattr__(module, "training", mode)
+        object.__setattr__(self, "training", mode)
+        for module in self.children():
+            module.train(mode)
         return self
 
     def eval(self):

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _factories
+from .._autocast import autocast_policy
 from .._ops._core import Op, apply
 from .._ops.shape import cat, stack
 from .._tensor import Tensor
@@ -71,6 +72,26 @@ def _layer(x, h0, *arrays, mode, reverse, has_bias, has_proj, masked=False):
 
 
 _LAYER = Op("rnn_layer", _layer, multi=True)
+
+
+def _layer(operands, **static):
+    return apply(_LAYER, operands, **static)
+
+
+# torch's CPU autocast runs LSTM and RNN layers (not GRU's) as mkldnn_rnn_layer, an op on its lower-precision list
+_lower_precision_layer = autocast_policy("lower")(_layer)
+
+
+def _packed_rows(x, batch_sizes):
+    """The rows of a padded, time-major x (L, N, H) that a packed batch holds, in its order: step by step."""
+    return cat([x[t, :size] for t, size in enumerate(batch_sizes)])
+
+
+def _packed_dropout(x, batch_sizes, p):
+    """Dropout of a packed batch's padded x (L, N, H) drawn over its packed rows, as torch draws it on the packed
+    data between layers; the padding (masked steps) is zeros."""
+    rows = F.dropout(_packed_rows(x, batch_sizes), p, True).split(batch_sizes)
+    return stack([F.pad(r, (0, 0, 0, x.shape[1] - size)) for r, size in zip(rows, batch_sizes)])
 
 
 def _uniform_by_hidden_size(module):
@@ -200,16 +221,16 @@ class RNNBase(Module):
                 f"input.size(-1) must be equal to input_size. Expected {self.input_size}, got {x.shape[-1]}"
             )
 
-    def _run_layers(self, x, states, mask=None):
-        """(the last layer's output, each state's final value per layer and direction)."""
+    def _run_layers(self, x, states, mask=None, batch_sizes=None):
+        """(the last layer's output, each state's final value per layer and direction); a packed batch gives the mask
+        of its steps and its batch sizes."""
         finals = [[] for _ in states]
         directions = ("", "_reverse") if self.bidirectional else ("",)
         for layer in range(self.num_layers):
             outputs = []
             for d, suffix in enumerate(directions):
                 row = layer * len(directions) + d
-                out = apply(
-                    _LAYER,
+                out = (_layer if self.mode == "GRU" else _lower_precision_layer)(
                     [x]
                     + [s[row] for s in states]
                     + self._layer_parameters(layer, suffix)
@@ -225,7 +246,11 @@ class RNNBase(Module):
                     final.append(value)
             x = outputs[0] if len(outputs) == 1 else cat(outputs, -1)
             if self.dropout and self.training and layer < self.num_layers - 1:
-                x = F.dropout(x, self.dropout, True)
+                x = (
+                    F.dropout(x, self.dropout, True)
+                    if batch_sizes is None
+                    else _packed_dropout(x, batch_sizes, self.dropout)
+                )
         return x, finals
 
     def forward(self, input, hx=None):
@@ -248,8 +273,9 @@ class RNNBase(Module):
         if hx is not None and packed.sorted_indices is not None:
             order = packed.sorted_indices
             hx = tuple(s.index_select(1, order) for s in hx) if self.mode == "LSTM" else hx.index_select(1, order)
-        out, finals = self._run_layers(x, self._initial_state(x, hx), _factories.tensor(steps))
-        data = cat([out[t, :size] for t, size in enumerate(packed.batch_sizes.tolist())])
+        sizes = packed.batch_sizes.tolist()
+        out, finals = self._run_layers(x, self._initial_state(x, hx), _factories.tensor(steps), sizes)
+        data = _packed_rows(out, sizes)
         hidden = tuple(stack(final) for final in finals)
         if packed.unsorted_indices is not None:
             hidden = tuple(h.index_select(1, packed.unsorted_indices) for h in hidden)
