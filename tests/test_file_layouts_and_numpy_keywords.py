@@ -82,3 +82,29 @@ def test_numpy_keyword_spellings_as_torch(call):
     expected = _outcome(lambda: call(torch, torch.tensor(values)))
     actual = _outcome(lambda: call(bg, bg.tensor(values)))
     assert actual == expected
+
+
+RESULT_TUPLES = [
+    lambda L, x: L.max(x, 1),
+    lambda L, x: x.min(dim=0),
+    lambda L, x: L.sort(x),
+    lambda L, x: L.topk(x, 2),
+    lambda L, x: L.median(x, 0),
+    lambda L, x: L.aminmax(x),
+    lambda L, x: L.cummax(x, 0),
+    lambda L, x: L.kthvalue(x, 1),
+    lambda L, x: L.frexp(x),
+    lambda L, x: L.histogram(x, bins=3),
+    lambda L, x: L.slogdet(x[:, :3]),
+    lambda L, x: x[:, :3].slogdet(),
+    lambda L, x: L.linalg.slogdet(x[:, :3]),
+]
+
+
+@pytest.mark.parametrize("call", RESULT_TUPLES, ids=[f"call{i}" for i in range(len(RESULT_TUPLES))])
+def test_result_tuples_print_as_torchs_return_types(call):
+    """print(torch.max(x, 1)) and the like: the torch.return_types name, then one field a line."""
+    values = np.random.default_rng(1).standard_normal((3, 4))
+    expected, actual = call(torch, torch.tensor(values)), call(bg, bg.tensor(values))
+    assert repr(actual) == repr(expected)
+    assert type(actual).__name__ == type(expected).__name__

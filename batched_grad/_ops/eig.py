@@ -5,9 +5,10 @@ import jax
 import jax.numpy as jnp
 
 from ._core import SAVES_RESULT, Op, apply
-from .linalg import _matrix, _result
+from .linalg import _matrix
+from .return_types import return_type
 
-eig_result = _result("linalg_eig", ["eigenvalues", "eigenvectors"])
+eig_result = return_type("linalg_eig", ["eigenvalues", "eigenvectors"])
 
 
 @jax.custom_jvp
