@@ -1,14 +1,12 @@
 """Fused elementwise ops: addcmul and addcdiv (input + value * tensor1 * or / tensor2)."""
 
-import jax.numpy as jnp
-
 from .. import _dtypes
 from .._dtypes import not_implemented
 from .._foreign import not_a_tensor
 from .._tensor import Tensor
 from ._core import SAVES_NOTHING, Op, apply
 from .elementwise import broadcast_shape
-from .fused_multiply_add import fused_multiply_add
+from .rounding import fused_multiply_add
 
 _INTEGER_ADDCDIV = (
     "Integer division with addcdiv is no longer supported, and in a future  release addcdiv will perform a true "
@@ -21,9 +19,7 @@ _INTEGER_ADDCDIV = (
 
 def _addcmul_fn(a, t1, t2, value, *, dtype):
     a, t1, t2, value = a.astype(dtype), t1.astype(dtype), t2.astype(dtype), value.astype(dtype)
-    if a.dtype in (jnp.float32, jnp.float64):  # torch's kernel: (value * tensor1) * tensor2 + input, one rounding
-        return fused_multiply_add(value * t1, t2, a)
-    return a + value * t1 * t2
+    return fused_multiply_add(value * t1, t2, a)  # torch's kernel: (value * tensor1) * tensor2 + input, one rounding
 
 
 def _addcdiv_fn(a, t1, t2, value, *, dtype):

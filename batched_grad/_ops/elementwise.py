@@ -18,6 +18,7 @@ from . import _derivatives
 from ._core import SAVES_BOTH, SAVES_INPUT, SAVES_RESULT, Op, apply, apply_in_place
 from ._fused_backward import FUSED_ZEROS, Fused
 from ._host_forms import ARITHMETIC_VJPS, in_float64_host, small_floats
+from .rounding import divide
 from .scaled_sum import alpha_number, fusable, scaled_sum, scaled_sum_in_place
 
 
@@ -374,9 +375,7 @@ _sub = _binary_op(
     overloads={(False, True): ("RsubBackward1", SAVES_INPUT)},
     host=np.subtract,
 )
-_true_div = _binary_op(
-    "div", jnp.true_divide, float_result=True, two_numbers=True, multilinear=(0,), host=np.true_divide
-)
+_true_div = _binary_op("div", divide, float_result=True, two_numbers=True, multilinear=(0,), host=np.true_divide)
 _trunc_div = _binary_op("div", _trunc_divide)
 # torch raises "derivative for aten::floor_divide is not implemented"; we give its a.e. derivative, zero
 floor_divide = _binary_op(

@@ -8,7 +8,7 @@ from .. import _host
 from .._host import host_array
 from .._tensor import Tensor
 from ._core import SAVES_NOTHING, Op, apply, apply_in_place
-from .fused_multiply_add import fma32, fma64, fused_multiply_add
+from .rounding import fma32, fma64, fused_multiply_add
 
 FUSED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 

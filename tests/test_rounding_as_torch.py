@@ -1,6 +1,8 @@
-"""input + alpha * other (add and sub with an alpha), addcmul and addcdiv: the values torch's CPU kernels give, bit
-for bit in float32 and float64 (one rounding of the fused multiply-add where torch fuses, tensor1 scaled first), and
-the graph torch records (one node whose edges are the tensors, the gradients it gives); each compared with torch."""
+"""Values rounded as torch's CPU kernels round them, bit for bit in float32 and float64: input + alpha * other (add
+and sub with an alpha), addcmul and lerp (one rounding of a fused multiply-add), addcdiv (tensor1 scaled first),
+division by a number or a broadcast divisor (no multiplication by its reciprocal, at any size), and SGD's update;
+and the graph torch records for add, sub, addcmul and addcdiv (one node whose edges are the tensors, the gradients it
+gives). Each compared with torch."""
 
 import numpy as np
 import pytest
@@ -21,6 +23,11 @@ CALLS = {
     "addcdiv": lambda L, a, b, c: L.addcdiv(a, b, c, value=-0.37),
     "addcmul_in_place": lambda L, a, b, c: a.clone().addcmul_(b, c, value=0.1),
     "addcdiv_in_place": lambda L, a, b, c: a.clone().addcdiv_(b, c.abs() + 1, value=0.01),
+    "lerp": lambda L, a, b, c: L.lerp(a, b, 0.3),
+    "lerp_high_weight": lambda L, a, b, c: a.lerp(b, 0.8),
+    "div_number": lambda L, a, b, c: a / 3.7,
+    "div_zero_dim": lambda L, a, b, c: a.div(L.tensor(0.3, dtype=a.dtype)),
+    "div_broadcast": lambda L, a, b, c: a.view(40, 50) / b[:50],
 }
 
 
@@ -35,13 +42,34 @@ def test_values_bit_for_bit_as_torch(name, dtype):
     np.testing.assert_array_equal(actual, expected)
 
 
-def test_large_float32_operands_round_as_torch():
-    """Past the size computed on the host, the compiled kernel rounds the same way."""
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("name", ["sub_alpha", "addcmul", "div_number", "div_broadcast", "lerp"])
+def test_large_operands_round_as_torch(name, dtype):
+    """Past the size computed on the host, the compiled kernels round the same way."""
     rng = np.random.default_rng(1)
-    a, b = (rng.standard_normal(1 << 17).astype(np.float32) for _ in range(2))
-    np.testing.assert_array_equal(
-        bg.tensor(a).sub(bg.tensor(b), alpha=0.3).numpy(), torch.tensor(a).sub(torch.tensor(b), alpha=0.3).numpy()
-    )
+    values = [rng.standard_normal(1 << 17).astype(dtype) for _ in range(3)]
+    call = (lambda L, a, b, c: a.view(-1, 64) / b[:64]) if name == "div_broadcast" else CALLS[name]
+    expected = call(torch, *map(torch.tensor, values)).numpy()
+    np.testing.assert_array_equal(call(bg, *map(bg.tensor, values)).numpy(), expected)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [dict(momentum=0.9, weight_decay=0.01), dict(momentum=0.9, nesterov=True), dict(momentum=0.5, dampening=0.2)],
+)
+def test_sgd_steps_bit_for_bit_as_torch(options):
+    rng = np.random.default_rng(2)
+    start = rng.standard_normal(300).astype(np.float32)
+    grads = [rng.standard_normal(300).astype(np.float32) for _ in range(6)]
+    results = []
+    for L in (torch, bg):
+        p = L.tensor(start.copy(), requires_grad=True)
+        optimizer = L.optim.SGD([p], lr=0.1, **options)
+        for g in grads:
+            p.grad = L.tensor(g)
+            optimizer.step()
+        results.append(p.detach().numpy())
+    np.testing.assert_array_equal(results[1], results[0])
 
 
 GRAPHS = {
