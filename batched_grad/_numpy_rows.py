@@ -363,6 +363,20 @@ def _same(a, **_):
     return a
 
 
+def _barrier(*arrays):
+    return arrays  # optimization_barrier: its operands, kept apart from the ops around them in a kernel
+
+
+_NARROWER = {(8, 23): (np.float32, 2.0**-126)}  # XLA's reduce_precision formats with a row: float32's
+
+
+def _reduce_precision(a, exponent_bits, mantissa_bits):
+    """a rounded to a narrower format in its own dtype, as XLA's CPU code does (float32's flushes its subnormals)."""
+    narrow, smallest_normal = _NARROWER[(exponent_bits, mantissa_bits)]
+    rounded = a.astype(narrow).astype(a.dtype)
+    return np.where(np.abs(rounded) < smallest_normal, np.copysign(np.zeros_like(rounded), rounded), rounded)
+
+
 ROWS = {
     "add": np.add,
     "add_any": np.add,
@@ -402,6 +416,8 @@ ROWS = {
     "bitcast_convert_type": _bitcast,
     "dim_as_value": lambda dim: np.asarray(dim),  # a symbolic size, bound when the program runs
     "stop_gradient": _same,
+    "optimization_barrier": _barrier,
+    "reduce_precision": _reduce_precision,
     "copy": _same,
     "copy_p": _same,
     "broadcast_in_dim": _broadcast_in_dim,
@@ -439,7 +455,7 @@ ROWS = {
 }
 
 # primitives whose rows give several outputs (a tuple)
-MULTIPLE = frozenset({"split"})
+MULTIPLE = frozenset({"split", "optimization_barrier"})
 
 # the rows of elementwise primitives: a step of one of them whose operands have its result's shape or none joins
 # the elementwise region of that shape (_numpy_program.py)

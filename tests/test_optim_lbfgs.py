@@ -73,8 +73,10 @@ def test_steps_match_torch(name):
     t_params, t_opt, t_returned, t_calls = _run(torch, problem, options, torch.float64, steps)
     assert len(calls) == len(t_calls)  # the same iterations, searches and stops
     np.testing.assert_allclose(calls[:12], t_calls[:12], rtol=1e-10)
-    # later, round-off differences of the reductions grow along the nonlinear trajectories
-    np.testing.assert_allclose(calls, t_calls, rtol=1e-6)
+    # later, round-off differences grow along the nonlinear trajectories: those of the reductions, and those of the
+    # closure's forward and backward compiled as one program (XLA fuses a multiply and an add where torch rounds
+    # twice); Rosenbrock's narrow valley, with two curvature pairs, amplifies them to about 1e-6 by the 45th call
+    np.testing.assert_allclose(calls, t_calls, rtol=3e-6)
     np.testing.assert_allclose(returned, t_returned, rtol=1e-6)
     assert_same([p.detach() for p in params], [p.detach() for p in t_params], rtol=1e-5, atol=1e-7)
     state, t_state = opt.state[params[0]], t_opt.state[t_params[0]]

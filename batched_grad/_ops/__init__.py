@@ -89,6 +89,7 @@ from .indexing import (
 from .linalg import bmm, diag, diagonal, dot, einsum, matmul, mm, mv, outer, tensordot, trace, tril, triu
 from .linalg import inv as inverse
 from .nn import conv1d, conv2d, conv3d, layer_norm, log_softmax, softmax
+from .numpy_keywords import with_method_aliases
 from .placement import to
 from .reduction import (
     all,
@@ -853,7 +854,7 @@ _DEPRECATED = {n: _METHODS[n] for op in deprecated_signatures.NAMES for n in (op
 _METHODS.update({n: deprecated_signatures.accepting(n, fn, method=True) for n, fn in _DEPRECATED.items()})
 
 for _name, _fn in _METHODS.items():
-    setattr(Tensor, _name, _fn)
+    setattr(Tensor, _name, with_method_aliases(_fn, _name))
 
 # torch's module-level in-place functions (torch.relu_(x) is x.relu_())
 globals().update({f"{name}_": _METHODS[f"{name}_"] for name in _exposed("function_inplace")})

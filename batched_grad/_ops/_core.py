@@ -645,16 +645,18 @@ VJP = Op("vjp", _vjp_fn, multi=True, reads=vjp_dependencies, links=vjp_links, ho
 @functools.lru_cache(maxsize=8192)
 def _layout(sig, grads):
     """The operands that get a gradient (`grads`: a bool per operand), and which ones the node saves. A linear op's
-    VJP needs only its integer operands (indices, masks), never its float values; a multilinear op's VJP needs an
-    operand only when another operand gets a gradient; a fused op saves them all."""
+    VJP needs only its integer operands (indices, masks) and the numbers past its inputs (add's alpha), never its
+    inputs' float values; a multilinear op's VJP needs an operand only when another operand gets a gradient; a fused
+    op saves them all."""
     op = sig.op
     want = tuple([i for i, g in enumerate(grads) if g])
     if op.fused is not None:  # torch's backward node saves every input
         return want, (True,) * len(grads)
     alone = op.multilinear if len(want) == 1 else False  # True, the operands it is linear in, or False
+    inputs = len(grads) if op.inputs is None else op.inputs
     return want, tuple(
         [
-            not (d and (op.linear or (g and alone and (alone is True or i in alone))))
+            not (d and ((op.linear and i < inputs) or (g and alone and (alone is True or i in alone))))
             for i, (d, g) in enumerate(zip(sig.in_differentiable, grads))
         ]
     )

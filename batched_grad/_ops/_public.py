@@ -13,6 +13,7 @@ from .._foreign import TORCH_TENSOR_PASSED, has_torch_tensor, not_a_tensor
 from .._grad_mode import is_grad_enabled, no_grad
 from .._tensor import Tensor
 from .._vmap_levels import is_batched
+from .numpy_keywords import function_renaming
 
 RESIZED = (
     "An output with one or more elements was resized since it had shape {}, which does not match the required "
@@ -23,18 +24,20 @@ RESIZED = (
 
 
 def public(fn, out=None, name=None):
-    """`fn` as batched_grad exports it (under `name`, by default its own): with the keyword `out` if `out` is given
+    """`fn` as batched_grad exports it (under `name`, by default its own), taking torch's NumPy spellings of its
+    keywords (numpy_keywords); with the keyword `out` if `out` is given
     (how the result's dtype may differ from out's: "cast", "exact" or "where", torch's rules for the op, or a function
     of the op's arguments giving one); a failure on a torch.Tensor argument raises
     TypeError(TORCH_TENSOR_PASSED) instead (checked only once `fn` has raised)."""
     name = fn.__name__ if name is None else name
     rule = out
+    renamed = function_renaming(fn, name) or (lambda args, kwargs: kwargs)
     if not out:
 
         @functools.wraps(fn)
         def function(*args, **kwargs):
             try:
-                return fn(*args, **kwargs)
+                return fn(*args, **renamed(args, kwargs))
             except Exception:
                 _say_if_torch(args, kwargs)
                 raise
@@ -43,6 +46,7 @@ def public(fn, out=None, name=None):
         @functools.wraps(fn)
         def function(*args, out=None, **kwargs):
             try:
+                kwargs = renamed(args, kwargs)
                 return fn(*args, **kwargs) if out is None else write_out(name, out, fn, args, kwargs, rule)
             except Exception:
                 _say_if_torch(args + (out,), kwargs)

@@ -1,13 +1,12 @@
 """Fused elementwise ops: addcmul and addcdiv (input + value * tensor1 * or / tensor2)."""
 
-import jax.numpy as jnp
-
 from .. import _dtypes
 from .._dtypes import not_implemented
 from .._foreign import not_a_tensor
 from .._tensor import Tensor
 from ._core import SAVES_NOTHING, Op, apply
 from .elementwise import broadcast_shape
+from .rounding import fused_multiply_add
 
 _INTEGER_ADDCDIV = (
     "Integer division with addcdiv is no longer supported, and in a future  release addcdiv will perform a true "
@@ -18,17 +17,19 @@ _INTEGER_ADDCDIV = (
 )
 
 
-def _addc_fn(combine):
-    def fn(a, t1, t2, value, *, dtype):
-        a, t1, t2, value = a.astype(dtype), t1.astype(dtype), t2.astype(dtype), value.astype(dtype)
-        return a + value * combine(t1, t2)
+def _addcmul_fn(a, t1, t2, value, *, dtype):
+    a, t1, t2, value = a.astype(dtype), t1.astype(dtype), t2.astype(dtype), value.astype(dtype)
+    return fused_multiply_add(value * t1, t2, a)  # torch's kernel: (value * tensor1) * tensor2 + input, one rounding
 
-    return fn
+
+def _addcdiv_fn(a, t1, t2, value, *, dtype):
+    a, t1, t2, value = a.astype(dtype), t1.astype(dtype), t2.astype(dtype), value.astype(dtype)
+    return a + value * t1 / t2  # torch's order: tensor1 scaled first
 
 
 # torch's derivatives read tensor1 and tensor2, never input
-_ADDCMUL = Op("addcmul", _addc_fn(jnp.multiply), diagonal=True, torch_saves=SAVES_NOTHING)
-_ADDCDIV = Op("addcdiv", _addc_fn(jnp.true_divide), diagonal=True, torch_saves=SAVES_NOTHING)
+_ADDCMUL = Op("addcmul", _addcmul_fn, diagonal=True, torch_saves=SAVES_NOTHING, inputs=3)
+_ADDCDIV = Op("addcdiv", _addcdiv_fn, diagonal=True, torch_saves=SAVES_NOTHING, inputs=3)
 
 
 def _operands(name, input, tensor1, tensor2, value):

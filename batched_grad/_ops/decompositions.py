@@ -23,7 +23,6 @@ from .linalg import (
     _failed_minor,
     _hermitian,
     _matrix,
-    _result,
     _swap,
     _traced,
     inv,
@@ -36,10 +35,11 @@ from .linalg import diagonal as _diagonal
 from .linalg import qr as linalg_qr
 from .linalg import svd as linalg_svd
 from .reduction import linalg_norm
+from .return_types import return_type
 from .shape import cat
 
 _RESULTS = {
-    name: _result(name, fields)
+    name: return_type(name, fields)
     for name, fields in (
         ("linalg_lu_factor", ["LU", "pivots"]),
         ("linalg_lu_factor_ex", ["LU", "pivots", "info"]),
@@ -53,6 +53,7 @@ _RESULTS = {
         ("qr", ["Q", "R"]),
         ("triangular_solve", ["solution", "cloned_coefficient"]),
         ("linalg_eigh", ["eigenvalues", "eigenvectors"]),
+        ("slogdet", ["sign", "logabsdet"]),
     )
 }
 
@@ -571,6 +572,11 @@ def householder_product(A, tau):
     return apply(_HOUSEHOLDER, [A, tau])
 
 
+def torch_slogdet(input):
+    """torch.slogdet: linalg.slogdet's (sign, logabsdet), under torch's older result name."""
+    return _RESULTS["slogdet"](*slogdet(input))
+
+
 def torch_qr(input, some=True):
     """torch.qr (deprecated): linalg.qr with mode 'reduced' (or 'complete' when not some)."""
     warnings.warn(
@@ -634,7 +640,7 @@ FUNCTIONS = {
     "qr": torch_qr,
     "svd": torch_svd,
     "det": linalg_det,
-    "slogdet": slogdet,
+    "slogdet": torch_slogdet,
     "orgqr": householder_product,
 }
 METHODS = {

@@ -6,9 +6,10 @@ import jax.numpy as jnp
 
 from .._autocast import autocast_policy
 from ._core import SAVES_RESULT, Op, apply
-from .linalg import _matrix, _result
+from .linalg import _matrix
+from .return_types import return_type
 
-eig_result = _result("linalg_eig", ["eigenvalues", "eigenvectors"])
+eig_result = return_type("linalg_eig", ["eigenvalues", "eigenvectors"])
 
 
 @jax.custom_jvp

@@ -18,6 +18,8 @@ from . import _derivatives
 from ._core import SAVES_BOTH, SAVES_INPUT, SAVES_RESULT, Op, apply, apply_in_place
 from ._fused_backward import FUSED_ZEROS, Fused
 from ._host_forms import ARITHMETIC_VJPS, in_float64_host, small_floats
+from .rounding import divide
+from .scaled_sum import alpha_number, fusable, scaled_sum, scaled_sum_in_place
 
 
 def _dtype_of(x):
@@ -373,9 +375,7 @@ _sub = _binary_op(
     overloads={(False, True): ("RsubBackward1", SAVES_INPUT)},
     host=np.subtract,
 )
-_true_div = _binary_op(
-    "div", jnp.true_divide, float_result=True, two_numbers=True, multilinear=(0,), host=np.true_divide
-)
+_true_div = _binary_op("div", divide, float_result=True, two_numbers=True, multilinear=(0,), host=np.true_divide)
 _trunc_div = _binary_op("div", _trunc_divide)
 # torch raises "derivative for aten::floor_divide is not implemented"; we give its a.e. derivative, zero
 floor_divide = _binary_op(
@@ -479,27 +479,53 @@ def _number_of_kind(dtype):
 
 def add(input, other, *, alpha=1):
     """input + alpha * other, with torch's type promotion."""
+    fused = _fused_dtype(input, other, alpha)
+    if fused is not None:
+        return scaled_sum("add", input, other, alpha_number(alpha), fused)
     return _add(input, _scaled(other, alpha, input))
 
 
 def _add_in_place(input, other, *, alpha=1):
-    return _add.in_place(input, other if type(alpha) is int and alpha == 1 else _scaled(other, alpha, input))
+    if type(alpha) is int and alpha == 1:
+        return _add.in_place(input, other)
+    fused = _fused_dtype(input, other, alpha)
+    if fused is not None:
+        return scaled_sum_in_place("add", input, other, alpha_number(alpha), fused)
+    return _add.in_place(input, _scaled(other, alpha, input))
 
 
 def sub(input, other, *, alpha=1):
     """input - alpha * other."""
-    return _sub(input, _subtrahend(input, other, alpha))
+    _check_no_bool(input, other)
+    fused = _fused_dtype(input, other, alpha)
+    if fused is not None:
+        return scaled_sum("sub", input, other, alpha_number(alpha), fused)
+    return _sub(input, _scaled(other, alpha, input))
 
 
 def _sub_in_place(input, other, *, alpha=1):
-    return _sub.in_place(input, _subtrahend(input, other, alpha))
+    _check_no_bool(input, other)
+    fused = _fused_dtype(input, other, alpha)
+    if fused is not None:
+        return scaled_sum_in_place("sub", input, other, alpha_number(alpha), fused)
+    return _sub.in_place(input, _scaled(other, alpha, input))
 
 
-def _subtrahend(input, other, alpha):
+def _check_no_bool(input, other):
     bools = [_dtype_of(input), _dtype_of(other)].count(_dtypes.bool)
     if bools:
         raise RuntimeError(_SUB_BOOLS if bools == 2 else _SUB_BOOL)
-    return _scaled(other, alpha, input)
+
+
+def _fused_dtype(input, other, alpha):
+    """The result dtype where input +- alpha * other is one fused op (scaled_sum.fusable, a Tensor operand and an
+    alpha other than one), after torch's checks of alpha; else None."""
+    if type(alpha) is int and alpha == 1 or not (isinstance(input, Tensor) or isinstance(other, Tensor)):
+        return None
+    dtype = _dtypes.result_type(input, other)
+    _check_alpha(alpha, dtype)
+    number = alpha_number(alpha)
+    return dtype if number is not None and number != 1 and fusable(dtype, number) else None
 
 
 add.in_place, sub.in_place = _add_in_place, _sub_in_place

@@ -3,7 +3,6 @@ torch.convolution and constant_pad_nd, torch.lu, torch.range, unsafe_chunk, torc
 histogramdd, and the Tensor methods apply_, map_, map2_, const_data_ptr, dim_order, conj_physical(_)."""
 
 import warnings
-from collections import namedtuple
 
 import numpy as np
 
@@ -15,6 +14,7 @@ from . import conv_transpose
 from . import nn as _nn
 from .complex_parts import conj_physical, conj_physical_
 from .decompositions import lu_factor_ex
+from .return_types import return_type
 from .scatters import scatter_reduce
 from .shape import cat, chunk, narrow
 from .unique import _host_values
@@ -248,7 +248,7 @@ def histogramdd(input, bins=10, *, range=None, weight=None, density=False):  # n
     w = None if weight is None else np.asarray(_host_values(weight)).reshape(-1)
     hist, edge_values = np.histogramdd(points, edges, range=ranges, weights=w, density=density)
     d = input.dtype.np
-    result = namedtuple("histogramdd", ["hist", "bin_edges"])
+    result = return_type("histogramdd", ["hist", "bin_edges"])
     return result(Tensor._wrap(hist.astype(d)), [Tensor._wrap(e.astype(d)) for e in edge_values])
 
 

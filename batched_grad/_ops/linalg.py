@@ -3,7 +3,6 @@
 import math
 import string
 import warnings
-from collections import namedtuple
 
 import jax
 import jax.numpy as jnp
@@ -17,6 +16,7 @@ from .._tensor import Tensor, _wrap_dim
 from ._core import SAVES_BOTH, SAVES_RESULT, Op, apply
 from ._host_forms import small_floats
 from .reduction import matrix_norm, vector_norm
+from .return_types import return_type
 from .shape import broadcast_shapes
 
 
@@ -392,18 +392,10 @@ class LinAlgError(RuntimeError):
     """torch.linalg.LinAlgError: a matrix is singular or not positive-definite."""
 
 
-def _result(name, fields):
-    cls = namedtuple(name, fields)
-    cls.__repr__ = lambda self: (
-        f"torch.return_types.{name}(\n" + ",\n".join(f"{f}={v!r}" for f, v in zip(fields, self)) + ")"
-    )
-    return cls
-
-
-slogdet_result = _result("linalg_slogdet", ["sign", "logabsdet"])
-eigh_result = _result("linalg_eigh", ["eigenvalues", "eigenvectors"])
-svd_result = _result("linalg_svd", ["U", "S", "Vh"])
-qr_result = _result("linalg_qr", ["Q", "R"])
+slogdet_result = return_type("linalg_slogdet", ["sign", "logabsdet"])
+eigh_result = return_type("linalg_eigh", ["eigenvalues", "eigenvectors"])
+svd_result = return_type("linalg_svd", ["U", "S", "Vh"])
+qr_result = return_type("linalg_qr", ["Q", "R"])
 
 
 def _matrix(name, A, square=True):

@@ -2,7 +2,6 @@
 
 import math
 import warnings
-from collections import namedtuple
 
 import jax
 import jax.numpy as jnp
@@ -13,8 +12,9 @@ from .._autocast import autocast_policy
 from .._tensor import _wrap_dim
 from . import _derivatives
 from ._core import SAVES_BOTH, SAVES_INDICES, SAVES_INPUT, Op, apply
+from .return_types import return_type
 
-values_indices = {name: namedtuple(name, ["values", "indices"]) for name in ("max", "min", "sort", "topk")}
+values_indices = {name: return_type(name, ["values", "indices"]) for name in ("max", "min", "sort", "topk")}
 
 
 def dims(dim, ndim):

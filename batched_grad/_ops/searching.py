@@ -1,8 +1,6 @@
 """Searching and counting, with integer (or count) results: searchsorted, bucketize, isin, argwhere,
 nonzero_static, unravel_index, unique_consecutive, bincount, histc and histogram."""
 
-from collections import namedtuple
-
 import jax.numpy as jnp
 import numpy as np
 
@@ -13,6 +11,7 @@ from .._vmap_levels import refuse_dynamic_shape
 from ._core import Op, apply
 from ._derivatives import raises_in_backward
 from .indexing import nonzero
+from .return_types import return_type
 from .unique import _host_values, _taken
 
 
@@ -185,7 +184,7 @@ def histogram(input, bins=100, *, range=None, weight=None, density=False):  # no
     edges = np.asarray(_host_values(bins)) if isinstance(bins, Tensor) else int(bins)
     w = None if weight is None else np.asarray(_host_values(weight)).reshape(-1)
     hist, edge_values = np.histogram(a, edges, range=range, weights=w, density=density)
-    result = namedtuple("histogram", ["hist", "bin_edges"])
+    result = return_type("histogram", ["hist", "bin_edges"])
     d = input.dtype.np
     return result(Tensor._wrap(hist.astype(d)), Tensor._wrap(edge_values.astype(d)))
 

@@ -2,8 +2,6 @@
 fmin, float_power, ldexp, nextafter, heaviside, igamma(c), polygamma, mvlgamma, logit, nan_to_num, frexp, positive,
 the integer ops gcd, lcm, bitwise_not and the shifts, and the bool-valued signbit, isposinf, isneginf, isreal."""
 
-from collections import namedtuple
-
 import jax
 import jax.numpy as jnp
 import jax.scipy.special as jsp
@@ -18,8 +16,9 @@ from ._forward_refused import not_implemented_forward, unsupported_forward
 from ._fused_backward import Fused
 from .elementwise import PREDICATES, _binary_op, _named, in_float64, pow
 from .placement import to
+from .return_types import return_type
 
-frexp_result = namedtuple("frexp", ["mantissa", "exponent"])
+frexp_result = return_type("frexp", ["mantissa", "exponent"])
 
 
 def _xlogy(a, b):

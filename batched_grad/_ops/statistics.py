@@ -3,8 +3,6 @@ cummin, median, nanmedian, kthvalue, mode, quantile, nanquantile, msort, renorm,
 trapezoid, cumulative_trapezoid, cov, corrcoef and logdet. Selections (median with a dim, kthvalue, mode, cummax)
 send the gradient to the index they return; ties of a whole-tensor median share it, as torch's."""
 
-from collections import namedtuple
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -17,11 +15,12 @@ from .indexing import sort
 from .linalg import slogdet
 from .reduction import cumsum, dims
 from .reduction import sum as _sum
+from .return_types import return_type
 from .shape import cat, narrow, unsqueeze
 from .ternary import clamp, where
 
 _RESULTS = {
-    name: namedtuple(name, fields)
+    name: return_type(name, fields)
     for name, fields in (
         ("aminmax", ["min", "max"]),
         ("cummax", ["values", "indices"]),

@@ -11,6 +11,7 @@ from .._vmap_levels import refuse_dynamic_shape
 from ._core import Op
 from .elementwise import _apply
 from .indexing import nonzero
+from .rounding import lerp as fused_lerp
 
 
 def _clamp_fn(x, lo, hi, *, dtype, has_lo, has_hi):
@@ -99,8 +100,7 @@ def where(condition, input=None, other=None):
 
 def _lerp_fn(a, b, w, *, dtype):
     # torch's two-sided formula (exact at both ends); both branches have the same derivatives
-    a, b, w = a.astype(dtype), b.astype(dtype), w.astype(dtype)
-    return jnp.where(jnp.abs(w) < 0.5, a + w * (b - a), b - (b - a) * (1 - w))
+    return fused_lerp(a.astype(dtype), b.astype(dtype), w.astype(dtype))
 
 
 _LERP = Op("lerp", _lerp_fn, diagonal=True)

@@ -118,3 +118,7 @@ __all__ = [
     "transform_to",
     "transforms",
 ]
+
+from ._torch_files import file_modules  # noqa: E402  (torch.distributions' file layout, over the classes above)
+
+globals().update(file_modules(__name__, globals()))

@@ -8,6 +8,7 @@ import jax.numpy as jnp
 
 from .._budget import Jitted
 from .._factories import tensor, zeros_like
+from .._ops.rounding import divide, fused_multiply_add, lerp
 from .optimizer import Optimizer, values
 
 
@@ -22,18 +23,20 @@ def _adam(
         count = step.astype(jnp.float64)  # torch's bias corrections, in double precision, then the values' type
         step_size = (lr / (1 - beta1**count)).astype(p.dtype)
         bias_correction2_sqrt = jnp.sqrt(1 - beta2**count).astype(p.dtype)
+        # torch's ops in torch's order, each rounding as its CPU kernel does (fused_multiply_add)
+        scalar = lambda value: jnp.asarray(value, p.dtype)  # noqa: E731  (torch casts a Scalar to the values' type)
         g = -g if maximize else g
         if weight_decay != 0:
             if decoupled:
-                p = p * (1 - lr * weight_decay)
+                p = p * scalar(1 - lr * weight_decay)
             else:
-                g = g + weight_decay * p
-        m = m + (1 - beta1) * (g - m)  # torch's lerp_ for a weight below 0.5
-        v = v * beta2 + (1 - beta2) * g * g
+                g = fused_multiply_add(scalar(weight_decay), p, g)
+        m = lerp(m, g, scalar(1 - beta1))
+        v = fused_multiply_add(scalar(1 - beta2) * g, g, v * scalar(beta2))  # mul_(beta2).addcmul_(g, g)
         if amsgrad:
             v_max = jnp.maximum(v_max, v)
-        denom = jnp.sqrt(v_max if amsgrad else v) / bias_correction2_sqrt + eps
-        for results, value in zip(out, (p + -step_size * (m / denom), m, v, v_max, step)):
+        denom = divide(jnp.sqrt(v_max if amsgrad else v), bias_correction2_sqrt) + scalar(eps)
+        for results, value in zip(out, (p + -step_size * m / denom, m, v, v_max, step)):  # addcdiv_
             results.append(value)
     return out
 

@@ -2,7 +2,10 @@
 
 import functools
 
+import jax.numpy as jnp
+
 from .._budget import Jitted
+from .._ops.rounding import fused_multiply_add
 from .._tensor import Tensor
 from .optimizer import Optimizer, values
 
@@ -12,13 +15,15 @@ from .optimizer import Optimizer, values
 def _sgd(params, grads, buffers, lr, momentum, *, weight_decay, uses_momentum, dampening, nesterov, maximize):
     new_params, new_buffers = [], []
     for p, g, buf in zip(params, grads, buffers):
+        # torch's ops in torch's order: each add with an alpha rounds once (fused_multiply_add)
+        scalar = lambda value: jnp.asarray(value, p.dtype)  # noqa: E731  (torch casts a Scalar to the values' type)
         g = -g if maximize else g
         if weight_decay != 0:
-            g = g + weight_decay * p
+            g = fused_multiply_add(scalar(weight_decay), p, g)
         if uses_momentum:
-            buf = g if buf is None else buf * momentum + (1 - dampening) * g
-            g = g + momentum * buf if nesterov else buf
-        new_params.append(p + -lr * g)
+            buf = g if buf is None else fused_multiply_add(scalar(1 - dampening), g, buf * scalar(momentum))
+            g = fused_multiply_add(scalar(momentum), buf, g) if nesterov else buf
+        new_params.append(fused_multiply_add(scalar(-lr), g, p))
         new_buffers.append(buf)
     return new_params, new_buffers
 

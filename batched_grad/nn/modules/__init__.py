@@ -3,9 +3,7 @@ torch/nn/modules/<file>.py (`nn.modules.batchnorm._BatchNorm`, `nn.modules.linea
 import from there or test isinstance against the private bases. The classes live where batched_grad defines them;
 each submodule here is made from the table below and registered as importable."""
 
-import sys
-import types
-
+from ..._file_layout import register_file_module
 from .. import (
     _module_hooks,
     activation,
@@ -97,12 +95,10 @@ def _class_named(name):
 
 
 def _submodule(file, names):
-    made = types.ModuleType(f"{__name__}.{file}", f"torch.nn.modules.{file}'s classes, as batched_grad has them.")
-    for name in names.split():
-        setattr(made, name, _class_named(name))
-    made.__all__ = [n for n in names.split() if not n.startswith("_")]
-    sys.modules[made.__name__] = made
-    return made
+    members = {name: _class_named(name) for name in names.split()}
+    return register_file_module(
+        __name__, file, members, f"torch.nn.modules.{file}'s classes, as batched_grad has them."
+    )
 
 
 for _file, _names in TORCH_FILES.items():

@@ -1,0 +1,92 @@
+"""Arithmetic rounded as torch's CPU kernels round it, where XLA's code would round otherwise.
+
+x * y + z with one rounding (fused_multiply_add), as torch computes add's input + alpha * other, addcmul and lerp:
+float32 through float64 (where the product is exact), float64 through error-free transformations (Veltkamp's split
+and Knuth's two-sum), so the result does not depend on whether XLA contracts a multiply and an add; with JAX in
+kernels and with NumPy on the host. And a quotient rounded once (divide), where XLA would multiply by the
+reciprocal of a divisor broadcast over the dividend."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from .. import _simd_math
+
+_SMALLEST_NORMAL32 = 2.0**-126
+_SPLITTER = 134217729.0  # 2**27 + 1: splits a float64 into two halves whose products are exact
+
+
+def _kept(v):
+    return v
+
+
+def _split(v, keep):
+    scaled = keep(_SPLITTER * v)  # kept apart: a contracted scaled - v would not split
+    high = scaled - (scaled - v)
+    return high, v - high
+
+
+def fma64(x, y, z, xp=np, keep=_kept):
+    """round(x * y + z) for float64 arrays, with the array module `xp`; `keep` holds a value apart from the ops
+    around it (XLA's optimization barrier: a multiply contracted into an add would break the transformations)."""
+    product = keep(x * y)
+    xh, xl = _split(x, keep)
+    yh, yl = _split(y, keep)
+    product_error = ((xh * yh - product) + xh * yl + xl * yh) + xl * yl  # x * y == product + product_error
+    total = keep(product + z)
+    part = total - product
+    sum_error = (product - (total - part)) + (z - part)  # product + z == total + sum_error
+    fused = total + (product_error + sum_error)
+    return xp.where(xp.isfinite(fused), fused, x * y + z)  # the split overflows past 2**996: plain there
+
+
+def fma32(x, y, z, xp=np):
+    """round(x * y + z) for float32 arrays: with NumPy, _simd_math.fma (exact); in a kernel, the float64 product is
+    exact, so the float64 sum rounds once more only where it is itself a tie (about one in 2**29)."""
+    if xp is np:
+        return _simd_math.fma(x, y, z)
+    return (_wide_in_kernel(x) * _wide_in_kernel(y) + _wide_in_kernel(z)).astype(jnp.float32)
+
+
+def _wide_in_kernel(v):
+    """A float32 array as float64, kept as rounded: LLVM folds a float32 multiply that is widened and then added
+    into a float64 fused multiply-add (no longer rounding it to float32), unless the widened value passes through
+    an op it cannot see through (reduce_precision, which keeps float32 values but flushes subnormals: those pass
+    by the select)."""
+    widened = v.astype(jnp.float64)
+    kept = lax.reduce_precision(widened, exponent_bits=8, mantissa_bits=23)
+    return jnp.where(jnp.abs(widened) < _SMALLEST_NORMAL32, widened, kept)
+
+
+@jax.custom_jvp
+def fused_multiply_add(x, y, z):
+    """round(x * y + z) for float32 or float64 arrays of one dtype (broadcast together); x * y + z for others."""
+    x, y, z = jnp.broadcast_arrays(x, y, z)
+    if x.dtype == jnp.float32:
+        return fma32(x, y, z, jnp)
+    if x.dtype == jnp.float64:
+        return fma64(x, y, z, jnp, lax.optimization_barrier)
+    return x * y + z
+
+
+@fused_multiply_add.defjvp
+def _fused_multiply_add_jvp(primals, tangents):
+    x, y, z = primals
+    dx, dy, dz = tangents
+    return fused_multiply_add(x, y, z), dx * y + x * dy + dz
+
+
+def lerp(a, b, w):
+    """torch's lerp kernel: a + w * (b - a) for |w| < 0.5, else b - (b - a) * (1 - w), each one fused rounding."""
+    step = b - a
+    return jnp.where(jnp.abs(w) < 0.5, fused_multiply_add(w, step, a), fused_multiply_add(-step, 1 - w, b))
+
+
+def divide(a, b):
+    """a / b, each quotient rounded once: a divisor that broadcasts (a number, a 0-d or smaller operand) is given at
+    the quotient's shape behind an optimization barrier, as XLA otherwise multiplies by its reciprocal."""
+    shape = jnp.broadcast_shapes(jnp.shape(a), jnp.shape(b))
+    if jnp.shape(b) != shape and jnp.result_type(a, b) in (jnp.float32, jnp.float64):
+        b = lax.optimization_barrier(jnp.broadcast_to(b, shape))
+    return jnp.true_divide(a, b)

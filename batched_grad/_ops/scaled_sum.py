@@ -1,0 +1,67 @@
+"""add and sub with an alpha other than one: input + alpha * other as one op, as torch records it (one AddBackward0
+or SubBackward0 node whose edges are input and other) and computes it on the CPU for float32 and float64 (a fused
+multiply-add: one rounding of the exact input + alpha * other)."""
+
+import numpy as np
+
+from .. import _host
+from .._host import host_array
+from .._tensor import Tensor
+from ._core import SAVES_NOTHING, Op, apply, apply_in_place
+from .rounding import fma32, fma64, fused_multiply_add
+
+FUSED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _fn(a, b, alpha, *, dtype):
+    return fused_multiply_add(alpha.astype(dtype), b.astype(dtype), a.astype(dtype))
+
+
+def _host_form(a, b, alpha, *, dtype):
+    """The op on the host (small operands): fused_multiply_add's rounding with NumPy."""
+    dtype = np.dtype(dtype)
+    if dtype not in FUSED_DTYPES or a.size > _host.HOST_ELEMENTS or b.size > _host.HOST_ELEMENTS:
+        return None
+    a, b = np.broadcast_arrays(a.astype(dtype), b.astype(dtype))
+    scale = np.full(a.shape, alpha, dtype)
+    return fma32(scale, b, a) if dtype == FUSED_DTYPES[0] else fma64(scale, b, a)
+
+
+_OPS = {
+    name: Op(
+        name,
+        _fn,
+        f"{name.capitalize()}Backward0",
+        linear=True,
+        diagonal=True,
+        torch_saves=SAVES_NOTHING,
+        host=_host_form,
+        inputs=2,
+    )
+    for name in ("add", "sub")
+}
+
+
+def alpha_number(alpha):
+    """alpha as the Python number torch reads it as (a one-element Tensor by its value), or None where it is not
+    known on the host (a traced value)."""
+    if not isinstance(alpha, Tensor):
+        return alpha
+    value = host_array(alpha._v)
+    return value.item() if value is not None and value.size == 1 else None
+
+
+def fusable(dtype, alpha):
+    """Whether input + alpha * other of result dtype `dtype` is the fused op: a float32 or float64 result and a real
+    alpha known on the host."""
+    return dtype.np in FUSED_DTYPES and type(alpha) in (int, float)
+
+
+def scaled_sum(name, input, other, alpha, dtype):
+    """input + alpha * other ("add") or input - alpha * other ("sub") as one op computing in `dtype`."""
+    return apply(_OPS[name], [input, other, alpha if name == "add" else -alpha], dtype=dtype.np)
+
+
+def scaled_sum_in_place(name, input, other, alpha, dtype):
+    """The in-place lane of scaled_sum (None where the general in-place path must take it)."""
+    return apply_in_place(_OPS[name], input, other, alpha if name == "add" else -alpha, dtype=dtype.np)
