@@ -3,6 +3,7 @@ batches of the same structure, dtypes and values; samplers, splits and argument 
 a training loop over a DataLoader."""
 
 import collections
+import itertools
 import gc
 import pickle
 
@@ -117,6 +118,14 @@ def test_samplers_yield_as_torch():
         (bud.BatchSampler(range(10), 4, True), tud.BatchSampler(range(10), 4, True)),
     ]:
         assert list(ours) == list(theirs) and len(ours) == len(theirs)
+
+
+def test_an_endless_sampler_with_replacement_draws_as_it_is_read():
+    """num_samples=10**10 (an endless loader, as makemore's): its blocks are drawn as they are read, as torch's."""
+    data = list(range(37))
+    ours = bud.RandomSampler(data, replacement=True, num_samples=10**10, generator=bg.Generator().manual_seed(5))
+    theirs = tud.RandomSampler(data, replacement=True, num_samples=10**10, generator=torch.Generator().manual_seed(5))
+    assert list(itertools.islice(ours, 100)) == list(itertools.islice(theirs, 100))
 
 
 def test_random_samplers_draw_valid_reproducible_indices():

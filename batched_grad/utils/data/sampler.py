@@ -64,8 +64,9 @@ class RandomSampler(Sampler):
         generator = self.generator
         if generator is None:
             generator = Generator().manual_seed(fresh_seed())
-        if self.replacement:
-            for size in [_RANDINT_BLOCK] * (self.num_samples // _RANDINT_BLOCK) + [self.num_samples % _RANDINT_BLOCK]:
+        if self.replacement:  # in blocks, drawn as they are read: num_samples may be huge (an endless loader)
+            blocks, rest = divmod(self.num_samples, _RANDINT_BLOCK)
+            for size in itertools.chain(itertools.repeat(_RANDINT_BLOCK, blocks), (rest,)):
                 yield from randint(high=n, size=(size,), dtype=_dtypes.int64, generator=generator).tolist()
             return
         for _ in range(self.num_samples // n):
