@@ -3,8 +3,8 @@ batches of the same structure, dtypes and values; samplers, splits and argument 
 a training loop over a DataLoader."""
 
 import collections
-import itertools
 import gc
+import itertools
 import pickle
 
 import numpy as np
