@@ -32,6 +32,7 @@ from vmap._pytree import flatten
 
 from . import _compile_args
 from ._grad_mode import is_grad_enabled
+from ._host import is_shared
 from ._lazy import Pending, materialize
 from ._tensor import Tensor
 from ._tracing import ValueRead, compiling
@@ -413,7 +414,10 @@ def _lifted(tensor):
     """Inside the trace: a captured tensor's value made a value of the trace (a constant of the program, read from
     the tensor at every call), so that what is computed from it is computed by the program at every call, not once
     now (it would otherwise be computed eagerly: it reads no tracer)."""
-    tensor._v = lifted = jnp.array(tensor._value, copy=True)
+    value = tensor._v
+    if type(value) is not np.ndarray or is_shared(value):  # host data stays where it is (a constant viewing it)
+        value = tensor._value
+    tensor._v = lifted = jnp.array(value, copy=True)
     return lifted
 
 
