@@ -70,7 +70,11 @@ def _priority(node):
 
 
 def _add(a, b):
-    return b if a is None else a + b
+    if a is None:
+        return b
+    if a._sparse_forms is not None and b._sparse_forms is None:  # dense + sparse: torch's buffer puts dense first
+        return b + a
+    return a + b
 
 
 def _own(grad, create_graph):
@@ -94,7 +98,11 @@ def _accumulate(variable, grad, create_graph, take=False):
     grad = _grad_dtype.for_leaf(variable, grad)
     with _grad_lock:
         old = variable._grad
-        if old is None:
+        if grad._sparse_forms is not None or (old is not None and old._sparse_forms is not None):
+            from .sparse._grads import accumulate_sparse
+
+            accumulate_sparse(variable, old, grad, create_graph)
+        elif old is None:
             variable._grad = grad.detach() if take else _own(grad, create_graph)
         elif create_graph:
             variable._grad = old + grad

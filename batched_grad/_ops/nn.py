@@ -484,9 +484,8 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
     """Rows of `weight` looked up by the integer tensor `input`; rows at `padding_idx` get no gradient."""
     _check_tensor("embedding", "input", input)
     _check_tensor("embedding", "weight", weight, 2)
-    for name, value in (("scale_grad_by_freq", scale_grad_by_freq), ("sparse", sparse)):
-        if value:
-            raise NotImplementedError(f"embedding: {name}={value!r} is not supported; leave it at its default.")
+    if scale_grad_by_freq:
+        raise NotImplementedError("embedding: scale_grad_by_freq=True is not supported; leave it at its default.")
     if input.dtype.is_floating_point or input.dtype.is_complex or input.dtype is _dtypes.bool:
         raise RuntimeError(
             "Expected tensor for argument #1 'indices' to have one of the following scalar types: "
@@ -506,6 +505,11 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
         from .embeddings import renorm_rows_  # embeddings imports this module
 
         renorm_rows_(weight, input, max_norm, norm_type)
+    if sparse and weight.requires_grad and is_grad_enabled():
+        from ..sparse._grads import embedding_with_sparse_grad
+
+        lookup = lambda w: apply(_EMBEDDING, [w, input], padding_idx=padding_idx)  # noqa: E731
+        return embedding_with_sparse_grad(weight, input, padding_idx, lookup)
     return apply(_EMBEDDING, [weight, input], padding_idx=padding_idx)
 
 

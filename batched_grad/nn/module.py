@@ -6,8 +6,9 @@ import warnings
 from collections import OrderedDict
 
 from .. import _dtypes
-from .._factories import empty_like, zeros_like
+from .._factories import empty_like
 from .._tensor import Tensor, type_name
+from ..sparse._grads import zeroed_grad
 from . import _conversion, _module_hooks
 from ._legacy_backward_hooks import MIXED as MIXED_BACKWARD_HOOKS
 from ._module_state import ModuleState
@@ -352,7 +353,7 @@ class Module(ModuleState):
         """Reset the parameters' .grad: to None (default), or to zeros."""
         for p in self.parameters():
             if p.grad is not None:
-                p.grad = None if set_to_none else zeros_like(p.grad)
+                p.grad = None if set_to_none else zeroed_grad(p.grad)
 
     def apply(self, fn):
         """Call fn on every descendant, then on this module."""

@@ -6,10 +6,10 @@ recompile."""
 import copy
 from collections import defaultdict
 
-from .._factories import zeros_like
 from .._grad_mode import enable_grad, no_grad
 from .._tensor import Tensor, type_name
 from .._x64 import scoped
+from ..sparse._grads import zeroed_grad
 
 
 class Optimizer:
@@ -60,7 +60,7 @@ class Optimizer:
         for group in self.param_groups:
             for p in group["params"]:
                 if p.grad is not None:
-                    p.grad = None if set_to_none else zeros_like(p.grad)
+                    p.grad = None if set_to_none else zeroed_grad(p.grad)
 
     @scoped
     def step(self, closure=None):
