@@ -10,6 +10,7 @@ from .lbfgs import LBFGS
 from .matrix_optimizers import Adafactor, Muon
 from .optimizer import Optimizer
 from .sgd import SGD
+from .sparse import SparseAdam
 
 __all__ = [
     "ASGD",
@@ -27,6 +28,7 @@ __all__ = [
     "RMSprop",
     "Rprop",
     "SGD",
+    "SparseAdam",
     "lr_scheduler",
     "swa_utils",
 ]

@@ -44,6 +44,8 @@ def _adam(
 class Adam(Optimizer):
     """Adam: moving averages of the gradient and its square, bias-corrected, as the update direction."""
 
+    sparse_refusal = "Adam does not support sparse gradients, please consider SparseAdam instead"
+
     def __init__(
         self,
         params,

@@ -8,6 +8,7 @@ import jax.numpy as jnp
 
 from .._factories import full_like, zeros_like
 from ._elementwise import ElementwiseOptimizer, check_range, float32_product, maximum, sqrt
+from .sparse import adagrad_sparse_update
 
 _UNSUPPORTED = ("capturable", "differentiable", "fused")
 
@@ -157,6 +158,9 @@ class Adagrad(ElementwiseOptimizer):
     def _hyper(self, group, step, scalars):
         lr = float(group["lr"]) / (1 + (step - 1) * float(group["lr_decay"]))
         return (lr, float(group["eps"])), {}
+
+    def _sparse_update(self, group, params):
+        adagrad_sparse_update(self, group, params)
 
     @staticmethod
     def _rule(p, g, s, hyper, flags):

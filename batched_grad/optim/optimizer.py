@@ -72,12 +72,23 @@ class Optimizer:
         with no_grad():
             for group in self.param_groups:
                 params = [p for p in group["params"] if p.grad is not None]
-                if params:
+                if not params:
+                    continue
+                if any(p.grad._sparse_forms is not None for p in params):
+                    self._sparse_update(group, params)
+                else:
                     self._update(group, params)
         return loss
 
     def _update(self, group, params):
         raise NotImplementedError
+
+    def _sparse_update(self, group, params):
+        """The step of a group where some gradient is sparse (Embedding(sparse=True)'s): refused unless the optimizer
+        has a sparse form (SGD, Adagrad, SparseAdam)."""
+        raise RuntimeError(self.sparse_refusal or f"{type(self).__name__} does not support sparse gradients")
+
+    sparse_refusal = None  # torch's message where it is not "<name> does not support sparse gradients"
 
     @staticmethod
     def _write(params, values):

@@ -8,6 +8,7 @@ from .._budget import Jitted
 from .._ops.rounding import fused_multiply_add
 from .._tensor import Tensor
 from .optimizer import Optimizer, values
+from .sparse import sgd_sparse_update
 
 
 # lr and momentum are arguments, not constants: schedulers (OneCycleLR, CyclicLR) change both every step
@@ -92,3 +93,6 @@ class SGD(Optimizer):
                     s["momentum_buffer"].copy_(Tensor._wrap(b))
                 else:
                     s["momentum_buffer"] = Tensor._wrap(b)
+
+    def _sparse_update(self, group, params):
+        sgd_sparse_update(self, group, params)

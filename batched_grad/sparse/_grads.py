@@ -8,6 +8,7 @@ import numpy as np
 from .. import _dtypes
 from .._factories import tensor, zeros, zeros_like
 from .._graph import AccumulateGrad, Node, edge_of
+from .._ops.rounding import fused_multiply_add
 from .._tensor import Tensor
 from ._construct import linear_index, to_dense
 from ._coo import SparseCOO
@@ -71,13 +72,22 @@ def zeroed_grad(grad):
 
 
 def added_into(dense, sparse, alpha=1):
-    """The values of `dense` plus alpha times `sparse`'s elements, added one at a time in the sparse tensor's order
-    (torch's in-place dense += sparse; duplicates add in turn)."""
+    """The values of `dense` plus alpha times `sparse`'s elements, added one element at a time in the sparse tensor's
+    order, each with one rounding (torch's in-place dense += sparse: an axpy per element)."""
     flat = dense._value.reshape(-1, *dense.shape[sparse.sparse_dim() :])
     values = sparse._coo_values._value.astype(flat.dtype)
-    if alpha != 1:
-        values = values * jnp.asarray(alpha, flat.dtype)
-    return flat.at[linear_index(sparse)._value].add(values).reshape(dense.shape)
+    keys = np.asarray(linear_index(sparse)._value)
+    # the k-th occurrence of each position adds in round k: a round's positions are distinct
+    order = np.argsort(keys, kind="stable")
+    starts = np.searchsorted(keys[order], keys[order], side="left")
+    rank = np.empty_like(keys)
+    rank[order] = np.arange(len(keys)) - starts
+    scale = jnp.asarray(alpha, flat.dtype)
+    for k in range(int(rank.max(initial=-1)) + 1):
+        chosen = np.nonzero(rank == k)[0]
+        rows = keys[chosen]
+        flat = flat.at[rows].set(fused_multiply_add(scale, values[chosen], flat[rows]))
+    return flat.reshape(dense.shape)
 
 
 def _own_sparse(grad, create_graph):
@@ -101,24 +111,25 @@ def accumulate_sparse(variable, old, grad, create_graph):
     elif not isinstance(grad, SparseCOO):
         variable._grad = grad.detach() + old
     else:
-        _concatenate_into(old, grad)
+        add_sparse_(old, grad)
 
 
-def _concatenate_into(old, grad):
-    """old += grad for two sparse tensors, in place, as torch's add_ on the CPU: an empty side gives the other; else
-    one walk along both index lists, which emits the smaller position first and sums positions met in both at once
-    (a merge of sorted lists, applied to unsorted ones as they are). Two coalesced tensors give a coalesced one."""
+def add_sparse_(old, grad, alpha=1):
+    """old += alpha * grad for two sparse tensors, in place, as torch's add_ on the CPU: an empty side gives the
+    other; else one walk along both index lists, which emits the smaller position first and sums positions met in
+    both at once (a merge of sorted lists, applied to unsorted ones as they are). Two coalesced tensors give a
+    coalesced one."""
     if grad._nnz() == 0:
         return
     if old._nnz() == 0:
-        total = _own_sparse(grad, False)
+        total = _own_sparse(grad if alpha == 1 else grad * alpha, False)
     else:
-        total = _merged(old, grad.detach())
+        total = _merged(old, grad.detach(), alpha)
     old._coo_indices, old._coo_values, old._coalesced = total._coo_indices, total._coo_values, total._coalesced
     old._counter.value += 1
 
 
-def _merged(a, b):
+def _merged(a, b, alpha):
     ka, kb = (np.asarray(linear_index(s)._value) for s in (a, b))
     take_a, take_b = [], []
     i = j = 0
@@ -136,9 +147,11 @@ def _merged(a, b):
     take_b += [-1] * (len(ka) - i) + list(range(j, len(kb)))
     ta, tb = np.array(take_a), np.array(take_b)
     va, vb = a._coo_values._value, b._coo_values._value.astype(a._coo_values._value.dtype)
+    scale = jnp.asarray(alpha, vb.dtype)
     from_a, from_b = va[np.maximum(ta, 0)], vb[np.maximum(tb, 0)]
     mask = (slice(None),) + (None,) * (va.ndim - 1)
-    values = jnp.where((ta >= 0)[mask], jnp.where((tb >= 0)[mask], from_a + from_b, from_a), from_b)
+    both = fused_multiply_add(scale, from_b, from_a)  # an element in both: one axpy, as torch's
+    values = jnp.where((ta >= 0)[mask], jnp.where((tb >= 0)[mask], both, from_a), from_b * scale)
     indices = np.where(ta >= 0, np.asarray(a._coo_indices._value)[:, np.maximum(ta, 0)], 0) + np.where(
         ta >= 0, 0, np.asarray(b._coo_indices._value)[:, np.maximum(tb, 0)]
     )
