@@ -109,7 +109,7 @@ def accumulate_sparse(variable, old, grad, create_graph):
         old._value = added_into(old, grad)
         old._counter.value += 1
     elif not isinstance(grad, SparseCOO):
-        variable._grad = grad.detach() + old
+        variable._grad = Tensor._wrap(added_into(grad, old))
     else:
         add_sparse_(old, grad)
 
