@@ -256,6 +256,7 @@ def _skip_gram(lib, steps=5, vocab=20, dim=8, negatives=3, seed=0):
     return losses, centers.weight.detach().numpy().copy(), contexts.weight.detach().numpy().copy()
 
 
+@pytest.mark.slow
 def test_word2vec_skip_gram_with_sparse_adam_matches_torch():
     got, want = _skip_gram(bg), _skip_gram(torch)
     np.testing.assert_allclose(got[0], want[0], rtol=1e-6)
@@ -269,3 +270,55 @@ def test_clip_grad_norm_refuses_sparse_gradients():
     _loss(emb(bg.tensor(LOOKUPS))).backward()
     with pytest.raises(RuntimeError, match="sparse"):
         bg.nn.utils.clip_grad_norm_(emb.parameters(), 0.5)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        pytest.param(dict(mode="sum"), id="sum"),
+        pytest.param(dict(mode="mean"), id="mean"),
+        pytest.param(dict(mode="mean", padding_idx=2), id="mean-padding"),
+        pytest.param(dict(mode="sum", padding_idx=1, weighted=True), id="sum-weighted-padding"),
+    ],
+)
+def test_embedding_bag_sparse_gradient(options):
+    options = dict(options)
+    weighted = options.pop("weighted", False)
+    got = {}
+    for lib in (bg, torch):
+        bag = lib.nn.EmbeddingBag(6, 3, sparse=True, dtype=lib.float64, **options)
+        with lib.no_grad():
+            bag.weight.copy_(lib.tensor(np.random.RandomState(0).randn(6, 3)))
+        weights = lib.tensor(np.linspace(0.5, 2, 7)).requires_grad_() if weighted else None
+        out = bag(lib.tensor([1, 2, 1, 4, 0, 2, 5]), lib.tensor([0, 3, 3, 5]), per_sample_weights=weights)
+        out.pow(2).sum().backward()
+        got[lib] = (out.detach().numpy(), bag.weight.grad, weights)
+    np.testing.assert_array_equal(got[bg][0], got[torch][0])
+    a, b = _sparse_parts(got[bg][1]), _sparse_parts(got[torch][1])
+    assert a[:2] == b[:2] and a[3:] == b[3:]
+    np.testing.assert_allclose(a[2], b[2], rtol=1e-14)
+    if weighted:
+        np.testing.assert_allclose(got[bg][2].grad.numpy(), got[torch][2].grad.numpy(), rtol=1e-14)
+
+
+def test_embedding_bag_max_mode_refuses_sparse_as_torch():
+    raises_like_torch(lambda lib: lib.nn.EmbeddingBag(4, 2, mode="max", sparse=True)(lib.tensor([[0, 1]])))
+
+
+def test_lbfgs_reads_sparse_gradients_densely_as_torch():
+    got = {}
+    for lib in (bg, torch):
+        emb = _table(lib, rows=6, dim=3)
+        opt = lib.optim.LBFGS(emb.parameters(), lr=0.5, max_iter=4)
+        idx = lib.tensor(LOOKUPS)
+
+        def closure():
+            opt.zero_grad()
+            loss = (emb(idx) - 0.3).pow(2).sum()
+            loss.backward()
+            return loss
+
+        for _ in range(2):
+            opt.step(closure)
+        got[lib] = emb.weight.detach().numpy().copy()
+    np.testing.assert_allclose(got[bg], got[torch], rtol=1e-12)

@@ -9,11 +9,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _dtypes, _host
+from .._factories import arange, zeros
 from .._grad_mode import is_grad_enabled, no_grad
 from .._tensor import Tensor
 from ._core import Op, apply
 from .nn import _check_tensor, _is_concrete
 from .nn import _host as _values
+from .shape import cat
 
 _MODES = ("sum", "mean", "max")
 _RENORM_EPS = 1e-7  # torch's embedding_renorm_ divides max_norm by norm + 1e-7
@@ -204,11 +206,6 @@ def _checked_mode(mode, scale_grad_by_freq, sparse):
             "embedding_bag: scale_grad_by_freq=True is not supported; pass scale_grad_by_freq=False (the gradient "
             "then reaches each row once per occurrence of its index)"
         )
-    if sparse:
-        raise NotImplementedError(
-            "embedding_bag: sparse=True asks for the weight's gradient as a sparse tensor, and the engine gives a "
-            "dense weight a dense gradient; pass sparse=False, which gives the same values densely"
-        )
 
 
 def _checked_padding_idx(padding_idx, rows):
@@ -262,8 +259,8 @@ def embedding_bag(
     out). Entries
     at `padding_idx` are left out of their bag (and its count); an empty bag gives zeros. `per_sample_weights`
     (mode 'sum') scales each looked-up row; `max_norm` first renormalizes the looked-up rows of `weight` in place.
-    sparse=True is refused (torch gives the weight a sparse gradient; the engine gives a dense weight a dense one),
-    and so is scale_grad_by_freq=True."""
+    With sparse=True the weight's gradient is a sparse tensor (each looked-up row once per lookup, padding entries
+    left out, as torch's). scale_grad_by_freq=True is refused."""
     _check_tensor("embedding_bag", "input", input)
     _check_tensor("embedding_bag", "weight", weight, 2)
     if weight.dtype in (_dtypes.int64, _dtypes.int32) and input.dtype.is_floating_point:
@@ -292,6 +289,8 @@ def embedding_bag(
     padding_idx = _checked_padding_idx(padding_idx, weight.shape[0])
     _check_values(indices, offsets, weight.shape[0])
     bags = max(offsets.shape[0] - bool(include_last_offset), 0)
+    if sparse and weight.requires_grad and is_grad_enabled():
+        weight, indices, padding_idx = _looked_up_rows(weight, indices, padding_idx)
     operands = [weight, indices, offsets] + ([] if sample_weights is None else [sample_weights])
     return apply(
         _EMBEDDING_BAG,
@@ -300,6 +299,21 @@ def embedding_bag(
         bags=bags,
         padding_idx=padding_idx,
     )
+
+
+def _looked_up_rows(weight, indices, padding_idx):
+    """(rows, positions, padding position) that give the bags of weight[indices] with the weight's gradient sparse:
+    the rows are the lookups, recorded by embedding's sparse node, and the bags read them at their positions (a
+    padding entry at an extra zero row, which the bags leave out as they leave out padding_idx)."""
+    from ..sparse._grads import embedding_with_sparse_grad
+
+    rows = embedding_with_sparse_grad(weight, indices, padding_idx, lambda w: w.index_select(0, indices))
+    positions = arange(indices.shape[0], dtype=_dtypes.int64)
+    if padding_idx is None:
+        return rows, positions, None
+    end = indices.shape[0]
+    positions = positions.masked_fill(indices == padding_idx, end)
+    return cat([rows, zeros((1, weight.shape[1]), dtype=weight.dtype)]), positions, end
 
 
 def embedding_renorm_(input, indices, max_norm, norm_type):

@@ -136,7 +136,10 @@ class LBFGS(Optimizer):
     def _flat_grad(self):
         parts = []
         for p in self._params:
-            grad = _factories.zeros(p.numel(), dtype=p.dtype) if p.grad is None else p.grad.reshape(-1)
+            if p.grad is None:
+                grad = _factories.zeros(p.numel(), dtype=p.dtype)
+            else:  # a sparse gradient (Embedding(sparse=True)'s) is read densely, as torch's
+                grad = (p.grad.to_dense() if p.grad.is_sparse else p.grad).reshape(-1)
             parts.append(view_as_real(grad).reshape(-1) if grad.is_complex() else grad)
         return cat(parts, 0)
 
