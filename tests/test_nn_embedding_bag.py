@@ -218,13 +218,9 @@ def test_bad_arguments_raise_like_torch(name):
     raises_like_torch(ERRORS[name])
 
 
-def test_sparse_gradients_and_frequency_scaling_are_refused_naming_the_argument():
+def test_frequency_scaling_is_refused_naming_the_argument():
     with pytest.raises(NotImplementedError, match="scale_grad_by_freq=True"):
         F(bg).embedding_bag(bg.tensor([0, 1]), bg.ones(3, 2), bg.tensor([0]), scale_grad_by_freq=True)
-    with pytest.raises(NotImplementedError, match="sparse=True"):
-        F(bg).embedding_bag(bg.tensor([0, 1]), bg.ones(3, 2), bg.tensor([0]), sparse=True)
-    with pytest.raises(NotImplementedError, match="sparse=True"):
-        bg.nn.EmbeddingBag(3, 2, sparse=True)(bg.tensor([[0, 1]]))
 
 
 def test_old_argument_order_warns_and_swaps_like_torch():
