@@ -322,3 +322,37 @@ def test_lbfgs_reads_sparse_gradients_densely_as_torch():
             opt.step(closure)
         got[lib] = emb.weight.detach().numpy().copy()
     np.testing.assert_allclose(got[bg], got[torch], rtol=1e-12)
+
+
+def test_node_name_hooks_and_create_graph_as_torch():
+    got = {}
+    for lib in (bg, torch):
+        w = _table(lib).weight
+        idx = lib.tensor(LOOKUPS)
+        out = lib.nn.functional.embedding(idx, w, sparse=True)
+        name = out.grad_fn.name() if lib is bg else type(out.grad_fn).__name__
+        seen = []
+        handle = w.register_hook(lambda g: seen.append(g.is_sparse))
+        (g,) = lib.autograd.grad(_loss(out), w, create_graph=True)
+        handle.remove()
+        got[lib] = (name, seen, g.requires_grad, g.is_sparse, g._indices().tolist())
+    assert got[bg] == got[torch]
+
+
+def test_batched_gradients_of_a_sparse_lookup_are_refused_by_name():
+    w = _table(bg).weight
+    out = bg.nn.functional.embedding(bg.tensor([1, 3]), w, sparse=True)
+    with pytest.raises(RuntimeError, match="sparse=True"):
+        bg.autograd.grad(out, w, bg.ones(2, 2, 4, dtype=bg.float64), is_grads_batched=True)
+
+
+def test_a_weight_computed_from_a_leaf_gets_a_dense_gradient():
+    """A difference from torch (whose nodes carry the sparse gradient on): here the leaf's gradient is dense, with
+    torch's values."""
+    got = {}
+    for lib in (bg, torch):
+        w = _table(lib).weight
+        _loss(lib.nn.functional.embedding(lib.tensor(LOOKUPS), w * 2, sparse=True)).backward()
+        got[lib] = w.grad.to_dense().numpy()
+    assert not _table(bg).weight.is_sparse
+    np.testing.assert_array_equal(got[bg], got[torch])
