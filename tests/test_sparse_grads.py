@@ -356,3 +356,15 @@ def test_a_weight_computed_from_a_leaf_gets_a_dense_gradient():
         got[lib] = w.grad.to_dense().numpy()
     assert not _table(bg).weight.is_sparse
     np.testing.assert_array_equal(got[bg], got[torch])
+
+
+def test_second_backward_without_retain_graph_raises_as_torch():
+    def twice(lib):
+        w = _table(lib).weight
+        loss = _loss(lib.nn.functional.embedding(lib.tensor(LOOKUPS), w, sparse=True))
+        loss.backward(retain_graph=True)
+        loss.backward()  # retained: a second sparse gradient
+        assert w.grad._indices().shape[1] == 6
+        loss.backward()
+
+    raises_like_torch(twice)

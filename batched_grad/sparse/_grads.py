@@ -9,6 +9,7 @@ from .. import _dtypes
 from .._factories import tensor, zeros, zeros_like
 from .._graph import AccumulateGrad, Node, edge_of
 from .._ops.rounding import fused_multiply_add
+from .._saved import BACKWARD_TWICE
 from .._tensor import Tensor
 from ._construct import linear_index, to_dense
 from ._coo import SparseCOO
@@ -35,6 +36,8 @@ class EmbeddingSparseBackward(Node):
                 "embedding with sparse=True gives the weight a sparse gradient, which is not provided for batched "
                 "gradients (is_grads_batched=True or vmap over the backward); pass sparse=False"
             )
+        if self.indices is None:
+            raise RuntimeError(BACKWARD_TWICE)
         (grad,) = cotangents
         shape, to_leaf = self.weight_meta
         rows, values = self.indices, grad.reshape(-1, shape[1])
@@ -44,6 +47,10 @@ class EmbeddingSparseBackward(Node):
         sparse = SparseCOO._of(rows.reshape(1, -1), values, shape)
         # a weight computed from other tensors gets its gradient densely (the nodes it flows through are dense)
         return (sparse if to_leaf else to_dense(sparse),)
+
+    def release(self):
+        """Free the saved indices after a backward that does not retain the graph, as torch frees its node's."""
+        self.indices = None
 
 
 def embedding_with_sparse_grad(weight, indices, padding_idx, dense_lookup):
