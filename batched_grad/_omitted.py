@@ -6,10 +6,6 @@ autograd / func name is listed only with what blocks it here."""
 
 # ---- reasons -------------------------------------------------------------------------------------------------------
 SPARSE = "sparse layouts other than COO (CSR, CSC, BSR, BSC) and the sparse ops batched_grad.sparse does not provide"
-SPARSE_GRADIENTS = (
-    "sparse gradients of dense parameters (Embedding(sparse=True) and the optimizer made for them): the engine "
-    "gives a dense parameter a dense gradient; sparse COO tensors themselves get sparse gradients"
-)
 QUANTIZED = "quantized tensors and quantization kernels: no quantized dtypes or qschemes"
 NARROW_DTYPES = "dtypes JAX has no arrays of (complex32, float8/float4, sub-byte and unsigned 16-64-bit integers)"
 CUDA = (
@@ -265,9 +261,7 @@ OMITTED = {
         **_names(LDL, "ldl_factor ldl_factor_ex ldl_solve"),
         **_names(INTERNAL, "common_notes"),
     },
-    "torch.optim": {
-        **_names(SPARSE_GRADIENTS, "SparseAdam"),
-    },
+    "torch.optim": {},
     "torch.optim.lr_scheduler": {},
     "torch.optim.swa_utils": {},
     "torch.autograd": {
