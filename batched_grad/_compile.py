@@ -33,7 +33,7 @@ from vmap._pytree import flatten
 from . import _compile_args
 from ._grad_mode import is_grad_enabled
 from ._host import is_shared
-from ._lazy import Pending, materialize
+from ._lazy import Pending, computable, materialize
 from ._tensor import Tensor
 from ._tracing import ValueRead, compiling
 from ._x64 import scoped
@@ -398,11 +398,12 @@ def _live_tensors():
 
 def _captured(before, leaves):
     """The live tensors other than the arguments whose values the trace reads as its inputs: each holding a dense
-    value (deferred ones computed now, before the trace)."""
+    value (a deferred one computed now, before the trace, unless it reads a transform's traced values)."""
     arguments = {id(x) for x in leaves}
-    for t in before:
-        if type(t._v) is Pending:
-            t._v = materialize(t._v)
+    for t, (v, grad) in before.items():
+        if type(v) is Pending and computable(v):
+            t._v = materialize(v)
+            before[t] = (t._v, grad)  # the value the trace reads, restored after it
     return [t for t in before if id(t) not in arguments and _dense(t._v)]
 
 

@@ -264,6 +264,24 @@ def keep(value):
         value.call.keep = True
 
 
+def computable(value):
+    """Whether a Pending value can be computed now, outside any trace: no call it needs reads a traced value or a
+    row of vmap.vmap's inputs (a transform's internal tensor, still alive, may hold such a value)."""
+    seen, stack = set(), [value.call]
+    while stack:
+        call = stack.pop()
+        if call.op is MAPPED or call.args is None:
+            return False
+        for a in call.args:
+            if type(a) is Pending:
+                if a.call.result is None and a.call not in seen:
+                    seen.add(a.call)
+                    stack.append(a.call)
+            elif is_tracer(a):
+                return False
+    return True
+
+
 def materialize(value):
     """The array of a value that may be Pending (computing it and every deferred call it needs)."""
     if type(value) is not Pending:

@@ -305,6 +305,16 @@ def test_transforms_of_captured_tensors_alone_are_computed_at_every_call():
             ours_w.mul_(1.1)
 
 
+def test_a_captured_tensor_whose_value_is_deferred_is_read_at_every_call():
+    w = bg.randn(3, requires_grad=True)
+    doubled = w * 2  # recorded, its value not computed yet
+    total = bg.compile(lambda: doubled.detach().sum())
+    for _ in range(3):
+        np.testing.assert_allclose(total().item(), doubled.detach().sum().item(), rtol=1e-6)
+        with bg.no_grad():
+            doubled.add_(1.0)
+
+
 def test_a_training_step_over_a_captured_model_and_optimizer_matches_torch():
     def losses(lib):
         lib.manual_seed(0)
