@@ -1,8 +1,9 @@
 """Autograd-centric programs of the kinds public code holds (create_graph, grad_outputs, custom Functions), each run
 with torch and with batched_grad in its place (seeded alike, float64, compared to round-off): Hessian power iteration
 with a Hutchinson trace, a continuous normalizing flow's exact and stochastic trace, Jacobian regularization by random
-projections, a WGAN gradient penalty, LiSSA influence scores, sharpness-aware minimization and an adjoint-method ODE
-Function."""
+projections, a WGAN gradient penalty, LiSSA influence scores, sharpness-aware minimization, an adjoint-method ODE
+Function, a Laplace GP classifier by Newton steps on torch.func Hessians and Function extras (non-differentiable
+outputs, unmaterialized grads, once_differentiable) with hooks under create_graph."""
 
 import numpy as np
 import pytest
@@ -243,6 +244,61 @@ def adjoint_ode(torch):
     return history
 
 
+@float64_program
+def laplace_gp_classifier(torch):
+    func = torch.func
+    x = torch.linspace(-2, 2, 8)[:, None]
+    labels = (x[:, 0] > 0).double()
+
+    def negative_log_posterior(latent, log_scale):
+        kernel = torch.exp(-0.5 * torch.cdist(x, x) ** 2 / torch.exp(log_scale) ** 2) + 1e-6 * torch.eye(8)
+        factor = torch.linalg.cholesky(kernel)
+        prior = 0.5 * (latent[:, None] * torch.cholesky_solve(latent[:, None], factor)).sum()
+        likelihood = (labels * latent - torch.nn.functional.softplus(latent)).sum()
+        return prior - likelihood + torch.log(torch.diagonal(factor)).sum()
+
+    latent, log_scale = torch.zeros(8), torch.tensor(0.0)
+    for _ in range(4):
+        newton = torch.linalg.solve(
+            func.hessian(negative_log_posterior)(latent, log_scale),
+            func.grad(negative_log_posterior)(latent, log_scale),
+        )
+        latent = latent - newton
+    full = func.hessian(negative_log_posterior, argnums=(0, 1))(latent, log_scale)
+    return [latent, func.grad(negative_log_posterior, argnums=1)(latent, log_scale), full]
+
+
+def function_extras(torch):
+    class Rounded(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            winner = x.argmax(-1)
+            ctx.mark_non_differentiable(winner)
+            ctx.set_materialize_grads(False)
+            ctx.save_for_backward(x)
+            return x.round(), winner
+
+        @staticmethod
+        @torch.autograd.function.once_differentiable
+        def backward(ctx, grad_rounded, grad_winner):
+            (x,) = ctx.saved_tensors
+            return None if grad_rounded is None else grad_rounded * (x.abs() < 2)
+
+    torch.manual_seed(0)
+    x = (torch.randn(4, 5, dtype=torch.float64) * 2).requires_grad_()
+    rounded, winner = Rounded.apply(x)
+    (rounded * torch.arange(5.0, dtype=torch.float64)).sum().backward()
+    cube_input = torch.randn(3, dtype=torch.float64, requires_grad=True)
+    cube = cube_input**3
+    seen = []
+    cube.register_hook(lambda g: seen.append(g.detach().clone()) or g * 2)
+    (first,) = torch.autograd.grad(cube.sum(), cube_input, create_graph=True)
+    (second,) = torch.autograd.grad(first.sum(), cube_input)
+    other = torch.randn(3, dtype=torch.float64, requires_grad=True)
+    materialized = torch.autograd.grad((cube_input * 2).sum(), (cube_input, other), materialize_grads=True)
+    return [winner.requires_grad, rounded.requires_grad, x.grad, first, second, seen, materialized]
+
+
 PROGRAMS = [
     hessian_spectrum,
     continuous_flow,
@@ -251,6 +307,8 @@ PROGRAMS = [
     influence_scores,
     sharpness_aware,
     adjoint_ode,
+    laplace_gp_classifier,
+    function_extras,
 ]
 # the programs whose two runs take under ~2 s from a cold compilation cache
 FAST = {

@@ -336,6 +336,37 @@ def clipped_per_sample_gradients(torch):
     return [losses, norms, private, reverse, forward, rows, linear(torch.ones_like(x))]
 
 
+@float64_program
+def transformer_attribution(torch):
+    func, nn = torch.func, torch.nn
+
+    class TinyLM(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed, self.position = nn.Embedding(11, 8), nn.Parameter(torch.randn(5, 8) * 0.1)
+            self.block = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True, norm_first=True)
+            self.head = nn.Linear(8, 11)
+
+        def forward(self, tokens):
+            return self.head(self.block(self.embed(tokens) + self.position))
+
+    model = TinyLM().eval()
+    weights = {name: p.detach() for name, p in model.named_parameters()}
+    tokens = torch.randint(0, 11, (4, 5))
+
+    def next_token_loss(w, sequence):
+        logits = func.functional_call(model, w, (sequence.unsqueeze(0),))[0]
+        return nn.functional.cross_entropy(logits[:-1], sequence[1:])
+
+    def last_logits(w, sequence):
+        return func.functional_call(model, w, (sequence.unsqueeze(0),))[0, -1]
+
+    grads = func.vmap(func.grad(next_token_loss), in_dims=(None, 0), chunk_size=2)(weights, tokens)
+    flat = torch.cat([g.flatten(1) for g in grads.values()], 1)
+    jac = func.vmap(func.jacrev(last_logits), in_dims=(None, 0))(weights, tokens)
+    return {"gram": flat @ flat.T, "head": jac["head.weight"], "attention": jac["block.self_attn.in_proj_weight"]}
+
+
 PROGRAMS = [
     tangent_kernels,
     score_matching,
@@ -347,6 +378,7 @@ PROGRAMS = [
     planar_flow_density,
     gauss_newton_step,
     clipped_per_sample_gradients,
+    transformer_attribution,
 ]
 # the programs whose two runs take under ~2 s from a cold compilation cache
 FAST = {"stacked_ensemble", "forward_gradient_descent", "custom_functions", "gauss_newton_step"}
