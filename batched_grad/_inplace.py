@@ -9,28 +9,53 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _dtypes, _dual, _graph, _transform_levels
+from . import _dtypes, _dual, _graph, _nesting, _transform_levels
 from ._budget import Jitted
 from ._grad_mode import is_grad_enabled
 from ._host import is_shared
 from ._saved import SavedValue
 from ._view_meta import check_view_creation
-from ._vmap_levels import is_batched
+from ._vmap_levels import batch_size, is_batched, levels_across
 from ._x64 import scoped
 
 LEAF_INPLACE = "a leaf Variable that requires grad is being used in an in-place operation."
 VIEW_OF_LEAF_INPLACE = "a view of a leaf Variable that requires grad is being used in an in-place operation."
 # torch.func.vmap's error for an in-place op whose result varies across the rows of a running vmap while the tensor
-# written into does not (an argument with in_dim None, or a tensor made outside the vmapped function)
+# written into does not (an argument with in_dim None, or a tensor made outside the vmapped function). torch names the
+# op by the batching rule it reaches: the binary in-place rule (and an out= argument) "inplace arithmetic", a few
+# dedicated rules their op, the boxed fallback "aten::<op>"; add_, atan2_ and copysign_ reach no such check and fail
+# on the broadcast of the written tensor's shape with the rows'.
+BINARY_INPLACE_RULE = frozenset({None, "sub_", "mul_", "div_", "copy_", "masked_fill_"})
+DEDICATED_RULE = frozenset({"fill_", "index_add_", "scatter_add_", "index_put_"})
+BROADCAST_FAILURE = frozenset({"add_", "atan2_", "copysign_"})
 BATCHED_INTO_UNBATCHED = (
-    "vmap: inplace arithmetic(self, *extra_args) is not possible because there exists a Tensor `other` in "
-    "extra_args that has more elements than `self`. This happened due to `other` being vmapped over but `self` "
-    "not being vmapped over in a vmap. Please try to use out-of-place operators instead of inplace arithmetic. "
-    "If said operator is being called inside the PyTorch framework, please file a bug report instead."
+    "vmap: {name}(self, *extra_args) is not possible because there exists a Tensor `other` in extra_args that has "
+    "more elements than `self`. This happened due to `other` being vmapped over but `self` not being vmapped over "
+    "{where}. Please try to use out-of-place operators instead of {name}. If said operator is being called inside the "
+    "PyTorch framework, please file a bug report instead."
 )
 # A step in a view chain that shares values but not the graph (detach(), .data): writes through it are
 # value-only for the base, and the base's in-place updates reach it as values only.
 DETACH = (None, (), 0)
+
+
+def _batched_into_unbatched(self, result, op, args, kwargs):
+    """torch's error for writing `result`, which varies across the rows of a running vmap, into `self` by `op`
+    (called with `args` and `kwargs`)."""
+    across = levels_across(result._v)
+    if op in BROADCAST_FAILURE:
+        rows = [batch_size(level) for level in across]
+        return RuntimeError(
+            f"output with shape {list(self.shape)} doesn't match the broadcast shape {rows + list(result.shape)}"
+        )
+    fill_value = args[1] if len(args) > 1 else (kwargs or {}).get("value")
+    tensor_fill = op == "masked_fill_" and isinstance(fill_value, InPlace)  # masked_fill_.Tensor reaches the fallback
+    if op in BINARY_INPLACE_RULE and not tensor_fill:
+        return RuntimeError(BATCHED_INTO_UNBATCHED.format(name="inplace arithmetic", where="in a vmap"))
+    if op in DEDICATED_RULE:
+        return RuntimeError(BATCHED_INTO_UNBATCHED.format(name=op, where="in a vmap"))
+    where = f"at level {_nesting.depth(across[-1])}"
+    return RuntimeError(BATCHED_INTO_UNBATCHED.format(name=f"aten::{op}", where=where))
 
 
 def _ops_of(chain):
@@ -143,7 +168,7 @@ class InPlace:
             _transform_levels.check_not_captured(self, op, args, kwargs)
         self._check_inplace(result)
         if is_batched(result._v) and not is_batched(self._v):
-            raise RuntimeError(BATCHED_INTO_UNBATCHED)
+            raise _batched_into_unbatched(self, result, op, args, kwargs)
         if result._v.shape != self._v.shape:
             raise RuntimeError(
                 f"output with shape {list(self.shape)} doesn't match the broadcast shape {list(result.shape)}"

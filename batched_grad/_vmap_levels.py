@@ -140,6 +140,19 @@ def is_batched(value):
     return trace is not None and any(trace is level.trace for level in calls)
 
 
+def levels_across(value):
+    """The running vmap.vmap calls that `value` (a Tensor's array) varies across, outermost first."""
+    if type(value) is Pending:
+        value = materialize(value)
+    across = []
+    while isinstance(value, BatchTracer):
+        level = next((level for level in _running.calls if level.trace is value._trace), None)
+        if level is not None and value.batch_dim is not None:
+            across.insert(0, level)
+        value = value.val
+    return across
+
+
 def refuse_dynamic_shape(tensor, name, message=DYNAMIC_SHAPE):
     """torch's error for an op whose result's size depends on the values of `tensor` (`name`: its aten operator),
     where those vary across the rows of a running vmap.vmap: each row would give a result of another size. (A

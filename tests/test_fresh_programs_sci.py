@@ -13,7 +13,7 @@ import pytest
 import torch as real_torch
 
 import batched_grad
-from ported._harness import assert_trees_close
+from ported._harness import assert_trees_close, mlp
 
 TOLERANCE = {"rtol": 1e-8, "atol": 1e-10}
 
@@ -22,13 +22,6 @@ def run_both(program, *args, tolerance=TOLERANCE):
     expected = program(real_torch, *args)
     actual = program(batched_grad, *args)
     assert_trees_close(actual, expected, program.__name__, tolerance)
-
-
-def mlp(torch, sizes, activation):
-    layers = []
-    for fan_in, fan_out in zip(sizes[:-1], sizes[1:]):
-        layers += [torch.nn.Linear(fan_in, fan_out), activation()]
-    return torch.nn.Sequential(*layers[:-1])
 
 
 def burgers_pinn(torch):

@@ -1,7 +1,8 @@
 """What torch.func 2.13 refuses inside a function transform, refused the same way by batched_grad.func (exception
 type and message against torch's): in-place writes into captured tensors under the grad-type transforms, aux
 outputs that are not Tensors, requires_grad_() and retain_grad(), torch.autograd.functional, a custom Function
-without setup_context, and .item() or a branch on a batched value under vmap. Each case is written once against a
+without setup_context, .item() or a branch on a batched value under vmap, backward() inside any transform and a
+training batch norm of mapped rows into unmapped running statistics. Each case is written once against a
 library `m` (torch or batched_grad) and its transforms `m.func`."""
 
 import numpy as np
@@ -359,3 +360,43 @@ def test_forward_mode_hessian_inside_grad_is_refused_and_a_captured_input_under_
         return m.func.vmap(lambda s: _forward_jacobian(m, m.tensor(X3)) * s)(m.tensor([1.0, 2.0]))
 
     np.testing.assert_allclose(captured(bg).numpy(), captured(torch).numpy(), rtol=1e-6)
+
+
+def _backward_inside(m, a):
+    (a**2).sum().backward()
+    return a.sum()
+
+
+@pytest.mark.parametrize(
+    "transform",
+    [
+        lambda m, f: m.func.grad(f)(_x(m)),
+        lambda m, f: m.func.vmap(f)(m.stack([_x(m), _x(m)])),
+        lambda m, f: m.func.jvp(f, (_x(m),), (_x(m),)),
+        lambda m, f: m.func.vjp(f, _x(m)),
+    ],
+    ids=["grad", "vmap", "jvp", "vjp"],
+)
+def test_backward_inside_a_transform_is_refused(transform):
+    raises_like_torch(lambda m: transform(m, lambda a: _backward_inside(m, a)))
+
+
+@pytest.mark.parametrize("running", ["both", "mean only"])
+def test_training_batch_norm_of_mapped_rows_into_unmapped_running_stats_is_refused(running):
+    def normalize(m):
+        mean, var = m.zeros(3), (m.ones(3) if running == "both" else None)
+        rows = m.tensor(np.arange(24.0).reshape(2, 4, 3))
+        return m.func.vmap(lambda r: m.nn.functional.batch_norm(r, mean, var, training=True))(rows)
+
+    raises_like_torch(normalize)
+
+
+def test_batch_norm_module_in_training_mode_under_vmap_is_refused_but_runs_in_eval_mode():
+    def run(m, training):
+        m.manual_seed(0)
+        norm = m.nn.BatchNorm1d(3).train(training)
+        rows = m.tensor(np.linspace(-1.0, 1.0, 24, dtype=np.float32).reshape(2, 4, 3))
+        return m.func.vmap(norm)(rows)
+
+    raises_like_torch(lambda m: run(m, True))
+    np.testing.assert_allclose(run(bg, False).detach().numpy(), run(torch, False).detach().numpy(), rtol=1e-6)

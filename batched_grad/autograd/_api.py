@@ -9,7 +9,7 @@ import numpy as np
 
 from vmap._batching import check_chunk_size
 
-from .. import _engine
+from .. import _engine, _transform_levels
 from .._batched import batched_backward
 from .._dtypes import from_numpy_dtype
 from .._factories import zeros
@@ -27,6 +27,12 @@ CREATE_GRAPH_CYCLE = (
     "which can cause a memory leak. We recommend using autograd.grad when creating the graph to avoid this. If you "
     "have to use this function, make sure to reset the .grad fields of your parameters to None after use to break "
     "the cycle and avoid the leak."
+)
+
+
+BACKWARD_IN_TRANSFORM = (
+    "backward() called inside a functorch transform. This is not supported, please use functorch.grad or "
+    "functorch.vjp instead or call backward() outside of functorch transforms."
 )
 
 
@@ -282,6 +288,8 @@ def _finish(result, inputs, grads, allow_unused, materialize_grads, create_graph
 @scoped
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, grad_variables=None, inputs=None):
     """Accumulate the gradients of `tensors` into the `.grad` of the leaves (or of `inputs`)."""
+    if _transform_levels.in_transform():
+        raise RuntimeError(BACKWARD_IN_TRANSFORM)
     if grad_variables is not None:
         warnings.warn("`grad_variables` is deprecated. Use `grad_tensors` instead.", FutureWarning, stacklevel=3)
         if grad_tensors is not None:

@@ -52,6 +52,7 @@ from .._ops.nn import (
     softplus,
 )
 from .._tensor import Tensor
+from .._vmap_levels import is_batched
 from .ctc import ctc_loss
 from .losses import FUNCTIONS as _LOSSES
 from .losses import legacy_reduction
@@ -433,6 +434,21 @@ def _batch_statistics(x):
     return x.mean(dims), x.var(dims, correction=1)
 
 
+BATCHED_INPUT_UNBATCHED_STATS = (
+    "Batch norm got a batched tensor as input while the running_mean or running_var, which will be updated in place, "
+    "were not batched.\nIf you are using a module and do not need eval mode, please set `track_running_stats` to be "
+    "False.If you are using a prebuilt module and do not need eval mode, please see the functorch website for "
+    "resources on how to patch your module to work with vmap"
+)
+
+
+def _check_running_stats_batched_with(input, running_mean, running_var, training):
+    """torch.func.vmap's refusal to move unmapped running statistics by a training batch norm of mapped rows."""
+    stats = [t for t in (running_mean, running_var) if t is not None]
+    if training and stats and is_batched(input._v) and not all(is_batched(t._v) for t in stats):
+        raise RuntimeError(BATCHED_INPUT_UNBATCHED_STATS)
+
+
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5):
     """Normalize each channel (dim 1) of `input` by the batch's mean and biased variance when `training` (moving
     the running statistics, when given, by `momentum`: in place, with the unbiased variance), else by the running
@@ -455,6 +471,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     for name, t in named:
         if t is not None and t.numel() != channels:
             raise RuntimeError(f"{name} should contain {channels} elements not {t.numel()}")
+    _check_running_stats_batched_with(input, running_mean, running_var, training)
     if training and running_mean is not None and running_var is not None:
         mean, var = _batch_statistics(input)
         with no_grad():

@@ -63,3 +63,31 @@ def load_state(torch, module, state):
 
 def parameters_of(module):
     return {name: p.detach().clone() for name, p in module.named_parameters()}
+
+
+def run_with_each_library(program, tolerance):
+    """program(torch) with torch and with batched_grad; asserts that the results agree."""
+    assert_trees_close(program(batched_grad), program(real_torch), program.__name__, tolerance)
+
+
+def float64_program(program):
+    """program(torch) run under a float64 default dtype from seed 0, the float32 default restored afterwards."""
+
+    def seeded(torch):
+        torch.manual_seed(0)
+        torch.set_default_dtype(torch.float64)
+        try:
+            return program(torch)
+        finally:
+            torch.set_default_dtype(torch.float32)
+
+    seeded.__name__ = program.__name__
+    return seeded
+
+
+def mlp(torch, sizes, activation):
+    """nn.Sequential of Linear layers of the given sizes with activation() between them."""
+    layers = []
+    for fan_in, fan_out in zip(sizes[:-1], sizes[1:]):
+        layers += [torch.nn.Linear(fan_in, fan_out), activation()]
+    return torch.nn.Sequential(*layers[:-1])
