@@ -12,7 +12,7 @@ import numpy as np
 from . import _dtypes, _dual, _graph, _nesting, _transform_levels
 from ._budget import Jitted
 from ._grad_mode import is_grad_enabled
-from ._host import is_shared
+from ._host import computed_on_host, is_shared
 from ._saved import SavedValue
 from ._view_meta import check_view_creation
 from ._vmap_levels import batch_size, is_batched, levels_across
@@ -69,6 +69,17 @@ def _view_value(base, chain):
     return base
 
 
+def view_positions(base, chain):
+    """The view `chain` applied to the NumPy array `base` (positions, an arange), each step by its host form where it
+    has one (no kernel to compile for a new shape), else by its kernel."""
+    for op, static, k in chain:
+        out = computed_on_host(op, [base], dict(static)) if type(base) is np.ndarray else None
+        if out is None:
+            out = op.fn(base, **dict(static))
+        base = out[k] if op.multi else out
+    return base
+
+
 def written_through(src, chain):
     """The values that writing `src` into the view `chain` stores in its base: through each step that changes
     the elements (conj, a negative view), whose function is its own inverse."""
@@ -87,18 +98,17 @@ def _step_positions(positions, op, static, k):
     if op.involution:
         return positions
     if op.replayed:  # view_as_real: a complex view's pair of arrays becomes a last dimension; view_as_complex: back
-        return jnp.stack(positions, -1) if type(positions) is tuple else (positions[..., 0], positions[..., 1])
+        return np.stack(positions, -1) if type(positions) is tuple else (positions[..., 0], positions[..., 1])
     if type(positions) is tuple:
         return tuple(_step_positions(p, op, static, k) for p in positions)
-    out = op.fn(positions, **dict(static))
-    return out[k] if op.multi else out
+    return np.asarray(view_positions(positions, ((op, static, k),)))
 
 
 def component_positions(shape, is_complex, chain):
     """Where each element of the view `chain` of a root of `shape` lies among the root's scalar components (a
     complex element is two, real then imaginary): an int array, or for a complex view a pair of them (the real
     parts', the imaginary parts')."""
-    positions = jnp.arange(math.prod(shape)).reshape(shape)
+    positions = np.arange(math.prod(shape)).reshape(shape)
     if is_complex:
         positions = (2 * positions, 2 * positions + 1)
     for step in chain:
@@ -110,7 +120,7 @@ def element_positions(shape, is_complex, chain):
     """Where each element of the view `chain` of a root of `shape` lies in the root's storage, in units of the
     view's own elements (as torch's offset and strides count them)."""
     if not _reinterprets(chain):
-        return _view_value(jnp.arange(math.prod(shape)).reshape(shape), chain)
+        return view_positions(np.arange(math.prod(shape)).reshape(shape), chain)
     positions = component_positions(shape, is_complex, chain)
     return positions[0] // 2 if type(positions) is tuple else positions
 

@@ -101,3 +101,42 @@ def test_most_calls_of_these_families_take_new_sizes():
         except (RuntimeError, ValueError, IndexError):
             pass
     assert taken >= 300
+
+
+_xla_compiles = []
+jax.monitoring.register_event_duration_secs_listener(
+    lambda event, duration, **kwargs: (
+        _xla_compiles.append(event) if event.endswith("backend_compile_duration") else None
+    )
+)
+
+
+def _layout_of_views(n):
+    return _layouts(bg, bg.randn(n, n + 1, 3), n)
+
+
+def _layouts(lib, x, n):
+    views = (
+        x.transpose(0, 1),
+        x[:, 1:],
+        x.permute(2, 0, 1)[1],
+        x.reshape(n + 1, n, 3).narrow(0, 1, 2),
+        x.diagonal(0, 0, 1),
+        x[None].expand(2, n, n + 1, 3),
+    )
+    return [
+        (v.is_contiguous(), v.stride(), v.storage_offset(), v.data_ptr() - x.data_ptr(), tuple(v.contiguous().shape))
+        for v in views
+    ]
+
+
+def test_a_views_layout_at_a_new_size_compiles_nothing():
+    """Strides, contiguity and storage offsets of views (read by `.contiguous()` in every Transformer's reshapes)
+    are worked out on the host: a new size compiles no XLA program, not even JAX's own eager ones; they are torch's."""
+    import torch
+
+    _layout_of_views(4)
+    before = len(_xla_compiles)
+    for n in (5, 9, 23):
+        assert _layout_of_views(n) == _layouts(torch, torch.randn(n, n + 1, 3), n)
+    assert len(_xla_compiles) == before
