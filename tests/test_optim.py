@@ -112,15 +112,17 @@ def test_step_updates_in_place_and_compiles_once_per_structure():
     params, loss_fn = _problem(bg, bg.float32)
     opt = bg.optim.SGD(params, lr=0.1, momentum=0.9)
     version = params[0]._version
-    for i in range(4):
+    for i in range(6):
         opt.param_groups[0]["lr"] = 0.1 / (i + 1)  # a schedule changes lr: the compiled update is reused
         opt.zero_grad()
         loss_fn().backward()
         opt.step()
-        if i == 2:  # the graph's fused program compiles at its third call; the update at the first
+        # the graph's fused program compiles at its third call; the update with momentum buffers (from the second
+        # step on) runs parameter by parameter twice, then as one program
+        if i == 3:
             compiles = bg.compile_count()
     assert bg.compile_count() == compiles
-    assert params[0]._version == version + 4
+    assert params[0]._version == version + 6
     no_grad = bg.optim.SGD([bg.zeros(2, requires_grad=True)])
     no_grad.step()  # parameters without .grad are skipped, as in torch
 
@@ -155,3 +157,45 @@ def test_load_state_dict_makes_new_groups_as_torch():
         return opt.param_groups is old_list, group is old_group, group["params"][0] is p, group["lr"]
 
     assert after_load(bg) == after_load(torch)
+
+
+def _many_parameters(m):
+    rng = np.random.default_rng(1)
+    shapes = [(6, 5), (5,), (6, 5), (4, 6), (4,), (5,), (1, 4)]
+    return [m.tensor(rng.standard_normal(s), dtype=m.float32, requires_grad=True) for s in shapes]
+
+
+def _steps(m, params, make, steps=4):
+    opt = make(m)(params)
+    for i in range(steps):
+        for k, p in enumerate(params):
+            p.grad = m.tensor(np.sin(p.detach().numpy() * (i + 1) + k))
+        opt.step()
+    return [p.detach().clone() for p in params]
+
+
+@pytest.mark.parametrize(
+    "make, structures",
+    [
+        (lambda m: lambda p: m.optim.Adam(p, lr=0.05, weight_decay=0.01, amsgrad=True), 1),
+        (lambda m: lambda p: m.optim.SGD(p, lr=0.1, momentum=0.9, nesterov=True), 2),  # without buffers, then with
+        (lambda m: lambda p: m.optim.RMSprop(p, lr=0.01, momentum=0.5), 1),
+    ],
+    ids=["Adam", "SGD", "RMSprop"],
+)
+def test_an_update_parameter_by_parameter_equals_the_whole_program(make, structures, monkeypatch):
+    """Until a group's whole update pays for its compile (XLA's compile of one program over n parameters grows with
+    n), the update runs parameter by parameter, compiling one program per shape: the values are the same bits as the
+    whole program's, and torch's."""
+    from batched_grad import _lazy
+
+    monkeypatch.setattr(_lazy, "FUSE_AFTER", 10**9)
+    before = bg.compile_count()
+    by_parameter = _steps(bg, _many_parameters(bg), make)
+    distinct = len({tuple(p.shape) for p in by_parameter})
+    assert bg.compile_count() - before == structures * distinct  # one small program per shape, none of the group
+    monkeypatch.setattr(_lazy, "FUSE_AFTER", 0)
+    whole = _steps(bg, _many_parameters(bg), make)
+    for a, b, t in zip(by_parameter, whole, _steps(torch, _many_parameters(torch), make)):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+        np.testing.assert_allclose(a.numpy(), t.numpy(), rtol=1e-6, atol=1e-6)

@@ -15,7 +15,7 @@ from .._budget import Jitted
 from .._factories import tensor
 from .._tensor import Tensor
 from .._tracing import compiling
-from .optimizer import Optimizer, values
+from .optimizer import Optimizer, in_parts, shapes_of, values
 
 
 def sqrt(x):
@@ -87,12 +87,16 @@ class ElementwiseOptimizer(Optimizer):
             chosen = [i for i, k in enumerate(keys) if k == key]
             hyper, new_scalars = self._hyper(group, key[0], dict(zip(self.scalars, key[1:])))
             names = [n for n in self.arrays if n in states[chosen[0]]]
-            new_params, new_states = _compiled(type(self)._rule)(
-                values([params[i] for i in chosen]),
-                values([params[i].grad for i in chosen]),
-                [{n: states[i][n]._value for n in names} for i in chosen],
-                hyper,
-                flags,
+            new_params, new_states = in_parts(
+                (type(self).__name__, flags, tuple(names), shapes_of([params[i] for i in chosen])),
+                len(chosen),
+                lambda part: _compiled(type(self)._rule)(
+                    values([params[chosen[i]] for i in part]),
+                    values([params[chosen[i]].grad for i in part]),
+                    [{n: states[chosen[i]][n]._value for n in names} for i in part],
+                    hyper,
+                    flags,
+                ),
             )
             self._write([params[i] for i in chosen], new_params)
             for k, i in enumerate(chosen):

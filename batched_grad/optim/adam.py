@@ -9,7 +9,7 @@ import jax.numpy as jnp
 from .._budget import Jitted
 from .._factories import tensor, zeros_like
 from .._ops.rounding import divide, fused_multiply_add, lerp
-from .optimizer import Optimizer, values
+from .optimizer import Optimizer, in_parts, shapes_of, values
 
 
 @functools.partial(Jitted, static_argnames=("weight_decay", "decoupled", "amsgrad", "maximize"))
@@ -105,22 +105,25 @@ class Adam(Optimizer):
         # like torch, every parameter of the group keeps its own step count
         beta1, beta2 = group["betas"]
         hyper = (float(group["lr"]), float(beta1), float(beta2), float(group["eps"]))
-        pick = lambda key: values([s.get(key) for s in states])  # noqa: E731
-        new = _adam(
-            values(params),
-            values([p.grad for p in params]),
-            pick("exp_avg"),
-            pick("exp_avg_sq"),
-            pick("max_exp_avg_sq"),
-            pick("step"),
-            hyper,
+        flags = dict(
             weight_decay=float(group["weight_decay"]),
             decoupled=bool(group["decoupled_weight_decay"]),
             amsgrad=amsgrad,
             maximize=bool(group["maximize"]),
         )
-        self._write(params, new[0])
         names = ("exp_avg", "exp_avg_sq", "max_exp_avg_sq", "step")
+        new = in_parts(
+            ("adam", tuple(sorted(flags.items())), shapes_of(params)),
+            len(params),
+            lambda chosen: _adam(
+                values([params[i] for i in chosen]),
+                values([params[i].grad for i in chosen]),
+                *[values([states[i].get(name) for i in chosen]) for name in names],
+                hyper,
+                **flags,
+            ),
+        )
+        self._write(params, new[0])
         for k, state in enumerate(states):  # in place, as torch's (a compiled step reads them back)
             self._write(
                 [state[n] for n in names if n in state], [new[j][k] for j, n in enumerate(names, 1) if n in state]

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 from .._budget import Jitted
 from .._ops.rounding import fused_multiply_add
 from .._tensor import Tensor
-from .optimizer import Optimizer, values
+from .optimizer import Optimizer, in_parts, shapes_of, values
 from .sparse import sgd_sparse_update
 
 
@@ -74,17 +74,24 @@ class SGD(Optimizer):
     def _update(self, group, params):
         states = [self.state[p] for p in params]
         buffers = values([s.get("momentum_buffer") for s in states])
-        new_params, new_buffers = _sgd(
-            values(params),
-            values([p.grad for p in params]),
-            buffers,
-            float(group["lr"]),
-            float(group["momentum"]),
+        flags = dict(
             weight_decay=float(group["weight_decay"]),
             uses_momentum=group["momentum"] != 0,
             dampening=float(group["dampening"]),
             nesterov=bool(group["nesterov"]),
             maximize=bool(group["maximize"]),
+        )
+        new_params, new_buffers = in_parts(
+            ("sgd", tuple(sorted(flags.items())), shapes_of(params), tuple([b is None for b in buffers])),
+            len(params),
+            lambda chosen: _sgd(
+                values([params[i] for i in chosen]),
+                values([params[i].grad for i in chosen]),
+                [buffers[i] for i in chosen],
+                float(group["lr"]),
+                float(group["momentum"]),
+                **flags,
+            ),
         )
         self._write(params, new_params)
         if group["momentum"] != 0:
