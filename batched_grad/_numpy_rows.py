@@ -19,6 +19,8 @@ rounded to float32 before anything reads them (_numpy_program.py)."""
 
 import numpy as np
 
+from ._numpy_windows import reduce_window
+
 
 def _float(a):
     return a.dtype.kind == "f"
@@ -430,6 +432,8 @@ ROWS = {
     "slice": _slice,
     "pad": _pad,
     "concatenate": lambda *arrays, dimension: np.concatenate(arrays, axis=dimension),
+    "stack": lambda *arrays, axis: np.stack(arrays, axis=axis),
+    "unstack": lambda a, axis: tuple(np.moveaxis(a, axis, 0)),
     "split": _split,
     "iota": _iota,
     "dynamic_slice": _dynamic_slice,
@@ -443,6 +447,9 @@ ROWS = {
     "reduce_prod": _reduce(np.multiply, lambda d: 1),
     "reduce_max": _reduce(np.maximum, _lowest),
     "reduce_min": _reduce(np.minimum, _highest),
+    "reduce_window_sum": reduce_window(np.add, lambda d: 0),
+    "reduce_window_max": reduce_window(np.maximum, _lowest),
+    "reduce_window_min": reduce_window(np.minimum, _highest),
     "reduce_and": _reduce(np.bitwise_and, _all_ones),
     "reduce_or": _reduce(np.bitwise_or, lambda d: 0),
     "reduce_xor": _reduce(np.bitwise_xor, lambda d: 0),
@@ -455,7 +462,7 @@ ROWS = {
 }
 
 # primitives whose rows give several outputs (a tuple)
-MULTIPLE = frozenset({"split", "optimization_barrier"})
+MULTIPLE = frozenset({"split", "unstack", "optimization_barrier"})
 
 # the rows of elementwise primitives: a step of one of them whose operands have its result's shape or none joins
 # the elementwise region of that shape (_numpy_program.py)

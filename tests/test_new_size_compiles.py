@@ -32,7 +32,6 @@ GAPS = {  # call name -> what compiles
     "sort": _SORT,
     "topk": "top_k (no NumPy row)",
     "searchsorted": _SORT,
-    "nonzero_static": _SORT,
     "corrcoef": _LINALG,
     "logdet": _LINALG,
     "matrix_exp": _LINALG,

@@ -12,6 +12,7 @@ from jax import lax
 
 import batched_grad as bg
 from batched_grad import _host, _numpy_eval, _numpy_rows
+from batched_grad._x64 import scoped
 from oracle import assert_same
 
 CPU = jax.default_backend() == "cpu"
@@ -306,3 +307,51 @@ def test_integer_and_bool_results_match_torch():
         assert_same((x[:k] > 0).sum(), (t[:k] > 0).sum())
         assert_same((x[:k] * 100).long().cumsum(0), (t[:k] * 100).long().cumsum(0))
     assert bg.compile_count() == before
+
+
+def _pooled(lib, n):
+    x = lib.tensor(_values(np.float32, 2 * 3 * n * (n + 1), seed=n).reshape(2, 3, n, n + 1), requires_grad=True)
+    F = lib.nn.functional
+    y = F.max_pool2d(x, 2).sum() + F.avg_pool2d(x, 3, stride=2, padding=1).pow(2).sum() + F.unfold(x, 2).tanh().sum()
+    y.backward()
+    return y.detach(), x.grad
+
+
+def test_pooling_and_unfold_run_on_the_host():
+    """Pooling reduces windows (reduce_window_max, reduce_window_sum) and unfold gathers them with jnp.stack, one
+    primitive of its own (with unstack, its transpose) since JAX 0.10: they and their gradients compile nothing at a
+    new size, with torch's values."""
+    _pooled(bg, 6)
+    before = bg.compile_count()
+    for n in (7, 9, 12):
+        for got, want in zip(_pooled(bg, n), _pooled(torch, n)):
+            np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=2e-6, atol=2e-6)
+    assert bg.compile_count() == before
+
+
+@pytest.mark.parametrize(
+    "name, init, combine", [("sum", 0.0, lax.add), ("max", -np.inf, lax.max), ("min", np.inf, lax.min)]
+)
+def test_window_reduction_rows_equal_xlas(name, init, combine):
+    rng = np.random.default_rng(len(name))
+    row = _numpy_rows.ROWS[f"reduce_window_{name}"]
+    checked = 0
+    for _ in range(30):
+        rank = int(rng.integers(1, 4))
+        a = rng.standard_normal([int(n) for n in rng.integers(1, 7, rank)])
+        params = dict(
+            window_dimensions=tuple(int(n) for n in rng.integers(1, 4, rank)),
+            window_strides=tuple(int(n) for n in rng.integers(1, 3, rank)),
+            padding=tuple((int(lo), int(hi)) for lo, hi in rng.integers(-1, 3, (rank, 2))),
+            base_dilation=tuple(int(n) for n in rng.integers(1, 3, rank)),
+            window_dilation=tuple(int(n) for n in rng.integers(1, 3, rank)),
+        )
+        try:
+            want = scoped(lax.reduce_window)(a, init, combine, *params.values())  # in float64
+        except (TypeError, ValueError):  # a cropping beyond the operand, say
+            continue
+        got = row(a, **params)
+        assert got.shape == want.shape and got.dtype == want.dtype, params
+        np.testing.assert_allclose(got, np.asarray(want), rtol=1e-13, atol=1e-13, err_msg=str(params))
+        checked += 1
+    assert checked >= 15
