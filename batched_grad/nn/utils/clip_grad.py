@@ -1,8 +1,7 @@
 """Gradient clipping (torch.nn.utils.clip_grad): by the total norm of all gradients, or by value, in place.
 
 `foreach=None` or `True` computes every gradient's norm (and scales or clamps every gradient) in one compiled
-program, as torch's foreach kernels make one call per list, once that program pays for its compile (before, one
-program per shape: optim.optimizer.in_parts); `foreach=False` runs one op per gradient."""
+program, as torch's foreach kernels make one call per list; `foreach=False` runs one op per gradient."""
 
 import functools
 import types
@@ -17,7 +16,6 @@ from ..._ops import clamp, stack
 from ..._tensor import Tensor
 from ..._x64 import scoped
 from ...linalg import vector_norm
-from ...optim.optimizer import in_parts
 
 NON_FINITE = (
     "The total norm of order {} for gradients from `parameters` is non-finite, so it cannot be clipped. To "
@@ -28,12 +26,6 @@ NON_FINITE = (
 
 def _as_list(tensors):
     return [tensors] if isinstance(tensors, Tensor) else list(tensors)
-
-
-def _each(name, arrays, compiled):
-    """`compiled(arrays)` (a list, an entry per array) as one program, or array by array until it pays back."""
-    key = (name, tuple([(a.shape, a.dtype) for a in arrays]))
-    return in_parts(key, len(arrays), lambda chosen: (compiled([arrays[i] for i in chosen]),))[0]
 
 
 @functools.partial(Jitted, static_argnames=("norm_type",))
@@ -50,9 +42,7 @@ def _scaled(arrays, coef):
 def _vector_norms(tensors, norm_type, foreach):
     if foreach is False:
         return [vector_norm(t, norm_type) for t in tensors]
-    arrays = [t._value for t in tensors]
-    norms = _each(("norms", norm_type), arrays, lambda chosen: _norms(chosen, norm_type))
-    return [Tensor._wrap(n) for n in norms]
+    return [Tensor._wrap(n) for n in _norms([t._value for t in tensors], norm_type)]
 
 
 def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=None):
@@ -80,9 +70,7 @@ def clip_grads_with_norm_(parameters, max_norm, total_norm, foreach=None):
             for g in grads:
                 g.mul_(coef)
             return
-        for g, scaled in zip(
-            grads, _each("scaled", [g._value for g in grads], lambda chosen: _scaled(chosen, coef._value))
-        ):
+        for g, scaled in zip(grads, _scaled([g._value for g in grads], coef._value)):
             g.copy_(Tensor._wrap(scaled))
 
 
@@ -114,8 +102,5 @@ def clip_grad_value_(parameters, clip_value, foreach=None):
             for g in grads:
                 g.clamp_(-clip_value, clip_value)
             return
-        bound = jnp.asarray(clip_value)
-        for g, clamped in zip(
-            grads, _each("clamped", [g._value for g in grads], lambda chosen: _clamped(chosen, bound))
-        ):
+        for g, clamped in zip(grads, _clamped([g._value for g in grads], jnp.asarray(clip_value))):
             g.copy_(Tensor._wrap(clamped))
