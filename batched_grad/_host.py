@@ -214,7 +214,9 @@ def computed_on_host(op, host, static):
     form = op.host
     token = ignore_float_errors()
     try:
-        out = derived(op, host, static) if form is None else form(*host, **static)
+        out = None if form is None else form(*host, **static)
+        if out is None:  # no hand-written form, or one for other operands (small floats): the derived one
+            out = derived(op, host, static)
     finally:
         restore_float_errors(token)
     if out is None:

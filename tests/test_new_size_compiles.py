@@ -139,3 +139,35 @@ def test_a_views_layout_at_a_new_size_compiles_nothing():
     for n in (5, 9, 23):
         assert _layout_of_views(n) == _layouts(torch, torch.randn(n, n + 1, 3), n)
     assert len(_xla_compiles) == before
+
+
+def _index_arithmetic(lib, n):
+    a = lib.tensor(np.arange(n) * 7 % 11)
+    b = lib.tensor(np.arange(n) + 1)
+    strides = lib.tensor([5, 1])
+    return [
+        a * b,
+        a + 3,
+        a - b,
+        a // 2,
+        a % 3,
+        a * 5 + b,
+        (a > 4) & (b < 9),
+        (lib.stack([a, b]) * strides.unsqueeze(1)).sum(0),
+        a.cumsum(0),
+        a.max(),
+        a.clamp(2, 8),
+    ]
+
+
+def test_integer_ops_at_a_new_size_compile_nothing():
+    """Integer ops (index arithmetic: a sparse tensor's linear index, masks, offsets) fall back from a float-only
+    hand-written host form to the derived one: a new size compiles nothing, with torch's values."""
+    import torch
+
+    _index_arithmetic(bg, 5)
+    before = bg.compile_count()
+    for n in (6, 13, 40):
+        for got, want in zip(_index_arithmetic(bg, n), _index_arithmetic(torch, n)):
+            np.testing.assert_array_equal(got.numpy(), want.numpy())
+    assert bg.compile_count() == before

@@ -368,3 +368,25 @@ def test_second_backward_without_retain_graph_raises_as_torch():
         loss.backward()
 
     raises_like_torch(twice)
+
+
+def test_sparse_updates_with_a_new_number_of_rows_compile_nothing():
+    """A sparse gradient added into a dense tensor (the step of SparseAdam or of sparse SGD with momentum) runs on the
+    host: a batch that looks up a number of rows never seen compiles no kernel, and matches torch."""
+    results = []
+    for lib in (bg, torch):
+        lib.manual_seed(0)
+        emb = lib.nn.Embedding(50, 4, sparse=True)
+        with lib.no_grad():
+            emb.weight.copy_(lib.tensor(np.linspace(-1, 1, 200, dtype=np.float32).reshape(50, 4)))
+        opt = lib.optim.SparseAdam(emb.parameters(), lr=0.1)
+        compiles = []
+        for rows in (3, 5, 7, 11, 13):
+            opt.zero_grad()
+            emb(lib.tensor(np.arange(rows) * 3 % 50)).pow(2).sum().backward()
+            opt.step()
+            compiles.append(bg.compile_count())
+        results.append((emb.weight.detach().numpy().copy(), compiles))
+    (got, compiles), (want, _) = results
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+    assert compiles[-1] == compiles[1]  # after the first step's, no kernel for 7, 11 or 13 rows

@@ -8,7 +8,8 @@ import numpy as np
 from .. import _dtypes
 from .._factories import tensor, zeros, zeros_like
 from .._graph import AccumulateGrad, Node, edge_of
-from .._ops.rounding import fused_multiply_add
+from .._host import host_array
+from .._ops.rounding import fma32, fma64, fused_multiply_add
 from .._saved import BACKWARD_TWICE
 from .._tensor import Tensor
 from ._construct import linear_index, to_dense
@@ -80,7 +81,8 @@ def zeroed_grad(grad):
 
 def added_into(dense, sparse, alpha=1):
     """The values of `dense` plus alpha times `sparse`'s elements, added one element at a time in the sparse tensor's
-    order, each with one rounding (torch's in-place dense += sparse: an axpy per element)."""
+    order, each with one rounding (torch's in-place dense += sparse: an axpy per element). On the host where both
+    values are there (no kernel to compile per number of elements), else with JAX."""
     flat = dense._value.reshape(-1, *dense.shape[sparse.sparse_dim() :])
     values = sparse._coo_values._value.astype(flat.dtype)
     keys = np.asarray(linear_index(sparse)._value)
@@ -89,12 +91,27 @@ def added_into(dense, sparse, alpha=1):
     starts = np.searchsorted(keys[order], keys[order], side="left")
     rank = np.empty_like(keys)
     rank[order] = np.arange(len(keys)) - starts
-    scale = jnp.asarray(alpha, flat.dtype)
+    host_flat, host_values = host_array(flat), host_array(values)
+    on_host = host_flat is not None and host_values is not None
+    if on_host:
+        flat, values = host_flat.copy(), host_values
+    scale = (np.asarray if on_host else jnp.asarray)(alpha, flat.dtype)
     for k in range(int(rank.max(initial=-1)) + 1):
         chosen = np.nonzero(rank == k)[0]
-        rows = keys[chosen]
-        flat = flat.at[rows].set(fused_multiply_add(scale, values[chosen], flat[rows]))
+        rows, chosen = keys[chosen], values[chosen]
+        if on_host:
+            flat[rows] = _host_multiply_add(scale, chosen, flat[rows])
+        else:
+            flat = flat.at[rows].set(fused_multiply_add(scale, chosen, flat[rows]))
     return flat.reshape(dense.shape)
+
+
+def _host_multiply_add(x, y, z):
+    """fused_multiply_add with NumPy: one rounding of x * y + z for float32 and float64, x * y + z otherwise."""
+    x, y, z = np.broadcast_arrays(x, y, z)
+    if z.dtype in (np.float32, np.float64):
+        return (fma32 if z.dtype == np.float32 else fma64)(x, y, z)
+    return x * y + z
 
 
 def _own_sparse(grad, create_graph):
