@@ -93,7 +93,14 @@ def _call(func, inputs):
 
 
 def _differentiable(outputs):
-    return tuple(o for o in outputs if o.requires_grad)
+    """The outputs that require grad; a sparse one is refused, as torch's gradcheck refuses it."""
+    outputs = tuple(o for o in outputs if o.requires_grad)
+    if any(o.is_sparse for o in outputs):
+        raise ValueError(
+            "Sparse output is not supported at gradcheck yet. "
+            "Please call to_dense(masked_grad=...) on the output of fn for gradcheck."
+        )
+    return outputs
 
 
 @contextlib.contextmanager
