@@ -194,31 +194,6 @@ def test_dense_sparse_products_and_a_matrix_vector_product():
     assert_same(s @ bg.tensor(v), t @ torch.tensor(v), rtol=1e-5)
 
 
-@pytest.mark.parametrize(
-    "method",
-    [
-        lambda d, s: d.mm(s),
-        lambda d, s: d.matmul(s),
-        lambda d, s: d.add(s),
-        lambda d, s: d.sub(s, alpha=2),
-        lambda d, s: d.mul(s),
-    ],
-)
-def test_a_dense_tensors_methods_take_a_sparse_operand_as_torchs(method):
-    """dense.mm(sparse) and the like run the op's sparse form, as the module functions do; the dense operand's
-    gradient has torch's values (dense here where torch's of a product with a sparse tensor is sparse)."""
-    results = {}
-    for m in (bg, torch):
-        d = dense_of(np.random.default_rng(4), m, 3, 3).requires_grad_()
-        out = method(d, sparse(m))
-        (out.to_dense() if out.is_sparse else out).pow(2).sum().backward()
-        results[m] = (out, d.grad)
-    (out, grad), (t_out, t_grad) = results[bg], results[torch]
-    assert out.is_sparse == t_out.is_sparse
-    assert_same(out.to_dense() if out.is_sparse else out, t_out.to_dense() if t_out.is_sparse else t_out, rtol=1e-5)
-    assert_same(grad, t_grad.to_dense() if t_grad.is_sparse else t_grad, rtol=1e-5, atol=1e-6)
-
-
 def test_sparse_sparse_product_is_sparse():
     s, t = both(sparse)
     assert_same_sparse(bg.sparse.mm(s, s), torch.sparse.mm(t, t))
@@ -601,17 +576,3 @@ def test_backward_with_sparse_inputs_fills_only_their_grad():
     torch.sparse.mm(t, td).sum().backward(inputs=[t])
     assert_same_sparse(s.grad, t.grad, flag=False)
     assert d.grad is None and td.grad is None and x.grad is None and tx.grad is None
-
-
-@pytest.mark.parametrize("check", ["gradcheck", "gradgradcheck"])
-@pytest.mark.parametrize("fast_mode", [False, True])
-def test_gradchecks_refuse_a_sparse_output_as_torch(check, fast_mode):
-    """A function with a sparse output that requires grad is refused with torch's ValueError, even with
-    raise_exception=False."""
-    d = bg.rand(3, 2, dtype=bg.float64, requires_grad=True)
-    s = sparse(bg, UNIQUE, VALUES[:4], dtype=bg.float64, requires_grad=True)
-    with pytest.raises(ValueError) as theirs:
-        torch.autograd.gradcheck(lambda x: x.to_sparse(), (torch.rand(3, 2, dtype=torch.float64, requires_grad=True),))
-    for fn, inputs in [(lambda x: x.to_sparse(), (d,)), (lambda s: bg.sparse.log_softmax(s, 0), (s,))]:
-        with pytest.raises(ValueError, match=re.escape(str(theirs.value))):
-            getattr(bg.autograd, check)(fn, inputs, masked=True, fast_mode=fast_mode, raise_exception=False)

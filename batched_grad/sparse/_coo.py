@@ -9,7 +9,7 @@ from .._factories import tensor
 from .._format import PRINT_OPTS, _value_suffixes, _values_body, autograd_suffixes
 from .._layout_types import sparse_coo
 from .._meta import SPARSE_NOT_PROVIDED, NoDenseValue
-from .._tensor import Size, Tensor
+from .._tensor import INCOMPATIBLE_SET_DATA, Size, Tensor
 
 
 class SparseCOO(Tensor):
@@ -73,8 +73,9 @@ class SparseCOO(Tensor):
         return self._coo_indices
 
     def _values(self):
-        """The values tensor, also of an uncoalesced tensor (differentiable)."""
-        return self._coo_values.view(self._coo_values.shape)
+        """The values tensor, also of an uncoalesced tensor: outside the graph, as torch's (values() of a coalesced
+        tensor is differentiable)."""
+        return self._coo_values.detach()
 
     def indices(self):
         """The indices of a coalesced tensor."""
@@ -86,7 +87,7 @@ class SparseCOO(Tensor):
         """The values of a coalesced tensor (differentiable)."""
         if not self._coalesced:
             raise RuntimeError("Cannot get values on an uncoalesced tensor, please call .coalesce() first")
-        return self._values()
+        return self._coo_values.view(self._coo_values.shape)
 
     # ---- autograd metadata: the values' -------------------------------------------------------------
     @property
@@ -175,6 +176,16 @@ class SparseCOO(Tensor):
     def data(self):
         """The same indices and values outside the graph (the values' .data)."""
         return SparseCOO._of(self._coo_indices, self._coo_values.data, self.shape, self._coalesced)
+
+    @data.setter
+    def data(self, other):
+        if not isinstance(other, Tensor):
+            raise TypeError(f"Variable data has to be a tensor, but got {type(other).__name__}")
+        if not isinstance(other, SparseCOO):
+            raise RuntimeError(INCOMPATIBLE_SET_DATA)
+        self._coo_values.data = other._coo_values
+        self._v = NoDenseValue(other.shape, other._coo_values._v.dtype)
+        self._coo_indices, self._coalesced = other._coo_indices, other._coalesced
 
     @property
     def T(self):
