@@ -108,3 +108,55 @@ def test_torch_func_transforms_of_sparse_inputs_keep_the_layout():
     assert layouts == t_layouts == ["torch.sparse_coo"] and value == t_value
     for a, b in ((g, tg), (unused, t_unused), (vg, t_vg)):
         assert_same_sparse(a, b, flag=False)
+
+
+def _gradcheck_outcome(lib, fn, inputs, **kw):
+    try:
+        return lib.autograd.gradcheck(fn, inputs, **kw)
+    except RuntimeError as e:
+        return str(e).splitlines()[0].split(":")[0]
+
+
+@pytest.mark.parametrize("fast_mode", [False, True])
+def test_gradcheck_refuses_a_sparse_gradient_of_a_dense_input_as_torch(fast_mode):
+    """A backward that returns a sparse gradient for a dense input passes the Jacobian comparison (read densely) and
+    fails the layout check, as torch's."""
+    outcome = {}
+    for lib in (bg, torch):
+
+        class ToSparse(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x * 1
+
+            @staticmethod
+            def backward(ctx, g):
+                return g.to_sparse()
+
+        x = lib.ones(3, dtype=lib.float64, requires_grad=True)
+        outcome[lib] = [
+            _gradcheck_outcome(lib, ToSparse.apply, (x,), fast_mode=fast_mode),
+            lib.autograd.gradcheck(ToSparse.apply, (x,), fast_mode=fast_mode, raise_exception=False),
+        ]
+    assert outcome[bg] == outcome[torch] == ["grad is incorrect layout (torch.sparse_coo is not torch.strided)", False]
+
+
+@pytest.mark.parametrize("fast_mode", [False, True])
+def test_gradcheck_batched_check_of_a_sparse_input_fails_as_torchs(fast_mode):
+    """Batched gradients of sparse inputs are refused (grad(..., is_grads_batched=True) refuses them), so the batched
+    check fails, as torch's (whose vmap has no sparse kernels)."""
+    for lib in (bg, torch):
+        x = lib.rand(6, dtype=lib.float64, requires_grad=True).to_sparse()
+        with pytest.raises(RuntimeError, match="While computing batched gradients, got: "):
+            lib.autograd.gradcheck(
+                lambda s: s.to_dense(), (x,), masked=True, check_batched_grad=True, fast_mode=fast_mode
+            )
+        assert not lib.autograd.gradcheck(
+            lambda s: s.to_dense(),
+            (x,),
+            masked=True,
+            check_batched_grad=True,
+            fast_mode=fast_mode,
+            raise_exception=False,
+        )
+        assert lib.autograd.gradcheck(lambda s: s.to_dense(), (x,), masked=True, fast_mode=fast_mode)
