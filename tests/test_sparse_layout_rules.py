@@ -160,3 +160,27 @@ def test_gradcheck_batched_check_of_a_sparse_input_fails_as_torchs(fast_mode):
             raise_exception=False,
         )
         assert lib.autograd.gradcheck(lambda s: s.to_dense(), (x,), masked=True, fast_mode=fast_mode)
+
+
+def test_a_hook_on_a_sparse_tensor_sees_and_replaces_its_sparse_gradient():
+    weights = [[1.0, 2.0], [3.0, 4.0]]
+    got = {}
+    for lib in (bg, torch):
+        s = lib.sparse_coo_tensor(lib.tensor([[0, 1], [1, 0]]), lib.tensor([1.0, 2.0]), (2, 2), requires_grad=True)
+        seen = []
+        handle = s.register_hook(lambda g, seen=seen: seen.append(g.is_sparse) or g * 2)
+        (s.to_dense() * lib.tensor(weights)).sum().backward()
+        doubled = s.grad.to_dense().tolist()
+        handle.remove()
+        s.grad = None
+        (s.to_dense() * lib.tensor(weights)).sum().backward()
+        errors = []
+        for bad in (lambda g: g.to_dense(), lambda g: g.double()):
+            handle = s.register_hook(bad)
+            try:
+                s.to_dense().sum().backward()
+            except RuntimeError as e:
+                errors.append(str(e))
+            handle.remove()
+        got[lib] = (seen, doubled, s.grad.to_dense().tolist(), s.grad.layout == lib.sparse_coo, errors)
+    assert got[bg] == got[torch]

@@ -16,7 +16,7 @@ def engine_tensors(tensors):
     return tuple(x._coo_values if isinstance(x, SparseCOO) else x for x in tensors)
 
 
-def _at_indices(out, grad):
+def values_gradient(out, grad):
     """The gradient of a sparse output's values: `grad` (dense or sparse, of the output's size) read at its
     indices."""
     if not isinstance(grad, Tensor) or grad.shape != out.shape:
@@ -30,7 +30,7 @@ def _at_indices(out, grad):
 
 def _engine_gradient(out, grad):
     if isinstance(out, SparseCOO) and grad is not None:
-        return _at_indices(out, grad)
+        return values_gradient(out, grad)
     if isinstance(grad, SparseCOO) and not (out.requires_grad and out.grad_fn is None):
         return to_dense(grad)
     return grad

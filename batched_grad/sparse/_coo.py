@@ -139,10 +139,27 @@ class SparseCOO(Tensor):
         self._coo_values.grad = None
 
     def register_hook(self, hook):
-        raise RuntimeError(
-            "register_hook is not provided for sparse COO tensors; register it on the dense tensor the values come "
-            "from, or on .to_dense()'s result"
-        )
+        """hook(grad) -> Tensor or None runs when this tensor's gradient (sparse, with its indices) is computed; a
+        returned sparse tensor of its size and dtype replaces the gradient at its indices."""
+        from .._hooks import _checked
+        from ._autograd import values_gradient
+
+        if not self.requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+
+        def on_values(values_grad):
+            grad = None if values_grad is None else sparse_gradient(self, values_grad)
+            result = hook(grad)
+            if result is None:
+                return None
+            if isinstance(result, Tensor) and grad is not None and result.type() != grad.type():  # layout and dtype
+                raise RuntimeError(
+                    f"hook '{on_values.__name__}' has changed the type of value (was {grad.type()} got {result.type()})"
+                )
+            return values_gradient(self, _checked(hook, result, grad))
+
+        on_values.__name__ = getattr(hook, "__name__", "<unknown>")  # the hook errors name the user's hook
+        return self._coo_values.register_hook(on_values)
 
     def retain_grad(self):
         """Keep the gradient of this non-leaf's values, read through .grad."""
