@@ -3,7 +3,8 @@ definite, the identity when not given) by the locally optimal block precondition
 (Knyazev 2001). Each step takes the Rayleigh-Ritz pairs of A on the span of the current vectors X, their
 (preconditioned) residuals W and the previous step's direction P. method="ortho" makes that basis B-orthonormal
 block by block, dropping numerically dependent directions (Stathopoulos and Wu 2002); method="basic" reduces the
-problem with the Cholesky factor of the basis' Gram matrix, which fails where the basis is singular, as torch's.
+problem with the Cholesky factor of the basis' Gram matrix; a step whose basis is singular (where torch's basic
+method may fail) drops the dependent directions as "ortho" does.
 
 The iteration runs on the host, one matrix of a batch at a time. The result is differentiable in A (B not given) by
 the derivative of the computed eigenpairs, written with differentiable ops so that higher orders follow."""
@@ -66,13 +67,7 @@ def _ritz_basic(A, B, blocks, n, largest):
     S = np.concatenate(blocks, axis=1)
     S = S / np.linalg.norm(S, axis=0)
     G, T = S.T @ _b_product(B, S), S.T @ A @ S
-    try:
-        L = np.linalg.cholesky((G + G.T) / 2)
-    except np.linalg.LinAlgError:
-        raise RuntimeError(
-            "lobpcg(method='basic'): the Gram matrix of the search basis is not positive-definite (its vectors are "
-            "linearly dependent); use method='ortho'"
-        ) from None
+    L = np.linalg.cholesky((G + G.T) / 2)  # LinAlgError where the basis is singular
     Linv = np.linalg.inv(L)
     reduced = Linv @ T @ Linv.T
     theta, V = _select(*np.linalg.eigh((reduced + reduced.T) / 2), n, largest)
@@ -93,9 +88,12 @@ def _iterate(A, B, iK, X, k, niter, tol, largest, method):
     drop = np.finfo(A.dtype).eps * 10
 
     def ritz(blocks):
-        if method == "ortho":
-            return _ritz_ortho(A, B, blocks, n, largest, drop)
-        return _ritz_basic(A, B, blocks, n, largest)
+        if method == "basic":
+            try:
+                return _ritz_basic(A, B, blocks, n, largest)
+            except np.linalg.LinAlgError:
+                pass  # a singular basis (a small problem exhausts its space): this step drops dependent directions
+        return _ritz_ortho(A, B, blocks, n, largest, drop)
 
     a_norm, b_norm = _scale_on(A, X), _scale_on(B, X)
     E, X, _ = ritz([X])
@@ -105,8 +103,10 @@ def _iterate(A, B, iK, X, k, niter, tol, largest, method):
         rerr = np.linalg.norm(R, axis=0) / ((a_norm + np.abs(E) * b_norm) * np.linalg.norm(X, axis=0))
         if (rerr[:k] < tol).all() or step == niter:
             return E[:k], X[:, :k]
-        W = R if iK is None else iK @ R
-        E, X, P = ritz([X, W] if P is None or not P.shape[1] else [X, W, P])
+        active = rerr >= tol  # converged pairs are locked: their residuals and directions leave the basis
+        W = R[:, active] if iK is None else iK @ R[:, active]
+        blocks = [X, W] if P is None else [X, W, P[:, active]]
+        E, X, P = ritz([b for b in blocks if b.shape[1]])
         step += 1
 
 

@@ -40,6 +40,16 @@ def test_eigenpairs_match_torch(method, largest, batch):
     assert ours[0].shape == theirs[0].shape and ours[1].shape == theirs[1].shape
 
 
+def test_basic_method_on_a_problem_whose_search_space_is_exhausted():
+    """Three vectors in ten dimensions fill the space in a few steps, where the basis' Gram matrix turns singular
+    (torch's basic method fails there): the step drops the dependent directions and converges."""
+    rng = np.random.default_rng(0)
+    a = _symmetric(rng, 10, 10, shift=0.01)
+    E, U = bg.lobpcg(bg.tensor(a), k=2, X=bg.tensor(rng.standard_normal((10, 3))), largest=False, method="basic")
+    np.testing.assert_allclose(E.numpy(), np.linalg.eigvalsh(a)[:2], rtol=1e-7)
+    np.testing.assert_allclose(a @ U.numpy(), U.numpy() * E.numpy(), atol=1e-7)
+
+
 def test_generalized_problem_preconditioner_and_random_start():
     rng = np.random.default_rng(2)
     a, b = _symmetric(rng, 12, 12), _symmetric(rng, 12, 12, shift=1.0)
@@ -53,21 +63,25 @@ def test_generalized_problem_preconditioner_and_random_start():
     assert one.dtype == bg.float32 and tuple(one.shape) == (1,)
 
 
-def _signed_pairs(m, A, k, largest):
-    X = m.eye(A.shape[-1], k, dtype=A.dtype).expand(*A.shape[:-1], k)
-    D, U = m.lobpcg(A=A, k=k, X=X, largest=largest)
+def _signed_pairs(m, A, k, largest, n=None, tol=None):
+    n = k if n is None else n
+    X = m.eye(A.shape[-1], n, dtype=A.dtype).expand(*A.shape[:-1], n)
+    D, U = m.lobpcg(A=A, k=k, X=X, largest=largest, tol=tol)
     _, idx = U.abs().max(-2, keepdim=True)
     return D, U * U.gather(-2, idx).sign()
 
 
-@pytest.mark.parametrize("k, batch, largest", [(1, (), True), (2, (), False), (2, (2,), True), (1, (2,), False)])
-def test_gradient_matches_torch_and_is_symmetric(k, batch, largest):
-    a = _symmetric(np.random.default_rng(3), *batch, 7, 7, shift=0.05)
-    weights = np.random.default_rng(4).random((*batch, 7, k))
+@pytest.mark.parametrize(
+    "k, n, batch, largest",
+    [(1, 1, (), True), (2, 2, (), False), (2, 2, (2,), True), (1, 1, (2,), False), (2, 3, (), True)],
+)
+def test_gradient_matches_torch_and_is_symmetric(k, n, batch, largest):
+    a = _symmetric(np.random.default_rng(3), *batch, 9, 9, shift=0.05)
+    weights = np.random.default_rng(4).random((*batch, 9, k))
     grads = {}
     for m in (bg, torch):
         A = m.tensor(a, requires_grad=True)
-        D, U = _signed_pairs(m, A, k, largest)
+        D, U = _signed_pairs(m, A, k, largest, n, tol=1e-12)  # converged past the default: both agree closely
         (D.sum() + (U * m.tensor(weights)).sum()).backward()
         grads[m] = A.grad.numpy()
     np.testing.assert_allclose(grads[bg], grads[torch], rtol=1e-5, atol=1e-6)
