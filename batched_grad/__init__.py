@@ -119,6 +119,7 @@ from ._layout_types import (
 from ._lazy import set_fuse_after
 from ._legacy_constructors import TYPED as _TYPED
 from ._legacy_constructors import set_default_tensor_type
+from ._lobpcg import lobpcg
 from ._lowrank import pca_lowrank, svd_lowrank
 from ._memory_format import channels_last, channels_last_3d, contiguous_format, memory_format, preserve_format
 from ._ops import *  # noqa: F401,F403  (every op of the table, under torch's name)

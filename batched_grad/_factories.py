@@ -2,6 +2,7 @@
 
 import builtins
 import collections.abc
+import functools
 import math
 import warnings
 
@@ -367,9 +368,31 @@ def _like(input, dtype, fn, memory_format=None):
     return tuple(input.shape), (_dtypes.to_dtype(dtype) if dtype is not None else input.dtype)
 
 
+def _sparse_like(factory):
+    """`factory` (zeros_like, empty_like) that gives a sparse COO input's like a sparse COO tensor with no specified
+    element, as torch's, unless a `layout` is given."""
+
+    @functools.wraps(factory)
+    def made(input, *, layout=None, dtype=None, requires_grad=False, device=None, memory_format=None):
+        if layout is None and getattr(input, "_sparse_forms", None) is not None:
+            from .sparse._grads import empty_like_sparse
+
+            _, d = _like(input, dtype, made.__name__, memory_format)
+            values = zeros((0, *input.shape[input.sparse_dim() :]), dtype=d, device=device_for(device, input))
+            made_sparse = empty_like_sparse(input, values)
+            return made_sparse.requires_grad_() if requires_grad else made_sparse
+        return factory(
+            input, layout=layout, dtype=dtype, requires_grad=requires_grad, device=device, memory_format=memory_format
+        )
+
+    return made
+
+
+@_sparse_like
 @takes_layout
 def zeros_like(input, *, dtype=None, requires_grad=False, device=None, memory_format=None):
-    """Zeros with `input`'s shape and dtype (unless `dtype`)."""
+    """Zeros with `input`'s shape and dtype (unless `dtype`); for a sparse COO input, a sparse tensor of its size
+    with no specified element."""
     shape, d = _like(input, dtype, "zeros_like", memory_format)
     return rows_like(zeros(shape, dtype=d, device=device_for(device, input)), input, requires_grad)
 
@@ -381,9 +404,11 @@ def ones_like(input, *, dtype=None, requires_grad=False, device=None, memory_for
     return rows_like(ones(shape, dtype=d, device=device_for(device, input)), input, requires_grad)
 
 
+@_sparse_like
 @takes_layout
 def empty_like(input, *, dtype=None, requires_grad=False, device=None, memory_format=None):
-    """An uninitialized tensor (zeros here) with `input`'s shape and dtype (unless `dtype`)."""
+    """An uninitialized tensor (zeros here) with `input`'s shape and dtype (unless `dtype`); for a sparse COO
+    input, a sparse tensor of its size with no specified element."""
     shape, d = _like(input, dtype, "empty_like", memory_format)
     return rows_like(empty(shape, dtype=d, device=device_for(device, input)), input, requires_grad)
 

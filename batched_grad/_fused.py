@@ -216,7 +216,8 @@ def walk(root_nodes, roots, root_grads, captures, accumulate, batch):
     """Walk the graph from `root_nodes` (see Walk); `batch` is the batch's ProgramBatch (vmap._batching) or None.
     The program does not read a root cotangent that is a block of the identity (in `batch`)."""
     nodes, index = _topological(root_nodes)
-    if _graph._anomaly["enabled"]:
+    # a sparse root gradient (of a leaf, for its AccumulateGrad) has no array a program could read
+    if _graph._anomaly["enabled"] or any(g._sparse_forms is not None for g in root_grads):
         return Walk(nodes, None, (), False)
     encoder, entries = _Encoder(), []
     for i, node in enumerate(nodes):

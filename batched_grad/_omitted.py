@@ -57,10 +57,6 @@ INFERENCE = (
     "marked (no inference-tensor restrictions)"
 )
 INTERNAL = "internal helpers of torch itself (type dispatch, __torch_function__ overrides, documentation text)"
-LOW_RANK = (
-    "the LOBPCG eigensolver written in torch's Python (lobpcg): not ported; use linalg.eigh, or svd_lowrank / "
-    "pca_lowrank for a few leading singular pairs"
-)
 LAPACK_RAW = (
     "raw LAPACK pieces of QR (geqrf's Householder form, ormqr): linalg.qr and linalg.householder_product are here"
 )
@@ -186,7 +182,6 @@ OMITTED = {
         **_names(THREADS, "thread_safe_generator"),
         **_names(INFERENCE, "is_inference"),
         **_names(INTERNAL, "classproperty hash_tensor"),
-        **_names(LOW_RANK, "lobpcg"),
         **_names(LAPACK_RAW, "geqrf ormqr"),
         **_names(RNN, "lstm lstm_cell gru gru_cell rnn_relu rnn_relu_cell rnn_tanh rnn_tanh_cell"),
         **_names(EMBEDDING_BAG_ATEN, "embedding_bag"),

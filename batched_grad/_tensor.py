@@ -56,6 +56,9 @@ _UNDELETABLE = {  # torch's errors for `del tensor.<name>` (the properties' dele
     "_grad_fn": "Deletion of _grad_fn not allowed. Detach tensor instead!",
     "_backward_hooks": "Deletion of _backwards_hooks not allowed!",
 }
+INCOMPATIBLE_SET_DATA = (
+    "Attempted to call `variable.set_data(tensor)`, but `variable` and `tensor` have incompatible tensor type."
+)
 _NOT_WRITABLE = "attribute '{}' of 'Tensor' objects is not writable"
 _warned = set()
 _warn_always = [False]
@@ -564,6 +567,8 @@ class Tensor(InPlace):
     def data(self, other):
         if not isinstance(other, Tensor):
             raise TypeError(f"Variable data has to be a tensor, but got {type(other).__name__}")
+        if other._sparse_forms is not None:
+            raise RuntimeError(INCOMPATIBLE_SET_DATA)
         if is_batched(self._v) or is_batched(other._v):
             raise RuntimeError("mutating directly with `.data` under vmap transform is not allowed.")
         if self.requires_grad and not (other.dtype.is_floating_point or other.dtype.is_complex):

@@ -400,3 +400,27 @@ def test_early_stopped_recomputation_leaves_no_cycle():
             assert [r() for r in refs] == [None, None], m.__name__
         finally:
             gc.enable()
+
+
+@pytest.mark.parametrize("reentrant", [False, True])
+@pytest.mark.parametrize("enabled", [True, False])
+def test_the_recomputation_runs_in_the_forwards_autocast_region(reentrant, enabled):
+    """backward() outside the autocast region: the recomputed products are bfloat16 again where the forward's were,
+    as torch's checkpoint restores the region (otherwise the saved and recomputed dtypes differ)."""
+    got = {}
+    for lib in (bg, torch):
+        dtypes = []
+
+        def chain(x, y, z, lib=lib, dtypes=dtypes):
+            out = lib.mm(lib.mm(lib.mm(x, y), z), z)
+            dtypes.append(str(out.dtype))
+            return out
+
+        x, y, z = (lib.full((3, 3), 0.5 + k, requires_grad=True) for k in range(3))
+        with lib.autocast("cpu", dtype=lib.bfloat16, enabled=enabled):
+            loss = lib.utils.checkpoint.checkpoint(chain, x, y, z, use_reentrant=reentrant).float().sum()
+        loss.backward()
+        got[lib] = (dtypes, [np.asarray(t.grad.tolist()) for t in (x, y, z)])
+    assert got[bg][0] == got[torch][0]
+    for ours, theirs in zip(got[bg][1], got[torch][1]):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-2)

@@ -390,3 +390,24 @@ def test_sparse_updates_with_a_new_number_of_rows_compile_nothing():
     (got, compiles), (want, _) = results
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
     assert compiles[-1] == compiles[1]  # after the first step's, no kernel for 7, 11 or 13 rows
+
+
+@pytest.mark.parametrize("create_graph", [False, True])
+@pytest.mark.parametrize("first", ["sparse", "dense"])
+def test_a_sparse_gradient_given_to_a_leafs_backward_reaches_grad_as_torchs(first, create_graph):
+    """leaf.backward(sparse) hands the sparse gradient to the leaf's AccumulateGrad: it accumulates into a sparse
+    `.grad` in place (the same object, without create_graph) and into a dense one by value."""
+    seen = {}
+    for lib in (bg, torch):
+
+        def sparse(values, lib=lib):
+            return lib.sparse_coo_tensor(lib.tensor([[1, 1, 2]]), lib.tensor(values, dtype=lib.float64), (3,))
+
+        p = lib.tensor([1.5, 1.5, 0.5], dtype=lib.float64, requires_grad=True)
+        p.grad = sparse([1.0, 2.0, 3.0]) if first == "sparse" else lib.tensor([1.0, 2.0, 3.0], dtype=lib.float64)
+        before = p.grad
+        for _ in range(2):
+            p.backward(sparse([0.5, 0.25, 4.0]), create_graph=create_graph)
+        (direct,) = lib.autograd.grad(p, p, sparse([0.5, 0.25, 4.0]))
+        seen[lib] = (p.grad is before, str(p.grad.layout), p.grad.to_dense().tolist(), str(direct.layout))
+    assert seen[bg] == seen[torch]

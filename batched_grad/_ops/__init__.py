@@ -44,7 +44,7 @@ from . import (
 )
 from ._core import Op, apply, apply_in_place
 from ._out_rules import OUT_RULES
-from ._public import public
+from ._public import SPARSE_DISPATCHED, public, sparse_aware
 from .closeness import allclose, equal, is_complex, is_floating_point, is_tensor, isclose, numel
 from .complex_parts import conj, imag, real
 from .compound import addcdiv, addcmul
@@ -854,6 +854,8 @@ _DEPRECATED = {n: _METHODS[n] for op in deprecated_signatures.NAMES for n in (op
 _METHODS.update({n: deprecated_signatures.accepting(n, fn, method=True) for n, fn in _DEPRECATED.items()})
 
 for _name, _fn in _METHODS.items():
+    # a dense tensor's method with a sparse COO operand (dense.mm(sparse)) runs the op's sparse form, as torch's
+    _fn = sparse_aware(_fn, _name) if _name in SPARSE_DISPATCHED else _fn
     setattr(Tensor, _name, with_method_aliases(_fn, _name))
 
 # torch's module-level in-place functions (torch.relu_(x) is x.relu_())

@@ -52,7 +52,7 @@ def public(fn, out=None, name=None):
                 _say_if_torch(args + (out,), kwargs)
                 raise
 
-    return _sparse_aware(function, name) if name in SPARSE_DISPATCHED else function
+    return sparse_aware(function, name) if name in SPARSE_DISPATCHED else function
 
 
 # the elementwise functions that keep zeros zero: on a sparse COO tensor they apply to its values
@@ -67,7 +67,7 @@ SPARSE_DISPATCHED = frozenset(
 )
 
 
-def _sparse_aware(function, name):
+def sparse_aware(function, name):
     @functools.wraps(function)
     def dispatch(*args, **kwargs):
         for a in args[:2]:

@@ -93,7 +93,14 @@ def _call(func, inputs):
 
 
 def _differentiable(outputs):
-    return tuple(o for o in outputs if o.requires_grad)
+    """The outputs that require grad; a sparse one is refused, as torch's gradcheck refuses it."""
+    outputs = tuple(o for o in outputs if o.requires_grad)
+    if any(o.is_sparse for o in outputs):
+        raise ValueError(
+            "Sparse output is not supported at gradcheck yet. "
+            "Please call to_dense(masked_grad=...) on the output of fn for gradcheck."
+        )
+    return outputs
 
 
 @contextlib.contextmanager
@@ -172,7 +179,7 @@ def _vjps(output, diff_inputs, cotangents, check_grad_dtypes):
                 raise GradcheckError("Analytical gradient has incorrect size")
             if check_grad_dtypes and g.dtype != x.dtype:
                 raise GradcheckError("Gradient has dtype mismatch")
-            col.append(np.asarray(g._value).reshape(-1))
+            col.append(_dense_array(g).reshape(-1))
     return [
         np.stack(col, axis=1) if col else np.zeros((x.numel(), 0), x._v.dtype) for col, x in zip(columns, diff_inputs)
     ]
@@ -331,8 +338,13 @@ def _check_jacobians(func, inputs, func_out, opts):
 # ---- batched, zero and undefined grad_outputs ---------------------------------------------------------------
 
 
+def _dense_array(g):
+    """A gradient's values as a NumPy array (a sparse gradient's dense form)."""
+    return np.asarray((g.to_dense() if g.is_sparse else g)._value)
+
+
 def _zeros_for_none(grads, inputs):
-    return [np.zeros(x.shape, x._v.dtype) if g is None else np.asarray(g._value) for g, x in zip(grads, inputs)]
+    return [np.zeros(x.shape, x._v.dtype) if g is None else _dense_array(g) for g, x in zip(grads, inputs)]
 
 
 def _check_batched_grad(output, output_idx, diff_inputs, rng):
@@ -356,7 +368,7 @@ def _check_batched_grad(output, output_idx, diff_inputs, rng):
     except RuntimeError as ex:
         raise GradcheckError(f"While computing batched gradients, got: {ex}\n\n{FAILED_BATCHED_GRAD_MSG}") from ex
     for input_idx, (got, x) in enumerate(zip(batched, diff_inputs)):
-        res = np.zeros((2,) + tuple(x.shape), x._v.dtype) if got is None else np.asarray(got._value)
+        res = np.zeros((2,) + tuple(x.shape), x._v.dtype) if got is None else _dense_array(got)
         exp = np.stack([r[input_idx] for r in rows])
         if not np.allclose(res, exp, rtol=1e-5, atol=1e-8):
             raise GradcheckError(
@@ -375,12 +387,26 @@ def _check_backward_mul_by_grad_output(outputs, diff_inputs):
     for g, x in zip(grads, diff_inputs):
         if g is None:
             continue
-        if np.any(np.asarray(g._value) != 0):
+        if g.is_sparse:
+            _check_sparse_layout(g, x)
+        if np.any(_dense_array(g) != 0):
             raise GradcheckError("backward not multiplied by grad_output")
         if g.dtype != x.dtype:
             raise GradcheckError("grad is incorrect type")
         if g.shape != x.shape:
             raise GradcheckError("grad is incorrect size")
+
+
+def _check_sparse_layout(g, x):
+    """A sparse gradient's layout and dimensions are its input's, as torch's gradcheck requires."""
+    if g.layout != x.layout:
+        raise GradcheckError(f"grad is incorrect layout ({g.layout} is not {x.layout})")
+    for what, got, expected in (
+        ("sparse_dim", g.sparse_dim(), x.sparse_dim()),
+        ("dense_dim", g.dense_dim(), x.dense_dim()),
+    ):
+        if got != expected:
+            raise GradcheckError(f"grad is sparse tensor, but has incorrect {what} {got}, expected {expected}")
 
 
 def _check_undefined_grad(func, inputs, diff_inputs):
@@ -405,7 +431,7 @@ def _check_undefined_grad_case(outputs, diff_inputs):
             "Expected backward function to handle undefined output grads. Please look at "
             '"Notes about undefined output gradients" in "tools/autograd/derivatives.yaml"'
         ) from e
-    if any(g is not None and np.any(np.asarray(g._value) != 0) for g in grads):
+    if any(g is not None and np.any(_dense_array(g) != 0) for g in grads):
         _warn_undefined_grad_check_is_new()
         raise GradcheckError(
             "Expected all input grads to be undefined or zero when all output grads are undefined or zero. Please "

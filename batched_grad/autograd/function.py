@@ -152,8 +152,8 @@ class FunctionNode(_graph.Node):
         if any(isinstance(a, Tensor) and a._sparse_forms is not None and a.requires_grad for a in args):
             raise RuntimeError(
                 f"{function.__name__}.apply: a sparse COO input that requires grad is not provided (the engine "
-                "differentiates a sparse tensor through its values); pass its values (s._values()) and its indices, "
-                "and build the sparse tensor inside forward"
+                "differentiates a sparse tensor through its values); pass its values (s.coalesce().values()) and "
+                "its indices, and build the sparse tensor inside forward"
             )
         edges = tuple(_graph.edge_of(a) if isinstance(a, Tensor) else None for a in args)
         # one gradient per output reaches backward, None for an output that is not a Tensor

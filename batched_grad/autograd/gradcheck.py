@@ -90,6 +90,7 @@ def gradcheck(
         eps=eps, atol=atol, rtol=rtol, nondet_tol=nondet_tol, check_grad_dtypes=check_grad_dtypes, fast_mode=fast_mode
     )
     inputs = _as_tuple(inputs)
+    batched_func, batched_inputs = func, inputs  # the batched check differentiates sparse inputs themselves
     if any_sparse(inputs):
         func, inputs = on_values(func, inputs, masked, "gradcheck")
     _check_requires_grad(inputs)
@@ -107,9 +108,8 @@ def gradcheck(
         if not check_backward_ad:
             return True
         diff_inputs = [x for x in inputs if _requires_grad(x)]
-        rng = np.random.default_rng(0)
-        for i, o in enumerate(outputs if check_batched_grad else ()):
-            _check_batched_grad(o, i, diff_inputs, rng)
+        if check_batched_grad:
+            _check_batched_grads(batched_func, batched_inputs, outputs if batched_func is func else None)
         if outputs:
             _check_backward_mul_by_grad_output(outputs, diff_inputs)
         if check_undefined_grad:
@@ -117,6 +117,15 @@ def gradcheck(
         return True
 
     return _run(check, raise_exception)
+
+
+def _check_batched_grads(func, inputs, outputs):
+    """The batched check of each differentiable output (of func at `inputs` where `outputs` is None): a sparse
+    input's batched gradients are refused, as grad(..., is_grads_batched=True) refuses them."""
+    outputs = _differentiable(_call(func, inputs)) if outputs is None else outputs
+    diff_inputs, rng = [x for x in inputs if _requires_grad(x)], np.random.default_rng(0)
+    for i, o in enumerate(outputs):
+        _check_batched_grad(o, i, diff_inputs, rng)
 
 
 def _random_grad_output(output):

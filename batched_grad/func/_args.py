@@ -57,12 +57,23 @@ def differentiable_inputs(tree):
     must give gradients differentiable with respect to it); otherwise a new leaf holding its value (JAX's value
     itself: a transform traced in forward mode sees its tangent)."""
     leaves, spec = flatten(tree)
-    fresh = []
     for x in leaves:
         if not isinstance(x, Tensor):
             raise ValueError(f"Thing passed to transform API must be Tensor, got {type(x)}")
-        fresh.append(clone(x) if x.requires_grad else Tensor._wrap(x._v, requires_grad=True))
-    return fresh, spec
+    return [_fresh(x) for x in leaves], spec
+
+
+def _fresh(x):
+    """A fresh graph input standing for `x`; for a sparse COO tensor, one with its indices and fresh values (its
+    gradient is then sparse, as torch.func's)."""
+    if x._sparse_forms is not None:
+        return type(x)._of(x._coo_indices, _fresh(x._coo_values), x.shape, x._coalesced)
+    return clone(x) if x.requires_grad else Tensor._wrap(x._v, requires_grad=True)
+
+
+def _graph_tensor(x):
+    """The tensor the graph holds for `x`: a sparse tensor's values, else itself."""
+    return x._coo_values if x._sparse_forms is not None else x
 
 
 # The fresh leaves of transforms that have returned. A vjp_fn called later records its gradients through its
@@ -75,6 +86,7 @@ _retired = {}
 def retire(tensors):
     """Mark the fresh leaves among `tensors` as belonging to a transform that has returned."""
     for x in tensors:
+        x = _graph_tensor(x) if isinstance(x, Tensor) else x
         if isinstance(x, Tensor) and x.grad_fn is None:
             key = id(x)
             _retired[key] = weakref.ref(x, lambda _, key=key: _retired.pop(key, None))
@@ -93,7 +105,7 @@ def reaches_outside(outputs, inputs):
     """Whether the graph of `outputs` (or an output itself) reaches a leaf that requires grad other than the fresh
     leaves in `inputs` and those of returned transforms: then a gradient of them must be recorded (create_graph)
     to stay differentiable with respect to it."""
-    own = {id(x) for x in inputs if x.grad_fn is None}
+    own = {id(_graph_tensor(x)) for x in inputs if x.grad_fn is None}
     tensors = [o for o in outputs if isinstance(o, Tensor)]
     if any(o.grad_fn is None and _is_outside_leaf(o, own) for o in tensors):
         return True

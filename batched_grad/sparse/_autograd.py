@@ -16,7 +16,7 @@ def engine_tensors(tensors):
     return tuple(x._coo_values if isinstance(x, SparseCOO) else x for x in tensors)
 
 
-def _at_indices(out, grad):
+def values_gradient(out, grad):
     """The gradient of a sparse output's values: `grad` (dense or sparse, of the output's size) read at its
     indices."""
     if not isinstance(grad, Tensor) or grad.shape != out.shape:
@@ -28,17 +28,19 @@ def _at_indices(out, grad):
     return dense.index_select(0, linear_index(out))
 
 
+def _engine_gradient(out, grad):
+    if isinstance(out, SparseCOO) and grad is not None:
+        return values_gradient(out, grad)
+    if isinstance(grad, SparseCOO) and not (out.requires_grad and out.grad_fn is None):
+        return to_dense(grad)
+    return grad
+
+
 def engine_gradients(outputs, grads):
     """grad_outputs for the outputs' engine tensors: a sparse output's gradient read at its indices, a sparse
-    gradient of a dense output made dense."""
-    return tuple(
-        _at_indices(out, g)
-        if isinstance(out, SparseCOO) and g is not None
-        else to_dense(g)
-        if isinstance(g, SparseCOO)
-        else g
-        for out, g in zip(outputs, grads)
-    )
+    gradient of a dense output made dense, except where that output is a leaf: its AccumulateGrad takes the sparse
+    gradient, as torch's."""
+    return tuple(_engine_gradient(out, g) for out, g in zip(outputs, grads))
 
 
 def sparse_gradients(grads, inputs):
@@ -48,16 +50,9 @@ def sparse_gradients(grads, inputs):
     )
 
 
-def _dense_outputs(out):
-    """`out` (a tensor or a tuple of them) with its sparse tensors made dense."""
-    if isinstance(out, (tuple, list)):
-        return type(out)(_dense_outputs(o) for o in out)
-    return to_dense(out) if isinstance(out, SparseCOO) else out
-
-
 def on_values(func, inputs, masked, name):
     """(func of the sparse inputs' values, those values): a gradient check of a function of sparse tensors compares
-    the derivatives with respect to their specified elements (torch's masked=True), through dense outputs."""
+    the derivatives with respect to their specified elements (torch's masked=True)."""
     if not masked:
         raise RuntimeError(
             f"{name}: the gradient of a sparse COO input is checked on its specified elements only: pass masked=True"
@@ -68,7 +63,7 @@ def on_values(func, inputs, masked, name):
             SparseCOO._of(x._coo_indices, a, x.shape, x._coalesced) if isinstance(x, SparseCOO) else a
             for a, x in zip(args, inputs)
         ]
-        return _dense_outputs(func(*rebuilt, *args[len(inputs) :]))
+        return func(*rebuilt, *args[len(inputs) :])
 
     values = tuple(
         x._coo_values.detach().requires_grad_(x.requires_grad) if isinstance(x, SparseCOO) else x for x in inputs

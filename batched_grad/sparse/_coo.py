@@ -9,7 +9,7 @@ from .._factories import tensor
 from .._format import PRINT_OPTS, _value_suffixes, _values_body, autograd_suffixes
 from .._layout_types import sparse_coo
 from .._meta import SPARSE_NOT_PROVIDED, NoDenseValue
-from .._tensor import Size, Tensor
+from .._tensor import INCOMPATIBLE_SET_DATA, Size, Tensor
 
 
 class SparseCOO(Tensor):
@@ -73,8 +73,9 @@ class SparseCOO(Tensor):
         return self._coo_indices
 
     def _values(self):
-        """The values tensor, also of an uncoalesced tensor (differentiable)."""
-        return self._coo_values.view(self._coo_values.shape)
+        """The values tensor, also of an uncoalesced tensor: outside the graph, as torch's (values() of a coalesced
+        tensor is differentiable)."""
+        return self._coo_values.detach()
 
     def indices(self):
         """The indices of a coalesced tensor."""
@@ -86,7 +87,7 @@ class SparseCOO(Tensor):
         """The values of a coalesced tensor (differentiable)."""
         if not self._coalesced:
             raise RuntimeError("Cannot get values on an uncoalesced tensor, please call .coalesce() first")
-        return self._values()
+        return self._coo_values.view(self._coo_values.shape)
 
     # ---- autograd metadata: the values' -------------------------------------------------------------
     @property
@@ -138,10 +139,27 @@ class SparseCOO(Tensor):
         self._coo_values.grad = None
 
     def register_hook(self, hook):
-        raise RuntimeError(
-            "register_hook is not provided for sparse COO tensors; register it on the dense tensor the values come "
-            "from, or on .to_dense()'s result"
-        )
+        """hook(grad) -> Tensor or None runs when this tensor's gradient (sparse, with its indices) is computed; a
+        returned sparse tensor of its size and dtype replaces the gradient at its indices."""
+        from .._hooks import _checked
+        from ._autograd import values_gradient
+
+        if not self.requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+
+        def on_values(values_grad):
+            grad = None if values_grad is None else sparse_gradient(self, values_grad)
+            result = hook(grad)
+            if result is None:
+                return None
+            if isinstance(result, Tensor) and grad is not None and result.type() != grad.type():  # layout and dtype
+                raise RuntimeError(
+                    f"hook '{on_values.__name__}' has changed the type of value (was {grad.type()} got {result.type()})"
+                )
+            return values_gradient(self, _checked(hook, result, grad))
+
+        on_values.__name__ = getattr(hook, "__name__", "<unknown>")  # the hook errors name the user's hook
+        return self._coo_values.register_hook(on_values)
 
     def retain_grad(self):
         """Keep the gradient of this non-leaf's values, read through .grad."""
@@ -175,6 +193,16 @@ class SparseCOO(Tensor):
     def data(self):
         """The same indices and values outside the graph (the values' .data)."""
         return SparseCOO._of(self._coo_indices, self._coo_values.data, self.shape, self._coalesced)
+
+    @data.setter
+    def data(self, other):
+        if not isinstance(other, Tensor):
+            raise TypeError(f"Variable data has to be a tensor, but got {type(other).__name__}")
+        if not isinstance(other, SparseCOO):
+            raise RuntimeError(INCOMPATIBLE_SET_DATA)
+        self._coo_values.data = other._coo_values
+        self._v = NoDenseValue(other.shape, other._coo_values._v.dtype)
+        self._coo_indices, self._coalesced = other._coo_indices, other._coalesced
 
     @property
     def T(self):

@@ -64,14 +64,12 @@ def embedding_with_sparse_grad(weight, indices, padding_idx, dense_lookup):
     return result
 
 
-def empty_like_sparse(grad):
-    """A sparse tensor of grad's size and dtype with no specified element (torch's zero_() of a sparse tensor)."""
-    return SparseCOO._of(
-        zeros((grad.sparse_dim(), 0), dtype=_dtypes.int64),
-        zeros((0, *grad.shape[grad.sparse_dim() :]), dtype=grad.dtype),
-        grad.shape,
-        coalesced=True,
-    )
+def empty_like_sparse(grad, values=None):
+    """A sparse tensor of grad's size with no specified element (torch's zero_() of a sparse tensor): of its dtype,
+    or with the given empty `values`."""
+    if values is None:
+        values = zeros((0, *grad.shape[grad.sparse_dim() :]), dtype=grad.dtype)
+    return SparseCOO._of(zeros((grad.sparse_dim(), 0), dtype=_dtypes.int64), values, grad.shape, coalesced=True)
 
 
 def zeroed_grad(grad):

@@ -26,6 +26,7 @@ from .._generator import get_rng_state, set_rng_state
 from .._grad_mode import enable_grad, is_grad_enabled, no_grad
 from .._saved import SavedValue
 from .._tensor import Tensor
+from ..amp import autocast_mode
 from ..autograd import backward as _backward
 from ..autograd.function import Function
 from ..autograd.graph import saved_tensors_hooks
@@ -171,6 +172,16 @@ _REENTRANT_IN_GRAD = (
 )
 
 
+def _cpu_autocast_state():
+    """The CPU autocast region the forward ran in, as autocast's arguments: the recomputation runs in it again, as
+    torch's (backward may run outside the region)."""
+    return {
+        "enabled": autocast_mode.is_autocast_enabled("cpu"),
+        "dtype": autocast_mode.get_autocast_dtype("cpu"),
+        "cache_enabled": autocast_mode.is_autocast_cache_enabled(),
+    }
+
+
 class CheckpointFunction(Function):
     @staticmethod
     def forward(ctx, run_function, preserve_rng_state, *args):
@@ -179,6 +190,7 @@ class CheckpointFunction(Function):
         ctx.preserve_rng_state = preserve_rng_state
         if preserve_rng_state:
             ctx.fwd_cpu_state = get_rng_state()
+        ctx.cpu_autocast_kwargs = _cpu_autocast_state()
         ctx.inputs, ctx.tensor_indices, tensor_inputs = [], [], []
         for i, arg in enumerate(args):
             if isinstance(arg, Tensor):
@@ -203,7 +215,7 @@ class CheckpointFunction(Function):
             if ctx.preserve_rng_state:
                 set_rng_state(ctx.fwd_cpu_state)
             detached = detach_variable(tuple(inputs))
-            with enable_grad():
+            with enable_grad(), autocast_mode.autocast("cpu", **ctx.cpu_autocast_kwargs):
                 outputs = ctx.run_function(*detached)
         if isinstance(outputs, Tensor):
             outputs = (outputs,)
@@ -371,12 +383,13 @@ def _checkpoint_without_reentrant(
         raise ValueError(f"determinism_check should be one of ['default', 'none'], but got {determinism_check}")
     forward_context, recompute_context = context_fn()
     fwd_state = get_rng_state() if preserve_rng_state else None
+    cpu_autocast_kwargs = _cpu_autocast_state()
 
     def recompute(*inputs):
         with fork_rng(enabled=preserve_rng_state):
             if preserve_rng_state:
                 set_rng_state(fwd_state)
-            with recompute_context:
+            with autocast_mode.autocast("cpu", **cpu_autocast_kwargs), recompute_context:
                 function(*inputs, **kwargs)
 
     if not is_grad_enabled():
