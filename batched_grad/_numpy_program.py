@@ -32,6 +32,8 @@ from jax.export import is_symbolic_dim, symbolic_shape
 from jax.extend import core as jcore
 
 from ._budget import Jitted
+from ._numpy_loops import JAXPRS as LOOP_JAXPRS
+from ._numpy_loops import ROWS as LOOP_ROWS
 from ._numpy_rows import ELEMENTWISE, MULTIPLE, ROWS, TRANSCENDENTAL, WIDENED
 from ._x64 import set_x64, swap_x64
 
@@ -39,7 +41,10 @@ from ._x64 import set_x64, swap_x64
 # chunk (a call costs about 10 us; 1024 elements of exp about 1 us, of a float64 lgamma about 15 us)
 CHUNK = 1024
 F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
-_IGNORED_PARAMS = frozenset({"sharding", "out_sharding", "precision", "weak_type", "update_jaxpr", "update_consts"})
+_IGNORED_PARAMS = frozenset(
+    {"sharding", "out_sharding", "precision", "weak_type", "update_jaxpr", "update_consts", "unroll", "linear",
+     "_split_transpose"}
+)  # fmt: skip
 _NONE_ONLY = ("accuracy", "out_dtype")  # params the rows compute only at their default, None
 # primitives that call a jaxpr (param name of the jaxpr): inlined
 _CALLS = {
@@ -76,11 +81,12 @@ class Program:
 
 
 class _Step:
-    __slots__ = ("eqn", "ins", "outs", "row", "power")
+    __slots__ = ("eqn", "ins", "outs", "row", "power", "bodies")
 
-    def __init__(self, eqn, ins, outs, row, power=None):
+    def __init__(self, eqn, ins, outs, row, power=None, bodies=None):
         self.eqn, self.ins, self.outs, self.row = eqn, ins, outs, row
         self.power = power  # a pow's exponent where XLA computes it exactly (_EXACT_POWERS)
+        self.bodies = bodies  # a loop's sub-Programs, by the name of the param holding each one's jaxpr
 
     @property
     def name(self):
@@ -117,8 +123,9 @@ _MOVES = frozenset(
 
 
 class _Flattener:
-    def __init__(self):
+    def __init__(self, names, widened):
         self.registers, self.steps, self.shapes, self.slots = [], [], [], {}
+        self.names, self.widened = names, widened  # those of the program, and of the loop bodies it holds
         self.uniform = {}  # register -> the one value (0-d) all its elements hold, where the jaxpr alone fixes it
 
     def new(self, value=None):
@@ -182,6 +189,9 @@ class _Flattener:
             for var, slot in zip(eqn.outvars, self.jaxpr(inner, consts, ins)):
                 self.slots[var] = slot
             return
+        if name in LOOP_ROWS:
+            self.loop(eqn, ins)
+            return
         row, power = ROWS.get(name), None
         if name == "pow" and ins[1] in self.uniform:  # an exponent the jaxpr fixes: XLA knows it when it compiles
             power = float(self.uniform[ins[1]])
@@ -196,15 +206,27 @@ class _Flattener:
             self.fold(name, row, ins, outs, _params(eqn))
         self.steps.append(_Step(eqn, ins, outs, row, power))
 
+    def loop(self, eqn, ins):
+        """A loop's step: each jaxpr it runs flattened into a sub-Program (_numpy_loops.py), whose arrays count
+        toward the size bound of this one."""
+        bodies = {}
+        for param in LOOP_JAXPRS[eqn.primitive.name]:
+            bodies[param] = body = flatten(eqn.params[param], self.names, self.widened)
+            self.shapes.extend(body.shapes)
+        outs = tuple([self.define(v) for v in eqn.outvars])
+        self.steps.append(_Step(eqn, ins, outs, LOOP_ROWS[eqn.primitive.name], bodies=bodies))
 
-def flatten(closed, names):
+
+def flatten(closed, names, widened=None):
     """The Program of `closed` (a ClosedJaxpr) whose shapes may hold the symbolic sizes `names`; raises Unsupported
-    where it has none."""
-    flat = _Flattener()
+    where it has none. `widened`: whether its float64 values are a wider precision of its own (default: whether it
+    takes and gives no float64 array; a loop's body has the program's holding it)."""
+    widened = _widened(closed) if widened is None else widened
+    flat = _Flattener(names, widened)
     in_slots = [flat.define(v) for v in closed.jaxpr.invars]
     out_slots = flat.jaxpr(closed.jaxpr, closed.consts, in_slots)
     program = Program()
-    program.steps = _grouped(flat.steps, flat.registers, out_slots, _widened(closed))
+    program.steps = _grouped(flat.steps, flat.registers, out_slots, widened)
     program.registers, program.shapes = flat.registers, list(set(flat.shapes))
     program.in_slots, program.out_slots, program.names = tuple(in_slots), tuple(out_slots), names
     program.in_shapes = [tuple(v.aval.shape) for v in closed.jaxpr.invars]
@@ -223,10 +245,10 @@ def _params(eqn):
 
 def _row_step(step):
     eqn = step.eqn
-    params = _params(eqn)
+    params = _params(eqn) if step.bodies is None else {**_params(eqn), **step.bodies}
     dtypes = tuple([np.dtype(v.aval.dtype) for v in eqn.outvars])
     row = step.row if step.row is not None else WIDENED[step.name]
-    return (row, step.ins, step.outs, params, dtypes, step.name in MULTIPLE)
+    return (row, step.ins, step.outs, params, dtypes, step.name in MULTIPLE or step.bodies is not None)
 
 
 def _grouped(steps, registers, out_slots, widened):
