@@ -25,7 +25,7 @@ _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
 
 def _gates(a, gate_rows):
     """The gates' slices of the last dimension of `a`, one per (start, stop) in `gate_rows`."""
-    return [a[..., start:stop] for start, stop in gate_rows]
+    return [jax.lax.slice_in_dim(a, start, stop, axis=a.ndim - 1) for start, stop in gate_rows]
 
 
 def _step(mode, gate_rows, x_proj, h, c, w_hh, b_hh, w_hr):
