@@ -19,6 +19,16 @@ pytestmark = pytest.mark.skipif(jax.default_backend() != "cpu", reason="host for
 TOLERANCE = {"rtol": 2e-5, "atol": 2e-6}  # float32, sums in another order than torch's
 
 
+@pytest.fixture(autouse=True)
+def per_op_tier():
+    """The per-op tier only: a structure that repeats would otherwise be compiled as one fused program once its
+    runs pay for it (_fusion.py), which is no compile the host forms cause."""
+    previous = bg.get_fusion()
+    bg.set_fusion("off")
+    yield
+    bg.set_fusion(previous)
+
+
 def _pair(mode, **options):
     """The same recurrent layer in torch and here (torch's initial weights copied)."""
     torch.manual_seed(0)
@@ -57,7 +67,7 @@ LAYERS = [
         "LSTM",
         {"proj_size": 5, "bidirectional": True},
         id="LSTM-proj-bidirectional",
-        marks=pytest.mark.filterwarnings("ignore:LSTM with projections is not supported with oneDNN"),  # torch's
+        marks=[SLOW, pytest.mark.filterwarnings("ignore:LSTM with projections is not supported with oneDNN")],
     ),
     pytest.param("LSTM", {"num_layers": 2, "bidirectional": True, "batch_first": True}, id="LSTM-2-bi", marks=SLOW),
     pytest.param("GRU", {"num_layers": 2, "bidirectional": True}, id="GRU-2-bi", marks=SLOW),
@@ -68,9 +78,8 @@ LAYERS = [
 def test_recurrent_layers_at_new_lengths_compile_nothing_and_match_torch(mode, options):
     ours, theirs = _pair(mode, **options)
     batch_first = options.get("batch_first", False)
-    _run(bg, ours, _sequence(4, 2, batch_first), batch_first)  # traces the layer's programs, compiles their regions
-    before = bg.compile_count()
-    for length, batch in ((7, 2), (11, 3)):
+    for length, batch in ((4, 2), (7, 2), (11, 3)):  # the first traces the programs and compiles their regions
+        before = bg.compile_count()
         x = _sequence(length, batch, batch_first, seed=length)
         assert_same(_run(bg, ours, x, batch_first), _run(torch, theirs, x, batch_first), **TOLERANCE)
     assert bg.compile_count() == before
@@ -88,11 +97,30 @@ def test_packed_sequences_at_new_lengths_compile_nothing_and_match_torch():
         (padded.sum() + (h * c).sum()).backward()
         return [padded, h, c, x.grad]
 
-    run(bg, _sequence(4, 3, False), [4, 2, 3])
-    before = bg.compile_count()
-    for lengths in ([6, 3, 5], [9, 9, 2]):
-        x = _sequence(max(lengths), 3, False, seed=len(lengths) + lengths[0])
+    for lengths in ([4, 2, 3], [6, 3, 5], [9, 9, 2]):  # the first traces the programs and compiles their regions
+        before = bg.compile_count()
+        x = _sequence(max(lengths), 3, False, seed=lengths[0])
         assert_same(run(bg, x, lengths), run(torch, x, lengths), **TOLERANCE)
+    assert bg.compile_count() == before
+
+
+def test_ctc_loss_at_new_lengths_compiles_nothing_and_matches_torch():
+    """CTC's forward recursion is a scan over the input frames."""
+    targets, target_lengths = [[1, 2, 3], [2, 2, 0]], [3, 2]
+
+    def loss_and_gradient(lib, log_probs, frames):
+        x = lib.tensor(log_probs, requires_grad=True)
+        loss = lib.nn.functional.ctc_loss(
+            x.log_softmax(2), lib.tensor(targets), lib.tensor([frames, frames - 2]), lib.tensor(target_lengths)
+        )
+        loss.backward()
+        return [loss, x.grad]
+
+    rng = np.random.default_rng(0)
+    for frames in (10, 13, 17):  # the first traces the programs and compiles their regions
+        before = bg.compile_count()
+        log_probs = rng.standard_normal((frames, 2, 5)).astype(np.float32)
+        assert_same(loss_and_gradient(bg, log_probs, frames), loss_and_gradient(torch, log_probs, frames), **TOLERANCE)
     assert bg.compile_count() == before
 
 
