@@ -1,7 +1,9 @@
 """A jaxpr flattened into a Program for _numpy_eval.py: a list of steps over numbered registers, each a NumPy row
 (_numpy_rows.py) or an elementwise region computed by an XLA kernel.
 
-Calls of other jaxprs (jit, custom_jvp_call, custom_vjp_call, checkpoint) are inlined. The elementwise steps are
+Calls of other jaxprs (jit, custom_jvp_call, custom_vjp_call, checkpoint) are inlined; the jaxprs a loop runs (scan,
+while) are flattened into sub-Programs of their own, run once per iteration by the loop's row (_numpy_loops.py),
+whose arrays count toward the program's size bound. The elementwise steps are
 then grouped into regions: the steps of one result shape (operands of that shape or scalars), until something
 other than an elementwise step of that shape reads one of their results. A region runs with NumPy, step by step,
 where that gives XLA's bits: where it holds only exact operations and no product that is added or subtracted. Where

@@ -104,6 +104,24 @@ def test_packed_sequences_at_new_lengths_compile_nothing_and_match_torch():
     assert bg.compile_count() == before
 
 
+def test_batched_cotangents_through_a_layer_at_new_lengths_compile_nothing_and_match_torch():
+    """is_grads_batched: the layer's VJP mapped over the rows by jax.vmap is a scan over batched values."""
+    ours, theirs = _pair("GRU")
+
+    def rows_of_gradient(lib, x, cotangents):
+        x = lib.tensor(x, requires_grad=True)
+        out, _ = (ours if lib is bg else theirs)(x)
+        return lib.autograd.grad(out, x, lib.tensor(cotangents), is_grads_batched=True)
+
+    rng = np.random.default_rng(3)
+    for length in (4, 6, 9):  # the first traces the programs and compiles their regions
+        before = bg.compile_count()
+        x, cotangents = _sequence(length, 2, False, seed=length), rng.standard_normal((5, length, 2, 8))
+        cotangents = cotangents.astype(np.float32)
+        assert_same(rows_of_gradient(bg, x, cotangents), rows_of_gradient(torch, x, cotangents), **TOLERANCE)
+    assert bg.compile_count() == before
+
+
 def test_ctc_loss_at_new_lengths_compiles_nothing_and_matches_torch():
     """CTC's forward recursion is a scan over the input frames."""
     targets, target_lengths = [[1, 2, 3], [2, 2, 0]], [3, 2]
