@@ -2,22 +2,21 @@
 (_numpy_rows.py) or an elementwise region computed by an XLA kernel.
 
 Calls of other jaxprs (jit, custom_jvp_call, custom_vjp_call, checkpoint) are inlined; the jaxprs a loop runs (scan,
-while) are flattened into sub-Programs of their own, run once per iteration by the loop's row (_numpy_loops.py),
-whose arrays count toward the program's size bound. The elementwise steps are
-then grouped into regions: the steps of one result shape (operands of that shape or scalars), until something
-other than an elementwise step of that shape reads one of their results. A region runs with NumPy, step by step,
-where that gives XLA's bits: where it holds only exact operations and no product that is added or subtracted. Where
-it holds a transcendental function, or a product added to something (which XLA's CPU code contracts into one fused
-multiply-add, rounded once), the region runs as one XLA kernel, as it runs inside the op's own kernel: on its
-operands flattened, padded and cut into chunks of CHUNK elements, so that it compiles once per region, never per
-shape or size (each element's value depends on its operands' elements alone, not on where it sits in the array).
-In a program whose float64 values are its own wider precision (it takes and gives no float64 array: an op computed
-in float64 for float32 operands, as tanh, its VJP, the VJP of that), the transcendental functions and multiply-adds
-computed in float64 run with NumPy too (_numpy_rows.WIDENED): NumPy's and XLA's float64 values round to the same
-float32 one, as the hand-written host forms of tanh and its VJP already compute it. A pow whose exponent the jaxpr
-fixes (a literal, or computed from literals: x ** 2 and its derivative 2 * x ** (2 - 1)) is no transcendental
-function where that exponent is 0, 1, 2 or 3: XLA's simplifier computes it as 1, a, a * a or a * a * a, and so do the
-rows (_EXACT_POWERS).
+while) are flattened into sub-Programs of their own, run once per iteration by the loop's row (_numpy_loops.py), whose
+arrays count toward the program's size bound. The elementwise steps are then grouped into regions: the steps of one
+result shape (operands of that shape or scalars), until something other than an elementwise step of that shape reads one
+of their results. A region runs with NumPy, step by step, where that gives XLA's bits: where it holds only exact
+operations and no product that is added or subtracted. Where it holds a transcendental function, or a product added to
+something (which XLA's CPU code contracts into one fused multiply-add, rounded once), the region runs as one XLA kernel,
+as it runs inside the op's own kernel: on its operands flattened, padded and cut into chunks of CHUNK elements, so that
+it compiles once per region, never per shape or size (each element's value depends on its operands' elements alone, not
+on where it sits in the array). In a program whose float64 values are its own wider precision (it takes and gives no
+float64 array: an op computed in float64 for float32 operands, as tanh, its VJP, the VJP of that), the transcendental
+functions and multiply-adds computed in float64 run with NumPy too (_numpy_rows.WIDENED): NumPy's and XLA's float64
+values round to the same float32 one, as the hand-written host forms of tanh and its VJP already compute it. A pow whose
+exponent the jaxpr fixes (a literal, or computed from literals: x ** 2 and its derivative 2 * x ** (2 - 1)) is no
+transcendental function where that exponent is 0, 1, 2 or 3: XLA's simplifier computes it as 1, a, a * a or a * a * a,
+and so do the rows (_EXACT_POWERS).
 
 A Program is kept in the store across processes (_store.remembered): `dumps` pickles it with the primitives it
 calls named by where JAX's modules hold them, so that a later process finds it without tracing the op's jaxpr."""
