@@ -42,7 +42,8 @@ from jax.export import is_symbolic_dim, symbolic_shape
 from . import _host, _store
 from ._float_errors import ignore as ignore_float_errors
 from ._float_errors import restore as restore_float_errors
-from ._numpy_program import Unsupported, dumps, flatten, loads, supported
+from ._numpy_loops import Body
+from ._numpy_program import Program, Unsupported, dumps, flatten, loads, supported
 from ._x64 import scoped
 
 MAX_PROGRAMS = 2048  # traced jaxprs kept, least recently used dropped
@@ -196,6 +197,9 @@ def _resolve(value, env, memo):
     if isinstance(value, (tuple, list)):
         items = [_resolve(v, env, memo) for v in value]
         return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)  # a NamedTuple's fields
+    if type(value) is Program:  # a loop's body, whose symbolic sizes are the program's holding it
+        steps, _, _, outs = _bound(value, tuple([env[name] for name in value.names]))
+        return Body(_runner(value, steps), outs)
     return value
 
 
@@ -231,12 +235,13 @@ def _size_of(expr, env):
 def _holds_symbolic(value):
     if isinstance(value, (tuple, list)):
         return any([_holds_symbolic(v) for v in value])
-    return is_symbolic_dim(value)
+    return is_symbolic_dim(value) or type(value) is Program
 
 
 @functools.lru_cache(maxsize=4096)
 def _symbolic_params(program):
-    """Per step of `program`, the names of its params that hold symbolic sizes (most hold none)."""
+    """Per step of `program`, the names of its params that are bound to a call's sizes: those holding symbolic
+    sizes, and loop bodies (sub-Programs), which are bound even where there are no symbols (most hold none)."""
     return [tuple([k for k, v in params.items() if _holds_symbolic(v)]) for _, _, _, params, _, _ in program.steps]
 
 
@@ -246,7 +251,7 @@ def _bound(program, sizes):
     bound to `sizes`."""
     resolve = functools.partial(_resolve, env=dict(zip(program.names, sizes)), memo={})
     steps = program.steps
-    if program.names:
+    if any(_symbolic_params(program)):
         steps = [
             (fn, ins, outs, {**params, **{k: resolve(params[k]) for k in names}} if names else params, dtypes, multi)
             for (fn, ins, outs, params, dtypes, multi), names in zip(steps, _symbolic_params(program))

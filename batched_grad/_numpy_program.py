@@ -1,21 +1,22 @@
 """A jaxpr flattened into a Program for _numpy_eval.py: a list of steps over numbered registers, each a NumPy row
 (_numpy_rows.py) or an elementwise region computed by an XLA kernel.
 
-Calls of other jaxprs (jit, custom_jvp_call, custom_vjp_call, checkpoint) are inlined. The elementwise steps are
-then grouped into regions: the steps of one result shape (operands of that shape or scalars), until something
-other than an elementwise step of that shape reads one of their results. A region runs with NumPy, step by step,
-where that gives XLA's bits: where it holds only exact operations and no product that is added or subtracted. Where
-it holds a transcendental function, or a product added to something (which XLA's CPU code contracts into one fused
-multiply-add, rounded once), the region runs as one XLA kernel, as it runs inside the op's own kernel: on its
-operands flattened, padded and cut into chunks of CHUNK elements, so that it compiles once per region, never per
-shape or size (each element's value depends on its operands' elements alone, not on where it sits in the array).
-In a program whose float64 values are its own wider precision (it takes and gives no float64 array: an op computed
-in float64 for float32 operands, as tanh, its VJP, the VJP of that), the transcendental functions and multiply-adds
-computed in float64 run with NumPy too (_numpy_rows.WIDENED): NumPy's and XLA's float64 values round to the same
-float32 one, as the hand-written host forms of tanh and its VJP already compute it. A pow whose exponent the jaxpr
-fixes (a literal, or computed from literals: x ** 2 and its derivative 2 * x ** (2 - 1)) is no transcendental
-function where that exponent is 0, 1, 2 or 3: XLA's simplifier computes it as 1, a, a * a or a * a * a, and so do the
-rows (_EXACT_POWERS).
+Calls of other jaxprs (jit, custom_jvp_call, custom_vjp_call, checkpoint) are inlined; the jaxprs a loop runs (scan,
+while) are flattened into sub-Programs of their own, run once per iteration by the loop's row (_numpy_loops.py), whose
+arrays count toward the program's size bound. The elementwise steps are then grouped into regions: the steps of one
+result shape (operands of that shape or scalars), until something other than an elementwise step of that shape reads one
+of their results. A region runs with NumPy, step by step, where that gives XLA's bits: where it holds only exact
+operations and no product that is added or subtracted. Where it holds a transcendental function, or a product added to
+something (which XLA's CPU code contracts into one fused multiply-add, rounded once), the region runs as one XLA kernel,
+as it runs inside the op's own kernel: on its operands flattened, padded and cut into chunks of CHUNK elements, so that
+it compiles once per region, never per shape or size (each element's value depends on its operands' elements alone, not
+on where it sits in the array). In a program whose float64 values are its own wider precision (it takes and gives no
+float64 array: an op computed in float64 for float32 operands, as tanh, its VJP, the VJP of that), the transcendental
+functions and multiply-adds computed in float64 run with NumPy too (_numpy_rows.WIDENED): NumPy's and XLA's float64
+values round to the same float32 one, as the hand-written host forms of tanh and its VJP already compute it. A pow whose
+exponent the jaxpr fixes (a literal, or computed from literals: x ** 2 and its derivative 2 * x ** (2 - 1)) is no
+transcendental function where that exponent is 0, 1, 2 or 3: XLA's simplifier computes it as 1, a, a * a or a * a * a,
+and so do the rows (_EXACT_POWERS).
 
 A Program is kept in the store across processes (_store.remembered): `dumps` pickles it with the primitives it
 calls named by where JAX's modules hold them, so that a later process finds it without tracing the op's jaxpr."""
@@ -32,6 +33,8 @@ from jax.export import is_symbolic_dim, symbolic_shape
 from jax.extend import core as jcore
 
 from ._budget import Jitted
+from ._numpy_loops import JAXPRS as LOOP_JAXPRS
+from ._numpy_loops import ROWS as LOOP_ROWS
 from ._numpy_rows import ELEMENTWISE, MULTIPLE, ROWS, TRANSCENDENTAL, WIDENED
 from ._x64 import set_x64, swap_x64
 
@@ -39,7 +42,10 @@ from ._x64 import set_x64, swap_x64
 # chunk (a call costs about 10 us; 1024 elements of exp about 1 us, of a float64 lgamma about 15 us)
 CHUNK = 1024
 F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
-_IGNORED_PARAMS = frozenset({"sharding", "out_sharding", "precision", "weak_type", "update_jaxpr", "update_consts"})
+_IGNORED_PARAMS = frozenset(
+    {"sharding", "out_sharding", "precision", "weak_type", "update_jaxpr", "update_consts", "unroll", "linear",
+     "_split_transpose"}
+)  # fmt: skip
 _NONE_ONLY = ("accuracy", "out_dtype")  # params the rows compute only at their default, None
 # primitives that call a jaxpr (param name of the jaxpr): inlined
 _CALLS = {
@@ -76,11 +82,12 @@ class Program:
 
 
 class _Step:
-    __slots__ = ("eqn", "ins", "outs", "row", "power")
+    __slots__ = ("eqn", "ins", "outs", "row", "power", "bodies")
 
-    def __init__(self, eqn, ins, outs, row, power=None):
+    def __init__(self, eqn, ins, outs, row, power=None, bodies=None):
         self.eqn, self.ins, self.outs, self.row = eqn, ins, outs, row
         self.power = power  # a pow's exponent where XLA computes it exactly (_EXACT_POWERS)
+        self.bodies = bodies  # a loop's sub-Programs, by the name of the param holding each one's jaxpr
 
     @property
     def name(self):
@@ -117,8 +124,9 @@ _MOVES = frozenset(
 
 
 class _Flattener:
-    def __init__(self):
+    def __init__(self, names, widened):
         self.registers, self.steps, self.shapes, self.slots = [], [], [], {}
+        self.names, self.widened = names, widened  # those of the program, and of the loop bodies it holds
         self.uniform = {}  # register -> the one value (0-d) all its elements hold, where the jaxpr alone fixes it
 
     def new(self, value=None):
@@ -182,6 +190,9 @@ class _Flattener:
             for var, slot in zip(eqn.outvars, self.jaxpr(inner, consts, ins)):
                 self.slots[var] = slot
             return
+        if name in LOOP_ROWS:
+            self.loop(eqn, ins)
+            return
         row, power = ROWS.get(name), None
         if name == "pow" and ins[1] in self.uniform:  # an exponent the jaxpr fixes: XLA knows it when it compiles
             power = float(self.uniform[ins[1]])
@@ -196,15 +207,27 @@ class _Flattener:
             self.fold(name, row, ins, outs, _params(eqn))
         self.steps.append(_Step(eqn, ins, outs, row, power))
 
+    def loop(self, eqn, ins):
+        """A loop's step: each jaxpr it runs flattened into a sub-Program (_numpy_loops.py), whose arrays count
+        toward the size bound of this one."""
+        bodies = {}
+        for param in LOOP_JAXPRS[eqn.primitive.name]:
+            bodies[param] = body = flatten(eqn.params[param], self.names, self.widened)
+            self.shapes.extend(body.shapes)
+        outs = tuple([self.define(v) for v in eqn.outvars])
+        self.steps.append(_Step(eqn, ins, outs, LOOP_ROWS[eqn.primitive.name], bodies=bodies))
 
-def flatten(closed, names):
+
+def flatten(closed, names, widened=None):
     """The Program of `closed` (a ClosedJaxpr) whose shapes may hold the symbolic sizes `names`; raises Unsupported
-    where it has none."""
-    flat = _Flattener()
+    where it has none. `widened`: whether its float64 values are a wider precision of its own (default: whether it
+    takes and gives no float64 array; a loop's body has the program's holding it)."""
+    widened = _widened(closed) if widened is None else widened
+    flat = _Flattener(names, widened)
     in_slots = [flat.define(v) for v in closed.jaxpr.invars]
     out_slots = flat.jaxpr(closed.jaxpr, closed.consts, in_slots)
     program = Program()
-    program.steps = _grouped(flat.steps, flat.registers, out_slots, _widened(closed))
+    program.steps = _grouped(flat.steps, flat.registers, out_slots, widened)
     program.registers, program.shapes = flat.registers, list(set(flat.shapes))
     program.in_slots, program.out_slots, program.names = tuple(in_slots), tuple(out_slots), names
     program.in_shapes = [tuple(v.aval.shape) for v in closed.jaxpr.invars]
@@ -223,10 +246,10 @@ def _params(eqn):
 
 def _row_step(step):
     eqn = step.eqn
-    params = _params(eqn)
+    params = _params(eqn) if step.bodies is None else {**_params(eqn), **step.bodies}
     dtypes = tuple([np.dtype(v.aval.dtype) for v in eqn.outvars])
     row = step.row if step.row is not None else WIDENED[step.name]
-    return (row, step.ins, step.outs, params, dtypes, step.name in MULTIPLE)
+    return (row, step.ins, step.outs, params, dtypes, step.name in MULTIPLE or step.bodies is not None)
 
 
 def _grouped(steps, registers, out_slots, widened):

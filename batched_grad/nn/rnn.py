@@ -23,29 +23,35 @@ from .utils.rnn import PackedSequence, pad_packed_sequence
 _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
 
 
-def _step(mode, x_proj, h, c, w_hh, b_hh, w_hr):
+def _gates(a, gate_rows):
+    """The gates' slices of the last dimension of `a`, one per (start, stop) in `gate_rows`."""
+    return [jax.lax.slice_in_dim(a, start, stop, axis=a.ndim - 1) for start, stop in gate_rows]
+
+
+def _step(mode, gate_rows, x_proj, h, c, w_hh, b_hh, w_hr):
     """One time step: (new h, new c) from the input's projection x W_ih^T + b_ih and the state."""
     hh = h @ w_hh.T + (b_hh if b_hh is not None else 0)
     if mode == "GRU":
-        ir, iz, i_n = jnp.split(x_proj, 3, -1)
-        hr, hz, h_n = jnp.split(hh, 3, -1)
+        ir, iz, i_n = _gates(x_proj, gate_rows)
+        hr, hz, h_n = _gates(hh, gate_rows)
         r, z = jax.nn.sigmoid(ir + hr), jax.nn.sigmoid(iz + hz)
         n = jnp.tanh(i_n + r * h_n)
         return (1 - z) * n + z * h, c
     gates = x_proj + hh
     if mode == "LSTM":
-        i, f, g, o = jnp.split(gates, 4, -1)
+        i, f, g, o = _gates(gates, gate_rows)
         c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
         h = jax.nn.sigmoid(o) * jnp.tanh(c)
         return (h @ w_hr.T if w_hr is not None else h), c
     return (jnp.tanh(gates) if mode == "RNN_TANH" else jax.nn.relu(gates)), c
 
 
-def _layer(x, h0, *arrays, mode, reverse, has_bias, has_proj, masked=False):
-    """One direction of one layer over the sequence x (L, N, H_in): (outputs, h_n[, c_n]). With `masked`, the last
-    array is a (L, N) mask of the steps each sequence has (a packed batch): the state passes a missing step
-    unchanged and its output there is zero, so each sequence's h_n is the state after its own last step, in either
-    direction."""
+def _layer(x, h0, *arrays, mode, gate_rows, reverse, has_bias, has_proj, masked=False):
+    """One direction of one layer over the sequence x (L, N, H_in): (outputs, h_n[, c_n]). `gate_rows`: the
+    (start, stop) rows of each gate in the weights, static, so that a symbolic trace (_numpy_eval.py) keeps the
+    weights' sizes: only the sequence's length and batch vary in it. With `masked`, the last array is a (L, N) mask
+    of the steps each sequence has (a packed batch): the state passes a missing step unchanged and its output there
+    is zero, so each sequence's h_n is the state after its own last step, in either direction."""
     arrays = list(arrays)
     mask = arrays.pop() if masked else None
     c0 = arrays.pop(0) if mode == "LSTM" else None
@@ -56,7 +62,7 @@ def _layer(x, h0, *arrays, mode, reverse, has_bias, has_proj, masked=False):
 
     def body(state, step):
         x_proj, present = step
-        h, c = _step(mode, x_proj, state[0], state[1], w_hh, b_hh, w_hr)
+        h, c = _step(mode, gate_rows, x_proj, state[0], state[1], w_hh, b_hh, w_hr)
         if present is None:
             return (h, c), h
         present = present[:, None]
@@ -226,6 +232,7 @@ class RNNBase(Module):
         of its steps and its batch sizes."""
         finals = [[] for _ in states]
         directions = ("", "_reverse") if self.bidirectional else ("",)
+        gates = _GATES[self.mode]
         for layer in range(self.num_layers):
             outputs = []
             for d, suffix in enumerate(directions):
@@ -236,6 +243,7 @@ class RNNBase(Module):
                     + self._layer_parameters(layer, suffix)
                     + ([mask] * (mask is not None)),
                     mode=self.mode,
+                    gate_rows=tuple([(k * self.hidden_size, (k + 1) * self.hidden_size) for k in range(gates)]),
                     reverse=d == 1,
                     has_bias=bool(self.bias),
                     has_proj=self.proj_size > 0,
