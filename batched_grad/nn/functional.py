@@ -26,6 +26,7 @@ from .._ops import (
 from .._ops import interpolate as _interpolate
 from .._ops._core import SAVES_NOTHING, Op, apply
 from .._ops._fused_backward import FUSED_ZEROS, Fused, last_operand_if
+from .._ops._mixed_dtype import check_norm_parameters, compute_dtype
 from .._ops.activations import FUNCTIONAL as _ACTIVATIONS
 from .._ops.activations import _inplace_of
 from .._ops.distances import cosine_similarity, normalize, pairwise_distance, pdist
@@ -403,9 +404,10 @@ def binary_cross_entropy_with_logits(
 
 
 # ---- batch normalization --------------------------------------------------------------------------------
-def _batch_norm(x, *params, eps, training, has_weight, has_bias):
+def _batch_norm(input, *params, eps, training, has_weight, has_bias):
     """Normalize each channel (dim 1) by the batch's statistics (biased variance) when `training`, else by the
     running mean and variance that lead `params`; then scale by the weight and shift by the bias."""
+    x = input.astype(compute_dtype(input, params))
     shape = (1, -1) + (1,) * (x.ndim - 2)  # a per-channel vector against x
     if training:
         axes = (0,) + tuple(range(2, x.ndim))
@@ -416,7 +418,7 @@ def _batch_norm(x, *params, eps, training, has_weight, has_bias):
     out = (x - mean) * jax.lax.rsqrt(var + eps)
     if has_weight:
         out, params = out * params[0].reshape(shape), params[1:]
-    return out + params[0].reshape(shape) if has_bias else out
+    return (out + params[0].reshape(shape) if has_bias else out).astype(input.dtype)
 
 
 # native_batch_norm_backward reads the input and the weight, not the bias
@@ -472,6 +474,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         if t is not None and t.numel() != channels:
             raise RuntimeError(f"{name} should contain {channels} elements not {t.numel()}")
     _check_running_stats_batched_with(input, running_mean, running_var, training)
+    check_norm_parameters(input, weight, bias, running_mean, running_var)
     if training and running_mean is not None and running_var is not None:
         mean, var = _batch_statistics(input)
         with no_grad():
