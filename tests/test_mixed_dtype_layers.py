@@ -223,3 +223,30 @@ def test_numpy_functions_given_a_tensor_return_a_tensor(name):
         return out
 
     _same_outcome(build)
+
+
+LOSSES = {
+    "cross_entropy": lambda m, x, w: m.nn.functional.cross_entropy(x, m.tensor([0, 1, 2, 1]), weight=w),
+    "cross_entropy_smoothed": lambda m, x, w: m.nn.CrossEntropyLoss(weight=w, label_smoothing=0.1)(
+        x, m.tensor([0, 1, 2, 1])
+    ),
+    "cross_entropy_probabilities": lambda m, x, w: m.nn.functional.cross_entropy(x, x.softmax(1), weight=w),
+    "nll_loss": lambda m, x, w: m.nn.functional.nll_loss(x, m.tensor([2, 1, 0, 1]), weight=w),
+    "multi_margin_loss": lambda m, x, w: m.nn.functional.multi_margin_loss(x, m.tensor([2, 1, 0, 1]), weight=w),
+    "binary_cross_entropy_target": lambda m, x, w: m.nn.functional.binary_cross_entropy(
+        x.sigmoid(), x.sigmoid().to(w.dtype)
+    ),
+    "binary_cross_entropy_weight": lambda m, x, w: m.nn.functional.binary_cross_entropy(x.sigmoid(), x.sigmoid(), w),
+    "bce_with_logits_target": lambda m, x, w: m.nn.functional.binary_cross_entropy_with_logits(
+        x, x.sigmoid().to(w.dtype)
+    ),
+    "bce_with_logits_weights": lambda m, x, w: m.nn.functional.binary_cross_entropy_with_logits(
+        x, x.sigmoid(), weight=w, pos_weight=w
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(LOSSES))
+@pytest.mark.parametrize("dtypes", [(F64, F32), (F32, F64)], ids=str)
+def test_losses_given_weights_or_targets_of_another_dtype(name, dtypes):
+    _same_outcome(lambda m: LOSSES[name](m, _ramp(m, dtypes[0], 4, 3), _ramp(m, dtypes[1], 3).abs() + 0.5))

@@ -56,7 +56,7 @@ from .._tensor import Tensor
 from .._vmap_levels import is_batched
 from .ctc import ctc_loss
 from .losses import FUNCTIONS as _LOSSES
-from .losses import legacy_reduction
+from .losses import check_class_weight_dtype, legacy_reduction
 
 tanh, sigmoid = UNARY["tanh"], UNARY["sigmoid"]
 
@@ -300,6 +300,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     _check_reduction(reduction)
     classes = _check_classes("nll_loss", input, target, weight)
     _check_targets(target, classes, ignore_index)
+    check_class_weight_dtype(input, weight)
     return apply(
         _NLL,
         [input, target] + ([] if weight is None else [weight]),
@@ -323,6 +324,7 @@ def cross_entropy(
     classes = _check_classes("cross_entropy", input, target, weight, probabilities)
     if not probabilities:
         _check_targets(target, classes, ignore_index)
+        check_class_weight_dtype(input, weight)
     return apply(
         _CROSS_ENTROPY,
         [input, target] + ([] if weight is None else [weight]),
@@ -336,14 +338,15 @@ def cross_entropy(
 # ---- binary losses ------------------------------------------------------------------------------------------
 def _bce(x, t, *weight, reduction):
     loss = _derivatives.bce(*jnp.broadcast_arrays(x, t))
-    return _REDUCE[reduction](loss * weight[0] if weight else loss)
+    return _REDUCE[reduction](loss * weight[0].astype(x.dtype) if weight else loss)  # torch reads weight as x's dtype
 
 
 def _bce_with_logits(x, t, *extra, reduction, has_weight):
+    # torch accumulates the loss in place in a tensor of the target's dtype, which the result keeps
     weight, pos_weight = (extra[0], extra[1:]) if has_weight else (None, extra)
     log_weight = (pos_weight[0] - 1) * t + 1 if pos_weight else jnp.ones((), x.dtype)
     loss = _derivatives.bce_with_logits(*jnp.broadcast_arrays(x, t, log_weight))
-    return _REDUCE[reduction](loss if weight is None else loss * weight)
+    return _REDUCE[reduction]((loss if weight is None else loss * weight).astype(t.dtype))
 
 
 _BCE = Op("binary_cross_entropy", _bce)
@@ -368,6 +371,8 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
         "Using a target size ({target!r}) that is different to the input size ({input!r}) is deprecated. "
         "Please ensure they have the same size.",
     )
+    if target.dtype != input.dtype:
+        raise RuntimeError(f"Found dtype {target.dtype.type_name} but expected {input.dtype.type_name}")
     for name, probabilities in (("input", input), ("target", target)):
         if _is_concrete(probabilities) and probabilities.numel():
             values = _host(probabilities)
