@@ -1,7 +1,7 @@
 """Vision, audio and sequence models as public programs write them, run with torch and with batched_grad from the
 same seed: a U-Net, depthwise convolutions with mixup and cutmix, a Conv1d audio net, weight averaging with gradient
-accumulation, a conditional VAE with beta-VAE objectives, and a packed tagger with dropout on its unpacked outputs
-next to a TransformerDecoder."""
+accumulation, a conditional VAE with beta-VAE objectives, a packed tagger with dropout on its unpacked outputs next
+to a TransformerDecoder, and nn.Transformer translation with greedy decoding."""
 
 import math
 from copy import deepcopy
@@ -421,3 +421,67 @@ def packed_tagger_and_decoder(m, cell):
 @pytest.mark.parametrize("cell", ["LSTM", "GRU"])
 def test_packed_tagger_and_decoder(cell):
     _both(packed_tagger_and_decoder, F64, cell=cell)
+
+
+def transformer_translation(m):
+    """nn.Transformer over sequence-first token batches: scaled token embeddings plus a sin/cos positional buffer,
+    a float causal mask built by masked_fill of a transposed triu, a bool source mask and key padding masks from
+    pad_sequence batches, CrossEntropyLoss(ignore_index=PAD), Adam(betas, eps); then greedy decoding through
+    transformer.encoder/decoder one token at a time."""
+    nn, pad = m.nn, m.nn.utils.rnn.pad_sequence
+    m.manual_seed(0)
+    d, vocab = 8, 10
+    position = m.arange(0, 16, dtype=m.float64).reshape(16, 1)
+    scale = m.exp(-m.arange(0, d, 2, dtype=m.float64) * math.log(10000) / d)
+    table = m.zeros(16, d, dtype=m.float64)
+    table[:, 0::2], table[:, 1::2] = m.sin(position * scale), m.cos(position * scale)
+    table = table.unsqueeze(-2)
+    model = nn.Transformer(d, 2, 1, 1, 16, dropout=0.1).double()
+    src_emb, tgt_emb, generator = nn.Embedding(vocab, d).double(), nn.Embedding(vocab, d).double(), nn.Linear(d, vocab)
+    generator = generator.double()
+
+    def embed(table_module, tokens):
+        return table_module(tokens) * math.sqrt(d) + table[: tokens.size(0)]
+
+    def causal(n):
+        mask = (m.triu(m.ones(n, n)) == 1).transpose(0, 1)
+        return mask.double().masked_fill(mask == 0, float("-inf")).masked_fill(mask == 1, 0.0)
+
+    pairs = [m.randint(3, vocab, (int(n),)) for n in m.randint(2, 5, (6,))]
+    wrap = [m.cat([m.tensor([1]), s, m.tensor([2])]) for s in pairs]
+    src, tgt = pad(wrap), pad([s.flip(0) for s in wrap])
+    params = [*model.parameters(), *src_emb.parameters(), *tgt_emb.parameters(), *generator.parameters()]
+    opt = m.optim.Adam(params, lr=1e-3, betas=(0.9, 0.98), eps=1e-9)
+    loss_fn, losses = nn.CrossEntropyLoss(ignore_index=0), []
+    for _ in range(3):
+        tgt_in = tgt[:-1]
+        src_mask = m.zeros(src.size(0), src.size(0)).type(m.bool)
+        src_pad, tgt_pad = (src == 0).transpose(0, 1), (tgt_in == 0).transpose(0, 1)
+        out = model(
+            embed(src_emb, src),
+            embed(tgt_emb, tgt_in),
+            src_mask,
+            causal(tgt_in.size(0)),
+            None,
+            src_pad,
+            tgt_pad,
+            src_pad,
+        )
+        loss = loss_fn(generator(out).reshape(-1, vocab), tgt[1:].reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.detach())
+    model.eval()
+    source = wrap[0].view(-1, 1)
+    memory = model.encoder(embed(src_emb, source), m.zeros(source.size(0), source.size(0)).type(m.bool))
+    ys = m.ones(1, 1).fill_(1).type(m.long)
+    for _ in range(4):
+        out = model.decoder(embed(tgt_emb, ys), memory, causal(ys.size(0)).type(m.bool)).transpose(0, 1)
+        ys = m.cat([ys, m.ones(1, 1).type_as(source.data).fill_(generator(out[:, -1]).argmax(1).item())], dim=0)
+    return losses, ys.flatten().tolist(), generator.weight.detach()
+
+
+@pytest.mark.slow
+def test_transformer_translation():
+    _both(transformer_translation, F64)

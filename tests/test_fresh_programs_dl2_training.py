@@ -1,9 +1,10 @@
 """Training machinery as public programs use it, run with torch and with batched_grad from the same seed: every lr
 scheduler with a checkpoint resumed through torch.save/torch.load, parametrizations, an EmbeddingBag text classifier
-fed by a DataLoader, style transfer by LBFGS, a BiLSTM-CRF tagger, and a tabular model with weighted/smoothed losses,
-weighted sampling and torch's metric functions."""
+fed by a DataLoader, style transfer by LBFGS, a BiLSTM-CRF tagger, a tabular model with weighted/smoothed losses,
+weighted sampling and torch's metric functions, and a spatial transformer beside stft log-mel features."""
 
 import io
+import math
 
 import numpy as np
 import pytest
@@ -418,3 +419,55 @@ def test_float_features_or_class_weights_with_a_double_model_are_refused_as_by_t
             m.nn.CrossEntropyLoss(weight=counts.sum() / (2.0 * counts))(
                 m.randn(4, 2, dtype=m.float64), m.ones(4).long()
             )
+
+
+def spatial_transformer_and_log_mel(m):
+    """A spatial transformer: a localization net regressing 2x3 affine parameters from an identity start
+    (weight.data.zero_(), bias.data.copy_), F.affine_grid + F.grid_sample, a classifier with Dropout2d, SGD and
+    nll_loss, the test loss with the deprecated size_average=False. Then log-mel features: torch.stft with a
+    hann_window (reflect padding), a triangular mel filterbank from clamp(minimum(...)), and istft back."""
+    nn, F = m.nn, m.nn.functional
+    m.manual_seed(0)
+    localization = nn.Sequential(nn.Conv2d(1, 4, 5), nn.MaxPool2d(2, stride=2), nn.ReLU(True)).double()
+    fc_loc = nn.Sequential(nn.Linear(4 * 4 * 4, 8), nn.ReLU(True), nn.Linear(8, 6)).double()
+    fc_loc[2].weight.data.zero_()
+    fc_loc[2].bias.data.copy_(m.tensor([1, 0, 0, 0, 1, 0], dtype=m.float))
+    classifier = nn.Sequential(
+        nn.Conv2d(1, 4, 3), nn.Dropout2d(), nn.MaxPool2d(2), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 5 * 5, 3)
+    ).double()
+    params = [*localization.parameters(), *fc_loc.parameters(), *classifier.parameters()]
+    opt = m.optim.SGD(params, lr=0.05)
+    images, labels = m.rand(8, 1, 12, 12, dtype=m.float64), m.randint(0, 3, (8,))
+
+    def forward(x):
+        theta = fc_loc(localization(x).view(-1, 64)).view(-1, 2, 3)
+        grid = F.affine_grid(theta, x.size(), align_corners=False)
+        return F.log_softmax(classifier(F.grid_sample(x, grid, align_corners=False)), dim=1)
+
+    record = []
+    for _ in range(3):
+        loss = F.nll_loss(forward(images), labels)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        record.append(loss.detach())
+    classifier.eval()
+    with m.no_grad():
+        record.append(F.nll_loss(forward(images), labels, size_average=False))
+    rate, n_fft, hop = 4000, 64, 16
+    wave = m.sin(2 * math.pi * 300 * m.arange(800, dtype=m.float64) / rate) + 0.1 * m.randn(800, dtype=m.float64)
+    window = m.hann_window(n_fft, dtype=m.float64)
+    spec = m.stft(wave, n_fft, hop_length=hop, window=window, return_complex=True, center=True, pad_mode="reflect")
+    mel_points = m.linspace(0, 2595 * math.log10(1 + rate / 2 / 700), 10, dtype=m.float64)
+    points = 700 * (10 ** (mel_points / 2595) - 1)
+    freqs = m.linspace(0, rate / 2, n_fft // 2 + 1, dtype=m.float64)
+    lower = (freqs[None, :] - points[:-2, None]) / (points[1:-1, None] - points[:-2, None])
+    upper = (points[2:, None] - freqs[None, :]) / (points[2:, None] - points[1:-1, None])
+    log_mel = m.log(m.clamp(m.minimum(lower, upper), min=0) @ spec.abs().pow(2) + 1e-6)
+    back = m.istft(spec, n_fft, hop_length=hop, window=window, length=800)
+    return record, fc_loc[2].bias.detach(), log_mel, back
+
+
+@pytest.mark.slow
+def test_spatial_transformer_and_log_mel():
+    _both(spatial_transformer_and_log_mel, F64)
