@@ -620,6 +620,13 @@ class Tensor(InPlace):
             return a.astype(dtype)
         return a.copy() if copy else a
 
+    def __array_wrap__(self, array):
+        """NumPy hands a function's result on a Tensor back here (np.exp(t), np.argmax(t, axis=1)): a tensor, as
+        torch's, booleans as uint8."""
+        from ._factories import from_numpy
+
+        return from_numpy(array.astype(np.uint8) if array.dtype == bool else array)
+
     def _array(self, meta_error, read):
         """The values as a NumPy array; for a meta tensor (it has none) `meta_error`, an (exception, message).
         `read` names the read in bg.compile's error: a compiled function cannot read values."""

@@ -367,4 +367,7 @@ def test_nested_tensor_notice_as_torch():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, batch_first=True), 1)
-        nn.Transformer(8, 2, 1, 1, 16)
+        nn.Transformer(8, 2, 1, 1, 16, batch_first=True)
+    for m in (torch, bg):  # a sequence-first nn.Transformer builds an encoder that cannot take the nested path
+        with pytest.warns(UserWarning, match="because encoder_layer.self_attn.batch_first was not True"):
+            m.nn.Transformer(8, 2, 1, 1, 16)

@@ -212,3 +212,24 @@ def test_dropout_between_layers_of_a_packed_batch_draws_torchs_mask(kind):
         return unpacked, x.grad, m.rand(2)
 
     assert_same(run(bg), run(torch), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("batch_first, enforce_sorted", [(True, False), (True, True), (False, False)])
+def test_padded_output_layout_decides_a_later_dropout_mask(batch_first, enforce_sorted):
+    """pad_packed_sequence lays its result out as torch's (batch-first and unsorted: row-major, from an index_select
+    after the transpose), so dropout over it draws torch's mask, element for element; its strides and node agree."""
+
+    def run(m):
+        m.manual_seed(4)
+        x = m.tensor(np.random.default_rng(2).standard_normal((3, 5, 2)), requires_grad=True)
+        lengths = [5, 4, 2] if enforce_sorted else [4, 5, 2]
+        padded = x if batch_first else x.transpose(0, 1)
+        packed = m.nn.utils.rnn.pack_padded_sequence(padded, lengths, batch_first, enforce_sorted)
+        out = m.nn.utils.rnn.pad_packed_sequence(packed, batch_first, total_length=6)[0]
+        dropped = m.nn.functional.dropout(out, p=0.5)
+        dropped.sum().backward()
+        return dropped, x.grad, out.stride(), type(out.grad_fn).__name__
+
+    got, want = run(bg), run(torch)
+    assert got[2:] == want[2:]
+    assert_same(got[:2], want[:2])

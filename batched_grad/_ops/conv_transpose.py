@@ -6,6 +6,7 @@ import jax.numpy as jnp
 
 from .._autocast import autocast_policy
 from ._core import Op, apply
+from ._mixed_dtype import conv_bias_of_input_dtype
 from .nn import CONV_BACKWARD, _check_tensor, _tuple, batched_input
 
 _NAMES = {1: ("width",), 2: ("height", "width"), 3: ("depth", "height", "width")}
@@ -62,6 +63,7 @@ def _transposed(n, input, weight, bias, stride, padding, output_padding, groups,
                 + [f"dilation_{k}: {v}" for k, v in zip(names, dilation)]
             )
         )
+    bias = conv_bias_of_input_dtype(x, weight, bias, groups, transposed_dims=n)
     out = apply(
         _CONV_TRANSPOSE,
         [x, weight] + ([] if bias is None else [bias]),

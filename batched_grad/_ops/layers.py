@@ -203,6 +203,10 @@ def bilinear(input1, input2, weight, bias=None):
     """y[..., o] = sum_ij input1[..., i] weight[o, i, j] input2[..., j] + bias[o]."""
     for i, (name, t) in enumerate((("input1", input1), ("input2", input2), ("weight", weight)), 1):
         _check_tensor("bilinear", name, t, i)
+    operands = (("input1", input1), ("input2", input2), ("weight", weight), ("bias", bias))
+    if any(t is not None and t.dtype != input1.dtype for _, t in operands):
+        given = ", ".join(f"{name}: {t.dtype.cpp_name}" for name, t in operands if t is not None)
+        raise RuntimeError(f"All tensors must have the same dtype, got {given}")
     if input1.ndim != input2.ndim:
         raise RuntimeError(f"bilinear(): input dimensions do not match: got {input1.ndim} and {input2.ndim}")
     for i in range(input1.ndim - 1):

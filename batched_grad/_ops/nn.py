@@ -24,7 +24,9 @@ from .._tensor import Tensor, _wrap_dim
 from . import _derivatives
 from ._core import SAVES_RESULT, Op, apply, node_after_the_fact
 from ._fused_backward import FUSED, FUSED_ZEROS, Fused, last_operand_if
+from ._mixed_dtype import check_norm_parameters, compute_dtype, conv_bias_of_input_dtype
 from .elementwise import broadcast_shape
+from .products import check_fused_dtypes
 from .random_draws import sample_like
 from .shape import expanded_shape
 
@@ -227,6 +229,12 @@ def linear(input, weight, bias=None):
         )
     if bias is not None and (bias._v.shape if isinstance(bias, Tensor) else tuple(bias.shape)) != features[:1]:
         _check_linear_bias(input.shape, weight.shape[0], bias)
+    if bias is not None:
+        check_fused_dtypes("addmm", bias, input, weight)
+    elif input.dtype != weight.dtype:
+        raise RuntimeError(
+            f"expected m1 and m2 to have the same dtype, but got: {input.dtype.cpp_name} != {weight.dtype.cpp_name}"
+        )
     operands = [input, weight] if bias is None else [bias, input, weight]
     if type(input._v) is MetaValue or type(weight._v) is MetaValue or type(operands[0]._v) is MetaValue:
         check_devices(_LINEAR, operands[-2:] + operands[:-2])  # torch checks the input's device first
@@ -401,6 +409,7 @@ def _convolution(n, input, weight, bias, stride, padding, dilation, groups):
             f"Calculated padded input size per channel: ({' x '.join(map(str, padded))}). Kernel size: "
             f"({' x '.join(map(str, kernel))}). Kernel size can't be greater than actual input size"
         )
+    conv_bias_of_input_dtype(x, weight, bias, groups)
     out = apply(
         _CONV,
         [x, weight] + ([] if bias is None else [bias]),
@@ -431,13 +440,14 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
 
 
 # ---- normalization and embedding ----------------------------------------------------------------------------
-def _layer_norm(x, *affine, axes, eps, has_weight):
+def _layer_norm(input, *affine, axes, eps, has_weight):
+    x = input.astype(compute_dtype(input, affine))
     mean = jnp.mean(x, axes, keepdims=True)
     var = jnp.mean(jnp.square(x - mean), axes, keepdims=True)
     out = (x - mean) * jax.lax.rsqrt(var + eps)
     if has_weight:
         out, affine = out * affine[0], affine[1:]
-    return out + affine[0] if affine else out
+    return (out + affine[0] if affine else out).astype(input.dtype)
 
 
 _LAYER_NORM = Op("native_layer_norm", _layer_norm, fused=FUSED)
@@ -459,6 +469,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
                 f"Expected {name} to be of same shape as normalized_shape, but got {name} of shape "
                 f"{list(p.shape)} and normalized_shape = {list(shape)}"
             )
+    check_norm_parameters(input, weight, bias)
     affine = [p for p in (weight, bias) if p is not None]
     return apply(
         _LAYER_NORM,

@@ -10,11 +10,13 @@ import numpy as np
 from .._grad_mode import no_grad
 from ._core import Op, apply
 from ._fused_backward import Fused, last_operand_if
+from ._mixed_dtype import REDUCED_FLOATS, check_norm_parameters, compute_dtype
 from .nn import _check_tensor, _require_inexact, pad
 from .pooling import avg_pool2d, avg_pool3d
 
 
-def _group_norm(x, *affine, groups, eps, has_weight):
+def _group_norm(input, *affine, groups, eps, has_weight):
+    x = input.astype(compute_dtype(input, affine))
     n, c = x.shape[:2]
     grouped = x.reshape(n, groups, -1)
     mean = jnp.mean(grouped, -1, keepdims=True)
@@ -23,7 +25,7 @@ def _group_norm(x, *affine, groups, eps, has_weight):
     channel = (1, c) + (1,) * (x.ndim - 2)
     if has_weight:
         out, affine = out * affine[0].reshape(channel), affine[1:]
-    return out + affine[0].reshape(channel) if affine else out
+    return (out + affine[0].reshape(channel) if affine else out).astype(input.dtype)
 
 
 # torch's backward under create_graph reads the input, the weight and the statistics (which require grad when any
@@ -55,6 +57,7 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
                 f"got {name} of shape {list(t.shape)} and input of shape {list(input.shape)}"
             )
     _require_inexact("group_norm", input.dtype)
+    check_norm_parameters(input, weight, bias)
     affine = [p for p in (weight, bias) if p is not None]
     return apply(_GROUP_NORM, [input] + affine, groups=int(num_groups), eps=float(eps), has_weight=weight is not None)
 
@@ -106,8 +109,11 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
         )
     eps = float(np.finfo(np.float64 if input.dtype.name == "float64" else np.float32).eps) if eps is None else eps
     dims = tuple(range(input.ndim - len(shape), input.ndim))
-    out = input * ((input**2).mean(dims, keepdim=True) + eps).rsqrt()
-    return out * weight if weight is not None else out
+    x = input.float() if input.dtype in REDUCED_FLOATS else input
+    out = x * ((x**2).mean(dims, keepdim=True) + eps).rsqrt()
+    if weight is not None:
+        out = out * (weight.float() if weight.dtype in REDUCED_FLOATS else weight)
+    return out.type_as(input)
 
 
 def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):

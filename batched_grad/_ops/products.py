@@ -54,13 +54,34 @@ def _scalars(input, beta, alpha):
     return beta, alpha
 
 
-def _fused_product(name, input, shape, operands, beta, alpha):
-    """beta * input + alpha * product, with the product already checked (`shape` is its shape)."""
-    expanded_shape(input, tuple(shape))
-    if input.dtype is not operands[0].dtype:
+def check_fused_dtypes(name, input, a, b):
+    """torch's refusals of operands of different dtypes, in the order it checks them (before the shapes); addr
+    promotes them instead."""
+    if name in ("addmm", "addbmm"):
+        for first, second, label in ((input, b, "self"), (a, b, "mat1")):
+            if first.dtype != second.dtype:
+                raise RuntimeError(
+                    f"{label} and mat2 must have the same dtype, but got {first.dtype.type_name} and "
+                    f"{second.dtype.type_name}"
+                )
+    elif name == "baddbmm" and input.dtype != a.dtype:
         raise RuntimeError(
-            f"self and mat2 must have the same dtype, but got {input.dtype.type_name} and {operands[1].dtype.type_name}"
+            f"Input dtypes must be the same, got: input {input.dtype.cpp_name}, batch1: {a.dtype.cpp_name}, "
+            f"batch2: {b.dtype.cpp_name}"
         )
+    elif name == "addmv" and not input.dtype == a.dtype == b.dtype:
+        raise RuntimeError(
+            f"addmv input tensors must have the same dtype, but got {input.dtype.type_name}, {a.dtype.type_name}, "
+            f"and {b.dtype.type_name}"
+        )
+
+
+def _fused_product(name, input, shape, operands, beta, alpha):
+    """beta * input + alpha * product, with the product and the dtypes already checked (`shape` is its shape)."""
+    expanded_shape(input, tuple(shape))
+    if name == "addr":
+        common = _dtypes.result_type(input, *operands)
+        input, operands = input.to(common), [t.to(common) for t in operands]
     beta, alpha = _scalars(input, beta, alpha)
     return apply(_FUSED[name], [input, *operands], beta=beta, alpha=alpha)
 
@@ -90,11 +111,13 @@ def _shape_of(kind, a, b):
 @autocast_policy("lower")
 def addmm(input, mat1, mat2, *, beta=1, alpha=1):
     """beta * input + alpha * (mat1 @ mat2) for matrices (input broadcast to the product's shape)."""
+    check_fused_dtypes("addmm", input, mat1, mat2)
     return _fused_product("addmm", input, _shape_of("mm", mat1, mat2), [mat1, mat2], beta, alpha)
 
 
 def addmv(input, mat, vec, *, beta=1, alpha=1):
     """beta * input + alpha * (mat @ vec)."""
+    check_fused_dtypes("addmv", input, mat, vec)
     rows = input.shape[0] if input.ndim == 1 else None
     if mat.ndim == 2 and vec.ndim == 1 and (mat.shape[1] != vec.shape[0] or rows not in (None, 1, mat.shape[0])):
         raise RuntimeError(
@@ -107,12 +130,14 @@ def addmv(input, mat, vec, *, beta=1, alpha=1):
 @autocast_policy("lower")
 def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
     """beta * input + alpha * (batch1 @ batch2), batch by batch."""
+    check_fused_dtypes("baddbmm", input, batch1, batch2)
     return _fused_product("baddbmm", input, _shape_of("bmm", batch1, batch2), [batch1, batch2], beta, alpha)
 
 
 @autocast_policy("lower")
 def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
     """beta * input + alpha * sum over the batch of batch1[i] @ batch2[i]."""
+    check_fused_dtypes("addbmm", input, batch1, batch2)
     shape = _shape_of("bmm", batch1, batch2)[1:]
     return _fused_product("addbmm", input, shape, [batch1, batch2], beta, alpha)
 

@@ -26,6 +26,7 @@ from .._ops import (
 from .._ops import interpolate as _interpolate
 from .._ops._core import SAVES_NOTHING, Op, apply
 from .._ops._fused_backward import FUSED_ZEROS, Fused, last_operand_if
+from .._ops._mixed_dtype import check_norm_parameters, compute_dtype
 from .._ops.activations import FUNCTIONAL as _ACTIVATIONS
 from .._ops.activations import _inplace_of
 from .._ops.distances import cosine_similarity, normalize, pairwise_distance, pdist
@@ -55,7 +56,7 @@ from .._tensor import Tensor
 from .._vmap_levels import is_batched
 from .ctc import ctc_loss
 from .losses import FUNCTIONS as _LOSSES
-from .losses import legacy_reduction
+from .losses import check_class_weight_dtype, legacy_reduction
 
 tanh, sigmoid = UNARY["tanh"], UNARY["sigmoid"]
 
@@ -299,6 +300,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     _check_reduction(reduction)
     classes = _check_classes("nll_loss", input, target, weight)
     _check_targets(target, classes, ignore_index)
+    check_class_weight_dtype(input, weight)
     return apply(
         _NLL,
         [input, target] + ([] if weight is None else [weight]),
@@ -322,6 +324,7 @@ def cross_entropy(
     classes = _check_classes("cross_entropy", input, target, weight, probabilities)
     if not probabilities:
         _check_targets(target, classes, ignore_index)
+        check_class_weight_dtype(input, weight)
     return apply(
         _CROSS_ENTROPY,
         [input, target] + ([] if weight is None else [weight]),
@@ -335,14 +338,15 @@ def cross_entropy(
 # ---- binary losses ------------------------------------------------------------------------------------------
 def _bce(x, t, *weight, reduction):
     loss = _derivatives.bce(*jnp.broadcast_arrays(x, t))
-    return _REDUCE[reduction](loss * weight[0] if weight else loss)
+    return _REDUCE[reduction](loss * weight[0].astype(x.dtype) if weight else loss)  # torch reads weight as x's dtype
 
 
 def _bce_with_logits(x, t, *extra, reduction, has_weight):
+    # torch accumulates the loss in place in a tensor of the target's dtype, which the result keeps
     weight, pos_weight = (extra[0], extra[1:]) if has_weight else (None, extra)
     log_weight = (pos_weight[0] - 1) * t + 1 if pos_weight else jnp.ones((), x.dtype)
     loss = _derivatives.bce_with_logits(*jnp.broadcast_arrays(x, t, log_weight))
-    return _REDUCE[reduction](loss if weight is None else loss * weight)
+    return _REDUCE[reduction]((loss if weight is None else loss * weight).astype(t.dtype))
 
 
 _BCE = Op("binary_cross_entropy", _bce)
@@ -367,6 +371,8 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
         "Using a target size ({target!r}) that is different to the input size ({input!r}) is deprecated. "
         "Please ensure they have the same size.",
     )
+    if target.dtype != input.dtype:
+        raise RuntimeError(f"Found dtype {target.dtype.type_name} but expected {input.dtype.type_name}")
     for name, probabilities in (("input", input), ("target", target)):
         if _is_concrete(probabilities) and probabilities.numel():
             values = _host(probabilities)
@@ -403,9 +409,10 @@ def binary_cross_entropy_with_logits(
 
 
 # ---- batch normalization --------------------------------------------------------------------------------
-def _batch_norm(x, *params, eps, training, has_weight, has_bias):
+def _batch_norm(input, *params, eps, training, has_weight, has_bias):
     """Normalize each channel (dim 1) by the batch's statistics (biased variance) when `training`, else by the
     running mean and variance that lead `params`; then scale by the weight and shift by the bias."""
+    x = input.astype(compute_dtype(input, params))
     shape = (1, -1) + (1,) * (x.ndim - 2)  # a per-channel vector against x
     if training:
         axes = (0,) + tuple(range(2, x.ndim))
@@ -416,7 +423,7 @@ def _batch_norm(x, *params, eps, training, has_weight, has_bias):
     out = (x - mean) * jax.lax.rsqrt(var + eps)
     if has_weight:
         out, params = out * params[0].reshape(shape), params[1:]
-    return out + params[0].reshape(shape) if has_bias else out
+    return (out + params[0].reshape(shape) if has_bias else out).astype(input.dtype)
 
 
 # native_batch_norm_backward reads the input and the weight, not the bias
@@ -472,6 +479,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         if t is not None and t.numel() != channels:
             raise RuntimeError(f"{name} should contain {channels} elements not {t.numel()}")
     _check_running_stats_batched_with(input, running_mean, running_var, training)
+    check_norm_parameters(input, weight, bias, running_mean, running_var)
     if training and running_mean is not None and running_var is not None:
         mean, var = _batch_statistics(input)
         with no_grad():

@@ -356,6 +356,12 @@ def _check_classes(input, target):
 
 
 @autocast_policy("fp32")
+def check_class_weight_dtype(input, weight):
+    """torch's class-index losses read the class weights in the input's dtype, refusing another."""
+    if weight is not None and weight.dtype != input.dtype:
+        raise RuntimeError(f"expected scalar type {input.dtype.type_name} but found {weight.dtype.type_name}")
+
+
 def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None, reduce=None, reduction="mean"):
     """The multi-class hinge loss: the mean over classes j != y of max(0, margin - x[y] + x[j]) ** p."""
     reduction = legacy_reduction(size_average, reduce, reduction)
@@ -363,6 +369,7 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
     if p not in (1, 2):
         raise ValueError("only p == 1 and p == 2 supported")
     _check_classes(input, target)
+    check_class_weight_dtype(input, weight)
     extra = [] if weight is None else [weight]
     return apply(_MULTI_MARGIN, [input, target] + extra, reduction=reduction, p=int(p), margin=float(margin))
 

@@ -218,10 +218,22 @@ class RNNBase(Module):
         x = input.unsqueeze(1) if unbatched else (input.transpose(0, 1) if self.batch_first else input)
         if unbatched and hx is not None:
             hx = tuple(s.unsqueeze(1) for s in hx) if self.mode == "LSTM" else hx.unsqueeze(1)
-        self._check_input_size(x)
+        self._check_input(x)
         return x, hx, unbatched
 
-    def _check_input_size(self, x):
+    def _check_input(self, x, packed=False):
+        """torch's checks of the input's dtype (its LSTM skips that check for a packed input, which then meets the
+        weights in its first product) and size."""
+        weight = self.weight_ih_l0
+        if x.dtype != weight.dtype and packed and self.mode == "LSTM":
+            raise RuntimeError(
+                f"mat1 and mat2 must have the same dtype, but got {x.dtype.type_name} and {weight.dtype.type_name}"
+            )
+        if x.dtype != weight.dtype:
+            raise ValueError(
+                f"RNN input dtype ({x.dtype}) does not match weight dtype ({weight.dtype}). Convert input: "
+                f"input.to({weight.dtype}), or convert model: model.to({x.dtype})"
+            )
         if x.shape[-1] != self.input_size:
             raise RuntimeError(
                 f"input.size(-1) must be equal to input_size. Expected {self.input_size}, got {x.shape[-1]}"
@@ -276,7 +288,7 @@ class RNNBase(Module):
         """A packed batch: the layers run over it padded (in its sorted order) with each sequence's steps masked;
         the output is packed as the input was, and hx and the final states are in the caller's order, as torch's."""
         x, lengths = pad_packed_sequence(PackedSequence(packed.data, packed.batch_sizes))
-        self._check_input_size(x)
+        self._check_input(x, packed=True)
         steps = np.arange(x.shape[0])[:, None] < np.asarray(lengths.tolist())[None, :]
         if hx is not None and packed.sorted_indices is not None:
             order = packed.sorted_indices

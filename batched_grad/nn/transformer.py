@@ -348,13 +348,11 @@ class Transformer(Module):
         if custom_encoder is not None:
             self.encoder = custom_encoder
         else:
-            with warnings.catch_warnings():  # torch builds its stack without the nested-tensor warning too
-                warnings.simplefilter("ignore")
-                self.encoder = TransformerEncoder(
-                    TransformerEncoderLayer(d_model, nhead, **options),
-                    num_encoder_layers,
-                    LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype),
-                )
+            self.encoder = TransformerEncoder(  # warns, as torch's, where its layers block the nested-tensor path
+                TransformerEncoderLayer(d_model, nhead, **options),
+                num_encoder_layers,
+                LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype),
+            )
         self.decoder = (
             custom_decoder
             if custom_decoder is not None

@@ -156,10 +156,11 @@ def pad_packed_sequence(sequence, batch_first=False, padding_value=0.0, total_le
     steps += [full((n_sequences, *data.shape[1:]), padding_value, dtype=data.dtype)] * (longest - len(batch_sizes))
     padded = _ops.stack(steps, 0)
     lengths = tensor([sum(1 for size in batch_sizes if size > b) for b in range(n_sequences)])
-    if sequence.unsorted_indices is not None:
-        padded = padded.index_select(1, sequence.unsorted_indices)
+    padded = padded.transpose(0, 1) if batch_first else padded
+    if sequence.unsorted_indices is not None:  # after the transpose, as torch: the batch-first result is row-major
+        padded = padded.index_select(0 if batch_first else 1, sequence.unsorted_indices)
         lengths = lengths[sequence.unsorted_indices]
-    return (padded.transpose(0, 1) if batch_first else padded), lengths
+    return padded, lengths
 
 
 def pack_sequence(sequences, enforce_sorted=True):
