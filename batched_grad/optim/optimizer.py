@@ -6,6 +6,9 @@ recompile."""
 import copy
 from collections import defaultdict
 
+import jax
+import jax.numpy as jnp
+
 from .._grad_mode import enable_grad, no_grad
 from .._tensor import Tensor, type_name
 from .._x64 import scoped
@@ -132,3 +135,19 @@ class Optimizer:
 def values(tensors):
     """The JAX arrays of a list of Tensors (None stays None)."""
     return [None if t is None else t._value for t in tensors]
+
+
+def real_pairs(array):
+    """A complex array as torch's view_as_real lays it out, (..., 2) of (real, imaginary): torch's elementwise
+    optimizers step a complex parameter, its gradient and its state as pairs of reals. Other arrays (and None) pass
+    unchanged."""
+    if array is None or not jnp.iscomplexobj(array):
+        return array
+    return jnp.stack([jnp.real(array), jnp.imag(array)], axis=-1)
+
+
+def complex_from_pairs(array, like):
+    """real_pairs undone where `like` (the array before) is complex."""
+    if like is None or not jnp.iscomplexobj(like):
+        return array
+    return jax.lax.complex(array[..., 0], array[..., 1])
