@@ -170,6 +170,8 @@ OPS = [
     ("topk", lambda m, x: m.topk(x, 2)),
     ("topk_smallest_dim0", lambda m, x: x.topk(2, dim=0, largest=False), FIRST_ORDER),
     ("topk_scalar", lambda m, x: m.topk(x[1, 1], 1), FIRST_ORDER),
+    ("topk_unsorted", lambda m, x: m.topk(x, 3, sorted=False), FIRST_ORDER),
+    ("topk_unsorted_smallest_dim0", lambda m, x: x.topk(2, dim=0, largest=False, sorted=False), FIRST_ORDER),
     ("sort_scalar", lambda m, x: x[0, 0].sort(), FIRST_ORDER),
 ]
 
@@ -201,6 +203,26 @@ def test_ties_and_nans_sort_like_torch():
         assert type(got).__name__ == type(want).__name__ and got._fields == type(want).__match_args__
     got, want = bg.topk(bg.tensor(data[:2]), 1), torch.topk(torch.tensor(data[:2]), 1)
     assert type(got).__name__ == type(want).__name__ and got._fields == type(want).__match_args__
+
+
+def test_unsorted_topk_leaves_the_order_of_torchs_cpu_kernel():
+    """sorted=False: the order torch's selection leaves (introselect below 64 k elements, a heap above), ties and
+    nan included, in rows that take every path (a pipe-organ row drives introselect to its heap fallback)."""
+    rng = np.random.default_rng(4)
+    rows = [rng.standard_normal(40), rng.integers(0, 3, 40).astype(float), np.sort(rng.standard_normal(40))]
+    with_nans = rng.standard_normal(40)
+    with_nans[::7] = np.nan
+    pipe_organ = np.concatenate([np.arange(300), np.arange(300)[::-1]]).astype(float)
+    cases = [(r, k) for r in rows + [with_nans] for k in (1, 3, 17, 40)] + [(pipe_organ, 9), (pipe_organ, 200)]
+    for row, k in cases:
+        for largest in (True, False):
+            got = bg.tensor(row).topk(k, largest=largest, sorted=False)
+            want = torch.tensor(row).topk(k, largest=largest, sorted=False)
+            assert_same(got.indices, want.indices)
+            assert_same(got.values, want.values)
+    ints = rng.integers(-5, 5, (3, 30))
+    got, want = bg.tensor(ints).topk(6, dim=1, sorted=False), torch.tensor(ints).topk(6, dim=1, sorted=False)
+    assert_same(got.indices, want.indices)
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ from .._foreign import not_a_tensor
 from .._tensor import Tensor, _wrap_dim, type_name
 from .._vmap_levels import DYNAMIC_SHAPE, MASKED_SELECT_MASK, NO_RULE, refuse_dynamic_shape
 from ._core import SAVES_INDICES, Op, apply
+from ._cpu_selection import unsorted_topk_order
 from ._derivatives import with_derivative_of
 from ._index_parse import _concrete, _first_out_of_range, _parse
 from .reduction import values_indices
@@ -543,6 +544,13 @@ def _sort_fn(a, *, axis, descending, k):
 
 _SORT = Op("sort", _sort_fn, multi=True, torch_saves=SAVES_INDICES)  # torch's derivative reads the indices
 _TOPK = Op("topk", _sort_fn, multi=True, torch_saves=SAVES_INDICES)
+# topk with its indices chosen on the host (sorted=False): the values at them
+_TOPK_AT = Op(
+    "topk",
+    lambda a, idx, *, axis: (jnp.take_along_axis(a, idx, axis=axis), idx),
+    multi=True,
+    torch_saves=SAVES_INDICES,
+)
 
 
 def sort(input, dim=-1, descending=False, stable=False):
@@ -557,8 +565,13 @@ def argsort(input, dim=-1, descending=False, stable=False):
 
 
 def topk(input, k, dim=-1, largest=True, sorted=True):  # noqa: A002
-    """The k largest (or smallest) elements along `dim` and their indices."""
+    """The k largest (or smallest) elements along `dim` and their indices: in order, or with sorted=False in the
+    order torch's CPU kernel leaves them (_cpu_selection.py; in order too while a transform traces the values)."""
     d = _wrap_dim(dim, input.ndim)
     if not 0 <= k <= (input.shape[d] if input.ndim else 1):
         raise RuntimeError("selected index k out of range")
+    values = None if sorted or not input.ndim else _concrete(input)
+    if values is not None and values.dtype != np.bool_:
+        order = unsorted_topk_order(np.moveaxis(values, d, -1), int(k), bool(largest))
+        return values_indices["topk"](*apply(_TOPK_AT, [input, np.moveaxis(order, -1, d)], axis=d))
     return values_indices["topk"](*apply(_TOPK, [input], axis=d, descending=bool(largest), k=int(k)))
