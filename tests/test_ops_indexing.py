@@ -225,6 +225,22 @@ def test_unsorted_topk_leaves_the_order_of_torchs_cpu_kernel():
     assert_same(got.indices, want.indices)
 
 
+def test_unstable_sort_orders_ties_as_torchs_cpu_sort():
+    """stable=False (the default): equal elements, nan included, in the order torch's std::sort leaves them (beyond
+    16 elements not their original order), for floats and ints, either direction, along any dim, with gradients."""
+    rng = np.random.default_rng(5)
+    ties = rng.integers(0, 4, (3, 50)).astype(float)
+    ties[0, ::9] = np.nan
+    for data in (ties, ties[1:].astype(np.int64), ties[:, :12]):
+        for descending in (False, True):
+            got = bg.sort(bg.tensor(data), dim=1, descending=descending)
+            want = torch.sort(torch.tensor(data), dim=1, descending=descending)
+            assert_same(got.indices, want.indices)
+            assert_same(got.values, want.values)
+            assert_same(bg.tensor(data).T.argsort(0), torch.tensor(data).T.argsort(0))
+    check_op(lambda x: bg.sort(x.round(), 0).values * 2, lambda x: torch.sort(x.round(), 0).values * 2, [rand(40, 2)])
+
+
 @pytest.mark.parametrize(
     "data",
     [[[0, 1.5], [0, -2]], [True, False, True], 3, 0, np.zeros((0, 3))],

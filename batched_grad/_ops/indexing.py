@@ -11,7 +11,7 @@ from .._foreign import not_a_tensor
 from .._tensor import Tensor, _wrap_dim, type_name
 from .._vmap_levels import DYNAMIC_SHAPE, MASKED_SELECT_MASK, NO_RULE, refuse_dynamic_shape
 from ._core import SAVES_INDICES, Op, apply
-from ._cpu_selection import unsorted_topk_order
+from ._cpu_selection import unsorted_topk_order, unstable_sort_order
 from ._derivatives import with_derivative_of
 from ._index_parse import _concrete, _first_out_of_range, _parse
 from .reduction import values_indices
@@ -544,18 +544,40 @@ def _sort_fn(a, *, axis, descending, k):
 
 _SORT = Op("sort", _sort_fn, multi=True, torch_saves=SAVES_INDICES)  # torch's derivative reads the indices
 _TOPK = Op("topk", _sort_fn, multi=True, torch_saves=SAVES_INDICES)
-# topk with its indices chosen on the host (sorted=False): the values at them
-_TOPK_AT = Op(
-    "topk",
-    lambda a, idx, *, axis: (jnp.take_along_axis(a, idx, axis=axis), idx),
-    multi=True,
-    torch_saves=SAVES_INDICES,
-)
+
+
+def _values_at(a, idx, *, axis):
+    return jnp.take_along_axis(a, idx, axis=axis), idx
+
+
+# sort and topk with their indices chosen on the host (the orders of torch's CPU kernels, _cpu_selection.py)
+_SORT_AT = Op("sort", _values_at, multi=True, torch_saves=SAVES_INDICES)
+_TOPK_AT = Op("topk", _values_at, multi=True, torch_saves=SAVES_INDICES)
+# above this many elements an unstable sort keeps equal elements in their order (the host replay is Python)
+UNSTABLE_SORT_LIMIT = 1 << 16
+
+
+def _unstable_sort_order(input, axis, descending):
+    """The indices of torch's std::sort where `input` has equal elements along `axis` (else a stable sort gives
+    them); None where it has none, while a transform traces it, or past UNSTABLE_SORT_LIMIT elements."""
+    values = None if not input.ndim or input.numel() > UNSTABLE_SORT_LIMIT else _concrete(input)
+    if values is None:
+        return None
+    rows = np.moveaxis(values, axis, -1)
+    ordered = np.sort(rows, axis=-1)
+    ties = (ordered[..., 1:] == ordered[..., :-1]).any()
+    if rows.dtype.kind in "fc":
+        ties = ties or (np.isnan(rows).sum(-1) > 1).any()
+    return np.moveaxis(unstable_sort_order(rows, bool(descending)), -1, axis) if ties else None
 
 
 def sort(input, dim=-1, descending=False, stable=False):
-    """(values, indices) sorted along `dim`; ties keep their order."""
+    """(values, indices) sorted along `dim`; with stable=True ties keep their order, else they take the order torch's
+    CPU sort gives them (_unstable_sort_order)."""
     d = _wrap_dim(dim, input.ndim)
+    order = None if stable else _unstable_sort_order(input, d, descending)
+    if order is not None:
+        return values_indices["sort"](*apply(_SORT_AT, [input, order], axis=d))
     return values_indices["sort"](*apply(_SORT, [input], axis=d, descending=bool(descending), k=None))
 
 
