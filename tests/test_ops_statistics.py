@@ -151,7 +151,8 @@ def test_kthvalue_and_mode_pick_the_element_torch_picks():
         assert_same(tuple(bg.mode(bg.tensor(data), 1)), tuple(torch.mode(torch.tensor(data), 1)))
         assert_same(tuple(bg.mode(bg.tensor(data.T), 0, True)), tuple(torch.mode(torch.tensor(data.T), 0, True)))
     check_both(
-        lambda m, x: m.kthvalue(x.round(), 3, 1).values * 2 + m.mode(x.round(), 1).values, [bg.tensor(rows[:, :9])]
+        lambda m, x: m.kthvalue(x.round(), 3, 1).values * 2 + m.mode(x.round(), 1).values,
+        [bg.tensor(rows[:, :9], requires_grad=True)],
     )
 
 
