@@ -156,6 +156,16 @@ def test_kthvalue_and_mode_pick_the_element_torch_picks():
     )
 
 
+def test_running_extremes_take_every_nan():
+    """cummax/cummin: from the first nan on the value is nan and the index the latest nan's (torch's scan takes each
+    nan it meets); the gradient goes to those elements."""
+    data = [[1.0, float("nan"), 3.0, float("nan"), 0.5, 4.0], [2.0, 2.0, float("nan"), 1.0, float("nan"), float("nan")]]
+    x = bg.tensor(data, requires_grad=True)
+    for name in ("cummax", "cummin"):
+        assert_same(tuple(getattr(bg, name)(x, 1)), tuple(getattr(torch, name)(to_torch(x), 1)))
+        check_both(lambda m, x: getattr(m, name)(x, 1).values.nan_to_num(0.0), [x])
+
+
 def test_result_types():
     x = bg.tensor([[1.0, 3.0], [2.0, 0.0]])
     for name in ("cummax", "median", "kthvalue", "mode", "nanmedian"):

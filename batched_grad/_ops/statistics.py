@@ -97,14 +97,13 @@ def logcumsumexp(input, dim):
 
 
 def _cum_extreme(a, *, axis, largest):
-    # the running extreme and the latest index reaching it (nan, once met, stays with its first index)
+    # the running extreme and the latest index reaching it; torch's scan takes every nan it meets (the result is nan
+    # from the first on, its index the latest nan's)
     index = jnp.broadcast_to(jnp.arange(a.shape[axis]).reshape((-1,) + (1,) * (a.ndim - 1 - axis)), a.shape)
 
     def pick(left, right):
         (lv, li), (rv, ri) = left, right
-        better = (rv >= lv if largest else rv <= lv) | (jnp.isnan(rv) & ~jnp.isnan(lv))
-        if jnp.issubdtype(lv.dtype, jnp.floating):
-            better = better & ~jnp.isnan(lv)
+        better = jnp.isnan(rv) | (~jnp.isnan(lv) & (rv >= lv if largest else rv <= lv))
         return jnp.where(better, rv, lv), jnp.where(better, ri, li)
 
     _, indices = jax.lax.associative_scan(pick, (jax.lax.stop_gradient(a), index), axis=axis)
