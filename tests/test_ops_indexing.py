@@ -1,5 +1,7 @@
 """Indexing ops against torch: __getitem__/__setitem__, gather/scatter, masks, sort/topk, and error messages."""
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -223,6 +225,24 @@ def test_unsorted_topk_leaves_the_order_of_torchs_cpu_kernel():
     ints = rng.integers(-5, 5, (3, 30))
     got, want = bg.tensor(ints).topk(6, dim=1, sorted=False), torch.tensor(ints).topk(6, dim=1, sorted=False)
     assert_same(got.indices, want.indices)
+
+
+def test_a_list_read_as_a_tuple_warns_as_torch_at_the_callers_line():
+    """x[[t, t]] and x[[slice, i]] index as tuples with torch's deprecation warning, attributed to the line that
+    indexes (as is torch.qr's); a plain list of ints is one index and does not warn."""
+    for lib in (bg, torch):
+        x = lib.arange(12.0).reshape(3, 4)
+        with pytest.warns(UserWarning, match="non-tuple sequence for multidimensional indexing") as caught:
+            got = x[[lib.tensor([0, 1]), lib.tensor([2, 3])]]
+            x[[slice(0, 2), 1]] = 5.0
+        assert {w.filename for w in caught} == {__file__} and len(caught) == 2
+        assert got.tolist() == [2.0, 7.0] and x[:, 1].tolist() == [5.0, 5.0, 9.0]
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            x[[0, 1]]
+        with pytest.warns(UserWarning, match="torch.qr is deprecated") as caught:
+            lib.qr(lib.eye(2))
+        assert caught[0].filename == __file__
 
 
 def test_unstable_sort_orders_ties_as_torchs_cpu_sort():
