@@ -1,9 +1,9 @@
 """Special functions where their values are easy to get wrong, against torch 2.13: the Bessel functions J0 and J1
 over the whole real line (near 0, across the regimes of their computation, at +-inf and nan), spherical j0 at
-+-inf, the Hurwitz zeta outside its usual domain, angle at signed zeros, and digamma (through Dirichlet's entropy)
-of 0-dim operands. torch's own J0 and J1 are off by up to 4e-7 between 2 and 10 (their float64 approximations are
-that coarse there), so those are also held to SciPy's values (within 1e-13: near 1e6 SciPy's Cephes forms lose that
-much, as a multiple-precision evaluation shows)."""
++-inf, the Hurwitz zeta outside its usual domain, angle and floor division at signed zeros, and digamma (through
+Dirichlet's entropy) of 0-dim operands. torch's own J0 and J1 are off by up to 4e-7 between 2 and 10 (their float64
+approximations are that coarse there), so those are also held to SciPy's values (within 1e-13: near 1e6 SciPy's
+Cephes forms lose that much, as a multiple-precision evaluation shows)."""
 
 import itertools
 
@@ -75,6 +75,27 @@ def test_angle_at_signed_zeros_nan_and_infinities():
     bg.angle(z).sum().backward()
     torch.angle(tz).sum().backward()
     assert_same(z.grad, tz.grad)  # 0 at 0, as torch's
+
+
+def test_floor_division_keeps_the_sign_of_a_zero_quotient():
+    a = [-0.0, 0.0, 0.3, -0.3, 5.0, -5.0, 1e-300, -0.0, np.nan, np.inf]
+    b = [2.0, -2.0, 2.0, 2.0, -2.0, 2.0, 1e300, -3.0, 1.0, 2.0]
+    for dtype in ("float64", "float32"):
+        for repeat in (1, 500):  # the host form and the kernel
+            got = bg.floor_divide(
+                bg.tensor(a * repeat, dtype=getattr(bg, dtype)), bg.tensor(b * repeat, dtype=getattr(bg, dtype))
+            )
+            expected = torch.floor_divide(
+                torch.tensor(a * repeat, dtype=getattr(torch, dtype)),
+                torch.tensor(b * repeat, dtype=getattr(torch, dtype)),
+            )
+            assert_same(got, expected)
+            np.testing.assert_array_equal(np.signbit(got.numpy()), np.signbit(expected.numpy()))
+    assert_same(bg.tensor(-0.0) // 2, torch.tensor(-0.0) // 2)
+    assert_same(
+        bg.div(bg.tensor([-0.0]), 3.0, rounding_mode="floor"),
+        torch.div(torch.tensor([-0.0]), 3.0, rounding_mode="floor"),
+    )
 
 
 def test_digamma_of_zero_dim_operands():
