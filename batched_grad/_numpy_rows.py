@@ -134,7 +134,7 @@ def _bitcast(a, new_dtype):
     new = np.dtype(new_dtype)
     if new.itemsize != a.dtype.itemsize:
         raise NotImplementedError("a bitcast that changes the item size")
-    return np.ascontiguousarray(a).view(new)
+    return np.require(a, requirements="C").view(new)  # ascontiguousarray would make a 0-d array 1-d
 
 
 # ---- moves of elements -----------------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 import copy
 import math
+import sys
 import warnings
 
 import jax
@@ -71,6 +72,18 @@ def warn_once(message, stacklevel=3, key=None):
     if _warn_always[0] or key not in _warned:
         _warned.add(key)
         warnings.warn(message, UserWarning, stacklevel=stacklevel)
+
+
+_PACKAGE = __file__.rsplit("/", 1)[0] + "/"
+
+
+def warn_at_caller(message):
+    """torch's TORCH_WARN, as a UserWarning attributed to the first frame outside batched_grad (the user's line,
+    however many of the package's frames lie between)."""
+    frame, level = sys._getframe(1), 2
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, UserWarning, stacklevel=level)
 
 
 def set_warn_always(b):

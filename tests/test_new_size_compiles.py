@@ -25,7 +25,6 @@ GAPS = {  # call name -> what compiles
     "median": _SORT,
     "median-all": _SORT,
     "nanmedian": _SORT,
-    "kthvalue": _SORT,
     "msort": _SORT,
     "quantile": _SORT,
     "nanquantile": _SORT,

@@ -164,6 +164,11 @@ def _prims():
             shifts,
         ),
         "integer_pow": (lambda a: (lax.integer_pow(a, 3), lax.integer_pow(a, -2), lax.integer_pow(a, 0)), f32),
+        # a 0-d operand's bitcast stays 0-d (copysign and signbit bitcast: digamma of a 0-d tensor reaches them)
+        "bitcast_zero_dim": (
+            lambda a: (lax.bitcast_convert_type(a, np.int32), jax.numpy.copysign(np.float32(np.inf), -a)),
+            np.float32(-2.5),
+        ),
         "clamp_select": (lambda a, b: (lax.clamp(np.float32(-1), a, np.float32(2)), lax.select(a > b, a, b)), f32, f32),
         "argmax_cummax": (
             lambda a: (jax.numpy.argmax(a), jax.numpy.argmin(a), lax.cummax(a, 0), lax.cummin(a, 0)),

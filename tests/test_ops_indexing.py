@@ -1,5 +1,7 @@
 """Indexing ops against torch: __getitem__/__setitem__, gather/scatter, masks, sort/topk, and error messages."""
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -170,6 +172,8 @@ OPS = [
     ("topk", lambda m, x: m.topk(x, 2)),
     ("topk_smallest_dim0", lambda m, x: x.topk(2, dim=0, largest=False), FIRST_ORDER),
     ("topk_scalar", lambda m, x: m.topk(x[1, 1], 1), FIRST_ORDER),
+    ("topk_unsorted", lambda m, x: m.topk(x, 3, sorted=False), FIRST_ORDER),
+    ("topk_unsorted_smallest_dim0", lambda m, x: x.topk(2, dim=0, largest=False, sorted=False), FIRST_ORDER),
     ("sort_scalar", lambda m, x: x[0, 0].sort(), FIRST_ORDER),
 ]
 
@@ -201,6 +205,60 @@ def test_ties_and_nans_sort_like_torch():
         assert type(got).__name__ == type(want).__name__ and got._fields == type(want).__match_args__
     got, want = bg.topk(bg.tensor(data[:2]), 1), torch.topk(torch.tensor(data[:2]), 1)
     assert type(got).__name__ == type(want).__name__ and got._fields == type(want).__match_args__
+
+
+def test_unsorted_topk_leaves_the_order_of_torchs_cpu_kernel():
+    """sorted=False: the order torch's selection leaves (introselect below 64 k elements, a heap above), ties and
+    nan included, in rows that take every path (a pipe-organ row drives introselect to its heap fallback)."""
+    rng = np.random.default_rng(4)
+    rows = [rng.standard_normal(40), rng.integers(0, 3, 40).astype(float), np.sort(rng.standard_normal(40))]
+    with_nans = rng.standard_normal(40)
+    with_nans[::7] = np.nan
+    pipe_organ = np.concatenate([np.arange(300), np.arange(300)[::-1]]).astype(float)
+    cases = [(r, k) for r in rows + [with_nans] for k in (1, 3, 17, 40)] + [(pipe_organ, 9), (pipe_organ, 200)]
+    for row, k in cases:
+        for largest in (True, False):
+            got = bg.tensor(row).topk(k, largest=largest, sorted=False)
+            want = torch.tensor(row).topk(k, largest=largest, sorted=False)
+            assert_same(got.indices, want.indices)
+            assert_same(got.values, want.values)
+    ints = rng.integers(-5, 5, (3, 30))
+    got, want = bg.tensor(ints).topk(6, dim=1, sorted=False), torch.tensor(ints).topk(6, dim=1, sorted=False)
+    assert_same(got.indices, want.indices)
+
+
+def test_a_list_read_as_a_tuple_warns_as_torch_at_the_callers_line():
+    """x[[t, t]] and x[[slice, i]] index as tuples with torch's deprecation warning, attributed to the line that
+    indexes (as is torch.qr's); a plain list of ints is one index and does not warn."""
+    for lib in (bg, torch):
+        x = lib.arange(12.0).reshape(3, 4)
+        with pytest.warns(UserWarning, match="non-tuple sequence for multidimensional indexing") as caught:
+            got = x[[lib.tensor([0, 1]), lib.tensor([2, 3])]]
+            x[[slice(0, 2), 1]] = 5.0
+        assert {w.filename for w in caught} == {__file__} and len(caught) == 2
+        assert got.tolist() == [2.0, 7.0] and x[:, 1].tolist() == [5.0, 5.0, 9.0]
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            x[[0, 1]]
+        with pytest.warns(UserWarning, match="torch.qr is deprecated") as caught:
+            lib.qr(lib.eye(2))
+        assert caught[0].filename == __file__
+
+
+def test_unstable_sort_orders_ties_as_torchs_cpu_sort():
+    """stable=False (the default): equal elements, nan included, in the order torch's std::sort leaves them (beyond
+    16 elements not their original order), for floats and ints, either direction, along any dim, with gradients."""
+    rng = np.random.default_rng(5)
+    ties = rng.integers(0, 4, (3, 50)).astype(float)
+    ties[0, ::9] = np.nan
+    for data in (ties, ties[1:].astype(np.int64), ties[:, :12]):
+        for descending in (False, True):
+            got = bg.sort(bg.tensor(data), dim=1, descending=descending)
+            want = torch.sort(torch.tensor(data), dim=1, descending=descending)
+            assert_same(got.indices, want.indices)
+            assert_same(got.values, want.values)
+            assert_same(bg.tensor(data).T.argsort(0), torch.tensor(data).T.argsort(0))
+    check_op(lambda x: bg.sort(x.round(), 0).values * 2, lambda x: torch.sort(x.round(), 0).values * 2, [rand(40, 2)])
 
 
 @pytest.mark.parametrize(

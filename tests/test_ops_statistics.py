@@ -133,6 +133,39 @@ def test_ties_and_nan():
     check_both(lambda m, x: m.aminmax(x[:2], dim=1).max, [x])
 
 
+def test_kthvalue_and_mode_pick_the_element_torch_picks():
+    """Among equal elements, kthvalue returns the one torch's quickselect leaves at k and mode the one at the end of
+    torch's sorted run; kthvalue ranks nan above every number (its k-th smallest is a number while k is below the
+    count of numbers)."""
+    rng = np.random.default_rng(6)
+    rows = rng.integers(0, 4, (4, 60)).astype(float)
+    with_nans = rows.copy()
+    with_nans[:, ::5] = np.nan
+    for data in (rows, with_nans, rows.astype(np.int64)):
+        for k in (1, 7, 30, 60):
+            got, want = bg.kthvalue(bg.tensor(data), k, 1), torch.kthvalue(torch.tensor(data), k, 1)
+            assert_same(tuple(got), tuple(want))
+        got = bg.kthvalue(bg.tensor(data.T), 20, 0, keepdim=True)
+        assert_same(tuple(got), tuple(torch.kthvalue(torch.tensor(data.T), 20, 0, keepdim=True)))
+    for data in (rows, rows.astype(np.int64)):
+        assert_same(tuple(bg.mode(bg.tensor(data), 1)), tuple(torch.mode(torch.tensor(data), 1)))
+        assert_same(tuple(bg.mode(bg.tensor(data.T), 0, True)), tuple(torch.mode(torch.tensor(data.T), 0, True)))
+    check_both(
+        lambda m, x: m.kthvalue(x.round(), 3, 1).values * 2 + m.mode(x.round(), 1).values,
+        [bg.tensor(rows[:, :9], requires_grad=True)],
+    )
+
+
+def test_running_extremes_take_every_nan():
+    """cummax/cummin: from the first nan on the value is nan and the index the latest nan's (torch's scan takes each
+    nan it meets); the gradient goes to those elements."""
+    data = [[1.0, float("nan"), 3.0, float("nan"), 0.5, 4.0], [2.0, 2.0, float("nan"), 1.0, float("nan"), float("nan")]]
+    x = bg.tensor(data, requires_grad=True)
+    for name in ("cummax", "cummin"):
+        assert_same(tuple(getattr(bg, name)(x, 1)), tuple(getattr(torch, name)(to_torch(x), 1)))
+        check_both(lambda m, x: getattr(m, name)(x, 1).values.nan_to_num(0.0), [x])
+
+
 def test_result_types():
     x = bg.tensor([[1.0, 3.0], [2.0, 0.0]])
     for name in ("cummax", "median", "kthvalue", "mode", "nanmedian"):

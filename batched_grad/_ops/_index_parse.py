@@ -4,7 +4,7 @@ import jax
 import numpy as np
 
 from .._host import unshared
-from .._tensor import Tensor
+from .._tensor import Tensor, warn_at_caller
 from .._vmap_levels import BOOLEAN_MASK, refuse_dynamic_shape
 from .shape import encode_index
 
@@ -22,8 +22,16 @@ def _first_out_of_range(values, size):
     return int(bad.flat[0]) if bad.size else None
 
 
+SEQUENCE_AS_TUPLE = (
+    "Using a non-tuple sequence for multidimensional indexing is deprecated and will be changed in pytorch 2.9; use "
+    "x[tuple(seq)] instead of x[seq]. In pytorch 2.9 this will be interpreted as tensor index, x[torch.tensor(seq)], "
+    "which will result either in an error or a different result"
+)
+
+
 def _index_tuple(index):
-    """torch's treatSequenceAsTuple: a short list holding tensors, sequences, slices, None or ... is a tuple."""
+    """torch's treatSequenceAsTuple: a short list holding tensors, sequences, slices, None or ... is a tuple (with
+    torch's deprecation warning)."""
     if isinstance(index, tuple):
         return index
     if (
@@ -33,6 +41,7 @@ def _index_tuple(index):
             isinstance(i, (Tensor, list, tuple, range, np.ndarray, slice)) or i is None or i is Ellipsis for i in index
         )
     ):
+        warn_at_caller(SEQUENCE_AS_TUPLE)
         return tuple(index)
     return (index,)
 

@@ -128,10 +128,14 @@ def fill_diagonal_(self, fill_value, wrap=False):
 
 # ---- complex numbers ----------------------------------------------------------------------------------------------
 def _angle(a, *, dtype):
-    if jnp.iscomplexobj(a):  # torch's derivative is 0 at 0 (the inner `where` keeps nan out of it)
+    if jnp.iscomplexobj(a):
+        # atan2(imag, real) at the zeros too (+-0 or +-pi by their signs), where torch's derivative is 0 (the inner
+        # `where` keeps nan out of it)
         zero = a == 0
-        return jnp.where(zero, 0, jnp.angle(jnp.where(zero, 1, a))).astype(dtype)
-    return jax.lax.stop_gradient(jnp.angle(a)).astype(dtype)  # a real's angle is constant: torch's derivative is 0
+        at_zero = jax.lax.stop_gradient(jnp.arctan2(a.imag, a.real))
+        return jnp.where(zero, at_zero, jnp.angle(jnp.where(zero, 1, a))).astype(dtype)
+    # a real's angle is pi below 0 and 0 elsewhere (-0.0 included), nan at nan; constant: torch's derivative is 0
+    return jax.lax.stop_gradient(jnp.where(jnp.isnan(a), a, jnp.where(a < 0, jnp.pi, 0))).astype(dtype)
 
 
 _ANGLE = Op("angle", _angle, diagonal=True)

@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import _dtypes
 from .._autocast import autocast_policy, wrapped_stacklevel
-from .._tensor import Tensor
+from .._tensor import Tensor, warn_at_caller
 from ._core import Op, apply
 from ._derivatives import with_derivative_of
 from .linalg import (
@@ -579,13 +579,11 @@ def torch_slogdet(input):
 
 def torch_qr(input, some=True):
     """torch.qr (deprecated): linalg.qr with mode 'reduced' (or 'complete' when not some)."""
-    warnings.warn(
+    warn_at_caller(
         "torch.qr is deprecated in favor of torch.linalg.qr and will be removed in a future PyTorch "
         "release.\nThe boolean parameter 'some' has been replaced with a string parameter 'mode'.\nQ, R = "
         "torch.qr(A, some)\nshould be replaced with\nQ, R = torch.linalg.qr(A, 'reduced' if some else "
-        "'complete')",
-        UserWarning,
-        stacklevel=2,
+        "'complete')"
     )
     return _RESULTS["qr"](*linalg_qr(input, "reduced" if some else "complete"))
 

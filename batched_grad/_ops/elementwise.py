@@ -377,10 +377,19 @@ _sub = _binary_op(
 )
 _true_div = _binary_op("div", divide, float_result=True, two_numbers=True, multilinear=(0,), host=np.true_divide)
 _trunc_div = _binary_op("div", _trunc_divide)
+
+
+def _floor_divide(a, b):
+    q = jnp.floor_divide(a, b)
+    if jnp.issubdtype(q.dtype, jnp.inexact):  # torch's zero quotient takes the sign of a / b (-0.0 // 2 is -0.0)
+        q = jnp.where(q == 0, jnp.copysign(jnp.zeros_like(q), a / b), q)
+    return q
+
+
 # torch raises "derivative for aten::floor_divide is not implemented"; we give its a.e. derivative, zero
 floor_divide = _binary_op(
     "floor_divide",
-    jnp.floor_divide,
+    _floor_divide,
     "floor(input / other), elementwise (zero gradient).",
     kernel="div_floor",
     no_kernel="bc",

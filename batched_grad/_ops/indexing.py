@@ -11,6 +11,7 @@ from .._foreign import not_a_tensor
 from .._tensor import Tensor, _wrap_dim, type_name
 from .._vmap_levels import DYNAMIC_SHAPE, MASKED_SELECT_MASK, NO_RULE, refuse_dynamic_shape
 from ._core import SAVES_INDICES, Op, apply
+from ._cpu_selection import unsorted_topk_order, unstable_sort_order
 from ._derivatives import with_derivative_of
 from ._index_parse import _concrete, _first_out_of_range, _parse
 from .reduction import values_indices
@@ -545,9 +546,38 @@ _SORT = Op("sort", _sort_fn, multi=True, torch_saves=SAVES_INDICES)  # torch's d
 _TOPK = Op("topk", _sort_fn, multi=True, torch_saves=SAVES_INDICES)
 
 
+def _values_at(a, idx, *, axis):
+    return jnp.take_along_axis(a, idx, axis=axis), idx
+
+
+# sort and topk with their indices chosen on the host (the orders of torch's CPU kernels, _cpu_selection.py)
+_SORT_AT = Op("sort", _values_at, multi=True, torch_saves=SAVES_INDICES)
+_TOPK_AT = Op("topk", _values_at, multi=True, torch_saves=SAVES_INDICES)
+# above this many elements an unstable sort keeps equal elements in their order (the host replay is Python)
+UNSTABLE_SORT_LIMIT = 1 << 16
+
+
+def _unstable_sort_order(input, axis, descending):
+    """The indices of torch's std::sort where `input` has equal elements along `axis` (else a stable sort gives
+    them); None where it has none, while a transform traces it, or past UNSTABLE_SORT_LIMIT elements."""
+    values = None if not input.ndim or input.numel() > UNSTABLE_SORT_LIMIT else _concrete(input)
+    if values is None:
+        return None
+    rows = np.moveaxis(values, axis, -1)
+    ordered = np.sort(rows, axis=-1)
+    ties = (ordered[..., 1:] == ordered[..., :-1]).any()
+    if rows.dtype.kind in "fc":
+        ties = ties or (np.isnan(rows).sum(-1) > 1).any()
+    return np.moveaxis(unstable_sort_order(rows, bool(descending)), -1, axis) if ties else None
+
+
 def sort(input, dim=-1, descending=False, stable=False):
-    """(values, indices) sorted along `dim`; ties keep their order."""
+    """(values, indices) sorted along `dim`; with stable=True ties keep their order, else they take the order torch's
+    CPU sort gives them (_unstable_sort_order)."""
     d = _wrap_dim(dim, input.ndim)
+    order = None if stable else _unstable_sort_order(input, d, descending)
+    if order is not None:
+        return values_indices["sort"](*apply(_SORT_AT, [input, order], axis=d))
     return values_indices["sort"](*apply(_SORT, [input], axis=d, descending=bool(descending), k=None))
 
 
@@ -557,8 +587,13 @@ def argsort(input, dim=-1, descending=False, stable=False):
 
 
 def topk(input, k, dim=-1, largest=True, sorted=True):  # noqa: A002
-    """The k largest (or smallest) elements along `dim` and their indices."""
+    """The k largest (or smallest) elements along `dim` and their indices: in order, or with sorted=False in the
+    order torch's CPU kernel leaves them (_cpu_selection.py; in order too while a transform traces the values)."""
     d = _wrap_dim(dim, input.ndim)
     if not 0 <= k <= (input.shape[d] if input.ndim else 1):
         raise RuntimeError("selected index k out of range")
+    values = None if sorted or not input.ndim else _concrete(input)
+    if values is not None and values.dtype != np.bool_:
+        order = unsorted_topk_order(np.moveaxis(values, d, -1), int(k), bool(largest))
+        return values_indices["topk"](*apply(_TOPK_AT, [input, np.moveaxis(order, -1, d)], axis=d))
     return values_indices["topk"](*apply(_TOPK, [input], axis=d, descending=bool(largest), k=int(k)))

@@ -1,7 +1,7 @@
 """The functions of torch.special that have no torch.<name> form: scaled error and Bessel functions, the normal
 distribution's functions, entr, xlog1py and zeta, each a row computed by jax.scipy.special (in float64 for float32
-operands, so accurate to the rounding) and differentiated by JAX; torch's Bessel functions of the first kind and
-spherical j0 have no derivative in torch, so their results never require grad."""
+operands, so accurate to the rounding) and differentiated by JAX, but for J0 and J1 (bessel.py); torch's Bessel
+functions of the first kind and spherical j0 have no derivative in torch, so their results never require grad."""
 
 import jax.numpy as jnp
 import jax.scipy.special as jsp
@@ -9,6 +9,7 @@ import jax.scipy.special as jsp
 from .._grad_mode import no_grad
 from ._derivatives import without_derivative
 from ._forward_refused import not_implemented_forward
+from .bessel import bessel_j
 from .elementwise import Unary, _binary_op, _named, _unary_op, in_float64
 
 
@@ -24,14 +25,21 @@ def _ndtri(a):
 
 def _spherical_j0(a):
     small = jnp.abs(a) < 1e-8
-    return jnp.where(small, 1 - a * a / 6, jnp.sin(a) / jnp.where(small, 1, a))
+    value = jnp.where(small, 1 - a * a / 6, jnp.sin(a) / jnp.where(small, 1, a))
+    return jnp.where(jnp.isinf(a), 0, value)  # torch's limit at +-inf
 
 
-def _bessel_j(order):
-    return lambda a: jsp.bessel_jn(a, v=order)[order]
+def _hurwitz_zeta(x, q):
+    """zeta(x, q) with torch's (Cephes') values outside JAX's domain: inf at x == 1 and at the poles q = 0, -1, ...;
+    nan for x < 1, and for q < 0 unless x is an integer; at x = inf, 1 for q == 1 and inf for q < 1."""
+    pole = (q <= 0) & (q == jnp.floor(q))
+    value = jnp.where((q <= 0) & ~pole & (x != jnp.floor(x)), jnp.nan, jsp.zeta(x, q))
+    value = jnp.where(x == jnp.inf, jnp.where(q == 1, 1.0, jnp.where(q < 1, jnp.inf, value)), value)
+    value = jnp.where(pole, jnp.inf, value)
+    return jnp.where(x == 1, jnp.inf, jnp.where(x < 1, jnp.nan, value))
 
 
-_zeta = without_derivative(jsp.zeta, lambda: NotImplementedError("the derivative for 'zeta' is not implemented."))
+_zeta = without_derivative(_hurwitz_zeta, lambda: NotImplementedError("the derivative for 'zeta' is not implemented."))
 
 # name: (function, torch's node name)
 _DIFFERENTIABLE = {
@@ -45,8 +53,8 @@ _DIFFERENTIABLE = {
     "log_ndtr": (jsp.log_ndtr, "SpecialLogNdtrBackward0"),
 }
 _WITHOUT_DERIVATIVE = {
-    "bessel_j0": _bessel_j(0),
-    "bessel_j1": _bessel_j(1),
+    "bessel_j0": bessel_j(0),
+    "bessel_j1": bessel_j(1),
     "modified_bessel_i0": jsp.i0,
     "modified_bessel_i1": jsp.i1,
     "spherical_bessel_j0": _spherical_j0,

@@ -11,6 +11,8 @@ from .. import _dtypes
 from .._autocast import autocast_policy
 from .._tensor import Tensor, _wrap_dim
 from ._core import SAVES_INDICES, Op, apply
+from ._cpu_selection import kth_smallest_index, mode_index
+from ._index_parse import _concrete
 from .indexing import sort
 from .linalg import slogdet
 from .reduction import cumsum, dims
@@ -95,14 +97,13 @@ def logcumsumexp(input, dim):
 
 
 def _cum_extreme(a, *, axis, largest):
-    # the running extreme and the latest index reaching it (nan, once met, stays with its first index)
+    # the running extreme and the latest index reaching it; torch's scan takes every nan it meets (the result is nan
+    # from the first on, its index the latest nan's)
     index = jnp.broadcast_to(jnp.arange(a.shape[axis]).reshape((-1,) + (1,) * (a.ndim - 1 - axis)), a.shape)
 
     def pick(left, right):
         (lv, li), (rv, ri) = left, right
-        better = (rv >= lv if largest else rv <= lv) | (jnp.isnan(rv) & ~jnp.isnan(lv))
-        if jnp.issubdtype(lv.dtype, jnp.floating):
-            better = better & ~jnp.isnan(lv)
+        better = jnp.isnan(rv) | (~jnp.isnan(lv) & (rv >= lv if largest else rv <= lv))
         return jnp.where(better, rv, lv), jnp.where(better, ri, li)
 
     _, indices = jax.lax.associative_scan(pick, (jax.lax.stop_gradient(a), index), axis=axis)
@@ -132,9 +133,10 @@ def cummin(input, dim):
 
 
 # ---- order statistics -------------------------------------------------------------------------------------------
-def _kth(a, *, axis, k, keepdim, ignore_nan):
-    """The k-th smallest (0-based) along axis and its index (stable order; nan sorts last), or with ignore_nan
-    the k-th of the non-nan elements (k given per row as the lower median there)."""
+def _kth(a, *, axis, k, keepdim, ignore_nan, nan_wins=True):
+    """The k-th smallest (0-based) along axis and its index (stable order; nan sorts last, and is the result of a row
+    holding one where nan_wins, as median's), or with ignore_nan the k-th of the non-nan elements (k given per row as
+    the lower median there)."""
     order = jnp.argsort(a, axis=axis, stable=True)
     if ignore_nan:
         count = jnp.sum(~jnp.isnan(a), axis, keepdims=True)
@@ -142,7 +144,7 @@ def _kth(a, *, axis, k, keepdim, ignore_nan):
     else:
         position = jnp.full(a.shape[:axis] + (1,) + a.shape[axis + 1 :], k)
     index = jnp.take_along_axis(order, position, axis)
-    if not ignore_nan and jnp.issubdtype(a.dtype, jnp.floating):  # torch: a row with nan has nan there
+    if nan_wins and not ignore_nan and jnp.issubdtype(a.dtype, jnp.floating):  # torch: a row with nan has nan there
         first_nan = jnp.argmax(jnp.isnan(a), axis, keepdims=True)
         index = jnp.where(jnp.any(jnp.isnan(a), axis, keepdims=True), first_nan, index)
     value = jnp.take_along_axis(a, index, axis)
@@ -178,6 +180,30 @@ def _median_all(a, *, ignore_nan):
 _MEDIAN_ALL = {ignore: Op("nanmedian" if ignore else "median", _median_all) for ignore in (False, True)}
 
 
+def _picked(a, idx, *, axis, keepdim):
+    """a's elements at idx (an index per row along axis) and idx, as the selections give them."""
+    value, idx = jnp.take_along_axis(a, jnp.expand_dims(idx, axis), axis), jnp.expand_dims(idx, axis)
+    return (value, idx) if keepdim else (jnp.squeeze(value, axis), jnp.squeeze(idx, axis))
+
+
+_PICKED = {
+    name: Op(name, _picked, backward_name, multi=True, torch_saves=SAVES_INDICES)
+    for name, backward_name in (("kthvalue", "KthvalueBackward0"), ("mode", "ModeBackward0"))
+}
+# above this many elements kthvalue and mode pick among equal elements as the traced forms do (the host replays of
+# torch's choices are Python)
+HOST_CHOICE_LIMIT = 1 << 16
+
+
+def _torch_choice(input, axis, choose, skip_nan=False):
+    """choose(rows) (the index torch picks in each row, rows along the last axis) on input's values, or None where
+    they are traced, too many, or (skip_nan) hold nan."""
+    values = None if input.numel() > HOST_CHOICE_LIMIT else _concrete(input)
+    if values is None or (skip_nan and values.dtype.kind == "f" and np.isnan(values).any()):
+        return None
+    return choose(np.moveaxis(values, axis, -1))
+
+
 def _selection(name, input, dim, keepdim, k=None):
     if input.ndim == 0:
         return _RESULTS[name](input * 1, Tensor._wrap(np.asarray(0, np.int64)))
@@ -186,9 +212,12 @@ def _selection(name, input, dim, keepdim, k=None):
     if size == 0:
         raise IndexError(f"{name}(): Expected reduction dim {axis} to have non-zero size.")
     kth = (size - 1) // 2 if k is None else k
-    return _RESULTS[name](
-        *apply(_KTH[name], [input], axis=axis, k=kth, keepdim=bool(keepdim), ignore_nan=name == "nanmedian")
-    )
+    if name == "kthvalue":  # which of equal elements: torch's quickselect's
+        index = _torch_choice(input, axis, lambda rows: kth_smallest_index(rows, kth))
+        if index is not None:
+            return _RESULTS[name](*apply(_PICKED[name], [input, index], axis=axis, keepdim=bool(keepdim)))
+    kwargs = dict(k=kth, keepdim=bool(keepdim), ignore_nan=name == "nanmedian", nan_wins=name != "kthvalue")
+    return _RESULTS[name](*apply(_KTH[name], [input], axis=axis, **kwargs))
 
 
 def median(input, dim=None, keepdim=False):
@@ -240,11 +269,15 @@ _MODE = Op("mode", _mode, multi=True, torch_saves=SAVES_INDICES)
 
 
 def mode(input, dim=-1, keepdim=False):
-    """(values, indices): the most frequent value along `dim` (the smallest of equally frequent ones) and its last
-    index."""
+    """(values, indices): the most frequent value along `dim` (the smallest of equally frequent ones) and the index
+    of one of its occurrences: torch's (mode_index), or the last where nan is present or the values are traced."""
     if input.ndim == 0:
         return _RESULTS["mode"](input * 1, Tensor._wrap(np.asarray(0, np.int64)))
-    return _RESULTS["mode"](*apply(_MODE, [input], axis=_wrap_dim(dim, input.ndim), keepdim=bool(keepdim)))
+    axis = _wrap_dim(dim, input.ndim)
+    index = _torch_choice(input, axis, mode_index, skip_nan=True)
+    if index is not None:
+        return _RESULTS["mode"](*apply(_PICKED["mode"], [input, index], axis=axis, keepdim=bool(keepdim)))
+    return _RESULTS["mode"](*apply(_MODE, [input], axis=axis, keepdim=bool(keepdim)))
 
 
 def _quantile(a, q, *, axis, keepdim, interpolation, ignore_nan, scalar):

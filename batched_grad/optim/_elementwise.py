@@ -15,7 +15,7 @@ from .._budget import Jitted
 from .._factories import tensor
 from .._tensor import Tensor
 from .._tracing import compiling
-from .optimizer import Optimizer, in_parts, shapes_of, values
+from .optimizer import Optimizer, complex_from_pairs, in_parts, real_pairs, shapes_of, values
 
 
 def sqrt(x):
@@ -50,9 +50,9 @@ def _compiled(rule):
 def _apply_all(rule, params, grads, states, hyper, flags):
     new_params, new_states = [], []
     for p, g, s in zip(params, grads, states):
-        p, s = rule(p, g, s, hyper, dict(flags))
-        new_params.append(p)
-        new_states.append(s)
+        new_p, new_s = rule(real_pairs(p), real_pairs(g), {n: real_pairs(a) for n, a in s.items()}, hyper, dict(flags))
+        new_params.append(complex_from_pairs(new_p, p))
+        new_states.append({n: complex_from_pairs(a, s.get(n)) for n, a in new_s.items()})
     return new_params, new_states
 
 

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 from .._budget import Jitted
 from .._factories import tensor, zeros_like
 from .._ops.rounding import divide, fused_multiply_add, lerp
-from .optimizer import Optimizer, in_parts, shapes_of, values
+from .optimizer import Optimizer, complex_from_pairs, in_parts, real_pairs, shapes_of, values
 
 
 @functools.partial(Jitted, static_argnames=("weight_decay", "decoupled", "amsgrad", "maximize"))
@@ -18,7 +18,8 @@ def _adam(
 ):
     lr, beta1, beta2, eps = hyper
     out = [], [], [], [], []
-    for p, g, m, v, v_max, step in zip(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps):
+    for p_in, g, m_in, v_in, v_max_in, step in zip(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps):
+        p, g, m, v, v_max = (real_pairs(a) for a in (p_in, g, m_in, v_in, v_max_in))
         step = step + 1
         count = step.astype(jnp.float64)  # torch's bias corrections, in double precision, then the values' type
         step_size = (lr / (1 - beta1**count)).astype(p.dtype)
@@ -36,7 +37,9 @@ def _adam(
         if amsgrad:
             v_max = jnp.maximum(v_max, v)
         denom = divide(jnp.sqrt(v_max if amsgrad else v), bias_correction2_sqrt) + scalar(eps)
-        for results, value in zip(out, (p + -step_size * m / denom, m, v, v_max, step)):  # addcdiv_
+        updated = (p + -step_size * m / denom, m, v, v_max)  # addcdiv_
+        updated = [complex_from_pairs(a, like) for a, like in zip(updated, (p_in, m_in, v_in, v_max_in))]
+        for results, value in zip(out, (*updated, step)):
             results.append(value)
     return out
 

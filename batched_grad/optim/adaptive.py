@@ -28,6 +28,12 @@ def _zeros(p, group):
     return zeros_like(p)
 
 
+def _both_parts(p, value):
+    """An initial state value for p: for a complex p, value in both the real and the imaginary part (torch steps the
+    two parts as independent reals)."""
+    return complex(value, value) if p.is_complex() else value
+
+
 class RMSprop(ElementwiseOptimizer):
     """Divides the gradient by a running root mean square of recent gradients (centered: minus their mean), with
     optional momentum."""
@@ -109,7 +115,7 @@ class Adagrad(ElementwiseOptimizer):
     """Divides each step by the root of the sum of all squared gradients so far; lr decays as lr / (1 + (t - 1)
     lr_decay)."""
 
-    arrays = {"sum": lambda p, g: full_like(p, g["initial_accumulator_value"])}
+    arrays = {"sum": lambda p, g: full_like(p, _both_parts(p, g["initial_accumulator_value"]))}
 
     def __init__(
         self,
@@ -450,7 +456,7 @@ class Rprop(ElementwiseOptimizer):
     """Resilient backpropagation: per-element step sizes grow by etas[1] while the gradient keeps its sign and shrink
     by etas[0] when it flips (that step is skipped), within step_sizes."""
 
-    arrays = {"prev": _zeros, "step_size": lambda p, g: full_like(p, g["lr"])}
+    arrays = {"prev": _zeros, "step_size": lambda p, g: full_like(p, _both_parts(p, g["lr"]))}
 
     def __init__(
         self,

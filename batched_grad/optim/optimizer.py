@@ -6,6 +6,9 @@ recompile. Until that program pays for its compile (in_parts), the update runs p
 import copy
 from collections import defaultdict
 
+import jax
+import jax.numpy as jnp
+
 from .. import _lazy, _payback
 from .._grad_mode import enable_grad, no_grad
 from .._tensor import Tensor, type_name
@@ -158,3 +161,19 @@ def in_parts(key, count, update):
 def shapes_of(tensors):
     """The shapes and dtypes of `tensors`, which (with the flags) make an update's structure."""
     return tuple([(tuple(t.shape), t.dtype) for t in tensors])
+
+
+def real_pairs(array):
+    """A complex array as torch's view_as_real lays it out, (..., 2) of (real, imaginary): torch's elementwise
+    optimizers step a complex parameter, its gradient and its state as pairs of reals. Other arrays (and None) pass
+    unchanged."""
+    if array is None or not jnp.iscomplexobj(array):
+        return array
+    return jnp.stack([jnp.real(array), jnp.imag(array)], axis=-1)
+
+
+def complex_from_pairs(array, like):
+    """real_pairs undone where `like` (the array before) is complex."""
+    if like is None or not jnp.iscomplexobj(like):
+        return array
+    return jax.lax.complex(array[..., 0], array[..., 1])
