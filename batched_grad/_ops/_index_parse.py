@@ -4,6 +4,7 @@ import jax
 import numpy as np
 
 from .._host import unshared
+from .._meta import MetaValue
 from .._tensor import Tensor, warn_at_caller
 from .._vmap_levels import BOOLEAN_MASK, refuse_dynamic_shape
 from .shape import encode_index
@@ -12,7 +13,9 @@ _INDEX_TYPES = "only integers, slices (`:`), ellipsis (`...`), None and long or 
 
 
 def _concrete(x):
-    """x's values as a NumPy array, or None while tracing (value checks are skipped then)."""
+    """x's values as a NumPy array, or None while tracing or on the meta device (value checks are skipped then)."""
+    if isinstance(x, Tensor) and type(x._v) is MetaValue:
+        return None
     v = x._value if isinstance(x, Tensor) else x
     return None if isinstance(v, jax.core.Tracer) else np.asarray(v)
 
