@@ -25,7 +25,9 @@ _compiling = set()  # the Events of the programs compiling now, each set when it
 def set_background_compile(enabled):
     """Whether a structure's fused program compiles in a background thread while per-op kernels compute its first
     calls (True, the default; the environment variable BATCHED_GRAD_BACKGROUND_COMPILE=0 sets False), or in the
-    calling thread when first needed (False). The values are the same either way."""
+    calling thread when first needed (False). Either way a call's values are those of the tier that computes it: the
+    per-op tier and a fused program agree to rounding (a float32 sum taken in another order), so which one runs a
+    call, which depends on timing, can move a value by an ulp, and a long float32 iteration can carry that along."""
     if not isinstance(enabled, bool):
         raise TypeError(f"set_background_compile(): argument 'enabled' must be a bool, not {type(enabled).__name__}")
     _background[0] = enabled
