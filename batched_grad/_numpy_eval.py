@@ -369,6 +369,9 @@ def derived(op, arrays, static):
     """What `op.fn(*arrays, **static)` gives (a tuple for a multi-output op), with NumPy; None where the op has no
     derived form on these operands (NumPy arrays). `static`: the op's static params, a dict. Float errors as the
     caller handles them (computed_on_host ignores them)."""
+    for a in arrays:  # an operand above the bound: a kernel, without tracing a program only to find it too large
+        if a.size > _host.HOST_ELEMENTS:
+            return None
     # static params in the order given (the sorted items key the traced programs); one operand's aval flat
     if len(arrays) == 1:
         key = (op, tuple(static.items()), arrays[0].shape, arrays[0].dtype)

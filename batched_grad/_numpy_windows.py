@@ -9,27 +9,13 @@ import itertools
 import numpy as np
 
 
-def _dilated(a, dilation, fill):
-    if all(d == 1 for d in dilation):
-        return a
-    out = np.full(tuple([(n - 1) * d + 1 if n else 0 for n, d in zip(a.shape, dilation)]), fill, a.dtype)
-    out[tuple([slice(None, None, d) for d in dilation])] = a
-    return out
-
-
-def _padded(a, padding, fill):
-    grow = [(max(lo, 0), max(hi, 0)) for lo, hi in padding]
-    if any(lo or hi for lo, hi in grow):
-        a = np.pad(a, grow, constant_values=fill)
-    return a[tuple([slice(-lo if lo < 0 else 0, n + hi if hi < 0 else n) for (lo, hi), n in zip(padding, a.shape)])]
-
-
-def reduce_window(ufunc, identity):
-    """The row of the window reduction by `ufunc` whose identity `identity(dtype)` gives."""
+def reduce_window(ufunc, identity, pad):
+    """The row of the window reduction by `ufunc` whose identity `identity(dtype)` gives; `pad` is the pad primitive's
+    row, whose interior padding is the base dilation."""
 
     def row(a, *, window_dimensions, window_strides, padding, base_dilation, window_dilation, **_):
         fill = identity(a.dtype)
-        a = _padded(_dilated(a, base_dilation, fill), padding, fill)
+        a = pad(a, fill, [(lo, hi, d - 1) for (lo, hi), d in zip(padding, base_dilation)])
         reach = [(w - 1) * d + 1 for w, d in zip(window_dimensions, window_dilation)]
         shape = [max(0, (n - r) // s + 1) if n >= r else 0 for n, r, s in zip(a.shape, reach, window_strides)]
         if 0 in shape:

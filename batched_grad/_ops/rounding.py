@@ -59,6 +59,15 @@ def _wide_in_kernel(v):
     return jnp.where(jnp.abs(widened) < _SMALLEST_NORMAL32, widened, kept)
 
 
+def fused_multiply_add_host(x, y, z):
+    """fused_multiply_add with NumPy: one rounding of x * y + z for float32 and float64 (broadcast together), x * y + z
+    for other dtypes."""
+    x, y, z = np.broadcast_arrays(x, y, z)
+    if z.dtype == np.float32:
+        return fma32(x, y, z)
+    return fma64(x, y, z) if z.dtype == np.float64 else x * y + z
+
+
 @jax.custom_jvp
 def fused_multiply_add(x, y, z):
     """round(x * y + z) for float32 or float64 arrays of one dtype (broadcast together); x * y + z for others."""

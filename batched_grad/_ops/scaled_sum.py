@@ -8,7 +8,7 @@ from .. import _host
 from .._host import host_array
 from .._tensor import Tensor
 from ._core import SAVES_NOTHING, Op, apply, apply_in_place
-from .rounding import fma32, fma64, fused_multiply_add
+from .rounding import fused_multiply_add, fused_multiply_add_host
 
 FUSED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -23,8 +23,7 @@ def _host_form(a, b, alpha, *, dtype):
     if dtype not in FUSED_DTYPES or a.size > _host.HOST_ELEMENTS or b.size > _host.HOST_ELEMENTS:
         return None
     a, b = np.broadcast_arrays(a.astype(dtype), b.astype(dtype))
-    scale = np.full(a.shape, alpha, dtype)
-    return fma32(scale, b, a) if dtype == FUSED_DTYPES[0] else fma64(scale, b, a)
+    return fused_multiply_add_host(np.full(a.shape, alpha, dtype), b, a)
 
 
 _OPS = {

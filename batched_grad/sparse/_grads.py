@@ -9,7 +9,7 @@ from .. import _dtypes
 from .._factories import tensor, zeros, zeros_like
 from .._graph import AccumulateGrad, Node, edge_of
 from .._host import host_array
-from .._ops.rounding import fma32, fma64, fused_multiply_add
+from .._ops.rounding import fused_multiply_add, fused_multiply_add_host
 from .._saved import BACKWARD_TWICE
 from .._tensor import Tensor
 from ._construct import linear_index, to_dense
@@ -98,18 +98,10 @@ def added_into(dense, sparse, alpha=1):
         chosen = np.nonzero(rank == k)[0]
         rows, chosen = keys[chosen], values[chosen]
         if on_host:
-            flat[rows] = _host_multiply_add(scale, chosen, flat[rows])
+            flat[rows] = fused_multiply_add_host(scale, chosen, flat[rows])
         else:
             flat = flat.at[rows].set(fused_multiply_add(scale, chosen, flat[rows]))
     return flat.reshape(dense.shape)
-
-
-def _host_multiply_add(x, y, z):
-    """fused_multiply_add with NumPy: one rounding of x * y + z for float32 and float64, x * y + z otherwise."""
-    x, y, z = np.broadcast_arrays(x, y, z)
-    if z.dtype in (np.float32, np.float64):
-        return (fma32 if z.dtype == np.float32 else fma64)(x, y, z)
-    return x * y + z
 
 
 def _own_sparse(grad, create_graph):
