@@ -63,15 +63,8 @@ def _ops_of(chain):
 
 
 def _view_value(base, chain):
-    for op, static, k in chain:
-        out = op.fn(base, **dict(static))
-        base = out[k] if op.multi else out
-    return base
-
-
-def view_positions(base, chain):
-    """The view `chain` applied to the NumPy array `base` (positions, an arange), each step by its host form where it
-    has one (no kernel to compile for a new shape), else by its kernel."""
+    """The view `chain` applied to `base`; on a NumPy array (positions, an arange) each step by its host form where it
+    has one (no kernel to compile for a new shape)."""
     for op, static, k in chain:
         out = computed_on_host(op, [base], dict(static)) if type(base) is np.ndarray else None
         if out is None:
@@ -101,7 +94,7 @@ def _step_positions(positions, op, static, k):
         return np.stack(positions, -1) if type(positions) is tuple else (positions[..., 0], positions[..., 1])
     if type(positions) is tuple:
         return tuple(_step_positions(p, op, static, k) for p in positions)
-    return np.asarray(view_positions(positions, ((op, static, k),)))
+    return np.asarray(_view_value(positions, ((op, static, k),)))
 
 
 def component_positions(shape, is_complex, chain):
@@ -120,7 +113,7 @@ def element_positions(shape, is_complex, chain):
     """Where each element of the view `chain` of a root of `shape` lies in the root's storage, in units of the
     view's own elements (as torch's offset and strides count them)."""
     if not _reinterprets(chain):
-        return view_positions(np.arange(math.prod(shape)).reshape(shape), chain)
+        return _view_value(np.arange(math.prod(shape)).reshape(shape), chain)
     positions = component_positions(shape, is_complex, chain)
     return positions[0] // 2 if type(positions) is tuple else positions
 

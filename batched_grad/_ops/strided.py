@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import _graph
 from .._grad_mode import is_grad_enabled
-from .._inplace import DETACH, _ops_of, remember_view, view_positions
+from .._inplace import DETACH, _ops_of, _view_value, remember_view
 from .._layout import storage_offset
 from .._tensor import Tensor
 from .._vmap_levels import is_batched
@@ -106,7 +106,7 @@ def _index_in(t, ops, size, stride, start):
     if not ops:
         return None
     root = t._view[0]
-    held = np.asarray(view_positions(np.arange(root.numel()).reshape(tuple(root.shape)), ops)).reshape(-1)
+    held = np.asarray(_view_value(np.arange(root.numel()).reshape(tuple(root.shape)), ops)).reshape(-1)
     wanted = _positions(np, size, stride, start).reshape(-1)
     where = np.full(root.numel(), -1, np.int64)
     where[held] = np.arange(held.size)
