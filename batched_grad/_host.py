@@ -12,6 +12,7 @@ read a NumPy argument after the call returns, and a deferred op is computed late
 later writes. The array registered is the view that from_numpy makes and the Tensor holds."""
 
 import functools
+import math
 import weakref
 
 import jax
@@ -232,4 +233,24 @@ def host_out_avals(op, static, avals):
     Else, or where it has no derived form, None."""
     if cpu_device_set() is None or tracing():
         return None
-    return out_avals(op, static, avals)
+    return _numpy_out_avals(op, static, avals) or out_avals(op, static, avals)
+
+
+def _numpy_out_avals(op, static, avals):
+    """ShapeDtypeStructs of the outputs of an op whose host form is a NumPy function of small floats (Op.numpy:
+    arithmetic, tanh, matrix products, whose output shape depends on the operands' shapes only), from that form run
+    on zeros of `avals`: no trace. None for other ops or operands, or where NumPy refuses them (the trace then
+    raises the op's own error)."""
+    if op.numpy is None:
+        return None
+    for shape, dtype in avals:
+        if dtype not in HOST_FLOATS or math.prod(shape) > HOST_ELEMENTS:
+            return None
+    token = ignore_float_errors()
+    try:
+        out = op.host(*[np.zeros(shape, dtype) for shape, dtype in avals], **dict(static))
+    except Exception:  # operands that do not broadcast or multiply: the trace says so in the op's words
+        return None
+    finally:
+        restore_float_errors(token)
+    return None if out is None else [jax.ShapeDtypeStruct(np.shape(out), np.asarray(out).dtype)]

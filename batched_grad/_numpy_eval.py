@@ -52,19 +52,22 @@ _MISSING = object()
 
 
 # ---- tracing, once per pattern of shapes -------------------------------------------------------------------------
-def _pattern(avals, fixed):
+def _pattern(avals, fixed, apart=0):
     """(pattern, sizes): per aval its dtype and dims, each dim of 2 or more not in `fixed` (a set of sizes; None:
-    all of them) as -1 - the index of its value in `sizes`, the distinct such values in order of appearance."""
+    all of them) as -1 - the index of its value in `sizes`, the distinct such values in order of appearance; but
+    each dim of the last `apart` avals a size of its own, whatever its value (a number of rows, which no operand's
+    size constrains: one trace serves the rows equal to an operand's size and those that differ)."""
     sizes, pattern = [], []
-    for shape, dtype in avals:
+    first_apart = len(avals) - apart
+    for position, (shape, dtype) in enumerate(avals):
         dims = []
         for n in shape:
             if n < 2 or fixed is None or n in fixed:
                 dims.append(n)
                 continue
-            try:
+            if position < first_apart and n in sizes:
                 i = sizes.index(n)
-            except ValueError:
+            else:
                 i = len(sizes)
                 sizes.append(n)
             dims.append(-1 - i)
@@ -171,11 +174,12 @@ def _decode(data):
     return loads(data[len(b"program") :])
 
 
-def program_for(key, build, avals, multi, static=()):
+def program_for(key, build, avals, multi, static=(), apart=0):
     """(Program, sizes) for the function identified by `key` that `build` traces, on operands of `avals` (the
-    pattern's shapes and dtypes) with static params `static`; None where it has no derived form."""
+    pattern's shapes and dtypes) with static params `static`, the sizes of the last `apart` avals symbols of their
+    own (_pattern); None where it has no derived form."""
     fixed = _fixed_sizes(static)
-    pattern, sizes = _pattern(avals, fixed)
+    pattern, sizes = _pattern(avals, fixed, apart)
     program = _traced(key, build, pattern, len(sizes), multi)
     if program is _CONCRETE:
         pattern, sizes = _pattern(avals, None)
@@ -350,7 +354,7 @@ def _vjp(vjp_fn, spec, rows=None):
         return functools.partial(vjp_fn, spec=spec._replace(sig=symbolic)), saved + cotangents
 
     key = (vjp_fn, sig.op, sig.static, spec.saved_mask, spec.want, spec.ct_mask, batch is not None)
-    return program_for(key, build, avals, True, sig.static)
+    return program_for(key, build, avals, True, sig.static, apart=0 if batch is None else 1)
 
 
 _ROWS = np.dtype(np.int32)  # the dtype of the pseudo-operand whose shape is the number of rows
@@ -421,11 +425,17 @@ def out_avals(op, static, avals):
     """ShapeDtypeStructs of the outputs of `op` on operands of `avals`, from its derived program: no trace for a
     new size (a deferred op's Signature); None where it has none."""
     if op is _vjp_op():
-        spec = dict(static)["spec"]
-        found = _vjp(op.fn, spec, _rows(spec, [shape for shape, _ in avals]))
-    else:
-        found = _forward(op, static, avals)
+        return _vjp_out_avals(dict(static)["spec"], [shape for shape, _ in avals])
+    found = _forward(op, static, avals)
     return None if found is None else [jax.ShapeDtypeStruct(s, d) for s, d in _bound(*found)[3]]
+
+
+def _vjp_out_avals(spec, shapes):
+    """ShapeDtypeStructs of a node's VJP's gradients, on arguments of `shapes`: one per operand in `spec.want`, of
+    its aval (the rows of batched cotangents first), as jax.vjp gives them; no trace."""
+    rows = _rows(spec, shapes)
+    lead = () if rows is None else (rows,)
+    return [jax.ShapeDtypeStruct(lead + tuple(spec.sig.avals[i][0]), spec.sig.avals[i][1]) for i in spec.want]
 
 
 def clear():

@@ -37,8 +37,7 @@ def output_reads(fn, avals, differentiable_only=False):
     depends on (bit i: argument i). Kept in the store across processes where `fn` has a stable name."""
 
     def walk():
-        structs = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in avals]
-        return tuple(_jaxpr_reads(jax.make_jaxpr(fn)(*structs).jaxpr, differentiable_only))
+        return tuple(_jaxpr_reads(_jaxpr(_Same(fn), tuple(avals)), differentiable_only))
 
     return _store.remembered("reads", (fn, avals, differentiable_only), walk)
 
@@ -49,12 +48,43 @@ def output_copies(fn, avals):
     no op between them), or -1. Kept in the store across processes where `fn` has a stable name."""
 
     def walk():
-        structs = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in avals]
-        jaxpr = jax.make_jaxpr(fn)(*structs).jaxpr
+        jaxpr = _jaxpr(_Same(fn), tuple(avals))
         position = {v: i for i, v in enumerate(jaxpr.invars)}
         return tuple([-1 if isinstance(v, Literal) else position.get(v, -1) for v in jaxpr.outvars])
 
     return _store.remembered("copies", (fn, avals), walk)
+
+
+class _Same:
+    """A function known by what it is: a functools.partial by its function and arguments (a node's VJP is a new
+    partial of one function and spec each time it is asked about), any other function by its identity."""
+
+    __slots__ = ("fn", "key")
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.key = fn
+        if isinstance(fn, functools.partial):
+            key = (fn.func, fn.args, tuple(sorted(fn.keywords.items())))
+            try:
+                hash(key)
+                self.key = key
+            except TypeError:  # an argument that cannot be hashed: the partial by its identity
+                pass
+
+    def __hash__(self):
+        return hash(self.key)
+
+    def __eq__(self, other):
+        return self.key == other.key
+
+
+@functools.lru_cache(maxsize=64)
+def _jaxpr(same, avals):
+    """The jaxpr of a function (a _Same) on arrays of `avals`: traced once for both walks of one function (what a
+    recorded backward's VJP reads, and which of its arguments it passes through)."""
+    structs = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in avals]
+    return jax.make_jaxpr(same.fn)(*structs).jaxpr
 
 
 def _jaxpr_reads(jaxpr, differentiable_only):

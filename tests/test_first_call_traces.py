@@ -1,0 +1,96 @@
+"""What a first call traces on the CPU backend: output shapes of deferred ops without a trace where they follow from
+the op (a VJP's gradients have its operands' avals; a NumPy host form of small floats gives its output's shape on
+zeros), one trace of a batched VJP for every number of rows, one jaxpr for both walks of a recorded backward's VJP,
+and a forward-mode Jacobian's derived form found again by a second process. Counted in traces, not in time."""
+
+import functools
+
+import jax
+import numpy as np
+import pytest
+import torch
+
+import batched_grad as bg
+from batched_grad import _lazy, _numpy_eval, _reads
+from oracle import assert_same
+
+pytestmark = pytest.mark.skipif(jax.default_backend() != "cpu", reason="host forms run on the CPU backend only")
+
+
+@pytest.fixture
+def traces(monkeypatch):
+    """The patterns of shapes each derived form was traced on, in order."""
+    seen = []
+    real = _numpy_eval._trace
+    monkeypatch.setattr(
+        _numpy_eval, "_trace", lambda build, pattern, *a: seen.append(pattern) or real(build, pattern, *a)
+    )
+    return seen
+
+
+def _graphs(lib, seed):
+    """Values through broadcasting arithmetic, products of every rank pairing, reductions, powers and views, with a
+    double backward and a batched one: the deferred ops and VJPs a first call meets."""
+    rng = np.random.default_rng(seed)
+    a, b, v, m = (
+        lib.tensor(rng.standard_normal(s).astype(np.float32), requires_grad=True)
+        for s in ((7,), (3, 7), (4,), (5, 3, 4))
+    )
+    y = lib.tanh(b @ a) * 2.0 + (b * a).sum(1)
+    y = (m @ v).sum(0) @ y + (v @ m.transpose(1, 2)).pow(2).mean()
+    (g,) = lib.autograd.grad(y, a, create_graph=True)
+    (h,) = lib.autograd.grad((g * g).sum() / 3.0 - g.pow(3).sum(), a)
+    z = lib.tanh(b @ a)
+    (rows,) = lib.autograd.grad(z, a, lib.eye(3), is_grads_batched=True)
+    return [y, g, h, rows]
+
+
+def test_output_avals_without_a_trace_equal_the_traced_ones():
+    _lazy._signatures.clear()
+    for got, expected in zip(_graphs(bg, 0), _graphs(torch, 0)):
+        assert_same(got, expected, rtol=1e-4, atol=1e-5)
+    signatures = list(_lazy._signatures.values())
+    assert {sig.op.name for sig in signatures} >= {"vjp", "matmul", "tanh", "mul", "pow"}
+    with jax.enable_x64(True):
+        for sig in signatures:
+            assert sig.out_avals == _lazy._traced_avals(sig.op, sig.static, sig.avals), sig.op
+
+
+def test_a_recorded_tanh_and_its_recorded_vjp_ask_for_no_derived_form(monkeypatch):
+    asked = []
+    real = _numpy_eval._traced
+    monkeypatch.setattr(_numpy_eval, "_traced", lambda key, *a: asked.append(key) or real(key, *a))
+    x = bg.tensor(np.linspace(-1, 1, 11, dtype=np.float32), requires_grad=True)
+    w = bg.tensor(np.ones((6, 11), np.float32) / 11)
+    tx, tw = torch.tensor(x.detach().numpy(), requires_grad=True), torch.tensor(w.numpy())
+    (g,) = bg.autograd.grad(bg.tanh(w @ x).sum(), x, create_graph=True)  # tanh and its VJP recorded, deferred
+    (tg,) = torch.autograd.grad(torch.tanh(tw @ tx).sum(), tx, create_graph=True)
+    assert_same(g, tg, rtol=1e-5, atol=1e-6)
+    assert [key for key in asked if "Op(tanh)" in repr(key)] == []
+
+
+def test_a_batched_vjp_is_traced_once_for_rows_equal_to_an_operands_size_and_not(traces):
+    x = bg.tensor(np.linspace(-1, 1, 16, dtype=np.float32), requires_grad=True)
+    tx = torch.tensor(x.detach().numpy(), requires_grad=True)
+    for rows in (16, 4):  # as many rows as x has elements, then fewer (both powers of two, as rows are padded)
+        v = np.random.default_rng(rows).standard_normal((rows, 16)).astype(np.float32)
+        (got,) = bg.autograd.grad(bg.sinh(x), x, bg.tensor(v), is_grads_batched=True)
+        (expected,) = torch.autograd.grad(torch.sinh(tx), tx, torch.tensor(v), is_grads_batched=True)
+        assert_same(got, expected, rtol=1e-5, atol=1e-6)
+    batched = [p for p in traces if p[-1][1] == _numpy_eval._ROWS]
+    assert len(batched) == 1, batched
+
+
+def test_a_recorded_vjps_reads_and_copies_come_from_one_trace(monkeypatch):
+    made = []
+    real = jax.make_jaxpr
+    monkeypatch.setattr(_reads.jax, "make_jaxpr", lambda fn, **k: made.append(fn) or real(fn, **k))
+
+    def fn(a, b, *, scale):
+        return a, a * b * scale
+
+    avals = (((3,), np.dtype(np.float32)), ((3,), np.dtype(np.float32)))
+    # a new partial each time, as the engine makes them
+    assert _reads.output_reads(functools.partial(fn, scale=2.0), avals, differentiable_only=True) == (1, 3)
+    assert _reads.output_copies(functools.partial(fn, scale=2.0), avals) == (0, -1)
+    assert len(made) == 1
