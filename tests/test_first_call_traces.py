@@ -12,6 +12,7 @@ import torch
 
 import batched_grad as bg
 from batched_grad import _lazy, _numpy_eval, _reads
+from batched_grad._ops import _core
 from oracle import assert_same
 
 pytestmark = pytest.mark.skipif(jax.default_backend() != "cpu", reason="host forms run on the CPU backend only")
@@ -94,3 +95,66 @@ def test_a_recorded_vjps_reads_and_copies_come_from_one_trace(monkeypatch):
     assert _reads.output_reads(functools.partial(fn, scale=2.0), avals, differentiable_only=True) == (1, 3)
     assert _reads.output_copies(functools.partial(fn, scale=2.0), avals) == (0, -1)
     assert len(made) == 1
+
+
+@pytest.fixture
+def host_vjps_checked(monkeypatch):
+    """Every node VJP of an op with a hand-written host rule (Op.host_vjp) checked bit for bit against the form
+    derived from the op's jaxpr, which ran there before; per call, the op's name, whether its cotangents were batched
+    and whether the rule computed it (rather than declining to the derived form)."""
+    seen, derived_ran = [], []
+    real, real_derived = _core.VJP.host, _core.derived_vjp
+    monkeypatch.setattr(_core, "derived_vjp", lambda *a: derived_ran.append(True) or real_derived(*a))
+
+    def checked(*args, spec):
+        derived_ran.clear()
+        out = real(*args, spec=spec)
+        by_rule = not derived_ran
+        if spec.sig.op.host_vjp is not None and spec.sig.op.name in ("matmul", "mul", "add", "sub", "div", "tanh"):
+            derived = _numpy_eval.derived_vjp(_core._vjp_fn, spec, args)
+            assert len(out) == len(derived)
+            for got, want in zip(out, derived):
+                assert got.shape == want.shape and got.dtype == want.dtype
+                if spec.sig.op.name == "tanh" and got.dtype == np.float64 and spec.batch is None:
+                    # NumPy's tanh, as before: ulps of the scale, where 1 - tanh cancels
+                    np.testing.assert_allclose(got, want, rtol=0, atol=8 * np.finfo(np.float64).eps * abs(want).max())
+                else:
+                    np.testing.assert_array_equal(got.view(f"u{got.itemsize}"), want.view(f"u{want.itemsize}"))
+            seen.append((spec.sig.op.name, spec.batch is not None, by_rule))
+        return out
+
+    monkeypatch.setattr(_core.VJP, "host", checked)
+    return seen
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_host_vjps_of_products_and_arithmetic_give_the_derived_forms_bits(host_vjps_checked, dtype):
+    rng = np.random.default_rng(1)
+    shapes = {"v": (6,), "w": (6,), "m": (5, 6), "n": (6, 4), "s": ()}
+    bt = {k: bg.tensor(rng.standard_normal(s).astype(dtype), requires_grad=True) for k, s in shapes.items()}
+    tt = {k: torch.tensor(v.detach().numpy(), requires_grad=True) for k, v in bt.items()}
+
+    def products(t, lib):  # dot, mv, a vector times a matrix, mm, with broadcasting arithmetic and tanh around them
+        p = lib.tanh(t["m"] @ t["v"]) * t["s"]
+        q = (t["m"] @ t["n"]) - (t["v"] @ t["n"]) / 3.0 + p.sum() - t["v"] @ t["w"]
+        return (lib.tanh(q) * (q + 1.0)).sum(1)
+
+    for rows in (None, 4):
+        leaves = list(bt.values())
+        tleaves = list(tt.values())
+        if rows is None:
+            got = bg.autograd.grad(products(bt, bg).sum(), leaves)
+            expected = torch.autograd.grad(products(tt, torch).sum(), tleaves)
+        else:
+            eye = np.eye(rows, 5, dtype=dtype)
+            got = bg.autograd.grad(products(bt, bg), leaves, bg.tensor(eye), is_grads_batched=True)
+            expected = torch.autograd.grad(products(tt, torch), tleaves, torch.tensor(eye), is_grads_batched=True)
+        for g, e in zip(got, expected):
+            assert_same(g, e, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-6 if dtype == np.float32 else 1e-12)
+    by_rule = {(name, batched) for name, batched, ruled in host_vjps_checked if ruled}
+    declined = {(name, batched) for name, batched, ruled in host_vjps_checked if not ruled}
+    every = {(name, batched) for name in ("matmul", "mul", "sub", "div", "tanh", "add") for batched in (False, True)}
+    if dtype == np.float32:
+        assert by_rule == every and not declined
+    else:  # the rows of a float64 tanh's VJP keep the derived form (XLA's tanh)
+        assert by_rule == every - {("tanh", True)} and declined == {("tanh", True)}

@@ -622,11 +622,12 @@ def _cotangent_args(spec):
 
 
 def _vjp_on_host(*args, spec):
-    """A node's VJP with NumPy: a one-output op's by its host_vjp, any other's derived from its jaxpr (None where it
+    """A node's VJP with NumPy: a one-output op's by its host_vjp (of batched cotangents too where the rule takes
+    their rows: its `rows` attribute), any other's, or one the rule declines, derived from its jaxpr (None where it
     has none: _numpy_eval.py)."""
     sig, saved_mask, want, ct_mask, batch = spec
     rule = sig.op.host_vjp
-    if rule is None or batch is not None or len(sig.out_avals) != 1:
+    if rule is None or len(sig.out_avals) != 1 or (batch is not None and not _rows_taken(rule, batch, ct_mask)):
         return derived_vjp(_vjp_fn, spec, args)
     n = sum(saved_mask)
     saved = iter(args[:n])
@@ -634,9 +635,14 @@ def _vjp_on_host(*args, spec):
     ((shape, dtype),) = sig.out_avals
     ct = args[n] if ct_mask[0] else np.zeros(shape, dtype)
     grads = rule(ct, operands, sig.avals, **dict(sig.static))
-    if grads is None:  # the rule does not apply (a large or non-float operand): a kernel
-        return None
+    if grads is None:  # the rule does not apply (a large or non-float operand)
+        return derived_vjp(_vjp_fn, spec, args)
     return tuple([np.asarray(grads[i], sig.avals[i][1]) for i in want])
+
+
+def _rows_taken(rule, batch, ct_mask):
+    """Whether a host VJP rule computes batched cotangents, all rows at once (not in chunks nor over devices)."""
+    return getattr(rule, "rows", False) and ct_mask[0] and batch.chunk_size is None and batch.shards is None
 
 
 VJP = Op("vjp", _vjp_fn, multi=True, reads=vjp_dependencies, links=vjp_links, host=_vjp_on_host)

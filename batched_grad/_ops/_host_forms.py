@@ -6,9 +6,11 @@ import numpy as np
 from .. import _host
 from .._float_errors import ignoring_float_errors
 from .._host import HOST_FLOATS
+from .._numpy_rows import ROWS
 from .shape import sum_to
 
 _FLOAT32, _FLOAT64 = np.dtype(np.float32), np.dtype(np.float64)
+dot_general = ROWS["dot_general"]  # the derived forms' row: the same NumPy calls, the same bits
 
 
 def small_floats(f):
@@ -56,23 +58,54 @@ def in_float64_host(f):
     return wide
 
 
-def small_float_vjp(rule):
+def small_float_vjp(rule, rows_dtypes=HOST_FLOATS):
     """The host VJP (Op.host_vjp) of an elementwise op whose gradients are `rule(ct, *operands)` (one per operand,
     None where the operand is not saved), each of the output's shape: operands cast to the cotangent's dtype, as the
-    kernel computes, and the gradients summed down to their operands' shapes. None (a kernel) for other dtypes or
-    large cotangents."""
+    kernel computes, and the gradients summed down to their operands' shapes. Batched cotangents (rows leading the
+    output's shape) broadcast against the operands, as jax.vmap of the VJP computes them, in `rows_dtypes` (those
+    where the rule gives the derived form's bits). None (the derived form) for other dtypes or large cotangents."""
 
     def host_vjp(ct, operands, avals, **static):
         if ct.dtype not in HOST_FLOATS or ct.size > _host.HOST_ELEMENTS:
             return None
+        rows = ct.shape[: ct.ndim - len(np.broadcast_shapes(*[shape for shape, _ in avals]))]
+        if rows and ct.dtype not in rows_dtypes:
+            return None
         operands = [None if o is None else o.astype(ct.dtype, copy=False) for o in operands]
         grads = ignoring_float_errors(rule, ct, *operands)
         return [
-            None if g is None else np.array(sum_to(np.broadcast_to(g, ct.shape), shape), dtype)
+            None if g is None else np.array(sum_to(np.broadcast_to(g, ct.shape), rows + shape, len(rows)), dtype)
             for g, (shape, dtype) in zip(grads, avals)
         ]
 
+    host_vjp.rows = True
     return host_vjp
+
+
+def matmul_vjp(ct, operands, avals):
+    """The host VJP of a product of vectors and matrices (dot, mv, a vector times a matrix, mm), rows of batched
+    cotangents leading: each gradient the dot_general (and transpose) that JAX's VJP of jnp.matmul gives, by the
+    same NumPy row as the derived form, so the bits are the derived form's. None (the derived form) for operands of
+    more dimensions, other dtypes or large cotangents."""
+    (a, b), ((sa, _), (sb, _)) = operands, avals
+    if ct.dtype not in HOST_FLOATS or ct.size > _host.HOST_ELEMENTS or len(sa) > 2 or len(sb) > 2:
+        return None
+    for o in operands:
+        if o is not None and o.dtype != ct.dtype:
+            return None
+    lead = ct.ndim - (len(sa) - 1) - (len(sb) - 1)  # 1 for batched cotangents, else 0
+    outer = (((), ()), ((), ()))
+    grad_a = grad_b = None
+    if b is not None:  # a's gradient: the cotangent times b, contracted over b's columns
+        grad_a = dot_general(ct, b, outer if len(sb) == 1 else (((ct.ndim - 1,), (1,)), ((), ())))
+    if a is not None:  # b's gradient: a's rows contracted with the cotangent's, or an outer product
+        grad_b = dot_general(ct, a, outer if len(sa) == 1 else (((lead,), (0,)), ((), ())))
+        if len(sb) == 2:
+            grad_b = np.swapaxes(grad_b, -1, -2)
+    return grad_a, grad_b
+
+
+matmul_vjp.rows = True
 
 
 def _tanh_vjp(ct, x):
@@ -100,5 +133,6 @@ ARITHMETIC_VJPS = {  # by op name
     "mul": small_float_vjp(_mul_vjp),
     "div": small_float_vjp(_div_vjp),
     "neg": small_float_vjp(lambda ct, a: (-ct,)),
-    "tanh": small_float_vjp(_tanh_vjp),
+    # float64 tanh by NumPy, an ulp from the derived form's XLA tanh: its batched rows keep the derived form
+    "tanh": small_float_vjp(_tanh_vjp, rows_dtypes=frozenset({_FLOAT32})),
 }

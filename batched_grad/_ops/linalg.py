@@ -14,7 +14,7 @@ from .._autocast import autocast_policy
 from .._dtypes import not_implemented
 from .._tensor import Tensor, _wrap_dim
 from ._core import SAVES_BOTH, SAVES_RESULT, Op, apply
-from ._host_forms import small_floats
+from ._host_forms import matmul_vjp, small_floats
 from .reduction import matrix_norm, vector_norm
 from .return_types import return_type
 from .shape import broadcast_shapes
@@ -77,6 +77,7 @@ _PRODUCTS = {
         backward_name=name,
         multilinear=True,
         host=small_floats(np.dot if name == "DotBackward0" else np.matmul),
+        host_vjp=matmul_vjp,
     )
     for name in _PRODUCT_NAMES
 }

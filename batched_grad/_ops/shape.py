@@ -69,10 +69,12 @@ def _infer(shape, numel):
     return shape
 
 
-def sum_to(a, shape):
-    """`a` (a NumPy array) summed down to `shape`, which broadcasts to its shape: the gradient of a broadcast."""
+def sum_to(a, shape, kept=0):
+    """`a` (a NumPy array) summed down to `shape`, which broadcasts to its shape: the gradient of a broadcast. With
+    `kept`, its first `kept` axes (rows of batched cotangents) are kept: `shape` begins with their sizes."""
     lead = a.ndim - len(shape)
-    axes = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(shape) if n == 1 and a.shape[lead + i] != 1)
+    axes = tuple(range(kept, kept + lead))
+    axes += tuple(kept + lead + i for i, n in enumerate(shape[kept:]) if n == 1 and a.shape[kept + lead + i] != 1)
     return a.sum(axis=axes).reshape(shape) if axes else a
 
 
