@@ -17,7 +17,7 @@ from .._tensor import Tensor
 from . import _derivatives
 from ._core import SAVES_BOTH, SAVES_INPUT, SAVES_RESULT, Op, apply, apply_in_place
 from ._fused_backward import FUSED_ZEROS, Fused
-from ._host_forms import ARITHMETIC_VJPS, in_float64_host, small_floats
+from ._host_forms import ARITHMETIC_VJPS, in_float64_host, small_float_vjp, small_floats
 from .rounding import divide
 from .scaled_sum import alpha_number, fusable, scaled_sum, scaled_sum_in_place
 
@@ -569,12 +569,28 @@ def true_divide(input, other):
 # The exponents torch computes by a formula of their own (x * x, a square root, a reciprocal, ...) are part of the
 # program, as constants: XLA then simplifies the power as torch does. Any other number exponent is an operand, so
 # that a new value compiles nothing.
+_SQUARE = small_floats(lambda a: a * a)  # XLA's simplifier computes pow(a, 2) so
+_SQUARE_VJP = small_float_vjp(lambda ct, a: (ct * (2 * a),))  # the derived form's 2 pow(a, 1) ct, pow(a, 1) being a
+
+
+def _square_host(a, *, exponent, dtype):
+    """pow's host form for the exponent 2; None (the derived form) for the others."""
+    return _SQUARE(a, dtype=dtype) if exponent == 2 else None
+
+
+def _square_host_vjp(ct, operands, avals, *, exponent, dtype):
+    return _SQUARE_VJP(ct, operands, avals) if exponent == 2 else None
+
+
+_square_host_vjp.rows = True
 _POW_SCALAR = Op(
     "pow",
     lambda a, *, exponent, dtype: _pow_fn(a.astype(dtype), jnp.asarray(exponent, dtype)),
     diagonal=True,
     saved_names=("self",),
     saved_static=("exponent",),
+    host=_square_host,
+    host_vjp=_square_host_vjp,
 )
 _CONSTANT_EXPONENTS = frozenset({-2, -1, -0.5, 0, 0.5, 1, 2, 3})
 _POW_NUMBER = Op(
