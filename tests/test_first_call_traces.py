@@ -168,3 +168,29 @@ def test_host_vjps_of_products_and_arithmetic_give_the_derived_forms_bits(host_v
         assert by_rule == every and declined == cubes
     else:  # the rows of a float64 tanh's VJP keep the derived form (XLA's tanh)
         assert by_rule == every - {("tanh", True)} and declined == cubes | {("tanh", True)}
+
+
+def test_declared_reads_of_host_vjps_equal_the_walked_ones(monkeypatch):
+    """A recorded backward reads what each gradient reads from its host rule's declaration (no trace): the same
+    masks as the walk of the VJP's jaxpr, and no gradient passed through as its cotangent."""
+    specs = []
+    real = _core._declared_reads
+    monkeypatch.setattr(_core, "_declared_reads", lambda spec: specs.append(spec) or real(spec))
+    _core._vjp_reads.cache_clear()
+    _core._vjp_copies.cache_clear()
+    for dtype in (np.float32, np.float64):
+        rng = np.random.default_rng(2)
+        a, b = (bg.tensor(rng.standard_normal(s).astype(dtype), requires_grad=True) for s in ((4, 3), (3,)))
+        y = (bg.tanh(a @ b) * a.sum(1) / (b @ b) - bg.neg(a @ b) * 2.0).pow(2) + (b @ a.T).pow(3)
+        (g,) = bg.autograd.grad(y.sum(), b, create_graph=True)
+        (h,) = bg.autograd.grad(g, b, bg.eye(3, dtype=g.dtype), is_grads_batched=True, create_graph=True)
+        h.sum().backward()
+    declared = {spec for spec in specs if real(spec) is not None}
+    assert {spec.sig.op.name for spec in declared} >= {"tanh", "matmul", "mul", "div", "neg", "pow"}
+    for spec in declared:
+        spec = _core._vjp_spec(*spec[:4])
+        sig = spec.sig
+        avals = [a for a, s in zip(sig.avals, spec.saved_mask) if s] + [sig.out_avals[0]]
+        vjp = functools.partial(_core._vjp_fn, spec=spec)
+        assert real(spec) == _reads.output_reads(vjp, avals, differentiable_only=True), sig.op
+        assert all([c < len(avals) - 1 for c in _reads.output_copies(vjp, avals)]), sig.op  # no cotangent passed on

@@ -574,6 +574,9 @@ def vjp_reads(spec):
 
 @functools.lru_cache(maxsize=8192)
 def _vjp_reads(spec):
+    declared = _declared_reads(spec)
+    if declared is not None:
+        return declared
     sig = spec.sig
     avals = [a for a, s in zip(sig.avals, spec.saved_mask) if s]
     avals += [sig.out_avals[k] for k, m in zip(sig.diff_outs, spec.ct_mask) if m]
@@ -584,12 +587,35 @@ def _vjp_reads(spec):
 def _vjp_copies(spec):
     """Per gradient of a VJP, the position among its cotangent arguments of the one it is exactly (torch's formulas
     `grad` for add, sub, clone: no node between them), or -1."""
+    if _declared_reads(spec) is not None:  # a rule that declares its reads passes no cotangent through
+        return (-1,) * len(spec.want)
     sig = spec.sig
     avals = [a for a, s in zip(sig.avals, spec.saved_mask) if s]
     avals += [sig.out_avals[k] for k, m in zip(sig.diff_outs, spec.ct_mask) if m]
     n = sum(spec.saved_mask)
     copies = output_copies(functools.partial(_vjp_fn, spec=spec), avals)
     return tuple([c - n if c >= n else -1 for c in copies])
+
+
+def _declared_reads(spec):
+    """vjp_reads as the op's host VJP rule declares it (its `reads`: per operand, the operands its gradient reads
+    besides the cotangent), without tracing the VJP; None where the rule declares none for these static params, or
+    for a spec it does not cover (no cotangent given, an operand it reads not saved, other dtypes)."""
+    declared = getattr(spec.sig.op.host_vjp, "reads", None)
+    sig = spec.sig
+    if declared is None or len(sig.out_avals) != 1 or not spec.ct_mask[0]:
+        return None
+    per_operand = declared(sig.static)
+    if per_operand is None or any([dtype not in HOST_FLOATS for _, dtype in sig.avals + sig.out_avals]):
+        return None
+    position = {i: k for k, i in enumerate([i for i, s in enumerate(spec.saved_mask) if s])}
+    cotangent = 1 << len(position)
+    masks = []
+    for w in spec.want:
+        if any([j not in position for j in per_operand[w]]):
+            return None
+        masks.append(functools.reduce(int.__or__, [1 << position[j] for j in per_operand[w]], cotangent))
+    return tuple(masks)
 
 
 def vjp_links(spec):

@@ -58,12 +58,14 @@ def in_float64_host(f):
     return wide
 
 
-def small_float_vjp(rule, rows_dtypes=HOST_FLOATS):
+def small_float_vjp(rule, rows_dtypes=HOST_FLOATS, reads=None):
     """The host VJP (Op.host_vjp) of an elementwise op whose gradients are `rule(ct, *operands)` (one per operand,
     None where the operand is not saved), each of the output's shape: operands cast to the cotangent's dtype, as the
     kernel computes, and the gradients summed down to their operands' shapes. Batched cotangents (rows leading the
     output's shape) broadcast against the operands, as jax.vmap of the VJP computes them, in `rows_dtypes` (those
-    where the rule gives the derived form's bits). None (the derived form) for other dtypes or large cotangents."""
+    where the rule gives the derived form's bits). None (the derived form) for other dtypes or large cotangents.
+    `reads`: per operand, the operands its gradient reads besides the cotangent (host_vjp.reads, read by a recorded
+    backward instead of walking the VJP's jaxpr), where no gradient is the cotangent itself; None: walked."""
 
     def host_vjp(ct, operands, avals, **static):
         if ct.dtype not in HOST_FLOATS or ct.size > _host.HOST_ELEMENTS:
@@ -79,6 +81,7 @@ def small_float_vjp(rule, rows_dtypes=HOST_FLOATS):
         ]
 
     host_vjp.rows = True
+    host_vjp.reads = lambda static: reads
     return host_vjp
 
 
@@ -106,6 +109,7 @@ def matmul_vjp(ct, operands, avals):
 
 
 matmul_vjp.rows = True
+matmul_vjp.reads = lambda static: ((1,), (0,))  # each gradient reads the other operand
 
 
 def _tanh_vjp(ct, x):
@@ -130,9 +134,9 @@ def _div_vjp(ct, a, b):
 ARITHMETIC_VJPS = {  # by op name
     "add": small_float_vjp(lambda ct, a, b: (ct, ct)),
     "sub": small_float_vjp(lambda ct, a, b: (ct, -ct)),
-    "mul": small_float_vjp(_mul_vjp),
-    "div": small_float_vjp(_div_vjp),
-    "neg": small_float_vjp(lambda ct, a: (-ct,)),
+    "mul": small_float_vjp(_mul_vjp, reads=((1,), (0,))),
+    "div": small_float_vjp(_div_vjp, reads=((1,), (0, 1))),
+    "neg": small_float_vjp(lambda ct, a: (-ct,), reads=((),)),
     # float64 tanh by NumPy, an ulp from the derived form's XLA tanh: its batched rows keep the derived form
-    "tanh": small_float_vjp(_tanh_vjp, rows_dtypes=frozenset({_FLOAT32})),
+    "tanh": small_float_vjp(_tanh_vjp, rows_dtypes=frozenset({_FLOAT32}), reads=((0,),)),
 }

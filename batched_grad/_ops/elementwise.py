@@ -570,7 +570,7 @@ def true_divide(input, other):
 # program, as constants: XLA then simplifies the power as torch does. Any other number exponent is an operand, so
 # that a new value compiles nothing.
 _SQUARE = small_floats(lambda a: a * a)  # XLA's simplifier computes pow(a, 2) so
-_SQUARE_VJP = small_float_vjp(lambda ct, a: (ct * (2 * a),))  # the derived form's 2 pow(a, 1) ct, pow(a, 1) being a
+_SQUARE_VJP = small_float_vjp(lambda ct, a: (ct * (2 * a),), reads=((0,),))  # 2 pow(a, 1) ct, pow(a, 1) being a
 
 
 def _square_host(a, *, exponent, dtype):
@@ -583,6 +583,7 @@ def _square_host_vjp(ct, operands, avals, *, exponent, dtype):
 
 
 _square_host_vjp.rows = True
+_square_host_vjp.reads = lambda static: ((0,),) if dict(static)["exponent"] == 2 else None
 _POW_SCALAR = Op(
     "pow",
     lambda a, *, exponent, dtype: _pow_fn(a.astype(dtype), jnp.asarray(exponent, dtype)),
