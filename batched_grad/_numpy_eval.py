@@ -44,6 +44,7 @@ from ._float_errors import ignore as ignore_float_errors
 from ._float_errors import restore as restore_float_errors
 from ._numpy_loops import Body
 from ._numpy_program import Program, Unsupported, dumps, flatten, loads, supported
+from ._reads import traced
 from ._x64 import scoped
 
 MAX_PROGRAMS = 2048  # traced jaxprs kept, least recently used dropped
@@ -125,7 +126,10 @@ def _tracing(build, pattern, count, multi):
     try:
         structs, names = _structs(pattern, count)
         fn, args = build(structs)
-        closed, out = jax.make_jaxpr(fn, return_shape=True)(*args)
+        if count:
+            closed, out = jax.make_jaxpr(fn, return_shape=True)(*args)
+        else:  # concrete shapes: the trace a recorded VJP's walks made (_reads.traced), where they ran first
+            closed, out = traced(fn, [(a.shape, a.dtype) for a in args])
     except Exception:  # a size the trace cannot decide, or an error the kernel raises in its own words
         yield failed
         return
@@ -345,6 +349,8 @@ def _vjp(vjp_fn, spec, rows=None):
         symbolic = Signature(
             sig.op, sig.static, tuple([(s.shape, s.dtype) for s in structs]), tuple([(o.shape, o.dtype) for o in outs])
         )
+        if symbolic.avals == sig.avals and symbolic.out_avals == sig.out_avals:
+            symbolic = sig  # concrete shapes: the node's own spec, the function _reads.traced knows
         saved = [s for s, m in zip(structs, spec.saved_mask) if m]
         cotangents = [
             jax.ShapeDtypeStruct(lead + outs[k].shape, outs[k].dtype)

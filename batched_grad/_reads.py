@@ -11,6 +11,7 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.extend.core import ClosedJaxpr, Jaxpr, Literal
 
 from . import _store
@@ -37,7 +38,7 @@ def output_reads(fn, avals, differentiable_only=False):
     depends on (bit i: argument i). Kept in the store across processes where `fn` has a stable name."""
 
     def walk():
-        return tuple(_jaxpr_reads(_jaxpr(_Same(fn), tuple(avals)), differentiable_only))
+        return tuple(_jaxpr_reads(traced(fn, avals)[0].jaxpr, differentiable_only))
 
     return _store.remembered("reads", (fn, avals, differentiable_only), walk)
 
@@ -48,7 +49,7 @@ def output_copies(fn, avals):
     no op between them), or -1. Kept in the store across processes where `fn` has a stable name."""
 
     def walk():
-        jaxpr = _jaxpr(_Same(fn), tuple(avals))
+        jaxpr = traced(fn, avals)[0].jaxpr
         position = {v: i for i, v in enumerate(jaxpr.invars)}
         return tuple([-1 if isinstance(v, Literal) else position.get(v, -1) for v in jaxpr.outvars])
 
@@ -79,12 +80,17 @@ class _Same:
         return self.key == other.key
 
 
+def traced(fn, avals):
+    """(closed jaxpr, output ShapeDtypeStructs) of `fn` on arrays of `avals`, as jax.make_jaxpr(return_shape=True)
+    gives them: traced once for every use of one function on concrete avals (what a recorded backward's VJP reads,
+    which of its arguments it passes through, and the derived host form of that VJP, _numpy_eval.py)."""
+    return _traced(_Same(fn), tuple([(tuple(shape), np.dtype(dtype)) for shape, dtype in avals]))
+
+
 @functools.lru_cache(maxsize=64)
-def _jaxpr(same, avals):
-    """The jaxpr of a function (a _Same) on arrays of `avals`: traced once for both walks of one function (what a
-    recorded backward's VJP reads, and which of its arguments it passes through)."""
+def _traced(same, avals):
     structs = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in avals]
-    return jax.make_jaxpr(same.fn)(*structs).jaxpr
+    return jax.make_jaxpr(same.fn, return_shape=True)(*structs)
 
 
 def _jaxpr_reads(jaxpr, differentiable_only):

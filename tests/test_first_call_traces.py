@@ -194,3 +194,23 @@ def test_declared_reads_of_host_vjps_equal_the_walked_ones(monkeypatch):
         vjp = functools.partial(_core._vjp_fn, spec=spec)
         assert real(spec) == _reads.output_reads(vjp, avals, differentiable_only=True), sig.op
         assert all([c < len(avals) - 1 for c in _reads.output_copies(vjp, avals)]), sig.op  # no cotangent passed on
+
+
+def test_a_recorded_second_order_vjp_is_traced_once_for_its_walks_and_its_host_form(monkeypatch):
+    made = []
+    real = jax.make_jaxpr
+    monkeypatch.setattr(jax, "make_jaxpr", lambda fn, **k: made.append(fn) or real(fn, **k))
+    rng = np.random.default_rng(5)
+    w, x, v = (rng.standard_normal(s).astype(np.float32) for s in ((7, 13), (13,), (13,)))
+    got = bg.autograd.functional.hvp(lambda x: bg.tanh(bg.tensor(w) @ x).pow(2).sum(), bg.tensor(x), bg.tensor(v))
+    tw = torch.tensor(w)
+    expected = torch.autograd.functional.hvp(
+        lambda x: torch.tanh(tw @ x).pow(2).sum(), torch.tensor(x), torch.tensor(v)
+    )
+    assert_same(got, expected, rtol=1e-4, atol=1e-5)
+    second = [
+        f.keywords["spec"]
+        for f in made
+        if isinstance(f, functools.partial) and f.func is _core._vjp_fn and f.keywords["spec"].sig.op.name == "vjp"
+    ]
+    assert second and len(second) == len(set(second))  # a VJP of a recorded VJP: one trace, walked and evaluated
