@@ -448,6 +448,18 @@ def _backward_on_host(*arrays, plan):
         return None
 
 
+def _backward_shapes(avals, *, plan):
+    """The (shape, dtype) of each output of an unbatched plan's traced backward on arguments of `avals`: a gradient
+    has the aval of the operand it is for, a root's cotangent that of its argument; None for a batched plan."""
+    if plan.batch is not None:
+        return None
+    found = dict(zip(plan.roots, avals[sum([sum(step.spec.saved_mask) for step in plan.steps]) :]))
+    for step in plan.steps:
+        for slot, w in zip(step.targets, step.spec.want):
+            found.setdefault(slot, step.spec.sig.avals[w])
+    return tuple([found[c] for c in plan.captures if c is not None] + [found[Output(i, 0)] for i in plan.leaves])
+
+
 BACKWARD_OP = Op(
     "backward_program",
     traced_backward,
@@ -457,6 +469,7 @@ BACKWARD_OP = Op(
     reads=backward_reads,
     links=backward_links,
     host=_backward_on_host,
+    shapes=_backward_shapes,
 )
 
 

@@ -154,23 +154,32 @@ _signatures = {}
 
 
 def signature(op, static, avals, arrays=None):
-    """The one Signature of `op` with `static` on operands of `avals`. Its output avals come from the op's host form
-    run on `arrays` (the operands) where it has one that applies, else from its derived form's jaxpr where it has one
-    (_numpy_eval.py), else from jax.eval_shape (a trace)."""
+    """The one Signature of `op` with `static` on operands of `avals` (`arrays`: the operands, where given), its
+    output avals from _out_avals."""
     key = (op, static, avals)
     sig = _signatures.get(key)
     if sig is None:
-        out = None if arrays is None or op.host is None else on_host(op, arrays, static)
-        if out is None:
-            out = host_out_avals(op, static, avals)
-        if out is not None:
-            out_avals = tuple([(o.shape, o.dtype) for o in out])
-        else:  # a trace, kept in the store across processes
-            out_avals = _store.remembered("avals", key, lambda: _traced_avals(op, static, avals))
+        out_avals = _out_avals(op, static, avals, arrays)
         if len(_signatures) > 8192:
             _signatures.clear()
         sig = _signatures[key] = Signature(op, static, avals, out_avals)
     return sig
+
+
+def _out_avals(op, static, avals, arrays):
+    """The (shape, dtype) of each output of `op` on operands of `avals` (the `arrays`, where given): by its shape rule
+    (Op.shapes), its host form run on `arrays`, or its derived form's jaxpr; else from a trace, kept in the store
+    across processes."""
+    if op.shapes is not None:
+        found = op.shapes(avals, **dict(static))
+        if found is not None:
+            return found
+    out = None if arrays is None or op.host is None else on_host(op, arrays, static)
+    if out is None:
+        out = host_out_avals(op, static, avals)
+    if out is not None:
+        return tuple([(o.shape, o.dtype) for o in out])
+    return _store.remembered("avals", (op, static, avals), lambda: _traced_avals(op, static, avals))
 
 
 def _traced_avals(op, static, avals):

@@ -420,28 +420,11 @@ def derived_vjp(vjp_fn, spec, arrays):
     return None if outs is None else tuple(outs)
 
 
-@functools.cache
-def _vjp_op():
-    from ._ops._core import VJP
-
-    return VJP
-
-
 def out_avals(op, static, avals):
     """ShapeDtypeStructs of the outputs of `op` on operands of `avals`, from its derived program: no trace for a
     new size (a deferred op's Signature); None where it has none."""
-    if op is _vjp_op():
-        return _vjp_out_avals(dict(static)["spec"], [shape for shape, _ in avals])
     found = _forward(op, static, avals)
     return None if found is None else [jax.ShapeDtypeStruct(s, d) for s, d in _bound(*found)[3]]
-
-
-def _vjp_out_avals(spec, shapes):
-    """ShapeDtypeStructs of a node's VJP's gradients, on arguments of `shapes`: one per operand in `spec.want`, of
-    its aval (the rows of batched cotangents first), as jax.vjp gives them; no trace."""
-    rows = _rows(spec, shapes)
-    lead = () if rows is None else (rows,)
-    return [jax.ShapeDtypeStruct(lead + tuple(spec.sig.avals[i][0]), spec.sig.avals[i][1]) for i in spec.want]
 
 
 def clear():

@@ -43,7 +43,9 @@ def _graphs(lib, seed):
     (h,) = lib.autograd.grad((g * g).sum() / 3.0 - g.pow(3).sum(), a)
     z = lib.tanh(b @ a)
     (rows,) = lib.autograd.grad(z, a, lib.eye(3), is_grads_batched=True)
-    return [y, g, h, rows]
+    xs = lib.stack([a.detach(), a.detach() * 2])
+    per_row = lib.func.vmap(lib.func.grad(lambda x: (lib.tanh(b.detach() @ x) ** 2).sum()))(xs)
+    return [y, g, h, rows, per_row]
 
 
 def test_output_avals_without_a_trace_equal_the_traced_ones():
@@ -51,7 +53,7 @@ def test_output_avals_without_a_trace_equal_the_traced_ones():
     for got, expected in zip(_graphs(bg, 0), _graphs(torch, 0)):
         assert_same(got, expected, rtol=1e-4, atol=1e-5)
     signatures = list(_lazy._signatures.values())
-    assert {sig.op.name for sig in signatures} >= {"vjp", "matmul", "tanh", "mul", "pow"}
+    assert {sig.op.name for sig in signatures} >= {"vjp", "matmul", "tanh", "mul", "pow", "backward_program"}
     with jax.enable_x64(True):
         for sig in signatures:
             assert sig.out_avals == _lazy._traced_avals(sig.op, sig.static, sig.avals), sig.op

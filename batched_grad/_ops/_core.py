@@ -100,6 +100,8 @@ class Op:
     forward-mode AD raises it instead of differentiating the op (_forward_refused.py).
     `expose` (optional): `expose(node)` gives a recorded node the structure torch's graph has around it, made when its
     next_functions are first read (nodes torch records that the op's one node stands for: linear's weight.t()).
+    `shapes` (optional): `shapes(avals, **static)` gives the (shape, dtype) of each output on operands of `avals`
+    without a trace (a deferred op's Signature), or None where it cannot tell.
     """
 
     __slots__ = (
@@ -127,6 +129,7 @@ class Op:
         "saved_static",
         "forward_error",
         "expose",
+        "shapes",
     )
 
     def __init__(
@@ -154,6 +157,7 @@ class Op:
         saved_static=(),
         forward_error=None,
         expose=None,
+        shapes=None,
     ):
         self.name, self.fn, self.linear, self.view, self.multi = name, fn, linear, view, multi
         self.reads, self.host, self.host_vjp, self.inputs = reads, host, host_vjp, inputs
@@ -166,6 +170,7 @@ class Op:
         self.saved_names, self.saved_static = saved_names, saved_static
         self.forward_error = forward_error
         self.expose = expose
+        self.shapes = shapes
         self.backward_name = backward_name or "".join(p.capitalize() for p in name.split("_")) + "Backward0"
 
     def __repr__(self):
@@ -671,7 +676,14 @@ def _rows_taken(rule, batch, ct_mask):
     return getattr(rule, "rows", False) and ct_mask[0] and batch.chunk_size is None and batch.shards is None
 
 
-VJP = Op("vjp", _vjp_fn, multi=True, reads=vjp_dependencies, links=vjp_links, host=_vjp_on_host)
+def _vjp_shapes(avals, *, spec):
+    """A VJP's gradients: one per operand in `spec.want`, of its aval (the rows of batched cotangents first, the
+    leading axis of its first cotangent argument), as jax.vjp gives them."""
+    lead = () if spec.batch is None else (avals[sum(spec.saved_mask)][0][0],)
+    return tuple([(lead + tuple(spec.sig.avals[i][0]), spec.sig.avals[i][1]) for i in spec.want])
+
+
+VJP = Op("vjp", _vjp_fn, multi=True, reads=vjp_dependencies, links=vjp_links, host=_vjp_on_host, shapes=_vjp_shapes)
 
 
 @functools.lru_cache(maxsize=8192)
