@@ -592,6 +592,7 @@ _POW_SCALAR = Op(
     saved_static=("exponent",),
     host=_square_host,
     host_vjp=_square_host_vjp,
+    shapes=lambda avals, *, exponent, dtype: ((tuple(avals[0][0]), np.dtype(dtype)),),  # the operand's, in `dtype`
 )
 _CONSTANT_EXPONENTS = frozenset({-2, -1, -0.5, 0, 0.5, 1, 2, 3})
 _POW_NUMBER = Op(
