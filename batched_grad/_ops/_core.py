@@ -678,7 +678,9 @@ def _rows_taken(rule, batch, ct_mask):
 
 def _vjp_shapes(avals, *, spec):
     """A VJP's gradients: one per operand in `spec.want`, of its aval (the rows of batched cotangents first, the
-    leading axis of its first cotangent argument), as jax.vjp gives them."""
+    leading axis of its first cotangent argument), as jax.vjp gives them; None for rows split over devices."""
+    if spec.batch is not None and spec.batch.shards is not None:
+        return None
     lead = () if spec.batch is None else (avals[sum(spec.saved_mask)][0][0],)
     return tuple([(lead + tuple(spec.sig.avals[i][0]), spec.sig.avals[i][1]) for i in spec.want])
 
