@@ -305,10 +305,14 @@ def test_cycling_momentum_needs_an_optimizer_with_momentum():
     assert errors[1] == errors[0]
 
 
-def test_cycled_sgd_momentum_does_not_recompile_the_step():
-    """OneCycleLR changes SGD's momentum every step: the compiled update takes it as an argument."""
+@pytest.mark.parametrize("fuse_after", [0, 10**9], ids=["program", "on_host"])
+def test_cycled_sgd_momentum_does_not_recompile_the_step(fuse_after, monkeypatch):
+    """OneCycleLR changes SGD's momentum every step: the compiled update takes it as an argument, and so does the
+    update run on the host (its jaxpr, traced once)."""
+    from batched_grad import _lazy, _numpy_eval
     from batched_grad.optim import sgd
 
+    monkeypatch.setattr(_lazy, "FUSE_AFTER", fuse_after)
     param = bg.nn.Parameter(bg.ones(4))
     opt = bg.optim.SGD([param], lr=0.1, momentum=0.9)
     scheduler = ours.OneCycleLR(opt, max_lr=0.5, total_steps=8)
@@ -316,8 +320,9 @@ def test_cycled_sgd_momentum_does_not_recompile_the_step():
     for _ in range(2):  # the first step has no momentum buffer yet: a program of its own
         opt.step()
         scheduler.step()
-    traced = sgd._sgd.traced[0]
+    traced, compiled, programs = sgd._sgd.jitted.traced[0], bg.compile_count(), len(_numpy_eval._programs)
     for _ in range(4):
         opt.step()
         scheduler.step()
-    assert sgd._sgd.traced[0] == traced
+    assert (sgd._sgd.jitted.traced[0], bg.compile_count()) == (traced, compiled)
+    assert len(_numpy_eval._programs) == programs

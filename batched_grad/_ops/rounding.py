@@ -86,6 +86,13 @@ def _fused_multiply_add_jvp(primals, tangents):
     return fused_multiply_add(x, y, z), dx * y + x * dy + dz
 
 
+def product(x, y):
+    """x * y rounded on its own where a sum of it follows: XLA contracts a product and a sum in one kernel into a
+    fused multiply-add (rounding once), which torch's separate ops and NumPy do not. One fused multiply-add with
+    -0.0, exact for every product, signed zeros included."""
+    return fused_multiply_add(x, y, jnp.asarray(-0.0, jnp.result_type(x, y)))
+
+
 def lerp(a, b, w):
     """torch's lerp kernel: a + w * (b - a) for |w| < 0.5, else b - (b - a) * (1 - w), each one fused rounding."""
     step = b - a

@@ -11,11 +11,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._budget import Jitted
 from .._factories import tensor
 from .._tensor import Tensor
 from .._tracing import compiling
-from .optimizer import Optimizer, complex_from_pairs, in_parts, real_pairs, shapes_of, values
+from .optimizer import Optimizer, Update, complex_from_pairs, in_parts, real_pairs, shapes_of, values
 
 
 def sqrt(x):
@@ -41,7 +40,7 @@ def check_range(name, value, low=0.0, high=None, low_open=False):
 
 @functools.cache
 def _compiled(rule):
-    return Jitted(
+    return Update(
         lambda params, grads, states, hyper, flags: _apply_all(rule, params, grads, states, hyper, flags),
         static_argnames=("flags",),
     )
