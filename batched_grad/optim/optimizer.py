@@ -177,12 +177,17 @@ class _OneByOne(threading.local):
 _one_by_one = _OneByOne()
 
 
+# the largest parameter updated on the host: Adam's update of 4096 elements takes 0.6 ms there against 0.23 in its
+# program (a compile of 50 ms saved per shape); of 16384, 4.6 ms against 0.4 (its multiply-adds run in chunks)
+ON_HOST_ELEMENTS = 4096
+
+
 class Update:
     """An optimizer's update, a pure JAX function of lists of parameters (and their gradients, states and
     hyperparameters): compiled (Jitted, one program per structure and shapes) for a group; for a parameter updated
-    one by one (in_parts) whose arrays are on the host (the CPU backend, at most HOST_ELEMENTS elements), computed
-    with NumPy from its jaxpr, traced once per pattern of shapes (_numpy_eval.py): a new shape compiles nothing,
-    and the values are the program's (exact operations, and fused multiply-adds rounded once either way)."""
+    one by one (in_parts) whose arrays are on the host (the CPU backend, at most ON_HOST_ELEMENTS elements),
+    computed with NumPy from its jaxpr, traced once per pattern of shapes (_numpy_eval.py): a new shape compiles
+    nothing, and the values are the program's (exact operations, and fused multiply-adds rounded once either way)."""
 
     def __init__(self, fn, static_argnames=()):
         self.fn, self.static_argnames = fn, static_argnames
@@ -200,6 +205,8 @@ class Update:
 
     def _on_host(self, named, static):
         leaves, tree = jax.tree_util.tree_flatten(named)
+        if any([np.size(a) > ON_HOST_ELEMENTS for a in leaves]):
+            return None
         numbers = frozenset([i for i, a in enumerate(leaves) if type(a) in (int, float)])  # weakly typed in a trace
         arrays = host_arrays([a for i, a in enumerate(leaves) if i not in numbers])
         if arrays is None:
