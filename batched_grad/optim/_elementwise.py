@@ -92,7 +92,7 @@ class ElementwiseOptimizer(Optimizer):
                 lambda part: _compiled(type(self)._rule)(
                     values([params[chosen[i]] for i in part]),
                     values([params[chosen[i]].grad for i in part]),
-                    [{n: states[chosen[i]][n]._value for n in names} for i in part],
+                    [dict(zip(names, values([states[chosen[i]][n] for n in names]))) for i in part],
                     hyper,
                     flags,
                 ),

@@ -143,8 +143,11 @@ class Optimizer:
 
 
 def values(tensors):
-    """The JAX arrays of a list of Tensors (None stays None)."""
-    return [None if t is None else t._value for t in tensors]
+    """The values of a list of Tensors (None stays None) where they are: host data stays on the host, for an update
+    computed there (Update); inside bg.compile's trace, the JAX arrays its program reads."""
+    if compiling.name is not None:
+        return [None if t is None else t._value for t in tensors]
+    return [None if t is None else t._held for t in tensors]
 
 
 # the compile of one parameter's update in a program of many, in the cost model's ops of unknown kinds (about 0.03 s
