@@ -188,12 +188,13 @@ ON_HOST_ELEMENTS = 4096
 class Update:
     """An optimizer's update, a pure JAX function of lists of parameters (and their gradients, states and
     hyperparameters): compiled (Jitted, one program per structure and shapes) for a group; for a parameter updated
-    one by one (in_parts) whose arrays are on the host (the CPU backend, at most ON_HOST_ELEMENTS elements),
-    computed with NumPy from its jaxpr, traced once per pattern of shapes (_numpy_eval.py): a new shape compiles
-    nothing, and the values are the program's (exact operations, and fused multiply-adds rounded once either way)."""
+    one by one (in_parts) whose arrays are on the host (the CPU backend, at most `largest` elements), computed
+    with NumPy from its jaxpr, traced once per pattern of shapes (_numpy_eval.py): a new shape compiles nothing, and
+    the values are the program's (exact operations, and fused multiply-adds rounded once either way; sums in
+    NumPy's order)."""
 
-    def __init__(self, fn, static_argnames=()):
-        self.fn, self.static_argnames = fn, static_argnames
+    def __init__(self, fn, static_argnames=(), largest=ON_HOST_ELEMENTS):
+        self.fn, self.static_argnames, self.largest = fn, static_argnames, largest
         self.jitted = Jitted(fn, static_argnames=static_argnames)
         self.arguments = tuple(inspect.signature(fn).parameters)
 
@@ -208,7 +209,7 @@ class Update:
 
     def _on_host(self, named, static):
         leaves, tree = jax.tree_util.tree_flatten(named)
-        if any([np.size(a) > ON_HOST_ELEMENTS for a in leaves]):
+        if any([np.size(a) > self.largest for a in leaves]):
             return None
         numbers = frozenset([i for i, a in enumerate(leaves) if type(a) in (int, float)])  # weakly typed in a trace
         arrays = host_arrays([a for i, a in enumerate(leaves) if i not in numbers])
