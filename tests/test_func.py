@@ -169,7 +169,18 @@ ERRORS = {
     "jacrev chunk_size 0": lambda m, F: F.jacrev(lambda x: x, chunk_size=0),
     "jacrev complex input": lambda m, F: F.jacrev(lambda x: x)(m.ones(2, dtype=m.complex128)),
     "jacfwd bad randomness": lambda m, F: F.jacfwd(lambda x: x, randomness="sometimes")(t(m, X5)),
+    "vmap chunk_size 0": lambda m, F: F.vmap(lambda x: x, chunk_size=0),
+    "vmap chunk_size negative": lambda m, F: F.vmap(lambda x: x, chunk_size=-2.5),
+    "linearize tangent structure": lambda m, F: _linearized(m, F)(t(m, X5)),
+    "linearize tangent in a list": lambda m, F: _linearized(m, F)(t(m, X5), [t(m, X5)]),
+    "linearize tangent shape": lambda m, F: _linearized(m, F)(t(m, X5), t(m, X3)),
+    "linearize tangent dtype": lambda m, F: _linearized(m, F)(t(m, X5), t(m, X5).float()),
 }
+
+
+def _linearized(m, F):
+    """The jvp_fn of a function of two tensors, for the checks of its tangents."""
+    return F.linearize(lambda x, y: m.sin(x) * y, t(m, X5), t(m, X5))[1]
 
 
 def raised(case, m):

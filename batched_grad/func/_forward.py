@@ -215,14 +215,33 @@ def _jvp_by_reverse_mode(func, primals, flat_tangents, strict, has_aux):
 
 @scoped
 def linearize(func, *primals):
-    """(func(*primals), jvp_fn): jvp_fn(*tangents) is the JVP of func at `primals` along `tangents`."""
+    """(func(*primals), jvp_fn): jvp_fn(*tangents) is the JVP of func at `primals` along `tangents`, which must
+    have the primals' structure, shapes, devices and dtypes (torch's checks, in its words)."""
     output, _ = jvp(func, primals, primals)
+    flat_primals, primals_spec = flatten(primals)
+    expected = [(p.shape, p.device, p.dtype) for p in flat_primals]
 
     @scoped
     def jvp_fn(*tangents):
+        _check_linearized_tangents(tangents, primals_spec, expected)
         return jvp(func, primals, tangents)[1]
 
     return output, jvp_fn
+
+
+def _check_linearized_tangents(tangents, primals_spec, expected):
+    flat_tangents, tangents_spec = flatten(tangents)
+    if repr(tangents_spec) != repr(primals_spec):
+        raise RuntimeError(
+            f"Expected the tangents {tangents_spec} to have the same argspec as the primals {primals_spec}"
+        )
+    for i, (t, properties) in enumerate(zip(flat_tangents, expected)):
+        for name, got, wanted in zip(("shape", "device", "dtype"), (t.shape, t.device, t.dtype), properties):
+            if got != wanted:
+                raise RuntimeError(
+                    f"tangent:{i} with {name} {got} in flattened pytree doesn't match the {name} {wanted} "
+                    "of the corresponding primal."
+                )
 
 
 _RANDOMNESS = ("error", "same", "different")

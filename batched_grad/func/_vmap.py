@@ -35,6 +35,8 @@ def vmap(func, in_dims=0, out_dims=0, *, chunk_size=None, randomness="error"):
     "different") says what a random draw inside does. grad() inside it gives per-sample gradients."""
     if randomness not in _RANDOMNESS:
         raise ValueError(f"vmap: randomness must be one of {_RANDOMNESS}, but got {randomness!r}")
+    if isinstance(chunk_size, (int, float)) and not chunk_size > 0:
+        raise ValueError(f"vmap: chunk_size should be None or greater than 0. (got {chunk_size})")
     chunk_size = check_chunk_size(chunk_size)
 
     @functools.wraps(func)
