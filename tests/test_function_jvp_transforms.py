@@ -305,3 +305,41 @@ def test_forward_mode_over_a_vmap_rule_that_applies_the_function_again(case):
         return FORWARD_MODE_OVER_A_RULE[case](m, make_cube_with_rule(m).apply, xs, _tensor(m, [1.0, 2.0, -1.0]))
 
     assert_same(run(bg), run(torch), rtol=1e-12)
+
+
+def make_double_without_jvp(m, generated):
+    """2 * x with a backward but no jvp, batched by a rule that applies it again or by a generated rule."""
+
+    class Double(m.autograd.Function):
+        generate_vmap_rule = generated
+
+        @staticmethod
+        def forward(x):
+            return x * 2
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            pass
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2
+
+    if not generated:
+        Double.vmap = staticmethod(lambda info, in_dims, x: (Double.apply(x.movedim(in_dims[0], 0)), 0))
+    return Double
+
+
+@pytest.mark.parametrize("generated", [False, True])
+@pytest.mark.parametrize(
+    "transform",
+    [
+        lambda m, f, xs: m.func.jacfwd(f)(xs[0]),
+        lambda m, f, xs: m.func.vmap(m.func.jacfwd(f))(xs),
+        lambda m, f, xs: m.func.vmap(lambda a: m.func.jvp(f, (a,), (a,)))(xs),
+    ],
+    ids=["jacfwd", "vmap(jacfwd)", "vmap(jvp)"],
+)
+def test_a_tangent_reaching_a_function_without_jvp_raises_torchs_error_under_vmap(transform, generated):
+    got, _ = raises_like_torch(lambda m: transform(m, make_double_without_jvp(m, generated).apply, m.ones(4, 3)))
+    assert type(got) is NotImplementedError

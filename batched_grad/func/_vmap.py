@@ -24,6 +24,7 @@ from .._meta import VMAP_OVER_META, is_meta
 from .._tensor import Tensor
 from .._vmap_levels import Level, is_batched, running
 from .._x64 import scoped
+from ..autograd._function_jvp import NO_JVP
 from ._vmap_node import VmapCall, VmapNode, outside_edges
 
 _RANDOMNESS = ("error", "same", "different")
@@ -207,6 +208,8 @@ def _traced(func, run, arrays, size, chunk_size, shards, in_place):
         else:
             stacked = map_rows(row, tuple(arrays), chunk_size, shards)
     except UNVECTORIZABLE as error:
+        if isinstance(error, NotImplementedError) and str(error) == NO_JVP:
+            raise  # a tangent reached a Function without a jvp: torch's own error, as torch raises it
         raise RuntimeError(
             f"vmap: {getattr(func, '__qualname__', func)} could not be vectorized "
             f"({type(error).__name__}: it leaves JAX, e.g. NumPy, .item() or a branch on "
