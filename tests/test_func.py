@@ -169,6 +169,9 @@ ERRORS = {
     "jacrev chunk_size 0": lambda m, F: F.jacrev(lambda x: x, chunk_size=0),
     "jacrev complex input": lambda m, F: F.jacrev(lambda x: x)(m.ones(2, dtype=m.complex128)),
     "jacfwd bad randomness": lambda m, F: F.jacfwd(lambda x: x, randomness="sometimes")(t(m, X5)),
+    "jvp integer primal": lambda m, F: F.jvp(lambda x: x * 2, (m.arange(3),), (t(m, X3),)),
+    "jvp integer tangent": lambda m, F: F.jvp(lambda x: x * 2, (t(m, X3),), (m.arange(3),)),
+    "linearize integer primal": lambda m, F: F.linearize(lambda x: x * 2, m.arange(3)),
     "vmap chunk_size 0": lambda m, F: F.vmap(lambda x: x, chunk_size=0),
     "vmap chunk_size negative": lambda m, F: F.vmap(lambda x: x, chunk_size=-2.5),
     "linearize tangent structure": lambda m, F: _linearized(m, F)(t(m, X5)),
@@ -176,6 +179,13 @@ ERRORS = {
     "linearize tangent shape": lambda m, F: _linearized(m, F)(t(m, X5), t(m, X3)),
     "linearize tangent dtype": lambda m, F: _linearized(m, F)(t(m, X5), t(m, X5).float()),
 }
+
+
+def test_jvp_takes_a_tangent_in_its_primals_dtype_as_torch():
+    def run(m, F):
+        return F.jvp(lambda x: m.sin(x) * x, (t(m, X5),), (t(m, X5).float(),))
+
+    assert_tree(run(bg, bg.func), run(torch, torch.func))
 
 
 def _linearized(m, F):

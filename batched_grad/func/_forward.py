@@ -24,6 +24,7 @@ from .._transform_levels import grad_level
 from .._vmap_levels import randomness_mode
 from .._x64 import scoped
 from ..autograd._functional_forward import Untraceable, _trace, _TracedFunction, constants, forward_jacobian
+from ..autograd.forward_ad import check_dual_dtypes
 from ._args import (
     check_argnums,
     check_aux,
@@ -71,13 +72,22 @@ def _check_pair(primals, tangents):
             if not isinstance(x, Tensor):
                 raise RuntimeError(f"{JVP}: Expected {name} to only contain Tensors, got {type(x)}")
     for p, t in zip(flat_primals, flat_tangents):
+        check_dual_dtypes(p, t)
         if tuple(p.shape) != tuple(t.shape):
             raise RuntimeError(
                 "Trying to set a forward gradient that has a different size than that of the original "
                 f"Tensor, this is not supported. Tensor is of size {list(p.shape)} while the given "
                 f"forward gradient is of size {list(t.shape)}."
             )
-    return flat_primals, primals_spec, flat_tangents
+    return flat_primals, primals_spec, [_in_dtype_of(p, t) for p, t in zip(flat_primals, flat_tangents)]
+
+
+def _in_dtype_of(primal, tangent):
+    """The tangent in its primal's dtype, as a dual tensor holds it (a float32 tangent of a float64 primal becomes
+    float64); a complex tangent of a real primal stays as it is (JAX refuses the pair)."""
+    if tangent.dtype == primal.dtype or (tangent.dtype.is_complex and not primal.dtype.is_complex):
+        return tangent
+    return tangent.to(primal.dtype)
 
 
 class _Outputs:
