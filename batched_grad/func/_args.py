@@ -68,7 +68,7 @@ def _fresh(x):
     gradient is then sparse, as torch.func's)."""
     if x._sparse_forms is not None:
         return type(x)._of(x._coo_indices, _fresh(x._coo_values), x.shape, x._coalesced)
-    return clone(x) if x.requires_grad else Tensor._wrap(x._v, requires_grad=True)
+    return clone(x) if x.requires_grad else Tensor._wrap(x._v)._requires_grad_()  # torch's refusal of an integer
 
 
 def _graph_tensor(x):
