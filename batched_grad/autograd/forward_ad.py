@@ -69,6 +69,11 @@ def make_dual(tensor, tangent, *, level=None):
     """A view of `tensor` carrying `tangent` (of its shape): the ops applied to it compute their results' tangents."""
     _check_level(level, "_make_dual")
     check_dual_dtypes(tensor, tangent)
+    if _dual.LEVELS.open.get(tensor) is not None:
+        raise RuntimeError(
+            "Making a dual Tensor based on a Tensor that already has a forward gradient at the same level "
+            f"{_dual.LEVELS.level} is not supported."
+        )
     if tuple(tangent.shape) != tuple(tensor.shape):
         raise RuntimeError(
             "Trying to set a forward gradient that has a different size than that of the original Tensor, this is "
