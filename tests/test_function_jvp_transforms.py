@@ -92,20 +92,7 @@ def test_functions_alike_but_for_their_jvp_keep_their_own_tangents():
 
 def test_a_function_without_jvp_is_refused_by_func_jvp():
     def run(m):
-        class Double(m.autograd.Function):
-            @staticmethod
-            def forward(x):
-                return x * 2
-
-            @staticmethod
-            def setup_context(ctx, inputs, output):
-                pass
-
-            @staticmethod
-            def backward(ctx, g):
-                return g * 2
-
-        m.func.jvp(Double.apply, (_tensor(m, X),), (_tensor(m, T),))
+        m.func.jvp(make_double_without_jvp(m, generated=True).apply, (_tensor(m, X),), (_tensor(m, T),))
 
     got, _ = raises_like_torch(run)
     assert isinstance(got, NotImplementedError)
