@@ -70,15 +70,12 @@ def pyhessian_spectrum(torch):
             break
         previous = mean
 
-    nodes, weights = [], []
-    for _ in range(2):
-        v = normalized([torch.randint_like(p, high=2) * 2.0 - 1 for p in params])
+    def lanczos(v, steps=12):
+        """Nodes and weights of the quadrature that `steps` Lanczos steps from v give (full reorthogonalization)."""
         basis, alphas, betas = [v], [], []
-        w = None
-        for step in range(12):
-            if step == 0:
-                w = hvp(v)
-            else:
+        w = hvp(v)
+        for step in range(steps):
+            if step > 0:
                 beta = torch.sqrt(dot(w, w))
                 betas.append(beta.item())
                 v = (
@@ -87,20 +84,21 @@ def pyhessian_spectrum(torch):
                     else normalized([torch.randn(p.size()) for p in params])
                 )
                 basis.append(v)
-                w = hvp(v)
-                w = [wi - beta * vp for wi, vp in zip(w, basis[-2])]
+                w = [wi - beta * vp for wi, vp in zip(hvp(v), basis[-2])]
             alpha = dot(w, v)
             alphas.append(alpha.item())
             w = [wi - alpha * vi for wi, vi in zip(w, v)]
-        tridiagonal = torch.zeros(12, 12)
-        for i in range(12):
+        tridiagonal = torch.zeros(steps, steps)
+        for i in range(steps):
             tridiagonal[i, i] = alphas[i]
-            if i < 11:
+            if i < steps - 1:
                 tridiagonal[i + 1, i] = betas[i]
                 tridiagonal[i, i + 1] = betas[i]
         values, vectors = torch.linalg.eigh(tridiagonal)
-        nodes.append(values)
-        weights.append(vectors[0, :] ** 2)
+        return values, vectors[0, :] ** 2
+
+    starts = [normalized([torch.randint_like(p, high=2) * 2.0 - 1 for p in params]) for _ in range(2)]
+    nodes, weights = map(list, zip(*[lanczos(v) for v in starts]))
     grid = torch.linspace(-1, 1, 9)
     density = sum(
         (w[:, None] * torch.exp(-((grid[None] - n[:, None]) ** 2) / 0.02)).sum(0) for n, w in zip(nodes, weights)
