@@ -175,6 +175,7 @@ ERRORS = {
     "jvp integer primal": lambda m, F: F.jvp(lambda x: x * 2, (m.arange(3),), (t(m, X3),)),
     "jvp integer tangent": lambda m, F: F.jvp(lambda x: x * 2, (t(m, X3),), (m.arange(3),)),
     "linearize integer primal": lambda m, F: F.linearize(lambda x: x * 2, m.arange(3)),
+    "functional_call non-tensor value": lambda m, F: F.functional_call(m.nn.Linear(3, 2), {"weight": 3.0}, (t(m, X3),)),
     "vmap chunk_size 0": lambda m, F: F.vmap(lambda x: x, chunk_size=0),
     "vmap chunk_size negative": lambda m, F: F.vmap(lambda x: x, chunk_size=-2.5),
     "linearize tangent structure": lambda m, F: _linearized(m, F)(t(m, X5)),
