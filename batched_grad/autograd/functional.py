@@ -381,7 +381,8 @@ def jacobian(
     sparsity=None, output=None
 ):  # fmt: skip
     """The Jacobian of `func` at `inputs`: a Tensor for a Tensor input and output, a tuple over inputs or over
-    outputs, or a tuple (over outputs) of tuples (over inputs), each block shaped output.shape + input.shape.
+    outputs, or a tuple (over outputs) of tuples (over inputs), each block shaped output.shape + input.shape
+    (lists where inputs are a tuple and strategy="forward-mode", as torch's).
 
     `vectorize=True` computes it with one batched grad call (reverse mode) or one compiled program of JVPs
     (`strategy="forward-mode"`, which requires vectorize=True); `chunk_size` bounds how many rows run at once.
@@ -461,7 +462,8 @@ def hessian(
     output=None,
 ):
     """The Hessian of a function returning one single-element Tensor: a Tensor for a Tensor input, else a tuple
-    of tuples whose block [i][j] has shape inputs[i].shape + inputs[j].shape.
+    of tuples whose block [i][j] has shape inputs[i].shape + inputs[j].shape (a list of lists with
+    outer_jacobian_strategy="forward-mode", as torch's).
 
     The outer Jacobian (of the gradient) follows `vectorize`, `outer_jacobian_strategy` and `chunk_size` as in
     `jacobian`; "forward-mode" is forward over reverse in one compiled program. `sparsity` and `output` as in
