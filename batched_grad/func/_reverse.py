@@ -10,6 +10,7 @@ import functools
 from vmap._batching import check_chunk_size
 from vmap._pytree import flatten
 
+from .. import _dual
 from .._factories import zeros_like
 from .._grad_mode import enable_grad, is_grad_enabled
 from .._ops import cat
@@ -39,7 +40,16 @@ def _detached_unless(tree, keep):
     if keep:
         return tree
     leaves, spec = flatten(tree)
-    return spec.unflatten([Tensor._wrap(x._v) if isinstance(x, Tensor) else x for x in leaves])
+    return spec.unflatten([_cut(x) if isinstance(x, Tensor) else x for x in leaves])
+
+
+def _cut(x):
+    """`x` cut from the graph, keeping its dual tangent (forward over reverse, dual_level around the transform)."""
+    cut = Tensor._wrap(x._v)
+    tangent = _dual.tangent_of(x)
+    if tangent is not None:
+        _dual.set_tangent(cut, tangent)
+    return cut
 
 
 def _gradients(outputs, inputs, cotangents, create_graph):
