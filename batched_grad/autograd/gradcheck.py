@@ -75,8 +75,8 @@ def gradcheck(
     dual tensors); `check_batched_grad=True` also compares `grad(..., is_grads_batched=True)` with the loop of
     unbatched `grad` calls, and `check_batched_forward_grad=True` the forward-mode tangents of a batch of input
     tangents (vmap of the jvp) with those of each in turn. Returns True, or raises GradcheckError (returns False
-    when `raise_exception=False`). Sparse COO inputs need `masked=True`: the derivatives with respect to their
-    specified elements are checked.
+    when `raise_exception=False`). For sparse COO inputs the derivatives with respect to their specified elements
+    are checked: with `masked=True`, or under any `masked` where every element is specified.
     """
     if not (check_forward_ad or check_backward_ad):
         raise AssertionError("Expected at least one of check_forward_ad or check_backward_ad to be True")
@@ -155,8 +155,8 @@ def gradgradcheck(
     masked=False,
 ):
     """Check the second derivatives of `func` (torch.autograd.gradgradcheck): gradcheck of the function
-    (inputs, grad_outputs) -> grad(func(inputs), inputs, grad_outputs, create_graph=True). Sparse COO inputs need
-    `masked=True`, as gradcheck's.
+    (inputs, grad_outputs) -> grad(func(inputs), inputs, grad_outputs, create_graph=True). Sparse COO inputs as in
+    gradcheck.
 
     `grad_outputs` default to random Tensors in [-1, 1) shaped like the differentiable outputs, requiring grad.
     `gen_non_contig_grad_outputs` is accepted for compatibility; Tensors have no strides here.
