@@ -1,0 +1,36 @@
+"""The node torch records for an op's gradient under create_graph, by the op's node, where torch's derivative formula
+ends in the same op whatever the operands (sum's gradient is grad.expand(...)): the node recording our gradient, one
+node for the whole formula, takes its name. Others are named after the op's node (TanhBackwardBackward0)."""
+
+GRADIENT_NODES = {
+    "SumBackward0": "ExpandBackward0",
+    "SumBackward1": "ExpandBackward0",
+    "MeanBackward0": "DivBackward1",
+    "MeanBackward1": "DivBackward1",
+    "NegBackward0": "NegBackward0",
+    "MulBackward0": "MulBackward0",
+    "TBackward0": "TBackward0",
+    "TransposeBackward0": "TransposeBackward0",
+    "PermuteBackward0": "PermuteBackward0",
+    "ViewBackward0": "ViewBackward0",
+    "UnsqueezeBackward0": "SqueezeBackward1",
+    "SqueezeBackward0": "UnsqueezeBackward0",
+    "SqueezeBackward1": "UnsqueezeBackward0",
+    "SqueezeBackward2": "UnsqueezeBackward0",
+    "ToCopyBackward0": "ToCopyBackward0",
+    "FlipBackward0": "FlipBackward0",
+    "RollBackward0": "RollBackward0",
+    "TrilBackward0": "TrilBackward0",
+    "TriuBackward0": "TriuBackward0",
+    "CatBackward0": "SliceBackward0",
+    "StackBackward0": "SelectBackward0",
+    "SplitBackward0": "CatBackward0",
+    "UnbindBackward0": "StackBackward0",
+    "DiagEmbedBackward0": "DiagonalBackward0",
+    "IndexSelectBackward0": "IndexAddBackward0",
+    "GatherBackward0": "ScatterAddBackward0",
+    "MaskedFillBackward0": "MaskedFillBackward0",
+    "RepeatBackward0": "SumBackward1",
+    "CumsumBackward0": "FlipBackward0",
+    "TraceBackward0": "ViewBackward0",
+}
