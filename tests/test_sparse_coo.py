@@ -589,3 +589,26 @@ def test_backward_with_sparse_inputs_fills_only_their_grad():
     torch.sparse.mm(t, td).sum().backward(inputs=[t])
     assert_same_sparse(s.grad, t.grad, flag=False)
     assert d.grad is None and td.grad is None and x.grad is None and tx.grad is None
+
+
+def test_the_underscore_accessors_as_torch():
+    def accessors(m):
+        s = sparse(m)  # uncoalesced: a position given twice
+        parts = [s._indices(), s._values(), s._nnz(), s._dimI(), s._dimV(), s.is_coalesced()]
+        unique = sparse(m, [[2, 0, 1], [0, 2, 1]], VALUES[:3])
+        marked = unique._coalesced_(True)
+        return parts + [marked is unique, unique.is_coalesced(), unique.indices(), unique.values()]
+
+    ours, theirs = accessors(bg), accessors(torch)
+    for got, want in zip(ours, theirs):
+        if isinstance(want, torch.Tensor):
+            assert_same(got, want)
+        else:
+            assert got == want
+    with pytest.raises(TypeError, match="must be bool, not int"):
+        sparse(bg)._coalesced_(1)
+    for name in ("_indices", "_values", "_nnz"):
+        with pytest.raises(NotImplementedError) as theirs:
+            getattr(torch.ones(2), name)()
+        with pytest.raises(NotImplementedError, match=re.escape(str(theirs.value).split(" backend")[0])):
+            getattr(bg.ones(2), name)()
