@@ -20,13 +20,13 @@ from ._gradcheck import (
     _call,
     _check_backward_mul_by_grad_output,
     _check_batched_grad,
+    _check_inputs,
     _check_jacobians,
     _check_requires_grad,
     _check_undefined_grad,
     _differentiable,
     _numerical_jacobian,
     _requires_grad,
-    _warn_non_double,
 )
 from ._gradcheck_forward import check_batched_forward_grad as _check_batched_forward_grad
 from ._gradcheck_forward import check_forward_ad as _check_forward_ad
@@ -94,7 +94,7 @@ def gradcheck(
     if any_sparse(inputs):
         func, inputs = on_values(func, inputs, masked, "gradcheck")
     _check_requires_grad(inputs)
-    _warn_non_double(inputs)
+    _check_inputs(inputs)
 
     def check():
         func_out = _call(func, inputs)
