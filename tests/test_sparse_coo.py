@@ -534,6 +534,19 @@ def test_gradcheck_of_a_sparse_input_with_every_element_specified_under_any_mask
     assert check(bg, wrong) is check(torch, wrong) is False
 
 
+def test_to_dense_without_masked_grad_where_every_element_is_specified():
+    def gradient(m, masked_grad):
+        s = m.tensor([[0.5, -1.0], [2.0, 3.0]], dtype=m.float64).to_sparse().requires_grad_()
+        (m.arange(4.0, dtype=m.float64).reshape(2, 2) * s.to_dense(masked_grad=masked_grad)).sum().backward()
+        return s.grad.to_dense()
+
+    for masked_grad in (False, True):
+        assert_same(gradient(bg, masked_grad), gradient(torch, masked_grad))
+    partial = sparse(bg, UNIQUE, VALUES[:4], requires_grad=True)
+    with pytest.raises(RuntimeError, match="masked_grad=False.* every element only"):
+        partial.to_dense(masked_grad=False)
+
+
 def _module_with_a_sparse_buffer(m):
     class Propagate(m.nn.Module):
         def __init__(self):

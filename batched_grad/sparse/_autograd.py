@@ -1,10 +1,8 @@
 """The engine's view of sparse tensors: a sparse tensor is differentiated through its values tensor, and a gradient
 for it comes back as a sparse tensor with its indices."""
 
-import math
-
 from .._tensor import Tensor
-from ._construct import coalesce, linear_index, to_dense
+from ._construct import every_element_specified, linear_index, to_dense
 from ._coo import SparseCOO, sparse_gradient
 
 
@@ -57,7 +55,7 @@ def on_values(func, inputs, masked, name):
     the derivatives with respect to their specified elements (torch's masked=True). Without masked=True (torch's
     default, masked=None, is False) every element's derivative is checked: the same check where every element of
     each sparse input is specified; elsewhere refused, since a gradient here has the input's indices only."""
-    if not masked and not all(_every_element_specified(x) for x in inputs if isinstance(x, SparseCOO)):
+    if not masked and not all(every_element_specified(x) for x in inputs if isinstance(x, SparseCOO)):
         raise RuntimeError(
             f"{name}: the gradient of a sparse COO input is checked on its specified elements only (this input "
             "leaves elements unspecified): pass masked=True"
@@ -74,8 +72,3 @@ def on_values(func, inputs, masked, name):
         x._coo_values.detach().requires_grad_(x.requires_grad) if isinstance(x, SparseCOO) else x for x in inputs
     )
     return of_values, values
-
-
-def _every_element_specified(s):
-    """Whether each position of the sparse dimensions of `s` is among its indices."""
-    return coalesce(s.detach())._nnz() == math.prod(s.shape[: s.sparse_dim()])
