@@ -41,27 +41,6 @@ def test_unbatched_mask_inside_vmap_runs():
     assert_same(run(bg), run(torch))
 
 
-def test_batched_backward_still_runs_rows():
-    # SPEC: a backward step that cannot be vectorized runs per row (torch raises here)
-    class ReadsNonzero(bg.autograd.Function):
-        @staticmethod
-        def forward(x):
-            return x * 2
-
-        @staticmethod
-        def setup_context(ctx, inputs, output):
-            pass
-
-        @staticmethod
-        def backward(ctx, g):
-            return g * (g.nonzero().shape[0] > -1) * 2
-
-    x = bg.ones(3, requires_grad=True)
-    with vmap.fallback_warnings(False):
-        (g,) = bg.autograd.grad(ReadsNonzero.apply(x), x, bg.eye(3), is_grads_batched=True)
-    assert_same(g, 2 * torch.eye(3))
-
-
 # what user code in a backward does with its gradient rows; jacrev batches that backward as torch.func.vmap does
 BACKWARD_STEPS = {
     "nonzero": lambda m, g: g * (g.nonzero().shape[0] > -1),
@@ -87,6 +66,15 @@ def _function_with_backward(m, step):
             return step(m, g) * 2
 
     return Doubles
+
+
+def test_batched_backward_still_runs_rows():
+    # SPEC: a backward step that cannot be vectorized runs per row (torch raises here)
+    reads_nonzero = _function_with_backward(bg, BACKWARD_STEPS["nonzero"])
+    x = bg.ones(3, requires_grad=True)
+    with vmap.fallback_warnings(False):
+        (g,) = bg.autograd.grad(reads_nonzero.apply(x), x, bg.eye(3), is_grads_batched=True)
+    assert_same(g, 2 * torch.eye(3))
 
 
 @pytest.mark.parametrize("name", sorted(BACKWARD_STEPS))
