@@ -33,4 +33,17 @@ GRADIENT_NODES = {
     "RepeatBackward0": "SumBackward1",
     "CumsumBackward0": "FlipBackward0",
     "TraceBackward0": "ViewBackward0",
+    # elementwise: the cotangent times (or over) the derivative
+    **{f"{op}Backward0": "MulBackward0" for op in "Exp Expm1 Sin Cos Tan Sinh Cosh Asin Abs Reciprocal Rsqrt".split()},
+    **{f"{op}Backward0": "MulBackward0" for op in ("Erf", "Pow")},
+    **{f"{op}Backward0": "DivBackward0" for op in "Log Log1P Log2 Log10 Sqrt Atan".split()},
+    "Exp2Backward0": "MulBackward1",
+    "ReluBackward0": "ThresholdBackwardBackward0",
+    "ClampBackward1": "WhereBackward0",
+    "MaximumBackward0": "MaskedFillBackward0",
+    "MinimumBackward0": "MaskedFillBackward0",
+    # each operand's gradient made by the same op
+    "MmBackward0": "MmBackward0",
+    "Atan2Backward0": "MulBackward0",
+    "DotBackward0": "MulBackward0",
 }
