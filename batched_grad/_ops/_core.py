@@ -43,6 +43,7 @@ from .._tracing import _outside_every_trace as outside_every_trace
 from .._view_meta import note_view
 from .._x64 import set_x64, swap_x64
 from ._forward_refused import checked_forward
+from ._gradient_nodes import GRADIENT_NODES
 
 # what torch's derivative of an op reads (Op.torch_saves)
 SAVES_INPUT, SAVES_RESULT, SAVES_BOTH = frozenset({"input"}), frozenset({"result"}), frozenset({"input", "result"})
@@ -668,10 +669,12 @@ def _backward_name(sig):
 
 
 def _node_name(sig):
-    """torch's name of the node recording `sig`; a recorded backward (create_graph=True) is named after the op it
-    differentiates, as torch's TanhBackwardBackward0."""
+    """torch's name of the node recording `sig`; a recorded backward (create_graph=True) is named as torch's node
+    that makes the gradient (GRADIENT_NODES), else after the op it differentiates, as torch's TanhBackwardBackward0."""
     if sig.op is VJP:
         name = _backward_name(dict(sig.static)["spec"].sig)
+        if name in GRADIENT_NODES:
+            return GRADIENT_NODES[name]
         return name[:-1] + "Backward0" if name.endswith("Backward0") else name + "Backward"
     return _backward_name(sig)
 

@@ -18,6 +18,7 @@ from .._saved_hooks import unsupported_in_transforms
 from .._sparsity._api import check_arguments, sparse_hessian, sparse_jacobian
 from .._tensor import Tensor
 from .._transform_levels import grad_level, note_stand_ins
+from .._vmap_levels import transform_backward
 from .._x64 import scoped
 from ..autograd._api import grad as _autograd_grad
 from ..autograd.functional import _identity_columns, _jacobian_vectorized
@@ -246,7 +247,8 @@ def _jacobian_blocks(run, chunk_size, preallocate):
     rows = iter(())
     if differentiable:
         inputs = tuple(run.inputs)
-        with enable_grad():
+        # torch.func.jacrev is vmap(vjp_fn): user code in the backward sees its rows as under vmap
+        with enable_grad(), transform_backward():
             if isinstance(chunk_size, int) and chunk_size < sum(o.numel() for o in differentiable):
                 rows = iter(_jacobian_in_chunks(differentiable, inputs, run.keep_graph, chunk_size, preallocate))
             else:
