@@ -14,7 +14,8 @@ import numpy as np
 from .._factories import tensor
 from .._tensor import Tensor
 from .._tracing import compiling
-from .optimizer import Optimizer, Update, complex_from_pairs, in_parts, real_pairs, shapes_of, values
+from ._parts import Update, in_parts, shapes_of, values
+from .optimizer import Optimizer, complex_from_pairs, real_pairs
 
 
 def sqrt(x):

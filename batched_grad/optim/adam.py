@@ -8,7 +8,8 @@ import jax.numpy as jnp
 
 from .._factories import tensor, zeros_like
 from .._ops.rounding import divide, fused_multiply_add, lerp, product
-from .optimizer import Optimizer, Update, complex_from_pairs, in_parts, real_pairs, shapes_of, values
+from ._parts import Update, in_parts, shapes_of, values
+from .optimizer import Optimizer, complex_from_pairs, real_pairs
 
 
 @functools.partial(Update, static_argnames=("weight_decay", "decoupled", "amsgrad", "maximize"))

@@ -6,7 +6,8 @@ import jax.numpy as jnp
 
 from .._ops.rounding import fused_multiply_add
 from .._tensor import Tensor
-from .optimizer import Optimizer, Update, in_parts, shapes_of, values
+from ._parts import Update, in_parts, shapes_of, values
+from .optimizer import Optimizer
 from .sparse import sgd_sparse_update
 
 

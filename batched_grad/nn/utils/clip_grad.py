@@ -17,7 +17,7 @@ from ..._ops import clamp, stack
 from ..._tensor import Tensor
 from ..._x64 import scoped
 from ...linalg import vector_norm
-from ...optim.optimizer import Update, in_parts, shapes_of, values
+from ...optim._parts import Update, in_parts, shapes_of, values
 
 NON_FINITE = (
     "The total norm of order {} for gradients from `parameters` is non-finite, so it cannot be clipped. To "
@@ -31,7 +31,7 @@ def _as_list(tensors):
 
 
 # one program for all the tensors once it pays for its compile (which grows with their number: 1.4 s for a U-Net's
-# gradients), before that tensor by tensor on the host (optim.optimizer.in_parts)
+# gradients), before that tensor by tensor on the host (optim._parts.in_parts)
 @functools.partial(Update, static_argnames=("norm_type",), largest=HOST_ELEMENTS)
 def _norms(arrays, norm_type):
     return [jnp.linalg.norm(a.ravel(), ord=norm_type) for a in arrays]
