@@ -2,11 +2,13 @@
 its readers copy them, run with torch and with batched_grad from the same seed in float64 and compared number for
 number: linear and softmax regression and weight decay, dropout and the CNN chapter's blocks (a kernel learnt by
 hand, LeNet with lazy layers, NiN, residual and dense blocks, batch norm written out), the optimizers of the
-optimization chapter written by hand, and the computational-performance chapter's CPU parts (the sequence chapters
-are in test_fresh_programs_teach_seq.py). The `d2l` package's few helpers are written here; data is synthetic."""
+optimization chapter written by hand, the computational-performance chapter's CPU parts and the builders' guide
+(the sequence chapters are in test_fresh_programs_teach_seq.py). The `d2l` package's few helpers are written here;
+data is synthetic."""
 
 import contextlib
 import inspect
+import io
 import math
 import random
 
@@ -381,3 +383,76 @@ def performance_chapter(m):
 @pytest.mark.slow
 def test_performance_chapter():
     _both(performance_chapter, F64)
+
+
+def builders_guide(m):
+    """The preliminaries and builders' guide: in-place updates keeping a tensor's identity (X += Y, Z[:] = ...),
+    reductions with axis= and keepdims=, gradients through Python control flow, a Sequential written with add_module
+    and children(), a layer shared twice (one parameter, two state_dict entries), initialisation by apply (including
+    weight.data *= weight.data.abs() >= 5), tensors, lists and dicts through torch.save/torch.load, and a model of
+    lazy layers moved with .to(device=...) before its first input."""
+    nn, F = m.nn, m.nn.functional
+    out = []
+    with float64_default(m):
+        X, Y = m.arange(12.0).reshape((3, 4)), m.tensor([[2.0, 1, 4, 3], [1, 2, 3, 4], [4, 3, 2, 1]])
+        X[1, 2], X[:2, :] = 17, 12
+        before = id(X)
+        X += Y
+        Z = m.zeros_like(Y)
+        Z[:] = X + Y
+        out += [id(X) == before, Z, X.sum(axis=[0, 1]), X.sum(axis=1, keepdims=True), X.cumsum(axis=0)]
+        a = m.randn(size=(), requires_grad=True)
+        b = a * 2
+        while b.norm() < 1000:
+            b = b * 2
+        c = b if b.sum() > 0 else 100 * b
+        c.backward()
+        out.append(a.grad == c / a)
+
+        class MySequential(nn.Module):
+            def __init__(self, *args):
+                super().__init__()
+                for idx, module in enumerate(args):
+                    self.add_module(str(idx), module)
+
+            def forward(self, X):
+                for module in self.children():
+                    X = module(X)
+                return X
+
+        class FixedHidden(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.rand_weight, self.linear = m.rand((20, 20)), nn.LazyLinear(20)
+
+            def forward(self, X):
+                X = self.linear(F.relu(self.linear(X) @ self.rand_weight + 1))
+                while X.abs().sum() > 1:
+                    X /= 2
+                return X.sum()
+
+        inputs = m.rand(2, 20)
+        shared = nn.LazyLinear(8)
+        tied = MySequential(nn.LazyLinear(8), nn.ReLU(), shared, nn.ReLU(), shared, nn.LazyLinear(1))
+        out += [FixedHidden()(inputs), tied(inputs), len(list(tied.parameters())), len(tied.state_dict())]
+
+        def my_init(module):
+            if type(module) is nn.Linear:
+                nn.init.uniform_(module.weight, -10, 10)
+                module.weight.data *= module.weight.data.abs() >= 5
+
+        tied.apply(my_init)
+        shared.weight.data[0, 0] = 100
+        out += [getattr(tied, "4").weight.data[0], tied(inputs)]
+        buffer = io.BytesIO()
+        m.save({"x": m.arange(4), "pair": [m.zeros(4), tied.state_dict()]}, buffer)
+        loaded = m.load(io.BytesIO(buffer.getvalue()))
+        out += [loaded["x"], loaded["pair"][1]["4.weight"]]
+        lazy = nn.Sequential(nn.LazyLinear(1)).to(device=m.device("cpu"))
+        out.append(lazy(m.ones(2, 3)))
+    return out
+
+
+@pytest.mark.slow
+def test_builders_guide():
+    _both(builders_guide, F64)
