@@ -1,7 +1,8 @@
 """Sequence programs of Dive into Deep Learning (d2l.ai, PyTorch tab) run with torch and with batched_grad from the
 same seed in float64: character language models from scratch (RNN, GRU, LSTM, a bidirectional one over
 reversed(inputs)) and concise, and the attention chapters (masked softmax, additive and multi-head attention,
-positional encoding, a Transformer and a GRU encoder-decoder trained with a length-masked loss)."""
+positional encoding, a Transformer and a GRU encoder-decoder trained with a length-masked loss), and the NLP chapters'
+skip-gram, BERT heads and sentiment models."""
 
 import math
 import random
@@ -265,3 +266,90 @@ def attention_models(m):
 @pytest.mark.slow
 def test_attention_models():
     _both(attention_models, F64)
+
+
+def pretraining_and_sentiment(m):
+    """Skip-gram with negative sampling (bmm of center and context embeddings, binary_cross_entropy_with_logits
+    weighted by a padding mask), BERT's masked-LM head gathering positions with repeat_interleave'd batch indices
+    plus its next-sentence head over a learnt positional Parameter, and the sentiment models: a BiLSTM over
+    pretrained frozen embeddings and a TextCNN of Conv1d + AdaptiveAvgPool1d branches."""
+    nn, F = m.nn, m.nn.functional
+    out = []
+    with float64_default(m):
+        centers, contexts = nn.Embedding(20, 6), nn.Embedding(20, 6)
+        for table in (centers, contexts):
+            nn.init.xavier_uniform_(table.weight)
+        opt = m.optim.Adam([*centers.parameters(), *contexts.parameters()], lr=0.01)
+        center, context = m.randint(0, 20, (16, 1)), m.randint(0, 20, (16, 5))
+        mask, label = (m.rand(16, 5) > 0.2).long(), m.cat([m.ones(16, 2), m.zeros(16, 3)], 1)
+        for i in range(0, 16, 8):
+            pred = m.bmm(centers(center[i : i + 8]), contexts(context[i : i + 8]).permute(0, 2, 1)).reshape(8, 5)
+            weight = mask[i : i + 8]
+            loss = F.binary_cross_entropy_with_logits(pred, label[i : i + 8], weight=weight, reduction="none")
+            loss = loss.mean(dim=1) / weight.sum(axis=1) * weight.shape[1]
+            opt.zero_grad()
+            loss.sum().backward()
+            opt.step()
+        W = centers.weight.data
+        cos = m.mv(W, W[3]) / m.sqrt(m.sum(W * W, dim=1) * m.sum(W[3] * W[3]) + 1e-9)
+        out += [loss.detach(), m.topk(cos, k=4)[1]]
+
+        hidden, vocab = 8, 30
+        token_embed, segment_embed = nn.Embedding(vocab, hidden), nn.Embedding(2, hidden)
+        positions = nn.Parameter(m.randn(1, 12, hidden))
+        mlm = nn.Sequential(nn.LazyLinear(hidden), nn.ReLU(), nn.LayerNorm(hidden), nn.LazyLinear(vocab))
+        nsp = nn.Sequential(nn.LazyLinear(hidden), nn.Tanh(), nn.LazyLinear(2))
+        tokens, segments = m.randint(0, vocab, (4, 10)), m.tensor([[0] * 5 + [1] * 5] * 4)
+        pred_positions, targets = m.tensor([[1, 5, 2]] * 4), m.randint(0, vocab, (4, 3))
+        weights, next_sentence = m.tensor([[1.0, 1.0, 0.0]] * 4), m.randint(0, 2, (4,))
+        X = token_embed(tokens) + segment_embed(segments) + positions[:, :10, :]
+        rows = m.repeat_interleave(m.arange(0, 4), pred_positions.shape[1])
+        masked = X[rows, pred_positions.reshape(-1)].reshape((4, 3, -1))
+        ce = nn.CrossEntropyLoss(reduction="none")
+        mlm_loss = (ce(mlm(masked).reshape(-1, vocab), targets.reshape(-1)) * weights.reshape(-1, 1)).sum()
+        loss = mlm_loss / (weights.sum() + 1e-8) + ce(nsp(X[:, 0, :]), next_sentence).mean()
+        loss.backward()
+        out += [loss.detach(), positions.grad, token_embed.weight.grad]
+
+        class TextCNN(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.embedding, self.constant_embedding = nn.Embedding(25, 4), nn.Embedding(25, 4)
+                self.convs = nn.ModuleList([nn.Conv1d(8, 3, k) for k in (2, 3)])
+                self.pool, self.decoder = nn.AdaptiveAvgPool1d(1), nn.Linear(6, 2)
+
+            def forward(self, inputs):
+                embedded = m.cat((self.embedding(inputs), self.constant_embedding(inputs)), dim=2).permute(0, 2, 1)
+                pooled = [m.squeeze(F.relu(self.pool(conv(embedded))), dim=-1) for conv in self.convs]
+                return self.decoder(nn.functional.dropout(m.cat(pooled, dim=1), 0.5, self.training))
+
+        class BiRNN(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.embedding, self.encoder = nn.Embedding(25, 4), nn.LSTM(4, 3, num_layers=2, bidirectional=True)
+                self.decoder = nn.Linear(12, 2)
+
+            def forward(self, inputs):
+                self.encoder.flatten_parameters()
+                outputs, _ = self.encoder(self.embedding(inputs.T))
+                return self.decoder(m.cat((outputs[0], outputs[-1]), dim=1))
+
+        reviews, sentiment, glove = m.randint(0, 25, (12, 8)), m.randint(0, 2, (12,)), m.randn(25, 4)
+        for net in (BiRNN(), TextCNN()):
+            for table in (net.embedding, getattr(net, "constant_embedding", net.embedding)):
+                table.weight.data.copy_(glove)
+                table.weight.requires_grad = False
+            opt = m.optim.Adam([p for p in net.parameters() if p.requires_grad], lr=0.01)
+            for i in range(0, 12, 4):
+                opt.zero_grad()
+                loss = ce(net(reviews[i : i + 4]), sentiment[i : i + 4]).sum()
+                loss.backward()
+                opt.step()
+            net.eval()
+            out += [loss.detach(), m.argmax(net(m.tensor([1, 2, 3, 4, 5]).reshape(1, -1)), dim=1)]
+    return out
+
+
+@pytest.mark.slow
+def test_pretraining_and_sentiment():
+    _both(pretraining_and_sentiment, F64)
