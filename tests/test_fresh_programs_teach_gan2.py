@@ -2,8 +2,8 @@
 GANs that differ by their losses and updates (WGAN with weight clipping and RMSprop, WGAN-GP and DRAGAN gradient
 penalties through autograd.grad(create_graph=True), WGAN-div, softmax GAN, whose generator backward after the
 discriminator's step raises torch's in-place error, BGAN, the relativistic average GAN, LSGAN and the label-embedding
-CGAN), and pix2pix's U-Net with a patch discriminator beside CycleGAN's residual generators, replay buffers and
-LambdaLR schedule, at toy sizes on random images."""
+CGAN), pix2pix's U-Net with a patch discriminator beside CycleGAN's residual generators, replay buffers and
+LambdaLR schedule, and the context encoder's inpainting beside ACGAN, at toy sizes on random images."""
 
 import itertools
 import random
@@ -289,3 +289,102 @@ def image_translation(m):
 @pytest.mark.slow
 def test_image_translation():
     _both(image_translation, F64)
+
+
+def inpainting_and_auxiliary_classifier(m):
+    """The context encoder: random square holes cut with masked[i, :, y1:y2, x1:x2] = 1 (the cut parts cloned and
+    concatenated as targets), an encoder-decoder generator (ConvTranspose2d, BatchNorm2d(c, 0.8)) trained with a
+    weighted adversarial + L1 loss, and a centre hole filled in place with the generator's output; then ACGAN's
+    generator of an embedding multiplied into the noise, with a Sigmoid validity head and a Softmax() class head."""
+    nn = m.nn
+    Variable, Tensor, LongTensor = m.autograd.Variable, m.DoubleTensor, m.LongTensor
+    rng = np.random.RandomState(0)
+    init = lambda module: weights_init_normal(m, module)  # noqa: E731
+
+    def down(cin, cout, normalize=True):
+        norm = [nn.BatchNorm2d(cout, 0.8)] if normalize else []
+        return [nn.Conv2d(cin, cout, 4, stride=2, padding=1), *norm, nn.LeakyReLU(0.2, inplace=True)]
+
+    def up(cin, cout):
+        return [nn.ConvTranspose2d(cin, cout, 4, stride=2, padding=1), nn.BatchNorm2d(cout, 0.8), nn.ReLU(inplace=True)]
+
+    out = []
+    with float64_default(m), pytest.warns(UserWarning, match="Implicit dimension choice for softmax"):
+        generator = nn.Sequential(*down(3, 4, False), *down(4, 8), nn.Conv2d(8, 16, 1), *up(16, 4))
+        generator.extend([nn.Conv2d(4, 3, 3, 1, 1), nn.Tanh()])
+        layers = [nn.Conv2d(3, 4, 3, 2, 1), nn.LeakyReLU(0.2, inplace=True), nn.Conv2d(4, 8, 3, 2, 1)]
+        discriminator = nn.Sequential(*layers, nn.InstanceNorm2d(8), nn.LeakyReLU(0.2, True), nn.Conv2d(8, 1, 3, 1, 1))
+        generator.apply(init), discriminator.apply(init)
+        opt_g, opt_d = (
+            m.optim.Adam(net.parameters(), lr=2e-4, betas=(0.5, 0.999)) for net in (generator, discriminator)
+        )
+        images = m.rand(4, 3, 16, 16) * 2 - 1
+        for _ in range(2):
+            masked, parts = images.clone(), None
+            for i, (y1, x1) in enumerate(rng.randint(0, 8, (4, 2))):
+                part = masked[i : i + 1, :, y1 : y1 + 8, x1 : x1 + 8].clone()
+                parts = part if parts is None else m.cat((parts, part), 0)
+                masked[i, :, y1 : y1 + 8, x1 : x1 + 8] = 1
+            valid, fake = Tensor(4, 1, 2, 2).fill_(1.0), Tensor(4, 1, 2, 2).fill_(0.0)
+            opt_g.zero_grad()
+            filled = generator(Variable(masked.type(Tensor)))
+            g_adv, g_pixel = nn.MSELoss()(discriminator(filled), valid), nn.L1Loss()(filled, parts)
+            (0.001 * g_adv + 0.999 * g_pixel).backward()
+            opt_g.step()
+            opt_d.zero_grad()
+            d_loss = 0.5 * (
+                nn.MSELoss()(discriminator(parts), valid) + nn.MSELoss()(discriminator(filled.detach()), fake)
+            )
+            d_loss.backward()
+            opt_d.step()
+            out += [g_adv.detach(), g_pixel.detach(), d_loss.detach()]
+        centre = images.clone()
+        centre[:, :, 4:12, 4:12] = 1
+        centre[:, :, 4:12, 4:12] = generator(centre)
+        out.append(centre)
+
+        label_emb = nn.Embedding(3, 6)
+        g_body = nn.Sequential(nn.Linear(6, 8 * 4 * 4), nn.Unflatten(1, (8, 4, 4)), nn.BatchNorm2d(8))
+        g_body.extend([nn.Upsample(scale_factor=2), nn.Conv2d(8, 1, 3, 1, 1), nn.Tanh()])
+        trunk = nn.Sequential(nn.Conv2d(1, 4, 3, 2, 1), nn.LeakyReLU(0.2, inplace=True), nn.Dropout(0.25), nn.Flatten())
+        validity_head, class_head = (
+            nn.Sequential(nn.Linear(64, 1), nn.Sigmoid()),
+            nn.Sequential(nn.Linear(64, 3), nn.Softmax()),
+        )
+        for net in (g_body, trunk):
+            net.apply(init)
+        opt_g = m.optim.Adam([*label_emb.parameters(), *g_body.parameters()], lr=2e-4, betas=(0.5, 0.999))
+        opt_d = m.optim.Adam([*trunk.parameters(), *validity_head.parameters(), *class_head.parameters()], lr=2e-4)
+        real, labels = m.rand(6, 1, 8, 8) * 2 - 1, m.randint(0, 3, (6,))
+        for _ in range(2):
+            valid, fake = Variable(Tensor(6, 1).fill_(1.0), requires_grad=False), Tensor(6, 1).fill_(0.0)
+            gen_labels = Variable(LongTensor(rng.randint(0, 3, 6)))
+            opt_g.zero_grad()
+            gen = g_body(m.mul(label_emb(gen_labels), Tensor(rng.normal(0, 1, (6, 6)))))
+            features = trunk(gen)
+            g_loss = 0.5 * (
+                nn.BCELoss()(validity_head(features), valid) + nn.CrossEntropyLoss()(class_head(features), gen_labels)
+            )
+            g_loss.backward()
+            opt_g.step()
+            opt_d.zero_grad()
+            real_f, fake_f = trunk(real), trunk(gen.detach())
+            d_loss = (
+                nn.BCELoss()(validity_head(real_f), valid) + nn.CrossEntropyLoss()(class_head(real_f), labels)
+            ) / 4
+            d_loss = (
+                d_loss
+                + (nn.BCELoss()(validity_head(fake_f), fake) + nn.CrossEntropyLoss()(class_head(fake_f), gen_labels))
+                / 4
+            )
+            pred = np.concatenate([class_head(real_f).data.numpy(), class_head(fake_f).data.numpy()], axis=0)
+            accuracy = float(np.mean(np.argmax(pred, axis=1) == np.concatenate([labels.numpy(), gen_labels.numpy()])))
+            d_loss.backward()
+            opt_d.step()
+            out += [g_loss.detach(), d_loss.detach(), accuracy]
+    return out
+
+
+@pytest.mark.slow
+def test_inpainting_and_auxiliary_classifier():
+    _both(inpainting_and_auxiliary_classifier, F64)
