@@ -11,7 +11,7 @@ import numpy as np
 
 from . import _dtypes, _dual, _graph, _nesting, _transform_levels
 from ._budget import Jitted
-from ._grad_mode import is_grad_enabled
+from ._grad_mode import enable_grad, is_grad_enabled
 from ._host import computed_on_host, is_shared
 from ._saved import SavedValue
 from ._view_meta import check_view_creation
@@ -316,7 +316,12 @@ class InPlace:
                 continue
             chain = view._view[1]
             ops = _ops_of(chain)
-            if graph and len(ops) == len(chain):
+            if graph and len(ops) == len(chain) and view.grad_fn is not None and self.requires_grad:
+                # torch regenerates the grad_fn of a view whose base changed even where the change was not recorded
+                # (an optimizer's step under no_grad): an AsStridedBackward0 of the base as it is now
+                with enable_grad():
+                    view._rebind(regenerated_view(self, chain))
+            elif graph and len(ops) == len(chain):
                 view._rebind(regenerated_view(self, chain))
             else:
                 view._value = _view_value_jit(self._value, ops) if ops else self._held
