@@ -833,6 +833,9 @@ class OpNode(_graph.Node):
         """The saved operands' values (those saved, in operand order), read in the order torch's node reads them;
         then the results torch saves are unpacked as its node does (their unpack hooks run), though the VJP here
         reads the operands only."""
+        expose = self.sig.op.expose
+        if expose is not None and any(type(s) is SavedValue and s.stale() for s in self.saved):
+            expose(self)  # torch's in-place error names what its node saved (linear's weight.t())
         values = list(self.saved)
         for i in _save_order(self.sig.op.saved_names, len(values)):
             if isinstance(values[i], SavedValue):
