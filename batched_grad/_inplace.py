@@ -2,6 +2,7 @@
 the result of one (its base and its other views follow), and the registry of a base's views. Tensor inherits these
 methods from InPlace."""
 
+import contextlib
 import math
 import weakref
 
@@ -11,7 +12,7 @@ import numpy as np
 
 from . import _dtypes, _dual, _graph, _nesting, _transform_levels
 from ._budget import Jitted
-from ._grad_mode import is_grad_enabled
+from ._grad_mode import enable_grad, is_grad_enabled
 from ._host import computed_on_host, is_shared
 from ._saved import SavedValue
 from ._view_meta import check_view_creation
@@ -319,8 +320,12 @@ class InPlace:
             chain = view._view[1]
             ops = _ops_of(chain)
             if graph and len(ops) == len(chain):
-                regenerated = regenerated_view(self, chain)
-                view._rebind(regenerated)
+                # torch regenerates the grad_fn of a view whose base changed even where the change was not recorded
+                # (an optimizer's step under no_grad): an AsStridedBackward0 of the base as it is now
+                regrown = view.grad_fn is not None and self.requires_grad
+                with enable_grad() if regrown else contextlib.nullcontext():
+                    regenerated = regenerated_view(self, chain)
+                    view._rebind(regenerated)
                 if _dual.tangent_of(self) is not None:
                     _take_tangent(view, regenerated)
             else:

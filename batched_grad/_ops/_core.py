@@ -101,6 +101,10 @@ class Op:
     forward-mode AD raises it instead of differentiating the op (_forward_refused.py).
     `expose` (optional): `expose(node)` gives a recorded node the structure torch's graph has around it, made when its
     next_functions are first read (nodes torch records that the op's one node stands for: linear's weight.t()).
+    `added` (optional): a function of the Signature giving the operands that enter the result only as an added term
+    (linear's bias, addmm's input): no VJP reads their values and torch's node does not save them, so an in-place
+    change of one (an optimizer's step) leaves a backward through the node valid. A fused op's bias that its
+    backward does not read (Fused.reads_bias) is such an operand too.
     """
 
     __slots__ = (
@@ -128,6 +132,7 @@ class Op:
         "saved_static",
         "forward_error",
         "expose",
+        "added",
     )
 
     def __init__(
@@ -155,6 +160,7 @@ class Op:
         saved_static=(),
         forward_error=None,
         expose=None,
+        added=None,
     ):
         self.name, self.fn, self.linear, self.view, self.multi = name, fn, linear, view, multi
         self.reads, self.host, self.host_vjp, self.inputs = reads, host, host_vjp, inputs
@@ -166,7 +172,7 @@ class Op:
         self.torch_saves = torch_saves
         self.saved_names, self.saved_static = saved_names, saved_static
         self.forward_error = forward_error
-        self.expose = expose
+        self.expose, self.added = expose, added
         self.backward_name = backward_name or "".join(p.capitalize() for p in name.split("_")) + "Backward0"
 
     def __repr__(self):
@@ -651,16 +657,28 @@ def _layout(sig, grads):
     op saves them all."""
     op = sig.op
     want = tuple([i for i, g in enumerate(grads) if g])
-    if op.fused is not None:  # torch's backward node saves every input
-        return want, (True,) * len(grads)
-    alone = op.multilinear if len(want) == 1 else False  # True, the operands it is linear in, or False
+    added = _added_operands(sig)
+    if op.fused is not None:  # torch's backward node saves every input it reads
+        return want, tuple([i not in added for i in range(len(grads))])
+    factors = [i for i in want if i not in added]
+    alone = op.multilinear if len(factors) == 1 else False  # True, the operands it is linear in, or False
     inputs = len(grads) if op.inputs is None else op.inputs
     return want, tuple(
         [
-            not (d and ((op.linear and i < inputs) or (g and alone and (alone is True or i in alone))))
+            i not in added
+            and not (d and ((op.linear and i < inputs) or (g and alone and (alone is True or i in alone))))
             for i, (d, g) in enumerate(zip(sig.in_differentiable, grads))
         ]
     )
+
+
+def _added_operands(sig):
+    """The operands of `sig` that enter its result only as an added term (Op.added), which no node saves."""
+    op = sig.op
+    if op.fused is not None and not op.fused.reads_bias:
+        bias = op.fused.bias_of(sig)
+        return () if bias is None else (bias,)
+    return () if op.added is None else op.added(sig)
 
 
 def _backward_name(sig):
@@ -818,6 +836,9 @@ class OpNode(_graph.Node):
         """The saved operands' values (those saved, in operand order), read in the order torch's node reads them;
         then the results torch saves are unpacked as its node does (their unpack hooks run), though the VJP here
         reads the operands only."""
+        expose = self.sig.op.expose
+        if expose is not None and any(type(s) is SavedValue and s.stale() for s in self.saved):
+            expose(self)  # torch's in-place error names what its node saved (linear's weight.t())
         values = list(self.saved)
         for i in _save_order(self.sig.op.saved_names, len(values)):
             if isinstance(values[i], SavedValue):
