@@ -4,6 +4,7 @@ other case takes the general path; either way the values, dtypes, versions, view
 stays on the host, and nothing compiles."""
 
 import sys
+import weakref
 
 import jax
 import numpy as np
@@ -157,3 +158,74 @@ def test_a_tensor_alpha_on_the_host_scales_without_a_comparison(monkeypatch):
     with pytest.raises(RuntimeError, match="more than one value is ambiguous"):
         p.add_(g, alpha=bg.ones(2))  # compared: bool() of the comparison raises
     assert len(compared) == 1
+
+
+@pytest.mark.parametrize(
+    "write",
+    ["p.add_(g)", "p.sub_(g)", "p.mul_(0.999)", "p.div_(g)", "p.zero_()", "p.copy_(g)", "p.add_(p)"],
+)
+def test_a_value_nothing_else_holds_is_written_into(write):
+    """Host data that only the tensor holds takes an in-place result in its own memory (no new array), with torch's
+    values and versions."""
+    rng = np.random.default_rng(7)
+    p0, g0 = rng.standard_normal(100).astype(np.float32), rng.standard_normal(100).astype(np.float32)
+    results = {}
+    for lib in (bg, torch):
+        p, g = lib.tensor(p0), lib.tensor(g0)
+        held = weakref.ref(p._v) if lib is bg else None  # a reference to it would be one more holder
+        exec(write, {"p": p, "g": g})
+        results[lib] = p
+        if lib is bg:
+            assert p._v is held()
+    assert _plain(results[bg]) == _plain(results[torch])
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        # a value held by a node's saved operand: torch's backward reads the result of exp, bg's the operand
+        "x = m.full((3,), 0.5, requires_grad=True); y = x.exp(); m.set_grad_enabled(False); x.zero_(); "
+        "x.add_(m.ones(3)); m.set_grad_enabled(True); (m.autograd.grad(y.sum(), x)[0], x)",
+        # a copy's source stays as it was when the copy is written into, and the copy when the source is
+        "g = m.arange(3.0); p = m.zeros(3); p.copy_(g); p.add_(m.ones(3)); g.mul_(2.0); (p, g)",
+        "g = m.arange(3.0); p = m.zeros(3, dtype=m.float64); p.copy_(g); g.zero_(); p.mul_(2.0); (p, g)",
+        # a value another tensor's op read before the write
+        "a = m.arange(4.0); b = a * 2.0; c = a.sum(); a.add_(m.ones(4)); (a, b, c)",
+        "a = m.arange(4.0); n = a.clone(); a.mul_(3.0); n.zero_(); (a, n)",
+        "a = m.arange(4.0); r = a.reshape(2, 2); a.zero_(); (a, r)",
+    ],
+)
+def test_a_value_held_elsewhere_is_not_written_into(code):
+    assert _plain(_run(code, bg)) == _plain(_run(code, torch))
+
+
+def test_a_value_held_by_numpy_or_the_device_is_not_written_into():
+    p, g = bg.arange(4.0), bg.ones(4)
+    kept = p._v
+    view = kept[1:]
+    p.add_(g)
+    assert p._v is not kept and view.tolist() == [1.0, 2.0, 3.0]
+    np.testing.assert_array_equal(p.numpy(), [1.0, 2.0, 3.0, 4.0])
+    q = bg.arange(3.0)
+    (q @ bg.ones(3)).item()  # read twice by kernels: moved to the device for good
+    (q @ bg.ones(3)).item()
+    q.zero_()
+    assert not q.numpy().any()
+
+
+def test_add_with_alpha_rounds_once_where_float64_would_round_twice():
+    """alpha * g is exact in float64 for float32 operands, but p + alpha * g rounded to float64 and then to float32
+    is not torch's fused multiply-add: here the exact sum lies just above the midpoint 1 + 2**-24 of two float32s,
+    float64 rounds it onto the midpoint, and float32 then rounds it to even (1.0) where torch gives 1 + 2**-23.
+    The factors: 11854442 * 11872131 = 2**47 + 574, so alpha * g = 2**-24 * (1 + 574 * 2**-47)."""
+    alpha, g = 11854442 * 2.0**-35, 11872131 * 2.0**-36
+    twice = np.float32(np.float64(alpha) * np.float64(np.float32(g)) + 1.0)
+    rng = np.random.default_rng(11)
+    p0 = np.concatenate([[1.0], rng.standard_normal(999)]).astype(np.float32)
+    g0 = np.concatenate([[g], rng.standard_normal(999)]).astype(np.float32)
+    got, expected = bg.tensor(p0).add_(bg.tensor(g0), alpha=alpha), torch.tensor(p0).add_(torch.tensor(g0), alpha=alpha)
+    assert twice == 1.0 and got[0].item() == expected[0].item() == 1 + 2.0**-23
+    for a in (-0.01, 1e-30, 3.0):
+        got.add_(bg.tensor(g0), alpha=a).sub_(bg.tensor(g0 * 0.5), alpha=a)
+        expected.add_(torch.tensor(g0), alpha=a).sub_(torch.tensor(g0 * 0.5), alpha=a)
+    np.testing.assert_array_equal(got.numpy(), expected.numpy())

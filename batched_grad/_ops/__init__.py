@@ -9,10 +9,13 @@ import numpy as np
 
 from .. import _dtypes, _factories, _layout, _layout_types, _legacy_constructors, _transform_levels
 from .._compiled import set_background_compile, wait_for_compiles
+from .._grad_mode import _state as GRAD_MODE
 from .._grad_mode import is_grad_enabled
+from .._host import is_shared, ops_run_on_host
 from .._lazy import compile_count
 from .._meta import device_for
 from .._tensor import VIEW_OF_LEAF_INPLACE, Tensor, warn_once
+from .._transform_levels import _running as TRANSFORMS
 from . import (
     activations,
     arrange,
@@ -42,7 +45,7 @@ from . import (
     statistics,
     strided,
 )
-from ._core import Op, apply, apply_in_place
+from ._core import Op, apply, apply_in_place, exclusive_host_value
 from ._out_rules import OUT_RULES
 from ._public import SPARSE_DISPATCHED, public, sparse_aware
 from .closeness import allclose, equal, is_complex, is_floating_point, is_tensor, isclose, numel
@@ -279,7 +282,7 @@ def _inplace(name, fn, doc):
     lane = getattr(fn, "in_place", None)
 
     def method(self, *args, **kwargs):
-        if _transform_levels.guards_captures():  # before the op's own checks, as torch's
+        if TRANSFORMS.levels or TRANSFORMS.functional:  # _transform_levels.guards_captures(), on every in-place op
             _transform_levels.check_not_captured(self, name, args, kwargs)
         elif lane is not None:
             done = lane(self, *args, **kwargs)
@@ -339,7 +342,16 @@ def _fill_in_place(self, value):
     return None if isinstance(value, Tensor) else apply_in_place(_FILL_NUMBER, self, value)
 
 
-_zero.in_place = functools.partial(apply_in_place, _ZERO)
+def _zero_in_place(self):
+    held = exclusive_host_value(self)
+    if held is None or not ops_run_on_host():
+        return apply_in_place(_ZERO, self)
+    held.fill(0)
+    self._counter.value += 1
+    return self
+
+
+_zero.in_place = _zero_in_place
 _fill.in_place = _fill_in_place
 
 
@@ -357,7 +369,16 @@ def _copy(self, src, non_blocking=False):  # noqa: ARG001  (a copy on the CPU is
 
 
 def _copy_in_place(self, src, non_blocking=False):  # noqa: ARG001  (as _copy)
-    return apply_in_place(_COPY, self, src)
+    held = exclusive_host_value(self) if isinstance(src, Tensor) and ops_run_on_host() else None
+    source = None if held is None or GRAD_MODE.enabled and (src._requires_grad or src._node is not None) else src._v
+    if type(source) is not np.ndarray or source.dtype != held.dtype or is_shared(source):
+        return apply_in_place(_COPY, self, src)
+    try:
+        np.copyto(held, source)
+    except ValueError:  # a source that does not broadcast to this tensor's shape: the general path says so
+        return None
+    self._counter.value += 1
+    return self
 
 
 _copy.in_place = _copy_in_place

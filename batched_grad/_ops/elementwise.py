@@ -19,7 +19,7 @@ from ._core import SAVES_BOTH, SAVES_INPUT, SAVES_RESULT, Op, apply, apply_in_pl
 from ._fused_backward import FUSED_ZEROS, Fused
 from ._host_forms import ARITHMETIC_VJPS, in_float64_host, small_floats
 from .rounding import divide
-from .scaled_sum import alpha_number, fusable, scaled_sum, scaled_sum_in_place
+from .scaled_sum import FUSED_DTYPES, alpha_number, fusable, scaled_sum, scaled_sum_in_place
 
 
 def _dtype_of(x):
@@ -529,6 +529,10 @@ def _check_no_bool(input, other):
 def _fused_dtype(input, other, alpha):
     """The result dtype where input +- alpha * other is one fused op (scaled_sum.fusable, a Tensor operand and an
     alpha other than one), after torch's checks of alpha; else None."""
+    if type(alpha) is float and isinstance(input, Tensor) and isinstance(other, Tensor):
+        same = input._v.dtype  # the common case, Tensors of one float dtype: torch's checks pass, no promotion
+        if same == other._v.dtype and same in FUSED_DTYPES:
+            return _dtypes.from_numpy_dtype(same) if alpha != 1 else None
     if type(alpha) is int and alpha == 1 or not (isinstance(input, Tensor) or isinstance(other, Tensor)):
         return None
     dtype = _dtypes.result_type(input, other)
