@@ -147,3 +147,34 @@ def test_number_operands_give_torchs_values(dtype):
     for got, expected in zip(outputs[bg], outputs[torch]):
         assert str(got.dtype) == str(expected.dtype)
         np.testing.assert_array_equal(got.numpy(), expected.numpy())
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_sum_on_the_host_is_its_derived_forms_reduction(dtype):
+    """sum's hand-written host form (its eager path) gives its derived form's values bit for bit, over every dim
+    and over some; where it does not apply (dims kept, another dtype) the derived form runs."""
+    from batched_grad._numpy_eval import derived
+    from batched_grad._ops.reduction import _SUM, _sum_host
+
+    rng = np.random.default_rng(3)
+    for shape, axis in [
+        ((1000,), (0,)),
+        ((64,), (0,)),
+        ((7, 300), (0, 1)),
+        ((7, 300), (1,)),
+        ((5, 6, 7), (0, 2)),
+        ((), ()),
+    ]:
+        a = (rng.standard_normal(shape) * 10.0 ** rng.integers(-3, 4, shape)).astype(dtype)
+        static = {"axis": axis, "keepdim": False, "dtype": np.dtype(dtype)}
+        hand = _sum_host(a, **static)
+        reference = derived(_SUM[1], [a], static)
+        assert hand.dtype == reference.dtype and hand.shape == reference.shape
+        assert hand.tobytes() == np.asarray(reference).tobytes()
+    assert _sum_host(a, axis=(), keepdim=True, dtype=np.dtype(dtype)) is None
+    assert (
+        _sum_host(a, axis=(), keepdim=False, dtype=np.dtype(np.float64 if dtype == np.float32 else np.float32)) is None
+    )
+    got, expected = bg.tensor(a).sum(), torch.tensor(a).sum()
+    assert got.dtype == (bg.float32 if dtype == np.float32 else bg.float64)
+    np.testing.assert_allclose(got.numpy(), expected.numpy(), rtol=1e-6)

@@ -69,14 +69,16 @@ _PRODUCT_NAMES = (
     "BmmBackward0",
     "UnsafeViewBackward0",
 )
-# the inner product of two vectors by np.dot: the same BLAS sum as np.matmul's, for less than its dispatch
+# the inner product of two vectors by np.dot: the same BLAS sum as np.matmul's, for less than its dispatch; its C
+# function itself, without the Python call of NumPy's array-function dispatcher where NumPy has one
+_INNER = getattr(np.dot, "_implementation", np.dot)
 _PRODUCTS = {
     name: Op(
         "matmul",
         jnp.matmul,
         backward_name=name,
         multilinear=True,
-        host=small_floats(np.dot if name == "DotBackward0" else np.matmul),
+        host=small_floats(_INNER if name == "DotBackward0" else np.matmul),
     )
     for name in _PRODUCT_NAMES
 }
