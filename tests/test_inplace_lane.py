@@ -229,3 +229,62 @@ def test_add_with_alpha_rounds_once_where_float64_would_round_twice():
         got.add_(bg.tensor(g0), alpha=a).sub_(bg.tensor(g0 * 0.5), alpha=a)
         expected.add_(torch.tensor(g0), alpha=a).sub_(torch.tensor(g0 * 0.5), alpha=a)
     np.testing.assert_array_equal(got.numpy(), expected.numpy())
+
+
+def _writes_under_transforms(m):
+    """In-place writes that a lean front must leave to the full path: into a capture of a grad transform (torch's
+    error), and with a dual operand (its tangent reaches the tensor), each after writes of the same ops it takes."""
+    results = []
+    captured = m.ones(3)
+
+    def f(x):
+        captured.mul_(2.0)  # a write into a capture, before it reads an operand of the transform
+        return (x * captured).sum()
+
+    with pytest.raises(RuntimeError) as caught:
+        m.func.grad(f)(m.ones(3))
+    results.append(str(caught.value))
+    fw = m.autograd.forward_ad
+    with fw.dual_level():
+        p = m.ones(3)
+        p.mul_(3.0)
+        p.add_(fw.make_dual(m.ones(3), m.full((3,), 2.0)))
+        p.mul_(2.0)
+        p -= m.full((3,), 0.5)
+        results.append((p.tolist(), fw.unpack_dual(p).tangent.tolist()))
+    return results
+
+
+def test_lean_in_place_fronts_leave_transforms_to_the_full_path():
+    assert _writes_under_transforms(bg) == _writes_under_transforms(torch)
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "p = m.arange(6.0); g = m.full((6,), 0.25); p -= g; p *= 2.0; p /= g; p += 1; p.div_(3); p",
+        "p = m.arange(6.0); g = m.full((6,), 0.25); p.add_(g, alpha=-0.01); p.sub_(g, alpha=0.5); "
+        "p.add_(g, alpha=1.0); p",
+        "p = m.arange(6.0, dtype=m.float64); p.add_(m.ones(6, dtype=m.float64), alpha=1e-3); p.sub_(p, alpha=0.25); p",
+        "p = m.ones(2, 3); p.add_(m.arange(3.0), alpha=0.5); p.mul_(m.tensor(2.0)); p.copy_(m.tensor(7.0)); p",
+        "p = m.ones(4); p.add_(2.0, alpha=0.5); p.mul_(2**60); p.add_(m.ones(4, dtype=m.float64), alpha=0.5); p",
+        "p = m.ones(3); p.mul_(True); p.add_(m.ones(3), alpha=m.tensor(0.5)); p.copy_(m.arange(3)); p",
+        "p = m.ones(3); p.sub_(1.5, 2.0 * m.ones(3)); p",  # torch's deprecated signature (scalar first)
+    ],
+)
+def test_lean_in_place_fronts_give_torchs_values_and_versions(code):
+    assert _plain(_run(code, bg)) == _plain(_run(code, torch))
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "m.ones(3).add_(m.ones(2, 3), alpha=0.5)",  # a result larger than the tensor
+        "m.ones(3).copy_(m.ones(4))",
+        "m.ones(3).mul_(m.ones(4))",
+        "m.ones(3, requires_grad=True).add_(m.ones(3), alpha=0.5)",
+        "m.ones(3, requires_grad=True).zero_()",
+    ],
+)
+def test_lean_in_place_fronts_raise_torchs_errors(code):
+    raises_like_torch(lambda m: _run(code, m))

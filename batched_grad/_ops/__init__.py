@@ -9,13 +9,11 @@ import numpy as np
 
 from .. import _dtypes, _factories, _layout, _layout_types, _legacy_constructors, _transform_levels
 from .._compiled import set_background_compile, wait_for_compiles
-from .._grad_mode import _state as GRAD_MODE
 from .._grad_mode import is_grad_enabled
-from .._host import is_shared, ops_run_on_host
 from .._lazy import compile_count
 from .._meta import device_for
 from .._tensor import VIEW_OF_LEAF_INPLACE, Tensor, warn_once
-from .._transform_levels import _running as TRANSFORMS
+from .._transform_levels import GUARDING
 from . import (
     activations,
     arrange,
@@ -27,16 +25,19 @@ from . import (
     deprecated_signatures,
     distances,
     dropouts,
+    elementwise,
     embeddings,
     inplace,
     inplace_views,
     layers,
+    lean,
     legacy,
     norms,
     placement,
     pooling,
     products,
     sampling,
+    scaled_sum,
     scatters,
     searching,
     short_time_fft,
@@ -45,7 +46,7 @@ from . import (
     statistics,
     strided,
 )
-from ._core import Op, apply, apply_in_place, exclusive_host_value
+from ._core import Op, apply, apply_in_place
 from ._out_rules import OUT_RULES
 from ._public import SPARSE_DISPATCHED, public, sparse_aware
 from .closeness import allclose, equal, is_complex, is_floating_point, is_tensor, isclose, numel
@@ -282,7 +283,7 @@ def _inplace(name, fn, doc):
     lane = getattr(fn, "in_place", None)
 
     def method(self, *args, **kwargs):
-        if TRANSFORMS.levels or TRANSFORMS.functional:  # _transform_levels.guards_captures(), on every in-place op
+        if GUARDING.count and _transform_levels.guards_captures():  # before the op's own checks, as torch's
             _transform_levels.check_not_captured(self, name, args, kwargs)
         elif lane is not None:
             done = lane(self, *args, **kwargs)
@@ -342,16 +343,7 @@ def _fill_in_place(self, value):
     return None if isinstance(value, Tensor) else apply_in_place(_FILL_NUMBER, self, value)
 
 
-def _zero_in_place(self):
-    held = exclusive_host_value(self)
-    if held is None or not ops_run_on_host():
-        return apply_in_place(_ZERO, self)
-    held.fill(0)
-    self._counter.value += 1
-    return self
-
-
-_zero.in_place = _zero_in_place
+_zero.in_place = functools.partial(apply_in_place, _ZERO)
 _fill.in_place = _fill_in_place
 
 
@@ -369,16 +361,7 @@ def _copy(self, src, non_blocking=False):  # noqa: ARG001  (a copy on the CPU is
 
 
 def _copy_in_place(self, src, non_blocking=False):  # noqa: ARG001  (as _copy)
-    held = exclusive_host_value(self) if isinstance(src, Tensor) and ops_run_on_host() else None
-    source = None if held is None or GRAD_MODE.enabled and (src._requires_grad or src._node is not None) else src._v
-    if type(source) is not np.ndarray or source.dtype != held.dtype or is_shared(source):
-        return apply_in_place(_COPY, self, src)
-    try:
-        np.copyto(held, source)
-    except ValueError:  # a source that does not broadcast to this tensor's shape: the general path says so
-        return None
-    self._counter.value += 1
-    return self
+    return apply_in_place(_COPY, self, src)
 
 
 _copy.in_place = _copy_in_place
@@ -878,6 +861,16 @@ for _name, _fn in _METHODS.items():
     # a dense tensor's method with a sparse COO operand (dense.mm(sparse)) runs the op's sparse form, as torch's
     _fn = sparse_aware(_fn, _name) if _name in SPARSE_DISPATCHED else _fn
     setattr(Tensor, _name, with_method_aliases(_fn, _name))
+
+# the lean fronts of the commonest in-place calls, before everything else the methods do (lean.py)
+Tensor.add_ = lean.scaled(1, scaled_sum.fused_host, Tensor.add_)
+Tensor.sub_ = lean.scaled(-1, scaled_sum.fused_host, Tensor.sub_)
+for _op, _binary in [("add", elementwise._add), ("sub", elementwise._sub), ("mul", elementwise._mul)]:
+    for _name in (f"{_op}_", f"__i{_op}__"):
+        setattr(Tensor, _name, lean.in_place(_binary.host_ufuncs, getattr(Tensor, _name)))
+for _name in ("div_", "__itruediv__"):
+    setattr(Tensor, _name, lean.in_place(elementwise._true_div.host_ufuncs, getattr(Tensor, _name)))
+Tensor.zero_, Tensor.copy_ = lean.zero(Tensor.zero_), lean.copy(Tensor.copy_)
 
 # torch's module-level in-place functions (torch.relu_(x) is x.relu_())
 globals().update({f"{name}_": _METHODS[f"{name}_"] for name in _exposed("function_inplace")})

@@ -257,7 +257,6 @@ def _computed_on_host(op, operands, static, into=None):
     the op's float dtype, so that the NumPy function of its host form runs as it is (Op.numpy): this is every eager
     op's path. `into`: an array the op's NumPy function (a ufunc) writes its result into, where it runs
     (exclusive_host_value's answer for an in-place op, or None)."""
-    recording = GRAD_MODE.enabled
     numpy_fn = op.numpy
     dtype = limit = None
     if numpy_fn is not None:
@@ -265,7 +264,7 @@ def _computed_on_host(op, operands, static, into=None):
     values, numbers = [], False
     for x in operands:
         if isinstance(x, Tensor):
-            if recording and (x._requires_grad or x._node is not None):
+            if (x._requires_grad or x._node is not None) and GRAD_MODE.enabled:  # a thread-local read, the last
                 return None
             v = x._v
             if type(v) is not np.ndarray or v.base is not None:  # a device array, or a view (of NumPy's memory?)
@@ -362,14 +361,14 @@ def exclusive_host_value(tensor, aliases=None):
             return None
         aliases = ()
     v = tensor._v
-    if type(v) is not np.ndarray or v.base is not None or not v.flags.writeable:
+    if type(v) is not np.ndarray or v.base is not None:
         return None
     holders = 3  # tensor._v, v, getrefcount's argument
     for alias in aliases:
         holders += alias._v is v
-    if sys.getrefcount(v) != holders or GRAD_MODE.enabled and (tensor._requires_grad or tensor._node is not None):
+    if sys.getrefcount(v) != holders or (tensor._requires_grad or tensor._node is not None) and GRAD_MODE.enabled:
         return None
-    return v
+    return v if v.flags.writeable else None
 
 
 def _apply(op, operands, static, host_tried=False):

@@ -334,6 +334,10 @@ def _binary_op(
         return apply_in_place(chosen, input, other, dtype=dtype)
 
     public.in_place = in_place
+    # the NumPy functions (ufuncs) computing the op on host operands of one float dtype, with a Tensor operand and
+    # with a number (lean.in_place), where no check of the operands' dtypes comes before them
+    forms = tuple((ops.get((True, kind), op) if ops else op).numpy for kind in (True, False))
+    public.host_ufuncs = forms if not checked and all(type(f) is np.ufunc for f in forms) else None
     return _named(public, name, doc)
 
 
@@ -529,10 +533,12 @@ def _check_no_bool(input, other):
 def _fused_dtype(input, other, alpha):
     """The result dtype where input +- alpha * other is one fused op (scaled_sum.fusable, a Tensor operand and an
     alpha other than one), after torch's checks of alpha; else None."""
-    if type(alpha) is float and isinstance(input, Tensor) and isinstance(other, Tensor):
-        same = input._v.dtype  # the common case, Tensors of one float dtype: torch's checks pass, no promotion
-        if same == other._v.dtype and same in FUSED_DTYPES:
-            return _dtypes.from_numpy_dtype(same) if alpha != 1 else None
+    if type(alpha) is not int and isinstance(input, Tensor) and isinstance(other, Tensor):
+        same = input._v.dtype  # the common case, Tensors of one float dtype and a real alpha (a float or a Tensor of
+        if same == other._v.dtype and same in FUSED_DTYPES:  # a float or int dtype): torch's checks pass, no promotion
+            number = alpha_number(alpha)
+            if type(number) is float or type(number) is int:
+                return _dtypes.from_numpy_dtype(same) if number != 1 else None
     if type(alpha) is int and alpha == 1 or not (isinstance(input, Tensor) or isinstance(other, Tensor)):
         return None
     dtype = _dtypes.result_type(input, other)

@@ -26,7 +26,7 @@ def _host_form(a, b, alpha, *, dtype):
     return fused_multiply_add_host(np.full(a.shape, alpha, dtype), b, a)
 
 
-def _fused_numpy(a, b, alpha):
+def fused_host(a, b, alpha):
     """_host_form where `a` and `b` are arrays of one dtype, float32 or float64, or one of them a Python number, and
     `alpha` a Python number (the eager path's call, Op.numpy): alpha cast to that dtype as a scalar, with no array
     of it nor cast of the operands of the same shape."""
@@ -38,7 +38,7 @@ def _fused_numpy(a, b, alpha):
     return fma64(np.float64(alpha), b, a)
 
 
-_host_form.numpy = _fused_numpy
+_host_form.numpy = fused_host
 _OPS = {
     name: Op(
         name,
@@ -59,7 +59,9 @@ def alpha_number(alpha):
     known on the host (a traced value)."""
     if not isinstance(alpha, Tensor):
         return alpha
-    value = host_array(alpha._v)
+    value = alpha._v
+    if type(value) is not np.ndarray or value.base is not None:  # else host data, unshared
+        value = host_array(value)
     return value.item() if value is not None and value.size == 1 else None
 
 

@@ -1,0 +1,140 @@
+"""Lean fronts of the commonest in-place methods (p.add_(g), p.mul_(c), p -= u, p.zero_(), p.copy_(g)): one Python
+call that writes a host result into the tensor's own memory where nothing rare is going on, in front of the method's
+full path (NumPy keywords, deprecated signatures, sparse forms, the in-place lane, _inplace.py), which takes every
+other call unchanged. The front goes ahead only where the full path would compute the same values the same way:
+no capturing transform (nor, exclusive_host_value, forward-mode level or operator log), the tensor's host data
+held by it alone and outside the graph, the operand host data of its float dtype (or a Python number), outside every
+trace on the CPU backend; the ufunc of the op's row then writes into the tensor (as _core.apply_in_place does)."""
+
+import numpy as np
+
+from .. import _host
+from .._float_errors import ignore as ignore_float_errors
+from .._float_errors import restore as restore_float_errors
+from .._grad_mode import _state as GRAD_MODE
+from .._host import HOST_FLOATS, cpu_device_set
+from .._tensor import Tensor
+from .._tracing import _outside_every_trace as outside_every_trace
+from .._transform_levels import GUARDING, guards_captures
+from ._core import exclusive_host_value
+
+_EXACT_INTS = 2**53  # the ints float64 holds exactly, which NumPy casts to the dtype once, as the kernel
+
+
+def _operand(other, dtype):
+    """What the ufunc takes for `other`: a Python float, or an int float64 holds exactly, as it is; a Tensor's host
+    data of `dtype` (not shared with NumPy) where it is outside the graph; else None."""
+    kind = type(other)
+    if kind is float or kind is int and -_EXACT_INTS <= other <= _EXACT_INTS:
+        return other
+    if not isinstance(other, Tensor) or (other._requires_grad or other._node is not None) and GRAD_MODE.enabled:
+        return None
+    w = other._v
+    if type(w) is not np.ndarray or w.base is not None or w.dtype != dtype or w.size > _host.HOST_ELEMENTS:
+        return None
+    return w
+
+
+def in_place(forms, full):
+    """The in-place method `full` (self.op_(other)) with a lean front computing the op by its row's ufuncs `forms`
+    (with a Tensor operand, with a number) into the tensor's memory."""
+    tensor_form, number_form = forms
+
+    def method(*args, **kwargs):
+        if len(args) == 2 and not kwargs and not (GUARDING.count and guards_captures()):
+            self, other = args
+            held = exclusive_host_value(self)
+            if held is not None and held.dtype in HOST_FLOATS and held.size <= _host.HOST_ELEMENTS:
+                value = _operand(other, held.dtype)
+                if value is not None and outside_every_trace() and cpu_device_set() is not None:
+                    form = tensor_form if type(value) is np.ndarray else number_form
+                    token = ignore_float_errors()
+                    try:
+                        form(held, value, out=held, dtype=held.dtype)
+                    except ValueError:  # shapes that do not broadcast into the tensor: the full path says so
+                        return full(*args, **kwargs)
+                    finally:
+                        restore_float_errors(token)
+                    self._counter.value += 1
+                    return self
+        return full(*args, **kwargs)
+
+    method.__name__, method.__qualname__, method.__doc__ = full.__name__, full.__qualname__, full.__doc__
+    return method
+
+
+def scaled(sign, fused, full):
+    """The in-place method `full` (self.add_(other, alpha=a): `sign` 1; sub_: -1) with a lean front for a float
+    alpha other than 1 and a Tensor operand of the tensor's dtype: `fused(self, other, sign * alpha)`, the host form
+    of its row (scaled_sum), becomes the tensor's value."""
+
+    def method(*args, **kwargs):
+        alpha = kwargs.get("alpha") if len(kwargs) == 1 else None
+        if type(alpha) is float and alpha != 1 and len(args) == 2 and not (GUARDING.count and guards_captures()):
+            self, other = args
+            held = exclusive_host_value(self)
+            if held is not None and held.dtype in HOST_FLOATS and held.size <= _host.HOST_ELEMENTS:
+                value = _operand(other, held.dtype)
+                if type(value) is np.ndarray and outside_every_trace() and cpu_device_set() is not None:
+                    token = ignore_float_errors()
+                    try:
+                        out = fused(held, value, sign * alpha)
+                    finally:
+                        restore_float_errors(token)
+                    if out.shape == held.shape:  # else the operand broadcasts the tensor: the full path's error
+                        self._v = out
+                        self._counter.value += 1
+                        return self
+        return full(*args, **kwargs)
+
+    method.__name__, method.__qualname__, method.__doc__ = full.__name__, full.__qualname__, full.__doc__
+    return method
+
+
+def zero(full):
+    """Tensor.zero_ (`full`) with a lean front filling the tensor's memory with zeros."""
+
+    def zero_(*args, **kwargs):
+        if len(args) == 1 and not kwargs and not (GUARDING.count and guards_captures()):
+            (self,) = args
+            held = exclusive_host_value(self)
+            if held is not None and outside_every_trace() and cpu_device_set() is not None:
+                held.fill(0)
+                self._counter.value += 1
+                return self
+        return full(*args, **kwargs)
+
+    zero_.__doc__ = full.__doc__
+    return zero_
+
+
+def copy(full):
+    """Tensor.copy_ (`full`) with a lean front copying a source of the tensor's dtype into its memory."""
+
+    def copy_(*args, **kwargs):
+        if len(args) == 2 and not kwargs and not (GUARDING.count and guards_captures()):
+            self, src = args
+            held = exclusive_host_value(self)
+            source = None if held is None else _source(src, held.dtype)
+            if source is not None and outside_every_trace() and cpu_device_set() is not None:
+                try:
+                    held[...] = source
+                except ValueError:  # a source that does not broadcast to the tensor's shape: the full path says so
+                    return full(*args, **kwargs)
+                self._counter.value += 1
+                return self
+        return full(*args, **kwargs)
+
+    copy_.__doc__ = full.__doc__
+    return copy_
+
+
+def _source(src, dtype):
+    """copy_'s source as NumPy data to copy now: a Tensor outside the graph holding host data of `dtype` (or a
+    view of it, not memory shared with NumPy); else None."""
+    if not isinstance(src, Tensor) or (src._requires_grad or src._node is not None) and GRAD_MODE.enabled:
+        return None
+    v = src._v
+    if type(v) is not np.ndarray or v.dtype != dtype or v.base is not None and _host.is_shared(v):
+        return None
+    return v
