@@ -178,3 +178,56 @@ def test_sum_on_the_host_is_its_derived_forms_reduction(dtype):
     got, expected = bg.tensor(a).sum(), torch.tensor(a).sum()
     assert got.dtype == (bg.float32 if dtype == np.float32 else bg.float64)
     np.testing.assert_allclose(got.numpy(), expected.numpy(), rtol=1e-6)
+
+
+def _run(code, lib):
+    """The value of the last `; `-separated statement of `code`, run with `m` as the library."""
+    *statements, last = code.split("; ")
+    scope = {"m": lib, "np": np}
+    exec("\n".join(statements), scope)
+    return eval(last, scope)
+
+
+def _plain(value):
+    if isinstance(value, (tuple, list)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (bg.Tensor, torch.Tensor)):
+        values = repr(value.detach().numpy().tolist())  # nan as 'nan', equal to itself
+        return values, str(value.dtype), value.requires_grad, type(value.grad_fn).__name__
+    return value
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "x = m.arange(4.0); y = m.full((4,), 0.5); (x * y, x + y, x - y, x / y, 2.0 * x, 1 + x, x * 3, x / 0.0)",
+        "x = m.arange(4.0); (x.mul(2.0), x.add(1.5), x.sub(x), x.div(3.0), x.tanh(), x.add(x, alpha=2.0))",
+        "x = m.arange(4.0, dtype=m.float64); (x * 0.1, x + 2**60, x * 2**60, x * (2**53 + 1), x.tanh())",
+        "x = m.tensor(3.0); y = m.tensor(0.25); (x * y, x / y, (x * y).tanh(), x * m.ones(2, 3))",
+        "x = m.ones(2, 3); (x * m.arange(3.0), x + m.ones(1, 3), x * m.ones(3, dtype=m.float64), x * True)",
+        "x = m.ones(3, requires_grad=True); y = x * 2.0; z = y.tanh() + x; (y, z, m.autograd.grad(z.sum(), x)[0])",
+        "x = m.ones(3, requires_grad=True); m.set_grad_enabled(False); y = x * 2.0; m.set_grad_enabled(True); y",
+        "x = m.ones(3, dtype=m.float16); (x * 0.5, x.tanh())",
+    ],
+)
+def test_small_ops_on_host_data_give_torchs_values_and_nodes(code):
+    assert _plain(_run(code, bg)) == _plain(_run(code, torch))
+
+
+def test_small_ops_raise_torchs_errors():
+    from oracle import raises_like_torch
+
+    raises_like_torch(lambda m: m.ones(3) * m.ones(4))
+    raises_like_torch(lambda m: m.ones(3) + m.ones(2, 4))
+
+
+def test_small_ops_show_in_the_profiler_and_under_forward_ad():
+    x = bg.arange(3.0)
+    with bg.profiler.profile() as prof:
+        (x * 2.0).tanh()
+    names = [e.name for e in prof.events()]
+    assert "aten::mul" in names and "aten::tanh" in names
+    fw = bg.autograd.forward_ad
+    with fw.dual_level():
+        d = fw.make_dual(bg.arange(3.0), bg.ones(3))
+        assert fw.unpack_dual((d * 2.0).tanh()).tangent is not None

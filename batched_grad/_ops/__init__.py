@@ -862,7 +862,18 @@ for _name, _fn in _METHODS.items():
     _fn = sparse_aware(_fn, _name) if _name in SPARSE_DISPATCHED else _fn
     setattr(Tensor, _name, with_method_aliases(_fn, _name))
 
-# the lean fronts of the commonest in-place calls, before everything else the methods do (lean.py)
+# the lean fronts of the commonest eager calls, before everything else the methods do (lean.py)
+for _names, _binary in [
+    (("__add__", "__radd__", "add"), elementwise._add),
+    (("__sub__", "sub"), elementwise._sub),
+    (("__mul__", "__rmul__", "mul"), elementwise._mul),
+    (("__truediv__", "div"), elementwise._true_div),
+]:
+    for _name in _names:
+        setattr(Tensor, _name, lean.binary(_binary.host_ufuncs, getattr(Tensor, _name)))
+for _name, _unary in UNARY.items():
+    if _unary.host_numpy is not None and _METHODS.get(_name) is _unary:
+        setattr(Tensor, _name, lean.unary(*_unary.host_numpy, getattr(Tensor, _name)))
 Tensor.add_ = lean.scaled(1, scaled_sum.fused_host, Tensor.add_)
 Tensor.sub_ = lean.scaled(-1, scaled_sum.fused_host, Tensor.sub_)
 for _op, _binary in [("add", elementwise._add), ("sub", elementwise._sub), ("mul", elementwise._mul)]:

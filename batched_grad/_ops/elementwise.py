@@ -226,6 +226,9 @@ def _unary_op(name, row):
         return None if result is None else apply_in_place(op, input, dtype=result)
 
     public.in_place = in_place
+    # the NumPy function computing the op on host data of a float dtype it keeps, with the results met so far
+    # (lean.unary)
+    public.host_numpy = (op.numpy, results) if op.numpy is not None and op.forward_error is None else None
 
     return _named(public, name, f"Elementwise {name} of `input` (torch.{name}).")
 
@@ -337,7 +340,8 @@ def _binary_op(
     # the NumPy functions (ufuncs) computing the op on host operands of one float dtype, with a Tensor operand and
     # with a number (lean.in_place), where no check of the operands' dtypes comes before them
     forms = tuple((ops.get((True, kind), op) if ops else op).numpy for kind in (True, False))
-    public.host_ufuncs = forms if not checked and all(type(f) is np.ufunc for f in forms) else None
+    plain_forms = not checked and forward_error is None and all(type(f) is np.ufunc for f in forms)
+    public.host_ufuncs = forms if plain_forms else None
     return _named(public, name, doc)
 
 

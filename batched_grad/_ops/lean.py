@@ -1,22 +1,25 @@
-"""Lean fronts of the commonest in-place methods (p.add_(g), p.mul_(c), p -= u, p.zero_(), p.copy_(g)): one Python
-call that writes a host result into the tensor's own memory where nothing rare is going on, in front of the method's
-full path (NumPy keywords, deprecated signatures, sparse forms, the in-place lane, _inplace.py), which takes every
-other call unchanged. The front goes ahead only where the full path would compute the same values the same way:
-no capturing transform (nor, exclusive_host_value, forward-mode level or operator log), the tensor's host data
-held by it alone and outside the graph, the operand host data of its float dtype (or a Python number), outside every
-trace on the CPU backend; the ufunc of the op's row then writes into the tensor (as _core.apply_in_place does)."""
+"""Lean fronts of the commonest eager calls: small ops on host data (x * y, x + 1.0, x.tanh()) and in-place updates
+(p.add_(g), p.mul_(c), p -= u, p.add_(g, alpha=a), p.zero_(), p.copy_(g)). Each is one Python call in front of the
+method's full path (NumPy keywords, deprecated signatures, sparse forms, promotion, the op table's apply, the in-place
+lane, _inplace.py), which takes every call the front does not, unchanged. A front goes ahead only where the full path
+would compute the same values with the same NumPy function: nothing rare going on (no profiler, operator log or
+forward-mode level; for a write no capturing transform), operands outside the graph (grad mode off or none
+requiring grad), host data of one float dtype (a sparse tensor's value is none) or Python numbers, outside every
+trace on the CPU backend; a write only into host data the tensor alone holds (exclusive_host_value)."""
 
 import numpy as np
 
 from .. import _host
+from .._dual import LEVELS as DUAL_LEVELS
 from .._float_errors import ignore as ignore_float_errors
 from .._float_errors import restore as restore_float_errors
 from .._grad_mode import _state as GRAD_MODE
 from .._host import HOST_FLOATS, cpu_device_set
+from .._profiling import PROFILING
 from .._tensor import Tensor
 from .._tracing import _outside_every_trace as outside_every_trace
 from .._transform_levels import GUARDING, guards_captures
-from ._core import exclusive_host_value
+from ._core import OP_LOGS, exclusive_host_value
 
 _EXACT_INTS = 2**53  # the ints float64 holds exactly, which NumPy casts to the dtype once, as the kernel
 
@@ -33,6 +36,63 @@ def _operand(other, dtype):
     if type(w) is not np.ndarray or w.base is not None or w.dtype != dtype or w.size > _host.HOST_ELEMENTS:
         return None
     return w
+
+
+def _host_value(tensor):
+    """`tensor`'s host data where a front computes with it: a NumPy array of a float dtype NumPy computes as the
+    kernel (float32, float64), not a view of other memory nor shared with NumPy, of at most HOST_ELEMENTS, the
+    tensor outside the graph; else None."""
+    v = tensor._v
+    if type(v) is not np.ndarray or v.base is not None or v.dtype not in HOST_FLOATS or v.size > _host.HOST_ELEMENTS:
+        return None
+    return None if (tensor._requires_grad or tensor._node is not None) and GRAD_MODE.enabled else v
+
+
+def binary(forms, full):
+    """The method `full` (self.op(other), self op other; other op self for a commutative op's reflected operator,
+    which the full path also computes as self op other) with a lean front computing the op by its row's ufuncs
+    `forms` (with a Tensor operand, with a number) into a new Tensor."""
+    tensor_form, number_form = forms
+
+    def method(*args, **kwargs):
+        if len(args) == 2 and not kwargs and not (PROFILING.on or OP_LOGS or DUAL_LEVELS.tangents is not None):
+            v = _host_value(args[0])
+            value = None if v is None else _operand(args[1], v.dtype)
+            if value is not None and outside_every_trace() and cpu_device_set() is not None:
+                token = ignore_float_errors()
+                try:
+                    out = np.asarray((tensor_form if type(value) is np.ndarray else number_form)(v, value))
+                except ValueError:  # shapes that do not broadcast: the full path says so in torch's words
+                    out = None
+                finally:
+                    restore_float_errors(token)
+                if out is not None and out.dtype == v.dtype:  # else NumPy before 2.0 promoted for a number's value
+                    return Tensor._wrap(out)
+        return full(*args, **kwargs)
+
+    method.__name__, method.__qualname__, method.__doc__ = full.__name__, full.__qualname__, full.__doc__
+    return method
+
+
+def unary(form, results, full):
+    """The method `full` (self.op()) with a lean front computing the op by its row's NumPy function `form` into a
+    new Tensor, for an input whose dtype the op keeps (`results`: the result dtype of each input dtype met so far)."""
+
+    def method(*args, **kwargs):
+        if len(args) == 1 and not kwargs and not (PROFILING.on or OP_LOGS or DUAL_LEVELS.tangents is not None):
+            v = _host_value(args[0])
+            if v is not None and results.get(v.dtype) == v.dtype and outside_every_trace() and cpu_device_set():
+                token = ignore_float_errors()
+                try:
+                    out = np.asarray(form(v))
+                finally:
+                    restore_float_errors(token)
+                if out.dtype == v.dtype:
+                    return Tensor._wrap(out)
+        return full(*args, **kwargs)
+
+    method.__name__, method.__qualname__, method.__doc__ = full.__name__, full.__qualname__, full.__doc__
+    return method
 
 
 def in_place(forms, full):
