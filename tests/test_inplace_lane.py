@@ -162,7 +162,7 @@ def test_a_tensor_alpha_on_the_host_scales_without_a_comparison(monkeypatch):
 
 @pytest.mark.parametrize(
     "write",
-    ["p.add_(g)", "p.sub_(g)", "p.mul_(0.999)", "p.div_(g)", "p.zero_()", "p.copy_(g)", "p.add_(p)"],
+    ["p.add_(g)", "p.sub_(g)", "p.mul_(0.999)", "p.div_(g)", "p.zero_()", "p -= g", "p.add_(p)"],
 )
 def test_a_value_nothing_else_holds_is_written_into(write):
     """Host data that only the tensor holds takes an in-place result in its own memory (no new array), with torch's

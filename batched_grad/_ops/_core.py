@@ -348,12 +348,14 @@ def apply_in_place(op, tensor, *others, **static):
     return tensor
 
 
-def exclusive_host_value(tensor, aliases=None):
+def exclusive_host_value(tensor, aliases=None, replaced=False):
     """The NumPy array `tensor` holds where an in-place op may write into it: host data (not memory shared with the
     user, nor a view of other memory), writable, held by nothing but `tensor` and its plain `aliases` (so no saved
     value, deferred op, device array, NumPy view nor user sees the write), outside the graph (grad mode off or
     `tensor` not requiring grad), forward-mode levels and operator logs; else None. `aliases` None: `tensor` must
-    have none (no view base, no views). The caller writes only where ops run on the host (_host.ops_run_on_host)."""
+    have none (no view base, no views). With `replaced`, held by others too: the caller gives the tensor a new value
+    in its place (which those others do not see, as a write into host data must not be seen). The caller writes only
+    where ops run on the host (_host.ops_run_on_host)."""
     if DUAL_LEVELS.tangents is not None or OP_LOGS:
         return None
     if aliases is None:
@@ -363,12 +365,14 @@ def exclusive_host_value(tensor, aliases=None):
     v = tensor._v
     if type(v) is not np.ndarray or v.base is not None:
         return None
+    if (tensor._requires_grad or tensor._node is not None) and GRAD_MODE.enabled:
+        return None
+    if replaced:
+        return v
     holders = 3  # tensor._v, v, getrefcount's argument
     for alias in aliases:
         holders += alias._v is v
-    if sys.getrefcount(v) != holders or (tensor._requires_grad or tensor._node is not None) and GRAD_MODE.enabled:
-        return None
-    return v if v.flags.writeable else None
+    return v if sys.getrefcount(v) == holders and v.flags.writeable else None
 
 
 def _apply(op, operands, static, host_tried=False):

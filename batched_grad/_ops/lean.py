@@ -169,32 +169,20 @@ def zero(full):
 
 
 def copy(full):
-    """Tensor.copy_ (`full`) with a lean front copying a source of the tensor's dtype into its memory."""
+    """Tensor.copy_ (`full`) with a lean front giving the tensor the source's host data of its dtype and shape as its
+    value (host data is never written into where another tensor holds it, exclusive_host_value)."""
 
     def copy_(*args, **kwargs):
         if len(args) == 2 and not kwargs and not (GUARDING.count and guards_captures()):
             self, src = args
-            held = exclusive_host_value(self)
-            source = None if held is None else _source(src, held.dtype)
-            if source is not None and outside_every_trace() and cpu_device_set() is not None:
-                try:
-                    held[...] = source
-                except ValueError:  # a source that does not broadcast to the tensor's shape: the full path says so
-                    return full(*args, **kwargs)
-                self._counter.value += 1
-                return self
+            held = exclusive_host_value(self, replaced=True)
+            source = None if held is None or not isinstance(src, Tensor) else _host_value(src)
+            if source is not None and source.dtype == held.dtype and source.shape == held.shape:
+                if outside_every_trace() and cpu_device_set() is not None:
+                    self._v = source
+                    self._counter.value += 1
+                    return self
         return full(*args, **kwargs)
 
     copy_.__doc__ = full.__doc__
     return copy_
-
-
-def _source(src, dtype):
-    """copy_'s source as NumPy data to copy now: a Tensor outside the graph holding host data of `dtype` (or a
-    view of it, not memory shared with NumPy); else None."""
-    if not isinstance(src, Tensor) or (src._requires_grad or src._node is not None) and GRAD_MODE.enabled:
-        return None
-    v = src._v
-    if type(v) is not np.ndarray or v.dtype != dtype or v.base is not None and _host.is_shared(v):
-        return None
-    return v
