@@ -154,7 +154,7 @@ def test_sum_on_the_host_is_its_derived_forms_reduction(dtype):
     """sum's hand-written host form (its eager path) gives its derived form's values bit for bit, over every dim
     and over some; where it does not apply (dims kept, another dtype) the derived form runs."""
     from batched_grad._numpy_eval import derived
-    from batched_grad._ops.reduction import _SUM, _sum_host
+    from batched_grad._ops.reduction import _SUM, sum_host
 
     rng = np.random.default_rng(3)
     for shape, axis in [
@@ -167,13 +167,13 @@ def test_sum_on_the_host_is_its_derived_forms_reduction(dtype):
     ]:
         a = (rng.standard_normal(shape) * 10.0 ** rng.integers(-3, 4, shape)).astype(dtype)
         static = {"axis": axis, "keepdim": False, "dtype": np.dtype(dtype)}
-        hand = _sum_host(a, **static)
+        hand = sum_host(a, **static)
         reference = derived(_SUM[1], [a], static)
         assert hand.dtype == reference.dtype and hand.shape == reference.shape
         assert hand.tobytes() == np.asarray(reference).tobytes()
-    assert _sum_host(a, axis=(), keepdim=True, dtype=np.dtype(dtype)) is None
+    assert sum_host(a, axis=(), keepdim=True, dtype=np.dtype(dtype)) is None
     assert (
-        _sum_host(a, axis=(), keepdim=False, dtype=np.dtype(np.float64 if dtype == np.float32 else np.float32)) is None
+        sum_host(a, axis=(), keepdim=False, dtype=np.dtype(np.float64 if dtype == np.float32 else np.float32)) is None
     )
     got, expected = bg.tensor(a).sum(), torch.tensor(a).sum()
     assert got.dtype == (bg.float32 if dtype == np.float32 else bg.float64)
@@ -231,3 +231,43 @@ def test_small_ops_show_in_the_profiler_and_under_forward_ad():
     with fw.dual_level():
         d = fw.make_dual(bg.arange(3.0), bg.ones(3))
         assert fw.unpack_dual((d * 2.0).tanh()).tangent is not None
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "x = m.arange(4.0); y = m.full((4,), 0.5); A = m.ones(3, 4); "
+        "(x.dot(y), x @ y, A @ x, x.sum(), A.sum(), A @ A.T)",
+        "A = m.ones(2, 3, 4, dtype=m.float64); B = m.ones(4, 5, dtype=m.float64); "
+        "(A @ B, A.matmul(m.ones(4, dtype=m.float64)))",
+        "x = m.arange(3.0, requires_grad=True); d = x.dot(x); s = (x @ x) + x.sum(); (d, s, m.autograd.grad(s, x)[0])",
+        "x = m.tensor(2.5); (x.sum(), m.ones(0).sum(), m.ones(0, 3).sum(), m.ones(2) @ m.ones(2, 0))",
+        "x = m.arange(4.0); (x.sum(0), x.sum(dtype=m.float64), x.sum(0, keepdim=True), x.dot(x.double().float()))",
+    ],
+)
+def test_products_and_sums_on_host_data_give_torchs_values_and_nodes(code):
+    assert _plain(_run(code, bg)) == _plain(_run(code, torch))
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "m.ones(3).dot(m.ones(4))",
+        "m.ones(3).dot(m.ones(3, dtype=m.float64))",
+        "m.ones(2, 3).dot(m.ones(3))",
+        "m.ones(2, 3) @ m.ones(2)",
+        "m.ones(2, 3) @ m.tensor(1.0)",
+        "m.ones(2, 3).matmul(m.ones(3, dtype=m.float64))",
+    ],
+)
+def test_products_on_host_data_raise_torchs_errors(code):
+    from oracle import raises_like_torch
+
+    raises_like_torch(lambda m: _run(code, m))
+
+
+def test_a_product_in_an_autocast_region_is_cast():
+    x, A = bg.ones(4), bg.ones(3, 4)
+    with bg.autocast("cpu"):
+        assert (A @ x).dtype == bg.bfloat16 and A.matmul(x).dtype == bg.bfloat16
+    assert (A @ x).dtype == bg.float32

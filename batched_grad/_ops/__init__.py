@@ -25,7 +25,6 @@ from . import (
     deprecated_signatures,
     distances,
     dropouts,
-    elementwise,
     embeddings,
     inplace,
     inplace_views,
@@ -37,7 +36,6 @@ from . import (
     pooling,
     products,
     sampling,
-    scaled_sum,
     scatters,
     searching,
     short_time_fft,
@@ -862,26 +860,7 @@ for _name, _fn in _METHODS.items():
     _fn = sparse_aware(_fn, _name) if _name in SPARSE_DISPATCHED else _fn
     setattr(Tensor, _name, with_method_aliases(_fn, _name))
 
-# the lean fronts of the commonest eager calls, before everything else the methods do (lean.py)
-for _names, _binary in [
-    (("__add__", "__radd__", "add"), elementwise._add),
-    (("__sub__", "sub"), elementwise._sub),
-    (("__mul__", "__rmul__", "mul"), elementwise._mul),
-    (("__truediv__", "div"), elementwise._true_div),
-]:
-    for _name in _names:
-        setattr(Tensor, _name, lean.binary(_binary.host_ufuncs, getattr(Tensor, _name)))
-for _name, _unary in UNARY.items():
-    if _unary.host_numpy is not None and _METHODS.get(_name) is _unary:
-        setattr(Tensor, _name, lean.unary(*_unary.host_numpy, getattr(Tensor, _name)))
-Tensor.add_ = lean.scaled(1, scaled_sum.fused_host, Tensor.add_)
-Tensor.sub_ = lean.scaled(-1, scaled_sum.fused_host, Tensor.sub_)
-for _op, _binary in [("add", elementwise._add), ("sub", elementwise._sub), ("mul", elementwise._mul)]:
-    for _name in (f"{_op}_", f"__i{_op}__"):
-        setattr(Tensor, _name, lean.in_place(_binary.host_ufuncs, getattr(Tensor, _name)))
-for _name in ("div_", "__itruediv__"):
-    setattr(Tensor, _name, lean.in_place(elementwise._true_div.host_ufuncs, getattr(Tensor, _name)))
-Tensor.zero_, Tensor.copy_ = lean.zero(Tensor.zero_), lean.copy(Tensor.copy_)
+lean.install(Tensor, _METHODS)  # the lean fronts of the commonest eager calls, before all else
 
 # torch's module-level in-place functions (torch.relu_(x) is x.relu_())
 globals().update({f"{name}_": _METHODS[f"{name}_"] for name in _exposed("function_inplace")})

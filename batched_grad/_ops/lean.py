@@ -10,6 +10,7 @@ trace on the CPU backend; a write only into host data the tensor alone holds (ex
 import numpy as np
 
 from .. import _host
+from .._autocast import ENABLED as AUTOCAST
 from .._dual import LEVELS as DUAL_LEVELS
 from .._float_errors import ignore as ignore_float_errors
 from .._float_errors import restore as restore_float_errors
@@ -93,6 +94,55 @@ def unary(form, results, full):
 
     method.__name__, method.__qualname__, method.__doc__ = full.__name__, full.__qualname__, full.__doc__
     return method
+
+
+def product(inner, general, full, vectors_only=False):
+    """The method `full` (self.dot(other), or self.matmul(other) and self @ other) with a lean front computing the
+    product of host data of one float dtype by its row's NumPy function: `inner` for two vectors of one size (the
+    dot product's own row), `general` otherwise (NumPy's matmul accepts the shapes torch's does; where it refuses
+    them the full path gives torch's error). `vectors_only`: dot, which takes only two vectors."""
+
+    def method(*args, **kwargs):
+        if len(args) == 2 and not kwargs and not (PROFILING.on or OP_LOGS or DUAL_LEVELS.tangents is not None):
+            a = _host_value(args[0]) if not AUTOCAST.ever else None  # an autocast region may cast the operands
+            b = None if a is None or not isinstance(args[1], Tensor) else _host_value(args[1])
+            vectors = b is not None and a.ndim == b.ndim == 1
+            if b is not None and b.dtype == a.dtype and (vectors and a.shape == b.shape or not vectors_only):
+                if outside_every_trace() and cpu_device_set() is not None:
+                    token = ignore_float_errors()
+                    try:
+                        out = np.asarray(inner(a, b) if vectors else general(a, b))
+                    except ValueError:  # shapes that do not match: the full path says so in torch's words
+                        out = None
+                    finally:
+                        restore_float_errors(token)
+                    if out is not None:
+                        return Tensor._wrap(out)
+        return full(*args, **kwargs)
+
+    method.__name__, method.__qualname__, method.__doc__ = full.__name__, full.__qualname__, full.__doc__
+    return method
+
+
+def total(form, full):
+    """Tensor.sum (`full`) with a lean front for x.sum() of host data of a float dtype (which it sums in): its row's
+    host form `form` over every axis."""
+
+    def sum(*args, **kwargs):  # noqa: A001  (torch's name)
+        if len(args) == 1 and not kwargs and not (PROFILING.on or OP_LOGS or DUAL_LEVELS.tangents is not None):
+            v = _host_value(args[0])
+            if v is not None and outside_every_trace() and cpu_device_set() is not None:
+                token = ignore_float_errors()
+                try:
+                    out = form(v, axis=tuple(range(v.ndim)), keepdim=False, dtype=v.dtype)
+                finally:
+                    restore_float_errors(token)
+                if out is not None:
+                    return Tensor._wrap(out)
+        return full(*args, **kwargs)
+
+    sum.__doc__ = full.__doc__
+    return sum
 
 
 def in_place(forms, full):
@@ -186,3 +236,34 @@ def copy(full):
 
     copy_.__doc__ = full.__doc__
     return copy_
+
+
+def install(tensor, methods):
+    """The fronts on the Tensor class `tensor`, each before the method it fronts; `methods`: the op functions the
+    methods were made from, by name (a unary op's front goes where its method is that op)."""
+    from . import elementwise, linalg, reduction, scaled_sum
+
+    for names, row in [
+        (("__add__", "__radd__", "add"), elementwise._add),
+        (("__sub__", "sub"), elementwise._sub),
+        (("__mul__", "__rmul__", "mul"), elementwise._mul),
+        (("__truediv__", "div"), elementwise._true_div),
+    ]:
+        for name in names:
+            setattr(tensor, name, binary(row.host_ufuncs, getattr(tensor, name)))
+    for name, row in elementwise.UNARY.items():
+        if row.host_numpy is not None and methods.get(name) is row:
+            setattr(tensor, name, unary(*row.host_numpy, getattr(tensor, name)))
+    inner, general = linalg.PRODUCTS["DotBackward0"].numpy, linalg.PRODUCTS["MmBackward0"].numpy
+    tensor.dot = product(inner, general, tensor.dot, vectors_only=True)
+    for name in ("matmul", "__matmul__"):
+        setattr(tensor, name, product(inner, general, getattr(tensor, name)))
+    tensor.sum = total(reduction.sum_host, tensor.sum)
+    tensor.add_ = scaled(1, scaled_sum.fused_host, tensor.add_)
+    tensor.sub_ = scaled(-1, scaled_sum.fused_host, tensor.sub_)
+    for op, row in [("add", elementwise._add), ("sub", elementwise._sub), ("mul", elementwise._mul)]:
+        for name in (f"{op}_", f"__i{op}__"):
+            setattr(tensor, name, in_place(row.host_ufuncs, getattr(tensor, name)))
+    for name in ("div_", "__itruediv__"):
+        setattr(tensor, name, in_place(elementwise._true_div.host_ufuncs, getattr(tensor, name)))
+    tensor.zero_, tensor.copy_ = zero(tensor.zero_), copy(tensor.copy_)

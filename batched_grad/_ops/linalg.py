@@ -72,7 +72,7 @@ _PRODUCT_NAMES = (
 # the inner product of two vectors by np.dot: the same BLAS sum as np.matmul's, for less than its dispatch; its C
 # function itself, without the Python call of NumPy's array-function dispatcher where NumPy has one
 _INNER = getattr(np.dot, "_implementation", np.dot)
-_PRODUCTS = {
+PRODUCTS = {
     name: Op(
         "matmul",
         jnp.matmul,
@@ -134,12 +134,12 @@ def _checked_op(kernel, a, b):
             )
         kind, a_shape, b_shape = _folded(sa, sb)
         _check_product(kind, a, b, a_shape, b_shape)
-        return _PRODUCTS[_MATMUL_NAMES.get((len(sa), len(sb)), "UnsafeViewBackward0")]
+        return PRODUCTS[_MATMUL_NAMES.get((len(sa), len(sb)), "UnsafeViewBackward0")]
     error = _NDIM_ERRORS[kernel](a, b)
     if error:
         raise RuntimeError(error)
     _check_product(kernel, a, b, tuple(a.shape), tuple(b.shape))
-    return _PRODUCTS[_KERNEL_NAMES[kernel]]
+    return PRODUCTS[_KERNEL_NAMES[kernel]]
 
 
 _KERNEL_NAMES = {"dot": "DotBackward0", "mv": "MvBackward0", "mm": "MmBackward0", "bmm": "BmmBackward0"}

@@ -43,7 +43,7 @@ def _reduce_op(name, f, linear=False, backward_name=None, torch_saves=SAVES_INPU
     )
 
 
-def _sum_host(a, *, axis, keepdim, dtype):
+def sum_host(a, *, axis, keepdim, dtype):
     """sum on the host where it is the NumPy reduction alone (a float input summed in its own dtype, no dims kept):
     the reduction its derived form runs (_numpy_rows' reduce_sum: over every axis into a 0-d array, from 0), without
     tracing it. Else None: the derived form."""
@@ -67,7 +67,7 @@ def _require_float(what, d):
 
 # sum, mean and prod over every element (dim None) or over `dim`: torch's two overloads, Backward0 and Backward1
 _SUM = [
-    _reduce_op("sum", jnp.sum, linear=True, backward_name=f"SumBackward{k}", host_vjp=_sum_host_vjp, host=_sum_host)
+    _reduce_op("sum", jnp.sum, linear=True, backward_name=f"SumBackward{k}", host_vjp=_sum_host_vjp, host=sum_host)
     for k in (0, 1)
 ]
 _MEAN = [_reduce_op("mean", jnp.mean, linear=True, backward_name=f"MeanBackward{k}") for k in (0, 1)]
