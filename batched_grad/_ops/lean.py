@@ -157,10 +157,12 @@ def in_place(forms, full):
             if held is not None and held.dtype in HOST_FLOATS and held.size <= _host.HOST_ELEMENTS:
                 value = _operand(other, held.dtype)
                 if value is not None and outside_every_trace() and cpu_device_set() is not None:
-                    form = tensor_form if type(value) is np.ndarray else number_form
                     token = ignore_float_errors()
                     try:
-                        form(held, value, out=held, dtype=held.dtype)
+                        if type(value) is np.ndarray:  # of the tensor's dtype
+                            tensor_form(held, value, out=held)
+                        else:  # a number cast to the dtype, as the kernel casts it
+                            number_form(held, value, out=held, dtype=held.dtype)
                     except ValueError:  # shapes that do not broadcast into the tensor: the full path says so
                         return full(*args, **kwargs)
                     finally:
