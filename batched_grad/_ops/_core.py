@@ -3,7 +3,6 @@ through a compiled-kernel cache and records a node whose VJP is JAX's, traced in
 
 import functools
 import itertools
-import sys
 from typing import NamedTuple
 
 import jax
@@ -248,15 +247,14 @@ def _static_key(static):
 _DECLINED = object()  # _computed_on_host's answer where the host form was tried on these operands and does not apply
 
 
-def _computed_on_host(op, operands, static, into=None):
+def _computed_on_host(op, operands, static):
     """The output of `op` (a tuple for a multi-output op) computed now by its host form (hand-written or derived), on
     its static params `static` (a dict), without entering JAX's 64-bit mode nor moving a number operand to the
     device; None where the op is recorded or deferred, or an operand is not a concrete, unshared value on the
     host's device or a float or int (then `_apply` decides); _DECLINED where the host form does not apply to these
     operands (then the op runs as its kernel). One pass over the operands, which also tells whether they all have
     the op's float dtype, so that the NumPy function of its host form runs as it is (Op.numpy): this is every eager
-    op's path. `into`: an array the op's NumPy function (a ufunc) writes its result into, where it runs
-    (exclusive_host_value's answer for an in-place op, or None)."""
+    op's path."""
     numpy_fn = op.numpy
     dtype = limit = None
     if numpy_fn is not None:
@@ -291,8 +289,7 @@ def _computed_on_host(op, operands, static, into=None):
     if numpy_fn is not None and dtype in HOST_FLOATS:
         token = ignore_float_errors()
         try:
-            # a NumPy scalar (np.dot's) as a 0-d array; a number cast to dtype as the kernel casts it
-            out = np.asarray(numpy_fn(*values)) if into is None else numpy_fn(*values, out=into, dtype=dtype)
+            out = np.asarray(numpy_fn(*values))  # a NumPy scalar (np.dot's) as a 0-d array
         finally:
             restore_float_errors(token)
         if out.dtype == dtype:  # else NumPy before 2.0 promoted for a number's value
@@ -323,56 +320,25 @@ def apply_in_place(op, tensor, *others, **static):
     .data, a .grad: InPlace._aliases), its version bumped: the whole of an in-place op where nothing else follows
     from it (no graph, other views, tangents nor transform that watches the write: the caller checks that), which
     is then the op's own in-place lane (an `in_place` attribute of its function, that the in-place method tries
-    first). An op whose NumPy function is a ufunc writes into the host value where nothing else holds it
-    (exclusive_host_value); others give a new value. None where that does not hold, or the result would not fit
-    `tensor` as it is, or computing it fails: the caller takes the in-place path of _inplace.py, which covers every
-    case and raises torch's errors."""
+    first). None where that does not hold, or the result would not fit `tensor` as it is, or computing it fails:
+    the caller takes the in-place path of _inplace.py, which covers every case and raises torch's errors."""
     if DUAL_LEVELS.tangents is not None or OP_LOGS:  # logged ops take the general path, which logs them
         return None
     aliases = () if tensor._view is None and not tensor._views else tensor._aliases()
     if aliases is None:
         return None
-    into = exclusive_host_value(tensor, aliases) if type(op.numpy) is np.ufunc else None
     try:
-        out = _computed_on_host(op, (tensor, *others), static, into)
+        out = _computed_on_host(op, (tensor, *others), static)
     except Exception:  # operands that do not broadcast, say: the general path says so in torch's words
         return None
-    if out is not into or into is None:
-        held = tensor._v
-        if type(out) is not np.ndarray or out.shape != held.shape or out.dtype != held.dtype:
-            return None
-        tensor._v = out
-        for alias in aliases:
-            alias._v = out
+    held = tensor._v
+    if type(out) is not np.ndarray or out.shape != held.shape or out.dtype != held.dtype:
+        return None
+    tensor._v = out
+    for alias in aliases:
+        alias._v = out
     tensor._counter.value += 1
     return tensor
-
-
-def exclusive_host_value(tensor, aliases=None, replaced=False):
-    """The NumPy array `tensor` holds where an in-place op may write into it: host data (not memory shared with the
-    user, nor a view of other memory), writable, held by nothing but `tensor` and its plain `aliases` (so no saved
-    value, deferred op, device array, NumPy view nor user sees the write), outside the graph (grad mode off or
-    `tensor` not requiring grad), forward-mode levels and operator logs; else None. `aliases` None: `tensor` must
-    have none (no view base, no views). With `replaced`, held by others too: the caller gives the tensor a new value
-    in its place (which those others do not see, as a write into host data must not be seen). The caller writes only
-    where ops run on the host (_host.ops_run_on_host)."""
-    if DUAL_LEVELS.tangents is not None or OP_LOGS:
-        return None
-    if aliases is None:
-        if tensor._view is not None or tensor._views:
-            return None
-        aliases = ()
-    v = tensor._v
-    if type(v) is not np.ndarray or v.base is not None:
-        return None
-    if (tensor._requires_grad or tensor._node is not None) and GRAD_MODE.enabled:
-        return None
-    if replaced:
-        return v
-    holders = 3  # tensor._v, v, getrefcount's argument
-    for alias in aliases:
-        holders += alias._v is v
-    return v if sys.getrefcount(v) == holders and v.flags.writeable else None
 
 
 def _apply(op, operands, static, host_tried=False):

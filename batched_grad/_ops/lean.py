@@ -7,6 +7,8 @@ forward-mode level; for a write no capturing transform), operands outside the gr
 requiring grad), host data of one float dtype (a sparse tensor's value is none) or Python numbers, outside every
 trace on the CPU backend; a write only into host data the tensor alone holds (exclusive_host_value)."""
 
+import sys
+
 import numpy as np
 
 from .. import _host
@@ -20,7 +22,7 @@ from .._profiling import PROFILING
 from .._tensor import Tensor
 from .._tracing import _outside_every_trace as outside_every_trace
 from .._transform_levels import GUARDING, guards_captures
-from ._core import OP_LOGS, exclusive_host_value
+from ._core import OP_LOGS
 
 _EXACT_INTS = 2**53  # the ints float64 holds exactly, which NumPy casts to the dtype once, as the kernel
 
@@ -37,6 +39,25 @@ def _operand(other, dtype):
     if type(w) is not np.ndarray or w.base is not None or w.dtype != dtype or w.size > _host.HOST_ELEMENTS:
         return None
     return w
+
+
+def exclusive_host_value(tensor, replaced=False):
+    """The NumPy array `tensor` holds where an in-place op may write into it: host data (not memory shared with the
+    user, nor a view of other memory), writable, held by nothing but `tensor` (so no saved value, deferred op,
+    device array, NumPy view, view or alias tensor nor user sees the write), outside the graph (grad mode off or
+    `tensor` not requiring grad), forward-mode levels and operator logs; else None. With `replaced`, held by others
+    too: the caller gives the tensor a new value in its place (which those others do not see, as a write into host
+    data must not be seen). The caller writes only where ops run on the host."""
+    if DUAL_LEVELS.tangents is not None or OP_LOGS or tensor._view is not None or tensor._views:
+        return None
+    v = tensor._v
+    if type(v) is not np.ndarray or v.base is not None:
+        return None
+    if (tensor._requires_grad or tensor._node is not None) and GRAD_MODE.enabled:
+        return None
+    if replaced:
+        return v
+    return v if sys.getrefcount(v) == 3 and v.flags.writeable else None  # held by tensor._v, v and the argument
 
 
 def _host_value(tensor):
