@@ -23,6 +23,7 @@ from .._tensor import Tensor
 from .._tracing import _outside_every_trace as outside_every_trace
 from .._transform_levels import GUARDING, guards_captures
 from ._core import OP_LOGS
+from .scaled_sum import alpha_number
 
 _EXACT_INTS = 2**53  # the ints float64 holds exactly, which NumPy casts to the dtype once, as the kernel
 
@@ -197,15 +198,17 @@ def in_place(forms, full):
 
 
 def scaled(sign, fused, full):
-    """The in-place method `full` (self.add_(other, alpha=a): `sign` 1; sub_: -1) with a lean front for a float
-    alpha other than 1 and a Tensor operand of the tensor's dtype: `fused(self, other, sign * alpha)`, the host form
-    of its row (scaled_sum), becomes the tensor's value."""
+    """The in-place method `full` (self.add_(other, alpha=a): `sign` 1; sub_: -1) with a lean front for an alpha
+    that is a float other than 1 (or a one-element Tensor of one on the host: CG's step size) and a Tensor operand
+    of the tensor's dtype: `fused(self, other, sign * alpha)`, the host form of its row (scaled_sum), becomes the
+    tensor's value."""
 
     def method(*args, **kwargs):
         alpha = kwargs.get("alpha") if len(kwargs) == 1 else None
+        alpha = alpha_number(alpha) if isinstance(alpha, Tensor) else alpha
         if type(alpha) is float and alpha != 1 and len(args) == 2 and not (GUARDING.count and guards_captures()):
             self, other = args
-            held = exclusive_host_value(self)
+            held = exclusive_host_value(self, replaced=True)
             if held is not None and held.dtype in HOST_FLOATS and held.size <= _host.HOST_ELEMENTS:
                 value = _operand(other, held.dtype)
                 if type(value) is np.ndarray and outside_every_trace() and cpu_device_set() is not None:
