@@ -91,6 +91,12 @@ def read_before(array, record=True):
     return False
 
 
+def rewritten(array):
+    """`array` (unshared host data, written into in place) holds new values, which no op has read yet: its next
+    read is a first one (read_before), as that of a new array would be."""
+    _read._refs.pop(id(array), None)
+
+
 def host_read(tensor, array):
     """What an op reads of the host array `tensor` holds: memory shared with NumPy as a copy taken now; other host
     data as it is on its first read, and moved to the device for good on the second."""

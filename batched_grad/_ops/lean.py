@@ -17,7 +17,7 @@ from .._dual import LEVELS as DUAL_LEVELS
 from .._float_errors import ignore as ignore_float_errors
 from .._float_errors import restore as restore_float_errors
 from .._grad_mode import _state as GRAD_MODE
-from .._host import HOST_FLOATS, cpu_device_set
+from .._host import HOST_FLOATS, cpu_device_set, rewritten
 from .._profiling import PROFILING
 from .._tensor import Tensor
 from .._tracing import _outside_every_trace as outside_every_trace
@@ -147,8 +147,8 @@ def product(inner, general, full, vectors_only=False):
 
 
 def total(form, full):
-    """Tensor.sum (`full`) with a lean front for x.sum() of host data of a float dtype (which it sums in): its row's
-    host form `form` over every axis."""
+    """Tensor.sum (`full`) with a lean front for x.sum() of host data of a float dtype (which it sums in): `form`,
+    the NumPy reduction the full path's host form runs."""
 
     def sum(*args, **kwargs):  # noqa: A001  (torch's name)
         if len(args) == 1 and not kwargs and not (PROFILING.on or OP_LOGS or DUAL_LEVELS.tangents is not None):
@@ -156,11 +156,10 @@ def total(form, full):
             if v is not None and outside_every_trace() and cpu_device_set() is not None:
                 token = ignore_float_errors()
                 try:
-                    out = form(v, axis=tuple(range(v.ndim)), keepdim=False, dtype=v.dtype)
+                    out = form(v)
                 finally:
                     restore_float_errors(token)
-                if out is not None:
-                    return Tensor._wrap(out)
+                return Tensor._wrap(out)
         return full(*args, **kwargs)
 
     sum.__doc__ = full.__doc__
@@ -189,6 +188,7 @@ def in_place(forms, full):
                         return full(*args, **kwargs)
                     finally:
                         restore_float_errors(token)
+                    rewritten(held)
                     self._counter.value += 1
                     return self
         return full(*args, **kwargs)
@@ -236,6 +236,7 @@ def zero(full):
             held = exclusive_host_value(self)
             if held is not None and outside_every_trace() and cpu_device_set() is not None:
                 held.fill(0)
+                rewritten(held)
                 self._counter.value += 1
                 return self
         return full(*args, **kwargs)
@@ -284,7 +285,7 @@ def install(tensor, methods):
     tensor.dot = product(inner, general, tensor.dot, vectors_only=True)
     for name in ("matmul", "__matmul__"):
         setattr(tensor, name, product(inner, general, getattr(tensor, name)))
-    tensor.sum = total(reduction.sum_host, tensor.sum)
+    tensor.sum = total(reduction.sum_all_host, tensor.sum)
     tensor.add_ = scaled(1, scaled_sum.fused_host, tensor.add_)
     tensor.sub_ = scaled(-1, scaled_sum.fused_host, tensor.sub_)
     for op, row in [("add", elementwise._add), ("sub", elementwise._sub), ("mul", elementwise._mul)]:

@@ -31,7 +31,7 @@ def dims(dim, ndim):
     return tuple(sorted(axes)) if ndim and axes else tuple(range(ndim))
 
 
-def _reduce_op(name, f, linear=False, backward_name=None, torch_saves=SAVES_INPUT, host_vjp=None, host=None):
+def _reduce_op(name, f, linear=False, backward_name=None, torch_saves=SAVES_INPUT, host_vjp=None):
     return Op(
         name,
         lambda a, *, axis, keepdim, dtype: f(a.astype(dtype), axis=axis, keepdims=keepdim).astype(dtype),
@@ -39,17 +39,14 @@ def _reduce_op(name, f, linear=False, backward_name=None, torch_saves=SAVES_INPU
         backward_name=backward_name,
         torch_saves=torch_saves,
         host_vjp=host_vjp,
-        host=host,
     )
 
 
-def sum_host(a, *, axis, keepdim, dtype):
-    """sum on the host where it is the NumPy reduction alone (a float input summed in its own dtype, no dims kept):
-    the reduction its derived form runs (_numpy_rows' reduce_sum: over every axis into a 0-d array, from 0), without
-    tracing it. Else None: the derived form."""
-    if keepdim or a.dtype != dtype or dtype.kind != "f":
-        return None
-    return np.add.reduce(a, axis, dtype, np.empty((), dtype) if len(axis) == a.ndim else None, False, 0)
+def sum_all_host(a):
+    """x.sum() of a float32 or float64 array on the host (lean.total, the eager front of Tensor.sum): the reduction
+    that the row's derived host form runs (_numpy_rows' reduce_sum: over every axis into a 0-d array, from 0),
+    without tracing it. Not the row's own host form: a recorded graph's programs keep the derived one."""
+    return np.add.reduce(a, tuple(range(a.ndim)), a.dtype, np.empty((), a.dtype), False, 0)
 
 
 def _sum_host_vjp(ct, operands, avals, *, axis, keepdim, dtype):
@@ -67,8 +64,7 @@ def _require_float(what, d):
 
 # sum, mean and prod over every element (dim None) or over `dim`: torch's two overloads, Backward0 and Backward1
 _SUM = [
-    _reduce_op("sum", jnp.sum, linear=True, backward_name=f"SumBackward{k}", host_vjp=_sum_host_vjp, host=sum_host)
-    for k in (0, 1)
+    _reduce_op("sum", jnp.sum, linear=True, backward_name=f"SumBackward{k}", host_vjp=_sum_host_vjp) for k in (0, 1)
 ]
 _MEAN = [_reduce_op("mean", jnp.mean, linear=True, backward_name=f"MeanBackward{k}") for k in (0, 1)]
 # JAX's product rule is exact with zeros (no division by the result)
