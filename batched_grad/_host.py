@@ -91,10 +91,9 @@ def read_before(array, record=True):
     return False
 
 
-def rewritten(array):
-    """`array` (unshared host data, written into in place) holds new values, which no op has read yet: its next
-    read is a first one (read_before), as that of a new array would be."""
-    _read._refs.pop(id(array), None)
+# rewritten(id(array), None): `array` (unshared host data, written into in place) holds new values, which no op
+# has read yet, so that its next read is a first one (read_before), as a new array's would be (a C call)
+rewritten = _read._refs.pop
 
 
 def host_read(tensor, array):

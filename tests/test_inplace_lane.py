@@ -288,3 +288,20 @@ def test_lean_in_place_fronts_give_torchs_values_and_versions(code):
 )
 def test_lean_in_place_fronts_raise_torchs_errors(code):
     raises_like_torch(lambda m: _run(code, m))
+
+
+def test_a_value_written_into_is_read_as_a_new_one(moves):
+    """Host data that a program read once moves to the device on its second read (a weight); written into in place,
+    it holds new values, so the next program's read is a first one again, as a new array's would be: a loop that
+    updates a tensor in place and reads it in a recorded op keeps it on the host, written into each time."""
+    w = bg.full((1,), 0.5, requires_grad=True)
+    p = bg.arange(8.0)
+    written = 0
+    for _ in range(4):
+        (g,) = bg.autograd.grad((p * w).tanh().sum(), w)
+        held = weakref.ref(p._v)
+        p.mul_(0.5)
+        written += p._v is held()
+    assert written and type(p._v) is np.ndarray and (8,) not in moves, (written, moves)
+    expected = torch.arange(8.0) * 0.125
+    np.testing.assert_allclose(g.numpy(), ((1 - torch.tanh(expected * 0.5) ** 2) * expected).sum().numpy(), rtol=1e-6)

@@ -188,7 +188,7 @@ def in_place(forms, full):
                         return full(*args, **kwargs)
                     finally:
                         restore_float_errors(token)
-                    rewritten(held)
+                    rewritten(id(held), None)
                     self._counter.value += 1
                     return self
         return full(*args, **kwargs)
@@ -236,7 +236,7 @@ def zero(full):
             held = exclusive_host_value(self)
             if held is not None and outside_every_trace() and cpu_device_set() is not None:
                 held.fill(0)
-                rewritten(held)
+                rewritten(id(held), None)
                 self._counter.value += 1
                 return self
         return full(*args, **kwargs)
