@@ -6,7 +6,9 @@ multiply-add of float64 arrays, through error-free transformations (`fma64`, wit
 import numpy as np
 
 _F32, _I32, _U64 = np.float32, np.int32, np.uint64
-_BELOW_FLOAT, _HALF_FLOAT = 2**29 - 1, 2**28  # the 29 float64 mantissa bits a float32 drops; a tie's pattern
+# the 29 float64 mantissa bits a float32 drops; their pattern in a tie
+_BELOW_FLOAT, _HALF_FLOAT = _U64(2**29 - 1), _U64(2**28)
+_ANY = np.logical_or.reduce  # ndarray.any without its Python wrapper
 _LOG_P = (
     7.0376836292e-2,
     -1.1514610310e-1,
@@ -34,8 +36,8 @@ def fma(a, b, c):
     c = np.asarray(c, np.float64)
     total = product + c
     rounded = total.astype(_F32)
-    halfway = (total.view(np.uint64) & _U64(_BELOW_FLOAT)) == _U64(_HALF_FLOAT)
-    if halfway.any():
+    halfway = (total.view(np.uint64) & _BELOW_FLOAT) == _HALF_FLOAT
+    if _ANY(halfway, axis=None):
         p, t, c = product[halfway], total[halfway], np.broadcast_to(c, total.shape)[halfway]
         back = t - p
         error = (p - (t - back)) + (c - back)  # exact: t + error == p + c

@@ -13,6 +13,7 @@ from .._grad_mode import is_grad_enabled
 from .._lazy import compile_count
 from .._meta import device_for
 from .._tensor import VIEW_OF_LEAF_INPLACE, Tensor, warn_once
+from .._transform_levels import GUARDING
 from . import (
     activations,
     arrange,
@@ -28,6 +29,7 @@ from . import (
     inplace,
     inplace_views,
     layers,
+    lean,
     legacy,
     norms,
     placement,
@@ -279,7 +281,7 @@ def _inplace(name, fn, doc):
     lane = getattr(fn, "in_place", None)
 
     def method(self, *args, **kwargs):
-        if _transform_levels.guards_captures():  # before the op's own checks, as torch's
+        if GUARDING.count and _transform_levels.guards_captures():  # before the op's own checks, as torch's
             _transform_levels.check_not_captured(self, name, args, kwargs)
         elif lane is not None:
             done = lane(self, *args, **kwargs)
@@ -870,6 +872,8 @@ for _name, _fn in _METHODS.items():
     # a dense tensor's method with a sparse COO operand (dense.mm(sparse)) runs the op's sparse form, as torch's
     _fn = sparse_aware(_fn, _name) if _name in SPARSE_DISPATCHED else _fn
     setattr(Tensor, _name, with_method_aliases(_fn, _name))
+
+lean.install(Tensor, _METHODS)  # the lean fronts of the commonest eager calls, before all else
 
 # torch's module-level in-place functions (torch.relu_(x) is x.relu_())
 globals().update({f"{name}_": _METHODS[f"{name}_"] for name in _exposed("function_inplace")})

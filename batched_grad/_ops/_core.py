@@ -262,7 +262,6 @@ def _computed_on_host(op, operands, static):
     operands (then the op runs as its kernel). One pass over the operands, which also tells whether they all have
     the op's float dtype, so that the NumPy function of its host form runs as it is (Op.numpy): this is every eager
     op's path."""
-    recording = GRAD_MODE.enabled
     numpy_fn = op.numpy
     dtype = limit = None
     if numpy_fn is not None:
@@ -270,7 +269,7 @@ def _computed_on_host(op, operands, static):
     values, numbers = [], False
     for x in operands:
         if isinstance(x, Tensor):
-            if recording and (x._requires_grad or x._node is not None):
+            if (x._requires_grad or x._node is not None) and GRAD_MODE.enabled:  # a thread-local read, the last
                 return None
             v = x._v
             if type(v) is not np.ndarray or v.base is not None:  # a device array, or a view (of NumPy's memory?)
