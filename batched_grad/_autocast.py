@@ -19,6 +19,16 @@ class _Region(threading.local):
 REGION = _Region()
 
 
+class _Enabled:
+    """Whether a CPU autocast region was ever enabled in this process: until one is, REGION.dtype is None in every
+    thread, and a listed function runs without reading it (a thread-local read costs as much as a small op)."""
+
+    ever = False
+
+
+ENABLED = _Enabled()
+
+
 def _eligible(x):
     return isinstance(x, Tensor) and x.dtype.is_floating_point and x.dtype.itemsize < 8 and x.device.type == "cpu"
 
@@ -52,7 +62,7 @@ def autocast_policy(policy):
     def decorate(fn):
         @functools.wraps(fn)
         def cast_call(*args, **kwargs):
-            region_dtype = REGION.dtype
+            region_dtype = REGION.dtype if ENABLED.ever else None
             if region_dtype is None:
                 return fn(*args, **kwargs)
             if policy == "lower":

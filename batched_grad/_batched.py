@@ -14,7 +14,7 @@ from vmap._batching import Batch, identity_block
 from vmap._memory import AUTO
 from vmap._rows import bucket
 
-from . import _engine
+from . import _dual, _engine
 from ._factories import zeros
 from ._host import is_shared, read_before, to_device
 from ._ops import cat
@@ -113,8 +113,8 @@ def basis_block(g):
 
 def _constant(t):
     # a constant is padded and sliced as an array (on the host, compiling nothing, or on each device of its rows);
-    # a recorded (differentiable or traced) value by recorded ops
-    return not t.requires_grad and not isinstance(t._value, jax.core.Tracer)
+    # a recorded (differentiable, traced or dual) value by recorded ops, which keep its graph, trace or tangent
+    return not t.requires_grad and not isinstance(t._value, jax.core.Tracer) and _dual.tangent_of(t) is None
 
 
 def _pad_rows(g, batch):

@@ -92,6 +92,11 @@ def read_before(array, record=True):
     return False
 
 
+# rewritten(id(array), None): `array` (unshared host data, written into in place) holds new values, which no op
+# has read yet, so that its next read is a first one (read_before), as a new array's would be (a C call)
+rewritten = _read._refs.pop
+
+
 def host_read(tensor, array):
     """What an op reads of the host array `tensor` holds: memory shared with NumPy as a copy taken now; other host
     data as it is on its first read, and moved to the device for good on the second."""

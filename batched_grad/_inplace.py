@@ -2,6 +2,7 @@
 the result of one (its base and its other views follow), and the registry of a base's views. Tensor inherits these
 methods from InPlace."""
 
+import contextlib
 import math
 import weakref
 
@@ -11,7 +12,7 @@ import numpy as np
 
 from . import _dtypes, _dual, _graph, _nesting, _transform_levels
 from ._budget import Jitted
-from ._grad_mode import is_grad_enabled
+from ._grad_mode import enable_grad, is_grad_enabled
 from ._host import computed_on_host, is_shared
 from ._saved import SavedValue
 from ._view_meta import check_view_creation
@@ -263,6 +264,8 @@ class InPlace:
                 self._bypass_node(result.grad_fn, base, chain)
                 written = scatter_into_view(base, result, chain)
             base._rebind(written)
+            if _dual.tangent_of(base) is not None or _dual.tangent_of(self) is None:  # else a make_dual view holds it
+                _take_tangent(base, written)
         else:
             base._value = _scatter_value_jit(base._value, result._value, ops) if ops else result._held
         if graph and is_grad_enabled() and base.grad_fn is not None:
@@ -317,9 +320,24 @@ class InPlace:
             chain = view._view[1]
             ops = _ops_of(chain)
             if graph and len(ops) == len(chain):
-                view._rebind(regenerated_view(self, chain))
+                # torch regenerates the grad_fn of a view whose base changed even where the change was not recorded
+                # (an optimizer's step under no_grad): an AsStridedBackward0 of the base as it is now
+                regrown = view.grad_fn is not None and self.requires_grad
+                with enable_grad() if regrown else contextlib.nullcontext():
+                    regenerated = regenerated_view(self, chain)
+                    view._rebind(regenerated)
+                if _dual.tangent_of(self) is not None:
+                    _take_tangent(view, regenerated)
             else:
                 view._value = _view_value_jit(self._value, ops) if ops else self._held
+
+
+def _take_tangent(tensor, source):
+    """Under an open dual level, `tensor` (a base, or a view of it, that a write through an alias updated) takes the
+    tangent of `source`, the op that computed its new value, as torch's views' tangents are views of their base's.
+    (A view of make_dual's result whose tangent lives in that result, not in the base, is left as it is.)"""
+    if _dual.LEVELS.tangents is not None:
+        _dual.set_tangent(tensor, _dual.tangent_of(source))
 
 
 def _saved_before_update(node, tensor, result):

@@ -420,6 +420,25 @@ def derived_vjp(vjp_fn, spec, arrays):
     return None if outs is None else tuple(outs)
 
 
+def derived_function(key, fn, arrays, weak=frozenset()):
+    """The flat outputs (a list) of `fn(*arrays)`, a function of arrays giving a tuple of arrays, computed with NumPy
+    from its jaxpr, traced once per pattern of shapes under `key` (a hashable name of `fn` and its settings); the
+    arrays at the positions in `weak` are traced as weakly typed scalars (the Python numbers a jitted `fn` would
+    get). None where it has no derived form on these NumPy arrays, or one of them is too large."""
+    for a in arrays:
+        if a.size > _host.HOST_ELEMENTS:
+            return None
+
+    def build(structs):
+        return fn, [
+            jax.ShapeDtypeStruct((), struct.dtype, weak_type=True) if i in weak else struct
+            for i, struct in enumerate(structs)
+        ]
+
+    found = program_for((key, weak), build, tuple([(a.shape, a.dtype) for a in arrays]), True)
+    return None if found is None else evaluate(*found, arrays)
+
+
 def out_avals(op, static, avals):
     """ShapeDtypeStructs of the outputs of `op` on operands of `avals`, from its derived program: no trace for a
     new size (a deferred op's Signature); None where it has none."""

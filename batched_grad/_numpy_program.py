@@ -35,7 +35,7 @@ from jax.extend import core as jcore
 from ._budget import Jitted
 from ._numpy_loops import JAXPRS as LOOP_JAXPRS
 from ._numpy_loops import ROWS as LOOP_ROWS
-from ._numpy_rows import ELEMENTWISE, MULTIPLE, ROWS, TRANSCENDENTAL, WIDENED
+from ._numpy_rows import CALLS, ELEMENTWISE, MULTIPLE, ROWS, TRANSCENDENTAL, WIDENED
 from ._x64 import set_x64, swap_x64
 
 # the elements a region kernel computes per call: smaller regions are padded to it, larger ones run chunk by
@@ -182,6 +182,9 @@ class _Flattener:
     def equation(self, eqn):
         name = eqn.primitive.name
         ins = tuple([self.read(a) for a in eqn.invars])
+        if name in _CALLS and eqn.params.get("name") in CALLS:  # a function one row computes
+            self.steps.append(_Step(eqn, ins, tuple([self.define(v) for v in eqn.outvars]), CALLS[eqn.params["name"]]))
+            return
         if name in _CALLS:
             sub = eqn.params[_CALLS[name]]
             inner, consts = (sub.jaxpr, sub.consts) if isinstance(sub, jcore.ClosedJaxpr) else (sub, ())
@@ -246,6 +249,8 @@ def _params(eqn):
 
 def _row_step(step):
     eqn = step.eqn
+    if step.name in _CALLS:  # a function computed by one row, on the call's operands alone
+        return (step.row, step.ins, step.outs, {}, (np.dtype(eqn.outvars[0].aval.dtype),), False)
     params = _params(eqn) if step.bodies is None else {**_params(eqn), **step.bodies}
     dtypes = tuple([np.dtype(v.aval.dtype) for v in eqn.outvars])
     row = step.row if step.row is not None else WIDENED[step.name]

@@ -11,6 +11,7 @@ from ._factories import zeros, zeros_like
 from ._host import unshared
 from ._ops import cat, stack, unbind
 from ._tensor import Tensor
+from ._vmap_levels import as_transform_rows
 
 
 def run_batched(name, fn, cotangents, batch, *, vectorize=True, key=None):
@@ -22,6 +23,8 @@ def run_batched(name, fn, cotangents, batch, *, vectorize=True, key=None):
     def on_arrays(rows):
         outs = fn([None if r is None else Tensor._wrap(r) for r in rows])
         return [None if o is None else _array(o) for o in outs]
+
+    on_arrays = as_transform_rows(on_arrays)
 
     results = _fallback.run_batched(
         name, on_arrays, [None if c is None else _array(c) for c in cotangents], batch, key=key

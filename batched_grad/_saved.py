@@ -66,6 +66,7 @@ class SavedValue:
         "owner",  # for an output: a weak reference to the node that saved it (the output's grad_fn)
         "output",  # for an output: a weak reference to the tensor, whose later in-place writes its reads see
         "tangent",  # its forward-mode tangent when saved (_dual.saved_tangent), restored on reading, as torch's
+        "regenerated",  # a view torch makes for its node (linear's weight.t()): changed, its grad_fn is regenerated
     )
 
     def __init__(self, tensor, owner=None, hooks=True):
@@ -80,6 +81,7 @@ class SavedValue:
         self.version = counter.value
         self.freed = False
         self.owner = self.output = self.original = None
+        self.regenerated = False
         self.tangent = None if _dual.LEVELS.open is None else _dual.saved_tangent(tensor)
         if owner is not None:
             self.owner = weakref.ref(owner)
@@ -101,6 +103,7 @@ class SavedValue:
         saved.value, saved.edge_node, saved.output_nr, saved.leaf = value, None, 0, None
         saved.counter, saved.version, saved.requires_grad, saved.freed = UNCHANGING, 0, False, False
         saved.packed = saved.original = saved.owner = saved.output = saved.tangent = None
+        saved.regenerated = False
         return saved
 
     def check(self):
@@ -132,6 +135,7 @@ class SavedValue:
             else:  # the recorded in-place op, else the creator (none for a detached alias, which shares the
                 # version counter but not the graph)
                 node = (self.counter.modified_by or self.edge_node) if self.edge_node is not None else None
+                node = REGENERATED_VIEW if self.regenerated and node is not None else node
             shape, reshaped = self.value.shape, self.counter.reshaped
             if reshaped is not None and tuple(shape) == reshaped[0]:  # torch names the tensor as it is now
                 shape = reshaped[1]
@@ -249,6 +253,7 @@ class SavedValue:
         t.edge_node, t.output_nr, t.leaf, t.requires_grad = node, 0, None, self.requires_grad
         t.counter, t.version, t.freed = self.counter, self.version, self.freed
         t.owner = t.output = t.original = None
+        t.regenerated = True
         t.tangent = None if self.tangent is None else (self.tangent[0], self.tangent[1].mT)
         t.value = None if self.value is None else _transpose(materialize(self.value))
         t.packed = None if self.packed is None else (self.packed[0], _transposing(self.packed[1]))
@@ -375,6 +380,18 @@ def exposed(node, name):
             raise AttributeError(f"'{type(node).__name__}' object has no attribute '{name}'")
         return SavedTensor._of(entry, node)
     return entry.unpack_for(node) if type(entry) is SavedValue else entry
+
+
+class _RegeneratedView:
+    """What torch's in-place error names for a view it made to save (linear's weight.t()) once its base changed:
+    the view's grad_fn, regenerated as an as_strided of the base."""
+
+    @staticmethod
+    def name():
+        return "AsStridedBackward0"
+
+
+REGENERATED_VIEW = _RegeneratedView()
 
 
 def modified_error(shape, dtype, node, version, expected, output_nr=0):

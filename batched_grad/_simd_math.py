@@ -1,11 +1,14 @@
 """torch's float32 Box-Muller on x86 CPUs: the log and sincos of avx_mathfun.h (Cephes polynomials, 8 lanes at a
 time) as the AVX2 build of torch runs them, with the multiply-adds its compiler fuses, in NumPy float32 arithmetic.
-The results are torch's bit for bit; a fused multiply-add is emulated exactly through float64 (`fma`)."""
+The results are torch's bit for bit; a fused multiply-add is emulated exactly through float64 (`fma`). And the fused
+multiply-add of float64 arrays, through error-free transformations (`fma64`, with NumPy or in a kernel)."""
 
 import numpy as np
 
 _F32, _I32, _U64 = np.float32, np.int32, np.uint64
-_BELOW_FLOAT, _HALF_FLOAT = 2**29 - 1, 2**28  # the 29 float64 mantissa bits a float32 drops; a tie's pattern
+# the 29 float64 mantissa bits a float32 drops; their pattern in a tie
+_BELOW_FLOAT, _HALF_FLOAT = _U64(2**29 - 1), _U64(2**28)
+_ANY = np.logical_or.reduce  # ndarray.any without its Python wrapper
 _LOG_P = (
     7.0376836292e-2,
     -1.1514610310e-1,
@@ -33,14 +36,50 @@ def fma(a, b, c):
     c = np.asarray(c, np.float64)
     total = product + c
     rounded = total.astype(_F32)
-    halfway = (total.view(np.uint64) & _U64(_BELOW_FLOAT)) == _U64(_HALF_FLOAT)
-    if halfway.any():
+    halfway = (total.view(np.uint64) & _BELOW_FLOAT) == _HALF_FLOAT
+    if _ANY(halfway, axis=None):
         p, t, c = product[halfway], total[halfway], np.broadcast_to(c, total.shape)[halfway]
         back = t - p
         error = (p - (t - back)) + (c - back)  # exact: t + error == p + c
         nudged = np.nextafter(t, np.where(error > 0, np.inf, -np.inf)).astype(_F32)
         rounded[halfway] = np.where(error != 0, nudged, rounded[halfway])
     return rounded
+
+
+_SPLITTER = 134217729.0  # 2**27 + 1: splits a float64 into two halves whose products are exact
+
+
+def _kept(v):
+    return v
+
+
+def _split(v, keep):
+    scaled = keep(_SPLITTER * v)  # kept apart: a contracted scaled - v would not split
+    high = scaled - (scaled - v)
+    return high, v - high
+
+
+def fma64(x, y, z, xp=np, keep=_kept):
+    """round(x * y + z) for float64 arrays, with the array module `xp`; `keep` holds a value apart from the ops
+    around it (XLA's optimization barrier: a multiply contracted into an add would break the transformations)."""
+    product = keep(x * y)
+    xh, xl = _split(x, keep)
+    yh, yl = _split(y, keep)
+    product_error = ((xh * yh - product) + xh * yl + xl * yh) + xl * yl  # x * y == product + product_error
+    total = keep(product + z)
+    part = total - product
+    sum_error = (product - (total - part)) + (z - part)  # product + z == total + sum_error
+    fused = total + (product_error + sum_error)
+    return xp.where(xp.isfinite(fused), fused, x * y + z)  # the split overflows past 2**996: plain there
+
+
+def fused_multiply_add(x, y, z):
+    """fused_multiply_add with NumPy: one rounding of x * y + z for float32 and float64 (broadcast together), x * y + z
+    for other dtypes."""
+    x, y, z = np.broadcast_arrays(x, y, z)
+    if z.dtype == np.float32:
+        return fma(x, y, z)
+    return fma64(x, y, z) if z.dtype == np.float64 else x * y + z
 
 
 def log(x):

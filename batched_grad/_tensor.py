@@ -2,6 +2,7 @@
 
 import copy
 import math
+import numbers
 import sys
 import warnings
 
@@ -685,12 +686,16 @@ class Tensor(InPlace):
             raise RuntimeError(VMAP_CONTROL_FLOW)
         return bool(self.item())
 
+    __nonzero__ = __bool__
+
     def __float__(self):
         self._warn_if_converted_with_grad()
         return float(self._scalar())
 
     def __int__(self):
         return int(self._scalar())
+
+    __long__ = __int__
 
     def __complex__(self):
         self._warn_if_converted_with_grad()
@@ -711,6 +716,17 @@ class Tensor(InPlace):
         if self.ndim == 0:
             raise TypeError("iteration over a 0-d tensor")
         return iter(self.unbind(0))
+
+    def __reversed__(self):
+        return self if self.ndim == 0 else self.flip(0)
+
+    def __contains__(self, element):
+        if isinstance(element, (Tensor, numbers.Number)):
+            return bool((element == self).any().item())
+        raise RuntimeError(f"Tensor.__contains__ only supports Tensor or scalar, but you passed in a {type(element)}.")
+
+    def __delitem__(self, index):
+        raise TypeError("Tensor does not support deleting items")
 
     def __hash__(self):
         return id(self)

@@ -69,6 +69,31 @@ class _Running(threading.local):
 _running = _Running()
 
 
+class _Guarding:
+    """How many grad-type transforms and functionalize calls run now, in every thread: while none does, no in-place
+    write needs check_not_captured, which an in-place op tells by this one read rather than by two of _running's
+    thread-local lists (each read of a thread-local costs as much as a small op's NumPy call)."""
+
+    def __init__(self):
+        self.count, self._lock = 0, threading.Lock()
+
+    @contextlib.contextmanager
+    def running(self, levels, level):
+        """Within it, `level` is the innermost of this thread's `levels` (_running.levels or .functional)."""
+        with self._lock:
+            self.count += 1
+        levels.append(level)
+        try:
+            yield
+        finally:
+            levels.pop()
+            with self._lock:
+                self.count -= 1
+
+
+GUARDING = _Guarding()
+
+
 @contextlib.contextmanager
 def grad_level(*received, forward=False):
     """Within it, a grad-type transform runs, called with the pytrees `received` (its arguments); `forward`: a
@@ -76,24 +101,16 @@ def grad_level(*received, forward=False):
     leaves, _ = flatten(received)
     counters = {id(c): c for c in (getattr(x, "_counter", None) for x in leaves) if c is not None}
     level = GradLevel(_graph.new_birth_mark(), counters, forward, {})
-    _running.levels.append(level)
-    try:
-        with _nesting.pushed(level):
-            yield level
-    finally:
-        _running.levels.pop()
+    with GUARDING.running(_running.levels, level), _nesting.pushed(level):
+        yield level
 
 
 @contextlib.contextmanager
 def functional_level():
     """Within it, a functionalize call runs its function (the FunctionalLevel is yielded)."""
     level = FunctionalLevel(_graph.new_birth_mark(), {})
-    _running.functional.append(level)
-    try:
-        with _nesting.pushed(level):
-            yield level
-    finally:
-        _running.functional.pop()
+    with GUARDING.running(_running.functional, level), _nesting.pushed(level):
+        yield level
 
 
 def note_stand_ins(callers, inputs):
@@ -124,7 +141,7 @@ def in_transform():
 
 def guards_captures():
     """Whether a running transform refuses some in-place writes into captured tensors (check_not_captured)."""
-    return bool(_running.levels) or bool(_running.functional)
+    return GUARDING.count != 0 and (bool(_running.levels) or bool(_running.functional))
 
 
 def check_not_captured(tensor, op, args=(), kwargs=None):

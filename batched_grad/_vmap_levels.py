@@ -31,6 +31,7 @@ class _Running(threading.local):
     def __init__(self):
         self.calls = []
         self.prototype = []  # the positions in `calls` of the calls made by prototype_vmap
+        self.vmapped_backwards = []  # the randomness of each running transform_backward, innermost last
 
 
 _running = _Running()
@@ -151,6 +152,38 @@ def levels_across(value):
             across.insert(0, level)
         value = value.val
     return across
+
+
+@contextlib.contextmanager
+def transform_backward(randomness="error"):
+    """Within it, the user code of a batched backward (a Function's backward, a hook) that runs vectorized runs as
+    under torch.func.vmap, whose vjp_fn torch.func.jacrev batches: its batched values are rows of a running vmap
+    call, so that an op refuses them as torch's vmap does (a result whose size depends on the values, .item(), a
+    branch on a value, a random draw with randomness="error"). A plain batched backward (is_grads_batched) has no
+    such level: those steps run per row (SPEC's deliberate difference)."""
+    _running.vmapped_backwards.append(randomness)
+    try:
+        yield
+    finally:
+        _running.vmapped_backwards.pop()
+
+
+def as_transform_rows(fn):
+    """fn(row values) as a running transform_backward runs it: under a vmap level of the batch's JAX trace when its
+    values are traced rows (the vectorized attempt), else fn itself."""
+    modes = _running.vmapped_backwards
+    if not modes:
+        return fn
+    randomness = modes[-1]
+
+    def in_level(values):
+        trace = next((v._trace for v in values if isinstance(v, BatchTracer)), None)
+        if trace is None:
+            return fn(values)
+        with running(Level(randomness, trace)):
+            return fn(values)
+
+    return in_level
 
 
 def refuse_dynamic_shape(tensor, name, message=DYNAMIC_SHAPE):

@@ -210,13 +210,25 @@ def test_hessian_and_third_derivative_by_batched_grad_of_grad():
     assert_same(run(bg, x), run(torch, tx))
 
 
-def test_allow_unused_and_materialize_grads_give_batched_zeros():
-    x, _ = pair(3)
-    y, _ = pair(2)
+def test_allow_unused_and_materialize_grads_give_none_or_torchs_unbatched_zeros():
+    x, tx = pair(3)
+    y, ty = pair(2)
     v = bg.ones(4, 3, dtype=bg.float64)
     assert bg.autograd.grad(x * 2, [x, y], v, is_grads_batched=True, allow_unused=True)[1] is None
-    g = bg.autograd.grad(x * 2, [x, y], v, is_grads_batched=True, materialize_grads=True)
-    assert g[1].shape == (4, 2) and float(g[1].abs().sum()) == 0.0
+    for create_graph in (False, True):
+        got = bg.autograd.grad(
+            x * 2, [x, y], v, is_grads_batched=True, materialize_grads=True, create_graph=create_graph
+        )
+        want = torch.autograd.grad(
+            tx * 2,
+            [tx, ty],
+            torch.ones(4, 3, dtype=torch.float64),
+            is_grads_batched=True,
+            materialize_grads=True,
+            create_graph=create_graph,
+        )
+        assert_same(got, want)
+        assert got[1].requires_grad is want[1].requires_grad is create_graph
     with pytest.raises(RuntimeError, match="index 1 appears to not have been used"):
         bg.autograd.grad(x * 2, [x, y], v, is_grads_batched=True)
 

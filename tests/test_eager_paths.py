@@ -124,7 +124,7 @@ def test_copy_fill_and_zero_cast_as_torch(code):
 
 def _run(code, lib):
     *statements, last = code.split("; ")
-    scope = {"m": lib}
+    scope = {"m": lib, "np": np}
     exec("\n".join(statements), scope)
     return eval(last, scope)
 
@@ -147,3 +147,105 @@ def test_number_operands_give_torchs_values(dtype):
     for got, expected in zip(outputs[bg], outputs[torch]):
         assert str(got.dtype) == str(expected.dtype)
         np.testing.assert_array_equal(got.numpy(), expected.numpy())
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_sum_on_the_host_is_its_derived_forms_reduction(dtype):
+    """x.sum()'s eager front sums as sum's derived host form does, bit for bit."""
+    from batched_grad._numpy_eval import derived
+    from batched_grad._ops.reduction import _SUM, sum_all_host
+
+    rng = np.random.default_rng(3)
+    for shape in [(1000,), (64,), (7, 300), (5, 6, 7), (), (0, 3)]:
+        a = (rng.standard_normal(shape) * 10.0 ** rng.integers(-3, 4, shape)).astype(dtype)
+        static = {"axis": tuple(range(a.ndim)), "keepdim": False, "dtype": np.dtype(dtype)}
+        hand, reference = sum_all_host(a), np.asarray(derived(_SUM[0], [a], static))
+        assert hand.dtype == reference.dtype and hand.shape == reference.shape == ()
+        assert hand.tobytes() == reference.tobytes()
+        assert bg.tensor(a).sum().numpy().tobytes() == reference.tobytes()
+    np.testing.assert_allclose(bg.tensor(a).sum().numpy(), torch.tensor(a).sum().numpy(), rtol=1e-6)
+
+
+def _plain(value):
+    if isinstance(value, (tuple, list)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (bg.Tensor, torch.Tensor)):
+        values = repr(value.detach().numpy().tolist())  # nan as 'nan', equal to itself
+        return values, str(value.dtype), value.requires_grad, type(value.grad_fn).__name__
+    return value
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "x = m.arange(4.0); y = m.full((4,), 0.5); (x * y, x + y, x - y, x / y, 2.0 * x, 1 + x, x * 3, x / 0.0)",
+        "x = m.arange(4.0); (x.mul(2.0), x.add(1.5), x.sub(x), x.div(3.0), x.tanh(), x.add(x, alpha=2.0))",
+        "x = m.arange(4.0, dtype=m.float64); (x * 0.1, x + 2**60, x * 2**60, x * (2**53 + 1), x.tanh())",
+        "x = m.tensor(3.0); y = m.tensor(0.25); (x * y, x / y, (x * y).tanh(), x * m.ones(2, 3))",
+        "x = m.ones(2, 3); (x * m.arange(3.0), x + m.ones(1, 3), x * m.ones(3, dtype=m.float64), x * True)",
+        "x = m.ones(3, requires_grad=True); y = x * 2.0; z = y.tanh() + x; (y, z, m.autograd.grad(z.sum(), x)[0])",
+        "x = m.ones(3, requires_grad=True); m.set_grad_enabled(False); y = x * 2.0; m.set_grad_enabled(True); y",
+        "x = m.ones(3, dtype=m.float16); (x * 0.5, x.tanh())",
+    ],
+)
+def test_small_ops_on_host_data_give_torchs_values_and_nodes(code):
+    assert _plain(_run(code, bg)) == _plain(_run(code, torch))
+
+
+def test_small_ops_raise_torchs_errors():
+    from oracle import raises_like_torch
+
+    raises_like_torch(lambda m: m.ones(3) * m.ones(4))
+    raises_like_torch(lambda m: m.ones(3) + m.ones(2, 4))
+
+
+def test_small_ops_show_in_the_profiler_and_under_forward_ad():
+    x = bg.arange(3.0)
+    with bg.profiler.profile() as prof:
+        (x * 2.0).tanh()
+    names = [e.name for e in prof.events()]
+    assert "aten::mul" in names and "aten::tanh" in names
+    fw = bg.autograd.forward_ad
+    with fw.dual_level():
+        d = fw.make_dual(bg.arange(3.0), bg.ones(3))
+        assert fw.unpack_dual((d * 2.0).tanh()).tangent is not None
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "x = m.arange(4.0); y = m.full((4,), 0.5); A = m.ones(3, 4); "
+        "(x.dot(y), x @ y, A @ x, x.sum(), A.sum(), A @ A.T)",
+        "A = m.ones(2, 3, 4, dtype=m.float64); B = m.ones(4, 5, dtype=m.float64); "
+        "(A @ B, A.matmul(m.ones(4, dtype=m.float64)))",
+        "x = m.arange(3.0, requires_grad=True); d = x.dot(x); s = (x @ x) + x.sum(); (d, s, m.autograd.grad(s, x)[0])",
+        "x = m.tensor(2.5); (x.sum(), m.ones(0).sum(), m.ones(0, 3).sum(), m.ones(2) @ m.ones(2, 0))",
+        "x = m.arange(4.0); (x.sum(0), x.sum(dtype=m.float64), x.sum(0, keepdim=True), x.dot(x.double().float()))",
+    ],
+)
+def test_products_and_sums_on_host_data_give_torchs_values_and_nodes(code):
+    assert _plain(_run(code, bg)) == _plain(_run(code, torch))
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "m.ones(3).dot(m.ones(4))",
+        "m.ones(3).dot(m.ones(3, dtype=m.float64))",
+        "m.ones(2, 3).dot(m.ones(3))",
+        "m.ones(2, 3) @ m.ones(2)",
+        "m.ones(2, 3) @ m.tensor(1.0)",
+        "m.ones(2, 3).matmul(m.ones(3, dtype=m.float64))",
+    ],
+)
+def test_products_on_host_data_raise_torchs_errors(code):
+    from oracle import raises_like_torch
+
+    raises_like_torch(lambda m: _run(code, m))
+
+
+def test_a_product_in_an_autocast_region_is_cast():
+    x, A = bg.ones(4), bg.ones(3, 4)
+    with bg.autocast("cpu"):
+        assert (A @ x).dtype == bg.bfloat16 and A.matmul(x).dtype == bg.bfloat16
+    assert (A @ x).dtype == bg.float32

@@ -115,6 +115,60 @@ def test_gradients_of_dual_inputs_carry_tangents(name, create_graph):
     assert_same(run(bg, fw), run(torch, tfw))
 
 
+TRANSFORMS_OF_DUAL_INPUTS = {
+    "grad": lambda m, f, x: m.func.grad(lambda a: f(m, a).sum())(x),
+    "vjp": lambda m, f, x: m.func.vjp(lambda a: f(m, a), x)[1](m.ones(3, 4, dtype=m.float64))[0],
+    "grad_and_value": lambda m, f, x: m.func.grad_and_value(lambda a: f(m, a).sum())(x)[0],
+    "jacrev": lambda m, f, x: m.func.jacrev(lambda a: f(m, a)[1])(x),
+    "jacrev in chunks": lambda m, f, x: m.func.jacrev(lambda a: f(m, a)[1], chunk_size=3)(x),
+}
+
+
+@pytest.mark.parametrize("transform", TRANSFORMS_OF_DUAL_INPUTS)
+def test_reverse_transforms_of_dual_inputs_carry_tangents(transform):
+    """torch.func's reverse-mode transforms called on a dual tensor inside dual_level: forward over reverse, the
+    gradient's tangent is the Hessian-vector product."""
+
+    def run(m, ad):
+        with ad.dual_level():
+            dual = ad.make_dual(m.tensor(X.numpy(), dtype=m.float64), m.tensor(V.numpy(), dtype=m.float64))
+            primal, tangent = ad.unpack_dual(TRANSFORMS_OF_DUAL_INPUTS[transform](m, FUNCTIONS["elementwise"], dual))
+            return primal, tangent
+
+    assert_same(run(bg, fw), run(torch, tfw), rtol=1e-12)
+
+
+@pytest.mark.parametrize("rows", [4, 3, 1])
+@pytest.mark.parametrize("create_graph", [False, True])
+def test_batched_gradients_of_a_dual_input_carry_tangents(rows, create_graph):
+    """autograd.grad(is_grads_batched=True) inside dual_level, also for a batch padded to a bucket of rows."""
+
+    def run(m, ad):
+        x = m.tensor([0.5, 1.0, 2.0, 1.5], dtype=m.float64, requires_grad=True)
+        with ad.dual_level():
+            dual = ad.make_dual(x, m.tensor([1.0, -1.0, 0.5, 2.0], dtype=m.float64))
+            y = dual.sin() * dual.sum()
+            (g,) = m.autograd.grad(
+                y, dual, m.eye(4, dtype=m.float64)[:rows], is_grads_batched=True, create_graph=create_graph
+            )
+            return tuple(t.detach() for t in ad.unpack_dual(g))
+
+    assert_same(run(bg, fw), run(torch, tfw), rtol=1e-12)
+
+
+def test_a_dual_written_into_a_slice_of_a_plain_tensor_gives_it_a_tangent():
+    def run(m, ad):
+        with ad.dual_level():
+            dual = ad.make_dual(m.tensor([0.5, 1.0], dtype=m.float64), m.tensor([1.0, 2.0], dtype=m.float64))
+            out = m.zeros(3, 2, dtype=m.float64)
+            out[0] = dual * 2
+            out[1] = dual.sin()
+            out[2, 1] = dual[0] * dual[1]
+            return ad.unpack_dual(out).tangent.clone()
+
+    assert_same(run(bg, fw), run(torch, tfw), rtol=1e-12)
+
+
 def test_levels_and_plain_tensors():
     with fw.dual_level() as level:
         assert level == 0
@@ -138,6 +192,7 @@ def test_levels_and_plain_tensors():
         lambda m, ad: _in_level(ad, lambda: ad.make_dual(m.arange(3), m.arange(3))),
         lambda m, ad: _in_level(ad, lambda: ad.make_dual(m.ones(3), m.ones(3), level=3)),
         lambda m, ad: _in_level(ad, ad.enter_dual_level),
+        lambda m, ad: _in_level(ad, lambda: ad.make_dual(ad.make_dual(m.ones(3), m.ones(3)), m.ones(3))),
     ],
 )
 def test_errors_as_torch(call):

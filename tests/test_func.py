@@ -169,7 +169,32 @@ ERRORS = {
     "jacrev chunk_size 0": lambda m, F: F.jacrev(lambda x: x, chunk_size=0),
     "jacrev complex input": lambda m, F: F.jacrev(lambda x: x)(m.ones(2, dtype=m.complex128)),
     "jacfwd bad randomness": lambda m, F: F.jacfwd(lambda x: x, randomness="sometimes")(t(m, X5)),
+    "grad of an integer input": lambda m, F: F.grad(lambda x: (x * 2.0).sum())(m.arange(3)),
+    "jacrev of an integer input": lambda m, F: F.jacrev(lambda x: x * 2.0)(m.arange(3)),
+    "vjp of an integer input": lambda m, F: F.vjp(lambda x: x * 2.0, m.arange(3)),
+    "jvp integer primal": lambda m, F: F.jvp(lambda x: x * 2, (m.arange(3),), (t(m, X3),)),
+    "jvp integer tangent": lambda m, F: F.jvp(lambda x: x * 2, (t(m, X3),), (m.arange(3),)),
+    "linearize integer primal": lambda m, F: F.linearize(lambda x: x * 2, m.arange(3)),
+    "functional_call non-tensor value": lambda m, F: F.functional_call(m.nn.Linear(3, 2), {"weight": 3.0}, (t(m, X3),)),
+    "vmap chunk_size 0": lambda m, F: F.vmap(lambda x: x, chunk_size=0),
+    "vmap chunk_size negative": lambda m, F: F.vmap(lambda x: x, chunk_size=-2.5),
+    "linearize tangent structure": lambda m, F: _linearized(m, F)(t(m, X5)),
+    "linearize tangent in a list": lambda m, F: _linearized(m, F)(t(m, X5), [t(m, X5)]),
+    "linearize tangent shape": lambda m, F: _linearized(m, F)(t(m, X5), t(m, X3)),
+    "linearize tangent dtype": lambda m, F: _linearized(m, F)(t(m, X5), t(m, X5).float()),
 }
+
+
+def test_jvp_takes_a_tangent_in_its_primals_dtype_as_torch():
+    def run(m, F):
+        return F.jvp(lambda x: m.sin(x) * x, (t(m, X5),), (t(m, X5).float(),))
+
+    assert_tree(run(bg, bg.func), run(torch, torch.func))
+
+
+def _linearized(m, F):
+    """The jvp_fn of a function of two tensors, for the checks of its tangents."""
+    return F.linearize(lambda x, y: m.sin(x) * y, t(m, X5), t(m, X5))[1]
 
 
 def raised(case, m):

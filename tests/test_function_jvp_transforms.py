@@ -92,20 +92,7 @@ def test_functions_alike_but_for_their_jvp_keep_their_own_tangents():
 
 def test_a_function_without_jvp_is_refused_by_func_jvp():
     def run(m):
-        class Double(m.autograd.Function):
-            @staticmethod
-            def forward(x):
-                return x * 2
-
-            @staticmethod
-            def setup_context(ctx, inputs, output):
-                pass
-
-            @staticmethod
-            def backward(ctx, g):
-                return g * 2
-
-        m.func.jvp(Double.apply, (_tensor(m, X),), (_tensor(m, T),))
+        m.func.jvp(make_double_without_jvp(m, generated=True).apply, (_tensor(m, X),), (_tensor(m, T),))
 
     got, _ = raises_like_torch(run)
     assert isinstance(got, NotImplementedError)
@@ -249,3 +236,97 @@ def test_gradcheck_forward_ad_calls_the_jvp_and_backward_ad_the_backward(
         assert str(got) == "the jvp was called"
     else:
         assert run(bg) is run(torch) is True
+
+
+def make_cube_with_rule(m):
+    """x**3 * w with a jvp and a vmap staticmethod that applies the Function again to each row, as public batching
+    rules often do; the jvp is scaled by 3 so that a tangent not taken from it shows."""
+
+    class Cube(m.autograd.Function):
+        @staticmethod
+        def forward(x, w):
+            return x**3 * w
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            ctx.save_for_forward(*inputs)
+            ctx.save_for_backward(*inputs)
+
+        @staticmethod
+        def backward(ctx, g):
+            x, w = ctx.saved_tensors
+            return g * 3 * x**2 * w, g * x**3
+
+        @staticmethod
+        def jvp(ctx, x_dot, w_dot):
+            x, w = ctx.saved_tensors
+            return 3 * (x_dot * 3 * x**2 * w + x**3 * w_dot)
+
+        @staticmethod
+        def vmap(info, in_dims, x, w):
+            x = x.movedim(in_dims[0], 0) if in_dims[0] is not None else x.expand(info.batch_size, *x.shape)
+            w = w.movedim(in_dims[1], 0) if in_dims[1] is not None else w.expand(info.batch_size, *w.shape)
+            return m.stack([Cube.apply(a, b) for a, b in zip(x, w)]), 0
+
+    return Cube
+
+
+FORWARD_MODE_OVER_A_RULE = {
+    "jacfwd": lambda m, f, xs, w: m.func.jacfwd(f, argnums=(0, 1))(xs[0], w),
+    "vmap(jacfwd)": lambda m, f, xs, w: m.func.vmap(m.func.jacfwd(f), (0, None))(xs, w),
+    "jacfwd(vmap)": lambda m, f, xs, w: m.func.jacfwd(m.func.vmap(f, (0, None)))(xs, w),
+    "vmap(jvp)": lambda m, f, xs, w: m.func.vmap(lambda a: m.func.jvp(lambda b: f(b, w), (a,), (a,)))(xs),
+    "vmap(hessian)": lambda m, f, xs, w: m.func.vmap(m.func.hessian(lambda a: f(a, w).sum()))(xs),
+    "jacfwd(jacrev)": lambda m, f, xs, w: m.func.jacfwd(m.func.jacrev(lambda a: f(a, w).sum()))(xs[1]),
+    "linearize": lambda m, f, xs, w: m.func.linearize(lambda a: f(a, w), xs[2])[1](xs[0]),
+}
+
+
+@pytest.mark.parametrize("case", FORWARD_MODE_OVER_A_RULE)
+def test_forward_mode_over_a_vmap_rule_that_applies_the_function_again(case):
+    """The tangents come from the jvp; batching them does not call the rule (whose own apply would batch them
+    again, without end)."""
+
+    def run(m):
+        xs = m.tensor([[0.5, 1.0, 2.0], [1.5, -1.0, 0.25], [0.75, 0.5, -2.0]], dtype=m.float64)
+        return FORWARD_MODE_OVER_A_RULE[case](m, make_cube_with_rule(m).apply, xs, _tensor(m, [1.0, 2.0, -1.0]))
+
+    assert_same(run(bg), run(torch), rtol=1e-12)
+
+
+def make_double_without_jvp(m, generated):
+    """2 * x with a backward but no jvp, batched by a rule that applies it again or by a generated rule."""
+
+    class Double(m.autograd.Function):
+        generate_vmap_rule = generated
+
+        @staticmethod
+        def forward(x):
+            return x * 2
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            pass
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2
+
+    if not generated:
+        Double.vmap = staticmethod(lambda info, in_dims, x: (Double.apply(x.movedim(in_dims[0], 0)), 0))
+    return Double
+
+
+@pytest.mark.parametrize("generated", [False, True])
+@pytest.mark.parametrize(
+    "transform",
+    [
+        lambda m, f, xs: m.func.jacfwd(f)(xs[0]),
+        lambda m, f, xs: m.func.vmap(m.func.jacfwd(f))(xs),
+        lambda m, f, xs: m.func.vmap(lambda a: m.func.jvp(f, (a,), (a,)))(xs),
+    ],
+    ids=["jacfwd", "vmap(jacfwd)", "vmap(jvp)"],
+)
+def test_a_tangent_reaching_a_function_without_jvp_raises_torchs_error_under_vmap(transform, generated):
+    got, _ = raises_like_torch(lambda m: transform(m, make_double_without_jvp(m, generated).apply, m.ones(4, 3)))
+    assert type(got) is NotImplementedError

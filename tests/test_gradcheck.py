@@ -508,3 +508,13 @@ def test_non_double_inputs_warn_like_torch():
         torch.autograd.gradcheck(lambda a: a * 2, (_leaf(torch, dtype="float32"),), atol=1e-2, rtol=1e-2, eps=1e-3)
     assert str(got[0].message) == str(want[0].message)
     assert got[0].filename == __file__  # points at the caller
+
+
+@pytest.mark.parametrize("fast_mode", [False, True])
+def test_an_input_with_overlapping_elements_is_refused_like_torch(fast_mode):
+    def check(lib, make):
+        x = make(lib.ones(1, 3, dtype=lib.float64, requires_grad=True))
+        return lib.autograd.gradcheck(lambda a: a * 2, (x,), raise_exception=False, fast_mode=fast_mode)
+
+    raises_like_torch(lambda lib: check(lib, lambda x: x.expand(2, 3)))  # even with raise_exception=False
+    assert check(bg, lambda x: x.expand(1, 3)) is check(torch, lambda x: x.expand(1, 3)) is True  # size 1: no overlap

@@ -4,6 +4,7 @@ other case takes the general path; either way the values, dtypes, versions, view
 stays on the host, and nothing compiles."""
 
 import sys
+import weakref
 
 import jax
 import numpy as np
@@ -157,3 +158,150 @@ def test_a_tensor_alpha_on_the_host_scales_without_a_comparison(monkeypatch):
     with pytest.raises(RuntimeError, match="more than one value is ambiguous"):
         p.add_(g, alpha=bg.ones(2))  # compared: bool() of the comparison raises
     assert len(compared) == 1
+
+
+@pytest.mark.parametrize(
+    "write",
+    ["p.add_(g)", "p.sub_(g)", "p.mul_(0.999)", "p.div_(g)", "p.zero_()", "p -= g", "p.add_(p)"],
+)
+def test_a_value_nothing_else_holds_is_written_into(write):
+    """Host data that only the tensor holds takes an in-place result in its own memory (no new array), with torch's
+    values and versions."""
+    rng = np.random.default_rng(7)
+    p0, g0 = rng.standard_normal(100).astype(np.float32), rng.standard_normal(100).astype(np.float32)
+    results = {}
+    for lib in (bg, torch):
+        p, g = lib.tensor(p0), lib.tensor(g0)
+        held = weakref.ref(p._v) if lib is bg else None  # a reference to it would be one more holder
+        exec(write, {"p": p, "g": g})
+        results[lib] = p
+        if lib is bg:
+            assert p._v is held()
+    assert _plain(results[bg]) == _plain(results[torch])
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        # a value held by a node's saved operand: torch's backward reads the result of exp, bg's the operand
+        "x = m.full((3,), 0.5, requires_grad=True); y = x.exp(); m.set_grad_enabled(False); x.zero_(); "
+        "x.add_(m.ones(3)); m.set_grad_enabled(True); (m.autograd.grad(y.sum(), x)[0], x)",
+        # a copy's source stays as it was when the copy is written into, and the copy when the source is
+        "g = m.arange(3.0); p = m.zeros(3); p.copy_(g); p.add_(m.ones(3)); g.mul_(2.0); (p, g)",
+        "g = m.arange(3.0); p = m.zeros(3, dtype=m.float64); p.copy_(g); g.zero_(); p.mul_(2.0); (p, g)",
+        # a value another tensor's op read before the write
+        "a = m.arange(4.0); b = a * 2.0; c = a.sum(); a.add_(m.ones(4)); (a, b, c)",
+        "a = m.arange(4.0); n = a.clone(); a.mul_(3.0); n.zero_(); (a, n)",
+        "a = m.arange(4.0); r = a.reshape(2, 2); a.zero_(); (a, r)",
+    ],
+)
+def test_a_value_held_elsewhere_is_not_written_into(code):
+    assert _plain(_run(code, bg)) == _plain(_run(code, torch))
+
+
+def test_a_value_held_by_numpy_or_the_device_is_not_written_into():
+    p, g = bg.arange(4.0), bg.ones(4)
+    kept = p._v
+    view = kept[1:]
+    p.add_(g)
+    assert p._v is not kept and view.tolist() == [1.0, 2.0, 3.0]
+    np.testing.assert_array_equal(p.numpy(), [1.0, 2.0, 3.0, 4.0])
+    q = bg.arange(3.0)
+    (q @ bg.ones(3)).item()  # read twice by kernels: moved to the device for good
+    (q @ bg.ones(3)).item()
+    q.zero_()
+    assert not q.numpy().any()
+
+
+def test_add_with_alpha_rounds_once_where_float64_would_round_twice():
+    """alpha * g is exact in float64 for float32 operands, but p + alpha * g rounded to float64 and then to float32
+    is not torch's fused multiply-add: here the exact sum lies just above the midpoint 1 + 2**-24 of two float32s,
+    float64 rounds it onto the midpoint, and float32 then rounds it to even (1.0) where torch gives 1 + 2**-23.
+    The factors: 11854442 * 11872131 = 2**47 + 574, so alpha * g = 2**-24 * (1 + 574 * 2**-47)."""
+    alpha, g = 11854442 * 2.0**-35, 11872131 * 2.0**-36
+    twice = np.float32(np.float64(alpha) * np.float64(np.float32(g)) + 1.0)
+    rng = np.random.default_rng(11)
+    p0 = np.concatenate([[1.0], rng.standard_normal(999)]).astype(np.float32)
+    g0 = np.concatenate([[g], rng.standard_normal(999)]).astype(np.float32)
+    got, expected = bg.tensor(p0).add_(bg.tensor(g0), alpha=alpha), torch.tensor(p0).add_(torch.tensor(g0), alpha=alpha)
+    assert twice == 1.0 and got[0].item() == expected[0].item() == 1 + 2.0**-23
+    for a in (-0.01, 1e-30, 3.0):
+        got.add_(bg.tensor(g0), alpha=a).sub_(bg.tensor(g0 * 0.5), alpha=a)
+        expected.add_(torch.tensor(g0), alpha=a).sub_(torch.tensor(g0 * 0.5), alpha=a)
+    np.testing.assert_array_equal(got.numpy(), expected.numpy())
+
+
+def _writes_under_transforms(m):
+    """In-place writes that a lean front must leave to the full path: into a capture of a grad transform (torch's
+    error), and with a dual operand (its tangent reaches the tensor), each after writes of the same ops it takes."""
+    results = []
+    captured = m.ones(3)
+
+    def f(x):
+        captured.mul_(2.0)  # a write into a capture, before it reads an operand of the transform
+        return (x * captured).sum()
+
+    with pytest.raises(RuntimeError) as caught:
+        m.func.grad(f)(m.ones(3))
+    results.append(str(caught.value))
+    fw = m.autograd.forward_ad
+    with fw.dual_level():
+        p = m.ones(3)
+        p.mul_(3.0)
+        p.add_(fw.make_dual(m.ones(3), m.full((3,), 2.0)))
+        p.mul_(2.0)
+        p -= m.full((3,), 0.5)
+        results.append((p.tolist(), fw.unpack_dual(p).tangent.tolist()))
+    return results
+
+
+def test_lean_in_place_fronts_leave_transforms_to_the_full_path():
+    assert _writes_under_transforms(bg) == _writes_under_transforms(torch)
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "p = m.arange(6.0); g = m.full((6,), 0.25); p -= g; p *= 2.0; p /= g; p += 1; p.div_(3); p",
+        "p = m.arange(6.0); g = m.full((6,), 0.25); p.add_(g, alpha=-0.01); p.sub_(g, alpha=0.5); "
+        "p.add_(g, alpha=1.0); p",
+        "p = m.arange(6.0, dtype=m.float64); p.add_(m.ones(6, dtype=m.float64), alpha=1e-3); p.sub_(p, alpha=0.25); p",
+        "p = m.ones(2, 3); p.add_(m.arange(3.0), alpha=0.5); p.mul_(m.tensor(2.0)); p.copy_(m.tensor(7.0)); p",
+        "p = m.ones(4); p.add_(2.0, alpha=0.5); p.mul_(2**60); p.add_(m.ones(4, dtype=m.float64), alpha=0.5); p",
+        "p = m.ones(3); p.mul_(True); p.add_(m.ones(3), alpha=m.tensor(0.5)); p.copy_(m.arange(3)); p",
+        "p = m.ones(3); p.sub_(1.5, 2.0 * m.ones(3)); p",  # torch's deprecated signature (scalar first)
+    ],
+)
+def test_lean_in_place_fronts_give_torchs_values_and_versions(code):
+    assert _plain(_run(code, bg)) == _plain(_run(code, torch))
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "m.ones(3).add_(m.ones(2, 3), alpha=0.5)",  # a result larger than the tensor
+        "m.ones(3).copy_(m.ones(4))",
+        "m.ones(3).mul_(m.ones(4))",
+        "m.ones(3, requires_grad=True).add_(m.ones(3), alpha=0.5)",
+        "m.ones(3, requires_grad=True).zero_()",
+    ],
+)
+def test_lean_in_place_fronts_raise_torchs_errors(code):
+    raises_like_torch(lambda m: _run(code, m))
+
+
+def test_a_value_written_into_is_read_as_a_new_one(moves):
+    """Host data that a program read once moves to the device on its second read (a weight); written into in place,
+    it holds new values, so the next program's read is a first one again, as a new array's would be: a loop that
+    updates a tensor in place and reads it in a recorded op keeps it on the host, written into each time."""
+    w = bg.full((1,), 0.5, requires_grad=True)
+    p = bg.arange(8.0)
+    written = 0
+    for _ in range(4):
+        (g,) = bg.autograd.grad((p * w).tanh().sum(), w)
+        held = weakref.ref(p._v)
+        p.mul_(0.5)
+        written += p._v is held()
+    assert written and type(p._v) is np.ndarray and (8,) not in moves, (written, moves)
+    expected = torch.arange(8.0) * 0.125
+    np.testing.assert_allclose(g.numpy(), ((1 - torch.tanh(expected * 0.5) ** 2) * expected).sum().numpy(), rtol=1e-6)

@@ -2,6 +2,8 @@
 gives the same lr (and cycled momentum) at every step, float for float; state_dicts round-trip; the warnings are
 torch's."""
 
+import importlib
+import inspect
 import math
 import warnings
 
@@ -305,10 +307,14 @@ def test_cycling_momentum_needs_an_optimizer_with_momentum():
     assert errors[1] == errors[0]
 
 
-def test_cycled_sgd_momentum_does_not_recompile_the_step():
-    """OneCycleLR changes SGD's momentum every step: the compiled update takes it as an argument."""
+@pytest.mark.parametrize("fuse_after", [0, 10**9], ids=["program", "on_host"])
+def test_cycled_sgd_momentum_does_not_recompile_the_step(fuse_after, monkeypatch):
+    """OneCycleLR changes SGD's momentum every step: the compiled update takes it as an argument, and so does the
+    update run on the host (its jaxpr, traced once)."""
+    from batched_grad import _lazy, _numpy_eval
     from batched_grad.optim import sgd
 
+    monkeypatch.setattr(_lazy, "FUSE_AFTER", fuse_after)
     param = bg.nn.Parameter(bg.ones(4))
     opt = bg.optim.SGD([param], lr=0.1, momentum=0.9)
     scheduler = ours.OneCycleLR(opt, max_lr=0.5, total_steps=8)
@@ -316,8 +322,29 @@ def test_cycled_sgd_momentum_does_not_recompile_the_step():
     for _ in range(2):  # the first step has no momentum buffer yet: a program of its own
         opt.step()
         scheduler.step()
-    traced = sgd._sgd.traced[0]
+    traced, compiled, programs = sgd._sgd.jitted.traced[0], bg.compile_count(), len(_numpy_eval._programs)
     for _ in range(4):
         opt.step()
         scheduler.step()
-    assert sgd._sgd.traced[0] == traced
+    assert (sgd._sgd.jitted.traced[0], bg.compile_count()) == (traced, compiled)
+    assert len(_numpy_eval._programs) == programs
+
+
+@pytest.mark.parametrize("namespace", ["optim", "optim.lr_scheduler", "distributions.transforms"])
+def test_classes_name_the_module_torch_defines_them_in(namespace):
+    """d2l's training loop steps a scheduler when `scheduler.__module__ == torch.optim.lr_scheduler.__name__` and
+    otherwise calls it as a function of the epoch: a class's module is torch's, in our package."""
+    theirs, mine = (importlib.import_module(f"{root}.{namespace}") for root in ("torch", "batched_grad"))
+    for name, cls in inspect.getmembers(theirs, inspect.isclass):
+        ours_cls = getattr(mine, name, None)
+        if cls.__module__ == theirs.__name__ and ours_cls is not None and not name.startswith("__"):
+            assert ours_cls.__module__ == mine.__name__, name
+
+
+def test_a_torch_scheduler_is_recognised_by_its_module():
+    model = bg.nn.Linear(2, 1)
+    optimizer = bg.optim.SGD(model.parameters(), lr=0.5)
+    scheduler = ours.MultiStepLR(optimizer, milestones=[1], gamma=0.5)
+    assert scheduler.__module__ == bg.optim.lr_scheduler.__name__
+    scheduler.step()
+    assert scheduler.get_last_lr() == [0.25]

@@ -333,3 +333,18 @@ def test_train_and_eval_reach_a_childs_own_train_override():
         return after_eval, (model[0][0].merged, model[0][0].training, model[1].training)
 
     assert run(bg) == run(torch) == ((True, False, False), (False, True, True))
+
+
+def test_a_child_under_two_names_is_one_child_as_torchs():
+    """A model whose last layer is also kept as `.fc` drops it with list(children())[:-1] (the captioning
+    tutorials' encoder built from a classifier): children name it once, under its first name."""
+
+    def run(m):
+        model = m.nn.Sequential(m.nn.Linear(3, 4), m.nn.ReLU(), m.nn.Linear(4, 2))
+        model.fc = model[2]
+        applied = []
+        model.apply(lambda sub: applied.append(type(sub).__name__))
+        trunk = m.nn.Sequential(*list(model.children())[:-1])
+        return [name for name, _ in model.named_children()], applied, [type(sub).__name__ for sub in trunk]
+
+    assert run(bg) == run(torch)

@@ -252,6 +252,28 @@ def test_clip_grad_norm_matches_torch(norm_type, max_norm, foreach, dtype):
     assert [p.grad for p in params[:2]] == grads and params[2].grad is None  # in place
 
 
+@pytest.mark.parametrize("fuse_after", [0, 10**9], ids=["one program", "tensor by tensor"])
+def test_clip_grad_norm_over_many_shapes_matches_torch_and_new_shapes_compile_nothing(fuse_after, monkeypatch):
+    """Until the one program over every gradient pays for its compile (which grows with their number), the norms and
+    the scaling run tensor by tensor on the host: new shapes compile nothing there. Torch's values either way."""
+    from batched_grad import _lazy
+
+    monkeypatch.setattr(_lazy, "FUSE_AFTER", fuse_after)
+
+    def clipped(m, shapes):
+        rng = np.random.default_rng(len(shapes))
+        params = [m.zeros(s, dtype=m.float32, requires_grad=True) for s in shapes]
+        for p, shape in zip(params, shapes):
+            p.grad = m.tensor(rng.standard_normal(shape) * 3, dtype=m.float32)
+        return m.nn.utils.clip_grad_norm_(params, 1.0), [p.grad for p in params]
+
+    shapes = [(3, 4), (4,), (5, 2, 2), (7,), (1, 6)]
+    assert_same(clipped(bg, shapes), clipped(torch, shapes), 2e-6, 1e-7)
+    before = bg.compile_count()
+    assert_same(clipped(bg, shapes[1:] + [(2, 9)]), clipped(torch, shapes[1:] + [(2, 9)]), 2e-6, 1e-7)
+    assert (bg.compile_count() == before) is (fuse_after > 0)
+
+
 def test_clip_grad_norm_of_one_tensor_none_and_an_empty_generator_as_torch():
     results = []
     for m in (bg, torch):

@@ -131,3 +131,31 @@ def test_a_users_lazy_module():
         assert module.has_uninitialized_params()
         assert module(lib.ones(2, 3)).sum().item() == 12.0
         assert not module.has_uninitialized_params() and len(module._forward_pre_hooks) == 0
+
+
+@pytest.mark.parametrize("convert", ["to_device", "to_dtype", "double", "cpu_then_half_then_double"])
+def test_a_lazy_module_converted_before_its_first_forward(convert):
+    """d2l moves a model of lazy layers with net.to(device=try_gpu()) before any input: the placeholders stay
+    placeholders (a buffer's too), take the dtype, and the first forward materializes them in it."""
+
+    def run(m):
+        m.manual_seed(0)
+        model = m.nn.Sequential(m.nn.LazyLinear(3), m.nn.LazyBatchNorm1d())
+        if convert == "to_device":
+            model = model.to(device=m.device("cpu"))
+        elif convert == "to_dtype":
+            model.to(m.float64)
+        elif convert == "double":
+            model.double()
+        else:
+            model.cpu().half().double()
+        kinds = [type(t).__name__ for t in (model[0].weight, model[1].running_mean)]
+        dtype = m.float32 if convert == "to_device" else m.float64
+        out = model(m.linspace(-1, 1, 8, dtype=dtype).reshape(2, 4))
+        return kinds, out, model[1].running_var
+
+    (kinds, out, var), (want_kinds, want_out, want_var) = run(bg), run(torch)
+    assert kinds == want_kinds
+    np.testing.assert_allclose(out.detach().numpy(), want_out.detach().numpy(), rtol=1e-6)
+    np.testing.assert_allclose(var.numpy(), want_var.numpy(), rtol=1e-6)
+    assert out.dtype.is_floating_point and repr(out.dtype) == repr(want_out.dtype)

@@ -233,3 +233,24 @@ def test_padded_output_layout_decides_a_later_dropout_mask(batch_first, enforce_
     got, want = run(bg), run(torch)
     assert got[2:] == want[2:]
     assert_same(got[:2], want[:2])
+
+
+@pytest.mark.parametrize(
+    "kind,kwargs", [("GRU", {}), ("LSTM", {"bidirectional": True, "proj_size": 2}), ("RNN", {"bias": False})]
+)
+def test_private_weight_name_lists_as_torch(kind, kwargs):
+    """Public initialisation code walks `_flat_weights_names` / `_all_weights` and writes `_parameters[name]`."""
+
+    def run(m):
+        m.manual_seed(0)
+        layer = getattr(m.nn, kind)(3, 4, 2, **kwargs).double()
+        for name in layer._flat_weights_names:
+            if "weight" in name:
+                m.nn.init.xavier_uniform_(layer._parameters[name])
+        flat = [tuple(w.shape) for w in layer._flat_weights]
+        out, _ = layer(m.ones(5, 2, 3, dtype=m.float64))
+        return layer._all_weights, layer._flat_weights_names, flat, out
+
+    (names, flat_names, shapes, out), (t_names, t_flat_names, t_shapes, t_out) = run(bg), run(torch)
+    assert (names, flat_names, shapes) == (t_names, t_flat_names, t_shapes)
+    assert_same(out, t_out)

@@ -35,6 +35,45 @@ def test_node_classes_are_named_as_torch_names_them():
     assert type(g.grad_fn).__name__ == g.grad_fn.name() == "TanhBackwardBackward0"
 
 
+# ops whose gradient torch makes with one op on the cotangent (sum's expand, unsqueeze's squeeze)
+GRADIENT_MAKERS = {
+    "sum": lambda x: x.sum(),
+    "sum_dim": lambda x: x.sum(0),
+    "mean": lambda x: x.mean(1),
+    "neg": lambda x: -x,
+    "scaled": lambda x: x * 3,
+    "t": lambda x: x.t(),
+    "permute": lambda x: x.permute(1, 0),
+    "reshape": lambda x: x.reshape(6),
+    "unsqueeze": lambda x: x.unsqueeze(0),
+    "squeeze": lambda x: x[:1].squeeze(0),
+    "flip": lambda x: x.flip(0),
+    "roll": lambda x: x.roll(1, 0),
+    "tril": lambda x: x.tril(),
+    "cumsum": lambda x: x.cumsum(1),
+    "index_select": lambda x: x.index_select(1, x.new_zeros(2).long()),
+    "tanh": lambda x: x.tanh(),
+    "exp": lambda x: x.exp(),
+    "log1p": lambda x: x.abs().log1p(),
+    "sqrt": lambda x: x.abs().sqrt(),
+    "relu": lambda x: x.relu(),
+    "clamp": lambda x: x.clamp(-0.5, 0.5),
+    "square": lambda x: x**2,
+    "mm": lambda x: x.t().mm(x),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GRADIENT_MAKERS))
+def test_a_recorded_gradient_is_named_as_torchs_node_that_makes_it(name):
+    def gradient_node(m):
+        x = m.tensor([[0.5, -1.0, 2.0], [1.5, 0.25, -3.0]], dtype=m.float64, requires_grad=True)
+        out = GRADIENT_MAKERS[name](x)
+        (g,) = m.autograd.grad(out, x, m.ones_like(out, requires_grad=True), create_graph=True)
+        return type(g.grad_fn).__name__
+
+    assert gradient_node(bg) == gradient_node(torch)
+
+
 def _first_grad_under_create_graph(m):
     x = m.tensor([1.0, 2.0, 3.0], requires_grad=True)
     (x.exp() * 3).sum().backward(create_graph=True)

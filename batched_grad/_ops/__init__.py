@@ -13,6 +13,7 @@ from .._grad_mode import is_grad_enabled
 from .._lazy import compile_count
 from .._meta import device_for
 from .._tensor import VIEW_OF_LEAF_INPLACE, Tensor, warn_once
+from .._transform_levels import GUARDING
 from . import (
     activations,
     arrange,
@@ -28,6 +29,7 @@ from . import (
     inplace,
     inplace_views,
     layers,
+    lean,
     legacy,
     norms,
     placement,
@@ -279,7 +281,7 @@ def _inplace(name, fn, doc):
     lane = getattr(fn, "in_place", None)
 
     def method(self, *args, **kwargs):
-        if _transform_levels.guards_captures():  # before the op's own checks, as torch's
+        if GUARDING.count and _transform_levels.guards_captures():  # before the op's own checks, as torch's
             _transform_levels.check_not_captured(self, name, args, kwargs)
         elif lane is not None:
             done = lane(self, *args, **kwargs)
@@ -779,6 +781,8 @@ _METHODS.update(
     __rmul__=mul,
     __truediv__=div,
     __rtruediv__=_rtruediv,
+    __div__=div,
+    __rdiv__=_rtruediv,
     __floordiv__=floor_divide,
     __rfloordiv__=_reversed(floor_divide),
     __mod__=remainder,
@@ -803,6 +807,10 @@ _METHODS.update(
     __rand__=COMPARISONS["bitwise_and"],
     __ror__=COMPARISONS["bitwise_or"],
     __rxor__=COMPARISONS["bitwise_xor"],
+    __lshift__=special.bitwise_left_shift,
+    __rshift__=special.bitwise_right_shift,
+    __rlshift__=_reversed(special.bitwise_left_shift),
+    __rrshift__=_reversed(special.bitwise_right_shift),
     T=property(_T),
     mT=property(_mT),
     mH=property(_mH),
@@ -843,8 +851,15 @@ _METHODS.update(
             ("sub", "sub"),
             ("mul", "mul"),
             ("truediv", "div"),
+            ("div", "div"),
+            ("floordiv", "floor_divide"),
             ("pow", "pow"),
             ("mod", "remainder"),
+            ("and", "bitwise_and"),
+            ("or", "bitwise_or"),
+            ("xor", "bitwise_xor"),
+            ("lshift", "bitwise_left_shift"),
+            ("rshift", "bitwise_right_shift"),
         ]
     }
 )
@@ -857,6 +872,8 @@ for _name, _fn in _METHODS.items():
     # a dense tensor's method with a sparse COO operand (dense.mm(sparse)) runs the op's sparse form, as torch's
     _fn = sparse_aware(_fn, _name) if _name in SPARSE_DISPATCHED else _fn
     setattr(Tensor, _name, with_method_aliases(_fn, _name))
+
+lean.install(Tensor, _METHODS)  # the lean fronts of the commonest eager calls, before all else
 
 # torch's module-level in-place functions (torch.relu_(x) is x.relu_())
 globals().update({f"{name}_": _METHODS[f"{name}_"] for name in _exposed("function_inplace")})

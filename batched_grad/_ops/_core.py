@@ -43,6 +43,7 @@ from .._tracing import _outside_every_trace as outside_every_trace
 from .._view_meta import note_view
 from .._x64 import set_x64, swap_x64
 from ._forward_refused import checked_forward
+from ._gradient_nodes import GRADIENT_NODES
 
 # what torch's derivative of an op reads (Op.torch_saves)
 SAVES_INPUT, SAVES_RESULT, SAVES_BOTH = frozenset({"input"}), frozenset({"result"}), frozenset({"input", "result"})
@@ -100,6 +101,10 @@ class Op:
     forward-mode AD raises it instead of differentiating the op (_forward_refused.py).
     `expose` (optional): `expose(node)` gives a recorded node the structure torch's graph has around it, made when its
     next_functions are first read (nodes torch records that the op's one node stands for: linear's weight.t()).
+    `added` (optional): a function of the Signature giving the operands that enter the result only as an added term
+    (linear's bias, addmm's input): no VJP reads their values and torch's node does not save them, so an in-place
+    change of one (an optimizer's step) leaves a backward through the node valid. A fused op's bias that its
+    backward does not read (Fused.reads_bias) is such an operand too.
     `shapes` (optional): `shapes(avals, **static)` gives the (shape, dtype) of each output on operands of `avals`
     without a trace (a deferred op's Signature), or None where it cannot tell.
     """
@@ -129,6 +134,7 @@ class Op:
         "saved_static",
         "forward_error",
         "expose",
+        "added",
         "shapes",
     )
 
@@ -157,6 +163,7 @@ class Op:
         saved_static=(),
         forward_error=None,
         expose=None,
+        added=None,
         shapes=None,
     ):
         self.name, self.fn, self.linear, self.view, self.multi = name, fn, linear, view, multi
@@ -169,7 +176,7 @@ class Op:
         self.torch_saves = torch_saves
         self.saved_names, self.saved_static = saved_names, saved_static
         self.forward_error = forward_error
-        self.expose = expose
+        self.expose, self.added = expose, added
         self.shapes = shapes
         self.backward_name = backward_name or "".join(p.capitalize() for p in name.split("_")) + "Backward0"
 
@@ -260,7 +267,6 @@ def _computed_on_host(op, operands, static):
     operands (then the op runs as its kernel). One pass over the operands, which also tells whether they all have
     the op's float dtype, so that the NumPy function of its host form runs as it is (Op.numpy): this is every eager
     op's path."""
-    recording = GRAD_MODE.enabled
     numpy_fn = op.numpy
     dtype = limit = None
     if numpy_fn is not None:
@@ -268,7 +274,7 @@ def _computed_on_host(op, operands, static):
     values, numbers = [], False
     for x in operands:
         if isinstance(x, Tensor):
-            if recording and (x._requires_grad or x._node is not None):
+            if (x._requires_grad or x._node is not None) and GRAD_MODE.enabled:  # a thread-local read, the last
                 return None
             v = x._v
             if type(v) is not np.ndarray or v.base is not None:  # a device array, or a view (of NumPy's memory?)
@@ -696,16 +702,28 @@ def _layout(sig, grads):
     op saves them all."""
     op = sig.op
     want = tuple([i for i, g in enumerate(grads) if g])
-    if op.fused is not None:  # torch's backward node saves every input
-        return want, (True,) * len(grads)
-    alone = op.multilinear if len(want) == 1 else False  # True, the operands it is linear in, or False
+    added = _added_operands(sig)
+    if op.fused is not None:  # torch's backward node saves every input it reads
+        return want, tuple([i not in added for i in range(len(grads))])
+    factors = [i for i in want if i not in added]
+    alone = op.multilinear if len(factors) == 1 else False  # True, the operands it is linear in, or False
     inputs = len(grads) if op.inputs is None else op.inputs
     return want, tuple(
         [
-            not (d and ((op.linear and i < inputs) or (g and alone and (alone is True or i in alone))))
+            i not in added
+            and not (d and ((op.linear and i < inputs) or (g and alone and (alone is True or i in alone))))
             for i, (d, g) in enumerate(zip(sig.in_differentiable, grads))
         ]
     )
+
+
+def _added_operands(sig):
+    """The operands of `sig` that enter its result only as an added term (Op.added), which no node saves."""
+    op = sig.op
+    if op.fused is not None and not op.fused.reads_bias:
+        bias = op.fused.bias_of(sig)
+        return () if bias is None else (bias,)
+    return () if op.added is None else op.added(sig)
 
 
 def _backward_name(sig):
@@ -714,10 +732,12 @@ def _backward_name(sig):
 
 
 def _node_name(sig):
-    """torch's name of the node recording `sig`; a recorded backward (create_graph=True) is named after the op it
-    differentiates, as torch's TanhBackwardBackward0."""
+    """torch's name of the node recording `sig`; a recorded backward (create_graph=True) is named as torch's node
+    that makes the gradient (GRADIENT_NODES), else after the op it differentiates, as torch's TanhBackwardBackward0."""
     if sig.op is VJP:
         name = _backward_name(dict(sig.static)["spec"].sig)
+        if name in GRADIENT_NODES:
+            return GRADIENT_NODES[name]
         return name[:-1] + "Backward0" if name.endswith("Backward0") else name + "Backward"
     return _backward_name(sig)
 
@@ -861,6 +881,9 @@ class OpNode(_graph.Node):
         """The saved operands' values (those saved, in operand order), read in the order torch's node reads them;
         then the results torch saves are unpacked as its node does (their unpack hooks run), though the VJP here
         reads the operands only."""
+        expose = self.sig.op.expose
+        if expose is not None and any(type(s) is SavedValue and s.stale() for s in self.saved):
+            expose(self)  # torch's in-place error names what its node saved (linear's weight.t())
         values = list(self.saved)
         for i in _save_order(self.sig.op.saved_names, len(values)):
             if isinstance(values[i], SavedValue):

@@ -19,7 +19,7 @@ from ._core import SAVES_BOTH, SAVES_INPUT, SAVES_RESULT, Op, apply, apply_in_pl
 from ._fused_backward import FUSED_ZEROS, Fused
 from ._host_forms import ARITHMETIC_VJPS, in_float64_host, small_float_vjp, small_floats
 from .rounding import divide
-from .scaled_sum import alpha_number, fusable, scaled_sum, scaled_sum_in_place
+from .scaled_sum import FUSED_DTYPES, alpha_number, fusable, scaled_sum, scaled_sum_in_place
 
 
 def _dtype_of(x):
@@ -226,6 +226,9 @@ def _unary_op(name, row):
         return None if result is None else apply_in_place(op, input, dtype=result)
 
     public.in_place = in_place
+    # the NumPy function computing the op on host data of a float dtype it keeps, with the results met so far
+    # (lean.unary)
+    public.host_numpy = (op.numpy, results) if op.numpy is not None and op.forward_error is None else None
 
     return _named(public, name, f"Elementwise {name} of `input` (torch.{name}).")
 
@@ -334,6 +337,11 @@ def _binary_op(
         return apply_in_place(chosen, input, other, dtype=dtype)
 
     public.in_place = in_place
+    # the NumPy functions (ufuncs) computing the op on host operands of one float dtype, with a Tensor operand and
+    # with a number (lean.in_place), where no check of the operands' dtypes comes before them
+    forms = tuple((ops.get((True, kind), op) if ops else op).numpy for kind in (True, False))
+    plain_forms = not checked and forward_error is None and all(type(f) is np.ufunc for f in forms)
+    public.host_ufuncs = forms if plain_forms else None
     return _named(public, name, doc)
 
 
@@ -529,6 +537,12 @@ def _check_no_bool(input, other):
 def _fused_dtype(input, other, alpha):
     """The result dtype where input +- alpha * other is one fused op (scaled_sum.fusable, a Tensor operand and an
     alpha other than one), after torch's checks of alpha; else None."""
+    if type(alpha) is not int and isinstance(input, Tensor) and isinstance(other, Tensor):
+        same = input._v.dtype  # the common case, Tensors of one float dtype and a real alpha (a float or a Tensor of
+        if same == other._v.dtype and same in FUSED_DTYPES:  # a float or int dtype): torch's checks pass, no promotion
+            number = alpha_number(alpha)
+            if type(number) is float or type(number) is int:
+                return _dtypes.from_numpy_dtype(same) if number != 1 else None
     if type(alpha) is int and alpha == 1 or not (isinstance(input, Tensor) or isinstance(other, Tensor)):
         return None
     dtype = _dtypes.result_type(input, other)

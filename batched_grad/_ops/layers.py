@@ -195,6 +195,7 @@ _BILINEAR = Op(
     "bilinear",
     _bilinear,
     multilinear=True,
+    added=lambda sig: (3,) if len(sig.avals) == 4 else (),  # the bias
     backward_name=lambda sig: "AddBackward0" if len(sig.avals) == 4 else "ViewBackward0",
 )
 

@@ -69,14 +69,16 @@ _PRODUCT_NAMES = (
     "BmmBackward0",
     "UnsafeViewBackward0",
 )
-# the inner product of two vectors by np.dot: the same BLAS sum as np.matmul's, for less than its dispatch
-_PRODUCTS = {
+# the inner product of two vectors by np.dot: the same BLAS sum as np.matmul's, for less than its dispatch; its C
+# function itself, without the Python call of NumPy's array-function dispatcher where NumPy has one
+_INNER = getattr(np.dot, "_implementation", np.dot)
+PRODUCTS = {
     name: Op(
         "matmul",
         jnp.matmul,
         backward_name=name,
         multilinear=True,
-        host=small_floats(np.dot if name == "DotBackward0" else np.matmul),
+        host=small_floats(_INNER if name == "DotBackward0" else np.matmul),
         host_vjp=matmul_vjp,
     )
     for name in _PRODUCT_NAMES
@@ -133,12 +135,12 @@ def _checked_op(kernel, a, b):
             )
         kind, a_shape, b_shape = _folded(sa, sb)
         _check_product(kind, a, b, a_shape, b_shape)
-        return _PRODUCTS[_MATMUL_NAMES.get((len(sa), len(sb)), "UnsafeViewBackward0")]
+        return PRODUCTS[_MATMUL_NAMES.get((len(sa), len(sb)), "UnsafeViewBackward0")]
     error = _NDIM_ERRORS[kernel](a, b)
     if error:
         raise RuntimeError(error)
     _check_product(kernel, a, b, tuple(a.shape), tuple(b.shape))
-    return _PRODUCTS[_KERNEL_NAMES[kernel]]
+    return PRODUCTS[_KERNEL_NAMES[kernel]]
 
 
 _KERNEL_NAMES = {"dot": "DotBackward0", "mv": "MvBackward0", "mm": "MmBackward0", "bmm": "BmmBackward0"}

@@ -178,7 +178,14 @@ def _linear_name(sig):  # torch's last recorded op, by input rank (1, 2, more) a
 
 
 # affine in each operand: an operand's own value never enters its VJP, so multilinear saving is exact
-_LINEAR = Op("linear", _linear, multilinear=True, backward_name=_linear_name, expose=lambda node: _expose_t(node))
+_LINEAR = Op(
+    "linear",
+    _linear,
+    multilinear=True,
+    backward_name=_linear_name,
+    expose=lambda node: _expose_t(node),
+    added=lambda sig: (0,) if len(sig.avals) == 3 else (),  # the bias
+)
 # torch's weight.t() inside linear: a node of its own (TBackward0) between the product and the weight. It is made
 # when the graph is first looked at (the product node's next_functions), not at every forward: until then the
 # product differentiates the weight itself, which is the same gradient, and nothing can tell the node is missing

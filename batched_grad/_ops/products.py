@@ -36,7 +36,8 @@ def _fused(name):
             out = (input if beta == 1 else input * beta) + scaled
         return out.astype(dtype)
 
-    return Op(name, fn)
+    # torch's node saves each factor only for the other's gradient, and never the input
+    return Op(name, fn, multilinear=True, added=lambda sig: (0,))
 
 
 _HALF_FLOATS = (jnp.bfloat16, jnp.float16)

@@ -42,6 +42,13 @@ def _reduce_op(name, f, linear=False, backward_name=None, torch_saves=SAVES_INPU
     )
 
 
+def sum_all_host(a):
+    """x.sum() of a float32 or float64 array on the host (lean.total, the eager front of Tensor.sum): the reduction
+    that the row's derived host form runs (_numpy_rows' reduce_sum: over every axis into a 0-d array, from 0),
+    without tracing it. Not the row's own host form: a recorded graph's programs keep the derived one."""
+    return np.add.reduce(a, tuple(range(a.ndim)), a.dtype, np.empty((), a.dtype), False, 0)
+
+
 def _sum_host_vjp(ct, operands, avals, *, axis, keepdim, dtype):
     """The gradient of a sum, with NumPy: the cotangent broadcast back over the summed axes."""
     shape = avals[0][0]
@@ -100,6 +107,10 @@ def _dim_overload(dim):
 
 def sum(input, dim=_ALL_DIMS, keepdim=False, *, dtype=None):  # noqa: A001
     """Sum over `dim` (all dims by default); integer and bool inputs sum in int64."""
+    if dim is _ALL_DIMS and dtype is None:  # x.sum(): the overload, dims and dtype without a call for each
+        return apply(
+            _SUM[0], [input], axis=tuple(range(input.ndim)), keepdim=keepdim, dtype=_ACCUMULATING[input._v.dtype].np
+        )
     overload, dim = _dim_overload(dim)
     return apply(
         _SUM[overload],

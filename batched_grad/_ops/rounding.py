@@ -12,33 +12,10 @@ import numpy as np
 from jax import lax
 
 from .. import _simd_math
+from .._simd_math import fma64
 
 _SMALLEST_NORMAL32 = 2.0**-126
-_SPLITTER = 134217729.0  # 2**27 + 1: splits a float64 into two halves whose products are exact
-
-
-def _kept(v):
-    return v
-
-
-def _split(v, keep):
-    scaled = keep(_SPLITTER * v)  # kept apart: a contracted scaled - v would not split
-    high = scaled - (scaled - v)
-    return high, v - high
-
-
-def fma64(x, y, z, xp=np, keep=_kept):
-    """round(x * y + z) for float64 arrays, with the array module `xp`; `keep` holds a value apart from the ops
-    around it (XLA's optimization barrier: a multiply contracted into an add would break the transformations)."""
-    product = keep(x * y)
-    xh, xl = _split(x, keep)
-    yh, yl = _split(y, keep)
-    product_error = ((xh * yh - product) + xh * yl + xl * yh) + xl * yl  # x * y == product + product_error
-    total = keep(product + z)
-    part = total - product
-    sum_error = (product - (total - part)) + (z - part)  # product + z == total + sum_error
-    fused = total + (product_error + sum_error)
-    return xp.where(xp.isfinite(fused), fused, x * y + z)  # the split overflows past 2**996: plain there
+fused_multiply_add_host = _simd_math.fused_multiply_add  # fused_multiply_add with NumPy
 
 
 def fma32(x, y, z, xp=np):
@@ -59,19 +36,16 @@ def _wide_in_kernel(v):
     return jnp.where(jnp.abs(widened) < _SMALLEST_NORMAL32, widened, kept)
 
 
-def fused_multiply_add_host(x, y, z):
-    """fused_multiply_add with NumPy: one rounding of x * y + z for float32 and float64 (broadcast together), x * y + z
-    for other dtypes."""
-    x, y, z = np.broadcast_arrays(x, y, z)
-    if z.dtype == np.float32:
-        return fma32(x, y, z)
-    return fma64(x, y, z) if z.dtype == np.float64 else x * y + z
-
-
 @jax.custom_jvp
 def fused_multiply_add(x, y, z):
     """round(x * y + z) for float32 or float64 arrays of one dtype (broadcast together); x * y + z for others."""
-    x, y, z = jnp.broadcast_arrays(x, y, z)
+    return rounded_multiply_add(*jnp.broadcast_arrays(x, y, z))
+
+
+@jax.jit
+def rounded_multiply_add(x, y, z):
+    """fused_multiply_add of arrays of one shape, a call of its own in a jaxpr: the host evaluator computes it as one
+    step, with fused_multiply_add_host (_numpy_rows.CALLS), rather than the steps of its kernel form."""
     if x.dtype == jnp.float32:
         return fma32(x, y, z, jnp)
     if x.dtype == jnp.float64:
@@ -84,6 +58,13 @@ def _fused_multiply_add_jvp(primals, tangents):
     x, y, z = primals
     dx, dy, dz = tangents
     return fused_multiply_add(x, y, z), dx * y + x * dy + dz
+
+
+def product(x, y):
+    """x * y rounded on its own where a sum of it follows: XLA contracts a product and a sum in one kernel into a
+    fused multiply-add (rounding once), which torch's separate ops and NumPy do not. One fused multiply-add with
+    -0.0, exact for every product, signed zeros included."""
+    return fused_multiply_add(x, y, jnp.asarray(-0.0, jnp.result_type(x, y)))
 
 
 def lerp(a, b, w):

@@ -8,7 +8,7 @@ from .. import _host
 from .._host import host_array
 from .._tensor import Tensor
 from ._core import SAVES_NOTHING, Op, apply, apply_in_place
-from .rounding import fused_multiply_add, fused_multiply_add_host
+from .rounding import fma32, fma64, fused_multiply_add, fused_multiply_add_host
 
 FUSED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -26,6 +26,19 @@ def _host_form(a, b, alpha, *, dtype):
     return fused_multiply_add_host(np.full(a.shape, alpha, dtype), b, a)
 
 
+def fused_host(a, b, alpha):
+    """_host_form where `a` and `b` are arrays of one dtype, float32 or float64, or one of them a Python number, and
+    `alpha` a Python number (the eager path's call, Op.numpy): alpha cast to that dtype as a scalar, with no array
+    of it nor cast of the operands of the same shape."""
+    if type(a) is not np.ndarray or type(b) is not np.ndarray or a.shape != b.shape:
+        dtype = (a if type(a) is np.ndarray else b).dtype
+        a, b = np.broadcast_arrays(np.asarray(a, dtype), np.asarray(b, dtype))
+    if a.dtype == np.float32:
+        return fma32(np.float32(alpha), b, a)
+    return fma64(np.float64(alpha), b, a)
+
+
+_host_form.numpy = fused_host
 _OPS = {
     name: Op(
         name,
@@ -46,7 +59,9 @@ def alpha_number(alpha):
     known on the host (a traced value)."""
     if not isinstance(alpha, Tensor):
         return alpha
-    value = host_array(alpha._v)
+    value = alpha._v
+    if type(value) is not np.ndarray or value.base is not None:  # else host data, unshared
+        value = host_array(value)
     return value.item() if value is not None and value.size == 1 else None
 
 

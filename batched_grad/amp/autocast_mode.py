@@ -10,7 +10,7 @@ disabled here with the same warning: CUDA autocast without a GPU, a dtype the de
 import functools
 import warnings
 
-from .._autocast import REGION, cast_tree
+from .._autocast import ENABLED, REGION, cast_tree
 from .._devices import jax_devices
 from .._dtypes import bfloat16, float16
 
@@ -63,6 +63,7 @@ def set_autocast_enabled(device_type, enabled=None):
 
 def _sync_cpu_region():
     REGION.dtype = _dtype["cpu"] if _enabled.get("cpu", False) else None
+    ENABLED.ever = ENABLED.ever or REGION.dtype is not None
 
 
 def get_autocast_dtype(device_type):

@@ -260,12 +260,12 @@ def grad(
         result = _engine.run_backward(
             roots, grads, captures, retain_graph=retain_graph, create_graph=create_graph, accumulate=False
         )
-    result = _finish(result, inputs, grads, allow_unused, materialize_grads, create_graph, is_grads_batched)
+    result = _finish(result, inputs, allow_unused, materialize_grads, create_graph)
     result = sparse_gradients(result, sparse_inputs) if sparse_inputs is not inputs else result
     return dict(zip(keys, result)) if keys is not None else result
 
 
-def _finish(result, inputs, grads, allow_unused, materialize_grads, create_graph, is_grads_batched):
+def _finish(result, inputs, allow_unused, materialize_grads, create_graph):
     out = []
     for i, (g, x) in enumerate(zip(result, inputs)):
         if g is None:
@@ -277,8 +277,8 @@ def _finish(result, inputs, grads, allow_unused, materialize_grads, create_graph
             if materialize_grads:
                 if isinstance(x, GradientEdge):
                     raise RuntimeError("materialize_grads cannot be used when the given input is a GradientEdge")
-                batch = (next(gr for gr in grads if gr is not None).shape[0],) if is_grads_batched else ()
-                g = zeros(batch + tuple(x.shape), dtype=x.dtype, requires_grad=create_graph)
+                # torch's zeros_like(input), without the batch dimension also when is_grads_batched
+                g = zeros(tuple(x.shape), dtype=x.dtype, requires_grad=create_graph)
         elif not create_graph and g.requires_grad:
             g = g.detach()
         out.append(g)

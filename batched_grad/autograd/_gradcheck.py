@@ -69,15 +69,26 @@ def _check_requires_grad(inputs):
         )
 
 
-def _warn_non_double(inputs):
+def _check_inputs(inputs):
+    """torch's checks of each input that requires grad: a warning unless it is double precision, and an error where
+    elements overlap (a dimension of stride 0, as expand makes), whose finite differences would move several
+    elements at once."""
     for idx, x in enumerate(inputs):
-        if _requires_grad(x) and x.dtype.name not in ("float64", "complex128"):
+        if not _requires_grad(x):
+            continue
+        if x.dtype.name not in ("float64", "complex128"):
             warnings.warn(
                 f"Input #{idx} requires gradient and is not a double precision floating point or "
                 "complex. This check will likely fail if all the inputs are not of double precision "
                 "floating point or complex. ",
                 UserWarning,
                 stacklevel=4,
+            )
+        if not all(stride > 0 or size <= 1 for stride, size in zip(x.stride(), x.shape)):
+            raise RuntimeError(
+                f"The {idx}th input has a dimension with stride 0. gradcheck only supports inputs that are "
+                "non-overlapping to be able to compute the numerical gradients correctly. You should call "
+                ".contiguous on the input before passing it to gradcheck."
             )
 
 

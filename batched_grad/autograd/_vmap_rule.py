@@ -20,6 +20,7 @@ from vmap import _pytree
 from vmap._fallback import UNVECTORIZABLE
 
 from .._tensor import Tensor
+from .._tracing import TRACING
 from .._vmap_levels import batch_size, batched, batching_level, below, in_vmap_randomness, unbatched
 
 VmapInfo = collections.namedtuple("VmapInfo", ["batch_size", "randomness"])
@@ -181,5 +182,8 @@ def _custom_vmap(cls, flat, spec, kwargs):
 
     batched_forward = custom_vmap(unbatched_forward)
     batched_forward.def_vmap(rule)
-    outs = batched_forward(*[flat[i]._value for i in positions])
+    arrays = [flat[i]._value for i in positions]
+    if TRACING.depth:  # a forward-mode trace ties the outputs to the user's jvp: JAX must not differentiate the
+        arrays = [jax.lax.stop_gradient(a) for a in arrays]  # forward, whose batched tangents would call the rule
+    outs = batched_forward(*arrays)
     return structure[0].unflatten([Tensor._wrap(o) for o in outs])

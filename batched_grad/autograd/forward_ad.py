@@ -56,13 +56,24 @@ def _untangented_view(tensor):
     return view
 
 
+def check_dual_dtypes(primal, tangent):
+    """torch's refusal of a primal or a tangent that is neither floating point nor complex (make_dual's, and
+    torch.func.jvp's, which makes its primals dual)."""
+    if not (primal.dtype.is_floating_point or primal.dtype.is_complex):
+        raise ValueError(f"Expected primal to be floating point or complex, but got: {primal.dtype!r}")
+    if not (tangent.dtype.is_floating_point or tangent.dtype.is_complex):
+        raise ValueError(f"Expected tangent to be floating point or complex, but got: {tangent.dtype!r}")
+
+
 def make_dual(tensor, tangent, *, level=None):
     """A view of `tensor` carrying `tangent` (of its shape): the ops applied to it compute their results' tangents."""
     _check_level(level, "_make_dual")
-    if not (tensor.dtype.is_floating_point or tensor.dtype.is_complex):
-        raise ValueError(f"Expected primal to be floating point or complex, but got: {tensor.dtype!r}")
-    if not (tangent.dtype.is_floating_point or tangent.dtype.is_complex):
-        raise ValueError(f"Expected tangent to be floating point or complex, but got: {tangent.dtype!r}")
+    check_dual_dtypes(tensor, tangent)
+    if _dual.LEVELS.open.get(tensor) is not None:
+        raise RuntimeError(
+            "Making a dual Tensor based on a Tensor that already has a forward gradient at the same level "
+            f"{_dual.LEVELS.level} is not supported."
+        )
     if tuple(tangent.shape) != tuple(tensor.shape):
         raise RuntimeError(
             "Trying to set a forward gradient that has a different size than that of the original Tensor, this is "

@@ -81,6 +81,12 @@ def _tuple_postprocess(res, to_unpack):
     return res if outer else res[0]
 
 
+def _forward_mode_lists(blocks):
+    """torch's forward-mode Jacobian collects its blocks in lists, over outputs of lists over inputs, and returns
+    them as lists wherever the inputs were a tuple (a Tensor input unwraps them into a tuple or a Tensor)."""
+    return [list(row) for row in blocks]
+
+
 def _grad_preprocess(inputs, create_graph, need_graph):
     """Fresh graph roots for the inputs: views that stay in the caller's graph when create_graph, else detached."""
     return tuple(
@@ -375,7 +381,8 @@ def jacobian(
     sparsity=None, output=None
 ):  # fmt: skip
     """The Jacobian of `func` at `inputs`: a Tensor for a Tensor input and output, a tuple over inputs or over
-    outputs, or a tuple (over outputs) of tuples (over inputs), each block shaped output.shape + input.shape.
+    outputs, or a tuple (over outputs) of tuples (over inputs), each block shaped output.shape + input.shape
+    (lists where inputs are a tuple and strategy="forward-mode", as torch's).
 
     `vectorize=True` computes it with one batched grad call (reverse mode) or one compiled program of JVPs
     (`strategy="forward-mode"`, which requires vectorize=True); `chunk_size` bounds how many rows run at once.
@@ -401,8 +408,10 @@ def jacobian(
                 func, inputs, lambda out: _tensor_tuple(out, _OUTPUTS, "jacobian"), chunk_size=chunk_size
             )
         except Untraceable:  # func reads concrete values: the same Jacobian by reverse mode
-            return jacobian(func, inputs if is_inputs_tuple else inputs[0], vectorize=True, chunk_size=chunk_size)
-        return _tuple_postprocess(blocks, (is_outputs_tuple, is_inputs_tuple))
+            blocks = jacobian(func, inputs, vectorize=True, chunk_size=chunk_size)
+            is_outputs_tuple = isinstance(blocks[0], tuple)
+            blocks = blocks if is_outputs_tuple else (blocks,)
+        return _tuple_postprocess(_forward_mode_lists(blocks), (is_outputs_tuple, is_inputs_tuple))
 
     with enable_grad():
         is_inputs_tuple, inputs = _tensor_tuple(inputs, "inputs", "jacobian")
@@ -453,7 +462,8 @@ def hessian(
     output=None,
 ):
     """The Hessian of a function returning one single-element Tensor: a Tensor for a Tensor input, else a tuple
-    of tuples whose block [i][j] has shape inputs[i].shape + inputs[j].shape.
+    of tuples whose block [i][j] has shape inputs[i].shape + inputs[j].shape (a list of lists with
+    outer_jacobian_strategy="forward-mode", as torch's).
 
     The outer Jacobian (of the gradient) follows `vectorize`, `outer_jacobian_strategy` and `chunk_size` as in
     `jacobian`; "forward-mode" is forward over reverse in one compiled program. `sparsity` and `output` as in
@@ -477,9 +487,8 @@ def hessian(
                 gradient = _engine_gradient(scalar_func)
                 blocks, _ = forward_jacobian(gradient, inputs, lambda g: (True, g), chunk_size=chunk_size)
         except Untraceable:  # func reads concrete values: the same Hessian by reverse mode
-            outer_jacobian_strategy = "reverse-mode"
-        else:
-            return _tuple_postprocess(blocks, (is_inputs_tuple, is_inputs_tuple))
+            blocks = hessian(func, inputs, vectorize=True, chunk_size=chunk_size)
+        return _tuple_postprocess(_forward_mode_lists(blocks), (is_inputs_tuple, is_inputs_tuple))
 
     def jac_func(*inp):  # the outer Jacobian's fresh inputs: no views of them are needed, unlike a user's inputs
         with enable_grad():

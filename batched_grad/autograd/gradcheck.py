@@ -20,13 +20,13 @@ from ._gradcheck import (
     _call,
     _check_backward_mul_by_grad_output,
     _check_batched_grad,
+    _check_inputs,
     _check_jacobians,
     _check_requires_grad,
     _check_undefined_grad,
     _differentiable,
     _numerical_jacobian,
     _requires_grad,
-    _warn_non_double,
 )
 from ._gradcheck_forward import check_batched_forward_grad as _check_batched_forward_grad
 from ._gradcheck_forward import check_forward_ad as _check_forward_ad
@@ -75,8 +75,8 @@ def gradcheck(
     dual tensors); `check_batched_grad=True` also compares `grad(..., is_grads_batched=True)` with the loop of
     unbatched `grad` calls, and `check_batched_forward_grad=True` the forward-mode tangents of a batch of input
     tangents (vmap of the jvp) with those of each in turn. Returns True, or raises GradcheckError (returns False
-    when `raise_exception=False`). Sparse COO inputs need `masked=True`: the derivatives with respect to their
-    specified elements are checked.
+    when `raise_exception=False`). For sparse COO inputs the derivatives with respect to their specified elements
+    are checked: with `masked=True`, or under any `masked` where every element is specified.
     """
     if not (check_forward_ad or check_backward_ad):
         raise AssertionError("Expected at least one of check_forward_ad or check_backward_ad to be True")
@@ -94,7 +94,7 @@ def gradcheck(
     if any_sparse(inputs):
         func, inputs = on_values(func, inputs, masked, "gradcheck")
     _check_requires_grad(inputs)
-    _warn_non_double(inputs)
+    _check_inputs(inputs)
 
     def check():
         func_out = _call(func, inputs)
@@ -155,8 +155,8 @@ def gradgradcheck(
     masked=False,
 ):
     """Check the second derivatives of `func` (torch.autograd.gradgradcheck): gradcheck of the function
-    (inputs, grad_outputs) -> grad(func(inputs), inputs, grad_outputs, create_graph=True). Sparse COO inputs need
-    `masked=True`, as gradcheck's.
+    (inputs, grad_outputs) -> grad(func(inputs), inputs, grad_outputs, create_graph=True). Sparse COO inputs as in
+    gradcheck.
 
     `grad_outputs` default to random Tensors in [-1, 1) shaped like the differentiable outputs, requiring grad.
     `gen_non_contig_grad_outputs` is accepted for compatibility; Tensors have no strides here.

@@ -416,3 +416,8 @@ from .structured_transforms import (  # noqa: E402
     StackTransform,
     StickBreakingTransform,
 )
+
+_STRUCTURED = (CatTransform, CorrCholeskyTransform, CumulativeDistributionTransform, IndependentTransform)
+_STRUCTURED += (LowerCholeskyTransform, PositiveDefiniteTransform, ReshapeTransform, SoftmaxTransform)
+for _transform in (*_STRUCTURED, StackTransform, StickBreakingTransform):
+    _transform.__module__ = __name__  # torch defines every transform in this module

@@ -6,6 +6,7 @@ import weakref
 
 from vmap._pytree import flatten
 
+from .. import _dual
 from .._graph import AccumulateGrad
 from .._ops import clone
 from .._tensor import Tensor
@@ -68,7 +69,13 @@ def _fresh(x):
     gradient is then sparse, as torch.func's)."""
     if x._sparse_forms is not None:
         return type(x)._of(x._coo_indices, _fresh(x._coo_values), x.shape, x._coalesced)
-    return clone(x) if x.requires_grad else Tensor._wrap(x._v, requires_grad=True)
+    if x.requires_grad:
+        return clone(x)  # a dual tensor's clone carries its tangent
+    fresh = Tensor._wrap(x._v)._requires_grad_()  # torch's refusal of an integer
+    tangent = _dual.tangent_of(x)
+    if tangent is not None:  # a dual input stays dual: the gradient gets its tangent (forward over reverse)
+        _dual.set_tangent(fresh, tangent)
+    return fresh
 
 
 def _graph_tensor(x):

@@ -24,6 +24,7 @@ from .._transform_levels import grad_level
 from .._vmap_levels import randomness_mode
 from .._x64 import scoped
 from ..autograd._functional_forward import Untraceable, _trace, _TracedFunction, constants, forward_jacobian
+from ..autograd.forward_ad import check_dual_dtypes
 from ._args import (
     check_argnums,
     check_aux,
@@ -71,13 +72,22 @@ def _check_pair(primals, tangents):
             if not isinstance(x, Tensor):
                 raise RuntimeError(f"{JVP}: Expected {name} to only contain Tensors, got {type(x)}")
     for p, t in zip(flat_primals, flat_tangents):
+        check_dual_dtypes(p, t)
         if tuple(p.shape) != tuple(t.shape):
             raise RuntimeError(
                 "Trying to set a forward gradient that has a different size than that of the original "
                 f"Tensor, this is not supported. Tensor is of size {list(p.shape)} while the given "
                 f"forward gradient is of size {list(t.shape)}."
             )
-    return flat_primals, primals_spec, flat_tangents
+    return flat_primals, primals_spec, [_in_dtype_of(p, t) for p, t in zip(flat_primals, flat_tangents)]
+
+
+def _in_dtype_of(primal, tangent):
+    """The tangent in its primal's dtype, as a dual tensor holds it (a float32 tangent of a float64 primal becomes
+    float64); a complex tangent of a real primal stays as it is (JAX refuses the pair)."""
+    if tangent.dtype == primal.dtype or (tangent.dtype.is_complex and not primal.dtype.is_complex):
+        return tangent
+    return tangent.to(primal.dtype)
 
 
 class _Outputs:
@@ -215,14 +225,33 @@ def _jvp_by_reverse_mode(func, primals, flat_tangents, strict, has_aux):
 
 @scoped
 def linearize(func, *primals):
-    """(func(*primals), jvp_fn): jvp_fn(*tangents) is the JVP of func at `primals` along `tangents`."""
+    """(func(*primals), jvp_fn): jvp_fn(*tangents) is the JVP of func at `primals` along `tangents`, which must
+    have the primals' structure, shapes, devices and dtypes (torch's checks, in its words)."""
     output, _ = jvp(func, primals, primals)
+    flat_primals, primals_spec = flatten(primals)
+    expected = [(p.shape, p.device, p.dtype) for p in flat_primals]
 
     @scoped
     def jvp_fn(*tangents):
+        _check_linearized_tangents(tangents, primals_spec, expected)
         return jvp(func, primals, tangents)[1]
 
     return output, jvp_fn
+
+
+def _check_linearized_tangents(tangents, primals_spec, expected):
+    flat_tangents, tangents_spec = flatten(tangents)
+    if repr(tangents_spec) != repr(primals_spec):
+        raise RuntimeError(
+            f"Expected the tangents {tangents_spec} to have the same argspec as the primals {primals_spec}"
+        )
+    for i, (t, properties) in enumerate(zip(flat_tangents, expected)):
+        for name, got, wanted in zip(("shape", "device", "dtype"), (t.shape, t.device, t.dtype), properties):
+            if got != wanted:
+                raise RuntimeError(
+                    f"tangent:{i} with {name} {got} in flattened pytree doesn't match the {name} {wanted} "
+                    "of the corresponding primal."
+                )
 
 
 _RANDOMNESS = ("error", "same", "different")

@@ -10,6 +10,7 @@ import functools
 from vmap._batching import check_chunk_size
 from vmap._pytree import flatten
 
+from .. import _dual
 from .._factories import zeros_like
 from .._grad_mode import enable_grad, is_grad_enabled
 from .._ops import cat
@@ -17,6 +18,7 @@ from .._saved_hooks import unsupported_in_transforms
 from .._sparsity._api import check_arguments, sparse_hessian, sparse_jacobian
 from .._tensor import Tensor
 from .._transform_levels import grad_level, note_stand_ins
+from .._vmap_levels import transform_backward
 from .._x64 import scoped
 from ..autograd._api import grad as _autograd_grad
 from ..autograd.functional import _identity_columns, _jacobian_vectorized
@@ -39,7 +41,16 @@ def _detached_unless(tree, keep):
     if keep:
         return tree
     leaves, spec = flatten(tree)
-    return spec.unflatten([Tensor._wrap(x._v) if isinstance(x, Tensor) else x for x in leaves])
+    return spec.unflatten([_cut(x) if isinstance(x, Tensor) else x for x in leaves])
+
+
+def _cut(x):
+    """`x` cut from the graph, keeping its dual tangent (forward over reverse, dual_level around the transform)."""
+    cut = Tensor._wrap(x._v)
+    tangent = _dual.tangent_of(x)
+    if tangent is not None:
+        _dual.set_tangent(cut, tangent)
+    return cut
 
 
 def _gradients(outputs, inputs, cotangents, create_graph):
@@ -236,7 +247,8 @@ def _jacobian_blocks(run, chunk_size, preallocate):
     rows = iter(())
     if differentiable:
         inputs = tuple(run.inputs)
-        with enable_grad():
+        # torch.func.jacrev is vmap(vjp_fn): user code in the backward sees its rows as under vmap
+        with enable_grad(), transform_backward():
             if isinstance(chunk_size, int) and chunk_size < sum(o.numel() for o in differentiable):
                 rows = iter(_jacobian_in_chunks(differentiable, inputs, run.keep_graph, chunk_size, preallocate))
             else:

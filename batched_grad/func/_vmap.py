@@ -24,6 +24,7 @@ from .._meta import VMAP_OVER_META, is_meta
 from .._tensor import Tensor
 from .._vmap_levels import Level, is_batched, running
 from .._x64 import scoped
+from ..autograd._function_jvp import NO_JVP
 from ._vmap_node import VmapCall, VmapNode, outside_edges
 
 _RANDOMNESS = ("error", "same", "different")
@@ -35,6 +36,8 @@ def vmap(func, in_dims=0, out_dims=0, *, chunk_size=None, randomness="error"):
     "different") says what a random draw inside does. grad() inside it gives per-sample gradients."""
     if randomness not in _RANDOMNESS:
         raise ValueError(f"vmap: randomness must be one of {_RANDOMNESS}, but got {randomness!r}")
+    if isinstance(chunk_size, (int, float)) and not chunk_size > 0:
+        raise ValueError(f"vmap: chunk_size should be None or greater than 0. (got {chunk_size})")
     chunk_size = check_chunk_size(chunk_size)
 
     @functools.wraps(func)
@@ -205,6 +208,8 @@ def _traced(func, run, arrays, size, chunk_size, shards, in_place):
         else:
             stacked = map_rows(row, tuple(arrays), chunk_size, shards)
     except UNVECTORIZABLE as error:
+        if isinstance(error, NotImplementedError) and str(error) == NO_JVP:
+            raise  # a tangent reached a Function without a jvp: torch's own error, as torch raises it
         raise RuntimeError(
             f"vmap: {getattr(func, '__qualname__', func)} could not be vectorized "
             f"({type(error).__name__}: it leaves JAX, e.g. NumPy, .item() or a branch on "

@@ -10,6 +10,7 @@ from .._meta import MODULE_NO_DATA, is_meta, meta_value
 from .._ops import to as _to_dtype
 from .._tensor import Tensor, device
 from .._x64 import scoped
+from .parameter import is_lazy
 
 _SIGNATURES = (
     " * (torch.device device = None, torch.dtype dtype = None, bool non_blocking = False)\n"
@@ -134,6 +135,8 @@ def convert(tensor, where=None, dtype=None):
     (torch's NotImplementedError, which names to_empty)."""
     if tensor._sparse_forms is not None:  # a sparse COO tensor: its values convert
         return tensor.to(*(a for a in (where, dtype) if a is not None))
+    if is_lazy(tensor):
+        return tensor.converted(dtype)
     result = tensor
     with no_grad():
         if dtype is not None and dtype is not tensor.dtype:

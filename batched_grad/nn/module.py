@@ -293,8 +293,12 @@ class Module(ModuleState):
         return (m for _, m in self.named_modules(remove_duplicate=remove_duplicate))
 
     def named_children(self):
-        """(name, module) for the direct children."""
-        return ((n, m) for n, m in self._modules.items() if m is not None)
+        """(name, module) for the direct children, a child registered under two names once (its first)."""
+        seen = set()
+        for name, module in self._modules.items():
+            if module is not None and id(module) not in seen:
+                seen.add(id(module))
+                yield name, module
 
     def children(self):
         """The direct children."""

@@ -82,6 +82,17 @@ class _Uninitialized:
     def shape(self):
         raise RuntimeError(NO_SHAPE)
 
+    def converted(self, dtype):
+        """The placeholder of `dtype` (None: its own), still a placeholder of this class: a lazy module's .to(),
+        .double() or .cpu() before its first forward sets the dtype that forward gives it and moves nothing, as
+        there are no values yet (torch's placeholders allow those conversions too)."""
+        if dtype is None or dtype is self.dtype:
+            return self
+        made = type(self)(self.requires_grad, dtype=dtype)
+        if isinstance(self, UninitializedBuffer):
+            made.persistent = self.persistent
+        return made
+
     def share_memory_(self):
         raise RuntimeError(
             "Can't share memory on an uninitialized parameter or buffer. Call `forward` to initialize the parameters "

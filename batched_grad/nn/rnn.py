@@ -170,12 +170,30 @@ class RNNBase(Module):
         _uniform_by_hidden_size(self)
 
     def _layer_parameters(self, layer, suffix):
+        return [getattr(self, name) for name in self._layer_names(layer, suffix)]
+
+    def _layer_names(self, layer, suffix):
         names = (
             ["weight_ih", "weight_hh"]
             + (["bias_ih", "bias_hh"] if self.bias else [])
             + (["weight_hr"] if self.proj_size > 0 else [])
         )
-        return [getattr(self, f"{name}_l{layer}{suffix}") for name in names]
+        return [f"{name}_l{layer}{suffix}" for name in names]
+
+    @property
+    def _all_weights(self):
+        """torch's per-layer, per-direction parameter names, which public initialisation code reads."""
+        directions = ("", "_reverse") if self.bidirectional else ("",)
+        return [self._layer_names(layer, suffix) for layer in range(self.num_layers) for suffix in directions]
+
+    @property
+    def _flat_weights_names(self):
+        return [name for names in self._all_weights for name in names]
+
+    @property
+    def _flat_weights(self):
+        """The parameters in _flat_weights_names' order."""
+        return [getattr(self, name, None) for name in self._flat_weights_names]
 
     def flatten_parameters(self):
         """Nothing to pack: torch packs the weights into one buffer only for cuDNN, and here (as with torch on the
@@ -185,8 +203,7 @@ class RNNBase(Module):
     def all_weights(self):
         """Each layer's and direction's parameters, in torch's order: [[weight_ih, weight_hh, bias_ih, bias_hh,
         weight_hr if any], ...]."""
-        directions = ("", "_reverse") if self.bidirectional else ("",)
-        return [self._layer_parameters(layer, suffix) for layer in range(self.num_layers) for suffix in directions]
+        return [[getattr(self, name) for name in names] for names in self._all_weights]
 
     def _initial_state(self, x, hx):
         directions = 2 if self.bidirectional else 1

@@ -32,3 +32,5 @@ __all__ = [
     "lr_scheduler",
     "swa_utils",
 ]
+
+Adafactor.__module__ = Muon.__module__ = __name__  # torch's own module for both

@@ -11,11 +11,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._budget import Jitted
 from .._factories import tensor
 from .._tensor import Tensor
 from .._tracing import compiling
-from .optimizer import Optimizer, complex_from_pairs, in_parts, real_pairs, shapes_of, values
+from ._parts import Update, in_parts, shapes_of, values
+from .optimizer import Optimizer, complex_from_pairs, real_pairs
 
 
 def sqrt(x):
@@ -41,7 +41,7 @@ def check_range(name, value, low=0.0, high=None, low_open=False):
 
 @functools.cache
 def _compiled(rule):
-    return Jitted(
+    return Update(
         lambda params, grads, states, hyper, flags: _apply_all(rule, params, grads, states, hyper, flags),
         static_argnames=("flags",),
     )
@@ -93,7 +93,7 @@ class ElementwiseOptimizer(Optimizer):
                 lambda part: _compiled(type(self)._rule)(
                     values([params[chosen[i]] for i in part]),
                     values([params[chosen[i]].grad for i in part]),
-                    [{n: states[chosen[i]][n]._value for n in names} for i in part],
+                    [dict(zip(names, values([states[chosen[i]][n] for n in names]))) for i in part],
                     hyper,
                     flags,
                 ),

@@ -6,13 +6,13 @@ import functools
 
 import jax.numpy as jnp
 
-from .._budget import Jitted
 from .._factories import tensor, zeros_like
-from .._ops.rounding import divide, fused_multiply_add, lerp
-from .optimizer import Optimizer, complex_from_pairs, in_parts, real_pairs, shapes_of, values
+from .._ops.rounding import divide, fused_multiply_add, lerp, product
+from ._parts import Update, in_parts, shapes_of, values
+from .optimizer import Optimizer, complex_from_pairs, real_pairs
 
 
-@functools.partial(Jitted, static_argnames=("weight_decay", "decoupled", "amsgrad", "maximize"))
+@functools.partial(Update, static_argnames=("weight_decay", "decoupled", "amsgrad", "maximize"))
 def _adam(
     params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, hyper, *, weight_decay, decoupled, amsgrad, maximize
 ):
@@ -29,7 +29,7 @@ def _adam(
         g = -g if maximize else g
         if weight_decay != 0:
             if decoupled:
-                p = p * scalar(1 - lr * weight_decay)
+                p = product(p, scalar(1 - lr * weight_decay))  # mul_, rounded before the add below
             else:
                 g = fused_multiply_add(scalar(weight_decay), p, g)
         m = lerp(m, g, scalar(1 - beta1))

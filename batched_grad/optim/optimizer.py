@@ -1,7 +1,7 @@
 """Optimizer: torch.optim.Optimizer's parameter groups, zero_grad, step(closure) and state_dict. Subclasses give
 one pure JAX update over all of a group's parameters, compiled once per group structure (shapes, dtypes, flags)
 and called with the hyperparameters that may change between steps (lr, ...) as arguments, so steps never
-recompile. Until that program pays for its compile (in_parts), the update runs parameter by parameter."""
+recompile. Until that program pays for its compile, the update runs parameter by parameter (_parts.py)."""
 
 import copy
 from collections import defaultdict
@@ -9,10 +9,8 @@ from collections import defaultdict
 import jax
 import jax.numpy as jnp
 
-from .. import _lazy, _payback
 from .._grad_mode import enable_grad, no_grad
 from .._tensor import Tensor, type_name
-from .._tracing import compiling
 from .._x64 import scoped
 from ..sparse._grads import zeroed_grad
 
@@ -132,35 +130,6 @@ class Optimizer:
             text += f"\nParameter Group {i}\n"
             text += "".join(f"    {k}: {group[k]}\n" for k in sorted(group) if k != "params")
         return text + ")"
-
-
-def values(tensors):
-    """The JAX arrays of a list of Tensors (None stays None)."""
-    return [None if t is None else t._value for t in tensors]
-
-
-# the compile of one parameter's update in a program of many, in the cost model's ops of unknown kinds (about 0.03 s
-# each): an Adam chain takes 30-90 ms on the 2-core benchmark machine (XLA's CPU backend compiles each chain apart)
-_OPS_PER_PARAMETER = 2
-
-
-def in_parts(key, count, update):
-    """`update(indices)` (a tuple of lists, an entry per parameter at the positions `indices`) for the `count`
-    parameters of the update structure `key`: one program for them all once running them one by one has cost what
-    its compile is estimated to (_lazy.should_fuse; XLA's compile of such a program grows with the number of
-    parameters: 5 s for 100), else one by one, whose programs each parameter of that shape and dtype shares. Inside
-    bg.compile's trace, one program."""
-    if compiling.name is not None or count < 2 or _lazy.should_fuse(key, _OPS_PER_PARAMETER * count):
-        return update(list(range(count)))
-    start = _payback.clock()
-    parts = [update([i]) for i in range(count)]
-    _payback.note_unfused(key, _payback.clock() - start)
-    return tuple([part[j][0] for part in parts] for j in range(len(parts[0])))
-
-
-def shapes_of(tensors):
-    """The shapes and dtypes of `tensors`, which (with the flags) make an update's structure."""
-    return tuple([(tuple(t.shape), t.dtype) for t in tensors])
 
 
 def real_pairs(array):

@@ -4,15 +4,15 @@ import functools
 
 import jax.numpy as jnp
 
-from .._budget import Jitted
 from .._ops.rounding import fused_multiply_add
 from .._tensor import Tensor
-from .optimizer import Optimizer, in_parts, shapes_of, values
+from ._parts import Update, in_parts, shapes_of, values
+from .optimizer import Optimizer
 from .sparse import sgd_sparse_update
 
 
 # lr and momentum are arguments, not constants: schedulers (OneCycleLR, CyclicLR) change both every step
-@functools.partial(Jitted, static_argnames=("weight_decay", "uses_momentum", "dampening", "nesterov", "maximize"))
+@functools.partial(Update, static_argnames=("weight_decay", "uses_momentum", "dampening", "nesterov", "maximize"))
 def _sgd(params, grads, buffers, lr, momentum, *, weight_decay, uses_momentum, dampening, nesterov, maximize):
     new_params, new_buffers = [], []
     for p, g, buf in zip(params, grads, buffers):

@@ -84,6 +84,18 @@ def _sparse_only(name, kind="sparse coordinate tensor"):
     return method
 
 
+def _sparse_operator(name):
+    def method(self, *args):
+        raise NotImplementedError(
+            f"Could not run 'aten::{name}' with arguments from the '{self.device.type.upper()}' backend: it is an "
+            "operator of sparse tensors, and this tensor is dense (layout torch.strided)"
+        )
+
+    method.__name__ = name
+    method.__doc__ = f"A sparse tensor's {name}() (a dense tensor raises, as torch's)."
+    return method
+
+
 # the module functions (torch.mm, torch.add, ...) that take a sparse operand: their sparse forms
 SPARSE_FUNCTIONS = {
     "mm": _math.mm,
@@ -139,6 +151,7 @@ DENSE_METHODS = {
     "dense_dim": _dense_dense_dim,
     **{name: _sparse_only(name) for name in ("coalesce", "is_coalesced", "indices")},
     "values": _sparse_only("values", "sparse tensor"),
+    **{name: _sparse_operator(name) for name in ("_indices", "_values", "_nnz", "_coalesced_", "_dimI", "_dimV")},
 }
 
 for _name, _fn in SPARSE_METHODS.items():

@@ -2,7 +2,7 @@
 for it comes back as a sparse tensor with its indices."""
 
 from .._tensor import Tensor
-from ._construct import linear_index, to_dense
+from ._construct import every_element_specified, linear_index, to_dense
 from ._coo import SparseCOO, sparse_gradient
 
 
@@ -52,10 +52,13 @@ def sparse_gradients(grads, inputs):
 
 def on_values(func, inputs, masked, name):
     """(func of the sparse inputs' values, those values): a gradient check of a function of sparse tensors compares
-    the derivatives with respect to their specified elements (torch's masked=True)."""
-    if not masked:
+    the derivatives with respect to their specified elements (torch's masked=True). Without masked=True (torch's
+    default, masked=None, is False) every element's derivative is checked: the same check where every element of
+    each sparse input is specified; elsewhere refused, since a gradient here has the input's indices only."""
+    if not masked and not all(every_element_specified(x) for x in inputs if isinstance(x, SparseCOO)):
         raise RuntimeError(
-            f"{name}: the gradient of a sparse COO input is checked on its specified elements only: pass masked=True"
+            f"{name}: the gradient of a sparse COO input is checked on its specified elements only (this input "
+            "leaves elements unspecified): pass masked=True"
         )
 
     def of_values(*args):

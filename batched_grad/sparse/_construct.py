@@ -107,22 +107,28 @@ def linear_index(s):
 
 def to_dense(self, dtype=None, *, masked_grad=None):
     """The dense tensor with the values summed at their indices (zeros elsewhere); differentiable in the values, whose
-    gradient is the dense gradient read at the indices (torch's masked_grad=True). A dense tensor: itself, or
-    converted to `dtype`."""
+    gradient is the dense gradient read at the indices (torch's masked_grad=True; masked_grad=False, the whole
+    gradient, where that is the same: every element specified). A dense tensor: itself, or converted to `dtype`."""
     if masked_grad is not None and not isinstance(masked_grad, bool):
         raise TypeError(f"to_dense(): argument 'masked_grad' must be bool, not {type(masked_grad).__name__}")
     if not isinstance(self, SparseCOO):
         return self if dtype is None or _dtypes.to_dtype(dtype) is self.dtype else self.to(dtype)
-    if masked_grad is False:
+    if masked_grad is False and not every_element_specified(self):
         raise RuntimeError(
-            "to_dense(masked_grad=False) is not provided: a sparse tensor's gradient here always has its indices "
-            "(masked_grad=True)"
+            "to_dense(masked_grad=False) is provided for a sparse tensor that specifies every element only: a sparse "
+            "tensor's gradient here always has its indices (masked_grad=True)"
         )
     if dtype is not None:
         raise RuntimeError("dtype argument is not supported by sparse_to_dense")
     sparse_shape, dense_shape = self.shape[: self.sparse_dim()], self.shape[self.sparse_dim() :]
     flat = zeros((math.prod(sparse_shape), *dense_shape), dtype=self.dtype, device=self.device)
     return _ops.index_add(flat, 0, linear_index(self), self._coo_values).reshape(self.shape)
+
+
+def every_element_specified(s):
+    """Whether each position of the sparse dimensions of `s` is among its indices: its gradient at its indices is
+    then the whole gradient (masked and non-masked semantics agree)."""
+    return coalesce(s.detach())._nnz() == math.prod(s.shape[: s.sparse_dim()])
 
 
 def coalesce(self):

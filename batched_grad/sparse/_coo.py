@@ -64,9 +64,21 @@ class SparseCOO(Tensor):
         """The number of specified elements (the indices' columns; duplicates count until coalesced)."""
         return self._coo_indices.shape[1]
 
+    _dimI, _dimV = sparse_dim, dense_dim  # torch's older names
+
     def is_coalesced(self):
         """Whether the indices are known sorted and free of duplicates."""
         return self._coalesced
+
+    def _coalesced_(self, coalesced):
+        """Mark the tensor coalesced or not, in place, without checking its indices (the caller knows them sorted
+        and unique); returns the tensor."""
+        if type(coalesced) is not bool:
+            raise TypeError(
+                f"_coalesced_(): argument 'coalesced' (position 1) must be bool, not {type(coalesced).__name__}"
+            )
+        self._coalesced = coalesced
+        return self
 
     def _indices(self):
         """The indices tensor, also of an uncoalesced tensor."""

@@ -12,10 +12,12 @@ import jax.numpy as jnp
 from ..._budget import Jitted
 from ..._factories import tensor
 from ..._grad_mode import no_grad
+from ..._host import HOST_ELEMENTS
 from ..._ops import clamp, stack
 from ..._tensor import Tensor
 from ..._x64 import scoped
 from ...linalg import vector_norm
+from ...optim._parts import Update, in_parts, shapes_of, values
 
 NON_FINITE = (
     "The total norm of order {} for gradients from `parameters` is non-finite, so it cannot be clipped. To "
@@ -28,21 +30,31 @@ def _as_list(tensors):
     return [tensors] if isinstance(tensors, Tensor) else list(tensors)
 
 
-@functools.partial(Jitted, static_argnames=("norm_type",))
+# one program for all the tensors once it pays for its compile (which grows with their number: 1.4 s for a U-Net's
+# gradients), before that tensor by tensor on the host (optim._parts.in_parts)
+@functools.partial(Update, static_argnames=("norm_type",), largest=HOST_ELEMENTS)
 def _norms(arrays, norm_type):
     return [jnp.linalg.norm(a.ravel(), ord=norm_type) for a in arrays]
 
 
-@Jitted
+@functools.partial(Update, largest=HOST_ELEMENTS)
 def _scaled(arrays, coef):
     return [a * coef.astype(a.dtype) for a in arrays]
+
+
+def _in_parts(key, update, tensors, *args):
+    """`update(arrays, *args)` of the tensors' values (a list), in parts until its one program pays back; `key`
+    names the update and its static arguments."""
+    arrays = values(tensors)
+    part = lambda chosen: (update([arrays[i] for i in chosen], *args),)  # noqa: E731
+    return in_parts((key, shapes_of(tensors)), len(arrays), part)[0]
 
 
 @scoped
 def _vector_norms(tensors, norm_type, foreach):
     if foreach is False:
         return [vector_norm(t, norm_type) for t in tensors]
-    return [Tensor._wrap(n) for n in _norms([t._value for t in tensors], norm_type)]
+    return [Tensor._wrap(n) for n in _in_parts(("norms", norm_type), _norms, tensors, norm_type)]
 
 
 def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=None):
@@ -70,7 +82,7 @@ def clip_grads_with_norm_(parameters, max_norm, total_norm, foreach=None):
             for g in grads:
                 g.mul_(coef)
             return
-        for g, scaled in zip(grads, _scaled([g._value for g in grads], coef._value)):
+        for g, scaled in zip(grads, _in_parts(("scaled",), _scaled, grads, coef._held)):
             g.copy_(Tensor._wrap(scaled))
 
 

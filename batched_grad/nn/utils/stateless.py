@@ -4,6 +4,7 @@
 import contextlib
 import warnings
 
+from ..._tensor import Tensor
 from ...jit import is_scripting, is_tracing
 from ..parallel import DataParallel
 
@@ -74,6 +75,8 @@ def _swapped(module, tensors, restore_lifo, current):
     saved = []
     try:
         for name, tensor in tensors.items():
+            if tensor is not None and not isinstance(tensor, Tensor):
+                raise TypeError(f"{tensor} is not an instance of torch.Tensor")
             owner, registry, attr = _owner(module, name)
             if registry is None:
                 saved.append((name, owner, None, attr, owner.__dict__.get(attr, _ABSENT)))

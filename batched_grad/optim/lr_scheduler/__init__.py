@@ -35,3 +35,8 @@ __all__ = [
     "SequentialLR",
     "StepLR",
 ]
+
+# torch defines every scheduler in this one module, and programs test it: d2l's training loop steps a scheduler
+# whose `__module__` is `torch.optim.lr_scheduler.__name__` and calls any other as a function of the epoch
+for _scheduler in (*(globals()[name] for name in __all__), _LRScheduler):
+    _scheduler.__module__ = __name__
