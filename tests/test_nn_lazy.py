@@ -159,3 +159,26 @@ def test_a_lazy_module_converted_before_its_first_forward(convert):
     np.testing.assert_allclose(out.detach().numpy(), want_out.detach().numpy(), rtol=1e-6)
     np.testing.assert_allclose(var.numpy(), want_var.numpy(), rtol=1e-6)
     assert out.dtype.is_floating_point and repr(out.dtype) == repr(want_out.dtype)
+
+
+@pytest.mark.parametrize("device", [None, "cpu", "meta"])
+@pytest.mark.parametrize(
+    "make, shape",
+    [
+        (lambda m, device: m.nn.LazyLinear(3, device=device), (2, 4)),
+        (lambda m, device: m.nn.LazyConv2d(2, 3, device=device), (1, 2, 5, 5)),
+        (lambda m, device: m.nn.LazyBatchNorm1d(device=device), (4, 3)),
+    ],
+    ids=["linear", "conv2d", "batchnorm"],
+)
+def test_placeholders_report_and_materialize_on_the_device_asked_for(make, shape, device):
+    """`next(model.parameters()).device` before the first forward (the usual way to pick the input's device) is the
+    device the lazy module was made for, and the first forward makes its values there, as torch's."""
+    for m in (torch, bg):
+        module = make(m, device)
+        tensors = list(module.parameters()) + list(module.buffers())
+        where = next(module.parameters()).device
+        assert str(where) == (device or "cpu")
+        module(m.ones(shape, device=where))
+        made = list(module.parameters()) + list(module.buffers())
+        assert [str(t.device) for t in tensors + made] == [device or "cpu"] * (2 * len(tensors))

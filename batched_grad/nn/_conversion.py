@@ -136,7 +136,7 @@ def convert(tensor, where=None, dtype=None):
     if tensor._sparse_forms is not None:  # a sparse COO tensor: its values convert
         return tensor.to(*(a for a in (where, dtype) if a is not None))
     if is_lazy(tensor):
-        return tensor.converted(dtype)
+        return tensor.converted(dtype, where)
     result = tensor
     with no_grad():
         if dtype is not None and dtype is not tensor.dtype:

@@ -72,9 +72,9 @@ class LazyLinear(LazyModuleMixin, Linear):
     def __init__(self, out_features, bias=True, device=None, dtype=None):
         Linear.__init__(self, 0, 0, False)
         self.out_features = out_features
-        self.weight = UninitializedParameter(dtype=dtype)
+        self.weight = UninitializedParameter(device=device, dtype=dtype)
         if bias:
-            self.bias = UninitializedParameter(dtype=dtype)
+            self.bias = UninitializedParameter(device=device, dtype=dtype)
         self._register_lazy_hooks()
 
     def reset_parameters(self):
@@ -98,11 +98,11 @@ class _LazyConvMixin(LazyModuleMixin):
         if not self.has_uninitialized_params() and self.in_channels != 0:
             super().reset_parameters()
 
-    def _lazy_init(self, out_channels, bias, dtype):
+    def _lazy_init(self, out_channels, bias, device, dtype):
         self.out_channels = out_channels
-        self.weight = UninitializedParameter(dtype=dtype)
+        self.weight = UninitializedParameter(device=device, dtype=dtype)
         if bias:
-            self.bias = UninitializedParameter(dtype=dtype)
+            self.bias = UninitializedParameter(device=device, dtype=dtype)
 
     def _in_channels(self, input):
         unbatched = type(self).n + 1
@@ -144,7 +144,7 @@ def _lazy_conv(eager):
         dtype=None,
     ):
         eager.__init__(self, 0, 0, kernel_size, stride, padding, dilation, groups, False, padding_mode)
-        self._lazy_init(out_channels, bias, dtype)
+        self._lazy_init(out_channels, bias, device, dtype)
         self._register_lazy_hooks()
 
     return _lazy_class(eager, _LazyConvMixin, __init__)
@@ -166,7 +166,7 @@ def _lazy_conv_transpose(eager):
         dtype=None,
     ):
         eager.__init__(self, 0, 0, kernel_size, stride, padding, output_padding, groups, False, dilation, padding_mode)
-        self._lazy_init(out_channels, bias, dtype)
+        self._lazy_init(out_channels, bias, device, dtype)
         self._register_lazy_hooks()
 
     return _lazy_class(eager, _LazyConvMixin, __init__)
@@ -175,16 +175,16 @@ def _lazy_conv_transpose(eager):
 class _LazyNormMixin(LazyModuleMixin):
     """A normalization whose num_features is the channel size of its first input."""
 
-    def _lazy_init(self, affine, track_running_stats, bias, dtype):
+    def _lazy_init(self, affine, track_running_stats, bias, device, dtype):
         self.affine, self.track_running_stats = affine, track_running_stats
         if affine:
-            self.weight = UninitializedParameter(dtype=dtype)
+            self.weight = UninitializedParameter(device=device, dtype=dtype)
             if bias:
-                self.bias = UninitializedParameter(dtype=dtype)
+                self.bias = UninitializedParameter(device=device, dtype=dtype)
         if track_running_stats:
-            self.running_mean = UninitializedBuffer(dtype=dtype)
-            self.running_var = UninitializedBuffer(dtype=dtype)
-            self.num_batches_tracked = _factories.tensor(0)
+            self.running_mean = UninitializedBuffer(device=device, dtype=dtype)
+            self.running_var = UninitializedBuffer(device=device, dtype=dtype)
+            self.num_batches_tracked = _factories.tensor(0, device=device)
 
     def reset_parameters(self):
         if not self.has_uninitialized_params() and self.num_features != 0:
@@ -207,7 +207,7 @@ def _lazy_norm(eager):
         self, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, device=None, dtype=None, *, bias=True
     ):
         eager.__init__(self, 0, eps, momentum, False, False)
-        self._lazy_init(affine, track_running_stats, bias, dtype)
+        self._lazy_init(affine, track_running_stats, bias, device, dtype)
         self._register_lazy_hooks()
 
     # as torch's: a subclass of the private base (_BatchNorm, _InstanceNorm) with the eager class's own checks,

@@ -1,6 +1,7 @@
 """Parameter and Buffer: the Tensors that Module.__setattr__ registers as a parameter or as a buffer; and the
 placeholders of a lazy module's ones until its first forward (UninitializedParameter, UninitializedBuffer)."""
 
+from .._devices import device, get_default_device
 from .._factories import empty
 from .._tensor import REQUIRES_GRAD_DTYPE, Tensor
 
@@ -73,22 +74,28 @@ class _Uninitialized:
     cls_to_become = None
 
     def materialize(self, shape, device=None, dtype=None):
-        """Give the placeholder values of `shape` (uninitialized: zeros here), of its dtype unless `dtype`, and make
-        it a cls_to_become (the same object)."""
-        self.data = empty(shape, dtype=dtype or self.dtype)
+        """Give the placeholder values of `shape` (uninitialized: zeros here) on its device unless `device`, of its
+        dtype unless `dtype`, and make it a cls_to_become (the same object)."""
+        self.data = empty(shape, dtype=dtype or self.dtype, device=device or self.device)
         self.__class__ = self.cls_to_become
 
     @property
     def shape(self):
         raise RuntimeError(NO_SHAPE)
 
-    def converted(self, dtype):
-        """The placeholder of `dtype` (None: its own), still a placeholder of this class: a lazy module's .to(),
-        .double() or .cpu() before its first forward sets the dtype that forward gives it and moves nothing, as
-        there are no values yet (torch's placeholders allow those conversions too)."""
-        if dtype is None or dtype is self.dtype:
+    @property
+    def device(self):
+        """The device its values will be made on (`materialize`)."""
+        return self._target_device
+
+    def converted(self, dtype, where=None):
+        """The placeholder of `dtype` on `where` (None: its own), still a placeholder of this class: a lazy
+        module's .to(), .double() or .cpu() before its first forward sets the dtype and device that forward gives
+        its values, as there are no values yet to convert (torch's placeholders allow those conversions too)."""
+        dtype, where = dtype or self.dtype, where or self.device
+        if dtype is self.dtype and where == self.device:
             return self
-        made = type(self)(self.requires_grad, dtype=dtype)
+        made = type(self)(self.requires_grad, device=where, dtype=dtype)
         if isinstance(self, UninitializedBuffer):
             made.persistent = self.persistent
         return made
@@ -105,16 +112,22 @@ class _Uninitialized:
     __str__ = __repr__
 
     def __reduce_ex__(self, protocol):
-        return type(self), (self.requires_grad,)
+        return type(self), (self.requires_grad, self.device)
 
     def __deepcopy__(self, memo):
-        copied = type(self)(self.requires_grad, dtype=self.dtype)
+        copied = type(self)(self.requires_grad, device=self.device, dtype=self.dtype)
         memo[id(self)] = copied
         return copied
 
 
 def _placeholder(dtype):
     return empty(0, dtype=dtype, device="meta")
+
+
+def _targeted(placeholder, where):
+    """`placeholder`, to be made on the device `where` (None: the default device)."""
+    placeholder._target_device = get_default_device() if where is None else device(where)
+    return placeholder
 
 
 class UninitializedParameter(_Uninitialized, Parameter):
@@ -124,7 +137,7 @@ class UninitializedParameter(_Uninitialized, Parameter):
     cls_to_become = Parameter
 
     def __new__(cls, requires_grad=True, device=None, dtype=None):
-        return Parameter.__new__(cls, _placeholder(dtype), requires_grad)
+        return _targeted(Parameter.__new__(cls, _placeholder(dtype), requires_grad), device)
 
 
 class UninitializedBuffer(_Uninitialized, Tensor):
@@ -138,7 +151,7 @@ class UninitializedBuffer(_Uninitialized, Tensor):
         if requires_grad:
             buffer._set_requires_grad(True, REQUIRES_GRAD_DTYPE)
         buffer.persistent = persistent
-        return buffer
+        return _targeted(buffer, device)
 
 
 def is_lazy(t):
