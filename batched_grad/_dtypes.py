@@ -219,3 +219,10 @@ def float_result(d):
 def not_implemented(kernel, dtype):
     """torch's error for a kernel without a version for `dtype`."""
     return NotImplementedError(f"\"{kernel}\" not implemented for '{dtype.type_name}'")
+
+
+def cast(a, dtype):
+    """The JAX array `a` as `dtype`, as torch casts: a complex array to a real dtype keeps its real part."""
+    if jax.numpy.iscomplexobj(a) and not jax.numpy.issubdtype(dtype, jax.numpy.complexfloating):
+        a = jax.numpy.real(a)
+    return a.astype(dtype)

@@ -125,7 +125,7 @@ def scatter_through(base, src, chain):
     src = written_through(src, chain)
     if not _reinterprets(chain):
         positions = _view_value(jnp.arange(base.size).reshape(base.shape), chain)
-        values = jnp.broadcast_to(src, positions.shape).astype(base.dtype)
+        values = _dtypes.cast(jnp.broadcast_to(src, positions.shape), base.dtype)
         return base.reshape(-1).at[positions.reshape(-1)].set(values.reshape(-1)).reshape(base.shape)
     is_complex = jnp.iscomplexobj(base)
     positions = component_positions(base.shape, is_complex, chain)
@@ -133,7 +133,7 @@ def scatter_through(base, src, chain):
         src = jnp.broadcast_to(src, positions[0].shape)
         positions, src = jnp.stack(positions, -1), jnp.stack([jnp.real(src), jnp.imag(src)], -1)
     parts = jnp.stack([jnp.real(base), jnp.imag(base)], -1) if is_complex else base
-    values = jnp.broadcast_to(src, positions.shape).astype(parts.dtype)
+    values = _dtypes.cast(jnp.broadcast_to(src, positions.shape), parts.dtype)
     parts = parts.reshape(-1).at[positions.reshape(-1)].set(values.reshape(-1)).reshape(parts.shape)
     return jax.lax.complex(parts[..., 0], parts[..., 1]) if is_complex else parts
 

@@ -2,6 +2,8 @@
 base's writes reach them), gradients of in-place ops through them and through their base are torch's, their nodes
 after an in-place update are the ones torch's view functions replay, and their strides and offsets are torch's."""
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -149,3 +151,26 @@ def test_view_as_complex_inside_a_compiled_function_reads_its_layout_without_val
     assert_same(compiled(bg.tensor(x), bg.tensor(angles)), expected)
     with pytest.raises(RuntimeError, match="storage_offset divisible by 2"):
         bg.compile(lambda a: bg.view_as_complex(a[:, 1:3]), fullgraph=True)(bg.tensor(x))
+
+
+def test_complex_values_cast_to_a_real_dtype_keep_their_real_part_as_torch():
+    """`.to(real)`, `.float()`, a write into a real tensor and torch.func.jvp's tangent of a real primal take the
+    real part of complex values, `.to` with torch's warning; the gradient comes back complex."""
+
+    def casts(m):
+        z = m.tensor([1 + 1j, 2 - 3j], dtype=m.complex128, requires_grad=True)
+        with pytest.warns(UserWarning, match="Casting complex values to real discards the imaginary part"):
+            m.set_warn_always(True)
+            try:
+                real = z.to(m.float64)
+            finally:
+                m.set_warn_always(False)
+        (real * m.tensor([2.0, 3.0], dtype=m.float64)).sum().backward()
+        into = m.zeros(3, dtype=m.float64)
+        into[1:] = z.detach()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            _, tangent = m.func.jvp(m.sin, (m.tensor([0.5, 1.0], dtype=m.float64),), (z.detach(),))
+        return real, z.detach().float(), z.grad.real, into, tangent
+
+    assert_same(casts(bg), casts(torch))

@@ -7,10 +7,13 @@ from .. import _dtypes, _memory_format
 from .._devices import only_cpu, resolve
 from .._grad_mode import is_grad_enabled
 from .._meta import NO_DATA, is_meta, onto_meta
-from .._tensor import Tensor, device, type_name
+from .._tensor import Tensor, device, type_name, warn_once
 from ._core import Op, apply, apply_onto_meta
 
-_TO = Op("to_copy", lambda a, *, dtype: a.astype(dtype), linear=True, backward_name="ToCopyBackward0", diagonal=True)
+DISCARDS_IMAGINARY = "Casting complex values to real discards the imaginary part"
+
+
+_TO = Op("to_copy", _dtypes.cast, linear=True, backward_name="ToCopyBackward0", diagonal=True)
 _TO_DEVICE = Op(
     "to_copy",
     lambda a, *, device: jax.device_put(a, device),
@@ -59,6 +62,8 @@ def to(input, *args, device=None, dtype=None, non_blocking=False, copy=False, me
     d = input.dtype if dtype is None else _dtypes.to_dtype(dtype)
     result = input if device is None else _to_device(input, device)
     if d is not result.dtype or (copy and result is input):
+        if result.dtype.is_complex and not d.is_complex:
+            warn_once(DISCARDS_IMAGINARY)
         result = apply(_TO, [result], dtype=d.np)
     return result
 

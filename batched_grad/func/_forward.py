@@ -83,11 +83,9 @@ def _check_pair(primals, tangents):
 
 
 def _in_dtype_of(primal, tangent):
-    """The tangent in its primal's dtype, as a dual tensor holds it (a float32 tangent of a float64 primal becomes
-    float64); a complex tangent of a real primal stays as it is (JAX refuses the pair)."""
-    if tangent.dtype == primal.dtype or (tangent.dtype.is_complex and not primal.dtype.is_complex):
-        return tangent
-    return tangent.to(primal.dtype)
+    """The tangent in its primal's dtype, as torch.func.jvp takes it (a float32 tangent of a float64 primal becomes
+    float64; a complex tangent of a real primal its real part, with torch's warning)."""
+    return tangent if tangent.dtype == primal.dtype else tangent.to(primal.dtype)
 
 
 class _Outputs:
