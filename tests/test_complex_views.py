@@ -154,8 +154,8 @@ def test_view_as_complex_inside_a_compiled_function_reads_its_layout_without_val
 
 
 def test_complex_values_cast_to_a_real_dtype_keep_their_real_part_as_torch():
-    """`.to(real)`, `.float()`, a write into a real tensor and torch.func.jvp's tangent of a real primal take the
-    real part of complex values, `.to` with torch's warning; the gradient comes back complex."""
+    """`.to(real)`, `.float()`, writes into a real tensor and torch.func.jvp's tangent of a real primal take the
+    real part of complex values, `.to` and `copy_` with torch's warning; the gradient comes back complex."""
 
     def casts(m):
         z = m.tensor([1 + 1j, 2 - 3j], dtype=m.complex128, requires_grad=True)
@@ -168,9 +168,16 @@ def test_complex_values_cast_to_a_real_dtype_keep_their_real_part_as_torch():
         (real * m.tensor([2.0, 3.0], dtype=m.float64)).sum().backward()
         into = m.zeros(3, dtype=m.float64)
         into[1:] = z.detach()
+        copied = m.zeros(2, dtype=m.float32)
+        with pytest.warns(UserWarning, match="Casting complex values to real discards the imaginary part"):
+            m.set_warn_always(True)
+            try:
+                copied.copy_(z.detach())
+            finally:
+                m.set_warn_always(False)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
             _, tangent = m.func.jvp(m.sin, (m.tensor([0.5, 1.0], dtype=m.float64),), (z.detach(),))
-        return real, z.detach().float(), z.grad.real, into, tangent
+        return real, z.detach().float(), z.grad.real, into, copied, tangent
 
     assert_same(casts(bg), casts(torch))

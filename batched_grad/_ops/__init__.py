@@ -92,7 +92,7 @@ from .linalg import bmm, diag, diagonal, dot, einsum, matmul, mm, mv, outer, ten
 from .linalg import inv as inverse
 from .nn import conv1d, conv2d, conv3d, layer_norm, log_softmax, softmax
 from .numpy_keywords import with_method_aliases
-from .placement import to
+from .placement import DISCARDS_IMAGINARY, to
 from .reduction import (
     all,
     amax,
@@ -228,7 +228,7 @@ def _copy_on_host(a, src):
 
 _COPY = Op(
     "copy",
-    lambda a, src: jnp.broadcast_to(src.astype(a.dtype), a.shape),
+    lambda a, src: jnp.broadcast_to(_dtypes.cast(src, a.dtype), a.shape),
     linear=True,
     backward_name="torch::autograd::CopyBackwards",
     host=_copy_on_host,
@@ -355,11 +355,18 @@ def _copy(self, src, non_blocking=False):  # noqa: ARG001  (a copy on the CPU is
         shape = broadcast_shapes(tuple(self.shape), tuple(src.shape))
         if shape != tuple(self.shape):
             raise RuntimeError(f"output with shape {list(self.shape)} doesn't match the broadcast shape {list(shape)}")
+    _warn_if_discarding_imaginary(self, src)
     return apply(_COPY, [self, src])
 
 
 def _copy_in_place(self, src, non_blocking=False):  # noqa: ARG001  (as _copy)
+    _warn_if_discarding_imaginary(self, src)
     return apply_in_place(_COPY, self, src)
+
+
+def _warn_if_discarding_imaginary(self, src):
+    if isinstance(src, Tensor) and src.dtype.is_complex and not self.dtype.is_complex:
+        warn_once(DISCARDS_IMAGINARY, stacklevel=4)
 
 
 _copy.in_place = _copy_in_place
