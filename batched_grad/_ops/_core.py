@@ -83,9 +83,9 @@ class Op:
     (_host.on_host), whether the op is computed now or deferred and computed alone (_lazy): no compile for a new
     shape; where it is small_floats' form, `numpy` is its NumPy function, which the eager path calls directly on
     operands of the op's float dtype. `host_vjp` (optional): `host_vjp(cotangent, operands, avals, **static)` gives,
-    with NumPy, the gradient
-    of each operand (None for those without one) of a one-output op, from its output's cotangent and the operands
-    its node saves (None for the others); or None where it does not apply.
+    with NumPy, the gradient of each operand (None for those without one) of a one-output op, from its output's
+    cotangent and the operands its node saves (None for the others); or None where it does not apply. A multi-output
+    op's rule gets the cotangents of its differentiable outputs as a list (None for those not given), unbatched.
     `inputs` (optional): how many leading operands are torch's inputs; the others (numbers passed as operands so
     that a new value compiles nothing) get no edge in the node.
     `torch_saves`: what torch's backward of the op reads, and so which in-place changes make a backward through it
@@ -663,14 +663,18 @@ def _vjp_on_host(*args, spec):
     their rows: its `rows` attribute), any other's, or one the rule declines, derived from its jaxpr (None where it
     has none: _numpy_eval.py)."""
     sig, saved_mask, want, ct_mask, batch = spec
-    rule = sig.op.host_vjp
-    if rule is None or len(sig.out_avals) != 1 or (batch is not None and not _rows_taken(rule, batch, ct_mask)):
+    rule, multi = sig.op.host_vjp, sig.op.multi
+    if rule is None or batch is not None and (multi or not _rows_taken(rule, batch, ct_mask)):
         return derived_vjp(_vjp_fn, spec, args)
     n = sum(saved_mask)
     saved = iter(args[:n])
     operands = [next(saved) if s else None for s in saved_mask]
-    ((shape, dtype),) = sig.out_avals
-    ct = args[n] if ct_mask[0] else np.zeros(shape, dtype)
+    if multi:  # a cotangent per differentiable output, None where not given
+        given = iter(args[n:])
+        ct = [next(given) if m else None for m in ct_mask]
+    else:
+        ((shape, dtype),) = sig.out_avals
+        ct = args[n] if ct_mask[0] else np.zeros(shape, dtype)
     grads = rule(ct, operands, sig.avals, **dict(sig.static))
     if grads is None:  # the rule does not apply (a large or non-float operand)
         return derived_vjp(_vjp_fn, spec, args)

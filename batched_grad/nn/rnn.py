@@ -1,6 +1,7 @@
 """The recurrent layers RNN, LSTM and GRU (stacked, bidirectional, batch_first, dropout between layers, LSTM's
 projection) and their cells, with torch's parameter names, shapes, initialization, gate order and reprs. A layer's
-pass over a sequence is one op (a jax.lax.scan over time), so its VJP is JAX's and the sequence is one node."""
+pass over a sequence is one op (a jax.lax.scan over time), so the sequence is one node; on the CPU backend small
+layers run its NumPy forms (_rnn_host.py), which trace and compile nothing for a new length or batch."""
 
 import math
 import warnings
@@ -12,10 +13,12 @@ import numpy as np
 from .. import _factories
 from .._autocast import autocast_policy
 from .._ops._core import Op, apply
+from .._ops.elementwise import in_float64
 from .._ops.shape import cat, stack
 from .._tensor import Tensor
 from . import functional as F
 from . import init
+from ._rnn_host import layer_forward, layer_shapes, layer_vjp
 from .module import Module
 from .parameter import Parameter
 from .utils.rnn import PackedSequence, pad_packed_sequence
@@ -28,22 +31,26 @@ def _gates(a, gate_rows):
     return [jax.lax.slice_in_dim(a, start, stop, axis=a.ndim - 1) for start, stop in gate_rows]
 
 
+# a float32 layer's sigmoid and tanh are float64 values rounded once, as its host forms (_rnn_host.py) round them
+_sigmoid, _tanh = in_float64(jax.nn.sigmoid), in_float64(jnp.tanh)
+
+
 def _step(mode, gate_rows, x_proj, h, c, w_hh, b_hh, w_hr):
     """One time step: (new h, new c) from the input's projection x W_ih^T + b_ih and the state."""
     hh = h @ w_hh.T + (b_hh if b_hh is not None else 0)
     if mode == "GRU":
         ir, iz, i_n = _gates(x_proj, gate_rows)
         hr, hz, h_n = _gates(hh, gate_rows)
-        r, z = jax.nn.sigmoid(ir + hr), jax.nn.sigmoid(iz + hz)
-        n = jnp.tanh(i_n + r * h_n)
+        r, z = _sigmoid(ir + hr), _sigmoid(iz + hz)
+        n = _tanh(i_n + r * h_n)
         return (1 - z) * n + z * h, c
     gates = x_proj + hh
     if mode == "LSTM":
         i, f, g, o = _gates(gates, gate_rows)
-        c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
-        h = jax.nn.sigmoid(o) * jnp.tanh(c)
+        c = _sigmoid(f) * c + _sigmoid(i) * _tanh(g)
+        h = _sigmoid(o) * _tanh(c)
         return (h @ w_hr.T if w_hr is not None else h), c
-    return (jnp.tanh(gates) if mode == "RNN_TANH" else jax.nn.relu(gates)), c
+    return (_tanh(gates) if mode == "RNN_TANH" else jax.nn.relu(gates)), c
 
 
 def _layer(x, h0, *arrays, mode, gate_rows, reverse, has_bias, has_proj, masked=False):
@@ -77,7 +84,7 @@ def _layer(x, h0, *arrays, mode, gate_rows, reverse, has_bias, has_proj, masked=
     return (outputs, h_n, c_n) if mode == "LSTM" else (outputs, h_n)
 
 
-_LAYER = Op("rnn_layer", _layer, multi=True)
+_LAYER = Op("rnn_layer", _layer, multi=True, host=layer_forward, host_vjp=layer_vjp, shapes=layer_shapes)
 
 
 def _layer(operands, **static):
