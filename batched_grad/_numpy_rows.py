@@ -19,6 +19,7 @@ rounded to float32 before anything reads them (_numpy_program.py)."""
 
 import numpy as np
 
+from ._numpy_conv import conv_general_dilated
 from ._numpy_windows import reduce_window
 from ._simd_math import fused_multiply_add
 
@@ -444,6 +445,7 @@ ROWS = {
     "scatter-add": _scatter(np.add),
     "scatter-mul": _scatter(np.multiply),
     "dot_general": _dot_general,
+    "conv_general_dilated": conv_general_dilated,
     "reduce_sum": _reduce(np.add, lambda d: 0),
     "reduce_prod": _reduce(np.multiply, lambda d: 1),
     "reduce_max": _reduce(np.maximum, _lowest),
