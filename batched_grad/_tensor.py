@@ -606,17 +606,22 @@ class Tensor(InPlace):
         """The values as a NumPy array: from_numpy's memory itself (writes reach the tensor), else a read-only view
         of the values. Like torch, refused for a tensor that requires grad while grad mode is on, unless
         `force=True`."""
-        if self.requires_grad and is_grad_enabled() and not force:
+        if not force:
+            self._check_numpy_view()
+        return self._array(NUMPY_ERROR, "Tensor.numpy()")
+
+    def _check_numpy_view(self):
+        """torch's refusals of numpy() without force (np.asarray(tensor) and NumPy's operators on a tensor too)."""
+        if self.requires_grad and is_grad_enabled():
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
-        if not force and self.is_conj():
+        if self.is_conj():
             raise RuntimeError(
                 "Can't call numpy() on Tensor that has conjugate bit set. Use tensor.resolve_conj().numpy() instead."
             )
-        if not force and self.is_neg():
+        if self.is_neg():
             raise RuntimeError(
                 "Can't call numpy() on Tensor that has negative bit set. Use tensor.resolve_neg().numpy() instead."
             )
-        return self._array(NUMPY_ERROR, "Tensor.numpy()")
 
     def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
         from .utils.dlpack import tensor_dlpack
@@ -629,6 +634,7 @@ class Tensor(InPlace):
         return tensor_dlpack_device(self)
 
     def __array__(self, dtype=None, copy=None):
+        self._check_numpy_view()  # torch's __array__ is numpy()
         a = self._array(NUMPY_ERROR, "a conversion to a NumPy array")
         if dtype is not None and a.dtype != dtype:
             return a.astype(dtype)
