@@ -21,7 +21,7 @@ from ._mt19937 import _fma64 as fma64
 from ._ops.random_draws import sample
 from ._ops.rows_like import rows_like
 from ._simd_math import fma
-from ._tensor import REQUIRES_GRAD_DTYPE, Tensor, python_type_name, warn_once
+from ._tensor import REQUIRES_GRAD_DTYPE, Tensor, python_type_name, warn_once, warn_once_at_caller
 from ._x64 import scoped
 
 _ARRAYS = (np.ndarray, np.generic, jax.Array)
@@ -60,6 +60,12 @@ def _made(make, shape, d, requires_grad, device):
 
 
 # ---- tensor(data): torch's dtype inference and shape checks ---------------------------------------------
+LIST_OF_ARRAYS_WARNING = (
+    "Creating a tensor from a list of numpy.ndarrays is extremely slow. Please consider converting the list to a "
+    "single numpy.ndarray with numpy.array() before converting to a tensor."
+)
+
+
 def _is_sequence(data):
     """Whether tensor() reads `data` as a sequence, as torch does any Python sequence (list, tuple, range, deque,
     array.array, ...) but a string."""
@@ -93,6 +99,8 @@ def _sizes(data):
         if not data:
             break
         data = data[0]
+    if sizes and isinstance(data, np.ndarray) and data.ndim == 0:  # torch takes it for a sequence, and asks its len
+        raise TypeError("len() of unsized object")
     if isinstance(data, Tensor) and sizes:  # a Tensor in a list stands for its one number
         return sizes
     return sizes + list(np.shape(data))
@@ -113,6 +121,18 @@ def _check_nested(data, sizes, dim=0):
         raise ValueError(f"expected sequence of length {sizes[dim]} at dim {dim} (got {len(data)})")
     for item in data:
         _check_nested(item, sizes, dim + 1)
+
+
+def _arrays_in(data):
+    """How many NumPy arrays torch meets copying `data`'s nested sequences item by item (it warns at each): the
+    arrays among the items, and the sub-arrays (rows, ...) of each it walks into."""
+    if not _is_sequence(data):
+        return 0
+    return sum(_array_and_rows(item) if isinstance(item, np.ndarray) else _arrays_in(item) for item in data)
+
+
+def _array_and_rows(array):
+    return 1 + sum(math.prod(array.shape[:k]) for k in range(1, array.ndim))
 
 
 def _numbers(data):
@@ -141,7 +161,10 @@ def tensor(data, dtype=None, requires_grad=False, device=None):
     elif isinstance(data, _ARRAYS):
         value = data
     else:
-        _check_nested(data, _sizes(data))
+        sizes = _sizes(data)
+        _check_nested(data, sizes)
+        for _ in range(_arrays_in(data) if math.prod(sizes) else 0):  # torch copies no elements of an empty one
+            warn_once_at_caller(LIST_OF_ARRAYS_WARNING)
         if d.is_floating_point is False and d.is_complex is False:
             _check_int_range(data)
         with np.errstate(over="ignore"):  # like torch, out-of-range floats become inf

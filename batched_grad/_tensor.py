@@ -87,6 +87,13 @@ def warn_at_caller(message):
     warnings.warn(message, UserWarning, stacklevel=level)
 
 
+def warn_once_at_caller(message):
+    """warn_once's once per process (or always, under set_warn_always(True)), attributed as warn_at_caller's."""
+    if _warn_always[0] or message not in _warned:
+        _warned.add(message)
+        warn_at_caller(message)
+
+
 def set_warn_always(b):
     """With True, the warnings given once per process (such as backward's create_graph warning) are given every
     time; False restores the default."""
