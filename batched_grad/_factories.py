@@ -228,13 +228,14 @@ def _size(size, fn="zeros"):
     """Accept f(2, 3), f((2, 3)) and f([2, 3]) like torch."""
     if len(size) == 1 and not _is_int(size[0]):
         if not isinstance(size[0], (tuple, list)):
-            raise TypeError(f"{fn}(): argument 'size' (position 1) must be tuple of ints, not {type(size[0]).__name__}")
+            kind = python_type_name(size[0])
+            raise TypeError(f"{fn}(): argument 'size' (position 1) must be tuple of ints, not {kind}")
         size = size[0]
     for i, s in enumerate(size):
         if not _is_int(s):
             raise TypeError(
                 f"{fn}(): argument 'size' failed to unpack the object at pos {i + 1} with error "
-                f'"type must be tuple of ints,but got {type(s).__name__}"'
+                f'"type must be tuple of ints,but got {python_type_name(s)}"'
             )
     if builtins.any(s < 0 for s in size):
         raise RuntimeError(
@@ -254,7 +255,7 @@ def _varargs_size(fn, args, size=_NO_SIZE):
         if args:
             raise TypeError(f"{fn}() got multiple values for argument 'size'")
         if not isinstance(size, (tuple, list)) or not builtins.all(_is_int(s) for s in size):
-            raise TypeError(f"{fn}(): argument 'size' must be tuple of ints, not {type(size).__name__}")
+            raise TypeError(f"{fn}(): argument 'size' must be tuple of ints, not {python_type_name(size)}")
         return _size((size,), fn)
     if not args:
         raise TypeError(f'{fn}() missing 1 required positional arguments: "size"')
@@ -263,7 +264,7 @@ def _varargs_size(fn, args, size=_NO_SIZE):
 
 def _tuple_size(fn, size):
     if not isinstance(size, (tuple, list)):
-        raise TypeError(f"{fn}(): argument 'size' (position 1) must be tuple of ints, not {type(size).__name__}")
+        raise TypeError(f"{fn}(): argument 'size' (position 1) must be tuple of ints, not {python_type_name(size)}")
     return _size((size,), fn)
 
 

@@ -488,7 +488,8 @@ def _new_factory(kind):
             if args:
                 raise TypeError(f"new_{kind}() got multiple values for argument 'size'")
             args = (size,)
-        made = getattr(_factories, kind)(*args, dtype=dtype or self.dtype, device=device_for(device, self))
+        shape = _factories._varargs_size(f"new_{kind}", args)  # torch's size errors name new_zeros(), new_ones()
+        made = getattr(_factories, kind)(shape, dtype=dtype or self.dtype, device=device_for(device, self))
         return rows_like(made, self, requires_grad)
 
     method.__name__ = method.__qualname__ = f"new_{kind}"
