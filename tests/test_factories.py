@@ -413,6 +413,11 @@ def test_short_linspace_is_torchs_bit_for_bit(ends, dtype):
         "m.ones(2).new_ones(2.0)",
         "m.ones(2).new_zeros((2, None))",
         "m.ones(2).new_empty(-1)",
+        "m.ones(2).new_empty(np.array([2]))",
+        "m.ones(2).new_full(np.array([2]), 1.0)",
+        "m.ones(2).new_full((2, None), 1.0)",
+        "m.ones(2).new_full(2, 1.0)",
+        "m.ones(2).new_empty(2, size=(2,))",
         "m.ones(2).new_zeros()",
         "m.ones(4).resize_(np.array([2]))",
     ],
@@ -420,6 +425,7 @@ def test_short_linspace_is_torchs_bit_for_bit(ends, dtype):
 def test_size_errors_name_types_and_methods_as_torch(code):
     """A size of the wrong type is named as CPython names it (numpy.ndarray, not ndarray), and the new_* methods'
     errors name the method."""
+    assert bg.ones(2).new_empty(size=(2, 3)).shape == (2, 3)
     messages = []
     for m in (torch, bg):
         with pytest.raises((TypeError, RuntimeError)) as caught:
