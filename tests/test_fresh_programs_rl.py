@@ -1,9 +1,10 @@
 """Reinforcement-learning programs of the kinds minimalRL and RL-Adventure hold, each written once against torch's API
 and run with torch and with batched_grad from the same seeds in float64, compared number for number: REINFORCE, TD
-actor-critic, PPO with GAE, PPO with an LSTM policy, DQN with a replay buffer, V-trace and ACER's truncated importance
-weights, DDPG/TD3 on a pendulum (SAC, C51 and the probabilistic programs are in test_fresh_programs_rl2.py). The gym
-environments they step are written here (the classic-control equations, a seeded NumPy generator); their idioms
-(tensors made from lists of NumPy arrays, NumPy arithmetic on tensors, `.data.copy_` soft updates) are kept."""
+actor-critic, PPO with GAE, PPO with an LSTM policy, DQN with a replay buffer and with prioritized replay, V-trace and
+ACER's truncated importance weights, DDPG/TD3 on a pendulum (SAC, C51 and the probabilistic programs are in
+test_fresh_programs_rl2.py). The gym environments they step are written here (the classic-control equations, a seeded
+NumPy generator); their idioms (tensors made from lists of NumPy arrays, NumPy arithmetic on tensors, `.data.copy_`
+soft updates) are kept."""
 
 import collections
 import copy
@@ -273,6 +274,57 @@ def dqn_with_a_replay_buffer(m):
 
 
 @_quiet
+def prioritized_replay_dqn(m):
+    """RL-Adventure's prioritized replay: priorities in a float32 array, np.random.choice drawing indices with
+    p = prios**alpha / sum, importance weights, actions stored as either Python ints or 0-d tensors from
+    q.max(1)[1].data[0] and batched by LongTensor, dones (bools) by DoubleTensor, Variable(..., volatile=True) for
+    acting, new priorities read back by prios.data.cpu().numpy()."""
+    nn = m.nn
+    out = []
+    with float64_default(m), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="volatile was removed")
+        rng, draws = random.Random(8), np.random.RandomState(8)
+        q = nn.Sequential(nn.Linear(4, 32), nn.ReLU(), nn.Linear(32, 2))
+        q_target = nn.Sequential(nn.Linear(4, 32), nn.ReLU(), nn.Linear(32, 2))
+        q_target.load_state_dict(q.state_dict())
+        opt, env = m.optim.Adam(q.parameters(), lr=1e-3), CartPole(8, limit=50)
+        buffer, priorities = [], np.zeros(400, dtype=np.float32)
+        state = env.reset()
+        for frame in range(1, 121):
+            if rng.random() > 0.3:
+                q_value = q(m.autograd.Variable(m.DoubleTensor(state).unsqueeze(0), volatile=True))
+                action = q_value.max(1)[1].data[0]
+            else:
+                action = rng.randrange(2)
+            next_state, reward, done, _ = env.step(action)
+            priorities[len(buffer)] = priorities.max() if buffer else 1.0
+            buffer.append((np.expand_dims(state, 0), action, reward, np.expand_dims(next_state, 0), done))
+            state = env.reset() if done else next_state
+            if len(buffer) > 32:
+                probs = priorities[: len(buffer)] ** 0.6
+                probs /= probs.sum()
+                indices = draws.choice(len(buffer), 32, p=probs)
+                weights = (len(buffer) * probs[indices]) ** -0.5
+                weights = np.array(weights / weights.max(), dtype=np.float32)
+                s_b, a_b, r_b, n_b, d_b = zip(*[buffer[i] for i in indices])
+                q_a = q(m.DoubleTensor(np.concatenate(s_b))).gather(1, m.LongTensor(a_b).unsqueeze(1)).squeeze(1)
+                next_q = q_target(m.DoubleTensor(np.concatenate(n_b))).max(1)[0]
+                expected = m.DoubleTensor(r_b) + 0.99 * next_q * (1 - m.DoubleTensor(d_b))
+                loss = (q_a - expected.detach()).pow(2) * m.DoubleTensor(weights)
+                prios = loss + 1e-5
+                opt.zero_grad()
+                loss.mean().backward()
+                for i, p in zip(indices, prios.data.cpu().numpy()):
+                    priorities[i] = p
+                opt.step()
+            if frame % 40 == 0:
+                q_target.load_state_dict(q.state_dict())
+                out += [loss.mean().detach(), float(priorities.sum())]
+        out += _params(q)
+    return out
+
+
+@_quiet
 def vtrace_and_acer_corrections(m):
     """V-trace targets computed under no_grad with rhos = min(threshold tensor, ratio), cs.numpy() and NumPy
     arithmetic mixing tensors with arrays (vs_minus_v + v.numpy()), then ACER's truncated rho_bar and its bias
@@ -429,6 +481,7 @@ SLOW = [  # each a few seconds with both libraries
     ppo_with_gae,
     ppo_with_an_lstm_policy,
     dqn_with_a_replay_buffer,
+    prioritized_replay_dqn,
     ddpg_and_td3_on_a_pendulum,
 ]
 
