@@ -107,6 +107,10 @@ def _sizes(data):
 
 
 def _check_nested(data, sizes, dim=0):
+    if isinstance(data, Tensor) and 0 < dim < len(sizes):  # within the nesting torch reads a tensor as a sequence
+        if data.ndim == 0:
+            raise TypeError("not a sequence")
+        data = list(data)
     if not _is_sequence(data):
         if isinstance(data, Tensor) and dim:
             if data.numel() != 1:
@@ -135,11 +139,12 @@ def _array_and_rows(array):
     return 1 + sum(math.prod(array.shape[:k]) for k in range(1, array.ndim))
 
 
-def _numbers(data):
-    """Nested sequences with each Tensor in them (one element each) replaced by its number."""
+def _numbers(data, levels):
+    """Nested sequences with each Tensor in them replaced by its number (at the innermost of the `levels` levels of
+    nesting) or its nested list (above it)."""
     if isinstance(data, Tensor):
-        return data.item()
-    return [_numbers(x) for x in data] if _is_sequence(data) else data
+        return data.tolist() if levels else data.item()
+    return [_numbers(x, levels - 1) for x in data] if _is_sequence(data) else data
 
 
 def _check_int_range(data):
@@ -168,7 +173,7 @@ def tensor(data, dtype=None, requires_grad=False, device=None):
         if d.is_floating_point is False and d.is_complex is False:
             _check_int_range(data)
         with np.errstate(over="ignore"):  # like torch, out-of-range floats become inf
-            value = np.array(_numbers(data) if not isinstance(data, range) else list(data), dtype=d.np)
+            value = np.array(_numbers(data, len(sizes)) if not isinstance(data, range) else list(data), dtype=d.np)
     if isinstance(value, MetaValue) or names_meta(device):  # no values to copy, or none kept
         return _leaf(meta_value(value.shape, d.np), requires_grad)
     if isinstance(value, jax.Array):

@@ -277,3 +277,33 @@ def test_tensor_from_a_list_of_arrays_warns_as_torch(code):
             m.set_warn_always(False)
         seen.append((result, [(_TRIGGERED.sub("", str(w.message)), w.filename) for w in caught]))
     assert seen[1] == seen[0]
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "m.tensor([np.ones(2), m.ones(2)])",
+        "m.tensor([[1.0, 2.0], m.ones(2)])",
+        "m.tensor([[1.0, 2.0], m.ones(3)])",
+        "m.tensor([np.ones(2), m.tensor(1.0)])",
+        "m.tensor([m.ones(2), m.ones(2)])",
+        "m.tensor([m.ones(1), m.ones(1)])",
+        "m.tensor([[1.0], m.ones(1)])",
+        "m.tensor([np.ones((2, 2)), m.ones(2, 2)])",
+        "m.tensor([[m.tensor(1.0), 2.0], m.ones(2)])",
+        "m.tensor([[1, 2], m.tensor([True, False])])",
+    ],
+)
+def test_tensor_within_nested_sequences_as_torch(code):
+    """Below the outermost level, where the nesting expects a sequence, torch reads a tensor as one (its rows); at
+    the innermost level a tensor must hold one element."""
+    outcomes = []
+    for m in (torch, bg):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                made = eval(code, {"m": m, "np": np})
+                outcomes.append((made.tolist(), str(made.dtype)))
+            except (TypeError, ValueError) as e:
+                outcomes.append((type(e).__name__, str(e)))
+    assert outcomes[1] == outcomes[0]
