@@ -475,10 +475,10 @@ def ddpg_and_td3_on_a_pendulum(m):
     return out
 
 
-FAST = [vtrace_and_acer_corrections]
+FAST = [ppo_with_gae]
 SLOW = [  # each a few seconds with both libraries
     reinforce_and_actor_critic,
-    ppo_with_gae,
+    vtrace_and_acer_corrections,
     ppo_with_an_lstm_policy,
     dqn_with_a_replay_buffer,
     prioritized_replay_dqn,
