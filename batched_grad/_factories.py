@@ -21,7 +21,7 @@ from ._mt19937 import _fma64 as fma64
 from ._ops.random_draws import sample
 from ._ops.rows_like import rows_like
 from ._simd_math import fma
-from ._tensor import REQUIRES_GRAD_DTYPE, Tensor, python_type_name, warn_once
+from ._tensor import REQUIRES_GRAD_DTYPE, Tensor, python_type_name, warn_once, warn_once_at_caller
 from ._x64 import scoped
 
 _ARRAYS = (np.ndarray, np.generic, jax.Array)
@@ -60,6 +60,12 @@ def _made(make, shape, d, requires_grad, device):
 
 
 # ---- tensor(data): torch's dtype inference and shape checks ---------------------------------------------
+LIST_OF_ARRAYS_WARNING = (
+    "Creating a tensor from a list of numpy.ndarrays is extremely slow. Please consider converting the list to a "
+    "single numpy.ndarray with numpy.array() before converting to a tensor."
+)
+
+
 def _is_sequence(data):
     """Whether tensor() reads `data` as a sequence, as torch does any Python sequence (list, tuple, range, deque,
     array.array, ...) but a string."""
@@ -93,12 +99,18 @@ def _sizes(data):
         if not data:
             break
         data = data[0]
+    if sizes and isinstance(data, np.ndarray) and data.ndim == 0:  # torch takes it for a sequence, and asks its len
+        raise TypeError("len() of unsized object")
     if isinstance(data, Tensor) and sizes:  # a Tensor in a list stands for its one number
         return sizes
     return sizes + list(np.shape(data))
 
 
 def _check_nested(data, sizes, dim=0):
+    if isinstance(data, Tensor) and 0 < dim < len(sizes):  # within the nesting torch reads a tensor as a sequence
+        if data.ndim == 0:
+            raise TypeError("not a sequence")
+        data = list(data)
     if not _is_sequence(data):
         if isinstance(data, Tensor) and dim:
             if data.numel() != 1:
@@ -115,11 +127,24 @@ def _check_nested(data, sizes, dim=0):
         _check_nested(item, sizes, dim + 1)
 
 
-def _numbers(data):
-    """Nested sequences with each Tensor in them (one element each) replaced by its number."""
+def _arrays_in(data):
+    """How many NumPy arrays torch meets copying `data`'s nested sequences item by item (it warns at each): the
+    arrays among the items, and the sub-arrays (rows, ...) of each it walks into."""
+    if not _is_sequence(data):
+        return 0
+    return sum(_array_and_rows(item) if isinstance(item, np.ndarray) else _arrays_in(item) for item in data)
+
+
+def _array_and_rows(array):
+    return 1 + sum(math.prod(array.shape[:k]) for k in range(1, array.ndim))
+
+
+def _numbers(data, levels):
+    """Nested sequences with each Tensor in them replaced by its number (at the innermost of the `levels` levels of
+    nesting) or its nested list (above it)."""
     if isinstance(data, Tensor):
-        return data.item()
-    return [_numbers(x) for x in data] if _is_sequence(data) else data
+        return data.tolist() if levels else data.item()
+    return [_numbers(x, levels - 1) for x in data] if _is_sequence(data) else data
 
 
 def _check_int_range(data):
@@ -141,11 +166,14 @@ def tensor(data, dtype=None, requires_grad=False, device=None):
     elif isinstance(data, _ARRAYS):
         value = data
     else:
-        _check_nested(data, _sizes(data))
+        sizes = _sizes(data)
+        _check_nested(data, sizes)
+        for _ in range(_arrays_in(data) if math.prod(sizes) else 0):  # torch copies no elements of an empty one
+            warn_once_at_caller(LIST_OF_ARRAYS_WARNING)
         if d.is_floating_point is False and d.is_complex is False:
             _check_int_range(data)
         with np.errstate(over="ignore"):  # like torch, out-of-range floats become inf
-            value = np.array(_numbers(data) if not isinstance(data, range) else list(data), dtype=d.np)
+            value = np.array(_numbers(data, len(sizes)) if not isinstance(data, range) else list(data), dtype=d.np)
     if isinstance(value, MetaValue) or names_meta(device):  # no values to copy, or none kept
         return _leaf(meta_value(value.shape, d.np), requires_grad)
     if isinstance(value, jax.Array):
@@ -205,13 +233,14 @@ def _size(size, fn="zeros"):
     """Accept f(2, 3), f((2, 3)) and f([2, 3]) like torch."""
     if len(size) == 1 and not _is_int(size[0]):
         if not isinstance(size[0], (tuple, list)):
-            raise TypeError(f"{fn}(): argument 'size' (position 1) must be tuple of ints, not {type(size[0]).__name__}")
+            kind = python_type_name(size[0])
+            raise TypeError(f"{fn}(): argument 'size' (position 1) must be tuple of ints, not {kind}")
         size = size[0]
     for i, s in enumerate(size):
         if not _is_int(s):
             raise TypeError(
                 f"{fn}(): argument 'size' failed to unpack the object at pos {i + 1} with error "
-                f'"type must be tuple of ints,but got {type(s).__name__}"'
+                f'"type must be tuple of ints,but got {python_type_name(s)}"'
             )
     if builtins.any(s < 0 for s in size):
         raise RuntimeError(
@@ -231,7 +260,7 @@ def _varargs_size(fn, args, size=_NO_SIZE):
         if args:
             raise TypeError(f"{fn}() got multiple values for argument 'size'")
         if not isinstance(size, (tuple, list)) or not builtins.all(_is_int(s) for s in size):
-            raise TypeError(f"{fn}(): argument 'size' must be tuple of ints, not {type(size).__name__}")
+            raise TypeError(f"{fn}(): argument 'size' must be tuple of ints, not {python_type_name(size)}")
         return _size((size,), fn)
     if not args:
         raise TypeError(f'{fn}() missing 1 required positional arguments: "size"')
@@ -240,7 +269,7 @@ def _varargs_size(fn, args, size=_NO_SIZE):
 
 def _tuple_size(fn, size):
     if not isinstance(size, (tuple, list)):
-        raise TypeError(f"{fn}(): argument 'size' (position 1) must be tuple of ints, not {type(size).__name__}")
+        raise TypeError(f"{fn}(): argument 'size' (position 1) must be tuple of ints, not {python_type_name(size)}")
     return _size((size,), fn)
 
 

@@ -87,6 +87,13 @@ def warn_at_caller(message):
     warnings.warn(message, UserWarning, stacklevel=level)
 
 
+def warn_once_at_caller(message):
+    """warn_once's once per process (or always, under set_warn_always(True)), attributed as warn_at_caller's."""
+    if _warn_always[0] or message not in _warned:
+        _warned.add(message)
+        warn_at_caller(message)
+
+
 def set_warn_always(b):
     """With True, the warnings given once per process (such as backward's create_graph warning) are given every
     time; False restores the default."""
@@ -606,17 +613,22 @@ class Tensor(InPlace):
         """The values as a NumPy array: from_numpy's memory itself (writes reach the tensor), else a read-only view
         of the values. Like torch, refused for a tensor that requires grad while grad mode is on, unless
         `force=True`."""
-        if self.requires_grad and is_grad_enabled() and not force:
+        if not force:
+            self._check_numpy_view()
+        return self._array(NUMPY_ERROR, "Tensor.numpy()")
+
+    def _check_numpy_view(self):
+        """torch's refusals of numpy() without force (np.asarray(tensor) and NumPy's operators on a tensor too)."""
+        if self.requires_grad and is_grad_enabled():
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
-        if not force and self.is_conj():
+        if self.is_conj():
             raise RuntimeError(
                 "Can't call numpy() on Tensor that has conjugate bit set. Use tensor.resolve_conj().numpy() instead."
             )
-        if not force and self.is_neg():
+        if self.is_neg():
             raise RuntimeError(
                 "Can't call numpy() on Tensor that has negative bit set. Use tensor.resolve_neg().numpy() instead."
             )
-        return self._array(NUMPY_ERROR, "Tensor.numpy()")
 
     def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
         from .utils.dlpack import tensor_dlpack
@@ -629,6 +641,7 @@ class Tensor(InPlace):
         return tensor_dlpack_device(self)
 
     def __array__(self, dtype=None, copy=None):
+        self._check_numpy_view()  # torch's __array__ is numpy()
         a = self._array(NUMPY_ERROR, "a conversion to a NumPy array")
         if dtype is not None and a.dtype != dtype:
             return a.astype(dtype)
@@ -705,7 +718,7 @@ class Tensor(InPlace):
         """torch's warning when float() or complex() drops a gradient: only while grad mode is on (an optimizer's
         step, under no_grad, converts its closure's loss without it)."""
         if self.requires_grad and is_grad_enabled():
-            warn_once(SCALAR_REQUIRES_GRAD)
+            warn_once(SCALAR_REQUIRES_GRAD, stacklevel=4)  # the line calling float() or complex()
 
     def __index__(self):
         if self.dtype.is_floating_point or self.dtype.is_complex or self.numel() != 1:

@@ -322,7 +322,7 @@ class NumpyBackward(bg.autograd.Function):
     @staticmethod
     def backward(ctx, g):
         (a,) = ctx.saved_tensors
-        return bg.tensor(2 * np.asarray(a) * np.asarray(g))
+        return bg.tensor(2 * a.detach().numpy() * g.detach().numpy())  # as in torch: numpy() of no graph
 
 
 class ItemBackward(bg.autograd.Function):

@@ -399,3 +399,36 @@ def test_short_linspace_is_torchs_bit_for_bit(ends, dtype):
     for steps in range(1, 8 if dtype == "float64" else 16):
         got = bg.linspace(*ends, steps, dtype=getattr(bg, dtype)).numpy()
         np.testing.assert_array_equal(got, torch.linspace(*ends, steps, dtype=getattr(torch, dtype)).numpy())
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "m.zeros(np.array([2, 3]))",
+        "m.ones(size=np.array([2]))",
+        "m.rand(np.array([2]))",
+        "m.full(np.array([2]), 1.0)",
+        "m.zeros((2, np.float64(3)))",
+        "m.ones(2).new_zeros(np.array([2]))",
+        "m.ones(2).new_ones(2.0)",
+        "m.ones(2).new_zeros((2, None))",
+        "m.ones(2).new_empty(-1)",
+        "m.ones(2).new_empty(np.array([2]))",
+        "m.ones(2).new_full(np.array([2]), 1.0)",
+        "m.ones(2).new_full((2, None), 1.0)",
+        "m.ones(2).new_full(2, 1.0)",
+        "m.ones(2).new_empty(2, size=(2,))",
+        "m.ones(2).new_zeros()",
+        "m.ones(4).resize_(np.array([2]))",
+    ],
+)
+def test_size_errors_name_types_and_methods_as_torch(code):
+    """A size of the wrong type is named as CPython names it (numpy.ndarray, not ndarray), and the new_* methods'
+    errors name the method."""
+    assert bg.ones(2).new_empty(size=(2, 3)).shape == (2, 3)
+    messages = []
+    for m in (torch, bg):
+        with pytest.raises((TypeError, RuntimeError)) as caught:
+            eval(code, {"m": m, "np": np})
+        messages.append((caught.type, str(caught.value)))
+    assert messages[1] == messages[0]

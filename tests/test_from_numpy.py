@@ -11,7 +11,7 @@ import torch
 import batched_grad as bg
 import vmap
 from batched_grad import _tensor
-from test_tensor import _restore_modes, assert_like_torch, outcome  # noqa: F401  (the fixture restores grad mode)
+from test_tensor import _TRIGGERED, _restore_modes, assert_like_torch, outcome  # noqa: F401  (the fixture restores grad mode)
 
 NUMPY_WRITES = [
     "a = np.arange(3.)\nt = m.from_numpy(a)\na[0] = 7\nt",
@@ -238,3 +238,72 @@ GRADIENT_COPIES = [
 @pytest.mark.parametrize("code", GRADIENT_COPIES)
 def test_a_gradient_does_not_alias_the_grad_output_like_torch(code):
     assert_like_torch(code)
+
+
+LISTS_OF_ARRAYS = [
+    "m.tensor([np.ones(2), np.ones(2)])",
+    "m.tensor((np.ones(2), [1.0, 2.0]))",
+    "m.tensor([[1, 2], np.ones(2, np.int32)])",
+    "m.tensor([[np.ones(2)]])",
+    "m.tensor([np.ones((2, 3)), np.ones((2, 3))])",
+    "m.tensor([np.ones((2, 2, 2))])",
+    "m.tensor([1.0, np.array(2.0)])",
+    "m.tensor([np.array(1.0), 2.0])",
+    "m.tensor([np.ones(0)])",
+    "m.tensor([np.float64(1.0), np.float32(2.0)])",
+    "m.tensor(np.ones(2))",
+    "m.as_tensor([np.ones(2), np.ones(2)])",
+    "m.FloatTensor([np.ones(2), np.ones(2)])",
+    "m.LongTensor([np.ones(2, np.int64)])",
+    "m.ones(2).new_tensor([np.ones(2)])",
+]
+
+
+@pytest.mark.parametrize("code", LISTS_OF_ARRAYS)
+def test_tensor_from_a_list_of_arrays_warns_as_torch(code):
+    """torch warns that copying NumPy arrays out of a list is slow, once per process, or at each array (and each row
+    of one it walks into) under set_warn_always(True); at the user's line. A 0-d array leading the list is refused."""
+    seen = []
+    for m in (torch, bg):
+        m.set_warn_always(True)
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                try:
+                    result = eval(code, {"m": m, "np": np}).tolist()
+                except TypeError as e:
+                    result = str(e)
+        finally:
+            m.set_warn_always(False)
+        seen.append((result, [(_TRIGGERED.sub("", str(w.message)), w.filename) for w in caught]))
+    assert seen[1] == seen[0]
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "m.tensor([np.ones(2), m.ones(2)])",
+        "m.tensor([[1.0, 2.0], m.ones(2)])",
+        "m.tensor([[1.0, 2.0], m.ones(3)])",
+        "m.tensor([np.ones(2), m.tensor(1.0)])",
+        "m.tensor([m.ones(2), m.ones(2)])",
+        "m.tensor([m.ones(1), m.ones(1)])",
+        "m.tensor([[1.0], m.ones(1)])",
+        "m.tensor([np.ones((2, 2)), m.ones(2, 2)])",
+        "m.tensor([[m.tensor(1.0), 2.0], m.ones(2)])",
+        "m.tensor([[1, 2], m.tensor([True, False])])",
+    ],
+)
+def test_tensor_within_nested_sequences_as_torch(code):
+    """Below the outermost level, where the nesting expects a sequence, torch reads a tensor as one (its rows); at
+    the innermost level a tensor must hold one element."""
+    outcomes = []
+    for m in (torch, bg):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                made = eval(code, {"m": m, "np": np})
+                outcomes.append((made.tolist(), str(made.dtype)))
+            except (TypeError, ValueError) as e:
+                outcomes.append((type(e).__name__, str(e)))
+    assert outcomes[1] == outcomes[0]

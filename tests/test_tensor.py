@@ -392,8 +392,9 @@ def test_jax_roundtrip_and_traced_repr():
 )
 def test_once_per_process_warnings(code, message, monkeypatch):
     monkeypatch.setattr(bg._tensor, "_warned", set())
-    with pytest.warns(UserWarning, match=re.escape(message)):
+    with pytest.warns(UserWarning, match=re.escape(message)) as record:
         eval(code)
+    assert record[0].filename == "<string>"  # the line that converts (here eval's), as torch names it
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         eval(code)

@@ -92,6 +92,7 @@ from .linalg import bmm, diag, diagonal, dot, einsum, matmul, mm, mv, outer, ten
 from .linalg import inv as inverse
 from .nn import conv1d, conv2d, conv3d, layer_norm, log_softmax, softmax
 from .numpy_keywords import with_method_aliases
+from .numpy_operands import DEFERRING, deferring_to_numpy
 from .placement import DISCARDS_IMAGINARY, to
 from .reduction import (
     all,
@@ -377,7 +378,7 @@ def _reversed(fn):
 
 
 def _rtruediv(self, other):  # number / tensor: torch computes reciprocal(tensor) * number (its values and nodes)
-    return mul(UNARY["reciprocal"](self), other)
+    return UNARY["reciprocal"](self) * other  # the operator, so that an ndarray `other` computes it (numpy_operands)
 
 
 def _invert(self):
@@ -487,7 +488,8 @@ def _new_factory(kind):
             if args:
                 raise TypeError(f"new_{kind}() got multiple values for argument 'size'")
             args = (size,)
-        made = getattr(_factories, kind)(*args, dtype=dtype or self.dtype, device=device_for(device, self))
+        shape = _factories._varargs_size(f"new_{kind}", args)  # torch's size errors name new_zeros(), new_ones()
+        made = getattr(_factories, kind)(shape, dtype=dtype or self.dtype, device=device_for(device, self))
         return rows_like(made, self, requires_grad)
 
     method.__name__ = method.__qualname__ = f"new_{kind}"
@@ -878,6 +880,7 @@ _METHODS.update({n: deprecated_signatures.accepting(n, fn, method=True) for n, f
 for _name, _fn in _METHODS.items():
     # a dense tensor's method with a sparse COO operand (dense.mm(sparse)) runs the op's sparse form, as torch's
     _fn = sparse_aware(_fn, _name) if _name in SPARSE_DISPATCHED else _fn
+    _fn = deferring_to_numpy(_fn) if _name in DEFERRING else _fn
     setattr(Tensor, _name, with_method_aliases(_fn, _name))
 
 lean.install(Tensor, _METHODS)  # the lean fronts of the commonest eager calls, before all else

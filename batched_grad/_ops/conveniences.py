@@ -8,7 +8,7 @@ import jax.numpy as jnp
 
 from .. import _dtypes
 from .._autocast import autocast_policy
-from .._factories import empty, full, tensor
+from .._factories import _NO_SIZE, _tuple_size, _varargs_size, empty, full, tensor
 from .._layout_types import takes_layout
 from .._meta import device_for
 from .._tensor import Tensor, type_name
@@ -24,16 +24,17 @@ from .shape import reshape
 def new_full(self, size, fill_value, *, dtype=None, requires_grad=False, device=None):
     """A tensor of `size` filled with fill_value, with this tensor's dtype and device unless `dtype` or `device`."""
 
-    made = full(tuple(size), fill_value, dtype=dtype or self.dtype, device=device_for(device, self))
+    made = full(_tuple_size("new_full", size), fill_value, dtype=dtype or self.dtype, device=device_for(device, self))
     return rows_like(made, self, requires_grad)
 
 
 @takes_layout
-def new_empty(self, *size, dtype=None, requires_grad=False, device=None):
+def new_empty(self, *args, size=_NO_SIZE, dtype=None, requires_grad=False, device=None):
     """A tensor of `size` (its values unspecified: zeros here), with this tensor's dtype and device unless `dtype` or
     `device`."""
 
-    return rows_like(empty(*size, dtype=dtype or self.dtype, device=device_for(device, self)), self, requires_grad)
+    shape = _varargs_size("new_empty", args, size)
+    return rows_like(empty(shape, dtype=dtype or self.dtype, device=device_for(device, self)), self, requires_grad)
 
 
 @takes_layout

@@ -16,7 +16,7 @@ import numpy as np
 from .._graph import _lock
 from .._inplace import DETACH, _view_value_jit
 from .._layout import is_contiguous, storage_offset
-from .._tensor import Tensor
+from .._tensor import Tensor, python_type_name
 from ._core import Op, apply
 from .shape import (
     _PERMUTE,
@@ -105,7 +105,7 @@ def _resize_shape(sizes):
     try:
         shape = _sizes(sizes)
     except TypeError:
-        kind = type(sizes[0] if len(sizes) == 1 else sizes).__name__
+        kind = python_type_name(sizes[0] if len(sizes) == 1 else sizes)
         raise TypeError(f"resize_(): argument 'size' (position 1) must be tuple of ints, not {kind}") from None
     if any(n < 0 for n in shape):
         raise RuntimeError("numel: integer multiplication overflow")

@@ -12,7 +12,7 @@ import scipy.linalg
 from .. import _dtypes
 from .._autocast import autocast_policy
 from .._dtypes import not_implemented
-from .._tensor import Tensor, _wrap_dim
+from .._tensor import Tensor, _wrap_dim, python_type_name
 from ._core import SAVES_BOTH, SAVES_RESULT, Op, apply
 from ._host_forms import matmul_vjp, small_floats
 from .reduction import matrix_norm, vector_norm
@@ -309,7 +309,7 @@ def tensordot(a, b, dims=2):
         dims_a, dims_b = dims
         if isinstance(dims_a, int) or isinstance(dims_b, int):
             raise TypeError(
-                f"tensordot(): argument 'dims_self' (position 3) must be tuple of ints, not {type(dims_a).__name__}"
+                f"tensordot(): argument 'dims_self' (position 3) must be tuple of ints, not {python_type_name(dims_a)}"
             )
         dims_a, dims_b = list(dims_a), list(dims_b)
     if len(dims_a) != len(dims_b):

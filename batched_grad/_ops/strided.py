@@ -19,7 +19,7 @@ from .. import _graph
 from .._grad_mode import is_grad_enabled
 from .._inplace import DETACH, _ops_of, _view_value, remember_view
 from .._layout import storage_offset
-from .._tensor import Tensor
+from .._tensor import Tensor, python_type_name
 from .._vmap_levels import is_batched
 from ._core import Op, apply
 from .inplace_views import _in_place_view
@@ -70,7 +70,8 @@ def _int_list(values, what):
     try:
         return tuple(operator.index(v) for v in values)
     except TypeError:
-        raise TypeError(f"as_strided(): argument '{what}' must be tuple of ints, not {type(values).__name__}") from None
+        kind = python_type_name(values)
+        raise TypeError(f"as_strided(): argument '{what}' must be tuple of ints, not {kind}") from None
 
 
 def _check_geometry(size, stride, offset, storage_size, itemsize):
