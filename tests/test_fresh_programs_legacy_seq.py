@@ -384,3 +384,64 @@ def mnist_and_dcgan(m):
 @pytest.mark.slow
 def test_mnist_and_dcgan():
     same_results(mnist_and_dcgan, F32)
+
+
+def morvan_cnn_rnns_autoencoder(m):
+    """A two-block CNN returning (logits, features) tested on volatile images cast with .type(torch.FloatTensor),
+    an LSTM reading image rows with batch_first and a None initial state, an RNN regressor from sin to cos whose
+    per-step outputs are stacked and whose state is carried as Variable(h_state.data), and a tanh autoencoder with a
+    3-unit code, all scored with torch.max(out, 1)[1].data.numpy().squeeze() or .data.numpy()."""
+    nn, Variable = m.nn, m.autograd.Variable
+    m.manual_seed(1)
+    loader = m.utils.data.DataLoader(
+        m.utils.data.TensorDataset(m.rand(16, 1, 28, 28), m.LongTensor(16).random_(0, 10)), batch_size=8, shuffle=True
+    )
+    test_x = Variable(m.rand(6, 1, 28, 28), volatile=True).type(m.FloatTensor)
+    conv = nn.Sequential(
+        nn.Conv2d(1, 8, 5, 1, 2), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(8, 8, 5, 1, 2), nn.ReLU(), nn.MaxPool2d(2)
+    )
+    head, lstm, lstm_out = nn.Linear(8 * 7 * 7, 10), nn.LSTM(28, 16, batch_first=True), nn.Linear(16, 10)
+    opt = m.optim.Adam([*conv.parameters(), *head.parameters(), *lstm.parameters(), *lstm_out.parameters()], lr=1e-3)
+    out = []
+    for x, y in loader:
+        features = conv(Variable(x)).view(x.size(0), -1)
+        rows, _ = lstm(Variable(x.view(-1, 28, 28)), None)
+        loss = nn.CrossEntropyLoss()(head(features), Variable(y)) + nn.CrossEntropyLoss()(lstm_out(rows[:, -1, :]), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        out.append(loss.item())
+    out.append(m.max(head(conv(test_x).view(6, -1)), 1)[1].data.numpy().squeeze())
+    out.append(m.max(lstm_out(lstm(test_x.view(-1, 28, 28), None)[0][:, -1, :]), 1)[1].data.numpy().squeeze())
+
+    rnn, linear = nn.RNN(1, 16, batch_first=True).double(), nn.Linear(16, 1).double()
+    opt, h_state = m.optim.Adam([*rnn.parameters(), *linear.parameters()], lr=0.02), None
+    for step in range(8):
+        steps = np.linspace(step * np.pi, (step + 1) * np.pi, 10)
+        x = Variable(m.from_numpy(np.sin(steps)[np.newaxis, :, np.newaxis]))
+        r_out, h_state = rnn(x, h_state)
+        h_state = Variable(h_state.data)
+        prediction = m.stack([linear(r_out[:, t, :]) for t in range(r_out.size(1))], dim=1)
+        loss = nn.MSELoss()(prediction, Variable(m.from_numpy(np.cos(steps)[np.newaxis, :, np.newaxis])))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        out.append(loss.item())
+
+    encoder = nn.Sequential(nn.Linear(28 * 28, 32), nn.Tanh(), nn.Linear(32, 3)).double()
+    decoder = nn.Sequential(nn.Linear(3, 32), nn.Tanh(), nn.Linear(32, 28 * 28), nn.Sigmoid()).double()
+    opt = m.optim.Adam([*encoder.parameters(), *decoder.parameters()], lr=5e-3)
+    for x, _ in loader:
+        b_x = Variable(x.view(-1, 28 * 28).type(m.DoubleTensor))
+        loss = nn.MSELoss()(decoder(encoder(b_x)), b_x)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        out.append(loss.item())
+    code = encoder(Variable(test_x.data.view(-1, 28 * 28).type(m.DoubleTensor)))
+    return out + [code.data[:, 0].numpy(), h_state.requires_grad]
+
+
+@pytest.mark.slow
+def test_morvan_cnn_rnns_autoencoder():
+    same_results(morvan_cnn_rnns_autoencoder, F32)
