@@ -207,13 +207,43 @@ def reshape(input, *shape):
 
 
 def view(input, *shape):
-    """Like reshape (arrays have no strides here, so every reshape is a view)."""
+    """Like reshape, refused as torch refuses it where the input's strides (a transpose's, a strided slice's) cannot
+    give the new shape without a copy."""
     if len(shape) == 1 and isinstance(shape[0], _dtypes.dtype):
         raise NotImplementedError(
             "view(dtype), which reinterprets the bits of the elements, is not supported; "
             "to(dtype) converts their values"
         )
-    return _reshaped(input, _infer(_sizes(shape), input.numel()))
+    shape = _infer(_sizes(shape), input.numel())
+    if input._view is not None and input.numel() and not _viewable(input, shape):
+        raise RuntimeError(
+            "view size is not compatible with input tensor's size and stride (at least one dimension spans across "
+            "two contiguous subspaces). Use .reshape(...) instead."
+        )
+    return _reshaped(input, shape)
+
+
+def _viewable(input, shape):
+    """torch's computeStride: whether each run of the new shape falls inside one chunk of the input's dims that
+    lies evenly spaced in storage."""
+    from .._layout import _view_layout
+
+    strides = _view_layout(input)[1]
+    if strides is None or input.ndim == 0:
+        return True
+    sizes, view_d, chunk_stride = tuple(input.shape), len(shape) - 1, strides[-1]
+    tensor_numel = view_numel = 1
+    for d in reversed(range(len(sizes))):
+        tensor_numel *= sizes[d]
+        if d == 0 or (sizes[d - 1] != 1 and strides[d - 1] != tensor_numel * chunk_stride):
+            while view_d >= 0 and (view_numel < tensor_numel or shape[view_d] == 1):
+                view_numel *= shape[view_d]
+                view_d -= 1
+            if view_numel != tensor_numel:
+                return False
+            if d > 0:
+                chunk_stride, tensor_numel, view_numel = strides[d - 1], 1, 1
+    return view_d == -1
 
 
 def view_as(input, other):
