@@ -59,3 +59,37 @@ def test_refused_view_leaves_reshape_and_gradients_working():
         return flat, grad
 
     assert_same(program(bg), program(torch))
+
+
+RESHAPES = {
+    "transpose_flat": lambda x: x.t().reshape(-1),
+    "transpose_flatten": lambda x: x.t().flatten(),
+    "columns": lambda x: x[:, :2].reshape(4),
+    "same_shape": lambda x: x.t().reshape(3, 2),
+    "unit_dim": lambda x: x.t().reshape(3, 2, 1),
+    "column": lambda x: x[:, 1].reshape(2, 1),
+    "rows": lambda x: x[1:].reshape(3),
+    "contiguous": lambda x: x.reshape(3, 2),
+}
+
+
+@pytest.mark.parametrize("case", RESHAPES)
+def test_reshape_copies_where_a_view_cannot_express_it(case):
+    """reshape/flatten give a view (ViewBackward0, or ReshapeAliasBackward0 of an input that is not contiguous)
+    where the strides allow, else a copy (UnsafeViewBackward0 after CloneBackward0) whose writes the input does not
+    see; the gradients are the same either way."""
+
+    def program(m):
+        x = m.arange(6.0, dtype=m.float64, requires_grad=True)
+        base = x.view(2, 3)
+        out = RESHAPES[case](base)
+        names = (out.grad_fn.name(), [f[0].name() for f in out.grad_fn.next_functions if f[0] is not None])
+        (grad,) = m.autograd.grad((out * m.arange(out.numel(), dtype=m.float64).view(out.shape)).sum(), x)
+        with m.no_grad():
+            written = base.detach().clone()
+            RESHAPES[case](written).fill_(-1)
+        return names, grad, written
+
+    expected, actual = program(torch), program(bg)
+    assert actual[0] == expected[0]
+    assert_same(actual[1:], expected[1:])

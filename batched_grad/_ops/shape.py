@@ -102,17 +102,20 @@ def _slice_host_vjp(ct, operands, avals, *, index):
     return (grad,)
 
 
-def _view_op(backward_name):
+def _view_op(backward_name, view=True):
     return Op(
         "reshape",
         lambda a, *, shape: jnp.reshape(a, shape),
         linear=True,
-        view=True,
+        view=view,
         backward_name=backward_name,
         diagonal=True,
         host=lambda a, *, shape: np.reshape(a, shape),
         host_vjp=_reshape_host_vjp,
     )
+
+
+_UNSAFE_VIEW = _view_op("UnsafeViewBackward0", view=False)  # the reshape of a copy: torch tracks no view
 
 
 # reshape-like views differ only in the name torch gives their backward
@@ -125,6 +128,7 @@ _RESHAPE = {
         "SqueezeBackward2",
         "UnsqueezeBackward0",
         "AliasBackward0",
+        "ReshapeAliasBackward0",  # reshape's view of an input that is not contiguous
         # the in-place forms (squeeze_, unsqueeze_)
         "SqueezeBackward3",
         "SqueezeBackward4",
@@ -202,8 +206,21 @@ def _reshaped(input, shape, name="ViewBackward0"):
 
 
 def reshape(input, *shape):
-    """A tensor with the same elements in `shape` (one entry may be -1)."""
-    return _reshaped(input, _infer(_sizes(shape), input.numel()))
+    """A tensor with the same elements in `shape` (one entry may be -1): a view where the input's strides allow one,
+    else (as torch) a reshaped copy that writes do not share."""
+    return _reshaped_or_copied(input, _infer(_sizes(shape), input.numel()))
+
+
+def _reshaped_or_copied(input, shape):
+    if input._view is None or not input.numel():
+        return _reshaped(input, shape)
+    if not _viewable(input, shape):
+        from . import clone
+
+        return apply(_UNSAFE_VIEW, [clone(input)], shape=tuple(shape))
+    from .._layout import is_contiguous
+
+    return _reshaped(input, shape, "ViewBackward0" if is_contiguous(input) else "ReshapeAliasBackward0")
 
 
 def view(input, *shape):
@@ -259,7 +276,7 @@ def flatten(input, start_dim=0, end_dim=-1):
     if s > e:
         raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
     shape = input.shape
-    return _reshaped(input, shape[:s] + (math.prod(shape[s : e + 1]),) + shape[e + 1 :])
+    return _reshaped_or_copied(input, shape[:s] + (math.prod(shape[s : e + 1]),) + shape[e + 1 :])
 
 
 def unflatten(input, dim, sizes):
