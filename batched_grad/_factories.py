@@ -364,24 +364,40 @@ def linspace(start, end, steps, *, dtype=None, requires_grad=False, device=None)
     if steps < 0:
         raise RuntimeError("number of steps must be non-negative")
     d = _dtype_or_default(dtype)
-    start, end = _number(start), _number(end)
+    start, end = range_ends("linspace", start, end, d)
     if not d.is_floating_point:  # torch casts the ends to the integer type first
         start, end = int(start), int(end)
-    work = {4: np.float32, 8: np.float64}.get(d.itemsize, np.float32) if d.is_floating_point else np.float64
+    work = d.np.type if d.is_floating_point else np.float64  # float16 and bfloat16 round each operation, as c10::Half
     return _finish(linspace_values(start, end, steps, work).astype(d.np), requires_grad, device)
+
+
+_C_INTEGER_NAMES = {"uint8": "uint8_t", "int8": "int8_t", "int16": "int16_t", "int32": "int", "int64": "int64_t"}
+
+
+def range_ends(name, start, end, d):
+    """linspace's and logspace's ends as numbers, refused as torch refuses them: for bool, or out of an integer
+    dtype's range."""
+    start, end = _number(start), _number(end)
+    if d is _dtypes.bool:
+        raise not_implemented(f"{name}_cpu", d)
+    if d.np.kind in "iu":
+        info = np.iinfo(d.np)
+        for value in (start, end):
+            if not info.min <= value.real <= info.max:
+                raise RuntimeError(f"value cannot be converted to type {_C_INTEGER_NAMES[d.np.name]} without overflow")
+    return start, end
 
 
 def linspace_values(start, end, steps, work):
     """torch's linspace as a NumPy array computed in the NumPy float type `work`: each half filled from its own
-    end. Shorter than two of its CPU kernel's vectors (8 float64s, 16 float32s) it runs the scalar loop, where the
-    compiler fuses each multiply-add: rounded once here too, bit for bit. Longer, its vectorized stretch rounds some
-    elements otherwise (by an ulp)."""
+    end. Its CPU kernel is a scalar loop whose multiply-add the compiler fuses: rounded once here too, bit for bit,
+    at every length."""
     start, end, i = work(start), work(end), np.arange(steps)
     if steps == 1:
         return np.full(1, start)
     step = (end - start) / work(builtins.max(steps - 1, 1))
     first = i < steps // 2
-    if steps < (8 if work is np.float64 else 16) and work in (np.float32, np.float64):
+    if work in (np.float32, np.float64):
         scale = np.where(first, step, -step).astype(work)
         count = np.where(first, i, steps - 1 - i).astype(work)
         origin = np.where(first, start, end).astype(work)

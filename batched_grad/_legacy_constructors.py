@@ -5,7 +5,6 @@ values, converted to the constructor's dtype); a tensor (an alias of it: its val
 Only `device` (the cpu) is accepted as a keyword, besides `size` or `data` alone."""
 
 import operator
-import warnings
 
 import jax
 import numpy as np
@@ -14,7 +13,7 @@ from . import _dtypes
 from ._factories import tensor, zeros
 from ._meta import device_for
 from ._ops.shape import _reshaped
-from ._tensor import Size, Tensor, device, python_type_name
+from ._tensor import Size, Tensor, device, python_type_name, warn_once
 
 _OVERLOADS = (
     " * (*, torch.device device = None)\n"
@@ -199,11 +198,9 @@ def set_default_tensor_type(t):
     from . import cuda
     from ._devices import set_default_device
 
-    warnings.warn(
+    warn_once(
         "torch.set_default_tensor_type() is deprecated as of PyTorch 2.1, please use torch.set_default_dtype() and "
-        "torch.set_default_device() as alternatives.",
-        UserWarning,
-        stacklevel=2,
+        "torch.set_default_device() as alternatives."
     )
     if isinstance(t, str):
         module, _, name = t.rpartition(".")

@@ -78,9 +78,13 @@ def warn_once(message, stacklevel=3, key=None):
 _PACKAGE = __file__.rsplit("/", 1)[0] + "/"
 
 
-def warn_at_caller(message):
-    """torch's TORCH_WARN, as a UserWarning attributed to the first frame outside batched_grad (the user's line,
-    however many of the package's frames lie between)."""
+def warn_at_caller(message, once=False, key=None):
+    """torch's TORCH_WARN (TORCH_WARN_ONCE with `once`, per message or per `key`), as a UserWarning attributed to
+    the first frame outside batched_grad (the user's line, however many of the package's frames lie between)."""
+    key = message if key is None else key
+    if once and not _warn_always[0] and key in _warned:
+        return
+    _warned.add(key)
     frame, level = sys._getframe(1), 2
     while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
         frame, level = frame.f_back, level + 1

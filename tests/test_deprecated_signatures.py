@@ -119,3 +119,23 @@ def test_the_in_place_form_updates_the_tensor_it_is_called_on():
         warnings.simplefilter("ignore")
         y = x.add_(10, bg.tensor([1.0, 1.0]))
     assert y is x and np.array_equal(x.numpy(), [11.0, 12.0])
+
+
+@pytest.mark.parametrize("name", ["Tensor.add_(alpha, other)", "torch.add(input, alpha, other)", "parameter.data"])
+def test_the_warning_points_at_the_callers_line(name):
+    """Old training loops write `p.data.add_(-lr, p.grad.data)`: the warning names the loop's line, whichever path
+    (the lean in-place update of a parameter's data included) the call takes."""
+    calls = {
+        "Tensor.add_(alpha, other)": lambda lib, a, b: a.clone().add_(-0.5, b),
+        "torch.add(input, alpha, other)": lambda lib, a, b: lib.add(a, 3, b),
+        "parameter.data": lambda lib, a, b: lib.nn.Parameter(a.clone()).data.add_(-0.5, b),
+    }
+    bg.set_warn_always(True)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            calls[name](bg, bg.ones(3, dtype=bg.float64), bg.ones(3, dtype=bg.float64))
+    finally:
+        bg.set_warn_always(False)
+    (warning,) = [w for w in caught if "deprecated" in str(w.message)]
+    assert warning.filename == __file__

@@ -191,6 +191,10 @@ def test_parameters_and_meta_tensors_as_typed_instances():
         "m.autograd.Variable(f, requires_grad=True)",
         "m.autograd.Variable(x)",
         "m.autograd.Variable()",
+        "m.autograd.Variable(None)",
+        "m.autograd.Variable(None, requires_grad=True)",
+        "f.type(np.float32)",
+        "f.type(float)",
         "m.autograd.Variable(i, requires_grad=True)",
         "m.autograd.Variable([1.])",
         "x.data",
@@ -246,6 +250,11 @@ def _warnings_and_outcome(m, code):
         "setattr(m.ones(2), 'volatile', True)",
         "m.ones(2).reinforce(1.0)",
         "m.nn.Container(a=m.nn.Linear(1, 1))",
+        "m.ones(2).new_tensor(m.zeros(2))",
+        "m.nn.functional.softmin(m.ones(2, 2))",
+        "m.nn.functional.softmax(m.tensor(3.0))",
+        "m.nn.functional.log_softmax(m.tensor(3.0), dim=-1)",
+        "m.nn.functional.softmax(m.ones(2, 3, 4))",
     ],
 )
 def test_removed_and_deprecated_names_warn_or_raise_as_torch(code):

@@ -10,6 +10,18 @@ from .._vmap_levels import BOOLEAN_MASK, refuse_dynamic_shape
 from .shape import encode_index
 
 _INDEX_TYPES = "only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables are valid indices"
+_INDEX_DTYPES = "tensors used as indices must be long, int, byte or bool tensors"
+UINT8_INDEX = "indexing with dtype torch.uint8 is now deprecated, please use a dtype torch.bool instead."
+
+
+def check_index_dtype(a, from_tensor):
+    """torch's checks of an index array's dtype: a tensor index must be int64, int32, uint8 or bool (a NumPy array
+    may be any integer dtype); a uint8 one, a mask, warns as deprecated."""
+    if a.dtype == np.uint8 and a.ndim:
+        warn_at_caller(UINT8_INDEX)
+    allowed = (np.int64, np.int32, np.uint8, np.bool_) if from_tensor else None
+    if (allowed is not None and a.dtype not in allowed) or a.dtype.kind not in "iub":
+        raise IndexError(_INDEX_DTYPES)
 
 
 def _concrete(x):
@@ -62,14 +74,13 @@ def _kind(i):
     if isinstance(i, (Tensor, list, tuple, range, np.ndarray)):  # a range is a sequence of ints, as in torch
         a = unshared(i._held) if isinstance(i, Tensor) else np.asarray(i)  # a host index stays on the host
         a = a.astype(np.int64) if a.size == 0 and not isinstance(i, Tensor) else a  # [] indexes nothing
+        check_index_dtype(a, isinstance(i, Tensor))
         if a.dtype == np.bool_ or a.dtype == np.uint8:
             if isinstance(a, jax.core.Tracer):
                 if isinstance(i, Tensor):
                     refuse_dynamic_shape(i, None, BOOLEAN_MASK)
                 return "array", a  # JAX raises NonConcreteBooleanIndexError: the trigger for the per-row fallback
             return ("bool", bool(a)) if a.ndim == 0 else ("mask", np.asarray(a, bool))
-        if a.dtype.kind not in "iu":
-            raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
         if a.ndim == 0 and not isinstance(a, jax.core.Tracer):
             return "int", int(a)
         return "array", a

@@ -8,12 +8,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._autocast import autocast_policy
-from .._tensor import _wrap_dim
+from .._tensor import Tensor, _wrap_dim
 from . import _derivatives
 from ._core import Op, apply
 from ._fused_backward import FUSED_ZEROS
 from .elementwise import UNARY
-from .nn import _check_tensor, _require_inexact, softmax
+from .nn import _check_tensor, _require_inexact, _softmax_dim, softmax
 from .random_draws import sample
 
 _SELU_ALPHA, _SELU_SCALE = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
@@ -242,6 +242,7 @@ def tanhshrink(input):
 
 def softmin(input, dim=None, _stacklevel=3, dtype=None):
     """softmax(-input) along `dim` (torch's composition)."""
+    dim = dim if dim is not None or not isinstance(input, Tensor) else _softmax_dim("softmin", input.ndim, dim)
     return softmax(UNARY["neg"](input), dim, dtype=dtype)
 
 

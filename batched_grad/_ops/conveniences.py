@@ -8,10 +8,10 @@ import jax.numpy as jnp
 
 from .. import _dtypes
 from .._autocast import autocast_policy
-from .._factories import _NO_SIZE, _tuple_size, _varargs_size, empty, full, tensor
+from .._factories import _NO_SIZE, COPY_CONSTRUCT_WARNING, _tuple_size, _varargs_size, empty, full, tensor
 from .._layout_types import takes_layout
 from .._meta import device_for
-from .._tensor import Tensor, type_name
+from .._tensor import Tensor, type_name, warn_at_caller
 from ._core import Op, apply
 from ._fused_backward import FUSED_ZEROS
 from .complex_parts import is_conj, is_neg, resolve_conj, resolve_neg, view_as_complex, view_as_real
@@ -42,6 +42,7 @@ def new_tensor(self, data, dtype=None, requires_grad=False, device=None):
     """tensor(data) with this tensor's dtype and device unless `dtype` or `device` (a copy, outside the graph)."""
 
     if isinstance(data, Tensor):
+        warn_at_caller(COPY_CONSTRUCT_WARNING.replace("torch.tensor(", "tensor.new_tensor("))
         data = data.detach().numpy()
     return tensor(data, dtype=dtype or self.dtype, requires_grad=requires_grad, device=device_for(device, self))
 

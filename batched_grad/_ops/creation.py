@@ -1,10 +1,12 @@
 """Factories beyond zeros/ones/arange/linspace: logspace, scalar_tensor, asarray, tril_indices/triu_indices, the
 window functions (hann, hamming, blackman, bartlett, kaiser), and torch's detach functions."""
 
+import math
+
 import numpy as np
 
 from .. import _dtypes
-from .._factories import as_tensor, tensor
+from .._factories import as_tensor, range_ends, tensor
 from .._layout_types import takes_layout
 from .._tensor import Tensor
 
@@ -20,7 +22,25 @@ def logspace(start, end, steps, base=10.0, *, dtype=None, requires_grad=False, d
     """`steps` values base ** x for x evenly spaced from start to end."""
     if steps < 0:
         raise RuntimeError("number of steps must be non-negative")
-    return _made(np.power(float(base), np.linspace(float(start), float(end), int(steps))), dtype, requires_grad)
+    d = _dtypes.to_dtype(dtype) if dtype is not None else _dtypes.get_default_dtype()
+    start, end = range_ends("logspace", start, end, d)
+    if d.is_complex:
+        return _made(np.power(float(base), np.linspace(float(start), float(end), int(steps))), dtype, requires_grad)
+    with np.errstate(invalid="ignore"):  # a power past an integer dtype's range wraps, as C's cast does in torch
+        return _made(_logspace_values(start, end, int(steps), float(base), d.np), dtype, requires_grad)
+
+
+def _logspace_values(start, end, steps, base, work):
+    """torch's CPU loop: the ends cast to the result's type, the exponents in double with each half counted from
+    its own end, and C's pow (math.pow; NumPy's vectorized power rounds some results otherwise by an ulp)."""
+    first, last = np.asarray(start).astype(work), np.asarray(end).astype(work)
+    if steps == 1:
+        return np.full(1, math.pow(base, float(start)))  # torch fills base ** start, start not cast
+    step = float(np.float64(last - first)) / max(steps - 1, 1)
+    i = np.arange(steps)
+    exponents = np.where(i < steps // 2, float(first) + step * i, float(last) - step * (steps - 1 - i))
+    powers = np.array([math.pow(base, x) for x in exponents.tolist()], np.float64)
+    return powers.astype(np.float32) if np.dtype(work).itemsize == 2 else powers  # c10::Half converts via float
 
 
 @takes_layout

@@ -6,7 +6,7 @@ A call that fits one is made with the current signature, its scalars given as ke
 import functools
 import numbers
 
-from .._tensor import Tensor, warn_once
+from .._tensor import Tensor, warn_at_caller
 
 # op: (its scalars, the first only where the op has one, in their deprecated order; the tensors after them)
 _SIGNATURES = {
@@ -81,7 +81,7 @@ def _message(name, op, given, method):
 
 def accepting(name, fn, method):
     """`fn` (torch.<name>, or Tensor.<name> where `method`) also taking the deprecated signatures of its op; the
-    warning points at the caller (a function is called through one more frame, _public's)."""
+    warning points at the caller."""
     op = name.rstrip("_")
 
     @functools.wraps(fn)
@@ -90,7 +90,7 @@ def accepting(name, fn, method):
         if split is None:
             return fn(*args, **kwargs)
         current, scalars, given = split
-        warn_once(_message(name, op, given, method), stacklevel=3 if method else 4, key=_ONCE)
+        warn_at_caller(_message(name, op, given, method), once=True, key=_ONCE)
         return fn(*current, **scalars, **kwargs)
 
     return call

@@ -233,11 +233,28 @@ def _single_mask(index):
     return None
 
 
+def _refuse_uint8_mask_fill(index, value):
+    """torch writes a single value through an index whose only tensor is a mask with masked_fill_, which refuses a
+    uint8 mask (a bool one is accepted)."""
+    items = index if isinstance(index, tuple) else (index,)
+    arrays = [i for i in items if isinstance(i, (Tensor, np.ndarray, list, tuple, range))]
+    if len(arrays) != 1 or (isinstance(value, Tensor) and value.numel() != 1):
+        return
+    mask = arrays[0]
+    if isinstance(mask, (Tensor, np.ndarray)) and mask.ndim and np.dtype(_host_dtype(mask)) == np.uint8:
+        raise RuntimeError("masked_fill_ only supports boolean masks, but got mask with dtype unsigned char")
+
+
+def _host_dtype(array):
+    return array.dtype.np if isinstance(array, Tensor) else array.dtype
+
+
 def setitem(input, index, value):
     """input[index] = value, recorded as an in-place op (CopySlices for basic indices, IndexPut otherwise)."""
     if isinstance(value, (list, tuple, np.ndarray)):
         kind = "numpy.ndarray" if isinstance(value, np.ndarray) else type(value).__name__
         raise TypeError(f"can't assign a {kind} to a {type_name(input.dtype.np)}")
+    _refuse_uint8_mask_fill(index, value)
     structure, arrays, _ = _parse(input.shape, index)
     target = tuple(_indexed_shape(tuple(input.shape), structure, arrays))
     vshape = tuple(value.shape) if isinstance(value, Tensor) else ()

@@ -5,7 +5,6 @@ every higher one) is JAX's."""
 import functools
 import itertools
 import math
-import warnings
 
 import jax
 import jax.numpy as jnp
@@ -20,7 +19,7 @@ from .._grad_mode import is_grad_enabled
 from .._graph import GradientEdge, sequence_mark
 from .._lazy import NeedsTracing, signature
 from .._meta import MetaValue, check_devices
-from .._tensor import Tensor, _wrap_dim
+from .._tensor import Tensor, _wrap_dim, warn_at_caller
 from . import _derivatives
 from ._core import SAVES_RESULT, Op, apply, node_after_the_fact
 from ._fused_backward import FUSED, FUSED_ZEROS, Fused, last_operand_if
@@ -119,19 +118,20 @@ def softplus(input, beta=1.0, threshold=20.0):
     return _activation("softplus", input, beta=float(beta), threshold=float(threshold))
 
 
-_SOFTMAX = Op("softmax", lambda a, *, axis, dtype: jax.nn.softmax(a.astype(dtype), axis=axis), torch_saves=SAVES_RESULT)
-_LOG_SOFTMAX = Op(
-    "log_softmax", lambda a, *, axis, dtype: jax.nn.log_softmax(a.astype(dtype), axis=axis), torch_saves=SAVES_RESULT
-)
+def _over_one_axis(fn):
+    """fn along `axis`; a 0-dim input is a single element (torch's softmax of a scalar is 1)."""
+    return lambda a, *, axis, dtype: fn(a.astype(dtype).reshape(a.shape or (1,)), axis=axis).reshape(a.shape)
+
+
+_SOFTMAX = Op("softmax", _over_one_axis(jax.nn.softmax), torch_saves=SAVES_RESULT)
+_LOG_SOFTMAX = Op("log_softmax", _over_one_axis(jax.nn.log_softmax), torch_saves=SAVES_RESULT)
 
 
 def _softmax_dim(name, ndim, dim):
     if dim is None:  # torch's legacy implicit choice
-        warnings.warn(
-            f"Implicit dimension choice for {name} has been deprecated. Change the call to include "
-            "dim=X as an argument.",
-            UserWarning,
-            stacklevel=4,
+        warn_at_caller(
+            f"Implicit dimension choice for {name} has been deprecated. Change the call to include dim=X as an "
+            "argument."
         )
         dim = 0 if ndim in (0, 1, 3) else 1
     return _wrap_dim(dim, ndim)

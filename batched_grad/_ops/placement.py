@@ -125,7 +125,8 @@ def type_(self, dtype=None, non_blocking=False):
 
         if isinstance(dtype, LegacyTensorType):
             return to(self, dtype.dtype, non_blocking)
-        raise ValueError(f"invalid type: '{dtype.__name__}'")
+        module = "" if dtype.__module__ == "builtins" else f"{dtype.__module__}."
+        raise ValueError(f"invalid type: '{module}{dtype.__qualname__}'")
     raise TypeError("dtype must be a type, str, or dtype object")
 
 

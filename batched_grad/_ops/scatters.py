@@ -7,9 +7,10 @@ import numpy as np
 
 from .. import _dtypes
 from .._autocast import autocast_policy
-from .._tensor import Tensor, _wrap_dim
+from .._tensor import Tensor, _wrap_dim, warn_at_caller
 from ._core import Op, apply
 from ._derivatives import with_derivative_of
+from ._index_parse import check_index_dtype
 from .indexing import _check_index, _check_range, _concrete, _written, check_scatter_shapes, on_vectors, setitem
 from .linalg import diagonal
 from .nn import _check_tensor
@@ -271,8 +272,16 @@ def _masked_scatter(a, mask, src):
 _MASKED_SCATTER = Op("masked_scatter", _masked_scatter, linear=True)
 
 
+MASKED_SCATTER_UINT8 = (
+    "masked_scatter_ received a mask with dtype torch.uint8, this behavior is now deprecated,please use a mask with "
+    "dtype torch.bool instead."
+)
+
+
 def masked_scatter(input, mask, source):
     """A copy of input with the elements of source, in order, at the positions where mask is True."""
+    if mask.dtype is _dtypes.uint8:
+        warn_at_caller(MASKED_SCATTER_UINT8)
     if mask.dtype is not _dtypes.bool:
         raise RuntimeError(
             f"masked_scatter_ only supports boolean masks, but got mask with dtype {mask.dtype.type_name}"
@@ -296,6 +305,19 @@ _INDEX_PUT_ADD = Op(
 )
 
 
+def _integer_indices(indices):
+    """index_put's indices as integer arrays: each mask (bool, or uint8 with torch's warning) is replaced by its
+    nonzero positions, one array per dimension it covers."""
+    arrays = []
+    for index in indices:
+        check_index_dtype(index._held, from_tensor=True)
+        if index.dtype in (_dtypes.bool, _dtypes.uint8) and index.ndim:
+            arrays.extend(index.bool().nonzero(as_tuple=True))
+        else:
+            arrays.append(index)
+    return arrays
+
+
 def index_put(input, indices, values, accumulate=False):
     """A copy of input with values written (added, with `accumulate`) at input[indices]."""
     indices = tuple(indices)
@@ -303,7 +325,7 @@ def index_put(input, indices, values, accumulate=False):
         out = input.clone()
         setitem(out, indices, values)
         return out
-    return apply(_INDEX_PUT_ADD, [input, values] + list(indices))
+    return apply(_INDEX_PUT_ADD, [input, values] + _integer_indices(indices))
 
 
 def _scatter_reduce(a, idx, src, *, axis, reduce, include_self):

@@ -102,17 +102,20 @@ def _slice_host_vjp(ct, operands, avals, *, index):
     return (grad,)
 
 
-def _view_op(backward_name):
+def _view_op(backward_name, view=True):
     return Op(
         "reshape",
         lambda a, *, shape: jnp.reshape(a, shape),
         linear=True,
-        view=True,
+        view=view,
         backward_name=backward_name,
         diagonal=True,
         host=lambda a, *, shape: np.reshape(a, shape),
         host_vjp=_reshape_host_vjp,
     )
+
+
+_UNSAFE_VIEW = _view_op("UnsafeViewBackward0", view=False)  # the reshape of a copy: torch tracks no view
 
 
 # reshape-like views differ only in the name torch gives their backward
@@ -125,6 +128,7 @@ _RESHAPE = {
         "SqueezeBackward2",
         "UnsqueezeBackward0",
         "AliasBackward0",
+        "ReshapeAliasBackward0",  # reshape's view of an input that is not contiguous
         # the in-place forms (squeeze_, unsqueeze_)
         "SqueezeBackward3",
         "SqueezeBackward4",
@@ -202,18 +206,61 @@ def _reshaped(input, shape, name="ViewBackward0"):
 
 
 def reshape(input, *shape):
-    """A tensor with the same elements in `shape` (one entry may be -1)."""
-    return _reshaped(input, _infer(_sizes(shape), input.numel()))
+    """A tensor with the same elements in `shape` (one entry may be -1): a view where the input's strides allow one,
+    else (as torch) a reshaped copy that writes do not share."""
+    return _reshaped_or_copied(input, _infer(_sizes(shape), input.numel()))
+
+
+def _reshaped_or_copied(input, shape):
+    if input._view is None or not input.numel():
+        return _reshaped(input, shape)
+    if not _viewable(input, shape):
+        from . import clone
+
+        return apply(_UNSAFE_VIEW, [clone(input)], shape=tuple(shape))
+    from .._layout import is_contiguous
+
+    return _reshaped(input, shape, "ViewBackward0" if is_contiguous(input) else "ReshapeAliasBackward0")
 
 
 def view(input, *shape):
-    """Like reshape (arrays have no strides here, so every reshape is a view)."""
+    """Like reshape, refused as torch refuses it where the input's strides (a transpose's, a strided slice's) cannot
+    give the new shape without a copy."""
     if len(shape) == 1 and isinstance(shape[0], _dtypes.dtype):
         raise NotImplementedError(
             "view(dtype), which reinterprets the bits of the elements, is not supported; "
             "to(dtype) converts their values"
         )
-    return _reshaped(input, _infer(_sizes(shape), input.numel()))
+    shape = _infer(_sizes(shape), input.numel())
+    if input._view is not None and input.numel() and not _viewable(input, shape):
+        raise RuntimeError(
+            "view size is not compatible with input tensor's size and stride (at least one dimension spans across "
+            "two contiguous subspaces). Use .reshape(...) instead."
+        )
+    return _reshaped(input, shape)
+
+
+def _viewable(input, shape):
+    """torch's computeStride: whether each run of the new shape falls inside one chunk of the input's dims that
+    lies evenly spaced in storage."""
+    from .._layout import _view_layout
+
+    strides = _view_layout(input)[1]
+    if strides is None or input.ndim == 0:
+        return True
+    sizes, view_d, chunk_stride = tuple(input.shape), len(shape) - 1, strides[-1]
+    tensor_numel = view_numel = 1
+    for d in reversed(range(len(sizes))):
+        tensor_numel *= sizes[d]
+        if d == 0 or (sizes[d - 1] != 1 and strides[d - 1] != tensor_numel * chunk_stride):
+            while view_d >= 0 and (view_numel < tensor_numel or shape[view_d] == 1):
+                view_numel *= shape[view_d]
+                view_d -= 1
+            if view_numel != tensor_numel:
+                return False
+            if d > 0:
+                chunk_stride, tensor_numel, view_numel = strides[d - 1], 1, 1
+    return view_d == -1
 
 
 def view_as(input, other):
@@ -229,7 +276,7 @@ def flatten(input, start_dim=0, end_dim=-1):
     if s > e:
         raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
     shape = input.shape
-    return _reshaped(input, shape[:s] + (math.prod(shape[s : e + 1]),) + shape[e + 1 :])
+    return _reshaped_or_copied(input, shape[:s] + (math.prod(shape[s : e + 1]),) + shape[e + 1 :])
 
 
 def unflatten(input, dim, sizes):

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 from .. import _dtypes
 from .._dtypes import not_implemented
 from .._foreign import not_a_tensor
-from .._tensor import Tensor
+from .._tensor import Tensor, warn_at_caller
 from .._vmap_levels import refuse_dynamic_shape
 from ._core import Op
 from .elementwise import _apply
@@ -91,11 +91,19 @@ def where(condition, input=None, other=None):
     if input is None and other is None:
         refuse_dynamic_shape(condition, "where")
         return nonzero(condition, as_tuple=True)
-    if condition.dtype is not _dtypes.bool:
+    if condition.dtype is _dtypes.uint8:
+        warn_at_caller(WHERE_UINT8, once=True)
+    elif condition.dtype is not _dtypes.bool:
         raise RuntimeError(
             f"where expected condition to be a boolean tensor, but got a tensor with dtype {condition.dtype.type_name}"
         )
     return _apply(_WHERE, [condition, input, other], dtype=_dtypes.result_type(input, other).np)
+
+
+WHERE_UINT8 = (
+    "where received a uint8 condition tensor. This behavior is deprecated and will be removed in a future version of "
+    "PyTorch. Use a boolean condition instead."
+)
 
 
 def _lerp_fn(a, b, w, *, dtype):

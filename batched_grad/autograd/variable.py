@@ -29,7 +29,7 @@ class Variable(metaclass=_VariableMeta):
                 UserWarning,
                 stacklevel=2,
             )
-        if data is _NO_DATA:
+        if data is _NO_DATA or data is None:  # torch makes an empty tensor for both
             t = Tensor._wrap(np.zeros((0,), get_default_dtype().np))
         elif not isinstance(data, Tensor):
             raise TypeError(f"Variable data has to be a tensor, but got {python_type_name(data)}")

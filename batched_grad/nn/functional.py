@@ -266,13 +266,7 @@ def _check_classes(fn, input, target, weight, probabilities=False):
             f"{list(input.shape)}, but got {list(target.shape)}"
         )
     if not probabilities and tuple(target.shape) != expected:
-        raise ValueError(
-            f"Expected input batch_size ({input.shape[0] if input.ndim > 1 else 1}) to match target "
-            f"batch_size ({target.shape[0] if target.ndim else 1})."
-            if input.ndim == 2
-            else f"{fn}: expected target of shape {list(expected)} for input of shape "
-            f"{list(input.shape)}, but got {list(target.shape)}"
-        )
+        _refuse_class_target(fn, input, target, expected)
     classes = input.shape[min(1, input.ndim - 1)]
     if weight is not None and (not isinstance(weight, Tensor) or tuple(weight.shape) != (classes,)):
         shape = list(weight.shape) if isinstance(weight, Tensor) else type(weight).__name__
@@ -281,6 +275,39 @@ def _check_classes(fn, input, target, weight, probabilities=False):
             f"weight tensor of shape: {shape}"
         )
     return classes
+
+
+def _unbatched_class_target(input, target):
+    """An unbatched input's class index: torch takes it 0-dim or as a 1-D target of one element."""
+    if isinstance(input, Tensor) and isinstance(target, Tensor) and input.ndim == 1 and target.ndim == 1:
+        if target.shape[0] != 1:
+            raise ValueError(f"For 1D input, 1D target must have size 1, but got target size: {target.shape[0]}")
+        return target.reshape(())
+    return target
+
+
+def _refuse_class_target(fn, input, target, expected):
+    """torch's error for a target of class indices whose shape does not fit the input's, in torch's order: the batch
+    sizes first (a 0-dim target counts as 0), then the kernel's own check for the input's rank."""
+    if input.ndim > 1 and (target.shape[0] if target.ndim else 0) != input.shape[0]:
+        raise ValueError(
+            f"Expected input batch_size ({input.shape[0]}) to match target batch_size "
+            f"({target.shape[0] if target.ndim else 0})."
+        )
+    if input.ndim == 2:
+        raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
+    if input.ndim == 4 and target.ndim != 3:
+        raise RuntimeError(
+            f"only batches of spatial targets supported (3D tensors) but got targets of dimension: {target.ndim}"
+        )
+    if input.ndim == 4:
+        raise RuntimeError(f"size mismatch (got input: {list(input.shape)} , target: {list(target.shape)}")
+    if input.ndim > 2:
+        raise RuntimeError(f"Expected target size {list(expected)}, got {list(target.shape)}")
+    raise ValueError(
+        f"{fn}: expected target of shape {list(expected)} for input of shape {list(input.shape)}, but got "
+        f"{list(target.shape)}"
+    )
 
 
 def _check_targets(target, classes, ignore_index):
@@ -298,6 +325,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     """The negative log-likelihood of class indices `target` under log-probabilities `input` (classes in dim 1)."""
     reduction = legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
+    target = _unbatched_class_target(input, target)
     classes = _check_classes("nll_loss", input, target, weight)
     _check_targets(target, classes, ignore_index)
     check_class_weight_dtype(input, weight)
@@ -321,6 +349,7 @@ def cross_entropy(
         raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
     _check_tensor("cross_entropy", "target", target, 2)
     probabilities = target.dtype.is_floating_point
+    target = target if probabilities else _unbatched_class_target(input, target)
     classes = _check_classes("cross_entropy", input, target, weight, probabilities)
     if not probabilities:
         _check_targets(target, classes, ignore_index)
