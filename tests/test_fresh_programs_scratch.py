@@ -181,6 +181,14 @@ class _FlattenConsecutive:
         return []
 
 
+def _trainable(embedding, layers):
+    """The embedding table and the layers' parameters, made to require grad."""
+    parameters = [embedding] + [p for layer in layers for p in layer.parameters()]
+    for p in parameters:
+        p.requires_grad = True
+    return parameters
+
+
 def batchnorm_activation_statistics(m):
     """The hand-written Linear/BatchNorm1d/Tanh stack with kaiming-style gains, retain_grad() on every layer's
     output, update-to-data ratios, saturation fractions, torch.histogram and torch.histc of the activations and of
@@ -203,9 +211,7 @@ def _batchnorm_statistics(m):
         for layer in layers[:-1]:
             if isinstance(layer, _Linear):
                 layer.weight *= 5 / 3
-    parameters = [C] + [p for layer in layers for p in layer.parameters()]
-    for p in parameters:
-        p.requires_grad = True
+    parameters = _trainable(C, layers)
     ud, out = [], []
     for _ in range(12):
         ix = m.randint(0, Xtr.shape[0], (32,), generator=g)
@@ -341,9 +347,7 @@ def wavenet_hierarchy(m):
         layers += [_FlattenConsecutive(2), _Linear(m, 48, 24, g, bias=False), _BatchNorm1d(m, 24), _Tanh(m)]
         layers += [_FlattenConsecutive(2), _Linear(m, 48, 24, g, bias=False), _BatchNorm1d(m, 24), _Tanh(m)]
         layers.append(_Linear(m, 24, 27, g))
-        parameters = [emb] + [p for layer in layers for p in layer.parameters()]
-        for p in parameters:
-            p.requires_grad = True
+        parameters = _trainable(emb, layers)
         lossi, shapes = [], []
         for i in range(16):
             ix = m.randint(0, Xtr.shape[0], (16,), generator=g)
