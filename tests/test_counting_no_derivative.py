@@ -51,3 +51,27 @@ def test_counts_under_no_grad_are_plain_and_keep_their_values(m):
     assert not hist.requires_grad and not edges.requires_grad
     assert hist.tolist() == [3.0, 1.0]
     assert m.histc(x, 2, 0, 1).tolist() == [3.0, 1.0]
+
+
+FORWARD_CASES = {
+    "histc": lambda m, x: m.histc(x, 3),
+    "histogram": lambda m, x: m.histogram(x, 3)[0],
+    "histogramdd": lambda m, x: m.histogramdd(x.view(3, 2), [2, 2])[0],
+    "bincount": lambda m, x: m.bincount(m.tensor([0, 1, 1, 2, 0, 0]), x),
+}
+
+
+def _forward_record(m, make):
+    """The tangent of make(m, x) for a dual x, or the error forward mode raises."""
+    fa = m.autograd.forward_ad
+    with fa.dual_level():
+        x = fa.make_dual(m.tensor([-1.0, 0.5, 2.0, 0.25, 1.5, -0.5], dtype=m.float64), m.ones(6, dtype=m.float64))
+        try:
+            return fa.unpack_dual(make(m, x)).tangent
+        except NotImplementedError as e:
+            return str(e)
+
+
+@pytest.mark.parametrize("name", list(FORWARD_CASES))
+def test_forward_mode_refuses_counts_as_torch_does(name):
+    assert _forward_record(batched_grad, FORWARD_CASES[name]) == _forward_record(torch, FORWARD_CASES[name])

@@ -248,11 +248,12 @@ def histogramdd(input, bins=10, *, range=None, weight=None, density=False):  # n
     d = input.dtype.np
     operands = (input, weight, *(bins if tensor_bins else ()))
     counted_from = "_histogramdd_from_bin_tensors" if tensor_bins else "_histogramdd_from_bin_cts"
-    result = return_type("histogramdd", ["hist", "bin_edges"])
-    return result(
-        without_derivative_of(Tensor._wrap(hist.astype(d)), counted_from, *operands),
-        [without_derivative_of(Tensor._wrap(e.astype(d)), "_histogramdd_bin_edges", *operands) for e in edge_values],
-    )
+    # torch computes the edges first: forward mode refuses them before the counts
+    edge_tensors = [
+        without_derivative_of(Tensor._wrap(e.astype(d)), "_histogramdd_bin_edges", *operands) for e in edge_values
+    ]
+    hist_tensor = without_derivative_of(Tensor._wrap(hist.astype(d)), counted_from, *operands)
+    return return_type("histogramdd", ["hist", "bin_edges"])(hist_tensor, edge_tensors)
 
 
 # ---- Tensor methods ----------------------------------------------------------------------------------------------

@@ -6,12 +6,13 @@ import functools
 import jax.numpy as jnp
 import numpy as np
 
-from .. import _dtypes
+from .. import _dtypes, _dual
 from .._dtypes import not_implemented
 from .._tensor import Tensor, _wrap_dim
 from .._vmap_levels import refuse_dynamic_shape
 from ._core import Op, apply
 from ._derivatives import without_derivative
+from ._forward_refused import unsupported_forward
 from .indexing import nonzero
 from .return_types import return_type
 from .unique import _host_values, _taken
@@ -145,13 +146,15 @@ def _not_implemented_op(aten_name):
             lambda: RuntimeError(f"derivative for aten::{aten_name} is not implemented"),
         ),
         "torch::autograd::NotImplemented",
+        forward_error=unsupported_forward(aten_name),
     )
 
 
 def without_derivative_of(value, aten_name, *operands):
     """`value` (a count computed on the host from `operands`), recorded as torch records it where an operand
-    requires grad: by a NotImplemented node whose backward raises torch's error naming `aten_name`."""
-    tracked = [o for o in operands if isinstance(o, Tensor) and o.requires_grad]
+    requires grad or carries a tangent: by a NotImplemented node whose backward raises torch's error naming
+    `aten_name`, and which forward mode refuses."""
+    tracked = [o for o in operands if isinstance(o, Tensor) and (o.requires_grad or _dual.tangent_of(o) is not None)]
     return apply(_not_implemented_op(aten_name), [value, *tracked]) if tracked else value
 
 
