@@ -319,7 +319,7 @@ class InPlace:
                 continue
             chain = view._view[1]
             ops = _ops_of(chain)
-            if graph and len(ops) == len(chain):
+            if graph and len(ops) == len(chain) and _tracked(self, view):
                 # torch regenerates the grad_fn of a view whose base changed even where the change was not recorded
                 # (an optimizer's step under no_grad): an AsStridedBackward0 of the base as it is now
                 regrown = view.grad_fn is not None and self.requires_grad
@@ -329,7 +329,24 @@ class InPlace:
                 if _dual.tangent_of(self) is not None:
                     _take_tangent(view, regenerated)
             else:
-                view._value = _view_value_jit(self._value, ops) if ops else self._held
+                view._value = _current_view_value(self, ops)
+
+
+def _current_view_value(base, ops):
+    """The values of the view `ops` of `base` as it holds them now: on the host by NumPy where `base` is a host
+    array (a copy: the view must not share memory that writes into the base change), else by a compiled kernel."""
+    held = base._held
+    if not ops:
+        return held
+    if type(held) is np.ndarray and not _reinterprets(ops):
+        return np.array(_view_value(held, ops))
+    return _view_value_jit(base._value, ops)
+
+
+def _tracked(base, view):
+    """Whether refreshing `view` after its base changed concerns autograd: its base requires grad, it has a node,
+    or the base carries a forward-mode tangent. Otherwise only its values change."""
+    return base.requires_grad or view.grad_fn is not None or _dual.tangent_of(base) is not None
 
 
 def _take_tangent(tensor, source):

@@ -68,11 +68,15 @@ _warn_always = [False]
 
 def warn_once(message, stacklevel=3, key=None):
     """torch's TORCH_WARN_ONCE: each message (or each `key`, where one call site warns with several messages) at
-    most once per process, or every time while set_warn_always(True)."""
+    most once per process, or every time while set_warn_always(True); stacklevel None attributes it to the user's
+    line, as warn_at_caller does."""
     key = message if key is None else key
     if _warn_always[0] or key not in _warned:
         _warned.add(key)
-        warnings.warn(message, UserWarning, stacklevel=stacklevel)
+        if stacklevel is None:
+            warn_at_caller(message)
+        else:
+            warnings.warn(message, UserWarning, stacklevel=stacklevel)
 
 
 _PACKAGE = __file__.rsplit("/", 1)[0] + "/"
@@ -722,7 +726,7 @@ class Tensor(InPlace):
         """torch's warning when float() or complex() drops a gradient: only while grad mode is on (an optimizer's
         step, under no_grad, converts its closure's loss without it)."""
         if self.requires_grad and is_grad_enabled():
-            warn_once(SCALAR_REQUIRES_GRAD, stacklevel=4)  # the line calling float() or complex()
+            warn_once(SCALAR_REQUIRES_GRAD, stacklevel=None)  # at the line calling float() or complex()
 
     def __index__(self):
         if self.dtype.is_floating_point or self.dtype.is_complex or self.numel() != 1:

@@ -413,3 +413,18 @@ def test_scalar_conversion_warns_only_in_grad_mode(monkeypatch):
         assert int(t) == 6
     with pytest.warns(UserWarning, match="Converting a tensor with requires_grad=True"):
         complex(t)
+
+
+@pytest.mark.parametrize("convert", [float, complex, lambda t: "%.2f" % t], ids=["float", "complex", "format"])  # noqa: UP031
+def test_scalar_conversion_warning_points_at_the_converting_line(convert):
+    """torch attributes the dropped-gradient warning to the user's line that converted the tensor (a '%f' format
+    included), not to a frame inside the library."""
+    for m in (torch, bg):
+        m.set_warn_always(True)
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                convert(m.ones(2, requires_grad=True).sum())
+        finally:
+            m.set_warn_always(False)
+        assert [w.filename for w in caught] == [__file__], (m.__name__, [w.filename for w in caught])

@@ -16,6 +16,7 @@ from .complex_parts import conj_physical, conj_physical_
 from .decompositions import lu_factor_ex
 from .return_types import return_type
 from .scatters import scatter_reduce
+from .searching import without_derivative_of
 from .shape import cat, chunk, narrow
 from .unique import _host_values
 
@@ -239,17 +240,20 @@ def histogramdd(input, bins=10, *, range=None, weight=None, density=False):  # n
     """(hist, bin_edges): NumPy's histogramdd of the rows of `input` (N, D)."""
 
     points = np.asarray(_host_values(input)).reshape(-1, input.shape[-1])
-    edges = (
-        [np.asarray(_host_values(b)) for b in bins]
-        if isinstance(bins, (list, tuple)) and isinstance(bins[0], Tensor)
-        else bins
-    )
+    tensor_bins = isinstance(bins, (list, tuple)) and isinstance(bins[0], Tensor)
+    edges = [np.asarray(_host_values(b)) for b in bins] if tensor_bins else bins
     ranges = None if range is None else list(zip(range[::2], range[1::2]))
     w = None if weight is None else np.asarray(_host_values(weight)).reshape(-1)
     hist, edge_values = np.histogramdd(points, edges, range=ranges, weights=w, density=density)
     d = input.dtype.np
-    result = return_type("histogramdd", ["hist", "bin_edges"])
-    return result(Tensor._wrap(hist.astype(d)), [Tensor._wrap(e.astype(d)) for e in edge_values])
+    operands = (input, weight, *(bins if tensor_bins else ()))
+    counted_from = "_histogramdd_from_bin_tensors" if tensor_bins else "_histogramdd_from_bin_cts"
+    # torch computes the edges first: forward mode refuses them before the counts
+    edge_tensors = [
+        without_derivative_of(Tensor._wrap(e.astype(d)), "_histogramdd_bin_edges", *operands) for e in edge_values
+    ]
+    hist_tensor = without_derivative_of(Tensor._wrap(hist.astype(d)), counted_from, *operands)
+    return return_type("histogramdd", ["hist", "bin_edges"])(hist_tensor, edge_tensors)
 
 
 # ---- Tensor methods ----------------------------------------------------------------------------------------------

@@ -1,15 +1,18 @@
 """Searching and counting, with integer (or count) results: searchsorted, bucketize, isin, argwhere,
 nonzero_static, unravel_index, unique_consecutive, bincount, histc and histogram."""
 
+import functools
+
 import jax.numpy as jnp
 import numpy as np
 
-from .. import _dtypes
+from .. import _dtypes, _dual
 from .._dtypes import not_implemented
 from .._tensor import Tensor, _wrap_dim
 from .._vmap_levels import refuse_dynamic_shape
 from ._core import Op, apply
-from ._derivatives import raises_in_backward
+from ._derivatives import without_derivative
+from ._forward_refused import unsupported_forward
 from .indexing import nonzero
 from .return_types import return_type
 from .unique import _host_values, _taken
@@ -134,6 +137,27 @@ def unique_consecutive(input, return_inverse=False, return_counts=False, dim=Non
     return results if len(results) > 1 else values
 
 
+@functools.cache
+def _not_implemented_op(aten_name):
+    return Op(
+        aten_name,
+        without_derivative(
+            lambda value, *operands: value,
+            lambda: RuntimeError(f"derivative for aten::{aten_name} is not implemented"),
+        ),
+        "torch::autograd::NotImplemented",
+        forward_error=unsupported_forward(aten_name),
+    )
+
+
+def without_derivative_of(value, aten_name, *operands):
+    """`value` (a count computed on the host from `operands`), recorded as torch records it where an operand
+    requires grad or carries a tangent: by a NotImplemented node whose backward raises torch's error naming
+    `aten_name`, and which forward mode refuses."""
+    tracked = [o for o in operands if isinstance(o, Tensor) and (o.requires_grad or _dual.tangent_of(o) is not None)]
+    return apply(_not_implemented_op(aten_name), [value, *tracked]) if tracked else value
+
+
 def bincount(input, weights=None, minlength=0):
     """How often each value 0..max(input) occurs in the 1-D non-negative integer input (summing `weights`
     instead, if given); at least minlength bins."""
@@ -149,7 +173,8 @@ def bincount(input, weights=None, minlength=0):
         return Tensor._wrap(np.bincount(values, minlength=bins).astype(np.int64))
     w = np.asarray(_host_values(weights))
     d = weights.dtype if weights.dtype.is_floating_point else _dtypes.float64
-    return Tensor._wrap(np.bincount(values, w.astype(np.float64), minlength=bins).astype(d.np))
+    counts = Tensor._wrap(np.bincount(values, w.astype(np.float64), minlength=bins).astype(d.np))
+    return without_derivative_of(counts, "bincount", weights)
 
 
 def _histc(a, *, bins, low, high):
@@ -157,8 +182,7 @@ def _histc(a, *, bins, low, high):
     lo, hi = jnp.where(lo == hi, lo - 1, lo), jnp.where(lo == hi, hi + 1, hi)
     inside = (a >= lo) & (a <= hi)
     position = jnp.clip(((a - lo) * bins / (hi - lo)).astype(jnp.int64), 0, bins - 1)
-    counts = jnp.zeros(bins, a.dtype).at[jnp.where(inside, position, 0)].add(inside.astype(a.dtype))
-    return raises_in_backward(counts, lambda: NotImplementedError("the derivative for 'histc' is not implemented."))
+    return jnp.zeros(bins, a.dtype).at[jnp.where(inside, position, 0)].add(inside.astype(a.dtype))
 
 
 _HISTC = Op("histc", _histc)
@@ -166,14 +190,14 @@ _HISTC = Op("histc", _histc)
 
 def histc(input, bins=100, min=0, max=0):  # noqa: A002
     """A histogram of `bins` equal bins over [min, max] (the data's range when both are 0); elements outside are
-    ignored."""
+    ignored. Its counts are not differentiable: torch records no node for them."""
     if not input.dtype.is_floating_point:
         raise not_implemented("histogram_cpu", input.dtype)
     if bins <= 0:
         raise RuntimeError("torch.histc(): bins must be > 0, but got " + str(bins) + " for dim 0")
     if min > max:
         raise RuntimeError("torch.histc(): max must be larger than min")
-    return apply(_HISTC, [input], bins=int(bins), low=float(min), high=float(max))
+    return apply(_HISTC, [input.detach()], bins=int(bins), low=float(min), high=float(max))
 
 
 def histogram(input, bins=100, *, range=None, weight=None, density=False):  # noqa: A002
@@ -186,7 +210,10 @@ def histogram(input, bins=100, *, range=None, weight=None, density=False):  # no
     hist, edge_values = np.histogram(a, edges, range=range, weights=w, density=density)
     result = return_type("histogram", ["hist", "bin_edges"])
     d = input.dtype.np
-    return result(Tensor._wrap(hist.astype(d)), Tensor._wrap(edge_values.astype(d)))
+    operands = (input, bins, weight)
+    return result(
+        *(without_derivative_of(Tensor._wrap(v.astype(d)), "histogram", *operands) for v in (hist, edge_values))
+    )
 
 
 FUNCTIONS = {
