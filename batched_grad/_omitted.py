@@ -312,10 +312,9 @@ OMITTED = {
 # tests/test_usage_coverage.py counts a used torch name under one of these prefixes as accounted for (a user would
 # accept it as out of scope for an autograd front end on JAX/XLA).
 ONNX = "torch.onnx export: batched_grad programs are JAX programs; export them with JAX's tools"
-PRIVATE = "torch's private internals (torch._C, torch._vmap_internals, _cast_*): not an API, replaced by public ones"
+PRIVATE = "torch's private internals (torch._C, _cast_*): not an API, replaced by public ones"
 OUT_OF_SCOPE_MODULES = {
     "torch._C": PRIVATE,
-    "torch._vmap_internals": PRIVATE,
     "torch._cast_Long": PRIVATE,
     "torch.cuda.Stream": CUDA,
     "torch.cuda.Event": CUDA,
