@@ -16,7 +16,7 @@ BACKEND_KERNELS = (
     "backend-specific ATen kernels (cuDNN, MIOpen, MKLDNN, FBGEMM) behind torch's public ops; the public ops are here"
 )
 DISTRIBUTED = (
-    "distributed and multiprocessing machinery (DistributedDataParallel, multi-GPU DataParallel, SyncBatchNorm, "
+    "distributed and multiprocessing machinery (DistributedDataParallel, multi-GPU DataParallel, "
     "shared memory): out of scope"
 )
 JIT = "TorchScript / FX / torch.compile internals (IR, schemas, symbolic shapes, type comments): out of scope"
@@ -215,7 +215,6 @@ OMITTED = {
         **_names(LAPACK_RAW, "geqrf ormqr"),
     },
     "torch.nn": {
-        **_names(DISTRIBUTED, "SyncBatchNorm"),
         **_names(FRACTIONAL, "FractionalMaxPool2d FractionalMaxPool3d"),
         **_names(RARE_LAYERS, "CrossMapLRN2d"),
         **_names(FUSED_NEW, "LinearCrossEntropyLoss LinearCrossEntropyOptions"),

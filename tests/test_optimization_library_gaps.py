@@ -215,3 +215,35 @@ def test_lin_alg_error_class_name():
     with pytest.raises(bg.linalg.LinAlgError) as caught:
         bg.linalg.cholesky(-bg.eye(2))
     assert type(caught.value).__name__ == torch.linalg.LinAlgError.__name__ == "_LinAlgError"
+
+
+def test_sync_batch_norm_normalizes_by_its_own_batch():
+    def run(m):
+        m.manual_seed(0)
+        plain = m.nn.Sequential(m.nn.Linear(3, 4), m.nn.BatchNorm1d(4), m.nn.Sequential(m.nn.BatchNorm1d(4)))
+        model = m.nn.SyncBatchNorm.convert_sync_batchnorm(plain)
+        x = m.randn(6, 3)
+        out = model(x)
+        out.square().sum().backward()
+        sync = m.nn.SyncBatchNorm(2, momentum=None)
+        images = sync(m.randn(2, 2, 3, 3))
+        kinds = [type(layer).__name__ for layer in model.modules()]
+        return [out, model[0].weight.grad, model[1].running_var, model[2][0].num_batches_tracked, images], kinds
+
+    (actual, actual_kinds), (expected, expected_kinds) = run(bg), run(torch)
+    assert actual_kinds == expected_kinds
+    assert_same(actual, expected, rtol=1e-5, atol=1e-6)
+    for m in (torch, bg):
+        with pytest.raises(ValueError, match=r"expected at least 2D input \(got 1D input\)"):
+            m.nn.SyncBatchNorm(3)(m.ones(3))
+
+
+def test_distributed_collectives_without_a_process_group():
+    import torch.distributed.nn as torch_collectives
+
+    import batched_grad.distributed.nn as bg_collectives
+
+    for m, collectives in ((torch, torch_collectives), (bg, bg_collectives)):
+        assert m.distributed.ReduceOp.SUM is not None
+        with pytest.raises(ValueError, match="Default process group has not been initialized"):
+            collectives.all_reduce(m.ones(2), op=m.distributed.ReduceOp.SUM)
