@@ -8,9 +8,7 @@ torch-optimizer's optimizers over torch.optim.Optimizer (a Shampoo preconditione
 iteration and Lanczos over HVPs of a model holding SyncBatchNorm; torch.optim.LBFGS with strong_wolfe."""
 
 import pytest
-import torch
 
-import batched_grad as bg
 from test_fresh_programs_dl2 import F64, _both
 
 
