@@ -239,6 +239,87 @@ def curvature_spectrum(m):
     return [m.stack(found), m.linalg.eigvalsh(T), type(model[1]).__name__ == "SyncBatchNorm"]
 
 
+def kfac_and_sophia(m):
+    """K-FAC's Kronecker factors gathered by forward-pre and (module) backward hooks on a conv net, conv inputs
+    unfolded into patches with in-place transposes, eigh-preconditioned gradients written back through .data and
+    a momentum step in the deprecated add_(number, tensor) spelling; then a SophiaG-style step whose diagonal
+    Hessian comes from labels sampled from the model's own softmax."""
+    nn, F = m.nn, m.nn.functional
+    m.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(2, 3, 3, padding=1), nn.ReLU(), nn.Conv2d(3, 3, 3, stride=2), nn.Flatten())
+    net.append(nn.Linear(12, 4))
+    X, Y = m.randn(12, 2, 6, 6), m.randint(0, 4, (12,))
+    factors, collect = {}, [False]
+
+    def with_ones(a):
+        return m.cat([a, a.new(a.size(0), 1).fill_(1)], 1)
+
+    def save_input(module, inputs):
+        a = inputs[0].data
+        if isinstance(module, nn.Conv2d):
+            a = F.pad(a, (module.padding[1],) * 2 + (module.padding[0],) * 2).data
+            a = a.unfold(2, module.kernel_size[0], module.stride[0]).unfold(3, module.kernel_size[1], module.stride[1])
+            a = a.transpose_(1, 2).transpose_(2, 3).contiguous()
+            a = a.view(-1, a.size(3) * a.size(4) * a.size(5))
+        a = with_ones(a)
+        factors.setdefault(module, [0, 0])[0] = a.t() @ (a / a.size(0))
+
+    def save_grad_output(module, grad_input, grad_output):
+        if collect[0]:
+            g = grad_output[0].data
+            if g.dim() == 4:
+                g = g.transpose(1, 2).transpose(2, 3).contiguous().view(-1, g.size(1))
+            factors[module][1] = g.t() @ (g * g.size(0))
+
+    layers = [layer for layer in net if isinstance(layer, (nn.Conv2d, nn.Linear))]
+    for layer in layers:
+        layer.register_forward_pre_hook(save_input)
+        layer.register_backward_hook(save_grad_output)
+    out, momentum = [], {}
+    for _ in range(3):
+        net.zero_grad()
+        logits = net(X)
+        sampled = m.multinomial(F.softmax(logits.data, 1), 1).squeeze()
+        collect[0] = True
+        F.cross_entropy(logits, sampled).backward(retain_graph=True)
+        collect[0] = False
+        net.zero_grad()
+        loss = F.cross_entropy(logits, Y)
+        loss.backward()
+        for layer in layers:
+            d_a, q_a = m.linalg.eigh(factors[layer][0])
+            d_g, q_g = m.linalg.eigh(factors[layer][1])
+            grad = m.cat([layer.weight.grad.data.view(layer.weight.size(0), -1), layer.bias.grad.data.view(-1, 1)], 1)
+            v = q_g @ ((q_g.t() @ grad @ q_a) / (d_g.unsqueeze(1) * d_a.unsqueeze(0) + 1e-3)) @ q_a.t()
+            layer.weight.grad.data.copy_(v[:, :-1].reshape(layer.weight.shape))
+            layer.bias.grad.data.copy_(v[:, -1])
+        for p in net.parameters():
+            buf = momentum.setdefault(p, m.zeros_like(p.data))
+            buf.mul_(0.9).add_(1, p.grad.data)
+            p.data.add_(-0.05, buf)
+        out.append(loss.detach())
+
+    hessian = {p: m.zeros_like(p) for p in net.parameters()}
+    exp_avg = {p: m.zeros_like(p) for p in net.parameters()}
+    for step in range(4):
+        net.zero_grad()
+        F.cross_entropy(net(X), Y).backward()
+        with m.no_grad():
+            for p in net.parameters():
+                p.mul_(1 - 1e-3)
+                exp_avg[p].mul_(0.965).add_(p.grad, alpha=0.035)
+                ratio = (exp_avg[p].abs() / (hessian[p] + 1e-15)).clamp(None, 0.05)
+                p.addcmul_(exp_avg[p].sign(), ratio, value=-2e-2)
+        if step % 2 == 1:
+            net.zero_grad()
+            logits = net(X)
+            F.cross_entropy(logits, m.distributions.Categorical(logits=logits).sample()).backward()
+            with m.no_grad():
+                for p in net.parameters():
+                    hessian[p].mul_(0.99).addcmul_(p.grad, p.grad, value=0.01)
+    return out + [p.detach() for p in net.parameters()] + [h for h in hessian.values()]
+
+
 def lbfgs_logistic_regression(m):
     """torch.optim.LBFGS with strong_wolfe fitting an L2-regularized logistic regression in one step call."""
     m.manual_seed(0)
@@ -260,7 +341,13 @@ def lbfgs_logistic_regression(m):
 # each takes 3-15 s (first compilations of many small programs)
 PROGRAMS = [
     pytest.param(program, marks=pytest.mark.slow, id=program.__name__)
-    for program in (quasi_newton_and_cg, newton_and_trust_region, torch_optimizer_style, curvature_spectrum)
+    for program in (
+        quasi_newton_and_cg,
+        newton_and_trust_region,
+        torch_optimizer_style,
+        curvature_spectrum,
+        kfac_and_sophia,
+    )
 ]
 
 
