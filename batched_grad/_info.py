@@ -5,11 +5,16 @@ import ml_dtypes
 from . import _dtypes
 
 _MISSING = object()
+_PYTHON_TYPES = {float: _dtypes.float64, int: _dtypes.int64, bool: _dtypes.bool, complex: _dtypes.complex128}
 
 
 def _check_dtype(name, type):
-    if not isinstance(type, _dtypes.dtype):
-        raise TypeError(f"{name}(): argument 'type' (position 1) must be torch.dtype, not {type.__class__.__name__}")
+    """The dtype `type` names: a dtype, or a Python scalar type as torch reads one (float is float64)."""
+    if isinstance(type, _dtypes.dtype):
+        return type
+    if type in _PYTHON_TYPES:
+        return _PYTHON_TYPES[type]
+    raise TypeError(f"{name}(): argument 'type' (position 1) must be torch.dtype, not {type.__class__.__name__}")
 
 
 class _Limits:
@@ -42,7 +47,7 @@ class finfo(_Limits):
 
     def __init__(self, type=_MISSING):
         type = _dtypes.get_default_dtype() if type is _MISSING else type
-        _check_dtype("finfo", type)
+        type = _check_dtype("finfo", type)
         if type.is_complex:
             type = _dtypes.float64 if type is _dtypes.complex128 else _dtypes.float32
         if not type.is_floating_point:
@@ -73,7 +78,7 @@ class iinfo(_Limits):
     def __init__(self, type=_MISSING):
         if type is _MISSING:
             raise TypeError('iinfo() missing 1 required positional arguments: "type"')
-        _check_dtype("iinfo", type)
+        type = _check_dtype("iinfo", type)
         if type is _dtypes.bool:
             raise TypeError("torch.bool is not supported by torch.iinfo")
         if type.is_floating_point or type.is_complex:

@@ -16,7 +16,7 @@ BACKEND_KERNELS = (
     "backend-specific ATen kernels (cuDNN, MIOpen, MKLDNN, FBGEMM) behind torch's public ops; the public ops are here"
 )
 DISTRIBUTED = (
-    "distributed and multiprocessing machinery (DistributedDataParallel, multi-GPU DataParallel, SyncBatchNorm, "
+    "distributed and multiprocessing machinery (DistributedDataParallel, multi-GPU DataParallel, "
     "shared memory): out of scope"
 )
 JIT = "TorchScript / FX / torch.compile internals (IR, schemas, symbolic shapes, type comments): out of scope"
@@ -215,7 +215,6 @@ OMITTED = {
         **_names(LAPACK_RAW, "geqrf ormqr"),
     },
     "torch.nn": {
-        **_names(DISTRIBUTED, "SyncBatchNorm"),
         **_names(FRACTIONAL, "FractionalMaxPool2d FractionalMaxPool3d"),
         **_names(RARE_LAYERS, "CrossMapLRN2d"),
         **_names(FUSED_NEW, "LinearCrossEntropyLoss LinearCrossEntropyOptions"),
@@ -312,10 +311,9 @@ OMITTED = {
 # tests/test_usage_coverage.py counts a used torch name under one of these prefixes as accounted for (a user would
 # accept it as out of scope for an autograd front end on JAX/XLA).
 ONNX = "torch.onnx export: batched_grad programs are JAX programs; export them with JAX's tools"
-PRIVATE = "torch's private internals (torch._C, torch._vmap_internals, _cast_*): not an API, replaced by public ones"
+PRIVATE = "torch's private internals (torch._C, _cast_*): not an API, replaced by public ones"
 OUT_OF_SCOPE_MODULES = {
     "torch._C": PRIVATE,
-    "torch._vmap_internals": PRIVATE,
     "torch._cast_Long": PRIVATE,
     "torch.cuda.Stream": CUDA,
     "torch.cuda.Event": CUDA,

@@ -103,13 +103,14 @@ def random_rows():
     return [level for level in calls if level.randomness == "different"]
 
 
-def prototype_vmap(func):
+def prototype_vmap(func, in_dims=0, out_dims=0):
     """torch._vmap_internals._vmap, the prototype vmap that gradcheck batches forward-mode derivatives with: vmap.vmap
-    of `func` (inputs and outputs batched along axis 0), where a custom Function needs neither setup_context nor a
-    vmap rule (its forward and jvp run on the batched values) and random draws are refused with its message."""
+    of `func` (inputs batched along `in_dims`, outputs along `out_dims`), where a custom Function needs neither
+    setup_context nor a vmap rule (its forward and jvp run on the batched values) and random draws are refused with
+    its message."""
     from .func import vmap
 
-    vectorized = vmap(func)
+    vectorized = vmap(func, in_dims, out_dims)
 
     @functools.wraps(func)
     def batched(*args):

@@ -574,7 +574,7 @@ _EXPOSED = {
     "max": Exposed(function=True, method=True),
     "mean": Exposed(function=True, method=True),
     "min": Exposed(function=True, method=True),
-    "norm": Exposed(function=True, method=True),
+    "norm": Exposed(function=True, method=True, out="same"),
     "prod": Exposed(function=True, method=True),
     "std": Exposed(function=True, method=True),
     "sum": Exposed(function=True, method=True),

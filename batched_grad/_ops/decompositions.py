@@ -20,7 +20,6 @@ from .linalg import (
     _INV,
     _SOLVE,
     LinAlgError,
-    _failed_minor,
     _hermitian,
     _matrix,
     _swap,
@@ -37,6 +36,7 @@ from .linalg import svd as linalg_svd
 from .reduction import linalg_norm
 from .return_types import return_type
 from .shape import cat
+from .ternary import where
 
 _RESULTS = {
     name: return_type(name, fields)
@@ -320,30 +320,48 @@ _TORCH_CHOLESKY = Op("cholesky", lambda a, *, upper: jnp.linalg.cholesky(_hermit
 
 
 # ---- the *_ex forms -------------------------------------------------------------------------------------------------
-def _minor_info(A):
-    """Per matrix of A, the order of its first leading minor that is not positive-definite, or 0."""
+def _partial_cholesky(m):
+    """(info, L) for the lower triangle of one matrix as LAPACK's unblocked left-looking potf2 leaves it, which
+    torch's cholesky_ex returns: info the order of the first leading minor that is not positive-definite (0 if
+    none); on failure at column j, the columns before it factored, L[j, j] the non-positive pivot a_jj - |L[j, :j]|^2
+    and the columns after it the input's. Trust-region solvers read the failed pivot's row."""
+    a = np.tril(m).astype(np.result_type(m, np.float32))
+    for j in range(a.shape[0]):
+        pivot = a[j, j].real - (a[j, :j] @ a[j, :j].conj()).real  # a Hermitian matrix's diagonal is real
+        if not pivot > 0:
+            a[j, j] = pivot
+            return j + 1, a
+        a[j, j] = np.sqrt(pivot)
+        a[j + 1 :, j] = (a[j + 1 :, j] - a[j + 1 :, :j] @ a[j, :j].conj()) / a[j, j]
+    return 0, a
+
+
+def _minor_info(A, upper=False):
+    """Per matrix of A: the order of its first leading minor that is not positive-definite (0 if none); and where
+    one is not, A's factors as torch leaves them (_partial_cholesky, `upper` from its upper triangle), else None."""
     matrices = np.asarray(A.detach()._value).reshape((-1,) + A.shape[-2:])
-    orders = []
+    orders, factors = [], []
     for m in matrices:
-        lower = np.tril(m) + np.tril(m, -1).T.conj()
-        try:
-            np.linalg.cholesky(lower)
-            orders.append(0)
-        except np.linalg.LinAlgError:
-            orders.append(_failed_minor(lower))
-    return _int32(np.asarray(orders).reshape(A.shape[:-2]))
+        order, partial = _partial_cholesky(m.conj().T if upper else m)
+        orders.append(order)
+        factors.append(partial.conj().T if upper else partial)
+    partial = np.stack(factors).reshape(A.shape).astype(matrices.dtype) if any(orders) else None
+    return _int32(np.asarray(orders).reshape(A.shape[:-2])), partial
 
 
-@autocast_policy("fp32")
 def cholesky_ex(A, *, upper=False, check_errors=False):
     """(L, info): linalg.cholesky, with info > 0 the order of the first leading minor that is not
-    positive-definite instead of an error (unless check_errors)."""
+    positive-definite instead of an error (unless check_errors), and L as far as LAPACK got (_partial_cholesky)."""
     _matrix("cholesky_ex", A)
     if check_errors:
         return _RESULTS["linalg_cholesky_ex"](linalg_cholesky(A, upper=upper), _int32(np.zeros(A.shape[:-2])))
 
     out = apply(_CHOLESKY, [A], upper=bool(upper))
-    return _RESULTS["linalg_cholesky_ex"](out, _minor_info(A))
+    info, partial = _minor_info(A, upper)
+    if partial is not None:
+        failed = np.asarray(info._value).reshape(info.shape + (1, 1)) > 0
+        out = where(Tensor._wrap(failed), Tensor._wrap(partial), out)
+    return _RESULTS["linalg_cholesky_ex"](out, info)
 
 
 @autocast_policy("fp32")

@@ -395,6 +395,9 @@ class LinAlgError(RuntimeError):
     """torch.linalg.LinAlgError: a matrix is singular or not positive-definite."""
 
 
+LinAlgError.__name__ = LinAlgError.__qualname__ = "_LinAlgError"  # torch's class name, which error reports print
+
+
 slogdet_result = return_type("linalg_slogdet", ["sign", "logabsdet"])
 eigh_result = return_type("linalg_eigh", ["eigenvalues", "eigenvectors"])
 svd_result = return_type("linalg_svd", ["U", "S", "Vh"])

@@ -9,7 +9,7 @@ import jax.scipy.linalg as jsl
 from .. import _dtypes
 from .._autocast import autocast_policy
 from .._factories import eye
-from .._tensor import _wrap_dim
+from .._tensor import Tensor, _wrap_dim
 from ._core import Op, apply
 from .linalg import _NDIM_ERRORS, _check_product, _matrix, inv, matmul, outer
 from .shape import expanded_shape
@@ -47,7 +47,21 @@ _GEMMS = ("addmm", "addmv", "baddbmm")
 _FUSED = {name: _fused(name) for name in _PRODUCT_OF}
 
 
-def _scalars(input, beta, alpha):
+def _number(name, argument, value):
+    """A Number argument as torch reads it: a 0-dim Tensor that does not require grad stands for the number it
+    holds (an optimizer's step size computed by tensor ops)."""
+    if not isinstance(value, Tensor):
+        return value
+    if value.ndim or value.requires_grad:
+        raise TypeError(
+            f"{name}(): argument '{argument}' must be a Number, or a 0-dim Tensor that does not require grad, but got "
+            f"a Tensor of shape {tuple(value.shape)}{' that requires grad' if value.requires_grad else ''}"
+        )
+    return value.item()
+
+
+def _scalars(name, input, beta, alpha):
+    beta, alpha = _number(name, "beta", beta), _number(name, "alpha", alpha)
     if not (input.dtype.is_floating_point or input.dtype.is_complex):
         for name, value in (("beta", beta), ("alpha", alpha)):
             if isinstance(value, float) and value != int(value):
@@ -83,7 +97,7 @@ def _fused_product(name, input, shape, operands, beta, alpha):
     if name == "addr":
         common = _dtypes.result_type(input, *operands)
         input, operands = input.to(common), [t.to(common) for t in operands]
-    beta, alpha = _scalars(input, beta, alpha)
+    beta, alpha = _scalars(name, input, beta, alpha)
     return apply(_FUSED[name], [input, *operands], beta=beta, alpha=alpha)
 
 

@@ -661,7 +661,7 @@ def scatter_into_view(base, src, chain):
 
 def check_multi_view(base, chain, requires_grad):
     """torch's error for an in-place change (that requires grad) of one of several views an op returned."""
-    if any(op.multi for op, _, _ in chain) and requires_grad and is_grad_enabled():
+    if any(op is not None and op.multi for op, _, _ in chain) and requires_grad and is_grad_enabled():  # None: detach
         op, _, k = chain[-1]  # torch names the view's own node
         where = (
             f"Output {k} of {op.backward_name.replace('Backward0', '')} is a view and is being modified inplace."

@@ -20,13 +20,13 @@ def _no_strict(strict, fn_name):
 def jacobian_with_sparsity(func, inputs, create_graph, strict, strategy, chunk_size, sparsity, output):
     """jacobian(..., sparsity=...): blocks as the dense Jacobian's structure, each a SparseMatrix (or, with
     output="dense", the dense Tensor)."""
-    from .functional import _OUTPUTS, _grad_preprocess, _tensor_tuple, _tuple_postprocess
+    from .functional import _OUTPUTS, _as_tuple, _grad_preprocess, _tuple_postprocess
 
     _no_strict(strict, "jacobian")
     with enable_grad():
-        is_inputs_tuple, inputs = _tensor_tuple(inputs, "inputs", "jacobian")
+        is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "jacobian")
         inputs = _grad_preprocess(inputs, create_graph, need_graph=True)
-        is_outputs_tuple, outputs = _tensor_tuple(func(*inputs), _OUTPUTS, "jacobian")
+        is_outputs_tuple, outputs = _as_tuple(func(*inputs), _OUTPUTS, "jacobian")
         blocks = sparse_jacobian(
             outputs, inputs, sparsity, _MODES[strategy], create_graph, chunk_size, output or "sparse"
         )
@@ -35,10 +35,10 @@ def jacobian_with_sparsity(func, inputs, create_graph, strict, strategy, chunk_s
 
 def hessian_with_sparsity(func, inputs, create_graph, strict, chunk_size, sparsity, output):
     """hessian(..., sparsity=...): blocks [i][j] over the inputs, as the dense Hessian's structure."""
-    from .functional import _grad_preprocess, _single_output, _tensor_tuple, _tuple_postprocess
+    from .functional import _as_tuple, _grad_preprocess, _single_output, _tuple_postprocess
 
     _no_strict(strict, "hessian")
-    is_inputs_tuple, inputs = _tensor_tuple(inputs, "inputs", "hessian")
+    is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "hessian")
     scalar_func = _single_output(func, "hessian", strict)
     with enable_grad():
         inputs = _grad_preprocess(inputs, create_graph, need_graph=True)
@@ -53,13 +53,13 @@ def jacobian_sparsity(func, inputs, strategy="reverse-mode"):
     `mode` ("reverse" or "forward", `strategy`'s on a tie) has the fewest colors. The pattern holds for every input
     that records the same graph; computed once per structure and cached, as jacobian(..., sparsity="auto")
     finds it."""
-    from .functional import _OUTPUTS, _check_strategy, _tensor_tuple
+    from .functional import _OUTPUTS, _as_tuple, _check_strategy
 
     _check_strategy(strategy, "")
-    _, inputs = _tensor_tuple(inputs, "inputs", "jacobian_sparsity")
+    _, inputs = _as_tuple(inputs, "inputs", "jacobian_sparsity")
     with enable_grad():
         inputs = tuple(x.detach().requires_grad_(True) for x in inputs)
-        _, outputs = _tensor_tuple(func(*inputs), _OUTPUTS, "jacobian_sparsity")
+        _, outputs = _as_tuple(func(*inputs), _OUTPUTS, "jacobian_sparsity")
         return detected(outputs, inputs, hessian=False).choose(_MODES[strategy])
 
 
@@ -68,9 +68,9 @@ def hessian_sparsity(func, inputs):
     """The symmetric sparsity of the Hessian of `func` (returning one single-element Tensor) at `inputs`, detected
     from the graph it records, with the coloring of fewest colors (a star coloring, mode "symmetric", unless a
     distance-2 one has fewer)."""
-    from .functional import _single_output, _tensor_tuple
+    from .functional import _as_tuple, _single_output
 
-    _, inputs = _tensor_tuple(inputs, "inputs", "hessian_sparsity")
+    _, inputs = _as_tuple(inputs, "inputs", "hessian_sparsity")
     scalar_func = _single_output(func, "hessian_sparsity", False)
     with enable_grad():
         inputs = tuple(x.detach().requires_grad_(True) for x in inputs)

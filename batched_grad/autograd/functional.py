@@ -58,8 +58,12 @@ _CONSTANT_GRAD_MESSAGE = (
 )
 
 
-def _tensor_tuple(inp, arg_name, fn_name):
-    """(was it a tuple, the tuple of Tensors); torch's TypeError for anything that is not a Tensor."""
+def _as_tuple(inp, arg_name=None, fn_name=None):
+    """(was it a tuple, the tuple of Tensors); torch's TypeError for anything that is not a Tensor. Without names
+    (torch's unchecked form, which older autograd code calls) just the tuple: a list becomes one, anything else is
+    wrapped."""
+    if arg_name is None and fn_name is None:
+        return inp if isinstance(inp, tuple) else tuple(inp) if isinstance(inp, list) else (inp,)
     is_tuple = isinstance(inp, tuple)
     items = inp if is_tuple else (inp,)
     for i, item in enumerate(items):
@@ -117,7 +121,7 @@ def _preprocess_v(v, other, is_other_tuple, create_graph, fn_name, none_message)
         if len(other) != 1 or other[0].numel() != 1:
             raise RuntimeError(none_message)
         return None
-    v = _grad_preprocess(_tensor_tuple(v, "v", fn_name)[1], create_graph, need_graph=False)
+    v = _grad_preprocess(_as_tuple(v, "v", fn_name)[1], create_graph, need_graph=False)
     _validate_v(v, other, is_other_tuple)
     return v
 
@@ -186,9 +190,9 @@ def vjp(func, inputs, v=None, create_graph=False, strict=False):
     differentiable; with `strict`, an input that no output depends on raises instead of giving zeros.
     """
     with enable_grad():
-        is_inputs_tuple, inputs = _tensor_tuple(inputs, "inputs", "vjp")
+        is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "vjp")
         inputs = _grad_preprocess(inputs, create_graph, need_graph=True)
-        is_outputs_tuple, outputs = _tensor_tuple(func(*inputs), _OUTPUTS, "vjp")
+        is_outputs_tuple, outputs = _as_tuple(func(*inputs), _OUTPUTS, "vjp")
         _check_requires_grad(outputs, "outputs", strict)
         v = _preprocess_v(
             v,
@@ -214,7 +218,7 @@ def jvp(func, inputs, v=None, create_graph=False, strict=False):
     """
     with enable_grad():
         is_inputs_tuple, inputs, v = _inputs_and_v(inputs, v, create_graph, "jvp")
-        is_outputs_tuple, outputs = _tensor_tuple(func(*inputs), _OUTPUTS, "jvp")
+        is_outputs_tuple, outputs = _as_tuple(func(*inputs), _OUTPUTS, "jvp")
         _check_requires_grad(outputs, "outputs", strict)
         grad_outputs = tuple(zeros_like(out, requires_grad=True) for out in outputs)
         grad_inputs = _autograd_grad(outputs, inputs, grad_outputs, create_graph=True)
@@ -227,7 +231,7 @@ def jvp(func, inputs, v=None, create_graph=False, strict=False):
 
 def _inputs_and_v(inputs, v, create_graph, fn_name):
     """Preprocessed inputs and a v shaped like them (jvp, vhp, hvp): (is_inputs_tuple, inputs, v)."""
-    is_inputs_tuple, inputs = _tensor_tuple(inputs, "inputs", fn_name)
+    is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", fn_name)
     inputs = _grad_preprocess(inputs, create_graph, need_graph=True)
     v = _preprocess_v(
         v,
@@ -401,11 +405,11 @@ def jacobian(
     if check_arguments(sparsity, output):
         return jacobian_with_sparsity(func, inputs, create_graph, strict, strategy, chunk_size, sparsity, output)
     if strategy == "forward-mode":
-        is_inputs_tuple, inputs = _tensor_tuple(inputs, "inputs", "jacobian")
+        is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "jacobian")
         check_forward_mode(create_graph, strict, vectorize, inputs)
         try:
             blocks, is_outputs_tuple = forward_jacobian(
-                func, inputs, lambda out: _tensor_tuple(out, _OUTPUTS, "jacobian"), chunk_size=chunk_size
+                func, inputs, lambda out: _as_tuple(out, _OUTPUTS, "jacobian"), chunk_size=chunk_size
             )
         except Untraceable:  # func reads concrete values: the same Jacobian by reverse mode
             blocks = jacobian(func, inputs, vectorize=True, chunk_size=chunk_size)
@@ -414,9 +418,9 @@ def jacobian(
         return _tuple_postprocess(_forward_mode_lists(blocks), (is_outputs_tuple, is_inputs_tuple))
 
     with enable_grad():
-        is_inputs_tuple, inputs = _tensor_tuple(inputs, "inputs", "jacobian")
+        is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "jacobian")
         inputs = _grad_preprocess(inputs, create_graph, need_graph=True)
-        is_outputs_tuple, outputs = _tensor_tuple(func(*inputs), _OUTPUTS, "jacobian")
+        is_outputs_tuple, outputs = _as_tuple(func(*inputs), _OUTPUTS, "jacobian")
         _check_requires_grad(outputs, "outputs", strict)
         if vectorize:
             if strict:
@@ -435,7 +439,7 @@ def _single_output(func, fn_name, strict):
 
     def checked(*inputs):
         out = func(*inputs)
-        is_tuple, outputs = _tensor_tuple(out, _OUTPUTS, fn_name)
+        is_tuple, outputs = _as_tuple(out, _OUTPUTS, fn_name)
         _check_requires_grad(outputs, "outputs", strict)
         if is_tuple:
             raise RuntimeError(f"The function given to {fn_name} should return a single Tensor")
@@ -473,7 +477,7 @@ def hessian(
     if check_arguments(sparsity, output):
         _check_strategy(outer_jacobian_strategy, "")
         return hessian_with_sparsity(func, inputs, create_graph, strict, chunk_size, sparsity, output)
-    is_inputs_tuple, inputs = _tensor_tuple(inputs, "inputs", "hessian")
+    is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "hessian")
     _check_strategy(outer_jacobian_strategy, "")
     scalar_func = _single_output(func, "hessian", strict)
     if outer_jacobian_strategy == "forward-mode":
@@ -526,7 +530,7 @@ def _hessian_setup(func, inputs, v, create_graph, strict, fn_name):
     """The shared start of vhp and hvp: preprocessed inputs and v, the checked output and its gradient."""
     is_inputs_tuple, inputs, v = _inputs_and_v(inputs, v, create_graph, fn_name)
     out = func(*inputs)
-    is_outputs_tuple, outputs = _tensor_tuple(out, _OUTPUTS, fn_name)
+    is_outputs_tuple, outputs = _as_tuple(out, _OUTPUTS, fn_name)
     _check_requires_grad(outputs, "outputs", strict)
     if is_outputs_tuple:
         raise RuntimeError(f"The function given to {fn_name} should return a single Tensor")

@@ -54,3 +54,19 @@ def get_rank(group=None):
 def get_world_size(group=None):
     """torch's error: there is no default process group."""
     raise ValueError(_NOT_INITIALIZED)
+
+
+class ReduceOp:
+    """torch.distributed.ReduceOp's members, as code names them in annotations and defaults; with no process
+    groups here no collective ever applies one."""
+
+    SUM, AVG, PRODUCT, MIN, MAX, BAND, BOR, BXOR, PREMUL_SUM = (
+        "SUM AVG PRODUCT MIN MAX BAND BOR BXOR PREMUL_SUM".split()
+    )
+
+
+class ProcessGroup:
+    """torch.distributed.ProcessGroup as a name for annotations; making one is refused, as init_process_group is."""
+
+    def __init__(self, *args, **kwargs):
+        init_process_group()

@@ -34,7 +34,7 @@ from .basic import (
     Softplus,
     Tanh,
 )
-from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
+from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d, SyncBatchNorm
 from .containers import Container, ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .module import Module
 from .parallel import DataParallel
@@ -72,6 +72,7 @@ __all__ = [
     "Buffer",
     "BatchNorm2d",
     "BatchNorm3d",
+    "SyncBatchNorm",
     "GELU",
     "Conv1d",
     "Conv2d",

@@ -11,7 +11,7 @@ from .._tensor import Tensor
 from .optimizer import Optimizer
 
 
-def _cubic_minimum(x1, f1, g1, x2, f2, g2, bounds=None):
+def _cubic_interpolate(x1, f1, g1, x2, f2, g2, bounds=None):
     """The minimizer of the cubic through (x1, f1) and (x2, f2) with slopes g1, g2, clamped to `bounds` (default:
     between x1 and x2); the bounds' midpoint where the cubic has no minimum."""
     low, high = bounds if bounds is not None else ((x1, x2) if x1 <= x2 else (x2, x1))
@@ -34,9 +34,21 @@ class _Point:
         self.t, self.f, self.g, self.gtd = t, f, g, gtd
 
 
-def _strong_wolfe(evaluate, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_change=1e-9, max_ls=25):
-    """A step satisfying the strong Wolfe conditions along d from the point (0, f, g, gtd): (loss, flat gradient,
-    step, evaluations)."""
+def _strong_wolfe(obj_func, x, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_change=1e-9, max_ls=25):
+    """torch.optim.lbfgs._strong_wolfe, which line searches outside torch import: as _wolfe_search, with
+    obj_func(x, t, d) giving the loss and flat gradient at x + t d."""
+
+    def evaluate(step):
+        loss, flat_grad = obj_func(x, step, d)
+        flat_grad = flat_grad.clone()  # obj_func may hand back a buffer it reuses, as torch's clone guards against
+        return loss, flat_grad, flat_grad.dot(d)
+
+    return _wolfe_search(evaluate, t, d, f, g, gtd, c1, c2, tolerance_change, max_ls)
+
+
+def _wolfe_search(evaluate, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_change=1e-9, max_ls=25):
+    """A step satisfying the strong Wolfe conditions along d from the point (0, f, g, gtd), evaluate(t) giving
+    (loss, flat gradient, directional derivative) there: (loss, flat gradient, step, evaluations)."""
     d_norm = d.abs().max()
     previous, trial = _Point(0, f, g, gtd), _Point(t, *evaluate(t))
     evals, iterations, bracket, done = 1, 0, None, False
@@ -50,7 +62,7 @@ def _strong_wolfe(evaluate, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_change=1
         if trial.gtd >= 0:
             bracket = [previous, trial]
             break
-        step = _cubic_minimum(
+        step = _cubic_interpolate(
             previous.t,
             previous.f,
             previous.gtd,
@@ -68,7 +80,9 @@ def _strong_wolfe(evaluate, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_change=1
     while not done and iterations < max_ls:  # zoom into the bracket
         if abs(bracket[1].t - bracket[0].t) * d_norm < tolerance_change:
             break
-        step = _cubic_minimum(bracket[0].t, bracket[0].f, bracket[0].gtd, bracket[1].t, bracket[1].f, bracket[1].gtd)
+        step = _cubic_interpolate(
+            bracket[0].t, bracket[0].f, bracket[0].gtd, bracket[1].t, bracket[1].f, bracket[1].gtd
+        )
         step, stalled = _away_from_ends(step, max(p.t for p in bracket), min(p.t for p in bracket), stalled)
         trial = _Point(step, *evaluate(step))
         evals, iterations = evals + 1, iterations + 1
@@ -223,7 +237,7 @@ class LBFGS(Optimizer):
             if search != "strong_wolfe":
                 raise RuntimeError("only 'strong_wolfe' is supported")
             start = [p.clone() for p in self._params]
-            loss, flat_grad, t, used = _strong_wolfe(
+            loss, flat_grad, t, used = _wolfe_search(
                 self._evaluate_along(closure, start, d), t, d, loss, flat_grad, gtd, max_ls=group["max_eval"] - evals
             )
             self._add_step(t, d)

@@ -15,6 +15,17 @@ from .._x64 import scoped
 from ..sparse._grads import zeroed_grad
 
 
+class _RequiredParameter:
+    """The default of a hyperparameter that every parameter group must give (optimizers written over torch's base
+    class put it in their defaults, as torch's SGD once did for lr)."""
+
+    def __repr__(self):
+        return "<required parameter>"
+
+
+required = _RequiredParameter()
+
+
 class Optimizer:
     """Base class: holds `param_groups` (dicts with "params" and hyperparameters) and per-parameter `state`."""
 
@@ -51,6 +62,8 @@ class Optimizer:
                 raise ValueError("can't optimize a non-leaf Tensor")
         group = dict(param_group, params=params)
         for name, default in self.defaults.items():
+            if default is required and name not in group:
+                raise ValueError(f"parameter group didn't specify a value of required optimization parameter {name}")
             group.setdefault(name, default)
         seen = {id(p) for g in self.param_groups for p in g["params"]}
         if any(id(p) in seen for p in params):
