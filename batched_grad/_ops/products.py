@@ -24,20 +24,29 @@ _PRODUCT_OF = {
 
 
 def _fused(name):
-    def fn(input, a, b, *, beta, alpha):
+    def fn(input, a, b, beta, alpha, *, unit_alpha, zero_beta, unit_beta):
         dtype = jnp.result_type(input, a, b)
         if dtype in _HALF_FLOATS and name in _GEMMS:  # torch's GEMMs accumulate and scale in float32, round once
             input, a, b = (x.astype(jnp.float32) for x in (input, a, b))
         product = _PRODUCT_OF[name](a, b)
-        scaled = product if alpha == 1 else product * alpha
-        if beta == 0:  # torch ignores input then (its nan and inf do not propagate)
+        scaled = product if unit_alpha else product * _scale(alpha, product.dtype)
+        if zero_beta:  # torch ignores input then (its nan and inf do not propagate)
             out = jnp.broadcast_to(scaled, jnp.broadcast_shapes(input.shape, scaled.shape))
         else:
-            out = (input if beta == 1 else input * beta) + scaled
+            out = (input if unit_beta else input * _scale(beta, input.dtype)) + scaled
         return out.astype(dtype)
 
-    # torch's node saves each factor only for the other's gradient, and never the input
-    return Op(name, fn, multilinear=True, added=lambda sig: (0,))
+    # torch's node saves each factor only for the other's gradient, and never the input; beta and alpha are numbers
+    # passed as operands (a new value compiles nothing), without edges
+    return Op(name, fn, multilinear=True, added=lambda sig: (0,), inputs=3)
+
+
+def _scale(number, dtype):
+    """beta or alpha (a 0-d operand) in the dtype it multiplies, as torch casts a Scalar to the op's type; a complex
+    one keeps its type (it promotes a real product, as a Python complex would)."""
+    return (
+        number if jnp.iscomplexobj(number) and not jnp.issubdtype(dtype, jnp.complexfloating) else number.astype(dtype)
+    )
 
 
 _HALF_FLOATS = (jnp.bfloat16, jnp.float16)
@@ -98,7 +107,9 @@ def _fused_product(name, input, shape, operands, beta, alpha):
         common = _dtypes.result_type(input, *operands)
         input, operands = input.to(common), [t.to(common) for t in operands]
     beta, alpha = _scalars(name, input, beta, alpha)
-    return apply(_FUSED[name], [input, *operands], beta=beta, alpha=alpha)
+    return apply(
+        _FUSED[name], [input, *operands, beta, alpha], unit_alpha=alpha == 1, zero_beta=beta == 0, unit_beta=beta == 1
+    )
 
 
 _SHAPES = {
