@@ -88,7 +88,9 @@ def small_float_vjp(rule, rows_dtypes=HOST_FLOATS, reads=None):
 def matmul_vjp(ct, operands, avals):
     """The host VJP of a product of vectors and matrices (dot, mv, a vector times a matrix, mm), rows of batched
     cotangents leading: each gradient the dot_general (and transpose) that JAX's VJP of jnp.matmul gives, by the
-    same NumPy row as the derived form, so the bits are the derived form's. None (the derived form) for operands of
+    same NumPy row as the derived form, so the bits are the derived form's; but mm's second operand's, which is
+    torch's formula a.T @ ct (JAX's gives its transpose, ct.T @ a, transposed: a sum in another order), so that it
+    equals a user's own a.T @ ct bit for bit, as torch's does (hand-written backward passes compare them exactly). None (the derived form) for operands of
     more dimensions, other dtypes or large cotangents."""
     (a, b), ((sa, _), (sb, _)) = operands, avals
     if ct.dtype not in HOST_FLOATS or ct.size > _host.HOST_ELEMENTS or len(sa) > 2 or len(sb) > 2:
@@ -101,7 +103,9 @@ def matmul_vjp(ct, operands, avals):
     grad_a = grad_b = None
     if b is not None:  # a's gradient: the cotangent times b, contracted over b's columns
         grad_a = dot_general(ct, b, outer if len(sb) == 1 else (((ct.ndim - 1,), (1,)), ((), ())))
-    if a is not None:  # b's gradient: a's rows contracted with the cotangent's, or an outer product
+    if a is not None and lead == 0 and len(sa) == len(sb) == 2:
+        grad_b = np.matmul(a.T, ct)  # torch's mat1.t().mm(grad): the bits of a user's own a.T @ ct, as torch's are
+    elif a is not None:  # b's gradient: a's rows contracted with the cotangent's, or an outer product
         grad_b = dot_general(ct, a, outer if len(sa) == 1 else (((lead,), (0,)), ((), ())))
         if len(sb) == 2:
             grad_b = np.swapaxes(grad_b, -1, -2)
