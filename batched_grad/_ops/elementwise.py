@@ -246,6 +246,9 @@ def round(input, *, decimals=None):  # noqa: A001  (torch's name)
 
 
 # ---- binary arithmetic ------------------------------------------------------------------------------------
+_HALF_FLOATS = (np.dtype(jnp.bfloat16), np.dtype(jnp.float16))
+
+
 def _binary_op(
     name,
     f,
@@ -265,23 +268,32 @@ def _binary_op(
     host=None,
     saved_names=("self", "other"),
     forward_error=None,
+    scalar_in_float32=False,
 ):
     """`overloads`: {(input is a Tensor, other is a Tensor): (torch's backward name, Op.torch_saves)} where torch
     records another overload of the op (`2 ** x` is PowBackward2, and its derivative reads the result). `kernel`:
     torch's kernel name in its dtype errors, when it differs from `name`; `no_kernel` and `complex_error`: the dtypes
     it lacks (_check_dtype). `tensors_only`: torch takes no number for either operand. `fused`: Op.fused. `host`: a
     NumPy function computing it (Op.host, for small float operands). `saved_names`: torch's names of the operands
-    (Op.saved_names; a linear op's node saves neither). `forward_error`: Op.forward_error."""
+    (Op.saved_names; a linear op's node saves neither). `forward_error`: Op.forward_error. `scalar_in_float32`: for a
+    bfloat16 or float16 result, `other` keeps its float32 value (torch's kernels for a scalar `other`)."""
     kernel = kernel or name
     host = host and small_floats(host)
     checked = no_kernel or complex_error
     plain = not (checked or float_result)  # two Tensors of one dtype compute in it, unchecked
     numbers = not tensors_only  # a Python number may be an operand
 
+    def compute(a, b, *, dtype):
+        if scalar_in_float32 and dtype in _HALF_FLOATS:
+            # torch's CPU kernel reads `other` (a number or a one-element operand) as a float32 value, computes in
+            # float32 and rounds once; with a half-float `other` that is the op rounded once, as before
+            return f(a.astype(dtype).astype(jnp.float32), b.astype(jnp.float32)).astype(dtype)
+        return f(a.astype(dtype), b.astype(dtype))
+
     def make(backward_name=None, saves=torch_saves):
         return Op(
             name,
-            lambda a, b, *, dtype: f(a.astype(dtype), b.astype(dtype)),
+            compute,
             backward_name,
             linear=linear,
             multilinear=multilinear,
@@ -373,7 +385,7 @@ def _pow_fn(a, b):
     return jnp.where(neg, small, jnp.power(a, jnp.where(neg, 0, b)))
 
 
-_mul = _binary_op("mul", jnp.multiply, multilinear=True, two_numbers=True, host=np.multiply)
+_mul = _binary_op("mul", jnp.multiply, multilinear=True, two_numbers=True, host=np.multiply, scalar_in_float32=True)
 _add = _binary_op("add", jnp.add, linear=True, two_numbers=True, host=np.add)
 _sub = _binary_op(
     "sub",
@@ -383,7 +395,9 @@ _sub = _binary_op(
     overloads={(False, True): ("RsubBackward1", SAVES_INPUT)},
     host=np.subtract,
 )
-_true_div = _binary_op("div", divide, float_result=True, two_numbers=True, multilinear=(0,), host=np.true_divide)
+_true_div = _binary_op(
+    "div", divide, float_result=True, two_numbers=True, multilinear=(0,), host=np.true_divide, scalar_in_float32=True
+)
 _trunc_div = _binary_op("div", _trunc_divide)
 
 

@@ -1,0 +1,64 @@
+"""bfloat16 and float16 products and quotients with a scalar `other` (a Python number or a one-element Tensor) as
+torch's CPU kernels compute them: the scalar keeps its float32 value, the op runs in float32 and rounds once
+(0.044715 * x of a hand-written GELU, scores / sqrt(d) of attention), forward and backward; bit-equal to torch."""
+
+import numpy as np
+import pytest
+import torch
+
+import batched_grad as bg
+
+RNG = np.random.default_rng(0)
+X = RNG.standard_normal(512).astype(np.float32)
+SCALARS = [0.044715, 8**0.5, -1.3e-3, 3]
+
+CASES = {
+    "mul": lambda m, x, s: x * s,
+    "rmul": lambda m, x, s: s * x,
+    "div": lambda m, x, s: x / s,
+    "rdiv": lambda m, x, s: s / x,
+    "torch.mul": lambda m, x, s: m.mul(x, s),
+    "torch.div": lambda m, x, s: m.div(x, s),
+    "mul-0d-float32": lambda m, x, s: x * m.tensor(s, dtype=m.float32),
+    "div-0d-float64": lambda m, x, s: x / m.tensor(s, dtype=m.float64),
+    "mul_": lambda m, x, s: x.clone().mul_(s),
+    "div_": lambda m, x, s: x.clone().div_(s),
+    "imul": lambda m, x, s: _imul(x.clone(), s),
+    "same-dtype-tensor": lambda m, x, s: x * (x.flip(0) + s),
+}
+
+
+def _imul(x, s):
+    x *= s
+    return x
+
+
+def _values(fn, m, dtype, s):
+    return np.asarray(fn(m, m.tensor(X).to(getattr(m, dtype)), s).float().numpy())
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_scalar_products_round_once_like_torch(name, dtype):
+    for s in SCALARS:
+        np.testing.assert_array_equal(_values(CASES[name], bg, dtype, s), _values(CASES[name], torch, dtype, s))
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_gradients_of_scalar_products(dtype):
+    def grads(m):
+        x = m.tensor(X).to(getattr(m, dtype)).requires_grad_()
+        g = m.tensor(X[::-1].copy()).to(getattr(m, dtype))
+        (x * 0.044715 + x / 8**0.5).backward(g)
+        return np.asarray(x.grad.float().numpy())
+
+    np.testing.assert_array_equal(grads(bg), grads(torch))
+
+
+def test_a_hand_written_gelu_in_bfloat16_matches_torch():
+    def gelu(m):
+        x = m.tensor(X).to(m.bfloat16)
+        c = m.sqrt(m.tensor(2.0 / m.pi))
+        return np.asarray((0.5 * x * (1 + m.tanh(c * (x + 0.044715 * x * x * x)))).float().numpy())
+
+    np.testing.assert_array_equal(gelu(bg), gelu(torch))
