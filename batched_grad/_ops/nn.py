@@ -119,7 +119,19 @@ def softplus(input, beta=1.0, threshold=20.0):
     return _activation("softplus", input, beta=float(beta), threshold=float(threshold))
 
 
-_SOFTMAX = Op("softmax", lambda a, *, axis, dtype: jax.nn.softmax(a.astype(dtype), axis=axis), torch_saves=SAVES_RESULT)
+def _softmax_fn(a, *, axis, dtype):
+    if dtype not in (jnp.bfloat16, jnp.float16):
+        return jax.nn.softmax(a.astype(dtype), axis=axis)
+    # torch's kernels compute a half-float softmax in float32 and round once along the last dim; along another they
+    # store the exponentials in the output (rounded), sum them unrounded and divide the stored ones
+    x = a.astype(dtype).astype(jnp.float32)
+    if axis == a.ndim - 1:
+        return jax.nn.softmax(x, axis=axis).astype(dtype)
+    e = jnp.exp(x - jax.lax.stop_gradient(x.max(axis=axis, keepdims=True)))
+    return (e.astype(dtype).astype(jnp.float32) / e.sum(axis=axis, keepdims=True)).astype(dtype)
+
+
+_SOFTMAX = Op("softmax", _softmax_fn, torch_saves=SAVES_RESULT)
 _LOG_SOFTMAX = Op(
     "log_softmax", lambda a, *, axis, dtype: jax.nn.log_softmax(a.astype(dtype), axis=axis), torch_saves=SAVES_RESULT
 )

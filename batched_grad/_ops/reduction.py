@@ -265,7 +265,14 @@ def argmin(input, dim=None, keepdim=False):
 
 
 # ---- var/std -----------------------------------------------------------------------------------------------
+_HALF_FLOATS = (jnp.bfloat16, jnp.float16)
+
+
 def _var_fn(a, *, axis, keepdim, correction, sqrt):
+    if a.dtype in _HALF_FLOATS:  # torch accumulates a bfloat16 or float16 input in float32 and rounds once
+        return _var_fn(a.astype(jnp.float32), axis=axis, keepdim=keepdim, correction=correction, sqrt=sqrt).astype(
+            a.dtype
+        )
     n = math.prod(a.shape[i] for i in axis)
     centered = a - jnp.mean(a, axis=axis, keepdims=True)
     sq = jnp.real(centered * jnp.conj(centered)) if jnp.iscomplexobj(a) else centered * centered

@@ -1,6 +1,7 @@
-"""bfloat16 and float16 products and quotients with a scalar `other` (a Python number or a one-element Tensor) as
-torch's CPU kernels compute them: the scalar keeps its float32 value, the op runs in float32 and rounds once
-(0.044715 * x of a hand-written GELU, scores / sqrt(d) of attention), forward and backward; bit-equal to torch."""
+"""bfloat16 and float16 ops as torch's CPU kernels round them, bit-equal to torch: products and quotients with a
+scalar `other` (a Python number or a one-element Tensor) keep the scalar's float32 value, compute in float32 and
+round once (0.044715 * x of a hand-written GELU, scores / sqrt(d) of attention), forward and backward; softmax,
+var and std (a hand-written LayerNorm) compute in float32 and round once."""
 
 import numpy as np
 import pytest
@@ -62,3 +63,25 @@ def test_a_hand_written_gelu_in_bfloat16_matches_torch():
         return np.asarray((0.5 * x * (1 + m.tanh(c * (x + 0.044715 * x * x * x)))).float().numpy())
 
     np.testing.assert_array_equal(gelu(bg), gelu(torch))
+
+
+REDUCTIONS = {
+    "softmax": lambda m, x: m.softmax(x / 3, dim=-1),
+    "softmax-dim0": lambda m, x: m.nn.functional.softmax(x, dim=0),
+    "var": lambda m, x: x.var(dim=-1, keepdim=True, unbiased=False),
+    "var-all": lambda m, x: m.var(x),
+    "std": lambda m, x: x.std(dim=-1),
+    "var_mean": lambda m, x: m.var_mean(x, dim=0)[0],
+    "std_mean": lambda m, x: m.std_mean(x, dim=1)[0],
+    "layer-norm-by-hand": lambda m, x: (x - x.mean(-1, keepdim=True)) / m.sqrt(x.var(-1, keepdim=True) + 1e-5),
+}
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("name", sorted(REDUCTIONS))
+def test_softmax_and_variances_compute_in_float32(name, dtype):
+    def values(m):
+        x = m.tensor(X.reshape(32, 16) * 4).to(getattr(m, dtype))
+        return np.asarray(REDUCTIONS[name](m, x).float().numpy())
+
+    np.testing.assert_array_equal(values(bg), values(torch))
