@@ -705,7 +705,7 @@ class Tensor(InPlace):
         """torch's warning when float() or complex() drops a gradient: only while grad mode is on (an optimizer's
         step, under no_grad, converts its closure's loss without it)."""
         if self.requires_grad and is_grad_enabled():
-            warn_once(SCALAR_REQUIRES_GRAD)
+            warn_once(SCALAR_REQUIRES_GRAD, stacklevel=4)  # the line converting, past __float__ and this method
 
     def __index__(self):
         if self.dtype.is_floating_point or self.dtype.is_complex or self.numel() != 1:
