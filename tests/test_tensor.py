@@ -416,7 +416,7 @@ def test_scalar_conversion_warns_only_in_grad_mode(monkeypatch):
 
 def test_scalar_conversion_warning_names_the_converting_line(monkeypatch):
     """float(t), '%f' % t and complex(t) of a tensor that requires grad warn at the caller's line, as torch's does."""
-    for convert in (float, lambda t: "%.3f" % t, complex):
+    for convert in (float, lambda t: "%.3f" % t, complex):  # noqa: UP031  (the programs' own formatting)
         monkeypatch.setattr(bg._tensor, "_warned", set())
         t = bg.tensor([2.0], requires_grad=True) * 3
         with pytest.warns(UserWarning, match="Converting a tensor with requires_grad=True") as record:
