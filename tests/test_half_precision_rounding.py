@@ -1,7 +1,8 @@
 """bfloat16 and float16 ops as torch's CPU kernels round them, bit-equal to torch: products and quotients with a
 scalar `other` (a Python number or a one-element Tensor) keep the scalar's float32 value, compute in float32 and
 round once (0.044715 * x of a hand-written GELU, scores / sqrt(d) of attention), forward and backward; softmax,
-var and std (a hand-written LayerNorm) compute in float32 and round once."""
+var and std (a hand-written LayerNorm) compute in float32 and round once; x ** 3 and x ** -2 in bfloat16 round the
+square first, x ** 3 in float16 rounds once."""
 
 import numpy as np
 import pytest
@@ -85,3 +86,14 @@ def test_softmax_and_variances_compute_in_float32(name, dtype):
         return np.asarray(REDUCTIONS[name](m, x).float().numpy())
 
     np.testing.assert_array_equal(values(bg), values(torch))
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("exponent", [2, 3, 3.0, -2, -1, 0.5, 4, 1.7])
+def test_powers_round_like_torch(exponent, dtype):
+    def values(m):
+        x = m.tensor(np.abs(X) + 0.01).to(getattr(m, dtype))
+        return [np.asarray(v.float().numpy()) for v in (m.pow(x, exponent), x**exponent, x.pow(exponent))]
+
+    for actual, expected in zip(values(bg), values(torch)):
+        np.testing.assert_array_equal(actual, expected)

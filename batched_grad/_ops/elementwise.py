@@ -612,9 +612,28 @@ def _square_host_vjp(ct, operands, avals, *, exponent, dtype):
 
 _square_host_vjp.rows = True
 _square_host_vjp.reads = lambda static: ((0,),) if dict(static)["exponent"] == 2 else None
+
+
+def _pow_scalar(a, *, exponent, dtype):
+    a = a.astype(dtype)
+    out = _pow_fn(a, jnp.asarray(exponent, dtype))
+    if dtype == jnp.bfloat16 and exponent in (3, -2):
+        # torch's bfloat16 kernel rounds the square to bfloat16 before its last multiply (x ** 3) or its reciprocal
+        # (x ** -2); its float16 kernel computes the cube in float32 and rounds once
+        square = a * a
+        exact = square * a if exponent == 3 else 1 / square
+    elif dtype == jnp.float16 and exponent == 3:
+        wide = a.astype(jnp.float32)
+        exact = (wide * wide * wide).astype(dtype)
+    else:
+        return out
+    # the values are those, the derivative stays pow's
+    return out + jax.lax.stop_gradient(jnp.where(exact == out, 0, exact - out).astype(dtype))
+
+
 _POW_SCALAR = Op(
     "pow",
-    lambda a, *, exponent, dtype: _pow_fn(a.astype(dtype), jnp.asarray(exponent, dtype)),
+    _pow_scalar,
     diagonal=True,
     saved_names=("self",),
     saved_static=("exponent",),

@@ -24,7 +24,7 @@ from .._tensor import Tensor, _wrap_dim
 from . import _derivatives
 from ._core import SAVES_RESULT, Op, apply, node_after_the_fact
 from ._fused_backward import FUSED, FUSED_ZEROS, Fused, last_operand_if
-from ._mixed_dtype import check_norm_parameters, compute_dtype, conv_bias_of_input_dtype
+from ._mixed_dtype import REDUCED_FLOATS, check_norm_parameters, compute_dtype, conv_bias_of_input_dtype
 from .elementwise import broadcast_shape
 from .products import check_fused_dtypes
 from .random_draws import sample_like
@@ -167,15 +167,16 @@ def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
 
 
 # ---- linear and convolution ---------------------------------------------------------------------------------
-def _linear(*operands, weight_t):
+def _linear(*operands, weight_t, addmm_rows=False):
     """bias + x @ w.T, the operands in torch's addmm order (bias, x, weight) or (x, weight) without a bias; with
-    `weight_t` the weight operand is already transposed (torch's weight.t(), recorded as its own node)."""
+    `weight_t` the weight operand is already transposed (torch's weight.t(), recorded as its own node);
+    `addmm_rows`: a contiguous 3-D input, whose rows torch folds into one addmm."""
     *bias, x, w = operands
     w = w if weight_t else w.T
     if not bias:
         return jnp.matmul(x, w)
     dtype = jnp.result_type(x, w)
-    if dtype in (jnp.bfloat16, jnp.float16) and x.ndim == 2:  # torch's addmm adds the bias in float32, rounds once
+    if dtype in (jnp.bfloat16, jnp.float16) and (x.ndim == 2 or addmm_rows):  # addmm adds in float32, rounds once
         return (jnp.matmul(x, w, preferred_element_type=jnp.float32) + bias[0].astype(jnp.float32)).astype(dtype)
     return jnp.matmul(x, w) + bias[0]
 
@@ -215,7 +216,11 @@ def _expose_t(node):
     transpose = node_after_the_fact(signature(_WEIGHT_T, (), ((shape, dtype),)), (edge,), node.sequence_nr - 1)
     saved = node.saved[-1]
     node.rewire(
-        signature(_LINEAR, (("weight_t", True),), sig.avals[:-1] + ((shape[::-1], dtype),)),
+        signature(
+            _LINEAR,
+            tuple((k, True if k == "weight_t" else v) for k, v in sig.static),
+            sig.avals[:-1] + ((shape[::-1], dtype),),
+        ),
         node.edges[:-1] + (GradientEdge(transpose, 0),),
         node.saved[:-1] + (None if saved is None else saved.transposed(transpose),),
     )
@@ -259,6 +264,8 @@ def linear(input, weight, bias=None):
         check_devices(_LINEAR, operands[-2:] + operands[:-2])  # torch checks the input's device first
     if weight.requires_grad and is_grad_enabled():
         sequence_mark()  # the number torch's weight.t() node gets, for the node _expose_t may make
+    if bias is not None and input.ndim == 3 and input.dtype in REDUCED_FLOATS and input.is_contiguous():
+        return apply(_LINEAR, operands, weight_t=False, addmm_rows=True)
     return apply(_LINEAR, operands, weight_t=False)
 
 
