@@ -362,3 +362,19 @@ def kv_cache_gqa_and_llama_parts(m):
 
 def test_kv_cache_gqa_and_llama_parts():
     _both(kv_cache_gqa_and_llama_parts, F64)
+
+
+def gpt_in_bfloat16(m):
+    """The GPT moved with model.to(dtype=torch.bfloat16), as the grouped-query-attention script runs it: logits
+    of a prompt and greedy decoding, bit for bit (hand LayerNorm, GELU's 0.044715 * x ** 3, scaled softmax)."""
+    m.manual_seed(123)
+    model = _gpt(m, drop=0.0).to(dtype=m.bfloat16).eval()
+    prompt = m.tensor(list(b"Hello, I am")).unsqueeze(0)
+    with m.no_grad():
+        logits = model(prompt)
+    return [logits.float(), _sample(m, model, prompt, 8, 24)]
+
+
+@pytest.mark.slow
+def test_gpt_in_bfloat16():
+    _both(gpt_in_bfloat16, dict(rtol=0, atol=0))
