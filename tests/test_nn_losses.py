@@ -336,3 +336,15 @@ def test_bce_with_logits_of_mixed_dtypes_rounds_each_step_into_the_target(extra)
         return m.nn.functional.binary_cross_entropy_with_logits(logits, target, reduction="none", **extras[extra])
 
     assert_same(losses(bg), losses(torch), rtol=0, atol=0)
+
+
+def test_bce_with_logits_gradient_of_mixed_dtypes_divides_by_the_count_in_the_wider_dtype():
+    """torch's backward of the mean loss divides (sigmoid(x) - t) by the count last, in the input's float64: the
+    gradient holds no float32 rounding of 1 / n."""
+
+    def grad(m):
+        x = m.tensor([-2.0, -1.0, 0.0, 1.0, 2.0], dtype=m.float64, requires_grad=True)
+        t = m.tensor([0.0, 1.0, 1.0, 0.0, 1.0], dtype=m.float32)
+        return m.autograd.grad(m.nn.functional.binary_cross_entropy_with_logits(x, t), x)[0]
+
+    assert_same(grad(bg), grad(torch), rtol=1e-15, atol=0)
