@@ -99,7 +99,11 @@ def where(condition, input=None, other=None):
 
 
 def _lerp_fn(a, b, w, *, dtype):
-    # torch's two-sided formula (exact at both ends); both branches have the same derivatives
+    # torch's two-sided formula (exact at both ends); both branches have the same derivatives. A bfloat16 or float16
+    # lerp computes in float32 (a number weight kept as a float32 value) and rounds once, as torch's kernel
+    if dtype in (jnp.bfloat16, jnp.float16):
+        wide = jnp.float32
+        return fused_lerp(a.astype(dtype).astype(wide), b.astype(dtype).astype(wide), w.astype(wide)).astype(dtype)
     return fused_lerp(a.astype(dtype), b.astype(dtype), w.astype(dtype))
 
 
