@@ -3,7 +3,8 @@ scalar `other` (a Python number or a one-element Tensor) keep the scalar's float
 round once (0.044715 * x of a hand-written GELU, scores / sqrt(d) of attention), forward and backward, as do
 addcmul, addcdiv and lerp (Adam's moment updates) with their value or weight; softmax,
 var and std (a hand-written LayerNorm) compute in float32 and round once; x ** 3 and x ** -2 in bfloat16 round the
-square first, x ** 3 in float16 rounds once."""
+square first, x ** 3 in float16 rounds once; sigmoid and the activations of torch.nn.functional compute in float32
+and round once."""
 
 import numpy as np
 import pytest
@@ -104,3 +105,20 @@ def test_powers_round_like_torch(exponent, dtype):
 
     for actual, expected in zip(values(bg), values(torch)):
         np.testing.assert_array_equal(actual, expected)
+
+
+ACTIVATIONS = ["silu", "softplus", "elu", "mish", "logsigmoid", "hardswish", "leaky_relu", "hardtanh", "selu", "celu"]
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("name", ACTIVATIONS + ["sigmoid"])
+def test_activations_compute_in_float32(name, dtype):
+    """torch's CPU kernels run a half-float activation in float32 (its number parameters as float32 values) and
+    round once; SwiGLU's silu and a sigmoid gate in bfloat16 are bit-equal to torch's."""
+
+    def values(m):
+        x = m.tensor(X * 3).to(getattr(m, dtype))
+        fn = m.sigmoid if name == "sigmoid" else getattr(m.nn.functional, name)
+        return np.asarray(fn(x).float().numpy())
+
+    np.testing.assert_array_equal(values(bg), values(torch))

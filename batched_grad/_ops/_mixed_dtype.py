@@ -71,3 +71,19 @@ def conv_bias_of_input_dtype(input, weight, bias, groups=1, transposed_dims=0):
             raise RuntimeError(f"expected scalar type {input.dtype.type_name} but found {bias.dtype.type_name}")
         bias = bias.to(input.dtype)
     return bias
+
+
+_HALF_ARRAYS = ("bfloat16", "float16")
+
+
+def halves_in_float32(f):
+    """The elementwise kernel `f` (of an array and number operands) as torch's CPU kernels run a bfloat16 or float16
+    input: in float32, the numbers as float32 values, the result rounded once to the input's dtype."""
+
+    def kernel(a, *numbers, **static):
+        if a.dtype.name not in _HALF_ARRAYS:
+            return f(a, *numbers, **static)
+        wide = [x.astype("float32") for x in (a, *numbers)]
+        return f(*wide, **static).astype(a.dtype)
+
+    return kernel

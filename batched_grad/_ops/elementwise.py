@@ -18,6 +18,7 @@ from . import _derivatives
 from ._core import SAVES_BOTH, SAVES_INPUT, SAVES_RESULT, Op, apply, apply_in_place
 from ._fused_backward import FUSED_ZEROS, Fused
 from ._host_forms import ARITHMETIC_VJPS, in_float64_host, small_float_vjp, small_floats
+from ._mixed_dtype import halves_in_float32
 from .rounding import divide
 from .scaled_sum import FUSED_DTYPES, alpha_number, fusable, scaled_sum, scaled_sum_in_place
 
@@ -152,7 +153,7 @@ _UNARY_ROWS = {
     "asinh": Unary(jnp.arcsinh),
     "acosh": Unary(jnp.arccosh),
     "atanh": Unary(jnp.arctanh),
-    "sigmoid": Unary(jax.nn.sigmoid, saves_result=True),
+    "sigmoid": Unary(halves_in_float32(jax.nn.sigmoid), saves_result=True),
     "erf": Unary(jsp.erf),
     "erfc": Unary(in_float64(jsp.erfc)),
     "exp2": Unary(jnp.exp2, saves_result=True),

@@ -24,7 +24,13 @@ from .._tensor import Tensor, _wrap_dim
 from . import _derivatives
 from ._core import SAVES_RESULT, Op, apply, node_after_the_fact
 from ._fused_backward import FUSED, FUSED_ZEROS, Fused, last_operand_if
-from ._mixed_dtype import REDUCED_FLOATS, check_norm_parameters, compute_dtype, conv_bias_of_input_dtype
+from ._mixed_dtype import (
+    REDUCED_FLOATS,
+    check_norm_parameters,
+    compute_dtype,
+    conv_bias_of_input_dtype,
+    halves_in_float32,
+)
 from .elementwise import broadcast_shape
 from .products import check_fused_dtypes
 from .random_draws import sample_like
@@ -81,7 +87,8 @@ _ACTIVATIONS = {  # name: (JAX function of the array and static parameters, torc
 # torch's backward of each is a kernel (leaky_relu_backward, ...) that reads the input, and its derivative in the
 # input is zeros where the math has none
 _ACTIVATION_OPS = {
-    name: Op(name, f, diagonal=True, inputs=1, fused=FUSED_ZEROS) for name, (f, _) in _ACTIVATIONS.items()
+    name: Op(name, halves_in_float32(f), diagonal=True, inputs=1, fused=FUSED_ZEROS)
+    for name, (f, _) in _ACTIVATIONS.items()
 }
 
 
