@@ -1,17 +1,16 @@
 """Fused elementwise ops: addcmul and addcdiv (input + value * tensor1 * or / tensor2)."""
 
 import jax.numpy as jnp
-import numpy as np
 
 from .. import _dtypes
 from .._dtypes import not_implemented
 from .._foreign import not_a_tensor
 from .._tensor import Tensor
 from ._core import SAVES_NOTHING, Op, apply
+from ._mixed_dtype import HALF_ARRAY_DTYPES
 from .elementwise import broadcast_shape
 from .rounding import fused_multiply_add
 
-_HALF_FLOATS = (np.dtype(jnp.bfloat16), np.dtype(jnp.float16))
 _INTEGER_ADDCDIV = (
     "Integer division with addcdiv is no longer supported, and in a future  release addcdiv will perform a true "
     "division of tensor1 and tensor2. The historic addcdiv behavior can be implemented as (input + value * "
@@ -29,14 +28,14 @@ def _in_float32(fn, a, t1, t2, value, dtype):
 
 
 def _addcmul_fn(a, t1, t2, value, *, dtype):
-    if dtype in _HALF_FLOATS:
+    if dtype in HALF_ARRAY_DTYPES:
         return _in_float32(lambda a, t1, t2, v: a + v * t1 * t2, a, t1, t2, value, dtype)
     a, t1, t2, value = a.astype(dtype), t1.astype(dtype), t2.astype(dtype), value.astype(dtype)
     return fused_multiply_add(value * t1, t2, a)  # torch's kernel: (value * tensor1) * tensor2 + input, one rounding
 
 
 def _addcdiv_fn(a, t1, t2, value, *, dtype):
-    if dtype in _HALF_FLOATS:
+    if dtype in HALF_ARRAY_DTYPES:
         return _in_float32(lambda a, t1, t2, v: a + v * t1 / t2, a, t1, t2, value, dtype)
     a, t1, t2, value = a.astype(dtype), t1.astype(dtype), t2.astype(dtype), value.astype(dtype)
     return a + value * t1 / t2  # torch's order: tensor1 scaled first

@@ -18,7 +18,7 @@ from . import _derivatives
 from ._core import SAVES_BOTH, SAVES_INPUT, SAVES_RESULT, Op, apply, apply_in_place
 from ._fused_backward import FUSED_ZEROS, Fused
 from ._host_forms import ARITHMETIC_VJPS, in_float64_host, small_float_vjp, small_floats
-from ._mixed_dtype import halves_in_float32
+from ._mixed_dtype import HALF_ARRAY_DTYPES, halves_in_float32
 from .rounding import divide
 from .scaled_sum import FUSED_DTYPES, alpha_number, fusable, scaled_sum, scaled_sum_in_place
 
@@ -247,9 +247,6 @@ def round(input, *, decimals=None):  # noqa: A001  (torch's name)
 
 
 # ---- binary arithmetic ------------------------------------------------------------------------------------
-_HALF_FLOATS = (np.dtype(jnp.bfloat16), np.dtype(jnp.float16))
-
-
 def _binary_op(
     name,
     f,
@@ -285,7 +282,7 @@ def _binary_op(
     numbers = not tensors_only  # a Python number may be an operand
 
     def compute(a, b, *, dtype):
-        if scalar_in_float32 and dtype in _HALF_FLOATS:
+        if scalar_in_float32 and dtype in HALF_ARRAY_DTYPES:
             # torch's CPU kernel reads `other` (a number or a one-element operand) as a float32 value, computes in
             # float32 and rounds once; with a half-float `other` that is the op rounded once, as before
             return f(a.astype(dtype).astype(jnp.float32), b.astype(jnp.float32)).astype(dtype)

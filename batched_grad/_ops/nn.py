@@ -25,6 +25,7 @@ from . import _derivatives
 from ._core import SAVES_RESULT, Op, apply, node_after_the_fact
 from ._fused_backward import FUSED, FUSED_ZEROS, Fused, last_operand_if
 from ._mixed_dtype import (
+    HALF_ARRAY_DTYPES,
     REDUCED_FLOATS,
     check_norm_parameters,
     compute_dtype,
@@ -127,7 +128,7 @@ def softplus(input, beta=1.0, threshold=20.0):
 
 
 def _softmax_fn(a, *, axis, dtype):
-    if dtype not in (jnp.bfloat16, jnp.float16):
+    if dtype not in HALF_ARRAY_DTYPES:
         return jax.nn.softmax(a.astype(dtype), axis=axis)
     # torch's kernels compute a half-float softmax in float32 and round once along the last dim; along another they
     # store the exponentials in the output (rounded), sum them unrounded and divide the stored ones
