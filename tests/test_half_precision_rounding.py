@@ -1,7 +1,8 @@
 """bfloat16 and float16 ops as torch's CPU kernels round them, bit-equal to torch: products and quotients with a
 scalar `other` (a Python number or a one-element Tensor) keep the scalar's float32 value, compute in float32 and
 round once (0.044715 * x of a hand-written GELU, scores / sqrt(d) of attention), forward and backward, as do
-addcmul, addcdiv and lerp (Adam's moment updates) with their value or weight; softmax,
+add and sub with an alpha (in the half dtype there, an SGD step), addcmul, addcdiv and lerp (Adam's moment
+updates) with their value or weight; softmax,
 var and std (a hand-written LayerNorm) compute in float32 and round once; x ** 3 and x ** -2 in bfloat16 round the
 square first, x ** 3 in float16 rounds once; sigmoid and the activations of torch.nn.functional compute in float32
 and round once."""
@@ -29,6 +30,8 @@ CASES = {
     "div_": lambda m, x, s: x.clone().div_(s),
     "imul": lambda m, x, s: _imul(x.clone(), s),
     "same-dtype-tensor": lambda m, x, s: x * (x.flip(0) + s),
+    "add-alpha": lambda m, x, s: m.add(x, x.flip(0), alpha=s),
+    "sub_-alpha": lambda m, x, s: x.clone().sub_(x.flip(0), alpha=s),
     "addcmul": lambda m, x, s: m.addcmul(x, x, x.flip(0), value=s),
     "addcmul_": lambda m, x, s: x.clone().addcmul_(x, x.flip(0), value=s),
     "addcdiv": lambda m, x, s: m.addcdiv(x, x, x.flip(0).abs() + 1, value=s),
