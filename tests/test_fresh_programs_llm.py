@@ -272,7 +272,6 @@ def classifier_and_instruction_batches(m):
     return out
 
 
-@pytest.mark.slow
 def test_classifier_and_instruction_batches():
     _both(classifier_and_instruction_batches, F64)
 
