@@ -1,6 +1,7 @@
 """bfloat16 and float16 fused products as torch's CPU kernels round them: addmm, addmv, baddbmm and linear with a
 bias on 2-D input accumulate and scale in float32 and round once (linear on other ranks rounds the product, then
-the sum, as torch's matmul and add); bit-equal to torch."""
+the sum, as torch's matmul and add, except a contiguous 3-D input, whose rows torch folds into one addmm);
+bit-equal to torch."""
 
 import numpy as np
 import pytest
@@ -18,7 +19,18 @@ CASES = {
     "linear-2d": lambda m, x, c, v: m.nn.functional.linear(x.T, c, c[0]),
     "linear-1d": lambda m, x, c, v: m.nn.functional.linear(x[:, 0], c, c[1]),
     "linear-3d": lambda m, x, c, v: m.nn.functional.linear(x.T[None].expand(2, 6, 5), c, c[2]),
+    # a contiguous 3-D input: torch folds its rows into one addmm, which rounds once
+    "linear-3d-contiguous": lambda m, x, c, v: m.nn.functional.linear(x.T[None].expand(2, 6, 5).contiguous(), c, c[2]),
+    "linear-3d-module": lambda m, x, c, v: _module_of(m, c)(m.stack([x.T, -x.T])).detach(),
 }
+
+
+def _module_of(m, c):
+    layer = m.nn.Linear(5, 5).to(c.dtype)
+    with m.no_grad():
+        layer.weight.copy_(c)
+        layer.bias.copy_(c[3])
+    return layer
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])

@@ -320,3 +320,31 @@ def test_mse_loss_with_a_weight_as_torchs(reduction):
 
     assert_same(run(bg), run(torch), rtol=1e-12)
     raises_like_torch(lambda m: m.nn.functional.mse_loss(m.ones(3), m.ones(3), weight=m.ones(2)))
+
+
+@pytest.mark.parametrize("extra", ["plain", "pos_weight", "weight"])
+def test_bce_with_logits_of_mixed_dtypes_rounds_each_step_into_the_target(extra):
+    """A float64 model's logits against float32 labels (`.float()` targets): torch writes each step of the loss
+    in place into a tensor of the target's dtype, so its elementwise values are those roundings."""
+    rng = np.random.default_rng(3)
+    x, t = rng.standard_normal(40) * 3, (rng.random(40) > 0.5).astype(np.float64)
+
+    def losses(m):
+        m.manual_seed(0)
+        extras = {"plain": {}, "pos_weight": {"pos_weight": m.tensor([2.5])}, "weight": {"weight": m.rand(40)}}
+        logits, target = m.tensor(x, dtype=m.float64), m.tensor(t, dtype=m.float32)
+        return m.nn.functional.binary_cross_entropy_with_logits(logits, target, reduction="none", **extras[extra])
+
+    assert_same(losses(bg), losses(torch), rtol=0, atol=0)
+
+
+def test_bce_with_logits_gradient_of_mixed_dtypes_divides_by_the_count_in_the_wider_dtype():
+    """torch's backward of the mean loss divides (sigmoid(x) - t) by the count last, in the input's float64: the
+    gradient holds no float32 rounding of 1 / n."""
+
+    def grad(m):
+        x = m.tensor([-2.0, -1.0, 0.0, 1.0, 2.0], dtype=m.float64, requires_grad=True)
+        t = m.tensor([0.0, 1.0, 1.0, 0.0, 1.0], dtype=m.float32)
+        return m.autograd.grad(m.nn.functional.binary_cross_entropy_with_logits(x, t), x)[0]
+
+    assert_same(grad(bg), grad(torch), rtol=1e-15, atol=0)

@@ -93,6 +93,7 @@ from .linalg import inv as inverse
 from .nn import conv1d, conv2d, conv3d, layer_norm, log_softmax, softmax
 from .numpy_keywords import with_method_aliases
 from .numpy_operands import DEFERRING, deferring_to_numpy
+from .operators import BINARY_OPERATORS, operator_method
 from .placement import DISCARDS_IMAGINARY, to
 from .reduction import (
     all,
@@ -876,6 +877,8 @@ _METHODS.update(
 # torch's deprecated signatures (the scalar first) on the methods of the ops that have them; the functions below
 _DEPRECATED = {n: _METHODS[n] for op in deprecated_signatures.NAMES for n in (op, f"{op}_") if n in _METHODS}
 _METHODS.update({n: deprecated_signatures.accepting(n, fn, method=True) for n, fn in _DEPRECATED.items()})
+
+_METHODS.update({name: operator_method(fn) for name, fn in _METHODS.items() if name in BINARY_OPERATORS})
 
 for _name, _fn in _METHODS.items():
     # a dense tensor's method with a sparse COO operand (dense.mm(sparse)) runs the op's sparse form, as torch's

@@ -1,10 +1,14 @@
 """torch's CPU rule for a normalization whose parameters (weight, bias, running statistics) have another dtype than
 its input (ATen's mixed_type.h): a bfloat16 or float16 input may take float32 parameters, computed in float32 and
-returned in the input's dtype; any other mixture is refused with torch's messages."""
+returned in the input's dtype; any other mixture is refused with torch's messages. And the half-float dtypes whose
+CPU kernels compute in float32 and round once (halves_in_float32)."""
+
+import numpy as np
 
 from .. import _dtypes
 
 REDUCED_FLOATS = (_dtypes.bfloat16, _dtypes.float16)
+HALF_ARRAY_DTYPES = (np.dtype("bfloat16"), np.dtype("float16"))  # the arrays' dtypes of REDUCED_FLOATS
 
 
 def check_norm_parameters(input, *parameters):
@@ -71,3 +75,16 @@ def conv_bias_of_input_dtype(input, weight, bias, groups=1, transposed_dims=0):
             raise RuntimeError(f"expected scalar type {input.dtype.type_name} but found {bias.dtype.type_name}")
         bias = bias.to(input.dtype)
     return bias
+
+
+def halves_in_float32(f):
+    """The elementwise kernel `f` (of an array and number operands) as torch's CPU kernels run a bfloat16 or float16
+    input: in float32, the numbers as float32 values, the result rounded once to the input's dtype."""
+
+    def kernel(a, *numbers, **static):
+        if a.dtype not in HALF_ARRAY_DTYPES:
+            return f(a, *numbers, **static)
+        wide = [x.astype("float32") for x in (a, *numbers)]
+        return f(*wide, **static).astype(a.dtype)
+
+    return kernel

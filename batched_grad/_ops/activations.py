@@ -12,6 +12,7 @@ from .._tensor import Tensor, _wrap_dim
 from . import _derivatives
 from ._core import Op, apply
 from ._fused_backward import FUSED_ZEROS
+from ._mixed_dtype import halves_in_float32
 from .elementwise import UNARY
 from .nn import _check_tensor, _require_inexact, _softmax_dim, softmax
 from .random_draws import sample
@@ -72,7 +73,8 @@ _NAMES = {
 # torch's backward of each is a kernel (hardtanh_backward, ...) that reads the input, and its derivative in the
 # input is zeros where the math has none
 _OPS = {
-    name: Op(name, f, _NAMES.get(name), diagonal=True, inputs=1, fused=FUSED_ZEROS) for name, (f, _) in _KERNELS.items()
+    name: Op(name, halves_in_float32(f), _NAMES.get(name), diagonal=True, inputs=1, fused=FUSED_ZEROS)
+    for name, (f, _) in _KERNELS.items()
 }
 
 

@@ -13,6 +13,7 @@ from .._tensor import Size, Tensor, _wrap_dim
 from ._core import Op, apply
 from .grids import meshgrid
 from .indexing import index_select
+from .linalg import require_tensors
 from .reduction import cumprod
 from .shape import broadcast_shapes as _broadcast_pair
 from .shape import cat, expand, flatten, flip, narrow, reshape, split, stack, unsqueeze, vstack
@@ -200,6 +201,7 @@ _KRON = Op("kron", lambda a, b: jnp.kron(a, b), multilinear=True, backward_name=
 
 def kron(input, other):
     """The Kronecker product: every element of input times the whole of other, in blocks."""
+    require_tensors("kron", ("input", "other"), (input, other))
     d = _dtypes.result_type(input, other)
     return apply(_KRON, [input.to(d), other.to(d)])
 
@@ -290,6 +292,7 @@ def linalg_cross(input, other, *, dim=-1):
 
 def cross(input, other, dim=None):
     """The cross product along `dim` (the first dim of size 3 when None, with torch's deprecation warning)."""
+    require_tensors("cross", ("input", "other"), (input, other))
     if dim is None:
         warnings.warn(
             "Using torch.cross without specifying the dim arg is deprecated.\nPlease either pass the dim "

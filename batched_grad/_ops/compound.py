@@ -1,10 +1,13 @@
 """Fused elementwise ops: addcmul and addcdiv (input + value * tensor1 * or / tensor2)."""
 
+import jax.numpy as jnp
+
 from .. import _dtypes
 from .._dtypes import not_implemented
 from .._foreign import not_a_tensor
 from .._tensor import Tensor
 from ._core import SAVES_NOTHING, Op, apply
+from ._mixed_dtype import HALF_ARRAY_DTYPES
 from .elementwise import broadcast_shape
 from .rounding import fused_multiply_add
 
@@ -17,12 +20,23 @@ _INTEGER_ADDCDIV = (
 )
 
 
+def _in_float32(fn, a, t1, t2, value, dtype):
+    """fn of a bfloat16 or float16 op as torch's kernel computes it: the operands widened to float32, the value
+    kept as a float32 number, one rounding at the end."""
+    wide = [x.astype(dtype).astype(jnp.float32) for x in (a, t1, t2)]
+    return fn(*wide, value.astype(jnp.float32)).astype(dtype)
+
+
 def _addcmul_fn(a, t1, t2, value, *, dtype):
+    if dtype in HALF_ARRAY_DTYPES:
+        return _in_float32(lambda a, t1, t2, v: a + v * t1 * t2, a, t1, t2, value, dtype)
     a, t1, t2, value = a.astype(dtype), t1.astype(dtype), t2.astype(dtype), value.astype(dtype)
     return fused_multiply_add(value * t1, t2, a)  # torch's kernel: (value * tensor1) * tensor2 + input, one rounding
 
 
 def _addcdiv_fn(a, t1, t2, value, *, dtype):
+    if dtype in HALF_ARRAY_DTYPES:
+        return _in_float32(lambda a, t1, t2, v: a + v * t1 / t2, a, t1, t2, value, dtype)
     a, t1, t2, value = a.astype(dtype), t1.astype(dtype), t2.astype(dtype), value.astype(dtype)
     return a + value * t1 / t2  # torch's order: tensor1 scaled first
 

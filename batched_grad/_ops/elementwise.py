@@ -18,6 +18,7 @@ from . import _derivatives
 from ._core import SAVES_BOTH, SAVES_INPUT, SAVES_RESULT, Op, apply, apply_in_place
 from ._fused_backward import FUSED_ZEROS, Fused
 from ._host_forms import ARITHMETIC_VJPS, in_float64_host, small_float_vjp, small_floats
+from ._mixed_dtype import HALF_ARRAY_DTYPES, halves_in_float32
 from .rounding import divide
 from .scaled_sum import FUSED_DTYPES, alpha_number, fusable, scaled_sum, scaled_sum_in_place
 
@@ -152,7 +153,7 @@ _UNARY_ROWS = {
     "asinh": Unary(jnp.arcsinh),
     "acosh": Unary(jnp.arccosh),
     "atanh": Unary(jnp.arctanh),
-    "sigmoid": Unary(jax.nn.sigmoid, saves_result=True),
+    "sigmoid": Unary(halves_in_float32(jax.nn.sigmoid), saves_result=True),
     "erf": Unary(jsp.erf),
     "erfc": Unary(in_float64(jsp.erfc)),
     "exp2": Unary(jnp.exp2, saves_result=True),
@@ -265,23 +266,32 @@ def _binary_op(
     host=None,
     saved_names=("self", "other"),
     forward_error=None,
+    scalar_in_float32=False,
 ):
     """`overloads`: {(input is a Tensor, other is a Tensor): (torch's backward name, Op.torch_saves)} where torch
     records another overload of the op (`2 ** x` is PowBackward2, and its derivative reads the result). `kernel`:
     torch's kernel name in its dtype errors, when it differs from `name`; `no_kernel` and `complex_error`: the dtypes
     it lacks (_check_dtype). `tensors_only`: torch takes no number for either operand. `fused`: Op.fused. `host`: a
     NumPy function computing it (Op.host, for small float operands). `saved_names`: torch's names of the operands
-    (Op.saved_names; a linear op's node saves neither). `forward_error`: Op.forward_error."""
+    (Op.saved_names; a linear op's node saves neither). `forward_error`: Op.forward_error. `scalar_in_float32`: for a
+    bfloat16 or float16 result, `other` keeps its float32 value (torch's kernels for a scalar `other`)."""
     kernel = kernel or name
     host = host and small_floats(host)
     checked = no_kernel or complex_error
     plain = not (checked or float_result)  # two Tensors of one dtype compute in it, unchecked
     numbers = not tensors_only  # a Python number may be an operand
 
+    def compute(a, b, *, dtype):
+        if scalar_in_float32 and dtype in HALF_ARRAY_DTYPES:
+            # torch's CPU kernel reads `other` (a number or a one-element operand) as a float32 value, computes in
+            # float32 and rounds once; with a half-float `other` that is the op rounded once, as before
+            return f(a.astype(dtype).astype(jnp.float32), b.astype(jnp.float32)).astype(dtype)
+        return f(a.astype(dtype), b.astype(dtype))
+
     def make(backward_name=None, saves=torch_saves):
         return Op(
             name,
-            lambda a, b, *, dtype: f(a.astype(dtype), b.astype(dtype)),
+            compute,
             backward_name,
             linear=linear,
             multilinear=multilinear,
@@ -373,7 +383,7 @@ def _pow_fn(a, b):
     return jnp.where(neg, small, jnp.power(a, jnp.where(neg, 0, b)))
 
 
-_mul = _binary_op("mul", jnp.multiply, multilinear=True, two_numbers=True, host=np.multiply)
+_mul = _binary_op("mul", jnp.multiply, multilinear=True, two_numbers=True, host=np.multiply, scalar_in_float32=True)
 _add = _binary_op("add", jnp.add, linear=True, two_numbers=True, host=np.add)
 _sub = _binary_op(
     "sub",
@@ -383,7 +393,9 @@ _sub = _binary_op(
     overloads={(False, True): ("RsubBackward1", SAVES_INPUT)},
     host=np.subtract,
 )
-_true_div = _binary_op("div", divide, float_result=True, two_numbers=True, multilinear=(0,), host=np.true_divide)
+_true_div = _binary_op(
+    "div", divide, float_result=True, two_numbers=True, multilinear=(0,), host=np.true_divide, scalar_in_float32=True
+)
 _trunc_div = _binary_op("div", _trunc_divide)
 
 
@@ -598,9 +610,28 @@ def _square_host_vjp(ct, operands, avals, *, exponent, dtype):
 
 _square_host_vjp.rows = True
 _square_host_vjp.reads = lambda static: ((0,),) if dict(static)["exponent"] == 2 else None
+
+
+def _pow_scalar(a, *, exponent, dtype):
+    a = a.astype(dtype)
+    out = _pow_fn(a, jnp.asarray(exponent, dtype))
+    if dtype == jnp.bfloat16 and exponent in (3, -2):
+        # torch's bfloat16 kernel rounds the square to bfloat16 before its last multiply (x ** 3) or its reciprocal
+        # (x ** -2); its float16 kernel computes the cube in float32 and rounds once
+        square = a * a
+        exact = square * a if exponent == 3 else 1 / square
+    elif dtype == jnp.float16 and exponent == 3:
+        wide = a.astype(jnp.float32)
+        exact = (wide * wide * wide).astype(dtype)
+    else:
+        return out
+    # the values are those, the derivative stays pow's
+    return out + jax.lax.stop_gradient(jnp.where(exact == out, 0, exact - out).astype(dtype))
+
+
 _POW_SCALAR = Op(
     "pow",
-    lambda a, *, exponent, dtype: _pow_fn(a.astype(dtype), jnp.asarray(exponent, dtype)),
+    _pow_scalar,
     diagonal=True,
     saved_names=("self",),
     saved_static=("exponent",),

@@ -12,6 +12,7 @@ import scipy.linalg
 from .. import _dtypes
 from .._autocast import autocast_policy
 from .._dtypes import not_implemented
+from .._foreign import not_a_tensor
 from .._tensor import Tensor, _wrap_dim, python_type_name
 from ._core import SAVES_BOTH, SAVES_RESULT, Op, apply
 from ._host_forms import matmul_vjp, small_floats
@@ -109,11 +110,28 @@ _CHECKED = {}  # {(kernel, operand shapes and dtypes): its op}: the operands of 
 _MAX_CHECKED = 4096
 
 
+def require_tensors(fn, arguments, operands):
+    """torch's TypeError for the first of `operands` of `fn` (its `arguments`, by position from 1) that is not a
+    Tensor."""
+    for position, (argument, x) in enumerate(zip(arguments, operands), 1):
+        if not isinstance(x, Tensor):
+            raise not_a_tensor(fn, argument, x, position)
+
+
+_PRODUCT_ARGUMENTS = {
+    "matmul": ("input", "other"),
+    "dot": ("input", "tensor"),
+    "mv": ("input", "vec"),
+    "mm": ("input", "mat2"),
+    "bmm": ("input", "mat2"),
+}
+
+
 def _product(kernel, a, b):
     """The product `kernel` ("matmul", "dot", "mv", "mm" or "bmm") of `a` and `b`, after torch's checks, which are
     remembered for Tensors of the same shapes and dtypes."""
     if not (isinstance(a, Tensor) and isinstance(b, Tensor)):
-        return apply(_checked_op(kernel, a, b), [a, b])
+        require_tensors(kernel, _PRODUCT_ARGUMENTS[kernel], (a, b))
     va, vb = a._v, b._v
     key = (kernel, va.shape, vb.shape, va.dtype, vb.dtype)
     op = _CHECKED.get(key)
@@ -184,6 +202,7 @@ _OUTER = Op(
 
 def outer(input, vec2):
     """The outer product of two 1-D tensors: out[i, j] = input[i] * vec2[j]."""
+    require_tensors("outer", ("input", "vec2"), (input, vec2))
     for name, t in (("self", input), ("vec2", vec2)):
         if t.ndim != 1:
             raise RuntimeError(f"outer: Expected 1-D argument {name}, but got {t.ndim}-D")

@@ -23,7 +23,14 @@ from .._tensor import Tensor, _wrap_dim, warn_at_caller
 from . import _derivatives
 from ._core import SAVES_RESULT, Op, apply, node_after_the_fact
 from ._fused_backward import FUSED, FUSED_ZEROS, Fused, last_operand_if
-from ._mixed_dtype import check_norm_parameters, compute_dtype, conv_bias_of_input_dtype
+from ._mixed_dtype import (
+    HALF_ARRAY_DTYPES,
+    REDUCED_FLOATS,
+    check_norm_parameters,
+    compute_dtype,
+    conv_bias_of_input_dtype,
+    halves_in_float32,
+)
 from .elementwise import broadcast_shape
 from .products import check_fused_dtypes
 from .random_draws import sample_like
@@ -80,7 +87,8 @@ _ACTIVATIONS = {  # name: (JAX function of the array and static parameters, torc
 # torch's backward of each is a kernel (leaky_relu_backward, ...) that reads the input, and its derivative in the
 # input is zeros where the math has none
 _ACTIVATION_OPS = {
-    name: Op(name, f, diagonal=True, inputs=1, fused=FUSED_ZEROS) for name, (f, _) in _ACTIVATIONS.items()
+    name: Op(name, halves_in_float32(f), diagonal=True, inputs=1, fused=FUSED_ZEROS)
+    for name, (f, _) in _ACTIVATIONS.items()
 }
 
 
@@ -120,11 +128,27 @@ def softplus(input, beta=1.0, threshold=20.0):
 
 def _over_one_axis(fn):
     """fn along `axis`; a 0-dim input is a single element (torch's softmax of a scalar is 1)."""
-    return lambda a, *, axis, dtype: fn(a.astype(dtype).reshape(a.shape or (1,)), axis=axis).reshape(a.shape)
+    return lambda a, *, axis, dtype: fn(a.reshape(a.shape or (1,)), axis=axis, dtype=dtype).reshape(a.shape)
 
 
-_SOFTMAX = Op("softmax", _over_one_axis(jax.nn.softmax), torch_saves=SAVES_RESULT)
-_LOG_SOFTMAX = Op("log_softmax", _over_one_axis(jax.nn.log_softmax), torch_saves=SAVES_RESULT)
+def _softmax_fn(a, *, axis, dtype):
+    if dtype not in HALF_ARRAY_DTYPES:
+        return jax.nn.softmax(a.astype(dtype), axis=axis)
+    # torch's kernels compute a half-float softmax in float32 and round once along the last dim; along another they
+    # store the exponentials in the output (rounded), sum them unrounded and divide the stored ones
+    x = a.astype(dtype).astype(jnp.float32)
+    if axis == a.ndim - 1:
+        return jax.nn.softmax(x, axis=axis).astype(dtype)
+    e = jnp.exp(x - jax.lax.stop_gradient(x.max(axis=axis, keepdims=True)))
+    return (e.astype(dtype).astype(jnp.float32) / e.sum(axis=axis, keepdims=True)).astype(dtype)
+
+
+def _log_softmax_fn(a, *, axis, dtype):
+    return jax.nn.log_softmax(a.astype(dtype), axis=axis)
+
+
+_SOFTMAX = Op("softmax", _over_one_axis(_softmax_fn), torch_saves=SAVES_RESULT)
+_LOG_SOFTMAX = Op("log_softmax", _over_one_axis(_log_softmax_fn), torch_saves=SAVES_RESULT)
 
 
 def _softmax_dim(name, ndim, dim):
@@ -155,15 +179,16 @@ def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
 
 
 # ---- linear and convolution ---------------------------------------------------------------------------------
-def _linear(*operands, weight_t):
+def _linear(*operands, weight_t, addmm_rows=False):
     """bias + x @ w.T, the operands in torch's addmm order (bias, x, weight) or (x, weight) without a bias; with
-    `weight_t` the weight operand is already transposed (torch's weight.t(), recorded as its own node)."""
+    `weight_t` the weight operand is already transposed (torch's weight.t(), recorded as its own node);
+    `addmm_rows`: a contiguous 3-D input, whose rows torch folds into one addmm."""
     *bias, x, w = operands
     w = w if weight_t else w.T
     if not bias:
         return jnp.matmul(x, w)
     dtype = jnp.result_type(x, w)
-    if dtype in (jnp.bfloat16, jnp.float16) and x.ndim == 2:  # torch's addmm adds the bias in float32, rounds once
+    if dtype in (jnp.bfloat16, jnp.float16) and (x.ndim == 2 or addmm_rows):  # addmm adds in float32, rounds once
         return (jnp.matmul(x, w, preferred_element_type=jnp.float32) + bias[0].astype(jnp.float32)).astype(dtype)
     return jnp.matmul(x, w) + bias[0]
 
@@ -203,7 +228,11 @@ def _expose_t(node):
     transpose = node_after_the_fact(signature(_WEIGHT_T, (), ((shape, dtype),)), (edge,), node.sequence_nr - 1)
     saved = node.saved[-1]
     node.rewire(
-        signature(_LINEAR, (("weight_t", True),), sig.avals[:-1] + ((shape[::-1], dtype),)),
+        signature(
+            _LINEAR,
+            tuple((k, True if k == "weight_t" else v) for k, v in sig.static),
+            sig.avals[:-1] + ((shape[::-1], dtype),),
+        ),
         node.edges[:-1] + (GradientEdge(transpose, 0),),
         node.saved[:-1] + (None if saved is None else saved.transposed(transpose),),
     )
@@ -247,6 +276,8 @@ def linear(input, weight, bias=None):
         check_devices(_LINEAR, operands[-2:] + operands[:-2])  # torch checks the input's device first
     if weight.requires_grad and is_grad_enabled():
         sequence_mark()  # the number torch's weight.t() node gets, for the node _expose_t may make
+    if bias is not None and input.ndim == 3 and input.dtype in REDUCED_FLOATS and input.is_contiguous():
+        return apply(_LINEAR, operands, weight_t=False, addmm_rows=True)
     return apply(_LINEAR, operands, weight_t=False)
 
 

@@ -8,9 +8,9 @@ import functools
 
 import numpy as np
 
-_ARITHMETIC = ["add", "sub", "mul", "truediv", "div", "floordiv", "mod", "pow", "matmul"]
-_BITWISE = ["and", "or", "xor", "lshift", "rshift"]
-_REFLECTED = [f"__{form}{op}__" for op in _ARITHMETIC + _BITWISE for form in ("", "r", "i")]
+from .operators import ARITHMETIC, BITWISE
+
+_REFLECTED = [f"__{form}{op}__" for op in ARITHMETIC + BITWISE for form in ("", "r", "i")]
 # __eq__ takes an ndarray in torch (a bool tensor); __rtruediv__ is reciprocal(self) * other, which reaches the array
 DEFERRING = frozenset(_REFLECTED + ["__ne__", "__lt__", "__le__", "__gt__", "__ge__"]) - {"__rdiv__", "__rtruediv__"}
 

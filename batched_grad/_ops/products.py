@@ -11,7 +11,7 @@ from .._autocast import autocast_policy
 from .._factories import eye
 from .._tensor import Tensor, _wrap_dim
 from ._core import Op, apply
-from .linalg import _NDIM_ERRORS, _check_product, _matrix, inv, matmul, outer
+from .linalg import _NDIM_ERRORS, _check_product, _matrix, inv, matmul, outer, require_tensors
 from .shape import expanded_shape
 
 _PRODUCT_OF = {
@@ -180,6 +180,7 @@ _VDOT = Op("vdot", lambda a, b: jnp.vdot(a, b), multilinear=True)
 @autocast_policy("lower")
 def inner(input, other):
     """The sum of products over the last dim of both (a product with a number for 0-D operands)."""
+    require_tensors("inner", ("input", "other"), (input, other))
     if input.ndim and other.ndim and input.shape[-1] != other.shape[-1]:
         raise RuntimeError(
             f"inner() the last dimension must match on both input tensors but got shapes "
@@ -191,6 +192,7 @@ def inner(input, other):
 
 def vdot(input, other):
     """conj(input) . other for 1-D tensors."""
+    require_tensors("vdot", ("input", "other"), (input, other))
     if input.ndim != 1 or other.ndim != 1:
         raise RuntimeError(f"1D tensors expected, but got {input.ndim}D and {other.ndim}D tensors")
     if input.dtype is not other.dtype:

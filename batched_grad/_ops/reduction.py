@@ -12,6 +12,7 @@ from .._autocast import autocast_policy
 from .._tensor import _wrap_dim
 from . import _derivatives
 from ._core import SAVES_BOTH, SAVES_INDICES, SAVES_INPUT, Op, apply
+from ._mixed_dtype import HALF_ARRAY_DTYPES
 from .return_types import return_type
 
 values_indices = {name: return_type(name, ["values", "indices"]) for name in ("max", "min", "sort", "topk")}
@@ -266,6 +267,10 @@ def argmin(input, dim=None, keepdim=False):
 
 # ---- var/std -----------------------------------------------------------------------------------------------
 def _var_fn(a, *, axis, keepdim, correction, sqrt):
+    if a.dtype in HALF_ARRAY_DTYPES:  # torch accumulates a bfloat16 or float16 input in float32 and rounds once
+        return _var_fn(a.astype(jnp.float32), axis=axis, keepdim=keepdim, correction=correction, sqrt=sqrt).astype(
+            a.dtype
+        )
     n = math.prod(a.shape[i] for i in axis)
     centered = a - jnp.mean(a, axis=axis, keepdims=True)
     sq = jnp.real(centered * jnp.conj(centered)) if jnp.iscomplexobj(a) else centered * centered

@@ -1,19 +1,25 @@
 """add and sub with an alpha other than one: input + alpha * other as one op, as torch records it (one AddBackward0
 or SubBackward0 node whose edges are input and other) and computes it on the CPU for float32 and float64 (a fused
-multiply-add: one rounding of the exact input + alpha * other)."""
+multiply-add: one rounding of the exact input + alpha * other), and for bfloat16 and float16 (in float32, alpha
+rounded to the half dtype, one rounding)."""
 
+import jax.numpy as jnp
 import numpy as np
 
 from .. import _host
 from .._host import host_array
 from .._tensor import Tensor
 from ._core import SAVES_NOTHING, Op, apply, apply_in_place
+from ._mixed_dtype import HALF_ARRAY_DTYPES
 from .rounding import fma32, fma64, fused_multiply_add, fused_multiply_add_host
 
 FUSED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def _fn(a, b, alpha, *, dtype):
+    if dtype in HALF_ARRAY_DTYPES:  # torch's kernel: alpha in the half dtype, a + alpha * b in float32, one rounding
+        a, b, alpha = (x.astype(dtype).astype(jnp.float32) for x in (a, b, alpha))
+        return (a + alpha * b).astype(dtype)
     return fused_multiply_add(alpha.astype(dtype), b.astype(dtype), a.astype(dtype))
 
 
@@ -66,9 +72,9 @@ def alpha_number(alpha):
 
 
 def fusable(dtype, alpha):
-    """Whether input + alpha * other of result dtype `dtype` is the fused op: a float32 or float64 result and a real
-    alpha known on the host."""
-    return dtype.np in FUSED_DTYPES and type(alpha) in (int, float)
+    """Whether input + alpha * other of result dtype `dtype` is the fused op: a float result (float32 or float64, or
+    bfloat16 or float16, computed in float32) and a real alpha known on the host."""
+    return (dtype.np in FUSED_DTYPES or dtype.np in HALF_ARRAY_DTYPES) and type(alpha) in (int, float)
 
 
 def scaled_sum(name, input, other, alpha, dtype):

@@ -9,6 +9,7 @@ from .._foreign import not_a_tensor
 from .._tensor import Tensor, warn_at_caller
 from .._vmap_levels import refuse_dynamic_shape
 from ._core import Op
+from ._mixed_dtype import HALF_ARRAY_DTYPES
 from .elementwise import _apply
 from .indexing import nonzero
 from .rounding import lerp as fused_lerp
@@ -107,7 +108,11 @@ WHERE_UINT8 = (
 
 
 def _lerp_fn(a, b, w, *, dtype):
-    # torch's two-sided formula (exact at both ends); both branches have the same derivatives
+    # torch's two-sided formula (exact at both ends); both branches have the same derivatives. A bfloat16 or float16
+    # lerp computes in float32 (a number weight kept as a float32 value) and rounds once, as torch's kernel
+    if dtype in HALF_ARRAY_DTYPES:
+        wide = jnp.float32
+        return fused_lerp(a.astype(dtype).astype(wide), b.astype(dtype).astype(wide), w.astype(wide)).astype(dtype)
     return fused_lerp(a.astype(dtype), b.astype(dtype), w.astype(dtype))
 
 

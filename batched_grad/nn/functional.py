@@ -371,11 +371,19 @@ def _bce(x, t, *weight, reduction):
 
 
 def _bce_with_logits(x, t, *extra, reduction, has_weight):
-    # torch accumulates the loss in place in a tensor of the target's dtype, which the result keeps
+    # torch's steps, each written in place into a tensor of the target's dtype (which the result keeps): (1 - t) * x,
+    # minus log_weight * log_sigmoid(x), times weight; with an input of another dtype each step computes in the wider
+    # one and rounds. Differentiated as the smooth formula, weighted and reduced in the wider dtype as torch's
+    # backward (which divides by the count last).
     weight, pos_weight = (extra[0], extra[1:]) if has_weight else (None, extra)
     log_weight = (pos_weight[0] - 1) * t + 1 if pos_weight else jnp.ones((), x.dtype)
-    loss = _derivatives.bce_with_logits(*jnp.broadcast_arrays(x, t, log_weight))
-    return _REDUCE[reduction]((loss if weight is None else loss * weight).astype(t.dtype))
+    smooth = _derivatives.bce_with_logits(*jnp.broadcast_arrays(x, t, log_weight))
+    term = jax.nn.log_sigmoid(x) * (log_weight if pos_weight else 1)
+    loss = (((1 - t) * x).astype(t.dtype) - term).astype(t.dtype)
+    if weight is not None:
+        loss, smooth = (loss * weight).astype(t.dtype), smooth * weight
+    reduce = _REDUCE[reduction]
+    return _derivatives.with_derivative_of(reduce(loss), reduce(smooth))
 
 
 _BCE = Op("binary_cross_entropy", _bce)
