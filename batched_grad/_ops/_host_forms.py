@@ -90,8 +90,8 @@ def matmul_vjp(ct, operands, avals):
     cotangents leading: each gradient the dot_general (and transpose) that JAX's VJP of jnp.matmul gives, by the
     same NumPy row as the derived form, so the bits are the derived form's; but mm's second operand's, which is
     torch's formula a.T @ ct (JAX's gives its transpose, ct.T @ a, transposed: a sum in another order), so that it
-    equals a user's own a.T @ ct bit for bit, as torch's does (hand-written backward passes compare them exactly). None (the derived form) for operands of
-    more dimensions, other dtypes or large cotangents."""
+    equals a user's own a.T @ ct bit for bit, as torch's does (hand-written backward passes compare them exactly).
+    None (the derived form) for operands of more dimensions, other dtypes or large cotangents."""
     (a, b), ((sa, _), (sb, _)) = operands, avals
     if ct.dtype not in HOST_FLOATS or ct.size > _host.HOST_ELEMENTS or len(sa) > 2 or len(sb) > 2:
         return None
