@@ -1,6 +1,7 @@
 """torch.backends.cuda: the cuBLAS matmul precision switches (`matmul.allow_tf32`, reduced-precision reductions) and
-the scaled-dot-product-attention kernel choices, settable as torch's; XLA chooses its own kernels, so they are
-recorded and change nothing."""
+the scaled-dot-product-attention kernel choices, settable as torch's. XLA chooses its own matmul kernels, so the
+precision switches are recorded and change nothing; the attention switches choose between torch's CPU nodes of
+scaled_dot_product_attention (the fused flash-attention node or the composite of differentiable ops), as torch's."""
 
 from .. import cuda as _cuda
 
@@ -29,7 +30,8 @@ matmul = _Switches(
     allow_bf16_reduced_precision_reduction=True,
     allow_fp16_accumulation=False,
 )
-_sdp = {"flash": True, "mem_efficient": True, "math": True, "cudnn": True}
+# which kernels scaled_dot_product_attention may use: on the CPU, "flash" is torch's fused node, "math" its composite
+SDP = {"flash": True, "mem_efficient": True, "math": True, "cudnn": True, "overrideable": True}
 
 
 def is_built():
@@ -39,10 +41,10 @@ def is_built():
 
 def _sdp_switch(kind):
     def enable(enabled):
-        _sdp[kind] = bool(enabled)
+        SDP[kind] = bool(enabled)
 
     def query():
-        return _sdp[kind]
+        return SDP[kind]
 
     enable.__name__, query.__name__ = f"enable_{kind}_sdp", f"{kind}_sdp_enabled"
     return enable, query
