@@ -346,3 +346,39 @@ def test_setitem_writes_host_data_nothing_else_holds_in_place():
     for i in range(64):
         t[i] = i * 0.5
     assert t._v is held() and t._version == 64 and t.tolist() == [i * 0.5 for i in range(64)]
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "c = m.zeros(3, 4); r = c[1]; c[1, 2] += 5.0; r.mul_(2.0); c[0] = r; c[:, 3] -= 1; (c, r, c[2, 1])",
+        "c = m.zeros(2, 3); e = c[1, 2]; e += 4; e *= 2; c[0, :2] = e; (c, e)",  # an element's 0-d view
+        "w = m.ones(3, 3); g = m.arange(9.0).reshape(3, 3); col = w[:, 1]; col -= 0.5 * g[:, 1]; w.zero_(); (w, col)",
+        "a = m.arange(6.0); v = a[::2]; v.add_(a[1::2]); a.tanh_(); (a, v)",
+        "x = m.ones(4, requires_grad=True); m.set_grad_enabled(False); v = x[1:]; v.mul_(3.0); "
+        "m.set_grad_enabled(True); (x, v)",
+    ],
+)
+def test_writes_through_views_give_torchs_values_and_versions(code):
+    assert _plain(_run(code, bg)) == _plain(_run(code, torch))
+
+
+def test_writes_through_views_of_host_data_go_into_its_memory():
+    c = bg.zeros(5, 10)
+    held = weakref.ref(c._v)
+    for i in range(5):
+        for j in range(10):
+            c[i, j] += (c[i, j - 1] if j else 0.5) * 2.0  # a view of an element, written in place
+    assert c._v is held() and c._version == 100
+    np.testing.assert_allclose(c.numpy(), np.broadcast_to(0.5 * 2.0 ** np.arange(1, 11), (5, 10)))
+
+
+def test_a_view_held_elsewhere_is_not_written_through():
+    """A view whose memory another array also holds (numpy()'s read-only view, README: "Memory shared with NumPy") is
+    not written into: the write takes the general path, which gives the tensors new values."""
+    c = bg.zeros(4)
+    v = c[1:3]
+    kept = v.numpy()
+    v.add_(1.0)
+    c[0] += 2.0
+    assert kept.tolist() == [0.0, 0.0] and c.tolist() == [2.0, 1.0, 1.0, 0.0] and v.tolist() == [1.0, 1.0]

@@ -148,7 +148,10 @@ def _placed(template, positions):
 
 
 def _view_on_host(a, *positions, template):
-    return a[_placed(template, [int(p) for p in positions])]
+    # with an Ellipsis NumPy gives an element as a 0-d view of a's memory, not a copy: a write into a view of host
+    # data reaches its base as torch's does (lean._shared_with_views)
+    index = _placed(template, [int(p) for p in positions])
+    return a[index if any([i is Ellipsis for i in index]) else (*index, Ellipsis)]
 
 
 def _view_host_vjp(ct, operands, avals, *, template):

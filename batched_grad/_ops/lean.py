@@ -31,14 +31,14 @@ _EXACT_INTS = 2**53  # the ints float64 holds exactly, which NumPy casts to the 
 
 def _operand(other, dtype):
     """What the ufunc takes for `other`: a Python float, or an int float64 holds exactly, as it is; a Tensor's host
-    data of `dtype` (not shared with NumPy) where it is outside the graph; else None."""
+    data of `dtype` (a view's too: it is only read) where it is outside the graph; else None."""
     kind = type(other)
     if kind is float or kind is int and -_EXACT_INTS <= other <= _EXACT_INTS:
         return other
     if not isinstance(other, Tensor) or (other._requires_grad or other._node is not None) and GRAD_MODE.enabled:
         return None
     w = other._v
-    if type(w) is not np.ndarray or w.base is not None or w.dtype != dtype or w.size > _host.HOST_ELEMENTS:
+    if type(w) is not np.ndarray or w.dtype != dtype or w.size > _host.HOST_ELEMENTS:
         return None
     return w
 
@@ -49,13 +49,15 @@ def exclusive_host_value(tensor, replaced=False):
     device array, NumPy view, view or alias tensor nor user sees the write), outside the graph (grad mode off or
     `tensor` not requiring grad), forward-mode levels and operator logs; else None. With `replaced`, held by others
     too: the caller gives the tensor a new value in its place (which those others do not see, as a write into host
-    data must not be seen). The caller writes only where ops run on the host."""
-    if DUAL_LEVELS.tangents is not None or OP_LOGS or tensor._view is not None:
+    data must not be seen). Without it, a view, or a tensor with views, writes into the memory they share where
+    nothing else holds it (_shared_with_views). The caller writes only where ops run on the host and then calls
+    `written`."""
+    if DUAL_LEVELS.tangents is not None or OP_LOGS:
         return None
     if tensor._views:  # views made of it (x[i] read in a loop) that all died hold no memory of it
         forget_dead_views(tensor)
-        if tensor._views:
-            return None
+    if tensor._view is not None or tensor._views:
+        return None if replaced else _shared_with_views(tensor)
     v = tensor._v
     if type(v) is not np.ndarray or v.base is not None:
         return None
@@ -66,12 +68,58 @@ def exclusive_host_value(tensor, replaced=False):
     return v if sys.getrefcount(v) == 3 and v.flags.writeable else None  # held by tensor._v, v and the argument
 
 
-def _host_value(tensor):
+def _outside_graph(tensor):
+    return not ((tensor._requires_grad or tensor._node is not None) and GRAD_MODE.enabled)
+
+
+def _shared_with_views(tensor):
+    """The array a write into `tensor` (a view, or a base with views) goes into where its base's host array is held by
+    the base and by its live views' arrays alone, each a NumPy view of it held by its view alone, none of them in the
+    graph: the views share the base's memory, as torch's do, so each sees the write (`c[i, j] += x`, `w[:, k] -= u`)."""
+    root = tensor if tensor._view is None else tensor._view[0]
+    base = root._v
+    if type(base) is not np.ndarray or base.base is not None or not _outside_graph(root):
+        return None
+    views = 0
+    for ref in root._views or ():
+        view = ref()
+        if view is None:
+            continue
+        array = view._v
+        if type(array) is not np.ndarray or array.base is not base or not _outside_graph(view):
+            return None
+        if sys.getrefcount(array) != 3:  # view._v, array and the argument
+            return None
+        views += 1
+    if sys.getrefcount(base) != 3 + views:  # root._v, base, the argument and each view's array
+        return None
+    target = tensor._v
+    return target if (target is base or target.base is base) and target.flags.writeable else None
+
+
+def written(tensor, held):
+    """After a write into `held`, the host array of `tensor` (exclusive_host_value's): its arrays and its views' hold
+    new values, which no op has read yet (_host.read_before), and its version moves on."""
+    rewritten(id(held), None)
+    root = tensor if tensor._view is None else tensor._view[0]
+    if root._views:
+        rewritten(id(root._v), None)
+        for ref in root._views:
+            view = ref()
+            if view is not None:
+                rewritten(id(view._v), None)
+    tensor._counter.value += 1
+
+
+def _host_value(tensor, views=False):
     """`tensor`'s host data where a front computes with it: a NumPy array of a float dtype NumPy computes as the
-    kernel (float32, float64), not a view of other memory nor shared with NumPy, of at most HOST_ELEMENTS, the
-    tensor outside the graph; else None."""
+    kernel (float32, float64), of at most HOST_ELEMENTS, the tensor outside the graph; else None. With `views`, a
+    view's array too (an elementwise front only reads it); without, none that is a view of other memory (a front that
+    gives the array itself to a tensor, or hands it to BLAS, which may sum a strided one in another order)."""
     v = tensor._v
-    if type(v) is not np.ndarray or v.base is not None or v.dtype not in HOST_FLOATS or v.size > _host.HOST_ELEMENTS:
+    if type(v) is not np.ndarray or v.dtype not in HOST_FLOATS or v.size > _host.HOST_ELEMENTS:
+        return None
+    if v.base is not None and not views:
         return None
     return None if (tensor._requires_grad or tensor._node is not None) and GRAD_MODE.enabled else v
 
@@ -84,7 +132,7 @@ def binary(forms, full):
 
     def method(*args, **kwargs):
         if len(args) == 2 and not kwargs and not (PROFILING.on or OP_LOGS or DUAL_LEVELS.tangents is not None):
-            v = _host_value(args[0])
+            v = _host_value(args[0], views=True)
             value = None if v is None else _operand(args[1], v.dtype)
             if value is not None and outside_every_trace() and cpu_device_set() is not None:
                 token = ignore_float_errors()
@@ -108,7 +156,7 @@ def unary(form, results, full):
 
     def method(*args, **kwargs):
         if len(args) == 1 and not kwargs and not (PROFILING.on or OP_LOGS or DUAL_LEVELS.tangents is not None):
-            v = _host_value(args[0])
+            v = _host_value(args[0], views=True)
             if v is not None and results.get(v.dtype) == v.dtype and outside_every_trace() and cpu_device_set():
                 token = ignore_float_errors()
                 try:
@@ -193,8 +241,7 @@ def in_place(forms, full):
                         return full(*args, **kwargs)
                     finally:
                         restore_float_errors(token)
-                    rewritten(id(held), None)
-                    self._counter.value += 1
+                    written(self, held)
                     return self
         return full(*args, **kwargs)
 
@@ -241,8 +288,7 @@ def zero(full):
             held = exclusive_host_value(self)
             if held is not None and outside_every_trace() and cpu_device_set() is not None:
                 held.fill(0)
-                rewritten(id(held), None)
-                self._counter.value += 1
+                written(self, held)
                 return self
         return full(*args, **kwargs)
 
@@ -275,20 +321,25 @@ _NATIVE_KINDS = "fiub"  # NumPy's own bool, int, unsigned and float dtypes, whos
 
 
 def _basic(index):
-    """Whether `index` is basic indexing by ints, slices and Ellipsis only (not bools, tensors nor None)."""
-    if type(index) is not tuple:
-        return type(index) is int or type(index) is slice or index is Ellipsis
-    for i in index:
-        if not (type(i) is int or type(i) is slice or i is Ellipsis):
+    """Whether `index` is basic indexing torch and NumPy read alike: ints, Ellipsis and slices of int or None bounds
+    and a positive step (torch refuses others), not bools, tensors nor None."""
+    for i in index if type(index) is tuple else (index,):
+        if type(i) is slice:
+            if not all([b is None or type(b) is int for b in (i.start, i.stop)]):
+                return False
+            if not (i.step is None or type(i.step) is int and i.step > 0):
+                return False
+        elif type(i) is not int and i is not Ellipsis:
             return False
     return True
 
 
 def assign(full):
     """Tensor.__setitem__ (`full`) with a lean front for basic indexing (ints, slices, Ellipsis) of host data by a
-    Python number, or by host data of the tensor's float dtype: NumPy's assignment into the tensor's memory, which
-    casts a number as torch's fill does and broadcasts a value as torch's copy does (leading ones dropped). Where
-    NumPy refuses (an index out of range, a value that does not fit), the full path says so in torch's words."""
+    Python number, or by host data of the tensor's dtype (a view's too): NumPy's assignment into the tensor's
+    memory, which casts a number as torch's fill does and broadcasts a value as torch's copy does (leading ones
+    dropped). Where NumPy refuses (an index out of range, a value that does not fit), the full path says so in
+    torch's words."""
 
     def __setitem__(self, index, value):
         if _basic(index) and not (GUARDING.count and guards_captures()):
@@ -297,16 +348,16 @@ def assign(full):
                 kind = type(value)
                 if kind in _NUMBERS and (kind is not float or held.dtype.kind == "f"):
                     source = value
+                elif isinstance(value, Tensor) and _outside_graph(value):  # read as it is (NumPy copies an overlap)
+                    source = value._v if type(value._v) is np.ndarray and value._v.dtype == held.dtype else None
                 else:
-                    source = _host_value(value) if isinstance(value, Tensor) else None
-                    source = source if source is not None and source.dtype == held.dtype else None
+                    source = None
                 if source is not None:
                     try:
                         held[index] = source
                     except (IndexError, ValueError, OverflowError, TypeError):
                         return full(self, index, value)
-                    rewritten(id(held), None)
-                    self._counter.value += 1
+                    written(self, held)
                     return None
         return full(self, index, value)
 
