@@ -302,6 +302,62 @@ def score_matching_losses(torch):
     return out + [x.clamp(-6, 6)]
 
 
+@float64_program
+def real_stored_spectral_weights(torch):
+    nn = torch.nn
+    out = []
+    for norm in ("ortho", "forward", "backward"):
+        weight = nn.Parameter(torch.randn(2, 3, 4, 2, 2) / 6)
+
+        def layer(x):
+            h, w = x.shape[-2:]
+            x_ft = torch.fft.fftshift(torch.fft.rfft2(x, norm=norm), dim=-2)
+            kept = (slice(None), slice(None), slice(h // 2 - 2, h // 2 + 2), slice(0, 2))
+            mixed = torch.zeros(x.shape[0], 3, h, w // 2 + 1, dtype=x_ft.dtype)
+            mixed[kept] = torch.einsum("bixy,ioxy->boxy", x_ft[kept], torch.view_as_complex(weight))
+            return torch.fft.irfft2(torch.fft.ifftshift(mixed, dim=-2), s=(h, w), norm=norm)
+
+        x = torch.randn(2, 2, 8, 8)
+        fine = torch.nn.functional.interpolate(x, size=(16, 16), mode="bicubic")
+        opt = torch.optim.Adam([weight], lr=1e-2)
+        for _ in range(3):
+            opt.zero_grad()
+            loss = (layer(x) - x.flip(-1)[:, :1]).pow(2).mean()
+            loss.backward()
+            opt.step()
+        out += [
+            layer(x).detach(),
+            layer(fine).detach(),
+            weight.grad,
+            torch.view_as_real(torch.fft.fft2(x[0], norm=norm)),
+        ]
+    return out
+
+
+@float64_program
+def spectral_clustering_moons(torch):
+    t = torch.rand(40) * math.pi
+    upper = torch.stack([torch.cos(t[:20]), torch.sin(t[:20])], 1)
+    lower = torch.stack([1 - torch.cos(t[20:]), 0.5 - torch.sin(t[20:])], 1)
+    points = torch.cat([upper, lower]) + 0.05 * torch.randn(40, 2)
+    d2 = torch.cdist(points, points).pow(2)
+    affinity = torch.exp(-d2 / 0.08)
+    affinity.fill_diagonal_(0)
+    scale = torch.diag(affinity.sum(1).rsqrt())
+    laplacian = torch.eye(40) - scale @ affinity @ scale
+    evals, evecs = torch.linalg.eigh(laplacian)
+    embedding = evecs[:, :2] / evecs[:, :2].norm(dim=1, keepdim=True)
+    centres = embedding[torch.tensor([0, 30])].clone()
+    for _ in range(6):
+        labels = torch.cdist(embedding, centres).argmin(1)
+        centres = torch.stack([embedding[labels == k].mean(0) for k in range(2)])
+    gram = torch.exp(-d2 / 0.5)
+    mean = torch.full((40, 40), 1 / 40)
+    centred = gram - mean @ gram - gram @ mean + mean @ gram @ mean
+    lam, alphas = torch.linalg.eigh(centred)
+    return [evals[:4], labels, lam.flip(0)[:3], (alphas.flip(1)[:, :2] * lam.flip(0)[:2].sqrt()).abs().sum(0)]
+
+
 PROGRAMS = [
     fourier_operator_1d,
     fourier_operator_2d,
@@ -310,9 +366,11 @@ PROGRAMS = [
     burgers_viscosity_fit,
     score_sde_tutorial,
     score_matching_losses,
+    real_stored_spectral_weights,
+    spectral_clustering_moons,
 ]
 # the programs whose two runs take under ~2 s from a cold compilation cache
-FAST = {"fourier_operator_3d", "score_sde_tutorial"}
+FAST = {"spectral_clustering_moons"}
 
 
 @pytest.mark.parametrize(
