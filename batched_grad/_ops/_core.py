@@ -274,7 +274,9 @@ def _computed_on_host(op, operands, static):
     values, numbers = [], False
     for x in operands:
         if isinstance(x, Tensor):
-            if (x._requires_grad or x._node is not None) and GRAD_MODE.enabled:  # a thread-local read, the last
+            if (x._requires_grad or x._node is not None or x._creation is not None and x.requires_grad) and (
+                GRAD_MODE.enabled  # a thread-local read, the last
+            ):
                 return None
             v = x._v
             if type(v) is not np.ndarray or v.base is not None:  # a device array, or a view (of NumPy's memory?)
@@ -363,7 +365,9 @@ def _apply(op, operands, static, host_tried=False):
                     a = host_read(x, a)  # a copy: the user may write into it later
                 else:
                     host_data.append(len(arrays))
-            recording = recording or x._node is not None or x._requires_grad
+            recording = (
+                recording or x._node is not None or x._requires_grad or x._creation is not None and x.requires_grad
+            )
         else:
             a = _number_array(x) if isinstance(x, _NUMBERS) else _array_operand(x)
         kind = type(a)
@@ -498,7 +502,7 @@ def _concrete_if_untraced(op, static, arrays, outs):
 
 
 def _requires_grad(x):
-    return isinstance(x, Tensor) and (x.grad_fn is not None or x._requires_grad)
+    return isinstance(x, Tensor) and (x.grad_fn is not None or x.requires_grad)
 
 
 @functools.lru_cache(maxsize=8192)
