@@ -4,7 +4,9 @@ Fourier neural operators in 1, 2 and 3 dims (complex einsum weights on the low r
 Lp loss, unit-Gaussian normalisers), a pseudo-spectral Navier-Stokes vorticity solver driven by a Gaussian random
 field, viscous Burgers by RK4 with dealiasing and a viscosity fitted through the solver, the score-SDE tutorial
 (Fourier time features, the VE SDE loss, Euler-Maruyama and predictor-corrector samplers, the probability-flow ODE
-with a Hutchinson divergence) and sliced, exact and denoising score matching with annealed Langevin sampling.
+with a Hutchinson divergence), score_sde_pytorch's VP SDE loss and reverse-diffusion/Langevin sampler, sliced, exact
+and denoising score matching with annealed Langevin sampling, spectral weights stored as real pairs under each fft
+norm, and spectral clustering with kernel PCA.
 test_fresh_programs_numerics2.py holds the rest of this round."""
 
 import math
@@ -303,6 +305,53 @@ def score_matching_losses(torch):
 
 
 @float64_program
+def vp_sde_predictor_corrector(torch):
+    nn, n_steps, beta_0, beta_1 = torch.nn, 20, 0.1, 20.0
+    betas = torch.linspace(beta_0 / n_steps, beta_1 / n_steps, n_steps)
+    alphas = 1 - betas
+
+    def marginal_std(t):
+        return torch.sqrt(1 - torch.exp(2 * (-0.25 * t**2 * (beta_1 - beta_0) - 0.5 * t * beta_0)))
+
+    net = nn.Sequential(nn.Linear(3, 16), nn.SiLU(), nn.Linear(16, 2))
+
+    def score(x, t):
+        return -net(torch.cat([x, (t * 999 / 1000)[:, None]], 1)) / marginal_std(t)[:, None]
+
+    data = torch.randn(64, 2) * torch.tensor([1.0, 0.3]) + torch.tensor([0.5, -0.5])
+    opt, losses = torch.optim.Adam(net.parameters(), lr=2e-4), []
+    for weighted in (False, True):
+        for step in range(4):
+            batch = data[torch.randint(0, 64, (16,))]
+            t = torch.rand(16) * (1 - 1e-5) + 1e-5
+            z, std = torch.randn_like(batch), marginal_std(t)
+            mean = torch.exp(-0.25 * t**2 * (beta_1 - beta_0) - 0.5 * t * beta_0)[:, None] * batch
+            s = score(mean + std[:, None] * z, t)
+            g2 = beta_0 + t * (beta_1 - beta_0)
+            per = (s + z / std[:, None]).square().sum(-1) * g2 if weighted else (s * std[:, None] + z).square().sum(-1)
+            loss = torch.mean(0.5 * per)
+            opt.zero_grad()
+            loss.backward()
+            for group in opt.param_groups:
+                group["lr"] = 2e-4 * np.minimum((step + 1) / 2, 1.0)
+            torch.nn.utils.clip_grad_norm_(net.parameters(), max_norm=1.0)
+            opt.step()
+            losses.append(loss.item())
+    with torch.no_grad():
+        x = torch.randn(16, 2)
+        for t in torch.linspace(1, 1e-3, n_steps):
+            t = torch.ones(16) * t
+            step = (t * (n_steps - 1)).long()
+            grad, noise = score(x, t), torch.randn_like(x)
+            size = (0.16 * noise.norm(dim=-1).mean() / grad.norm(dim=-1).mean()) ** 2 * 2 * alphas[step]
+            x = x + size[:, None] * grad + torch.sqrt(size * 2)[:, None] * noise
+            drift = torch.sqrt(alphas[step])[:, None] * x - x - betas[step][:, None] * score(x, t)
+            mean = x - drift
+            x = mean + torch.sqrt(betas[step])[:, None] * torch.randn_like(x)
+    return [losses, mean, -np.log(2 * np.pi) - torch.sum(mean**2, dim=1) / 2]
+
+
+@float64_program
 def real_stored_spectral_weights(torch):
     nn = torch.nn
     out = []
@@ -366,6 +415,7 @@ PROGRAMS = [
     burgers_viscosity_fit,
     score_sde_tutorial,
     score_matching_losses,
+    vp_sde_predictor_corrector,
     real_stored_spectral_weights,
     spectral_clustering_moons,
 ]
