@@ -79,6 +79,11 @@ def requires_grad_through_base(tensor):
     return DETACH not in view[1] and view[0].requires_grad
 
 
+def in_graph(tensor):
+    """tensor.requires_grad read from its slots first: the test of the paths every op takes."""
+    return tensor._requires_grad or tensor._node is not None or tensor._creation is not None and tensor.requires_grad
+
+
 def _propagated(previous, new):
     if new is DEFAULT or previous == INFERENCE_MODE:
         return previous

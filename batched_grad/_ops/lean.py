@@ -22,15 +22,11 @@ from .._profiling import PROFILING
 from .._tensor import Tensor
 from .._tracing import _outside_every_trace as outside_every_trace
 from .._transform_levels import GUARDING, guards_captures
+from .._view_meta import in_graph
 from ._core import OP_LOGS
 from .scaled_sum import alpha_number
 
 _EXACT_INTS = 2**53  # the ints float64 holds exactly, which NumPy casts to the dtype once, as the kernel
-
-
-def _in_graph(tensor):
-    """tensor.requires_grad, read from the slots first."""
-    return tensor._requires_grad or tensor._node is not None or tensor._creation is not None and tensor.requires_grad
 
 
 def _operand(other, dtype):
@@ -39,7 +35,7 @@ def _operand(other, dtype):
     kind = type(other)
     if kind is float or kind is int and -_EXACT_INTS <= other <= _EXACT_INTS:
         return other
-    if not isinstance(other, Tensor) or _in_graph(other) and GRAD_MODE.enabled:
+    if not isinstance(other, Tensor) or in_graph(other) and GRAD_MODE.enabled:
         return None
     w = other._v
     if type(w) is not np.ndarray or w.base is not None or w.dtype != dtype or w.size > _host.HOST_ELEMENTS:
@@ -59,7 +55,7 @@ def exclusive_host_value(tensor, replaced=False):
     v = tensor._v
     if type(v) is not np.ndarray or v.base is not None:
         return None
-    if _in_graph(tensor) and GRAD_MODE.enabled:
+    if in_graph(tensor) and GRAD_MODE.enabled:
         return None
     if replaced:
         return v
@@ -73,7 +69,7 @@ def _host_value(tensor):
     v = tensor._v
     if type(v) is not np.ndarray or v.base is not None or v.dtype not in HOST_FLOATS or v.size > _host.HOST_ELEMENTS:
         return None
-    return None if _in_graph(tensor) and GRAD_MODE.enabled else v
+    return None if in_graph(tensor) and GRAD_MODE.enabled else v
 
 
 def binary(forms, full):
