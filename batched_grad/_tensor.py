@@ -19,6 +19,7 @@ from ._lazy import Pending, materialize
 from ._meta import COPY_ERROR, ITEM_ERROR, NUMPY_ERROR, MetaValue, rebuild_meta
 from ._tracing import ValueRead, compiling, is_tracer
 from ._transform_levels import REQUIRES_GRAD_INSIDE, RETAIN_GRAD_INSIDE, in_transform
+from ._view_meta import requires_grad_through_base
 from ._vmap_levels import VMAP_CONTROL_FLOW, VMAP_ITEM, is_batched
 
 _PLATFORM_DEVICES = {"cpu": "cpu", "gpu": "cuda", "cuda": "cuda", "rocm": "cuda", "tpu": "xla", "METAL": "mps"}
@@ -368,7 +369,12 @@ class Tensor(InPlace):
     @property
     def requires_grad(self):
         """Whether gradients are computed for this tensor (settable on leaves)."""
-        return self._node is not None or self._requires_grad
+        return (
+            self._node is not None
+            or self._requires_grad
+            or self._creation is not None
+            and requires_grad_through_base(self)
+        )
 
     @requires_grad.setter
     def requires_grad(self, flag):

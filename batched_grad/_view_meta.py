@@ -67,6 +67,23 @@ def grad_fn_unavailable(tensor):
     return DETACH not in view[1] and tensor._counter.value != kind[1]
 
 
+def requires_grad_through_base(tensor):
+    """torch's rule for a view made with grad mode off: it requires grad while its base does, so ops on it with grad
+    mode on record, but its history holds no edge into the view (torch gives it no grad accumulator): no gradient
+    reaches it or its base. A detached view's base is not its autograd base."""
+    kind, view = tensor._creation, tensor._view
+    if type(kind) is not tuple or kind[0] != NO_GRAD_MODE or view is None:
+        return False
+    from ._inplace import DETACH
+
+    return DETACH not in view[1] and view[0].requires_grad
+
+
+def in_graph(tensor):
+    """tensor.requires_grad read from its slots first: the test of the paths every op takes."""
+    return tensor._requires_grad or tensor._node is not None or tensor._creation is not None and tensor.requires_grad
+
+
 def _propagated(previous, new):
     if new is DEFAULT or previous == INFERENCE_MODE:
         return previous

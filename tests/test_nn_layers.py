@@ -92,6 +92,21 @@ CALLS = {  # name: (call of (F, x, w), x shape, w shape)
     ),
     "interpolate-area": (lambda F, x, w: F.interpolate(x, size=(3, 4), mode="area"), (2, 3, 7, 9), (1,)),
     "interpolate-nearest-3d": (lambda F, x, w: F.interpolate(x, scale_factor=(2, 1, 3)), (1, 2, 2, 3, 2), (1,)),
+    "interpolate-bilinear-antialias": (
+        lambda F, x, w: F.interpolate(x, size=(3, 7), mode="bilinear", antialias=True),
+        (2, 3, 9, 5),
+        (1,),
+    ),
+    "interpolate-bicubic-antialias-align": (
+        lambda F, x, w: F.interpolate(x, scale_factor=(0.4, 1.5), mode="bicubic", align_corners=True, antialias=True),
+        (1, 2, 11, 4),
+        (1,),
+    ),
+    "interpolate-lanczos": (
+        lambda F, x, w: F.interpolate(x, size=(4, 2), mode="lanczos", antialias=True),
+        (1, 2, 10, 9),
+        (1,),
+    ),
     "sdpa": (lambda F, x, w: F.scaled_dot_product_attention(x, x * 0.5, x + 1), (2, 3, 5, 4), (1,)),
     "sdpa-causal": (
         lambda F, x, w: F.scaled_dot_product_attention(x, x[..., :3, :], x[..., :3, :], is_causal=True, scale=0.3),
@@ -181,6 +196,11 @@ def test_instance_norm_running_statistics():
         lambda F, m: F.interpolate(m.ones(1, 2, 3), size=4, mode="nearest", align_corners=True),
         lambda F, m: F.interpolate(m.ones(1, 2, 3)),
         lambda F, m: F.interpolate(m.ones(1, 2, 3, 3), size=(2, 3, 4)),
+        lambda F, m: F.interpolate(m.ones(1, 2, 3, 3), size=2, mode="nearest", antialias=True),
+        lambda F, m: F.interpolate(m.ones(1, 2, 3), size=2, mode="linear", antialias=True),
+        lambda F, m: F.interpolate(m.ones(1, 2, 3, 3), size=2, mode="lanczos"),
+        lambda F, m: F.interpolate(m.ones(1, 2, 3, 3), size=2, mode="lanczos", antialias=True, align_corners=True),
+        lambda F, m: F.interpolate(m.ones(1, 2, 3), size=2, mode="lanczos"),
         lambda F, m: F.scaled_dot_product_attention(
             m.ones(2, 3), m.ones(2, 3), m.ones(2, 3), attn_mask=m.ones(2, 2, dtype=m.bool), is_causal=True
         ),
@@ -204,6 +224,11 @@ def test_instance_norm_running_statistics():
         "interpolate-align",
         "interpolate-neither",
         "interpolate-size-dims",
+        "antialias-mode",
+        "antialias-dims",
+        "lanczos-needs-antialias",
+        "lanczos-align",
+        "lanczos-dims",
         "sdpa-causal-mask",
         "rms-shape",
         "lrn-dims",

@@ -199,3 +199,52 @@ def _reprs_of_views_changed_in_place(m):
 
 def test_a_no_grad_view_changed_in_place_prints_an_invalid_grad_fn():
     assert _reprs_of_views_changed_in_place(bg) == _reprs_of_views_changed_in_place(torch)
+
+
+def _no_grad_view_story(m):
+    """What a view made with grad mode off of a tensor that requires grad reports, and what ops on it record."""
+    leaf = m.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], requires_grad=True)
+    with m.no_grad():
+        row, flat, detached_row, row_of_history = leaf[1], leaf.view(6), leaf.detach()[0], (leaf * 2)[0]
+        made_here = row * 2
+    seen = [v.requires_grad for v in (row, flat, detached_row, row_of_history, made_here)]
+    seen += [row.is_leaf, row.grad_fn is None, row.unsqueeze(0).requires_grad]
+    product = (flat * 3).sum()
+    seen += [product.requires_grad, type(product.grad_fn).__name__, m.cat([m.zeros(1, 2), row[None]]).requires_grad]
+    product.backward()
+    seen += [leaf.grad is None, flat.grad is None]
+    seen += [m.autograd.grad((row * 2).sum(), leaf, allow_unused=True)[0] is None]
+    seen += [m.autograd.grad((row * 2).sum(), row, allow_unused=True, materialize_grads=True)[0].tolist()]
+    (row * 2).sum().backward(inputs=[row, leaf])
+    seen += [row.grad is None, leaf.grad is None]
+    base = m.rand(2, requires_grad=True)
+    with m.no_grad():
+        piece = base[:1]
+    base.requires_grad_(False)
+    return seen + [piece.requires_grad]
+
+
+def test_a_view_made_without_grad_requires_grad_through_its_base_as_torch():
+    assert _no_grad_view_story(bg) == _no_grad_view_story(torch)
+
+
+def test_an_unused_no_grad_view_is_named_as_torch():
+    def differentiate(m):
+        leaf = m.ones(3, requires_grad=True)
+        with m.no_grad():
+            piece = leaf[:2]
+        return m.autograd.grad((piece * 2).sum(), piece)
+
+    raises_like_torch(differentiate)
+
+
+def test_a_graph_through_a_no_grad_view_is_freed_after_backward_as_torch():
+    def twice(m):
+        leaf = m.ones(3, requires_grad=True)
+        with m.no_grad():
+            piece = leaf[1:]
+        shared = m.sin(piece)
+        (shared.sum() * 2).backward()
+        (shared.sum() * 3).backward()
+
+    raises_like_torch(twice)

@@ -40,7 +40,7 @@ from .._reads import output_copies, output_reads
 from .._saved import SavedValue, modified_error
 from .._tensor import DETACH, Tensor, remember_view
 from .._tracing import _outside_every_trace as outside_every_trace
-from .._view_meta import note_view
+from .._view_meta import in_graph, note_view
 from .._x64 import set_x64, swap_x64
 from ._forward_refused import checked_forward
 from ._gradient_nodes import GRADIENT_NODES
@@ -274,7 +274,7 @@ def _computed_on_host(op, operands, static):
     values, numbers = [], False
     for x in operands:
         if isinstance(x, Tensor):
-            if (x._requires_grad or x._node is not None) and GRAD_MODE.enabled:  # a thread-local read, the last
+            if in_graph(x) and GRAD_MODE.enabled:  # a thread-local read, the last
                 return None
             v = x._v
             if type(v) is not np.ndarray or v.base is not None:  # a device array, or a view (of NumPy's memory?)
@@ -363,7 +363,7 @@ def _apply(op, operands, static, host_tried=False):
                     a = host_read(x, a)  # a copy: the user may write into it later
                 else:
                     host_data.append(len(arrays))
-            recording = recording or x._node is not None or x._requires_grad
+            recording = recording or in_graph(x)
         else:
             a = _number_array(x) if isinstance(x, _NUMBERS) else _array_operand(x)
         kind = type(a)
@@ -498,7 +498,7 @@ def _concrete_if_untraced(op, static, arrays, outs):
 
 
 def _requires_grad(x):
-    return isinstance(x, Tensor) and (x.grad_fn is not None or x._requires_grad)
+    return isinstance(x, Tensor) and (x.grad_fn is not None or x.requires_grad)
 
 
 @functools.lru_cache(maxsize=8192)

@@ -1,6 +1,6 @@
-"""F.interpolate (and the deprecated upsample names): nearest, nearest-exact, (bi/tri)linear and bicubic resizing
-as one linear op per call, a product with one (out, in) matrix per spatial dim that holds torch's source indices
-and weights; area resizing is adaptive average pooling."""
+"""F.interpolate (and the deprecated upsample names): nearest, nearest-exact, (bi/tri)linear and bicubic resizing,
+and the anti-aliased bilinear, bicubic and lanczos resizing, as one linear op per call, a product with one (out, in)
+matrix per spatial dim that holds torch's source indices and weights; area resizing is adaptive average pooling."""
 
 import functools
 import math
@@ -13,7 +13,7 @@ from ._core import Op, apply
 from .nn import _check_tensor
 from .pooling import adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d
 
-_MODES = ("nearest", "linear", "bilinear", "bicubic", "trilinear", "area", "nearest-exact")
+_MODES = ("nearest", "linear", "bilinear", "bicubic", "trilinear", "lanczos", "area", "nearest-exact")
 _LINEAR_DIMS = {"linear": 1, "bilinear": 2, "trilinear": 3, "bicubic": 2}
 _CUBIC_A = -0.75
 
@@ -30,9 +30,49 @@ def _cubic_weights(t):
     return np.stack([far(t + 1), near(t), near(1 - t), far(2 - t)], -1)
 
 
+def _triangle(x):
+    return np.maximum(1 - np.abs(x), 0)
+
+
+def _keys_cubic(x):
+    """The cubic convolution kernel with a = -0.5, which torch's anti-aliased bicubic uses (as PIL does)."""
+    x = np.abs(x)
+    near = (1.5 * x - 2.5) * x * x + 1
+    far = ((-0.5 * x + 2.5) * x - 4) * x + 2
+    return np.where(x < 1, near, np.where(x < 2, far, 0.0))
+
+
+def _lanczos3(x):
+    return np.where(np.abs(x) < 3, np.sinc(x) * np.sinc(x / 3), 0.0)
+
+
+# mode -> (the filter's half width in source pixels at unit scale, the filter)
+_ANTIALIAS_FILTERS = {"bilinear": (1, _triangle), "bicubic": (2, _keys_cubic), "lanczos": (3, _lanczos3)}
+
+
+def _antialias_matrix(mode, size, out, scale, align_corners):
+    """Rows of the filter stretched by the downscale factor (when it exceeds 1) around each output pixel's centre,
+    cut to the input and normalised to sum 1, as torch's _upsample_*_aa kernels compute them."""
+    s = ((size - 1) / (out - 1) if out > 1 else 0.0) if align_corners else (size / out if scale is None else scale)
+    half_width, kernel = _ANTIALIAS_FILTERS[mode]
+    support = half_width * s if s >= 1 else half_width
+    stretch = 1 / s if s >= 1 else 1.0
+    m = np.zeros((out, size))
+    for i in range(out):
+        center = s * (i + 0.5)
+        # int() truncates toward zero, as the C++ casts do
+        low, high = max(int(center - support + 0.5), 0), min(int(center + support + 0.5), size)
+        weights = kernel((np.arange(low, high) - center + 0.5) * stretch)
+        total = weights.sum()
+        m[i, low:high] = weights / total if total != 0 else weights
+    return m
+
+
 @functools.lru_cache(maxsize=512)
-def _matrix(mode, size, out, scale, align_corners):
+def _matrix(mode, size, out, scale, align_corners, antialias):
     """The (out, size) matrix resizing one dim as torch does; `scale` is torch's input-per-output scale, or None."""
+    if antialias:
+        return _antialias_matrix(mode, size, out, scale, align_corners)
     m = np.zeros((out, size))
     dst = np.arange(out, dtype=np.float64)
     if mode in ("nearest", "nearest-exact"):
@@ -60,11 +100,11 @@ def _matrix(mode, size, out, scale, align_corners):
     return m
 
 
-def _resize(a, *, mode, outs, scales, align_corners):
+def _resize(a, *, mode, outs, scales, align_corners, antialias):
     n = len(outs)
     for d, (out, scale) in enumerate(zip(outs, scales)):
         axis = a.ndim - n + d
-        m = jnp.asarray(_matrix(mode, a.shape[axis], out, scale, align_corners), a.dtype)
+        m = jnp.asarray(_matrix(mode, a.shape[axis], out, scale, align_corners, antialias), a.dtype)
         a = jnp.moveaxis(jnp.tensordot(a, m, axes=((axis,), (1,))), -1, axis)
     return a
 
@@ -76,13 +116,17 @@ _BACKWARD = {
     "bilinear": "UpsampleBilinear2DBackward0",
     "trilinear": "UpsampleTrilinear3DBackward0",
     "bicubic": "UpsampleBicubic2DBackward0",
+    "lanczos": "UpsampleLanczos2DAaBackward0",
 }
-_RESIZE = Op(
-    "upsample",
-    _resize,
-    linear=True,
-    backward_name=lambda sig: _BACKWARD[dict(sig.static)["mode"]].format(len(dict(sig.static)["outs"])),
-)
+
+
+def _backward_name(sig):
+    static = dict(sig.static)
+    name = _BACKWARD[static["mode"]].format(len(static["outs"]))
+    return name.replace("2DBackward0", "2DAaBackward0") if static["antialias"] else name
+
+
+_RESIZE = Op("upsample", _resize, linear=True, backward_name=_backward_name)
 
 
 def _sizes(input, n, size, scale_factor, recompute_scale_factor):
@@ -113,6 +157,13 @@ def _sizes(input, n, size, scale_factor, recompute_scale_factor):
     return outs, (None,) * n if recompute_scale_factor else tuple(1.0 / f for f in factors)
 
 
+def _unsupported(input, mode):
+    return NotImplementedError(
+        f"Input Error: Only 3D, 4D and 5D input Tensors supported (got {input.ndim}D) for the modes: nearest | "
+        f"linear | bilinear | bicubic | trilinear | lanczos | area | nearest-exact (got {mode})"
+    )
+
+
 def interpolate(
     input,
     size=None,
@@ -126,11 +177,7 @@ def interpolate(
     source positions for each mode."""
     _check_tensor("interpolate", "input", input)
     if mode not in _MODES:
-        raise NotImplementedError(
-            f"Input Error: Only 3D, 4D and 5D input Tensors supported (got {input.ndim}D) for "
-            f"the modes: nearest | linear | bilinear | bicubic | trilinear | area | nearest-exact "
-            f"(got {mode})"
-        )
+        raise _unsupported(input, mode)
     if mode in ("nearest", "area", "nearest-exact"):
         if align_corners is not None:
             raise ValueError(
@@ -139,21 +186,38 @@ def interpolate(
             )
     elif align_corners is None:
         align_corners = False
-    if antialias:
-        raise NotImplementedError("interpolate: antialias=True is not supported here; resize without it")
+    _check_antialias(input, mode, align_corners, antialias)
     n = input.ndim - 2
     if n not in (1, 2, 3):
-        raise NotImplementedError(
-            f"Input Error: Only 3D, 4D and 5D input Tensors supported (got {input.ndim}D) for "
-            f"the modes: nearest | linear | bilinear | bicubic | trilinear | area | nearest-exact "
-            f"(got {mode})"
-        )
+        raise _unsupported(input, mode)
     if mode in _LINEAR_DIMS and _LINEAR_DIMS[mode] != n:
         raise NotImplementedError(f"Got {input.ndim}D input, but {mode} mode needs {_LINEAR_DIMS[mode] + 2}D input")
     outs, scales = _sizes(input, n, size, scale_factor, recompute_scale_factor)
     if mode == "area":
         return (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d)[n - 1](input, outs)
-    return apply(_RESIZE, [input], mode=mode, outs=outs, scales=scales, align_corners=bool(align_corners))
+    return apply(
+        _RESIZE,
+        [input],
+        mode=mode,
+        outs=outs,
+        scales=scales,
+        align_corners=bool(align_corners),
+        antialias=bool(antialias),
+    )
+
+
+def _check_antialias(input, mode, align_corners, antialias):
+    if antialias and not (mode in _ANTIALIAS_FILTERS and input.ndim == 4):
+        raise ValueError(
+            "Anti-alias option is restricted to bilinear, bicubic, and lanczos modes and requires a 4-D tensor as input"
+        )
+    if mode == "lanczos" and input.ndim != 4:
+        raise _unsupported(input, mode)
+    if mode == "lanczos":
+        if align_corners:
+            raise ValueError("Lanczos mode does not support align_corners=True")
+        if not antialias:
+            raise ValueError("Lanczos mode requires antialias=True")
 
 
 def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):

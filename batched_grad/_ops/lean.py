@@ -23,6 +23,7 @@ from .._profiling import PROFILING
 from .._tensor import Tensor
 from .._tracing import _outside_every_trace as outside_every_trace
 from .._transform_levels import GUARDING, guards_captures
+from .._view_meta import in_graph
 from ._core import OP_LOGS
 from .scaled_sum import alpha_number
 
@@ -35,7 +36,7 @@ def _operand(other, dtype):
     kind = type(other)
     if kind is float or kind is int and -_EXACT_INTS <= other <= _EXACT_INTS:
         return other
-    if not isinstance(other, Tensor) or (other._requires_grad or other._node is not None) and GRAD_MODE.enabled:
+    if not isinstance(other, Tensor) or in_graph(other) and GRAD_MODE.enabled:
         return None
     w = other._v
     if type(w) is not np.ndarray or w.dtype != dtype or w.size > _host.HOST_ELEMENTS:
@@ -61,7 +62,7 @@ def exclusive_host_value(tensor, replaced=False):
     v = tensor._v
     if type(v) is not np.ndarray or v.base is not None:
         return None
-    if (tensor._requires_grad or tensor._node is not None) and GRAD_MODE.enabled:
+    if in_graph(tensor) and GRAD_MODE.enabled:
         return None
     if replaced:
         return v
@@ -121,7 +122,7 @@ def _host_value(tensor, views=False):
         return None
     if v.base is not None and not views:
         return None
-    return None if (tensor._requires_grad or tensor._node is not None) and GRAD_MODE.enabled else v
+    return None if in_graph(tensor) and GRAD_MODE.enabled else v
 
 
 def binary(forms, full):

@@ -252,17 +252,26 @@ def grad(
     retain_graph, create_graph = _graph_flags(retain_graph, create_graph)
     roots = _root_edges(outputs, grads)
     captures = _input_edges(inputs, retain=False)
+    reachable = [edge for edge in captures if edge is not None]
     if is_grads_batched:
         result = batched_backward(
-            roots, grads, captures, retain_graph=retain_graph, create_graph=create_graph, chunk_size=chunk_size
+            roots, grads, reachable, retain_graph=retain_graph, create_graph=create_graph, chunk_size=chunk_size
         )
     else:
         result = _engine.run_backward(
-            roots, grads, captures, retain_graph=retain_graph, create_graph=create_graph, accumulate=False
+            roots, grads, reachable, retain_graph=retain_graph, create_graph=create_graph, accumulate=False
         )
+    result = _unreached_as_none(result, captures)
     result = _finish(result, inputs, allow_unused, materialize_grads, create_graph)
     result = sparse_gradients(result, sparse_inputs) if sparse_inputs is not inputs else result
     return dict(zip(keys, result)) if keys is not None else result
+
+
+def _unreached_as_none(result, captures):
+    """The engine's gradients of the inputs that have an edge, with None for those that have none (a view made with
+    grad mode off of a tensor that requires grad: no gradient reaches it, as in torch)."""
+    found = iter(result)
+    return tuple([next(found) if edge is not None else None for edge in captures])
 
 
 def _finish(result, inputs, allow_unused, materialize_grads, create_graph):
@@ -314,4 +323,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     for x in inputs or ():
         if isinstance(x, Tensor) and x.grad_fn is not None:
             x._retain_grad()  # as torch: non-leaf inputs get .grad through retain_grad
-    _engine.run_backward(roots, grads, captures, retain_graph=retain_graph, create_graph=create_graph, accumulate=True)
+    reachable = [edge for edge in captures if edge is not None]
+    if captures and not reachable:
+        return  # only inputs no gradient reaches (views made with grad mode off): nothing to accumulate
+    _engine.run_backward(roots, grads, reachable, retain_graph=retain_graph, create_graph=create_graph, accumulate=True)
