@@ -70,7 +70,7 @@ def exclusive_host_value(tensor, replaced=False):
 
 
 def _outside_graph(tensor):
-    return not ((tensor._requires_grad or tensor._node is not None) and GRAD_MODE.enabled)
+    return not (in_graph(tensor) and GRAD_MODE.enabled)
 
 
 def _shared_with_views(tensor):
