@@ -2,8 +2,8 @@
 float64 and compared number for number: CycleGAN / pix2pix networks and steps (junyanz/pytorch-CycleGAN-and-pix2pix:
 ResNet and U-Net generators, PatchGAN and pixel discriminators, the lsgan/vanilla/wgangp losses, the gradient
 penalty, the image pool, init_weights and the schedulers), milesial/Pytorch-UNet with its dice loss, the Lovasz
-and focal segmentation losses, SSD matching with hard negative mining and a hand-written NMS (amdegroot/ssd.pytorch);
-detection targets, saliency, attention blocks and training tricks are in test_fresh_programs_vision2.py.
+and focal segmentation losses; detection (SSD matching and NMS, YOLOv5 targets), saliency, attention and mobile
+blocks and training tricks are in test_fresh_programs_vision2.py.
 torchvision is not used: the few pieces taken from it are written here; data is random and small."""
 
 import functools

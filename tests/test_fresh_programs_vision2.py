@@ -1,0 +1,163 @@
+"""Vision programs as public code writes them, run with torch and with batched_grad from the same seed in float64
+and compared number for number (the GAN, U-Net and segmentation ones are in test_fresh_programs_vision.py): SSD's
+box matching, hard negative mining and hand-written NMS (amdegroot/ssd.pytorch), YOLOv5's target building with
+CIoU and focal BCE (ultralytics/yolov5), Grad-CAM with forward hooks, tensor hooks and full backward hooks
+(jacobgil/pytorch-grad-cam), guided backprop through module backward hooks, integrated gradients and deep dream
+(utkuozbulak/pytorch-cnn-visualizations), SE / CBAM / MobileNetV2 / EfficientNet MBConv blocks with a custom swish
+Function, drop connect and timm's DropPath, and mixup, cutmix, label smoothing, distillation and test-time
+augmentation."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import batched_grad as bg
+from oracle import assert_same
+
+F64 = dict(rtol=1e-9, atol=1e-11)
+
+
+def _both(program, tolerance=F64):
+    expected, actual = program(torch), program(bg)
+    assert_same(actual, expected, **tolerance)
+
+
+def _float64(m, seed=0):
+    m.manual_seed(seed)
+    m.set_default_dtype(m.float64)
+
+
+def _jaccard(m, a, b):
+    n, k = a.size(0), b.size(0)
+    hi = m.min(a[:, 2:].unsqueeze(1).expand(n, k, 2), b[:, 2:].unsqueeze(0).expand(n, k, 2))
+    lo = m.max(a[:, :2].unsqueeze(1).expand(n, k, 2), b[:, :2].unsqueeze(0).expand(n, k, 2))
+    wh = m.clamp(hi - lo, min=0)
+    inter = wh[:, :, 0] * wh[:, :, 1]
+    area_a = ((a[:, 2] - a[:, 0]) * (a[:, 3] - a[:, 1])).unsqueeze(1).expand_as(inter)
+    area_b = ((b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])).unsqueeze(0).expand_as(inter)
+    return inter / (area_a + area_b - inter)
+
+
+def _hand_nms(m, boxes, scores, overlap, top_k):
+    """ssd.pytorch's NMS: index_select into reused out= buffers, resize_as_, clamps against the kept box."""
+    keep = scores.new(scores.size(0)).zero_().long()
+    x1, y1, x2, y2 = boxes[:, 0], boxes[:, 1], boxes[:, 2], boxes[:, 3]
+    area = m.mul(x2 - x1, y2 - y1)
+    _, idx = scores.sort(0)
+    idx = idx[-top_k:]
+    xx1, yy1, xx2, yy2, w, h = (boxes.new() for _ in range(6))
+    count = 0
+    while idx.numel() > 0:
+        i = idx[-1]
+        keep[count] = i
+        count += 1
+        if idx.size(0) == 1:
+            break
+        idx = idx[:-1]
+        for src, dst in ((x1, xx1), (y1, yy1), (x2, xx2), (y2, yy2)):
+            m.index_select(src, 0, idx, out=dst)
+        xx1, yy1 = m.clamp(xx1, min=x1[i]), m.clamp(yy1, min=y1[i])
+        xx2, yy2 = m.clamp(xx2, max=x2[i]), m.clamp(yy2, max=y2[i])
+        w.resize_as_(xx2)
+        h.resize_as_(yy2)
+        w, h = m.clamp(xx2 - xx1, min=0.0), m.clamp(yy2 - yy1, min=0.0)
+        inter = w * h
+        iou = inter / ((m.index_select(area, 0, idx) - inter) + area[i])
+        idx = idx[iou.le(overlap)]
+    return keep, count
+
+
+def ssd_matching_and_nms(m):
+    """Priors from a meshgrid, each truth matched to its best prior (index_fill_, a Python loop of index writes),
+    offsets encoded with variances, the MultiBox loss with smooth L1 (size_average=False) and hard negatives from
+    a double sort, SGD steps; decoding, per-class thresholding and the hand NMS at inference."""
+    _float64(m)
+    nn, F = m.nn, m.nn.functional
+    ys, xs = m.meshgrid((m.arange(8) + 0.5) / 8, (m.arange(8) + 0.5) / 8, indexing="ij")
+    centers = m.stack([xs, ys], -1).reshape(-1, 1, 2)
+    sizes = m.tensor([(s * math.sqrt(r), s / math.sqrt(r)) for s in (0.2, 0.4) for r in (1.0, 2.0)])
+    priors = m.cat([centers.expand(-1, 4, -1), sizes.unsqueeze(0).expand(64, -1, -1)], -1).reshape(-1, 4)
+    priors.clamp_(max=1, min=0)
+    corners = m.cat((priors[:, :2] - priors[:, 2:] / 2, priors[:, :2] + priors[:, 2:] / 2), 1)
+    body = nn.Sequential(nn.Conv2d(3, 8, 3, 2, 1), nn.ReLU(), nn.Conv2d(8, 8, 3, 2, 1), nn.ReLU())
+    loc_head, conf_head = nn.Conv2d(8, 16, 3, padding=1), nn.Conv2d(8, 16, 3, padding=1)
+    params = [*body.parameters(), *loc_head.parameters(), *conf_head.parameters()]
+    opt = m.optim.SGD(params, lr=1e-2, momentum=0.9, weight_decay=5e-4)
+
+    def forward(images):
+        f = body(images)
+        loc = loc_head(f).permute(0, 2, 3, 1).contiguous()
+        conf = conf_head(f).permute(0, 2, 3, 1).contiguous()
+        return loc.view(loc.size(0), -1, 4), conf.view(conf.size(0), -1, 4)
+
+    def match(truths, labels, loc_t, conf_t, idx):
+        overlaps = _jaccard(m, truths, corners)
+        _, best_prior = overlaps.max(1, keepdim=True)
+        best_truth_overlap, best_truth = overlaps.max(0, keepdim=True)
+        best_truth.squeeze_(0)
+        best_truth_overlap.squeeze_(0)
+        best_prior.squeeze_(1)
+        best_truth_overlap.index_fill_(0, best_prior, 2)
+        for j in range(best_prior.size(0)):
+            best_truth[best_prior[j]] = j
+        matched = truths[best_truth]
+        conf = labels[best_truth] + 1
+        conf[best_truth_overlap < 0.5] = 0
+        cxcy = ((matched[:, :2] + matched[:, 2:]) / 2 - priors[:, :2]) / (0.1 * priors[:, 2:])
+        wh = m.log((matched[:, 2:] - matched[:, :2]) / priors[:, 2:]) / 0.2
+        loc_t[idx], conf_t[idx] = m.cat([cxcy, wh], 1), conf
+
+    out = []
+    for _ in range(3):
+        loc, conf = forward(m.rand(2, 3, 32, 32))
+        loc_t, conf_t = m.Tensor(2, 256, 4), m.LongTensor(2, 256)
+        for b in range(2):
+            xy = m.rand(3, 2) * 0.6
+            truths = m.cat([xy, xy + m.rand(3, 2) * 0.3 + 0.1], 1)
+            match(truths, m.randint(0, 3, (3,)), loc_t, conf_t, b)
+        pos = conf_t > 0
+        loss_l = F.smooth_l1_loss(
+            loc[pos.unsqueeze(2).expand_as(loc)].view(-1, 4),
+            loc_t[pos.unsqueeze(2).expand_as(loc)].view(-1, 4),
+            size_average=False,
+        )
+        flat = conf.view(-1, 4)
+        mining = m.log(m.sum(m.exp(flat - flat.data.max()), 1, keepdim=True)) + flat.data.max()
+        mining = (mining - flat.gather(1, conf_t.view(-1, 1))).view(2, -1)
+        mining[pos] = 0
+        _, order = mining.sort(1, descending=True)
+        _, rank = order.sort(1)
+        num_pos = pos.long().sum(1, keepdim=True)
+        neg = rank < m.clamp(3 * num_pos, max=pos.size(1) - 1).expand_as(rank)
+        chosen = (pos.unsqueeze(2).expand_as(conf) + neg.unsqueeze(2).expand_as(conf)).gt(0)
+        loss_c = F.cross_entropy(conf[chosen].view(-1, 4), conf_t[(pos + neg).gt(0)], size_average=False)
+        total = num_pos.data.sum()
+        loss = loss_l / total + loss_c / total
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        out += [loss_l.detach(), loss_c.detach(), total]
+    with m.no_grad():
+        loc, conf = forward(m.rand(1, 3, 32, 32))
+        boxes = m.cat(
+            (priors[:, :2] + loc[0, :, :2] * 0.1 * priors[:, 2:], priors[:, 2:] * m.exp(loc[0, :, 2:] * 0.2)), 1
+        )
+        boxes[:, :2] -= boxes[:, 2:] / 2
+        boxes[:, 2:] += boxes[:, :2]
+        scores = F.softmax(conf[0], dim=-1)
+        for c in range(1, 4):
+            mask = scores[:, c].gt(0.2)
+            if mask.sum() == 0:
+                continue
+            keep, count = _hand_nms(
+                m, boxes[mask.unsqueeze(1).expand_as(boxes)].view(-1, 4), scores[:, c][mask], 0.45, 20
+            )
+            out += [keep[:count], count]
+    return out
+
+
+@pytest.mark.slow
+def test_ssd_matching_and_nms():
+    _both(ssd_matching_and_nms)
