@@ -161,3 +161,140 @@ def ssd_matching_and_nms(m):
 @pytest.mark.slow
 def test_ssd_matching_and_nms():
     _both(ssd_matching_and_nms)
+
+
+def _small_resnet(m, width=4, classes=5):
+    nn = m.nn
+
+    class Block(nn.Module):
+        def __init__(self, cin, cout, stride):
+            super().__init__()
+            self.conv1, self.bn1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False), nn.BatchNorm2d(cout)
+            self.conv2, self.bn2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False), nn.BatchNorm2d(cout)
+            self.relu = nn.ReLU(inplace=True)
+            self.downsample = None
+            if stride != 1 or cin != cout:
+                self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+        def forward(self, x):
+            out = self.bn2(self.conv2(self.relu(self.bn1(self.conv1(x)))))
+            out += x if self.downsample is None else self.downsample(x)
+            return self.relu(out)
+
+    class ResNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = nn.Sequential(nn.Conv2d(3, width, 7, 2, 3, bias=False), nn.BatchNorm2d(width), nn.ReLU(True))
+            self.pool = nn.MaxPool2d(3, 2, 1)
+            widths = [width, width, 2 * width, 4 * width]
+            self.layer1, self.layer2, self.layer3 = (
+                Block(a, b, 1 if a == b else 2) for a, b in zip(widths, widths[1:])
+            )
+            self.fc = nn.Linear(4 * width, classes)
+            for mod in self.modules():
+                if isinstance(mod, nn.Conv2d):
+                    nn.init.kaiming_normal_(mod.weight, mode="fan_out", nonlinearity="relu")
+
+        def forward(self, x):
+            x = self.layer3(self.layer2(self.layer1(self.pool(self.stem(x)))))
+            return self.fc(m.flatten(nn.AdaptiveAvgPool2d((1, 1))(x), 1))
+
+    return ResNet()
+
+
+def grad_cam_and_saliency(m):
+    """Grad-CAM over two target layers, the gradients caught once by tensor hooks registered in a forward hook and
+    once by full backward hooks, the CAM as NumPy means of gradients times activations; hooks removed; forward hooks
+    on named modules with retain_grad on an intermediate output; guided backprop whose ReLU backward hooks replace
+    grad_input; integrated gradients; deep dream's normalized ascent on the input through .data."""
+    _float64(m)
+    nn, F = m.nn, m.nn.functional
+    model, x, out = _small_resnet(m), m.rand(2, 3, 32, 32), []
+    opt = m.optim.SGD(model.parameters(), lr=0.05)
+    for _ in range(2):
+        loss = F.cross_entropy(model(x), m.tensor([1, 3]))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    model.eval()
+    for full in (False, True):
+        acts, grads, handles = [], [], []
+
+        def keep_grad(grad):
+            grads.insert(0, grad.detach())
+
+        def hook_output(mod, inputs, output):
+            output.register_hook(keep_grad)
+
+        for layer in (model.layer3, model.layer2):
+            handles.append(layer.register_forward_hook(lambda mod, i, o: acts.append(o.detach())))
+            if full:
+                handles.append(layer.register_full_backward_hook(lambda mod, gi, go: grads.insert(0, go[0].detach())))
+            else:
+                handles.append(layer.register_forward_hook(hook_output))
+        xin = m.autograd.Variable(x, requires_grad=True)
+        logits = model(xin)
+        model.zero_grad()
+        sum(row[c] for row, c in zip(logits, np.argmax(logits.data.numpy(), axis=-1))).backward(retain_graph=True)
+        for a, g in zip(acts, grads):
+            a, g = a.numpy(), g.numpy()
+            cam = np.maximum((np.mean(g, axis=(2, 3))[:, :, None, None] * a).sum(axis=1), 0)
+            out.append(m.tensor(cam))
+        out.append(xin.grad)
+        for h in handles:
+            h.remove()
+        out.append(len(model.layer3._forward_hooks) + len(model.layer3._backward_hooks))
+    features = {}
+    for name, mod in model.named_modules():
+        if isinstance(mod, nn.Conv2d):
+            mod.register_forward_hook(lambda mod, i, o, name=name: features.__setitem__(name, o))
+    xin = x.clone().requires_grad_()
+    model(xin)[:, 0].sum().backward()
+    middle = features["layer2.conv2"]
+    out += [middle.retains_grad, xin.grad.data.abs().max(dim=1)[0]]
+
+    m.manual_seed(1)
+    vgg = nn.Sequential(
+        nn.Conv2d(3, 6, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(6, 8, 3, padding=1), nn.ReLU()
+    )
+    head = nn.Linear(32, 5)
+    relu_outputs, first_grad = [], []
+
+    def relu_backward(mod, grad_in, grad_out):
+        forward_out = relu_outputs.pop()
+        forward_out[forward_out > 0] = 1
+        return (forward_out * m.clamp(grad_in[0], min=0.0),)
+
+    for mod in vgg:
+        if isinstance(mod, nn.ReLU):
+            mod.register_backward_hook(relu_backward)
+            mod.register_forward_hook(lambda mod, i, o: relu_outputs.append(o))
+    vgg[0].register_backward_hook(lambda mod, gi, go: first_grad.append(gi[0]))
+    image = m.rand(1, 3, 16, 16, requires_grad=True)
+    scores = head(m.flatten(F.adaptive_avg_pool2d(vgg(image), 2), 1))
+    one_hot = m.zeros(1, 5)
+    one_hot[0][3] = 1
+    scores.backward(gradient=one_hot)
+    out += [first_grad[0], image.grad]
+    integrated = m.zeros_like(image)
+    for alpha in np.arange(5) / 4:
+        scaled = (image.detach() * alpha).requires_grad_(True)
+        head(m.flatten(F.adaptive_avg_pool2d(vgg(scaled), 2), 1))[0, 2].backward()
+        integrated += scaled.grad / 4
+    out.append(integrated)
+    dream = m.autograd.Variable(m.rand(1, 3, 16, 16), requires_grad=True)
+    for _ in range(3):
+        vgg.zero_grad()
+        loss = vgg[:4](dream).norm()
+        loss.backward()
+        step = 0.1 / np.abs(dream.grad.data.numpy()).mean()
+        dream.data += step * dream.grad.data
+        dream.data = m.max(m.min(dream, m.ones_like(dream)), m.zeros_like(dream))
+        dream.grad.data.zero_()
+        out.append(loss.detach())
+    return out + [dream.detach()]
+
+
+@pytest.mark.slow
+def test_grad_cam_and_saliency():
+    _both(grad_cam_and_saliency)
