@@ -298,3 +298,148 @@ def grad_cam_and_saliency(m):
 @pytest.mark.slow
 def test_grad_cam_and_saliency():
     _both(grad_cam_and_saliency)
+
+
+def attention_and_mobile_blocks(m):
+    """Squeeze-and-excitation, CBAM (avg / max / lp / logsumexp channel pools, a 7x7 spatial gate over channel max
+    and mean), depthwise-separable and inverted-residual blocks with ReLU6, EfficientNet's MBConv with the memory
+    efficient swish as an autograd.Function, same padding computed per call and drop connect by floor(keep + rand),
+    timm's DropPath by bernoulli_; RMSprop steps in train mode, an eval pass, gradcheck of the swish."""
+    _float64(m)
+    nn, F = m.nn, m.nn.functional
+
+    class Swish(m.autograd.Function):
+        @staticmethod
+        def forward(ctx, i):
+            ctx.save_for_backward(i)
+            return i * m.sigmoid(i)
+
+        @staticmethod
+        def backward(ctx, grad_output):
+            (i,) = ctx.saved_tensors
+            s = m.sigmoid(i)
+            return grad_output * (s * (1 + i * (1 - s)))
+
+    class SamePadConv(nn.Conv2d):
+        def forward(self, x):
+            ih, iw = x.size()[-2:]
+            kh, kw = self.weight.size()[-2:]
+            pads = [
+                max((math.ceil(n / s) - 1) * s + (k - 1) * d + 1 - n, 0)
+                for n, s, k, d in zip((ih, iw), self.stride, (kh, kw), self.dilation)
+            ]
+            x = F.pad(x, [pads[1] // 2, pads[1] - pads[1] // 2, pads[0] // 2, pads[0] - pads[0] // 2])
+            return F.conv2d(x, self.weight, self.bias, self.stride, 0, self.dilation, self.groups)
+
+    class MBConv(nn.Module):
+        def __init__(self, cin, cout, k, stride, expand, se=True):
+            super().__init__()
+            mid, self.skip = cin * expand, stride == 1 and cin == cout
+            self.expand = (
+                nn.Sequential(SamePadConv(cin, mid, 1, bias=False), nn.BatchNorm2d(mid, momentum=0.01, eps=1e-3))
+                if expand != 1
+                else None
+            )
+            self.dw = nn.Sequential(
+                SamePadConv(mid, mid, k, stride, groups=mid, bias=False), nn.BatchNorm2d(mid, momentum=0.01, eps=1e-3)
+            )
+            self.se = (SamePadConv(mid, max(1, cin // 4), 1), SamePadConv(max(1, cin // 4), mid, 1)) if se else None
+            self.se_layers = nn.ModuleList(self.se) if se else None
+            self.project = nn.Sequential(
+                SamePadConv(mid, cout, 1, bias=False), nn.BatchNorm2d(cout, momentum=0.01, eps=1e-3)
+            )
+
+        def forward(self, inputs, rate):
+            x = inputs if self.expand is None else Swish.apply(self.expand(inputs))
+            x = Swish.apply(self.dw(x))
+            if self.se is not None:
+                x = m.sigmoid(self.se[1](Swish.apply(self.se[0](F.adaptive_avg_pool2d(x, 1))))) * x
+            x = self.project(x)
+            if self.skip:
+                if rate and self.training:
+                    x = x / (1 - rate) * m.floor((1 - rate) + m.rand([x.shape[0], 1, 1, 1], dtype=x.dtype))
+                x = x + inputs
+            return x
+
+    def drop_path(x, p, training):
+        if p == 0.0 or not training:
+            return x
+        mask = x.new_empty((x.shape[0],) + (1,) * (x.ndim - 1)).bernoulli_(1 - p)
+        return x * mask.div_(1 - p)
+
+    def inverted_residual(cin, cout, stride, expand):
+        mid = cin * expand
+        layers = (
+            [] if expand == 1 else [nn.Conv2d(cin, mid, 1, bias=False), nn.BatchNorm2d(mid), nn.ReLU6(inplace=True)]
+        )
+        layers += [
+            nn.Conv2d(mid, mid, 3, stride, 1, groups=mid, bias=False),
+            nn.BatchNorm2d(mid),
+            nn.ReLU6(inplace=True),
+        ]
+        return nn.Sequential(*layers, nn.Conv2d(mid, cout, 1, bias=False), nn.BatchNorm2d(cout))
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, 2, 1, bias=False), nn.BatchNorm2d(8), nn.ReLU6(inplace=True))
+            self.se = nn.Sequential(
+                nn.Linear(8, 2, bias=False), nn.ReLU(inplace=True), nn.Linear(2, 8, bias=False), nn.Sigmoid()
+            )
+            self.channel_mlp = nn.Sequential(nn.Flatten(), nn.Linear(8, 2), nn.ReLU(), nn.Linear(2, 8))
+            self.spatial = nn.Sequential(nn.Conv2d(2, 1, 7, padding=3, bias=False), nn.BatchNorm2d(1, momentum=0.01))
+            self.dw = nn.Sequential(
+                nn.Conv2d(8, 8, 3, 1, 1, groups=8, bias=False),
+                nn.BatchNorm2d(8),
+                nn.ReLU(inplace=True),
+                nn.Conv2d(8, 16, 1, bias=False),
+            )
+            self.ir = nn.ModuleList(
+                [inverted_residual(16, 16, 1, 1), inverted_residual(16, 16, 1, 4), inverted_residual(16, 24, 2, 6)]
+            )
+            self.mb = nn.ModuleList(
+                [MBConv(24, 24, 3, 1, 4), MBConv(24, 24, 5, 1, 1, se=False), MBConv(24, 32, 3, 2, 6)]
+            )
+            self.head = nn.Linear(32, 5)
+
+        def forward(self, x):
+            x = self.stem(x)
+            b, c = x.shape[:2]
+            x = x + drop_path(x * self.se(F.adaptive_avg_pool2d(x, 1).view(b, c)).view(b, c, 1, 1), 0.3, self.training)
+            window = (x.size(2), x.size(3))
+            flat = x.view(b, c, -1)
+            top = m.max(flat, dim=2, keepdim=True)[0]
+            pools = [
+                F.avg_pool2d(x, window, stride=window),
+                F.max_pool2d(x, window, stride=window),
+                F.lp_pool2d(x, 2, window, stride=window),
+            ]
+            pools.append(top + (flat - top).exp().sum(dim=2, keepdim=True).log())
+            x = x * F.sigmoid(sum(self.channel_mlp(p) for p in pools)).unsqueeze(2).unsqueeze(3).expand_as(x)
+            x = x * F.sigmoid(self.spatial(m.cat((m.max(x, 1)[0].unsqueeze(1), m.mean(x, 1).unsqueeze(1)), dim=1)))
+            x = self.dw(x)
+            for i, block in enumerate(self.ir):
+                x = x + block(x) if i < 2 else block(x)
+            for i, block in enumerate(self.mb):
+                x = block(x, 0.2 * i / len(self.mb))
+            return self.head(F.dropout(F.adaptive_avg_pool2d(x, 1).flatten(1), 0.2, self.training))
+
+    net, x, y = Net(), m.rand(2, 3, 32, 32), m.tensor([0, 4])
+    opt = m.optim.RMSprop(net.parameters(), lr=1e-3, alpha=0.9, eps=1e-3, momentum=0.9, weight_decay=1e-5)
+    out = []
+    for _ in range(3):
+        loss = F.cross_entropy(net(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        out.append(loss.detach())
+    net.eval()
+    with m.no_grad():
+        out.append(net(x))
+    out += [v.detach().double().abs().sum() for v in net.state_dict().values()]
+    return out + [m.autograd.gradcheck(Swish.apply, (m.randn(3, 4, requires_grad=True),))]
+
+
+@pytest.mark.slow
+def test_attention_and_mobile_blocks():
+    _both(attention_and_mobile_blocks)
