@@ -64,6 +64,22 @@ def test_hardsigmoid_has_no_double_backward():
     raises_like_torch(double_backward)
 
 
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("name", ["hardsigmoid", "hardswish"])
+def test_hard_activations_round_as_torch(name, dtype):
+    """Bit for bit on a fine grid: torch divides (x + 3) by 6 (and x by 3), which XLA would turn into a multiply by
+    the reciprocal, and hardsigmoid's backward scales by 1/6 rounded to float32 in every dtype."""
+
+    def values_and_grad(m):
+        x = m.linspace(-4, 4, 1601, dtype=getattr(m, dtype), requires_grad=True)
+        y = getattr(m.nn.functional, name)(x)
+        (g,) = m.autograd.grad(y, x, m.linspace(-1, 2, 1601, dtype=getattr(m, dtype)))
+        return y, g
+
+    for got, want in zip(values_and_grad(bg), values_and_grad(torch)):
+        np.testing.assert_array_equal(got.detach().double().numpy(), want.detach().double().numpy())
+
+
 @pytest.mark.parametrize("name", CALLS)
 def test_node_names(name):
     x = bg.tensor(KINKS, requires_grad=True)

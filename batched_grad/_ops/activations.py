@@ -16,6 +16,7 @@ from ._mixed_dtype import halves_in_float32
 from .elementwise import UNARY
 from .nn import _check_tensor, _require_inexact, _softmax_dim, softmax
 from .random_draws import sample
+from .rounding import divide
 
 _SELU_ALPHA, _SELU_SCALE = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
 
@@ -25,9 +26,19 @@ def _hardtanh(a, low, high):  # the bounds are operands (0-d arrays): new bounds
     return jnp.where(a <= low, low, jnp.where(a >= high, high, a))
 
 
+_ONE_SIXTH = np.float32(1 / 6)  # torch's hardsigmoid backward scales by 1/6 rounded to float32, in every dtype
+
+
+def _hardsigmoid_values(a):
+    """torch's min(max(x + 3, 0), 6) / 6, whose derivative is float32(1/6) strictly inside (-3, 3), else 0."""
+    out = jax.lax.stop_gradient(divide(jnp.clip(a + 3, 0, 6), np.asarray(6, a.dtype)))
+    inside = (a > -3) & (a < 3)
+    return out + jnp.where(inside, a - jax.lax.stop_gradient(a), 0) * _ONE_SIXTH.astype(a.dtype)
+
+
 # torch has no derivative of hardsigmoid's backward: its double backward raises
 _hardsigmoid = _derivatives.first_order_only(
-    lambda a: jnp.where(a <= -3, 0, jnp.where(a >= 3, 1, a / 6 + 0.5)).astype(a.dtype),
+    _hardsigmoid_values,
     lambda: RuntimeError("derivative for aten::hardsigmoid_backward is not implemented"),
 )
 
@@ -35,7 +46,7 @@ _hardsigmoid = _derivatives.first_order_only(
 # torch's derivative: 0 up to -3, x / 3 + 1/2 below 3, then 1
 _hardswish = _derivatives.with_partials(
     lambda a: a * jnp.clip(a + 3, 0, 6) / 6,
-    lambda a, out: jnp.where(a <= -3, 0, jnp.where(a < 3, a / 3 + 0.5, 1)).astype(a.dtype),
+    lambda a, out: jnp.where(a <= -3, 0, jnp.where(a < 3, divide(a, np.asarray(3, a.dtype)) + 0.5, 1)).astype(a.dtype),
 )
 
 

@@ -1,5 +1,5 @@
 """F.interpolate (and the deprecated upsample names): nearest, nearest-exact, (bi/tri)linear and bicubic resizing,
-and the anti-aliased bilinear, bicubic and lanczos resizing, as one linear op per call, a product with one (out, in)
+and the antialiased bilinear, bicubic and lanczos ones, as one linear op per call, a product with one (out, in)
 matrix per spatial dim that holds torch's source indices and weights; area resizing is adaptive average pooling."""
 
 import functools
@@ -9,13 +9,16 @@ import warnings
 import jax.numpy as jnp
 import numpy as np
 
+from .. import _dtypes
+from .._dtypes import not_implemented
 from ._core import Op, apply
-from .nn import _check_tensor
+from .nn import _check_tensor, _require_inexact
 from .pooling import adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d
 
 _MODES = ("nearest", "linear", "bilinear", "bicubic", "trilinear", "lanczos", "area", "nearest-exact")
-_LINEAR_DIMS = {"linear": 1, "bilinear": 2, "trilinear": 3, "bicubic": 2}
+_LINEAR_DIMS = {"linear": 1, "bilinear": 2, "trilinear": 3, "bicubic": 2, "lanczos": 2}
 _CUBIC_A = -0.75
+_MODE_LIST = "nearest | linear | bilinear | bicubic | trilinear | lanczos | area | nearest-exact"
 
 
 def _cubic_weights(t):
@@ -30,49 +33,9 @@ def _cubic_weights(t):
     return np.stack([far(t + 1), near(t), near(1 - t), far(2 - t)], -1)
 
 
-def _triangle(x):
-    return np.maximum(1 - np.abs(x), 0)
-
-
-def _keys_cubic(x):
-    """The cubic convolution kernel with a = -0.5, which torch's anti-aliased bicubic uses (as PIL does)."""
-    x = np.abs(x)
-    near = (1.5 * x - 2.5) * x * x + 1
-    far = ((-0.5 * x + 2.5) * x - 4) * x + 2
-    return np.where(x < 1, near, np.where(x < 2, far, 0.0))
-
-
-def _lanczos3(x):
-    return np.where(np.abs(x) < 3, np.sinc(x) * np.sinc(x / 3), 0.0)
-
-
-# mode -> (the filter's half width in source pixels at unit scale, the filter)
-_ANTIALIAS_FILTERS = {"bilinear": (1, _triangle), "bicubic": (2, _keys_cubic), "lanczos": (3, _lanczos3)}
-
-
-def _antialias_matrix(mode, size, out, scale, align_corners):
-    """Rows of the filter stretched by the downscale factor (when it exceeds 1) around each output pixel's centre,
-    cut to the input and normalised to sum 1, as torch's _upsample_*_aa kernels compute them."""
-    s = ((size - 1) / (out - 1) if out > 1 else 0.0) if align_corners else (size / out if scale is None else scale)
-    half_width, kernel = _ANTIALIAS_FILTERS[mode]
-    support = half_width * s if s >= 1 else half_width
-    stretch = 1 / s if s >= 1 else 1.0
-    m = np.zeros((out, size))
-    for i in range(out):
-        center = s * (i + 0.5)
-        # int() truncates toward zero, as the C++ casts do
-        low, high = max(int(center - support + 0.5), 0), min(int(center + support + 0.5), size)
-        weights = kernel((np.arange(low, high) - center + 0.5) * stretch)
-        total = weights.sum()
-        m[i, low:high] = weights / total if total != 0 else weights
-    return m
-
-
 @functools.lru_cache(maxsize=512)
-def _matrix(mode, size, out, scale, align_corners, antialias):
+def _matrix(mode, size, out, scale, align_corners):
     """The (out, size) matrix resizing one dim as torch does; `scale` is torch's input-per-output scale, or None."""
-    if antialias:
-        return _antialias_matrix(mode, size, out, scale, align_corners)
     m = np.zeros((out, size))
     dst = np.arange(out, dtype=np.float64)
     if mode in ("nearest", "nearest-exact"):
@@ -100,11 +63,56 @@ def _matrix(mode, size, out, scale, align_corners, antialias):
     return m
 
 
-def _resize(a, *, mode, outs, scales, align_corners, antialias):
+def _aa_filter(mode, x):
+    """torch's antialiasing filters: the triangle, Keys' cubic (A = -0.5) and Lanczos-3."""
+    x = np.abs(x)
+    if mode == "bilinear":
+        return np.where(x < 1, 1 - x, 0)
+    if mode == "bicubic":
+        a = -0.5
+        return np.where(
+            x < 1, ((a + 2) * x - (a + 3)) * x * x + 1, np.where(x < 2, ((a * x - 5 * a) * x + 8 * a) * x - 4 * a, 0)
+        )
+    with np.errstate(invalid="ignore", divide="ignore"):
+        sinc = np.where(x == 0, 1, np.sin(np.pi * x) / (np.pi * x))
+        sinc3 = np.where(x == 0, 1, np.sin(np.pi * x / 3) / (np.pi * x / 3))
+    return np.where(x < 3, sinc * sinc3, 0)
+
+
+_AA_TAPS = {"bilinear": 2, "bicubic": 4, "lanczos": 6}
+
+
+@functools.lru_cache(maxsize=512)
+def _aa_matrix(mode, size, out, scale, align_corners, dtype):
+    """The (out, size) antialiased resizing matrix, computed as torch's kernel computes it in `dtype`: a downscaling
+    filter widens by the scale, and each output's weights over its input window sum to 1."""
+    one = np.dtype(dtype).type
+    if align_corners:
+        s = one((size - 1) / (out - 1)) if out > 1 else one(0)
+    else:
+        s = one(size / out if scale is None else scale)
+    support = one(_AA_TAPS[mode] * 0.5) * s if s >= 1 else one(_AA_TAPS[mode] * 0.5)
+    invscale = one(1) / s if s >= 1 else one(1)
+    m = np.zeros((out, size), dtype)
+    for i in range(out):
+        center = s * one(i + 0.5)
+        low = max(int(center - support + one(0.5)), 0)
+        high = min(int(center + support + one(0.5)), size)
+        w = _aa_filter(mode, (np.arange(low, high, dtype=dtype) - center + one(0.5)) * invscale).astype(dtype)
+        total = w.sum(dtype=dtype)
+        m[i, low:high] = w / total if total != 0 else w
+    return m
+
+
+def _resize(a, *, mode, outs, scales, align_corners, antialias=False):
     n = len(outs)
-    for d, (out, scale) in enumerate(zip(outs, scales)):
-        axis = a.ndim - n + d
-        m = jnp.asarray(_matrix(mode, a.shape[axis], out, scale, align_corners, antialias), a.dtype)
+    order = range(n - 1, -1, -1) if antialias else range(n)  # torch's antialiased kernel resizes the width first
+    for d in order:
+        axis, out, scale = a.ndim - n + d, outs[d], scales[d]
+        if antialias:
+            m = jnp.asarray(_aa_matrix(mode, a.shape[axis], out, scale, align_corners, np.dtype(a.dtype).name))
+        else:
+            m = jnp.asarray(_matrix(mode, a.shape[axis], out, scale, align_corners), a.dtype)
         a = jnp.moveaxis(jnp.tensordot(a, m, axes=((axis,), (1,))), -1, axis)
     return a
 
@@ -116,17 +124,46 @@ _BACKWARD = {
     "bilinear": "UpsampleBilinear2DBackward0",
     "trilinear": "UpsampleTrilinear3DBackward0",
     "bicubic": "UpsampleBicubic2DBackward0",
-    "lanczos": "UpsampleLanczos2DAaBackward0",
 }
+_AA_BACKWARD = {"bilinear": "UpsampleBilinear2DAaBackward0", "bicubic": "UpsampleBicubic2DAaBackward0"}
 
 
 def _backward_name(sig):
     static = dict(sig.static)
-    name = _BACKWARD[static["mode"]].format(len(static["outs"]))
-    return name.replace("2DBackward0", "2DAaBackward0") if static["antialias"] else name
+    if static.get("antialias"):
+        return _AA_BACKWARD.get(static["mode"], "UpsampleLanczos2DAaBackward0")
+    return _BACKWARD[static["mode"]].format(len(static["outs"]))
 
 
-_RESIZE = Op("upsample", _resize, linear=True, backward_name=_backward_name)
+_RESIZE = Op(
+    "upsample",
+    _resize,
+    linear=True,
+    backward_name=_backward_name,
+)
+
+
+# the kernels whose names torch's errors give for an integer input
+_WEIGHT_KERNELS = {
+    "linear": "compute_indices_weights_linear",
+    "trilinear": "compute_indices_weights_linear",
+    "bilinear": "upsample_bilinear2d_channels_last",
+    "bicubic": "compute_indices_weights_cubic",
+}
+
+
+def _check_dtype(mode, antialias, dtype):
+    """torch's refusals of integer inputs by the interpolating modes, and of half inputs by the antialiased ones.
+    uint8, which torch's bilinear and bicubic kernels resize in integer arithmetic of their own, is refused here."""
+    if antialias and dtype not in (_dtypes.float32, _dtypes.float64, _dtypes.uint8):
+        raise not_implemented("compute_index_ranges_weights", dtype)
+    if dtype == _dtypes.uint8 and mode in ("bilinear", "bicubic", "lanczos"):
+        raise NotImplementedError(
+            f"interpolate: mode='{mode}' on a torch.uint8 input (torch resizes it in integer arithmetic) is not "
+            f"supported here; resize a floating copy, e.g. input.float(), and round that"
+        )
+    if mode in _WEIGHT_KERNELS:
+        _require_inexact(_WEIGHT_KERNELS[mode], dtype)
 
 
 def _sizes(input, n, size, scale_factor, recompute_scale_factor):
@@ -157,13 +194,6 @@ def _sizes(input, n, size, scale_factor, recompute_scale_factor):
     return outs, (None,) * n if recompute_scale_factor else tuple(1.0 / f for f in factors)
 
 
-def _unsupported(input, mode):
-    return NotImplementedError(
-        f"Input Error: Only 3D, 4D and 5D input Tensors supported (got {input.ndim}D) for the modes: nearest | "
-        f"linear | bilinear | bicubic | trilinear | lanczos | area | nearest-exact (got {mode})"
-    )
-
-
 def interpolate(
     input,
     size=None,
@@ -177,7 +207,10 @@ def interpolate(
     source positions for each mode."""
     _check_tensor("interpolate", "input", input)
     if mode not in _MODES:
-        raise _unsupported(input, mode)
+        raise NotImplementedError(
+            f"Input Error: Only 3D, 4D and 5D input Tensors supported (got {input.ndim}D) for the modes: {_MODE_LIST} "
+            f"(got {mode})"
+        )
     if mode in ("nearest", "area", "nearest-exact"):
         if align_corners is not None:
             raise ValueError(
@@ -186,38 +219,29 @@ def interpolate(
             )
     elif align_corners is None:
         align_corners = False
-    _check_antialias(input, mode, align_corners, antialias)
-    n = input.ndim - 2
-    if n not in (1, 2, 3):
-        raise _unsupported(input, mode)
-    if mode in _LINEAR_DIMS and _LINEAR_DIMS[mode] != n:
-        raise NotImplementedError(f"Got {input.ndim}D input, but {mode} mode needs {_LINEAR_DIMS[mode] + 2}D input")
-    outs, scales = _sizes(input, n, size, scale_factor, recompute_scale_factor)
-    if mode == "area":
-        return (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d)[n - 1](input, outs)
-    return apply(
-        _RESIZE,
-        [input],
-        mode=mode,
-        outs=outs,
-        scales=scales,
-        align_corners=bool(align_corners),
-        antialias=bool(antialias),
-    )
-
-
-def _check_antialias(input, mode, align_corners, antialias):
-    if antialias and not (mode in _ANTIALIAS_FILTERS and input.ndim == 4):
+    if antialias and not (mode in _AA_TAPS and input.ndim == 4):
         raise ValueError(
             "Anti-alias option is restricted to bilinear, bicubic, and lanczos modes and requires a 4-D tensor as input"
         )
-    if mode == "lanczos" and input.ndim != 4:
-        raise _unsupported(input, mode)
-    if mode == "lanczos":
+    if mode == "lanczos" and input.ndim == 4:
         if align_corners:
             raise ValueError("Lanczos mode does not support align_corners=True")
         if not antialias:
             raise ValueError("Lanczos mode requires antialias=True")
+    n = input.ndim - 2
+    if n not in (1, 2, 3) or mode == "lanczos" and n != 2:  # torch has no lanczos kernel for other ranks
+        raise NotImplementedError(
+            f"Input Error: Only 3D, 4D and 5D input Tensors supported (got {input.ndim}D) for the modes: {_MODE_LIST} "
+            f"(got {mode})"
+        )
+    if mode in _LINEAR_DIMS and _LINEAR_DIMS[mode] != n:
+        raise NotImplementedError(f"Got {input.ndim}D input, but {mode} mode needs {_LINEAR_DIMS[mode] + 2}D input")
+    outs, scales = _sizes(input, n, size, scale_factor, recompute_scale_factor)
+    _check_dtype(mode, antialias, input.dtype)
+    if mode == "area":
+        return (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d)[n - 1](input, outs)
+    aa = {"antialias": True} if antialias else {}
+    return apply(_RESIZE, [input], mode=mode, outs=outs, scales=scales, align_corners=bool(align_corners), **aa)
 
 
 def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
