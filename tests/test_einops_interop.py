@@ -132,3 +132,10 @@ def test_layers_copy_and_pickle_keep_the_pattern():
         assert repr(clone) == repr(layer)
         x = bg.randn(3, 4)
         assert_same(clone(x), torch.tensor(layer(x).numpy()))
+
+
+def test_torch_einops_layer_in_a_batched_grad_container_names_the_replacement():
+    with pytest.raises(TypeError, match=r"Rearrange is not a Module subclass \(.*batched_grad\.einops_layers\)"):
+        bg.nn.Sequential(einops.layers.torch.Rearrange("b c -> c b"))
+    with pytest.raises(TypeError, match=r"^int is not a Module subclass$"):
+        bg.nn.Sequential(3)

@@ -34,6 +34,13 @@ def _set_data(tensor, value):
     tensor.data = value
 
 
+def _einops_layer_hint(value):
+    """Where einops' layers for batched_grad are, when `value` is one of einops.layers.torch (a torch module)."""
+    if type(value).__module__ == "einops.layers.torch":
+        return f" (einops.layers.torch.{type(value).__name__} is a torch module: use batched_grad.einops_layers)"
+    return ""
+
+
 def _typename(value):
     """torch.typename: torch.FloatTensor for a float32 tensor, else the class name."""
     return type_name(value.dtype.np) if isinstance(value, Tensor) else type(value).__name__
@@ -221,7 +228,7 @@ class Module(ModuleState):
     def add_module(self, name, module):
         """Register a child module under `name`."""
         if module is not None and not isinstance(module, Module):
-            raise TypeError(f"{_typename(module)} is not a Module subclass")
+            raise TypeError(f"{_typename(module)} is not a Module subclass{_einops_layer_hint(module)}")
         registry = self._registry("_modules")
         self._check_name("module", name, registry)
         registry[name] = module
