@@ -2,6 +2,9 @@
 the scaled-dot-product-attention kernel choices, settable as torch's; XLA chooses its own kernels, so they are
 recorded and change nothing."""
 
+import contextlib
+import warnings
+
 from .. import cuda as _cuda
 
 
@@ -29,7 +32,8 @@ matmul = _Switches(
     allow_bf16_reduced_precision_reduction=True,
     allow_fp16_accumulation=False,
 )
-_sdp = {"flash": True, "mem_efficient": True, "math": True, "cudnn": True}
+sdp_switches = {"flash": True, "mem_efficient": True, "math": True, "cudnn": True, "overrideable": True}
+sdp_priority = [1, 2, 0, 3, 4]  # torch's default preference: flash, efficient, math, cuDNN, overrideable
 
 
 def is_built():
@@ -39,10 +43,10 @@ def is_built():
 
 def _sdp_switch(kind):
     def enable(enabled):
-        _sdp[kind] = bool(enabled)
+        sdp_switches[kind] = bool(enabled)
 
     def query():
-        return _sdp[kind]
+        return sdp_switches[kind]
 
     enable.__name__, query.__name__ = f"enable_{kind}_sdp", f"{kind}_sdp_enabled"
     return enable, query
@@ -52,3 +56,24 @@ enable_flash_sdp, flash_sdp_enabled = _sdp_switch("flash")
 enable_mem_efficient_sdp, mem_efficient_sdp_enabled = _sdp_switch("mem_efficient")
 enable_math_sdp, math_sdp_enabled = _sdp_switch("math")
 enable_cudnn_sdp, cudnn_sdp_enabled = _sdp_switch("cudnn")
+
+
+@contextlib.contextmanager
+def sdp_kernel(enable_flash=True, enable_math=True, enable_mem_efficient=True, enable_cudnn=True):
+    """The older form of torch.nn.attention.sdpa_kernel (deprecated in torch): the backends enabled by flag."""
+    warnings.warn(
+        "`torch.backends.cuda.sdp_kernel()` is deprecated. In the future, this context manager will be removed. "
+        "Please see `torch.nn.attention.sdpa_kernel()` for the new context manager, with updated signature.",
+        FutureWarning,
+        stacklevel=3,
+    )
+    from ..nn._sdpa_kernel import SDPBackend, sdpa_kernel
+
+    flags = [
+        (enable_flash, SDPBackend.FLASH_ATTENTION),
+        (enable_mem_efficient, SDPBackend.EFFICIENT_ATTENTION),
+        (enable_math, SDPBackend.MATH),
+        (enable_cudnn, SDPBackend.CUDNN_ATTENTION),
+    ]
+    with sdpa_kernel([backend for enabled, backend in flags if enabled]) as context:
+        yield context

@@ -1,6 +1,7 @@
 """Multi-head attention as torch computes it: F.multi_head_attention_forward (packed or separate input projections,
 bias_k/bias_v, zero attention, boolean or additive masks, key padding, per-head or averaged weights) and the
-MultiheadAttention module with torch's parameters, initialization and repr."""
+MultiheadAttention module with torch's parameters, initialization and repr; as torch.nn.attention, it also names
+the kernel choice (SDPBackend, sdpa_kernel)."""
 
 import math
 import warnings
@@ -9,6 +10,7 @@ from .. import _dtypes, _factories
 from .._ops.shape import cat
 from . import functional as F
 from . import init
+from ._sdpa_kernel import SDPBackend, sdpa_kernel  # noqa: F401  (torch.nn.attention's names)
 from .basic import Linear
 from .module import Module
 from .parameter import Parameter
