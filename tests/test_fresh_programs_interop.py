@@ -2,8 +2,8 @@
 run with torch and with batched_grad from the same seed in float64: einops (rearrange, reduce, repeat, einsum,
 pack/unpack and its Rearrange/Reduce/EinMix layers, taken from einops.layers.torch or batched_grad.einops_layers) in
 the shapes of vit-pytorch's ViT/CaiT/Cross-ViT/MaxViT, perceiver-pytorch, a Swin window attention, lucidrains'
-MLP-Mixer, einops' ResMLP written with EinMix and denoising-diffusion-pytorch's 1-d Unet pieces; and NumPy,
-matplotlib and scipy.optimize handed tensors."""
+MLP-Mixer, einops' ResMLP written with EinMix, denoising-diffusion-pytorch's 1-d Unet pieces and x-transformers'
+Attend; and NumPy, matplotlib and scipy.optimize handed tensors."""
 
 import math
 from functools import partial
@@ -303,6 +303,55 @@ def register_tokens(m):
     return _train(m, model, lambda: F.cross_entropy(logits(images), labels))
 
 
+def xtransformers_attend(m):
+    """x-transformers' Attend in its main branches: a key padding mask rearranged to 'b 1 1 j', causal masks from
+    triu, grouped key/value heads repeated ('b kvh n d -> b (r kvh) n d'), l2-distance scores through pack('* i d')
+    and cdist, sparse top-k, talking heads as 1x1 convolutions, and the fused path: scaled_dot_product_attention
+    inside sdpa_kernel with a bias filled with -finfo.max // 2 (its gradients were nan); outputs and gradients."""
+    nn, F = m.nn, m.nn.functional
+    attention = m.nn.attention
+    m.manual_seed(0)
+    b, h, n, d = 2, 4, 5, 3
+    q, k, v = (m.randn(b, h, n, d, requires_grad=True) for _ in range(3))
+    kv_grouped = [m.randn(b, 2, n, d, requires_grad=True) for _ in range(2)]
+    padding = m.rand(b, n) > 0.3
+    padding[:, 0] = True
+    bias = m.randn(h, n, n)
+    talk = nn.Conv2d(h, h, 1, bias=False)
+    causal = m.ones((n, n), dtype=m.bool).triu(1)
+    neg = -m.finfo(q.dtype).max
+
+    def scores(q, k, variant):
+        if variant == "l2":
+            packed_q, shapes = pack([q], "* i d")
+            packed_k, _ = pack([k], "* j d")
+            return -unpack(m.cdist(packed_q, packed_k) ** 2, shapes, "* i j")[0]
+        return m.einsum("b h i d, b h j d -> b h i j", q, k) * d**-0.5
+
+    def attend(q, k, v, variant):
+        if k.shape[1] < h:
+            k, v = (repeat(t, "b kvh n d -> b (r kvh) n d", r=h // k.shape[1]) for t in (k, v))
+        if variant == "fused":
+            masked_bias = rearrange(bias, "h i j -> 1 h i j").expand(b, h, -1, -1).masked_fill(causal, neg // 2)
+            with attention.sdpa_kernel([attention.SDPBackend.MATH, attention.SDPBackend.FLASH_ATTENTION]):
+                return F.scaled_dot_product_attention(q, k, v, attn_mask=masked_bias)
+        sim = scores(q, k, variant)
+        if variant == "talking":
+            sim = talk(sim)
+        sim = sim.masked_fill(~rearrange(padding, "b j -> b 1 1 j"), neg).masked_fill(causal, neg)
+        if variant == "topk":
+            top, _ = sim.topk(2, dim=-1)
+            sim = sim.masked_fill(~((sim >= top[..., -1:]) & (sim > neg)), neg)
+        return m.einsum("b h i j, b h j d -> b h i d", F.softmax(sim, dim=-1), v)
+
+    out = []
+    for variant in ("plain", "l2", "topk", "talking", "fused"):
+        for keys in ((k, v), kv_grouped):
+            o = attend(q, *keys, variant)
+            out += [o.detach(), *m.autograd.grad((o * o).sum(), (q, *keys))]
+    return out
+
+
 # these compile the most programs (attention over several shapes, a transformer encoder layer): over 2 s each
 SLOW = pytest.mark.slow
 
@@ -316,6 +365,7 @@ SLOW = pytest.mark.slow
         mixers,
         pytest.param(diffusion_unet_pieces, marks=SLOW),
         pytest.param(register_tokens, marks=SLOW),
+        pytest.param(xtransformers_attend, marks=SLOW),
     ],
     ids=lambda program: program.__name__,
 )
