@@ -1,6 +1,7 @@
 """einops' layers as batched_grad modules: `from batched_grad.einops_layers import Rearrange, Reduce, EinMix` in
 place of `from einops.layers.torch import ...`. The pattern handling is einops' own (its layer mixins); the forward
-pass goes through einops' backend for batched_grad tensors."""
+pass goes through einops' backend for batched_grad tensors. einops.layers.torch's Rearrange and Reduce (torch
+modules that hold only a pattern) put in a batched_grad module become these layers of the same pattern."""
 
 from einops.layers import RearrangeMixin, ReduceMixin
 from einops.layers._einmix import _EinmixMixin
@@ -18,6 +19,15 @@ class Rearrange(RearrangeMixin, nn.Module):
 class Reduce(ReduceMixin, nn.Module):
     def forward(self, input):
         return self._apply_recipe(input)
+
+
+def from_torch_layer(layer):
+    """The batched_grad layer of einops.layers.torch's Rearrange or Reduce `layer`: its pattern, reduction and axis
+    lengths (what einops pickles of it)."""
+    kind = {"Rearrange": Rearrange, "Reduce": Reduce}[type(layer).__name__]
+    converted = kind.__new__(kind)
+    converted.__setstate__(layer.__getstate__())
+    return converted
 
 
 def _uniform_parameter(shape, bound):

@@ -4,6 +4,8 @@ batched_grad modules (batched_grad.einops_layers in place of einops.layers.torch
 
 import copy
 import pickle
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -134,8 +136,43 @@ def test_layers_copy_and_pickle_keep_the_pattern():
         assert_same(clone(x), torch.tensor(layer(x).numpy()))
 
 
-def test_torch_einops_layer_in_a_batched_grad_container_names_the_replacement():
-    with pytest.raises(TypeError, match=r"Rearrange is not a Module subclass \(.*batched_grad\.einops_layers\)"):
-        bg.nn.Sequential(einops.layers.torch.Rearrange("b c -> c b"))
+def test_torch_einops_pattern_layers_in_batched_grad_modules_become_batched_grad_layers():
+    def run(lib, x):
+        head = einops.layers.torch.Reduce("b (o k) -> b o", "max", k=2)
+        model = lib.nn.Sequential(einops.layers.torch.Rearrange("b c h -> b (c h)"), lib.nn.Linear(6, 4), head)
+        model.transpose = einops.layers.torch.Rearrange("b o -> o b")
+        assert repr(model[2]) == repr(head)
+        return model.transpose(model(x))
+
+    x = bg.tensor(np.random.default_rng(4).standard_normal((2, 3, 2)), dtype=bg.float32)
+    bg.manual_seed(0)
+    got = run(bg, x)
+    torch.manual_seed(0)
+    assert_same(got, run(torch, to_torch(x)), rtol=1e-6, atol=1e-6)
+
+
+def test_torch_einmix_in_a_batched_grad_container_names_the_replacement():
+    mix = einops.layers.torch.EinMix("b c -> b d", weight_shape="c d", c=2, d=3)
+    with pytest.raises(TypeError, match=r"EinMix is not a Module subclass \(.*batched_grad\.einops_layers\)"):
+        bg.nn.Sequential(mix)
     with pytest.raises(TypeError, match=r"^int is not a Module subclass$"):
         bg.nn.Sequential(3)
+
+
+@pytest.mark.slow
+def test_without_torch_einops_torch_layers_are_batched_grad_layers():
+    program = """
+import sys
+class NoTorch:
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch" or name.startswith("torch."):
+            raise ModuleNotFoundError(name)
+sys.meta_path.insert(0, NoTorch())
+import batched_grad
+from einops.layers.torch import Rearrange, Reduce, EinMix
+layer = Reduce("b c -> b", "sum")
+model = batched_grad.nn.Sequential(Rearrange("a b -> b a"), layer)
+print(type(layer).__module__, model(batched_grad.ones(2, 3)).tolist())
+"""
+    out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=300, check=True)
+    assert out.stdout.split() == ["batched_grad.einops_layers", "[2.0,", "2.0,", "2.0]"]
