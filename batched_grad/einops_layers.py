@@ -1,12 +1,12 @@
 """einops' layers as batched_grad modules: `from batched_grad.einops_layers import Rearrange, Reduce, EinMix` in
 place of `from einops.layers.torch import ...`. The pattern handling is einops' own (its layer mixins); the forward
 pass goes through einops' backend for batched_grad tensors. einops.layers.torch's Rearrange and Reduce (torch
-modules that hold only a pattern) put in a batched_grad module become these layers of the same pattern."""
+modules holding a pattern) and EinMix (with its weights' values) put in a batched_grad module become these layers."""
 
 from einops.layers import RearrangeMixin, ReduceMixin
 from einops.layers._einmix import _EinmixMixin
 
-from . import einsum, nn, zeros
+from . import einsum, nn, tensor, zeros
 
 __all__ = ["EinMix", "Rearrange", "Reduce"]
 
@@ -22,8 +22,17 @@ class Reduce(ReduceMixin, nn.Module):
 
 
 def from_torch_layer(layer):
-    """The batched_grad layer of einops.layers.torch's Rearrange or Reduce `layer`: its pattern, reduction and axis
-    lengths (what einops pickles of it)."""
+    """The batched_grad layer of einops.layers.torch's Rearrange, Reduce or EinMix `layer`: its pattern (reduction,
+    weight and bias shapes, axis lengths) and, for EinMix, the values of its weight and bias (in batched_grad's default
+    dtype, as the layer batched_grad makes)."""
+    if type(layer).__name__ == "EinMix":
+        converted = EinMix(layer.pattern, layer.weight_shape, layer.bias_shape, **layer.axes_lengths)
+        for name in ("weight", "bias"):
+            value, ours = getattr(layer, name), getattr(converted, name)
+            if value is not None:  # its values, in the dtype batched_grad made the layer in (its default dtype)
+                ours.data.copy_(tensor(value.detach().cpu().numpy()))
+                ours.requires_grad_(value.requires_grad)
+        return converted
     kind = {"Rearrange": Rearrange, "Reduce": Reduce}[type(layer).__name__]
     converted = kind.__new__(kind)
     converted.__setstate__(layer.__getstate__())

@@ -151,10 +151,17 @@ def test_torch_einops_pattern_layers_in_batched_grad_modules_become_batched_grad
     assert_same(got, run(torch, to_torch(x)), rtol=1e-6, atol=1e-6)
 
 
-def test_torch_einmix_in_a_batched_grad_container_names_the_replacement():
-    mix = einops.layers.torch.EinMix("b c -> b d", weight_shape="c d", c=2, d=3)
-    with pytest.raises(TypeError, match=r"EinMix is not a Module subclass \(.*batched_grad\.einops_layers\)"):
-        bg.nn.Sequential(mix)
+def test_torch_einmix_in_a_batched_grad_module_keeps_its_weights():
+    torch.manual_seed(0)
+    mix = einops.layers.torch.EinMix("b (t c) -> b t d", weight_shape="c d", bias_shape="d", c=2, d=3)
+    model = bg.nn.Sequential(mix)
+    assert isinstance(model[0], bg.einops_layers.EinMix) and repr(model[0]) == repr(mix)
+    assert [name for name, _ in model.named_parameters()] == ["0.weight", "0.bias"]
+    x = np.random.default_rng(5).standard_normal((2, 4)).astype(np.float32)
+    assert_same(model(bg.tensor(x)), mix(torch.tensor(x)), rtol=1e-6, atol=1e-6)
+
+
+def test_other_values_in_a_container_are_refused_as_torch():
     with pytest.raises(TypeError, match=r"^int is not a Module subclass$"):
         bg.nn.Sequential(3)
 

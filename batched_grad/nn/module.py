@@ -35,20 +35,13 @@ def _set_data(tensor, value):
 
 
 def _from_einops_torch(value):
-    """einops.layers.torch's Rearrange or Reduce (a torch module holding only a pattern) as batched_grad's layer of
-    the same pattern; None for any other value."""
-    if type(value).__module__ != "einops.layers.torch" or type(value).__name__ not in ("Rearrange", "Reduce"):
+    """einops.layers.torch's Rearrange, Reduce or EinMix (a torch module) as batched_grad's layer of the same pattern
+    and weights; None for any other value."""
+    if type(value).__module__ != "einops.layers.torch" or type(value).__name__ not in ("Rearrange", "Reduce", "EinMix"):
         return None
     from ..einops_layers import from_torch_layer
 
     return from_torch_layer(value)
-
-
-def _einops_layer_hint(value):
-    """Where einops' layers for batched_grad are, when `value` is one of einops.layers.torch (a torch module)."""
-    if type(value).__module__ == "einops.layers.torch":
-        return f" (einops.layers.torch.{type(value).__name__} is a torch module: use batched_grad.einops_layers)"
-    return ""
 
 
 def _typename(value):
@@ -243,7 +236,7 @@ class Module(ModuleState):
             converted = _from_einops_torch(module)
             module = module if converted is None else converted
         if module is not None and not isinstance(module, Module):
-            raise TypeError(f"{_typename(module)} is not a Module subclass{_einops_layer_hint(module)}")
+            raise TypeError(f"{_typename(module)} is not a Module subclass")
         registry = self._registry("_modules")
         self._check_name("module", name, registry)
         registry[name] = module
