@@ -352,7 +352,7 @@ def xtransformers_attend(m):
     return out
 
 
-# these compile the most programs (attention over several shapes, a transformer encoder layer): over 2 s each
+# each compiles many programs (attention over several shapes, a transformer encoder layer): over 2 s
 SLOW = pytest.mark.slow
 
 
@@ -360,9 +360,9 @@ SLOW = pytest.mark.slow
     "program",
     [
         pytest.param(vit_family, marks=SLOW),
-        perceiver,
-        swin_windows,
-        mixers,
+        pytest.param(perceiver, marks=SLOW),
+        pytest.param(swin_windows, marks=SLOW),
+        pytest.param(mixers, marks=SLOW),
         pytest.param(diffusion_unet_pieces, marks=SLOW),
         pytest.param(register_tokens, marks=SLOW),
         pytest.param(xtransformers_attend, marks=SLOW),
