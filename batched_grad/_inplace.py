@@ -211,7 +211,7 @@ class InPlace:
                     return None
                 aliases.append(view)
         if dead:
-            _forget_dead_views(root)
+            forget_dead_views(root)
         for t in aliases:
             if type(t._v) is np.ndarray and is_shared(t._v):
                 return None
@@ -375,7 +375,7 @@ def _saved_before_update(node, tensor, result):
                 s.output = weakref.ref(tensor)
 
 
-def _forget_dead_views(root):
+def forget_dead_views(root):
     """Drop the references to views of `root` that died (a `.detach().numpy()` that read a parameter, say), so that
     in-place writes into it find no views to look at once none is alive. Under the lock of remember_view."""
     _graph._lock.acquire()

@@ -305,3 +305,44 @@ def test_a_value_written_into_is_read_as_a_new_one(moves):
     assert written and type(p._v) is np.ndarray and (8,) not in moves, (written, moves)
     expected = torch.arange(8.0) * 0.125
     np.testing.assert_allclose(g.numpy(), ((1 - torch.tanh(expected * 0.5) ** 2) * expected).sum().numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "t = m.zeros(4, 1, 5); t[3, 0, 2] = 1; t[1, 0] = 2.5; t[:, 0, 1:4] = -1; t[..., -1] = True; "
+        "t[0] = m.ones(1, 5); t",
+        "t = m.zeros(3, 4, dtype=m.int64); t[1] = 7; t[2, ::2] = 3; t[0, 1] = True; t",
+        "t = m.zeros(3, dtype=m.bool); t[1] = 1; t[2] = True; t",
+        "t = m.zeros(2, 3, dtype=m.float64); t[1] = m.arange(3.0, dtype=m.float64); t[0, 1:] = float('-inf'); t",
+        "t = m.zeros(4); v = t[1:3]; t[0] = 5.0; (t, v)",  # a live view: the full path refreshes it
+        "t = m.zeros(4); s = [t[i].item() for i in range(4)]; t[2] = 3.0; t[3] = t[2] * 2; t",  # views that died
+        "a = np.zeros(3, np.float32); t = m.from_numpy(a); t[1] = 4.0; (t, a)",  # memory shared with NumPy
+        "t = m.zeros(3, dtype=m.int32); t[0] = 2.7; t[1] = m.tensor(5, dtype=m.int32); t",
+    ],
+)
+def test_lean_setitem_gives_torchs_values_and_versions(code):
+    assert _plain(_run(code, bg)) == _plain(_run(code, torch))
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "t = m.zeros(3); t[3] = 1.0",
+        "t = m.zeros(3, 2); t[0] = m.ones(3)",
+        "t = m.zeros(3, dtype=m.int8); t[0] = 300",
+        "t = m.zeros(3, dtype=m.int64); t[0] = float('nan')",
+    ],
+)
+def test_lean_setitem_raises_torchs_errors(code):
+    raises_like_torch(lambda m: _run(code, m))
+
+
+def test_setitem_writes_host_data_nothing_else_holds_in_place():
+    t = bg.zeros(64)
+    for i in range(3):
+        float(t[i])  # views of it, read and dropped
+    held = weakref.ref(t._v)
+    for i in range(64):
+        t[i] = i * 0.5
+    assert t._v is held() and t._version == 64 and t.tolist() == [i * 0.5 for i in range(64)]

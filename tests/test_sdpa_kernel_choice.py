@@ -1,5 +1,6 @@
 """torch.nn.attention's kernel choice (SDPBackend, sdpa_kernel) and torch.backends.cuda.sdp_kernel, against torch:
-the switches each sets inside its block and restores after; and first derivatives of the ops torch computes with a
+the names, the block's value and the switches each sets inside its block and restores after (test_sdpa_backends.py
+checks the node each choice gives); and first derivatives of the ops torch computes with a
 first-order-only kernel (scaled_dot_product_attention's CPU flash kernel, hardsigmoid) on operands of any
 magnitude, such as attention masks filled with -finfo.max."""
 
@@ -39,16 +40,6 @@ def test_sdpa_kernel_sets_and_restores_the_switches_as_torch(names):
         return context, seen, _switches(m)
 
     assert inside(bg) == inside(torch)
-
-
-def test_sdpa_kernel_priority_order_as_torch():
-    order = [torch.nn.attention.SDPBackend.MATH, torch.nn.attention.SDPBackend.CUDNN_ATTENTION]
-    with torch.nn.attention.sdpa_kernel(order, set_priority=True):
-        expected = torch._C._get_sdp_priority_order()
-    with bg.nn.attention.sdpa_kernel([bg.nn.attention.SDPBackend[b.name] for b in order], set_priority=True):
-        got = list(bg.backends.cuda.sdp_priority)
-    assert got == expected
-    assert bg.backends.cuda.sdp_priority == torch._C._get_sdp_priority_order()
 
 
 def test_sdpa_kernel_refuses_other_arguments_as_torch():

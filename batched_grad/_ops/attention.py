@@ -9,6 +9,7 @@ import jax.numpy as jnp
 
 from .. import _dtypes
 from .._autocast import autocast_policy
+from ..backends.cuda import SDP
 from ._core import Op, apply
 from ._derivatives import first_order_only
 from ._forward_refused import not_implemented_forward
@@ -111,12 +112,17 @@ def scaled_dot_product_attention(
             )
         )
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
-    flash = (
+    flash = SDP["flash"] and (
         query.ndim == key.ndim == value.ndim == 4
         and query.shape[-1] == key.shape[-1] == value.shape[-1]
         and dropout_p == 0
         and not (attn_mask is not None and attn_mask.requires_grad)
     )
+    if not (flash or SDP["math"]):
+        raise RuntimeError(
+            "No viable backend for scaled_dot_product_attention was found. This is likely due to turning off both "
+            "the math kernel and the fused kernels."
+        )
     return apply(
         _FLASH if flash else _MATH, operands, scale=scale, causal=bool(is_causal), mask_kind=kind, groups=groups
     )

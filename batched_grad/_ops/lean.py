@@ -18,6 +18,7 @@ from .._float_errors import ignore as ignore_float_errors
 from .._float_errors import restore as restore_float_errors
 from .._grad_mode import _state as GRAD_MODE
 from .._host import HOST_FLOATS, cpu_device_set, rewritten
+from .._inplace import forget_dead_views
 from .._profiling import PROFILING
 from .._tensor import Tensor
 from .._tracing import _outside_every_trace as outside_every_trace
@@ -49,8 +50,12 @@ def exclusive_host_value(tensor, replaced=False):
     `tensor` not requiring grad), forward-mode levels and operator logs; else None. With `replaced`, held by others
     too: the caller gives the tensor a new value in its place (which those others do not see, as a write into host
     data must not be seen). The caller writes only where ops run on the host."""
-    if DUAL_LEVELS.tangents is not None or OP_LOGS or tensor._view is not None or tensor._views:
+    if DUAL_LEVELS.tangents is not None or OP_LOGS or tensor._view is not None:
         return None
+    if tensor._views:  # views made of it (x[i] read in a loop) that all died hold no memory of it
+        forget_dead_views(tensor)
+        if tensor._views:
+            return None
     v = tensor._v
     if type(v) is not np.ndarray or v.base is not None:
         return None
@@ -265,6 +270,50 @@ def copy(full):
     return copy_
 
 
+_NUMBERS = (int, float, bool)
+_NATIVE_KINDS = "fiub"  # NumPy's own bool, int, unsigned and float dtypes, whose assignment casts as torch's copy
+
+
+def _basic(index):
+    """Whether `index` is basic indexing by ints, slices and Ellipsis only (not bools, tensors nor None)."""
+    if type(index) is not tuple:
+        return type(index) is int or type(index) is slice or index is Ellipsis
+    for i in index:
+        if not (type(i) is int or type(i) is slice or i is Ellipsis):
+            return False
+    return True
+
+
+def assign(full):
+    """Tensor.__setitem__ (`full`) with a lean front for basic indexing (ints, slices, Ellipsis) of host data by a
+    Python number, or by host data of the tensor's float dtype: NumPy's assignment into the tensor's memory, which
+    casts a number as torch's fill does and broadcasts a value as torch's copy does (leading ones dropped). Where
+    NumPy refuses (an index out of range, a value that does not fit), the full path says so in torch's words."""
+
+    def __setitem__(self, index, value):
+        if _basic(index) and not (GUARDING.count and guards_captures()):
+            held = exclusive_host_value(self)
+            if held is not None and held.dtype.kind in _NATIVE_KINDS and outside_every_trace() and cpu_device_set():
+                kind = type(value)
+                if kind in _NUMBERS and (kind is not float or held.dtype.kind == "f"):
+                    source = value
+                else:
+                    source = _host_value(value) if isinstance(value, Tensor) else None
+                    source = source if source is not None and source.dtype == held.dtype else None
+                if source is not None:
+                    try:
+                        held[index] = source
+                    except (IndexError, ValueError, OverflowError, TypeError):
+                        return full(self, index, value)
+                    rewritten(id(held), None)
+                    self._counter.value += 1
+                    return None
+        return full(self, index, value)
+
+    __setitem__.__doc__ = full.__doc__
+    return __setitem__
+
+
 def install(tensor, methods):
     """The fronts on the Tensor class `tensor`, each before the method it fronts; `methods`: the op functions the
     methods were made from, by name (a unary op's front goes where its method is that op)."""
@@ -294,3 +343,4 @@ def install(tensor, methods):
     for name in ("div_", "__itruediv__"):
         setattr(tensor, name, in_place(elementwise._true_div.host_ufuncs, getattr(tensor, name)))
     tensor.zero_, tensor.copy_ = zero(tensor.zero_), copy(tensor.copy_)
+    tensor.__setitem__ = assign(tensor.__setitem__)

@@ -7,7 +7,6 @@ import warnings
 import jax
 import jax.numpy as jnp
 import numpy as np
-import scipy.linalg
 
 from .. import _dtypes
 from .._autocast import autocast_policy
@@ -552,6 +551,8 @@ def _failure(out, A):
 
 
 def _zero_pivot(matrix):
+    import scipy.linalg  # here: importing it costs every process 0.1 s
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         lu, _ = scipy.linalg.lu_factor(matrix, check_finite=False)

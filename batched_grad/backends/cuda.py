@@ -1,6 +1,7 @@
 """torch.backends.cuda: the cuBLAS matmul precision switches (`matmul.allow_tf32`, reduced-precision reductions) and
-the scaled-dot-product-attention kernel choices, settable as torch's; XLA chooses its own kernels, so they are
-recorded and change nothing."""
+the scaled-dot-product-attention kernel choices, settable as torch's. XLA chooses its own matmul kernels, so the
+precision switches are recorded and change nothing; the attention switches choose between torch's CPU nodes of
+scaled_dot_product_attention (the fused flash-attention node or the composite of differentiable ops), as torch's."""
 
 import contextlib
 import warnings
@@ -32,8 +33,8 @@ matmul = _Switches(
     allow_bf16_reduced_precision_reduction=True,
     allow_fp16_accumulation=False,
 )
-sdp_switches = {"flash": True, "mem_efficient": True, "math": True, "cudnn": True, "overrideable": True}
-sdp_priority = [1, 2, 0, 3, 4]  # torch's default preference: flash, efficient, math, cuDNN, overrideable
+# which kernels scaled_dot_product_attention may use: on the CPU, "flash" is torch's fused node, "math" its composite
+SDP = {"flash": True, "mem_efficient": True, "math": True, "cudnn": True, "overrideable": True}
 
 
 def is_built():
@@ -43,10 +44,10 @@ def is_built():
 
 def _sdp_switch(kind):
     def enable(enabled):
-        sdp_switches[kind] = bool(enabled)
+        SDP[kind] = bool(enabled)
 
     def query():
-        return sdp_switches[kind]
+        return SDP[kind]
 
     enable.__name__, query.__name__ = f"enable_{kind}_sdp", f"{kind}_sdp_enabled"
     return enable, query
@@ -67,7 +68,7 @@ def sdp_kernel(enable_flash=True, enable_math=True, enable_mem_efficient=True, e
         FutureWarning,
         stacklevel=3,
     )
-    from ..nn._sdpa_kernel import SDPBackend, sdpa_kernel
+    from ..nn.attention import SDPBackend, sdpa_kernel
 
     flags = [
         (enable_flash, SDPBackend.FLASH_ATTENTION),

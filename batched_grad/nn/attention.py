@@ -1,16 +1,18 @@
 """Multi-head attention as torch computes it: F.multi_head_attention_forward (packed or separate input projections,
 bias_k/bias_v, zero attention, boolean or additive masks, key padding, per-head or averaged weights) and the
-MultiheadAttention module with torch's parameters, initialization and repr; as torch.nn.attention, it also names
-the kernel choice (SDPBackend, sdpa_kernel)."""
+MultiheadAttention module with torch's parameters, initialization and repr; and torch.nn.attention's choice of
+scaled_dot_product_attention's kernel (SDPBackend, sdpa_kernel)."""
 
+import contextlib
+import enum
 import math
 import warnings
 
 from .. import _dtypes, _factories
 from .._ops.shape import cat
+from ..backends import cuda as _cuda_backends
 from . import functional as F
 from . import init
-from ._sdpa_kernel import SDPBackend, sdpa_kernel  # noqa: F401  (torch.nn.attention's names)
 from .basic import Linear
 from .module import Module
 from .parameter import Parameter
@@ -388,3 +390,46 @@ class MultiheadAttention(Module):
             is_causal=is_causal,
         )
         return (out.transpose(1, 0), weights) if transposed else (out, weights)
+
+
+class SDPBackend(enum.IntEnum):
+    """The kernels of scaled_dot_product_attention that `sdpa_kernel` chooses among (torch.nn.attention's): int()
+    gives torch's number, str() torch's SDPBackend.MATH."""
+
+    __str__ = enum.Enum.__str__
+
+    ERROR = -1
+    MATH = 0
+    FLASH_ATTENTION = 1
+    EFFICIENT_ATTENTION = 2
+    CUDNN_ATTENTION = 3
+    OVERRIDEABLE = 4
+
+
+_SWITCHES = {
+    SDPBackend.MATH: "math",
+    SDPBackend.FLASH_ATTENTION: "flash",
+    SDPBackend.EFFICIENT_ATTENTION: "mem_efficient",
+    SDPBackend.CUDNN_ATTENTION: "cudnn",
+    SDPBackend.OVERRIDEABLE: "overrideable",
+}
+
+
+@contextlib.contextmanager
+def sdpa_kernel(backends, set_priority=False):
+    """Within the block, scaled_dot_product_attention may use only `backends` (an SDPBackend or a list of them): on
+    the CPU, FLASH_ATTENTION is torch's fused node (no double backward) and MATH its composite of differentiable
+    ops; with neither, it raises torch's error. The switches are restored on exit. `set_priority` orders the
+    backends by the list on GPUs; on the CPU the fused node goes first where it applies, as torch's."""
+    listed = backends if isinstance(backends, list) else [backends]
+    if not all([isinstance(b, SDPBackend) for b in listed]):
+        kind = type(backends).__name__
+        raise AssertionError(f"Backend must be an instance of SDPBackend or a list of SDPBackend instances, got {kind}")
+    if not isinstance(set_priority, bool):
+        raise TypeError(f"sdpa_kernel(): argument 'set_priority' must be bool, not {type(set_priority).__name__}")
+    previous = dict(_cuda_backends.SDP)
+    _cuda_backends.SDP.update({kind: backend in listed for backend, kind in _SWITCHES.items()})
+    try:
+        yield {}  # torch's block value
+    finally:
+        _cuda_backends.SDP.update(previous)

@@ -5,6 +5,8 @@ import multiprocessing
 import multiprocessing.context
 import warnings
 
+from ... import cuda as _cuda
+from ._startable import reason_not_to_start, warn_loading_in_process
 from .collate import default_collate, default_convert
 from .dataset import IterableDataset
 from .fetch import IterableFetcher, MapFetcher
@@ -100,8 +102,10 @@ class DataLoader:
     """Iterate over `dataset` in batches: samples chosen by a sampler (sequential, or random with shuffle=True),
     grouped by a batch sampler, merged by collate_fn (default_collate; default_convert with batch_size=None).
     With num_workers > 0, worker processes read and collate the batches (started by 'forkserver' or 'spawn' unless
-    multiprocessing_context says otherwise: the dataset, collate_fn and worker_init_fn must then be picklable).
-    pin_memory and pin_memory_device are accepted and change nothing (JAX places arrays)."""
+    multiprocessing_context says otherwise: the dataset, collate_fn and worker_init_fn must then be picklable); where
+    they cannot start (a script without a main guard, a lambda, a notebook's dataset: _startable.py), the batches
+    load in the main process, with a warning. pin_memory warns as torch's does without an accelerator; JAX places
+    arrays, so pin_memory_device changes nothing."""
 
     __initialized = False
 
@@ -177,6 +181,10 @@ class DataLoader:
     def _get_iterator(self):
         if self.num_workers == 0:
             return _SingleProcessDataLoaderIter(self)
+        reason = reason_not_to_start(self)
+        if reason is not None:
+            warn_loading_in_process(reason)
+            return _SingleProcessDataLoaderIter(self)
         from .multiprocess import MultiProcessingDataLoaderIter
 
         return MultiProcessingDataLoaderIter(self)
@@ -208,6 +216,12 @@ class BaseDataLoaderIter:
         self._auto_collation, self._drop_last = loader._auto_collation, loader.drop_last
         self._index_sampler, self._collate_fn = loader._index_sampler, loader.collate_fn
         self._num_workers = loader.num_workers
+        if loader.pin_memory and not _cuda.is_available():
+            warnings.warn(
+                "'pin_memory' argument is set as true but no accelerator is found, then device pinned memory won't be "
+                "used.",
+                stacklevel=2,
+            )
         self._base_seed = fresh_seed(loader.generator)
         self._reset(loader)
 
