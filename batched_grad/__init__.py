@@ -1,6 +1,7 @@
 """batched_grad: PyTorch's autograd API (grad, backward, is_grads_batched) on JAX arrays."""
 
 import gc
+import importlib.util
 
 from . import _xla_flags
 
@@ -177,6 +178,9 @@ newaxis = None  # as torch.newaxis, for x[:, newaxis]
 __version__ = version.__version__
 
 from . import distributions  # noqa: E402  (last: it is written with the public names above)
+
+if importlib.util.find_spec("einops") is not None:  # einops knows batched_grad tensors once its backend class exists
+    from . import _einops_backend  # noqa: E402,F401
 
 # Importing JAX and batched_grad leaves ~130k long-lived objects. Recorded graphs make many small objects that outlive
 # the young generations, so full collections come every few thousand ops, each traversing all of those (tens of ms).

@@ -157,13 +157,14 @@ def first_order_only(f, error):
         marked = [mark(p) if jnp.issubdtype(p.dtype, jnp.inexact) else p for p in primals]
         out, tangent = jax.jvp(f, marked, list(tangents))
         # a tangent that is piecewise linear in the operands would not read them differentiably: scale it by an
-        # exact 1 that does
+        # exact 1 that does. Each finite value times 0 is 0, so the sum is 0 for any magnitudes (a sum of the
+        # values themselves overflows for large ones, such as a -finfo.max attention mask, and 0 * inf is nan)
         touch = sum(
-            jnp.sum(jnp.where(jnp.isfinite(m), m, 0))
+            jnp.sum(jnp.where(jnp.isfinite(m), m, 0) * 0)
             for m in marked
             if m is not None and jnp.issubdtype(m.dtype, jnp.inexact)
         )
-        return out, tangent * (1 + 0 * touch).astype(tangent.dtype)
+        return out, tangent * (1 + touch).astype(tangent.dtype)
 
     g.defjvp(jvp)
     return g

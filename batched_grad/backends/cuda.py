@@ -3,6 +3,9 @@ the scaled-dot-product-attention kernel choices, settable as torch's. XLA choose
 precision switches are recorded and change nothing; the attention switches choose between torch's CPU nodes of
 scaled_dot_product_attention (the fused flash-attention node or the composite of differentiable ops), as torch's."""
 
+import contextlib
+import warnings
+
 from .. import cuda as _cuda
 
 
@@ -54,3 +57,24 @@ enable_flash_sdp, flash_sdp_enabled = _sdp_switch("flash")
 enable_mem_efficient_sdp, mem_efficient_sdp_enabled = _sdp_switch("mem_efficient")
 enable_math_sdp, math_sdp_enabled = _sdp_switch("math")
 enable_cudnn_sdp, cudnn_sdp_enabled = _sdp_switch("cudnn")
+
+
+@contextlib.contextmanager
+def sdp_kernel(enable_flash=True, enable_math=True, enable_mem_efficient=True, enable_cudnn=True):
+    """The older form of torch.nn.attention.sdpa_kernel (deprecated in torch): the backends enabled by flag."""
+    warnings.warn(
+        "`torch.backends.cuda.sdp_kernel()` is deprecated. In the future, this context manager will be removed. "
+        "Please see `torch.nn.attention.sdpa_kernel()` for the new context manager, with updated signature.",
+        FutureWarning,
+        stacklevel=3,
+    )
+    from ..nn.attention import SDPBackend, sdpa_kernel
+
+    flags = [
+        (enable_flash, SDPBackend.FLASH_ATTENTION),
+        (enable_mem_efficient, SDPBackend.EFFICIENT_ATTENTION),
+        (enable_math, SDPBackend.MATH),
+        (enable_cudnn, SDPBackend.CUDNN_ATTENTION),
+    ]
+    with sdpa_kernel([backend for enabled, backend in flags if enabled]) as context:
+        yield context

@@ -392,8 +392,11 @@ class MultiheadAttention(Module):
         return (out.transpose(1, 0), weights) if transposed else (out, weights)
 
 
-class SDPBackend(enum.Enum):
-    """The kernels of scaled_dot_product_attention that `sdpa_kernel` chooses among (torch.nn.attention's)."""
+class SDPBackend(enum.IntEnum):
+    """The kernels of scaled_dot_product_attention that `sdpa_kernel` chooses among (torch.nn.attention's): int()
+    gives torch's number, str() torch's SDPBackend.MATH."""
+
+    __str__ = enum.Enum.__str__
 
     ERROR = -1
     MATH = 0
@@ -427,6 +430,6 @@ def sdpa_kernel(backends, set_priority=False):
     previous = dict(_cuda_backends.SDP)
     _cuda_backends.SDP.update({kind: backend in listed for backend, kind in _SWITCHES.items()})
     try:
-        yield
+        yield {}  # torch's block value
     finally:
         _cuda_backends.SDP.update(previous)

@@ -34,6 +34,16 @@ def _set_data(tensor, value):
     tensor.data = value
 
 
+def _from_einops_torch(value):
+    """einops.layers.torch's Rearrange, Reduce or EinMix (a torch module) as batched_grad's layer of the same pattern
+    and weights; None for any other value."""
+    if type(value).__module__ != "einops.layers.torch" or type(value).__name__ not in ("Rearrange", "Reduce", "EinMix"):
+        return None
+    from ..einops_layers import from_torch_layer
+
+    return from_torch_layer(value)
+
+
 def _typename(value):
     """torch.typename: torch.FloatTensor for a float32 tensor, else the class name."""
     return type_name(value.dtype.np) if isinstance(value, Tensor) else type(value).__name__
@@ -147,6 +157,8 @@ class Module(ModuleState):
                     "(torch.nn.Buffer, torch.Tensor or None expected)"
                 )
             self._buffers[name] = value
+        elif (layer := _from_einops_torch(value)) is not None:
+            self.__setattr__(name, layer)
         else:
             object.__setattr__(self, name, value)
 
@@ -220,6 +232,9 @@ class Module(ModuleState):
 
     def add_module(self, name, module):
         """Register a child module under `name`."""
+        if module is not None and not isinstance(module, Module):
+            converted = _from_einops_torch(module)
+            module = module if converted is None else converted
         if module is not None and not isinstance(module, Module):
             raise TypeError(f"{_typename(module)} is not a Module subclass")
         registry = self._registry("_modules")
