@@ -16,7 +16,7 @@ from .indexing import index_select
 from .linalg import require_tensors
 from .reduction import cumprod
 from .shape import broadcast_shapes as _broadcast_pair
-from .shape import cat, expand, flatten, flip, narrow, reshape, split, stack, unsqueeze, vstack
+from .shape import cat, expand, flatten, flip, narrow, reshape, split, stack, unsqueeze, view, vstack
 
 
 def _tensors(name, tensors):
@@ -219,7 +219,8 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
             raise RuntimeError("repeats can not be negative")
         shape = tuple(x.shape)
         grown = expand(unsqueeze(x, d + 1), shape[: d + 1] + (repeats,) + shape[d + 1 :])
-        return reshape(grown, shape[:d] + (shape[d] * repeats,) + shape[d + 1 :])
+        # torch's expand, clone and view (ViewBackward0 of CloneBackward0)
+        return view(grown.clone(), shape[:d] + (shape[d] * repeats,) + shape[d + 1 :])
     counts = np.asarray(repeats.detach().numpy()).reshape(-1)
     if counts.size == 1:
         counts = np.repeat(counts, x.shape[d])
