@@ -99,6 +99,20 @@ def test_default_collate_and_convert_as_torch():
         bud.default_collate([[1, 2], [3]])
 
 
+def test_private_utils_paths_import_the_same_collate_and_worker_modules_as_torch():
+    import batched_grad.utils.data._utils.collate as our_collate
+    import batched_grad.utils.data._utils.worker as our_worker
+    import torch.utils.data._utils.collate as their_collate
+
+    assert our_collate is bud.collate and our_worker.get_worker_info is bud.get_worker_info
+    for name in ("default_collate", "default_convert", "collate", "default_collate_fn_map", "collate_tensor_fn"):
+        assert hasattr(their_collate, name) and hasattr(our_collate, name), name
+    batch = [{"a": np.arange(2), "b": [1.0, Point(2, 3)]}, {"a": np.arange(2) + 5, "b": [4.0, Point(5, 6)]}]
+    assert_same_batch(our_collate.default_collate(batch), their_collate.default_collate(batch))
+    assert our_collate.np_str_obj_array_pattern.pattern == their_collate.np_str_obj_array_pattern.pattern
+    assert bud._utils.MP_STATUS_CHECK_INTERVAL == tud._utils.MP_STATUS_CHECK_INTERVAL
+
+
 @pytest.mark.parametrize("batch_size, drop_last", [(3, False), (3, True), (None, False)])
 def test_iterable_dataset_batches_as_torch(batch_size, drop_last):
     class TorchSquares(tud.IterableDataset):
