@@ -1,7 +1,8 @@
 """bg.save / bg.load: tensors and the containers state dicts are made of, in a file that loads without running code.
 
-The file is a zip: `structure.json` describes the object (dicts, OrderedDicts, lists, tuples, numbers, strings,
-None, dtypes, devices, sizes, and tensors by index) and `tensors/<index>.npy` holds each tensor's values (read with
+The file is a zip: `structure.json` describes the object (dicts, OrderedDicts, Counters, lists, tuples, sets,
+numbers, strings, bytes, None, dtypes, devices, sizes, and tensors by index: what torch's weights_only loader
+accepts) and `tensors/<index>.npy` holds each tensor's values (read with
 NumPy's allow_pickle=False). A tensor saved twice is stored once and loads as one tensor, as torch's shared storages
 do. An object holding anything else is saved as `data.pkl`, a pickle, which only `weights_only=False` loads.
 load also reads what torch.save wrote (_torch_checkpoint.py)."""
@@ -21,6 +22,9 @@ from ._torch_checkpoint import is_torch_archive, load_torch_archive
 
 _STRUCTURE, _PICKLE = "structure.json", "data.pkl"
 _FORMAT = "batched_grad.save/1"
+
+
+_MAPPING_KINDS = {dict: "dict", collections.OrderedDict: "ordered_dict", collections.Counter: "counter"}
 
 
 class _NotPlain(Exception):
@@ -64,11 +68,12 @@ class _Writer:
             return {"device": str(obj)}
         if isinstance(obj, Size):
             return {"size": list(obj)}
-        if type(obj) in (dict, collections.OrderedDict):
-            kind = "dict" if type(obj) is dict else "ordered_dict"
-            return {kind: [[self.describe(k), self.describe(v)] for k, v in obj.items()]}
-        if type(obj) in (list, tuple):
+        if type(obj) in _MAPPING_KINDS:
+            return {_MAPPING_KINDS[type(obj)]: [[self.describe(k), self.describe(v)] for k, v in obj.items()]}
+        if type(obj) in (list, tuple, set):
             return {type(obj).__name__: [self.describe(v) for v in obj]}
+        if type(obj) in (bytes, bytearray):
+            return {type(obj).__name__: obj.hex()}
         raise _NotPlain(type(obj).__name__)
 
 
@@ -114,8 +119,12 @@ class _Reader:
             "size": lambda: Size(value),
             "dict": lambda: {self.build(k): self.build(v) for k, v in value},
             "ordered_dict": lambda: collections.OrderedDict((self.build(k), self.build(v)) for k, v in value),
+            "counter": lambda: collections.Counter({self.build(k): self.build(v) for k, v in value}),
             "list": lambda: [self.build(v) for v in value],
             "tuple": lambda: tuple(self.build(v) for v in value),
+            "set": lambda: {self.build(v) for v in value},
+            "bytes": lambda: bytes.fromhex(value),
+            "bytearray": lambda: bytearray.fromhex(value),
         }
         if kind not in builders:
             raise pickle.UnpicklingError(f"Weights only load failed: unknown entry {kind!r}")

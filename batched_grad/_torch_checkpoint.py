@@ -4,6 +4,7 @@ tensors is read once). With weights_only=True (the default) only what state dict
 unpickles, as torch's weights-only loader allows: containers, numbers, strings, tensors, parameters, dtypes, sizes
 and devices."""
 
+import codecs
 import collections
 import pickle
 
@@ -27,7 +28,7 @@ _STORAGES = {
     "ComplexFloatStorage": "complex64",
     "ComplexDoubleStorage": "complex128",
 }
-_BUILTINS = {"set": set, "frozenset": frozenset, "complex": complex, "slice": slice}
+_BUILTINS = {"set": set, "frozenset": frozenset, "complex": complex, "slice": slice, "bytearray": bytearray}
 
 
 def is_torch_archive(names):
@@ -64,6 +65,8 @@ def _rebuild_parameter(data, requires_grad, backward_hooks, state=None):
 
 _ALLOWED = {
     ("collections", "OrderedDict"): collections.OrderedDict,
+    ("collections", "Counter"): collections.Counter,
+    ("_codecs", "encode"): codecs.encode,  # how pickle protocol 2 writes bytes
     ("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor,
     ("torch._utils", "_rebuild_parameter"): _rebuild_parameter,
     ("torch._utils", "_rebuild_parameter_with_state"): _rebuild_parameter,
@@ -86,7 +89,7 @@ class _Unpickler(pickle.Unpickler):
             return _StorageKind(getattr(_dtypes, _STORAGES[name]))
         if module == "torch" and isinstance(getattr(_dtypes, name, None), _dtypes.dtype):
             return getattr(_dtypes, name)
-        if module == "builtins" and name in _BUILTINS:
+        if module in ("builtins", "__builtin__") and name in _BUILTINS:  # protocol 2 names Python 2's module
             return _BUILTINS[name]
         if self.weights_only:
             raise pickle.UnpicklingError(

@@ -2,6 +2,8 @@
 the same batched_grad model with equal values; every dtype, views sharing a storage, parameters, sizes, dtypes,
 optimizer state; weights_only refuses other objects, which weights_only=False unpickles."""
 
+import collections
+
 import numpy as np
 import pytest
 import torch
@@ -73,3 +75,14 @@ def test_weights_only_refuses_other_objects(tmp_path):
     with pytest.raises(Exception, match="Weights only load failed"):
         bg.load(tmp_path / "note.pt")
     assert bg.load(tmp_path / "note.pt", weights_only=False)["note"].text == "hello"
+
+
+def test_the_weights_only_containers_torch_accepts_load(tmp_path):
+    """A MultiStepLR state dict keeps its milestones in a Counter; sets, bytes and bytearrays are the other
+    containers torch's weights_only loader accepts (pickled under protocol 2's names)."""
+    obj = {"milestones": collections.Counter([3, 3, 6]), "seen": {1, 2}, "raw": b"\x00ab", "buf": bytearray(b"xy")}
+    path = tmp_path / "c.pt"
+    torch.save(obj, path)
+    assert torch.load(path) == obj
+    got = bg.load(path)
+    assert got == obj and [type(v) for v in got.values()] == [type(v) for v in obj.values()]
