@@ -280,7 +280,6 @@ OMITTED = {
             """DFIterDataPipe DataChunk IterDataPipe MapDataPipe functional_datapipe guaranteed_datapipes_determinism
             non_deterministic runtime_validation runtime_validation_disabled argument_validation""",
         ),
-        **_names(DISTRIBUTED, "DistributedSampler"),
     },
     "torch.amp": {},
     "torch.utils.checkpoint": {

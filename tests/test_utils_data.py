@@ -359,3 +359,33 @@ def test_a_dataset_torch_tensor_that_requires_grad_is_refused():
         bud.default_collate(samples)
     with pytest.raises(TypeError, match="a torch.Tensor was passed"):
         bud.default_convert(samples[0])
+
+
+@pytest.mark.parametrize(
+    "n, replicas, shuffle, drop_last",
+    [(10, 3, True, False), (10, 3, True, True), (7, 2, False, False), (2, 5, True, False), (12, 4, False, True)],
+)
+def test_distributed_sampler_shares_as_torch(n, replicas, shuffle, drop_last):
+    import torch.utils.data.distributed as tdist
+
+    from batched_grad.utils.data.distributed import DistributedSampler
+
+    for rank in range(replicas):
+        ours = DistributedSampler(range(n), replicas, rank, shuffle=shuffle, seed=3, drop_last=drop_last)
+        theirs = tdist.DistributedSampler(range(n), replicas, rank, shuffle=shuffle, seed=3, drop_last=drop_last)
+        for epoch in (0, 4):
+            ours.set_epoch(epoch)
+            theirs.set_epoch(epoch)
+            assert list(ours) == list(theirs) and len(ours) == len(theirs)
+    loader = DataLoader(range(n), batch_size=2, sampler=bud.DistributedSampler(range(n), replicas, 0, seed=1))
+    assert [b.tolist() for b in loader] == [
+        b.tolist()
+        for b in tud.DataLoader(range(n), batch_size=2, sampler=tdist.DistributedSampler(range(n), replicas, 0, seed=1))
+    ]
+
+
+def test_distributed_sampler_errors_as_torch():
+    with pytest.raises(ValueError, match=r"Invalid rank 3, rank should be in the interval \[0, 2\]"):
+        bud.DistributedSampler(range(4), num_replicas=3, rank=3)
+    with pytest.raises(RuntimeError, match="Requires distributed package to be available"):
+        bud.DistributedSampler(range(4))
