@@ -300,7 +300,7 @@ OMITTED = {
         **_names(SPARSE_FUZZER, "FuzzedSparseTensor Number"),
     },
     "torch.nn.parallel": {
-        **_names(DISTRIBUTED, "DistributedDataParallel replicate scatter gather parallel_apply"),
+        **_names(DISTRIBUTED, "replicate scatter gather parallel_apply"),
     },
     "torch.distributions": {},
 }
