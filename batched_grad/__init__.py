@@ -32,6 +32,7 @@ from . import (  # noqa: E402
     optim,
     profiler,
     random,
+    serialization,
     sparse,
     special,
     testing,

@@ -75,6 +75,10 @@ _ALLOWED = {
 }
 
 
+# (module, name) -> object: the globals torch.serialization.add_safe_globals allowed besides _ALLOWED
+SAFE_GLOBALS = {}
+
+
 class _Unpickler(pickle.Unpickler):
     def __init__(self, file, archive, folder, weights_only, **pickle_load_args):
         super().__init__(file, **pickle_load_args)
@@ -85,6 +89,8 @@ class _Unpickler(pickle.Unpickler):
     def find_class(self, module, name):
         if (module, name) in _ALLOWED:
             return _ALLOWED[(module, name)]
+        if (module, name) in SAFE_GLOBALS:
+            return SAFE_GLOBALS[(module, name)]
         if module == "torch" and name in _STORAGES:
             return _StorageKind(getattr(_dtypes, _STORAGES[name]))
         if module == "torch" and isinstance(getattr(_dtypes, name, None), _dtypes.dtype):

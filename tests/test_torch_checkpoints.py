@@ -3,6 +3,7 @@ the same batched_grad model with equal values; every dtype, views sharing a stor
 optimizer state; weights_only refuses other objects, which weights_only=False unpickles."""
 
 import collections
+import pickle
 
 import numpy as np
 import pytest
@@ -86,3 +87,29 @@ def test_the_weights_only_containers_torch_accepts_load(tmp_path):
     assert torch.load(path) == obj
     got = bg.load(path)
     assert got == obj and [type(v) for v in got.values()] == [type(v) for v in obj.values()]
+
+
+def test_safe_globals_let_weights_only_load_numpy_values_as_in_torch(tmp_path):
+    """A checkpoint holding a NumPy scalar (a best metric) and array loads with weights_only only for globals the
+    script allowed: inside safe_globals, or after add_safe_globals until clear_safe_globals."""
+    path = tmp_path / "np.pt"
+    torch.save({"best": np.float64(0.5), "seen": np.arange(3)}, path)
+    allowed = [np._core.multiarray.scalar, np.dtype, np.dtypes.Float64DType, np.dtypes.Int64DType]
+    allowed += [np._core.multiarray._reconstruct, np.ndarray]
+    for lib in (torch, bg):
+        with pytest.raises(pickle.UnpicklingError):
+            lib.load(path)
+        with lib.serialization.safe_globals(allowed):
+            got = lib.load(path)
+        assert got["best"] == 0.5 and type(got["best"]) is np.float64 and got["seen"].tolist() == [0, 1, 2]
+        with pytest.raises(pickle.UnpicklingError):
+            lib.load(path)
+    bg.serialization.add_safe_globals(allowed)
+    try:
+        assert bg.serialization.get_safe_globals() == allowed and bg.load(path)["best"] == 0.5
+    finally:
+        bg.serialization.clear_safe_globals()
+    assert bg.serialization.get_safe_globals() == []
+    assert bg.serialization.save is bg.save and bg.serialization.load is bg.load
+    moved = bg.serialization.default_restore_location(bg.ones(2), "cpu")
+    assert moved.device == bg.device("cpu")
