@@ -342,3 +342,77 @@ def warmup_wrappers(m):
 
 def test_warmup_wrappers():
     _both(warmup_wrappers)
+
+
+def text_stream(m):
+    """Tokenised lines streamed by two chained iterable datasets, padded by a collate_fn returning a dict with the
+    raw strings; a map-style copy served by a length-bucketing batch sampler to an Embedding + packed GRU
+    classifier trained with Adam; StackDataset by position and by name."""
+    data, rnn = m.utils.data, m.nn.utils.rnn
+    _float64(m)
+    try:
+        lines = ["the cat sat", "a dog ran far away", "birds fly", "fish swim in the sea today", "it rains"]
+        vocab = {w: i + 1 for i, w in enumerate(sorted({w for line in lines for w in line.split()}))}
+
+        def sample(line, label):
+            return {"text": line, "ids": m.tensor([vocab[w] for w in line.split()]), "label": label}
+
+        class Stream(data.IterableDataset):
+            def __init__(self, part, label):
+                self.part, self.label = part, label
+
+            def __iter__(self):
+                return (sample(line, self.label) for line in self.part)
+
+        def collate(batch):
+            ids = [b["ids"] for b in batch]
+            lengths, labels = m.tensor([len(x) for x in ids]), m.tensor([b["label"] for b in batch])
+            padded = rnn.pad_sequence(ids, batch_first=True)
+            return {"text": [b["text"] for b in batch], "ids": padded, "lengths": lengths, "label": labels}
+
+        out = []
+        for batch in data.DataLoader(
+            data.ChainDataset([Stream(lines[:2], 0), Stream(lines[2:], 1)]), 3, collate_fn=collate
+        ):
+            out += [batch["text"] == [line for line in lines if line in batch["text"]], batch["ids"], batch["label"]]
+
+        class Bucketed(data.Sampler):
+            def __init__(self, lengths, size, generator):
+                self.lengths, self.size, self.generator = lengths, size, generator
+
+            def __iter__(self):
+                order = m.randperm(len(self.lengths), generator=self.generator).tolist()
+                for start in range(0, len(order), 2 * self.size):
+                    chunk = sorted(order[start : start + 2 * self.size], key=lambda i: self.lengths[i])
+                    yield from (chunk[i : i + self.size] for i in range(0, len(chunk), self.size))
+
+        copies = [sample(lines[i % 5], i % 2) for i in range(15)]
+        lengths = [len(c["ids"]) for c in copies]
+        loader = data.DataLoader(
+            copies, batch_sampler=Bucketed(lengths, 4, m.Generator().manual_seed(3)), collate_fn=collate
+        )
+        emb, gru, head = (
+            m.nn.Embedding(len(vocab) + 1, 8, padding_idx=0),
+            m.nn.GRU(8, 8, batch_first=True),
+            m.nn.Linear(8, 2),
+        )
+        opt = m.optim.Adam([*emb.parameters(), *gru.parameters(), *head.parameters()], lr=0.01)
+        for _ in range(2):
+            for batch in loader:
+                packed = rnn.pack_padded_sequence(emb(batch["ids"]), batch["lengths"], True, enforce_sorted=False)
+                loss = m.nn.functional.cross_entropy(head(gru(packed)[1][-1]), batch["label"])
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                out += [batch["lengths"], loss.item()]
+        by_position = data.StackDataset(data.TensorDataset(m.arange(4.0)), m.tensor([1, 0, 1, 1]))
+        by_name = data.StackDataset(x=m.arange(4.0), y=m.tensor([1, 0, 1, 1]))
+        batch = data.default_collate([by_name[i] for i in range(3)])
+        return out + [emb.weight[0], by_position[2][0][0], by_position[2][1], batch["x"], batch["y"]]
+    finally:
+        _restore(m)
+
+
+@pytest.mark.slow
+def test_text_stream():
+    _both(text_stream)
