@@ -11,6 +11,7 @@ import pickle
 import numpy as np
 
 from . import _dtypes
+from ._map_location import relocated
 from ._tensor import Size, Tensor, device
 
 # torch's legacy storage classes, which name the element type of a saved storage
@@ -43,13 +44,21 @@ class _StorageKind:
         self.dtype = dtype
 
 
+class _Storage:
+    """A saved storage's elements, the location torch.save recorded for it, and load's map_location."""
+
+    def __init__(self, array, location, map_location):
+        self.array, self.location, self.map_location = array, location, map_location
+
+
 def _rebuild_tensor(storage, offset, size, stride, requires_grad=False, backward_hooks=None, metadata=None):
-    """torch._utils._rebuild_tensor_v2: the tensor of `size` and `stride` (in elements) at `offset` of the storage."""
-    itemsize = storage.dtype.itemsize
+    """torch._utils._rebuild_tensor_v2: the tensor of `size` and `stride` (in elements) at `offset` of the storage,
+    placed by map_location."""
+    itemsize = storage.array.dtype.itemsize
     window = np.lib.stride_tricks.as_strided(
-        storage[offset:], shape=tuple(size), strides=tuple(s * itemsize for s in stride), writeable=False
+        storage.array[offset:], shape=tuple(size), strides=tuple(s * itemsize for s in stride), writeable=False
     )
-    values = Tensor._wrap(np.array(window))
+    values = relocated(Tensor._wrap(np.array(window)), storage.location, storage.map_location)
     return values.requires_grad_() if requires_grad else values
 
 
@@ -80,9 +89,10 @@ SAFE_GLOBALS = {}
 
 
 class _Unpickler(pickle.Unpickler):
-    def __init__(self, file, archive, folder, weights_only, **pickle_load_args):
+    def __init__(self, file, archive, folder, weights_only, map_location, **pickle_load_args):
         super().__init__(file, **pickle_load_args)
         self.archive, self.folder, self.weights_only, self.storages = archive, folder, weights_only, {}
+        self.map_location = map_location
         order = f"{folder}/byteorder"
         self.big_endian = order in archive.namelist() and archive.read(order).strip() == b"big"
 
@@ -105,17 +115,17 @@ class _Unpickler(pickle.Unpickler):
         return super().find_class(module, name)
 
     def persistent_load(self, pid):
-        _, kind, key, _location, _numel = pid
+        _, kind, key, location, _numel = pid
         if key not in self.storages:
             dtype = np.dtype(kind.dtype.np)
             stored = dtype.newbyteorder(">") if self.big_endian and dtype.itemsize > 1 else dtype
             raw = np.frombuffer(self.archive.read(f"{self.folder}/data/{key}"), dtype=stored)
-            self.storages[key] = raw.astype(dtype, copy=False)
+            self.storages[key] = _Storage(raw.astype(dtype, copy=False), location, self.map_location)
         return self.storages[key]
 
 
-def load_torch_archive(archive, weights_only, pickle_load_args):
-    """The object torch.save wrote into `archive`."""
+def load_torch_archive(archive, weights_only, map_location, pickle_load_args):
+    """The object torch.save wrote into `archive`, its tensors placed by map_location."""
     folder = next(n for n in archive.namelist() if n.endswith("/data.pkl") and n.count("/") == 1)[: -len("/data.pkl")]
     with archive.open(f"{folder}/data.pkl") as data:
-        return _Unpickler(data, archive, folder, weights_only, **pickle_load_args).load()
+        return _Unpickler(data, archive, folder, weights_only, map_location, **pickle_load_args).load()

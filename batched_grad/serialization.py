@@ -4,8 +4,8 @@ training script's own config classes); default_restore_location, which map_locat
 
 import contextlib
 
+from ._map_location import default_restore_location
 from ._serialization import load, save
-from ._tensor import device
 from ._torch_checkpoint import SAFE_GLOBALS
 
 __all__ = [
@@ -62,10 +62,3 @@ def safe_globals(safe_globals):
         SAFE_GLOBALS.clear()
         SAFE_GLOBALS.update(saved_map)
         _entries[:] = saved_entries
-
-
-def default_restore_location(storage, location):
-    """`storage` (here a loaded tensor) on the device `location` names ('cpu', 'cuda:0'): map_location functions
-    such as `lambda s, loc: default_restore_location(s, "cpu")` call it."""
-    target = device(location)
-    return storage if getattr(storage, "device", target) == target else storage.to(target)

@@ -113,3 +113,18 @@ def test_safe_globals_let_weights_only_load_numpy_values_as_in_torch(tmp_path):
     assert bg.serialization.save is bg.save and bg.serialization.load is bg.load
     moved = bg.serialization.default_restore_location(bg.ones(2), "cpu")
     assert moved.device == bg.device("cpu")
+
+
+@pytest.mark.parametrize("writer", ["torch", "bg"])
+def test_map_location_places_the_tensors_as_in_torch(tmp_path, writer):
+    """A map_location function is called with each loaded storage (a tensor here) and the saved location, and
+    what it returns is used (None: the default restore); dicts of location names, strings and devices move them."""
+    path = tmp_path / "m.pt"
+    (torch if writer == "torch" else bg).save({"w": (torch if writer == "torch" else bg).arange(3.0)}, path)
+    for lib in (torch, bg) if writer == "torch" else (bg,):  # torch cannot read batched_grad's own format
+        seen = []
+        got = lib.load(path, map_location=lambda storage, location: seen.append(location))
+        assert seen == ["cpu"] and got["w"].tolist() == [0.0, 1.0, 2.0]
+        fairseq_style = lambda s, _: lib.serialization.default_restore_location(s, "cpu")  # noqa: E731
+        for where in (fairseq_style, {"cpu": "cpu"}, "cpu", lib.device("cpu"), lambda storage, loc: storage):
+            assert lib.load(path, map_location=where)["w"].device == lib.device("cpu")
