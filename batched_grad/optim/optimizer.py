@@ -14,19 +14,12 @@ import jax.numpy as jnp
 from .._grad_mode import enable_grad, no_grad
 from .._tensor import Tensor, type_name
 from .._x64 import scoped
+from ..nn._module_hooks import add as _registered  # a hook dict entry and its handle, as modules keep them
+from ..nn._module_hooks import replaced_arguments
 from ..sparse._grads import zeroed_grad
-from ..utils.hooks import RemovableHandle
 
 # hooks every optimizer's step calls (torch.optim.optimizer.register_optimizer_step_pre_hook / _post_hook)
 _global_pre_hooks, _global_post_hooks = OrderedDict(), OrderedDict()
-
-
-def _registered(hooks, hook, prepend=False):
-    handle = RemovableHandle(hooks)
-    hooks[handle.id] = hook
-    if prepend:
-        hooks.move_to_end(handle.id, last=False)
-    return handle
 
 
 def register_optimizer_step_pre_hook(hook):
@@ -47,13 +40,7 @@ def _hooked_step(step):
     def wrapper(*args, **kwargs):
         self = args[0]
         for pre_hook in itertools.chain(_global_pre_hooks.values(), self._optimizer_step_pre_hooks.values()):
-            result = pre_hook(self, args, kwargs)
-            if result is not None:
-                if not (isinstance(result, tuple) and len(result) == 2):
-                    raise RuntimeError(
-                        f"{step} must return None or a tuple of (new_args, new_kwargs), but got {result}."
-                    )
-                args, kwargs = result
+            args, kwargs = replaced_arguments(pre_hook(self, args, kwargs), args, kwargs, step)
         out = step(*args, **kwargs)
         for post_hook in itertools.chain(self._optimizer_step_post_hooks.values(), _global_post_hooks.values()):
             post_hook(self, args, kwargs)
