@@ -34,8 +34,11 @@ def hooked_training(m):
             calls.append(("subclass step", closure is None))
             return super().step(closure)
 
+    m.optim.Adam(
+        model.parameters()
+    )  # Adam's own step is wrapped now too: Clipped's super().step() runs the hooks again
     adam = Clipped(model.parameters(), lr=0.01)
-    adam.register_step_pre_hook(lambda o, args, kwargs: (args, {"closure": None}))
+    adam.register_step_pre_hook(lambda o, args, kwargs: (args[:1], {"closure": None}))
     adam.register_step_post_hook(lambda o, args, kwargs: calls.append(("adam post", kwargs)))
     model(x).sum().backward()
     adam.step()
