@@ -33,6 +33,7 @@ from . import (  # noqa: E402
     optim,
     profiler,
     random,
+    serialization,
     sparse,
     special,
     testing,

@@ -280,7 +280,6 @@ OMITTED = {
             """DFIterDataPipe DataChunk IterDataPipe MapDataPipe functional_datapipe guaranteed_datapipes_determinism
             non_deterministic runtime_validation runtime_validation_disabled argument_validation""",
         ),
-        **_names(DISTRIBUTED, "DistributedSampler"),
     },
     "torch.amp": {},
     "torch.utils.checkpoint": {
@@ -301,7 +300,7 @@ OMITTED = {
         **_names(SPARSE_FUZZER, "FuzzedSparseTensor Number"),
     },
     "torch.nn.parallel": {
-        **_names(DISTRIBUTED, "DistributedDataParallel replicate scatter gather parallel_apply"),
+        **_names(DISTRIBUTED, "replicate scatter gather parallel_apply"),
     },
     "torch.distributions": {},
 }

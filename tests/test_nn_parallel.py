@@ -61,3 +61,14 @@ def test_with_one_gpu_the_module_and_inputs_move_to_it():
     moved.module.to("cpu")
     with pytest.raises(RuntimeError, match=r"on device cuda:0 \(device_ids\[0\]\)"):
         moved(bg.ones(1, 3))
+
+
+def test_distributed_data_parallel_is_a_module_class_that_needs_a_process_group_as_in_torch():
+    """A training script's is_parallel check (`type(model) in (DataParallel, DistributedDataParallel)`) runs; wrapping
+    without a process group raises torch's error."""
+    for lib in (torch, bg):
+        ddp = lib.nn.parallel.DistributedDataParallel
+        assert issubclass(ddp, lib.nn.Module)
+        assert type(lib.nn.Linear(2, 2)) not in (lib.nn.parallel.DataParallel, ddp)
+        with pytest.raises(ValueError, match="Default process group has not been initialized"):
+            ddp(lib.nn.Linear(2, 2))

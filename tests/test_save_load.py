@@ -113,3 +113,16 @@ def test_the_weights_file_holds_no_pickle(tmp_path):
     with zipfile.ZipFile(path) as archive:
         assert sorted(archive.namelist()) == ["structure.json", "tensors/0.npy"]
     assert bg.load(path, map_location="cpu")["w"].shape == (3,)
+
+
+def test_counters_sets_and_bytes_load_with_weights_only_as_in_torch():
+    """What torch's weights_only loader accepts besides dicts and lists (a MultiStepLR state dict keeps its
+    milestones in a Counter) goes into the code-free file, not the pickle."""
+    obj = {"milestones": collections.Counter([3, 3, 6]), "seen": {1, 2}, "raw": b"\x00ab", "buf": bytearray(b"xy")}
+    got = _round_trip(obj)
+    assert got == obj and [type(v) for v in got.values()] == [type(v) for v in obj.values()]
+    optimizer = bg.optim.SGD(_model().parameters(), lr=1.0)
+    scheduler = bg.optim.lr_scheduler.MultiStepLR(optimizer, milestones=[2, 2, 5], gamma=0.5)
+    restored = bg.optim.lr_scheduler.MultiStepLR(optimizer, milestones=[9])
+    restored.load_state_dict(_round_trip(scheduler.state_dict()))
+    assert restored.milestones == collections.Counter({2: 2, 5: 1})

@@ -36,6 +36,8 @@ def _outcome(call):
         ("is_bf16_supported", ()),
         ("seed", ()),
         ("seed_all", ()),
+        ("get_rng_state_all", ()),
+        ("set_rng_state_all", ([],)),
     ],
 )
 def test_cuda_calls_without_a_gpu_match_torch(name, args):
@@ -243,3 +245,20 @@ def test_isinstance_against_private_bases_as_torch():
     assert isinstance(bg.nn.InstanceNorm2d(3), _NormBase)
     assert isinstance(bg.nn.CrossEntropyLoss(), bg.nn.modules.loss._WeightedLoss)
     assert isinstance(bg.nn.Conv2d(1, 1, 1), bg.nn.modules.conv._ConvNd)
+
+
+def test_a_checkpoint_of_cpu_and_gpu_rng_states_resumes_the_stream():
+    """Training scripts save torch.get_rng_state() with torch.cuda.get_rng_state_all() and restore both: the
+    stream continues where it was."""
+    bg.manual_seed(0)
+    saved = {"cpu": bg.get_rng_state(), "cuda": bg.cuda.get_rng_state_all()}
+    expected = bg.rand(4)
+    bg.rand(7)
+    bg.set_rng_state(saved["cpu"])
+    bg.cuda.set_rng_state_all(saved["cuda"])
+    assert bg.equal(bg.rand(4), expected)
+    with pytest.raises(TypeError, match="expected uint8 state tensors"):
+        bg.cuda.set_rng_state_all([bg.zeros(3)])
+    import batched_grad.utils.data.dataloader as loader_module
+
+    assert loader_module.get_worker_info is bg.utils.data.get_worker_info

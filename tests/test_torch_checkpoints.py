@@ -2,6 +2,9 @@
 the same batched_grad model with equal values; every dtype, views sharing a storage, parameters, sizes, dtypes,
 optimizer state; weights_only refuses other objects, which weights_only=False unpickles."""
 
+import collections
+import pickle
+
 import numpy as np
 import pytest
 import torch
@@ -73,3 +76,55 @@ def test_weights_only_refuses_other_objects(tmp_path):
     with pytest.raises(Exception, match="Weights only load failed"):
         bg.load(tmp_path / "note.pt")
     assert bg.load(tmp_path / "note.pt", weights_only=False)["note"].text == "hello"
+
+
+def test_the_weights_only_containers_torch_accepts_load(tmp_path):
+    """A MultiStepLR state dict keeps its milestones in a Counter; sets, bytes and bytearrays are the other
+    containers torch's weights_only loader accepts (pickled under protocol 2's names)."""
+    obj = {"milestones": collections.Counter([3, 3, 6]), "seen": {1, 2}, "raw": b"\x00ab", "buf": bytearray(b"xy")}
+    path = tmp_path / "c.pt"
+    torch.save(obj, path)
+    assert torch.load(path) == obj
+    got = bg.load(path)
+    assert got == obj and [type(v) for v in got.values()] == [type(v) for v in obj.values()]
+
+
+def test_safe_globals_let_weights_only_load_numpy_values_as_in_torch(tmp_path):
+    """A checkpoint holding a NumPy scalar (a best metric) and array loads with weights_only only for globals the
+    script allowed: inside safe_globals, or after add_safe_globals until clear_safe_globals."""
+    path = tmp_path / "np.pt"
+    torch.save({"best": np.float64(0.5), "seen": np.arange(3)}, path)
+    allowed = [np._core.multiarray.scalar, np.dtype, np.dtypes.Float64DType, np.dtypes.Int64DType]
+    allowed += [np._core.multiarray._reconstruct, np.ndarray]
+    for lib in (torch, bg):
+        with pytest.raises(pickle.UnpicklingError):
+            lib.load(path)
+        with lib.serialization.safe_globals(allowed):
+            got = lib.load(path)
+        assert got["best"] == 0.5 and type(got["best"]) is np.float64 and got["seen"].tolist() == [0, 1, 2]
+        with pytest.raises(pickle.UnpicklingError):
+            lib.load(path)
+    bg.serialization.add_safe_globals(allowed)
+    try:
+        assert bg.serialization.get_safe_globals() == allowed and bg.load(path)["best"] == 0.5
+    finally:
+        bg.serialization.clear_safe_globals()
+    assert bg.serialization.get_safe_globals() == []
+    assert bg.serialization.save is bg.save and bg.serialization.load is bg.load
+    moved = bg.serialization.default_restore_location(bg.ones(2), "cpu")
+    assert moved.device == bg.device("cpu")
+
+
+@pytest.mark.parametrize("writer", ["torch", "bg"])
+def test_map_location_places_the_tensors_as_in_torch(tmp_path, writer):
+    """A map_location function is called with each loaded storage (a tensor here) and the saved location, and
+    what it returns is used (None: the default restore); dicts of location names, strings and devices move them."""
+    path = tmp_path / "m.pt"
+    (torch if writer == "torch" else bg).save({"w": (torch if writer == "torch" else bg).arange(3.0)}, path)
+    for lib in (torch, bg) if writer == "torch" else (bg,):  # torch cannot read batched_grad's own format
+        seen = []
+        got = lib.load(path, map_location=lambda storage, location: seen.append(location))
+        assert seen == ["cpu"] and got["w"].tolist() == [0.0, 1.0, 2.0]
+        fairseq_style = lambda s, _: lib.serialization.default_restore_location(s, "cpu")  # noqa: E731
+        for where in (fairseq_style, {"cpu": "cpu"}, "cpu", lib.device("cpu"), lambda storage, loc: storage):
+            assert lib.load(path, map_location=where)["w"].device == lib.device("cpu")

@@ -99,6 +99,20 @@ def test_default_collate_and_convert_as_torch():
         bud.default_collate([[1, 2], [3]])
 
 
+def test_private_utils_paths_import_the_same_collate_and_worker_modules_as_torch():
+    import batched_grad.utils.data._utils.collate as our_collate
+    import batched_grad.utils.data._utils.worker as our_worker
+    import torch.utils.data._utils.collate as their_collate
+
+    assert our_collate is bud.collate and our_worker.get_worker_info is bud.get_worker_info
+    for name in ("default_collate", "default_convert", "collate", "default_collate_fn_map", "collate_tensor_fn"):
+        assert hasattr(their_collate, name) and hasattr(our_collate, name), name
+    batch = [{"a": np.arange(2), "b": [1.0, Point(2, 3)]}, {"a": np.arange(2) + 5, "b": [4.0, Point(5, 6)]}]
+    assert_same_batch(our_collate.default_collate(batch), their_collate.default_collate(batch))
+    assert our_collate.np_str_obj_array_pattern.pattern == their_collate.np_str_obj_array_pattern.pattern
+    assert bud._utils.MP_STATUS_CHECK_INTERVAL == tud._utils.MP_STATUS_CHECK_INTERVAL
+
+
 @pytest.mark.parametrize("batch_size, drop_last", [(3, False), (3, True), (None, False)])
 def test_iterable_dataset_batches_as_torch(batch_size, drop_last):
     class TorchSquares(tud.IterableDataset):
@@ -345,3 +359,33 @@ def test_a_dataset_torch_tensor_that_requires_grad_is_refused():
         bud.default_collate(samples)
     with pytest.raises(TypeError, match="a torch.Tensor was passed"):
         bud.default_convert(samples[0])
+
+
+@pytest.mark.parametrize(
+    "n, replicas, shuffle, drop_last",
+    [(10, 3, True, False), (10, 3, True, True), (7, 2, False, False), (2, 5, True, False), (12, 4, False, True)],
+)
+def test_distributed_sampler_shares_as_torch(n, replicas, shuffle, drop_last):
+    import torch.utils.data.distributed as tdist
+
+    from batched_grad.utils.data.distributed import DistributedSampler
+
+    for rank in range(replicas):
+        ours = DistributedSampler(range(n), replicas, rank, shuffle=shuffle, seed=3, drop_last=drop_last)
+        theirs = tdist.DistributedSampler(range(n), replicas, rank, shuffle=shuffle, seed=3, drop_last=drop_last)
+        for epoch in (0, 4):
+            ours.set_epoch(epoch)
+            theirs.set_epoch(epoch)
+            assert list(ours) == list(theirs) and len(ours) == len(theirs)
+    loader = DataLoader(range(n), batch_size=2, sampler=bud.DistributedSampler(range(n), replicas, 0, seed=1))
+    assert [b.tolist() for b in loader] == [
+        b.tolist()
+        for b in tud.DataLoader(range(n), batch_size=2, sampler=tdist.DistributedSampler(range(n), replicas, 0, seed=1))
+    ]
+
+
+def test_distributed_sampler_errors_as_torch():
+    with pytest.raises(ValueError, match=r"Invalid rank 3, rank should be in the interval \[0, 2\]"):
+        bud.DistributedSampler(range(4), num_replicas=3, rank=3)
+    with pytest.raises(RuntimeError, match="Requires distributed package to be available"):
+        bud.DistributedSampler(range(4))

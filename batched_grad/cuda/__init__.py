@@ -154,6 +154,23 @@ def seed_all():
     """As seed(), for every GPU."""
 
 
+def get_rng_state_all():
+    """The states of the GPUs' own generators: none (an empty list, as torch without a GPU), since every device's
+    random numbers come from the host generator, whose state torch.get_rng_state holds."""
+    return []
+
+
+def set_rng_state_all(new_states):
+    """Restore what get_rng_state_all returned: a list of uint8 state tensors, of which there are none here (the
+    host generator, restored by torch.set_rng_state, holds every device's random state)."""
+    from .._tensor import Tensor
+
+    states = list(new_states)
+    for state in states:
+        if not isinstance(state, Tensor) or state.dtype.name != "uint8":
+            raise TypeError(f"set_rng_state_all: expected uint8 state tensors, but got {type(state).__name__}")
+
+
 def is_bf16_supported(including_emulation=True):
     """Whether bfloat16 runs on the GPU (False without one, as torch)."""
     return is_available()
@@ -165,6 +182,7 @@ __all__ = [
     "empty_cache",
     "get_device_name",
     "get_device_properties",
+    "get_rng_state_all",
     "is_available",
     "is_bf16_supported",
     "is_initialized",
@@ -178,6 +196,7 @@ __all__ = [
     "seed",
     "seed_all",
     "set_device",
+    "set_rng_state_all",
     "synchronize",
 ]
 

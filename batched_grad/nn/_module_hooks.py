@@ -44,6 +44,15 @@ def add(hooks, hook, prepend=False, flags=()):
     return handle
 
 
+def replaced_arguments(result, args, kwargs, what):
+    """(args, kwargs) after a pre-hook `what` returned `result`: as they were for None, else its pair."""
+    if result is None:
+        return args, kwargs
+    if not (isinstance(result, tuple) and len(result) == 2):
+        raise RuntimeError(f"{what} must return None or a tuple of (new_args, new_kwargs), but got {result}.")
+    return result
+
+
 def register_module_forward_pre_hook(hook):
     """A forward pre-hook of every module, run before each module's own: hook(module, args)."""
     return add(global_forward_pre_hooks, hook)
@@ -78,13 +87,7 @@ def _run_forward_pre_hooks(module, args, kwargs):
     with_kwargs = module._forward_pre_hooks_with_kwargs
     for hook_id, hook in (*global_forward_pre_hooks.items(), *module._forward_pre_hooks.items()):
         if hook_id in with_kwargs:
-            result = hook(module, args, kwargs)
-            if result is not None:
-                if not (isinstance(result, tuple) and len(result) == 2):
-                    raise RuntimeError(
-                        f"forward pre-hook must return None or a tuple of (new_args, new_kwargs), but got {result}."
-                    )
-                args, kwargs = result
+            args, kwargs = replaced_arguments(hook(module, args, kwargs), args, kwargs, "forward pre-hook")
         else:
             result = hook(module, args)
             if result is not None:

@@ -1,13 +1,15 @@
 """torch.nn.parallel's DataParallel and data_parallel for the machines batched_grad runs on: without a GPU a
 DataParallel calls its module as it is (as torch's does without an accelerator; data_parallel raises torch's
 error); with one GPU the module and the inputs are moved to it. Splitting a batch over several GPUs (replicate,
-scatter, gather) is not done here."""
+scatter, gather) is not done here. DistributedDataParallel is the name training scripts import and test models
+against; wrapping a module needs a process group, which batched_grad never has."""
 
 from .. import cuda
 from .._tensor import Tensor, device
+from ..distributed import _NOT_INITIALIZED
 from .module import Module
 
-__all__ = ["DataParallel", "data_parallel"]
+__all__ = ["DataParallel", "DistributedDataParallel", "data_parallel"]
 
 
 def _index(d):
@@ -74,6 +76,14 @@ class DataParallel(Module):
                     f"them on device: {t.device}"
                 )
         return self.module(*_moved(inputs, self.src_device_obj), **_moved(kwargs, self.src_device_obj))
+
+
+class DistributedDataParallel(Module):
+    """For `isinstance(model, (DataParallel, DistributedDataParallel))` and imports: construction raises torch's
+    error for a process without a default process group (there are no process groups here)."""
+
+    def __init__(self, module, *args, **kwargs):
+        raise ValueError(_NOT_INITIALIZED)
 
 
 def data_parallel(module, inputs, device_ids=None, output_device=None, dim=0, module_kwargs=None):

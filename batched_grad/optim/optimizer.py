@@ -4,7 +4,9 @@ and called with the hyperparameters that may change between steps (lr, ...) as a
 recompile. Until that program pays for its compile, the update runs parameter by parameter (_parts.py)."""
 
 import copy
-from collections import defaultdict
+import functools
+import itertools
+from collections import OrderedDict, defaultdict
 
 import jax
 import jax.numpy as jnp
@@ -12,7 +14,40 @@ import jax.numpy as jnp
 from .._grad_mode import enable_grad, no_grad
 from .._tensor import Tensor, type_name
 from .._x64 import scoped
+from ..nn._module_hooks import add as _registered  # a hook dict entry and its handle, as modules keep them
+from ..nn._module_hooks import replaced_arguments
 from ..sparse._grads import zeroed_grad
+
+# hooks every optimizer's step calls (torch.optim.optimizer.register_optimizer_step_pre_hook / _post_hook)
+_global_pre_hooks, _global_post_hooks = OrderedDict(), OrderedDict()
+
+
+def register_optimizer_step_pre_hook(hook):
+    """hook(optimizer, args, kwargs) before every optimizer's step; it may return (new_args, new_kwargs)."""
+    return _registered(_global_pre_hooks, hook)
+
+
+def register_optimizer_step_post_hook(hook):
+    """hook(optimizer, args, kwargs) after every optimizer's step."""
+    return _registered(_global_post_hooks, hook)
+
+
+def _hooked_step(step):
+    """`step` calling the global and the optimizer's pre hooks before it and its post hooks after it, as torch
+    wraps the step of each optimizer class it initialises (`args` holds the optimizer first, as torch passes it)."""
+
+    @functools.wraps(step)
+    def wrapper(*args, **kwargs):
+        self = args[0]
+        for pre_hook in itertools.chain(_global_pre_hooks.values(), self._optimizer_step_pre_hooks.values()):
+            args, kwargs = replaced_arguments(pre_hook(self, args, kwargs), args, kwargs, step)
+        out = step(*args, **kwargs)
+        for post_hook in itertools.chain(self._optimizer_step_post_hooks.values(), _global_post_hooks.values()):
+            post_hook(self, args, kwargs)
+        return out
+
+    wrapper.hooked = True
+    return wrapper
 
 
 class _RequiredParameter:
@@ -24,6 +59,14 @@ class _RequiredParameter:
 
 
 required = _RequiredParameter()
+_HOOK_DICTS = (
+    "_optimizer_step_pre_hooks",
+    "_optimizer_step_post_hooks",
+    "_optimizer_state_dict_pre_hooks",
+    "_optimizer_state_dict_post_hooks",
+    "_optimizer_load_state_dict_pre_hooks",
+    "_optimizer_load_state_dict_post_hooks",
+)
 
 
 class Optimizer:
@@ -31,6 +74,10 @@ class Optimizer:
 
     def __init__(self, params, defaults):
         self.defaults = defaults
+        for name in _HOOK_DICTS:
+            setattr(self, name, OrderedDict())
+        if not getattr(type(self).step, "hooked", False):  # torch patches the class on its first instance
+            type(self).step = _hooked_step(type(self).step)
         self.state = defaultdict(dict)  # a new parameter's state is an empty dict, as torch's
         self.param_groups = []
         if isinstance(params, Tensor):
@@ -112,9 +159,43 @@ class Optimizer:
         for p, v in zip(params, values):
             p.copy_(Tensor._wrap(v))
 
+    # ---- hooks ---------------------------------------------------------------------------------------------
+    def register_step_pre_hook(self, hook):
+        """hook(optimizer, args, kwargs) before each step; it may return (new_args, new_kwargs)."""
+        return _registered(self._optimizer_step_pre_hooks, hook)
+
+    def register_step_post_hook(self, hook):
+        """hook(optimizer, args, kwargs) after each step."""
+        return _registered(self._optimizer_step_post_hooks, hook)
+
+    def register_state_dict_pre_hook(self, hook, prepend=False):
+        """hook(optimizer) before state_dict() builds the dict."""
+        return _registered(self._optimizer_state_dict_pre_hooks, hook, prepend)
+
+    def register_state_dict_post_hook(self, hook, prepend=False):
+        """hook(optimizer, state_dict) after state_dict(); a dict it returns replaces the result."""
+        return _registered(self._optimizer_state_dict_post_hooks, hook, prepend)
+
+    def register_load_state_dict_pre_hook(self, hook, prepend=False):
+        """hook(optimizer, state_dict) before load_state_dict(); a dict it returns is loaded instead."""
+        return _registered(self._optimizer_load_state_dict_pre_hooks, hook, prepend)
+
+    def register_load_state_dict_post_hook(self, hook, prepend=False):
+        """hook(optimizer) after load_state_dict()."""
+        return _registered(self._optimizer_load_state_dict_post_hooks, hook, prepend)
+
     # ---- state ---------------------------------------------------------------------------------------------
     def state_dict(self):
         """{"state": {index: state}, "param_groups": [group with "params" as indices]}, torch's layout."""
+        for pre_hook in self._optimizer_state_dict_pre_hooks.values():
+            pre_hook(self)
+        result = self._state_dict()
+        for post_hook in self._optimizer_state_dict_post_hooks.values():
+            replaced = post_hook(self, result)
+            result = result if replaced is None else replaced
+        return result
+
+    def _state_dict(self):
         index, groups = {}, []
         for group in self.param_groups:
             ids = [index.setdefault(id(p), len(index)) for p in group["params"]]
@@ -124,6 +205,14 @@ class Optimizer:
 
     def load_state_dict(self, state_dict):
         """Restore the hyperparameters and per-parameter state saved by state_dict()."""
+        for pre_hook in self._optimizer_load_state_dict_pre_hooks.values():
+            replaced = pre_hook(self, state_dict)
+            state_dict = state_dict if replaced is None else replaced
+        self._load_state_dict(state_dict)
+        for post_hook in self._optimizer_load_state_dict_post_hooks.values():
+            post_hook(self)
+
+    def _load_state_dict(self, state_dict):
         groups = state_dict["param_groups"]
         if len(groups) != len(self.param_groups):
             raise ValueError("loaded state dict has a different number of parameter groups")

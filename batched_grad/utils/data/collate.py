@@ -18,7 +18,7 @@ from ..._foreign import TORCH_TENSOR_PASSED, is_torch_tensor
 from ..._ops import stack
 from ..._tensor import Tensor
 
-_STRING_OR_OBJECT_DTYPE = re.compile(r"[SaUO]")  # NumPy dtype codes of strings and objects: not collated
+np_str_obj_array_pattern = re.compile(r"[SaUO]")  # NumPy dtype codes of strings and objects: not collated
 default_collate_err_msg_format = (
     "default_collate: batch must contain tensors, numpy arrays, numbers, dicts or lists; found {}"
 )
@@ -69,7 +69,7 @@ def default_convert(data):
     if is_torch_tensor(data):
         return _from_torch(data)
     if _is_numpy_data(data):
-        if isinstance(data, np.ndarray) and _STRING_OR_OBJECT_DTYPE.search(data.dtype.str):
+        if isinstance(data, np.ndarray) and np_str_obj_array_pattern.search(data.dtype.str):
             return data
         return as_tensor(data)
     if isinstance(data, collections.abc.Mapping):
@@ -88,7 +88,7 @@ def collate_tensor_fn(batch, *, collate_fn_map=None):
 
 
 def collate_numpy_array_fn(batch, *, collate_fn_map=None):
-    if _STRING_OR_OBJECT_DTYPE.search(batch[0].dtype.str) is not None:
+    if np_str_obj_array_pattern.search(batch[0].dtype.str) is not None:
         raise TypeError(default_collate_err_msg_format.format(batch[0].dtype))
     return collate([as_tensor(b) for b in batch], collate_fn_map=collate_fn_map)
 

@@ -11,6 +11,7 @@ from .collate import default_collate, default_convert
 from .dataset import IterableDataset
 from .fetch import IterableFetcher, MapFetcher
 from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler, fresh_seed
+from .worker import get_worker_info  # noqa: F401  (torch.utils.data.dataloader's name too)
 
 _FROZEN_AFTER_INIT = ("batch_size", "batch_sampler", "sampler", "drop_last", "dataset", "persistent_workers")
 
