@@ -40,6 +40,21 @@ def engine_tier(request, monkeypatch):
     return request.param
 
 
+@pytest.fixture(autouse=True)
+def default_dtypes_restored():
+    """Each test starts with float32 as both libraries' default dtype, whatever an earlier one set and left (a
+    program run in float64 that stopped on a failed assert)."""
+    import torch
+
+    import batched_grad as bg
+
+    yield
+    if torch.get_default_dtype() is not torch.float32:
+        torch.set_default_dtype(torch.float32)
+    if bg.get_default_dtype() is not bg.float32:
+        bg.set_default_dtype(bg.float32)
+
+
 @pytest.fixture(autouse=True, scope="module")
 def release_compiled_programs():
     """Drop JAX's compiled executables after each test module. Each XLA CPU executable maps its code into memory, and
