@@ -36,7 +36,7 @@ def _operand(other, dtype):
     kind = type(other)
     if kind is float or kind is int and -_EXACT_INTS <= other <= _EXACT_INTS:
         return other
-    if not isinstance(other, Tensor) or in_graph(other) and GRAD_MODE.enabled:
+    if not isinstance(other, Tensor) or not _outside_graph(other):
         return None
     w = other._v
     if type(w) is not np.ndarray or w.dtype != dtype or w.size > _host.HOST_ELEMENTS:
@@ -62,7 +62,7 @@ def exclusive_host_value(tensor, replaced=False):
     v = tensor._v
     if type(v) is not np.ndarray or v.base is not None:
         return None
-    if in_graph(tensor) and GRAD_MODE.enabled:
+    if not _outside_graph(tensor):
         return None
     if replaced:
         return v
@@ -122,7 +122,7 @@ def _host_value(tensor, views=False):
         return None
     if v.base is not None and not views:
         return None
-    return None if in_graph(tensor) and GRAD_MODE.enabled else v
+    return v if _outside_graph(tensor) else None
 
 
 def binary(forms, full):

@@ -163,6 +163,7 @@ class DataLoader:
         self.persistent_workers = persistent_workers
         self._IterableDataset_len_called = None
         self._iterator = None
+        self._start_check = None  # (the parts it pickled, reason_not_to_start's answer)
         self.__initialized = True
 
     def __setattr__(self, attr, val):
@@ -182,7 +183,11 @@ class DataLoader:
     def _get_iterator(self):
         if self.num_workers == 0:
             return _SingleProcessDataLoaderIter(self)
-        reason = reason_not_to_start(self)
+        # the check pickles the dataset: once per loader, again only where the parts it pickles were replaced
+        parts = (self.collate_fn, self.worker_init_fn, self.multiprocessing_context)
+        if self._start_check is None or any([a is not b for a, b in zip(self._start_check[0], parts)]):
+            self._start_check = (parts, reason_not_to_start(self))
+        reason = self._start_check[1]
         if reason is not None:
             warn_loading_in_process(reason)
             return _SingleProcessDataLoaderIter(self)
