@@ -68,11 +68,12 @@ def grad_fn_unavailable(tensor):
 
 
 def requires_grad_through_base(tensor):
-    """torch's rule for a view made with grad mode off: it requires grad while its base does, so ops on it with grad
-    mode on record, but its history holds no edge into the view (torch gives it no grad accumulator): no gradient
-    reaches it or its base. A detached view's base is not its autograd base."""
-    kind, view = tensor._creation, tensor._view
-    if type(kind) is not tuple or kind[0] != NO_GRAD_MODE or view is None:
+    """torch's rule for a view of a special kind (made with grad mode off or in inference mode, or returned by a
+    custom Function or a multi-output op while nothing was recorded): it requires grad while its base does, so ops on
+    it with grad mode on record, but its history holds no edge into the view (torch gives it no grad accumulator): no
+    gradient reaches it or its base. A detached view's base is not its autograd base."""
+    view = tensor._view
+    if tensor._creation is None or view is None:
         return False
     from ._inplace import DETACH
 

@@ -248,3 +248,27 @@ def test_a_graph_through_a_no_grad_view_is_freed_after_backward_as_torch():
         (shared.sum() * 3).backward()
 
     raises_like_torch(twice)
+
+
+def _special_views_story(m):
+    """Views of other special kinds made while nothing records (a custom Function's outputs under no_grad, one and
+    several; views made in inference mode; several views of one op): each requires grad through its base, as torch's
+    views of every kind do, and what is computed from them records."""
+    leaf = m.rand(4, requires_grad=True)
+    alias = _function(m, lambda ctx, x: x[:3])
+    pair = _function(m, lambda ctx, x: (x[:3], x[1:]))
+    with m.no_grad():
+        one, two = alias(leaf), pair(leaf)
+        pieces = leaf.unbind(0)
+    with m.inference_mode():
+        made_in_inference = leaf[:2]
+    views = (one, *two, pieces[0], made_in_inference)
+    seen = [(v.requires_grad, v.is_leaf, v.grad_fn is None) for v in views]
+    seen += [type((v * 2).grad_fn).__name__ for v in views]
+    with m.no_grad():
+        detached = leaf.detach()[:2]
+    return seen + [detached.requires_grad]
+
+
+def test_views_of_every_special_kind_require_grad_through_their_base_as_torch():
+    assert _special_views_story(bg) == _special_views_story(torch)
