@@ -14,6 +14,7 @@ _cache.setup()  # the persistent compilation cache, before the first compile
 from math import e, inf, nan, pi  # noqa: E402  (torch's constants)
 
 from . import (  # noqa: E402
+    _C,
     _ops,  # noqa: E402
     accelerator,
     amp,
@@ -31,6 +32,7 @@ from . import (  # noqa: E402
     nn,
     onnx,
     optim,
+    overrides,
     profiler,
     random,
     serialization,

@@ -164,12 +164,20 @@ def format_tensor(t):
         text = wrapped_repr(t)
         if text is not None:
             return text
-    return format_value(t._v if type(t._v) is MetaValue else t._value, t.dtype, autograd_suffixes(t))
+    value = t._v if type(t._v) is MetaValue else t._value
+    return format_value(value, t.dtype, autograd_suffixes(t), _prefix(type(t)))
 
 
-def format_value(value, dtype, extra):
+def _prefix(cls):
+    """torch's: "tensor(" for a Tensor or a Parameter, the class's name for an instance of another subclass."""
+    from ._tensor import Tensor
+    from .nn.parameter import Parameter
+
+    return "tensor(" if cls is Tensor or cls is Parameter else f"{cls.__name__}("
+
+
+def format_value(value, dtype, extra, prefix="tensor("):
     """The repr torch gives a tensor of `value` (an array, or a MetaValue) and `dtype`, with the suffixes `extra`."""
-    prefix = "tensor("
     indent = len(prefix)
     default = _dtypes.get_default_dtype()
     shape = tuple(value.shape)

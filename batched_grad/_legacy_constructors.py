@@ -122,7 +122,10 @@ def construct(dtype, args, kwargs, like=None, cls=Tensor):
     form, value = _parse(args, kwargs)
     _check_device(kwargs)
     if form == "alias":
-        return _alias(value, dtype, kwargs, "constructor" if like is None else "new")
+        alias = _alias(value, dtype, kwargs, "constructor" if like is None else "new")
+        if cls is not Tensor:
+            alias.__class__ = cls
+        return alias
     d = dtype or _dtypes.get_default_dtype()
     where = device_for(None, like) if like is not None else None
     if form == "empty":
@@ -131,7 +134,7 @@ def construct(dtype, args, kwargs, like=None, cls=Tensor):
         made = zeros(value, dtype=d, device=where)
     else:
         made = tensor(value, dtype=d, device=where)
-    return made if cls is Tensor else cls._wrap(made._v)
+    return made if cls is Tensor else Tensor._wrap.__func__(cls, made._v)
 
 
 def _alias(other, dtype, kwargs, kind):

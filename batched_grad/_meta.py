@@ -81,7 +81,9 @@ def meta_value(shape, dtype):
 
 def rebuild_meta(cls, shape, dtype, requires_grad):
     """A meta tensor unpickled."""
-    return cls._wrap(MetaValue(shape, dtype), requires_grad=requires_grad)
+    from ._tensor import Tensor
+
+    return Tensor._wrap.__func__(cls, MetaValue(shape, dtype), requires_grad=requires_grad)
 
 
 def is_meta(tensor):

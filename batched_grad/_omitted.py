@@ -56,7 +56,10 @@ INFERENCE = (
     "inference tensors: inference_mode here switches recording off, but tensors made under it are not "
     "marked (no inference-tensor restrictions)"
 )
-INTERNAL = "internal helpers of torch itself (type dispatch, __torch_function__ overrides, documentation text)"
+DISPATCH_KEYS = (
+    "torch's dispatcher (dispatch keys, __torch_dispatch__ and re-dispatch below autograd): ops here are JAX's"
+)
+INTERNAL = "internal helpers of torch itself (type dispatch, tables of its overridable functions, documentation text)"
 LAPACK_RAW = (
     "raw LAPACK pieces of QR (geqrf's Householder form, ormqr): linalg.qr and linalg.householder_product are here"
 )
@@ -211,7 +214,7 @@ OMITTED = {
         **_names(REMOVED, "eig lstsq solve symeig"),
         **_names(NAMED, "name"),
         **_names(INFERENCE, "is_inference"),
-        **_names(INTERNAL, "index hash_tensor as_subclass to_padded_tensor"),
+        **_names(INTERNAL, "index hash_tensor to_padded_tensor"),
         **_names(LAPACK_RAW, "geqrf ormqr"),
     },
     "torch.nn": {
@@ -303,6 +306,10 @@ OMITTED = {
         **_names(DISTRIBUTED, "replicate scatter gather parallel_apply"),
     },
     "torch.distributions": {},
+    "torch.overrides": {
+        **_names(INTERNAL, "get_ignored_functions get_overridable_functions get_testing_overrides resolve_name"),
+        **_names(DISPATCH_KEYS, "enable_reentrant_dispatch redispatch_function"),
+    },
 }
 
 

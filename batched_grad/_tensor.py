@@ -9,7 +9,7 @@ import warnings
 import jax
 import numpy as np
 
-from . import _dtypes, _graph
+from . import _dtypes, _graph, _subclass
 from ._format import format_tensor
 from ._grad_dtype import AS_DTYPE, get_grad_dtype, grad_dtype_of, set_grad_dtype
 from ._grad_mode import _check_bool, is_grad_enabled
@@ -125,6 +125,12 @@ def python_type_name(value):
     return f"{kind.__module__}.{kind.__name__}"
 
 
+DEEPCOPY_SUBCLASS = (
+    "The default implementation of __deepcopy__() for non-wrapper subclasses only works for subclass types that "
+    "implement new_empty() and for which that function returns another instance of the same subclass. You should "
+    "either properly implement new_empty() for your subclass or override __deepcopy__() if it is intended behavior "
+    "for new_empty() to return an instance of a different type."
+)
 DEEPCOPY_NON_LEAF = (
     "Only Tensors created explicitly by the user (graph leaves) support the deepcopy protocol at the moment.  If you "
     "were attempting to deepcopy a module, this may be because of a torch.nn.utils.weight_norm usage, see "
@@ -257,6 +263,36 @@ class Tensor(InPlace):
         t._retains_grad = False
         t._counter = _graph.VersionCounter()
         return t
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        _subclass.register(cls, Tensor)
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        """torch's default: `func` on `args` with the protocol off, its tensors returned as instances of `cls`."""
+        return _subclass.default_torch_function(cls, func, types, args, kwargs, Tensor)
+
+    @staticmethod
+    def _make_subclass(cls, data, require_grad=False):
+        """A new leaf of class `cls` sharing `data`'s values, requiring grad as `require_grad` says (how torch's
+        subclasses, Parameter among them, are made)."""
+        made = data.detach()
+        made.__class__ = cls
+        return made.requires_grad_(require_grad)
+
+    def as_subclass(self, cls):
+        """An alias of this tensor (its values and its place in the graph) as an instance of `cls`."""
+        if not (isinstance(cls, type) and issubclass(cls, Tensor)):
+            raise TypeError(
+                "Creating a Tensor subclass from a class that does not inherit from Tensor is not possible. Make "
+                "sure your class inherits from Tensor."
+            )
+        from ._ops.shape import _reshaped
+
+        alias = _reshaped(self, self.shape, "AliasBackward0")
+        alias.__class__ = cls
+        return alias
 
     def __new__(cls, *args, **kwargs):
         """torch's legacy constructor: Tensor() (empty), Tensor(2, 3) or Tensor(torch.Size) (of that shape),
@@ -762,7 +798,11 @@ class Tensor(InPlace):
         """A new leaf with the same values, requires_grad and (copied) grad; views and aliases are not copied."""
         if self.grad_fn is not None:
             raise RuntimeError(DEEPCOPY_NON_LEAF)
-        t = type(self)._wrap(self._value, requires_grad=self._requires_grad)
+        if type(self) in _subclass.DISPATCHING:
+            with _subclass.DisableTorchFunctionSubclass():
+                if type(self.new_empty([])) is not type(self):  # torch's test that the copy keeps the class
+                    raise RuntimeError(DEEPCOPY_SUBCLASS)
+        t = Tensor._wrap.__func__(type(self), self._value, requires_grad=self._requires_grad)
         memo[id(self)] = t
         if self._grad is not None:
             t._grad = copy.deepcopy(self._grad, memo)
@@ -786,11 +826,9 @@ class Tensor(InPlace):
 
         return format_tensor(self)
 
-    __str__ = __repr__
-
 
 def _rebuild(cls, array, requires_grad):
-    return cls._wrap(np.asarray(array), requires_grad=requires_grad)  # host data, as bg.tensor's
+    return Tensor._wrap.__func__(cls, np.asarray(array), requires_grad=requires_grad)  # host data, as bg.tensor's
 
 
 def _wrap_dim(dim, ndim):
@@ -798,3 +836,6 @@ def _wrap_dim(dim, ndim):
     if not -n <= dim < n:
         raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})")
     return dim % n
+
+
+_subclass.PLAIN.add(Tensor)

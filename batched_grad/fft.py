@@ -8,4 +8,4 @@ globals().update(_fft.FUNCTIONS)
 
 __all__ = sorted(_fft.FUNCTIONS)
 
-globals().update(_with_out({name: globals()[name] for name in __all__}, _OUT_RULES["fft"]))
+globals().update(_with_out({name: globals()[name] for name in __all__}, _OUT_RULES["fft"], "torch.fft"))

@@ -32,4 +32,4 @@ __all__ = [
     *_decompositions.LINALG,
 ]
 
-globals().update(_with_out({name: globals()[name] for name in __all__}, _OUT_RULES["linalg"]))
+globals().update(_with_out({name: globals()[name] for name in __all__}, _OUT_RULES["linalg"], "torch.linalg"))

@@ -31,4 +31,4 @@ def round(input, *, decimals=0):  # noqa: A001  (torch's name)
 
 __all__ = sorted([*_scipy_special.FUNCTIONS, *_ALIASES, "round"])
 
-globals().update(_with_out({name: globals()[name] for name in __all__}, _OUT_RULES["special"]))
+globals().update(_with_out({name: globals()[name] for name in __all__}, _OUT_RULES["special"], "torch.special"))

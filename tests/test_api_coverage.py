@@ -77,6 +77,7 @@ NAMESPACES = {
     "torch.utils.benchmark": (torch.utils.benchmark, bg.utils.benchmark, "all"),
     "torch.amp": (torch.amp, bg.amp, "all"),
     "torch.distributions": (torch.distributions, bg.distributions, "all"),
+    "torch.overrides": (torch.overrides, bg.overrides, "all"),
 }
 _KINDS = {
     "functions": lambda v: isinstance(v, torch.dtype) or (callable(v) and not isinstance(v, type)),

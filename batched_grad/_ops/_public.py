@@ -11,6 +11,7 @@ import numpy as np
 from .. import _dtypes
 from .._foreign import TORCH_TENSOR_PASSED, has_torch_tensor, not_a_tensor
 from .._grad_mode import is_grad_enabled, no_grad
+from .._subclass import DISPATCHING, dispatch, dispatching, overloaded
 from .._tensor import Tensor
 from .._vmap_levels import is_batched
 from .numpy_keywords import function_renaming
@@ -23,33 +24,43 @@ RESIZED = (
 )
 
 
-def public(fn, out=None, name=None):
+def public(fn, out=None, name=None, namespace="torch"):
     """`fn` as batched_grad exports it (under `name`, by default its own), taking torch's NumPy spellings of its
     keywords (numpy_keywords); with the keyword `out` if `out` is given
     (how the result's dtype may differ from out's: "cast", "exact" or "where", torch's rules for the op, or a function
     of the op's arguments giving one); a failure on a torch.Tensor argument raises
     TypeError(TORCH_TENSOR_PASSED) instead (checked only once `fn` has raised)."""
     name = fn.__name__ if name is None else name
+    label = f"{namespace}.{name}"  # torch's name of the function, in its errors of the Tensor subclass protocol
     rule = out
     renamed = function_renaming(fn, name) or (lambda args, kwargs: kwargs)
     if not out:
 
         @functools.wraps(fn)
         def function(*args, **kwargs):
+            if DISPATCHING and overloaded(args, kwargs):  # an instance of a Tensor subclass (_subclass.py)
+                return dispatch(function, args, kwargs, label)
             try:
                 return fn(*args, **renamed(args, kwargs))
             except Exception:
                 _say_if_torch(args, kwargs)
+                if overloaded(args, kwargs):  # a tensor-like of another class (checked only once fn has failed)
+                    return dispatch(function, args, kwargs, label)
                 raise
     else:
 
         @functools.wraps(fn)
         def function(*args, out=None, **kwargs):
+            given = kwargs if out is None else {**kwargs, "out": out}
+            if DISPATCHING and overloaded(args, given):
+                return dispatch(function, args, given, label)
             try:
                 kwargs = renamed(args, kwargs)
                 return fn(*args, **kwargs) if out is None else write_out(name, out, fn, args, kwargs, rule)
             except Exception:
                 _say_if_torch(args + (out,), kwargs)
+                if overloaded(args, given):
+                    return dispatch(function, args, given, label)
                 raise
 
     return sparse_aware(function, name) if name in SPARSE_DISPATCHED else function
@@ -79,9 +90,17 @@ def sparse_aware(function, name):
     return dispatch
 
 
-def with_out(functions, rules):
-    """`functions` (name -> function) as exported, with out= where `rules` (name -> dtype rule) lists the name."""
-    return {name: public(fn, rules[name], name) if name in rules else fn for name, fn in functions.items()}
+def with_out(functions, rules, namespace="torch"):
+    """`functions` (name -> function) as exported, with out= where `rules` (name -> dtype rule) lists the name, and
+    taking part in the protocol of Tensor subclasses."""
+    return {
+        name: public(fn, rules[name], name, namespace)
+        if name in rules
+        else fn
+        if isinstance(fn, type)
+        else dispatching(fn, f"{namespace}.{name}")
+        for name, fn in functions.items()
+    }
 
 
 def _say_if_torch(args, kwargs):

@@ -2,6 +2,7 @@
 formula (so its VJP and higher derivatives are JAX's and it vectorizes under is_grads_batched)."""
 
 import math
+import types
 import warnings
 
 import jax
@@ -52,6 +53,7 @@ from .._ops.nn import (
     softmax,
     softplus,
 )
+from .._subclass import dispatching
 from .._tensor import Tensor
 from .._vmap_levels import is_batched
 from .ctc import ctc_loss
@@ -578,3 +580,12 @@ __all__ = [
     "softplus",
     "tanh",
 ]
+
+# every public function takes part in the protocol of Tensor subclasses (_subclass.py), as torch's functions do
+globals().update(
+    {
+        name: dispatching(value, f"torch.nn.functional.{name}", python_level=True)
+        for name, value in list(globals().items())
+        if not name.startswith("_") and isinstance(value, types.FunctionType)
+    }
+)

@@ -3,6 +3,7 @@ placeholders of a lazy module's ones until its first forward (UninitializedParam
 
 from .._devices import device, get_default_device
 from .._factories import empty
+from .._subclass import disabled_torch_function_impl
 from .._tensor import REQUIRES_GRAD_DTYPE, Tensor
 
 
@@ -10,26 +11,25 @@ class Parameter(Tensor):
     """A Tensor that is a module parameter: a leaf (requiring grad by default) sharing `data`'s values."""
 
     __slots__ = ()
+    __torch_function__ = staticmethod(disabled_torch_function_impl)  # ops on it return plain Tensors
 
     def __new__(cls, data=None, requires_grad=True):
         if data is None:
             data = empty(0)
         if not isinstance(data, Tensor):
             raise TypeError(f"Parameter(): argument 'data' must be a Tensor, not {type(data).__name__}")
-        param = cls._wrap(data._value)
+        param = Tensor._wrap.__func__(cls, data._value)
         param._set_requires_grad(bool(requires_grad), REQUIRES_GRAD_DTYPE)
         return param
 
     def __deepcopy__(self, memo):
         """A new Parameter with the same values and requires_grad; as torch's, without the gradient."""
-        copied = type(self)._wrap(self._value, requires_grad=self._requires_grad)
+        copied = Tensor._wrap.__func__(type(self), self._value, requires_grad=self._requires_grad)
         memo[id(self)] = copied
         return copied
 
     def __repr__(self):
         return "Parameter containing:\n" + super().__repr__()
-
-    __str__ = __repr__
 
 
 class _BufferMeta(type):
@@ -47,6 +47,7 @@ class Buffer(Tensor, metaclass=_BufferMeta):
     returns `data` detached (a plain Tensor, requiring grad as `data` does) marked as a buffer."""
 
     __slots__ = ()
+    __torch_function__ = staticmethod(disabled_torch_function_impl)  # ops on it return plain Tensors
 
     def __new__(cls, data=None, *, persistent=True):
         if data is None:
@@ -144,6 +145,7 @@ class UninitializedBuffer(_Uninitialized, Tensor):
     """A buffer whose shape is not known yet (a lazy normalization's running statistics)."""
 
     __slots__ = ()
+    __torch_function__ = staticmethod(disabled_torch_function_impl)  # ops on it return plain Tensors
     cls_to_become = Tensor
 
     def __new__(cls, requires_grad=False, device=None, dtype=None, persistent=True):

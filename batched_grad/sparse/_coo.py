@@ -9,6 +9,7 @@ from .._factories import tensor
 from .._format import PRINT_OPTS, _value_suffixes, _values_body, autograd_suffixes
 from .._layout_types import sparse_coo
 from .._meta import SPARSE_NOT_PROVIDED, NoDenseValue
+from .._subclass import disabled_torch_function_impl
 from .._tensor import INCOMPATIBLE_SET_DATA, Size, Tensor
 
 
@@ -16,6 +17,7 @@ class SparseCOO(Tensor):
     """A sparse tensor in COO form (torch.sparse_coo): construct it with sparse_coo_tensor or Tensor.to_sparse."""
 
     __slots__ = ("_coo_indices", "_coo_values", "_coalesced")
+    __torch_function__ = staticmethod(disabled_torch_function_impl)
 
     @classmethod
     def _of(cls, indices, values, size, coalesced=False):
