@@ -15,7 +15,7 @@ import torch.utils.data as tud  # noqa: E402
 
 import batched_grad as bg  # noqa: E402
 import batched_grad.utils.data as bud  # noqa: E402
-from _data_workers import Doubled, SizedSquares, Squares  # noqa: E402
+from _data_workers import Doubled, Draws, SizedSquares, Squares  # noqa: E402
 from batched_grad.utils.data import DataLoader, TensorDataset  # noqa: E402
 
 Point = collections.namedtuple("Point", "x y")
@@ -288,6 +288,22 @@ def test_worker_processes_give_the_single_process_batches():
     stream = DataLoader(Squares(9), batch_size=2, num_workers=2, persistent_workers=True)
     for _ in range(2):  # the same workers serve both passes
         assert sorted(v for batch in stream for v in batch.tolist()) == [i * i for i in range(9)]
+
+
+def test_workers_draw_as_torchs_and_take_the_default_dtype():
+    """Each worker's NumPy, Python and library generators start where torch's do (NumPy from a SeedSequence over
+    the worker id and base seed's two halves), and a Python float there takes the main process's default dtype."""
+    passes = []
+    for lib in (bg, torch):
+        lib.manual_seed(0)
+        lib.set_default_dtype(lib.float64)
+        try:
+            loader = lib.utils.data.DataLoader(Draws(6, lib.__name__), batch_size=2, num_workers=2, collate_fn=list)
+            passes.append([sample for batch in loader for sample in batch])
+        finally:
+            lib.set_default_dtype(lib.float32)
+    assert passes[0] == passes[1]
+    assert {dtype for _, dtype in passes[0]} == {"torch.float64"}
 
 
 def test_worker_exception_reaches_the_main_process():
