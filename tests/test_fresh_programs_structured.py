@@ -21,6 +21,14 @@ def _ranks_like(m, x, dim):
     return m.arange(1, x.size(dim) + 1, dtype=x.dtype).view(shape)
 
 
+def _sparsemax_backward(m, grad, support, out, dim):
+    """The gradient through sparsemax: zero off the support, the support's mean taken out on it."""
+    g = grad.clone()
+    g[out == 0] = 0
+    mean = (g.sum(dim=dim) / support.to(out.dtype).squeeze()).unsqueeze(dim)
+    return m.where(out != 0, g - mean, g)
+
+
 def _sparse_functions(m):
     """Sparsemax and 1.5-entmax as Functions whose forward finds the threshold from a descending sort, and
     alpha-entmax by bisection whose backward also returns d/d alpha when asked (needs_input_grad)."""
@@ -41,11 +49,7 @@ def _sparse_functions(m):
 
         @staticmethod
         def backward(ctx, grad):
-            support, out = ctx.saved_tensors
-            g = grad.clone()
-            g[out == 0] = 0
-            mean = (g.sum(dim=ctx.dim) / support.to(out.dtype).squeeze()).unsqueeze(ctx.dim)
-            return m.where(out != 0, g - mean, g), None
+            return _sparsemax_backward(m, grad, *ctx.saved_tensors, ctx.dim), None
 
     class Entmax15(m.autograd.Function):
         @staticmethod
@@ -189,11 +193,7 @@ def attentive_tabular_network(m):
 
         @staticmethod
         def backward(ctx, grad):
-            support, out = ctx.saved_tensors
-            g = grad.clone()
-            g[out == 0] = 0
-            mean = (g.sum(dim=-1) / support.to(out.dtype).squeeze()).unsqueeze(-1)
-            return m.where(out != 0, g - mean, g)
+            return _sparsemax_backward(m, grad, *ctx.saved_tensors, -1)
 
     class Ghost(nn.Module):
         def __init__(self, width, virtual=4):
