@@ -37,3 +37,24 @@ class Doubled(bud.Dataset):
 
     def __len__(self):
         return self.n
+
+
+class Draws:
+    """Map-style samples read from the global generators a worker seeds (NumPy's, Python's and the library's,
+    named by `library`) and the dtype a Python float takes there; the torch side of a test names torch."""
+
+    def __init__(self, n, library="batched_grad"):
+        self.n, self.library = n, library
+
+    def __getitem__(self, i):
+        import importlib
+        import random
+
+        import numpy as np
+
+        lib = importlib.import_module(self.library)
+        words = [int(np.random.randint(10**6)), random.randrange(10**6), int(lib.randint(0, 10**6, ()))]
+        return words, str(lib.tensor(0.5).dtype)
+
+    def __len__(self):
+        return self.n

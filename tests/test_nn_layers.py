@@ -407,3 +407,44 @@ def test_conv_transpose_output_size():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert nn.InstanceNorm1d(5)(bg.ones(2, 3, 4)).shape == (2, 3, 4)
+
+
+def _standardized_conv(lib, n, **kwargs):
+    """A conv layer whose forward standardizes its weight and hands it to _conv_forward (a weight-standardized
+    or quantization-aware layer's way), built from seed 0 in float64."""
+    base = (lib.nn.Conv1d, lib.nn.Conv2d, lib.nn.Conv3d)[n - 1]
+
+    class Standardized(base):
+        def forward(self, x):
+            w = self.weight
+            w = (w - w.mean(dim=list(range(1, w.dim())), keepdim=True)) / (w.std() + 1e-5)
+            return self._conv_forward(x, w, self.bias)
+
+    lib.manual_seed(0)
+    return Standardized(2, 3, dtype=lib.float64, **kwargs)
+
+
+@pytest.mark.parametrize(
+    "n, kwargs",
+    [
+        (1, {"kernel_size": 3, "padding": 2, "dilation": 2, "padding_mode": "reflect"}),
+        (2, {"kernel_size": (4, 3), "padding": "same", "dilation": (2, 1), "padding_mode": "circular"}),
+        (2, {"kernel_size": 3, "padding": (1, 0), "stride": 2}),
+        (3, {"kernel_size": 2, "padding": "valid", "padding_mode": "replicate", "bias": False}),
+    ],
+    ids=["1d-reflect", "2d-same-circular", "2d-zeros", "3d-valid"],
+)
+def test_conv_forward_takes_a_replaced_weight_under_the_layers_padding(n, kwargs):
+    """_conv_forward(input, weight, bias) convolves with the weight given, padding as the layer does (padding_mode
+    by _reversed_padding_repeated_twice, 'same' included), with gradients to the layer's parameters."""
+    x = np.random.default_rng(3).standard_normal((2, 2) + (7, 6, 5)[:n])
+    results = []
+    for lib in (bg, torch):
+        layer = _standardized_conv(lib, n, **kwargs)
+        out = layer(lib.tensor(x))
+        out.square().sum().backward()
+        results.append((layer._reversed_padding_repeated_twice, out, [p.grad for p in layer.parameters()]))
+    assert list(results[0][0]) == list(results[1][0])
+    assert_same(results[0][1], results[1][1], rtol=1e-10, atol=1e-12)
+    for got, want in zip(results[0][2], results[1][2]):
+        assert_same(got, want, rtol=1e-10, atol=1e-12)

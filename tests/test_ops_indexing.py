@@ -227,6 +227,34 @@ def test_unsorted_topk_leaves_the_order_of_torchs_cpu_kernel():
     assert_same(got.indices, want.indices)
 
 
+def test_sorted_topk_places_equal_elements_as_torchs_cpu_kernel():
+    """sorted=True (the default): equal values come in the order torch's nth_element then std::sort of the first
+    k - 1 leave them, not first index first (a gate of zeros picks experts 3, 5, 4, 0 of six), for the function and
+    the method, either direction, ints and nan, any dim, out= and the gradient routed to those positions."""
+    rng = np.random.default_rng(6)
+    tied = rng.integers(0, 3, (4, 40)).astype(float)
+    tied[1, ::6] = np.nan
+    for lib_rows, k in ((np.zeros((2, 6)), 4), (tied, 5), (tied, 1), (tied, 39), (tied.astype(np.int64)[2:], 7)):
+        for largest in (True, False):
+            got = bg.topk(bg.tensor(lib_rows), k, largest=largest)
+            want = torch.topk(torch.tensor(lib_rows), k, largest=largest)
+            assert_same(got.indices, want.indices)
+            assert_same(got.values, want.values)
+            assert_same(
+                bg.tensor(lib_rows).T.topk(k, 0, largest).indices, torch.tensor(lib_rows).T.topk(k, 0, largest).indices
+            )
+    outs = [(lib.empty(0, dtype=lib.float64), lib.empty(0, dtype=lib.int64)) for lib in (bg, torch)]
+    bg.topk(bg.tensor(tied), 6, out=outs[0])
+    torch.topk(torch.tensor(tied), 6, out=outs[1])
+    assert_same(outs[0][1], outs[1][1])
+    grads = []
+    for lib in (bg, torch):
+        gate = lib.zeros(3, 6, requires_grad=True)
+        (gate.topk(4, dim=1).values * lib.arange(4.0)).sum().backward()
+        grads.append(gate.grad)
+    assert_same(grads[0], grads[1])
+
+
 def test_a_list_read_as_a_tuple_warns_as_torch_at_the_callers_line():
     """x[[t, t]] and x[[slice, i]] index as tuples with torch's deprecation warning, attributed to the line that
     indexes (as is torch.qr's); a plain list of ints is one index and does not warn."""

@@ -70,8 +70,11 @@ def test_lu_range_histogramdd_and_methods():
         for args, kwargs in (((1, 4), {}), ((0, 1, 0.25), {}), ((4, 1, -1), {}), ((1, 4), {"dtype": "int64"})):
             kw = {k: getattr(bg, v) for k, v in kwargs.items()}
             assert_same(bg.range(*args, **kw), torch.range(*args, **{k: getattr(torch, v) for k, v in kwargs.items()}))
-    with pytest.warns(UserWarning, match="torch.range is deprecated"):
-        bg.range(0, 3)
+    for lib in (bg, torch):  # attributed to the caller's line, with or without keywords
+        with pytest.warns(UserWarning, match="torch.range is deprecated") as caught:
+            lib.range(0, 3)
+            lib.range(start=1, end=3, device=lib.device("cpu"))
+        assert [w.filename for w in caught] == [__file__, __file__]
     points = bg.tensor(np.random.default_rng(2).uniform(size=(50, 2)))
     got, want = bg.histogramdd(points, [3, 4]), torch.histogramdd(to_torch(points), [3, 4])
     assert_same(got.hist, want.hist) and assert_same(tuple(got.bin_edges), tuple(want.bin_edges))

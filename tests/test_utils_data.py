@@ -6,6 +6,7 @@ import collections
 import gc
 import itertools
 import pickle
+import warnings
 
 import numpy as np
 import pytest
@@ -15,7 +16,7 @@ import torch.utils.data as tud  # noqa: E402
 
 import batched_grad as bg  # noqa: E402
 import batched_grad.utils.data as bud  # noqa: E402
-from _data_workers import Doubled, SizedSquares, Squares  # noqa: E402
+from _data_workers import Doubled, Draws, SizedSquares, Squares  # noqa: E402
 from batched_grad.utils.data import DataLoader, TensorDataset  # noqa: E402
 
 Point = collections.namedtuple("Point", "x y")
@@ -288,6 +289,59 @@ def test_worker_processes_give_the_single_process_batches():
     stream = DataLoader(Squares(9), batch_size=2, num_workers=2, persistent_workers=True)
     for _ in range(2):  # the same workers serve both passes
         assert sorted(v for batch in stream for v in batch.tolist()) == [i * i for i in range(9)]
+
+
+def test_workers_draw_as_torchs_and_take_the_default_dtype():
+    """Each worker's NumPy, Python and library generators start where torch's do (NumPy from a SeedSequence over
+    the worker id and base seed's two halves), and a Python float there takes the main process's default dtype."""
+    passes = []
+    for lib in (bg, torch):
+        lib.manual_seed(0)
+        lib.set_default_dtype(lib.float64)
+        try:
+            loader = lib.utils.data.DataLoader(Draws(6, lib.__name__), batch_size=2, num_workers=2, collate_fn=list)
+            passes.append([sample for batch in loader for sample in batch])
+        finally:
+            lib.set_default_dtype(lib.float32)
+    assert passes[0] == passes[1]
+    assert {dtype for _, dtype in passes[0]} == {"torch.float64"}
+
+
+@pytest.mark.parametrize("persistent", [False, True])
+def test_workers_that_cannot_start_draw_in_process_as_torchs_would(persistent):
+    """A dataset defined in a function cannot reach a worker process, so its batches load in the main process;
+    each is still read under the generators of the worker torch hands it to (batch i to worker i % 2), seeded as
+    that worker and moved by its own reads only, get_worker_info() and worker_init_fn included, over two passes."""
+    import random
+
+    def run(lib):
+        class Local:
+            def __getitem__(self, i):
+                info = lib.utils.data.get_worker_info()
+                return [i, info.id, int(np.random.randint(10**6)), random.randrange(100), float(lib.rand(()))]
+
+            def __len__(self):
+                return 7
+
+        def init(worker_id):
+            np.random.seed(np.random.randint(1000) + 17 * worker_id)
+
+        lib.manual_seed(3)
+        loader = lib.utils.data.DataLoader(
+            Local(), batch_size=2, shuffle=True, num_workers=2, worker_init_fn=init, persistent_workers=persistent
+        )
+        main_draw = []
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # batched_grad's: the workers cannot start
+            passes = [[sample for batch in loader for sample in zip(*batch)] for _ in range(2)]
+        main_draw.append(float(lib.rand(())))
+        return [[[float(v) for v in sample] for sample in p] for p in passes], main_draw
+
+    state = (random.getstate(), np.random.get_state())
+    got = run(bg)
+    random.setstate(state[0])
+    np.random.set_state(state[1])
+    assert got == run(torch)
 
 
 def test_worker_exception_reaches_the_main_process():

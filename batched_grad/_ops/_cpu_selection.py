@@ -1,11 +1,13 @@
 """The orders torch's CPU kernels leave where the result's order is not fixed by the values: topk's k elements with
-sorted=False, equal elements (nan included) under sort with stable=False, and which of equal elements kthvalue and
-mode return. Programs read them in that order (a
-cross-entropy planner writes new samples over the k worst, position by position; ties keep torch's positions).
+sorted=False and the places of its equal elements with sorted=True, equal elements (nan included) under sort with
+stable=False, and which of equal elements kthvalue and mode return. Programs read them in that order (a
+cross-entropy planner writes new samples over the k worst, position by position; a mixture of experts with gates
+initialised at zero routes each row to the experts torch's topk names first; ties keep torch's positions).
 
 topk fills a queue with the (value, index) pairs of a row and, when k * 64 <= n, runs std::partial_sort on it (heap
 selection, then sorting the heap), else std::nth_element (introselect: median-of-three partitions, insertion sort
-below four elements, heap selection past 2 log2(n) partitions), and returns the queue's first k pairs; sort runs
+below four elements, heap selection past 2 log2(n) partitions) followed, with sorted=True, by a std::sort of the
+first k - 1 pairs, and returns the queue's first k pairs; sort runs
 std::sort on the pairs (introsort: the same partitions down to 16 elements, heap sort past 2 log2(n), then an
 insertion sort over the whole). Each is replayed here step by step as the C++ standard library (libstdc++) performs
 it, comparing values only, nan above every number for the largest (descending) and below for the smallest; on the
@@ -14,8 +16,9 @@ host, row by row. kthvalue runs torch's own quickselect, mode a std::sort (kth_s
 import numpy as np
 
 
-def unsorted_topk_order(rows, k, largest):
-    """The indices torch's CPU topk(k, largest, sorted=False) returns for each row of `rows` (..., n): (..., k)."""
+def topk_order(rows, k, largest, sorted):  # noqa: A002
+    """The indices torch's CPU topk(k, largest, sorted) returns for each row of `rows` (..., n): (..., k). With
+    sorted=True the nth_element path then std::sorts the first k - 1 pairs, which fixes where equal values land."""
     flat = np.asarray(rows).reshape(-1, rows.shape[-1])
     before = _before_largest if largest else _before_smallest
     out = np.empty((flat.shape[0], k), np.int64)
@@ -26,6 +29,8 @@ def unsorted_topk_order(rows, k, largest):
             _sort_heap(queue, 0, k, before)
         elif k:
             _nth_element(queue, k - 1, before)
+            if sorted:
+                _std_sort(queue, 0, k - 1, before)
         out[r] = [index for _, index in queue[:k]]
     return out.reshape(*rows.shape[:-1], k)
 
@@ -37,15 +42,20 @@ def unstable_sort_order(rows, descending):
     out = np.empty(flat.shape, np.int64)
     for r, row in enumerate(flat.tolist()):
         queue = list(zip(row, range(len(row))))
-        _introsort(queue, 0, len(queue), 2 * (len(queue).bit_length() - 1), before)
-        if len(queue) > 16:
-            _insertion_sort(queue, 0, 16, before)
-            for i in range(16, len(queue)):  # the first 16 hold the smallest: no bound check needed below them
-                _shift_down(queue, i, before)
-        else:
-            _insertion_sort(queue, 0, len(queue), before)
+        _std_sort(queue, 0, len(queue), before)
         out[r] = [index for _, index in queue]
     return out.reshape(rows.shape)
+
+
+def _std_sort(q, first, last, before):
+    """std::sort over q[first:last]: introsort down to 16 elements, then one insertion sort over the whole."""
+    _introsort(q, first, last, 2 * ((last - first).bit_length() - 1), before)
+    if last - first > 16:
+        _insertion_sort(q, first, first + 16, before)
+        for i in range(first + 16, last):  # the first 16 hold the smallest: no bound check needed below them
+            _shift_down(q, i, before)
+    else:
+        _insertion_sort(q, first, last, before)
 
 
 def kth_smallest_index(rows, k):

@@ -11,7 +11,7 @@ from .._foreign import not_a_tensor
 from .._tensor import Tensor, _wrap_dim, type_name
 from .._vmap_levels import DYNAMIC_SHAPE, MASKED_SELECT_MASK, NO_RULE, refuse_dynamic_shape
 from ._core import SAVES_INDICES, Op, apply
-from ._cpu_selection import unsorted_topk_order, unstable_sort_order
+from ._cpu_selection import topk_order, unstable_sort_order
 from ._derivatives import with_derivative_of
 from ._index_parse import _concrete, _first_out_of_range, _parse
 from .reduction import values_indices
@@ -577,18 +577,25 @@ _TOPK_AT = Op("topk", _values_at, multi=True, torch_saves=SAVES_INDICES)
 UNSTABLE_SORT_LIMIT = 1 << 16
 
 
-def _unstable_sort_order(input, axis, descending):
-    """The indices of torch's std::sort where `input` has equal elements along `axis` (else a stable sort gives
-    them); None where it has none, while a transform traces it, or past UNSTABLE_SORT_LIMIT elements."""
+def _rows_with_ties(input, axis):
+    """`input`'s values with `axis` moved last where some row holds equal elements (two nan count as equal); None
+    where none does, while a transform traces it, or past UNSTABLE_SORT_LIMIT elements."""
     values = None if not input.ndim or input.numel() > UNSTABLE_SORT_LIMIT else _concrete(input)
-    if values is None:
+    if values is None or values.dtype == np.bool_:
         return None
     rows = np.moveaxis(values, axis, -1)
     ordered = np.sort(rows, axis=-1)
     ties = (ordered[..., 1:] == ordered[..., :-1]).any()
     if rows.dtype.kind in "fc":
         ties = ties or (np.isnan(rows).sum(-1) > 1).any()
-    return np.moveaxis(unstable_sort_order(rows, bool(descending)), -1, axis) if ties else None
+    return rows if ties else None
+
+
+def _unstable_sort_order(input, axis, descending):
+    """The indices of torch's std::sort where `input` has equal elements along `axis` (else a stable sort gives
+    them); None where _rows_with_ties finds none."""
+    rows = _rows_with_ties(input, axis)
+    return None if rows is None else np.moveaxis(unstable_sort_order(rows, bool(descending)), -1, axis)
 
 
 def sort(input, dim=-1, descending=False, stable=False):
@@ -607,13 +614,18 @@ def argsort(input, dim=-1, descending=False, stable=False):
 
 
 def topk(input, k, dim=-1, largest=True, sorted=True):  # noqa: A002
-    """The k largest (or smallest) elements along `dim` and their indices: in order, or with sorted=False in the
-    order torch's CPU kernel leaves them (_cpu_selection.py; in order too while a transform traces the values)."""
+    """The k largest (or smallest) elements along `dim` and their indices: in order, equal elements where torch's CPU
+    kernel places them, or with sorted=False in the order that kernel leaves them (_cpu_selection.py; in order, equal
+    elements first to last, while a transform traces the values)."""
     d = _wrap_dim(dim, input.ndim)
     if not 0 <= k <= (input.shape[d] if input.ndim else 1):
         raise RuntimeError("selected index k out of range")
-    values = None if sorted or not input.ndim else _concrete(input)
-    if values is not None and values.dtype != np.bool_:
-        order = unsorted_topk_order(np.moveaxis(values, d, -1), int(k), bool(largest))
+    if sorted:
+        rows = _rows_with_ties(input, d)
+    else:
+        values = None if not input.ndim else _concrete(input)
+        rows = None if values is None or values.dtype == np.bool_ else np.moveaxis(values, d, -1)
+    if rows is not None:
+        order = topk_order(rows, int(k), bool(largest), bool(sorted))
         return values_indices["topk"](*apply(_TOPK_AT, [input, np.moveaxis(order, -1, d)], axis=d))
     return values_indices["topk"](*apply(_TOPK, [input], axis=d, descending=bool(largest), k=int(k)))

@@ -9,7 +9,7 @@ import numpy as np
 from .. import _dtypes
 from .._factories import arange
 from .._layout_types import takes_layout
-from .._tensor import Tensor, _wrap_dim, warn_once
+from .._tensor import Tensor, _wrap_dim, warn_at_caller, warn_once
 from . import conv_transpose
 from . import nn as _nn
 from .complex_parts import conj_physical, conj_physical_
@@ -134,12 +134,10 @@ def lu(A, pivot=True, get_infos=False):
 def range_(start, end, step=1, *, dtype=None, requires_grad=False, device=None):
     """The values start, start + step, ... up to and including end (deprecated: arange excludes end)."""
 
-    warnings.warn(
+    warn_at_caller(
         "torch.range is deprecated and will be removed in a future release because its behavior is "
         "inconsistent with Python's range builtin. Instead, use torch.arange, which produces values in "
-        "[start, end).",
-        UserWarning,
-        stacklevel=2,
+        "[start, end)."
     )
     count = int(np.floor((end - start) / step)) + 1
 

@@ -57,6 +57,17 @@ def _ntuple(value, n):
     return (value,) * n if isinstance(value, int) else tuple(value)
 
 
+def _reversed_padding(padding, kernel_size, dilation):
+    """F.pad's (last dim first, left then right) form of a convolution's padding; 'same' splits each dim's
+    dilation * (kernel - 1) with the smaller half on the left, 'valid' pads nothing."""
+    if padding == "valid":
+        return [0, 0] * len(kernel_size)
+    if padding == "same":
+        totals = [d * (k - 1) for k, d in zip(reversed(kernel_size), reversed(dilation))]
+        return [p for total in totals for p in (total // 2, total - total // 2)]
+    return tuple(p for size in reversed(padding) for p in (size, size))
+
+
 class _ConvNd(Module):
     """An n-dim convolution layer with torch's arguments, weight shape, initialization and repr."""
 
@@ -95,6 +106,7 @@ class _ConvNd(Module):
         self.dilation, self.output_padding = _ntuple(dilation, n), _ntuple(output_padding, n)
         self.padding = padding if isinstance(padding, str) else _ntuple(padding, n)
         self.padding_mode = padding_mode
+        self._reversed_padding_repeated_twice = _reversed_padding(self.padding, self.kernel_size, self.dilation)
         shape = (in_channels, out_channels // groups) if self.transposed else (out_channels, in_channels // groups)
         self.weight = _empty(*shape, *self.kernel_size, dtype=dtype)
         self.register_parameter("bias", _empty(out_channels, dtype=dtype) if bias else None)
@@ -106,12 +118,17 @@ class _ConvNd(Module):
         _uniform_fan_in_init(self.weight, self.bias)
 
     def forward(self, input):
+        return self._conv_forward(input, self.weight, self.bias)
+
+    def _conv_forward(self, input, weight, bias):
+        """The convolution of `input` with the given weight and bias under this layer's geometry (subclasses that
+        transform the weight call it, as with torch's layers); a padding mode other than zeros pads first."""
         conv = (F.conv1d, F.conv2d, F.conv3d)[type(self).n - 1]
         mode = _PADDING_MODES[self.padding_mode]
-        if mode is None or isinstance(self.padding, str):
-            return conv(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
-        pads = tuple(p for size in reversed(self.padding) for p in (size, size))
-        return conv(F.pad(input, pads, mode=mode), self.weight, self.bias, self.stride, 0, self.dilation, self.groups)
+        if mode is None:
+            return conv(input, weight, bias, self.stride, self.padding, self.dilation, self.groups)
+        padded = F.pad(input, self._reversed_padding_repeated_twice, mode=mode)
+        return conv(padded, weight, bias, self.stride, 0, self.dilation, self.groups)
 
     def extra_repr(self):
         n = type(self).n

@@ -51,12 +51,19 @@ def _guards_main(path):
 _warned = set()
 
 
-def warn_loading_in_process(reason):
+def warn_loading_in_process(reason, emulated):
+    """The warning (once per reason) that a loader reads its batches in the main process: `emulated` for a map-style
+    dataset, each batch under the generators of the worker that would have read it (_in_process.py)."""
     if reason not in _warned:
         _warned.add(reason)
+        how = (
+            "each batch read under the random generators of the worker that would have read it"
+            if emulated
+            else "as with num_workers=0"
+        )
         warnings.warn(
             f"DataLoader workers cannot start: {reason} (batched_grad starts workers with 'forkserver' or 'spawn', "
-            "as JAX cannot be forked); loading in the main process instead, as with num_workers=0",
+            f"as JAX cannot be forked); loading in the main process instead, {how}",
             UserWarning,
             stacklevel=4,
         )

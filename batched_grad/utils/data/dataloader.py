@@ -189,8 +189,12 @@ class DataLoader:
             self._start_check = (parts, reason_not_to_start(self))
         reason = self._start_check[1]
         if reason is not None:
-            warn_loading_in_process(reason)
-            return _SingleProcessDataLoaderIter(self)
+            warn_loading_in_process(reason, emulated=self._dataset_kind == _DatasetKind.Map)
+            if self._dataset_kind == _DatasetKind.Iterable:
+                return _SingleProcessDataLoaderIter(self)
+            from ._in_process import InProcessWorkersIter
+
+            return InProcessWorkersIter(self)
         from .multiprocess import MultiProcessingDataLoaderIter
 
         return MultiProcessingDataLoaderIter(self)

@@ -4,6 +4,7 @@ prefetch_factor tasks per worker in flight), batches come back on one queue and 
 import itertools
 import queue
 
+from ..._dtypes import get_default_dtype
 from . import worker as _worker
 from .dataloader import BaseDataLoaderIter, _DatasetKind
 from .fetch import ExceptionWrapper
@@ -27,6 +28,7 @@ class MultiProcessingDataLoaderIter(BaseDataLoaderIter):
             base_seed=self._base_seed,
             init_fn=loader.worker_init_fn,
             num_workers=self._num_workers,
+            default_dtype=get_default_dtype(),
         )
         self._result_queue, self._done_event = context.Queue(), context.Event()
         self._index_queues, self._workers = [], []

@@ -13,6 +13,7 @@ import random
 import numpy as np
 
 from ... import _generator
+from ..._dtypes import set_default_dtype
 from .fetch import ExceptionWrapper, IterableFetcher, MapFetcher
 
 _POLL_S = 0.1  # how often an idle worker checks that the main process is alive and has not ended the pass
@@ -56,14 +57,17 @@ class WorkerConfig:
     base_seed: int
     init_fn: object
     num_workers: int
+    default_dtype: object  # the main process's, which torch's forked workers inherit
 
 
-def _seed_worker(seed):
-    """Seed Python's, batched_grad's and NumPy's global generators from the worker's seed, as torch's workers do
-    (NumPy's seed is derived differently from torch's)."""
+def _seed_worker(base_seed, worker_id):
+    """Seed Python's and batched_grad's global generators with base_seed + worker_id and NumPy's with the four words
+    torch's workers give it: a SeedSequence over (worker_id, the low and high 32 bits of base_seed, 0)."""
+    seed = base_seed + worker_id
     random.seed(seed)
     _generator.manual_seed(seed)
-    np.random.seed(np.random.SeedSequence(seed).generate_state(4))
+    words = [worker_id, base_seed & 0xFFFFFFFF, base_seed >> 32, 0]
+    np.random.seed(np.random.SeedSequence(words).generate_state(4))
 
 
 def _new_fetcher(config):
@@ -76,7 +80,8 @@ def _start(config, worker_id):
     global _worker_info
     seed = config.base_seed + worker_id
     _worker_info = WorkerInfo(worker_id, config.num_workers, seed, config.dataset)
-    _seed_worker(seed)
+    set_default_dtype(config.default_dtype)
+    _seed_worker(config.base_seed, worker_id)
     try:
         if config.init_fn is not None:
             config.init_fn(worker_id)
