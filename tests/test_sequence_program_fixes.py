@@ -1,6 +1,12 @@
 """Behaviours the public sequence-model and time-series programs (test_fresh_programs_sequence.py) found wanting,
 each checked against torch 2.13: einsum over operands of two dtypes (torch contracts pairwise: a pair that sums a
-shared subscript refuses two dtypes, a pair that sums none promotes), and Tensor.split's own keyword name."""
+shared subscript refuses two dtypes, a pair that sums none promotes), Tensor.split's own keyword name, and where
+deprecation warnings are attributed (which decides whether Python's default filters show them)."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -68,3 +74,30 @@ def test_tensor_split_takes_split_size_and_torch_split_split_size_or_sections():
         assert [t.tolist() for t in m.split(x, split_size_or_sections=3)] == [[0, 1, 2], [3, 4, 5]]
     raises_like_torch(lambda m: m.arange(6.0).split(split_size_or_sections=2))
     raises_like_torch(lambda m: m.split(m.arange(6.0), split_size=2))
+
+
+def _stderr_of(program, module, path):
+    """What a program run as __main__ under Python's default warning filters prints on stderr."""
+    path.write_text(f"import {module} as torch\n{program}\n")
+    env = {**os.environ, "PYTHONPATH": str(Path(bg.__file__).parents[1])}
+    return subprocess.run([sys.executable, str(path)], capture_output=True, text=True, check=True, env=env).stderr
+
+
+WARNING_PROGRAMS = [
+    # torch.jit.script's DeprecationWarning is attributed to torch's own module, which the default filters hide
+    "@torch.jit.script\ndef f(x):\n    return x\nf(torch.ones(2))",
+    # weight_norm's FutureWarning is attributed to the line inside weight_norm: shown once for any number of modules
+    "for _ in range(3):\n    torch.nn.utils.weight_norm(torch.nn.Linear(2, 2))",
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("program", WARNING_PROGRAMS, ids=["jit_script", "weight_norm"])
+def test_deprecation_warnings_show_as_torch_shows_them(program, tmp_path):
+    def shown(stderr):
+        return [line.split(": ", 1)[1] for line in stderr.splitlines() if "Warning: " in line]
+
+    ours, torchs = (
+        _stderr_of(program, module, tmp_path / f"program_{module}.py") for module in ("batched_grad", "torch")
+    )
+    assert shown(ours) == shown(torchs)

@@ -50,10 +50,11 @@ def script(obj, optimize=None, _frames_up=0, _rcb=None, example_inputs=None):
 
 
 def _deprecated(name):
+    # attributed inside this package, so Python's default filters hide it from a program, as they hide torch's
     warnings.warn(
         f"`torch.jit.{name}` is deprecated. Please switch to `torch.compile` or `torch.export`.",
         DeprecationWarning,
-        stacklevel=3,
+        stacklevel=2,  # script's (or trace's) line in this package, as torch's is in its own
     )
 
 
