@@ -1,7 +1,9 @@
 """Behaviours the public sequence-model and time-series programs (test_fresh_programs_sequence.py) found wanting,
 each checked against torch 2.13: einsum over operands of two dtypes (torch contracts pairwise: a pair that sums a
-shared subscript refuses two dtypes, a pair that sums none promotes), Tensor.split's own keyword name, and where
-deprecation warnings are attributed (which decides whether Python's default filters show them)."""
+shared subscript refuses two dtypes, a pair that sums none promotes), Tensor.split's own keyword name, where
+deprecation warnings are attributed (which decides whether Python's default filters show them), Tensor.numpy()'s
+writable memory shared with the tensor (a sampler zeroing probabilities in place), and torch.jit.ScriptModule with
+script_method (run eagerly)."""
 
 import os
 import subprocess
@@ -14,6 +16,7 @@ import torch
 
 import batched_grad as bg
 from oracle import assert_same, raises_like_torch
+from test_tensor import _restore_modes, assert_like_torch  # noqa: F401  (the fixture restores grad mode)
 
 
 def _operands(m, terms, dtypes, seed=0):
@@ -76,11 +79,18 @@ def test_tensor_split_takes_split_size_and_torch_split_split_size_or_sections():
     raises_like_torch(lambda m: m.split(m.arange(6.0), split_size=2))
 
 
-def _stderr_of(program, module, path):
-    """What a program run as __main__ under Python's default warning filters prints on stderr."""
+def _run_file(program, module, path):
+    """(stdout, stderr) of a program run from a file as __main__ (TorchScript reads its source), under Python's
+    default warning filters, with `torch` bound to `module`."""
     path.write_text(f"import {module} as torch\n{program}\n")
     env = {**os.environ, "PYTHONPATH": str(Path(bg.__file__).parents[1])}
-    return subprocess.run([sys.executable, str(path)], capture_output=True, text=True, check=True, env=env).stderr
+    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, check=True, env=env)
+    return done.stdout, done.stderr
+
+
+def _run_both(program, folder):
+    """_run_file's (stdout, stderr) with batched_grad, then with torch."""
+    return [_run_file(program, module, folder / f"program_{module}.py") for module in ("batched_grad", "torch")]
 
 
 WARNING_PROGRAMS = [
@@ -97,7 +107,51 @@ def test_deprecation_warnings_show_as_torch_shows_them(program, tmp_path):
     def shown(stderr):
         return [line.split(": ", 1)[1] for line in stderr.splitlines() if "Warning: " in line]
 
-    ours, torchs = (
-        _stderr_of(program, module, tmp_path / f"program_{module}.py") for module in ("batched_grad", "torch")
-    )
+    ours, torchs = (stderr for _, stderr in _run_both(program, tmp_path))
     assert shown(ours) == shown(torchs)
+
+
+NUMPY_MEMORY = [
+    # the array is the tensor's memory: writes through it reach the tensor, the tensor's in-place writes reach it
+    "t = m.ones(3)\nb = t.numpy()\nb[0] = 5\nt, t * 2, b.flags.writeable",
+    "t = m.ones(3) * 2\nb = t.numpy()\nt.add_(1)\nb",
+    "t = m.ones(2)\nb = t.numpy()\nc = t.numpy()\nb[0] = 3\nc, np.shares_memory(b, c)",
+    "t = m.ones(3, requires_grad=True)\nb = t.detach().numpy()\nb[1] = 7\nb",
+    "w = m.ones(3, requires_grad=True)\nb = w.numpy(force=True)\nb[0] = 2\nw",
+    # top-p sampling as language-model samplers write it: probabilities below the cutoff zeroed in place
+    "x = m.softmax(m.tensor([1., 2., 3.]), -1)\np = x.numpy()\np[p < 0.2] = 0\np, x, x.sum()",
+    "t = m.arange(4.)\nv = t[::2]\nb = v.numpy()\nb[0] = 9\nb, b.flags.writeable",
+]
+
+
+@pytest.mark.parametrize("code", NUMPY_MEMORY)
+def test_numpy_is_writable_memory_of_the_tensor_like_torch(code):
+    assert_like_torch(code)
+
+
+SCRIPT_MODULE = """
+class Mixer(torch.jit.ScriptModule):
+    def __init__(self):
+        super().__init__()
+        self.scale = torch.nn.Parameter(torch.full((3,), 2.0))
+        self.eval()
+
+    @torch.jit.script_method
+    def mix(self, x, state, i: int):
+        state[i] = x
+        return x * self.scale
+
+    def forward(self, x, state):
+        return self.mix(x, state, 1)
+mixer, state = Mixer(), torch.zeros(2, 3)
+out = mixer(torch.ones(3), state)
+out.sum().backward()
+print(out, state, mixer.scale.grad, mixer.training, isinstance(mixer, torch.nn.Module))
+print([n for n, _ in mixer.named_parameters()])
+"""
+
+
+@pytest.mark.slow
+def test_script_module_subclass_runs_its_script_methods_eagerly(tmp_path):
+    ours, torchs = _run_both(SCRIPT_MODULE, tmp_path)
+    assert ours == torchs
