@@ -155,3 +155,25 @@ print([n for n, _ in mixer.named_parameters()])
 def test_script_module_subclass_runs_its_script_methods_eagerly(tmp_path):
     ours, torchs = _run_both(SCRIPT_MODULE, tmp_path)
     assert ours == torchs
+
+
+# torch's bmm names the operands' dtypes one way round in its naive kernel (a product of under 400 multiply-adds a
+# batch) and the other way round in its BLAS path; matmul of batches reaches the same kernels
+BATCHED_PRODUCTS = [
+    ((2, 3, 4), (2, 4, 5)),
+    ((1, 10, 4), (1, 4, 9)),
+    ((1, 10, 4), (1, 4, 10)),
+    ((4, 8, 8), (4, 8, 20)),
+    ((1, 1, 400), (1, 400, 1)),
+    ((2, 2, 10, 4), (2, 2, 4, 10)),
+    ((10, 4), (2, 4, 10)),
+]
+
+
+@pytest.mark.parametrize("shapes", BATCHED_PRODUCTS, ids=str)
+@pytest.mark.parametrize("dtypes", [("float64", "float32"), ("float32", "float64")], ids=str)
+@pytest.mark.parametrize("fn", ["matmul", "bmm"])
+def test_batched_product_of_two_dtypes_refused_with_torchs_message(fn, shapes, dtypes):
+    if fn == "bmm" and any(len(s) != 3 for s in shapes):
+        pytest.skip("bmm takes 3-D operands")
+    raises_like_torch(lambda m: getattr(m, fn)(*(m.ones(s, dtype=getattr(m, d)) for s, d in zip(shapes, dtypes))))

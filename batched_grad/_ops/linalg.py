@@ -45,11 +45,24 @@ _SHAPE_ERRORS = {
         )
     ),
 }
+
+
+def _bmm_dtype_error(a, b, sa, sb):
+    # torch's bmm checks dtypes in its naive kernel for a product of under 400 multiply-adds a batch, else in its BLAS
+    # path, which names the operands the other way round
+    first, second = (a, b) if sa[1] * sa[2] * sb[2] < 400 else (b, a)
+    return f"expected scalar type {_type(first)} but found {_type(second)}"
+
+
 _DTYPE_ERRORS = {
-    "dot": lambda a, b: f"dot : expected both vectors to have same dtype, but found {_type(a)} and {_type(b)}",
-    "mv": lambda a, b: f"addmv input tensors must have the same dtype, but got {_type(b)}, {_type(a)}, and {_type(b)}",
-    "mm": lambda a, b: f"expected m1 and m2 to have the same dtype, but got: {a.dtype.cpp_name} != {b.dtype.cpp_name}",
-    "bmm": lambda a, b: f"expected scalar type {_type(a)} but found {_type(b)}",
+    "dot": lambda a, b, *_: f"dot : expected both vectors to have same dtype, but found {_type(a)} and {_type(b)}",
+    "mv": lambda a, b, *_: (
+        f"addmv input tensors must have the same dtype, but got {_type(b)}, {_type(a)}, and {_type(b)}"
+    ),
+    "mm": lambda a, b, *_: (
+        f"expected m1 and m2 to have the same dtype, but got: {a.dtype.cpp_name} != {b.dtype.cpp_name}"
+    ),
+    "bmm": _bmm_dtype_error,
 }
 _NDIM_ERRORS = {
     "dot": lambda a, b: (a.ndim, b.ndim) != (1, 1) and f"1D tensors expected, but got {a.ndim}D and {b.ndim}D tensors",
@@ -85,7 +98,9 @@ PRODUCTS = {
 
 
 def _check_product(kind, a, b, a_shape, b_shape):
-    error = _SHAPE_ERRORS[kind](a_shape, b_shape) or (a.dtype is not b.dtype and _DTYPE_ERRORS[kind](a, b))
+    error = _SHAPE_ERRORS[kind](a_shape, b_shape) or (
+        a.dtype is not b.dtype and _DTYPE_ERRORS[kind](a, b, a_shape, b_shape)
+    )
     if error:
         raise RuntimeError(error)
 
