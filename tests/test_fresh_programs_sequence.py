@@ -3,13 +3,12 @@ compared number for number: johnma2006/mamba-minimal (selective scan by einops.e
 depthwise causal conv1d), state-spaces/s4's S4D kernel and example.py's training (complex parameters viewed as
 real, Vandermonde kernel, rfft/irfft long convolution, DropoutNd, per-parameter optimizer groups), HazyResearch/
 safari's standalone Hyena operator (implicit filter of a complex-exponential positional embedding, FFT convolution,
-torch.jit.script), BlinkDL's RWKV (v3's time and channel mixing with ZeroPad2d token shift and its RWKV_Init, and
-the RNN form of RWKV_in_150_lines.py as a torch.jit.ScriptModule with the max trick and a top-p sampler writing
-into Tensor.numpy()) and locuslab/TCN (weight_norm, Chomp1d, dilated causal convolutions) on the adding problem.
-The forecasting programs are in test_fresh_programs_sequence_forecast.py."""
+torch.jit.script), BlinkDL's RWKV-v3 (time and channel mixing with a ZeroPad2d token shift, its RWKV_Init) and
+locuslab/TCN (weight_norm, Chomp1d, dilated causal convolutions) on the adding problem. RWKV-4's RNN sampler and the
+forecasting programs are in test_fresh_programs_sequence_forecast.py, the attention forecasters in
+test_fresh_programs_sequence_attention.py."""
 
 import math
-import types
 
 import numpy as np
 import pytest
@@ -371,116 +370,6 @@ def rwkv_v3(m):
         _restore(m)
 
 
-def rwkv_rnn_sampler(m, tmp_path):
-    """RWKV-4 in RNN form as RWKV_in_150_lines.py writes it: weights saved as half, loaded and regrouped into
-    SimpleNamespaces, a torch.jit.ScriptModule whose script_methods update the state rows in place (the max trick
-    on exp), and top-p sampling that zeroes Tensor.numpy()'s probabilities in place before np.random.choice."""
-    F = m.nn.functional
-    m.manual_seed(1)
-    n_layer, C, V = 2, 8, 12
-    w = {
-        "emb.weight": m.randn(V, C),
-        "head.weight": m.randn(V, C),
-        "ln_out.weight": m.ones(C),
-        "ln_out.bias": m.zeros(C),
-    }
-    w.update({"blocks.0.ln0.weight": 1 + 0.1 * m.randn(C), "blocks.0.ln0.bias": 0.1 * m.randn(C)})
-    for i in range(n_layer):
-        p = f"blocks.{i}."
-        for ln in ("ln1", "ln2"):
-            w[p + ln + ".weight"], w[p + ln + ".bias"] = 1 + 0.1 * m.randn(C), 0.1 * m.randn(C)
-        for name in ("att.time_mix_k", "att.time_mix_v", "att.time_mix_r", "ffn.time_mix_k", "ffn.time_mix_r"):
-            w[p + name] = m.rand(1, 1, C)
-        w[p + "att.time_decay"], w[p + "att.time_first"] = m.randn(C), m.randn(C)
-        for name in ("att.key", "att.value", "att.receptance", "att.output", "ffn.receptance"):
-            w[p + name + ".weight"] = 0.3 * m.randn(C, C)
-        w[p + "ffn.key.weight"], w[p + "ffn.value.weight"] = 0.3 * m.randn(4 * C, C), 0.3 * m.randn(C, 4 * C)
-    path = str(tmp_path / f"rwkv_{m.__name__}.pth")
-    m.save({k: v.half() if "weight" in k and "ln" not in k else v for k, v in w.items()}, path)
-
-    class RNN(m.jit.ScriptModule):
-        def __init__(self):
-            super().__init__()
-            self.eval()
-            w = m.load(path, map_location="cpu")
-            for k in w.keys():
-                w[k] = w[k].squeeze() if ".time_" in k else w[k]
-                w[k] = -m.exp(w[k].float()) if ".time_decay" in k else w[k].float()
-            self.w = types.SimpleNamespace(blocks={})
-            for k, value in w.items():
-                *parts, last = k.split(".")
-                here = self.w
-                for part in parts:
-                    if part.isdigit():
-                        here = here.setdefault(int(part), types.SimpleNamespace())
-                    else:
-                        if not hasattr(here, part):
-                            setattr(here, part, types.SimpleNamespace())
-                        here = getattr(here, part)
-                setattr(here, last, value)
-
-        @m.jit.script_method
-        def time_mixing(self, x, state, i: int, mix_k, mix_v, mix_r, first, decay, kw, vw, rw, ow):
-            xk = x * mix_k + state[5 * i + 1] * (1 - mix_k)
-            xv = x * mix_v + state[5 * i + 1] * (1 - mix_v)
-            xr = x * mix_r + state[5 * i + 1] * (1 - mix_r)
-            state[5 * i + 1] = x
-            r, k, v = m.sigmoid(rw @ xr), kw @ xk, vw @ xv
-            aa, bb, pp = state[5 * i + 2], state[5 * i + 3], state[5 * i + 4]
-            ww = first + k
-            qq = m.maximum(pp, ww)
-            e1, e2 = m.exp(pp - qq), m.exp(ww - qq)
-            wkv = (e1 * aa + e2 * v) / (e1 * bb + e2)
-            ww = pp + decay
-            qq = m.maximum(ww, k)
-            e1, e2 = m.exp(ww - qq), m.exp(k - qq)
-            state[5 * i + 2], state[5 * i + 3], state[5 * i + 4] = e1 * aa + e2 * v, e1 * bb + e2, qq
-            return ow @ (r * wkv)
-
-        @m.jit.script_method
-        def channel_mixing(self, x, state, i: int, mix_k, mix_r, kw, vw, rw):
-            xk = x * mix_k + state[5 * i] * (1 - mix_k)
-            xr = x * mix_r + state[5 * i] * (1 - mix_r)
-            state[5 * i] = x
-            return m.sigmoid(rw @ xr) * (vw @ m.square(m.relu(kw @ xk)))
-
-        def forward(self, token, state):
-            with m.no_grad():
-                if state is None:
-                    state = m.zeros(n_layer * 5, C)
-                    for i in range(n_layer):
-                        state[5 * i + 4] = -1e30
-                ln = lambda x, p: F.layer_norm(x, (C,), weight=p.weight, bias=p.bias)  # noqa: E731
-                x = ln(self.w.emb.weight[token], self.w.blocks[0].ln0)
-                for i in range(n_layer):
-                    b = self.w.blocks[i]
-                    a, f = b.att, b.ffn
-                    x = x + self.time_mixing(
-                        ln(x, b.ln1), state, i, a.time_mix_k, a.time_mix_v, a.time_mix_r, a.time_first,
-                        a.time_decay, a.key.weight, a.value.weight, a.receptance.weight, a.output.weight,
-                    )  # fmt: skip
-                    x = x + self.channel_mixing(
-                        ln(x, b.ln2), state, i, f.time_mix_k, f.time_mix_r, f.key.weight, f.value.weight,
-                        f.receptance.weight,
-                    )  # fmt: skip
-                return (self.w.head.weight @ ln(x, self.w.ln_out)).float(), state
-
-    def sample(out, rng, top_p=0.85):
-        probs = F.softmax(out, dim=-1).numpy()
-        sorted_probs = np.sort(probs)[::-1]
-        probs[probs < float(sorted_probs[np.argmax(np.cumsum(sorted_probs) > top_p)])] = 0
-        return rng.choice(a=len(probs), p=probs / np.sum(probs))
-
-    model, state, rng = RNN(), None, np.random.default_rng(0)
-    for token in [3, 1, 4, 1, 5]:
-        out, state = model(token, state)
-    tokens = []
-    for _ in range(6):
-        tokens.append(int(sample(out, rng)))
-        out, state = model(tokens[-1], state)
-    return [tokens, out, state]
-
-
 def tcn_adding_problem(m):
     """locuslab/TCN on the adding problem: temporal blocks of weight-normed dilated convolutions (the init's
     normal_ on the recomputed weight, which torch's weight_norm makes a no-op that still draws), Chomp1d, dropout and
@@ -566,7 +455,3 @@ FLOAT32_A = dict(rtol=1e-7, atol=1e-9)
 )
 def test_sequence_model(program, tolerance):
     _both(program, tolerance)
-
-
-def test_rwkv_rnn_sampler(tmp_path):
-    _both(rwkv_rnn_sampler, dict(rtol=1e-5, atol=1e-6), tmp_path=tmp_path)  # float32: the program casts with .float()
