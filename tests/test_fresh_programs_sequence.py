@@ -14,17 +14,9 @@ import numpy as np
 import pytest
 
 from test_fresh_programs_dl2 import F64, _both
+from test_fresh_programs_teach import float64_default
 
 einops = pytest.importorskip("einops")
-
-
-def _float64(m, seed=0):
-    m.manual_seed(seed)
-    m.set_default_dtype(m.float64)
-
-
-def _restore(m):
-    m.set_default_dtype(m.float32)
 
 
 def mamba_minimal(m):
@@ -32,8 +24,7 @@ def mamba_minimal(m):
     d_conv - 1 and cut back to length, softplus step sizes, the selective scan as a loop of einsums, three AdamW
     steps and a greedy continuation."""
     nn, F = m.nn, m.nn.functional
-    _float64(m)
-    try:
+    with float64_default(m):
         d_model, d_state, d_conv, vocab = 8, 4, 4, 16
         d_inner, dt_rank = 2 * d_model, math.ceil(d_model / 16)
 
@@ -104,8 +95,6 @@ def mamba_minimal(m):
             for _ in range(3):
                 ids = m.cat([ids, model(ids)[:, -1].argmax(-1, keepdim=True)], dim=1)
         return out + [ids.tolist(), [p.detach() for p in model.parameters()]]
-    finally:
-        _restore(m)
 
 
 def s4d_training(m):
@@ -114,8 +103,7 @@ def s4d_training(m):
     twice the length; DropoutNd, Dropout1d, GLU over a 1x1 conv, post-norm; AdamW with the extra param groups,
     cosine annealing, evaluation under no_grad."""
     nn, F = m.nn, m.nn.functional
-    _float64(m)
-    try:
+    with float64_default(m):
 
         class DropoutNd(nn.Module):
             def __init__(self, p):
@@ -189,8 +177,6 @@ def s4d_training(m):
             with m.no_grad():
                 out += [loss.item(), model(x).max(1)[1].eq(y).sum().item(), sched.get_last_lr()]
         return out + [[p.detach() for p in params]]
-    finally:
-        _restore(m)
 
 
 def hyena_operator(m):
@@ -198,8 +184,7 @@ def hyena_operator(m):
     exponential modulation, FFT convolution normalised with norm='forward', a short depthwise filter, and the
     causality check of its __main__ (the gradient of an output reaches no later input), then AdamW steps."""
     nn, F = m.nn, m.nn.functional
-    _float64(m)
-    try:
+    with float64_default(m):
 
         @m.jit.script
         def mul_sum(q, y):
@@ -258,8 +243,6 @@ def hyena_operator(m):
             opt.step()
             out.append(loss.item())
         return out + [[p.detach() for p in layer.parameters()]]
-    finally:
-        _restore(m)
 
 
 def rwkv_v3(m):
@@ -267,8 +250,7 @@ def rwkv_v3(m):
     the WKV of a clamped exp(k) against the time-decay curve (the CUDA TimeX as a causal depthwise conv1d of the
     left-padded input), squared-ReLU channel mixing, the head_q/head_k copy term through one_hot, Adam with clipping."""
     nn, F = m.nn, m.nn.functional
-    _float64(m)
-    try:
+    with float64_default(m):
         C, T, V, n_layer = 8, 6, 12, 2
 
         def timex(w, k, eps):
@@ -366,8 +348,6 @@ def rwkv_v3(m):
             opt.step()
             out.append(loss.item())
         return out + [[p.detach() for p in model.parameters()]]
-    finally:
-        _restore(m)
 
 
 def tcn_adding_problem(m):
@@ -375,8 +355,7 @@ def tcn_adding_problem(m):
     normal_ on the recomputed weight, which torch's weight_norm makes a no-op that still draws), Chomp1d, dropout and
     a 1x1 downsample, Adam with clip_grad_norm_, evaluation under no_grad."""
     nn, F = m.nn, m.nn.functional
-    _float64(m, 1111)
-    try:
+    with float64_default(m, 1111):
         weight_norm = nn.utils.weight_norm
 
         class Chomp1d(nn.Module):
@@ -431,8 +410,6 @@ def tcn_adding_problem(m):
             with m.no_grad():
                 out.append(F.mse_loss(linear(tcn(X)[:, :, -1]), Y).item())
         return out + [[p.detach() for p in params]]
-    finally:
-        _restore(m)
 
 
 SLOW = pytest.mark.slow

@@ -17,21 +17,16 @@ import numpy as np
 import pytest
 
 from test_fresh_programs_dl2 import F64, _both
+from test_fresh_programs_teach import float64_default
 
 SLOW = pytest.mark.slow
-
-
-def _float64(m, seed=0):
-    m.manual_seed(seed)
-    m.set_default_dtype(m.float64)
 
 
 def informer(m):
     """A one-decoder Informer: ProbAttention in the encoder (unmasked: the mean context) and in the decoder's self
     attention (masked: the cumsum context, ProbMask, mix), full attention across; three Adam steps."""
     nn, F = m.nn, m.nn.functional
-    _float64(m)
-    try:
+    with float64_default(m):
 
         class ProbAttention(nn.Module):
             def __init__(self, mask_flag, factor=2):
@@ -145,8 +140,6 @@ def informer(m):
             opt.step()
             out.append(loss.item())
         return out + [[p.detach() for p in modules.parameters()]]
-    finally:
-        m.set_default_dtype(m.float32)
 
 
 def temporal_fusion(m):
@@ -154,8 +147,7 @@ def temporal_fusion(m):
     and a trainable softmax mask where the sizes differ), variable selection over three inputs under a static
     context, an LSTM, and interpretable multi-head attention (shared values, mean over heads) under a causal mask."""
     nn, F = m.nn, m.nn.functional
-    _float64(m)
-    try:
+    with float64_default(m):
 
         class GLU(nn.Module):
             def __init__(self, n_in, n_out):
@@ -261,8 +253,6 @@ def temporal_fusion(m):
             opt.step()
             out += [loss.item(), weights[0, 0], attn[0, -1]]
         return out + [[p.detach() for p in modules.parameters()]]
-    finally:
-        m.set_default_dtype(m.float32)
 
 
 def transformer_forecasters(m):
@@ -272,8 +262,7 @@ def transformer_forecasters(m):
     the target and the memory, a linear map of the flattened decoder output, evaluated with
     nn.Transformer.generate_square_subsequent_mask's mask."""
     nn, F = m.nn, m.nn.functional
-    _float64(m)
-    try:
+    with float64_default(m):
         window, out = 8, []
         t = np.arange(0, 12, 0.1)
         amplitude = np.sin(t) + np.sin(t * 0.05) + np.sin(t * 0.12) * np.random.default_rng(0).normal(-0.2, 0.2, len(t))
@@ -348,8 +337,6 @@ def transformer_forecasters(m):
                 forward(nn.Transformer.generate_square_subsequent_mask(4, dtype=m.float64)),
             ]
         return out + [[p.detach() for p in params + list(modules.parameters())]]
-    finally:
-        m.set_default_dtype(m.float32)
 
 
 # a key projection's bias does not move a softmax: its gradient, and so its value after Adam, is rounding noise at 0

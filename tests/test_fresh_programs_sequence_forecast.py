@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from test_fresh_programs_dl2 import F64, _both
+from test_fresh_programs_teach import float64_default
 
 
 def rwkv_rnn_sampler(m, tmp_path):
@@ -125,18 +126,12 @@ def rwkv_rnn_sampler(m, tmp_path):
     return [tokens, out, state]
 
 
-def _float64(m, seed=0):
-    m.manual_seed(seed)
-    m.set_default_dtype(m.float64)
-
-
 def nbeats(m):
     """Generic and interpretable N-BEATS trained by the repository's trainer: residuals flipped in time, each block's
     backcast taken off and forecast added, trend and seasonality bases as float64 einsum templates, losses through
     divide_no_nan (NaN and inf zeroed by masked assignment), clipping, and the halving learning rate."""
     nn = m.nn
-    _float64(m)
-    try:
+    with float64_default(m):
 
         def divide_no_nan(a, b):
             result = a / b
@@ -235,8 +230,6 @@ def nbeats(m):
                         group["lr"] = 1e-3 * 0.5 ** (i // 1)
                     out.append(float(loss))
         return out + [[p.detach() for p in ms.parameters()] for ms in models.values()]
-    finally:
-        m.set_default_dtype(m.float32)
 
 
 def deepar(m):
@@ -244,8 +237,7 @@ def deepar(m):
     through _all_weights, softplus sigma, a loss over the non-zero labels; training replaces missing inputs by the
     previous mu in place and draws batches from a WeightedSampler; Net.test decodes with and without sampling."""
     nn = m.nn
-    _float64(m, 230)
-    try:
+    with float64_default(m, 230):
 
         class Net(nn.Module):
             def __init__(self):
@@ -326,8 +318,6 @@ def deepar(m):
                             xs[5, :, 0] = mu
                 out += [m.median(samples[: j + 1], dim=0)[0], samples[: j + 1].std(dim=0) if sampling else None]
         return out
-    finally:
-        m.set_default_dtype(m.float32)
 
 
 def distribution_heads(m):
@@ -336,8 +326,7 @@ def distribution_heads(m):
     binomial, its logits shifted by log(scale) in place), Independent for a 3-dimensional target; a GRU forecaster
     trained on the negative log-likelihood, then mean, variance and rsample or sample."""
     nn, dist = m.nn, m.distributions
-    _float64(m)
-    try:
+    with float64_default(m):
         squareplus = lambda x: (x + m.sqrt(m.square(x) + 4.0)) / 2.0  # noqa: E731
 
         class AffineTransformed(dist.TransformedDistribution):
@@ -408,8 +397,6 @@ def distribution_heads(m):
                 draws = d.rsample((2,)) if d.has_rsample else d.sample((2,))
                 out += [d.mean, d.variance, draws, tuple(d.event_shape), tuple(d.batch_shape)]
         return out
-    finally:
-        m.set_default_dtype(m.float32)
 
 
 SLOW = pytest.mark.slow
