@@ -1,9 +1,9 @@
-"""Behaviours the public sequence-model and time-series programs (test_fresh_programs_sequence.py) found wanting,
+"""Behaviours the public sequence-model and time-series programs (test_fresh_programs_sequence*.py) found wanting,
 each checked against torch 2.13: einsum over operands of two dtypes (torch contracts pairwise: a pair that sums a
 shared subscript refuses two dtypes, a pair that sums none promotes), Tensor.split's own keyword name, where
 deprecation warnings are attributed (which decides whether Python's default filters show them), Tensor.numpy()'s
-writable memory shared with the tensor (a sampler zeroing probabilities in place), and torch.jit.ScriptModule with
-script_method (run eagerly)."""
+writable memory shared with the tensor (a sampler zeroing probabilities in place), torch.jit.ScriptModule with
+script_method (run eagerly), bmm's two wordings of a dtype mismatch, and opt_einsum.contract on batched_grad tensors."""
 
 import os
 import subprocess
@@ -177,3 +177,26 @@ def test_batched_product_of_two_dtypes_refused_with_torchs_message(fn, shapes, d
     if fn == "bmm" and any(len(s) != 3 for s in shapes):
         pytest.skip("bmm takes 3-D operands")
     raises_like_torch(lambda m: getattr(m, fn)(*(m.ones(s, dtype=getattr(m, d)) for s, d in zip(shapes, dtypes))))
+
+
+CONTRACTIONS = [
+    ("ij,j->i", [(3, 4), (4,)]),  # a pair: opt_einsum's tensordot with batched_grad's dims
+    ("ij,jk,kl->il", [(2, 3), (3, 4), (4, 5)]),  # a path of tensordots
+    ("ij,ij,jk->ik", [(2, 3), (2, 3), (3, 4)]),  # a Hadamard pair: opt_einsum's einsum
+    ("bij,bjk->bik", [(2, 3, 4), (2, 4, 2)]),  # a batch dim: einsum, then transpose of the result
+]
+
+
+@pytest.mark.parametrize("equation,shapes", CONTRACTIONS, ids=[e for e, _ in CONTRACTIONS])
+def test_opt_einsum_contract_runs_on_batched_grad_tensors_as_on_torchs(equation, shapes):
+    contract = pytest.importorskip("opt_einsum").contract
+    rng = np.random.default_rng(0)
+    values = [rng.normal(size=s) for s in shapes]
+    results = []
+    for m in (torch, bg):
+        ops = [m.tensor(v, requires_grad=True) for v in values]
+        out = contract(equation, *ops)
+        results.append((out, m.autograd.grad(out.sum(), ops)))
+    (want, want_grads), (got, got_grads) = results
+    assert_same(got, want, rtol=1e-12, atol=1e-12)
+    assert_same(list(got_grads), list(want_grads), rtol=1e-12, atol=1e-12)
