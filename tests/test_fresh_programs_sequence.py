@@ -1,9 +1,10 @@
 """Sequence models as public code writes them, run with torch and with batched_grad from the same seed in float64 and
 compared number for number: johnma2006/mamba-minimal (selective scan by einops.einsum in a Python loop, RMSNorm,
 depthwise causal conv1d), state-spaces/s4's S4D kernel and example.py's training (complex parameters viewed as
-real, Vandermonde kernel, rfft/irfft long convolution, DropoutNd, per-parameter optimizer groups), HazyResearch/
-safari's standalone Hyena operator (implicit filter of a complex-exponential positional embedding, FFT convolution,
-torch.jit.script), BlinkDL's RWKV-v3 (time and channel mixing with a ZeroPad2d token shift, its RWKV_Init) and
+real, Vandermonde kernel, rfft/irfft long convolution, DropoutNd, per-parameter optimizer groups) and its HiPPO
+initialisation in normal-plus-low-rank form (linalg.eig, opt_einsum.contract), HazyResearch/safari's standalone
+Hyena operator (implicit filter of a complex-exponential positional embedding, FFT convolution, torch.jit.script),
+BlinkDL's RWKV-v3 (time and channel mixing with a ZeroPad2d token shift, its RWKV_Init) and
 locuslab/TCN (weight_norm, Chomp1d, dilated causal convolutions) on the adding problem. RWKV-4's RNN sampler and the
 forecasting programs are in test_fresh_programs_sequence_forecast.py, the attention forecasters in
 test_fresh_programs_sequence_attention.py."""
@@ -350,6 +351,52 @@ def rwkv_v3(m):
         return out + [[p.detach() for p in model.parameters()]]
 
 
+def hippo_nplr(m):
+    """S4's HiPPO initialisation (src/models/hippo/hippo.py): the LegS and LegT transition matrices from NumPy, the
+    rank correction that makes A + P P^T normal, its eigendecomposition by torch.linalg.eig with one of each
+    conjugate pair kept, V^* applied by opt_einsum.contract; then the bilinear discretisation by linalg.solve, the
+    recurrence's convolution kernel and an rfft/irfft convolution with it."""
+    contract = pytest.importorskip("opt_einsum").contract
+    N, out = 6, []
+    with float64_default(m):
+        q = np.arange(N, dtype=np.float64)
+        col, row = np.meshgrid(q, q)
+        T = np.sqrt(np.diag(2 * q + 1))
+        legs = (T @ -(np.where(row >= col, 2 * q + 1, 0) - np.diag(q)) @ np.linalg.inv(T), np.diag(T)[:, None])
+        R = (2 * q + 1) ** 0.5
+        legt = (-(R[:, None] * np.where(row < col, (-1.0) ** (row - col), 1) * R[None, :]), R[:, None])
+        p_legt = m.sqrt(1 + 2 * m.arange(N, dtype=m.double))
+        corrections = {"legs": m.sqrt(0.5 + m.arange(N, dtype=m.double)).unsqueeze(0)}
+        corrections["legt"] = m.stack([p_legt * (m.arange(N) % 2 == 1), p_legt * (m.arange(N) % 2 == 0)])
+        for name, (A, B) in (("legs", legs), ("legt", legt)):
+            A, B, P = m.as_tensor(A, dtype=m.double), m.as_tensor(B, dtype=m.double)[:, 0], corrections[name]
+            w, V = m.linalg.eig(A + m.sum(P.unsqueeze(-2) * P.unsqueeze(-1), dim=-3))
+            w, V = w[..., 0::2].contiguous(), V[..., 0::2].contiguous()
+            V_inv = V.conj().transpose(-1, -2)
+            B, P = contract("ij, j -> i", V_inv, B.to(V)), contract("ij, ...j -> ...i", V_inv, P.to(V))
+            C = contract(
+                "ij, j -> i", V_inv, ((m.arange(N, dtype=m.double) * 2 + 1) ** 0.5 * (-1) ** m.arange(N)).to(V)
+            )
+            A = m.diag_embed(w) - contract("rn, rm -> nm", P, P.conj())
+            eye = m.eye(w.shape[-1], dtype=w.dtype)
+            dA, dB = (
+                m.linalg.solve(eye - 0.05 * A, eye + 0.05 * A),
+                m.linalg.solve(eye - 0.05 * A, 0.1 * B.unsqueeze(-1)),
+            )
+            k, x = [], dB[:, 0]
+            for _ in range(10):
+                k.append(2 * (C.conj() * x).sum().real)
+                x = dA @ x
+            k = m.stack(k)
+            u = m.randn(2, 10)
+            y = m.fft.irfft(m.fft.rfft(u, n=20) * m.fft.rfft(k, n=20), n=20)[..., :10]
+            # the order of eig's eigenvalues is LAPACK's (torch's MKL and JAX's LAPACK order LegT's differently): the
+            # kernel and norms do not depend on it; the eigenvalues and |B| are compared in order of frequency
+            order = m.argsort(w.imag)
+            out += [w[order], B.abs()[order], (P.abs() ** 2).sum(), k, y, m.linalg.matrix_norm(dA, ord=2)]
+    return out
+
+
 def tcn_adding_problem(m):
     """locuslab/TCN on the adding problem: temporal blocks of weight-normed dilated convolutions (the init's
     normal_ on the recomputed weight, which torch's weight_norm makes a no-op that still draws), Chomp1d, dropout and
@@ -425,6 +472,7 @@ FLOAT32_A = dict(rtol=1e-7, atol=1e-9)
         pytest.param(mamba_minimal, FLOAT32_A, marks=SLOW),
         pytest.param(s4d_training, F64, marks=SLOW),
         pytest.param(hyena_operator, F64, marks=SLOW),
+        pytest.param(hippo_nplr, F64),
         pytest.param(rwkv_v3, F64, marks=SLOW),
         pytest.param(tcn_adding_problem, F64, marks=SLOW),
     ],
