@@ -472,7 +472,7 @@ FLOAT32_A = dict(rtol=1e-7, atol=1e-9)
         pytest.param(mamba_minimal, FLOAT32_A, marks=SLOW),
         pytest.param(s4d_training, F64, marks=SLOW),
         pytest.param(hyena_operator, F64, marks=SLOW),
-        pytest.param(hippo_nplr, F64),
+        pytest.param(hippo_nplr, F64, marks=SLOW),
         pytest.param(rwkv_v3, F64, marks=SLOW),
         pytest.param(tcn_adding_problem, F64, marks=SLOW),
     ],
