@@ -184,6 +184,8 @@ from . import distributions  # noqa: E402  (last: it is written with the public 
 
 if importlib.util.find_spec("einops") is not None:  # einops knows batched_grad tensors once its backend class exists
     from . import _einops_backend  # noqa: E402,F401
+if importlib.util.find_spec("opt_einsum") is not None:  # opt_einsum.contract finds batched_grad's functions by alias
+    from . import _opt_einsum_backend  # noqa: E402,F401
 
 # Importing JAX and batched_grad leaves ~130k long-lived objects. Recorded graphs make many small objects that outlive
 # the young generations, so full collections come every few thousand ops, each traversing all of those (tens of ms).

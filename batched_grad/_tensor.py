@@ -13,7 +13,7 @@ from . import _dtypes, _graph, _subclass
 from ._format import format_tensor
 from ._grad_dtype import AS_DTYPE, get_grad_dtype, grad_dtype_of, set_grad_dtype
 from ._grad_mode import _check_bool, is_grad_enabled
-from ._host import fits, is_shared, read_before, to_device, unshared
+from ._host import fits, is_shared, read_before, share, to_device, unshared
 from ._inplace import DETACH, LEAF_INPLACE, VIEW_OF_LEAF_INPLACE, InPlace, _ops_of, remember_view  # noqa: F401
 from ._lazy import Pending, materialize
 from ._meta import COPY_ERROR, ITEM_ERROR, NUMPY_ERROR, MetaValue, rebuild_meta
@@ -660,12 +660,22 @@ class Tensor(InPlace):
         return self._value
 
     def numpy(self, *, force=False):
-        """The values as a NumPy array: from_numpy's memory itself (writes reach the tensor), else a read-only view
-        of the values. Like torch, refused for a tensor that requires grad while grad mode is on, unless
-        `force=True`."""
+        """The values as a writable NumPy array. As torch's, it is the tensor's memory: a tensor that is not a view
+        holds its values from now on as host memory shared with NumPy (from_numpy's kind, which each op reading it
+        copies), so writes through the array reach the tensor and the tensor's in-place writes reach the array; a
+        view's array is a copy (its writes do not reach the view or its base). Like torch, refused for a tensor that
+        requires grad while grad mode is on, unless `force=True`."""
         if not force:
             self._check_numpy_view()
-        return self._array(NUMPY_ERROR, "Tensor.numpy()")
+        v = self._held
+        if compiling.name is not None or type(v) is not np.ndarray and not isinstance(v, jax.Array) or is_tracer(v):
+            return self._array(NUMPY_ERROR, "Tensor.numpy()")  # refused: compiling, meta, batched or traced
+        if type(v) is np.ndarray and is_shared(v):
+            return v.view()
+        if self._view is not None:
+            return np.array(v)
+        self._v = shared = share(np.array(v))
+        return shared.view()
 
     def _check_numpy_view(self):
         """torch's refusals of numpy() without force (np.asarray(tensor) and NumPy's operators on a tensor too)."""

@@ -51,6 +51,7 @@ from .closeness import allclose, equal, is_complex, is_floating_point, is_tensor
 from .complex_parts import conj, imag, real
 from .compound import addcdiv, addcmul
 from .diagonals import diag_embed, diagflat
+from .einsum import einsum, tensordot
 from .elementwise import (
     COMPARISONS,
     PREDICATES,
@@ -88,7 +89,7 @@ from .indexing import (
     take_along_dim,
     topk,
 )
-from .linalg import bmm, diag, diagonal, dot, einsum, matmul, mm, mv, outer, tensordot, trace, tril, triu
+from .linalg import bmm, diag, diagonal, dot, matmul, mm, mv, outer, trace, tril, triu
 from .linalg import inv as inverse
 from .nn import conv1d, conv2d, conv3d, layer_norm, log_softmax, softmax
 from .numpy_keywords import with_method_aliases
@@ -136,6 +137,7 @@ from .shape import (
     reshape,
     roll,
     split,
+    split_method,
     squeeze,
     stack,
     swapaxes,
@@ -597,7 +599,7 @@ _EXPOSED = {
     "reshape": Exposed(function=True, method=True),
     "roll": Exposed(function=True, method=True),
     "select": Exposed(function=True, method=True),
-    "split": Exposed(function=True, method=True),
+    "split": Exposed(function=True),
     "squeeze": Exposed(function=True, method=True),
     "stack": Exposed(function=True),
     "swapaxes": Exposed(function=True, method=True),
@@ -776,6 +778,7 @@ for _module in (
 _METHODS.update({alias: _METHODS[name] for alias, name in ALIASES.items()})
 _METHODS.update(
     where=_where,
+    split=split_method,
     type_as=_type_as,
     new_zeros=_new_factory("zeros"),
     new_ones=_new_factory("ones"),

@@ -1,7 +1,6 @@
 """Linear algebra: products, einsum, diagonals, triangles and the torch.linalg decompositions."""
 
 import math
-import string
 import warnings
 
 import jax
@@ -12,7 +11,7 @@ from .. import _dtypes
 from .._autocast import autocast_policy
 from .._dtypes import not_implemented
 from .._foreign import not_a_tensor
-from .._tensor import Tensor, _wrap_dim, python_type_name
+from .._tensor import Tensor, _wrap_dim
 from ._core import SAVES_BOTH, SAVES_RESULT, Op, apply
 from ._host_forms import matmul_vjp, small_floats
 from .reduction import matrix_norm, vector_norm
@@ -46,11 +45,24 @@ _SHAPE_ERRORS = {
         )
     ),
 }
+
+
+def _bmm_dtype_error(a, b, sa, sb):
+    # torch's bmm checks dtypes in its naive kernel for a product of under 400 multiply-adds a batch, else in its BLAS
+    # path, which names the operands the other way round
+    first, second = (a, b) if sa[1] * sa[2] * sb[2] < 400 else (b, a)
+    return f"expected scalar type {_type(first)} but found {_type(second)}"
+
+
 _DTYPE_ERRORS = {
-    "dot": lambda a, b: f"dot : expected both vectors to have same dtype, but found {_type(a)} and {_type(b)}",
-    "mv": lambda a, b: f"addmv input tensors must have the same dtype, but got {_type(b)}, {_type(a)}, and {_type(b)}",
-    "mm": lambda a, b: f"expected m1 and m2 to have the same dtype, but got: {a.dtype.cpp_name} != {b.dtype.cpp_name}",
-    "bmm": lambda a, b: f"expected scalar type {_type(a)} but found {_type(b)}",
+    "dot": lambda a, b, *_: f"dot : expected both vectors to have same dtype, but found {_type(a)} and {_type(b)}",
+    "mv": lambda a, b, *_: (
+        f"addmv input tensors must have the same dtype, but got {_type(b)}, {_type(a)}, and {_type(b)}"
+    ),
+    "mm": lambda a, b, *_: (
+        f"expected m1 and m2 to have the same dtype, but got: {a.dtype.cpp_name} != {b.dtype.cpp_name}"
+    ),
+    "bmm": _bmm_dtype_error,
 }
 _NDIM_ERRORS = {
     "dot": lambda a, b: (a.ndim, b.ndim) != (1, 1) and f"1D tensors expected, but got {a.ndim}D and {b.ndim}D tensors",
@@ -86,7 +98,9 @@ PRODUCTS = {
 
 
 def _check_product(kind, a, b, a_shape, b_shape):
-    error = _SHAPE_ERRORS[kind](a_shape, b_shape) or (a.dtype is not b.dtype and _DTYPE_ERRORS[kind](a, b))
+    error = _SHAPE_ERRORS[kind](a_shape, b_shape) or (
+        a.dtype is not b.dtype and _DTYPE_ERRORS[kind](a, b, a_shape, b_shape)
+    )
     if error:
         raise RuntimeError(error)
 
@@ -206,143 +220,6 @@ def outer(input, vec2):
         if t.ndim != 1:
             raise RuntimeError(f"outer: Expected 1-D argument {name}, but got {t.ndim}-D")
     return apply(_OUTER, [input, vec2], dtype=_dtypes.result_type(input, vec2).np)
-
-
-# ---- einsum and tensordot -----------------------------------------------------------------------
-
-_LETTERS = string.ascii_lowercase + string.ascii_uppercase
-
-
-def _einsum_fn(*ops, equation, shapes):
-    return jnp.einsum(equation, *[jnp.broadcast_to(o, s) for o, s in zip(ops, shapes)])
-
-
-_EINSUM = Op("einsum", _einsum_fn, multilinear=True)
-
-
-def _sublist_equation(args):
-    """einsum(op0, sublist0, op1, sublist1, ..., [out]): the equation string and the operands."""
-
-    def letters(sub):
-        for s in sub:
-            if s is not Ellipsis and not 0 <= s < 52:
-                raise RuntimeError("einsum(): subscript in subscript list is not within the valid range [0, 52)")
-        return "".join("..." if s is Ellipsis else _LETTERS[s] for s in sub)
-
-    out = "->" + letters(args[-1]) if len(args) % 2 else ""
-    pairs = args[: len(args) - len(args) % 2]
-    return ",".join(letters(s) for s in pairs[1::2]) + out, list(pairs[0::2])
-
-
-def _equation_and_operands(args):
-    """einsum's arguments in any of its three forms as (equation, operands)."""
-    if isinstance(args[0], Tensor):
-        return _sublist_equation(args)
-    equation, operands = args[0], args[1:]
-    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
-        operands = tuple(operands[0])
-    return equation, operands
-
-
-def _checked_equation(equation, operands):
-    """(the equation without spaces, its input terms): checked for its characters, its output subscripts and its
-    number of operands."""
-    for k, c in enumerate(equation):
-        if not (c in _LETTERS or c in " ,.->"):
-            raise RuntimeError(
-                f"einsum(): invalid subscript given at index {k} in the equation string, subscripts must be in [a-zA-Z]"
-            )
-    equation = equation.replace(" ", "")
-    terms = equation.split("->")[0].split(",")
-    output = equation.split("->")[1] if "->" in equation else ""
-    for c in output.replace("...", ""):
-        if c not in equation.split("->")[0]:
-            raise RuntimeError(f"einsum(): output subscript {c} does not appear in the equation for any input operand")
-        if output.count(c) > 1:
-            raise RuntimeError(f"einsum(): output subscript {c} appears more than once in the output")
-    if len(terms) != len(operands):
-        raise RuntimeError(
-            f"einsum(): {'fewer' if len(operands) < len(terms) else 'more'} operands were provided than "
-            "specified in the equation"
-        )
-    return equation, terms
-
-
-def _broadcast_operand_shapes(terms, operands):
-    """Each operand's shape with its size-1 dims broadcast to the size of their subscript in the other operands,
-    after checking the operands' dtypes, ranks and sizes against the terms."""
-    sizes, labelled = {}, []
-    for k, (term, op) in enumerate(zip(terms, operands)):
-        if op.dtype is not operands[0].dtype:
-            raise RuntimeError(f"expected scalar type {_type(operands[0])} but found {_type(op)}")
-        head, ellipsis, tail = term.partition("...")
-        middle = op.ndim - len(head) - len(tail)
-        if middle < 0 or (middle and not ellipsis):
-            raise RuntimeError(
-                f"einsum(): the number of subscripts in the equation ({len(head + tail)}) does not "
-                f"match the number of dimensions ({op.ndim}) for operand {k}"
-                f"{'' if ellipsis else ' and no ellipsis was given'}"
-            )
-        labels = list(head) + [None] * middle + list(tail)
-        labelled.append((labels, op.shape))
-        for label, n in zip(labels, op.shape):
-            seen = sizes.setdefault(label, n) if label else n
-            if n != seen and 1 not in (n, seen):
-                raise RuntimeError(
-                    f"einsum(): subscript {label} has size {n} for operand {k} which does not broadcast "
-                    f"with previously seen size {seen}"
-                )
-            if label and seen == 1:
-                sizes[label] = n
-    # torch broadcasts size-1 dims of a subscript against the others; jnp.einsum does not
-    return tuple(tuple(sizes[c] if c else n for c, n in zip(labels, shape)) for labels, shape in labelled)
-
-
-@autocast_policy("lower")
-def einsum(*args):
-    """Einstein summation: einsum("ij,jk->ik", a, b), einsum(eq, [a, b]) or the sublist form."""
-    equation, operands = _equation_and_operands(args)
-    equation, terms = _checked_equation(equation, operands)
-    shapes = _broadcast_operand_shapes(terms, operands)
-    return apply(_EINSUM, list(operands), equation=equation, shapes=shapes)
-
-
-_TENSORDOT = Op(
-    "tensordot", lambda a, b, *, axes: jnp.tensordot(a, b, axes), multilinear=True, backward_name="TensordotBackward0"
-)
-
-
-@autocast_policy("lower")
-def tensordot(a, b, dims=2):
-    """Contract a's dims_a with b's dims_b (or a's last `dims` with b's first `dims`)."""
-    if isinstance(dims, Tensor):
-        dims = dims.tolist()
-    if isinstance(dims, int):
-        if dims < 0:
-            raise RuntimeError(f"tensordot expects dims >= 0, but got dims={dims}")
-        if dims > min(a.ndim, b.ndim):
-            raise RuntimeError(f"tensordot expects dims < ndim_a or ndim_b, but got dims={dims}")
-        dims_a, dims_b = list(range(-dims, 0)), list(range(dims))
-    else:
-        dims_a, dims_b = dims
-        if isinstance(dims_a, int) or isinstance(dims_b, int):
-            raise TypeError(
-                f"tensordot(): argument 'dims_self' (position 3) must be tuple of ints, not {python_type_name(dims_a)}"
-            )
-        dims_a, dims_b = list(dims_a), list(dims_b)
-    if len(dims_a) != len(dims_b):
-        raise RuntimeError("both dimension lists should have same length")
-    if a.dtype is not b.dtype:
-        raise RuntimeError("both inputs should have same dtype")
-    for da, db in zip(dims_a, dims_b):
-        na, nb = a.shape[_wrap_dim(da, a.ndim)], b.shape[_wrap_dim(db, b.ndim)]
-        if na != nb:
-            raise RuntimeError(
-                f"contracted dimensions need to match, but first has size {na} in dim {da} and second "
-                f"has size {nb} in dim {db}"
-            )
-    axes = (tuple(_wrap_dim(d, a.ndim) for d in dims_a), tuple(_wrap_dim(d, b.ndim) for d in dims_b))
-    return apply(_TENSORDOT, [a, b], axes=axes)
 
 
 # ---- diagonals and triangles --------------------------------------------------------------------

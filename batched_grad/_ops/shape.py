@@ -485,6 +485,14 @@ def split(tensor, split_size_or_sections, dim=0):
     return _split(tensor, sizes, d, "SplitBackward0")
 
 
+def split_method(self, split_size, dim=0):
+    """Tensor.split: as torch.split, but torch's method names its sizes `split_size`."""
+    return split(self, split_size, dim)
+
+
+split_method.__name__, split_method.__qualname__ = "split", "Tensor.split"
+
+
 def chunk(input, chunks, dim=0):
     """Split into `chunks` pieces of equal size along `dim` (the last may be smaller, and fewer may come)."""
     if chunks <= 0:

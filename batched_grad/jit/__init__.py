@@ -5,7 +5,8 @@ torch's tracer does (is_tracing() is True meanwhile) and returns the function or
 eagerly with whatever inputs they get (torch's traced graph would replay the example's control flow; here
 Python runs each call). `is_scripting()` is always False, so `if torch.jit.is_scripting():` branches take the
 eager path. `ignore`, `unused`, `export`, `interface`, `script_if_tracing` and `annotate` return what they are
-given; `Final` is typing.Final. To compile a step, use batched_grad.compile."""
+given; `Final` is typing.Final. A ScriptModule subclass is a Module whose `script_method`s run eagerly. To compile a
+step, use batched_grad.compile."""
 
 import functools
 import threading
@@ -13,9 +14,11 @@ import typing
 import warnings
 
 from .._tensor import Tensor
+from ..nn.module import Module
 
 __all__ = [
     "Final",
+    "ScriptModule",
     "annotate",
     "export",
     "ignore",
@@ -24,6 +27,7 @@ __all__ = [
     "is_tracing",
     "script",
     "script_if_tracing",
+    "script_method",
     "trace",
     "unused",
 ]
@@ -49,11 +53,22 @@ def script(obj, optimize=None, _frames_up=0, _rcb=None, example_inputs=None):
     return obj
 
 
+class ScriptModule(Module):
+    """torch.jit.ScriptModule as a base class: a Module whose `script_method` methods run eagerly as written."""
+
+
+def script_method(fn):
+    """`fn` itself, a method of a ScriptModule subclass to run eagerly. Warns as torch's (deprecated)."""
+    _deprecated("script_method")
+    return fn
+
+
 def _deprecated(name):
+    # attributed inside this package, so Python's default filters hide it from a program, as they hide torch's
     warnings.warn(
         f"`torch.jit.{name}` is deprecated. Please switch to `torch.compile` or `torch.export`.",
         DeprecationWarning,
-        stacklevel=3,
+        stacklevel=2,  # script's (or trace's) line in this package, as torch's is in its own
     )
 
 

@@ -24,7 +24,7 @@ class WeightNorm:
         warnings.warn(
             "`torch.nn.utils.weight_norm` is deprecated in favor of `torch.nn.utils.parametrizations.weight_norm`.",
             FutureWarning,
-            stacklevel=3,
+            stacklevel=2,  # weight_norm's line, as torch's: shown once however many modules it wraps
         )
         for hook in module._forward_pre_hooks.values():
             if isinstance(hook, WeightNorm) and hook.name == name:
