@@ -40,7 +40,9 @@ def broadcast_shapes(a, b):
     """torch's infer_size: the broadcast of two shapes, with torch's message when they do not broadcast."""
     n = max(len(a), len(b))
     a, b = (1,) * (n - len(a)) + tuple(a), (1,) * (n - len(b)) + tuple(b)
-    for i, (x, y) in enumerate(zip(a, b)):
+    # torch compares from the last dimension, so the mismatch it names is the rightmost one
+    for i in reversed(range(n)):
+        x, y = a[i], b[i]
         if x != y and x != 1 and y != 1:
             raise RuntimeError(
                 f"The size of tensor a ({x}) must match the size of tensor b ({y}) at non-singleton dimension {i}"
