@@ -17,6 +17,7 @@ from .._dtypes import not_implemented
 from .._foreign import not_a_tensor
 from .._grad_mode import is_grad_enabled
 from .._graph import GradientEdge, sequence_mark
+from .._int_args import int_or_ints
 from .._lazy import NeedsTracing, signature
 from .._meta import MetaValue, check_devices
 from .._tensor import Tensor, _wrap_dim, warn_at_caller
@@ -62,7 +63,7 @@ def _require_inexact(kernel, dtype):
 
 def _tuple(value, n, name):
     """An int or a sequence of n ints (torch's `_pair`), checked."""
-    values = (value,) * n if isinstance(value, (int, np.integer)) else tuple(value)
+    values = int_or_ints(value, n)
     if len(values) != n or not all(isinstance(v, (int, np.integer)) for v in values):
         raise TypeError(f"{name} must be an int or a sequence of {n} ints, but got {value!r}")
     return tuple(int(v) for v in values)
@@ -494,7 +495,7 @@ _LAYER_NORM = Op("native_layer_norm", _layer_norm, fused=FUSED)
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     """Normalize over the trailing `normalized_shape` dims (biased variance), then scale and shift."""
     _check_tensor("layer_norm", "input", input)
-    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    shape = int_or_ints(normalized_shape)
     n = len(shape)
     if not n or tuple(input.shape[input.ndim - n :]) != shape or input.ndim < n:
         raise RuntimeError(

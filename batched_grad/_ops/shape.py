@@ -11,6 +11,7 @@ from .. import _dtypes
 from .._autocast import autocast_policy
 from .._grad_mode import is_grad_enabled, is_view_replay_enabled
 from .._inplace import scatter_through
+from .._int_args import int_or_ints
 from .._tensor import Tensor, _wrap_dim, type_name
 from .._transform_levels import in_functionalize
 from ._core import Op, apply
@@ -27,7 +28,7 @@ def _sizes(size):
 
 
 def _dims(dims):
-    return (dims,) if isinstance(dims, int) else tuple(dims)
+    return int_or_ints(dims)
 
 
 def _check_unique(dims):
