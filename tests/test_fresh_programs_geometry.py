@@ -9,22 +9,8 @@ import math
 
 import numpy as np
 import pytest
-import torch
 
-import batched_grad as bg
-from oracle import assert_same
-
-F64 = dict(rtol=1e-9, atol=1e-11)
-
-
-def _both(program, tolerance=F64):
-    expected, actual = program(torch), program(bg)
-    assert_same(actual, expected, **tolerance)
-
-
-def _float64(m, seed=0):
-    m.manual_seed(seed)
-    m.set_default_dtype(m.float64)
+from test_fresh_programs_vision import _both, _float64
 
 
 def nerf_coarse_to_fine(m):

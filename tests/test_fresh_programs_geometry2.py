@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from test_fresh_programs_geometry import _both, _float64
+from test_fresh_programs_vision import _both, _float64
 
 
 def rotation_conversions(m):
