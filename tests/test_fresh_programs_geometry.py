@@ -1,6 +1,6 @@
 """3-D, geometry and implicit-function programs of the kinds public code holds (NeRF's ray sampling and volume
 rendering, SIREN's derivative losses, IGR's eikonal term, DeepSDF's latent codes, PointNet's learned transforms,
-DGCNN's edge convolution, Chamfer and Sinkhorn distances), each written once
+DGCNN's edge convolution, Chamfer and Sinkhorn distances, DirectVoxGO-style voxel grids), each written once
 against torch's API and run with torch and with batched_grad from the same seed, in float64, compared number for
 number. Rotation conversions and so(3) maps, homographies and warps, spherical harmonics, PointNet++ grouping,
 hash grids and Gaussian splatting are in test_fresh_programs_geometry2.py."""
@@ -404,6 +404,55 @@ def chamfer_and_sinkhorn(m):
     return out + [points.detach()]
 
 
+def voxel_grids(m):
+    """A dense feature volume sampled by 5-D grid_sample at flipped normalised coordinates and rescaled by trilinear
+    interpolation to a size held in a long tensor, a vector-matrix (TensoRF) factorisation sampled by 4-D grid_sample
+    with index lists and assembled by einsum, and a max_pool3d + softplus occupancy mask."""
+    nn, F = m.nn, m.nn.functional
+    _float64(m)
+    low, high = m.tensor([-1.0] * 3), m.tensor([1.0] * 3)
+    size = ((high - low) / 0.3).long()
+    grid = nn.Parameter(m.zeros([1, 2, *size]))
+    planes = nn.ParameterList(
+        [nn.Parameter(m.randn([1, 3, size[a], size[b]]) * 0.1) for a, b in ((0, 1), (0, 2), (1, 2))]
+    )
+    lines = nn.ParameterList([nn.Parameter(m.randn([1, 3, size[a], 1]) * 0.1) for a in (2, 1, 0)])
+
+    def dense(xyz):
+        norm = ((xyz.reshape(1, 1, 1, -1, 3) - low) / (high - low)).flip((-1,)) * 2 - 1
+        return F.grid_sample(grid, norm, mode="bilinear", align_corners=True).reshape(2, -1).T
+
+    def factorised(xyz):
+        norm = (xyz.reshape(1, 1, -1, 3) - low) / (high - low) * 2 - 1
+        norm = m.cat([norm, m.zeros_like(norm[..., [0]])], dim=-1)
+        total = 0.0
+        for plane, line, (a, b), c in zip(planes, lines, ((1, 0), (2, 0), (2, 1)), (2, 1, 0)):
+            p = F.grid_sample(plane, norm[:, :, :, [a, b]], mode="bilinear", align_corners=True).flatten(0, 2).T
+            q = F.grid_sample(line, norm[:, :, :, [3, c]], mode="bilinear", align_corners=True).flatten(0, 2).T
+            total = total + (p * q).sum(-1)
+        return total
+
+    points, target = m.rand(30, 3) * 2 - 1, m.rand(30, 2)
+    out = []
+    for step in range(3):
+        opt = m.optim.Adam([grid, *planes, *lines], lr=0.1)
+        loss = F.mse_loss(m.sigmoid(dense(points)), target) + factorised(points).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        out.append(loss.detach())
+        if step == 0:
+            grid = nn.Parameter(
+                F.interpolate(grid.data, size=tuple((size.double() * 1.5).long()), mode="trilinear", align_corners=True)
+            )
+    volume = m.einsum("rxy,rz->xyz", planes[0][0], lines[0][0, :, :, 0]) + m.einsum(
+        "rxz,ry->xyz", planes[1][0], lines[1][0, :, :, 0]
+    )
+    pooled = F.max_pool3d(grid.data[:, :1], kernel_size=3, padding=1, stride=1)
+    alpha = 1 - m.exp(-F.softplus(pooled + math.log(1 / (1 - 1e-4) - 1)) * 0.5)
+    return out + [volume.detach(), alpha, (alpha >= 1e-4).squeeze(0).squeeze(0)]
+
+
 @pytest.mark.slow
 def test_nerf_coarse_to_fine():
     _both(nerf_coarse_to_fine)
@@ -435,3 +484,8 @@ def test_dgcnn_edge_convolution():
 @pytest.mark.slow
 def test_chamfer_and_sinkhorn():
     _both(chamfer_and_sinkhorn)
+
+
+@pytest.mark.slow
+def test_voxel_grids():
+    _both(voxel_grids)
