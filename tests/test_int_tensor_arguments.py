@@ -51,3 +51,23 @@ def test_non_integer_tensors_still_refused(call):
         call(torch)
     with pytest.raises(TypeError):
         call(bg)
+
+
+@pytest.mark.parametrize(
+    "entries", [[2.0], [1, 2.5], [torch.tensor(2.0)]], ids=["float", "second_float", "float_tensor"]
+)
+def test_size_refuses_non_integers_with_torchs_message(entries):
+    with pytest.raises(TypeError) as expected:
+        torch.Size(entries)
+    converted = [bg.tensor(e.item()) if isinstance(e, torch.Tensor) else e for e in entries]
+    with pytest.raises(TypeError) as actual:
+        bg.Size(converted)
+    assert str(actual.value) == str(expected.value)
+
+
+def test_size_entries_become_python_ints():
+    def entries(m):
+        return [m.tensor(2), 3, True, m.tensor([4])]
+
+    assert repr(bg.Size(entries(bg))) == repr(torch.Size(entries(torch)))
+    assert {type(v) for v in bg.Size(entries(bg))} == {int}
