@@ -291,8 +291,8 @@ def _conv_biased(x, w, bias, geometry):
     taps = math.prod(w.shape[2:])
     # one tap (a pointwise convolution, as point-cloud networks use) is a plain matrix product: in float64 XLA's CPU
     # convolution is 20x slower than the product
-    few_channels = (w.shape[1] <= 4 and taps <= 64) or taps == 1
-    out = (_conv_taps if few_channels and jax.default_backend() == "cpu" else _conv_channels_last)(x, w, *geometry)
+    as_product = (w.shape[1] <= 4 and taps <= 64) or taps == 1
+    out = (_conv_taps if as_product and jax.default_backend() == "cpu" else _conv_channels_last)(x, w, *geometry)
     return out if bias is None else out + _bias_plane(bias, w.ndim - 2)
 
 
