@@ -4,6 +4,7 @@ import builtins
 import collections.abc
 import functools
 import math
+import operator
 import warnings
 
 import jax
@@ -15,6 +16,7 @@ from ._dtypes import not_implemented
 from ._foreign import not_a_tensor, reject_torch_tensors
 from ._generator import resolve
 from ._host import share
+from ._int_args import is_int_arg
 from ._layout_types import takes_layout
 from ._meta import MetaValue, device_for, meta_value, names_meta
 from ._mt19937 import _fma64 as fma64
@@ -225,30 +227,27 @@ def from_jax(array):
 
 
 # ---- shapes and dtypes of the other factories -------------------------------------------------------------
-def _is_int(x):
-    return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
-
-
 def _size(size, fn="zeros"):
     """Accept f(2, 3), f((2, 3)) and f([2, 3]) like torch."""
-    if len(size) == 1 and not _is_int(size[0]):
+    if len(size) == 1 and not is_int_arg(size[0]):
         if not isinstance(size[0], (tuple, list)):
             kind = python_type_name(size[0])
             raise TypeError(f"{fn}(): argument 'size' (position 1) must be tuple of ints, not {kind}")
         size = size[0]
     for i, s in enumerate(size):
-        if not _is_int(s):
+        if not is_int_arg(s):
             raise TypeError(
                 f"{fn}(): argument 'size' failed to unpack the object at pos {i + 1} with error "
                 f'"type must be tuple of ints,but got {python_type_name(s)}"'
             )
+    size = tuple(operator.index(s) for s in size)
     if builtins.any(s < 0 for s in size):
         raise RuntimeError(
             _NEGATIVE_SIZE.get(
                 fn, f"Trying to create tensor with negative dimension {builtins.min(size)}: {list(size)}"
             )
         )
-    return tuple(int(s) for s in size)
+    return size
 
 
 _NO_SIZE = object()  # size= not given (torch's message for size=None names NoneType)
@@ -259,7 +258,7 @@ def _varargs_size(fn, args, size=_NO_SIZE):
     if size is not _NO_SIZE:
         if args:
             raise TypeError(f"{fn}() got multiple values for argument 'size'")
-        if not isinstance(size, (tuple, list)) or not builtins.all(_is_int(s) for s in size):
+        if not isinstance(size, (tuple, list)) or not builtins.all(is_int_arg(s) for s in size):
             raise TypeError(f"{fn}(): argument 'size' must be tuple of ints, not {python_type_name(size)}")
         return _size((size,), fn)
     if not args:
@@ -325,8 +324,10 @@ def _filled(shape, fill_value, d):
 def eye(n, m=None, *, dtype=None, requires_grad=False, device=None):
     """An n x m (n x n by default) matrix with ones on the diagonal and zeros elsewhere."""
     for position, name, v in ((1, "n", n), (2, "m", m)):
-        if v is not None and not _is_int(v):
+        if v is not None and not is_int_arg(v):
             raise TypeError(f"eye(): argument '{name}' (position {position}) must be int, not {type(v).__name__}")
+    n, m = operator.index(n), None if m is None else operator.index(m)
+    for name, v in (("n", n), ("m", m)):
         if v is not None and v < 0:
             raise RuntimeError(f"{name} must be greater or equal to 0, got {v}")
     return _finish(np.eye(n, n if m is None else m, dtype=_dtype_or_default(dtype).np), requires_grad, device)
@@ -339,7 +340,9 @@ def arange(start, end=None, step=1, *, dtype=None, requires_grad=False, device=N
     if end is None:
         start, end = 0, start
     if dtype is None:
-        dtype = _dtypes.int64 if builtins.all(_is_int(v) for v in (start, end, step)) else _dtypes.get_default_dtype()
+        dtype = (
+            _dtypes.int64 if builtins.all(is_int_arg(v) for v in (start, end, step)) else _dtypes.get_default_dtype()
+        )
     d = _dtypes.to_dtype(dtype)
     if d is _dtypes.bool or d.is_complex:
         raise not_implemented("arange_cpu", d)
@@ -359,8 +362,9 @@ def arange(start, end=None, step=1, *, dtype=None, requires_grad=False, device=N
 @takes_layout
 def linspace(start, end, steps, *, dtype=None, requires_grad=False, device=None):
     """`steps` evenly spaced values from `start` to `end` (both included)."""
-    if not _is_int(steps):
+    if not is_int_arg(steps):
         raise TypeError(f"linspace(): argument 'steps' must be int, not {type(steps).__name__}")
+    steps = operator.index(steps)
     if steps < 0:
         raise RuntimeError("number of steps must be non-negative")
     d = _dtype_or_default(dtype)
@@ -532,8 +536,9 @@ def randint(low=0, high=None, size=None, *, dtype=None, requires_grad=False, gen
     elif high is None:
         low, high = 0, low
     d = _dtypes.to_dtype(dtype) if dtype is not None else _dtypes.int64
-    if high is None or not (_is_int(low) and _is_int(high)):
+    if high is None or not (is_int_arg(low) and is_int_arg(high)):
         raise TypeError(f"randint(): arguments 'low' and 'high' must be ints, but got {low!r} and {high!r}")
+    low, high = operator.index(low), operator.index(high)
     _check_random_bounds(low, high, d)
     shape = _tuple_size("randint", size)
     return _made(
@@ -571,8 +576,9 @@ def randint_like(
     if high is None:
         low, high = 0, low
     low = 0 if low is None else low
-    if not (_is_int(low) and _is_int(high)):
+    if not (is_int_arg(low) and is_int_arg(high)):
         raise TypeError(f"randint_like(): arguments 'low' and 'high' must be ints, but got {low!r} and {high!r}")
+    low, high = operator.index(low), operator.index(high)
     shape, d = _like(input, dtype, "randint_like", memory_format)
     return randint(
         low,

@@ -3,6 +3,7 @@
 import copy
 import math
 import numbers
+import operator
 import sys
 import warnings
 
@@ -143,7 +144,14 @@ def type_name(np_dtype):
 
 
 class Size(tuple):
-    """A tensor shape: a tuple that prints like torch.Size."""
+    """A tensor shape: a tuple that prints like torch.Size. Its entries are Python ints, read from anything with
+    __index__ (an integer tensor of one element too) as torch reads them."""
+
+    def __new__(cls, sizes=()):
+        sizes = tuple(sizes)
+        if not all(type(s) is int for s in sizes):
+            sizes = tuple(_size_entry(i, s) for i, s in enumerate(sizes))
+        return super().__new__(cls, sizes)
 
     def __repr__(self):
         return f"torch.Size({list(self)})"
@@ -151,6 +159,15 @@ class Size(tuple):
     def numel(self):
         """The number of elements of a tensor of this shape."""
         return math.prod(self)
+
+
+def _size_entry(position, value):
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(
+            f"torch.Size() takes an iterable of 'int' (item {position} is '{type(value).__name__}')"
+        ) from None
 
 
 _TORCH_DEVICES = (

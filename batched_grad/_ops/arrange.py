@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _dtypes
+from .._int_args import int_or_ints
 from .._tensor import Size, Tensor, _wrap_dim
 from ._core import Op, apply
 from .grids import meshgrid
@@ -266,7 +267,7 @@ def broadcast_shapes(*shapes):
     """The shape the given shapes broadcast to."""
     out = ()
     for s in shapes:
-        out = _broadcast_pair(out, (s,) if isinstance(s, int) else tuple(s))
+        out = _broadcast_pair(out, int_or_ints(s))
     return Size(out)
 
 

@@ -1,6 +1,7 @@
 """Elementwise ops: unary math, binary arithmetic with torch's promotion, comparisons (clamp, where and lerp are in
 ternary.py)."""
 
+import functools
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -21,6 +22,7 @@ from ._host_forms import ARITHMETIC_VJPS, in_float64_host, small_float_vjp, smal
 from ._mixed_dtype import HALF_ARRAY_DTYPES, halves_in_float32
 from .rounding import divide
 from .scaled_sum import FUSED_DTYPES, alpha_number, fusable, scaled_sum, scaled_sum_in_place
+from .shape import broadcast_shapes
 
 
 def _dtype_of(x):
@@ -28,18 +30,9 @@ def _dtype_of(x):
 
 
 def broadcast_shape(*shapes):
-    """The shape `shapes` broadcast to, or torch's RuntimeError when they do not broadcast."""
-    ndim = max((len(s) for s in shapes), default=0)
-    out = [1] * ndim
-    for s in shapes:
-        for i, n in enumerate(s, ndim - len(s)):
-            if n != 1 and out[i] != 1 and n != out[i]:
-                raise RuntimeError(
-                    f"The size of tensor a ({out[i]}) must match the size of tensor b ({n}) at "
-                    f"non-singleton dimension {i}"
-                )
-            out[i] = n if n != 1 else out[i]
-    return tuple(out)
+    """The shape `shapes` broadcast to, or torch's RuntimeError when they do not broadcast: like torch's
+    TensorIterator, the shapes are folded in pairwise from the left, each pair compared from its last dimension."""
+    return functools.reduce(broadcast_shapes, shapes, ())
 
 
 def _check_broadcast(operands):

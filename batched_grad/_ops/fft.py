@@ -9,6 +9,7 @@ import numpy as np
 
 from .. import _dtypes
 from .._autocast import autocast_policy
+from .._int_args import int_or_ints
 from .._layout_types import takes_layout
 from .._tensor import _wrap_dim
 from ._core import Op, apply
@@ -185,7 +186,7 @@ def rfftfreq(n, d=1.0, *, dtype=None, device=None, requires_grad=False):
 
 
 def _shift(input, dim, sign):
-    dims = list(range(input.ndim)) if dim is None else [dim] if isinstance(dim, int) else list(dim)
+    dims = list(range(input.ndim)) if dim is None else list(int_or_ints(dim))
     dims = [_wrap_dim(d, input.ndim) for d in dims]
     if not dims:
         return roll(input, 0, ())

@@ -11,6 +11,7 @@ import numpy as np
 
 from .. import _dtypes
 from .._dtypes import not_implemented
+from .._int_args import int_or_ints
 from ._core import Op, apply
 from .nn import _check_tensor, _require_inexact
 from .pooling import adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d
@@ -172,7 +173,7 @@ def _sizes(input, n, size, scale_factor, recompute_scale_factor):
     if size is None and scale_factor is None:
         raise ValueError("either size or scale_factor should be defined")
     if size is not None:
-        outs = (size,) * n if isinstance(size, int) else tuple(size)
+        outs = int_or_ints(size, n)
         if len(outs) != n:
             raise ValueError(
                 f"Input and output must have the same number of spatial dimensions, but got input with "

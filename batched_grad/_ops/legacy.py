@@ -8,6 +8,7 @@ import numpy as np
 
 from .. import _dtypes
 from .._factories import arange
+from .._int_args import int_or_ints
 from .._layout_types import takes_layout
 from .._tensor import Tensor, _wrap_dim, warn_at_caller, warn_once
 from . import conv_transpose
@@ -207,7 +208,7 @@ def gradient(input, *, spacing=1, dim=None, edge_order=1):
     edges (first or second order), along each of `dim` (all dims by default); one tensor per dim."""
     if edge_order not in (1, 2):
         raise RuntimeError("torch.gradient only supports edge_order=1 and edge_order=2.")
-    dims = list(range(input.ndim)) if dim is None else [dim] if isinstance(dim, int) else list(dim)
+    dims = list(range(input.ndim)) if dim is None else list(int_or_ints(dim))
     dims = [_wrap_dim(d, input.ndim) for d in dims]
     spacings = list(spacing) if isinstance(spacing, (list, tuple)) else [spacing] * len(dims)
     if len(spacings) == 1 and len(dims) > 1:

@@ -17,6 +17,7 @@ from .._dtypes import not_implemented
 from .._foreign import not_a_tensor
 from .._grad_mode import is_grad_enabled
 from .._graph import GradientEdge, sequence_mark
+from .._int_args import int_or_ints
 from .._lazy import NeedsTracing, signature
 from .._meta import MetaValue, check_devices
 from .._tensor import Tensor, _wrap_dim, warn_at_caller
@@ -62,7 +63,7 @@ def _require_inexact(kernel, dtype):
 
 def _tuple(value, n, name):
     """An int or a sequence of n ints (torch's `_pair`), checked."""
-    values = (value,) * n if isinstance(value, (int, np.integer)) else tuple(value)
+    values = int_or_ints(value, n)
     if len(values) != n or not all(isinstance(v, (int, np.integer)) for v in values):
         raise TypeError(f"{name} must be an int or a sequence of {n} ints, but got {value!r}")
     return tuple(int(v) for v in values)
@@ -287,8 +288,11 @@ def _conv(x, w, *bias, stride, padding, dilation, groups):
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(3,))
 def _conv_biased(x, w, bias, geometry):
-    few_channels = w.shape[1] <= 4 and math.prod(w.shape[2:]) <= 64 and jax.default_backend() == "cpu"
-    out = (_conv_taps if few_channels else _conv_channels_last)(x, w, *geometry)
+    taps = math.prod(w.shape[2:])
+    # one tap (a pointwise convolution, as point-cloud networks use) is a plain matrix product: in float64 XLA's CPU
+    # convolution is 20x slower than the product
+    as_product = (w.shape[1] <= 4 and taps <= 64) or taps == 1
+    out = (_conv_taps if as_product and jax.default_backend() == "cpu" else _conv_channels_last)(x, w, *geometry)
     return out if bias is None else out + _bias_plane(bias, w.ndim - 2)
 
 
@@ -494,7 +498,7 @@ _LAYER_NORM = Op("native_layer_norm", _layer_norm, fused=FUSED)
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     """Normalize over the trailing `normalized_shape` dims (biased variance), then scale and shift."""
     _check_tensor("layer_norm", "input", input)
-    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    shape = int_or_ints(normalized_shape)
     n = len(shape)
     if not n or tuple(input.shape[input.ndim - n :]) != shape or input.ndim < n:
         raise RuntimeError(

@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._grad_mode import no_grad
+from .._int_args import int_or_ints
 from ._core import Op, apply
 from ._fused_backward import Fused, last_operand_if
 from ._mixed_dtype import REDUCED_FLOATS, check_norm_parameters, compute_dtype
@@ -96,7 +97,7 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     """x / sqrt(mean(x^2 over the trailing normalized_shape dims) + eps), times `weight`; eps defaults to the
     dtype's machine epsilon."""
     _check_tensor("rms_norm", "input", input)
-    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    shape = int_or_ints(normalized_shape)
     if tuple(input.shape[input.ndim - len(shape) :]) != shape or len(shape) > input.ndim:
         raise RuntimeError(
             f"Given normalized_shape={list(shape)}, expected input with shape "

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._autocast import autocast_policy
+from .._int_args import int_or_ints
 from ._core import Op, apply
 from ._fused_backward import FUSED_ZEROS
 from .nn import _check_tensor, _require_inexact, _tuple
@@ -317,7 +318,7 @@ def _output_size(fn, n, input, output_size):
             )
         colon = ":" if "max" in fn else ""
         raise RuntimeError(f"{fn}(): Expected {n + 1}D or {n + 2}D tensor, but got{colon} {list(input.shape)}")
-    sizes = (output_size,) * n if isinstance(output_size, int) else tuple(output_size)
+    sizes = int_or_ints(output_size, n)
     if len(sizes) != n:
         raise RuntimeError(f"{fn}: output_size must be {n}")
     return tuple(s if s is not None else d for s, d in zip(sizes, input.shape[-n:]))

@@ -9,6 +9,7 @@ import numpy as np
 
 from .. import _dtypes
 from .._autocast import autocast_policy
+from .._int_args import int_or_ints
 from .._tensor import _wrap_dim
 from . import _derivatives
 from ._core import SAVES_BOTH, SAVES_INDICES, SAVES_INPUT, Op, apply
@@ -23,9 +24,7 @@ def dims(dim, ndim):
     sequence means every axis, as in torch."""
     if dim is None:
         return tuple(range(ndim))
-    if isinstance(dim, int):
-        dim = (dim,)
-    axes = [_wrap_dim(d, ndim) for d in dim]
+    axes = [_wrap_dim(d, ndim) for d in int_or_ints(dim)]
     for i, a in enumerate(axes):
         if a in axes[:i]:
             raise RuntimeError(f"dim {a} appears multiple times in the list of dims")

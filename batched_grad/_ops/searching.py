@@ -8,6 +8,7 @@ import numpy as np
 
 from .. import _dtypes, _dual
 from .._dtypes import not_implemented
+from .._int_args import int_or_ints
 from .._tensor import Tensor, _wrap_dim
 from .._vmap_levels import refuse_dynamic_shape
 from ._core import Op, apply
@@ -104,7 +105,7 @@ def unravel_index(indices, shape):
     values = indices if isinstance(indices, Tensor) else Tensor._wrap(np.asarray(indices))
     if values.dtype.is_floating_point or values.dtype.is_complex or values.dtype is _dtypes.bool:
         raise TypeError(f"expected 'indices' to be integer dtype, but got {values.dtype.type_name}")
-    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    shape = int_or_ints(shape)
     flat = np.asarray(_host_values(values)).astype(np.int64)
     total = int(np.prod(shape))
     coords = np.unravel_index(flat % total if total else flat, shape)  # torch wraps indices around, as Python

@@ -11,6 +11,7 @@ from .. import _dtypes
 from .._autocast import autocast_policy
 from .._grad_mode import is_grad_enabled, is_view_replay_enabled
 from .._inplace import scatter_through
+from .._int_args import int_or_ints
 from .._tensor import Tensor, _wrap_dim, type_name
 from .._transform_levels import in_functionalize
 from ._core import Op, apply
@@ -27,7 +28,7 @@ def _sizes(size):
 
 
 def _dims(dims):
-    return (dims,) if isinstance(dims, int) else tuple(dims)
+    return int_or_ints(dims)
 
 
 def _check_unique(dims):
@@ -40,7 +41,9 @@ def broadcast_shapes(a, b):
     """torch's infer_size: the broadcast of two shapes, with torch's message when they do not broadcast."""
     n = max(len(a), len(b))
     a, b = (1,) * (n - len(a)) + tuple(a), (1,) * (n - len(b)) + tuple(b)
-    for i, (x, y) in enumerate(zip(a, b)):
+    # torch compares from the last dimension, so the mismatch it names is the rightmost one
+    for i in reversed(range(n)):
+        x, y = a[i], b[i]
         if x != y and x != 1 and y != 1:
             raise RuntimeError(
                 f"The size of tensor a ({x}) must match the size of tensor b ({y}) at non-singleton dimension {i}"

@@ -5,6 +5,7 @@ import math
 
 from .. import _factories
 from .._grad_mode import no_grad
+from .._int_args import int_or_ints
 from .._ops.shape import flatten
 from .._tensor import Size
 from . import functional as F
@@ -54,7 +55,7 @@ _PADDING_MODES = {"zeros": None, "reflect": "reflect", "replicate": "replicate",
 
 
 def _ntuple(value, n):
-    return (value,) * n if isinstance(value, int) else tuple(value)
+    return int_or_ints(value, n)
 
 
 def _reversed_padding(padding, kernel_size, dilation):
@@ -363,7 +364,7 @@ class LayerNorm(Module):
 
     def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True, device=None, dtype=None):
         super().__init__()
-        shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        shape = int_or_ints(normalized_shape)
         self.normalized_shape, self.eps, self.elementwise_affine = shape, eps, elementwise_affine
         self.register_parameter(
             "weight", Parameter(_factories.ones(*shape, dtype=dtype)) if elementwise_affine else None

@@ -4,6 +4,7 @@ LocalResponseNorm, with torch's parameters, buffers and reprs."""
 import warnings
 
 from .. import _factories
+from .._int_args import int_or_ints
 from . import functional as F
 from . import init
 from .batchnorm import _NormBase
@@ -138,7 +139,7 @@ class RMSNorm(Module):
 
     def __init__(self, normalized_shape, eps=None, elementwise_affine=True, device=None, dtype=None):
         super().__init__()
-        shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        shape = int_or_ints(normalized_shape)
         self.normalized_shape, self.eps, self.elementwise_affine = shape, eps, elementwise_affine
         self.register_parameter(
             "weight", Parameter(_factories.ones(*shape, dtype=dtype)) if elementwise_affine else None

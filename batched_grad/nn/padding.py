@@ -1,6 +1,7 @@
 """The padding layers: zero, constant, reflection, replication and circular padding of 1, 2 or 3 trailing dims,
 each F.pad with its mode, printed as torch's."""
 
+from .._int_args import int_or_ints
 from . import functional as F
 from .module import Module
 
@@ -11,7 +12,7 @@ class _Pad(Module):
     def __init__(self, padding):
         super().__init__()
         n = type(self).n
-        self.padding = (padding,) * (2 * n) if isinstance(padding, int) else tuple(padding)
+        self.padding = int_or_ints(padding, 2 * n)
         if len(self.padding) != 2 * n:
             raise ValueError(f"{type(self).__name__} expects padding of length {2 * n}, but got {len(self.padding)}")
 
