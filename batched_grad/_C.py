@@ -1,8 +1,29 @@
-"""The names of torch._C that user code of Tensor subclasses reaches for: the switches of the __torch_function__
-protocol (_subclass.py). The rest of torch._C is torch's private machinery, not provided."""
+"""The names of torch._C that user code reaches for: the switches of the __torch_function__ protocol (_subclass.py)
+and of the per-row fallback's warnings under vmap. The rest of torch._C is torch's private machinery, not provided."""
 
 from ._grad_mode import is_grad_enabled
 from ._subclass import DisableTorchFunction, DisableTorchFunctionSubclass
 from ._subclass import disabled_torch_function_impl as _disabled_torch_function_impl
 
-__all__ = ["DisableTorchFunction", "DisableTorchFunctionSubclass", "_disabled_torch_function_impl", "is_grad_enabled"]
+
+def _debug_only_display_vmap_fallback_warnings(enabled):
+    """Switch the warning vmap gives where an op runs row by row (vmap.FallbackWarning) on or off."""
+    import vmap
+
+    vmap.set_fallback_warnings(enabled)
+
+
+def _debug_only_are_vmap_fallback_warnings_enabled():
+    import vmap
+
+    return vmap.fallback_warnings_enabled()
+
+
+__all__ = [
+    "DisableTorchFunction",
+    "DisableTorchFunctionSubclass",
+    "_debug_only_are_vmap_fallback_warnings_enabled",
+    "_debug_only_display_vmap_fallback_warnings",
+    "_disabled_torch_function_impl",
+    "is_grad_enabled",
+]

@@ -399,6 +399,17 @@ def test_fallback_switches_validate_and_restore():
     assert not vmap.fallback_warnings_enabled()
 
 
+def test_torchs_debug_switch_of_fallback_warnings_is_the_same_switch():
+    """torch._C's spelling, which code written against functorch's tests uses, sets and reads vmap's switch."""
+    assert not bg._C._debug_only_are_vmap_fallback_warnings_enabled()
+    bg._C._debug_only_display_vmap_fallback_warnings(True)
+    try:
+        assert vmap.fallback_warnings_enabled() and bg._C._debug_only_are_vmap_fallback_warnings_enabled()
+    finally:
+        bg._C._debug_only_display_vmap_fallback_warnings(False)
+    assert not vmap.fallback_warnings_enabled()
+
+
 def test_environment_variable_turns_warnings_on_at_import():
     env = dict(os.environ, VMAP_FALLBACK_WARNINGS="1")
     out = subprocess.run(
