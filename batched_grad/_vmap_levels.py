@@ -16,13 +16,15 @@ from ._lazy import Pending, materialize
 class Level(NamedTuple):
     """A vmap.vmap call whose function is running: its randomness; the jax trace of its rows when it runs traced,
     else None; for randomness="different", its batch size and a Tensor of the row's index; `arguments`: the caller's
-    tensor that each mapped argument's row Tensor stands for, by the row's id."""
+    tensor that each mapped argument's row Tensor stands for, by the row's id; `draws`: a list of (generator, its
+    state before this call's first draw from it), where the call may run its function again."""
 
     randomness: str
     trace: object = None
     size: int = 0
     row: object = None
     arguments: object = None
+    draws: object = None
 
 
 class _Running(threading.local):
@@ -92,6 +94,21 @@ def in_vmap_randomness():
     """The randomness mode of the innermost vmap being traced, or None outside vmap."""
     calls = _running.calls
     return calls[-1].randomness if calls else None
+
+
+def note_draw(generator):
+    """Before a draw from `generator`: remember its state in each running call that may run its function again."""
+    for level in _running.calls:
+        if level.draws is not None and all(g is not generator for g, _ in level.draws):
+            level.draws.append((generator, generator.get_state()))
+
+
+def rewind_draws(draws):
+    """Put the generators of `draws` (note_draw's list) back where they were, so that a call running its function
+    again draws what its first run drew."""
+    for generator, state in reversed(draws):
+        generator.set_state(state)
+    draws.clear()
 
 
 def random_rows():

@@ -170,3 +170,25 @@ def test_jacfwd_different_structures_the_jacobian_and_aux_as_torch(has_aux):
     ours, theirs = run(bg), run(torch)
     assert str(tree_structure(ours)) == str(tree_structure(theirs))
     assert_same(tuple(tree_leaves(ours)), tuple(tree_leaves(theirs)), rtol=1e-12, atol=1e-14)
+
+
+FILLS = {
+    "bernoulli_": lambda t: t.bernoulli_(0.5),
+    "bernoulli_(row)": lambda t: t.bernoulli_(t * 0 + 0.3),
+    "uniform_": lambda t: t.uniform_(),
+    "normal_": lambda t: t.normal_(),
+    "random_": lambda t: t.random_(0, 10),
+    "exponential_": lambda t: t.exponential_(),
+}
+
+
+@pytest.mark.parametrize("case", FILLS)
+def test_in_place_fills_of_the_mapped_rows_draw_torchs_values(case):
+    """An in-place fill of the mapped argument (a function batched_grad runs again, traced) draws what one fill of
+    the whole batch draws, as torch's vmap does: the first run's draws are not drawn twice."""
+
+    def drawn(m, vmap_):
+        m.manual_seed(11)
+        return vmap_(FILLS[case], randomness="different")(m.ones(4, 5)).numpy()
+
+    np.testing.assert_array_equal(drawn(bg, vmap.vmap), drawn(torch, torch.func.vmap))

@@ -7,7 +7,7 @@ import numpy as np
 from .._generator import resolve
 from .._layout import dense_order
 from .._tensor import Tensor
-from .._vmap_levels import is_batched, random_rows
+from .._vmap_levels import is_batched, note_draw, random_rows
 from ._core import Op, apply
 
 _ROW = Op("select_row", lambda rows, index: jax.lax.dynamic_index_in_dim(rows, index, keepdims=False))
@@ -21,8 +21,10 @@ DIFFERENT_INPLACE = (
 def sample(generator, fn, shape, draw):
     """A Tensor of `shape` drawn by `draw(bits, size)` (a NumPy array of `size` from the NumPy generator `bits`)
     from `generator` (None: the default one) for `fn`; torch's error inside vmap.vmap(randomness="error")."""
-    bits = resolve(generator, fn)._bits
     levels = random_rows()
+    generator = resolve(generator, fn)
+    note_draw(generator)
+    bits = generator._bits
     value = Tensor._wrap(draw(bits, tuple(level.size for level in levels) + tuple(shape)))
     for level in levels:  # outermost first: the row of each vmap call's own axis
         value = apply(_ROW, [value, level.row])

@@ -22,7 +22,7 @@ from .._graph import sequence_mark
 from .._lazy import MAPPED, NeedsTracing, Pending, evaluate_mapped, mapped_input
 from .._meta import VMAP_OVER_META, is_meta
 from .._tensor import Tensor
-from .._vmap_levels import Level, is_batched, running
+from .._vmap_levels import Level, is_batched, rewind_draws, running
 from .._x64 import scoped
 from ..autograd._function_jvp import NO_JVP
 from ._vmap_node import VmapCall, VmapNode, outside_edges
@@ -62,7 +62,7 @@ def vmap(func, in_dims=0, out_dims=0, *, chunk_size=None, randomness="error"):
         if shards is not None:
             arrays = [split_as(a, shards) for a in arrays]
 
-        start, recorded, written, returned = sequence_mark(), [], [], {}
+        start, recorded, written, returned, draws = sequence_mark(), [], [], {}, []
         rng_state = default_generator.get_state() if randomness != "error" else None  # for a backward's rerun
         # mapped arguments that require grad: their rows are leaves that require grad, so that the results say
         # whether they depend on them
@@ -76,7 +76,7 @@ def vmap(func, in_dims=0, out_dims=0, *, chunk_size=None, randomness="error"):
             for i, r in zip(mapped, rows):
                 call[i] = Tensor._wrap(r, requires_grad=i in differentiable)
             row_index = Tensor._wrap(rows[-1]) if randomness == "different" else None
-            level = Level(randomness, trace, size, row_index, {id(call[i]): flat_args[i] for i in mapped})
+            level = Level(randomness, trace, size, row_index, {id(call[i]): flat_args[i] for i in mapped}, draws)
             with running(level):
                 leaves, spec = flatten(func(*args_spec.unflatten(call), **kwargs))
                 written[:] = [i for i in mapped if call[i]._version]
@@ -93,6 +93,7 @@ def vmap(func, in_dims=0, out_dims=0, *, chunk_size=None, randomness="error"):
         try:
             leaves, spec = _deferred(run, arrays, chunk_size, shards)
         except NeedsTracing:  # func reads values: trace it, every op dispatched under jax.vmap
+            rewind_draws(draws)  # its random draws are drawn again, as one run's
             leaves, spec = _traced(func, run, arrays, size, chunk_size, shards, in_place)
         n_results = len(leaves) - len(written)
         dims = _flat_out_dims(func, out_dims, spec, leaves[:n_results]) + [dims_in[i] for i in written]
