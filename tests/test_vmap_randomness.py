@@ -192,3 +192,25 @@ def test_in_place_fills_of_the_mapped_rows_draw_torchs_values(case):
         return vmap_(FILLS[case], randomness="different")(m.ones(4, 5)).numpy()
 
     np.testing.assert_array_equal(drawn(bg, vmap.vmap), drawn(torch, torch.func.vmap))
+
+
+PARAMETRIZED = {
+    "normal(mean=row)": lambda m, t: m.normal(t, 1.0),
+    "normal(std=row)": lambda m, t: m.normal(0.0, t + 1),
+    "bernoulli(row)": lambda m, t: m.bernoulli(t),
+    "bernoulli_(p=row)": lambda m, t: m.zeros(3).bernoulli_(t),
+    "poisson(row)": lambda m, t: m.poisson(t),
+    "multinomial(row)": lambda m, t: m.multinomial(t, 2),
+    "binomial(rows)": lambda m, t: m.binomial(t * 5, t),
+}
+
+
+@pytest.mark.parametrize("case", PARAMETRIZED)
+def test_same_randomness_refuses_parameters_that_vary_across_the_rows_as_torch(case):
+    from oracle import raises_like_torch
+
+    def same(m):
+        vmap_ = vmap.vmap if m is bg else torch.func.vmap
+        return vmap_(lambda t: PARAMETRIZED[case](m, t), randomness="same")(m.rand(4, 3))
+
+    raises_like_torch(same)

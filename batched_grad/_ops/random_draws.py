@@ -7,7 +7,7 @@ import numpy as np
 from .._generator import resolve
 from .._layout import dense_order
 from .._tensor import Tensor
-from .._vmap_levels import is_batched, note_draw, random_rows
+from .._vmap_levels import in_vmap_randomness, is_batched, note_draw, random_rows
 from ._core import Op, apply
 
 _ROW = Op("select_row", lambda rows, index: jax.lax.dynamic_index_in_dim(rows, index, keepdims=False))
@@ -16,6 +16,18 @@ DIFFERENT_INPLACE = (
     "vmap: Cannot ask for different inplace randomness on an unbatched tensor. This will appear like "
     "same randomness. If this is necessary for your usage, please file an issue with functorch."
 )
+
+
+SAME_BATCHED = (
+    "Vmap does not currently support same randomness with a batched tensor input. Please file an issue with functorch"
+)
+
+
+def check_parameters(*parameters):
+    """torch's refusal, inside vmap.vmap(randomness="same"), of a draw whose distribution's parameters (Tensors
+    among `parameters`) vary across the rows."""
+    if in_vmap_randomness() == "same" and any(isinstance(p, Tensor) and is_batched(p._v) for p in parameters):
+        raise RuntimeError(SAME_BATCHED)
 
 
 def sample(generator, fn, shape, draw):

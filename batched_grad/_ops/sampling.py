@@ -16,7 +16,7 @@ from ._core import Op, apply
 from ._derivatives import without_derivative
 from ._forward_refused import unsupported_forward
 from .indexing import _concrete
-from .random_draws import check_inplace, sample, sample_like
+from .random_draws import check_inplace, check_parameters, sample, sample_like
 
 # an in-place fill replaces the values: its derivative for the old ones is 0
 _FILL = {
@@ -95,6 +95,7 @@ def bernoulli_(self, p=0.5, *, generator=None):
         return _fill(self, "bernoulli2", generator, lambda bits, size: bits.bernoulli(size, p))
     if is_meta(self):
         return _assign_draw(self, _FILL["bernoulli1"], self)
+    check_parameters(p)
     uniform = sample_like(generator, "bernoulli_", self, _uniform_for(p))
     return _assign_draw(self, _FILL["bernoulli1"], uniform < p.detach())
 
@@ -156,6 +157,7 @@ def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, requires_gra
         d = _dtypes.to_dtype(dtype) if dtype is not None else _dtypes.get_default_dtype()
         out = sample(generator, "normal", size, lambda bits, s: bits.normal(s, _real_of(d), mean, std).astype(d.np))
         return out._requires_grad_() if requires_grad else out
+    check_parameters(mean, std)
     values = _concrete(std) if isinstance(std, Tensor) else None
     if values is not None and (values < 0).any():
         raise RuntimeError("normal expects all elements of std >= 0.0")
@@ -186,6 +188,7 @@ _BERNOULLI_P = Op(
 def bernoulli(input, p=None, *, generator=None):
     """1 with probability input (or p, a number), else 0, elementwise (zero derivative)."""
     if p is None:
+        check_parameters(input)
         uniform = sample(generator, "bernoulli", input.shape, _uniform_for(input))
         return apply(_ZEROED, [input, uniform < input.detach()])
     drawn = sample(generator, "bernoulli", input.shape, lambda bits, size: bits.bernoulli(size, p))
@@ -214,6 +217,7 @@ def _by_exponential_race(stream, rows, num_samples):
 
 def multinomial(input, num_samples, replacement=False, *, generator=None):
     """Indices drawn from each row of (unnormalized) probabilities `input`, with or without replacement."""
+    check_parameters(input)
     probabilities = np.asarray(input.detach().numpy(), np.float64)
     if input.ndim not in (1, 2):
         raise RuntimeError("prob_dist must be 1 or 2 dim")
@@ -242,6 +246,7 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):
 
 def poisson(input, generator=None):
     """Poisson samples with rates `input` (zero derivative)."""
+    check_parameters(input)
     rates = np.asarray(input.detach().numpy())
     counts = sample(generator, "poisson", input.shape, lambda bits, size: bits.poisson(np.broadcast_to(rates, size)))
     return apply(_POISSON, [input, counts])
@@ -263,6 +268,7 @@ def binomial(count, prob, generator=None):
     for name, t in (("count", count), ("prob", prob)):
         if not t.dtype.is_floating_point:
             raise ValueError(f"binomial only supports floating-point dtypes for {name}, got: {t.dtype.type_name}")
+    check_parameters(count, prob)
     shape = np.broadcast_shapes(tuple(count.shape), tuple(prob.shape))
     counts, probs = (np.broadcast_to(np.asarray(t.detach().numpy()), shape) for t in (count, prob))
     drawn = sample(
