@@ -329,3 +329,13 @@ def test_modules_made_with_a_device_put_their_state_there(make, where):
         ]
 
     assert states(bg) == states(torch)
+
+
+def test_normal_of_numbers_takes_device_and_layout_as_torchs_factory():
+    def made(m):
+        m.manual_seed(5)
+        on_cpu = m.normal(1.0, 2.0, (2, 3), device="cpu", layout=m.strided)
+        on_meta = m.normal(1.0, 2.0, (4,), device="meta")
+        return on_cpu.tolist(), on_meta.device.type, tuple(on_meta.shape), str(on_meta.dtype).split(".")[-1]
+
+    assert made(bg) == made(torch)

@@ -10,7 +10,7 @@ from .. import _dtypes
 from .._binomial_draws import binomial as binomial_draws
 from .._dtypes import not_implemented
 from .._layout_types import takes_layout
-from .._meta import is_meta
+from .._meta import is_meta, meta_value, names_meta
 from .._tensor import Tensor
 from ._core import Op, apply
 from ._derivatives import without_derivative
@@ -148,15 +148,24 @@ def geometric_(self, p, *, generator=None):
 _NORMAL = Op("normal", lambda mean, std, eps: (mean + std * eps).astype(eps.dtype))  # eps: the result dtype
 
 
-def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, requires_grad=False):
-    """Samples mean + std * N(0, 1), with mean and std numbers or tensors (broadcast); differentiable in both."""
+@takes_layout
+def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, requires_grad=False, device=None):
+    """Samples mean + std * N(0, 1), with mean and std numbers or tensors (broadcast); differentiable in both. With
+    numbers, a factory of `size` (on `device`: the meta device draws nothing)."""
     tensors = [x for x in (mean, std) if isinstance(x, Tensor)]
     if not tensors:
         if size is None:
             raise TypeError("normal() missing required argument 'size' for number mean and std")
         d = _dtypes.to_dtype(dtype) if dtype is not None else _dtypes.get_default_dtype()
-        out = sample(generator, "normal", size, lambda bits, s: bits.normal(s, _real_of(d), mean, std).astype(d.np))
+        if names_meta(device):
+            out = Tensor._wrap(meta_value(tuple(size), d.np))
+        else:
+            out = sample(generator, "normal", size, lambda bits, s: bits.normal(s, _real_of(d), mean, std).astype(d.np))
         return out._requires_grad_() if requires_grad else out
+    if device is not None:
+        raise TypeError(
+            "normal() received an invalid combination of arguments: device= is taken only with float mean and std"
+        )
     check_parameters(mean, std)
     values = _concrete(std) if isinstance(std, Tensor) else None
     if values is not None and (values < 0).any():
