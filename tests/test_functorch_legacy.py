@@ -229,3 +229,23 @@ def test_functional_init_refuses_torch_ensemble_shapes():
     for shape, message in (((2, 2), "NYI: ensemble_shape with more than 1 element"), ((0,), "num_models 0")):
         with pytest.raises(ValueError, match=message):
             functional_init(_classifier_class(bg, False), shape)(5)
+
+
+@pytest.mark.parametrize("chunks", [1, 2, 3, 7])
+@pytest.mark.parametrize("randomness", ["error", "same", "different"])
+def test_chunk_vmap_gives_vmaps_results_and_draws_as_torch(chunks, randomness):
+    def run(m, chunk_vmap):
+        def f(x, y):
+            out = x.sin() * y
+            return out if randomness == "error" else out + m.rand_like(x)
+
+        m.manual_seed(4)
+        x, y = m.randn(5, 3, 4), m.randn(4)
+        return chunk_vmap(f, in_dims=(0, None), out_dims=2, randomness=randomness, chunks=chunks)(x, y).numpy()
+
+    import functorch.experimental
+
+    import batched_grad.functorch.experimental
+
+    got = run(bg, batched_grad.functorch.experimental.chunk_vmap)
+    np.testing.assert_allclose(got, run(torch, functorch.experimental.chunk_vmap), rtol=1e-6, atol=1e-6)

@@ -214,3 +214,22 @@ def test_same_randomness_refuses_parameters_that_vary_across_the_rows_as_torch(c
         return vmap_(lambda t: PARAMETRIZED[case](m, t), randomness="same")(m.rand(4, 3))
 
     raises_like_torch(same)
+
+
+@pytest.mark.parametrize("randomness", ["same", "different"])
+@pytest.mark.parametrize("chunk_size", [1, 3, 7])
+def test_chunks_that_leave_a_remainder_draw_what_one_pass_draws(randomness, chunk_size):
+    """Nested vmaps whose outer one runs 4 rows in chunks of 3 (the last chunk traced on its own): every row draws
+    what it draws without chunks, as torch's."""
+
+    def f(t):
+        return t.sin() + bg.rand_like(t)
+
+    bg.manual_seed(2)
+    x = bg.randn(4, 5, 6)
+    state = bg.get_rng_state()
+    whole = vmap.vmap(vmap.vmap(f, randomness=randomness), randomness=randomness)(x)
+    bg.set_rng_state(state)
+    inner = vmap.vmap(f, randomness=randomness)
+    chunked = vmap.vmap(inner, randomness=randomness, chunk_size=chunk_size)(x)
+    np.testing.assert_array_equal(chunked.numpy(), whole.numpy())

@@ -94,7 +94,7 @@ def vmap(func, in_dims=0, out_dims=0, *, chunk_size=None, randomness="error"):
             leaves, spec = _deferred(run, arrays, chunk_size, shards)
         except NeedsTracing:  # func reads values: trace it, every op dispatched under jax.vmap
             rewind_draws(draws)  # its random draws are drawn again, as one run's
-            leaves, spec = _traced(func, run, arrays, size, chunk_size, shards, in_place)
+            leaves, spec = _traced(func, run, arrays, size, chunk_size, shards, in_place, draws)
         n_results = len(leaves) - len(written)
         dims = _flat_out_dims(func, out_dims, spec, leaves[:n_results]) + [dims_in[i] for i in written]
         placed = _place(func, leaves, dims, size)
@@ -166,12 +166,13 @@ def _deferred(run, arrays, chunk_size, shards):
     return leaves, spec
 
 
-def _traced(func, run, arrays, size, chunk_size, shards, in_place):
+def _traced(func, run, arrays, size, chunk_size, shards, in_place, draws):
     """Run func under jax.vmap (or lax.map in chunks, on each device's rows with `shards`) on traced rows: of
     `arrays` (rows on axis 0), or under jax.vmap of the arrays of `in_place` where their in_dims put the rows.
     Results traced by the vmap leave it stacked; the others are kept as they are (a Tensor of concrete values, or
     of an enclosing trace's) or, in chunks or shards, where they are traced by lax.map's loop or shard_map, leave
-    it stacked too and come back as their first row."""
+    it stacked too and come back as their first row. Where func runs more than once (lax.map traces the rows that
+    do not fill a chunk again), each run draws what the first drew (`draws`: the generators' states to go back to)."""
     chunk_size = chunk_size if size else None  # no rows: nothing to chunk
     if chunk_size == AUTO:  # running func again for each chunk size tried would repeat its side effects
         warnings.warn(
@@ -186,6 +187,8 @@ def _traced(func, run, arrays, size, chunk_size, shards, in_place):
 
     def row(*values):
         trace = values[0]._trace
+        if found:
+            rewind_draws(draws)
         leaves, spec = run(values, trace)
         kept, through = [], []
         for x in leaves:
