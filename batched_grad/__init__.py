@@ -182,6 +182,10 @@ __version__ = version.__version__
 
 from . import distributions  # noqa: E402  (last: it is written with the public names above)
 
+# torch's samplers behind Gamma and Dirichlet, which code also calls directly (mixup's Beta draws)
+_standard_gamma = distributions.utils.standard_gamma
+_sample_dirichlet = distributions.utils.sample_dirichlet
+
 if importlib.util.find_spec("einops") is not None:  # einops knows batched_grad tensors once its backend class exists
     from . import _einops_backend  # noqa: E402,F401
 if importlib.util.find_spec("opt_einsum") is not None:  # opt_einsum.contract finds batched_grad's functions by alias

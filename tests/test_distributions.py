@@ -446,3 +446,20 @@ def test_mixture_and_transformed_distributions_match_torch():
         reference = TD.TransformedDistribution(TD.Normal(torch.tensor(loc), torch.tensor(scale)), theirs_t)
         y = reference.sample((2,))
         _close(mine.log_prob(bg.tensor(y.numpy())), reference.log_prob(y), atol=1e-8)
+
+
+def test_torchs_gamma_and_dirichlet_samplers_are_callable_directly_as_torch():
+    """torch._standard_gamma and torch._sample_dirichlet (mixup draws its Beta weight with the latter): torch's
+    draws on the default generator and on a given one, and the gamma draw's reparameterized gradient."""
+
+    def drawn(m):
+        m.manual_seed(0)
+        gammas = m._standard_gamma(m.tensor([0.5, 1.0, 2.0, 5.0])).tolist()
+        weight = float(m._sample_dirichlet(m.tensor([0.4, 0.4]))[0])
+        generator = m.Generator().manual_seed(3)
+        seeded = m._sample_dirichlet(m.tensor([[1.0, 2.0, 3.0]], dtype=m.float64), generator=generator).tolist()
+        alpha = m.tensor([1.5, 2.5], requires_grad=True)
+        m._standard_gamma(alpha).sum().backward()
+        return gammas, weight, seeded, alpha.grad.tolist()
+
+    assert drawn(bg) == drawn(torch)

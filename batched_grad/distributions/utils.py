@@ -10,7 +10,7 @@ import numpy as np
 import batched_grad as bg
 
 from .._ops._index_parse import _concrete
-from .._ops.random_draws import sample
+from .._ops.random_draws import check_parameters, sample
 from ._implicit_gradients import dirichlet_draw, gamma_draw
 from .distribution import _lazy_property as lazy_property
 
@@ -105,18 +105,19 @@ _GAMMA_BY_JAX = bg.jax_function(_drawn_by_jax)
 _DIRICHLET_OF_DRAW = bg.jax_function(dirichlet_draw)
 
 
-def standard_gamma(concentration):
+def standard_gamma(concentration, generator=None):
     """Gamma(concentration, 1) draws of concentration's shape, differentiable in the concentration as torch's
     _standard_gamma (its implicit reparameterization gradient). Where the concentration's values are known, the
-    draws are torch's (its sampler on the default generator's stream); while tracing (bg.compile, vmap) they are
-    JAX's, keyed by a draw from the default generator."""
+    draws are torch's (its sampler on the stream of `generator`, the default one if None); while tracing
+    (bg.compile, vmap) they are JAX's, keyed by a draw from that generator."""
+    check_parameters(concentration)
     alphas = _concrete(concentration.detach())
     if alphas is None:
-        key = sample(None, "_standard_gamma", (2,), lambda bits, size: bits.integers(size, 0, 2**31, np.int64))
+        key = sample(generator, "_standard_gamma", (2,), lambda bits, size: bits.integers(size, 0, 2**31, np.int64))
         return _GAMMA_BY_JAX(key, concentration)
     real = _real(concentration.dtype)
     drawn = sample(
-        None,
+        generator,
         "_standard_gamma",
         alphas.shape,
         lambda bits, size: bits.standard_gamma(np.broadcast_to(alphas, size), real),
@@ -124,14 +125,15 @@ def standard_gamma(concentration):
     return _GAMMA_OF_DRAW(concentration, drawn.to(concentration.dtype))
 
 
-def sample_dirichlet(concentration):
+def sample_dirichlet(concentration, generator=None):
     """Draws on the simplex (concentration's last dimension), differentiable in the concentration as torch's
     _sample_dirichlet (its reparameterized gradient, from each coordinate's Beta marginal). Where the
     concentration's values are known the draws are torch's (double gamma draws normalized, clamped into (0, 1));
     while tracing, normalized standard_gamma draws."""
+    check_parameters(concentration)
     alphas = _concrete(concentration.detach())
     if alphas is None:
-        gammas = standard_gamma(concentration).detach()
+        gammas = standard_gamma(concentration, generator).detach()
         ratios = gammas / gammas.sum(-1, keepdim=True)
         finfo = bg.finfo(ratios.dtype)
         return _DIRICHLET_OF_DRAW(concentration, ratios.clamp(min=finfo.tiny, max=1 - finfo.eps / 2))
@@ -142,7 +144,7 @@ def sample_dirichlet(concentration):
         ratios = (gammas / gammas.sum(-1, keepdims=True)).astype(real)
         return np.clip(ratios, np.finfo(real).tiny, np.nextafter(real(1), real(0)))
 
-    drawn = sample(None, "_sample_dirichlet", alphas.shape, draw)
+    drawn = sample(generator, "_sample_dirichlet", alphas.shape, draw)
     return _DIRICHLET_OF_DRAW(concentration, drawn.to(concentration.dtype))
 
 
