@@ -15,6 +15,7 @@ import threading
 _state = threading.local()
 DISPATCHING = set()  # the subclasses of Tensor that take part in the protocol
 PLAIN = set()  # Tensor and its subclasses that take no part
+_LATER = []  # (a module's namespace, names, torch's module name, python_level): wrapped once a subclass takes part
 
 NO_DISPATCH = frozenset(
     "__new__ __init__ __init_subclass__ __torch_function__ __class__ __getattribute__ __setattr__ __delattr__ "
@@ -65,6 +66,7 @@ def register(cls, tensor_class):
     from ._ops.operators import BINARY_OPERATORS
 
     DISPATCHING.add(cls)
+    _install_later()
     for name, member in _members(tensor_class).items():
         if getattr(cls, name, None) is member:
             wrap = _operator if name in BINARY_OPERATORS else _method
@@ -129,6 +131,21 @@ def dispatching(function, label, python_level=False):
             raise
 
     return public
+
+
+def dispatching_later(namespace, names, module, python_level=False):
+    """Make the functions `names` of `namespace` (a module's globals; torch's `module`) take part in the protocol
+    once a subclass does: until then they run as they are (no wrapper's frame between a warning and its caller)."""
+    _LATER.append((namespace, tuple(names), module, python_level))
+    if DISPATCHING:
+        _install_later()
+
+
+def _install_later():
+    while _LATER:
+        namespace, names, module, python_level = _LATER.pop()
+        for name in names:
+            namespace[name] = dispatching(namespace[name], f"{module}.{name}", python_level)
 
 
 def overloaded(args, kwargs=None):

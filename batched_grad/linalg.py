@@ -3,6 +3,7 @@
 from ._ops import decompositions as _decompositions
 from ._ops import products as _products
 from ._ops._out_rules import OUT_RULES as _OUT_RULES
+from ._ops._public import functions_taking_part as _functions_taking_part
 from ._ops._public import with_out as _with_out
 from ._ops.arrange import linalg_cross as cross
 from ._ops.eig import eig, eigvals
@@ -33,3 +34,4 @@ __all__ = [
 ]
 
 globals().update(_with_out({name: globals()[name] for name in __all__}, _OUT_RULES["linalg"], "torch.linalg"))
+_functions_taking_part(globals(), __all__, _OUT_RULES["linalg"], "torch.linalg")

@@ -3,6 +3,7 @@
 from . import _ops
 from ._ops import scipy_special as _scipy_special
 from ._ops._out_rules import OUT_RULES as _OUT_RULES
+from ._ops._public import functions_taking_part as _functions_taking_part
 from ._ops._public import with_out as _with_out
 
 globals().update(_scipy_special.FUNCTIONS)
@@ -32,3 +33,4 @@ def round(input, *, decimals=0):  # noqa: A001  (torch's name)
 __all__ = sorted([*_scipy_special.FUNCTIONS, *_ALIASES, "round"])
 
 globals().update(_with_out({name: globals()[name] for name in __all__}, _OUT_RULES["special"], "torch.special"))
+_functions_taking_part(globals(), __all__, _OUT_RULES["special"], "torch.special")

@@ -11,7 +11,7 @@ import numpy as np
 from .. import _dtypes
 from .._foreign import TORCH_TENSOR_PASSED, has_torch_tensor, not_a_tensor
 from .._grad_mode import is_grad_enabled, no_grad
-from .._subclass import DISPATCHING, dispatch, dispatching, overloaded
+from .._subclass import DISPATCHING, dispatch, dispatching_later, overloaded
 from .._tensor import Tensor
 from .._vmap_levels import is_batched
 from .numpy_keywords import function_renaming
@@ -91,16 +91,9 @@ def sparse_aware(function, name):
 
 
 def with_out(functions, rules, namespace="torch"):
-    """`functions` (name -> function) as exported, with out= where `rules` (name -> dtype rule) lists the name, and
-    taking part in the protocol of Tensor subclasses."""
-    return {
-        name: public(fn, rules[name], name, namespace)
-        if name in rules
-        else fn
-        if isinstance(fn, type)
-        else dispatching(fn, f"{namespace}.{name}")
-        for name, fn in functions.items()
-    }
+    """`functions` (name -> function) as exported, with out= where `rules` (name -> dtype rule) lists the name (which
+    then takes part in the protocol of Tensor subclasses: see `functions_taking_part` for the others)."""
+    return {name: public(fn, rules[name], name, namespace) if name in rules else fn for name, fn in functions.items()}
 
 
 def _say_if_torch(args, kwargs):
@@ -240,3 +233,10 @@ def out_overload(name, args, kwargs):
     if name in _BY_OTHER:
         return f"{name}.Tensor_out" if tensor(1, "other") else f"{name}.Scalar_out"
     return f"{name}.out"
+
+
+def functions_taking_part(namespace, names, rules, module):
+    """The functions `names` of a module's `namespace` (torch's `module`) that `with_out` did not wrap (no out=
+    rule, not a class) take part in the protocol of Tensor subclasses once one does."""
+    plain = [n for n in names if n not in rules and not isinstance(namespace[n], type)]
+    dispatching_later(namespace, plain, module)

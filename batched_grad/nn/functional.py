@@ -53,7 +53,7 @@ from .._ops.nn import (
     softmax,
     softplus,
 )
-from .._subclass import dispatching
+from .._subclass import dispatching_later
 from .._tensor import Tensor
 from .._vmap_levels import is_batched
 from .ctc import ctc_loss
@@ -582,10 +582,9 @@ __all__ = [
 ]
 
 # every public function takes part in the protocol of Tensor subclasses (_subclass.py), as torch's functions do
-globals().update(
-    {
-        name: dispatching(value, f"torch.nn.functional.{name}", python_level=True)
-        for name, value in list(globals().items())
-        if not name.startswith("_") and isinstance(value, types.FunctionType)
-    }
+dispatching_later(
+    globals(),
+    [name for name, value in globals().items() if not name.startswith("_") and isinstance(value, types.FunctionType)],
+    "torch.nn.functional",
+    python_level=True,
 )
