@@ -56,20 +56,37 @@ def test_a_write_clones_what_is_saved_and_backward_reads_the_old_values(door):
     assert_same(ours[2], theirs[2])
 
 
-def _out_argument(m):
+def _set_data(m, x):
+    x.data = m.tensor([9.0, 9.0])  # not a write torch's mode sees: backward reads the new values
+
+
+# each writes into `x`, a tensor that needs no gradient, which `w * x` saved
+OPERAND_WRITES = {
+    "out_argument": lambda m, x: m.sin(m.tensor([1.0, 2.0]), out=x),
+    "ternary_out_argument": lambda m, x: m.addcmul(m.ones(2), m.ones(2), m.ones(2), out=x),
+    "set_": lambda m, x: x.set_(m.tensor([7.0, 8.0])),
+    "resize_": lambda m, x: x.resize_(5),
+    "data": _set_data,
+}
+
+
+def _write_into_a_saved_operand(m, write):
     with m.autograd.graph.allow_mutation_on_saved_tensors() as ctx:
         w = m.tensor([0.5, 1.5], requires_grad=True)
         x = m.tensor([2.0, 3.0])
         out = (w * x).sum()
-        m.sin(m.tensor([1.0, 2.0]), out=x)
         steps = [_sizes(ctx)]
+        write(m, x)
+        steps.append(_sizes(ctx))
         out.backward()
         steps.append(_sizes(ctx))
     return steps, w.grad
 
 
-def test_an_out_argument_is_a_write():
-    ours, theirs = _out_argument(bg), _out_argument(torch)
+@pytest.mark.parametrize("door", list(OPERAND_WRITES))
+def test_out_arguments_set_and_resize_are_writes(door):
+    ours = _write_into_a_saved_operand(bg, OPERAND_WRITES[door])
+    theirs = _write_into_a_saved_operand(torch, OPERAND_WRITES[door])
     assert ours[0] == theirs[0]
     assert_same(ours[1], theirs[1])
 
