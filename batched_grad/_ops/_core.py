@@ -703,14 +703,16 @@ VJP = Op("vjp", _vjp_fn, multi=True, reads=vjp_dependencies, links=vjp_links, ho
 def _layout(sig, grads):
     """The operands that get a gradient (`grads`: a bool per operand), and which ones the node saves. A linear op's
     VJP needs only its integer operands (indices, masks) and the numbers past its inputs (add's alpha), never its
-    inputs' float values; a multilinear op's VJP needs an operand only when another operand gets a gradient; a fused
-    op saves them all."""
+    inputs' float values; a multilinear op's VJP needs an operand only when another operand gets a gradient (none
+    where only its added terms do); a fused op saves them all."""
     op = sig.op
     want = tuple([i for i, g in enumerate(grads) if g])
     added = _added_operands(sig)
     if op.fused is not None:  # torch's backward node saves every input it reads
         return want, tuple([i not in added for i in range(len(grads))])
     factors = [i for i in want if i not in added]
+    if added and not factors and op.multilinear is True:  # only added terms get a gradient: the cotangent's own
+        return want, tuple([not (i in added or d) for i, d in enumerate(sig.in_differentiable)])
     alone = op.multilinear if len(factors) == 1 else False  # True, the operands it is linear in, or False
     inputs = len(grads) if op.inputs is None else op.inputs
     return want, tuple(
