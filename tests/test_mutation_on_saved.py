@@ -19,7 +19,7 @@ def _no_grad_add(m, t):
         t.add_(1.0)
 
 
-# each writes into `b`, a non-leaf that `(b * b).sum()` saved, through another door
+# each writes into a saved non-leaf through another door
 WRITES = {
     "method": lambda m, b: b.mul_(3.0),
     "own_input_saved": lambda m, b: b.sin_(),  # sin_ saves the values before the write, as a copy
@@ -36,31 +36,48 @@ WRITES = {
 }
 
 
-def _write_after_save(m, write):
+def _saved_non_leaf(m):
+    """(leaf, a non-leaf the forward saved, forward's output)."""
+    a = m.tensor([[0.5, 1.5, -2.0], [1.0, 2.0, 3.0]], requires_grad=True)
+    b = a.clone()
+    return a, b, (b * b).sum()
+
+
+def _saved_operand(m):
+    """(leaf, an operand that needs no gradient which the forward saved, forward's output)."""
+    w, x = m.tensor([0.5, 1.5], requires_grad=True), m.tensor([2.0, 3.0])
+    return w, x, (w * x).sum()
+
+
+def _write_after_save(m, forward, write):
+    """The context's sizes after the forward, after `write` into the saved tensor and after backward, then on exit;
+    the leaf's gradient."""
     with m.autograd.graph.allow_mutation_on_saved_tensors() as ctx:
-        a = m.tensor([[0.5, 1.5, -2.0], [1.0, 2.0, 3.0]], requires_grad=True)
-        b = a.clone()
-        out = (b * b).sum()
+        leaf, saved, out = forward(m)
         steps = [_sizes(ctx)]
-        write(m, b)
+        write(m, saved)
         steps.append(_sizes(ctx))
         out.backward()
         steps.append(_sizes(ctx))
-    return steps, _sizes(ctx), a.grad
+    return steps + [_sizes(ctx)], leaf.grad
+
+
+def _check_write(forward, write):
+    ours, theirs = _write_after_save(bg, forward, write), _write_after_save(torch, forward, write)
+    assert ours[0] == theirs[0]
+    assert_same(ours[1], theirs[1])
 
 
 @pytest.mark.parametrize("door", list(WRITES))
 def test_a_write_clones_what_is_saved_and_backward_reads_the_old_values(door):
-    ours, theirs = _write_after_save(bg, WRITES[door]), _write_after_save(torch, WRITES[door])
-    assert ours[:2] == theirs[:2]
-    assert_same(ours[2], theirs[2])
+    _check_write(_saved_non_leaf, WRITES[door])
 
 
 def _set_data(m, x):
     x.data = m.tensor([9.0, 9.0])  # not a write torch's mode sees: backward reads the new values
 
 
-# each writes into `x`, a tensor that needs no gradient, which `w * x` saved
+# each writes into an operand that needs no gradient
 OPERAND_WRITES = {
     "out_argument": lambda m, x: m.sin(m.tensor([1.0, 2.0]), out=x),
     "ternary_out_argument": lambda m, x: m.addcmul(m.ones(2), m.ones(2), m.ones(2), out=x),
@@ -70,25 +87,9 @@ OPERAND_WRITES = {
 }
 
 
-def _write_into_a_saved_operand(m, write):
-    with m.autograd.graph.allow_mutation_on_saved_tensors() as ctx:
-        w = m.tensor([0.5, 1.5], requires_grad=True)
-        x = m.tensor([2.0, 3.0])
-        out = (w * x).sum()
-        steps = [_sizes(ctx)]
-        write(m, x)
-        steps.append(_sizes(ctx))
-        out.backward()
-        steps.append(_sizes(ctx))
-    return steps, w.grad
-
-
 @pytest.mark.parametrize("door", list(OPERAND_WRITES))
 def test_out_arguments_set_and_resize_are_writes(door):
-    ours = _write_into_a_saved_operand(bg, OPERAND_WRITES[door])
-    theirs = _write_into_a_saved_operand(torch, OPERAND_WRITES[door])
-    assert ours[0] == theirs[0]
-    assert_same(ours[1], theirs[1])
+    _check_write(_saved_operand, OPERAND_WRITES[door])
 
 
 def _versions(m):
