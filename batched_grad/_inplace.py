@@ -17,6 +17,7 @@ from ._host import computed_on_host, is_shared
 from ._saved import SavedValue
 from ._view_meta import check_view_creation
 from ._vmap_levels import batch_size, is_batched, levels_across
+from ._write_watch import before_write
 from ._x64 import scoped
 
 LEAF_INPLACE = "a leaf Variable that requires grad is being used in an in-place operation."
@@ -184,6 +185,7 @@ class InPlace:
                     f"{self.dtype.type_name}"
                 )
             result = result.to(self.dtype)
+        before_write(self, result.grad_fn)
         self._rebase(result)
         if _dual.LEVELS.tangents is not None:  # self takes the result's tangent (or loses its own)
             _dual.set_tangent(self, _dual.tangent_of(result))
@@ -222,6 +224,7 @@ class InPlace:
         another shape: its value, its node and its place among its base's views. Views of a tensor that is no view
         stay where they are: their chains start with `undo` now, the steps that undo the op (None where the op
         cannot be undone: they lose their link to it)."""
+        before_write(self)
         if self._view is None:
             for ref in self._views or ():
                 view = ref()

@@ -81,10 +81,6 @@ FUSED_NEW = (
     "scales): not yet implemented; compose F.linear with F.cross_entropy"
 )
 MEMORY_FORMAT = "memory formats (channels_last): batched_grad tensors have no memory-format choice"
-SAVED_HOOKS = (
-    "allow_mutation_on_saved_tensors (cloning a saved tensor when it is changed in place later): not yet "
-    "implemented; saved_tensors_hooks, save_on_cpu and disable_saved_tensors_hooks are here"
-)
 ENGINE_THREADS = (
     "the gradient-layout policy of torch's engine (enforce_grad_layout_policy): .grad has no layout to enforce"
 )
@@ -267,10 +263,6 @@ OMITTED = {
     },
     "torch.autograd.functional": {},
     "torch.autograd.graph": {
-        **_names(
-            SAVED_HOOKS,
-            "allow_mutation_on_saved_tensors",
-        ),
         **_names(
             STREAM_SETTINGS,
             """region_activation_memory_budget set_override_stale_capture_stream

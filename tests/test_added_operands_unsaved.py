@@ -85,3 +85,33 @@ def test_a_changed_weight_still_raises_naming_the_saved_transpose(structure_read
         return str(error.value)
 
     assert run(bg) == run(torch)
+
+
+ADDED_AND_FACTORS = {
+    "addcmul": lambda m, c, a, b: m.addcmul(c, a, b, value=0.5),
+    "addmm": lambda m, c, a, b: m.addmm(c, a, b),
+}
+
+
+@pytest.mark.parametrize("grads", ["input", "tensor1", "tensor2", "factors", "all"])
+@pytest.mark.parametrize("name", list(ADDED_AND_FACTORS))
+def test_a_factor_is_saved_only_for_the_other_factors_gradient(name, grads):
+    """What the saved-tensor hooks see, as torch's nodes save it: a factor where the other factor needs a gradient,
+    nothing where only the added input does; gradients and second derivatives as torch's."""
+
+    def run(m):
+        wanted = {"input": "c", "tensor1": "a", "tensor2": "b", "factors": "ab", "all": "abc"}[grads]
+        a = m.arange(1.0, 10.0, dtype=m.float64).reshape(3, 3).requires_grad_("a" in wanted)
+        b = m.linspace(-1, 1, 9, dtype=m.float64).reshape(3, 3).requires_grad_("b" in wanted)
+        c = m.full((3, 3), 0.25, dtype=m.float64, requires_grad="c" in wanted)
+        packed = []
+        with m.autograd.graph.saved_tensors_hooks(lambda t: packed.append(t.sum().item()) or t, lambda t: t):
+            y = ADDED_AND_FACTORS[name](m, c, a, b)
+        leaves = [t for t in (a, b, c) if t.requires_grad]
+        first = m.autograd.grad((y * y).sum(), leaves, create_graph=True)
+        second = m.autograd.grad(sum(g.sum() for g in first), leaves, allow_unused=True)
+        return sorted(packed), first, second
+
+    (packed, *grads_got), (want_packed, *grads_want) = run(bg), run(torch)
+    assert packed == want_packed
+    assert_same(grads_got, grads_want)

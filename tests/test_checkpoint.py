@@ -402,6 +402,87 @@ def test_early_stopped_recomputation_leaves_no_cycle():
             gc.enable()
 
 
+def _graph_nodes_alive_after(m, fn):
+    """The names of the nodes of fn(x)'s graph (x a fresh leaf) that outlive the call, with the collector off: each
+    node is tagged with a weakly watched object in its metadata."""
+    import gc
+    import weakref
+
+    class Tag:
+        def __init__(self, name):
+            self.name = name
+
+    def run():
+        out = fn(m.tensor(0.7, requires_grad=True))
+        tags, seen, todo = [], {out.grad_fn}, [out.grad_fn]
+        while todo:
+            node = todo.pop()
+            tag = node.metadata["tag"] = Tag(node.name())
+            tags.append(weakref.ref(tag))
+            for child, _ in node.next_functions:
+                if child is not None and child not in seen:
+                    seen.add(child)
+                    todo.append(child)
+        return tags
+
+    gc.disable()
+    try:
+        return sorted(t().name for t in run() if t() is not None)
+    finally:
+        gc.enable()
+
+
+def _grad_of_nested_checkpoints(m):
+    def ckpt(fn):
+        return lambda x: m.utils.checkpoint.checkpoint(fn, x, use_reentrant=False)
+
+    def inner(x):
+        return x.sin().exp().sin()  # exp saves its result
+
+    def grad_of(x):
+        (g,) = m.autograd.grad(ckpt(ckpt(inner))(x), x, create_graph=True)
+        return g
+
+    return grad_of
+
+
+@pytest.mark.parametrize("early_stop", [True, False])
+def test_a_gradient_through_recomputed_checkpoints_frees_its_graph(early_stop):
+    """create_graph through a recomputation whose ops saved their results: the recomputed graph holds no cycle."""
+    for m in (torch, bg):
+        with m.utils.checkpoint.set_checkpoint_early_stop(early_stop):
+            assert _graph_nodes_alive_after(m, _grad_of_nested_checkpoints(m)) == [], m.__name__
+
+
+def _recomputations(m, early_stop, local):
+    calls = {"outer": 0, "inner": 0}
+
+    def ckpt(fn, **kwargs):
+        return lambda x: m.utils.checkpoint.checkpoint(fn, x, use_reentrant=False, **kwargs)
+
+    def inner(x):
+        calls["inner"] += 1
+        return x.sin().exp().clone()  # clone saves nothing: an early stop skips it
+
+    def outer(x):
+        calls["outer"] += 1
+        return ckpt(inner, **local)(x.cos()).exp()
+
+    x = m.tensor([0.3, 0.7], requires_grad=True)
+    with m.utils.checkpoint.set_checkpoint_early_stop(early_stop):
+        (g,) = m.autograd.grad(ckpt(outer)(x).sum(), x, create_graph=True)
+    g.sum().backward()
+    return calls, x.grad
+
+
+@pytest.mark.parametrize("early_stop", [True, False])
+@pytest.mark.parametrize("local", [{}, {"early_stop": True}, {"early_stop": False}], ids=["default", "on", "off"])
+def test_nested_checkpoints_recompute_as_often_as_torchs(early_stop, local):
+    ours, theirs = _recomputations(bg, early_stop, local), _recomputations(torch, early_stop, local)
+    assert ours[0] == theirs[0]
+    assert_same(ours[1], theirs[1])
+
+
 @pytest.mark.parametrize("reentrant", [False, True])
 @pytest.mark.parametrize("enabled", [True, False])
 def test_the_recomputation_runs_in_the_forwards_autocast_region(reentrant, enabled):

@@ -41,6 +41,7 @@ from .._saved import SavedValue, modified_error
 from .._tensor import DETACH, Tensor, remember_view
 from .._tracing import _outside_every_trace as outside_every_trace
 from .._view_meta import in_graph, note_view
+from .._write_watch import watching
 from .._x64 import set_x64, swap_x64
 from ._forward_refused import checked_forward
 from ._gradient_nodes import GRADIENT_NODES
@@ -334,7 +335,7 @@ def apply_in_place(op, tensor, *others, **static):
     is then the op's own in-place lane (an `in_place` attribute of its function, that the in-place method tries
     first). None where that does not hold, or the result would not fit `tensor` as it is, or computing it fails:
     the caller takes the in-place path of _inplace.py, which covers every case and raises torch's errors."""
-    if DUAL_LEVELS.tangents is not None or OP_LOGS:  # logged ops take the general path, which logs them
+    if DUAL_LEVELS.tangents is not None or OP_LOGS or watching():  # the general path logs the op, tells the watcher
         return None
     aliases = () if tensor._view is None and not tensor._views else tensor._aliases()
     if aliases is None:
@@ -702,14 +703,16 @@ VJP = Op("vjp", _vjp_fn, multi=True, reads=vjp_dependencies, links=vjp_links, ho
 def _layout(sig, grads):
     """The operands that get a gradient (`grads`: a bool per operand), and which ones the node saves. A linear op's
     VJP needs only its integer operands (indices, masks) and the numbers past its inputs (add's alpha), never its
-    inputs' float values; a multilinear op's VJP needs an operand only when another operand gets a gradient; a fused
-    op saves them all."""
+    inputs' float values; a multilinear op's VJP needs an operand only when another operand gets a gradient (none
+    where only its added terms do); a fused op saves them all."""
     op = sig.op
     want = tuple([i for i, g in enumerate(grads) if g])
     added = _added_operands(sig)
     if op.fused is not None:  # torch's backward node saves every input it reads
         return want, tuple([i not in added for i in range(len(grads))])
     factors = [i for i in want if i not in added]
+    if added and not factors and op.multilinear is True:  # only added terms get a gradient: the cotangent's own
+        return want, tuple([not (i in added or d) for i, d in enumerate(sig.in_differentiable)])
     alone = op.multilinear if len(factors) == 1 else False  # True, the operands it is linear in, or False
     inputs = len(grads) if op.inputs is None else op.inputs
     return want, tuple(
@@ -855,7 +858,7 @@ class OpNode(_graph.Node):
 
     def check_results(self):
         for s in self.saved_results:
-            if s.counter.value != s.version:
+            if s.packed is None and s.counter.value != s.version:  # torch checks no version of a packed one
                 shape, dtype = self.sig.out_avals[s.output_nr]
                 node = self if s.requires_grad else None  # torch names no node for indices
                 raise modified_error(shape, dtype, node, s.counter.value, s.version, s.output_nr)

@@ -41,8 +41,16 @@ def _addcdiv_fn(a, t1, t2, value, *, dtype):
     return a + value * t1 / t2  # torch's order: tensor1 scaled first
 
 
-# torch's derivatives read tensor1 and tensor2, never input
-_ADDCMUL = Op("addcmul", _addcmul_fn, diagonal=True, torch_saves=SAVES_NOTHING, inputs=3)
+# torch's derivatives read tensor1 and tensor2, never input; addcmul's each only for the other's gradient
+_ADDCMUL = Op(
+    "addcmul",
+    _addcmul_fn,
+    diagonal=True,
+    torch_saves=SAVES_NOTHING,
+    inputs=3,
+    multilinear=True,
+    added=lambda sig: (0,),
+)
 _ADDCDIV = Op("addcdiv", _addcdiv_fn, diagonal=True, torch_saves=SAVES_NOTHING, inputs=3)
 
 

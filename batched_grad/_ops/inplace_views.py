@@ -17,6 +17,7 @@ from .._graph import _lock
 from .._inplace import DETACH, _view_value_jit
 from .._layout import is_contiguous, storage_offset
 from .._tensor import Tensor, python_type_name
+from .._write_watch import before_write
 from ._core import Op, apply
 from .shape import (
     _PERMUTE,
@@ -129,6 +130,7 @@ def resize_(self, *sizes, memory_format=None):
         return self
     if math.prod(shape) == self.numel() and is_contiguous(self):
         return self._assign_view(_reshaped(self, shape), (_reshape_step(self.shape),))
+    before_write(self)
     (_resize_view if self._view is not None else _resize_root)(self, shape)
     self._counter.value += 1
     return self

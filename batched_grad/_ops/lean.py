@@ -24,6 +24,7 @@ from .._tensor import Tensor
 from .._tracing import _outside_every_trace as outside_every_trace
 from .._transform_levels import GUARDING, guards_captures
 from .._view_meta import in_graph
+from .._write_watch import watching
 from ._core import OP_LOGS
 from .scaled_sum import alpha_number
 
@@ -53,7 +54,7 @@ def exclusive_host_value(tensor, replaced=False):
     data must not be seen). Without it, a view, or a tensor with views, writes into the memory they share where
     nothing else holds it (_shared_with_views). The caller writes only where ops run on the host and then calls
     `written`."""
-    if DUAL_LEVELS.tangents is not None or OP_LOGS:
+    if DUAL_LEVELS.tangents is not None or OP_LOGS or watching():
         return None
     if tensor._views:  # views made of it (x[i] read in a loop) that all died hold no memory of it
         forget_dead_views(tensor)

@@ -21,6 +21,7 @@ from .._inplace import DETACH, _ops_of, _view_value, remember_view
 from .._layout import storage_offset
 from .._tensor import Tensor, python_type_name
 from .._vmap_levels import is_batched
+from .._write_watch import before_write
 from ._core import Op, apply
 from .inplace_views import _in_place_view
 
@@ -277,6 +278,7 @@ def set_(self, *args, **kwargs):
         )
     self._check_inplace()
     alias = _alias_of(source, offset, size, stride) if source is not None else None
+    before_write(self)
     recorded = None
     if is_grad_enabled() and (self.requires_grad or (source is not None and source.requires_grad)):
         operands = [self] if source is None else [self, source]

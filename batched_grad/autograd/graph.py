@@ -1,6 +1,6 @@
 """Public graph types and helpers: GradientEdge, get_gradient_edge, Node, increment_version,
 register_multi_grad_hook, and the hooks on the tensors saved for backward (saved_tensors_hooks, save_on_cpu,
-disable_saved_tensors_hooks)."""
+disable_saved_tensors_hooks, allow_mutation_on_saved_tensors)."""
 
 import abc
 import contextlib
@@ -10,6 +10,7 @@ from .._factories import empty
 from .._graph import GradientEdge, get_gradient_edge
 from .._tensor import Tensor
 from ._multi_grad import register_multi_grad_hook
+from ._mutation_on_saved import allow_mutation_on_saved_tensors
 
 
 class Node(abc.ABC):
@@ -102,6 +103,7 @@ def disable_saved_tensors_hooks(error_message):
 __all__ = [
     "GradientEdge",
     "Node",
+    "allow_mutation_on_saved_tensors",
     "disable_saved_tensors_hooks",
     "get_gradient_edge",
     "increment_version",

@@ -312,7 +312,8 @@ class _Frame:
         return self.recomputed[gid].pop(key)[1]
 
     def record_recomputed(self, gid, tensor):
-        tensor = tensor.detach() if tensor.requires_grad else tensor
+        if tensor.requires_grad:
+            tensor = _unlinked_detach(tensor)
         index = self.counters[gid]
         self.counters[gid] = index + 1
         if index >= len(self.weak_holders):
@@ -353,6 +354,15 @@ class _Frame:
                 "torch.utils.checkpoint: Recomputed values for the following tensors have different metadata than "
                 f"during the forward pass.\n{different}.\n{_DEBUG_TIP}"
             )
+
+
+def _unlinked_detach(tensor):
+    """torch's tensor.detach() as the recomputation keeps it: the values and the version counter outside the graph,
+    not an alias of `tensor` (which holds its base here): the recomputed graph that saves a result would otherwise hold
+    itself, living on until the garbage collector runs."""
+    kept = Tensor._wrap(tensor._detached_value())
+    kept._counter = tensor._counter
+    return kept
 
 
 class _RecomputeHooks(saved_tensors_hooks):
