@@ -19,6 +19,7 @@ from . import _dual, _saved_hooks
 from ._anomaly import mode as _anomaly
 from ._graph import UNCHANGING, edge_of
 from ._host import unshared
+from ._inference import check_saved
 from ._lazy import Pending, materialize
 
 BACKWARD_TWICE = (
@@ -72,6 +73,8 @@ class SavedValue:
     def __init__(self, tensor, owner=None, hooks=True):
         """Save `tensor`; `owner`: the node it is an output of (torch's is_output). `hooks`: whether the
         saved-tensor hooks in force pack it."""
+        if hooks:  # what torch's node saves
+            check_saved(tensor._counter)
         node = tensor._node
         self.edge_node = node if owner is None else None
         self.output_nr = tensor._output_nr

@@ -31,6 +31,7 @@ from .._host import (
     on_host,
     to_device,
 )
+from .._inference import any_normal
 from .._layout import note_base
 from .._lazy import Call, Pending, Signature, defer, kernel, materialize, signature
 from .._meta import SPARSE_NOT_PROVIDED, MetaValue, NoDenseValue, check_devices, meta_value, shapes_of
@@ -374,7 +375,7 @@ def _apply(op, operands, static, host_tried=False):
         elif kind is NoDenseValue:
             raise RuntimeError(SPARSE_NOT_PROVIDED)
         arrays.append(a)
-    recording = recording and is_grad_enabled()
+    recording = recording and is_grad_enabled() and any_normal(operands)
     deferred = recording or pending
     # a recorded or deferred op runs on the host when computed (_lazy)
     outs = None if deferred or host_tried else on_host(op, arrays, static)
