@@ -48,6 +48,12 @@ def is_inference(tensor):
     return type(tensor._counter) is InferenceCounter
 
 
+def counter_like(tensor):
+    """A new counter of the kind of `tensor`'s, for an alias of it with a counter of its own (.data, a Parameter
+    made of it): torch's alias of an inference tensor is one, of a normal tensor (in any mode) is not."""
+    return InferenceCounter() if type(tensor._counter) is InferenceCounter else _graph.VersionCounter()
+
+
 def counter_in_mode():
     """The counter of a tensor made now, while some thread is in inference mode."""
     return InferenceCounter() if _state.inference else _graph.VersionCounter()

@@ -15,7 +15,7 @@ from ._format import format_tensor
 from ._grad_dtype import AS_DTYPE, get_grad_dtype, grad_dtype_of, set_grad_dtype
 from ._grad_mode import _check_bool, is_grad_enabled
 from ._host import fits, is_shared, read_before, share, to_device, unshared
-from ._inference import NO_VERSION, InferenceCounter, check_requires_grad, is_inference
+from ._inference import NO_VERSION, check_requires_grad, counter_like, is_inference
 from ._inplace import DETACH, LEAF_INPLACE, VIEW_OF_LEAF_INPLACE, InPlace, _ops_of, remember_view  # noqa: F401
 from ._lazy import Pending, materialize
 from ._meta import COPY_ERROR, ITEM_ERROR, NUMPY_ERROR, MetaValue, rebuild_meta
@@ -664,8 +664,7 @@ class Tensor(InPlace):
         if is_batched(self._v):
             raise RuntimeError("accessing `data` under vmap transform is not allowed")
         alias = self._alias()
-        if is_inference(self):  # its own counter, as a normal tensor's .data has, of an inference tensor still
-            alias._counter = InferenceCounter()
+        alias._counter = counter_like(self)
         return alias
 
     @data.setter
