@@ -70,23 +70,6 @@ def mode_switched(on):
         _graph.new_counter = counter_in_mode if _threads_in_mode else _graph.VersionCounter
 
 
-def any_normal(operands):
-    """Whether an op on `operands` is recorded outside inference mode, as torch's autograd runs for it: some operand
-    is a normal tensor, or a Python number (torch wraps one as a normal tensor)."""
-    from ._tensor import Tensor
-
-    for x in operands:
-        if not isinstance(x, Tensor) or type(x._counter) is not InferenceCounter:
-            return True
-    return False
-
-
-def check_saved(counter):
-    """torch's refusal to save an inference tensor for backward."""
-    if type(counter) is InferenceCounter:
-        raise RuntimeError(SAVED)
-
-
 def check_requires_grad(tensor):
     """torch's refusal to make an inference tensor require grad outside inference mode."""
     if type(tensor._counter) is InferenceCounter and not _state.inference:

@@ -31,7 +31,7 @@ from .._host import (
     on_host,
     to_device,
 )
-from .._inference import any_normal
+from .._inference import InferenceCounter
 from .._layout import note_base
 from .._lazy import Call, Pending, Signature, defer, kernel, materialize, signature
 from .._meta import SPARSE_NOT_PROVIDED, MetaValue, NoDenseValue, check_devices, meta_value, shapes_of
@@ -375,7 +375,10 @@ def _apply(op, operands, static, host_tried=False):
         elif kind is NoDenseValue:
             raise RuntimeError(SPARSE_NOT_PROVIDED)
         arrays.append(a)
-    recording = recording and is_grad_enabled() and any_normal(operands)
+    recording = recording and is_grad_enabled()
+    first = operands[0] if operands else None
+    if recording and not (isinstance(first, Tensor) and type(first._counter) is not InferenceCounter):
+        recording = _any_normal(op, operands)  # a normal first operand (the common case) settles it
     deferred = recording or pending
     # a recorded or deferred op runs on the host when computed (_lazy)
     outs = None if deferred or host_tried else on_host(op, arrays, static)
@@ -391,6 +394,20 @@ def _apply(op, operands, static, host_tried=False):
     if not outs:  # a multi-output op with no outputs (a backward program whose inputs are all unreached)
         return ()
     return _wrapped(op, operands, static, *_deferred_results(op, operands, arrays, outs, recording, mapped))
+
+
+def _any_normal(op, operands):
+    """Whether `op` on `operands` is recorded outside inference mode, as torch's autograd runs for it (it does not
+    for inference tensors alone): some operand is a normal tensor, or a Python number that torch takes as a tensor
+    input (wrapped as a normal tensor), not one it takes as a Scalar (past the op's `inputs`)."""
+    inputs = op.inputs
+    for k, x in enumerate(operands):
+        if isinstance(x, Tensor):
+            if type(x._counter) is not InferenceCounter:
+                return True
+        elif inputs is None or k < inputs:
+            return True
+    return False
 
 
 def _read_host_data(operands, arrays, host_data):
