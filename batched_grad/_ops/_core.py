@@ -375,10 +375,7 @@ def _apply(op, operands, static, host_tried=False):
         elif kind is NoDenseValue:
             raise RuntimeError(SPARSE_NOT_PROVIDED)
         arrays.append(a)
-    recording = recording and is_grad_enabled()
-    first = operands[0] if operands else None
-    if recording and not (isinstance(first, Tensor) and type(first._counter) is not InferenceCounter):
-        recording = _any_normal(op, operands)  # a normal first operand (the common case) settles it
+    recording = recording and is_grad_enabled() and _any_normal(op, operands)
     deferred = recording or pending
     # a recorded or deferred op runs on the host when computed (_lazy)
     outs = None if deferred or host_tried else on_host(op, arrays, static)
@@ -400,6 +397,9 @@ def _any_normal(op, operands):
     """Whether `op` on `operands` is recorded outside inference mode, as torch's autograd runs for it (it does not
     for inference tensors alone): some operand is a normal tensor, or a Python number that torch takes as a tensor
     input (wrapped as a normal tensor), not one it takes as a Scalar (past the op's `inputs`)."""
+    first = operands[0]
+    if isinstance(first, Tensor) and type(first._counter) is not InferenceCounter:  # the common case, settled
+        return True
     inputs = op.inputs
     for k, x in enumerate(operands):
         if isinstance(x, Tensor):
