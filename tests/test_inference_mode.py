@@ -75,6 +75,7 @@ OUTSIDE = [
     MADE + "s = m.ones(2, 3, requires_grad=True)\ns.exp() + i",
     MADE + "i.view_as(m.ones(6)).is_inference(), m.ones(6).view_as(i).is_inference()",
     MADE + "c = i.clone()\nc.add_(1)\nc.is_inference(), c",
+    MADE + "m.autograd.graph.increment_version(i)\nm.autograd.graph.increment_version([i.view(-1), r])\ni",
 ]
 
 VIEWS_OF_NORMAL = [
