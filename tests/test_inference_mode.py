@@ -5,9 +5,11 @@ refusals outside it (in-place writes, version reads, requires_grad, saving for b
 import threading
 
 import pytest
+import torch
 
 import batched_grad as bg
 from batched_grad import _graph
+from test_checkpoint import _keeps_what_it_saved
 from test_tensor import _restore_modes, assert_like_torch  # noqa: F401
 
 MADE = "with m.inference_mode():\n    i = m.ones(2, 3)\n    r = m.ones(2, 3, requires_grad=True)\n"
@@ -108,20 +110,11 @@ def test_inference_mode_like_torch(code):
 
 
 def test_custom_function_refuses_to_save_an_inference_tensor():
-    class Keep(bg.autograd.Function):
-        @staticmethod
-        def forward(ctx, x, y):
-            ctx.save_for_backward(y)
-            return x * 2
-
-        @staticmethod
-        def backward(ctx, g):
-            return g, None
-
-    with bg.inference_mode():
-        i = bg.ones(3)
-    with pytest.raises(RuntimeError, match="^Inference tensors cannot be saved for backward"):
-        Keep.apply(bg.ones(3, requires_grad=True), i)
+    for m in (torch, bg):
+        with m.inference_mode():
+            i = m.ones(3)
+        with pytest.raises(RuntimeError, match="^Inference tensors cannot be saved for backward"):
+            _keeps_what_it_saved(m, []).apply(m.ones(3, requires_grad=True), i)
 
 
 def test_tensors_are_made_with_plain_counters_while_no_thread_is_in_inference_mode():
