@@ -3,6 +3,7 @@ views of them, not views of normal tensors made there), what ops inside and outs
 refusals outside it (in-place writes, version reads, requires_grad, saving for backward)."""
 
 import threading
+import warnings
 
 import pytest
 import torch
@@ -103,8 +104,15 @@ DECORATION = [
     "        y = m.is_inference_mode_enabled(), m.is_grad_enabled()\nx.is_inference(), y",
 ]
 
+TRANSFORMS = [  # torch.func's reverse-mode transforms leave inference mode inside (grad mode on)
+    "seen = []\ndef f(r):\n    seen.append((m.is_inference_mode_enabled(), m.is_grad_enabled()))\n"
+    "    return (r * r).sum()\nwith m.inference_mode():\n    x = m.ones(2)\n"
+    "    g = m.func.grad(f)(x)\n    j = m.func.jacrev(lambda r: r * r)(x)\n    v = m.func.vjp(f, x)[1](m.tensor(1.))\n"
+    "    y = m.func.vmap(lambda r: r * 2)(x)\ng, j, v, seen, m.is_inference_mode_enabled(), y.is_inference()",
+]
 
-@pytest.mark.parametrize("code", WHICH_TENSORS + INSIDE + OUTSIDE + VIEWS_OF_NORMAL + DECORATION)
+
+@pytest.mark.parametrize("code", WHICH_TENSORS + INSIDE + OUTSIDE + VIEWS_OF_NORMAL + DECORATION + TRANSFORMS)
 def test_inference_mode_like_torch(code):
     assert_like_torch(code)
 
@@ -136,3 +144,20 @@ def test_tensors_are_made_with_plain_counters_while_no_thread_is_in_inference_mo
         leave.set()
         t.join()
     assert _graph.new_counter is _graph.VersionCounter
+
+
+def test_jvp_leaves_inference_mode_inside():
+    outcomes = []
+    for m in (torch, bg):
+        seen = []
+
+        def f(r, m=m, seen=seen):
+            seen.append(m.is_inference_mode_enabled())
+            return r.sin()
+
+        with warnings.catch_warnings():  # torch's first jvp warns of torch.jit.script while importing
+            warnings.simplefilter("ignore")
+            with m.inference_mode():
+                out = m.func.jvp(f, (m.zeros(2),), (m.ones(2),))
+        outcomes.append(([o.tolist() for o in out], seen))
+    assert outcomes[0] == outcomes[1] == ([[0.0, 0.0], [1.0, 1.0]], [False])
