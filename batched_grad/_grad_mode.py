@@ -38,8 +38,11 @@ def is_inference_mode_enabled():
 
 def _set(mode, inference=None):
     _state.enabled = mode
-    if inference is not None:
+    if inference is not None and inference is not _state.inference:
         _state.inference = inference
+        from . import _inference
+
+        _inference.mode_switched(inference)
 
 
 def _check_bool(fn, name, value):
@@ -161,7 +164,14 @@ class set_grad_enabled(_GradMode):
 
 
 class inference_mode(_GradMode):
-    """No graph recording inside the block, like no_grad; `inference_mode(False)` enables grad mode."""
+    """Inference mode inside the block: no graph recording, as no_grad, and the tensors made are inference tensors
+    (_inference.py). `inference_mode(False)` (or `mode=False`) turns both off: grad mode on; a function given as
+    `mode` is decorated, as torch allows."""
+
+    def __new__(cls, mode=True):
+        if callable(mode) and not isinstance(mode, bool):  # @inference_mode, or inference_mode(mode=func)
+            return cls()(mode)
+        return object.__new__(cls)
 
     def __init__(self, mode=True):
         _check_bool("inference_mode", "mode", mode)

@@ -100,6 +100,7 @@ class VersionCounter:
 
 
 UNCHANGING = VersionCounter()  # the counter of a saved value whose in-place changes torch does not check
+new_counter = VersionCounter  # the counter of a tensor made now (_inference.py swaps it while inference mode is on)
 
 
 class Node:

@@ -160,9 +160,9 @@ class InPlace:
         if view is not None and DETACH not in view[1]:
             if requires_grad or (result is not None and result.requires_grad):  # the write is recorded
                 check_view_creation(self)
-            if requires_grad and view[0].grad_fn is None:
+            if requires_grad and view[0]._node is None:
                 raise RuntimeError(VIEW_OF_LEAF_INPLACE)
-        if self.requires_grad and self.grad_fn is None:
+        if self.requires_grad and self._node is None:
             raise RuntimeError(LEAF_INPLACE)
 
     def _assign(self, result, op=None, args=(), kwargs=None):
@@ -190,8 +190,8 @@ class InPlace:
         if _dual.LEVELS.tangents is not None:  # self takes the result's tangent (or loses its own)
             _dual.set_tangent(self, _dual.tangent_of(result))
         self._counter.value += 1
-        if result.grad_fn is not None:
-            _saved_before_update(result.grad_fn, self, result)
+        if result._node is not None:
+            _saved_before_update(result._node, self, result)
         return self
 
     def _aliases(self):
@@ -239,8 +239,8 @@ class InPlace:
         self._rebind(result)
         counter = self._counter
         counter.value += 1
-        if self.grad_fn is not None and self.grad_fn is result.grad_fn:
-            counter.modified_by, counter.reshaped = result.grad_fn, (shape, tuple(result.shape))
+        if self._node is not None and self._node is result._node:
+            counter.modified_by, counter.reshaped = result._node, (shape, tuple(result.shape))
         return self
 
     def _rebase(self, result):
@@ -264,14 +264,14 @@ class InPlace:
 
             written = copy_slices(base, self, result, chain) if is_grad_enabled() else None
             if written is None:
-                self._bypass_node(result.grad_fn, base, chain)
+                self._bypass_node(result._node, base, chain)
                 written = scatter_into_view(base, result, chain)
             base._rebind(written)
             if _dual.tangent_of(base) is not None or _dual.tangent_of(self) is None:  # else a make_dual view holds it
                 _take_tangent(base, written)
         else:
             base._value = _scatter_value_jit(base._value, result._value, ops) if ops else result._held
-        if graph and is_grad_enabled() and base.grad_fn is not None:
+        if graph and is_grad_enabled() and base._node is not None:
             self._rejoin_base(result, base, chain)
         else:
             self._rebind(result)
@@ -283,9 +283,9 @@ class InPlace:
         the op then see only the gradients of its earlier uses."""
         if (
             node is not None
-            and self.grad_fn is not None
+            and self._node is not None
             and node.edges
-            and node.edges[0] == (self.grad_fn, self._output_nr)
+            and node.edges[0] == (self._node, self._output_nr)
         ):
             from ._ops.shape import replay_view
 
@@ -306,9 +306,9 @@ class InPlace:
     def _rebind(self, src):
         """Take `src`'s value; with grad mode on also its place in the graph (off: the value changes silently)."""
         self._value = src._held
-        if is_grad_enabled() and (src.grad_fn is not None or self.grad_fn is not None):
+        if is_grad_enabled() and (src._node is not None or self._node is not None):
             self._node, self._output_nr = src._node, src._output_nr
-            if self._retains_grad and self.grad_fn is not None:
+            if self._retains_grad and self._node is not None:
                 self._register_retain()
 
     @scoped
@@ -325,7 +325,7 @@ class InPlace:
             if graph and len(ops) == len(chain) and _tracked(self, view):
                 # torch regenerates the grad_fn of a view whose base changed even where the change was not recorded
                 # (an optimizer's step under no_grad): an AsStridedBackward0 of the base as it is now
-                regrown = view.grad_fn is not None and self.requires_grad
+                regrown = view._node is not None and self.requires_grad
                 with enable_grad() if regrown else contextlib.nullcontext():
                     regenerated = regenerated_view(self, chain)
                     view._rebind(regenerated)
@@ -349,7 +349,7 @@ def _current_view_value(base, ops):
 def _tracked(base, view):
     """Whether refreshing `view` after its base changed concerns autograd: its base requires grad, it has a node,
     or the base carries a forward-mode tangent. Otherwise only its values change."""
-    return base.requires_grad or view.grad_fn is not None or _dual.tangent_of(base) is not None
+    return base.requires_grad or view._node is not None or _dual.tangent_of(base) is not None
 
 
 def _take_tangent(tensor, source):

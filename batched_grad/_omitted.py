@@ -52,10 +52,6 @@ SPECIAL_FUNCTIONS = (
     "special functions torch does not differentiate (Bessel functions of the second kind, modified Bessel functions "
     "K, Airy Ai, the orthogonal polynomials), which JAX has no forms of: not yet implemented"
 )
-INFERENCE = (
-    "inference tensors: inference_mode here switches recording off, but tensors made under it are not "
-    "marked (no inference-tensor restrictions)"
-)
 DISPATCH_KEYS = (
     "torch's dispatcher (dispatch keys, __torch_dispatch__ and re-dispatch below autograd): ops here are JAX's"
 )
@@ -179,7 +175,6 @@ OMITTED = {
         **_names(REMOVED, "eig lstsq matrix_rank solve symeig"),
         **_names(DEPRECATED_JIT, "frobenius_norm nuclear_norm"),
         **_names(THREADS, "thread_safe_generator"),
-        **_names(INFERENCE, "is_inference"),
         **_names(INTERNAL, "classproperty hash_tensor"),
         **_names(LAPACK_RAW, "geqrf ormqr"),
         **_names(RNN, "lstm lstm_cell gru gru_cell rnn_relu rnn_relu_cell rnn_tanh rnn_tanh_cell"),
@@ -209,7 +204,6 @@ OMITTED = {
         **_names(COPY_VARIANTS, "narrow_copy slice_inverse"),
         **_names(REMOVED, "eig lstsq solve symeig"),
         **_names(NAMED, "name"),
-        **_names(INFERENCE, "is_inference"),
         **_names(INTERNAL, "index hash_tensor to_padded_tensor"),
         **_names(LAPACK_RAW, "geqrf ormqr"),
     },

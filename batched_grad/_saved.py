@@ -19,6 +19,8 @@ from . import _dual, _saved_hooks
 from ._anomaly import mode as _anomaly
 from ._graph import UNCHANGING, edge_of
 from ._host import unshared
+from ._inference import SAVED as SAVED_INFERENCE
+from ._inference import InferenceCounter
 from ._lazy import Pending, materialize
 
 BACKWARD_TWICE = (
@@ -72,6 +74,8 @@ class SavedValue:
     def __init__(self, tensor, owner=None, hooks=True):
         """Save `tensor`; `owner`: the node it is an output of (torch's is_output). `hooks`: whether the
         saved-tensor hooks in force pack it."""
+        if hooks and type(tensor._counter) is InferenceCounter:  # torch's node saves it
+            raise RuntimeError(SAVED_INFERENCE)
         node = tensor._node
         self.edge_node = node if owner is None else None
         self.output_nr = tensor._output_nr

@@ -15,12 +15,13 @@ from ._format import format_tensor
 from ._grad_dtype import AS_DTYPE, get_grad_dtype, grad_dtype_of, set_grad_dtype
 from ._grad_mode import _check_bool, is_grad_enabled
 from ._host import fits, is_shared, read_before, share, to_device, unshared
+from ._inference import NO_VERSION, check_requires_grad, counter_like, is_inference
 from ._inplace import DETACH, LEAF_INPLACE, VIEW_OF_LEAF_INPLACE, InPlace, _ops_of, remember_view  # noqa: F401
 from ._lazy import Pending, materialize
 from ._meta import COPY_ERROR, ITEM_ERROR, NUMPY_ERROR, MetaValue, rebuild_meta
 from ._tracing import ValueRead, compiling, is_tracer
 from ._transform_levels import REQUIRES_GRAD_INSIDE, RETAIN_GRAD_INSIDE, in_transform
-from ._view_meta import requires_grad_through_base
+from ._view_meta import check_view_creation, grad_fn_unavailable, requires_grad_through_base
 from ._vmap_levels import VMAP_CONTROL_FLOW, VMAP_ITEM, is_batched
 
 _PLATFORM_DEVICES = {"cpu": "cpu", "gpu": "cuda", "cuda": "cuda", "rocm": "cuda", "tpu": "xla", "METAL": "mps"}
@@ -278,7 +279,7 @@ class Tensor(InPlace):
         t._grad = t._view = t._views = t._hooks = t._post_accumulate_hooks = t._accumulator = t._creation = None
         t._grad_dtype = AS_DTYPE
         t._retains_grad = False
-        t._counter = _graph.VersionCounter()
+        t._counter = _graph.new_counter()
         return t
 
     def __init_subclass__(cls, **kwargs):
@@ -454,6 +455,8 @@ class Tensor(InPlace):
         return self
 
     def _set_requires_grad(self, flag, dtype_message):
+        if flag:
+            check_requires_grad(self)
         if self.grad_fn is not None:
             if not flag:
                 raise RuntimeError(NON_LEAF_NO_GRAD)
@@ -508,7 +511,10 @@ class Tensor(InPlace):
 
     @property
     def grad_fn(self):
-        """The node that made this tensor (None for a leaf)."""
+        """The node that made this tensor (None for a leaf). As torch's, it raises for a view made with grad mode off
+        or in inference mode whose base requires grad, changed in place since (its history cannot be rebuilt)."""
+        if self._creation is not None and grad_fn_unavailable(self):
+            check_view_creation(self, indirect=True)
         return self._node
 
     @grad_fn.setter
@@ -597,8 +603,16 @@ class Tensor(InPlace):
 
     @property
     def _version(self):
-        """How many in-place changes this tensor (or a view sharing its storage) has had, as torch's _version."""
+        """How many in-place changes this tensor (or a view sharing its storage) has had, as torch's _version (which
+        an inference tensor does not track)."""
+        if is_inference(self):
+            raise RuntimeError(NO_VERSION)
         return self._counter.value
+
+    def _is_view(self):
+        """Whether this tensor is a view of another for autograd (views of inference tensors are not, as torch's)."""
+        view = self._view
+        return view is not None and DETACH not in view[1] and not is_inference(self)
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """Accumulate d(self)/d(leaves) into the leaves' `.grad` (see batched_grad.autograd.backward)."""
@@ -649,7 +663,9 @@ class Tensor(InPlace):
         """Like detach(), but with its own version counter (in-place writes through it go unnoticed)."""
         if is_batched(self._v):
             raise RuntimeError("accessing `data` under vmap transform is not allowed")
-        return self._alias()
+        alias = self._alias()
+        alias._counter = counter_like(self)
+        return alias
 
     @data.setter
     def data(self, other):

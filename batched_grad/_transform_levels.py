@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 from vmap._pytree import flatten
 
-from . import _graph, _nesting
+from . import _grad_mode, _graph, _nesting
 from ._vmap_levels import _running as _running_vmaps
 
 CAPTURED_MUTATION = (
@@ -97,12 +97,17 @@ GUARDING = _Guarding()
 @contextlib.contextmanager
 def grad_level(*received, forward=False):
     """Within it, a grad-type transform runs, called with the pytrees `received` (its arguments); `forward`: a
-    forward-mode one."""
+    forward-mode one. As torch's, it runs with inference mode off (grad mode left as it is)."""
     leaves, _ = flatten(received)
     counters = {id(c): c for c in (getattr(x, "_counter", None) for x in leaves) if c is not None}
     level = GradLevel(_graph.new_birth_mark(), counters, forward, {})
-    with GUARDING.running(_running.levels, level), _nesting.pushed(level):
-        yield level
+    modes = (_grad_mode.is_grad_enabled(), _grad_mode.is_inference_mode_enabled())
+    _grad_mode._set(modes[0], False)
+    try:
+        with GUARDING.running(_running.levels, level), _nesting.pushed(level):
+            yield level
+    finally:
+        _grad_mode._set(*modes)
 
 
 @contextlib.contextmanager

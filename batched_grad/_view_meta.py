@@ -8,6 +8,7 @@ mode's kind is never overridden)."""
 import re
 
 from . import _grad_mode
+from ._inference import is_inference
 
 DEFAULT, NO_GRAD_MODE, INFERENCE_MODE, MULTI_OUTPUT_NODE, IN_CUSTOM_FUNCTION = (
     None,
@@ -97,6 +98,8 @@ def note_view(src, view, multi):
     new = INFERENCE_MODE if state.inference else NO_GRAD_MODE if not state.enabled else DEFAULT
     if new is DEFAULT and multi:
         new = MULTI_OUTPUT_NODE
+    if new is not DEFAULT and is_inference(view):  # torch keeps no view metadata for an inference tensor
+        return
     _set_creation(view, _propagated(creation_of(src) if src._view is not None else DEFAULT, new))
 
 
@@ -112,11 +115,11 @@ def _short_name(node):
 
 def check_view_creation(tensor, indirect=False):
     """torch's error where a recorded in-place write (into `tensor`, a view, or with `indirect` into its base or
-    another view of it) meets a view whose kind forbids it."""
+    another view of it, where reading its grad_fn raises) meets a view whose kind forbids it."""
     kind = creation_of(tensor)
     if kind is DEFAULT:
         return
-    node = tensor.grad_fn
+    node = None if indirect else tensor._node  # torch names the node the view had, none: it was made unrecorded
     changed = "its base or another view of its base has been" if indirect else "is being"
     if kind in (NO_GRAD_MODE, INFERENCE_MODE) or node is None:
         prefix = (

@@ -31,6 +31,7 @@ from .._host import (
     on_host,
     to_device,
 )
+from .._inference import InferenceCounter
 from .._layout import note_base
 from .._lazy import Call, Pending, Signature, defer, kernel, materialize, signature
 from .._meta import SPARSE_NOT_PROVIDED, MetaValue, NoDenseValue, check_devices, meta_value, shapes_of
@@ -375,7 +376,7 @@ def _apply(op, operands, static, host_tried=False):
         elif kind is NoDenseValue:
             raise RuntimeError(SPARSE_NOT_PROVIDED)
         arrays.append(a)
-    recording = recording and is_grad_enabled()
+    recording = recording and is_grad_enabled() and _any_normal(op, operands)
     deferred = recording or pending
     # a recorded or deferred op runs on the host when computed (_lazy)
     outs = None if deferred or host_tried else on_host(op, arrays, static)
@@ -391,6 +392,23 @@ def _apply(op, operands, static, host_tried=False):
     if not outs:  # a multi-output op with no outputs (a backward program whose inputs are all unreached)
         return ()
     return _wrapped(op, operands, static, *_deferred_results(op, operands, arrays, outs, recording, mapped))
+
+
+def _any_normal(op, operands):
+    """Whether `op` on `operands` is recorded outside inference mode, as torch's autograd runs for it (it does not
+    for inference tensors alone): some operand is a normal tensor, or a Python number that torch takes as a tensor
+    input (wrapped as a normal tensor), not one it takes as a Scalar (past the op's `inputs`)."""
+    first = operands[0]
+    if isinstance(first, Tensor) and type(first._counter) is not InferenceCounter:  # the common case, settled
+        return True
+    inputs = op.inputs
+    for k, x in enumerate(operands):
+        if isinstance(x, Tensor):
+            if type(x._counter) is not InferenceCounter:
+                return True
+        elif inputs is None or k < inputs:
+            return True
+    return False
 
 
 def _read_host_data(operands, arrays, host_data):

@@ -1,7 +1,7 @@
 """Tensor conveniences: the new_* factories, size and type queries (ndimension, nelement, nbytes, itemsize,
-is_signed, is_nonzero, is_same_size, is_conj, ...), the remaining dtype conversions, sum_to_size, fill_diagonal_,
-angle, complex and polar, view_as_real/view_as_complex, and torch's type utilities (promote_types, result_type,
-can_cast, typename)."""
+is_signed, is_nonzero, is_same_size, is_inference, is_conj, ...), the remaining dtype conversions, sum_to_size,
+fill_diagonal_, angle, complex and polar, view_as_real/view_as_complex, and torch's type utilities (promote_types,
+result_type, can_cast, typename)."""
 
 import jax
 import jax.numpy as jnp
@@ -9,9 +9,10 @@ import jax.numpy as jnp
 from .. import _dtypes
 from .._autocast import autocast_policy
 from .._factories import _NO_SIZE, COPY_CONSTRUCT_WARNING, _tuple_size, _varargs_size, empty, full, tensor
+from .._inference import is_inference as inference_tensor
 from .._layout_types import takes_layout
 from .._meta import device_for
-from .._tensor import Tensor, type_name, warn_at_caller
+from .._tensor import Tensor, python_type_name, type_name, warn_at_caller
 from ._core import Op, apply
 from ._fused_backward import FUSED_ZEROS
 from .complex_parts import is_conj, is_neg, resolve_conj, resolve_neg, view_as_complex, view_as_real
@@ -79,6 +80,14 @@ def is_nonzero(self):
     if self.numel() > 1:
         raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
     return bool(self.item())
+
+
+def is_inference(input):  # noqa: A002  (torch's name)
+    """Whether the tensor is an inference tensor: made in inference mode (a view of a normal tensor made there is
+    not), or a view of one."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"is_inference(): argument 'input' (position 1) must be Tensor, not {python_type_name(input)}")
+    return inference_tensor(input)
 
 
 def is_same_size(self, other):
@@ -230,6 +239,7 @@ METHODS = {
         is_signed,
         is_nonzero,
         is_same_size,
+        is_inference,
         is_conj,
         is_neg,
         resolve_conj,
@@ -256,6 +266,7 @@ FUNCTIONS = {
     for f in (
         is_nonzero,
         is_same_size,
+        is_inference,
         is_signed,
         is_conj,
         is_neg,

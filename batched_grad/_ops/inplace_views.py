@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._graph import _lock
+from .._inference import is_inference
 from .._inplace import DETACH, _view_value_jit
 from .._layout import is_contiguous, storage_offset
 from .._tensor import Tensor, python_type_name
@@ -122,8 +123,9 @@ def _window(flat, start, length):
 
 def resize_(self, *sizes, memory_format=None):
     """Give this tensor the shape `sizes`, in place: its elements in row-major order from where it starts in its
-    storage, as many as the new shape holds (zeros past the old ones). Refused for a tensor that requires grad."""
-    if self.requires_grad:
+    storage, as many as the new shape holds (zeros past the old ones). Refused for a tensor that requires grad (not
+    for an inference tensor, which torch's autograd does not see)."""
+    if self.requires_grad and not is_inference(self):
         raise RuntimeError(RESIZE_REQUIRES_GRAD)
     shape = _resize_shape(sizes)
     if shape == tuple(self.shape):

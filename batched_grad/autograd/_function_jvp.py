@@ -137,7 +137,7 @@ def set_dual_tangents(cls, ctx, args, outs, received, dirty):
     input_tangents = [_dual.tangent_of(a) if isinstance(a, Tensor) else None for a in args]
     if all(t is None for t in input_tangents):
         return
-    versions = [t._version if t is not None else None for t in input_tangents]
+    versions = [t._counter.value if t is not None else None for t in input_tangents]
     with _dual.suspended():  # as torch's, the jvp runs with forward mode off
         result = _call_user_jvp(
             cls, ctx, [_jvp_argument(a, t, ctx.materialize_grads) for a, t in zip(args, input_tangents)]
@@ -158,7 +158,7 @@ def _takes_tangent(raw, g, args, bases, input_tangents, versions, dirty):
         if k is None:
             raise RuntimeError(DIRTY_NOT_INPUT)
         if input_tangents[k] is not None:  # its tangent, changed in place, stays the input's
-            if g._version == versions[k]:
+            if g._counter.value == versions[k]:
                 raise RuntimeError(DIRTY_NOT_MODIFIED)
             if g is not input_tangents[k]:
                 raise RuntimeError(DIRTY_NOT_RETURNED)

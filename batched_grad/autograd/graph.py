@@ -8,6 +8,7 @@ import contextlib
 from .. import _graph, _saved_hooks
 from .._factories import empty
 from .._graph import GradientEdge, get_gradient_edge
+from .._inference import is_inference
 from .._tensor import Tensor
 from ._multi_grad import register_multi_grad_hook
 from ._mutation_on_saved import allow_mutation_on_saved_tensors
@@ -48,9 +49,11 @@ class Node(abc.ABC):
 
 def increment_version(tensor):
     """Bump the version counter of a tensor (or of each of an iterable of tensors), as an in-place change the
-    engine cannot see would: a backward through values saved before it then raises."""
+    engine cannot see would: a backward through values saved before it then raises. An inference tensor, which
+    tracks no version, is left as it is (as torch's, in any mode)."""
     for t in (tensor,) if isinstance(tensor, Tensor) else tensor:
-        t._counter.value += 1
+        if not is_inference(t):
+            t._counter.value += 1
 
 
 class saved_tensors_hooks:

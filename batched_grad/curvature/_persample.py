@@ -36,7 +36,7 @@ def recording(model, clone_outputs):
     def keep(module, args, kwargs, output):
         outputs = flat_tensors(output)
         # the arguments are detached after the backward: detach() here would compute them now
-        call = Call(args, kwargs, outputs, versions=[t._version for t in outputs])
+        call = Call(args, kwargs, outputs, versions=[t._counter.value for t in outputs])
         calls.setdefault(module, []).append(call)
         return _cloned(output) if clone_outputs else None
 
@@ -162,7 +162,7 @@ def output_grads(root, handlers_, calls, grad_output=None, is_grads_batched=Fals
     False if an output was changed in place after its layer returned it (its gradient would be the changed
     tensor's)."""
     needed = [(call, k, t) for h in handlers_ for call in calls[h.module] for k, t in enumerate(call.outputs)]
-    if any(t._version != call.versions[k] for call, k, t in needed):
+    if any(t._counter.value != call.versions[k] for call, k, t in needed):
         return False
     differentiable = [(call, k, t) for call, k, t in needed if t.requires_grad]
     grads = grad(

@@ -108,9 +108,9 @@ class _Outputs:
         """`func` of the primals, noting which of them it writes into in place (by their version counters)."""
 
         def run(*xs):
-            versions = [x._version for x in xs]
+            versions = [x._counter.value for x in xs]
             result = func(*xs)
-            self.written = [k for k, (x, v) in enumerate(zip(xs, versions)) if x._version != v]
+            self.written = [k for k, (x, v) in enumerate(zip(xs, versions)) if x._counter.value != v]
             self.written_values = [xs[k] for k in self.written]
             return result
 

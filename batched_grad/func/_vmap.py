@@ -79,7 +79,7 @@ def vmap(func, in_dims=0, out_dims=0, *, chunk_size=None, randomness="error"):
             level = Level(randomness, trace, size, row_index, {id(call[i]): flat_args[i] for i in mapped}, draws)
             with running(level):
                 leaves, spec = flatten(func(*args_spec.unflatten(call), **kwargs))
-                written[:] = [i for i in mapped if call[i]._version]
+                written[:] = [i for i in mapped if call[i]._counter.value]
                 returned.clear()  # result k: mapped argument i's row itself
                 returned.update((k, i) for k, x in enumerate(leaves) for i in mapped if x is call[i])
                 leaves = leaves + [call[i] for i in written]

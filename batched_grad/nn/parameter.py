@@ -3,6 +3,7 @@ placeholders of a lazy module's ones until its first forward (UninitializedParam
 
 from .._devices import device, get_default_device
 from .._factories import empty
+from .._inference import counter_like
 from .._subclass import disabled_torch_function_impl
 from .._tensor import REQUIRES_GRAD_DTYPE, Tensor
 
@@ -19,6 +20,7 @@ class Parameter(Tensor):
         if not isinstance(data, Tensor):
             raise TypeError(f"Parameter(): argument 'data' must be a Tensor, not {type(data).__name__}")
         param = Tensor._wrap.__func__(cls, data._value)
+        param._counter = counter_like(data)
         param._set_requires_grad(bool(requires_grad), REQUIRES_GRAD_DTYPE)
         return param
 
