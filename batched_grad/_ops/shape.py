@@ -119,6 +119,9 @@ def _view_op(backward_name, view=True):
 
 
 _UNSAFE_VIEW = _view_op("UnsafeViewBackward0", view=False)  # the reshape of a copy: torch tracks no view
+# forward_ad's make_dual and unpack_dual primal: a view for reverse mode, but none for forward mode (as torch's
+# _make_dual and _fw_primal): its tangent is its own, and an in-place write into it leaves its base's alone
+PRIMAL_VIEW = _view_op("ViewBackward0")
 
 
 # reshape-like views differ only in the name torch gives their backward

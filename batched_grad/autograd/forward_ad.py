@@ -10,6 +10,8 @@ time, and closing it drops every tangent."""
 from typing import NamedTuple
 
 from .. import _dual
+from .._ops._core import apply
+from .._ops.shape import PRIMAL_VIEW
 from .._tensor import Tensor
 
 __all__ = ["UnpackedDualTensor", "enter_dual_level", "exit_dual_level", "make_dual", "unpack_dual", "dual_level"]
@@ -50,7 +52,7 @@ def _check_level(level, name):
 
 def _untangented_view(tensor):
     """A view of `tensor` (sharing its values and version) that has no tangent."""
-    view = tensor.view_as(tensor)
+    view = apply(PRIMAL_VIEW, [tensor], shape=tuple(tensor.shape))
     if _dual.LEVELS.open is not None:
         _dual.LEVELS.open.pop(view)
     return view
