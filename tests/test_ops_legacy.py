@@ -102,3 +102,31 @@ def test_lu_range_histogramdd_and_methods():
 )
 def test_errors(call):
     raises_like_torch(call)
+
+
+UNSAFE_SPLITS = {
+    "unsafe_split": lambda m, t: t.unsafe_split(1),
+    "unsafe_split_with_sizes": lambda m, t: m.unsafe_split_with_sizes(t, (1, 1, 1), 1),
+    "unsafe_chunk": lambda m, t: t.unsafe_chunk(3),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNSAFE_SPLITS))
+def test_unsafe_split_outputs_share_values_but_are_no_views(name):
+    """In-place ops on the outputs are allowed (not refused as on split's), write into the input's values, and are
+    recorded as on a tensor of their own; the input's in-place updates reach their values, not their versions."""
+
+    def program(m):
+        a = m.tensor(np.arange(9.0).reshape(3, 3) + 1, requires_grad=True)
+        b = a * 2
+        first, second, *_ = UNSAFE_SPLITS[name](m, b)
+        facts = [first._base is None, first.grad_fn.name(), first._version]
+        first.mul_(second)
+        facts += [b.detach().clone(), first.grad_fn.name(), b.grad_fn.name(), b._version]
+        (first * 3).sum().backward()
+        b.detach().add_(1)
+        return facts + [a.grad, first.detach().clone(), first._version]
+
+    got, expected = program(bg), program(torch)
+    assert_same([g for g in got if isinstance(g, bg.Tensor)], [e for e in expected if isinstance(e, torch.Tensor)])
+    assert [g for g in got if not isinstance(g, bg.Tensor)] == [e for e in expected if not isinstance(e, torch.Tensor)]
