@@ -19,7 +19,7 @@ from . import nn as _nn
 from .complex_parts import conj_physical, conj_physical_
 from .decompositions import lu_factor_ex
 from .return_types import return_type
-from .scatters import scatter_reduce
+from .scatters import INDEX_REDUCE, scatter_reduce_by
 from .searching import without_derivative_of
 from .shape import cat, chunk_named, narrow, split_named
 from .unique import _host_values
@@ -255,7 +255,7 @@ def index_reduce(input, dim, index, source, reduce, *, include_self=True):
     shape = [1] * source.ndim
     shape[d] = -1
     spread = index.reshape(shape).expand(source.shape)
-    return scatter_reduce(input, d, spread, source, reduce, include_self=include_self)
+    return scatter_reduce_by(INDEX_REDUCE, input, d, spread, source, reduce, include_self)
 
 
 def histogramdd(input, bins=10, *, range=None, weight=None, density=False):  # noqa: A002
