@@ -3,10 +3,10 @@ laid out as the primal (else a copy) and refuses a tangent that has a tangent of
 with tangents."""
 
 import pytest
-import torch
 
 import batched_grad as bg
 from oracle import raises_like_torch
+from test_forward_ad_inplace import in_dual_levels
 
 
 def _dual_reprs(m):
@@ -19,10 +19,7 @@ def _dual_reprs(m):
 
 
 def test_repr_shows_the_tangent():
-    with torch.autograd.forward_ad.dual_level():
-        expected = _dual_reprs(torch)
-    with bg.autograd.forward_ad.dual_level():
-        got = _dual_reprs(bg)
+    got, expected = in_dual_levels(_dual_reprs)
     assert got == expected
 
 
@@ -46,10 +43,7 @@ def _layouts(m):
 
 
 def test_make_dual_copies_a_tangent_laid_out_otherwise():
-    with torch.autograd.forward_ad.dual_level():
-        expected = _layouts(torch)
-    with bg.autograd.forward_ad.dual_level():
-        got = _layouts(bg)
+    got, expected = in_dual_levels(_layouts)
     assert got == expected
 
 
