@@ -1,7 +1,8 @@
 """In-place ops on dual tensors and their views against torch 2.13: an existing tangent is updated in place (the
 tensor given to make_dual, and the tangents that are views of it, see the write), a forward view without a tangent
-makes its base's (zeros elsewhere), and views that forward mode does not follow (make_dual's result, unpack_dual's
-primal, detach()) keep their tangents apart from their base's."""
+makes its base's (zeros elsewhere), an in-place view op (t_, squeeze_) views the tangent in place too, and views
+that forward mode does not follow (make_dual's result, unpack_dual's primal, detach()) keep their tangents apart
+from their base's."""
 
 import pytest
 import torch
@@ -115,7 +116,23 @@ def _writes_without_tangent(m):
     return [_tangent(m, zeroed), _tangent(m, copied), _tangent(m, element)] + given
 
 
+def _in_place_view_ops(m):
+    fw = m.autograd.forward_ad
+    given = m.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    dual = fw.make_dual(m.zeros(2, 3), given)
+    dual.t_()
+    transposed = _tangent(m, dual)
+    dual.unsqueeze_(0)
+    unsqueezed = _tangent(m, dual)
+    dual.squeeze_()
+    written = m.zeros(3)
+    written.copy_(fw.make_dual(m.ones(3), m.tensor([2.0, 3.0, 4.0])))
+    written.unsqueeze_(1)
+    return [transposed, unsqueezed, _tangent(m, dual), given, _tangent(m, written)]
+
+
 PROGRAMS = {
+    "in_place_view_ops": _in_place_view_ops,
     "scaled_dual": _scaled_dual,
     "scaled_primal_then_tangent": _scaled_primal_then_tangent,
     "narrowed_view": _narrowed_view,
