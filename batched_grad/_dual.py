@@ -125,7 +125,7 @@ def take_written_tangent(tensor, old, new):
     root, chain = view
     base_tangent = LEVELS.tangents.get(root)
     if base_tangent is None:
-        base_tangent = new.new_zeros(root.shape)
+        base_tangent = root.new_zeros(root.shape)
         LEVELS.tangents.set(root, base_tangent)
     view_tangent = replay_view(base_tangent, chain)
     LEVELS.tangents.set(tensor, view_tangent)

@@ -131,7 +131,17 @@ def _in_place_view_ops(m):
     return [transposed, unsqueezed, _tangent(m, dual), given, _tangent(m, written)]
 
 
+def _real_view_of_complex_takes_dual(m):
+    fw = m.autograd.forward_ad
+    dual = fw.make_dual(m.ones(2, dtype=m.float64), m.tensor([1.0, 2.0], dtype=m.float64))
+    values = m.zeros(2, dtype=m.complex128)
+    pairs = m.view_as_real(values)
+    pairs[:, 1].add_(dual)
+    return [_tangent(m, values), _tangent(m, pairs), values]
+
+
 PROGRAMS = {
+    "real_view_of_complex_takes_dual": _real_view_of_complex_takes_dual,
     "in_place_view_ops": _in_place_view_ops,
     "scaled_dual": _scaled_dual,
     "scaled_primal_then_tangent": _scaled_primal_then_tangent,
