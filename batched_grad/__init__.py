@@ -16,6 +16,7 @@ from math import e, inf, nan, pi  # noqa: E402  (torch's constants)
 from . import (  # noqa: E402
     _C,
     _ops,  # noqa: E402
+    _vmap_internals,  # torch._vmap_internals: reached as an attribute of the module, as torch's
     accelerator,
     amp,
     autograd,

@@ -103,6 +103,61 @@ def set_tangent(t, tangent):
         LEVELS.tangents.set(t, tangent)
 
 
+def take_written_tangent(tensor, old, new):
+    """Under an open level, after an in-place op wrote into `tensor` (whose tangent was `old`) a value whose tangent
+    is `new` (None: zero), as torch's: an existing tangent is written in place, so that the tangents that are views
+    of it, or that it is a view of, see the write; else `tensor` takes `new`, and where it is a forward view of a
+    base (a chain of view ops, none of them detach() nor make_dual's), its tangent is a view of its base's, which
+    is made (zeros) if the base had none: the base's other views see theirs through it."""
+    if old is not None:
+        old._assign(new if new is not None else old.new_zeros(old.shape))
+        return
+    if new is None:
+        return
+    view = forward_view(tensor)
+    if view is None:
+        LEVELS.tangents.set(tensor, new)
+        if tensor._views:
+            _give_views_tangents(tensor, new)
+        return
+    from ._ops.shape import replay_view
+
+    root, chain = view
+    base_tangent = LEVELS.tangents.get(root)
+    if base_tangent is None:
+        base_tangent = root.new_zeros(root.shape)
+        LEVELS.tangents.set(root, base_tangent)
+    view_tangent = replay_view(base_tangent, chain)
+    LEVELS.tangents.set(tensor, view_tangent)
+    _give_views_tangents(root, base_tangent)
+    view_tangent._assign(new)
+
+
+def forward_view(tensor):
+    """(base, chain of view ops) where `tensor` is a view of `base` for forward mode too (no step of its chain is
+    detach(), .data, nor make_dual's or unpack_dual's primal view), else None."""
+    from ._inplace import DETACH
+    from ._ops.shape import PRIMAL_VIEW
+
+    if tensor._view is None:
+        return None
+    root, chain = tensor._view
+    if any([step is DETACH or step[0] is PRIMAL_VIEW for step in chain]):
+        return None
+    return root, chain
+
+
+def _give_views_tangents(root, base_tangent):
+    """The forward views of `root` without a tangent take the views of its new tangent `base_tangent`, as torch's
+    views find theirs in their base's when they have none."""
+    from ._ops.shape import replay_view
+
+    for ref in list(root._views or ()):
+        view = ref()
+        if view is not None and LEVELS.tangents.get(view) is None and forward_view(view) is not None:
+            LEVELS.tangents.set(view, replay_view(base_tangent, view._view[1]))
+
+
 def fwd_grad_enabled():
     return LEVELS.mode is ON
 

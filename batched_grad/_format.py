@@ -7,6 +7,7 @@ import jax
 import numpy as np
 
 from . import _dtypes, _nesting
+from ._dual import tangent_of
 from ._meta import MetaValue
 from ._view_meta import grad_fn_unavailable
 
@@ -165,7 +166,9 @@ def format_tensor(t):
         if text is not None:
             return text
     value = t._v if type(t._v) is MetaValue else t._value
-    return format_value(value, t.dtype, autograd_suffixes(t), _prefix(type(t)))
+    tangent = tangent_of(t)
+    tangent_suffix = [] if tangent is None else [f"tangent={tangent!r}"]
+    return format_value(value, t.dtype, autograd_suffixes(t) + tangent_suffix, _prefix(type(t)))
 
 
 def _prefix(cls):

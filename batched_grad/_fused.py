@@ -159,8 +159,9 @@ class _Encoder:
 def _fusible(node):
     """Whether an OpNode can be part of a fused program: a table op without hooks or retained gradients whose results
     torch's backward reads were not changed in place nor packed by saved-tensor hooks (else the per-node engine runs
-    it, and raises torch's error where there is one)."""
-    if node.tensor_pre_hooks or node.retained or node.node_hooks:
+    it, and raises torch's error where there is one), nor an op whose gradients may refuse a second derivative
+    (Op.second_order: the per-node engine joins them to torch's error node)."""
+    if node.tensor_pre_hooks or node.retained or node.node_hooks or node.sig.op.second_order is not None:
         return False
     for s in node.saved_results:
         if s.counter.value != s.version or s.packed is not None:  # packed: the per-node engine unpacks it

@@ -185,10 +185,12 @@ class InPlace:
                     f"{self.dtype.type_name}"
                 )
             result = result.to(self.dtype)
-        before_write(self, result.grad_fn)
+        before_write(self, result._node)
+        tangents = _dual.LEVELS.tangents
+        old_tangent = None if tangents is None else tangents.get(self)
         self._rebase(result)
-        if _dual.LEVELS.tangents is not None:  # self takes the result's tangent (or loses its own)
-            _dual.set_tangent(self, _dual.tangent_of(result))
+        if tangents is not None:
+            _dual.take_written_tangent(self, old_tangent, tangents.get(result))
         self._counter.value += 1
         if result._node is not None:
             _saved_before_update(result._node, self, result)
@@ -267,8 +269,6 @@ class InPlace:
                 self._bypass_node(result._node, base, chain)
                 written = scatter_into_view(base, result, chain)
             base._rebind(written)
-            if _dual.tangent_of(base) is not None or _dual.tangent_of(self) is None:  # else a make_dual view holds it
-                _take_tangent(base, written)
         else:
             base._value = _scatter_value_jit(base._value, result._value, ops) if ops else result._held
         if graph and is_grad_enabled() and base._node is not None:
@@ -329,8 +329,6 @@ class InPlace:
                 with enable_grad() if regrown else contextlib.nullcontext():
                     regenerated = regenerated_view(self, chain)
                     view._rebind(regenerated)
-                if _dual.tangent_of(self) is not None:
-                    _take_tangent(view, regenerated)
             else:
                 view._value = _current_view_value(self, ops)
 
@@ -350,14 +348,6 @@ def _tracked(base, view):
     """Whether refreshing `view` after its base changed concerns autograd: its base requires grad, it has a node,
     or the base carries a forward-mode tangent. Otherwise only its values change."""
     return base.requires_grad or view._node is not None or _dual.tangent_of(base) is not None
-
-
-def _take_tangent(tensor, source):
-    """Under an open dual level, `tensor` (a base, or a view of it, that a write through an alias updated) takes the
-    tangent of `source`, the op that computed its new value, as torch's views' tangents are views of their base's.
-    (A view of make_dual's result whose tangent lives in that result, not in the base, is left as it is.)"""
-    if _dual.LEVELS.tangents is not None:
-        _dual.set_tangent(tensor, _dual.tangent_of(source))
 
 
 def _saved_before_update(node, tensor, result):

@@ -484,6 +484,8 @@ class Tensor(InPlace):
                 raise TypeError(
                     f"assigned grad expected to be a Tensor or None but got grad of type {type(value).__name__}"
                 )
+            if value is self:
+                raise RuntimeError("can't assign Variable as its own grad")
             want = grad_dtype_of(self)
             if want is not None and value.dtype is not want:
                 raise RuntimeError(GRAD_DTYPE.format(value.dtype.cpp_name, want.type_name))

@@ -143,3 +143,28 @@ def test_every_name_dir_lists_is_an_attribute():
     for tensor in (x, x[:2], x.t(), bg.ones(2, 2, requires_grad=True)):  # leaves (grad_dtype's rule)
         missing = [name for name in dir(tensor) if name != "imag" and not hasattr(tensor, name)]
         assert missing == []
+
+
+GRAD_ASSIGNMENTS = {
+    "itself": lambda m, x: x,
+    "not_a_tensor": lambda m, x: 0,
+    "other_size": lambda m, x: m.zeros(2, 2),
+    "other_dtype": lambda m, x: m.zeros(3, 3, dtype=m.int64),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GRAD_ASSIGNMENTS))
+@pytest.mark.parametrize("requires_grad", [False, True])
+def test_grad_assignment_errors_as_torch(name, requires_grad):
+    def assign(m):
+        x = m.ones(3, 3, requires_grad=requires_grad)
+        x.grad = GRAD_ASSIGNMENTS[name](m, x)
+
+    raises_like_torch(assign)
+
+
+def test_grad_may_be_a_view_or_detached_alias_of_the_tensor():
+    x = bg.ones(3, 3, requires_grad=True)
+    x.grad = x.detach()
+    x.grad = x[:]
+    assert x.grad.shape == (3, 3)

@@ -335,3 +335,20 @@ def test_batched_forward_grad_catches_a_jvp_that_differs_on_a_batch():
     )
     assert type(got).__name__ == type(want).__name__ == "GradcheckError"
     assert str(got).startswith("For output 0 and input 0:") and str(want).startswith("For output 0 and input 0:")
+
+
+ELEMENTLESS = {
+    "diagonal": lambda m, x: m.diagonal(x, offset=0),
+    "sum": lambda m, x: x.sum(),
+    "two_outputs": lambda m, x: (x * 2, x.exp()),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ELEMENTLESS))
+@pytest.mark.parametrize("dtype", ["float64", "complex128"])
+def test_forward_ad_check_of_an_input_without_elements(name, dtype):
+    def check(m):
+        x = m.rand(0, 1, dtype=getattr(m, dtype), requires_grad=True)
+        return m.autograd.gradcheck(lambda t: ELEMENTLESS[name](m, t), (x,), check_forward_ad=True)
+
+    assert check(bg) is check(torch) is True

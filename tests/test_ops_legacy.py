@@ -102,3 +102,71 @@ def test_lu_range_histogramdd_and_methods():
 )
 def test_errors(call):
     raises_like_torch(call)
+
+
+UNSAFE_SPLITS = {
+    "unsafe_split": lambda m, t: t.unsafe_split(1),
+    "unsafe_split_with_sizes": lambda m, t: m.unsafe_split_with_sizes(t, (1, 1, 1), 1),
+    "unsafe_chunk": lambda m, t: t.unsafe_chunk(3),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNSAFE_SPLITS))
+def test_unsafe_split_outputs_share_values_but_are_no_views(name):
+    """In-place ops on the outputs are allowed (not refused as on split's), write into the input's values, and are
+    recorded as on a tensor of their own; the input's in-place updates reach their values, not their versions."""
+
+    def program(m):
+        a = m.tensor(np.arange(9.0).reshape(3, 3) + 1, requires_grad=True)
+        b = a * 2
+        first, second, *_ = UNSAFE_SPLITS[name](m, b)
+        facts = [first._base is None, first.grad_fn.name(), first._version]
+        first.mul_(second)
+        facts += [b.detach().clone(), first.grad_fn.name(), b.grad_fn.name(), b._version]
+        (first * 3).sum().backward()
+        b.detach().add_(1)
+        return facts + [a.grad, first.detach().clone(), first._version]
+
+    got, expected = program(bg), program(torch)
+    assert_same([g for g in got if isinstance(g, bg.Tensor)], [e for e in expected if isinstance(e, torch.Tensor)])
+    assert [g for g in got if not isinstance(g, bg.Tensor)] == [e for e in expected if not isinstance(e, torch.Tensor)]
+
+
+PROD_REDUCTIONS = {
+    "scatter_reduce": lambda m, x, src: m.scatter_reduce(x, 0, m.tensor([0, 0, 1]), src, "prod"),
+    "index_reduce": lambda m, x, src: m.index_reduce(x, 0, m.tensor([0, 0, 1]), src, "prod"),
+}
+
+
+def _prod_second_order(m, name, source):
+    x = m.tensor([1.5, 2.0], dtype=m.float64, requires_grad=True)
+    src = m.tensor(source, dtype=m.float64, requires_grad=True)
+    out = PROD_REDUCTIONS[name](m, x, src)
+    grad_x, grad_src = m.autograd.grad(out.sum(), (x, src), create_graph=True)
+    second = m.autograd.grad((grad_x.sum(), grad_src.sum()), (x, src), retain_graph=True)
+    return [out.grad_fn.name(), grad_x, grad_src, second]
+
+
+@pytest.mark.filterwarnings("ignore:index_reduce")
+@pytest.mark.parametrize("name", sorted(PROD_REDUCTIONS))
+@pytest.mark.parametrize("source", [[0.0, 2.0, 0.0], [3.0, 2.0, 0.5]], ids=["one_zero_each", "no_zero"])
+def test_prod_reductions_differentiate_twice_as_torch(name, source):
+    got, expected = _prod_second_order(bg, name, source), _prod_second_order(torch, name, source)
+    assert got[0] == expected[0]
+    assert_same(got[1:], expected[1:])
+
+
+@pytest.mark.filterwarnings("ignore:index_reduce")
+@pytest.mark.parametrize("name", sorted(PROD_REDUCTIONS))
+def test_prod_reductions_refuse_second_order_through_repeated_zeros(name):
+    """Two zeros of the source sent to one position: the gradient of the source is given, differentiating it again
+    raises torch's error (the input's gradient can still be differentiated)."""
+
+    def second_order(m, through_source):
+        x = m.tensor([1.5, 2.0], dtype=m.float64, requires_grad=True)
+        src = m.tensor([0.0, 0.0, 4.0], dtype=m.float64, requires_grad=True)
+        grad_x, grad_src = m.autograd.grad(PROD_REDUCTIONS[name](m, x, src).sum(), (x, src), create_graph=True)
+        return m.autograd.grad((grad_src if through_source else grad_x).sum(), (x, src), allow_unused=True)
+
+    raises_like_torch(lambda m: second_order(m, True))
+    assert_same(second_order(bg, False), second_order(torch, False))

@@ -30,6 +30,12 @@ def _prototype_vmap(m):
     return importlib.import_module(f"{m.__name__}._vmap_internals")
 
 
+def test_prototype_vmap_module_is_an_attribute_as_torchs():
+    """Code that writes torch._vmap_internals._vmap without importing the module finds it, as on torch."""
+    assert bg._vmap_internals is _prototype_vmap(bg)
+    assert torch._vmap_internals is _prototype_vmap(torch)
+
+
 def test_prototype_vmap_batches_autograd_grad():
     expected = _hessian_rows(torch, _prototype_vmap(torch)._vmap)
     assert_same(_hessian_rows(bg, _prototype_vmap(bg)._vmap), expected, **F64)

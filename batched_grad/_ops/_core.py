@@ -109,6 +109,9 @@ class Op:
     backward does not read (Fused.reads_bias) is such an operand too.
     `shapes` (optional): `shapes(avals, **static)` gives the (shape, dtype) of each output on operands of `avals`
     without a trace (a deferred op's Signature), or None where it cannot tell.
+    `second_order` (optional): `second_order(static, operands, grads)` gives the gradients of a backward run with
+    create_graph (its saved operands given, None for the others), where torch's node joins some of them to an
+    error node for the operands it cannot differentiate twice (scatter_reduce's prod through repeated zeros).
     """
 
     __slots__ = (
@@ -138,6 +141,7 @@ class Op:
         "expose",
         "added",
         "shapes",
+        "second_order",
     )
 
     def __init__(
@@ -167,6 +171,7 @@ class Op:
         expose=None,
         added=None,
         shapes=None,
+        second_order=None,
     ):
         self.name, self.fn, self.linear, self.view, self.multi = name, fn, linear, view, multi
         self.reads, self.host, self.host_vjp, self.inputs = reads, host, host_vjp, inputs
@@ -180,6 +185,7 @@ class Op:
         self.forward_error = forward_error
         self.expose, self.added = expose, added
         self.shapes = shapes
+        self.second_order = second_order
         self.backward_name = backward_name or "".join(p.capitalize() for p in name.split("_")) + "Backward0"
 
     def __repr__(self):
@@ -940,4 +946,8 @@ class OpNode(_graph.Node):
         result = [None] * len(self.edges)
         for i, g in zip(want, grads):
             result[i] = g
+        if create_graph and self.sig.op.second_order is not None:
+            operands = iter(saved)
+            saved_operands = [None if s is None else next(operands) for s in self.saved]
+            result = self.sig.op.second_order(dict(self.sig.static), saved_operands, result)
         return result

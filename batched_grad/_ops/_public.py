@@ -8,7 +8,7 @@ import warnings
 
 import numpy as np
 
-from .. import _dtypes
+from .. import _dtypes, _dual
 from .._foreign import TORCH_TENSOR_PASSED, has_torch_tensor, not_a_tensor
 from .._grad_mode import is_grad_enabled, no_grad
 from .._subclass import DISPATCHING, dispatch, dispatching_later, overloaded
@@ -116,6 +116,8 @@ def write_out(name, out, fn, args, kwargs, rule="cast"):
             f"{name}(): functions with out=... arguments don't support automatic differentiation, but "
             "one of the arguments requires grad."
         )
+    if _dual.LEVELS.tangents is not None and _any_tangent((*args, *kwargs.values(), *outs)):
+        raise NotImplementedError(_forward_ad_refused(name, args, kwargs, rule))
     made_requiring_grad = False
     if rule == "factory":
         kwargs, made_requiring_grad = _factory_arguments(kwargs, outs[0])
@@ -133,6 +135,25 @@ def write_out(name, out, fn, args, kwargs, rule="cast"):
         raise TypeError(f"{name}(): argument 'out' must be Tensor, not {type(out).__name__}")
     written = _write_one(out, result, rule(*args, **kwargs) if callable(rule) else rule)
     return written.requires_grad_() if made_requiring_grad else written
+
+
+def _any_tangent(values):
+    """Whether a tensor of `values`, or of a sequence among them (cat's tensors), has a forward-mode tangent."""
+    for x in values:
+        if isinstance(x, (tuple, list)):
+            if _any_tangent(x):
+                return True
+        elif isinstance(x, Tensor) and _dual.tangent_of(x) is not None:
+            return True
+    return False
+
+
+def _forward_ad_refused(name, args, kwargs, rule):
+    """torch's refusal of an out= call where an operand or `out` has a forward-mode tangent."""
+    if rule == "factory":
+        return f"Trying to use forward AD with aten::{name} that does not support it."
+    base = out_overload(name, args, kwargs).split(".")[0]
+    return f"Trying to use forward AD with {base}_out that does not support it because it is an out= function"
 
 
 def _factory_arguments(kwargs, out):

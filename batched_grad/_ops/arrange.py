@@ -359,7 +359,7 @@ FUNCTIONS = {
         cross,
     )
 }
-FUNCTIONS.update(row_stack=vstack, unsafe_split=split, unsafe_split_with_sizes=split_with_sizes)
+FUNCTIONS.update(row_stack=vstack)
 METHODS = {
     name: FUNCTIONS[name]
     for name in (
@@ -375,8 +375,6 @@ METHODS = {
         "repeat_interleave",
         "ravel",
         "cross",
-        "unsafe_split",
-        "unsafe_split_with_sizes",
     )
 }
 METHODS["unfold"] = unfold

@@ -13,6 +13,7 @@ import warnings
 import jax.numpy as jnp
 import numpy as np
 
+from .._dual import tangent_of
 from .._graph import _lock
 from .._inference import is_inference
 from .._inplace import DETACH, _view_value_jit
@@ -65,6 +66,9 @@ def _in_place_view(self, make, undo=None):
     shape = tuple(self.shape)
     result = make(self)
     op, static, _ = result._view[1][-1]
+    tangent = tangent_of(self)
+    if tangent is not None:  # as torch's, a dual tensor's tangent is made the same view of itself, in place
+        _in_place_view(tangent, make, undo)
     return self._assign_view(result, (undo or _UNDO[op.name])(static, shape))
 
 

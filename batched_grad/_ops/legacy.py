@@ -1,6 +1,7 @@
 """torch's other entry points to ops batched_grad has: the torch-level losses taking an integer reduction,
-torch.convolution and constant_pad_nd, torch.lu, torch.range, unsafe_chunk, torch.gradient, index_reduce,
-histogramdd, and the Tensor methods apply_, map_, map2_, const_data_ptr, dim_order, conj_physical(_)."""
+torch.convolution and constant_pad_nd, torch.lu, torch.range, unsafe_chunk and unsafe_split(_with_sizes),
+torch.gradient, index_reduce, histogramdd, and the Tensor methods apply_, map_, map2_, const_data_ptr, dim_order,
+conj_physical(_)."""
 
 import warnings
 
@@ -8,6 +9,8 @@ import numpy as np
 
 from .. import _dtypes
 from .._factories import arange
+from .._graph import VersionCounter
+from .._inplace import DETACH
 from .._int_args import int_or_ints
 from .._layout_types import takes_layout
 from .._tensor import Tensor, _wrap_dim, warn_at_caller, warn_once
@@ -16,9 +19,9 @@ from . import nn as _nn
 from .complex_parts import conj_physical, conj_physical_
 from .decompositions import lu_factor_ex
 from .return_types import return_type
-from .scatters import scatter_reduce
+from .scatters import INDEX_REDUCE, scatter_reduce_by
 from .searching import without_derivative_of
-from .shape import cat, chunk, narrow
+from .shape import cat, chunk_named, narrow, split_named
 from .unique import _host_values
 
 _REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
@@ -167,9 +170,29 @@ def get_device(input):
     return input.get_device()
 
 
+def _unsafe(outputs):
+    """torch's unsafe split outputs: they share their input's values (in-place writes show through both ways) but
+    are no views for autograd: no _base, a version counter of their own, in-place ops on them recorded as on any
+    tensor (not refused as on a multi-output view's outputs, and their input's node is left as it is)."""
+    for out in outputs:
+        root, chain = out._view
+        out._view, out._counter = (root, chain + (DETACH,)), VersionCounter()
+    return outputs
+
+
+def unsafe_split(input, split_size, dim=0):
+    """split, whose outputs are no views for autograd (torch's UnsafeSplitBackward0)."""
+    return _unsafe(split_named(input, split_size, dim, "UnsafeSplit"))
+
+
+def unsafe_split_with_sizes(input, split_sizes, dim=0):
+    """split_with_sizes, whose outputs are no views for autograd (torch's UnsafeSplitWithSizesBackward0)."""
+    return _unsafe(split_named(input, list(split_sizes), dim, "UnsafeSplit"))
+
+
 def unsafe_chunk(input, chunks, dim=0):
-    """chunk (torch's variant without view bookkeeping: here the same)."""
-    return chunk(input, chunks, dim)
+    """chunk, whose outputs are no views for autograd (as unsafe_split's)."""
+    return _unsafe(chunk_named(input, chunks, dim, "UnsafeSplit"))
 
 
 def _one_gradient(f, h, d, edge_order):
@@ -232,7 +255,7 @@ def index_reduce(input, dim, index, source, reduce, *, include_self=True):
     shape = [1] * source.ndim
     shape[d] = -1
     spread = index.reshape(shape).expand(source.shape)
-    return scatter_reduce(input, d, spread, source, reduce, include_self=include_self)
+    return scatter_reduce_by(INDEX_REDUCE, input, d, spread, source, reduce, include_self)
 
 
 def histogramdd(input, bins=10, *, range=None, weight=None, density=False):  # noqa: A002
@@ -295,6 +318,8 @@ FUNCTIONS = {
         constant_pad_nd,
         lu,
         unsafe_chunk,
+        unsafe_split,
+        unsafe_split_with_sizes,
         gradient,
         index_reduce,
         histogramdd,
@@ -360,6 +385,8 @@ METHODS = {
         conj_physical,
         conj_physical_,
         unsafe_chunk,
+        unsafe_split,
+        unsafe_split_with_sizes,
         index_reduce,
         lu,
     )

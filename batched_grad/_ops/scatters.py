@@ -7,7 +7,9 @@ import numpy as np
 
 from .. import _dtypes
 from .._autocast import autocast_policy
+from .._grad_mode import no_grad
 from .._tensor import Tensor, _wrap_dim, warn_at_caller
+from .._tracing import is_tracer
 from ._core import Op, apply
 from ._derivatives import with_derivative_of
 from ._index_parse import check_index_dtype
@@ -374,13 +376,52 @@ def _dense_reduce(a, idx, src, hit, axis, reduce, include_self):
     return with_derivative_of(value, jnp.where(hit > 0, shared, a))
 
 
-_SCATTER_REDUCE = Op("scatter_reduce", on_vectors(_scatter_reduce, promoted=(0, 1, 2), like=0))
+def _refused_through_zeros(function, name):
+    """torch's refusal of a second derivative of a prod reduction's gradient for `name` (its source operand) where
+    more than one zero of it is sent to one position: the gradient is computed, differentiating it raises."""
+    message = (
+        f"{function}(): Double backward is unsupported for {name} when >1 zeros in {name} are scattered to the same "
+        "position in self"
+    )
+
+    def second_order(static, operands, grads):
+        if static["reduce"] != "prod" or grads[2] is None:
+            return grads
+        from ..autograd._once_differentiable import refusing_differentiation
+
+        input, index, src = operands
+        with no_grad():
+            zeros = (src == 0).to(input.dtype)[tuple(slice(0, n) for n in index.shape)]
+            counts = input.new_zeros(input.shape).scatter_add(static["axis"], index, zeros)
+            repeated = (counts > 1).any()._value
+        if not is_tracer(repeated) and repeated:  # a traced gradient (a transform's) is not checked
+            grads[2] = refusing_differentiation(message, [grads[2]], keep_graph=True)[0]
+        return grads
+
+    return second_order
+
+
+_SCATTER_REDUCE = Op(
+    "scatter_reduce",
+    on_vectors(_scatter_reduce, promoted=(0, 1, 2), like=0),
+    second_order=_refused_through_zeros("scatter_reduce", "src"),
+)
+INDEX_REDUCE = Op(
+    "index_reduce",
+    on_vectors(_scatter_reduce, promoted=(0, 1, 2), like=0),
+    second_order=_refused_through_zeros("index_reduce", "source"),
+)
 _REDUCTIONS = ("sum", "prod", "mean", "amax", "amin")
 
 
 def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
     """A copy of input where each position `index` points to along `dim` is reduced ('sum', 'prod', 'mean', 'amax',
     'amin') with the src elements sent to it (and its own value, with include_self)."""
+    return scatter_reduce_by(_SCATTER_REDUCE, input, dim, index, src, reduce, include_self)
+
+
+def scatter_reduce_by(op, input, dim, index, src, reduce, include_self):
+    """scatter_reduce as the op `op` (scatter_reduce's, or index_reduce's, whose node torch names otherwise)."""
     reduce = {"max": "amax", "min": "amin"}.get(reduce, reduce)  # torch's older names, still accepted
     if reduce not in _REDUCTIONS:
         raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got {reduce}")
@@ -391,7 +432,7 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
     d = _wrap_dim(dim, max(input.ndim, 1))
     check_scatter_shapes(input, d, index, src)
     _check_range(index, input.shape[d] if input.ndim else 1, d)
-    return apply(_SCATTER_REDUCE, [input, index, src], axis=d, reduce=reduce, include_self=bool(include_self))
+    return apply(op, [input, index, src], axis=d, reduce=reduce, include_self=bool(include_self))
 
 
 FUNCTIONS = {

@@ -119,6 +119,9 @@ def _view_op(backward_name, view=True):
 
 
 _UNSAFE_VIEW = _view_op("UnsafeViewBackward0", view=False)  # the reshape of a copy: torch tracks no view
+# forward_ad's make_dual and unpack_dual primal: a view for reverse mode, but none for forward mode (as torch's
+# _make_dual and _fw_primal): its tangent is its own, and an in-place write into it leaves its base's alone
+PRIMAL_VIEW = _view_op("ViewBackward0")
 
 
 # reshape-like views differ only in the name torch gives their backward
@@ -200,7 +203,7 @@ _SPLIT = {
         multi=True,
         backward_name=name,
     )
-    for name in ("SplitBackward0", "SplitWithSizesBackward0")
+    for name in ("SplitBackward0", "SplitWithSizesBackward0", "UnsafeSplitBackward0", "UnsafeSplitWithSizesBackward0")
 }
 
 
@@ -465,6 +468,11 @@ def _split(tensor, sizes, d, name):
 
 def split(tensor, split_size_or_sections, dim=0):
     """Split into chunks of `split_size` (the last may be smaller) or of the listed sizes."""
+    return split_named(tensor, split_size_or_sections, dim, "Split")
+
+
+def split_named(tensor, split_size_or_sections, dim, kind):
+    """split, its outputs' node named `kind`Backward0, or `kind`WithSizesBackward0 for listed sizes."""
     d = _wrap_dim(dim, tensor.ndim)
     n = tensor.shape[d]
     if isinstance(split_size_or_sections, (list, tuple)):
@@ -478,14 +486,14 @@ def split(tensor, split_size_or_sections, dim=0):
                 f"split_with_sizes expects split_sizes to sum exactly to {n} (input tensor's size at "
                 f"dimension {d}), but got split_sizes={sizes}"
             )
-        return _split(tensor, sizes, d, "SplitWithSizesBackward0")
+        return _split(tensor, sizes, d, f"{kind}WithSizesBackward0")
     step = int(split_size_or_sections)
     if step < 0:
         raise RuntimeError(f"split expects split_size be non-negative, but got split_size={step}")
     if step == 0 and n:
         raise RuntimeError(f"split_size can only be 0 if dimension size is 0, but got dimension size of {n}")
     sizes = [min(step, n - lo) for lo in range(0, n, step)] if n else [0]
-    return _split(tensor, sizes, d, "SplitBackward0")
+    return _split(tensor, sizes, d, f"{kind}Backward0")
 
 
 def split_method(self, split_size, dim=0):
@@ -498,13 +506,18 @@ split_method.__name__, split_method.__qualname__ = "split", "Tensor.split"
 
 def chunk(input, chunks, dim=0):
     """Split into `chunks` pieces of equal size along `dim` (the last may be smaller, and fewer may come)."""
+    return chunk_named(input, chunks, dim, "Split")
+
+
+def chunk_named(input, chunks, dim, kind):
+    """chunk, its outputs' node named as split_named's of `kind`."""
     if chunks <= 0:
         raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
     d = _wrap_dim(dim, input.ndim)
     n = input.shape[d]
     if n == 0:
-        return _split(input, [0] * chunks, d, "SplitWithSizesBackward0")
-    return split(input, -(-n // chunks), d)
+        return _split(input, [0] * chunks, d, f"{kind}WithSizesBackward0")
+    return split_named(input, -(-n // chunks), d, kind)
 
 
 def _join_op(name, f, host_f, host_vjp):

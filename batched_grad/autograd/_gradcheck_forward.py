@@ -84,8 +84,11 @@ def forward_jacobians(func, inputs, diff_idx, check_grad_dtypes=False):
             tangents[i] = np.zeros(inputs[i].shape, inputs[i]._v.dtype)
             tangents[i].flat[d] = 1
             columns.append(_dual_tangents(func, inputs, tangents, check_grad_dtypes))
-        outputs = len(columns[0]) if columns else 0
-        jacobians.append([np.stack([c[k] for c in columns]) for k in range(outputs)])
+        if not columns:  # an input without elements: Jacobians without rows, one per float output
+            flats = _dual_tangents(func, inputs, tangents, check_grad_dtypes)
+            jacobians.append([np.zeros((0, flat.size), flat.dtype) for flat in flats])
+            continue
+        jacobians.append([np.stack([c[k] for c in columns]) for k in range(len(columns[0]))])
     return jacobians
 
 

@@ -43,17 +43,26 @@ def once_differentiable(backward):
         if not any(isinstance(g, Tensor) and g.requires_grad for g in grad_outputs):
             return grads
         single = not isinstance(grads, tuple)
-        grads = (grads,) if single else grads
-        leaves = [Tensor._wrap(g._value, requires_grad=True) if isinstance(g, Tensor) else None for g in grads]
-        node = DelayedError(
-            TWICE,
-            tuple(None if leaf is None else _graph.edge_of(leaf) for leaf in leaves),
-            tuple(None if leaf is None else (leaf._v.shape, leaf._v.dtype) for leaf in leaves),
-        )
-        out = [
-            g if leaf is None else Tensor._wrap(leaf._v, grad_fn=node, output_nr=k)
-            for k, (g, leaf) in enumerate(zip(grads, leaves))
-        ]
+        out = refusing_differentiation(TWICE, (grads,) if single else grads)
         return out[0] if single else tuple(out)
 
     return wrapper
+
+
+def refusing_differentiation(message, grads, keep_graph=False):
+    """`grads` (Tensors, or anything else, left as it is) with the same values, joined to one node that raises
+    `message` when differentiated through. Its edges lead to the graph of `grads` with `keep_graph` (a backward
+    reaching an input through it raises), else to fresh leaves."""
+    sources = [
+        (g if keep_graph else Tensor._wrap(g._value, requires_grad=True)) if isinstance(g, Tensor) else None
+        for g in grads
+    ]
+    node = DelayedError(
+        message,
+        tuple(None if s is None else _graph.edge_of(s) for s in sources),
+        tuple(None if s is None else (s._v.shape, s._v.dtype) for s in sources),
+    )
+    return [
+        g if s is None else Tensor._wrap(s._v, grad_fn=node, output_nr=k)
+        for k, (g, s) in enumerate(zip(grads, sources))
+    ]

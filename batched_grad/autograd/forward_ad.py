@@ -10,6 +10,8 @@ time, and closing it drops every tangent."""
 from typing import NamedTuple
 
 from .. import _dual
+from .._ops._core import apply
+from .._ops.shape import PRIMAL_VIEW
 from .._tensor import Tensor
 
 __all__ = ["UnpackedDualTensor", "enter_dual_level", "exit_dual_level", "make_dual", "unpack_dual", "dual_level"]
@@ -50,7 +52,7 @@ def _check_level(level, name):
 
 def _untangented_view(tensor):
     """A view of `tensor` (sharing its values and version) that has no tangent."""
-    view = tensor.view_as(tensor)
+    view = apply(PRIMAL_VIEW, [tensor], shape=tuple(tensor.shape))
     if _dual.LEVELS.open is not None:
         _dual.LEVELS.open.pop(view)
     return view
@@ -65,14 +67,48 @@ def check_dual_dtypes(primal, tangent):
         raise ValueError(f"Expected tangent to be floating point or complex, but got: {tangent.dtype!r}")
 
 
+def _storage_elements(t):
+    """The number of `t`'s elements that the storage it shares with its base holds."""
+    root = t if t._view is None else t._view[0]
+    return root.numel() * root.dtype.itemsize // t.dtype.itemsize
+
+
+def _laid_out_alike(tensor, tangent):
+    """torch's has_same_meta: the same storage size and offset, strides (but where a dim has one element or none)
+    and conjugate and negative bits."""
+    if _storage_elements(tensor) != _storage_elements(tangent) or tensor.storage_offset() != tangent.storage_offset():
+        return False
+    for n, a, b in zip(tensor.shape, tensor.stride(), tangent.stride()):
+        if a != b and n > 1:
+            return False
+    return tensor.is_conj() == tangent.is_conj() and tensor.is_neg() == tangent.is_neg()
+
+
+def _tangent_laid_out_as(tensor, tangent):
+    """`tangent` where it is laid out as `tensor`, else a copy of it (with `tensor`'s conjugate bit), as torch's
+    make_dual: in-place ops on the dual tensor then write into the copy, not into `tangent`."""
+    if _laid_out_alike(tensor, tangent):
+        return tangent
+    values = tangent.resolve_conj().resolve_neg()
+    if tensor.is_conj():
+        return values.conj().resolve_conj().conj()
+    return values.clone() if values is tangent else values
+
+
 def make_dual(tensor, tangent, *, level=None):
-    """A view of `tensor` carrying `tangent` (of its shape): the ops applied to it compute their results' tangents."""
+    """A view of `tensor` carrying `tangent` (of its shape): the ops applied to it compute their results' tangents.
+    The dual tensor's tangent is `tangent` itself where it is laid out as `tensor` (else a copy of it)."""
     _check_level(level, "_make_dual")
     check_dual_dtypes(tensor, tangent)
     if _dual.LEVELS.open.get(tensor) is not None:
         raise RuntimeError(
             "Making a dual Tensor based on a Tensor that already has a forward gradient at the same level "
             f"{_dual.LEVELS.level} is not supported."
+        )
+    if _dual.LEVELS.open.get(tangent) is not None:
+        raise RuntimeError(
+            f"Setting a forward grad that itself has a forward gradient at the same level{_dual.LEVELS.level} is not "
+            "supported."
         )
     if tuple(tangent.shape) != tuple(tensor.shape):
         raise RuntimeError(
@@ -81,7 +117,8 @@ def make_dual(tensor, tangent, *, level=None):
             f"{list(tangent.shape)}."
         )
     dual = _untangented_view(tensor)
-    _dual.LEVELS.open.set(dual, tangent)  # hidden while forward gradients are off, as torch's
+    # hidden while forward gradients are off, as torch's
+    _dual.LEVELS.open.set(dual, _tangent_laid_out_as(tensor, tangent))
     return dual
 
 
