@@ -1245,6 +1245,7 @@ for _name, _call, _args in [
     ("is_tensor", _by_name("is_tensor"), (X,)),
     ("is_complex", _by_name("is_complex"), (X,)),
     ("is_floating_point", _by_name("is_floating_point"), (X,)),
+    ("is_inference", _by_name("is_inference"), (X,)),
     ("is_conj", _by_name("is_conj"), (X,)),
     ("is_neg", _by_name("is_neg"), (X,)),
     ("is_signed", _by_name("is_signed"), (X,)),
