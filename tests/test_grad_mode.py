@@ -151,3 +151,22 @@ def test_autograd_grad_mode_module_path():
     x = bg.ones(2, requires_grad=True)
     with bg.autograd.grad_mode.no_grad():
         assert (x * 2).grad_fn is None
+
+
+def test_torch_c_grad_switch_and_tracing_state_as_torch():
+    """torch._C._set_grad_enabled (older code's switch) and _get_tracing_state (code that branches on TorchScript
+    tracing) behave as torch's outside a trace."""
+
+    def seen(m):
+        m._C._set_grad_enabled(False)
+        try:
+            off = (m.ones(2, requires_grad=True) * 2).requires_grad, m.is_grad_enabled()
+        finally:
+            m._C._set_grad_enabled(True)
+        return off, m.is_grad_enabled(), m._C._get_tracing_state()
+
+    torch = pytest.importorskip("torch")
+    from oracle import raises_like_torch
+
+    assert seen(bg) == seen(torch)
+    raises_like_torch(lambda m: m._C._set_grad_enabled(1))
