@@ -61,6 +61,7 @@ def test_set_multithreading_enabled_is_set_on_construction_and_restored_on_exit(
         read()
         seen.append(is_multithreading_enabled())
     assert seen == [True, False]
+    assert bg.autograd.is_multithreading_enabled is is_multithreading_enabled  # torch.autograd's name for it
 
 
 @pytest.mark.parametrize("flags", [(False, False), (True, False), (False, True), (True, True)])

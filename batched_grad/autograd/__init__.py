@@ -15,7 +15,7 @@ from . import forward_ad, functional, grad_mode, graph, profiler
 from ._api import backward, grad
 from .anomaly_mode import detect_anomaly, set_detect_anomaly
 from .function import Function, FunctionCtx, once_differentiable
-from .grad_mode import _unsafe_preserve_version_counter, set_multithreading_enabled  # noqa: F401
+from .grad_mode import _unsafe_preserve_version_counter, is_multithreading_enabled, set_multithreading_enabled  # noqa: F401
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck
 from .profiler import _profiler_enabled  # noqa: F401  (torch's, private)
 from .variable import Variable
