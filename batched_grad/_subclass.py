@@ -146,6 +146,7 @@ def _install_later():
         namespace, names, module, python_level = _LATER.pop()
         for name in names:
             namespace[name] = dispatching(namespace[name], f"{module}.{name}", python_level)
+        _exported.cache_clear()  # the names now stand for the wrappers
 
 
 def overloaded(args, kwargs=None):
