@@ -359,7 +359,7 @@ class Tensor(InPlace):
     @property
     def shape(self):
         """The tensor's shape, a torch.Size (a tuple)."""
-        return Size(self._v.shape)
+        return tuple.__new__(Size, self._v.shape)  # an array's shape holds ints: Size's checks have nothing to do
 
     @property
     def dtype(self):
