@@ -149,10 +149,11 @@ class Size(tuple):
     __index__ (an integer tensor of one element too) as torch reads them."""
 
     def __new__(cls, sizes=()):
-        sizes = tuple(sizes)
-        if not all(type(s) is int for s in sizes):
-            sizes = tuple(_size_entry(i, s) for i, s in enumerate(sizes))
-        return super().__new__(cls, sizes)
+        sizes = sizes if type(sizes) is tuple else tuple(sizes)
+        try:
+            return tuple.__new__(cls, map(operator.index, sizes))  # one C pass: every .shape read makes a Size
+        except TypeError:
+            return tuple.__new__(cls, [_size_entry(i, s) for i, s in enumerate(sizes)])  # raises torch's error
 
     def __repr__(self):
         return f"torch.Size({list(self)})"
@@ -359,7 +360,7 @@ class Tensor(InPlace):
     @property
     def shape(self):
         """The tensor's shape, a torch.Size (a tuple)."""
-        return tuple.__new__(Size, self._v.shape)  # an array's shape holds ints: Size's checks have nothing to do
+        return Size(self._v.shape)
 
     @property
     def dtype(self):
