@@ -31,7 +31,7 @@ from jax.extend.core import ClosedJaxpr
 from vmap._pytree import flatten
 
 from . import _compile_args
-from ._grad_mode import is_grad_enabled
+from ._grad_mode import is_recording
 from ._host import is_shared
 from ._lazy import Pending, computable, materialize
 from ._tensor import Tensor
@@ -245,7 +245,7 @@ def _signature(leaves, spec):
                     f"but got {type(x).__name__}"
                 ) from None
             parts.append((type(x), x))
-    return spec, tuple(parts), is_grad_enabled()
+    return spec, tuple(parts), is_recording()
 
 
 def _read_message(error):

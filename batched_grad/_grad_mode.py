@@ -18,8 +18,10 @@ CLASS_DECORATION = (
 
 
 class _State(threading.local):
-    enabled = True  # the defaults of every thread (class attributes: read as fast as instance ones)
+    # the defaults of every thread (class attributes: read as fast as instance ones)
+    grad = True  # grad mode, as the user set it
     inference = False
+    enabled = True  # ops record the graph: grad mode on and inference mode off
     view_replay = False  # _force_original_view_tracking
 
 
@@ -27,7 +29,13 @@ _state = _State()
 
 
 def is_grad_enabled():
-    """Whether grad mode is on (ops record the graph) in this thread."""
+    """Whether grad mode is on in this thread. Inside inference mode it is off unless enable_grad turned it on, and
+    even then nothing is recorded, as in torch."""
+    return _state.grad
+
+
+def is_recording():
+    """Whether ops record the graph in this thread: grad mode on, inference mode off."""
     return _state.enabled
 
 
@@ -37,12 +45,13 @@ def is_inference_mode_enabled():
 
 
 def _set(mode, inference=None):
-    _state.enabled = mode
     if inference is not None and inference is not _state.inference:
         _state.inference = inference
         from . import _inference
 
         _inference.mode_switched(inference)
+    _state.grad = mode
+    _state.enabled = mode and not _state.inference
 
 
 def _check_bool(fn, name, value):

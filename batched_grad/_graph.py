@@ -7,7 +7,7 @@ from collections import OrderedDict, namedtuple
 
 from ._anomaly import mode as _anomaly
 from ._anomaly import record as _forward_record
-from ._grad_mode import is_grad_enabled
+from ._grad_mode import is_recording
 
 _lock = threading.Lock()  # guards the creation of per-tensor and per-node state that threads may share
 _sequence = itertools.count()
@@ -200,7 +200,7 @@ class Node:
             cotangents = [None] * len(self.out_meta)
             for k, g in zip(outputs, grad_outputs):
                 cotangents[k] = g
-            grads = self.backward(cotangents, is_grad_enabled())
+            grads = self.backward(cotangents, is_recording())
         return grads[0] if len(grads) == 1 else tuple(grads)
 
     def torch_outputs(self):

@@ -12,7 +12,7 @@ import numpy as np
 
 from . import _dtypes, _dual, _graph, _nesting, _transform_levels
 from ._budget import Jitted
-from ._grad_mode import enable_grad, is_grad_enabled
+from ._grad_mode import enable_grad, is_recording
 from ._host import computed_on_host, is_shared
 from ._saved import SavedValue
 from ._view_meta import check_view_creation
@@ -152,7 +152,7 @@ class InPlace:
         """torch's check_inplace before an in-place write (whose out-of-place `result` may be given): a view whose
         kind forbids a recorded write (_view_meta.py), a view (that requires grad) of a leaf, then a leaf that
         requires grad."""
-        if not is_grad_enabled():
+        if not is_recording():
             return
         view = self._view
         # a view requires grad with its base, also one taken before the base was made to require grad
@@ -264,14 +264,14 @@ class InPlace:
             from ._ops.copy_slices import copy_slices
             from ._ops.shape import scatter_into_view
 
-            written = copy_slices(base, self, result, chain) if is_grad_enabled() else None
+            written = copy_slices(base, self, result, chain) if is_recording() else None
             if written is None:
                 self._bypass_node(result._node, base, chain)
                 written = scatter_into_view(base, result, chain)
             base._rebind(written)
         else:
             base._value = _scatter_value_jit(base._value, result._value, ops) if ops else result._held
-        if graph and is_grad_enabled() and base._node is not None:
+        if graph and is_recording() and base._node is not None:
             self._rejoin_base(result, base, chain)
         else:
             self._rebind(result)
@@ -306,7 +306,7 @@ class InPlace:
     def _rebind(self, src):
         """Take `src`'s value; with grad mode on also its place in the graph (off: the value changes silently)."""
         self._value = src._held
-        if is_grad_enabled() and (src._node is not None or self._node is not None):
+        if is_recording() and (src._node is not None or self._node is not None):
             self._node, self._output_nr = src._node, src._output_nr
             if self._retains_grad and self._node is not None:
                 self._register_retain()

@@ -13,7 +13,7 @@ import numpy as np
 from . import _dtypes, _graph, _subclass
 from ._format import format_tensor
 from ._grad_dtype import AS_DTYPE, get_grad_dtype, grad_dtype_of, set_grad_dtype
-from ._grad_mode import _check_bool, is_grad_enabled
+from ._grad_mode import _check_bool, is_recording
 from ._host import fits, is_shared, read_before, share, to_device, unshared
 from ._inference import NO_VERSION, check_requires_grad, counter_like, is_inference
 from ._inplace import DETACH, LEAF_INPLACE, VIEW_OF_LEAF_INPLACE, InPlace, _ops_of, remember_view  # noqa: F401
@@ -715,7 +715,7 @@ class Tensor(InPlace):
 
     def _check_numpy_view(self):
         """torch's refusals of numpy() without force (np.asarray(tensor) and NumPy's operators on a tensor too)."""
-        if self.requires_grad and is_grad_enabled():
+        if self.requires_grad and is_recording():
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
         if self.is_conj():
             raise RuntimeError(
@@ -813,7 +813,7 @@ class Tensor(InPlace):
     def _warn_if_converted_with_grad(self):
         """torch's warning when float() or complex() drops a gradient: only while grad mode is on (an optimizer's
         step, under no_grad, converts its closure's loss without it)."""
-        if self.requires_grad and is_grad_enabled():
+        if self.requires_grad and is_recording():
             warn_once(SCALAR_REQUIRES_GRAD, stacklevel=None)  # at the line calling float() or complex()
 
     def __index__(self):

@@ -104,6 +104,19 @@ DECORATION = [
     "        y = m.is_inference_mode_enabled(), m.is_grad_enabled()\nx.is_inference(), y",
 ]
 
+GRAD_MODE_INSIDE = [  # grad mode can be turned on inside inference mode, which still records nothing
+    NORMAL + "with m.inference_mode():\n    with m.enable_grad():\n        g = m.is_grad_enabled()\n"
+    "        y, z = a * 2, a.exp()\n        w = a.sum()\ng, y.requires_grad, y.grad_fn, z.requires_grad, "
+    "w.is_inference(), m.is_grad_enabled()",
+    NORMAL + "with m.inference_mode():\n    with m.set_grad_enabled(True):\n        y = a @ a.t()\n"
+    "        e = m.is_grad_enabled()\n    f = m.is_grad_enabled()\ne, f, y.requires_grad, y.is_inference()",
+    NORMAL + "with m.no_grad():\n    with m.inference_mode():\n        with m.inference_mode(False):\n"
+    "            y = a * 2\n            g = m.is_grad_enabled()\n        h = m.is_grad_enabled()\n"
+    "    k = m.is_grad_enabled()\ng, h, k, y.requires_grad, y.grad_fn.name()",
+    NORMAL + "@m.enable_grad()\ndef f(t):\n    return t.exp()\nwith m.inference_mode():\n    y = f(a)\n"
+    "y.requires_grad, y.is_inference()",
+]
+
 TRANSFORMS = [  # torch.func's reverse-mode transforms leave inference mode inside (grad mode on)
     "seen = []\ndef f(r):\n    seen.append((m.is_inference_mode_enabled(), m.is_grad_enabled()))\n"
     "    return (r * r).sum()\nwith m.inference_mode():\n    x = m.ones(2)\n"
@@ -112,7 +125,9 @@ TRANSFORMS = [  # torch.func's reverse-mode transforms leave inference mode insi
 ]
 
 
-@pytest.mark.parametrize("code", WHICH_TENSORS + INSIDE + OUTSIDE + VIEWS_OF_NORMAL + DECORATION + TRANSFORMS)
+@pytest.mark.parametrize(
+    "code", WHICH_TENSORS + INSIDE + OUTSIDE + VIEWS_OF_NORMAL + DECORATION + GRAD_MODE_INSIDE + TRANSFORMS
+)
 def test_inference_mode_like_torch(code):
     assert_like_torch(code)
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import _dtypes, _factories, _layout, _layout_types, _legacy_constructors, _transform_levels
 from .._compiled import set_background_compile, wait_for_compiles
-from .._grad_mode import is_grad_enabled
+from .._grad_mode import is_recording
 from .._lazy import compile_count
 from .._meta import device_for
 from .._tensor import VIEW_OF_LEAF_INPLACE, Tensor, warn_once
@@ -459,7 +459,7 @@ def _setitem_is_view(shape, index):
 
 
 def _setitem(self, index, value):
-    if is_grad_enabled() and self.is_leaf and self.requires_grad and _setitem_is_view(self.shape, index):
+    if is_recording() and self.is_leaf and self.requires_grad and _setitem_is_view(self.shape, index):
         raise RuntimeError(VIEW_OF_LEAF_INPLACE)
     setitem(self, index, value)
 

@@ -19,7 +19,7 @@ from .._float_errors import ignore as ignore_float_errors
 from .._float_errors import restore as restore_float_errors
 from .._foreign import TORCH_TENSOR_PASSED, is_torch_tensor
 from .._grad_mode import _state as GRAD_MODE
-from .._grad_mode import is_grad_enabled
+from .._grad_mode import is_recording
 from .._host import (
     HOST_FLOATS,
     computed_on_host,
@@ -382,7 +382,7 @@ def _apply(op, operands, static, host_tried=False):
         elif kind is NoDenseValue:
             raise RuntimeError(SPARSE_NOT_PROVIDED)
         arrays.append(a)
-    recording = recording and is_grad_enabled() and _any_normal(op, operands)
+    recording = recording and is_recording() and _any_normal(op, operands)
     deferred = recording or pending
     # a recorded or deferred op runs on the host when computed (_lazy)
     outs = None if deferred or host_tried else on_host(op, arrays, static)
@@ -501,7 +501,7 @@ def apply_onto_meta(op, tensor, **static):
     and result may be on different devices."""
     previous = swap_x64(True)
     try:
-        recording = _requires_grad(tensor) and is_grad_enabled()
+        recording = _requires_grad(tensor) and is_recording()
         (out,), (linked,), node = _meta_results(op, [tensor], [tensor._v], tuple(static.items()), recording)
         return Tensor._wrap(out, node if linked else None)
     finally:

@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import _dtypes, _dual
 from .._foreign import TORCH_TENSOR_PASSED, has_torch_tensor, not_a_tensor
-from .._grad_mode import is_grad_enabled, no_grad
+from .._grad_mode import is_recording, no_grad
 from .._subclass import DISPATCHING, dispatch, dispatching_later, overloaded
 from .._tensor import Tensor
 from .._vmap_levels import is_batched
@@ -111,7 +111,7 @@ def write_out(name, out, fn, args, kwargs, rule="cast"):
         if not isinstance(o, Tensor):
             raise not_a_tensor(name, "out", out)
     operands = [x for x in (*args, *kwargs.values(), *outs) if isinstance(x, Tensor)]
-    if is_grad_enabled() and any(x.requires_grad for x in operands):
+    if is_recording() and any(x.requires_grad for x in operands):
         raise RuntimeError(
             f"{name}(): functions with out=... arguments don't support automatic differentiation, but "
             "one of the arguments requires grad."

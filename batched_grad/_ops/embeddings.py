@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import _dtypes, _host
 from .._factories import arange, zeros
-from .._grad_mode import is_grad_enabled, no_grad
+from .._grad_mode import is_recording, no_grad
 from .._tensor import Tensor
 from ._core import Op, apply
 from .nn import _check_tensor, _is_concrete
@@ -289,7 +289,7 @@ def embedding_bag(
     padding_idx = _checked_padding_idx(padding_idx, weight.shape[0])
     _check_values(indices, offsets, weight.shape[0])
     bags = max(offsets.shape[0] - bool(include_last_offset), 0)
-    if sparse and weight.requires_grad and is_grad_enabled():
+    if sparse and weight.requires_grad and is_recording():
         weight, indices, padding_idx = _looked_up_rows(weight, indices, padding_idx)
     operands = [weight, indices, offsets] + ([] if sample_weights is None else [sample_weights])
     return apply(
@@ -322,7 +322,7 @@ def embedding_renorm_(input, indices, max_norm, norm_type):
     requires grad, under grad mode, it raises (torch raises at the backward for a non-leaf)."""
     _check_tensor("embedding_renorm_", "input", input)
     _check_tensor("embedding_renorm_", "indices", indices, 2)
-    if is_grad_enabled() and input.requires_grad:
+    if is_recording() and input.requires_grad:
         if input.is_leaf:
             raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
         raise RuntimeError("the derivative for 'embedding_renorm' is not implemented.")

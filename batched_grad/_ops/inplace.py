@@ -7,7 +7,7 @@ backward raises, as torch's)."""
 import jax.numpy as jnp
 
 from .. import _dtypes
-from .._grad_mode import is_grad_enabled
+from .._grad_mode import is_recording
 from .._tensor import Tensor
 from ._core import Op, apply
 from ._derivatives import raises_in_backward
@@ -44,7 +44,7 @@ _LOGICAL_NOT = Op(
 
 
 def _recording(self, *others):
-    return is_grad_enabled() and any(isinstance(x, Tensor) and x.requires_grad for x in (self, *others))
+    return is_recording() and any(isinstance(x, Tensor) and x.requires_grad for x in (self, *others))
 
 
 def _compare_inplace(name):

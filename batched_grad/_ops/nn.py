@@ -15,7 +15,7 @@ from .. import _dtypes
 from .._autocast import autocast_policy
 from .._dtypes import not_implemented
 from .._foreign import not_a_tensor
-from .._grad_mode import is_grad_enabled
+from .._grad_mode import is_recording
 from .._graph import GradientEdge, sequence_mark
 from .._int_args import int_or_ints
 from .._lazy import NeedsTracing, signature
@@ -275,7 +275,7 @@ def linear(input, weight, bias=None):
     operands = [input, weight] if bias is None else [bias, input, weight]
     if type(input._v) is MetaValue or type(weight._v) is MetaValue or type(operands[0]._v) is MetaValue:
         check_devices(_LINEAR, operands[-2:] + operands[:-2])  # torch checks the input's device first
-    if weight.requires_grad and is_grad_enabled():
+    if weight.requires_grad and is_recording():
         sequence_mark()  # the number torch's weight.t() node gets, for the node _expose_t may make
     if bias is not None and input.ndim == 3 and input.dtype in REDUCED_FLOATS and input.is_contiguous():
         return apply(_LINEAR, operands, weight_t=False, addmm_rows=True)
@@ -558,7 +558,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
         from .embeddings import renorm_rows_  # embeddings imports this module
 
         renorm_rows_(weight, input, max_norm, norm_type)
-    if sparse and weight.requires_grad and is_grad_enabled():
+    if sparse and weight.requires_grad and is_recording():
         from ..sparse._grads import embedding_with_sparse_grad
 
         lookup = lambda w: apply(_EMBEDDING, [w, input], padding_idx=padding_idx)  # noqa: E731

@@ -5,7 +5,7 @@ import jax
 
 from .. import _dtypes, _memory_format
 from .._devices import only_cpu, resolve
-from .._grad_mode import is_grad_enabled
+from .._grad_mode import is_recording
 from .._meta import NO_DATA, is_meta, onto_meta
 from .._tensor import Tensor, device, type_name, warn_once
 from ._core import Op, apply, apply_onto_meta
@@ -76,7 +76,7 @@ def _to_device(t, spec):
         return apply(_TO, [t], dtype=t.dtype.np)  # torch copies for an explicit cpu:0 (the cpu's index is None)
     if only_cpu() or t.device == target:
         return t
-    if t.requires_grad and is_grad_enabled():
+    if t.requires_grad and is_recording():
         return apply(_TO_DEVICE, [t], device=jax_device)
     return Tensor._wrap(jax.device_put(t._value, jax_device))
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import _dtypes
 from .._autocast import autocast_policy
-from .._grad_mode import is_grad_enabled, is_view_replay_enabled
+from .._grad_mode import is_recording, is_view_replay_enabled
 from .._inplace import scatter_through
 from .._int_args import int_or_ints
 from .._tensor import Tensor, _wrap_dim, type_name
@@ -685,7 +685,7 @@ def scatter_into_view(base, src, chain):
 
 def check_multi_view(base, chain, requires_grad):
     """torch's error for an in-place change (that requires grad) of one of several views an op returned."""
-    if any(op is not None and op.multi for op, _, _ in chain) and requires_grad and is_grad_enabled():  # None: detach
+    if any(op is not None and op.multi for op, _, _ in chain) and requires_grad and is_recording():  # None: detach
         op, _, k = chain[-1]  # torch names the view's own node
         where = (
             f"Output {k} of {op.backward_name.replace('Backward0', '')} is a view and is being modified inplace."

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _graph
-from .._grad_mode import is_grad_enabled
+from .._grad_mode import is_recording
 from .._inplace import DETACH, _ops_of, _view_value, remember_view
 from .._layout import storage_offset
 from .._tensor import Tensor, python_type_name
@@ -280,7 +280,7 @@ def set_(self, *args, **kwargs):
     alias = _alias_of(source, offset, size, stride) if source is not None else None
     before_write(self)
     recorded = None
-    if is_grad_enabled() and (self.requires_grad or (source is not None and source.requires_grad)):
+    if is_recording() and (self.requires_grad or (source is not None and source.requires_grad)):
         operands = [self] if source is None else [self, source]
         recorded = apply(_SET, operands, shape=(0,) if alias is None else tuple(alias.shape))
     _leave_storage(self)

@@ -6,7 +6,7 @@ import numpy as np
 
 from .._dtypes import not_implemented
 from .._dual import tangent_of
-from .._grad_mode import is_grad_enabled
+from .._grad_mode import is_recording
 from .._tensor import Tensor, _wrap_dim
 from .._vmap_levels import refuse_dynamic_shape
 from ._core import Op, apply
@@ -104,6 +104,6 @@ def _unique2(input, sorted=True, return_inverse=False, return_counts=False):  # 
 
 def _taken(input, positions, axis, name):
     positions = positions.astype(np.int64)
-    if (input.requires_grad and is_grad_enabled()) or tangent_of(input) is not None:
+    if (input.requires_grad and is_recording()) or tangent_of(input) is not None:
         return apply(_UNIQUE[name], [input, positions], axis=axis, name=name)
     return Tensor._wrap(np.take(_host_values(input), positions, axis=axis))

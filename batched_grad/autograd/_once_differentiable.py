@@ -4,7 +4,7 @@ lead to a node that refuses to be differentiated (torch's DelayedError)."""
 import functools
 
 from .. import _graph
-from .._grad_mode import is_grad_enabled, no_grad
+from .._grad_mode import is_recording, no_grad
 from .._tensor import Tensor
 
 TWICE = "trying to differentiate twice a function that was marked with @once_differentiable"
@@ -38,7 +38,7 @@ def once_differentiable(backward):
     def wrapper(ctx, *grad_outputs):
         with no_grad():
             grads = backward(ctx, *grad_outputs)
-        if not is_grad_enabled():
+        if not is_recording():
             return grads
         if not any(isinstance(g, Tensor) and g.requires_grad for g in grad_outputs):
             return grads

@@ -9,7 +9,7 @@ import weakref
 from .. import _dual, _graph
 from .._dtypes import to_dtype
 from .._grad_dtype import for_edge
-from .._grad_mode import is_grad_enabled, no_grad, set_grad_enabled
+from .._grad_mode import is_recording, no_grad, set_grad_enabled
 from .._rowwise import run_batched
 from .._saved import BACKWARD_TWICE, SavedTensor, SavedValue
 from .._tensor import DETACH, VIEW_OF_LEAF_INPLACE, Tensor, _ops_of, python_type_name
@@ -351,7 +351,7 @@ class Function:
         is_tuple = isinstance(output, tuple)
         outs = output if is_tuple else (output,)
         dirty = _bump_dirty(ctx.dirty_tensors)
-        recorded = is_grad_enabled() and any(ctx.needs_input_grad)
+        recorded = is_recording() and any(ctx.needs_input_grad)
         node = node_class(cls, bool(grad_levels()))(cls, ctx, args, outs) if recorded else None
         if cls.setup_context is not None:
             _check_returned_inputs_not_saved(outs, node, ctx, args, dirty)

@@ -10,7 +10,7 @@ from vmap._batching import check_chunk_size
 
 from .. import _fused
 from .._factories import zeros_like
-from .._grad_mode import enable_grad, is_grad_enabled, set_grad_enabled
+from .._grad_mode import enable_grad, is_recording, set_grad_enabled
 from .._host import to_device
 from .._ops import stack
 from .._sparsity import SparseMatrix, Sparsity
@@ -203,7 +203,7 @@ def vjp(func, inputs, v=None, create_graph=False, strict=False):
             "The vector v can only be None if the user-provided function returns a single Tensor "
             "with a single element.",
         )
-    with set_grad_enabled(create_graph or is_grad_enabled()):
+    with set_grad_enabled(create_graph or is_recording()):
         grads = _autograd_grad(outputs, inputs, v, create_graph=create_graph)
         result = _fill_in_zeros(grads, inputs, strict, create_graph, "back")
     return _results(outputs, result, is_outputs_tuple, is_inputs_tuple, create_graph)
@@ -223,7 +223,7 @@ def jvp(func, inputs, v=None, create_graph=False, strict=False):
         grad_outputs = tuple(zeros_like(out, requires_grad=True) for out in outputs)
         grad_inputs = _autograd_grad(outputs, inputs, grad_outputs, create_graph=True)
         _check_requires_grad(grad_inputs, "grad_inputs", strict)
-    with set_grad_enabled(create_graph or is_grad_enabled()):
+    with set_grad_enabled(create_graph or is_recording()):
         grads = _autograd_grad(grad_inputs, grad_outputs, v, create_graph=create_graph)
         result = _fill_in_zeros(grads, outputs, strict, create_graph, "back_trick")
     return _results(outputs, result, is_outputs_tuple, is_outputs_tuple, create_graph)
@@ -546,7 +546,7 @@ def vhp(func, inputs, v=None, create_graph=False, strict=False):
     """(func(*inputs), v^T H): the vector-Hessian product of a function returning one single-element Tensor."""
     with enable_grad():
         inputs, is_inputs_tuple, v, outputs, jac = _hessian_setup(func, inputs, v, create_graph, strict, "vhp")
-    with set_grad_enabled(create_graph or is_grad_enabled()):
+    with set_grad_enabled(create_graph or is_recording()):
         grads = _autograd_grad(jac, inputs, v, create_graph=create_graph)
         result = _fill_in_zeros(grads, inputs, strict, create_graph, "double_back")
     return _results(outputs, result, False, is_inputs_tuple, create_graph)
@@ -561,7 +561,7 @@ def hvp(func, inputs, v=None, create_graph=False, strict=False):
         grad_jac = tuple(zeros_like(x, requires_grad=True) for x in inputs)
         double_back = _autograd_grad(jac, inputs, grad_jac, create_graph=True)
         _check_requires_grad(jac, "hessian", strict)
-    with set_grad_enabled(create_graph or is_grad_enabled()):
+    with set_grad_enabled(create_graph or is_recording()):
         grads = _autograd_grad(double_back, grad_jac, v, create_graph=create_graph)
         result = _fill_in_zeros(grads, inputs, strict, create_graph, "double_back_trick")
     return _results(outputs, result, False, is_inputs_tuple, create_graph)

@@ -15,7 +15,7 @@ from vmap._pytree import flatten
 from .. import _dual
 from .._dtypes import float64
 from .._factories import eye
-from .._grad_mode import enable_grad, is_grad_enabled
+from .._grad_mode import enable_grad, is_recording
 from .._ops._core import Op, apply
 from .._reads import output_reads
 from .._sparsity._api import check_arguments
@@ -128,7 +128,7 @@ class _CapturesGrad(Exception):
 def _traced(func, inputs, outputs):
     """func traced into a jaxpr (as _functional_forward._trace) while its ops are recorded, so that a result that
     reaches a captured tensor requiring grad raises _CapturesGrad (when grad mode is on outside)."""
-    grad_outside = is_grad_enabled()
+    grad_outside = is_recording()
 
     def recorded(*xs):
         with enable_grad():
@@ -198,7 +198,7 @@ def _jvp_by_reverse_mode(func, primals, flat_tangents, strict, has_aux):
     """The JVP by reverse mode, for a function that reads values or whose results must stay differentiable with
     respect to captured tensors: the VJP is linear in its cotangent u, so the JVP along t is the gradient, with
     respect to u, of <VJP(u), t>; recorded where the results must stay differentiable outside."""
-    grad_outside = is_grad_enabled()
+    grad_outside = is_recording()
     with enable_grad():
         inputs, spec = differentiable_inputs(primals)
         output, aux = split_aux(func(*spec.unflatten(inputs)), has_aux, JVP)
@@ -302,7 +302,7 @@ def _jacfwd(func, args, kwargs, argnums, has_aux, randomness):
 
     try:
         with randomness_mode(randomness):
-            blocks, _ = forward_jacobian(flat_func, leaves, outputs, trace=_traced, recorded=is_grad_enabled())
+            blocks, _ = forward_jacobian(flat_func, leaves, outputs, trace=_traced, recorded=is_recording())
     except (Untraceable, _CapturesGrad):  # f reads values, or must stay differentiable: by reverse mode
         return jacrev(func, argnums, has_aux=has_aux)(*args, **kwargs)
     n_out = len(outputs.flat_output)

@@ -15,7 +15,7 @@ import functools
 
 from vmap._pytree import flatten
 
-from .._grad_mode import is_grad_enabled
+from .._grad_mode import is_recording
 from .._host import unshared
 from .._inplace import DETACH
 from .._ops import clone
@@ -66,7 +66,7 @@ def functionalize(func, *, remove="mutations"):
 def _stand_in(x):
     """A tensor of `x`'s values with a storage of its own: recorded as a copy of `x` where `x` requires grad (so
     gradients reach it), else holding its value (immutable: nothing is copied; memory shared with NumPy is)."""
-    if x.requires_grad and is_grad_enabled():
+    if x.requires_grad and is_recording():
         return clone(x)
     return Tensor._wrap(unshared(x._v))
 

@@ -12,7 +12,7 @@ from vmap._pytree import flatten
 
 from .. import _dual
 from .._factories import zeros_like
-from .._grad_mode import enable_grad, is_grad_enabled
+from .._grad_mode import enable_grad, is_recording
 from .._ops import cat
 from .._saved_hooks import unsupported_in_transforms
 from .._sparsity._api import check_arguments, sparse_hessian, sparse_jacobian
@@ -76,7 +76,7 @@ class _Recorded:
     whether gradients must be recorded now to stay differentiable outside (`keep_graph`: that, with grad mode on)."""
 
     def __init__(self, func, args, kwargs, argnums, has_aux, api):
-        grad_outside = is_grad_enabled()
+        grad_outside = is_recording()
         with enable_grad():
             callers = selected(args, argnums)
             self.inputs, self.spec = differentiable_inputs(callers)
@@ -175,7 +175,7 @@ def vjp(func, *primals, has_aux=False):
                 f"to the function. cotangents: {spec.pprint()}, "
                 f"primal output: {run.output_spec.pprint()}"
             )
-        record = is_grad_enabled() if create_graph is None else create_graph
+        record = is_recording() if create_graph is None else create_graph
         differentiable = run.reaches_outside or reaches_outside(flat_cotangents, ())
         with enable_grad():
             grads = _gradients(run.flat_output, run.inputs, flat_cotangents, record and differentiable)

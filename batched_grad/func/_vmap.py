@@ -17,7 +17,7 @@ from vmap._rows import map_rows
 from vmap._shards import first_shards, split_as
 
 from .._generator import default_generator
-from .._grad_mode import is_grad_enabled, no_grad
+from .._grad_mode import is_recording, no_grad
 from .._graph import sequence_mark
 from .._lazy import MAPPED, NeedsTracing, Pending, evaluate_mapped, mapped_input
 from .._meta import VMAP_OVER_META, is_meta
@@ -66,7 +66,7 @@ def vmap(func, in_dims=0, out_dims=0, *, chunk_size=None, randomness="error"):
         rng_state = default_generator.get_state() if randomness != "error" else None  # for a backward's rerun
         # mapped arguments that require grad: their rows are leaves that require grad, so that the results say
         # whether they depend on them
-        differentiable = [i for i in mapped if is_grad_enabled() and flat_args[i].requires_grad]
+        differentiable = [i for i in mapped if is_recording() and flat_args[i].requires_grad]
 
         def run(rows, trace=None):
             """func on Tensors of `rows` in place of the mapped arguments: its result's leaves, then the rows that
@@ -83,7 +83,7 @@ def vmap(func, in_dims=0, out_dims=0, *, chunk_size=None, randomness="error"):
                 returned.clear()  # result k: mapped argument i's row itself
                 returned.update((k, i) for k, x in enumerate(leaves) for i in mapped if x is call[i])
                 leaves = leaves + [call[i] for i in written]
-                if is_grad_enabled():
+                if is_recording():
                     recorded[:] = [
                         outside_edges(leaves, start, is_batched),
                         [isinstance(x, Tensor) and x.requires_grad for x in leaves],

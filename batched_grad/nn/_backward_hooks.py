@@ -94,11 +94,11 @@ class BackwardHook:
 def _through_node(values, make_node):
     """`values` (a tuple) with its Tensors replaced by outputs of a new identity node, if one requires grad (else
     unchanged); and the indices of the Tensors (None when nothing was wrapped)."""
-    from .._grad_mode import is_grad_enabled
+    from .._grad_mode import is_recording
 
     indices = [i for i, v in enumerate(values) if isinstance(v, Tensor)]
     tensors = [values[i] for i in indices]
-    if not (is_grad_enabled() and any(t.requires_grad for t in tensors)):
+    if not (is_recording() and any(t.requires_grad for t in tensors)):
         return values, None
     node = make_node(tuple(_graph.edge_of(t) for t in tensors), tuple((t._v.shape, t._v.dtype) for t in tensors))
     wrapped = list(values)

@@ -10,7 +10,7 @@ import warnings
 import numpy as np
 
 from .. import _factories
-from .._grad_mode import is_grad_enabled
+from .._grad_mode import is_recording
 from . import functional as F
 from . import init
 from .attention import MultiheadAttention, _as_additive
@@ -273,7 +273,7 @@ class TransformerEncoder(Module):
             first.linear2.weight,
             first.linear2.bias,
         )
-        return not (is_grad_enabled() and any(t is not None and t.requires_grad for t in (src, *weights)))
+        return not (is_recording() and any(t is not None and t.requires_grad for t in (src, *weights)))
 
 
 class TransformerDecoder(Module):

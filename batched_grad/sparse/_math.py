@@ -7,7 +7,7 @@ import numpy as np
 
 from .. import _dtypes, _ops
 from .._factories import tensor, zeros
-from .._grad_mode import is_grad_enabled
+from .._grad_mode import is_recording
 from .._meta import NoDenseValue
 from .._tensor import Tensor, _wrap_dim
 from ._construct import _host_indices, coalesce, linear_index, to_dense
@@ -329,7 +329,7 @@ def copy_(self, src, non_blocking=False):
     outside the graph (as load_state_dict copies under no_grad)."""
     if not isinstance(src, SparseCOO):
         raise RuntimeError("copy_: a sparse COO tensor can be copied only from a sparse COO tensor; got a dense one")
-    if is_grad_enabled() and (self.requires_grad or src.requires_grad):
+    if is_recording() and (self.requires_grad or src.requires_grad):
         raise RuntimeError("copy_ into a sparse COO tensor is provided outside the graph only (under no_grad)")
     values = src._coo_values.to(self.dtype).clone()
     self._coo_indices, self._coo_values, self._coalesced = src._coo_indices.clone(), values, src._coalesced

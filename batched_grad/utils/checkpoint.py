@@ -23,7 +23,7 @@ import weakref
 
 from .. import _graph_task
 from .._generator import get_rng_state, set_rng_state
-from .._grad_mode import enable_grad, is_grad_enabled, no_grad
+from .._grad_mode import enable_grad, is_recording, no_grad
 from .._saved import SavedValue
 from .._tensor import Tensor
 from ..amp import autocast_mode
@@ -402,7 +402,7 @@ def _checkpoint_without_reentrant(
             with autocast_mode.autocast("cpu", **cpu_autocast_kwargs), recompute_context:
                 function(*inputs, **kwargs)
 
-    if not is_grad_enabled():
+    if not is_recording():
         return function(*args, **kwargs)
     early_stop = _early_stop if _early_stop is not None else early_stop
     frame = _Frame(recompute, early_stop, determinism_check == "default", error_cb)
