@@ -120,7 +120,7 @@ OMITTED = {
             q_scale q_zero_point q_per_channel_scales q_per_channel_zero_points q_per_channel_axis quantized_batch_norm
             quantized_gru quantized_gru_cell quantized_lstm quantized_lstm_cell quantized_max_pool1d
             quantized_max_pool2d quantized_max_pool3d quantized_rnn_relu_cell quantized_rnn_tanh_cell
-            fake_quantize_per_channel_affine fake_quantize_per_tensor_affine fused_moving_avg_obs_fake_quant
+            fused_moving_avg_obs_fake_quant
             choose_qparams_optimized empty_quantized qint8 qint32 quint8 quint4x2 quint2x4""",
         ),
         **_names(

@@ -1020,6 +1020,26 @@ _NN["selu"] = _nn("selu", _by_name("selu"), X)
 _NN["hardshrink"] = _nn(
     "hardshrink", lambda m, x: m.hardshrink(x, 0.7), X, number_call=lambda m, x, c: m.hardshrink(x, c)
 )
+_NN["fake_quantize_per_tensor_affine"] = _nn(
+    "fake_quantize_per_tensor_affine",
+    lambda m, x: m.fake_quantize_per_tensor_affine(x, 0.25, 2, -8, 7),
+    X,
+    variants={"tensor_qparams": lambda m, x: m.fake_quantize_per_tensor_affine(x, m.tensor(0.3), m.tensor(-1), -8, 7)},
+    notes="straight-through derivative: 1 where the rounded value is inside [quant_min, quant_max]",
+)
+_NN["fake_quantize_per_channel_affine"] = _nn(
+    "fake_quantize_per_channel_affine",
+    lambda m, x: m.fake_quantize_per_channel_affine(
+        x, m.tensor([0.1, 0.2, 0.3]), m.tensor([0, 1, -1], dtype=m.int32), 1, -8, 7
+    ),
+    X,
+    variants={
+        "float_zero_point": lambda m, x: m.fake_quantize_per_channel_affine(
+            x, m.tensor([0.1, 0.2, 0.3]), m.tensor([0.5, -1.25, 2.0]), 0, -8, 7
+        )
+    },
+    notes="straight-through derivative, per channel along the given axis",
+)
 _NN["threshold"] = _nn(
     "threshold", lambda m, x: m.threshold(x, 0.2, -1.0), X, number_call=lambda m, x, c: m.threshold(x, c, -c)
 )
