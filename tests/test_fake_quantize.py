@@ -36,7 +36,7 @@ CALLS = {  # name: call(m, x) on an (8, 50) input
 def _inputs(dtype):
     rng = np.random.default_rng(0)
     values = rng.normal(size=(8, 50)) * np.arange(1, 9)[:, None]
-    values[0, :6] = [0.125, 0.375, -0.125, 0.0185, 1e30, -1e30]  # halfway points and far outside the range
+    values[0, :9] = [0.125, 0.375, -0.125, 0.0185, 1e30, -1e30, np.nan, np.inf, -np.inf]  # halfway, far out
     x = bg.tensor(values).to(getattr(bg, dtype)).requires_grad_()
     return x, to_torch(x.detach().double()).to(getattr(torch, dtype)).requires_grad_()
 

@@ -39,7 +39,7 @@ def _grid(a, scale, zero_point, quant_min, quant_max, axis=None, float_point=Fal
     q = jnp.round((scaled + point).astype(np.float32)).astype(dtype) if float_point else point + jnp.round(scaled)
     if axis is not None:  # torch's per-channel kernel converts q to int64 before clamping: x86 gives INT64_MIN
         q = jnp.where(jnp.abs(q) < 2.0**63, q, -(2.0**63))  # for values out of range (and nan)
-    return q, jnp.clip(q, quant_min.astype(dtype), quant_max.astype(dtype)), point, scale
+    return q, jnp.fmin(jnp.fmax(q, quant_min.astype(dtype)), quant_max.astype(dtype)), point, scale  # nan: quant_min
 
 
 def _per_tensor_values(a, scale, zero_point, quant_min, quant_max):
@@ -56,7 +56,7 @@ def _per_channel_values(a, scale, zero_point, quant_min, quant_max, *, axis, flo
 def _inside(a, scale, zero_point, quant_min, quant_max, out, **per_channel):
     """The straight-through derivative: 1 where q fell inside [quant_min, quant_max]."""
     q, clamped, _, _ = _grid(a, scale, zero_point, quant_min, quant_max, **per_channel)
-    return (q == clamped).astype(a.dtype)
+    return ((q >= quant_min) & (q <= quant_max)).astype(a.dtype)
 
 
 _PER_TENSOR = _derivatives.with_partials(_per_tensor_values, _inside)
