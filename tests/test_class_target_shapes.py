@@ -41,3 +41,27 @@ def test_unbatched_input_takes_a_one_element_target(loss, reduction):
         return getattr(m.nn.functional, loss)(x, m.tensor([2]), reduction=reduction)
 
     assert_same(program(bg), program(torch))
+
+
+# cross_entropy takes a target of the input's shape as class probabilities and any other as class indices, whatever
+# its dtype: a float target of another shape, or an integer one of the input's shape, raises torch's dtype error
+TARGET_KINDS = [
+    ((2, 3), (2,), "float32"),
+    ((2, 3), (2, 4), "float32"),
+    ((2, 3), (3, 3), "float32"),
+    ((2, 3, 4), (2, 4), "float64"),
+    ((3,), (), "float32"),
+    ((2, 3), (2, 3), "int64"),
+    ((3,), (3,), "int64"),
+    ((2, 3), (2, 3), "bool"),
+    ((2, 3), (2,), "int32"),
+]
+
+
+@pytest.mark.parametrize("loss", ["nll_loss", "cross_entropy"])
+@pytest.mark.parametrize("shapes", TARGET_KINDS, ids=str)
+def test_target_kind_follows_its_shape(loss, shapes):
+    input_shape, target_shape, dtype = shapes
+    raises_like_torch(
+        lambda m: getattr(m.nn.functional, loss)(m.zeros(input_shape), m.zeros(target_shape, dtype=getattr(m, dtype)))
+    )

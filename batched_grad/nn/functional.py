@@ -262,11 +262,6 @@ def _check_classes(fn, input, target, weight, probabilities=False):
     if input.ndim == 0:
         raise ValueError(f"{fn}: expected input of shape (C,), (N, C) or (N, C, d1, ...), but got a 0-dim tensor")
     expected = tuple(input.shape[:1] + input.shape[2:]) if input.ndim > 1 else ()
-    if probabilities and target.shape != input.shape:
-        raise RuntimeError(
-            f"{fn}: a target of class probabilities must have the input's shape "
-            f"{list(input.shape)}, but got {list(target.shape)}"
-        )
     if not probabilities and tuple(target.shape) != expected:
         _refuse_class_target(fn, input, target, expected)
     classes = input.shape[min(1, input.ndim - 1)]
@@ -314,7 +309,7 @@ def _refuse_class_target(fn, input, target, expected):
 
 def _check_targets(target, classes, ignore_index):
     if target.dtype not in (_dtypes.int64, _dtypes.uint8):
-        raise RuntimeError(f"expected scalar type Long but found {target.dtype.type_name}")
+        raise RuntimeError(f"expected target dtype to be Long or Byte, but got {target.dtype.type_name}")
     if _is_concrete(target):
         values = _host(target)
         bad = values[(values != ignore_index) & ((values < 0) | (values >= classes))]
@@ -349,8 +344,13 @@ def cross_entropy(
     _check_reduction(reduction)
     if not 0.0 <= label_smoothing <= 1.0:
         raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
+    _check_tensor("cross_entropy", "input", input)
     _check_tensor("cross_entropy", "target", target, 2)
-    probabilities = target.dtype.is_floating_point
+    probabilities = target.shape == input.shape  # torch's rule: a target of the input's shape holds probabilities
+    if probabilities and not target.dtype.is_floating_point:
+        raise RuntimeError(
+            f"Expected floating point type for target with class probabilities, got {target.dtype.type_name}"
+        )
     target = target if probabilities else _unbatched_class_target(input, target)
     classes = _check_classes("cross_entropy", input, target, weight, probabilities)
     if not probabilities:
