@@ -208,6 +208,8 @@ def test_distances(name, dtype, batched):
         lambda F, m: m.cdist(m.ones(3), m.ones(2, 3)),
         lambda F, m: m.dist(m.ones(2), m.ones(3)),
         lambda F, m: F.poisson_nll_loss(m.ones(2), m.ones(2), reduction="avg"),
+        lambda F, m: F.kl_div(m.ones(2), m.ones(3), reduction="sum"),
+        lambda F, m: F.kl_div(m.ones(4, 2), m.ones(3, 1), reduction="sum", log_target=True),
     ],
     ids=[
         "kl-reduction",
@@ -229,6 +231,8 @@ def test_distances(name, dtype, batched):
         "cdist-1d",
         "dist-shapes",
         "poisson-reduction",
+        "kl-broadcast",
+        "kl-log-target-broadcast",
     ],
 )
 def test_errors(call):

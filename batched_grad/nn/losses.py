@@ -100,6 +100,8 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
         warnings.warn(_KL_MEAN, UserWarning, stacklevel=wrapped_stacklevel(2))
     if reduction != "batchmean":
         _check_reduction(reduction)
+    if isinstance(input, Tensor) and isinstance(target, Tensor):
+        _check_broadcast([target, input])  # torch's formula reads target first: target * (log(target) - input)
     d = _floating("kl_div", input, target)
     return apply(
         _KL_DIV_LOG if log_target else _KL_DIV,
