@@ -13,7 +13,7 @@ from .._int_args import int_or_ints
 from .._tensor import Size, Tensor, _wrap_dim
 from ._core import Op, apply
 from .grids import meshgrid
-from .indexing import index_select
+from .indexing import bools_as_integers, index_select
 from .linalg import require_tensors
 from .reduction import cumprod
 from .shape import broadcast_shapes as _broadcast_pair
@@ -197,7 +197,7 @@ def block_diag(*tensors):
     return apply(_BLOCK_DIAG, blocks, dtype=dtype.np)
 
 
-_KRON = Op("kron", lambda a, b: jnp.kron(a, b), multilinear=True, backward_name="UnsafeViewBackward0")
+_KRON = Op("kron", bools_as_integers(jnp.kron), multilinear=True, backward_name="UnsafeViewBackward0")
 
 
 def kron(input, other):

@@ -303,9 +303,25 @@ def setitem(input, index, value):
 # ---- gather / scatter family --------------------------------------------------------------------
 
 
+def bools_as_integers(kernel):
+    """`kernel` run on integers where its first operand is bool (JAX neither adds nor multiplies bools), its result
+    made bool again: a sum of bools is their `or`, a product their `and`, as torch's bool kernels give."""
+
+    @functools.wraps(kernel)
+    def run(*operands, **params):
+        if operands[0].dtype != jnp.bool_:
+            return kernel(*operands, **params)
+        operands = [x.astype(jnp.int32) if x.dtype == jnp.bool_ else x for x in operands]
+        return kernel(*operands, **params) != 0
+
+    return run
+
+
 def on_vectors(kernel, *, promoted, like):
     """`kernel` seeing each 0-dim operand at a position in `promoted` as a 1-element vector, as torch's gather and
-    scatter kernels do (ensure_nonempty_dim); its result takes the shape of operand `like`."""
+    scatter kernels do (ensure_nonempty_dim); its result takes the shape of operand `like`. Bool inputs are
+    computed as integers (bools_as_integers)."""
+    kernel = bools_as_integers(kernel)
 
     @functools.wraps(kernel)
     def run(*operands, **params):

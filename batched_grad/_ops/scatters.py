@@ -7,13 +7,23 @@ import numpy as np
 
 from .. import _dtypes
 from .._autocast import autocast_policy
+from .._dtypes import not_implemented
 from .._grad_mode import no_grad
 from .._tensor import Tensor, _wrap_dim, warn_at_caller
 from .._tracing import is_tracer
 from ._core import Op, apply
 from ._derivatives import with_derivative_of
 from ._index_parse import check_index_dtype
-from .indexing import _check_index, _check_range, _concrete, _written, check_scatter_shapes, on_vectors, setitem
+from .indexing import (
+    _check_index,
+    _check_range,
+    _concrete,
+    _written,
+    bools_as_integers,
+    check_scatter_shapes,
+    on_vectors,
+    setitem,
+)
 from .linalg import diagonal
 from .nn import _check_tensor
 
@@ -161,7 +171,7 @@ def _put(a, idx, src, *, accumulate):
 
 
 _TAKE = Op("take", _take, linear=True)
-_PUT = Op("put", _put, linear=True)
+_PUT = Op("put", bools_as_integers(_put), linear=True)
 
 
 def _check_flat_range(index, n):
@@ -303,7 +313,10 @@ def masked_scatter(input, mask, source):
 
 
 _INDEX_PUT_ADD = Op(
-    "index_put", lambda a, v, *idx: a.at[idx].add(v.astype(a.dtype)), linear=True, backward_name="IndexPutBackward0"
+    "index_put",
+    bools_as_integers(lambda a, v, *idx: a.at[idx].add(v.astype(a.dtype))),
+    linear=True,
+    backward_name="IndexPutBackward0",
 )
 
 
@@ -362,7 +375,11 @@ def _dense_reduce(a, idx, src, hit, axis, reduce, include_self):
     pads = [(0, a.shape[d] - spread.shape[d]) for d in range(axis)] + [(0, 0), (0, 0)]
     pads += [(0, a.shape[d] - spread.shape[d + 1]) for d in range(axis + 1, a.ndim)]
     spread = jnp.pad(spread, pads, constant_values=fill)
-    reducer = {"prod": jnp.prod, "amax": jnp.max, "amin": jnp.min}[reduce]
+    reduced = {"prod": jnp.prod, "amax": jnp.max, "amin": jnp.min}[reduce]
+
+    def reducer(x, axis):
+        return reduced(x, axis).astype(a.dtype)  # jnp.prod widens int32 to int64
+
     if include_self:
         return reducer(jnp.concatenate([jnp.expand_dims(a, axis + 1), spread], axis + 1), axis + 1)
     value = jnp.where(hit > 0, reducer(spread, axis + 1), a)
@@ -429,6 +446,9 @@ def scatter_reduce_by(op, input, dim, index, src, reduce, include_self):
     _check_index(index, "scatter_reduce(): Expected dtype int64 for index")
     if src.dtype is not input.dtype:
         raise RuntimeError("scatter_reduce(): Expected self.dtype to be equal to src.dtype")
+    if reduce == "mean" and input.dtype is _dtypes.bool:
+        kernel = "div_floor_cpu" if op is INDEX_REDUCE else "scatter_gather_tensor_cpu_reduce_mean"
+        raise not_implemented(kernel, input.dtype)
     d = _wrap_dim(dim, max(input.ndim, 1))
     check_scatter_shapes(input, d, index, src)
     _check_range(index, input.shape[d] if input.ndim else 1, d)
