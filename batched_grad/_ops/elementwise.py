@@ -463,6 +463,9 @@ def _scaled(other, alpha, input):
         _check_alpha(alpha, _dtypes.result_type(input, other))
     if _is_one(alpha):
         return other
+    other_is_bool = other.dtype is _dtypes.bool if isinstance(other, Tensor) else isinstance(other, bool)
+    if other_is_bool and not isinstance(alpha, Tensor) and getattr(input, "dtype", _dtypes.bool) is _dtypes.bool:
+        return mul(other, bool(alpha)) if isinstance(other, Tensor) else other and bool(alpha)  # a bool result
     return mul(other, alpha) if isinstance(other, Tensor) else other * alpha
 
 

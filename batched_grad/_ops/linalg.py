@@ -299,10 +299,12 @@ svd_result = return_type("linalg_svd", ["U", "S", "Vh"])
 qr_result = return_type("linalg_qr", ["Q", "R"])
 
 
-def _matrix(name, A, square=True):
+def _matrix(name, A, square=True, integers=False):
+    """torch's checks of a (batch of) matrix argument: its rank, its dtype (unless `integers` are taken too) and,
+    with `square`, its shape."""
     if A.ndim < 2:
         raise RuntimeError(f"linalg.{name}: The input tensor A must have at least 2 dimensions.")
-    if not (A.dtype.is_floating_point or A.dtype.is_complex):
+    if not (A.dtype.is_floating_point or A.dtype.is_complex or integers):
         if name == "eigh":
             raise not_implemented("linalg_eigh_cpu", A.dtype)
         raise RuntimeError(f"linalg.{name}: Expected a floating point or complex tensor as input. Got {_type(A)}")

@@ -70,12 +70,20 @@ def _number(name, argument, value):
 
 
 def _scalars(name, input, beta, alpha):
+    """beta and alpha as torch's kernel reads them: on integer tensors addr refuses fractional ones, the other fused
+    products truncate them toward zero."""
     beta, alpha = _number(name, "beta", beta), _number(name, "alpha", alpha)
-    if not (input.dtype.is_floating_point or input.dtype.is_complex):
-        for name, value in (("beta", beta), ("alpha", alpha)):
+    if input.dtype.is_floating_point or input.dtype.is_complex:
+        return beta, alpha
+    if name == "addr":
+        if isinstance(beta, bool) and input.dtype is not _dtypes.bool:
+            raise RuntimeError("Boolean beta only supported for Boolean results.")
+        for argument, value in (("beta", beta), ("alpha", alpha)):
             if isinstance(value, float) and value != int(value):
-                raise RuntimeError(f"For integral input tensors, argument {name} must not be a floating point number.")
-    return beta, alpha
+                raise RuntimeError(
+                    f"For integral input tensors, argument {argument} must not be a floating point number."
+                )
+    return tuple(int(value) if isinstance(value, float) else value for value in (beta, alpha))
 
 
 def check_fused_dtypes(name, input, a, b):
@@ -260,7 +268,7 @@ def vecdot(x, y, *, dim=-1):
 @autocast_policy("lower")
 def matrix_power(input, n):
     """input multiplied by itself n times (the identity for 0, powers of the inverse for negative n)."""
-    _matrix("matrix_power", input)
+    _matrix("matrix_power", input, integers=True)  # an integer matrix has powers, not inverses (inv refuses)
     if n == 0:
         return eye(input.shape[-1], dtype=input.dtype).expand(input.shape).clone()
     base = inv(input) if n < 0 else input

@@ -9,6 +9,7 @@ import numpy as np
 
 from .. import _dtypes
 from .._autocast import autocast_policy
+from .._dtypes import not_implemented
 from .._tensor import Tensor, _wrap_dim
 from ._core import SAVES_INDICES, Op, apply
 from ._cpu_selection import kth_smallest_index, mode_index
@@ -174,6 +175,8 @@ def _evenly_shared(a, value):
 def _median_all(a, *, ignore_nan):
     flat = a.reshape(-1)
     value, _ = _kth(jax.lax.stop_gradient(flat), axis=0, k=(flat.size - 1) // 2, keepdim=False, ignore_nan=ignore_nan)
+    if not jnp.issubdtype(a.dtype, jnp.inexact):
+        return value  # an integer or bool median has no gradient to share
     return _evenly_shared(flat, value) if flat.size else jnp.asarray(jnp.nan, a.dtype)
 
 
@@ -220,8 +223,14 @@ def _selection(name, input, dim, keepdim, k=None):
     return _RESULTS[name](*apply(_KTH[name], [input], axis=axis, **kwargs))
 
 
+def _no_bool_median(input, dim):
+    if input.dtype is _dtypes.bool:
+        raise not_implemented("median_cpu" if dim is None else "median_out", input.dtype)
+
+
 def median(input, dim=None, keepdim=False):
     """The lower median of all elements; with `dim`, (values, indices) along it. nan, if present, is the result."""
+    _no_bool_median(input, dim)
     if dim is None:
         if input.numel() == 0:
             return Tensor._wrap(np.asarray(np.nan, input.dtype.np))
@@ -231,6 +240,7 @@ def median(input, dim=None, keepdim=False):
 
 def nanmedian(input, dim=None, keepdim=False):
     """median ignoring nan (nan only where every element is)."""
+    _no_bool_median(input, dim)
     if dim is None:
         return apply(_MEDIAN_ALL[True], [input], ignore_nan=True)
     return _selection("nanmedian", input, dim, keepdim)
@@ -391,7 +401,8 @@ def diff(input, n=1, dim=-1, prepend=None, append=None):
         length = x.shape[d]
         if length <= 1:
             return narrow(x, d, 0, 0)
-        x = narrow(x, d, 1, length - 1) - narrow(x, d, 0, length - 1)
+        later, earlier = narrow(x, d, 1, length - 1), narrow(x, d, 0, length - 1)
+        x = later ^ earlier if x.dtype is _dtypes.bool else later - earlier  # bools differ by xor, as torch's
     return x
 
 
