@@ -8,10 +8,11 @@ import numpy as np
 
 from .. import _host
 from .._host import host_array
+from .._simd_math import scaled_sum as scaled_sum32
 from .._tensor import Tensor
 from ._core import SAVES_NOTHING, Op, apply, apply_in_place
 from ._mixed_dtype import HALF_ARRAY_DTYPES
-from .rounding import fma32, fma64, fused_multiply_add, fused_multiply_add_host
+from .rounding import fma64, fused_multiply_add, fused_multiply_add_host
 
 FUSED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -40,7 +41,7 @@ def fused_host(a, b, alpha):
         dtype = (a if type(a) is np.ndarray else b).dtype
         a, b = np.broadcast_arrays(np.asarray(a, dtype), np.asarray(b, dtype))
     if a.dtype == np.float32:
-        return fma32(np.float32(alpha), b, a)
+        return scaled_sum32(float(np.float32(alpha)), b, a)
     return fma64(np.float64(alpha), b, a)
 
 
