@@ -124,3 +124,24 @@ def test_int_dtypes_are_exact(dtype):
     p, g = rng.integers(-(2**20), 2**20, 1000), rng.integers(-1000, 1000, 1000)
     for a in (3, -7, 0):
         _same_bits(*_both(p, g, a, dtype=dtype))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64"])
+@pytest.mark.parametrize("alpha", [1e39, -1e39, 3.4028235e38, 70000.0, float("inf")])
+@pytest.mark.parametrize("form", ["method", "function", "tensor alpha"])
+def test_an_alpha_the_dtype_cannot_hold_raises_as_torchs(dtype, alpha, form):
+    """A finite alpha past the dtype's largest value: torch's overflow error, where a cast would give inf."""
+    outcomes = []
+    for lib in (bg, torch):
+        x, y = lib.ones(3, dtype=getattr(lib, dtype)), lib.ones(3, dtype=getattr(lib, dtype))
+        try:
+            if form == "method":
+                x.add_(y, alpha=alpha)
+            elif form == "function":
+                lib.sub(x, y, alpha=alpha)
+            else:
+                x.sub_(y, alpha=lib.tensor(alpha, dtype=lib.float64))
+            outcomes.append(None)
+        except RuntimeError as e:
+            outcomes.append(str(e))
+    assert outcomes[0] == outcomes[1]
