@@ -79,8 +79,9 @@ def _outside_graph(tensor):
 
 def _shared_with_views(tensor):
     """The array a write into `tensor` (a view, or a base with views) goes into where its base's host array is held by
-    the base and by its live views' arrays alone, each a NumPy view of it held by its view alone, none of them in the
-    graph: the views share the base's memory, as torch's do, so each sees the write (`c[i, j] += x`, `w[:, k] -= u`)."""
+    the base and by its live views' arrays alone, each a NumPy view of it held by its view alone or the array itself
+    (a detached alias: `.grad`, x.detach()), none of them in the graph: the views share the base's memory, as
+    torch's do, so each sees the write (`c[i, j] += x`, `w[:, k] -= u`, `p.grad.zero_()`)."""
     root = tensor if tensor._view is None else tensor._view[0]
     base = root._v
     if type(base) is not np.ndarray or base.base is not None or not _outside_graph(root):
@@ -91,11 +92,12 @@ def _shared_with_views(tensor):
         if view is None:
             continue
         array = view._v
-        if type(array) is not np.ndarray or array.base is not base or not _outside_graph(view):
+        if type(array) is not np.ndarray or not _outside_graph(view):
             return None
-        if sys.getrefcount(array) != 3:  # view._v, array and the argument
+        if array is not base and (array.base is not base or sys.getrefcount(array) != 3):  # view._v, array, argument
             return None
         views += 1
+    array = view = None
     if sys.getrefcount(base) != 3 + views:  # root._v, base, the argument and each view's array
         return None
     target = tensor._v
