@@ -41,22 +41,28 @@ def fma(a, b, c):
     product = np.asarray(a, np.float64) * np.asarray(b, np.float64)
     addend = np.asarray(c, np.float64)
     total = product + addend
-    return _rounded_once(total.astype(_F32), total, product, addend)
+    rounded = total.astype(_F32)
+    return _rounded_once(rounded, total, product, addend) if _may_round_twice(total, rounded) else rounded
 
 
 def scaled_sum(alpha, y, z):
     """alpha * y + z rounded once to float32, as fma, for the common case in fewer passes: `alpha` a float32's value
-    (a Python float), `y` and `z` float32 arrays of one shape. Where no float64 sum lies on a float32 tie (their 29
-    dropped bits 1000...) and no result is below 2**-125 (a float32 exponent field of 0 or 1: among the subnormals
-    ties lie elsewhere), the two roundings give the one rounding's result."""
+    (a Python float), `y` and `z` float32 arrays of one shape."""
     total = y.astype(np.float64)
     total *= alpha
     total += z
     rounded = total.astype(_F32)
-    ties = _count((total.view(_U64) & _BELOW_FLOAT) == _HALF_FLOAT)
-    if ties or _count(rounded.view(_U32) & _ABOVE_2_POW_M125) < z.size:
+    if _may_round_twice(total, rounded):
         return _rounded_once(rounded, total, y.astype(np.float64) * alpha, z.astype(np.float64))
     return rounded
+
+
+def _may_round_twice(total, rounded):
+    """Whether the float64 sums `total`, `rounded` to float32 as `rounded`, may be rounded twice otherwise than once:
+    where one lies on a float32 tie (its 29 dropped bits 1000...) or a result is below 2**-125 (a float32 exponent
+    field of 0 or 1: among the subnormals ties lie elsewhere). Elsewhere the two roundings give the one's result."""
+    ties = _count((total.view(_U64) & _BELOW_FLOAT) == _HALF_FLOAT)
+    return ties != 0 or _count(rounded.view(_U32) & _ABOVE_2_POW_M125) < rounded.size
 
 
 def _rounded_once(rounded, total, product, addend):
