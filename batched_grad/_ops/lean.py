@@ -65,16 +65,17 @@ def exclusive_host_value(tensor, replaced=False):
     v = tensor._v
     if type(v) is not np.ndarray or v.base is not None:
         return None
-    if tensor._requires_grad or tensor._node is not None or tensor._creation is not None:  # in_graph's first reads
-        if not _outside_graph(tensor):
-            return None
+    if not _outside_graph(tensor):
+        return None
     if replaced:
         return v
     return v if sys.getrefcount(v) == 3 and v.flags.writeable else None  # held by tensor._v, v and the argument
 
 
 def _outside_graph(tensor):
-    return not (in_graph(tensor) and GRAD_MODE.enabled)
+    if tensor._requires_grad or tensor._node is not None or tensor._creation is not None:  # in_graph's first reads
+        return not (in_graph(tensor) and GRAD_MODE.enabled)
+    return True
 
 
 def _shared_with_views(tensor):
