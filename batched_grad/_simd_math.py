@@ -5,10 +5,17 @@ multiply-add of float64 arrays, through error-free transformations (`fma64`, wit
 
 import numpy as np
 
-_F32, _I32, _U64 = np.float32, np.int32, np.uint64
+_F32, _I32, _U32, _U64 = np.float32, np.int32, np.uint32, np.uint64
 # the 29 float64 mantissa bits a float32 drops; their pattern in a tie
 _BELOW_FLOAT, _HALF_FLOAT = _U64(2**29 - 1), _U64(2**28)
+# below 2**-125 float32s are multiples of 2**-149 (the subnormals, and the normals of the smallest exponent)
+_SUBNORMAL_GRID_TOP, _SUBNORMAL_SCALE = 2.0**-125, 2.0**149
+_ABOVE_2_POW_M125 = np.uint32(0x7F000000)  # bits of a float32's exponent field, one of which is set from 2**-125 on
 _ANY = np.logical_or.reduce  # ndarray.any without its Python wrapper
+try:  # np.count_nonzero without its Python wrapper (0.13 us a call, a third of a small pass)
+    from numpy._core.multiarray import count_nonzero as _count
+except ImportError:  # pragma: no cover - depends on the NumPy version
+    _count = np.count_nonzero
 _LOG_P = (
     7.0376836292e-2,
     -1.1514610310e-1,
@@ -29,20 +36,50 @@ _SIN_P = (_F32(-1.9515295891e-4), _F32(8.3321608736e-3), _F32(-1.6666654611e-1))
 
 
 def fma(a, b, c):
-    """a * b + c rounded once to float32. The product of two float32s is exact in float64; the sum is rounded
-    twice (to float64, then float32), which errs only when the float64 sum falls exactly halfway between two
-    (normal) float32s: there the sum's rounding error says which side the exact value lies on."""
+    """a * b + c rounded once to float32 (broadcast together). The product of two float32s is exact in float64; the
+    sum is rounded twice (to float64, then float32), which _rounded_once corrects where that errs."""
     product = np.asarray(a, np.float64) * np.asarray(b, np.float64)
-    c = np.asarray(c, np.float64)
-    total = product + c
+    addend = np.asarray(c, np.float64)
+    total = product + addend
     rounded = total.astype(_F32)
-    halfway = (total.view(np.uint64) & _BELOW_FLOAT) == _HALF_FLOAT
-    if _ANY(halfway, axis=None):
-        p, t, c = product[halfway], total[halfway], np.broadcast_to(c, total.shape)[halfway]
+    return _rounded_once(rounded, total, product, addend) if _may_round_twice(total, rounded) else rounded
+
+
+def scaled_sum(alpha, y, z):
+    """alpha * y + z rounded once to float32, as fma, for the common case in fewer passes: `alpha` a float32's value
+    (a Python float), `y` and `z` float32 arrays of one shape."""
+    total = y.astype(np.float64)
+    total *= alpha
+    total += z
+    rounded = total.astype(_F32)
+    if _may_round_twice(total, rounded):
+        return _rounded_once(rounded, total, y.astype(np.float64) * alpha, z.astype(np.float64))
+    return rounded
+
+
+def _may_round_twice(total, rounded):
+    """Whether the float64 sums `total`, `rounded` to float32 as `rounded`, may be rounded twice otherwise than once:
+    where one lies on a float32 tie (its 29 dropped bits 1000...) or a result is below 2**-125 (a float32 exponent
+    field of 0 or 1: among the subnormals ties lie elsewhere). Elsewhere the two roundings give the one's result."""
+    ties = _count((total.view(_U64) & _BELOW_FLOAT) == _HALF_FLOAT)
+    return ties != 0 or _count(rounded.view(_U32) & _ABOVE_2_POW_M125) < rounded.size
+
+
+def _rounded_once(rounded, total, product, addend):
+    """`rounded` (the float64 sum `total` of `product` and `addend` rounded to float32) as one rounding of the exact
+    product + addend: the two roundings differ only where total is halfway between two float32s (29 dropped bits
+    1000... among the normal ones, an odd multiple of 2**-150 below 2**-125) and the exact sum is not. There the sum's
+    rounding error says which side the exact value lies on: total moved one float64 step that way rounds right."""
+    suspect = (total.view(_U64) & _BELOW_FLOAT) == _HALF_FLOAT
+    suspect |= np.abs(total) < _SUBNORMAL_GRID_TOP
+    if _ANY(suspect, axis=None):
+        p, t, c = (np.broadcast_to(v, total.shape)[suspect] for v in (product, total, addend))
         back = t - p
         error = (p - (t - back)) + (c - back)  # exact: t + error == p + c
+        on_grid_half = np.abs(np.modf(t * _SUBNORMAL_SCALE)[0]) == 0.5
+        halfway = np.where(np.abs(t) < _SUBNORMAL_GRID_TOP, on_grid_half, (t.view(_U64) & _BELOW_FLOAT) == _HALF_FLOAT)
         nudged = np.nextafter(t, np.where(error > 0, np.inf, -np.inf)).astype(_F32)
-        rounded[halfway] = np.where(error != 0, nudged, rounded[halfway])
+        rounded[suspect] = np.where(halfway & (error != 0), nudged, rounded[suspect])
     return rounded
 
 

@@ -180,6 +180,28 @@ def test_a_value_nothing_else_holds_is_written_into(write):
     assert _plain(results[bg]) == _plain(results[torch])
 
 
+@pytest.mark.parametrize("write", ["w.grad.zero_()", "w.grad.mul_(0.5)", "w.grad.add_(w.grad)"])
+def test_a_detached_alias_writes_into_the_memory_it_shares(write, fusion_state):
+    """A `.grad` after backward (a detached alias of the host gradient the engine made: a structure seen for the first
+    time runs op by op) and a `.detach()` of a tensor write into the memory they share with their base where nothing
+    else holds it (no new array): the base and each alias see the write, with torch's values and versions."""
+    rng = np.random.default_rng(8)
+    w0, x0 = rng.standard_normal((3, 4)).astype(np.float32), rng.standard_normal((3, 4)).astype(np.float32)
+    results = {}
+    for lib in (bg, torch):
+        w, x = lib.tensor(w0, requires_grad=True), lib.tensor(x0)
+        (x * w).sum().backward()
+        held = weakref.ref(w.grad._v) if lib is bg else None
+        exec(write, {"w": w})
+        a = lib.arange(6.0)
+        alias = a.detach()
+        alias.mul_(2.0)
+        results[lib] = (w.grad, w.grad._version, a, a._version, alias)
+        if lib is bg:
+            assert w.grad._v is held() is not None
+    assert _plain(results[bg]) == _plain(results[torch])
+
+
 @pytest.mark.parametrize(
     "code",
     [

@@ -2,6 +2,7 @@
 ternary.py)."""
 
 import functools
+import math
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -461,6 +462,8 @@ def _scaled(other, alpha, input):
         and input._v.dtype.kind in "fc"
     ):
         _check_alpha(alpha, _dtypes.result_type(input, other))
+    elif type(alpha) is float:
+        check_alpha_fits(alpha, input._v.dtype)
     if _is_one(alpha):
         return other
     other_is_bool = other.dtype is _dtypes.bool if isinstance(other, Tensor) else isinstance(other, bool)
@@ -484,6 +487,9 @@ def _check_alpha(alpha, dtype):
     complex one only for a complex result. A Tensor alpha is checked as a number of its kind, as torch reads a 0-d
     tensor alpha as the number it holds."""
     if isinstance(alpha, Tensor):
+        number = alpha_number(alpha) if alpha.dtype.is_floating_point else None
+        if type(number) is float:
+            check_alpha_fits(number, dtype.np)
         alpha = _number_of_kind(alpha.dtype)
     if isinstance(alpha, (bool, np.bool_)) and dtype is not _dtypes.bool:
         raise RuntimeError("Boolean alpha only supported for Boolean results.")
@@ -491,6 +497,23 @@ def _check_alpha(alpha, dtype):
         raise RuntimeError("For integral input tensors, argument alpha must not be a floating point number.")
     if not dtype.is_complex and isinstance(alpha, (complex, np.complexfloating)):
         raise RuntimeError("For non-complex input tensors, argument alpha must not be a complex number.")
+    if isinstance(alpha, (int, float)):
+        check_alpha_fits(alpha, dtype.np)
+
+
+def check_alpha_fits(alpha, dtype):
+    """torch's check that a finite real number `alpha` fits the float dtype `dtype` (a NumPy dtype) it is cast to."""
+    limit = _ALPHA_LIMITS.get(dtype)
+    if limit is not None and limit[0] < abs(alpha) < math.inf:
+        raise RuntimeError(f"value cannot be converted to type {limit[1]} without overflow")
+
+
+# the float dtypes a Python number can overflow: their largest value and torch's name of their C type
+_ALPHA_LIMITS = {
+    np.dtype(np.float32): (float(np.finfo(np.float32).max), "float"),
+    np.dtype(np.float16): (float(np.finfo(np.float16).max), "c10::Half"),
+    np.dtype(jnp.bfloat16): (float(jnp.finfo(jnp.bfloat16).max), "c10::BFloat16"),
+}
 
 
 def _number_of_kind(dtype):
@@ -550,6 +573,7 @@ def _fused_dtype(input, other, alpha):
         if same == other._v.dtype and same in FUSED_DTYPES:  # a float or int dtype): torch's checks pass, no promotion
             number = alpha_number(alpha)
             if type(number) is float or type(number) is int:
+                check_alpha_fits(number, same)
                 return _dtypes.from_numpy_dtype(same) if number != 1 else None
     if type(alpha) is int and alpha == 1 or not (isinstance(input, Tensor) or isinstance(other, Tensor)):
         return None

@@ -7,6 +7,7 @@ forward-mode level; for a write no capturing transform), operands outside the gr
 requiring grad), host data of one float dtype (a sparse tensor's value is none) or Python numbers, outside every
 trace on the CPU backend; a write only into host data the tensor alone holds (exclusive_host_value)."""
 
+import math
 import sys
 
 import numpy as np
@@ -24,10 +25,11 @@ from .._tensor import Tensor
 from .._tracing import _outside_every_trace as outside_every_trace
 from .._transform_levels import GUARDING, guards_captures
 from .._view_meta import in_graph
-from .._write_watch import watching
+from .._write_watch import WATCH
 from ._core import OP_LOGS
-from .scaled_sum import alpha_number
+from .scaled_sum import alpha_number, scaled_sum_host
 
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
 _EXACT_INTS = 2**53  # the ints float64 holds exactly, which NumPy casts to the dtype once, as the kernel
 
 
@@ -54,7 +56,7 @@ def exclusive_host_value(tensor, replaced=False):
     data must not be seen). Without it, a view, or a tensor with views, writes into the memory they share where
     nothing else holds it (_shared_with_views). The caller writes only where ops run on the host and then calls
     `written`."""
-    if DUAL_LEVELS.tangents is not None or OP_LOGS or watching():
+    if DUAL_LEVELS.tangents is not None or OP_LOGS or WATCH.callback is not None:
         return None
     if tensor._views:  # views made of it (x[i] read in a loop) that all died hold no memory of it
         forget_dead_views(tensor)
@@ -71,13 +73,16 @@ def exclusive_host_value(tensor, replaced=False):
 
 
 def _outside_graph(tensor):
-    return not (in_graph(tensor) and GRAD_MODE.enabled)
+    if tensor._requires_grad or tensor._node is not None or tensor._creation is not None:  # in_graph's first reads
+        return not (in_graph(tensor) and GRAD_MODE.enabled)
+    return True
 
 
 def _shared_with_views(tensor):
     """The array a write into `tensor` (a view, or a base with views) goes into where its base's host array is held by
-    the base and by its live views' arrays alone, each a NumPy view of it held by its view alone, none of them in the
-    graph: the views share the base's memory, as torch's do, so each sees the write (`c[i, j] += x`, `w[:, k] -= u`)."""
+    the base and by its live views' arrays alone, each a NumPy view of it held by its view alone or the array itself
+    (a detached alias: `.grad`, x.detach()), none of them in the graph: the views share the base's memory, as
+    torch's do, so each sees the write (`c[i, j] += x`, `w[:, k] -= u`, `p.grad.zero_()`)."""
     root = tensor if tensor._view is None else tensor._view[0]
     base = root._v
     if type(base) is not np.ndarray or base.base is not None or not _outside_graph(root):
@@ -88,11 +93,12 @@ def _shared_with_views(tensor):
         if view is None:
             continue
         array = view._v
-        if type(array) is not np.ndarray or array.base is not base or not _outside_graph(view):
+        if type(array) is not np.ndarray or not _outside_graph(view):
             return None
-        if sys.getrefcount(array) != 3:  # view._v, array and the argument
+        if array is not base and (array.base is not base or sys.getrefcount(array) != 3):  # view._v, array, argument
             return None
         views += 1
+    array = view = None
     if sys.getrefcount(base) != 3 + views:  # root._v, base, the argument and each view's array
         return None
     target = tensor._v
@@ -221,13 +227,17 @@ def total(form, full):
     return sum
 
 
-def in_place(forms, full):
+def in_place(forms, full, sign=None):
     """The in-place method `full` (self.op_(other)) with a lean front computing the op by its row's ufuncs `forms`
-    (with a Tensor operand, with a number) into the tensor's memory."""
+    (with a Tensor operand, with a number) into the tensor's memory; for add_ and sub_ (`sign` 1 and -1) with an
+    alpha keyword too (_scaled)."""
     tensor_form, number_form = forms
 
     def method(*args, **kwargs):
-        if len(args) == 2 and not kwargs and not (GUARDING.count and guards_captures()):
+        if len(args) == 2 and not (GUARDING.count and guards_captures()):
+            if kwargs:
+                done = _scaled(sign, *args, kwargs) if sign is not None else None
+                return done if done is not None else full(*args, **kwargs)
             self, other = args
             held = exclusive_host_value(self)
             if held is not None and held.dtype in HOST_FLOATS and held.size <= _host.HOST_ELEMENTS:
@@ -251,34 +261,33 @@ def in_place(forms, full):
     return method
 
 
-def scaled(sign, fused, full):
-    """The in-place method `full` (self.add_(other, alpha=a): `sign` 1; sub_: -1) with a lean front for an alpha
-    that is a float other than 1 (or a one-element Tensor of one on the host: CG's step size) and a Tensor operand
-    of the tensor's dtype: `fused(self, other, sign * alpha)`, the host form of its row (scaled_sum), becomes the
-    tensor's value."""
-
-    def method(*args, **kwargs):
-        alpha = kwargs.get("alpha") if len(kwargs) == 1 else None
-        alpha = alpha_number(alpha) if isinstance(alpha, Tensor) else alpha
-        if type(alpha) is float and alpha != 1 and len(args) == 2 and not (GUARDING.count and guards_captures()):
-            self, other = args
-            held = exclusive_host_value(self, replaced=True)
-            if held is not None and held.dtype in HOST_FLOATS and held.size <= _host.HOST_ELEMENTS:
-                value = _operand(other, held.dtype)
-                if type(value) is np.ndarray and outside_every_trace() and cpu_device_set() is not None:
-                    token = ignore_float_errors()
-                    try:
-                        out = fused(held, value, sign * alpha)
-                    finally:
-                        restore_float_errors(token)
-                    if out.shape == held.shape:  # else the operand broadcasts the tensor: the full path's error
-                        self._v = out
-                        self._counter.value += 1
-                        return self
-        return full(*args, **kwargs)
-
-    method.__name__, method.__qualname__, method.__doc__ = full.__name__, full.__qualname__, full.__doc__
-    return method
+def _scaled(sign, self, other, kwargs):
+    """self.add_(other, alpha=a) (`sign` 1; sub_: -1; `kwargs` {"alpha": a}) where a is a float other than 1 (or a
+    one-element Tensor of one on the host: CG's step size) and `other` a Tensor of the tensor's dtype and shape:
+    self + sign * a * other rounded once (the host form of its row, scaled_sum) becomes the tensor's value, and self
+    is returned; else None (the full path takes the call)."""
+    alpha = kwargs.get("alpha") if len(kwargs) == 1 else None
+    alpha = alpha_number(alpha) if isinstance(alpha, Tensor) else alpha
+    if type(alpha) is not float or alpha == 1:
+        return None
+    held = exclusive_host_value(self, replaced=True)
+    if held is None or held.dtype not in HOST_FLOATS or held.size > _host.HOST_ELEMENTS:
+        return None
+    if held.dtype == np.float32 and _FLOAT32_MAX < abs(alpha) < math.inf:
+        return None  # an alpha float32 cannot hold: the full path's error
+    value = _operand(other, held.dtype)
+    # an operand that broadcasts the tensor: the full path's error
+    if type(value) is not np.ndarray or value.shape != held.shape or not outside_every_trace():
+        return None
+    if cpu_device_set() is None:
+        return None
+    token = ignore_float_errors()
+    try:
+        self._v = scaled_sum_host(held, value, sign * alpha)
+    finally:
+        restore_float_errors(token)
+    self._counter.value += 1
+    return self
 
 
 def zero(full):
@@ -370,7 +379,7 @@ def assign(full):
 def install(tensor, methods):
     """The fronts on the Tensor class `tensor`, each before the method it fronts; `methods`: the op functions the
     methods were made from, by name (a unary op's front goes where its method is that op)."""
-    from . import elementwise, linalg, reduction, scaled_sum
+    from . import elementwise, linalg, reduction
 
     for names, row in [
         (("__add__", "__radd__", "add"), elementwise._add),
@@ -388,11 +397,10 @@ def install(tensor, methods):
     for name in ("matmul", "__matmul__"):
         setattr(tensor, name, product(inner, general, getattr(tensor, name)))
     tensor.sum = total(reduction.sum_all_host, tensor.sum)
-    tensor.add_ = scaled(1, scaled_sum.fused_host, tensor.add_)
-    tensor.sub_ = scaled(-1, scaled_sum.fused_host, tensor.sub_)
     for op, row in [("add", elementwise._add), ("sub", elementwise._sub), ("mul", elementwise._mul)]:
         for name in (f"{op}_", f"__i{op}__"):
-            setattr(tensor, name, in_place(row.host_ufuncs, getattr(tensor, name)))
+            sign = {"add_": 1, "sub_": -1}.get(name)
+            setattr(tensor, name, in_place(row.host_ufuncs, getattr(tensor, name), sign))
     for name in ("div_", "__itruediv__"):
         setattr(tensor, name, in_place(elementwise._true_div.host_ufuncs, getattr(tensor, name)))
     tensor.zero_, tensor.copy_ = zero(tensor.zero_), copy(tensor.copy_)

@@ -15,15 +15,24 @@ from .. import _simd_math
 from .._simd_math import fma64
 
 _SMALLEST_NORMAL32 = 2.0**-126
+_BELOW_FLOAT32, _HALF_FLOAT32 = np.uint64(2**29 - 1), np.uint64(2**28)  # a float64's bits a float32 drops; a tie's
 fused_multiply_add_host = _simd_math.fused_multiply_add  # fused_multiply_add with NumPy
 
 
 def fma32(x, y, z, xp=np):
     """round(x * y + z) for float32 arrays: with NumPy, _simd_math.fma (exact); in a kernel, the float64 product is
-    exact, so the float64 sum rounds once more only where it is itself a tie (about one in 2**29)."""
+    exact, and the float64 sum rounded to float32 rounds twice, which errs only where that sum is a float32 tie (its 29
+    dropped bits 1000...) and not exact: there the sum's rounding error (Knuth's two-sum) says which way to round.
+    (XLA's CPU code flushes subnormal results to zero.)"""
     if xp is np:
         return _simd_math.fma(x, y, z)
-    return (_wide_in_kernel(x) * _wide_in_kernel(y) + _wide_in_kernel(z)).astype(jnp.float32)
+    product, addend = _wide_in_kernel(x) * _wide_in_kernel(y), _wide_in_kernel(z)
+    total = product + addend
+    back = total - product
+    error = (product - (total - back)) + (addend - back)  # exact: total + error == product + addend
+    tie = lax.bitcast_convert_type(total, jnp.uint64) & _BELOW_FLOAT32 == _HALF_FLOAT32
+    nudged = jnp.nextafter(total, jnp.where(error > 0, jnp.inf, -jnp.inf))
+    return jnp.where(tie & (error != 0), nudged, total).astype(jnp.float32)
 
 
 def _wide_in_kernel(v):
