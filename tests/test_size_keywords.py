@@ -1,7 +1,8 @@
 """The size arguments that torch's methods take as *sizes also taken by their keyword, as torch's parser takes them
 (MAE's patchify calls imgs.reshape(shape=(...))): reshape(shape=), view(size=), expand(size=), repeat(repeats=),
-permute(dims=), resize_(size=) and the functions torch.reshape(input=, shape=) and torch.permute(input, dims=); torch's
-errors for a size given both ways or as a bare int, and the gradient through each."""
+permute(dims=), resize_(size=), sum_to_size(size=) and the functions torch.reshape(input=, shape=) and
+torch.permute(input, dims=); torch's errors for a size given both ways or as a bare int, and the gradient through
+each."""
 
 import numpy as np
 import pytest
@@ -19,6 +20,7 @@ CALLS = {
     "expand": lambda m, x: x[:1].expand(size=(5, 3, 4)),
     "repeat": lambda m, x: x.repeat(repeats=(2, 1, 1)),
     "permute": lambda m, x: x.permute(dims=(1, 0)),
+    "sum_to_size": lambda m, x: x.sum_to_size(size=(1, 4)),
     "torch_reshape": lambda m, x: m.reshape(input=x, shape=(4, 3)),
     "torch_permute": lambda m, x: m.permute(x, dims=[1, 0]),
 }
