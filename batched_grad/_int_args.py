@@ -1,6 +1,7 @@
 """Integer arguments as torch's argument parser reads them: a Python or NumPy integer, or an integer tensor of one
 element (a size or count computed with tensors, as in torch.randint(0, n, (3,)) with n a 0-d int64 tensor)."""
 
+import functools
 import operator
 
 import numpy as np
@@ -23,3 +24,26 @@ def int_or_ints(value, repeat=1):
     if isinstance(value, bool) or is_int_arg(value):
         return (operator.index(value),) * repeat
     return tuple(value)
+
+
+def sizes_also_by_keyword(keyword):
+    """For a method `fn(input, *sizes, ...)`: the sizes may also be given as one sequence by `keyword`, as torch's
+    parser takes them (x.reshape(shape=(2, 3)), x.permute(dims=[1, 0])), never both ways at once."""
+
+    def wrap(fn):
+        @functools.wraps(fn)
+        def taking_sizes(input, *sizes, **kwargs):
+            if keyword in kwargs:
+                if sizes:
+                    raise TypeError(f"{fn.__name__}() got multiple values for argument '{keyword}'")
+                value = kwargs.pop(keyword)
+                if not isinstance(value, (tuple, list)):
+                    raise TypeError(
+                        f"{fn.__name__}(): argument '{keyword}' must be tuple of ints, not {type(value).__name__}"
+                    )
+                sizes = (value,)
+            return fn(input, *sizes, **kwargs)
+
+        return taking_sizes
+
+    return wrap

@@ -218,11 +218,6 @@ def test_bad_arguments_raise_like_torch(name):
     raises_like_torch(ERRORS[name])
 
 
-def test_frequency_scaling_is_refused_naming_the_argument():
-    with pytest.raises(NotImplementedError, match="scale_grad_by_freq=True"):
-        F(bg).embedding_bag(bg.tensor([0, 1]), bg.ones(3, 2), bg.tensor([0]), scale_grad_by_freq=True)
-
-
 def test_old_argument_order_warns_and_swaps_like_torch():
     with pytest.warns(UserWarning, match="Argument order of nn.functional.embedding_bag was changed"):
         got = F(bg).embedding_bag(bg.ones(3, 2), bg.tensor([[0, 2]]))

@@ -138,6 +138,11 @@ def with_derivative_of(value, d):
     )
 
 
+def with_gradient_scaled(value, scale):
+    """`value`, whose gradient is multiplied by `scale` (exact in value: value - stop_gradient(value) is 0)."""
+    return jax.lax.stop_gradient(value) + (value - jax.lax.stop_gradient(value)) * scale
+
+
 def first_order_only(f, error):
     """f, differentiated by JAX once; differentiating that derivative again raises error() (torch's error for an op
     whose backward has no derivative). The JVP reads the floating operands through an identity whose own VJP

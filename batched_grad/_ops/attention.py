@@ -17,6 +17,14 @@ from .nn import _check_tensor
 from .random_draws import sample
 
 
+def _safe_softmax(scores):
+    # torch's attention (every CPU kernel) gives a row whose scores are all -inf zero weights, not softmax's NaN; the
+    # row is zeroed before the softmax too, so that its gradient is zero rather than NaN
+    masked_row = jnp.all(scores == -jnp.inf, axis=-1, keepdims=True)
+    weights = jax.nn.softmax(jnp.where(masked_row, 0.0, scores), axis=-1)
+    return jnp.where(masked_row, 0.0, weights)
+
+
 def _attention(q, k, v, *extra, scale, causal, mask_kind, groups):
     if groups > 1:  # grouped-query attention: each key/value head serves `groups` query heads
         k, v = jnp.repeat(k, groups, axis=-3), jnp.repeat(v, groups, axis=-3)
@@ -28,7 +36,7 @@ def _attention(q, k, v, *extra, scale, causal, mask_kind, groups):
         scores = jnp.where(extra.pop(0), scores, -jnp.inf)
     elif mask_kind == "float":
         scores = scores + extra.pop(0)
-    weights = jax.nn.softmax(scores, axis=-1)
+    weights = _safe_softmax(scores)
     if extra:  # dropout's keep mask, already scaled by 1 / (1 - p)
         weights = weights * extra.pop(0)
     return jnp.matmul(weights, v)
@@ -78,8 +86,9 @@ def scaled_dot_product_attention(
     query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False
 ):
     """softmax(query @ key^T * scale + mask) @ value over the last two dims (scale 1 / sqrt(E) by default); a bool
-    mask keeps the True positions, a float mask is added; is_causal masks the upper triangle; with dropout_p the
-    attention weights are dropped (batched_grad's generator)."""
+    mask keeps the True positions, a float mask is added; is_causal masks the upper triangle; a query row with every
+    key masked gets zero weights (torch's, not softmax's NaN); with dropout_p the attention weights are dropped
+    (batched_grad's generator)."""
     for i, (name, t) in enumerate((("query", query), ("key", key), ("value", value)), 1):
         _check_tensor("scaled_dot_product_attention", name, t, i)
     if not (query.dtype is key.dtype is value.dtype):

@@ -10,6 +10,7 @@ from .. import _dtypes
 from .._autocast import autocast_policy
 from .._factories import _NO_SIZE, COPY_CONSTRUCT_WARNING, _tuple_size, _varargs_size, empty, full, tensor
 from .._inference import is_inference as inference_tensor
+from .._int_args import sizes_also_by_keyword
 from .._layout_types import takes_layout
 from .._meta import device_for
 from .._tensor import Tensor, python_type_name, type_name, warn_at_caller
@@ -104,6 +105,7 @@ def _conversion(name, dtype):
     return method
 
 
+@sizes_also_by_keyword("size")
 def sum_to_size(self, *size):
     """This tensor summed over the dims it was broadcast along to reach `size` (which must expand to its shape)."""
     size = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (tuple, list)) else tuple(size)

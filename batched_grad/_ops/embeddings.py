@@ -12,8 +12,9 @@ from .. import _dtypes, _host
 from .._factories import arange, zeros
 from .._grad_mode import is_recording, no_grad
 from .._tensor import Tensor
+from . import _derivatives
 from ._core import Op, apply
-from .nn import _check_tensor, _is_concrete
+from .nn import _check_tensor, _embedding, _is_concrete
 from .nn import _host as _values
 from .shape import cat
 
@@ -44,8 +45,10 @@ def _bag_max(rows, kept, bag, bags):
     return jnp.take_along_axis(padded, jnp.minimum(first, n), axis=0)
 
 
-def _embedding_bag(w, indices, offsets, *sample_weights, mode, bags, padding_idx):
+def _embedding_bag(w, indices, offsets, *sample_weights, mode, bags, padding_idx, by_frequency=False):
     rows = jnp.take(w, indices, axis=0)
+    if by_frequency:
+        rows = _derivatives.with_gradient_scaled(rows, _frequency_scales(indices, w.shape[0], w.dtype)[:, None])
     if sample_weights:
         rows = rows * sample_weights[0][:, None]
     bag = _bag_of_each_index(offsets, indices.shape[0])
@@ -60,6 +63,71 @@ def _embedding_bag(w, indices, offsets, *sample_weights, mode, bags, padding_idx
     counted = jnp.ones(indices.shape, w.dtype) if kept is None else kept.astype(w.dtype)
     sizes = jax.ops.segment_sum(counted, bag, bags)
     return total / jnp.maximum(sizes, 1)[:, None]
+
+
+def _scaled_by_frequency(out, indices, rows):
+    # the value of `out`, whose gradient at each lookup is divided by how often its index occurs in `indices`
+    counts = jnp.zeros(rows, out.dtype).at[indices.ravel()].add(1)
+    return _derivatives.with_gradient_scaled(out, (1 / counts[indices])[..., None])
+
+
+def _sparse_frequency_error():
+    return RuntimeError("embedding_backward: scale_grad_by_freq not supported with sparse gradients")
+
+
+def _frequency_double_backward_error():
+    return NotImplementedError(
+        "embedding: the double backward of scale_grad_by_freq=True is not supported (torch's is the unscaled "
+        "lookup); differentiate it once, or leave scale_grad_by_freq at its default."
+    )
+
+
+def _frequency_forward_error(*operands, **static):
+    return NotImplementedError(
+        "embedding: forward-mode AD with scale_grad_by_freq=True is not supported (torch's tangent is the unscaled "
+        "lookup); use reverse mode, or leave scale_grad_by_freq at its default."
+    )
+
+
+def _embedding_by_frequency(w, indices, *, padding_idx, sparse):
+    def lookup(w, indices):
+        out = _scaled_by_frequency(_embedding(w, indices, padding_idx=padding_idx), indices, w.shape[0])
+        return _derivatives.raises_in_backward(out, _sparse_frequency_error) if sparse else out
+
+    return _derivatives.first_order_only(lookup, _frequency_double_backward_error)(w, indices)
+
+
+# scale_grad_by_freq: torch's backward divides each row's gradient by its index's count in the input; its forward-mode
+# and double-backward derivatives are the unscaled lookup, which one JAX function cannot give alongside the scaled
+# backward, so those two are refused
+_EMBEDDING_BY_FREQUENCY = Op(
+    "embedding",
+    _embedding_by_frequency,
+    "EmbeddingBackward0",
+    forward_error=_frequency_forward_error,
+)
+
+
+def embedding_by_frequency(weight, indices, padding_idx, sparse):
+    """embedding's lookup with scale_grad_by_freq, for a weight that gets a gradient."""
+    return apply(_EMBEDDING_BY_FREQUENCY, [weight, indices], padding_idx=padding_idx, sparse=bool(sparse))
+
+
+def _frequency_scales(indices, rows, dtype):
+    """Per index, the factor scale_grad_by_freq puts on its row's gradient in torch's embedding_bag (CPU, dense):
+    torch walks the distinct indices in sorted order and divides the k-th one's gradient by the count of the k-th
+    entry of the sorted indices (not of its own value: the counts of the smaller indices and repeats shift it)."""
+    counts = jnp.zeros(rows, jnp.int32).at[indices].add(1)
+    rank = jnp.cumsum(counts > 0) - 1  # a looked-up row's place among the distinct indices
+    return 1 / jnp.take(counts, jnp.take(jnp.sort(indices), rank[indices])).astype(dtype)
+
+
+def _embedding_bag_by_frequency(w, indices, offsets, *sample_weights, sparse, **static):
+    def bags(w, indices, offsets, *sample_weights):
+        out = _embedding_bag(w, indices, offsets, *sample_weights, **static, by_frequency=True)
+        return _derivatives.raises_in_backward(out, _sparse_frequency_error) if sparse else out
+
+    return _derivatives.first_order_only(bags, _frequency_double_backward_error)(w, indices, offsets, *sample_weights)
 
 
 def _host_layout(w, indices, offsets, mode, bags, padding_idx):
@@ -128,6 +196,11 @@ def _host_embedding_bag_vjp(ct, operands, avals, *, mode, bags, padding_idx):
 
 
 _EMBEDDING_BAG = Op("embedding_bag", _embedding_bag, host=_host_embedding_bag, host_vjp=_host_embedding_bag_vjp)
+# scale_grad_by_freq=True with a weight that requires grad: the backward as torch's; forward mode and the double
+# backward refused, as embedding's
+_EMBEDDING_BAG_BY_FREQUENCY = Op(
+    "embedding_bag", _embedding_bag_by_frequency, "EmbeddingBagBackward0", forward_error=_frequency_forward_error
+)
 
 
 def _checked_index_tensor(name, x):
@@ -201,11 +274,6 @@ def _checked_mode(mode, scale_grad_by_freq, sparse):
         raise ValueError("max mode does not support scaling the gradient by the frequency")
     if mode == "max" and sparse:
         raise ValueError("max mode does not support sparse weights")
-    if scale_grad_by_freq:
-        raise NotImplementedError(
-            "embedding_bag: scale_grad_by_freq=True is not supported; pass scale_grad_by_freq=False (the gradient "
-            "then reaches each row once per occurrence of its index)"
-        )
 
 
 def _checked_padding_idx(padding_idx, rows):
@@ -260,7 +328,8 @@ def embedding_bag(
     at `padding_idx` are left out of their bag (and its count); an empty bag gives zeros. `per_sample_weights`
     (mode 'sum') scales each looked-up row; `max_norm` first renormalizes the looked-up rows of `weight` in place.
     With sparse=True the weight's gradient is a sparse tensor (each looked-up row once per lookup, padding entries
-    left out, as torch's). scale_grad_by_freq=True is refused."""
+    left out, as torch's). With scale_grad_by_freq the weight's gradient is scaled per index as torch's CPU kernel
+    scales it (reverse mode, first order; not with sparse=True, whose backward raises torch's error)."""
     _check_tensor("embedding_bag", "input", input)
     _check_tensor("embedding_bag", "weight", weight, 2)
     if weight.dtype in (_dtypes.int64, _dtypes.int32) and input.dtype.is_floating_point:
@@ -289,16 +358,19 @@ def embedding_bag(
     padding_idx = _checked_padding_idx(padding_idx, weight.shape[0])
     _check_values(indices, offsets, weight.shape[0])
     bags = max(offsets.shape[0] - bool(include_last_offset), 0)
+    extra = [] if sample_weights is None else [sample_weights]
+    if scale_grad_by_freq and weight.requires_grad and is_recording():
+        return apply(
+            _EMBEDDING_BAG_BY_FREQUENCY,
+            [weight, indices, offsets, *extra],
+            sparse=bool(sparse),
+            mode=mode,
+            bags=bags,
+            padding_idx=padding_idx,
+        )
     if sparse and weight.requires_grad and is_recording():
         weight, indices, padding_idx = _looked_up_rows(weight, indices, padding_idx)
-    operands = [weight, indices, offsets] + ([] if sample_weights is None else [sample_weights])
-    return apply(
-        _EMBEDDING_BAG,
-        operands,
-        mode=mode,
-        bags=bags,
-        padding_idx=padding_idx,
-    )
+    return apply(_EMBEDDING_BAG, [weight, indices, offsets, *extra], mode=mode, bags=bags, padding_idx=padding_idx)
 
 
 def _looked_up_rows(weight, indices, padding_idx):

@@ -17,6 +17,7 @@ from .._dual import tangent_of
 from .._graph import _lock
 from .._inference import is_inference
 from .._inplace import DETACH, _view_value_jit
+from .._int_args import sizes_also_by_keyword
 from .._layout import is_contiguous, storage_offset
 from .._tensor import Tensor, python_type_name
 from .._write_watch import before_write
@@ -125,6 +126,7 @@ def _window(flat, start, length):
     return cat([part, flat.new_zeros(missing)]) if missing else part
 
 
+@sizes_also_by_keyword("size")
 def resize_(self, *sizes, memory_format=None):
     """Give this tensor the shape `sizes`, in place: its elements in row-major order from where it starts in its
     storage, as many as the new shape holds (zeros past the old ones). Refused for a tensor that requires grad (not

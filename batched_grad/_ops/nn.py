@@ -534,11 +534,11 @@ _EMBEDDING = Op("embedding", _embedding, multilinear=True)
 
 
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False, sparse=False):
-    """Rows of `weight` looked up by the integer tensor `input`; rows at `padding_idx` get no gradient."""
+    """Rows of `weight` looked up by the integer tensor `input`; rows at `padding_idx` get no gradient; with
+    scale_grad_by_freq each row's gradient is divided by how often its index occurs in `input` (reverse mode, first
+    order)."""
     _check_tensor("embedding", "input", input)
     _check_tensor("embedding", "weight", weight, 2)
-    if scale_grad_by_freq:
-        raise NotImplementedError("embedding: scale_grad_by_freq=True is not supported; leave it at its default.")
     if input.dtype.is_floating_point or input.dtype.is_complex or input.dtype is _dtypes.bool:
         raise RuntimeError(
             "Expected tensor for argument #1 'indices' to have one of the following scalar types: "
@@ -555,9 +555,13 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
     if _is_concrete(input) and input.numel() and not (0 <= _host(input).min() and _host(input).max() < rows):
         raise IndexError("index out of range in self")
     if max_norm is not None:
-        from .embeddings import renorm_rows_  # embeddings imports this module
+        from .embeddings import renorm_rows_
 
         renorm_rows_(weight, input, max_norm, norm_type)
+    if scale_grad_by_freq and weight.requires_grad and is_recording():
+        from .embeddings import embedding_by_frequency  # embeddings imports this module
+
+        return embedding_by_frequency(weight, input, padding_idx, sparse)
     if sparse and weight.requires_grad and is_recording():
         from ..sparse._grads import embedding_with_sparse_grad
 

@@ -11,7 +11,7 @@ from .. import _dtypes
 from .._autocast import autocast_policy
 from .._grad_mode import is_recording, is_view_replay_enabled
 from .._inplace import scatter_through
-from .._int_args import int_or_ints
+from .._int_args import int_or_ints, sizes_also_by_keyword
 from .._tensor import Tensor, _wrap_dim, type_name
 from .._transform_levels import in_functionalize
 from ._core import Op, apply
@@ -211,6 +211,7 @@ def _reshaped(input, shape, name="ViewBackward0"):
     return apply(_RESHAPE[name], [input], shape=tuple(shape))
 
 
+@sizes_also_by_keyword("shape")
 def reshape(input, *shape):
     """A tensor with the same elements in `shape` (one entry may be -1): a view where the input's strides allow one,
     else (as torch) a reshaped copy that writes do not share."""
@@ -229,9 +230,24 @@ def _reshaped_or_copied(input, shape):
     return _reshaped(input, shape, "ViewBackward0" if is_contiguous(input) else "ReshapeAliasBackward0")
 
 
-def view(input, *shape):
+def _view_overload(shape, size, dtype):
+    # torch's keyword forms, each alone: view(size=...) and view(dtype=...)
+    if shape or (size is not None and dtype is not None):
+        raise TypeError(
+            "view() received an invalid combination of arguments: give the shape, size=(...) or dtype=... alone"
+        )
+    if dtype is not None:
+        return (dtype,)
+    if not isinstance(size, (tuple, list)):
+        raise TypeError(f"view(): argument 'size' must be tuple of ints, not {type(size).__name__}")
+    return (size,)
+
+
+def view(input, *shape, size=None, dtype=None):
     """Like reshape, refused as torch refuses it where the input's strides (a transpose's, a strided slice's) cannot
-    give the new shape without a copy."""
+    give the new shape without a copy. The shape may be given as size=(...)."""
+    if size is not None or dtype is not None:
+        shape = _view_overload(shape, size, dtype)
     if len(shape) == 1 and isinstance(shape[0], _dtypes.dtype):
         raise NotImplementedError(
             "view(dtype), which reinterprets the bits of the elements, is not supported; "
@@ -332,6 +348,7 @@ def _permuted(input, axes, name="PermuteBackward0"):
     return apply(_PERMUTE[name], [input], axes=tuple(axes))
 
 
+@sizes_also_by_keyword("dims")
 def permute(input, *dims):
     """A view with the dimensions reordered as `dims`."""
     dims = _sizes(dims)
@@ -395,6 +412,7 @@ def movedim(input, source, destination):
     return _permuted(input, [placed[i] if i in placed else next(rest) for i in range(n)])
 
 
+@sizes_also_by_keyword("size")
 def expand(input, *sizes):
     """Broadcast size-1 dimensions to `sizes` without copying (-1 keeps a dimension)."""
     return apply(_EXPAND, [input], shape=expanded_shape(input, _sizes(sizes)))
@@ -632,6 +650,7 @@ def roll(input, shifts, dims=None):
     return apply(_ROLL, [input], shifts=tuple(int(s) for s in shifts), axes=axes)
 
 
+@sizes_also_by_keyword("repeats")
 def repeat(input, *sizes):
     """Tile the tensor `sizes` times along each dimension (torch's Tensor.repeat)."""
     sizes = _sizes(sizes)

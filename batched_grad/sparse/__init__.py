@@ -11,11 +11,21 @@ from .._ops import _CONVERSIONS
 from .._ops._public import SPARSE_DISPATCHED, SPARSE_VALUEWISE
 from .._tensor import Tensor
 from . import _math
-from ._construct import coalesce, sparse_coo_tensor, to_dense, to_sparse, to_sparse_coo
+from ._construct import check_sparse_tensor_invariants, coalesce, sparse_coo_tensor, to_dense, to_sparse, to_sparse_coo
 from ._coo import SparseCOO
 from ._math import addmm, log_softmax, mm, softmax
 
-__all__ = ["addmm", "log_softmax", "mm", "softmax", "sum", "FloatTensor", "DoubleTensor", "LongTensor"]
+__all__ = [
+    "addmm",
+    "check_sparse_tensor_invariants",
+    "log_softmax",
+    "mm",
+    "softmax",
+    "sum",
+    "FloatTensor",
+    "DoubleTensor",
+    "LongTensor",
+]
 
 
 def sum(input, dim=None, dtype=None):  # noqa: A001  (torch.sparse's name)
@@ -36,16 +46,26 @@ _LEGACY_DEPRECATED = (
 )
 
 
+_LEGACY_WARNED = set()  # torch gives each form's deprecation once per process
+
+
+def _warn_legacy(form):
+    if form not in _LEGACY_WARNED:
+        _LEGACY_WARNED.add(form)
+        warnings.warn(_LEGACY_DEPRECATED.format(form, form), UserWarning, stacklevel=3)
+
+
 def _legacy(dtype):
     def construct(*args):
         if len(args) in (2, 3) and all(isinstance(a, Tensor) for a in args[:2]):
-            form = "indices, values, shape, " if len(args) == 3 else "indices, values, "
-            warnings.warn(_LEGACY_DEPRECATED.format(form, form), UserWarning, stacklevel=2)
+            _warn_legacy("indices, values, shape, " if len(args) == 3 else "indices, values, ")
             size = args[2] if len(args) == 3 else None
-            return sparse_coo_tensor(args[0], args[1], size)  # the values keep their dtype, as torch's
+            # the values keep their dtype, as torch's; the legacy form does not give the invariants' notice
+            return sparse_coo_tensor(args[0], args[1], size, check_invariants=False)
         if all(isinstance(n, int) for n in args):
-            warnings.warn(_LEGACY_DEPRECATED.format("shape, ", "shape, "), UserWarning, stacklevel=2)
-            return sparse_coo_tensor(np.zeros((len(args), 0), np.int64), zeros(0, dtype=dtype), args)
+            _warn_legacy("shape, ")
+            empty = np.zeros((len(args), 0), np.int64)
+            return sparse_coo_tensor(empty, zeros(0, dtype=dtype), args, check_invariants=False)
         raise TypeError(
             f"torch.sparse.{dtype.type_name}Tensor() takes (indices, values[, size]) or sizes (ints), but got "
             f"({', '.join(type(a).__name__ for a in args)})"

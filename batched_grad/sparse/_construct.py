@@ -3,6 +3,7 @@ the host (as torch's kernels read them); the values move only through recorded d
 their gradients come from the ordinary engine."""
 
 import math
+import warnings
 
 import numpy as np
 
@@ -46,6 +47,72 @@ def _inferred_size(indices, values):
     return sparse + tuple(values.shape[1:])
 
 
+_IMPLICITLY_UNCHECKED = (
+    "Sparse invariant checks are implicitly disabled. Memory errors (e.g. SEGFAULT) will occur when operating on a "
+    "sparse tensor which violates the invariants, but checks incur performance overhead. To silence this warning, "
+    "explicitly opt in or out. See `torch.sparse.check_sparse_tensor_invariants.__doc__` for guidance."
+)
+# whether the constructors check a sparse tensor's invariants: None until set (torch's default, off, with its notice
+# once per process where a constructor is not told), then the bool set
+_INVARIANTS = {"checked": None, "noticed": False}
+
+
+def _invariants_checked(check_invariants):
+    if check_invariants is not None:
+        return bool(check_invariants)
+    if _INVARIANTS["checked"] is None and not _INVARIANTS["noticed"]:
+        _INVARIANTS["noticed"] = True
+        warnings.warn(_IMPLICITLY_UNCHECKED, UserWarning, stacklevel=3)
+    return bool(_INVARIANTS["checked"])
+
+
+class check_sparse_tensor_invariants:  # noqa: N801  (torch's name)
+    """Whether the sparse tensor constructors check the invariants (batched_grad's COO constructor always refuses
+    indices out of the size; the switch is torch's state, read by is_enabled): enable() / disable(), or as a context
+    manager or decorator that sets it (default True) and restores it on exit."""
+
+    @staticmethod
+    def is_enabled():
+        """True where the checks were turned on."""
+        return bool(_INVARIANTS["checked"])
+
+    @staticmethod
+    def enable():
+        """Turn the checks on (an explicit choice: the constructors' notice is not given)."""
+        _INVARIANTS["checked"] = True
+
+    @staticmethod
+    def disable():
+        """Turn the checks off (an explicit choice: the constructors' notice is not given)."""
+        _INVARIANTS["checked"] = False
+
+    def __init__(self, enable=True):
+        self.state = enable
+        self.saved_state = None
+
+    def __enter__(self):
+        if self.saved_state is not None:
+            raise RuntimeError(
+                "This context manager instance is already activated. Use a different context manager instance for "
+                "context nesting."
+            )
+        self.saved_state = self.is_enabled()
+        _INVARIANTS["checked"] = bool(self.state)
+
+    def __exit__(self, type, value, traceback):  # noqa: A002  (the context manager protocol's names)
+        if self.saved_state is None:
+            raise AssertionError("saved_state should not be None on exit")
+        _INVARIANTS["checked"] = self.saved_state
+        self.saved_state = None
+
+    def __call__(self, mth):
+        def test_mth(*args, **kwargs):
+            with type(self)(self.state):
+                return mth(*args, **kwargs)
+
+        return test_mth
+
+
 def sparse_coo_tensor(
     indices,
     values,
@@ -59,7 +126,9 @@ def sparse_coo_tensor(
     is_coalesced=None,
 ):
     """A sparse COO tensor with `values` at `indices` (sparse_dim x nnz); `size` inferred from the indices when None.
-    Indices out of `size` are refused (torch checks them only with check_invariants)."""
+    Indices out of `size` are refused (torch checks them only with check_invariants, or where
+    check_sparse_tensor_invariants is enabled; left unset, torch's notice that the checks are off is given once)."""
+    _invariants_checked(check_invariants)
     if pin_memory:
         raise RuntimeError("sparse_coo_tensor(): pin_memory=True is not provided (there is no pinned host memory)")
     indices, values = _as_tensor(indices, "indices"), _as_tensor(values, "values")
