@@ -166,6 +166,15 @@ def test_running_extremes_take_every_nan():
         check_both(lambda m, x: getattr(m, name)(x, 1).values.nan_to_num(0.0), [x])
 
 
+def test_logdet_of_a_complex_matrix_is_complex():
+    def program(m):
+        x = m.tensor([[2 + 1j, 0.5], [0.3j, 1.0]], dtype=m.complex128, requires_grad=True)
+        y = m.logdet(x)
+        return y, m.autograd.grad(y.real + 2 * y.imag, x)[0], m.logdet(m.tensor([[0.0, 1], [1, 0]], dtype=m.complex64))
+
+    assert_same(program(bg), program(torch))
+
+
 def test_result_types():
     x = bg.tensor([[1.0, 3.0], [2.0, 0.0]])
     for name in ("cummax", "median", "kthvalue", "mode", "nanmedian"):
@@ -189,6 +198,11 @@ def test_result_types():
         lambda m: m.cov(m.ones(2, 2, 2)),
         lambda m: m.renorm(m.ones(3), 2, 0, 1),
         lambda m: m.median(m.ones(2, 0), 1),
+        lambda m: m.quantile(m.ones(3, dtype=m.float16), 0.5),
+        lambda m: m.nanquantile(m.ones(3, dtype=m.bfloat16), 0.5),
+        lambda m: m.nanquantile(m.ones(3), 1.5),
+        lambda m: m.nanquantile(m.ones(0), 0.5),
+        lambda m: m.nanquantile(m.ones(3), 0.5, interpolation="cubic"),
     ],
     ids=[
         "nanmean-int",
@@ -202,6 +216,11 @@ def test_result_types():
         "cov-dims",
         "renorm-dims",
         "median-empty",
+        "quantile-half",
+        "nanquantile-bfloat16",
+        "nanquantile-q",
+        "nanquantile-empty",
+        "nanquantile-interpolation",
     ],
 )
 def test_errors(call):

@@ -335,24 +335,26 @@ _INTERPOLATIONS = ("linear", "lower", "higher", "midpoint", "nearest")
 
 
 def _quantiles(name, input, q, dim, keepdim, interpolation):
+    # torch's messages name quantile() for nanquantile too
     if interpolation not in _INTERPOLATIONS:
         raise RuntimeError(
-            f"{name}() interpolation must be one of linear, lower, higher, midpoint or nearest, but got {interpolation}"
+            "quantile() interpolation must be one of linear, lower, higher, midpoint or nearest, but got "
+            f"{interpolation}"
         )
-    if not input.dtype.is_floating_point:
-        raise RuntimeError(f"{name}() input tensor must be either float or double dtype")
+    if input.dtype not in (_dtypes.float32, _dtypes.float64):
+        raise RuntimeError("quantile() input tensor must be either float or double dtype")
     scalar = not isinstance(q, Tensor)
     qs = np.asarray([q] if scalar else q.detach().numpy(), dtype=input.dtype.np).reshape(-1)
     if isinstance(q, Tensor) and q.ndim > 1:
-        raise RuntimeError(f"{name}() q must be a scalar or 1D tensor")
+        raise RuntimeError("quantile() q must be a scalar or 1D tensor")
     if ((qs < 0) | (qs > 1)).any():
         raise RuntimeError(
-            f"{name}() q must be in the range [0, 1] but got {q}"
+            f"quantile() q must be in the range [0, 1] but got {q}"
             if scalar
-            else f"{name}() q values must be in the range [0, 1]"
+            else "quantile() q values must be in the range [0, 1]"
         )
     if input.numel() == 0:
-        raise RuntimeError(f"{name}() input tensor must be non-empty")
+        raise RuntimeError("quantile() input tensor must be non-empty")
     axis = None if dim is None else _wrap_dim(dim, max(input.ndim, 1))
     x = input.reshape(1) if input.ndim == 0 else input
     return apply(
@@ -504,8 +506,11 @@ def renorm(input, p, dim, maxnorm):
 
 
 def logdet(input):
-    """log(det(input)): nan for a negative determinant, -inf for a zero one."""
+    """log(det(input)): nan for a negative determinant, -inf for a zero one; complex for a complex input (the log
+    of the determinant's phase added)."""
     sign, logabsdet = slogdet(input)
+    if input.dtype.is_complex:
+        return logabsdet + sign.log()
     return where(sign == -1, Tensor._wrap(np.asarray(np.nan, logabsdet.dtype.np)), logabsdet)
 
 
