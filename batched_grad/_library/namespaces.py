@@ -43,6 +43,9 @@ class AtenOverload:
         return f"aten::{self._opname}{suffix}"
 
     def __repr__(self):
+        return f"<OpOverload(op='aten.{self._opname}', overload='{self._overloadname}')>"
+
+    def __str__(self):
         return f"aten.{self._opname}.{self._overloadname}"
 
     @property

@@ -47,6 +47,9 @@ class OpOverload:
         return f"{self.namespace}::{self._opname}{overload}"
 
     def __repr__(self):
+        return f"<OpOverload(op='{self.namespace}.{self._opname}', overload='{self._overloadname}')>"
+
+    def __str__(self):
         return f"{self.namespace}.{self._opname}.{self._overloadname}"
 
     @property

@@ -108,6 +108,13 @@ def _parse_default(text):
         return text  # a name (a dtype or a layout, contiguous_format, ...) as the schema writes it
 
 
+def _default_text(value, text):
+    """A default as torch prints it in a schema: a whole float with a trailing dot ("2."), else as written."""
+    if type(value) is float and value.is_integer():
+        return f"{int(value)}."
+    return text
+
+
 def _parse_argument(text, kwarg_only, schema, is_return=False):
     declared, _, default = text.partition("=")
     words = declared.strip().rsplit(" ", 1)
@@ -118,7 +125,8 @@ def _parse_argument(text, kwarg_only, schema, is_return=False):
         raise RuntimeError(f"expected an identifier as the name of argument '{text}' in schema: {schema}")
     kind, alias = _parse_type(type_text.strip(), schema)
     if default:
-        return Argument(name, kind, alias, kwarg_only, _parse_default(default.strip()), default.strip())
+        value = _parse_default(default.strip())
+        return Argument(name, kind, alias, kwarg_only, value, _default_text(value, default.strip()))
     return Argument(name, kind, alias, kwarg_only)
 
 

@@ -1,0 +1,504 @@
+"""torch.library custom operators and torch.ops against torch 2.13's: each operator is defined once, by a function
+of the library module, for torch and for batched_grad; every value, gradient, version count and error is compared."""
+
+import types
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import batched_grad as bg
+from oracle import assert_same
+
+MODULES = {"torch": torch, "bg": bg}
+X = np.linspace(-1.0, 1.0, 12).reshape(4, 3)
+Y = np.cos(np.arange(12.0)).reshape(4, 3)
+
+
+def define(lib):
+    """The test operators of namespace "cotest", written against `lib` (torch or batched_grad)."""
+    Tensor = lib.Tensor
+    ops = types.SimpleNamespace()
+
+    @lib.library.custom_op("cotest::numpy_sin", mutates_args=(), device_types="cpu")
+    def numpy_sin(x: Tensor) -> Tensor:
+        return lib.from_numpy(np.sin(x.numpy()))
+
+    @numpy_sin.register_fake
+    def _(x):
+        return lib.empty_like(x)
+
+    def sin_setup(ctx, inputs, output):
+        (x,) = inputs
+        ctx.save_for_backward(x)
+
+    def sin_backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * x.cos()
+
+    numpy_sin.register_autograd(sin_backward, setup_context=sin_setup)
+    ops.numpy_sin = numpy_sin
+
+    @lib.library.custom_op("cotest::no_formula", mutates_args=())
+    def no_formula(x: Tensor) -> Tensor:
+        return lib.from_numpy(np.exp(x.numpy()))
+
+    ops.no_formula = no_formula
+
+    @lib.library.custom_op("cotest::scaled_mul", mutates_args=())
+    def scaled_mul(x: Tensor, y: Tensor, scale: float) -> Tensor:
+        return lib.from_numpy(x.numpy() * y.numpy() * scale)
+
+    def mul_setup(ctx, inputs, output):
+        x, y, scale = inputs
+        ctx.scale = scale
+        ctx.needs = ctx.needs_input_grad
+        ctx.save_for_backward(x, y)
+
+    def mul_backward(ctx, grad):
+        x, y = ctx.saved_tensors
+        gx = grad * y * ctx.scale if ctx.needs_input_grad[0] else None
+        gy = grad * x * ctx.scale if ctx.needs_input_grad[1] else None
+        return gx, gy, None
+
+    scaled_mul.register_autograd(mul_backward, setup_context=mul_setup)
+    ops.scaled_mul = scaled_mul
+
+    @lib.library.custom_op("cotest::sin_cos", mutates_args=())
+    def sin_cos(x: Tensor) -> tuple[Tensor, Tensor]:
+        return lib.from_numpy(np.sin(x.numpy())), lib.from_numpy(np.cos(x.numpy()))
+
+    def sin_cos_setup(ctx, inputs, output):
+        ctx.save_for_backward(*output)
+
+    def sin_cos_backward(ctx, gs, gc):
+        s, c = ctx.saved_tensors
+        return gs * c - gc * s
+
+    sin_cos.register_autograd(sin_cos_backward, setup_context=sin_cos_setup)
+    ops.sin_cos = sin_cos
+
+    @lib.library.custom_op("cotest::weighted_sum", mutates_args=())
+    def weighted_sum(tensors: list[Tensor], weights: list[float]) -> Tensor:
+        return lib.from_numpy(sum(t.numpy() * w for t, w in zip(tensors, weights)))
+
+    def ws_setup(ctx, inputs, output):
+        ctx.weights = inputs[1]
+        ctx.count = len(inputs[0])
+
+    def ws_backward(ctx, grad):
+        return [grad * w for w in ctx.weights], None
+
+    weighted_sum.register_autograd(ws_backward, setup_context=ws_setup)
+    ops.weighted_sum = weighted_sum
+
+    @lib.library.custom_op("cotest::power", mutates_args=())
+    def power(x: Tensor, *, exponent: float = 2.0) -> Tensor:
+        return lib.from_numpy(x.numpy() ** exponent)
+
+    def power_setup(ctx, inputs, keyword_only_inputs, output):
+        ctx.exponent = keyword_only_inputs["exponent"]
+        ctx.save_for_backward(inputs[0])
+
+    def power_backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * ctx.exponent * x ** (ctx.exponent - 1)
+
+    power.register_autograd(power_backward, setup_context=power_setup)
+    ops.power = power
+
+    @lib.library.custom_op("cotest::add_into", mutates_args={"out"}, device_types="cpu")
+    def add_into(x: Tensor, out: Tensor) -> None:
+        np.add(out.numpy(), x.numpy(), out=out.numpy())
+
+    ops.add_into = add_into
+
+    @lib.library.custom_op("cotest::returns_input", mutates_args=())
+    def returns_input(x: Tensor) -> Tensor:
+        return x
+
+    ops.returns_input = returns_input
+
+    @lib.library.custom_op("cotest::writes_undeclared", mutates_args=())
+    def writes_undeclared(x: Tensor) -> Tensor:
+        x.numpy()[...] = 0.0
+        return lib.ones(3)
+
+    ops.writes_undeclared = writes_undeclared
+
+    @lib.library.custom_op("cotest::wrong_fake", mutates_args=())
+    def wrong_fake(x: Tensor) -> Tensor:
+        return lib.from_numpy(x.numpy().sum(0))
+
+    wrong_fake.register_fake(lambda x: x.new_empty(x.shape))
+    ops.wrong_fake = wrong_fake
+
+    @lib.library.custom_op("cotest::cuda_only", mutates_args=(), device_types="cuda")
+    def cuda_only(x: Tensor) -> Tensor:
+        return x.clone()
+
+    ops.cuda_only = cuda_only
+
+    @lib.library.custom_op("cotest::too_many_grads", mutates_args=())
+    def too_many_grads(x: Tensor, scale: float) -> Tensor:
+        return lib.from_numpy(x.numpy() * scale)
+
+    too_many_grads.register_autograd(lambda ctx, g: (g, None, g))
+    ops.too_many_grads = too_many_grads
+
+    @lib.library.custom_op("cotest::grad_for_scale", mutates_args=())
+    def grad_for_scale(x: Tensor, scale: float) -> Tensor:
+        return lib.from_numpy(x.numpy() * scale)
+
+    grad_for_scale.register_autograd(lambda ctx, g: (g, g))
+    ops.grad_for_scale = grad_for_scale
+    return ops
+
+
+OPS = {name: define(module) for name, module in MODULES.items()}
+
+
+def on_both(run):
+    """run(lib, ops) for torch and for batched_grad: (torch's result, batched_grad's)."""
+    return run(torch, OPS["torch"]), run(bg, OPS["bg"])
+
+
+def error_of(call):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            call()
+        except Exception as e:  # noqa: BLE001
+            return type(e).__name__, str(e)
+    raise AssertionError("expected an error")
+
+
+def errors_on_both(run, prefix_until=None):
+    """The error run(lib, ops) raises, compared between torch and batched_grad (up to `prefix_until`)."""
+    expected, actual = (error_of(lambda lib=lib, ops=ops: run(lib, ops)) for lib, ops in PAIRS)
+    if prefix_until is not None:
+        expected, actual = ((kind, message.split(prefix_until)[0]) for kind, message in (expected, actual))
+    assert actual == expected
+    return actual
+
+
+PAIRS = [(torch, OPS["torch"]), (bg, OPS["bg"])]
+
+
+def leaf(lib, array):
+    return lib.tensor(array).requires_grad_()
+
+
+def test_forward_values_and_no_graph_without_grad():
+    def run(lib, ops):
+        y = ops.numpy_sin(lib.tensor(X))
+        return y, y.requires_grad, y.grad_fn is None
+
+    expected, actual = on_both(run)
+    assert_same(actual[0], expected[0])
+    assert actual[1:] == expected[1:] == (False, True)
+
+
+def test_registered_backward_gradients_and_node_name():
+    def run(lib, ops):
+        x = leaf(lib, X)
+        y = ops.numpy_sin(x)
+        (g,) = lib.autograd.grad(y.sum(), x, create_graph=True)
+        (gg,) = lib.autograd.grad(g.sum(), x)
+        return y, g, gg, type(y.grad_fn).__name__
+
+    expected, actual = on_both(run)
+    assert_same(actual[:3], expected[:3])
+    assert actual[3] == expected[3] == "GeneratedBackwardFor_cotest_numpy_sin_defaultBackward"
+
+
+def test_backward_without_formula_raises_torchs_error():
+    def run(lib, ops):
+        x = leaf(lib, X)
+        y = ops.no_formula(x)
+        assert y.requires_grad
+        y.sum().backward()
+
+    errors_on_both(run)
+
+
+def test_non_tensor_inputs_get_none_and_needs_input_grad():
+    def run(lib, ops):
+        x, y = leaf(lib, X), lib.tensor(Y)
+        out = ops.scaled_mul(x, y, 3.0)
+        out.backward(lib.ones_like(out))
+        return out, x.grad, y.grad
+
+    expected, actual = on_both(run)
+    assert_same(actual, expected)
+
+
+def test_multiple_outputs():
+    def run(lib, ops):
+        x = leaf(lib, X)
+        s, c = ops.sin_cos(x)
+        (s * 2 + c).sum().backward()
+        return s, c, x.grad
+
+    expected, actual = on_both(run)
+    assert_same(actual, expected)
+
+
+def test_tensor_list_inputs():
+    def run(lib, ops):
+        a, b = leaf(lib, X), leaf(lib, Y)
+        out = ops.weighted_sum([a, b], [0.3, 0.7])
+        out.sum().backward()
+        return out, a.grad, b.grad
+
+    expected, actual = on_both(run)
+    assert_same(actual, expected)
+
+
+def test_keyword_only_inputs_reach_setup_context():
+    def run(lib, ops):
+        x = leaf(lib, X)
+        out = ops.power(x, exponent=3.0)
+        out.sum().backward()
+        default = ops.power(lib.tensor(X))
+        return out, x.grad, default
+
+    expected, actual = on_both(run)
+    assert_same(actual, expected)
+
+
+def test_mutable_op_writes_are_seen_and_bump_the_version():
+    def run(lib, ops):
+        out = lib.zeros(4, 3, dtype=lib.float64)
+        before = out._version
+        result = ops.add_into(lib.tensor(X), out)
+        return result, out, out._version - before
+
+    expected, actual = on_both(run)
+    assert actual[0] is None and expected[0] is None
+    assert_same(actual[1], expected[1])
+    assert actual[2] == expected[2] == 1
+
+
+def test_mutable_op_refuses_an_autograd_formula():
+    errors_on_both(lambda lib, ops: ops.add_into.register_autograd(lambda ctx, g: g))
+
+
+def test_output_aliasing_an_input_is_refused():
+    # torch names the module of its implementation in the message; the rest is compared
+    errors_on_both(lambda lib, ops: ops.returns_input(lib.tensor(X)), prefix_until=" (with implementation")
+    expected, actual = (error_of(lambda ops=ops, lib=lib: ops.returns_input(lib.tensor(X)))[1] for lib, ops in PAIRS)
+    assert actual.split("): ", 1)[1] == expected.split("): ", 1)[1]
+
+
+def test_wrong_number_of_gradients_is_torchs_error():
+    errors_on_both(lambda lib, ops: ops.too_many_grads(leaf(lib, X), 2.0).sum().backward())
+
+
+def test_gradient_for_a_non_tensor_input_is_torchs_error():
+    errors_on_both(lambda lib, ops: ops.grad_for_scale(leaf(lib, X), 2.0).sum().backward())
+
+
+def test_vmap_without_a_rule_runs_the_rows():
+    def run(lib, ops):
+        s, c = lib.vmap(ops.sin_cos)(lib.tensor(X))
+        return lib.vmap(ops.scaled_mul, in_dims=(0, None, None))(lib.tensor(X), lib.tensor(Y[0]), 2.0), s, c
+
+    expected, actual = on_both(run)
+    assert_same(actual, expected)
+
+
+def test_vmap_then_backward_and_batched_grads():
+    def run(lib, ops):
+        x = leaf(lib, X)
+        (g,) = lib.autograd.grad(lib.vmap(ops.numpy_sin)(x).sum(), x)
+        y = ops.numpy_sin(x)
+        rows = lib.eye(12, dtype=lib.float64).reshape(12, 4, 3)
+        (jac,) = lib.autograd.grad(y, x, rows, is_grads_batched=True)
+        return g, jac
+
+    expected, actual = on_both(run)
+    assert_same(actual, expected)
+
+
+def test_registered_vmap_rule_is_called_with_torchs_arguments():
+    def run(lib, ops):
+        calls = []
+
+        @lib.library.custom_op("cotest::vmapped", mutates_args=())
+        def vmapped(x: lib.Tensor, n: int) -> lib.Tensor:
+            return lib.from_numpy(x.numpy() * n)
+
+        @vmapped.register_vmap
+        def rule(info, in_dims, x, n):
+            calls.append((info.batch_size, info.randomness, in_dims, n))
+            return vmapped(x, n + 1), in_dims[0]
+
+        out = lib.vmap(vmapped, in_dims=(1, None))(lib.tensor(X), 2)
+        nested = lib.vmap(lib.vmap(vmapped, in_dims=(0, None)), in_dims=(0, None))(lib.tensor(X), 1)
+        return out, nested, calls
+
+    expected, actual = on_both(run)
+    assert_same(actual[:2], expected[:2])
+    assert actual[2] == expected[2]
+
+
+def test_grad_transforms_refuse_the_operator_as_torch():
+    errors_on_both(lambda lib, ops: lib.func.grad(lambda t: ops.numpy_sin(t).sum())(lib.tensor(X)))
+    errors_on_both(lambda lib, ops: lib.func.jacrev(ops.numpy_sin)(lib.tensor(X[0])))
+
+
+def test_jvp_gives_zero_tangents_as_torch():
+    expected, actual = on_both(
+        lambda lib, ops: lib.func.jvp(ops.numpy_sin, (lib.tensor(X),), (lib.ones(4, 3, dtype=lib.float64),))
+    )
+    assert_same(actual, expected)
+
+
+def test_missing_kernel_for_the_device():
+    errors_on_both(lambda lib, ops: ops.cuda_only(lib.tensor(X)), prefix_until=" This could be")
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda lib, ops: ops.numpy_sin(),
+        lambda lib, ops: ops.numpy_sin(lib.tensor(X), lib.tensor(X)),
+        lambda lib, ops: ops.numpy_sin(3.0),
+        lambda lib, ops: ops.power(lib.tensor(X), 2.0),
+        lambda lib, ops: ops.power(lib.tensor(X), bad=2.0),
+    ],
+    ids=["missing", "too-many", "not-a-tensor", "keyword-only-given-positionally", "unknown-keyword"],
+)
+def test_bad_calls_raise_torchs_errors(call):
+    errors_on_both(call)
+
+
+def _annotated(lib, case):
+    """A function whose type hints or mutates_args infer_schema refuses, by `case`."""
+    Tensor = lib.Tensor
+    if case == "no-annotation":
+        return (lambda x: x), ()
+
+    def unsupported(x: Tensor, y: dict) -> Tensor: ...
+
+    def no_return(x: Tensor): ...
+
+    def varargs(x: Tensor, *args) -> Tensor: ...
+
+    def bad_return(x: Tensor) -> dict: ...
+
+    def plain(x: Tensor, n: int) -> Tensor: ...
+
+    def bad_default(x: Tensor, n: list[int] = (1,)) -> Tensor: ...
+
+    return {
+        "unsupported": (unsupported, ()),
+        "no-return": (no_return, ()),
+        "varargs": (varargs, ()),
+        "bad-return": (bad_return, ()),
+        "unknown-mutated": (plain, ("y",)),
+        "mutated-int": (plain, ("n",)),
+        "mutates-string": (plain, "everything"),
+        "bad-default": (bad_default, ()),
+    }[case]
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "no-annotation",
+        "unsupported",
+        "no-return",
+        "varargs",
+        "bad-return",
+        "unknown-mutated",
+        "mutated-int",
+        "mutates-string",
+        "bad-default",
+    ],
+)
+def test_schema_inference_errors(case):
+    def run(lib, ops):
+        fn, mutates = _annotated(lib, case)
+        lib.library.custom_op(f"cotest::bad_{case.replace('-', '_')}", fn, mutates_args=mutates)
+
+    # the function's signature (with each library's Tensor type) and the list of valid types end the messages
+    errors_on_both(run, prefix_until=" Got func" if case not in ("unsupported", "bad-return") else " The valid types")
+
+
+def test_inferred_schemas():
+    def run(lib, ops):
+        Tensor = lib.Tensor
+
+        def f(
+            x: Tensor, n: int, s: float = 2.0, *, flag: bool = False, o: Tensor | None = None
+        ) -> tuple[Tensor, Tensor]: ...
+
+        def g(
+            xs: list[Tensor], d: lib.dtype = lib.float32, dev: lib.device = None, w: list[float] | None = None
+        ) -> None: ...
+
+        def h(x: Tensor, name: str = "a", v: int | float | bool = 1) -> list[Tensor]: ...
+
+        return [
+            lib.library.infer_schema(f, mutates_args={"x"}),
+            lib.library.infer_schema(g, mutates_args="unknown"),
+            lib.library.infer_schema(h, mutates_args=(), op_name="h"),
+            str(ops.add_into._opoverload._schema),
+            str(lib.ops.cotest.power.default._schema),
+        ]
+
+    expected, actual = on_both(run)
+    assert actual == expected
+
+
+def test_explicit_schema_must_agree_with_mutates_args():
+    def run(lib, ops):
+        def f(x, y):
+            return None
+
+        lib.library.custom_op("cotest::explicit", f, mutates_args=(), schema="(Tensor(a0!) x, Tensor y) -> ()")
+
+    errors_on_both(run)
+
+
+def test_ops_namespace_packets_and_overloads():
+    def run(lib, ops):
+        packet = lib.ops.cotest.numpy_sin
+        x = lib.tensor(X)
+        return (
+            str(packet),
+            repr(packet.default),
+            packet.overloads(),
+            packet.default.__name__,
+            packet.default.name(),
+            packet(x),
+            packet.default(x),
+            lib.ops.aten.add.Tensor(x, x),
+            lib.ops.aten.add.Scalar(x, 2.0),
+            lib.ops.aten.sum.dim_IntList(x, [0]),
+            lib.ops.aten.sin.default(x),
+            lib.ops.aten.mm(x, x.t()),
+            sorted(lib.ops.aten.sum.overloads()),
+        )
+
+    expected, actual = on_both(run)
+    assert actual[:5] == expected[:5]
+    assert_same(actual[5:12], expected[5:12])
+    assert actual[12] == expected[12]
+
+
+@pytest.mark.parametrize(
+    "get",
+    [
+        lambda lib: lib.ops.cotest.nope,
+        lambda lib: lib.ops.nonamespace.nope,
+        lambda lib: lib.ops.cotest.numpy_sin.Tensor,
+        lambda lib: lib.ops.aten.not_an_op,
+        lambda lib: lib.ops.aten.sin.Tensor,
+    ],
+)
+def test_ops_attribute_errors(get):
+    errors_on_both(lambda lib, ops: get(lib))
