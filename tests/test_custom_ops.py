@@ -502,3 +502,159 @@ def test_ops_namespace_packets_and_overloads():
 )
 def test_ops_attribute_errors(get):
     errors_on_both(lambda lib, ops: get(lib))
+
+
+CHECKS = ("test_schema", "test_autograd_registration", "test_faketensor")
+
+
+def test_opcheck_results():
+    def run(lib, ops):
+        x = leaf(lib, X)
+        return [
+            lib.library.opcheck(ops.numpy_sin, (x,), test_utils=CHECKS),
+            lib.library.opcheck(lib.ops.cotest.numpy_sin.default, (lib.tensor(X),), test_utils=CHECKS),
+            lib.library.opcheck(ops.add_into, (lib.tensor(X), lib.zeros(4, 3, dtype=lib.float64)), test_utils=CHECKS),
+            lib.library.opcheck(ops.power, (x,), {"exponent": 3.0}, test_utils=CHECKS[:2]),
+        ]
+
+    expected, actual = on_both(run)
+    assert actual == expected
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        ("writes_undeclared", "test_schema"),
+        ("no_formula", "test_faketensor"),
+        ("wrong_fake", "test_faketensor"),
+    ],
+    ids=lambda c: c[0],
+)
+def test_opcheck_failures(case):
+    name, check = case
+
+    def run(lib, ops):
+        results = lib.library.opcheck(getattr(ops, name), (lib.tensor(X),), test_utils=CHECKS, raise_exception=False)
+        assert set(results) == set(CHECKS)
+        error = results[check]
+        return {k: v for k, v in results.items() if v == "SUCCESS"}, type(error).__name__, str(error)
+
+    expected, actual = on_both(run)
+    assert actual == expected
+    errors_on_both(lambda lib, ops: lib.library.opcheck(getattr(ops, name), (lib.tensor(X),), test_utils=check))
+
+
+def test_opcheck_argument_errors():
+    errors_on_both(lambda lib, ops: lib.library.opcheck(ops.numpy_sin, (lib.tensor(X),), rtol=1e-3))
+    errors_on_both(lambda lib, ops: lib.library.opcheck(ops.numpy_sin, (lib.tensor(X),), test_utils="test_nothing"))
+    errors_on_both(lambda lib, ops: lib.library.opcheck(lambda x: x, (lib.tensor(X),)), prefix_until=", got")
+
+
+def test_get_ctx_inside_a_fake_kernel():
+    def run(lib, ops):
+        seen = []
+
+        @lib.library.custom_op("cotest::ctx_op", mutates_args=())
+        def ctx_op(x: lib.Tensor) -> lib.Tensor:
+            return x.clone()
+
+        @ctx_op.register_fake
+        def _(x):
+            seen.append(lib.library.get_ctx() is not None)
+            return lib.empty_like(x)
+
+        lib.library.opcheck(ctx_op, (lib.tensor(X),), test_utils="test_faketensor")
+        return lib.library.get_ctx() is None, seen
+
+    expected, actual = on_both(run)
+    assert actual == expected == (True, [True])
+
+
+def test_library_define_and_impl():
+    def run(lib, ops):
+        library = lib.library.Library("cotest_lib", "FRAGMENT")
+        library.define("scale(Tensor x, float s=2.0, *, int k=1) -> Tensor")
+        library.impl("scale", lambda x, s=2.0, *, k=1: x * s + k, "CPU")
+        x = leaf(lib, X)
+        y = lib.ops.cotest_lib.scale(x, k=3)
+        y.sum().backward()
+        z = lib.ops.cotest_lib.scale.default(lib.tensor(X), 0.5)
+        schema = str(lib.ops.cotest_lib.scale.default._schema)
+        library._destroy()
+        return y, x.grad, z, schema
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch warns that the kernel has no autograd registration
+        expected, actual = on_both(run)
+    assert_same(actual[:3], expected[:3])
+    assert actual[3] == expected[3]
+
+
+def test_library_errors():
+    def duplicate(lib, ops):
+        library = lib.library.Library("cotest_dup", "FRAGMENT")
+        library.define("f(Tensor x) -> Tensor")
+        try:
+            library.define("f(Tensor x) -> Tensor")
+        finally:
+            library._destroy()
+
+    def second_def(lib, ops):
+        first = lib.library.Library("cotest_def", "DEF")
+        try:
+            lib.library.Library("cotest_def", "DEF")
+        finally:
+            first._destroy()
+
+    errors_on_both(lambda lib, ops: lib.library.Library("cotest_kind", "BAD"))
+    errors_on_both(duplicate, prefix_until=" Duplicate registration")
+    errors_on_both(second_def, prefix_until=" If you were trying")
+
+
+def test_define_impl_register_by_name_and_overloads():
+    def run(lib, ops):
+        library = lib.library.Library("cotest_named", "FRAGMENT")
+        lib.library.define("cotest_named::cube", "(Tensor x) -> Tensor", lib=library)
+        lib.library.define("cotest_named::cube.scaled", "(Tensor x, float s) -> Tensor", lib=library)
+
+        @lib.library.impl("cotest_named::cube", "cpu", lib=library)
+        def cube(x):
+            return lib.from_numpy(x.numpy() ** 3)
+
+        @lib.library.impl("cotest_named::cube.scaled", "default", lib=library)
+        def cube_scaled(x, s):
+            return x**3 * s
+
+        lib.library.register_fake("cotest_named::cube", lambda x: lib.empty_like(x), lib=library)
+
+        def setup(ctx, inputs, output):
+            ctx.save_for_backward(inputs[0])
+
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return 3 * g * x**2
+
+        lib.library.register_autograd("cotest_named::cube", backward, setup_context=setup, lib=library)
+        x = leaf(lib, X)
+        y = lib.ops.cotest_named.cube.default(x)
+        y.sum().backward()
+        scaled = lib.ops.cotest_named.cube(lib.tensor(X), 2.0)
+        overloads = sorted(lib.ops.cotest_named.cube.overloads())
+        checked = lib.library.opcheck(lib.ops.cotest_named.cube.default, (leaf(lib, X),), test_utils=CHECKS)
+        library._destroy()
+        return y, x.grad, scaled, overloads, checked
+
+    expected, actual = on_both(run)
+    assert_same(actual[:3], expected[:3])
+    assert actual[3:] == expected[3:]
+
+
+def test_impl_abstract_warns_as_torch():
+    def run(lib, ops):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            lib.library.impl_abstract("cotest::no_formula", lambda x: lib.empty_like(x))
+        return [(w.category.__name__, str(w.message)) for w in caught if w.category is FutureWarning]
+
+    expected, actual = on_both(run)
+    assert actual == expected and len(actual) == 1
