@@ -658,3 +658,40 @@ def test_impl_abstract_warns_as_torch():
 
     expected, actual = on_both(run)
     assert actual == expected and len(actual) == 1
+
+
+@pytest.mark.slow  # torch.compile's first compilation takes seconds
+def test_compiled_step_calls_the_kernel_on_the_host():
+    def run(lib, ops):
+        w = leaf(lib, X)
+
+        @lib.compile
+        def step():
+            y = ops.numpy_sin(w * 2).sum()
+            y.backward()
+            return ops.numpy_sin(w).detach()
+
+        first = step()
+        return first, w.grad
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # bg.compile notes that the step makes w.grad anew
+        expected, actual = on_both(run)
+    assert_same(actual, expected)
+
+
+def test_backward_calling_an_operator_under_batched_grads():
+    def run(lib, ops):
+        @lib.library.custom_op("cotest::doubled", mutates_args=())
+        def doubled(x: lib.Tensor) -> lib.Tensor:
+            return lib.from_numpy(x.numpy() * 2)
+
+        doubled.register_fake(lambda x: lib.empty_like(x))
+        doubled.register_autograd(lambda ctx, g: doubled(g))
+        x = leaf(lib, X)
+        rows = lib.eye(12, dtype=lib.float64).reshape(12, 4, 3)
+        (jac,) = lib.autograd.grad(doubled(ops.numpy_sin(x)), x, rows, is_grads_batched=True)
+        return jac
+
+    expected, actual = on_both(run)
+    assert_same(actual, expected)

@@ -9,8 +9,9 @@ from ..autograd.function import Function
 from ._calls import with_defaults
 
 
-def generated_function(op):
-    """The Function of `op`'s calls: apply(*flat arguments, call), `call` the Call that unflattens them."""
+def generated_function(op, batched):
+    """The Function of `op`'s calls: apply(*flat arguments, call), `call` the Call that unflattens them; with a
+    vmap staticmethod where `batched`."""
 
     def forward(*flat):
         call = flat[-1]
@@ -59,7 +60,9 @@ def generated_function(op):
         return _rows_loop(op, call, info.batch_size, flat[:-1], in_dims[:-1])
 
     name = f"GeneratedBackwardFor_{op.namespace}_{op._opname}_{op._overloadname}"
-    methods = {"forward": forward, "setup_context": setup_context, "backward": backward, "jvp": jvp, "vmap": vmap}
+    methods = {"forward": forward, "setup_context": setup_context, "backward": backward, "jvp": jvp}
+    if batched:
+        methods["vmap"] = vmap
     return type(name, (Function,), {k: staticmethod(f) for k, f in methods.items()})
 
 

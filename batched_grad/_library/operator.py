@@ -3,13 +3,16 @@ for a custom_op (differentiable through the autograd formula registered for it, 
 bumps the version of each argument its schema writes."""
 
 from .. import _grad_mode
+from .._tracing import is_tracer
 from .._transform_levels import NO_SETUP_CONTEXT
 from .._transform_levels import levels as grad_levels
+from .._vmap_levels import in_vmap_randomness
 from ..autograd import _vmap_rule
 from ..autograd.graph import increment_version
 from . import _calls
 from ._calls import Call, bind, tensors_of
 from ._fake import running
+from ._host_call import host_call
 
 # a device type -> the dispatch key torch's errors name
 _KEYS = {"cpu": "CPU", "cuda": "CUDA", "meta": "Meta", "xpu": "XPU", "mps": "MPS"}
@@ -36,7 +39,7 @@ class OpOverload:
         self.vmap_rule = None
         self.custom_op = custom_op  # the CustomOpDef that made it, None for one of Library.define
         self.autograd_kernel = None  # a kernel registered for the Autograd key (Library.impl(..., "Autograd"))
-        self._function = None  # the autograd.Function of its calls that record, made on first use
+        self._function = None  # the autograd.Functions of its calls that record, made on first use
 
     @property
     def __name__(self):
@@ -66,7 +69,10 @@ class OpOverload:
         """Autograd's step, then the kernel: through the autograd.Function where a call records (or is batched
         by vmap), else the kernel as it is."""
         tensors = tensors_of(args, kwargs)
-        traced = _vmap_rule.is_traced(tensors)
+        # batched by vmap.vmap: the Function applies the operator's batching rule (a JAX trace of another kind, as
+        # bg.compile's, keeps the kernel opaque in run_kernel)
+        in_vmap = in_vmap_randomness() is not None
+        traced = in_vmap and _vmap_rule.is_traced(tensors)
         requires_grad = _grad_mode.is_grad_enabled() and any(t.requires_grad for t in tensors)
         differentiable = self.custom_op is not None or self.backward is not None
         if self.autograd_kernel is not None and not traced:
@@ -80,7 +86,7 @@ class OpOverload:
             if requires_grad and grad_levels():  # torch's Function of an operator has no setup_context there
                 raise RuntimeError(NO_SETUP_CONTEXT)
             call = Call.of(self._schema, args, kwargs)
-            return call.output_of(self.function().apply(*call.flat, call))
+            return call.output_of(self.function(batched=in_vmap).apply(*call.flat, call))
         if self.custom_op is None:  # a kernel of Library.impl is composite: its ops record as they run
             return self.run_kernel(args, kwargs)
         with _grad_mode.no_grad():
@@ -90,6 +96,8 @@ class OpOverload:
         """The kernel's result on these arguments, checked (a custom_op's outputs are new tensors), with the
         versions of the arguments it writes bumped."""
         kernel = self.kernel_for(_calls.device_type(self._schema, args, kwargs))
+        if self._is_opaque() and any(is_tracer(t._value) for t in tensors_of(args, kwargs)):
+            return host_call(self, kernel, args, kwargs)  # its writes bump the versions there
         result = kernel(*args, **kwargs)
         if self.custom_op is not None and self._schema.is_functional:
             _check_no_aliasing(self, args, kwargs, result)
@@ -97,6 +105,11 @@ class OpOverload:
             value = _calls.value_of(self._schema, argument, args, kwargs)
             increment_version([t for t in tensors_of([value], {}) if t is not None])
         return result
+
+    def _is_opaque(self):
+        """Whether a trace keeps the kernel opaque (a custom_op's, or one with a fake kernel) rather than tracing
+        through it (a composite kernel of Library.impl)."""
+        return self.custom_op is not None or self.fake is not None or "meta" in self.kernels
 
     def kernel_for(self, device_type):
         """The kernel registered for `device_type`, else the one for every device (the fake kernel for meta)."""
@@ -122,13 +135,14 @@ class OpOverload:
             return _returns_nothing  # torch's generated fake kernel of an op that returns nothing
         return self.custom_op.missing_fake
 
-    def function(self):
-        """The autograd.Function that records a call (torch's GeneratedBackwardFor_<ns>_<name>_<overload>)."""
+    def function(self, batched):
+        """The autograd.Function that records a call (torch's GeneratedBackwardFor_<ns>_<name>_<overload>); the
+        `batched` one, for calls inside vmap.vmap, has the operator's batching rule."""
         if self._function is None:
             from ._generated import generated_function
 
-            self._function = generated_function(self)
-        return self._function
+            self._function = {False: generated_function(self, False), True: generated_function(self, True)}
+        return self._function[batched]
 
 
 def _returns_nothing(*args, **kwargs):
