@@ -55,7 +55,9 @@ SPECIAL_FUNCTIONS = (
 DISPATCH_KEYS = (
     "torch's dispatcher (dispatch keys, __torch_dispatch__ and re-dispatch below autograd): ops here are JAX's"
 )
-TRITON = "Triton kernels as operators (triton_op, wrap_triton): Triton compiles GPU kernels, which JAX programs do not call"
+TRITON = (
+    "Triton kernels as operators (triton_op, wrap_triton): Triton compiles GPU kernels, which JAX programs do not call"
+)
 AUTOCAST_KERNELS = (
     "per-operator autocast registrations (register_autocast): custom operators here run their kernel on the dtypes "
     "given; cast the inputs before the call"
