@@ -80,6 +80,31 @@ def with_defaults(schema, args, kwargs):
     return positional, keyword
 
 
+def map_tensors(f, value):
+    """`value` (an argument, a result, or a list, tuple or dict of them) with each Tensor replaced by f(Tensor)."""
+    if isinstance(value, Tensor):
+        return f(value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(map_tensors(f, v) for v in value)
+    if isinstance(value, dict):
+        return {k: map_tensors(f, v) for k, v in value.items()}
+    return value
+
+
+def leaves(value):
+    """The values in `value`, lists and tuples flattened."""
+    if isinstance(value, (list, tuple)):
+        return [x for v in value for x in leaves(v)]
+    return [value]
+
+
+def storage_of(t):
+    """The tensor whose memory `t` is a view of (`t` itself when it is not a view)."""
+    while t._view is not None:
+        t = t._view[0]
+    return t
+
+
 def tensors_of(args, kwargs):
     """The Tensors among the arguments (in lists too)."""
     found = []

@@ -8,7 +8,7 @@ import json
 import pathlib
 import types
 
-from .operator import OPERATORS
+from .operator import OPERATORS, Named
 
 
 @functools.cache
@@ -27,30 +27,14 @@ def _aten_function(name):
     return method if callable(method) else None
 
 
-class AtenOverload:
+class AtenOverload(Named):
     """One overload of an aten operator: batched_grad's function (every overload of an operator is one function
     here, its arguments telling them apart)."""
 
+    namespace = "aten"
+
     def __init__(self, name, overload, function):
         self._opname, self._overloadname, self._function = name, overload, function
-
-    @property
-    def __name__(self):
-        return f"{self._opname}.{self._overloadname}"
-
-    def name(self):
-        suffix = "" if self._overloadname == "default" else f".{self._overloadname}"
-        return f"aten::{self._opname}{suffix}"
-
-    def __repr__(self):
-        return f"<OpOverload(op='aten.{self._opname}', overload='{self._overloadname}')>"
-
-    def __str__(self):
-        return f"aten.{self._opname}.{self._overloadname}"
-
-    @property
-    def overloadpacket(self):
-        return packet("aten", self._opname)
 
     def __call__(self, *args, **kwargs):
         return self._function(*args, **kwargs)

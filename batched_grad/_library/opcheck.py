@@ -7,6 +7,7 @@ with AOTAutograd, which has no counterpart here."""
 import numpy as np
 
 from .._tensor import Tensor
+from ._calls import leaves, map_tensors, storage_of
 from .namespaces import OpOverloadPacket
 from .operator import OpOverload
 
@@ -22,36 +23,14 @@ class MetadataMismatchError(RuntimeError):
     pass
 
 
-def _map_tensors(f, value):
-    if isinstance(value, Tensor):
-        return f(value)
-    if isinstance(value, (list, tuple)):
-        return type(value)(_map_tensors(f, v) for v in value)
-    if isinstance(value, dict):
-        return {k: _map_tensors(f, v) for k, v in value.items()}
-    return value
-
-
-def _leaves(value):
-    if isinstance(value, (list, tuple)):
-        return [x for v in value for x in _leaves(v)]
-    return [value]
-
-
 def _copy(t):
     return t.detach().clone().requires_grad_(t.requires_grad)
-
-
-def _storage(t):
-    while t._view is not None:
-        t = t._view[0]
-    return id(t)
 
 
 def check_schema(op, args, kwargs):
     """Run the operator on copies; an argument the schema does not declare written must keep its values, and an
     output must not be an input or share its memory."""
-    args, kwargs = _map_tensors(_copy, (args, kwargs))
+    args, kwargs = map_tensors(_copy, (args, kwargs))
     named = _named_arguments(op, args, kwargs)
     before = {name: np.array(t.detach().numpy(force=True)) for name, t in named}
     output = op(*args, **kwargs)
@@ -60,7 +39,7 @@ def check_schema(op, args, kwargs):
         after = t.detach().numpy(force=True)
         if name not in written and not np.array_equal(before[name], after, equal_nan=True):
             raise RuntimeError(f"Argument {name} is not defined as mutable but was mutated")
-    outputs = [o for o in _leaves(output) if isinstance(o, Tensor)]
+    outputs = [o for o in leaves(output) if isinstance(o, Tensor)]
     for j, out in enumerate(outputs):
         for name, t in named:
             if out is t and name not in written:
@@ -68,7 +47,7 @@ def check_schema(op, args, kwargs):
                     "Dispatcher operators below autograd are not allowed to directly return inputs.\n"
                     f"However, we found that `outputs[{j}] is {name}"
                 )
-            if _storage(out) == _storage(t) and not any(r.alias for r in op._schema.returns):
+            if storage_of(out) is storage_of(t) and not any(r.alias for r in op._schema.returns):
                 raise RuntimeError(f"Argument {name} is not defined to alias output but was aliasing")
     return output
 
@@ -78,21 +57,21 @@ def _named_arguments(op, args, kwargs):
     values = list(zip(op._schema.positional, args)) + [
         (a, kwargs[a.name]) for a in op._schema.arguments if a.name in kwargs
     ]
-    return [(a.name, t) for a, v in values for t in _leaves(v) if isinstance(t, Tensor)]
+    return [(a.name, t) for a, v in values for t in leaves(v) if isinstance(t, Tensor)]
 
 
 def check_autograd_registration(op, args, kwargs):
     """An operator without an autograd formula, called on inputs that require grad, must not return a new output
     that requires grad (that would be autograd registered at the kernel)."""
-    tensors = [t for t in _leaves([*args, *kwargs.values()]) if isinstance(t, Tensor)]
+    tensors = [t for t in leaves([*args, *kwargs.values()]) if isinstance(t, Tensor)]
     if not any(t.requires_grad for t in tensors):
         return
     if op.custom_op is not None or op.backward is not None or op.autograd_kernel is not None:
         return
-    args, kwargs = _map_tensors(_copy, (args, kwargs))
-    inputs = {id(t) for t in _leaves([*args, *kwargs.values()])}
+    args, kwargs = map_tensors(_copy, (args, kwargs))
+    inputs = {id(t) for t in leaves([*args, *kwargs.values()])}
     output = op(*args, **kwargs)
-    if any(isinstance(o, Tensor) and o.requires_grad and id(o) not in inputs for o in _leaves(output)):
+    if any(isinstance(o, Tensor) and o.requires_grad and id(o) not in inputs for o in leaves(output)):
         raise AssertionError(
             f"{op.name()}: at least one output of this operator has requires_grad=True but the operator does not "
             "have an autograd kernel defined at an autograd key (e.g. DispatchKey::Autograd). This could mean that "
@@ -106,13 +85,13 @@ def check_autograd_registration(op, args, kwargs):
 
 def check_fake(op, args, kwargs):
     """The operator on meta copies of the arguments (its fake kernel) against the operator on copies."""
-    meta_args, meta_kwargs = _map_tensors(
+    meta_args, meta_kwargs = map_tensors(
         lambda t: t.detach().to("meta").requires_grad_(t.requires_grad), (args, kwargs)
     )
     fake = op(*meta_args, **meta_kwargs)
-    real = op(*_map_tensors(_copy, args), **_map_tensors(_copy, kwargs))
+    real = op(*map_tensors(_copy, args), **map_tensors(_copy, kwargs))
     context = f"When comparing the output of {op} on FakeTensor and concrete Tensors, found"
-    fake_flat, real_flat = _leaves(fake), _leaves(real)
+    fake_flat, real_flat = leaves(fake), leaves(real)
     if len(fake_flat) != len(real_flat):
         raise AssertionError(f"{context} mismatch in number of returns {len(fake_flat)} != {len(real_flat)}")
     for idx, (r, f) in enumerate(zip(real_flat, fake_flat)):

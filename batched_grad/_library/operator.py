@@ -10,7 +10,7 @@ from .._vmap_levels import in_vmap_randomness
 from ..autograd import _vmap_rule
 from ..autograd.graph import increment_version
 from . import _calls
-from ._calls import Call, bind, tensors_of
+from ._calls import Call, bind, storage_of, tensors_of
 from ._fake import running
 from ._host_call import host_call
 
@@ -27,26 +27,15 @@ ALIASING = (
 OPERATORS = {}  # "namespace::name" -> {overload name ("default" for none): OpOverload}
 
 
-class OpOverload:
-    """One overload of an operator: its schema and what is registered for it."""
-
-    def __init__(self, namespace, schema, custom_op=None):
-        self.namespace, self._schema = namespace, schema
-        self._opname, self._overloadname = schema.name.split("::")[1], schema.overload or "default"
-        self.kernels = {}  # device type ("cpu", "meta", ...; None: every device) -> kernel
-        self.fake = None  # the fake (meta) kernel: output metadata from input metadata
-        self.backward = self.setup_context = None
-        self.vmap_rule = None
-        self.custom_op = custom_op  # the CustomOpDef that made it, None for one of Library.define
-        self.autograd_kernel = None  # a kernel registered for the Autograd key (Library.impl(..., "Autograd"))
-        self._function = None  # the autograd.Functions of its calls that record, made on first use
+class Named:
+    """The names of an overload (`namespace`, `_opname`, `_overloadname`), as torch's OpOverload gives them."""
 
     @property
     def __name__(self):
         return f"{self._opname}.{self._overloadname}"
 
     def name(self):
-        overload = f".{self._schema.overload}" if self._schema.overload else ""
+        overload = "" if self._overloadname == "default" else f".{self._overloadname}"
         return f"{self.namespace}::{self._opname}{overload}"
 
     def __repr__(self):
@@ -60,6 +49,21 @@ class OpOverload:
         from .namespaces import packet
 
         return packet(self.namespace, self._opname)
+
+
+class OpOverload(Named):
+    """One overload of an operator: its schema and what is registered for it."""
+
+    def __init__(self, namespace, schema, custom_op=None):
+        self.namespace, self._schema = namespace, schema
+        self._opname, self._overloadname = schema.name.split("::")[1], schema.overload or "default"
+        self.kernels = {}  # device type ("cpu", "meta", ...; None: every device) -> kernel
+        self.fake = None  # the fake (meta) kernel: output metadata from input metadata
+        self.backward = self.setup_context = None
+        self.vmap_rule = None
+        self.custom_op = custom_op  # the CustomOpDef that made it, None for one of Library.define
+        self.autograd_kernel = None  # a kernel registered for the Autograd key (Library.impl(..., "Autograd"))
+        self._function = None  # the autograd.Functions of its calls that record, made on first use
 
     def __call__(self, *args, **kwargs):
         args, kwargs = bind(self._schema, args, kwargs)
@@ -155,20 +159,13 @@ def _is_out_op(op):
     return bool(mutated) and all(a.kwarg_only for a in mutated) and all(r.alias for r in op._schema.returns)
 
 
-def _storage_of(t):
-    """The tensor whose memory `t` is a view of (`t` itself when it is not a view)."""
-    while t._view is not None:
-        t = t._view[0]
-    return t
-
-
 def _check_no_aliasing(op, args, kwargs, result):
     """torch's check that a custom_op's outputs are new tensors: none is an input, a view of one, or another
     output."""
-    inputs = {id(_storage_of(t)) for t in tensors_of(args, kwargs)}
+    inputs = {id(storage_of(t)) for t in tensors_of(args, kwargs)}
     seen = set()
     for output in tensors_of([result], {}):
-        storage = id(_storage_of(output))
+        storage = id(storage_of(output))
         if storage in inputs or storage in seen:
             module = getattr(op.custom_op.fn, "__module__", None)
             raise RuntimeError(ALIASING.format(name=op._opname, module=f"<module '{module}'>"))
