@@ -695,3 +695,31 @@ def test_backward_calling_an_operator_under_batched_grads():
 
     expected, actual = on_both(run)
     assert_same(actual, expected)
+
+
+def test_device_kernels():
+    def run(lib, ops):
+        @lib.library.custom_op("cotest::ones_on", mutates_args=(), device_types="cpu")
+        def ones_on(n: int, device: lib.device) -> lib.Tensor:
+            return lib.ones(n)
+
+        @lib.library.custom_op("cotest::plus", mutates_args=())
+        def plus(x: lib.Tensor) -> lib.Tensor:
+            return x + 1
+
+        @plus.register_kernel("cpu")
+        def _(x):
+            return x + 2
+
+        return ones_on(2, "cpu"), plus(lib.zeros(2)), error_of(lambda: ones_on(2, "meta"))
+
+    expected, actual = on_both(run)
+    assert_same(actual[:2], expected[:2])
+    assert actual[2] == expected[2]
+
+    def no_device(lib, ops):
+        @lib.library.custom_op("cotest::no_device", mutates_args=(), device_types="cpu")
+        def no_device(n: int) -> lib.Tensor:
+            return lib.ones(n)
+
+    errors_on_both(no_device)

@@ -75,6 +75,12 @@ class CustomOpDef:
     def register_kernel(self, device_types, fn=None, /):
         """Register `fn` as the kernel for `device_types` (decorator form without `fn`)."""
         types = device_types_of(device_types)
+        arguments = self._opoverload._schema.arguments
+        if device_types is not None and not any(a.is_tensor for a in arguments):
+            if not any(a.type.startswith("Device") for a in arguments):
+                raise ValueError(
+                    "Functions without tensor inputs are required to have a `device: torch.device` argument"
+                )
 
         def register(fn):
             for device_type in types:

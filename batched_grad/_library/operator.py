@@ -99,7 +99,14 @@ class OpOverload(Named):
     def run_kernel(self, args, kwargs):
         """The kernel's result on these arguments, checked (a custom_op's outputs are new tensors), with the
         versions of the arguments it writes bumped."""
-        kernel = self.kernel_for(_calls.device_type(self._schema, args, kwargs))
+        device_type = _calls.device_type(self._schema, args, kwargs)
+        if self.custom_op is not None and not tensors_of(args, kwargs) and device_type is not None:
+            if device_type not in self.kernels and None not in self.kernels:  # torch's choice by the device argument
+                raise RuntimeError(
+                    f"{self._opname} does not have a kernel registered for {device_type}. Please use register_kernel "
+                    "to do so."
+                )
+        kernel = self.kernel_for(device_type)
         if self._is_opaque() and any(is_tracer(t._value) for t in tensors_of(args, kwargs)):
             return host_call(self, kernel, args, kwargs)  # its writes bump the versions there
         result = kernel(*args, **kwargs)
