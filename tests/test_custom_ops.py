@@ -723,3 +723,17 @@ def test_device_kernels():
             return lib.ones(n)
 
     errors_on_both(no_device)
+
+
+def test_mutable_op_writes_into_views():
+    def run(lib, ops):
+        buffer = lib.zeros(5, 3, dtype=lib.float64)
+        view = buffer[1:]
+        before = (buffer._version, view._version)
+        ops.add_into(lib.tensor(X), view)
+        ops.add_into(lib.tensor(Y), view)
+        return buffer, view, buffer._version - before[0], view._version - before[1]
+
+    expected, actual = on_both(run)
+    assert_same(actual[:2], expected[:2])
+    assert actual[2:] == expected[2:]

@@ -10,7 +10,7 @@ from .._vmap_levels import in_vmap_randomness
 from ..autograd import _vmap_rule
 from ..autograd.graph import increment_version
 from . import _calls
-from ._calls import Call, bind, storage_of, tensors_of
+from ._calls import Call, bind, map_tensors, storage_of, tensors_of
 from ._fake import running
 from ._host_call import host_call
 
@@ -109,12 +109,22 @@ class OpOverload(Named):
         kernel = self.kernel_for(device_type)
         if self._is_opaque() and any(is_tracer(t._value) for t in tensors_of(args, kwargs)):
             return host_call(self, kernel, args, kwargs)  # its writes bump the versions there
+        written = [
+            t for a in self._schema.mutated for t in tensors_of([_calls.value_of(self._schema, a, args, kwargs)], {})
+        ]
+        # a view's NumPy array is a copy: the kernel writes a new tensor, copied into the view after it
+        stand_ins = {id(t): t.detach().clone() for t in written if t._view is not None}
+        if stand_ins:
+            args, kwargs = map_tensors(lambda t: stand_ins.get(id(t), t), (args, kwargs))
         result = kernel(*args, **kwargs)
         if self.custom_op is not None and self._schema.is_functional:
             _check_no_aliasing(self, args, kwargs, result)
-        for argument in self._schema.mutated:
-            value = _calls.value_of(self._schema, argument, args, kwargs)
-            increment_version([t for t in tensors_of([value], {}) if t is not None])
+        with _grad_mode.no_grad():
+            for t in written:
+                if id(t) in stand_ins:
+                    t.copy_(stand_ins[id(t)])  # its version bump is the write's
+                else:
+                    increment_version(t)
         return result
 
     def _is_opaque(self):
