@@ -737,3 +737,8 @@ def test_mutable_op_writes_into_views():
     expected, actual = on_both(run)
     assert_same(actual[:2], expected[:2])
     assert actual[2:] == expected[2:]
+
+
+def test_loading_a_cpp_operator_library_is_refused():
+    with pytest.raises(NotImplementedError, match="C\\+\\+ operator libraries"):
+        bg.ops.load_library("libcustom.so")
