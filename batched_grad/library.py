@@ -116,6 +116,9 @@ class Library:
             )
         op.kernels[device_type] = fn
         self._registrations.append(lambda: op.kernels.pop(device_type, None))
+        if key == "CompositeImplicitAutograd":
+            op.implicit_autograd = True
+            self._registrations.append(lambda: setattr(op, "implicit_autograd", False))
 
     def _destroy(self):
         self._finalizer()

@@ -742,3 +742,27 @@ def test_mutable_op_writes_into_views():
 def test_loading_a_cpp_operator_library_is_refused():
     with pytest.raises(NotImplementedError, match="C\\+\\+ operator libraries"):
         bg.ops.load_library("libcustom.so")
+
+
+def test_autograd_registration_check_of_library_kernels():
+    def run(lib, ops):
+        library = lib.library.Library("cotest_keys", "FRAGMENT")
+        library.define("backend(Tensor x) -> Tensor")
+        library.impl("backend", lambda x: x * 2, "CPU")
+        library.define("implicit(Tensor x) -> Tensor")
+        library.impl("implicit", lambda x: x * 2, "CompositeImplicitAutograd")
+        x = leaf(lib, X)
+        checks = ("test_schema", "test_autograd_registration")
+        results = [
+            lib.library.opcheck(
+                getattr(lib.ops.cotest_keys, name).default, (x,), test_utils=checks, raise_exception=False
+            )
+            for name in ("backend", "implicit")
+        ]
+        library._destroy()
+        return [{k: v if v == "SUCCESS" else (type(v).__name__, str(v)) for k, v in r.items()} for r in results]
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected, actual = on_both(run)
+    assert actual == expected

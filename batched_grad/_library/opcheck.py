@@ -66,7 +66,7 @@ def check_autograd_registration(op, args, kwargs):
     tensors = [t for t in leaves([*args, *kwargs.values()]) if isinstance(t, Tensor)]
     if not any(t.requires_grad for t in tensors):
         return
-    if op.custom_op is not None or op.backward is not None or op.autograd_kernel is not None:
+    if op.custom_op is not None or op.backward is not None or op.autograd_kernel is not None or op.implicit_autograd:
         return
     args, kwargs = map_tensors(_copy, (args, kwargs))
     inputs = {id(t) for t in leaves([*args, *kwargs.values()])}

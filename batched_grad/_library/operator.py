@@ -63,6 +63,7 @@ class OpOverload(Named):
         self.vmap_rule = None
         self.custom_op = custom_op  # the CustomOpDef that made it, None for one of Library.define
         self.autograd_kernel = None  # a kernel registered for the Autograd key (Library.impl(..., "Autograd"))
+        self.implicit_autograd = False  # its kernel is CompositeImplicitAutograd's: autograd sees through it
         self._function = None  # the autograd.Functions of its calls that record, made on first use
 
     def __call__(self, *args, **kwargs):
