@@ -182,13 +182,19 @@ def _overload_of(op):
     return getattr(packet, name.partition(".")[2] or "default")
 
 
-def register_fake(op, func=None, /, *, lib=None, _stacklevel=1, allow_override=True):
-    """Register the fake kernel of `op` (a CustomOpDef, an overload or "namespace::name")."""
+def register_fake(op, func=None, /, *, lib=None, allow_override=True):
+    """Register the fake kernel of `op` (a CustomOpDef, an overload or "namespace::name"); with
+    allow_override=False, an operator that has one already is refused."""
+    if isinstance(op, str) and f"{op.partition('.')[0]}" not in operator.OPERATORS:
+        split_qualname(op)
+        raise RuntimeError(f"operator {op} does not exist")
     overload = _overload_of(op)
 
     def register(func):
         if not callable(func):
             raise TypeError(f"register_fake: expected a function, got {type(func).__name__}")
+        if not allow_override and overload.fake is not None:
+            raise RuntimeError(f"register_fake: {overload.name()} already has a fake kernel (allow_override=False)")
         overload.fake = func
         if lib is not None:
             lib._registrations.append(lambda: setattr(overload, "fake", None))
@@ -197,7 +203,7 @@ def register_fake(op, func=None, /, *, lib=None, _stacklevel=1, allow_override=T
     return register if func is None else register(func)
 
 
-def impl_abstract(qualname, func=None, *, lib=None, _stacklevel=1):
+def impl_abstract(qualname, func=None, *, lib=None):
     """The former name of register_fake (with torch's FutureWarning)."""
     warnings.warn(
         "`torch.library.impl_abstract` was renamed to `torch.library.register_fake`. Please use that instead; we "

@@ -766,3 +766,18 @@ def test_autograd_registration_check_of_library_kernels():
         warnings.simplefilter("ignore")
         expected, actual = on_both(run)
     assert actual == expected
+
+
+@pytest.mark.parametrize(
+    "register",
+    [
+        lambda lib, ops: lib.library.register_fake("cotest::nonexistent", lambda x: x),
+        lambda lib, ops: lib.library.register_autograd("nonexistent", lambda ctx, g: g),
+        lambda lib, ops: lib.library.register_vmap("cotest::nonexistent", lambda *a: a),
+        lambda lib, ops: ops.numpy_sin.register_kernel("bogus")(lambda x: x),
+        lambda lib, ops: lib.library.custom_op("cotest::no_kind", mutates_args="some")(lambda x: x),
+    ],
+    ids=["fake-unknown-op", "autograd-bad-name", "vmap-unknown-op", "kernel-bad-device", "mutates-args-string"],
+)
+def test_bad_registrations_raise_torchs_errors(register):
+    errors_on_both(register)

@@ -249,11 +249,6 @@ def infer_schema(prototype_function, /, *, mutates_args, op_name=None):
     """The schema of `prototype_function` from its type hints, as torch.library.infer_schema writes it."""
     inference = _Inference(prototype_function)
     unknown = isinstance(mutates_args, str)
-    if unknown and mutates_args != "unknown":
-        raise ValueError(
-            "mutates_args must either be a sequence of the names of the arguments that are mutated or the string "
-            "'unknown'. "
-        )
     mutated = set() if unknown else set(mutates_args)
     params, star = [], False
     for index, (name, param) in enumerate(inference.signature.parameters.items()):
@@ -261,6 +256,11 @@ def infer_schema(prototype_function, /, *, mutates_args, op_name=None):
             params.append("*")
             star = True
         schema_type = inference.parameter(name, param, mutates_args)
+        if unknown and mutates_args != "unknown":  # checked after each parameter's annotation, as torch's
+            raise ValueError(
+                "mutates_args must either be a sequence of the names of the arguments that are mutated or the "
+                "string 'unknown'. "
+            )
         if (unknown and schema_type.startswith("Tensor")) or name in mutated:
             if not schema_type.startswith("Tensor"):
                 inference.error(
