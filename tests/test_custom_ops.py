@@ -781,3 +781,27 @@ def test_autograd_registration_check_of_library_kernels():
 )
 def test_bad_registrations_raise_torchs_errors(register):
     errors_on_both(register)
+
+
+def test_tensor_list_output():
+    def run(lib, ops):
+        @lib.library.custom_op("cotest::split_rows", mutates_args=())
+        def split_rows(x: lib.Tensor) -> list[lib.Tensor]:
+            return [lib.from_numpy(np.sin(row)) for row in x.numpy()]
+
+        def setup(ctx, inputs, output):
+            ctx.save_for_backward(inputs[0])
+
+        def backward(ctx, grads):
+            (x,) = ctx.saved_tensors
+            return lib.stack(grads) * x.cos()
+
+        split_rows.register_autograd(backward, setup_context=setup)
+        x = leaf(lib, X)
+        rows = split_rows(x)
+        (rows[0] * 2 + rows[3]).sum().backward()
+        return type(rows).__name__, rows, x.grad
+
+    expected, actual = on_both(run)
+    assert actual[0] == expected[0] == "list"
+    assert_same(actual[1:], expected[1:])
