@@ -100,14 +100,7 @@ class OpOverload(Named):
     def run_kernel(self, args, kwargs):
         """The kernel's result on these arguments, checked (a custom_op's outputs are new tensors), with the
         versions of the arguments it writes bumped."""
-        device_type = _calls.device_type(self._schema, args, kwargs)
-        if self.custom_op is not None and not tensors_of(args, kwargs) and device_type is not None:
-            if device_type not in self.kernels and None not in self.kernels:  # torch's choice by the device argument
-                raise RuntimeError(
-                    f"{self._opname} does not have a kernel registered for {device_type}. Please use register_kernel "
-                    "to do so."
-                )
-        kernel = self.kernel_for(device_type)
+        kernel = self.kernel_for(self._device_type(args, kwargs))
         if self._is_opaque() and any(is_tracer(t._value) for t in tensors_of(args, kwargs)):
             return host_call(self, kernel, args, kwargs)  # its writes bump the versions there
         written = [
@@ -127,6 +120,18 @@ class OpOverload(Named):
                 else:
                     increment_version(t)
         return result
+
+    def _device_type(self, args, kwargs):
+        """The device type whose kernel runs; for a custom_op without Tensor arguments, its device argument's, which
+        must have a kernel (torch's error)."""
+        device_type = _calls.device_type(self._schema, args, kwargs)
+        if self.custom_op is not None and not tensors_of(args, kwargs) and device_type is not None:
+            if device_type not in self.kernels and None not in self.kernels:
+                raise RuntimeError(
+                    f"{self._opname} does not have a kernel registered for {device_type}. Please use register_kernel "
+                    "to do so."
+                )
+        return device_type
 
     def _is_opaque(self):
         """Whether a trace keeps the kernel opaque (a custom_op's, or one with a fake kernel) rather than tracing
