@@ -368,8 +368,18 @@ def test_missing_kernel_for_the_device():
         lambda lib, ops: ops.numpy_sin(3.0),
         lambda lib, ops: ops.power(lib.tensor(X), 2.0),
         lambda lib, ops: ops.power(lib.tensor(X), bad=2.0),
+        lambda lib, ops: ops.numpy_sin(lib.tensor(X), x=lib.tensor(X)),
+        lambda lib, ops: ops.scaled_mul(lib.tensor(X), x=lib.tensor(X), scale=2.0),
     ],
-    ids=["missing", "too-many", "not-a-tensor", "keyword-only-given-positionally", "unknown-keyword"],
+    ids=[
+        "missing",
+        "too-many",
+        "not-a-tensor",
+        "keyword-only-given-positionally",
+        "unknown-keyword",
+        "given-twice",
+        "given-twice-and-missing",
+    ],
 )
 def test_bad_calls_raise_torchs_errors(call):
     errors_on_both(call)

@@ -14,7 +14,7 @@ def bind(schema, args, kwargs):
     positional arguments given by keyword become positional (a default fills a gap before one given)."""
     name = schema.name + (f".{schema.overload}" if schema.overload else "")
     positional = schema.positional
-    if len(args) > len(schema.arguments):
+    if len(args) + len(kwargs) > len(schema.arguments):
         raise RuntimeError(
             f"{name}() expected at most {len(schema.arguments)} argument(s) but received "
             f"{len(args) + len(kwargs)} argument(s). Declaration: {schema}"
