@@ -77,7 +77,10 @@ class Library:
     def define(self, schema, alias_analysis="", *, tags=()):
         """Define the operator of `schema` ("name(Tensor x) -> Tensor") in this namespace; returns its name."""
         if self.kind == "IMPL":
-            raise RuntimeError(f"define() is not allowed on a Library of kind IMPL (namespace {self.ns})")
+            raise RuntimeError(
+                f'def("{schema.partition("(")[0]}"): Cannot define an operator inside of a TORCH_LIBRARY_IMPL block.  '
+                "All def()s should be placed in the (unique) TORCH_LIBRARY block for their namespace."
+            )
         if alias_analysis not in ("", "FROM_SCHEMA", "CONSERVATIVE"):
             raise RuntimeError(f"Invalid alias_analysis type {alias_analysis}")
         if tags:
@@ -98,12 +101,21 @@ class Library:
                 "Library.impl: with_keyset=True (kernels taking dispatch key sets) is not provided"
             )
         if not callable(fn):
-            raise TypeError(f"Library.impl: expected a function as fn, got {type(fn).__name__}")
+            raise TypeError(f"Input function is required to be a callable but found type {type(fn)}")
         key = dispatch_key or self.dispatch_key or "CompositeImplicitAutograd"
         if key not in _DISPATCH_KEYS:
             raise ValueError(f"Library.impl: dispatch_key must be one of {sorted(_DISPATCH_KEYS)}, got {key!r}")
         name = op_name if isinstance(op_name, str) else op_name.name()
-        op = operator.lookup(name if "::" in name else f"{self.ns}::{name}")
+        qualname = name if "::" in name else f"{self.ns}::{name}"
+        op = operator.find(qualname)
+        if op is not None:
+            self._register_kernel(op, key, fn, allow_override)
+            return
+        register = lambda op: self._register_kernel(op, key, fn, allow_override)  # noqa: E731
+        operator.PENDING.setdefault(qualname, []).append(register)  # made when the operator is defined
+        self._registrations.append(lambda: _discard(operator.PENDING.get(qualname, []), register))
+
+    def _register_kernel(self, op, key, fn, allow_override):
         device_type, is_autograd = _DISPATCH_KEYS[key]
         if is_autograd:
             op.autograd_kernel = fn
@@ -124,6 +136,11 @@ class Library:
         self._finalizer()
         if _DEF_LIBRARIES.get(self.ns) is self:
             del _DEF_LIBRARIES[self.ns]
+
+
+def _discard(registrations, register):
+    if register in registrations:
+        registrations.remove(register)
 
 
 def _library(lib, namespace):

@@ -815,3 +815,21 @@ def test_tensor_list_output():
     expected, actual = on_both(run)
     assert actual[0] == expected[0] == "list"
     assert_same(actual[1:], expected[1:])
+
+
+def test_kernel_registered_before_the_definition():
+    def run(lib, ops):
+        library = lib.library.Library("cotest_early", "FRAGMENT")
+        library.impl("late", lambda x: x * 3, "CPU")
+        library.define("late(Tensor x) -> Tensor")
+        result = lib.ops.cotest_early.late(lib.tensor(X))
+        library._destroy()
+        return result
+
+    expected, actual = on_both(run)
+    assert_same(actual, expected)
+    errors_on_both(
+        lambda lib, ops: lib.library.Library("cotest_impl", "IMPL").define("f(Tensor x) -> Tensor"),
+        prefix_until="  (Error",
+    )
+    errors_on_both(lambda lib, ops: lib.library.Library("cotest_fn", "FRAGMENT").impl("f", 3, "CPU"))

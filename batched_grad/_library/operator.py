@@ -206,15 +206,17 @@ def define(namespace, schema, custom_op=None, allow_overwrite=False):
             "Each overload's schema should only be registered with a single call to def()."
         )
     op = overloads[key] = OpOverload(namespace, qualified, custom_op)
+    for register in PENDING.pop(op.name(), []):
+        register(op)
     return op
 
 
-def lookup(qualname):
-    """The overload named "ns::name" or "ns::name.overload"; a LookupError names what is missing."""
-    if not isinstance(qualname, str) or "::" not in qualname:
-        raise ValueError(f"Expected an operator name of the form 'namespace::name', got {qualname!r}")
+# "ns::name" or "ns::name.overload" -> the registrations of kernels made before the operator was defined (as
+# torch's dispatcher allows), each a function of the OpOverload, made when it is defined
+PENDING = {}
+
+
+def find(qualname):
+    """The overload named "ns::name" or "ns::name.overload", None where it is not defined."""
     name, _, overload = qualname.partition(".")
-    op = OPERATORS.get(name, {}).get(overload or "default")
-    if op is None:
-        raise ValueError(f"Could not find the operator {qualname}. Please make sure you have already registered it.")
-    return op
+    return OPERATORS.get(name, {}).get(overload or "default")
