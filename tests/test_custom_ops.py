@@ -164,6 +164,12 @@ def on_both(run):
     return run(torch, OPS["torch"]), run(bg, OPS["bg"])
 
 
+def compare(run):
+    """run(lib, ops)'s values, gradients and Nones compared between torch and batched_grad."""
+    expected, actual = on_both(run)
+    assert_same(actual, expected)
+
+
 def error_of(call):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -230,8 +236,7 @@ def test_non_tensor_inputs_get_none_and_needs_input_grad():
         out.backward(lib.ones_like(out))
         return out, x.grad, y.grad
 
-    expected, actual = on_both(run)
-    assert_same(actual, expected)
+    compare(run)
 
 
 def test_multiple_outputs():
@@ -241,8 +246,7 @@ def test_multiple_outputs():
         (s * 2 + c).sum().backward()
         return s, c, x.grad
 
-    expected, actual = on_both(run)
-    assert_same(actual, expected)
+    compare(run)
 
 
 def test_tensor_list_inputs():
@@ -252,8 +256,7 @@ def test_tensor_list_inputs():
         out.sum().backward()
         return out, a.grad, b.grad
 
-    expected, actual = on_both(run)
-    assert_same(actual, expected)
+    compare(run)
 
 
 def test_keyword_only_inputs_reach_setup_context():
@@ -264,8 +267,7 @@ def test_keyword_only_inputs_reach_setup_context():
         default = ops.power(lib.tensor(X))
         return out, x.grad, default
 
-    expected, actual = on_both(run)
-    assert_same(actual, expected)
+    compare(run)
 
 
 def test_mutable_op_writes_are_seen_and_bump_the_version():
@@ -305,8 +307,7 @@ def test_vmap_without_a_rule_runs_the_rows():
         s, c = lib.vmap(ops.sin_cos)(lib.tensor(X))
         return lib.vmap(ops.scaled_mul, in_dims=(0, None, None))(lib.tensor(X), lib.tensor(Y[0]), 2.0), s, c
 
-    expected, actual = on_both(run)
-    assert_same(actual, expected)
+    compare(run)
 
 
 def test_vmap_then_backward_and_batched_grads():
@@ -318,8 +319,7 @@ def test_vmap_then_backward_and_batched_grads():
         (jac,) = lib.autograd.grad(y, x, rows, is_grads_batched=True)
         return g, jac
 
-    expected, actual = on_both(run)
-    assert_same(actual, expected)
+    compare(run)
 
 
 def test_registered_vmap_rule_is_called_with_torchs_arguments():
@@ -686,8 +686,7 @@ def test_compiled_step_calls_the_kernel_on_the_host():
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # bg.compile notes that the step makes w.grad anew
-        expected, actual = on_both(run)
-    assert_same(actual, expected)
+        compare(run)
 
 
 def test_backward_calling_an_operator_under_batched_grads():
@@ -703,8 +702,7 @@ def test_backward_calling_an_operator_under_batched_grads():
         (jac,) = lib.autograd.grad(doubled(ops.numpy_sin(x)), x, rows, is_grads_batched=True)
         return jac
 
-    expected, actual = on_both(run)
-    assert_same(actual, expected)
+    compare(run)
 
 
 def test_device_kernels():
@@ -826,8 +824,7 @@ def test_kernel_registered_before_the_definition():
         library._destroy()
         return result
 
-    expected, actual = on_both(run)
-    assert_same(actual, expected)
+    compare(run)
     errors_on_both(
         lambda lib, ops: lib.library.Library("cotest_impl", "IMPL").define("f(Tensor x) -> Tensor"),
         prefix_until="  (Error",
