@@ -830,3 +830,24 @@ def test_kernel_registered_before_the_definition():
         prefix_until="  (Error",
     )
     errors_on_both(lambda lib, ops: lib.library.Library("cotest_fn", "FRAGMENT").impl("f", 3, "CPU"))
+
+
+def test_set_kernel_enabled():
+    def run(lib, ops):
+        @lib.library.custom_op("cotest::plus_one", mutates_args=())
+        def plus_one(x: lib.Tensor) -> lib.Tensor:
+            return x + 1
+
+        @plus_one.register_kernel("cpu")
+        def _(x):
+            return x + 2
+
+        x = lib.zeros(2)
+        with plus_one.set_kernel_enabled("cpu", enabled=False):
+            off = plus_one(x)
+            with plus_one.set_kernel_enabled("cpu"):
+                on_inside = plus_one(x)
+            still_off = plus_one(x)
+        return off, on_inside, still_off, plus_one(x)
+
+    compare(run)

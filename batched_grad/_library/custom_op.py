@@ -1,6 +1,8 @@
 """torch.library.custom_op: a Python function as an operator, and the registrations a CustomOpDef takes."""
 
+import contextlib
 import functools
+import logging
 
 from . import operator
 from .schema import infer_schema, parse_schema
@@ -9,6 +11,7 @@ DEVICE_TYPES = (
     "cpu", "cuda", "ipu", "xpu", "mkldnn", "opengl", "opencl", "ideep", "hip", "ve", "fpga", "maia", "xla", "lazy",
     "vulkan", "mps", "meta", "hpu", "mtia", "privateuseone",
 )  # fmt: skip
+log = logging.getLogger(__name__)
 QUALNAME = (
     'Expected `qualname` to be of the form "namespace::name", but got {name}. The qualname passed to the '
     "torch.library APIs must consist of a namespace and a name, e.g. aten::sin"
@@ -56,6 +59,7 @@ class CustomOpDef:
             )
         self._opoverload = operator.define(namespace, parsed, custom_op=self, allow_overwrite=True)
         self._schema = schema
+        self.disabled_kernels = set()  # device types whose kernel set_kernel_enabled turned off: fn runs there
         functools.update_wrapper(self, fn)
 
     @property
@@ -71,6 +75,30 @@ class CustomOpDef:
 
     def __call__(self, *args, **kwargs):
         return self._opoverload(*args, **kwargs)
+
+    @contextlib.contextmanager
+    def set_kernel_enabled(self, device_type, enabled=True):
+        """Within it, the kernel registered for `device_type` is on (`enabled`) or off (the function given to
+        custom_op runs instead); as torch's, a change that changes nothing is logged."""
+        action = "enable" if enabled else "disable"
+        was_disabled = device_type in self.disabled_kernels
+        if device_type not in self._opoverload.kernels:
+            log.warning(
+                "Attempted to %s kernel for %s but no kernel was registered for this device type.", action, device_type
+            )
+        if enabled == (not was_disabled):
+            log.warning("Attempted to %s kernel for %s but it was already %sd.", action, device_type, action)
+        if enabled:
+            self.disabled_kernels.discard(device_type)
+        else:
+            self.disabled_kernels.add(device_type)
+        try:
+            yield
+        finally:
+            if was_disabled:
+                self.disabled_kernels.add(device_type)
+            else:
+                self.disabled_kernels.discard(device_type)
 
     def register_kernel(self, device_types, fn=None, /):
         """Register `fn` as the kernel for `device_types` (decorator form without `fn`)."""

@@ -141,6 +141,8 @@ class OpOverload(Named):
     def kernel_for(self, device_type):
         """The kernel registered for `device_type`, else the one for every device (the fake kernel for meta)."""
         kernel = self.kernels.get(device_type)
+        if kernel is not None and self.custom_op is not None and device_type in self.custom_op.disabled_kernels:
+            kernel = self.custom_op.fn  # set_kernel_enabled(device_type, False)
         if kernel is None and device_type == "meta":
             kernel = self._fake_kernel()
         if kernel is None:
