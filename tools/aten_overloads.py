@@ -1,5 +1,6 @@
-"""Write batched_grad/_library/aten_overloads.json: torch's overload names of each aten operator (torch.ops.aten),
-for the operators batched_grad has a function or Tensor method of. Run with torch installed, after adding ops."""
+"""Write batched_grad/_library/aten_overloads.json: torch's overload names of each aten operator (torch.ops.aten).
+batched_grad.ops.aten offers those batched_grad has a function or Tensor method of (decided when looked up), so
+the table follows torch's version only: run this with the torch version batched_grad follows installed."""
 
 import json
 import pathlib
@@ -10,14 +11,14 @@ import batched_grad
 
 
 def overloads():
-    """{name: torch.ops.aten.<name>.overloads()} for the aten operators batched_grad has under their name."""
+    """{name: torch.ops.aten.<name>.overloads()} for every public aten operator."""
     names = {schema.name.partition("::")[2] for schema in torch._C._jit_get_all_schemas()}
     table = {}
     for name in sorted(names):
-        if not (hasattr(batched_grad, name) or hasattr(batched_grad.Tensor, name)):
+        if name.startswith("_"):
             continue
         packet = getattr(torch.ops.aten, name, None)
-        if packet is not None:
+        if isinstance(packet, torch._ops.OpOverloadPacket):
             table[name] = packet.overloads()
     return table
 
