@@ -28,10 +28,12 @@ from . import (  # noqa: E402
     func,  # noqa: E402
     hub,
     jit,
+    library,
     linalg,
     multiprocessing,
     nn,
     onnx,
+    ops,
     optim,
     overrides,
     profiler,

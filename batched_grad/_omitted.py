@@ -55,6 +55,13 @@ SPECIAL_FUNCTIONS = (
 DISPATCH_KEYS = (
     "torch's dispatcher (dispatch keys, __torch_dispatch__ and re-dispatch below autograd): ops here are JAX's"
 )
+TRITON = (
+    "Triton kernels as operators (triton_op, wrap_triton): Triton compiles GPU kernels, which JAX programs do not call"
+)
+AUTOCAST_KERNELS = (
+    "per-operator autocast registrations (register_autocast): custom operators here run their kernel on the dtypes "
+    "given; cast the inputs before the call"
+)
 INTERNAL = "internal helpers of torch itself (type dispatch, tables of its overridable functions, documentation text)"
 LAPACK_RAW = (
     "raw LAPACK pieces of QR (geqrf's Householder form, ormqr): linalg.qr and linalg.householder_product are here"
@@ -292,6 +299,11 @@ OMITTED = {
         **_names(DISTRIBUTED, "replicate scatter gather parallel_apply"),
     },
     "torch.distributions": {},
+    "torch.library": {
+        **_names(DISPATCH_KEYS, "fallthrough_kernel get_kernel register_torch_dispatch"),
+        **_names(TRITON, "triton_op wrap_triton"),
+        **_names(AUTOCAST_KERNELS, "register_autocast"),
+    },
     "torch.overrides": {
         **_names(INTERNAL, "get_ignored_functions get_overridable_functions get_testing_overrides resolve_name"),
         **_names(DISPATCH_KEYS, "enable_reentrant_dispatch redispatch_function"),

@@ -78,6 +78,7 @@ NAMESPACES = {
     "torch.amp": (torch.amp, bg.amp, "all"),
     "torch.distributions": (torch.distributions, bg.distributions, "all"),
     "torch.overrides": (torch.overrides, bg.overrides, "all"),
+    "torch.library": (torch.library, bg.library, "all"),
 }
 _KINDS = {
     "functions": lambda v: isinstance(v, torch.dtype) or (callable(v) and not isinstance(v, type)),
