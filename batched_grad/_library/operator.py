@@ -78,7 +78,7 @@ class OpOverload(Named):
         # bg.compile's, keeps the kernel opaque in run_kernel)
         in_vmap = in_vmap_randomness() is not None
         traced = in_vmap and _vmap_rule.is_traced(tensors)
-        requires_grad = _grad_mode.is_grad_enabled() and any(t.requires_grad for t in tensors)
+        requires_grad = _grad_mode.is_recording() and any(t.requires_grad for t in tensors)
         differentiable = self.custom_op is not None or self.backward is not None
         if self.autograd_kernel is not None and not traced:
             return self.autograd_kernel(*args, **kwargs)
