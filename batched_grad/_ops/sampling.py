@@ -9,6 +9,7 @@ import numpy as np
 from .. import _dtypes
 from .._binomial_draws import binomial as binomial_draws
 from .._dtypes import not_implemented
+from .._layout import is_contiguous
 from .._layout_types import takes_layout
 from .._meta import is_meta, meta_value, names_meta
 from .._tensor import Tensor
@@ -39,15 +40,16 @@ _FILL.update(
 )
 
 
-def _fill(self, name, generator, draw):
-    """Fill `self` in place with what `draw(bits, size)` draws (random_draws.sample). A meta tensor has no values
-    to fill: nothing is drawn, as in torch."""
+def _fill(self, name, generator, draw, strided_draw=None):
+    """Fill `self` in place with what `draw(bits, size)` draws (random_draws.sample_like: through its storage;
+    `strided_draw` where that is not row-major). A meta tensor has no values to fill: nothing is drawn, as in
+    torch."""
     op = _FILL[name]
     if is_meta(self):
         return _assign_draw(self, op, self)
-    if name in ("normal", "log_normal"):  # torch's normal fill of a non-contiguous view is another algorithm
-        return _assign_draw(self, op, sample(generator, op.name, self.shape, draw))
-    return _assign_draw(self, op, sample_like(generator, op.name, self, draw))
+    if strided_draw is not None and not is_contiguous(self):  # a view torch's kernel fills element by element
+        draw = strided_draw
+    return _assign_draw(self, op, sample_like(generator, op.name, self, draw, strided_draw))
 
 
 def _assign_draw(self, op, values):
@@ -86,7 +88,13 @@ def normal_(self, mean=0.0, std=1.0, *, generator=None):
     _float_only(self, "normal_kernel_cpu")
     if std < 0:
         raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
-    return _fill(self, "normal", generator, lambda bits, size: bits.normal(size, _real(self), mean, std))
+    return _fill(
+        self,
+        "normal",
+        generator,
+        lambda bits, size: bits.normal(size, _real(self), mean, std),
+        lambda bits, size: bits.normal(size, _real(self), mean, std, contiguous=False),
+    )
 
 
 def bernoulli_(self, p=0.5, *, generator=None):

@@ -1,0 +1,78 @@
+"""Draws that fill a tensor's storage follow torch's storage order: an in-place fill or a *_like factory of a
+permuted or strided view, and under vmap.vmap(randomness="different") a mapped argument whose rows are not its
+first dim (torch's batching rule fills the caller's tensor as it lies in memory)."""
+
+import numpy as np
+import pytest
+
+import batched_grad as bg
+import vmap
+
+pytest.importorskip("torch")
+import torch
+import torch.func
+
+LIBRARIES = ((bg, vmap.vmap), (torch, torch.func.vmap))
+
+FILLS = {
+    "uniform_": lambda m, t: t.uniform_(),
+    "normal_": lambda m, t: t.normal_(),
+    "log_normal_": lambda m, t: t.log_normal_(),
+    "random_": lambda m, t: t.random_(-5, 100),
+    "bernoulli_(0.3)": lambda m, t: t.bernoulli_(0.3),
+    "bernoulli_(tensor)": lambda m, t: t.bernoulli_(m.full(t.shape, 0.4)),
+    "exponential_": lambda m, t: t.exponential_(),
+    "cauchy_": lambda m, t: t.cauchy_(),
+    "geometric_": lambda m, t: t.geometric_(0.3),
+}
+LIKES = {
+    "rand_like": lambda m, t: m.rand_like(t),
+    "randn_like": lambda m, t: m.randn_like(t),
+    "randint_like": lambda m, t: m.randint_like(t, 3, 50),
+    "randn_like(complex64)": lambda m, t: m.randn_like(t, dtype=m.complex64),
+    "rand_like(contiguous_format)": lambda m, t: m.rand_like(t, memory_format=m.contiguous_format),
+}
+
+
+def _both(make):
+    """make(library, its vmap) for batched_grad and torch from the same seed, as NumPy arrays."""
+    out = []
+    for m, vmap_ in LIBRARIES:
+        m.manual_seed(1234)
+        out.append(np.asarray(make(m, vmap_).numpy()))
+    return out
+
+
+@pytest.mark.parametrize("in_dim", [-1, 1])
+@pytest.mark.parametrize("case", {**FILLS, **LIKES})
+def test_different_draws_follow_the_mapped_arguments_storage(case, in_dim):
+    op = {**FILLS, **LIKES}[case]
+    ours, theirs = _both(
+        lambda m, vmap_: vmap_(lambda t: op(m, t), in_dims=in_dim, randomness="different")(m.ones(3, 4, 6))
+    )
+    np.testing.assert_allclose(ours, theirs, rtol=1e-6)
+
+
+@pytest.mark.parametrize("case", FILLS)
+def test_same_draws_fill_a_row_major_row(case):
+    ours, theirs = _both(
+        lambda m, vmap_: vmap_(lambda t: FILLS[case](m, t), in_dims=-1, randomness="same")(m.ones(3, 6, 4))
+    )
+    np.testing.assert_allclose(ours, theirs, rtol=1e-6)
+
+
+VIEWS = {
+    "transposed": lambda m: m.ones(6, 8).t(),
+    "permuted, small": lambda m: m.ones(3, 4).t(),
+    "every other column": lambda m: m.ones(6, 8)[:, ::2],
+}
+
+
+@pytest.mark.parametrize("view", VIEWS)
+@pytest.mark.parametrize("case", {**FILLS, **LIKES})
+def test_draws_for_a_view_run_through_torchs_storage(case, view):
+    """normal_ of a view that is not contiguous is torch's element-by-element algorithm; a *_like of a permuted
+    view keeps its layout, of a strided one is row-major."""
+    op = {**FILLS, **LIKES}[case]
+    ours, theirs = _both(lambda m, vmap_: op(m, VIEWS[view](m)))
+    np.testing.assert_allclose(ours, theirs, rtol=1e-6)
