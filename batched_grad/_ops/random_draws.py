@@ -3,9 +3,11 @@ row draws its own, as one draw for all rows of which each row reads its own."""
 
 import jax
 import numpy as np
+from jax._src.interpreters.batching import BatchTracer
 
 from .._generator import resolve
 from .._layout import dense_order
+from .._lazy import Pending, materialize
 from .._tensor import Tensor
 from .._vmap_levels import in_vmap_randomness, is_batched, note_draw, random_rows
 from ._core import Op, apply
@@ -50,6 +52,50 @@ def sample_like(generator, fn, like, draw, strided_draw=None, rows_first=False):
     return _drawn(generator, fn, like.shape, draw, levels, order)
 
 
+def sample_given(generator, fn, shape, draw, *parameters):
+    """sample() of a draw that reads the values of the Tensors `parameters`: draw(bits, size, *values), each of
+    (levels' sizes..., *its shape), its values in each row of the vmap.vmap(randomness="different") calls running
+    (torch's batching rule draws for all rows at once)."""
+    levels = random_rows()
+    values = [host_rows(p, levels) for p in parameters]
+    return _drawn(generator, fn, shape, lambda bits, size: draw(bits, size, *values), levels, None)
+
+
+def host_rows(tensor, levels):
+    """`tensor`'s values as a NumPy array of (levels' sizes..., *its shape): its values in each row of the running
+    vmap.vmap calls `levels` (random_rows()), where it is a row of their traced run whose batch is known;
+    Tensor.numpy()'s error where the values are not known (a compiled function, a chunk of a traced run)."""
+    rows = _rows_of(tensor._value, levels)
+    return np.asarray(tensor.detach().numpy()) if rows is None else rows
+
+
+def values_known(tensor):
+    """Whether host_rows can read `tensor`'s values for a draw (not inside a compiled function)."""
+    return _rows_of(tensor._value, random_rows()) is not None
+
+
+def _rows_of(value, levels):
+    if isinstance(value, BatchTracer):
+        inner = _rows_of(value.val, levels)
+        if inner is None or value.batch_dim is None:
+            return inner
+        k = next((k for k, level in enumerate(levels) if level.trace is value._trace), None)
+        if k is None:
+            return None
+        inner = np.take(inner, 0, axis=k)  # the batched array itself does not vary across level k's rows
+        return np.moveaxis(inner, len(levels) - 1 + value.batch_dim, k)
+    if isinstance(value, jax.core.Tracer):
+        return None
+    array = np.asarray(value)
+    return np.broadcast_to(array, tuple(level.size for level in levels) + array.shape)
+
+
+def fill_order(like):
+    """sample_like's order of the dims of (random_rows()' sizes..., *like.shape) in the storage torch fills for
+    `like`, outermost first; None for row-major."""
+    return _fill_order(like, random_rows())
+
+
 def _drawn(generator, fn, shape, draw, levels, order):
     """The draw of (levels' sizes..., *shape), filled in `order` (its dims, outermost in storage first; None:
     row-major), each level's row selected (outermost first)."""
@@ -69,19 +115,32 @@ def _drawn(generator, fn, shape, draw, levels, order):
 def _fill_order(like, levels):
     """The order (outermost in storage first) of the dims of (levels' sizes..., *like.shape) in which torch fills
     draws for `like`; None for row-major. Inside one vmap.vmap(randomness="different"), torch's batching rule fills
-    the storage of a mapped argument as the caller gave it (rows at in_dims); a tensor made inside is taken as
-    row-major with its rows first."""
+    the storage of a mapped argument as the caller gave it (rows at in_dims), and of a tensor made inside a traced
+    run row-major with its rows where the trace keeps them (torch's elementwise rules keep them in place, as
+    JAX's); a tensor made inside a deferred run is taken as row-major with its rows first."""
     if not levels:
         return dense_order(like)
-    if len(levels) > 1 or not levels[0].arguments or id(like) not in levels[0].arguments:
+    physical = _physical_layout(like, levels[0]) if len(levels) == 1 else None
+    if physical is None:
         return None
-    level = levels[0]
-    given = level.arguments[id(like)]
-    batch = level.in_dims[id(like)] % given.ndim
-    physical = dense_order(given) or list(range(given.ndim))
+    batch, storage = physical
     # a physical dim's place among (rows, *like's dims)
-    order = [0 if d == batch else d + (d < batch) for d in physical]
+    order = [0 if d == batch else d + (d < batch) for d in storage]
     return None if order == sorted(order) else order
+
+
+def _physical_layout(like, level):
+    """The dim of `like`'s rows in the tensor of all rows torch's batching rule sees, and that tensor's dims in
+    storage order; None where it is not known."""
+    if level.arguments and id(like) in level.arguments:
+        given = level.arguments[id(like)]
+        return level.in_dims[id(like)] % given.ndim, dense_order(given) or list(range(given.ndim))
+    value = like._v
+    if type(value) is Pending and not value.call.mapped:  # an op on traced rows, recorded: its traced value
+        value = materialize(value)
+    if isinstance(value, BatchTracer) and value._trace is level.trace and value.batch_dim is not None:
+        return value.batch_dim, list(range(like.ndim + 1))
+    return None
 
 
 def check_inplace(target, value):
