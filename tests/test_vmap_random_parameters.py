@@ -12,6 +12,8 @@ pytest.importorskip("torch")
 import torch
 import torch.func
 
+from oracle import raises_like_torch
+
 LIBRARIES = ((bg, vmap.vmap), (torch, torch.func.vmap))
 
 SAMPLERS = {
@@ -85,3 +87,38 @@ def test_a_compiled_function_still_refuses_to_read_a_rate():
 def test_multinomial_checks_every_rows_distribution():
     with pytest.raises(RuntimeError, match="invalid multinomial distribution"):
         vmap.vmap(lambda t: bg.multinomial(t, 1), randomness="different")(bg.tensor([[1.0, 2.0], [0.0, 0.0]]))
+
+
+OUT_VARIANTS = {
+    "rand": lambda m, t, out: m.rand(3, out=out),
+    "randn": lambda m, t, out: m.randn(3, out=out),
+    "randint": lambda m, t, out: m.randint(5, (3,), out=out),
+    "randperm": lambda m, t, out: m.randperm(3, out=out.long()),
+    "normal(tensors)": lambda m, t, out: m.normal(t, out.abs(), out=out),
+    "normal(size)": lambda m, t, out: m.normal(0.0, 1.0, (3,), out=out),
+    "multinomial": lambda m, t, out: m.multinomial(out.abs() + 1, 2, out=m.empty(2, dtype=m.long)),
+}
+
+
+@pytest.mark.parametrize("randomness", ["error", "same", "different"])
+@pytest.mark.parametrize("case", OUT_VARIANTS)
+def test_out_variants_of_random_functions_are_refused_in_every_mode(case, randomness):
+    def call(m):
+        vmap_ = vmap.vmap if m is bg else torch.func.vmap
+        out = m.ones(3)
+        return vmap_(lambda t: OUT_VARIANTS[case](m, t, out), randomness=randomness)(m.ones(4, 3))
+
+    raises_like_torch(call)
+
+
+@pytest.mark.parametrize("randomness", ["error", "same", "different"])
+@pytest.mark.parametrize("in_dims", [(None, 0), (None, -1)])
+def test_bernoulli_in_place_of_an_unbatched_tensor_with_batched_probabilities(in_dims, randomness):
+    """torch checks the randomness mode first, then refuses probabilities that vary where the filled tensor does
+    not."""
+
+    def call(m):
+        vmap_ = vmap.vmap if m is bg else torch.func.vmap
+        return vmap_(lambda t, p: t.bernoulli_(p), in_dims=in_dims, randomness=randomness)(m.ones(3), m.rand(3, 3))
+
+    raises_like_torch(call)

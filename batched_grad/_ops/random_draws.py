@@ -25,6 +25,38 @@ SAME_BATCHED = (
 )
 
 
+RANDOM_OUT = (
+    "vmap: We do not support calling out variants of random operations inside of vmap. Please use non-out variants "
+    "as a workaround"
+)
+_TAKING_OUT = frozenset(("rand", "randn", "randint", "randperm", "normal", "multinomial"))
+
+
+def refuse_random_out(name):
+    """torch's refusal of the out= variant of the random function `name` inside vmap.vmap, whatever its
+    randomness."""
+    if name in _TAKING_OUT and in_vmap_randomness() is not None:
+        raise RuntimeError(RANDOM_OUT)
+
+
+INPLACE_OF_BATCHED = (
+    "vmap: {0}(self, *extra_args) is not possible because there exists a Tensor `other` in extra_args that has more "
+    "elements than `self`. This happened due to `other` being vmapped over but `self` not being vmapped over in a "
+    "vmap. Please try to use out-of-place operators instead of {0}. If said operator is being called inside the "
+    "PyTorch framework, please file a bug report instead."
+)
+
+
+def check_inplace_parameters(target, name, *parameters):
+    """torch's refusals, in order, of an in-place draw into `target` (`name`: torch's word for it) with Tensor
+    `parameters` inside vmap.vmap: its randomness mode's ("error"; "same" with parameters that vary across the
+    rows), then parameters that vary across the rows where `target` does not."""
+    random_rows()
+    check_parameters(*parameters)
+    if not is_batched(target._v) and any(is_batched(p._v) for p in parameters):
+        raise RuntimeError(INPLACE_OF_BATCHED.format(name))
+
+
 def check_parameters(*parameters):
     """torch's refusal, inside vmap.vmap(randomness="same"), of a draw whose distribution's parameters (Tensors
     among `parameters`) vary across the rows."""

@@ -18,7 +18,15 @@ from ._core import Op, apply
 from ._derivatives import without_derivative
 from ._forward_refused import unsupported_forward
 from .indexing import _concrete
-from .random_draws import check_inplace, check_parameters, fill_order, sample, sample_given, sample_like
+from .random_draws import (
+    check_inplace,
+    check_inplace_parameters,
+    check_parameters,
+    fill_order,
+    sample,
+    sample_given,
+    sample_like,
+)
 
 # an in-place fill replaces the values: its derivative for the old ones is 0
 _FILL = {
@@ -104,7 +112,7 @@ def bernoulli_(self, p=0.5, *, generator=None):
         return _fill(self, "bernoulli2", generator, lambda bits, size: bits.bernoulli(size, p))
     if is_meta(self):
         return _assign_draw(self, _FILL["bernoulli1"], self)
-    check_parameters(p)
+    check_inplace_parameters(self, "inplace bernoulli", p)
     uniform = sample_like(generator, "bernoulli_", self, _uniform_for(p))
     return _assign_draw(self, _FILL["bernoulli1"], uniform < p.detach())
 
