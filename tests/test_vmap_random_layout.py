@@ -5,14 +5,9 @@ first dim (torch's batching rule fills the caller's tensor as it lies in memory)
 import numpy as np
 import pytest
 
-import batched_grad as bg
-import vmap
-
 pytest.importorskip("torch")
-import torch
-import torch.func
 
-LIBRARIES = ((bg, vmap.vmap), (torch, torch.func.vmap))
+from oracle import drawn_by_both
 
 FILLS = {
     "uniform_": lambda m, t: t.uniform_(),
@@ -34,20 +29,11 @@ LIKES = {
 }
 
 
-def _both(make):
-    """make(library, its vmap) for batched_grad and torch from the same seed, as NumPy arrays."""
-    out = []
-    for m, vmap_ in LIBRARIES:
-        m.manual_seed(1234)
-        out.append(np.asarray(make(m, vmap_).numpy()))
-    return out
-
-
 @pytest.mark.parametrize("in_dim", [-1, 1])
 @pytest.mark.parametrize("case", {**FILLS, **LIKES})
 def test_different_draws_follow_the_mapped_arguments_storage(case, in_dim):
     op = {**FILLS, **LIKES}[case]
-    ours, theirs = _both(
+    ours, theirs = drawn_by_both(
         lambda m, vmap_: vmap_(lambda t: op(m, t), in_dims=in_dim, randomness="different")(m.ones(3, 4, 6))
     )
     np.testing.assert_allclose(ours, theirs, rtol=1e-6)
@@ -55,7 +41,7 @@ def test_different_draws_follow_the_mapped_arguments_storage(case, in_dim):
 
 @pytest.mark.parametrize("case", FILLS)
 def test_same_draws_fill_a_row_major_row(case):
-    ours, theirs = _both(
+    ours, theirs = drawn_by_both(
         lambda m, vmap_: vmap_(lambda t: FILLS[case](m, t), in_dims=-1, randomness="same")(m.ones(3, 6, 4))
     )
     np.testing.assert_allclose(ours, theirs, rtol=1e-6)
@@ -74,5 +60,5 @@ def test_draws_for_a_view_run_through_torchs_storage(case, view):
     """normal_ of a view that is not contiguous is torch's element-by-element algorithm; a *_like of a permuted
     view keeps its layout, of a strided one is row-major."""
     op = {**FILLS, **LIKES}[case]
-    ours, theirs = _both(lambda m, vmap_: op(m, VIEWS[view](m)))
+    ours, theirs = drawn_by_both(lambda m, vmap_: op(m, VIEWS[view](m)))
     np.testing.assert_allclose(ours, theirs, rtol=1e-6)

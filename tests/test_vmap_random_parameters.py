@@ -12,9 +12,7 @@ pytest.importorskip("torch")
 import torch
 import torch.func
 
-from oracle import raises_like_torch
-
-LIBRARIES = ((bg, vmap.vmap), (torch, torch.func.vmap))
+from oracle import drawn_by_both, raises_like_torch
 
 SAMPLERS = {
     "poisson": lambda m, t: m.poisson(t * 3),
@@ -35,20 +33,12 @@ MAPPED = {
 }
 
 
-def _both(make):
-    out = []
-    for m, vmap_ in LIBRARIES:
-        m.manual_seed(7)
-        out.append(np.asarray(make(m, vmap_).numpy()))
-    return out
-
-
 @pytest.mark.parametrize("mapped", MAPPED)
 @pytest.mark.parametrize("case", SAMPLERS)
 def test_different_randomness_draws_torchs_values_for_parameters_of_each_row(case, mapped):
     shape, in_dim = MAPPED[mapped]
     op = SAMPLERS[case]
-    ours, theirs = _both(
+    ours, theirs = drawn_by_both(
         lambda m, vmap_: vmap_(lambda t: op(m, t), in_dims=in_dim, randomness="different")(m.rand(*shape))
     )
     assert ours.shape == theirs.shape
@@ -59,7 +49,7 @@ def test_different_randomness_draws_torchs_values_for_parameters_of_each_row(cas
 @pytest.mark.parametrize("case", SAMPLERS)
 def test_parameters_the_same_in_every_row(case, randomness):
     op = SAMPLERS[case]
-    ours, theirs = _both(
+    ours, theirs = drawn_by_both(
         lambda m, vmap_: vmap_(lambda t, row: op(m, t), in_dims=(None, 0), randomness=randomness)(
             m.rand(3, 5), m.ones(4)
         )
@@ -75,7 +65,7 @@ def test_nested_different_calls_draw_for_both_levels_rows(case):
         inner = vmap_(lambda t: op(m, t), randomness="different")
         return vmap_(inner, in_dims=1, randomness="different")(m.rand(3, 2, 5))
 
-    ours, theirs = _both(nested)
+    ours, theirs = drawn_by_both(nested)
     np.testing.assert_allclose(ours, theirs, rtol=1e-6)
 
 
