@@ -40,9 +40,13 @@ def test_different_draws_follow_the_mapped_arguments_storage(case, in_dim):
 
 
 @pytest.mark.parametrize("case", FILLS)
-def test_same_draws_fill_a_row_major_row(case):
+@pytest.mark.parametrize("view", ["row", "transposed row"])
+def test_same_draws_fill_a_row_major_row(case, view):
+    def row(t):
+        return t if view == "row" else t.t()
+
     ours, theirs = drawn_by_both(
-        lambda m, vmap_: vmap_(lambda t: FILLS[case](m, t), in_dims=-1, randomness="same")(m.ones(3, 6, 4))
+        lambda m, vmap_: vmap_(lambda t: FILLS[case](m, row(t)), in_dims=-1, randomness="same")(m.ones(3, 6, 4))
     )
     np.testing.assert_allclose(ours, theirs, rtol=1e-6)
 
@@ -51,6 +55,7 @@ VIEWS = {
     "transposed": lambda m: m.ones(6, 8).t(),
     "permuted, small": lambda m: m.ones(3, 4).t(),
     "every other column": lambda m: m.ones(6, 8)[:, ::2],
+    "every other column, transposed": lambda m: m.ones(6, 8)[:, ::2].t(),
 }
 
 
@@ -61,4 +66,20 @@ def test_draws_for_a_view_run_through_torchs_storage(case, view):
     view keeps its layout, of a strided one is row-major."""
     op = {**FILLS, **LIKES}[case]
     ours, theirs = drawn_by_both(lambda m, vmap_: op(m, VIEWS[view](m)))
+    np.testing.assert_allclose(ours, theirs, rtol=1e-6)
+
+
+ROW_VIEWS = {"transposed": lambda t: t.t(), "first row": lambda t: t[0], "every other column": lambda t: t[:, ::2]}
+
+
+@pytest.mark.parametrize("in_dim", [0, 1, -1])
+@pytest.mark.parametrize("view", ROW_VIEWS)
+@pytest.mark.parametrize("case", ["uniform_", "normal_", "rand_like", "randn_like"])
+def test_different_draws_for_a_view_of_a_mapped_argument_follow_its_storage(case, view, in_dim):
+    op = {**FILLS, **LIKES}[case]
+    ours, theirs = drawn_by_both(
+        lambda m, vmap_: vmap_(lambda t: op(m, ROW_VIEWS[view](t)), in_dims=in_dim, randomness="different")(
+            m.ones(3, 4, 6)
+        )
+    )
     np.testing.assert_allclose(ours, theirs, rtol=1e-6)

@@ -6,7 +6,7 @@ import numpy as np
 from jax._src.interpreters.batching import BatchTracer
 
 from .._generator import resolve
-from .._layout import dense_order
+from .._layout import contiguous_strides, is_row_major, storage_order, strides_through
 from .._lazy import Pending, materialize
 from .._tensor import Tensor
 from .._vmap_levels import in_vmap_randomness, is_batched, note_draw, random_rows
@@ -70,16 +70,17 @@ def sample(generator, fn, shape, draw):
     return _drawn(generator, fn, shape, draw, random_rows(), None)
 
 
-def sample_like(generator, fn, like, draw, strided_draw=None, rows_first=False):
-    """sample() of `like`'s shape drawn through the storage torch's kernel fills for it: where that is a dense
-    permuted layout (a permuted view; torch's empty_like keeps it; under vmap.vmap(randomness="different"), a mapped
-    argument's own storage with its batch where in_dims puts it, unless `rows_first`: torch's batching rule fills a
-    new row-major tensor of the rows), the draws fill the storage in order and are permuted back to `like`'s dims.
-    `strided_draw`: the draw torch's kernel makes on a storage that is not row-major, where it is another algorithm
-    (normal_'s element-by-element one)."""
+def sample_like(generator, fn, like, draw, strided_draw=None, rows_first=False, in_place=False):
+    """sample() of `like`'s shape drawn through the storage torch's kernel fills for it, `like` itself where it is
+    filled `in_place`, else a new tensor made like it: where that storage is not row-major (a permuted view; under
+    vmap.vmap(randomness="different"), a mapped argument's own storage with its rows where in_dims puts them, unless
+    `rows_first`: torch's batching rule fills a new row-major tensor of the rows), the draws fill the storage in
+    order and are permuted back to `like`'s dims. `strided_draw`: the draw torch's kernel makes on a storage that is
+    not contiguous, where it is another algorithm (normal_'s element-by-element one)."""
     levels = random_rows()
-    order = None if levels and rows_first else _fill_order(like, levels)
-    if strided_draw is not None and order is not None:
+    layout = None if levels and rows_first else _storage_layout(like, levels)
+    order = None if layout is None else storage_order(*layout)
+    if strided_draw is not None and (order is not None or (in_place and layout and not is_row_major(*layout))):
         draw = strided_draw
     return _drawn(generator, fn, like.shape, draw, levels, order)
 
@@ -123,9 +124,10 @@ def _rows_of(value, levels):
 
 
 def fill_order(like):
-    """sample_like's order of the dims of (random_rows()' sizes..., *like.shape) in the storage torch fills for
-    `like`, outermost first; None for row-major."""
-    return _fill_order(like, random_rows())
+    """sample_like's order of the dims of (random_rows()' sizes..., *like.shape) in the storage torch fills for a
+    tensor made like `like`, outermost first; None for row-major."""
+    layout = _storage_layout(like, random_rows())
+    return None if layout is None else storage_order(*layout)
 
 
 def _drawn(generator, fn, shape, draw, levels, order):
@@ -144,34 +146,37 @@ def _drawn(generator, fn, shape, draw, levels, order):
     return value
 
 
-def _fill_order(like, levels):
-    """The order (outermost in storage first) of the dims of (levels' sizes..., *like.shape) in which torch fills
-    draws for `like`; None for row-major. Inside one vmap.vmap(randomness="different"), torch's batching rule fills
-    the storage of a mapped argument as the caller gave it (rows at in_dims), and of a tensor made inside a traced
-    run row-major with its rows where the trace keeps them (torch's elementwise rules keep them in place, as
-    JAX's); a tensor made inside a deferred run is taken as row-major with its rows first."""
+def _storage_layout(like, levels):
+    """(shape, strides) of (levels' sizes..., *like.shape) in the storage torch's kernel fills for `like`; None where
+    it is not known (taken as row-major). Inside one vmap.vmap(randomness="different"), torch's batching rule sees
+    the storage of a mapped argument (or a view of one) as the caller gave it, rows at in_dims, and of a tensor made
+    inside a traced run row-major with its rows where the trace keeps them (torch's elementwise rules keep them in
+    place, as JAX's); a tensor made inside a deferred run is taken as row-major with its rows first. A row of a
+    vmap.vmap(randomness="same") is filled through a row-major copy, as torch's rule fills it."""
     if not levels:
-        return dense_order(like)
-    physical = _physical_layout(like, levels[0]) if len(levels) == 1 else None
-    if physical is None:
-        return None
-    batch, storage = physical
-    # a physical dim's place among (rows, *like's dims)
-    order = [0 if d == batch else d + (d < batch) for d in storage]
-    return None if order == sorted(order) else order
+        return None if is_batched(like._v) else (tuple(like.shape), like.stride())
+    strides = _batch_strides(like, levels[0]) if len(levels) == 1 else None
+    return None if strides is None else ((levels[0].size, *like.shape), strides)
 
 
-def _physical_layout(like, level):
-    """The dim of `like`'s rows in the tensor of all rows torch's batching rule sees, and that tensor's dims in
-    storage order; None where it is not known."""
-    if level.arguments and id(like) in level.arguments:
-        given = level.arguments[id(like)]
-        return level.in_dims[id(like)] % given.ndim, dense_order(given) or list(range(given.ndim))
+def _batch_strides(like, level):
+    """The strides of (rows, *like's dims) in the storage of all rows torch's batching rule sees; None where it
+    is not known."""
+    root = like._view[0] if like._view is not None else like
+    if level.arguments and id(root) in level.arguments:
+        given = level.arguments[id(root)]
+        batch = level.in_dims[id(root)] % given.ndim
+        strides = list(given.stride())
+        rows = strides.pop(batch)
+        within = strides_through(like, strides)
+        return None if within is None else (rows, *within)
     value = like._v
     if type(value) is Pending and not value.call.mapped:  # an op on traced rows, recorded: its traced value
         value = materialize(value)
     if isinstance(value, BatchTracer) and value._trace is level.trace and value.batch_dim is not None:
-        return value.batch_dim, list(range(like.ndim + 1))
+        strides = list(contiguous_strides(tuple(value.val.shape)))
+        rows = strides.pop(value.batch_dim)
+        return (rows, *strides)
     return None
 
 

@@ -9,7 +9,6 @@ import numpy as np
 from .. import _dtypes
 from .._binomial_draws import binomial as binomial_draws
 from .._dtypes import not_implemented
-from .._layout import is_contiguous
 from .._layout_types import takes_layout
 from .._meta import is_meta, meta_value, names_meta
 from .._tensor import Tensor
@@ -56,9 +55,7 @@ def _fill(self, name, generator, draw, strided_draw=None):
     op = _FILL[name]
     if is_meta(self):
         return _assign_draw(self, op, self)
-    if strided_draw is not None and not is_contiguous(self):  # a view torch's kernel fills element by element
-        draw = strided_draw
-    return _assign_draw(self, op, sample_like(generator, op.name, self, draw, strided_draw))
+    return _assign_draw(self, op, sample_like(generator, op.name, self, draw, strided_draw, in_place=True))
 
 
 def _assign_draw(self, op, values):
@@ -113,7 +110,7 @@ def bernoulli_(self, p=0.5, *, generator=None):
     if is_meta(self):
         return _assign_draw(self, _FILL["bernoulli1"], self)
     check_inplace_parameters(self, "inplace bernoulli", p)
-    uniform = sample_like(generator, "bernoulli_", self, _uniform_for(p))
+    uniform = sample_like(generator, "bernoulli_", self, _uniform_for(p), in_place=True)
     return _assign_draw(self, _FILL["bernoulli1"], uniform < p.detach())
 
 
