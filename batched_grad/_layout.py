@@ -170,17 +170,33 @@ def stride(self, dim=None):
 
 
 def storage_order(shape, strides):
-    """The order of the dims of a tensor of `shape` at `strides` from the outermost in its storage (by decreasing
-    stride, ties and size-1 dims in place), where it is not row-major; None for row-major or `strides` None (not
-    strided). torch's TensorIterator runs through a tensor's elements in this order, and its empty_like keeps it
-    (infer_dense_strides): a draw that fills a tensor or one made like it (dropout's mask) follows it."""
+    """The order of the dims of a tensor of `shape` at `strides` from the outermost in its storage, where it is not
+    row-major; None for row-major or `strides` None (not strided). torch's TensorIterator runs through a tensor's
+    elements in this order, and its empty_like keeps it (infer_dense_strides): a draw that fills a tensor or one
+    made like it (dropout's mask) follows it."""
     if strides is None:
         return None
-    order = sorted((d for d in range(len(shape)) if shape[d] != 1), key=lambda d: -strides[d])
-    if order == sorted(order):
-        return None
-    ones = iter(d for d in range(len(shape)) if shape[d] == 1)
-    return [next(ones) if shape[d] == 1 else order.pop(0) for d in range(len(shape))]
+
+    def should_swap(inner, outer):  # TensorIterator's comparison: a broadcast (or size-1) dim is ambiguous
+        a, b = (strides[d] if shape[d] != 1 else 0 for d in (inner, outer))
+        if a == 0 or b == 0:
+            return 0
+        if a == b:  # equal strides: the smaller dim goes inside
+            return 1 if shape[inner] > shape[outer] else 0
+        return 1 if a > b else -1
+
+    perm = list(range(len(shape)))[::-1]  # innermost first, sorted by insertion with ambiguous comparisons
+    for i in range(1, len(perm)):
+        moving = i
+        for j in range(i - 1, -1, -1):
+            comparison = should_swap(perm[j], perm[moving])
+            if comparison > 0:
+                perm[j], perm[moving] = perm[moving], perm[j]
+                moving = j
+            elif comparison < 0:
+                break
+    order = perm[::-1]
+    return None if order == sorted(order) else order
 
 
 def is_row_major(shape, strides):

@@ -83,3 +83,29 @@ def test_different_draws_for_a_view_of_a_mapped_argument_follow_its_storage(case
         )
     )
     np.testing.assert_allclose(ours, theirs, rtol=1e-6)
+
+
+BROADCAST = {
+    "rows repeated": lambda m: m.ones(1, 8).expand(6, 8),
+    "columns repeated": lambda m: m.ones(6, 1).expand(6, 8),
+}
+
+
+@pytest.mark.parametrize("view", BROADCAST)
+@pytest.mark.parametrize("case", LIKES)
+def test_likes_of_a_broadcast_view_are_row_major(case, view):
+    """A broadcast dim has no place in the storage order (torch's TensorIterator leaves it where it is)."""
+    ours, theirs = drawn_by_both(lambda m, vmap_: LIKES[case](m, BROADCAST[view](m)))
+    np.testing.assert_allclose(ours, theirs, rtol=1e-6)
+
+
+@pytest.mark.parametrize("case", [*LIKES, "multinomial"])
+def test_different_draws_like_an_unmapped_tensor(case):
+    """torch's rule expands a tensor that is the same in every row to the batch: its draws are row-major."""
+    op = LIKES.get(case, lambda m, t: m.multinomial(t.flatten(), 3))
+    ours, theirs = drawn_by_both(
+        lambda m, vmap_: vmap_(lambda t, row: op(m, t), in_dims=(None, 0), randomness="different")(
+            m.ones(4, 6), m.ones(3)
+        )
+    )
+    np.testing.assert_allclose(ours, theirs, rtol=1e-6)
