@@ -120,12 +120,13 @@ def take_written_tangent(tensor, old, new):
         if tensor._views:
             _give_views_tangents(tensor, new)
         return
+    from ._ops.rows_like import rows_like
     from ._ops.shape import replay_view
 
     root, chain = view
     base_tangent = LEVELS.tangents.get(root)
-    if base_tangent is None:
-        base_tangent = root.new_zeros(root.shape)
+    if base_tangent is None:  # zeros, per row where the written tangent varies across a vmap's rows (torch's)
+        base_tangent = rows_like(root.new_zeros(root.shape), new)
         LEVELS.tangents.set(root, base_tangent)
     view_tangent = replay_view(base_tangent, chain)
     LEVELS.tangents.set(tensor, view_tangent)

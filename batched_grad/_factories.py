@@ -20,7 +20,7 @@ from ._int_args import is_int_arg
 from ._layout_types import takes_layout
 from ._meta import MetaValue, device_for, meta_value, names_meta
 from ._mt19937 import _fma64 as fma64
-from ._ops.random_draws import sample
+from ._ops.random_draws import sample, sample_like
 from ._ops.rows_like import rows_like
 from ._simd_math import fma
 from ._tensor import REQUIRES_GRAD_DTYPE, Tensor, python_type_name, warn_once, warn_once_at_caller
@@ -490,12 +490,30 @@ def _sample(draw, shape, d, complex_scale):
 _COMPLEX_STD = 1.0 / math.sqrt(2.0)  # torch: std / sqrt(2) for each part of a complex normal
 
 
-def _uniform_of(bits):
-    return lambda size, real, _: bits.uniform(size, real)
+def _uniform_draw(d):
+    """rand's draw(bits, size) of dtype `d`."""
+    return lambda bits, size: _sample(lambda s, real, _: bits.uniform(s, real), size, d, 1.0)
 
 
-def _normal_of(bits):
-    return lambda size, real, std: bits.normal(size, real, 0.0, std)
+def _normal_draw(d, contiguous=True):
+    """randn's draw(bits, size) of dtype `d`, into a `contiguous` storage or not (random_draws.sample_like)."""
+    return lambda bits, size: _sample(
+        lambda s, real, std: bits.normal(s, real, 0.0, std, contiguous), size, d, _COMPLEX_STD
+    )
+
+
+def _randint_draw(low, high, d):
+    """randint's draw(bits, size) of [low, high) in dtype `d` (checked)."""
+    _check_random_bounds(low, high, d)
+    return lambda bits, size: bits.integers(size, low, high, d.np)
+
+
+def _like_draws(input, memory_format, generator, fn, draw, strided_draw=None):
+    """A *_like factory's draws: through `input`'s storage where the result keeps its layout (torch's
+    preserve_format, the default), else row-major."""
+    if memory_format is None or memory_format is _memory_format.preserve_format:
+        return sample_like(generator, fn, input, draw, strided_draw)
+    return sample(generator, fn, input.shape, draw)
 
 
 @takes_layout
@@ -505,7 +523,7 @@ def rand(*args, size=_NO_SIZE, dtype=None, requires_grad=False, generator=None, 
     d = _float_dtype(dtype, "check_uniform_bounds")
     shape = _varargs_size("rand", args, size)
     return _made(
-        lambda: sample(generator, "rand", shape, lambda bits, s: _sample(_uniform_of(bits), s, d, 1.0)),
+        lambda: sample(generator, "rand", shape, _uniform_draw(d)),
         shape,
         d,
         requires_grad,
@@ -520,7 +538,7 @@ def randn(*args, size=_NO_SIZE, dtype=None, requires_grad=False, generator=None,
     d = _float_dtype(dtype, "normal_kernel_cpu")
     shape = _varargs_size("randn", args, size)
     return _made(
-        lambda: sample(generator, "randn", shape, lambda bits, s: _sample(_normal_of(bits), s, d, _COMPLEX_STD)),
+        lambda: sample(generator, "randn", shape, _normal_draw(d)),
         shape,
         d,
         requires_grad,
@@ -539,10 +557,10 @@ def randint(low=0, high=None, size=None, *, dtype=None, requires_grad=False, gen
     if high is None or not (is_int_arg(low) and is_int_arg(high)):
         raise TypeError(f"randint(): arguments 'low' and 'high' must be ints, but got {low!r} and {high!r}")
     low, high = operator.index(low), operator.index(high)
-    _check_random_bounds(low, high, d)
+    draw = _randint_draw(low, high, d)
     shape = _tuple_size("randint", size)
     return _made(
-        lambda: sample(generator, "randint", shape, lambda bits, s: bits.integers(s, low, high, d.np)),
+        lambda: sample(generator, "randint", shape, draw),
         shape,
         d,
         requires_grad,
@@ -579,39 +597,43 @@ def randint_like(
     if not (is_int_arg(low) and is_int_arg(high)):
         raise TypeError(f"randint_like(): arguments 'low' and 'high' must be ints, but got {low!r} and {high!r}")
     low, high = operator.index(low), operator.index(high)
+    generator = resolve(generator, "randint_like")
     shape, d = _like(input, dtype, "randint_like", memory_format)
-    return randint(
-        low,
-        high,
+    draw = _randint_draw(low, high, d)
+    return _made(
+        lambda: _like_draws(input, memory_format, generator, "randint_like", draw),
         shape,
-        dtype=d,
-        requires_grad=requires_grad,
-        generator=resolve(generator, "randint_like"),
-        device=device_for(device, input),
+        d,
+        requires_grad,
+        device_for(device, input),
     )
 
 
 @takes_layout
 def rand_like(input, *, generator=None, dtype=None, requires_grad=False, device=None, memory_format=None):
     """Uniform samples in [0, 1) with `input`'s shape and dtype (unless `dtype`)."""
+    generator = resolve(generator, "rand_like")
     shape, d = _like(input, dtype, "rand_like", memory_format)
-    return rand(
+    d = _float_dtype(d, "check_uniform_bounds")
+    return _made(
+        lambda: _like_draws(input, memory_format, generator, "rand_like", _uniform_draw(d)),
         shape,
-        dtype=d,
-        requires_grad=requires_grad,
-        generator=resolve(generator, "rand_like"),
-        device=device_for(device, input),
+        d,
+        requires_grad,
+        device_for(device, input),
     )
 
 
 @takes_layout
 def randn_like(input, *, generator=None, dtype=None, requires_grad=False, device=None, memory_format=None):
     """Standard normal samples with `input`'s shape and dtype (unless `dtype`)."""
+    generator = resolve(generator, "randn_like")
     shape, d = _like(input, dtype, "randn_like", memory_format)
-    return randn(
+    d = _float_dtype(d, "normal_kernel_cpu")
+    return _made(
+        lambda: _like_draws(input, memory_format, generator, "randn_like", _normal_draw(d), _normal_draw(d, False)),
         shape,
-        dtype=d,
-        requires_grad=requires_grad,
-        generator=resolve(generator, "randn_like"),
-        device=device_for(device, input),
+        d,
+        requires_grad,
+        device_for(device, input),
     )

@@ -62,7 +62,12 @@ def _storage_address(root):
 def _strides(root_shape, root_complex, chain):
     """(offset, strides) of the view `chain` of a contiguous root, strides None where the view is not strided (a
     reshape of a non-contiguous view, which torch would copy)."""
-    positions = np.asarray(element_positions(root_shape, root_complex, chain))
+    return affine_layout(np.asarray(element_positions(root_shape, root_complex, chain)))
+
+
+def affine_layout(positions):
+    """(offset, strides) of the elements at storage `positions` (an array of the tensor's shape), strides None
+    where they are not offset + index . strides."""
     if positions.size == 0:
         return 0, None
     offset = int(positions.flat[0])
@@ -75,6 +80,20 @@ def _strides(root_shape, root_complex, chain):
         for d, (n, s) in enumerate(zip(positions.shape, strides))
     )
     return offset, strides if np.array_equal(positions, affine) else None
+
+
+def strides_through(t, root_strides):
+    """The strides of `t`, a view of a root whose elements lie at `root_strides` in some storage (or the root
+    itself), in that storage; None where they are not strided or `t` reinterprets its root's elements."""
+    if t._view is None:
+        return tuple(root_strides)
+    root, chain = t._view
+    if root.dtype.is_complex != t.dtype.is_complex:
+        return None
+    with eagerly():
+        flat = np.asarray(element_positions(tuple(root.shape), root.dtype.is_complex, _ops_of(chain)))
+    coords = np.unravel_index(flat, tuple(root.shape))
+    return affine_layout(sum((c * s for c, s in zip(coords, root_strides)), np.zeros(flat.shape, np.int64)))[1]
 
 
 def _view_layout(t):
@@ -113,7 +132,7 @@ def is_contiguous(self, memory_format=None):
         rank, order = _CHANNELS_LAST_ORDER[memory_format]
         if self.ndim != rank:
             return False
-        strides = strides if strides is not None else _contiguous_strides(tuple(self.shape))
+        strides = strides if strides is not None else contiguous_strides(tuple(self.shape))
         return _dense_in(order, self.shape, strides)
     if strides is None or self.numel() == 0:
         return True
@@ -131,7 +150,7 @@ def _dense_in(order, shape, strides):
     return True
 
 
-def _contiguous_strides(shape):
+def contiguous_strides(shape):
     strides, step = [], 1
     for n in reversed(shape):
         strides.append(step)
@@ -143,27 +162,51 @@ def stride(self, dim=None):
     """The strides torch's storage would give this tensor (a view's, read from its chain of views; row-major for
     any other tensor), or the stride of `dim`."""
     strides = _view_layout(self)[1]
-    strides = strides if strides is not None and self.numel() else _contiguous_strides(tuple(self.shape))
+    strides = strides if strides is not None and self.numel() else contiguous_strides(tuple(self.shape))
     if dim is None:
         return tuple(strides)
 
     return strides[_wrap_dim(dim, self.ndim)]
 
 
-def dense_order(self):
-    """The order of `self`'s dims from the outermost in its storage, where it is a permutation of a row-major layout
-    with no gaps (torch's non-overlapping and dense) that is not row-major itself; None otherwise. torch's empty_like
-    keeps such a layout, and a draw that fills it (dropout's mask) runs through the storage in this order."""
-    strides = _view_layout(self)[1]
-    if strides is None or self.numel() < 2:
+def storage_order(shape, strides):
+    """The order of the dims of a tensor of `shape` at `strides` from the outermost in its storage, where it is not
+    row-major; None for row-major or `strides` None (not strided). torch's TensorIterator runs through a tensor's
+    elements in this order, and its empty_like keeps it (infer_dense_strides): a draw that fills a tensor or one
+    made like it (dropout's mask) follows it."""
+    if strides is None:
         return None
-    order = sorted(range(self.ndim), key=lambda d: -strides[d])  # stable: a size-1 dim keeps its place
-    expected = 1
-    for d in reversed(order):
-        if self.shape[d] != 1 and strides[d] != expected:
-            return None
-        expected *= self.shape[d]
+
+    def should_swap(inner, outer):  # TensorIterator's comparison: a broadcast (or size-1) dim is ambiguous
+        a, b = (strides[d] if shape[d] != 1 else 0 for d in (inner, outer))
+        if a == 0 or b == 0:
+            return 0
+        if a == b:  # equal strides: the smaller dim goes inside
+            return 1 if shape[inner] > shape[outer] else 0
+        return 1 if a > b else -1
+
+    perm = list(range(len(shape)))[::-1]  # innermost first, sorted by insertion with ambiguous comparisons
+    for i in range(1, len(perm)):
+        moving = i
+        for j in range(i - 1, -1, -1):
+            comparison = should_swap(perm[j], perm[moving])
+            if comparison > 0:
+                perm[j], perm[moving] = perm[moving], perm[j]
+                moving = j
+            elif comparison < 0:
+                break
+    order = perm[::-1]
     return None if order == sorted(order) else order
+
+
+def is_row_major(shape, strides):
+    """Whether `strides` lay a tensor of `shape` out row-major with no gaps (torch's is_contiguous)."""
+    expected = 1
+    for n, stride in zip(reversed(shape), reversed(strides)):
+        if n != 1 and stride != expected:
+            return False
+        expected *= n
+    return True
 
 
 def storage_offset(self):

@@ -56,12 +56,13 @@ class Stream:
             out = _simd_math.fma(x, high - low, low) if fused else x * (high - low) + low
         return out.reshape(size).astype(dtype)
 
-    def normal(self, size, dtype, mean=0.0, std=1.0):
-        """normal_(mean, std): scalar Box-Muller (in double, with its cached second value) below 16 elements;
-        from 16 on, torch's normal_fill: all uniforms drawn first, transformed in blocks of 16 (the first 8 give
-        the radii, the last 8 the angles), and a partial last block redone on 16 fresh uniforms."""
+    def normal(self, size, dtype, mean=0.0, std=1.0, contiguous=True):
+        """normal_(mean, std): scalar Box-Muller (in double, with its cached second value) below 16 elements or
+        into a storage that is not `contiguous`; from 16 on, torch's normal_fill: all uniforms drawn first,
+        transformed in blocks of 16 (the first 8 give the radii, the last 8 the angles), and a partial last block
+        redone on 16 fresh uniforms."""
         n = math.prod(size)
-        if n < SMALL_NORMAL:
+        if n < SMALL_NORMAL or not contiguous:
             out = np.array([self._scalar_normal(mean, std) for _ in range(n)], np.float64)
             return out.reshape(size).astype(dtype)
         double = np.dtype(dtype) == np.float64

@@ -16,8 +16,9 @@ from ._lazy import Pending, materialize
 class Level(NamedTuple):
     """A vmap.vmap call whose function is running: its randomness; the jax trace of its rows when it runs traced,
     else None; for randomness="different", its batch size and a Tensor of the row's index; `arguments`: the caller's
-    tensor that each mapped argument's row Tensor stands for, by the row's id; `draws`: a list of (generator, its
-    state before this call's first draw from it), where the call may run its function again."""
+    tensor that each mapped argument's row Tensor stands for, by the row's id, and `in_dims` the dim of its rows
+    there; `draws`: a list of (generator, its state before this call's first draw from it), where the call may run
+    its function again."""
 
     randomness: str
     trace: object = None
@@ -25,6 +26,7 @@ class Level(NamedTuple):
     row: object = None
     arguments: object = None
     draws: object = None
+    in_dims: object = None
 
 
 class _Running(threading.local):

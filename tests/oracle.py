@@ -205,3 +205,13 @@ def raises_like(fn, inputs, match=None):
         fn(torch, *to_torch(inputs))
     with pytest.raises(type(expected.value), match=match):
         fn(bg, *inputs)
+
+
+def drawn_by_both(make, seed=0):
+    """make(module, its vmap) for batched_grad and then torch, each after manual_seed(seed): NumPy arrays of the
+    draws of each library from the same stream."""
+    drawn = []
+    for m, vmap_ in ((bg, vmap.vmap), (torch, torch.func.vmap)):
+        m.manual_seed(seed)
+        drawn.append(np.asarray(make(m, vmap_).numpy()))
+    return drawn

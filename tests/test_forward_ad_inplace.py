@@ -180,3 +180,29 @@ def test_in_place_op_keeps_the_tangent_object():
         dual.copy_(fw.make_dual(bg.tensor([0.0, 1.0]), bg.tensor([2.0, 2.0])))
         assert fw.unpack_dual(dual).tangent is given
         assert given.tolist() == [2.0, 2.0]
+
+
+VIEWS = {"rows": lambda t: t[:2], "transposed columns": lambda t: t[:, :2].t()}
+WRITES = {"copy_": lambda v, x: v.copy_(x), "add_": lambda v, x: v.add_(x), "mul_": lambda v, x: v.mul_(x)}
+
+
+@pytest.mark.parametrize("write", WRITES)
+@pytest.mark.parametrize("view", VIEWS)
+def test_batched_tangent_written_into_a_view_of_a_tensor_without_one(view, write):
+    """Under the prototype vmap (gradcheck's batched forward mode), a dual whose tangent varies across the rows
+    written into a view of a tensor without a tangent: its base's new tangent holds zeros per row, so that the
+    view's row of it takes the write, as torch's."""
+
+    def rows(m):
+        fw = m.autograd.forward_ad
+
+        def jvp(tangent):
+            base = m.zeros(3, 3)
+            target = VIEWS[view](base)
+            with fw.dual_level():
+                WRITES[write](target, fw.make_dual(m.ones(2, 3), tangent))
+                return _tangent(m, target), _tangent(m, base)
+
+        return m._vmap_internals._vmap(jvp)(m.arange(12.0).reshape(2, 2, 3))
+
+    assert_same(rows(bg), rows(torch))

@@ -15,6 +15,7 @@ from .._subclass import DISPATCHING, dispatch, dispatching_later, overloaded
 from .._tensor import Tensor
 from .._vmap_levels import is_batched
 from .numpy_keywords import function_renaming
+from .random_draws import refuse_random_out
 
 RESIZED = (
     "An output with one or more elements was resized since it had shape {}, which does not match the required "
@@ -110,6 +111,7 @@ def write_out(name, out, fn, args, kwargs, rule="cast"):
     for o in outs:
         if not isinstance(o, Tensor):
             raise not_a_tensor(name, "out", out)
+    refuse_random_out(name)
     operands = [x for x in (*args, *kwargs.values(), *outs) if isinstance(x, Tensor)]
     if is_recording() and any(x.requires_grad for x in operands):
         raise RuntimeError(

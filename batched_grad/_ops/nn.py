@@ -681,7 +681,7 @@ def dropout(input, p=0.5, training=True, inplace=False):
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0:
         return input
-    keep = sample_like(None, "dropout", input, lambda bits, size: bits.bernoulli(size, 1 - p))
+    keep = sample_like(None, "dropout", input, lambda bits, size: bits.bernoulli(size, 1 - p), rows_first=True)
     out = apply(_DROPOUT, [input, keep], scale=kept_scale(p, input.dtype))
     return input._assign(out, "mul_") if inplace else out
 

@@ -12,11 +12,20 @@ from .._dtypes import not_implemented
 from .._layout_types import takes_layout
 from .._meta import is_meta, meta_value, names_meta
 from .._tensor import Tensor
+from .._vmap_levels import in_vmap_randomness
 from ._core import Op, apply
 from ._derivatives import without_derivative
 from ._forward_refused import unsupported_forward
 from .indexing import _concrete
-from .random_draws import check_inplace, check_parameters, sample, sample_like
+from .random_draws import (
+    check_inplace,
+    check_inplace_parameters,
+    check_parameters,
+    fill_order,
+    sample,
+    sample_given,
+    sample_like,
+)
 
 # an in-place fill replaces the values: its derivative for the old ones is 0
 _FILL = {
@@ -39,15 +48,14 @@ _FILL.update(
 )
 
 
-def _fill(self, name, generator, draw):
-    """Fill `self` in place with what `draw(bits, size)` draws (random_draws.sample). A meta tensor has no values
-    to fill: nothing is drawn, as in torch."""
+def _fill(self, name, generator, draw, strided_draw=None):
+    """Fill `self` in place with what `draw(bits, size)` draws (random_draws.sample_like: through its storage;
+    `strided_draw` where that is not row-major). A meta tensor has no values to fill: nothing is drawn, as in
+    torch."""
     op = _FILL[name]
     if is_meta(self):
         return _assign_draw(self, op, self)
-    if name in ("normal", "log_normal"):  # torch's normal fill of a non-contiguous view is another algorithm
-        return _assign_draw(self, op, sample(generator, op.name, self.shape, draw))
-    return _assign_draw(self, op, sample_like(generator, op.name, self, draw))
+    return _assign_draw(self, op, sample_like(generator, op.name, self, draw, strided_draw, in_place=True))
 
 
 def _assign_draw(self, op, values):
@@ -86,7 +94,13 @@ def normal_(self, mean=0.0, std=1.0, *, generator=None):
     _float_only(self, "normal_kernel_cpu")
     if std < 0:
         raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
-    return _fill(self, "normal", generator, lambda bits, size: bits.normal(size, _real(self), mean, std))
+    return _fill(
+        self,
+        "normal",
+        generator,
+        lambda bits, size: bits.normal(size, _real(self), mean, std),
+        lambda bits, size: bits.normal(size, _real(self), mean, std, contiguous=False),
+    )
 
 
 def bernoulli_(self, p=0.5, *, generator=None):
@@ -95,8 +109,8 @@ def bernoulli_(self, p=0.5, *, generator=None):
         return _fill(self, "bernoulli2", generator, lambda bits, size: bits.bernoulli(size, p))
     if is_meta(self):
         return _assign_draw(self, _FILL["bernoulli1"], self)
-    check_parameters(p)
-    uniform = sample_like(generator, "bernoulli_", self, _uniform_for(p))
+    check_inplace_parameters(self, "inplace bernoulli", p)
+    uniform = sample_like(generator, "bernoulli_", self, _uniform_for(p), in_place=True)
     return _assign_draw(self, _FILL["bernoulli1"], uniform < p.detach())
 
 
@@ -215,49 +229,58 @@ def _with_replacement(stream, rows, num_samples):
     return np.minimum(np.asarray(picks), rows.shape[1] - 1)
 
 
-def _by_exponential_race(stream, rows, num_samples):
-    """torch's sampling without replacement (and of one sample): q ~ Exp(1) for every entry, then the indices of
-    the num_samples largest p / q (argmax for one)."""
-    ratios = rows / stream.exponential(rows.shape, rows.dtype, 1.0)
+def _by_exponential_race(stream, probabilities, num_samples, order):
+    """torch's sampling without replacement (and of one sample): q ~ Exp(1) for every entry (drawn through the
+    storage in `order`, random_draws.fill_order), then the indices of the num_samples largest p / q in each row
+    (argmax for one)."""
+    shape = probabilities.shape
+    if order is None:
+        q = stream.exponential(shape, probabilities.dtype, 1.0)
+    else:
+        q = np.transpose(stream.exponential([shape[d] for d in order], probabilities.dtype, 1.0), np.argsort(order))
+    ratios = probabilities / q
     if num_samples == 1:
-        return np.argmax(ratios, axis=1)[:, None]
-    return np.argsort(-ratios, axis=1, kind="stable")[:, :num_samples]
+        return np.argmax(ratios, axis=-1)[..., None]
+    return np.argsort(-ratios, axis=-1, kind="stable")[..., :num_samples]
+
+
+def _check_distributions(probabilities, num_samples, replacement):
+    """torch's checks of multinomial's probabilities (a NumPy array of rows on its last axis)."""
+    if (probabilities < 0).any() or not np.isfinite(probabilities).all():
+        raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
+    if not replacement and num_samples > probabilities.shape[-1]:
+        raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without replacement")
+    if (probabilities.sum(-1) == 0).any():
+        raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
 
 
 def multinomial(input, num_samples, replacement=False, *, generator=None):
-    """Indices drawn from each row of (unnormalized) probabilities `input`, with or without replacement."""
+    """Indices drawn from each row of (unnormalized) probabilities `input`, with or without replacement. Under
+    vmap.vmap(randomness="different"), one draw for the rows of every row, as torch's batching rule."""
     check_parameters(input)
-    probabilities = np.asarray(input.detach().numpy(), np.float64)
     if input.ndim not in (1, 2):
         raise RuntimeError("prob_dist must be 1 or 2 dim")
-    if (probabilities < 0).any() or not np.isfinite(probabilities).all():
-        raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
-    rows = probabilities.reshape(-1, probabilities.shape[-1])
-    if not replacement and num_samples > rows.shape[1]:
-        raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without replacement")
-    if (rows.sum(1) == 0).any():
-        raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
     shape = tuple(input.shape[:-1]) + (num_samples,)
-
     real = input.dtype.np if input.dtype.np in (np.float32, np.float64) else np.float32
-    given = np.asarray(input.detach().numpy(), real).reshape(rows.shape)
+    # torch's batching rule draws a batch of matrices as one matrix of their rows, a row-major copy
+    order = fill_order(input) if input.ndim == 1 or in_vmap_randomness() != "different" else None
 
-    def draw(stream, size):  # size: a draw per row of a vmap with randomness="different", then shape
-        repeats = math.prod(size[: len(size) - len(shape)])
+    def draw(stream, size, probabilities):
+        _check_distributions(np.asarray(probabilities, np.float64), num_samples, replacement)
+        given = np.asarray(probabilities, real)
         if replacement and num_samples > 1:
-            picks = [_with_replacement(stream, given, num_samples) for _ in range(repeats)]
+            picks = _with_replacement(stream, given.reshape(-1, given.shape[-1]), num_samples)
         else:
-            picks = [_by_exponential_race(stream, given, num_samples) for _ in range(repeats)]
+            picks = _by_exponential_race(stream, given, num_samples, order)
         return np.asarray(picks, np.int64).reshape(size)
 
-    return sample(generator, "multinomial", shape, draw)
+    return sample_given(generator, "multinomial", shape, draw, input.detach())
 
 
 def poisson(input, generator=None):
     """Poisson samples with rates `input` (zero derivative)."""
     check_parameters(input)
-    rates = np.asarray(input.detach().numpy())
-    counts = sample(generator, "poisson", input.shape, lambda bits, size: bits.poisson(np.broadcast_to(rates, size)))
+    counts = sample_given(generator, "poisson", input.shape, lambda bits, size, rates: bits.poisson(rates), input)
     return apply(_POISSON, [input, counts])
 
 
@@ -279,15 +302,16 @@ def binomial(count, prob, generator=None):
             raise ValueError(f"binomial only supports floating-point dtypes for {name}, got: {t.dtype.type_name}")
     check_parameters(count, prob)
     shape = np.broadcast_shapes(tuple(count.shape), tuple(prob.shape))
-    counts, probs = (np.broadcast_to(np.asarray(t.detach().numpy()), shape) for t in (count, prob))
-    drawn = sample(
-        generator,
-        "binomial",
-        shape,
-        lambda bits, size: binomial_draws(
-            bits, np.broadcast_to(counts, size), np.broadcast_to(probs, size), count.dtype.np
-        ),
-    )
+
+    def draw(bits, size, counts, probs):  # each of (rows..., *its shape), broadcast at its own dims
+        n = len(size) - len(shape)
+        counts, probs = (
+            np.broadcast_to(v.reshape(v.shape[:n] + (1,) * (len(size) - v.ndim) + v.shape[n:]), size)
+            for v in (counts, probs)
+        )
+        return binomial_draws(bits, counts, probs, count.dtype.np)
+
+    drawn = sample_given(generator, "binomial", shape, draw, count, prob)
     return apply(_BINOMIAL, [count, prob, drawn])
 
 

@@ -9,8 +9,7 @@ import numpy as np
 
 import batched_grad as bg
 
-from .._ops._index_parse import _concrete
-from .._ops.random_draws import check_parameters, sample
+from .._ops.random_draws import check_parameters, sample, sample_given, values_known
 from ._implicit_gradients import dirichlet_draw, gamma_draw
 from .distribution import _lazy_property as lazy_property
 
@@ -108,19 +107,19 @@ _DIRICHLET_OF_DRAW = bg.jax_function(dirichlet_draw)
 def standard_gamma(concentration, generator=None):
     """Gamma(concentration, 1) draws of concentration's shape, differentiable in the concentration as torch's
     _standard_gamma (its implicit reparameterization gradient). Where the concentration's values are known, the
-    draws are torch's (its sampler on the stream of `generator`, the default one if None); while tracing
-    (bg.compile, vmap) they are JAX's, keyed by a draw from that generator."""
+    draws are torch's (its sampler on the stream of `generator`, the default one if None; inside vmap.vmap, for all
+    rows at once as torch's batching rule); inside bg.compile they are JAX's, keyed by a draw from that generator."""
     check_parameters(concentration)
-    alphas = _concrete(concentration.detach())
-    if alphas is None:
+    if not values_known(concentration):
         key = sample(generator, "_standard_gamma", (2,), lambda bits, size: bits.integers(size, 0, 2**31, np.int64))
         return _GAMMA_BY_JAX(key, concentration)
     real = _real(concentration.dtype)
-    drawn = sample(
+    drawn = sample_given(
         generator,
         "_standard_gamma",
-        alphas.shape,
-        lambda bits, size: bits.standard_gamma(np.broadcast_to(alphas, size), real),
+        concentration.shape,
+        lambda bits, size, alphas: bits.standard_gamma(alphas, real),
+        concentration.detach(),
     )
     return _GAMMA_OF_DRAW(concentration, drawn.to(concentration.dtype))
 
@@ -129,22 +128,21 @@ def sample_dirichlet(concentration, generator=None):
     """Draws on the simplex (concentration's last dimension), differentiable in the concentration as torch's
     _sample_dirichlet (its reparameterized gradient, from each coordinate's Beta marginal). Where the
     concentration's values are known the draws are torch's (double gamma draws normalized, clamped into (0, 1));
-    while tracing, normalized standard_gamma draws."""
+    inside bg.compile, normalized standard_gamma draws."""
     check_parameters(concentration)
-    alphas = _concrete(concentration.detach())
-    if alphas is None:
+    if not values_known(concentration):
         gammas = standard_gamma(concentration, generator).detach()
         ratios = gammas / gammas.sum(-1, keepdim=True)
         finfo = bg.finfo(ratios.dtype)
         return _DIRICHLET_OF_DRAW(concentration, ratios.clamp(min=finfo.tiny, max=1 - finfo.eps / 2))
     real = _real(concentration.dtype)
 
-    def draw(bits, size):
-        gammas = bits.standard_gamma(np.broadcast_to(alphas, size), np.float64)
+    def draw(bits, size, alphas):
+        gammas = bits.standard_gamma(alphas, np.float64)
         ratios = (gammas / gammas.sum(-1, keepdims=True)).astype(real)
         return np.clip(ratios, np.finfo(real).tiny, np.nextafter(real(1), real(0)))
 
-    drawn = sample(generator, "_sample_dirichlet", alphas.shape, draw)
+    drawn = sample_given(generator, "_sample_dirichlet", concentration.shape, draw, concentration.detach())
     return _DIRICHLET_OF_DRAW(concentration, drawn.to(concentration.dtype))
 
 

@@ -76,7 +76,8 @@ def vmap(func, in_dims=0, out_dims=0, *, chunk_size=None, randomness="error"):
             for i, r in zip(mapped, rows):
                 call[i] = Tensor._wrap(r, requires_grad=i in differentiable)
             row_index = Tensor._wrap(rows[-1]) if randomness == "different" else None
-            level = Level(randomness, trace, size, row_index, {id(call[i]): flat_args[i] for i in mapped}, draws)
+            given = {id(call[i]): flat_args[i] for i in mapped}
+            level = Level(randomness, trace, size, row_index, given, draws, {id(call[i]): dims_in[i] for i in mapped})
             with running(level):
                 leaves, spec = flatten(func(*args_spec.unflatten(call), **kwargs))
                 written[:] = [i for i in mapped if call[i]._counter.value]
