@@ -175,6 +175,14 @@ def test_logdet_of_a_complex_matrix_is_complex():
     assert_same(program(bg), program(torch))
 
 
+def test_empty_inputs():
+    def program(m):
+        empty = m.ones(0, 3)
+        return tuple(m.aminmax(empty, dim=1)) + tuple(m.median(empty.to(d)) for d in (m.int64, m.int32, m.uint8))
+
+    assert_same(program(bg), program(torch))
+
+
 def test_result_types():
     x = bg.tensor([[1.0, 3.0], [2.0, 0.0]])
     for name in ("cummax", "median", "kthvalue", "mode", "nanmedian"):
@@ -203,6 +211,7 @@ def test_result_types():
         lambda m: m.nanquantile(m.ones(3), 1.5),
         lambda m: m.nanquantile(m.ones(0), 0.5),
         lambda m: m.nanquantile(m.ones(3), 0.5, interpolation="cubic"),
+        lambda m: m.aminmax(m.ones(0, 3), dim=0),
     ],
     ids=[
         "nanmean-int",
@@ -221,6 +230,7 @@ def test_result_types():
         "nanquantile-q",
         "nanquantile-empty",
         "nanquantile-interpolation",
+        "aminmax-empty-dim",
     ],
 )
 def test_errors(call):

@@ -80,11 +80,13 @@ _AMINMAX = Op("aminmax", _aminmax, multi=True)
 
 def aminmax(input, *, dim=None, keepdim=False):
     """(min, max) over `dim` (all elements when None); ties share the gradient, as amin's and amax's."""
-    if input.numel() == 0:
+    axis = None if dim is None else (_wrap_dim(dim, max(input.ndim, 1)),) if input.ndim else None
+    if axis is not None and input.shape[axis[0]] == 0:
+        raise RuntimeError(f"aminmax: Expected reduction dim {axis[0]} to have non-zero size.")
+    if axis is None and input.numel() == 0:
         raise RuntimeError(
             "aminmax(): cannot compute aminmax over an empty dimension as the operation has no identity."
         )
-    axis = None if dim is None else (_wrap_dim(dim, max(input.ndim, 1)),) if input.ndim else None
     return _RESULTS["aminmax"](*apply(_AMINMAX, [input], axis=axis, keepdim=bool(keepdim)))
 
 
@@ -232,8 +234,9 @@ def median(input, dim=None, keepdim=False):
     """The lower median of all elements; with `dim`, (values, indices) along it. nan, if present, is the result."""
     _no_bool_median(input, dim)
     if dim is None:
-        if input.numel() == 0:
-            return Tensor._wrap(np.asarray(np.nan, input.dtype.np))
+        if input.numel() == 0:  # nan; an integer one as x86 converts nan (the type's least value), as torch's
+            kind = input.dtype.np
+            return Tensor._wrap(np.asarray(np.nan if kind.kind in "fc" else np.iinfo(kind).min, kind))
         return apply(_MEDIAN_ALL[False], [input], ignore_nan=False)
     return _selection("median", input, dim, keepdim)
 
