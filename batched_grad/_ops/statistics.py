@@ -82,7 +82,7 @@ def aminmax(input, *, dim=None, keepdim=False):
     """(min, max) over `dim` (all elements when None); ties share the gradient, as amin's and amax's."""
     axis = None if dim is None else (_wrap_dim(dim, max(input.ndim, 1)),) if input.ndim else None
     if axis is not None and input.shape[axis[0]] == 0:
-        raise RuntimeError(f"aminmax: Expected reduction dim {axis[0]} to have non-zero size.")
+        raise IndexError(f"aminmax: Expected reduction dim {axis[0]} to have non-zero size.")
     if axis is None and input.numel() == 0:
         raise RuntimeError(
             "aminmax(): cannot compute aminmax over an empty dimension as the operation has no identity."
