@@ -4,7 +4,9 @@ matmul of sparse and dense) and a Chebyshev convolution over the sparse scaled L
 modules the code index returned without their repositories' names), in float64; and schnetpack's SchNet
 (atomistic-machine-learning/schnetpack: its jit-scripted index_add scatter, Gaussian RBF with trainable widths
 built through FloatTensor, cosine cutoff, continuous-filter interactions) on a cdist/nonzero neighbour list, trained
-on energies and forces from autograd.grad(create_graph=True), in float32 as FloatTensor makes it."""
+on energies and forces from autograd.grad(create_graph=True), in float32 as FloatTensor makes it; and an
+edge-feature attention convolution (a module returned without its repository's name) whose softmax over each
+node's incoming edges takes the maximum by scatter_reduce('amax', include_self=True) from a -1e9 fill."""
 
 import pytest
 import torch
@@ -165,6 +167,70 @@ def schnet_forces(m):
         opt.step()
         out += [loss.detach(), energy.detach(), forces.detach(), idx_i, idx_j]
     return out + [p.detach() for p in params]
+
+
+def _edge_attention(m, fan_in, fan_out, edge_dim):
+    nn = m.nn
+
+    class EdgeAttnConv(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin_node, self.lin_edge = (
+                nn.Linear(fan_in, fan_out, bias=False),
+                nn.Linear(edge_dim, fan_out, bias=False),
+            )
+            self.att = nn.ParameterList([nn.Parameter(m.empty(fan_out)) for _ in range(3)])
+            self.act, self.dropout = nn.LeakyReLU(0.2), nn.Dropout(0.1)
+            self.res = nn.Linear(fan_in, fan_out, bias=False) if fan_in != fan_out else nn.Identity()
+            nn.init.xavier_uniform_(self.lin_node.weight)
+            nn.init.xavier_uniform_(self.lin_edge.weight)
+            for a in self.att:
+                nn.init.normal_(a, std=0.02)
+                a.data.mul_(50.0)  # scores large enough that the per-node maximum matters
+
+        def forward(self, x, edge_index, edge_attr):
+            src, dst = edge_index[0], edge_index[1]
+            z, e = self.lin_node(x), self.lin_edge(edge_attr)
+            score = self.act(
+                (z[src] * self.att[0]).sum(-1) + (z[dst] * self.att[1]).sum(-1) + (e * self.att[2]).sum(-1)
+            )
+            top = m.full((x.shape[0],), -1e9, dtype=score.dtype)
+            top = top.scatter_reduce(0, dst, score, reduce="amax", include_self=True)
+            weight = m.exp(score - top[dst])
+            alpha = weight / (m.zeros(x.shape[0], dtype=score.dtype).index_add(0, dst, weight)[dst] + 1e-8)
+            msg = (z[src] + e) * self.dropout(alpha).unsqueeze(-1)
+            return m.zeros((x.shape[0], z.shape[1]), dtype=z.dtype).index_add(0, dst, msg) + self.res(x)
+
+    return EdgeAttnConv()
+
+
+def edge_attention(m):
+    """Two edge-attention layers on a random multigraph with edge features, AdamW on an MSE target; the eval-mode
+    output and the last gradients."""
+    m.manual_seed(0)
+    m.set_default_dtype(m.float64)
+    edge_index, edge_attr = m.randint(0, 10, (2, 30)), m.randn(30, 3)
+    x, y = m.randn(10, 4), m.randn(10, 6)
+    layers = m.nn.ModuleList([_edge_attention(m, 4, 6, 3), _edge_attention(m, 6, 6, 3)])
+    opt, out = m.optim.AdamW(layers.parameters(), lr=1e-2), []
+
+    def forward():
+        return layers[1](m.relu(layers[0](x, edge_index, edge_attr)), edge_index, edge_attr)
+
+    for _ in range(3):
+        loss = m.nn.functional.mse_loss(forward(), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        out.append(loss.detach())
+    layers.eval()
+    m.set_default_dtype(m.float32)
+    return out + [forward().detach()] + [p.grad for p in layers.parameters()]
+
+
+@pytest.mark.slow
+def test_edge_attention():
+    assert_same(edge_attention(bg), edge_attention(torch), **F64)
 
 
 @pytest.mark.slow
