@@ -537,7 +537,11 @@ def run(w, root_grads, create_graph, release):
             for s in nodes[i].saved
             if s is not None
         ]
-        grads = [g for g, r in zip(root_grads, w.key.grads) if r is not None]  # not the blocks of the identity
+        grads = [  # not the blocks of the identity
+            _unversioned(g, nodes[slot.pos])
+            for g, r, slot in zip(root_grads, w.key.grads, t.plan.roots)
+            if r is not None
+        ]
         outs = iter(apply(BACKWARD_OP, saved + grads, plan=t.plan))
     else:
         outs = iter([Tensor._wrap(o) for o in _run_fused(w, t)])
@@ -546,6 +550,17 @@ def run(w, root_grads, create_graph, release):
         for i in t.runs:
             nodes[i].release()
     return captured, [nodes[i] for i in t.plan.leaves], list(outs)
+
+
+def _unversioned(grad, node):
+    """A root's cotangent as the recorded backward saves it. torch's node multiplies it by what the root's node saved:
+    where none of that requires grad, no node of the double backward saves the cotangent itself (only products of
+    it), so writing into it afterwards (a seed row set and reset in place, a jacobian by rows) raises nothing there;
+    it is then passed by its value alone. Otherwise torch saves it and checks its version, as the op here does."""
+    saved = [*node.saved, *getattr(node, "saved_results", ())]
+    if grad.requires_grad or any(type(s) is SavedValue and s.requires_grad for s in saved):
+        return grad
+    return Tensor._wrap(grad._v)
 
 
 def _run_fused(w, t):

@@ -67,6 +67,13 @@ CALLS = [
     lambda L, x: L.add(x1=x, x2=x),
     lambda L, x: L.matmul(x, x2=x.T),
     lambda L, x: L.var_mean(x, axis=1),
+    # torch.linalg, torch.fft and torch.special are bound in C++, torch.linalg.norm included (torch.norm is not)
+    lambda L, x: L.linalg.norm(x, axis=1),
+    lambda L, x: L.linalg.norm(x, 2, axis=1, keepdims=True),
+    lambda L, x: L.linalg.vector_norm(x, 3, axis=0),
+    lambda L, x: L.linalg.cross(x[:, :3], x[:, 1:], axis=1),
+    lambda L, x: L.fft.fft(x, axis=0).real,
+    lambda L, x: L.special.logsumexp(x, axis=1, keepdims=True),
     # the same keyword under both names, and the functions torch writes in Python, which take only their own names
     lambda L, x: L.sum(x, 1, axis=1),
     lambda L, x: x.sum(dim=1, axis=1),

@@ -383,3 +383,30 @@ def test_setting_data_of_a_tensor_that_requires_grad_to_integers_raises_like_tor
     x = bg.ones(3)
     x.data = bg.tensor([1, 2, 3])  # allowed where no gradient is needed
     assert x.dtype == bg.int64
+
+
+def _seeded_double_backward(m, other_requires_grad):
+    """A cotangent seed set and reset in place around each create_graph grad (a jacobian by rows), then the rows
+    differentiated again: torch's double backward saves the seed only where the root's node multiplies it by a
+    value that requires grad (here `w`); otherwise only products of it, and the later writes raise nothing."""
+    m.set_default_dtype(m.float64)
+    rows = []
+    for _ in range(4):  # repeated, so that the fused tiers record the backward as one op
+        x = m.ones(3, requires_grad=True)
+        w = m.arange(3.0, requires_grad=other_requires_grad)
+        y = x * x * w
+        seed = m.zeros(3)
+        for i in range(3):
+            seed[i] = 1.0
+            rows.append(m.autograd.grad(y, x, seed, retain_graph=True, create_graph=True)[0])
+            seed[i] = 0.0
+    inputs = (x, w) if other_requires_grad else (x,)
+    return [g for r in rows[-3:] for g in m.autograd.grad(r.sum(), inputs, retain_graph=True)]
+
+
+def test_a_seed_written_after_a_create_graph_grad_raises_only_where_torch_saved_it(engine_tier):
+    expected = _seeded_double_backward(torch, False)
+    actual = _seeded_double_backward(bg, False)
+    for a, e in zip(actual, expected):
+        np.testing.assert_allclose(a.numpy(), e.numpy(), rtol=1e-12)
+    raises_like_torch(lambda m: _seeded_double_backward(m, True))

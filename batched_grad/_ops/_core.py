@@ -112,6 +112,9 @@ class Op:
     `second_order` (optional): `second_order(static, operands, grads)` gives the gradients of a backward run with
     create_graph (its saved operands given, None for the others), where torch's node joins some of them to an
     error node for the operands it cannot differentiate twice (scatter_reduce's prod through repeated zeros).
+    `derivative` (optional): a function of the same operands and static params whose VJP is the op's backward,
+    where torch's backward is not the transpose of its forward-mode derivative (a write at repeated positions: the
+    value written last, yet every source gets its position's gradient); forward-mode AD differentiates `fn`.
     """
 
     __slots__ = (
@@ -142,6 +145,7 @@ class Op:
         "added",
         "shapes",
         "second_order",
+        "derivative",
     )
 
     def __init__(
@@ -172,6 +176,7 @@ class Op:
         added=None,
         shapes=None,
         second_order=None,
+        derivative=None,
     ):
         self.name, self.fn, self.linear, self.view, self.multi = name, fn, linear, view, multi
         self.reads, self.host, self.host_vjp, self.inputs = reads, host, host_vjp, inputs
@@ -186,6 +191,7 @@ class Op:
         self.expose, self.added = expose, added
         self.shapes = shapes
         self.second_order = second_order
+        self.derivative = fn if derivative is None else derivative
         self.backward_name = backward_name or "".join(p.capitalize() for p in name.split("_")) + "Backward0"
 
     def __repr__(self):
@@ -587,7 +593,7 @@ def _vjp_fn(*args, spec):
     args = iter(args)
     primals = [next(args) if s else jnp.zeros(shape, dtype) for (shape, dtype), s in zip(sig.avals, saved_mask)]
     cts = [next(args) if m else None for m in ct_mask]
-    op, fn = sig.op, functools.partial(sig.op.fn, **dict(sig.static))
+    op, fn = sig.op, functools.partial(sig.op.derivative, **dict(sig.static))
 
     def f(*diff):
         full = list(primals)

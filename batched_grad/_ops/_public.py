@@ -34,7 +34,7 @@ def public(fn, out=None, name=None, namespace="torch"):
     name = fn.__name__ if name is None else name
     label = f"{namespace}.{name}"  # torch's name of the function, in its errors of the Tensor subclass protocol
     rule = out
-    renamed = function_renaming(fn, name) or (lambda args, kwargs: kwargs)
+    renamed = function_renaming(fn, name, namespace) or (lambda args, kwargs: kwargs)
     if not out:
 
         @functools.wraps(fn)

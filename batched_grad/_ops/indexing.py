@@ -12,7 +12,6 @@ from .._tensor import Tensor, _wrap_dim, type_name
 from .._vmap_levels import DYNAMIC_SHAPE, MASKED_SELECT_MASK, NO_RULE, refuse_dynamic_shape
 from ._core import SAVES_INDICES, Op, apply
 from ._cpu_selection import topk_order, unstable_sort_order
-from ._derivatives import with_derivative_of
 from ._index_parse import _concrete, _first_out_of_range, _parse
 from .reduction import values_indices
 from .shape import _SELECT, _SLICE, broadcast_shapes, decode_index, encode_index, reshape, sum_to
@@ -30,11 +29,25 @@ def _index_fn(a, *idx, structure):
     return a if advanced is None else a[_rebuild(advanced, idx)]
 
 
-def _index_put_fn(a, v, *idx, structure):
+def _written(a, where, src, derivative=False):
+    """a with src written at `where`: the value torch writes (the last of duplicates), whose forward-mode derivative
+    is the tangents written the same way; or (`derivative`, the op's Op.derivative) the linear map whose VJP is
+    torch's backward: every duplicate's source gets its position's gradient, the input none where overwritten."""
+    if not derivative:
+        return a.at[where].set(src)
+    return a * jnp.ones_like(a).at[where].set(0) + jnp.zeros_like(a).at[where].add(src)
+
+
+def writes(op_name, fn, *op_args, **op_params):
+    """The Op of `fn`, a function writing through _written (its keyword `derivative`), with torch's backward."""
+    return Op(op_name, fn, *op_args, derivative=functools.partial(fn, derivative=True), **op_params)
+
+
+def _index_put_fn(a, v, *idx, structure, derivative=False):
     # index an array of flat positions to find the elements written
     positions = _index_fn(jnp.arange(a.size).reshape(a.shape), *idx, structure=structure)
     v = jnp.broadcast_to(v.astype(a.dtype), positions.shape)
-    return a.reshape(-1).at[positions.reshape(-1)].set(v.reshape(-1)).reshape(a.shape)
+    return _written(a.reshape(-1), (positions.reshape(-1),), v.reshape(-1), derivative).reshape(a.shape)
 
 
 def _index_on_host(a, *idx, structure):
@@ -175,8 +188,8 @@ _DYNAMIC_BASIC = {
     for name, op in _BASIC.items()
 }
 _INDEX = Op("index", _index_fn, linear=True, host=_index_on_host, host_vjp=_index_host_vjp)
-_INDEX_PUT = Op("index_put", _index_put_fn, linear=True, backward_name="IndexPutBackward0")
-_COPY_SLICES = Op("index_put", _index_put_fn, linear=True, backward_name="torch::autograd::CopySlices")
+_INDEX_PUT = writes("index_put", _index_put_fn, linear=True, backward_name="IndexPutBackward0")
+_COPY_SLICES = writes("index_put", _index_put_fn, linear=True, backward_name="torch::autograd::CopySlices")
 _DYNAMIC_COPY_SLICES = Op("index_put", _put_at, linear=True, backward_name="torch::autograd::CopySlices")
 
 
@@ -332,13 +345,6 @@ def on_vectors(kernel, *, promoted, like):
     return run
 
 
-def _written(a, where, src):
-    """a with src written at `where`: the value torch writes (the last of duplicates), the derivative torch gives
-    (every duplicate's source gets its position's gradient; the input gets none where it was overwritten)."""
-    kept = jnp.ones_like(a).at[where].set(0)
-    return with_derivative_of(a.at[where].set(src), a * kept + jnp.zeros_like(a).at[where].add(src))
-
-
 def _gather_fn(a, idx, *, axis):
     if idx.size == 0:
         return jnp.zeros(idx.shape, a.dtype)
@@ -346,14 +352,14 @@ def _gather_fn(a, idx, *, axis):
     return jnp.take_along_axis(a, idx, axis=axis)
 
 
-def _scatter_fn(a, idx, src, *, axis, reduce):
+def _scatter_fn(a, idx, src, *, axis, reduce, derivative=False):
     if idx.size == 0:
         return a
     grids = jnp.meshgrid(*[jnp.arange(n) for n in idx.shape], indexing="ij")
     grids[axis] = idx
     src = jnp.broadcast_to(src, idx.shape) if src.ndim == 0 else src[tuple(slice(0, n) for n in idx.shape)]
     if reduce is None:
-        return _written(a, tuple(grids), src.astype(a.dtype))
+        return _written(a, tuple(grids), src.astype(a.dtype), derivative)
     at = a.at[tuple(grids)]
     return {"add": at.add, "multiply": at.multiply}[reduce](src.astype(a.dtype))
 
@@ -372,7 +378,7 @@ def _index_select_fn(a, idx, *, axis):
 _INDEX_SELECT = Op("index_select", _index_select_fn, linear=True)
 _GATHER = Op("gather", on_vectors(_gather_fn, promoted=(0, 1), like=1), linear=True)
 _SCATTER = {
-    name: Op("scatter", on_vectors(_scatter_fn, promoted=(0, 1), like=0), linear=True, backward_name=name)
+    name: writes("scatter", on_vectors(_scatter_fn, promoted=(0, 1), like=0), linear=True, backward_name=name)
     for name in ("ScatterBackward0", "ScatterBackward1", "ScatterAddBackward0")
 }
 _TAKE_ALONG = Op("take_along_dim", _take_along_fn, linear=True, backward_name="GatherBackward0")

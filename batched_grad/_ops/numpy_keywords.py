@@ -8,7 +8,8 @@ import inspect
 ALIASES = {"axis": "dim", "keepdims": "keepdim", "x": "input", "a": "input", "x1": "input", "x2": "other"}
 METHOD_ALIASES = {alias: name for alias, name in ALIASES.items() if name != "input"}  # a method's input is self
 
-# torch's functions and methods written in Python, which see no NumPy spellings
+# torch's functions (of the torch namespace) and methods written in Python, which see no NumPy spellings; those of
+# torch.linalg, torch.fft and torch.special are all bound in C++ (torch.linalg.norm takes `axis`, torch.norm doesn't)
 TORCH_PYTHON_FUNCTIONS = frozenset({"norm", "split", "stft", "istft", "unique", "unique_consecutive"})
 TORCH_PYTHON_METHODS = TORCH_PYTHON_FUNCTIONS | {"unflatten"}
 
@@ -40,8 +41,9 @@ def renaming(fn, name, aliases):
     return renamed
 
 
-def function_renaming(fn, name):
-    return None if name in TORCH_PYTHON_FUNCTIONS else renaming(fn, name, ALIASES)
+def function_renaming(fn, name, namespace="torch"):
+    python_written = namespace == "torch" and name in TORCH_PYTHON_FUNCTIONS
+    return None if python_written else renaming(fn, name, ALIASES)
 
 
 def with_method_aliases(fn, name):

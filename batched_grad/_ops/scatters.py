@@ -23,6 +23,7 @@ from .indexing import (
     check_scatter_shapes,
     on_vectors,
     setitem,
+    writes,
 )
 from .linalg import diagonal
 from .nn import _check_tensor
@@ -37,18 +38,19 @@ def _index_add(a, idx, src, *, axis, alpha):
     return a.at[_at(a.shape, axis, idx)].add(src * alpha if alpha != 1 else src)
 
 
-def _index_copy(a, idx, src, *, axis):
-    return _written(a, _at(a.shape, axis, idx), src)
+def _index_copy(a, idx, src, *, axis, derivative=False):
+    return _written(a, _at(a.shape, axis, idx), src, derivative)
 
 
 def _index_fill(a, idx, value, *, axis):
-    return _written(
-        a, _at(a.shape, axis, idx), jnp.broadcast_to(value.astype(a.dtype), a[_at(a.shape, axis, idx)].shape)
-    )
+    # one value at every filled position: a `where`, whose value gradient sums each position once, repeated or not
+    # (torch's grad.index_select(dim, unique(index)).sum())
+    filled = jnp.zeros(a.shape, bool).at[_at(a.shape, axis, idx)].set(True)
+    return jnp.where(filled, value.astype(a.dtype), a)
 
 
 _INDEX_ADD = Op("index_add", on_vectors(_index_add, promoted=(0, 2), like=0), linear=True)
-_INDEX_COPY = Op("index_copy", on_vectors(_index_copy, promoted=(0, 2), like=0), linear=True)
+_INDEX_COPY = writes("index_copy", on_vectors(_index_copy, promoted=(0, 2), like=0), linear=True)
 _INDEX_FILL = {
     tensor: Op(
         "index_fill", on_vectors(_index_fill, promoted=(0,), like=0), f"IndexFillBackward{int(tensor)}", linear=True
@@ -164,14 +166,14 @@ def _take(a, idx):
     return jnp.take(a.reshape(-1), idx)
 
 
-def _put(a, idx, src, *, accumulate):
+def _put(a, idx, src, *, accumulate, derivative=False):
     flat, where = a.reshape(-1), (idx.reshape(-1),)
     src = src.reshape(-1).astype(a.dtype)
-    return (flat.at[where].add(src) if accumulate else _written(flat, where, src)).reshape(a.shape)
+    return (flat.at[where].add(src) if accumulate else _written(flat, where, src, derivative)).reshape(a.shape)
 
 
 _TAKE = Op("take", _take, linear=True)
-_PUT = Op("put", bools_as_integers(_put), linear=True)
+_PUT = writes("put", bools_as_integers(_put), linear=True)
 
 
 def _check_flat_range(index, n):
