@@ -58,7 +58,8 @@ def conv_general_dilated(
     # rows (batch, position), columns (channel, tap): feature groups split the channels (and the kernel's outputs),
     # batch groups split the batch (and the outputs); one matrix product per group
     rows = windows.transpose((0, *range(2, 2 + dims), 1, *range(2 + dims, 2 + 2 * dims)))
-    rows = rows.reshape(batches, n // batches * positions, groups, -1).transpose(0, 2, 1, 3)
+    columns = x.shape[1] // groups * int(np.prod(kernel, dtype=np.int64))  # not -1: an empty batch has no rows
+    rows = rows.reshape(batches, n // batches * positions, groups, columns).transpose(0, 2, 1, 3)
     per_group = out_channels // (groups * batches)
     out = np.matmul(rows, w.reshape(batches, groups, per_group, -1).transpose(0, 1, 3, 2))
     out = out.reshape(batches, groups, n // batches, positions, per_group).transpose(2, 0, 1, 4, 3)

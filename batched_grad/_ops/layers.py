@@ -71,6 +71,8 @@ def pixel_unshuffle(input, downscale_factor):
                 f"pixel_unshuffle expects {name} to be divisible by downscale_factor, but input.size"
                 f"({-2 if name == 'height' else -1})={size} is not divisible by {r}"
             )
+    if input.numel() == 0:  # torch gives an empty input back in its own shape
+        return input.clone()
     return apply(_PIXEL_UNSHUFFLE, [input], r=r)
 
 

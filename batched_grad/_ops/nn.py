@@ -363,7 +363,7 @@ def _stacked_taps(x, kernel, stride, padding, dilation, groups, ones=False):
         view = tuple(slice(t * d, t * d + (m - 1) * s + 1, s) for t, d, m, s in zip(tap, dilation, size, stride))
         views.append(x[(..., *view)])
     taps = jnp.stack(views, 3)
-    taps = taps.reshape(taps.shape[:2] + (-1,) + taps.shape[4:])
+    taps = taps.reshape(taps.shape[:2] + (taps.shape[2] * taps.shape[3],) + taps.shape[4:])  # not -1: empty batches
     return jnp.concatenate([taps, jnp.ones(taps.shape[:2] + (1,) + taps.shape[3:], taps.dtype)], 2) if ones else taps
 
 

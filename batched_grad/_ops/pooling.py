@@ -69,7 +69,7 @@ def _windows(a, fill, window, stride, padding, dilation):
         a = a.transpose(
             tuple(range(lead)) + tuple(lead + 2 * i for i in range(n)) + tuple(lead + 2 * i + 1 for i in range(n))
         )
-        return a.reshape(a.shape[: lead + n] + (-1,))
+        return a.reshape(a.shape[: lead + n] + (math.prod(a.shape[lead + n :]),))  # not -1: zero-size batches
     taps = []
     for offset in itertools.product(*[range(w) for w in window]):
         start = [o * d for o, d in zip(offset, dilation)]
@@ -271,14 +271,14 @@ def _adaptive_avg(x, *, outs):
     n = len(outs)
     member = _adaptive_windows(x.shape[-n:], outs)
     weights = (member / member.sum(1, keepdims=True)).astype(x.dtype)
-    flat = x.reshape(x.shape[:-n] + (-1,))
+    flat = x.reshape(x.shape[:-n] + (math.prod(x.shape[-n:]),))
     return (flat @ weights.T).reshape(x.shape[:-n] + outs)
 
 
 def _adaptive_max_picks(x, outs):
     n = len(outs)
     member = _adaptive_windows(x.shape[-n:], outs)
-    flat = x.reshape(x.shape[:-n] + (1, -1))
+    flat = x.reshape(x.shape[:-n] + (1, math.prod(x.shape[-n:])))
     # torch picks each window's first maximum, or its last nan
     masked = jnp.where(member, flat, -jnp.inf)
     nan = jnp.isnan(masked)
@@ -409,7 +409,7 @@ def lp_pool3d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
 def _max_unpool(x, idx, *, size):
     n = len(size)
     lead = x.shape[:-n]
-    values, positions = x.reshape(lead + (-1,)), idx.reshape(lead + (-1,))
+    values, positions = (t.reshape(lead + (math.prod(t.shape[len(lead) :]),)) for t in (x, idx))
     where = tuple(np.indices(positions.shape, sparse=True)[:-1]) + (positions,)
     zeros = jnp.zeros(lead + (math.prod(size),), x.dtype)
     # torch writes each value at its index, and its backward gathers the gradient at every index (a position picked

@@ -1,7 +1,6 @@
 """Reductions and scans: sum, mean, prod, amax/amin, max/min, arg*, var/std, norm, logsumexp, cum*, all/any."""
 
 import math
-import warnings
 
 import jax
 import jax.numpy as jnp
@@ -10,7 +9,7 @@ import numpy as np
 from .. import _dtypes
 from .._autocast import autocast_policy
 from .._int_args import int_or_ints
-from .._tensor import _wrap_dim
+from .._tensor import _wrap_dim, warn_at_caller
 from . import _derivatives
 from ._core import SAVES_BOTH, SAVES_INDICES, SAVES_INPUT, Op, apply
 from ._mixed_dtype import HALF_ARRAY_DTYPES
@@ -305,11 +304,9 @@ def _var(input, dim, unbiased, keepdim, correction, sqrt, name=None):
     axis = dims(dim, input.ndim)
     n = math.prod(input.shape[i] for i in axis)
     if n - correction <= 0:
-        warnings.warn(
+        warn_at_caller(
             f"{name or ('std' if sqrt else 'var')}(): degrees of freedom is <= 0. Correction should be "
-            "strictly less than the reduction factor (input numel divided by output numel).",
-            UserWarning,
-            stacklevel=4 if name else 3,
+            "strictly less than the reduction factor (input numel divided by output numel)."
         )
     op = _VAR_MEAN[sqrt] if name else _VAR[sqrt]
     return apply(op, [input], axis=axis, keepdim=keepdim, correction=correction, sqrt=sqrt)

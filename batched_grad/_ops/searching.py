@@ -97,6 +97,8 @@ def nonzero_static(input, *, size, fill_value=-1):
     """The first `size` rows of nonzero(input), padded with fill_value rows: a shape known without the values."""
     if size < 0:
         raise RuntimeError(f"nonzero_static: 'size' must be an non-negative integer, but got size: {size}")
+    if input.numel() == 0:
+        return Tensor._wrap(np.full((int(size), input.ndim), int(fill_value), np.int64))
     return apply(_NONZERO_STATIC, [input.detach()], size=int(size), fill=int(fill_value))
 
 
@@ -170,10 +172,10 @@ def bincount(input, weights=None, minlength=0):
     if weights is not None and tuple(weights.shape) != tuple(input.shape):
         raise RuntimeError("weights should be 1-d and have the same length as input")
     bins = max(int(values.max()) + 1 if values.size else 0, int(minlength))
-    if weights is None:
+    if weights is None or values.size == 0:  # torch counts an empty input in int64, weights or not
         return Tensor._wrap(np.bincount(values, minlength=bins).astype(np.int64))
     w = np.asarray(_host_values(weights))
-    d = weights.dtype if weights.dtype.is_floating_point else _dtypes.float64
+    d = weights.dtype if weights.dtype in (_dtypes.float32, _dtypes.float64) else _dtypes.float64
     counts = Tensor._wrap(np.bincount(values, w.astype(np.float64), minlength=bins).astype(d.np))
     return without_derivative_of(counts, "bincount", weights)
 
