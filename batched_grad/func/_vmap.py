@@ -26,6 +26,7 @@ from .._vmap_levels import Level, is_batched, rewind_draws, running
 from .._x64 import scoped
 from ..autograd._function_jvp import NO_JVP
 from ._vmap_node import VmapCall, VmapNode, outside_edges
+from ._vmap_views import row_views, view_of_argument
 
 _RANDOMNESS = ("error", "same", "different")
 
@@ -81,8 +82,8 @@ def vmap(func, in_dims=0, out_dims=0, *, chunk_size=None, randomness="error"):
             with running(level):
                 leaves, spec = flatten(func(*args_spec.unflatten(call), **kwargs))
                 written[:] = [i for i in mapped if call[i]._counter.value]
-                returned.clear()  # result k: mapped argument i's row itself
-                returned.update((k, i) for k, x in enumerate(leaves) for i in mapped if x is call[i])
+                returned.clear()  # result k: (i, chain), the view `chain` of mapped argument i's row (() for the row)
+                returned.update(row_views(leaves, {id(call[i]): i for i in mapped}))
                 leaves = leaves + [call[i] for i in written]
                 if is_recording():
                     recorded[:] = [
@@ -106,9 +107,11 @@ def vmap(func, in_dims=0, out_dims=0, *, chunk_size=None, randomness="error"):
             _record(placed, leaves, dims, recorded, inputs, call)
         for i, value in zip(written, placed[n_results:]):  # as torch's: the caller's tensor holds what func wrote
             flat_args[i].copy_(value)
-        for k, i in returned.items():
-            if k < n_results:
-                placed[k] = _argument_as_result(flat_args[i], dims_in[i], dims[k])
+        if chunk_size is None:  # torch joins chunks' results into new tensors
+            for k, (i, chain) in returned.items():
+                if k < n_results:
+                    out_dim = _out_dim(dims[k], placed[k].ndim)
+                    placed[k] = view_of_argument(flat_args[i], dims_in[i], out_dim, chain)
         return spec.unflatten(placed[:n_results])
 
     return vectorized
@@ -286,13 +289,6 @@ def _place(func, leaves, dims, size):
         else:
             placed.append(x)
     return placed
-
-
-def _argument_as_result(argument, in_dim, out_dim):
-    """A mapped argument whose row func returned as it is: as torch's, the caller's tensor itself where its batch
-    axis stays in place, else a view of it with the axis moved (sharing its storage)."""
-    out_dim = _out_dim(out_dim, argument.ndim)
-    return argument if out_dim == in_dim else argument.movedim(in_dim, out_dim)
 
 
 def _out_dim(d, ndim):

@@ -1,0 +1,157 @@
+"""vmap results that are views of the caller's tensors, against torch.func.vmap (torch 2.13): a function that
+returns a view of a mapped argument's row gives a view of the caller's tensor (its `_base`), whose values, writes
+and gradients are torch's."""
+
+import numpy as np
+import pytest
+import torch
+
+import batched_grad as bg
+
+# (function of one row of shape (3, 4), in_dim, out_dim) for a caller's tensor of shape (2, 3, 4) moved to in_dim
+VIEWS = {
+    "transpose": (lambda t: t.transpose(0, 1), 0, 0),
+    "transpose in1 out2": (lambda t: t.transpose(0, 1), 1, 2),
+    "select": (lambda t: t[1], 0, 0),
+    "select in-1": (lambda t: t.select(1, 2), -1, 1),
+    "slice": (lambda t: t[:, 1:3], 0, 1),
+    "strided slice": (lambda t: t[::2, ::3], 2, 0),
+    "narrow": (lambda t: t.narrow(1, 1, 2), 0, 0),
+    "diagonal": (lambda t: t.diagonal(), 0, 0),
+    "diagonal offset": (lambda t: t.diagonal(offset=1, dim1=1, dim2=0), 1, 1),
+    "view": (lambda t: t.view(12), 0, 0),
+    "view in2": (lambda t: t.view(2, 6), 2, 0),
+    "reshape": (lambda t: t.reshape(4, 3), 0, 0),
+    "flatten": (lambda t: t.flatten(), 0, -1),
+    "unsqueeze": (lambda t: t.unsqueeze(1), 0, 0),
+    "squeeze": (lambda t: t[:1].squeeze(0), 0, 0),
+    "movedim": (lambda t: t.movedim(0, 1), 0, 0),
+    "mT": (lambda t: t.mT, 0, 1),
+    "T": (lambda t: t.T, 1, 0),
+    "permute": (lambda t: t.permute(1, 0), 0, 0),
+    "unfold": (lambda t: t.unfold(1, 2, 2), 0, 0),
+    "as_strided": (lambda t: t.as_strided((2, 2), (1, 4), 1), 0, 0),
+    "chain": (lambda t: t.transpose(0, 1)[1:].diagonal(), 0, 0),
+}
+
+
+def _input(lib, in_dim):
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4) / 10
+    return lib.tensor(np.ascontiguousarray(np.moveaxis(x, 0, in_dim)))
+
+
+def _base(t):
+    return t if t._base is None else t._base
+
+
+@pytest.mark.parametrize("name", list(VIEWS))
+def test_a_view_of_a_row_is_a_view_of_the_callers_tensor(name):
+    f, in_dim, out_dim = VIEWS[name]
+    results = {}
+    for lib in (torch, bg):
+        x = _input(lib, in_dim)
+        result = lib.func.vmap(f, in_dims=in_dim, out_dims=out_dim)(x)
+        assert result._base is x
+        values = result.numpy().copy()
+        with lib.no_grad():
+            result.mul_(-1)  # written through the view: the caller's tensor changes where the view looks
+        results[lib] = (values, x.numpy().copy())
+    for ours, theirs in zip(results[bg], results[torch]):
+        np.testing.assert_array_equal(ours, theirs)
+
+
+@pytest.mark.parametrize("out_dim", [0, 1])
+def test_an_expanded_row_is_a_view_of_the_callers_tensor(out_dim):
+    results = []
+    for lib in (torch, bg):
+        x = _input(lib, 0)
+        result = lib.func.vmap(lambda t: t[:1].expand(5, 4), out_dims=out_dim)(x)
+        assert result._base is x
+        results.append(result.numpy())
+    np.testing.assert_array_equal(*results)
+
+
+@pytest.mark.parametrize("name", ["transpose in1 out2", "select in-1", "diagonal offset", "chain", "unfold"])
+def test_gradient_through_a_view_result_reaches_the_callers_tensor(name):
+    f, in_dim, out_dim = VIEWS[name]
+    grads = {}
+    for lib in (torch, bg):
+        x = _input(lib, in_dim).requires_grad_()
+        result = lib.func.vmap(f, in_dims=in_dim, out_dims=out_dim)(x)
+        weights = lib.arange(result.numel(), dtype=lib.float32).reshape(result.shape)
+        (result * weights).sum().backward()
+        grads[lib] = x.grad.numpy()
+    np.testing.assert_array_equal(grads[bg], grads[torch])
+
+
+def test_a_view_of_a_view_argument_has_the_arguments_base():
+    for lib in (torch, bg):
+        x = _input(lib, 0)
+        argument = x[:, 1:]
+        result = lib.func.vmap(lambda t: t[0])(argument)
+        assert result._base is x and result.tolist() == x[:, 1, :].tolist()
+
+
+@pytest.mark.parametrize("lib", [torch, bg])
+def test_each_view_of_a_multi_view_op_is_a_view_of_the_callers_tensor(lib):
+    x = _input(lib, 0)
+    for views in (
+        lib.func.vmap(lambda t: t.unbind(1))(x),
+        lib.func.vmap(lambda t: t.split(2, dim=1), out_dims=1)(x),
+        lib.func.vmap(lambda t: t.chunk(3))(x),
+    ):
+        assert all(v._base is x for v in views)
+    first, second = lib.func.vmap(lambda t: t.unbind(1))(x)[:2]
+    np.testing.assert_array_equal(first.numpy(), x[:, :, 0].numpy())
+    np.testing.assert_array_equal(second.numpy(), x[:, :, 1].numpy())
+
+
+@pytest.mark.parametrize("lib", [torch, bg])
+def test_complex_parts_of_a_row_are_views_of_the_callers_tensor(lib):
+    z = lib.complex(lib.arange(6.0).reshape(2, 3), -lib.arange(6.0).reshape(2, 3))
+    real, imag = lib.func.vmap(lambda t: (t.real, t.imag))(z)
+    pairs = lib.func.vmap(lib.view_as_real, out_dims=1)(z)
+    assert real._base is z and imag._base is z and pairs._base is z
+    assert pairs.shape == (3, 2, 2) and pairs[:, :, 1].tolist() == imag.t().tolist()
+    with lib.no_grad():
+        imag.add_(100)
+    assert lib.view_as_real(z)[..., 1].tolist() == [[100.0, 99.0, 98.0], [97.0, 96.0, 95.0]]
+
+
+@pytest.mark.parametrize("lib", [torch, bg])
+def test_a_view_of_a_row_written_in_place_is_a_view_of_the_written_callers_tensor(lib):
+    x = _input(lib, 0)
+    expected = (x + 1)[:, 0].tolist()
+    result = lib.func.vmap(lambda t: t.add_(1)[0])(x)
+    assert result._base is x and result.tolist() == expected
+
+
+@pytest.mark.parametrize("lib", [torch, bg])
+def test_nested_inplace_op_returned_at_inner_out_dim_aliases_the_callers_tensor(lib):
+    """The inner vmap's result is a view of the outer row (its batch moved): the outer result views the caller's
+    tensor, so a later write into the caller's tensor shows through it."""
+    x = _input(lib, 0)
+    result = lib.func.vmap(lib.func.vmap(lib.Tensor.mul_, in_dims=(1, None)), in_dims=(1, None), out_dims=1)(x, 2.0)
+    assert result._base is x and result.shape == (4, 3, 2)
+    with lib.no_grad():
+        x.zero_()
+    assert not result.any()
+
+
+@pytest.mark.parametrize("lib", [torch, bg])
+def test_chunked_vmap_joins_its_results_into_new_tensors(lib):
+    x = _input(lib, 0)
+    for f in (lambda t: t, lambda t: t[0], lambda t: t.add_(1)):
+        result = lib.func.vmap(f, chunk_size=1)(x)
+        assert result is not x and result._base is None
+    np.testing.assert_allclose(x[0, 0].numpy(), [1.0, 1.1, 1.2, 1.3])  # the in-place op wrote into the caller's
+
+
+@pytest.mark.parametrize("lib", [torch, bg])
+def test_a_detached_row_shares_the_callers_values_without_being_a_view(lib):
+    x = _input(lib, 0).requires_grad_()
+    result = lib.func.vmap(lambda t: t[1].detach())(x)
+    assert result._base is None and not result.requires_grad
+    with lib.no_grad():
+        x.mul_(0)
+    assert not result.any()
