@@ -155,3 +155,30 @@ def test_a_detached_row_shares_the_callers_values_without_being_a_view(lib):
     with lib.no_grad():
         x.mul_(0)
     assert not result.any()
+
+
+@pytest.mark.parametrize("lib", [torch, bg])
+def test_transposing_a_row_of_scalars_returns_the_callers_tensor(lib):
+    x = lib.arange(3.0)
+    for f in (lambda t: t.t(), lambda t: t.transpose(0, -1), lambda t: t.swapaxes(-1, 0), lambda t: lib.t(t)):
+        assert lib.func.vmap(f)(x) is x
+    assert lib.func.vmap(lambda t: t.T)(x)._base is x  # T is a view, as outside vmap
+    assert lib.func.vmap(lambda t: t.t())(x.reshape(3, 1))._base is not None
+
+
+def test_nested_vmap_result_requires_grad_through_a_captured_outer_row():
+    """The inner vmap captures the outer one's row (it does not vary across the inner rows): its result requires
+    grad through that row, and gradients reach the outer argument."""
+    grads = []
+    for lib in (torch, bg):
+        x = (lib.arange(14.0).reshape(7, 2) / 7).requires_grad_()
+        y = lib.arange(15.0).reshape(5, 3) / 5
+
+        def outer(a, y=y, lib=lib):
+            return lib.func.vmap(lambda v: (a.unsqueeze(1) * v).sin())(y)
+
+        result = lib.func.vmap(outer)(x)
+        assert result.requires_grad
+        (result * result.detach().cos()).sum().backward()
+        grads.append(x.grad.numpy())
+    np.testing.assert_allclose(grads[1], grads[0], rtol=1e-5, atol=1e-6)

@@ -14,6 +14,7 @@ from .._inplace import scatter_through
 from .._int_args import int_or_ints, sizes_also_by_keyword
 from .._tensor import Tensor, _wrap_dim, type_name
 from .._transform_levels import in_functionalize
+from .._vmap_levels import is_batched
 from ._core import Op, apply
 
 
@@ -366,7 +367,10 @@ def permute(input, *dims):
 
 def transpose(input, dim0, dim1):
     """A view with dimensions `dim0` and `dim1` swapped."""
-    return _permuted(input, transposed_axes(input, dim0, dim1), "TransposeBackward0")
+    axes = transposed_axes(input, dim0, dim1)
+    if not axes and is_batched(input._v):  # torch's batching rule returns a row of scalars as it is
+        return input
+    return _permuted(input, axes, "TransposeBackward0")
 
 
 def transposed_axes(input, dim0, dim1):
@@ -385,7 +389,10 @@ def swapaxes(input, axis0, axis1):
 
 def t(input):
     """The transpose of a matrix; 0-D and 1-D tensors are returned as they are."""
-    return _permuted(input, matrix_transposed_axes(input, "t()"), "TBackward0")
+    axes = matrix_transposed_axes(input, "t()")
+    if not axes and is_batched(input._v):  # as transpose's batching rule
+        return input
+    return _permuted(input, axes, "TBackward0")
 
 
 def matrix_transposed_axes(input, name):

@@ -22,7 +22,7 @@ from .._graph import sequence_mark
 from .._lazy import MAPPED, NeedsTracing, Pending, evaluate_mapped, mapped_input
 from .._meta import VMAP_OVER_META, is_meta
 from .._tensor import Tensor
-from .._vmap_levels import Level, is_batched, rewind_draws, running
+from .._vmap_levels import Level, rewind_draws, running, varies_across_rows
 from .._x64 import scoped
 from ..autograd._function_jvp import NO_JVP
 from ._vmap_node import VmapCall, VmapNode, outside_edges
@@ -86,8 +86,10 @@ def vmap(func, in_dims=0, out_dims=0, *, chunk_size=None, randomness="error"):
                 returned.update(row_views(leaves, {id(call[i]): i for i in mapped}))
                 leaves = leaves + [call[i] for i in written]
                 if is_recording():
+                    placeholders = None if trace is not None else {r.call for r in rows}
+                    varies = functools.partial(varies_across_rows, trace=trace, placeholders=placeholders)
                     recorded[:] = [
-                        outside_edges(leaves, start, is_batched),
+                        outside_edges(leaves, start, varies),
                         [isinstance(x, Tensor) and x.requires_grad for x in leaves],
                     ]
                 return leaves, spec

@@ -34,17 +34,18 @@ class VmapCall(NamedTuple):
     written: tuple = ()
 
 
-def _made_before(node, start, is_batched):
+def _made_before(node, start, varies):
     """Whether `node` belongs to the graph made before the call: a node made before `start`, or the accumulator of
-    a leaf that does not vary across the rows (a leaf's accumulator is made when it is first used)."""
+    a leaf that does not vary across the call's rows (a leaf's accumulator is made when it is first used; an
+    enclosing call's row is such a leaf)."""
     if type(node) is _graph.AccumulateGrad:
-        return not is_batched(node.variable._v)
+        return not varies(node.variable._v)
     return node.sequence_nr < start
 
 
-def outside_edges(leaves, start, is_batched):
+def outside_edges(leaves, start, varies):
     """The distinct edges by which the graph of the Tensors `leaves` (one row's results) reaches the graph made
-    before `start` (a _graph.sequence_mark()); `is_batched(value)` tells whether a value varies across the rows."""
+    before `start` (a _graph.sequence_mark()); `varies(value)` tells whether a value varies across the rows."""
     found, seen = {}, set()
     stack = [x.grad_fn for x in leaves if isinstance(x, Tensor) and x.grad_fn is not None]
     while stack:
@@ -55,7 +56,7 @@ def outside_edges(leaves, start, is_batched):
         for edge in node.edges:
             if edge is None:
                 continue
-            if _made_before(edge.node, start, is_batched):
+            if _made_before(edge.node, start, varies):
                 found.setdefault((id(edge.node), edge.output_nr), _graph.GradientEdge(*edge))
             else:
                 stack.append(edge.node)
