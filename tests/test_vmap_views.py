@@ -182,3 +182,17 @@ def test_nested_vmap_result_requires_grad_through_a_captured_outer_row():
         (result * result.detach().cos()).sum().backward()
         grads.append(x.grad.numpy())
     np.testing.assert_allclose(grads[1], grads[0], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dim", [0, -1, 1, (0,), (-1,), (0, 0), (), (0, 1)])
+def test_squeezing_a_row_of_scalars_checks_dims_as_torchs_batching_rule(dim):
+    outcomes = []
+    for lib in (torch, bg):
+        x = lib.arange(4.0)
+        try:
+            result = lib.func.vmap(lambda t: t.squeeze(dim))(x)
+        except (RuntimeError, IndexError) as error:
+            outcomes.append((type(error), str(error)))
+        else:
+            outcomes.append((result._base is x, result.tolist()))
+    assert outcomes[1] == outcomes[0]

@@ -324,6 +324,10 @@ def unflatten(input, dim, sizes):
 def squeeze(input, dim=None):
     """Drop size-1 dimensions (all, or those in `dim`)."""
     name = "SqueezeBackward0" if dim is None else "SqueezeBackward1" if isinstance(dim, int) else "SqueezeBackward2"
+    if dim is not None and input.ndim == 0 and is_batched(input._v):  # torch's batching rule's own check and words
+        dims = list(_dims(dim))
+        if dims not in ([], [0]):
+            raise RuntimeError(f"Dimension is out of range (expected to be in range of [-1, 0], but got {dims}")
     return _reshaped(input, squeezed_shape(input, dim), name)
 
 
@@ -598,7 +602,13 @@ def cat(tensors, dim=0):
                     f"size {y} for tensor number {i} in the list."
                 )
     dtype = _dtypes.result_type(*tensors)
-    return apply(_CAT, [t for _, t in kept], axis=d, dtype=dtype.np)
+    operands = [t for _, t in kept]
+    if len(kept) < len(tensors) and any(t.requires_grad for t in tensors):
+        # a skipped tensor that requires grad stays an input of the node (the result requires grad through it), as
+        # an empty block of the others' shape
+        empty = first.shape[:d] + (0,) + first.shape[d + 1 :]
+        operands = [t if t.shape != (0,) or t is first else t.reshape(empty) for t in tensors]
+    return apply(_CAT, operands, axis=d, dtype=dtype.np)
 
 
 def concat(tensors, dim=0):
