@@ -196,3 +196,64 @@ def test_squeezing_a_row_of_scalars_checks_dims_as_torchs_batching_rule(dim):
         else:
             outcomes.append((result._base is x, result.tolist()))
     assert outcomes[1] == outcomes[0]
+
+
+def _layout_seen(lib, x, in_dims, nested):
+    """What a vmapped function sees of its row's layout: strides, contiguity, a view's strides, and whether
+    view(-1) and view_as_complex succeed."""
+    seen = []
+
+    def look(t):
+        views = (t.select(-1, 0).stride(), t.mT.stride()) if t.ndim > 1 else None
+        seen.append((t.stride(), t.is_contiguous(), views))
+        for attempt in (lambda: t.view(-1), lambda: lib.view_as_complex(t) if t.shape[-1] == 2 else t):
+            try:
+                attempt()
+                seen.append("ok")
+            except RuntimeError as error:
+                seen.append(str(error))
+        return t * 1
+
+    f = lib.func.vmap(look, in_dims=in_dims[-1])
+    if nested:
+        f = lib.func.vmap(f, in_dims=in_dims[0])
+    f(x)
+    return seen
+
+
+LAYOUTS = {
+    "contiguous": (lambda lib: lib.randn(3, 4, 5), (0,), False),
+    "in_dim 1": (lambda lib: lib.randn(3, 4, 5), (1,), False),
+    "in_dim 2": (lambda lib: lib.randn(3, 4, 2), (2,), False),
+    "moved batch": (lambda lib: lib.randn(4, 3, 5).movedim(1, 0), (0,), False),
+    "sliced argument": (lambda lib: lib.randn(3, 4, 6)[:, ::2, 1:3], (0,), False),
+    "pairs with batch last": (lambda lib: lib.randn(2, 3, 2).movedim(0, 2).movedim(0, 1), (2,), False),
+    "nested": (lambda lib: lib.randn(3, 4, 5, 2), (1, 0), True),
+    "nested moved": (lambda lib: lib.randn(3, 5, 2).movedim(1, 2), (0, 1), True),
+}
+
+
+@pytest.mark.parametrize("case", list(LAYOUTS))
+def test_a_row_lies_in_the_callers_storage_with_its_strides(case):
+    make, in_dims, nested = LAYOUTS[case]
+    assert _layout_seen(bg, make(bg), in_dims, nested) == _layout_seen(torch, make(torch), in_dims, nested)
+
+
+@pytest.mark.parametrize("in_dim", [0, 1])
+def test_reshape_and_contiguous_of_a_row_copy_only_where_its_layout_needs(in_dim):
+    outcomes = []
+    for lib in (torch, bg):
+        x = lib.randn(3, 4, 5)
+        reshaped = lib.func.vmap(lambda t: t.reshape(-1), in_dims=in_dim)(x)
+        made_contiguous = lib.func.vmap(lambda t: t.contiguous(), in_dims=in_dim, out_dims=in_dim)(x)
+        outcomes.append((reshaped._base is x, made_contiguous is x))
+    assert outcomes[1] == outcomes[0]
+
+
+@pytest.mark.parametrize("lib", [torch, bg])
+@pytest.mark.parametrize("memory_format", ["channels_last", "channels_last_3d", "preserve_format"])
+def test_asking_a_row_for_another_memory_format_is_refused(lib, memory_format):
+    fmt = getattr(lib, memory_format)
+    for ask in (lambda t: t.is_contiguous(memory_format=fmt), lambda t: t.contiguous(memory_format=fmt)):
+        with pytest.raises(RuntimeError, match="NYI: querying is_contiguous inside of vmap for memory_format other"):
+            lib.func.vmap(lambda t: (ask(t), t)[1])(lib.randn(2, 3, 4, 5, 6))

@@ -220,7 +220,9 @@ def reshape(input, *shape):
 
 
 def _reshaped_or_copied(input, shape):
-    if input._view is None or not input.numel():
+    from .._layout import may_be_strided
+
+    if not input.numel() or not may_be_strided(input):
         return _reshaped(input, shape)
     if not _viewable(input, shape):
         from . import clone
@@ -255,7 +257,7 @@ def view(input, *shape, size=None, dtype=None):
             "to(dtype) converts their values"
         )
     shape = _infer(_sizes(shape), input.numel())
-    if input._view is not None and input.numel() and not _viewable(input, shape):
+    if input.numel() and not _viewable(input, shape):
         raise RuntimeError(
             "view size is not compatible with input tensor's size and stride (at least one dimension spans across "
             "two contiguous subspaces). Use .reshape(...) instead."

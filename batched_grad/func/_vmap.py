@@ -19,6 +19,7 @@ from vmap._shards import first_shards, split_as
 from .._generator import default_generator
 from .._grad_mode import is_recording, no_grad
 from .._graph import sequence_mark
+from .._layout import note_row
 from .._lazy import MAPPED, NeedsTracing, Pending, evaluate_mapped, mapped_input
 from .._meta import VMAP_OVER_META, is_meta
 from .._tensor import Tensor
@@ -76,6 +77,7 @@ def vmap(func, in_dims=0, out_dims=0, *, chunk_size=None, randomness="error"):
             call = list(flat_args)
             for i, r in zip(mapped, rows):
                 call[i] = Tensor._wrap(r, requires_grad=i in differentiable)
+                note_row(call[i], flat_args[i], dims_in[i])
             row_index = Tensor._wrap(rows[-1]) if randomness == "different" else None
             given = {id(call[i]): flat_args[i] for i in mapped}
             level = Level(randomness, trace, size, row_index, given, draws, {id(call[i]): dims_in[i] for i in mapped})
