@@ -76,6 +76,26 @@ def _root_layout(root):
     return storage_offset(argument), strides[:in_dim] + strides[in_dim + 1 :]
 
 
+def in_storage(root, positions):
+    """Where the elements of `root` (a tensor that is not a view) at the row-major `positions` (an int array) lie in
+    its storage: the positions themselves, unless `root` is a vmap.vmap row laid out in its caller's storage."""
+    if not _rows or _recall(_rows, root) is None:
+        return positions
+    offset, strides = _root_layout(root)
+    index = np.unravel_index(positions, tuple(root.shape))
+    return offset + sum((i * s for i, s in zip(index, strides)), np.zeros_like(positions))
+
+
+def storage_numel(root):
+    """The number of elements of the storage of `root` (a tensor that is not a view): its own, or for a vmap.vmap
+    row its caller's storage's."""
+    entry = _recall(_rows, root) if _rows else None
+    if entry is None:
+        return root.numel()
+    argument = entry[0]
+    return storage_numel(argument._view[0] if argument._view is not None else argument)
+
+
 def may_be_strided(t):
     """Whether `t`'s elements may lie other than in row-major order in its storage: a view or a vmap.vmap row."""
     return t._view is not None or (bool(_rows) and _recall(_rows, t) is not None)

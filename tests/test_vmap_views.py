@@ -257,3 +257,61 @@ def test_asking_a_row_for_another_memory_format_is_refused(lib, memory_format):
     for ask in (lambda t: t.is_contiguous(memory_format=fmt), lambda t: t.contiguous(memory_format=fmt)):
         with pytest.raises(RuntimeError, match="NYI: querying is_contiguous inside of vmap for memory_format other"):
             lib.func.vmap(lambda t: (ask(t), t)[1])(lib.randn(2, 3, 4, 5, 6))
+
+
+def _strided_arguments(lib):
+    """Tensors of shape (4, 2, 3) (rows on axis 0) laid out in different ways in their storage."""
+    rng = np.random.default_rng(1)
+
+    def r(*shape):
+        return lib.tensor(rng.standard_normal(shape).astype(np.float32))
+
+    return [
+        r(4, 2, 3),
+        r(4, 3, 2).transpose(1, 2),
+        r(2, 4, 2, 3)[1],
+        r(2, 3, 4, 2).permute(2, 3, 0, 1)[:, :, 1],
+    ]
+
+
+@pytest.mark.parametrize("which", range(4))
+@pytest.mark.parametrize("in_dim", [0, -1])
+def test_as_strided_of_a_row_reads_the_callers_storage(which, in_dim):
+    """as_strided of a row takes sizes, strides and offset in the caller's storage (the row's own strides and
+    offset), and its result is a view of the caller's tensor like the equivalent view."""
+    outcomes = []
+    for lib in (torch, bg):
+        x = _strided_arguments(lib)[which].movedim(0, in_dim)
+        rows = x.movedim(in_dim, 0)
+        s0, s1 = rows.stride()[1:]
+        offset = rows.storage_offset()
+        for geometry, equivalent in (
+            (([3, 2], [s1, s0], offset), lambda t: t.transpose(0, 1)),
+            (([2], [s0], offset + s1), lambda t: t[:, 1]),
+            (([2], [s0 + s1], offset), lambda t: t.diagonal()),
+            (([5, 2, 3], [0, s0, s1], offset), lambda t: t.expand(5, 2, 3)),
+        ):
+            result = lib.func.vmap(lambda t: t.as_strided(*geometry), in_dims=in_dim)(x)
+            expected = lib.func.vmap(equivalent, in_dims=in_dim)(x)
+            assert result._base is _base(x) and result.tolist() == expected.tolist()
+            outcomes.append(result.tolist())
+    assert outcomes[: len(outcomes) // 2] == outcomes[len(outcomes) // 2 :]
+
+
+@pytest.mark.parametrize(
+    "make, size, stride, offset",
+    [
+        (lambda lib: lib.randn(5, 3), [3], [1], 1),
+        (lambda lib: lib.randn(5, 3, 5), [4, 4], [4, 1], 0),
+        (lambda lib: lib.randn(2, 5, 3)[1], [3], [1], 14),
+        (lambda lib: lib.randn(5, 0, 3), [3], [1], None),
+        (lambda lib: lib.randn(5, 2, 3), [1, 1, 1], [1, 1], None),
+    ],
+)
+def test_as_strided_of_a_row_reaching_outside_it_is_refused_as_torchs(make, size, stride, offset):
+    messages = []
+    for lib in (torch, bg):
+        with pytest.raises(RuntimeError) as caught:
+            lib.func.vmap(lambda t: t.as_strided(size, stride, offset))(make(lib))
+        messages.append(str(caught.value))
+    assert messages[1] == messages[0]
