@@ -315,3 +315,19 @@ def test_as_strided_of_a_row_reaching_outside_it_is_refused_as_torchs(make, size
             lib.func.vmap(lambda t: t.as_strided(size, stride, offset))(make(lib))
         messages.append(str(caught.value))
     assert messages[1] == messages[0]
+
+
+@pytest.mark.parametrize("out_dim", [1, -1])
+def test_a_result_at_another_out_dim_is_a_moved_view_of_the_rows(out_dim):
+    """As torch's: the rows are computed on axis 0 and the result is their movedim to out_dim (PermuteBackward0,
+    contiguous once moved back), and gradients pass through it."""
+    outcomes = []
+    for lib in (torch, bg):
+        x = (lib.arange(24.0).reshape(2, 3, 4) / 10).requires_grad_()
+        result = lib.func.vmap(lambda t: t.clone(memory_format=lib.contiguous_format) * 2, out_dims=out_dim)(x)
+        back = result.movedim(out_dim, 0)
+        (grad,) = lib.autograd.grad((result * lib.arange(result.numel()).reshape(result.shape)).sum(), x)
+        outcomes.append(
+            (result._base is not None, back.is_contiguous(), result.grad_fn.name(), result.tolist(), grad.tolist())
+        )
+    assert outcomes[1] == outcomes[0]

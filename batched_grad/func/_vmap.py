@@ -108,7 +108,8 @@ def vmap(func, in_dims=0, out_dims=0, *, chunk_size=None, randomness="error"):
             inputs = [(i, flat_args[i], dims_in[i]) for i in differentiable]
             seen = _as_seen(args, args_spec, flat_args, written)
             call = VmapCall(vmap, func, seen, kwargs, in_dims, randomness, rng_state, tuple(written))
-            _record(placed, leaves, dims, recorded, inputs, call)
+            _record(placed, leaves, recorded, inputs, call)
+        _moved(placed, leaves, dims)
         for i, value in zip(written, placed[n_results:]):  # as torch's: the caller's tensor holds what func wrote
             flat_args[i].copy_(value)
         if chunk_size is None:  # torch joins chunks' results into new tensors
@@ -250,36 +251,36 @@ def _as_seen(args, args_spec, flat_args, written):
         return args_spec.unflatten([x.detach().clone() if i in written else x for i, x in enumerate(flat_args)])
 
 
-def _record(placed, leaves, dims, recorded, inputs, call):
+def _record(placed, leaves, recorded, inputs, call):
     """Give the batched results that require grad one VmapNode (_vmap_node.py) linking them to the graph made before
     the call and to the mapped arguments that require grad (`inputs`: (flat index, argument, in_dim) triples)."""
     edges, requires_grad = recorded
     rows_k = [k for k, x in enumerate(leaves) if type(x) is _Rows and requires_grad[k]]
     if not rows_k:
         return
-    node = VmapNode(
-        edges,
-        inputs,
-        [placed[k] for k in rows_k],
-        call,
-        rows_k,
-        [_out_dim(dims[k], leaves[k].array.ndim) for k in rows_k],
-    )
+    node = VmapNode(edges, inputs, [placed[k] for k in rows_k], call, rows_k, [0] * len(rows_k))
     for j, k in enumerate(rows_k):
         placed[k] = Tensor._wrap(placed[k]._v, grad_fn=node, output_nr=j)
 
 
+def _moved(placed, leaves, dims):
+    """The results with rows on axis 0 moved to their out_dims: as torch's, views of those (movedim)."""
+    for k, (x, d) in enumerate(zip(leaves, dims)):
+        if type(x) is _Rows and _out_dim(d, x.array.ndim):
+            placed[k] = placed[k].movedim(0, d)
+
+
 def _place(func, leaves, dims, size):
-    """The leaves of the result: each moved or expanded to its out_dim, or left as it is for an out_dim of None."""
+    """The leaves of the result: those that vary across the rows with their rows on axis 0 (_moved takes them to
+    their out_dims), the others expanded to their out_dims, or left as they are for an out_dim of None."""
     name = _name(func)
     placed = []
     for x, d in zip(leaves, dims):
         if type(x) is _Rows:
             if d is None:
                 raise ValueError(f"vmap({name}, ...): `{name}` can not return a BatchedTensor when out_dim is None")
-            d = _out_dim(d, x.array.ndim)
-            move = np.moveaxis if type(x.array) is np.ndarray else jnp.moveaxis  # rows computed on the host stay there
-            placed.append(Tensor._wrap(move(x.array, 0, d) if d else x.array))
+            _out_dim(d, x.array.ndim)
+            placed.append(Tensor._wrap(x.array))
         elif isinstance(x, Tensor) and d is not None:  # the same for every row: expanded, as torch does
             expanded = x.expand((size,) + tuple(x.shape))
             d = _out_dim(d, expanded.ndim)
