@@ -200,6 +200,19 @@ def _refuse_memory_format_of_rows(tensor, memory_format):
         )
 
 
+_CLONE_FORMAT_NAMES = {channels_last: "ChannelsLast", channels_last_3d: "ChannelsLast3d"}
+
+
+def refuse_clone_format_of_rows(tensor, memory_format):
+    """torch's error for clone(memory_format=) of a tensor that varies across the rows of a running vmap.vmap in a
+    format other than the preserving or contiguous one."""
+    if memory_format in _CLONE_FORMAT_NAMES and is_batched(tensor._v):
+        raise RuntimeError(
+            "NYI: Tensor.clone(memory_format) inside vmap is only supported with memory_format torch.preserve_format "
+            f"or torch.contiguous_format (got {_CLONE_FORMAT_NAMES[memory_format]})"
+        )
+
+
 def _dense_in(order, shape, strides):
     """Whether the dims, innermost first in `order`, step through the storage densely (size-1 dims skipped)."""
     expected = 1

@@ -331,3 +331,15 @@ def test_a_result_at_another_out_dim_is_a_moved_view_of_the_rows(out_dim):
             (result._base is not None, back.is_contiguous(), result.grad_fn.name(), result.tolist(), grad.tolist())
         )
     assert outcomes[1] == outcomes[0]
+
+
+@pytest.mark.parametrize("memory_format", ["channels_last", "channels_last_3d"])
+@pytest.mark.parametrize("shape", [(3,), (3, 2, 4, 5, 6)])
+def test_cloning_a_row_in_a_channels_last_format_is_refused_as_torchs(memory_format, shape):
+    messages = []
+    for lib in (torch, bg):
+        fmt = getattr(lib, memory_format)
+        with pytest.raises(RuntimeError) as caught:
+            lib.func.vmap(lambda t: t.clone(memory_format=fmt))(lib.randn(*shape))
+        messages.append(str(caught.value))
+    assert messages[1] == messages[0]
