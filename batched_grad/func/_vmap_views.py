@@ -10,6 +10,7 @@ import jax
 
 from .._inplace import DETACH
 from .._ops._core import Op, apply
+from .._tensor import Tensor
 
 _ROWS_OPS = {}
 _ROWS_OPS_LOCK = threading.Lock()
@@ -50,7 +51,7 @@ def row_views(leaves, rows):
         i = rows.get(id(x))
         if i is not None:
             yield k, (i, ())
-        elif getattr(x, "_view", None) is not None and id(x._view[0]) in rows:
+        elif isinstance(x, Tensor) and x._view is not None and id(x._view[0]) in rows:
             yield k, (rows[id(x._view[0])], x._view[1])
 
 
