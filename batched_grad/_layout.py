@@ -65,6 +65,11 @@ def note_row(row, argument, in_dim):
     _remember(_rows, row, (argument, in_dim))
 
 
+def stood_for(row):
+    """(the caller's tensor, its in_dim) that `row` stands for while a vmap.vmap call's function runs, or None."""
+    return _recall(_rows, row) if _rows else None
+
+
 def _root_layout(root):
     """(offset, strides) of `root` (a tensor that is not a view) in its storage: a vmap.vmap row's (its first row's
     offset), else (0, None): it is contiguous."""

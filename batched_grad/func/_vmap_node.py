@@ -13,6 +13,7 @@ from .. import _graph
 from .._factories import zeros, zeros_like
 from .._generator import default_generator
 from .._grad_mode import enable_grad
+from .._layout import note_row, stood_for
 from .._rowwise import run_batched
 from .._tensor import Tensor
 from ..autograd._api import grad
@@ -136,12 +137,14 @@ class VmapNode(_graph.Node):
             rows = [_differentiable(flat[i]) for i, _ in mapped]
             for (i, _), row in zip(mapped, rows):
                 flat[i] = row
+            # a row that func writes into in place: its gradient is the one of its values before the write
+            row_targets = [_graph.edge_of(r) if i in written else r for (i, _), r in zip(mapped, rows)]
             with enable_grad():
                 leaves, _ = flatten(func(*spec.unflatten(flat), **kwargs))
                 leaves += [flat[i] for i in written]
                 outs = [leaves[k] for k in rows_k]
                 pairs = [(o, c) for o, c in zip(outs, cts) if o.requires_grad]
-                targets = edges + rows
+                targets = edges + row_targets
                 grads = (
                     grad(
                         [o for o, _ in pairs],
@@ -197,8 +200,15 @@ def _unwritten(args, written):
 
 
 def _differentiable(row):
-    """A mapped argument's row as a leaf that requires grad (as it is when the rerun records it already)."""
-    return row if row.requires_grad else row.detach()._requires_grad_()
+    """A mapped argument's row as a leaf that requires grad (as it is when the rerun records it already), standing
+    for what the row stands for (an in-place write into it is checked as one into the caller's tensor)."""
+    if row.requires_grad:
+        return row
+    leaf = row.detach()._requires_grad_()
+    stands_for = stood_for(row)
+    if stands_for is not None:
+        note_row(leaf, *stands_for)
+    return leaf
 
 
 def _zeros_for(edge):
