@@ -87,8 +87,7 @@ def in_storage(root, positions):
     if not _rows or _recall(_rows, root) is None:
         return positions
     offset, strides = _root_layout(root)
-    index = np.unravel_index(positions, tuple(root.shape))
-    return offset + sum((i * s for i, s in zip(index, strides)), np.zeros_like(positions))
+    return offset + _laid_out(positions, tuple(root.shape), strides)
 
 
 def storage_numel(root):
@@ -106,6 +105,13 @@ def may_be_strided(t):
     return t._view is not None or (bool(_rows) and _recall(_rows, t) is not None)
 
 
+def _laid_out(positions, shape, strides):
+    """Where the elements at row-major `positions` (an int array) of a tensor of `shape` lie in a storage that holds
+    it with `strides` (from its first element)."""
+    index = np.unravel_index(positions, shape)
+    return sum((i * s for i, s in zip(index, strides)), np.zeros_like(positions))
+
+
 @functools.lru_cache(maxsize=1024)
 @scoped
 def _strides(root_shape, root_complex, chain, root_strides=None):
@@ -113,8 +119,7 @@ def _strides(root_shape, root_complex, chain, root_strides=None):
     the view is not strided (a reshape of a non-contiguous view, which torch would copy)."""
     positions = np.asarray(element_positions(root_shape, root_complex, chain))
     if root_strides is not None and positions.size:  # the root's elements, row-major, to where they lie in storage
-        index = np.unravel_index(positions, root_shape)
-        positions = sum((i * s for i, s in zip(index, root_strides)), np.zeros_like(positions))
+        positions = _laid_out(positions, root_shape, root_strides)
     return affine_layout(positions)
 
 
@@ -145,8 +150,7 @@ def strides_through(t, root_strides):
         return None
     with eagerly():
         flat = np.asarray(element_positions(tuple(root.shape), root.dtype.is_complex, _ops_of(chain)))
-    coords = np.unravel_index(flat, tuple(root.shape))
-    return affine_layout(sum((c * s for c, s in zip(coords, root_strides)), np.zeros(flat.shape, np.int64)))[1]
+    return affine_layout(_laid_out(flat.astype(np.int64), tuple(root.shape), root_strides))[1]
 
 
 def _view_layout(t):
