@@ -163,7 +163,12 @@ class InPlace:
             if requires_grad and view[0]._node is None:
                 raise RuntimeError(VIEW_OF_LEAF_INPLACE)
         if self.requires_grad and self._node is None:
-            raise RuntimeError(LEAF_INPLACE)
+            from ._layout import stood_for
+
+            stands_for = stood_for(self)
+            if stands_for is None:
+                raise RuntimeError(LEAF_INPLACE)
+            stands_for[0]._check_inplace()  # a vmap.vmap row (a leaf requiring grad) is written as its caller's tensor
 
     def _assign(self, result, op=None, args=(), kwargs=None):
         """Make `self` hold `result` (an out-of-place result of the in-place method `op`, called with `args` and

@@ -15,10 +15,11 @@ import numpy as np
 
 from ._foreign import not_a_tensor
 from ._inplace import DETACH, _ops_of, element_positions
-from ._memory_format import channels_last, channels_last_3d
+from ._memory_format import channels_last, channels_last_3d, contiguous_format
 from ._memory_format import check as check_memory_format
 from ._tensor import Tensor, _wrap_dim
 from ._tracing import eagerly
+from ._vmap_levels import is_batched
 from ._x64 import scoped
 
 _ALIGNMENT = 64
@@ -26,6 +27,7 @@ _lock = threading.RLock()  # a weak reference's callback may run (in a collectio
 _addresses = {}  # id(root) -> (weak reference to the root, its address)
 _next_address = itertools.count(1)  # in units of _ALIGNMENT
 _bases = {}  # id(view) -> (weak reference to the view, its base): views of a detached tensor (see note_base)
+_rows = {}  # id(row) -> (weak reference to the row, (argument, in_dim)): vmap.vmap's rows (see note_row)
 
 
 def _remember(table, t, value):
@@ -57,12 +59,68 @@ def _storage_address(root):
     return address
 
 
+def note_row(row, argument, in_dim):
+    """`row` stands for the rows of `argument` along `in_dim` while a vmap.vmap call's function runs: as torch's
+    BatchedTensor, it lies in the argument's storage with the argument's strides less the batch dim's."""
+    _remember(_rows, row, (argument, in_dim))
+
+
+def stood_for(row):
+    """(the caller's tensor, its in_dim) that `row` stands for while a vmap.vmap call's function runs, or None."""
+    return _recall(_rows, row) if _rows else None
+
+
+def _root_layout(root):
+    """(offset, strides) of `root` (a tensor that is not a view) in its storage: a vmap.vmap row's (its first row's
+    offset), else (0, None): it is contiguous."""
+    entry = _recall(_rows, root) if _rows else None
+    if entry is None:
+        return 0, None
+    argument, in_dim = entry
+    strides = stride(argument)
+    return storage_offset(argument), strides[:in_dim] + strides[in_dim + 1 :]
+
+
+def in_storage(root, positions):
+    """Where the elements of `root` (a tensor that is not a view) at the row-major `positions` (an int array) lie in
+    its storage: the positions themselves, unless `root` is a vmap.vmap row laid out in its caller's storage."""
+    if not _rows or _recall(_rows, root) is None:
+        return positions
+    offset, strides = _root_layout(root)
+    return offset + _laid_out(positions, tuple(root.shape), strides)
+
+
+def storage_numel(root):
+    """The number of elements of the storage of `root` (a tensor that is not a view): its own, or for a vmap.vmap
+    row its caller's storage's."""
+    entry = _recall(_rows, root) if _rows else None
+    if entry is None:
+        return root.numel()
+    argument = entry[0]
+    return storage_numel(argument._view[0] if argument._view is not None else argument)
+
+
+def may_be_strided(t):
+    """Whether `t`'s elements may lie other than in row-major order in its storage: a view or a vmap.vmap row."""
+    return t._view is not None or (bool(_rows) and _recall(_rows, t) is not None)
+
+
+def _laid_out(positions, shape, strides):
+    """Where the elements at row-major `positions` (an int array) of a tensor of `shape` lie in a storage that holds
+    it with `strides` (from its first element)."""
+    index = np.unravel_index(positions, shape)
+    return sum((i * s for i, s in zip(index, strides)), np.zeros_like(positions))
+
+
 @functools.lru_cache(maxsize=1024)
 @scoped
-def _strides(root_shape, root_complex, chain):
-    """(offset, strides) of the view `chain` of a contiguous root, strides None where the view is not strided (a
-    reshape of a non-contiguous view, which torch would copy)."""
-    return affine_layout(np.asarray(element_positions(root_shape, root_complex, chain)))
+def _strides(root_shape, root_complex, chain, root_strides=None):
+    """(offset, strides) of the view `chain` of a root that is contiguous or has `root_strides`, strides None where
+    the view is not strided (a reshape of a non-contiguous view, which torch would copy)."""
+    positions = np.asarray(element_positions(root_shape, root_complex, chain))
+    if root_strides is not None and positions.size:  # the root's elements, row-major, to where they lie in storage
+        positions = _laid_out(positions, root_shape, root_strides)
+    return affine_layout(positions)
 
 
 def affine_layout(positions):
@@ -92,20 +150,22 @@ def strides_through(t, root_strides):
         return None
     with eagerly():
         flat = np.asarray(element_positions(tuple(root.shape), root.dtype.is_complex, _ops_of(chain)))
-    coords = np.unravel_index(flat, tuple(root.shape))
-    return affine_layout(sum((c * s for c, s in zip(coords, root_strides)), np.zeros(flat.shape, np.int64)))[1]
+    return affine_layout(_laid_out(flat.astype(np.int64), tuple(root.shape), root_strides))[1]
 
 
 def _view_layout(t):
-    """(offset, strides or None) of `t` in its root's storage; (0, None) for a tensor that is not a view."""
+    """(offset, strides or None) of `t` in its root's storage; (0, None) for a tensor that is not a view (nor a
+    vmap.vmap row)."""
     if t._view is None:
-        return 0, None
+        return _root_layout(t)
     root, chain = t._view
     ops = _ops_of(chain)
+    root_offset, root_strides = _root_layout(root)
     if not ops:
-        return 0, None
+        return root_offset, root_strides
     with eagerly():  # the layout is static: computed from an arange now, not staged into a trace being compiled
-        return _strides(tuple(root.shape), root.dtype.is_complex, ops)
+        offset, strides = _strides(tuple(root.shape), root.dtype.is_complex, ops, root_strides)
+    return root_offset + offset, strides
 
 
 def data_ptr(self):
@@ -127,6 +187,7 @@ def is_contiguous(self, memory_format=None):
     (channels_last_3d), whether they lie densely with the channels innermost, read from the same strides (a tensor
     made by an op is row-major here, whatever memory format it was asked for)."""
     check_memory_format(memory_format, "is_contiguous")
+    _refuse_memory_format_of_rows(self, memory_format)
     strides = _view_layout(self)[1]
     if memory_format in _CHANNELS_LAST_ORDER:
         rank, order = _CHANNELS_LAST_ORDER[memory_format]
@@ -137,6 +198,28 @@ def is_contiguous(self, memory_format=None):
     if strides is None or self.numel() == 0:
         return True
     return _dense_in(reversed(range(self.ndim)), self.shape, strides)
+
+
+def _refuse_memory_format_of_rows(tensor, memory_format):
+    """torch's error for a memory format other than the contiguous one asked of a tensor that varies across the rows
+    of a running vmap.vmap."""
+    if memory_format is not None and memory_format is not contiguous_format and is_batched(tensor._v):
+        raise RuntimeError(
+            "NYI: querying is_contiguous inside of vmap for memory_format other than torch.contiguous_format"
+        )
+
+
+_CLONE_FORMAT_NAMES = {channels_last: "ChannelsLast", channels_last_3d: "ChannelsLast3d"}
+
+
+def refuse_clone_format_of_rows(tensor, memory_format):
+    """torch's error for clone(memory_format=) of a tensor that varies across the rows of a running vmap.vmap in a
+    format other than the preserving or contiguous one."""
+    if memory_format in _CLONE_FORMAT_NAMES and is_batched(tensor._v):
+        raise RuntimeError(
+            "NYI: Tensor.clone(memory_format) inside vmap is only supported with memory_format torch.preserve_format "
+            f"or torch.contiguous_format (got {_CLONE_FORMAT_NAMES[memory_format]})"
+        )
 
 
 def _dense_in(order, shape, strides):
@@ -220,6 +303,7 @@ def contiguous(self, memory_format=None):
     from . import _memory_format
     from ._ops import clone
 
+    _refuse_memory_format_of_rows(self, memory_format)
     _memory_format.check(memory_format, "contiguous", self.dim())
 
     return self if is_contiguous(self) else clone(self)

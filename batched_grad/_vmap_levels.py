@@ -10,7 +10,7 @@ from jax._src import core as _jax_core
 from jax._src.interpreters.batching import BatchTracer
 
 from . import _nesting
-from ._lazy import Pending, materialize
+from ._lazy import MAPPED, Pending, materialize
 
 
 class Level(NamedTuple):
@@ -159,6 +159,18 @@ def is_batched(value):
         value = materialize(value)  # a recorded op on traced rows is deferred without being marked mapped
     trace = getattr(value, "_trace", None)
     return trace is not None and any(trace is level.trace for level in calls)
+
+
+def varies_across_rows(value, trace, placeholders):
+    """Whether `value` (a Tensor's array) varies across the rows of one running vmap.vmap call, not only across an
+    enclosing call's: rows of its jax trace `trace` when it runs traced, else a value computed from its deferred
+    rows (`placeholders`: the calls of its mapped inputs; a value computed from rows is taken to depend on them)."""
+    if trace is not None:
+        value = materialize(value) if type(value) is Pending else value
+        return isinstance(value, BatchTracer) and value._trace is trace and value.batch_dim is not None
+    if type(value) is not Pending or not value.call.mapped:
+        return False
+    return value.call.op is not MAPPED or value.call in placeholders
 
 
 def levels_across(value):

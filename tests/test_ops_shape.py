@@ -252,3 +252,16 @@ OPS = (
 def test_module_functions_and_methods_like_torch(name):
     assert hasattr(bg, name) or not hasattr(torch, name)
     assert hasattr(bg.Tensor, name) or not hasattr(torch.Tensor, name)
+
+
+@pytest.mark.parametrize("empty_first", [True, False])
+def test_cat_keeps_a_skipped_empty_tensor_that_requires_grad_as_an_input(empty_first):
+    """cat skips 1-D empty tensors, but the result requires grad through one that does, as torch's CatBackward0."""
+    results = []
+    for m in (torch, bg):
+        empty = m.zeros(0, requires_grad=True)
+        x = m.ones(2, 3, dtype=m.float32)
+        result = m.cat([empty, x] if empty_first else [x, empty, x], dim=-1)
+        grads = m.autograd.grad((result * 2).sum(), [empty], allow_unused=True)
+        results.append((result.requires_grad, result.grad_fn.name(), tuple(result.shape), grads[0].shape))
+    assert results[1] == results[0]

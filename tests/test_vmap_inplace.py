@@ -201,3 +201,28 @@ def test_per_sample_gradients_through_a_new_tensor_written_in_place(factory):
         return vmap_of(lib)(lib.func.grad(loss))(y, x)
 
     np.testing.assert_allclose(run(bg).numpy(), run(torch).numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("in_dim, out_dim", [(0, 0), (1, 0), (1, 1)])
+def test_inplace_op_on_a_mapped_argument_with_history_writes_and_differentiates_as_torchs(in_dim, out_dim):
+    """An argument that requires grad but is no leaf may be written in place under vmap; the gradient reaches
+    its leaf through the values before the write."""
+    outcomes = []
+    for lib in LIBS:
+        leaf = lib.tensor([[0.1, 0.2, 0.3], [0.4, 0.5, 0.6]], requires_grad=True)
+        x = leaf * 1
+        result = vmap_of(lib)(lambda t: t.mul_(2).exp_(), in_dims=in_dim, out_dims=out_dim)(x)
+        (result * lib.arange(6.0).reshape(result.shape)).sum().backward()
+        values, grads = np.round(x.detach().numpy(), 5).tolist(), np.round(leaf.grad.numpy(), 4).tolist()
+        outcomes.append((result is x, values, grads))
+    assert outcomes[0] == outcomes[1]
+
+
+@pytest.mark.parametrize(
+    "argument, message", [(lambda leaf: leaf, "a leaf"), (lambda leaf: leaf[:], "a view of a leaf")]
+)
+def test_inplace_op_on_a_row_of_a_leaf_that_requires_grad_is_refused_as_torchs(argument, message):
+    for lib in LIBS:
+        leaf = lib.ones(2, 3, requires_grad=True)
+        with pytest.raises(RuntimeError, match=f"^{message} Variable that requires grad"):
+            vmap_of(lib)(lambda t: t.mul_(2))(argument(leaf))

@@ -252,6 +252,7 @@ def clone(input, *, memory_format=None):
     """A copy that stays in the graph (contiguous, whatever `memory_format`)."""
     from .. import _memory_format
 
+    _layout.refuse_clone_format_of_rows(input, memory_format)
     _memory_format.check(memory_format, "clone", input.dim())
     return apply(_CLONE, [input])
 

@@ -316,7 +316,7 @@ def _unfold(a, *, axis, size, step):
     return jnp.moveaxis(taken, axis + 1, -1)
 
 
-_UNFOLD = Op("unfold", _unfold, linear=True)
+_UNFOLD = Op("unfold", _unfold, linear=True, view=True)
 
 
 def unfold(input, dimension, size, step):

@@ -14,6 +14,7 @@ from .._inplace import scatter_through
 from .._int_args import int_or_ints, sizes_also_by_keyword
 from .._tensor import Tensor, _wrap_dim, type_name
 from .._transform_levels import in_functionalize
+from .._vmap_levels import is_batched
 from ._core import Op, apply
 
 
@@ -219,7 +220,9 @@ def reshape(input, *shape):
 
 
 def _reshaped_or_copied(input, shape):
-    if input._view is None or not input.numel():
+    from .._layout import may_be_strided
+
+    if not input.numel() or not may_be_strided(input):
         return _reshaped(input, shape)
     if not _viewable(input, shape):
         from . import clone
@@ -254,7 +257,7 @@ def view(input, *shape, size=None, dtype=None):
             "to(dtype) converts their values"
         )
     shape = _infer(_sizes(shape), input.numel())
-    if input._view is not None and input.numel() and not _viewable(input, shape):
+    if input.numel() and not _viewable(input, shape):
         raise RuntimeError(
             "view size is not compatible with input tensor's size and stride (at least one dimension spans across "
             "two contiguous subspaces). Use .reshape(...) instead."
@@ -323,6 +326,10 @@ def unflatten(input, dim, sizes):
 def squeeze(input, dim=None):
     """Drop size-1 dimensions (all, or those in `dim`)."""
     name = "SqueezeBackward0" if dim is None else "SqueezeBackward1" if isinstance(dim, int) else "SqueezeBackward2"
+    if dim is not None and input.ndim == 0 and is_batched(input._v):  # torch's batching rule's own check and words
+        dims = list(_dims(dim))
+        if dims not in ([], [0]):
+            raise RuntimeError(f"Dimension is out of range (expected to be in range of [-1, 0], but got {dims}")
     return _reshaped(input, squeezed_shape(input, dim), name)
 
 
@@ -366,7 +373,10 @@ def permute(input, *dims):
 
 def transpose(input, dim0, dim1):
     """A view with dimensions `dim0` and `dim1` swapped."""
-    return _permuted(input, transposed_axes(input, dim0, dim1), "TransposeBackward0")
+    axes = transposed_axes(input, dim0, dim1)
+    if not axes and is_batched(input._v):  # torch's batching rule returns a row of scalars as it is
+        return input
+    return _permuted(input, axes, "TransposeBackward0")
 
 
 def transposed_axes(input, dim0, dim1):
@@ -385,7 +395,10 @@ def swapaxes(input, axis0, axis1):
 
 def t(input):
     """The transpose of a matrix; 0-D and 1-D tensors are returned as they are."""
-    return _permuted(input, matrix_transposed_axes(input, "t()"), "TBackward0")
+    axes = matrix_transposed_axes(input, "t()")
+    if not axes and is_batched(input._v):  # as transpose's batching rule
+        return input
+    return _permuted(input, axes, "TBackward0")
 
 
 def matrix_transposed_axes(input, name):
@@ -591,7 +604,13 @@ def cat(tensors, dim=0):
                     f"size {y} for tensor number {i} in the list."
                 )
     dtype = _dtypes.result_type(*tensors)
-    return apply(_CAT, [t for _, t in kept], axis=d, dtype=dtype.np)
+    operands = [t for _, t in kept]
+    if len(kept) < len(tensors) and any(t.requires_grad for t in tensors):
+        # a skipped tensor that requires grad stays an input of the node (the result requires grad through it), as
+        # an empty block of the others' shape
+        empty = first.shape[:d] + (0,) + first.shape[d + 1 :]
+        operands = [t if t.shape != (0,) or t is first else t.reshape(empty) for t in tensors]
+    return apply(_CAT, operands, axis=d, dtype=dtype.np)
 
 
 def concat(tensors, dim=0):

@@ -18,7 +18,7 @@ import numpy as np
 from .. import _graph
 from .._grad_mode import is_recording
 from .._inplace import DETACH, _ops_of, _view_value, remember_view
-from .._layout import storage_offset
+from .._layout import in_storage, may_be_strided, storage_numel, storage_offset
 from .._tensor import Tensor, python_type_name
 from .._vmap_levels import is_batched
 from .._write_watch import before_write
@@ -85,13 +85,50 @@ def _check_geometry(size, stride, offset, storage_size, itemsize):
         raise RuntimeError(f"Storage size calculation overflowed with sizes={list(size)} and strides={list(stride)}")
     if offset < 0:
         raise RuntimeError(f"Tensor: invalid storage offset {offset}")
-    needed = 0 if 0 in size else offset + 1 + sum((n - 1) * s for n, s in zip(size, stride))
+    needed = _last_location(size, stride, offset) or 0
     if needed > storage_size:
         raise RuntimeError(
             f"setStorage: sizes {list(size)}, strides {list(stride)}, storage offset {offset}, and itemsize "
             f"{itemsize} requiring a storage size of {needed * itemsize} are out of bounds for storage of size "
             f"{storage_size * itemsize}"
         )
+
+
+_OUTSIDE_ROW = (
+    "result = tensor.as_strided({}, {}, {}) can access memory outside of `tensor`. {} This is not supported inside of "
+    "vmap, please try to rewrite the `as_strided` call as a sequence of PyTorch view operations"
+)
+
+
+def _last_location(size, stride, offset):
+    """One past the last storage position a view of `size` and `stride` from `offset` reads; None if it reads none."""
+    return None if 0 in size else offset + 1 + sum((n - 1) * s for n, s in zip(size, stride))
+
+
+def _check_row_geometry(row, size, stride, offset):
+    """torch's as_strided batching rule's checks: the view of each row reads only that row's memory."""
+    if len(size) != len(stride):
+        raise RuntimeError(
+            f"Tensor.as_strided(size, stride, ...): size and stride must have the same length! Got size {list(size)} "
+            f"and stride {list(stride)}"
+        )
+    base = storage_offset(row)
+    start = base if offset is None else offset
+    last = _last_location(size, stride, start)
+    if last is None:
+        return
+    row_last = _last_location(tuple(row.shape), row.stride(), base)
+    if row_last is None:
+        problem = (
+            "`tensor` has no storage but the passed-in (size, stride, storage_offset) imply a result with some storage."
+        )
+        raise RuntimeError(_OUTSIDE_ROW.format(list(size), list(stride), start, problem))
+    if last > row_last or start < base:
+        problem = (
+            f"`result` can access some memory in range [{start}, {last}], but `tensor` can only access some memory in "
+            f"range [{base}, {row_last}]."
+        )
+        raise RuntimeError(_OUTSIDE_ROW.format(list(size), list(stride), start, problem))
 
 
 def _storage(t):
@@ -102,15 +139,16 @@ def _storage(t):
     return root, _ops_of(chain)
 
 
-def _index_in(t, ops, size, stride, start):
-    """For a view `t` (the view ops `ops` of its root), the flat index in `t` of each storage element the new view
-    reads; None where `t` is its root's storage itself."""
-    if not ops:
+def _index_in(t, root, ops, size, stride, start):
+    """For a view `t` (the view ops `ops` of its root) or a vmap.vmap row, the flat index in `t` of each storage
+    element the new view reads; None where `t` is its root's storage itself."""
+    if not ops and not may_be_strided(root):
         return None
-    root = t._view[0]
-    held = np.asarray(_view_value(np.arange(root.numel()).reshape(tuple(root.shape)), ops)).reshape(-1)
+    held = np.arange(root.numel()).reshape(tuple(root.shape))
+    held = np.asarray(_view_value(held, ops) if ops else held)
+    held = in_storage(root, held).reshape(-1)
     wanted = _positions(np, size, stride, start).reshape(-1)
-    where = np.full(root.numel(), -1, np.int64)
+    where = np.full(max(held.max(initial=-1), wanted.max(initial=-1)) + 1, -1, np.int64)
     where[held] = np.arange(held.size)
     index = where[wanted]
     if (index < 0).any():
@@ -126,10 +164,12 @@ def _as_strided(input, size, stride, offset, name):
     size, stride = _int_list(size, "size"), _int_list(stride, "stride")
     if offset is not None:
         offset = operator.index(offset)
+    if is_batched(input._v):
+        _check_row_geometry(input, size, stride, offset)
     root, ops = _storage(input)
     start = storage_offset(input) if offset is None else offset
-    _check_geometry(size, stride, start, root.numel(), input.element_size())
-    index = _index_in(input, ops, size, stride, start)
+    _check_geometry(size, stride, start, storage_numel(root), input.element_size())
+    index = _index_in(input, root, ops, size, stride, start)
     return apply(_AS_STRIDED[name], [input], size=size, stride=stride, storage_offset=offset, start=start, index=index)
 
 

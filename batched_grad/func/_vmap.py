@@ -19,13 +19,15 @@ from vmap._shards import first_shards, split_as
 from .._generator import default_generator
 from .._grad_mode import is_recording, no_grad
 from .._graph import sequence_mark
+from .._layout import note_row
 from .._lazy import MAPPED, NeedsTracing, Pending, evaluate_mapped, mapped_input
 from .._meta import VMAP_OVER_META, is_meta
 from .._tensor import Tensor
-from .._vmap_levels import Level, is_batched, rewind_draws, running
+from .._vmap_levels import Level, rewind_draws, running, varies_across_rows
 from .._x64 import scoped
 from ..autograd._function_jvp import NO_JVP
 from ._vmap_node import VmapCall, VmapNode, outside_edges
+from ._vmap_views import row_views, view_of_argument
 
 _RANDOMNESS = ("error", "same", "different")
 
@@ -75,18 +77,21 @@ def vmap(func, in_dims=0, out_dims=0, *, chunk_size=None, randomness="error"):
             call = list(flat_args)
             for i, r in zip(mapped, rows):
                 call[i] = Tensor._wrap(r, requires_grad=i in differentiable)
+                note_row(call[i], flat_args[i], dims_in[i])
             row_index = Tensor._wrap(rows[-1]) if randomness == "different" else None
             given = {id(call[i]): flat_args[i] for i in mapped}
             level = Level(randomness, trace, size, row_index, given, draws, {id(call[i]): dims_in[i] for i in mapped})
             with running(level):
                 leaves, spec = flatten(func(*args_spec.unflatten(call), **kwargs))
                 written[:] = [i for i in mapped if call[i]._counter.value]
-                returned.clear()  # result k: mapped argument i's row itself
-                returned.update((k, i) for k, x in enumerate(leaves) for i in mapped if x is call[i])
+                returned.clear()  # result k: (i, chain), the view `chain` of mapped argument i's row (() for the row)
+                returned.update(row_views(leaves, {id(call[i]): i for i in mapped}))
                 leaves = leaves + [call[i] for i in written]
                 if is_recording():
+                    placeholders = None if trace is not None else {r.call for r in rows}
+                    varies = functools.partial(varies_across_rows, trace=trace, placeholders=placeholders)
                     recorded[:] = [
-                        outside_edges(leaves, start, is_batched),
+                        outside_edges(leaves, start, varies),
                         [isinstance(x, Tensor) and x.requires_grad for x in leaves],
                     ]
                 return leaves, spec
@@ -103,12 +108,15 @@ def vmap(func, in_dims=0, out_dims=0, *, chunk_size=None, randomness="error"):
             inputs = [(i, flat_args[i], dims_in[i]) for i in differentiable]
             seen = _as_seen(args, args_spec, flat_args, written)
             call = VmapCall(vmap, func, seen, kwargs, in_dims, randomness, rng_state, tuple(written))
-            _record(placed, leaves, dims, recorded, inputs, call)
+            _record(placed, leaves, recorded, inputs, call)
+        _moved(placed, leaves, dims)
         for i, value in zip(written, placed[n_results:]):  # as torch's: the caller's tensor holds what func wrote
             flat_args[i].copy_(value)
-        for k, i in returned.items():
-            if k < n_results:
-                placed[k] = _argument_as_result(flat_args[i], dims_in[i], dims[k])
+        if chunk_size is None:  # torch joins chunks' results into new tensors
+            for k, (i, chain) in returned.items():
+                if k < n_results:
+                    out_dim = _out_dim(dims[k], placed[k].ndim)
+                    placed[k] = view_of_argument(flat_args[i], dims_in[i], out_dim, chain)
         return spec.unflatten(placed[:n_results])
 
     return vectorized
@@ -243,36 +251,36 @@ def _as_seen(args, args_spec, flat_args, written):
         return args_spec.unflatten([x.detach().clone() if i in written else x for i, x in enumerate(flat_args)])
 
 
-def _record(placed, leaves, dims, recorded, inputs, call):
+def _record(placed, leaves, recorded, inputs, call):
     """Give the batched results that require grad one VmapNode (_vmap_node.py) linking them to the graph made before
     the call and to the mapped arguments that require grad (`inputs`: (flat index, argument, in_dim) triples)."""
     edges, requires_grad = recorded
     rows_k = [k for k, x in enumerate(leaves) if type(x) is _Rows and requires_grad[k]]
     if not rows_k:
         return
-    node = VmapNode(
-        edges,
-        inputs,
-        [placed[k] for k in rows_k],
-        call,
-        rows_k,
-        [_out_dim(dims[k], leaves[k].array.ndim) for k in rows_k],
-    )
+    node = VmapNode(edges, inputs, [placed[k] for k in rows_k], call, rows_k, [0] * len(rows_k))
     for j, k in enumerate(rows_k):
         placed[k] = Tensor._wrap(placed[k]._v, grad_fn=node, output_nr=j)
 
 
+def _moved(placed, leaves, dims):
+    """The results with rows on axis 0 moved to their out_dims: as torch's, views of those (movedim)."""
+    for k, (x, d) in enumerate(zip(leaves, dims)):
+        if type(x) is _Rows and _out_dim(d, x.array.ndim):
+            placed[k] = placed[k].movedim(0, d)
+
+
 def _place(func, leaves, dims, size):
-    """The leaves of the result: each moved or expanded to its out_dim, or left as it is for an out_dim of None."""
+    """The leaves of the result: those that vary across the rows with their rows on axis 0 (_moved takes them to
+    their out_dims), the others expanded to their out_dims, or left as they are for an out_dim of None."""
     name = _name(func)
     placed = []
     for x, d in zip(leaves, dims):
         if type(x) is _Rows:
             if d is None:
                 raise ValueError(f"vmap({name}, ...): `{name}` can not return a BatchedTensor when out_dim is None")
-            d = _out_dim(d, x.array.ndim)
-            move = np.moveaxis if type(x.array) is np.ndarray else jnp.moveaxis  # rows computed on the host stay there
-            placed.append(Tensor._wrap(move(x.array, 0, d) if d else x.array))
+            _out_dim(d, x.array.ndim)
+            placed.append(Tensor._wrap(x.array))
         elif isinstance(x, Tensor) and d is not None:  # the same for every row: expanded, as torch does
             expanded = x.expand((size,) + tuple(x.shape))
             d = _out_dim(d, expanded.ndim)
@@ -286,13 +294,6 @@ def _place(func, leaves, dims, size):
         else:
             placed.append(x)
     return placed
-
-
-def _argument_as_result(argument, in_dim, out_dim):
-    """A mapped argument whose row func returned as it is: as torch's, the caller's tensor itself where its batch
-    axis stays in place, else a view of it with the axis moved (sharing its storage)."""
-    out_dim = _out_dim(out_dim, argument.ndim)
-    return argument if out_dim == in_dim else argument.movedim(in_dim, out_dim)
 
 
 def _out_dim(d, ndim):

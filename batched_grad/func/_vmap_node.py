@@ -13,6 +13,7 @@ from .. import _graph
 from .._factories import zeros, zeros_like
 from .._generator import default_generator
 from .._grad_mode import enable_grad
+from .._layout import note_row, stood_for
 from .._rowwise import run_batched
 from .._tensor import Tensor
 from ..autograd._api import grad
@@ -34,17 +35,18 @@ class VmapCall(NamedTuple):
     written: tuple = ()
 
 
-def _made_before(node, start, is_batched):
+def _made_before(node, start, varies):
     """Whether `node` belongs to the graph made before the call: a node made before `start`, or the accumulator of
-    a leaf that does not vary across the rows (a leaf's accumulator is made when it is first used)."""
+    a leaf that does not vary across the call's rows (a leaf's accumulator is made when it is first used; an
+    enclosing call's row is such a leaf)."""
     if type(node) is _graph.AccumulateGrad:
-        return not is_batched(node.variable._v)
+        return not varies(node.variable._v)
     return node.sequence_nr < start
 
 
-def outside_edges(leaves, start, is_batched):
+def outside_edges(leaves, start, varies):
     """The distinct edges by which the graph of the Tensors `leaves` (one row's results) reaches the graph made
-    before `start` (a _graph.sequence_mark()); `is_batched(value)` tells whether a value varies across the rows."""
+    before `start` (a _graph.sequence_mark()); `varies(value)` tells whether a value varies across the rows."""
     found, seen = {}, set()
     stack = [x.grad_fn for x in leaves if isinstance(x, Tensor) and x.grad_fn is not None]
     while stack:
@@ -55,7 +57,7 @@ def outside_edges(leaves, start, is_batched):
         for edge in node.edges:
             if edge is None:
                 continue
-            if _made_before(edge.node, start, is_batched):
+            if _made_before(edge.node, start, varies):
                 found.setdefault((id(edge.node), edge.output_nr), _graph.GradientEdge(*edge))
             else:
                 stack.append(edge.node)
@@ -135,12 +137,14 @@ class VmapNode(_graph.Node):
             rows = [_differentiable(flat[i]) for i, _ in mapped]
             for (i, _), row in zip(mapped, rows):
                 flat[i] = row
+            # a row that func writes into in place: its gradient is the one of its values before the write
+            row_targets = [_graph.edge_of(r) if i in written else r for (i, _), r in zip(mapped, rows)]
             with enable_grad():
                 leaves, _ = flatten(func(*spec.unflatten(flat), **kwargs))
                 leaves += [flat[i] for i in written]
                 outs = [leaves[k] for k in rows_k]
                 pairs = [(o, c) for o, c in zip(outs, cts) if o.requires_grad]
-                targets = edges + rows
+                targets = edges + row_targets
                 grads = (
                     grad(
                         [o for o, _ in pairs],
@@ -196,8 +200,15 @@ def _unwritten(args, written):
 
 
 def _differentiable(row):
-    """A mapped argument's row as a leaf that requires grad (as it is when the rerun records it already)."""
-    return row if row.requires_grad else row.detach()._requires_grad_()
+    """A mapped argument's row as a leaf that requires grad (as it is when the rerun records it already), standing
+    for what the row stands for (an in-place write into it is checked as one into the caller's tensor)."""
+    if row.requires_grad:
+        return row
+    leaf = row.detach()._requires_grad_()
+    stands_for = stood_for(row)
+    if stands_for is not None:
+        note_row(leaf, *stands_for)
+    return leaf
 
 
 def _zeros_for(edge):
