@@ -61,9 +61,14 @@ def _cdist_forward_error(a, b, *, p, by_matmul):
 
 _CDIST = Op("cdist", _cdist, forward_error=_cdist_forward_error)
 _PDIST = Op("pdist", _pdist, "PdistBackward0", forward_error=not_implemented_forward("_pdist_forward"))
-_PAIRWISE = Op(
-    "pairwise_distance", lambda a, b, *, p, eps, keepdim: _norm(a - b + eps, p, -1, keepdim), "NormBackward1"
-)
+
+
+def _pairwise(a, b, *, p, eps, keepdim):
+    d = a - b + eps
+    return _norm(d, p, -1 if d.ndim else None, keepdim)  # scalars: their own distance, as torch's dim -1 of one
+
+
+_PAIRWISE = Op("pairwise_distance", _pairwise, "NormBackward1")
 _COSINE = Op("cosine_similarity", _cosine_similarity, "SumBackward1")
 _NORMALIZE = Op("normalize", _normalize, "DivBackward0")
 

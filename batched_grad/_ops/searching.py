@@ -97,7 +97,7 @@ def nonzero_static(input, *, size, fill_value=-1):
     """The first `size` rows of nonzero(input), padded with fill_value rows: a shape known without the values."""
     if size < 0:
         raise RuntimeError(f"nonzero_static: 'size' must be an non-negative integer, but got size: {size}")
-    if input.numel() == 0:
+    if input.numel() == 0 or input.ndim == 0:  # a scalar's indices have no columns
         return Tensor._wrap(np.full((int(size), input.ndim), int(fill_value), np.int64))
     return apply(_NONZERO_STATIC, [input.detach()], size=int(size), fill=int(fill_value))
 

@@ -296,6 +296,7 @@ def view_as(input, other):
 def flatten(input, start_dim=0, end_dim=-1):
     """Merge dimensions start_dim..end_dim into one (a 0-dim input becomes 1-D)."""
     if input.ndim == 0:
+        _wrap_dim(start_dim, 1), _wrap_dim(end_dim, 1)  # a scalar's dims are -1 or 0
         return _reshaped(input, (1,))
     s, e = _wrap_dim(start_dim, input.ndim), _wrap_dim(end_dim, input.ndim)
     if s > e:

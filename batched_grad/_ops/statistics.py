@@ -81,6 +81,8 @@ _AMINMAX = Op("aminmax", _aminmax, multi=True)
 def aminmax(input, *, dim=None, keepdim=False):
     """(min, max) over `dim` (all elements when None); ties share the gradient, as amin's and amax's."""
     axis = None if dim is None else (_wrap_dim(dim, max(input.ndim, 1)),) if input.ndim else None
+    if dim is not None and not input.ndim:
+        _wrap_dim(dim, 1)  # a scalar's dim is -1 or 0
     if axis is not None and input.shape[axis[0]] == 0:
         raise IndexError(f"aminmax: Expected reduction dim {axis[0]} to have non-zero size.")
     if axis is None and input.numel() == 0:
@@ -96,7 +98,8 @@ _LOGCUMSUMEXP = Op("logcumsumexp", lambda a, *, axis: jax.lax.cumlogsumexp(a, ax
 
 def logcumsumexp(input, dim):
     """log(cumsum(exp(input))) along `dim`, computed stably."""
-    return apply(_LOGCUMSUMEXP, [input], axis=_wrap_dim(dim, max(input.ndim, 1)) if input.ndim else 0)
+    axis = _wrap_dim(dim, max(input.ndim, 1))  # a scalar's dim is -1 or 0
+    return apply(_LOGCUMSUMEXP, [input], axis=axis if input.ndim else 0)
 
 
 def _cum_extreme(a, *, axis, largest):
@@ -121,6 +124,8 @@ _CUM_EXTREME = {
 
 def _cum(name, input, dim, largest):
     if input.ndim == 0:
+        if dim not in (-1, 0):
+            raise IndexError(f"{name}(): Expected reduction dim -1 or 0 for scalar but got {dim}")
         return _RESULTS[name](input * 1, Tensor._wrap(np.asarray(0, np.int64)))
     return _RESULTS[name](*apply(_CUM_EXTREME[largest], [input], axis=_wrap_dim(dim, input.ndim), largest=largest))
 
@@ -211,6 +216,7 @@ def _torch_choice(input, axis, choose, skip_nan=False):
 
 def _selection(name, input, dim, keepdim, k=None):
     if input.ndim == 0:
+        _wrap_dim(dim, 1)  # a scalar's dim is -1 or 0
         return _RESULTS[name](input * 1, Tensor._wrap(np.asarray(0, np.int64)))
     axis = _wrap_dim(dim, input.ndim)
     size = input.shape[axis]
@@ -285,6 +291,7 @@ def mode(input, dim=-1, keepdim=False):
     """(values, indices): the most frequent value along `dim` (the smallest of equally frequent ones) and the index
     of one of its occurrences: torch's (mode_index), or the last where nan is present or the values are traced."""
     if input.ndim == 0:
+        _wrap_dim(dim, 1)  # a scalar's dim is -1 or 0
         return _RESULTS["mode"](input * 1, Tensor._wrap(np.asarray(0, np.int64)))
     axis = _wrap_dim(dim, input.ndim)
     index = _torch_choice(input, axis, mode_index, skip_nan=True)
