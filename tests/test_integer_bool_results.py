@@ -69,3 +69,39 @@ def test_result_is_torch_s(name):
 )
 def test_refused_as_torch(call):
     raises_like_torch(call)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda m: m.nn.functional.dropout(m.ones(3, dtype=m.int64)),
+        lambda m: m.nn.functional.dropout(m.ones(3, dtype=m.bool), p=0.2),
+        lambda m: m.nn.functional.dropout2d(m.ones(2, 3, 4, dtype=m.int64)),
+        lambda m: m.nn.functional.alpha_dropout(m.ones(3, dtype=m.int64), training=True),
+        lambda m: m.feature_dropout(m.tensor(2.0), 0.5, True),
+        lambda m: m.feature_alpha_dropout(m.ones(3), 0.5, True),
+        lambda m: m.cartesian_prod(m.ones(2, 2)),
+        lambda m: m.cartesian_prod(m.tensor(2.0), m.ones(2)),
+        lambda m: m.dist(m.ones(3, dtype=m.int64), m.zeros(3, dtype=m.int64)),
+        lambda m: m.nn.functional.kl_div(m.ones(3), m.ones(3, dtype=m.int64), reduction="sum"),
+        lambda m: m.nn.functional.kl_div(m.ones(3, dtype=m.int64), m.ones(3), reduction="sum"),
+    ],
+)
+def test_integer_inputs_refused_as_torch(call):
+    raises_like_torch(call)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda m: m.nn.functional.dropout(m.ones(3, dtype=m.int64), p=0.0),
+        lambda m: m.nn.functional.dropout(m.ones(0, dtype=m.int64), p=0.5),
+        lambda m: m.nn.functional.dropout(m.ones(3, dtype=m.int64), training=False),
+        lambda m: m.nn.functional.alpha_dropout(m.ones(3, dtype=m.int64), p=1.0, training=True),
+        lambda m: m.feature_dropout(m.tensor(2.0), 0.5, False),
+    ],
+)
+def test_integer_inputs_kept_where_torch_keeps_them(call):
+    ours, theirs = call(bg), call(torch)
+    assert repr(ours.dtype) == repr(theirs.dtype)
+    np.testing.assert_array_equal(np.asarray(ours.numpy()), theirs.numpy())

@@ -155,6 +155,9 @@ def rot90(input, k=1, dims=(0, 1)):
 def cartesian_prod(*tensors):
     """Every combination of one element from each 1-D tensor, as rows (the tensor itself for one tensor)."""
     tensors = _tensors("cartesian_prod", tensors)
+    for t in tensors:
+        if t.ndim != 1:
+            raise RuntimeError(f"Expect a 1D vector, but got shape {list(t.shape)}")
     if len(tensors) == 1:
         return tensors[0]
     return stack([flatten(g) for g in meshgrid(*tensors, indexing="ij")], 1)

@@ -85,6 +85,10 @@ def dist(input, other, p=2):
     _check_tensor("dist", "other", other, 2)
     broadcast_shape(tuple(input.shape), tuple(other.shape))
     d = _dtypes.result_type(input, other)
+    if not (d.is_floating_point or d.is_complex):
+        raise RuntimeError(
+            f"norm(): input dtype should be either floating point or complex. Got {d.type_name} instead."
+        )
     return apply(_DIST, [input.to(d), other.to(d)], p=float(p))
 
 

@@ -7,7 +7,7 @@ import warnings
 import numpy as np
 
 from ._core import Op, apply
-from .nn import _check_tensor, dropout, kept_scale, softmax
+from .nn import _check_tensor, check_dropped_dtype, dropout, kept_scale, softmax
 from .random_draws import sample
 
 _ALPHA = 1.7580993408473766  # -SELU's negative saturation value
@@ -26,8 +26,11 @@ def _keep(input, p, per_channel, fn):
 
 
 def _feature_dropout(input, p, training, inplace, fn):
-    if not training or p == 0:
+    if not training or p == 0 or input.numel() == 0:
         return input
+    if input.ndim < 2:
+        raise RuntimeError("Feature dropout requires at least 2 dimensions in the input")
+    check_dropped_dtype(input)
     keep = _keep(input, p, True, fn) * kept_scale(p, input.dtype)
     out = apply(_SCALE, [input, keep])
     return input._assign(out, "mul_") if inplace else out
@@ -89,10 +92,13 @@ def dropout3d(input, p=0.5, training=True, inplace=False):
 def _alpha(input, p, training, inplace, per_channel, fn):
     _check_tensor(fn, "input", input)
     _check_p(p)
-    if not training or p == 0:
+    if not training or p == 0 or input.numel() == 0:
         return input
+    if per_channel and input.ndim < 2:
+        raise RuntimeError("Feature dropout requires at least 2 dimensions in the input")
     if p == 1:
         return input * 0 if not inplace else input.mul_(0)
+    check_dropped_dtype(input)
     keep = _keep(input, p, per_channel, fn)
     a = 1.0 / math.sqrt((_ALPHA * _ALPHA * p + 1) * (1 - p))
     # kept values become a x + b, dropped ones SELU's saturation value, mapped the same way

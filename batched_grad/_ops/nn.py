@@ -672,6 +672,12 @@ def kept_scale(p, dtype):
     return float(real(1) / real(1 - p))
 
 
+def check_dropped_dtype(input):
+    """torch's refusal of dropping elements of an integer or bool tensor (the scaled result is a float)."""
+    if not (input.dtype.is_floating_point or input.dtype.is_complex):
+        raise RuntimeError(f"result type Float can't be cast to the desired output type {input.dtype.type_name}")
+
+
 def dropout(input, p=0.5, training=True, inplace=False):
     """Zero each element with probability p (drawn from batched_grad's generator) and scale the rest by
     1 / (1 - p); the identity when not training."""
@@ -679,8 +685,9 @@ def dropout(input, p=0.5, training=True, inplace=False):
     _check_tensor("dropout", "input", input)
     if not 0 <= p <= 1:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
-    if not training or p == 0:
+    if not training or p == 0 or input.numel() == 0:
         return input
+    check_dropped_dtype(input)
     keep = sample_like(None, "dropout", input, lambda bits, size: bits.bernoulli(size, 1 - p), rows_first=True)
     out = apply(_DROPOUT, [input, keep], scale=kept_scale(p, input.dtype))
     return input._assign(out, "mul_") if inplace else out

@@ -103,6 +103,8 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
     if isinstance(input, Tensor) and isinstance(target, Tensor):
         _check_broadcast([target, input])  # torch's formula reads target first: target * (log(target) - input)
     d = _floating("kl_div", input, target)
+    if not all(t.dtype.is_floating_point or t.dtype.is_complex for t in (input, target)):
+        raise RuntimeError("kl_div: Integral inputs not supported.")
     return apply(
         _KL_DIV_LOG if log_target else _KL_DIV,
         [input.to(d), target.to(d)],
