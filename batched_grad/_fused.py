@@ -557,7 +557,7 @@ def _unversioned(grad, node):
     where none of that requires grad, no node of the double backward saves the cotangent itself (only products of
     it), so writing into it afterwards (a seed row set and reset in place, a jacobian by rows) raises nothing there;
     it is then passed by its value alone. Otherwise torch saves it and checks its version, as the op here does."""
-    saved = [*node.saved, *getattr(node, "saved_results", ())]
+    saved = [*getattr(node, "saved", ()), *getattr(node, "saved_results", ())]  # a leaf root saves nothing
     if grad.requires_grad or any(type(s) is SavedValue and s.requires_grad for s in saved):
         return grad
     return Tensor._wrap(grad._v)

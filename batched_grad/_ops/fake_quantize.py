@@ -75,7 +75,7 @@ _OPS = {
         "fake_quantize_per_tensor_affine", _PER_TENSOR, "FakeQuantizePerTensorAffineCachemaskBackward0", inputs=1
     ),
     "tensor_qparams": Op(
-        "fake_quantize_per_tensor_affine_tensor_qparams",
+        "fake_quantize_per_tensor_affine",  # its tensor_qparams overload
         _PER_TENSOR,
         "FakeQuantizePerTensorAffineCachemaskTensorQparamsBackward0",
         inputs=1,
