@@ -12,9 +12,7 @@ import math
 
 import numpy as np
 import pytest
-import torch
 
-import batched_grad as bg
 from test_fresh_programs_dl2 import F64, _both
 
 
@@ -414,7 +412,9 @@ def wavenet_mu_law(m):
             self.data[:, self.pos] = column
             start = self.pos - dilation
             if start < 0:
-                t = m.cat((self.data[:, start::dilation], self.data[:, self.pos % dilation : self.pos + 1 : dilation]), 1)
+                t = m.cat(
+                    (self.data[:, start::dilation], self.data[:, self.pos % dilation : self.pos + 1 : dilation]), 1
+                )
             else:
                 t = self.data[:, start : self.pos + 1 : dilation]
             self.pos = (self.pos + 1) % self.size
@@ -426,7 +426,8 @@ def wavenet_mu_law(m):
             self.dilations = [(2**i, 2 ** max(i - 1, 0)) for i in range(layers)]
             self.start = nn.Conv1d(classes, channels, 1, bias=False)
             self.filters, self.gates, self.residuals, self.skips = (
-                nn.ModuleList([nn.Conv1d(channels, channels, k, bias=False) for _ in range(layers)]) for k in (2, 2, 1, 1)
+                nn.ModuleList([nn.Conv1d(channels, channels, k, bias=False) for _ in range(layers)])
+                for k in (2, 2, 1, 1)
             )
             self.end = nn.Sequential(nn.ReLU(), nn.Conv1d(channels, 8, 1), nn.ReLU(), nn.Conv1d(8, classes, 1))
             self.receptive_field = 2**layers
