@@ -2,6 +2,7 @@
 prepend, always_call, removal, global hooks), full backward pre-hooks and hooks (grad_input/grad_output, replacing
 them, with backward, autograd.grad and is_grads_batched), and per-sample gradients captured by hooks."""
 
+import inspect
 import warnings
 
 import numpy as np
@@ -138,6 +139,23 @@ def test_full_backward_hook_without_input_requiring_grad():
         return seen
 
     assert [(g_in, tuple(shape)) for g_in, shape in run(bg)] == [(g_in, tuple(s)) for g_in, s in run(torch)]
+
+
+@pytest.mark.parametrize("register", ["register_full_backward_hook", "register_full_backward_pre_hook"])
+def test_no_input_requiring_grad_warning_names_the_backward_line(register):
+    """torch warns from its engine, so the warning points at the line that ran backward; a module with only a
+    backward pre-hook warns too."""
+
+    def run(lib):
+        layer = _linear(lib)
+        getattr(layer, register)(lambda *args: None)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            layer(_input(lib, 4, 3, requires_grad=False)).sum().backward()
+            line = inspect.currentframe().f_lineno - 1
+        return [(w.filename, w.lineno == line, str(w.message)) for w in caught]
+
+    assert run(bg) == run(torch) != []
 
 
 def test_backward_hook_wrong_count_raises_as_torch():

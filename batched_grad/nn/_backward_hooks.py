@@ -5,11 +5,9 @@ node then calls hook(module, grad_input, grad_output), whose returned tuple repl
 In batched mode (is_grads_batched) the nodes keep the whole batch of grad_outputs, and the hooks see one row at a
 time, vectorized where they can be, else row by row."""
 
-import warnings
-
 from .. import _graph
 from .._rowwise import run_batched
-from .._tensor import Tensor
+from .._tensor import Tensor, warn_at_caller
 
 NO_INPUT_REQUIRES_GRAD = (
     "Full backward hook is firing when gradients are computed with respect to module outputs since no inputs "
@@ -79,8 +77,7 @@ class BackwardHook:
 
     def call_hooks_without_inputs(self, grad_outputs):
         """The hooks of a module none of whose inputs requires grad: they get Nones and may not replace them."""
-        if self.user_hooks:
-            warnings.warn(NO_INPUT_REQUIRES_GRAD, UserWarning, stacklevel=2)
+        warn_at_caller(NO_INPUT_REQUIRES_GRAD)  # torch warns (pre-hooks only too) from its engine: the backward line
         nones = (None,) * self.n_inputs
         for hook in self.user_hooks:
             result = hook(self.module, nones, grad_outputs)
