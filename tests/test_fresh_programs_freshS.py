@@ -80,6 +80,7 @@ def evidential_losses(m):
     return out
 
 
+@pytest.mark.slow
 def test_evidential_losses():
     _both(evidential_losses, F64)
 
@@ -481,5 +482,6 @@ def wavenet_mu_law(m):
     return out + [generated]
 
 
+@pytest.mark.slow
 def test_wavenet_mu_law():
     _both(wavenet_mu_law, F64)
