@@ -4,9 +4,8 @@ torch and with batched_grad from the same seed in float64: evidential regression
 and SpikingJelly write them (leaky integrate-and-fire over time, reset by subtraction, detached resets,
 @torch.jit.script charge functions), a DDSP harmonic-plus-noise synthesizer trained on a multiscale STFT loss
 (acids-ircam/ddsp_pytorch), a WaveNet of dilated causal convolutions on mu-law classes with queue-based generation
-(vincentherrmann/pytorch-wavenet), STFT front ends (an STFT module with a conv1d fallback kernel, a mel filterbank,
-a DCT for MFCCs, open-unmix's STFT/ISTFT pair) and Kaldi-compatible fbank/MFCC features (as_strided frames, VTLN
-warping by mask assignment). The sibling file test_fresh_programs_freshS_nn.py holds the torch.nn.utils programs."""
+(vincentherrmann/pytorch-wavenet). The siblings test_fresh_programs_freshS_audio.py and
+test_fresh_programs_freshS_nn.py hold the audio front ends and the torch.nn.utils and uncertainty programs."""
 
 import math
 
