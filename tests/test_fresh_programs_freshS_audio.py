@@ -3,7 +3,8 @@ compared number for number: an STFT module with a conv1d fallback kernel made fr
 triangular mel filterbank and a DCT for MFCCs (Jan Schlüter's mel filterbank layer), open-unmix's STFT/ISTFT pair
 (sigsep/open-unmix-pytorch), a spectral mask trained through istft, and Kaldi-compatible spectrogram, fbank and
 MFCC features (torchaudio's compliance module as GPT-SoVITS copies it: as_strided frames, pre-emphasis by a
-replicate pad, several windows, VTLN warping by boolean-mask assignment) with gradients reaching a learnt gain."""
+replicate pad, several windows, VTLN warping by boolean-mask assignment) with gradients reaching a learnt gain, and
+a HiFi-GAN step under the weight_norm and spectral_norm hooks of torch.nn.utils (jik876/hifi-gan)."""
 
 import math
 
@@ -216,3 +217,145 @@ def _kaldi_features(m):
 @pytest.mark.slow
 def test_kaldi_features():
     _both(kaldi_features, F64)
+
+
+def hifigan_steps(m):
+    """HiFi-GAN (jik876/hifi-gan), channels divided down: a weight-normed generator (transposed-conv upsampling,
+    dilated residual blocks, init_weights writing into the computed weight's .data as the original does) against a
+    period discriminator (reflect pad, 1d to 2d view) under spectral_norm and a scale discriminator (grouped
+    convs, average pooling) under weight_norm; least-squares, feature-matching and mel L1 losses, AdamW with
+    ExponentialLR; then remove_weight_norm leaves the generator's output unchanged."""
+    nn, F, utils = m.nn, m.nn.functional, m.nn.utils
+
+    def init_weights(module):
+        if module.__class__.__name__.find("Conv") != -1:
+            module.weight.data.normal_(0.0, 0.01)
+
+    def conv(k, d, ch):
+        return utils.weight_norm(nn.Conv1d(ch, ch, k, 1, dilation=d, padding=int((k * d - d) / 2)))
+
+    class Generator(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv_pre = utils.weight_norm(nn.Conv1d(6, 8, 7, 1, padding=3))
+            self.ups = nn.ModuleList(
+                [utils.weight_norm(nn.ConvTranspose1d(8 // 2**i, 4 // 2**i, 4, 2, padding=1)) for i in range(2)]
+            )
+            self.blocks = nn.ModuleList([nn.ModuleList([conv(3, d, 4 // 2**i) for d in (1, 3)]) for i in range(2)])
+            self.conv_post = utils.weight_norm(nn.Conv1d(2, 1, 7, 1, padding=3))
+            self.ups.apply(init_weights)
+            self.conv_post.apply(init_weights)
+
+        def forward(self, x):
+            x = self.conv_pre(x)
+            for up, block in zip(self.ups, self.blocks):
+                x = up(F.leaky_relu(x, 0.1))
+                for c in block:
+                    x = c(F.leaky_relu(x, 0.1)) + x
+            return m.tanh(self.conv_post(F.leaky_relu(x)))
+
+    class DiscriminatorP(nn.Module):
+        def __init__(self, period, norm):
+            super().__init__()
+            self.period = period
+            self.convs = nn.ModuleList(
+                [
+                    norm(nn.Conv2d(1, 4, (5, 1), (3, 1), padding=(2, 0))),
+                    norm(nn.Conv2d(4, 4, (5, 1), 1, padding=(2, 0))),
+                ]
+            )
+            self.conv_post = norm(nn.Conv2d(4, 1, (3, 1), 1, padding=(1, 0)))
+
+        def forward(self, x):
+            b, c, t = x.shape
+            if t % self.period:
+                x = F.pad(x, (0, self.period - t % self.period), "reflect")
+            x = x.view(b, c, x.shape[-1] // self.period, self.period)
+            fmap = []
+            for layer in self.convs:
+                x = F.leaky_relu(layer(x), 0.1)
+                fmap.append(x)
+            x = self.conv_post(x)
+            return m.flatten(x, 1, -1), fmap + [x]
+
+    class DiscriminatorS(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.pool = nn.AvgPool1d(4, 2, padding=2)
+            self.convs = nn.ModuleList(
+                [
+                    utils.weight_norm(nn.Conv1d(1, 8, 15, 1, padding=7)),
+                    utils.weight_norm(nn.Conv1d(8, 8, 41, 2, groups=4, padding=20)),
+                ]
+            )
+            self.conv_post = utils.weight_norm(nn.Conv1d(8, 1, 3, 1, padding=1))
+
+        def forward(self, x):
+            x, fmap = self.pool(x), []
+            for layer in self.convs:
+                x = F.leaky_relu(layer(x), 0.1)
+                fmap.append(x)
+            x = self.conv_post(x)
+            return m.flatten(x, 1, -1), fmap + [x]
+
+    def mel(y):
+        spec = m.stft(
+            F.pad(y.unsqueeze(1), (6, 6), mode="reflect").squeeze(1),
+            16,
+            4,
+            16,
+            m.hann_window(16),
+            center=False,
+            return_complex=True,
+        )
+        bank = m.clamp(
+            m.min(
+                m.linspace(0, 1, 9) - m.linspace(0, 1, 8)[:6, None], m.linspace(0, 1, 8)[2:, None] - m.linspace(0, 1, 9)
+            ),
+            min=0,
+        )
+        return m.log(m.clamp(m.matmul(bank, m.sqrt(spec.real.pow(2) + spec.imag.pow(2) + 1e-9)), min=1e-5))
+
+    m.manual_seed(0)
+    m.set_default_dtype(m.float64)
+    try:
+        gen, discs = Generator(), nn.ModuleList([DiscriminatorP(3, utils.spectral_norm), DiscriminatorS()])
+        optim_g, optim_d = (m.optim.AdamW(net.parameters(), 2e-3, betas=[0.8, 0.99]) for net in (gen, discs))
+        schedulers = [m.optim.lr_scheduler.ExponentialLR(opt, gamma=0.99) for opt in (optim_g, optim_d)]
+        y = m.randn(2, 1, 48) * 0.3
+        x = mel(y.squeeze(1))
+        out = [x]
+        for _ in range(2):
+            y_hat = gen(x)
+            optim_d.zero_grad()
+            loss_d = sum(m.mean((1 - d(y)[0]) ** 2) + m.mean(d(y_hat.detach())[0] ** 2) for d in discs)
+            loss_d.backward()
+            optim_d.step()
+            optim_g.zero_grad()
+            loss_g = F.l1_loss(x, mel(y_hat.squeeze(1))) * 45
+            for d in discs:
+                (_, fmap_r), (score, fmap_g) = d(y), d(y_hat)
+                loss_g = (
+                    loss_g + m.mean((1 - score) ** 2) + 2 * sum(m.mean(m.abs(r - g)) for r, g in zip(fmap_r, fmap_g))
+                )
+            loss_g.backward()
+            optim_g.step()
+            for scheduler in schedulers:
+                scheduler.step()
+            out += [loss_d.detach(), loss_g.detach(), discs[0].convs[0].weight_u, gen.ups[0].weight_v.grad]
+        gen.eval()
+        with m.no_grad():
+            before = gen(x)
+            for module in gen.modules():
+                if hasattr(module, "weight_g"):
+                    utils.remove_weight_norm(module)
+            names = sorted(name for name, _ in gen.conv_pre.named_parameters())
+            out += [before, gen(x) - before, names == ["bias", "weight"]]
+    finally:
+        m.set_default_dtype(m.float32)
+    return out
+
+
+@pytest.mark.slow
+def test_hifigan_steps():
+    _both(hifigan_steps, F64)
