@@ -7,6 +7,7 @@ doubles) and compared number for number."""
 import pytest
 
 from test_fresh_programs_dl2 import F64, _both
+from test_fresh_programs_freshS import _surrogates
 
 
 def _losses(m):
@@ -109,17 +110,7 @@ def _losses(m):
 def snntorch_losses(m, loss_name):
     nn = m.nn
 
-    class FastSigmoid(m.autograd.Function):
-        @staticmethod
-        def forward(ctx, input_, slope):
-            ctx.save_for_backward(input_)
-            ctx.slope = slope
-            return (input_ > 0).double()
-
-        @staticmethod
-        def backward(ctx, grad_output):
-            (input_,) = ctx.saved_tensors
-            return grad_output.clone() / (ctx.slope * m.abs(input_) + 1.0) ** 2, None
+    FastSigmoid, _ = _surrogates(m)
 
     def leaky(mem, current):
         reset = FastSigmoid.apply(mem - 1.0, 25).detach()
