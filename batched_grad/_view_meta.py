@@ -113,6 +113,11 @@ def made_by_custom_node(view):
     return creation_of(view) in (IN_CUSTOM_FUNCTION, MULTI_OUTPUT_NODE)
 
 
+def renew_creation(view):
+    """`view`, replayed whole from its base (as functionalize does), counts as made now."""
+    view._creation = (creation_of(view), view._counter.value)
+
+
 def _short_name(node):
     return re.sub(r"Backward\d*$", "", node.name())
 
