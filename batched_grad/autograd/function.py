@@ -347,8 +347,7 @@ class Function:
         traced_inputs = _function_jvp.traced_input_values(args)  # None unless in a forward-mode trace
         dual = _dual.LEVELS.tangents is not None
         recorded = is_grad_enabled() and any(ctx.needs_input_grad)
-        # the inputs' edges as they are before forward runs (as torch's, which forward's in-place writes do not move)
-        edges = tuple(_graph.edge_of(a) if isinstance(a, Tensor) else None for a in args) if recorded else None
+        edges = _input_edges(args) if recorded else None
         output = _run_forward(cls, ctx, args, kwargs, has_rule)
         is_tuple = isinstance(output, tuple)
         outs = output if is_tuple else (output,)
@@ -379,6 +378,11 @@ class InplaceFunction(Function):
     def __init__(self, inplace=False):
         super().__init__()
         self.inplace = inplace
+
+
+def _input_edges(args):
+    """The inputs' edges as they are before forward runs (as torch's, which forward's in-place writes do not move)."""
+    return tuple(_graph.edge_of(a) if isinstance(a, Tensor) else None for a in args)
 
 
 def _run_forward(cls, ctx, args, kwargs, has_rule):
