@@ -269,6 +269,8 @@ class AccumulateGrad(Node):
 
 def edge_of(tensor):
     """The GradientEdge a tensor's cotangent flows into, or None if it does not require grad."""
+    if tensor._creation is not None:
+        _check_rebuildable(tensor)
     node = tensor._node
     if node is not None:
         return _edge(GradientEdge, (node, tensor._output_nr))
@@ -279,6 +281,15 @@ def edge_of(tensor):
         node = ref() if ref is not None else None
         return _edge(GradientEdge, (node if node is not None else _new_accumulator(tensor), 0))
     return None
+
+
+def _check_rebuildable(view):
+    """torch's error where an op records on a view of a special kind changed unrecorded since it was made (torch
+    rebuilds the view's grad_fn there, and cannot)."""
+    from ._view_meta import check_view_creation, grad_fn_unavailable  # _view_meta's imports lead back here
+
+    if grad_fn_unavailable(view):
+        check_view_creation(view, indirect=True)
 
 
 def _new_accumulator(leaf):

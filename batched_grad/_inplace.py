@@ -15,7 +15,7 @@ from ._budget import Jitted
 from ._grad_mode import enable_grad, is_recording
 from ._host import computed_on_host, is_shared
 from ._saved import SavedValue
-from ._view_meta import check_view_creation
+from ._view_meta import check_view_creation, made_by_custom_node
 from ._vmap_levels import batch_size, is_batched, levels_across
 from ._write_watch import before_write
 from ._x64 import scoped
@@ -327,7 +327,7 @@ class InPlace:
                 continue
             chain = view._view[1]
             ops = _ops_of(chain)
-            if graph and len(ops) == len(chain) and _tracked(self, view):
+            if graph and len(ops) == len(chain) and _tracked(self, view) and not made_by_custom_node(view):
                 # torch regenerates the grad_fn of a view whose base changed even where the change was not recorded
                 # (an optimizer's step under no_grad): an AsStridedBackward0 of the base as it is now
                 regrown = view._node is not None and self.requires_grad

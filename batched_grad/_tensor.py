@@ -144,6 +144,16 @@ def type_name(np_dtype):
     return f"torch.{_dtypes.from_numpy_dtype(np_dtype).type_name}Tensor"
 
 
+_LEGACY_TENSOR_TYPES = {"Double", "Float", "Half", "Long", "Int", "Short", "Char", "Byte"}
+
+
+def type_string(np_dtype):
+    """How torch's C++ messages name a CPU tensor's type: the legacy class where one exists (torch.FloatTensor),
+    CPUBoolType and the like otherwise."""
+    name = _dtypes.from_numpy_dtype(np_dtype).type_name
+    return f"torch.{name}Tensor" if name in _LEGACY_TENSOR_TYPES else f"CPU{name}Type"
+
+
 class Size(tuple):
     """A tensor shape: a tuple that prints like torch.Size. Its entries are Python ints, read from anything with
     __index__ (an integer tensor of one element too) as torch reads them."""

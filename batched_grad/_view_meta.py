@@ -1,9 +1,9 @@
 """How a view was made (torch's CreationMeta), which decides whether it may be written in place while the write is
 recorded: a view made with grad mode off or in inference mode, one of several views one op returns (unbind,
 split, ...), or one a custom Function returned cannot be, and torch's error says which. The Tensor's `_creation`
-slot holds the kind, None (DEFAULT) for a view made the ordinary way, (kind, version when made) for one made with
-grad mode off or in inference mode; a view of a view takes its base's kind unless its own is special (inference
-mode's kind is never overridden)."""
+slot holds None (DEFAULT) for a view made the ordinary way, else (kind, version when made): changed unrecorded since,
+such a view's history cannot be rebuilt; a view of a view takes its base's kind unless its own is special
+(inference mode's kind is never overridden)."""
 
 import re
 
@@ -42,9 +42,6 @@ _REASONS = {
 }
 
 
-_MODE_KINDS = (NO_GRAD_MODE, INFERENCE_MODE)  # kept with the version the view had when made: (kind, version)
-
-
 def creation_of(tensor):
     """The kind of view `tensor` is (DEFAULT for an ordinary view, or for a tensor that is no view)."""
     kind = tensor._creation
@@ -53,13 +50,14 @@ def creation_of(tensor):
 
 def _set_creation(view, kind):
     if kind != creation_of(view):
-        view._creation = (kind, view._counter.value) if kind in _MODE_KINDS else kind
+        view._creation = None if kind is DEFAULT else (kind, view._counter.value)  # the version it was made at
 
 
 def grad_fn_unavailable(tensor):
-    """Whether torch raises on reading `tensor.grad_fn`: a view made with grad mode off (or in inference mode) of a
-    base that requires grad, changed in place (itself, its base or another view of it) since it was made. torch
-    cannot rebuild such a view's history, and its repr shows grad_fn=<Invalid>."""
+    """Whether torch raises on reading `tensor.grad_fn` (or recording an op on it): a view of a special kind (made with
+    grad mode off or in inference mode, returned by a custom Function or a multi-output op) of a base that requires
+    grad, changed in place (itself, its base or another view of it, unrecorded) since it was made. torch cannot
+    rebuild such a view's history, and its repr shows grad_fn=<Invalid>."""
     kind, view = tensor._creation, tensor._view
     if type(kind) is not tuple or view is None or not view[0].requires_grad:
         return False
@@ -109,6 +107,17 @@ def note_custom_function_output(view, multi):
     _set_creation(view, _propagated(creation_of(view), MULTI_OUTPUT_NODE if multi else IN_CUSTOM_FUNCTION))
 
 
+def made_by_custom_node(view):
+    """Whether `view` came out of a custom Function or a multi-output op: torch keeps its grad_fn when its base
+    changes (and raises where that grad_fn is next needed) instead of regenerating it."""
+    return creation_of(view) in (IN_CUSTOM_FUNCTION, MULTI_OUTPUT_NODE)
+
+
+def renew_creation(view):
+    """`view`, replayed whole from its base (as functionalize does), counts as made now."""
+    view._creation = (creation_of(view), view._counter.value)
+
+
 def _short_name(node):
     return re.sub(r"Backward\d*$", "", node.name())
 
@@ -119,7 +128,8 @@ def check_view_creation(tensor, indirect=False):
     kind = creation_of(tensor)
     if kind is DEFAULT:
         return
-    node = None if indirect else tensor._node  # torch names the node the view had, none: it was made unrecorded
+    # torch names the node the view had: none for one made unrecorded (grad mode off), reached indirectly
+    node = None if indirect and kind in (NO_GRAD_MODE, INFERENCE_MODE) else tensor._node
     changed = "its base or another view of its base has been" if indirect else "is being"
     if kind in (NO_GRAD_MODE, INFERENCE_MODE) or node is None:
         prefix = (

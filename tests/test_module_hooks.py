@@ -2,6 +2,7 @@
 prepend, always_call, removal, global hooks), full backward pre-hooks and hooks (grad_input/grad_output, replacing
 them, with backward, autograd.grad and is_grads_batched), and per-sample gradients captured by hooks."""
 
+import inspect
 import warnings
 
 import numpy as np
@@ -138,6 +139,71 @@ def test_full_backward_hook_without_input_requiring_grad():
         return seen
 
     assert [(g_in, tuple(shape)) for g_in, shape in run(bg)] == [(g_in, tuple(s)) for g_in, s in run(torch)]
+
+
+@pytest.mark.parametrize("register", ["register_full_backward_hook", "register_full_backward_pre_hook"])
+def test_no_input_requiring_grad_warning_names_the_backward_line(register):
+    """torch warns from its engine, so the warning points at the line that ran backward; a module with only a
+    backward pre-hook warns too."""
+
+    def run(lib):
+        layer = _linear(lib)
+        getattr(layer, register)(lambda *args: None)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            layer(_input(lib, 4, 3, requires_grad=False)).sum().backward()
+            line = inspect.currentframe().f_lineno - 1
+        return [(w.filename, w.lineno == line, str(w.message)) for w in caught]
+
+    assert run(bg) == run(torch) != []
+
+
+class _TwoOutputs:
+    """A module returning two tensors, built for either library."""
+
+    def __new__(cls, lib):
+        class Split(lib.nn.Module):
+            def forward(self, x):
+                return x * 2, x * 3
+
+        return Split()
+
+
+IN_PLACE_AFTER_HOOK = {
+    "in-place ReLU after a hooked conv": lambda lib, x: lib.nn.Sequential(
+        _hooked(lib.nn.Conv1d(2, 2, 1)), lib.nn.ReLU(inplace=True)
+    )(x),
+    "hooked in-place ReLU": lambda lib, x: _hooked(lib.nn.ReLU(inplace=True))(x),
+    "one of two hooked outputs": lambda lib, x: _hooked(_TwoOutputs(lib))(x)[1].add_(1),
+    "under no_grad": lambda lib, x: _no_grad_write(lib, _hooked(lib.nn.Conv1d(2, 2, 1))(x)),
+}
+
+
+def _hooked(module):
+    module.register_full_backward_hook(lambda *args: None)
+    return module
+
+
+def _no_grad_write(lib, out):
+    with lib.no_grad():
+        out.mul_(2)
+    return out
+
+
+@pytest.mark.parametrize("case", IN_PLACE_AFTER_HOOK)
+def test_in_place_write_into_a_hooked_modules_tensors_as_torch(case):
+    """A module's full backward hooks route its inputs and outputs through an identity Function that returns them
+    as-is: torch forbids writing them in place while recording (the classic in-place ReLU after a hooked layer)."""
+
+    def run(lib):
+        x = lib.ones(1, 2, 3, requires_grad=True)
+        try:
+            IN_PLACE_AFTER_HOOK[case](lib, x * 1).sum().backward()
+        except RuntimeError as error:
+            return str(error)
+        return x.grad.tolist()
+
+    assert run(bg) == run(torch)
 
 
 def test_backward_hook_wrong_count_raises_as_torch():

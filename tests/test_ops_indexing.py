@@ -127,6 +127,35 @@ def test_setitem_grads_reach_value_and_base(index, value):
     check_op(f, f, inputs, **FAST)
 
 
+# a value with more (non-leading-1) dims than the slice it fills: torch expands it into the slice and raises
+# expand's error (a wavenet queue stores a [C, 1] column into data[:, pos]); advanced indices keep their own message
+SETITEM_TOO_MANY_DIMS = [
+    ((slice(None), 1), (3, 1)),
+    ((0, 0), (2,)),
+    ((0,), (1, 4, 1)),
+    ((Ellipsis, 0), (3, 1, 1)),
+    ((slice(0, 2),), (3, 4)),
+    (("rows",), (2, 4, 1)),
+    (("mask",), (2, 4, 1)),
+]
+
+
+@pytest.mark.parametrize("index, value_shape", SETITEM_TOO_MANY_DIMS)
+def test_setitem_of_a_value_with_too_many_dims_raises_like_torch(index, value_shape):
+    def assign(m):
+        special = {"rows": m.tensor([0, 1]), "mask": m.tensor([True, False, True])}
+        m.zeros(3, 4, dtype=m.float64)[tuple(special.get(i, i) if isinstance(i, str) else i for i in index)] = m.ones(
+            value_shape, dtype=m.float64
+        )
+
+    raises_like_torch(assign)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "int8", "bool", "complex64", "bfloat16"])
+def test_expand_names_the_tensor_type_as_torchs_cpp_message(dtype):
+    raises_like_torch(lambda m: m.zeros(6, 1, dtype=getattr(m, dtype)).expand(6))
+
+
 def test_setitem_on_a_view_updates_the_base():
     def f(x, v):
         y = x * 1

@@ -120,3 +120,51 @@ def test_istft_checks_the_window_overlap_as_torch():
     for lib in (torch, bg):
         with pytest.raises(RuntimeError, match="window overlap add min: 1"):
             lib.istft(lib.tensor(SPECTRUM.numpy()), 16, window=lib.hann_window(16, dtype=lib.float64), center=False)
+
+
+def _complex(lib, *shape, dtype="complex64"):
+    return lib.tensor(RNG.standard_normal(shape) + 1j * RNG.standard_normal(shape)).to(getattr(lib, dtype))
+
+
+MISUSE = {
+    "no window overlap": lambda m: m.istft(_complex(m, 2, 33, 5), 64, 16, window=m.hann_window(64), center=False),
+    "no overlap, length": lambda m: m.istft(
+        _complex(m, 33, 5, dtype="complex128"),
+        64,
+        16,
+        window=window(m, "hann_window", 64),
+        center=False,
+        length=100,
+        onesided=True,
+    ),
+    "four dims": lambda m: m.istft(_complex(m, 2, 2, 33, 5), 64, 16),
+    "one-sided bins": lambda m: m.istft(_complex(m, 30, 5), 64, 16, window=m.ones(64)),
+    "two-sided bins": lambda m: m.istft(_complex(m, 30, 5), 64, 16, onesided=False),
+    "hop above window": lambda m: m.istft(_complex(m, 33, 5), 64, 40, win_length=32),
+    "negative hop": lambda m: m.istft(_complex(m, 33, 5), 64, -3),
+    "window above n_fft": lambda m: m.istft(_complex(m, 33, 5), 64, 16, win_length=70),
+    "window shape": lambda m: m.istft(_complex(m, 33, 5), 64, 16, window=m.ones(2, 32)),
+    "empty": lambda m: m.istft(_complex(m, 33, 0), 64, 16, window=m.ones(64)),
+    "one-sided complex": lambda m: m.istft(_complex(m, 33, 5), 64, 16, window=m.ones(64), return_complex=True),
+    "complex window": lambda m: m.istft(_complex(m, 33, 5), 64, 16, window=m.ones(64, dtype=m.complex64)),
+    "stft of integers": lambda m: m.stft(m.arange(100), 16, return_complex=True),
+    "stft of three dims": lambda m: m.stft(m.zeros(2, 2, 100), 16, return_complex=True),
+    "stft n_fft zero": lambda m: m.stft(m.zeros(100), 0, win_length=5, return_complex=True),
+    "stft n_fft too long": lambda m: m.stft(m.zeros(3, 100, dtype=m.float64), 200, center=False, return_complex=True),
+    "stft negative hop": lambda m: m.stft(m.zeros(100), 16, -2, return_complex=True),
+    "stft window too long": lambda m: m.stft(m.zeros(100), 16, 4, 20, return_complex=True),
+    "stft window shape": lambda m: m.stft(m.zeros(100), 16, window=m.ones(2, 8), return_complex=True),
+}
+
+
+@pytest.mark.parametrize("case", MISUSE)
+def test_misuse_raises_torchs_whole_message(case):
+    """torch's stft and istft spell the call out before the reason (istft(CPUComplexFloatType[...], n_fft=..., ...));
+    code that reports or matches these messages sees the same text."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(RuntimeError) as expected:
+            MISUSE[case](torch)
+        with pytest.raises(RuntimeError) as got:
+            MISUSE[case](bg)
+    assert str(got.value) == str(expected.value)

@@ -272,3 +272,63 @@ def _special_views_story(m):
 
 def test_views_of_every_special_kind_require_grad_through_their_base_as_torch():
     assert _special_views_story(bg) == _special_views_story(torch)
+
+
+def _identity(m):
+    return _function(m, lambda ctx, a: a)
+
+
+def _unbound(m):
+    return (_grad_leaf(m) * 1).reshape(2, 1).unbind()
+
+
+CHANGED_UNRECORDED = {
+    "Function output written under no_grad": lambda m: _written_under_no_grad(m, _identity(m)(_grad_leaf(m) * 1)),
+    "Function output whose input changed": lambda m: _output_after_base_write(m, _identity(m)),
+    "Function view of its input written": lambda m: _written_under_no_grad(
+        m, _function(m, lambda ctx, a: a[:1])(_grad_leaf(m) * 1)
+    ),
+    "unbind view written under no_grad": lambda m: _written_under_no_grad(m, _unbound(m)[0]),
+    "unbind sibling written under no_grad": lambda m: _sibling_written(m, _unbound(m)),
+    "unbind view written through detach": lambda m: _detach_written(_unbound(m)[0]),
+}
+
+
+def _written_under_no_grad(m, view):
+    with m.no_grad():
+        view.mul_(2)
+    return view
+
+
+def _output_after_base_write(m, fn):
+    base = _grad_leaf(m) * 1
+    out = fn(base)
+    with m.no_grad():
+        base.mul_(2)
+    return out
+
+
+def _sibling_written(m, views):
+    with m.no_grad():
+        views[1].mul_(2)
+    return views[0]
+
+
+def _detach_written(view):
+    view.detach().mul_(2)
+    return view
+
+
+@pytest.mark.parametrize("case", sorted(CHANGED_UNRECORDED))
+@pytest.mark.parametrize("use", ["grad_fn", "op"])
+def test_special_view_changed_unrecorded_raises_where_its_history_is_needed(case, use):
+    """A view a custom Function returned or one of several views one op made, changed in place without recording
+    (under no_grad, through a detached alias, or through its base or a sibling): torch cannot rebuild its grad_fn,
+    so reading grad_fn or recording an op on it raises, naming the node it came from."""
+
+    def run(m):
+        view = CHANGED_UNRECORDED[case](m)
+        return view.grad_fn if use == "grad_fn" else view.sum()
+
+    got, want = raises_like_torch(run)
+    assert type(got) is RuntimeError and str(got) == str(want)

@@ -14,7 +14,7 @@ from ._core import SAVES_INDICES, Op, apply
 from ._cpu_selection import topk_order, unstable_sort_order
 from ._index_parse import _concrete, _first_out_of_range, _parse
 from .reduction import values_indices
-from .shape import _SELECT, _SLICE, broadcast_shapes, decode_index, encode_index, reshape, sum_to
+from .shape import _SELECT, _SLICE, broadcast_shapes, decode_index, encode_index, expanded_shape, reshape, sum_to
 
 # ---- __getitem__ / __setitem__ ------------------------------------------------------------------
 
@@ -284,21 +284,15 @@ def setitem(input, index, value):
     while len(vshape) - lead > len(target) and vshape[lead] == 1:  # torch drops leading size-1 dims of the value
         lead += 1
     v = vshape[lead:]
-    bad = [i for i in range(1, len(v) + 1) if i > len(target) or v[-i] not in (1, target[-i])]
-    if bad and arrays:
+    if arrays and any(i > len(target) or v[-i] not in (1, target[-i]) for i in range(1, len(v) + 1)):
         raise RuntimeError(
             f"shape mismatch: value tensor of shape {list(vshape)} cannot be broadcast to indexing "
             f"result of shape {list(target)}"
         )
-    if bad:
-        i = bad[0]
-        raise RuntimeError(
-            f"The expanded size of the tensor ({target[-i]}) must match the existing size ({v[-i]}) at "
-            f"non-singleton dimension {len(target) - i}.  Target sizes: {list(target)}.  Tensor sizes: "
-            f"{list(v)}"
-        )
     if lead:
-        value = reshape(value, vshape[lead:])
+        value = reshape(value, v)
+    if not arrays and isinstance(value, Tensor):
+        expanded_shape(value, target)  # torch copies the value into the slice by expand: its errors
     mask = _single_mask(index)
     if mask is not None and len(v) <= input.ndim - mask.ndim:  # one value for every element masked: no new shape
         input._assign(apply(_MASKED_PUT, [input, value, mask]), "index_put_")

@@ -12,7 +12,7 @@ from .._autocast import autocast_policy
 from .._grad_mode import is_recording, is_view_replay_enabled
 from .._inplace import scatter_through
 from .._int_args import int_or_ints, sizes_also_by_keyword
-from .._tensor import Tensor, _wrap_dim, type_name
+from .._tensor import Tensor, _wrap_dim, type_string
 from .._transform_levels import in_functionalize
 from .._vmap_levels import is_batched
 from ._core import Op, apply
@@ -437,7 +437,7 @@ def expanded_shape(input, sizes):
     lead = len(sizes) - input.ndim
     if lead < 0:
         raise RuntimeError(
-            f"expand({type_name(input.dtype.np)}{{{list(input.shape)}}}, size={list(sizes)}): the "
+            f"expand({type_string(input.dtype.np)}{{{list(input.shape)}}}, size={list(sizes)}): the "
             f"number of sizes provided ({len(sizes)}) must be greater or equal to the number of "
             f"dimensions in the tensor ({input.ndim})"
         )

@@ -6,7 +6,7 @@ import warnings
 
 from .. import _factories
 from .._autocast import autocast_policy, wrapped_stacklevel
-from .._tensor import Tensor, warn_once
+from .._tensor import Tensor, type_string, warn_once
 from .arrange import unfold as _frames_of
 from .conveniences import view_as_real
 from .fft import FUNCTIONS as _FFT
@@ -39,19 +39,6 @@ SHORTER_THAN_LENGTH = (
 )
 
 
-def _sizes(name, n_fft, hop_length, win_length, signal_length=None):
-    """hop_length and win_length with torch's defaults (n_fft // 4, n_fft), checked."""
-    hop_length = n_fft // 4 if hop_length is None else hop_length
-    win_length = n_fft if win_length is None else win_length
-    if signal_length is not None and not 0 < n_fft <= signal_length:
-        raise RuntimeError(f"{name}: expected 0 < n_fft < {signal_length}, but got n_fft={n_fft}")
-    if hop_length <= 0:
-        raise RuntimeError(f"{name}: expected hop_length > 0, but got hop_length={hop_length}")
-    if not 0 < win_length <= n_fft:
-        raise RuntimeError(f"{name}: expected 0 < win_length <= n_fft, but got win_length={win_length}")
-    return hop_length, win_length
-
-
 def _padded_window(name, window, win_length, n_fft, dtype):
     """The window over a whole frame: `window` (ones if None) centered in n_fft samples."""
     if window is None:
@@ -66,6 +53,86 @@ def _padded_window(name, window, win_length, n_fft, dtype):
         return window
     zeros = _factories.zeros
     return cat([zeros(left, dtype=window.dtype), window, zeros(n_fft - win_length - left, dtype=window.dtype)])
+
+
+def _istft_repr(input, n_fft, hop_length, win_length, window, center, normalized, onesided, length, return_complex):
+    """The call as torch's istft errors spell it out before their reason."""
+    return (
+        f"istft({type_string(input.dtype.np)}{list(input.shape)}, n_fft={n_fft}, hop_length={hop_length}, "
+        f"win_length={win_length}, window={_shown_window(window)}, center={int(center)}, normalized={int(normalized)}, "
+        f"onesided={_flag(onesided)}, length={_flag(length)}, return_complex={int(return_complex)}) "
+    )
+
+
+def _checked_istft(input, n_fft, hop_length, win_length, window, center, normalized, onesided, length, return_complex):
+    """torch's checks of istft's arguments, in its order and words; the onesided flag in effect."""
+    given = (n_fft, hop_length, win_length, window, center, normalized, onesided, length, return_complex)
+    reason = None
+    bins = input.shape[-2] if input.ndim >= 2 else None
+    in_effect = bins != n_fft if onesided is None else onesided
+    if input.numel() == 0:
+        reason = ": input tensor cannot be empty."
+    elif input.ndim not in (2, 3):
+        reason = f": expected a tensor with 3 or 4 dimensions, but got {input.ndim + 1}"
+    elif in_effect and n_fft // 2 + 1 != bins:
+        reason = (
+            ": expected the frequency dimension (3rd to the last) of the input tensor to match n_fft / 2 + 1 when "
+            f"onesided=True, but got {bins}"
+        )
+    elif not in_effect and n_fft != bins:
+        reason = (
+            ": expected the frequency dimension (3rd to the last) of the input tensor to match n_fft when "
+            f"onesided=False, but got {bins}"
+        )
+    elif not 0 < hop_length <= win_length:
+        reason = ": expected 0 < hop_length <= win_length"
+    elif not 0 < win_length <= n_fft:
+        reason = ": expected 0 < win_length <= n_fft"
+    elif window is not None and (window.ndim != 1 or window.shape[0] != win_length):
+        reason = ": Invalid window shape. window has to be 1D and length of `win_length`"
+    if reason is not None:
+        raise RuntimeError(_istft_repr(input, *given) + reason)
+    if return_complex and in_effect:
+        raise RuntimeError("Cannot have onesided output if window or input is complex")
+    if not return_complex and window is not None and window.is_complex():
+        raise RuntimeError("Complex windows are incompatible with return_complex=False")
+    return in_effect
+
+
+def _shown_window(window):
+    return "None" if window is None else f"{type_string(window.dtype.np)}{{{list(window.shape)}}}"
+
+
+def _flag(value):
+    return "None" if value is None else int(value)
+
+
+def _stft_repr(shape, input, n_fft, hop_length, win_length, window, normalized, onesided, return_complex, align):
+    """The call as torch's stft errors spell it out before their reason (the signal as padded for center)."""
+    return (
+        f"stft({type_string(input.dtype.np)}{list(shape)}, n_fft={n_fft}, hop_length={hop_length}, "
+        f"win_length={win_length}, window={_shown_window(window)}, normalized={int(normalized)}, "
+        f"onesided={_flag(onesided)}, return_complex={_flag(return_complex)}, align_to_window={_flag(align)}) "
+    )
+
+
+def _check_stft_sizes(x, *given):
+    """torch's checks of stft's sizes against the (padded) signal x, in its order and words."""
+    n_fft, hop_length, win_length, window = given[:4]
+    reason = None
+    if not 0 < n_fft <= x.shape[-1]:
+        reason = f": expected 0 < n_fft < {x.shape[-1]}, but got n_fft={win_length}"  # torch shows win_length
+    elif hop_length <= 0:
+        reason = f": expected hop_length > 0, but got hop_length={hop_length}"
+    elif not 0 < win_length <= n_fft:
+        reason = f": expected 0 < win_length <= n_fft, but got win_length={win_length}"
+    elif window is not None and (window.ndim != 1 or window.shape[0] != win_length):
+        reason = (
+            f": expected a 1D window tensor of size equal to win_length={win_length}, but got window with size "
+            f"{list(window.shape)}"
+        )
+    if reason is not None:
+        raise RuntimeError(_stft_repr(x.shape, x, *given) + reason)
 
 
 def _real_dtype(t):
@@ -101,13 +168,22 @@ def stft(
         warnings.warn(RETURN_REAL_DEPRECATED, UserWarning, stacklevel=wrapped_stacklevel(2))
     if center and align_to_window is not None:
         raise RuntimeError("stft align_to_window should only be set when center = false")
-    if input.ndim not in (1, 2):
-        raise RuntimeError(f"stft: expected a 1D or 2D tensor, but got {input.ndim}D tensor")
+    hop_length = n_fft >> 2 if hop_length is None else hop_length
+    win_length = n_fft if win_length is None else win_length
+    given = (n_fft, hop_length, win_length, window, normalized, onesided, return_complex, align_to_window)
+    padded = tuple(input.shape[:-1]) + (input.shape[-1] + 2 * (n_fft // 2) if center else input.shape[-1],)
+    reason = None
+    if not (input.is_floating_point() or input.is_complex()):
+        reason = ": expected a tensor of floating point or complex values"
+    elif input.ndim not in (1, 2):
+        reason = ": expected a 1D or 2D tensor"
+    if reason is not None:
+        raise RuntimeError(_stft_repr(padded, input, *given) + reason)
     x = input
     if center:
         half = n_fft // 2
         x = pad(x.view((1,) * (3 - x.ndim) + tuple(x.shape)), [half, half], pad_mode).view(x.shape[:-1] + (-1,))
-    hop_length, win_length = _sizes("stft", n_fft, hop_length, win_length, x.shape[-1])
+    _check_stft_sizes(x, *given)
     window = _padded_window("stft", window, win_length, n_fft, _real_dtype(input))
     if align_to_window:  # each frame's window starts at a multiple of hop_length in the signal
         left = (n_fft - win_length) // 2
@@ -145,15 +221,13 @@ def istft(
         raise RuntimeError(
             "istft requires a complex-valued input tensor matching the output from stft with return_complex=True."
         )
-    if input.ndim not in (2, 3):
-        raise RuntimeError(f"istft: expected a tensor with 2 or 3 dimensions of complex, but got {input.ndim}D")
-    hop_length, win_length = _sizes("istft", n_fft, hop_length, win_length)
+    hop_length = n_fft >> 2 if hop_length is None else hop_length
+    win_length = n_fft if win_length is None else win_length
+    given = (n_fft, hop_length, win_length, window, center, normalized, onesided, length, return_complex)
     if window is None:
         warn_once(RECTANGULAR_ISTFT)
+    onesided = _checked_istft(input, *given)
     window = _padded_window("istft", window, win_length, n_fft, _real_dtype(input))
-    onesided = input.shape[-2] != n_fft if onesided is None else onesided
-    if onesided and return_complex:
-        raise RuntimeError("cannot have onesided output if window or input is complex")
     batched = input if input.ndim == 3 else input.unsqueeze(0)
     spectra = batched.transpose(1, 2)  # (B, n_frames, frequencies)
     norm = "ortho" if normalized else "backward"
@@ -174,7 +248,7 @@ def istft(
     end = start + length if length is not None else (size - n_fft // 2 if center else size)
     signal, envelope = signal[:, start : min(end, size)], envelope[start : min(end, size)]
     if bool((envelope.abs() < 1e-11).any()):
-        raise RuntimeError("istft: window overlap add min: 1")
+        raise RuntimeError(_istft_repr(input, *given) + "window overlap add min: 1\n[ CPUBoolType{} ]")
     signal = signal / envelope
     if end > size:
         warn_once(SHORTER_THAN_LENGTH)

@@ -148,14 +148,13 @@ class FunctionNode(_graph.Node):
     __slots__ = ("function", "ctx", "tensor_inputs", "non_differentiable")
     backward_without_gradients = True  # as torch's: reached with no gradient, it runs on zeros (or Nones)
 
-    def __init__(self, function, ctx, args, outs):
+    def __init__(self, function, ctx, args, outs, edges):
         if any(isinstance(a, Tensor) and a._sparse_forms is not None and a.requires_grad for a in args):
             raise RuntimeError(
                 f"{function.__name__}.apply: a sparse COO input that requires grad is not provided (the engine "
                 "differentiates a sparse tensor through its values); pass its values (s.coalesce().values()) and "
                 "its indices, and build the sparse tensor inside forward"
             )
-        edges = tuple(_graph.edge_of(a) if isinstance(a, Tensor) else None for a in args)
         # one gradient per output reaches backward, None for an output that is not a Tensor
         super().__init__(edges, tuple((o._v.shape, o._v.dtype) if isinstance(o, Tensor) else None for o in outs))
         self.function, self.ctx = function, ctx
@@ -347,12 +346,13 @@ class Function:
         ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
         traced_inputs = _function_jvp.traced_input_values(args)  # None unless in a forward-mode trace
         dual = _dual.LEVELS.tangents is not None
+        recorded = is_recording() and any(ctx.needs_input_grad)
+        edges = _input_edges(args) if recorded else None
         output = _run_forward(cls, ctx, args, kwargs, has_rule)
         is_tuple = isinstance(output, tuple)
         outs = output if is_tuple else (output,)
         dirty = _bump_dirty(ctx.dirty_tensors)
-        recorded = is_recording() and any(ctx.needs_input_grad)
-        node = node_class(cls, bool(grad_levels()))(cls, ctx, args, outs) if recorded else None
+        node = node_class(cls, bool(grad_levels()))(cls, ctx, args, outs, edges) if recorded else None
         if cls.setup_context is not None:
             _check_returned_inputs_not_saved(outs, node, ctx, args, dirty)
         received = _received_outputs(outs, node, ctx, args, dirty)
@@ -378,6 +378,11 @@ class InplaceFunction(Function):
     def __init__(self, inplace=False):
         super().__init__()
         self.inplace = inplace
+
+
+def _input_edges(args):
+    """The inputs' edges as they are before forward runs (as torch's, which forward's in-place writes do not move)."""
+    return tuple(_graph.edge_of(a) if isinstance(a, Tensor) else None for a in args)
 
 
 def _run_forward(cls, ctx, args, kwargs, has_rule):
@@ -526,7 +531,7 @@ def _rebased_dirty(tensor, k, node, is_input, n_outputs):
     view = tensor._view
     is_view = view is not None and DETACH not in view[1]
     # as torch's, a view without history requires grad with its base: a leaf that requires grad
-    if tensor.grad_fn is None and (tensor._requires_grad or (is_view and view[0].requires_grad)):
+    if tensor._node is None and (tensor._requires_grad or (is_view and view[0].requires_grad)):
         raise RuntimeError(DIRTY_LEAF)
     if not is_input:
         if is_view:  # of an input or not, a view is never an input itself

@@ -23,6 +23,7 @@ from .._ops._core import apply
 from .._ops.inplace_views import reshape_in_place
 from .._tensor import Tensor
 from .._transform_levels import functional_level
+from .._view_meta import made_by_custom_node, renew_creation
 
 _INVALID_REMOVE = (
     "functionalize(f, remove='mutations'): received invalid argument for remove={}. Valid options are:\n"
@@ -100,7 +101,11 @@ def _unwrapped(output, callers, reapply_views):
     caller = callers.get(id(root))
     if caller is not None and not _written(root):  # a view of an input that the function left unchanged
         return _replayed(caller, chain, copying=not reapply_views)
-    return output if reapply_views else _replayed(root, chain, copying=True)
+    if not reapply_views:
+        return _replayed(root, chain, copying=True)
+    if made_by_custom_node(output):
+        renew_creation(output)  # torch's functionalized result is a view made again, whole whatever was written
+    return output
 
 
 def _replayed(base, chain, copying):

@@ -5,11 +5,10 @@ node then calls hook(module, grad_input, grad_output), whose returned tuple repl
 In batched mode (is_grads_batched) the nodes keep the whole batch of grad_outputs, and the hooks see one row at a
 time, vectorized where they can be, else row by row."""
 
-import warnings
-
 from .. import _graph
 from .._rowwise import run_batched
-from .._tensor import Tensor
+from .._tensor import Tensor, warn_at_caller
+from .._view_meta import note_custom_function_output
 
 NO_INPUT_REQUIRES_GRAD = (
     "Full backward hook is firing when gradients are computed with respect to module outputs since no inputs "
@@ -79,8 +78,7 @@ class BackwardHook:
 
     def call_hooks_without_inputs(self, grad_outputs):
         """The hooks of a module none of whose inputs requires grad: they get Nones and may not replace them."""
-        if self.user_hooks:
-            warnings.warn(NO_INPUT_REQUIRES_GRAD, UserWarning, stacklevel=2)
+        warn_at_caller(NO_INPUT_REQUIRES_GRAD)  # torch warns (pre-hooks only too) from its engine: the backward line
         nones = (None,) * self.n_inputs
         for hook in self.user_hooks:
             result = hook(self.module, nones, grad_outputs)
@@ -103,8 +101,23 @@ def _through_node(values, make_node):
     node = make_node(tuple(_graph.edge_of(t) for t in tensors), tuple((t._v.shape, t._v.dtype) for t in tensors))
     wrapped = list(values)
     for k, (i, t) in enumerate(zip(indices, tensors)):
-        wrapped[i] = Tensor._wrap(t._value, grad_fn=node, output_nr=k) if t.requires_grad else t
+        if t.requires_grad:
+            wrapped[i] = _hook_view(t, node, k, len(tensors) > 1)
     return tuple(wrapped), indices
+
+
+def _hook_view(tensor, node, k, multi):
+    """Output k of the hook's identity node: as torch's BackwardHookFunction returns its inputs as-is, a view of
+    `tensor` made inside a custom Function, which may not be modified in place while recording (torch's error for a
+    hooked module followed by an in-place ReLU)."""
+    from .. import _dual
+    from .._grad_mode import no_grad
+
+    with no_grad(), _dual.suspended():
+        view = tensor.view_as(tensor)
+    view._node, view._output_nr = node, k
+    note_custom_function_output(view, multi)
+    return view
 
 
 class _HookNode(_graph.Node):
