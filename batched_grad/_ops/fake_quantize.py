@@ -55,7 +55,7 @@ def _per_channel_values(a, scale, zero_point, quant_min, quant_max, *, axis, flo
 
 def _inside(a, scale, zero_point, quant_min, quant_max, out, **per_channel):
     """The straight-through derivative: 1 where q fell inside [quant_min, quant_max]."""
-    q, clamped, _, _ = _grid(a, scale, zero_point, quant_min, quant_max, **per_channel)
+    q = _grid(a, scale, zero_point, quant_min, quant_max, **per_channel)[0]
     return ((q >= quant_min) & (q <= quant_max)).astype(a.dtype)
 
 
