@@ -23,6 +23,9 @@ REFUSED = {
     "kthvalue": lambda m: m.kthvalue(_scalar(m), 1, 1),
     "flatten-start": lambda m: m.flatten(_scalar(m), 1),
     "flatten-end": lambda m: _scalar(m).flatten(0, 2),
+    "roll": lambda m: m.roll(_scalar(m), 1, 0),
+    "roll-last": lambda m: m.roll(_scalar(m), 1, -1),
+    "cumulative_trapezoid": lambda m: m.cumulative_trapezoid(_scalar(m)),
 }
 
 
@@ -38,6 +41,7 @@ TAKEN = {
     "mode": lambda m: tuple(m.mode(_scalar(m), 0)),
     "aminmax": lambda m: tuple(m.aminmax(_scalar(m), dim=0)),
     "flatten": lambda m: m.flatten(_scalar(m), 0, -1),
+    "roll-flattened": lambda m: m.roll(_scalar(m), 1),
     "nonzero_static": lambda m: m.nonzero_static(_scalar(m), size=3),
     "pairwise_distance": lambda m: m.nn.functional.pairwise_distance(_scalar(m), m.tensor(5.0)),
     "pairwise_distance-broadcast": lambda m: m.nn.functional.pairwise_distance(m.ones(3), m.tensor(2.0)),

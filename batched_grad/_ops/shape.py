@@ -666,6 +666,8 @@ def roll(input, shifts, dims=None):
     shifts, dims = _dims(shifts), () if dims is None else _dims(dims)
     if len(shifts) != len(dims) and not (len(shifts) == 1 and not dims):
         raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, dims:{len(dims)}")
+    if dims and input.ndim == 0:
+        raise IndexError(f"Dimension specified as {dims[0]} but tensor has no dimensions")
     axes = tuple(_wrap_dim(d, input.ndim) for d in dims) if dims else None  # None: roll the flattened tensor
     return apply(_ROLL, [input], shifts=tuple(int(s) for s in shifts), axes=axes)
 

@@ -439,6 +439,8 @@ def trapz(y, x=None, *, dx=None, dim=-1):
 
 def cumulative_trapezoid(y, x=None, *, dx=None, dim=-1):
     """The running trapezoidal rule along `dim` (one element fewer than y)."""
+    if y.ndim == 0:
+        raise IndexError("slice() cannot be applied to a 0-dim tensor.")
     d = _wrap_dim(dim, y.ndim)
     length = y.shape[d]
     pairs = narrow(y, d, 1, max(length - 1, 0)) + narrow(y, d, 0, max(length - 1, 0))
